@@ -1,0 +1,80 @@
+"""causalfair: audit decision policies for long-term fairness, and repair them.
+
+The core objects:
+
+- :class:`TabularModel` (``causalfair.model``) - a finite model of the decision process;
+- :func:`lending_setting` (``causalfair.sim.lending``) - the reference lending settings;
+- policies (``causalfair.policy``) - built-ins, torch adapters, checkpoints, pi0 / pi^PS;
+- :func:`decompose` (``causalfair.effects``) - C = DPE + IPE + SPE, exactly;
+- :func:`benefit_fairness` (``causalfair.benefit``) - Delta, Lambda, worst pairs;
+- :func:`temporal_graph` (``causalfair.graph``) - the temporal causal graph.
+
+Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when used.
+"""
+
+from causalfair.benefit import BenefitResult, benefit_fairness, lambda_metric
+from causalfair.effects import Decomposition, decompose, value_tables
+from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
+from causalfair.policy import (
+    BaselinePolicy,
+    CallablePolicy,
+    CheckpointError,
+    ConstantPolicy,
+    FeatureEncoding,
+    Observation,
+    PathSpecificPolicy,
+    Policy,
+    PolicyError,
+    TablePolicy,
+    TorchPolicy,
+    hypothetical_policies,
+    load_checkpoint,
+    parse_policy,
+    policy_table,
+    save_checkpoint,
+)
+from causalfair.sim.lending import SETTINGS, LendingModel, lending_setting
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BaselinePolicy",
+    "BenefitResult",
+    "CallablePolicy",
+    "CausalStructure",
+    "CheckpointError",
+    "ConstantPolicy",
+    "Decomposition",
+    "FeatureEncoding",
+    "LendingModel",
+    "ModelError",
+    "Observation",
+    "PathSpecificPolicy",
+    "Policy",
+    "PolicyError",
+    "SETTINGS",
+    "TablePolicy",
+    "TabularModel",
+    "TorchPolicy",
+    "benefit_fairness",
+    "decompose",
+    "hypothetical_policies",
+    "lambda_metric",
+    "lending_setting",
+    "load_checkpoint",
+    "parse_policy",
+    "policy_table",
+    "potential_from_gain",
+    "save_checkpoint",
+    "value_tables",
+    "__version__",
+]
+
+
+def __getattr__(name: str):
+    # Lazy access to modules with heavier imports.
+    if name in ("temporal_graph", "hypothetical_graphs", "TemporalGraph"):
+        from causalfair import graph
+
+        return getattr(graph, name)
+    raise AttributeError(f"module 'causalfair' has no attribute {name!r}")

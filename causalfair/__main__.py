@@ -1,0 +1,5 @@
+import sys
+
+from causalfair.cli import main
+
+sys.exit(main())

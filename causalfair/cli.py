@@ -1,0 +1,70 @@
+"""The ``causalfair`` command line. Thin: parses, calls the library, sets exit codes.
+
+Each subcommand lives in ``causalfair/commands/<name>.py`` and exposes
+``register(subparsers)`` (argparse only: keep imports there light so ``--help`` is
+instant) and ``run(args) -> int``. Exit codes: 0 success, 1 a failed check (gates),
+2 usage or input errors (one-line message on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
+
+#: Subcommand name -> module implementing it.
+COMMANDS: dict[str, str] = {
+    "decompose": "causalfair.commands.decompose",
+}
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported on one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from causalfair import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="causalfair",
+        description=(
+            "Audit decision policies for long-term fairness: decompose the "
+            "qualification-gain disparity C into direct (DPE), indirect (IPE) and "
+            "spurious (SPE) effects, measure benefit fairness, and repair policies."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"causalfair {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS.values():
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    from causalfair.model import ModelError
+    from causalfair.policy import PolicyError
+
+    try:
+        return int(args.run(args) or 0)
+    except (UsageError, ModelError, PolicyError, FileNotFoundError, ValueError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"causalfair {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into e.g. `head`
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print(f"causalfair {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""``causalfair decompose``: the decomposition and benefit fairness of one policy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+SETTINGS = ("lending-1", "lending-2", "lending-3")
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """Options that pick the lending setting (shared by several subcommands)."""
+    p.add_argument("--setting", choices=SETTINGS, default="lending-1",
+                   help="built-in lending setting (default: lending-1)")
+    p.add_argument("--levels", type=int, default=7, metavar="K",
+                   help="number of qualification levels K >= 3 (default: 7)")
+    p.add_argument("--interest", type=float, default=1.0,
+                   help="bank profit on a repaid loan (default: 1.0)")
+    p.add_argument("--horizon", type=int, default=20, metavar="T",
+                   help="decision epochs T (default: 20)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "decompose",
+        help="decompose C into DPE + IPE + SPE and measure benefit fairness",
+        description=(
+            "Compute the qualification-gain disparity C of a policy on a lending setting "
+            "and its exact decomposition C = DPE + IPE + SPE (direct, indirect, spurious "
+            "effects), per-group values V^pi, V^PS, V^pi0, benefit fairness Lambda and "
+            "the worst benefit pairs. The identities of the method are checked and "
+            "reported as diagnostics."
+        ),
+        epilog=(
+            "policies: always | never | random:Q | threshold:P (approve when "
+            "p_repay(x, s) > P) | blind:P (group-blind threshold on the group-weighted "
+            "mean p_repay). Example: causalfair decompose --setting lending-1 "
+            "--policy threshold:0.5 --horizon 10 --json"
+        ),
+    )
+    add_model_arguments(p)
+    p.add_argument("--policy", default="threshold:0.5",
+                   help="built-in policy (default: threshold:0.5); ignored with --checkpoint")
+    p.add_argument("--checkpoint", metavar="PATH",
+                   help="a causalfair checkpoint (torch state_dict + metadata) to audit")
+    p.add_argument("--eps", type=float, default=0.1, help="Lambda's eps > 0 (default: 0.1)")
+    p.add_argument("--weights", choices=("visitation", "initial"), default="visitation",
+                   help="P(x | s) in Lambda (default: visitation under pi, averaged over t < T)")
+    p.add_argument("--worst", type=int, default=5, metavar="N",
+                   help="number of worst benefit pairs to print (default: 5)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object instead of the text summary")
+    p.set_defaults(run=run)
+
+
+def load_model_and_policy(args: argparse.Namespace):
+    """The tabular model and the policy named on the command line."""
+    from causalfair.cli import UsageError
+    from causalfair.policy import load_checkpoint, parse_policy
+    from causalfair.sim.lending import lending_setting
+
+    if args.levels < 3:
+        raise UsageError(f"--levels: must be >= 3, got {args.levels}.")
+    if args.horizon < 1:
+        raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
+    model = lending_setting(args.setting, n_levels=args.levels, interest=args.interest).tabular
+    if getattr(args, "checkpoint", None):
+        policy, _ = load_checkpoint(args.checkpoint, model)
+    else:
+        policy = parse_policy(args.policy, model)
+    return model, policy
+
+
+def run(args: argparse.Namespace) -> int:
+    from causalfair.benefit import benefit_fairness
+    from causalfair.effects import decompose
+
+    model, policy = load_model_and_policy(args)
+    result = decompose(model, policy, args.horizon, eps=args.eps, weights=args.weights)
+    benefit = benefit_fairness(model, policy, args.horizon, eps=args.eps, weights=args.weights)
+    if args.json:
+        out = result.to_dict()
+        out["setting"] = args.setting
+        out["benefit"] = benefit.to_dict(n_worst=args.worst)
+        json.dump(out, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        print(result.summary())
+        print()
+        print(benefit.summary(args.worst))
+    return 0

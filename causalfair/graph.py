@@ -1,0 +1,778 @@
+"""The temporal causal graph of the decision process (method.md section 7).
+
+The decision process is unrolled over ``T`` decision epochs into a directed acyclic graph
+(a :class:`networkx.DiGraph`). Each node is one random variable of one individual's
+episode; each edge says which variables a mechanism reads:
+
+- ``S`` the sensitive attribute (hard-intervened on, ``do(s)``, in every value V);
+- ``X_t`` the qualification state, ``t = 0..T``; ``P(x_0 | s)`` reads S when the structure
+  declares ``s_to_x0``;
+- ``D_t`` the decision drawn from the deployed policy ``pi(d | x_t, s)`` (reads S only if
+  the policy does);
+- one node per declared exogenous variable and step (``Y_t`` repayment, ``U_t`` drift...),
+  read by the transition and, where declared, by the reward; it reads S where its law
+  depends on the group;
+- ``X_{t+1}`` produced by the transition ``P(x' | x_t, d_t, s)`` from ``(X_t, D_t, E_t)``
+  (and S directly when ``s_to_transition``);
+- ``G_t = g^s(X_t, X_{t+1})`` the qualification gain and ``R_t`` the reward, read from
+  ``(D_t, X_t)`` and the reward-relevant exogenous nodes.
+
+Three variants give the graphs of Avin et al.'s path-specific decomposition used by the
+reference paper (Fig. 1 and Fig. 2, method.md section 3):
+
+``"pi"``
+    the deployed policy, as above.
+``"pi0"``
+    the baseline ``do(D_t := d0)`` for every ``t``: a hard intervention, so every edge
+    into ``D_t`` is cut (``X_t -> D_t`` and ``S -> D_t``).
+``"ps"``
+    the path-specific policy ``pi^PS``: the trajectory evolves as under ``pi`` (all edges
+    into ``X_{t+1}`` stay), but each gain reads a counterfactual next state ``X*_{t+1}``,
+    the state the individual would reach under ``d0`` from the same ``X_t`` with the same
+    exogenous draws. ``G_t`` reads ``(X_t, X*_{t+1})`` instead of ``(X_t, X_{t+1})``.
+
+Comparing the graphs tells which edges each effect switches (:func:`effect_edges`): the
+DPE (``pi`` vs ``pi^PS``) switches the gains' input ``X_{t+1} -> G_t`` to
+``X*_{t+1} -> G_t``; the IPE (``pi^PS`` vs ``pi0``) switches the decision mechanism
+(``X_t -> D_t``, ``S -> D_t``); the SPE is the value under ``pi0``, carried by the paths
+from S that avoid every decision.
+
+Node ids are plain strings: ``"S"``, ``"X0"``, ``"D0"``, ``"G0"``, ``"R0"``, ``"Y0"``,
+``"X*1"``. Node attributes: ``kind`` (one of :data:`NODE_KINDS`), ``t`` (int; ``None`` for
+S), ``label`` (``"X_1"``), ``intervened`` on decisions (with ``value="d0"`` under
+``pi0``), ``variable`` / ``depends_on_s`` / ``affects_reward`` on exogenous nodes and
+``under="d0"`` on counterfactual states.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import networkx as nx
+
+from causalfair.model import CausalStructure, TabularModel
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "NODE_KINDS",
+    "VARIANTS",
+    "TemporalGraph",
+    "EffectEdges",
+    "PathClassification",
+    "temporal_graph",
+    "hypothetical_graphs",
+    "effect_edges",
+    "classify_paths",
+]
+
+#: Graph variants: deployed policy, baseline always-d0, path-specific pi^PS.
+VARIANTS: tuple[str, ...] = ("pi", "pi0", "ps")
+
+#: Node kinds, in the order used to sort the nodes of one epoch.
+NODE_KINDS: tuple[str, ...] = (
+    "sensitive",
+    "state",
+    "counterfactual_state",
+    "decision",
+    "exogenous",
+    "gain",
+    "reward",
+)
+
+_VARIANT_TITLES = {
+    "pi": r"deployed policy $\pi$",
+    "pi0": r"baseline $\pi_0$ (always $d_0$)",
+    "ps": r"path-specific $\pi^{PS}$",
+}
+
+_KIND_COLOURS = {
+    "sensitive": "#f4a6a6",
+    "state": "#a6c8f4",
+    "counterfactual_state": "#e3edfb",
+    "decision": "#f9d38c",
+    "exogenous": "#d9d9d9",
+    "gain": "#a8e0a0",
+    "reward": "#d7b8ec",
+}
+
+_DOT_SHAPES = {
+    "sensitive": "doublecircle",
+    "state": "ellipse",
+    "counterfactual_state": "ellipse",
+    "decision": "box",
+    "exogenous": "ellipse",
+    "gain": "diamond",
+    "reward": "hexagon",
+}
+
+_RESERVED_NAMES = frozenset({"S", "X", "D", "G", "R"})
+_NAME_RE = re.compile(r"[A-Za-z_](?:[A-Za-z0-9_]*[A-Za-z_])?")
+_DRAW_FORMATS = ("png", "svg", "pdf")
+
+# ------------------------------------------------------------------ error messages
+HORIZON_ERROR = (
+    "horizon must be an int >= 1 (the number of decision epochs T), got {value!r}; "
+    "pass a positive integer, e.g. horizon=5."
+)
+VARIANT_ERROR = (
+    "variant must be one of 'pi' (deployed policy), 'pi0' (always d0) or 'ps' "
+    "(path-specific pi^PS), got {value!r}."
+)
+STRUCTURE_ERROR = (
+    "expected a TabularModel, a CausalStructure or a simulator with a `structure`, "
+    "got {value!r}."
+)
+EXOGENOUS_NAME_ERROR = (
+    "structure.exogenous: name {value!r} cannot name a node; use letters, digits and "
+    "underscores, not ending in a digit, and none of 'S', 'X', 'D', 'G', 'R' "
+    "(e.g. 'Y' for repayment, 'U' for drift)."
+)
+EXOGENOUS_FLAGS_ERROR = (
+    "structure.exogenous[{name!r}]: expected a pair (depends_on_s, affects_reward) of "
+    "booleans, got {value!r}."
+)
+UNKNOWN_NODE_ERROR = (
+    "{role} {value!r} is not a node of this graph (variant {variant!r}, horizon "
+    "{horizon}); use 'S' or a node id such as 'D0', 'X1', 'G{last}'."
+)
+TOO_MANY_PATHS_ERROR = (
+    "{count} causal paths lead from {source!r} to {target}, more than "
+    "max_paths={max_paths}; the number grows like 2^T, so count them with "
+    "count_paths({source!r}), or raise max_paths to list them all."
+)
+MAX_PATHS_ERROR = "max_paths must be an int >= 0, got {value!r}."
+DRAW_FORMAT_ERROR = (
+    "draw: cannot tell the image format of {path!r} from its suffix; use one of "
+    ".png, .svg, .pdf."
+)
+
+
+# ------------------------------------------------------------------ validation
+def _check_horizon(horizon: Any) -> int:
+    if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon < 1:
+        raise ValueError(HORIZON_ERROR.format(value=horizon))
+    return int(horizon)
+
+
+def _check_variant(variant: Any) -> str:
+    if not isinstance(variant, str) or variant not in VARIANTS:
+        raise ValueError(VARIANT_ERROR.format(value=variant))
+    return variant
+
+
+def _resolve_structure(obj: Any) -> CausalStructure:
+    """The CausalStructure of a model, a structure, or a simulator declaring one."""
+    if isinstance(obj, CausalStructure):
+        return obj
+    if isinstance(obj, TabularModel):
+        return obj.structure
+    declared = getattr(obj, "structure", None)
+    if callable(declared):  # e.g. LendingModel.structure()
+        declared = declared()
+    if isinstance(declared, CausalStructure):
+        return declared
+    raise TypeError(STRUCTURE_ERROR.format(value=obj))
+
+
+def _exogenous(structure: CausalStructure) -> list[tuple[str, bool, bool]]:
+    """Validated ``(name, depends_on_s, affects_reward)`` in declaration order."""
+    out = []
+    for name, flags in dict(structure.exogenous).items():
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in _RESERVED_NAMES:
+            raise ValueError(EXOGENOUS_NAME_ERROR.format(value=name))
+        try:
+            dep, rew = flags
+        except (TypeError, ValueError):
+            raise ValueError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags)) from None
+        if dep not in (True, False) or rew not in (True, False):
+            raise ValueError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags))
+        out.append((name, bool(dep), bool(rew)))
+    return out
+
+
+# ------------------------------------------------------------------ building
+def _build(
+    structure: CausalStructure, horizon: int, policy_reads_s: bool, variant: str
+) -> nx.DiGraph:
+    exo = _exogenous(structure)
+    g = nx.DiGraph(horizon=horizon, variant=variant, policy_reads_s=bool(policy_reads_s))
+    g.add_node("S", kind="sensitive", t=None, label="S")
+    for t in range(horizon + 1):
+        g.add_node(f"X{t}", kind="state", t=t, label=f"X_{t}")
+    if structure.s_to_x0:
+        g.add_edge("S", "X0")
+
+    for t in range(horizon):
+        x, x_next, d, gain, r = f"X{t}", f"X{t + 1}", f"D{t}", f"G{t}", f"R{t}"
+        # decision: the policy mechanism, or the constant do(D_t := d0) under pi0
+        if variant == "pi0":
+            g.add_node(d, kind="decision", t=t, label=f"D_{t}", intervened=True, value="d0")
+        else:
+            g.add_node(d, kind="decision", t=t, label=f"D_{t}", intervened=False)
+            g.add_edge(x, d)
+            if policy_reads_s:
+                g.add_edge("S", d)
+        g.add_node(gain, kind="gain", t=t, label=f"G_{t}")
+        g.add_node(r, kind="reward", t=t, label=f"R_{t}")
+
+        # transition of the trajectory (identical in all three variants)
+        g.add_edges_from([(x, x_next), (d, x_next)])
+        if structure.s_to_transition:
+            g.add_edge("S", x_next)
+        for name, dep, rew in exo:
+            e = f"{name}{t}"
+            g.add_node(
+                e, kind="exogenous", t=t, label=f"{name}_{t}", variable=name,
+                depends_on_s=dep, affects_reward=rew,
+            )
+            g.add_edge(e, x_next)
+            if dep:
+                g.add_edge("S", e)
+            if rew:
+                g.add_edge(e, r)
+
+        # gain: reads the realised next state, or the d0 counterfactual one under pi^PS
+        if variant == "ps":
+            cf = f"X*{t + 1}"
+            g.add_node(cf, kind="counterfactual_state", t=t + 1, label=f"X*_{t + 1}", under="d0")
+            g.add_edge(x, cf)
+            g.add_edges_from((f"{name}{t}", cf) for name, _, _ in exo)
+            if structure.s_to_transition:
+                g.add_edge("S", cf)
+            g.add_edges_from([(x, gain), (cf, gain)])
+        else:
+            g.add_edges_from([(x, gain), (x_next, gain)])
+
+        # reward: as under the deployed process in every variant
+        g.add_edges_from([(d, r), (x, r)])
+    return g
+
+
+def _node_key(graph: nx.DiGraph, node: str) -> tuple[int, int, str]:
+    """Natural order: S first, then by epoch, kind (NODE_KINDS order) and id."""
+    data = graph.nodes[node]
+    t = data.get("t")
+    return (-1 if t is None else int(t), NODE_KINDS.index(data["kind"]), node)
+
+
+def _atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> Path:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then move it into place."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def _path_counts(
+    graph: nx.DiGraph, source: str, avoid: frozenset[str] = frozenset()
+) -> dict[str, int]:
+    """n(v): the number of directed paths from ``source`` to each node v avoiding ``avoid``.
+
+    Dynamic programming over a topological order: n(source) = 1, n(v) = sum of n(u) over
+    the parents u of v; exact (Python ints) and linear in the size of the graph.
+    """
+    counts = {source: 1}
+    for v in nx.topological_sort(graph):
+        n = counts.get(v)
+        if not n:
+            continue
+        for w in graph.successors(v):
+            if w not in avoid:
+                counts[w] = counts.get(w, 0) + n
+    return counts
+
+
+# ------------------------------------------------------------------ the graph object
+@dataclass(frozen=True, eq=False)
+class TemporalGraph:
+    """The causal graph of one variant of the decision process, unrolled over T epochs.
+
+    Build it with :func:`temporal_graph` or :func:`hypothetical_graphs`.
+
+    Attributes
+    ----------
+    graph : networkx.DiGraph
+        The DAG; node ids and attributes are described in the module docstring. Treat it
+        as read-only.
+    horizon : int
+        T, the number of decision epochs (states X_0..X_T).
+    variant : {"pi", "pi0", "ps"}
+        Deployed policy, baseline do(D_t := d0), or path-specific pi^PS.
+    """
+
+    graph: nx.DiGraph
+    horizon: int
+    variant: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.graph, nx.DiGraph):
+            raise TypeError(f"graph: expected a networkx.DiGraph, got {type(self.graph).__name__}.")
+        object.__setattr__(self, "horizon", _check_horizon(self.horizon))
+        _check_variant(self.variant)
+
+    def __repr__(self) -> str:
+        return (
+            f"TemporalGraph(variant={self.variant!r}, horizon={self.horizon}, "
+            f"nodes={self.graph.number_of_nodes()}, edges={self.graph.number_of_edges()})"
+        )
+
+    # -------------------------------------------------------------- listing
+    def nodes(self, kind: str | None = None) -> list[str]:
+        """Node ids in natural order (S, then by epoch and kind), optionally of one kind."""
+        if kind is not None and kind not in NODE_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(NODE_KINDS)}, got {kind!r}.")
+        nodes = (n for n, k in self.graph.nodes(data="kind") if kind is None or k == kind)
+        return sorted(nodes, key=lambda n: _node_key(self.graph, n))
+
+    def edges(self) -> list[tuple[str, str]]:
+        """All edges ``(u, v)``, sorted (plain string order, so stable across runs)."""
+        return sorted(self.graph.edges())
+
+    def _check_node(self, node: Any, role: str) -> str:
+        if not isinstance(node, str) or node not in self.graph:
+            raise ValueError(
+                UNKNOWN_NODE_ERROR.format(
+                    role=role, value=node, variant=self.variant, horizon=self.horizon,
+                    last=self.horizon - 1,
+                )
+            )
+        return node
+
+    def _targets(self, target: str | None) -> list[str]:
+        if target is None:
+            return self.nodes("gain")
+        return [self._check_node(target, "target")]
+
+    # -------------------------------------------------------------- paths
+    def count_paths(self, source: str, target: str | None = None) -> int:
+        """Number of causal (directed) paths from ``source`` to the gains, or to ``target``.
+
+        Exact for any horizon: dynamic programming over the DAG in topological order,
+        O(nodes + edges), so T = 200 (about 2^200 paths from S) takes milliseconds. A
+        path that reaches ``target`` counts once; ``source == target`` counts the
+        trivial path.
+        """
+        self._check_node(source, "source")
+        counts = _path_counts(self.graph, source)
+        return sum(counts.get(t, 0) for t in self._targets(target))
+
+    def paths(
+        self, source: str, target: str | None = None, *, max_paths: int = 10000
+    ) -> list[list[str]]:
+        """The causal paths from ``source`` (``"S"`` or a decision ``"Dt"``) to the gains.
+
+        Each path is a list of node ids, e.g. ``["D0", "X1", "G1"]``; with ``target``
+        only paths ending there. The paths are sorted (by their natural node order).
+        Their number grows like 2^T, so more than ``max_paths`` raises a ValueError
+        pointing at :meth:`count_paths`.
+        """
+        if isinstance(max_paths, bool) or not isinstance(max_paths, numbers.Integral) or max_paths < 0:
+            raise ValueError(MAX_PATHS_ERROR.format(value=max_paths))
+        targets = self._targets(target)
+        count = self.count_paths(source, target)
+        if count > max_paths:
+            raise ValueError(
+                TOO_MANY_PATHS_ERROR.format(
+                    count=count, source=source, max_paths=max_paths,
+                    target="the gains" if target is None else repr(target),
+                )
+            )
+        target_set = set(targets)
+        useful = set(target_set)
+        for t in targets:
+            useful |= nx.ancestors(self.graph, t)
+        out: list[list[str]] = []
+        stack = [[source]] if source in useful else []
+        while stack:
+            path = stack.pop()
+            if path[-1] in target_set:
+                out.append(path)
+                continue
+            for w in self.graph.successors(path[-1]):
+                if w in useful:
+                    stack.append([*path, w])
+        return sorted(out, key=lambda p: [_node_key(self.graph, n) for n in p])
+
+    # -------------------------------------------------------------- export
+    def to_dot(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The graph as Graphviz DOT text (no graphviz needed to produce it).
+
+        Time runs left to right; the nodes of epoch t sit in a cluster ``t = t``; kinds
+        have their own shape and colour, counterfactual states are dashed, intervened
+        decisions show ``:= d0``. One edge per line (``"u" -> "v";``), in natural order.
+        With ``path``, the text is also written there atomically.
+        """
+        g = self.graph
+        lines = [
+            f'digraph "causalfair_{self.variant}_T{self.horizon}" {{',
+            f'  graph [rankdir=LR, labelloc=t, label="temporal causal graph, variant '
+            f'{self.variant}, T={self.horizon}", fontname="Helvetica"];',
+            '  node [fontname="Helvetica", style=filled];',
+        ]
+
+        def node_line(n: str) -> str:
+            data = g.nodes[n]
+            kind = data["kind"]
+            label = data["label"] + (" := d0" if data.get("intervened") else "")
+            style = "filled,dashed" if kind == "counterfactual_state" else "filled"
+            return (
+                f'    "{n}" [label="{label}", class="{kind}", shape={_DOT_SHAPES[kind]}, '
+                f'style="{style}", fillcolor="{_KIND_COLOURS[kind]}"];'
+            )
+
+        by_t: dict[int, list[str]] = {}
+        for n in self.nodes():
+            t = g.nodes[n]["t"]
+            if t is None:
+                lines.append(node_line(n)[2:])
+            else:
+                by_t.setdefault(t, []).append(n)
+        for t, members in by_t.items():
+            lines.append(f'  subgraph "cluster_t{t}" {{')
+            lines.append(f'    label="t = {t}"; color="#bbbbbb"; style=rounded;')
+            lines.extend(node_line(n) for n in members)
+            lines.append("  }")
+        edges = sorted(g.edges(), key=lambda e: (_node_key(g, e[0]), _node_key(g, e[1])))
+        for u, v in edges:
+            dashed = "counterfactual_state" in (g.nodes[u]["kind"], g.nodes[v]["kind"])
+            lines.append(f'  "{u}" -> "{v}"' + (" [style=dashed]" if dashed else "") + ";")
+        lines.append("}")
+        text = "\n".join(lines) + "\n"
+        if path is not None:
+            _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        return text
+
+    def to_graphml(self, path: str | os.PathLike[str]) -> None:
+        """Write the graph as GraphML (networkx), atomically.
+
+        GraphML has no null: attributes whose value is None (``t`` of S) are left out of
+        that node, so :func:`networkx.read_graphml` gives them back as missing.
+        """
+        g = nx.DiGraph()
+        g.graph.update({k: v for k, v in self.graph.graph.items() if v is not None})
+        for n, data in self.graph.nodes(data=True):
+            g.add_node(n, **{k: v for k, v in data.items() if v is not None})
+        g.add_edges_from(self.graph.edges())
+        _atomic_write(path, lambda tmp: nx.write_graphml(g, tmp))
+
+    def to_frame(self) -> pd.DataFrame:
+        """The edges as a pandas DataFrame: source, target, source_kind, target_kind."""
+        import pandas as pd
+
+        kind = self.graph.nodes
+        rows = [(u, v, kind[u]["kind"], kind[v]["kind"]) for u, v in self.edges()]
+        return pd.DataFrame(rows, columns=["source", "target", "source_kind", "target_kind"])
+
+    # -------------------------------------------------------------- drawing
+    def _layout(self) -> dict[str, tuple[float, float]]:
+        """Layered layout: x = time (3 units per epoch), rows by kind, S on the left."""
+        exo_rows = {
+            name: i
+            for i, name in enumerate(
+                dict.fromkeys(d["variable"] for _, d in self.graph.nodes(data=True)
+                              if d["kind"] == "exogenous")
+            )
+        }
+        n_exo = len(exo_rows)
+        pos: dict[str, tuple[float, float]] = {}
+        for n, data in self.graph.nodes(data=True):
+            kind, t = data["kind"], data["t"]
+            if kind == "sensitive":
+                pos[n] = (-2.0, 1.0)
+            elif kind == "state":
+                pos[n] = (3.0 * t, 0.0)
+            elif kind == "counterfactual_state":
+                pos[n] = (3.0 * t - 0.6, -1.0)
+            elif kind == "decision":
+                pos[n] = (3.0 * t + 1.0, 1.0)
+            elif kind == "reward":
+                pos[n] = (3.0 * t + 2.0, 2.0)
+            elif kind == "exogenous":
+                pos[n] = (3.0 * t + 1.0, -2.0 - exo_rows[data["variable"]])
+            else:  # gain
+                pos[n] = (3.0 * t + 1.5, -2.0 - n_exo)
+        return pos
+
+    def draw(
+        self, path: str | os.PathLike[str] | None = None, ax: Axes | None = None
+    ) -> Figure:
+        """Draw the graph with matplotlib and return the Figure.
+
+        Time runs along the x axis (S on the left); kinds are colour-coded, counterfactual
+        states are dashed, edges into decisions are orange. Without ``ax`` a new Figure
+        on the Agg canvas is made (pyplot's global state is not touched); with ``path``
+        it is saved (PNG, SVG or PDF from the suffix), atomically. Meant for small T
+        (say T <= 10): the figure widens with T.
+        """
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        fmt = None
+        if path is not None:
+            fmt = Path(path).suffix.lower().lstrip(".")
+            if fmt not in _DRAW_FORMATS:
+                raise ValueError(DRAW_FORMAT_ERROR.format(path=str(path)))
+        n_exo = len(self.nodes("exogenous")) // self.horizon
+        if ax is None:
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+
+            width = min(3.0 + 1.9 * self.horizon, 60.0)
+            fig = Figure(figsize=(width, 3.2 + 0.55 * n_exo))
+            FigureCanvasAgg(fig)
+            ax = fig.add_subplot()
+        else:
+            fig = ax.figure
+
+        g, pos = self.graph, self._layout()
+        for u, v in sorted(g.edges()):
+            kinds = (g.nodes[u]["kind"], g.nodes[v]["kind"])
+            cf = "counterfactual_state" in kinds
+            colour = "#d9822b" if kinds[1] == "decision" else ("#8a8a8a" if cf else "#444444")
+            ax.annotate(
+                "", xy=pos[v], xytext=pos[u],
+                arrowprops={
+                    "arrowstyle": "-|>", "color": colour, "lw": 0.8, "shrinkA": 11,
+                    "shrinkB": 11, "linestyle": "--" if cf else "-",
+                    "connectionstyle": "arc3,rad=0.12" if u == "S" else "arc3,rad=0.0",
+                },
+                zorder=1,
+            )
+        for n in self.nodes():
+            data = g.nodes[n]
+            ax.text(
+                *pos[n], _math_label(data), ha="center", va="center", fontsize=9, zorder=3,
+                bbox={
+                    "boxstyle": "round,pad=0.3", "fc": _KIND_COLOURS[data["kind"]], "ec": "#333333",
+                    "ls": "--" if data["kind"] == "counterfactual_state" else "-",
+                },
+            )
+        xs = [p[0] for p in pos.values()]
+        ys = [p[1] for p in pos.values()]
+        ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
+        ax.set_ylim(min(ys) - 0.8, max(ys) + 0.6)
+        ax.set_axis_off()
+        ax.set_title(f"Temporal causal graph: {_VARIANT_TITLES[self.variant]}, T = {self.horizon}")
+        present = {d for _, d in g.nodes(data="kind")}
+        handles: list[Any] = [
+            Patch(
+                facecolor=_KIND_COLOURS[k], edgecolor="#333333", label=k.replace("_", " "),
+                linestyle="--" if k == "counterfactual_state" else "-",
+            )
+            for k in NODE_KINDS
+            if k in present
+        ]
+        if any(g.nodes[v]["kind"] == "decision" for _, v in g.edges()):
+            handles.append(Line2D([], [], color="#d9822b", label="policy edge"))
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                  fontsize=8, frameon=False)
+        if path is not None:
+            _atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, bbox_inches="tight"))
+        return fig
+
+
+def _math_label(data: Mapping[str, Any]) -> str:
+    """Mathtext label, e.g. ``$X^{*}_{1}$`` for the node labelled ``X*_1``."""
+    base, _, t = data["label"].rpartition("_")
+    if not base:
+        return data["label"]
+    if base == "X*":
+        base = "X^{*}"
+    elif len(base) > 1:
+        base = r"\mathrm{" + base.replace("_", r"\_") + "}"
+    text = f"{base}_{{{t}}}"
+    if data.get("intervened"):
+        text += r"{:=}d_0"
+    return f"${text}$"
+
+
+# ------------------------------------------------------------------ builders
+def temporal_graph(
+    model_or_structure: TabularModel | CausalStructure | Any,
+    horizon: int,
+    *,
+    policy_reads_s: bool = True,
+    variant: str = "pi",
+) -> TemporalGraph:
+    """The causal graph of the decision process under ``do(pi)``, ``do(pi0)`` or ``pi^PS``.
+
+    Parameters
+    ----------
+    model_or_structure : TabularModel, CausalStructure, or a simulator with ``structure``
+        What the model declares about S -> X_0, S -> transition and the exogenous nodes.
+    horizon : int >= 1
+        T, the number of decision epochs.
+    policy_reads_s : bool
+        Whether the deployed policy reads S (adds ``S -> D_t``); an S-unaware policy
+        cuts those edges, but S still reaches decisions through ``X_t``.
+    variant : {"pi", "pi0", "ps"}
+        See the module docstring (reference paper, Fig. 1 and Fig. 2).
+    """
+    structure = _resolve_structure(model_or_structure)
+    horizon = _check_horizon(horizon)
+    variant = _check_variant(variant)
+    return TemporalGraph(
+        graph=_build(structure, horizon, policy_reads_s, variant), horizon=horizon, variant=variant
+    )
+
+
+def hypothetical_graphs(
+    model: TabularModel | CausalStructure | Any, horizon: int, policy_reads_s: bool = True
+) -> dict[str, TemporalGraph]:
+    """The graphs of the deployed policy and of both hypothetical policies.
+
+    Returns ``{"pi": ..., "pi0": ..., "ps": ...}``: the three processes whose values
+    V^pi, V^pi0 and V^PS give C = DPE + IPE + SPE (method.md section 3).
+    """
+    return {
+        v: temporal_graph(model, horizon, policy_reads_s=policy_reads_s, variant=v)
+        for v in VARIANTS
+    }
+
+
+# ------------------------------------------------------------------ effects and paths
+@dataclass(frozen=True)
+class EffectEdges:
+    """The edges one term of C = DPE + IPE + SPE switches between two graphs.
+
+    ``compares`` names the variants whose values are subtracted (``("pi", "ps")`` for
+    V^pi - V^PS); ``edges`` are present in the first graph and absent from the second,
+    ``replaced_by`` are the edges of the second graph that take their place. The SPE is
+    a single value (V^pi0), so its ``edges`` are those carrying it: the edges of the pi0
+    graph on a path from S to a gain that avoids every decision.
+    """
+
+    effect: str
+    compares: tuple[str, ...]
+    explanation: str
+    edges: tuple[tuple[str, str], ...]
+    replaced_by: tuple[tuple[str, str], ...] = ()
+
+
+def effect_edges(
+    horizon: int,
+    structure: CausalStructure | TabularModel | Any,
+    *,
+    policy_reads_s: bool = True,
+) -> dict[str, EffectEdges]:
+    """Which edges each effect of the decomposition switches, for T = ``horizon``.
+
+    - ``"DPE"`` (V^pi - V^PS): the gain's input ``X_{t+1} -> G_t`` under pi becomes
+      ``X*_{t+1} -> G_t`` under pi^PS for every t, so only the decision's instantaneous
+      path ``D_t -> X_{t+1} -> G_t`` is switched off; the trajectory is unchanged.
+    - ``"IPE"`` (V^PS - V^pi0): the decision mechanism ``X_t -> D_t`` and ``S -> D_t``
+      (present under pi^PS's trajectory) is cut by do(D_t := d0); what changes are the
+      delayed paths ``D_t -> X_{t+1} -> ... -> G_t'``, t' > t.
+    - ``"SPE"`` (V^pi0): the paths from S that avoid every D_t.
+    """
+    horizon = _check_horizon(horizon)
+    structure = _resolve_structure(structure)
+    T = range(horizon)
+    dpe = tuple((f"X{t + 1}", f"G{t}") for t in T)
+    dpe_new = tuple((f"X*{t + 1}", f"G{t}") for t in T)
+    ipe = tuple(
+        e for t in T for e in ((f"X{t}", f"D{t}"), ("S", f"D{t}")) if policy_reads_s or e[0] != "S"
+    )
+    pi0 = temporal_graph(structure, horizon, variant="pi0").graph
+    no_d = pi0.subgraph(n for n, k in pi0.nodes(data="kind") if k != "decision")
+    from_s = nx.descendants(no_d, "S") | {"S"}
+    to_gain = {n for n, k in no_d.nodes(data="kind") if k == "gain"}
+    for gain in list(to_gain):
+        to_gain |= nx.ancestors(no_d, gain)
+    spe = tuple(sorted((u, v) for u, v in no_d.edges() if u in from_s and v in to_gain))
+    return {
+        "DPE": EffectEdges(
+            "DPE", ("pi", "ps"),
+            "direct effect, V^pi - V^PS: each gain G_t reads the realised next state "
+            "X_{t+1} (pi) instead of the d0 counterfactual X*_{t+1} (pi^PS); the "
+            "trajectory is the same, so only the instantaneous path D_t -> X_{t+1} -> G_t "
+            "is switched.",
+            dpe, dpe_new,
+        ),
+        "IPE": EffectEdges(
+            "IPE", ("ps", "pi0"),
+            "indirect effect, V^PS - V^pi0: the decision mechanism X_t -> D_t (and S -> D_t "
+            "if the policy reads S) drives pi^PS's trajectory and is cut by do(D_t := d0) "
+            "under pi0; it carries the delayed paths D_t -> X_{t+1} -> ... -> G_t', t' > t.",
+            ipe,
+        ),
+        "SPE": EffectEdges(
+            "SPE", ("pi0",),
+            "spurious effect, V^pi0: what the environment alone yields; carried by the "
+            "paths from S to the gains that avoid every decision D_t.",
+            spe,
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class PathClassification:
+    """Counts of the causal paths from ``source`` to the gains, split by mediation.
+
+    ``policy_mediated`` paths pass through some decision node D_t (the policy's part:
+    DPE and IPE); ``spurious`` paths avoid every decision (the SPE's part).
+    ``by_gain`` maps each gain node to ``(policy_mediated, spurious)``.
+    """
+
+    source: str
+    variant: str
+    total: int
+    policy_mediated: int
+    spurious: int
+    by_gain: Mapping[str, tuple[int, int]]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per gain: gain, policy_mediated, spurious, total."""
+        import pandas as pd
+
+        rows = [(g, m, s, m + s) for g, (m, s) in self.by_gain.items()]
+        return pd.DataFrame(rows, columns=["gain", "policy_mediated", "spurious", "total"])
+
+    def __str__(self) -> str:
+        return (
+            f"paths from {self.source} to the gains ({self.variant}): {self.total} = "
+            f"{self.policy_mediated} through a decision + {self.spurious} avoiding all decisions"
+        )
+
+
+def classify_paths(graph_pi: TemporalGraph, source: str = "S") -> PathClassification:
+    """Count the paths from ``source`` to each gain through / avoiding the decisions.
+
+    Both counts come from dynamic programming (:meth:`TemporalGraph.count_paths`), so
+    they are exact for any horizon. On the pi graph the decision-avoiding paths from S
+    are the spurious channel (S -> X_0, S -> Y_t / U_t -> X_{t+1}, ...); on the pi0
+    graph every path from S avoids the (intervened) decisions.
+    """
+    graph_pi._check_node(source, "source")
+    g = graph_pi.graph
+    decisions = frozenset(graph_pi.nodes("decision"))
+    total = _path_counts(g, source)
+    avoiding = {} if source in decisions else _path_counts(g, source, decisions)
+    by_gain = {}
+    for gain in graph_pi.nodes("gain"):
+        spurious = avoiding.get(gain, 0)
+        by_gain[gain] = (total.get(gain, 0) - spurious, spurious)
+    mediated = sum(m for m, _ in by_gain.values())
+    spurious = sum(s for _, s in by_gain.values())
+    return PathClassification(
+        source=source, variant=graph_pi.variant, total=mediated + spurious,
+        policy_mediated=mediated, spurious=spurious, by_gain=by_gain,
+    )

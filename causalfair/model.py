@@ -1,0 +1,294 @@
+"""Tabular model of a sequential decision process (method.md section 1).
+
+A :class:`TabularModel` holds everything the exact engine needs for ``G`` groups,
+``K`` discrete qualification levels and two decisions (``d0`` deny, ``d1`` approve):
+
+- ``kernel[s, d, x, x']`` = P(x' | x, d, s)
+- ``initial[s, x]`` = P(x_0 = x | s)
+- ``potential[s, x]`` = f^s(x); the qualification gain is g^s(x, x') = f^s(x') - f^s(x)
+- ``reward[s, d, x]`` = expected decision-maker reward r(x, d) for group s
+- ``group_weights[s]`` = P(s)
+
+Gains are stored as potentials, which makes them additive over intervals by
+construction. A user who has a gain *matrix* instead calls :func:`potential_from_gain`,
+which checks additivity and refuses a non-additive matrix, naming the offending triple.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "ModelError",
+    "TabularModel",
+    "CausalStructure",
+    "potential_from_gain",
+    "PROB_TOL",
+]
+
+#: Tolerance for "rows sum to one" checks.
+PROB_TOL = 1e-9
+
+
+class ModelError(ValueError):
+    """A tabular model (or one of its arrays) is malformed."""
+
+
+@dataclass(frozen=True)
+class CausalStructure:
+    """What a simulator declares about its causal structure, for the temporal graph.
+
+    ``exogenous`` maps the name of each per-step exogenous node (``"Y"`` repayment,
+    ``"U"`` drift, ...) to a pair ``(depends_on_s, affects_reward)``.
+    ``s_to_x0``: the initial state depends on the group.
+    ``s_to_transition``: the transition depends on S directly (other than through an
+    exogenous node).
+    """
+
+    exogenous: Mapping[str, tuple[bool, bool]] = field(default_factory=dict)
+    s_to_x0: bool = True
+    s_to_transition: bool = True
+
+
+def _as_float_array(name: str, value: Any, ndim: int) -> np.ndarray:
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"{name}: cannot convert to a float array ({exc}).") from None
+    if arr.ndim != ndim:
+        raise ModelError(
+            f"{name}: expected a {ndim}-d array, got shape {arr.shape}."
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ModelError(
+            f"{name}: contains NaN or inf at index {idx} (value {arr[idx]!r}); "
+            "every entry must be a finite number."
+        )
+    arr.setflags(write=False)
+    return arr
+
+
+def _check_distribution(name: str, arr: np.ndarray, labels: str) -> None:
+    neg = arr < 0
+    if neg.any():
+        idx = tuple(int(i) for i in np.argwhere(neg)[0])
+        raise ModelError(
+            f"{name}: negative probability {arr[idx]:.6g} at index {idx}; "
+            "probabilities must be >= 0."
+        )
+    sums = arr.sum(axis=-1)
+    off = np.abs(sums - 1.0) > PROB_TOL
+    if off.any():
+        idx = tuple(int(i) for i in np.argwhere(off)[0])
+        raise ModelError(
+            f"{name}: the distribution at {labels} = {idx} sums to {sums[idx]:.12g}, "
+            f"not 1 (tolerance {PROB_TOL:g}); normalise it."
+        )
+
+
+def potential_from_gain(gain: Any, *, tol: float = 1e-9) -> np.ndarray:
+    """Turn a gain matrix ``gain[s, x, x']`` (or ``[x, x']``) into potentials ``f[s, x]``.
+
+    The gain must be additive over intervals, g(x, z) = g(x, y) + g(y, z), which holds
+    exactly when g(x, x') = f(x') - f(x). The potential is anchored at f(0) = 0 (gains
+    only ever use differences, so the anchor is irrelevant). A non-additive matrix is
+    refused with the first offending triple.
+    """
+    g = np.array(gain, dtype=np.float64)
+    if g.ndim == 2:
+        g = g[None]
+    if g.ndim != 3 or g.shape[1] != g.shape[2]:
+        raise ModelError(f"gain: expected shape (groups, K, K) or (K, K), got {np.shape(gain)}.")
+    if not np.isfinite(g).all():
+        raise ModelError("gain: contains NaN or inf; every entry must be finite.")
+    f = g[:, 0, :]  # f(x') = g(0, x') with f(0) = 0
+    implied = f[:, None, :] - f[:, :, None]
+    err = np.abs(implied - g)
+    if (err > tol).any():
+        s, x, z = (int(i) for i in np.argwhere(err > tol)[0])
+        raise ModelError(
+            f"gain: not additive for group {s}: g({x},{z}) = {g[s, x, z]:.6g} but "
+            f"g({x},0) + g(0,{z}) = {implied[s, x, z]:.6g} (triple x={x}, y=0, z={z}); "
+            "a qualification gain must satisfy g(x,z) = g(x,y) + g(y,z)."
+        )
+    return f
+
+
+@dataclass(frozen=True, eq=False)
+class TabularModel:
+    """A finite model of the decision process, validated at construction.
+
+    Parameters (keyword-only)
+    -------------------------
+    kernel : array (G, 2, K, K)
+        P(x' | x, d, s); each row over x' must sum to 1.
+    initial : array (G, K)
+        P(x_0 | s); each row must sum to 1.
+    potential : array (G, K) or (K,)
+        Gain potential f^s(x); a 1-d array is shared by all groups.
+    reward : array (G, 2, K) or None
+        Expected reward r(x, d) per group; zeros if omitted.
+    group_weights : array (G,) or None
+        P(s); uniform if omitted.
+    group_names, level_labels : sequences of str, optional
+    aux : mapping of name -> array (G, K)
+        Named per-(group, level) tables a policy or metric may read, e.g. ``p_repay``.
+    structure : CausalStructure
+        Declared causal structure (used by the temporal graph).
+    name : str
+    """
+
+    kernel: np.ndarray
+    initial: np.ndarray
+    potential: np.ndarray
+    reward: np.ndarray | None = None
+    group_weights: np.ndarray | None = None
+    group_names: Sequence[str] | None = None
+    level_labels: Sequence[str] | None = None
+    aux: Mapping[str, np.ndarray] = field(default_factory=dict)
+    structure: CausalStructure = field(default_factory=CausalStructure)
+    name: str = "tabular"
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        kernel = _as_float_array("kernel", self.kernel, 4)
+        G, D, K, K2 = kernel.shape
+        if D != 2 or K != K2:
+            raise ModelError(
+                f"kernel: expected shape (groups, 2, K, K), got {kernel.shape}; "
+                "axis 1 is the decision (d0, d1) and axes 2-3 the levels x, x'."
+            )
+        if G < 2:
+            raise ModelError(f"kernel: needs at least 2 groups, got {G}.")
+        if K < 2:
+            raise ModelError(f"kernel: needs at least 2 levels, got {K}.")
+        _check_distribution("kernel", kernel, "(s, d, x)")
+        set_(self, "kernel", kernel)
+
+        initial = _as_float_array("initial", self.initial, 2)
+        if initial.shape != (G, K):
+            raise ModelError(f"initial: expected shape {(G, K)} (groups, levels), got {initial.shape}.")
+        _check_distribution("initial", initial, "(s,)")
+        set_(self, "initial", initial)
+
+        pot = np.array(self.potential, dtype=np.float64)
+        if pot.ndim == 1:
+            pot = np.broadcast_to(pot, (G, pot.shape[0])).copy()
+        pot = _as_float_array("potential", pot, 2)
+        if pot.shape != (G, K):
+            raise ModelError(f"potential: expected shape {(G, K)} or ({K},), got {np.shape(self.potential)}.")
+        set_(self, "potential", pot)
+
+        if self.reward is None:
+            reward = np.zeros((G, 2, K))
+            reward.setflags(write=False)
+        else:
+            reward = _as_float_array("reward", self.reward, 3)
+            if reward.shape != (G, 2, K):
+                raise ModelError(f"reward: expected shape {(G, 2, K)} (groups, decisions, levels), got {reward.shape}.")
+        set_(self, "reward", reward)
+
+        if self.group_weights is None:
+            w = np.full(G, 1.0 / G)
+            w.setflags(write=False)
+        else:
+            w = _as_float_array("group_weights", self.group_weights, 1)
+            if w.shape != (G,):
+                raise ModelError(f"group_weights: expected shape ({G},), got {w.shape}.")
+            _check_distribution("group_weights", w, "()")
+        set_(self, "group_weights", w)
+
+        names = tuple(self.group_names) if self.group_names is not None else (
+            ("s+", "s-") if G == 2 else tuple(f"s{i}" for i in range(G))
+        )
+        if len(names) != G:
+            raise ModelError(f"group_names: expected {G} names, got {len(names)}: {names!r}.")
+        if len(set(names)) != G:
+            raise ModelError(f"group_names: names must be distinct, got {names!r}.")
+        set_(self, "group_names", names)
+
+        labels = tuple(self.level_labels) if self.level_labels is not None else tuple(
+            str(i + 1) for i in range(K)
+        )
+        if len(labels) != K:
+            raise ModelError(f"level_labels: expected {K} labels, got {len(labels)}.")
+        set_(self, "level_labels", labels)
+
+        aux = {}
+        for key, val in dict(self.aux).items():
+            arr = _as_float_array(f"aux[{key!r}]", val, 2)
+            if arr.shape != (G, K):
+                raise ModelError(f"aux[{key!r}]: expected shape {(G, K)}, got {arr.shape}.")
+            aux[key] = arr
+        set_(self, "aux", aux)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_groups(self) -> int:
+        return self.kernel.shape[0]
+
+    @property
+    def n_levels(self) -> int:
+        return self.kernel.shape[2]
+
+    # ------------------------------------------------------------ derived arrays
+    def gain(self) -> np.ndarray:
+        """Gain matrix g[s, x, x'] = f^s(x') - f^s(x)."""
+        return self.potential[:, None, :] - self.potential[:, :, None]
+
+    def expected_gain(self) -> np.ndarray:
+        """h[s, d, x] = sum_x' P(x' | x, d, s) g^s(x, x') (h0 and h1 of method.md)."""
+        nxt = np.einsum("sdxy,sy->sdx", self.kernel, self.potential)
+        return nxt - self.potential[:, None, :]
+
+    def benefit(self) -> np.ndarray:
+        """Delta[s, x] = h1(x, s) - h0(x, s), the conditional effect of d1 on the gain."""
+        h = self.expected_gain()
+        return h[:, 1] - h[:, 0]
+
+    def policy_kernel(self, p_d1: np.ndarray) -> np.ndarray:
+        """Markov kernel under a policy table p_d1[s, x] = pi(d1 | x, s): shape (G, K, K)."""
+        p = np.asarray(p_d1, dtype=np.float64)
+        return self.kernel[:, 0] + p[..., None] * (self.kernel[:, 1] - self.kernel[:, 0])
+
+    def propagate(self, p_d1: np.ndarray | float, horizon: int) -> np.ndarray:
+        """State distributions mu[t, s, x] for t = 0..T under a policy table.
+
+        ``p_d1`` is pi(d1 | x, s) as (G, K), a time-indexed (T, G, K), or a scalar.
+        Vectorised over groups and levels; the loop runs over the T epochs only.
+        """
+        G, K = self.n_groups, self.n_levels
+        p = np.asarray(p_d1, dtype=np.float64)
+        stationary = p.ndim < 3
+        if stationary:
+            kpi = self.policy_kernel(np.broadcast_to(p, (G, K)))
+        mu = np.empty((horizon + 1, G, K))
+        mu[0] = self.initial
+        for t in range(horizon):
+            k_t = kpi if stationary else self.policy_kernel(p[t])
+            mu[t + 1] = np.matmul(mu[t][:, None, :], k_t)[:, 0, :]
+        return mu
+
+    def with_(self, **changes: Any) -> TabularModel:
+        """A copy with some fields replaced (re-validated)."""
+        kwargs = {
+            f: getattr(self, f)
+            for f in (
+                "kernel", "initial", "potential", "reward", "group_weights",
+                "group_names", "level_labels", "aux", "structure", "name",
+            )
+        }
+        kwargs.update(changes)
+        return TabularModel(**kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"TabularModel(name={self.name!r}, groups={list(self.group_names)}, "
+            f"levels={self.n_levels}, aux={sorted(self.aux)})"
+        )

@@ -1,0 +1,543 @@
+"""Policies: the protocol, built-ins, torch adapters, checkpoints, and the hypothetical
+policies pi0 and pi^PS of the decomposition (method.md section 3).
+
+A policy answers one question: the probability of ``d1`` (approve / treat) for a batch
+of observations. Observations carry the individual's level and group (for tabular
+models), optionally a feature matrix (for simulators with continuous features), the
+decision epoch ``t`` and any extra arrays a simulator provides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from causalfair.model import TabularModel
+
+__all__ = [
+    "Observation",
+    "Policy",
+    "PolicyError",
+    "CheckpointError",
+    "TablePolicy",
+    "ConstantPolicy",
+    "CallablePolicy",
+    "TorchPolicy",
+    "FeatureEncoding",
+    "BaselinePolicy",
+    "PathSpecificPolicy",
+    "hypothetical_policies",
+    "policy_table",
+    "reads_group",
+    "parse_policy",
+    "BUILTIN_POLICIES",
+    "mlp",
+    "save_checkpoint",
+    "load_checkpoint",
+    "file_sha256",
+]
+
+CHECKPOINT_FORMAT = "causalfair-checkpoint"
+CHECKPOINT_VERSION = 1
+
+
+class PolicyError(ValueError):
+    """A policy is malformed or returned something that is not a probability."""
+
+
+class CheckpointError(PolicyError):
+    """A checkpoint file cannot be loaded or does not fit the model."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A batch of observations of ``n`` individuals.
+
+    ``level``: int array (n,) of 0-based levels, or None for simulators without levels.
+    ``group``: int array (n,) of group indices.
+    ``features``: float array (n, F) or None (continuous simulators).
+    ``t``: the decision epoch, or None when the policy is evaluated for all epochs.
+    ``extras``: further named arrays (n, ...) a simulator exposes (history, etc.).
+    """
+
+    group: np.ndarray
+    level: np.ndarray | None = None
+    features: np.ndarray | None = None
+    t: int | None = None
+    extras: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(np.shape(self.group)[0])
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything with ``prob_d1(obs) -> array (n,)`` of probabilities in [0, 1]."""
+
+    def prob_d1(self, obs: Observation) -> np.ndarray: ...
+
+
+def _check_probs(p: Any, n: int, where: str) -> np.ndarray:
+    arr = np.asarray(p, dtype=np.float64).reshape(-1)
+    if arr.shape[0] != n:
+        raise PolicyError(f"{where}: returned {arr.shape[0]} probabilities for {n} observations.")
+    if not np.isfinite(arr).all():
+        raise PolicyError(f"{where}: returned NaN or inf probabilities.")
+    if (arr < 0).any() or (arr > 1).any():
+        bad = arr[(arr < 0) | (arr > 1)][0]
+        raise PolicyError(
+            f"{where}: returned a value outside [0, 1] ({bad:.6g}); a policy must return "
+            "P(d1), e.g. apply a sigmoid to logits."
+        )
+    return arr
+
+
+# ----------------------------------------------------------------------------- built-ins
+@dataclass(frozen=True)
+class TablePolicy:
+    """pi(d1 | x, s) = table[s, x], or table[t, s, x] for a time-indexed policy."""
+
+    table: np.ndarray
+    name: str = "table"
+
+    def __post_init__(self) -> None:
+        tab = np.array(self.table, dtype=np.float64)
+        if tab.ndim not in (2, 3):
+            raise PolicyError(
+                f"table: expected shape (groups, levels) or (T, groups, levels), got {tab.shape}."
+            )
+        _check_probs(tab, tab.size, f"policy {self.name!r} table")
+        tab.setflags(write=False)
+        object.__setattr__(self, "table", tab)
+
+    @property
+    def time_dependent(self) -> bool:
+        return self.table.ndim == 3
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        if obs.level is None:
+            raise PolicyError(f"policy {self.name!r} reads levels, but the observation has none.")
+        if self.table.ndim == 2:
+            return self.table[obs.group, obs.level]
+        if obs.t is None:
+            raise PolicyError(f"policy {self.name!r} is time-indexed; the observation needs t.")
+        t = min(int(obs.t), self.table.shape[0] - 1)
+        return self.table[t, obs.group, obs.level]
+
+
+@dataclass(frozen=True)
+class ConstantPolicy:
+    """pi(d1 | .) = q for everyone (``always`` q=1, ``never`` q=0, ``random:q``)."""
+
+    q: float
+    name: str = "constant"
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= float(self.q) <= 1.0):
+            raise PolicyError(f"q: must be a probability in [0, 1], got {self.q!r}.")
+
+    reads_group = False
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        return np.full(len(obs), float(self.q))
+
+
+@dataclass(frozen=True)
+class CallablePolicy:
+    """Wrap a plain function ``f(obs) -> probabilities`` as a policy."""
+
+    fn: Callable[[Observation], Any]
+    name: str = "callable"
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        return _check_probs(self.fn(obs), len(obs), f"policy {self.name!r}")
+
+
+class BaselinePolicy(ConstantPolicy):
+    """pi0: the always-deny baseline of the decomposition (method.md section 3)."""
+
+    def __init__(self) -> None:
+        super().__init__(q=0.0, name="pi0 (always d0)")
+
+    def describe(self) -> str:
+        return "pi0: hypothetical baseline that always takes d0 (deny / no treatment)."
+
+
+@dataclass(frozen=True)
+class PathSpecificPolicy:
+    """pi^PS: trajectories evolve under ``behaviour`` (pi), but each step's gain is the
+    one the individual would have had under ``gain_policy`` (pi0, d0) from the same state.
+
+    It is not a policy one can deploy; it is a hypothetical intervention. Its
+    components are exposed for inspection: ``transition_table(model)`` gives the policy
+    that drives the state distribution and ``gain_table(model)`` the one that determines
+    the gain of each step.
+    """
+
+    behaviour: Policy
+    gain_policy: Policy = field(default_factory=BaselinePolicy)
+
+    @property
+    def name(self) -> str:
+        return f"pi^PS({getattr(self.behaviour, 'name', 'pi')})"
+
+    def transition_table(self, model: TabularModel, horizon: int | None = None) -> np.ndarray:
+        return policy_table(self.behaviour, model, horizon)
+
+    def gain_table(self, model: TabularModel, horizon: int | None = None) -> np.ndarray:
+        return policy_table(self.gain_policy, model, horizon)
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: states evolve as under {getattr(self.behaviour, 'name', 'pi')} "
+            "(x_{t+1} ~ P(. | x_t, d_t ~ pi)); the gain of each step is the expected gain "
+            "under d0 from the same x_t, h0(x_t, s) = sum_x' P(x' | x_t, d0, s) g(x_t, x')."
+        )
+
+
+def hypothetical_policies(policy: Policy) -> tuple[BaselinePolicy, PathSpecificPolicy]:
+    """(pi0, pi^PS) for a deployed policy pi."""
+    pi0 = BaselinePolicy()
+    return pi0, PathSpecificPolicy(behaviour=policy, gain_policy=pi0)
+
+
+def grid_observation(model: TabularModel, t: int | None = None) -> Observation:
+    """One observation per (group, level) cell, in row-major (s, x) order."""
+    G, K = model.n_groups, model.n_levels
+    return Observation(
+        group=np.repeat(np.arange(G), K),
+        level=np.tile(np.arange(K), G),
+        t=t,
+        extras={k: v.reshape(-1) for k, v in model.aux.items()},
+    )
+
+
+def policy_table(policy: Policy, model: TabularModel, horizon: int | None = None) -> np.ndarray:
+    """Evaluate a Markov policy on every (group, level): array (G, K), or (T, G, K) for a
+    time-dependent policy (``policy.time_dependent`` true; needs ``horizon``)."""
+    G, K = model.n_groups, model.n_levels
+    name = getattr(policy, "name", type(policy).__name__)
+    if isinstance(policy, TablePolicy):
+        tab = policy.table
+        if tab.shape[-2:] != (G, K):
+            raise PolicyError(
+                f"policy {name!r}: table has shape {tab.shape}, the model needs (..., {G}, {K})."
+            )
+        if tab.ndim == 3 and horizon is not None and tab.shape[0] < horizon:
+            raise PolicyError(
+                f"policy {name!r}: time-indexed table covers {tab.shape[0]} epochs, horizon is {horizon}."
+            )
+        return tab if tab.ndim == 2 or horizon is None else tab[:horizon]
+    if not hasattr(policy, "prob_d1"):
+        raise PolicyError(
+            f"policy: {policy!r} has no prob_d1(obs) method; wrap a function with CallablePolicy."
+        )
+    if getattr(policy, "time_dependent", False):
+        if horizon is None:
+            raise PolicyError(f"policy {name!r} is time-dependent: pass the horizon.")
+        tabs = [
+            _check_probs(policy.prob_d1(grid_observation(model, t)), G * K, f"policy {name!r}")
+            for t in range(horizon)
+        ]
+        return np.stack(tabs).reshape(horizon, G, K)
+    p = policy.prob_d1(grid_observation(model))
+    return _check_probs(p, G * K, f"policy {name!r}").reshape(G, K)
+
+
+def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: float = 0.0) -> bool:
+    """Whether the policy's decision depends on the group at some level."""
+    declared = getattr(policy_or_table, "reads_group", None)
+    if isinstance(declared, bool):
+        return declared
+    tab = policy_or_table if isinstance(policy_or_table, np.ndarray) else None
+    if tab is None:
+        if model is None:
+            raise PolicyError("reads_group: pass the model to evaluate a policy object.")
+        tab = policy_table(policy_or_table, model)
+    tab = np.asarray(tab)
+    return bool(np.ptp(tab, axis=-2).max() > tol)
+
+
+# ------------------------------------------------------------------------------ parsing
+BUILTIN_POLICIES = {
+    "always": "approve everyone (pi = 1)",
+    "never": "deny everyone (pi = 0; equals pi0)",
+    "random:Q": "approve with probability Q, independently of the state",
+    "threshold:P": "approve when p_repay(x, s) > P (needs a model with aux table p_repay)",
+    "blind:P": "group-blind threshold: approve at level x when the group-weighted mean "
+    "p_repay(x) > P (same decision for every group at a level)",
+}
+
+
+def _parse_prob(spec: str, value: str, what: str) -> float:
+    try:
+        q = float(value)
+    except ValueError:
+        raise PolicyError(
+            f"policy: {spec!r} needs a number after ':' ({what}), got {value!r}."
+        ) from None
+    if not 0.0 <= q <= 1.0:
+        raise PolicyError(f"policy: {spec!r}: {what} must be in [0, 1], got {q}.")
+    return q
+
+
+def parse_policy(spec: str, model: TabularModel) -> Policy:
+    """A built-in policy from its CLI spelling (see ``BUILTIN_POLICIES``)."""
+    allowed = ", ".join(BUILTIN_POLICIES)
+    kind, _, arg = spec.partition(":")
+    if kind == "always" and not arg:
+        return ConstantPolicy(1.0, name="always")
+    if kind == "never" and not arg:
+        return ConstantPolicy(0.0, name="never")
+    if kind == "random":
+        return ConstantPolicy(_parse_prob(spec, arg, "Q"), name=spec)
+    if kind in ("threshold", "blind"):
+        thr = _parse_prob(spec, arg, "P")
+        if "p_repay" not in model.aux:
+            raise PolicyError(
+                f"policy: {spec!r} needs the model's p_repay table, and model "
+                f"{model.name!r} has none (aux tables: {sorted(model.aux) or 'none'})."
+            )
+        score = model.aux["p_repay"]
+        if kind == "blind":
+            score = np.broadcast_to(model.group_weights @ score, score.shape)
+        return TablePolicy((score > thr).astype(np.float64), name=spec)
+    raise PolicyError(f"policy: unknown policy {spec!r}; allowed: {allowed}.")
+
+
+# --------------------------------------------------------------------------------- torch
+@dataclass(frozen=True)
+class FeatureEncoding:
+    """How an observation becomes the network input.
+
+    ``onehot``: one-hot level (K) then one-hot group (G); width K + G.
+    ``features``: the observation's feature matrix as is; width ``width``.
+    """
+
+    name: str = "onehot"
+    n_levels: int = 7
+    n_groups: int = 2
+    width_: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in ("onehot", "features"):
+            raise PolicyError(
+                f"encoding: unknown name {self.name!r}; allowed values: onehot, features."
+            )
+
+    @property
+    def width(self) -> int:
+        if self.name == "onehot":
+            return self.n_levels + self.n_groups
+        if self.width_ is None:
+            raise PolicyError("encoding 'features' needs width_ (number of features).")
+        return self.width_
+
+    def encode(self, obs: Observation) -> np.ndarray:
+        if self.name == "onehot":
+            if obs.level is None:
+                raise PolicyError("encoding 'onehot' needs observation levels; the observation has none.")
+            n = len(obs)
+            out = np.zeros((n, self.width), dtype=np.float32)
+            out[np.arange(n), obs.level] = 1.0
+            out[np.arange(n), self.n_levels + obs.group] = 1.0
+            return out
+        if obs.features is None:
+            raise PolicyError("encoding 'features' needs observation features; the observation has none.")
+        return np.asarray(obs.features, dtype=np.float32)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "n_levels": self.n_levels, "n_groups": self.n_groups,
+                "width": self.width}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FeatureEncoding:
+        return cls(name=d["name"], n_levels=int(d.get("n_levels", 7)),
+                   n_groups=int(d.get("n_groups", 2)),
+                   width_=int(d["width"]) if d.get("name") == "features" else None)
+
+
+def mlp(input_dim: int, hidden: Sequence[int] = (64, 64), output_dim: int = 1,
+        activation: str = "tanh"):
+    """The MLP architecture checkpoints describe: Linear-act-...-Linear(output_dim)."""
+    import torch.nn as nn
+
+    acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
+    if activation not in acts:
+        raise PolicyError(f"activation: unknown {activation!r}; allowed values: tanh, relu.")
+    layers: list[Any] = []
+    prev = input_dim
+    for h in hidden:
+        layers += [nn.Linear(prev, int(h)), acts[activation]()]
+        prev = int(h)
+    layers.append(nn.Linear(prev, output_dim))
+    return nn.Sequential(*layers)
+
+
+class TorchPolicy:
+    """Adapter for a ``torch.nn.Module`` mapping encoded features to either one logit
+    (P(d1) = sigmoid) or two logits (P(d1) = softmax[:, 1]); ``output="probs"`` when
+    the module already returns probabilities (one column P(d1), or two columns)."""
+
+    def __init__(self, module: Any, encoding: FeatureEncoding | None = None, *,
+                 output: str = "logits", name: str = "torch", source: str | None = None):
+        if output not in ("logits", "probs"):
+            raise PolicyError(f"output: unknown {output!r}; allowed values: logits, probs.")
+        self.module = module
+        self.encoding = encoding or FeatureEncoding()
+        self.output = output
+        self.name = name
+        self.source = source
+
+    def _where(self) -> str:
+        return f"checkpoint {self.source}" if self.source else f"policy {self.name!r}"
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        import torch
+
+        x = torch.from_numpy(self.encoding.encode(obs))
+        try:
+            with torch.no_grad():
+                out = self.module(x)
+        except RuntimeError as exc:
+            raise PolicyError(
+                f"{self._where()}: the network rejected input of width {x.shape[1]} "
+                f"(encoding {self.encoding.name!r}): {exc}"
+            ) from None
+        out = out.double()
+        if out.ndim == 1:
+            out = out[:, None]
+        if out.shape[1] == 1:
+            p = out[:, 0] if self.output == "probs" else torch.sigmoid(out[:, 0])
+        elif out.shape[1] == 2:
+            p = out[:, 1] if self.output == "probs" else torch.softmax(out, dim=1)[:, 1]
+        else:
+            raise PolicyError(
+                f"{self._where()}: the network returns {out.shape[1]} columns; expected 1 "
+                "(logit of d1) or 2 (logits of d0, d1)."
+            )
+        return _check_probs(p.numpy(), len(obs), self._where())
+
+    def __repr__(self) -> str:
+        return f"TorchPolicy(name={self.name!r}, encoding={self.encoding.name!r})"
+
+
+# ---------------------------------------------------------------------------- checkpoints
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], None]) -> None:
+    """Write through a temporary file in the same folder, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            writer(fh)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: Mapping[str, Any],
+                    encoding: FeatureEncoding, metadata: Mapping[str, Any] | None = None) -> None:
+    """Save ``module``'s state_dict with a JSON metadata block, atomically.
+
+    ``architecture``: e.g. ``{"type": "mlp", "input_dim": 9, "hidden": [64, 64],
+    "activation": "tanh", "output_dim": 1}``.
+    """
+    import torch
+
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "version": CHECKPOINT_VERSION,
+        "architecture": dict(architecture),
+        "encoding": encoding.to_dict(),
+        "metadata": dict(metadata or {}),
+    }
+    payload = {
+        "meta_json": json.dumps(meta, sort_keys=True),
+        "state_dict": {k: v.detach().cpu() for k, v in module.state_dict().items()},
+    }
+    atomic_write_bytes(path, lambda fh: torch.save(payload, fh))
+
+
+def load_checkpoint(path: str | os.PathLike[str], model: TabularModel | None = None,
+                    ) -> tuple[TorchPolicy, dict[str, Any]]:
+    """Load a checkpoint written by :func:`save_checkpoint` (``weights_only=True``: a
+    checkpoint never runs code). With ``model``, also check the input width and that
+    the policy yields probabilities on every (group, level)."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path}: no such file.")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure means "cannot load"
+        raise CheckpointError(
+            f"checkpoint {path}: cannot be loaded safely ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); causalfair loads checkpoints "
+            "with weights_only=True and reads files written by causalfair.save_checkpoint."
+        ) from None
+    if not isinstance(payload, dict) or "meta_json" not in payload or "state_dict" not in payload:
+        raise CheckpointError(
+            f"checkpoint {path}: not a causalfair checkpoint (expected keys meta_json and "
+            "state_dict); save it with causalfair.save_checkpoint."
+        )
+    try:
+        meta = json.loads(payload["meta_json"])
+        arch = meta["architecture"]
+        enc = FeatureEncoding.from_dict(meta["encoding"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {path}: malformed metadata ({exc}).") from None
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"checkpoint {path}: format {meta.get('format')!r} is not {CHECKPOINT_FORMAT!r}.")
+    if arch.get("type") != "mlp":
+        raise CheckpointError(
+            f"checkpoint {path}: architecture type {arch.get('type')!r} is unknown; allowed: mlp. "
+            "For other architectures build the module yourself and wrap it in TorchPolicy."
+        )
+    try:
+        net = mlp(int(arch["input_dim"]), arch.get("hidden", (64, 64)),
+                  int(arch.get("output_dim", 1)), arch.get("activation", "tanh"))
+        net.load_state_dict(payload["state_dict"])
+    except (KeyError, RuntimeError, PolicyError) as exc:
+        raise CheckpointError(
+            f"checkpoint {path}: weights do not match the declared architecture ({str(exc).splitlines()[0]})."
+        ) from None
+    net.eval()
+    policy = TorchPolicy(net, enc, name=meta["metadata"].get("name", path.stem), source=str(path))
+    if model is not None:
+        want = model.n_levels + model.n_groups
+        if enc.name == "onehot" and (enc.n_levels, enc.n_groups) != (model.n_levels, model.n_groups):
+            raise CheckpointError(
+                f"checkpoint {path}: wrong input width: encoded for {enc.n_levels} levels x "
+                f"{enc.n_groups} groups (width {enc.width}), but model {model.name!r} has "
+                f"{model.n_levels} levels x {model.n_groups} groups (width {want})."
+            )
+        if int(arch["input_dim"]) != enc.width:
+            raise CheckpointError(
+                f"checkpoint {path}: wrong input width: the network takes {arch['input_dim']} "
+                f"inputs but the encoding gives {enc.width}."
+            )
+        try:
+            policy_table(policy, model)
+        except PolicyError as exc:
+            raise CheckpointError(str(exc)) from None
+    return policy, meta
