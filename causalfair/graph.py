@@ -483,7 +483,11 @@ class TemporalGraph:
 
     # -------------------------------------------------------------- drawing
     def _layout(self) -> dict[str, tuple[float, float]]:
-        """Layered layout: x = time (3 units per epoch), rows by kind, S on the left."""
+        """Layered layout: x = time (3 units per epoch), one row per kind, S on the left.
+
+        Rows from the top: rewards, decisions, states, gains (between X_t and X_{t+1}),
+        counterfactual states, then one row per exogenous variable.
+        """
         exo_rows = {
             name: i
             for i, name in enumerate(
@@ -491,24 +495,23 @@ class TemporalGraph:
                               if d["kind"] == "exogenous")
             )
         }
-        n_exo = len(exo_rows)
         pos: dict[str, tuple[float, float]] = {}
         for n, data in self.graph.nodes(data=True):
             kind, t = data["kind"], data["t"]
             if kind == "sensitive":
-                pos[n] = (-2.0, 1.0)
+                pos[n] = (-2.0, 0.5)
             elif kind == "state":
                 pos[n] = (3.0 * t, 0.0)
-            elif kind == "counterfactual_state":
-                pos[n] = (3.0 * t - 0.6, -1.0)
             elif kind == "decision":
                 pos[n] = (3.0 * t + 1.0, 1.0)
             elif kind == "reward":
                 pos[n] = (3.0 * t + 2.0, 2.0)
-            elif kind == "exogenous":
-                pos[n] = (3.0 * t + 1.0, -2.0 - exo_rows[data["variable"]])
-            else:  # gain
-                pos[n] = (3.0 * t + 1.5, -2.0 - n_exo)
+            elif kind == "gain":
+                pos[n] = (3.0 * t + 1.5, -0.9)
+            elif kind == "counterfactual_state":
+                pos[n] = (3.0 * t - 0.6, -1.8)
+            else:  # exogenous
+                pos[n] = (3.0 * t + 0.9, -2.6 - 0.8 * exo_rows[data["variable"]])
         return pos
 
     def draw(
@@ -600,7 +603,7 @@ def _math_label(data: Mapping[str, Any]) -> str:
         base = r"\mathrm{" + base.replace("_", r"\_") + "}"
     text = f"{base}_{{{t}}}"
     if data.get("intervened"):
-        text += r"{:=}d_0"
+        text += r" = d_0"
     return f"${text}$"
 
 
