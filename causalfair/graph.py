@@ -396,9 +396,12 @@ class TemporalGraph:
                 )
             )
         target_set = set(targets)
-        useful = set(target_set)
-        for t in targets:
-            useful |= nx.ancestors(self.graph, t)
+        useful, frontier = set(target_set), list(target_set)  # nodes that reach a target
+        while frontier:
+            for u in self.graph.predecessors(frontier.pop()):
+                if u not in useful:
+                    useful.add(u)
+                    frontier.append(u)
         out: list[list[str]] = []
         stack = [[source]] if source in useful else []
         while stack:
@@ -415,7 +418,8 @@ class TemporalGraph:
     def to_dot(self, path: str | os.PathLike[str] | None = None) -> str:
         """The graph as Graphviz DOT text (no graphviz needed to produce it).
 
-        Time runs left to right; the nodes of epoch t sit in a cluster ``t = t``; kinds
+        Time runs left to right; the nodes of epoch t sit in a cluster labelled
+        ``t = <t>``; kinds
         have their own shape and colour, counterfactual states are dashed, intervened
         decisions show ``:= d0``. One edge per line (``"u" -> "v";``), in natural order.
         With ``path``, the text is also written there atomically.

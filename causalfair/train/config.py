@@ -1,0 +1,224 @@
+"""Training configuration: one dataclass, one docstring per field.
+
+Every default says where it comes from:
+
+- **anchor**: the anchors' published code (lending.md section C, digests 000 and 001);
+- **PPO paper**: Schulman et al. 2017 (adaptive KL penalty);
+- **spec**: method.md / lending.md;
+- **ours**: tuned by us for this package's scale (episodes of T = 20 decision epochs
+  for a batch of individuals; a few seconds to minutes of CPU per run). Where an
+  anchor value exists and we do not use it, the field says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError"]
+
+#: The objectives the trainer implements (causalfair.train.objectives).
+ALGORITHMS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po")
+#: ``individual``: the individual-level MDP (paper's MDP, what the exact audit measures);
+#: ``population``: the population-level lending environment (the anchors' setting).
+ENVIRONMENTS = ("individual", "population")
+
+
+class ConfigError(ValueError):
+    """A training configuration field has a bad value."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a training run (same config + seed -> same weights)."""
+
+    # ------------------------------------------------------------------ problem
+    algo: str = "ppo"
+    """Objective: one of ALGORITHMS (ppo, ppo-c, ppo-cb, a-ppo, f-ppo-l, f-ppo, elbert-po)."""
+    setting: str = "lending-1"
+    """Lending setting (lending.md section A): lending-1, lending-2 or lending-3."""
+    n_levels: int = 7
+    """Qualification levels K (spec default 7)."""
+    interest: float = 1.0
+    """Bank profit on a repaid loan (spec default 1.0)."""
+    horizon: int = 20
+    """Decision epochs T of one episode, and the audit horizon (spec default 20)."""
+    env: str = "individual"
+    """Environment: ``individual`` (episodes of T epochs for a batch of individuals of both
+    groups: the paper's MDP, what the exact audit measures) or ``population`` (the
+    vectorised population-level lending environment of lending.md section B)."""
+    seed: int = 0
+    """Seeds torch (initial weights) and the numpy Generator (all sampling)."""
+
+    # ---------------------------------------------------------------- budget
+    iterations: int = 100
+    """Policy iterations (rollout + update). Ours: 100 takes a few seconds here."""
+    n_individuals: int = 512
+    """Individuals per rollout (individual env), split over the groups by P(s) (largest
+    remainder). Batch = n_individuals x horizon transitions. Ours: 512 x 20 = 10,240
+    transitions; close to the anchors' 2000-4096 per rollout while giving each group
+    enough samples for the group means in C_hat. Population env: number of parallel
+    environments."""
+    pop_steps: int = 64
+    """Population env only: steps per environment per rollout (batch = n_individuals x
+    pop_steps). Ours."""
+    pop_max_steps: int = 2000
+    """Population env only: episode truncation (anchor: 2000 for training)."""
+    pop_mass: float = 0.01
+    """Population env only: mass moved per decision (anchor DelayedImpactEnv: 0.01)."""
+
+    # ----------------------------------------------------------------- network
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layers of the policy and value MLPs. Ours: the input is 9 one-hot bits, so
+    the anchors' [256, 128] only costs time (the benchmark uses the same net for SB3)."""
+    activation: str = "tanh"
+    """Activation of both MLPs (tanh or relu). Ours (SB3's default for MlpPolicy is tanh;
+    the anchors pass ReLU)."""
+    encoding: str = "onehot"
+    """Policy input: ``onehot`` = one-hot level then one-hot group (FeatureEncoding), so
+    the trained policy is a table the exact audit reads. The value network additionally
+    sees a one-hot of the epoch t (the MDP has a finite horizon)."""
+
+    # ---------------------------------------------------------------- optimiser
+    lr: float = 3e-3
+    """Adam learning rate. Ours: the anchors' 1e-5 needs 1e6-1e7 steps."""
+    n_epochs: int = 10
+    """Passes over each rollout (anchor: 10)."""
+    n_minibatches: int = 4
+    """Minibatches per epoch (ours: few large ones; the anchors use batches of 64)."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping (anchor: 0.5)."""
+    vf_coef: float = 0.5
+    """Weight of the value loss (anchor: 0.5)."""
+    ent_coef: float = 0.0
+    """Entropy bonus (anchor: 0)."""
+    gamma: float = 0.99
+    """Discount of the utility return used for GAE (anchor: 0.99). Gain action values
+    (PPO-C) are undiscounted, as the audit is."""
+    gae_lambda: float = 0.95
+    """GAE lambda (anchor: 0.95)."""
+    normalize_advantage: bool = True
+    """Normalise advantages to mean 0, std 1 over the rollout (anchor: SB3 default)."""
+
+    # ------------------------------------------------------------- surrogate
+    surrogate: str = "kl"
+    """``kl``: KL-penalty PPO as in the paper, with adaptive beta_KL; ``clip``: clipped PPO."""
+    kl_target: float = 0.01
+    """Target KL for the adaptive rule (PPO paper: d_targ in {0.003, 0.01, 0.03})."""
+    beta_kl: float = 1.0
+    """Initial beta_KL (PPO paper: 1). Rule after each update: KL > 1.5 target -> x2;
+    KL < target / 1.5 -> /2 (PPO paper section 4)."""
+    clip_range: float = 0.2
+    """Clip range of the clipped surrogate (anchor: 0.2)."""
+
+    # --------------------------------------------------------------- PPO-C / Cb
+    beta_c: float = 20.0
+    """PPO-C weight of C_hat^2 (paper gives none; ours)."""
+    gain_q: str = "return"
+    """Q_g in C_hat: ``return`` = the individual's undiscounted gain-to-go under pi_old
+    (general, model-free; default) or ``exact`` = Q_pi from causalfair.effects.value_tables
+    for the current pi_old table (tabular models only, no Monte Carlo noise)."""
+    beta_lambda: float = 2.0
+    """PPO-Cb weight of Lambda (paper gives none; ours)."""
+    lambda_eps: float = 0.1
+    """Lambda's eps (spec default 0.1)."""
+
+    # ------------------------------------------------------------------ A-PPO
+    appo_beta0: float = 1.0
+    """A-PPO weight of the utility advantage (anchor: 1)."""
+    appo_beta1: float = 0.25
+    """A-PPO weight of the gap term min(0, omega - Delta) (anchor: 0.25)."""
+    appo_beta2: float = 0.25
+    """A-PPO weight of the gap-change term (anchor: 0.25)."""
+    appo_omega: float = 0.005
+    """A-PPO tolerance on the TPR gap (anchor: 0.005)."""
+
+    # ---------------------------------------------------------- F-PPO-L / F-PPO
+    fppo_beta0: float = 1.0
+    """F-PPO-L weight of the utility advantage (anchor: 1)."""
+    fppo_beta3: float = 1.12
+    """F-PPO-L weight of the violated branch (anchor: 1.12)."""
+    fppo_beta4: float = 1.0
+    """F-PPO-L weight of the satisfied branch (anchor: 1.0)."""
+    fppo_omega: float = 0.005
+    """F-PPO-L tolerance on the short-term TPR gap (anchor: 0.005)."""
+    massage_tau_s: float = 0.5
+    """F-PPO action massaging: initial tau (anchor: 0.5)."""
+    massage_start: int = 17
+    """F-PPO: first iteration with massaging (anchor: 17)."""
+    massage_decay: float = 0.985
+    """F-PPO: per-iteration decay of tau (anchor: 0.985)."""
+
+    # -------------------------------------------------------------- ELBERT-PO
+    elbert_alpha: float = 20.0
+    """ELBERT-PO bias coefficient. Ours: the anchor's 2e5 is for ratios of sums over
+    2000-step episodes (eta^D ~ 500); per-individual episodes of T = 20 have eta^D ~ 5 and
+    the normalised advantages make 2e5 swamp the utility completely."""
+
+    # ------------------------------------------------------------ bookkeeping
+    eval_every: int = 5
+    """Exact audit (C, DPE, IPE, SPE, Lambda, other notions) every this many iterations
+    (and at the last one). Ours."""
+    checkpoint_every: int = 10
+    """Atomic checkpoint + resume state every this many iterations (and at the end). Ours."""
+    name: str = ""
+    """Free-form run name stored in the checkpoint metadata."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form metadata stored with the run (not used by the trainer)."""
+
+    def __post_init__(self) -> None:
+        def bad(name: str, value: Any, fix: str) -> ConfigError:
+            return ConfigError(f"{name}: bad value {value!r}; {fix}.")
+
+        if self.algo not in ALGORITHMS:
+            raise bad("algo", self.algo, f"allowed values: {', '.join(ALGORITHMS)}")
+        if self.env not in ENVIRONMENTS:
+            raise bad("env", self.env, f"allowed values: {', '.join(ENVIRONMENTS)}")
+        if self.surrogate not in ("kl", "clip"):
+            raise bad("surrogate", self.surrogate, "allowed values: kl, clip")
+        if self.gain_q not in ("return", "exact"):
+            raise bad("gain_q", self.gain_q, "allowed values: return, exact")
+        if self.encoding != "onehot":
+            raise bad("encoding", self.encoding, "the lending trainer supports onehot")
+        if self.activation not in ("tanh", "relu"):
+            raise bad("activation", self.activation, "allowed values: tanh, relu")
+        for name in ("iterations", "n_individuals", "horizon", "n_epochs", "n_minibatches",
+                     "eval_every", "checkpoint_every", "pop_steps", "pop_max_steps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise bad(name, v, "must be an integer >= 1")
+        if self.n_individuals < 2 * 2:
+            raise bad("n_individuals", self.n_individuals, "needs at least 4 (both groups)")
+        if self.n_minibatches > self.n_individuals:
+            raise bad("n_minibatches", self.n_minibatches, "must be <= n_individuals")
+        for name in ("lr", "kl_target", "lambda_eps", "clip_range"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v > 0):
+                raise bad(name, v, "must be a number > 0")
+        for name in ("gamma", "gae_lambda"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0 <= v <= 1):
+                raise bad(name, v, "must be in [0, 1]")
+        if not 0 < self.pop_mass <= 1:
+            raise bad("pop_mass", self.pop_mass, "must be in (0, 1]")
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"config: unknown fields {unknown}; allowed: {sorted(names)}.")
+        kw = dict(d)
+        if "hidden" in kw:
+            kw["hidden"] = tuple(kw["hidden"])
+        return cls(**kw)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,68 @@
+"""The decompose command: same numbers as the Python API, exit codes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import causalfair as cf
+from causalfair.cli import main
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "causalfair", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("policy", ["always", "threshold:0.5"])
+def test_cli_matches_api(policy):
+    proc = run_cli("decompose", "--setting", "lending-1", "--policy", policy, "--horizon", "10", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    m = cf.lending_setting("lending-1").tabular
+    r = cf.decompose(m, cf.parse_policy(policy, m), 10)
+    for k in ("C", "DPE", "IPE", "SPE", "Lambda"):
+        assert out[k] == getattr(r, k)
+    for i, g in enumerate(r.groups):
+        assert out["groups"][g]["V"] == r.V[i]
+        assert out["groups"][g]["V_ps"] == r.V_ps[i]
+        assert out["groups"][g]["V_0"] == r.V_0[i]
+    assert out["diagnostics"]["ok"] is True
+
+
+def test_cli_text_output(capsys):
+    assert main(["decompose", "--setting", "lending-3", "--policy", "always", "--horizon", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "DPE" in out and "Worst pairs" in out
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["decompose", "--policy", "nope"], "unknown policy 'nope'"),
+    (["decompose", "--horizon", "0"], "--horizon: must be >= 1"),
+    (["decompose", "--levels", "2"], "--levels: must be >= 3"),
+    (["decompose", "--checkpoint", "/nonexistent.pt"], "no such file"),
+])
+def test_usage_errors_exit_2(args, msg, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_argparse_error_exit_2():
+    proc = run_cli("decompose", "--setting", "lending-9")
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_checkpoint_through_cli(tmp_path):
+    import torch
+
+    torch.manual_seed(0)
+    net = cf.policy.mlp(9, (8,), 1)
+    path = tmp_path / "c.pt"
+    cf.save_checkpoint(path, net, architecture={"type": "mlp", "input_dim": 9, "hidden": [8], "output_dim": 1},
+                       encoding=cf.FeatureEncoding())
+    proc = run_cli("decompose", "--checkpoint", str(path), "--horizon", "7", "--json")
+    assert proc.returncode == 0, proc.stderr
+    m = cf.lending_setting().tabular
+    pol, _ = cf.load_checkpoint(path, m)
+    assert json.loads(proc.stdout)["C"] == cf.decompose(m, pol, 7).C
