@@ -54,9 +54,9 @@ def main() -> None:
         policy = cf.parse_policy("threshold:0.5", model)
         p = cf.policy_table(policy, model)
         res = cf.decompose(model, policy, T)
-        ours = best_of(lambda: cf.decompose(model, policy, T), 20 if K < 50 else 3)
+        ours = best_of(lambda m=model, q=policy, h=T: cf.decompose(m, q, h), 20 if K < 50 else 3)
         base_repeat = 3 if K < 50 else 1
-        base = best_of(lambda: python_loop_values(model, p, T), base_repeat)
+        base = best_of(lambda m=model, q=p, h=T: python_loop_values(m, q, h), base_repeat)
         check = python_loop_values(model, p, T)
         if not np.allclose(check, res.V, atol=1e-9):
             raise SystemExit(f"baseline disagrees with the engine: {check} vs {res.V}")

@@ -18,6 +18,7 @@ __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
 #: Subcommand name -> module implementing it.
 COMMANDS: dict[str, str] = {
     "decompose": "causalfair.commands.decompose",
+    "graph": "causalfair.commands.graph",
 }
 
 

@@ -22,7 +22,6 @@ the largest pairwise gap (and still equals DPE + IPE + SPE).
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -442,7 +441,3 @@ def decompose(
         policy_name=name,
         model_name=model.name,
     )
-
-
-def _nan_to_none(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else x
