@@ -19,6 +19,7 @@ __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
 COMMANDS: dict[str, str] = {
     "decompose": "causalfair.commands.decompose",
     "graph": "causalfair.commands.graph",
+    "frontier": "causalfair.commands.frontier",
 }
 
 
