@@ -51,6 +51,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="number of worst benefit pairs to print (default: 5)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object instead of the text summary")
+    p.add_argument("--engine", choices=("exact", "mc"), default="exact",
+                   help="exact (tabular propagation, default) or mc (Monte Carlo on the "
+                   "individual-level simulator, with standard errors and CIs)")
+    p.add_argument("--n", type=int, default=100_000,
+                   help="mc: individuals simulated per group (default: 100000)")
+    p.add_argument("--seed", type=int, default=0, help="mc: random seed (default: 0)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="mc: confidence level 1 - alpha of the printed CIs (default: 0.05)")
+    from causalfair.commands.logs import add_logs_arguments
+
+    add_logs_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -76,12 +87,28 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.benefit import benefit_fairness
     from causalfair.effects import decompose
 
+    if getattr(args, "logs", None):
+        from causalfair.commands.logs import run_logs
+
+        return run_logs(args)
     model, policy = load_model_and_policy(args)
-    result = decompose(model, policy, args.horizon, eps=args.eps, weights=args.weights)
+    if getattr(args, "engine", "exact") == "mc":
+        result = _decompose_mc(args, policy)
+    else:
+        result = decompose(model, policy, args.horizon, eps=args.eps, weights=args.weights)
     benefit = benefit_fairness(model, policy, args.horizon, eps=args.eps, weights=args.weights)
+    if result.engine == "mc" and not args.json:
+        print(_mc_text(result, args.alpha))
+        print()
+        print(benefit.summary(args.worst))
+        return 0
     if args.json:
         out = result.to_dict()
         out["setting"] = args.setting
+        if result.engine == "mc":
+            out["alpha"] = args.alpha
+            ci = result.conf_int(args.alpha)
+            out["ci"] = {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()}
         out["benefit"] = benefit.to_dict(n_worst=args.worst)
         json.dump(out, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
@@ -90,3 +117,40 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(benefit.summary(args.worst))
     return 0
+
+
+def _decompose_mc(args: argparse.Namespace, policy):
+    """Monte Carlo decomposition on the individual-level lending simulator."""
+    from causalfair.cli import UsageError
+    from causalfair.montecarlo import decompose_mc
+    from causalfair.sim.individual import LendingSimulator
+    from causalfair.sim.lending import lending_setting
+
+    if args.n < 2:
+        raise UsageError(f"--n: must be an integer >= 2, got {args.n}.")
+    if args.seed < 0:
+        raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
+    if not 0.0 < args.alpha < 1.0:
+        raise UsageError(f"--alpha: must be in (0, 1), got {args.alpha}.")
+    lm = lending_setting(args.setting, n_levels=args.levels, interest=args.interest)
+    return decompose_mc(LendingSimulator(lm), policy, args.horizon, n=args.n, seed=args.seed)
+
+
+def _mc_text(result, alpha: float) -> str:
+    """Estimates with standard errors and (1 - alpha) confidence intervals."""
+    a, b = result.pair
+    level = f"{100 * (1 - alpha):g}%"
+    lines = [
+        "Decomposition of the qualification-gain disparity (mc engine)",
+        f"  model: {result.model_name}   policy: {result.policy_name}   horizon T = "
+        f"{result.horizon}",
+        f"  pair: {result.groups[a]} - {result.groups[b]}   n = {result.n} per group, "
+        f"seed = {result.seed}, common random numbers",
+        "",
+        f"  {'quantity':<18}{'estimate':>12}{'se':>11}   {level} CI",
+    ]
+    frame = result.to_frame(alpha)
+    for k, row in frame.iterrows():
+        lines.append(f"  {k:<18}{row['estimate']:>+12.6f}{row['se']:>11.6f}   "
+                     f"[{row['ci_lower']:+.6f}, {row['ci_upper']:+.6f}]")
+    return "\n".join(lines)
