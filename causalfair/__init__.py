@@ -12,6 +12,7 @@ The core objects:
 Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when used.
 """
 
+from causalfair import audit
 from causalfair.benefit import BenefitResult, benefit_fairness, lambda_metric
 from causalfair.effects import Decomposition, decompose, value_tables
 from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
@@ -56,6 +57,7 @@ __all__ = [
     "TablePolicy",
     "TabularModel",
     "TorchPolicy",
+    "audit",
     "benefit_fairness",
     "decompose",
     "hypothetical_policies",

@@ -20,6 +20,9 @@ COMMANDS: dict[str, str] = {
     "decompose": "causalfair.commands.decompose",
     "graph": "causalfair.commands.graph",
     "frontier": "causalfair.commands.frontier",
+    "audit": "causalfair.commands.audit",
+    "gate": "causalfair.commands.gate",
+    "train": "causalfair.commands.train",
 }
 
 

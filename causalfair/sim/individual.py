@@ -24,15 +24,16 @@ original form): ``step`` then uses ``repay < p_repay`` and the drift CDF directl
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from causalfair.model import TabularModel
 from causalfair.policy import Observation
 from causalfair.sim.base import StepResult
 from causalfair.sim.lending import LendingModel, lending_potential
 
-__all__ = ["LendingSimulator", "LendingState", "LendingNoise", "LazyArrays"]
+__all__ = ["LendingSimulator", "LendingState", "LendingNoise", "LazyArrays", "TabularSimulator"]
 
 _TWO32 = float(2**32)
 _LOW = np.uint64(0xFFFFFFFF)
@@ -86,6 +87,8 @@ class LendingNoise:
 
     repay: np.ndarray  # (n,)
     drift: np.ndarray  # (n,)
+    #: drift codes already computed from this noise, by group (shared by forks)
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 class LendingSimulator:
@@ -116,7 +119,7 @@ class LendingSimulator:
         # next level = _next[x + u + step + 2] (clip as a lookup); gain = _gain[x * K + x'].
         self._next = np.clip(np.arange(-2, K + 2), 0, K - 1).astype(np.intp)
         self._gain = (self._f[None, :] - self._f[:, None]).reshape(-1)
-        self._reward_d1 = np.array([-1.0, float(model.interest)])  # [default, repay]
+        self._interest = float(model.interest)
 
     # ------------------------------------------------------------------ protocol
     def reset(self, n: int, group: int | np.ndarray, rng: np.random.Generator) -> LendingState:
@@ -163,12 +166,11 @@ class LendingSimulator:
                     return noise.repay < thr[x]
                 return noise.repay < self.model.p_repay[gid][x]
 
-            if integer:
-                c0, c1 = self._drift_thr[gid]
+            drift = noise.cache.get(gid)
+            if drift is None:  # computed once per noise and group: forks reuse it
+                c0, c1 = self._drift_thr[gid] if integer else self._drift_cdf[gid, :2]
                 drift = (noise.drift >= c0).view(np.int8) + (noise.drift >= c1).view(np.int8)
-            else:
-                c0, c1 = self._drift_cdf[gid, :2]
-                drift = (noise.drift >= c0).view(np.int8) + (noise.drift >= c1).view(np.int8)
+                noise.cache[gid] = drift
         else:
             flat = g * K + x
 
@@ -187,7 +189,8 @@ class LendingSimulator:
             code = drift + (d.view(np.int8) * (2 * repay.view(np.int8) - 1))
             idx = x + code  # intp: x + (u + 1) + step, then +1 more below
             nxt = self._next[idx + 1]
-            reward = np.where(d, self._reward_d1[repay.view(np.int8)], 0.0)
+            # +interest for (d1, repay), -1 for (d1, default), 0 for d0 (no np.where: slow)
+            reward = (d & repay) * (self._interest + 1.0) - d
             info: Mapping[str, np.ndarray] = LazyArrays({
                 "repay": lambda: repay, "drift": lambda: drift.astype(np.intp) - 1})
         else:
@@ -201,3 +204,53 @@ class LendingSimulator:
             gain=gain,
             info=info,
         )
+
+
+class TabularSimulator:
+    """Individual-level simulator of any :class:`~causalfair.model.TabularModel`.
+
+    The next level is drawn by inverse CDF from the kernel row P(. | x, d, s) with one
+    uniform per individual (the noise), so forks with other decisions share it; the
+    reward of a step is the model's expected reward r[s, d, x] (a tabular model stores
+    no more). Slower than :class:`LendingSimulator` (a (n, K) comparison per step) but
+    works for every tabular model.
+    """
+
+    def __init__(self, model: TabularModel):
+        self.model = model
+        self.n_groups = model.n_groups
+        self.n_levels = model.n_levels
+        self.group_names = tuple(model.group_names)
+        self.group_weights = np.asarray(model.group_weights, dtype=np.float64)
+        self.name = model.name
+        self._init_cdf = np.cumsum(model.initial, axis=1)
+        cdf = np.cumsum(model.kernel, axis=-1)
+        cdf[..., -1] = np.inf  # rounding: the last level catches u close to 1
+        self._cdf = cdf[..., :-1]  # (G, 2, K, K - 1)
+        self._f = model.potential  # (G, K)
+
+    def reset(self, n: int, group: int | np.ndarray, rng: np.random.Generator) -> LendingState:
+        g = np.broadcast_to(np.asarray(group, dtype=np.intp), (n,)).copy()
+        u = rng.random(n)
+        level = (u[:, None] >= self._init_cdf[g]).sum(axis=1)
+        level = np.minimum(level, self.n_levels - 1).astype(np.intp)
+        gid = int(group) if np.ndim(group) == 0 else None
+        return LendingState(level=level, group=g, t=0, group_id=gid)
+
+    def observe(self, state: LendingState) -> Observation:
+        return Observation(group=state.group, level=state.level, t=state.t,
+                           extras=LazyArrays({k: (lambda v=v: v[state.group, state.level])
+                                              for k, v in self.model.aux.items()}))
+
+    def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.random(n)
+
+    def step(self, state: LendingState, decisions: np.ndarray, noise: np.ndarray) -> StepResult:
+        x, g = state.level, state.group
+        d = np.asarray(decisions).astype(np.intp)
+        nxt = (noise[:, None] >= self._cdf[g, d, x]).sum(axis=1)
+        gain = self._f[g, nxt] - self._f[g, x]
+        reward = self.model.reward[g, d, x]
+        return StepResult(state=LendingState(level=nxt, group=g, t=state.t + 1,
+                                             group_id=state.group_id),
+                          reward=reward, gain=gain)

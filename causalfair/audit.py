@@ -1,0 +1,1131 @@
+"""Audit specs, verdicts, the CI fairness gate and retrain-on-fail.
+
+An *audit spec* is a TOML file kept under version control next to the policy it audits
+(see docs/audit.md for every key)::
+
+    name = "lending-1-ppo"
+    horizon = 20
+
+    [model]
+    setting = "lending-1"           # lending-1 | lending-2 | lending-3
+    levels = 7
+    interest = 1.0
+
+    [policy]
+    checkpoint = "ppo.pt"           # relative to the spec file; or builtin = "threshold:0.5"
+
+    [engine]
+    kind = "exact"                  # exact | mc
+    alpha = 0.05
+
+    [thresholds]                    # every threshold reads "quantity <= value"
+    abs_C = 0.05
+    Lambda = 0.1
+
+    [retrain]
+    algo = "ppo-cb"
+    iterations = 50
+    betas = { C = 1.0, Lambda = 0.5 }
+    seed = 0
+
+:func:`load_spec` validates a spec and refuses a bad one with an error naming the key,
+the bad value and the allowed values. :func:`audit` runs it and returns an
+:class:`AuditResult` (pandas tables, matplotlib figures, ``_repr_html_`` for notebooks).
+
+Verdicts follow the CI rule: a threshold ``q <= v`` PASSES only when the whole
+(1 - alpha) confidence interval of ``q`` lies inside it (upper bound <= v), FAILS when
+the whole interval lies outside (lower bound > v) and is INCONCLUSIVE when the interval
+straddles ``v``. Exact results have zero-width intervals, so they are never
+inconclusive. ``abs_X`` thresholds use the interval of ``|X|`` implied by that of ``X``.
+The overall verdict is FAIL if any threshold fails, else INCONCLUSIVE if any is
+inconclusive, else PASS.
+
+:func:`run_gate` evaluates several specs for CI (exit codes, JSON, JUnit XML) and can
+retrain a failing checkpoint (``[retrain]``), warm-started from it, writing the new
+checkpoint beside the old one (never overwriting) and re-auditing it.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import re
+import sys
+import time
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "AuditSpec",
+    "AuditResult",
+    "SpecError",
+    "Verdict",
+    "GateEntry",
+    "GateResult",
+    "PASS",
+    "FAIL",
+    "INCONCLUSIVE",
+    "THRESHOLD_KEYS",
+    "METRICS",
+    "load_spec",
+    "audit",
+    "judge",
+    "overall_verdict",
+    "abs_interval",
+    "compare",
+    "run_gate",
+    "retrained_checkpoint_path",
+    "provenance",
+]
+
+PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+
+SETTINGS = ("lending-1", "lending-2", "lending-3")
+ENGINES = ("exact", "mc")
+WEIGHTS = ("visitation", "initial")
+
+#: Quantities a spec can report (``metrics``) and threshold.
+METRICS: tuple[str, ...] = (
+    "C", "DPE", "IPE", "SPE", "Lambda", "utility",
+    "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
+)
+#: Threshold keys: every one reads "quantity <= value".
+THRESHOLD_KEYS: tuple[str, ...] = (
+    "abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE", "SPE",
+    "Lambda", "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
+)
+RETRAIN_ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
+TOP_KEYS = ("name", "horizon", "metrics", "model", "logs", "policy", "engine", "benefit",
+            "thresholds", "retrain")
+SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "model": ("setting", "levels", "interest"),
+    "logs": ("path", "n_boot", "seed"),
+    "policy": ("builtin", "checkpoint"),
+    "engine": ("kind", "n", "seed", "alpha"),
+    "benefit": ("eps", "weights", "worst"),
+    "retrain": ("algo", "iterations", "betas", "seed"),
+}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class SpecError(ValueError):
+    """An audit spec is malformed: the message names the key, the bad value and the fix."""
+
+
+# ---------------------------------------------------------------------------- the spec
+@dataclass(frozen=True)
+class AuditSpec:
+    """A validated audit spec (see the module docstring and docs/audit.md).
+
+    Paths (``checkpoint``, ``logs_path``) are absolute, resolved against the spec file's
+    folder. ``raw`` keeps the parsed TOML for the report.
+    """
+
+    name: str
+    horizon: int | None
+    setting: str | None = "lending-1"
+    levels: int = 7
+    interest: float = 1.0
+    logs_path: Path | None = None
+    n_boot: int = 200
+    logs_seed: int = 0
+    builtin: str | None = "threshold:0.5"
+    checkpoint: Path | None = None
+    engine: str = "exact"
+    n: int = 20000
+    seed: int = 0
+    alpha: float = 0.05
+    eps: float = 0.1
+    weights: str = "visitation"
+    worst: int = 5
+    metrics: tuple[str, ...] = METRICS
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    retrain: Mapping[str, Any] | None = None
+    path: Path | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        return "logs" if self.logs_path is not None else "model"
+
+    @property
+    def policy_label(self) -> str:
+        if self.checkpoint is not None:
+            return f"checkpoint {self.checkpoint.name}"
+        return f"builtin {self.builtin}"
+
+    def with_policy(self, *, checkpoint: str | os.PathLike[str] | None = None,
+                    builtin: str | None = None) -> AuditSpec:
+        """A copy auditing another policy (a checkpoint path or a built-in)."""
+        if (checkpoint is None) == (builtin is None):
+            raise SpecError("with_policy: pass exactly one of checkpoint= or builtin=.")
+        if checkpoint is not None:
+            return replace(self, checkpoint=Path(checkpoint).resolve(), builtin=None)
+        return replace(self, builtin=str(builtin), checkpoint=None)
+
+
+def _where(path: Path | None) -> str:
+    return f"audit spec {path}" if path is not None else "audit spec"
+
+
+def _fail(path: Path | None, key: str, value: Any, allowed: str) -> SpecError:
+    return SpecError(f"{_where(path)}: {key}: bad value {value!r}; allowed values: {allowed}.")
+
+
+def _get_int(sec: Mapping[str, Any], key: str, label: str, path: Path | None, *,
+             minimum: int, default: int | None) -> int | None:
+    if key not in sec:
+        return default
+    v = sec[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise _fail(path, label, v, f"an integer >= {minimum}")
+    return int(v)
+
+
+def _get_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, *,
+               default: float, lo: float, hi: float = math.inf, lo_open: bool = False,
+               hi_open: bool = False) -> float:
+    if key not in sec:
+        return default
+    v = sec[key]
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    if ok:
+        ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if not ok:
+        lo_s = f"> {lo:g}" if lo_open else f">= {lo:g}"
+        hi_s = "" if hi == math.inf else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
+        raise _fail(path, label, v, f"a number {lo_s}{hi_s}")
+    return float(v)
+
+
+def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) -> Mapping:
+    if not isinstance(sec, Mapping):
+        raise _fail(path, f"[{name}]", sec, f"a table with keys {', '.join(allowed)}")
+    for k in sec:
+        if k not in allowed:
+            raise SpecError(
+                f"{_where(path)}: [{name}] {k}: unknown key; allowed keys: {', '.join(allowed)}."
+            )
+    return sec
+
+
+def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
+              base_dir: str | os.PathLike[str] | None = None) -> AuditSpec:
+    """Read and validate an audit spec: a TOML file path, or an already parsed mapping
+    (relative paths then resolve against ``base_dir``, default the working directory).
+
+    Raises :class:`SpecError` naming the key, the bad value and the allowed values.
+    """
+    import tomllib
+
+    path: Path | None = None
+    if isinstance(spec, Mapping):
+        raw = dict(spec)
+        base = Path(base_dir or ".").resolve()
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise SpecError(f"audit spec {path}: no such file.")
+        try:
+            with open(path, "rb") as fh:
+                raw = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"audit spec {path}: not valid TOML ({exc}).") from None
+        base = path.resolve().parent
+    for k in raw:
+        if k not in TOP_KEYS:
+            raise SpecError(f"{_where(path)}: {k}: unknown key; allowed keys: {', '.join(TOP_KEYS)}.")
+
+    # name
+    if "name" not in raw:
+        raise SpecError(f"{_where(path)}: name: missing; give the audit a name (letters, digits, . _ -).")
+    name = raw["name"]
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise _fail(path, "name", name, "a string of letters, digits, '.', '_' or '-'")
+
+    kw: dict[str, Any] = {"name": name, "path": path.resolve() if path else None, "raw": raw}
+
+    # source: [model] (+ [policy]) or [logs]
+    if "logs" in raw and ("model" in raw or "policy" in raw):
+        raise SpecError(
+            f"{_where(path)}: [logs]: cannot be combined with [model] or [policy]; a log "
+            "audit reads the deployed policy from the logs. Keep one of them."
+        )
+    if "logs" in raw:
+        sec = _check_keys(raw["logs"], "logs", SECTION_KEYS["logs"], path)
+        lp = sec.get("path")
+        if not isinstance(lp, str) or not lp:
+            raise _fail(path, "[logs] path", lp, "a path to a CSV file (relative to the spec file)")
+        logs_path = (base / lp).resolve()
+        if not logs_path.is_file():
+            raise SpecError(f"{_where(path)}: [logs] path: bad value {lp!r}; no such file {logs_path}.")
+        kw.update(logs_path=logs_path, setting=None, builtin=None,
+                  n_boot=_get_int(sec, "n_boot", "[logs] n_boot", path, minimum=2, default=200),
+                  logs_seed=_get_int(sec, "seed", "[logs] seed", path, minimum=0, default=0))
+    else:
+        sec = _check_keys(raw.get("model", {}), "model", SECTION_KEYS["model"], path)
+        setting = sec.get("setting", "lending-1")
+        if setting not in SETTINGS:
+            raise _fail(path, "[model] setting", setting, ", ".join(SETTINGS))
+        kw.update(
+            setting=setting,
+            levels=_get_int(sec, "levels", "[model] levels", path, minimum=3, default=7),
+            interest=_get_float(sec, "interest", "[model] interest", path, default=1.0, lo=0.0),
+        )
+        sec = _check_keys(raw.get("policy", {}), "policy", SECTION_KEYS["policy"], path)
+        if "builtin" in sec and "checkpoint" in sec:
+            raise SpecError(
+                f"{_where(path)}: [policy]: both builtin and checkpoint are set; keep one."
+            )
+        if "checkpoint" in sec:
+            ck = sec["checkpoint"]
+            if not isinstance(ck, str) or not ck:
+                raise _fail(path, "[policy] checkpoint", ck,
+                            "a path to a causalfair checkpoint (relative to the spec file)")
+            ck_path = (base / ck).resolve()
+            if not ck_path.is_file():
+                raise SpecError(
+                    f"{_where(path)}: [policy] checkpoint: bad value {ck!r}; no such file {ck_path}."
+                )
+            kw.update(checkpoint=ck_path, builtin=None)
+        else:
+            from causalfair.policy import BUILTIN_POLICIES
+
+            b = sec.get("builtin", "threshold:0.5")
+            kind = b.partition(":")[0] if isinstance(b, str) else None
+            if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
+                raise _fail(path, "[policy] builtin", b, ", ".join(BUILTIN_POLICIES))
+            kw["builtin"] = b
+
+    # horizon
+    if "horizon" in raw:
+        h = raw["horizon"]
+        if isinstance(h, bool) or not isinstance(h, int) or h < 1:
+            raise _fail(path, "horizon", h, "an integer >= 1")
+        kw["horizon"] = int(h)
+    elif "logs" in raw:
+        kw["horizon"] = None  # from the logs
+    else:
+        kw["horizon"] = 20
+
+    # engine
+    sec = _check_keys(raw.get("engine", {}), "engine", SECTION_KEYS["engine"], path)
+    kind = sec.get("kind", "exact")
+    if kind not in ENGINES:
+        raise _fail(path, "[engine] kind", kind, ", ".join(ENGINES))
+    if "logs" in raw and "kind" in sec:
+        raise SpecError(
+            f"{_where(path)}: [engine] kind: not used with [logs] (log audits bootstrap the "
+            "logs; set [logs] n_boot and seed instead). Remove it."
+        )
+    kw.update(
+        engine=kind if "logs" not in raw else "logs",
+        n=_get_int(sec, "n", "[engine] n", path, minimum=2, default=20000),
+        seed=_get_int(sec, "seed", "[engine] seed", path, minimum=0, default=0),
+        alpha=_get_float(sec, "alpha", "[engine] alpha", path, default=0.05, lo=0.0, hi=1.0,
+                         lo_open=True, hi_open=True),
+    )
+
+    # benefit
+    sec = _check_keys(raw.get("benefit", {}), "benefit", SECTION_KEYS["benefit"], path)
+    weights = sec.get("weights", "visitation")
+    if weights not in WEIGHTS:
+        raise _fail(path, "[benefit] weights", weights, ", ".join(WEIGHTS))
+    kw.update(
+        eps=_get_float(sec, "eps", "[benefit] eps", path, default=0.1, lo=0.0, lo_open=True),
+        weights=weights,
+        worst=_get_int(sec, "worst", "[benefit] worst", path, minimum=1, default=5),
+    )
+
+    # metrics
+    if "metrics" in raw:
+        m = raw["metrics"]
+        if not isinstance(m, list) or not m:
+            raise _fail(path, "metrics", m, f"a non-empty list of {', '.join(METRICS)}")
+        for item in m:
+            if item not in METRICS:
+                raise _fail(path, "metrics", item, ", ".join(METRICS))
+        kw["metrics"] = tuple(dict.fromkeys(m))
+
+    # thresholds
+    sec = raw.get("thresholds", {})
+    if not isinstance(sec, Mapping):
+        raise _fail(path, "[thresholds]", sec, "a table such as { abs_C = 0.05 }")
+    thr: dict[str, float] = {}
+    for k in sec:
+        if k not in THRESHOLD_KEYS:
+            raise SpecError(
+                f"{_where(path)}: [thresholds] {k}: unknown key; allowed keys: "
+                f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value')."
+            )
+        signed = k in ("C", "DPE", "IPE", "SPE")
+        thr[k] = _get_float(sec, k, f"[thresholds] {k}", path, default=0.0,
+                            lo=-math.inf if signed else 0.0)
+    kw["thresholds"] = thr
+
+    # retrain
+    if "retrain" in raw:
+        sec = _check_keys(raw["retrain"], "retrain", SECTION_KEYS["retrain"], path)
+        algo = sec.get("algo", "ppo-cb")
+        if algo not in RETRAIN_ALGOS:
+            raise _fail(path, "[retrain] algo", algo, ", ".join(RETRAIN_ALGOS))
+        betas = sec.get("betas", {})
+        if not isinstance(betas, Mapping):
+            raise _fail(path, "[retrain] betas", betas, "a table such as { C = 1.0, Lambda = 0.5 }")
+        clean_b: dict[str, float] = {}
+        for bk in betas:
+            if bk not in ("C", "Lambda", "KL"):
+                raise SpecError(
+                    f"{_where(path)}: [retrain] betas {bk}: unknown key; allowed keys: C, Lambda, KL."
+                )
+            clean_b[bk] = _get_float(betas, bk, f"[retrain] betas {bk}", path, default=0.0, lo=0.0)
+        kw["retrain"] = {
+            "algo": algo,
+            "iterations": _get_int(sec, "iterations", "[retrain] iterations", path, minimum=1,
+                                   default=50),
+            "betas": clean_b,
+            "seed": _get_int(sec, "seed", "[retrain] seed", path, minimum=0, default=0),
+        }
+    return AuditSpec(**kw)
+
+
+# ---------------------------------------------------------------------------- verdicts
+def abs_interval(lower: float, upper: float) -> tuple[float, float]:
+    """The interval of |X| implied by an interval [lower, upper] of X."""
+    if lower >= 0:
+        return lower, upper
+    if upper <= 0:
+        return -upper, -lower
+    return 0.0, max(-lower, upper)
+
+
+def judge(lower: float, upper: float, threshold: float) -> str:
+    """Verdict of "q <= threshold" given an interval [lower, upper] of q (the CI rule)."""
+    if upper <= threshold:
+        return PASS
+    if lower > threshold:
+        return FAIL
+    return INCONCLUSIVE
+
+
+def overall_verdict(statuses: Sequence[str]) -> str:
+    """FAIL if any FAIL, else INCONCLUSIVE if any INCONCLUSIVE, else PASS."""
+    if FAIL in statuses:
+        return FAIL
+    if INCONCLUSIVE in statuses:
+        return INCONCLUSIVE
+    return PASS
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One threshold's verdict: ``quantity <= threshold`` judged on the CI [lower, upper]."""
+
+    key: str
+    threshold: float
+    estimate: float
+    lower: float
+    upper: float
+    status: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.key} <= {self.threshold:g}"
+
+    def message(self) -> str:
+        if self.lower == self.upper:
+            where = f"{self.estimate:.6g}"
+        else:
+            where = f"{self.estimate:.6g} (CI [{self.lower:.6g}, {self.upper:.6g}])"
+        rel = {PASS: "within", FAIL: "outside", INCONCLUSIVE: "straddles"}[self.status]
+        return f"{self.key} = {where}: {self.status} ({rel} threshold {self.threshold:g})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "threshold": self.threshold, "estimate": self.estimate,
+                "lower": self.lower, "upper": self.upper, "status": self.status}
+
+
+# ---------------------------------------------------------------------------- the result
+@dataclass(eq=False)
+class AuditResult:
+    """Everything an audit produced. Tables are pandas DataFrames, figures matplotlib
+    Figures (built on first use). ``str(result)`` is a text summary; in Jupyter the
+    result renders as HTML."""
+
+    spec: AuditSpec
+    decomposition: Any  # causalfair.effects.Decomposition
+    benefit: Any  # causalfair.benefit.BenefitResult
+    notions: dict[str, Any]
+    quantities: dict[str, tuple[float, float, float, float | None]]  # est, lo, hi, se
+    verdicts: list[Verdict]
+    model: Any = None  # TabularModel (None for log audits without one)
+    policy: Any = None
+    policy_table: np.ndarray | None = None
+    mu_pi: np.ndarray | None = None  # (T+1, G, K)
+    mu_0: np.ndarray | None = None
+    checkpoint_sha256: str | None = None
+    checkpoint_meta: dict[str, Any] | None = None
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    _figures: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def overall(self) -> str:
+        return overall_verdict([v.status for v in self.verdicts])
+
+    @property
+    def passed(self) -> bool:
+        return self.overall == PASS
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # ----------------------------------------------------------------- tables
+    def verdicts_frame(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(
+            [v.to_dict() for v in self.verdicts],
+            columns=["key", "threshold", "estimate", "lower", "upper", "status"],
+        ).set_index("key")
+
+    def quantities_frame(self) -> Any:
+        """The reported metrics: estimate, se (None when exact), CI bounds."""
+        import pandas as pd
+
+        rows = {k: {"estimate": e, "se": s, "ci_lower": lo, "ci_upper": hi}
+                for k, (e, lo, hi, s) in self.quantities.items() if k in self.spec.metrics}
+        df = pd.DataFrame.from_dict(rows, orient="index",
+                                    columns=["estimate", "se", "ci_lower", "ci_upper"])
+        df.index.name = "quantity"
+        return df
+
+    def decomposition_frame(self) -> Any:
+        return self.decomposition.to_frame(self.spec.alpha)
+
+    def groups_frame(self) -> Any:
+        return self.decomposition.groups_frame()
+
+    def steps_frame(self) -> Any:
+        return self.decomposition.steps_frame()
+
+    def worst_pairs(self, n: int | None = None) -> Any:
+        return self.benefit.worst_pairs(self.spec.worst if n is None else n)
+
+    def notions_frame(self) -> Any:
+        """Other notions (TPR gap, ELBERT bias, W1, DP gap, utility), one row each."""
+        import pandas as pd
+
+        flat = {k: v for k, v in self.notions.items() if isinstance(v, (int, float)) or v is None}
+        return pd.Series(flat, name="value", dtype=float).to_frame()
+
+    # ----------------------------------------------------------------- figures
+    def figures(self) -> dict[str, Any]:
+        """The report's figures, name -> matplotlib Figure (built once, then cached)."""
+        if self._figures is None:
+            from causalfair.report import make_figures
+
+            self._figures = make_figures(self)
+        return self._figures
+
+    def write_report(self, out: str | os.PathLike[str] | None = None, *,
+                     before: AuditResult | None = None) -> Path:
+        """Write report.html, report.md, audit.json and the PNGs to ``out`` (default
+        reports/NAME), atomically. Returns the folder."""
+        from causalfair.report import write_report
+
+        return write_report(self, out if out is not None else Path("reports") / self.name,
+                            before=before)
+
+    # ----------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe content: spec, verdicts, estimates, decomposition, benefit, notions,
+        provenance."""
+        spec = self.spec
+        return {
+            "name": spec.name,
+            "overall": self.overall,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "quantities": {k: {"estimate": e, "ci_lower": lo, "ci_upper": hi, "se": s}
+                           for k, (e, lo, hi, s) in self.quantities.items()},
+            "spec": _spec_dict(spec),
+            "policy": {
+                "label": spec.policy_label if spec.source == "model" else f"logs {spec.logs_path}",
+                "checkpoint": _display_path(spec.checkpoint),
+                "checkpoint_sha256": self.checkpoint_sha256,
+                "checkpoint_metadata": (self.checkpoint_meta or {}).get("metadata"),
+            },
+            "decomposition": self.decomposition.to_dict(),
+            "benefit": _json_safe(self.benefit.to_dict(n_worst=spec.worst)),
+            "notions": _json_safe(self.notions),
+            "seeds": {"engine": spec.seed if spec.engine == "mc" else None,
+                      "logs_bootstrap": spec.logs_seed if spec.source == "logs" else None,
+                      "retrain": (spec.retrain or {}).get("seed")},
+            "seconds": self.seconds,
+            "provenance": provenance(),
+            **({"extra": _json_safe(self.extra)} if self.extra else {}),
+        }
+
+    def summary(self) -> str:
+        spec = self.spec
+        lines = [
+            f"Audit {spec.name}: {self.overall}",
+            f"  source: {spec.setting or spec.logs_path}   policy: "
+            f"{spec.policy_label if spec.source == 'model' else 'from logs'}   "
+            f"T = {self.decomposition.horizon}   engine: {spec.engine}",
+        ]
+        if self.checkpoint_sha256:
+            lines.append(f"  checkpoint sha256: {self.checkpoint_sha256}")
+        lines.append("")
+        for v in self.verdicts:
+            lines.append(f"  [{v.status:<12}] {v.message()}")
+        if not self.verdicts:
+            lines.append("  (no thresholds: nothing to judge)")
+        lines.append("")
+        for k in spec.metrics:
+            if k in self.quantities:
+                e, lo, hi, s = self.quantities[k]
+                ci = f"   CI [{lo:+.6f}, {hi:+.6f}]" if s is not None else ""
+                lines.append(f"  {k:<12} {e:+.6f}{ci}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return f"AuditResult(name={self.spec.name!r}, overall={self.overall!r})"
+
+    def _repr_html_(self) -> str:
+        from causalfair.report import figure_png_base64
+
+        colour = {PASS: "#1a7f37", FAIL: "#cf222e", INCONCLUSIVE: "#9a6700"}[self.overall]
+        parts = [
+            f"<div><h3>Audit {html.escape(self.spec.name)}: "
+            f"<span style='color:{colour}'>{self.overall}</span></h3>",
+            self.verdicts_frame().to_html(float_format=lambda x: f"{x:.6f}") if self.verdicts
+            else "<p>No thresholds.</p>",
+            "<h4>Metrics</h4>",
+            self.quantities_frame().to_html(float_format=lambda x: f"{x:.6f}", na_rep="-"),
+            "<h4>Worst benefit pairs</h4>",
+            self.worst_pairs().to_html(index=False, float_format=lambda x: f"{x:.4f}"),
+        ]
+        for name, fig in self.figures().items():
+            parts.append(f"<img alt='{name}' src='data:image/png;base64,{figure_png_base64(fig)}'/>")
+        parts.append("</div>")
+        return "\n".join(parts)
+
+
+def _display_path(p: str | os.PathLike[str] | None) -> str | None:
+    """A path relative to the working directory when it lies below it, else absolute."""
+    if p is None:
+        return None
+    p = Path(p).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _json_safe(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+def _spec_dict(spec: AuditSpec) -> dict[str, Any]:
+    return _json_safe({
+        "file": _display_path(spec.path),
+        "parsed": dict(spec.raw),
+        "resolved": {
+            "name": spec.name, "horizon": spec.horizon, "setting": spec.setting,
+            "levels": spec.levels, "interest": spec.interest,
+            "logs": _display_path(spec.logs_path),
+            "builtin": spec.builtin, "checkpoint": _display_path(spec.checkpoint),
+            "engine": spec.engine, "n": spec.n, "seed": spec.seed, "alpha": spec.alpha,
+            "eps": spec.eps, "weights": spec.weights, "metrics": list(spec.metrics),
+            "thresholds": dict(spec.thresholds), "retrain": dict(spec.retrain or {}),
+        },
+    })
+
+
+_PROVENANCE_PACKAGES = ("numpy", "pandas", "scipy", "networkx", "matplotlib", "torch",
+                        "statsmodels", "gymnasium", "dowhy")
+
+
+def provenance() -> dict[str, Any]:
+    """Python, platform, causalfair and dependency versions (from package metadata,
+    without importing the packages)."""
+    import platform
+    from importlib import metadata
+
+    from causalfair import __version__
+
+    deps = {}
+    for pkg in _PROVENANCE_PACKAGES:
+        try:
+            deps[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            deps[pkg] = None
+    return {"causalfair": __version__, "python": sys.version.split()[0],
+            "platform": platform.platform(), "dependencies": deps}
+
+
+# ---------------------------------------------------------------------------- running
+def _resolve_spec(spec_or_path: Any) -> AuditSpec:
+    if isinstance(spec_or_path, AuditSpec):
+        return spec_or_path
+    return load_spec(spec_or_path)
+
+
+def _resolve_policy(spec: AuditSpec, model: Any, policy: Any):
+    """(policy, name, sha256, checkpoint meta)."""
+    from causalfair.policy import file_sha256, load_checkpoint, parse_policy
+
+    if policy is not None:
+        if isinstance(policy, str):
+            p = Path(policy)
+            if p.suffix == ".pt" or p.is_file():
+                pol, meta = load_checkpoint(p, model)
+                return pol, p.name, file_sha256(p), meta
+            return parse_policy(policy, model), policy, None, None
+        return policy, getattr(policy, "name", type(policy).__name__), None, None
+    if spec.checkpoint is not None:
+        pol, meta = load_checkpoint(spec.checkpoint, model)
+        return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
+    return parse_policy(spec.builtin, model), spec.builtin, None, None
+
+
+def _quantities(spec: AuditSpec, dec: Any, notions: Mapping[str, Any],
+                lam_se: float | None = None) -> dict[str, tuple[float, float, float, float | None]]:
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1.0 - spec.alpha / 2.0)
+    est = dec.estimates()
+    se = dict(dec.se) if dec.se else None
+    out: dict[str, tuple[float, float, float, float | None]] = {}
+    names = ["C", "DPE", "IPE", "SPE", "utility"]
+    for k in names:
+        e = float(est[k])
+        s = float(se[k]) if se is not None and k in se else None
+        out[k] = (e, e - z * s, e + z * s) + (s,) if s is not None else (e, e, e, None)
+    lam = dec.Lambda
+    if lam is not None:
+        s = lam_se if lam_se is not None else (float(se["Lambda"]) if se and "Lambda" in se else None)
+        out["Lambda"] = (lam, max(0.0, lam - z * s), lam + z * s, s) if s is not None else (
+            lam, lam, lam, None)
+    for k in ("tpr_gap", "elbert_bias", "w1_final", "dp_gap"):
+        v = notions.get(k)
+        if isinstance(v, (int, float)) and v is not None:
+            s = notions.get(f"{k}_se")
+            if isinstance(s, (int, float)):
+                out[k] = (float(v), max(0.0, v - z * s), v + z * s, float(s))
+            else:
+                out[k] = (float(v), float(v), float(v), None)
+    return out
+
+
+def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float | None]]
+              ) -> list[Verdict]:
+    out = []
+    for key, thr in spec.thresholds.items():
+        base = key[4:] if key.startswith("abs_") else key
+        if base not in q:
+            raise SpecError(
+                f"{_where(spec.path)}: [thresholds] {key}: the quantity {base!r} is not "
+                f"available for this audit (available: {', '.join(sorted(q))})."
+            )
+        e, lo, hi, _ = q[base]
+        if key.startswith("abs_"):
+            lo, hi = abs_interval(lo, hi)
+            e = abs(e)
+        out.append(Verdict(key=key, threshold=float(thr), estimate=float(e), lower=float(lo),
+                           upper=float(hi), status=judge(lo, hi, thr)))
+    return out
+
+
+def _mc_engine(spec: AuditSpec, lending: Any, policy: Any, name: str):
+    try:
+        from causalfair.montecarlo import decompose_mc
+    except ImportError:  # pragma: no cover - depends on the installed package
+        raise SpecError(
+            f"{_where(spec.path)}: [engine] kind: bad value 'mc'; the Monte Carlo engine "
+            "(causalfair.montecarlo) is not available in this installation; allowed values: exact."
+        ) from None
+    from causalfair.sim.individual import LendingSimulator
+
+    return decompose_mc(LendingSimulator(lending), policy, spec.horizon, n=spec.n, seed=spec.seed,
+                        policy_name=name)
+
+
+def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], *,
+          policy: Any = None) -> AuditResult:
+    """Run an audit spec and return an :class:`AuditResult`.
+
+    ``spec_or_path``: a TOML file, a parsed mapping or an :class:`AuditSpec`.
+    ``policy``: optional override of the spec's ``[policy]``: a built-in name
+    (``"threshold:0.7"``), a checkpoint path or a policy object; handy to compare
+    policies under the same spec in a notebook.
+    """
+    t0 = time.perf_counter()
+    spec = _resolve_spec(spec_or_path)
+    if spec.source == "logs":
+        return _audit_logs(spec, t0)
+    from causalfair.benefit import benefit_fairness
+    from causalfair.effects import decompose
+    from causalfair.metrics import other_notions
+    from causalfair.policy import policy_table
+    from causalfair.sim.lending import lending_setting
+
+    lending = lending_setting(spec.setting, n_levels=spec.levels, interest=spec.interest)
+    model = lending.tabular
+    pol, pname, sha, meta = _resolve_policy(spec, model, policy)
+    T = spec.horizon
+    table = policy_table(pol, model, T)
+    exact = decompose(model, table, T, eps=spec.eps, weights=spec.weights, policy_name=pname)
+    if spec.engine == "mc":
+        dec = _mc_engine(spec, lending, pol, pname)
+        if dec.Lambda is None:
+            dec = replace(dec, Lambda=exact.Lambda)
+    else:
+        dec = exact
+    ben = benefit_fairness(model, table, T, eps=spec.eps, weights=spec.weights)
+    notions = other_notions(model, table, T)
+    q = _quantities(spec, dec, notions)
+    res = AuditResult(
+        spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
+        verdicts=_verdicts(spec, q), model=model, policy=pol, policy_table=table,
+        mu_pi=model.propagate(table, T), mu_0=model.propagate(0.0, T),
+        checkpoint_sha256=sha, checkpoint_meta=meta,
+    )
+    if spec.engine == "mc":
+        res.extra["exact"] = {k: getattr(exact, k) for k in ("C", "DPE", "IPE", "SPE")}
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
+    try:
+        from causalfair.logs import audit_logs
+    except ImportError:  # pragma: no cover - depends on the installed package
+        raise SpecError(
+            f"{_where(spec.path)}: [logs]: log audits need causalfair.logs, which is not "
+            "available in this installation; use [model] and [policy] instead."
+        ) from None
+    from causalfair.logs import read_logs
+    from causalfair.metrics import other_notions
+
+    df = read_logs(spec.logs_path)
+    la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
+                    eps=spec.eps, weights=spec.weights)
+    dec, ben = la.decomposition, la.benefit
+    if dec is None or ben is None:
+        raise SpecError(
+            f"{_where(spec.path)}: [logs] path: the logs {spec.logs_path.name} do not identify "
+            "the decomposition (positivity fails: some (group, level) never got one of the "
+            "decisions); see causalfair.logs.audit_logs for bounds."
+        )
+    model, table = la.model, la.policy_table
+    T = dec.horizon
+    notions = other_notions(model, table, T)
+    if dec.Lambda is None:
+        dec = replace(dec, Lambda=ben.Lambda)
+    q = _quantities(spec, dec, notions)
+    res = AuditResult(spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
+                      verdicts=_verdicts(spec, q), model=model, policy_table=table,
+                      mu_pi=model.propagate(table, T), mu_0=model.propagate(0.0, T))
+    res.extra["logs"] = {"rows": la.n_rows, "individuals": la.n_individuals,
+                         "n_boot": la.n_boot, "seed": la.seed, "policy_source": la.policy_source}
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def compare(*results: AuditResult, names: Sequence[str] | None = None) -> Any:
+    """Side-by-side table of several audits (columns), one row per metric and verdict."""
+    import pandas as pd
+
+    cols = {}
+    for i, r in enumerate(results):
+        col = names[i] if names else (
+            r.decomposition.policy_name if len({x.name for x in results}) == 1 else r.name)
+        data: dict[str, Any] = {k: e for k, (e, _, _, _) in r.quantities.items()}
+        for v in r.verdicts:
+            data[f"verdict {v.label}"] = v.status
+        data["overall"] = r.overall
+        cols[col] = pd.Series(data, dtype=object)
+    return pd.DataFrame(cols)
+
+
+# ---------------------------------------------------------------------------- the gate
+def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str) -> Path:
+    """``NAME.retrained-<algo>-<n>.pt`` beside ``checkpoint``, with the first n >= 1 not
+    taken: an existing file is never overwritten."""
+    ck = Path(checkpoint)
+    stem = ck.name[: -len(".pt")] if ck.name.endswith(".pt") else ck.stem
+    n = 1
+    while True:
+        cand = ck.with_name(f"{stem}.retrained-{algo}-{n}.pt")
+        if not cand.exists():
+            return cand
+        n += 1
+
+
+@dataclass(eq=False)
+class GateEntry:
+    """One spec's gate outcome: the audit, and the re-audit after retraining if any."""
+
+    spec: AuditSpec
+    before: AuditResult
+    after: AuditResult | None = None
+    retrained_checkpoint: Path | None = None
+    retrain_error: str | None = None
+    report: Path | None = None
+
+    @property
+    def final(self) -> AuditResult:
+        return self.after if self.after is not None else self.before
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.spec.name,
+            "spec": _display_path(self.spec.path),
+            "overall": self.final.overall,
+            "verdicts": [v.to_dict() for v in self.final.verdicts],
+            "checkpoint_sha256": self.before.checkpoint_sha256,
+        }
+        if self.after is not None or self.retrain_error:
+            d["before"] = {"overall": self.before.overall,
+                           "verdicts": [v.to_dict() for v in self.before.verdicts]}
+            d["retrained_checkpoint"] = _display_path(self.retrained_checkpoint)
+            if self.after is not None:
+                d["after"] = {"overall": self.after.overall,
+                              "checkpoint_sha256": self.after.checkpoint_sha256,
+                              "verdicts": [v.to_dict() for v in self.after.verdicts]}
+            if self.retrain_error:
+                d["retrain_error"] = self.retrain_error
+        if self.report is not None:
+            d["report"] = _display_path(self.report)
+        return d
+
+
+@dataclass(eq=False)
+class GateResult:
+    """Outcome of :func:`run_gate`: entries per spec and the exit code."""
+
+    entries: list[GateEntry]
+    inconclusive: str = "fail"
+
+    @property
+    def exit_code(self) -> int:
+        bad = {FAIL} if self.inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+        return 1 if any(e.final.overall in bad for e in self.entries) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.exit_code,
+            "inconclusive": self.inconclusive,
+            "specs": [e.to_dict() for e in self.entries],
+        }
+
+    def side_by_side(self) -> str:
+        """Text table: one line per threshold, before and (if retrained) after."""
+        lines = []
+        for e in self.entries:
+            lines.append(f"{e.spec.name}: {e.final.overall}")
+            after = {v.key: v for v in e.after.verdicts} if e.after else {}
+            for v in e.before.verdicts:
+                row = f"  {v.label:<22} {v.estimate:>11.6f} {v.status:<12}"
+                if e.after is not None:
+                    a = after[v.key]
+                    row += f" -> {a.estimate:>11.6f} {a.status}"
+                lines.append(row)
+            if e.retrained_checkpoint:
+                lines.append(f"  retrained checkpoint: {_display_path(e.retrained_checkpoint)}")
+            if e.retrain_error:
+                lines.append(f"  retrain failed: {e.retrain_error}")
+        return "\n".join(lines)
+
+    def to_junit(self, *, inconclusive_as: str = "failure") -> str:
+        """JUnit XML: one <testsuite> per spec, one <testcase> per threshold; FAIL is a
+        <failure>, INCONCLUSIVE a <failure> or <skipped> (``inconclusive_as``)."""
+        import xml.etree.ElementTree as ET
+
+        if inconclusive_as not in ("failure", "skipped"):
+            raise ValueError(
+                f"inconclusive_as: bad value {inconclusive_as!r}; allowed values: failure, skipped."
+            )
+        root = ET.Element("testsuites", name="causalfair gate")
+        tot_t = tot_f = tot_s = 0
+        for e in self.entries:
+            res = e.final
+            suite = ET.SubElement(root, "testsuite", name=e.spec.name)
+            n_f = n_s = 0
+            for v in res.verdicts:
+                tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
+                                   name=v.label, time=f"{res.seconds / max(1, len(res.verdicts)):.4f}")
+                if v.status == FAIL or (v.status == INCONCLUSIVE and inconclusive_as == "failure"):
+                    n_f += 1
+                    f = ET.SubElement(tc, "failure", message=v.message(), type=v.status)
+                    f.text = v.message()
+                elif v.status == INCONCLUSIVE:
+                    n_s += 1
+                    ET.SubElement(tc, "skipped", message=v.message())
+                out = [f"{res.summary()}"]
+                if e.after is not None:
+                    b = next(x for x in e.before.verdicts if x.key == v.key)
+                    out.append(f"before retraining: {b.message()}")
+                ET.SubElement(tc, "system-out").text = "\n".join(out) if e.after else v.message()
+            suite.set("tests", str(len(res.verdicts)))
+            suite.set("failures", str(n_f))
+            suite.set("errors", "0")
+            suite.set("skipped", str(n_s))
+            tot_t += len(res.verdicts)
+            tot_f += n_f
+            tot_s += n_s
+        root.set("tests", str(tot_t))
+        root.set("failures", str(tot_f))
+        root.set("errors", "0")
+        root.set("skipped", str(tot_s))
+        ET.indent(root)
+        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
+    """Run the spec's [retrain] warm-started from its checkpoint; return the new
+    checkpoint path and its audit."""
+    if spec.retrain is None:
+        raise SpecError(f"{_where(spec.path)}: [retrain]: missing; --retrain needs a [retrain] "
+                        "section (algo, iterations, betas, seed).")
+    if spec.checkpoint is None:
+        raise SpecError(f"{_where(spec.path)}: [policy] checkpoint: --retrain needs a checkpoint "
+                        f"to warm-start from; the spec audits builtin {spec.builtin!r}.")
+    try:
+        from causalfair.train import train
+        from causalfair.train.config import TrainConfig
+    except ImportError:  # pragma: no cover - depends on the installed package
+        raise SpecError(
+            f"{_where(spec.path)}: [retrain]: retraining needs causalfair.train, which is not "
+            "available in this installation."
+        ) from None
+    r = spec.retrain
+    target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
+    config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=f".{spec.name}.retrain-", dir=target.parent) as tmp:
+        result = train(config, out=tmp, init_checkpoint=str(spec.checkpoint))
+        produced = _train_checkpoint(result, Path(tmp))
+        # never overwrite: link-or-copy into a fresh name, failing if it appeared meanwhile
+        data = produced.read_bytes()
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    after = audit(spec.with_policy(checkpoint=target))
+    after.extra["retrained_from"] = {"checkpoint": _display_path(spec.checkpoint),
+                                     "sha256": before.checkpoint_sha256, "retrain": dict(r)}
+    return target, after
+
+
+def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
+                  arch: Mapping[str, Any] | None = None) -> Any:
+    """Map the spec's [retrain] (and the checkpoint's architecture, for the warm start)
+    onto TrainConfig's fields (only those it has)."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    kw: dict[str, Any] = {}
+    cand = {
+        "algo": r["algo"], "algorithm": r["algo"],
+        "iterations": r["iterations"], "seed": r["seed"],
+        "setting": spec.setting, "n_levels": spec.levels, "levels": spec.levels,
+        "interest": spec.interest, "horizon": spec.horizon,
+    }
+    if arch:
+        if "hidden" in arch:
+            cand["hidden"] = tuple(int(h) for h in arch["hidden"])
+        if "activation" in arch:
+            cand["activation"] = arch["activation"]
+    for k, v in cand.items():
+        if k in names:
+            kw[k] = v
+    for bk, v in r["betas"].items():
+        for fname in (f"beta_{bk}", f"beta_{bk.lower()}"):
+            if fname in names:
+                kw[fname] = v
+                break
+        else:
+            raise SpecError(f"{_where(spec.path)}: [retrain] betas {bk}: the trainer has no "
+                            f"field beta_{bk}.")
+    return TrainConfig(**kw)
+
+
+def _train_checkpoint(result: Any, out: Path) -> Path:
+    for attr in ("checkpoint", "checkpoint_path", "path"):
+        p = getattr(result, attr, None)
+        if p is not None and Path(p).is_file():
+            return Path(p)
+    found = sorted(out.rglob("*.pt"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise RuntimeError(f"retraining wrote no checkpoint under {out}.")
+    return found[-1]
+
+
+def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
+             retrain: bool = False, reports: str | os.PathLike[str] | None = None) -> GateResult:
+    """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
+    before anything runs). With ``retrain``, a spec whose verdict is not PASS is
+    retrained from its checkpoint and re-audited. With ``reports``, each spec's report
+    is written to ``reports/NAME`` (after retraining: the new policy beside the old)."""
+    if inconclusive not in ("pass", "fail"):
+        raise ValueError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
+    loaded = [_resolve_spec(s) for s in specs]
+    names = [s.name for s in loaded]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup and reports is not None:
+        raise SpecError(f"audit spec name: bad value {sorted(dup)[0]!r}; names must be unique "
+                        "when reports are written.")
+    if retrain:
+        for s in loaded:
+            if s.retrain is None:
+                raise SpecError(f"{_where(s.path)}: [retrain]: missing; --retrain needs a "
+                                "[retrain] section (algo, iterations, betas, seed).")
+    entries = []
+    for s in loaded:
+        before = audit(s)
+        entry = GateEntry(spec=s, before=before)
+        bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+        if retrain and before.overall in bad:
+            entry.retrained_checkpoint, entry.after = _retrain(s, before)
+        if reports is not None:
+            entry.report = entry.final.write_report(
+                Path(reports) / s.name, before=before if entry.after is not None else None)
+        entries.append(entry)
+    return GateResult(entries=entries, inconclusive=inconclusive)
+
+
+# ``causalfair.audit`` is both this module and, called, the :func:`audit` function:
+# ``causalfair.audit("audits/lending-1.toml")`` runs an audit while
+# ``causalfair.audit.load_spec`` and ``import causalfair.audit as m`` keep working.
+class _CallableModule(types.ModuleType):
+    def __call__(self, spec_or_path: Any, *, policy: Any = None) -> AuditResult:
+        return audit(spec_or_path, policy=policy)
+
+
+sys.modules[__name__].__class__ = _CallableModule

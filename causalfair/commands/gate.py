@@ -1,0 +1,62 @@
+"""``causalfair gate SPEC...``: the CI fairness gate (exit codes, JSON, JUnit XML)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "gate",
+        help="CI fairness gate: exit 0 when every spec passes, 1 otherwise",
+        description=(
+            "Audit one or more specs and set the exit code for CI: 0 when every threshold "
+            "of every spec passes, 1 when any fails or is inconclusive (see --inconclusive), "
+            "2 on usage or input errors (a broken spec: the message names the key). Every "
+            "spec is validated before anything runs. A JSON summary goes to stdout (or to "
+            "--json PATH, the human-readable table then goes to stdout)."
+        ),
+        epilog="Example: causalfair gate audits/*.toml --junit gate.xml --json gate.json. "
+               "See docs/ci-gate.md for a CI workflow.",
+    )
+    p.add_argument("specs", metavar="SPEC", nargs="+", help="audit specs (TOML files)")
+    p.add_argument("--inconclusive", choices=("pass", "fail"), default="fail",
+                   help="exit code treatment of INCONCLUSIVE verdicts (default: fail)")
+    p.add_argument("--junit", metavar="PATH",
+                   help="write JUnit XML: one test case per threshold per spec")
+    p.add_argument("--junit-inconclusive", choices=("failure", "skipped"), default=None,
+                   help="how INCONCLUSIVE shows in JUnit (default: failure with "
+                        "--inconclusive fail, skipped with --inconclusive pass)")
+    p.add_argument("--json", metavar="PATH", dest="json_path",
+                   help="write the JSON summary to PATH instead of stdout")
+    p.add_argument("--reports", metavar="DIR",
+                   help="also write each spec's report to DIR/NAME")
+    p.add_argument("--retrain", action="store_true",
+                   help="retrain failing checkpoints with the spec's [retrain] section "
+                        "(warm start; the new checkpoint is written beside the old one as "
+                        "NAME.retrained-ALGO-N.pt, never overwriting) and re-audit them")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from causalfair.audit import _json_safe, run_gate
+    from causalfair.policy import atomic_write_bytes
+
+    result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
+                      reports=args.reports)
+    doc = json.dumps(_json_safe(result.to_dict()), indent=2, allow_nan=False) + "\n"
+    if args.junit:
+        how = args.junit_inconclusive or ("skipped" if args.inconclusive == "pass" else "failure")
+        xml = result.to_junit(inconclusive_as=how).encode("utf-8")
+        atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
+    if args.json_path:
+        atomic_write_bytes(Path(args.json_path), lambda fh: fh.write(doc.encode("utf-8")))
+        print(result.side_by_side())
+    else:
+        print(result.side_by_side(), file=sys.stderr)
+        sys.stdout.write(doc)
+    return result.exit_code

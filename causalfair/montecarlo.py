@@ -1,0 +1,533 @@
+"""Monte Carlo decomposition for black-box simulators (method.md section 3, engine 2).
+
+For each group s, ``n`` individuals are rolled forward ``horizon`` steps under the policy
+pi. At every step the simulator is also *forked*: the same states and the same random
+numbers, decision d0 for everyone; the fork's gain is the gain of pi^PS at that step
+(its expectation is h0(x_t, s)). The baseline pi0 (always d0) is rolled separately from
+the same initial states with the same noise stream (common random numbers, CRN).
+
+Per individual i the engine keeps only running sums over t: ``A_i`` (gain under pi),
+``B_i`` (fork gain, pi^PS), ``Z_i`` (gain under pi0) and ``R_i`` (reward under pi); per
+batch it folds their means and centred second moments into running totals (Chan et
+al.'s parallel update), so memory is O(batch) whatever n and T are. Estimates:
+
+    V^pi_s = mean A,  V^PS_s = mean B,  V^pi0_s = mean Z,  utility_s = mean R,
+    direct_s = mean (A - B),  indirect_s = mean (B - Z),
+
+with CLT standard errors sd / sqrt(n). C, DPE, IPE and SPE are differences between two
+groups, which are simulated independently, so their variances add. With CRN the
+per-individual differences A - B and B - Z share noise and have a much smaller variance
+than with ``crn=False``, which draws independent initial states and noise for pi, for
+the fork and for pi0.
+
+Random numbers: stream ``k`` of batch ``b`` of group ``s`` is
+``PCG64(SeedSequence(seed, spawn_key=(s, b, k)))``; the same (seed, n, batch_size)
+gives the same numbers bit for bit. Results depend on ``batch_size`` (the batches
+use different streams), not on anything else.
+
+History-dependent policies work: the policy sees the simulator's full
+:class:`~causalfair.policy.Observation` (with ``t`` and any ``extras``) every step,
+always for the same individuals in the same order within a batch; a policy with a
+``start_batch(n, group)`` method has it called before each batch so that it can keep its own
+per-individual memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from causalfair.effects import Decomposition, check_horizon
+from causalfair.policy import Observation, Policy, PolicyError
+from causalfair.sim.base import StepResult
+
+__all__ = [
+    "decompose_mc",
+    "check_simulator",
+    "SimulatorContractError",
+    "DEFAULT_BATCH_SIZE",
+    "as_simulator",
+]
+
+#: Individuals simulated at once when ``batch_size`` is None: small enough to keep
+#: temporaries in cache and memory bounded, large enough that numpy's per-call
+#: overhead is negligible.
+DEFAULT_BATCH_SIZE = 65_536
+
+_STREAM_INIT, _STREAM_DECISION, _STREAM_NOISE = 0, 1, 2
+_STREAM_INIT0, _STREAM_FORK, _STREAM_NOISE0 = 3, 4, 5
+
+
+class SimulatorContractError(ValueError):
+    """A simulator broke the protocol of :mod:`causalfair.sim.base`; the message names
+    the method (reset, observe, draw_noise, step) and what was wrong."""
+
+
+def _rng(seed: int, *key: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def as_simulator(obj: Any) -> Any:
+    """A simulator from ``obj``: a LendingModel becomes a LendingSimulator, a
+    TabularModel a TabularSimulator; anything with the four protocol methods is
+    returned as is."""
+    from causalfair.model import TabularModel
+    from causalfair.sim.lending import LendingModel
+
+    if isinstance(obj, LendingModel):
+        from causalfair.sim.individual import LendingSimulator
+
+        return LendingSimulator(obj)
+    if isinstance(obj, TabularModel):
+        from causalfair.sim.individual import TabularSimulator
+
+        return TabularSimulator(obj)
+    missing = [m for m in ("reset", "observe", "draw_noise", "step") if not callable(getattr(obj, m, None))]
+    if missing or not isinstance(getattr(obj, "n_groups", None), (int, np.integer)):
+        what = f"methods {', '.join(missing)}" if missing else "an integer attribute n_groups"
+        raise SimulatorContractError(
+            f"simulator: {type(obj).__name__} lacks {what}; a simulator needs n_groups and "
+            "reset(n, group, rng), observe(state), draw_noise(n, rng), step(state, decisions, "
+            "noise) (see causalfair.sim.base and docs/simulators.md)."
+        )
+    return obj
+
+
+# ------------------------------------------------------------------ contract checks
+def _name(sim: Any) -> str:
+    return type(sim).__name__
+
+
+def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, np.ndarray]]:
+    """Every array-like leaf of a state / noise / observation object, with a path."""
+    if obj is None:
+        return []
+    if isinstance(obj, np.ndarray) or np.isscalar(obj):
+        return [(prefix or "value", np.asarray(obj))]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = []
+        for f in dataclasses.fields(obj):
+            out += _leaves(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name)
+        return out
+    if isinstance(obj, Mapping):
+        out = []
+        for k in obj:
+            out += _leaves(obj[k], f"{prefix}[{k!r}]")
+        return out
+    if isinstance(obj, (tuple, list)):
+        out = []
+        for i, v in enumerate(obj):
+            out += _leaves(v, f"{prefix}[{i}]")
+        return out
+    try:
+        return [(prefix or "value", np.asarray(obj))]
+    except Exception:  # noqa: BLE001 - opaque object: nothing to compare
+        return []
+
+
+def _same(a: Any, b: Any) -> str | None:
+    """None when a and b hold the same arrays, else the path of the first difference."""
+    la, lb = _leaves(a), _leaves(b)
+    if [p for p, _ in la] != [p for p, _ in lb]:
+        return "structure"
+    for (path, x), (_, y) in zip(la, lb, strict=True):
+        if x.shape != y.shape:
+            return path
+        if x.dtype.kind in "fc":
+            if not np.array_equal(x, y, equal_nan=True):
+                return path
+        elif x.dtype.kind in "biu":
+            if not np.array_equal(x, y):
+                return path
+    return None
+
+
+def _frozen(obj: Any) -> dict[str, np.ndarray]:
+    """Copies of every array leaf (so later in-place changes show up as differences)."""
+    return {path: np.array(arr, copy=True) for path, arr in _leaves(obj)}
+
+
+def _is_prob_name(name: str) -> bool:
+    low = str(name).lower()
+    return low.startswith("p_") or low.startswith("prob")
+
+
+def _check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
+    w = f"simulator {_name(sim)}.{where}"
+    if not isinstance(obs, Observation):
+        raise SimulatorContractError(
+            f"{w}: returned {type(obs).__name__}; expected a causalfair.policy.Observation."
+        )
+    group = np.asarray(obs.group)
+    if group.shape != (n,):
+        raise SimulatorContractError(
+            f"{w}: wrong shape: Observation.group has shape {group.shape}, expected ({n},) "
+            f"for a batch of {n}.")
+    if obs.level is not None:
+        level = np.asarray(obs.level)
+        if level.shape != (n,):
+            raise SimulatorContractError(
+                f"{w}: wrong shape: Observation.level has shape {level.shape}, expected ({n},).")
+        if level.dtype.kind == "f" and not np.isfinite(level).all():
+            raise SimulatorContractError(f"{w}: NaN states: Observation.level has NaN or inf.")
+        if level.dtype.kind not in "iub":
+            raise SimulatorContractError(
+                f"{w}: Observation.level has dtype {level.dtype}; levels are integer indices "
+                "(use features for continuous states).")
+        K = getattr(sim, "n_levels", None)
+        if K is not None and n and (level.min() < 0 or level.max() >= K):
+            raise SimulatorContractError(
+                f"{w}: Observation.level outside [0, {K}) (min {level.min()}, max {level.max()}).")
+    if obs.features is not None:
+        feats = np.asarray(obs.features)
+        if feats.ndim != 2 or feats.shape[0] != n:
+            raise SimulatorContractError(
+                f"{w}: wrong shape: Observation.features has shape {feats.shape}, expected "
+                f"({n}, F).")
+        if not np.isfinite(feats).all():
+            raise SimulatorContractError(
+                f"{w}: NaN states: Observation.features contains NaN or inf "
+                f"({int((~np.isfinite(feats)).sum())} entries).")
+    _check_named_arrays(sim, obs.extras, n, f"{where} (Observation.extras)")
+
+
+def _check_named_arrays(sim: Any, arrays: Mapping[str, Any], n: int, where: str) -> None:
+    w = f"simulator {_name(sim)}.{where}"
+    for key in arrays:
+        arr = np.asarray(arrays[key])
+        if arr.ndim == 0 or arr.shape[0] != n:
+            raise SimulatorContractError(
+                f"{w}: wrong shape: {key!r} has shape {arr.shape}, expected ({n}, ...).")
+        if _is_prob_name(key) and arr.dtype.kind in "fiub":
+            a = arr.astype(np.float64)
+            if not np.isfinite(a).all() or (a < 0).any() or (a > 1).any():
+                bad = a[~(np.isfinite(a) & (a >= 0) & (a <= 1))][0]
+                raise SimulatorContractError(
+                    f"{w}: probability {key!r} outside [0, 1] (e.g. {float(bad)!r}); entries named "
+                    "p_* or prob* are probabilities.")
+
+
+def _check_step_result(sim: Any, res: Any, n: int) -> None:
+    w = f"simulator {_name(sim)}.step"
+    if not isinstance(res, StepResult):
+        raise SimulatorContractError(
+            f"{w}: returned {type(res).__name__}; expected causalfair.sim.base.StepResult.")
+    for field_name in ("gain", "reward"):
+        arr = np.asarray(getattr(res, field_name))
+        if arr.shape != (n,):
+            raise SimulatorContractError(
+                f"{w}: wrong shape: StepResult.{field_name} has shape {arr.shape}, expected ({n},).")
+        if not np.isfinite(arr).all():
+            raise SimulatorContractError(
+                f"{w}: StepResult.{field_name} contains NaN or inf "
+                f"({int((~np.isfinite(arr)).sum())} of {n}).")
+    _check_named_arrays(sim, res.info, n, "step (StepResult.info)")
+
+
+def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int = 0) -> None:
+    """Check that ``simulator`` honours the protocol; raise SimulatorContractError naming
+    the method that broke it.
+
+    Checked for every group: shapes (observations, gains, rewards: n rows), no NaN or
+    inf in observed states, gains and rewards, arrays named ``p_*`` / ``prob*`` in
+    ``Observation.extras`` and ``StepResult.info`` inside [0, 1], ``reset`` and
+    ``draw_noise`` reproducible from their ``rng`` (same seed, same result), ``step``
+    deterministic given (state, decisions, noise) and leaving its input state unchanged
+    (both needed for forks), over ``horizon`` steps with random decisions.
+    """
+    sim = as_simulator(simulator)
+    name = _name(sim)
+    G = int(sim.n_groups)
+    if G < 1:
+        raise SimulatorContractError(f"simulator {name}: n_groups must be >= 1, got {G}.")
+    for g in range(G):
+        s1 = sim.reset(n, g, _rng(seed, g, 0))
+        s2 = sim.reset(n, g, _rng(seed, g, 0))
+        o1 = sim.observe(s1)
+        _check_observation(sim, o1, n, "observe")
+        if np.any(np.asarray(o1.group) != g):
+            raise SimulatorContractError(
+                f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
+                "groups (Observation.group differs from the group asked for).")
+        diff = _same(o1, sim.observe(s2)) or _same(s1, s2)
+        if diff:
+            raise SimulatorContractError(
+                f"simulator {name}.reset: does not honour its seed: two calls with the same "
+                f"seed gave different states (first difference at {diff}); draw every random "
+                "number from the rng argument.")
+        rng_d = _rng(seed, g, 1)
+        state = s1
+        for t in range(horizon):
+            n1 = sim.draw_noise(n, _rng(seed, g, 2, t))
+            n2 = sim.draw_noise(n, _rng(seed, g, 2, t))
+            diff = _same(n1, n2)
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
+                    f"same seed gave different noise (first difference at {diff}); draw every "
+                    "random number from the rng argument.")
+            for path, arr in _leaves(n1):
+                if arr.ndim >= 1 and arr.shape[0] != n:
+                    raise SimulatorContractError(
+                        f"simulator {name}.draw_noise: wrong shape: {path} has shape {arr.shape}, "
+                        f"expected {n} rows.")
+            d = rng_d.random(n) < 0.5
+            before = _frozen((sim.observe(state), state))
+            r1 = sim.step(state, d, n1)
+            _check_step_result(sim, r1, n)
+            diff = _same(before, _frozen((sim.observe(state), state)))
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.step: modified its input state in place (at {diff}); "
+                    "forks need the state unchanged, return a new state instead.")
+            r2 = sim.step(state, d, n2)
+            diff = _same((r1.gain, r1.reward), (r2.gain, r2.reward)) or _same(
+                sim.observe(r1.state), sim.observe(r2.state))
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.step: not a deterministic function of (state, decisions, "
+                    f"noise): two calls with the same arguments differ (at {diff}); draw random "
+                    "numbers in draw_noise, not in step, so that forks share them.")
+            _check_observation(sim, sim.observe(r1.state), n, f"step (observe after step {t})")
+            state = r1.state
+
+
+# ----------------------------------------------------------------------- the engine
+class _Moments:
+    """Count, mean and centred second moment of a stream of batches (Chan et al.)."""
+
+    __slots__ = ("n", "mean", "m2")
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, x: np.ndarray) -> None:
+        m = x.shape[0]
+        mb = float(x.mean())
+        dev = x - mb
+        m2b = float((dev * dev).sum())  # not np.dot: BLAS threads would spin between batches
+        tot = self.n + m
+        delta = mb - self.mean
+        self.mean += delta * m / tot
+        self.m2 += m2b + delta * delta * self.n * m / tot
+        self.n = tot
+
+    @property
+    def var(self) -> float:
+        return self.m2 / (self.n - 1) if self.n > 1 else math.nan
+
+
+def _policy_probs(policy: Policy, obs: Observation, m: int, name: str) -> np.ndarray:
+    p = np.asarray(policy.prob_d1(obs), dtype=np.float64)
+    if p.shape != (m,):
+        p = p.reshape(-1)
+        if p.shape != (m,):
+            raise PolicyError(f"policy {name!r}: returned {p.shape[0]} probabilities for {m} observations.")
+    lo, hi = float(p.min()), float(p.max())
+    if not (lo >= 0.0 and hi <= 1.0):  # also catches NaN
+        raise PolicyError(
+            f"policy {name!r}: returned values outside [0, 1] or NaN (min {lo}, max {hi}); a "
+            "policy must return P(d1).")
+    return p
+
+
+def _reads_only_level_group(policy: Any) -> bool:
+    """Whether a policy's P(d1) is a function of (group, level) (and t for time-indexed
+    tables) only, so that it can be evaluated once on the grid and looked up."""
+    from causalfair.adapters import SB3Policy
+    from causalfair.policy import ConstantPolicy, TablePolicy, TorchPolicy
+
+    declared = getattr(policy, "reads_only_level_group", None)
+    if isinstance(declared, bool):
+        return declared
+    if isinstance(policy, (TablePolicy, ConstantPolicy)):
+        return True
+    if isinstance(policy, (TorchPolicy, SB3Policy)):
+        enc = policy.encoding
+        return (enc is not None and enc.name == "onehot"
+                and getattr(policy, "obs_fn", None) is None)
+    return False
+
+
+class _TabulatedPolicy:
+    """A (group, level) policy evaluated once per epoch on the G x K grid, then looked
+    up per individual (one gather instead of, e.g., an MLP forward per individual)."""
+
+    def __init__(self, policy: Any, n_groups: int, n_levels: int):
+        from causalfair.policy import TablePolicy
+
+        self.policy = policy
+        self.name = getattr(policy, "name", type(policy).__name__)
+        self.G, self.K = n_groups, n_levels
+        self._timed = isinstance(policy, TablePolicy) and policy.table.ndim == 3
+        self._cache: dict[Any, np.ndarray] = {}
+
+    def _table(self, t: int | None) -> np.ndarray:
+        key = t if self._timed else None
+        tab = self._cache.get(key)
+        if tab is None:
+            G, K = self.G, self.K
+            grid = Observation(group=np.repeat(np.arange(G), K), level=np.tile(np.arange(K), G), t=t)
+            tab = _policy_probs(self.policy, grid, G * K, self.name)
+            self._cache[key] = tab
+        return tab
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        if obs.level is None:
+            return self.policy.prob_d1(obs)
+        return self._table(obs.t)[obs.group * self.K + obs.level]
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def decompose_mc(
+    simulator: Any,
+    policy: Policy,
+    horizon: int = 20,
+    *,
+    n: int = 100_000,
+    seed: int = 0,
+    crn: bool = True,
+    batch_size: int | None = None,
+    pair: tuple[int, int] | None = None,
+    check: bool = True,
+    policy_name: str | None = None,
+    tabulate: bool = True,
+) -> Decomposition:
+    """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors.
+
+    ``simulator``: anything implementing :class:`~causalfair.sim.base.Simulator` (or a
+    LendingModel / TabularModel, wrapped by :func:`as_simulator`). ``policy``: anything
+    with ``prob_d1(obs)`` (see :mod:`causalfair.adapters` for SB3 models and callables).
+    ``n``: individuals per group. ``crn``: common random numbers between pi, the pi^PS
+    fork and pi0 (False: independent numbers for each, to measure what CRN buys).
+    ``batch_size``: individuals simulated at once (default :data:`DEFAULT_BATCH_SIZE`);
+    memory is O(batch_size), independent of n and horizon. ``check``: run
+    :func:`check_simulator` on a small batch first. ``tabulate``: a policy known to read
+    only (group, level) - TablePolicy, ConstantPolicy, TorchPolicy / SB3Policy with the
+    one-hot encoding, or any policy with ``reads_only_level_group = True`` - is
+    evaluated once on the (group, level) grid and looked up per individual (same
+    probabilities; an MLP then costs nothing per individual); False evaluates it on
+    every individual's observation.
+
+    Returns a :class:`~causalfair.effects.Decomposition` with ``engine="mc"``, ``se``
+    (standard errors keyed like ``estimates()``), ``n`` and ``seed``; use
+    ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` is None (benefit
+    fairness needs the benefit table of a tabular model).
+    """
+    from causalfair.adapters import as_policy
+
+    T = check_horizon(horizon)
+    n = _check_int("n", n, 2)
+    seed = _check_int("seed", seed, 0)
+    batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
+    sim = as_simulator(simulator)
+    policy = as_policy(policy)
+    name = policy_name or getattr(policy, "name", type(policy).__name__)
+    if check:
+        check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed)
+    G = int(sim.n_groups)
+    sim_name = _name(sim)
+    K = getattr(sim, "n_levels", None)
+    enc = getattr(policy, "encoding", None)
+    if (isinstance(K, (int, np.integer)) and getattr(enc, "name", None) == "onehot"
+            and getattr(policy, "obs_fn", None) is None
+            and (enc.n_levels, enc.n_groups) != (int(K), G)):
+        raise PolicyError(
+            f"policy {name!r}: its one-hot encoding has {enc.n_levels} levels x {enc.n_groups} "
+            f"groups, the simulator {sim_name} has {int(K)} levels x {G} groups.")
+    if tabulate and isinstance(K, (int, np.integer)) and _reads_only_level_group(policy):
+        policy = _TabulatedPolicy(policy, G, int(K))
+    sums = np.zeros((3, G, T))
+    stats = {k: [_Moments() for _ in range(G)] for k in ("A", "B", "Z", "AB", "BZ", "R")}
+    for g in range(G):
+        for b, start in enumerate(range(0, n, batch)):
+            m = min(batch, n - start)
+            rng_noise = _rng(seed, g, b, _STREAM_NOISE)
+            rng_dec = _rng(seed, g, b, _STREAM_DECISION)
+            state = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT))
+            if crn:
+                state0, rng_fork, rng_0 = state, None, None
+            else:
+                state0 = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT0))
+                rng_fork = _rng(seed, g, b, _STREAM_FORK)
+                rng_0 = _rng(seed, g, b, _STREAM_NOISE0)
+            if callable(getattr(policy, "start_batch", None)):
+                policy.start_batch(m, g)
+            A, B, Z, R = (np.zeros(m) for _ in range(4))
+            d0 = np.zeros(m, dtype=bool)
+            for t in range(T):
+                p = _policy_probs(policy, sim.observe(state), m, name)
+                d = rng_dec.random(m) < p
+                noise = sim.draw_noise(m, rng_noise)
+                res = sim.step(state, d, noise)
+                fork = sim.step(state, d0, noise if crn else sim.draw_noise(m, rng_fork))
+                res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m, rng_0))
+                for r in (res, fork, res0):
+                    if r.gain.shape != (m,) or r.reward.shape != (m,):
+                        raise SimulatorContractError(
+                            f"simulator {sim_name}.step: wrong shape: gain {r.gain.shape}, reward "
+                            f"{r.reward.shape}, expected ({m},) for a batch of {m}.")
+                A += res.gain
+                B += fork.gain
+                Z += res0.gain
+                R += res.reward
+                sums[0, g, t] += res.gain.sum()
+                sums[1, g, t] += fork.gain.sum()
+                sums[2, g, t] += res0.gain.sum()
+                state, state0 = res.state, res0.state
+            if not (np.isfinite(A.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
+                raise SimulatorContractError(
+                    f"simulator {sim_name}.step: returned NaN or inf gains or rewards (group {g}).")
+            for key, x in (("A", A), ("B", B), ("Z", Z), ("AB", A - B), ("BZ", B - Z), ("R", R)):
+                stats[key][g].add(x)
+
+    def mean(key: str) -> np.ndarray:
+        return np.array([s.mean for s in stats[key]])
+
+    def var_of_mean(key: str) -> np.ndarray:
+        return np.array([s.var / s.n for s in stats[key]])
+
+    V, V_ps, V_0, U = mean("A"), mean("B"), mean("Z"), mean("R")
+    from causalfair.effects import _check_pair
+
+    a, c = _check_pair(pair, G, V)
+    groups = tuple(getattr(sim, "group_names", None) or (str(i) for i in range(G)))
+    weights = getattr(sim, "group_weights", None)
+    weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
+    se: dict[str, float] = {}
+    for key, stat in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
+        v = var_of_mean(stat)
+        se[key] = float(math.sqrt(v[a] + v[c]))
+    for i, gname in enumerate(groups):
+        for key, stat in (("V", "A"), ("V_ps", "B"), ("V_0", "Z"), ("direct", "AB"),
+                          ("indirect", "BZ"), ("utility", "R")):
+            se[f"{key}[{gname}]"] = float(math.sqrt(var_of_mean(stat)[i]))
+    se["utility"] = float(math.sqrt(float(weights**2 @ var_of_mean("R"))))
+    return Decomposition(
+        engine="mc",
+        groups=groups,
+        pair=(a, c),
+        horizon=T,
+        V=V,
+        V_ps=V_ps,
+        V_0=V_0,
+        steps=sums / n,
+        utility=U,
+        group_weights=weights,
+        Lambda=None,
+        se=se,
+        n=n,
+        seed=seed,
+        diagnostics={},
+        policy_name=name,
+        model_name=getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name),
+    )

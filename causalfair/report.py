@@ -1,0 +1,501 @@
+"""Audit reports: report.html (self-contained), report.md, audit.json and PNG figures.
+
+:func:`write_report` builds the whole report in a temporary folder beside the target and
+renames it into place at the end, so a report is never half-written: an interrupted or
+failed run leaves the previous report (or nothing) behind.
+
+Figures (matplotlib on the Agg canvas, imported lazily; pyplot's global state is not
+touched), each saved as ``NAME.png`` and embedded in the HTML as base64:
+
+- ``decomposition``: C, DPE, IPE, SPE with their confidence intervals, and the per-group
+  direct / indirect / spurious terms;
+- ``steps``: per-step contributions to the gain (direct and indirect) per group;
+- ``levels``: the groups' level distributions over time under pi and under pi0;
+- ``benefit``: benefit Delta(x, s) against the approval probability per group, the
+  worst pairs of Lambda marked;
+- ``graph``: the temporal causal graph (first epochs) of the deployed policy;
+- ``notions``: the other notions (TPR gap, ELBERT bias, W1, DP gap) and their thresholds;
+- ``frontier``: the utility-fairness frontier with the policy placed on it, when the
+  model is tabular and ``causalfair.frontier`` is installed.
+
+audit.json holds every figure's data, the spec, package and dependency versions, seeds
+and the checkpoint's SHA-256.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from causalfair.audit import AuditResult
+
+__all__ = ["write_report", "make_figures", "figure_png_base64", "FIGURES", "DPI",
+           "GRAPH_EPOCHS", "FRONTIER_POINTS", "render_html", "render_markdown"]
+
+#: Resolution of the PNG figures (modest: the report must build in well under a second).
+DPI = 80
+#: Grid points of the utility-fairness frontier drawn in the report.
+FRONTIER_POINTS = 8
+#: Epochs of the temporal causal graph drawn in the report (the graph widens with T).
+GRAPH_EPOCHS = 3
+
+_STATUS_COLOUR = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#9a6700"}
+_GROUP_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def _new_figure(w: float, h: float, **margins: float):
+    """A Figure on the Agg canvas with fixed margins (a layout engine would cost a
+    draw per figure: the report must stay fast)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h))
+    FigureCanvasAgg(fig)
+    adj = {"left": 0.09, "right": 0.98, "bottom": 0.15, "top": 0.88, "wspace": 0.3}
+    adj.update(margins)
+    fig.subplots_adjust(**adj)
+    return fig
+
+
+def figure_png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def figure_png_base64(fig: Any) -> str:
+    return base64.b64encode(figure_png(fig)).decode("ascii")
+
+
+# ---------------------------------------------------------------------------- figures
+def _fig_decomposition(r: AuditResult):
+    dec = r.decomposition
+    ci = dec.conf_int(r.spec.alpha)
+    names = ["C", "DPE", "IPE", "SPE"]
+    est = np.array([getattr(dec, k) for k in names])
+    lo = np.array([ci.loc[k, "lower"] for k in names])
+    hi = np.array([ci.loc[k, "upper"] for k in names])
+    fig = _new_figure(8.0, 3.2)
+    ax1, ax2 = fig.subplots(1, 2)
+    ax1.bar(names, est, color=["#555555", "#d9822b", "#4c72b0", "#8c8c8c"],
+            yerr=np.vstack([est - lo, hi - est]), capsize=4)
+    ax1.axhline(0, color="black", lw=0.6)
+    a, b = dec.pair
+    ax1.set_title(f"C = DPE + IPE + SPE ({dec.groups[a]} - {dec.groups[b]})", fontsize=9)
+    ax1.set_ylabel("gain gap")
+    parts = ("direct", "indirect", "spurious")
+    G = len(dec.groups)
+    width = 0.8 / G
+    x = np.arange(len(parts))
+    per_group = {}
+    for i, g in enumerate(dec.groups):
+        vals = np.array([dec.V[i] - dec.V_ps[i], dec.V_ps[i] - dec.V_0[i], dec.V_0[i]])
+        keys = (f"direct[{g}]", f"indirect[{g}]", f"V_0[{g}]")
+        err = None
+        if dec.se:
+            se = np.array([dec.se.get(k, 0.0) for k in keys])
+            from statistics import NormalDist
+
+            err = NormalDist().inv_cdf(1 - r.spec.alpha / 2) * se
+        ax2.bar(x + (i - (G - 1) / 2) * width, vals, width, yerr=err, capsize=3, label=g,
+                color=_GROUP_COLOURS[i % len(_GROUP_COLOURS)])
+        per_group[g] = {"direct": float(vals[0]), "indirect": float(vals[1]),
+                        "spurious": float(vals[2]),
+                        "half_width": None if err is None else err.tolist()}
+    ax2.set_xticks(x, parts)
+    ax2.axhline(0, color="black", lw=0.6)
+    ax2.set_title("Per group: V^pi - V^PS, V^PS - V^pi0, V^pi0", fontsize=9)
+    ax2.legend(fontsize=8, frameon=False)
+    level = int(round(100 * (1 - r.spec.alpha)))
+    data = {"effects": {k: {"estimate": float(e), "ci_lower": float(lo_), "ci_upper": float(hi_)}
+                        for k, e, lo_, hi_ in zip(names, est, lo, hi, strict=True)},
+            "ci_level": level, "groups": per_group}
+    return fig, data
+
+
+def _fig_steps(r: AuditResult):
+    dec = r.decomposition
+    steps = dec.steps
+    T = steps.shape[2]
+    fig = _new_figure(8.0, 3.0, top=0.9)
+    ax = fig.subplots()
+    t = np.arange(T)
+    data = {}
+    for i, g in enumerate(dec.groups):
+        c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
+        direct = steps[0, i] - steps[1, i]
+        indirect = steps[1, i] - steps[2, i]
+        ax.plot(t, direct, color=c, lw=1.6, label=f"direct, {g}")
+        ax.plot(t, indirect, color=c, lw=1.6, ls="--", label=f"indirect, {g}")
+        data[g] = {"direct": direct.tolist(), "indirect": indirect.tolist(),
+                   "pi": steps[0, i].tolist(), "ps": steps[1, i].tolist(),
+                   "pi0": steps[2, i].tolist()}
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xlabel("decision epoch t")
+    ax.set_ylabel("expected gain contribution")
+    ax.set_title("Per-step contributions: direct (pi - pi^PS) and indirect (pi^PS - pi0)",
+                 fontsize=9)
+    ax.legend(fontsize=7, frameon=False, ncol=2)
+    return fig, data
+
+
+def _fig_levels(r: AuditResult):
+    if r.mu_pi is None or r.mu_0 is None or r.model is None:
+        return None
+    groups = r.model.group_names
+    G = len(groups)
+    fig = _new_figure(8.0, 1.8 * G + 0.6, right=0.86, top=0.92, bottom=0.1, hspace=0.35)
+    axes = np.atleast_2d(fig.subplots(G, 2, sharex=True, sharey=True))
+    K = r.mu_pi.shape[2]
+    im = None
+    for i, g in enumerate(groups):
+        for j, (mu, lab) in enumerate(((r.mu_pi, "pi"), (r.mu_0, "pi0"))):
+            ax = axes[i, j]
+            im = ax.imshow(mu[:, i, :].T, origin="lower", aspect="auto", cmap="viridis",
+                           vmin=0.0, vmax=1.0, extent=(-0.5, mu.shape[0] - 0.5, 0.5, K + 0.5))
+            ax.set_title(f"{g} under {lab}", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("level")
+            if i == G - 1:
+                ax.set_xlabel("t")
+    cax = fig.add_axes((0.89, 0.15, 0.02, 0.7))
+    fig.colorbar(im, cax=cax, label="P(level)")
+    data = {"pi": {g: r.mu_pi[:, i, :].tolist() for i, g in enumerate(groups)},
+            "pi0": {g: r.mu_0[:, i, :].tolist() for i, g in enumerate(groups)},
+            "levels": list(r.model.level_labels)}
+    return fig, data
+
+
+def _fig_benefit(r: AuditResult):
+    ben = r.benefit
+    fig = _new_figure(8.0, 3.4, top=0.9, bottom=0.14)
+    ax = fig.subplots()
+    a, b = ben.pair
+    for i, g in enumerate(ben.groups):
+        c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
+        size = 20 + 400 * np.asarray(ben.state_weights[i])
+        ax.scatter(ben.delta[i], ben.p_d1[i], s=size, color=c, alpha=0.7, label=g,
+                   edgecolors="black", linewidths=0.4)
+    worst = ben.worst_pairs(r.spec.worst)
+    K = ben.contributions.shape[0]
+    order = np.argsort(-ben.contributions, axis=None, kind="stable")[: r.spec.worst]
+    xa, xb = np.unravel_index(order, (K, K))
+    for rank, (i, j) in enumerate(zip(xa, xb, strict=True), start=1):
+        p1 = (ben.delta[a, i], ben.p_d1[a, i])
+        p2 = (ben.delta[b, j], ben.p_d1[b, j])
+        ax.plot([p1[0], p2[0]], [p1[1], p2[1]], color="#444444", lw=0.8, ls=":")
+        f = 0.15 + 0.7 * (rank - 1) / max(1, r.spec.worst - 1)
+        ax.annotate(f"#{rank}", (p1[0] + f * (p2[0] - p1[0]), p1[1] + f * (p2[1] - p1[1])),
+                    fontsize=7, color="#444444")
+    ax.set_xlabel("benefit Delta(x, s) = h1 - h0")
+    ax.set_ylabel("P(d1 | x, s)")
+    ax.set_ylim(-0.08, 1.08)
+    ax.set_title(f"Benefit vs approval (Lambda = {ben.Lambda:.4f}); dotted: worst pairs, "
+                 "marker area ~ P(x | s)", fontsize=9)
+    ax.legend(fontsize=8, frameon=False)
+    data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
+            "p_d1": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
+            "state_weights": {g: np.asarray(ben.state_weights[i]).tolist()
+                              for i, g in enumerate(ben.groups)},
+            "worst_pairs": worst.to_dict(orient="records")}
+    return fig, data
+
+
+def _fig_graph(r: AuditResult):
+    if r.model is None:
+        return None
+    from causalfair.graph import temporal_graph
+    from causalfair.policy import reads_group
+
+    T = min(GRAPH_EPOCHS, r.decomposition.horizon)
+    reads = reads_group(r.policy_table) if r.policy_table is not None else True
+    tg = temporal_graph(r.model, T, policy_reads_s=reads, variant="pi")
+    fig = tg.draw()
+    fig.subplots_adjust(left=0.01, right=0.84, bottom=0.08, top=0.9)
+    fig.suptitle(f"first {T} of {r.decomposition.horizon} epochs", fontsize=8, y=0.02)
+    data = {"horizon_drawn": T, "policy_reads_s": bool(reads),
+            "nodes": tg.nodes(), "edges": [list(e) for e in tg.edges()]}
+    return fig, data
+
+
+_NOTIONS = ("tpr_gap", "elbert_bias", "w1_final", "dp_gap")
+
+
+def _fig_notions(r: AuditResult):
+    vals = {k: r.notions.get(k) for k in _NOTIONS}
+    vals = {k: float(v) for k, v in vals.items() if isinstance(v, (int, float))}
+    if not vals:
+        return None
+    fig = _new_figure(8.0, 2.4, left=0.14, right=0.95, top=0.86, bottom=0.12)
+    ax = fig.subplots()
+    names = list(vals)
+    y = np.arange(len(names))
+    ax.barh(y, [vals[k] for k in names], color="#4c72b0")
+    for i, k in enumerate(names):
+        thr = r.spec.thresholds.get(k)
+        if thr is not None:
+            ax.plot([thr, thr], [i - 0.4, i + 0.4], color="#cf222e", lw=2)
+        ax.annotate(f"{vals[k]:.4f}", (vals[k], i), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_yticks(y, names)
+    ax.invert_yaxis()
+    ax.set_title("Other notions (red: threshold)", fontsize=9)
+    data = {"values": vals, "thresholds": {k: r.spec.thresholds[k] for k in names
+                                           if k in r.spec.thresholds}}
+    return fig, data
+
+
+def _fig_frontier(r: AuditResult):
+    if r.model is None or r.spec.source != "model":
+        return None
+    try:
+        from causalfair.frontier import frontier
+    except ImportError:
+        return None
+    fr = frontier(r.model, r.decomposition.horizon, points=FRONTIER_POINTS)
+    placed = fr.place({r.decomposition.policy_name: r.policy_table})
+    fig = fr.plot(placed=placed)
+    data = fr.to_dict()
+    data["placed"] = placed.to_dict(orient="records")
+    return fig, data
+
+
+#: (name, title, builder) in report order.
+FIGURES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("decomposition", "Decomposition of the qualification-gain disparity", _fig_decomposition),
+    ("steps", "Per-step gain contributions", _fig_steps),
+    ("levels", "Level distributions over time under pi and pi0", _fig_levels),
+    ("benefit", "Benefit fairness: Delta vs approval probability", _fig_benefit),
+    ("graph", "Temporal causal graph", _fig_graph),
+    ("notions", "Other fairness notions", _fig_notions),
+    ("frontier", "Utility-fairness frontier", _fig_frontier),
+)
+
+
+def _build_figures(r: AuditResult) -> dict[str, tuple[Any, dict[str, Any]]]:
+    out = {}
+    for name, _, builder in FIGURES:
+        made = builder(r)
+        if made is not None:
+            out[name] = made
+    return out
+
+
+def make_figures(r: AuditResult) -> dict[str, Any]:
+    """name -> matplotlib Figure for every applicable figure."""
+    return {k: fig for k, (fig, _) in _build_figures(r).items()}
+
+
+# ---------------------------------------------------------------------------- tables
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.6f}"
+    return str(v)
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
+                status_col: int | None = None) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = []
+    for row in rows:
+        cells = []
+        for i, c in enumerate(row):
+            text = html.escape(_fmt(c))
+            if i == status_col:
+                text = f"<span class='status {text}'>{text}</span>"
+            cells.append(f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[str], list[list[Any]], int | None]]:
+    """(title, header, rows, status column) for every table of the report."""
+    tabs = []
+    if before is not None:
+        after = {v.key: v for v in r.verdicts}
+        rows = []
+        for v in before.verdicts:
+            a = after.get(v.key)
+            rows.append([v.label, v.estimate, v.status, a.estimate if a else None,
+                         a.status if a else None])
+        rows.append(["overall", None, before.overall, None, r.overall])
+        for k in r.spec.metrics:  # what the change cost or bought, thresholded or not
+            if k in before.quantities and k in r.quantities:
+                rows.append([k, before.quantities[k][0], None, r.quantities[k][0], None])
+        tabs.append(("Before and after retraining",
+                     ["threshold", "before", "verdict before", "after", "verdict after"], rows, 2))
+    rows = [[v.label, v.estimate, v.lower, v.upper, v.status] for v in r.verdicts]
+    tabs.append(("Verdicts", ["threshold", "estimate", "CI lower", "CI upper", "verdict"], rows, 4))
+    q = r.quantities
+    rows = [[k, q[k][0], q[k][3], q[k][1], q[k][2]] for k in r.spec.metrics if k in q]
+    tabs.append(("Metrics", ["quantity", "estimate", "se", "CI lower", "CI upper"], rows, None))
+    dec = r.decomposition
+    rows = [[g, dec.V[i], dec.V_ps[i], dec.V_0[i], dec.V[i] - dec.V_ps[i],
+             dec.V_ps[i] - dec.V_0[i], dec.utility[i]] for i, g in enumerate(dec.groups)]
+    tabs.append(("Per-group values",
+                 ["group", "V^pi", "V^PS", "V^pi0", "direct", "indirect", "utility"], rows, None))
+    wp = r.worst_pairs()
+    tabs.append((f"Worst benefit pairs (Lambda = {r.benefit.Lambda:.6f})", list(wp.columns),
+                 wp.values.tolist(), None))
+    rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
+    for k, v in r.notions.items():
+        if isinstance(v, dict):
+            rows += [[f"{k}[{g}]", x] for g, x in v.items()]
+    tabs.append(("Other notions", ["notion", "value"], rows, None))
+    return tabs
+
+
+def _provenance_rows(doc: dict[str, Any]) -> list[list[Any]]:
+    prov = doc["provenance"]
+    rows = [["causalfair", prov["causalfair"]], ["python", prov["python"]],
+            ["platform", prov["platform"]]]
+    rows += [[k, v] for k, v in prov["dependencies"].items()]
+    pol = doc["policy"]
+    rows += [["policy", pol["label"]], ["checkpoint sha256", pol["checkpoint_sha256"]]]
+    rows += [[f"seed ({k})", v] for k, v in doc["seeds"].items() if v is not None]
+    return rows
+
+
+def _spec_text(r: AuditResult) -> str:
+    if r.spec.path is not None and r.spec.path.is_file():
+        return r.spec.path.read_text(encoding="utf-8")
+    return json.dumps(r.spec.raw, indent=2, default=str)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:980px;
+color:#1f2328;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #d0d7de}
+table{border-collapse:collapse;margin:.5em 0;font-size:.85em}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:right}
+th{background:#f6f8fa}td:first-child{text-align:left}
+.status{font-weight:bold}.PASS{color:#1a7f37}.FAIL{color:#cf222e}.INCONCLUSIVE{color:#9a6700}
+figure{margin:1em 0}img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85em;color:#57606a}pre{background:#f6f8fa;padding:.8em;font-size:.8em;
+overflow-x:auto}
+"""
+
+
+def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
+                before: AuditResult | None = None) -> str:
+    """The self-contained HTML page (figures as data: URIs, inline CSS, no scripts)."""
+    titles = {n: t for n, t, _ in FIGURES}
+    status = r.overall
+    spec = r.spec
+    parts = [
+        "<!DOCTYPE html>",
+        "<html lang='en'><head><meta charset='utf-8'>",
+        f"<title>causalfair audit {html.escape(spec.name)}: {status}</title>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Audit <code>{html.escape(spec.name)}</code>: "
+        f"<span class='status {status}'>{status}</span></h1>",
+        "<p>" + html.escape(
+            f"source: {spec.setting or spec.logs_path}; policy: "
+            f"{doc['policy']['label']}; horizon T = {r.decomposition.horizon}; "
+            f"engine: {spec.engine}" + (f" (n = {spec.n}, seed = {spec.seed})"
+                                        if spec.engine == "mc" else "")
+            + f"; CI level {100 * (1 - spec.alpha):g}%") + "</p>",
+        "<p>A threshold passes only when its whole confidence interval lies inside it; "
+        "it is inconclusive when the interval straddles it.</p>",
+    ]
+    for title, header, rows, sc in _tables(r, before):
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(_html_table(header, rows, sc))
+    parts.append("<h2>Figures</h2>")
+    for name, png in pngs.items():
+        b64 = base64.b64encode(png).decode("ascii")
+        parts.append(
+            f"<figure id='fig-{name}'><img alt='{html.escape(titles[name])}' "
+            f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(titles[name])}"
+            f" ({name}.png)</figcaption></figure>")
+    parts.append("<h2>Provenance</h2>")
+    parts.append(_html_table(["item", "value"], _provenance_rows(doc)))
+    parts.append("<h2>Spec</h2>")
+    parts.append(f"<pre>{html.escape(_spec_text(r))}</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
+                    before: AuditResult | None = None) -> str:
+    titles = {n: t for n, t, _ in FIGURES}
+    spec = r.spec
+    lines = [f"# Audit `{spec.name}`: {r.overall}", "",
+             f"source: {spec.setting or spec.logs_path}; policy: {doc['policy']['label']}; "
+             f"horizon T = {r.decomposition.horizon}; engine: {spec.engine}; "
+             f"CI level {100 * (1 - spec.alpha):g}%", ""]
+    for title, header, rows, _ in _tables(r, before):
+        lines += [f"## {title}", "", _md_table(header, rows), ""]
+    lines += ["## Figures", ""]
+    for name in pngs:
+        lines += [f"![{titles[name]}]({name}.png)", ""]
+    lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), ""]
+    lines += ["## Spec", "", "```toml", _spec_text(r).rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- writing
+def write_report(r: AuditResult, out: str | os.PathLike[str], *,
+                 before: AuditResult | None = None) -> Path:
+    """Write the report folder ``out`` (report.html, report.md, audit.json, NAME.png)
+    atomically: everything is built in a temporary folder beside ``out`` and renamed
+    into place; an existing report at ``out`` is replaced only once the new one is
+    complete. Returns ``out`` as a Path."""
+    target = Path(out)
+    parent = target.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    try:
+        built = _build_figures(r)
+        pngs: dict[str, bytes] = {}
+        for name, (fig, _) in built.items():
+            pngs[name] = figure_png(fig)
+            (tmp / f"{name}.png").write_bytes(pngs[name])
+        r._figures = {k: fig for k, (fig, _) in built.items()}
+        doc = r.to_dict()
+        titles = {n: t for n, t, _ in FIGURES}
+        doc["figures"] = {name: {"file": f"{name}.png", "title": titles[name], "data": data}
+                          for name, (_, data) in built.items()}
+        if before is not None:
+            doc["before"] = {"overall": before.overall,
+                             "checkpoint_sha256": before.checkpoint_sha256,
+                             "verdicts": [v.to_dict() for v in before.verdicts],
+                             "quantities": {k: v[0] for k, v in before.quantities.items()}}
+        from causalfair.audit import _json_safe
+
+        (tmp / "audit.json").write_text(
+            json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before), encoding="utf-8")
+        (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
+        os.chmod(tmp, 0o755)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
+            os.rename(target, old / "report")
+            os.rename(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
