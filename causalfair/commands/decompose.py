@@ -27,10 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="decompose C into DPE + IPE + SPE and measure benefit fairness",
         description=(
             "Compute the qualification-gain disparity C of a policy on a lending setting "
-            "and its exact decomposition C = DPE + IPE + SPE (direct, indirect, spurious "
+            "and its decomposition C = DPE + IPE + SPE (direct, indirect, spurious "
             "effects), per-group values V^pi, V^PS, V^pi0, benefit fairness Lambda and "
-            "the worst benefit pairs. The identities of the method are checked and "
-            "reported as diagnostics."
+            "the worst benefit pairs. The exact engine (default) checks the identities "
+            "of the method and reports them as diagnostics; --engine mc estimates the "
+            "same figures by Monte Carlo with confidence intervals; --logs estimates "
+            "them from a decision log with bootstrap intervals."
         ),
         epilog=(
             "policies: always | never | random:Q | threshold:P (approve when "
@@ -56,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "individual-level simulator, with standard errors and CIs)")
     p.add_argument("--n", type=int, default=100_000,
                    help="mc: individuals simulated per group (default: 100000)")
-    p.add_argument("--seed", type=int, default=0, help="mc: random seed (default: 0)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the Monte Carlo run or of the log bootstrap (default: 0)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="mc: confidence level 1 - alpha of the printed CIs (default: 0.05)")
     from causalfair.commands.logs import add_logs_arguments

@@ -113,13 +113,24 @@ class TrainConfig:
     """Clip range of the clipped surrogate (anchor: 0.2)."""
 
     # --------------------------------------------------------------- PPO-C / Cb
-    beta_c: float = 20.0
+    beta_c: float = 2.0
     """PPO-C weight of C_hat^2 (paper gives none; ours)."""
-    gain_q: str = "return"
-    """Q_g in C_hat: ``return`` = the individual's undiscounted gain-to-go under pi_old
-    (general, model-free; default) or ``exact`` = Q_pi from causalfair.effects.value_tables
-    for the current pi_old table (tabular models only, no Monte Carlo noise)."""
-    beta_lambda: float = 2.0
+    c_estimator: str = "anchored"
+    """``paper``: C_hat = mean_{s+}[ratio Q_g] - mean_{s-}[ratio Q_g] as printed (method.md
+    section 5); ``anchored`` (default, ours): the same estimator rescaled by T and
+    re-centred on the batch's Monte Carlo C (objectives.c_hat_anchored), because the
+    printed one averages Q over epochs and its value can have the opposite sign of C
+    (measured on lending-1: C_hat ~ -0.03 while C ~ +0.15, so PPO-C overshot). The
+    population env always uses ``paper`` (no individual trajectories)."""
+    gain_q: str = "exact"
+    """Q_g in C_hat: ``return`` = the individual's undiscounted gain-to-go under pi_old and
+    the batch's Monte Carlo C (general, model-free), or ``exact`` (default, ours) =
+    Q_pi - V_pi from causalfair.effects.value_tables for pi_old and the exact C of pi_old
+    (tabular models; the lending model always has one). Why the default: with 256
+    individuals per group the Monte Carlo C has a standard error of about 0.15 on
+    lending-1, as large as |C| itself, so the square's sign is a coin toss and PPO-C
+    wanders (measured); the exact tables remove that noise."""
+    beta_lambda: float = 0.5
     """PPO-Cb weight of Lambda (paper gives none; ours)."""
     lambda_eps: float = 0.1
     """Lambda's eps (spec default 0.1)."""
@@ -145,8 +156,10 @@ class TrainConfig:
     """F-PPO-L tolerance on the short-term TPR gap (anchor: 0.005)."""
     massage_tau_s: float = 0.5
     """F-PPO action massaging: initial tau (anchor: 0.5)."""
-    massage_start: int = 17
-    """F-PPO: first iteration with massaging (anchor: 17)."""
+    massage_start: int = 3
+    """F-PPO: massaging starts after this iteration. Ours: the anchors start after 17 of
+    350 iterations (5%); our runs are 60-150 iterations and the policy is confident (no
+    action in the band) by iteration 17."""
     massage_decay: float = 0.985
     """F-PPO: per-iteration decay of tau (anchor: 0.985)."""
 
@@ -177,6 +190,8 @@ class TrainConfig:
             raise bad("env", self.env, f"allowed values: {', '.join(ENVIRONMENTS)}")
         if self.surrogate not in ("kl", "clip"):
             raise bad("surrogate", self.surrogate, "allowed values: kl, clip")
+        if self.c_estimator not in ("paper", "anchored"):
+            raise bad("c_estimator", self.c_estimator, "allowed values: paper, anchored")
         if self.gain_q not in ("return", "exact"):
             raise bad("gain_q", self.gain_q, "allowed values: return, exact")
         if self.encoding != "onehot":

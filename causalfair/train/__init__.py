@@ -1,0 +1,144 @@
+"""Retraining: PPO and its fair variants on the lending model (method.md section 5).
+
+``train(config, out=None, resume=False, init_checkpoint=None) -> TrainResult`` runs one
+configuration (:class:`TrainConfig`) and returns the trained policy (a
+:class:`~causalfair.policy.TorchPolicy`), the checkpoint path (when ``out`` is given)
+and the per-iteration history. Algorithms: ppo, ppo-c, ppo-cb, a-ppo, f-ppo-l, f-ppo,
+elbert-po (see :mod:`causalfair.train.objectives`). See docs/training.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from causalfair.train.config import ALGORITHMS, ENVIRONMENTS, ConfigError, TrainConfig
+
+__all__ = ["train", "TrainResult", "TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError",
+           "EXIT_AFTER_ENV"]
+
+#: Test hook: when set to k, the process exits abruptly (os._exit(75), no cleanup, like a
+#: kill) right after iteration k has finished, whether or not it was a checkpoint.
+EXIT_AFTER_ENV = "CAUSALFAIR_TRAIN_EXIT_AFTER"
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns."""
+
+    policy: Any  # TorchPolicy
+    checkpoint: Path | None
+    history: Any  # pandas DataFrame, one row per iteration
+    metrics: dict[str, Any]  # the final exact audit (C, DPE, IPE, SPE, Lambda, ...)
+    config: TrainConfig
+    table: Any = None  # pi(d1 | x, s) as a (G, K) array
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume: bool = False,
+          init_checkpoint: str | os.PathLike[str] | None = None, *,
+          progress: bool = False) -> TrainResult:
+    """Train one configuration.
+
+    ``out``: run folder (checkpoints, logs); None keeps everything in memory.
+    ``resume``: continue the run in ``out`` from its last checkpoint (same config; only
+    ``iterations`` may differ). ``init_checkpoint``: warm start the policy network from a
+    causalfair checkpoint of the same architecture (e.g. the audited policy).
+    ``progress``: show a tqdm bar with utility and |C|.
+    """
+    import time
+
+    import pandas as pd
+
+    from causalfair.policy import CheckpointError, load_checkpoint
+    from causalfair.train import checkpoint as ck
+    from causalfair.train.core import Trainer
+
+    if not isinstance(config, TrainConfig):
+        raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
+    t_start = time.perf_counter()
+    trainer = Trainer(config)
+    out_path = Path(out) if out is not None else None
+    if resume:
+        if out_path is None:
+            raise ConfigError("resume: needs the run folder (out) to continue from.")
+        state = ck.read_state(out_path)
+        saved = json.loads(state["json"])["config"]
+        mine = config.to_dict()
+        diff = sorted(k for k in mine if k != "iterations" and saved.get(k) != mine[k])
+        if diff:
+            raise ConfigError(
+                f"resume: the config differs from the saved run in {diff} "
+                f"(saved {[saved.get(k) for k in diff]}, given {[mine[k] for k in diff]}); "
+                "resume with the same settings or start a new run folder."
+            )
+        trainer.load_state_dict(state)
+        ck.write_metrics(out_path, trainer.history)
+    elif init_checkpoint is not None:
+        policy, meta = load_checkpoint(init_checkpoint, trainer.model)
+        try:
+            trainer.policy_net.load_state_dict(policy.module.state_dict())
+        except RuntimeError as exc:
+            raise CheckpointError(
+                f"init_checkpoint {init_checkpoint}: architecture differs from the config "
+                f"(hidden={list(config.hidden)}, activation={config.activation}): "
+                f"{str(exc).splitlines()[0]}"
+            ) from None
+    if out_path is not None:
+        out_path.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            for name in ("metrics.jsonl", "metrics.csv"):
+                (out_path / name).unlink(missing_ok=True)
+        text = json.dumps(config.to_dict(), indent=2)
+        ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(text.encode()))
+    exit_after = os.environ.get(EXIT_AFTER_ENV)
+    exit_after = int(exit_after) if exit_after else None
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=config.iterations, initial=trainer.iteration,
+                   desc=f"{config.algo} {config.setting} s{config.seed}", unit="it")
+    ckpt: Path | None = None
+    try:
+        while trainer.iteration < config.iterations:
+            row = trainer.step()
+            if out_path is not None:
+                ck.append_jsonl(out_path / "metrics.jsonl", row)
+                if (trainer.iteration % config.checkpoint_every == 0
+                        or trainer.iteration == config.iterations):
+                    ckpt = ck.write_checkpoint(out_path, trainer)
+                    ck.write_metrics(out_path, trainer.history)
+            if bar is not None:
+                last = ck.last_metrics(trainer.history)
+                post = {"util": f"{row['rollout/utility_per_episode']:.3f}"}
+                if last:
+                    post["|C|"] = f"{abs(last['C']):.4f}"
+                    post["Lambda"] = f"{last['Lambda']:.3f}"
+                bar.set_postfix(post, refresh=False)
+                bar.update(1)
+            if exit_after is not None and trainer.iteration == exit_after:
+                os._exit(75)
+    finally:
+        if bar is not None:
+            bar.close()
+    if out_path is not None and ckpt is None:
+        ckpt = ck.write_checkpoint(out_path, trainer)
+        ck.write_metrics(out_path, trainer.history)
+    from causalfair.train.core import exact_metrics
+
+    table = trainer.policy_table()
+    metrics = exact_metrics(trainer.model, table, config.horizon, config.lambda_eps)
+    return TrainResult(
+        policy=trainer.torch_policy(),
+        checkpoint=ckpt,
+        history=pd.DataFrame(trainer.history),
+        metrics=metrics,
+        config=config,
+        table=table,
+        wall_s=time.perf_counter() - t_start,
+    )

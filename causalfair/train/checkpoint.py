@@ -1,0 +1,123 @@
+"""Run folders: audit checkpoints, resume state and metric logs, all written atomically.
+
+A run folder ``OUT`` holds:
+
+- ``checkpoint.pt``: the latest policy in the format the audit loads
+  (:func:`causalfair.policy.save_checkpoint`; ``causalfair decompose --checkpoint``);
+  metadata: algorithm, config, setting, seed, iteration, env_steps, metrics (the last
+  exact audit), name;
+- ``state.pt``: everything ``--resume`` needs (both networks, Adam state, beta_KL, numpy
+  and torch RNG states, the population environments, the history), loaded with
+  ``weights_only=True``;
+- ``metrics.jsonl``: one JSON object per iteration (appended as the run goes; rewritten
+  from the resume state on resume), and ``metrics.csv`` (the same rows, at every checkpoint);
+- ``config.json``: the TrainConfig.
+
+Order of writes at a checkpoint: ``state.pt`` first, then ``checkpoint.pt``, each through
+a temporary file and ``os.replace``; a run killed at any moment leaves a loadable pair.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from causalfair.policy import CheckpointError, atomic_write_bytes, save_checkpoint
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "STATE_NAME",
+    "write_checkpoint",
+    "read_state",
+    "append_jsonl",
+    "write_metrics",
+    "last_metrics",
+]
+
+CHECKPOINT_NAME = "checkpoint.pt"
+STATE_NAME = "state.pt"
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def last_metrics(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The most recent exact audit (``exact/*`` keys) in a history, without the prefix."""
+    for row in reversed(history):
+        ex = {k[6:]: _finite(v) for k, v in row.items() if k.startswith("exact/")}
+        if ex:
+            ex["iteration"] = row["iteration"]
+            return ex
+    return {}
+
+
+def write_checkpoint(out: str | os.PathLike[str], trainer: Any) -> Path:
+    """Write ``state.pt`` then ``checkpoint.pt`` into ``out``; return the checkpoint path."""
+    import torch
+
+    out = Path(out)
+    state = trainer.state_dict()
+
+    def dump(fh: Any) -> None:
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        fh.write(buf.getvalue())
+
+    atomic_write_bytes(out / STATE_NAME, dump)
+    c = trainer.config
+    meta = {
+        "algorithm": c.algo,
+        "config": c.to_dict(),
+        "setting": c.setting,
+        "seed": c.seed,
+        "iteration": trainer.iteration,
+        "env_steps": trainer.env_steps,
+        "metrics": last_metrics(trainer.history),
+        "name": c.name or f"{c.algo}-{c.setting}-seed{c.seed}",
+        "horizon": c.horizon,
+    }
+    path = out / CHECKPOINT_NAME
+    save_checkpoint(path, trainer.policy_net, architecture=trainer.architecture(),
+                    encoding=trainer.encoding, metadata=meta)
+    return path
+
+
+def read_state(out: str | os.PathLike[str]) -> dict[str, Any]:
+    """Load ``OUT/state.pt`` (weights_only=True)."""
+    import torch
+
+    path = Path(out) / STATE_NAME
+    if not path.is_file():
+        raise CheckpointError(
+            f"resume: {path} does not exist; start the run without --resume (or point "
+            "--out at the folder of the run to continue)."
+        )
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure means "cannot resume"
+        raise CheckpointError(f"resume: cannot load {path} ({type(exc).__name__}: {exc}).") from None
+
+
+def append_jsonl(path: str | os.PathLike[str], row: dict[str, Any]) -> None:
+    """Append one row to a JSONL log (flushed; NaN written as null)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({k: _finite(v) for k, v in row.items()}) + "\n")
+        fh.flush()
+
+
+def write_metrics(out: str | os.PathLike[str], history: list[dict[str, Any]]) -> None:
+    """Rewrite ``metrics.jsonl`` and ``metrics.csv`` from a history, atomically."""
+    import pandas as pd
+
+    out = Path(out)
+    text = "".join(json.dumps({k: _finite(v) for k, v in r.items()}) + "\n" for r in history)
+    atomic_write_bytes(out / "metrics.jsonl", lambda fh: fh.write(text.encode()))
+    csv = pd.DataFrame(history).to_csv(index=False)
+    atomic_write_bytes(out / "metrics.csv", lambda fh: fh.write(csv.encode()))
