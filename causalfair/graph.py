@@ -49,14 +49,14 @@ from __future__ import annotations
 import numbers
 import os
 import re
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from causalfair._io import atomic_write_bytes, atomic_write_text
 from causalfair.model import CausalStructure, TabularModel
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -266,21 +266,6 @@ def _node_key(graph: nx.DiGraph, node: str) -> tuple[int, int, str]:
     return (-1 if t is None else int(t), NODE_KINDS.index(data["kind"]), node)
 
 
-def _atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then move it into place."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return target
-
-
 def _path_counts(
     graph: nx.DiGraph, source: str, avoid: frozenset[str] = frozenset()
 ) -> dict[str, int]:
@@ -461,7 +446,7 @@ class TemporalGraph:
         lines.append("}")
         text = "\n".join(lines) + "\n"
         if path is not None:
-            _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+            atomic_write_text(path, text)
         return text
 
     def to_graphml(self, path: str | os.PathLike[str]) -> None:
@@ -475,7 +460,7 @@ class TemporalGraph:
         for n, data in self.graph.nodes(data=True):
             g.add_node(n, **{k: v for k, v in data.items() if v is not None})
         g.add_edges_from(self.graph.edges())
-        _atomic_write(path, lambda tmp: nx.write_graphml(g, tmp))
+        atomic_write_bytes(path, lambda fh: nx.write_graphml(g, fh))
 
     def to_frame(self) -> pd.DataFrame:
         """The edges as a pandas DataFrame: source, target, source_kind, target_kind."""
@@ -592,7 +577,7 @@ class TemporalGraph:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0),
                   fontsize=8, frameon=False)
         if path is not None:
-            _atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, bbox_inches="tight"))
+            atomic_write_bytes(path, lambda fh: fig.savefig(fh, format=fmt, bbox_inches="tight"))
         return fig
 
 

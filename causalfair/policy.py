@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from causalfair._io import atomic_write_bytes
 from causalfair.model import TabularModel
 
 __all__ = [
@@ -437,21 +437,6 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], None]) -> None:
-    """Write through a temporary file in the same folder, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            writer(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: Mapping[str, Any],

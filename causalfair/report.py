@@ -455,6 +455,12 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
 
 
 # ---------------------------------------------------------------------------- writing
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_report(r: AuditResult, out: str | os.PathLike[str], *,
                  before: AuditResult | None = None) -> Path:
     """Write the report folder ``out`` (report.html, report.md, audit.json, NAME.png)
@@ -465,6 +471,7 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
     parent = target.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp gives 0o700; a report is for reviewers
     try:
         built = _build_figures(r)
         pngs: dict[str, bytes] = {}

@@ -24,15 +24,14 @@ import csv
 import io
 import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from causalfair._io import atomic_write_text
 from causalfair.sim.fico import (
     COEF_NAMES,
     DATA_DIR,
@@ -78,21 +77,6 @@ def render_table(table: dict[str, np.ndarray]) -> str:
     return buf.getvalue()
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _compute() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     fit = fit_fico_logit()
     return fit, fico_table(TABLE_K, fit["coefficients"])
@@ -102,8 +86,8 @@ def write_outputs(directory: Path = DATA_DIR) -> tuple[dict[str, Any], dict[str,
     """Refit and atomically write ``fico_logit.json`` and ``lending2_k7.csv`` to ``directory``."""
     fit, table = _compute()
     directory = Path(directory)
-    _atomic_write(directory / LOGIT_FILE, render_json(fit))
-    _atomic_write(directory / TABLE_FILE, render_table(table))
+    atomic_write_text(directory / LOGIT_FILE, render_json(fit))
+    atomic_write_text(directory / TABLE_FILE, render_table(table))
     return fit, table
 
 

@@ -1,0 +1,43 @@
+"""Atomic file writes: a reader never sees a half-written file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["atomic_write_bytes", "atomic_write_text"]
+
+
+def _default_mode() -> int:
+    """0o666 less the process umask: what ``open(path, "w")`` would have given
+    (``mkstemp`` creates 0o600 files, which would hide reports from other users)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], None]) -> Path:
+    """Call ``writer(fh)`` on a binary temporary file in the same folder as ``path``, then
+    rename it over ``path``. On any error (or interrupt) the temporary file is removed
+    and ``path`` is left as it was."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            writer(fh)
+        os.chmod(tmp, _default_mode())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    return atomic_write_bytes(path, lambda fh: fh.write(text.encode("utf-8")))
