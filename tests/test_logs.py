@@ -375,6 +375,19 @@ def test_cli_decompose_logs(tmp_path, capsys):
     assert out["C"] == pytest.approx(out["DPE"] + out["IPE"] + out["SPE"])
 
 
+def test_parquet_and_csv_give_the_same_audit(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    df = simulate_logs(LM, "random:0.5", 150, 5, seed=2)
+    df.to_csv(tmp_path / "log.csv", index=False)
+    df.to_parquet(tmp_path / "log.parquet", index=False)
+    outs = []
+    for name in ("log.csv", "log.parquet"):
+        assert main(["decompose", "--logs", str(tmp_path / name), "--boot", "5", "--json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    for key in ("C", "DPE", "IPE", "SPE", "Lambda"):
+        assert outs[0][key] == outs[1][key]
+
+
 def test_cli_malformed_log_exits_2(tmp_path, capsys):
     df = tiny_log()
     df.loc[4, "next_level"] = 2
