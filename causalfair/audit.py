@@ -762,13 +762,7 @@ def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float 
 
 
 def _mc_engine(spec: AuditSpec, lending: Any, policy: Any, name: str):
-    try:
-        from causalfair.montecarlo import decompose_mc
-    except ImportError:  # pragma: no cover - depends on the installed package
-        raise SpecError(
-            f"{_where(spec.path)}: [engine] kind: bad value 'mc'; the Monte Carlo engine "
-            "(causalfair.montecarlo) is not available in this installation; allowed values: exact."
-        ) from None
+    from causalfair.montecarlo import decompose_mc
     from causalfair.sim.individual import LendingSimulator
 
     return decompose_mc(LendingSimulator(lending), policy, spec.horizon, n=spec.n, seed=spec.seed,
@@ -822,14 +816,7 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
 
 
 def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
-    try:
-        from causalfair.logs import audit_logs
-    except ImportError:  # pragma: no cover - depends on the installed package
-        raise SpecError(
-            f"{_where(spec.path)}: [logs]: log audits need causalfair.logs, which is not "
-            "available in this installation; use [model] and [policy] instead."
-        ) from None
-    from causalfair.logs import read_logs
+    from causalfair.logs import audit_logs, read_logs
     from causalfair.metrics import other_notions
 
     df = read_logs(spec.logs_path)
@@ -1016,14 +1003,9 @@ def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
     if spec.checkpoint is None:
         raise SpecError(f"{_where(spec.path)}: [policy] checkpoint: --retrain needs a checkpoint "
                         f"to warm-start from; the spec audits builtin {spec.builtin!r}.")
-    try:
-        from causalfair.train import train
-        from causalfair.train.config import TrainConfig
-    except ImportError:  # pragma: no cover - depends on the installed package
-        raise SpecError(
-            f"{_where(spec.path)}: [retrain]: retraining needs causalfair.train, which is not "
-            "available in this installation."
-        ) from None
+    from causalfair.train import train
+    from causalfair.train.config import TrainConfig
+
     r = spec.retrain
     target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
     config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))

@@ -259,10 +259,8 @@ def _fig_notions(r: AuditResult):
 def _fig_frontier(r: AuditResult):
     if r.model is None or r.spec.source != "model":
         return None
-    try:
-        from causalfair.frontier import frontier
-    except ImportError:
-        return None
+    from causalfair.frontier import frontier
+
     fr = frontier(r.model, r.decomposition.horizon, points=FRONTIER_POINTS)
     placed = fr.place({r.decomposition.policy_name: r.policy_table})
     fig = fr.plot(placed=placed)

@@ -89,10 +89,8 @@ def exact_metrics(model: Any, table: np.ndarray, horizon: int, eps: float = 0.1)
     d = decompose(model, table, horizon, eps=eps)
     out = {"C": d.C, "DPE": d.DPE, "IPE": d.IPE, "SPE": d.SPE,
            "Lambda": float(d.Lambda), "utility": d.total_utility}
-    try:
-        from causalfair.metrics import other_notions
-    except ImportError:  # pragma: no cover - metrics is part of the package
-        return out
+    from causalfair.metrics import other_notions
+
     o = other_notions(model, table, horizon)
     for k in ("tpr_gap", "elbert_bias", "w1_final", "dp_gap"):
         out[k] = float(o[k]) if o.get(k) is not None else float("nan")
