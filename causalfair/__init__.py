@@ -73,10 +73,23 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # Lazy access to modules with heavier imports.
-    if name in ("temporal_graph", "hypothetical_graphs", "TemporalGraph"):
-        from causalfair import graph
+_LAZY = {
+    "temporal_graph": "causalfair.graph",
+    "hypothetical_graphs": "causalfair.graph",
+    "TemporalGraph": "causalfair.graph",
+    "decompose_mc": "causalfair.montecarlo",
+    "fair_lp": "causalfair.frontier",
+    "audit_logs": "causalfair.logs",
+    "other_notions": "causalfair.metrics",
+    "LendingSimulator": "causalfair.sim.individual",
+    "TabularSimulator": "causalfair.sim.individual",
+}
 
-        return getattr(graph, name)
+
+def __getattr__(name: str):
+    # Entry points of modules with heavier imports, loaded on first use.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'causalfair' has no attribute {name!r}")
