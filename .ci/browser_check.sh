@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check the HTML audit report in a real headless browser (Chromium from Debian's packages).
 # Installs Chromium when missing (needs root), then runs the tests marked `browser`; the
-# screenshot lands in reports/examples/screenshot.png.
+# screenshot lands in build/browser/screenshot.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null 2>&1; then

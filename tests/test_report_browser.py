@@ -5,7 +5,8 @@ with ``pytest -m browser tests/test_report_browser.py`` (``.ci/browser_check.sh`
 Chromium and does so). Checks: the page loads with no console messages (the report has
 no scripts, so any console output is an error such as a blocked or failed resource), every
 <img> decodes (naturalWidth > 0), and a screenshot is saved to
-reports/examples/screenshot.png for review.
+build/browser/screenshot.png (git-ignored) for review; reports/examples/screenshot.png is
+a reviewed copy of it.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def test_report_loads_cleanly_and_shows_every_figure(tmp_path, report_dir):
     assert res["n"] == n_png >= 6
     assert res["ok"] == n_png, res
     # screenshot for review
-    out = ROOT / "reports" / "examples" / "screenshot.png"
+    out = ROOT / "build" / "browser" / "screenshot.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     shot = tmp_path / "shot.png"
     proc = chromium(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1100,4200",
