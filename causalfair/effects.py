@@ -113,7 +113,11 @@ class Decomposition:
         return float(self.group_weights @ self.utility)
 
     @property
-    def diagnostics_ok(self) -> bool:
+    def diagnostics_ok(self) -> bool | None:
+        """True when every identity holds to DIAGNOSTIC_TOL; None when the engine checks
+        none (Monte Carlo: its estimates satisfy C = DPE + IPE + SPE by construction)."""
+        if not self.diagnostics:
+            return None
         return all(abs(v) <= DIAGNOSTIC_TOL for v in self.diagnostics.values())
 
     # ------------------------------------------------------------- tabular views

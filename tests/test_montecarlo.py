@@ -361,3 +361,13 @@ def test_cli_engine_mc_prints_estimates_with_cis(capsys):
     assert "mc engine" in text and "95% CI" in text and "n = 5000 per group" in text
     assert main([*args, "--engine", "mc", "--n", "1"]) == 2
     assert "--n" in capsys.readouterr().err
+
+
+def test_mc_result_reports_no_identity_check():
+    import causalfair as cf
+
+    lm = cf.lending_setting("lending-1")
+    r = cf.decompose_mc(cf.LendingSimulator(lm), cf.parse_policy("always", lm.tabular), 3, n=500, seed=0)
+    assert r.diagnostics_ok is None
+    assert r.to_dict()["diagnostics"]["ok"] is None
+    assert "identities" not in r.summary()
