@@ -1,5 +1,5 @@
 import sys
 
-from causalfair.cli import main
+from causalfair.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

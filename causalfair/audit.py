@@ -536,13 +536,14 @@ class AuditResult:
         return self._figures
 
     def write_report(self, out: str | os.PathLike[str] | None = None, *,
-                     before: AuditResult | None = None) -> Path:
+                     before: AuditResult | None = None, jobs: int = 1) -> Path:
         """Write report.html, report.md, audit.json and the PNGs to ``out`` (default
-        reports/NAME), atomically. Returns the folder."""
+        reports/NAME), atomically. Returns the folder. ``jobs=2``: draw half of the
+        figures in a forked process (see :func:`causalfair.report.write_report`)."""
         from causalfair.report import write_report
 
         return write_report(self, out if out is not None else Path("reports") / self.name,
-                            before=before)
+                            before=before, jobs=jobs)
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -695,9 +696,17 @@ def _resolve_spec(spec_or_path: Any) -> AuditSpec:
     return load_spec(spec_or_path)
 
 
-def _resolve_policy(spec: AuditSpec, model: Any, policy: Any):
-    """(policy, name, sha256, checkpoint meta)."""
-    from causalfair.policy import file_sha256, load_checkpoint, parse_policy
+def _resolve_policy(spec: AuditSpec, model: Any, policy: Any, prefetched: Any = None):
+    """(policy, name, sha256, checkpoint meta). ``prefetched``: the spec's checkpoint
+    already loaded and tabulated by :mod:`causalfair._prefetch` (used only when it is
+    that very file)."""
+    from causalfair.policy import TablePolicy, file_sha256, load_checkpoint, parse_policy
+
+    if (policy is None and prefetched is not None and spec.checkpoint is not None
+            and Path(prefetched.path) == spec.checkpoint):
+        pname = (prefetched.meta.get("metadata") or {}).get("name", spec.checkpoint.stem)
+        return (TablePolicy(prefetched.table, name=pname), spec.checkpoint.name,
+                prefetched.sha256, prefetched.meta)
 
     if policy is not None:
         if isinstance(policy, str):
@@ -770,13 +779,15 @@ def _mc_engine(spec: AuditSpec, lending: Any, policy: Any, name: str):
 
 
 def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], *,
-          policy: Any = None) -> AuditResult:
+          policy: Any = None, prefetched: Any = None) -> AuditResult:
     """Run an audit spec and return an :class:`AuditResult`.
 
     ``spec_or_path``: a TOML file, a parsed mapping or an :class:`AuditSpec`.
     ``policy``: optional override of the spec's ``[policy]``: a built-in name
     (``"threshold:0.7"``), a checkpoint path or a policy object; handy to compare
     policies under the same spec in a notebook.
+    ``prefetched``: a :class:`causalfair._prefetch.PrefetchedCheckpoint` of the spec's
+    checkpoint (the CLI loads it in a second process while it imports the rest).
     """
     t0 = time.perf_counter()
     spec = _resolve_spec(spec_or_path)
@@ -790,7 +801,7 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
 
     lending = lending_setting(spec.setting, n_levels=spec.levels, interest=spec.interest)
     model = lending.tabular
-    pol, pname, sha, meta = _resolve_policy(spec, model, policy)
+    pol, pname, sha, meta = _resolve_policy(spec, model, policy, prefetched)
     T = spec.horizon
     table = policy_table(pol, model, T)
     exact = decompose(model, table, T, eps=spec.eps, weights=spec.weights, policy_name=pname)
@@ -1070,11 +1081,13 @@ def _train_checkpoint(result: Any, out: Path) -> Path:
 
 
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
-             retrain: bool = False, reports: str | os.PathLike[str] | None = None) -> GateResult:
+             retrain: bool = False, reports: str | os.PathLike[str] | None = None,
+             jobs: int = 1) -> GateResult:
     """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
     before anything runs). With ``retrain``, a spec whose verdict is not PASS is
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
-    is written to ``reports/NAME`` (after retraining: the new policy beside the old)."""
+    is written to ``reports/NAME`` (after retraining: the new policy beside the old);
+    ``jobs`` as in :meth:`AuditResult.write_report`."""
     if inconclusive not in ("pass", "fail"):
         raise ValueError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
     loaded = [_resolve_spec(s) for s in specs]
@@ -1097,7 +1110,8 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             entry.retrained_checkpoint, entry.after = _retrain(s, before)
         if reports is not None:
             entry.report = entry.final.write_report(
-                Path(reports) / s.name, before=before if entry.after is not None else None)
+                Path(reports) / s.name, before=before if entry.after is not None else None,
+                jobs=jobs)
         entries.append(entry)
     return GateResult(entries=entries, inconclusive=inconclusive)
 

@@ -26,6 +26,24 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def report_jobs() -> int:
+    """Processes the CLI uses to draw a report: 2 where this process may use two or more
+    cores and can fork (see causalfair.report.write_report), else 1; 1 when the
+    environment sets CAUSALFAIR_SERIAL (see causalfair._prefetch)."""
+    import os
+
+    from causalfair._prefetch import enabled
+
+    if not enabled():
+        return 1
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 2 and hasattr(os, "fork") else 1
+
+
 class UsageError(Exception):
     """Bad command-line input: reported on one line, exit code 2."""
 
@@ -71,5 +89,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def entry() -> int:
+    """Console-script entry point (``causalfair``, ``python -m causalfair``): :func:`main`,
+    then move every live object to the permanent GC generation so the interpreter's
+    exit does not walk them all (saves ~0.2 s after an audit; nothing runs after it).
+    Call :func:`main` to use the CLI in-process."""
+    code = main()
+    import gc
+
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(entry())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -321,6 +322,42 @@ def test_report_replaces_atomically_and_interrupt_leaves_nothing(tmp_path, lendi
         report.write_report(lending1_result, target)
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["rep"]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_forked_drawing_writes_the_same_bytes(tmp_path, lending1_result, monkeypatch):
+    r = lending1_result
+    one = _files(report.write_report(r, tmp_path / "one", jobs=1))
+    two = _files(report.write_report(r, tmp_path / "two", jobs=2))
+    assert set(report._FORKED_FIGURES) <= {n[:-4] for n in two}
+    assert one == two  # every PNG, audit.json, report.md and report.html
+    # a copy that fails (here: its figures raise) is replaced by drawing them in-process
+    parent = os.getpid()
+
+    def only_here(builder):
+        def build(res):
+            if os.getpid() != parent:
+                raise RuntimeError("the forked copy fails")
+            return builder(res)
+        return build
+
+    figs = tuple((n, t, only_here(b) if n in report._FORKED_FIGURES else b)
+                 for n, t, b in report.FIGURES)
+    monkeypatch.setattr(report, "FIGURES", figs)
+    assert _files(report.write_report(r, tmp_path / "three", jobs=2)) == one
+    # an interrupt in the parent leaves nothing behind, whatever the copy did
+    figs = tuple((n, t, _interrupt if n == "benefit" else b) for n, t, b in report.FIGURES)
+    monkeypatch.setattr(report, "FIGURES", figs)
+    with pytest.raises(KeyboardInterrupt):
+        report.write_report(r, tmp_path / "four", jobs=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "three", "two"]
+
+
+def _interrupt(r):
+    raise KeyboardInterrupt
 
 
 def test_notebook_repr_and_frames(lending1_result):

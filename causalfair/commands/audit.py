@@ -32,13 +32,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from causalfair._prefetch import CheckpointPrefetch
     from causalfair.audit import _json_safe, audit, load_spec
+    from causalfair.cli import report_jobs
 
     spec = load_spec(args.spec)
-    result = audit(spec)
+    # With a report to write, load the checkpoint in a second process while this one
+    # imports the plotting libraries and solves the frontier LP (see causalfair._prefetch;
+    # results are identical, errors are re-raised from an in-process load).
+    prefetch = None if args.no_report else CheckpointPrefetch.start(spec)
+    try:
+        if prefetch is not None:
+            from causalfair.report import warm_up
+
+            warm_up(spec)
+        result = audit(spec, prefetched=prefetch.result() if prefetch is not None else None)
+    finally:
+        if prefetch is not None:
+            prefetch.close()
     out = None
     if not args.no_report:
-        out = result.write_report(Path(args.out) if args.out else Path("reports") / spec.name)
+        out = result.write_report(Path(args.out) if args.out else Path("reports") / spec.name,
+                                  jobs=report_jobs())
     if args.json:
         doc = result.to_dict()
         doc["report"] = str(out) if out else None
