@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 import causalfair as cf
@@ -141,3 +142,34 @@ def test_cli_error_is_the_in_process_error(tmp_path):
     assert [r.returncode for r in res] == [2, 2]
     assert res[0].stderr == res[1].stderr and "junk.pt" in res[0].stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("delay", [0.4, 1.0, 1.5])
+def test_sigint_at_any_moment_leaves_a_whole_report_or_none(tmp_path, delay):
+    """A real Ctrl-C to the command (and its helper processes: same process group) while
+    it imports, loads, draws or writes: afterwards the report folder is either absent or
+    complete, and no temporary folder is left."""
+    import signal
+    import time
+
+    _checkpoint(tmp_path / "pol.pt")
+    spec = _spec(tmp_path)
+    out = tmp_path / "reports" / "rep"
+    proc = subprocess.Popen([sys.executable, "-m", "causalfair", "audit", str(spec),
+                             "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(delay)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass  # it had already finished
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 130), err
+    left = [p.name for p in (tmp_path / "reports").iterdir()] if out.parent.exists() else []
+    assert left in ([], ["rep"])
+    if left:
+        names = {p.name for p in out.iterdir()}
+        assert {"report.html", "report.md", "audit.json", "frontier.png", "graph.png"} <= names
+        json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    if proc.returncode == 130:
+        assert "interrupted" in err
