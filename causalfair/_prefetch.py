@@ -4,8 +4,9 @@ A cold ``causalfair audit`` spends most of its time importing: torch (about 0.9 
 needed only because checkpoints are read with ``torch.load(..., weights_only=True)``)
 and the report's libraries (matplotlib, scipy, pandas, networkx: about 0.9 s together).
 The audit itself needs from the checkpoint only the policy evaluated on every (group,
-level), a few hundred numbers. So the CLI starts ``python -m causalfair._prefetch`` at
-once, which imports torch, loads and validates the checkpoint exactly as
+level), a few hundred numbers. So the CLI starts a second interpreter at once
+(:meth:`CheckpointPrefetch.start`; by hand: ``python -m causalfair._prefetch JOB``),
+which imports torch, loads and validates the checkpoint exactly as
 :func:`causalfair.policy.load_checkpoint` does, tabulates it with
 :func:`causalfair.policy.policy_table` and writes the table (``.npz``, no pickle) to
 stdout; meanwhile the CLI imports the report's libraries and solves the frontier LP. On
@@ -87,9 +88,14 @@ class CheckpointPrefetch:
         job = _job(spec)
         if job is None or not enabled():
             return None
+        # The child imports this very causalfair (not whatever the working directory
+        # would put first on sys.path).
+        root = str(Path(__file__).resolve().parent.parent)
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                "from causalfair._prefetch import run_child; run_child(sys.argv[2:])")
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "causalfair._prefetch", json.dumps(job)],
+                [sys.executable, "-c", code, root, json.dumps(job)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except OSError:
             return None
@@ -175,10 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    code = main()
+def run_child(argv: list[str] | None = None) -> None:
+    """:func:`main`, then exit at once: the interpreter's teardown (unloading torch takes
+    ~0.2 s) is skipped; there is nothing to clean up (the payload is flushed)."""
+    code = main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip the interpreter's teardown: unloading torch takes ~0.2 s and there is nothing
-    # to clean up (no files open for writing, the payload is flushed).
     os._exit(code)
+
+
+if __name__ == "__main__":
+    run_child()

@@ -76,6 +76,16 @@ def test_prefetch_of_another_file_is_ignored(tmp_path):
     assert audit(spec, prefetched=other).quantities == audit(spec).quantities
 
 
+def test_child_imports_this_causalfair_whatever_the_working_directory(tmp_path, monkeypatch):
+    _checkpoint(tmp_path / "pol.pt")
+    spec = load_spec(_spec(tmp_path))
+    decoy = tmp_path / "causalfair"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise SystemExit(3)\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert CheckpointPrefetch.start(spec).result() is not None
+
+
 def test_changed_file_is_not_used(tmp_path):
     ck = _checkpoint(tmp_path / "pol.pt")
     pf = CheckpointPrefetch.start(load_spec(_spec(tmp_path)))
