@@ -27,21 +27,17 @@ COMMANDS: dict[str, str] = {
 
 
 def report_jobs() -> int:
-    """Processes the CLI uses to draw a report: 2 where this process may use two or more
-    cores and can fork (see causalfair.report.write_report), else 1; 1 when the
+    """Processes the CLI uses to draw a report: 2 on Linux where this process may use two
+    or more cores (half of the figures are drawn in a forked copy, see
+    causalfair.report.write_report; fork is not safe enough on macOS), else 1; 1 when the
     environment sets CAUSALFAIR_SERIAL (see causalfair._prefetch)."""
     import os
 
     from causalfair._prefetch import enabled
 
-    if not enabled():
+    if not enabled() or not sys.platform.startswith("linux"):
         return 1
-
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        cores = os.cpu_count() or 1
-    return 2 if cores >= 2 and hasattr(os, "fork") else 1
+    return 2 if len(os.sched_getaffinity(0)) >= 2 else 1
 
 
 class UsageError(Exception):
