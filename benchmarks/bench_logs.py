@@ -79,6 +79,9 @@ def main() -> None:
           f"({args.naive_reps} timed) -> {t_naive:.1f} s for {args.boot} (scaled)")
     print(f"speed-up: {t_naive / t_audit:.1f}x")
     print(f"C = {a.decomposition.C:+.5f}, 95% CI {a.conf_int().loc['C'].tolist()}")
+    lam = a.lambda_estimate
+    print(f"Lambda = {lam.value:.5f} ({lam.estimator}; plug-in {lam.plugin:.5f}), "
+          f"95% CI {a.conf_int().loc['Lambda'].tolist()}")
 
 
 if __name__ == "__main__":

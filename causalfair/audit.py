@@ -105,7 +105,8 @@ TOP_KEYS = ("name", "horizon", "metrics", "model", "logs", "policy", "engine", "
             "thresholds", "retrain")
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "model": ("setting", "levels", "interest"),
-    "logs": ("path", "n_boot", "seed"),
+    "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
+             "bins", "potential_weights"),
     "policy": ("builtin", "checkpoint"),
     "engine": ("kind", "n", "seed", "alpha"),
     "benefit": ("eps", "weights", "worst"),
@@ -135,6 +136,7 @@ class AuditSpec:
     logs_path: Path | None = None
     n_boot: int = 200
     logs_seed: int = 0
+    logs_options: Mapping[str, Any] = field(default_factory=dict)
     builtin: str | None = "threshold:0.5"
     checkpoint: Path | None = None
     engine: str = "exact"
@@ -204,6 +206,90 @@ def _get_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, 
     return float(v)
 
 
+def _names(sec: Mapping[str, Any], key: str, path: Path | None) -> list[str] | None:
+    if key not in sec:
+        return None
+    v = sec[key]
+    v = [v] if isinstance(v, str) else v
+    if (not isinstance(v, list) or not v
+            or not all(isinstance(c, str) and c for c in v) or len(set(v)) != len(v)):
+        raise _fail(path, f"[logs] {key}", sec[key], "a column name or a list of distinct "
+                    "column names of the log")
+    return list(v)
+
+
+def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
+    """The [logs] keys passed on to causalfair.logs.audit_logs (validated here by type;
+    the log itself is checked when it is read)."""
+    from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
+
+    out: dict[str, Any] = {}
+    fit = sec.get("fit", "counts")
+    if fit not in METHODS:
+        raise _fail(path, "[logs] fit", fit, ", ".join(METHODS))
+    out["method"] = fit
+    est = sec.get("lambda_estimator", "thresholded")
+    if est not in LAMBDA_ESTIMATORS:
+        raise _fail(path, "[logs] lambda_estimator", est, ", ".join(LAMBDA_ESTIMATORS))
+    out["lambda_estimator"] = est
+    state, nxt = _names(sec, "state", path), _names(sec, "next_state", path)
+    feature_keys = [k for k in ("next_state", "bins", "potential_weights") if k in sec]
+    if state is None:
+        if feature_keys:
+            raise SpecError(f"{_where(path)}: [logs] {feature_keys[0]}: only used with feature "
+                            "states; add [logs] state = [\"feature\", ...] or remove it.")
+        return out
+    if nxt is not None and len(nxt) != len(state):
+        raise _fail(path, "[logs] next_state", sec["next_state"],
+                    f"one column per state feature ({len(state)}: {', '.join(state)})")
+    bins = sec.get("bins")
+
+    def bad_bins() -> SpecError:
+        return _fail(path, "[logs] bins", bins, "an integer >= 2 (quantile bins per feature), "
+                     "or a table feature -> integer >= 2 or list of increasing cut points")
+
+    def one_bin(v: Any) -> Any:
+        if isinstance(v, bool):
+            raise bad_bins()
+        if isinstance(v, int):
+            if v < 2:
+                raise bad_bins()
+            return v
+        if (isinstance(v, list) and v and all(isinstance(c, (int, float))
+                                               and not isinstance(c, bool) for c in v)):
+            return [float(c) for c in v]
+        raise bad_bins()
+
+    if bins is None:
+        raise SpecError(f"{_where(path)}: [logs] bins: missing; feature states need a binning "
+                        "into levels: an integer (quantile bins per feature) or a table "
+                        "feature -> integer or list of cut points.")
+    if isinstance(bins, Mapping):
+        unknown = [k for k in bins if k not in state]
+        if unknown:
+            raise _fail(path, "[logs] bins", bins, f"keys among the state features {state}")
+        out["bins"] = {k: one_bin(v) for k, v in bins.items()}
+    else:
+        out["bins"] = one_bin(bins)
+    out["state"] = state
+    if nxt is not None:
+        out["next_state"] = nxt
+    if "potential_weights" in sec:
+        pw = sec["potential_weights"]
+        if (not isinstance(pw, Mapping) or not pw or any(k not in state for k in pw)
+                or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                       or not math.isfinite(v) for v in pw.values())):
+            raise _fail(path, "[logs] potential_weights", pw,
+                        f"a table state feature -> number (features: {', '.join(state)})")
+        out["potential_weights"] = {k: float(v) for k, v in pw.items()}
+    elif len(state) > 1:
+        raise SpecError(f"{_where(path)}: [logs] potential_weights: missing; with several state "
+                        "features the gain potential f(x) must be given, e.g. "
+                        "potential_weights = { income = 1.0 } (f = sum of weight x the bin's "
+                        "mean feature value).")
+    return out
+
+
 def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) -> Mapping:
     if not isinstance(sec, Mapping):
         raise _fail(path, f"[{name}]", sec, f"a table with keys {', '.join(allowed)}")
@@ -267,7 +353,8 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             raise SpecError(f"{_where(path)}: [logs] path: bad value {lp!r}; no such file {logs_path}.")
         kw.update(logs_path=logs_path, setting=None, builtin=None,
                   n_boot=_get_int(sec, "n_boot", "[logs] n_boot", path, minimum=2, default=200),
-                  logs_seed=_get_int(sec, "seed", "[logs] seed", path, minimum=0, default=0))
+                  logs_seed=_get_int(sec, "seed", "[logs] seed", path, minimum=0, default=0),
+                  logs_options=_logs_options(sec, path))
     else:
         sec = _check_keys(raw.get("model", {}), "model", SECTION_KEYS["model"], path)
         setting = sec.get("setting", "lending-1")
@@ -658,7 +745,7 @@ def _spec_dict(spec: AuditSpec) -> dict[str, Any]:
         "resolved": {
             "name": spec.name, "horizon": spec.horizon, "setting": spec.setting,
             "levels": spec.levels, "interest": spec.interest,
-            "logs": _display_path(spec.logs_path),
+            "logs": _display_path(spec.logs_path), "logs_options": dict(spec.logs_options),
             "builtin": spec.builtin, "checkpoint": _display_path(spec.checkpoint),
             "engine": spec.engine, "n": spec.n, "seed": spec.seed, "alpha": spec.alpha,
             "eps": spec.eps, "weights": spec.weights, "metrics": list(spec.metrics),
@@ -831,8 +918,14 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     from causalfair.metrics import other_notions
 
     df = read_logs(spec.logs_path)
+    opts = dict(spec.logs_options)
+    weights = opts.pop("potential_weights", None)
+    if weights is not None:
+        from causalfair.logs import linear_potential
+
+        opts["potential"] = linear_potential(weights)
     la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
-                    eps=spec.eps, weights=spec.weights)
+                    eps=spec.eps, weights=spec.weights, **opts)
     dec, ben = la.decomposition, la.benefit
     if dec is None or ben is None:
         raise SpecError(
@@ -846,11 +939,21 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     if dec.Lambda is None:
         dec = replace(dec, Lambda=ben.Lambda)
     q = _quantities(spec, dec, notions)
+    if "Lambda" in q and la.lambda_estimate is not None and la.n_boot >= 2:
+        # Lambda's interval: the hull of the thresholded and plug-in intervals
+        # (LogAudit.lambda_interval; reports/logs_validation shows why)
+        lo, hi = la.lambda_interval(spec.alpha, method="normal")
+        q["Lambda"] = (q["Lambda"][0], lo, hi, q["Lambda"][3])
     res = AuditResult(spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
                       verdicts=_verdicts(spec, q), model=model, policy_table=table,
                       mu_pi=model.propagate(table, T), mu_0=model.propagate(0.0, T))
     res.extra["logs"] = {"rows": la.n_rows, "individuals": la.n_individuals,
-                         "n_boot": la.n_boot, "seed": la.seed, "policy_source": la.policy_source}
+                         "n_boot": la.n_boot, "seed": la.seed, "policy_source": la.policy_source,
+                         "fit": la.method}
+    if la.lambda_estimate is not None:
+        res.extra["logs"]["lambda_estimator"] = la.lambda_estimate.to_dict()
+    if la.binning is not None:
+        res.extra["logs"]["state_binning"] = la.binning.to_dict()
     res.seconds = time.perf_counter() - t0
     return res
 

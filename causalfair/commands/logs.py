@@ -33,8 +33,27 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
         g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     g.add_argument("--alpha-smooth", type=float, default=0.1, metavar="A",
                    help="Dirichlet smoothing of the transition counts (default: 0.1)")
-    g.add_argument("--fit", choices=("counts", "ordinal"), default="counts",
-                   help="kernel estimator: counts (default) or ordinal logit (statsmodels)")
+    g.add_argument("--fit", choices=("counts", "ordinal", "multinomial"), default="counts",
+                   help="kernel estimator: counts (default), ordinal or multinomial logit of "
+                        "the level change (statsmodels)")
+    g.add_argument("--lambda-estimator", choices=("thresholded", "plugin"),
+                   default="thresholded",
+                   help="Lambda from logs: thresholded (default; gaps within sqrt(log n) "
+                        "bootstrap standard errors of 0 are set to 0, which fixes the "
+                        "plug-in's bias at exact ties) or plugin")
+    g.add_argument("--state-cols", metavar="F1,F2,...",
+                   help="the state is these numeric feature columns (instead of level / "
+                        "next_level), binned into levels with --bins / --bin-cuts")
+    g.add_argument("--next-state-cols", metavar="F1,F2,...",
+                   help="with --state-cols: the next-state columns (default next_<feature>)")
+    g.add_argument("--bins", type=int, metavar="N",
+                   help="with --state-cols: N quantile bins per feature (over all rows)")
+    g.add_argument("--bin-cuts", action="append", default=[], metavar="F=C1,C2,...",
+                   help="with --state-cols: explicit increasing cut points for feature F "
+                        "(repeatable; overrides --bins for F)")
+    g.add_argument("--potential-weights", metavar="F1=W1,F2=W2",
+                   help="with --state-cols: gain potential f = sum_j W_j * (mean of feature "
+                        "j in the bin); required with several features")
     g.add_argument("--on-positivity", choices=("error", "bounds"), default="error",
                    help="when a needed decision is never logged: refuse (default) or report bounds")
     g.add_argument("--audit-policy", action="store_true",
@@ -49,6 +68,56 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
         p.set_defaults(horizon=_DefaultHorizon(default))
 
 
+def _names(text: str, option: str) -> list[str]:
+    from causalfair.cli import UsageError
+
+    names = [c.strip() for c in text.split(",")]
+    if not all(names):
+        raise UsageError(f"{option}: expected comma-separated column names, got {text!r}.")
+    return names
+
+
+def _state_options(args: argparse.Namespace) -> dict:
+    """state / bins / next_state / potential keyword arguments from the CLI options."""
+    from causalfair.cli import UsageError
+    from causalfair.logs import linear_potential
+
+    used = [o for o, v in (("--next-state-cols", args.next_state_cols), ("--bins", args.bins),
+                           ("--bin-cuts", args.bin_cuts),
+                           ("--potential-weights", args.potential_weights)) if v]
+    if not args.state_cols:
+        if used:
+            raise UsageError(f"{', '.join(used)}: only with --state-cols (feature states).")
+        return {}
+    out: dict = {"state": _names(args.state_cols, "--state-cols")}
+    if args.next_state_cols:
+        out["next_state"] = _names(args.next_state_cols, "--next-state-cols")
+    bins: dict = {c: args.bins for c in out["state"]} if args.bins is not None else {}
+    for item in args.bin_cuts:
+        col, sep, cuts = item.partition("=")
+        try:
+            values = [float(v) for v in cuts.split(",")] if sep and cuts.strip() else None
+        except ValueError:
+            values = None
+        if not col.strip() or values is None:
+            raise UsageError(f"--bin-cuts: expected FEATURE=C1,C2,... (numbers), got {item!r}.")
+        bins[col.strip()] = values
+    out["bins"] = bins or None
+    if args.potential_weights:
+        weights = {}
+        for item in args.potential_weights.split(","):
+            col, sep, w = item.partition("=")
+            try:
+                weights[col.strip()] = float(w)
+            except ValueError:
+                sep = ""
+            if not sep or not col.strip():
+                raise UsageError(f"--potential-weights: expected F1=W1,F2=W2 (numbers), "
+                                 f"got {args.potential_weights!r}.")
+        out["potential"] = linear_potential(weights)
+    return out
+
+
 def run_logs(args: argparse.Namespace) -> int:
     from causalfair.cli import UsageError
     from causalfair.logs import audit_logs, read_logs
@@ -57,6 +126,7 @@ def run_logs(args: argparse.Namespace) -> int:
         raise UsageError(f"--boot: must be >= 0, got {args.boot}.")
     if args.horizon < 1:
         raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
+    state_kw = _state_options(args)
     df = read_logs(args.logs)
     policy = None
     if args.audit_policy:
@@ -65,12 +135,13 @@ def run_logs(args: argparse.Namespace) -> int:
             from causalfair.logs import fit_logs
             from causalfair.policy import load_checkpoint
 
-            model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit)
+            model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit, **state_kw)
             policy, _ = load_checkpoint(args.checkpoint, model)
     audit = audit_logs(
         df, horizon=None if isinstance(args.horizon, _DefaultHorizon) else int(args.horizon), n_boot=args.boot,
         seed=args.seed if args.seed is not None else 0, policy=policy, on_positivity=args.on_positivity, method=args.fit,
         alpha_smooth=args.alpha_smooth, eps=args.eps, weights=args.weights, dowhy=args.dowhy,
+        lambda_estimator=args.lambda_estimator, **state_kw,
     )
     if args.json:
         out = audit.to_dict()

@@ -1,16 +1,27 @@
 """Auditing from decision logs (no simulator needed).
 
 - :mod:`causalfair.logs.schema`: the log format, :func:`validate_logs`, :func:`read_logs`,
-  :func:`simulate_logs` (logs of a policy on the lending simulator);
-- :mod:`causalfair.logs.fit`: sufficient statistics, count-based and ordinal-logit fits,
-  positivity check and bounds;
+  :func:`simulate_logs` (logs of a policy on the lending simulator or a tabular model),
+  feature-vector states (:func:`bin_states`, :class:`StateBinning`,
+  :func:`linear_potential`);
+- :mod:`causalfair.logs.fit`: sufficient statistics, count-based, ordinal-logit and
+  multinomial-logit fits, positivity check and bounds;
 - :mod:`causalfair.logs.audit`: :func:`audit_logs` -> :class:`LogAudit` (decomposition,
-  benefit fairness, bootstrap CIs, positivity, optional dowhy cross-check);
+  benefit fairness with the thresholded Lambda estimator, bootstrap CIs, positivity,
+  optional dowhy cross-check);
 - :mod:`causalfair.logs.dowhy_check`: the dowhy cross-check of Delta(x, s) (imports dowhy
   lazily).
 """
 
-from causalfair.logs.audit import LogAudit, audit_logs, bootstrap_logs, fit_logs
+from causalfair.logs.audit import (
+    LAMBDA_ESTIMATORS,
+    LambdaEstimate,
+    LogAudit,
+    audit_logs,
+    bootstrap_logs,
+    fit_logs,
+    threshold_lambda,
+)
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
     PositivityError,
@@ -24,6 +35,9 @@ from causalfair.logs.schema import (
     REQUIRED_COLUMNS,
     LogData,
     LogError,
+    StateBinning,
+    bin_states,
+    linear_potential,
     read_logs,
     simulate_logs,
     validate_logs,
@@ -31,6 +45,8 @@ from causalfair.logs.schema import (
 
 __all__ = [
     "DEFAULT_ALPHA",
+    "LAMBDA_ESTIMATORS",
+    "LambdaEstimate",
     "LogAudit",
     "LogData",
     "LogError",
@@ -38,13 +54,17 @@ __all__ = [
     "PositivityError",
     "PositivityReport",
     "REQUIRED_COLUMNS",
+    "StateBinning",
     "audit_logs",
+    "bin_states",
     "bootstrap_logs",
     "check_positivity",
     "fit_logs",
+    "linear_potential",
     "log_stats",
     "positivity_bounds",
     "read_logs",
     "simulate_logs",
+    "threshold_lambda",
     "validate_logs",
 ]

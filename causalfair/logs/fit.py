@@ -24,6 +24,14 @@ Parametric fit (``method="ordinal"``)
     (as in the lending simulator, x' = clip(x + change)): an observed x' = 0 counts as
     "change <= -x" and x' = K - 1 as "change >= K - 1 - x" in the likelihood, and the
     predicted probability of a change k at (x, d, s) goes to x' = clip(x + k, 0, K - 1).
+
+Parametric fit (``method="multinomial"``)
+    One multinomial logit per decision (statsmodels ``MNLogit``) of the level change
+    x' - x over the changes seen in the log, on (1, x, group dummies, x * group dummies),
+    with the same frequency weights and the same censoring at the ends of the range:
+    an observed x' contributes log sum_k P(change k | x, d, s) over the changes k with
+    clip(x + k) = x'. Unlike the ordinal logit it does not force the changes into one
+    latent order, so each change gets its own dependence on (x, s).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ __all__ = [
     "log_stats",
     "fit_counts",
     "fit_ordinal",
+    "fit_multinomial",
     "check_positivity",
     "positivity_bounds",
     "DEFAULT_ALPHA",
@@ -163,10 +172,11 @@ def _kernel_from_counts(trans: np.ndarray, alpha: float) -> np.ndarray:
 
 def fit_counts(stats: LogStats, vec: np.ndarray, *, alpha: float = DEFAULT_ALPHA,
                potential: Any = None, groups: tuple[str, ...] | None = None,
-               name: str = "fitted-from-logs", kernel: np.ndarray | None = None):
+               name: str = "fitted-from-logs", kernel: np.ndarray | None = None,
+               levels: tuple[str, ...] | None = None):
     """Fitted :class:`~causalfair.model.TabularModel` and logged policy table (G, K)
     from a vector of (weighted) statistics. ``kernel`` replaces the count-based kernel
-    (used by the parametric fit)."""
+    (used by the parametric fits); ``levels``: level labels (feature-state logs)."""
     from causalfair.model import TabularModel
 
     G, K = stats.n_groups, stats.n_levels
@@ -188,6 +198,7 @@ def fit_counts(stats: LogStats, vec: np.ndarray, *, alpha: float = DEFAULT_ALPHA
         reward=np.where(n > 0, u["reward"] / np.where(n > 0, n, 1.0), 0.0),
         group_weights=init_n / init_n.sum(),
         group_names=groups,
+        level_labels=levels,
         aux=aux,
         name=name,
     )
@@ -260,6 +271,96 @@ def fit_ordinal(trans: np.ndarray, *, start: Any = None) -> tuple[np.ndarray, li
             np.add.at(ker, (np.repeat(np.arange(X.shape[0]), used.size), tgt.reshape(-1)),
                       probs.reshape(-1))
             params[d] = np.asarray(res.params)
+        kernel[:, d] = (ker / ker.sum(1, keepdims=True)).reshape(G, K, K)
+    return kernel, params
+
+
+# --------------------------------------------------------------- multinomial logit
+def _change_counts(trans_d: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Counts (cells, 2K - 1) of each observed change x' - x per (s, x) cell, and x."""
+    G = trans_d.shape[0]
+    x_idx = np.tile(np.arange(K), G)
+    counts = np.zeros((G * K, 2 * K - 1))
+    counts[np.arange(G * K)[:, None], np.arange(K)[None, :] - x_idx[:, None] + K - 1] = (
+        trans_d.reshape(-1, K))
+    return counts, x_idx
+
+
+def fit_multinomial(trans: np.ndarray, *, start: Any = None) -> tuple[np.ndarray, list]:
+    """Kernel (G, 2, K, K) from multinomial logits of the level change x' - x, one per
+    decision; returns (kernel, list of the two parameter vectors, None for a decision
+    without data or with a single observed change).
+
+    ``trans``: (weighted) transition counts n(s, d, x, x'). The categories are the
+    changes observed for that decision; the regressors (1, x / (K - 1), group dummies,
+    x / (K - 1) * group dummies). The likelihood is frequency-weighted and censored at
+    the ends (an observed x' counts every change k with clip(x + k, 0, K - 1) = x'),
+    and predicted changes go to x' = clip(x + k). A decision without any data keeps a
+    self-loop kernel. ``start``: parameter vectors to start from (used when their size
+    matches, e.g. the full-data fit for bootstrap replicates).
+    """
+    import warnings
+
+    from statsmodels.discrete.discrete_model import MNLogit
+
+    G, _, K, _ = trans.shape
+    X = np.column_stack([np.ones(G * K), _ordinal_design(G, K)])
+    change = np.arange(-(K - 1), K)
+    kernel = np.broadcast_to(np.eye(K), (G, 2, K, K)).copy()
+    params: list = [None, None]
+    for d in (0, 1):
+        counts, x_idx = _change_counts(trans[:, d], K)
+        used = np.flatnonzero(counts.sum(0) > 0)
+        if used.size == 0:
+            continue
+        cats = change[used]
+        tgt = np.clip(x_idx[:, None] + cats[None, :], 0, K - 1)  # (cells, C)
+        ker = np.zeros((G * K, K))
+        if used.size == 1:
+            ker[np.arange(G * K), tgt[:, 0]] = 1.0
+        else:
+            obs = trans[:, d].reshape(-1, K)
+            r, xn = np.nonzero(obs)
+            freq = obs[r, xn]
+            allowed = (tgt[r] == xn[:, None]).astype(np.float64)  # changes consistent with x'
+            endog = np.searchsorted(cats, xn - x_idx[r])  # the observed (uncensored) change
+
+            class _Censored(MNLogit):
+                def cdf(self, X):  # numerically stable softmax with baseline 0
+                    eta = np.column_stack([np.zeros(len(X)), X])
+                    eta = np.exp(eta - eta.max(1, keepdims=True))
+                    return eta / eta.sum(1, keepdims=True)
+
+                def _probs(self, params):
+                    return self.cdf(self.exog @ params.reshape(self.K, -1, order="F"))
+
+                def loglike(self, params, _f=freq, _a=allowed):
+                    prob = (self._probs(params) * _a).sum(1)
+                    return float((_f * np.log(np.maximum(prob, 1e-300))).sum())
+
+                def score(self, params, _f=freq, _a=allowed):
+                    p = self._probs(params)
+                    num = p * _a
+                    q = num / np.maximum(num.sum(1, keepdims=True), 1e-300) - p
+                    return ((_f[:, None] * q)[:, 1:].T @ self.exog).reshape(-1)
+
+            with warnings.catch_warnings():
+                # statsmodels may warn about convergence; the probabilities are checked below.
+                warnings.simplefilter("ignore")
+                mod = _Censored(endog, X[r])
+                n_par = X.shape[1] * (used.size - 1)
+                st = None
+                if start is not None and start[d] is not None and np.size(start[d]) == n_par:
+                    st = np.asarray(start[d], dtype=np.float64).reshape(-1, order="F")
+                res = mod.fit(start_params=st, method="bfgs", disp=False, maxiter=500,
+                              skip_hessian=True)
+                flat = np.asarray(res.params).reshape(-1, order="F")
+                probs = mod.cdf(X @ flat.reshape(X.shape[1], -1, order="F"))
+            if not np.isfinite(probs).all():
+                raise LogError("logs: the multinomial fit did not converge to finite probabilities.")
+            np.add.at(ker, (np.repeat(np.arange(G * K), used.size), tgt.reshape(-1)),
+                      probs.reshape(-1))
+            params[d] = flat
         kernel[:, d] = (ker / ker.sum(1, keepdims=True)).reshape(G, K, K)
     return kernel, params
 

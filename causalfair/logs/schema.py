@@ -15,6 +15,14 @@ column         meaning
 ``outcome``    optional: repayment (1/0), missing (NaN) where unknown (e.g. under d0)
 =============  ===================================================================
 
+Feature-vector states: instead of ``level`` / ``next_level`` the log may carry the state
+as numeric feature columns (``state=["income", "debt"]``) and their values after the
+decision (``next_income``, ``next_debt``, or ``next_state=[...]``). Each feature is cut
+into bins (``bins=N`` quantile bins over all rows, or explicit cut points), and the
+joint bin (row-major over the features, the first feature varying slowest) becomes the
+level; next-state features are binned with the same cut points. See
+:class:`StateBinning`.
+
 :func:`validate_logs` checks the frame with array operations (sort, shift, compare: no
 Python loop over rows) and returns a :class:`LogData` of integer-coded arrays; problems
 raise :class:`LogError` with one of the message constants of this module (``MSG_*``).
@@ -36,6 +44,9 @@ __all__ = [
     "validate_logs",
     "read_logs",
     "simulate_logs",
+    "StateBinning",
+    "bin_states",
+    "linear_potential",
     "MSG_NOT_FRAME",
     "MSG_EMPTY",
     "MSG_MISSING_COLUMNS",
@@ -52,6 +63,17 @@ __all__ = [
     "MSG_GROUPS",
     "MSG_FILE_TYPE",
     "MSG_PARQUET",
+    "MSG_STATE_COLUMNS",
+    "MSG_NEXT_STATE_COLUMNS",
+    "MSG_STATE_AND_LEVEL",
+    "MSG_NOT_FINITE",
+    "MSG_BINS_MISSING",
+    "MSG_BINS_VALUE",
+    "MSG_BINS_DISTINCT",
+    "MSG_BINS_EMPTY",
+    "MSG_BINS_CUTS",
+    "MSG_NEXT_STATE",
+    "MSG_FEATURE_POTENTIAL",
 ]
 
 REQUIRED_COLUMNS = ("id", "t", "group", "level", "decision", "next_level", "reward")
@@ -105,8 +127,277 @@ MSG_PARQUET = (
 )
 
 
+MSG_STATE_COLUMNS = (
+    "logs: state column(s) {missing} not in the log; state= names the numeric feature "
+    "columns of x_t (the log has the columns {found})."
+)
+MSG_NEXT_STATE_COLUMNS = (
+    "logs: next-state column(s) {missing} not in the log; with state={state!r} every "
+    "feature needs its value after the decision in a column named next_<feature> (or "
+    "name those columns with next_state=[...], CLI --next-state-cols)."
+)
+MSG_STATE_AND_LEVEL = (
+    "logs: the log has a {column!r} column and state= was given; the level is derived from "
+    "the state features, so drop the level columns or omit state=."
+)
+MSG_NOT_FINITE = "logs: column {column!r} has a non-finite value {value!r} at row {row}."
+MSG_BINS_MISSING = (
+    "logs: state={state!r} needs a binning: bins=N (N quantile bins per feature) or "
+    "bins={{feature: N or [cut points]}} (CLI --bins N / --bin-cuts FEATURE=C1,C2,...); "
+    "no binning for {missing}."
+)
+MSG_BINS_VALUE = (
+    "logs: bins for state column {column!r}: expected an integer >= 1 or an increasing "
+    "list of cut points, got {value!r}."
+)
+MSG_BINS_DISTINCT = (
+    "logs: state column {column!r} has {found} distinct value(s), too few for {bins} "
+    "quantile bins; pass bins={found} or fewer for it, or explicit cut points."
+)
+MSG_BINS_EMPTY = (
+    "logs: state column {column!r}: {bins} quantile bins leave bin(s) {empty} empty (ties: "
+    "the value {value!r} holds {share:.0%} of the rows); pass fewer bins or explicit cut "
+    "points."
+)
+MSG_BINS_CUTS = (
+    "logs: cut points for state column {column!r} must be finite and strictly increasing, "
+    "got {value!r}."
+)
+MSG_NEXT_STATE = (
+    "logs: individual {id!r} has {next_col} = {nxt!r} at t = {t0}, but its row at t = {t1} "
+    "has {col} = {val!r}; the next-state columns must equal the following row's state."
+)
+MSG_FEATURE_POTENTIAL = (
+    "logs: with {n} state features the gain potential f(x) over the joint bins must be "
+    "given: potential=linear_potential({{feature: weight}}) (CLI --potential-weights "
+    "income=1,debt=-0.5), a callable of StateBinning.levels(), or an array of {k} values; "
+    "the lending default only applies to levels and single-feature bins."
+)
+
+
 class LogError(ValueError):
     """A decision log is malformed (the message names the column/individual and the fix)."""
+
+
+@dataclass(frozen=True, eq=False)
+class StateBinning:
+    """How feature columns become levels.
+
+    ``columns``: the state features; ``next_columns``: their next-state columns;
+    ``cuts[j]``: the increasing interior cut points of feature j (bin b holds the values
+    v with cuts[b-1] < v <= cuts[b]; the outer bins are open, so every value has a bin);
+    ``centers[j]``: mean of feature j over the observed values (state and next state)
+    in each bin, NaN for a bin without any. The level of a row is the joint bin,
+    row-major: sum_j bin_j * prod_{k > j} n_bins[k] (the first feature varies slowest).
+    """
+
+    columns: tuple[str, ...]
+    next_columns: tuple[str, ...]
+    cuts: tuple[np.ndarray, ...]
+    centers: tuple[np.ndarray, ...]
+
+    @property
+    def n_bins(self) -> tuple[int, ...]:
+        return tuple(int(c.size) + 1 for c in self.cuts)
+
+    @property
+    def n_levels(self) -> int:
+        return int(np.prod(self.n_bins))
+
+    def bin_feature(self, j: int, values: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.cuts[j], np.asarray(values, dtype=np.float64), side="left")
+
+    def digitize(self, values: np.ndarray) -> np.ndarray:
+        """Levels (n,) of feature rows ``values`` (n, F)."""
+        v = np.asarray(values, dtype=np.float64).reshape(-1, len(self.columns))
+        level = np.zeros(v.shape[0], dtype=np.int64)
+        for j, nb in enumerate(self.n_bins):
+            level = level * nb + self.bin_feature(j, v[:, j])
+        return level
+
+    def labels(self) -> tuple[str, ...]:
+        """Level labels, e.g. ``income:2/debt:0`` (feature:bin, 0-based bins)."""
+        grid = np.indices(self.n_bins).reshape(len(self.n_bins), -1).T
+        return tuple("/".join(f"{c}:{b}" for c, b in zip(self.columns, row, strict=True))
+                     for row in grid)
+
+    def levels(self) -> Any:
+        """One row per level: ``level``, ``label`` and per feature ``<f>_bin``,
+        ``<f>_lower``, ``<f>_upper`` (the bin's interval, -inf / inf outside) and
+        ``<f>_mean`` (the feature's mean in the bin; the interval's midpoint, or its
+        finite end, for a bin without observed values)."""
+        import pandas as pd
+
+        grid = np.indices(self.n_bins).reshape(len(self.n_bins), -1).T
+        out: dict[str, Any] = {"level": np.arange(self.n_levels), "label": list(self.labels())}
+        for j, c in enumerate(self.columns):
+            b = grid[:, j]
+            edges = np.concatenate([[-np.inf], self.cuts[j], [np.inf]])
+            lo, hi = edges[b], edges[b + 1]
+            mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2.0,
+                           np.where(np.isfinite(lo), lo, hi))
+            mid = np.where(np.isfinite(mid), mid, 0.0)  # a single bin: no finite end
+            mean = self.centers[j][b]
+            out[f"{c}_bin"] = b
+            out[f"{c}_lower"] = lo
+            out[f"{c}_upper"] = hi
+            out[f"{c}_mean"] = np.where(np.isnan(mean), mid, mean)
+        return pd.DataFrame(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": list(self.columns),
+            "next_state": list(self.next_columns),
+            "n_bins": list(self.n_bins),
+            "cuts": {c: self.cuts[j].tolist() for j, c in enumerate(self.columns)},
+            "n_levels": self.n_levels,
+        }
+
+
+def _as_names(value: Any, what: str) -> list[str]:
+    names = [value] if isinstance(value, str) else list(value)
+    if not names or not all(isinstance(c, str) and c for c in names):
+        raise LogError(f"logs: {what} must name one or more columns, got {value!r}.")
+    if len(set(names)) != len(names):
+        raise LogError(f"logs: {what} names a column twice: {value!r}.")
+    return names
+
+
+def _feature(df: Any, col: str) -> np.ndarray:
+    import pandas as pd
+
+    s = df[col]
+    if not pd.api.types.is_numeric_dtype(s.dtype):
+        raise LogError(MSG_NOT_NUMERIC.format(column=col, dtype=s.dtype))
+    v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+    na = np.isnan(v)
+    if na.any():
+        raise LogError(MSG_MISSING_VALUES.format(column=col, count=int(na.sum()), row=_first(na)))
+    bad = ~np.isfinite(v)
+    if bad.any():
+        i = _first(bad)
+        raise LogError(MSG_NOT_FINITE.format(column=col, value=float(v[i]), row=i))
+    return v
+
+
+def _cuts_for(col: str, spec: Any, v: np.ndarray) -> np.ndarray:
+    """Interior cut points of one feature from ``spec`` (int: quantile bins)."""
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        n = int(spec)
+        if n < 1:
+            raise LogError(MSG_BINS_VALUE.format(column=col, value=spec))
+        uniq = np.unique(v)
+        if uniq.size < n:
+            raise LogError(MSG_BINS_DISTINCT.format(column=col, found=int(uniq.size), bins=n))
+        if uniq.size == n:  # one bin per distinct value: cut halfway between them
+            return (uniq[1:] + uniq[:-1]) / 2.0
+        cuts = np.quantile(v, np.arange(1, n) / n)
+        counts = np.bincount(np.searchsorted(cuts, v, side="left"), minlength=n)
+        if (counts == 0).any():
+            vals, cnt = np.unique(v, return_counts=True)
+            k = int(np.argmax(cnt))
+            raise LogError(MSG_BINS_EMPTY.format(
+                column=col, bins=n, empty=np.flatnonzero(counts == 0).tolist(),
+                value=float(vals[k]), share=cnt[k] / v.size))
+        return cuts
+    if isinstance(spec, (str, bytes)) or not np.iterable(spec):
+        raise LogError(MSG_BINS_VALUE.format(column=col, value=spec))
+    try:
+        cuts = np.asarray(list(spec), dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise LogError(MSG_BINS_CUTS.format(column=col, value=spec)) from None
+    if not np.isfinite(cuts).all() or (np.diff(cuts) <= 0).any():
+        raise LogError(MSG_BINS_CUTS.format(column=col, value=list(spec)))
+    return cuts
+
+
+def bin_states(df: Any, state: Any, bins: Any, next_state: Any = None) -> tuple[Any, StateBinning]:
+    """Levels from feature columns: returns (a copy of ``df`` with ``level`` and
+    ``next_level`` added, the :class:`StateBinning`).
+
+    ``state``: the feature column(s) of x_t; ``next_state``: their next-state columns
+    (default ``next_<feature>``). ``bins``: an int N (N quantile bins for every feature,
+    computed over all rows' state values; a feature with exactly N distinct values gets
+    one bin per value), or a dict feature -> N or a list of increasing cut points (bin b:
+    cuts[b-1] < v <= cuts[b], outer bins open). Raises :class:`LogError` naming the
+    column: missing state / next-state columns, a log that also has level columns,
+    non-numeric, missing or non-finite values, too few distinct values or ties that
+    leave a quantile bin empty, bad cut points.
+    """
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise LogError(MSG_NOT_FRAME.format(kind=type(df).__name__))
+    cols = _as_names(state, "state")
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise LogError(MSG_STATE_COLUMNS.format(missing=", ".join(missing),
+                                                found=", ".join(map(str, df.columns))))
+    nxt = [f"next_{c}" for c in cols] if next_state is None else _as_names(next_state, "next_state")
+    if len(nxt) != len(cols):
+        raise LogError(f"logs: next_state names {len(nxt)} column(s) for {len(cols)} state "
+                       f"feature(s) {cols!r}; give one next-state column per feature, in order.")
+    missing = [c for c in nxt if c not in df.columns]
+    if missing:
+        raise LogError(MSG_NEXT_STATE_COLUMNS.format(missing=", ".join(missing), state=cols))
+    for c in ("level", "next_level"):
+        if c in df.columns:
+            raise LogError(MSG_STATE_AND_LEVEL.format(column=c))
+    if bins is None:
+        raise LogError(MSG_BINS_MISSING.format(state=cols, missing=", ".join(cols)))
+    if isinstance(bins, dict):
+        unknown = [k for k in bins if k not in cols]
+        if unknown:
+            raise LogError(f"logs: bins names {unknown!r}, which are not state features "
+                           f"{cols!r}.")
+        absent = [c for c in cols if c not in bins]
+        if absent:
+            raise LogError(MSG_BINS_MISSING.format(state=cols, missing=", ".join(absent)))
+        specs = [bins[c] for c in cols]
+    else:
+        specs = [bins] * len(cols)
+    if len(df) == 0:
+        raise LogError(MSG_EMPTY)
+    cur = np.column_stack([_feature(df, c) for c in cols])
+    new = np.column_stack([_feature(df, c) for c in nxt])
+    cuts = tuple(_cuts_for(c, spec, cur[:, j]) for j, (c, spec) in enumerate(zip(cols, specs, strict=True)))
+    centers = []
+    for j, cut in enumerate(cuts):
+        allv = np.concatenate([cur[:, j], new[:, j]])
+        b = np.searchsorted(cut, allv, side="left")
+        cnt = np.bincount(b, minlength=cut.size + 1)
+        tot = np.bincount(b, weights=allv, minlength=cut.size + 1)
+        centers.append(np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan))
+    binning = StateBinning(columns=tuple(cols), next_columns=tuple(nxt), cuts=cuts,
+                           centers=tuple(centers))
+    out = df.copy(deep=False)
+    out["level"] = binning.digitize(cur)
+    out["next_level"] = binning.digitize(new)
+    return out, binning
+
+
+def linear_potential(weights: Any) -> Any:
+    """A gain potential for feature states: f(level) = sum_j weights[j] * (mean of
+    feature j in the level's bin), as a callable of :meth:`StateBinning.levels` (pass it
+    as ``potential=``). ``weights``: dict feature -> weight (features left out weigh
+    0)."""
+    w = dict(weights)
+    for k, v in w.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+            raise LogError(f"potential weights: weight of {k!r} must be a finite number, got {v!r}.")
+
+    def potential(levels: Any) -> np.ndarray:
+        feats = [c[:-5] for c in levels.columns if c.endswith("_mean")]
+        unknown = [k for k in w if k not in feats]
+        if unknown:
+            raise LogError(f"potential weights: {unknown!r} are not state features {feats!r}.")
+        f = np.zeros(len(levels))
+        for k, v in w.items():
+            f += float(v) * levels[f"{k}_mean"].to_numpy(dtype=np.float64)
+        return f
+
+    potential.weights = w  # type: ignore[attr-defined]
+    return potential
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,6 +408,7 @@ class LogData:
     ``x``, ``xn``: level and next level; ``d``: decision; ``t``: epoch minus the first
     epoch; ``reward``; ``outcome`` (NaN where unknown, or None without the column);
     ``first``: mask of each individual's first row. ``ids``: the original ids.
+    ``binning``: the :class:`StateBinning` when the levels come from state features.
     """
 
     ind: np.ndarray
@@ -132,6 +424,7 @@ class LogData:
     groups: tuple[str, ...]
     n_levels: int
     t0: int
+    binning: StateBinning | None = None
 
     @property
     def n_rows(self) -> int:
@@ -176,7 +469,8 @@ def _int_column(df: Any, col: str) -> np.ndarray:
 
 
 def validate_logs(df: Any, *, n_levels: int | None = None,
-                  groups: Any = None) -> LogData:
+                  groups: Any = None, state: Any = None, bins: Any = None,
+                  next_state: Any = None) -> LogData:
     """Check a decision log and return it as a :class:`LogData`.
 
     ``n_levels``: K (default: 1 + the largest level or next level in the log).
@@ -187,17 +481,34 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     non-numeric columns, decisions not 0/1, levels out of range, unknown groups, then
     per individual (rows sorted by id, t): duplicate epochs, time gaps, late starts,
     group changes, next_level mismatches.
+
+    ``state`` (with ``bins``, optionally ``next_state``): the state is given by numeric
+    feature columns instead of ``level`` / ``next_level``; they are binned by
+    :func:`bin_states` (after the check for the other required columns) and the
+    next-state features must equal the following row's features.
     """
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
         raise LogError(MSG_NOT_FRAME.format(kind=type(df).__name__))
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    required = REQUIRED_COLUMNS if state is None else tuple(
+        c for c in REQUIRED_COLUMNS if c not in ("level", "next_level"))
+    missing = [c for c in required if c not in df.columns]
     if missing:
         raise LogError(MSG_MISSING_COLUMNS.format(
             missing=", ".join(missing), required=", ".join(REQUIRED_COLUMNS)))
     if len(df) == 0:
         raise LogError(MSG_EMPTY)
+    binning = None
+    if state is not None:
+        df, binning = bin_states(df, state, bins, next_state)
+        if n_levels is not None and int(n_levels) != binning.n_levels:
+            raise LogError(f"logs: n_levels = {n_levels} but the state binning has "
+                           f"{binning.n_levels} joint bins {binning.n_bins}; omit n_levels.")
+        n_levels = binning.n_levels
+    elif bins is not None or next_state is not None:
+        raise LogError("logs: bins= / next_state= bin feature states and need state=[...] "
+                       "(the feature columns); a log with level columns needs neither.")
     for col in REQUIRED_COLUMNS:
         na = df[col].isna().to_numpy()
         if na.any():
@@ -268,6 +579,16 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         i = _first(chg)
         raise LogError(MSG_GROUP_CHANGE.format(
             id=_py(ids[ind_raw[i]]), g0=_py(groups[g[i]]), g1=_py(groups[g[i + 1]]), t=int(t[i + 1])))
+    if binning is not None:
+        for col, ncol in zip(binning.columns, binning.next_columns, strict=True):
+            cur = _feature(df, col)[order]
+            new = _feature(df, ncol)[order]
+            off = same & ~np.isclose(new[:-1], cur[1:], rtol=1e-12, atol=0.0)
+            if off.any():
+                i = _first(off)
+                raise LogError(MSG_NEXT_STATE.format(
+                    id=_py(ids[ind_raw[i]]), next_col=ncol, nxt=float(new[i]), t0=int(t[i]),
+                    t1=int(t[i + 1]), col=col, val=float(cur[i + 1])))
     mism = same & (xn[:-1] != x[1:])
     if mism.any():
         i = _first(mism)
@@ -278,7 +599,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     return LogData(
         ind=ind_raw.astype(np.int64), g=g, x=x, xn=xn, d=d, t=t - t0, reward=reward,
         outcome=outcome, first=first, ids=ids, groups=tuple(str(v) for v in groups),
-        n_levels=K, t0=t0,
+        n_levels=K, t0=t0, binning=binning,
     )
 
 
@@ -306,32 +627,37 @@ def read_logs(path: str | Path) -> Any:
 
 def simulate_logs(lending_model: Any, policy: Any, n_individuals: int, horizon: int,
                   seed: int = 0, *, groups: Any = None) -> Any:
-    """Decision logs of ``policy`` deployed on the lending simulator (vectorised).
+    """Decision logs of ``policy`` deployed on a simulator (vectorised).
 
     ``lending_model``: a :class:`~causalfair.sim.lending.LendingModel` (or a setting
-    name such as ``"lending-1"``); ``policy``: any :class:`~causalfair.policy.Policy`
-    (or a built-in spec such as ``"random:0.5"``), evaluated with the simulator's
-    observations. Groups are drawn i.i.d. from the model's ``group_weights`` unless
-    ``groups`` (an int array of length ``n_individuals``) is given. Returns a DataFrame
-    in the log format (``outcome`` is the repayment for d1 rows and NaN for d0 rows),
-    sorted by (t, id). Same seed, same log.
+    name such as ``"lending-1"``), simulated by the lending simulator; or any
+    :class:`~causalfair.model.TabularModel`, simulated from its kernel (then the log has
+    no ``outcome`` column and the reward is the model's expected reward).
+    ``policy``: any :class:`~causalfair.policy.Policy` (or a built-in spec such as
+    ``"random:0.5"``), evaluated with the simulator's observations. Groups are drawn
+    i.i.d. from the model's ``group_weights`` unless ``groups`` (an int array of length
+    ``n_individuals``) is given. Returns a DataFrame in the log format (``outcome`` is
+    the repayment for d1 rows and NaN for d0 rows), sorted by (t, id). Same seed, same
+    log.
     """
     import pandas as pd
 
+    from causalfair.model import TabularModel
     from causalfair.policy import parse_policy
-    from causalfair.sim.individual import LendingSimulator
+    from causalfair.sim.individual import LendingSimulator, TabularSimulator
     from causalfair.sim.lending import lending_setting
 
     if isinstance(lending_model, str):
         lending_model = lending_setting(lending_model)
+    tabular = isinstance(lending_model, TabularModel)
     if isinstance(policy, str):
-        policy = parse_policy(policy, lending_model.tabular)
+        policy = parse_policy(policy, lending_model if tabular else lending_model.tabular)
     n = int(n_individuals)
     T = int(horizon)
     if n < 1 or T < 1:
         raise LogError(f"simulate_logs: n_individuals and horizon must be >= 1, got {n} and {T}.")
     rng = np.random.default_rng(seed)
-    sim = LendingSimulator(lending_model)
+    sim = TabularSimulator(lending_model) if tabular else LendingSimulator(lending_model)
     if groups is None:
         g = rng.choice(lending_model.n_groups, size=n, p=lending_model.group_weights)
     else:
@@ -340,6 +666,8 @@ def simulate_logs(lending_model: Any, policy: Any, n_individuals: int, horizon: 
     cols = {k: np.empty((T, n), dtype=dt) for k, dt in (
         ("level", np.int64), ("decision", np.int64), ("next_level", np.int64),
         ("reward", np.float64), ("outcome", np.float64))}
+    if tabular:
+        del cols["outcome"]
     for t in range(T):
         p = np.asarray(policy.prob_d1(sim.observe(state)), dtype=np.float64)
         d = (rng.random(n) < p).astype(np.int64)
@@ -348,7 +676,8 @@ def simulate_logs(lending_model: Any, policy: Any, n_individuals: int, horizon: 
         cols["decision"][t] = d
         cols["next_level"][t] = res.state.level
         cols["reward"][t] = res.reward
-        cols["outcome"][t] = np.where(d == 1, res.info["repay"].astype(np.float64), np.nan)
+        if not tabular:
+            cols["outcome"][t] = np.where(d == 1, res.info["repay"].astype(np.float64), np.nan)
         state = res.state
     names = np.asarray(lending_model.group_names)
     return pd.DataFrame({
