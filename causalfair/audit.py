@@ -106,7 +106,7 @@ TOP_KEYS = ("name", "horizon", "metrics", "model", "logs", "policy", "engine", "
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
-             "bins", "potential_weights"),
+             "bins", "potential_weights", "dowhy"),
     "policy": ("builtin", "checkpoint"),
     "engine": ("kind", "n", "seed", "alpha"),
     "benefit": ("eps", "weights", "worst"),
@@ -232,6 +232,10 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     if est not in LAMBDA_ESTIMATORS:
         raise _fail(path, "[logs] lambda_estimator", est, ", ".join(LAMBDA_ESTIMATORS))
     out["lambda_estimator"] = est
+    dw = sec.get("dowhy", False)
+    if not isinstance(dw, bool):
+        raise _fail(path, "[logs] dowhy", dw, "true, false")
+    out["dowhy"] = dw
     state, nxt = _names(sec, "state", path), _names(sec, "next_state", path)
     feature_keys = [k for k in ("next_state", "bins", "potential_weights") if k in sec]
     if state is None:
@@ -954,6 +958,8 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
         res.extra["logs"]["lambda_estimator"] = la.lambda_estimate.to_dict()
     if la.binning is not None:
         res.extra["logs"]["state_binning"] = la.binning.to_dict()
+    if la.dowhy is not None:
+        res.extra["logs"]["dowhy"] = la.dowhy.to_dict()
     res.seconds = time.perf_counter() - t0
     return res
 

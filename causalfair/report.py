@@ -407,6 +407,14 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         if isinstance(v, dict):
             rows += [[f"{k}[{g}]", x] for g, x in v.items()]
     tabs.append(("Other notions", ["notion", "value"], rows, None))
+    dw = (r.extra.get("logs") or {}).get("dowhy")
+    if dw:
+        rows = [["pooled effect of D_t on the gain (backdoor on {X_t, S})",
+                 dw["pooled_effect"], None, None]]
+        rows += [[f["name"], f.get("new_effect"), f.get("p_value"),
+                  "passed" if f.get("passed") else "FAILED"] for f in dw["refuters"]]
+        tabs.append((f"dowhy cross-check and refuters ({dw['n_rows']} rows)",
+                     ["check", "effect", "p-value", "result"], rows, None))
     return tabs
 
 

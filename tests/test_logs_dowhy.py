@@ -65,3 +65,25 @@ def test_dowhy_seeded(audit):
     a = audit_logs(df, n_boot=0, seed=5, dowhy=True, dowhy_options={"n_simulations": 3})
     b = audit_logs(df, n_boot=0, seed=5, dowhy=True, dowhy_options={"n_simulations": 3})
     assert a.dowhy.refuters == b.dowhy.refuters
+
+
+def test_spec_dowhy_refuters_reach_the_report(tmp_path):
+    from causalfair.audit import audit
+
+    df = simulate_logs(lending_setting("lending-1"), "random:0.5", 1500, 5, seed=3)
+    df.to_csv(tmp_path / "log.csv", index=False)
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "dw"\n[logs]\npath = "log.csv"\nn_boot = 10\ndowhy = true\n',
+                    encoding="utf-8")
+    r = audit(spec)
+    dw = r.extra["logs"]["dowhy"]
+    assert {f["name"] for f in dw["refuters"]} == {
+        "placebo_treatment_refuter", "random_common_cause", "data_subset_refuter"}
+    out = r.write_report(tmp_path / "rep")
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "dowhy cross-check and refuters" in md and "placebo_treatment_refuter" in md
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert doc["extra"]["logs"]["dowhy"]["pooled_effect"] == dw["pooled_effect"]
+    spec.write_text('name = "dw"\n[logs]\npath = "log.csv"\ndowhy = "yes"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"\[logs\] dowhy: bad value 'yes'"):
+        audit(spec)
