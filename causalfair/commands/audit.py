@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "straddles it) and write a self-contained report to reports/NAME (or --out)."
         ),
         epilog="Example: causalfair audit audits/lending-1.toml --out reports/lending-1. "
-               "Spec keys: docs/audit.md. For CI exit codes use `causalfair gate`.",
+               "Spec keys: docs/audit.md. For CI exit codes use `causalfair gate`. "
+               "With a report to write, the checkpoint is loaded in a second process and "
+               "half of the figures are drawn in a forked one (same files, faster); "
+               "CAUSALFAIR_SERIAL=1 keeps it to one process.",
     )
     p.add_argument("spec", metavar="SPEC", help="audit spec (TOML file)")
     p.add_argument("--out", metavar="DIR",
