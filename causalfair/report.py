@@ -542,8 +542,12 @@ def _draw_forked(r: AuditResult, tmp: Path
     into ``tmp`` and sends their data back as JSON) while the caller draws the rest.
     Returns a function that waits for the copy: (pngs, data), or None if it failed (the
     caller then draws those figures itself); ``wait(cancel=True)`` kills it instead.
-    None at once where fork is unavailable."""
-    if not hasattr(os, "fork"):
+    None at once where fork is unavailable, or when this process runs other Python
+    threads (a Jupyter kernel, a web server): a lock one of them holds at the fork would
+    stay locked in the copy."""
+    import threading
+
+    if not hasattr(os, "fork") or threading.active_count() > 1:
         return None
     import signal
     import sys

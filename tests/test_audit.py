@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -348,6 +349,24 @@ def test_forked_drawing_writes_the_same_bytes(tmp_path, lending1_result, monkeyp
                  for n, t, b in report.FIGURES)
     monkeypatch.setattr(report, "FIGURES", figs)
     assert _files(report.write_report(r, tmp_path / "three", jobs=2)) == one
+    # with another Python thread running, nothing is forked
+    import threading
+
+    def no_fork():
+        raise AssertionError("forked while another thread runs")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert _files(report.write_report(r, tmp_path / "threads", jobs=2)) == one
+    finally:
+        stop.set()
+        t.join()
+    shutil.rmtree(tmp_path / "threads")
+    monkeypatch.undo()
+    monkeypatch.setattr(report, "FIGURES", figs)
     # an interrupt in the parent leaves nothing behind, whatever the copy did
     figs = tuple((n, t, _interrupt if n == "benefit" else b) for n, t, b in report.FIGURES)
     monkeypatch.setattr(report, "FIGURES", figs)
