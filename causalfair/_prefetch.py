@@ -142,12 +142,6 @@ class CheckpointPrefetch:
             self._proc.stdout.close()
         self._done = True
 
-    def __enter__(self) -> CheckpointPrefetch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def _child(job: dict[str, Any]) -> bytes:
     from causalfair.policy import file_sha256, load_checkpoint, policy_table

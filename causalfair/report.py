@@ -329,12 +329,15 @@ FIGURES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
 )
 
 
-def _build_figures(r: AuditResult) -> dict[str, tuple[Any, dict[str, Any]]]:
+def _build_figures(r: AuditResult, names: Sequence[str] | None = None
+                   ) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """name -> (Figure, data) for the applicable figures among ``names`` (default all)."""
     out = {}
     for name, _, builder in FIGURES:
-        made = builder(r)
-        if made is not None:
-            out[name] = made
+        if names is None or name in names:
+            made = builder(r)
+            if made is not None:
+                out[name] = made
     return out
 
 
@@ -522,18 +525,12 @@ _FORKED_FIGURES = ("frontier", "graph")
 def _draw(r: AuditResult, names: Sequence[str], tmp: Path
           ) -> tuple[dict[str, bytes], dict[str, Any], dict[str, Any]]:
     """Build and render the figures ``names`` into ``tmp``: (pngs, data, figures)."""
-    builders = {n: b for n, _, b in FIGURES}
-    pngs: dict[str, bytes] = {}
-    data: dict[str, Any] = {}
-    figs: dict[str, Any] = {}
-    for name in names:
-        made = builders[name](r)
-        if made is None:
-            continue
-        figs[name], data[name] = made
-        pngs[name] = figure_png(figs[name])
-        (tmp / f"{name}.png").write_bytes(pngs[name])
-    return pngs, data, figs
+    built = _build_figures(r, names)
+    pngs = {name: figure_png(fig) for name, (fig, _) in built.items()}
+    for name, png in pngs.items():
+        (tmp / f"{name}.png").write_bytes(png)
+    return (pngs, {k: d for k, (_, d) in built.items()},
+            {k: fig for k, (fig, _) in built.items()})
 
 
 def _draw_forked(r: AuditResult, tmp: Path
