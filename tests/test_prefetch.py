@@ -174,7 +174,10 @@ def test_sigint_at_any_moment_leaves_a_whole_report_or_none(tmp_path, delay):
     except ProcessLookupError:
         pass  # it had already finished
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode in (0, 130), err
+    # 130 once causalfair's main() runs; a Ctrl-C during the interpreter's start-up (the
+    # 0.4 s case on a loaded machine) ends in Python's own KeyboardInterrupt exit instead
+    assert proc.returncode in (0, 130) or (
+        proc.returncode in (1, -signal.SIGINT) and "KeyboardInterrupt" in err), err
     left = [p.name for p in (tmp_path / "reports").iterdir()] if out.parent.exists() else []
     assert left in ([], ["rep"])
     if left:
