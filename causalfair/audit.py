@@ -61,6 +61,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import InputError, SpecError
+
 __all__ = [
     "AuditSpec",
     "AuditResult",
@@ -115,8 +117,6 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class SpecError(ValueError):
-    """An audit spec is malformed: the message names the key, the bad value and the fix."""
 
 
 # ---------------------------------------------------------------------------- the spec
@@ -1075,7 +1075,7 @@ class GateResult:
         import xml.etree.ElementTree as ET
 
         if inconclusive_as not in ("failure", "skipped"):
-            raise ValueError(
+            raise InputError(
                 f"inconclusive_as: bad value {inconclusive_as!r}; allowed values: failure, skipped."
             )
         root = ET.Element("testsuites", name="causalfair gate")
@@ -1198,7 +1198,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     is written to ``reports/NAME`` (after retraining: the new policy beside the old);
     ``jobs`` as in :meth:`AuditResult.write_report`."""
     if inconclusive not in ("pass", "fail"):
-        raise ValueError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
+        raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
     loaded = [_resolve_spec(s) for s in specs]
     names = [s.name for s in loaded]
     dup = {n for n in names if names.count(n) > 1}

@@ -40,7 +40,10 @@ def report_jobs() -> int:
     return 2 if len(os.sched_getaffinity(0)) >= 2 else 1
 
 
-class UsageError(Exception):
+from causalfair.errors import CausalfairError  # noqa: E402  (leaf module, no heavy imports)
+
+
+class UsageError(CausalfairError, ValueError):
     """Bad command-line input: reported on one line, exit code 2."""
 
 
@@ -68,12 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    from causalfair.model import ModelError
-    from causalfair.policy import PolicyError
-
     try:
         return int(args.run(args) or 0)
-    except (UsageError, ModelError, PolicyError, FileNotFoundError, ValueError) as exc:
+    except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"causalfair {args.command}: error: {msg}", file=sys.stderr)
         return 2

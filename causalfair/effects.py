@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import InputError
+
 from causalfair.model import ModelError, TabularModel
 from causalfair.policy import Policy, policy_table
 
@@ -49,7 +51,7 @@ def _z(alpha: float) -> float:
     from statistics import NormalDist
 
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha: must be in (0, 1), got {alpha!r}.")
+        raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
     return NormalDist().inv_cdf(1.0 - alpha / 2.0)
 
 

@@ -50,6 +50,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
 
 __all__ = [
@@ -85,7 +86,7 @@ INFEASIBLE_MSG = (
 )
 
 
-class InfeasibleError(ValueError):
+class InfeasibleError(InputError):
     """No policy satisfies the fairness constraint (the LP is infeasible)."""
 
 

@@ -46,6 +46,8 @@ S), ``label`` (``"X_1"``), ``intervened`` on decisions (with ``value="d0"`` unde
 
 from __future__ import annotations
 
+from causalfair.errors import InputError
+
 import numbers
 import os
 import re
@@ -161,13 +163,13 @@ DRAW_FORMAT_ERROR = (
 # ------------------------------------------------------------------ validation
 def _check_horizon(horizon: Any) -> int:
     if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon < 1:
-        raise ValueError(HORIZON_ERROR.format(value=horizon))
+        raise InputError(HORIZON_ERROR.format(value=horizon))
     return int(horizon)
 
 
 def _check_variant(variant: Any) -> str:
     if not isinstance(variant, str) or variant not in VARIANTS:
-        raise ValueError(VARIANT_ERROR.format(value=variant))
+        raise InputError(VARIANT_ERROR.format(value=variant))
     return variant
 
 
@@ -190,13 +192,13 @@ def _exogenous(structure: CausalStructure) -> list[tuple[str, bool, bool]]:
     out = []
     for name, flags in dict(structure.exogenous).items():
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in _RESERVED_NAMES:
-            raise ValueError(EXOGENOUS_NAME_ERROR.format(value=name))
+            raise InputError(EXOGENOUS_NAME_ERROR.format(value=name))
         try:
             dep, rew = flags
         except (TypeError, ValueError):
-            raise ValueError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags)) from None
+            raise InputError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags)) from None
         if dep not in (True, False) or rew not in (True, False):
-            raise ValueError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags))
+            raise InputError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags))
         out.append((name, bool(dep), bool(rew)))
     return out
 
@@ -323,7 +325,7 @@ class TemporalGraph:
     def nodes(self, kind: str | None = None) -> list[str]:
         """Node ids in natural order (S, then by epoch and kind), optionally of one kind."""
         if kind is not None and kind not in NODE_KINDS:
-            raise ValueError(f"kind must be one of {', '.join(NODE_KINDS)}, got {kind!r}.")
+            raise InputError(f"kind must be one of {', '.join(NODE_KINDS)}, got {kind!r}.")
         nodes = (n for n, k in self.graph.nodes(data="kind") if kind is None or k == kind)
         return sorted(nodes, key=lambda n: _node_key(self.graph, n))
 
@@ -333,7 +335,7 @@ class TemporalGraph:
 
     def _check_node(self, node: Any, role: str) -> str:
         if not isinstance(node, str) or node not in self.graph:
-            raise ValueError(
+            raise InputError(
                 UNKNOWN_NODE_ERROR.format(
                     role=role, value=node, variant=self.variant, horizon=self.horizon,
                     last=self.horizon - 1,
@@ -370,11 +372,11 @@ class TemporalGraph:
         pointing at :meth:`count_paths`.
         """
         if isinstance(max_paths, bool) or not isinstance(max_paths, numbers.Integral) or max_paths < 0:
-            raise ValueError(MAX_PATHS_ERROR.format(value=max_paths))
+            raise InputError(MAX_PATHS_ERROR.format(value=max_paths))
         targets = self._targets(target)
         count = self.count_paths(source, target)
         if count > max_paths:
-            raise ValueError(
+            raise InputError(
                 TOO_MANY_PATHS_ERROR.format(
                     count=count, source=source, max_paths=max_paths,
                     target="the gains" if target is None else repr(target),
@@ -521,7 +523,7 @@ class TemporalGraph:
         if path is not None:
             fmt = Path(path).suffix.lower().lstrip(".")
             if fmt not in _DRAW_FORMATS:
-                raise ValueError(DRAW_FORMAT_ERROR.format(path=str(path)))
+                raise InputError(DRAW_FORMAT_ERROR.format(path=str(path)))
         n_exo = len(self.nodes("exogenous")) // self.horizon
         if ax is None:
             from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import ModelError
+
 __all__ = [
     "ModelError",
     "TabularModel",
@@ -34,8 +36,6 @@ __all__ = [
 PROB_TOL = 1e-9
 
 
-class ModelError(ValueError):
-    """A tabular model (or one of its arrays) is malformed."""
 
 
 @dataclass(frozen=True)

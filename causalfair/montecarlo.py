@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from causalfair.effects import Decomposition, check_horizon
+from causalfair.errors import InputError, SimulatorContractError
 from causalfair.policy import Observation, Policy, PolicyError
 from causalfair.sim.base import StepResult
 
@@ -62,9 +63,6 @@ _STREAM_INIT, _STREAM_DECISION, _STREAM_NOISE = 0, 1, 2
 _STREAM_INIT0, _STREAM_FORK, _STREAM_NOISE0 = 3, 4, 5
 
 
-class SimulatorContractError(ValueError):
-    """A simulator broke the protocol of :mod:`causalfair.sim.base`; the message names
-    the method (reset, observe, draw_noise, step) and what was wrong."""
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:
@@ -384,7 +382,7 @@ class _TabulatedPolicy:
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}.")
+        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}.")
     return int(value)
 
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from causalfair._io import atomic_write_bytes
+from causalfair.errors import CheckpointError, PolicyError
 from causalfair.model import TabularModel
 
 __all__ = [
@@ -49,12 +50,6 @@ CHECKPOINT_FORMAT = "causalfair-checkpoint"
 CHECKPOINT_VERSION = 1
 
 
-class PolicyError(ValueError):
-    """A policy is malformed or returned something that is not a probability."""
-
-
-class CheckpointError(PolicyError):
-    """A checkpoint file cannot be loaded or does not fit the model."""
 
 
 @dataclass(frozen=True)

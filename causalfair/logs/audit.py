@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import InputError
+
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
     LogStats,
@@ -270,9 +272,9 @@ class LogAudit:
         from statistics import NormalDist
 
         if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha: must be in (0, 1), got {alpha!r}.")
+            raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
         if method not in ("percentile", "normal"):
-            raise ValueError(f"method: unknown value {method!r}; allowed values: percentile, normal.")
+            raise InputError(f"method: unknown value {method!r}; allowed values: percentile, normal.")
         boot = self.bootstrap
         if boot is None or len(boot) < 2 or self.lambda_estimate is None:
             raise LogError("logs: no bootstrap replicates (n_boot < 2); rerun with n_boot >= 2.")
@@ -298,7 +300,7 @@ class LogAudit:
         import pandas as pd
 
         if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha: must be in (0, 1), got {alpha!r}.")
+            raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
         if self.bootstrap is None or len(self.bootstrap) == 0:
             raise LogError("logs: no bootstrap replicates (n_boot = 0); rerun with n_boot > 0.")
         q = self.bootstrap.quantile([alpha / 2.0, 1.0 - alpha / 2.0]).T

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import InputError
+
 __all__ = [
     "LogError",
     "LogData",
@@ -175,7 +177,7 @@ MSG_FEATURE_POTENTIAL = (
 )
 
 
-class LogError(ValueError):
+class LogError(InputError):
     """A decision log is malformed (the message names the column/individual and the fix)."""
 
 

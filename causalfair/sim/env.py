@@ -39,6 +39,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from causalfair.errors import InputError
+
 from causalfair.model import ModelError
 from causalfair.sim.lending import LendingModel, lending_setting
 
@@ -202,9 +204,9 @@ class VecLendingEnv:
             raise RuntimeError("VecLendingEnv.step: call reset() first.")
         a = np.asarray(actions).reshape(-1)
         if a.shape[0] != self.n_envs:
-            raise ValueError(f"actions: expected {self.n_envs} actions, got {a.shape[0]}.")
+            raise InputError(f"actions: expected {self.n_envs} actions, got {a.shape[0]}.")
         if not np.isin(a, (0, 1)).all():
-            raise ValueError(f"actions: must be 0 (deny) or 1 (approve), got {a[~np.isin(a, (0, 1))][0]!r}.")
+            raise InputError(f"actions: must be 0 (deny) or 1 (approve), got {a[~np.isin(a, (0, 1))][0]!r}.")
         d = a.astype(bool)
         rows, g, x, y = self._rows, self.group, self.level, self.will_repay
         decided = (g.copy(), x.copy(), y.copy())
@@ -290,7 +292,7 @@ class LendingEnv(gym.Env):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if not self.action_space.contains(action) and action not in (0, 1):
-            raise ValueError(f"action: must be 0 (deny) or 1 (approve), got {action!r}.")
+            raise InputError(f"action: must be 0 (deny) or 1 (approve), got {action!r}.")
         obs, reward, term, trunc, info = self.vec.step(np.array([int(action)]))
         return obs[0], float(reward[0]), bool(term[0]), bool(trunc[0]), self._scalar_info(info)
 

@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import InputError
+
 __all__ = [
     "COEF_NAMES",
     "CDF_FILE",
@@ -145,7 +147,7 @@ def _check_levels(K: Any) -> int:
             f"K must be an integer number of levels, got {type(K).__name__} {K!r}"
         ) from None
     if k < MIN_LEVELS:
-        raise ValueError(
+        raise InputError(
             f"K (number of levels) must be >= {MIN_LEVELS}, got K={k}; "
             f"pass K={MIN_LEVELS} or more (the lending settings default to K={TABLE_K})"
         )
@@ -157,16 +159,16 @@ def _read_group_columns(path: Path) -> tuple[np.ndarray, np.ndarray]:
     with path.open(newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(fh))
     if not rows:
-        raise ValueError(f"{path}: empty file")
+        raise InputError(f"{path}: empty file")
     header = [h.strip() for h in rows[0]]
     missing = [c for c in ("Score", *GROUP_COLUMNS) if c not in header]
     if missing:
-        raise ValueError(f"{path}: missing column(s) {missing}; header is {header}")
+        raise InputError(f"{path}: missing column(s) {missing}; header is {header}")
     idx = [header.index(c) for c in ("Score", *GROUP_COLUMNS)]
     try:
         values = np.array([[float(r[i]) for i in idx] for r in rows[1:] if r], dtype=float)
     except (ValueError, IndexError) as exc:
-        raise ValueError(f"{path}: malformed row ({exc})") from exc
+        raise InputError(f"{path}: malformed row ({exc})") from exc
     return values[:, 0], values[:, 1:].T.copy()
 
 
@@ -184,17 +186,17 @@ def load_fico() -> FicoData:
     scores, cdf = _read_group_columns(FICO_DIR / CDF_FILE)
     perf_scores, bad = _read_group_columns(FICO_DIR / PERFORMANCE_FILE)
     if not np.array_equal(scores, perf_scores):
-        raise ValueError(f"{CDF_FILE} and {PERFORMANCE_FILE} tabulate different scores")
+        raise InputError(f"{CDF_FILE} and {PERFORMANCE_FILE} tabulate different scores")
     if scores[0] != 0.0 or scores[-1] != SCORE_MAX or np.any(np.diff(scores) <= 0):
-        raise ValueError(f"{CDF_FILE}: scores must increase from 0 to {SCORE_MAX:g}")
+        raise InputError(f"{CDF_FILE}: scores must increase from 0 to {SCORE_MAX:g}")
     if not np.array_equal(scores * 2, np.round(scores * 2)):
-        raise ValueError(f"{CDF_FILE}: scores must lie on the 0.5 grid")
+        raise InputError(f"{CDF_FILE}: scores must lie on the 0.5 grid")
     mass = np.diff(cdf, axis=1, prepend=0.0)  # first point's mass = CDF(0)
     if np.any(mass < 0):
-        raise ValueError(f"{CDF_FILE}: a cumulative share decreases")
+        raise InputError(f"{CDF_FILE}: a cumulative share decreases")
     pmf = mass / mass.sum(axis=1, keepdims=True)
     if np.any((bad < 0) | (bad > 100)):
-        raise ValueError(f"{PERFORMANCE_FILE}: bad rates must lie in [0, 100]")
+        raise InputError(f"{PERFORMANCE_FILE}: bad rates must lie in [0, 100]")
     repay = 1.0 - bad / 100.0
     return FicoData(scores=_readonly(scores), pmf=_readonly(pmf), repay=_readonly(repay))
 
@@ -239,7 +241,7 @@ def repay_from_coefficients(
     ``const + score * s + group * g + score_x_group * s * g`` with ``s = score / 100``.
     """
     if group not in (0, 1):
-        raise ValueError(f"group must be 0 (white) or 1 (Black), got {group!r}")
+        raise InputError(f"group must be 0 (white) or 1 (Black), got {group!r}")
     s = np.asarray(score, dtype=float) / SCORE_MAX
     c = coefficients
     eta = c["const"] + c["score"] * s + group * (c["group"] + c["score_x_group"] * s)

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from causalfair.errors import InputError
+
 from causalfair.model import TabularModel
 from causalfair.policy import Observation
 from causalfair.sim.base import StepResult
@@ -128,7 +130,7 @@ class LendingSimulator:
         if np.ndim(group) == 0:
             gid = int(group)
             if not 0 <= gid < self.n_groups:
-                raise ValueError(f"group: must be in [0, {self.n_groups}), got {group!r}.")
+                raise InputError(f"group: must be in [0, {self.n_groups}), got {group!r}.")
         g = np.broadcast_to(np.asarray(group, dtype=np.intp), (n,)).copy()
         u = rng.random(n)
         if gid is not None:

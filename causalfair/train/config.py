@@ -16,6 +16,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from causalfair.errors import ConfigError
+
 __all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError"]
 
 #: The objectives the trainer implements (causalfair.train.objectives).
@@ -25,8 +27,6 @@ ALGORITHMS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po"
 ENVIRONMENTS = ("individual", "population")
 
 
-class ConfigError(ValueError):
-    """A training configuration field has a bad value."""
 
 
 @dataclass(frozen=True)
