@@ -2,6 +2,8 @@
 
 The core objects:
 
+- :class:`System` and the registry (``causalfair.systems``: ``make``, ``register``) - the
+  decision process to audit (a simulator, optionally an exact tabular model);
 - :class:`TabularModel` (``causalfair.model``) - a finite model of the decision process;
 - :func:`lending_setting` (``causalfair.sim.lending``) - the reference lending settings;
 - policies (``causalfair.policy``) - built-ins, torch adapters, checkpoints, pi0 / pi^PS;
@@ -10,13 +12,16 @@ The core objects:
 - :func:`temporal_graph` (``causalfair.graph``) - the temporal causal graph.
 
 Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when used.
+``import causalfair`` registers the Gymnasium environments (``causalfair/Lending-v0``).
 """
 
-from causalfair import audit
+from causalfair import audit, systems
 from causalfair.benefit import BenefitResult, benefit_fairness, lambda_metric
 from causalfair.effects import Decomposition, decompose, value_tables
+from causalfair.errors import CausalfairError, SpecError, SystemError_
 from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
 from causalfair.policy import (
+    ActionPolicy,
     BaselinePolicy,
     CallablePolicy,
     CheckpointError,
@@ -35,10 +40,21 @@ from causalfair.policy import (
     save_checkpoint,
 )
 from causalfair.sim.lending import SETTINGS, LendingModel, lending_setting
+from causalfair.systems import DecisionSet, Gain, System, as_system
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # systems
+    "System",
+    "DecisionSet",
+    "Gain",
+    "as_system",
+    "systems",
+    "CausalfairError",
+    "SpecError",
+    "SystemError_",
+    "ActionPolicy",
     "BaselinePolicy",
     "BenefitResult",
     "CallablePolicy",
@@ -93,3 +109,19 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'causalfair' has no attribute {name!r}")
+
+
+def _register_gymnasium() -> None:
+    """Register causalfair's Gymnasium environments (the highway-env / minigrid
+    convention: importing the package makes ``gymnasium.make("causalfair/...")`` work).
+    The environment modules themselves are imported only by ``gymnasium.make``."""
+    try:
+        from gymnasium.envs.registration import register, registry
+    except ImportError:  # pragma: no cover - gymnasium is a dependency
+        return
+    for env_id, entry in (("causalfair/Lending-v0", "causalfair.sim.env:LendingEnv"),):
+        if env_id not in registry:
+            register(id=env_id, entry_point=entry)
+
+
+_register_gymnasium()

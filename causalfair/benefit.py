@@ -14,6 +14,16 @@ the same chance of d1. The paper's metric is a Gini-style sum over pairs
 ``P(x | s)`` is either the initial distribution or (default) the visitation distribution
 under pi averaged over t < T. For a time-indexed policy, pi(d1 | x, s) is its
 visitation-weighted average over t < T.
+
+More than two actions (docs/decomposition.md, "Lambda with more than two actions"): with
+actions 0..A-1 and baseline a0, the benefit is the vector Delta_a(x, s) = h_a - h_{a0}, and
+
+    Lambda = sum_{x, x'} eps TV(pi(.|x,s+), pi(.|x',s-)) / (eps + max_a |Delta_a(x,s+) - Delta_a(x',s-)|)
+             * P(x | s+) P(x' | s-),
+
+TV the total-variation distance (half the L1 distance) between the two action
+distributions. With two actions TV = |pi(d1|x,s+) - pi(d1|x',s-)| and the max is
+|Delta(x,s+) - Delta(x',s-)|, so this is the paper's Lambda.
 """
 
 from __future__ import annotations
@@ -42,9 +52,14 @@ def _weights_and_policy(model: TabularModel, p: np.ndarray, horizon: int, weight
     """P(x | s) (G, K) and the (time-averaged) pi(d1 | x, s) (G, K)."""
     if weights not in WEIGHTS:
         raise ModelError(f"weights: unknown value {weights!r}; allowed values: {', '.join(WEIGHTS)}.")
-    if mu is None and (weights == "visitation" or p.ndim == 3):
+    timed = p.ndim == model.policy_ndim() + 1
+    if mu is None and (weights == "visitation" or timed):
         mu = model.propagate(p, horizon)
-    if p.ndim == 3:
+    if timed and p.ndim == 4:
+        occ = mu[:horizon][..., None]
+        mass = occ.sum(0)
+        p_bar = np.divide((occ * p[:horizon]).sum(0), mass, out=p[0].copy(), where=mass > 0)
+    elif timed:
         occ = mu[:horizon]
         mass = occ.sum(0)
         p_bar = np.divide((occ * p[:horizon]).sum(0), mass, out=p[0].copy(), where=mass > 0)
@@ -56,8 +71,14 @@ def _weights_and_policy(model: TabularModel, p: np.ndarray, horizon: int, weight
 
 def lambda_pairs(p: np.ndarray, delta: np.ndarray, w: np.ndarray, pair: tuple[int, int],
                  eps: float) -> np.ndarray:
-    """Contribution of each (x, x') pair to Lambda: array (K, K) for groups (a, b)."""
+    """Contribution of each (x, x') pair to Lambda: array (K, K) for groups (a, b).
+    Two actions: ``p`` (G, K) = pi(d1), ``delta`` (G, K). A > 2: ``p`` (G, K, A) action
+    distributions, ``delta`` (G, K, A) benefits over the baseline (TV / sup-norm form)."""
     a, b = pair
+    if p.ndim == 3:
+        dp = 0.5 * np.abs(p[a][:, None, :] - p[b][None, :, :]).sum(-1)
+        dd = np.abs(delta[a][:, None, :] - delta[b][None, :, :]).max(-1)
+        return eps * dp / (eps + dd) * w[a][:, None] * w[b][None, :]
     dp = np.abs(p[a][:, None] - p[b][None, :])
     dd = np.abs(delta[a][:, None] - delta[b][None, :])
     return eps * dp / (eps + dd) * w[a][:, None] * w[b][None, :]
@@ -70,7 +91,17 @@ def lambda_metric(model: TabularModel, policy: Policy | np.ndarray, horizon: int
     eps = _check_eps(eps)
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, horizon)
     w, p_bar = _weights_and_policy(model, p, horizon, weights, mu)
-    return float(lambda_pairs(p_bar, model.benefit(), w, pair, eps).sum())
+    if not model.binary:
+        p_bar = model.action_table(p_bar)
+    return float(lambda_pairs(p_bar, _benefit_table(model), w, pair, eps).sum())
+
+
+def _benefit_table(model: TabularModel) -> np.ndarray:
+    """Delta as (G, K) for two actions with baseline d0; otherwise (G, K, A), the
+    benefit of every action over the baseline (actions last)."""
+    if model.binary:
+        return model.benefit()
+    return np.moveaxis(model.benefits(), 1, -1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,27 +111,36 @@ class BenefitResult:
     Lambda: float
     eps: float
     weights: str
-    delta: np.ndarray  # (G, K)
-    p_d1: np.ndarray  # (G, K)
+    delta: np.ndarray  # (G, K); (G, K, A) benefit of each action over the baseline for A > 2
+    p_d1: np.ndarray  # (G, K) = pi(d1 | x, s); (G, K, A) action distributions for A > 2
     state_weights: np.ndarray  # (G, K) = P(x | s)
     contributions: np.ndarray  # (K, K) for the pair
     pair: tuple[int, int]
     groups: tuple[str, ...]
     levels: tuple[str, ...]
     dpe_prop1: float  # DPE in Proposition-1 form, sum_t gap of E[pi * Delta]
+    actions: tuple[str, ...] = ("d0", "d1")
+
+    @property
+    def multi(self) -> bool:
+        return self.delta.ndim == 3
 
     def table(self) -> Any:
         """Delta(x, s), pi(d1 | x, s) and P(x | s), one row per (group, level)."""
         import pandas as pd
 
-        G, K = self.delta.shape
-        return pd.DataFrame({
-            "group": np.repeat(self.groups, K),
-            "level": np.tile(self.levels, G),
-            "Delta": self.delta.reshape(-1),
-            "p_d1": self.p_d1.reshape(-1),
-            "P_x": self.state_weights.reshape(-1),
-        })
+        G, K = self.delta.shape[:2]
+        cols: dict[str, Any] = {"group": np.repeat(self.groups, K), "level": np.tile(self.levels, G)}
+        if self.multi:
+            for i, act in enumerate(self.actions):
+                cols[f"Delta[{act}]"] = self.delta[..., i].reshape(-1)
+            for i, act in enumerate(self.actions):
+                cols[f"pi[{act}]"] = self.p_d1[..., i].reshape(-1)
+        else:
+            cols["Delta"] = self.delta.reshape(-1)
+            cols["p_d1"] = self.p_d1.reshape(-1)
+        cols["P_x"] = self.state_weights.reshape(-1)
+        return pd.DataFrame(cols)
 
     def worst_pairs(self, n: int = 10) -> Any:
         """The ``n`` (x, x') pairs contributing most to Lambda, largest first."""
@@ -111,6 +151,21 @@ class BenefitResult:
         order = np.argsort(-self.contributions, axis=None, kind="stable")[: max(0, int(n))]
         xa, xb = np.unravel_index(order, (K, K))
         ga, gb = self.groups[a], self.groups[b]
+        if self.multi:
+            def rows(arr: np.ndarray, g: int, xs: np.ndarray) -> list[list[float]]:
+                return [[round(float(v), 12) for v in arr[g, x]] for x in xs]
+
+            return pd.DataFrame({
+                f"level[{ga}]": [self.levels[i] for i in xa],
+                f"level[{gb}]": [self.levels[i] for i in xb],
+                f"Delta[{ga}]": rows(self.delta, a, xa),
+                f"Delta[{gb}]": rows(self.delta, b, xb),
+                f"pi[{ga}]": rows(self.p_d1, a, xa),
+                f"pi[{gb}]": rows(self.p_d1, b, xb),
+                "weight": self.state_weights[a, xa] * self.state_weights[b, xb],
+                "contribution": self.contributions[xa, xb],
+                "share": self.contributions[xa, xb] / self.Lambda if self.Lambda > 0 else 0.0,
+            })
         return pd.DataFrame({
             f"level[{ga}]": [self.levels[i] for i in xa],
             f"level[{gb}]": [self.levels[i] for i in xb],
@@ -167,10 +222,18 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, T)
     mu = model.propagate(p, T)
     w, p_bar = _weights_and_policy(model, p, T, weights, mu)
-    delta = model.benefit()
-    contrib = lambda_pairs(p_bar, delta, w, pair, eps)
-    pt = p if p.ndim == 3 else np.broadcast_to(p, (T, *p.shape))
-    direct = np.einsum("tsx,tsx->s", mu[:T], pt * delta)
+    if model.binary:
+        delta = model.benefit()
+        contrib = lambda_pairs(p_bar, delta, w, pair, eps)
+        pt = p if p.ndim == 3 else np.broadcast_to(p, (T, *p.shape))
+        direct = np.einsum("tsx,tsx->s", mu[:T], pt * delta)
+    else:
+        delta = _benefit_table(model)  # (G, K, A)
+        p_bar = model.action_table(p_bar)
+        contrib = lambda_pairs(p_bar, delta, w, pair, eps)
+        pa = model.action_table(p)
+        pt = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
+        direct = np.einsum("tsx,tsxa->s", mu[:T], pt * delta)
     a, b = pair
     return BenefitResult(
         Lambda=float(contrib.sum()),
@@ -184,4 +247,5 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
         groups=tuple(model.group_names),
         levels=tuple(model.level_labels),
         dpe_prop1=float(direct[a] - direct[b]),
+        actions=tuple(model.action_labels or (f"d{i}" for i in range(model.n_actions))),
     )

@@ -325,6 +325,47 @@ def _as_time_table(p: np.ndarray, horizon: int) -> np.ndarray:
     return p if p.ndim == 3 else np.broadcast_to(p, (horizon, *p.shape))
 
 
+def _value_tables_general(model: TabularModel, p: np.ndarray, T: int,
+                          gamma: float) -> dict[str, np.ndarray]:
+    """Backward recursion for A actions and any baseline (``p``: action distributions)."""
+    pa = model.action_table(p)
+    pt = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
+    G, K, A = model.n_groups, model.n_levels, model.n_actions
+    h = model.expected_gain()  # (G, A, K)
+    b = model.baseline
+    P = model.kernel  # (G, A, K, K)
+    V_pi = np.zeros((T + 1, G, K))
+    V_ps = np.zeros((T + 1, G, K))
+    V_0 = np.zeros((T + 1, G, K))
+    Q_pi = np.zeros((T, G, A, K))
+    for t in range(T - 1, -1, -1):
+        Q_pi[t] = h + gamma * np.einsum("saxy,sy->sax", P, V_pi[t + 1])
+        V_pi[t] = np.einsum("sxa,sax->sx", pt[t], Q_pi[t])
+        cont_ps = np.einsum("saxy,sy->sax", P, V_ps[t + 1])
+        V_ps[t] = h[:, b] + gamma * np.einsum("sxa,sax->sx", pt[t], cont_ps)
+        V_0[t] = h[:, b] + gamma * np.einsum("sxy,sy->sx", P[:, b], V_0[t + 1])
+    return {"V_pi": V_pi, "V_ps": V_ps, "V_0": V_0, "Q_pi": Q_pi}
+
+
+def check_policy_table(model: TabularModel, p: Any, where: str = "policy") -> np.ndarray:
+    """Validate a policy table's shape against ``model`` (two actions: (G, K) or
+    (T, G, K) of pi(d1); A > 2: (G, K, A) or (T, G, K, A), rows summing to 1)."""
+    p = np.asarray(p, dtype=np.float64)
+    G, K, A = model.n_groups, model.n_levels, model.n_actions
+    if A == 2:
+        if p.ndim not in (2, 3) or p.shape[-2:] != (G, K):
+            raise ModelError(
+                f"{where}: table has shape {p.shape}; expected ({G}, {K}) or (T, {G}, {K}).")
+        return p
+    if p.ndim not in (3, 4) or p.shape[-3:] != (G, K, A):
+        raise ModelError(
+            f"{where}: table has shape {p.shape}; a model with {A} actions needs action "
+            f"distributions ({G}, {K}, {A}) or (T, {G}, {K}, {A}).")
+    if (p < 0).any() or np.abs(p.sum(-1) - 1.0).max() > 1e-9:
+        raise ModelError(f"{where}: every row of an action table must be a distribution over {A} actions.")
+    return p
+
+
 def value_tables(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
                  gamma: float = 1.0) -> dict[str, np.ndarray]:
     """Backward recursion for the gain value functions of pi, pi^PS and pi0.
@@ -334,6 +375,8 @@ def value_tables(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
     """
     T = check_horizon(horizon)
     p = np.asarray(policy if isinstance(policy, np.ndarray) else policy_table(policy, model, T))
+    if not model.binary:
+        return _value_tables_general(model, p, T, gamma)
     pt = _as_time_table(p, T)
     G, K = model.n_groups, model.n_levels
     h = model.expected_gain()  # (G, 2, K)
@@ -379,16 +422,13 @@ def decompose(
     if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):
         raise ModelError(f"gamma: must be a number in (0, 1], got {gamma!r}.")
     if isinstance(policy, np.ndarray):
-        p = np.asarray(policy, dtype=np.float64)
+        p = check_policy_table(model, policy)
         name = policy_name or "table"
-        if p.shape[-2:] != (model.n_groups, model.n_levels) or p.ndim not in (2, 3):
-            raise ModelError(
-                f"policy: table has shape {p.shape}; expected ({model.n_groups}, {model.n_levels}) "
-                f"or (T, {model.n_groups}, {model.n_levels})."
-            )
     else:
         p = policy_table(policy, model, T)
         name = policy_name or getattr(policy, "name", type(policy).__name__)
+    if not model.binary:
+        return _decompose_general(model, p, T, gamma, pair, eps, weights, name)
     pt = _as_time_table(p, T)
     disc = gamma ** np.arange(T)
 
@@ -429,6 +469,80 @@ def decompose(
         f = model.potential
         tele = np.einsum("sx,sx->s", mu[T], f) - np.einsum("sx,sx->s", mu[0], f)
         diagnostics["telescoping"] = float(np.abs(Vb - tele).max()) / scale
+    lam = lambda_metric(model, p, horizon=T, eps=eps, weights=weights, pair=ab, mu=mu)
+    return Decomposition(
+        engine="exact",
+        groups=tuple(model.group_names),
+        pair=ab,
+        horizon=T,
+        gamma=float(gamma),
+        V=V,
+        V_ps=V_ps,
+        V_0=V_0,
+        steps=np.stack([step_pi.T, step_ps.T, step_0.T]),
+        utility=utility,
+        group_weights=model.group_weights,
+        Lambda=float(lam),
+        diagnostics=diagnostics,
+        policy_name=name,
+        model_name=model.name,
+    )
+
+
+def _diagnostics(model: TabularModel, V: np.ndarray, V_ps: np.ndarray, V_0: np.ndarray,
+                 vt: dict[str, np.ndarray], prop_direct: np.ndarray, prop_indirect: np.ndarray,
+                 mu: np.ndarray, ab: tuple[int, int], gamma: float, T: int) -> dict[str, float]:
+    Vb = np.einsum("sx,sx->s", model.initial, vt["V_pi"][0])
+    Vb_ps = np.einsum("sx,sx->s", model.initial, vt["V_ps"][0])
+    Vb_0 = np.einsum("sx,sx->s", model.initial, vt["V_0"][0])
+    scale = max(1.0, float(np.abs(np.concatenate([V, V_ps, V_0])).max()))
+    C = V[ab[0]] - V[ab[1]]
+    parts = ((V - V_ps) + (V_ps - V_0) + V_0)
+    out = {
+        "C = DPE + IPE + SPE": float(abs(C - (parts[ab[0]] - parts[ab[1]]))) / scale,
+        "proposition 1 (direct)": float(np.abs((Vb - Vb_ps) - prop_direct).max()) / scale,
+        "proposition 1 (indirect)": float(np.abs((Vb_ps - Vb_0) - prop_indirect).max()) / scale,
+        "forward = backward": float(
+            np.abs(np.concatenate([V - Vb, V_ps - Vb_ps, V_0 - Vb_0])).max()
+        ) / scale,
+    }
+    if gamma == 1.0:
+        f = model.potential
+        tele = np.einsum("sx,sx->s", mu[T], f) - np.einsum("sx,sx->s", mu[0], f)
+        out["telescoping"] = float(np.abs(Vb - tele).max()) / scale
+    return out
+
+
+def _decompose_general(model: TabularModel, p: np.ndarray, T: int, gamma: float,
+                       pair: Any, eps: float, weights: str, name: str) -> Decomposition:
+    """The exact engine for A actions and any baseline action a0 (method.md section 3
+    with d0 replaced by a0): Proposition 1 reads V^pi - V^PS = sum_t E[sum_a pi(a|x) Delta_a(x)]
+    with Delta_a = h_a - h_{a0}."""
+    from causalfair.benefit import lambda_metric
+
+    pa = model.action_table(p)
+    pt = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
+    disc = gamma ** np.arange(T)
+    h = model.expected_gain()  # (G, A, K)
+    b = model.baseline
+    h0 = h[:, b]
+    delta = h - h0[:, None]  # (G, A, K)
+    mu = model.propagate(p, T)
+    nu = model.propagate(model.baseline_table(), T)
+    h_pi = np.einsum("tsxa,sax->tsx", pt, h)
+    step_pi = disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], h_pi)
+    step_ps = disc[:, None] * np.einsum("tsx,sx->ts", mu[:T], h0)
+    step_0 = disc[:, None] * np.einsum("tsx,sx->ts", nu[:T], h0)
+    V, V_ps, V_0 = step_pi.sum(0), step_ps.sum(0), step_0.sum(0)
+    r_pi = np.einsum("tsxa,sax->tsx", pt, model.reward)
+    utility = (disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], r_pi)).sum(0)
+    vt = _value_tables_general(model, p, T, gamma)
+    direct_t = np.einsum("tsxa,sax->tsx", pt, delta)
+    prop_direct = (disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], direct_t)).sum(0)
+    prop_indirect = (disc[:, None] * np.einsum("tsx,sx->ts", mu[:T] - nu[:T], h0)).sum(0)
+    ab = _check_pair(pair, model.n_groups, V)
+    diagnostics = _diagnostics(model, V, V_ps, V_0, vt, prop_direct, prop_indirect, mu, ab,
+                               gamma, T)
     lam = lambda_metric(model, p, horizon=T, eps=eps, weights=weights, pair=ab, mu=mu)
     return Decomposition(
         engine="exact",

@@ -1,7 +1,8 @@
 """Tabular model of a sequential decision process (method.md section 1).
 
 A :class:`TabularModel` holds everything the exact engine needs for ``G`` groups,
-``K`` discrete qualification levels and two decisions (``d0`` deny, ``d1`` approve):
+``K`` discrete qualification levels and ``A >= 2`` decisions (two by default: ``d0``
+deny, ``d1`` approve), one of which is the *baseline* action that pi0 takes:
 
 - ``kernel[s, d, x, x']`` = P(x' | x, d, s)
 - ``initial[s, x]`` = P(x_0 = x | s)
@@ -126,13 +127,13 @@ class TabularModel:
 
     Parameters (keyword-only)
     -------------------------
-    kernel : array (G, 2, K, K)
-        P(x' | x, d, s); each row over x' must sum to 1.
+    kernel : array (G, A, K, K)
+        P(x' | x, d, s) for A >= 2 actions; each row over x' must sum to 1.
     initial : array (G, K)
         P(x_0 | s); each row must sum to 1.
     potential : array (G, K) or (K,)
         Gain potential f^s(x); a 1-d array is shared by all groups.
-    reward : array (G, 2, K) or None
+    reward : array (G, A, K) or None
         Expected reward r(x, d) per group; zeros if omitted.
     group_weights : array (G,) or None
         P(s); uniform if omitted.
@@ -142,6 +143,15 @@ class TabularModel:
     structure : CausalStructure
         Declared causal structure (used by the temporal graph).
     name : str
+    baseline : int
+        The baseline action a0 (pi0 always takes it; the pi^PS fork scores gains under
+        it); 0 by default.
+    action_labels : sequence of str, optional
+        One label per action (reports); ``d0, d1, ...`` by default.
+
+    Policy tables: for two actions a table holds pi(d1 | x, s), shape (G, K) or
+    (T, G, K); for A > 2 it holds the action distribution, shape (G, K, A) or
+    (T, G, K, A).
     """
 
     kernel: np.ndarray
@@ -154,15 +164,17 @@ class TabularModel:
     aux: Mapping[str, np.ndarray] = field(default_factory=dict)
     structure: CausalStructure = field(default_factory=CausalStructure)
     name: str = "tabular"
+    baseline: int = 0
+    action_labels: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         kernel = _as_float_array("kernel", self.kernel, 4)
         G, D, K, K2 = kernel.shape
-        if D != 2 or K != K2:
+        if D < 2 or K != K2:
             raise ModelError(
-                f"kernel: expected shape (groups, 2, K, K), got {kernel.shape}; "
-                "axis 1 is the decision (d0, d1) and axes 2-3 the levels x, x'."
+                f"kernel: expected shape (groups, A, K, K) with A >= 2 actions, got "
+                f"{kernel.shape}; axis 1 is the decision and axes 2-3 the levels x, x'."
             )
         if G < 2:
             raise ModelError(f"kernel: needs at least 2 groups, got {G}.")
@@ -186,12 +198,21 @@ class TabularModel:
         set_(self, "potential", pot)
 
         if self.reward is None:
-            reward = np.zeros((G, 2, K))
+            reward = np.zeros((G, D, K))
             reward.setflags(write=False)
         else:
             reward = _as_float_array("reward", self.reward, 3)
-            if reward.shape != (G, 2, K):
-                raise ModelError(f"reward: expected shape {(G, 2, K)} (groups, decisions, levels), got {reward.shape}.")
+            if reward.shape != (G, D, K):
+                raise ModelError(f"reward: expected shape {(G, D, K)} (groups, decisions, levels), got {reward.shape}.")
+        b = self.baseline
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 0 <= b < D:
+            raise ModelError(f"baseline: must be an action index in [0, {D}), got {b!r}.")
+        set_(self, "baseline", int(b))
+        if self.action_labels is not None:
+            acts = tuple(str(a) for a in self.action_labels)
+            if len(acts) != D or len(set(acts)) != D:
+                raise ModelError(f"action_labels: expected {D} distinct labels, got {acts!r}.")
+            set_(self, "action_labels", acts)
         set_(self, "reward", reward)
 
         if self.group_weights is None:
@@ -237,6 +258,35 @@ class TabularModel:
     def n_levels(self) -> int:
         return self.kernel.shape[2]
 
+    @property
+    def n_actions(self) -> int:
+        return self.kernel.shape[1]
+
+    @property
+    def binary(self) -> bool:
+        """Two actions with baseline 0: policy tables hold pi(d1 | x, s)."""
+        return self.kernel.shape[1] == 2 and self.baseline == 0
+
+    def policy_ndim(self) -> int:
+        """Dimensions of a stationary policy table: 2 (G, K) for two actions, 3 (G, K, A)."""
+        return 2 if self.n_actions == 2 else 3
+
+    def baseline_table(self) -> np.ndarray | float:
+        """The baseline policy pi0 as a table: P(d1) = baseline for two actions, else the
+        one-hot (G, K, A) distribution on the baseline action."""
+        if self.n_actions == 2:
+            return float(self.baseline)
+        tab = np.zeros((self.n_groups, self.n_levels, self.n_actions))
+        tab[..., self.baseline] = 1.0
+        return tab
+
+    def action_table(self, p: np.ndarray) -> np.ndarray:
+        """Any policy table as action distributions (..., G, K, A)."""
+        p = np.asarray(p, dtype=np.float64)
+        if self.n_actions == 2:
+            return np.stack([1.0 - p, p], axis=-1)
+        return p
+
     # ------------------------------------------------------------ derived arrays
     def gain(self) -> np.ndarray:
         """Gain matrix g[s, x, x'] = f^s(x') - f^s(x)."""
@@ -248,13 +298,25 @@ class TabularModel:
         return nxt - self.potential[:, None, :]
 
     def benefit(self) -> np.ndarray:
-        """Delta[s, x] = h1(x, s) - h0(x, s), the conditional effect of d1 on the gain."""
+        """Delta[s, x] = h1(x, s) - h0(x, s), the conditional effect of d1 on the gain
+        (two actions); for A > 2 actions the benefit of every action over the baseline,
+        Delta[s, a, x] = h_a(x, s) - h_{a0}(x, s) (see :meth:`benefits`)."""
         h = self.expected_gain()
-        return h[:, 1] - h[:, 0]
+        if self.n_actions == 2:
+            return h[:, 1] - h[:, 0]
+        return h - h[:, self.baseline][:, None]
+
+    def benefits(self) -> np.ndarray:
+        """Delta[s, a, x] = h_a(x, s) - h_{a0}(x, s) for every action (zero at a0)."""
+        h = self.expected_gain()
+        return h - h[:, self.baseline][:, None]
 
     def policy_kernel(self, p_d1: np.ndarray) -> np.ndarray:
-        """Markov kernel under a policy table p_d1[s, x] = pi(d1 | x, s): shape (G, K, K)."""
+        """Markov kernel under a policy table: shape (G, K, K). ``p_d1[s, x]`` =
+        pi(d1 | x, s) for two actions, the distribution (G, K, A) for more."""
         p = np.asarray(p_d1, dtype=np.float64)
+        if self.n_actions > 2:
+            return np.einsum("sxa,saxy->sxy", p, self.kernel)
         return self.kernel[:, 0] + p[..., None] * (self.kernel[:, 1] - self.kernel[:, 0])
 
     def propagate(self, p_d1: np.ndarray | float, horizon: int) -> np.ndarray:
@@ -265,9 +327,10 @@ class TabularModel:
         """
         G, K = self.n_groups, self.n_levels
         p = np.asarray(p_d1, dtype=np.float64)
-        stationary = p.ndim < 3
+        extra = self.policy_ndim() - 2
+        stationary = p.ndim < 3 + extra
         if stationary:
-            kpi = self.policy_kernel(np.broadcast_to(p, (G, K)))
+            kpi = self.policy_kernel(np.broadcast_to(p, (G, K) + (self.n_actions,) * extra))
         mu = np.empty((horizon + 1, G, K))
         mu[0] = self.initial
         for t in range(horizon):
@@ -281,7 +344,8 @@ class TabularModel:
             f: getattr(self, f)
             for f in (
                 "kernel", "initial", "potential", "reward", "group_weights",
-                "group_names", "level_labels", "aux", "structure", "name",
+                "group_names", "level_labels", "aux", "structure", "name", "baseline",
+                "action_labels",
             )
         }
         kwargs.update(changes)
@@ -290,5 +354,5 @@ class TabularModel:
     def __repr__(self) -> str:
         return (
             f"TabularModel(name={self.name!r}, groups={list(self.group_names)}, "
-            f"levels={self.n_levels}, aux={sorted(self.aux)})"
+            f"levels={self.n_levels}, actions={self.n_actions}, aux={sorted(self.aux)})"
         )

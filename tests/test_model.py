@@ -22,8 +22,11 @@ def test_valid_model_builds():
 
 def test_kernel_shape():
     p = parts()
-    p["kernel"] = np.full((2, 3, 3, 3), 1 / 3)
-    with pytest.raises(ModelError, match=r"kernel: expected shape \(groups, 2, K, K\), got \(2, 3, 3, 3\)"):
+    p["kernel"] = np.full((2, 1, 3, 3), 1 / 3)
+    with pytest.raises(ModelError, match=r"kernel: expected shape \(groups, A, K, K\) with A >= 2 actions, got \(2, 1, 3, 3\)"):
+        cf.TabularModel(**p)
+    p["kernel"] = np.full((2, 3, 3, 4), 1 / 4)
+    with pytest.raises(ModelError, match=r"got \(2, 3, 3, 4\)"):
         cf.TabularModel(**p)
 
 

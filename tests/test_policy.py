@@ -47,7 +47,7 @@ def test_parse_errors(model, spec, msg):
 def test_threshold_needs_p_repay():
     m = cf.TabularModel(kernel=np.full((2, 2, 3, 3), 1 / 3), initial=np.full((2, 3), 1 / 3),
                         potential=[0, 1, 2])
-    with pytest.raises(PolicyError, match="needs the model's p_repay table"):
+    with pytest.raises(PolicyError, match="needs the score table 'p_repay' of a tabular model, and system 'tabular' has none"):
         cf.parse_policy("threshold:0.5", m)
 
 

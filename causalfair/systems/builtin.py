@@ -1,0 +1,106 @@
+"""The built-in systems: the lending settings of the reference paper (lending.md).
+
+Registered at ``import causalfair.systems``:
+
+- ``lending-1``, ``lending-2``, ``lending-3``: the paper's Appendix C settings
+  (parameters ``levels`` (K, default 7), ``interest`` (1.0), ``group_weights``);
+- ``delayed-impact``: setting 1's curves without drift (ml-fairness-gym's
+  DelayedImpactEnv).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from causalfair.systems.system import DecisionSet, Gain, System
+
+__all__ = ["lending_system", "make_lending", "make_delayed_impact"]
+
+_LENDING_DESCRIPTIONS = {
+    "lending-1": "lending, hand-set repayment curves; groups differ in initial levels",
+    "lending-2": "lending, FICO TransRisk data (white / black applicants)",
+    "lending-3": "lending, same initial levels; groups differ in drift",
+    "delayed-impact": "lending-1 curves without drift (ml-fairness-gym DelayedImpactEnv)",
+}
+
+
+class _LendingSimulatorFactory:
+    """Picklable zero-argument factory of a LendingSimulator for one model."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    def __call__(self) -> Any:
+        from causalfair.sim.individual import LendingSimulator
+
+        return LendingSimulator(self.model)
+
+
+def lending_system(model: Any, *, id: str | None = None,
+                   params: Mapping[str, Any] | None = None) -> System:
+    """The :class:`System` of a :class:`~causalfair.sim.lending.LendingModel`: the
+    individual-level simulator, the exact tabular model, decisions deny (baseline) /
+    approve, roles ``score = p_repay`` and ``qualified = repay``."""
+    tab = model.tabular
+    sid = id or model.name
+    return System(
+        id=sid,
+        groups=tuple(model.group_names),
+        decisions=DecisionSet(labels=("deny", "approve"), baseline=0),
+        levels=tuple(tab.level_labels),
+        gain=Gain("qualification gain", "gain units (largest one-level gain = 1)",
+                  "f(x') - f(x) with f(x) = x^3 / (K^3 - (K-1)^3)"),
+        reward="profit",
+        horizon=20,
+        structure=tab.structure,
+        simulator=_LendingSimulatorFactory(model),
+        tabular=tab,
+        group_weights=tab.group_weights,
+        roles={"score": "p_repay", "qualified": "repay"},
+        params=dict(params or {}),
+        description=_LENDING_DESCRIPTIONS.get(sid, "lending"),
+    )
+
+
+def make_lending(setting: str = "lending-1", levels: int = 7, interest: float = 1.0,
+                 group_weights: Sequence[float] = (0.5, 0.5)) -> System:
+    """A lending setting as a :class:`System` (``levels`` = K)."""
+    from causalfair.sim.lending import lending_setting
+
+    model = lending_setting(setting, n_levels=levels, interest=interest,
+                            group_weights=group_weights)
+    return lending_system(model, id=setting, params={
+        "levels": levels, "interest": interest, "group_weights": list(group_weights)})
+
+
+def make_delayed_impact(levels: int = 7, interest: float = 1.0) -> System:
+    from causalfair.sim.env import delayed_impact_model
+
+    return lending_system(delayed_impact_model(levels, interest), id="delayed-impact",
+                          params={"levels": levels, "interest": interest})
+
+
+def _lending_factory(setting: str):
+    def factory(levels: int = 7, interest: float = 1.0,
+                group_weights: Sequence[float] = (0.5, 0.5)) -> System:
+        return make_lending(setting, levels, interest, group_weights)
+
+    factory.__name__ = factory.__qualname__ = f"make_{setting.replace('-', '_')}"
+    factory.__module__ = __name__
+    return factory
+
+
+make_lending_1 = _lending_factory("lending-1")
+make_lending_2 = _lending_factory("lending-2")
+make_lending_3 = _lending_factory("lending-3")
+
+
+def register_builtin() -> None:
+    from causalfair.systems.registry import register
+
+    for sid in ("lending-1", "lending-2", "lending-3"):
+        register(sid, f"causalfair.systems.builtin:make_{sid.replace('-', '_')}",
+                 description=_LENDING_DESCRIPTIONS[sid], override=True)
+    register("delayed-impact", "causalfair.systems.builtin:make_delayed_impact",
+             description=_LENDING_DESCRIPTIONS["delayed-impact"], override=True)

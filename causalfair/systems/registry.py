@@ -1,0 +1,227 @@
+"""The system registry (the Gymnasium convention): ``register(id, factory)``,
+``make(id, **params)``, ``spec(id)``, ``registered()``, ``pprint_registry()``.
+
+Ids are strings, so they can be written in audit specs and sent to worker processes.
+:func:`make` resolves an id in this order:
+
+1. the registry (built-in systems, and anything ``register``-ed at import time);
+2. ``"module:callable"``: the module is imported - from ``search_path`` first (an audit
+   spec's folder), then from the installed packages - and the callable is called with the
+   parameters. Importing a module runs its code, like pytest's ``conftest.py``;
+3. the entry-point group ``causalfair.systems`` of installed packages
+   (``[project.entry-points."causalfair.systems"] clinic = "mypkg.sims:make_clinic"``),
+   read only on a registry miss and never at ``import causalfair``, so a broken plugin
+   affects only its own id.
+
+A factory may return a :class:`~causalfair.systems.System`, a
+:class:`~causalfair.model.TabularModel` or any simulator implementing the 4-method
+protocol of :mod:`causalfair.sim.base` (wrapped with defaults: two actions, baseline 0).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from causalfair.errors import SystemError_
+from causalfair.systems.system import System, _short, as_system
+
+__all__ = ["SystemSpec", "register", "make", "spec", "registered", "pprint_registry",
+           "load_callable", "ENTRY_POINT_GROUP"]
+
+ENTRY_POINT_GROUP = "causalfair.systems"
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """A registry entry: the id, the factory (a callable or ``"module:callable"``), the
+    default parameters and a one-line description."""
+
+    id: str
+    entry_point: str | Callable[..., Any]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def factory(self, search_path: str | Path | None = None) -> Callable[..., Any]:
+        if callable(self.entry_point):
+            return self.entry_point
+        return load_callable(self.entry_point, search_path=search_path, what=f"system {self.id!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        ep = self.entry_point if isinstance(self.entry_point, str) else (
+            f"{getattr(self.entry_point, '__module__', '?')}:"
+            f"{getattr(self.entry_point, '__qualname__', repr(self.entry_point))}")
+        return {"id": self.id, "entry_point": ep, "defaults": dict(self.defaults),
+                "description": self.description}
+
+
+_REGISTRY: dict[str, SystemSpec] = {}
+
+
+def register(id: str, entry_point: str | Callable[..., Any], /, *, description: str = "",
+             override: bool = False, **defaults: Any) -> None:
+    """Register a system factory under ``id`` (``defaults`` are keyword arguments passed
+    to it, overridable in :func:`make`). Registering an existing id raises unless
+    ``override=True``."""
+    if not isinstance(id, str) or not id or any(c.isspace() for c in id):
+        raise SystemError_(f"register: id must be a non-empty string without spaces, got {_short(id)}.")
+    if not (callable(entry_point) or (isinstance(entry_point, str) and ":" in entry_point)):
+        raise SystemError_(
+            f"register({id!r}): entry_point must be a callable or 'module:callable', got "
+            f"{_short(entry_point)}.")
+    if id in _REGISTRY and not override:
+        raise SystemError_(f"register: id {id!r} is already registered; pass override=True to replace it.")
+    _REGISTRY[id] = SystemSpec(id, entry_point, dict(defaults), description)
+
+
+def registered() -> tuple[str, ...]:
+    """The registered ids, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def spec(id: str) -> SystemSpec:
+    """The registry entry of ``id`` (entry points of installed packages included)."""
+    if id in _REGISTRY:
+        return _REGISTRY[id]
+    ep = _entry_point(id)
+    if ep is not None:
+        return ep
+    raise SystemError_(_unknown_message(id))
+
+
+def _unknown_message(id: str) -> str:
+    known = ", ".join(registered()) or "none"
+    return (f"system: unknown id {_short(id)}; registered ids: {known}. Did you install or import "
+            "the package that registers it? A factory of your own is written 'module:callable'.")
+
+
+def _entry_point(id: str) -> SystemSpec | None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == id:
+            s = SystemSpec(id, ep.value, {}, f"entry point of {ep.dist.name if ep.dist else '?'}")
+            _REGISTRY.setdefault(id, s)
+            return s
+    return None
+
+
+def _import_from(module: str, search_path: Path | None) -> Any:
+    """Import ``module``; a ``module.py`` (or package) in ``search_path`` wins."""
+    if search_path is not None:
+        rel = Path(*module.split("."))
+        for cand in (search_path / rel.with_suffix(".py"), search_path / rel / "__init__.py"):
+            if cand.is_file():
+                loaded = sys.modules.get(module)
+                if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() \
+                        == cand.resolve():
+                    return loaded
+                spec_ = importlib.util.spec_from_file_location(
+                    module, cand,
+                    submodule_search_locations=[str(cand.parent)] if cand.name == "__init__.py" else None)
+                mod = importlib.util.module_from_spec(spec_)
+                sys.modules[module] = mod  # before exec: dataclasses and pickling need it
+                try:
+                    spec_.loader.exec_module(mod)
+                except BaseException:
+                    sys.modules.pop(module, None)
+                    raise
+                return mod
+    return importlib.import_module(module)
+
+
+def load_callable(ref: str, *, search_path: str | Path | None = None, what: str = "factory"
+                  ) -> Callable[..., Any]:
+    """The callable named by ``"module:attr"`` (``attr`` may be dotted)."""
+    mod_name, sep, attr = str(ref).partition(":")
+    if not sep or not mod_name or not attr:
+        raise SystemError_(f"{what}: {_short(ref)} is not of the form 'module:callable'.")
+    path = Path(search_path) if search_path is not None else None
+    try:
+        mod = _import_from(mod_name, path)
+    except ModuleNotFoundError as exc:
+        where = f" (looked in {path} and the installed packages)" if path else ""
+        raise SystemError_(
+            f"{what}: cannot import module {mod_name!r}{where}: {exc}; put {mod_name}.py next to "
+            "the spec or install the package that provides it.") from None
+    except SyntaxError as exc:
+        raise SystemError_(f"{what}: module {mod_name!r} has a syntax error: {exc}.") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed while importing
+        raise SystemError_(
+            f"{what}: importing module {mod_name!r} raised {type(exc).__name__}: "
+            f"{_short(str(exc), 200)}.") from exc
+    obj: Any = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise SystemError_(
+                f"{what}: module {mod_name!r} has no attribute {attr!r} (from {_short(ref)}).")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise SystemError_(f"{what}: {_short(ref)} is a {type(obj).__name__}, not a callable.")
+    return obj
+
+
+def _check_params(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    ps = sig.parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in ps):
+        return
+    names = [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    bad = [k for k in params if k not in names]
+    if bad:
+        raise SystemError_(
+            f"{what}: unknown parameter {bad[0]!r}; the factory accepts: "
+            f"{', '.join(names) or 'no parameters'}.")
+
+
+def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) -> System:
+    """Build the system ``id`` (a registered id, ``"module:callable"`` or an entry-point
+    name) with ``params`` overriding the registered defaults."""
+    if not isinstance(id, str) or not id:
+        raise SystemError_(f"system: id must be a non-empty string, got {_short(id)}.")
+    if id in _REGISTRY or (":" not in id and _entry_point(id) is not None):
+        entry = _REGISTRY[id]
+        fn = entry.factory(search_path)
+        kwargs = {**entry.defaults, **params}
+        sid = id
+    elif ":" in id:
+        fn = load_callable(id, search_path=search_path, what=f"system factory {id!r}")
+        kwargs = dict(params)
+        sid = id
+    else:
+        raise SystemError_(_unknown_message(id))
+    what = f"system {sid!r}"
+    _check_params(fn, kwargs, what)
+    try:
+        obj = fn(**kwargs)
+    except SystemError_:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's factory failed
+        from causalfair.errors import CausalfairError
+
+        if isinstance(exc, CausalfairError):
+            raise
+        raise SystemError_(
+            f"{what}: the factory raised {type(exc).__name__}: {_short(str(exc), 200)}.") from exc
+    system = as_system(obj, id=sid, params=kwargs, where=what)
+    if system.id != sid and not isinstance(obj, System):
+        system = system.with_(id=sid)
+    return system
+
+
+def pprint_registry(file: TextIO | None = None) -> None:
+    """Print the registered ids with their descriptions."""
+    out = file or sys.stdout
+    for sid in registered():
+        s = _REGISTRY[sid]
+        defaults = ", ".join(f"{k}={v!r}" for k, v in s.defaults.items())
+        out.write(f"{sid:<20} {s.description}{f'  [{defaults}]' if defaults else ''}\n")

@@ -1,0 +1,443 @@
+"""The :class:`System`: everything the engines need to know about a decision process.
+
+A system is the unit causalfair audits, gates and repairs: a population split into
+groups, a set of decisions (with the *baseline* action that pi0 takes and the pi^PS fork
+uses), what a policy observes, the qualification gain and the reward, a default horizon,
+the causal structure the temporal graph is drawn from, and one or both of
+
+- a **simulator** (the batch protocol of :mod:`causalfair.sim.base`): Monte Carlo always
+  applies;
+- a **tabular model** (:class:`~causalfair.model.TabularModel`): the exact engine, the
+  frontier LP and the exact benefit table apply.
+
+Systems are usually made from the registry (:func:`causalfair.systems.make`); a user's
+own simulator or tabular model becomes one with :func:`as_system`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from causalfair.errors import SystemError_
+from causalfair.model import CausalStructure, TabularModel
+
+__all__ = ["DecisionSet", "Gain", "System", "as_system", "ENGINES"]
+
+#: Engines a system can support.
+ENGINES = ("exact", "mc", "frontier")
+
+_PROTOCOL = ("reset", "observe", "draw_noise", "step")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class DecisionSet:
+    """The decisions a policy takes for one unit at one step: actions ``0..A-1``.
+
+    ``labels``: one name per action, as reports print them (e.g. ``("deny", "approve")``).
+    ``baseline``: the action a0 of the baseline policy pi0; the pi^PS fork scores each
+    step's gain under it. It may lie outside ``allowed`` (e.g. "no attention anywhere"
+    when the deployed policy must spend its budget).
+    ``allowed``: the actions the deployed policy may choose (None: all of them).
+    ``budget``: at most this many non-baseline actions per replica and step (None: no
+    budget); the simulator enforces it and documents how.
+    """
+
+    labels: tuple[str, ...] = ("d0", "d1")
+    baseline: int = 0
+    allowed: tuple[int, ...] | None = None
+    budget: int | None = None
+
+    def __post_init__(self) -> None:
+        labels = tuple(str(x) for x in self.labels)
+        if len(labels) < 2 or len(set(labels)) != len(labels):
+            raise SystemError_(
+                f"decisions.labels: need at least 2 distinct action labels, got {_short(self.labels)}."
+            )
+        object.__setattr__(self, "labels", labels)
+        A = len(labels)
+        if isinstance(self.baseline, bool) or not isinstance(self.baseline, (int, np.integer)) \
+                or not 0 <= int(self.baseline) < A:
+            raise SystemError_(
+                f"decisions.baseline: must be an action index in [0, {A}), got {_short(self.baseline)}."
+            )
+        object.__setattr__(self, "baseline", int(self.baseline))
+        if self.allowed is not None:
+            allowed = tuple(int(a) for a in self.allowed)
+            if not allowed or any(not 0 <= a < A for a in allowed) or len(set(allowed)) != len(allowed):
+                raise SystemError_(
+                    f"decisions.allowed: must be distinct action indices in [0, {A}), got "
+                    f"{_short(self.allowed)}."
+                )
+            object.__setattr__(self, "allowed", allowed)
+        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(
+                self.budget, (int, np.integer)) or self.budget < 0):
+            raise SystemError_(f"decisions.budget: must be an integer >= 0 or None, got {_short(self.budget)}.")
+
+    @property
+    def n(self) -> int:
+        """Number of actions A."""
+        return len(self.labels)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"labels": list(self.labels), "baseline": self.baseline,
+                "allowed": None if self.allowed is None else list(self.allowed),
+                "budget": self.budget}
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What the qualification gain measures: ``name``, ``unit`` and a sentence."""
+
+    name: str = "qualification gain"
+    unit: str = "gain units"
+    description: str = ""
+
+
+def _call_factory(factory: Any) -> Any:
+    return factory() if callable(factory) and not all(
+        callable(getattr(factory, m, None)) for m in _PROTOCOL) else factory
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class System:
+    """A sequential decision process causalfair can audit.
+
+    Fields
+    ------
+    id : str
+        The id it was made from ("lending-1", "mypkg.sims:make_clinic", ...).
+    groups : tuple of str
+        Group names; index 0 is s+ (advantaged) where there are two.
+    decisions : DecisionSet
+        Actions 0..A-1 and the baseline action.
+    features : tuple of str or None
+        Names of the columns of ``Observation.features`` (None: the simulator observes
+        no feature matrix).
+    levels : tuple of str or None
+        Labels of the discrete qualification levels observations carry (None: no levels).
+    gain : Gain
+        What the qualification gain measures.
+    reward : str
+        Name of the decision maker's reward (the utility).
+    horizon : int
+        Default number of decision epochs T.
+    structure : CausalStructure
+        The causal structure the temporal graph is drawn from.
+    simulator : callable or simulator or None
+        A zero-argument factory of a fresh simulator (or a simulator object); built from
+        ``tabular`` when omitted.
+    tabular : TabularModel or None
+        The exact model, when one exists.
+    group_weights : array or None
+        P(s); uniform when omitted.
+    units_per_replica : int
+        Units simulated together in one replica (1: independent individuals; > 1: the
+        units of one world interact, e.g. the nodes of a contact graph).
+    roles : mapping
+        What built-in policies and notions read: ``{"score": "p_repay"}`` (a table of the
+        tabular model's ``aux``), ``{"qualified": "repay"}`` (a key of ``StepResult.info``).
+    params : mapping
+        The keyword arguments the system was made with (recorded in reports).
+    description : str
+    """
+
+    id: str
+    groups: tuple[str, ...]
+    decisions: DecisionSet = field(default_factory=DecisionSet)
+    features: tuple[str, ...] | None = None
+    levels: tuple[str, ...] | None = None
+    gain: Gain = field(default_factory=Gain)
+    reward: str = "utility"
+    horizon: int = 20
+    structure: CausalStructure = field(default_factory=CausalStructure)
+    simulator: Any = None
+    tabular: TabularModel | None = None
+    group_weights: np.ndarray | None = None
+    units_per_replica: int = 1
+    roles: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise SystemError_(f"system id: must be a non-empty string, got {_short(self.id)}.")
+        try:
+            groups = tuple(str(g) for g in self.groups)
+        except TypeError:
+            raise SystemError_(
+                f"system {self.id!r}: groups must be a sequence of names, got {_short(self.groups)}."
+            ) from None
+        if len(groups) < 2 or len(set(groups)) != len(groups):
+            raise SystemError_(
+                f"system {self.id!r}: groups must be at least 2 distinct names, got {_short(groups)}."
+            )
+        set_(self, "groups", groups)
+        if not isinstance(self.decisions, DecisionSet):
+            raise SystemError_(
+                f"system {self.id!r}: decisions must be a causalfair.systems.DecisionSet, got "
+                f"{type(self.decisions).__name__}."
+            )
+        for name in ("features", "levels"):
+            val = getattr(self, name)
+            if val is not None:
+                if isinstance(val, (str, bytes)) or not hasattr(val, "__iter__"):
+                    raise SystemError_(
+                        f"system {self.id!r}: {name} must be a sequence of names, got {_short(val)}.")
+                val = tuple(str(v) for v in val)
+                if not val or len(set(val)) != len(val):
+                    raise SystemError_(
+                        f"system {self.id!r}: {name} must be distinct names, got {_short(val)}.")
+                set_(self, name, val)
+        if isinstance(self.horizon, bool) or not isinstance(self.horizon, (int, np.integer)) \
+                or self.horizon < 1:
+            raise SystemError_(
+                f"system {self.id!r}: horizon must be an integer >= 1, got {_short(self.horizon)}.")
+        set_(self, "horizon", int(self.horizon))
+        if isinstance(self.units_per_replica, bool) or not isinstance(
+                self.units_per_replica, (int, np.integer)) or self.units_per_replica < 1:
+            raise SystemError_(
+                f"system {self.id!r}: units_per_replica must be an integer >= 1, got "
+                f"{_short(self.units_per_replica)}.")
+        set_(self, "units_per_replica", int(self.units_per_replica))
+        if not isinstance(self.structure, CausalStructure):
+            raise SystemError_(
+                f"system {self.id!r}: structure must be a causalfair.CausalStructure, got "
+                f"{type(self.structure).__name__}.")
+        G = len(groups)
+        if self.group_weights is None:
+            w = np.full(G, 1.0 / G)
+        else:
+            w = np.asarray(self.group_weights, dtype=np.float64)
+            if w.shape != (G,) or not np.isfinite(w).all() or (w < 0).any() \
+                    or abs(w.sum() - 1.0) > 1e-9:
+                raise SystemError_(
+                    f"system {self.id!r}: group_weights must be {G} probabilities summing to 1, "
+                    f"got {_short(self.group_weights)}.")
+        w.setflags(write=False)
+        set_(self, "group_weights", w)
+        set_(self, "roles", dict(self.roles))
+        set_(self, "params", dict(self.params))
+        tab = self.tabular
+        if tab is not None:
+            if not isinstance(tab, TabularModel):
+                raise SystemError_(
+                    f"system {self.id!r}: tabular must be a causalfair.TabularModel, got "
+                    f"{type(tab).__name__}.")
+            if tab.n_groups != G:
+                raise SystemError_(
+                    f"system {self.id!r}: the tabular model has {tab.n_groups} groups, the system "
+                    f"{G} ({', '.join(groups)}).")
+            if tab.n_actions != self.decisions.n or tab.baseline != self.decisions.baseline:
+                raise SystemError_(
+                    f"system {self.id!r}: the tabular model has {tab.n_actions} actions with "
+                    f"baseline {tab.baseline}, the system's decisions {self.decisions.n} with "
+                    f"baseline {self.decisions.baseline}.")
+            if self.levels is None:
+                set_(self, "levels", tuple(tab.level_labels))
+            elif len(self.levels) != tab.n_levels:
+                raise SystemError_(
+                    f"system {self.id!r}: {len(self.levels)} level labels, the tabular model has "
+                    f"{tab.n_levels} levels.")
+            if self.simulator is None:
+                set_(self, "simulator", _tabular_simulator_factory(tab))
+        if self.simulator is None:
+            raise SystemError_(
+                f"system {self.id!r}: needs a simulator or a tabular model (neither given).")
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def n_groups(self) -> int:
+        return len(self.groups)
+
+    @property
+    def n_actions(self) -> int:
+        return self.decisions.n
+
+    @property
+    def n_levels(self) -> int | None:
+        return None if self.levels is None else len(self.levels)
+
+    @property
+    def engines(self) -> frozenset[str]:
+        """Engines that apply: ``mc`` always; ``exact`` and ``frontier`` with a tabular
+        model of independent units (the frontier LP handles two actions)."""
+        out = {"mc"}
+        if self.tabular is not None and self.units_per_replica == 1:
+            out.add("exact")
+            if self.n_actions == 2:
+                out.add("frontier")
+        return frozenset(out)
+
+    def make_simulator(self) -> Any:
+        """A fresh simulator object (the batch protocol of :mod:`causalfair.sim.base`)."""
+        sim = _call_factory(self.simulator)
+        missing = [m for m in _PROTOCOL if not callable(getattr(sim, m, None))]
+        if missing:
+            raise SystemError_(
+                f"system {self.id!r}: its simulator factory returned {type(sim).__name__}, which "
+                f"lacks {', '.join(missing)}; a simulator needs reset, observe, draw_noise and "
+                "step (docs/simulators.md).")
+        return sim
+
+    def with_(self, **changes: Any) -> System:
+        """A copy with some fields replaced (re-validated)."""
+        kwargs = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        kwargs.update(changes)
+        return System(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON description (what reports and ``causalfair systems --json`` print)."""
+        return {
+            "id": self.id,
+            "groups": list(self.groups),
+            "group_weights": [float(x) for x in self.group_weights],
+            "decisions": self.decisions.to_dict(),
+            "features": None if self.features is None else list(self.features),
+            "levels": None if self.levels is None else list(self.levels),
+            "gain": {"name": self.gain.name, "unit": self.gain.unit},
+            "reward": self.reward,
+            "horizon": self.horizon,
+            "units_per_replica": self.units_per_replica,
+            "engines": sorted(self.engines),
+            "roles": dict(self.roles),
+            "params": {k: _jsonable(v) for k, v in self.params.items()},
+            "description": self.description,
+        }
+
+    def __repr__(self) -> str:
+        return (f"System(id={self.id!r}, groups={list(self.groups)}, actions="
+                f"{list(self.decisions.labels)}, baseline={self.decisions.baseline}, "
+                f"engines={sorted(self.engines)})")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, (np.integer, np.floating)):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return repr(v)
+
+
+class _TabularSimulatorFactory:
+    """Picklable zero-argument factory of a TabularSimulator for one model."""
+
+    def __init__(self, model: TabularModel):
+        self.model = model
+
+    def __call__(self) -> Any:
+        from causalfair.sim.individual import TabularSimulator
+
+        return TabularSimulator(self.model)
+
+
+def _tabular_simulator_factory(model: TabularModel) -> Callable[[], Any]:
+    return _TabularSimulatorFactory(model)
+
+
+# --------------------------------------------------------------------- wrapping
+def _from_simulator(sim: Any, sid: str, params: Mapping[str, Any]) -> System:
+    """Wrap a 4-method simulator with defaults: two actions, baseline 0, group names from
+    the simulator (``group_names``, else s0, s1, ...)."""
+    n_groups = getattr(sim, "n_groups", None)
+    if isinstance(n_groups, bool) or not isinstance(n_groups, (int, np.integer)) or n_groups < 2:
+        raise SystemError_(
+            f"system {sid!r}: the simulator {type(sim).__name__} needs an integer attribute "
+            f"n_groups >= 2, got {_short(n_groups)}.")
+    names = getattr(sim, "group_names", None)
+    if names is None:
+        names = ("s+", "s-") if n_groups == 2 else tuple(f"s{i}" for i in range(n_groups))
+    labels = getattr(sim, "action_labels", None)
+    if labels is None:
+        labels = tuple(f"d{i}" for i in range(int(getattr(sim, "n_actions", 2))))
+    decisions = DecisionSet(labels=tuple(labels), baseline=int(getattr(sim, "baseline", 0)))
+    K = getattr(sim, "n_levels", None)
+    levels = None
+    if isinstance(K, (int, np.integer)) and not isinstance(K, bool):
+        levels = tuple(getattr(sim, "level_labels", None) or (str(i + 1) for i in range(int(K))))
+    structure = getattr(sim, "structure", None)
+    if callable(structure):
+        structure = structure()
+    model = getattr(sim, "model", None)
+    tab = getattr(model, "tabular", None) if model is not None else None
+    if tab is not None and not isinstance(tab, TabularModel):
+        tab = None
+    return System(
+        id=sid,
+        groups=tuple(names),
+        decisions=decisions,
+        features=getattr(sim, "feature_names", None),
+        levels=levels,
+        horizon=int(getattr(sim, "horizon", 20)),
+        structure=structure if isinstance(structure, CausalStructure) else CausalStructure(),
+        simulator=sim,
+        tabular=tab,
+        group_weights=getattr(sim, "group_weights", None),
+        units_per_replica=int(getattr(sim, "units_per_replica", 1)),
+        roles=dict(getattr(sim, "roles", {}) or {}),
+        params=params,
+        description=(inspect.getdoc(type(sim)) or "").split("\n")[0],
+    )
+
+
+def _from_tabular(model: TabularModel, sid: str, params: Mapping[str, Any]) -> System:
+    labels = ("d0", "d1") if model.n_actions == 2 else tuple(f"d{i}" for i in range(model.n_actions))
+    roles = {"score": "p_repay"} if "p_repay" in model.aux else {}
+    return System(
+        id=sid,
+        groups=tuple(model.group_names),
+        decisions=DecisionSet(labels=model.action_labels or labels, baseline=model.baseline),
+        levels=tuple(model.level_labels),
+        structure=model.structure,
+        tabular=model,
+        group_weights=model.group_weights,
+        roles=roles,
+        params=params,
+        description=f"tabular model {model.name!r}",
+    )
+
+
+def as_system(obj: Any, *, id: str | None = None, params: Mapping[str, Any] | None = None,
+              where: str = "") -> System:
+    """A :class:`System` from what a factory returned: a System (as is), a
+    :class:`~causalfair.model.TabularModel`, a lending model (anything with a
+    ``tabular`` TabularModel and a simulator), or any object implementing the 4-method
+    simulator protocol (wrapped with defaults: two actions, baseline 0, group names
+    from the simulator)."""
+    params = dict(params or {})
+    label = where or (f"system {id!r}" if id else "system")
+    if isinstance(obj, System):
+        return obj
+    sid = id or getattr(obj, "name", None) or type(obj).__name__
+    if isinstance(obj, TabularModel):
+        return _from_tabular(obj, sid, params)
+    from causalfair.sim.lending import LendingModel
+
+    if isinstance(obj, LendingModel):
+        from causalfair.systems.builtin import lending_system
+
+        return lending_system(obj, id=sid, params=params)
+    if all(callable(getattr(obj, m, None)) for m in _PROTOCOL):
+        return _from_simulator(obj, sid, params)
+    missing = [m for m in _PROTOCOL if not callable(getattr(obj, m, None))]
+    raise SystemError_(
+        f"{label}: the factory returned {type(obj).__name__}, which is neither a "
+        f"causalfair System, a TabularModel nor a simulator (it lacks {', '.join(missing)}); "
+        "return a System, a TabularModel, or an object with n_groups, reset, observe, "
+        "draw_noise and step (docs/simulators.md).")
