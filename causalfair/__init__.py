@@ -39,6 +39,7 @@ from causalfair.policy import (
     policy_table,
     save_checkpoint,
 )
+from causalfair.sim.base import Simulator, StepResult
 from causalfair.sim.lending import SETTINGS, LendingModel, lending_setting
 from causalfair.systems import DecisionSet, Gain, System, as_system
 
@@ -51,6 +52,8 @@ __all__ = [
     "Gain",
     "as_system",
     "systems",
+    "Simulator",
+    "StepResult",
     "CausalfairError",
     "SpecError",
     "SystemError_",

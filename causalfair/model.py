@@ -148,6 +148,11 @@ class TabularModel:
         it); 0 by default.
     action_labels : sequence of str, optional
         One label per action (reports); ``d0, d1, ...`` by default.
+    features : array (G, K, F), optional
+        The feature vector a unit at level x of group s shows a policy (for systems whose
+        policies read features): the exact engine evaluates such policies on it.
+    feature_names : sequence of str, optional
+        Names of the F features.
 
     Policy tables: for two actions a table holds pi(d1 | x, s), shape (G, K) or
     (T, G, K); for A > 2 it holds the action distribution, shape (G, K, A) or
@@ -166,6 +171,8 @@ class TabularModel:
     name: str = "tabular"
     baseline: int = 0
     action_labels: Sequence[str] | None = None
+    features: np.ndarray | None = None
+    feature_names: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -241,6 +248,19 @@ class TabularModel:
             raise ModelError(f"level_labels: expected {K} labels, got {len(labels)}.")
         set_(self, "level_labels", labels)
 
+        if self.features is not None:
+            feats = _as_float_array("features", self.features, 3)
+            if feats.shape[:2] != (G, K):
+                raise ModelError(f"features: expected shape ({G}, {K}, F), got {feats.shape}.")
+            set_(self, "features", feats)
+            if self.feature_names is not None:
+                fn = tuple(str(x) for x in self.feature_names)
+                if len(fn) != feats.shape[2] or len(set(fn)) != len(fn):
+                    raise ModelError(
+                        f"feature_names: expected {feats.shape[2]} distinct names, got {fn!r}.")
+                set_(self, "feature_names", fn)
+        elif self.feature_names is not None:
+            raise ModelError("feature_names: given without a features table.")
         aux = {}
         for key, val in dict(self.aux).items():
             arr = _as_float_array(f"aux[{key!r}]", val, 2)
@@ -345,7 +365,7 @@ class TabularModel:
             for f in (
                 "kernel", "initial", "potential", "reward", "group_weights",
                 "group_names", "level_labels", "aux", "structure", "name", "baseline",
-                "action_labels",
+                "action_labels", "features", "feature_names",
             )
         }
         kwargs.update(changes)

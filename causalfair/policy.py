@@ -317,9 +317,11 @@ def hypothetical_policies(policy: Policy, system: Any = None
 def grid_observation(model: TabularModel, t: int | None = None) -> Observation:
     """One observation per (group, level) cell, in row-major (s, x) order."""
     G, K = model.n_groups, model.n_levels
+    feats = getattr(model, "features", None)
     return Observation(
         group=np.repeat(np.arange(G), K),
         level=np.tile(np.arange(K), G),
+        features=None if feats is None else feats.reshape(G * K, -1),
         t=t,
         extras={k: v.reshape(-1) for k, v in model.aux.items()},
     )

@@ -240,7 +240,9 @@ class TabularSimulator:
         return LendingState(level=level, group=g, t=0, group_id=gid)
 
     def observe(self, state: LendingState) -> Observation:
+        feats = self.model.features
         return Observation(group=state.group, level=state.level, t=state.t,
+                           features=None if feats is None else feats[state.group, state.level],
                            extras=LazyArrays({k: (lambda v=v: v[state.group, state.level])
                                               for k, v in self.model.aux.items()}))
 

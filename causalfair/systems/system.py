@@ -404,6 +404,7 @@ def _from_tabular(model: TabularModel, sid: str, params: Mapping[str, Any]) -> S
         groups=tuple(model.group_names),
         decisions=DecisionSet(labels=model.action_labels or labels, baseline=model.baseline),
         levels=tuple(model.level_labels),
+        features=model.feature_names if model.features is not None else None,
         structure=model.structure,
         tabular=model,
         group_weights=model.group_weights,

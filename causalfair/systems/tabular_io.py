@@ -10,6 +10,8 @@ initial            (G, K)           P(x_0 | s)
 potential          (G, K) or (K,)   gain potential f^s(x); gain = f(x') - f(x)
 reward             (G, A, K)        expected reward r(x, a) (optional, zeros)
 group_weights      (G,)             P(s) (optional, uniform)
+features           (G, K, F)        features a policy reads per level (optional)
+feature_names      [str] * F        optional
 aux                {name: (G, K)}   tables built-in policies read, e.g. p_repay
 group_names        [str] * G        optional
 level_labels       [str] * K        optional
@@ -41,8 +43,9 @@ from causalfair.model import CausalStructure, TabularModel
 __all__ = ["load_tabular", "save_tabular", "TABULAR_FORMAT"]
 
 TABULAR_FORMAT = "causalfair-tabular"
-_ARRAYS = ("kernel", "initial", "potential", "reward", "group_weights")
-_META = ("group_names", "level_labels", "action_labels", "baseline", "name", "structure")
+_ARRAYS = ("kernel", "initial", "potential", "reward", "group_weights", "features")
+_META = ("group_names", "level_labels", "action_labels", "baseline", "name", "structure",
+         "feature_names")
 _MAX_BYTES = 2 << 30  # files larger than this are refused before reading
 
 
@@ -103,6 +106,7 @@ def _build(fields: dict[str, Any], path: Path) -> TabularModel:
             group_names=fields.get("group_names"), level_labels=fields.get("level_labels"),
             aux=aux, structure=_structure_from(fields.get("structure"), path), name=name,
             baseline=int(baseline), action_labels=fields.get("action_labels"),
+            features=fields.get("features"), feature_names=fields.get("feature_names"),
         )
     except ModelError as exc:
         raise ModelError(f"tabular model {path}: {exc}") from None
@@ -174,6 +178,10 @@ def save_tabular(path: str | os.PathLike[str], model: TabularModel) -> Path:
         del meta["action_labels"]
     arrays = {"kernel": model.kernel, "initial": model.initial, "potential": model.potential,
               "reward": model.reward, "group_weights": model.group_weights}
+    if model.features is not None:
+        arrays["features"] = model.features
+        if model.feature_names is not None:
+            meta["feature_names"] = list(model.feature_names)
     suffix = path.suffix.lower()
     if suffix == ".json":
         doc = {**meta, **{k: v.tolist() for k, v in arrays.items()},
