@@ -6,16 +6,18 @@ An *audit spec* is a TOML file kept under version control next to the policy it 
     name = "lending-1-ppo"
     horizon = 20
 
-    [model]
-    setting = "lending-1"           # lending-1 | lending-2 | lending-3
-    levels = 7
-    interest = 1.0
+    [system]
+    id = "lending-1"                # a registered id (causalfair systems), or
+    # factory = "mysim:make"        # module:callable (mysim.py next to the spec), or
+    # tabular = "model.npz"         # a tabular model file
+    params = { levels = 7 }         # keyword arguments of the system's factory
 
     [policy]
     checkpoint = "ppo.pt"           # relative to the spec file; or builtin = "threshold:0.5"
+                                    # or factory = "mypolicy:make" (+ params = {...})
 
     [engine]
-    kind = "exact"                  # exact | mc
+    kind = "auto"                   # auto (exact when the system has a tabular model) | exact | mc
     alpha = 0.05
 
     [thresholds]                    # every threshold reads "quantity <= value"
@@ -89,7 +91,7 @@ __all__ = [
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 
 SETTINGS = ("lending-1", "lending-2", "lending-3")
-ENGINES = ("exact", "mc")
+ENGINES = ("auto", "exact", "mc")
 WEIGHTS = ("visitation", "initial")
 
 #: Quantities a spec can report (``metrics``) and threshold.
@@ -103,13 +105,14 @@ THRESHOLD_KEYS: tuple[str, ...] = (
     "Lambda", "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
 )
 RETRAIN_ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
-TOP_KEYS = ("name", "horizon", "metrics", "model", "logs", "policy", "engine", "benefit",
-            "thresholds", "retrain")
+TOP_KEYS = ("name", "horizon", "metrics", "system", "model", "logs", "policy", "engine",
+            "benefit", "thresholds", "retrain")
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "system": ("id", "factory", "tabular", "params"),
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy"),
-    "policy": ("builtin", "checkpoint"),
+    "policy": ("builtin", "checkpoint", "factory", "params"),
     "engine": ("kind", "n", "seed", "alpha"),
     "benefit": ("eps", "weights", "worst"),
     "retrain": ("algo", "iterations", "betas", "seed"),
@@ -124,8 +127,12 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 class AuditSpec:
     """A validated audit spec (see the module docstring and docs/audit.md).
 
-    Paths (``checkpoint``, ``logs_path``) are absolute, resolved against the spec file's
-    folder. ``raw`` keeps the parsed TOML for the report.
+    Paths (``checkpoint``, ``logs_path``, ``system_tabular``) are absolute, resolved
+    against the spec file's folder. ``raw`` keeps the parsed TOML for the report. The
+    system is ``system_id`` (a registered id or ``module:callable``, made with
+    ``system_params``; ``module`` is looked up in ``base_dir`` first) or the tabular
+    model file ``system_tabular``; the legacy ``[model] setting/levels/interest`` fill
+    ``system_id`` and ``system_params`` too.
     """
 
     name: str
@@ -151,6 +158,12 @@ class AuditSpec:
     retrain: Mapping[str, Any] | None = None
     path: Path | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+    system_id: str | None = None
+    system_params: Mapping[str, Any] = field(default_factory=dict)
+    system_tabular: Path | None = None
+    policy_factory: str | None = None
+    policy_params: Mapping[str, Any] = field(default_factory=dict)
+    base_dir: Path | None = None
 
     @property
     def source(self) -> str:
@@ -160,7 +173,15 @@ class AuditSpec:
     def policy_label(self) -> str:
         if self.checkpoint is not None:
             return f"checkpoint {self.checkpoint.name}"
+        if self.policy_factory is not None:
+            return f"factory {self.policy_factory}"
         return f"builtin {self.builtin}"
+
+    @property
+    def system_label(self) -> str:
+        if self.system_tabular is not None:
+            return f"tabular {self.system_tabular.name}"
+        return str(self.system_id)
 
     def with_policy(self, *, checkpoint: str | os.PathLike[str] | None = None,
                     builtin: str | None = None) -> AuditSpec:
@@ -168,8 +189,10 @@ class AuditSpec:
         if (checkpoint is None) == (builtin is None):
             raise SpecError("with_policy: pass exactly one of checkpoint= or builtin=.")
         if checkpoint is not None:
-            return replace(self, checkpoint=Path(checkpoint).resolve(), builtin=None)
-        return replace(self, builtin=str(builtin), checkpoint=None)
+            return replace(self, checkpoint=Path(checkpoint).resolve(), builtin=None,
+                           policy_factory=None, policy_params={})
+        return replace(self, builtin=str(builtin), checkpoint=None, policy_factory=None,
+                       policy_params={})
 
 
 def _where(path: Path | None) -> str:
@@ -294,6 +317,45 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     return out
 
 
+def _system_section(sec: Any, path: Path | None, base: Path) -> dict[str, Any]:
+    sec = _check_keys(sec, "system", SECTION_KEYS["system"], path)
+    given = [k for k in ("id", "factory", "tabular") if k in sec]
+    if len(given) != 1:
+        raise SpecError(
+            f"{_where(path)}: [system]: give exactly one of id (a registered system, see "
+            "`causalfair systems`), factory ('module:callable') or tabular (a model file); "
+            f"got {', '.join(given) or 'none'}.")
+    params = sec.get("params", {})
+    if not isinstance(params, Mapping):
+        raise _fail(path, "[system] params", params, "a table such as { levels = 7 }")
+    out: dict[str, Any] = {"setting": None, "system_params": dict(params)}
+    if "tabular" in sec:
+        tp = sec["tabular"]
+        if not isinstance(tp, str) or not tp:
+            raise _fail(path, "[system] tabular", tp, "a path to a .npz or .json tabular model")
+        tpath = (base / tp).resolve()
+        if not tpath.is_file():
+            raise SpecError(f"{_where(path)}: [system] tabular: bad value {tp!r}; no such file {tpath}.")
+        if params:
+            raise SpecError(f"{_where(path)}: [system] params: not used with [system] tabular.")
+        out.update(system_tabular=tpath, system_id=f"tabular:{tpath.name}")
+        return out
+    key = given[0]
+    sid = sec[key]
+    if not isinstance(sid, str) or not sid.strip():
+        raise _fail(path, f"[system] {key}", sid,
+                    "a registered id such as 'lending-1'" if key == "id" else "'module:callable'")
+    if key == "factory" and (sid.count(":") != 1 or sid.startswith(":") or sid.endswith(":")):
+        raise _fail(path, "[system] factory", sid,
+                    "'module:callable' (module.py next to the spec, or installed)")
+    out["system_id"] = sid
+    if sid in SETTINGS:
+        out["setting"] = sid
+        out["levels"] = params.get("levels", 7)
+        out["interest"] = params.get("interest", 1.0)
+    return out
+
+
 def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) -> Mapping:
     if not isinstance(sec, Mapping):
         raise _fail(path, f"[{name}]", sec, f"a table with keys {', '.join(allowed)}")
@@ -360,21 +422,42 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                   logs_seed=_get_int(sec, "seed", "[logs] seed", path, minimum=0, default=0),
                   logs_options=_logs_options(sec, path))
     else:
-        sec = _check_keys(raw.get("model", {}), "model", SECTION_KEYS["model"], path)
-        setting = sec.get("setting", "lending-1")
-        if setting not in SETTINGS:
-            raise _fail(path, "[model] setting", setting, ", ".join(SETTINGS))
-        kw.update(
-            setting=setting,
-            levels=_get_int(sec, "levels", "[model] levels", path, minimum=3, default=7),
-            interest=_get_float(sec, "interest", "[model] interest", path, default=1.0, lo=0.0),
-        )
-        sec = _check_keys(raw.get("policy", {}), "policy", SECTION_KEYS["policy"], path)
-        if "builtin" in sec and "checkpoint" in sec:
+        kw["base_dir"] = base
+        if "system" in raw and "model" in raw:
             raise SpecError(
-                f"{_where(path)}: [policy]: both builtin and checkpoint are set; keep one."
+                f"{_where(path)}: [model]: cannot be combined with [system]; [model] is the "
+                "older spelling of [system] id = \"lending-N\". Keep [system].")
+        if "system" in raw:
+            kw.update(_system_section(raw["system"], path, base))
+        else:
+            sec = _check_keys(raw.get("model", {}), "model", SECTION_KEYS["model"], path)
+            setting = sec.get("setting", "lending-1")
+            if setting not in SETTINGS:
+                raise _fail(path, "[model] setting", setting, ", ".join(SETTINGS))
+            levels = _get_int(sec, "levels", "[model] levels", path, minimum=3, default=7)
+            interest = _get_float(sec, "interest", "[model] interest", path, default=1.0, lo=0.0)
+            kw.update(setting=setting, levels=levels, interest=interest, system_id=setting,
+                      system_params={"levels": levels, "interest": interest})
+        sec = _check_keys(raw.get("policy", {}), "policy", SECTION_KEYS["policy"], path)
+        given = [k for k in ("builtin", "checkpoint", "factory") if k in sec]
+        if len(given) > 1:
+            raise SpecError(
+                f"{_where(path)}: [policy]: {'both ' if len(given) == 2 else ''}"
+                f"{' and '.join(given)} are set; keep one."
             )
-        if "checkpoint" in sec:
+        if "params" in sec and "factory" not in sec:
+            raise SpecError(f"{_where(path)}: [policy] params: only used with [policy] factory.")
+        if "factory" in sec:
+            fac = sec["factory"]
+            if not isinstance(fac, str) or fac.count(":") != 1 or fac.startswith(":") \
+                    or fac.endswith(":"):
+                raise _fail(path, "[policy] factory", fac,
+                            "'module:callable' (module.py next to the spec, or installed)")
+            pp = sec.get("params", {})
+            if not isinstance(pp, Mapping):
+                raise _fail(path, "[policy] params", pp, "a table such as { threshold = 0.5 }")
+            kw.update(policy_factory=fac, policy_params=dict(pp), builtin=None)
+        elif "checkpoint" in sec:
             ck = sec["checkpoint"]
             if not isinstance(ck, str) or not ck:
                 raise _fail(path, "[policy] checkpoint", ck,
@@ -400,14 +483,14 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         if isinstance(h, bool) or not isinstance(h, int) or h < 1:
             raise _fail(path, "horizon", h, "an integer >= 1")
         kw["horizon"] = int(h)
-    elif "logs" in raw:
-        kw["horizon"] = None  # from the logs
+    elif "logs" in raw or "system" in raw:
+        kw["horizon"] = None  # from the logs, or the system's default horizon
     else:
         kw["horizon"] = 20
 
     # engine
     sec = _check_keys(raw.get("engine", {}), "engine", SECTION_KEYS["engine"], path)
-    kind = sec.get("kind", "exact")
+    kind = sec.get("kind", "auto" if "system" in raw else "exact")
     if kind not in ENGINES:
         raise _fail(path, "[engine] kind", kind, ", ".join(ENGINES))
     if "logs" in raw and "kind" in sec:
@@ -562,6 +645,7 @@ class AuditResult:
     mu_0: np.ndarray | None = None
     checkpoint_sha256: str | None = None
     checkpoint_meta: dict[str, Any] | None = None
+    system: Any = None  # causalfair.systems.System (None for log audits)
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     _figures: dict[str, Any] | None = field(default=None, repr=False)
@@ -608,6 +692,10 @@ class AuditResult:
         return self.decomposition.steps_frame()
 
     def worst_pairs(self, n: int | None = None) -> Any:
+        if self.benefit is None:
+            import pandas as pd
+
+            return pd.DataFrame()
         return self.benefit.worst_pairs(self.spec.worst if n is None else n)
 
     def notions_frame(self) -> Any:
@@ -655,13 +743,15 @@ class AuditResult:
                 "checkpoint_metadata": (self.checkpoint_meta or {}).get("metadata"),
             },
             "decomposition": self.decomposition.to_dict(),
-            "benefit": _json_safe(self.benefit.to_dict(n_worst=spec.worst)),
+            "benefit": (_json_safe(self.benefit.to_dict(n_worst=spec.worst))
+                        if self.benefit is not None else None),
             "notions": _json_safe(self.notions),
             "seeds": {"engine": spec.seed if spec.engine == "mc" else None,
                       "logs_bootstrap": spec.logs_seed if spec.source == "logs" else None,
                       "retrain": (spec.retrain or {}).get("seed")},
             "seconds": self.seconds,
             "provenance": provenance(),
+            **({"system": self.system.to_dict()} if self.system is not None else {}),
             **({"extra": _json_safe(self.extra)} if self.extra else {}),
         }
 
@@ -669,7 +759,7 @@ class AuditResult:
         spec = self.spec
         lines = [
             f"Audit {spec.name}: {self.overall}",
-            f"  source: {spec.setting or spec.logs_path}   policy: "
+            f"  source: {spec.system_label if spec.source == 'model' else spec.logs_path}   policy: "
             f"{spec.policy_label if spec.source == 'model' else 'from logs'}   "
             f"T = {self.decomposition.horizon}   engine: {spec.engine}",
         ]
@@ -749,6 +839,9 @@ def _spec_dict(spec: AuditSpec) -> dict[str, Any]:
         "resolved": {
             "name": spec.name, "horizon": spec.horizon, "setting": spec.setting,
             "levels": spec.levels, "interest": spec.interest,
+            "system": spec.system_label if spec.source == "model" else None,
+            "system_params": dict(spec.system_params),
+            "policy_factory": spec.policy_factory, "policy_params": dict(spec.policy_params),
             "logs": _display_path(spec.logs_path), "logs_options": dict(spec.logs_options),
             "builtin": spec.builtin, "checkpoint": _display_path(spec.checkpoint),
             "engine": spec.engine, "n": spec.n, "seed": spec.seed, "alpha": spec.alpha,
@@ -861,60 +954,173 @@ def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float 
     return out
 
 
-def _mc_engine(spec: AuditSpec, lending: Any, policy: Any, name: str):
-    from causalfair.montecarlo import decompose_mc
-    from causalfair.sim.individual import LendingSimulator
+def build_system(spec: AuditSpec) -> Any:
+    """The :class:`~causalfair.systems.System` a spec names: ``[system] id`` /
+    ``factory`` (made with ``params``; a factory module is looked up in the spec's folder
+    first) or ``tabular`` (a model file), or the legacy ``[model] setting``."""
+    from causalfair.errors import CausalfairError
+    from causalfair.systems import as_system, load_tabular, make
 
-    return decompose_mc(LendingSimulator(lending), policy, spec.horizon, n=spec.n, seed=spec.seed,
-                        policy_name=name)
+    try:
+        if spec.system_tabular is not None:
+            return as_system(load_tabular(spec.system_tabular), id=spec.system_id or "tabular")
+        return make(spec.system_id or "lending-1", search_path=spec.base_dir,
+                    **dict(spec.system_params))
+    except CausalfairError as exc:
+        raise type(exc)(f"{_where(spec.path)}: [system]: {exc}") from None
+
+
+def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
+                   ) -> tuple[Any, str, str | None, dict[str, Any] | None]:
+    """(policy, label, checkpoint sha256, checkpoint metadata) for ``spec`` on
+    ``system``; ``policy`` overrides the spec's ``[policy]`` (a built-in name, a
+    checkpoint path or a policy object)."""
+    from causalfair.policy import file_sha256, parse_policy
+
+    if policy is not None:
+        if isinstance(policy, (str, os.PathLike)):
+            p = Path(policy)
+            if p.suffix in (".pt", ".npz", ".zip", ".safetensors") or p.is_file():
+                pol, meta = _load_checkpoint_for(p, system)
+                return pol, p.name, file_sha256(p), meta
+            return parse_policy(str(policy), system), str(policy), None, None
+        return policy, getattr(policy, "name", type(policy).__name__), None, None
+    if spec.checkpoint is not None:
+        pol, meta = _load_checkpoint_for(spec.checkpoint, system)
+        return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
+    if spec.policy_factory is not None:
+        from causalfair.errors import PolicyError
+        from causalfair.systems import load_callable
+
+        fn = load_callable(spec.policy_factory, search_path=spec.base_dir,
+                           what=f"{_where(spec.path)}: [policy] factory")
+        try:
+            pol = fn(**dict(spec.policy_params))
+        except TypeError as exc:
+            raise PolicyError(
+                f"{_where(spec.path)}: [policy] factory {spec.policy_factory!r}: {exc}; check "
+                "[policy] params against the factory's arguments.") from None
+        if not (callable(getattr(pol, "prob_d1", None)) or callable(getattr(pol, "action_probs", None))):
+            raise PolicyError(
+                f"{_where(spec.path)}: [policy] factory {spec.policy_factory!r} returned "
+                f"{type(pol).__name__}, which has neither prob_d1(obs) nor action_probs(obs).")
+        return pol, spec.policy_factory, None, None
+    return parse_policy(spec.builtin, system), spec.builtin, None, None
+
+
+def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:
+    """Load a checkpoint and check that its inputs fit ``system`` (levels x groups for
+    one-hot encodings; feature names, or widths where either side has none)."""
+    from causalfair.policy import load_checkpoint
+
+    tab = system.tabular
+    pol, meta = load_checkpoint(path, tab if tab is not None and system.features is None else None)
+    try:
+        from causalfair.checkpoint import check_policy_inputs
+    except ImportError:  # pragma: no cover - until the checkpoint module lands
+        return pol, meta
+    check_policy_inputs(pol, feature_names=system.features, n_levels=system.n_levels,
+                        n_groups=system.n_groups, source=str(path))
+    return pol, meta
+
+
+def choose_engine(spec: AuditSpec, system: Any) -> str:
+    """The engine an audit runs: ``exact`` needs a tabular model of independent units."""
+    kind = spec.engine
+    if kind == "auto":
+        return "exact" if "exact" in system.engines else "mc"
+    if kind == "exact" and "exact" not in system.engines:
+        raise SpecError(
+            f"{_where(spec.path)}: [engine] kind: bad value 'exact'; system {system.id!r} has no "
+            "tabular model of independent units, so only the Monte Carlo engine applies "
+            "(kind = \"mc\" or \"auto\").")
+    return kind
 
 
 def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], *,
-          policy: Any = None, prefetched: Any = None) -> AuditResult:
+          policy: Any = None, system: Any = None, prefetched: Any = None) -> AuditResult:
     """Run an audit spec and return an :class:`AuditResult`.
 
     ``spec_or_path``: a TOML file, a parsed mapping or an :class:`AuditSpec`.
     ``policy``: optional override of the spec's ``[policy]``: a built-in name
     (``"threshold:0.7"``), a checkpoint path or a policy object; handy to compare
-    policies under the same spec in a notebook.
-    ``prefetched``: a :class:`causalfair._prefetch.PrefetchedCheckpoint` of the spec's
-    checkpoint (the CLI loads it in a second process while it imports the rest).
+    policies under the same spec in a notebook. ``system``: optional override of the
+    spec's ``[system]`` (a :class:`~causalfair.systems.System`, or anything
+    :func:`~causalfair.systems.as_system` accepts, such as your simulator object).
     """
     t0 = time.perf_counter()
     spec = _resolve_spec(spec_or_path)
     if spec.source == "logs":
         return _audit_logs(spec, t0)
+    from causalfair.systems import as_system
+
+    system = build_system(spec) if system is None else as_system(system)
+    pol, pname, sha, meta = resolve_policy(spec, system, policy)
+    if policy is not None:
+        spec = replace(spec, builtin=pname if isinstance(policy, str) else None,
+                       checkpoint=None, policy_factory=None if isinstance(policy, str) else pname)
+    T = spec.horizon if spec.horizon is not None else system.horizon
+    engine = choose_engine(spec, system)
+    model = system.tabular if "exact" in system.engines else None
+    res = _run_engines(spec, system, model, pol, pname, T, engine)
+    res.checkpoint_sha256, res.checkpoint_meta = sha, meta
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str, T: int,
+                 engine: str) -> AuditResult:
     from causalfair.benefit import benefit_fairness
     from causalfair.effects import decompose
     from causalfair.metrics import other_notions
     from causalfair.policy import policy_table
-    from causalfair.sim.lending import lending_setting
 
-    lending = lending_setting(spec.setting, n_levels=spec.levels, interest=spec.interest)
-    model = lending.tabular
-    pol, pname, sha, meta = _resolve_policy(spec, model, policy, prefetched)
-    T = spec.horizon
-    table = policy_table(pol, model, T)
-    exact = decompose(model, table, T, eps=spec.eps, weights=spec.weights, policy_name=pname)
-    if spec.engine == "mc":
-        dec = _mc_engine(spec, lending, pol, pname)
-        if dec.Lambda is None:
+    table = mu_pi = mu_0 = exact = ben = None
+    notions: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    if model is not None:
+        table = policy_table(pol, model, T)
+        exact = decompose(model, table, T, eps=spec.eps, weights=spec.weights, policy_name=pname)
+        ben = benefit_fairness(model, table, T, eps=spec.eps, weights=spec.weights)
+        notions = other_notions(model, table, T)
+        mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
+    lam_se = None
+    if engine == "mc":
+        from causalfair.montecarlo import decompose_mc
+
+        dec = decompose_mc(system.make_simulator(), pol, T, n=spec.n, seed=spec.seed,
+                           policy_name=pname)
+        if exact is not None:
             dec = replace(dec, Lambda=exact.Lambda)
+            extra["exact"] = {k: getattr(exact, k) for k in ("C", "DPE", "IPE", "SPE")}
+        else:
+            ben, lam_se = _benefit_mc(spec, system, pol, T)
+            if ben is not None:
+                dec = replace(dec, Lambda=ben.Lambda)
     else:
         dec = exact
-    ben = benefit_fairness(model, table, T, eps=spec.eps, weights=spec.weights)
-    notions = other_notions(model, table, T)
-    q = _quantities(spec, dec, notions)
+    q = _quantities(spec, dec, notions, lam_se=lam_se)
     res = AuditResult(
         spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
         verdicts=_verdicts(spec, q), model=model, policy=pol, policy_table=table,
-        mu_pi=model.propagate(table, T), mu_0=model.propagate(0.0, T),
-        checkpoint_sha256=sha, checkpoint_meta=meta,
+        mu_pi=mu_pi, mu_0=mu_0, system=system,
     )
-    if spec.engine == "mc":
-        res.extra["exact"] = {k: getattr(exact, k) for k in ("C", "DPE", "IPE", "SPE")}
-    res.seconds = time.perf_counter() - t0
+    res.extra.update(extra)
+    if ben is None:
+        res.extra["benefit"] = ("not computed: benefit fairness needs a tabular model or the "
+                                "Monte Carlo benefit estimator")
     return res
+
+
+def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, float | None]:
+    """Benefit fairness by forks on a simulator-only system (causalfair.benefit_mc)."""
+    try:
+        from causalfair.benefit_mc import benefit_fairness_mc
+    except ImportError:  # pragma: no cover - until the Monte Carlo benefit estimator lands
+        return None, None
+    ben = benefit_fairness_mc(system, pol, T, n=spec.n, seed=spec.seed, eps=spec.eps,
+                              alpha=spec.alpha)
+    return ben, getattr(ben, "se", None)
 
 
 def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
