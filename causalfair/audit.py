@@ -1061,6 +1061,7 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
                        checkpoint=None, policy_factory=None if isinstance(policy, str) else pname)
     T = spec.horizon if spec.horizon is not None else system.horizon
     engine = choose_engine(spec, system)
+    spec = replace(spec, engine=engine, horizon=T)
     model = system.tabular if "exact" in system.engines else None
     res = _run_engines(spec, system, model, pol, pname, T, engine)
     res.checkpoint_sha256, res.checkpoint_meta = sha, meta

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "audit": "causalfair.commands.audit",
     "gate": "causalfair.commands.gate",
     "train": "causalfair.commands.train",
+    "systems": "causalfair.commands.systems",
 }
 
 

@@ -16,7 +16,9 @@ state distribution mu_t under pi, as the anchors accumulate them over an episode
 - ``utility``: expected total reward, population-weighted; ``mean_level_final``: E[x_T]
   per group on levels 1..K.
 
-TPR-type notions need the model's ``p_repay`` table; without it they are None.
+TPR-type notions need the model's ``p_repay`` table; without it they are None. With
+more than two actions (or a baseline other than d0) "approval" means any action other
+than the baseline, and TPR-type notions are None.
 """
 
 from __future__ import annotations
@@ -44,13 +46,19 @@ def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int
     T = check_horizon(horizon)
     p = np.asarray(policy, dtype=np.float64) if isinstance(policy, np.ndarray) else policy_table(
         policy, model, T)
-    pt = p if p.ndim == 3 else np.broadcast_to(p, (T, *p.shape))
     mu = model.propagate(p, T)
     occ = mu[:T]  # (T, G, K)
     a, b = pair
-    approval = np.einsum("tsx,tsx->s", occ, pt) / T
     r = model.reward
-    utility = np.einsum("tsx,tsx->s", occ, r[:, 0] + pt * (r[:, 1] - r[:, 0]))
+    if model.binary:
+        pt = p if p.ndim == 3 else np.broadcast_to(p, (T, *p.shape))
+        approval = np.einsum("tsx,tsx->s", occ, pt) / T
+        utility = np.einsum("tsx,tsx->s", occ, r[:, 0] + pt * (r[:, 1] - r[:, 0]))
+    else:
+        pa = model.action_table(p)
+        pa = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
+        approval = np.einsum("tsx,tsx->s", occ, 1.0 - pa[..., model.baseline]) / T
+        utility = np.einsum("tsx,tsxa,sax->s", occ, pa, r)
     levels = np.arange(1, model.n_levels + 1)
     out: dict[str, Any] = {
         "approval_rate": {g: float(approval[i]) for i, g in enumerate(model.group_names)},
@@ -64,7 +72,7 @@ def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int
         "elbert_rate": None,
         "elbert_bias": None,
     }
-    if "p_repay" in model.aux:
+    if "p_repay" in model.aux and model.binary:
         q = model.aux["p_repay"]
         supply = np.einsum("tsx,tsx->s", occ, pt * q)
         demand = np.einsum("tsx,sx->s", occ, q)

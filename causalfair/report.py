@@ -152,7 +152,7 @@ def _fig_steps(r: AuditResult):
 
 def _fig_levels(r: AuditResult):
     if r.mu_pi is None or r.mu_0 is None or r.model is None:
-        return None
+        return None  # reason: see skipped_sections
     groups = r.model.group_names
     G = len(groups)
     fig = _new_figure(8.0, 1.8 * G + 0.6, right=0.86, top=0.92, bottom=0.1, hspace=0.35)
@@ -177,8 +177,39 @@ def _fig_levels(r: AuditResult):
     return fig, data
 
 
+def _fig_benefit_actions(r: AuditResult):
+    """Benefit fairness with A > 2 actions: one panel per non-baseline action,
+    Delta_a(x, s) against pi(a | x, s)."""
+    ben = r.benefit
+    acts = [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)
+            or np.any(ben.p_d1[..., i] > 0)]
+    fig = _new_figure(8.0, 3.2, top=0.86, bottom=0.16, wspace=0.3)
+    axes = np.atleast_1d(fig.subplots(1, max(1, len(acts))))
+    for ax, a_i in zip(axes, acts, strict=False):
+        for i, g in enumerate(ben.groups):
+            c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
+            size = 20 + 400 * np.asarray(ben.state_weights[i])
+            ax.scatter(ben.delta[i, :, a_i], ben.p_d1[i, :, a_i], s=size, color=c, alpha=0.7,
+                       label=g, edgecolors="black", linewidths=0.4)
+        ax.set_title(f"action {ben.actions[a_i]}", fontsize=8)
+        ax.set_xlabel("benefit over the baseline")
+        ax.set_ylim(-0.08, 1.08)
+    axes[0].set_ylabel("P(action | x, s)")
+    axes[0].legend(fontsize=7, frameon=False)
+    fig.suptitle(f"Benefit vs action probability (Lambda = {ben.Lambda:.4f}); marker area ~ "
+                 "P(x | s)", fontsize=9)
+    data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
+            "probs": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
+            "actions": list(ben.actions)}
+    return fig, data
+
+
 def _fig_benefit(r: AuditResult):
     ben = r.benefit
+    if ben is None or not hasattr(ben, "contributions"):
+        return None
+    if getattr(ben, "multi", False):
+        return _fig_benefit_actions(r)
     fig = _new_figure(8.0, 3.4, top=0.9, bottom=0.14)
     ax = fig.subplots()
     a, b = ben.pair
@@ -213,14 +244,19 @@ def _fig_benefit(r: AuditResult):
 
 
 def _fig_graph(r: AuditResult):
-    if r.model is None:
+    source = r.system if r.system is not None else r.model
+    if source is None:
         return None
     from causalfair.graph import temporal_graph
     from causalfair.policy import reads_group
 
     T = min(GRAPH_EPOCHS, r.decomposition.horizon)
-    reads = reads_group(r.policy_table) if r.policy_table is not None else True
-    tg = temporal_graph(r.model, T, policy_reads_s=reads, variant="pi")
+    if r.policy_table is not None and r.model is not None:
+        reads = reads_group(r.policy_table, r.model)
+    else:
+        declared = getattr(r.policy, "reads_group", None)
+        reads = declared if isinstance(declared, bool) else True
+    tg = temporal_graph(source.structure, T, policy_reads_s=reads, variant="pi")
     fig = tg.draw()
     fig.subplots_adjust(left=0.01, right=0.84, bottom=0.08, top=0.9)
     fig.suptitle(f"first {T} of {r.decomposition.horizon} epochs", fontsize=8, y=0.02)
@@ -307,7 +343,8 @@ def warm_up(spec: Any) -> None:
 
 
 def _fig_frontier(r: AuditResult):
-    if r.model is None or r.spec.source != "model":
+    if r.model is None or r.spec.source != "model" or (
+            r.system is not None and "frontier" not in r.system.engines):
         return None
     fr = report_frontier(r.model, r.decomposition.horizon)
     placed = fr.place({r.decomposition.policy_name: r.policy_table})
@@ -338,6 +375,26 @@ def _build_figures(r: AuditResult, names: Sequence[str] | None = None
             made = builder(r)
             if made is not None:
                 out[name] = made
+    return out
+
+
+def skipped_sections(r: AuditResult) -> dict[str, str]:
+    """name -> one-line reason, for every report figure that does not apply."""
+    out: dict[str, str] = {}
+    sysname = r.system.id if r.system is not None else "this audit"
+    if r.model is None or r.mu_pi is None:
+        out["levels"] = (f"no level distributions: {sysname} has no tabular model of "
+                         "independent units (Monte Carlo audit)")
+    if r.benefit is None or not hasattr(r.benefit, "contributions"):
+        out["benefit"] = r.extra.get("benefit") if isinstance(r.extra.get("benefit"), str) else (
+            "benefit fairness is summarised in the tables (Monte Carlo estimate by forks)")
+    if r.spec.source == "model" and (r.model is None or (
+            r.system is not None and "frontier" not in r.system.engines)):
+        out["frontier"] = (f"no utility-fairness frontier: the LP needs a tabular model with "
+                           f"two actions, and {sysname} has none")
+    if not any(isinstance(r.notions.get(k), (int, float)) for k in _NOTIONS):
+        out["notions"] = ("no other notions: TPR, ELBERT, W1 and DP need a tabular model "
+                          "(and a p_repay table for TPR/ELBERT)")
     return out
 
 
@@ -402,9 +459,10 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
              dec.V_ps[i] - dec.V_0[i], dec.utility[i]] for i, g in enumerate(dec.groups)]
     tabs.append(("Per-group values",
                  ["group", "V^pi", "V^PS", "V^pi0", "direct", "indirect", "utility"], rows, None))
-    wp = r.worst_pairs()
-    tabs.append((f"Worst benefit pairs (Lambda = {r.benefit.Lambda:.6f})", list(wp.columns),
-                 wp.values.tolist(), None))
+    if r.benefit is not None:
+        wp = r.worst_pairs()
+        tabs.append((f"Worst benefit pairs (Lambda = {r.benefit.Lambda:.6f})", list(wp.columns),
+                     wp.values.tolist(), None))
     rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
     for k, v in r.notions.items():
         if isinstance(v, dict):
@@ -467,7 +525,7 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         f"<h1>Audit <code>{html.escape(spec.name)}</code>: "
         f"<span class='status {status}'>{status}</span></h1>",
         "<p>" + html.escape(
-            f"source: {spec.setting or spec.logs_path}; policy: "
+            f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; policy: "
             f"{doc['policy']['label']}; horizon T = {r.decomposition.horizon}; "
             f"engine: {spec.engine}" + (f" (n = {spec.n}, seed = {spec.seed})"
                                         if spec.engine == "mc" else "")
@@ -485,6 +543,11 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
             f"<figure id='fig-{name}'><img alt='{html.escape(titles[name])}' "
             f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(titles[name])}"
             f" ({name}.png)</figcaption></figure>")
+    skipped = skipped_sections(r)
+    if skipped:
+        parts.append("<h3>Not shown</h3><ul>" + "".join(
+            f"<li>{html.escape(titles.get(k, k))}: {html.escape(v)}</li>"
+            for k, v in skipped.items()) + "</ul>")
     parts.append("<h2>Provenance</h2>")
     parts.append(_html_table(["item", "value"], _provenance_rows(doc)))
     parts.append("<h2>Spec</h2>")
@@ -498,7 +561,8 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     titles = {n: t for n, t, _ in FIGURES}
     spec = r.spec
     lines = [f"# Audit `{spec.name}`: {r.overall}", "",
-             f"source: {spec.setting or spec.logs_path}; policy: {doc['policy']['label']}; "
+             f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; "
+             f"policy: {doc['policy']['label']}; "
              f"horizon T = {r.decomposition.horizon}; engine: {spec.engine}; "
              f"CI level {100 * (1 - spec.alpha):g}%", ""]
     for title, header, rows, _ in _tables(r, before):
@@ -506,6 +570,9 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     lines += ["## Figures", ""]
     for name in pngs:
         lines += [f"![{titles[name]}]({name}.png)", ""]
+    for k, v in skipped_sections(r).items():
+        lines += [f"- not shown, {titles.get(k, k)}: {v}"]
+    lines += [""]
     lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), ""]
     lines += ["## Spec", "", "```toml", _spec_text(r).rstrip(), "```", ""]
     return "\n".join(lines)

@@ -6,19 +6,13 @@ import argparse
 import json
 import sys
 
-SETTINGS = ("lending-1", "lending-2", "lending-3")
+from causalfair.commands._system import LEGACY_SETTINGS as SETTINGS
+from causalfair.commands._system import add_system_arguments
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """Options that pick the lending setting (shared by several subcommands)."""
-    p.add_argument("--setting", choices=SETTINGS, default="lending-1",
-                   help="built-in lending setting (default: lending-1)")
-    p.add_argument("--levels", type=int, default=7, metavar="K",
-                   help="number of qualification levels K >= 3 (default: 7)")
-    p.add_argument("--interest", type=float, default=1.0,
-                   help="bank profit on a repaid loan (default: 1.0)")
-    p.add_argument("--horizon", type=int, default=20, metavar="T",
-                   help="decision epochs T (default: 20)")
+    """Options that pick the system (shared by several subcommands)."""
+    add_system_arguments(p)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "decompose",
         help="decompose C into DPE + IPE + SPE and measure benefit fairness",
         description=(
-            "Compute the qualification-gain disparity C of a policy on a lending setting "
+            "Compute the qualification-gain disparity C of a policy on a system (a "
+            "registered one such as lending-1, or your own 'module:callable' factory) "
             "and its decomposition C = DPE + IPE + SPE (direct, indirect, spurious "
             "effects), per-group values V^pi, V^PS, V^pi0, benefit fairness Lambda and "
             "the worst benefit pairs. The exact engine (default) checks the identities "
@@ -37,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=(
             "policies: always | never | random:Q | threshold:P (approve when "
             "p_repay(x, s) > P) | blind:P (group-blind threshold on the group-weighted "
-            "mean p_repay). Example: causalfair decompose --setting lending-1 "
-            "--policy threshold:0.5 --horizon 10 --json"
+            "mean p_repay) | action:K | uniform. Examples: causalfair decompose --system "
+            "lending-1 --policy threshold:0.5 --horizon 10 --json; causalfair decompose "
+            "--system mysim:make --param levels=5 --checkpoint policy.pt"
         ),
     )
     add_model_arguments(p)
@@ -53,9 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="number of worst benefit pairs to print (default: 5)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object instead of the text summary")
-    p.add_argument("--engine", choices=("exact", "mc"), default="exact",
-                   help="exact (tabular propagation, default) or mc (Monte Carlo on the "
-                   "individual-level simulator, with standard errors and CIs)")
+    p.add_argument("--engine", choices=("auto", "exact", "mc"), default="auto",
+                   help="exact (tabular propagation), mc (Monte Carlo on the system's "
+                   "simulator, with standard errors and CIs) or auto (default: exact when "
+                   "the system has a tabular model, else mc)")
     p.add_argument("--n", type=int, default=100_000,
                    help="mc: individuals simulated per group (default: 100000)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the Monte Carlo run or of the log bootstrap (default: 0)")
@@ -67,51 +64,66 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def load_model_and_policy(args: argparse.Namespace):
-    """The tabular model and the policy named on the command line."""
-    from causalfair.cli import UsageError
-    from causalfair.policy import load_checkpoint, parse_policy
-    from causalfair.sim.lending import lending_setting
+def load_system_and_policy(args: argparse.Namespace):
+    """The system and the policy named on the command line (horizon filled in)."""
+    from causalfair.commands._system import horizon, load_policy, load_system
 
-    if args.levels < 3:
-        raise UsageError(f"--levels: must be >= 3, got {args.levels}.")
-    if args.horizon < 1:
-        raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
-    model = lending_setting(args.setting, n_levels=args.levels, interest=args.interest).tabular
-    if getattr(args, "checkpoint", None):
-        policy, _ = load_checkpoint(args.checkpoint, model)
-    else:
-        policy = parse_policy(args.policy, model)
-    return model, policy
+    system = load_system(args)
+    args.horizon = horizon(args, system)
+    return system, load_policy(args, system)
+
+
+def load_model_and_policy(args: argparse.Namespace):
+    """The tabular model and the policy named on the command line (systems with a
+    tabular model only)."""
+    from causalfair.cli import UsageError
+
+    system, policy = load_system_and_policy(args)
+    if system.tabular is None:
+        raise UsageError(f"--system {system.id}: has no tabular model; this needs one.")
+    return system.tabular, policy
 
 
 def run(args: argparse.Namespace) -> int:
     from causalfair.benefit import benefit_fairness
+    from causalfair.cli import UsageError
     from causalfair.effects import decompose
 
     if getattr(args, "logs", None):
         from causalfair.commands.logs import run_logs
 
         return run_logs(args)
-    model, policy = load_model_and_policy(args)
-    if getattr(args, "engine", "exact") == "mc":
-        result = _decompose_mc(args, policy)
+    system, policy = load_system_and_policy(args)
+    engine = args.engine
+    if engine == "auto":
+        engine = "exact" if "exact" in system.engines else "mc"
+    if engine == "exact" and "exact" not in system.engines:
+        raise UsageError(f"--engine exact: system {system.id!r} has no tabular model of "
+                         "independent units; use --engine mc.")
+    model = system.tabular if "exact" in system.engines else None
+    if engine == "mc":
+        result = _decompose_mc(args, policy, system)
     else:
         result = decompose(model, policy, args.horizon, eps=args.eps, weights=args.weights)
-    benefit = benefit_fairness(model, policy, args.horizon, eps=args.eps, weights=args.weights)
+    if model is not None:
+        benefit = benefit_fairness(model, policy, args.horizon, eps=args.eps, weights=args.weights)
+    else:
+        benefit = _benefit_mc(args, policy, system)
     if result.engine == "mc" and not args.json:
         print(_mc_text(result, args.alpha))
         print()
-        print(benefit.summary(args.worst))
+        if benefit is not None:
+            print(benefit.summary(args.worst))
         return 0
     if args.json:
         out = result.to_dict()
-        out["setting"] = args.setting
+        out["setting"] = system.id
+        out["system"] = system.to_dict()
         if result.engine == "mc":
             out["alpha"] = args.alpha
             ci = result.conf_int(args.alpha)
             out["ci"] = {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()}
-        out["benefit"] = benefit.to_dict(n_worst=args.worst)
+        out["benefit"] = benefit.to_dict(n_worst=args.worst) if benefit is not None else None
         json.dump(out, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
@@ -121,12 +133,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decompose_mc(args: argparse.Namespace, policy):
-    """Monte Carlo decomposition on the individual-level lending simulator."""
+def _benefit_mc(args: argparse.Namespace, policy, system):
+    """Benefit fairness by forks on a simulator-only system (None until available)."""
+    try:
+        from causalfair.benefit_mc import benefit_fairness_mc
+    except ImportError:  # pragma: no cover
+        return None
+    return benefit_fairness_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
+                               eps=args.eps, alpha=args.alpha)
+
+
+def _decompose_mc(args: argparse.Namespace, policy, system):
+    """Monte Carlo decomposition on the system's simulator."""
     from causalfair.cli import UsageError
     from causalfair.montecarlo import decompose_mc
-    from causalfair.sim.individual import LendingSimulator
-    from causalfair.sim.lending import lending_setting
 
     if args.n < 2:
         raise UsageError(f"--n: must be an integer >= 2, got {args.n}.")
@@ -134,8 +154,7 @@ def _decompose_mc(args: argparse.Namespace, policy):
         raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
     if not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha: must be in (0, 1), got {args.alpha}.")
-    lm = lending_setting(args.setting, n_levels=args.levels, interest=args.interest)
-    return decompose_mc(LendingSimulator(lm), policy, args.horizon, n=args.n, seed=args.seed)
+    return decompose_mc(system.make_simulator(), policy, args.horizon, n=args.n, seed=args.seed)
 
 
 def _mc_text(result, alpha: float) -> str:

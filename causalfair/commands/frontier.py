@@ -47,16 +47,19 @@ def run(args: argparse.Namespace) -> int:
 
     from causalfair.cli import UsageError
     from causalfair.frontier import frontier
-    from causalfair.policy import atomic_write_bytes, load_checkpoint, parse_policy
-    from causalfair.sim.lending import lending_setting
+    from causalfair.commands._system import horizon, load_system
+    from causalfair.policy import atomic_write_bytes, parse_policy
 
-    if args.levels < 3:
-        raise UsageError(f"--levels: must be >= 3, got {args.levels}.")
-    if args.horizon < 1:
-        raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
+    system = load_system(args)
+    args.horizon = horizon(args, system)
     if args.points < 2:
         raise UsageError(f"--points: must be >= 2, got {args.points}.")
-    model = lending_setting(args.setting, n_levels=args.levels, interest=args.interest).tabular
+    if "frontier" not in system.engines:
+        raise UsageError(
+            f"--system {system.id}: the frontier LP needs a tabular model with two actions "
+            f"(this system's engines: {', '.join(sorted(system.engines))}).")
+    model = system.tabular
+    args.setting = system.id
     specs = list(args.policy or [])
     ckpts = list(args.checkpoint or [])
     if not specs and not ckpts:
@@ -64,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
     policies: dict[str, object] = {}
     for spec in specs:
         policies[spec] = parse_policy(spec, model)
+    from causalfair.audit import _load_checkpoint_for
+
     for path in ckpts:
-        pol, _ = load_checkpoint(path, model)
+        pol, _ = _load_checkpoint_for(Path(path), system)
         policies[f"{pol.name} ({Path(path).name})"] = pol
 
     front = frontier(model, args.horizon, points=args.points, constraint=args.constraint)

@@ -38,19 +38,19 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from causalfair.cli import UsageError
-    from causalfair.commands.decompose import load_model_and_policy
+    from causalfair.commands._system import policy_reads_group
+    from causalfair.commands.decompose import load_system_and_policy
     from causalfair.graph import classify_paths, effect_edges, temporal_graph
-    from causalfair.policy import reads_group
 
-    model, policy = load_model_and_policy(args)
-    reads_s = reads_group(policy, model)
-    g = temporal_graph(model, args.horizon, policy_reads_s=reads_s, variant=args.variant)
-    print(f"temporal causal graph: {args.setting}, policy {getattr(policy, 'name', 'pi')} "
+    system, policy = load_system_and_policy(args)
+    reads_s = policy_reads_group(policy, system)
+    g = temporal_graph(system.structure, args.horizon, policy_reads_s=reads_s, variant=args.variant)
+    print(f"temporal causal graph: {system.id}, policy {getattr(policy, 'name', 'pi')} "
           f"(reads S: {'yes' if reads_s else 'no'}), variant {args.variant}, T = {args.horizon}")
     print(f"  {g.graph.number_of_nodes()} nodes, {g.graph.number_of_edges()} edges")
     if args.variant == "pi":
         print("  " + str(classify_paths(g)).replace("\n", "\n  "))
-    for name, eff in effect_edges(args.horizon, model.structure, policy_reads_s=reads_s).items():
+    for name, eff in effect_edges(args.horizon, system.structure, policy_reads_s=reads_s).items():
         shown = ", ".join(f"{u}->{v}" for u, v in eff.edges[:6])
         more = f" (+{len(eff.edges) - 6} more)" if len(eff.edges) > 6 else ""
         print(f"  {name}: switches {shown}{more}")

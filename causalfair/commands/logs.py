@@ -124,7 +124,7 @@ def run_logs(args: argparse.Namespace) -> int:
 
     if args.boot < 0:
         raise UsageError(f"--boot: must be >= 0, got {args.boot}.")
-    if args.horizon < 1:
+    if args.horizon is not None and args.horizon < 1:
         raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
     state_kw = _state_options(args)
     df = read_logs(args.logs)
@@ -138,7 +138,8 @@ def run_logs(args: argparse.Namespace) -> int:
             model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit, **state_kw)
             policy, _ = load_checkpoint(args.checkpoint, model)
     audit = audit_logs(
-        df, horizon=None if isinstance(args.horizon, _DefaultHorizon) else int(args.horizon), n_boot=args.boot,
+        df, horizon=None if args.horizon is None or isinstance(args.horizon, _DefaultHorizon)
+        else int(args.horizon), n_boot=args.boot,
         seed=args.seed if args.seed is not None else 0, policy=policy, on_positivity=args.on_positivity, method=args.fit,
         alpha_smooth=args.alpha_smooth, eps=args.eps, weights=args.weights, dowhy=args.dowhy,
         lambda_estimator=args.lambda_estimator, **state_kw,

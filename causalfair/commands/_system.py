@@ -1,0 +1,98 @@
+"""Command-line options that name a system and a policy (shared by several commands)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+LEGACY_SETTINGS = ("lending-1", "lending-2", "lending-3")
+
+
+def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | None = None) -> None:
+    """--system ID|module:callable, --param K=V (repeatable), --search-path DIR, and the
+    lending shorthands --setting/--levels/--interest."""
+    p.add_argument("--system", metavar="ID",
+                   help="the system to audit: a registered id (`causalfair systems` lists them) "
+                   "or a factory 'module:callable' of your own (default: lending-1)")
+    p.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="a keyword argument for the system's factory; V is read as JSON when it "
+                   "parses (numbers, true/false, lists), else as a string; repeatable")
+    p.add_argument("--search-path", metavar="DIR", default=".",
+                   help="folder searched first for the module of a 'module:callable' factory "
+                   "(default: the working directory)")
+    p.add_argument("--setting", choices=LEGACY_SETTINGS, default=None,
+                   help="shorthand for --system lending-N")
+    p.add_argument("--levels", type=int, default=None, metavar="K",
+                   help="lending: number of qualification levels K >= 3 (default: 7)")
+    p.add_argument("--interest", type=float, default=None,
+                   help="lending: bank profit on a repaid loan (default: 1.0)")
+    p.add_argument("--horizon", type=int, default=horizon_default, metavar="T",
+                   help="decision epochs T (default: the system's horizon; 20 for lending)")
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    import json
+
+    from causalfair.cli import UsageError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise UsageError(f"--param: expected K=V with K a Python identifier, got {item[:80]!r}.")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def load_system(args: argparse.Namespace) -> Any:
+    """The :class:`~causalfair.systems.System` the options name."""
+    from causalfair.cli import UsageError
+    from causalfair.systems import make
+
+    if args.setting and args.system and args.system != args.setting:
+        raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
+    sid = args.system or args.setting or "lending-1"
+    params = parse_params(args.param)
+    if args.levels is not None:
+        if args.levels < 3:
+            raise UsageError(f"--levels: must be >= 3, got {args.levels}.")
+        params["levels"] = args.levels
+    if args.interest is not None:
+        params["interest"] = args.interest
+    if args.horizon is not None and args.horizon < 1:
+        raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
+    return make(sid, search_path=args.search_path, **params)
+
+
+def horizon(args: argparse.Namespace, system: Any) -> int:
+    return args.horizon if args.horizon is not None else system.horizon
+
+
+def load_policy(args: argparse.Namespace, system: Any) -> Any:
+    """The policy of --checkpoint or --policy (a built-in), checked against ``system``."""
+    from pathlib import Path
+
+    from causalfair.audit import _load_checkpoint_for
+    from causalfair.policy import parse_policy
+
+    ck = getattr(args, "checkpoint", None)
+    if ck:
+        policy, _ = _load_checkpoint_for(Path(ck), system)
+        return policy
+    return parse_policy(args.policy, system)
+
+
+def policy_reads_group(policy: Any, system: Any) -> bool:
+    """Whether the policy reads S: declared, or read off the tabular model; True when
+    neither can tell (the conservative graph)."""
+    from causalfair.policy import reads_group
+
+    declared = getattr(policy, "reads_group", None)
+    if isinstance(declared, bool):
+        return declared
+    if system.tabular is not None:
+        return reads_group(policy, system.tabular)
+    return True

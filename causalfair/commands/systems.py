@@ -1,0 +1,61 @@
+"""``causalfair systems``: list the registered systems."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "systems",
+        help="list the registered systems (ids for --system and [system] id)",
+        description=(
+            "List the systems causalfair can make by id: the built-in ones, those registered "
+            "with causalfair.systems.register, and those installed packages declare in the "
+            "entry-point group 'causalfair.systems'. With ID, describe that system (groups, "
+            "actions and baseline, features, engines)."
+        ),
+    )
+    p.add_argument("id", nargs="?", help="describe this system (a registered id or module:callable)")
+    p.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="keyword argument for the system's factory (with ID; repeatable)")
+    p.add_argument("--search-path", metavar="DIR", default=".",
+                   help="folder searched first for a 'module:callable' factory (default: .)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from causalfair.commands._system import parse_params
+    from causalfair.systems import make, registered, spec
+
+    if args.id is None:
+        rows = [spec(i).to_dict() for i in registered()]
+        if args.json:
+            json.dump(rows, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            for r in rows:
+                print(f"{r['id']:<20} {r['description']}")
+        return 0
+    system = make(args.id, search_path=args.search_path, **parse_params(args.param))
+    d = system.to_dict()
+    if args.json:
+        json.dump(d, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    dec = d["decisions"]
+    print(f"{d['id']}: {d['description']}")
+    print(f"  groups: {', '.join(d['groups'])} (weights {', '.join(f'{w:g}' for w in d['group_weights'])})")
+    print(f"  actions: {', '.join(dec['labels'])}; baseline (pi0): {dec['labels'][dec['baseline']]}")
+    if d["features"]:
+        print(f"  features: {', '.join(d['features'])}")
+    if d["levels"]:
+        print(f"  levels: {len(d['levels'])}")
+    print(f"  gain: {d['gain']['name']} ({d['gain']['unit']}); reward: {d['reward']}")
+    print(f"  horizon: {d['horizon']}; units per replica: {d['units_per_replica']}")
+    print(f"  engines: {', '.join(d['engines'])}")
+    return 0
