@@ -155,7 +155,7 @@ def load_callable(ref: str, *, search_path: str | Path | None = None, what: str 
     except Exception as exc:  # noqa: BLE001 - the user's module failed while importing
         raise SystemError_(
             f"{what}: importing module {mod_name!r} raised {type(exc).__name__}: "
-            f"{_short(str(exc), 200)}.") from exc
+            f"{str(exc)[:200]}.") from exc
     obj: Any = mod
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -211,10 +211,11 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
         if isinstance(exc, CausalfairError):
             raise
         raise SystemError_(
-            f"{what}: the factory raised {type(exc).__name__}: {_short(str(exc), 200)}.") from exc
+            f"{what}: the factory raised {type(exc).__name__}: {str(exc)[:200]}.") from exc
     system = as_system(obj, id=sid, params=kwargs, where=what)
-    if system.id != sid and not isinstance(obj, System):
-        system = system.with_(id=sid)
+    if system.id != sid or dict(system.params) != kwargs:
+        # the id it was made from is the one that rebuilds it (e.g. in a worker process)
+        system = system.with_(id=sid, params=kwargs)
     return system
 
 
