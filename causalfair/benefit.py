@@ -215,7 +215,7 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
                      eps: float = 0.1, weights: str = "visitation",
                      pair: tuple[int, int] = (0, 1)) -> BenefitResult:
     """Delta table, Lambda and worst pairs of ``policy`` on ``model``."""
-    from causalfair.effects import check_horizon
+    from causalfair._validation import check_horizon
 
     T = check_horizon(horizon)
     eps = _check_eps(eps)

@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import InputError
-
+from causalfair._validation import check_horizon, z_quantile
 from causalfair.model import ModelError, TabularModel
 from causalfair.policy import Policy, policy_table
 
@@ -48,11 +47,7 @@ _EFFECTS = ("C", "DPE", "IPE", "SPE")
 
 
 def _z(alpha: float) -> float:
-    from statistics import NormalDist
-
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
-    return NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    return z_quantile(alpha)
 
 
 @dataclass(frozen=True, eq=False)
@@ -301,12 +296,6 @@ class Decomposition:
 
 
 # ----------------------------------------------------------------------- exact engine
-def check_horizon(horizon: Any) -> int:
-    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
-        raise ModelError(f"horizon: must be an integer >= 1, got {horizon!r}.")
-    return int(horizon)
-
-
 def _check_pair(pair: Any, n_groups: int, V: np.ndarray) -> tuple[int, int]:
     if pair is None:
         if n_groups == 2:

@@ -46,8 +46,6 @@ S), ``label`` (``"X_1"``), ``intervened`` on decisions (with ``value="d0"`` unde
 
 from __future__ import annotations
 
-from causalfair.errors import InputError
-
 import numbers
 import os
 import re
@@ -59,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from causalfair._io import atomic_write_bytes, atomic_write_text
+from causalfair.errors import InputError
 from causalfair.model import CausalStructure, TabularModel
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

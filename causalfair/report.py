@@ -181,8 +181,8 @@ def _fig_benefit_actions(r: AuditResult):
     """Benefit fairness with A > 2 actions: one panel per non-baseline action,
     Delta_a(x, s) against pi(a | x, s)."""
     ben = r.benefit
-    acts = [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)
-            or np.any(ben.p_d1[..., i] > 0)]
+    # the baseline's benefit over itself is 0 everywhere: one panel per other action
+    acts = [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)]
     fig = _new_figure(8.0, 3.2, top=0.86, bottom=0.16, wspace=0.3)
     axes = np.atleast_1d(fig.subplots(1, max(1, len(acts))))
     for ax, a_i in zip(axes, acts, strict=False):

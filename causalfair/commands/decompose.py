@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-from causalfair.commands._system import LEGACY_SETTINGS as SETTINGS
 from causalfair.commands._system import add_system_arguments
 
 

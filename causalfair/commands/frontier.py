@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from causalfair.cli import UsageError
-    from causalfair.frontier import frontier
     from causalfair.commands._system import horizon, load_system
+    from causalfair.frontier import frontier
     from causalfair.policy import atomic_write_bytes, parse_policy
 
     system = load_system(args)

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import InputError
-
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
     LogStats,

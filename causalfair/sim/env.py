@@ -40,7 +40,6 @@ import gymnasium as gym
 import numpy as np
 
 from causalfair.errors import InputError
-
 from causalfair.model import ModelError
 from causalfair.sim.lending import LendingModel, lending_setting
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from causalfair.errors import InputError
-
 from causalfair.model import TabularModel
 from causalfair.policy import Observation
 from causalfair.sim.base import StepResult
