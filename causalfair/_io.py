@@ -41,3 +41,28 @@ def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], Non
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     return atomic_write_bytes(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def to_jsonable(x: Any) -> Any:
+    """``x`` with numpy arrays and scalars, paths and tuples turned into JSON types
+    (non-finite floats become None)."""
+    import math
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    import numpy as np
+
+    if isinstance(x, Mapping):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return to_jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, Path):
+        return str(x)
+    return x

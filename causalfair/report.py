@@ -617,7 +617,7 @@ def _draw_forked(r: AuditResult, tmp: Path
     import sys
     import warnings
 
-    from causalfair.audit import _json_safe
+    from causalfair._io import to_jsonable as _json_safe
 
     rfd, wfd = os.pipe()
     sys.stdout.flush()
@@ -714,7 +714,7 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
                              "checkpoint_sha256": before.checkpoint_sha256,
                              "verdicts": [v.to_dict() for v in before.verdicts],
                              "quantities": {k: v[0] for k, v in before.quantities.items()}}
-        from causalfair.audit import _json_safe
+        from causalfair._io import to_jsonable as _json_safe
 
         (tmp / "audit.json").write_text(
             json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")

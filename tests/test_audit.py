@@ -22,8 +22,6 @@ from causalfair.audit import (
     PASS,
     AuditSpec,
     SpecError,
-    _quantities,
-    _verdicts,
     abs_interval,
     audit,
     compare,
@@ -32,6 +30,7 @@ from causalfair.audit import (
     overall_verdict,
     retrained_checkpoint_path,
 )
+from causalfair.audit.run import _quantities, _verdicts
 from causalfair.effects import Decomposition
 
 

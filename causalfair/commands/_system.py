@@ -75,7 +75,7 @@ def load_policy(args: argparse.Namespace, system: Any) -> Any:
     """The policy of --checkpoint or --policy (a built-in), checked against ``system``."""
     from pathlib import Path
 
-    from causalfair.audit import _load_checkpoint_for
+    from causalfair.audit.run import _load_checkpoint_for
     from causalfair.policy import parse_policy
 
     ck = getattr(args, "checkpoint", None)

@@ -35,8 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from causalfair._io import to_jsonable as _json_safe
     from causalfair._prefetch import CheckpointPrefetch
-    from causalfair.audit import _json_safe, audit, load_spec
+    from causalfair.audit import audit, load_spec
     from causalfair.cli import report_jobs
 
     spec = load_spec(args.spec)

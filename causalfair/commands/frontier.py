@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     policies: dict[str, object] = {}
     for spec in specs:
         policies[spec] = parse_policy(spec, model)
-    from causalfair.audit import _load_checkpoint_for
+    from causalfair.audit.run import _load_checkpoint_for
 
     for path in ckpts:
         pol, _ = _load_checkpoint_for(Path(path), system)

@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair.audit import _json_safe, run_gate
+    from causalfair._io import to_jsonable as _json_safe
+    from causalfair.audit import run_gate
     from causalfair.cli import report_jobs
     from causalfair.policy import atomic_write_bytes
 

@@ -1,0 +1,177 @@
+"""The CI fairness gate: audit several specs, exit codes, JSON and JUnit XML, and
+retrain-on-fail."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from causalfair.audit.result import AuditResult, _display_path
+from causalfair.audit.retrain import _retrain, retrained_checkpoint_path
+from causalfair.audit.run import _resolve_spec, audit
+from causalfair.audit.spec import AuditSpec, _where
+from causalfair.audit.verdicts import FAIL, INCONCLUSIVE
+from causalfair.errors import InputError, SpecError
+
+__all__ = ["GateEntry", "GateResult", "run_gate", "retrained_checkpoint_path"]
+
+
+@dataclass(eq=False)
+class GateEntry:
+    """One spec's gate outcome: the audit, and the re-audit after retraining if any."""
+
+    spec: AuditSpec
+    before: AuditResult
+    after: AuditResult | None = None
+    retrained_checkpoint: Path | None = None
+    retrain_error: str | None = None
+    report: Path | None = None
+
+    @property
+    def final(self) -> AuditResult:
+        return self.after if self.after is not None else self.before
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.spec.name,
+            "spec": _display_path(self.spec.path),
+            "overall": self.final.overall,
+            "verdicts": [v.to_dict() for v in self.final.verdicts],
+            "checkpoint_sha256": self.before.checkpoint_sha256,
+        }
+        if self.after is not None or self.retrain_error:
+            d["before"] = {"overall": self.before.overall,
+                           "verdicts": [v.to_dict() for v in self.before.verdicts]}
+            d["retrained_checkpoint"] = _display_path(self.retrained_checkpoint)
+            if self.after is not None:
+                d["after"] = {"overall": self.after.overall,
+                              "checkpoint_sha256": self.after.checkpoint_sha256,
+                              "verdicts": [v.to_dict() for v in self.after.verdicts]}
+            if self.retrain_error:
+                d["retrain_error"] = self.retrain_error
+        if self.report is not None:
+            d["report"] = _display_path(self.report)
+        return d
+
+
+@dataclass(eq=False)
+class GateResult:
+    """Outcome of :func:`run_gate`: entries per spec and the exit code."""
+
+    entries: list[GateEntry]
+    inconclusive: str = "fail"
+
+    @property
+    def exit_code(self) -> int:
+        bad = {FAIL} if self.inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+        return 1 if any(e.final.overall in bad for e in self.entries) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.exit_code,
+            "inconclusive": self.inconclusive,
+            "specs": [e.to_dict() for e in self.entries],
+        }
+
+    def side_by_side(self) -> str:
+        """Text table: one line per threshold, before and (if retrained) after."""
+        lines = []
+        for e in self.entries:
+            lines.append(f"{e.spec.name}: {e.final.overall}")
+            after = {v.key: v for v in e.after.verdicts} if e.after else {}
+            for v in e.before.verdicts:
+                row = f"  {v.label:<22} {v.estimate:>11.6f} {v.status:<12}"
+                if e.after is not None:
+                    a = after[v.key]
+                    row += f" -> {a.estimate:>11.6f} {a.status}"
+                lines.append(row)
+            if e.retrained_checkpoint:
+                lines.append(f"  retrained checkpoint: {_display_path(e.retrained_checkpoint)}")
+            if e.retrain_error:
+                lines.append(f"  retrain failed: {e.retrain_error}")
+        return "\n".join(lines)
+
+    def to_junit(self, *, inconclusive_as: str = "failure") -> str:
+        """JUnit XML: one <testsuite> per spec, one <testcase> per threshold; FAIL is a
+        <failure>, INCONCLUSIVE a <failure> or <skipped> (``inconclusive_as``)."""
+        import xml.etree.ElementTree as ET
+
+        if inconclusive_as not in ("failure", "skipped"):
+            raise InputError(
+                f"inconclusive_as: bad value {inconclusive_as!r}; allowed values: failure, skipped."
+            )
+        root = ET.Element("testsuites", name="causalfair gate")
+        tot_t = tot_f = tot_s = 0
+        for e in self.entries:
+            res = e.final
+            suite = ET.SubElement(root, "testsuite", name=e.spec.name)
+            n_f = n_s = 0
+            for v in res.verdicts:
+                tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
+                                   name=v.label, time=f"{res.seconds / max(1, len(res.verdicts)):.4f}")
+                if v.status == FAIL or (v.status == INCONCLUSIVE and inconclusive_as == "failure"):
+                    n_f += 1
+                    f = ET.SubElement(tc, "failure", message=v.message(), type=v.status)
+                    f.text = v.message()
+                elif v.status == INCONCLUSIVE:
+                    n_s += 1
+                    ET.SubElement(tc, "skipped", message=v.message())
+                out = [f"{res.summary()}"]
+                if e.after is not None:
+                    b = next(x for x in e.before.verdicts if x.key == v.key)
+                    out.append(f"before retraining: {b.message()}")
+                ET.SubElement(tc, "system-out").text = "\n".join(out) if e.after else v.message()
+            suite.set("tests", str(len(res.verdicts)))
+            suite.set("failures", str(n_f))
+            suite.set("errors", "0")
+            suite.set("skipped", str(n_s))
+            tot_t += len(res.verdicts)
+            tot_f += n_f
+            tot_s += n_s
+        root.set("tests", str(tot_t))
+        root.set("failures", str(tot_f))
+        root.set("errors", "0")
+        root.set("skipped", str(tot_s))
+        ET.indent(root)
+        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
+             retrain: bool = False, reports: str | os.PathLike[str] | None = None,
+             jobs: int = 1) -> GateResult:
+    """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
+    before anything runs). With ``retrain``, a spec whose verdict is not PASS is
+    retrained from its checkpoint and re-audited. With ``reports``, each spec's report
+    is written to ``reports/NAME`` (after retraining: the new policy beside the old);
+    ``jobs`` as in :meth:`AuditResult.write_report`."""
+    if inconclusive not in ("pass", "fail"):
+        raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
+    loaded = [_resolve_spec(s) for s in specs]
+    names = [s.name for s in loaded]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup and reports is not None:
+        raise SpecError(f"audit spec name: bad value {sorted(dup)[0]!r}; names must be unique "
+                        "when reports are written.")
+    if retrain:
+        for s in loaded:
+            if s.retrain is None:
+                raise SpecError(f"{_where(s.path)}: [retrain]: missing; --retrain needs a "
+                                "[retrain] section (algo, iterations, betas, seed).")
+    entries = []
+    for s in loaded:
+        before = audit(s)
+        entry = GateEntry(spec=s, before=before)
+        bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+        if retrain and before.overall in bad:
+            entry.retrained_checkpoint, entry.after = _retrain(s, before)
+        if reports is not None:
+            entry.report = entry.final.write_report(
+                Path(reports) / s.name, before=before if entry.after is not None else None,
+                jobs=jobs)
+        entries.append(entry)
+    return GateResult(entries=entries, inconclusive=inconclusive)
+
+

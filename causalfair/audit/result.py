@@ -1,0 +1,268 @@
+"""The result of an audit: :class:`AuditResult` (pandas tables, JSON, text summary) and
+the provenance it records."""
+
+from __future__ import annotations
+
+import html
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causalfair._io import to_jsonable as _json_safe
+from causalfair.audit.spec import AuditSpec
+from causalfair.audit.verdicts import FAIL, INCONCLUSIVE, PASS, Verdict, overall_verdict
+
+__all__ = ["AuditResult", "provenance", "compare"]
+
+@dataclass(eq=False)
+class AuditResult:
+    """Everything an audit produced. Tables are pandas DataFrames, figures matplotlib
+    Figures (built on first use). ``str(result)`` is a text summary; in Jupyter the
+    result renders as HTML."""
+
+    spec: AuditSpec
+    decomposition: Any  # causalfair.effects.Decomposition
+    benefit: Any  # causalfair.benefit.BenefitResult
+    notions: dict[str, Any]
+    quantities: dict[str, tuple[float, float, float, float | None]]  # est, lo, hi, se
+    verdicts: list[Verdict]
+    model: Any = None  # TabularModel (None for log audits without one)
+    policy: Any = None
+    policy_table: np.ndarray | None = None
+    mu_pi: np.ndarray | None = None  # (T+1, G, K)
+    mu_0: np.ndarray | None = None
+    checkpoint_sha256: str | None = None
+    checkpoint_meta: dict[str, Any] | None = None
+    system: Any = None  # causalfair.systems.System (None for log audits)
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    _figures: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def overall(self) -> str:
+        return overall_verdict([v.status for v in self.verdicts])
+
+    @property
+    def passed(self) -> bool:
+        return self.overall == PASS
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # ----------------------------------------------------------------- tables
+    def verdicts_frame(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(
+            [v.to_dict() for v in self.verdicts],
+            columns=["key", "threshold", "estimate", "lower", "upper", "status"],
+        ).set_index("key")
+
+    def quantities_frame(self) -> Any:
+        """The reported metrics: estimate, se (None when exact), CI bounds."""
+        import pandas as pd
+
+        rows = {k: {"estimate": e, "se": s, "ci_lower": lo, "ci_upper": hi}
+                for k, (e, lo, hi, s) in self.quantities.items() if k in self.spec.metrics}
+        df = pd.DataFrame.from_dict(rows, orient="index",
+                                    columns=["estimate", "se", "ci_lower", "ci_upper"])
+        df.index.name = "quantity"
+        return df
+
+    def decomposition_frame(self) -> Any:
+        return self.decomposition.to_frame(self.spec.alpha)
+
+    def groups_frame(self) -> Any:
+        return self.decomposition.groups_frame()
+
+    def steps_frame(self) -> Any:
+        return self.decomposition.steps_frame()
+
+    def worst_pairs(self, n: int | None = None) -> Any:
+        if self.benefit is None:
+            import pandas as pd
+
+            return pd.DataFrame()
+        return self.benefit.worst_pairs(self.spec.worst if n is None else n)
+
+    def notions_frame(self) -> Any:
+        """Other notions (TPR gap, ELBERT bias, W1, DP gap, utility), one row each."""
+        import pandas as pd
+
+        flat = {k: v for k, v in self.notions.items() if isinstance(v, (int, float)) or v is None}
+        return pd.Series(flat, name="value", dtype=float).to_frame()
+
+    # ----------------------------------------------------------------- figures
+    def figures(self) -> dict[str, Any]:
+        """The report's figures, name -> matplotlib Figure (built once, then cached)."""
+        if self._figures is None:
+            from causalfair.report import make_figures
+
+            self._figures = make_figures(self)
+        return self._figures
+
+    def write_report(self, out: str | os.PathLike[str] | None = None, *,
+                     before: AuditResult | None = None, jobs: int = 1) -> Path:
+        """Write report.html, report.md, audit.json and the PNGs to ``out`` (default
+        reports/NAME), atomically. Returns the folder. ``jobs=2``: draw half of the
+        figures in a forked process (see :func:`causalfair.report.write_report`)."""
+        from causalfair.report import write_report
+
+        return write_report(self, out if out is not None else Path("reports") / self.name,
+                            before=before, jobs=jobs)
+
+    # ----------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe content: spec, verdicts, estimates, decomposition, benefit, notions,
+        provenance."""
+        spec = self.spec
+        return {
+            "name": spec.name,
+            "overall": self.overall,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "quantities": {k: {"estimate": e, "ci_lower": lo, "ci_upper": hi, "se": s}
+                           for k, (e, lo, hi, s) in self.quantities.items()},
+            "spec": _spec_dict(spec),
+            "policy": {
+                "label": spec.policy_label if spec.source == "model" else f"logs {spec.logs_path}",
+                "checkpoint": _display_path(spec.checkpoint),
+                "checkpoint_sha256": self.checkpoint_sha256,
+                "checkpoint_metadata": (self.checkpoint_meta or {}).get("metadata"),
+            },
+            "decomposition": self.decomposition.to_dict(),
+            "benefit": (_json_safe(self.benefit.to_dict(n_worst=spec.worst))
+                        if self.benefit is not None else None),
+            "notions": _json_safe(self.notions),
+            "seeds": {"engine": spec.seed if spec.engine == "mc" else None,
+                      "logs_bootstrap": spec.logs_seed if spec.source == "logs" else None,
+                      "retrain": (spec.retrain or {}).get("seed")},
+            "seconds": self.seconds,
+            "provenance": provenance(),
+            **({"system": self.system.to_dict()} if self.system is not None else {}),
+            **({"extra": _json_safe(self.extra)} if self.extra else {}),
+        }
+
+    def summary(self) -> str:
+        spec = self.spec
+        lines = [
+            f"Audit {spec.name}: {self.overall}",
+            f"  source: {spec.system_label if spec.source == 'model' else spec.logs_path}   policy: "
+            f"{spec.policy_label if spec.source == 'model' else 'from logs'}   "
+            f"T = {self.decomposition.horizon}   engine: {spec.engine}",
+        ]
+        if self.checkpoint_sha256:
+            lines.append(f"  checkpoint sha256: {self.checkpoint_sha256}")
+        lines.append("")
+        for v in self.verdicts:
+            lines.append(f"  [{v.status:<12}] {v.message()}")
+        if not self.verdicts:
+            lines.append("  (no thresholds: nothing to judge)")
+        lines.append("")
+        for k in spec.metrics:
+            if k in self.quantities:
+                e, lo, hi, s = self.quantities[k]
+                ci = f"   CI [{lo:+.6f}, {hi:+.6f}]" if s is not None else ""
+                lines.append(f"  {k:<12} {e:+.6f}{ci}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return f"AuditResult(name={self.spec.name!r}, overall={self.overall!r})"
+
+    def _repr_html_(self) -> str:
+        from causalfair.report import figure_png_base64
+
+        colour = {PASS: "#1a7f37", FAIL: "#cf222e", INCONCLUSIVE: "#9a6700"}[self.overall]
+        parts = [
+            f"<div><h3>Audit {html.escape(self.spec.name)}: "
+            f"<span style='color:{colour}'>{self.overall}</span></h3>",
+            self.verdicts_frame().to_html(float_format=lambda x: f"{x:.6f}") if self.verdicts
+            else "<p>No thresholds.</p>",
+            "<h4>Metrics</h4>",
+            self.quantities_frame().to_html(float_format=lambda x: f"{x:.6f}", na_rep="-"),
+            "<h4>Worst benefit pairs</h4>",
+            self.worst_pairs().to_html(index=False, float_format=lambda x: f"{x:.4f}"),
+        ]
+        for name, fig in self.figures().items():
+            parts.append(f"<img alt='{name}' src='data:image/png;base64,{figure_png_base64(fig)}'/>")
+        parts.append("</div>")
+        return "\n".join(parts)
+
+
+def _display_path(p: str | os.PathLike[str] | None) -> str | None:
+    """A path relative to the working directory when it lies below it, else absolute."""
+    if p is None:
+        return None
+    p = Path(p).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def _spec_dict(spec: AuditSpec) -> dict[str, Any]:
+    return _json_safe({
+        "file": _display_path(spec.path),
+        "parsed": dict(spec.raw),
+        "resolved": {
+            "name": spec.name, "horizon": spec.horizon, "setting": spec.setting,
+            "levels": spec.levels, "interest": spec.interest,
+            "system": spec.system_label if spec.source == "model" else None,
+            "system_params": dict(spec.system_params),
+            "policy_factory": spec.policy_factory, "policy_params": dict(spec.policy_params),
+            "logs": _display_path(spec.logs_path), "logs_options": dict(spec.logs_options),
+            "builtin": spec.builtin, "checkpoint": _display_path(spec.checkpoint),
+            "engine": spec.engine, "n": spec.n, "seed": spec.seed, "alpha": spec.alpha,
+            "eps": spec.eps, "weights": spec.weights, "metrics": list(spec.metrics),
+            "thresholds": dict(spec.thresholds), "retrain": dict(spec.retrain or {}),
+        },
+    })
+
+
+_PROVENANCE_PACKAGES = ("numpy", "pandas", "scipy", "networkx", "matplotlib", "torch",
+                        "statsmodels", "gymnasium", "dowhy")
+
+
+def provenance() -> dict[str, Any]:
+    """Python, platform, causalfair and dependency versions (from package metadata,
+    without importing the packages)."""
+    import platform
+    from importlib import metadata
+
+    from causalfair import __version__
+
+    deps = {}
+    for pkg in _PROVENANCE_PACKAGES:
+        try:
+            deps[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            deps[pkg] = None
+    return {"causalfair": __version__, "python": sys.version.split()[0],
+            "platform": platform.platform(), "dependencies": deps}
+
+
+
+def compare(*results: AuditResult, names: Sequence[str] | None = None) -> Any:
+    """Side-by-side table of several audits (columns), one row per metric and verdict."""
+    import pandas as pd
+
+    cols = {}
+    for i, r in enumerate(results):
+        col = names[i] if names else (
+            r.decomposition.policy_name if len({x.name for x in results}) == 1 else r.name)
+        data: dict[str, Any] = {k: e for k, (e, _, _, _) in r.quantities.items()}
+        for v in r.verdicts:
+            data[f"verdict {v.label}"] = v.status
+        data["overall"] = r.overall
+        cols[col] = pd.Series(data, dtype=object)
+    return pd.DataFrame(cols)
+
+

@@ -1,0 +1,319 @@
+"""Running an audit: the system and policy a spec names, the engines that apply, the
+quantities and verdicts."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from causalfair.audit.result import AuditResult
+from causalfair.audit.spec import AuditSpec, _where, load_spec
+from causalfair.audit.verdicts import Verdict, abs_interval, judge
+from causalfair.errors import SpecError
+
+__all__ = ["audit", "run_audit", "build_system", "resolve_policy", "choose_engine"]
+
+def _resolve_spec(spec_or_path: Any) -> AuditSpec:
+    if isinstance(spec_or_path, AuditSpec):
+        return spec_or_path
+    return load_spec(spec_or_path)
+
+
+def _resolve_policy(spec: AuditSpec, model: Any, policy: Any, prefetched: Any = None):
+    """(policy, name, sha256, checkpoint meta). ``prefetched``: the spec's checkpoint
+    already loaded and tabulated by :mod:`causalfair._prefetch` (used only when it is
+    that very file)."""
+    from causalfair.policy import TablePolicy, file_sha256, load_checkpoint, parse_policy
+
+    if (policy is None and prefetched is not None and spec.checkpoint is not None
+            and Path(prefetched.path) == spec.checkpoint):
+        pname = (prefetched.meta.get("metadata") or {}).get("name", spec.checkpoint.stem)
+        return (TablePolicy(prefetched.table, name=pname), spec.checkpoint.name,
+                prefetched.sha256, prefetched.meta)
+
+    if policy is not None:
+        if isinstance(policy, str):
+            p = Path(policy)
+            if p.suffix == ".pt" or p.is_file():
+                pol, meta = load_checkpoint(p, model)
+                return pol, p.name, file_sha256(p), meta
+            return parse_policy(policy, model), policy, None, None
+        return policy, getattr(policy, "name", type(policy).__name__), None, None
+    if spec.checkpoint is not None:
+        pol, meta = load_checkpoint(spec.checkpoint, model)
+        return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
+    return parse_policy(spec.builtin, model), spec.builtin, None, None
+
+
+def _quantities(spec: AuditSpec, dec: Any, notions: Mapping[str, Any],
+                lam_se: float | None = None) -> dict[str, tuple[float, float, float, float | None]]:
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1.0 - spec.alpha / 2.0)
+    est = dec.estimates()
+    se = dict(dec.se) if dec.se else None
+    out: dict[str, tuple[float, float, float, float | None]] = {}
+    names = ["C", "DPE", "IPE", "SPE", "utility"]
+    for k in names:
+        e = float(est[k])
+        s = float(se[k]) if se is not None and k in se else None
+        out[k] = (e, e - z * s, e + z * s) + (s,) if s is not None else (e, e, e, None)
+    lam = dec.Lambda
+    if lam is not None:
+        s = lam_se if lam_se is not None else (float(se["Lambda"]) if se and "Lambda" in se else None)
+        out["Lambda"] = (lam, max(0.0, lam - z * s), lam + z * s, s) if s is not None else (
+            lam, lam, lam, None)
+    for k in ("tpr_gap", "elbert_bias", "w1_final", "dp_gap"):
+        v = notions.get(k)
+        if isinstance(v, (int, float)) and v is not None:
+            s = notions.get(f"{k}_se")
+            if isinstance(s, (int, float)):
+                out[k] = (float(v), max(0.0, v - z * s), v + z * s, float(s))
+            else:
+                out[k] = (float(v), float(v), float(v), None)
+    return out
+
+
+def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float | None]]
+              ) -> list[Verdict]:
+    out = []
+    for key, thr in spec.thresholds.items():
+        base = key[4:] if key.startswith("abs_") else key
+        if base not in q:
+            raise SpecError(
+                f"{_where(spec.path)}: [thresholds] {key}: the quantity {base!r} is not "
+                f"available for this audit (available: {', '.join(sorted(q))})."
+            )
+        e, lo, hi, _ = q[base]
+        if key.startswith("abs_"):
+            lo, hi = abs_interval(lo, hi)
+            e = abs(e)
+        out.append(Verdict(key=key, threshold=float(thr), estimate=float(e), lower=float(lo),
+                           upper=float(hi), status=judge(lo, hi, thr)))
+    return out
+
+
+def build_system(spec: AuditSpec) -> Any:
+    """The :class:`~causalfair.systems.System` a spec names: ``[system] id`` /
+    ``factory`` (made with ``params``; a factory module is looked up in the spec's folder
+    first) or ``tabular`` (a model file), or the legacy ``[model] setting``."""
+    from causalfair.errors import CausalfairError
+    from causalfair.systems import as_system, load_tabular, make
+
+    try:
+        if spec.system_tabular is not None:
+            return as_system(load_tabular(spec.system_tabular), id=spec.system_id or "tabular")
+        return make(spec.system_id or "lending-1", search_path=spec.base_dir,
+                    **dict(spec.system_params))
+    except CausalfairError as exc:
+        raise type(exc)(f"{_where(spec.path)}: [system]: {exc}") from None
+
+
+def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
+                   ) -> tuple[Any, str, str | None, dict[str, Any] | None]:
+    """(policy, label, checkpoint sha256, checkpoint metadata) for ``spec`` on
+    ``system``; ``policy`` overrides the spec's ``[policy]`` (a built-in name, a
+    checkpoint path or a policy object)."""
+    from causalfair.policy import file_sha256, parse_policy
+
+    if policy is not None:
+        if isinstance(policy, (str, os.PathLike)):
+            p = Path(policy)
+            if p.suffix in (".pt", ".npz", ".zip", ".safetensors") or p.is_file():
+                pol, meta = _load_checkpoint_for(p, system)
+                return pol, p.name, file_sha256(p), meta
+            return parse_policy(str(policy), system), str(policy), None, None
+        return policy, getattr(policy, "name", type(policy).__name__), None, None
+    if spec.checkpoint is not None:
+        pol, meta = _load_checkpoint_for(spec.checkpoint, system)
+        return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
+    if spec.policy_factory is not None:
+        from causalfair.errors import PolicyError
+        from causalfair.systems import load_callable
+
+        fn = load_callable(spec.policy_factory, search_path=spec.base_dir,
+                           what=f"{_where(spec.path)}: [policy] factory")
+        try:
+            pol = fn(**dict(spec.policy_params))
+        except TypeError as exc:
+            raise PolicyError(
+                f"{_where(spec.path)}: [policy] factory {spec.policy_factory!r}: {exc}; check "
+                "[policy] params against the factory's arguments.") from None
+        if not (callable(getattr(pol, "prob_d1", None)) or callable(getattr(pol, "action_probs", None))):
+            raise PolicyError(
+                f"{_where(spec.path)}: [policy] factory {spec.policy_factory!r} returned "
+                f"{type(pol).__name__}, which has neither prob_d1(obs) nor action_probs(obs).")
+        return pol, spec.policy_factory, None, None
+    return parse_policy(spec.builtin, system), spec.builtin, None, None
+
+
+def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:
+    """Load a checkpoint and check that its inputs fit ``system`` (levels x groups for
+    one-hot encodings; feature names, or widths where either side has none)."""
+    from causalfair.policy import load_checkpoint
+
+    tab = system.tabular
+    pol, meta = load_checkpoint(path, tab if tab is not None and system.features is None else None)
+    try:
+        from causalfair.checkpoint import check_policy_inputs
+    except ImportError:  # pragma: no cover - until the checkpoint module lands
+        return pol, meta
+    check_policy_inputs(pol, feature_names=system.features, n_levels=system.n_levels,
+                        n_groups=system.n_groups, source=str(path))
+    return pol, meta
+
+
+def choose_engine(spec: AuditSpec, system: Any) -> str:
+    """The engine an audit runs: ``exact`` needs a tabular model of independent units."""
+    kind = spec.engine
+    if kind == "auto":
+        return "exact" if "exact" in system.engines else "mc"
+    if kind == "exact" and "exact" not in system.engines:
+        raise SpecError(
+            f"{_where(spec.path)}: [engine] kind: bad value 'exact'; system {system.id!r} has no "
+            "tabular model of independent units, so only the Monte Carlo engine applies "
+            "(kind = \"mc\" or \"auto\").")
+    return kind
+
+
+def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], *,
+          policy: Any = None, system: Any = None, prefetched: Any = None) -> AuditResult:
+    """Run an audit spec and return an :class:`AuditResult`.
+
+    ``spec_or_path``: a TOML file, a parsed mapping or an :class:`AuditSpec`.
+    ``policy``: optional override of the spec's ``[policy]``: a built-in name
+    (``"threshold:0.7"``), a checkpoint path or a policy object; handy to compare
+    policies under the same spec in a notebook. ``system``: optional override of the
+    spec's ``[system]`` (a :class:`~causalfair.systems.System`, or anything
+    :func:`~causalfair.systems.as_system` accepts, such as your simulator object).
+    """
+    t0 = time.perf_counter()
+    spec = _resolve_spec(spec_or_path)
+    if spec.source == "logs":
+        return _audit_logs(spec, t0)
+    from causalfair.systems import as_system
+
+    system = build_system(spec) if system is None else as_system(system)
+    pol, pname, sha, meta = resolve_policy(spec, system, policy)
+    if policy is not None:
+        spec = replace(spec, builtin=pname if isinstance(policy, str) else None,
+                       checkpoint=None, policy_factory=None if isinstance(policy, str) else pname)
+    T = spec.horizon if spec.horizon is not None else system.horizon
+    engine = choose_engine(spec, system)
+    spec = replace(spec, engine=engine, horizon=T)
+    model = system.tabular if "exact" in system.engines else None
+    res = _run_engines(spec, system, model, pol, pname, T, engine)
+    res.checkpoint_sha256, res.checkpoint_meta = sha, meta
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str, T: int,
+                 engine: str) -> AuditResult:
+    from causalfair.benefit import benefit_fairness
+    from causalfair.effects import decompose
+    from causalfair.metrics import other_notions
+    from causalfair.policy import policy_table
+
+    table = mu_pi = mu_0 = exact = ben = None
+    notions: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    if model is not None:
+        table = policy_table(pol, model, T)
+        exact = decompose(model, table, T, eps=spec.eps, weights=spec.weights, policy_name=pname)
+        ben = benefit_fairness(model, table, T, eps=spec.eps, weights=spec.weights)
+        notions = other_notions(model, table, T)
+        mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
+    lam_se = None
+    if engine == "mc":
+        from causalfair.montecarlo import decompose_mc
+
+        dec = decompose_mc(system.make_simulator(), pol, T, n=spec.n, seed=spec.seed,
+                           policy_name=pname)
+        if exact is not None:
+            dec = replace(dec, Lambda=exact.Lambda)
+            extra["exact"] = {k: getattr(exact, k) for k in ("C", "DPE", "IPE", "SPE")}
+        else:
+            ben, lam_se = _benefit_mc(spec, system, pol, T)
+            if ben is not None:
+                dec = replace(dec, Lambda=ben.Lambda)
+    else:
+        dec = exact
+    q = _quantities(spec, dec, notions, lam_se=lam_se)
+    res = AuditResult(
+        spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
+        verdicts=_verdicts(spec, q), model=model, policy=pol, policy_table=table,
+        mu_pi=mu_pi, mu_0=mu_0, system=system,
+    )
+    res.extra.update(extra)
+    if ben is None:
+        res.extra["benefit"] = ("not computed: benefit fairness needs a tabular model or the "
+                                "Monte Carlo benefit estimator")
+    return res
+
+
+def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, float | None]:
+    """Benefit fairness by forks on a simulator-only system (causalfair.benefit_mc)."""
+    try:
+        from causalfair.benefit_mc import benefit_fairness_mc
+    except ImportError:  # pragma: no cover - until the Monte Carlo benefit estimator lands
+        return None, None
+    ben = benefit_fairness_mc(system, pol, T, n=spec.n, seed=spec.seed, eps=spec.eps,
+                              alpha=spec.alpha)
+    return ben, getattr(ben, "se", None)
+
+
+def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
+    from causalfair.logs import audit_logs, read_logs
+    from causalfair.metrics import other_notions
+
+    df = read_logs(spec.logs_path)
+    opts = dict(spec.logs_options)
+    weights = opts.pop("potential_weights", None)
+    if weights is not None:
+        from causalfair.logs import linear_potential
+
+        opts["potential"] = linear_potential(weights)
+    la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
+                    eps=spec.eps, weights=spec.weights, **opts)
+    dec, ben = la.decomposition, la.benefit
+    if dec is None or ben is None:
+        raise SpecError(
+            f"{_where(spec.path)}: [logs] path: the logs {spec.logs_path.name} do not identify "
+            "the decomposition (positivity fails: some (group, level) never got one of the "
+            "decisions); see causalfair.logs.audit_logs for bounds."
+        )
+    model, table = la.model, la.policy_table
+    T = dec.horizon
+    notions = other_notions(model, table, T)
+    if dec.Lambda is None:
+        dec = replace(dec, Lambda=ben.Lambda)
+    q = _quantities(spec, dec, notions)
+    if "Lambda" in q and la.lambda_estimate is not None and la.n_boot >= 2:
+        # Lambda's interval: the hull of the thresholded and plug-in intervals
+        # (LogAudit.lambda_interval; reports/logs_validation shows why)
+        lo, hi = la.lambda_interval(spec.alpha, method="normal")
+        q["Lambda"] = (q["Lambda"][0], lo, hi, q["Lambda"][3])
+    res = AuditResult(spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
+                      verdicts=_verdicts(spec, q), model=model, policy_table=table,
+                      mu_pi=model.propagate(table, T), mu_0=model.propagate(0.0, T))
+    res.extra["logs"] = {"rows": la.n_rows, "individuals": la.n_individuals,
+                         "n_boot": la.n_boot, "seed": la.seed, "policy_source": la.policy_source,
+                         "fit": la.method}
+    if la.lambda_estimate is not None:
+        res.extra["logs"]["lambda_estimator"] = la.lambda_estimate.to_dict()
+    if la.binning is not None:
+        res.extra["logs"]["state_binning"] = la.binning.to_dict()
+    if la.dowhy is not None:
+        res.extra["logs"]["dowhy"] = la.dowhy.to_dict()
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+
+
+run_audit = audit

@@ -1,0 +1,496 @@
+"""Audit specs: the TOML schema (docs/audit.md), validated with messages that name the
+file, the key, the bad value and the allowed values."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from causalfair.errors import SpecError
+
+__all__ = ["AuditSpec", "SpecError", "load_spec", "METRICS", "THRESHOLD_KEYS", "ENGINES",
+           "SETTINGS", "RETRAIN_ALGOS", "TOP_KEYS", "SECTION_KEYS"]
+
+SETTINGS = ("lending-1", "lending-2", "lending-3")
+ENGINES = ("auto", "exact", "mc")
+WEIGHTS = ("visitation", "initial")
+
+#: Quantities a spec can report (``metrics``) and threshold.
+METRICS: tuple[str, ...] = (
+    "C", "DPE", "IPE", "SPE", "Lambda", "utility",
+    "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
+)
+#: Threshold keys: every one reads "quantity <= value".
+THRESHOLD_KEYS: tuple[str, ...] = (
+    "abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE", "SPE",
+    "Lambda", "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
+)
+RETRAIN_ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
+TOP_KEYS = ("name", "horizon", "metrics", "system", "model", "logs", "policy", "engine",
+            "benefit", "thresholds", "retrain")
+SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "system": ("id", "factory", "tabular", "params"),
+    "model": ("setting", "levels", "interest"),
+    "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
+             "bins", "potential_weights", "dowhy"),
+    "policy": ("builtin", "checkpoint", "factory", "params"),
+    "engine": ("kind", "n", "seed", "alpha"),
+    "benefit": ("eps", "weights", "worst"),
+    "retrain": ("algo", "iterations", "betas", "seed"),
+}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+
+
+@dataclass(frozen=True)
+class AuditSpec:
+    """A validated audit spec (see the module docstring and docs/audit.md).
+
+    Paths (``checkpoint``, ``logs_path``, ``system_tabular``) are absolute, resolved
+    against the spec file's folder. ``raw`` keeps the parsed TOML for the report. The
+    system is ``system_id`` (a registered id or ``module:callable``, made with
+    ``system_params``; ``module`` is looked up in ``base_dir`` first) or the tabular
+    model file ``system_tabular``; the legacy ``[model] setting/levels/interest`` fill
+    ``system_id`` and ``system_params`` too.
+    """
+
+    name: str
+    horizon: int | None
+    setting: str | None = "lending-1"
+    levels: int = 7
+    interest: float = 1.0
+    logs_path: Path | None = None
+    n_boot: int = 200
+    logs_seed: int = 0
+    logs_options: Mapping[str, Any] = field(default_factory=dict)
+    builtin: str | None = "threshold:0.5"
+    checkpoint: Path | None = None
+    engine: str = "exact"
+    n: int = 20000
+    seed: int = 0
+    alpha: float = 0.05
+    eps: float = 0.1
+    weights: str = "visitation"
+    worst: int = 5
+    metrics: tuple[str, ...] = METRICS
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    retrain: Mapping[str, Any] | None = None
+    path: Path | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    system_id: str | None = None
+    system_params: Mapping[str, Any] = field(default_factory=dict)
+    system_tabular: Path | None = None
+    policy_factory: str | None = None
+    policy_params: Mapping[str, Any] = field(default_factory=dict)
+    base_dir: Path | None = None
+
+    @property
+    def source(self) -> str:
+        return "logs" if self.logs_path is not None else "model"
+
+    @property
+    def policy_label(self) -> str:
+        if self.checkpoint is not None:
+            return f"checkpoint {self.checkpoint.name}"
+        if self.policy_factory is not None:
+            return f"factory {self.policy_factory}"
+        return f"builtin {self.builtin}"
+
+    @property
+    def system_label(self) -> str:
+        if self.system_tabular is not None:
+            return f"tabular {self.system_tabular.name}"
+        return str(self.system_id)
+
+    def with_policy(self, *, checkpoint: str | os.PathLike[str] | None = None,
+                    builtin: str | None = None) -> AuditSpec:
+        """A copy auditing another policy (a checkpoint path or a built-in)."""
+        if (checkpoint is None) == (builtin is None):
+            raise SpecError("with_policy: pass exactly one of checkpoint= or builtin=.")
+        if checkpoint is not None:
+            return replace(self, checkpoint=Path(checkpoint).resolve(), builtin=None,
+                           policy_factory=None, policy_params={})
+        return replace(self, builtin=str(builtin), checkpoint=None, policy_factory=None,
+                       policy_params={})
+
+
+def _where(path: Path | None) -> str:
+    return f"audit spec {path}" if path is not None else "audit spec"
+
+
+def _fail(path: Path | None, key: str, value: Any, allowed: str) -> SpecError:
+    return SpecError(f"{_where(path)}: {key}: bad value {value!r}; allowed values: {allowed}.")
+
+
+def _get_int(sec: Mapping[str, Any], key: str, label: str, path: Path | None, *,
+             minimum: int, default: int | None) -> int | None:
+    if key not in sec:
+        return default
+    v = sec[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise _fail(path, label, v, f"an integer >= {minimum}")
+    return int(v)
+
+
+def _get_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, *,
+               default: float, lo: float, hi: float = math.inf, lo_open: bool = False,
+               hi_open: bool = False) -> float:
+    if key not in sec:
+        return default
+    v = sec[key]
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    if ok:
+        ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if not ok:
+        lo_s = f"> {lo:g}" if lo_open else f">= {lo:g}"
+        hi_s = "" if hi == math.inf else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
+        raise _fail(path, label, v, f"a number {lo_s}{hi_s}")
+    return float(v)
+
+
+def _names(sec: Mapping[str, Any], key: str, path: Path | None) -> list[str] | None:
+    if key not in sec:
+        return None
+    v = sec[key]
+    v = [v] if isinstance(v, str) else v
+    if (not isinstance(v, list) or not v
+            or not all(isinstance(c, str) and c for c in v) or len(set(v)) != len(v)):
+        raise _fail(path, f"[logs] {key}", sec[key], "a column name or a list of distinct "
+                    "column names of the log")
+    return list(v)
+
+
+def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
+    """The [logs] keys passed on to causalfair.logs.audit_logs (validated here by type;
+    the log itself is checked when it is read)."""
+    from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
+
+    out: dict[str, Any] = {}
+    fit = sec.get("fit", "counts")
+    if fit not in METHODS:
+        raise _fail(path, "[logs] fit", fit, ", ".join(METHODS))
+    out["method"] = fit
+    est = sec.get("lambda_estimator", "thresholded")
+    if est not in LAMBDA_ESTIMATORS:
+        raise _fail(path, "[logs] lambda_estimator", est, ", ".join(LAMBDA_ESTIMATORS))
+    out["lambda_estimator"] = est
+    dw = sec.get("dowhy", False)
+    if not isinstance(dw, bool):
+        raise _fail(path, "[logs] dowhy", dw, "true, false")
+    out["dowhy"] = dw
+    state, nxt = _names(sec, "state", path), _names(sec, "next_state", path)
+    feature_keys = [k for k in ("next_state", "bins", "potential_weights") if k in sec]
+    if state is None:
+        if feature_keys:
+            raise SpecError(f"{_where(path)}: [logs] {feature_keys[0]}: only used with feature "
+                            "states; add [logs] state = [\"feature\", ...] or remove it.")
+        return out
+    if nxt is not None and len(nxt) != len(state):
+        raise _fail(path, "[logs] next_state", sec["next_state"],
+                    f"one column per state feature ({len(state)}: {', '.join(state)})")
+    bins = sec.get("bins")
+
+    def bad_bins() -> SpecError:
+        return _fail(path, "[logs] bins", bins, "an integer >= 2 (quantile bins per feature), "
+                     "or a table feature -> integer >= 2 or list of increasing cut points")
+
+    def one_bin(v: Any) -> Any:
+        if isinstance(v, bool):
+            raise bad_bins()
+        if isinstance(v, int):
+            if v < 2:
+                raise bad_bins()
+            return v
+        if (isinstance(v, list) and v and all(isinstance(c, (int, float))
+                                               and not isinstance(c, bool) for c in v)):
+            return [float(c) for c in v]
+        raise bad_bins()
+
+    if bins is None:
+        raise SpecError(f"{_where(path)}: [logs] bins: missing; feature states need a binning "
+                        "into levels: an integer (quantile bins per feature) or a table "
+                        "feature -> integer or list of cut points.")
+    if isinstance(bins, Mapping):
+        unknown = [k for k in bins if k not in state]
+        if unknown:
+            raise _fail(path, "[logs] bins", bins, f"keys among the state features {state}")
+        out["bins"] = {k: one_bin(v) for k, v in bins.items()}
+    else:
+        out["bins"] = one_bin(bins)
+    out["state"] = state
+    if nxt is not None:
+        out["next_state"] = nxt
+    if "potential_weights" in sec:
+        pw = sec["potential_weights"]
+        if (not isinstance(pw, Mapping) or not pw or any(k not in state for k in pw)
+                or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                       or not math.isfinite(v) for v in pw.values())):
+            raise _fail(path, "[logs] potential_weights", pw,
+                        f"a table state feature -> number (features: {', '.join(state)})")
+        out["potential_weights"] = {k: float(v) for k, v in pw.items()}
+    elif len(state) > 1:
+        raise SpecError(f"{_where(path)}: [logs] potential_weights: missing; with several state "
+                        "features the gain potential f(x) must be given, e.g. "
+                        "potential_weights = { income = 1.0 } (f = sum of weight x the bin's "
+                        "mean feature value).")
+    return out
+
+
+def _system_section(sec: Any, path: Path | None, base: Path) -> dict[str, Any]:
+    sec = _check_keys(sec, "system", SECTION_KEYS["system"], path)
+    given = [k for k in ("id", "factory", "tabular") if k in sec]
+    if len(given) != 1:
+        raise SpecError(
+            f"{_where(path)}: [system]: give exactly one of id (a registered system, see "
+            "`causalfair systems`), factory ('module:callable') or tabular (a model file); "
+            f"got {', '.join(given) or 'none'}.")
+    params = sec.get("params", {})
+    if not isinstance(params, Mapping):
+        raise _fail(path, "[system] params", params, "a table such as { levels = 7 }")
+    out: dict[str, Any] = {"setting": None, "system_params": dict(params)}
+    if "tabular" in sec:
+        tp = sec["tabular"]
+        if not isinstance(tp, str) or not tp:
+            raise _fail(path, "[system] tabular", tp, "a path to a .npz or .json tabular model")
+        tpath = (base / tp).resolve()
+        if not tpath.is_file():
+            raise SpecError(f"{_where(path)}: [system] tabular: bad value {tp!r}; no such file {tpath}.")
+        if params:
+            raise SpecError(f"{_where(path)}: [system] params: not used with [system] tabular.")
+        out.update(system_tabular=tpath, system_id=f"tabular:{tpath.name}")
+        return out
+    key = given[0]
+    sid = sec[key]
+    if not isinstance(sid, str) or not sid.strip():
+        raise _fail(path, f"[system] {key}", sid,
+                    "a registered id such as 'lending-1'" if key == "id" else "'module:callable'")
+    if key == "factory" and (sid.count(":") != 1 or sid.startswith(":") or sid.endswith(":")):
+        raise _fail(path, "[system] factory", sid,
+                    "'module:callable' (module.py next to the spec, or installed)")
+    out["system_id"] = sid
+    if sid in SETTINGS:
+        out["setting"] = sid
+        out["levels"] = params.get("levels", 7)
+        out["interest"] = params.get("interest", 1.0)
+    return out
+
+
+def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) -> Mapping:
+    if not isinstance(sec, Mapping):
+        raise _fail(path, f"[{name}]", sec, f"a table with keys {', '.join(allowed)}")
+    for k in sec:
+        if k not in allowed:
+            raise SpecError(
+                f"{_where(path)}: [{name}] {k}: unknown key; allowed keys: {', '.join(allowed)}."
+            )
+    return sec
+
+
+def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
+              base_dir: str | os.PathLike[str] | None = None) -> AuditSpec:
+    """Read and validate an audit spec: a TOML file path, or an already parsed mapping
+    (relative paths then resolve against ``base_dir``, default the working directory).
+
+    Raises :class:`SpecError` naming the key, the bad value and the allowed values.
+    """
+    import tomllib
+
+    path: Path | None = None
+    if isinstance(spec, Mapping):
+        raw = dict(spec)
+        base = Path(base_dir or ".").resolve()
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise SpecError(f"audit spec {path}: no such file.")
+        try:
+            with open(path, "rb") as fh:
+                raw = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"audit spec {path}: not valid TOML ({exc}).") from None
+        base = path.resolve().parent
+    for k in raw:
+        if k not in TOP_KEYS:
+            raise SpecError(f"{_where(path)}: {k}: unknown key; allowed keys: {', '.join(TOP_KEYS)}.")
+
+    # name
+    if "name" not in raw:
+        raise SpecError(f"{_where(path)}: name: missing; give the audit a name (letters, digits, . _ -).")
+    name = raw["name"]
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise _fail(path, "name", name, "a string of letters, digits, '.', '_' or '-'")
+
+    kw: dict[str, Any] = {"name": name, "path": path.resolve() if path else None, "raw": raw}
+
+    # source: [model] (+ [policy]) or [logs]
+    if "logs" in raw and ("model" in raw or "policy" in raw):
+        raise SpecError(
+            f"{_where(path)}: [logs]: cannot be combined with [model] or [policy]; a log "
+            "audit reads the deployed policy from the logs. Keep one of them."
+        )
+    if "logs" in raw:
+        sec = _check_keys(raw["logs"], "logs", SECTION_KEYS["logs"], path)
+        lp = sec.get("path")
+        if not isinstance(lp, str) or not lp:
+            raise _fail(path, "[logs] path", lp, "a path to a CSV file (relative to the spec file)")
+        logs_path = (base / lp).resolve()
+        if not logs_path.is_file():
+            raise SpecError(f"{_where(path)}: [logs] path: bad value {lp!r}; no such file {logs_path}.")
+        kw.update(logs_path=logs_path, setting=None, builtin=None,
+                  n_boot=_get_int(sec, "n_boot", "[logs] n_boot", path, minimum=2, default=200),
+                  logs_seed=_get_int(sec, "seed", "[logs] seed", path, minimum=0, default=0),
+                  logs_options=_logs_options(sec, path))
+    else:
+        kw["base_dir"] = base
+        if "system" in raw and "model" in raw:
+            raise SpecError(
+                f"{_where(path)}: [model]: cannot be combined with [system]; [model] is the "
+                "older spelling of [system] id = \"lending-N\". Keep [system].")
+        if "system" in raw:
+            kw.update(_system_section(raw["system"], path, base))
+        else:
+            sec = _check_keys(raw.get("model", {}), "model", SECTION_KEYS["model"], path)
+            setting = sec.get("setting", "lending-1")
+            if setting not in SETTINGS:
+                raise _fail(path, "[model] setting", setting, ", ".join(SETTINGS))
+            levels = _get_int(sec, "levels", "[model] levels", path, minimum=3, default=7)
+            interest = _get_float(sec, "interest", "[model] interest", path, default=1.0, lo=0.0)
+            kw.update(setting=setting, levels=levels, interest=interest, system_id=setting,
+                      system_params={"levels": levels, "interest": interest})
+        sec = _check_keys(raw.get("policy", {}), "policy", SECTION_KEYS["policy"], path)
+        given = [k for k in ("builtin", "checkpoint", "factory") if k in sec]
+        if len(given) > 1:
+            raise SpecError(
+                f"{_where(path)}: [policy]: {'both ' if len(given) == 2 else ''}"
+                f"{' and '.join(given)} are set; keep one."
+            )
+        if "params" in sec and "factory" not in sec:
+            raise SpecError(f"{_where(path)}: [policy] params: only used with [policy] factory.")
+        if "factory" in sec:
+            fac = sec["factory"]
+            if not isinstance(fac, str) or fac.count(":") != 1 or fac.startswith(":") \
+                    or fac.endswith(":"):
+                raise _fail(path, "[policy] factory", fac,
+                            "'module:callable' (module.py next to the spec, or installed)")
+            pp = sec.get("params", {})
+            if not isinstance(pp, Mapping):
+                raise _fail(path, "[policy] params", pp, "a table such as { threshold = 0.5 }")
+            kw.update(policy_factory=fac, policy_params=dict(pp), builtin=None)
+        elif "checkpoint" in sec:
+            ck = sec["checkpoint"]
+            if not isinstance(ck, str) or not ck:
+                raise _fail(path, "[policy] checkpoint", ck,
+                            "a path to a causalfair checkpoint (relative to the spec file)")
+            ck_path = (base / ck).resolve()
+            if not ck_path.is_file():
+                raise SpecError(
+                    f"{_where(path)}: [policy] checkpoint: bad value {ck!r}; no such file {ck_path}."
+                )
+            kw.update(checkpoint=ck_path, builtin=None)
+        else:
+            from causalfair.policy import BUILTIN_POLICIES
+
+            b = sec.get("builtin", "threshold:0.5")
+            kind = b.partition(":")[0] if isinstance(b, str) else None
+            if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
+                raise _fail(path, "[policy] builtin", b, ", ".join(BUILTIN_POLICIES))
+            kw["builtin"] = b
+
+    # horizon
+    if "horizon" in raw:
+        h = raw["horizon"]
+        if isinstance(h, bool) or not isinstance(h, int) or h < 1:
+            raise _fail(path, "horizon", h, "an integer >= 1")
+        kw["horizon"] = int(h)
+    elif "logs" in raw or "system" in raw:
+        kw["horizon"] = None  # from the logs, or the system's default horizon
+    else:
+        kw["horizon"] = 20
+
+    # engine
+    sec = _check_keys(raw.get("engine", {}), "engine", SECTION_KEYS["engine"], path)
+    kind = sec.get("kind", "auto" if "system" in raw else "exact")
+    if kind not in ENGINES:
+        raise _fail(path, "[engine] kind", kind, ", ".join(ENGINES))
+    if "logs" in raw and "kind" in sec:
+        raise SpecError(
+            f"{_where(path)}: [engine] kind: not used with [logs] (log audits bootstrap the "
+            "logs; set [logs] n_boot and seed instead). Remove it."
+        )
+    kw.update(
+        engine=kind if "logs" not in raw else "logs",
+        n=_get_int(sec, "n", "[engine] n", path, minimum=2, default=20000),
+        seed=_get_int(sec, "seed", "[engine] seed", path, minimum=0, default=0),
+        alpha=_get_float(sec, "alpha", "[engine] alpha", path, default=0.05, lo=0.0, hi=1.0,
+                         lo_open=True, hi_open=True),
+    )
+
+    # benefit
+    sec = _check_keys(raw.get("benefit", {}), "benefit", SECTION_KEYS["benefit"], path)
+    weights = sec.get("weights", "visitation")
+    if weights not in WEIGHTS:
+        raise _fail(path, "[benefit] weights", weights, ", ".join(WEIGHTS))
+    kw.update(
+        eps=_get_float(sec, "eps", "[benefit] eps", path, default=0.1, lo=0.0, lo_open=True),
+        weights=weights,
+        worst=_get_int(sec, "worst", "[benefit] worst", path, minimum=1, default=5),
+    )
+
+    # metrics
+    if "metrics" in raw:
+        m = raw["metrics"]
+        if not isinstance(m, list) or not m:
+            raise _fail(path, "metrics", m, f"a non-empty list of {', '.join(METRICS)}")
+        for item in m:
+            if item not in METRICS:
+                raise _fail(path, "metrics", item, ", ".join(METRICS))
+        kw["metrics"] = tuple(dict.fromkeys(m))
+
+    # thresholds
+    sec = raw.get("thresholds", {})
+    if not isinstance(sec, Mapping):
+        raise _fail(path, "[thresholds]", sec, "a table such as { abs_C = 0.05 }")
+    thr: dict[str, float] = {}
+    for k in sec:
+        if k not in THRESHOLD_KEYS:
+            raise SpecError(
+                f"{_where(path)}: [thresholds] {k}: unknown key; allowed keys: "
+                f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value')."
+            )
+        signed = k in ("C", "DPE", "IPE", "SPE")
+        thr[k] = _get_float(sec, k, f"[thresholds] {k}", path, default=0.0,
+                            lo=-math.inf if signed else 0.0)
+    kw["thresholds"] = thr
+
+    # retrain
+    if "retrain" in raw:
+        sec = _check_keys(raw["retrain"], "retrain", SECTION_KEYS["retrain"], path)
+        algo = sec.get("algo", "ppo-cb")
+        if algo not in RETRAIN_ALGOS:
+            raise _fail(path, "[retrain] algo", algo, ", ".join(RETRAIN_ALGOS))
+        betas = sec.get("betas", {})
+        if not isinstance(betas, Mapping):
+            raise _fail(path, "[retrain] betas", betas, "a table such as { C = 1.0, Lambda = 0.5 }")
+        clean_b: dict[str, float] = {}
+        for bk in betas:
+            if bk not in ("C", "Lambda", "KL"):
+                raise SpecError(
+                    f"{_where(path)}: [retrain] betas {bk}: unknown key; allowed keys: C, Lambda, KL."
+                )
+            clean_b[bk] = _get_float(betas, bk, f"[retrain] betas {bk}", path, default=0.0, lo=0.0)
+        kw["retrain"] = {
+            "algo": algo,
+            "iterations": _get_int(sec, "iterations", "[retrain] iterations", path, minimum=1,
+                                   default=50),
+            "betas": clean_b,
+            "seed": _get_int(sec, "seed", "[retrain] seed", path, minimum=0, default=0),
+        }
+    return AuditSpec(**kw)
+
+
