@@ -55,14 +55,14 @@ class CausalStructure:
     s_to_transition: bool = True
 
 
-def _as_float_array(name: str, value: Any, ndim: int) -> np.ndarray:
+def _as_float_array(name: str, value: Any, ndim: int, axes: str = "") -> np.ndarray:
     try:
         arr = np.array(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ModelError(f"{name}: cannot convert to a float array ({exc}).") from None
     if arr.ndim != ndim:
         raise ModelError(
-            f"{name}: expected a {ndim}-d array, got shape {arr.shape}."
+            f"{name}: expected a {ndim}-d array{' ' + axes if axes else ''}, got shape {arr.shape}."
         )
     bad = ~np.isfinite(arr)
     if bad.any():
@@ -176,7 +176,7 @@ class TabularModel:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        kernel = _as_float_array("kernel", self.kernel, 4)
+        kernel = _as_float_array("kernel", self.kernel, 4, "(groups, actions, K, K)")
         G, D, K, K2 = kernel.shape
         if D < 2 or K != K2:
             raise ModelError(
@@ -190,7 +190,7 @@ class TabularModel:
         _check_distribution("kernel", kernel, "(s, d, x)")
         set_(self, "kernel", kernel)
 
-        initial = _as_float_array("initial", self.initial, 2)
+        initial = _as_float_array("initial", self.initial, 2, "(groups, K)")
         if initial.shape != (G, K):
             raise ModelError(f"initial: expected shape {(G, K)} (groups, levels), got {initial.shape}.")
         _check_distribution("initial", initial, "(s,)")
