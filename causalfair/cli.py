@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "gate": "causalfair.commands.gate",
     "train": "causalfair.commands.train",
     "systems": "causalfair.commands.systems",
+    "simulate-logs": "causalfair.commands.simulate_logs",
 }
 
 

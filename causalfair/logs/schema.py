@@ -627,61 +627,67 @@ def read_logs(path: str | Path) -> Any:
     raise LogError(MSG_FILE_TYPE.format(path=path, suffix="".join(path.suffixes) or path.name))
 
 
-def simulate_logs(lending_model: Any, policy: Any, n_individuals: int, horizon: int,
+def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
                   seed: int = 0, *, groups: Any = None) -> Any:
-    """Decision logs of ``policy`` deployed on a simulator (vectorised).
+    """Decision logs of ``policy`` deployed on a system's simulator (vectorised).
 
-    ``lending_model``: a :class:`~causalfair.sim.lending.LendingModel` (or a setting
-    name such as ``"lending-1"``), simulated by the lending simulator; or any
-    :class:`~causalfair.model.TabularModel`, simulated from its kernel (then the log has
-    no ``outcome`` column and the reward is the model's expected reward).
+    ``system``: a :class:`~causalfair.systems.System` with discrete levels and two
+    actions, a registered id such as ``"lending-1"``, a
+    :class:`~causalfair.sim.lending.LendingModel` or a
+    :class:`~causalfair.model.TabularModel` (simulated from its kernel). When the
+    system names a ``qualified`` role (lending: ``repay``), the log has an ``outcome``
+    column (that info for d1 rows, NaN for d0 rows); otherwise it has none.
     ``policy``: any :class:`~causalfair.policy.Policy` (or a built-in spec such as
     ``"random:0.5"``), evaluated with the simulator's observations. Groups are drawn
-    i.i.d. from the model's ``group_weights`` unless ``groups`` (an int array of length
-    ``n_individuals``) is given. Returns a DataFrame in the log format (``outcome`` is
-    the repayment for d1 rows and NaN for d0 rows), sorted by (t, id). Same seed, same
-    log.
+    i.i.d. from the system's ``group_weights`` unless ``groups`` (an int array of length
+    ``n_individuals``) is given. Returns a DataFrame in the log format, sorted by
+    (t, id). Same seed, same log.
     """
     import pandas as pd
 
-    from causalfair.model import TabularModel
     from causalfair.policy import parse_policy
-    from causalfair.sim.individual import LendingSimulator, TabularSimulator
-    from causalfair.sim.lending import lending_setting
+    from causalfair.systems import System, as_system, make
 
-    if isinstance(lending_model, str):
-        lending_model = lending_setting(lending_model)
-    tabular = isinstance(lending_model, TabularModel)
+    system = make(system) if isinstance(system, str) else (
+        system if isinstance(system, System) else as_system(system))
+    if system.n_levels is None or system.n_actions != 2:
+        raise LogError(
+            f"simulate_logs: system {system.id!r} needs discrete levels and two actions for the "
+            f"log format (it has {system.n_actions} actions and "
+            f"{'no' if system.n_levels is None else system.n_levels} levels).")
     if isinstance(policy, str):
-        policy = parse_policy(policy, lending_model if tabular else lending_model.tabular)
+        policy = parse_policy(policy, system)
     n = int(n_individuals)
     T = int(horizon)
     if n < 1 or T < 1:
         raise LogError(f"simulate_logs: n_individuals and horizon must be >= 1, got {n} and {T}.")
     rng = np.random.default_rng(seed)
-    sim = TabularSimulator(lending_model) if tabular else LendingSimulator(lending_model)
+    sim = system.make_simulator()
+    qualified = system.roles.get("qualified")
     if groups is None:
-        g = rng.choice(lending_model.n_groups, size=n, p=lending_model.group_weights)
+        g = rng.choice(system.n_groups, size=n, p=system.group_weights)
     else:
         g = np.asarray(groups, dtype=np.int64)
     state = sim.reset(n, g, rng)
     cols = {k: np.empty((T, n), dtype=dt) for k, dt in (
         ("level", np.int64), ("decision", np.int64), ("next_level", np.int64),
         ("reward", np.float64), ("outcome", np.float64))}
-    if tabular:
+    if qualified is None:
         del cols["outcome"]
     for t in range(T):
-        p = np.asarray(policy.prob_d1(sim.observe(state)), dtype=np.float64)
+        obs = sim.observe(state)
+        p = np.asarray(policy.prob_d1(obs), dtype=np.float64)
         d = (rng.random(n) < p).astype(np.int64)
         res = sim.step(state, d, sim.draw_noise(n, rng))
-        cols["level"][t] = state.level
+        cols["level"][t] = obs.level
         cols["decision"][t] = d
-        cols["next_level"][t] = res.state.level
+        cols["next_level"][t] = sim.observe(res.state).level
         cols["reward"][t] = res.reward
-        if not tabular:
-            cols["outcome"][t] = np.where(d == 1, res.info["repay"].astype(np.float64), np.nan)
+        if qualified is not None:
+            cols["outcome"][t] = np.where(d == 1, np.asarray(res.info[qualified], dtype=np.float64),
+                                          np.nan)
         state = res.state
-    names = np.asarray(lending_model.group_names)
+    names = np.asarray(system.groups)
     return pd.DataFrame({
         "id": np.tile(np.arange(n), T),
         "t": np.repeat(np.arange(T), n),

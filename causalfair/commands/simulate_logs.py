@@ -1,0 +1,60 @@
+"""``causalfair simulate-logs``: a sample decision log, to try ``decompose --logs``."""
+
+from __future__ import annotations
+
+import argparse
+
+from causalfair.commands._system import add_system_arguments
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "simulate-logs",
+        help="write a decision log of a policy deployed on a system (CSV or Parquet)",
+        description=(
+            "Simulate a policy on a system with discrete levels and two actions and write "
+            "the decisions in the log format that `causalfair decompose --logs` and "
+            "`[logs] path` read: one row per decision with id, t, group, level, decision, "
+            "next_level, reward (and outcome where the system has one)."
+        ),
+        epilog="Example: causalfair simulate-logs --system lending-1 --policy random:0.5 "
+               "--n 1000 --out logs.csv && causalfair decompose --logs logs.csv",
+    )
+    add_system_arguments(p)
+    p.add_argument("--policy", default="threshold:0.5",
+                   help="built-in policy that made the decisions (default: threshold:0.5)")
+    p.add_argument("--n", type=int, default=1000, metavar="N",
+                   help="individuals in the log (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="the log to write: FILE.csv or FILE.parquet (not overwritten)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from causalfair._io import atomic_write_bytes
+    from causalfair.cli import UsageError
+    from causalfair.commands._system import horizon, load_system
+    from causalfair.logs.schema import simulate_logs
+
+    if args.n < 1:
+        raise UsageError(f"--n: must be an integer >= 1, got {args.n}.")
+    if args.seed < 0:
+        raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
+    out = Path(args.out)
+    if out.suffix.lower() not in (".csv", ".parquet"):
+        raise UsageError(f"--out: unknown suffix {out.suffix or '(none)'!r}; use .csv or .parquet.")
+    if out.exists():
+        raise UsageError(f"--out: {out} exists; causalfair does not overwrite a file it did "
+                         "not create in this run (choose another name or delete it).")
+    system = load_system(args)
+    df = simulate_logs(system, args.policy, args.n, horizon(args, system), args.seed)
+    if out.suffix.lower() == ".csv":
+        atomic_write_bytes(out, lambda fh: fh.write(df.to_csv(index=False).encode()))
+    else:
+        atomic_write_bytes(out, lambda fh: df.to_parquet(fh, index=False))
+    print(f"wrote {out}: {len(df)} decisions of {args.n} individuals over "
+          f"{int(df['t'].max()) + 1} epochs ({system.id}, policy {args.policy}, seed {args.seed})")
+    return 0
