@@ -1,5 +1,7 @@
 """The Python examples in README.md and docs/*.md run as written (each file's ```python
-blocks in order, in a fresh process, in a scratch folder holding a copy of audits/)."""
+blocks in order, in a fresh process, in a scratch folder holding a copy of audits/ and of
+the example modules in docs/examples/); the ```bash blocks of docs/own-system.md run too,
+line by line, each expected to exit 0 unless it ends with "# exit 0 pass, 1 fail"."""
 
 import os
 import re
@@ -26,7 +28,25 @@ def blocks(path: Path) -> str:
 )
 def test_doc_examples_run(path, tmp_path):
     shutil.copytree(ROOT / "audits", tmp_path / "audits")
+    for example in (ROOT / "docs" / "examples").glob("*.py"):
+        shutil.copy(example, tmp_path / example.name)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     proc = subprocess.run([sys.executable, "-c", blocks(path)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_own_system_walkthrough_commands_run(tmp_path):
+    """docs/own-system.md, followed literally: its shell blocks, in order, in a folder
+    holding clinic.py."""
+    shutil.copy(ROOT / "docs" / "examples" / "clinic.py", tmp_path / "clinic.py")
+    text = (ROOT / "docs" / "own-system.md").read_text(encoding="utf-8")
+    script = "\n".join(re.findall(r"```bash\n(.*?)```", text, re.S))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    # the gate line may exit 1 (a failing verdict is a result, not an error)
+    script = script.replace("# exit 0 pass, 1 fail, 2 bad input", "|| test $? -eq 1")
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert (tmp_path / "reports" / "clinic" / "report.html").is_file()
+    assert (tmp_path / "gate.xml").is_file() and (tmp_path / "clinic-graph.svg").is_file()
