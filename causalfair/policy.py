@@ -23,6 +23,7 @@ import numpy as np
 from causalfair._io import atomic_write_bytes
 from causalfair.errors import CheckpointError, PolicyError
 from causalfair.model import TabularModel
+from causalfair.types import Observation
 
 __all__ = [
     "Observation",
@@ -53,27 +54,6 @@ CHECKPOINT_FORMAT = "causalfair-checkpoint"
 CHECKPOINT_VERSION = 1
 
 
-
-
-@dataclass(frozen=True)
-class Observation:
-    """A batch of observations of ``n`` individuals.
-
-    ``level``: int array (n,) of 0-based levels, or None for simulators without levels.
-    ``group``: int array (n,) of group indices.
-    ``features``: float array (n, F) or None (continuous simulators).
-    ``t``: the decision epoch, or None when the policy is evaluated for all epochs.
-    ``extras``: further named arrays (n, ...) a simulator exposes (history, etc.).
-    """
-
-    group: np.ndarray
-    level: np.ndarray | None = None
-    features: np.ndarray | None = None
-    t: int | None = None
-    extras: Mapping[str, np.ndarray] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return int(np.shape(self.group)[0])
 
 
 @runtime_checkable

@@ -26,25 +26,13 @@ maker's reward; ``info`` any ground truth (e.g. the would-repay outcome).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from causalfair.policy import Observation
+from causalfair.types import Observation, StepResult
 
 __all__ = ["Simulator", "StepResult"]
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What one step returns for a batch of n individuals."""
-
-    state: Any
-    reward: np.ndarray  # (n,)
-    gain: np.ndarray  # (n,)
-    info: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @runtime_checkable
