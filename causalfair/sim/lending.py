@@ -145,6 +145,12 @@ class LendingModel:
             s_to_transition=False,
         )
 
+    def to_system(self, *, id: str | None = None, params: dict | None = None):
+        """This model as a :class:`~causalfair.systems.System` (simulator + tabular model)."""
+        from causalfair.systems.builtin import lending_system
+
+        return lending_system(self, id=id, params=params)
+
     @cached_property
     def tabular(self) -> TabularModel:
         """The exact tabular model of these dynamics."""

@@ -417,8 +417,8 @@ def _from_tabular(model: TabularModel, sid: str, params: Mapping[str, Any]) -> S
 def as_system(obj: Any, *, id: str | None = None, params: Mapping[str, Any] | None = None,
               where: str = "") -> System:
     """A :class:`System` from what a factory returned: a System (as is), a
-    :class:`~causalfair.model.TabularModel`, a lending model (anything with a
-    ``tabular`` TabularModel and a simulator), or any object implementing the 4-method
+    :class:`~causalfair.model.TabularModel`, an object with a ``to_system(id=, params=)``
+    method (a lending model has one), or any object implementing the 4-method
     simulator protocol (wrapped with defaults: two actions, baseline 0, group names
     from the simulator)."""
     params = dict(params or {})
@@ -428,12 +428,13 @@ def as_system(obj: Any, *, id: str | None = None, params: Mapping[str, Any] | No
     sid = id or getattr(obj, "name", None) or type(obj).__name__
     if isinstance(obj, TabularModel):
         return _from_tabular(obj, sid, params)
-    from causalfair.sim.lending import LendingModel
-
-    if isinstance(obj, LendingModel):
-        from causalfair.systems.builtin import lending_system
-
-        return lending_system(obj, id=sid, params=params)
+    to_system = getattr(obj, "to_system", None)
+    if callable(to_system):  # e.g. a LendingModel knows its System
+        system = to_system(id=sid, params=params)
+        if not isinstance(system, System):
+            raise SystemError_(f"{label}: {type(obj).__name__}.to_system() returned "
+                               f"{type(system).__name__}, not a causalfair System.")
+        return system
     if all(callable(getattr(obj, m, None)) for m in _PROTOCOL):
         return _from_simulator(obj, sid, params)
     missing = [m for m in _PROTOCOL if not callable(getattr(obj, m, None))]
