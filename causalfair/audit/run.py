@@ -199,9 +199,15 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
 
     system = build_system(spec) if system is None else as_system(system)
     pol, pname, sha, meta = resolve_policy(spec, system, policy)
-    if policy is not None:
-        spec = replace(spec, builtin=pname if isinstance(policy, str) else None,
-                       checkpoint=None, policy_factory=None if isinstance(policy, str) else pname)
+    if policy is not None:  # the report and provenance name the policy actually computed
+        if isinstance(policy, (str, os.PathLike)) and sha is not None:
+            spec = replace(spec, checkpoint=Path(policy).resolve(), builtin=None,
+                           policy_factory=None)
+        elif isinstance(policy, str):
+            spec = replace(spec, builtin=policy, checkpoint=None, policy_factory=None)
+        else:
+            spec = replace(spec, builtin=None, checkpoint=None, policy_factory=None,
+                           policy_object=pname)
     T = spec.horizon if spec.horizon is not None else system.horizon
     engine = choose_engine(spec, system)
     spec = replace(spec, engine=engine, horizon=T)

@@ -89,6 +89,7 @@ class AuditSpec:
     policy_factory: str | None = None
     policy_params: Mapping[str, Any] = field(default_factory=dict)
     base_dir: Path | None = None
+    policy_object: str | None = None  # name of a policy object passed to audit(policy=...)
 
     @property
     def source(self) -> str:
@@ -96,6 +97,8 @@ class AuditSpec:
 
     @property
     def policy_label(self) -> str:
+        if self.policy_object is not None:
+            return f"policy object {self.policy_object}"
         if self.checkpoint is not None:
             return f"checkpoint {self.checkpoint.name}"
         if self.policy_factory is not None:

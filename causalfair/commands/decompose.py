@@ -112,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
         print(_mc_text(result, args.alpha))
         print()
         if benefit is not None:
+            if model is not None:
+                print("Benefit fairness below is exact, from the system's tabular model (its "
+                      "DPE in Proposition-1 form is the exact value the Monte Carlo DPE above "
+                      "estimates).")
             print(benefit.summary(args.worst))
         return 0
     if args.json:

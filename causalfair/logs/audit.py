@@ -372,7 +372,7 @@ class LogAudit:
 
     def summary(self, alpha: float = 0.05) -> str:
         lines = [
-            f"Audit from logs ({self.method} fit, alpha = {self.alpha_smooth:g}): "
+            f"Audit from logs ({self.method} fit, Dirichlet smoothing {self.alpha_smooth:g}): "
             f"{self.n_individuals} individuals, {self.n_rows} decisions, "
             f"log horizon {self.log_horizon}, audit horizon T = {self.horizon}",
             f"  policy: {self.policy_source}",
@@ -385,12 +385,15 @@ class LogAudit:
             for k in _HEADLINE:
                 row = f"  {k:<6} = {df.loc[k, 'estimate']:+.6f}"
                 if has_ci:
-                    row += (f"   {100 * (1 - alpha):g}% CI [{df.loc[k, 'ci_lower']:+.6f}, "
+                    row += (f"   {100 * (1 - alpha):g}% percentile CI [{df.loc[k, 'ci_lower']:+.6f}, "
                             f"{df.loc[k, 'ci_upper']:+.6f}]  ({self.n_boot} bootstrap replicates)")
                 lines.append(row)
             if self.lambda_estimate is not None:
                 lines.append(f"  {self.lambda_estimate.summary()}")
-            lines += ["", self.decomposition.summary()]
+            lines += ["", "The decomposition below shows normal intervals, estimate +- z * bootstrap "
+                      "standard error (the intervals audit verdicts use);",
+                      "the percentile intervals above come from the same replicates.", "",
+                      self.decomposition.summary()]
         else:
             lines.append("  NOT IDENTIFIED: bounds over the unobserved kernel rows")
             for k in _HEADLINE:

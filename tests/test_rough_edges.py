@@ -1,0 +1,45 @@
+"""Rough edges a new user hit (issue 15), each pinned by a test."""
+
+import json
+
+import causalfair as cf
+from causalfair.cli import main
+
+
+def test_audit_with_a_policy_override_is_labelled_with_that_policy(tmp_path):
+    res = cf.audit(_spec(tmp_path), policy="always")
+    assert res.spec.policy_label == "builtin always"
+    doc = res.to_dict()
+    assert doc["policy"]["label"] == "builtin always"
+    assert doc["decomposition"]["policy"] == "always"
+    obj = cf.ConstantPolicy(0.25, name="quarter")
+    res = cf.audit(_spec(tmp_path), policy=obj)
+    assert res.to_dict()["policy"]["label"] == "policy object quarter"
+    assert "quarter" in res.summary() and "threshold:0.5" not in res.summary()
+
+
+def _spec(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text('name = "s"\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "threshold:0.5"\n')
+    return p
+
+
+def test_log_audit_labels_its_two_kinds_of_interval(tmp_path):
+    from causalfair.logs import audit_logs
+    from causalfair.logs.schema import simulate_logs
+
+    la = audit_logs(simulate_logs("lending-1", "random:0.5", 300, 5, 0), n_boot=20, seed=0)
+    text = la.summary()
+    assert "percentile CI" in text and "normal intervals" in text
+    assert "Dirichlet smoothing" in text and "alpha =" not in text
+
+
+def test_mc_decompose_says_which_dpe_is_exact(capsys):
+    assert main(["decompose", "--system", "lending-1", "--engine", "mc", "--n", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "is exact, from the system's tabular model" in out
+
+
+def test_decompose_json_names_the_system(capsys):
+    assert main(["decompose", "--system", "lending-2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["system"]["groups"] == ["white", "black"]
