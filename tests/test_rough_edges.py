@@ -43,3 +43,22 @@ def test_mc_decompose_says_which_dpe_is_exact(capsys):
 def test_decompose_json_names_the_system(capsys):
     assert main(["decompose", "--system", "lending-2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["system"]["groups"] == ["white", "black"]
+
+
+def test_a_bug_keeps_its_traceback_and_an_input_error_exits_2(monkeypatch, capsys):
+    """Only CausalfairError subclasses are input errors (exit 2, one line); any other
+    exception is a bug in causalfair and propagates with its traceback."""
+    import pytest
+
+    import causalfair.effects as effects
+
+    def broken(*a, **k):
+        raise ValueError("an internal bug")
+
+    monkeypatch.setattr(effects, "decompose", broken)
+    with pytest.raises(ValueError, match="an internal bug"):
+        main(["decompose", "--system", "lending-1"])
+    monkeypatch.undo()
+    assert main(["decompose", "--system", "lending-1", "--horizon", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--horizon: must be >= 1, got 0." in err
