@@ -10,58 +10,12 @@ Registered at ``import causalfair.systems``:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from causalfair.systems.system import DecisionSet, Gain, System
+from causalfair.sim.lending import _LENDING_DESCRIPTIONS, lending_system
+from causalfair.systems.system import System
 
 __all__ = ["lending_system", "make_lending", "make_delayed_impact"]
-
-_LENDING_DESCRIPTIONS = {
-    "lending-1": "lending, hand-set repayment curves; groups differ in initial levels",
-    "lending-2": "lending, FICO TransRisk data (white / black applicants)",
-    "lending-3": "lending, same initial levels; groups differ in drift",
-    "delayed-impact": "lending-1 curves without drift (ml-fairness-gym DelayedImpactEnv)",
-}
-
-
-class _LendingSimulatorFactory:
-    """Picklable zero-argument factory of a LendingSimulator for one model."""
-
-    def __init__(self, model: Any):
-        self.model = model
-
-    def __call__(self) -> Any:
-        from causalfair.sim.individual import LendingSimulator
-
-        return LendingSimulator(self.model)
-
-
-def lending_system(model: Any, *, id: str | None = None,
-                   params: Mapping[str, Any] | None = None) -> System:
-    """The :class:`System` of a :class:`~causalfair.sim.lending.LendingModel`: the
-    individual-level simulator, the exact tabular model, decisions deny (baseline) /
-    approve, roles ``score = p_repay`` and ``qualified = repay``."""
-    tab = model.tabular
-    sid = id or model.name
-    return System(
-        id=sid,
-        groups=tuple(model.group_names),
-        decisions=DecisionSet(labels=("deny", "approve"), baseline=0),
-        levels=tuple(tab.level_labels),
-        gain=Gain("qualification gain", "gain units (largest one-level gain = 1)",
-                  "f(x') - f(x) with f(x) = x^3 / (K^3 - (K-1)^3)"),
-        reward="profit",
-        horizon=20,
-        structure=tab.structure,
-        simulator=_LendingSimulatorFactory(model),
-        tabular=tab,
-        group_weights=tab.group_weights,
-        roles={"score": "p_repay", "qualified": "repay"},
-        params=dict(params or {}),
-        description=_LENDING_DESCRIPTIONS.get(sid, "lending"),
-    )
-
 
 def make_lending(setting: str = "lending-1", levels: int = 7, interest: float = 1.0,
                  group_weights: Sequence[float] = (0.5, 0.5)) -> System:

@@ -342,7 +342,7 @@ class _TabularSimulatorFactory:
         self.model = model
 
     def __call__(self) -> Any:
-        from causalfair.sim.individual import TabularSimulator
+        from causalfair.sim.tabular import TabularSimulator
 
         return TabularSimulator(self.model)
 
