@@ -43,7 +43,7 @@ import numpy as np
 
 from causalfair.effects import Decomposition, check_horizon
 from causalfair.errors import InputError, SimulatorContractError
-from causalfair.policy import Observation, Policy, PolicyError
+from causalfair.policy import Observation, Policy, PolicyError, action_probs
 from causalfair.sim.base import StepResult
 
 __all__ = [
@@ -226,7 +226,8 @@ def _check_step_result(sim: Any, res: Any, n: int) -> None:
     _check_named_arrays(sim, res.info, n, "step (StepResult.info)")
 
 
-def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int = 0) -> None:
+def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
+                    n_actions: int | None = None) -> None:
     """Check that ``simulator`` honours the protocol; raise SimulatorContractError naming
     the method that broke it.
 
@@ -240,6 +241,7 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
     sim = as_simulator(simulator)
     name = _name(sim)
     G = int(sim.n_groups)
+    A = int(n_actions if n_actions is not None else getattr(sim, "n_actions", 2))
     if G < 1:
         raise SimulatorContractError(f"simulator {name}: n_groups must be >= 1, got {G}.")
     for g in range(G):
@@ -273,7 +275,7 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
                     raise SimulatorContractError(
                         f"simulator {name}.draw_noise: wrong shape: {path} has shape {arr.shape}, "
                         f"expected {n} rows.")
-            d = rng_d.random(n) < 0.5
+            d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
             before = _frozen((sim.observe(state), state))
             r1 = sim.step(state, d, n1)
             _check_step_result(sim, r1, n)
@@ -386,10 +388,16 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def _sample_actions(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """One action per row of ``probs`` (n, A) by inverse CDF with the uniforms ``u``."""
+    cdf = np.cumsum(probs[:, :-1], axis=1)
+    return (u[:, None] >= cdf).sum(axis=1)
+
+
 def decompose_mc(
     simulator: Any,
     policy: Policy,
-    horizon: int = 20,
+    horizon: int | None = None,
     *,
     n: int = 100_000,
     seed: int = 0,
@@ -400,10 +408,15 @@ def decompose_mc(
     policy_name: str | None = None,
     tabulate: bool = True,
 ) -> Decomposition:
-    """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors.
+    """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors, on any system.
 
-    ``simulator``: anything implementing :class:`~causalfair.sim.base.Simulator` (or a
-    LendingModel / TabularModel, wrapped by :func:`as_simulator`). ``policy``: anything
+    ``simulator``: a :class:`~causalfair.systems.System` (its simulator, actions,
+    baseline action, groups and default horizon are used), or anything implementing
+    :class:`~causalfair.sim.base.Simulator` (or a LendingModel / TabularModel, wrapped by
+    :func:`as_simulator`; actions and baseline from its ``n_actions`` and ``baseline``
+    attributes, default two actions and baseline 0). With A actions each unit's action
+    is drawn from the policy's ``action_probs`` (two actions: ``u < prob_d1``); the
+    pi^PS fork and pi0 take the baseline action. ``policy``: anything
     with ``prob_d1(obs)`` (see :mod:`causalfair.adapters` for SB3 models and callables).
     ``n``: individuals per group. ``crn``: common random numbers between pi, the pi^PS
     fork and pi0 (False: independent numbers for each, to measure what CRN buys).
@@ -422,16 +435,29 @@ def decompose_mc(
     fairness needs the benefit table of a tabular model).
     """
     from causalfair.adapters import as_policy
+    from causalfair.systems.system import System
 
-    T = check_horizon(horizon)
+    system = simulator if isinstance(simulator, System) else None
+    if system is not None:
+        if system.units_per_replica != 1:
+            raise SimulatorContractError(
+                f"system {system.id!r}: {system.units_per_replica} coupled units per replica; "
+                "the Monte Carlo engine simulates independent units only (units_per_replica = 1).")
+        sim = system.make_simulator()
+        A, base = system.n_actions, system.decisions.baseline
+        horizon = system.horizon if horizon is None else horizon
+    else:
+        sim = as_simulator(simulator)
+        A, base = int(getattr(sim, "n_actions", 2)), int(getattr(sim, "baseline", 0))
+    T = check_horizon(20 if horizon is None else horizon)
     n = _check_int("n", n, 2)
     seed = _check_int("seed", seed, 0)
     batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
-    sim = as_simulator(simulator)
-    policy = as_policy(policy)
+    binary = A == 2 and base == 0
+    policy = as_policy(policy) if binary else policy
     name = policy_name or getattr(policy, "name", type(policy).__name__)
     if check:
-        check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed)
+        check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
     G = int(sim.n_groups)
     sim_name = _name(sim)
     K = getattr(sim, "n_levels", None)
@@ -442,7 +468,7 @@ def decompose_mc(
         raise PolicyError(
             f"policy {name!r}: its one-hot encoding has {enc.n_levels} levels x {enc.n_groups} "
             f"groups, the simulator {sim_name} has {int(K)} levels x {G} groups.")
-    if tabulate and isinstance(K, (int, np.integer)) and _reads_only_level_group(policy):
+    if binary and tabulate and isinstance(K, (int, np.integer)) and _reads_only_level_group(policy):
         policy = _TabulatedPolicy(policy, G, int(K))
     sums = np.zeros((3, G, T))
     stats = {k: [_Moments() for _ in range(G)] for k in ("A", "B", "Z", "AB", "BZ", "R")}
@@ -460,11 +486,15 @@ def decompose_mc(
                 rng_0 = _rng(seed, g, b, _STREAM_NOISE0)
             if callable(getattr(policy, "start_batch", None)):
                 policy.start_batch(m, g)
-            A, B, Z, R = (np.zeros(m) for _ in range(4))
-            d0 = np.zeros(m, dtype=bool)
+            A_, B, Z, R = (np.zeros(m) for _ in range(4))
+            d0 = np.zeros(m, dtype=bool) if binary else np.full(m, base, dtype=np.intp)
             for t in range(T):
-                p = _policy_probs(policy, sim.observe(state), m, name)
-                d = rng_dec.random(m) < p
+                if binary:
+                    p = _policy_probs(policy, sim.observe(state), m, name)
+                    d = rng_dec.random(m) < p
+                else:
+                    probs = action_probs(policy, sim.observe(state), A, f"policy {name!r}")
+                    d = _sample_actions(probs, rng_dec.random(m))
                 noise = sim.draw_noise(m, rng_noise)
                 res = sim.step(state, d, noise)
                 fork = sim.step(state, d0, noise if crn else sim.draw_noise(m, rng_fork))
@@ -474,7 +504,7 @@ def decompose_mc(
                         raise SimulatorContractError(
                             f"simulator {sim_name}.step: wrong shape: gain {r.gain.shape}, reward "
                             f"{r.reward.shape}, expected ({m},) for a batch of {m}.")
-                A += res.gain
+                A_ += res.gain
                 B += fork.gain
                 Z += res0.gain
                 R += res.reward
@@ -482,10 +512,10 @@ def decompose_mc(
                 sums[1, g, t] += fork.gain.sum()
                 sums[2, g, t] += res0.gain.sum()
                 state, state0 = res.state, res0.state
-            if not (np.isfinite(A.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
+            if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
                 raise SimulatorContractError(
                     f"simulator {sim_name}.step: returned NaN or inf gains or rewards (group {g}).")
-            for key, x in (("A", A), ("B", B), ("Z", Z), ("AB", A - B), ("BZ", B - Z), ("R", R)):
+            for key, x in (("A", A_), ("B", B), ("Z", Z), ("AB", A_ - B), ("BZ", B - Z), ("R", R)):
                 stats[key][g].add(x)
 
     def mean(key: str) -> np.ndarray:
@@ -498,8 +528,9 @@ def decompose_mc(
     from causalfair.effects import _check_pair
 
     a, c = _check_pair(pair, G, V)
-    groups = tuple(getattr(sim, "group_names", None) or (str(i) for i in range(G)))
-    weights = getattr(sim, "group_weights", None)
+    groups = system.groups if system is not None else tuple(
+        getattr(sim, "group_names", None) or (str(i) for i in range(G)))
+    weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
     weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
     se: dict[str, float] = {}
     for key, stat in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
@@ -527,5 +558,6 @@ def decompose_mc(
         seed=seed,
         diagnostics={},
         policy_name=name,
-        model_name=getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name),
+        model_name=system.id if system is not None else (
+            getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
     )

@@ -238,8 +238,7 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     if engine == "mc":
         from causalfair.montecarlo import decompose_mc
 
-        dec = decompose_mc(system.make_simulator(), pol, T, n=spec.n, seed=spec.seed,
-                           policy_name=pname)
+        dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname)
         if exact is not None:
             dec = replace(dec, Lambda=exact.Lambda)
             extra["exact"] = {k: getattr(exact, k) for k in ("C", "DPE", "IPE", "SPE")}

@@ -157,7 +157,7 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
         raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
     if not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha: must be in (0, 1), got {args.alpha}.")
-    return decompose_mc(system.make_simulator(), policy, args.horizon, n=args.n, seed=args.seed)
+    return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed)
 
 
 def _mc_text(result, alpha: float) -> str:
