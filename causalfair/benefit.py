@@ -120,6 +120,11 @@ class BenefitResult:
     levels: tuple[str, ...]
     dpe_prop1: float  # DPE in Proposition-1 form, sum_t gap of E[pi * Delta]
     actions: tuple[str, ...] = ("d0", "d1")
+    method: str = "exact"  # "exact" (tabular model) or "mc" (forks on a simulator)
+    se: float | None = None  # Monte Carlo: bootstrap standard error of Lambda
+    ci: tuple[float, float] | None = None  # Monte Carlo: percentile interval of Lambda
+    ci_level: float | None = None
+    cells: str = "levels"  # what the pairs pair: "levels", or feature bins (Monte Carlo)
 
     @property
     def multi(self) -> bool:
@@ -185,15 +190,21 @@ class BenefitResult:
             "eps": self.eps,
             "weights": self.weights,
             "DPE_prop1": self.dpe_prop1,
+            **({"method": self.method, "se": self.se,
+                "ci": None if self.ci is None else list(self.ci), "ci_level": self.ci_level,
+                "cells": self.cells} if self.method != "exact" else {}),
             "delta": {g: self.delta[i].tolist() for i, g in enumerate(self.groups)},
             "p_d1": {g: self.p_d1[i].tolist() for i, g in enumerate(self.groups)},
             "worst_pairs": worst.to_dict(orient="records"),
         }
 
     def summary(self, n_worst: int = 5) -> str:
+        ci = (f", {100 * self.ci_level:g}% bootstrap CI [{self.ci[0]:.6f}, {self.ci[1]:.6f}]"
+              if self.ci is not None else "")
         lines = [
-            f"Benefit fairness: Lambda = {self.Lambda:.6f} (eps = {self.eps:g}, "
-            f"P(x | s) = {self.weights})",
+            f"Benefit fairness: Lambda = {self.Lambda:.6f}{ci} (eps = {self.eps:g}, "
+            f"P(x | s) = {self.weights}"
+            + (f"; Monte Carlo by forks, pairs of {self.cells})" if self.method == "mc" else ")"),
             f"DPE (Proposition 1 form) = {self.dpe_prop1:+.6f}",
             "Worst pairs:",
             self.worst_pairs(n_worst).to_string(index=False, float_format=lambda x: f"{x:.4f}"),

@@ -68,3 +68,59 @@ def test_exact_inside_the_95_ci_in_90_to_99_percent_of_seeds(clinic):
             hits[k] += ci.loc[k, "lower"] <= getattr(ex, k) <= ci.loc[k, "upper"]
     for k, h in hits.items():
         assert 0.90 <= h / len(seeds) <= 0.99, (k, h)
+
+
+def test_benefit_by_forks_agrees_with_the_exact_lambda(clinic):
+    from causalfair.benefit_mc import benefit_fairness_mc
+
+    pol = cf.TablePolicy(np.array([[[0.2, 0.5, 0.3]] * 5, [[0.5, 0.3, 0.2]] * 5]), n_actions=3)
+    ex = cf.benefit_fairness(clinic.tabular, pol, clinic.horizon)
+    b = benefit_fairness_mc(clinic, pol, n=5_000, seed=1, n_boot=100)
+    assert b.method == "mc" and b.cells == "levels" and b.ci[0] <= b.Lambda <= b.ci[1]
+    assert abs(b.Lambda - ex.Lambda) < 4 * b.se
+    # the benefit table is the exact one up to Monte Carlo error
+    assert np.abs(b.delta - ex.delta).max() < 0.03
+    again = benefit_fairness_mc(clinic, pol, n=5_000, seed=1, n_boot=100)
+    assert again.Lambda == b.Lambda and again.ci == b.ci  # same seed, same numbers
+
+
+def test_benefit_by_forks_pairs_feature_bins_without_levels():
+    """A simulator that observes only a continuous feature: cells are its quantile bins."""
+    from causalfair.benefit_mc import benefit_fairness_mc
+
+    class Drift:
+        n_groups = 2
+        feature_names = ("score",)
+
+        def reset(self, n, group, rng):
+            g = np.broadcast_to(np.asarray(group), (n,)).copy()
+            return (rng.normal(size=n) + 0.5 * g, g)
+
+        def observe(self, state):
+            return cf.Observation(group=state[1], features=state[0][:, None])
+
+        def draw_noise(self, n, rng):
+            return rng.normal(size=n)
+
+        def step(self, state, d, noise):
+            x, g = state
+            gain = 0.1 * noise + np.asarray(d, dtype=float) * (0.5 - 0.2 * g)
+            return cf.StepResult(state=(x + gain, g), reward=np.zeros(x.shape[0]), gain=gain)
+
+    sys_ = cf.as_system(Drift(), id="drift")
+    b = benefit_fairness_mc(sys_, cf.ConstantPolicy(0.7), 5, n=3_000, bins=3, n_boot=50)
+    assert b.cells.startswith("joint quantile bins of score (3 cells)")
+    # benefit 0.5 for s+ and 0.3 for s- everywhere; same policy: Lambda = 0
+    assert np.allclose(b.delta[0], 0.5) and np.allclose(b.delta[1], 0.3)
+    assert b.Lambda == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.slow
+def test_benefit_by_forks_covers_the_exact_lambda(clinic):
+    from causalfair.benefit_mc import benefit_fairness_mc
+
+    pol = cf.TablePolicy(np.array([[[0.2, 0.5, 0.3]] * 5, [[0.5, 0.3, 0.2]] * 5]), n_actions=3)
+    ex = cf.benefit_fairness(clinic.tabular, pol, clinic.horizon).Lambda
+    hits = sum(b.ci[0] <= ex <= b.ci[1] for b in (
+        benefit_fairness_mc(clinic, pol, n=4_000, seed=s, n_boot=100) for s in range(50)))
+    assert 0.85 <= hits / 50 <= 1.0, hits

@@ -249,6 +249,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     else:
         dec = exact
     q = _quantities(spec, dec, notions, lam_se=lam_se)
+    if ben is not None and getattr(ben, "ci", None) is not None and "Lambda" in q:
+        q["Lambda"] = (q["Lambda"][0], ben.ci[0], ben.ci[1], ben.se)  # bootstrap hull interval
     res = AuditResult(
         spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
         verdicts=_verdicts(spec, q), model=model, policy=pol, policy_table=table,
@@ -263,13 +265,13 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
 
 def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, float | None]:
     """Benefit fairness by forks on a simulator-only system (causalfair.benefit_mc)."""
-    try:
-        from causalfair.benefit_mc import benefit_fairness_mc
-    except ImportError:  # pragma: no cover - until the Monte Carlo benefit estimator lands
+    from causalfair.benefit_mc import benefit_fairness_mc
+
+    if system.n_levels is None and system.features is None:
         return None, None
     ben = benefit_fairness_mc(system, pol, T, n=spec.n, seed=spec.seed, eps=spec.eps,
                               alpha=spec.alpha)
-    return ben, getattr(ben, "se", None)
+    return ben, ben.se
 
 
 def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:

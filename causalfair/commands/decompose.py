@@ -137,11 +137,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _benefit_mc(args: argparse.Namespace, policy, system):
-    """Benefit fairness by forks on a simulator-only system (None until available)."""
-    try:
-        from causalfair.benefit_mc import benefit_fairness_mc
-    except ImportError:  # pragma: no cover
-        return None
+    """Benefit fairness by forks on a simulator-only system."""
+    from causalfair.benefit_mc import benefit_fairness_mc
+
     return benefit_fairness_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                                eps=args.eps, alpha=args.alpha)
 

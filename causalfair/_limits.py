@@ -1,0 +1,55 @@
+"""Resource limits: what one request may ask for (docs/limits.md).
+
+Every engine estimates the memory a request needs *before* allocating it and refuses a
+request above the limit with :class:`~causalfair.errors.ResourceLimitError` (exit code 2
+on the command line), naming what is too big and how to proceed. The limit defaults to
+:data:`DEFAULT_MAX_MEMORY` and is overridden with the environment variable
+``CAUSALFAIR_MAX_MEMORY`` (bytes, or a number with a K, M, G or T suffix, e.g. ``8G``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from causalfair.errors import InputError, ResourceLimitError
+
+__all__ = ["DEFAULT_MAX_MEMORY", "ENV", "max_memory", "check_memory", "format_bytes"]
+
+#: Default memory one request may need: 4 GiB.
+DEFAULT_MAX_MEMORY = 4 << 30
+#: Environment variable overriding the limit.
+ENV = "CAUSALFAIR_MAX_MEMORY"
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def max_memory() -> int:
+    """The limit in bytes (``CAUSALFAIR_MAX_MEMORY`` or the default)."""
+    text = os.environ.get(ENV, "").strip().upper().removesuffix("B").removesuffix("I")
+    if not text:
+        return DEFAULT_MAX_MEMORY
+    unit = text[-1] if text[-1] in _UNITS else ""
+    try:
+        value = float(text[: -1] if unit else text)
+    except ValueError:
+        raise InputError(
+            f"{ENV}: bad value {os.environ[ENV][:40]!r}; give bytes or a number with K, M, G "
+            "or T, e.g. 8G.") from None
+    if not value > 0:
+        raise InputError(f"{ENV}: must be > 0, got {os.environ[ENV][:40]!r}.")
+    return int(value * _UNITS[unit])
+
+
+def format_bytes(n: float) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def check_memory(nbytes: float, what: str, fix: str) -> None:
+    """Refuse a request needing ``nbytes`` over the limit, before anything is allocated."""
+    limit = max_memory()
+    if nbytes > limit:
+        raise ResourceLimitError(
+            f"{what}: needs about {format_bytes(nbytes)} of memory, over the limit of "
+            f"{format_bytes(limit)}; {fix}, or raise the limit with {ENV} (docs/limits.md).")
