@@ -1,4 +1,15 @@
-"""Atomic file writes: a reader never sees a half-written file."""
+"""Atomic file writes: a reader never sees a half-written file, and causalfair never
+replaces what it did not write.
+
+- :func:`atomic_write_bytes` writes one file through a temporary file and a rename.
+- :func:`write_folder` writes a whole output folder (a report) the same way. The folder
+  holds a manifest, :data:`MANIFEST`; an existing folder is replaced only when it has
+  one (causalfair wrote it), never a user's folder or file. Writers of the same folder
+  take turns (a lock on the parent folder), and temporary folders left by a killed
+  process are removed by the next write beside them.
+- Every failure to write an output raises :class:`~causalfair.errors.OutputError`
+  (one line, exit code 2 on the command line).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text"]
+from causalfair.errors import OutputError
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "write_folder", "check_output_file",
+           "MANIFEST", "to_jsonable"]
+
+#: The file marking a folder causalfair wrote (and may therefore replace).
+MANIFEST = ".causalfair-report.json"
 
 
 def _default_mode() -> int:
@@ -19,18 +36,32 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
+def _dir_mode() -> int:
+    """0o777 less the process umask: what ``mkdir`` would have given."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o777 & ~mask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], None]) -> Path:
     """Call ``writer(fh)`` on a binary temporary file in the same folder as ``path``, then
     rename it over ``path``. On any error (or interrupt) the temporary file is removed
     and ``path`` is left as it was."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    target = check_output_file(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise _output_error(target, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             writer(fh)
         os.chmod(tmp, _default_mode())
         os.replace(tmp, target)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise _output_error(target, exc) from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -66,3 +97,118 @@ def to_jsonable(x: Any) -> Any:
     if isinstance(x, Path):
         return str(x)
     return x
+
+
+def _output_error(path: Path, exc: OSError) -> OutputError:
+    reason = exc.strerror or type(exc).__name__
+    return OutputError(f"{path}: cannot write here ({reason}); choose another output path.")
+
+
+def _file_ancestor(path: Path) -> Path | None:
+    """The first existing ancestor of ``path`` that is a file (so nothing can go below)."""
+    for parent in path.parents:
+        if parent.exists():
+            return parent if not parent.is_dir() else None
+    return None
+
+
+def check_output_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path if a file can be written there, else :class:`OutputError`."""
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"{target}: is a folder; give a file name (e.g. {target / 'out.xml'}).")
+    blocker = _file_ancestor(target)
+    if blocker is not None:
+        raise OutputError(f"{target}: cannot write below {blocker}, which is a file; choose "
+                          "another output path.")
+    return target
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale(parent: Path, name: str) -> None:
+    """Remove ``.NAME.tmp-PID-*`` / ``.NAME.old-PID-*`` folders whose process is gone."""
+    import re
+    import shutil
+
+    pat = re.compile(rf"^\.{re.escape(name)}\.(tmp|old)-(\d+)-")
+    for entry in parent.iterdir():
+        m = pat.match(entry.name)
+        if m and entry.is_dir() and not _pid_alive(int(m.group(2))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def write_folder(path: str | os.PathLike[str], fill: Callable[[Path], None], *,
+                 kind: str = "report") -> Path:
+    """Create (or replace) the output folder ``path`` atomically: ``fill(tmp)`` writes the
+    files into a temporary folder beside it, a manifest listing them is added, and the
+    folder is renamed into place. An existing ``path`` is replaced only if it is a folder
+    causalfair wrote (it holds :data:`MANIFEST`); a file, or a folder of the user's,
+    raises :class:`OutputError` and is left untouched."""
+    import fcntl
+    import json
+    import shutil
+
+    target = Path(path)
+    _check_replaceable(target)
+    blocker = _file_ancestor(target)
+    if blocker is not None:
+        raise OutputError(f"{target}: cannot write below {blocker}, which is a file; choose "
+                          "another --out.")
+    parent = target.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(parent, target.name)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=parent))
+    except OSError as exc:
+        raise _output_error(target, exc) from None
+    try:
+        os.chmod(tmp, _dir_mode())  # mkdtemp gives 0o700; a report is for reviewers
+        fill(tmp)
+        files = sorted(p.name for p in tmp.iterdir())
+        (tmp / MANIFEST).write_text(json.dumps(
+            {"written_by": "causalfair", "kind": kind, "files": files}, indent=1) + "\n",
+            encoding="utf-8")
+        lock = os.open(parent, os.O_RDONLY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent writers of this parent take turns
+            _check_replaceable(target)  # a user's folder may have appeared meanwhile
+            if target.exists():
+                old = parent / f".{target.name}.old-{os.getpid()}-{tmp.name[-8:]}"
+                os.rename(target, old)
+                try:
+                    os.rename(tmp, target)
+                except OSError:
+                    os.rename(old, target)
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(tmp, target)
+        finally:
+            os.close(lock)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _output_error(target, exc) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _check_replaceable(target: Path) -> None:
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise OutputError(f"{target}: exists and is not a folder causalfair wrote; causalfair "
+                          "never replaces it. Choose another --out or remove it yourself.")
+    if target.is_dir() and not (target / MANIFEST).is_file():
+        if any(target.iterdir()):
+            raise OutputError(
+                f"{target}: is an existing folder causalfair did not write (no {MANIFEST}); "
+                "causalfair never replaces it. Choose another --out or remove it yourself.")

@@ -28,20 +28,6 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def report_jobs() -> int:
-    """Processes the CLI uses to draw a report: 2 on Linux where this process may use two
-    or more cores (half of the figures are drawn in a forked copy, see
-    causalfair.report.write_report; fork is not safe enough on macOS), else 1; 1 when the
-    environment sets CAUSALFAIR_SERIAL (see causalfair._prefetch)."""
-    import os
-
-    from causalfair._prefetch import enabled
-
-    if not enabled() or not sys.platform.startswith("linux"):
-        return 1
-    return 2 if len(os.sched_getaffinity(0)) >= 2 else 1
-
-
 from causalfair.errors import CausalfairError  # noqa: E402  (leaf module, no heavy imports)
 
 
@@ -61,10 +47,50 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"causalfair {__version__}")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="threads for torch and BLAS (default: CAUSALFAIR_THREADS, else 1: "
+                        "causalfair's networks are small, and on a busy machine more threads "
+                        "cost 5-12x; see docs/limits.md)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         importlib.import_module(module).register(sub)
     return parser
+
+
+def set_threads(n: int | None = None) -> int:
+    """Use ``n`` threads for torch and BLAS (None: ``CAUSALFAIR_THREADS``, else 1). Sets
+    OMP_NUM_THREADS / MKL_NUM_THREADS for libraries imported later, limits the BLAS
+    already loaded (threadpoolctl, when installed) and torch if it is imported."""
+    import os
+
+    if n is None:
+        env = os.environ.get("CAUSALFAIR_THREADS", "1")
+        try:
+            n = int(env)
+        except ValueError:
+            raise UsageError(f"CAUSALFAIR_THREADS: bad value {env[:20]!r}; give an integer >= 1.") from None
+    if n < 1:
+        raise UsageError(f"--threads: must be an integer >= 1, got {n}.")
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        pass
+    else:
+        threadpool_limits(n)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
+    return n
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends the command like Ctrl-C: temporary files are removed on the way out."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        set_threads(args.threads)
+        _sigterm_as_interrupt()
         return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -88,15 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> int:
-    """Console-script entry point (``causalfair``, ``python -m causalfair``): :func:`main`,
-    then move every live object to the permanent GC generation so the interpreter's
-    exit does not walk them all (saves ~0.2 s after an audit; nothing runs after it).
-    Call :func:`main` to use the CLI in-process."""
-    code = main()
-    import gc
-
-    gc.freeze()
-    return code
+    """Console-script entry point (``causalfair``, ``python -m causalfair``)."""
+    return main()
 
 
 if __name__ == "__main__":  # pragma: no cover

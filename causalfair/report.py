@@ -29,8 +29,6 @@ import html
 import io
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -293,61 +291,13 @@ def _fig_notions(r: AuditResult):
     return fig, data
 
 
-#: Frontiers solved for the report, keyed by the model's content and the horizon (the
-#: LP does not depend on the audited policy; the CLI solves it while the checkpoint loads).
-_FRONTIERS: dict[tuple[str, int, int], Any] = {}
-_FRONTIER_CACHE_SIZE = 4
-
-
-def _model_key(model: Any) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for arr in (model.kernel, model.initial, model.potential, model.reward,
-                model.group_weights):
-        a = np.ascontiguousarray(arr, dtype=np.float64)
-        h.update(repr(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def report_frontier(model: Any, horizon: int) -> Any:
-    """The frontier drawn in the report for ``model`` and ``horizon`` (solved once per
-    model content and horizon, then reused)."""
-    from causalfair.frontier import frontier
-
-    key = (_model_key(model), int(horizon), FRONTIER_POINTS)
-    fr = _FRONTIERS.get(key)
-    if fr is None:
-        fr = frontier(model, horizon, points=FRONTIER_POINTS)
-        while len(_FRONTIERS) >= _FRONTIER_CACHE_SIZE:
-            _FRONTIERS.pop(next(iter(_FRONTIERS)))
-        _FRONTIERS[key] = fr
-    return fr
-
-
-def warm_up(spec: Any) -> None:
-    """Do the report's policy-independent work ahead of the audit: import matplotlib,
-    networkx and pandas and solve the frontier LP of the spec's model. Used by the CLI
-    while the checkpoint loads in a second process (:mod:`causalfair._prefetch`)."""
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-    import networkx  # noqa: F401
-    import pandas  # noqa: F401
-
-    if getattr(spec, "source", None) == "model":
-        from causalfair.sim.lending import lending_setting
-
-        model = lending_setting(spec.setting, n_levels=spec.levels,
-                                interest=spec.interest).tabular
-        report_frontier(model, spec.horizon)
-
-
 def _fig_frontier(r: AuditResult):
     if r.model is None or r.spec.source != "model" or (
             r.system is not None and "frontier" not in r.system.engines):
         return None
-    fr = report_frontier(r.model, r.decomposition.horizon)
+    from causalfair.frontier import frontier
+
+    fr = frontier(r.model, r.decomposition.horizon, points=FRONTIER_POINTS)
     placed = fr.place({r.decomposition.policy_name: r.policy_table})
     fig = fr.plot(placed=placed)
     data = fr.to_dict()
@@ -580,19 +530,9 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
 
 
 # ---------------------------------------------------------------------------- writing
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-#: Figures a forked helper draws when ``write_report(..., jobs=2)`` (about half the work).
-_FORKED_FIGURES = ("frontier", "graph")
-
-
-def _draw(r: AuditResult, names: Sequence[str], tmp: Path
+def _draw(r: AuditResult, names: Sequence[str] | None, tmp: Path
           ) -> tuple[dict[str, bytes], dict[str, Any], dict[str, Any]]:
-    """Build and render the figures ``names`` into ``tmp``: (pngs, data, figures)."""
+    """Build and render the figures ``names`` (None: all) into ``tmp``: (pngs, data, figures)."""
     built = _build_figures(r, names)
     pngs = {name: figure_png(fig) for name, (fig, _) in built.items()}
     for name, png in pngs.items():
@@ -601,110 +541,20 @@ def _draw(r: AuditResult, names: Sequence[str], tmp: Path
             {k: fig for k, (fig, _) in built.items()})
 
 
-def _draw_forked(r: AuditResult, tmp: Path
-                 ) -> Callable[..., tuple[dict[str, bytes], dict[str, Any]] | None] | None:
-    """Draw :data:`_FORKED_FIGURES` in a forked copy of this process (it writes the PNGs
-    into ``tmp`` and sends their data back as JSON) while the caller draws the rest.
-    Returns a function that waits for the copy: (pngs, data), or None if it failed (the
-    caller then draws those figures itself); ``wait(cancel=True)`` kills it instead.
-    None at once where fork is unavailable, or when this process runs other Python
-    threads (a Jupyter kernel, a web server): a lock one of them holds at the fork would
-    stay locked in the copy."""
-    import threading
-
-    if not hasattr(os, "fork") or threading.active_count() > 1:
-        return None
-    import signal
-    import sys
-    import warnings
-
-    from causalfair._io import to_jsonable as _json_safe
-
-    rfd, wfd = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    with warnings.catch_warnings():
-        # Python >= 3.12 warns about fork() in a multi-threaded process; the only other
-        # threads are the BLAS pool's (fork-safe) and the copy only draws and exits.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the forked copy (its coverage is not collected)
-        code = 1
-        try:
-            os.close(rfd)
-            _, data, _ = _draw(r, _FORKED_FIGURES, tmp)
-            with os.fdopen(wfd, "wb") as fh:
-                fh.write(json.dumps(_json_safe(data), allow_nan=False).encode("utf-8"))
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(wfd)
-
-    def kill() -> None:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
-
-    def wait(cancel: bool = False) -> tuple[dict[str, bytes], dict[str, Any]] | None:
-        if cancel:  # the caller failed: stop the copy before its folder is removed
-            kill()
-            os.close(rfd)
-            return None
-        try:
-            with os.fdopen(rfd, "rb") as fh:
-                payload = fh.read()
-            _, status = os.waitpid(pid, 0)
-        except BaseException:
-            kill()
-            raise
-        if status != 0:
-            return None
-        try:
-            data = json.loads(payload)
-            pngs = {name: (tmp / f"{name}.png").read_bytes() for name in data}
-        except (ValueError, OSError):
-            return None
-        return pngs, data
-
-    return wait
-
-
 def write_report(r: AuditResult, out: str | os.PathLike[str], *,
-                 before: AuditResult | None = None, jobs: int = 1) -> Path:
+                 before: AuditResult | None = None) -> Path:
     """Write the report folder ``out`` (report.html, report.md, audit.json, NAME.png)
-    atomically: everything is built in a temporary folder beside ``out`` and renamed
-    into place; an existing report at ``out`` is replaced only once the new one is
-    complete. Returns ``out`` as a Path.
+    atomically (:func:`causalfair._io.write_folder`): everything is built in a temporary
+    folder beside ``out`` and renamed into place. An existing ``out`` is replaced only if
+    causalfair wrote it (it holds the manifest ``.causalfair-report.json``); a user's
+    folder or file is never touched (:class:`~causalfair.errors.OutputError`). Returns
+    ``out`` as a Path."""
+    from causalfair._io import to_jsonable, write_folder
 
-    ``jobs=2`` draws about half of the figures in a forked copy of the process (POSIX;
-    the CLI does this on machines with two or more cores): the files are the same, byte
-    for byte; the figures are then not kept on ``r`` for notebook use."""
-    target = Path(out)
-    parent = target.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp gives 0o700; a report is for reviewers
-    try:
+    def fill(tmp: Path) -> None:
         order = [n for n, _, _ in FIGURES]
-        wait = _draw_forked(r, tmp) if jobs > 1 else None
-        mine = [n for n in order if wait is None or n not in _FORKED_FIGURES]
-        try:
-            pngs, data, figs = _draw(r, mine, tmp)
-        except BaseException:
-            if wait is not None:
-                wait(cancel=True)
-            raise
-        if wait is not None:
-            theirs = wait()
-            if theirs is None:  # the copy failed: draw its figures here
-                p2, d2, _ = _draw(r, _FORKED_FIGURES, tmp)
-                theirs = (p2, d2)
-            pngs.update(theirs[0])
-            data.update(theirs[1])
-        else:
-            r._figures = figs
+        pngs, data, figs = _draw(r, None, tmp)
+        r._figures = figs
         pngs = {n: pngs[n] for n in order if n in pngs}
         doc = r.to_dict()
         titles = {n: t for n, t, _ in FIGURES}
@@ -715,21 +565,9 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
                              "checkpoint_sha256": before.checkpoint_sha256,
                              "verdicts": [v.to_dict() for v in before.verdicts],
                              "quantities": {k: v[0] for k, v in before.quantities.items()}}
-        from causalfair._io import to_jsonable as _json_safe
-
         (tmp / "audit.json").write_text(
-            json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before), encoding="utf-8")
         (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
-        os.chmod(tmp, 0o755)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
-            os.rename(target, old / "report")
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+
+    return write_folder(out, fill, kind="report")

@@ -153,13 +153,20 @@ def test_audit_command_writes_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("Audit bad: FAIL")
     assert (tmp_path / "r" / "report.html").is_file()
-    # default folder: reports/NAME under the working directory
+    # default folder: .causalfair/reports/NAME, which git ignores (issue 15: a default
+    # that does not dirty a repository)
     proc = cli("audit", p, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["overall"] == "FAIL"
-    assert Path(doc["report"]) == Path("reports/bad")
-    assert (tmp_path / "reports" / "bad" / "audit.json").is_file()
+    assert Path(doc["report"]) == Path(".causalfair/reports/bad")
+    assert (tmp_path / ".causalfair" / "reports" / "bad" / "audit.json").is_file()
+    assert (tmp_path / ".causalfair" / ".gitignore").read_text().splitlines()[-1] == "*"
+    git = subprocess.run(["git", "init", "-q", str(tmp_path)], capture_output=True)
+    if git.returncode == 0:
+        status = subprocess.run(["git", "-C", str(tmp_path), "status", "--porcelain"],
+                                capture_output=True, text=True).stdout
+        assert ".causalfair" not in status
 
 
 def test_interrupted_audit_leaves_no_partial_report(tmp_path, monkeypatch, capsys):

@@ -141,12 +141,11 @@ class GateResult:
 
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
              retrain: bool = False, reports: str | os.PathLike[str] | None = None,
-             jobs: int = 1) -> GateResult:
+             ) -> GateResult:
     """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
     before anything runs). With ``retrain``, a spec whose verdict is not PASS is
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
-    is written to ``reports/NAME`` (after retraining: the new policy beside the old);
-    ``jobs`` as in :meth:`AuditResult.write_report`."""
+    is written to ``reports/NAME`` (after retraining: the new policy beside the old);"""
     if inconclusive not in ("pass", "fail"):
         raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
     loaded = [_resolve_spec(s) for s in specs]
@@ -169,8 +168,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             entry.retrained_checkpoint, entry.after = _retrain(s, before)
         if reports is not None:
             entry.report = entry.final.write_report(
-                Path(reports) / s.name, before=before if entry.after is not None else None,
-                jobs=jobs)
+                Path(reports) / s.name, before=before if entry.after is not None else None)
         entries.append(entry)
     return GateResult(entries=entries, inconclusive=inconclusive)
 

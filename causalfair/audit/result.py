@@ -107,15 +107,13 @@ class AuditResult:
             self._figures = make_figures(self)
         return self._figures
 
-    def write_report(self, out: str | os.PathLike[str] | None = None, *,
-                     before: AuditResult | None = None, jobs: int = 1) -> Path:
-        """Write report.html, report.md, audit.json and the PNGs to ``out`` (default
-        reports/NAME), atomically. Returns the folder. ``jobs=2``: draw half of the
-        figures in a forked process (see :func:`causalfair.report.write_report`)."""
+    def write_report(self, out: str | os.PathLike[str], *,
+                     before: AuditResult | None = None) -> Path:
+        """Write report.html, report.md, audit.json and the PNGs to the folder ``out``,
+        atomically (see :func:`causalfair.report.write_report`). Returns the folder."""
         from causalfair.report import write_report
 
-        return write_report(self, out if out is not None else Path("reports") / self.name,
-                            before=before, jobs=jobs)
+        return write_report(self, out, before=before)
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:

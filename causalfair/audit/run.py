@@ -23,32 +23,6 @@ def _resolve_spec(spec_or_path: Any) -> AuditSpec:
     return load_spec(spec_or_path)
 
 
-def _resolve_policy(spec: AuditSpec, model: Any, policy: Any, prefetched: Any = None):
-    """(policy, name, sha256, checkpoint meta). ``prefetched``: the spec's checkpoint
-    already loaded and tabulated by :mod:`causalfair._prefetch` (used only when it is
-    that very file)."""
-    from causalfair.policy import TablePolicy, file_sha256, load_checkpoint, parse_policy
-
-    if (policy is None and prefetched is not None and spec.checkpoint is not None
-            and Path(prefetched.path) == spec.checkpoint):
-        pname = (prefetched.meta.get("metadata") or {}).get("name", spec.checkpoint.stem)
-        return (TablePolicy(prefetched.table, name=pname), spec.checkpoint.name,
-                prefetched.sha256, prefetched.meta)
-
-    if policy is not None:
-        if isinstance(policy, str):
-            p = Path(policy)
-            if p.suffix == ".pt" or p.is_file():
-                pol, meta = load_checkpoint(p, model)
-                return pol, p.name, file_sha256(p), meta
-            return parse_policy(policy, model), policy, None, None
-        return policy, getattr(policy, "name", type(policy).__name__), None, None
-    if spec.checkpoint is not None:
-        pol, meta = load_checkpoint(spec.checkpoint, model)
-        return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
-    return parse_policy(spec.builtin, model), spec.builtin, None, None
-
-
 def _quantities(spec: AuditSpec, dec: Any, notions: Mapping[str, Any],
                 lam_se: float | None = None) -> dict[str, tuple[float, float, float, float | None]]:
     from statistics import NormalDist
@@ -181,7 +155,7 @@ def choose_engine(spec: AuditSpec, system: Any) -> str:
 
 
 def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], *,
-          policy: Any = None, system: Any = None, prefetched: Any = None) -> AuditResult:
+          policy: Any = None, system: Any = None) -> AuditResult:
     """Run an audit spec and return an :class:`AuditResult`.
 
     ``spec_or_path``: a TOML file, a parsed mapping or an :class:`AuditSpec`.

@@ -15,53 +15,51 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Run an audit spec: decompose the qualification-gain disparity of the spec's "
             "policy, measure benefit fairness and the other notions, judge every threshold "
             "(PASS only if the whole confidence interval is inside it, INCONCLUSIVE when it "
-            "straddles it) and write a self-contained report to reports/NAME (or --out)."
+            "straddles it) and write a self-contained report to --out (default: "
+            ".causalfair/reports/NAME, a folder git ignores)."
         ),
         epilog="Example: causalfair audit audits/lending-1.toml --out reports/lending-1. "
-               "Spec keys: docs/audit.md. For CI exit codes use `causalfair gate`. "
-               "With a report to write, the checkpoint is loaded in a second process and "
-               "half of the figures are drawn in a forked one (same files, faster); "
-               "CAUSALFAIR_SERIAL=1 keeps it to one process.",
+               "Spec keys: docs/audit.md. For CI exit codes use `causalfair gate`. An "
+               "existing --out is replaced only if causalfair wrote it.",
     )
     p.add_argument("spec", metavar="SPEC", help="audit spec (TOML file)")
     p.add_argument("--out", metavar="DIR",
-                   help="report folder (default: reports/NAME); replaced atomically")
+                   help="report folder (default: .causalfair/reports/NAME); written atomically; "
+                   "an existing folder is replaced only if causalfair wrote it")
     p.add_argument("--no-report", action="store_true", help="print the verdicts only")
     p.add_argument("--json", action="store_true",
                    help="print the audit as one JSON object instead of the text summary")
     p.set_defaults(run=run)
 
 
+def default_report_dir(name: str):
+    """``.causalfair/reports/NAME`` under the working directory; ``.causalfair/`` gets a
+    ``.gitignore`` of ``*`` when causalfair creates it, so reports never dirty a repository."""
+    from pathlib import Path
+
+    from causalfair._io import atomic_write_text
+
+    base = Path(".causalfair")
+    if not base.exists():
+        atomic_write_text(base / ".gitignore", "# written by causalfair: reports are not sources\n*\n")
+    return base / "reports" / name
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair._io import to_jsonable as _json_safe
-    from causalfair._prefetch import CheckpointPrefetch
+    from causalfair._io import to_jsonable
     from causalfair.audit import audit, load_spec
-    from causalfair.cli import report_jobs
 
     spec = load_spec(args.spec)
-    # With a report to write, load the checkpoint in a second process while this one
-    # imports the plotting libraries and solves the frontier LP (see causalfair._prefetch;
-    # results are identical, errors are re-raised from an in-process load).
-    prefetch = None if args.no_report else CheckpointPrefetch.start(spec)
-    try:
-        if prefetch is not None:
-            from causalfair.report import warm_up
-
-            warm_up(spec)
-        result = audit(spec, prefetched=prefetch.result() if prefetch is not None else None)
-    finally:
-        if prefetch is not None:
-            prefetch.close()
+    result = audit(spec)
     out = None
     if not args.no_report:
-        out = result.write_report(Path(args.out) if args.out else Path("reports") / spec.name,
-                                  jobs=report_jobs())
+        out = result.write_report(Path(args.out) if args.out else default_report_dir(spec.name))
     if args.json:
         doc = result.to_dict()
         doc["report"] = str(out) if out else None
-        json.dump(_json_safe(doc), sys.stdout, indent=2, allow_nan=False)
+        json.dump(to_jsonable(doc), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         print(result.summary())

@@ -45,11 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
     from causalfair._io import to_jsonable as _json_safe
     from causalfair.audit import run_gate
-    from causalfair.cli import report_jobs
     from causalfair.policy import atomic_write_bytes
 
     result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
-                      reports=args.reports, jobs=report_jobs())
+                      reports=args.reports)
     doc = json.dumps(_json_safe(result.to_dict()), indent=2, allow_nan=False) + "\n"
     if args.junit:
         how = args.junit_inconclusive or ("skipped" if args.inconclusive == "pass" else "failure")
