@@ -363,6 +363,10 @@ def value_tables(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
     and ``Q_pi`` [t, s, d, x], the gain action value under pi (the Q_g of PPO-C).
     """
     T = check_horizon(horizon)
+    from causalfair._limits import check_memory
+
+    check_memory(8.0 * (T + 1) * model.n_groups * model.n_levels * (3 + 2 * model.n_actions),
+                 f"value tables over {T} epochs", "use a shorter horizon")
     p = np.asarray(policy if isinstance(policy, np.ndarray) else policy_table(policy, model, T))
     if not model.binary:
         return _value_tables_general(model, p, T, gamma)
@@ -408,6 +412,10 @@ def decompose(
     from causalfair.benefit import lambda_metric
 
     T = check_horizon(horizon)
+    from causalfair._limits import check_memory
+
+    check_memory(8.0 * (T + 1) * model.n_groups * model.n_levels * model.n_actions * 12,
+                 f"exact engine over {T} epochs", "use a shorter horizon")
     if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):
         raise ModelError(f"gamma: must be a number in (0, 1], got {gamma!r}.")
     if isinstance(policy, np.ndarray):

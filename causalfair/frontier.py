@@ -317,6 +317,15 @@ class OccupancyLP:
                 "for a LendingModel pass its .tabular."
             )
         T = check_horizon(horizon)
+        if model.n_actions != 2:
+            raise ModelError(
+                f"model: the occupancy LP handles two actions; {model.name!r} has "
+                f"{model.n_actions} (use the exact engine or Monte Carlo for it).")
+        from causalfair._limits import check_memory
+
+        # sparse constraint matrices: ~ 2 K nonzeros per variable, HiGHS copies them
+        check_memory(8.0 * 3 * T * model.n_groups * model.n_levels * 2 * (2 * model.n_levels + 8),
+                     f"frontier LP over {T} epochs", "use a shorter horizon")
         self.model = model
         self.horizon = T
         self.dp_discount = _check_dp_discount(dp_discount)

@@ -163,6 +163,11 @@ DRAW_FORMAT_ERROR = (
 def _check_horizon(horizon: Any) -> int:
     if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon < 1:
         raise InputError(HORIZON_ERROR.format(value=horizon))
+    from causalfair._limits import check_memory
+
+    # about 8 nodes and 16 edges per epoch, ~1 KiB each in networkx
+    check_memory(24.0 * 1024 * int(horizon), f"temporal graph over {horizon} epochs",
+                 "draw fewer epochs (--horizon)")
     return int(horizon)
 
 

@@ -346,6 +346,11 @@ class TabularModel:
         Vectorised over groups and levels; the loop runs over the T epochs only.
         """
         G, K = self.n_groups, self.n_levels
+        from causalfair._limits import check_memory
+
+        # mu (T+1, G, K) plus the engines' arrays of the same size (about 12 of them)
+        check_memory(8.0 * (horizon + 1) * G * K * self.n_actions * 12,
+                     f"exact engine over {horizon} epochs", "use a shorter horizon")
         p = np.asarray(p_d1, dtype=np.float64)
         extra = self.policy_ndim() - 2
         stationary = p.ndim < 3 + extra

@@ -453,6 +453,11 @@ def decompose_mc(
     n = _check_int("n", n, 2)
     seed = _check_int("seed", seed, 0)
     batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
+    from causalfair._limits import check_memory
+
+    # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size
+    check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n)), f"Monte Carlo over {T} epochs with "
+                 f"batches of {min(batch, n)}", "use a shorter horizon or a smaller batch_size")
     binary = A == 2 and base == 0
     policy = as_policy(policy) if binary else policy
     name = policy_name or getattr(policy, "name", type(policy).__name__)

@@ -11,7 +11,7 @@ from typing import Any
 
 from causalfair.audit.result import AuditResult, _display_path
 from causalfair.audit.retrain import _retrain, retrained_checkpoint_path
-from causalfair.audit.run import _resolve_spec, audit
+from causalfair.audit.run import Prepared, _resolve_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec, _where
 from causalfair.audit.verdicts import FAIL, INCONCLUSIVE
 from causalfair.errors import InputError, SpecError
@@ -159,9 +159,11 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             if s.retrain is None:
                 raise SpecError(f"{_where(s.path)}: [retrain]: missing; --retrain needs a "
                                 "[retrain] section (algo, iterations, betas, seed).")
+    # every spec is checked (its system built, its policy resolved) before any is audited
+    prepared = [prepare(s) if s.source == "model" else s for s in loaded]
     entries = []
-    for s in loaded:
-        before = audit(s)
+    for s, prep in zip(loaded, prepared, strict=True):
+        before = run_prepared(prep) if isinstance(prep, Prepared) else audit(s)
         entry = GateEntry(spec=s, before=before)
         bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
         if retrain and before.overall in bad:

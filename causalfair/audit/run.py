@@ -169,6 +169,24 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
     spec = _resolve_spec(spec_or_path)
     if spec.source == "logs":
         return _audit_logs(spec, t0)
+    return run_prepared(prepare(spec, system=system, policy=policy), t0=t0)
+
+
+class Prepared:
+    """A spec with its system built and its policy resolved (:func:`prepare`): what the
+    gate checks for every spec before it audits any."""
+
+    __slots__ = ("spec", "system", "policy", "label", "sha256", "meta")
+
+    def __init__(self, spec: AuditSpec, system: Any, policy: Any, label: str,
+                 sha256: str | None, meta: dict[str, Any] | None):
+        self.spec, self.system, self.policy = spec, system, policy
+        self.label, self.sha256, self.meta = label, sha256, meta
+
+
+def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepared:
+    """Build the spec's system and resolve its policy (every input error surfaces here,
+    before any engine runs); ``system``/``policy`` override the spec's."""
     from causalfair.systems import as_system
 
     system = build_system(spec) if system is None else as_system(system)
@@ -183,11 +201,17 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
             spec = replace(spec, builtin=None, checkpoint=None, policy_factory=None,
                            policy_object=pname)
     T = spec.horizon if spec.horizon is not None else system.horizon
-    engine = choose_engine(spec, system)
-    spec = replace(spec, engine=engine, horizon=T)
+    spec = replace(spec, engine=choose_engine(spec, system), horizon=T)
+    return Prepared(spec, system, pol, pname, sha, meta)
+
+
+def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
+    """Run the engines of a :func:`prepare`-d spec."""
+    t0 = time.perf_counter() if t0 is None else t0
+    spec, system = prep.spec, prep.system
     model = system.tabular if "exact" in system.engines else None
-    res = _run_engines(spec, system, model, pol, pname, T, engine)
-    res.checkpoint_sha256, res.checkpoint_meta = sha, meta
+    res = _run_engines(spec, system, model, prep.policy, prep.label, spec.horizon, spec.engine)
+    res.checkpoint_sha256, res.checkpoint_meta = prep.sha256, prep.meta
     res.seconds = time.perf_counter() - t0
     return res
 

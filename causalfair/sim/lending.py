@@ -186,6 +186,11 @@ def lending_setting(
     if not isinstance(n_levels, (int, np.integer)) or isinstance(n_levels, bool) or n_levels < 3:
         raise ModelError(f"n_levels: must be an integer >= 3, got {n_levels!r}.")
     n_levels = int(n_levels)
+    from causalfair._limits import check_memory
+
+    # the kernel (G, 2, K, K) in float64, built with a few temporaries of the same size
+    check_memory(8.0 * 2 * 2 * n_levels**2 * 4, f"lending setting with {n_levels} levels",
+                 "use fewer levels")
     weights = np.asarray(group_weights, dtype=np.float64)
     if setting == "lending-2":
         from causalfair.sim.fico import fico_initial, fico_repay
