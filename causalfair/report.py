@@ -29,6 +29,7 @@ import html
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -320,12 +321,16 @@ FIGURES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
 def _build_figures(r: AuditResult, names: Sequence[str] | None = None
                    ) -> dict[str, tuple[Any, dict[str, Any]]]:
     """name -> (Figure, data) for the applicable figures among ``names`` (default all)."""
+    import matplotlib
+
     out = {}
-    for name, _, builder in FIGURES:
-        if names is None or name in names:
-            made = builder(r)
-            if made is not None:
-                out[name] = made
+    # user strings (group names, labels) are text, never mathtext: "$x$" stays "$x$"
+    with matplotlib.rc_context({"text.parse_math": False}):
+        for name, _, builder in FIGURES:
+            if names is None or name in names:
+                made = builder(r)
+                if made is not None:
+                    out[name] = made
     return out
 
 
@@ -363,9 +368,20 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|<>~$"})
+
+
+def md_escape(text: Any) -> str:
+    """Text for Markdown: the characters that start markup, links, code, tables or inline
+    HTML are backslash-escaped and line breaks become spaces, so user strings (names,
+    labels) render as the text they are."""
+    return " ".join(str(text).splitlines()).translate(_MD_SPECIAL)
+
+
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    out = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(md_escape(_fmt(c)) if not isinstance(c, (float, np.floating))
+                              else _fmt(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
 
 
@@ -512,20 +528,21 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     titles = {n: t for n, t, _ in FIGURES}
     spec = r.spec
     lines = [f"# Audit `{spec.name}`: {r.overall}", "",
-             f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; "
-             f"policy: {doc['policy']['label']}; "
-             f"horizon T = {r.decomposition.horizon}; engine: {spec.engine}; "
-             f"CI level {100 * (1 - spec.alpha):g}%", ""]
+             md_escape(f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; "
+                       f"policy: {doc['policy']['label']}; "
+                       f"horizon T = {r.decomposition.horizon}; engine: {spec.engine}; "
+                       f"CI level {100 * (1 - spec.alpha):g}%"), ""]
     for title, header, rows, _ in _tables(r, before):
-        lines += [f"## {title}", "", _md_table(header, rows), ""]
+        lines += [f"## {md_escape(title)}", "", _md_table(header, rows), ""]
     lines += ["## Figures", ""]
     for name in pngs:
         lines += [f"![{titles[name]}]({name}.png)", ""]
     for k, v in skipped_sections(r).items():
-        lines += [f"- not shown, {titles.get(k, k)}: {v}"]
+        lines += [f"- not shown, {titles.get(k, k)}: {md_escape(v)}"]
     lines += [""]
     lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), ""]
-    lines += ["## Spec", "", "```toml", _spec_text(r).rstrip(), "```", ""]
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall("`+", _spec_text(r))), default=0))
+    lines += ["## Spec", "", fence + "toml", _spec_text(r).rstrip(), fence, ""]
     return "\n".join(lines)
 
 

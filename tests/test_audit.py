@@ -297,7 +297,7 @@ def test_report_contents(tmp_path, lending1_result):
     md = (out / "report.md").read_text()
     for p in pngs:
         assert f"({p})" in md
-    assert "| abs_C <= 0.05 |" in md
+    assert "| abs_C \\<= 0.05 |" in md  # "<" escaped: user strings never become HTML
 
 
 def test_report_replaces_atomically_and_interrupt_leaves_nothing(tmp_path, lending1_result,

@@ -152,8 +152,10 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     names = [s.name for s in loaded]
     dup = {n for n in names if names.count(n) > 1}
     if dup and reports is not None:
-        raise SpecError(f"audit spec name: bad value {sorted(dup)[0]!r}; names must be unique "
-                        "when reports are written.")
+        first = sorted(dup)[0]
+        files = ", ".join(str(s.path) for s in loaded if s.name == first)
+        raise SpecError(f"audit spec name: bad value {first!r} in {files}; names must be "
+                        "unique when reports are written (each report goes to --reports/NAME).")
     if retrain:
         for s in loaded:
             if s.retrain is None:

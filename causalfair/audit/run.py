@@ -122,7 +122,12 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
                 f"{_where(spec.path)}: [policy] factory {spec.policy_factory!r} returned "
                 f"{type(pol).__name__}, which has neither prob_d1(obs) nor action_probs(obs).")
         return pol, spec.policy_factory, None, None
-    return parse_policy(spec.builtin, system), spec.builtin, None, None
+    from causalfair.errors import PolicyError
+
+    try:
+        return parse_policy(spec.builtin, system), spec.builtin, None, None
+    except PolicyError as exc:
+        raise PolicyError(f"{_where(spec.path)}: [policy] builtin: {exc}") from None
 
 
 def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:

@@ -43,7 +43,8 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "benefit": ("eps", "weights", "worst"),
     "retrain": ("algo", "iterations", "betas", "seed"),
 }
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # used with fullmatch: no trailing newline
+_NAME_MAX = 100
 
 
 
@@ -127,8 +128,14 @@ def _where(path: Path | None) -> str:
     return f"audit spec {path}" if path is not None else "audit spec"
 
 
+def _cap(value: Any, limit: int = 80) -> str:
+    """repr(value), cut to ``limit`` characters (a 50 MB bad value gives a short message)."""
+    text = repr(value) if len(str(value)) < 10 * limit else repr(str(value)[: 2 * limit])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _fail(path: Path | None, key: str, value: Any, allowed: str) -> SpecError:
-    return SpecError(f"{_where(path)}: {key}: bad value {value!r}; allowed values: {allowed}.")
+    return SpecError(f"{_where(path)}: {key}: bad value {_cap(value)}; allowed values: {allowed}.")
 
 
 def _get_int(sec: Mapping[str, Any], key: str, label: str, path: Path | None, *,
@@ -290,7 +297,8 @@ def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) 
     for k in sec:
         if k not in allowed:
             raise SpecError(
-                f"{_where(path)}: [{name}] {k}: unknown key; allowed keys: {', '.join(allowed)}."
+                f"{_where(path)}: [{name}] {_cap(k)[1:-1]}: unknown key; allowed keys: "
+                f"{', '.join(allowed)}."
             )
     return sec
 
@@ -320,14 +328,16 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         base = path.resolve().parent
     for k in raw:
         if k not in TOP_KEYS:
-            raise SpecError(f"{_where(path)}: {k}: unknown key; allowed keys: {', '.join(TOP_KEYS)}.")
+            raise SpecError(f"{_where(path)}: {_cap(k)[1:-1]}: unknown key; allowed keys: "
+                            f"{', '.join(TOP_KEYS)}.")
 
     # name
     if "name" not in raw:
         raise SpecError(f"{_where(path)}: name: missing; give the audit a name (letters, digits, . _ -).")
     name = raw["name"]
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise _fail(path, "name", name, "a string of letters, digits, '.', '_' or '-'")
+    if not isinstance(name, str) or len(name) > _NAME_MAX or not _NAME_RE.fullmatch(name):
+        raise _fail(path, "name", name, f"a string of at most {_NAME_MAX} letters, digits, "
+                    "'.', '_' or '-' (starting with a letter or digit)")
 
     kw: dict[str, Any] = {"name": name, "path": path.resolve() if path else None, "raw": raw}
 

@@ -88,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.cli import UsageError
     from causalfair.effects import decompose
 
+    if args.worst < 1:
+        raise UsageError(f"--worst: must be an integer >= 1, got {args.worst}.")
+    if args.eps <= 0 or args.eps != args.eps:
+        raise UsageError(f"--eps: must be a number > 0, got {args.eps}.")
     if getattr(args, "logs", None):
         from causalfair.commands.logs import run_logs
 
