@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.cli import UsageError
     from causalfair.commands._system import horizon, load_system
     from causalfair.frontier import frontier
-    from causalfair.policy import atomic_write_bytes, parse_policy
+    from causalfair.policy import parse_policy
 
     system = load_system(args)
     args.horizon = horizon(args, system)
@@ -75,18 +75,21 @@ def run(args: argparse.Namespace) -> int:
 
     front = frontier(model, args.horizon, points=args.points, constraint=args.constraint)
     placed = front.place(policies)
-    out = Path(args.out or f"frontier-{args.setting}")
-    out.mkdir(parents=True, exist_ok=True)
+    from causalfair._io import write_folder
+
     table = front.to_frame()
-    atomic_write_bytes(out / "frontier.csv",
-                       lambda fh: fh.write(table.to_csv(index=False).encode()))
     doc = front.to_dict()
     doc["setting"] = args.setting
     doc["placed"] = json.loads(placed.to_json(orient="records"))
-    atomic_write_bytes(out / "frontier.json",
-                       lambda fh: fh.write(json.dumps(doc, indent=2, allow_nan=False).encode()))
-    if not args.no_plot:
-        front.plot(placed=placed, path=str(out / "frontier.png"))
+
+    def fill(tmp: Path) -> None:
+        (tmp / "frontier.csv").write_text(table.to_csv(index=False), encoding="utf-8")
+        (tmp / "frontier.json").write_text(json.dumps(doc, indent=2, allow_nan=False),
+                                           encoding="utf-8")
+        if not args.no_plot:
+            front.plot(placed=placed, path=str(tmp / "frontier.png"))
+
+    out = write_folder(Path(args.out or f"frontier-{args.setting}"), fill, kind="frontier")
     print(front.summary())
     print()
     print("Policies against the frontier (gap = frontier utility at equal "

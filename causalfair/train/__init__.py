@@ -39,6 +39,30 @@ class TrainResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+RUN_MARK = ".causalfair-run"
+
+
+def _prepare_run_folder(out: Path, resume: bool) -> None:
+    """Create the run folder, or reuse one causalfair made (it holds :data:`RUN_MARK`);
+    a file, or a non-empty folder of the user's, raises OutputError untouched."""
+    from causalfair._io import check_output_file
+    from causalfair.errors import OutputError
+
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: is a file, not a run folder; choose another --out.")
+    ours = (out / RUN_MARK).exists() or (resume and (out / "state.pt").exists())
+    if out.is_dir() and any(out.iterdir()) and not ours:
+        raise OutputError(
+            f"{out}: is an existing folder causalfair did not write (no {RUN_MARK}); choose "
+            "another --out (causalfair never writes into a folder of yours).")
+    check_output_file(out / RUN_MARK)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RUN_MARK).touch()
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
+
+
 def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume: bool = False,
           init_checkpoint: str | os.PathLike[str] | None = None, *,
           progress: bool = False) -> TrainResult:
@@ -89,7 +113,7 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
                 f"{str(exc).splitlines()[0]}"
             ) from None
     if out_path is not None:
-        out_path.mkdir(parents=True, exist_ok=True)
+        _prepare_run_folder(out_path, resume)
         if not resume:
             for name in ("metrics.jsonl", "metrics.csv"):
                 (out_path / name).unlink(missing_ok=True)

@@ -9,6 +9,10 @@ EX=reports/examples
 
 # 1. plain PPO (100 iterations, seed 0) -> checkpoints/lending-1-ppo.pt
 rm -f "$EX"/checkpoints/lending-1-ppo*.pt
+# report folders from before causalfair marked its folders (.causalfair-report.json)
+for d in "$EX/lending-1-ppo" "$EX/gate/lending-1-ppo"; do
+    [ -e "$d/.causalfair-report.json" ] || rm -rf "$d"
+done
 python - <<'PY'
 import shutil, tempfile
 import torch
