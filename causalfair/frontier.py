@@ -833,7 +833,7 @@ class Frontier:
             a1.legend(fontsize=8, loc="best")
         fig.tight_layout()
         if path is not None:
-            from causalfair.policy import atomic_write_bytes
+            from causalfair._io import atomic_write_bytes
 
             atomic_write_bytes(path, lambda fh: fig.savefig(fh, format="png", dpi=120))
         return fig

@@ -10,20 +10,15 @@ decision epoch ``t`` and any extra arrays a simulator provides.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from causalfair._io import atomic_write_bytes
 from causalfair.errors import CheckpointError, PolicyError
 from causalfair.model import TabularModel
-from causalfair.types import Observation
+from causalfair.types import Observation, check_probs
 
 __all__ = [
     "Observation",
@@ -50,8 +45,6 @@ __all__ = [
     "file_sha256",
 ]
 
-CHECKPOINT_FORMAT = "causalfair-checkpoint"
-CHECKPOINT_VERSION = 1
 
 
 
@@ -98,19 +91,7 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
     return np.stack([1.0 - p, p], axis=1)
 
 
-def _check_probs(p: Any, n: int, where: str) -> np.ndarray:
-    arr = np.asarray(p, dtype=np.float64).reshape(-1)
-    if arr.shape[0] != n:
-        raise PolicyError(f"{where}: returned {arr.shape[0]} probabilities for {n} observations.")
-    if not np.isfinite(arr).all():
-        raise PolicyError(f"{where}: returned NaN or inf probabilities.")
-    if (arr < 0).any() or (arr > 1).any():
-        bad = arr[(arr < 0) | (arr > 1)][0]
-        raise PolicyError(
-            f"{where}: returned a value outside [0, 1] ({bad:.6g}); a policy must return "
-            "P(d1), e.g. apply a sigmoid to logits."
-        )
-    return arr
+_check_probs = check_probs
 
 
 # ----------------------------------------------------------------------------- built-ins
@@ -482,216 +463,13 @@ class _UniformPolicy:
         return np.full(len(obs), float(self.row[1]))
 
 
-# --------------------------------------------------------------------------------- torch
-@dataclass(frozen=True)
-class FeatureEncoding:
-    """How an observation becomes the network input.
-
-    ``onehot``: one-hot level (K) then one-hot group (G); width K + G.
-    ``features``: the observation's feature matrix as is; width ``width``.
-    """
-
-    name: str = "onehot"
-    n_levels: int = 7
-    n_groups: int = 2
-    width_: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.name not in ("onehot", "features"):
-            raise PolicyError(
-                f"encoding: unknown name {self.name!r}; allowed values: onehot, features."
-            )
-
-    @property
-    def width(self) -> int:
-        if self.name == "onehot":
-            return self.n_levels + self.n_groups
-        if self.width_ is None:
-            raise PolicyError("encoding 'features' needs width_ (number of features).")
-        return self.width_
-
-    def encode(self, obs: Observation) -> np.ndarray:
-        if self.name == "onehot":
-            if obs.level is None:
-                raise PolicyError("encoding 'onehot' needs observation levels; the observation has none.")
-            n = len(obs)
-            out = np.zeros((n, self.width), dtype=np.float32)
-            out[np.arange(n), obs.level] = 1.0
-            out[np.arange(n), self.n_levels + obs.group] = 1.0
-            return out
-        if obs.features is None:
-            raise PolicyError("encoding 'features' needs observation features; the observation has none.")
-        return np.asarray(obs.features, dtype=np.float32)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "n_levels": self.n_levels, "n_groups": self.n_groups,
-                "width": self.width}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FeatureEncoding:
-        return cls(name=d["name"], n_levels=int(d.get("n_levels", 7)),
-                   n_groups=int(d.get("n_groups", 2)),
-                   width_=int(d["width"]) if d.get("name") == "features" else None)
-
-
-def mlp(input_dim: int, hidden: Sequence[int] = (64, 64), output_dim: int = 1,
-        activation: str = "tanh"):
-    """The MLP architecture checkpoints describe: Linear-act-...-Linear(output_dim)."""
-    import torch.nn as nn
-
-    acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
-    if activation not in acts:
-        raise PolicyError(f"activation: unknown {activation!r}; allowed values: tanh, relu.")
-    layers: list[Any] = []
-    prev = input_dim
-    for h in hidden:
-        layers += [nn.Linear(prev, int(h)), acts[activation]()]
-        prev = int(h)
-    layers.append(nn.Linear(prev, output_dim))
-    return nn.Sequential(*layers)
-
-
-class TorchPolicy:
-    """Adapter for a ``torch.nn.Module`` mapping encoded features to either one logit
-    (P(d1) = sigmoid) or two logits (P(d1) = softmax[:, 1]); ``output="probs"`` when
-    the module already returns probabilities (one column P(d1), or two columns)."""
-
-    def __init__(self, module: Any, encoding: FeatureEncoding | None = None, *,
-                 output: str = "logits", name: str = "torch", source: str | None = None):
-        if output not in ("logits", "probs"):
-            raise PolicyError(f"output: unknown {output!r}; allowed values: logits, probs.")
-        self.module = module
-        self.encoding = encoding or FeatureEncoding()
-        self.output = output
-        self.name = name
-        self.source = source
-
-    def _where(self) -> str:
-        return f"checkpoint {self.source}" if self.source else f"policy {self.name!r}"
-
-    def prob_d1(self, obs: Observation) -> np.ndarray:
-        import torch
-
-        x = torch.from_numpy(self.encoding.encode(obs))
-        try:
-            with torch.no_grad():
-                out = self.module(x)
-        except RuntimeError as exc:
-            raise PolicyError(
-                f"{self._where()}: the network rejected input of width {x.shape[1]} "
-                f"(encoding {self.encoding.name!r}): {exc}"
-            ) from None
-        out = out.double()
-        if out.ndim == 1:
-            out = out[:, None]
-        if out.shape[1] == 1:
-            p = out[:, 0] if self.output == "probs" else torch.sigmoid(out[:, 0])
-        elif out.shape[1] == 2:
-            p = out[:, 1] if self.output == "probs" else torch.softmax(out, dim=1)[:, 1]
-        else:
-            raise PolicyError(
-                f"{self._where()}: the network returns {out.shape[1]} columns; expected 1 "
-                "(logit of d1) or 2 (logits of d0, d1)."
-            )
-        return _check_probs(p.numpy(), len(obs), self._where())
-
-    def __repr__(self) -> str:
-        return f"TorchPolicy(name={self.name!r}, encoding={self.encoding.name!r})"
-
-
-# ---------------------------------------------------------------------------- checkpoints
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: Mapping[str, Any],
-                    encoding: FeatureEncoding, metadata: Mapping[str, Any] | None = None) -> None:
-    """Save ``module``'s state_dict with a JSON metadata block, atomically.
-
-    ``architecture``: e.g. ``{"type": "mlp", "input_dim": 9, "hidden": [64, 64],
-    "activation": "tanh", "output_dim": 1}``.
-    """
-    import torch
-
-    meta = {
-        "format": CHECKPOINT_FORMAT,
-        "version": CHECKPOINT_VERSION,
-        "architecture": dict(architecture),
-        "encoding": encoding.to_dict(),
-        "metadata": dict(metadata or {}),
-    }
-    payload = {
-        "meta_json": json.dumps(meta, sort_keys=True),
-        "state_dict": {k: v.detach().cpu() for k, v in module.state_dict().items()},
-    }
-    atomic_write_bytes(path, lambda fh: torch.save(payload, fh))
-
-
-def load_checkpoint(path: str | os.PathLike[str], model: TabularModel | None = None,
-                    ) -> tuple[TorchPolicy, dict[str, Any]]:
-    """Load a checkpoint written by :func:`save_checkpoint` (``weights_only=True``: a
-    checkpoint never runs code). With ``model``, also check the input width and that
-    the policy yields probabilities on every (group, level)."""
-    import torch
-
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path}: no such file.")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any failure means "cannot load"
-        raise CheckpointError(
-            f"checkpoint {path}: cannot be loaded safely ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}); causalfair loads checkpoints "
-            "with weights_only=True and reads files written by causalfair.save_checkpoint."
-        ) from None
-    if not isinstance(payload, dict) or "meta_json" not in payload or "state_dict" not in payload:
-        raise CheckpointError(
-            f"checkpoint {path}: not a causalfair checkpoint (expected keys meta_json and "
-            "state_dict); save it with causalfair.save_checkpoint."
-        )
-    try:
-        meta = json.loads(payload["meta_json"])
-        arch = meta["architecture"]
-        enc = FeatureEncoding.from_dict(meta["encoding"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"checkpoint {path}: malformed metadata ({exc}).") from None
-    if meta.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint {path}: format {meta.get('format')!r} is not {CHECKPOINT_FORMAT!r}.")
-    if arch.get("type") != "mlp":
-        raise CheckpointError(
-            f"checkpoint {path}: architecture type {arch.get('type')!r} is unknown; allowed: mlp. "
-            "For other architectures build the module yourself and wrap it in TorchPolicy."
-        )
-    try:
-        net = mlp(int(arch["input_dim"]), arch.get("hidden", (64, 64)),
-                  int(arch.get("output_dim", 1)), arch.get("activation", "tanh"))
-        net.load_state_dict(payload["state_dict"])
-    except (KeyError, RuntimeError, PolicyError) as exc:
-        raise CheckpointError(
-            f"checkpoint {path}: weights do not match the declared architecture ({str(exc).splitlines()[0]})."
-        ) from None
-    net.eval()
-    policy = TorchPolicy(net, enc, name=meta["metadata"].get("name", path.stem), source=str(path))
-    if model is not None:
-        want = model.n_levels + model.n_groups
-        if enc.name == "onehot" and (enc.n_levels, enc.n_groups) != (model.n_levels, model.n_groups):
-            raise CheckpointError(
-                f"checkpoint {path}: wrong input width: encoded for {enc.n_levels} levels x "
-                f"{enc.n_groups} groups (width {enc.width}), but model {model.name!r} has "
-                f"{model.n_levels} levels x {model.n_groups} groups (width {want})."
-            )
-        if int(arch["input_dim"]) != enc.width:
-            raise CheckpointError(
-                f"checkpoint {path}: wrong input width: the network takes {arch['input_dim']} "
-                f"inputs but the encoding gives {enc.width}."
-            )
-        try:
-            policy_table(policy, model)
-        except PolicyError as exc:
-            raise CheckpointError(str(exc)) from None
-    return policy, meta
+# ---------------------------------------------------------- networks and checkpoints
+# (defined in causalfair.checkpoint; re-exported here, where they used to live)
+from causalfair.checkpoint import (  # noqa: E402
+    FeatureEncoding,
+    TorchPolicy,
+    file_sha256,
+    load_checkpoint,
+    mlp,
+    save_checkpoint,
+)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Observation", "StepResult"]
+__all__ = ["Observation", "StepResult", "check_probs"]
 
 
 @dataclass(frozen=True)
@@ -43,3 +43,19 @@ class StepResult:
     info: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
+def check_probs(p: Any, n: int, where: str) -> np.ndarray:
+    """``p`` as a float64 array of ``n`` probabilities, or PolicyError naming ``where``."""
+    from causalfair.errors import PolicyError
+
+    arr = np.asarray(p, dtype=np.float64).reshape(-1)
+    if arr.shape[0] != n:
+        raise PolicyError(f"{where}: returned {arr.shape[0]} probabilities for {n} observations.")
+    if not np.isfinite(arr).all():
+        raise PolicyError(f"{where}: returned NaN or inf probabilities.")
+    if (arr < 0).any() or (arr > 1).any():
+        bad = arr[(arr < 0) | (arr > 1)][0]
+        raise PolicyError(
+            f"{where}: returned a value outside [0, 1] ({bad:.6g}); a policy must return "
+            "P(d1), e.g. apply a sigmoid to logits."
+        )
+    return arr

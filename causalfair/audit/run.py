@@ -131,16 +131,21 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
 
 
 def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:
-    """Load a checkpoint and check that its inputs fit ``system`` (levels x groups for
-    one-hot encodings; feature names, or widths where either side has none)."""
+    """Load a checkpoint and check that its inputs fit ``system``: levels x groups for
+    one-hot encodings; feature names (both lists named in the error), or widths where
+    either side has none. A stable-baselines3 model whose width is levels + groups on a
+    system without features reads the one-hot (level, group) observation of
+    ``causalfair/Lending-v0`` (docs/checkpoints.md)."""
+    from causalfair.checkpoint import FeatureEncoding, check_policy_inputs
     from causalfair.policy import load_checkpoint
 
-    tab = system.tabular
-    pol, meta = load_checkpoint(path, tab if tab is not None and system.features is None else None)
-    try:
-        from causalfair.checkpoint import check_policy_inputs
-    except ImportError:  # pragma: no cover - until the checkpoint module lands
-        return pol, meta
+    pol, meta = load_checkpoint(path)
+    enc = getattr(pol, "encoding", None)
+    if (meta.get("format") == "stable-baselines3" and system.features is None
+            and system.n_levels is not None and enc is not None
+            and enc.width == system.n_levels + system.n_groups):
+        pol.encoding = FeatureEncoding("onehot", system.n_levels, system.n_groups)
+        meta = {**meta, "encoding": pol.encoding.to_dict()}
     check_policy_inputs(pol, feature_names=system.features, n_levels=system.n_levels,
                         n_groups=system.n_groups, source=str(path))
     return pol, meta

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     from causalfair._io import to_jsonable as _json_safe
     from causalfair.audit import run_gate
-    from causalfair.policy import atomic_write_bytes
+    from causalfair._io import atomic_write_bytes
 
     result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
                       reports=args.reports)

@@ -26,7 +26,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from causalfair.policy import CheckpointError, atomic_write_bytes, save_checkpoint
+from causalfair._io import atomic_write_bytes
+from causalfair.policy import CheckpointError, save_checkpoint
 
 __all__ = [
     "CHECKPOINT_NAME",
