@@ -490,7 +490,7 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
 
 def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
             if "meta_json" not in z.files:
                 raise CheckpointError(f"checkpoint {path}: not a causalfair checkpoint (no "
                                       "meta_json); save it with causalfair.save_checkpoint.")
@@ -499,7 +499,8 @@ def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
             shapes = {k: z[k] for k in z.files if k != "meta_json"}
     except CheckpointError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, AttributeError,
+            TypeError) as exc:
         raise CheckpointError(
             f"checkpoint {path}: cannot be read without pickle ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0][:120] if str(exc) else ''}).") from None

@@ -133,14 +133,15 @@ def load_tabular(path: str | os.PathLike[str]) -> TabularModel:
         return _build(fields, path)
     if suffix == ".npz":
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         except ValueError as exc:
             raise ModelError(
                 f"tabular model {path}: cannot be read without pickle ({exc}); save it with "
                 "causalfair.systems.save_tabular.") from None
-        except (OSError, EOFError) as exc:
-            raise ModelError(f"tabular model {path}: not a readable .npz file ({exc}).") from None
+        except (OSError, EOFError, TypeError, AttributeError, KeyError) as exc:
+            raise ModelError(f"tabular model {path}: not a readable .npz file "
+                             f"({type(exc).__name__}: {str(exc)[:120]}).") from None
         fields: dict[str, Any] = {}
         aux: dict[str, Any] = {}
         for key, arr in arrays.items():
