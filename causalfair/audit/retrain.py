@@ -46,8 +46,14 @@ def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
     config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))
     import tempfile
 
+    system = None
+    if spec.setting is None:  # any system: the generic trainer, on the spec's own system
+        from causalfair.audit.run import build_system
+
+        system = build_system(spec)
+        config = config.replace(system=spec.system_id or "", system_params=dict(spec.system_params))
     with tempfile.TemporaryDirectory(prefix=f".{spec.name}.retrain-", dir=target.parent) as tmp:
-        result = train(config, out=tmp, init_checkpoint=str(spec.checkpoint))
+        result = train(config, out=tmp, init_checkpoint=str(spec.checkpoint), system=system)
         produced = _train_checkpoint(result, Path(tmp))
         # never overwrite: link-or-copy into a fresh name, failing if it appeared meanwhile
         data = produced.read_bytes()
@@ -80,7 +86,7 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
         if "activation" in arch:
             cand["activation"] = arch["activation"]
     for k, v in cand.items():
-        if k in names:
+        if k in names and v is not None:
             kw[k] = v
     for bk, v in r["betas"].items():
         for fname in (f"beta_{bk}", f"beta_{bk.lower()}"):

@@ -43,9 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from causalfair._io import atomic_write_bytes
     from causalfair._io import to_jsonable as _json_safe
     from causalfair.audit import run_gate
-    from causalfair._io import atomic_write_bytes
 
     result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
                       reports=args.reports)

@@ -25,8 +25,15 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--iterations 100 --out runs/ppo-cb-s0   (continue a killed run: add --resume)"
         ),
     )
-    p.add_argument("--setting", choices=SETTINGS, default="lending-1",
-                   help="lending setting (default: lending-1)")
+    p.add_argument("--system", metavar="ID",
+                   help="system to train on: a registered id or your 'module:callable' factory "
+                   "(default: lending-1); non-lending systems train ppo, ppo-c or ppo-cb")
+    p.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="keyword argument for the system's factory (repeatable)")
+    p.add_argument("--search-path", metavar="DIR", default=".",
+                   help="folder searched first for a 'module:callable' factory (default: .)")
+    p.add_argument("--setting", choices=SETTINGS, default=None,
+                   help="shorthand for --system lending-N")
     p.add_argument("--algo", choices=ALGOS, default="ppo-c", help="objective (default: ppo-c)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--iterations", type=int, default=100, metavar="N",
@@ -61,7 +68,7 @@ def build_config(args: argparse.Namespace):
     from causalfair.cli import UsageError
     from causalfair.train import TrainConfig
 
-    kw = {"algo": args.algo, "setting": args.setting, "seed": args.seed,
+    kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,
           "iterations": args.iterations, "env": args.env, "horizon": args.horizon,
           "n_levels": args.levels}
     opt = {"n_individuals": args.individuals, "beta_c": args.beta_c,
@@ -83,22 +90,32 @@ def build_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from causalfair.cli import UsageError
+    from causalfair.commands._system import parse_params
     from causalfair.train import train
 
     config = build_config(args)
+    system = None
+    if args.system and args.setting:
+        raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
+    if args.system:
+        from causalfair.systems import make
+
+        system = make(args.system, search_path=args.search_path, **parse_params(args.param))
+        config = config.replace(system=args.system, system_params=dict(system.params))
     progress = not args.no_progress and sys.stderr.isatty()
     res = train(config, out=args.out, resume=args.resume,
-                init_checkpoint=args.init_checkpoint, progress=progress)
+                init_checkpoint=args.init_checkpoint, progress=progress, system=system)
     m = res.metrics
     if args.json:
         json.dump({"checkpoint": str(res.checkpoint), "wall_s": res.wall_s, "metrics": m},
                   sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(f"trained {config.algo} on {config.setting} (seed {config.seed}, "
+        print(f"trained {config.algo} on {args.system or config.setting} (seed {config.seed}, "
               f"{config.iterations} iterations) in {res.wall_s:.1f} s")
         print("  " + "  ".join(f"{k}={v:+.4f}" for k, v in m.items()))
         print(f"  checkpoint: {res.checkpoint}")
-        print(f"  audit it:   causalfair decompose --setting {config.setting} "
+        print(f"  audit it:   causalfair decompose --system {args.system or config.setting} "
               f"--horizon {config.horizon} --checkpoint {res.checkpoint}")
     return 0

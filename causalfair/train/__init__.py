@@ -65,8 +65,16 @@ def _prepare_run_folder(out: Path, resume: bool) -> None:
 
 def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume: bool = False,
           init_checkpoint: str | os.PathLike[str] | None = None, *,
-          progress: bool = False) -> TrainResult:
+          progress: bool = False, system: Any = None) -> TrainResult:
     """Train one configuration.
+
+    The system is ``config.system`` (an id or ``module:callable``, made with
+    ``config.system_params``), or ``system`` (a :class:`~causalfair.systems.System` or
+    anything :func:`~causalfair.systems.as_system` accepts), else the lending ``setting``.
+    Lending systems use the lending trainer; any other system the generic one
+    (:mod:`causalfair.train.generic`). Training uses exactly ``config.threads`` torch
+    threads (restored afterwards), so the weights do not depend on the machine's thread
+    settings.
 
     ``out``: run folder (checkpoints, logs); None keeps everything in memory.
     ``resume``: continue the run in ``out`` from its last checkpoint (same config; only
@@ -74,6 +82,42 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     causalfair checkpoint of the same architecture (e.g. the audited policy).
     ``progress``: show a tqdm bar with utility and |C|.
     """
+    if not isinstance(config, TrainConfig):
+        raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
+    from causalfair.sim.lending import SETTINGS
+
+    if system is not None or (config.system and config.system not in SETTINGS):
+        from causalfair.systems import as_system, make
+
+        system = as_system(system) if system is not None else make(
+            config.system, **config.system_params)
+        if system.id not in SETTINGS:
+            if resume:
+                raise ConfigError("resume: continuing a run is supported for the lending "
+                                  "systems only; start the run again (same seed, same weights).")
+            from causalfair.train.generic import train_system
+
+            return train_system(system, config, out, init_checkpoint, progress)
+        config = config.replace(system="", setting=system.id,
+                                n_levels=int(system.params.get("levels", config.n_levels)),
+                                interest=float(system.params.get("interest", config.interest)))
+    elif config.system:
+        config = config.replace(
+            system="", setting=config.system,
+            n_levels=int(config.system_params.get("levels", config.n_levels)),
+            interest=float(config.system_params.get("interest", config.interest)))
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads)
+    try:
+        return _train_lending(config, out, resume, init_checkpoint, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint: Any,
+                   progress: bool) -> TrainResult:
     import time
 
     import pandas as pd
@@ -82,8 +126,6 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     from causalfair.train import checkpoint as ck
     from causalfair.train.core import Trainer
 
-    if not isinstance(config, TrainConfig):
-        raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
     t_start = time.perf_counter()
     trainer = Trainer(config)
     out_path = Path(out) if out is not None else None

@@ -1,0 +1,306 @@
+"""Training on any system (issue "Any system"): PPO, PPO-C and PPO-Cb over the simulator
+protocol, for systems other than the lending settings (which keep their own, faster
+trainer in :mod:`causalfair.train.core`).
+
+- The policy is an MLP over the observation: the one-hot (level, group) when the system
+  observes levels and no features, else the feature matrix (normalised with the mean and
+  standard deviation of the initial states, recorded in the checkpoint with the feature
+  names). One logit for two actions (P(d1) = sigmoid), A logits for A actions.
+- Rollouts: ``n_individuals`` units split over the groups, T steps, actions drawn with the
+  run's seeded generator; no Python loop per unit.
+- Advantages: GAE with a value network over (observation, t / T).
+- Gain action values, model-free (method.md section 5): the gain-to-go of each unit's
+  trajectory, Q_g(x_t, d_t) = sum_{t' >= t} g_t'. PPO-C adds beta_C * C^2 with the
+  anchored C estimator of :func:`causalfair.train.objectives.c_hat_anchored`.
+- PPO-Cb's Lambda term needs the benefit table: systems with an exact tabular model and
+  two actions use it (as the lending trainer); others are refused with a clear error.
+- Every ``eval_every`` iterations the policy is audited: exactly when the system has a
+  tabular model of independent units, else by Monte Carlo (2,000 units per group).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causalfair.checkpoint import FeatureEncoding, NumpyMLPPolicy, TorchPolicy, mlp, save_checkpoint
+from causalfair.errors import ConfigError
+from causalfair.train import checkpoint as ck
+from causalfair.train.config import TrainConfig
+from causalfair.train.objectives import gain_to_go, lambda_torch, ppo_c_penalty
+from causalfair.types import Observation
+
+__all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS"]
+
+#: The objectives the generic trainer implements.
+GENERIC_ALGOS = ("ppo", "ppo-c", "ppo-cb")
+
+
+def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncoding:
+    if system.features is None and system.n_levels is not None:
+        return FeatureEncoding("onehot", system.n_levels, system.n_groups)
+    obs = [sim.observe(sim.reset(256, g, rng)) for g in range(system.n_groups)]
+    if any(o.features is None for o in obs):
+        raise ConfigError(f"system {system.id!r}: observations carry neither levels nor features; "
+                          "a policy network needs one of them.")
+    x = np.concatenate([np.asarray(o.features, dtype=np.float64) for o in obs])
+    std = x.std(axis=0)
+    names = system.features or tuple(f"f{j}" for j in range(x.shape[1]))
+    return FeatureEncoding("features", names=names, mean=tuple(x.mean(axis=0)),
+                           std=tuple(np.where(std > 1e-8, std, 1.0)))
+
+
+class SystemTrainer:
+    """One training run on a :class:`~causalfair.systems.System`."""
+
+    def __init__(self, system: Any, config: TrainConfig, init: Any = None):
+        import torch
+
+        c = self.config = config
+        if c.algo not in GENERIC_ALGOS:
+            raise ConfigError(
+                f"algo: {c.algo!r} needs lending's ground truth (the qualified role and the "
+                f"lending population); on system {system.id!r} use one of "
+                f"{', '.join(GENERIC_ALGOS)}.")
+        if system.units_per_replica != 1:
+            raise ConfigError(f"system {system.id!r}: coupled units (units_per_replica = "
+                              f"{system.units_per_replica}) are not trained here yet.")
+        self.system = system
+        self.sim = system.make_simulator()
+        self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(c.seed)))
+        torch.manual_seed(c.seed)
+        self.A, self.base = system.n_actions, system.decisions.baseline
+        self.G, self.T = system.n_groups, c.horizon
+        self.encoding = _encoding(system, self.sim, self.rng)
+        width = self.encoding.width
+        self.n_out = 1 if self.A == 2 else self.A
+        self.policy_net = mlp(width, c.hidden, self.n_out, c.activation)
+        if init is not None:
+            module = init.to_torch() if isinstance(init, NumpyMLPPolicy) else getattr(init, "module", None)
+            if module is None:
+                raise ConfigError("init_checkpoint: not an MLP checkpoint.")
+            try:
+                self.policy_net.load_state_dict(module.state_dict())
+            except RuntimeError as exc:
+                raise ConfigError(f"init_checkpoint: architecture differs from the config "
+                                  f"({str(exc).splitlines()[0][:160]}).") from None
+        self.value_net = mlp(width + 1, c.hidden, 1, c.activation)
+        self.opt = torch.optim.Adam(list(self.policy_net.parameters())
+                                    + list(self.value_net.parameters()), lr=c.lr)
+        tab = system.tabular if "exact" in system.engines else None
+        self.tabular = tab
+        if c.algo == "ppo-cb":
+            if tab is None or self.A != 2 or self.base != 0:
+                raise ConfigError(
+                    f"algo: 'ppo-cb' needs the exact benefit table of a two-action tabular "
+                    f"model; system {system.id!r} has "
+                    f"{'no tabular model' if tab is None else f'{self.A} actions'}. Use ppo-c.")
+            self.delta = torch.from_numpy(tab.benefit())
+            G, K = tab.n_groups, tab.n_levels
+            feats = tab.features
+            self.grid_obs = Observation(group=np.repeat(np.arange(G), K),
+                                        level=np.tile(np.arange(K), G),
+                                        features=None if feats is None else feats.reshape(G * K, -1))
+        self.iteration = 0
+        self.history: list[dict[str, Any]] = []
+
+    # -------------------------------------------------------------------- policy
+    def _logits(self, x: Any) -> Any:
+        return self.policy_net(x)
+
+    def _dist(self, logits: Any) -> Any:
+        import torch
+
+        if self.n_out == 1:
+            p1 = torch.sigmoid(logits[:, 0])
+            return torch.stack([1 - p1, p1], dim=1)
+        return torch.softmax(logits, dim=1)
+
+    def policy(self) -> TorchPolicy:
+        return TorchPolicy(self.policy_net, self.encoding, name=f"{self.config.algo}-{self.system.id}")
+
+    def architecture(self) -> dict[str, Any]:
+        return {"type": "mlp", "input_dim": self.encoding.width, "hidden": list(self.config.hidden),
+                "activation": self.config.activation, "output_dim": self.n_out}
+
+    # ------------------------------------------------------------------- rollout
+    def collect(self) -> dict[str, np.ndarray]:
+        import torch
+
+        n_g = max(2, self.config.n_individuals // self.G)
+        T = self.T
+        xs, acts, logps, rews, gains, groups = [], [], [], [], [], []
+        for g in range(self.G):
+            state = self.sim.reset(n_g, g, self.rng)
+            gx, ga, gl, gr, gg = [], [], [], [], []
+            for _ in range(T):
+                x = self.encoding.encode(self.sim.observe(state))
+                with torch.no_grad():
+                    probs = self._dist(self._logits(torch.from_numpy(x))).double().numpy()
+                u = self.rng.random(n_g)
+                a = (u[:, None] >= np.cumsum(probs[:, :-1], axis=1)).sum(1)
+                res = self.sim.step(state, a.astype(bool) if self.A == 2 and self.base == 0 else a,
+                                    self.sim.draw_noise(n_g, self.rng))
+                gx.append(x)
+                ga.append(a)
+                gl.append(np.log(np.maximum(probs[np.arange(n_g), a], 1e-12)))
+                gr.append(np.asarray(res.reward, dtype=np.float64))
+                gg.append(np.asarray(res.gain, dtype=np.float64))
+                state = res.state
+            xs.append(np.stack(gx))
+            acts.append(np.stack(ga))
+            logps.append(np.stack(gl))
+            rews.append(np.stack(gr))
+            gains.append(np.stack(gg))
+            groups.append(np.full((T, n_g), g))
+        cat = lambda arrs: np.concatenate(arrs, axis=1)  # noqa: E731 - (T, N)
+        return {"x": np.concatenate(xs, axis=1), "action": cat(acts), "logp": cat(logps),
+                "reward": cat(rews), "gain": cat(gains), "group": cat(groups)}
+
+    def _advantages(self, b: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        T, N = b["reward"].shape
+        c = self.config
+        tt = np.broadcast_to((np.arange(T) / T)[:, None, None], (T, N, 1)).astype(np.float32)
+        vin = torch.from_numpy(np.concatenate([b["x"], tt], axis=2).reshape(T * N, -1))
+        with torch.no_grad():
+            v = self.value_net(vin).double().numpy().reshape(T, N)
+        adv = np.zeros((T, N))
+        last = np.zeros(N)
+        for t in range(T - 1, -1, -1):
+            nxt = v[t + 1] if t + 1 < T else 0.0
+            delta = b["reward"][t] + c.gamma * nxt - v[t]
+            last = delta + c.gamma * c.gae_lambda * last
+            adv[t] = last
+        return adv, adv + v
+
+    # --------------------------------------------------------------------- update
+    def step(self) -> dict[str, Any]:
+        import torch
+
+        c = self.config
+        b = self.collect()
+        T, N = b["reward"].shape
+        adv, ret = self._advantages(b)
+        q = gain_to_go(b["gain"])
+        total = b["gain"].sum(0)
+        g0, g1 = b["group"][0] == 0, b["group"][0] == 1
+        c_batch = float(total[g0].mean() - total[g1].mean())
+        flat = lambda a: torch.from_numpy(np.ascontiguousarray(a.reshape(T * N, *a.shape[2:])))  # noqa: E731
+        x, act, logp_old = flat(b["x"]), flat(b["action"]).long(), flat(b["logp"])
+        advt, rett, qt, grp = flat(adv), flat(ret), flat(q), flat(b["group"])
+        if c.normalize_advantage:
+            advt = (advt - advt.mean()) / (advt.std() + 1e-8)
+        tt = torch.from_numpy(np.broadcast_to((np.arange(T) / T)[:, None], (T, N))
+                              .astype(np.float32).reshape(-1, 1).copy())
+        order = np.arange(T * N)
+        mb = max(1, (T * N) // c.n_minibatches)
+        last_c = float("nan")
+        for _ in range(c.n_epochs):
+            self.rng.shuffle(order)
+            for start in range(0, T * N, mb):
+                idx = torch.from_numpy(order[start:start + mb])
+                probs = self._dist(self._logits(x[idx])).double()
+                logp = torch.log(probs.gather(1, act[idx][:, None])[:, 0].clamp_min(1e-12))
+                ratio = torch.exp(logp - logp_old[idx])
+                surr = torch.min(ratio * advt[idx],
+                                 ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * advt[idx])
+                v = self.value_net(torch.cat([x[idx], tt[idx]], dim=1))[:, 0].double()
+                loss = -surr.mean() + c.vf_coef * ((v - rett[idx]) ** 2).mean()
+                if c.algo in ("ppo-c", "ppo-cb"):
+                    pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], c.beta_c, (0, 1),
+                                              c_batch=c_batch, scale=float(T))
+                    loss = loss + pen
+                    last_c = float(cval.detach())
+                if c.algo == "ppo-cb":
+                    grid = torch.from_numpy(self.encoding.encode(self.grid_obs))
+                    pg = self._dist(self._logits(grid))[:, 1].double().reshape(self.G, -1)
+                    w = torch.from_numpy(self.tabular.propagate(
+                        pg.detach().numpy(), T)[:T].mean(0))
+                    loss = loss + c.beta_lambda * lambda_torch(pg, self.delta, w, c.lambda_eps)
+                self.opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(list(self.policy_net.parameters())
+                                               + list(self.value_net.parameters()),
+                                               c.max_grad_norm)
+                self.opt.step()
+        self.iteration += 1
+        row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(
+            b["reward"].sum(0).mean()), "C_batch": c_batch, "C_hat": last_c}
+        if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
+            row.update(self.audit())
+        self.history.append(row)
+        return row
+
+    def audit(self) -> dict[str, float]:
+        """C, DPE, IPE, SPE, utility (and Lambda) of the current policy: exact when the
+        system has a tabular model of independent units, else Monte Carlo."""
+        pol = self.policy()
+        if self.tabular is not None:
+            from causalfair.effects import decompose
+
+            d = decompose(self.tabular, pol, self.T)
+        else:
+            from causalfair.montecarlo import decompose_mc
+
+            d = decompose_mc(self.system, pol, self.T, n=2_000, seed=self.config.seed,
+                             check=False)
+        out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
+        out["utility"] = float(d.total_utility)
+        if d.Lambda is not None:
+            out["Lambda"] = float(d.Lambda)
+        return out
+
+
+def train_system(system: Any, config: TrainConfig, out: str | Path | None = None,
+                 init_checkpoint: str | Path | None = None, progress: bool = False) -> Any:
+    """Train ``config.algo`` on ``system``; write ``out/checkpoint.pt`` (the policy, its
+    encoding with feature names, the system id and params) and ``metrics.jsonl``."""
+    import torch
+
+    from causalfair.policy import load_checkpoint
+    from causalfair.train import TrainResult, _prepare_run_folder
+
+    t0 = time.perf_counter()
+    init = load_checkpoint(init_checkpoint)[0] if init_checkpoint is not None else None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(getattr(config, "threads", 1)))
+    try:
+        tr = SystemTrainer(system, config, init)
+        out_path = Path(out) if out is not None else None
+        if out_path is not None:
+            _prepare_run_folder(out_path, resume=False)
+            ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
+                json.dumps(config.to_dict(), indent=2).encode()))
+        for _ in range(config.iterations):
+            row = tr.step()
+            if out_path is not None:
+                ck.append_jsonl(out_path / "metrics.jsonl", row)
+            if progress:
+                import sys
+
+                print(f"iteration {row['iteration']}/{config.iterations}", file=sys.stderr)
+        checkpoint = None
+        if out_path is not None:
+            checkpoint = out_path / "checkpoint.pt"
+            save_checkpoint(checkpoint, tr.policy_net, architecture=tr.architecture(),
+                            encoding=tr.encoding, metadata={
+                                "name": f"{config.algo}-{system.id}", "system": system.id,
+                                "system_params": dict(system.params), "algo": config.algo,
+                                "seed": config.seed, "iterations": config.iterations,
+                                "n_actions": system.n_actions,
+                                "feature_names": list(system.features or [])})
+        final = tr.history[-1] if tr.history else {}
+    finally:
+        torch.set_num_threads(threads)
+    import pandas as pd
+
+    return TrainResult(policy=tr.policy(), checkpoint=checkpoint, history=pd.DataFrame(tr.history),
+                       metrics={k: v for k, v in final.items() if k != "iteration"},
+                       config=config, wall_s=time.perf_counter() - t0,
+                       extra={"system": system.id})
