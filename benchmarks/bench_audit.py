@@ -1,20 +1,18 @@
-"""Benchmark: auditing a checkpoint on lending-1 with the exact engine, end to end
-(interpreter start-up, imports, spec, checkpoint loaded with weights_only=True,
-decomposition, benefit fairness, other notions, the frontier, every figure, report.html /
-report.md / audit.json written atomically).
+"""Benchmark: auditing a checkpoint on lending-1 with the exact engine, end to end, in
+one process (interpreter start-up, imports, spec, checkpoint, decomposition, benefit
+fairness, other notions, the frontier, every figure, report.html / report.md /
+audit.json written atomically).
 
-Budget (issue 5): under 2 s end to end including the report. Printed:
+Budget (issue 5, kept by issue 11 without a second process): under 2 s. Printed, each the
+median of ``--repeats`` cold ``python -m causalfair audit SPEC --out DIR`` commands:
 
-- ``cli``: wall clock of ``python -m causalfair audit SPEC --out DIR`` in a new process,
-  the median of ``--repeats`` runs: what a user or a CI job waits for. The CLI loads the
-  checkpoint in a second process while it imports the report's libraries, and draws half
-  of the figures in a forked copy (causalfair._prefetch, causalfair.report.write_report);
-- ``cli serial``: the same with CAUSALFAIR_SERIAL=1 (one process: the baseline);
-- ``in-process``: ``audit(spec).write_report(dir)`` in a process where the imports are
-  done (first call, and the median of the next repeats), as in a notebook;
-- ratios against the baselines measured in the same run.
+- ``npz``: the checkpoint saved as ``.npz`` (read with numpy, evaluated without torch);
+- ``pt``: the same weights as a torch ``.pt`` file (read with torch.load(weights_only=True):
+  the baseline, which pays the torch import);
+- ``in-process``: ``audit(spec).write_report(dir)`` with the imports done (a notebook);
+- ratios against the ``pt`` baseline measured in the same run (interleaved runs).
 
-Run: ``python benchmarks/bench_audit.py [--repeats 5]`` on an otherwise idle machine.
+Run: ``python benchmarks/bench_audit.py [--repeats 7]`` on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -31,34 +29,24 @@ from pathlib import Path
 BUDGET_S = 2.0
 
 
-def make_checkpoint(path: Path) -> str:
-    """A PPO checkpoint (3 iterations) when causalfair.train exists, else a random MLP."""
-    import torch
-
+def make_checkpoints(folder: Path) -> None:
+    """A PPO checkpoint (3 iterations) saved both as .pt and .npz."""
     import causalfair as cf
+    from causalfair.train import TrainConfig, train
 
-    try:
-        from causalfair.train import TrainConfig, train
-
-        res = train(TrainConfig(algo="ppo", iterations=3, n_individuals=64, seed=0),
-                    out=path.parent / "run")
-        path.write_bytes(Path(res.checkpoint).read_bytes())
-        return "ppo (3 iterations)"
-    except ImportError:
-        torch.manual_seed(0)
-        net = cf.policy.mlp(9, (64, 64), 1)
-        cf.save_checkpoint(path, net, architecture={"type": "mlp", "input_dim": 9,
-                                                    "hidden": [64, 64], "activation": "tanh",
-                                                    "output_dim": 1},
+    res = train(TrainConfig(algo="ppo", iterations=3, n_individuals=64, seed=0),
+                out=folder / "run")
+    _, meta = cf.load_checkpoint(res.checkpoint)
+    for suffix in (".pt", ".npz"):
+        cf.save_checkpoint(folder / f"policy{suffix}", res.policy.module,
+                           architecture=meta["architecture"],
                            encoding=cf.FeatureEncoding("onehot", 7, 2))
-        return "random MLP"
 
 
-def _cli(spec_path: Path, out: Path, **env: str) -> float:
+def _cli(spec_path: Path, out: Path) -> float:
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "causalfair", "audit", str(spec_path),
-                           "--out", str(out)], capture_output=True, text=True,
-                          env={**os.environ, **env})
+                           "--out", str(out)], capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"causalfair audit failed:\n{proc.stderr}")
@@ -72,45 +60,45 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        kind = make_checkpoint(tmp / "policy.pt")
-        spec_path = tmp / "lending-1.toml"
-        spec_path.write_text(
-            'name = "bench"\nhorizon = 20\n[model]\nsetting = "lending-1"\n'
-            '[policy]\ncheckpoint = "policy.pt"\n[engine]\nkind = "exact"\n'
-            "[thresholds]\nabs_C = 0.05\nabs_DPE = 0.05\nLambda = 0.1\ntpr_gap = 0.1\n")
-        _cli(spec_path, tmp / "cli-warmup")  # page cache, matplotlib's font cache
-        cli, serial = [], []
+        make_checkpoints(tmp)
+        specs = {}
+        for suffix in ("npz", "pt"):
+            specs[suffix] = tmp / f"lending-1-{suffix}.toml"
+            specs[suffix].write_text(
+                f'name = "bench-{suffix}"\nhorizon = 20\n[system]\nid = "lending-1"\n'
+                f'[policy]\ncheckpoint = "policy.{suffix}"\n[engine]\nkind = "exact"\n'
+                "[thresholds]\nabs_C = 0.05\nabs_DPE = 0.05\nLambda = 0.1\ntpr_gap = 0.1\n")
+        _cli(specs["npz"], tmp / "warmup")  # page cache, matplotlib's font cache
+        times: dict[str, list[float]] = {"npz": [], "pt": []}
         for i in range(args.repeats):  # interleaved, so both see the same machine state
-            cli.append(_cli(spec_path, tmp / f"cli{i}"))
-            serial.append(_cli(spec_path, tmp / f"serial{i}", CAUSALFAIR_SERIAL="1"))
+            for k in times:
+                times[k].append(_cli(specs[k], tmp / f"{k}{i}"))
 
-        # in-process, imports done (a notebook)
         import matplotlib.backends.backend_agg  # noqa: F401
-        import matplotlib.figure  # noqa: F401
         import pandas  # noqa: F401
 
-        import causalfair.frontier  # noqa: F401  (scipy.optimize)
+        import causalfair.frontier  # noqa: F401
         import causalfair.graph  # noqa: F401
-        import causalfair.metrics  # noqa: F401
         from causalfair.audit import audit, load_spec
 
         def once(i: int) -> float:
             t0 = time.perf_counter()
-            audit(load_spec(spec_path)).write_report(tmp / f"out{i}")
+            audit(load_spec(specs["npz"])).write_report(tmp / f"in{i}")
             return time.perf_counter() - t0
 
         first = once(0)
         warm = [once(i + 1) for i in range(args.repeats)]
-    c, s, w = statistics.median(cli), statistics.median(serial), statistics.median(warm)
-    print(f"audit of a checkpoint ({kind}) on lending-1, exact engine, T = 20, with report; "
-          f"{len(os.sched_getaffinity(0))} cores")
-    print(f"  cli `causalfair audit`, cold, median of {args.repeats}: {c:.3f} s "
-          f"(min {min(cli):.3f}, max {max(cli):.3f})   {c / BUDGET_S:.2f} x the "
-          f"{BUDGET_S:g} s budget")
-    print(f"  cli serial (CAUSALFAIR_SERIAL=1), baseline:  {s:.3f} s "
-          f"(min {min(serial):.3f}, max {max(serial):.3f})   cli = {c / s:.2f} x serial")
+    n, p, w = (statistics.median(times["npz"]), statistics.median(times["pt"]),
+               statistics.median(warm))
+    print(f"audit of a PPO checkpoint on lending-1, exact engine, T = 20, with report, one "
+          f"process; {len(os.sched_getaffinity(0))} cores")
+    print(f"  cold `causalfair audit`, .npz checkpoint (no torch): {n:.3f} s median of "
+          f"{args.repeats} (min {min(times['npz']):.3f}, max {max(times['npz']):.3f})   "
+          f"{n / BUDGET_S:.2f} x the {BUDGET_S:g} s budget")
+    print(f"  cold `causalfair audit`, .pt checkpoint (torch):     {p:.3f} s (min "
+          f"{min(times['pt']):.3f}, max {max(times['pt']):.3f})   npz = {n / p:.2f} x pt")
     print(f"  in-process, imports done: first {first:.3f} s, warm median {w:.3f} s")
-    ok = c < BUDGET_S
+    ok = n < BUDGET_S
     print("PASS" if ok else "OVER BUDGET")
     return 0 if ok else 1
 
