@@ -3,6 +3,7 @@ blocks in order, in a fresh process, in a scratch folder holding a copy of audit
 the example modules in docs/examples/); the ```bash blocks of docs/own-system.md run too,
 line by line, each expected to exit 0 unless it ends with "# exit 0 pass, 1 fail"."""
 
+import json
 import os
 import re
 import shutil
@@ -50,3 +51,10 @@ def test_own_system_walkthrough_commands_run(tmp_path):
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
     assert (tmp_path / "reports" / "clinic" / "report.html").is_file()
     assert (tmp_path / "gate.xml").is_file() and (tmp_path / "clinic-graph.svg").is_file()
+    assert (tmp_path / "reports" / "clinic-ppo" / "report.html").is_file()
+    import xml.etree.ElementTree as ET
+
+    first = json.loads((tmp_path / "reports" / "clinic-ppo" / "audit.json").read_text())
+    retrained = tmp_path / "runs" / "clinic-ppo" / "checkpoint.retrained-ppo-c-1.pt"
+    assert retrained.is_file() == (first["overall"] != "PASS")  # retrained only if it failed
+    assert ET.parse(tmp_path / "gate-ppo.xml").getroot().get("tests") == "1"
