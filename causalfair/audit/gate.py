@@ -16,7 +16,7 @@ from causalfair.audit.spec import AuditSpec, _where
 from causalfair.audit.verdicts import FAIL, INCONCLUSIVE
 from causalfair.errors import InputError, SpecError
 
-__all__ = ["GateEntry", "GateResult", "run_gate", "retrained_checkpoint_path"]
+__all__ = ["GateEntry", "GateResult", "GateSpecErrors", "run_gate", "retrained_checkpoint_path"]
 
 
 @dataclass(eq=False)
@@ -57,17 +57,49 @@ class GateEntry:
         return d
 
 
+class GateSpecErrors(SpecError):
+    """Some specs of a gate are invalid; ``errors`` lists (spec, one-line message) for
+    each. Nothing was audited; the JUnit file gets one <error> test case per bad spec."""
+
+    def __init__(self, errors: list[tuple[str, str]], n_specs: int):
+        self.errors = errors
+        first = errors[0][1]
+        more = f"{len(errors)} of {n_specs} specs are invalid; the first: " if len(errors) > 1 else ""
+        super().__init__(more + first)
+
+    def to_junit(self) -> str:
+        import xml.etree.ElementTree as ET
+
+        root = ET.Element("testsuites", name="causalfair gate", tests=str(len(self.errors)),
+                          failures="0", errors=str(len(self.errors)), skipped="0")
+        for spec, msg in self.errors:
+            suite = ET.SubElement(root, "testsuite", name=spec, tests="1", failures="0",
+                                  errors="1", skipped="0")
+            tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name=f"spec {spec}")
+            ET.SubElement(tc, "error", message=msg, type="SpecError").text = msg
+        ET.indent(root)
+        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
 @dataclass(eq=False)
 class GateResult:
-    """Outcome of :func:`run_gate`: entries per spec and the exit code."""
+    """Outcome of :func:`run_gate`: entries per spec and the exit code. With retraining,
+    the exit code stays 1 while a checkpoint under version control fails, even when its
+    repair passes, unless ``accept_repaired`` (the user takes the repaired checkpoint)."""
 
     entries: list[GateEntry]
     inconclusive: str = "fail"
+    accept_repaired: bool = False
 
     @property
     def exit_code(self) -> int:
         bad = {FAIL} if self.inconclusive == "pass" else {FAIL, INCONCLUSIVE}
-        return 1 if any(e.final.overall in bad for e in self.entries) else 0
+        for e in self.entries:
+            if e.final.overall in bad:
+                return 1
+            if e.after is not None and e.before.overall in bad and not self.accept_repaired:
+                return 1
+        return 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,14 +173,37 @@ class GateResult:
 
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
              retrain: bool = False, reports: str | os.PathLike[str] | None = None,
-             ) -> GateResult:
+             accept_repaired: bool = False) -> GateResult:
     """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
     before anything runs). With ``retrain``, a spec whose verdict is not PASS is
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
     is written to ``reports/NAME`` (after retraining: the new policy beside the old);"""
     if inconclusive not in ("pass", "fail"):
         raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
-    loaded = [_resolve_spec(s) for s in specs]
+    from causalfair.errors import CausalfairError
+
+    loaded, errors = [], []
+    for s in specs:
+        label = str(getattr(s, "path", None) or s) if not isinstance(s, AuditSpec) else s.name
+        try:
+            sp = _resolve_spec(s)
+            if "thresholds" not in sp.raw and not isinstance(s, AuditSpec):
+                raise SpecError(
+                    f"{_where(sp.path)}: [thresholds]: missing; a gate without thresholds "
+                    "passes everything. Add thresholds, or write an empty [thresholds] table "
+                    "to gate on nothing on purpose.")
+            loaded.append(sp)
+        except CausalfairError as exc:
+            errors.append((label, str(exc).splitlines()[0]))
+    prepared_: dict[int, Any] = {}
+    for i, sp in enumerate(loaded):
+        if sp.source == "model":
+            try:
+                prepared_[i] = prepare(sp)
+            except CausalfairError as exc:
+                errors.append((str(sp.path or sp.name), str(exc).splitlines()[0]))
+    if errors:
+        raise GateSpecErrors(errors, len(specs))
     names = [s.name for s in loaded]
     dup = {n for n in names if names.count(n) > 1}
     if dup and reports is not None:
@@ -162,7 +217,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                 raise SpecError(f"{_where(s.path)}: [retrain]: missing; --retrain needs a "
                                 "[retrain] section (algo, iterations, betas, seed).")
     # every spec is checked (its system built, its policy resolved) before any is audited
-    prepared = [prepare(s) if s.source == "model" else s for s in loaded]
+    prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
     entries = []
     for s, prep in zip(loaded, prepared, strict=True):
         before = run_prepared(prep) if isinstance(prep, Prepared) else audit(s)
@@ -174,6 +229,6 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             entry.report = entry.final.write_report(
                 Path(reports) / s.name, before=before if entry.after is not None else None)
         entries.append(entry)
-    return GateResult(entries=entries, inconclusive=inconclusive)
+    return GateResult(entries=entries, inconclusive=inconclusive, accept_repaired=accept_repaired)
 
 

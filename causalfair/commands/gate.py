@@ -36,7 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retrain", action="store_true",
                    help="retrain failing checkpoints with the spec's [retrain] section "
                         "(warm start; the new checkpoint is written beside the old one as "
-                        "NAME.retrained-ALGO-N.pt, never overwriting) and re-audit them")
+                        "NAME.retrained-ALGO-N.pt, never overwriting) and re-audit them; the exit "
+                        "code stays 1 while the checkpoint under version control fails")
+    p.add_argument("--accept-repaired", action="store_true",
+                   help="with --retrain: exit 0 when every repaired checkpoint passes (you take "
+                        "the repaired checkpoint in place of the failing one)")
     p.set_defaults(run=run)
 
 
@@ -46,9 +50,22 @@ def run(args: argparse.Namespace) -> int:
     from causalfair._io import atomic_write_bytes
     from causalfair._io import to_jsonable as _json_safe
     from causalfair.audit import run_gate
+    from causalfair.audit.gate import GateSpecErrors
 
-    result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
-                      reports=args.reports)
+    if args.accept_repaired and not args.retrain:
+        from causalfair.cli import UsageError
+
+        raise UsageError("--accept-repaired: only with --retrain.")
+    try:
+        result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
+                          reports=args.reports, accept_repaired=args.accept_repaired)
+    except GateSpecErrors as exc:  # a bad spec still gives CI a JUnit file (with <error>s)
+        if args.junit:
+            xml = exc.to_junit().encode("utf-8")
+            atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
+        for _, msg in exc.errors[1:]:
+            print(f"causalfair gate: error: {msg}", file=sys.stderr)
+        raise
     doc = json.dumps(_json_safe(result.to_dict()), indent=2, allow_nan=False) + "\n"
     if args.junit:
         how = args.junit_inconclusive or ("skipped" if args.inconclusive == "pass" else "failure")

@@ -28,6 +28,7 @@ python -m causalfair audit "$EX/lending-1-ppo.toml" --out "$EX/lending-1-ppo"
 
 # 3. the gate: fails, retrains with the spec's [retrain] (PPO-Cb) from the checkpoint,
 #    writes checkpoints/lending-1-ppo.retrained-ppo-cb-1.pt, re-audits (PASS) and writes
-#    the before/after report, JUnit XML and JSON summary. Exit code 0: the repair passes.
-python -m causalfair gate "$EX/lending-1-ppo.toml" --retrain --reports "$EX/gate" \
+#    the before/after report, JUnit XML and JSON summary. Exit code 0 (--accept-repaired:
+#    we take the repaired checkpoint); without it the gate exits 1 while the original fails.
+python -m causalfair gate "$EX/lending-1-ppo.toml" --retrain --accept-repaired --reports "$EX/gate" \
     --junit "$EX/gate.xml" --json "$EX/gate.json"
