@@ -1,0 +1,60 @@
+"""The gate's foot-guns (issue 16): no thresholds, bad specs in CI, and --retrain exit
+codes while the checkpoint under version control still fails."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from types import SimpleNamespace
+
+from causalfair.audit.gate import GateEntry, GateResult
+from causalfair.cli import main
+
+OK = 'name = "{n}"\nhorizon = 5\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "never"\n'
+
+
+def test_a_spec_without_thresholds_is_an_error_but_an_empty_table_is_explicit(tmp_path, capsys):
+    (tmp_path / "a.toml").write_text(OK.format(n="a"))
+    assert main(["gate", str(tmp_path / "a.toml")]) == 2
+    assert "[thresholds]: missing; a gate without thresholds passes everything" in \
+        capsys.readouterr().err
+    (tmp_path / "b.toml").write_text(OK.format(n="b") + "[thresholds]\n")
+    assert main(["gate", str(tmp_path / "b.toml")]) == 0
+
+
+def test_bad_specs_still_write_junit_with_error_cases(tmp_path, capsys):
+    (tmp_path / "good.toml").write_text(OK.format(n="good") + "[thresholds]\nabs_C = 1.0\n")
+    (tmp_path / "typo.toml").write_text(OK.format(n="typo") + "[thresholds]\nabs_CC = 1.0\n")
+    (tmp_path / "pol.toml").write_text(OK.format(n="pol").replace("never", "threshold:x")
+                                       + "[thresholds]\nabs_C = 1.0\n")
+    junit = tmp_path / "gate.xml"
+    code = main(["gate", str(tmp_path / "good.toml"), str(tmp_path / "typo.toml"),
+                 str(tmp_path / "pol.toml"), "--junit", str(junit)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "2 of 3 specs are invalid" in err and "abs_CC: unknown key" in err
+    root = ET.parse(junit).getroot()
+    assert root.get("errors") == "2" and root.get("failures") == "0"
+    messages = [e.get("message") for e in root.iter("error")]
+    assert any("typo.toml" in m for m in messages) and any("pol.toml" in m for m in messages)
+
+
+def _entry(before: str, after: str | None) -> GateEntry:
+    r = lambda status: SimpleNamespace(overall=status, verdicts=[])  # noqa: E731
+    return GateEntry(spec=SimpleNamespace(name="x"), before=r(before),
+                     after=r(after) if after else None)
+
+
+def test_retrain_exit_code_needs_accept_repaired():
+    repaired = [_entry("FAIL", "PASS")]
+    assert GateResult(repaired).exit_code == 1
+    assert GateResult(repaired, accept_repaired=True).exit_code == 0
+    assert GateResult([_entry("FAIL", "FAIL")], accept_repaired=True).exit_code == 1
+    assert GateResult([_entry("PASS", None)]).exit_code == 0
+    assert GateResult([_entry("INCONCLUSIVE", "PASS")], inconclusive="pass").exit_code == 0
+    assert GateResult([_entry("INCONCLUSIVE", "PASS")]).exit_code == 1
+
+
+def test_accept_repaired_needs_retrain(tmp_path, capsys):
+    (tmp_path / "b.toml").write_text(OK.format(n="b") + "[thresholds]\n")
+    assert main(["gate", str(tmp_path / "b.toml"), "--accept-repaired"]) == 2
+    assert "--accept-repaired: only with --retrain." in capsys.readouterr().err
