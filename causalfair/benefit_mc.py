@@ -97,6 +97,11 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     from causalfair.systems import as_system
 
     system = as_system(system)
+    if system.units_per_replica != 1:
+        raise InputError(
+            f"benefit_fairness_mc: system {system.id!r} couples {system.units_per_replica} units "
+            "per replica; benefit fairness by forks pairs independent individuals (a unit's "
+            "benefit depends on its neighbours' decisions there).")
     T = check_horizon(system.horizon if horizon is None else horizon)
     eps = _check_eps(eps)
     for name, v, lo in (("n", n, 2), ("seed", seed, 0), ("bins", bins, 1), ("n_boot", n_boot, 0)):

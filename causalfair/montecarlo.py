@@ -440,9 +440,9 @@ def decompose_mc(
     system = simulator if isinstance(simulator, System) else None
     if system is not None:
         if system.units_per_replica != 1:
-            raise SimulatorContractError(
-                f"system {system.id!r}: {system.units_per_replica} coupled units per replica; "
-                "the Monte Carlo engine simulates independent units only (units_per_replica = 1).")
+            return _decompose_coupled(system, policy, system.horizon if horizon is None else horizon,
+                                      n=n, seed=seed, crn=crn, batch_size=batch_size, pair=pair,
+                                      policy_name=policy_name)
         sim = system.make_simulator()
         A, base = system.n_actions, system.decisions.baseline
         horizon = system.horizon if horizon is None else horizon
@@ -565,4 +565,116 @@ def decompose_mc(
         policy_name=name,
         model_name=system.id if system is not None else (
             getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
+    )
+
+
+def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: int, crn: bool,
+                       batch_size: int | None, pair: Any, policy_name: str | None
+                       ) -> Decomposition:
+    """Monte Carlo decomposition for coupled units (``System.units_per_replica`` = U > 1:
+    the units of one replica interact, e.g. the nodes of a contact graph).
+
+    Protocol: ``reset(n_replicas, None, rng)`` returns the state of n_replicas * U units
+    (replica-major), whose groups ``observe`` reports; ``step`` takes one action per unit.
+    ``n`` counts replicas (worlds). Per replica and group, the gains of the group's units
+    are averaged; V, V^PS, V^pi0 of a group are means of those over replicas. The pi^PS
+    fork is one all-baseline step of the whole world from the same state and noise; pi0
+    is the world rolled with the baseline action everywhere. C, DPE, IPE and SPE are
+    between-group differences *within* replicas, so their standard errors come from the
+    per-replica differences (replicas are the independent units: clustering by world).
+    """
+    T = check_horizon(horizon)
+    n = _check_int("n", n, 2)
+    seed = _check_int("seed", seed, 0)
+    U = system.units_per_replica
+    batch = max(1, (DEFAULT_BATCH_SIZE // U)) if batch_size is None else _check_int(
+        "batch_size", batch_size, 1)
+    from causalfair._limits import check_memory
+
+    check_memory(8.0 * 40 * min(batch, n) * U + 8.0 * 24 * T, f"Monte Carlo over {T} epochs "
+                 f"of worlds of {U} units", "use a smaller batch_size")
+    sim = system.make_simulator()
+    A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
+    name = policy_name or getattr(policy, "name", type(policy).__name__)
+    keys = ("A", "B", "Z", "R")
+    per_group = {k: [_Moments() for _ in range(G)] for k in ("A", "B", "Z", "AB", "BZ", "R")}
+    diffs = {k: _Moments() for k in ("C", "DPE", "IPE", "SPE")}
+    sums = np.zeros((3, G, T))
+    counts = None
+    from causalfair.effects import _check_pair
+
+    for b, start in enumerate(range(0, n, batch)):
+        m = min(batch, n - start)
+        state = sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT))
+        group = np.asarray(sim.observe(state).group, dtype=np.intp)
+        if group.shape != (m * U,):
+            raise SimulatorContractError(
+                f"simulator {_name(sim)}.observe: a batch of {m} replicas of {U} units needs "
+                f"{m * U} observations, got {group.shape[0]}.")
+        rep = np.repeat(np.arange(m), U)
+        cell = rep * G + group
+        cnt = np.bincount(cell, minlength=m * G).reshape(m, G)
+        if counts is None:
+            counts = cnt[0]
+        if (cnt == 0).any():
+            raise SimulatorContractError(
+                f"system {system.id!r}: every replica needs units of every group (a replica "
+                "has none of some group).")
+        state0 = state if crn else sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT0))
+        rng_noise, rng_dec = _rng(seed, 0, b, _STREAM_NOISE), _rng(seed, 0, b, _STREAM_DECISION)
+        rng_fork, rng_0 = _rng(seed, 0, b, _STREAM_FORK), _rng(seed, 0, b, _STREAM_NOISE0)
+        if callable(getattr(policy, "start_batch", None)):
+            policy.start_batch(m * U, None)
+        acc = {k: np.zeros(m * U) for k in keys}
+        d0 = np.full(m * U, base, dtype=np.intp)
+        if A == 2 and base == 0:
+            d0 = d0.astype(bool)
+        for t in range(T):
+            probs = action_probs(policy, sim.observe(state), A, f"policy {name!r}")
+            d = _sample_actions(probs, rng_dec.random(m * U))
+            if A == 2 and base == 0:
+                d = d.astype(bool)
+            noise = sim.draw_noise(m * U, rng_noise)
+            res = sim.step(state, d, noise)
+            fork = sim.step(state, d0, noise if crn else sim.draw_noise(m * U, rng_fork))
+            res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m * U, rng_0))
+            for k, r in (("A", res.gain), ("B", fork.gain), ("Z", res0.gain), ("R", res.reward)):
+                r = np.asarray(r, dtype=np.float64)
+                if r.shape != (m * U,) or not np.isfinite(r).all():
+                    raise SimulatorContractError(
+                        f"simulator {_name(sim)}.step: gains and rewards must be {m * U} finite "
+                        f"values for {m} replicas of {U} units.")
+                acc[k] += r
+            for i, r in enumerate((res.gain, fork.gain, res0.gain)):
+                sums[i, :, t] += np.bincount(group, weights=np.asarray(r, dtype=np.float64),
+                                             minlength=G)
+            state, state0 = res.state, res0.state
+        mean = {k: np.bincount(cell, weights=v, minlength=m * G).reshape(m, G) / cnt
+                for k, v in acc.items()}
+        mean["AB"], mean["BZ"] = mean["A"] - mean["B"], mean["B"] - mean["Z"]
+        for k, arr in mean.items():
+            for g in range(G):
+                per_group[k][g].add(arr[:, g])
+        if b == 0:
+            V0 = mean["A"].mean(0)
+            ab = _check_pair(pair, G, V0)
+        for k, src in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
+            diffs[k].add(mean[src][:, ab[0]] - mean[src][:, ab[1]])
+    V = np.array([s_.mean for s_ in per_group["A"]])
+    V_ps = np.array([s_.mean for s_ in per_group["B"]])
+    V_0 = np.array([s_.mean for s_ in per_group["Z"]])
+    util = np.array([s_.mean for s_ in per_group["R"]])
+    se: dict[str, float] = {k: float(math.sqrt(d_.var / d_.n)) for k, d_ in diffs.items()}
+    for i, gname in enumerate(system.groups):
+        for key, stat in (("V", "A"), ("V_ps", "B"), ("V_0", "Z"), ("direct", "AB"),
+                          ("indirect", "BZ"), ("utility", "R")):
+            st = per_group[stat][i]
+            se[f"{key}[{gname}]"] = float(math.sqrt(st.var / st.n))
+    weights = system.group_weights
+    se["utility"] = float(math.sqrt(float(weights**2 @ np.array(
+        [s_.var / s_.n for s_ in per_group["R"]]))))
+    return Decomposition(
+        engine="mc", groups=system.groups, pair=ab, horizon=T, V=V, V_ps=V_ps, V_0=V_0,
+        steps=sums / (n * counts[:, None]), utility=util, group_weights=weights, Lambda=None,
+        se=se, n=n, seed=seed, diagnostics={}, policy_name=name, model_name=system.id,
     )

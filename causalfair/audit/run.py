@@ -154,6 +154,9 @@ def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:
 def choose_engine(spec: AuditSpec, system: Any) -> str:
     """The engine an audit runs: ``exact`` needs a tabular model of independent units."""
     kind = spec.engine
+    engine_sec = spec.raw.get("engine") if isinstance(spec.raw, Mapping) else None
+    if not (isinstance(engine_sec, Mapping) and "kind" in engine_sec):
+        kind = "auto"  # not chosen in the spec: whatever the system supports
     if kind == "auto":
         return "exact" if "exact" in system.engines else "mc"
     if kind == "exact" and "exact" not in system.engines:
@@ -199,7 +202,13 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
     before any engine runs); ``system``/``policy`` override the spec's."""
     from causalfair.systems import as_system
 
-    system = build_system(spec) if system is None else as_system(system)
+    if system is None:
+        system = build_system(spec)
+    else:  # the report and provenance name the system actually audited
+        system = as_system(system)
+        spec = replace(spec, system_id=system.id, system_tabular=None,
+                       system_params=dict(system.params),
+                       setting=system.id if spec.setting == system.id else None)
     pol, pname, sha, meta = resolve_policy(spec, system, policy)
     if policy is not None:  # the report and provenance name the policy actually computed
         if isinstance(policy, (str, os.PathLike)) and sha is not None:
@@ -210,7 +219,8 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
         else:
             spec = replace(spec, builtin=None, checkpoint=None, policy_factory=None,
                            policy_object=pname)
-    T = spec.horizon if spec.horizon is not None else system.horizon
+    explicit = isinstance(spec.raw, Mapping) and "horizon" in spec.raw
+    T = spec.horizon if spec.horizon is not None and explicit else system.horizon
     spec = replace(spec, engine=choose_engine(spec, system), horizon=T)
     return Prepared(spec, system, pol, pname, sha, meta)
 
@@ -275,7 +285,7 @@ def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, fl
     """Benefit fairness by forks on a simulator-only system (causalfair.benefit_mc)."""
     from causalfair.benefit_mc import benefit_fairness_mc
 
-    if system.n_levels is None and system.features is None:
+    if (system.n_levels is None and system.features is None) or system.units_per_replica != 1:
         return None, None
     ben = benefit_fairness_mc(system, pol, T, n=spec.n, seed=spec.seed, eps=spec.eps,
                               alpha=spec.alpha)

@@ -104,6 +104,10 @@ class Gain:
 
 
 def _call_factory(factory: Any) -> Any:
+    """A simulator from ``System.simulator``: a class or a zero-argument factory is
+    called; an object that already has the protocol methods is used as it is."""
+    if isinstance(factory, type):
+        return factory()
     return factory() if callable(factory) and not all(
         callable(getattr(factory, m, None)) for m in _PROTOCOL) else factory
 
