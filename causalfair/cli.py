@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "train": "causalfair.commands.train",
     "systems": "causalfair.commands.systems",
     "simulate-logs": "causalfair.commands.simulate_logs",
+    "gate-merge": "causalfair.commands.gate_merge",
 }
 
 

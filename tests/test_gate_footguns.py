@@ -58,3 +58,34 @@ def test_accept_repaired_needs_retrain(tmp_path, capsys):
     (tmp_path / "b.toml").write_text(OK.format(n="b") + "[thresholds]\n")
     assert main(["gate", str(tmp_path / "b.toml"), "--accept-repaired"]) == 2
     assert "--accept-repaired: only with --retrain." in capsys.readouterr().err
+
+
+def test_shards_merge_to_the_unsharded_verdicts(tmp_path, capsys):
+    specs = []
+    for i, (builtin, thr) in enumerate([("never", 1.0), ("threshold:0.5", 0.001),
+                                        ("always", 0.01), ("blind:0.5", 0.5)]):
+        p = tmp_path / f"s{i}.toml"
+        p.write_text(OK.format(n=f"s{i}").replace("never", builtin)
+                     + f"[thresholds]\nabs_C = {thr}\n")
+        specs.append(str(p))
+    full = main(["gate", *specs, "--json", str(tmp_path / "full.json"),
+                 "--junit", str(tmp_path / "full.xml")])
+    codes = []
+    for k in (1, 2, 3):
+        codes.append(main(["gate", *specs, "--shard", f"{k}/3", "--json",
+                           str(tmp_path / f"sh{k}.json"), "--junit", str(tmp_path / f"sh{k}.xml")]))
+    merged = main(["gate-merge", *(str(tmp_path / f"sh{k}.json") for k in (1, 2, 3)),
+                   "--junit-in", *(str(tmp_path / f"sh{k}.xml") for k in (1, 2, 3)),
+                   "--json", str(tmp_path / "m.json"), "--junit", str(tmp_path / "m.xml")])
+    assert merged == full == 1 and max(codes) == 1
+    import json
+
+    a = json.loads((tmp_path / "full.json").read_text())
+    b = json.loads((tmp_path / "m.json").read_text())
+    verdicts = lambda d: sorted((e["name"], e["overall"], json.dumps(e["verdicts"]))  # noqa: E731
+                                for e in d["specs"])
+    assert verdicts(a) == verdicts(b) and a["exit_code"] == b["exit_code"]
+    ra, rb = ET.parse(tmp_path / "full.xml").getroot(), ET.parse(tmp_path / "m.xml").getroot()
+    assert (ra.get("tests"), ra.get("failures")) == (rb.get("tests"), rb.get("failures"))
+    assert sorted(s.get("name") for s in ra) == sorted(s.get("name") for s in rb)
+    assert main(["gate", *specs, "--shard", "4/3"]) == 2

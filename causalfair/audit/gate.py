@@ -105,6 +105,7 @@ class GateResult:
         return {
             "exit_code": self.exit_code,
             "inconclusive": self.inconclusive,
+            "accept_repaired": self.accept_repaired,
             "specs": [e.to_dict() for e in self.entries],
         }
 

@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(warm start; the new checkpoint is written beside the old one as "
                         "NAME.retrained-ALGO-N.pt, never overwriting) and re-audit them; the exit "
                         "code stays 1 while the checkpoint under version control fails")
+    p.add_argument("--shard", metavar="K/N",
+                   help="audit only shard K of N (the specs at positions K-1, K-1+N, ... of the "
+                        "list; a CI matrix runs K = 1..N, then `causalfair gate-merge`)")
     p.add_argument("--accept-repaired", action="store_true",
                    help="with --retrain: exit 0 when every repaired checkpoint passes (you take "
                         "the repaired checkpoint in place of the failing one)")
@@ -56,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         from causalfair.cli import UsageError
 
         raise UsageError("--accept-repaired: only with --retrain.")
+    if args.shard:
+        args.specs = _shard(args.specs, args.shard)
     try:
         result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
                           reports=args.reports, accept_repaired=args.accept_repaired)
@@ -78,3 +83,16 @@ def run(args: argparse.Namespace) -> int:
         print(result.side_by_side(), file=sys.stderr)
         sys.stdout.write(doc)
     return result.exit_code
+
+
+def _shard(specs: list[str], text: str) -> list[str]:
+    from causalfair.cli import UsageError
+
+    k, sep, n = text.partition("/")
+    try:
+        k_i, n_i = int(k), int(n)
+    except ValueError:
+        k_i = n_i = 0
+    if not sep or not 1 <= k_i <= n_i:
+        raise UsageError(f"--shard: expected K/N with 1 <= K <= N, got {text[:40]!r}.")
+    return specs[k_i - 1::n_i]
