@@ -89,3 +89,62 @@ def test_shards_merge_to_the_unsharded_verdicts(tmp_path, capsys):
     assert (ra.get("tests"), ra.get("failures")) == (rb.get("tests"), rb.get("failures"))
     assert sorted(s.get("name") for s in ra) == sorted(s.get("name") for s in rb)
     assert main(["gate", *specs, "--shard", "4/3"]) == 2
+
+
+CRASH = '''
+import numpy as np
+import causalfair as cf
+from clinic import make_clinic
+
+class Broken:
+    n_groups = 2
+    def reset(self, n, group, rng):
+        return np.zeros(n, dtype=int), np.broadcast_to(np.asarray(group), (n,)).copy()
+    def observe(self, s):
+        return cf.Observation(group=s[1], level=s[0])
+    def draw_noise(self, n, rng):
+        return rng.random(n)
+    def step(self, s, d, noise):
+        raise RuntimeError("the simulator broke")
+
+def make():
+    return Broken()
+'''
+
+
+def test_jobs_give_the_same_json_and_junit_and_a_crash_is_named(tmp_path, capsys):
+    import shutil
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copy(root / "docs" / "examples" / "clinic.py", tmp_path / "clinic.py")
+    specs = []
+    # a slow Monte Carlo spec first, so with two workers it finishes after the others
+    for i, (extra, thr) in enumerate([('[engine]\nkind = "mc"\nn = 60000\n', 0.01),
+                                      ("", 0.001), ("", 1.0)]):
+        p = tmp_path / f"s{i}.toml"
+        p.write_text(OK.format(n=f"s{i}").replace("never", "threshold:0.5") + extra
+                     + f"[thresholds]\nabs_C = {thr}\n")
+        specs.append(str(p))
+    outs = {}
+    for jobs in ("1", "2"):
+        code = main(["gate", *specs, "--jobs", jobs, "--json", str(tmp_path / f"g{jobs}.json"),
+                     "--junit", str(tmp_path / f"g{jobs}.xml")])
+        outs[jobs] = (code, (tmp_path / f"g{jobs}.json").read_bytes(),
+                      __import__("re").sub(rb'time="[0-9.]+"', b"",
+                                           (tmp_path / f"g{jobs}.xml").read_bytes()))
+    assert outs["1"] == outs["2"]
+    (tmp_path / "broken.py").write_text(CRASH)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[system]\nfactory = "broken:make"\n[policy]\n'
+                   'builtin = "always"\n[engine]\nkind = "mc"\nn = 100\n[thresholds]\nabs_C = 1\n')
+    capsys.readouterr()
+    for jobs in ("1", "2"):
+        assert main(["gate", specs[2], str(bad), "--jobs", jobs,
+                     "--junit", str(tmp_path / "b.xml")]) == 2
+        err = capsys.readouterr().err
+        assert "bad.toml: the audit failed: " in err and "the simulator broke" in err
+        assert ET.parse(tmp_path / "b.xml").getroot().get("errors") == "1"
+    sys.modules.pop("clinic", None)
+    sys.modules.pop("broken", None)

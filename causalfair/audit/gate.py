@@ -61,8 +61,10 @@ class GateSpecErrors(SpecError):
     """Some specs of a gate are invalid; ``errors`` lists (spec, one-line message) for
     each. Nothing was audited; the JUnit file gets one <error> test case per bad spec."""
 
-    def __init__(self, errors: list[tuple[str, str]], n_specs: int):
+    def __init__(self, errors: list[tuple[str, str]], n_specs: int,
+                 tracebacks: list[str] | None = None):
         self.errors = errors
+        self.tracebacks = tracebacks or []
         first = errors[0][1]
         more = f"{len(errors)} of {n_specs} specs are invalid; the first: " if len(errors) > 1 else ""
         super().__init__(more + first)
@@ -174,7 +176,7 @@ class GateResult:
 
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
              retrain: bool = False, reports: str | os.PathLike[str] | None = None,
-             accept_repaired: bool = False) -> GateResult:
+             accept_repaired: bool = False, jobs: int = 1) -> GateResult:
     """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
     before anything runs). With ``retrain``, a spec whose verdict is not PASS is
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
@@ -219,9 +221,22 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                                 "[retrain] section (algo, iterations, betas, seed).")
     # every spec is checked (its system built, its policy resolved) before any is audited
     prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
+    # one spec per task (here, or in worker processes); results in spec order; a task
+    # that fails is reported for its spec while the others finish
+    from causalfair.backends import TaskError, make_backend
+
+    if jobs == 1:
+        audited = make_backend(1).map(_audit_one, prepared)
+    else:  # workers rebuild everything from the spec (paths and strings travel, not objects)
+        audited = make_backend(jobs).map(audit, loaded)
+    failed = [(str(s.path or s.name), r) for s, r in zip(loaded, audited, strict=True)
+              if isinstance(r, TaskError)]
+    if failed:
+        raise GateSpecErrors([(name, f"{name}: the audit failed: {r.kind}: {r.message}")
+                              for name, r in failed], len(loaded),
+                             tracebacks=[r.traceback for _, r in failed if r.traceback])
     entries = []
-    for s, prep in zip(loaded, prepared, strict=True):
-        before = run_prepared(prep) if isinstance(prep, Prepared) else audit(s)
+    for s, before in zip(loaded, audited, strict=True):
         entry = GateEntry(spec=s, before=before)
         bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
         if retrain and before.overall in bad:
@@ -233,3 +248,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     return GateResult(entries=entries, inconclusive=inconclusive, accept_repaired=accept_repaired)
 
 
+
+
+def _audit_one(prep: Any) -> AuditResult:
+    return run_prepared(prep) if isinstance(prep, Prepared) else audit(prep)

@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(warm start; the new checkpoint is written beside the old one as "
                         "NAME.retrained-ALGO-N.pt, never overwriting) and re-audit them; the exit "
                         "code stays 1 while the checkpoint under version control fails")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="audit the specs in N local worker processes (default: 1, this "
+                        "process); results are merged in spec order, so the JSON and JUnit "
+                        "are the same")
     p.add_argument("--shard", metavar="K/N",
                    help="audit only shard K of N (the specs at positions K-1, K-1+N, ... of the "
                         "list; a CI matrix runs K = 1..N, then `causalfair gate-merge`)")
@@ -59,15 +63,22 @@ def run(args: argparse.Namespace) -> int:
         from causalfair.cli import UsageError
 
         raise UsageError("--accept-repaired: only with --retrain.")
+    if args.jobs < 1:
+        from causalfair.cli import UsageError
+
+        raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")
     if args.shard:
         args.specs = _shard(args.specs, args.shard)
     try:
         result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
-                          reports=args.reports, accept_repaired=args.accept_repaired)
+                          reports=args.reports, accept_repaired=args.accept_repaired,
+                          jobs=args.jobs)
     except GateSpecErrors as exc:  # a bad spec still gives CI a JUnit file (with <error>s)
         if args.junit:
             xml = exc.to_junit().encode("utf-8")
             atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
+        for tb in exc.tracebacks:  # a crash in a spec's own code (or a bug): keep the trace
+            sys.stderr.write(tb)
         for _, msg in exc.errors[1:]:
             print(f"causalfair gate: error: {msg}", file=sys.stderr)
         raise

@@ -127,11 +127,19 @@ def _import_from(module: str, search_path: Path | None) -> Any:
                     submodule_search_locations=[str(cand.parent)] if cand.name == "__init__.py" else None)
                 mod = importlib.util.module_from_spec(spec_)
                 sys.modules[module] = mod  # before exec: dataclasses and pickling need it
+                # the folder is importable while the module runs, so it can import its
+                # siblings (as pytest makes a conftest.py's folder importable)
+                sys.path.insert(0, str(search_path))
                 try:
                     spec_.loader.exec_module(mod)
                 except BaseException:
                     sys.modules.pop(module, None)
                     raise
+                finally:
+                    try:
+                        sys.path.remove(str(search_path))
+                    except ValueError:
+                        pass
                 return mod
     return importlib.import_module(module)
 
