@@ -564,8 +564,8 @@ def _load_sb3_zip(path: Path, activation: str) -> tuple[NumpyMLPPolicy, dict[str
             if info.file_size > 8 * MAX_PARAMETERS:
                 raise CheckpointError(f"checkpoint {path}: policy.pth is too large "
                                       f"({info.file_size} bytes).")
-            state = torch.load(io.BytesIO(zf.read("policy.pth")), map_location="cpu",
-                               weights_only=True)
+            raw = io.BytesIO(zf.read("policy.pth"))
+            state = torch.load(raw, map_location="cpu", weights_only=True)
             data = json.loads(zf.read("data").decode("utf-8")) if "data" in names else {}
     except CheckpointError:
         raise

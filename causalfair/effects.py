@@ -409,7 +409,6 @@ def decompose(
     (G, K) or (T, G, K). Lambda (benefit fairness, method.md section 4) is computed with
     ``eps`` and ``weights`` ("visitation" or "initial").
     """
-    from causalfair.benefit import lambda_metric
 
     T = check_horizon(horizon)
     from causalfair._limits import check_memory
@@ -438,34 +437,32 @@ def decompose(
     step_pi = disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], h_pi)
     step_ps = disc[:, None] * np.einsum("tsx,sx->ts", mu[:T], h0)
     step_0 = disc[:, None] * np.einsum("tsx,sx->ts", nu[:T], h0)
-    V, V_ps, V_0 = step_pi.sum(0), step_ps.sum(0), step_0.sum(0)
     r = model.reward
     r_pi = r[:, 0] + pt * (r[:, 1] - r[:, 0])
     utility = (disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], r_pi)).sum(0)
 
     # Independent backward computation and the identities of method.md.
     vt = value_tables(model, p, T, gamma)
-    Vb = np.einsum("sx,sx->s", model.initial, vt["V_pi"][0])
-    Vb_ps = np.einsum("sx,sx->s", model.initial, vt["V_ps"][0])
-    Vb_0 = np.einsum("sx,sx->s", model.initial, vt["V_0"][0])
-    scale = max(1.0, float(np.abs(np.concatenate([V, V_ps, V_0])).max()))
     prop_direct = (disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], pt * delta)).sum(0)
     prop_indirect = (disc[:, None] * np.einsum("tsx,sx->ts", mu[:T] - nu[:T], h0)).sum(0)
+    return _result(model, p, T, gamma, pair, eps, weights, name, mu, vt, prop_direct,
+                   prop_indirect, (step_pi, step_ps, step_0), utility)
+
+
+def _result(model: TabularModel, p: np.ndarray, T: int, gamma: float, pair: Any, eps: float,
+            weights: str, name: str, mu: np.ndarray, vt: dict[str, np.ndarray],
+            prop_direct: np.ndarray, prop_indirect: np.ndarray,
+            steps: tuple[np.ndarray, np.ndarray, np.ndarray], utility: np.ndarray
+            ) -> Decomposition:
+    """The exact :class:`Decomposition` from the forward pass (per-step gains), the
+    backward value tables, Proposition 1's two sides and Lambda."""
+    from causalfair.benefit import lambda_metric
+
+    step_pi, step_ps, step_0 = steps
+    V, V_ps, V_0 = step_pi.sum(0), step_ps.sum(0), step_0.sum(0)
     ab = _check_pair(pair, model.n_groups, V)
-    C = V[ab[0]] - V[ab[1]]
-    parts = ((V - V_ps) + (V_ps - V_0) + V_0)
-    diagnostics = {
-        "C = DPE + IPE + SPE": float(abs(C - (parts[ab[0]] - parts[ab[1]]))) / scale,
-        "proposition 1 (direct)": float(np.abs((Vb - Vb_ps) - prop_direct).max()) / scale,
-        "proposition 1 (indirect)": float(np.abs((Vb_ps - Vb_0) - prop_indirect).max()) / scale,
-        "forward = backward": float(
-            np.abs(np.concatenate([V - Vb, V_ps - Vb_ps, V_0 - Vb_0])).max()
-        ) / scale,
-    }
-    if gamma == 1.0:
-        f = model.potential
-        tele = np.einsum("sx,sx->s", mu[T], f) - np.einsum("sx,sx->s", mu[0], f)
-        diagnostics["telescoping"] = float(np.abs(Vb - tele).max()) / scale
+    diagnostics = _diagnostics(model, V, V_ps, V_0, vt, prop_direct, prop_indirect, mu, ab,
+                               gamma, T)
     lam = lambda_metric(model, p, horizon=T, eps=eps, weights=weights, pair=ab, mu=mu)
     return Decomposition(
         engine="exact",
@@ -515,8 +512,6 @@ def _decompose_general(model: TabularModel, p: np.ndarray, T: int, gamma: float,
     """The exact engine for A actions and any baseline action a0 (method.md section 3
     with d0 replaced by a0): Proposition 1 reads V^pi - V^PS = sum_t E[sum_a pi(a|x) Delta_a(x)]
     with Delta_a = h_a - h_{a0}."""
-    from causalfair.benefit import lambda_metric
-
     pa = model.action_table(p)
     pt = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
     disc = gamma ** np.arange(T)
@@ -530,31 +525,11 @@ def _decompose_general(model: TabularModel, p: np.ndarray, T: int, gamma: float,
     step_pi = disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], h_pi)
     step_ps = disc[:, None] * np.einsum("tsx,sx->ts", mu[:T], h0)
     step_0 = disc[:, None] * np.einsum("tsx,sx->ts", nu[:T], h0)
-    V, V_ps, V_0 = step_pi.sum(0), step_ps.sum(0), step_0.sum(0)
     r_pi = np.einsum("tsxa,sax->tsx", pt, model.reward)
     utility = (disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], r_pi)).sum(0)
     vt = _value_tables_general(model, p, T, gamma)
     direct_t = np.einsum("tsxa,sax->tsx", pt, delta)
     prop_direct = (disc[:, None] * np.einsum("tsx,tsx->ts", mu[:T], direct_t)).sum(0)
     prop_indirect = (disc[:, None] * np.einsum("tsx,sx->ts", mu[:T] - nu[:T], h0)).sum(0)
-    ab = _check_pair(pair, model.n_groups, V)
-    diagnostics = _diagnostics(model, V, V_ps, V_0, vt, prop_direct, prop_indirect, mu, ab,
-                               gamma, T)
-    lam = lambda_metric(model, p, horizon=T, eps=eps, weights=weights, pair=ab, mu=mu)
-    return Decomposition(
-        engine="exact",
-        groups=tuple(model.group_names),
-        pair=ab,
-        horizon=T,
-        gamma=float(gamma),
-        V=V,
-        V_ps=V_ps,
-        V_0=V_0,
-        steps=np.stack([step_pi.T, step_ps.T, step_0.T]),
-        utility=utility,
-        group_weights=model.group_weights,
-        Lambda=float(lam),
-        diagnostics=diagnostics,
-        policy_name=name,
-        model_name=model.name,
-    )
+    return _result(model, p, T, gamma, pair, eps, weights, name, mu, vt, prop_direct,
+                   prop_indirect, (step_pi, step_ps, step_0), utility)
