@@ -31,34 +31,40 @@ __all__ = ["exact_metrics", "METRIC_NAMES"]
 METRIC_NAMES = ("utility", "C", "DPE", "IPE", "SPE", "Lambda")
 
 
-def _action_dists(model: TabularModel, p: Any, T: int) -> Any:
-    """(T, G, K, A) action distributions from any accepted table shape."""
+def _action_dists(model: TabularModel, p: Any, T: int, batched: bool) -> tuple[Any, bool]:
+    """(B, T, G, K, A) action distributions from any accepted table shape."""
     import torch
 
     G, K, A = model.n_groups, model.n_levels, model.n_actions
     if not isinstance(p, torch.Tensor):
         raise ModelError(f"policy: expected a torch tensor, got {type(p).__name__}.")
     p = p.to(torch.float64)
-    if A == 2 and p.shape[-2:] == (G, K) and p.ndim in (2, 3):
+    if not batched:
+        p = p.unsqueeze(0)
+    if A == 2 and tuple(p.shape[-2:]) == (G, K) and p.ndim in (3, 4):
         p = torch.stack([1.0 - p, p], dim=-1)
-    if p.ndim not in (3, 4) or tuple(p.shape[-3:]) != (G, K, A):
+    if p.ndim not in (4, 5) or tuple(p.shape[-3:]) != (G, K, A):
         want = f"({G}, {K}) or (T, {G}, {K})" if A == 2 else f"({G}, {K}, {A}) or (T, {G}, {K}, {A})"
-        raise ModelError(f"policy: table has shape {tuple(p.shape)}; expected {want}.")
-    if p.ndim == 4:
-        if p.shape[0] < T:
-            raise ModelError(f"policy: time-indexed table covers {p.shape[0]} epochs, horizon is {T}.")
-        return p[:T], True
-    return p.unsqueeze(0).expand(T, G, K, A), False
+        got = tuple(p.shape[1:]) if not batched else tuple(p.shape)
+        raise ModelError(f"policy: table has shape {got}; expected {want}"
+                         + (" after the batch dimension." if batched else "."))
+    if p.ndim == 5:
+        if p.shape[1] < T:
+            raise ModelError(f"policy: time-indexed table covers {p.shape[1]} epochs, horizon is {T}.")
+        return p[:, :T], True
+    return p.unsqueeze(1).expand(p.shape[0], T, G, K, A), False
 
 
 def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1.0,
                   eps: float = 0.1, weights: str = "visitation",
-                  pair: tuple[int, int] | None = None) -> dict[str, Any]:
+                  pair: tuple[int, int] | None = None, batched: bool = False) -> dict[str, Any]:
     """Exact metrics of policy table ``p`` (a torch tensor) on ``model``.
 
     Returns torch scalars ``utility`` (population-weighted), ``C``, ``DPE``, ``IPE``,
     ``SPE``, ``Lambda``, tensors ``V``, ``V_ps``, ``V_0``, ``utility_by_group`` (G,),
     ``mu`` (T+1, G, K) and the ``pair`` used. Differentiable with respect to ``p``.
+    ``batched=True``: ``p`` has a leading dimension of B independent tables, and every
+    output gains that leading dimension (``pair`` becomes two index tensors (B,)).
     """
     import torch
 
@@ -70,7 +76,8 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
         raise ModelError(f"weights: unknown value {weights!r}; allowed values: visitation, initial.")
     if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):
         raise ModelError(f"gamma: must be a number in (0, 1], got {gamma!r}.")
-    pa, timed = _action_dists(model, p, T)
+    pa, timed = _action_dists(model, p, T, batched)
+    B = pa.shape[0]
     f64 = torch.float64
 
     def tensor(a: Any) -> Any:
@@ -82,48 +89,54 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
     b = model.baseline
     disc = tensor(gamma ** np.arange(T))
 
-    mu = [tensor(model.initial)]
+    mu = [tensor(model.initial).expand(B, -1, -1)]
     for t in range(T):
-        k_t = torch.einsum("sxa,saxy->sxy", pa[t], P)
-        mu.append(torch.einsum("sx,sxy->sy", mu[-1], k_t))
-    mu_t = torch.stack(mu)  # (T+1, G, K)
+        k_t = torch.einsum("bsxa,saxy->bsxy", pa[:, t], P)
+        mu.append(torch.einsum("bsx,bsxy->bsy", mu[-1], k_t))
+    mu_t = torch.stack(mu, dim=1)  # (B, T+1, G, K)
     nu = torch.as_tensor(model.propagate(model.baseline_table(), T), dtype=f64)
 
-    h_pi = torch.einsum("tsxa,sax->tsx", pa, h)
+    h_pi = torch.einsum("btsxa,sax->btsx", pa, h)
     h0 = h[:, b]
-    V = (disc[:, None] * (mu_t[:T] * h_pi).sum(-1)).sum(0)
-    V_ps = (disc[:, None] * torch.einsum("tsx,sx->ts", mu_t[:T], h0)).sum(0)
-    V_0 = (disc[:, None] * torch.einsum("tsx,sx->ts", nu[:T], h0)).sum(0)
-    r_pi = torch.einsum("tsxa,sax->tsx", pa, r)
-    util_g = (disc[:, None] * (mu_t[:T] * r_pi).sum(-1)).sum(0)
+    V = (disc[:, None] * (mu_t[:, :T] * h_pi).sum(-1)).sum(1)  # (B, G)
+    V_ps = (disc[:, None] * torch.einsum("btsx,sx->bts", mu_t[:, :T], h0)).sum(1)
+    V_0 = (disc[:, None] * torch.einsum("tsx,sx->ts", nu[:T], h0)).sum(0).expand(B, -1)
+    r_pi = torch.einsum("btsxa,sax->btsx", pa, r)
+    util_g = (disc[:, None] * (mu_t[:, :T] * r_pi).sum(-1)).sum(1)  # (B, G)
     w_groups = tensor(model.group_weights)
 
-    if pair is None:
-        vals = V.detach().numpy()
-        a, c = (0, 1) if model.n_groups == 2 else (int(np.argmax(vals)), int(np.argmin(vals)))
+    rows = torch.arange(B)
+    if pair is not None:
+        ia = torch.full((B,), int(pair[0]))
+        ic = torch.full((B,), int(pair[1]))
+    elif model.n_groups == 2:
+        ia, ic = torch.zeros(B, dtype=torch.long), torch.ones(B, dtype=torch.long)
     else:
-        a, c = (int(i) for i in pair)
+        ia, ic = V.detach().argmax(-1), V.detach().argmin(-1)
 
     # Lambda: eps TV(pi(.|x,a), pi(.|x',c)) / (eps + max_a |Delta_a(x,a) - Delta_a(x',c)|)
     if timed:
-        occ = mu_t[:T].unsqueeze(-1)  # (T, G, K, 1)
-        mass = occ.sum(0)
-        avg = (occ * pa).sum(0) / torch.where(mass > 0, mass, torch.ones_like(mass))
-        p_bar = torch.where(mass > 0, avg, pa[0])
+        occ = mu_t[:, :T].unsqueeze(-1)  # (B, T, G, K, 1)
+        mass = occ.sum(1)
+        avg = (occ * pa).sum(1) / torch.where(mass > 0, mass, torch.ones_like(mass))
+        p_bar = torch.where(mass > 0, avg, pa[:, 0])
     else:
-        p_bar = pa[0]
-    wts = mu_t[:T].mean(0) if weights == "visitation" else tensor(model.initial)
-    delta = h - h[:, b : b + 1]  # (G, A, K)
-    dd = (delta[a].T[:, None, :] - delta[c].T[None, :, :]).abs().amax(-1)  # (K, K)
-    tv = 0.5 * (p_bar[a][:, None, :] - p_bar[c][None, :, :]).abs().sum(-1)
-    lam = (eps * tv / (eps + dd) * wts[a][:, None] * wts[c][None, :]).sum()
+        p_bar = pa[:, 0]  # (B, G, K, A)
+    wts = mu_t[:, :T].mean(1) if weights == "visitation" else tensor(model.initial).expand(B, -1, -1)
+    delta = (h - h[:, b : b + 1]).transpose(1, 2)  # (G, K, A)
+    dd = (delta[ia][:, :, None, :] - delta[ic][:, None, :, :]).abs().amax(-1)  # (B, K, K)
+    tv = 0.5 * (p_bar[rows, ia][:, :, None, :] - p_bar[rows, ic][:, None, :, :]).abs().sum(-1)
+    lam = (eps * tv / (eps + dd) * wts[rows, ia][:, :, None] * wts[rows, ic][:, None, :]).sum((1, 2))
 
-    C = V[a] - V[c]
-    DPE = (V - V_ps)[a] - (V - V_ps)[c]
-    IPE = (V_ps - V_0)[a] - (V_ps - V_0)[c]
-    SPE = V_0[a] - V_0[c]
-    return {
-        "utility": (w_groups * util_g).sum(), "C": C, "DPE": DPE, "IPE": IPE, "SPE": SPE,
-        "Lambda": lam, "V": V, "V_ps": V_ps, "V_0": V_0, "utility_by_group": util_g,
-        "mu": mu_t, "pair": (a, c),
+    def gap(v: Any) -> Any:
+        return v[rows, ia] - v[rows, ic]
+
+    out = {
+        "utility": (w_groups * util_g).sum(-1), "C": gap(V), "DPE": gap(V - V_ps),
+        "IPE": gap(V_ps - V_0), "SPE": gap(V_0), "Lambda": lam, "V": V, "V_ps": V_ps,
+        "V_0": V_0, "utility_by_group": util_g, "mu": mu_t, "pair": (ia, ic),
     }
+    if batched:
+        return out
+    out = {k: (v[0] if k != "pair" else (int(ia[0]), int(ic[0]))) for k, v in out.items()}
+    return out

@@ -816,18 +816,23 @@ class Frontier:
         a0.set_xlabel(f"{self.metric_label} bound")
         a0.set_ylabel("utility (expected reward)")
         a0.set_title(f"{self.model.name}, T = {self.horizon}")
+        # distinct shapes, shrinking sizes, hollow: policies at the same point stay visible
+        shapes = ("o", "s", "D", "^", "v", "P", "X")
+
+        def style(i: int) -> dict[str, Any]:
+            return {"marker": shapes[i % len(shapes)], "ls": "none", "ms": max(4.0, 11.0 - 2.0 * i),
+                    "mfc": "none", "mew": 2.0, "color": f"C{(i + 1) % 10}"}
+
         if placed is not None and len(placed):
             for i, row in enumerate(placed.itertuples(index=False)):
-                a0.plot(row.x, row.utility, "o", color=f"C{(i + 1) % 10}",
-                        label=f"{row.policy} (gap {row.gap:.3g})")
+                a0.plot(row.x, row.utility, label=f"{row.policy} (gap {row.gap:.3g})", **style(i))
         a0.legend(fontsize=8, loc="best")
         if len(axes) > 1:
             a1 = axes[1]
             a1.plot(df["Lambda"], df["utility"], ".-", color="C0", label="frontier policies")
             if placed is not None and len(placed):
                 for i, row in enumerate(placed.itertuples(index=False)):
-                    a1.plot(row.Lambda, row.utility, "o", color=f"C{(i + 1) % 10}",
-                            label=str(row.policy))
+                    a1.plot(row.Lambda, row.utility, label=str(row.policy), **style(i))
             a1.set_xlabel("Lambda (benefit fairness)")
             a1.set_ylabel("utility")
             a1.legend(fontsize=8, loc="best")

@@ -299,8 +299,20 @@ def _fig_frontier(r: AuditResult):
     from causalfair.frontier import frontier
 
     fr = frontier(r.model, r.decomposition.horizon, points=FRONTIER_POINTS)
-    placed = fr.place({r.decomposition.policy_name: r.policy_table})
+    tables = {r.decomposition.policy_name: r.policy_table}
+    rep = r.extra.get("repair") or {}
+    for name, tab in (rep.get("tables") or {}).items():  # a constrained repair's references
+        if tab is not None:
+            tables[name] = np.asarray(tab, dtype=np.float64)
+    placed = fr.place(tables)
     fig = fr.plot(placed=placed)
+    bound = rep.get("lp_bound")
+    lin = [c for c in (bound or {}).get("constraints", []) if c in r.spec.thresholds]
+    if bound and lin and lin[0] == f"abs_{fr.constraint}":
+        ax = fig.axes[0]
+        ax.plot([r.spec.thresholds[lin[0]]], [bound["utility"]], "k*", ms=11,
+                label=f"LP bound ({', '.join(bound['constraints'])})")
+        ax.legend(fontsize=8, loc="best")
     data = fr.to_dict()
     data["placed"] = placed.to_dict(orient="records")
     return fig, data
@@ -416,6 +428,9 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
                 rows.append([k, before.quantities[k][0], None, r.quantities[k][0], None])
         tabs.append(("Before and after retraining",
                      ["threshold", "before", "verdict before", "after", "verdict after"], rows, 2))
+        rep = r.extra.get("repair")
+        if rep:
+            tabs.append(_repair_table(rep))
     rows = [[v.label, v.estimate, v.lower, v.upper, v.status] for v in r.verdicts]
     tabs.append(("Verdicts", ["threshold", "estimate", "CI lower", "CI upper", "verdict"], rows, 4))
     q = r.quantities
@@ -444,6 +459,31 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         tabs.append((f"dowhy cross-check and refuters ({dw['n_rows']} rows)",
                      ["check", "effect", "p-value", "result"], rows, None))
     return tabs
+
+
+def _repair_table(rep: dict[str, Any]) -> tuple[str, list[str], list[list[Any]], int | None]:
+    """The constrained repair against its references: utility, C, Lambda, and the
+    repair's utility as a fraction of each."""
+    res = rep.get("result") or {}
+    u = res.get("utility")
+
+    def frac(ref: Any) -> Any:
+        return None if (not rep.get("passed") or ref in (None, 0) or u is None) else u / ref
+
+    rows = []
+    for name, m in (("original (failing)", rep.get("original")),
+                    ("repair" if rep.get("passed") else "best attempt (fails)", res),
+                    ("best found (not proven optimal)", rep.get("best_found"))):
+        if m:
+            rows.append([name, m.get("utility"), m.get("C"), m.get("Lambda"), frac(m.get("utility"))])
+    lp = rep.get("lp_bound")
+    if lp:
+        rows.append([f"LP bound ({', '.join(lp.get('constraints') or []) or 'unconstrained'} only)",
+                     lp["utility"], None, None, frac(lp["utility"])])
+    title = "Constrained repair: " + ", ".join(rep.get("constraints", []))
+    if not rep.get("passed"):
+        title += " (no passing repair found)"
+    return title, ["policy", "utility", "C", "Lambda", "repair utility / this"], rows, None
 
 
 def _provenance_rows(doc: dict[str, Any]) -> list[list[Any]]:

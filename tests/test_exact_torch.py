@@ -118,3 +118,15 @@ def test_bad_table_shape_names_the_expected_shape():
     m = random_model(np.random.default_rng(0), 2, 4)
     with pytest.raises(cf.errors.ModelError, match=r"expected \(2, 4\)"):
         exact_metrics(m, torch.zeros(3, 4), 5)
+
+
+def test_batched_tables_equal_one_at_a_time():
+    rng = np.random.default_rng(11)
+    m = random_model(rng, 3, 5)
+    tabs = rng.random((4, 3, 5))
+    got = exact_metrics(m, torch.tensor(tabs), 9, batched=True)
+    for i in range(4):
+        one = exact_metrics(m, torch.tensor(tabs[i]), 9)
+        for k in ("utility", "C", "DPE", "IPE", "SPE", "Lambda"):
+            assert abs(float(got[k][i]) - float(one[k])) <= 1e-12, (i, k)
+        assert (int(got["pair"][0][i]), int(got["pair"][1][i])) == one["pair"]

@@ -4,7 +4,7 @@ retrain-on-fail."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,11 @@ class GateEntry:
     def final(self) -> AuditResult:
         return self.after if self.after is not None else self.before
 
+    @property
+    def repair(self) -> dict[str, Any] | None:
+        """The constrained repair's summary (``[retrain] algo = "exact"``), or None."""
+        return None if self.after is None else self.after.extra.get("repair")
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "name": self.spec.name,
@@ -52,6 +57,9 @@ class GateEntry:
                               "verdicts": [v.to_dict() for v in self.after.verdicts]}
             if self.retrain_error:
                 d["retrain_error"] = self.retrain_error
+            rep = self.repair
+            if rep is not None:
+                d["repair"] = {k: v for k, v in rep.items() if k != "tables"}
         if self.report is not None:
             d["report"] = _display_path(self.report)
         return d
@@ -125,6 +133,8 @@ class GateResult:
                 lines.append(row)
             if e.retrained_checkpoint:
                 lines.append(f"  retrained checkpoint: {_display_path(e.retrained_checkpoint)}")
+            if e.repair is not None:
+                lines += ["  " + x for x in repair_lines(e.repair)]
             if e.retrain_error:
                 lines.append(f"  retrain failed: {e.retrain_error}")
         return "\n".join(lines)
@@ -215,10 +225,23 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         raise SpecError(f"audit spec name: bad value {first!r} in {files}; names must be "
                         "unique when reports are written (each report goes to --reports/NAME).")
     if retrain:
-        for s in loaded:
+        for i, s in enumerate(loaded):
             if s.retrain is None:
                 raise SpecError(f"{_where(s.path)}: [retrain]: missing; --retrain needs a "
-                                "[retrain] section (algo, iterations, betas, seed).")
+                                "[retrain] section, e.g. algo = \"exact\" (the most profitable "
+                                "policy that meets [thresholds], tabular systems) or "
+                                "algo = \"ppo-cb\" with betas.")
+            if s.retrain["algo"] == "exact" and i in prepared_:
+                from causalfair.repair import constraints_from_thresholds
+
+                if getattr(prepared_[i].system, "tabular", None) is None:
+                    raise SpecError(f"{_where(s.path)}: [retrain] algo: 'exact' needs a system "
+                                    f"with a tabular model; {prepared_[i].system.id!r} has none. "
+                                    "Use a sampled algo such as 'ppo-cb'.")
+                if s.checkpoint is None:
+                    raise SpecError(f"{_where(s.path)}: [policy] checkpoint: --retrain needs a "
+                                    f"checkpoint to repair; the spec audits {s.builtin or 'a factory policy'!r}.")
+                constraints_from_thresholds(s.thresholds, f"{_where(s.path)}: [thresholds]")
     # every spec is checked (its system built, its policy resolved) before any is audited
     prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
     # one spec per task (here, or in worker processes); results in spec order; a task
@@ -248,6 +271,35 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     return GateResult(entries=entries, inconclusive=inconclusive, accept_repaired=accept_repaired)
 
 
+
+
+def repair_lines(rep: Mapping[str, Any]) -> list[str]:
+    """Plain lines on a constrained repair: passed or not, utility kept, the ratios."""
+    res = rep.get("result") or {}
+    orig = rep.get("original") or {}
+    lines = []
+    if not rep.get("passed"):
+        lines.append("no passing repair found; the attempt closest to passing has utility "
+                     f"{res.get('utility', float('nan')):.4f}, C {res.get('C', float('nan')):+.4f}, "
+                     f"Lambda {res.get('Lambda', float('nan')):.4f} (the checkpoint written "
+                     "fails the thresholds)")
+        return lines
+    lines.append(f"repair: utility {res['utility']:.4f} (original {orig.get('utility', float('nan')):.4f})"
+                 f", C {res['C']:+.4f}, Lambda {res['Lambda']:.4f}")
+    r = rep.get("ratios") or {}
+    bf = rep.get("best_found") or {}
+    lp = rep.get("lp_bound") or {}
+    parts = []
+    if r.get("to_best_found") is not None:
+        parts.append(f"{r['to_best_found']:.3f} of the best found ({bf.get('utility', 0):.4f})")
+    if r.get("to_bound") is not None:
+        parts.append(f"{r['to_bound']:.3f} of the LP bound ({lp.get('utility', 0):.4f}, "
+                     f"{', '.join(lp.get('constraints') or []) or 'no linear threshold'} only)")
+    if r.get("to_original") is not None:
+        parts.append(f"{r['to_original']:.3f} of the original")
+    if parts:
+        lines.append("utility kept: " + "; ".join(parts))
+    return lines
 
 
 def _audit_one(prep: Any) -> AuditResult:

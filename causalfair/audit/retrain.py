@@ -42,6 +42,8 @@ def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
     from causalfair.train.config import TrainConfig
 
     r = spec.retrain
+    if r["algo"] == "exact":
+        return _repair_exact(spec, before)
     target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
     config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))
     import tempfile
@@ -54,15 +56,61 @@ def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
         config = config.replace(system=spec.system_id or "", system_params=dict(spec.system_params))
     with tempfile.TemporaryDirectory(prefix=f".{spec.name}.retrain-", dir=target.parent) as tmp:
         result = train(config, out=tmp, init_checkpoint=str(spec.checkpoint), system=system)
-        produced = _train_checkpoint(result, Path(tmp))
-        # never overwrite: link-or-copy into a fresh name, failing if it appeared meanwhile
-        data = produced.read_bytes()
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        _place_new(_train_checkpoint(result, Path(tmp)), target)
     after = audit(spec.with_policy(checkpoint=target))
     after.extra["retrained_from"] = {"checkpoint": _display_path(spec.checkpoint),
                                      "sha256": before.checkpoint_sha256, "retrain": dict(r)}
+    return target, after
+
+
+def _place_new(produced: Path, target: Path) -> None:
+    """Copy ``produced`` to ``target``, which must not exist: an existing file is never
+    overwritten (O_EXCL fails if it appeared meanwhile)."""
+    data = produced.read_bytes()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def _repair_exact(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
+    """The constrained exact-gradient repair (:mod:`causalfair.repair`): the checkpoint's
+    own network, optimised on the exact engine's numbers under the spec's thresholds."""
+    from causalfair.audit.run import _load_checkpoint_for, build_system
+    from causalfair.checkpoint import NumpyMLPPolicy, save_checkpoint
+    from causalfair.repair import constraints_from_thresholds, repair_network
+
+    r = spec.retrain or {}
+    system = build_system(spec)
+    model = getattr(system, "tabular", None)
+    if model is None:
+        raise SpecError(f"{_where(spec.path)}: [retrain] algo: 'exact' needs a system with a "
+                        f"tabular model; {system.id!r} has none. Use a sampled algo such as "
+                        "'ppo-cb'.")
+    constraints = constraints_from_thresholds(spec.thresholds, f"{_where(spec.path)}: [thresholds]")
+    pol, meta = _load_checkpoint_for(spec.checkpoint, system)
+    net = pol.to_torch() if isinstance(pol, NumpyMLPPolicy) else pol.module
+    result = repair_network(model, spec.horizon, net, pol.encoding, constraints, eps=spec.eps,
+                            weights=spec.weights, seed=r.get("seed", 0),
+                            outer=r.get("iterations", 30), n_random=r.get("starts", 12))
+    target = retrained_checkpoint_path(spec.checkpoint, "exact")
+    summary = result.to_dict()
+    summary.pop("attempts")
+    info = {"name": target.stem, "repair": summary,
+            "repaired_from": {"checkpoint": _display_path(spec.checkpoint),
+                              "sha256": before.checkpoint_sha256}}
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=f".{spec.name}.repair-", dir=target.parent) as tmp:
+        produced = Path(tmp) / target.name
+        save_checkpoint(produced, result.module, architecture=meta["architecture"],
+                        encoding=pol.encoding, metadata=info)
+        _place_new(produced, target)
+    after = audit(spec.with_policy(checkpoint=target))
+    after.extra["retrained_from"] = {"checkpoint": _display_path(spec.checkpoint),
+                                     "sha256": before.checkpoint_sha256, "retrain": dict(r)}
+    summary["tables"] = {"original": before.policy_table, "best found": (
+        result.best_found.table if result.best_found is not None else None)}
+    after.extra["repair"] = summary
     return target, after
 
 

@@ -30,7 +30,7 @@ THRESHOLD_KEYS: tuple[str, ...] = (
     "abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE", "SPE",
     "Lambda", "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
 )
-RETRAIN_ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
+RETRAIN_ALGOS = ("exact", "ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
 TOP_KEYS = ("name", "horizon", "metrics", "system", "model", "logs", "policy", "engine",
             "benefit", "thresholds", "retrain")
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
@@ -41,7 +41,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "policy": ("builtin", "checkpoint", "factory", "params"),
     "engine": ("kind", "n", "seed", "alpha"),
     "benefit": ("eps", "weights", "worst"),
-    "retrain": ("algo", "iterations", "betas", "seed"),
+    "retrain": ("algo", "iterations", "betas", "seed", "starts"),
 }
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # used with fullmatch: no trailing newline
 _NAME_MAX = 100
@@ -497,13 +497,23 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                     f"{_where(path)}: [retrain] betas {bk}: unknown key; allowed keys: C, Lambda, KL."
                 )
             clean_b[bk] = _get_float(betas, bk, f"[retrain] betas {bk}", path, default=0.0, lo=0.0)
+        if algo == "exact" and clean_b:
+            raise SpecError(f"{_where(path)}: [retrain] betas: algo 'exact' imposes the "
+                            "[thresholds] as constraints and takes no betas; remove betas, or "
+                            "choose algo 'ppo-cb' for the fixed-beta objective.")
+        if algo != "exact" and "starts" in sec:
+            raise SpecError(f"{_where(path)}: [retrain] starts: only algo 'exact' takes "
+                            f"starts (random starting tables); algo is {algo!r}.")
         kw["retrain"] = {
             "algo": algo,
             "iterations": _get_int(sec, "iterations", "[retrain] iterations", path, minimum=1,
-                                   default=50),
+                                   default=30 if algo == "exact" else 50),
             "betas": clean_b,
             "seed": _get_int(sec, "seed", "[retrain] seed", path, minimum=0, default=0),
         }
+        if algo == "exact":
+            kw["retrain"]["starts"] = _get_int(sec, "starts", "[retrain] starts", path,
+                                               minimum=0, default=12)
     return AuditSpec(**kw)
 
 
