@@ -175,7 +175,8 @@ class ALResult:
 def augmented_lagrangian(fn: Callable[[], tuple[Any, Any]], params: Iterable[Any], *,
                          outer: int = 30, inner: int = 60, lr: float = 0.05, rho: float = 10.0,
                          rho_max: float = 1e5, snapshot: Callable[[int], Any] | None = None,
-                         tol: float = 1e-7, decay: float = 0.9) -> ALResult:
+                         tol: float = 1e-7, decay: float = 0.9,
+                         project: Callable[[], None] | None = None) -> ALResult:
     """Maximise ``f`` subject to ``g <= 0`` over torch ``params``.
 
     ``fn()`` returns ``(f, g)``: a torch scalar to maximise and a torch vector of
@@ -189,7 +190,9 @@ def augmented_lagrangian(fn: Callable[[], tuple[Any, Any]], params: Iterable[Any
 
     after each round lambda_i <- max(0, lambda_i + rho g_i) and rho doubles (up to
     ``rho_max``) when the largest violation has not fallen below a quarter of the
-    previous round's. Adam's step size is ``lr * decay**round`` (at least lr / 20). For each row, the iterate with the best ``f`` among those where
+    previous round's. Adam's step size is ``lr * decay**round`` (at least lr / 20);
+    ``project()``, if given, runs after every step (e.g. to clip parameters into their
+    domain: projected gradient). For each row, the iterate with the best ``f`` among those where
     every g_i <= 0 is kept through ``snapshot(row)``. Stops early when a round changes
     neither f (relative ``tol``) nor the multipliers of any row, and every row is feasible.
     """
@@ -232,6 +235,9 @@ def augmented_lagrangian(fn: Callable[[], tuple[Any, Any]], params: Iterable[Any
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if project is not None:
+                with torch.no_grad():
+                    project()
             steps += 1
         with torch.no_grad():
             f, g = rows(*fn())
@@ -438,6 +444,22 @@ def _table_from_logits(model: TabularModel, z: Any) -> Any:
     return torch.softmax(z, dim=-1)
 
 
+def _project_table(model: TabularModel, p: Any) -> None:
+    """In place: clip tables of pi(d1) to [0, 1]; project action distributions onto the
+    simplex (Euclidean projection, the sort-based rule of Held et al. 1974)."""
+    import torch
+
+    if model.n_actions == 2:
+        p.clamp_(0.0, 1.0)
+        return
+    u, _ = torch.sort(p, dim=-1, descending=True)
+    css = u.cumsum(-1) - 1.0
+    k = torch.arange(1, p.shape[-1] + 1, dtype=p.dtype)
+    rho = (u - css / k > 0).sum(-1, keepdim=True)
+    theta = css.gather(-1, rho - 1) / rho.to(p.dtype)
+    p.sub_(theta).clamp_(min=0.0)
+
+
 def _stationary_projection(model: TabularModel, p_timed: np.ndarray, T: int) -> np.ndarray:
     """A time-indexed policy as one stationary table: each cell's decision averaged over
     t < T with the policy's own visitation (d0 where never visited)."""
@@ -525,19 +547,22 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
     constraints = tuple(constraints)
     bound, bound_keys, lp_res = lp_bound(model, T, constraints)
     starts = _starts(model, T, constraints, initial, seed, n_random, lp_res)
-    z = torch.tensor(np.stack([_logit_table(model, np.asarray(t, dtype=np.float64))
-                               for _, t in starts]), requires_grad=True)
-    u0 = torch.abs(exact_metrics(model, _table_from_logits(model, z.detach()), T, eps=eps,
-                                 weights=weights, batched=True)["utility"]).clamp(min=1.0)
-    fn = _objective(model, T, eps, weights, constraints, margin,
-                    lambda: _table_from_logits(model, z), u0, batched=True)
-    res = augmented_lagrangian(fn, [z], outer=outer, inner=inner, lr=0.05,
-                               snapshot=lambda i: z[i].detach().clone())
+    # projected gradient on the table itself (vertices such as p = 0 or 1, where optima
+    # often lie, are reached exactly; a logit parametrisation only approaches them)
+    p = torch.tensor(np.stack([np.asarray(t, dtype=np.float64) for _, t in starts]),
+                     requires_grad=True)
+    with torch.no_grad():
+        _project_table(model, p)
+    u0 = torch.abs(exact_metrics(model, p.detach(), T, eps=eps, weights=weights,
+                                 batched=True)["utility"]).clamp(min=1.0)
+    fn = _objective(model, T, eps, weights, constraints, margin, lambda: p, u0, batched=True)
+    res = augmented_lagrangian(fn, [p], outer=outer, inner=inner, lr=0.02,
+                               snapshot=lambda i: p[i].detach().clone(),
+                               project=lambda: _project_table(model, p))
     attempts = []
     for i, (name, _) in enumerate(starts):
-        zf = res.best_state[i] if res.best_state[i] is not None else z[i].detach()
-        attempts.append(_attempt(model, name, _table_from_logits(model, zf).numpy(), T, eps,
-                                 weights, constraints))
+        pf = res.best_state[i] if res.best_state[i] is not None else p[i].detach()
+        attempts.append(_attempt(model, name, pf.numpy().copy(), T, eps, weights, constraints))
     feas = [a for a in attempts if a.feasible]
     best = max(feas, key=lambda a: a.utility) if feas else None
     return RepairResult(constraints=constraints, attempts=attempts, best=best, original=original,
