@@ -646,8 +646,10 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
         module.train()
         table_of = lambda module=module: _net_table(model, module, x)  # noqa: E731
         fn = _objective(model, T, eps, weights, constraints, margin, table_of, u_scale)
+        # the starts are near a feasible point already (distilled) or saturated (the
+        # failing checkpoint: sigmoid(+-16) has no gradient left), so fewer rounds
         res = augmented_lagrangian(
-            fn, module.parameters(), outer=outer, inner=inner, lr=1e-3,
+            fn, module.parameters(), outer=max(5, outer // 2), inner=100, lr=1e-3,
             snapshot=lambda _row, module=module: copy.deepcopy(module.state_dict()))
         if res.best_state is not None:
             module.load_state_dict(res.best_state)

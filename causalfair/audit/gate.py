@@ -135,6 +135,9 @@ class GateResult:
                 lines.append(f"  retrained checkpoint: {_display_path(e.retrained_checkpoint)}")
             if e.repair is not None:
                 lines += ["  " + x for x in repair_lines(e.repair)]
+                wall = e.after.extra.get("repair_wall_s") if e.after is not None else None
+                if wall is not None:
+                    lines.append(f"  repair wall time: {wall:.1f} s")
             if e.retrain_error:
                 lines.append(f"  retrain failed: {e.retrain_error}")
         return "\n".join(lines)

@@ -95,6 +95,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResu
     target = retrained_checkpoint_path(spec.checkpoint, "exact")
     summary = result.to_dict()
     summary.pop("attempts")
+    wall = summary.pop("wall_s")  # files stay bit-for-bit reproducible; the gate prints it
     info = {"name": target.stem, "repair": summary,
             "repaired_from": {"checkpoint": _display_path(spec.checkpoint),
                               "sha256": before.checkpoint_sha256}}
@@ -111,6 +112,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResu
     summary["tables"] = {"original": before.policy_table, "best found": (
         result.best_found.table if result.best_found is not None else None)}
     after.extra["repair"] = summary
+    after.extra["repair_wall_s"] = wall
     return target, after
 
 
