@@ -135,6 +135,10 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
             cand["hidden"] = tuple(int(h) for h in arch["hidden"])
         if "activation" in arch:
             cand["activation"] = arch["activation"]
+    if r["algo"] == "ppo-lag":  # PPO-Lagrangian: the thresholds are the constraints
+        cand["algo"] = cand["algorithm"] = "ppo-c"
+        cand["constraints"] = tuple(f"{k}<={v!r}" for k, v in spec.thresholds.items())
+        cand["audit_n"] = spec.n
     for k, v in cand.items():
         if k in names and v is not None:
             kw[k] = v

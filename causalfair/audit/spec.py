@@ -30,7 +30,9 @@ THRESHOLD_KEYS: tuple[str, ...] = (
     "abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE", "SPE",
     "Lambda", "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
 )
-RETRAIN_ALGOS = ("exact", "ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
+RETRAIN_ALGOS = ("exact", "ppo-lag", "ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
+#: Thresholds the sampled PPO-Lagrangian repair (``ppo-lag``) imposes.
+PPO_LAG_KEYS = ("abs_C", "C")
 TOP_KEYS = ("name", "horizon", "metrics", "system", "model", "logs", "policy", "engine",
             "benefit", "thresholds", "retrain")
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
@@ -497,10 +499,20 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                     f"{_where(path)}: [retrain] betas {bk}: unknown key; allowed keys: C, Lambda, KL."
                 )
             clean_b[bk] = _get_float(betas, bk, f"[retrain] betas {bk}", path, default=0.0, lo=0.0)
-        if algo == "exact" and clean_b:
-            raise SpecError(f"{_where(path)}: [retrain] betas: algo 'exact' imposes the "
+        if algo in ("exact", "ppo-lag") and clean_b:
+            raise SpecError(f"{_where(path)}: [retrain] betas: algo {algo!r} imposes the "
                             "[thresholds] as constraints and takes no betas; remove betas, or "
                             "choose algo 'ppo-cb' for the fixed-beta objective.")
+        if algo == "ppo-lag":
+            bad = [k for k in kw.get("thresholds", {}) if k not in PPO_LAG_KEYS]
+            if bad:
+                raise SpecError(
+                    f"{_where(path)}: [thresholds] {bad[0]}: [retrain] algo 'ppo-lag' imposes "
+                    f"only {', '.join(PPO_LAG_KEYS)}; use algo 'exact' on a tabular system, or "
+                    "drop the threshold.")
+            if not kw.get("thresholds"):
+                raise SpecError(f"{_where(path)}: [thresholds]: [retrain] algo 'ppo-lag' needs "
+                                "a threshold to impose, such as abs_C = 0.05.")
         if algo != "exact" and "starts" in sec:
             raise SpecError(f"{_where(path)}: [retrain] starts: only algo 'exact' takes "
                             f"starts (random starting tables); algo is {algo!r}.")

@@ -6,24 +6,30 @@ import argparse
 import json
 import sys
 
-ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po")
+ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po", "exact")
 SETTINGS = ("lending-1", "lending-2", "lending-3")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
-        help="train a policy (PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L, F-PPO, ELBERT-PO)",
+        help="train a policy (PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L, F-PPO, ELBERT-PO) or repair "
+             "one under constraints (--algo exact)",
         description=(
             "Train a lending policy with KL-penalty PPO and a fairness objective, writing "
             "checkpoints the audit loads (causalfair decompose --checkpoint OUT/checkpoint.pt), "
             "the resume state and per-iteration metrics (OUT/metrics.jsonl, metrics.csv) with "
-            "C, DPE, IPE, SPE and Lambda from the exact engine every --eval-every iterations."
+            "C, DPE, IPE, SPE and Lambda from the exact engine every --eval-every iterations. "
+            "--algo exact with --constraint instead maximises utility subject to the "
+            "constraints on the exact engine's numbers (tabular systems; docs/training.md)."
         ),
         epilog=(
             "Example: causalfair train --setting lending-1 --algo ppo-cb --seed 0 "
-            "--iterations 100 --out runs/ppo-cb-s0   (continue a killed run: add --resume)"
+            "--iterations 100 --out runs/ppo-cb-s0   (continue a killed run: add --resume)\n"
+            "Repair: causalfair train --setting lending-1 --algo exact --constraint abs_C<=0.05 "
+            "--constraint Lambda<=0.14 --init-checkpoint ck.pt --out runs/repair"
         ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--system", metavar="ID",
                    help="system to train on: a registered id or your 'module:callable' factory "
@@ -35,9 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--setting", choices=SETTINGS, default=None,
                    help="shorthand for --system lending-N")
     p.add_argument("--algo", choices=ALGOS, default="ppo-c", help="objective (default: ppo-c)")
+    p.add_argument("--constraint", action="append", default=[], metavar="Q<=V",
+                   help="with --algo exact: a threshold to meet, e.g. abs_C<=0.05 or "
+                   "Lambda<=0.14 (repeatable; quantities as in an audit spec's [thresholds])")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument("--iterations", type=int, default=100, metavar="N",
-                   help="policy iterations (default: 100)")
+    p.add_argument("--iterations", type=int, default=None, metavar="N",
+                   help="policy iterations (default: 100); with --algo exact the rounds of "
+                   "the augmented Lagrangian (default: 30)")
     p.add_argument("--out", required=True, metavar="DIR", help="run folder")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint")
@@ -69,7 +79,8 @@ def build_config(args: argparse.Namespace):
     from causalfair.train import TrainConfig
 
     kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,
-          "iterations": args.iterations, "env": args.env, "horizon": args.horizon,
+          "iterations": 100 if args.iterations is None else args.iterations,
+          "env": args.env, "horizon": args.horizon,
           "n_levels": args.levels}
     opt = {"n_individuals": args.individuals, "beta_c": args.beta_c,
            "beta_lambda": args.beta_lambda, "eval_every": args.eval_every,
@@ -89,12 +100,83 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"--set: {exc}") from None
 
 
+def run_exact(args: argparse.Namespace) -> int:
+    """``--algo exact``: the constrained repair of :mod:`causalfair.repair`."""
+    from pathlib import Path
+
+    import torch
+
+    from causalfair._io import atomic_write_bytes, to_jsonable
+    from causalfair.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
+    from causalfair.cli import UsageError
+    from causalfair.commands._system import parse_params
+    from causalfair.repair import parse_constraint, repair_network
+    from causalfair.systems import make
+
+    if not args.constraint:
+        raise UsageError("--algo exact: give at least one --constraint, e.g. --constraint abs_C<=0.05.")
+    if args.resume:
+        raise UsageError("--resume: the exact repair has no run to continue; run it again.")
+    cons = [parse_constraint(c) for c in args.constraint]
+    sid = args.system or args.setting or "lending-1"
+    system = make(sid, search_path=args.search_path, **parse_params(args.param))
+    model = system.tabular
+    if model is None:
+        raise UsageError(f"--algo exact: system {sid!r} has no tabular model; the exact repair "
+                         "needs one.")
+    torch.manual_seed(args.seed)
+    if args.init_checkpoint:
+        from causalfair.audit.run import _load_checkpoint_for
+
+        pol, meta = _load_checkpoint_for(Path(args.init_checkpoint), system)
+        net = pol.to_torch() if isinstance(pol, NumpyMLPPolicy) else pol.module
+        enc, arch = pol.encoding, meta["architecture"]
+    else:
+        if model.features is not None:
+            raise UsageError("--algo exact on a system with features: pass --init-checkpoint "
+                             "(the network to repair).")
+        enc = FeatureEncoding("onehot", model.n_levels, model.n_groups)
+        A = model.n_actions
+        n_out = 1 if A == 2 else A
+        net = mlp(enc.width, (64, 64), n_out)
+        arch = {"type": "mlp", "input_dim": enc.width, "hidden": [64, 64],
+                "activation": "tanh", "output_dim": n_out}
+    res = repair_network(model, args.horizon, net, enc, cons, seed=args.seed,
+                         outer=30 if args.iterations is None else args.iterations)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = res.to_dict()
+    ck = out / "checkpoint.pt"
+    save_checkpoint(ck, res.module, architecture=arch, encoding=enc,
+                    metadata={"name": f"{sid}-exact-repair",
+                              "repair": {k: v for k, v in summary.items()
+                                         if k not in ("attempts", "wall_s")}})
+    doc = json.dumps(to_jsonable(summary), indent=2).encode()
+    atomic_write_bytes(out / "repair.json", lambda fh: fh.write(doc))
+    if args.json:
+        json.dump(to_jsonable({"checkpoint": str(ck), **summary}), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(res.summary())
+        print(f"  checkpoint: {ck}" + ("" if res.passed else " (fails the constraints)"))
+    return 0 if res.passed else 1
+
+
 def run(args: argparse.Namespace) -> int:
     from causalfair.cli import UsageError
     from causalfair.commands._system import parse_params
     from causalfair.train import train
 
+    if args.algo == "exact":
+        return run_exact(args)
+    if args.constraint and args.algo != "ppo-c":
+        raise UsageError(f"--constraint: --algo {args.algo} takes fixed betas; constraints are "
+                         "imposed by --algo exact (tabular systems: the exact repair) or "
+                         "--algo ppo-c (PPO-Lagrangian, abs_C or C, any non-lending system).")
+
     config = build_config(args)
+    if args.constraint:
+        config = config.replace(constraints=tuple(args.constraint))
     system = None
     if args.system and args.setting:
         raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
@@ -114,8 +196,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"trained {config.algo} on {args.system or config.setting} (seed {config.seed}, "
               f"{config.iterations} iterations) in {res.wall_s:.1f} s")
-        print("  " + "  ".join(f"{k}={v:+.4f}" for k, v in m.items()))
+        print("  " + "  ".join(f"{k}={v:+.4f}" for k, v in m.items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)))
+        if config.constraints:
+            met = m.get("constraints_met")
+            print(f"  constraints {', '.join(config.constraints)}: "
+                  + ("met on the audit (the best-utility audited policy that meets them)"
+                     if met else "NOT met by any audited policy (the last policy is saved)"))
         print(f"  checkpoint: {res.checkpoint}")
         print(f"  audit it:   causalfair decompose --system {args.system or config.setting} "
               f"--horizon {config.horizon} --checkpoint {res.checkpoint}")
-    return 0
+    return 1 if config.constraints and not m.get("constraints_met") else 0

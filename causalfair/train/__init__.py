@@ -106,6 +106,11 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
             system="", setting=config.system,
             n_levels=int(config.system_params.get("levels", config.n_levels)),
             interest=float(config.system_params.get("interest", config.interest)))
+    if config.constraints:
+        raise ConfigError(
+            f"constraints: the lending settings are tabular; repair under {', '.join(config.constraints)} "
+            "with the exact constrained repair (causalfair train --algo exact --constraint ..., "
+            "or [retrain] algo = \"exact\" in a spec).")
     import torch
 
     threads = torch.get_num_threads()

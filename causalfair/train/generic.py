@@ -15,7 +15,15 @@ trainer in :mod:`causalfair.train.core`).
 - PPO-Cb's Lambda term needs the benefit table: systems with an exact tabular model and
   two actions use it (as the lending trainer); others are refused with a clear error.
 - Every ``eval_every`` iterations the policy is audited: exactly when the system has a
-  tabular model of independent units, else by Monte Carlo (2,000 units per group).
+  tabular model of independent units, else by Monte Carlo (``audit_n`` units per group,
+  default 2,000).
+- PPO-Lagrangian (``constraints``, e.g. ``("abs_C<=0.05",)``): the fixed beta_C * C^2 is
+  replaced by lambda * |C_anch| with lambda adapted at every audit on the audit's C
+  (:class:`causalfair.repair.Multipliers`); every audit judges the constraints with the
+  gate's rule (exact value, or the Monte Carlo 95% CI's far end; ``audit_n`` units per
+  group, so the CI must be narrower than the bound) and the run ends with
+  the best-utility audited policy that met all of them (``constraints_met`` in the
+  metrics; False and the last policy when none did).
 """
 
 from __future__ import annotations
@@ -107,6 +115,12 @@ class SystemTrainer:
                                         features=None if feats is None else feats.reshape(G * K, -1))
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
+        from causalfair.repair import Multipliers, parse_constraint
+
+        self.cons = [parse_constraint(t) for t in c.constraints]
+        # one multiplier per constraint, on the violation relative to the bound
+        self.multipliers = Multipliers([1.0] * len(self.cons), lr=c.lagrange_lr) if self.cons else None
+        self.best: tuple[float, Any, dict[str, Any]] | None = None
 
     # -------------------------------------------------------------------- policy
     def _logits(self, x: Any) -> Any:
@@ -215,6 +229,10 @@ class SystemTrainer:
                 if c.algo in ("ppo-c", "ppo-cb"):
                     pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], c.beta_c, (0, 1),
                                               c_batch=c_batch, scale=float(T))
+                    if self.multipliers is not None:  # PPO-Lagrangian: lambda_i * q_i / b_i
+                        pen = sum(float(lam) * (cval.abs() if k.key == "abs_C" else cval)
+                                  / max(abs(k.bound), 1e-6)
+                                  for lam, k in zip(self.multipliers.values, self.cons))
                     loss = loss + pen
                     last_c = float(cval.detach())
                 if c.algo == "ppo-cb":
@@ -234,8 +252,45 @@ class SystemTrainer:
             b["reward"].sum(0).mean()), "C_batch": c_batch, "C_hat": last_c}
         if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
             row.update(self.audit())
+            if self.cons:
+                self._keep_if_feasible(row)
+                # the multiplier moves on the audit's C (the batch's |C| is biased upwards
+                # by its noise, which would push the multiplier up for ever)
+                measured = [(abs(row["C"]) if k.key == "abs_C" else row["C"]) / max(abs(k.bound), 1e-6)
+                            for k in self.cons]
+                self.multipliers.update(measured)
+        if self.multipliers is not None:
+            row["lagrange_multiplier"] = float(self.multipliers.values[0])
         self.history.append(row)
         return row
+
+    def _keep_if_feasible(self, row: dict[str, Any]) -> None:
+        """Judge the constraints on the audit (CI rule) and keep the best passing policy."""
+        import copy
+
+        from causalfair.audit.verdicts import PASS, abs_interval, judge
+
+        ok = True
+        for k in self.cons:
+            lo, hi = row["C_ci"]
+            if k.key == "abs_C":
+                lo, hi = abs_interval(lo, hi)
+            ok &= judge(lo, hi, k.bound) == PASS
+        row["constraints_met"] = ok
+        if ok and (self.best is None or row["utility"] > self.best[0]):
+            self.best = (row["utility"], copy.deepcopy(self.policy_net.state_dict()), dict(row))
+
+    def finish(self) -> dict[str, Any]:
+        """End of a constrained run: restore the best passing policy (if any); the final
+        metrics are its audit's, with ``constraints_met``."""
+        final = dict(self.history[-1]) if self.history else {}
+        if not self.cons:
+            return final
+        if self.best is not None:
+            self.policy_net.load_state_dict(self.best[1])
+            final = dict(self.best[2])
+        final["constraints_met"] = self.best is not None
+        return final
 
     def audit(self) -> dict[str, float]:
         """C, DPE, IPE, SPE, utility (and Lambda) of the current policy: exact when the
@@ -248,10 +303,13 @@ class SystemTrainer:
         else:
             from causalfair.montecarlo import decompose_mc
 
-            d = decompose_mc(self.system, pol, self.T, n=2_000, seed=self.config.seed,
-                             check=False)
+            d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
+                             seed=self.config.seed, check=False)
         out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
         out["utility"] = float(d.total_utility)
+        ci = d.conf_int(0.05) if d.se else None
+        out["C_ci"] = (out["C"], out["C"]) if ci is None else (
+            float(ci.loc["C", "lower"]), float(ci.loc["C", "upper"]))
         if d.Lambda is not None:
             out["Lambda"] = float(d.Lambda)
         return out
@@ -285,6 +343,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
                 import sys
 
                 print(f"iteration {row['iteration']}/{config.iterations}", file=sys.stderr)
+        final = tr.finish()
         checkpoint = None
         if out_path is not None:
             checkpoint = out_path / "checkpoint.pt"
@@ -294,8 +353,10 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
                                 "system_params": dict(system.params), "algo": config.algo,
                                 "seed": config.seed, "iterations": config.iterations,
                                 "n_actions": system.n_actions,
-                                "feature_names": list(system.features or [])})
-        final = tr.history[-1] if tr.history else {}
+                                "feature_names": list(system.features or []),
+                                **({"constraints": list(config.constraints),
+                                    "constraints_met": final["constraints_met"]}
+                                   if config.constraints else {})})
     finally:
         torch.set_num_threads(threads)
     import pandas as pd
