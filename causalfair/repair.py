@@ -309,13 +309,15 @@ class RepairResult:
         return min(self.attempts, key=lambda a: _violation(self.constraints, a.metrics))
 
     def ratios(self) -> dict[str, float | None]:
-        """Utility of the repair relative to the best found, the bound and the original."""
+        """Utility of the repair relative to the best found, the bound and the original
+        (None where the reference or the repair's utility is not positive: a ratio of
+        negative utilities does not read as a fraction kept)."""
         if self.best is None:
             return {"to_best_found": None, "to_bound": None, "to_original": None}
         u = self.best.utility
 
-        def ratio(ref: float | None) -> float | None:
-            return None if ref is None or ref == 0 else u / ref
+        def ratio(ref: float | None) -> float | None:  # a fraction only of a positive utility
+            return None if ref is None or ref <= 0 or u < 0 else u / ref
 
         return {
             "to_best_found": ratio(self.best_found.utility if self.best_found else None),
@@ -353,7 +355,7 @@ class RepairResult:
             lines.append("  no passing repair found; the attempt closest to passing:")
             att = self.best_attempt()
             row("best attempt", None if att is None else att.metrics)
-        else:
+        elif self.module is not None:  # a repaired network, and the table search's best
             row("repair", self.best.metrics)
         if self.best_found is not None:
             row("best found", self.best_found.metrics)
@@ -361,9 +363,12 @@ class RepairResult:
             lines.append(f"  {'LP bound':<12} utility {self.bound:+.4f}   (time-indexed policies, "
                          f"{', '.join(self.bound_keys) or 'no linear threshold'} only)")
         r = self.ratios()
+        if self.module is None:  # the table search alone: the best found is the result
+            r.pop("to_best_found")
         parts = [f"{k.replace('to_', '').replace('_', ' ')} {v:.3f}" for k, v in r.items() if v is not None]
         if parts:
-            lines.append("  repair utility / " + ", / ".join(parts))
+            lines.append(f"  {'repair' if self.module is not None else 'best found'} utility / "
+                         + ", / ".join(parts))
         lines.append(f"  wall time {self.wall_s:.1f} s")
         return "\n".join(lines)
 

@@ -468,7 +468,7 @@ def _repair_table(rep: dict[str, Any]) -> tuple[str, list[str], list[list[Any]],
     u = res.get("utility")
 
     def frac(ref: Any) -> Any:
-        return None if (not rep.get("passed") or ref in (None, 0) or u is None) else u / ref
+        return None if (not rep.get("passed") or ref is None or u is None or ref <= 0 or u < 0) else u / ref
 
     rows = []
     for name, m in (("original (failing)", rep.get("original")),
