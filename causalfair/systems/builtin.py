@@ -5,7 +5,8 @@ Registered at ``import causalfair.systems``:
 - ``lending-1``, ``lending-2``, ``lending-3``: the paper's Appendix C settings
   (parameters ``levels`` (K, default 7), ``interest`` (1.0), ``group_weights``);
 - ``delayed-impact``: setting 1's curves without drift (ml-fairness-gym's
-  DelayedImpactEnv).
+  DelayedImpactEnv);
+- ``replicator-1``: seed 002's replicator dynamics (:mod:`causalfair.systems.replicator`).
 """
 
 from __future__ import annotations
@@ -58,3 +59,7 @@ def register_builtin() -> None:
                  description=_LENDING_DESCRIPTIONS[sid], override=True)
     register("delayed-impact", "causalfair.systems.builtin:make_delayed_impact",
              description=_LENDING_DESCRIPTIONS["delayed-impact"], override=True)
+    register("replicator-1", "causalfair.systems.replicator:make_replicator",
+             description="replicator dynamics of two groups' qualification rates under "
+                         "per-group thresholds (seed 002); coupled units, Monte Carlo",
+             override=True)

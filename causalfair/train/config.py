@@ -275,6 +275,7 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["hidden"] = list(self.hidden)
+        d["constraints"] = list(self.constraints)  # as JSON stores it
         return d
 
     @classmethod
