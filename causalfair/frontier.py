@@ -804,7 +804,7 @@ class Frontier:
             placed = self.place(policies)
         df = self.to_frame()
         if ax is None:
-            fig = Figure(figsize=(11, 4.2))
+            fig = Figure(figsize=(11, 4.2), layout="constrained")
             axes = fig.subplots(1, 2)
         else:
             axes = np.atleast_1d(ax)
@@ -813,8 +813,9 @@ class Frontier:
         x = df["eps"].to_numpy()
         a0.plot(x, df["utility"], "-", color="C0", lw=2, label="frontier (time-indexed LP)")
         a0.fill_between(x, df["utility"].min(), df["utility"], color="C0", alpha=0.08)
-        a0.set_xlabel(f"{self.metric_label} bound")
-        a0.set_ylabel("utility (expected reward)")
+        unit = "decision-rate gap, 0-1" if self.constraint == "DP" else "gain units"
+        a0.set_xlabel(f"{self.metric_label} bound ({unit})")
+        a0.set_ylabel("utility (expected total reward)")
         a0.set_title(f"{self.model.name}, T = {self.horizon}")
         # distinct shapes, shrinking sizes, hollow: policies at the same point stay visible
         shapes = ("o", "s", "D", "^", "v", "P", "X")
@@ -833,10 +834,11 @@ class Frontier:
             if placed is not None and len(placed):
                 for i, row in enumerate(placed.itertuples(index=False)):
                     a1.plot(row.Lambda, row.utility, label=str(row.policy), **style(i))
-            a1.set_xlabel("Lambda (benefit fairness)")
-            a1.set_ylabel("utility")
+            a1.set_xlabel("Lambda (benefit fairness, probability scale 0-1)")
+            a1.set_ylabel("utility (expected total reward)")
             a1.legend(fontsize=8, loc="best")
-        fig.tight_layout()
+        if ax is not None and fig.get_layout_engine() is None:
+            fig.tight_layout()
         if path is not None:
             from causalfair._io import atomic_write_bytes
 

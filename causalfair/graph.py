@@ -534,7 +534,7 @@ class TemporalGraph:
             from matplotlib.figure import Figure
 
             width = min(3.0 + 1.9 * self.horizon, 60.0)
-            fig = Figure(figsize=(width, 3.2 + 0.55 * n_exo))
+            fig = Figure(figsize=(width, 3.2 + 0.55 * n_exo), layout="constrained")
             FigureCanvasAgg(fig)
             ax = fig.add_subplot()
         else:
@@ -556,8 +556,10 @@ class TemporalGraph:
             )
         for n in self.nodes():
             data = g.nodes[n]
+            label = _math_label(data)
             ax.text(
-                *pos[n], _math_label(data), ha="center", va="center", fontsize=9, zorder=3,
+                *pos[n], label, ha="center", va="center", fontsize=9, zorder=3,
+                parse_math=label.startswith("$"),  # ours; user names stay plain text
                 bbox={
                     "boxstyle": "round,pad=0.3", "fc": _KIND_COLOURS[data["kind"]], "ec": "#333333",
                     "ls": "--" if data["kind"] == "counterfactual_state" else "-",
@@ -568,7 +570,8 @@ class TemporalGraph:
         ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
         ax.set_ylim(min(ys) - 0.8, max(ys) + 0.6)
         ax.set_axis_off()
-        ax.set_title(f"Temporal causal graph: {_VARIANT_TITLES[self.variant]}, T = {self.horizon}")
+        ax.set_title(f"Temporal causal graph: {_VARIANT_TITLES[self.variant]}, T = {self.horizon}",
+                     parse_math=True)
         present = {d for _, d in g.nodes(data="kind")}
         handles: list[Any] = [
             Patch(
@@ -590,8 +593,8 @@ class TemporalGraph:
 def _math_label(data: Mapping[str, Any]) -> str:
     """Mathtext label, e.g. ``$X^{*}_{1}$`` for the node labelled ``X*_1``."""
     base, _, t = data["label"].rpartition("_")
-    if not base:
-        return data["label"]
+    if not base or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*\*?", base) or not t.isdigit():
+        return data["label"]  # a name mathtext cannot take as it is: shown as plain text
     if base == "X*":
         base = "X^{*}"
     elif len(base) > 1:

@@ -1,12 +1,20 @@
-"""Audit reports: report.html (self-contained), report.md, audit.json and PNG figures.
+"""Audit reports: report.html (self-contained), report.md, card.md, audit.json and PNG
+figures.
 
 :func:`write_report` builds the whole report in a temporary folder beside the target and
 renames it into place at the end, so a report is never half-written: an interrupted or
 failed run leaves the previous report (or nothing) behind.
 
-Figures (matplotlib on the Agg canvas, imported lazily; pyplot's global state is not
-touched), each saved as ``NAME.png`` and embedded in the HTML as base64:
+The report reads top to bottom: the verdict and one generated sentence per threshold and
+per effect (:mod:`causalfair.explain`), the headline figure, then the details (tables,
+figures), a glossary, the assumptions, provenance and the spec. ``card.md`` is the audit
+card: YAML metadata and one paragraph per metric.
 
+Figures (matplotlib on the Agg canvas with constrained layout, imported lazily; pyplot's
+global state is not touched), each saved as ``NAME.png`` at :data:`DPI` and embedded in
+the HTML as base64:
+
+- ``waterfall`` (headline): C built up as SPE + IPE + DPE, with confidence intervals;
 - ``decomposition``: C, DPE, IPE, SPE with their confidence intervals, and the per-group
   direct / indirect / spurious terms;
 - ``steps``: per-step contributions to the gain (direct and indirect) per group;
@@ -43,8 +51,9 @@ AuditResult = Any
 __all__ = ["write_report", "make_figures", "figure_png_base64", "FIGURES", "DPI",
            "GRAPH_EPOCHS", "FRONTIER_POINTS", "render_html", "render_markdown"]
 
-#: Resolution of the PNG figures (modest: the report must build in well under a second).
-DPI = 80
+#: Resolution of the PNG figures: twice a 75-dpi screen, so they stay sharp on
+#: high-density displays and in print.
+DPI = 150
 #: Grid points of the utility-fairness frontier drawn in the report.
 FRONTIER_POINTS = 8
 #: Epochs of the temporal causal graph drawn in the report (the graph widens with T).
@@ -54,18 +63,73 @@ _STATUS_COLOUR = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#9a6700
 _GROUP_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 
 
-def _new_figure(w: float, h: float, **margins: float):
-    """A Figure on the Agg canvas with fixed margins (a layout engine would cost a
-    draw per figure: the report must stay fast)."""
+def _new_figure(w: float, h: float):
+    """A Figure on the Agg canvas with matplotlib's constrained layout, which fits
+    titles, labels, legends and colour bars inside the canvas."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(w, h))
+    fig = Figure(figsize=(w, h), layout="constrained")
     FigureCanvasAgg(fig)
-    adj = {"left": 0.09, "right": 0.98, "bottom": 0.15, "top": 0.88, "wspace": 0.3}
-    adj.update(margins)
-    fig.subplots_adjust(**adj)
     return fig
+
+
+def _gain_unit(r: AuditResult) -> str:
+    """The unit of the qualification gain (the system's, else generic gain units)."""
+    return getattr(getattr(r.system, "gain", None), "unit", None) or "gain units"
+
+
+def _wrap(text: str, width: int) -> str:
+    """An axis label broken into lines of at most ``width`` characters (long units and
+    group names stay inside the figure)."""
+    import textwrap
+
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
+
+
+def _ci_level(r: AuditResult) -> int:
+    return int(round(100 * (1 - r.spec.alpha)))
+
+
+def _fig_waterfall(r: AuditResult):
+    """The headline figure: C built up from SPE, IPE and DPE (a waterfall), each bar
+    with its confidence interval (none for exact results)."""
+    dec = r.decomposition
+    ci = dec.conf_int(r.spec.alpha)
+    a, b = dec.pair
+    ga, gb = dec.groups[a], dec.groups[b]
+    exact = not dec.se
+    colours = {"SPE": "#8c8c8c", "IPE": "#4c72b0", "DPE": "#d9822b", "C": "#333333"}
+    words = {"SPE": "spurious\n(no decisions)", "IPE": "indirect\n(delayed)",
+             "DPE": "direct", "C": "total gap"}
+    fig = _new_figure(8.0, 3.8)
+    ax = fig.subplots()
+    start, data = 0.0, {}
+    ticks = []
+    for i, k in enumerate(("SPE", "IPE", "DPE", "C")):
+        v = float(getattr(dec, k))
+        lo, hi = float(ci.loc[k, "lower"]), float(ci.loc[k, "upper"])
+        base = 0.0 if k == "C" else start
+        ax.bar(i, v, bottom=base, width=0.6, color=colours[k], edgecolor="black", linewidth=0.5)
+        if not exact:
+            ax.errorbar(i, base + v, yerr=[[v - lo], [hi - v]], color="black", capsize=5, lw=1)
+        if k != "C":
+            ax.plot([i + 0.3, i + 0.7], [base + v, base + v], color="#777777", lw=0.8, ls=":")
+            start += v
+        label = f"{k}: {words[k]}\n{v:+.4f}"
+        if not exact:
+            label += f"\n[{lo:+.4f}, {hi:+.4f}]"
+        ticks.append(label)
+        data[k] = {"estimate": v, "ci_lower": lo, "ci_upper": hi, "bottom": base}
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(range(4), ticks, fontsize=8)
+    ax.set_ylabel(_wrap(f"gap, {ga} minus {gb} ({_gain_unit(r)})", 44), fontsize=8)
+    how = ("exact: no sampling error" if exact
+           else f"error bars: {_ci_level(r)}% confidence intervals")
+    ax.set_title(_wrap(f"C = SPE + IPE + DPE over T = {dec.horizon} decisions; positive favours "
+                       f"{ga}, negative favours {gb} ({how})", 110), fontsize=9)
+    return fig, {"effects": data, "exact": exact, "ci_level": _ci_level(r),
+                 "pair": [ga, gb]}
 
 
 def figure_png(fig: Any) -> bytes:
@@ -86,14 +150,15 @@ def _fig_decomposition(r: AuditResult):
     est = np.array([getattr(dec, k) for k in names])
     lo = np.array([ci.loc[k, "lower"] for k in names])
     hi = np.array([ci.loc[k, "upper"] for k in names])
-    fig = _new_figure(8.0, 3.2)
+    fig = _new_figure(8.0, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
+    unit = _gain_unit(r)
     ax1.bar(names, est, color=["#555555", "#d9822b", "#4c72b0", "#8c8c8c"],
             yerr=np.vstack([est - lo, hi - est]), capsize=4)
     ax1.axhline(0, color="black", lw=0.6)
     a, b = dec.pair
     ax1.set_title(f"C = DPE + IPE + SPE ({dec.groups[a]} - {dec.groups[b]})", fontsize=9)
-    ax1.set_ylabel("gain gap")
+    ax1.set_ylabel(_wrap(f"gap ({unit})", 36), fontsize=8)
     parts = ("direct", "indirect", "spurious")
     G = len(dec.groups)
     width = 0.8 / G
@@ -116,7 +181,9 @@ def _fig_decomposition(r: AuditResult):
     ax2.set_xticks(x, parts)
     ax2.axhline(0, color="black", lw=0.6)
     ax2.set_title("Per group: V^pi - V^PS, V^PS - V^pi0, V^pi0", fontsize=9)
-    ax2.legend(fontsize=8, frameon=False)
+    ax2.set_ylabel(_wrap(f"expected total gain ({unit})", 36), fontsize=8)
+    ax2.legend(fontsize=8, frameon=False, title=None if not dec.se else
+               f"error bars: {_ci_level(r)}% CI", title_fontsize=7)
     level = int(round(100 * (1 - r.spec.alpha)))
     data = {"effects": {k: {"estimate": float(e), "ci_lower": float(lo_), "ci_upper": float(hi_)}
                         for k, e, lo_, hi_ in zip(names, est, lo, hi, strict=True)},
@@ -128,7 +195,7 @@ def _fig_steps(r: AuditResult):
     dec = r.decomposition
     steps = dec.steps
     T = steps.shape[2]
-    fig = _new_figure(8.0, 3.0, top=0.9)
+    fig = _new_figure(8.0, 3.2)
     ax = fig.subplots()
     t = np.arange(T)
     data = {}
@@ -142,11 +209,13 @@ def _fig_steps(r: AuditResult):
                    "pi": steps[0, i].tolist(), "ps": steps[1, i].tolist(),
                    "pi0": steps[2, i].tolist()}
     ax.axhline(0, color="black", lw=0.6)
-    ax.set_xlabel("decision epoch t")
-    ax.set_ylabel("expected gain contribution")
+    ax.set_xlabel("decision epoch t (steps)")
+    ax.set_ylabel(_wrap(f"expected gain at step t ({_gain_unit(r)})", 34), fontsize=8)
     ax.set_title("Per-step contributions: direct (pi - pi^PS) and indirect (pi^PS - pi0)",
                  fontsize=9)
-    ax.legend(fontsize=7, frameon=False, ncol=2)
+    width = sum(len(g) for g in dec.groups)  # long group names: fewer legend columns
+    fig.legend(fontsize=7, frameon=False, ncol=2 * len(dec.groups) if width <= 24 else 2,
+               loc="outside lower center")
     return fig, data
 
 
@@ -155,7 +224,7 @@ def _fig_levels(r: AuditResult):
         return None  # reason: see skipped_sections
     groups = r.model.group_names
     G = len(groups)
-    fig = _new_figure(8.0, 1.8 * G + 0.6, right=0.86, top=0.92, bottom=0.1, hspace=0.35)
+    fig = _new_figure(8.0, 1.8 * G + 0.8)
     axes = np.atleast_2d(fig.subplots(G, 2, sharex=True, sharey=True))
     K = r.mu_pi.shape[2]
     im = None
@@ -168,9 +237,8 @@ def _fig_levels(r: AuditResult):
             if j == 0:
                 ax.set_ylabel("level")
             if i == G - 1:
-                ax.set_xlabel("t")
-    cax = fig.add_axes((0.89, 0.15, 0.02, 0.7))
-    fig.colorbar(im, cax=cax, label="P(level)")
+                ax.set_xlabel("decision epoch t (steps)")
+    fig.colorbar(im, ax=axes, label="P(level | group) (probability)")
     data = {"pi": {g: r.mu_pi[:, i, :].tolist() for i, g in enumerate(groups)},
             "pi0": {g: r.mu_0[:, i, :].tolist() for i, g in enumerate(groups)},
             "levels": list(r.model.level_labels)}
@@ -183,18 +251,18 @@ def _fig_benefit_actions(r: AuditResult):
     ben = r.benefit
     # the baseline's benefit over itself is 0 everywhere: one panel per other action
     acts = [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)]
-    fig = _new_figure(8.0, 3.2, top=0.86, bottom=0.16, wspace=0.3)
+    fig = _new_figure(8.0, 3.4)
     axes = np.atleast_1d(fig.subplots(1, max(1, len(acts))))
+    unit = _gain_unit(r)
     for ax, a_i in zip(axes, acts, strict=False):
         for i, g in enumerate(ben.groups):
-            c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
             size = 20 + 400 * np.asarray(ben.state_weights[i])
-            ax.scatter(ben.delta[i, :, a_i], ben.p_d1[i, :, a_i], s=size, color=c, alpha=0.7,
-                       label=g, edgecolors="black", linewidths=0.4)
+            ax.scatter(ben.delta[i, :, a_i], ben.p_d1[i, :, a_i], s=size, label=g,
+                       **_group_marker(i))
         ax.set_title(f"action {ben.actions[a_i]}", fontsize=8)
-        ax.set_xlabel("benefit over the baseline")
+        ax.set_xlabel(f"benefit over the baseline ({unit})", fontsize=8)
         ax.set_ylim(-0.08, 1.08)
-    axes[0].set_ylabel("P(action | x, s)")
+    axes[0].set_ylabel("P(action | x, s) (probability)")
     axes[0].legend(fontsize=7, frameon=False)
     fig.suptitle(f"Benefit vs action probability (Lambda = {ben.Lambda:.4f}); marker area ~ "
                  "P(x | s)", fontsize=9)
@@ -210,31 +278,44 @@ def _fig_benefit(r: AuditResult):
         return None
     if getattr(ben, "multi", False):
         return _fig_benefit_actions(r)
-    fig = _new_figure(8.0, 3.4, top=0.9, bottom=0.14)
+    from matplotlib.lines import Line2D
+
+    fig = _new_figure(8.0, 3.8)
     ax = fig.subplots()
     a, b = ben.pair
     for i, g in enumerate(ben.groups):
-        c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
         size = 20 + 400 * np.asarray(ben.state_weights[i])
-        ax.scatter(ben.delta[i], ben.p_d1[i], s=size, color=c, alpha=0.7, label=g,
-                   edgecolors="black", linewidths=0.4)
+        ax.scatter(ben.delta[i], ben.p_d1[i], s=size, label=f"{g} (area ~ P(x | {g}))",
+                   **_group_marker(i))
     worst = ben.worst_pairs(r.spec.worst)
     K = ben.contributions.shape[0]
     order = np.argsort(-ben.contributions, axis=None, kind="stable")[: r.spec.worst]
     xa, xb = np.unravel_index(order, (K, K))
+    span = max(float(np.ptp(ben.delta)), 1e-12)
+    labels: list[list[Any]] = []  # [x, y, ranks]: pairs whose midpoints nearly coincide share one
     for rank, (i, j) in enumerate(zip(xa, xb, strict=True), start=1):
         p1 = (ben.delta[a, i], ben.p_d1[a, i])
         p2 = (ben.delta[b, j], ben.p_d1[b, j])
-        ax.plot([p1[0], p2[0]], [p1[1], p2[1]], color="#444444", lw=0.8, ls=":")
-        f = 0.15 + 0.7 * (rank - 1) / max(1, r.spec.worst - 1)
-        ax.annotate(f"#{rank}", (p1[0] + f * (p2[0] - p1[0]), p1[1] + f * (p2[1] - p1[1])),
-                    fontsize=7, color="#444444")
-    ax.set_xlabel("benefit Delta(x, s) = h1 - h0")
-    ax.set_ylabel("P(d1 | x, s)")
+        ax.plot([p1[0], p2[0]], [p1[1], p2[1]], color="#444444", lw=0.9, ls=":")
+        mid = ((p1[0] + p2[0]) / 2, (p1[1] + p2[1]) / 2)
+        for lab in labels:
+            if abs(lab[0] - mid[0]) < 0.06 * span and abs(lab[1] - mid[1]) < 0.08:
+                lab[2].append(rank)
+                break
+        else:
+            labels.append([mid[0], mid[1], [rank]])
+    for x, y, ranks in labels:
+        ax.annotate(", ".join(f"#{k}" for k in ranks), (x, y), xytext=(4, 4),
+                    textcoords="offset points", fontsize=7, color="#222222",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    ax.set_xlabel(f"benefit Delta(x, s) = h1 - h0 ({_gain_unit(r)})", fontsize=8)
+    ax.set_ylabel("P(d1 | x, s) (probability)", fontsize=8)
     ax.set_ylim(-0.08, 1.08)
-    ax.set_title(f"Benefit vs approval (Lambda = {ben.Lambda:.4f}); dotted: worst pairs, "
-                 "marker area ~ P(x | s)", fontsize=9)
-    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(f"Benefit vs approval (Lambda = {ben.Lambda:.4f})", fontsize=9)
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="#444444", lw=0.9, ls=":",
+                          label=f"worst pairs of Lambda (#1 = largest, {len(order)} shown)"))
+    fig.legend(handles=handles, fontsize=7, frameon=False, loc="outside right upper")
     data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
             "p_d1": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
             "state_weights": {g: np.asarray(ben.state_weights[i]).tolist()
@@ -258,14 +339,28 @@ def _fig_graph(r: AuditResult):
         reads = declared if isinstance(declared, bool) else True
     tg = temporal_graph(source.structure, T, policy_reads_s=reads, variant="pi")
     fig = tg.draw()
-    fig.subplots_adjust(left=0.01, right=0.84, bottom=0.08, top=0.9)
-    fig.suptitle(f"first {T} of {r.decomposition.horizon} epochs", fontsize=8, y=0.02)
+    ax = fig.axes[0]
+    ax.set_title(f"{ax.get_title()} (first {T} of {r.decomposition.horizon} epochs drawn)",
+                 fontsize=10, parse_math=True)
     data = {"horizon_drawn": T, "policy_reads_s": bool(reads),
             "nodes": tg.nodes(), "edges": [list(e) for e in tg.edges()]}
     return fig, data
 
 
 _NOTIONS = ("tpr_gap", "elbert_bias", "w1_final", "dp_gap")
+_NOTION_UNITS = {"tpr_gap": "probability", "elbert_bias": "ratio", "w1_final": "levels",
+                 "dp_gap": "probability"}
+
+
+def _group_marker(i: int) -> dict[str, Any]:
+    """Scatter style of group i: the first filled and translucent, the others hollow with
+    another shape and drawn on top, so coinciding points of two groups both stay visible."""
+    c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
+    if i == 0:
+        return {"marker": "o", "color": c, "alpha": 0.55, "edgecolors": "black",
+                "linewidths": 0.4, "zorder": 2}
+    return {"marker": "sD^v"[(i - 1) % 4], "facecolors": "none", "edgecolors": c,
+            "linewidths": 1.6, "zorder": 3}
 
 
 def _fig_notions(r: AuditResult):
@@ -273,7 +368,7 @@ def _fig_notions(r: AuditResult):
     vals = {k: float(v) for k, v in vals.items() if isinstance(v, (int, float))}
     if not vals:
         return None
-    fig = _new_figure(8.0, 2.4, left=0.14, right=0.95, top=0.86, bottom=0.12)
+    fig = _new_figure(8.0, 2.6)
     ax = fig.subplots()
     names = list(vals)
     y = np.arange(len(names))
@@ -284,9 +379,10 @@ def _fig_notions(r: AuditResult):
             ax.plot([thr, thr], [i - 0.4, i + 0.4], color="#cf222e", lw=2)
         ax.annotate(f"{vals[k]:.4f}", (vals[k], i), xytext=(3, 0), textcoords="offset points",
                     va="center", fontsize=8)
-    ax.set_yticks(y, names)
+    ax.set_yticks(y, [f"{k} ({_NOTION_UNITS[k]})" for k in names], fontsize=8)
     ax.invert_yaxis()
-    ax.set_title("Other notions (red: threshold)", fontsize=9)
+    ax.set_xlabel("value (unit per notion, on the left)", fontsize=8)
+    ax.set_title("Other notions (red bar: threshold)", fontsize=9)
     data = {"values": vals, "thresholds": {k: r.spec.thresholds[k] for k in names
                                            if k in r.spec.thresholds}}
     return fig, data
@@ -320,7 +416,9 @@ def _fig_frontier(r: AuditResult):
 
 #: (name, title, builder) in report order.
 FIGURES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
-    ("decomposition", "Decomposition of the qualification-gain disparity", _fig_decomposition),
+    ("waterfall", "The gap C built up from its three parts (headline)", _fig_waterfall),
+    ("decomposition", "Decomposition of the qualification-gain disparity, per group",
+     _fig_decomposition),
     ("steps", "Per-step gain contributions", _fig_steps),
     ("levels", "Level distributions over time under pi and pi0", _fig_levels),
     ("benefit", "Benefit fairness: Delta vs approval probability", _fig_benefit),
@@ -372,9 +470,27 @@ def make_figures(r: AuditResult) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- tables
+#: How a missing value (an exact result's standard error, an absent notion) reads,
+#: in every table of the report.
+MISSING = "n/a"
+
+
+def _is_exact(r: AuditResult) -> bool:
+    return r.spec.source == "model" and r.decomposition.engine == "exact"
+
+
+def _unit_of(r: AuditResult, key: str) -> str:
+    from causalfair.explain import glossary
+
+    dec = r.decomposition
+    pair = (dec.groups[dec.pair[0]], dec.groups[dec.pair[1]])
+    reward = getattr(r.system, "reward", None)
+    return glossary(pair, _gain_unit(r), reward).get(key, ("", "", ""))[2]
+
+
 def _fmt(v: Any) -> str:
     if v is None:
-        return "-"
+        return MISSING
     if isinstance(v, (float, np.floating)):
         return f"{float(v):.6f}"
     return str(v)
@@ -431,11 +547,21 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         rep = r.extra.get("repair")
         if rep:
             tabs.append(_repair_table(rep))
-    rows = [[v.label, v.estimate, v.lower, v.upper, v.status] for v in r.verdicts]
-    tabs.append(("Verdicts", ["threshold", "estimate", "CI lower", "CI upper", "verdict"], rows, 4))
     q = r.quantities
-    rows = [[k, q[k][0], q[k][3], q[k][1], q[k][2]] for k in r.spec.metrics if k in q]
-    tabs.append(("Metrics", ["quantity", "estimate", "se", "CI lower", "CI upper"], rows, None))
+    if _is_exact(r):  # one number each: no sampling error, no interval
+        rows = [[v.label, v.estimate, v.status] for v in r.verdicts]
+        tabs.append(("Verdicts (exact values)", ["threshold", "value", "verdict"], rows, 2))
+        rows = [[k, q[k][0], _unit_of(r, k)] for k in r.spec.metrics if k in q]
+        tabs.append(("Metrics (exact values)", ["quantity", "value", "unit"], rows, None))
+    else:
+        level = _ci_level(r)
+        rows = [[v.label, v.estimate, v.lower, v.upper, v.status] for v in r.verdicts]
+        tabs.append(("Verdicts", ["threshold", "estimate", f"{level}% CI lower",
+                                  f"{level}% CI upper", "verdict"], rows, 4))
+        rows = [[k, q[k][0], q[k][3], q[k][1], q[k][2], _unit_of(r, k)]
+                for k in r.spec.metrics if k in q]
+        tabs.append(("Metrics", ["quantity", "estimate", "standard error", f"{level}% CI lower",
+                                 f"{level}% CI upper", "unit"], rows, None))
     dec = r.decomposition
     rows = [[g, dec.V[i], dec.V_ps[i], dec.V_0[i], dec.V[i] - dec.V_ps[i],
              dec.V_ps[i] - dec.V_0[i], dec.utility[i]] for i, g in enumerate(dec.groups)]
@@ -506,9 +632,13 @@ def _spec_text(r: AuditResult) -> str:
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:980px;
 color:#1f2328;padding:0 1em}
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #d0d7de}
-table{border-collapse:collapse;margin:.5em 0;font-size:.85em}
-th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:right}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #d0d7de}
+h3{font-size:1em;margin-top:1.2em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.85em;display:block;overflow-x:auto;max-width:100%}
+td{overflow-wrap:anywhere}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:right;vertical-align:top}
+#glossary td{text-align:left}.meta{color:#57606a;font-size:.9em}
+.verdict{font-size:1.1em;font-weight:600}
 th{background:#f6f8fa}td:first-child{text-align:left}
 .status{font-weight:bold}.PASS{color:#1a7f37}.FAIL{color:#cf222e}.INCONCLUSIVE{color:#9a6700}
 figure{margin:1em 0}img{max-width:100%;height:auto;border:1px solid #eee}
@@ -517,12 +647,52 @@ overflow-x:auto}
 """
 
 
+def _glossary_rows(r: AuditResult, doc: dict[str, Any]) -> list[list[str]]:
+    """quantity, definition, sign convention, unit for every quantity the report shows."""
+    from causalfair.explain import doc_glossary
+
+    words = doc_glossary(doc)
+    keys = [k for k in words if k in doc.get("quantities", {}) or k in r.notions
+            or any(v.key in (k, f"abs_{k}") for v in r.verdicts)]
+    return [[k, *words[k]] for k in keys]
+
+
+def _header_line(r: AuditResult, doc: dict[str, Any]) -> str:
+    spec = r.spec
+    return (f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; policy: "
+            f"{doc['policy']['label']}; horizon T = {r.decomposition.horizon}; "
+            f"engine: {spec.engine}" + (f" (n = {spec.n}, seed = {spec.seed})"
+                                        if spec.engine == "mc" and spec.source == "model" else "")
+            + ("" if _is_exact(r) else f"; CI level {100 * (1 - spec.alpha):g}%"))
+
+
+def _summary(doc: dict[str, Any]) -> list[str]:
+    from causalfair.explain import sentences
+
+    return [s.text for s in sentences(doc)]
+
+
+_HEADLINE = "waterfall"
+
+
 def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
                 before: AuditResult | None = None) -> str:
-    """The self-contained HTML page (figures as data: URIs, inline CSS, no scripts)."""
+    """The self-contained HTML page (figures as data: URIs, inline CSS, no scripts):
+    summary sentences and the headline figure, then the details, the glossary, the
+    assumptions, provenance and the spec."""
+    from causalfair.explain import assumptions
+
     titles = {n: t for n, t, _ in FIGURES}
     status = r.overall
     spec = r.spec
+
+    def figure(name: str, png: bytes) -> str:
+        b64 = base64.b64encode(png).decode("ascii")
+        return (f"<figure id='fig-{name}'><img alt='{html.escape(titles[name])}' "
+                f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(titles[name])}"
+                f" ({name}.png)</figcaption></figure>")
+
+    summary = _summary(doc)
     parts = [
         "<!DOCTYPE html>",
         "<html lang='en'><head><meta charset='utf-8'>",
@@ -531,55 +701,60 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Audit <code>{html.escape(spec.name)}</code>: "
         f"<span class='status {status}'>{status}</span></h1>",
-        "<p>" + html.escape(
-            f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; policy: "
-            f"{doc['policy']['label']}; horizon T = {r.decomposition.horizon}; "
-            f"engine: {spec.engine}" + (f" (n = {spec.n}, seed = {spec.seed})"
-                                        if spec.engine == "mc" else "")
-            + f"; CI level {100 * (1 - spec.alpha):g}%") + "</p>",
-        "<p>A threshold passes only when its whole confidence interval lies inside it; "
-        "it is inconclusive when the interval straddles it.</p>",
+        f"<p class='meta'>{html.escape(_header_line(r, doc))}</p>",
+        "<section id='summary'><h2>Summary</h2>",
+        f"<p class='verdict'>{html.escape(summary[0])}</p>",
+        "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in summary[1:]) + "</ul>",
     ]
+    if _HEADLINE in pngs:
+        parts.append(figure(_HEADLINE, pngs[_HEADLINE]))
+    parts.append("</section><section id='details'><h2>Details</h2>")
     for title, header, rows, sc in _tables(r, before):
-        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(f"<h3>{html.escape(title)}</h3>")
         parts.append(_html_table(header, rows, sc))
-    parts.append("<h2>Figures</h2>")
-    for name, png in pngs.items():
-        b64 = base64.b64encode(png).decode("ascii")
-        parts.append(
-            f"<figure id='fig-{name}'><img alt='{html.escape(titles[name])}' "
-            f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(titles[name])}"
-            f" ({name}.png)</figcaption></figure>")
+    parts.append("<h3>Figures</h3>")
+    parts += [figure(name, png) for name, png in pngs.items() if name != _HEADLINE]
     skipped = skipped_sections(r)
     if skipped:
         parts.append("<h3>Not shown</h3><ul>" + "".join(
             f"<li>{html.escape(titles.get(k, k))}: {html.escape(v)}</li>"
             for k, v in skipped.items()) + "</ul>")
-    parts.append("<h2>Provenance</h2>")
+    parts.append("</section><section id='glossary'><h2>Glossary</h2>")
+    parts.append(_html_table(["quantity", "definition", "sign", "unit"], _glossary_rows(r, doc)))
+    parts.append("</section><section id='assumptions'><h2>Assumptions</h2><ul>")
+    parts += [f"<li>{html.escape(a)}</li>" for a in assumptions(doc)]
+    parts.append("</ul></section><section id='provenance'><h2>Provenance</h2>")
     parts.append(_html_table(["item", "value"], _provenance_rows(doc)))
-    parts.append("<h2>Spec</h2>")
-    parts.append(f"<pre>{html.escape(_spec_text(r))}</pre>")
+    parts.append("</section><section id='spec'><h2>Spec</h2>")
+    parts.append(f"<pre>{html.escape(_spec_text(r))}</pre></section>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
                     before: AuditResult | None = None) -> str:
+    from causalfair.explain import assumptions
+
     titles = {n: t for n, t, _ in FIGURES}
     spec = r.spec
-    lines = [f"# Audit `{spec.name}`: {r.overall}", "",
-             md_escape(f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; "
-                       f"policy: {doc['policy']['label']}; "
-                       f"horizon T = {r.decomposition.horizon}; engine: {spec.engine}; "
-                       f"CI level {100 * (1 - spec.alpha):g}%"), ""]
+    summary = _summary(doc)
+    lines = [f"# Audit `{spec.name}`: {r.overall}", "", md_escape(_header_line(r, doc)), "",
+             "## Summary", "", md_escape(summary[0]), ""]
+    lines += [f"- {md_escape(t)}" for t in summary[1:]] + [""]
+    if _HEADLINE in pngs:
+        lines += [f"![{titles[_HEADLINE]}]({_HEADLINE}.png)", ""]
+    lines += ["## Details", ""]
     for title, header, rows, _ in _tables(r, before):
-        lines += [f"## {md_escape(title)}", "", _md_table(header, rows), ""]
-    lines += ["## Figures", ""]
+        lines += [f"### {md_escape(title)}", "", _md_table(header, rows), ""]
+    lines += ["### Figures", ""]
     for name in pngs:
-        lines += [f"![{titles[name]}]({name}.png)", ""]
+        if name != _HEADLINE:
+            lines += [f"![{titles[name]}]({name}.png)", ""]
     for k, v in skipped_sections(r).items():
         lines += [f"- not shown, {titles.get(k, k)}: {md_escape(v)}"]
-    lines += [""]
+    lines += ["", "## Glossary", "",
+              _md_table(["quantity", "definition", "sign", "unit"], _glossary_rows(r, doc)), ""]
+    lines += ["## Assumptions", ""] + [f"- {md_escape(a)}" for a in assumptions(doc)] + [""]
     lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), ""]
     fence = "`" * max(3, 1 + max((len(m) for m in re.findall("`+", _spec_text(r))), default=0))
     lines += ["## Spec", "", fence + "toml", _spec_text(r).rstrip(), fence, ""]
@@ -626,5 +801,8 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
             json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before), encoding="utf-8")
         (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
+        from causalfair.explain import card_markdown
+
+        (tmp / "card.md").write_text(card_markdown(doc, _spec_text(r)), encoding="utf-8")
 
     return write_folder(out, fill, kind="report")

@@ -358,7 +358,7 @@ def test_before_after_table(tmp_path, lending1_result):
     md = (out / "report.md").read_text()
     assert "## Before and after retraining" in md
     b, a = lending1_result.quantities["utility"][0], after.quantities["utility"][0]
-    assert f"| utility | {b:.6f} | - | {a:.6f} | - |" in md
+    assert f"| utility | {b:.6f} | n/a | {a:.6f} | n/a |" in md
     doc = json.loads((out / "audit.json").read_text())
     assert doc["before"]["overall"] == lending1_result.overall
 

@@ -38,8 +38,14 @@ PROBE = """<script>
 window.addEventListener('load', function () {
   var imgs = Array.prototype.slice.call(document.images);
   var ok = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; });
+  var root = document.documentElement;
+  var sections = Array.prototype.slice.call(document.querySelectorAll('section'));
   document.title = 'IMGCHECK ' + JSON.stringify({n: imgs.length, ok: ok.length,
-    widths: imgs.map(function (i) { return i.naturalWidth; })});
+    widths: imgs.map(function (i) { return i.naturalWidth; }),
+    overflow: root.scrollWidth > root.clientWidth,
+    wide: imgs.filter(function (i) { return i.getBoundingClientRect().right > root.clientWidth + 1; }).length,
+    sections: sections.map(function (s) { return s.id; }),
+    headline: !!document.querySelector('#summary figure#fig-waterfall img')});
 });
 </script></body>"""
 
@@ -104,13 +110,21 @@ def test_report_loads_cleanly_and_shows_every_figure(tmp_path, report_dir):
     assert "<h1>" in proc.stdout and "browser" in proc.stdout
     assert console_lines(proc.stderr) == []
     res = image_check(tmp_path, page)
-    assert res["n"] == n_png >= 6
+    assert res["n"] == n_png >= 7
     assert res["ok"] == n_png, res
+    # the page reads top to bottom: summary (with the headline figure), details, glossary,
+    # assumptions; nothing wider than the window
+    assert res["sections"] == ["summary", "details", "glossary", "assumptions", "provenance",
+                               "spec"], res
+    assert res["headline"], res
+    assert not res["overflow"] and res["wide"] == 0, res
+    # the figures are 2x (150 dpi): an 8-inch figure is 1200 px wide
+    assert max(res["widths"]) >= 1200, res
     # screenshot for review
     out = ROOT / "build" / "browser" / "screenshot.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     shot = tmp_path / "shot.png"
-    proc = chromium(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1100,4200",
+    proc = chromium(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1100,9000",
                     "--hide-scrollbars")
     assert shot.is_file() and shot.stat().st_size > 10_000, proc.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,331 @@
+"""Plain-language explanations of an audit, generated from its numbers (never written
+per case): the summary sentences at the top of a report, the glossary, the assumptions
+each engine makes, and the audit card (``card.md``, model-card style).
+
+Everything here reads the audit's JSON document (:meth:`AuditResult.to_dict`, the
+content of ``audit.json``), so every number a sentence prints can be traced to a key of
+``audit.json``: :class:`Sentence` records those keys (``sources``) and the tests check
+each against the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
+           "fmt"]
+
+#: quantity -> (definition, sign convention, unit)
+GLOSSARY: dict[str, tuple[str, str, str]] = {
+    "C": ("Qualification-gain disparity: the expected total qualification gain of group s+ "
+          "over the T decisions minus that of group s-, under the audited policy.",
+          "positive: s+ gains more; negative: s- gains more.", "gain units"),
+    "DPE": ("Direct policy effect: the part of C caused by the decisions' immediate effect on "
+            "each step's gain (the policy against the path-specific policy pi^PS, which makes "
+            "the same visits but scores each step's gain as if the baseline decision had been "
+            "taken).", "positive: the decisions' direct effect favours s+.", "gain units"),
+    "IPE": ("Indirect policy effect: the part of C caused by the policy moving people to "
+            "other qualification levels, whose gains under the baseline decision differ "
+            "(pi^PS against the baseline policy pi0).",
+            "positive: the delayed effect favours s+.", "gain units"),
+    "SPE": ("Spurious policy effect: the gap that exists without any decision, under the "
+            "baseline policy pi0 (different starting levels, different dynamics). No policy "
+            "changes it.", "positive: s+ gains more even without decisions.", "gain units"),
+    "Lambda": ("Benefit fairness: how unequally individuals of the two groups with the same "
+               "benefit of a decision (its effect on their expected gain) are treated; a "
+               "weighted sum over pairs of levels of |P(decision | s+) - P(decision | s-)|, "
+               "down-weighted where the benefits differ.",
+               "0: equal benefit, equal treatment; larger: more unequal (no sign).",
+               "probability (0 to 1)"),
+    "utility": ("The decision maker's expected total reward over the T decisions (for "
+                "example the bank's profit), weighted by the groups' shares.",
+                "larger is better for the decision maker.", "reward units"),
+    "tpr_gap": ("True-positive-rate gap (A-PPO's short-term notion): difference in the rate "
+                "of favourable decisions among the qualified, over the episode.",
+                "absolute value, 0 is equal.", "probability"),
+    "elbert_bias": ("ELBERT-PO's benefit-rate bias: largest minus smallest group ratio of "
+                    "cumulative supply (favourable decisions that succeed) to cumulative demand "
+                    "(the qualified).", "0 is equal.", "ratio"),
+    "w1_final": ("F-PPO-L's long-term gap: the 1-Wasserstein distance between the groups' "
+                 "level distributions after T decisions.", "0 is equal.", "levels"),
+    "dp_gap": ("Demographic-parity gap: difference in the rate of favourable decisions over "
+               "the episode.", "absolute value, 0 is equal.", "probability"),
+}
+
+def glossary(groups: tuple[str, str] = ("s+", "s-"), gain_unit: str = "gain units",
+             reward: str | None = None) -> dict[str, tuple[str, str, str]]:
+    """:data:`GLOSSARY` in a system's own words: its pair of groups for s+ and s-, its
+    gain unit, and the name of its reward."""
+    a, b = groups
+
+    def words(text: str) -> str:
+        return re.sub(r"\bs[+-]", lambda m: a if m.group() == "s+" else b, text)
+
+    out = {}
+    for k, (definition, sign, unit) in GLOSSARY.items():
+        unit = gain_unit if unit == "gain units" else unit
+        if unit == "reward units" and reward:
+            unit = f"{reward} (the system's reward units)"
+        out[k] = (words(definition), words(sign), unit)
+    return out
+
+
+def doc_glossary(doc: Mapping[str, Any]) -> dict[str, tuple[str, str, str]]:
+    """:func:`glossary` for an audit document (audit.json)."""
+    return glossary(_groups(doc), _unit(doc)[1], (doc.get("system") or {}).get("reward"))
+
+
+_WORDS = {
+    "C": "the qualification-gain gap C",
+    "DPE": "the direct effect DPE",
+    "IPE": "the indirect effect IPE",
+    "SPE": "the spurious effect SPE",
+    "Lambda": "benefit unfairness Lambda",
+    "tpr_gap": "the true-positive-rate gap",
+    "elbert_bias": "ELBERT's benefit-rate bias",
+    "w1_final": "the final level gap W1",
+    "dp_gap": "the demographic-parity gap",
+}
+
+
+def fmt(x: float) -> str:
+    """How sentences print a number: 4 decimals (the tests compare at this precision)."""
+    return f"{x:.4f}"
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One generated sentence: ``topic``, ``text``, and ``sources``: (path, value) for
+    every number the text prints, where path is the audit.json key (parts joined by '/';
+    a leading '-' means the text prints the negated value) and value what it printed."""
+
+    topic: str
+    text: str
+    sources: tuple[tuple[str, float], ...] = ()
+
+
+def _q(doc: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    return (doc.get("quantities") or {}).get(key)
+
+
+def _has_interval(q: Mapping[str, Any]) -> bool:
+    """A quantity with a sampling interval (exact values have none: se is null)."""
+    return q.get("se") is not None and q["ci_lower"] != q["ci_upper"]
+
+
+def _ci_text(doc: Mapping[str, Any], key: str, negate: bool = False
+             ) -> tuple[str, list[tuple[str, float]]]:
+    """" (95% CI lo to hi)" for a quantity with an interval, else ""; with ``negate``
+    the interval of -quantity (sources then carry a leading '-')."""
+    q = _q(doc, key)
+    if q is None or not _has_interval(q):
+        return "", []
+    level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
+    lo, hi = (f"quantities/{key}/ci_lower", q["ci_lower"]), (f"quantities/{key}/ci_upper", q["ci_upper"])
+    if negate:
+        lo, hi = ("-" + hi[0], -hi[1]), ("-" + lo[0], -lo[1])
+    return f" ({level:g}% CI {fmt(lo[1])} to {fmt(hi[1])})", [lo, hi]
+
+
+def _groups(doc: Mapping[str, Any]) -> tuple[str, str]:
+    dec = doc["decomposition"]
+    names = list(dec["groups"])
+    a, b = dec.get("pair") or (0, 1)
+    return (a if isinstance(a, str) else names[a]), (b if isinstance(b, str) else names[b])
+
+
+def _unit(doc: Mapping[str, Any]) -> tuple[str, str]:
+    gain = (doc.get("system") or {}).get("gain") or {}
+    return gain.get("name", "qualification gain"), gain.get("unit", "gain units")
+
+
+def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
+    """The report's summary: the verdict, one sentence per threshold, what the
+    decomposition says, and the utility."""
+    out: list[Sentence] = []
+    verdicts = doc.get("verdicts") or []
+    n_fail = sum(v["status"] == "FAIL" for v in verdicts)
+    n_inc = sum(v["status"] == "INCONCLUSIVE" for v in verdicts)
+    if not verdicts:
+        head = "No thresholds were set, so nothing was judged."
+    elif doc["overall"] == "PASS":
+        head = f"PASS: all {len(verdicts)} thresholds hold."
+    else:
+        n_pass = len(verdicts) - n_fail - n_inc
+        parts = []
+        if n_fail:
+            parts.append(f"{n_fail} fail{'s' if n_fail == 1 else ''}")
+        if n_inc:
+            parts.append(f"{n_inc} cannot be settled with this many samples (the interval "
+                         "straddles the threshold)")
+        if n_pass:
+            parts.append(f"{n_pass} pass{'es' if n_pass == 1 else ''}")
+        head = f"{doc['overall']}: of {len(verdicts)} thresholds, " + ", ".join(parts) + "."
+    out.append(Sentence("verdict", head))
+    for i, v in enumerate(verdicts):
+        key = v["key"]
+        base = key[4:] if key.startswith("abs_") else key
+        what = _WORDS.get(base, base)
+        if key.startswith("abs_"):
+            what = f"the size of {what}"
+        rel = {"PASS": "within", "FAIL": "above", "INCONCLUSIVE": "on both sides of"}[v["status"]]
+        src = [(f"verdicts/{i}/estimate", v["estimate"]), (f"verdicts/{i}/threshold", v["threshold"])]
+        ci = ""
+        if v["lower"] != v["upper"]:
+            level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
+            ci = f" ({level:g}% CI {fmt(v['lower'])} to {fmt(v['upper'])})"
+            src += [(f"verdicts/{i}/lower", v["lower"]), (f"verdicts/{i}/upper", v["upper"])]
+            rel_text = {"PASS": "its whole interval lies within",
+                        "FAIL": "its whole interval lies above",
+                        "INCONCLUSIVE": "its interval straddles"}[v["status"]]
+        else:
+            rel_text = f"it is {rel}"
+        out.append(Sentence(f"threshold:{key}",
+                            f"{key} <= {fmt(v['threshold'])}: {v['status']}. {what[0].upper() + what[1:]} "
+                            f"is {fmt(v['estimate'])}{ci}; {rel_text} the threshold {fmt(v['threshold'])}.",
+                            tuple(src)))
+    dec = doc["decomposition"]
+    T = dec["horizon"]
+    gname, unit = _unit(doc)
+    a, b = _groups(doc)
+    if _q(doc, "C") is not None:
+        C = _q(doc, "C")["estimate"]
+        ahead, behind = (a, b) if C >= 0 else (b, a)
+        ci, ci_src = _ci_text(doc, "C", negate=C < 0)
+        out.append(Sentence(
+            "gap",
+            f"Over T = {T} decisions, {ahead} ends with {fmt(abs(C))} more {gname} than {behind}"
+            f"{ci}, in {unit} (C = {fmt(C)}; positive values favour {a}, negative values "
+            f"favour {b}).", (("-quantities/C/estimate" if C < 0 else "quantities/C/estimate",
+                               abs(C)), ("quantities/C/estimate", C), *ci_src)))
+        parts, src = [], []
+        for key, words in (("DPE", "the direct effect of the decisions"),
+                           ("IPE", "their delayed effect through changed qualifications"),
+                           ("SPE", "the gap that exists without any decision")):
+            q = _q(doc, key)
+            if q is None:
+                continue
+            who = a if q["estimate"] > 0 else b if q["estimate"] < 0 else "neither group"
+            ci, csrc = _ci_text(doc, key)
+            parts.append(f"{words} ({key}) contributes {fmt(q['estimate'])}{ci}, favouring {who}")
+            src += [(f"quantities/{key}/estimate", q["estimate"]), *csrc]
+        if parts:
+            out.append(Sentence("decomposition", "C = DPE + IPE + SPE: " + "; ".join(parts) + ".",
+                                tuple(src)))
+    lam = _q(doc, "Lambda")
+    if lam is not None:
+        ci, src = _ci_text(doc, "Lambda")
+        out.append(Sentence(
+            "benefit", f"Benefit fairness: Lambda = {fmt(lam['estimate'])}{ci} (0 when people "
+            "with the same benefit of a decision are treated alike across groups; larger is "
+            "more unequal).", (("quantities/Lambda/estimate", lam["estimate"]), *src)))
+    util = _q(doc, "utility")
+    if util is not None:
+        reward = (doc.get("system") or {}).get("reward", "reward")
+        ci, src = _ci_text(doc, "utility")
+        out.append(Sentence(
+            "utility", f"The decision maker's expected total {reward} over the T decisions is "
+            f"{fmt(util['estimate'])}{ci}.", (("quantities/utility/estimate", util["estimate"]), *src)))
+    return out
+
+
+def assumptions(doc: Mapping[str, Any]) -> list[str]:
+    """What the numbers rest on, by engine."""
+    engine = doc["decomposition"]["engine"]
+    out = []
+    if engine == "exact":
+        diag = (doc["decomposition"].get("diagnostics") or {}).get("residuals") or {}
+        worst = max((abs(v) for v in diag.values()), default=0.0)
+        out.append("Exact engine: the numbers are computed from the tabular model, with no "
+                   "sampling; there is no confidence interval, and a threshold passes when the "
+                   "value itself lies within it. The identities "
+                   + ", ".join(diag) + f" were checked between two independent computations "
+                   f"(largest relative residual {worst:.1e}, tolerance 1e-9).")
+        out.append("The model is taken as the truth: the numbers hold for the population and "
+                   "dynamics it describes.")
+    elif engine == "mc":
+        res = doc["spec"]["resolved"]
+        out.append(f"Monte Carlo engine: {res.get('n')} simulated units (or worlds) per group, "
+                   f"seed {res.get('seed')}; the forks and the baseline policy reuse the same "
+                   "random numbers (common random numbers). Intervals are normal "
+                   "approximations (estimate +- z * standard error); a threshold passes only "
+                   "when its whole interval lies within it.")
+    else:
+        out.append("Log audit: the dynamics and the policy are estimated from the decision "
+                   "logs (a Markov model over the logged states, smoothed); intervals come "
+                   "from the bootstrap over individuals. It assumes no unobserved confounding "
+                   "given the logged state and group, and that the logs cover the states the "
+                   "policy visits.")
+    out.append("C = DPE + IPE + SPE holds by construction for every engine; the baseline "
+               "policy pi0 takes the system's baseline decision at every step.")
+    return out
+
+
+def _yaml_value(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(float(v)) if isinstance(v, float) else str(v)
+    return json.dumps(str(v))  # a JSON string is a valid YAML scalar
+
+
+def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
+    """``card.md``: a YAML metadata block (metrics with CI bounds, verdicts, spec hash,
+    checkpoint SHA-256, versions) and one plain-language paragraph per metric."""
+    prov = doc.get("provenance") or {}
+    spec_bytes = (spec_text if spec_text is not None else json.dumps(
+        doc["spec"].get("parsed"), sort_keys=True, default=str)).encode()
+    level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
+    y = ["---", f"audit: {_yaml_value(doc['name'])}", f"overall: {doc['overall']}",
+         f"engine: {doc['decomposition']['engine']}",
+         f"horizon: {doc['decomposition']['horizon']}",
+         f"system: {_yaml_value((doc.get('system') or {}).get('id'))}",
+         f"policy: {_yaml_value(doc['policy']['label'])}",
+         f"checkpoint_sha256: {_yaml_value(doc['policy'].get('checkpoint_sha256'))}",
+         f"spec_sha256: {hashlib.sha256(spec_bytes).hexdigest()}",
+         f"ci_level: {_yaml_value(level / 100)}  # null ci bounds: exact values, no sampling error",
+         "metrics:"]
+    for k, q in (doc.get("quantities") or {}).items():
+        lo, hi = (q["ci_lower"], q["ci_upper"]) if _has_interval(q) else (None, None)
+        y.append(f"  {k}: {{estimate: {_yaml_value(q['estimate'])}, ci_lower: "
+                 f"{_yaml_value(lo)}, ci_upper: {_yaml_value(hi)}, se: {_yaml_value(q['se'])}}}")
+    y.append("verdicts:")
+    for v in doc.get("verdicts") or []:
+        y.append(f"  - {{threshold: {_yaml_value(v['key'] + ' <= ' + repr(v['threshold']))}, "
+                 f"status: {v['status']}, estimate: {_yaml_value(v['estimate'])}}}")
+    if not doc.get("verdicts"):
+        y[-1] = "verdicts: []"
+    y.append("versions:")
+    y.append(f"  causalfair: {_yaml_value(prov.get('causalfair'))}")
+    y.append(f"  python: {_yaml_value(prov.get('python'))}")
+    for k, v in (prov.get("dependencies") or {}).items():
+        y.append(f"  {k}: {_yaml_value(v)}")
+    y.append("---")
+    lines = y + ["", f"# Fairness audit card: {doc['name']}", ""]
+    lines += [s.text for s in sentences(doc)[:1]] + [""]
+    lines += ["## Metrics", ""]
+    by_topic = {s.topic: s.text for s in sentences(doc)}
+    words = doc_glossary(doc)
+    level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
+    for k, q in (doc.get("quantities") or {}).items():
+        definition, sign, unit = words.get(k, ("", "", ""))
+        est = fmt(q["estimate"])
+        ci = "" if not _has_interval(q) else (
+            f", {level:g}% CI {fmt(q['ci_lower'])} to {fmt(q['ci_upper'])}")
+        lines.append(f"**{k} = {est}{ci}** ({unit}). {definition} Sign: {sign}".rstrip())
+        lines.append("")
+    for topic in ("gap", "decomposition"):
+        if topic in by_topic:
+            lines += [by_topic[topic], ""]
+    lines += ["## Verdicts", ""]
+    lines += [f"- {s.text}" for s in sentences(doc) if s.topic.startswith("threshold:")] or [
+        "- no thresholds"]
+    lines += ["", "## Assumptions", ""] + [f"- {a}" for a in assumptions(doc)] + [""]
+    return "\n".join(lines)
