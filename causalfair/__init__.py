@@ -111,6 +111,10 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "examples":  # the shipped example files (causalfair.examples)
+        import importlib
+
+        return importlib.import_module("causalfair.examples")
     raise AttributeError(f"module 'causalfair' has no attribute {name!r}")
 
 

@@ -100,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from causalfair import _progress
+
+    was = _progress.enabled()
+    _progress.enable(not getattr(args, "no_progress", False))  # long runs report on stderr
     try:
         set_threads(args.threads)
         _sigterm_as_interrupt()
@@ -114,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"causalfair {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        _progress.enable(was)
 
 
 def entry() -> int:

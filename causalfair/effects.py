@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import check_horizon, z_quantile
+from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policy import Policy, policy_table
 
@@ -175,6 +176,43 @@ class Decomposition:
             index=pd.Index(self.groups, name="group"),
         )
 
+    # ------------------------------------------- fairlearn's MetricFrame vocabulary
+    @property
+    def by_group(self) -> Any:
+        """Per-group values, one row per group (as fairlearn's ``MetricFrame.by_group``):
+        V (expected total gain under pi), V_ps, V_0, direct, indirect, spurious, utility."""
+        return self.groups_frame()
+
+    @property
+    def overall(self) -> Any:
+        """The population's values: the groups' rows of :attr:`by_group` weighted by the
+        groups' shares (a pandas Series)."""
+        df = self.by_group
+        return (df.mul(np.asarray(self.group_weights, dtype=float), axis=0).sum()
+                / float(np.sum(self.group_weights))).rename("overall")
+
+    def difference(self, method: str = "between_groups") -> Any:
+        """Differences between groups, per column of :attr:`by_group` (a pandas Series).
+
+        ``"between_groups"`` (fairlearn's default): largest minus smallest group value,
+        never negative. ``"pair"``: the audited pair's signed difference s+ minus s-, so
+        ``difference("pair")`` holds C (``V``), DPE (``direct``), IPE (``indirect``) and
+        SPE (``spurious``). ``"to_overall"``: the largest absolute gap between a group and
+        :attr:`overall`.
+        """
+        df = self.by_group
+        if method == "between_groups":
+            out = df.max() - df.min()
+        elif method == "pair":
+            a, b = self.pair
+            out = df.iloc[a] - df.iloc[b]
+        elif method == "to_overall":
+            out = (df - self.overall).abs().max()
+        else:
+            raise InputError(f"difference: method: unknown value {method!r}; allowed values: "
+                             "between_groups, pair, to_overall.")
+        return out.rename(f"difference ({method})")
+
     def steps_frame(self) -> Any:
         """Per-step expected gains (long format): t, group, pi, ps, pi0, direct, indirect."""
         import pandas as pd
@@ -288,11 +326,21 @@ class Decomposition:
 
     def _repr_html_(self) -> str:
         df = self.to_frame()
+        if not self.se:  # exact: one number per quantity
+            df = df[["estimate"]].rename(columns={"estimate": "value"})
+        a, b = self.pair
         title = html.escape(
             f"Decomposition ({self.engine}) - model {self.model_name}, policy "
             f"{self.policy_name}, T = {self.horizon}"
         )
-        return f"<div><strong>{title}</strong>{df.to_html(float_format=lambda x: f'{x:.6f}')}</div>"
+        caption = html.escape(
+            f"C = DPE + IPE + SPE: the gap in expected total gain, {self.groups[a]} minus "
+            f"{self.groups[b]} (positive favours {self.groups[a]}); DPE the decisions' direct "
+            f"effect, IPE their delayed effect, SPE the gap without decisions"
+            + ("" if not self.se else "; intervals at 95%") + ".")
+        return (f"<div><strong>{title}</strong>"
+                f"{df.to_html(float_format=lambda x: f'{x:.6f}')}"
+                f"<p style='font-size:0.85em;color:#57606a'>{caption}</p></div>")
 
 
 # ----------------------------------------------------------------------- exact engine

@@ -509,6 +509,15 @@ class TemporalGraph:
                 pos[n] = (3.0 * t + 0.9, -2.6 - 0.8 * exo_rows[data["variable"]])
         return pos
 
+    def _repr_svg_(self) -> str:
+        """Jupyter draws the graph inline (SVG; the figure widens with T, so draw a
+        graph of a few epochs)."""
+        import io
+
+        buf = io.StringIO()
+        self.draw().savefig(buf, format="svg")
+        return buf.getvalue()
+
     def draw(
         self, path: str | os.PathLike[str] | None = None, ax: Axes | None = None
     ) -> Figure:

@@ -477,8 +477,13 @@ def decompose_mc(
         policy = _TabulatedPolicy(policy, G, int(K))
     sums = np.zeros((3, G, T))
     stats = {k: [_Moments() for _ in range(G)] for k in ("A", "B", "Z", "AB", "BZ", "R")}
+    from causalfair import _progress
+
+    prog = _progress.start(f"monte carlo {name}", G * -(-n // batch), "batches")
     for g in range(G):
         for b, start in enumerate(range(0, n, batch)):
+            if b or g:
+                prog.update()
             m = min(batch, n - start)
             rng_noise = _rng(seed, g, b, _STREAM_NOISE)
             rng_dec = _rng(seed, g, b, _STREAM_DECISION)
@@ -522,6 +527,8 @@ def decompose_mc(
                     f"simulator {sim_name}.step: returned NaN or inf gains or rewards (group {g}).")
             for key, x in (("A", A_), ("B", B), ("Z", Z), ("AB", A_ - B), ("BZ", B - Z), ("R", R)):
                 stats[key][g].add(x)
+    prog.update()
+    prog.close()
 
     def mean(key: str) -> np.ndarray:
         return np.array([s.mean for s in stats[key]])
@@ -603,7 +610,12 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     counts = None
     from causalfair.effects import _check_pair
 
+    from causalfair import _progress
+
+    prog = _progress.start(f"monte carlo {name} (worlds)", -(-n // batch), "batches")
     for b, start in enumerate(range(0, n, batch)):
+        if b:
+            prog.update()
         m = min(batch, n - start)
         state = sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT))
         group = np.asarray(sim.observe(state).group, dtype=np.intp)
@@ -660,6 +672,8 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
             ab = _check_pair(pair, G, V0)
         for k, src in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
             diffs[k].add(mean[src][:, ab[0]] - mean[src][:, ab[1]])
+    prog.update()
+    prog.close()
     V = np.array([s_.mean for s_ in per_group["A"]])
     V_ps = np.array([s_.mean for s_ in per_group["B"]])
     V_0 = np.array([s_.mean for s_ in per_group["Z"]])

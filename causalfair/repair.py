@@ -224,6 +224,9 @@ def augmented_lagrangian(fn: Callable[[], tuple[Any, Any]], params: Iterable[Any
                 best_f[i] = fv
                 best_state[i] = snapshot(i) if snapshot is not None else None
 
+    from causalfair import _progress
+
+    prog = _progress.start(f"constrained repair ({B} start{'s' if B > 1 else ''})", outer, "rounds")
     for k in range(outer):
         for group in opt.param_groups:  # anneal: the last rounds polish (abs() is not smooth)
             group["lr"] = lr * max(0.05, decay ** k)
@@ -251,8 +254,12 @@ def augmented_lagrangian(fn: Callable[[], tuple[Any, Any]], params: Iterable[Any
             grow = viol > 0.25 * prev_viol
             rho_t = torch.where(grow[:, None], torch.clamp(2.0 * rho_t, max=rho_max), rho_t)
             prev_viol, prev_f = viol, f.clone()
+        done = [b for b in best_f if b is not None]
+        prog.update(best=f"{max(done):.4f}" if done else "none feasible yet",
+                    violation=f"{float(viol.min()):.2e}")
         if stalled and bool((viol == 0).all()):
             break
+    prog.close()
     finite = [b for b in best_f if b is not None]
     return ALResult(multipliers=(lam[0] if single else lam).numpy().copy(), rho=float(rho_t.max()),
                     steps=steps, best_objective=(best_f[0] if single else (max(finite) if finite else None)),

@@ -387,23 +387,38 @@ def test_top_level_import_stays_light():
 # ------------------------------------------------------------------ the analyst notebook
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-def test_analyst_notebook_executes():
+def test_analyst_notebook_executes(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     root = Path(__file__).resolve().parents[1]
-    if not (root / "reports/examples/checkpoints/lending-1-ppo.pt").is_file():
-        pytest.skip("example checkpoint missing: run reports/examples/regenerate.sh")
     path = root / "docs" / "notebooks" / "analyst.ipynb"
     nb = nbformat.read(path, as_version=4)
+    # run outside the checkout: the notebook needs only the installed package
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
+                                     resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
     assert any("Audit lending-1-ppo" in h for h in html)
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2
+    assert any("image/svg+xml" in o.get("data", {}) for o in outputs)  # the graph, inline
+
+
+def test_packaged_examples_equal_reports_examples():
+    """causalfair.examples ships copies of reports/examples' lending-1 files (written by
+    regenerate.sh): they must not drift."""
+    import causalfair as cf
+
+    root = Path(__file__).resolve().parents[1] / "reports" / "examples"
+    names = cf.examples.names()
+    assert names == ["checkpoints/lending-1-ppo.pt",
+                     "checkpoints/lending-1-ppo.retrained-exact-1.pt", "lending-1-ppo.toml"]
+    for name in names:
+        assert cf.examples.path(name).read_bytes() == (root / name).read_bytes(), name
+    with pytest.raises(cf.errors.InputError, match="examples: unknown file 'x.toml'"):
+        cf.examples.path("x.toml")
 
 
 # ------------------------------------------------------------------ log audits

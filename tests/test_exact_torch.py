@@ -90,8 +90,8 @@ def test_gradients_match_finite_differences():
             up[idx] += 1e-6
             dn[idx] -= 1e-6
             r_up, r_dn = cf.decompose(m, up, T), cf.decompose(m, dn, T)
-            val = (lambda r: r.total_utility) if key == "utility" else (lambda r: getattr(r, key))
-            fd[idx] = (val(r_up) - val(r_dn)) / 2e-6
+            attr = "total_utility" if key == "utility" else key
+            fd[idx] = (getattr(r_up, attr) - getattr(r_dn, attr)) / 2e-6
         np.testing.assert_allclose(g.numpy(), fd, atol=1e-6, rtol=0)
 
 

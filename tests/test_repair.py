@@ -4,6 +4,7 @@ against independent engines, and the gate's repair that never hides a failure.""
 from __future__ import annotations
 
 import json
+import re
 import math
 import subprocess
 import sys
@@ -27,7 +28,6 @@ from causalfair.repair import (
     parse_constraint,
     repair_network,
 )
-
 
 # ------------------------------------------------------------ a tiny known problem
 # maximise f(x) = -(x - 2)^2  subject to  x <= 1.
@@ -142,7 +142,7 @@ def test_repair_network_passes_and_reports_the_numbers_of_its_audit():
     cons = [Constraint("abs_C", 0.5 * abs(d0.C)), Constraint("Lambda", 0.5 * d0.Lambda)]
     before = [p.detach().clone() for p in net.parameters()]
     r = repair_network(m, T, net, enc, cons, n_random=2, outer=15, inner=80)
-    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters()))  # not mutated
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))  # not mutated
     assert r.passed and r.module is not None
     d = cf.decompose(m, cf.TorchPolicy(r.module, enc), T)
     assert abs(d.C) <= cons[0].bound and d.Lambda <= cons[1].bound
@@ -190,9 +190,12 @@ def _gate_case(tmp_path: Path, thresholds: str, retrain: str = 'algo = "exact"\n
 
 
 def _gate(spec: Path, *extra: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "CAUSALFAIR_PROGRESS_SECONDS": "0"}  # every progress line
     return subprocess.run([sys.executable, "-m", "causalfair", "gate", str(spec), "--retrain",
                            "--json", str(spec.parent / "gate.json"), *extra],
-                          capture_output=True, text=True, cwd=spec.parent, timeout=300)
+                          capture_output=True, text=True, cwd=spec.parent, timeout=300, env=env)
 
 
 def test_gate_reports_no_passing_repair_with_the_best_attempts_numbers(tmp_path):
@@ -216,6 +219,8 @@ def test_gate_exact_repair_passes_and_says_what_it_kept(tmp_path):
     out = _gate(spec, "--accept-repaired")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "utility kept:" in out.stdout
+    # the repair reports its rounds on stderr (captured: not a terminal)
+    assert re.search(r"^\[constrained repair \(\d+ starts\)\] done: \d+/15 rounds", out.stderr, re.M)
     doc = json.loads((tmp_path / "gate.json").read_text())
     e = doc["specs"][0]
     assert e["before"]["overall"] == "FAIL" and e["overall"] == "PASS"

@@ -1,6 +1,7 @@
 """Rough edges a new user hit (issue 15), each pinned by a test."""
 
 import json
+from pathlib import Path
 
 import causalfair as cf
 from causalfair.cli import main
@@ -62,3 +63,23 @@ def test_a_bug_keeps_its_traceback_and_an_input_error_exits_2(monkeypatch, capsy
     assert main(["decompose", "--system", "lending-1", "--horizon", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--horizon: must be >= 1, got 0." in err
+
+
+def test_torch_requirement_is_a_range_that_holds_the_tested_version():
+    """pyproject pinned torch==2.13.0, which cannot live beside a user's own torch: the
+    requirement is a range, it holds the tested version (the one installed here), and
+    the README states the same range."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[1]
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    req = Requirement(next(d for d in deps if d.split(">")[0].split("=")[0].strip() == "torch"))
+    assert not any(s.operator in ("==", "===") for s in req.specifier)
+    import torch
+
+    assert torch.__version__.split("+")[0] in req.specifier
+    assert "2.4.0" in req.specifier and "2.14.0" not in req.specifier
+    readme = (root / "README.md").read_text()
+    assert "torch >= 2.4 and < 2.14" in readme and "pinned" not in readme.split("\n\n")[1]

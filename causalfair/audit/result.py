@@ -91,6 +91,19 @@ class AuditResult:
             return pd.DataFrame()
         return self.benefit.worst_pairs(self.spec.worst if n is None else n)
 
+    # ------------------------------------------- fairlearn's MetricFrame vocabulary
+    @property
+    def by_group(self) -> Any:
+        """Per-group values (one row per group): see ``Decomposition.by_group``. (The
+        population's values are ``result.decomposition.overall``: ``result.overall`` is
+        the verdict.)"""
+        return self.decomposition.by_group
+
+    def difference(self, method: str = "between_groups") -> Any:
+        """Differences between groups per column of :attr:`by_group`: see
+        ``Decomposition.difference`` (``"pair"`` gives C, DPE, IPE, SPE)."""
+        return self.decomposition.difference(method)
+
     def notions_frame(self) -> Any:
         """Other notions (TPR gap, ELBERT bias, W1, DP gap, utility), one row each."""
         import pandas as pd
@@ -178,10 +191,15 @@ class AuditResult:
     def _repr_html_(self) -> str:
         from causalfair.report import figure_png_base64
 
+        from causalfair.explain import sentences
+
         colour = {PASS: "#1a7f37", FAIL: "#cf222e", INCONCLUSIVE: "#9a6700"}[self.overall]
+        said = [s.text for s in sentences(self.to_dict())]
         parts = [
             f"<div><h3>Audit {html.escape(self.spec.name)}: "
             f"<span style='color:{colour}'>{self.overall}</span></h3>",
+            f"<p><strong>{html.escape(said[0])}</strong></p><ul>"
+            + "".join(f"<li>{html.escape(t)}</li>" for t in said[1:]) + "</ul>",
             self.verdicts_frame().to_html(float_format=lambda x: f"{x:.6f}") if self.verdicts
             else "<p>No thresholds.</p>",
             "<h4>Metrics</h4>",

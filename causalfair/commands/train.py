@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="checkpoint every N iterations (default: 10)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other TrainConfig field, VALUE parsed as JSON (repeatable)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--json", action="store_true", help="print the final metrics as JSON")
     p.set_defaults(run=run)
 
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
 
         system = make(args.system, search_path=args.search_path, **parse_params(args.param))
         config = config.replace(system=args.system, system_params=dict(system.params))
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = not args.no_progress  # a bar on a terminal, steady lines in a log
     res = train(config, out=args.out, resume=args.resume,
                 init_checkpoint=args.init_checkpoint, progress=progress, system=system)
     m = res.metrics

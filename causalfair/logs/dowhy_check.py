@@ -214,6 +214,9 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
         rows = np.sort(rng.choice(data.n_rows, size=int(max_rows), replace=False))
     pooled_df = _frame(data, pot, rows)
     out_ref = []
+    from causalfair import _progress
+
+    prog = _progress.start("dowhy refuters", len(refuters), "refuters")
     with _quiet():
         m = CausalModel(data=pooled_df, treatment="D_t", outcome="gain", graph=gml)
         est_id = m.identify_effect(proceed_when_unidentifiable=True)
@@ -230,5 +233,7 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
                 kw["subset_fraction"] = float(subset_fraction)
             res = m.refute_estimate(est_id, est, method_name=name, **kw)
             out_ref.append(_refutation(name, res, pooled, p_threshold))
+            prog.update(last=name)
+    prog.close()
     return DowhyCheck(delta=delta, pooled=pooled, refuters=out_ref, graph_gml=gml,
                       estimand=estimand_txt, n_rows=int(pooled_df.shape[0]), seed=int(seed))

@@ -168,12 +168,10 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
         ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(text.encode()))
     exit_after = os.environ.get(EXIT_AFTER_ENV)
     exit_after = int(exit_after) if exit_after else None
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    from causalfair import _progress
 
-        bar = tqdm(total=config.iterations, initial=trainer.iteration,
-                   desc=f"{config.algo} {config.setting} s{config.seed}", unit="it")
+    bar = _progress.start(f"train {config.algo} {config.setting} seed {config.seed}",
+                          config.iterations - trainer.iteration, "iterations", force=progress)
     ckpt: Path | None = None
     try:
         while trainer.iteration < config.iterations:
@@ -184,19 +182,16 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
                         or trainer.iteration == config.iterations):
                     ckpt = ck.write_checkpoint(out_path, trainer)
                     ck.write_metrics(out_path, trainer.history)
-            if bar is not None:
-                last = ck.last_metrics(trainer.history)
-                post = {"util": f"{row['rollout/utility_per_episode']:.3f}"}
-                if last:
-                    post["|C|"] = f"{abs(last['C']):.4f}"
-                    post["Lambda"] = f"{last['Lambda']:.3f}"
-                bar.set_postfix(post, refresh=False)
-                bar.update(1)
+            last = ck.last_metrics(trainer.history)
+            post = {"utility": f"{row['rollout/utility_per_episode']:.3f}"}
+            if last:
+                post["|C|"] = f"{abs(last['C']):.4f}"
+                post["Lambda"] = f"{last['Lambda']:.3f}"
+            bar.update(1, **post)
             if exit_after is not None and trainer.iteration == exit_after:
                 os._exit(75)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     if out_path is not None and ckpt is None:
         ckpt = ck.write_checkpoint(out_path, trainer)
         ck.write_metrics(out_path, trainer.history)

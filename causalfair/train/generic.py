@@ -232,7 +232,7 @@ class SystemTrainer:
                     if self.multipliers is not None:  # PPO-Lagrangian: lambda_i * q_i / b_i
                         pen = sum(float(lam) * (cval.abs() if k.key == "abs_C" else cval)
                                   / max(abs(k.bound), 1e-6)
-                                  for lam, k in zip(self.multipliers.values, self.cons))
+                                  for lam, k in zip(self.multipliers.values, self.cons, strict=True))
                     loss = loss + pen
                     last_c = float(cval.detach())
                 if c.algo == "ppo-cb":
@@ -335,14 +335,16 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
             _prepare_run_folder(out_path, resume=False)
             ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
                 json.dumps(config.to_dict(), indent=2).encode()))
+        from causalfair import _progress
+
+        bar = _progress.start(f"train {config.algo} {system.id} seed {config.seed}",
+                              config.iterations, "iterations", force=progress)
         for _ in range(config.iterations):
             row = tr.step()
             if out_path is not None:
                 ck.append_jsonl(out_path / "metrics.jsonl", row)
-            if progress:
-                import sys
-
-                print(f"iteration {row['iteration']}/{config.iterations}", file=sys.stderr)
+            bar.update(1)
+        bar.close()
         final = tr.finish()
         checkpoint = None
         if out_path is not None:

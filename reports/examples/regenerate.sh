@@ -40,3 +40,9 @@ python -m causalfair audit "$EX/lending-1-ppo.toml" --out "$EX/lending-1-ppo"
 #    take the repaired checkpoints); without it the gate exits 1 while the originals fail.
 python -m causalfair gate $(for n in $SETTINGS; do echo "$EX/lending-$n-ppo.toml"; done) \
     --retrain --accept-repaired --reports "$EX/gate" --junit "$EX/gate.xml" --json "$EX/gate.json"
+
+# 4. the lending-1 example ships with the package (causalfair.examples: the analyst
+#    notebook runs from an installed causalfair); tests keep the copies identical
+cp "$EX/lending-1-ppo.toml" causalfair/examples/
+cp "$EX/checkpoints/lending-1-ppo.pt" "$EX/checkpoints/lending-1-ppo.retrained-exact-1.pt" \
+    causalfair/examples/checkpoints/
