@@ -521,7 +521,7 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
         cells = []
         for i, c in enumerate(row):
             text = html.escape(_fmt(c))
-            if i == status_col:
+            if i == status_col and c in _STATUS_COLOUR:
                 text = f"<span class='status {text}'>{text}</span>"
             cells.append(f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
