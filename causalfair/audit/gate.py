@@ -189,14 +189,21 @@ class GateResult:
 
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
              retrain: bool = False, reports: str | os.PathLike[str] | None = None,
-             accept_repaired: bool = False, jobs: int = 1) -> GateResult:
+             accept_repaired: bool = False, jobs: int = 1, backend: str | None = None,
+             address: str | None = None) -> GateResult:
     """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
     before anything runs). With ``retrain``, a spec whose verdict is not PASS is
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
-    is written to ``reports/NAME`` (after retraining: the new policy beside the old);"""
+    is written to ``reports/NAME`` (after retraining: the new policy beside the old).
+    ``jobs``, ``backend`` and ``address`` choose where the audits run
+    (:func:`causalfair.backends.make_backend`: this process by default, ``jobs`` local
+    worker processes, or Ray); the result is the same whichever runs them."""
     if inconclusive not in ("pass", "fail"):
         raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
+    from causalfair.backends import SerialBackend, TaskError, make_backend
     from causalfair.errors import CausalfairError
+
+    runner = make_backend(jobs, backend, address)
 
     loaded, errors = [], []
     for s in specs:
@@ -249,12 +256,10 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
     # one spec per task (here, or in worker processes); results in spec order; a task
     # that fails is reported for its spec while the others finish
-    from causalfair.backends import TaskError, make_backend
-
-    if jobs == 1:
-        audited = make_backend(1).map(_audit_one, prepared)
+    if isinstance(runner, SerialBackend):
+        audited = runner.map(_audit_one, prepared)
     else:  # workers rebuild everything from the spec (paths and strings travel, not objects)
-        audited = make_backend(jobs).map(audit, loaded)
+        audited = runner.map(audit, loaded)
     failed = [(str(s.path or s.name), r) for s, r in zip(loaded, audited, strict=True)
               if isinstance(r, TaskError)]
     if failed:

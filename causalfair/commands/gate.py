@@ -42,6 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="audit the specs in N local worker processes (default: 1, this "
                         "process); results are merged in spec order, so the JSON and JUnit "
                         "are the same")
+    p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
+                   help="where the audits run: serial (this process), process (--jobs local "
+                        "workers; the default when --jobs > 1) or ray (a Ray cluster at "
+                        "--address or $RAY_ADDRESS, else a local Ray started for this run "
+                        "with --jobs CPUs; needs pip install 'causalfair[ray]'); docs/scale.md")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --backend ray: the cluster, 'auto' or HOST:PORT (default: "
+                        "$RAY_ADDRESS)")
     p.add_argument("--shard", metavar="K/N",
                    help="audit only shard K of N (the specs at positions K-1, K-1+N, ... of the "
                         "list; a CI matrix runs K = 1..N, then `causalfair gate-merge`)")
@@ -67,12 +75,16 @@ def run(args: argparse.Namespace) -> int:
         from causalfair.cli import UsageError
 
         raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")
+    if args.address is not None and args.backend != "ray":
+        from causalfair.cli import UsageError
+
+        raise UsageError("--address: only with --backend ray.")
     if args.shard:
         args.specs = _shard(args.specs, args.shard)
     try:
         result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
                           reports=args.reports, accept_repaired=args.accept_repaired,
-                          jobs=args.jobs)
+                          jobs=args.jobs, backend=args.backend, address=args.address)
     except GateSpecErrors as exc:  # a bad spec still gives CI a JUnit file (with <error>s)
         if args.junit:
             xml = exc.to_junit().encode("utf-8")
