@@ -68,9 +68,9 @@ def main() -> int:
                 ok &= u >= 2 * ISSUE_BASELINE
         base = None
         if not args.no_baseline and "1" in args.settings:
-            from causalfair.train import TrainConfig, train
-            from causalfair.policy import load_checkpoint
             import causalfair as cf
+            from causalfair.policy import load_checkpoint
+            from causalfair.train import TrainConfig, train
 
             t0 = time.perf_counter()
             cfg = TrainConfig(algo="ppo-cb", setting="lending-1", iterations=100, seed=0,

@@ -608,9 +608,8 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     diffs = {k: _Moments() for k in ("C", "DPE", "IPE", "SPE")}
     sums = np.zeros((3, G, T))
     counts = None
-    from causalfair.effects import _check_pair
-
     from causalfair import _progress
+    from causalfair.effects import _check_pair
 
     prog = _progress.start(f"monte carlo {name} (worlds)", -(-n // batch), "batches")
     for b, start in enumerate(range(0, n, batch)):

@@ -4,8 +4,8 @@ against independent engines, and the gate's repair that never hides a failure.""
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 import subprocess
 import sys
 import textwrap

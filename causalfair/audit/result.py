@@ -189,9 +189,8 @@ class AuditResult:
         return f"AuditResult(name={self.spec.name!r}, overall={self.overall!r})"
 
     def _repr_html_(self) -> str:
-        from causalfair.report import figure_png_base64
-
         from causalfair.explain import sentences
+        from causalfair.report import figure_png_base64
 
         colour = {PASS: "#1a7f37", FAIL: "#cf222e", INCONCLUSIVE: "#9a6700"}[self.overall]
         said = [s.text for s in sentences(self.to_dict())]
