@@ -297,6 +297,12 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
 
 
 # ----------------------------------------------------------------------- the engine
+def _batch_moments(x: np.ndarray) -> tuple[int, float, float]:
+    mb = float(x.mean())
+    dev = x - mb
+    return x.shape[0], mb, float((dev * dev).sum())  # not np.dot: BLAS threads would spin
+
+
 class _Moments:
     """Count, mean and centred second moment of a stream of batches (Chan et al.)."""
 
@@ -306,10 +312,11 @@ class _Moments:
         self.n, self.mean, self.m2 = 0, 0.0, 0.0
 
     def add(self, x: np.ndarray) -> None:
-        m = x.shape[0]
-        mb = float(x.mean())
-        dev = x - mb
-        m2b = float((dev * dev).sum())  # not np.dot: BLAS threads would spin between batches
+        self.merge(*_batch_moments(x))
+
+    def merge(self, m: int, mb: float, m2b: float) -> None:
+        """Fold in a batch of ``m`` values with mean ``mb`` and centred second moment
+        ``m2b`` (the same arithmetic wherever the batch was simulated)."""
         tot = self.n + m
         delta = mb - self.mean
         self.mean += delta * m / tot
@@ -394,6 +401,105 @@ def _sample_actions(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
     return (u[:, None] >= cdf).sum(axis=1)
 
 
+_KEYS = ("A", "B", "Z", "AB", "BZ", "R")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """What every (group, batch) task of one Monte Carlo run shares."""
+
+    sim: Any
+    policy: Any
+    T: int
+    seed: int
+    crn: bool
+    A: int
+    base: int
+    name: str
+    sim_name: str
+
+
+def _mc_batch(task: tuple[_Job, int, int, int]) -> tuple[np.ndarray, list[tuple[int, float, float]]]:
+    """Batch ``b`` of group ``g`` (``m`` individuals): its per-step gain sums (3, T) and
+    the moments of its per-individual totals, keyed like ``_KEYS``. Its random numbers
+    come from the streams (seed, g, b, k) only, so it gives the same numbers wherever it
+    runs."""
+    job, g, b, m = task
+    sim, policy, T, seed, crn, name = job.sim, job.policy, job.T, job.seed, job.crn, job.name
+    binary = job.A == 2 and job.base == 0
+    rng_noise = _rng(seed, g, b, _STREAM_NOISE)
+    rng_dec = _rng(seed, g, b, _STREAM_DECISION)
+    state = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT))
+    if crn:
+        state0, rng_fork, rng_0 = state, None, None
+    else:
+        state0 = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT0))
+        rng_fork = _rng(seed, g, b, _STREAM_FORK)
+        rng_0 = _rng(seed, g, b, _STREAM_NOISE0)
+    if callable(getattr(policy, "start_batch", None)):
+        policy.start_batch(m, g)
+    sums = np.zeros((3, T))
+    A_, B, Z, R = (np.zeros(m) for _ in range(4))
+    d0 = np.zeros(m, dtype=bool) if binary else np.full(m, job.base, dtype=np.intp)
+    for t in range(T):
+        if binary:
+            p = _policy_probs(policy, sim.observe(state), m, name)
+            d = rng_dec.random(m) < p
+        else:
+            probs = action_probs(policy, sim.observe(state), job.A, f"policy {name!r}")
+            d = _sample_actions(probs, rng_dec.random(m))
+        noise = sim.draw_noise(m, rng_noise)
+        res = sim.step(state, d, noise)
+        fork = sim.step(state, d0, noise if crn else sim.draw_noise(m, rng_fork))
+        res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m, rng_0))
+        for r in (res, fork, res0):
+            if r.gain.shape != (m,) or r.reward.shape != (m,):
+                raise SimulatorContractError(
+                    f"simulator {job.sim_name}.step: wrong shape: gain {r.gain.shape}, reward "
+                    f"{r.reward.shape}, expected ({m},) for a batch of {m}.")
+        A_ += res.gain
+        B += fork.gain
+        Z += res0.gain
+        R += res.reward
+        sums[0, t] += res.gain.sum()
+        sums[1, t] += fork.gain.sum()
+        sums[2, t] += res0.gain.sum()
+        state, state0 = res.state, res0.state
+    if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
+        raise SimulatorContractError(
+            f"simulator {job.sim_name}.step: returned NaN or inf gains or rewards (group {g}).")
+    return sums, [_batch_moments(x) for x in (A_, B, Z, A_ - B, B - Z, R)]
+
+
+def _is_serial(backend: Any) -> bool:
+    from causalfair.backends import SerialBackend
+
+    return backend is None or backend == "serial" or isinstance(backend, SerialBackend)
+
+
+def _run_tasks(backend: Any, fn: Any, tasks: list[Any]) -> list[Any]:
+    """Map ``fn`` over ``tasks`` on ``backend`` (a Backend, or a name: "process" uses one
+    worker per CPU, "ray" the cluster at RAY_ADDRESS or a local one); a failed task is
+    raised here, an input error (e.g. a simulator breaking its contract) as an input
+    error with its message."""
+    import os
+
+    from causalfair import errors
+    from causalfair.backends import TaskError, make_backend
+
+    if isinstance(backend, str):
+        backend = make_backend(os.cpu_count() or 1 if backend == "process" else 1, backend)
+    results = backend.map(fn, tasks)
+    for r in results:
+        if isinstance(r, TaskError):
+            if r.input_error:  # the worker's error class, e.g. SimulatorContractError
+                cls = getattr(errors, r.kind, None)
+                ok = isinstance(cls, type) and issubclass(cls, errors.CausalfairError)
+                raise (cls if ok else errors.InputError)(r.message)
+            raise RuntimeError(f"a Monte Carlo task failed: {r.kind}: {r.message}\n{r.traceback}")
+    return results
+
+
 def decompose_mc(
     simulator: Any,
     policy: Policy,
@@ -407,6 +513,7 @@ def decompose_mc(
     check: bool = True,
     policy_name: str | None = None,
     tabulate: bool = True,
+    backend: Any = None,
 ) -> Decomposition:
     """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors, on any system.
 
@@ -427,7 +534,12 @@ def decompose_mc(
     one-hot encoding, or any policy with ``reads_only_level_group = True`` - is
     evaluated once on the (group, level) grid and looked up per individual (same
     probabilities; an MLP then costs nothing per individual); False evaluates it on
-    every individual's observation.
+    every individual's observation. ``backend``: where the (group, batch) tasks run -
+    None or "serial" (this process), "process" (one local worker per CPU), "ray", or a
+    :mod:`causalfair.backends` object such as ``ProcessBackend(2)``. Every task draws
+    from its own streams and the driver merges results in task order, so the numbers
+    are the same bit for bit whichever backend runs them (docs/scale.md); the
+    simulator and policy must pickle.
 
     Returns a :class:`~causalfair.effects.Decomposition` with ``engine="mc"``, ``se``
     (standard errors keyed like ``estimates()``), ``n`` and ``seed``; use
@@ -442,7 +554,7 @@ def decompose_mc(
         if system.units_per_replica != 1:
             return _decompose_coupled(system, policy, system.horizon if horizon is None else horizon,
                                       n=n, seed=seed, crn=crn, batch_size=batch_size, pair=pair,
-                                      policy_name=policy_name)
+                                      policy_name=policy_name, backend=backend)
         sim = system.make_simulator()
         A, base = system.n_actions, system.decisions.baseline
         horizon = system.horizon if horizon is None else horizon
@@ -476,59 +588,28 @@ def decompose_mc(
     if binary and tabulate and isinstance(K, (int, np.integer)) and _reads_only_level_group(policy):
         policy = _TabulatedPolicy(policy, G, int(K))
     sums = np.zeros((3, G, T))
-    stats = {k: [_Moments() for _ in range(G)] for k in ("A", "B", "Z", "AB", "BZ", "R")}
-    from causalfair import _progress
+    stats = {k: [_Moments() for _ in range(G)] for k in _KEYS}
+    job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
+               sim_name=sim_name)
+    tasks = [(job, g, b, min(batch, n - start)) for g in range(G)
+             for b, start in enumerate(range(0, n, batch))]
+    if _is_serial(backend):
+        from causalfair import _progress
 
-    prog = _progress.start(f"monte carlo {name}", G * -(-n // batch), "batches")
-    for g in range(G):
-        for b, start in enumerate(range(0, n, batch)):
-            if b or g:
+        prog = _progress.start(f"monte carlo {name}", len(tasks), "batches")
+        results = []
+        for i, task in enumerate(tasks):
+            if i:
                 prog.update()
-            m = min(batch, n - start)
-            rng_noise = _rng(seed, g, b, _STREAM_NOISE)
-            rng_dec = _rng(seed, g, b, _STREAM_DECISION)
-            state = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT))
-            if crn:
-                state0, rng_fork, rng_0 = state, None, None
-            else:
-                state0 = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT0))
-                rng_fork = _rng(seed, g, b, _STREAM_FORK)
-                rng_0 = _rng(seed, g, b, _STREAM_NOISE0)
-            if callable(getattr(policy, "start_batch", None)):
-                policy.start_batch(m, g)
-            A_, B, Z, R = (np.zeros(m) for _ in range(4))
-            d0 = np.zeros(m, dtype=bool) if binary else np.full(m, base, dtype=np.intp)
-            for t in range(T):
-                if binary:
-                    p = _policy_probs(policy, sim.observe(state), m, name)
-                    d = rng_dec.random(m) < p
-                else:
-                    probs = action_probs(policy, sim.observe(state), A, f"policy {name!r}")
-                    d = _sample_actions(probs, rng_dec.random(m))
-                noise = sim.draw_noise(m, rng_noise)
-                res = sim.step(state, d, noise)
-                fork = sim.step(state, d0, noise if crn else sim.draw_noise(m, rng_fork))
-                res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m, rng_0))
-                for r in (res, fork, res0):
-                    if r.gain.shape != (m,) or r.reward.shape != (m,):
-                        raise SimulatorContractError(
-                            f"simulator {sim_name}.step: wrong shape: gain {r.gain.shape}, reward "
-                            f"{r.reward.shape}, expected ({m},) for a batch of {m}.")
-                A_ += res.gain
-                B += fork.gain
-                Z += res0.gain
-                R += res.reward
-                sums[0, g, t] += res.gain.sum()
-                sums[1, g, t] += fork.gain.sum()
-                sums[2, g, t] += res0.gain.sum()
-                state, state0 = res.state, res0.state
-            if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
-                raise SimulatorContractError(
-                    f"simulator {sim_name}.step: returned NaN or inf gains or rewards (group {g}).")
-            for key, x in (("A", A_), ("B", B), ("Z", Z), ("AB", A_ - B), ("BZ", B - Z), ("R", R)):
-                stats[key][g].add(x)
-    prog.update()
-    prog.close()
+            results.append(_mc_batch(task))
+        prog.update()
+        prog.close()
+    else:  # (group, batch) tasks elsewhere; merged below in task order, as in this process
+        results = _run_tasks(backend, _mc_batch, tasks)
+    for (_, g, _, _), (batch_sums, moments) in zip(tasks, results, strict=True):
+        sums[:, g, :] += batch_sums
+        for key, mom in zip(_KEYS, moments, strict=True):
+            stats[key][g].merge(*mom)
 
     def mean(key: str) -> np.ndarray:
         return np.array([s.mean for s in stats[key]])
@@ -575,9 +656,64 @@ def decompose_mc(
     )
 
 
+def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, dict[str, np.ndarray],
+                                                                   np.ndarray]:
+    """Batch ``b`` of ``m`` replicas of ``U`` coupled units: per-step gain sums per group
+    (3, G, T), per-replica group means of each total (m, G) keyed like ``_KEYS``, and the
+    units per replica and group (m, G)."""
+    job, U, G, b, m = task
+    sim, policy, T, seed, crn, name, A, base = (job.sim, job.policy, job.T, job.seed, job.crn,
+                                                 job.name, job.A, job.base)
+    state = sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT))
+    group = np.asarray(sim.observe(state).group, dtype=np.intp)
+    if group.shape != (m * U,):
+        raise SimulatorContractError(
+            f"simulator {job.sim_name}.observe: a batch of {m} replicas of {U} units needs "
+            f"{m * U} observations, got {group.shape[0]}.")
+    rep = np.repeat(np.arange(m), U)
+    cell = rep * G + group
+    cnt = np.bincount(cell, minlength=m * G).reshape(m, G)
+    if (cnt == 0).any():
+        return np.zeros((3, G, T)), {}, cnt
+    sums = np.zeros((3, G, T))
+    state0 = state if crn else sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT0))
+    rng_noise, rng_dec = _rng(seed, 0, b, _STREAM_NOISE), _rng(seed, 0, b, _STREAM_DECISION)
+    rng_fork, rng_0 = _rng(seed, 0, b, _STREAM_FORK), _rng(seed, 0, b, _STREAM_NOISE0)
+    if callable(getattr(policy, "start_batch", None)):
+        policy.start_batch(m * U, None)
+    acc = {k: np.zeros(m * U) for k in ("A", "B", "Z", "R")}
+    d0 = np.full(m * U, base, dtype=np.intp)
+    if A == 2 and base == 0:
+        d0 = d0.astype(bool)
+    for t in range(T):
+        probs = action_probs(policy, sim.observe(state), A, f"policy {name!r}")
+        d = _sample_actions(probs, rng_dec.random(m * U))
+        if A == 2 and base == 0:
+            d = d.astype(bool)
+        noise = sim.draw_noise(m * U, rng_noise)
+        res = sim.step(state, d, noise)
+        fork = sim.step(state, d0, noise if crn else sim.draw_noise(m * U, rng_fork))
+        res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m * U, rng_0))
+        for k, r in (("A", res.gain), ("B", fork.gain), ("Z", res0.gain), ("R", res.reward)):
+            r = np.asarray(r, dtype=np.float64)
+            if r.shape != (m * U,) or not np.isfinite(r).all():
+                raise SimulatorContractError(
+                    f"simulator {job.sim_name}.step: gains and rewards must be {m * U} finite "
+                    f"values for {m} replicas of {U} units.")
+            acc[k] += r
+        for i, r in enumerate((res.gain, fork.gain, res0.gain)):
+            sums[i, :, t] += np.bincount(group, weights=np.asarray(r, dtype=np.float64),
+                                         minlength=G)
+        state, state0 = res.state, res0.state
+    mean = {k: np.bincount(cell, weights=v, minlength=m * G).reshape(m, G) / cnt
+            for k, v in acc.items()}
+    mean["AB"], mean["BZ"] = mean["A"] - mean["B"], mean["B"] - mean["Z"]
+    return sums, mean, cnt
+
+
 def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: int, crn: bool,
-                       batch_size: int | None, pair: Any, policy_name: str | None
-                       ) -> Decomposition:
+                       batch_size: int | None, pair: Any, policy_name: str | None,
+                       backend: Any = None) -> Decomposition:
     """Monte Carlo decomposition for coupled units (``System.units_per_replica`` = U > 1:
     the units of one replica interact, e.g. the nodes of a contact graph).
 
@@ -603,76 +739,46 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     name = policy_name or getattr(policy, "name", type(policy).__name__)
-    keys = ("A", "B", "Z", "R")
-    per_group = {k: [_Moments() for _ in range(G)] for k in ("A", "B", "Z", "AB", "BZ", "R")}
+    per_group = {k: [_Moments() for _ in range(G)] for k in _KEYS}
     diffs = {k: _Moments() for k in ("C", "DPE", "IPE", "SPE")}
     sums = np.zeros((3, G, T))
     counts = None
     from causalfair import _progress
     from causalfair.effects import _check_pair
 
-    prog = _progress.start(f"monte carlo {name} (worlds)", -(-n // batch), "batches")
-    for b, start in enumerate(range(0, n, batch)):
-        if b:
-            prog.update()
-        m = min(batch, n - start)
-        state = sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT))
-        group = np.asarray(sim.observe(state).group, dtype=np.intp)
-        if group.shape != (m * U,):
-            raise SimulatorContractError(
-                f"simulator {_name(sim)}.observe: a batch of {m} replicas of {U} units needs "
-                f"{m * U} observations, got {group.shape[0]}.")
-        rep = np.repeat(np.arange(m), U)
-        cell = rep * G + group
-        cnt = np.bincount(cell, minlength=m * G).reshape(m, G)
-        if counts is None:
-            counts = cnt[0]
+    job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
+               sim_name=_name(sim))
+    tasks = [(job, U, G, b, min(batch, n - start)) for b, start in enumerate(range(0, n, batch))]
+    ab: tuple[int, int] = (0, 1)
+
+    def fold(b: int, result: tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]) -> None:
+        nonlocal counts, ab, sums
+        batch_sums, mean, cnt = result
         if (cnt == 0).any():
             raise SimulatorContractError(
                 f"system {system.id!r}: every replica needs units of every group (a replica "
                 "has none of some group).")
-        state0 = state if crn else sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT0))
-        rng_noise, rng_dec = _rng(seed, 0, b, _STREAM_NOISE), _rng(seed, 0, b, _STREAM_DECISION)
-        rng_fork, rng_0 = _rng(seed, 0, b, _STREAM_FORK), _rng(seed, 0, b, _STREAM_NOISE0)
-        if callable(getattr(policy, "start_batch", None)):
-            policy.start_batch(m * U, None)
-        acc = {k: np.zeros(m * U) for k in keys}
-        d0 = np.full(m * U, base, dtype=np.intp)
-        if A == 2 and base == 0:
-            d0 = d0.astype(bool)
-        for t in range(T):
-            probs = action_probs(policy, sim.observe(state), A, f"policy {name!r}")
-            d = _sample_actions(probs, rng_dec.random(m * U))
-            if A == 2 and base == 0:
-                d = d.astype(bool)
-            noise = sim.draw_noise(m * U, rng_noise)
-            res = sim.step(state, d, noise)
-            fork = sim.step(state, d0, noise if crn else sim.draw_noise(m * U, rng_fork))
-            res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m * U, rng_0))
-            for k, r in (("A", res.gain), ("B", fork.gain), ("Z", res0.gain), ("R", res.reward)):
-                r = np.asarray(r, dtype=np.float64)
-                if r.shape != (m * U,) or not np.isfinite(r).all():
-                    raise SimulatorContractError(
-                        f"simulator {_name(sim)}.step: gains and rewards must be {m * U} finite "
-                        f"values for {m} replicas of {U} units.")
-                acc[k] += r
-            for i, r in enumerate((res.gain, fork.gain, res0.gain)):
-                sums[i, :, t] += np.bincount(group, weights=np.asarray(r, dtype=np.float64),
-                                             minlength=G)
-            state, state0 = res.state, res0.state
-        mean = {k: np.bincount(cell, weights=v, minlength=m * G).reshape(m, G) / cnt
-                for k, v in acc.items()}
-        mean["AB"], mean["BZ"] = mean["A"] - mean["B"], mean["B"] - mean["Z"]
+        if b == 0:
+            counts = cnt[0]
+            ab = _check_pair(pair, G, mean["A"].mean(0))
+        sums += batch_sums
         for k, arr in mean.items():
             for g in range(G):
                 per_group[k][g].add(arr[:, g])
-        if b == 0:
-            V0 = mean["A"].mean(0)
-            ab = _check_pair(pair, G, V0)
         for k, src in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
             diffs[k].add(mean[src][:, ab[0]] - mean[src][:, ab[1]])
-    prog.update()
-    prog.close()
+
+    if _is_serial(backend):  # fold each batch as it comes: memory O(batch)
+        prog = _progress.start(f"monte carlo {name} (worlds)", len(tasks), "batches")
+        for b, task in enumerate(tasks):
+            if b:
+                prog.update()
+            fold(b, _coupled_batch(task))
+        prog.update()
+        prog.close()
+    else:  # the batches' (m, G) means come back, then fold in task order
+        for b, result in enumerate(_run_tasks(backend, _coupled_batch, tasks)):
+            fold(b, result)
     V = np.array([s_.mean for s_ in per_group["A"]])
     V_ps = np.array([s_.mean for s_ in per_group["B"]])
     V_0 = np.array([s_.mean for s_ in per_group["Z"]])

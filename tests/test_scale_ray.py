@@ -151,3 +151,80 @@ def test_ray_backend_errors_are_input_errors(tmp_path, capsys):
                                      .replace("slowsys:make", "x:y"))
     assert main(["gate", str(tmp_path / "s.toml"), "--address", "auto"]) == 2
     assert "--address: only with --backend ray." in capsys.readouterr().err
+
+
+def _same(a, b) -> bool:
+    """Two decompositions carry the same numbers, bit for bit."""
+    import numpy as np
+
+    return (a.estimates() == b.estimates() and a.se == b.se
+            and all(np.array_equal(getattr(a, k), getattr(b, k))
+                    for k in ("V", "V_ps", "V_0", "steps", "utility")))
+
+
+def test_monte_carlo_batches_give_the_same_numbers_on_every_backend(ray_cluster, monkeypatch):
+    import causalfair as cf
+    from causalfair.backends import ProcessBackend, RayBackend
+    from causalfair.checkpoint import load_checkpoint
+
+    _ray_env(monkeypatch)
+    root = Path(__file__).resolve().parents[1]
+    system = cf.systems.make("lending-1")
+    policy = load_checkpoint(root / "reports/examples/checkpoints/lending-1-ppo.pt")[0]
+    ray = RayBackend(ray_cluster)
+    # 7 batches of unequal size per group; the network on every observation (no table)
+    kw = dict(n=6500, batch_size=1000, seed=11, tabulate=False)
+    serial = cf.decompose_mc(system, policy, 6, **kw)
+    assert _same(serial, cf.decompose_mc(system, policy, 6, backend=ProcessBackend(2), **kw))
+    assert _same(serial, cf.decompose_mc(system, policy, 6, backend=ray, **kw))
+    # without common random numbers, and on coupled units (replicator-1: worlds of 2)
+    kw["crn"] = False
+    assert _same(cf.decompose_mc(system, policy, 6, **kw),
+                 cf.decompose_mc(system, policy, 6, backend=ray, **kw))
+    rep = cf.systems.make("replicator-1")
+    pol = cf.parse_policy("action:2", rep)
+    a = cf.decompose_mc(rep, pol, 8, n=300, batch_size=64, seed=2)
+    assert _same(a, cf.decompose_mc(rep, pol, 8, n=300, batch_size=64, seed=2,
+                                    backend=ProcessBackend(2)))
+    assert _same(a, cf.decompose_mc(rep, pol, 8, n=300, batch_size=64, seed=2, backend=ray))
+    # a simulator that breaks its contract on a worker: the same error class and message
+    # (a class defined here travels by value to the workers)
+    import numpy as np
+
+    from causalfair.errors import SimulatorContractError
+
+    class Short:
+        n_groups = 2
+
+        def reset(self, n, group, rng):
+            return np.zeros(n)
+
+        def observe(self, s):
+            return cf.Observation(group=np.zeros(s.shape[0], dtype=int), level=np.zeros(
+                s.shape[0], dtype=int))
+
+        def draw_noise(self, n, rng):
+            return rng.random(n)
+
+        def step(self, s, d, noise):
+            return cf.StepResult(state=s, gain=np.zeros(1), reward=np.zeros(s.shape[0]))
+
+    for backend in (ProcessBackend(2), ray):
+        with pytest.raises(SimulatorContractError, match=r"Short.step: wrong shape: gain \(1,\)"):
+            cf.decompose_mc(Short(), cf.ConstantPolicy(0.5), 3, n=10, check=False,
+                            backend=backend)
+
+
+def test_decompose_cli_backends_print_the_same_json(ray_cluster, monkeypatch, capsys):
+    _ray_env(monkeypatch)
+    args = ["decompose", "--system", "lending-2", "--engine", "mc", "--n", "30000",
+            "--checkpoint", str(Path(__file__).resolve().parents[1]
+                                / "reports/examples/checkpoints/lending-2-ppo.pt"), "--json"]
+    outs = []
+    for extra in ((), ("--backend", "process", "--jobs", "2"),
+                  ("--backend", "ray", "--address", ray_cluster)):
+        assert main([*args, *extra]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] == outs[2] and '"engine": "mc"' in outs[0]
+    assert main(["decompose", "--system", "lending-1", "--backend", "process"]) == 2
+    assert "only with the Monte Carlo engine" in capsys.readouterr().err

@@ -57,6 +57,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed of the Monte Carlo run or of the log bootstrap (default: 0)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="mc: confidence level 1 - alpha of the printed CIs (default: 0.05)")
+    p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
+                   help="mc: where the (group, batch) tasks run: serial (default), process "
+                        "(--jobs local workers) or ray (--address, $RAY_ADDRESS, else a local "
+                        "Ray); the numbers are the same bit for bit (docs/scale.md)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="mc: local worker processes (default with --backend process: one per "
+                        "CPU)")
+    p.add_argument("--address", metavar="ADDR",
+                   help="mc, --backend ray: the cluster, 'auto' or HOST:PORT")
     from causalfair.commands.logs import add_logs_arguments
 
     add_logs_arguments(p)
@@ -104,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--engine exact: system {system.id!r} has no tabular model of "
                          "independent units; use --engine mc.")
     model = system.tabular if "exact" in system.engines else None
+    if engine != "mc" and (args.backend or args.jobs or args.address):
+        raise UsageError("--backend/--jobs/--address: only with the Monte Carlo engine "
+                         "(--engine mc); the exact engine is one quick computation.")
     if engine == "mc":
         result = _decompose_mc(args, policy, system)
     else:
@@ -159,7 +171,25 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
         raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
     if not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha: must be in (0, 1), got {args.alpha}.")
-    return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed)
+    return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
+                        backend=backend_from_args(args))
+
+
+def backend_from_args(args: argparse.Namespace):
+    """The backend of --backend / --jobs / --address (None: this process)."""
+    import os
+
+    from causalfair.backends import make_backend
+    from causalfair.cli import UsageError
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")
+    if args.address is not None and args.backend != "ray":
+        raise UsageError("--address: only with --backend ray.")
+    if args.backend is None and args.jobs in (None, 1):
+        return None
+    jobs = args.jobs or (os.cpu_count() or 1 if args.backend == "process" else 1)
+    return make_backend(jobs, args.backend, args.address)
 
 
 def _mc_text(result, alpha: float) -> str:
