@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "systems": "causalfair.commands.systems",
     "simulate-logs": "causalfair.commands.simulate_logs",
     "gate-merge": "causalfair.commands.gate_merge",
+    "sweep": "causalfair.commands.sweep",
 }
 
 

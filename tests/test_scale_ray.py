@@ -228,3 +228,16 @@ def test_decompose_cli_backends_print_the_same_json(ray_cluster, monkeypatch, ca
     assert outs[0] == outs[1] == outs[2] and '"engine": "mc"' in outs[0]
     assert main(["decompose", "--system", "lending-1", "--backend", "process"]) == 2
     assert "only with the Monte Carlo engine" in capsys.readouterr().err
+
+
+def test_a_sweep_on_ray_equals_the_sweep_here(ray_cluster, monkeypatch, tmp_path):
+    from causalfair.backends import RayBackend
+    from causalfair.sweep import sweep
+
+    _ray_env(monkeypatch)
+    here = sweep(["ppo", "ppo-cb"], [0, 1], overrides={"iterations": 2})
+    there = sweep(["ppo", "ppo-cb"], [0, 1], overrides={"iterations": 2},
+                  backend=RayBackend(ray_cluster), out=tmp_path / "sw")
+    cols = [c for c in here.runs.columns if c != "wall_s"]
+    assert here.runs[cols].equals(there.runs[cols]) and here.table.equals(there.table)
+    assert (tmp_path / "sw" / "runs" / "lending-1" / "ppo-cb" / "seed-1" / "checkpoint.pt").is_file()
