@@ -23,7 +23,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the shards' JUnit files to merge")
     p.add_argument("--json", metavar="PATH", dest="json_out", help="write the merged JSON")
     p.add_argument("--junit", metavar="PATH", dest="junit_out", help="write the merged JUnit")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the verdicts as a Markdown table on stdout instead of the merged "
+                        "JSON (e.g. >> $GITHUB_STEP_SUMMARY; one gate JSON works too)")
     p.set_defaults(run=run)
+
+
+def markdown(doc: dict) -> str:
+    """The verdict table of a gate JSON summary (one row per threshold per spec)."""
+    def num(x) -> str:
+        return "n/a" if x is None else f"{x:.4g}"
+
+    icon = {"PASS": "PASS", "FAIL": "**FAIL**", "INCONCLUSIVE": "*INCONCLUSIVE*"}
+    verdict = "passed" if doc["exit_code"] == 0 else "failed"
+    lines = [f"### causalfair gate: {verdict} ({len(doc['specs'])} specs)", "",
+             "| spec | threshold | estimate | CI | verdict |", "|---|---|---|---|---|"]
+    for e in doc["specs"]:
+        name = e["name"] + (" (repaired)" if "after" in e else "")
+        for v in e["verdicts"]:
+            ci = ("exact" if v.get("lower") == v.get("upper") == v.get("estimate")
+                  else f"[{num(v.get('lower'))}, {num(v.get('upper'))}]")
+            lines.append(f"| {name} | {v['key']} <= {num(v['threshold'])} | "
+                         f"{num(v.get('estimate'))} | {ci} | {icon.get(v['status'], v['status'])} |")
+        if not e["verdicts"]:
+            lines.append(f"| {name} | (no thresholds) | | | {icon.get(e['overall'], e['overall'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def _exit_code(doc: dict) -> int:
@@ -70,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     text = json.dumps(merged, indent=2, allow_nan=False) + "\n"
     if args.json_out:
         atomic_write_bytes(Path(args.json_out), lambda fh: fh.write(text.encode()))
-    else:
+    if args.markdown:
+        sys.stdout.write(markdown(merged))
+    elif not args.json_out:
         sys.stdout.write(text)
     if args.junit_out:
         root = ET.Element("testsuites", name="causalfair gate")

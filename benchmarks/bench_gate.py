@@ -1,0 +1,163 @@
+"""Benchmark (issue "CI at scale"): the gate over many checkpoints and a training sweep,
+serial vs ``--jobs 2`` (local worker processes) vs Ray, measured in one run.
+
+The gate: ``N`` (default 200) lending-1 checkpoints - the example PPO checkpoint with
+seeded perturbations of its weights - each in its own spec (|C| <= 0.05), gated by
+``causalfair gate`` in a fresh process per backend. Engine: Monte Carlo with 200,000
+individuals per group (about 0.6 s per audit here), or ``--engine exact`` (a few
+milliseconds per audit: the gate is then all fixed costs, and workers cannot help). The sweep: ppo and ppo-c x
+4 seeds x 5 iterations on lending-1 (``causalfair sweep``).
+
+Printed per backend: wall time, its ratio to serial (> 1 is faster), and the fixed costs:
+start-up (the same command on 2 specs / 1 run: interpreter, imports, worker or Ray
+start) and peak memory of the whole process tree (driver, workers, and for Ray its
+daemons; sampled from /proc every 50 ms, Linux only). Ray runs start a local Ray
+instance with 2 CPUs for each command (what ``--backend ray`` does without a cluster),
+so their start-up includes Ray's own.
+
+Run: ``python benchmarks/bench_gate.py [--n 200] [--no-ray] [--no-sweep]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CK = ROOT / "reports" / "examples" / "checkpoints" / "lending-1-ppo.pt"
+
+
+def _tree_rss_mb(root: int) -> float:
+    """Resident memory of ``root`` and all its descendants (MB), from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/statm") as fh:
+                rss[int(d)] = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    total, stack = 0, [root]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack.extend(children.get(p, []))
+    return total / 2**20
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall time (s) and peak tree memory (MB) of a command; raises if it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    peak = [0.0]
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], _tree_rss_mb(proc.pid))
+            time.sleep(0.05)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    _, err = proc.communicate()
+    th.join()
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}):\n{err.decode()[-2000:]}")
+    return wall, peak[0]
+
+
+def _make_specs(folder: Path, n: int, engine: str) -> list[str]:
+    import json
+
+    import numpy as np
+    import torch
+
+    from causalfair.checkpoint import FeatureEncoding, save_checkpoint
+
+    blob = torch.load(CK, weights_only=True)
+    meta = json.loads(blob["meta_json"])
+    arch, enc = meta["architecture"], FeatureEncoding.from_dict(meta["encoding"])
+    from causalfair.checkpoint import mlp
+
+    net = mlp(arch["input_dim"], tuple(arch["hidden"]), arch["output_dim"])
+    base = {k: v.clone() for k, v in blob["state_dict"].items()}
+    rng = np.random.default_rng(0)
+    specs = []
+    for i in range(n):
+        sd = {k: v + torch.from_numpy(rng.normal(0, 0.05, tuple(v.shape))).to(v.dtype)
+              for k, v in base.items()}
+        net.load_state_dict(sd)
+        save_checkpoint(folder / f"c{i:03d}.pt", net, architecture=arch, encoding=enc,
+                        metadata={"name": f"c{i:03d}"})
+        spec = folder / f"c{i:03d}.toml"
+        spec.write_text(f'name = "c{i:03d}"\nhorizon = 20\n[system]\nid = "lending-1"\n'
+                        f'[policy]\ncheckpoint = "c{i:03d}.pt"\n[engine]\n{engine}\n'
+                        "[thresholds]\nabs_C = 0.05\n")
+        specs.append(str(spec))
+    return specs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=200, help="checkpoints gated (default 200)")
+    ap.add_argument("--engine", choices=("mc", "exact"), default="mc",
+                    help="the specs' engine (default: mc, n = 200000)")
+    ap.add_argument("--no-ray", action="store_true", help="skip the Ray backend")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the sweep")
+    args = ap.parse_args()
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               RAY_USAGE_STATS_ENABLED="0", CAUSALFAIR_PROGRESS_SECONDS="3600")
+    env.pop("RAY_ADDRESS", None)
+    cli = [sys.executable, "-m", "causalfair"]
+    backends = [("serial", []), ("--jobs 2", ["--jobs", "2"])]
+    if not args.no_ray:
+        backends.append(("ray (local, 2 CPUs)", ["--backend", "ray", "--jobs", "2"]))
+    print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        engine = 'kind = "mc"\nn = 200000' if args.engine == "mc" else 'kind = "exact"'
+        specs = _make_specs(folder, args.n, engine)
+        what = "Monte Carlo, n = 200000 per group" if args.engine == "mc" else "exact engine"
+        print(f"\ngate over {args.n} checkpoints ({what}, lending-1, T = 20)")
+        print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
+              f"{'peak MB':>8s}")
+        serial = None
+        for label, extra in backends:
+            out = folder / "g.json"
+            start, _ = _run([*cli, "gate", *specs[:2], *extra, "--json", str(out)], env)
+            wall, peak = _run([*cli, "gate", *specs, *extra, "--json", str(out)], env)
+            serial = serial or wall
+            print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")
+        if not args.no_sweep:
+            print("\nsweep: ppo, ppo-c x seeds 0-3 x 5 iterations on lending-1 (8 runs)")
+            print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
+                  f"{'peak MB':>8s}")
+            serial = None
+            for i, (label, extra) in enumerate(backends):
+                base = [*cli, "sweep", "--system", "lending-1"]
+                start, _ = _run([*base, "--algo", "ppo", "--seeds", "0", "--iterations", "1",
+                                 "--out", str(folder / f"s{i}a"), *extra], env)
+                wall, peak = _run([*base, "--algo", "ppo,ppo-c", "--seeds", "0-3",
+                                   "--iterations", "5", "--out", str(folder / f"s{i}b"), *extra],
+                                  env)
+                serial = serial or wall
+                print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")
+    print("\nstart-up: the same command on 2 specs (the gate) or 1 run of 1 iteration (the "
+          "sweep); ratios > 1 are speed-ups over serial.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

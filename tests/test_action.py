@@ -1,0 +1,71 @@
+"""The composite GitHub Action (action.yml, issue 16): its gate step, run here with bash
+as the runner would run it, writes the verdict table to the job summary (appending),
+the JUnit file and the exit-code output, and exits with the gate's code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = 'name = "{n}"\nhorizon = 5\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "{p}"\n' \
+       '[thresholds]\nabs_C = {t}\n'
+
+
+def _step(step_id: str) -> dict:
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    assert action["runs"]["using"] == "composite"
+    return next(s for s in action["runs"]["steps"] if s.get("id") == step_id)
+
+
+def _run_gate_step(tmp: Path, specs: str, args: str = "") -> tuple[int, str, str]:
+    step = _step("gate")
+    summary, output = tmp / "summary.md", tmp / "output.txt"
+    summary.write_text("earlier content\n")
+    output.write_text("")
+    env = dict(os.environ, CF_SPECS=specs, CF_ARGS=args, CF_JUNIT=str(tmp / "gate.xml"),
+               GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary),
+               RUNNER_TEMP=str(tmp), OMP_NUM_THREADS="1")
+    assert set(step["env"]) == {"CF_SPECS", "CF_ARGS", "CF_JUNIT"}  # inputs never inlined
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env,
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode, summary.read_text(), output.read_text()
+
+
+def test_the_action_writes_the_verdict_table_and_fails_with_the_gate(tmp_path):
+    (tmp_path / "audits").mkdir()
+    (tmp_path / "audits" / "never.toml").write_text(SPEC.format(n="never", p="never", t=1.0))
+    (tmp_path / "audits" / "thr.toml").write_text(SPEC.format(n="thr", p="threshold:0.5",
+                                                              t=0.001))
+    code, summary, output = _run_gate_step(tmp_path, "audits/*.toml")
+    assert code == 1 and output == "exit-code=1\n"
+    assert summary.startswith("earlier content\n### causalfair gate: failed (2 specs)")
+    import json
+
+    doc = json.loads((tmp_path / "causalfair-gate.json").read_text())
+    est = {e["name"]: e["verdicts"][0]["estimate"] for e in doc["specs"]}
+    assert f"| never | abs_C <= 1 | {est['never']:.4g} | exact | PASS |" in summary
+    assert f"| thr | abs_C <= 0.001 | {est['thr']:.4g} | exact | **FAIL** |" in summary
+    root = ET.parse(tmp_path / "gate.xml").getroot()
+    assert (root.get("tests"), root.get("failures")) == ("2", "1")
+    # only the passing spec: exit 0
+    code, summary, output = _run_gate_step(tmp_path, "audits/never.toml")
+    assert code == 0 and output == "exit-code=0\n" and "gate: passed (1 specs)" in summary
+
+
+def test_a_bad_spec_fails_the_action_with_exit_2_and_says_so(tmp_path):
+    (tmp_path / "bad.toml").write_text(SPEC.format(n="bad", p="never", t=1.0).replace(
+        "abs_C", "abs_CC"))
+    code, summary, output = _run_gate_step(tmp_path, "bad.toml")
+    assert code == 2 and output == "exit-code=2\n"
+    assert "causalfair gate: error (exit code 2)" in summary
+    assert ET.parse(tmp_path / "gate.xml").getroot().get("errors") == "1"
+
+
+def test_the_install_step_is_skipped_when_install_is_empty():
+    step = _step("install")
+    assert step["if"] == "inputs.install != ''" and "$CF_INSTALL" in step["run"]
