@@ -6,7 +6,7 @@ seeded perturbations of its weights - each in its own spec (|C| <= 0.05), gated 
 ``causalfair gate`` in a fresh process per backend. Engine: Monte Carlo with 200,000
 individuals per group (about 0.6 s per audit here), or ``--engine exact`` (a few
 milliseconds per audit: the gate is then all fixed costs, and workers cannot help). The sweep: ppo and ppo-c x
-4 seeds x 5 iterations on lending-1 (``causalfair sweep``).
+4 seeds x 20 iterations on lending-1 (``causalfair sweep``).
 
 Printed per backend: wall time, its ratio to serial (> 1 is faster), and the fixed costs:
 start-up (the same command on 2 specs / 1 run: interpreter, imports, worker or Ray
@@ -141,7 +141,7 @@ def main() -> int:
             serial = serial or wall
             print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")
         if not args.no_sweep:
-            print("\nsweep: ppo, ppo-c x seeds 0-3 x 5 iterations on lending-1 (8 runs)")
+            print("\nsweep: ppo, ppo-c x seeds 0-3 x 20 iterations on lending-1 (8 runs)")
             print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
                   f"{'peak MB':>8s}")
             serial = None
@@ -150,7 +150,7 @@ def main() -> int:
                 start, _ = _run([*base, "--algo", "ppo", "--seeds", "0", "--iterations", "1",
                                  "--out", str(folder / f"s{i}a"), *extra], env)
                 wall, peak = _run([*base, "--algo", "ppo,ppo-c", "--seeds", "0-3",
-                                   "--iterations", "5", "--out", str(folder / f"s{i}b"), *extra],
+                                   "--iterations", "20", "--out", str(folder / f"s{i}b"), *extra],
                                   env)
                 serial = serial or wall
                 print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")

@@ -169,10 +169,16 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
     out.append(Sentence("verdict", head))
     for i, v in enumerate(verdicts):
         key = v["key"]
-        base = key[4:] if key.startswith("abs_") else key
+        rel_key = key.endswith(" vs baseline")
+        plain = key.removesuffix(" vs baseline").removeprefix("utility drop").strip() or "utility"
+        base = plain[4:] if plain.startswith("abs_") else plain
         what = _WORDS.get(base, base)
-        if key.startswith("abs_"):
+        if plain.startswith("abs_"):
             what = f"the size of {what}"
+        if rel_key and key.startswith("utility drop"):
+            what = "the drop in utility from the baseline policy's"
+        elif rel_key:
+            what = f"{what} minus the baseline policy's"
         rel = {"PASS": "within", "FAIL": "above", "INCONCLUSIVE": "on both sides of"}[v["status"]]
         src = [(f"verdicts/{i}/estimate", v["estimate"]), (f"verdicts/{i}/threshold", v["threshold"])]
         ci = ""

@@ -424,7 +424,24 @@ def _mc_batch(task: tuple[_Job, int, int, int]) -> tuple[np.ndarray, list[tuple[
     the moments of its per-individual totals, keyed like ``_KEYS``. Its random numbers
     come from the streams (seed, g, b, k) only, so it gives the same numbers wherever it
     runs."""
-    job, g, b, m = task
+    sums, totals = _simulate(*task)
+    return sums, [_batch_moments(x) for x in totals]
+
+
+def _paired_batch(task: tuple[_Job, _Job, int, int, int]) -> list[tuple[tuple[int, float, float], ...]]:
+    """Batch ``b`` of group ``g`` under two policies with the same random numbers (the
+    same individuals, noise and decision draws): per key of ``_KEYS``, the moments of the
+    first policy's totals, the second's, and their per-individual differences."""
+    job, job_b, g, b, m = task
+    _, x = _simulate(job, g, b, m)
+    _, y = _simulate(job_b, g, b, m)
+    return [(_batch_moments(u), _batch_moments(v), _batch_moments(u - v))
+            for u, v in zip(x, y, strict=True)]
+
+
+def _simulate(job: _Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """Per-step gain sums (3, T) and per-individual totals (A, B, Z, A-B, B-Z, R) of
+    batch ``b`` of group ``g``."""
     sim, policy, T, seed, crn, name = job.sim, job.policy, job.T, job.seed, job.crn, job.name
     binary = job.A == 2 and job.base == 0
     rng_noise = _rng(seed, g, b, _STREAM_NOISE)
@@ -468,7 +485,7 @@ def _mc_batch(task: tuple[_Job, int, int, int]) -> tuple[np.ndarray, list[tuple[
     if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
         raise SimulatorContractError(
             f"simulator {job.sim_name}.step: returned NaN or inf gains or rewards (group {g}).")
-    return sums, [_batch_moments(x) for x in (A_, B, Z, A_ - B, B - Z, R)]
+    return sums, (A_, B, Z, A_ - B, B - Z, R)
 
 
 def _is_serial(backend: Any) -> bool:
@@ -498,6 +515,52 @@ def _run_tasks(backend: Any, fn: Any, tasks: list[Any]) -> list[Any]:
                 raise (cls if ok else errors.InputError)(r.message)
             raise RuntimeError(f"a Monte Carlo task failed: {r.kind}: {r.message}\n{r.traceback}")
     return results
+
+
+def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
+           batch_size: int | None) -> tuple[Any, int, int, int, int, int, int]:
+    """The simulator, actions, baseline action, horizon, n, seed and batch size of a run
+    (validated, memory checked)."""
+    if system is not None:
+        sim = system.make_simulator()
+        A, base = system.n_actions, system.decisions.baseline
+        horizon = system.horizon if horizon is None else horizon
+    else:
+        sim = as_simulator(simulator)
+        A, base = int(getattr(sim, "n_actions", 2)), int(getattr(sim, "baseline", 0))
+    T = check_horizon(20 if horizon is None else horizon)
+    n = _check_int("n", n, 2)
+    seed = _check_int("seed", seed, 0)
+    batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
+    from causalfair._limits import check_memory
+
+    # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size
+    check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n)), f"Monte Carlo over {T} epochs with "
+                 f"batches of {min(batch, n)}", "use a shorter horizon or a smaller batch_size")
+    return sim, A, base, T, n, seed, batch
+
+
+def _ready_policy(policy: Any, sim: Any, A: int, base: int, tabulate: bool,
+                  policy_name: str | None) -> tuple[Any, str]:
+    """The policy as the batches use it (adapted; tabulated on the (group, level) grid
+    when it reads only those) and its name."""
+    from causalfair.adapters import as_policy
+
+    binary = A == 2 and base == 0
+    policy = as_policy(policy) if binary else policy
+    name = policy_name or getattr(policy, "name", type(policy).__name__)
+    G = int(sim.n_groups)
+    K = getattr(sim, "n_levels", None)
+    enc = getattr(policy, "encoding", None)
+    if (isinstance(K, (int, np.integer)) and getattr(enc, "name", None) == "onehot"
+            and getattr(policy, "obs_fn", None) is None
+            and (enc.n_levels, enc.n_groups) != (int(K), G)):
+        raise PolicyError(
+            f"policy {name!r}: its one-hot encoding has {enc.n_levels} levels x {enc.n_groups} "
+            f"groups, the simulator {_name(sim)} has {int(K)} levels x {G} groups.")
+    if binary and tabulate and isinstance(K, (int, np.integer)) and _reads_only_level_group(policy):
+        policy = _TabulatedPolicy(policy, G, int(K))
+    return policy, name
 
 
 def decompose_mc(
@@ -546,7 +609,6 @@ def decompose_mc(
     ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` is None (benefit
     fairness needs the benefit table of a tabular model).
     """
-    from causalfair.adapters import as_policy
     from causalfair.systems.system import System
 
     system = simulator if isinstance(simulator, System) else None
@@ -555,38 +617,12 @@ def decompose_mc(
             return _decompose_coupled(system, policy, system.horizon if horizon is None else horizon,
                                       n=n, seed=seed, crn=crn, batch_size=batch_size, pair=pair,
                                       policy_name=policy_name, backend=backend)
-        sim = system.make_simulator()
-        A, base = system.n_actions, system.decisions.baseline
-        horizon = system.horizon if horizon is None else horizon
-    else:
-        sim = as_simulator(simulator)
-        A, base = int(getattr(sim, "n_actions", 2)), int(getattr(sim, "baseline", 0))
-    T = check_horizon(20 if horizon is None else horizon)
-    n = _check_int("n", n, 2)
-    seed = _check_int("seed", seed, 0)
-    batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
-    from causalfair._limits import check_memory
-
-    # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size
-    check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n)), f"Monte Carlo over {T} epochs with "
-                 f"batches of {min(batch, n)}", "use a shorter horizon or a smaller batch_size")
-    binary = A == 2 and base == 0
-    policy = as_policy(policy) if binary else policy
-    name = policy_name or getattr(policy, "name", type(policy).__name__)
+    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
     G = int(sim.n_groups)
     sim_name = _name(sim)
-    K = getattr(sim, "n_levels", None)
-    enc = getattr(policy, "encoding", None)
-    if (isinstance(K, (int, np.integer)) and getattr(enc, "name", None) == "onehot"
-            and getattr(policy, "obs_fn", None) is None
-            and (enc.n_levels, enc.n_groups) != (int(K), G)):
-        raise PolicyError(
-            f"policy {name!r}: its one-hot encoding has {enc.n_levels} levels x {enc.n_groups} "
-            f"groups, the simulator {sim_name} has {int(K)} levels x {G} groups.")
-    if binary and tabulate and isinstance(K, (int, np.integer)) and _reads_only_level_group(policy):
-        policy = _TabulatedPolicy(policy, G, int(K))
+    policy, name = _ready_policy(policy, sim, A, base, tabulate, policy_name)
     sums = np.zeros((3, G, T))
     stats = {k: [_Moments() for _ in range(G)] for k in _KEYS}
     job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
@@ -654,6 +690,82 @@ def decompose_mc(
         model_name=system.id if system is not None else (
             getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
     )
+
+
+def compare_mc(
+    simulator: Any,
+    policy: Any,
+    baseline: Any,
+    horizon: int | None = None,
+    *,
+    n: int = 100_000,
+    seed: int = 0,
+    batch_size: int | None = None,
+    pair: tuple[int, int] | None = None,
+    tabulate: bool = True,
+    backend: Any = None,
+) -> dict[str, dict[str, float]]:
+    """Paired Monte Carlo comparison of ``policy`` with ``baseline``: both run on the same
+    individuals with the same random numbers (common random numbers; the same streams
+    as :func:`decompose_mc` with this ``seed``), so the standard error of a difference
+    comes from the per-individual differences, far smaller than two independent runs'.
+
+    Returns, for ``C``, ``DPE``, ``IPE``, ``SPE`` (between the groups of ``pair``;
+    default: the pair :func:`decompose_mc` picks for ``policy``) and ``utility``:
+    ``{"policy", "baseline", "diff", "se", "abs_diff", "abs_se"}`` where ``diff`` is
+    policy minus baseline and ``abs_diff`` = |policy| - |baseline| (its standard error by
+    the delta method with the signs of the two estimates, valid when neither is near 0).
+    Systems with coupled units are not supported (use the exact engine or two audits).
+    """
+    from causalfair.effects import _check_pair
+    from causalfair.systems.system import System
+
+    system = simulator if isinstance(simulator, System) else None
+    if system is not None and system.units_per_replica != 1:
+        raise InputError(f"system {system.id!r}: a paired comparison needs independent units; "
+                         "this system couples units within replicas.")
+    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
+    G = int(sim.n_groups)
+    jobs = []
+    for pol in (policy, baseline):
+        pol, name = _ready_policy(pol, sim, A, base, tabulate, None)
+        jobs.append(_Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
+                         name=name, sim_name=_name(sim)))
+    tasks = [(jobs[0], jobs[1], g, b, min(batch, n - start)) for g in range(G)
+             for b, start in enumerate(range(0, n, batch))]
+    if _is_serial(backend):
+        results = [_paired_batch(t) for t in tasks]
+    else:
+        results = _run_tasks(backend, _paired_batch, tasks)
+    mom = {k: [[_Moments() for _ in range(G)] for _ in range(3)] for k in _KEYS}
+    for (_, _, g, _, _), res in zip(tasks, results, strict=True):
+        for key, trio in zip(_KEYS, res, strict=True):
+            for i in range(3):
+                mom[key][i][g].merge(*trio[i])
+    weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
+    weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
+    a, c = _check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))
+    out: dict[str, dict[str, float]] = {}
+    for key, stat in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
+        x, y, d = mom[stat]
+        e_p = x[a].mean - x[c].mean
+        e_b = y[a].mean - y[c].mean
+        sp, sb = (1.0 if e_p >= 0 else -1.0), (1.0 if e_b >= 0 else -1.0)
+        var_d = var_abs = 0.0
+        for g in (a, c):
+            cov = (x[g].var + y[g].var - d[g].var) / 2.0
+            var_d += d[g].var / n
+            var_abs += max(0.0, x[g].var + y[g].var - 2.0 * sp * sb * cov) / n
+        out[key] = {"policy": e_p, "baseline": e_b, "diff": e_p - e_b,
+                    "se": math.sqrt(var_d), "abs_diff": abs(e_p) - abs(e_b),
+                    "abs_se": math.sqrt(var_abs)}
+    x, y, d = mom["R"]
+    u_p = float(weights @ np.array([m_.mean for m_ in x]))
+    u_b = float(weights @ np.array([m_.mean for m_ in y]))
+    se_u = math.sqrt(float(weights**2 @ np.array([m_.var / n for m_ in d])))
+    out["utility"] = {"policy": u_p, "baseline": u_b, "diff": u_p - u_b, "se": se_u,
+                      "abs_diff": abs(u_p) - abs(u_b), "abs_se": se_u}
+    return out
 
 
 def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, dict[str, np.ndarray],

@@ -58,3 +58,24 @@ def test_own_system_walkthrough_commands_run(tmp_path):
     retrained = tmp_path / "runs" / "clinic-ppo" / "checkpoint.retrained-ppo-c-1.pt"
     assert retrained.is_file() == (first["overall"] != "PASS")  # retrained only if it failed
     assert ET.parse(tmp_path / "gate-ppo.xml").getroot().get("tests") == "1"
+
+
+def test_scale_commands_run(tmp_path):
+    """docs/scale.md, followed literally: its shell blocks in order (a Ray cluster started
+    and stopped, a sweep, shards merged), in a folder holding a copy of audits/."""
+    shutil.copytree(ROOT / "audits", tmp_path / "audits")
+    text = (ROOT / "docs" / "scale.md").read_text(encoding="utf-8")
+    script = "\n".join(re.findall(r"```bash\n(.*?)```", text, re.S))
+    script = script.replace("# exit 0 pass, 1 fail", "|| test $? -eq 1")
+    bindir = str(Path(sys.executable).parent)  # `ray` and `causalfair` of this Python
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": bindir + os.pathsep + os.environ["PATH"]}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
+    a = json.loads((tmp_path / "gate.json").read_text())
+    b = json.loads((tmp_path / "gate-ray.json").read_text())
+    assert [e["verdicts"] for e in a["specs"]] == [e["verdicts"] for e in b["specs"]]
+    assert "| lending-1 | ppo-c | 3 |" in (tmp_path / "runs" / "sweep" / "table.md").read_text()
+    assert (tmp_path / "runs" / "ray-sweep" / "runs.csv").is_file()
+    assert "### causalfair gate:" in proc.stdout

@@ -210,7 +210,8 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         label = str(getattr(s, "path", None) or s) if not isinstance(s, AuditSpec) else s.name
         try:
             sp = _resolve_spec(s)
-            if "thresholds" not in sp.raw and not isinstance(s, AuditSpec):
+            if ("thresholds" not in sp.raw and not sp.baseline_thresholds
+                    and not isinstance(s, AuditSpec)):
                 raise SpecError(
                     f"{_where(sp.path)}: [thresholds]: missing; a gate without thresholds "
                     "passes everything. Add thresholds, or write an empty [thresholds] table "

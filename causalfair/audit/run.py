@@ -189,12 +189,14 @@ class Prepared:
     """A spec with its system built and its policy resolved (:func:`prepare`): what the
     gate checks for every spec before it audits any."""
 
-    __slots__ = ("spec", "system", "policy", "label", "sha256", "meta")
+    __slots__ = ("spec", "system", "policy", "label", "sha256", "meta", "baseline")
 
     def __init__(self, spec: AuditSpec, system: Any, policy: Any, label: str,
-                 sha256: str | None, meta: dict[str, Any] | None):
+                 sha256: str | None, meta: dict[str, Any] | None,
+                 baseline: tuple[Any, str, str | None] | None = None):
         self.spec, self.system, self.policy = spec, system, policy
         self.label, self.sha256, self.meta = label, sha256, meta
+        self.baseline = baseline  # (policy, label, checkpoint sha256) of [baseline]
 
 
 def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepared:
@@ -222,7 +224,38 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
     explicit = isinstance(spec.raw, Mapping) and "horizon" in spec.raw
     T = spec.horizon if spec.horizon is not None and explicit else system.horizon
     spec = replace(spec, engine=choose_engine(spec, system), horizon=T)
-    return Prepared(spec, system, pol, pname, sha, meta)
+    baseline = None
+    if spec.baseline_thresholds:
+        from causalfair.errors import PolicyError
+
+        paired_keys = {"C", "DPE", "IPE", "SPE", "utility"}
+        if "exact" not in system.engines:
+            bad = [k for k in spec.baseline_thresholds
+                   if (k[4:] if k.startswith("abs_") else k) not in paired_keys]
+            if bad:
+                raise SpecError(
+                    f"{_where(spec.path)}: [baseline.thresholds] {bad[0]}: needs the exact value "
+                    f"on both sides, and system {system.id!r} has no tabular model; on a "
+                    "simulator, relative thresholds take C, DPE, IPE, SPE (abs_ too) and utility.")
+        if spec.engine == "mc" and system.units_per_replica != 1:
+            raise SpecError(f"{_where(spec.path)}: [baseline]: the paired Monte Carlo comparison "
+                            f"needs independent units; system {system.id!r} couples them. Use "
+                            "[engine] kind = \"exact\" or compare two audits.")
+        try:
+            if spec.baseline_checkpoint is not None:
+                bpol, _ = _load_checkpoint_for(spec.baseline_checkpoint, system)
+                from causalfair.policy import file_sha256
+
+                baseline = (bpol, spec.baseline_checkpoint.name,
+                            file_sha256(spec.baseline_checkpoint))
+            else:
+                from causalfair.policy import parse_policy
+
+                baseline = (parse_policy(spec.baseline_builtin, system), spec.baseline_builtin,
+                            None)
+        except PolicyError as exc:
+            raise PolicyError(f"{_where(spec.path)}: [baseline]: {exc}") from None
+    return Prepared(spec, system, pol, pname, sha, meta, baseline)
 
 
 def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
@@ -231,6 +264,8 @@ def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
     spec, system = prep.spec, prep.system
     model = system.tabular if "exact" in system.engines else None
     res = _run_engines(spec, system, model, prep.policy, prep.label, spec.horizon, spec.engine)
+    if prep.baseline is not None:
+        _judge_against_baseline(res, prep.baseline)
     res.checkpoint_sha256, res.checkpoint_meta = prep.sha256, prep.meta
     res.seconds = time.perf_counter() - t0
     return res
@@ -279,6 +314,66 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         res.extra["benefit"] = ("not computed: benefit fairness needs a tabular model or the "
                                 "Monte Carlo benefit estimator")
     return res
+
+
+def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | None]) -> None:
+    """Add the verdicts of ``[baseline.thresholds]`` to ``res``: each quantity of the
+    audited policy minus the baseline's (for utility: the baseline's minus the policy's)
+    judged by the same CI rule. Exact engine: exact differences. Monte Carlo: a paired
+    run with common random numbers (:func:`~causalfair.montecarlo.compare_mc`); Lambda
+    and the other notions need the exact engine's numbers (a tabular system)."""
+    from statistics import NormalDist
+
+    spec, system, model = res.spec, res.system, res.model
+    bpol, blabel, bsha = baseline
+    T = spec.horizon
+    z = NormalDist().inv_cdf(1.0 - spec.alpha / 2.0)
+    paired = None
+    if spec.engine == "mc":
+        from causalfair.montecarlo import compare_mc
+
+        paired = compare_mc(system, res.policy, bpol, T, n=spec.n, seed=spec.seed,
+                            pair=res.decomposition.pair)
+    qb: Mapping[str, Any] = {}
+    if model is not None:  # the baseline's exact numbers (all quantities)
+        b = _run_engines(replace(spec, thresholds={}), system, model, bpol, blabel, T, "exact")
+        qb = b.quantities
+    q = res.quantities
+    verdicts, numbers = [], {}
+    for key, thr in spec.baseline_thresholds.items():
+        base = key[4:] if key.startswith("abs_") else key
+        if paired is not None and base in paired:
+            p = paired[base]
+            if key.startswith("abs_"):
+                e, s_ = p["abs_diff"], p["abs_se"]
+            elif base == "utility":
+                e, s_ = -p["diff"], p["se"]
+            else:
+                e, s_ = p["diff"], p["se"]
+            lo, hi = e - z * s_, e + z * s_
+            mine, theirs = p["policy"], p["baseline"]
+        elif base in q and base in qb and q[base][3] is None:  # exact numbers on both sides
+            mine, theirs = float(q[base][0]), float(qb[base][0])
+            if key.startswith("abs_"):
+                e = abs(mine) - abs(theirs)
+            elif base == "utility":
+                e = theirs - mine
+            else:
+                e = mine - theirs
+            lo = hi = e
+        else:
+            raise SpecError(
+                f"{_where(spec.path)}: [baseline.thresholds] {key}: not available for this "
+                "audit; relative thresholds on Lambda and the other notions need a system with "
+                "a tabular model (their exact values), on C, DPE, IPE, SPE and utility any.")
+        label = "utility drop vs baseline" if base == "utility" else f"{key} vs baseline"
+        verdicts.append(Verdict(key=label, threshold=float(thr), estimate=float(e),
+                                lower=float(lo), upper=float(hi), status=judge(lo, hi, thr)))
+        numbers[key] = {"policy": float(mine), "baseline": float(theirs), "difference": float(e),
+                        "lower": float(lo), "upper": float(hi)}
+    res.verdicts = list(res.verdicts) + verdicts
+    res.extra["baseline"] = {"policy": blabel, "checkpoint_sha256": bsha,
+                             "paired_monte_carlo": paired is not None, "quantities": numbers}
 
 
 def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, float | None]:

@@ -34,7 +34,11 @@ RETRAIN_ALGOS = ("exact", "ppo-lag", "ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l
 #: Thresholds the sampled PPO-Lagrangian repair (``ppo-lag``) imposes.
 PPO_LAG_KEYS = ("abs_C", "C")
 TOP_KEYS = ("name", "horizon", "metrics", "system", "model", "logs", "policy", "engine",
-            "benefit", "thresholds", "retrain")
+            "benefit", "thresholds", "baseline", "retrain")
+#: Keys of [baseline.thresholds]: "quantity(policy) - quantity(baseline) <= value" (no
+#: worse than the baseline by more than value); ``utility`` reads "utility(baseline) -
+#: utility(policy) <= value" (utility may drop by at most value).
+RELATIVE_KEYS: tuple[str, ...] = THRESHOLD_KEYS + ("utility",)
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "system": ("id", "factory", "tabular", "params"),
     "model": ("setting", "levels", "interest"),
@@ -44,6 +48,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "engine": ("kind", "n", "seed", "alpha"),
     "benefit": ("eps", "weights", "worst"),
     "retrain": ("algo", "iterations", "betas", "seed", "starts"),
+    "baseline": ("checkpoint", "builtin", "thresholds"),
 }
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # used with fullmatch: no trailing newline
 _NAME_MAX = 100
@@ -93,6 +98,15 @@ class AuditSpec:
     policy_params: Mapping[str, Any] = field(default_factory=dict)
     base_dir: Path | None = None
     policy_object: str | None = None  # name of a policy object passed to audit(policy=...)
+    baseline_checkpoint: Path | None = None
+    baseline_builtin: str | None = None
+    baseline_thresholds: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def baseline_label(self) -> str | None:
+        if self.baseline_checkpoint is not None:
+            return f"checkpoint {self.baseline_checkpoint.name}"
+        return f"builtin {self.baseline_builtin}" if self.baseline_builtin else None
 
     @property
     def source(self) -> str:
@@ -482,6 +496,48 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         thr[k] = _get_float(sec, k, f"[thresholds] {k}", path, default=0.0,
                             lo=-math.inf if signed else 0.0)
     kw["thresholds"] = thr
+
+    # baseline: thresholds relative to another policy (e.g. the checkpoint on main)
+    if "baseline" in raw:
+        if "logs" in raw:
+            raise SpecError(f"{_where(path)}: [baseline]: not used with [logs]; compare two "
+                            "policies on a system ([system] or [model]).")
+        sec = _check_keys(raw["baseline"], "baseline", SECTION_KEYS["baseline"], path)
+        given = [k for k in ("checkpoint", "builtin") if k in sec]
+        if len(given) != 1:
+            raise SpecError(f"{_where(path)}: [baseline]: give exactly one of checkpoint (e.g. "
+                            "the checkpoint on main) or builtin; got "
+                            f"{' and '.join(given) or 'neither'}.")
+        if "checkpoint" in sec:
+            ck = sec["checkpoint"]
+            if not isinstance(ck, str) or not ck:
+                raise _fail(path, "[baseline] checkpoint", ck, "a path relative to the spec file")
+            ck_path = (base / ck).resolve()
+            if not ck_path.is_file():
+                raise SpecError(f"{_where(path)}: [baseline] checkpoint: bad value {ck!r}; no "
+                                f"such file {ck_path}.")
+            kw["baseline_checkpoint"] = ck_path
+        else:
+            from causalfair.policy import BUILTIN_POLICIES
+
+            b = sec["builtin"]
+            kind = b.partition(":")[0] if isinstance(b, str) else None
+            if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
+                raise _fail(path, "[baseline] builtin", b, ", ".join(BUILTIN_POLICIES))
+            kw["baseline_builtin"] = b
+        rel = sec.get("thresholds", {})
+        if not isinstance(rel, Mapping) or not rel:
+            raise SpecError(f"{_where(path)}: [baseline.thresholds]: missing or empty; give "
+                            "e.g. abs_C = 0.01 (no worse than the baseline by more than 0.01).")
+        kw["baseline_thresholds"] = {}
+        for k in rel:
+            if k not in RELATIVE_KEYS:
+                raise SpecError(
+                    f"{_where(path)}: [baseline.thresholds] {k}: unknown key; allowed keys: "
+                    f"{', '.join(RELATIVE_KEYS)} (each reads 'quantity - baseline's <= value'; "
+                    "utility: 'baseline's utility - utility <= value').")
+            kw["baseline_thresholds"][k] = _get_float(rel, k, f"[baseline.thresholds] {k}",
+                                                      path, default=0.0, lo=-math.inf)
 
     # retrain
     if "retrain" in raw:
