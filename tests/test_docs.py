@@ -79,3 +79,4 @@ def test_scale_commands_run(tmp_path):
     assert "| lending-1 | ppo-c | 3 |" in (tmp_path / "runs" / "sweep" / "table.md").read_text()
     assert (tmp_path / "runs" / "ray-sweep" / "runs.csv").is_file()
     assert "### causalfair gate:" in proc.stdout
+    assert (tmp_path / "mlruns").is_dir() and (tmp_path / "gate-mlflow.json").is_file()

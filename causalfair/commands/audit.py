@@ -29,7 +29,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-report", action="store_true", help="print the verdicts only")
     p.add_argument("--json", action="store_true",
                    help="print the audit as one JSON object instead of the text summary")
+    add_mlflow_arguments(p)
     p.set_defaults(run=run)
+
+
+def add_mlflow_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mlflow", action="store_true",
+                   help="log each audit as an MLflow run (metrics with CI bounds, verdicts as "
+                        "tags, audit.json and the report as artifacts) to $MLFLOW_TRACKING_URI; "
+                        "needs pip install 'causalfair[mlflow]' (docs/scale.md)")
+    p.add_argument("--mlflow-experiment", metavar="NAME", default="causalfair",
+                   help="MLflow experiment (default: causalfair)")
 
 
 def default_report_dir(name: str):
@@ -51,11 +61,20 @@ def run(args: argparse.Namespace) -> int:
     from causalfair._io import to_jsonable
     from causalfair.audit import audit, load_spec
 
+    if args.mlflow:  # fail before any audit runs when MLflow is missing
+        from causalfair.mlflow_log import _import_mlflow
+
+        _import_mlflow()
     spec = load_spec(args.spec)
     result = audit(spec)
     out = None
     if not args.no_report:
         out = result.write_report(Path(args.out) if args.out else default_report_dir(spec.name))
+    if args.mlflow:
+        from causalfair.mlflow_log import log_audit
+
+        run_id = log_audit(result, experiment=args.mlflow_experiment, report_dir=out)
+        print(f"mlflow run: {run_id}", file=sys.stderr)
     if args.json:
         doc = result.to_dict()
         doc["report"] = str(out) if out else None

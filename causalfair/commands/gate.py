@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard", metavar="K/N",
                    help="audit only shard K of N (the specs at positions K-1, K-1+N, ... of the "
                         "list; a CI matrix runs K = 1..N, then `causalfair gate-merge`)")
+    from causalfair.commands.audit import add_mlflow_arguments
+
+    add_mlflow_arguments(p)
     p.add_argument("--accept-repaired", action="store_true",
                    help="with --retrain: exit 0 when every repaired checkpoint passes (you take "
                         "the repaired checkpoint in place of the failing one)")
@@ -67,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.audit import run_gate
     from causalfair.audit.gate import GateSpecErrors
 
+    if args.mlflow:  # fail before any audit runs when MLflow is missing
+        from causalfair.mlflow_log import _import_mlflow
+
+        _import_mlflow()
     if args.accept_repaired and not args.retrain:
         from causalfair.cli import UsageError
 
@@ -94,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
         for _, msg in exc.errors[1:]:
             print(f"causalfair gate: error: {msg}", file=sys.stderr)
         raise
+    if args.mlflow:  # the driver logs every audit (before and after retraining)
+        from causalfair.mlflow_log import log_audit
+
+        for e in result.entries:
+            stage = "before" if e.after is not None else "audit"
+            log_audit(e.before, experiment=args.mlflow_experiment, stage=stage,
+                      report_dir=e.report if e.after is None else None)
+            if e.after is not None:
+                log_audit(e.after, experiment=args.mlflow_experiment, stage="after",
+                          report_dir=e.report)
     doc = json.dumps(_json_safe(result.to_dict()), indent=2, allow_nan=False) + "\n"
     if args.junit:
         how = args.junit_inconclusive or ("skipped" if args.inconclusive == "pass" else "failure")
