@@ -24,7 +24,7 @@ from typing import Any
 
 from causalfair.errors import ConfigError, OutputError
 
-__all__ = ["SweepResult", "parse_seeds", "sweep"]
+__all__ = ["SweepResult", "parse_seeds", "sweep", "train_many", "write_run"]
 
 MARK = ".causalfair-sweep"
 #: Files of a run folder handed back to the driver.
@@ -54,45 +54,64 @@ def parse_seeds(text: str) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
-class _Task:
-    system: str
-    params: Mapping[str, Any]
-    algo: str
-    seed: int
-    overrides: Mapping[str, Any]
-    search_path: str
-
-
-def _config(task: _Task) -> Any:
+def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
+            overrides: Mapping[str, Any]) -> Any:
     from causalfair.sim.lending import SETTINGS
     from causalfair.train import TrainConfig
 
-    kw = dict(task.overrides, algo=task.algo, seed=task.seed)
-    if task.system in SETTINGS and not task.params:
-        kw["setting"] = task.system
+    kw = dict(overrides, algo=algo, seed=seed)
+    if system in SETTINGS and not params:
+        kw["setting"] = system
     else:
-        kw.update(system=task.system, system_params=dict(task.params))
+        kw.update(system=system, system_params=dict(params))
     return TrainConfig(**kw)
 
 
-def _train_task(task: _Task) -> dict[str, Any]:
-    """One run, in a private temporary folder; returns its metrics and files' bytes."""
+def _train_config(task: tuple[Any, str]) -> dict[str, Any]:
+    """One run, in a private temporary folder; returns its final metrics, wall time,
+    history (a DataFrame, one row per iteration) and files' bytes."""
     import tempfile
 
     from causalfair.train import train
 
-    config = _config(task)
+    config, search_path = task
     system = None
     if config.system:
         from causalfair.systems import make
 
-        system = make(task.system, search_path=task.search_path, **dict(task.params))
+        system = make(config.system, search_path=search_path, **dict(config.system_params))
     with tempfile.TemporaryDirectory(prefix="causalfair-sweep-") as tmp:
         res = train(config, out=Path(tmp) / "run", system=system)
         files = {name: (Path(tmp) / "run" / name).read_bytes() for name in RUN_FILES
                  if (Path(tmp) / "run" / name).is_file()}
-    return {"metrics": dict(res.metrics), "wall_s": float(res.wall_s), "files": files}
+    return {"metrics": dict(res.metrics), "wall_s": float(res.wall_s), "files": files,
+            "history": res.history}
+
+
+def train_many(configs: Sequence[Any], *, backend: Any = None,
+               search_path: str | os.PathLike[str] = ".") -> list[Any]:
+    """Train each :class:`~causalfair.train.TrainConfig` as one task on ``backend`` (None:
+    this process; a name or a :mod:`causalfair.backends` object). Returns, in the
+    configs' order, ``{"metrics", "wall_s", "history", "files"}`` per run (``files``: the
+    bytes of checkpoint.pt, metrics and config.json, for the caller to write), or a
+    :class:`~causalfair.backends.TaskError` for a run that raised."""
+    from causalfair.backends import SerialBackend, make_backend
+    from causalfair.montecarlo import _is_serial
+
+    if _is_serial(backend):
+        backend = SerialBackend()
+    elif isinstance(backend, str):
+        backend = make_backend(os.cpu_count() or 1 if backend == "process" else 1, backend)
+    return backend.map(_train_config, [(c, str(search_path)) for c in configs])
+
+
+def write_run(folder: Path, result: Mapping[str, Any]) -> None:
+    """Write a run's files (from :func:`train_many`) into ``folder``, atomically."""
+    from causalfair._io import atomic_write_bytes
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in result["files"].items():
+        atomic_write_bytes(folder / name, lambda fh, d=data: fh.write(d))
 
 
 @dataclass
@@ -190,9 +209,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
         if key in overrides:
             raise ConfigError(f"overrides: {key!r} is set by the sweep itself; use the "
                               "algos, seeds and systems arguments.")
-    tasks = [_Task(system=s, params=dict(params or {}), algo=a, seed=k, overrides=overrides,
-                   search_path=str(search_path))
-             for s in systems for a in algos for k in seeds]
+    combos = [(s, a, k) for s in systems for a in algos for k in seeds]
     from causalfair.sim.lending import SETTINGS
     from causalfair.systems import make
 
@@ -201,39 +218,26 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
             make(sysid, search_path=search_path, **dict(params or {}))
         for a in algos:
             try:
-                _config(_Task(sysid, dict(params or {}), a, seeds[0], overrides, str(search_path)))
+                _config(sysid, params or {}, a, seeds[0], overrides)
             except TypeError as exc:
                 raise ConfigError(f"overrides: {exc}") from None
     out_path = Path(out) if out is not None else None
     if out_path is not None:
         _prepare_out(out_path)
     from causalfair.backends import TaskError
-    from causalfair.montecarlo import _is_serial
 
-    if _is_serial(backend):
-        from causalfair.backends import SerialBackend
-
-        backend = SerialBackend()
-    elif isinstance(backend, str):
-        from causalfair.backends import make_backend
-
-        backend = make_backend(os.cpu_count() or 1 if backend == "process" else 1, backend)
-    results = backend.map(_train_task, tasks)
+    results = train_many([_config(sy, params or {}, a, k, overrides) for sy, a, k in combos],
+                         backend=backend, search_path=search_path)
     rows, failed = [], []
-    from causalfair._io import atomic_write_bytes
-
-    for t, r in zip(tasks, results, strict=True):
+    for (sysid, algo, seed), r in zip(combos, results, strict=True):
         if isinstance(r, TaskError):
-            failed.append((t.system, t.algo, t.seed, f"{r.kind}: {r.message}"))
+            failed.append((sysid, algo, seed, f"{r.kind}: {r.message}"))
             continue
-        rows.append({"system": t.system, "algo": t.algo, "seed": t.seed, "wall_s": r["wall_s"],
+        rows.append({"system": sysid, "algo": algo, "seed": seed, "wall_s": r["wall_s"],
                      **{k: v for k, v in r["metrics"].items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)}})
         if out_path is not None:
-            run_dir = out_path / "runs" / t.system.replace(":", "_") / t.algo / f"seed-{t.seed}"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            for name, data in r["files"].items():
-                atomic_write_bytes(run_dir / name, lambda fh, d=data: fh.write(d))
+            write_run(out_path / "runs" / sysid.replace(":", "_") / algo / f"seed-{seed}", r)
     runs = pd.DataFrame(rows)
     metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "wall_s")]
     table_rows = []
@@ -247,6 +251,8 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                                               "upper"])
     res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha)
     if out_path is not None:
+        from causalfair._io import atomic_write_bytes
+
         for name, text in (("runs.csv", runs.to_csv(index=False)),
                            ("table.csv", table.to_csv(index=False)),
                            ("table.md", res.to_markdown())):

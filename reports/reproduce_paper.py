@@ -5,7 +5,9 @@ Usage (from the repository root; one process, about 20-25 minutes on 2 shared co
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python reports/reproduce_paper.py
 
 Options: ``--iterations N`` (default 80), ``--seeds S`` (default 3), ``--quick`` (a smoke
-run: 1 setting, 1 seed, 4 iterations, written to /tmp/causalfair-paper-quick), ``--out``.
+run: 1 setting, 1 seed, 4 iterations, written to /tmp/causalfair-paper-quick), ``--out``,
+``--jobs N`` / ``--backend ray`` (the runs as tasks of :func:`causalfair.sweep.train_many`,
+the same numbers as one process; docs/scale.md).
 
 Writes ``reports/paper/``:
 
@@ -73,21 +75,21 @@ def _machine() -> str:
     ])
 
 
-def run_one(cfg, out_root: Path) -> tuple[dict, pd.DataFrame]:
-    from causalfair.train import train
+def run_folder(cfg, out_root: Path) -> Path:
+    return out_root / cfg.setting / (cfg.algo if cfg.name == "" else cfg.name) / f"seed{cfg.seed}"
 
-    sub = out_root / cfg.setting / (cfg.algo if cfg.name == "" else cfg.name) / f"seed{cfg.seed}"
-    t0 = time.perf_counter()
-    res = train(cfg, out=sub)
-    wall = time.perf_counter() - t0
+
+def row_and_curve(cfg, res: dict) -> tuple[dict, pd.DataFrame]:
+    """The runs.csv row and the exact-metric curve of one run (a train_many result)."""
+    hist = res["history"]
     row = {"algo": cfg.algo, "setting": cfg.setting, "seed": cfg.seed,
            "beta_lambda": cfg.beta_lambda if cfg.algo == "ppo-cb" else np.nan,
            "variant": cfg.name or cfg.algo, "iterations": cfg.iterations,
-           "env_steps": int(res.history["env_steps"].iloc[-1]), "wall_s": wall,
-           **res.metrics}
+           "env_steps": int(hist["env_steps"].iloc[-1]), "wall_s": res["wall_s"],
+           **res["metrics"]}
     row["abs_C"] = abs(row["C"])
-    cols = ["iteration"] + [c for c in res.history.columns if c.startswith("exact/")]
-    curve = res.history[cols].dropna().copy()
+    cols = ["iteration"] + [c for c in hist.columns if c.startswith("exact/")]
+    curve = hist[cols].dropna().copy()
     curve.columns = ["iteration"] + [c[6:] for c in cols[1:]]
     for k in ("algo", "setting", "seed", "variant"):
         curve[k] = row[k]
@@ -238,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--runs", default="runs/paper")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="train in N local worker processes (causalfair.sweep.train_many; the "
+                         "numbers are those of one process)")
+    ap.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
+                    help="where the runs go (default: serial, or process with --jobs > 1)")
     ap.add_argument("--report-only", action="store_true",
                     help="rebuild reports/paper from runs.csv, curves.csv and the run folders "
                          "of a previous full run (no training)")
@@ -283,14 +290,28 @@ def main(argv: list[str] | None = None) -> int:
         jobs = []
         rows = pd.read_csv(out / "runs.csv").to_dict("records")
         curves = [pd.read_csv(out / "curves.csv")]
-    for i, cfg in enumerate(jobs):
-        row, curve = run_one(cfg, runs_root)
-        rows.append(row)
-        curves.append(curve)
-        save_partial()
-        print(f"[{i + 1}/{len(jobs)}] {row['variant']:<24} {row['setting']} seed {row['seed']}: "
-              f"{row['wall_s']:.1f} s  utility {row['utility']:+.3f}  C {row['C']:+.4f}  "
-              f"DPE {row['DPE']:+.4f}  Lambda {row['Lambda']:.4f}", flush=True)
+    from causalfair.backends import TaskError, make_backend
+    from causalfair.sweep import train_many, write_run
+
+    backend = make_backend(args.jobs, args.backend)
+    # one process: run by run, saving runs.csv after each; else all runs as tasks at once
+    batches = [[cfg] for cfg in jobs] if args.jobs == 1 and args.backend in (None, "serial") \
+        else [jobs]
+    done = 0
+    for batch in batches:
+        for cfg, res in zip(batch, train_many(batch, backend=backend), strict=True):
+            done += 1
+            if isinstance(res, TaskError):
+                raise SystemExit(f"run {cfg.algo} {cfg.setting} seed {cfg.seed} failed: "
+                                 f"{res.kind}: {res.message}\n{res.traceback}")
+            write_run(run_folder(cfg, runs_root), res)
+            row, curve = row_and_curve(cfg, res)
+            rows.append(row)
+            curves.append(curve)
+            save_partial()
+            print(f"[{done}/{len(jobs)}] {row['variant']:<24} {row['setting']} seed {row['seed']}: "
+                  f"{row['wall_s']:.1f} s  utility {row['utility']:+.3f}  C {row['C']:+.4f}  "
+                  f"DPE {row['DPE']:+.4f}  Lambda {row['Lambda']:.4f}", flush=True)
     runs = save_partial()
     if args.report_only and "seed" in runs:
         seeds = int(runs["seed"].max()) + 1

@@ -107,3 +107,21 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
         assert msg in capsys.readouterr().err, extra
     assert not (tmp_path / "new").exists()
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+def test_the_paper_reproduction_gives_the_same_runs_in_worker_processes(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    tables = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"paper-{jobs}"
+        proc = subprocess.run([sys.executable, str(root / "reports" / "reproduce_paper.py"),
+                               "--quick", "--jobs", jobs, "--out", str(out)],
+                              capture_output=True, text=True, timeout=600,
+                              env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        tables.append(pd.read_csv(out / "runs.csv").drop(columns=["wall_s"]))
+    assert len(tables[0]) == 8 and tables[0].equals(tables[1])
