@@ -241,3 +241,46 @@ def test_a_sweep_on_ray_equals_the_sweep_here(ray_cluster, monkeypatch, tmp_path
     cols = [c for c in here.runs.columns if c != "wall_s"]
     assert here.runs[cols].equals(there.runs[cols]) and here.table.equals(there.table)
     assert (tmp_path / "sw" / "runs" / "lending-1" / "ppo-cb" / "seed-1" / "checkpoint.pt").is_file()
+
+
+DIES = '''
+import os
+import numpy as np
+import causalfair as cf
+
+class Dies:
+    n_groups = 2
+    n_levels = 3
+    def reset(self, n, group, rng):
+        return np.zeros(n, dtype=int), np.full(n, group)
+    def observe(self, s):
+        return cf.Observation(group=s[1], level=s[0])
+    def draw_noise(self, n, rng):
+        return rng.random(n)
+    def step(self, s, d, noise):
+        if str(os.getpid()) != os.environ.get("CF_TEST_DRIVER_PID"):
+            os._exit(3)  # the worker process dies, as if killed
+        raise RuntimeError("not on a worker")
+
+def make():
+    return Dies()
+'''
+
+
+def test_a_worker_that_dies_is_reported_for_its_spec(tmp_path, ray_cluster, monkeypatch, capsys):
+    _ray_env(monkeypatch)
+    monkeypatch.setenv("CF_TEST_DRIVER_PID", str(os.getpid()))
+    specs = _specs(tmp_path)
+    (tmp_path / "dies.py").write_text(DIES)
+    bad = tmp_path / "dies.toml"
+    bad.write_text('name = "dies"\n[system]\nfactory = "dies:make"\n[policy]\n'
+                   'builtin = "always"\n[engine]\nkind = "mc"\nn = 100\n[thresholds]\nabs_C = 1\n')
+    for extra in (("--jobs", "2"), ("--backend", "ray", "--address", ray_cluster)):
+        capsys.readouterr()
+        code = main(["gate", specs[1], str(bad), specs[3], *extra,
+                     "--junit", str(tmp_path / "d.xml")])
+        err = capsys.readouterr().err
+        assert code == 2, extra
+        assert "dies.toml: the audit failed: " in err and "worker" in err.lower(), (extra, err)
+        root = ET.parse(tmp_path / "d.xml").getroot()
+        assert root.get("errors") == "1", extra
