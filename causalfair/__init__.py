@@ -126,9 +126,13 @@ def _register_gymnasium() -> None:
         from gymnasium.envs.registration import register, registry
     except ImportError:  # pragma: no cover - gymnasium is a dependency
         return
-    for env_id, entry in (("causalfair/Lending-v0", "causalfair.sim.env:LendingEnv"),):
+    for env_id, entry, kwargs in (
+            ("causalfair/Lending-v0", "causalfair.sim.env:LendingEnv", {}),
+            ("causalfair/Infectious-v0", "causalfair.sim.infectious_env:InfectiousEnv", {}),
+            ("causalfair/InfectiousHarder-v0", "causalfair.sim.infectious_env:InfectiousEnv",
+             {"harder": True})):
         if env_id not in registry:
-            register(id=env_id, entry_point=entry)
+            register(id=env_id, entry_point=entry, kwargs=kwargs)
 
 
 _register_gymnasium()

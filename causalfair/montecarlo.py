@@ -417,6 +417,31 @@ class _Job:
     base: int
     name: str
     sim_name: str
+    budget: int | None = None
+
+
+def _joint_actions(probs: np.ndarray, u: np.ndarray, m: int, U: int, base: int,
+                   name: str) -> np.ndarray:
+    """Budget 1 on coupled units: one categorical draw per replica. ``probs`` (m * U, A):
+    each unit's probabilities; the non-baseline entries of a replica's units are the
+    shares of its draw (they must sum to at most 1), "nobody" takes the rest. ``u``: one
+    uniform per replica. Returns one action per unit (the baseline for all but the drawn)."""
+    A = probs.shape[1]
+    others = [a for a in range(A) if a != base]
+    p = probs[:, others].reshape(m, U * len(others))
+    cum = np.cumsum(p, axis=1)
+    if (cum[:, -1] > 1.0 + 1e-9).any():
+        raise PolicyError(
+            f"policy {name!r}: under a budget of one action per replica, the probabilities of "
+            f"a replica's units must sum to at most 1; got {float(cum[:, -1].max()):.6g}. Give "
+            "each unit its probability of being the one chosen.")
+    pick = (u[:, None] < cum).argmax(axis=1)
+    hit = u < cum[:, -1]
+    d = np.full((m, U), base, dtype=np.intp)
+    rows = np.nonzero(hit)[0]
+    unit, which = np.divmod(pick[rows], len(others))
+    d[rows, unit] = np.asarray(others, dtype=np.intp)[which]
+    return d.reshape(-1)
 
 
 def _mc_batch(task: tuple[_Job, int, int, int]) -> tuple[np.ndarray, list[tuple[int, float, float]]]:
@@ -799,7 +824,10 @@ def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, d
         d0 = d0.astype(bool)
     for t in range(T):
         probs = action_probs(policy, sim.observe(state), A, f"policy {name!r}")
-        d = _sample_actions(probs, rng_dec.random(m * U))
+        if job.budget == 1:
+            d = _joint_actions(probs, rng_dec.random(m), m, U, base, name)
+        else:
+            d = _sample_actions(probs, rng_dec.random(m * U))
         if A == 2 and base == 0:
             d = d.astype(bool)
         noise = sim.draw_noise(m * U, rng_noise)
@@ -858,8 +886,13 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     from causalfair import _progress
     from causalfair.effects import _check_pair
 
+    budget = system.decisions.budget
+    if budget is not None and budget != 1:
+        raise InputError(f"system {system.id!r}: decisions.budget = {budget}: the Monte Carlo "
+                         "engine draws budgets of 1 (one categorical per replica); a larger "
+                         "budget must be enforced by the simulator (budget None).")
     job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
-               sim_name=_name(sim))
+               sim_name=_name(sim), budget=budget)
     tasks = [(job, U, G, b, min(batch, n - start)) for b, start in enumerate(range(0, n, batch))]
     ab: tuple[int, int] = (0, 1)
 

@@ -7,6 +7,8 @@ Registered at ``import causalfair.systems``:
 - ``delayed-impact``: setting 1's curves without drift (ml-fairness-gym's
   DelayedImpactEnv);
 - ``replicator-1``: seed 002's replicator dynamics (:mod:`causalfair.systems.replicator`).
+- ``infectious-1``, ``infectious-harder``: the SIR epidemic on the karate-club graph of
+  seeds 000 and 001 (:mod:`causalfair.systems.infectious`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,13 @@ def register_builtin() -> None:
                  description=_LENDING_DESCRIPTIONS[sid], override=True)
     register("delayed-impact", "causalfair.systems.builtin:make_delayed_impact",
              description=_LENDING_DESCRIPTIONS["delayed-impact"], override=True)
+    register("infectious-1", "causalfair.systems.infectious:make_infectious",
+             description="SIR epidemic on the karate-club graph, one vaccine per step "
+                         "(ml-fairness-gym; seeds 000, 001); coupled units, Monte Carlo",
+             override=True)
+    register("infectious-harder", "causalfair.systems.infectious:make_infectious_harder",
+             description="infectious-1 with loss of immunity R -> S at 0.2 (ELBERT); "
+                         "coupled units, Monte Carlo", override=True)
     register("replicator-1", "causalfair.systems.replicator:make_replicator",
              description="replicator dynamics of two groups' qualification rates under "
                          "per-group thresholds (seed 002); coupled units, Monte Carlo",

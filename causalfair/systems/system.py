@@ -49,7 +49,10 @@ class DecisionSet:
     when the deployed policy must spend its budget).
     ``allowed``: the actions the deployed policy may choose (None: all of them).
     ``budget``: at most this many non-baseline actions per replica and step (None: no
-    budget); the simulator enforces it and documents how.
+    budget). Budget 1 on coupled units: the Monte Carlo engine draws one categorical per
+    replica, unit v taking action a with the policy's probability for (v, a) (a replica's
+    non-baseline probabilities sum to at most 1; "nobody" takes the rest). Other budgets
+    are the simulator's to enforce (give None).
     """
 
     labels: tuple[str, ...] = ("d0", "d1")

@@ -1,0 +1,226 @@
+"""Infectious disease on a contact graph (ml-fairness-gym's SIR environment, as seeds 000
+and 001 run it): the ``infectious-1`` and ``infectious-harder`` systems.
+
+The population is the 34 members of Zachary's karate club (``networkx.karate_club_graph``,
+78 edges, unweighted). The groups are the two communities of the first Girvan-Newman split
+(15 and 19 members); member 0 (degree 16) is in the 15-member community and is the one
+infected at the start. Each member is susceptible (S), infected (I) or recovered (R).
+One step, for every replica at once:
+
+1. treatment: a vaccinated S member becomes R (I and R members are unchanged);
+2. infection: each S member becomes I with probability 1 - (1 - tau)^k, k = its infected
+   neighbours (counted after treatment), tau = 0.5;
+3. recovery: each I member becomes R with probability rho = 0.005;
+4. (``infectious-harder`` only) each R member becomes S again with probability 0.2.
+
+Steps 2-4 read the state after step 1, so the transitions of one step are simultaneous.
+Each member draws its own uniforms per step (``draw_noise``: infection, recovery and
+loss of immunity), so the pi^PS fork and pi0 replay the same epidemic luck. An episode
+starts with one burn-in step without treatment (ml-fairness-gym) and lasts 20 steps.
+
+As a :class:`~causalfair.systems.System`: one replica is the whole graph
+(``units_per_replica = 34``: the members interact); each member is a unit of its
+community's group. The decision per step is one vaccine or none (``DecisionSet(budget=1)``):
+a policy gives each member its probability of being the one vaccinated (at most 1 in all
+per replica), and the Monte Carlo engine draws one categorical per replica. The baseline
+action is "no vaccine" (feasible here). The potential is f = 1[not infected], so a member's
+qualification gain is -1 when infected and +1 when recovered. The reward of a member-step
+is f after the step (ours: the published code's RL reward differs between seeds), so the
+utility is the expected share of healthy member-steps.
+
+What the decomposition means with interference (docs/simulators.md, section 8): the fork
+re-runs one step with nobody vaccinated from the same state and noise, so DPE is the
+infections the policy's vaccines prevented *within the step* (a vaccinated S member cannot
+be infected that step) and IPE everything that follows from the epidemic taking another
+course: herd effects, including on members never vaccinated. SPE is the no-vaccine
+epidemic's gap between the communities, lopsided because member 0 starts infected. Same-
+step spillover is zero here (vaccination moves S to R, and S members infect nobody), so one
+fork suffices. Monte Carlo only: the exact joint state space has 3^34 states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from causalfair.errors import SystemError_
+
+__all__ = ["INF", "INFECTIOUS_DEFAULTS", "REC", "SUS", "InfectiousSimulator", "karate_graph", "make_infectious",
+           "make_infectious_harder"]
+
+SUS, INF, REC = 0, 1, 2  # health codes
+
+#: The published parameters, with their sources.
+INFECTIOUS_DEFAULTS: dict[str, Any] = {
+    # ml-fairness-gym environments/infectious_disease.py::build_sir_model; ELBERT
+    # infectious_experiment/main.py (infection probability per infected neighbour)
+    "infection_probability": 0.5,
+    # same sources (I -> R per step)
+    "recovery_probability": 0.005,
+    # ELBERT infectious_experiment/harder_env.py, DISABLE_PROBILITY (R -> S); 0 = original
+    "immunity_loss_probability": 0.0,
+    "harder_immunity_loss_probability": 0.2,
+    # ml-fairness-gym / ELBERT: one treatment per step, 20 steps, one burn-in step
+    "treatments_per_step": 1,
+    "horizon": 20,
+    "burn_in": 1,
+    # ml-fairness-gym: member 0 starts infected
+    "initially_infected": (0,),
+}
+
+
+@lru_cache(maxsize=1)
+def karate_graph() -> tuple[np.ndarray, np.ndarray]:
+    """(adjacency (34, 34) of 0/1 floats, community (34,) in {0, 1}): community 0 is the
+    one holding member 0 (the first Girvan-Newman split, 15 members)."""
+    import networkx as nx
+
+    g = nx.karate_club_graph()
+    adj = nx.to_numpy_array(g, nodelist=range(34), weight=None)
+    first = next(nx.community.girvan_newman(g))
+    comm = np.ones(34, dtype=np.intp)
+    home = next(c for c in first if 0 in c)
+    comm[sorted(home)] = 0
+    adj.setflags(write=False)
+    comm.setflags(write=False)
+    return adj, comm
+
+
+@dataclass
+class InfectiousState:
+    health: np.ndarray  # (n * 34,) int8 in {S, I, R}, replica-major
+    group: np.ndarray  # (n * 34,) community of each member
+    t: int
+
+
+class InfectiousSimulator:
+    """The coupled-unit simulator protocol (docs/simulators.md): 34 units per replica;
+    ``step`` takes one action per unit (1 = vaccinate)."""
+
+    feature_names = ("susceptible", "infected", "recovered", "infected_neighbours", "degree")
+    n_groups = 2
+    group_names = ("community of member 0", "other community")
+    n_actions = 2
+    baseline = 0
+
+    def __init__(self, infection_probability: float, recovery_probability: float,
+                 immunity_loss_probability: float, burn_in: int,
+                 initially_infected: tuple[int, ...]):
+        self.adj, self.comm = karate_graph()
+        self.deg = self.adj.sum(1)
+        self.tau, self.rho = float(infection_probability), float(recovery_probability)
+        self._p_inf = 1.0 - (1.0 - self.tau) ** np.arange(self.adj.shape[0] + 1)
+        self.loss = float(immunity_loss_probability)
+        self.burn_in = int(burn_in)
+        self.initial = tuple(int(v) for v in initially_infected)
+
+    @property
+    def units(self) -> int:
+        return self.adj.shape[0]
+
+    def reset(self, n: int, group: Any, rng: np.random.Generator) -> InfectiousState:
+        U = self.units
+        h = np.full((n, U), SUS, dtype=np.int8)
+        h[:, list(self.initial)] = INF
+        s = InfectiousState(health=h.reshape(-1), group=np.tile(self.comm, n), t=0)
+        no_vaccine = np.zeros(n * U, dtype=np.intp)
+        for _ in range(self.burn_in):  # ml-fairness-gym's burn-in: steps without treatment
+            s = self.step(s, no_vaccine, self.draw_noise(n * U, rng)).state
+        return InfectiousState(health=s.health, group=s.group, t=0)
+
+    def observe(self, s: InfectiousState) -> Any:
+        from causalfair.types import Observation
+
+        h = s.health.reshape(-1, self.units)
+        k = (h == INF).astype(np.float64) @ self.adj
+        feats = np.stack([(s.health == SUS), (s.health == INF), (s.health == REC),
+                          k.reshape(-1), np.tile(self.deg, h.shape[0])], axis=1).astype(np.float64)
+        return Observation(group=s.group, features=feats, t=s.t)
+
+    def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Uniforms per member: infection, recovery, loss of immunity."""
+        return rng.random((n, 3))
+
+    def step(self, s: InfectiousState, d: Any, noise: Any) -> Any:
+        from causalfair.types import StepResult
+
+        U = self.units
+        h = s.health.copy()
+        vacc = np.asarray(d).astype(bool) & (h == SUS)
+        h[vacc] = REC  # 1. treatment: S -> R
+        hr = h.reshape(-1, U)
+        k = ((hr == INF).astype(np.float64) @ self.adj).reshape(-1)  # infected neighbours
+        u = np.asarray(noise, dtype=np.float64)
+        p_inf = self._p_inf[k.astype(np.intp)]  # 1 - (1 - tau)^k, tabulated over k
+        nxt = h.copy()
+        nxt[(h == SUS) & (u[:, 0] < p_inf)] = INF  # 2. infection
+        nxt[(h == INF) & (u[:, 1] < self.rho)] = REC  # 3. recovery
+        if self.loss > 0:
+            nxt[(h == REC) & (u[:, 2] < self.loss)] = SUS  # 4. loss of immunity (harder)
+        before = (s.health != INF).astype(np.float64)
+        after = (nxt != INF).astype(np.float64)
+        return StepResult(state=InfectiousState(health=nxt, group=s.group, t=s.t + 1),
+                          reward=after, gain=after - before)
+
+
+def _prob(name: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        raise SystemError_(f"{name}: must be a probability in [0, 1], got {v!r}.")
+    return float(v)
+
+
+def make_infectious(infection_probability: float = INFECTIOUS_DEFAULTS["infection_probability"],
+                    recovery_probability: float = INFECTIOUS_DEFAULTS["recovery_probability"],
+                    immunity_loss_probability: float = INFECTIOUS_DEFAULTS["immunity_loss_probability"],
+                    horizon: int = INFECTIOUS_DEFAULTS["horizon"],
+                    burn_in: int = INFECTIOUS_DEFAULTS["burn_in"],
+                    initially_infected: Any = INFECTIOUS_DEFAULTS["initially_infected"],
+                    *, id: str = "infectious-1") -> Any:
+    """The ``infectious-1`` system (module docstring); ``infectious-harder`` adds loss of
+    immunity."""
+    from causalfair.model import CausalStructure
+    from causalfair.systems.system import DecisionSet, Gain, System
+
+    tau = _prob("infection_probability", infection_probability)
+    rho = _prob("recovery_probability", recovery_probability)
+    loss = _prob("immunity_loss_probability", immunity_loss_probability)
+    if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:
+        raise SystemError_(f"burn_in: must be an integer >= 0, got {burn_in!r}.")
+    try:
+        init = tuple(int(v) for v in initially_infected)
+    except (TypeError, ValueError):
+        init = ()
+    if not init or any(not 0 <= v < 34 for v in init):
+        raise SystemError_(f"initially_infected: must be member indices in [0, 34), got "
+                           f"{initially_infected!r}.")
+    _, comm = karate_graph()
+    weights = np.bincount(comm, minlength=2) / 34.0
+    return System(
+        id=id,
+        groups=InfectiousSimulator.group_names,
+        decisions=DecisionSet(labels=("no vaccine", "vaccinate"), baseline=0, budget=1),
+        features=InfectiousSimulator.feature_names,
+        gain=Gain("health change", "members not infected",
+                  "1[not infected] after the step minus before: -1 on infection, +1 on recovery"),
+        reward="members not infected after the step (share of healthy member-steps)",
+        horizon=int(horizon),
+        structure=CausalStructure(exogenous={}, s_to_x0=True, s_to_transition=True),
+        simulator=lambda: InfectiousSimulator(tau, rho, loss, burn_in, init),
+        group_weights=weights,
+        units_per_replica=34,
+        params={"infection_probability": tau, "recovery_probability": rho,
+                "immunity_loss_probability": loss, "horizon": int(horizon),
+                "burn_in": burn_in, "initially_infected": list(init)},
+        description="SIR epidemic on the karate-club graph, one vaccine per step "
+                    "(ml-fairness-gym; seeds 000, 001)",
+    )
+
+
+def make_infectious_harder(**kw: Any) -> Any:
+    """``infectious-harder`` (ELBERT): recovered members lose immunity with probability 0.2."""
+    kw.setdefault("immunity_loss_probability",
+                  INFECTIOUS_DEFAULTS["harder_immunity_loss_probability"])
+    return make_infectious(**kw, id="infectious-harder")
