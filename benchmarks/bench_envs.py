@@ -7,6 +7,10 @@ graphs at once (member-level arrays, one matrix product for the infected neighbo
 against a loop over one graph's members with networkx neighbour lists and
 ``random.random()`` per member (what a straightforward Gym implementation does).
 
+Attention allocation (attention-1): ``VecAttentionEnv`` (greedy placement as a loop over
+the N units on arrays, Poisson incidents by inverse CDF) against a plain loop over one set
+of sites (Knuth's Poisson sampler, the greedy placement in Python).
+
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_envs.py [--envs 4096] [--steps 20]``.
 """
 
@@ -84,6 +88,58 @@ def vec_infectious(n_envs: int, steps: int, seed: int = 0) -> float:
     return done / (time.perf_counter() - t0)
 
 
+def loop_attention(steps: int, seed: int = 0) -> float:
+    """Steps per second of a plain Python loop over one set of 5 sites (attention-1)."""
+    import math
+
+    rnd = random.Random(seed)
+    rates0, d, units = [8.0, 6.0, 4.0, 3.0, 1.5], 0.1, 6
+
+    def poisson(lam: float) -> int:  # Knuth's method, as a plain implementation would
+        if lam <= 0:
+            return 0
+        limit, k, p = math.exp(-lam), 0, rnd.random()
+        while p > limit:
+            k += 1
+            p *= rnd.random()
+        return k
+
+    t0 = time.perf_counter()
+    done = 0
+    while done < steps:
+        rates = list(rates0)
+        for _ in range(20):
+            w = [rnd.random() + 0.01 for _ in range(5)]
+            tot = sum(w)
+            share = [x / tot for x in w]
+            a = [0] * 5
+            for _ in range(units):
+                k = max(range(5), key=share.__getitem__)
+                a[k] += 1
+                share[k] -= 1.0 / units
+            for k in range(5):
+                y = poisson(rates[k])
+                _seen = min(a[k], y)
+                rates[k] = rates[k] + d if a[k] == 0 else max(0.0, rates[k] - d * a[k])
+            done += 1
+    return done / (time.perf_counter() - t0)
+
+
+def vec_attention(n_envs: int, steps: int, seed: int = 0) -> float:
+    from causalfair.sim.attention_env import VecAttentionEnv
+
+    env = VecAttentionEnv(n_envs)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    done = 0
+    while done < steps * n_envs:
+        env.reset(rng)
+        for _ in range(20):
+            env.step(rng.random((n_envs, 5)) + 0.01)
+            done += n_envs
+    return done / (time.perf_counter() - t0)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--envs", type=int, default=4096, help="graphs stepped at once")
@@ -98,6 +154,12 @@ def main() -> int:
     print(f"  vectorised, {args.envs} graphs at once:        {vec:12,.0f}   "
           f"({vec / loop:,.1f}x the pure loop, {vec / one:,.0f}x the one-graph env; "
           "target >= 100x)")
+    loop_a = loop_attention(20000)
+    vec_a = vec_attention(args.envs, 40)
+    print("attention allocation, 5 sites, 6 units (attention-1), steps per second:")
+    print(f"  pure Python loop, one set of sites:       {loop_a:12,.0f}")
+    print(f"  vectorised, {args.envs} sets at once:          {vec_a:12,.0f}   "
+          f"({vec_a / loop_a:,.1f}x; target >= 100x)")
     return 0
 
 

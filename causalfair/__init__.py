@@ -128,6 +128,9 @@ def _register_gymnasium() -> None:
         return
     for env_id, entry, kwargs in (
             ("causalfair/Lending-v0", "causalfair.sim.env:LendingEnv", {}),
+            ("causalfair/Attention-v0", "causalfair.sim.attention_env:AttentionEnv", {}),
+            ("causalfair/AttentionHarder-v0", "causalfair.sim.attention_env:AttentionEnv",
+             {"harder": True}),
             ("causalfair/Infectious-v0", "causalfair.sim.infectious_env:InfectiousEnv", {}),
             ("causalfair/InfectiousHarder-v0", "causalfair.sim.infectious_env:InfectiousEnv",
              {"harder": True})):

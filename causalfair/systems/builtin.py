@@ -7,6 +7,8 @@ Registered at ``import causalfair.systems``:
 - ``delayed-impact``: setting 1's curves without drift (ml-fairness-gym's
   DelayedImpactEnv);
 - ``replicator-1``: seed 002's replicator dynamics (:mod:`causalfair.systems.replicator`).
+- ``attention-1``, ``attention-harder``: ml-fairness-gym's attention allocation of seeds
+  000 and 001 (:mod:`causalfair.systems.attention`).
 - ``infectious-1``, ``infectious-harder``: the SIR epidemic on the karate-club graph of
   seeds 000 and 001 (:mod:`causalfair.systems.infectious`).
 """
@@ -61,6 +63,13 @@ def register_builtin() -> None:
                  description=_LENDING_DESCRIPTIONS[sid], override=True)
     register("delayed-impact", "causalfair.systems.builtin:make_delayed_impact",
              description=_LENDING_DESCRIPTIONS["delayed-impact"], override=True)
+    register("attention-1", "causalfair.systems.attention:make_attention",
+             description="attention allocation over 5 sites, 6 units per step "
+                         "(ml-fairness-gym; seeds 000, 001); coupled units, Monte Carlo",
+             override=True)
+    register("attention-harder", "causalfair.systems.attention:make_attention_harder",
+             description="attention allocation, ELBERT's harder parameters (30 units, "
+                         "per-site rates); coupled units, Monte Carlo", override=True)
     register("infectious-1", "causalfair.systems.infectious:make_infectious",
              description="SIR epidemic on the karate-club graph, one vaccine per step "
                          "(ml-fairness-gym; seeds 000, 001); coupled units, Monte Carlo",
