@@ -177,10 +177,22 @@ def test_defaults_and_relative_checkpoint(tmp_path):
 def test_example_specs_are_valid():
     root = Path(__file__).resolve().parents[1] / "audits"
     specs = sorted(root.glob("*.toml"))
-    assert {p.name for p in specs} >= {"lending-1.toml", "lending-2.toml", "lending-3.toml"}
+    assert {p.name for p in specs} >= {"lending-1.toml", "lending-2.toml", "lending-3.toml",
+                                       "lending-harder.toml", "attention-1.toml",
+                                       "infectious-1.toml", "replicator-1.toml"}
     for p in specs:
         s = load_spec(p)
         assert s.thresholds, p
+
+
+def test_every_example_spec_audits_and_keeps_the_identity():
+    import causalfair as cf
+
+    for p in sorted((Path(__file__).resolve().parents[1] / "audits").glob("*.toml")):
+        res = cf.audit(p)
+        d = res.decomposition
+        assert d.C == pytest.approx(d.DPE + d.IPE + d.SPE, abs=1e-12), p.name
+        assert res.overall in ("PASS", "FAIL", "INCONCLUSIVE") and res.verdicts, p.name
 
 
 # ------------------------------------------------------------------ audits

@@ -7,6 +7,7 @@ Registered at ``import causalfair.systems``:
 - ``delayed-impact``: setting 1's curves without drift (ml-fairness-gym's
   DelayedImpactEnv);
 - ``replicator-1``: seed 002's replicator dynamics (:mod:`causalfair.systems.replicator`).
+- ``lending-harder``: ELBERT's harder lending (:mod:`causalfair.systems.lending_harder`).
 - ``attention-1``, ``attention-harder``: ml-fairness-gym's attention allocation of seeds
   000 and 001 (:mod:`causalfair.systems.attention`).
 - ``infectious-1``, ``infectious-harder``: the SIR epidemic on the karate-club graph of
@@ -63,6 +64,9 @@ def register_builtin() -> None:
                  description=_LENDING_DESCRIPTIONS[sid], override=True)
     register("delayed-impact", "causalfair.systems.builtin:make_delayed_impact",
              description=_LENDING_DESCRIPTIONS["delayed-impact"], override=True)
+    register("lending-harder", "causalfair.systems.lending_harder:make_lending_harder",
+             description="ELBERT's harder lending (seed 000): non-adjacent credit jumps, "
+                         "rejected applicants move too; tabular", override=True)
     register("attention-1", "causalfair.systems.attention:make_attention",
              description="attention allocation over 5 sites, 6 units per step "
                          "(ml-fairness-gym; seeds 000, 001); coupled units, Monte Carlo",
