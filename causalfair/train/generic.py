@@ -7,7 +7,11 @@ trainer in :mod:`causalfair.train.core`).
   standard deviation of the initial states, recorded in the checkpoint with the feature
   names). One logit for two actions (P(d1) = sigmoid), A logits for A actions.
 - Rollouts: ``n_individuals`` units split over the groups, T steps, actions drawn with the
-  run's seeded generator; no Python loop per unit.
+  run's seeded generator; no Python loop per unit. Coupled units (``units_per_replica``
+  U > 1): ``n_individuals / U`` replicas, every unit a learner sharing the policy.
+  Actions outside ``DecisionSet.allowed`` are masked by pinning their logits at -1e9
+  (zero weights: probability and gradient exactly 0, and the mask is in the checkpoint).
+  A budget per replica is refused (it needs a policy over the whole replica).
 - Advantages: GAE with a value network over (observation, t / T).
 - Gain action values, model-free (method.md section 5): the gain-to-go of each unit's
   trajectory, Q_g(x_t, d_t) = sum_{t' >= t} g_t'. PPO-C adds beta_C * C^2 with the
@@ -51,7 +55,10 @@ GENERIC_ALGOS = ("ppo", "ppo-c", "ppo-cb")
 def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncoding:
     if system.features is None and system.n_levels is not None:
         return FeatureEncoding("onehot", system.n_levels, system.n_groups)
-    obs = [sim.observe(sim.reset(256, g, rng)) for g in range(system.n_groups)]
+    if system.units_per_replica > 1:  # coupled units: replicas hold every group's units
+        obs = [sim.observe(sim.reset(max(2, 256 // system.units_per_replica), None, rng))]
+    else:
+        obs = [sim.observe(sim.reset(256, g, rng)) for g in range(system.n_groups)]
     if any(o.features is None for o in obs):
         raise ConfigError(f"system {system.id!r}: observations carry neither levels nor features; "
                           "a policy network needs one of them.")
@@ -74,9 +81,13 @@ class SystemTrainer:
                 f"algo: {c.algo!r} needs lending's ground truth (the qualified role and the "
                 f"lending population); on system {system.id!r} use one of "
                 f"{', '.join(GENERIC_ALGOS)}.")
-        if system.units_per_replica != 1:
-            raise ConfigError(f"system {system.id!r}: coupled units (units_per_replica = "
-                              f"{system.units_per_replica}) are not trained here yet.")
+        self.U = system.units_per_replica
+        if self.U > 1 and system.decisions.budget is not None:
+            raise ConfigError(
+                f"system {system.id!r}: a budget of {system.decisions.budget} action(s) per "
+                "replica needs a policy over the whole replica (one categorical per replica); "
+                "the trainer's per-unit policy cannot respect it yet. Train elsewhere and audit "
+                "the policy (a factory with action_probs), or drop the budget.")
         self.system = system
         self.sim = system.make_simulator()
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(c.seed)))
@@ -96,6 +107,19 @@ class SystemTrainer:
             except RuntimeError as exc:
                 raise ConfigError(f"init_checkpoint: architecture differs from the config "
                                   f"({str(exc).splitlines()[0][:160]}).") from None
+        allowed = system.decisions.allowed
+        if allowed is not None and self.A > 2:
+            # actions the deployed policy may not take (e.g. "no attention anywhere"): their
+            # logits are pinned at -1e9 with zero weights, so their probability is exactly 0,
+            # their gradient 0 (they stay pinned), and the checkpoint carries the mask
+            import torch
+
+            out_layer = [m for m in self.policy_net.modules() if isinstance(m, torch.nn.Linear)][-1]
+            banned = [a for a in range(self.A) if a not in allowed]
+            with torch.no_grad():
+                out_layer.weight[banned] = 0.0
+                out_layer.bias[banned] = -1e9
+        self.pair = (0, 1)  # the audited pair of groups (updated at every audit)
         self.value_net = mlp(width + 1, c.hidden, 1, c.activation)
         self.opt = torch.optim.Adam(list(self.policy_net.parameters())
                                     + list(self.value_net.parameters()), lr=c.lr)
@@ -143,6 +167,8 @@ class SystemTrainer:
 
     # ------------------------------------------------------------------- rollout
     def collect(self) -> dict[str, np.ndarray]:
+        if self.U > 1:
+            return self._collect_coupled()
         import torch
 
         n_g = max(2, self.config.n_individuals // self.G)
@@ -175,6 +201,34 @@ class SystemTrainer:
         return {"x": np.concatenate(xs, axis=1), "action": cat(acts), "logp": cat(logps),
                 "reward": cat(rews), "gain": cat(gains), "group": cat(groups)}
 
+    def _collect_coupled(self) -> dict[str, np.ndarray]:
+        """Rollouts of replicas of coupled units: every unit is a learner sharing the
+        policy (actions drawn per unit), with its own reward and gain."""
+        import torch
+
+        n_rep = max(2, self.config.n_individuals // self.U)
+        m = n_rep * self.U
+        state = self.sim.reset(n_rep, None, self.rng)
+        xs, acts, logps, rews, gains, groups = [], [], [], [], [], []
+        for _ in range(self.T):
+            obs = self.sim.observe(state)
+            x = self.encoding.encode(obs)
+            with torch.no_grad():
+                probs = self._dist(self._logits(torch.from_numpy(x))).double().numpy()
+            u = self.rng.random(m)
+            a = np.minimum((u[:, None] >= np.cumsum(probs[:, :-1], axis=1)).sum(1), self.A - 1)
+            res = self.sim.step(state, a.astype(bool) if self.A == 2 and self.base == 0 else a,
+                                self.sim.draw_noise(m, self.rng))
+            xs.append(x)
+            acts.append(a)
+            logps.append(np.log(np.maximum(probs[np.arange(m), a], 1e-12)))
+            rews.append(np.asarray(res.reward, dtype=np.float64))
+            gains.append(np.asarray(res.gain, dtype=np.float64))
+            groups.append(np.asarray(obs.group, dtype=np.intp))
+            state = res.state
+        return {"x": np.stack(xs), "action": np.stack(acts), "logp": np.stack(logps),
+                "reward": np.stack(rews), "gain": np.stack(gains), "group": np.stack(groups)}
+
     def _advantages(self, b: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         import torch
 
@@ -203,7 +257,7 @@ class SystemTrainer:
         adv, ret = self._advantages(b)
         q = gain_to_go(b["gain"])
         total = b["gain"].sum(0)
-        g0, g1 = b["group"][0] == 0, b["group"][0] == 1
+        g0, g1 = b["group"][0] == self.pair[0], b["group"][0] == self.pair[1]
         c_batch = float(total[g0].mean() - total[g1].mean())
         flat = lambda a: torch.from_numpy(np.ascontiguousarray(a.reshape(T * N, *a.shape[2:])))  # noqa: E731
         x, act, logp_old = flat(b["x"]), flat(b["action"]).long(), flat(b["logp"])
@@ -227,7 +281,7 @@ class SystemTrainer:
                 v = self.value_net(torch.cat([x[idx], tt[idx]], dim=1))[:, 0].double()
                 loss = -surr.mean() + c.vf_coef * ((v - rett[idx]) ** 2).mean()
                 if c.algo in ("ppo-c", "ppo-cb"):
-                    pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], c.beta_c, (0, 1),
+                    pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], c.beta_c, self.pair,
                                               c_batch=c_batch, scale=float(T))
                     if self.multipliers is not None:  # PPO-Lagrangian: lambda_i * q_i / b_i
                         pen = sum(float(lam) * (cval.abs() if k.key == "abs_C" else cval)
@@ -305,6 +359,7 @@ class SystemTrainer:
 
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
                              seed=self.config.seed, check=False)
+        self.pair = tuple(int(g) for g in d.pair)
         out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
         out["utility"] = float(d.total_utility)
         ci = d.conf_int(0.05) if d.se else None
