@@ -63,8 +63,10 @@ class SerialBackend:
 
 
 class ProcessBackend:
-    """A pool of ``jobs`` local worker processes (joblib's loky: workers are reused, and
-    a worker that dies is reported as a failed task)."""
+    """A pool of ``jobs`` local worker processes (loky, which pickles functions and classes
+    defined in scripts and notebooks too). Each ``map`` starts its own pool and shuts it
+    down (joblib's reusable pool can hang when its idle workers time out while a new
+    call arrives). A worker that dies is reported as a failed task."""
 
     def __init__(self, jobs: int):
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -72,22 +74,35 @@ class ProcessBackend:
         self.jobs = jobs
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        from joblib import Parallel, delayed
+        from joblib.externals.loky import ProcessPoolExecutor
 
-        try:
-            return list(Parallel(n_jobs=self.jobs, backend="loky")(
-                delayed(_run)(fn, item, 1) for item in items))
-        except Exception as exc:  # noqa: BLE001 - e.g. a worker killed: retry one by one
-            out = []
-            for item in items:
+        out: list[Any] = [None] * len(items)
+        pending = list(range(len(items)))
+        with ProcessPoolExecutor(max_workers=min(self.jobs, max(1, len(items)))) as pool:
+            futures = {i: pool.submit(_run, fn, items[i], 1) for i in pending}
+            for i in pending:
                 try:
-                    out.extend(Parallel(n_jobs=1, backend="loky")([delayed(_run)(fn, item, 1)]))
-                except Exception as inner:  # noqa: BLE001
-                    out.append(TaskError(type(inner).__name__,
-                                         f"worker failed: {str(inner).splitlines()[0][:200]}"
-                                         if str(inner) else "worker failed", ""))
-            del exc
-            return out
+                    out[i] = futures[i].result()
+                except Exception:  # noqa: BLE001 - the pool broke (a worker died)
+                    out[i] = _LOST
+        for i, r in enumerate(out):  # tasks lost with a dead worker: each in its own pool
+            if r is _LOST:
+                out[i] = _alone(fn, items[i])
+        return out
+
+
+_LOST = object()
+
+
+def _alone(fn: Callable[[Any], Any], item: Any) -> Any:
+    from joblib.externals.loky import ProcessPoolExecutor
+
+    try:
+        with ProcessPoolExecutor(max_workers=1) as pool:
+            return pool.submit(_run, fn, item, 1).result()
+    except Exception as exc:  # noqa: BLE001 - this task's own worker died
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return TaskError(type(exc).__name__, f"worker failed: {first}" if first else "worker failed")
 
 
 class RayBackend:
