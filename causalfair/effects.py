@@ -60,6 +60,9 @@ class Decomposition:
     ``utility``: expected decision-maker reward per group under pi, (G,).
     ``se``: standard errors by quantity name (Monte Carlo), or None (exact).
     ``diagnostics``: residuals of the identities (exact engine) by name.
+    ``notions``: other fairness notions the engine estimated alongside, by name (e.g.
+    ``elbert_bias`` with ``elbert_bias_se`` and ``benefit_rate[GROUP]``, from a
+    simulator that reports supply and demand; see :mod:`causalfair.montecarlo`).
     """
 
     engine: str
@@ -80,6 +83,7 @@ class Decomposition:
     diagnostics: Mapping[str, float] = field(default_factory=dict)
     policy_name: str = "pi"
     model_name: str = "model"
+    notions: Mapping[str, float] = field(default_factory=dict)
 
     # -------------------------------------------------------------- the four figures
     def _gap(self, v: np.ndarray) -> float:
@@ -276,6 +280,8 @@ class Decomposition:
             out["se"] = {k: float(v) for k, v in se.items()}
             ci = self.conf_int(0.05)
             out["ci95"] = {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()}
+        if self.notions:
+            out["notions"] = {k: float(v) for k, v in self.notions.items()}
         if self.n is not None:
             out["n"] = self.n
         if self.seed is not None:

@@ -819,6 +819,7 @@ def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, d
     if callable(getattr(policy, "start_batch", None)):
         policy.start_batch(m * U, None)
     acc = {k: np.zeros(m * U) for k in ("A", "B", "Z", "R")}
+    sd: dict[str, np.ndarray] | None = None  # supply and demand, when the simulator reports them
     d0 = np.full(m * U, base, dtype=np.intp)
     if A == 2 and base == 0:
         d0 = d0.astype(bool)
@@ -844,10 +845,19 @@ def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, d
         for i, r in enumerate((res.gain, fork.gain, res0.gain)):
             sums[i, :, t] += np.bincount(group, weights=np.asarray(r, dtype=np.float64),
                                          minlength=G)
+        info = getattr(res, "info", None) or {}
+        if "supply" in info and "demand" in info:
+            if sd is None:
+                sd = {"supply": np.zeros(m * U), "demand": np.zeros(m * U)}
+            for k in sd:
+                sd[k] += np.asarray(info[k], dtype=np.float64)
         state, state0 = res.state, res0.state
     mean = {k: np.bincount(cell, weights=v, minlength=m * G).reshape(m, G) / cnt
             for k, v in acc.items()}
     mean["AB"], mean["BZ"] = mean["A"] - mean["B"], mean["B"] - mean["Z"]
+    if sd is not None:  # per replica and group: total supply and demand over the episode
+        for k, v in sd.items():
+            mean[f"_{k}"] = np.bincount(cell, weights=v, minlength=m * G).reshape(m, G)
     return sums, mean, cnt
 
 
@@ -895,6 +905,7 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
                sim_name=_name(sim), budget=budget)
     tasks = [(job, U, G, b, min(batch, n - start)) for b, start in enumerate(range(0, n, batch))]
     ab: tuple[int, int] = (0, 1)
+    supply_demand: dict[str, list[np.ndarray]] = {}
 
     def fold(b: int, result: tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]) -> None:
         nonlocal counts, ab, sums
@@ -908,6 +919,9 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
             ab = _check_pair(pair, G, mean["A"].mean(0))
         sums += batch_sums
         for k, arr in mean.items():
+            if k.startswith("_"):  # supply / demand totals: kept per replica
+                supply_demand.setdefault(k, []).append(arr)
+                continue
             for g in range(G):
                 per_group[k][g].add(arr[:, g])
         for k, src in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
@@ -937,8 +951,35 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     weights = system.group_weights
     se["utility"] = float(math.sqrt(float(weights**2 @ np.array(
         [s_.var / s_.n for s_ in per_group["R"]]))))
+    notions = _benefit_rate_bias(supply_demand, system.groups) if supply_demand else {}
     return Decomposition(
         engine="mc", groups=system.groups, pair=ab, horizon=T, V=V, V_ps=V_ps, V_0=V_0,
         steps=sums / (n * counts[:, None]), utility=util, group_weights=weights, Lambda=None,
         se=se, n=n, seed=seed, diagnostics={}, policy_name=name, model_name=system.id,
+        notions=notions,
     )
+
+
+def _benefit_rate_bias(sd: Mapping[str, list[np.ndarray]], groups: tuple[str, ...]
+                       ) -> dict[str, float]:
+    """ELBERT's benefit rates and bias (seed 000) from per-replica totals of supply and
+    demand (lists of (m, G) arrays): the rate of group g is R_g = E[supply_g] / E[demand_g]
+    (a ratio of expectations over episodes), the bias max_g R_g - min_g R_g. Its standard
+    error by the delta method over replicas (replicas are independent; the two groups of a
+    replica are not): the bias linearises to L_i = (S_ai - R_a D_ai) / mean(D_a) -
+    (S_bi - R_b D_bi) / mean(D_b)."""
+    S = np.concatenate(sd["_supply"])
+    D = np.concatenate(sd["_demand"])
+    n = S.shape[0]
+    dbar = D.mean(axis=0)
+    out: dict[str, float] = {}
+    if (dbar <= 0).any():  # a group without demand has no benefit rate
+        return out
+    rate = S.mean(axis=0) / dbar
+    for g, name in enumerate(groups):
+        out[f"benefit_rate[{name}]"] = float(rate[g])
+    a, b = int(np.argmax(rate)), int(np.argmin(rate))
+    lin = (S[:, a] - rate[a] * D[:, a]) / dbar[a] - (S[:, b] - rate[b] * D[:, b]) / dbar[b]
+    out["elbert_bias"] = float(rate[a] - rate[b])
+    out["elbert_bias_se"] = float(lin.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    return out

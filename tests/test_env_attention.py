@@ -4,6 +4,7 @@ gain without attention does not depend on its state), and the Gymnasium environm
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -143,3 +144,58 @@ def test_gymnasium_environments_pass_both_checkers_and_are_seeded():
             traj.append(obs.tolist() + info["rates"].tolist())
         runs.append(traj)
     assert runs[0] == runs[1] and runs[0] != runs[2]
+
+
+class _Coin:
+    """A toy world of two units (one per group) whose supply is the action taken and
+    whose demand is 1 each step: its benefit rate is the group's approval probability."""
+
+    n_groups = 2
+
+    def reset(self, n, group, rng):
+        return np.zeros(2 * n)
+
+    def observe(self, s):
+        return cf.Observation(group=np.tile([0, 1], s.shape[0] // 2), level=np.zeros(
+            s.shape[0], dtype=int))
+
+    def draw_noise(self, n, rng):
+        return np.zeros(n)
+
+    def step(self, s, d, noise):
+        d = np.asarray(d, dtype=np.float64)
+        return cf.StepResult(state=s, reward=d, gain=d,
+                             info={"supply": d, "demand": np.ones_like(d)})
+
+
+class _Half:
+    name = "p"
+
+    def action_probs(self, obs):
+        p1 = np.where(obs.group == 0, 0.3, 0.8)
+        return np.stack([1 - p1, p1], axis=1)
+
+
+def test_elbert_benefit_rate_bias_and_its_standard_error_by_hand():
+    system = cf.System(id="coin", groups=("a", "b"), simulator=_Coin, units_per_replica=2,
+                       features=None, levels=("0",), horizon=4)
+    n, T = 20000, 4
+    d = cf.decompose_mc(system, _Half(), T, n=n, seed=0)
+    nt = d.notions
+    assert abs(nt["benefit_rate[a]"] - 0.3) < 4 * math.sqrt(0.21 / (n * T))
+    assert abs(nt["benefit_rate[b]"] - 0.8) < 4 * math.sqrt(0.16 / (n * T))
+    se = math.sqrt((0.3 * 0.7 + 0.8 * 0.2) / T / n)
+    assert nt["elbert_bias"] == pytest.approx(nt["benefit_rate[b]"] - nt["benefit_rate[a]"])
+    assert nt["elbert_bias_se"] == pytest.approx(se, rel=0.05)
+    # here the gain is the action too: the group gap in gains is the same contrast
+    assert nt["elbert_bias"] == pytest.approx(-d.C / T, abs=1e-12)
+
+
+def test_an_audit_gates_elbert_bias_with_its_interval(tmp_path):
+    spec = tmp_path / "a.toml"
+    spec.write_text('name = "a"\n[system]\nid = "attention-1"\n[policy]\nbuiltin = "action:4"\n'
+                    '[engine]\nkind = "mc"\nn = 400\n[thresholds]\nelbert_bias = 0.1\n')
+    res = cf.audit(spec)
+    v = res.verdicts[0]
+    assert v.key == "elbert_bias" and v.lower < v.estimate < v.upper and v.status == "FAIL"
+    assert v.estimate == res.decomposition.notions["elbert_bias"]

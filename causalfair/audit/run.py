@@ -301,6 +301,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
                 dec = replace(dec, Lambda=ben.Lambda)
     else:
         dec = exact
+    for k, v in (getattr(dec, "notions", None) or {}).items():  # e.g. ELBERT's bias by MC
+        notions.setdefault(k, v)
     q = _quantities(spec, dec, notions, lam_se=lam_se)
     if ben is not None and getattr(ben, "ci", None) is not None and "Lambda" in q:
         q["Lambda"] = (q["Lambda"][0], ben.ci[0], ben.ci[1], ben.se)  # bootstrap hull interval

@@ -167,7 +167,9 @@ class AttentionSimulator:
         nxt = np.where(a == 0, s.rate + up, np.maximum(0.0, s.rate - down * a))
         return StepResult(state=AttentionState(rate=nxt, seen=seen, attention=a, group=s.group,
                                                t=s.t + 1),
-                          reward=seen, gain=s.rate - nxt, info={"incidents": y})
+                          reward=seen, gain=s.rate - nxt,
+                          # ELBERT's supply and demand: incidents discovered and occurred
+                          info={"incidents": y, "supply": seen, "demand": y})
 
 
 def _vector(name: str, v: Any, K: int, lo: float = 0.0) -> tuple[float, ...]:

@@ -162,8 +162,11 @@ class InfectiousSimulator:
             nxt[(h == REC) & (u[:, 2] < self.loss)] = SUS  # 4. loss of immunity (harder)
         before = (s.health != INF).astype(np.float64)
         after = (nxt != INF).astype(np.float64)
+        # ELBERT's supply and demand: vaccines given, members newly infected
+        info = {"supply": np.asarray(d).astype(bool).astype(np.float64),
+                "demand": ((h == SUS) & (nxt == INF)).astype(np.float64)}
         return StepResult(state=InfectiousState(health=nxt, group=s.group, t=s.t + 1),
-                          reward=after, gain=after - before)
+                          reward=after, gain=after - before, info=info)
 
 
 def _prob(name: str, v: Any) -> float:
