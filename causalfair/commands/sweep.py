@@ -49,11 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from causalfair.cli import UsageError
     from causalfair.commands._system import parse_params
     from causalfair.commands.decompose import backend_from_args
+    from causalfair.commands.train import parse_set
     from causalfair.sweep import parse_seeds, sweep
 
     overrides = {}
@@ -61,14 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if args.iterations < 1:
             raise UsageError(f"--iterations: must be an integer >= 1, got {args.iterations}.")
         overrides["iterations"] = args.iterations
-    for item in args.set:
-        name, eq, value = item.partition("=")
-        if not eq:
-            raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}.")
-        try:
-            overrides[name.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[name.strip()] = value
+    overrides.update(parse_set(args.set))
     algos = [a.strip() for a in args.algo.split(",") if a.strip()]
     systems = [s.strip() for s in args.system.split(",") if s.strip()]
     res = sweep(algos, parse_seeds(args.seeds), systems, params=parse_params(args.param),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po", "exact")
 SETTINGS = ("lending-1", "lending-2", "lending-3")
@@ -73,6 +74,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``--set FIELD=VALUE`` options as TrainConfig keyword arguments (JSON values where
+    they parse, else strings)."""
+    from causalfair.cli import UsageError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}.")
+        try:
+            out[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name.strip()] = value
+    return out
+
+
 def build_config(args: argparse.Namespace):
     """The TrainConfig the command line describes."""
     from causalfair.cli import UsageError
@@ -86,14 +104,7 @@ def build_config(args: argparse.Namespace):
            "beta_lambda": args.beta_lambda, "eval_every": args.eval_every,
            "checkpoint_every": args.checkpoint_every}
     kw.update({k: v for k, v in opt.items() if v is not None})
-    for item in args.set:
-        name, eq, value = item.partition("=")
-        if not eq:
-            raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}.")
-        try:
-            kw[name.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            kw[name.strip()] = value
+    kw.update(parse_set(args.set))
     try:
         return TrainConfig(**kw)
     except TypeError as exc:
