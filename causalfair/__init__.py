@@ -128,6 +128,11 @@ def _register_gymnasium() -> None:
         return
     for env_id, entry, kwargs in (
             ("causalfair/Lending-v0", "causalfair.sim.env:LendingEnv", {}),
+            ("causalfair/System-v0", "causalfair.sim.system_env:SystemEnv", {}),
+            ("causalfair/LendingHarder-v0", "causalfair.sim.system_env:SystemEnv",
+             {"system": "lending-harder"}),
+            ("causalfair/Replicator-v0", "causalfair.sim.system_env:SystemEnv",
+             {"system": "replicator-1"}),
             ("causalfair/Attention-v0", "causalfair.sim.attention_env:AttentionEnv", {}),
             ("causalfair/AttentionHarder-v0", "causalfair.sim.attention_env:AttentionEnv",
              {"harder": True}),
