@@ -479,6 +479,15 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
         policy, meta = _load_npz(path)
     else:
         policy, meta = _load_pt(path)
+    choice = (meta.get("metadata") or {}).get("choice")
+    if choice is not None:  # one unit per replica (causalfair.choice)
+        from causalfair.choice import ReplicaChoicePolicy
+
+        try:
+            policy = ReplicaChoicePolicy(policy, int(choice["units"]),
+                                         float(choice["nobody_logit"]), name=policy.name)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint {path}: malformed metadata 'choice' ({exc}).") from None
     if model is not None:
         check_policy_inputs(policy, n_levels=model.n_levels, n_groups=model.n_groups,
                             feature_names=getattr(model, "feature_names", None),

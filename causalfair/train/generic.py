@@ -11,7 +11,8 @@ trainer in :mod:`causalfair.train.core`).
   U > 1): ``n_individuals / U`` replicas, every unit a learner sharing the policy.
   Actions outside ``DecisionSet.allowed`` are masked by pinning their logits at -1e9
   (zero weights: probability and gradient exactly 0, and the mask is in the checkpoint).
-  A budget per replica is refused (it needs a policy over the whole replica).
+  One choice per replica (budget 1): a replica-level agent (:mod:`causalfair.choice`),
+  one softmax over the units' scores and a learned "nobody" logit.
 - Advantages: GAE with a value network over (observation, t / T).
 - Gain action values, model-free (method.md section 5): the gain-to-go of each unit's
   trajectory, Q_g(x_t, d_t) = sum_{t' >= t} g_t'. PPO-C adds beta_C * C^2 with the
@@ -82,12 +83,20 @@ class SystemTrainer:
                 f"lending population); on system {system.id!r} use one of "
                 f"{', '.join(GENERIC_ALGOS)}.")
         self.U = system.units_per_replica
-        if self.U > 1 and system.decisions.budget is not None:
+        budget = system.decisions.budget
+        self.choice = self.U > 1 and budget == 1
+        if self.U > 1 and budget is not None and not (
+                budget == 1 and system.n_actions == 2 and system.decisions.baseline == 0):
             raise ConfigError(
-                f"system {system.id!r}: a budget of {system.decisions.budget} action(s) per "
-                "replica needs a policy over the whole replica (one categorical per replica); "
-                "the trainer's per-unit policy cannot respect it yet. Train elsewhere and audit "
-                "the policy (a factory with action_probs), or drop the budget.")
+                f"system {system.id!r}: a budget of {budget} action(s) per replica over "
+                f"{system.n_actions} actions is not trained here (the replica-choice policy "
+                "takes budget 1 with two actions, baseline 0).")
+        if self.choice and c.constraints:
+            raise ConfigError(f"constraints: not imposed on system {system.id!r} (one choice "
+                              "per replica) yet; use ppo-c with beta_c.")
+        if self.choice and c.algo not in ("ppo", "ppo-c"):
+            raise ConfigError(f"algo: {c.algo!r} on system {system.id!r} (one choice per "
+                              "replica): use ppo or ppo-c.")
         self.system = system
         self.sim = system.make_simulator()
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(c.seed)))
@@ -121,8 +130,11 @@ class SystemTrainer:
                 out_layer.bias[banned] = -1e9
         self.pair = (0, 1)  # the audited pair of groups (updated at every audit)
         self.value_net = mlp(width + 1, c.hidden, 1, c.activation)
+        # one choice per replica: the "nobody" logit competes with the units' scores
+        self.nobody = torch.nn.Parameter(torch.zeros(1, dtype=torch.float32))
+        extra = [self.nobody] if self.choice else []
         self.opt = torch.optim.Adam(list(self.policy_net.parameters())
-                                    + list(self.value_net.parameters()), lr=c.lr)
+                                    + list(self.value_net.parameters()) + extra, lr=c.lr)
         tab = system.tabular if "exact" in system.engines else None
         self.tabular = tab
         if c.algo == "ppo-cb":
@@ -158,8 +170,13 @@ class SystemTrainer:
             return torch.stack([1 - p1, p1], dim=1)
         return torch.softmax(logits, dim=1)
 
-    def policy(self) -> TorchPolicy:
-        return TorchPolicy(self.policy_net, self.encoding, name=f"{self.config.algo}-{self.system.id}")
+    def policy(self) -> Any:
+        pol = TorchPolicy(self.policy_net, self.encoding, name=f"{self.config.algo}-{self.system.id}")
+        if self.choice:
+            from causalfair.choice import ReplicaChoicePolicy
+
+            return ReplicaChoicePolicy(pol, self.U, float(self.nobody.detach()[0]), name=pol.name)
+        return pol
 
     def architecture(self) -> dict[str, Any]:
         return {"type": "mlp", "input_dim": self.encoding.width, "hidden": list(self.config.hidden),
@@ -249,6 +266,8 @@ class SystemTrainer:
 
     # --------------------------------------------------------------------- update
     def step(self) -> dict[str, Any]:
+        if self.choice:
+            return self._step_choice()
         import torch
 
         c = self.config
@@ -315,6 +334,103 @@ class SystemTrainer:
                 self.multipliers.update(measured)
         if self.multipliers is not None:
             row["lagrange_multiplier"] = float(self.multipliers.values[0])
+        self.history.append(row)
+        return row
+
+    # ------------------------------------------------- one choice per replica (budget 1)
+    def _choice_logits(self, x: Any) -> Any:
+        """(replicas, 1 + U) logits: "nobody" first, then the units' scores; ``x`` is
+        (replicas, U, width)."""
+        import torch
+
+        scores = self.policy_net(x.reshape(-1, x.shape[-1]))[:, 0].reshape(x.shape[0], self.U)
+        return torch.cat([self.nobody.expand(x.shape[0], 1), scores], dim=1)
+
+    def _step_choice(self) -> dict[str, Any]:
+        """One PPO iteration for a replica-level agent: one categorical choice per replica
+        and step (unit or nobody), the replica's summed reward, a value that sums per-unit
+        values; PPO-C's C is the within-replica gap of the pair's mean gain-to-go."""
+        import torch
+
+        c = self.config
+        n_rep = max(2, c.n_individuals // self.U)
+        U, T, W = self.U, self.T, self.encoding.width
+        state = self.sim.reset(n_rep, None, self.rng)
+        xs, ks, logps, rews, gains = [], [], [], [], []
+        group = None
+        for _ in range(T):
+            obs = self.sim.observe(state)
+            group = np.asarray(obs.group, dtype=np.intp).reshape(n_rep, U)
+            x = self.encoding.encode(obs).reshape(n_rep, U, W)
+            with torch.no_grad():
+                probs = torch.softmax(self._choice_logits(torch.from_numpy(x)), 1).double().numpy()
+            u = self.rng.random(n_rep)
+            k = np.minimum((u[:, None] >= np.cumsum(probs, axis=1)[:, :-1]).sum(1), U)
+            d = np.zeros((n_rep, U), dtype=bool)
+            hit = np.nonzero(k > 0)[0]
+            d[hit, k[hit] - 1] = True
+            res = self.sim.step(state, d.reshape(-1), self.sim.draw_noise(n_rep * U, self.rng))
+            xs.append(x)
+            ks.append(k)
+            logps.append(np.log(np.maximum(probs[np.arange(n_rep), k], 1e-12)))
+            rews.append(np.asarray(res.reward, dtype=np.float64).reshape(n_rep, U).sum(1))
+            gains.append(np.asarray(res.gain, dtype=np.float64).reshape(n_rep, U))
+            state = res.state
+        X, K, LP = np.stack(xs), np.stack(ks), np.stack(logps)  # (T, n, U, W), (T, n), (T, n)
+        R, Gn = np.stack(rews), np.stack(gains)  # (T, n), (T, n, U)
+        a, b_ = self.pair
+        in_a, in_b = (group == a), (group == b_)
+        q = gain_to_go(Gn)  # (T, n, U)
+        q_diff = ((q * in_a).sum(2) / np.maximum(in_a.sum(1), 1)
+                  - (q * in_b).sum(2) / np.maximum(in_b.sum(1), 1))  # (T, n)
+        total = Gn.sum(0)
+        c_batch = float(((total * in_a).sum(1) / np.maximum(in_a.sum(1), 1)
+                         - (total * in_b).sum(1) / np.maximum(in_b.sum(1), 1)).mean())
+        tt = np.broadcast_to((np.arange(T) / T)[:, None, None, None], (T, n_rep, U, 1)).astype(np.float32)
+        vin = torch.from_numpy(np.concatenate([X, tt], axis=3))
+        with torch.no_grad():
+            v = self.value_net(vin.reshape(-1, W + 1)).double().numpy().reshape(T, n_rep, U).sum(2)
+        adv, last = np.zeros((T, n_rep)), np.zeros(n_rep)
+        for t in range(T - 1, -1, -1):
+            nxt = v[t + 1] if t + 1 < T else 0.0
+            last = R[t] + c.gamma * nxt - v[t] + c.gamma * c.gae_lambda * last
+            adv[t] = last
+        ret = adv + v
+        flat = lambda arr: torch.from_numpy(np.ascontiguousarray(arr.reshape(T * n_rep, *arr.shape[2:])))  # noqa: E731
+        xt, kt, lpt = flat(X), flat(K).long(), flat(LP)
+        advt, rett, qdt = flat(adv), flat(ret), flat(q_diff)
+        vint = flat(np.ascontiguousarray(vin.numpy()))
+        if c.normalize_advantage:
+            advt = (advt - advt.mean()) / (advt.std() + 1e-8)
+        order = np.arange(T * n_rep)
+        mb = max(1, (T * n_rep) // c.n_minibatches)
+        last_c = float("nan")
+        for _ in range(c.n_epochs):
+            self.rng.shuffle(order)
+            for start in range(0, T * n_rep, mb):
+                idx = torch.from_numpy(order[start:start + mb])
+                logp = torch.log_softmax(self._choice_logits(xt[idx]), 1).double()
+                logp = logp.gather(1, kt[idx][:, None])[:, 0]
+                ratio = torch.exp(logp - lpt[idx])
+                surr = torch.min(ratio * advt[idx],
+                                 ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * advt[idx])
+                vv = self.value_net(vint[idx].reshape(-1, W + 1)).reshape(-1, U).sum(1).double()
+                loss = -surr.mean() + c.vf_coef * ((vv - rett[idx]) ** 2).mean()
+                if c.algo == "ppo-c":  # C_anch = c_batch + T * mean((ratio - 1) * q_diff)
+                    cval = c_batch + float(T) * ((ratio - 1.0) * qdt[idx]).mean()
+                    loss = loss + c.beta_c * cval * cval
+                    last_c = float(cval.detach())
+                self.opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(list(self.policy_net.parameters())
+                                               + list(self.value_net.parameters()) + [self.nobody],
+                                               c.max_grad_norm)
+                self.opt.step()
+        self.iteration += 1
+        row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(R.sum(0).mean()),
+                               "C_batch": c_batch, "C_hat": last_c}
+        if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
+            row.update(self.audit())
         self.history.append(row)
         return row
 
@@ -411,6 +527,9 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
                                 "seed": config.seed, "iterations": config.iterations,
                                 "n_actions": system.n_actions,
                                 "feature_names": list(system.features or []),
+                                **({"choice": {"units": tr.U,
+                                               "nobody_logit": float(tr.nobody.detach()[0])}}
+                                   if tr.choice else {}),
                                 **({"constraints": list(config.constraints),
                                     "constraints_met": final["constraints_met"]}
                                    if config.constraints else {})})
