@@ -184,67 +184,40 @@ class SystemTrainer:
 
     # ------------------------------------------------------------------- rollout
     def collect(self) -> dict[str, np.ndarray]:
+        """One iteration's rollouts, arrays (T, units): ``n_individuals`` independent units
+        split over the groups, or ``n_individuals / U`` replicas of U coupled units (every
+        unit a learner sharing the policy, with its own reward and gain)."""
         if self.U > 1:
-            return self._collect_coupled()
-        import torch
-
+            return self._rollout(max(2, self.config.n_individuals // self.U), None)
         n_g = max(2, self.config.n_individuals // self.G)
-        T = self.T
-        xs, acts, logps, rews, gains, groups = [], [], [], [], [], []
-        for g in range(self.G):
-            state = self.sim.reset(n_g, g, self.rng)
-            gx, ga, gl, gr, gg = [], [], [], [], []
-            for _ in range(T):
-                x = self.encoding.encode(self.sim.observe(state))
-                with torch.no_grad():
-                    probs = self._dist(self._logits(torch.from_numpy(x))).double().numpy()
-                u = self.rng.random(n_g)
-                a = (u[:, None] >= np.cumsum(probs[:, :-1], axis=1)).sum(1)
-                res = self.sim.step(state, a.astype(bool) if self.A == 2 and self.base == 0 else a,
-                                    self.sim.draw_noise(n_g, self.rng))
-                gx.append(x)
-                ga.append(a)
-                gl.append(np.log(np.maximum(probs[np.arange(n_g), a], 1e-12)))
-                gr.append(np.asarray(res.reward, dtype=np.float64))
-                gg.append(np.asarray(res.gain, dtype=np.float64))
-                state = res.state
-            xs.append(np.stack(gx))
-            acts.append(np.stack(ga))
-            logps.append(np.stack(gl))
-            rews.append(np.stack(gr))
-            gains.append(np.stack(gg))
-            groups.append(np.full((T, n_g), g))
-        cat = lambda arrs: np.concatenate(arrs, axis=1)  # noqa: E731 - (T, N)
-        return {"x": np.concatenate(xs, axis=1), "action": cat(acts), "logp": cat(logps),
-                "reward": cat(rews), "gain": cat(gains), "group": cat(groups)}
+        parts = [self._rollout(n_g, g) for g in range(self.G)]
+        return {k: np.concatenate([b[k] for b in parts], axis=1) for k in parts[0]}
 
-    def _collect_coupled(self) -> dict[str, np.ndarray]:
-        """Rollouts of replicas of coupled units: every unit is a learner sharing the
-        policy (actions drawn per unit), with its own reward and gain."""
+    def _rollout(self, n: int, group: int | None) -> dict[str, np.ndarray]:
+        """T steps from ``sim.reset(n, group)``, actions drawn per unit."""
         import torch
 
-        n_rep = max(2, self.config.n_individuals // self.U)
-        m = n_rep * self.U
-        state = self.sim.reset(n_rep, None, self.rng)
-        xs, acts, logps, rews, gains, groups = [], [], [], [], [], []
+        state = self.sim.reset(n, group, self.rng)
+        keys = ("x", "action", "logp", "reward", "gain", "group")
+        out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
         for _ in range(self.T):
             obs = self.sim.observe(state)
             x = self.encoding.encode(obs)
+            m = x.shape[0]
             with torch.no_grad():
                 probs = self._dist(self._logits(torch.from_numpy(x))).double().numpy()
             u = self.rng.random(m)
             a = np.minimum((u[:, None] >= np.cumsum(probs[:, :-1], axis=1)).sum(1), self.A - 1)
             res = self.sim.step(state, a.astype(bool) if self.A == 2 and self.base == 0 else a,
                                 self.sim.draw_noise(m, self.rng))
-            xs.append(x)
-            acts.append(a)
-            logps.append(np.log(np.maximum(probs[np.arange(m), a], 1e-12)))
-            rews.append(np.asarray(res.reward, dtype=np.float64))
-            gains.append(np.asarray(res.gain, dtype=np.float64))
-            groups.append(np.asarray(obs.group, dtype=np.intp))
+            for k, v in zip(keys, (x, a, np.log(np.maximum(probs[np.arange(m), a], 1e-12)),
+                                   np.asarray(res.reward, dtype=np.float64),
+                                   np.asarray(res.gain, dtype=np.float64),
+                                   np.broadcast_to(np.asarray(obs.group, dtype=np.intp), (m,))),
+                            strict=True):
+                out[k].append(v)
             state = res.state
-        return {"x": np.stack(xs), "action": np.stack(acts), "logp": np.stack(logps),
-                "reward": np.stack(rews), "gain": np.stack(gains), "group": np.stack(groups)}
+        return {k: np.stack(v) for k, v in out.items()}
 
     def _advantages(self, b: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         import torch
