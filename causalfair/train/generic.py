@@ -287,12 +287,7 @@ class SystemTrainer:
                     w = torch.from_numpy(self.tabular.propagate(
                         pg.detach().numpy(), T)[:T].mean(0))
                     loss = loss + c.beta_lambda * lambda_torch(pg, self.delta, w, c.lambda_eps)
-                self.opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(list(self.policy_net.parameters())
-                                               + list(self.value_net.parameters()),
-                                               c.max_grad_norm)
-                self.opt.step()
+                self._apply(loss)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(
             b["reward"].sum(0).mean()), "C_batch": c_batch, "C_hat": last_c}
@@ -309,6 +304,16 @@ class SystemTrainer:
             row["lagrange_multiplier"] = float(self.multipliers.values[0])
         self.history.append(row)
         return row
+
+    def _apply(self, loss: Any) -> None:
+        """One optimiser step on ``loss``, gradients clipped over every trained parameter."""
+        import torch
+
+        self.opt.zero_grad()
+        loss.backward()
+        params = [p for g in self.opt.param_groups for p in g["params"]]
+        torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        self.opt.step()
 
     # ------------------------------------------------- one choice per replica (budget 1)
     def _choice_logits(self, x: Any) -> Any:
@@ -393,12 +398,7 @@ class SystemTrainer:
                     cval = c_batch + float(T) * ((ratio - 1.0) * qdt[idx]).mean()
                     loss = loss + c.beta_c * cval * cval
                     last_c = float(cval.detach())
-                self.opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(list(self.policy_net.parameters())
-                                               + list(self.value_net.parameters()) + [self.nobody],
-                                               c.max_grad_norm)
-                self.opt.step()
+                self._apply(loss)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(R.sum(0).mean()),
                                "C_batch": c_batch, "C_hat": last_c}
