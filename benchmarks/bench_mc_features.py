@@ -4,16 +4,18 @@ per group x 2 groups x 20 steps, target under 10 s on 2 cores.
 
 The system: 4 continuous features per individual, x' = 0.9 x + 0.1 (d - 0.5) u + 0.2 noise
 (a group shifts the mean of the initial features), two actions, gain = change of the
-first feature. The policy: an MLP 4-64-64-1 (torch, float32; ``--activation tanh`` (default) or ``relu``).
+first feature. The policy: an MLP 4-64-64-1 (float32; ``--activation tanh`` (default) or
+``relu``), saved as a checkpoint and loaded as an audit spec loads it (evaluated in numpy).
 
 Printed, in one run:
 - the machine's float32 matrix-multiply rate (a (65536 x 64) @ (64 x 64) product, torch,
   the same threads), and the fraction of it the policy's forward passes reach inside
   the audit;
 - the audit's wall time and individual-steps per second;
-- the baseline measured in the same run: the same audit with torch's default threads
-  and the engine's batch of 4,096 individuals (what a user got before thread counts and
-  batch sizes were set deliberately), and the ratio.
+- the same audit with the network as a torch module in memory (``TorchPolicy``);
+- the baseline measured in the same run: the torch module with torch's default threads
+  and the engine's batch of 4,096 individuals (what a user got before thread counts,
+  batch sizes and the numpy evaluation of checkpoints), and the ratios.
 
 Run: ``python benchmarks/bench_mc_features.py [--n 1000000] [--threads 2]``.
 """
@@ -78,15 +80,34 @@ def matmul_rate(threads: int) -> float:
     return 2 * 65536 * 64 * 64 * reps / (time.perf_counter() - t0)
 
 
-def audit(n: int, threads: int | None, batch: int, seed: int = 0,
-          activation: str = "tanh") -> tuple[float, object]:
+def policy(kind: str, activation: str):
+    """The MLP 4-64-64-1 (same weights for every kind): ``checkpoint`` = saved with
+    ``save_checkpoint`` and loaded as an audit spec would (evaluated in numpy), ``module`` =
+    the torch module in memory (``TorchPolicy``, evaluated by torch)."""
+    import tempfile
+
     import torch
 
-    if threads is not None:
-        torch.set_num_threads(threads)
     torch.manual_seed(0)
     net = cf.checkpoint.mlp(F, (64, 64), 1, activation)
-    pol = cf.TorchPolicy(net, cf.FeatureEncoding("features", width_=F))
+    enc = cf.FeatureEncoding("features", width_=F)
+    if kind == "module":
+        return cf.TorchPolicy(net, enc)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/policy.pt"
+        cf.save_checkpoint(path, net, encoding=enc, architecture={
+            "type": "mlp", "input_dim": F, "hidden": [64, 64], "activation": activation, "output_dim": 1})
+        return cf.load_checkpoint(path)[0]
+
+
+def audit(n: int, threads: int | None, batch: int, seed: int = 0, activation: str = "tanh",
+          kind: str = "checkpoint") -> tuple[float, object]:
+    import torch
+
+    from causalfair.cli import set_threads
+
+    set_threads(threads or torch.get_num_threads())
+    pol = policy(kind, activation)
     system = cf.as_system(Drift(), id="drift")
     t0 = time.perf_counter()
     res = cf.decompose_mc(system, pol, 20, n=n, seed=seed, batch_size=batch, check=False)
@@ -107,18 +128,23 @@ def main() -> int:
     steps = 2 * args.n * 20
     flops_per_row = 2 * (F * 64 + 64 * 64 + 64)
     wall, res = audit(args.n, args.threads, args.batch, activation=args.activation)
-    base_n = max(2, args.n // 10)
-    base_wall, _ = audit(base_n, default_threads, 4096, activation=args.activation)
-    base_wall *= args.n / base_n  # the baseline on a tenth, scaled (it is linear in n)
+    base_n = max(2, args.n // 10)  # the baselines on a tenth, scaled (they are linear in n)
+    mod_wall = audit(base_n, args.threads, args.batch, activation=args.activation,
+                     kind="module")[0] * args.n / base_n
+    base_wall = audit(base_n, default_threads, 4096, activation=args.activation,
+                      kind="module")[0] * args.n / base_n
     print(f"Monte Carlo audit, continuous features, {args.activation} MLP 4-64-64-1 on every "
           f"individual-step: "
           f"{args.n:,} per group x 2 groups x 20 steps = {steps:.2e} individual-steps")
     print(f"  float32 matmul rate of this machine ({args.threads} threads): {rate / 1e9:.1f} GFLOP/s")
-    print(f"  audit: {wall:.2f} s = {steps / wall:.2e} individual-steps/s; policy forward "
-          f"needs {flops_per_row * steps / 1e9:.0f} GFLOP, i.e. {flops_per_row * steps / wall / rate:.0%} "
-          f"of the matmul rate over the whole audit (target: under 10 s)")
-    print(f"  baseline (torch default threads = {default_threads}, batches of 4,096): "
-          f"{base_wall:.2f} s (measured on n = {base_n:,}, scaled); speed-up {base_wall / wall:.2f}x")
+    print(f"  audit of the checkpoint: {wall:.2f} s = {steps / wall:.2e} individual-steps/s; "
+          f"policy forward needs {flops_per_row * steps / 1e9:.0f} GFLOP, i.e. "
+          f"{flops_per_row * steps / wall / rate:.0%} of the matmul rate over the whole audit "
+          "(target: under 10 s)")
+    print(f"  the same network as a torch module in memory (TorchPolicy, {args.threads} threads): "
+          f"{mod_wall:.2f} s (n = {base_n:,}, scaled); checkpoint speed-up {mod_wall / wall:.2f}x")
+    print(f"  baseline (torch module, torch default threads = {default_threads}, batches of 4,096): "
+          f"{base_wall:.2f} s (n = {base_n:,}, scaled); speed-up {base_wall / wall:.2f}x")
     print(f"  C = {res.C:+.5f} (se {res.se['C']:.5f}), DPE = {res.DPE:+.5f}, IPE = {res.IPE:+.5f}")
     ok = wall < 10.0
     print("PASS" if ok else "OVER TARGET")

@@ -1,8 +1,9 @@
 """The Monte Carlo engine on systems of coupled units (``System.units_per_replica`` > 1: a
 replica is a world whose units interact, e.g. the members of a contact graph): one
 replica per row of a batch, per-replica group means, standard errors clustered by
-replica, one categorical draw per replica under a budget of one action, and ELBERT's
-benefit-rate bias from the supply and demand a simulator reports. Entry point:
+replica, one categorical draw per replica under a budget of one action, ELBERT's
+benefit-rate bias from the supply and demand a simulator reports, and the seed's long-term
+gap at the end of the episode when the simulator has ``long_term_gap(state)``. Entry point:
 :func:`causalfair.montecarlo.decompose_mc`, which sends such systems here."""
 
 from __future__ import annotations
@@ -127,6 +128,9 @@ def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, d
     if sd is not None:  # per replica and group: total supply and demand over the episode
         for k, v in sd.items():
             mean[f"_{k}"] = np.bincount(cell, weights=v, minlength=m * G).reshape(m, G)
+    if callable(getattr(sim, "long_term_gap", None)):  # the seed's long-term gap at the end
+        for k, s in (("_long_gap", state), ("_long_gap_pi0", state0)):
+            mean[k] = np.asarray(sim.long_term_gap(s), dtype=np.float64).reshape(m, 1)
     return sums, mean, cnt
 
 
@@ -188,7 +192,7 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
             ab = _check_pair(pair, G, mean["A"].mean(0))
         sums += batch_sums
         for k, arr in mean.items():
-            if k.startswith("_"):  # supply / demand totals: kept per replica
+            if k.startswith("_"):  # supply / demand totals, long-term gaps: kept per replica
                 supply_demand.setdefault(k, []).append(arr)
                 continue
             for g in range(G):
@@ -220,7 +224,12 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     weights = system.group_weights
     se["utility"] = float(math.sqrt(float(weights**2 @ np.array(
         [s_.var / s_.n for s_ in per_group["R"]]))))
-    notions = _benefit_rate_bias(supply_demand, system.groups) if supply_demand else {}
+    notions = _benefit_rate_bias(supply_demand, system.groups) if "_supply" in supply_demand else {}
+    for k, key in (("_long_gap", "long_term_gap"), ("_long_gap_pi0", "long_term_gap_pi0")):
+        if k in supply_demand:  # mean over replicas of the final state's gap, and its SE
+            x = np.concatenate(supply_demand[k])[:, 0]
+            notions[key] = float(x.mean())
+            notions[f"{key}_se"] = float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
     return Decomposition(
         engine="mc", groups=system.groups, pair=ab, horizon=T, V=V, V_ps=V_ps, V_0=V_0,
         steps=sums / (n * counts[:, None]), utility=util, group_weights=weights, Lambda=None,

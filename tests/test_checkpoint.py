@@ -59,7 +59,10 @@ def test_npz_round_trip_matches_torch(tmp_path, out, act):
     a, meta = load_checkpoint(tmp_path / "p.npz")
     b, _ = load_checkpoint(tmp_path / "p.pt")
     assert isinstance(a, NumpyMLPPolicy) and a.name == "mine" and meta["version"] == 2
+    assert isinstance(b, NumpyMLPPolicy)  # one evaluator for every format
     obs = _obs()
+    np.testing.assert_array_equal(a.action_probs(obs), b.action_probs(obs))
+    b = cf.TorchPolicy(net, enc)  # torch's own forward pass
     pa, pb = a.action_probs(obs), b.action_probs(obs)
     assert pa.shape == (50, max(2, out)) and np.allclose(pa.sum(1), 1.0)
     assert np.abs(pa - pb).max() < 1e-6
@@ -73,6 +76,36 @@ def test_npz_round_trip_matches_torch(tmp_path, out, act):
 
     x = torch.from_numpy(FeatureEncoding("onehot", 7, 2).encode(obs))
     assert torch.allclose(a.to_torch()(x), net(x), atol=1e-6)
+
+
+@pytest.mark.parametrize("act", ["tanh", "relu"])
+def test_numpy_forward_is_bit_identical_under_any_thread_count(act):
+    """OpenBLAS's 2-thread sgemm rounds some rows differently from its 1-thread kernel
+    (seen on this project's machine for 64 x 64 layers); the evaluator runs fixed blocks of
+    rows with one BLAS thread each, so the thread count changes the speed only."""
+    from threadpoolctl import threadpool_limits
+
+    import causalfair.checkpoint as ck
+
+    net = _net(inp=4, hidden=(64, 64), out=1, act=act)
+    lin = [m for m in net if hasattr(m, "weight")]
+    pol = NumpyMLPPolicy([(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in lin],
+                         FeatureEncoding("features", width_=4), activation=act)
+    n = 5 * ck._BLOCK_ROWS + 123  # several blocks and a short last one
+    x = np.random.default_rng(0).standard_normal((n, 4)).astype(np.float32)
+    outs = []
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads, user_api="blas"):
+            outs.append(pol._outputs(x))
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+    # and it is the network's function: float64 arithmetic agrees to float32 rounding
+    h = x.astype(np.float64)
+    for i, m in enumerate(lin):
+        h = h @ m.weight.detach().numpy().T.astype(np.float64) + m.bias.detach().numpy()
+        if i < len(lin) - 1:
+            h = np.tanh(h) if act == "tanh" else np.maximum(h, 0.0)
+    assert np.abs(outs[0] - h).max() < 1e-5
 
 
 def test_loading_and_auditing_an_npz_checkpoint_imports_no_torch(tmp_path):

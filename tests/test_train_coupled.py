@@ -67,7 +67,8 @@ def test_one_vaccine_per_step_is_learned_and_the_checkpoint_keeps_the_choice(tmp
     obs = system.make_simulator().observe(
         system.make_simulator().reset(8, None, np.random.default_rng(0)))
     p = pol.action_probs(obs)
-    assert np.array_equal(p, res.policy.action_probs(obs))
+    # the checkpoint is evaluated in numpy, the trained module by torch: float32 rounding
+    np.testing.assert_allclose(p, res.policy.action_probs(obs), rtol=0, atol=1e-6)
     assert (p[:, 1].reshape(8, 34).sum(1) <= 1.0 + 1e-12).all()
     spec = tmp_path / "a.toml"
     spec.write_text('name = "a"\n[system]\nid = "infectious-1"\n[policy]\n'

@@ -59,7 +59,10 @@ def test_ppo_cb_needs_a_two_action_benefit_table(own):
     with pytest.raises(ConfigError, match="'ppo-cb' needs the exact benefit table of a "
                                           "two-action tabular model"):
         train(TrainConfig(algo="ppo-cb", iterations=1, horizon=4, n_individuals=16), system=system)
-    with pytest.raises(ConfigError, match="a-ppo.*use one of ppo, ppo-c, ppo-cb"):
+    with pytest.raises(ConfigError, match="'f-ppo'.*use one of ppo, ppo-c, ppo-cb"):
+        train(TrainConfig(algo="f-ppo", iterations=1, horizon=4, n_individuals=16), system=system)
+    # the seeds' methods need the signals they read: the clinic reports no supply/demand
+    with pytest.raises(ConfigError, match=r"'a-ppo' needs the supply and demand .*'clinic:make_clinic'"):
         train(TrainConfig(algo="a-ppo", iterations=1, horizon=4, n_individuals=16), system=system)
 
 

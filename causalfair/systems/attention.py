@@ -71,6 +71,19 @@ ATTENTION_DEFAULTS: dict[str, dict[str, Any]] = {
 #: pass ``increase=`` to ``make_attention`` for that variant.
 FPPO_INCREASE = (0.2, 0.26, 0.4, 0.6, 0.3)
 
+#: The fair-RL methods' published hyper-parameters on attention allocation (TrainConfig
+#: fields): A-PPO (1, 0.15, 0.15), omega 0.05 and F-PPO-L beta3 = beta4 = 0.15, omega 0.1
+#: (Fairness-in-RL allocation/config.py, digest-001 sections 3b and 4); ELBERT-PO alpha
+#: 50 (original) / 2e4 (harder) with the soft-bias temperature beta = 20 (seed 000 Table 3).
+ATTENTION_TRAIN_DEFAULTS: dict[str, dict[str, Any]] = {
+    "attention-1": {"appo_beta1": 0.15, "appo_beta2": 0.15, "appo_omega": 0.05,
+                    "fppo_beta3": 0.15, "fppo_beta4": 0.15, "fppo_omega": 0.1,
+                    "elbert_alpha": 50.0, "elbert_beta": 20.0},
+    "attention-harder": {"appo_beta1": 0.15, "appo_beta2": 0.15, "appo_omega": 0.05,
+                         "fppo_beta3": 0.15, "fppo_beta4": 0.15, "fppo_omega": 0.1,
+                         "elbert_alpha": 2e4, "elbert_beta": 20.0},
+}
+
 
 def allocate(weights: np.ndarray, units: int) -> np.ndarray:
     """Greedy placement of ``units`` attention units in proportion to ``weights`` (m, K):
@@ -155,6 +168,12 @@ class AttentionSimulator:
     def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.random(n)  # one uniform per site: its incidents by inverse CDF
 
+    def long_term_gap(self, s: AttentionState) -> np.ndarray:
+        """F-PPO-L's long-term gap per replica (seed 001's evaluation, on the true rates):
+        max_k |lambda_k - mean_k lambda|."""
+        lam = s.rate.reshape(-1, self.K)
+        return np.abs(lam - lam.mean(axis=1, keepdims=True)).max(axis=1)
+
     def step(self, s: AttentionState, d: Any, noise: Any) -> Any:
         from causalfair.types import StepResult
 
@@ -218,6 +237,7 @@ def make_attention(units: int | None = None, rates: Any = None, increase: Any = 
                 "decrease": list(dec), "priorities": priorities, "horizon": int(T)},
         description=f"attention allocation over {K} sites, {units} units per step "
                     "(ml-fairness-gym; seeds 000, 001)",
+        train_defaults=ATTENTION_TRAIN_DEFAULTS[id],
     )
 
 

@@ -72,6 +72,20 @@ INFECTIOUS_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: The fair-RL methods' published hyper-parameters on infectious disease (TrainConfig
+#: fields): A-PPO (1, 0.1, 0.1), omega 0.05 and F-PPO-L beta3 = beta4 = 0.25, omega 0.05
+#: (Fairness-in-RL infectious/config.py, digest-001 sections 3c and 4); ELBERT-PO alpha 10
+#: (original; its script uses 20) and 50 (harder) (seed 000 Table 3).
+INFECTIOUS_TRAIN_DEFAULTS: dict[str, dict[str, Any]] = {
+    "infectious-1": {"appo_beta1": 0.1, "appo_beta2": 0.1, "appo_omega": 0.05,
+                     "fppo_beta3": 0.25, "fppo_beta4": 0.25, "fppo_omega": 0.05,
+                     "elbert_alpha": 10.0},
+    "infectious-harder": {"appo_beta1": 0.1, "appo_beta2": 0.1, "appo_omega": 0.05,
+                          "fppo_beta3": 0.25, "fppo_beta4": 0.25, "fppo_omega": 0.05,
+                          "elbert_alpha": 50.0},
+}
+
+
 @lru_cache(maxsize=1)
 def karate_graph() -> tuple[np.ndarray, np.ndarray]:
     """(adjacency (34, 34) of 0/1 floats, community (34,) in {0, 1}): community 0 is the
@@ -139,6 +153,14 @@ class InfectiousSimulator:
         feats = np.stack([(s.health == SUS), (s.health == INF), (s.health == REC),
                           k.reshape(-1), np.tile(self.deg, h.shape[0])], axis=1).astype(np.float64)
         return Observation(group=s.group, features=feats, t=s.t)
+
+    def long_term_gap(self, s: InfectiousState) -> np.ndarray:
+        """F-PPO-L's long-term gap per replica (seed 001's code): the distance between the
+        two communities' (S, I, R) count vectors, each community a point in R^3."""
+        h = s.health.reshape(-1, self.units)
+        counts = [np.stack([((h == state) & (self.comm == g)).sum(axis=1)
+                            for state in (SUS, INF, REC)], axis=1) for g in (0, 1)]
+        return np.sqrt(((counts[0] - counts[1]) ** 2).sum(axis=1).astype(np.float64))
 
     def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Uniforms per member: infection, recovery, loss of immunity."""
@@ -219,6 +241,7 @@ def make_infectious(infection_probability: float = INFECTIOUS_DEFAULTS["infectio
                 "burn_in": burn_in, "initially_infected": list(init)},
         description="SIR epidemic on the karate-club graph, one vaccine per step "
                     "(ml-fairness-gym; seeds 000, 001)",
+        train_defaults=INFECTIOUS_TRAIN_DEFAULTS.get(id, INFECTIOUS_TRAIN_DEFAULTS["infectious-1"]),
     )
 
 

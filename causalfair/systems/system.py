@@ -156,6 +156,10 @@ class System:
     params : mapping
         The keyword arguments the system was made with (recorded in reports).
     description : str
+    train_defaults : mapping
+        Published hyper-parameters of the fair-RL methods on this system (TrainConfig
+        fields, e.g. ``{"appo_omega": 0.05}``); the generic trainer uses them for fields
+        left at TrainConfig's defaults (docs/training.md).
     """
 
     id: str
@@ -174,6 +178,7 @@ class System:
     roles: Mapping[str, str] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    train_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

@@ -152,7 +152,7 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
     elif init_checkpoint is not None:
         policy, meta = load_checkpoint(init_checkpoint, trainer.model)
         try:
-            trainer.policy_net.load_state_dict(policy.module.state_dict())
+            trainer.policy_net.load_state_dict(policy.to_torch().state_dict())
         except RuntimeError as exc:
             raise CheckpointError(
                 f"init_checkpoint {init_checkpoint}: architecture differs from the config "

@@ -195,6 +195,10 @@ class TrainConfig:
     2000-step episodes (eta^D ~ 500); per-individual episodes of T = 20 have eta^D ~ 5 and
     the normalised advantages make 2e5 swamp the utility completely."""
 
+    elbert_beta: float = 20.0
+    """ELBERT-PO soft-bias temperature for more than two groups (seed 000 Eq. 6; its
+    attention runs use 20). Two groups use the hard bias, as the released code."""
+
     # ------------------------------------------------------------ bookkeeping
     eval_every: int = 5
     """Exact audit (C, DPE, IPE, SPE, Lambda, other notions) every this many iterations

@@ -44,13 +44,24 @@ from causalfair.checkpoint import FeatureEncoding, NumpyMLPPolicy, TorchPolicy, 
 from causalfair.errors import ConfigError
 from causalfair.train import checkpoint as ck
 from causalfair.train.config import TrainConfig
-from causalfair.train.objectives import gain_to_go, lambda_torch, ppo_c_penalty
+from causalfair.train.objectives import (
+    appo_advantage,
+    elbert_advantage,
+    fppol_advantage,
+    gain_to_go,
+    lambda_torch,
+    ppo_c_penalty,
+    rate_gap,
+    to_go,
+)
 from causalfair.types import Observation
 
 __all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS"]
 
 #: The objectives the generic trainer implements.
-GENERIC_ALGOS = ("ppo", "ppo-c", "ppo-cb")
+GENERIC_ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
+#: The seeds' methods, which change the advantage with supply/demand signals per replica.
+FAIR_ADVANTAGE_ALGOS = ("a-ppo", "f-ppo-l", "elbert-po")
 
 
 def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncoding:
@@ -76,12 +87,16 @@ class SystemTrainer:
     def __init__(self, system: Any, config: TrainConfig, init: Any = None):
         import torch
 
-        c = self.config = config
-        if c.algo not in GENERIC_ALGOS:
+        if config.algo not in GENERIC_ALGOS:
             raise ConfigError(
-                f"algo: {c.algo!r} needs lending's ground truth (the qualified role and the "
+                f"algo: {config.algo!r} needs lending's ground truth (the qualified role and the "
                 f"lending population); on system {system.id!r} use one of "
                 f"{', '.join(GENERIC_ALGOS)}.")
+        # the system's published hyper-parameters, for fields left at their defaults
+        default = TrainConfig()
+        c = self.config = config.replace(**{
+            k: v for k, v in dict(system.train_defaults).items()
+            if getattr(config, k) == getattr(default, k)})
         self.U = system.units_per_replica
         budget = system.decisions.budget
         self.choice = self.U > 1 and budget == 1
@@ -94,15 +109,18 @@ class SystemTrainer:
         if self.choice and c.constraints:
             raise ConfigError(f"constraints: not imposed on system {system.id!r} (one choice "
                               "per replica) yet; use ppo-c with beta_c.")
-        if self.choice and c.algo not in ("ppo", "ppo-c"):
+        if self.choice and c.algo not in ("ppo", "ppo-c") + FAIR_ADVANTAGE_ALGOS:
             raise ConfigError(f"algo: {c.algo!r} on system {system.id!r} (one choice per "
-                              "replica): use ppo or ppo-c.")
+                              f"replica): use one of ppo, ppo-c, {', '.join(FAIR_ADVANTAGE_ALGOS)}.")
         self.system = system
         self.sim = system.make_simulator()
+        self.fair = c.algo in FAIR_ADVANTAGE_ALGOS
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(c.seed)))
         torch.manual_seed(c.seed)
         self.A, self.base = system.n_actions, system.decisions.baseline
         self.G, self.T = system.n_groups, c.horizon
+        if self.fair:
+            self._check_fair_signals()
         self.encoding = _encoding(system, self.sim, self.rng)
         width = self.encoding.width
         self.n_out = 1 if self.A == 2 else self.A
@@ -200,6 +218,9 @@ class SystemTrainer:
         state = self.sim.reset(n, group, self.rng)
         keys = ("x", "action", "logp", "reward", "gain", "group")
         out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
+        fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": []}
+        if self.fair and self.config.algo == "f-ppo-l":
+            fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
         for _ in range(self.T):
             obs = self.sim.observe(state)
             x = self.encoding.encode(obs)
@@ -217,7 +238,8 @@ class SystemTrainer:
                             strict=True):
                 out[k].append(v)
             state = res.state
-        return {k: np.stack(v) for k, v in out.items()}
+            self._record_fair(fair, res, state)
+        return {k: np.stack(v) for k, v in {**out, **fair}.items() if v}
 
     def _advantages(self, b: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         import torch
@@ -247,6 +269,10 @@ class SystemTrainer:
         b = self.collect()
         T, N = b["reward"].shape
         adv, ret = self._advantages(b)
+        fair_row: dict[str, float] = {}
+        if self.fair:  # every unit of a replica gets its replica's signal
+            rep = (np.arange(N) // self.U) if self.U > 1 else np.zeros(N, dtype=np.intp)
+            adv, fair_row = self._fair_advantage(adv, b, rep, rep, b["group"][0])
         q = gain_to_go(b["gain"])
         total = b["gain"].sum(0)
         g0, g1 = b["group"][0] == self.pair[0], b["group"][0] == self.pair[1]
@@ -290,7 +316,7 @@ class SystemTrainer:
                 self._apply(loss)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(
-            b["reward"].sum(0).mean()), "C_batch": c_batch, "C_hat": last_c}
+            b["reward"].sum(0).mean()), "C_batch": c_batch, "C_hat": last_c, **fair_row}
         if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
             row.update(self.audit())
             if self.cons:
@@ -335,6 +361,9 @@ class SystemTrainer:
         U, T, W = self.U, self.T, self.encoding.width
         state = self.sim.reset(n_rep, None, self.rng)
         xs, ks, logps, rews, gains = [], [], [], [], []
+        fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": []}
+        if self.fair and c.algo == "f-ppo-l":
+            fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
         group = None
         for _ in range(T):
             obs = self.sim.observe(state)
@@ -354,6 +383,7 @@ class SystemTrainer:
             rews.append(np.asarray(res.reward, dtype=np.float64).reshape(n_rep, U).sum(1))
             gains.append(np.asarray(res.gain, dtype=np.float64).reshape(n_rep, U))
             state = res.state
+            self._record_fair(fair, res, state)
         X, K, LP = np.stack(xs), np.stack(ks), np.stack(logps)  # (T, n, U, W), (T, n), (T, n)
         R, Gn = np.stack(rews), np.stack(gains)  # (T, n), (T, n, U)
         a, b_ = self.pair
@@ -374,6 +404,11 @@ class SystemTrainer:
             last = R[t] + c.gamma * nxt - v[t] + c.gamma * c.gae_lambda * last
             adv[t] = last
         ret = adv + v
+        fair_row: dict[str, float] = {}
+        if self.fair:
+            sd = {k: np.stack(v) for k, v in fair.items() if v}
+            adv, fair_row = self._fair_advantage(adv, sd, np.arange(n_rep),
+                                                 np.repeat(np.arange(n_rep), U), group.reshape(-1))
         flat = lambda arr: torch.from_numpy(np.ascontiguousarray(arr.reshape(T * n_rep, *arr.shape[2:])))  # noqa: E731
         xt, kt, lpt = flat(X), flat(K).long(), flat(LP)
         advt, rett, qdt = flat(adv), flat(ret), flat(q_diff)
@@ -401,11 +436,95 @@ class SystemTrainer:
                 self._apply(loss)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(R.sum(0).mean()),
-                               "C_batch": c_batch, "C_hat": last_c}
+                               "C_batch": c_batch, "C_hat": last_c, **fair_row}
         if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
             row.update(self.audit())
         self.history.append(row)
         return row
+
+    # ----------------------------------------- the seeds' methods (advantage changes)
+    def _check_fair_signals(self) -> None:
+        """A-PPO and ELBERT-PO read the supply and demand the simulator reports in
+        ``StepResult.info``; F-PPO-L reads ``simulator.long_term_gap(state)`` per replica.
+        Probed on two replicas with baseline-free actions before anything is written."""
+        c, sim = self.config, self.sim
+        if c.algo == "f-ppo-l" and (self.U == 1 or not callable(getattr(sim, "long_term_gap", None))):
+            raise ConfigError(
+                f"algo: 'f-ppo-l' on system {self.system.id!r} needs a long-term gap per replica "
+                "(a simulator method long_term_gap(state), coupled units); the lending "
+                "settings have their own trainer.")
+        n = 2
+        state = sim.reset(n, None if self.U > 1 else 0, np.random.default_rng(0))
+        m = n * self.U
+        act = (self.system.decisions.allowed or (self.base,))[0]
+        d = np.full(m, act) if not (self.A == 2 and self.base == 0) else np.full(m, bool(act))
+        info = getattr(sim.step(state, d, sim.draw_noise(m, np.random.default_rng(0))), "info", None) or {}
+        missing = [k for k in ("supply", "demand") if k not in info]
+        if missing:
+            raise ConfigError(
+                f"algo: {c.algo!r} needs the supply and demand of every unit at every step "
+                f"(StepResult.info keys {missing} missing in system {self.system.id!r}); "
+                "see docs/simulators.md, or use ppo / ppo-c.")
+
+    def _record_fair(self, fair: dict[str, list[np.ndarray]], res: Any, state: Any) -> None:
+        if not self.fair:
+            return
+        fair["supply"].append(np.asarray(res.info["supply"], dtype=np.float64))
+        fair["demand"].append(np.asarray(res.info["demand"], dtype=np.float64))
+        if self.config.algo == "f-ppo-l":
+            fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
+
+    def _fair_advantage(self, adv: np.ndarray, b: dict[str, np.ndarray], adv_rep: np.ndarray,
+                        unit_rep: np.ndarray, unit_group: np.ndarray) -> tuple[np.ndarray, dict]:
+        """The seeds' advantages from per-replica signals. ``adv`` (T, columns), column j
+        belonging to replica ``adv_rep[j]``; ``b["supply"]``, ``b["demand"]`` (T, units),
+        unit i in replica ``unit_rep[i]`` and group ``unit_group[i]``.
+
+        - Totals per replica and group S, D (T, replicas, G); the short-term bias of the
+          seeds' code, Delta_t = max_g - min_g S_g(<t) / (D_g(<t) + 1) over the episode so
+          far (:func:`rate_gap`).
+        - ``a-ppo``: :func:`appo_advantage` with D_t and D_{t+1} - D_t.
+        - ``f-ppo-l``: :func:`fppol_advantage`, violated = Delta_t > omega, dW = the change
+          of the replica's long-term gap over the step.
+        - ``elbert-po``: :func:`elbert_advantage` (soft bias with ``elbert_beta`` for more
+          than two groups). eta^S_g, eta^D_g = mean per-episode totals (gamma = 1, as the
+          released code); A^S_g, A^D_g = the replica's supply (demand) to go minus its
+          mean over replicas at that step (Monte Carlo with a per-step baseline: ours;
+          the paper fits 2G critics). A, A^S_g and A^D_g are each standardised before
+          they are combined, as the released code does per minibatch."""
+        c = self.config
+        T, G = adv.shape[0], self.G
+        n_rep = int(adv_rep.max()) + 1
+        idx = np.asarray(unit_rep) * G + np.asarray(unit_group)
+        S = np.stack([np.bincount(idx, weights=b["supply"][t], minlength=n_rep * G)
+                      for t in range(T)]).reshape(T, n_rep, G)
+        D = np.stack([np.bincount(idx, weights=b["demand"][t], minlength=n_rep * G)
+                      for t in range(T)]).reshape(T, n_rep, G)
+        zero = np.zeros((1, n_rep, G))
+        gap = rate_gap(np.concatenate([zero, np.cumsum(S, 0)]),
+                       np.concatenate([zero, np.cumsum(D, 0)]))  # (T + 1, replicas)
+        cols = lambda a: a[:, adv_rep]  # noqa: E731 - replica signal -> adv columns
+        # the seeds' evaluation bias: max - min of sum S_g / (sum D_g + episodes)
+        rates = S.sum((0, 1)) / (D.sum((0, 1)) + n_rep)
+        row = {"bias_batch": float(rates.max() - rates.min())}
+        if c.algo == "a-ppo":
+            out = appo_advantage(adv, cols(gap[:-1]), cols(gap[1:] - gap[:-1]), c.appo_beta0,
+                                 c.appo_beta1, c.appo_beta2, c.appo_omega)
+        elif c.algo == "f-ppo-l":
+            L = b["long_gap"]  # (T + 1, replicas)
+            out = fppol_advantage(adv, cols(gap[:-1] > c.fppo_omega), cols(L[1:] - L[:-1]),
+                                  c.fppo_beta0, c.fppo_beta3, c.fppo_beta4)
+            row["long_gap_batch"] = float(L[-1].mean())
+        else:
+            std = lambda a: (a - a.mean()) / (a.std() + 1e-8)  # noqa: E731
+            eta_s, eta_d = S.sum(0).mean(0), D.sum(0).mean(0)
+            adv_s = [std(cols(to_go(S[..., g]) - to_go(S[..., g]).mean(1, keepdims=True)))
+                     for g in range(G)]
+            adv_d = [std(cols(to_go(D[..., g]) - to_go(D[..., g]).mean(1, keepdims=True)))
+                     for g in range(G)]
+            out = elbert_advantage(std(adv), np.stack(adv_s), np.stack(adv_d), eta_s, eta_d,
+                                   c.elbert_alpha, c.elbert_beta if G > 2 else None)
+        return out, row
 
     def _keep_if_feasible(self, row: dict[str, Any]) -> None:
         """Judge the constraints on the audit (CI rule) and keep the best passing policy."""
@@ -478,7 +597,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
         if out_path is not None:
             _prepare_run_folder(out_path, resume=False)
             ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
-                json.dumps(config.to_dict(), indent=2).encode()))
+                json.dumps(tr.config.to_dict(), indent=2).encode()))
         from causalfair import _progress
 
         bar = _progress.start(f"train {config.algo} {system.id} seed {config.seed}",
@@ -512,5 +631,5 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
 
     return TrainResult(policy=tr.policy(), checkpoint=checkpoint, history=pd.DataFrame(tr.history),
                        metrics={k: v for k, v in final.items() if k != "iteration"},
-                       config=config, wall_s=time.perf_counter() - t0,
+                       config=tr.config, wall_s=time.perf_counter() - t0,
                        extra={"system": system.id})

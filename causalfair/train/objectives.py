@@ -36,6 +36,9 @@ __all__ = [
     "massage_tau",
     "massage_flips",
     "elbert_advantage",
+    "rate_gap",
+    "soft_bias",
+    "to_go",
     "gain_to_go",
 ]
 
@@ -256,22 +259,57 @@ def massage_flips(p_d1: np.ndarray, action: np.ndarray, repay: np.ndarray, group
     return fairer & ~confident
 
 
+# -------------------------------------------------- supply / demand (seeds 000 and 001)
+def rate_gap(cum_supply: np.ndarray, cum_demand: np.ndarray) -> np.ndarray:
+    """The short-term bias the seeds' code computes from running totals (last axis =
+    groups): max_g - min_g of supply_g / (demand_g + 1) (ELBERT's and F-PPO's A-PPO
+    baselines: vaccines / (newly infected + 1), discovered / (occurred + 1))."""
+    r = np.asarray(cum_supply, dtype=np.float64) / (np.asarray(cum_demand, dtype=np.float64) + 1.0)
+    return r.max(axis=-1) - r.min(axis=-1)
+
+
+def _softmax(v: np.ndarray) -> np.ndarray:
+    e = np.exp(v - v.max())
+    return e / e.sum()
+
+
+def soft_bias(z: np.ndarray, beta: float) -> float:
+    """ELBERT's soft bias (Eq. 6): (1/beta) log sum e^{beta z} + (1/beta) log sum e^{-beta z};
+    b <= b_soft <= b + 2 log(M) / beta (Prop. 3.3)."""
+    z = np.asarray(z, dtype=np.float64)
+    lse = lambda v: float(v.max() + np.log(np.exp(v - v.max()).sum()))  # noqa: E731
+    return (lse(beta * z) + lse(-beta * z)) / beta
+
+
+def to_go(x: np.ndarray) -> np.ndarray:
+    """Sum of ``x`` from each step to the end (axis 0 = time), undiscounted."""
+    return np.flip(np.cumsum(np.flip(x, 0), 0), 0)
+
+
 # --------------------------------------------------------------------------- ELBERT-PO
 def elbert_advantage(adv: np.ndarray, adv_s: np.ndarray, adv_d: np.ndarray, eta_s: np.ndarray,
-                     eta_d: np.ndarray, alpha: float) -> np.ndarray:
-    """ELBERT-PO's fairness-aware advantage (Xu et al. 2024, Prop. 3.2, two-group hard bias):
+                     eta_d: np.ndarray, alpha: float, beta: float | None = None) -> np.ndarray:
+    """ELBERT-PO's fairness-aware advantage (Xu et al. 2024, Prop. 3.2):
 
         A_fair = A - alpha sum_g dh/dz_g (A^S_g / eta^D_g - eta^S_g A^D_g / (eta^D_g)^2),
-        z_g = eta^S_g / eta^D_g, h = (max z - min z)^2, dh/dz = 2 b (+1 argmax, -1 argmin).
+        z_g = eta^S_g / eta^D_g.
+
+    Hard bias (``beta`` None; the released code's two-group case): h = (max z - min z)^2,
+    dh/dz = 2 b (+1 argmax, -1 argmin). Soft bias (``beta`` > 0; Eq. 6-7, M groups):
+    b_soft = (1/beta) log sum e^{beta z} + (1/beta) log sum e^{-beta z}, h = b_soft^2,
+    dh/dz_g = 2 b_soft (softmax(beta z)_g - softmax(-beta z)_g).
 
     ``adv_s``, ``adv_d``: (G, ...) per-group supply/demand advantages."""
     eta_s = np.asarray(eta_s, dtype=np.float64)
     eta_d = np.maximum(np.asarray(eta_d, dtype=np.float64), 1e-8)
     z = eta_s / eta_d
-    b = z.max() - z.min()
-    dh = np.zeros_like(z)
-    dh[int(np.argmax(z))] += 2.0 * b
-    dh[int(np.argmin(z))] -= 2.0 * b
+    if beta is None:
+        b = z.max() - z.min()
+        dh = np.zeros_like(z)
+        dh[int(np.argmax(z))] += 2.0 * b
+        dh[int(np.argmin(z))] -= 2.0 * b
+    else:
+        dh = 2.0 * soft_bias(z, beta) * (_softmax(beta * z) - _softmax(-beta * z))
     term = np.zeros_like(np.asarray(adv, dtype=np.float64))
     for g in range(len(z)):
         term = term + dh[g] * (adv_s[g] / eta_d[g] - eta_s[g] * adv_d[g] / eta_d[g] ** 2)
