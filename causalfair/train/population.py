@@ -1,0 +1,480 @@
+"""Seed 002's algorithms on ``replicator-1`` (Yin et al., NeurIPS 2023): R-TD3 and
+L-UCBFair, population-level agents choosing one feature threshold per group.
+
+The population MDP (seed 002 section 2): the state is the groups' qualification rates
+s = (q_1, q_2); the action a = (a_1, a_2) in [0, 1]^2 is a threshold per group (accept iff
+X >= a_g, X ~ N(Y, 1)); the dynamics are ``replicator-1``'s replicator equation with its
+utility matrix U. Per step (Eq. 8 and Table 1):
+
+- reward r(s, a) = sum_g w_g (alpha q_g TPR(a_g) + beta (1 - q_g)(1 - FPR(a_g))), the
+  system's group-weighted utility (1 - L);
+- disparity D(s, a) = 1/2 (xi_1 - xi_2)^2, xi_g = P(Y_hat = 1 | g) (demographic parity),
+  and the "utility" of the constraint g(s, a) = 1 - D.
+
+**R-TD3** (section 2b): TD3 on the per-step reward -[(1 - t/H) L + (t/H) D] (lambda_t = t/H).
+**L-UCBFair** (Algorithm 1): LSVI-UCB over a learned feature map phi(s, a) (an MLP with a
+softmax output, fitted on random-policy samples to predict r and g with two linear heads,
+App. D.1), optimistic Q_r, Q_g at the loci of a Voronoi grid of [0, 1]^2, a softmax over
+cells of Q_r + nu Q_g, and a projected dual step on nu after every episode.
+
+Both return a :class:`PopulationAgent`, and :func:`audit_policy` turns it into a policy the
+Monte Carlo engine audits on ``replicator-1`` (each unit's threshold snapped to the
+system's grid). Seed 002's online metrics: :func:`regret_and_violation`. Where our choices
+depart from the paper's (initial states, exploration noise, budgets), the config says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from causalfair.errors import ConfigError
+
+__all__ = ["PopulationEnv", "PopulationAgent", "RTD3Config", "LUCBFairConfig", "train_rtd3",
+           "train_lucbfair", "myopic", "audit_policy", "episode_values", "regret_and_violation",
+           "best_constant"]
+
+
+class PopulationEnv:
+    """``replicator-1``'s dynamics for continuous thresholds, many populations at once
+    (arrays (n, 2)). Built from the system's simulator, so U, alpha, beta and the group
+    weights are the system's."""
+
+    def __init__(self, system: Any):
+        if system.id != "replicator-1":
+            raise ConfigError(f"system: seed 002's algorithms run on replicator-1, got {system.id!r}.")
+        sim = system.make_simulator()
+        self.U, self.alpha, self.beta = sim.U, sim.alpha, sim.beta
+        self.q0 = np.asarray(sim.q0, dtype=np.float64)
+        self.w = np.asarray(system.group_weights, dtype=np.float64)
+        self.H = int(system.horizon)
+        self.grid = np.asarray(sim.thresholds[:-1], dtype=np.float64)  # without "reject all"
+
+    def rates(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from causalfair.systems.replicator import tpr_fpr
+
+        return tpr_fpr(a)
+
+    def step(self, q: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(q', r, D) for states q (n, 2) and thresholds a (n, 2)."""
+        tpr, fpr = self.rates(a)
+        U = self.U
+        w_pos = U[1, 1] * tpr + U[1, 0] * (1.0 - tpr)
+        w_neg = U[0, 1] * fpr + U[0, 0] * (1.0 - fpr)
+        q_next = q * w_pos / (q * w_pos + (1.0 - q) * w_neg)
+        r = (self.w * (self.alpha * q * tpr + self.beta * (1.0 - q) * (1.0 - fpr))).sum(1)
+        xi = q * tpr + (1.0 - q) * fpr
+        D = 0.5 * (xi[:, 0] - xi[:, 1]) ** 2
+        return q_next, r, D
+
+
+@dataclass
+class PopulationAgent:
+    """A trained population-level agent: ``act(q, t)`` gives thresholds (n, 2) for states
+    q (n, 2) at step t (deterministic: TD3's actor, or L-UCBFair's most probable cell)."""
+
+    name: str
+    act: Any
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def episode_values(env: PopulationEnv, agent: PopulationAgent, q0: np.ndarray | None = None
+                   ) -> dict[str, Any]:
+    """Roll the agent for H steps from q0 (default the system's): V_r = sum of r, V_g = sum
+    of g = 1 - D, the final qualification rates and the path."""
+    q = np.atleast_2d(env.q0 if q0 is None else np.asarray(q0, dtype=np.float64))
+    Vr, Vg, path = np.zeros(len(q)), np.zeros(len(q)), [q.copy()]
+    for t in range(env.H):
+        q, r, D = env.step(q, agent.act(q, t))
+        Vr += r
+        Vg += 1.0 - D
+        path.append(q.copy())
+    return {"V_r": Vr, "V_g": Vg, "q_final": q, "path": np.stack(path)}
+
+
+def best_constant(env: PopulationEnv, c: float, q0: np.ndarray | None = None) -> dict[str, Any]:
+    """The reference for regret: the best constant pair of grid thresholds whose V_g meets
+    c, from each start in ``q0`` ((2,) or (n, 2); default the system's). The constrained
+    optimum V* of seed 002 has no closed form: this is ours, a lower bound on V*. Every
+    (start, pair) is rolled at once. Returns arrays (n,) V_r, V_g and thresholds (n, 2)."""
+    G = env.grid
+    pairs = np.array([(x, y) for x in G for y in G])
+    starts = np.atleast_2d(env.q0 if q0 is None else np.asarray(q0, dtype=np.float64))
+    n, P = len(starts), len(pairs)
+    q = np.repeat(starts, P, axis=0)
+    a = np.tile(pairs, (n, 1))
+    Vr, Vg = np.zeros(n * P), np.zeros(n * P)
+    for _ in range(env.H):
+        q, r, D = env.step(q, a)
+        Vr += r
+        Vg += 1.0 - D
+    Vr, Vg = Vr.reshape(n, P), Vg.reshape(n, P)
+    ok = Vg >= c
+    if not ok.any(axis=1).all():
+        raise ConfigError(f"c: from some start no constant threshold pair meets V_g >= {c:g} "
+                          f"(best V_g {Vg.max(1).min():.4g}); lower the constraint.")
+    i = np.argmax(np.where(ok, Vr, -np.inf), axis=1)
+    rows = np.arange(n)
+    return {"thresholds": pairs[i], "V_r": Vr[rows, i], "V_g": Vg[rows, i]}
+
+
+def myopic(env: PopulationEnv, lam: float = 0.0, resolution: int = 101) -> PopulationAgent:
+    """Seed 002's repeated-risk-minimisation baselines (Eq. 7a, 7b): at every step the
+    thresholds minimising (1 - lam) L(s, a) + lam D(s, a) for the current state, over a
+    grid of [0, 1]^2 (``resolution`` points a side; the paper uses gradient descent).
+    ``lam`` = 0: Myopic; 0.5: Myopic-Fair as in its figures."""
+    if not 0.0 <= lam < 1.0:
+        raise ConfigError(f"lam: must be in [0, 1), got {lam!r}.")
+    ax = np.linspace(0.0, 1.0, resolution)
+    pairs = np.array([(x, y) for x in ax for y in ax])
+
+    def act(q: np.ndarray, t: int) -> np.ndarray:
+        q = np.asarray(q, dtype=np.float64)
+        qq = np.repeat(q, len(pairs), axis=0)
+        _, r, D = env.step(qq, np.tile(pairs, (len(q), 1)))
+        cost = ((1.0 - lam) * (1.0 - r) + lam * D).reshape(len(q), len(pairs))
+        return pairs[cost.argmin(1)]
+
+    return PopulationAgent("myopic" if lam == 0 else f"myopic-fair({lam:g})", act)
+
+
+def regret_and_violation(V_r: np.ndarray, V_g: np.ndarray, V_star: float, c: float
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Seed 002's online metrics after each episode k (Eq. 3): Regret(k) = sum_{j<=k}
+    (V* - V_r^j) and Drtn(k) = max(0, sum_{j<=k} (c - V_g^j))."""
+    V_r, V_g = np.asarray(V_r, dtype=np.float64), np.asarray(V_g, dtype=np.float64)
+    return np.cumsum(V_star - V_r), np.maximum(0.0, np.cumsum(c - V_g))
+
+
+def audit_policy(env: PopulationEnv, agent: PopulationAgent, name: str | None = None) -> Any:
+    """The agent as a policy on ``replicator-1``: each unit (group g of a replica) reads
+    (q_own, q_other), the replica's state is put back together, and the unit takes the
+    grid threshold nearest to the agent's a_g (probability 1)."""
+    return _GridPolicy(env, agent, name or agent.name)
+
+
+class _GridPolicy:
+    def __init__(self, env: PopulationEnv, agent: PopulationAgent, name: str):
+        self.env, self.agent, self.name = env, agent, name
+
+    def action_probs(self, obs: Any) -> np.ndarray:
+        f = np.asarray(obs.features, dtype=np.float64)
+        g = np.asarray(obs.group)
+        q = np.where((g == 0)[:, None], f, f[:, ::-1])  # (q_1, q_2) for every unit
+        a = self.agent.act(q, int(obs.t))
+        mine = a[np.arange(len(g)), g]
+        k = np.abs(mine[:, None] - self.env.grid[None, :]).argmin(1)
+        probs = np.zeros((len(g), len(self.env.grid) + 1))
+        probs[np.arange(len(g)), k] = 1.0
+        return probs
+
+
+def _check_fields(cfg: Any, ints: tuple[str, ...], positive: tuple[str, ...]) -> None:
+    """Config validation: integers >= 1 and numbers > 0, each error naming the field."""
+    for name in ints:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"{name}: bad value {v!r}; must be an integer >= 1.")
+    for name in positive:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise ConfigError(f"{name}: bad value {v!r}; must be a number > 0.")
+
+
+def _initial_states(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Training episodes start from random states (seed 002: "randomly sampled states";
+    ours: q ~ U(0.1, 0.9)^2)."""
+    return rng.uniform(0.1, 0.9, size=(n, 2))
+
+
+# ------------------------------------------------------------------------------ R-TD3
+@dataclass(frozen=True)
+class RTD3Config:
+    """R-TD3 (seed 002 section 2b: stable-baselines3's TD3 with default parameters on the
+    time-weighted Lagrangian). SB3 2.x defaults: lr 1e-3, batch 256, tau 0.005, gamma
+    0.99, policy_delay 2, target noise 0.2 clipped at 0.5, learning_starts 100, nets
+    [256, 256] (hidden). Ours: ``steps`` (paper 200,000), ``envs`` populations stepped
+    together, Gaussian exploration noise ``action_noise`` (SB3's default is none, which
+    leaves a deterministic system unexplored), the observation (q_1, q_2, t / H) (the
+    paper does not say whether t is observed; lambda_t depends on it)."""
+
+    steps: int = 20_000
+    envs: int = 8
+    lr: float = 1e-3
+    batch: int = 256
+    tau: float = 0.005
+    gamma: float = 0.99
+    policy_delay: int = 2
+    target_noise: float = 0.2
+    noise_clip: float = 0.5
+    learning_starts: int = 100
+    hidden: tuple[int, ...] = (256, 256)
+    action_noise: float = 0.1
+    fair: bool = True  # False: "TD3, no constraint" (lambda = 0)
+    seed: int = 0
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        _check_fields(self, ("steps", "envs", "batch", "policy_delay", "learning_starts",
+                             "threads"), ("lr", "tau", "gamma"))
+        if self.steps > 10_000_000:
+            raise ConfigError(f"steps: bad value {self.steps}; at most 10,000,000 (the replay "
+                              "buffer holds every step).")
+
+
+def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgent:
+    """Train R-TD3 on ``replicator-1``; the agent's ``history`` holds, per finished
+    episode, V_r and V_g (seed 002's online quantities)."""
+    import torch
+
+    from causalfair.checkpoint import mlp
+
+    c = config
+    env = PopulationEnv(system)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([c.seed, 2])))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(c.threads)
+    torch.manual_seed(c.seed)
+    try:
+        actor = torch.nn.Sequential(mlp(3, c.hidden, 2, "relu"), torch.nn.Sigmoid())
+        critics = [mlp(5, c.hidden, 1, "relu") for _ in range(2)]
+        targets = [torch.nn.Sequential(mlp(3, c.hidden, 2, "relu"), torch.nn.Sigmoid())] + [
+            mlp(5, c.hidden, 1, "relu") for _ in range(2)]
+        for t_, s_ in zip(targets, [actor] + critics, strict=True):
+            t_.load_state_dict(s_.state_dict())
+        opt_a = torch.optim.Adam(actor.parameters(), lr=c.lr)
+        opt_c = torch.optim.Adam([p for q in critics for p in q.parameters()], lr=c.lr)
+        H, n = env.H, c.envs
+        cap = c.steps
+        buf = {k: np.zeros((cap, w), dtype=np.float32) for k, w in
+               (("o", 3), ("a", 2), ("r", 1), ("o2", 3), ("done", 1))}
+        size = 0
+        q, t = _initial_states(n, rng), 0
+        start = q.copy()
+        ep_r, ep_g = np.zeros(n), np.zeros(n)
+        history: list[dict[str, float]] = []
+        updates = 0
+
+        def obs(qq: np.ndarray, tt: int) -> np.ndarray:
+            return np.concatenate([qq, np.full((len(qq), 1), tt / H)], axis=1).astype(np.float32)
+
+        for step in range(0, c.steps, n):
+            o = obs(q, t)
+            if step < c.learning_starts:
+                a = rng.uniform(0.0, 1.0, size=(n, 2))
+            else:
+                with torch.no_grad():
+                    a = actor(torch.from_numpy(o)).double().numpy()
+                a = np.clip(a + c.action_noise * rng.standard_normal((n, 2)), 0.0, 1.0)
+            q2, r, D = env.step(q, a)
+            lam = t / H if c.fair else 0.0
+            reward = -((1.0 - lam) * (1.0 - r) + lam * D)
+            ep_r += r
+            ep_g += 1.0 - D
+            done = t + 1 >= H
+            k = min(n, cap - size)
+            for key, val in (("o", o), ("a", a), ("r", reward[:, None]), ("o2", obs(q2, t + 1)),
+                             ("done", np.full((n, 1), float(done)))):
+                buf[key][size:size + k] = val[:k]
+            size += k
+            q, t = q2, t + 1
+            if done:
+                history += [{"V_r": float(x), "V_g": float(y), "q1": float(s0[0]),
+                             "q2": float(s0[1])} for x, y, s0 in zip(ep_r, ep_g, start, strict=True)]
+                q, t = _initial_states(n, rng), 0
+                start = q.copy()
+                ep_r[:], ep_g[:] = 0.0, 0.0
+            if step < c.learning_starts:
+                continue
+            for _ in range(n):  # one gradient step per environment step (train_freq 1)
+                idx = rng.integers(0, size, c.batch)
+                o_b, a_b, r_b, o2_b, d_b = (torch.from_numpy(buf[k][idx]) for k in
+                                            ("o", "a", "r", "o2", "done"))
+                with torch.no_grad():
+                    noise = (torch.randn_like(a_b) * c.target_noise).clamp(-c.noise_clip, c.noise_clip)
+                    a2 = (targets[0](o2_b) + noise).clamp(0.0, 1.0)
+                    x2 = torch.cat([o2_b, a2], 1)
+                    y = r_b + c.gamma * (1.0 - d_b) * torch.min(targets[1](x2), targets[2](x2))
+                x = torch.cat([o_b, a_b], 1)
+                loss_c = sum(((qn(x) - y) ** 2).mean() for qn in critics)
+                opt_c.zero_grad()
+                loss_c.backward()
+                opt_c.step()
+                updates += 1
+                if updates % c.policy_delay == 0:
+                    loss_a = -critics[0](torch.cat([o_b, actor(o_b)], 1)).mean()
+                    opt_a.zero_grad()
+                    loss_a.backward()
+                    opt_a.step()
+                    with torch.no_grad():
+                        for t_, s_ in zip(targets, [actor] + critics, strict=True):
+                            for pt, ps in zip(t_.parameters(), s_.parameters(), strict=True):
+                                pt.mul_(1.0 - c.tau).add_(c.tau * ps)
+        actor.eval()
+
+        def act(qq: np.ndarray, tt: int) -> np.ndarray:
+            import torch as _t
+
+            with _t.no_grad():
+                return actor(_t.from_numpy(obs(np.asarray(qq), tt))).double().numpy()
+
+        return PopulationAgent("r-td3" if c.fair else "td3", act, history)
+    finally:
+        torch.set_num_threads(threads)
+
+
+# -------------------------------------------------------------------------- L-UCBFair
+@dataclass(frozen=True)
+class LUCBFairConfig:
+    """L-UCBFair (seed 002 Algorithm 1; its supplementary code's values where given):
+    loci the 5 x 5 grid {0.1, ..., 0.9}^2 (eps = 0.1), softmax temperature ``alpha`` = 1,
+    bonus ``beta`` = 0.05, ridge ``varsigma`` = 1, feature dimension ``d`` = 10, ``episodes``
+    K = 500, constraint c = H - ``slack`` (code: H - 1.5). Ours: ``chi`` (the dual bound;
+    the code's 0 switches the dual off, the paper's H / gamma needs the unknown Slater
+    gap gamma), the feature network [64, 64] -> softmax(d) fitted on ``phi_samples``
+    random-policy samples (paper 100,000 and [256, 128, 64, 64]) for ``phi_epochs``."""
+
+    episodes: int = 500
+    alpha: float = 1.0
+    beta: float = 0.05
+    varsigma: float = 1.0
+    d: int = 10
+    chi: float = 10.0
+    slack: float = 1.5
+    phi_samples: int = 20_000
+    phi_epochs: int = 20
+    phi_hidden: tuple[int, ...] = (64, 64)
+    seed: int = 0
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        _check_fields(self, ("episodes", "d", "phi_samples", "phi_epochs", "threads"),
+                      ("alpha", "beta", "varsigma", "slack"))
+        if isinstance(self.chi, bool) or not isinstance(self.chi, (int, float)) or self.chi < 0:
+            raise ConfigError(f"chi: bad value {self.chi!r}; must be a number >= 0 (0 switches "
+                              "the dual off, as seed 002's code does).")
+        if self.episodes > 100_000:
+            raise ConfigError(f"episodes: bad value {self.episodes}; at most 100,000 (every "
+                              "episode's features are kept).")
+
+
+def _fit_phi(env: PopulationEnv, c: LUCBFairConfig, rng: np.random.Generator) -> Any:
+    """phi(s, a): an MLP with a softmax output (||phi|| <= 1), and two bias-free heads
+    predicting r and g from it (App. D.1); returns phi as a numpy function."""
+    import torch
+
+    from causalfair.checkpoint import mlp
+
+    n = c.phi_samples
+    q = rng.uniform(0.0, 1.0, size=(n, 2))
+    a = rng.uniform(0.0, 1.0, size=(n, 2))
+    _, r, D = env.step(q, a)
+    x = torch.from_numpy(np.concatenate([q, a], 1).astype(np.float32))
+    y = torch.from_numpy(np.stack([r, 1.0 - D], 1).astype(np.float32))
+    net = torch.nn.Sequential(mlp(4, c.phi_hidden, c.d, "relu"), torch.nn.Softmax(dim=1))
+    heads = torch.nn.Linear(c.d, 2, bias=False)
+    opt = torch.optim.Adam(list(net.parameters()) + list(heads.parameters()), lr=1e-3,
+                           weight_decay=1e-4)
+    gen = torch.Generator().manual_seed(c.seed)
+    for _ in range(c.phi_epochs):
+        for idx in torch.randperm(n, generator=gen).split(128):
+            loss = ((heads(net(x[idx])) - y[idx]) ** 2).sum(1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    net.eval()
+
+    def phi(qq: np.ndarray, aa: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return net(torch.from_numpy(np.concatenate([qq, aa], -1).astype(np.float32)
+                                        .reshape(-1, 4))).double().numpy().reshape(*qq.shape[:-1], c.d)
+
+    return phi
+
+
+def train_lucbfair(system: Any, config: LUCBFairConfig = LUCBFairConfig()) -> PopulationAgent:
+    """Train L-UCBFair on ``replicator-1`` (module docstring); ``history`` holds per
+    episode V_r, V_g (from the episode's random start) and the dual variable nu."""
+    import torch
+
+    c = config
+    env = PopulationEnv(system)
+    H, K = env.H, c.episodes
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([c.seed, 3])))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(c.threads)
+    torch.manual_seed(c.seed)
+    try:
+        phi = _fit_phi(env, c, rng)
+    finally:
+        torch.set_num_threads(threads)
+    loci = np.array([(x, y) for x in np.arange(0.1, 1.0, 0.2) for y in np.arange(0.1, 1.0, 0.2)])
+    M, d = len(loci), c.d
+    cons = H - c.slack
+    eta = c.chi / math.sqrt(K * H * H)
+    S = np.zeros((K, H + 1, 2))  # states seen, per episode and step
+    Phi = np.zeros((K, H, d))  # phi(s_h, a_h) of the actions taken
+    R = np.zeros((K, H))
+    Gv = np.zeros((K, H))
+    nu = 0.0
+    history: list[dict[str, float]] = []
+    W = {"r": np.zeros((H, d)), "g": np.zeros((H, d))}
+    Linv = np.stack([np.eye(d) / c.varsigma] * H)
+
+    def q_values(states: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
+        """Optimistic Q_r, Q_g (n, M) at the loci for states (n, 2) at step h."""
+        f = phi(np.repeat(states[:, None, :], M, 1), np.broadcast_to(loci, (len(states), M, 2)))
+        bonus = c.beta * np.sqrt(np.einsum("nmd,de,nme->nm", f, Linv[h], f).clip(0.0))
+        return (np.minimum(f @ W["r"][h] + bonus, H), np.minimum(f @ W["g"][h] + bonus, H))
+
+    def probs(states: np.ndarray, h: int, nu_: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        qr, qg = q_values(states, h)
+        z = c.alpha * (qr + nu_ * qg)
+        p = np.exp(z - z.max(1, keepdims=True))
+        return p / p.sum(1, keepdims=True), qr, qg
+
+    for k in range(K):
+        # backward pass on the k episodes so far (ridge LSVI per step, targets r + V_{h+1})
+        if k:
+            for h in range(H - 1, -1, -1):
+                X = Phi[:k, h]
+                Lam = X.T @ X + c.varsigma * np.eye(d)
+                Linv[h] = np.linalg.inv(Lam)
+                if h + 1 < H:
+                    p, qr, qg = probs(S[:k, h + 1], h + 1, nu)
+                    vr, vg = (p * qr).sum(1), (p * qg).sum(1)
+                else:
+                    vr = vg = np.zeros(k)
+                W["r"][h] = Linv[h] @ (X.T @ (R[:k, h] + vr))
+                W["g"][h] = Linv[h] @ (X.T @ (Gv[:k, h] + vg))
+        # forward pass: one episode from a random start
+        s = _initial_states(1, rng)
+        S[k, 0] = s[0]
+        vr_ep = vg_ep = 0.0
+        v1g = None
+        for h in range(H):
+            p, qr, qg = probs(s, h, nu)
+            if h == 0:
+                v1g = float((p * qg).sum())
+            i = int(np.searchsorted(np.cumsum(p[0]), rng.random(), side="right").clip(0, M - 1))
+            a = np.clip(loci[i] + rng.uniform(-0.1, 0.1, 2), 0.0, 1.0)[None]  # uniform in the cell
+            s2, r, D = env.step(s, a)
+            Phi[k, h] = phi(s, a)[0]
+            R[k, h], Gv[k, h] = r[0], 1.0 - D[0]
+            vr_ep += r[0]
+            vg_ep += 1.0 - D[0]
+            s = s2
+            S[k, h + 1] = s[0]
+        nu = min(max(nu + eta * (cons - v1g), 0.0), c.chi)  # the projected dual step
+        history.append({"V_r": vr_ep, "V_g": vg_ep, "nu": nu, "q1": S[k, 0, 0], "q2": S[k, 0, 1]})
+
+    nu_final = nu
+
+    def act(qq: np.ndarray, tt: int) -> np.ndarray:
+        p, _, _ = probs(np.asarray(qq, dtype=np.float64), min(int(tt), H - 1), nu_final)
+        return loci[p.argmax(1)]
+
+    return PopulationAgent("l-ucbfair", act, history)
