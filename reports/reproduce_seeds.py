@@ -41,6 +41,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalfair.systems.replicator import REPLICATOR_DEFAULTS
+
 SYSTEMS = ("attention-1", "attention-harder", "infectious-1", "infectious-harder")
 ALGOS = ("ppo", "ppo-c", "a-ppo", "f-ppo-l", "elbert-po")
 #: units per training iteration: 256 worlds of 5 sites, 64 graphs of 34 members
@@ -159,12 +161,10 @@ def claims(tab: pd.DataFrame) -> list[tuple[str, str, str, str]]:
 
 # ------------------------------------------------------------------ seed 002 (replicator)
 REPLICATOR_H = 15  # seed 002's code (UCB_Fair: H = 15); its synthetic figures use 100
-#: Ours (seed 002 publishes no U): it meets the three constraints and puts the system in
-#: the regime the paper describes, where accepting more lowers qualification: the myopic
-#: thresholds (0, 0) drive q from (0.6, 0.4) to (0.22, 0.11) in 15 steps, thresholds 0.9
-#: keep it at (0.61, 0.41). replicator-1's default U does not (every threshold in [0, 1]
-#: raises q there).
-REPLICATOR_U = ((0.5, 1.0), (0.51, 0.52))
+#: replicator-1's default U (ours: seed 002 publishes none): it meets the paper's three
+#: constraints and puts the system in the regime the paper describes, where short-term
+#: incentives lower qualification (causalfair/systems/replicator.py).
+REPLICATOR_U = REPLICATOR_DEFAULTS["U"]
 
 
 def replicator_part(seeds, quick: bool) -> tuple[pd.DataFrame, list[tuple[str, str, str, str]]]:
@@ -358,9 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         "## Seed 002 on replicator-1",
         "",
         f"Task tp with the demographic-parity constraint V_g >= H - 1.5, H = {REPLICATOR_H} "
-        f"(seed 002's code), U = {REPLICATOR_U} (rows y = -1, +1; ours, chosen so that "
-        "accepting more lowers qualification, the regime the paper describes; "
-        "replicator-1's default U is not in it). L-UCBFair: "
+        f"(seed 002's code), U = {REPLICATOR_U} (rows y = -1, +1; replicator-1's default, "
+        "ours: the paper publishes none; chosen so that the myopic threshold lowers "
+        "qualification and thresholds of 0.3 and above raise it, the regime the paper "
+        "describes). L-UCBFair: "
         f"{'20' if args.quick else '300'} episodes from random starts, R-TD3: "
         f"{'300' if args.quick else '6,000'} environment steps (the paper: 2,000 iterations and "
         "200,000 steps); Myopic and Myopic-Fair (lambda = 0.5) are deterministic. Evaluation: "

@@ -179,7 +179,8 @@ def test_example_specs_are_valid():
     specs = sorted(root.glob("*.toml"))
     assert {p.name for p in specs} >= {"lending-1.toml", "lending-2.toml", "lending-3.toml",
                                        "lending-harder.toml", "attention-1.toml",
-                                       "infectious-1.toml", "replicator-1.toml"}
+                                       "infectious-1.toml", "replicator-1.toml",
+                                       "attention-harder.toml", "infectious-harder.toml"}
     for p in specs:
         s = load_spec(p)
         assert s.thresholds, p

@@ -17,10 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="train a policy (PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L, F-PPO, ELBERT-PO) or repair "
              "one under constraints (--algo exact)",
         description=(
-            "Train a lending policy with KL-penalty PPO and a fairness objective, writing "
-            "checkpoints the audit loads (causalfair decompose --checkpoint OUT/checkpoint.pt), "
-            "the resume state and per-iteration metrics (OUT/metrics.jsonl, metrics.csv) with "
-            "C, DPE, IPE, SPE and Lambda from the exact engine every --eval-every iterations. "
+            "Train a policy on any system (lending-1 by default) with KL-penalty PPO and a "
+            "fairness objective, writing checkpoints the audit loads (causalfair decompose "
+            "--checkpoint OUT/checkpoint.pt), the resume state and per-iteration metrics "
+            "(OUT/metrics.jsonl, metrics.csv) with C, DPE, IPE, SPE (and Lambda) every "
+            "--eval-every iterations: from the exact engine on tabular systems, by Monte "
+            "Carlo on the others. "
             "--algo exact with --constraint instead maximises utility subject to the "
             "constraints on the exact engine's numbers (tabular systems; docs/training.md)."
         ),
@@ -34,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--system", metavar="ID",
                    help="system to train on: a registered id or your 'module:callable' factory "
-                   "(default: lending-1); non-lending systems train ppo, ppo-c or ppo-cb")
+                   "(default: lending-1); non-lending systems train ppo, ppo-c, ppo-cb, and a-ppo, "
+                   "f-ppo-l or elbert-po where the system reports supply and demand "
+                   "(attention, infectious)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="keyword argument for the system's factory (repeatable)")
     p.add_argument("--search-path", metavar="DIR", default=".",
