@@ -97,7 +97,7 @@ _LAZY = {
     "hypothetical_graphs": "causalfair.graph",
     "TemporalGraph": "causalfair.graph",
     "decompose_mc": "causalfair.montecarlo",
-    "fair_lp": "causalfair.frontier",
+    "fair_lp": "causalfair.occupancy",
     "audit_logs": "causalfair.logs",
     "other_notions": "causalfair.metrics",
     "LendingSimulator": "causalfair.sim.individual",

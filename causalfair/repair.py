@@ -489,7 +489,7 @@ def lp_bound(model: TabularModel, T: int, constraints: Sequence[Constraint]) -> 
     """Utility of the frontier LP under the linear thresholds (|C|, |DPE|) over all
     time-indexed policies: (utility, keys imposed, LPResult), or (None, (), None) when
     the LP does not apply (more than two actions) or is infeasible."""
-    from causalfair.frontier import InfeasibleError, OccupancyLP
+    from causalfair.occupancy import InfeasibleError, OccupancyLP
 
     if model.n_actions != 2:
         return None, (), None
@@ -506,7 +506,7 @@ def lp_bound(model: TabularModel, T: int, constraints: Sequence[Constraint]) -> 
 def _starts(model: TabularModel, T: int, constraints: Sequence[Constraint],
             initial: Mapping[str, np.ndarray] | None, seed: int, n_random: int,
             lp_res: Any) -> list[tuple[str, np.ndarray]]:
-    from causalfair.frontier import InfeasibleError, OccupancyLP
+    from causalfair.occupancy import InfeasibleError, OccupancyLP
 
     G, K, A = model.n_groups, model.n_levels, model.n_actions
     shape = (G, K) if A == 2 else (G, K, A)

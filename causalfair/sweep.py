@@ -24,7 +24,7 @@ from typing import Any
 
 from causalfair.errors import ConfigError, OutputError
 
-__all__ = ["SweepResult", "parse_seeds", "sweep", "train_many", "write_run"]
+__all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "train_many", "write_run"]
 
 MARK = ".causalfair-sweep"
 #: Files of a run folder handed back to the driver.
@@ -146,7 +146,9 @@ class SweepResult:
         return "\n".join(lines) + "\n"
 
 
-def _t_interval(x: Sequence[float], alpha: float) -> tuple[float, float, float]:
+def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, float]:
+    """(mean, lower, upper): the 1 - alpha t-interval of the mean over runs (NaNs dropped;
+    NaN bounds with fewer than two runs)."""
     import numpy as np
     from scipy import stats
 
@@ -244,7 +246,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     if not runs.empty:
         for (sysid, algo), g in runs.groupby(["system", "algo"], sort=False):
             for m in metrics:
-                mean, lo, hi = _t_interval(g[m].tolist(), alpha)
+                mean, lo, hi = t_interval(g[m].tolist(), alpha)
                 table_rows.append({"system": sysid, "algo": algo, "metric": m, "n": len(g),
                                    "mean": mean, "lower": lo, "upper": hi})
     table = pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",

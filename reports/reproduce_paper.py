@@ -39,23 +39,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalfair.sweep import t_interval
+
 ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po")
 SETTINGS = ("lending-1", "lending-2", "lending-3")
 SWEEP_BETAS = (2.0, 8.0)  # plus the default 0.5 (main table) and 0 (= PPO-C)
 SWEEP_SETTINGS = ("lending-1", "lending-2")
 METRICS = ("utility", "C", "abs_C", "DPE", "IPE", "SPE", "Lambda", "tpr_gap", "elbert_bias",
            "w1_final", "dp_gap")
-
-
-def _ci(x: pd.Series) -> tuple[float, float, float]:
-    from scipy import stats
-
-    x = x.dropna().to_numpy(dtype=float)
-    m = float(x.mean()) if len(x) else float("nan")
-    if len(x) < 2:
-        return m, float("nan"), float("nan")
-    h = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
-    return m, m - h, m + h
 
 
 def _machine() -> str:
@@ -103,7 +94,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         r = {"algorithm": variant, "setting": setting, "n_seeds": len(grp),
              "wall_s_mean": grp["wall_s"].mean()}
         for m in METRICS:
-            mean, lo, hi = _ci(grp[m])
+            mean, lo, hi = t_interval(grp[m])
             r[m] = mean
             r[f"{m}_lo"] = lo
             r[f"{m}_hi"] = hi

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalfair.sweep import t_interval
 from causalfair.systems.replicator import REPLICATOR_DEFAULTS
 
 SYSTEMS = ("attention-1", "attention-harder", "infectious-1", "infectious-harder")
@@ -49,17 +50,6 @@ ALGOS = ("ppo", "ppo-c", "a-ppo", "f-ppo-l", "elbert-po")
 UNITS = {"attention": 1280, "infectious": 2176}
 METRICS = ("utility", "elbert_bias", "long_term_gap", "C", "DPE", "IPE", "SPE")
 EVAL_SEED = 20261125
-
-
-def _ci(x: pd.Series) -> tuple[float, float, float]:
-    from scipy import stats
-
-    x = x.dropna().to_numpy(dtype=float)
-    m = float(x.mean()) if len(x) else float("nan")
-    if len(x) < 2:
-        return m, float("nan"), float("nan")
-    h = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
-    return m, m - h, m + h
 
 
 def configs(systems, algos, seeds, iterations):
@@ -99,7 +89,7 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     for (sid, algo), grp in runs.groupby(["system", "algo"], sort=False):
         row = {"system": sid, "algo": algo, "seeds": len(grp)}
         for m in METRICS:
-            mean, lo, hi = _ci(grp[m])
+            mean, lo, hi = t_interval(grp[m])
             row.update({m: mean, f"{m}_lo": lo, f"{m}_hi": hi})
         rows.append(row)
     return pd.DataFrame(rows)

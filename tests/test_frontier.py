@@ -1,4 +1,5 @@
-"""Tests of the fair-policy LPs and the utility-fairness frontier (causalfair.frontier)."""
+"""Tests of the fair-policy LPs and the utility-fairness frontier (causalfair.occupancy,
+causalfair.frontier, causalfair.wen)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,12 @@ import numpy as np
 import pytest
 
 from causalfair.effects import decompose
-from causalfair.frontier import (
-    InfeasibleError,
-    OccupancyLP,
-    fair_lp,
-    frontier,
-    loan_belief_mdp,
-    policy_metrics,
-    wen_evaluate,
-    wen_lp,
-)
+from causalfair.frontier import frontier
 from causalfair.model import ModelError, TabularModel
+from causalfair.occupancy import InfeasibleError, OccupancyLP, fair_lp, policy_metrics
 from causalfair.policy import TablePolicy
 from causalfair.sim.lending import lending_setting
+from causalfair.wen import loan_belief_mdp, wen_evaluate, wen_lp
 
 TOL = 1e-7
 SETTINGS = ("lending-1", "lending-2", "lending-3")
