@@ -36,9 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--system", metavar="ID",
                    help="system to train on: a registered id or your 'module:callable' factory "
-                   "(default: lending-1); non-lending systems train ppo, ppo-c, ppo-cb, and a-ppo, "
-                   "f-ppo-l or elbert-po where the system reports supply and demand "
-                   "(attention, infectious)")
+                   "(default: lending-1). ppo and ppo-c train on any system, ppo-cb on two-action "
+                   "tabular ones, a-ppo, f-ppo-l and elbert-po on systems reporting supply and "
+                   "demand (attention, infectious)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="keyword argument for the system's factory (repeatable)")
     p.add_argument("--search-path", metavar="DIR", default=".",
