@@ -75,7 +75,7 @@ def test_decomposition_of_a_deterministic_policy_equals_the_hand_recursion():
     system = cf.systems.make("replicator-1")
     d = cf.decompose_mc(system, parse_policy("action:2", system), T, n=3, seed=0)
     th = REPLICATOR_DEFAULTS["thresholds"][2]
-    V, V_ps, V_0 = [], [], []
+    V, V_ps, V_0, q_end, qb_end = [], [], [], [], []
     for q0 in REPLICATOR_DEFAULTS["q0"]:
         q, qb, ps = q0, q0, 0.0
         for _ in range(T):
@@ -85,12 +85,18 @@ def test_decomposition_of_a_deterministic_policy_equals_the_hand_recursion():
         V.append(q - q0)
         V_ps.append(ps)
         V_0.append(qb - q0)
+        q_end.append(q)
+        qb_end.append(qb)
     np.testing.assert_allclose(d.V, V, atol=1e-12)
     np.testing.assert_allclose(d.V_ps, V_ps, atol=1e-12)
     np.testing.assert_allclose(d.V_0, V_0, atol=1e-12)
     assert d.se["C"] == 0.0 and d.se["IPE"] == 0.0
     assert d.C == pytest.approx(d.DPE + d.IPE + d.SPE, abs=1e-12)
     assert abs(d.IPE) > 1e-4  # h0 depends on q: the indirect effect is informative
+    # seed 002's qualification-rate gap at T, under pi and under pi0
+    assert d.notions["long_term_gap"] == pytest.approx(abs(q_end[0] - q_end[1]), abs=1e-12)
+    assert d.notions["long_term_gap_pi0"] == pytest.approx(abs(qb_end[0] - qb_end[1]),
+                                                           abs=1e-12)
 
 
 def test_seeding_gives_identical_results_and_a_stochastic_policy_has_mc_error():

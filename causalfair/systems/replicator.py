@@ -146,6 +146,12 @@ class ReplicatorSimulator:
     def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return np.zeros((n, 0))  # deterministic dynamics
 
+    def long_term_gap(self, s: ReplicatorState) -> np.ndarray:
+        """Seed 002's qualification-rate parity (QR) per replica: |q_1 - q_2|, the state
+        notion that a myopic decision maker cannot affect."""
+        q = s.q.reshape(-1, 2)
+        return np.abs(q[:, 0] - q[:, 1])
+
     def step(self, s: ReplicatorState, d: Any, noise: Any) -> Any:
         from causalfair.types import StepResult
 
