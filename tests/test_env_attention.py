@@ -73,7 +73,8 @@ def test_poisson_incidents_by_inverse_cdf():
 
 def test_one_step_equals_a_hand_computation():
     p = ATTENTION_DEFAULTS["attention-harder"]
-    sim = AttentionSimulator(p["units"], p["rates"], p["increase"], p["decrease"])
+    sim = AttentionSimulator(p["units"], p["rates"], p["increase"], p["decrease"],
+                             p["reward_seen"], p["reward_missed"])
     rng = np.random.default_rng(3)
     for _ in range(20):
         rate = rng.uniform(0, 40, 5)
@@ -89,7 +90,9 @@ def test_one_step_equals_a_hand_computation():
             want = rate[k] + p["increase"][k] if a[k] == 0 else max(
                 0.0, rate[k] - p["decrease"][k] * a[k])
             assert res.state.rate[k] == pytest.approx(want, abs=1e-12)
-            assert res.reward[k] == min(a[k], y) and res.gain[k] == pytest.approx(rate[k] - want)
+            # ELBERT's harder reward: minus a quarter of the incidents missed
+            assert res.reward[k] == pytest.approx(-0.25 * (y - min(a[k], y)), abs=1e-12)
+            assert res.gain[k] == pytest.approx(rate[k] - want)
 
 
 class Random:

@@ -113,10 +113,25 @@ def test_an_explicit_value_beats_the_systems_default():
     assert tr.config.elbert_alpha == 3.0 and tr.config.elbert_beta == 20.0
 
 
+class _NoGap:
+    """attention-1's simulator without its long-term gap."""
+
+    def __init__(self, sim):
+        self._sim = sim
+
+    def __getattr__(self, name):
+        if name == "long_term_gap":
+            raise AttributeError(name)
+        return getattr(self._sim, name)
+
+
 def test_missing_signals_are_named():
+    import dataclasses
+
+    base = cf.systems.make("attention-1")
+    no_gap = dataclasses.replace(base, simulator=lambda: _NoGap(base.make_simulator()))
     with pytest.raises(ConfigError, match="long-term gap per replica"):
-        SystemTrainer(cf.systems.make("replicator-1"), TrainConfig(
-            algo="f-ppo-l", system="replicator-1", iterations=1))
+        SystemTrainer(no_gap, TrainConfig(algo="f-ppo-l", system="attention-1", iterations=1))
     with pytest.raises(ConfigError, match=r"supply and demand .*'supply', 'demand'"):
         SystemTrainer(cf.systems.make("replicator-1"), TrainConfig(
             algo="a-ppo", system="replicator-1", iterations=1))

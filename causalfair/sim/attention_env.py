@@ -7,7 +7,8 @@ ELBERT ``ppo_wrapper_env.py``): ``Box(-3, 3, (5,))`` logits, turned into an allo
 the N units by a softmax and the greedy placement of
 :func:`causalfair.systems.attention.allocate`. Observation: the incidents each site's
 attention discovered at the last step and the units it got, ``Box(0, inf, (10,))``.
-Reward: incidents discovered. Episodes last ``max_steps`` steps (default 1000, pocar's).
+Reward: the system's (attention-1: incidents discovered minus 0.25 x those missed; harder:
+minus 0.25 x those missed), summed over sites. Episodes last ``max_steps`` steps (default 1000, pocar's).
 Dynamics and parameters: :mod:`causalfair.systems.attention`. Seed through
 ``reset(seed=...)``.
 """
@@ -34,7 +35,8 @@ class VecAttentionEnv:
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise InputError(f"n_envs: must be an integer >= 1, got {n_envs!r}.")
         p = ATTENTION_DEFAULTS["attention-harder" if harder else "attention-1"]
-        self.sim = AttentionSimulator(p["units"], p["rates"], p["increase"], p["decrease"])
+        self.sim = AttentionSimulator(p["units"], p["rates"], p["increase"], p["decrease"],
+                                      p["reward_seen"], p["reward_missed"])
         self.K = self.sim.K
         self.n_envs, self.max_steps = n_envs, int(max_steps)
         self.state = None

@@ -20,7 +20,9 @@ lambda) scaling with alpha = 0 and its theta = 0 revival are identities and are 
 As a :class:`~causalfair.systems.System`: one replica is the five sites
 (``units_per_replica = 5``, one group per site). The potential is f = -lambda_k (a lower
 incident rate is better off), so a site's gain is lambda_k - lambda_k'. The reward of a
-site-step is seen_k (the incidents discovered). **Decisions**: each site gets a priority
+site-step is the seeds' zeta_0 seen_k - zeta_1 (y_k - seen_k): incidents discovered minus
+a quarter of those missed on ``attention-1`` (zeta = (1, 0.25)), minus a quarter of those
+missed only on ``attention-harder`` (zeta = (0, 0.25)). **Decisions**: each site gets a priority
 w_k in {1, ..., W} (W = 4 by default) and the N units are placed greedily in proportion
 to the priorities, one unit at a time on the site with the largest remaining share
 (shares w / sum w, minus 1/N per unit placed) - the placement of the published RL
@@ -57,6 +59,10 @@ ATTENTION_DEFAULTS: dict[str, dict[str, Any]] = {
         "increase": (0.1,) * 5,  # dynamic rate d, when a site gets no attention
         "decrease": (0.1,) * 5,  # d per attention unit
         "horizon": 20,  # ours: the published episodes last 1000 (pocar) or 1024 (ELBERT)
+        # reward zeta_0 * seen - zeta_1 * missed: ZETA_0 = 1, ZETA_1 = 0.25 (ELBERT and
+        # Fairness-in-RL attention configs; seed 000 App. D, seed 001 section 3b)
+        "reward_seen": 1.0,
+        "reward_missed": 0.25,
     },
     "attention-harder": {
         # ELBERT attention_allocation_experiment/harder_env.py (DYNAMIC_RATE_1)
@@ -65,6 +71,10 @@ ATTENTION_DEFAULTS: dict[str, dict[str, Any]] = {
         "increase": (0.08, 0.2, 0.4, 0.8, 2.0),
         "decrease": (0.004, 0.01, 0.016, 0.02, 0.04),
         "horizon": 20,
+        # ELBERT harder_env: the negative sum of missed incidents, zeta_1 = 0.25 (seed 000
+        # App. D: "negative sum of missed incidents")
+        "reward_seen": 0.0,
+        "reward_missed": 0.25,
     },
 }
 #: F-PPO's per-site increases (Fairness-in-RL allocation/config.py, DYNAMIC_INCREASE_RATES):
@@ -142,8 +152,10 @@ class AttentionSimulator:
 
     feature_names = ("rate_seen", "attention", "seen")
 
-    def __init__(self, units: int, rates: Any, increase: Any, decrease: Any):
+    def __init__(self, units: int, rates: Any, increase: Any, decrease: Any,
+                 reward_seen: float = 1.0, reward_missed: float = 0.0):
         self.units = int(units)
+        self.zeta = (float(reward_seen), float(reward_missed))
         self.rates0 = np.asarray(rates, dtype=np.float64)
         self.up = np.asarray(increase, dtype=np.float64)
         self.down = np.asarray(decrease, dtype=np.float64)
@@ -186,9 +198,25 @@ class AttentionSimulator:
         nxt = np.where(a == 0, s.rate + up, np.maximum(0.0, s.rate - down * a))
         return StepResult(state=AttentionState(rate=nxt, seen=seen, attention=a, group=s.group,
                                                t=s.t + 1),
-                          reward=seen, gain=s.rate - nxt,
+                          reward=self.zeta[0] * seen - self.zeta[1] * (y - seen),
+                          gain=s.rate - nxt,
                           # ELBERT's supply and demand: incidents discovered and occurred
                           info={"incidents": y, "supply": seen, "demand": y})
+
+
+def _reward_text(z0: float, z1: float) -> str:
+    seen = "" if z0 == 0 else "incidents discovered" if z0 == 1 else f"{z0:g} x incidents discovered"
+    missed = "" if z1 == 0 else f"{z1:g} x incidents missed"
+    if seen and missed:
+        return f"{seen} - {missed}"
+    return seen or (f"-{missed}" if missed else "0")
+
+
+def _weight(name: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+        raise SystemError_(f"{name}: must be a finite number >= 0 (the reward's weight on "
+                           f"incidents {name.split('_')[1]}), got {v!r}.")
+    return float(v)
 
 
 def _vector(name: str, v: Any, K: int, lo: float = 0.0) -> tuple[float, ...]:
@@ -203,6 +231,7 @@ def _vector(name: str, v: Any, K: int, lo: float = 0.0) -> tuple[float, ...]:
 
 def make_attention(units: int | None = None, rates: Any = None, increase: Any = None,
                    decrease: Any = None, priorities: int = 4, horizon: int | None = None,
+                   reward_seen: float | None = None, reward_missed: float | None = None,
                    *, id: str = "attention-1") -> Any:
     """The ``attention-1`` system (module docstring); ``attention-harder`` has ELBERT's
     harder parameters."""
@@ -220,6 +249,8 @@ def make_attention(units: int | None = None, rates: Any = None, increase: Any = 
     if isinstance(priorities, bool) or not isinstance(priorities, int) or priorities < 1:
         raise SystemError_(f"priorities: must be an integer >= 1, got {priorities!r}.")
     T = base["horizon"] if horizon is None else horizon
+    z0, z1 = (_weight(name, base[name] if v is None else v)
+              for name, v in (("reward_seen", reward_seen), ("reward_missed", reward_missed)))
     labels = ("no attention",) + tuple(f"priority {i}" for i in range(1, priorities + 1))
     return System(
         id=id,
@@ -228,13 +259,14 @@ def make_attention(units: int | None = None, rates: Any = None, increase: Any = 
         features=AttentionSimulator.feature_names,
         gain=Gain("incident-rate reduction", "incidents per step",
                   "lambda_k - lambda_k': how much the site's incident rate fell"),
-        reward="incidents discovered",
+        reward=_reward_text(z0, z1),
         horizon=int(T),
         structure=CausalStructure(exogenous={}, s_to_x0=True, s_to_transition=True),
-        simulator=lambda: AttentionSimulator(units, rates, inc, dec),
+        simulator=lambda: AttentionSimulator(units, rates, inc, dec, z0, z1),
         units_per_replica=K,
         params={"units": units, "rates": list(rates), "increase": list(inc),
-                "decrease": list(dec), "priorities": priorities, "horizon": int(T)},
+                "decrease": list(dec), "priorities": priorities, "horizon": int(T),
+                "reward_seen": z0, "reward_missed": z1},
         description=f"attention allocation over {K} sites, {units} units per step "
                     "(ml-fairness-gym; seeds 000, 001)",
         train_defaults=ATTENTION_TRAIN_DEFAULTS[id],
