@@ -16,17 +16,17 @@ from causalfair.train.generic import SystemTrainer
 from causalfair.train.objectives import (
     appo_advantage,
     elbert_advantage,
+    gain_to_go,
     rate_gap,
     soft_bias,
-    to_go,
 )
 
 
-def test_rate_gap_and_to_go_by_hand():
+def test_rate_gap_and_gain_to_go_by_hand():
     # supply / (demand + 1): group rates 2/(3+1) = 0.5 and 1/(0+1) = 1, 0/(1+1) = 0
     assert rate_gap(np.array([2.0, 1.0, 0.0]), np.array([3.0, 0.0, 1.0])) == pytest.approx(1.0)
     assert rate_gap(np.array([[2.0, 1.0]]), np.array([[3.0, 0.0]]))[0] == pytest.approx(0.5)
-    np.testing.assert_array_equal(to_go(np.array([[1.0], [2.0], [4.0]]))[:, 0], [7.0, 6.0, 4.0])
+    np.testing.assert_array_equal(gain_to_go(np.array([[1.0], [2.0], [4.0]]))[:, 0], [7.0, 6.0, 4.0])
 
 
 @pytest.mark.parametrize("beta", [0.5, 5.0, 50.0])

@@ -52,7 +52,6 @@ from causalfair.train.objectives import (
     lambda_torch,
     ppo_c_penalty,
     rate_gap,
-    to_go,
 )
 from causalfair.types import Observation
 
@@ -218,9 +217,7 @@ class SystemTrainer:
         state = self.sim.reset(n, group, self.rng)
         keys = ("x", "action", "logp", "reward", "gain", "group")
         out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-        fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": []}
-        if self.fair and self.config.algo == "f-ppo-l":
-            fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
+        fair = self._start_fair(state)
         for _ in range(self.T):
             obs = self.sim.observe(state)
             x = self.encoding.encode(obs)
@@ -361,9 +358,7 @@ class SystemTrainer:
         U, T, W = self.U, self.T, self.encoding.width
         state = self.sim.reset(n_rep, None, self.rng)
         xs, ks, logps, rews, gains = [], [], [], [], []
-        fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": []}
-        if self.fair and c.algo == "f-ppo-l":
-            fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
+        fair = self._start_fair(state)
         group = None
         for _ in range(T):
             obs = self.sim.observe(state)
@@ -466,6 +461,14 @@ class SystemTrainer:
                 f"(StepResult.info keys {missing} missing in system {self.system.id!r}); "
                 "see docs/simulators.md, or use ppo / ppo-c.")
 
+    def _start_fair(self, state: Any) -> dict[str, list[np.ndarray]]:
+        """The signals a rollout records for the seeds' methods (F-PPO-L: the long-term gap
+        at the start too)."""
+        fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": []}
+        if self.fair and self.config.algo == "f-ppo-l":
+            fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
+        return fair
+
     def _record_fair(self, fair: dict[str, list[np.ndarray]], res: Any, state: Any) -> None:
         if not self.fair:
             return
@@ -496,10 +499,8 @@ class SystemTrainer:
         T, G = adv.shape[0], self.G
         n_rep = int(adv_rep.max()) + 1
         idx = np.asarray(unit_rep) * G + np.asarray(unit_group)
-        S = np.stack([np.bincount(idx, weights=b["supply"][t], minlength=n_rep * G)
-                      for t in range(T)]).reshape(T, n_rep, G)
-        D = np.stack([np.bincount(idx, weights=b["demand"][t], minlength=n_rep * G)
-                      for t in range(T)]).reshape(T, n_rep, G)
+        S, D = (np.stack([np.bincount(idx, weights=b[k][t], minlength=n_rep * G)
+                          for t in range(T)]).reshape(T, n_rep, G) for k in ("supply", "demand"))
         zero = np.zeros((1, n_rep, G))
         gap = rate_gap(np.concatenate([zero, np.cumsum(S, 0)]),
                        np.concatenate([zero, np.cumsum(D, 0)]))  # (T + 1, replicas)
@@ -518,11 +519,14 @@ class SystemTrainer:
         else:
             std = lambda a: (a - a.mean()) / (a.std() + 1e-8)  # noqa: E731
             eta_s, eta_d = S.sum(0).mean(0), D.sum(0).mean(0)
-            adv_s = [std(cols(to_go(S[..., g]) - to_go(S[..., g]).mean(1, keepdims=True)))
-                     for g in range(G)]
-            adv_d = [std(cols(to_go(D[..., g]) - to_go(D[..., g]).mean(1, keepdims=True)))
-                     for g in range(G)]
-            out = elbert_advantage(std(adv), np.stack(adv_s), np.stack(adv_d), eta_s, eta_d,
+            def per_group(x: np.ndarray) -> np.ndarray:  # (G, T, columns)
+                out = []
+                for g in range(G):  # the replica's total to go, minus its mean over replicas
+                    left = gain_to_go(x[..., g])
+                    out.append(std(cols(left - left.mean(1, keepdims=True))))
+                return np.stack(out)
+
+            out = elbert_advantage(std(adv), per_group(S), per_group(D), eta_s, eta_d,
                                    c.elbert_alpha, c.elbert_beta if G > 2 else None)
         return out, row
 

@@ -38,7 +38,6 @@ __all__ = [
     "elbert_advantage",
     "rate_gap",
     "soft_bias",
-    "to_go",
     "gain_to_go",
 ]
 
@@ -279,11 +278,6 @@ def soft_bias(z: np.ndarray, beta: float) -> float:
     z = np.asarray(z, dtype=np.float64)
     lse = lambda v: float(v.max() + np.log(np.exp(v - v.max()).sum()))  # noqa: E731
     return (lse(beta * z) + lse(-beta * z)) / beta
-
-
-def to_go(x: np.ndarray) -> np.ndarray:
-    """Sum of ``x`` from each step to the end (axis 0 = time), undiscounted."""
-    return np.flip(np.cumsum(np.flip(x, 0), 0), 0)
 
 
 # --------------------------------------------------------------------------- ELBERT-PO
