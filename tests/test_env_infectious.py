@@ -37,7 +37,8 @@ def test_the_published_graph_and_parameters():
 
 
 def _by_hand(health, vaccinate, u, tau, rho, loss):
-    """One step, member by member, from networkx's neighbour lists."""
+    """One step, member by member, from networkx's neighbour lists: each member's one
+    uniform decides the one transition its health allows."""
     g = nx.karate_club_graph()
     h = list(health)
     for v in range(34):
@@ -46,11 +47,11 @@ def _by_hand(health, vaccinate, u, tau, rho, loss):
     out = list(h)
     for v in range(34):
         k = sum(1 for w in g.neighbors(v) if h[w] == INF)
-        if h[v] == SUS and u[v][0] < 1 - (1 - tau) ** k:
+        if h[v] == SUS and u[v] < np.float32(1 - (1 - tau) ** k):
             out[v] = INF
-        elif h[v] == INF and u[v][1] < rho:
+        elif h[v] == INF and u[v] < np.float32(rho):
             out[v] = REC
-        elif h[v] == REC and u[v][2] < loss:
+        elif h[v] == REC and u[v] < np.float32(loss):
             out[v] = SUS
     return out
 
@@ -60,18 +61,25 @@ def test_one_step_equals_a_hand_computation(loss):
     rng = np.random.default_rng(7)
     sim = InfectiousSimulator(0.5, 0.005, loss, 1, (0,))
     _, comm = karate_graph()
+    moved = 0
     for _ in range(20):
         health = rng.integers(0, 3, 34).astype(np.int8)
         vacc = np.zeros(34, dtype=np.intp)
         vacc[rng.integers(0, 34)] = 1
-        u = rng.random((34, 3))
-        u[:, 1] = rng.random(34) * 0.01  # let some recoveries happen
+        u = rng.random(34, dtype=np.float32)
+        u[health == INF] *= np.float32(0.01)  # let some recoveries happen
         res = sim.step(InfectiousState(health=health, group=comm.copy(), t=0), vacc, u)
         want = _by_hand(health.tolist(), vacc.tolist(), u.tolist(), 0.5, 0.005, loss)
         assert res.state.health.tolist() == want
         before, after = (health != INF), (np.array(want) != INF)
-        assert res.gain.tolist() == (after.astype(float) - before).tolist()
-        assert res.reward.tolist() == after.astype(float).tolist()
+        assert res.gain.tolist() == (after.astype(int) - before).tolist()
+        assert res.reward.tolist() == after.astype(int).tolist()
+        assert res.info["supply"].tolist() == vacc.tolist()
+        assert res.info["demand"].tolist() == ((health == SUS) & ~vacc.astype(bool)
+                                               & (np.array(want) == INF)).astype(int).tolist()
+        moved += int((np.array(want) != np.where(vacc.astype(bool) & (health == SUS), REC,
+                                                  health)).sum())
+    assert moved > 20  # the steps exercised transitions, not only "nothing happens"
 
 
 def test_reset_burns_in_one_untreated_step_from_member_0():

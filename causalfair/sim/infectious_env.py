@@ -24,12 +24,14 @@ __all__ = ["InfectiousEnv", "VecInfectiousEnv"]
 
 N_MEMBERS = 34
 NOBODY = N_MEMBERS
+_ONE_HOT = np.eye(N_MEMBERS + 1, N_MEMBERS, dtype=bool)  # action -> members vaccinated
+_ONES = np.ones(N_MEMBERS, dtype=np.float32)
 
 
 class VecInfectiousEnv:
     """``n_envs`` graphs stepped together. ``step(actions)`` takes one integer per graph
     (0..33 vaccinate that member, 34 nobody) and returns (health (n_envs, 34), reward
-    (n_envs,), terminated, truncated, info)."""
+    (n_envs,), terminated, truncated, info); health is int8."""
 
     def __init__(self, n_envs: int, *, harder: bool = False, horizon: int | None = None):
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
@@ -47,7 +49,7 @@ class VecInfectiousEnv:
         if rng is not None:
             self.rng = rng
         self.state = self.sim.reset(self.n_envs, None, self.rng)
-        return self.state.health.reshape(self.n_envs, N_MEMBERS).astype(np.int64)
+        return self.state.health.reshape(self.n_envs, N_MEMBERS)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         if self.state is None:
@@ -57,17 +59,19 @@ class VecInfectiousEnv:
                 or (a < 0).any() or (a > NOBODY).any():
             raise InputError(f"actions: must be {self.n_envs} integers in [0, {NOBODY}] "
                              f"(member to vaccinate, {NOBODY} = nobody), got {actions!r}.")
-        d = np.zeros((self.n_envs, N_MEMBERS + 1), dtype=np.intp)
-        d[np.arange(self.n_envs), a] = 1
-        res = self.sim.step(self.state, d[:, :N_MEMBERS].reshape(-1),
+        vaccinate = _ONE_HOT[a].reshape(-1)  # row NOBODY is all False
+        res = self.sim.step(self.state, vaccinate,
                             self.sim.draw_noise(self.n_envs * N_MEMBERS, self.rng))
         self.state = res.state
         health = self.state.health.reshape(self.n_envs, N_MEMBERS)
-        reward = res.reward.reshape(self.n_envs, N_MEMBERS).mean(axis=1)
+        # per-graph counts as one small matrix product each (exact in float32)
+        infected = ((health == INF).astype(np.float32) @ _ONES).astype(np.int64)
+        reward = (N_MEMBERS - infected) / N_MEMBERS  # the share of members not infected
+        newly = res.info["demand"].reshape(self.n_envs, N_MEMBERS).astype(np.float32) @ _ONES
         trunc = np.full(self.n_envs, self.state.t >= self.horizon)
-        info = {"newly_infected": (res.gain.reshape(self.n_envs, N_MEMBERS) < 0).sum(1),
-                "infected": (health == INF).sum(1), "step": self.state.t}
-        return health.astype(np.int64), reward, np.zeros(self.n_envs, dtype=bool), trunc, info
+        info = {"newly_infected": newly.astype(np.int64), "infected": infected,
+                "step": self.state.t}
+        return health, reward, np.zeros(self.n_envs, dtype=bool), trunc, info
 
 
 class InfectiousEnv(gym.Env):
@@ -79,7 +83,7 @@ class InfectiousEnv(gym.Env):
                  render_mode: str | None = None):
         self.vec = VecInfectiousEnv(1, harder=harder, horizon=horizon)
         self.render_mode = render_mode
-        self.observation_space = gym.spaces.MultiDiscrete([3] * N_MEMBERS)
+        self.observation_space = gym.spaces.MultiDiscrete([3] * N_MEMBERS, dtype=np.int8)
         self.action_space = gym.spaces.Discrete(N_MEMBERS + 1)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -14,8 +14,8 @@ One step, for every replica at once:
 4. (``infectious-harder`` only) each R member becomes S again with probability 0.2.
 
 Steps 2-4 read the state after step 1, so the transitions of one step are simultaneous.
-Each member draws its own uniforms per step (``draw_noise``: infection, recovery and
-loss of immunity), so the pi^PS fork and pi0 replay the same epidemic luck. An episode
+Each member draws one uniform per step (``draw_noise``), used by whichever of 2-4 its
+health allows, so the pi^PS fork and pi0 replay the same epidemic luck. An episode
 starts with one burn-in step without treatment (ml-fairness-gym) and lasts 20 steps.
 
 As a :class:`~causalfair.systems.System`: one replica is the whole graph
@@ -126,8 +126,16 @@ class InfectiousSimulator:
         self.adj, self.comm = karate_graph()
         self.deg = self.adj.sum(1)
         self.tau, self.rho = float(infection_probability), float(recovery_probability)
-        self._p_inf = 1.0 - (1.0 - self.tau) ** np.arange(self.adj.shape[0] + 1)
         self.loss = float(immunity_loss_probability)
+        U = self.adj.shape[0]
+        # the probability of a member's one possible transition, indexed by
+        # health * (U + 1) + infected neighbours: S -> I with 1 - (1 - tau)^k, I -> R with
+        # rho, R -> S with the loss of immunity
+        # (float32, as the uniforms are)
+        self._p_move = np.concatenate([1.0 - (1.0 - self.tau) ** np.arange(U + 1),
+                                       np.full(U + 1, self.rho), np.full(U + 1, self.loss)]
+                                      ).astype(np.float32)
+        self._adj32 = self.adj.astype(np.float32)  # neighbour counts are exact in float32
         self.burn_in = int(burn_in)
         self.initial = tuple(int(v) for v in initially_infected)
 
@@ -163,32 +171,28 @@ class InfectiousSimulator:
         return np.sqrt(((counts[0] - counts[1]) ** 2).sum(axis=1).astype(np.float64))
 
     def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """Uniforms per member: infection, recovery, loss of immunity."""
-        return rng.random((n, 3))
+        """One uniform per member: its one possible transition of the step (S -> I,
+        I -> R or R -> S, by its health after treatment) happens when the uniform falls
+        below that transition's probability (float32: probabilities resolve to 2^-24)."""
+        return rng.random(n, dtype=np.float32)
 
     def step(self, s: InfectiousState, d: Any, noise: Any) -> Any:
         from causalfair.types import StepResult
 
         U = self.units
-        h = s.health.copy()
-        vacc = np.asarray(d).astype(bool) & (h == SUS)
-        h[vacc] = REC  # 1. treatment: S -> R
-        hr = h.reshape(-1, U)
-        k = ((hr == INF).astype(np.float64) @ self.adj).reshape(-1)  # infected neighbours
-        u = np.asarray(noise, dtype=np.float64)
-        p_inf = self._p_inf[k.astype(np.intp)]  # 1 - (1 - tau)^k, tabulated over k
-        nxt = h.copy()
-        nxt[(h == SUS) & (u[:, 0] < p_inf)] = INF  # 2. infection
-        nxt[(h == INF) & (u[:, 1] < self.rho)] = REC  # 3. recovery
-        if self.loss > 0:
-            nxt[(h == REC) & (u[:, 2] < self.loss)] = SUS  # 4. loss of immunity (harder)
-        before = (s.health != INF).astype(np.float64)
-        after = (nxt != INF).astype(np.float64)
+        d = np.asarray(d, dtype=bool)
+        h = np.where(d & (s.health == SUS), np.int8(REC), s.health)  # 1. treatment: S -> R
+        k = ((h == INF).reshape(-1, U).astype(np.float32) @ self._adj32).reshape(-1)
+        idx = h.astype(np.int16) * np.int16(U + 1) + k.astype(np.int16)
+        move = np.asarray(noise) < self._p_move.take(idx)  # 2.-4. infection, recovery, loss
+        nxt = h + move.view(np.int8)  # each code moves to the next: S -> I -> R (-> S)
+        nxt[nxt == 3] = SUS
+        after = (nxt != INF).view(np.int8)
         # ELBERT's supply and demand: vaccines given, members newly infected
-        info = {"supply": np.asarray(d).astype(bool).astype(np.float64),
-                "demand": ((h == SUS) & (nxt == INF)).astype(np.float64)}
+        info = {"supply": d.astype(np.int8), "demand": (move & (h == SUS)).view(np.int8)}
         return StepResult(state=InfectiousState(health=nxt, group=s.group, t=s.t + 1),
-                          reward=after, gain=after - before, info=info)
+                          reward=after, gain=after - (s.health != INF).view(np.int8),
+                          info=info)
 
 
 def _prob(name: str, v: Any) -> float:
