@@ -337,6 +337,10 @@ class NumpyMLPPolicy(_MLPPolicyBase):
         _run_blocks(forward, range(0, len(x), _BLOCK_ROWS))
         return out.astype(np.float64)
 
+    def outputs(self, x: np.ndarray) -> np.ndarray:
+        """The network's raw outputs (n, out) as float64, for inputs x (n, in)."""
+        return self._outputs(np.asarray(x))
+
     def to_torch(self) -> Any:
         """The same network as a ``torch.nn.Sequential`` (for training)."""
         import torch
@@ -423,7 +427,8 @@ def _validate_meta(meta: Any, path: Path) -> tuple[dict[str, Any], list[int], st
     if arch.get("type") != "mlp":
         raise CheckpointError(
             f"checkpoint {path}: architecture type {_cap(arch.get('type'))} is unknown; allowed: "
-            "mlp. For other architectures build the module yourself and wrap it in TorchPolicy.")
+            "mlp (and population, seed 002's agents, in .npz files). For other architectures "
+            "build the module yourself and wrap it in TorchPolicy.")
     ind = _field(arch, "input_dim", int, path, "architecture")
     hidden = _field(arch, "hidden", (list, tuple), path, "architecture", [64, 64])
     out = _field(arch, "output_dim", int, path, "architecture", 1)
@@ -544,8 +549,14 @@ def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
                 raise CheckpointError(f"checkpoint {path}: not a causalfair checkpoint (no "
                                       "meta_json); save it with causalfair.save_checkpoint.")
             meta = json.loads(str(z["meta_json"]))
+            arrays = {k: z[k] for k in z.files if k != "meta_json"}
+            if isinstance(meta, dict) and isinstance(meta.get("architecture"), dict) \
+                    and meta["architecture"].get("type") == "population":
+                from causalfair.train.population import policy_from_checkpoint
+
+                return policy_from_checkpoint(meta, arrays, path)
             arch, sizes, act, n_out, enc = _validate_meta(meta, path)
-            shapes = {k: z[k] for k in z.files if k != "meta_json"}
+            shapes = arrays
     except CheckpointError:
         raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, AttributeError,

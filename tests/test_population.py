@@ -114,3 +114,110 @@ def test_bad_configs_name_the_field():
     assert P.LUCBFairConfig(chi=0).chi == 0  # the supplementary code's setting
     with pytest.raises(ConfigError, match="episodes: bad value 1000000"):
         P.LUCBFairConfig(episodes=1_000_000)
+
+
+# ------------------------------------------------------------------ checkpoints and CLI
+@pytest.fixture(scope="module")
+def trained(system):
+    rt = P.train_rtd3(system, P.RTD3Config(steps=240, envs=4, learning_starts=48,
+                                           hidden=(16, 16), batch=32))
+    lu = P.train_lucbfair(system, P.LUCBFairConfig(episodes=8, phi_samples=1000,
+                                                   phi_epochs=2, d=6))
+    return {"r-td3": rt, "l-ucbfair": lu}
+
+
+@pytest.mark.parametrize("algo", ["r-td3", "l-ucbfair"])
+def test_a_saved_agent_acts_and_audits_exactly_as_trained(algo, system, trained, tmp_path):
+    env = P.PopulationEnv(system)
+    agent = trained[algo]
+    path = tmp_path / "agent.npz"
+    P.save_agent(path, agent, env.grid, metadata={"note": "x"})
+    back = P.load_agent(path)
+    q = np.random.default_rng(1).uniform(0.05, 0.95, (9, 2))
+    for t in (0, 3, 5):
+        np.testing.assert_array_equal(back.act(q, t), agent.act(q, t))
+    pol, meta = cf.load_checkpoint(path)
+    assert meta["architecture"]["algo"] == algo and meta["metadata"]["note"] == "x"
+    a = cf.decompose_mc(system, pol, n=2, seed=0)
+    b = cf.decompose_mc(system, P.audit_policy(env, agent), n=2, seed=0)
+    assert a.estimates() == b.estimates()
+    assert a.C == pytest.approx(a.DPE + a.IPE + a.SPE, abs=1e-12)
+
+
+def _rewrite(src, dst, edit):
+    """Copy an .npz checkpoint through ``edit(meta, arrays)``."""
+    import json
+
+    with np.load(src, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays.pop("meta_json")))
+    edit(meta, arrays)
+    np.savez(dst, meta_json=np.array(json.dumps(meta)), **arrays)
+
+
+@pytest.mark.parametrize("edit, msg", [
+    (lambda m, a: m["architecture"].update(algo="dqn"), "architecture.algo: bad value 'dqn'"),
+    (lambda m, a: m["architecture"].update(horizon=0), "architecture.horizon: bad value 0"),
+    (lambda m, a: m["architecture"].update(nu=float("nan")), "architecture.nu: bad value"),
+    (lambda m, a: m["metadata"].update(grid="0.5"), "metadata.grid: bad value"),
+    (lambda m, a: a.pop("W_g"), "array 'W_g' is missing"),
+    (lambda m, a: a.update(Linv=a["Linv"][:, :2]), "array 'Linv' has shape"),
+    (lambda m, a: a.update({"phi.0.weight": a["phi.0.weight"][:, :3]}), "layer phi.0 has shapes"),
+    (lambda m, a: a["W_r"].__setitem__((0, 0), np.inf), "array 'W_r' must hold finite floats"),
+    (lambda m, a: a.update(extra=np.zeros(2)), "unexpected arrays \\['extra'\\]"),
+])
+def test_a_bad_population_checkpoint_names_the_field(edit, msg, system, trained, tmp_path):
+    from causalfair.errors import CheckpointError
+
+    good, bad = tmp_path / "good.npz", tmp_path / "bad.npz"
+    P.save_agent(good, trained["l-ucbfair"], P.PopulationEnv(system).grid)
+    _rewrite(good, bad, edit)
+    with pytest.raises(CheckpointError, match=msg):
+        cf.load_checkpoint(bad)
+
+
+def test_only_trained_agents_save_and_only_as_npz(system, trained, tmp_path):
+    env = P.PopulationEnv(system)
+    with pytest.raises(ConfigError, match="only trained R-TD3 and L-UCBFair"):
+        P.save_agent(tmp_path / "m.npz", P.myopic(env), env.grid)
+    with pytest.raises(ConfigError, match="saved as .npz"):
+        P.save_agent(tmp_path / "m.pt", trained["r-td3"], env.grid)
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_trains_saves_and_the_audit_reads_the_checkpoint(tmp_path, capsys):
+    import json
+
+    from causalfair.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "--system", "replicator-1", "--param", "horizon=6", "--algo", "l-ucbfair",
+            "--iterations", "5", "--set", "phi_samples=500", "--set", "phi_epochs=1",
+            "--set", "d=4", "--out", str(out), "--json"]
+    assert main(args) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["metrics"]["episodes"] == 5
+    assert len((out / "metrics.csv").read_text().splitlines()) == 1 + 5
+    assert main(["decompose", "--system", "replicator-1", "--param", "horizon=6", "--n", "2",
+                 "--checkpoint", str(out / "checkpoint.npz"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["C"] == pytest.approx(res["metrics"]["C"], abs=1e-12) and d["benefit"] is None
+    # the agent is refused on a system it cannot act on
+    assert main(["decompose", "--system", "infectious-1", "--n", "2",
+                 "--checkpoint", str(out / "checkpoint.npz")]) == 2
+    assert "acts on replicator dynamics" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, msg", [
+    (["--beta-c", "1"], "--beta-c: not used by --algo r-td3"),
+    (["--set", "nope=1"], "--set nope: not a field of RTD3Config"),
+    (["--iterations", "0"], "--iterations: bad value 0"),
+    (["--system", "lending-1"], "seed 002's algorithms run on replicator-1"),
+])
+def test_cli_usage_errors_exit_2_and_write_nothing(extra, msg, tmp_path, capsys):
+    from causalfair.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--algo", "r-td3", "--out", str(out), *extra]) == 2
+    assert msg in capsys.readouterr().err
+    assert not out.exists()

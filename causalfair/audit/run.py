@@ -148,6 +148,8 @@ def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:
         meta = {**meta, "encoding": pol.encoding.to_dict()}
     check_policy_inputs(pol, feature_names=system.features, n_levels=system.n_levels,
                         n_groups=system.n_groups, source=str(path))
+    if callable(getattr(pol, "check_system", None)):  # seed 002's population agents
+        pol.check_system(system)
     return pol, meta
 
 

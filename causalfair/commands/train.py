@@ -7,15 +7,17 @@ import json
 import sys
 from typing import Any
 
-ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po", "exact")
+ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po", "exact", "r-td3",
+         "l-ucbfair")
+POPULATION_ALGOS = ("r-td3", "l-ucbfair")  # seed 002's agents (causalfair.train.population)
 SETTINGS = ("lending-1", "lending-2", "lending-3")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
-        help="train a policy (PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L, F-PPO, ELBERT-PO) or repair "
-             "one under constraints (--algo exact)",
+        help="train a policy (PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L, F-PPO, ELBERT-PO; R-TD3, "
+             "L-UCBFair on replicator-1) or repair one under constraints (--algo exact)",
         description=(
             "Train a policy on any system (lending-1 by default) with KL-penalty PPO and a "
             "fairness objective, writing checkpoints the audit loads (causalfair decompose "
@@ -24,13 +26,17 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--eval-every iterations: from the exact engine on tabular systems, by Monte "
             "Carlo on the others. "
             "--algo exact with --constraint instead maximises utility subject to the "
-            "constraints on the exact engine's numbers (tabular systems; docs/training.md)."
+            "constraints on the exact engine's numbers (tabular systems; docs/training.md). "
+            "--algo r-td3 / l-ucbfair train seed 002's population agents on replicator-1 "
+            "(one threshold per group; OUT/checkpoint.npz, per-episode OUT/metrics.jsonl)."
         ),
         epilog=(
             "Example: causalfair train --setting lending-1 --algo ppo-cb --seed 0 "
             "--iterations 100 --out runs/ppo-cb-s0   (continue a killed run: add --resume)\n"
             "Repair: causalfair train --setting lending-1 --algo exact --constraint abs_C<=0.05 "
-            "--constraint Lambda<=0.14 --init-checkpoint ck.pt --out runs/repair"
+            "--constraint Lambda<=0.14 --init-checkpoint ck.pt --out runs/repair\n"
+            "Seed 002: causalfair train --system replicator-1 --algo l-ucbfair --iterations 300 "
+            "--out runs/lucb   (their config fields: --set FIELD=VALUE)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -38,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="system to train on: a registered id or your 'module:callable' factory "
                    "(default: lending-1). ppo and ppo-c train on any system, ppo-cb on two-action "
                    "tabular ones, a-ppo, f-ppo-l and elbert-po on systems reporting supply and "
-                   "demand (attention, infectious)")
+                   "demand (attention, infectious), r-td3 and l-ucbfair on replicator-1")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="keyword argument for the system's factory (repeatable)")
     p.add_argument("--search-path", metavar="DIR", default=".",
@@ -52,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--iterations", type=int, default=None, metavar="N",
                    help="policy iterations (default: 100); with --algo exact the rounds of "
-                   "the augmented Lagrangian (default: 30)")
+                   "the augmented Lagrangian (default: 30); with r-td3 / l-ucbfair training "
+                   "episodes (defaults: 1333 = 20,000 steps / 500)")
     p.add_argument("--out", required=True, metavar="DIR", help="run folder")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint")
@@ -60,8 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="warm start the policy from a causalfair checkpoint")
     p.add_argument("--env", choices=("individual", "population"), default="individual",
                    help="training environment (default: individual, the paper's MDP)")
-    p.add_argument("--horizon", type=int, default=20, metavar="T",
-                   help="decision epochs per episode and audit horizon (default: 20)")
+    p.add_argument("--horizon", type=int, default=None, metavar="T",
+                   help="decision epochs per episode and audit horizon (default: 20; with "
+                   "r-td3 / l-ucbfair the system's, set by --param horizon=T)")
     p.add_argument("--levels", type=int, default=7, metavar="K", help="levels (default: 7)")
     p.add_argument("--individuals", type=int, default=None, metavar="N",
                    help="individuals (or population envs) per rollout (default: 512)")
@@ -102,7 +110,7 @@ def build_config(args: argparse.Namespace):
 
     kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,
           "iterations": 100 if args.iterations is None else args.iterations,
-          "env": args.env, "horizon": args.horizon,
+          "env": args.env, "horizon": 20 if args.horizon is None else args.horizon,
           "n_levels": args.levels}
     opt = {"n_individuals": args.individuals, "beta_c": args.beta_c,
            "beta_lambda": args.beta_lambda, "eval_every": args.eval_every,
@@ -156,7 +164,8 @@ def run_exact(args: argparse.Namespace) -> int:
         net = mlp(enc.width, (64, 64), n_out)
         arch = {"type": "mlp", "input_dim": enc.width, "hidden": [64, 64],
                 "activation": "tanh", "output_dim": n_out}
-    res = repair_network(model, args.horizon, net, enc, cons, seed=args.seed,
+    res = repair_network(model, 20 if args.horizon is None else args.horizon, net, enc, cons,
+                         seed=args.seed,
                          outer=30 if args.iterations is None else args.iterations)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -177,6 +186,82 @@ def run_exact(args: argparse.Namespace) -> int:
     return 0 if res.passed else 1
 
 
+def run_population(args: argparse.Namespace) -> int:
+    """``--algo r-td3 | l-ucbfair``: seed 002's agents on replicator-1, saved as a
+    ``population`` checkpoint the audit loads."""
+    import dataclasses
+    import time
+    from pathlib import Path
+
+    import causalfair as cf
+    from causalfair.cli import UsageError
+    from causalfair.commands._system import parse_params
+    from causalfair.train import _prepare_run_folder
+    from causalfair.train import population as P
+    from causalfair.train.checkpoint import write_metrics
+
+    unused = [flag for flag, v in (
+        ("--setting", args.setting), ("--resume", args.resume),
+        ("--init-checkpoint", args.init_checkpoint), ("--constraint", args.constraint),
+        ("--horizon", args.horizon), ("--beta-c", args.beta_c),
+        ("--beta-lambda", args.beta_lambda), ("--individuals", args.individuals),
+        ("--eval-every", args.eval_every), ("--checkpoint-every", args.checkpoint_every),
+        ("--env", args.env != "individual")) if v]
+    if unused:
+        raise UsageError(f"{', '.join(unused)}: not used by --algo {args.algo} (seed 002's "
+                         "agents: --system replicator-1, --param, --seed, --iterations, --set).")
+    params = parse_params(args.param)
+    sid = args.system or "replicator-1"
+    system = cf.systems.make(sid, search_path=args.search_path, **params)
+    env = P.PopulationEnv(system)  # refuses other systems
+    cls = P.RTD3Config if args.algo == "r-td3" else P.LUCBFairConfig
+    kw = {"seed": args.seed, **parse_set(args.set)}
+    fields = {f.name for f in dataclasses.fields(cls)}
+    wrong = sorted(set(kw) - fields)
+    if wrong:
+        raise UsageError(f"--set {wrong[0]}: not a field of {cls.__name__}; fields: "
+                         f"{', '.join(sorted(fields))}.")
+    if args.iterations is not None:
+        if args.iterations < 1:
+            raise UsageError(f"--iterations: bad value {args.iterations}; must be >= 1.")
+        kw["steps" if args.algo == "r-td3" else "episodes"] = (
+            args.iterations * env.H if args.algo == "r-td3" else args.iterations)
+    try:
+        config = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
+    except TypeError as exc:
+        raise UsageError(f"--set: {exc}") from None
+    out = Path(args.out)
+    _prepare_run_folder(out, resume=False)
+    t0 = time.perf_counter()
+    agent = (P.train_rtd3 if args.algo == "r-td3" else P.train_lucbfair)(system, config)
+    wall = time.perf_counter() - t0
+    ev = P.episode_values(env, agent)
+    policy = P.audit_policy(env, agent)
+    d = cf.decompose_mc(system, policy, n=2, seed=0)
+    m = {"V_r": float(ev["V_r"][0]), "V_g": float(ev["V_g"][0]),
+         "q1_final": float(ev["q_final"][0, 0]), "q2_final": float(ev["q_final"][0, 1]),
+         **{k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")},
+         "episodes": len(agent.history)}
+    config_d = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+    ck = out / "checkpoint.npz"
+    P.save_agent(ck, agent, env.grid, metadata={
+        "system": sid, "system_params": dict(system.params), "config": config_d, "metrics": m})
+    write_metrics(out, [{"episode": i, **row} for i, row in enumerate(agent.history)])
+    param_flags = "".join(f" --param {p}" for p in args.param)
+    if args.json:
+        json.dump({"checkpoint": str(ck), "wall_s": wall, "metrics": m}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"trained {args.algo} on {sid} (seed {args.seed}, {len(agent.history)} episodes) "
+              f"in {wall:.1f} s")
+        print("  from the system's q0: " + "  ".join(
+            f"{k}={v:+.4f}" for k, v in m.items() if k != "episodes"))
+        print(f"  checkpoint: {ck}   (per-episode V_r, V_g: {out / 'metrics.csv'})")
+        print(f"  audit it:   causalfair decompose --system {sid}{param_flags} --n 2 "
+              f"--checkpoint {ck}   (deterministic dynamics: 2 replicas are exact)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from causalfair.cli import UsageError
     from causalfair.commands._system import parse_params
@@ -184,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.algo == "exact":
         return run_exact(args)
+    if args.algo in POPULATION_ALGOS:
+        return run_population(args)
     if args.constraint and args.algo != "ppo-c":
         raise UsageError(f"--constraint: --algo {args.algo} takes fixed betas; constraints are "
                          "imposed by --algo exact (tabular systems: the exact repair) or "
