@@ -208,6 +208,21 @@ def test_cli_trains_saves_and_the_audit_reads_the_checkpoint(tmp_path, capsys):
     assert "acts on replicator dynamics" in capsys.readouterr().err
 
 
+def test_cli_r_td3_runs_whole_rounds_of_episodes(tmp_path, capsys):
+    import json
+
+    from causalfair.cli import main
+
+    args = ["train", "--system", "replicator-1", "--param", "horizon=4", "--algo", "r-td3",
+            "--iterations", "5", "--set", "envs=4", "--set", "hidden=[8, 8]",
+            "--set", "learning_starts=8", "--set", "batch=8", "--out", str(tmp_path / "r"),
+            "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["episodes"] == 8  # 2 rounds of 4
+    back = P.load_agent(tmp_path / "r" / "checkpoint.npz")
+    assert back.act(np.array([[0.5, 0.5]]), 0).shape == (1, 2)
+
+
 @pytest.mark.parametrize("extra, msg", [
     (["--beta-c", "1"], "--beta-c: not used by --algo r-td3"),
     (["--set", "nope=1"], "--set nope: not a field of RTD3Config"),

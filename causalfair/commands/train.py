@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", type=int, default=None, metavar="N",
                    help="policy iterations (default: 100); with --algo exact the rounds of "
                    "the augmented Lagrangian (default: 30); with r-td3 / l-ucbfair training "
-                   "episodes (defaults: 1333 = 20,000 steps / 500)")
+                   "episodes (r-td3 rounds it up to whole rounds of its --set envs=E "
+                   "populations; defaults: 20,000 steps / 500 episodes)")
     p.add_argument("--out", required=True, metavar="DIR", help="run folder")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint")
@@ -224,8 +225,12 @@ def run_population(args: argparse.Namespace) -> int:
     if args.iterations is not None:
         if args.iterations < 1:
             raise UsageError(f"--iterations: bad value {args.iterations}; must be >= 1.")
-        kw["steps" if args.algo == "r-td3" else "episodes"] = (
-            args.iterations * env.H if args.algo == "r-td3" else args.iterations)
+        if args.algo == "r-td3":  # whole rounds of episodes, one per population env
+            envs = kw.get("envs", P.RTD3Config.envs)
+            envs = envs if isinstance(envs, int) and envs >= 1 else 1
+            kw["steps"] = -(-args.iterations // envs) * envs * env.H
+        else:
+            kw["episodes"] = args.iterations
     try:
         config = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
     except TypeError as exc:
