@@ -85,13 +85,13 @@ def test_numpy_forward_is_bit_identical_under_any_thread_count(act):
     rows with one BLAS thread each, so the thread count changes the speed only."""
     from threadpoolctl import threadpool_limits
 
-    import causalfair.checkpoint as ck
+    import causalfair.nets as nets
 
     net = _net(inp=4, hidden=(64, 64), out=1, act=act)
     lin = [m for m in net if hasattr(m, "weight")]
     pol = NumpyMLPPolicy([(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in lin],
                          FeatureEncoding("features", width_=4), activation=act)
-    n = 5 * ck._BLOCK_ROWS + 123  # several blocks and a short last one
+    n = 5 * nets._BLOCK_ROWS + 123  # several blocks and a short last one
     x = np.random.default_rng(0).standard_normal((n, 4)).astype(np.float32)
     outs = []
     for threads in (1, 2, 3):

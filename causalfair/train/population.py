@@ -28,12 +28,19 @@ depart from the paper's (initial states, exploration noise, budgets), the config
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from causalfair.errors import ConfigError
+from causalfair.population_policy import (  # the agents and their policy, re-exported
+    GridPolicy,
+    LUCBFairActor,
+    PopulationAgent,
+    ThresholdActor,
+    torch_layers,
+)
 
 __all__ = ["PopulationEnv", "PopulationAgent", "RTD3Config", "LUCBFairConfig", "train_rtd3",
            "train_lucbfair", "myopic", "audit_policy", "episode_values", "regret_and_violation",
@@ -72,105 +79,6 @@ class PopulationEnv:
         xi = q * tpr + (1.0 - q) * fpr
         D = 0.5 * (xi[:, 0] - xi[:, 1]) ** 2
         return q_next, r, D
-
-
-@dataclass
-class PopulationAgent:
-    """A trained population-level agent: ``act(q, t)`` gives thresholds (n, 2) for states
-    q (n, 2) at step t (deterministic: TD3's actor, or L-UCBFair's most probable cell).
-    A trained agent's ``act`` is a :class:`ThresholdActor` or :class:`LUCBFairActor`
-    (numpy, float32 products in fixed blocks: the same thresholds under any thread
-    count), which :func:`save_agent` writes and :func:`load_agent` reads back."""
-
-    name: str
-    act: Any
-    history: list[dict[str, float]] = field(default_factory=list)
-
-
-def _net(layers: list[tuple[np.ndarray, np.ndarray]], where: str = "population agent") -> Any:
-    """An MLP (ReLU between layers) evaluated by the checkpoints' numpy forward pass."""
-    from causalfair.checkpoint import FeatureEncoding, NumpyMLPPolicy
-
-    return NumpyMLPPolicy(layers, FeatureEncoding("features", width_=int(layers[0][0].shape[1])),
-                          activation="relu", name=where)
-
-
-def _torch_layers(module: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-    import torch
-
-    return [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy())
-            for m in module.modules() if isinstance(m, torch.nn.Linear)]
-
-
-class ThresholdActor:
-    """R-TD3's actor: thresholds sigmoid(MLP(q_1, q_2, t / H))."""
-
-    kind = "r-td3"
-
-    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], horizon: int):
-        self.layers, self.H = layers, int(horizon)
-        self._net = _net(layers, "r-td3 actor")
-
-    def __call__(self, q: np.ndarray, t: int) -> np.ndarray:
-        q = np.asarray(q, dtype=np.float64)
-        x = np.concatenate([q, np.full((len(q), 1), t / self.H)], axis=1)
-        return 1.0 / (1.0 + np.exp(-self._net.outputs(x)))
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return _layer_arrays("net", self.layers)
-
-
-class LUCBFairActor:
-    """L-UCBFair's policy: a softmax over the loci of alpha (Q_r + nu Q_g), the optimistic
-    Q's linear in phi(s, a) with per-step weights W_r, W_g and bonus beta ||phi||_{Lambda^-1}
-    (capped at H). ``act`` takes the most probable locus. Training updates the arrays in
-    place."""
-
-    kind = "l-ucbfair"
-
-    def __init__(self, phi_layers: list[tuple[np.ndarray, np.ndarray]], loci: np.ndarray,
-                 W_r: np.ndarray, W_g: np.ndarray, Linv: np.ndarray, *, alpha: float,
-                 beta: float, nu: float, horizon: int):
-        self.phi_layers, self.loci = phi_layers, np.asarray(loci, dtype=np.float64)
-        self.W_r, self.W_g, self.Linv = W_r, W_g, Linv
-        self.alpha, self.beta, self.nu, self.H = float(alpha), float(beta), float(nu), int(horizon)
-        self._phi = _net(phi_layers, "l-ucbfair phi")
-
-    def phi(self, q: np.ndarray, a: np.ndarray) -> np.ndarray:
-        """phi(s, a) (..., d): the network's softmax output on (q_1, q_2, a_1, a_2)."""
-        x = np.concatenate([np.broadcast_to(q, a.shape), a], -1).reshape(-1, 4)
-        z = self._phi.outputs(x)
-        e = np.exp(z - z.max(1, keepdims=True))
-        return (e / e.sum(1, keepdims=True)).reshape(*a.shape[:-1], -1)
-
-    def q_values(self, states: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
-        """Optimistic Q_r, Q_g (n, M) at the loci for states (n, 2) at step h."""
-        M = len(self.loci)
-        f = self.phi(np.repeat(states[:, None, :], M, 1),
-                     np.broadcast_to(self.loci, (len(states), M, 2)))
-        bonus = self.beta * np.sqrt(np.einsum("nmd,de,nme->nm", f, self.Linv[h], f).clip(0.0))
-        return (np.minimum(f @ self.W_r[h] + bonus, self.H),
-                np.minimum(f @ self.W_g[h] + bonus, self.H))
-
-    def probs(self, states: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(softmax over loci, Q_r, Q_g) at step h with the current dual variable nu."""
-        qr, qg = self.q_values(states, h)
-        z = self.alpha * (qr + self.nu * qg)
-        p = np.exp(z - z.max(1, keepdims=True))
-        return p / p.sum(1, keepdims=True), qr, qg
-
-    def __call__(self, q: np.ndarray, t: int) -> np.ndarray:
-        p, _, _ = self.probs(np.asarray(q, dtype=np.float64), min(int(t), self.H - 1))
-        return self.loci[p.argmax(1)]
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {**_layer_arrays("phi", self.phi_layers), "loci": self.loci, "W_r": self.W_r,
-                "W_g": self.W_g, "Linv": self.Linv}
-
-
-def _layer_arrays(prefix: str, layers: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
-    return {f"{prefix}.{i}.{k}": v for i, (W, b) in enumerate(layers)
-            for k, v in (("weight", W), ("bias", b))}
 
 
 def episode_values(env: PopulationEnv, agent: PopulationAgent, q0: np.ndarray | None = None
@@ -246,44 +154,6 @@ def audit_policy(env: PopulationEnv, agent: PopulationAgent, name: str | None = 
     (q_own, q_other), the replica's state is put back together, and the unit takes the
     grid threshold nearest to the agent's a_g (probability 1)."""
     return GridPolicy(env.grid, agent, name or agent.name)
-
-
-class GridPolicy:
-    """A population agent as a policy on ``replicator-1`` (see :func:`audit_policy`);
-    ``grid`` the system's thresholds without "reject all"."""
-
-    def __init__(self, grid: np.ndarray, agent: PopulationAgent, name: str,
-                 source: str | None = None):
-        self.grid, self.agent, self.name, self.source = np.asarray(grid, dtype=np.float64), agent, name, source
-
-    def action_probs(self, obs: Any) -> np.ndarray:
-        f = np.asarray(obs.features, dtype=np.float64)
-        g = np.asarray(obs.group)
-        q = np.where((g == 0)[:, None], f, f[:, ::-1])  # (q_1, q_2) for every unit
-        a = self.agent.act(q, int(obs.t))
-        mine = a[np.arange(len(g)), g]
-        k = np.abs(mine[:, None] - self.grid[None, :]).argmin(1)
-        probs = np.zeros((len(g), len(self.grid) + 1))
-        probs[np.arange(len(g)), k] = 1.0
-        return probs
-
-    def check_system(self, system: Any) -> None:
-        """Refuse a system this policy cannot act on: replicator dynamics with the same
-        threshold grid (the features (q_own, q_other), two groups)."""
-        from causalfair.errors import CheckpointError
-
-        where = f"checkpoint {self.source}" if self.source else f"policy {self.name!r}"
-        sim = system.make_simulator()
-        grid = getattr(sim, "thresholds", None)
-        if tuple(system.features or ()) != ("q_own", "q_other") or grid is None:
-            raise CheckpointError(
-                f"{where}: a population agent of seed 002 acts on replicator dynamics "
-                f"(features q_own, q_other), not on system {system.id!r}.")
-        if not np.array_equal(np.asarray(grid[:-1], dtype=np.float64), self.grid):
-            raise CheckpointError(
-                f"{where}: trained for the threshold grid {self.grid.tolist()}, but system "
-                f"{system.id!r} has {[float(x) for x in grid[:-1]]}; pass --param thresholds=... "
-                "to match.")
 
 
 def _check_fields(cfg: Any, ints: tuple[str, ...], positive: tuple[str, ...]) -> None:
@@ -428,7 +298,7 @@ def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgen
                             for pt, ps in zip(t_.parameters(), s_.parameters(), strict=True):
                                 pt.mul_(1.0 - c.tau).add_(c.tau * ps)
         return PopulationAgent("r-td3" if c.fair else "td3",
-                               ThresholdActor(_torch_layers(actor), H), history)
+                               ThresholdActor(torch_layers(actor), H), history)
     finally:
         torch.set_num_threads(threads)
 
@@ -493,7 +363,7 @@ def _fit_phi(env: PopulationEnv, c: LUCBFairConfig, rng: np.random.Generator
             opt.zero_grad()
             loss.backward()
             opt.step()
-    return _torch_layers(net)
+    return torch_layers(net)
 
 
 def train_lucbfair(system: Any, config: LUCBFairConfig = LUCBFairConfig()) -> PopulationAgent:
@@ -604,86 +474,3 @@ def load_agent(path: Any) -> PopulationAgent:
     if not isinstance(pol, GridPolicy):
         raise CheckpointError(f"checkpoint {path}: not a population agent (R-TD3, L-UCBFair).")
     return pol.agent
-
-
-def policy_from_checkpoint(meta: dict[str, Any], arrays: dict[str, np.ndarray], path: Any
-                           ) -> tuple[GridPolicy, dict[str, Any]]:
-    """Validate a ``population`` checkpoint's metadata and arrays; (GridPolicy, meta)."""
-    from causalfair.checkpoint import CHECKPOINT_FORMAT, MAX_PARAMETERS
-    from causalfair.errors import CheckpointError
-
-    def bad(msg: str) -> CheckpointError:
-        return CheckpointError(f"checkpoint {path}: {msg}")
-
-    if meta.get("format") != CHECKPOINT_FORMAT:
-        raise bad(f"format {repr(meta.get('format'))[:80]} is not {CHECKPOINT_FORMAT!r}.")
-    arch, md = meta["architecture"], meta.get("metadata")
-    if not isinstance(md, dict):
-        raise bad("metadata must be an object.")
-    algo = arch.get("algo")
-    if algo not in ("r-td3", "l-ucbfair"):
-        raise bad(f"architecture.algo: bad value {repr(algo)[:80]}; allowed: r-td3, l-ucbfair.")
-    H = arch.get("horizon")
-    if isinstance(H, bool) or not isinstance(H, int) or not 1 <= H <= 1_000_000:
-        raise bad(f"architecture.horizon: bad value {repr(H)[:80]}; must be an integer >= 1.")
-    grid = md.get("grid")
-    if not isinstance(grid, list) or not grid or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in grid):
-        raise bad(f"metadata.grid: bad value {repr(grid)[:80]}; must be a list of finite numbers.")
-    if sum(v.size for v in arrays.values()) > MAX_PARAMETERS:
-        raise bad(f"more than {MAX_PARAMETERS} numbers; refused.")
-    for k, v in arrays.items():
-        if v.dtype.kind != "f" or not np.isfinite(v).all():
-            raise bad(f"array {k!r} must hold finite floats.")
-    prefix, n_in = ("net", 3) if algo == "r-td3" else ("phi", 4)
-    layers = _layers_from(arrays, prefix, n_in, path)
-    known = {f"{prefix}.{i}.{k}" for i in range(len(layers)) for k in ("weight", "bias")}
-    if algo == "r-td3":
-        if layers[-1][0].shape[0] != 2:
-            raise bad(f"the R-TD3 actor must give 2 thresholds, not {layers[-1][0].shape[0]}.")
-        actor: Any = ThresholdActor(layers, H)
-    else:
-        d = layers[-1][0].shape[0]
-        want = {"loci": None, "W_r": (H, d), "W_g": (H, d), "Linv": (H, d, d)}
-        for k, shape in want.items():
-            if k not in arrays:
-                raise bad(f"array {k!r} is missing (an L-UCBFair agent needs loci, W_r, W_g, Linv).")
-            if shape is not None and arrays[k].shape != shape:
-                raise bad(f"array {k!r} has shape {arrays[k].shape}, expected {shape}.")
-        if arrays["loci"].ndim != 2 or arrays["loci"].shape[1] != 2 or not len(arrays["loci"]):
-            raise bad(f"array 'loci' has shape {arrays['loci'].shape}, expected (M, 2).")
-        nums = {}
-        for k in ("alpha", "beta", "nu"):
-            v = arch.get(k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise bad(f"architecture.{k}: bad value {repr(v)[:80]}; must be a finite number.")
-            nums[k] = float(v)
-        actor = LUCBFairActor(layers, arrays["loci"], arrays["W_r"], arrays["W_g"],
-                              arrays["Linv"], horizon=H, **nums)
-        known |= set(want)
-    extra = sorted(set(arrays) - known)
-    if extra:
-        raise bad(f"unexpected arrays {extra[:3]}.")
-    name = str(md.get("name", algo))[:200]
-    return GridPolicy(np.asarray(grid, dtype=np.float64), PopulationAgent(name, actor), name,
-                      source=str(path)), meta
-
-
-def _layers_from(arrays: dict[str, np.ndarray], prefix: str, n_in: int, path: Any
-                 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``prefix.i.weight`` / ``prefix.i.bias`` in order, each layer's input the previous
-    layer's output."""
-    from causalfair.errors import CheckpointError
-
-    layers, width, i = [], n_in, 0
-    while f"{prefix}.{i}.weight" in arrays:
-        W, b = arrays[f"{prefix}.{i}.weight"], arrays.get(f"{prefix}.{i}.bias")
-        if b is None or W.ndim != 2 or W.shape[1] != width or b.shape != (W.shape[0],):
-            raise CheckpointError(
-                f"checkpoint {path}: layer {prefix}.{i} has shapes {W.shape} / "
-                f"{None if b is None else b.shape}, expected ({{out}}, {width}) / ({{out}},).")
-        layers.append((W, b))
-        width, i = W.shape[0], i + 1
-    if not layers:
-        raise CheckpointError(f"checkpoint {path}: no layers {prefix}.0.weight / bias.")
-    return layers
