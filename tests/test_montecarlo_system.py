@@ -198,7 +198,12 @@ def test_an_audit_spec_runs_on_coupled_units(tmp_path):
                        units_per_replica=2, horizon=2)
     res = cf.audit({"name": "pair", "thresholds": {"abs_C": 1.0}, "engine": {"n": 4000}},
                    system=system, policy=_ByGroup([0.8, 0.2]))
-    assert res.decomposition.engine == "mc" and res.benefit is None
+    assert res.decomposition.engine == "mc"
+    # benefit by unit-alone forks: a unit acting alone gains exactly 1 more than when nobody
+    # acts (its own action; the neighbour's half is not there), in every state, so
+    # Lambda = eps |0.8 - 0.2| / (eps + 0) summed over the visitation weights = 0.6
+    assert np.allclose(res.benefit.delta, 1.0, atol=1e-12)
+    assert res.benefit.Lambda == pytest.approx(0.6, abs=1e-12)
     assert res.passed  # |C| = 0.63 (+- 0.04) <= 1
     out = res.write_report(tmp_path / "rep")
     assert "benefit" in (out / "report.md").read_text()

@@ -54,11 +54,13 @@ def test_train_on_the_clinic_from_the_command_line(own, algo):
     assert abs(mc.C - ex.C) < 5 * mc.se["C"]
 
 
-def test_ppo_cb_needs_a_two_action_benefit_table(own):
+def test_ppo_cb_without_a_two_action_table_estimates_benefits_by_forks(own):
+    """The clinic has three actions: PPO-Cb's benefits come from forks of the rollout, and
+    the audit reports Lambda."""
     system = cf.systems.make("clinic:make_clinic", search_path=own)
-    with pytest.raises(ConfigError, match="'ppo-cb' needs the exact benefit table of a "
-                                          "two-action tabular model"):
-        train(TrainConfig(algo="ppo-cb", iterations=1, horizon=4, n_individuals=16), system=system)
+    res = train(TrainConfig(algo="ppo-cb", iterations=2, horizon=4, n_individuals=64,
+                            eval_every=2, audit_n=200), system=system)
+    assert np.isfinite(res.history["Lambda_batch"]).all() and res.metrics["Lambda"] >= 0
     with pytest.raises(ConfigError, match="'f-ppo'.*use one of ppo, ppo-c, ppo-cb"):
         train(TrainConfig(algo="f-ppo", iterations=1, horizon=4, n_individuals=16), system=system)
     # the seeds' methods need the signals they read: the clinic reports no supply/demand

@@ -384,7 +384,7 @@ def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, fl
     """Benefit fairness by forks on a simulator-only system (causalfair.benefit_mc)."""
     from causalfair.benefit_mc import benefit_fairness_mc
 
-    if (system.n_levels is None and system.features is None) or system.units_per_replica != 1:
+    if system.n_levels is None and system.features is None:
         return None, None
     ben = benefit_fairness_mc(system, pol, T, n=spec.n, seed=spec.seed, eps=spec.eps,
                               alpha=spec.alpha)

@@ -122,8 +122,6 @@ def run(args: argparse.Namespace) -> int:
         result = decompose(model, policy, args.horizon, eps=args.eps, weights=args.weights)
     if model is not None:
         benefit = benefit_fairness(model, policy, args.horizon, eps=args.eps, weights=args.weights)
-    elif system.units_per_replica > 1:
-        benefit = None  # Lambda pairs independent individuals; undefined on coupled units
     else:
         benefit = _benefit_mc(args, policy, system)
     if result.engine == "mc" and not args.json:
@@ -135,10 +133,6 @@ def run(args: argparse.Namespace) -> int:
                       "DPE in Proposition-1 form is the exact value the Monte Carlo DPE above "
                       "estimates).")
             print(benefit.summary(args.worst))
-        else:
-            print(f"Benefit fairness (Lambda) is not reported: system {system.id!r} couples "
-                  f"{system.units_per_replica} units per replica, and a unit's benefit depends "
-                  "on the others' decisions (docs/simulators.md, coupled units).")
         return 0
     if args.json:
         out = result.to_dict()

@@ -42,8 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--system", metavar="ID",
                    help="system to train on: a registered id or your 'module:callable' factory "
-                   "(default: lending-1). ppo and ppo-c train on any system, ppo-cb on two-action "
-                   "tabular ones, a-ppo, f-ppo-l and elbert-po on systems reporting supply and "
+                   "(default: lending-1). ppo, ppo-c and ppo-cb train on any system (ppo-cb's "
+                   "benefits by forks without a two-action tabular model), a-ppo, f-ppo-l and "
+                   "elbert-po on systems reporting supply and "
                    "demand (attention, infectious), r-td3 and l-ucbfair on replicator-1")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="keyword argument for the system's factory (repeatable)")

@@ -17,8 +17,14 @@ trainer in :mod:`causalfair.train.core`).
 - Gain action values, model-free (method.md section 5): the gain-to-go of each unit's
   trajectory, Q_g(x_t, d_t) = sum_{t' >= t} g_t'. PPO-C adds beta_C * C^2 with the
   anchored C estimator of :func:`causalfair.train.objectives.c_hat_anchored`.
-- PPO-Cb's Lambda term needs the benefit table: systems with an exact tabular model and
-  two actions use it (as the lending trainer); others are refused with a clear error.
+- PPO-Cb's Lambda term: systems with an exact tabular model and two actions use its
+  benefit table (as the lending trainer). Every other system estimates it from each
+  iteration's rollout: each visited unit's benefit by unit-alone forks
+  (:func:`causalfair.benefit_mc.unit_benefits`: the unit alone takes each action, every
+  other unit the baseline, same state and noise), pooled in joint quantile bins of the
+  features (4 per feature, as the Monte Carlo audit) per group; the loss's Lambda takes
+  the policy's mean action distribution per cell over the whole batch (differentiable)
+  and the rollout's visitation weights.
 - Every ``eval_every`` iterations the policy is audited: exactly when the system has a
   tabular model of independent units, else by Monte Carlo (``audit_n`` units per group,
   default 2,000).
@@ -40,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.benefit_mc import unit_benefits
 from causalfair.checkpoint import FeatureEncoding, NumpyMLPPolicy, TorchPolicy, mlp, save_checkpoint
 from causalfair.errors import ConfigError
 from causalfair.train import checkpoint as ck
@@ -49,6 +56,7 @@ from causalfair.train.objectives import (
     elbert_advantage,
     fppol_advantage,
     gain_to_go,
+    lambda_cells_torch,
     lambda_torch,
     ppo_c_penalty,
     rate_gap,
@@ -108,9 +116,7 @@ class SystemTrainer:
         if self.choice and c.constraints:
             raise ConfigError(f"constraints: not imposed on system {system.id!r} (one choice "
                               "per replica) yet; use ppo-c with beta_c.")
-        if self.choice and c.algo not in ("ppo", "ppo-c") + FAIR_ADVANTAGE_ALGOS:
-            raise ConfigError(f"algo: {c.algo!r} on system {system.id!r} (one choice per "
-                              f"replica): use one of ppo, ppo-c, {', '.join(FAIR_ADVANTAGE_ALGOS)}.")
+
         self.system = system
         self.sim = system.make_simulator()
         self.fair = c.algo in FAIR_ADVANTAGE_ALGOS
@@ -154,12 +160,12 @@ class SystemTrainer:
                                     + list(self.value_net.parameters()) + extra, lr=c.lr)
         tab = system.tabular if "exact" in system.engines else None
         self.tabular = tab
-        if c.algo == "ppo-cb":
-            if tab is None or self.A != 2 or self.base != 0:
-                raise ConfigError(
-                    f"algo: 'ppo-cb' needs the exact benefit table of a two-action tabular "
-                    f"model; system {system.id!r} has "
-                    f"{'no tabular model' if tab is None else f'{self.A} actions'}. Use ppo-c.")
+        # PPO-Cb's benefits: the exact table, or unit-alone forks in every rollout
+        self.cb_forks = c.algo == "ppo-cb" and (tab is None or self.A != 2 or self.base != 0)
+        if self.cb_forks and system.features is None:
+            raise ConfigError(f"algo: 'ppo-cb' on system {system.id!r}: benefit fairness pairs "
+                              "units through their features, and the system observes none.")
+        if c.algo == "ppo-cb" and not self.cb_forks:
             self.delta = torch.from_numpy(tab.benefit())
             G, K = tab.n_groups, tab.n_levels
             feats = tab.features
@@ -226,8 +232,12 @@ class SystemTrainer:
                 probs = self._dist(self._logits(torch.from_numpy(x))).double().numpy()
             u = self.rng.random(m)
             a = np.minimum((u[:, None] >= np.cumsum(probs[:, :-1], axis=1)).sum(1), self.A - 1)
+            noise = self.sim.draw_noise(m, self.rng)
+            if self.cb_forks:
+                fair["delta"].append(unit_benefits(self.sim, state, noise, m // self.U, self.U,
+                                                   self.A, self.base))
             res = self.sim.step(state, a.astype(bool) if self.A == 2 and self.base == 0 else a,
-                                self.sim.draw_noise(m, self.rng))
+                                noise)
             for k, v in zip(keys, (x, a, np.log(np.maximum(probs[np.arange(m), a], 1e-12)),
                                    np.asarray(res.reward, dtype=np.float64),
                                    np.asarray(res.gain, dtype=np.float64),
@@ -281,6 +291,12 @@ class SystemTrainer:
             advt = (advt - advt.mean()) / (advt.std() + 1e-8)
         tt = torch.from_numpy(np.broadcast_to((np.arange(T) / T)[:, None], (T, N))
                               .astype(np.float32).reshape(-1, 1).copy())
+        cb = self._benefit_cells(b["x"].reshape(T * N, -1), b["group"].reshape(-1),
+                                 b["delta"].reshape(T * N, -1)) if self.cb_forks else None
+        if cb is not None:
+            with torch.no_grad():
+                fair_row["Lambda_batch"] = float(self._lambda_cells(
+                    self._dist(self._logits(x)).double(), cb))
         order = np.arange(T * N)
         mb = max(1, (T * N) // c.n_minibatches)
         last_c = float("nan")
@@ -304,7 +320,10 @@ class SystemTrainer:
                                   for lam, k in zip(self.multipliers.values, self.cons, strict=True))
                     loss = loss + pen
                     last_c = float(cval.detach())
-                if c.algo == "ppo-cb":
+                if cb is not None:
+                    loss = loss + c.beta_lambda * self._lambda_cells(
+                        self._dist(self._logits(x)).double(), cb)
+                elif c.algo == "ppo-cb":
                     grid = torch.from_numpy(self.encoding.encode(self.grid_obs))
                     pg = self._dist(self._logits(grid))[:, 1].double().reshape(self.G, -1)
                     w = torch.from_numpy(self.tabular.propagate(
@@ -347,6 +366,14 @@ class SystemTrainer:
         scores = self.policy_net(x.reshape(-1, x.shape[-1]))[:, 0].reshape(x.shape[0], self.U)
         return torch.cat([self.nobody.expand(x.shape[0], 1), scores], dim=1)
 
+    def _unit_choice_probs(self, x: Any) -> Any:
+        """(replicas * U, 2): each unit's chance of being the replica's choice (the softmax
+        entry) and of not being it, for ``x`` (replicas, U, width)."""
+        import torch
+
+        pu = torch.softmax(self._choice_logits(x), 1)[:, 1:].double().reshape(-1)
+        return torch.stack([1.0 - pu, pu], dim=1)
+
     def _step_choice(self) -> dict[str, Any]:
         """One PPO iteration for a replica-level agent: one categorical choice per replica
         and step (unit or nobody), the replica's summed reward, a value that sums per-unit
@@ -357,7 +384,7 @@ class SystemTrainer:
         n_rep = max(2, c.n_individuals // self.U)
         U, T, W = self.U, self.T, self.encoding.width
         state = self.sim.reset(n_rep, None, self.rng)
-        xs, ks, logps, rews, gains = [], [], [], [], []
+        xs, ks, logps, rews, gains, groups = [], [], [], [], [], []
         fair = self._start_fair(state)
         group = None
         for _ in range(T):
@@ -371,7 +398,11 @@ class SystemTrainer:
             d = np.zeros((n_rep, U), dtype=bool)
             hit = np.nonzero(k > 0)[0]
             d[hit, k[hit] - 1] = True
-            res = self.sim.step(state, d.reshape(-1), self.sim.draw_noise(n_rep * U, self.rng))
+            noise = self.sim.draw_noise(n_rep * U, self.rng)
+            if self.cb_forks:
+                fair["delta"].append(unit_benefits(self.sim, state, noise, n_rep, U, 2, 0))
+                groups.append(group.reshape(-1))
+            res = self.sim.step(state, d.reshape(-1), noise)
             xs.append(x)
             ks.append(k)
             logps.append(np.log(np.maximum(probs[np.arange(n_rep), k], 1e-12)))
@@ -410,6 +441,11 @@ class SystemTrainer:
         vint = flat(np.ascontiguousarray(vin.numpy()))
         if c.normalize_advantage:
             advt = (advt - advt.mean()) / (advt.std() + 1e-8)
+        cb = self._benefit_cells(X.reshape(T * n_rep * U, W), np.concatenate(groups),
+                                 np.concatenate(fair["delta"])) if self.cb_forks else None
+        if cb is not None:
+            with torch.no_grad():
+                fair_row["Lambda_batch"] = float(self._lambda_cells(self._unit_choice_probs(xt), cb))
         order = np.arange(T * n_rep)
         mb = max(1, (T * n_rep) // c.n_minibatches)
         last_c = float("nan")
@@ -424,10 +460,12 @@ class SystemTrainer:
                                  ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * advt[idx])
                 vv = self.value_net(vint[idx].reshape(-1, W + 1)).reshape(-1, U).sum(1).double()
                 loss = -surr.mean() + c.vf_coef * ((vv - rett[idx]) ** 2).mean()
-                if c.algo == "ppo-c":  # C_anch = c_batch + T * mean((ratio - 1) * q_diff)
+                if c.algo in ("ppo-c", "ppo-cb"):  # C_anch = c_batch + T mean((ratio - 1) q_diff)
                     cval = c_batch + float(T) * ((ratio - 1.0) * qdt[idx]).mean()
                     loss = loss + c.beta_c * cval * cval
                     last_c = float(cval.detach())
+                if cb is not None:
+                    loss = loss + c.beta_lambda * self._lambda_cells(self._unit_choice_probs(xt), cb)
                 self._apply(loss)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(R.sum(0).mean()),
@@ -436,6 +474,37 @@ class SystemTrainer:
             row.update(self.audit())
         self.history.append(row)
         return row
+
+    # ------------------------------------------------ PPO-Cb by unit-alone forks
+    def _benefit_cells(self, x: np.ndarray, group: np.ndarray, delta: np.ndarray
+                       ) -> dict[str, Any]:
+        """The batch's benefit table: every visit's cell (joint quantile bins of its
+        features, 4 per feature), per (group, cell) the mean benefit and the visitation
+        weight; returned with what :meth:`_lambda_cells` needs."""
+        import torch
+
+        from causalfair.benefit_mc import visit_cells
+
+        (cells,), K, _, _ = visit_cells(None, [np.asarray(x, dtype=np.float64)], 4, None, None)
+        key = np.asarray(group, dtype=np.intp) * K + cells
+        count = np.bincount(key, minlength=self.G * K).astype(np.float64)
+        safe = np.maximum(count, 1.0)
+        delta_cell = np.stack([np.bincount(key, weights=delta[:, a], minlength=self.G * K) / safe
+                               for a in range(delta.shape[1])], axis=1).reshape(self.G, K, -1)
+        w = count.reshape(self.G, K)
+        w = w / np.maximum(w.sum(1, keepdims=True), 1.0)
+        return {"key": torch.from_numpy(key), "safe": torch.from_numpy(safe)[:, None],
+                "delta": torch.from_numpy(delta_cell), "w": torch.from_numpy(w), "K": K}
+
+    def _lambda_cells(self, probs: Any, cb: dict[str, Any]) -> Any:
+        """Lambda of the action distributions ``probs`` (visits, A) of the batch's visits,
+        averaged per (group, cell), against the batch's benefit table."""
+        import torch
+
+        p = torch.zeros(self.G * cb["K"], probs.shape[1], dtype=probs.dtype)
+        p = p.index_add(0, cb["key"], probs) / cb["safe"]
+        return lambda_cells_torch(p.reshape(self.G, cb["K"], -1), cb["delta"], cb["w"],
+                                  self.config.lambda_eps, self.pair)
 
     # ----------------------------------------- the seeds' methods (advantage changes)
     def _check_fair_signals(self) -> None:
@@ -463,8 +532,9 @@ class SystemTrainer:
 
     def _start_fair(self, state: Any) -> dict[str, list[np.ndarray]]:
         """The signals a rollout records for the seeds' methods (F-PPO-L: the long-term gap
-        at the start too)."""
-        fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": []}
+        at the start too) and PPO-Cb's unit-alone benefits."""
+        fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": [],
+                                             "delta": []}
         if self.fair and self.config.algo == "f-ppo-l":
             fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
         return fair
@@ -579,6 +649,12 @@ class SystemTrainer:
             float(ci.loc["C", "lower"]), float(ci.loc["C", "upper"]))
         if d.Lambda is not None:
             out["Lambda"] = float(d.Lambda)
+        elif self.cb_forks:  # PPO-Cb's notion, by forks (point estimate, no bootstrap)
+            from causalfair.benefit_mc import benefit_fairness_mc
+
+            out["Lambda"] = float(benefit_fairness_mc(
+                self.system, pol, self.T, n=self.config.audit_n, seed=self.config.seed,
+                eps=self.config.lambda_eps, n_boot=0, pair=self.pair).Lambda)
         return out
 
 

@@ -110,6 +110,18 @@ def lambda_torch(p: torch.Tensor, delta: torch.Tensor, w: torch.Tensor, eps: flo
     return (eps * dp / (eps + dd) * w[a][:, None] * w[b][None, :]).sum()
 
 
+def lambda_cells_torch(p: torch.Tensor, delta: torch.Tensor, w: torch.Tensor, eps: float,
+                       pair: tuple[int, int] = (0, 1)) -> torch.Tensor:
+    """Lambda over cells with A actions (docs/decomposition.md, "Lambda with more than two
+    actions"): sum eps TV(p(x, a), p(x', b)) / (eps + max_act |Delta(x, a) - Delta(x', b)|)
+    w(x, a) w(x', b), differentiable in ``p`` (G, K, A); ``delta`` (G, K, A), ``w`` (G, K).
+    With two actions it is :func:`lambda_torch` on p[..., 1]."""
+    a, b = pair
+    tv = 0.5 * (p[a][:, None, :] - p[b][None, :, :]).abs().sum(-1)
+    gap = (delta[a][:, None, :] - delta[b][None, :, :]).abs().amax(-1)
+    return (eps * tv / (eps + gap) * w[a][:, None] * w[b][None, :]).sum()
+
+
 # ------------------------------------------------------------------------------ A-PPO
 def minmax(x: np.ndarray) -> np.ndarray:
     """(x - min) / (max - min + 1e-8), the anchors' per-batch scaling of each term."""
