@@ -4,19 +4,20 @@ Usage (from the repository root):
 
     OMP_NUM_THREADS=1 python reports/reproduce_seeds.py [--jobs 2]
 
-Options: ``--iterations N`` (default 40), ``--seeds S`` (default 3), ``--eval-n N``
+Options: ``--iterations N`` (default 30), ``--seeds S`` (default 3), ``--eval-n N``
 (replicas per Monte Carlo evaluation, default 500), ``--jobs N`` / ``--backend ray``
 (training runs as tasks of :func:`causalfair.sweep.train_many`: the same numbers as one
 process), ``--quick`` (1 system, 1 seed, 3 iterations, written to
 /tmp/causalfair-seeds-quick), ``--out``.
 
-Trains PPO, PPO-C, A-PPO, F-PPO-L and ELBERT-PO on attention-1, attention-harder,
+Trains PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L and ELBERT-PO on attention-1, attention-harder,
 infectious-1 and infectious-harder, and L-UCBFair and R-TD3 (with the Myopic baselines) on
 replicator-1 (every method with its seed's published
 hyper-parameters, ``System.train_defaults``), then evaluates every trained policy with the
 Monte Carlo engine (``--eval-n`` replicas, one fixed evaluation seed): the causal
-decomposition (C, DPE, IPE, SPE), the reward, ELBERT's benefit-rate bias (seed 000) and
-the long-term gap (seed 001), each with its standard error. Writes ``reports/seeds/``:
+decomposition (C, DPE, IPE, SPE), the reward, ELBERT's benefit-rate bias (seed 000),
+the long-term gap (seed 001), each with its standard error, and benefit fairness Lambda
+(by unit-alone forks, docs/simulators.md section 2; a point estimate). Writes ``reports/seeds/``:
 
 - ``runs.csv``: one row per (system, algorithm, seed): training wall time, the evaluation;
 - ``table.csv`` / ``table.md``: mean and 95% t-interval over seeds per system and algorithm;
@@ -45,10 +46,10 @@ from causalfair.sweep import t_interval
 from causalfair.systems.replicator import REPLICATOR_DEFAULTS
 
 SYSTEMS = ("attention-1", "attention-harder", "infectious-1", "infectious-harder")
-ALGOS = ("ppo", "ppo-c", "a-ppo", "f-ppo-l", "elbert-po")
+ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
 #: units per training iteration: 256 worlds of 5 sites, 64 graphs of 34 members
 UNITS = {"attention": 1280, "infectious": 2176}
-METRICS = ("utility", "elbert_bias", "long_term_gap", "C", "DPE", "IPE", "SPE")
+METRICS = ("utility", "elbert_bias", "long_term_gap", "Lambda", "C", "DPE", "IPE", "SPE")
 EVAL_SEED = 20261125
 
 
@@ -68,6 +69,7 @@ def configs(systems, algos, seeds, iterations):
 def evaluate(sid: str, checkpoint: bytes, n: int) -> dict[str, float]:
     """The trained policy's Monte Carlo audit on its system (fixed evaluation seed)."""
     import causalfair as cf
+    from causalfair.benefit_mc import benefit_fairness_mc
 
     system = cf.systems.make(sid)
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,6 +83,8 @@ def evaluate(sid: str, checkpoint: bytes, n: int) -> dict[str, float]:
     for k in ("elbert_bias", "long_term_gap", "long_term_gap_pi0"):
         row[k] = float(d.notions.get(k, np.nan))
         row[f"{k}_se"] = float(d.notions.get(f"{k}_se", np.nan))
+    row["Lambda"] = float(benefit_fairness_mc(system, pol, n=n, seed=EVAL_SEED, n_boot=0,
+                                              pair=tuple(d.pair)).Lambda)
     return row
 
 
@@ -322,14 +326,17 @@ def main(argv: list[str] | None = None) -> int:
         "bias (`elbert_bias`: max - min over groups of E[supply] / E[demand], seed 000), the "
         "long-term gap at the end of the episode (`long_term_gap`, seed 001: attention "
         "max_k |lambda_k - mean lambda|, infectious the distance between the communities' "
-        "(S, I, R) counts) and the causal decomposition of C (C = DPE + IPE + SPE). "
+        "(S, I, R) counts), benefit fairness (`Lambda`, by unit-alone forks, docs/simulators.md "
+        "section 2, between the decomposition's pair of groups) and the causal decomposition "
+        "of C (C = DPE + IPE + SPE). PPO-Cb runs with its defaults (beta_C 2, beta_Lambda 0.5). "
         "Intervals: 95% t-intervals over the training seeds.",
         "",
         "## Claims",
         "",
         "Each claim compares the method with the baselines its seed compares it with (seed 000: "
         "PPO and A-PPO; seed 001: PPO and A-PPO; R-PPO and G-PPO's other variants are not ours); "
-        "PPO-C and the other seeds' methods are in the results table but not in the verdicts. "
+        "PPO-C, PPO-Cb and the other seeds' methods are in the results table but not in the "
+        "verdicts. "
         "A claim is *supported* when the method's mean is the best and its interval excludes "
         "the runner-up's mean, *refuted* when another method's interval lies entirely on the "
         "better side of the method's mean, and *inconclusive* otherwise. Our budget is far "

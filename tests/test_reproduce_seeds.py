@@ -54,7 +54,8 @@ def test_quick_run_writes_every_file(tmp_path):
                           env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = pd.read_csv(tmp_path / "o" / "runs.csv")
-    assert set(runs.algo) == {"ppo", "ppo-c", "a-ppo", "f-ppo-l", "elbert-po"}
+    assert set(runs.algo) == {"ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po"}
+    assert (runs.Lambda >= 0).all()
     np.testing.assert_allclose(runs.C, runs.DPE + runs.IPE + runs.SPE, atol=1e-9)
     assert runs.elbert_bias.notna().all() and runs.long_term_gap.notna().all()
     readme = (tmp_path / "o" / "README.md").read_text()
