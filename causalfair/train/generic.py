@@ -116,7 +116,6 @@ class SystemTrainer:
         if self.choice and c.constraints:
             raise ConfigError(f"constraints: not imposed on system {system.id!r} (one choice "
                               "per replica) yet; use ppo-c with beta_c.")
-
         self.system = system
         self.sim = system.make_simulator()
         self.fair = c.algo in FAIR_ADVANTAGE_ALGOS
