@@ -66,3 +66,12 @@ def test_checkpoint_through_cli(tmp_path):
     m = cf.lending_setting().tabular
     pol, _ = cf.load_checkpoint(path, m)
     assert json.loads(proc.stdout)["C"] == cf.decompose(m, pol, 7).C
+
+
+def test_coupled_systems_default_to_2000_worlds_and_report_lambda(capsys):
+    """On coupled units --n counts worlds (default 2000) and Lambda comes from unit-alone
+    forks: both groups take threshold 0.5, so their chances are equal and Lambda is 0."""
+    assert main(["decompose", "--system", "replicator-1", "--param", "horizon=5",
+                 "--policy", "action:2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n"] == 2000 and out["benefit"]["Lambda"] == 0.0

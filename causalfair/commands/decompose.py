@@ -52,8 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="exact (tabular propagation), mc (Monte Carlo on the system's "
                    "simulator, with standard errors and CIs) or auto (default: exact when "
                    "the system has a tabular model, else mc)")
-    p.add_argument("--n", type=int, default=100_000,
-                   help="mc: individuals simulated per group (default: 100000)")
+    p.add_argument("--n", type=int, default=None,
+                   help="mc: individuals simulated per group (default: 100000), or worlds on "
+                   "a system of coupled units (default: 2000)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the Monte Carlo run or of the log bootstrap (default: 0)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="mc: confidence level 1 - alpha of the printed CIs (default: 0.05)")
@@ -106,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
 
         return run_logs(args)
     system, policy = load_system_and_policy(args)
+    if args.n is None:  # worlds of coupled units are U units each
+        args.n = 2000 if system.units_per_replica > 1 else 100_000
     engine = args.engine
     if engine == "auto":
         engine = "exact" if "exact" in system.engines else "mc"
