@@ -85,14 +85,21 @@ def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: 
     }
     state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
     if Path(path).suffix.lower() == ".npz":
-        arrays = {k: v.numpy() for k, v in state.items()}
-        arrays["meta_json"] = np.array(json.dumps(meta, sort_keys=True))
-        atomic_write_bytes(path, lambda fh: np.savez(fh, **arrays))
+        write_npz(path, {k: v.numpy() for k, v in state.items()}, meta)
         return
     import torch
 
     payload = {"meta_json": json.dumps(meta, sort_keys=True), "state_dict": state}
     atomic_write_bytes(path, lambda fh: torch.save(payload, fh))
+
+
+def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
+              meta: Mapping[str, Any]) -> None:
+    """A checkpoint ``.npz``: the arrays plus the JSON metadata block, written atomically
+    (read back with ``allow_pickle=False``)."""
+    out = {k: np.asarray(v) for k, v in arrays.items()}
+    out["meta_json"] = np.array(json.dumps(meta, sort_keys=True))
+    atomic_write_bytes(path, lambda fh: np.savez(fh, **out))
 
 
 # ------------------------------------------------------------------------ loading
@@ -375,20 +382,20 @@ def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path
         return CheckpointError(f"checkpoint {path}: {msg}")
 
     if meta.get("format") != CHECKPOINT_FORMAT:
-        raise bad(f"format {repr(meta.get('format'))[:80]} is not {CHECKPOINT_FORMAT!r}.")
+        raise bad(f"format {_cap(meta.get('format'))} is not {CHECKPOINT_FORMAT!r}.")
     arch, md = meta["architecture"], meta.get("metadata")
     if not isinstance(md, dict):
         raise bad("metadata must be an object.")
     algo = arch.get("algo")
     if algo not in ("r-td3", "l-ucbfair"):
-        raise bad(f"architecture.algo: bad value {repr(algo)[:80]}; allowed: r-td3, l-ucbfair.")
+        raise bad(f"architecture.algo: bad value {_cap(algo)}; allowed: r-td3, l-ucbfair.")
     H = arch.get("horizon")
     if isinstance(H, bool) or not isinstance(H, int) or not 1 <= H <= 1_000_000:
-        raise bad(f"architecture.horizon: bad value {repr(H)[:80]}; must be an integer >= 1.")
+        raise bad(f"architecture.horizon: bad value {_cap(H)}; must be an integer >= 1.")
     grid = md.get("grid")
     if not isinstance(grid, list) or not grid or not all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in grid):
-        raise bad(f"metadata.grid: bad value {repr(grid)[:80]}; must be a list of finite numbers.")
+        raise bad(f"metadata.grid: bad value {_cap(grid)}; must be a list of finite numbers.")
     if sum(v.size for v in arrays.values()) > MAX_PARAMETERS:
         raise bad(f"more than {MAX_PARAMETERS} numbers; refused.")
     for k, v in arrays.items():
@@ -415,7 +422,7 @@ def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path
         for k in ("alpha", "beta", "nu"):
             v = arch.get(k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise bad(f"architecture.{k}: bad value {repr(v)[:80]}; must be a finite number.")
+                raise bad(f"architecture.{k}: bad value {_cap(v)}; must be a finite number.")
             nums[k] = float(v)
         actor = LUCBFairActor(layers, arrays["loci"], arrays["W_r"], arrays["W_g"],
                               arrays["Linv"], horizon=H, **nums)

@@ -21,8 +21,9 @@ Both return a :class:`PopulationAgent`, and :func:`audit_policy` turns it into a
 Monte Carlo engine audits on ``replicator-1`` (each unit's threshold snapped to the
 system's grid). :func:`save_agent` writes a trained agent as an ``.npz`` checkpoint that
 ``causalfair audit`` / ``decompose --checkpoint`` load (``causalfair train --system
-replicator-1 --algo r-td3|l-ucbfair`` does both). Seed 002's online metrics: :func:`regret_and_violation`. Where our choices
-depart from the paper's (initial states, exploration noise, budgets), the config says so.
+replicator-1 --algo r-td3|l-ucbfair`` does both). Seed 002's online metrics:
+:func:`regret_and_violation`. Where our choices depart from the paper's (initial states,
+exploration noise, budgets), the config says so.
 """
 
 from __future__ import annotations
@@ -442,11 +443,9 @@ def save_agent(path: Any, agent: PopulationAgent, grid: Any, *,
     (architecture type ``population``; no pickle), atomically. ``grid``: the thresholds
     the audit snaps to (the system's, without "reject all"). ``causalfair audit`` and
     ``causalfair decompose --checkpoint`` load it as a :class:`GridPolicy`."""
-    import json
     from pathlib import Path
 
-    from causalfair._io import atomic_write_bytes
-    from causalfair.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
+    from causalfair.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, write_npz
 
     actor = agent.act
     if not isinstance(actor, (ThresholdActor, LUCBFairActor)):
@@ -460,9 +459,7 @@ def save_agent(path: Any, agent: PopulationAgent, grid: Any, *,
     meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "architecture": arch,
             "metadata": {"name": agent.name, "grid": [float(x) for x in np.asarray(grid)],
                          **(metadata or {})}}
-    arrays = {k: np.asarray(v) for k, v in actor.arrays().items()}
-    arrays["meta_json"] = np.array(json.dumps(meta, sort_keys=True))
-    atomic_write_bytes(path, lambda fh: np.savez(fh, **arrays))
+    write_npz(path, actor.arrays(), meta)
 
 
 def load_agent(path: Any) -> PopulationAgent:
