@@ -10,6 +10,11 @@ releases, which caught ``ValueError``, keeps working.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
 __all__ = [
     "CausalfairError",
     "InputError",
@@ -22,7 +27,9 @@ __all__ = [
     "ConfigError",
     "OutputError",
     "ResourceLimitError",
+    "UserCodeError",
     "FairnessAuditWarning",
+    "call_user",
 ]
 
 
@@ -68,6 +75,44 @@ class OutputError(CausalfairError, OSError):
 
 class ResourceLimitError(InputError):
     """A request would need more memory or work than the documented limit allows."""
+
+
+class UserCodeError(InputError):
+    """User code (a factory, a simulator method, a policy) raised or exited.
+
+    The message is one line naming the callable and the exception; ``traceback_text``
+    keeps the user's traceback for a log file or ``--debug``. ``SystemExit`` and every
+    other ``BaseException`` except an interrupt become this error, so a ``sys.exit(0)``
+    in user code can never end a run as a success.
+    """
+
+    def __init__(self, message: str, *, callable_name: str = "", traceback_text: str = ""):
+        super().__init__(message)
+        self.callable_name = callable_name
+        self.traceback_text = traceback_text
+
+
+def call_user(what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Call user code ``fn(*args, **kwargs)``; turn anything it raises into
+    :class:`UserCodeError` naming ``what`` (for example ``"[policy] factory 'm:f'"``).
+
+    A :class:`CausalfairError` raised inside (user code calling causalfair with bad input)
+    passes through unchanged; ``KeyboardInterrupt`` and ``GeneratorExit`` are never caught.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except (CausalfairError, KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is an error too
+        import traceback
+
+        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        kind = type(exc).__name__
+        msg = f"{what} raised {kind}" + (f": {detail}" if detail else "")
+        if isinstance(exc, SystemExit):
+            msg = f"{what} called sys.exit({exc.code!r}); user code must return, not exit"
+        raise UserCodeError(msg, callable_name=what,
+                            traceback_text=traceback.format_exc()) from exc
 
 
 class FairnessAuditWarning(UserWarning):
