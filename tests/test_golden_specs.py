@@ -1,0 +1,80 @@
+"""Golden test over every shipped spec: the audit.json that ``causalfair audit`` writes for
+each ``*.toml`` under ``audits/`` and ``reports/examples/`` is identical, bit for bit, to the
+stored copy under ``tests/golden/specs/`` (the timing field ``seconds`` and ``provenance``
+aside). Regenerate the stored copies with ``python tests/test_golden_specs.py`` only when a
+change of the numbers is intended.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden" / "specs"
+SKIP = ("seconds", "provenance")
+SPECS = sorted([*ROOT.glob("audits/*.toml"), *ROOT.glob("reports/examples/*.toml")])
+# Specs whose audit takes over ~5 s on one core run only with -m slow.
+SLOW = {"audits__infectious-1", "audits__infectious-harder"}
+
+
+def _key(spec: Path) -> str:
+    return f"{spec.parent.name}__{spec.stem}"
+
+
+def audit_json(spec: Path, out: Path) -> str:
+    """The audit.json text ``causalfair audit SPEC --out OUT`` writes, without SKIP fields."""
+    from causalfair.audit import audit, load_spec
+
+    result = audit(load_spec(spec))
+    folder = result.write_report(out)
+    doc = json.loads((folder / "audit.json").read_text(encoding="utf-8"))
+    for k in SKIP:
+        doc.pop(k, None)
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def _params():
+    for spec in SPECS:
+        marks = [pytest.mark.slow] if _key(spec) in SLOW else []
+        yield pytest.param(spec, id=_key(spec), marks=marks)
+
+
+def test_every_shipped_spec_has_a_golden_copy():
+    assert SPECS, "no specs found"
+    missing = [_key(s) for s in SPECS if not (GOLDEN / f"{_key(s)}.json").exists()]
+    assert not missing, f"no golden copy for {missing}: run python tests/test_golden_specs.py"
+
+
+@pytest.mark.parametrize("spec", list(_params()))
+def test_audit_json_is_identical_to_golden(spec, tmp_path):
+    golden = GOLDEN / f"{_key(spec)}.json"
+    if not golden.exists():
+        pytest.fail(f"no golden copy {golden}")
+    new = audit_json(spec, tmp_path / "report")
+    old = golden.read_text(encoding="utf-8")
+    if new != old:
+        import difflib
+
+        diff = "".join(list(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                                 "golden", "new", n=1))[:80])
+        pytest.fail(f"{spec.relative_to(ROOT)}: audit.json differs from {golden.name}:\n{diff}")
+
+
+if __name__ == "__main__":  # regenerate the stored copies (and print how long each takes)
+    import tempfile
+
+    GOLDEN.mkdir(parents=True, exist_ok=True)
+    only = set(sys.argv[1:])
+    for spec in SPECS:
+        if only and _key(spec) not in only:
+            continue
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as d:
+            text = audit_json(spec, Path(d) / "report")
+        (GOLDEN / f"{_key(spec)}.json").write_text(text, encoding="utf-8")
+        print(f"{_key(spec)}: {time.perf_counter() - t0:.1f} s", flush=True)
