@@ -77,7 +77,7 @@ def main() -> int:
         import matplotlib.backends.backend_agg  # noqa: F401
         import pandas  # noqa: F401
 
-        import causalfair.frontier  # noqa: F401
+        import causalfair.engines.frontier  # noqa: F401
         import causalfair.graph  # noqa: F401
         from causalfair.audit import audit, load_spec
 

@@ -84,7 +84,7 @@ def gym_infectious(steps: int, seed: int = 0) -> float:
 
 def vec_infectious(n_envs: int, steps: int, seed: int = 0) -> float:
     """Graph-steps per second of ``VecInfectiousEnv`` (the burn-in step at reset counts)."""
-    from causalfair.sim.infectious_env import VecInfectiousEnv
+    from causalfair.systems.gym.infectious import VecInfectiousEnv
 
     env = VecInfectiousEnv(n_envs)
     rng = np.random.default_rng(seed)
@@ -176,7 +176,7 @@ def loop_attention(steps: int, seed: int = 0) -> float:
 
 
 def vec_attention(n_envs: int, steps: int, seed: int = 0) -> float:
-    from causalfair.sim.attention_env import VecAttentionEnv
+    from causalfair.systems.gym.attention import VecAttentionEnv
 
     env = VecAttentionEnv(n_envs)
     rng = np.random.default_rng(seed)

@@ -4,7 +4,7 @@ Run:  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/bench_frontier.py [-
 
 For each setting it times
 
-- ``frontier``: :func:`causalfair.frontier.frontier` as shipped (sparse constraint matrix
+- ``frontier``: :func:`causalfair.engines.frontier.frontier` as shipped (sparse constraint matrix
   built once per model, only the eps bound changes; every frontier policy audited with
   the exact engine), and the same without the audits;
 - ``baseline``: the straightforward implementation measured in the same run: for every
@@ -23,8 +23,8 @@ import time
 import numpy as np
 from scipy.optimize import linprog
 
-from causalfair.frontier import frontier
-from causalfair.sim.lending import lending_setting
+from causalfair.engines.frontier import frontier
+from causalfair.systems.lending.settings import lending_setting
 
 
 def dense_lp(model, T: int, eps: float) -> float:

@@ -84,12 +84,12 @@ def _make_specs(folder: Path, n: int, engine: str) -> list[str]:
     import numpy as np
     import torch
 
-    from causalfair.checkpoint import FeatureEncoding, save_checkpoint
+    from causalfair.policies.checkpoint import FeatureEncoding, save_checkpoint
 
     blob = torch.load(CK, weights_only=True)
     meta = json.loads(blob["meta_json"])
     arch, enc = meta["architecture"], FeatureEncoding.from_dict(meta["encoding"])
-    from causalfair.checkpoint import mlp
+    from causalfair.policies.checkpoint import mlp
 
     net = mlp(arch["input_dim"], tuple(arch["hidden"]), arch["output_dim"])
     base = {k: v.clone() for k, v in blob["state_dict"].items()}

@@ -17,10 +17,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from causalfair.effects import decompose
+from causalfair.engines.effects import decompose
 from causalfair.logs import audit_logs, simulate_logs
 from causalfair.model import TabularModel
-from causalfair.sim.lending import lending_potential, lending_setting
+from causalfair.systems.lending.settings import lending_potential, lending_setting
 
 
 def naive_replicate(df: pd.DataFrame, rng: np.random.Generator, K: int, T: int, alpha: float):

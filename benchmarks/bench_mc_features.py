@@ -89,7 +89,7 @@ def policy(kind: str, activation: str):
     import torch
 
     torch.manual_seed(0)
-    net = cf.checkpoint.mlp(F, (64, 64), 1, activation)
+    net = cf.policies.checkpoint.mlp(F, (64, 64), 1, activation)
     enc = cf.FeatureEncoding("features", width_=F)
     if kind == "module":
         return cf.TorchPolicy(net, enc)

@@ -1,4 +1,4 @@
-"""Throughput of the Monte Carlo engine (causalfair.montecarlo.decompose_mc).
+"""Throughput of the Monte Carlo engine (causalfair.engines.montecarlo.decompose_mc).
 
 Measures, on the individual-level lending simulator (setting lending-1, T = 20):
 
@@ -74,10 +74,10 @@ def main() -> None:
 
     import torch
 
-    from causalfair.montecarlo import decompose_mc
-    from causalfair.policy import FeatureEncoding, TablePolicy, TorchPolicy, mlp, parse_policy
-    from causalfair.sim.individual import LendingSimulator
-    from causalfair.sim.lending import lending_setting
+    from causalfair.engines.montecarlo import decompose_mc
+    from causalfair.policies.core import FeatureEncoding, TablePolicy, TorchPolicy, mlp, parse_policy
+    from causalfair.systems.lending.settings import LendingSimulator
+    from causalfair.systems.lending.settings import lending_setting
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

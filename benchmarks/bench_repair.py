@@ -69,7 +69,7 @@ def main() -> int:
         base = None
         if not args.no_baseline and "1" in args.settings:
             import causalfair as cf
-            from causalfair.policy import load_checkpoint
+            from causalfair.policies.core import load_checkpoint
             from causalfair.train import TrainConfig, train
 
             t0 = time.perf_counter()

@@ -7,7 +7,7 @@ Usage (repository root):
 What it measures, in one run:
 
 1. stable-baselines3 PPO (MlpPolicy) on the Gymnasium lending environment
-   ``causalfair.sim.env.LendingEnv`` (lending-1, one-hot level + group observation),
+   ``causalfair.systems.gym.lending.LendingEnv`` (lending-1, one-hot level + group observation),
    8 environments in a DummyVecEnv, rollout 8 x 1280 = 10,240 transitions, minibatch
    2,560, 10 epochs, tanh MLPs [64, 64] for policy and value: environment transitions
    per second of wall time, updates included;
@@ -33,7 +33,7 @@ def bench_sb3(steps: int) -> float:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from causalfair.sim.env import LendingEnv
+    from causalfair.systems.gym.lending import LendingEnv
 
     env = make_vec_env(lambda: LendingEnv("lending-1"), n_envs=8, seed=0)
     model = PPO("MlpPolicy", env, n_steps=1280, batch_size=2560, n_epochs=10, learning_rate=3e-3,

@@ -5,10 +5,10 @@ The core objects:
 - :class:`System` and the registry (``causalfair.systems``: ``make``, ``register``) - the
   decision process to audit (a simulator, optionally an exact tabular model);
 - :class:`TabularModel` (``causalfair.model``) - a finite model of the decision process;
-- :func:`lending_setting` (``causalfair.sim.lending``) - the reference lending settings;
-- policies (``causalfair.policy``) - built-ins, torch adapters, checkpoints, pi0 / pi^PS;
-- :func:`decompose` (``causalfair.effects``) - C = DPE + IPE + SPE, exactly;
-- :func:`benefit_fairness` (``causalfair.benefit``) - Delta, Lambda, worst pairs;
+- :func:`lending_setting` (``causalfair.systems.lending.settings``) - the reference lending settings;
+- policies (``causalfair.policies.core``) - built-ins, torch adapters, checkpoints, pi0 / pi^PS;
+- :func:`decompose` (``causalfair.engines.effects``) - C = DPE + IPE + SPE, exactly;
+- :func:`benefit_fairness` (``causalfair.engines.benefit``) - Delta, Lambda, worst pairs;
 - :func:`temporal_graph` (``causalfair.graph``) - the temporal causal graph.
 
 Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when used.
@@ -16,11 +16,11 @@ Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when use
 """
 
 from causalfair import audit, systems
-from causalfair.benefit import BenefitResult, benefit_fairness, lambda_metric
-from causalfair.effects import Decomposition, decompose, value_tables
+from causalfair.engines.benefit import BenefitResult, benefit_fairness, lambda_metric
+from causalfair.engines.effects import Decomposition, decompose, value_tables
 from causalfair.errors import CausalfairError, SpecError, SystemError_
 from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
-from causalfair.policy import (
+from causalfair.policies.core import (
     ActionPolicy,
     BaselinePolicy,
     CallablePolicy,
@@ -39,8 +39,8 @@ from causalfair.policy import (
     policy_table,
     save_checkpoint,
 )
-from causalfair.sim.base import Simulator, StepResult
-from causalfair.sim.lending import SETTINGS, LendingModel, lending_setting
+from causalfair.systems.simulator import Simulator, StepResult
+from causalfair.systems.lending.settings import SETTINGS, LendingModel, lending_setting
 from causalfair.systems import DecisionSet, Gain, System, as_system
 
 __version__ = "0.1.0"
@@ -96,12 +96,12 @@ _LAZY = {
     "temporal_graph": "causalfair.graph",
     "hypothetical_graphs": "causalfair.graph",
     "TemporalGraph": "causalfair.graph",
-    "decompose_mc": "causalfair.montecarlo",
-    "fair_lp": "causalfair.occupancy",
+    "decompose_mc": "causalfair.engines.montecarlo",
+    "fair_lp": "causalfair.engines.occupancy",
     "audit_logs": "causalfair.logs",
-    "other_notions": "causalfair.metrics",
-    "LendingSimulator": "causalfair.sim.individual",
-    "TabularSimulator": "causalfair.sim.individual",
+    "other_notions": "causalfair.engines.notions",
+    "LendingSimulator": "causalfair.systems.lending.settings",
+    "TabularSimulator": "causalfair.systems.tabular_sim",
 }
 
 
@@ -127,17 +127,17 @@ def _register_gymnasium() -> None:
     except ImportError:  # pragma: no cover - gymnasium is a dependency
         return
     for env_id, entry, kwargs in (
-            ("causalfair/Lending-v0", "causalfair.sim.env:LendingEnv", {}),
-            ("causalfair/System-v0", "causalfair.sim.system_env:SystemEnv", {}),
-            ("causalfair/LendingHarder-v0", "causalfair.sim.system_env:SystemEnv",
+            ("causalfair/Lending-v0", "causalfair.systems.gym.lending:LendingEnv", {}),
+            ("causalfair/System-v0", "causalfair.systems.gym.system:SystemEnv", {}),
+            ("causalfair/LendingHarder-v0", "causalfair.systems.gym.system:SystemEnv",
              {"system": "lending-harder"}),
-            ("causalfair/Replicator-v0", "causalfair.sim.system_env:SystemEnv",
+            ("causalfair/Replicator-v0", "causalfair.systems.gym.system:SystemEnv",
              {"system": "replicator-1"}),
-            ("causalfair/Attention-v0", "causalfair.sim.attention_env:AttentionEnv", {}),
-            ("causalfair/AttentionHarder-v0", "causalfair.sim.attention_env:AttentionEnv",
+            ("causalfair/Attention-v0", "causalfair.systems.gym.attention:AttentionEnv", {}),
+            ("causalfair/AttentionHarder-v0", "causalfair.systems.gym.attention:AttentionEnv",
              {"harder": True}),
-            ("causalfair/Infectious-v0", "causalfair.sim.infectious_env:InfectiousEnv", {}),
-            ("causalfair/InfectiousHarder-v0", "causalfair.sim.infectious_env:InfectiousEnv",
+            ("causalfair/Infectious-v0", "causalfair.systems.gym.infectious:InfectiousEnv", {}),
+            ("causalfair/InfectiousHarder-v0", "causalfair.systems.gym.infectious:InfectiousEnv",
              {"harder": True})):
         if env_id not in registry:
             register(id=env_id, entry_point=entry, kwargs=kwargs)

@@ -1,4 +1,4 @@
-"""Policy adapters (causalfair.adapters): stable-baselines3 models and plain callables,
+"""Policy adapters (causalfair.policies.adapters): stable-baselines3 models and plain callables,
 audited with both engines."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from causalfair.adapters import SB3Policy, as_policy, callable_policy
-from causalfair.effects import decompose
-from causalfair.montecarlo import decompose_mc
-from causalfair.policy import Observation, PolicyError, TablePolicy, policy_table
-from causalfair.sim.env import LendingEnv
-from causalfair.sim.lending import lending_setting
+from causalfair.policies.adapters import SB3Policy, as_policy, callable_policy
+from causalfair.engines.effects import decompose
+from causalfair.engines.montecarlo import decompose_mc
+from causalfair.policies.core import Observation, PolicyError, TablePolicy, policy_table
+from causalfair.systems.gym.lending import LendingEnv
+from causalfair.systems.lending.settings import lending_setting
 
 K, G = 7, 2
 

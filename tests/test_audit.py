@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair import report
+from causalfair.report import render as report
 from causalfair.audit import (
     FAIL,
     INCONCLUSIVE,
@@ -29,7 +29,7 @@ from causalfair.audit import (
     retrained_checkpoint_path,
 )
 from causalfair.audit.run import _quantities, _verdicts
-from causalfair.effects import Decomposition
+from causalfair.engines.effects import Decomposition
 
 
 def write_spec(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
@@ -229,7 +229,7 @@ def test_audit_matches_the_engines(tmp_path):
     m = cf.lending_setting("lending-1").tabular
     pol = cf.parse_policy("threshold:0.5", m)
     d = cf.decompose(m, pol, 10)
-    from causalfair.metrics import other_notions
+    from causalfair.engines.notions import other_notions
 
     on = other_notions(m, pol, 10)
     for k in ("C", "DPE", "IPE", "SPE"):
@@ -259,7 +259,7 @@ def test_policy_override_and_compare(tmp_path):
 def test_checkpoint_audit_records_sha256(tmp_path):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    net = cf.policy.mlp(9, (8,), 1)
+    net = cf.policies.core.mlp(9, (8,), 1)
     ck = tmp_path / "pol.pt"
     cf.save_checkpoint(ck, net, architecture={"type": "mlp", "input_dim": 9, "hidden": [8],
                                               "activation": "tanh", "output_dim": 1},
@@ -391,7 +391,7 @@ def test_top_level_import_stays_light():
     import subprocess
     import sys
 
-    code = ("import sys, causalfair, causalfair.audit, causalfair.report; "
+    code = ("import sys, causalfair, causalfair.audit, causalfair.report.render; "
             "print(any(m in sys.modules for m in ('matplotlib', 'pandas', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -12,7 +12,7 @@ import pytest
 
 import causalfair as cf
 from causalfair.cli import main
-from causalfair.montecarlo import _Job, _ready_policy, _setup, _simulate, compare_mc
+from causalfair.engines.montecarlo import _Job, _ready_policy, _setup, _simulate, compare_mc
 
 ROOT = Path(__file__).resolve().parents[1]
 CK = ROOT / "reports" / "examples" / "checkpoints"

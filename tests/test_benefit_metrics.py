@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair.metrics import other_notions, wasserstein_levels
+from causalfair.engines.notions import other_notions, wasserstein_levels
 
 
 def test_lambda_brute_force_matches_vectorised():

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import causalfair as cf
-from causalfair.checkpoint import (
+from causalfair.policies.checkpoint import (
     FeatureEncoding,
     NumpyMLPPolicy,
     check_policy_inputs,
@@ -85,7 +85,7 @@ def test_numpy_forward_is_bit_identical_under_any_thread_count(act):
     rows with one BLAS thread each, so the thread count changes the speed only."""
     from threadpoolctl import threadpool_limits
 
-    import causalfair.nets as nets
+    import causalfair.policies.nets as nets
 
     net = _net(inp=4, hidden=(64, 64), out=1, act=act)
     lin = [m for m in net if hasattr(m, "weight")]
@@ -169,7 +169,7 @@ def test_a_tiny_file_declaring_a_huge_network_is_refused_without_allocating(tmp_
     _npz_with_meta(tmp_path / "huge.npz", meta)
     assert (tmp_path / "huge.npz").stat().st_size < 4096
     code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (700 << 20, 700 << 20))\n"
-            "from causalfair.checkpoint import load_checkpoint\n"
+            "from causalfair.policies.checkpoint import load_checkpoint\n"
             "from causalfair.errors import CheckpointError\n"
             "import sys\n"
             "try:\n    load_checkpoint(sys.argv[1])\nexcept CheckpointError as e:\n    print(e)\n")

@@ -57,7 +57,7 @@ def test_checkpoint_through_cli(tmp_path):
     import torch
 
     torch.manual_seed(0)
-    net = cf.policy.mlp(9, (8,), 1)
+    net = cf.policies.core.mlp(9, (8,), 1)
     path = tmp_path / "c.pt"
     cf.save_checkpoint(path, net, architecture={"type": "mlp", "input_dim": 9, "hidden": [8], "output_dim": 1},
                        encoding=cf.FeatureEncoding())

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import causalfair as cf
-from causalfair.effects import value_tables
+from causalfair.engines.effects import value_tables
 
 
 def hand_model() -> cf.TabularModel:

@@ -1,4 +1,4 @@
-"""Population lending environment (causalfair.sim.env): DelayedImpactEnv semantics,
+"""Population lending environment (causalfair.systems.gym.lending): DelayedImpactEnv semantics,
 Gymnasium / SB3 checkers, seeding, the mean-field link to the individual model."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
-from causalfair.sim.env import ENV_ID, LendingEnv, VecLendingEnv, delayed_impact_model
-from causalfair.sim.lending import lending_setting
+from causalfair.systems.gym.lending import ENV_ID, LendingEnv, VecLendingEnv, delayed_impact_model
+from causalfair.systems.lending.settings import lending_setting
 
 K = 7
 

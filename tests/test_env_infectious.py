@@ -11,7 +11,7 @@ import pytest
 
 import causalfair as cf
 from causalfair.errors import InputError, PolicyError
-from causalfair.montecarlo_coupled import _joint_actions
+from causalfair.engines.montecarlo_coupled import _joint_actions
 from causalfair.systems.infectious import (
     INF,
     INFECTIOUS_DEFAULTS,

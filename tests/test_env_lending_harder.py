@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair.systems.lending_harder import ELBERT_HARDER_LENDING as P
+from causalfair.systems.lending.harder import ELBERT_HARDER_LENDING as P
 
 
 def test_kernel_cells_by_hand():

@@ -11,7 +11,7 @@ import pytest
 
 import causalfair as cf
 from causalfair.errors import SystemError_
-from causalfair.policy import parse_policy
+from causalfair.policies.core import parse_policy
 from causalfair.systems.replicator import REPLICATOR_DEFAULTS, check_utility_matrix
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import causalfair as cf
-from causalfair.exact_torch import exact_metrics
+from causalfair.engines.exact_torch import exact_metrics
 
 
 def random_model(rng, G, K, A=2, baseline=0):
@@ -101,10 +101,10 @@ def test_lending_table_of_a_checkpoint_network():
     torch.manual_seed(0)
     system = cf.systems.make("lending-1")
     m = system.tabular
-    net = cf.checkpoint.mlp(m.n_levels + m.n_groups, (16, 16), 1)
+    net = cf.policies.checkpoint.mlp(m.n_levels + m.n_groups, (16, 16), 1)
     pol = cf.TorchPolicy(net, cf.FeatureEncoding("onehot", n_levels=m.n_levels, n_groups=2))
     ref = cf.decompose(m, pol, 20)
-    from causalfair.policy import grid_observation
+    from causalfair.policies.core import grid_observation
 
     x = torch.from_numpy(pol.encoding.encode(grid_observation(m)))
     with torch.no_grad():

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from causalfair.audit import audit
-from causalfair.explain import GLOSSARY, card_markdown, fmt, glossary, sentences
-from causalfair.report import md_escape
+from causalfair.report.explain import GLOSSARY, card_markdown, fmt, glossary, sentences
+from causalfair.report.render import md_escape
 
 BASE = {"horizon": 20, "system": {"id": "lending-1"}, "policy": {"builtin": "threshold:0.5"},
         "thresholds": {"abs_C": 0.05, "Lambda": 0.1, "DPE": 1.0}}

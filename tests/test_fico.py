@@ -1,4 +1,4 @@
-"""Tests for the FICO-based ``lending-2`` inputs (causalfair.sim.fico)."""
+"""Tests for the FICO-based ``lending-2`` inputs (causalfair.systems.lending.fico)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalfair.sim import fico
-from causalfair.sim import regenerate_fico as regen
+from causalfair.systems.lending import fico
+from causalfair.systems.lending import regenerate_fico as regen
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WHITE, BLACK = fico.GROUP_COLUMNS
@@ -76,7 +76,7 @@ def test_check_cli_exits_zero():
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["OMP_NUM_THREADS"] = "1"
     proc = subprocess.run(
-        [sys.executable, "-m", "causalfair.sim.regenerate_fico", "--check"],
+        [sys.executable, "-m", "causalfair.systems.lending.regenerate_fico", "--check"],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,

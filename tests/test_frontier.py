@@ -1,5 +1,5 @@
-"""Tests of the fair-policy LPs and the utility-fairness frontier (causalfair.occupancy,
-causalfair.frontier, causalfair.wen)."""
+"""Tests of the fair-policy LPs and the utility-fairness frontier (causalfair.engines.occupancy,
+causalfair.engines.frontier, causalfair.engines.wen)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import math
 import numpy as np
 import pytest
 
-from causalfair.effects import decompose
-from causalfair.frontier import frontier
+from causalfair.engines.effects import decompose
+from causalfair.engines.frontier import frontier
 from causalfair.model import ModelError, TabularModel
-from causalfair.occupancy import InfeasibleError, OccupancyLP, fair_lp, policy_metrics
-from causalfair.policy import TablePolicy
-from causalfair.sim.lending import lending_setting
-from causalfair.wen import loan_belief_mdp, wen_evaluate, wen_lp
+from causalfair.engines.occupancy import InfeasibleError, OccupancyLP, fair_lp, policy_metrics
+from causalfair.policies.core import TablePolicy
+from causalfair.systems.lending.settings import lending_setting
+from causalfair.engines.wen import loan_belief_mdp, wen_evaluate, wen_lp
 
 TOL = 1e-7
 SETTINGS = ("lending-1", "lending-2", "lending-3")
@@ -198,7 +198,7 @@ def test_place_gaps_are_nonnegative_and_exact(models):
 
 def test_place_accepts_torch_policies(models):
     torch = pytest.importorskip("torch")
-    from causalfair.policy import FeatureEncoding, TorchPolicy, mlp
+    from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
 
     torch.manual_seed(0)
     net = mlp(9, (8,), 1)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from causalfair import report
+from causalfair.report import render as report
 from causalfair.audit import INCONCLUSIVE, audit, load_spec
 from causalfair.cli import main
 
@@ -127,7 +127,7 @@ def test_inconclusive_is_configurable(tmp_path, capsys):
         n = 400
         seed = 1
     """
-    pytest.importorskip("causalfair.montecarlo")
+    pytest.importorskip("causalfair.engines.montecarlo")
     probe = audit(load_spec(spec(tmp_path, text, "probe")))
     est = abs(probe.quantities["DPE"][0])
     assert probe.quantities["DPE"][3] > 0  # a Monte Carlo standard error

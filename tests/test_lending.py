@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair.sim.lending import lending_potential
+from causalfair.systems.lending.settings import lending_potential
 
 
 def test_potential_largest_one_level_gain_is_one():

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from causalfair.cli import main
-from causalfair.effects import decompose
+from causalfair.engines.effects import decompose
 from causalfair.logs import (
     LogError,
     PositivityError,
@@ -24,8 +24,8 @@ from causalfair.logs import (
     validate_logs,
 )
 from causalfair.logs import schema as S
-from causalfair.policy import TablePolicy
-from causalfair.sim.lending import lending_potential, lending_setting
+from causalfair.policies.core import TablePolicy
+from causalfair.systems.lending.settings import lending_potential, lending_setting
 
 LM = lending_setting("lending-1")
 
@@ -530,7 +530,7 @@ def soft_audit():
 
 
 def test_thresholded_lambda_zeroes_the_true_zero_gaps(soft_audit):
-    from causalfair.benefit import benefit_fairness
+    from causalfair.engines.benefit import benefit_fairness
 
     a = soft_audit
     lam = a.lambda_estimate

@@ -10,7 +10,7 @@ import pytest
 
 from causalfair.logs import audit_logs, simulate_logs
 from causalfair.logs.dowhy_check import REFUTERS, one_step_graph
-from causalfair.sim.lending import lending_setting
+from causalfair.systems.lending.settings import lending_setting
 
 LM = lending_setting("lending-1")
 

@@ -1,4 +1,4 @@
-"""Monte Carlo engine (causalfair.montecarlo): agreement with the exact engine, standard
+"""Monte Carlo engine (causalfair.engines.montecarlo): agreement with the exact engine, standard
 errors, common random numbers, history-dependent policies, bounded memory, contract."""
 
 from __future__ import annotations
@@ -10,17 +10,18 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from causalfair.effects import decompose
+from causalfair.engines.effects import decompose
 from causalfair.model import TabularModel
-from causalfair.montecarlo import (
+from causalfair.engines.montecarlo import (
     SimulatorContractError,
     check_simulator,
     decompose_mc,
 )
-from causalfair.policy import Observation, PolicyError, TablePolicy, parse_policy
-from causalfair.sim.base import StepResult
-from causalfair.sim.individual import LendingSimulator, TabularSimulator
-from causalfair.sim.lending import SETTINGS, lending_setting
+from causalfair.policies.core import Observation, PolicyError, TablePolicy, parse_policy
+from causalfair.systems.simulator import StepResult
+from causalfair.systems.lending.settings import LendingSimulator
+from causalfair.systems.tabular_sim import TabularSimulator
+from causalfair.systems.lending.settings import SETTINGS, lending_setting
 
 EFFECTS = ("C", "DPE", "IPE", "SPE", "utility")
 

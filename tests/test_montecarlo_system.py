@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair.montecarlo import _sample_actions
+from causalfair.engines.montecarlo import _sample_actions
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = np.tile([0.2, 0.5, 0.3], (2, 5, 1))
@@ -71,7 +71,7 @@ def test_exact_inside_the_95_ci_in_90_to_99_percent_of_seeds(clinic):
 
 
 def test_benefit_by_forks_agrees_with_the_exact_lambda(clinic):
-    from causalfair.benefit_mc import benefit_fairness_mc
+    from causalfair.engines.benefit_mc import benefit_fairness_mc
 
     pol = cf.TablePolicy(np.array([[[0.2, 0.5, 0.3]] * 5, [[0.5, 0.3, 0.2]] * 5]), n_actions=3)
     ex = cf.benefit_fairness(clinic.tabular, pol, clinic.horizon)
@@ -86,7 +86,7 @@ def test_benefit_by_forks_agrees_with_the_exact_lambda(clinic):
 
 def test_benefit_by_forks_pairs_feature_bins_without_levels():
     """A simulator that observes only a continuous feature: cells are its quantile bins."""
-    from causalfair.benefit_mc import benefit_fairness_mc
+    from causalfair.engines.benefit_mc import benefit_fairness_mc
 
     class Drift:
         n_groups = 2
@@ -117,7 +117,7 @@ def test_benefit_by_forks_pairs_feature_bins_without_levels():
 
 @pytest.mark.slow
 def test_benefit_by_forks_covers_the_exact_lambda(clinic):
-    from causalfair.benefit_mc import benefit_fairness_mc
+    from causalfair.engines.benefit_mc import benefit_fairness_mc
 
     pol = cf.TablePolicy(np.array([[[0.2, 0.5, 0.3]] * 5, [[0.5, 0.3, 0.2]] * 5]), n_actions=3)
     ex = cf.benefit_fairness(clinic.tabular, pol, clinic.horizon).Lambda

@@ -79,7 +79,7 @@ def test_monte_carlo_prints_progress_lines(monkeypatch, capsys):
 def test_dowhy_refuters_print_progress_lines(capsys):
     pytest.importorskip("dowhy")
     from causalfair.logs import audit_logs, simulate_logs
-    from causalfair.sim.lending import lending_setting
+    from causalfair.systems.lending.settings import lending_setting
 
     df = simulate_logs(lending_setting("lending-1"), "random:0.5", 300, 5, seed=2)
     _progress.enable(True)

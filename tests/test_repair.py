@@ -18,7 +18,7 @@ import torch
 import causalfair as cf
 from causalfair.audit.spec import load_spec
 from causalfair.errors import InputError, SpecError
-from causalfair.repair import (
+from causalfair.train.repair import (
     Constraint,
     Multipliers,
     augmented_lagrangian,
@@ -136,7 +136,7 @@ def test_repair_network_passes_and_reports_the_numbers_of_its_audit():
     m = small_model(3)
     T = 6
     torch.manual_seed(0)
-    net = cf.checkpoint.mlp(m.n_levels + 2, (8,), 1)
+    net = cf.policies.checkpoint.mlp(m.n_levels + 2, (8,), 1)
     enc = cf.FeatureEncoding("onehot", n_levels=m.n_levels, n_groups=2)
     d0 = cf.decompose(m, cf.TorchPolicy(net, enc), T)
     cons = [Constraint("abs_C", 0.5 * abs(d0.C)), Constraint("Lambda", 0.5 * d0.Lambda)]
@@ -167,7 +167,7 @@ def _gate_case(tmp_path: Path, thresholds: str, retrain: str = 'algo = "exact"\n
     m = small_model(5)
     cf.systems.save_tabular(tmp_path / "model.npz", m)
     torch.manual_seed(0)
-    net = cf.checkpoint.mlp(m.n_levels + 2, (8,), 1)
+    net = cf.policies.checkpoint.mlp(m.n_levels + 2, (8,), 1)
     with torch.no_grad():  # a policy with a clear gap: approve s+ only
         net[-1].bias.fill_(0.0)
     enc = cf.FeatureEncoding("onehot", n_levels=m.n_levels, n_groups=2)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from causalfair.audit import audit
-from causalfair.report import DPI, make_figures
+from causalfair.report.render import DPI, make_figures
 
 SPECS = {
     "exact": {"name": "exact", "horizon": 20, "system": {"id": "lending-1"},
@@ -31,7 +31,7 @@ def figures(request):
     if request.param == "long-names":  # long group names must not push text off the canvas
         import dataclasses
 
-        from causalfair.sim.lending import lending_setting
+        from causalfair.systems.lending.settings import lending_setting
 
         system = dataclasses.replace(lending_setting("lending-3"), group_names=(
             "applicants of the first group", "applicants of group two"))

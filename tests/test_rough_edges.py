@@ -51,7 +51,7 @@ def test_a_bug_keeps_its_traceback_and_an_input_error_exits_2(monkeypatch, capsy
     exception is a bug in causalfair and propagates with its traceback."""
     import pytest
 
-    import causalfair.effects as effects
+    import causalfair.engines.effects as effects
 
     def broken(*a, **k):
         raise ValueError("an internal bug")

@@ -165,7 +165,7 @@ def _same(a, b) -> bool:
 def test_monte_carlo_batches_give_the_same_numbers_on_every_backend(ray_cluster, monkeypatch):
     import causalfair as cf
     from causalfair.backends import ProcessBackend, RayBackend
-    from causalfair.checkpoint import load_checkpoint
+    from causalfair.policies.checkpoint import load_checkpoint
 
     _ray_env(monkeypatch)
     root = Path(__file__).resolve().parents[1]
@@ -232,7 +232,7 @@ def test_decompose_cli_backends_print_the_same_json(ray_cluster, monkeypatch, ca
 
 def test_a_sweep_on_ray_equals_the_sweep_here(ray_cluster, monkeypatch, tmp_path):
     from causalfair.backends import RayBackend
-    from causalfair.sweep import sweep
+    from causalfair.train.sweep import sweep
 
     _ray_env(monkeypatch)
     here = sweep(["ppo", "ppo-cb"], [0, 1], overrides={"iterations": 2})

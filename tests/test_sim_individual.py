@@ -1,4 +1,4 @@
-"""Individual-level lending simulator (causalfair.sim.individual) against the tabular
+"""Individual-level lending simulator (causalfair.systems.lending.settings, causalfair.systems.tabular_sim) against the tabular
 kernel it must match in distribution, plus the protocol properties forks rely on."""
 
 from __future__ import annotations
@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from causalfair.montecarlo import check_simulator
-from causalfair.sim.individual import (
+from causalfair.engines.montecarlo import check_simulator
+from causalfair.systems.lending.settings import (
+    SETTINGS,
     LendingNoise,
     LendingSimulator,
     LendingState,
-    TabularSimulator,
+    lending_potential,
+    lending_setting,
 )
-from causalfair.sim.lending import SETTINGS, lending_potential, lending_setting
+from causalfair.systems.tabular_sim import TabularSimulator
 
 N = 200_000
 

@@ -12,7 +12,7 @@ from scipy import stats
 
 from causalfair.cli import main
 from causalfair.errors import ConfigError
-from causalfair.sweep import parse_seeds, sweep
+from causalfair.train.sweep import parse_seeds, sweep
 from causalfair.train import TrainConfig, train
 
 

@@ -44,7 +44,7 @@ def test_coupled_training_is_seeded_and_never_takes_a_forbidden_action(sid, algo
 
 
 def test_choice_probabilities_by_hand():
-    from causalfair.choice import choice_probabilities
+    from causalfair.policies.choice import choice_probabilities
 
     s = np.array([0.0, np.log(2.0), -np.inf, np.log(3.0), 0.0, 0.0])
     p = choice_probabilities(s, np.log(4.0), 3)  # replicas of 3 units; nobody weight 4
@@ -55,7 +55,7 @@ def test_choice_probabilities_by_hand():
 
 
 def test_one_vaccine_per_step_is_learned_and_the_checkpoint_keeps_the_choice(tmp_path):
-    from causalfair.choice import ReplicaChoicePolicy
+    from causalfair.policies.choice import ReplicaChoicePolicy
 
     system = cf.systems.make("infectious-1")
     cfg = TrainConfig(algo="ppo", system="infectious-1", iterations=20, seed=0, eval_every=10)

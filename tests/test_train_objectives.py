@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from causalfair.benefit import lambda_pairs
+from causalfair.engines.benefit import lambda_pairs
 from causalfair.train import objectives as obj
 from causalfair.train.core import adapt_beta_kl, bernoulli_kl, gae
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from causalfair.effects import decompose
-from causalfair.policy import load_checkpoint, policy_table
-from causalfair.sim.lending import lending_setting
+from causalfair.engines.effects import decompose
+from causalfair.policies.core import load_checkpoint, policy_table
+from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import EXIT_AFTER_ENV, ConfigError, TrainConfig, train
 
 TINY = dict(n_individuals=64, horizon=5, hidden=(16,), n_epochs=2, n_minibatches=2,

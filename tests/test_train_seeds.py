@@ -177,7 +177,7 @@ def test_lambda_over_cells_by_hand():
 
 
 def test_unit_alone_benefits_by_hand():
-    from causalfair.benefit_mc import unit_benefits
+    from causalfair.engines.benefit_mc import unit_benefits
     from causalfair.systems.attention import ATTENTION_DEFAULTS  # noqa: F401 - the sources
     from causalfair.systems.infectious import INF, SUS, InfectiousState, karate_graph
 
@@ -215,7 +215,7 @@ def test_ppo_cb_trains_on_every_coupled_system(sid, tmp_path):
     assert res.metrics["C"] == train(cfg).metrics["C"]  # seeded
     assert np.isfinite(res.history["Lambda_batch"]).all() and res.metrics["Lambda"] >= 0
     pol, _ = cf.load_checkpoint(tmp_path / "run" / "checkpoint.pt")
-    from causalfair.benefit_mc import benefit_fairness_mc
+    from causalfair.engines.benefit_mc import benefit_fairness_mc
 
     assert benefit_fairness_mc(cf.systems.make(sid), pol, n=100, seed=1, n_boot=0).Lambda >= 0
 

@@ -243,7 +243,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                                 "policy that meets [thresholds], tabular systems) or "
                                 "algo = \"ppo-cb\" with betas.")
             if s.retrain["algo"] == "exact" and i in prepared_:
-                from causalfair.repair import constraints_from_thresholds
+                from causalfair.train.repair import constraints_from_thresholds
 
                 if getattr(prepared_[i].system, "tabular", None) is None:
                     raise SpecError(f"{_where(s.path)}: [retrain] algo: 'exact' needs a system "

@@ -26,8 +26,8 @@ class AuditResult:
     result renders as HTML."""
 
     spec: AuditSpec
-    decomposition: Any  # causalfair.effects.Decomposition
-    benefit: Any  # causalfair.benefit.BenefitResult
+    decomposition: Any  # causalfair.engines.effects.Decomposition
+    benefit: Any  # causalfair.engines.benefit.BenefitResult
     notions: dict[str, Any]
     quantities: dict[str, tuple[float, float, float, float | None]]  # est, lo, hi, se
     verdicts: list[Verdict]
@@ -115,7 +115,7 @@ class AuditResult:
     def figures(self) -> dict[str, Any]:
         """The report's figures, name -> matplotlib Figure (built once, then cached)."""
         if self._figures is None:
-            from causalfair.report import make_figures
+            from causalfair.report.render import make_figures
 
             self._figures = make_figures(self)
         return self._figures
@@ -123,8 +123,8 @@ class AuditResult:
     def write_report(self, out: str | os.PathLike[str], *,
                      before: AuditResult | None = None) -> Path:
         """Write report.html, report.md, audit.json and the PNGs to the folder ``out``,
-        atomically (see :func:`causalfair.report.write_report`). Returns the folder."""
-        from causalfair.report import write_report
+        atomically (see :func:`causalfair.report.render.write_report`). Returns the folder."""
+        from causalfair.report.render import write_report
 
         return write_report(self, out, before=before)
 
@@ -189,8 +189,8 @@ class AuditResult:
         return f"AuditResult(name={self.spec.name!r}, overall={self.overall!r})"
 
     def _repr_html_(self) -> str:
-        from causalfair.explain import sentences
-        from causalfair.report import figure_png_base64
+        from causalfair.report.explain import sentences
+        from causalfair.report.render import figure_png_base64
 
         colour = {PASS: "#1a7f37", FAIL: "#cf222e", INCONCLUSIVE: "#9a6700"}[self.overall]
         said = [s.text for s in sentences(self.to_dict())]

@@ -73,11 +73,11 @@ def _place_new(produced: Path, target: Path) -> None:
 
 
 def _repair_exact(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
-    """The constrained exact-gradient repair (:mod:`causalfair.repair`): the checkpoint's
+    """The constrained exact-gradient repair (:mod:`causalfair.train.repair`): the checkpoint's
     own network, optimised on the exact engine's numbers under the spec's thresholds."""
     from causalfair.audit.run import _load_checkpoint_for, build_system
-    from causalfair.checkpoint import NumpyMLPPolicy, save_checkpoint
-    from causalfair.repair import constraints_from_thresholds, repair_network
+    from causalfair.policies.checkpoint import NumpyMLPPolicy, save_checkpoint
+    from causalfair.train.repair import constraints_from_thresholds, repair_network
 
     r = spec.retrain or {}
     system = build_system(spec)

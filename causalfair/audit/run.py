@@ -92,7 +92,7 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
     """(policy, label, checkpoint sha256, checkpoint metadata) for ``spec`` on
     ``system``; ``policy`` overrides the spec's ``[policy]`` (a built-in name, a
     checkpoint path or a policy object)."""
-    from causalfair.policy import file_sha256, parse_policy
+    from causalfair.policies.core import file_sha256, parse_policy
 
     if policy is not None:
         if isinstance(policy, (str, os.PathLike)):
@@ -136,8 +136,8 @@ def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:
     either side has none. A stable-baselines3 model whose width is levels + groups on a
     system without features reads the one-hot (level, group) observation of
     ``causalfair/Lending-v0`` (docs/checkpoints.md)."""
-    from causalfair.checkpoint import FeatureEncoding, check_policy_inputs
-    from causalfair.policy import load_checkpoint
+    from causalfair.policies.checkpoint import FeatureEncoding, check_policy_inputs
+    from causalfair.policies.core import load_checkpoint
 
     pol, meta = load_checkpoint(path)
     enc = getattr(pol, "encoding", None)
@@ -246,12 +246,12 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
         try:
             if spec.baseline_checkpoint is not None:
                 bpol, _ = _load_checkpoint_for(spec.baseline_checkpoint, system)
-                from causalfair.policy import file_sha256
+                from causalfair.policies.core import file_sha256
 
                 baseline = (bpol, spec.baseline_checkpoint.name,
                             file_sha256(spec.baseline_checkpoint))
             else:
-                from causalfair.policy import parse_policy
+                from causalfair.policies.core import parse_policy
 
                 baseline = (parse_policy(spec.baseline_builtin, system), spec.baseline_builtin,
                             None)
@@ -275,10 +275,10 @@ def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
 
 def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str, T: int,
                  engine: str) -> AuditResult:
-    from causalfair.benefit import benefit_fairness
-    from causalfair.effects import decompose
-    from causalfair.metrics import other_notions
-    from causalfair.policy import policy_table
+    from causalfair.engines.benefit import benefit_fairness
+    from causalfair.engines.effects import decompose
+    from causalfair.engines.notions import other_notions
+    from causalfair.policies.core import policy_table
 
     table = mu_pi = mu_0 = exact = ben = None
     notions: dict[str, Any] = {}
@@ -291,7 +291,7 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
     if engine == "mc":
-        from causalfair.montecarlo import decompose_mc
+        from causalfair.engines.montecarlo import decompose_mc
 
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname)
         if exact is not None:
@@ -324,7 +324,7 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
     """Add the verdicts of ``[baseline.thresholds]`` to ``res``: each quantity of the
     audited policy minus the baseline's (for utility: the baseline's minus the policy's)
     judged by the same CI rule. Exact engine: exact differences. Monte Carlo: a paired
-    run with common random numbers (:func:`~causalfair.montecarlo.compare_mc`); Lambda
+    run with common random numbers (:func:`~causalfair.engines.montecarlo.compare_mc`); Lambda
     and the other notions need the exact engine's numbers (a tabular system)."""
     from statistics import NormalDist
 
@@ -334,7 +334,7 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
     z = NormalDist().inv_cdf(1.0 - spec.alpha / 2.0)
     paired = None
     if spec.engine == "mc":
-        from causalfair.montecarlo import compare_mc
+        from causalfair.engines.montecarlo import compare_mc
 
         paired = compare_mc(system, res.policy, bpol, T, n=spec.n, seed=spec.seed,
                             pair=res.decomposition.pair)
@@ -381,8 +381,8 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
 
 
 def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, float | None]:
-    """Benefit fairness by forks on a simulator-only system (causalfair.benefit_mc)."""
-    from causalfair.benefit_mc import benefit_fairness_mc
+    """Benefit fairness by forks on a simulator-only system (causalfair.engines.benefit_mc)."""
+    from causalfair.engines.benefit_mc import benefit_fairness_mc
 
     if system.n_levels is None and system.features is None:
         return None, None
@@ -393,7 +393,7 @@ def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, fl
 
 def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     from causalfair.logs import audit_logs, read_logs
-    from causalfair.metrics import other_notions
+    from causalfair.engines.notions import other_notions
 
     df = read_logs(spec.logs_path)
     opts = dict(spec.logs_options)

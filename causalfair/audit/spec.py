@@ -423,7 +423,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                 )
             kw.update(checkpoint=ck_path, builtin=None)
         else:
-            from causalfair.policy import BUILTIN_POLICIES
+            from causalfair.policies.core import BUILTIN_POLICIES
 
             b = sec.get("builtin", "threshold:0.5")
             kind = b.partition(":")[0] if isinstance(b, str) else None
@@ -518,7 +518,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                                 f"such file {ck_path}.")
             kw["baseline_checkpoint"] = ck_path
         else:
-            from causalfair.policy import BUILTIN_POLICIES
+            from causalfair.policies.core import BUILTIN_POLICIES
 
             b = sec["builtin"]
             kind = b.partition(":")[0] if isinstance(b, str) else None

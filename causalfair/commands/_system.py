@@ -76,7 +76,7 @@ def load_policy(args: argparse.Namespace, system: Any) -> Any:
     from pathlib import Path
 
     from causalfair.audit.run import _load_checkpoint_for
-    from causalfair.policy import parse_policy
+    from causalfair.policies.core import parse_policy
 
     ck = getattr(args, "checkpoint", None)
     if ck:
@@ -88,7 +88,7 @@ def load_policy(args: argparse.Namespace, system: Any) -> Any:
 def policy_reads_group(policy: Any, system: Any) -> bool:
     """Whether the policy reads S: declared, or read off the tabular model; True when
     neither can tell (the conservative graph)."""
-    from causalfair.policy import reads_group
+    from causalfair.policies.core import reads_group
 
     declared = getattr(policy, "reads_group", None)
     if isinstance(declared, bool):

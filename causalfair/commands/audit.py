@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.audit import audit, load_spec
 
     if args.mlflow:  # fail before any audit runs when MLflow is missing
-        from causalfair.mlflow_log import _import_mlflow
+        from causalfair.report.mlflow_log import _import_mlflow
 
         _import_mlflow()
     spec = load_spec(args.spec)
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_report:
         out = result.write_report(Path(args.out) if args.out else default_report_dir(spec.name))
     if args.mlflow:
-        from causalfair.mlflow_log import log_audit
+        from causalfair.report.mlflow_log import log_audit
 
         run_id = log_audit(result, experiment=args.mlflow_experiment, report_dir=out)
         print(f"mlflow run: {run_id}", file=sys.stderr)

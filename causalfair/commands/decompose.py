@@ -94,9 +94,9 @@ def load_model_and_policy(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from causalfair.benefit import benefit_fairness
+    from causalfair.engines.benefit import benefit_fairness
     from causalfair.cli import UsageError
-    from causalfair.effects import decompose
+    from causalfair.engines.effects import decompose
 
     if args.worst < 1:
         raise UsageError(f"--worst: must be an integer >= 1, got {args.worst}.")
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _benefit_mc(args: argparse.Namespace, policy, system):
     """Benefit fairness by forks on a simulator-only system."""
-    from causalfair.benefit_mc import benefit_fairness_mc
+    from causalfair.engines.benefit_mc import benefit_fairness_mc
 
     return benefit_fairness_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                                eps=args.eps, alpha=args.alpha)
@@ -166,7 +166,7 @@ def _benefit_mc(args: argparse.Namespace, policy, system):
 def _decompose_mc(args: argparse.Namespace, policy, system):
     """Monte Carlo decomposition on the system's simulator."""
     from causalfair.cli import UsageError
-    from causalfair.montecarlo import decompose_mc
+    from causalfair.engines.montecarlo import decompose_mc
 
     if args.n < 2:
         raise UsageError(f"--n: must be an integer >= 2, got {args.n}.")

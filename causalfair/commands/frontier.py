@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     from causalfair.cli import UsageError
     from causalfair.commands._system import horizon, load_system
-    from causalfair.frontier import frontier
-    from causalfair.policy import parse_policy
+    from causalfair.engines.frontier import frontier
+    from causalfair.policies.core import parse_policy
 
     system = load_system(args)
     args.horizon = horizon(args, system)

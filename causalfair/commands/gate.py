@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.audit.gate import GateSpecErrors
 
     if args.mlflow:  # fail before any audit runs when MLflow is missing
-        from causalfair.mlflow_log import _import_mlflow
+        from causalfair.report.mlflow_log import _import_mlflow
 
         _import_mlflow()
     if args.accept_repaired and not args.retrain:
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"causalfair gate: error: {msg}", file=sys.stderr)
         raise
     if args.mlflow:  # the driver logs every audit (before and after retraining)
-        from causalfair.mlflow_log import log_audit
+        from causalfair.report.mlflow_log import log_audit
 
         for e in result.entries:
             stage = "before" if e.after is not None else "audit"

@@ -133,7 +133,7 @@ def run_logs(args: argparse.Namespace) -> int:
         policy = args.policy
         if getattr(args, "checkpoint", None):
             from causalfair.logs import fit_logs
-            from causalfair.policy import load_checkpoint
+            from causalfair.policies.core import load_checkpoint
 
             model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit, **state_kw)
             policy, _ = load_checkpoint(args.checkpoint, model)

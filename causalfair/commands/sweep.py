@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.commands._system import parse_params
     from causalfair.commands.decompose import backend_from_args
     from causalfair.commands.train import parse_set
-    from causalfair.sweep import parse_seeds, sweep
+    from causalfair.train.sweep import parse_seeds, sweep
 
     overrides = {}
     if args.iterations is not None:

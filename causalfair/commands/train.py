@@ -126,16 +126,16 @@ def build_config(args: argparse.Namespace):
 
 
 def run_exact(args: argparse.Namespace) -> int:
-    """``--algo exact``: the constrained repair of :mod:`causalfair.repair`."""
+    """``--algo exact``: the constrained repair of :mod:`causalfair.train.repair`."""
     from pathlib import Path
 
     import torch
 
     from causalfair._io import atomic_write_bytes, to_jsonable
-    from causalfair.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
+    from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
     from causalfair.cli import UsageError
     from causalfair.commands._system import parse_params
-    from causalfair.repair import parse_constraint, repair_network
+    from causalfair.train.repair import parse_constraint, repair_network
     from causalfair.systems import make
 
     if not args.constraint:

@@ -2,7 +2,7 @@
 
 Pipeline: validate the log -> per-individual sufficient statistics -> fitted tabular
 model (count-based or ordinal logit) -> positivity check -> the exact engine
-(:func:`causalfair.effects.decompose`, :func:`causalfair.benefit.benefit_fairness`) on
+(:func:`causalfair.engines.effects.decompose`, :func:`causalfair.engines.benefit.benefit_fairness`) on
 the fitted model -> bootstrap over individuals (seeded, vectorised) -> Lambda by the
 thresholded ("pre-test") estimator (see :func:`threshold_lambda`) -> optional dowhy
 cross-check of Delta(x, s) with refuters.
@@ -202,10 +202,10 @@ def threshold_lambda(p: np.ndarray, delta: np.ndarray, w: np.ndarray, boot_p: np
 class LogAudit:
     """Result of :func:`audit_logs`.
 
-    ``decomposition``: the :class:`~causalfair.effects.Decomposition` of the fitted model
+    ``decomposition``: the :class:`~causalfair.engines.effects.Decomposition` of the fitted model
     (``engine="logs"``, ``se`` = bootstrap standard deviations), or None when positivity
     fails and bounds were asked for. ``benefit``: the
-    :class:`~causalfair.benefit.BenefitResult` (or None likewise). ``bootstrap``: one row
+    :class:`~causalfair.engines.benefit.BenefitResult` (or None likewise). ``bootstrap``: one row
     per replicate and one column per quantity (None without replicates). ``bounds``:
     DataFrame (lower, upper, identified) when positivity fails, else None.
     ``model``: the fitted TabularModel; ``policy_table``: pi(d1 | x, s) audited.
@@ -471,7 +471,7 @@ def _check_options(method: str, alpha: float) -> None:
 
 
 def _resolve_policy(policy: Any, model: Any, p_log: np.ndarray, horizon: int) -> tuple[np.ndarray, str]:
-    from causalfair.policy import parse_policy, policy_table
+    from causalfair.policies.core import parse_policy, policy_table
 
     if policy is None:
         return p_log, "estimated from the logs"
@@ -492,8 +492,8 @@ def _replicate(model: Any, p: np.ndarray, horizon: int, eps: float, weights: str
                pair: tuple[int, int] | None):
     """One replicate: the row of scalar quantities and the Lambda inputs (p_bar, Delta,
     P(x | s)), each (G, K)."""
-    from causalfair.benefit import _weights_and_policy
-    from causalfair.effects import decompose
+    from causalfair.engines.benefit import _weights_and_policy
+    from causalfair.engines.effects import decompose
 
     dec = decompose(model, p, horizon, eps=eps, weights=weights, pair=pair)
     row = dec.estimates()
@@ -609,8 +609,8 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     comes from the full-data fit, which this function computes; see
     :func:`threshold_lambda`).
     """
-    from causalfair.benefit import _check_eps, _weights_and_policy
-    from causalfair.effects import decompose
+    from causalfair.engines.benefit import _check_eps, _weights_and_policy
+    from causalfair.engines.effects import decompose
 
     requested = _check_lambda_estimator(lambda_estimator)
     eps = _check_eps(eps)
@@ -626,7 +626,7 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
                               levels=levels)
     w, p_bar = _weights_and_policy(model, p, horizon, weights, None)
     delta = model.benefit()
-    from causalfair.benefit import lambda_pairs
+    from causalfair.engines.benefit import lambda_pairs
 
     contrib = lambda_pairs(p_bar, delta, w, pair, eps)
     _estimate_lambda(requested, boot, arrays, (p_bar, delta, w), n=stats.n_individuals,
@@ -680,8 +680,8 @@ def audit_logs(
     the dowhy cross-check of Delta(x, s) and the refuters (slow; options in
     ``dowhy_options``, see :func:`causalfair.logs.dowhy_check.dowhy_check`).
     """
-    from causalfair.benefit import benefit_fairness
-    from causalfair.effects import check_horizon, decompose
+    from causalfair.engines.benefit import benefit_fairness
+    from causalfair.engines.effects import check_horizon, decompose
 
     _check_options(method, alpha_smooth)
     requested = _check_lambda_estimator(lambda_estimator)

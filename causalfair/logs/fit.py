@@ -139,7 +139,7 @@ def log_stats(data: LogData) -> LogStats:
 
 
 def _potential(potential: Any, G: int, K: int) -> np.ndarray:
-    from causalfair.sim.lending import lending_potential
+    from causalfair.systems.lending.settings import lending_potential
 
     if potential is None:
         return np.broadcast_to(lending_potential(K), (G, K)).copy()
@@ -491,7 +491,7 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
     """
     import pandas as pd
 
-    from causalfair.benefit import WEIGHTS
+    from causalfair.engines.benefit import WEIGHTS
 
     K = model.n_levels
     p = np.asarray(p_d1, dtype=np.float64)

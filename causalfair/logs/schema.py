@@ -633,11 +633,11 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
 
     ``system``: a :class:`~causalfair.systems.System` with discrete levels and two
     actions, a registered id such as ``"lending-1"``, a
-    :class:`~causalfair.sim.lending.LendingModel` or a
+    :class:`~causalfair.systems.lending.settings.LendingModel` or a
     :class:`~causalfair.model.TabularModel` (simulated from its kernel). When the
     system names a ``qualified`` role (lending: ``repay``), the log has an ``outcome``
     column (that info for d1 rows, NaN for d0 rows); otherwise it has none.
-    ``policy``: any :class:`~causalfair.policy.Policy` (or a built-in spec such as
+    ``policy``: any :class:`~causalfair.policies.core.Policy` (or a built-in spec such as
     ``"random:0.5"``), evaluated with the simulator's observations. Groups are drawn
     i.i.d. from the system's ``group_weights`` unless ``groups`` (an int array of length
     ``n_individuals``) is given. Returns a DataFrame in the log format, sorted by
@@ -645,7 +645,7 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
     """
     import pandas as pd
 
-    from causalfair.policy import parse_policy
+    from causalfair.policies.core import parse_policy
     from causalfair.systems import System, as_system, make
 
     system = make(system) if isinstance(system, str) else (

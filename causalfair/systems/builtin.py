@@ -7,7 +7,7 @@ Registered at ``import causalfair.systems``:
 - ``delayed-impact``: setting 1's curves without drift (ml-fairness-gym's
   DelayedImpactEnv);
 - ``replicator-1``: seed 002's replicator dynamics (:mod:`causalfair.systems.replicator`).
-- ``lending-harder``: ELBERT's harder lending (:mod:`causalfair.systems.lending_harder`).
+- ``lending-harder``: ELBERT's harder lending (:mod:`causalfair.systems.lending.harder`).
 - ``attention-1``, ``attention-harder``: ml-fairness-gym's attention allocation of seeds
   000 and 001 (:mod:`causalfair.systems.attention`).
 - ``infectious-1``, ``infectious-harder``: the SIR epidemic on the karate-club graph of
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from causalfair.sim.lending import _LENDING_DESCRIPTIONS, lending_system
+from causalfair.systems.lending.settings import _LENDING_DESCRIPTIONS, lending_system
 from causalfair.systems.system import System
 
 __all__ = ["lending_system", "make_lending", "make_delayed_impact"]
@@ -26,7 +26,7 @@ __all__ = ["lending_system", "make_lending", "make_delayed_impact"]
 def make_lending(setting: str = "lending-1", levels: int = 7, interest: float = 1.0,
                  group_weights: Sequence[float] = (0.5, 0.5)) -> System:
     """A lending setting as a :class:`System` (``levels`` = K)."""
-    from causalfair.sim.lending import lending_setting
+    from causalfair.systems.lending.settings import lending_setting
 
     model = lending_setting(setting, n_levels=levels, interest=interest,
                             group_weights=group_weights)
@@ -35,7 +35,7 @@ def make_lending(setting: str = "lending-1", levels: int = 7, interest: float = 
 
 
 def make_delayed_impact(levels: int = 7, interest: float = 1.0) -> System:
-    from causalfair.sim.env import delayed_impact_model
+    from causalfair.systems.gym.lending import delayed_impact_model
 
     return lending_system(delayed_impact_model(levels, interest), id="delayed-impact",
                           params={"levels": levels, "interest": interest})
@@ -64,7 +64,7 @@ def register_builtin() -> None:
                  description=_LENDING_DESCRIPTIONS[sid], override=True)
     register("delayed-impact", "causalfair.systems.builtin:make_delayed_impact",
              description=_LENDING_DESCRIPTIONS["delayed-impact"], override=True)
-    register("lending-harder", "causalfair.systems.lending_harder:make_lending_harder",
+    register("lending-harder", "causalfair.systems.lending.harder:make_lending_harder",
              description="ELBERT's harder lending (seed 000): non-adjacent credit jumps, "
                          "rejected applicants move too; tabular", override=True)
     register("attention-1", "causalfair.systems.attention:make_attention",

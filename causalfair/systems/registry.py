@@ -15,7 +15,7 @@ Ids are strings, so they can be written in audit specs and sent to worker proces
 
 A factory may return a :class:`~causalfair.systems.System`, a
 :class:`~causalfair.model.TabularModel` or any simulator implementing the 4-method
-protocol of :mod:`causalfair.sim.base` (wrapped with defaults: two actions, baseline 0).
+protocol of :mod:`causalfair.systems.simulator` (wrapped with defaults: two actions, baseline 0).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ groups, a set of decisions (with the *baseline* action that pi0 takes and the pi
 uses), what a policy observes, the qualification gain and the reward, a default horizon,
 the causal structure the temporal graph is drawn from, and one or both of
 
-- a **simulator** (the batch protocol of :mod:`causalfair.sim.base`): Monte Carlo always
+- a **simulator** (the batch protocol of :mod:`causalfair.systems.simulator`): Monte Carlo always
   applies;
 - a **tabular model** (:class:`~causalfair.model.TabularModel`): the exact engine, the
   frontier LP and the exact benefit table apply.
@@ -292,7 +292,7 @@ class System:
         return frozenset(out)
 
     def make_simulator(self) -> Any:
-        """A fresh simulator object (the batch protocol of :mod:`causalfair.sim.base`)."""
+        """A fresh simulator object (the batch protocol of :mod:`causalfair.systems.simulator`)."""
         sim = _call_factory(self.simulator)
         missing = [m for m in _PROTOCOL if not callable(getattr(sim, m, None))]
         if missing:
@@ -354,7 +354,7 @@ class _TabularSimulatorFactory:
         self.model = model
 
     def __call__(self) -> Any:
-        from causalfair.sim.tabular import TabularSimulator
+        from causalfair.systems.tabular_sim import TabularSimulator
 
         return TabularSimulator(self.model)
 

@@ -2,7 +2,7 @@
 
 ``train(config, out=None, resume=False, init_checkpoint=None) -> TrainResult`` runs one
 configuration (:class:`TrainConfig`) and returns the trained policy (a
-:class:`~causalfair.policy.TorchPolicy`), the checkpoint path (when ``out`` is given)
+:class:`~causalfair.policies.core.TorchPolicy`), the checkpoint path (when ``out`` is given)
 and the per-iteration history. Algorithms: ppo, ppo-c, ppo-cb, a-ppo, f-ppo-l, f-ppo,
 elbert-po (see :mod:`causalfair.train.objectives`). See docs/training.md.
 """
@@ -84,7 +84,7 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     """
     if not isinstance(config, TrainConfig):
         raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
-    from causalfair.sim.lending import SETTINGS
+    from causalfair.systems.lending.settings import SETTINGS
 
     if system is not None or (config.system and config.system not in SETTINGS):
         from causalfair.systems import as_system, make
@@ -127,7 +127,7 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
 
     import pandas as pd
 
-    from causalfair.policy import CheckpointError, load_checkpoint
+    from causalfair.policies.core import CheckpointError, load_checkpoint
     from causalfair.train import checkpoint as ck
     from causalfair.train.core import Trainer
 

@@ -3,7 +3,7 @@
 A run folder ``OUT`` holds:
 
 - ``checkpoint.pt``: the latest policy in the format the audit loads
-  (:func:`causalfair.policy.save_checkpoint`; ``causalfair decompose --checkpoint``);
+  (:func:`causalfair.policies.core.save_checkpoint`; ``causalfair decompose --checkpoint``);
   metadata: algorithm, config, setting, seed, iteration, env_steps, metrics (the last
   exact audit), name;
 - ``state.pt``: everything ``--resume`` needs (both networks, Adam state, beta_KL, numpy
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_bytes
-from causalfair.policy import CheckpointError, save_checkpoint
+from causalfair.policies.core import CheckpointError, save_checkpoint
 
 __all__ = [
     "CHECKPOINT_NAME",

@@ -136,7 +136,7 @@ class TrainConfig:
     gain_q: str = "exact"
     """Q_g in C_hat: ``return`` = the individual's undiscounted gain-to-go under pi_old and
     the batch's Monte Carlo C (general, model-free), or ``exact`` (default, ours) =
-    Q_pi - V_pi from causalfair.effects.value_tables for pi_old and the exact C of pi_old
+    Q_pi - V_pi from causalfair.engines.effects.value_tables for pi_old and the exact C of pi_old
     (tabular models; the lending model always has one). Why the default: with 256
     individuals per group the Monte Carlo C has a standard error of about 0.15 on
     lending-1, as large as |C| itself, so the square's sign is a coin toss and PPO-C
@@ -253,7 +253,7 @@ class TrainConfig:
             object.__setattr__(self, "constraints", (self.constraints,))
         object.__setattr__(self, "constraints", tuple(str(c) for c in self.constraints))
         if self.constraints:
-            from causalfair.repair import parse_constraint
+            from causalfair.train.repair import parse_constraint
 
             for text in self.constraints:
                 try:

@@ -11,7 +11,7 @@ trainer in :mod:`causalfair.train.core`).
   U > 1): ``n_individuals / U`` replicas, every unit a learner sharing the policy.
   Actions outside ``DecisionSet.allowed`` are masked by pinning their logits at -1e9
   (zero weights: probability and gradient exactly 0, and the mask is in the checkpoint).
-  One choice per replica (budget 1): a replica-level agent (:mod:`causalfair.choice`),
+  One choice per replica (budget 1): a replica-level agent (:mod:`causalfair.policies.choice`),
   one softmax over the units' scores and a learned "nobody" logit.
 - Advantages: GAE with a value network over (observation, t / T).
 - Gain action values, model-free (method.md section 5): the gain-to-go of each unit's
@@ -20,7 +20,7 @@ trainer in :mod:`causalfair.train.core`).
 - PPO-Cb's Lambda term: systems with an exact tabular model and two actions use its
   benefit table (as the lending trainer). Every other system estimates it from each
   iteration's rollout: each visited unit's benefit by unit-alone forks
-  (:func:`causalfair.benefit_mc.unit_benefits`: the unit alone takes each action, every
+  (:func:`causalfair.engines.benefit_mc.unit_benefits`: the unit alone takes each action, every
   other unit the baseline, same state and noise), pooled in joint quantile bins of the
   features (4 per feature, as the Monte Carlo audit) per group; the loss's Lambda takes
   the policy's mean action distribution per cell over the whole batch (differentiable)
@@ -30,7 +30,7 @@ trainer in :mod:`causalfair.train.core`).
   default 2,000).
 - PPO-Lagrangian (``constraints``, e.g. ``("abs_C<=0.05",)``): the fixed beta_C * C^2 is
   replaced by lambda * |C_anch| with lambda adapted at every audit on the audit's C
-  (:class:`causalfair.repair.Multipliers`); every audit judges the constraints with the
+  (:class:`causalfair.train.repair.Multipliers`); every audit judges the constraints with the
   gate's rule (exact value, or the Monte Carlo 95% CI's far end; ``audit_n`` units per
   group, so the CI must be narrower than the bound) and the run ends with
   the best-utility audited policy that met all of them (``constraints_met`` in the
@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.benefit_mc import unit_benefits
-from causalfair.checkpoint import FeatureEncoding, NumpyMLPPolicy, TorchPolicy, mlp, save_checkpoint
+from causalfair.engines.benefit_mc import unit_benefits
+from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, TorchPolicy, mlp, save_checkpoint
 from causalfair.errors import ConfigError
 from causalfair.train import checkpoint as ck
 from causalfair.train.config import TrainConfig
@@ -173,7 +173,7 @@ class SystemTrainer:
                                         features=None if feats is None else feats.reshape(G * K, -1))
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
-        from causalfair.repair import Multipliers, parse_constraint
+        from causalfair.train.repair import Multipliers, parse_constraint
 
         self.cons = [parse_constraint(t) for t in c.constraints]
         # one multiplier per constraint, on the violation relative to the bound
@@ -195,7 +195,7 @@ class SystemTrainer:
     def policy(self) -> Any:
         pol = TorchPolicy(self.policy_net, self.encoding, name=f"{self.config.algo}-{self.system.id}")
         if self.choice:
-            from causalfair.choice import ReplicaChoicePolicy
+            from causalfair.policies.choice import ReplicaChoicePolicy
 
             return ReplicaChoicePolicy(pol, self.U, float(self.nobody.detach()[0]), name=pol.name)
         return pol
@@ -482,7 +482,7 @@ class SystemTrainer:
         weight; returned with what :meth:`_lambda_cells` needs."""
         import torch
 
-        from causalfair.benefit_mc import visit_cells
+        from causalfair.engines.benefit_mc import visit_cells
 
         (cells,), K, _, _ = visit_cells(None, [np.asarray(x, dtype=np.float64)], 4, None, None)
         key = np.asarray(group, dtype=np.intp) * K + cells
@@ -632,11 +632,11 @@ class SystemTrainer:
         system has a tabular model of independent units, else Monte Carlo."""
         pol = self.policy()
         if self.tabular is not None:
-            from causalfair.effects import decompose
+            from causalfair.engines.effects import decompose
 
             d = decompose(self.tabular, pol, self.T)
         else:
-            from causalfair.montecarlo import decompose_mc
+            from causalfair.engines.montecarlo import decompose_mc
 
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
                              seed=self.config.seed, check=False)
@@ -649,7 +649,7 @@ class SystemTrainer:
         if d.Lambda is not None:
             out["Lambda"] = float(d.Lambda)
         elif self.cb_forks:  # PPO-Cb's notion, by forks (point estimate, no bootstrap)
-            from causalfair.benefit_mc import benefit_fairness_mc
+            from causalfair.engines.benefit_mc import benefit_fairness_mc
 
             out["Lambda"] = float(benefit_fairness_mc(
                 self.system, pol, self.T, n=self.config.audit_n, seed=self.config.seed,
@@ -663,7 +663,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
     encoding with feature names, the system id and params) and ``metrics.jsonl``."""
     import torch
 
-    from causalfair.policy import load_checkpoint
+    from causalfair.policies.core import load_checkpoint
     from causalfair.train import TrainResult, _prepare_run_folder
 
     t0 = time.perf_counter()

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import ConfigError
-from causalfair.population_policy import (  # the agents and their policy, re-exported
+from causalfair.policies.population import (  # the agents and their policy, re-exported
     GridPolicy,
     LUCBFairActor,
     PopulationAgent,
@@ -215,7 +215,7 @@ def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgen
     episode, V_r and V_g (seed 002's online quantities)."""
     import torch
 
-    from causalfair.checkpoint import mlp
+    from causalfair.policies.checkpoint import mlp
 
     c = config
     env = PopulationEnv(system)
@@ -345,7 +345,7 @@ def _fit_phi(env: PopulationEnv, c: LUCBFairConfig, rng: np.random.Generator
     bias-free heads predicting r and g from it (App. D.1); returns the MLP's layers."""
     import torch
 
-    from causalfair.checkpoint import mlp
+    from causalfair.policies.checkpoint import mlp
 
     n = c.phi_samples
     q = rng.uniform(0.0, 1.0, size=(n, 2))
@@ -445,7 +445,7 @@ def save_agent(path: Any, agent: PopulationAgent, grid: Any, *,
     ``causalfair decompose --checkpoint`` load it as a :class:`GridPolicy`."""
     from pathlib import Path
 
-    from causalfair.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, write_npz
+    from causalfair.policies.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, write_npz
 
     actor = agent.act
     if not isinstance(actor, (ThresholdActor, LUCBFairActor)):
@@ -464,7 +464,7 @@ def save_agent(path: Any, agent: PopulationAgent, grid: Any, *,
 
 def load_agent(path: Any) -> PopulationAgent:
     """The agent of a checkpoint written by :func:`save_agent` (no pickle, no torch)."""
-    from causalfair.checkpoint import load_checkpoint
+    from causalfair.policies.checkpoint import load_checkpoint
     from causalfair.errors import CheckpointError
 
     pol, _ = load_checkpoint(path)

@@ -6,11 +6,11 @@ axis 0, M independent individuals or environments along axis 1):
 
 - :class:`IndividualRollout`: the paper's MDP. ``n_individuals`` individuals of both
   groups (split by P(s), largest remainder, shuffled) start at x_0 ~ P(x_0 | s) and
-  take ``horizon`` decisions each through :class:`causalfair.sim.individual.LendingSimulator`.
+  take ``horizon`` decisions each through :class:`causalfair.systems.lending.settings.LendingSimulator`.
   The episode ends after T epochs (value 0 after the last), exactly what the exact audit
   measures.
 - :class:`PopulationRollout`: ``n_individuals`` parallel population environments
-  (:class:`causalfair.sim.env.VecLendingEnv`, DelayedImpactEnv semantics, lending.md
+  (:class:`causalfair.systems.gym.lending.VecLendingEnv`, DelayedImpactEnv semantics, lending.md
   section B): per-group level distributions, one applicant per step, mass ``pop_mass``
   moved per decided applicant, bank cash, episodes truncated at ``pop_max_steps`` or
   ended when cash < 1 (autoreset). Environments persist between rollouts (their state
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.sim.individual import LendingNoise, LendingSimulator
-from causalfair.sim.lending import LendingModel, lending_potential
+from causalfair.systems.lending.settings import LendingNoise, LendingSimulator
+from causalfair.systems.lending.settings import LendingModel, lending_potential
 from causalfair.train import objectives as obj
 
 __all__ = ["Batch", "IndividualRollout", "PopulationRollout", "make_rollout"]
@@ -141,14 +141,14 @@ class IndividualRollout:
 
 class PopulationRollout:
     """``M`` parallel population-level lending environments: a thin driver of
-    :class:`causalfair.sim.env.VecLendingEnv` (lending.md section B, autoreset on), which
+    :class:`causalfair.systems.gym.lending.VecLendingEnv` (lending.md section B, autoreset on), which
     shares the trainer's numpy Generator so that a run is reproducible and resumable."""
 
     kind = "population"
 
     def __init__(self, model: LendingModel, n_envs: int, steps: int, max_steps: int,
                  mass: float = 0.01, cash0: float = 10000.0):
-        from causalfair.sim.env import VecLendingEnv
+        from causalfair.systems.gym.lending import VecLendingEnv
 
         self.model = model
         self.M, self.S = int(n_envs), int(steps)

@@ -1,0 +1,309 @@
+"""Benefit fairness on any simulator, by forks (issue "Any system"; method.md section 4).
+
+Without a tabular model there is no benefit table Delta(x, s), so it is estimated:
+
+1. **Benefit by forks.** n units per group are rolled forward T steps under the policy.
+   At every visited state the simulator is forked once per action with the step's own
+   random numbers: gain_a - gain_{a0} is an unbiased draw of the benefit
+   Delta_a(x_t, s) = E[g | x_t, a] - E[g | x_t, a0] of that state (common random
+   numbers make it a low-variance one).
+2. **Pairing through cells.** Lambda compares individuals of two groups "with the same
+   state". States are grouped into cells: the discrete level when observations carry
+   one, otherwise joint quantile bins of the features (``bins`` per feature, edges from
+   the pooled visits of both groups, so both groups share the cells). Per (group, cell):
+   the mean benefit, the mean action distribution of the policy and the visitation
+   weight (visits averaged over t < T, as the exact engine's default).
+3. **Lambda** is then the exact formula of :mod:`causalfair.engines.benefit` over cells (for
+   A > 2 actions: total variation over the sup norm of the benefit gap).
+4. **Kinks.** Lambda contains |Delta_a(x, s+) - Delta_a(x', s-)|, which is not smooth
+   where a true benefit gap is exactly 0 (common: a group-symmetric effect of an action).
+   There the estimated gap is biased away from 0 by about its standard error, and so is
+   Lambda. As in the log audit (docs/logs.md), the reported Lambda is the *thresholded*
+   estimate: a pair's benefit gap is set to 0 where |gap| <= sqrt(log n) times its
+   bootstrap standard error, with the same mask in every replicate.
+5. **Confidence interval**: a seeded bootstrap over individuals (Poisson(1) weights per
+   individual, every replicate recomputes the cell means and Lambda); the reported
+   interval is the hull of the percentile intervals of the thresholded and the plug-in
+   estimates (each alone fails in one regime), and the standard error that of the
+   thresholded estimate. Cells are fixed across replicates.
+
+**Coupled units** (``System.units_per_replica`` = U > 1: a contact graph, sites sharing
+a budget): ``n`` counts worlds, rolled forward under the policy (joint draws as the
+decomposition's engine makes them). A unit's benefit is taken *on its own*: at every
+visited world state the step is forked once per unit and action, the unit taking that
+action and every other unit the baseline, with the step's random numbers; Delta_a of the
+unit is its gain there minus its gain when nobody acts. It keeps the interference that
+runs through the state (a member's infected neighbours, a site's rate) and leaves out
+this step's decisions of the others, which the policy, not the unit's benefit, decides.
+Example: on ``infectious-1`` a susceptible member with k infected neighbours has benefit
+1 - (1 - tau)^k from a vaccine (the infection it prevents this step), any other member
+0; Lambda then asks that members of the two communities with the same infection risk get
+the same chance of the vaccine. The bootstrap resamples worlds; the Proposition-1 DPE is
+then sum_t E[pi Delta] with these unit-alone benefits, not the decomposition's DPE.
+
+With ``bins`` cells the estimate targets Lambda of the *binned* system: a coarser binning
+pairs less similar individuals (it averages benefits within a cell). On a system whose
+observations carry levels the cells are the levels and the estimate targets the exact
+Lambda (tested against the exact engine on the example clinic).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from causalfair._validation import check_horizon
+from causalfair.engines.benefit import BenefitResult, _check_eps
+from causalfair.errors import InputError
+from causalfair.policies.core import action_probs
+
+__all__ = ["benefit_fairness_mc", "unit_benefits", "visit_cells"]
+
+#: Streams of the benefit estimator (disjoint from the decomposition's).
+_STREAM = 11
+
+
+def _rng(seed: int, *key: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None, bins: int,
+           names: tuple[str, ...] | None, n_levels: int | None
+           ) -> tuple[list[np.ndarray], int, tuple[str, ...], str]:
+    """Cell index per visit (one array per group), number of cells, labels, description."""
+    if levels is not None:
+        K = int(n_levels) if n_levels is not None else int(max(x.max() for x in levels)) + 1
+        return levels, K, tuple(str(i + 1) for i in range(K)), "levels"
+    pooled = np.concatenate(feats, axis=0)
+    F = pooled.shape[1]
+    qs = np.linspace(0, 1, bins + 1)[1:-1]
+    edges = [np.unique(np.quantile(pooled[:, j], qs)) for j in range(F)]
+    sizes = [len(e) + 1 for e in edges]
+    out = []
+    for x in feats:
+        idx = np.zeros(x.shape[0], dtype=np.intp)
+        for j in range(F):
+            idx = idx * sizes[j] + np.searchsorted(edges[j], x[:, j], side="right")
+        out.append(idx)
+    K = int(np.prod(sizes))
+    fnames = names or tuple(f"f{j}" for j in range(F))
+    labels = []
+    for c in range(K):
+        parts, rest = [], c
+        for j in range(F - 1, -1, -1):
+            parts.append(f"{fnames[j]}:q{rest % sizes[j] + 1}/{sizes[j]}")
+            rest //= sizes[j]
+        labels.append(" ".join(reversed(parts)))
+    desc = f"joint quantile bins of {', '.join(fnames)} ({'x'.join(map(str, sizes))} cells)"
+    return out, K, tuple(labels), desc
+
+
+def _decide(p: np.ndarray, u: np.ndarray, A: int, base: int) -> np.ndarray:
+    """One action per row of ``p`` from the uniforms ``u`` (booleans for d0/d1 systems)."""
+    if A == 2 and base == 0:
+        return u < p[:, 1]
+    return (u[:, None] >= np.cumsum(p[:, :-1], axis=1)).sum(axis=1)
+
+
+def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str) -> tuple:
+    """Independent units: n per group, one fork per action at every visited state.
+    (levels per group or None, features per group or None, benefits (visits, A),
+    action distributions (visits, A), the individual of each visit), per group."""
+    sim = system.make_simulator()
+    A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
+    lev_g: list[np.ndarray] | None = []
+    feat_g: list[np.ndarray] | None = []
+    delta_g, prob_g, unit_g = [], [], []
+    for g in range(G):
+        state = sim.reset(n, g, _rng(seed, _STREAM, g, 0))
+        rng_noise, rng_dec = _rng(seed, _STREAM, g, 1), _rng(seed, _STREAM, g, 2)
+        levs, feats, deltas, probs = [], [], [], []
+        for _ in range(T):
+            obs = sim.observe(state)
+            p = action_probs(policy, obs, A, f"policy {pname!r}")
+            noise = sim.draw_noise(n, rng_noise)
+            gains = np.stack([sim.step(state, np.full(n, a) if A > 2 or base != 0 else
+                                       np.full(n, bool(a)), noise).gain for a in range(A)], axis=1)
+            deltas.append(gains - gains[:, base:base + 1])
+            probs.append(p)
+            if obs.level is not None:
+                levs.append(np.asarray(obs.level, dtype=np.intp))
+            if obs.features is not None:
+                feats.append(np.asarray(obs.features, dtype=np.float64))
+            state = sim.step(state, _decide(p, rng_dec.random(n), A, base), noise).state
+        delta_g.append(np.concatenate(deltas))
+        prob_g.append(np.concatenate(probs))
+        unit_g.append(np.tile(np.arange(n), T))
+        if lev_g is not None and len(levs) == T:
+            lev_g.append(np.concatenate(levs))
+        else:
+            lev_g = None
+        if feat_g is not None and len(feats) == T:
+            feat_g.append(np.concatenate(feats))
+        else:
+            feat_g = None
+    return lev_g, feat_g, delta_g, prob_g, unit_g
+
+
+def unit_benefits(sim: Any, state: Any, noise: Any, n: int, U: int, A: int, base: int
+                  ) -> np.ndarray:
+    """Each unit's benefit on its own at this step (module docstring): (n * U, A), row v
+    of world i the gain of unit v when it alone takes action a (every other unit the
+    baseline) minus its gain when nobody acts, from ``state`` with ``noise``; column
+    ``base`` is 0. One fork per unit position and action, each over all n worlds."""
+    binary = A == 2 and base == 0
+    d0 = np.zeros(n * U, dtype=bool) if binary else np.full(n * U, base)
+    g0 = np.asarray(sim.step(state, d0, noise).gain, dtype=np.float64)
+    delta = np.zeros((n * U, A))
+    for v in range(U):
+        rows = np.arange(n) * U + v
+        for a in range(A):
+            if a != base:
+                d = d0.copy()
+                d[rows] = True if binary else a
+                gain = np.asarray(sim.step(state, d, noise).gain, dtype=np.float64)
+                delta[rows, a] = gain[rows] - g0[rows]
+    return delta
+
+
+def _rollout_coupled(system: Any, policy: Any, T: int, n: int, seed: int, pname: str) -> tuple:
+    """Coupled units: n worlds under the policy; at every visited world state one fork per
+    unit and action (that unit acts, every other unit takes the baseline) against the
+    all-baseline fork, with the step's noise (module docstring). Same return as
+    :func:`_rollout`, the visits split by the units' groups; a visit's "individual" is
+    its world."""
+    from causalfair.engines.montecarlo_coupled import _joint_actions
+
+    sim = system.make_simulator()
+    A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
+    U, M = system.units_per_replica, n * system.units_per_replica
+    binary = A == 2 and base == 0
+    state = sim.reset(n, None, _rng(seed, _STREAM, 0, 0))
+    rng_noise, rng_dec = _rng(seed, _STREAM, 0, 1), _rng(seed, _STREAM, 0, 2)
+    world = np.arange(M) // U
+    groups, levs, feats, deltas, probs = [], [], [], [], []
+    for _ in range(T):
+        obs = sim.observe(state)
+        p = action_probs(policy, obs, A, f"policy {pname!r}")
+        noise = sim.draw_noise(M, rng_noise)
+        delta = unit_benefits(sim, state, noise, n, U, A, base)
+        groups.append(np.asarray(obs.group, dtype=np.intp).reshape(-1))
+        deltas.append(delta)
+        probs.append(p)
+        if obs.level is not None:
+            levs.append(np.asarray(obs.level, dtype=np.intp))
+        if obs.features is not None:
+            feats.append(np.asarray(obs.features, dtype=np.float64))
+        if system.decisions.budget == 1:
+            d = _joint_actions(p, rng_dec.random(n), n, U, base, pname)
+            d = d.astype(bool) if binary else d
+        else:
+            d = _decide(p, rng_dec.random(M), A, base)
+        state = sim.step(state, d, noise).state
+    grp, wld = np.concatenate(groups), np.tile(world, T)
+    split = [grp == g for g in range(G)]
+
+    def cat(xs: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.concatenate(xs)[m] for m in split]
+
+    return (cat(levs) if len(levs) == T else None, cat(feats) if len(feats) == T else None,
+            cat(deltas), cat(probs), [wld[m] for m in split])
+
+
+def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
+                        n: int = 20_000, seed: int = 0, eps: float = 0.1, alpha: float = 0.05,
+                        bins: int = 4, n_boot: int = 200, pair: tuple[int, int] = (0, 1)
+                        ) -> BenefitResult:
+    """Benefit fairness of ``policy`` on ``system`` (any :class:`~causalfair.systems.System`,
+    or anything :func:`~causalfair.systems.as_system` accepts), estimated by forks; see the
+    module docstring. ``n`` units per group, ``bins`` quantile bins per feature when the
+    observations have no levels, ``n_boot`` bootstrap replicates for the (1 - alpha)
+    percentile interval. Same seed, same numbers."""
+    from causalfair.systems import as_system
+
+    system = as_system(system)
+    T = check_horizon(system.horizon if horizon is None else horizon)
+    eps = _check_eps(eps)
+    for name, v, lo in (("n", n, 2), ("seed", seed, 0), ("bins", bins, 1), ("n_boot", n_boot, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise InputError(f"{name}: must be an integer >= {lo}, got {v!r}.")
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
+    from causalfair._limits import check_memory
+
+    U = system.units_per_replica
+    units = n * U if U > 1 else system.n_groups * n
+    check_memory(8.0 * units * T * (2 * system.n_actions + 4),
+                 "benefit_fairness_mc", "lower n or the horizon")
+    A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
+    pname = getattr(policy, "name", type(policy).__name__)
+    roll = _rollout_coupled if U > 1 else _rollout
+    lev_g, feat_g, delta_g, prob_g, unit_g = roll(system, policy, T, n, seed, pname)
+    if lev_g is None and feat_g is None:
+        raise InputError(
+            f"benefit_fairness_mc: system {system.id!r} observes neither levels nor features; "
+            "benefit fairness pairs individuals through them.")
+    cells, K, labels, desc = visit_cells(lev_g, feat_g, bins, system.features, system.n_levels)
+
+    def cell_means(weights: list[np.ndarray] | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        delta = np.zeros((G, K, A))
+        prob = np.zeros((G, K, A))
+        w = np.zeros((G, K))
+        for g in range(G):
+            wt = np.ones(cells[g].shape[0]) if weights is None else weights[g][unit_g[g]]
+            mass = np.bincount(cells[g], weights=wt, minlength=K)
+            w[g] = mass / max(mass.sum(), 1e-300)
+            safe = np.where(mass > 0, mass, 1.0)
+            for a in range(A):
+                delta[g, :, a] = np.bincount(cells[g], weights=wt * delta_g[g][:, a], minlength=K) / safe
+                prob[g, :, a] = np.bincount(cells[g], weights=wt * prob_g[g][:, a], minlength=K) / safe
+        return delta, prob, w
+
+    a_, b_ = pair
+
+    def terms(delta: np.ndarray, prob: np.ndarray, w: np.ndarray, mask: np.ndarray | None
+              ) -> np.ndarray:
+        """Per-pair Lambda terms (K, K); ``mask`` (K, K, A) zeroes benefit gaps."""
+        tv = 0.5 * np.abs(prob[a_][:, None, :] - prob[b_][None, :, :]).sum(-1)
+        gap = np.abs(delta[a_][:, None, :] - delta[b_][None, :, :])
+        if mask is not None:
+            gap = np.where(mask, 0.0, gap)
+        return eps * tv / (eps + gap.max(-1)) * w[a_][:, None] * w[b_][None, :]
+
+    delta, prob, w = cell_means(None)
+    rng_b = _rng(seed, _STREAM, 99)
+    def resample() -> list[np.ndarray]:  # Poisson(1) weights per individual, or per world
+        if U > 1:
+            return [rng_b.poisson(1.0, size=n).astype(np.float64)] * G
+        return [rng_b.poisson(1.0, size=n).astype(np.float64) for _ in range(G)]
+
+    reps = [cell_means(resample()) for _ in range(n_boot)]
+    mask = None
+    if n_boot >= 2:
+        gaps = np.stack([r[0][a_][:, None, :] - r[0][b_][None, :, :] for r in reps])
+        gap_se = gaps.std(axis=0, ddof=1)
+        gap_hat = delta[a_][:, None, :] - delta[b_][None, :, :]
+        mask = np.abs(gap_hat) <= np.sqrt(np.log(n)) * gap_se
+    contrib = terms(delta, prob, w, mask)
+    lam = float(contrib.sum())
+    se = ci = None
+    if n_boot >= 2:
+        thr = np.array([terms(*r, mask).sum() for r in reps])
+        plug = np.array([terms(*r, None).sum() for r in reps])
+        se = float(thr.std(ddof=1))
+        ci = (float(min(np.quantile(thr, alpha / 2), np.quantile(plug, alpha / 2))),
+              float(max(np.quantile(thr, 1 - alpha / 2), np.quantile(plug, 1 - alpha / 2))))
+    binary = A == 2 and base == 0
+    direct = np.array([(w[g] * (prob[g] * delta[g]).sum(-1)).sum() * T for g in range(G)])
+    a, b = pair
+    return BenefitResult(
+        Lambda=lam, eps=eps, weights="visitation",
+        delta=delta[..., 1] if binary else delta,
+        p_d1=prob[..., 1] if binary else prob,
+        state_weights=w, contributions=contrib, pair=(a, b), groups=system.groups,
+        levels=labels, dpe_prop1=float(direct[a] - direct[b]),
+        actions=system.decisions.labels, method="mc", se=se, ci=ci,
+        ci_level=1 - alpha if ci is not None else None, cells=desc,
+    )

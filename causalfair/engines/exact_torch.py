@@ -1,0 +1,142 @@
+"""The exact engine's forward pass in torch: utility, C, DPE, IPE, SPE and Lambda as
+differentiable functions of a policy table (method.md sections 2-4).
+
+:func:`exact_metrics` computes, for a tabular model and a policy table given as a torch
+tensor, the same numbers as :func:`causalfair.engines.effects.decompose` (float64, equal to
+about 1e-12; the tests hold it to 1e-9), with gradients through the table, so a
+policy can be optimised on the exact objective and constraints with no sampling noise
+(:mod:`causalfair.train.repair`). The table is
+
+- two actions with baseline d0: pi(d1 | x, s) as (G, K), or (T, G, K) time-indexed;
+- otherwise action distributions (G, K, A) or (T, G, K, A).
+
+Lambda uses the visitation weights P(x | s) = mean over t < T of mu_t (the audit's
+default; ``weights="initial"`` for the initial distribution). With more than two groups
+the pair is the audit's: the groups with the largest and the smallest V^pi (chosen on
+the current values, so the gap is the largest pairwise gap).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from causalfair._validation import check_horizon
+from causalfair.model import ModelError, TabularModel
+
+__all__ = ["exact_metrics", "METRIC_NAMES"]
+
+#: The quantities :func:`exact_metrics` returns as scalars.
+METRIC_NAMES = ("utility", "C", "DPE", "IPE", "SPE", "Lambda")
+
+
+def _action_dists(model: TabularModel, p: Any, T: int, batched: bool) -> tuple[Any, bool]:
+    """(B, T, G, K, A) action distributions from any accepted table shape."""
+    import torch
+
+    G, K, A = model.n_groups, model.n_levels, model.n_actions
+    if not isinstance(p, torch.Tensor):
+        raise ModelError(f"policy: expected a torch tensor, got {type(p).__name__}.")
+    p = p.to(torch.float64)
+    if not batched:
+        p = p.unsqueeze(0)
+    if A == 2 and tuple(p.shape[-2:]) == (G, K) and p.ndim in (3, 4):
+        p = torch.stack([1.0 - p, p], dim=-1)
+    if p.ndim not in (4, 5) or tuple(p.shape[-3:]) != (G, K, A):
+        want = f"({G}, {K}) or (T, {G}, {K})" if A == 2 else f"({G}, {K}, {A}) or (T, {G}, {K}, {A})"
+        got = tuple(p.shape[1:]) if not batched else tuple(p.shape)
+        raise ModelError(f"policy: table has shape {got}; expected {want}"
+                         + (" after the batch dimension." if batched else "."))
+    if p.ndim == 5:
+        if p.shape[1] < T:
+            raise ModelError(f"policy: time-indexed table covers {p.shape[1]} epochs, horizon is {T}.")
+        return p[:, :T], True
+    return p.unsqueeze(1).expand(p.shape[0], T, G, K, A), False
+
+
+def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1.0,
+                  eps: float = 0.1, weights: str = "visitation",
+                  pair: tuple[int, int] | None = None, batched: bool = False) -> dict[str, Any]:
+    """Exact metrics of policy table ``p`` (a torch tensor) on ``model``.
+
+    Returns torch scalars ``utility`` (population-weighted), ``C``, ``DPE``, ``IPE``,
+    ``SPE``, ``Lambda``, tensors ``V``, ``V_ps``, ``V_0``, ``utility_by_group`` (G,),
+    ``mu`` (T+1, G, K) and the ``pair`` used. Differentiable with respect to ``p``.
+    ``batched=True``: ``p`` has a leading dimension of B independent tables, and every
+    output gains that leading dimension (``pair`` becomes two index tensors (B,)).
+    """
+    import torch
+
+    from causalfair.engines.benefit import _check_eps
+
+    T = check_horizon(horizon)
+    eps = _check_eps(eps)
+    if weights not in ("visitation", "initial"):
+        raise ModelError(f"weights: unknown value {weights!r}; allowed values: visitation, initial.")
+    if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):
+        raise ModelError(f"gamma: must be a number in (0, 1], got {gamma!r}.")
+    pa, timed = _action_dists(model, p, T, batched)
+    B = pa.shape[0]
+    f64 = torch.float64
+
+    def tensor(a: Any) -> Any:
+        return torch.tensor(np.array(a, dtype=np.float64))  # a copy: model arrays are read-only
+
+    P = tensor(model.kernel)  # (G, A, K, K)
+    h = tensor(model.expected_gain())  # (G, A, K)
+    r = tensor(model.reward)  # (G, A, K)
+    b = model.baseline
+    disc = tensor(gamma ** np.arange(T))
+
+    mu = [tensor(model.initial).expand(B, -1, -1)]
+    for t in range(T):
+        k_t = torch.einsum("bsxa,saxy->bsxy", pa[:, t], P)
+        mu.append(torch.einsum("bsx,bsxy->bsy", mu[-1], k_t))
+    mu_t = torch.stack(mu, dim=1)  # (B, T+1, G, K)
+    nu = torch.as_tensor(model.propagate(model.baseline_table(), T), dtype=f64)
+
+    h_pi = torch.einsum("btsxa,sax->btsx", pa, h)
+    h0 = h[:, b]
+    V = (disc[:, None] * (mu_t[:, :T] * h_pi).sum(-1)).sum(1)  # (B, G)
+    V_ps = (disc[:, None] * torch.einsum("btsx,sx->bts", mu_t[:, :T], h0)).sum(1)
+    V_0 = (disc[:, None] * torch.einsum("tsx,sx->ts", nu[:T], h0)).sum(0).expand(B, -1)
+    r_pi = torch.einsum("btsxa,sax->btsx", pa, r)
+    util_g = (disc[:, None] * (mu_t[:, :T] * r_pi).sum(-1)).sum(1)  # (B, G)
+    w_groups = tensor(model.group_weights)
+
+    rows = torch.arange(B)
+    if pair is not None:
+        ia = torch.full((B,), int(pair[0]))
+        ic = torch.full((B,), int(pair[1]))
+    elif model.n_groups == 2:
+        ia, ic = torch.zeros(B, dtype=torch.long), torch.ones(B, dtype=torch.long)
+    else:
+        ia, ic = V.detach().argmax(-1), V.detach().argmin(-1)
+
+    # Lambda: eps TV(pi(.|x,a), pi(.|x',c)) / (eps + max_a |Delta_a(x,a) - Delta_a(x',c)|)
+    if timed:
+        occ = mu_t[:, :T].unsqueeze(-1)  # (B, T, G, K, 1)
+        mass = occ.sum(1)
+        avg = (occ * pa).sum(1) / torch.where(mass > 0, mass, torch.ones_like(mass))
+        p_bar = torch.where(mass > 0, avg, pa[:, 0])
+    else:
+        p_bar = pa[:, 0]  # (B, G, K, A)
+    wts = mu_t[:, :T].mean(1) if weights == "visitation" else tensor(model.initial).expand(B, -1, -1)
+    delta = (h - h[:, b : b + 1]).transpose(1, 2)  # (G, K, A)
+    dd = (delta[ia][:, :, None, :] - delta[ic][:, None, :, :]).abs().amax(-1)  # (B, K, K)
+    tv = 0.5 * (p_bar[rows, ia][:, :, None, :] - p_bar[rows, ic][:, None, :, :]).abs().sum(-1)
+    lam = (eps * tv / (eps + dd) * wts[rows, ia][:, :, None] * wts[rows, ic][:, None, :]).sum((1, 2))
+
+    def gap(v: Any) -> Any:
+        return v[rows, ia] - v[rows, ic]
+
+    out = {
+        "utility": (w_groups * util_g).sum(-1), "C": gap(V), "DPE": gap(V - V_ps),
+        "IPE": gap(V_ps - V_0), "SPE": gap(V_0), "Lambda": lam, "V": V, "V_ps": V_ps,
+        "V_0": V_0, "utility_by_group": util_g, "mu": mu_t, "pair": (ia, ic),
+    }
+    if batched:
+        return out
+    out = {k: (v[0] if k != "pair" else (int(ia[0]), int(ic[0]))) for k, v in out.items()}
+    return out

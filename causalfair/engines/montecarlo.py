@@ -1,0 +1,699 @@
+"""Monte Carlo decomposition for black-box simulators (method.md section 3, engine 2).
+
+For each group s, ``n`` individuals are rolled forward ``horizon`` steps under the policy
+pi. At every step the simulator is also *forked*: the same states and the same random
+numbers, decision d0 for everyone; the fork's gain is the gain of pi^PS at that step
+(its expectation is h0(x_t, s)). The baseline pi0 (always d0) is rolled separately from
+the same initial states with the same noise stream (common random numbers, CRN).
+
+Per individual i the engine keeps only running sums over t: ``A_i`` (gain under pi),
+``B_i`` (fork gain, pi^PS), ``Z_i`` (gain under pi0) and ``R_i`` (reward under pi); per
+batch it folds their means and centred second moments into running totals (Chan et
+al.'s parallel update), so memory is O(batch) whatever n and T are. Estimates:
+
+    V^pi_s = mean A,  V^PS_s = mean B,  V^pi0_s = mean Z,  utility_s = mean R,
+    direct_s = mean (A - B),  indirect_s = mean (B - Z),
+
+with CLT standard errors sd / sqrt(n). C, DPE, IPE and SPE are differences between two
+groups, which are simulated independently, so their variances add. With CRN the
+per-individual differences A - B and B - Z share noise and have a much smaller variance
+than with ``crn=False``, which draws independent initial states and noise for pi, for
+the fork and for pi0.
+
+Random numbers: stream ``k`` of batch ``b`` of group ``s`` is
+``PCG64(SeedSequence(seed, spawn_key=(s, b, k)))``; the same (seed, n, batch_size)
+gives the same numbers bit for bit. Results depend on ``batch_size`` (the batches
+use different streams), not on anything else.
+
+History-dependent policies work: the policy sees the simulator's full
+:class:`~causalfair.policies.core.Observation` (with ``t`` and any ``extras``) every step,
+always for the same individuals in the same order within a batch; a policy with a
+``start_batch(n, group)`` method has it called before each batch so that it can keep its own
+per-individual memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from causalfair.engines._mc_base import (  # noqa: F401 - re-exported for the other engines
+    _KEYS,
+    _STREAM_DECISION,
+    _STREAM_FORK,
+    _STREAM_INIT,
+    _STREAM_INIT0,
+    _STREAM_NOISE,
+    _STREAM_NOISE0,
+    DEFAULT_BATCH_SIZE,
+    _batch_moments,
+    _check_int,
+    _is_serial,
+    _Job,
+    _Moments,
+    _name,
+    _rng,
+    _run_tasks,
+    _sample_actions,
+)
+from causalfair.engines.effects import Decomposition, check_horizon
+from causalfair.errors import InputError, SimulatorContractError
+from causalfair.policies.core import Observation, Policy, PolicyError, action_probs
+from causalfair.systems.simulator import StepResult
+
+__all__ = [
+    "decompose_mc",
+    "check_simulator",
+    "SimulatorContractError",
+    "DEFAULT_BATCH_SIZE",
+    "as_simulator",
+]
+
+
+def as_simulator(obj: Any) -> Any:
+    """A simulator from ``obj``: a LendingModel becomes a LendingSimulator, a
+    TabularModel a TabularSimulator; anything with the four protocol methods is
+    returned as is."""
+    from causalfair.model import TabularModel
+    from causalfair.systems.lending.settings import LendingModel
+
+    if isinstance(obj, LendingModel):
+        from causalfair.systems.lending.settings import LendingSimulator
+
+        return LendingSimulator(obj)
+    if isinstance(obj, TabularModel):
+        from causalfair.systems.tabular_sim import TabularSimulator
+
+        return TabularSimulator(obj)
+    missing = [m for m in ("reset", "observe", "draw_noise", "step") if not callable(getattr(obj, m, None))]
+    if missing or not isinstance(getattr(obj, "n_groups", None), (int, np.integer)):
+        what = f"methods {', '.join(missing)}" if missing else "an integer attribute n_groups"
+        raise SimulatorContractError(
+            f"simulator: {type(obj).__name__} lacks {what}; a simulator needs n_groups and "
+            "reset(n, group, rng), observe(state), draw_noise(n, rng), step(state, decisions, "
+            "noise) (see causalfair.systems.simulator and docs/simulators.md)."
+        )
+    return obj
+
+
+
+
+# ------------------------------------------------------------------ contract checks
+def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, np.ndarray]]:
+    """Every array-like leaf of a state / noise / observation object, with a path."""
+    if obj is None:
+        return []
+    if isinstance(obj, np.ndarray) or np.isscalar(obj):
+        return [(prefix or "value", np.asarray(obj))]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = []
+        for f in dataclasses.fields(obj):
+            out += _leaves(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name)
+        return out
+    if isinstance(obj, Mapping):
+        out = []
+        for k in obj:
+            out += _leaves(obj[k], f"{prefix}[{k!r}]")
+        return out
+    if isinstance(obj, (tuple, list)):
+        out = []
+        for i, v in enumerate(obj):
+            out += _leaves(v, f"{prefix}[{i}]")
+        return out
+    try:
+        return [(prefix or "value", np.asarray(obj))]
+    except Exception:  # noqa: BLE001 - opaque object: nothing to compare
+        return []
+
+
+def _same(a: Any, b: Any) -> str | None:
+    """None when a and b hold the same arrays, else the path of the first difference."""
+    la, lb = _leaves(a), _leaves(b)
+    if [p for p, _ in la] != [p for p, _ in lb]:
+        return "structure"
+    for (path, x), (_, y) in zip(la, lb, strict=True):
+        if x.shape != y.shape:
+            return path
+        if x.dtype.kind in "fc":
+            if not np.array_equal(x, y, equal_nan=True):
+                return path
+        elif x.dtype.kind in "biu":
+            if not np.array_equal(x, y):
+                return path
+    return None
+
+
+def _frozen(obj: Any) -> dict[str, np.ndarray]:
+    """Copies of every array leaf (so later in-place changes show up as differences)."""
+    return {path: np.array(arr, copy=True) for path, arr in _leaves(obj)}
+
+
+def _is_prob_name(name: str) -> bool:
+    low = str(name).lower()
+    return low.startswith("p_") or low.startswith("prob")
+
+
+def _check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
+    w = f"simulator {_name(sim)}.{where}"
+    if not isinstance(obs, Observation):
+        raise SimulatorContractError(
+            f"{w}: returned {type(obs).__name__}; expected a causalfair.policies.core.Observation."
+        )
+    group = np.asarray(obs.group)
+    if group.shape != (n,):
+        raise SimulatorContractError(
+            f"{w}: wrong shape: Observation.group has shape {group.shape}, expected ({n},) "
+            f"for a batch of {n}.")
+    if obs.level is not None:
+        level = np.asarray(obs.level)
+        if level.shape != (n,):
+            raise SimulatorContractError(
+                f"{w}: wrong shape: Observation.level has shape {level.shape}, expected ({n},).")
+        if level.dtype.kind == "f" and not np.isfinite(level).all():
+            raise SimulatorContractError(f"{w}: NaN states: Observation.level has NaN or inf.")
+        if level.dtype.kind not in "iub":
+            raise SimulatorContractError(
+                f"{w}: Observation.level has dtype {level.dtype}; levels are integer indices "
+                "(use features for continuous states).")
+        K = getattr(sim, "n_levels", None)
+        if K is not None and n and (level.min() < 0 or level.max() >= K):
+            raise SimulatorContractError(
+                f"{w}: Observation.level outside [0, {K}) (min {level.min()}, max {level.max()}).")
+    if obs.features is not None:
+        feats = np.asarray(obs.features)
+        if feats.ndim != 2 or feats.shape[0] != n:
+            raise SimulatorContractError(
+                f"{w}: wrong shape: Observation.features has shape {feats.shape}, expected "
+                f"({n}, F).")
+        if not np.isfinite(feats).all():
+            raise SimulatorContractError(
+                f"{w}: NaN states: Observation.features contains NaN or inf "
+                f"({int((~np.isfinite(feats)).sum())} entries).")
+    _check_named_arrays(sim, obs.extras, n, f"{where} (Observation.extras)")
+
+
+def _check_named_arrays(sim: Any, arrays: Mapping[str, Any], n: int, where: str) -> None:
+    w = f"simulator {_name(sim)}.{where}"
+    for key in arrays:
+        arr = np.asarray(arrays[key])
+        if arr.ndim == 0 or arr.shape[0] != n:
+            raise SimulatorContractError(
+                f"{w}: wrong shape: {key!r} has shape {arr.shape}, expected ({n}, ...).")
+        if _is_prob_name(key) and arr.dtype.kind in "fiub":
+            a = arr.astype(np.float64)
+            if not np.isfinite(a).all() or (a < 0).any() or (a > 1).any():
+                bad = a[~(np.isfinite(a) & (a >= 0) & (a <= 1))][0]
+                raise SimulatorContractError(
+                    f"{w}: probability {key!r} outside [0, 1] (e.g. {float(bad)!r}); entries named "
+                    "p_* or prob* are probabilities.")
+
+
+def _check_step_result(sim: Any, res: Any, n: int) -> None:
+    w = f"simulator {_name(sim)}.step"
+    if not isinstance(res, StepResult):
+        raise SimulatorContractError(
+            f"{w}: returned {type(res).__name__}; expected causalfair.systems.simulator.StepResult.")
+    for field_name in ("gain", "reward"):
+        arr = np.asarray(getattr(res, field_name))
+        if arr.shape != (n,):
+            raise SimulatorContractError(
+                f"{w}: wrong shape: StepResult.{field_name} has shape {arr.shape}, expected ({n},).")
+        if not np.isfinite(arr).all():
+            raise SimulatorContractError(
+                f"{w}: StepResult.{field_name} contains NaN or inf "
+                f"({int((~np.isfinite(arr)).sum())} of {n}).")
+    _check_named_arrays(sim, res.info, n, "step (StepResult.info)")
+
+
+def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
+                    n_actions: int | None = None) -> None:
+    """Check that ``simulator`` honours the protocol; raise SimulatorContractError naming
+    the method that broke it.
+
+    Checked for every group: shapes (observations, gains, rewards: n rows), no NaN or
+    inf in observed states, gains and rewards, arrays named ``p_*`` / ``prob*`` in
+    ``Observation.extras`` and ``StepResult.info`` inside [0, 1], ``reset`` and
+    ``draw_noise`` reproducible from their ``rng`` (same seed, same result), ``step``
+    deterministic given (state, decisions, noise) and leaving its input state unchanged
+    (both needed for forks), over ``horizon`` steps with random decisions.
+    """
+    sim = as_simulator(simulator)
+    name = _name(sim)
+    G = int(sim.n_groups)
+    A = int(n_actions if n_actions is not None else getattr(sim, "n_actions", 2))
+    if G < 1:
+        raise SimulatorContractError(f"simulator {name}: n_groups must be >= 1, got {G}.")
+    for g in range(G):
+        s1 = sim.reset(n, g, _rng(seed, g, 0))
+        s2 = sim.reset(n, g, _rng(seed, g, 0))
+        o1 = sim.observe(s1)
+        _check_observation(sim, o1, n, "observe")
+        if np.any(np.asarray(o1.group) != g):
+            raise SimulatorContractError(
+                f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
+                "groups (Observation.group differs from the group asked for).")
+        diff = _same(o1, sim.observe(s2)) or _same(s1, s2)
+        if diff:
+            raise SimulatorContractError(
+                f"simulator {name}.reset: does not honour its seed: two calls with the same "
+                f"seed gave different states (first difference at {diff}); draw every random "
+                "number from the rng argument.")
+        rng_d = _rng(seed, g, 1)
+        state = s1
+        for t in range(horizon):
+            n1 = sim.draw_noise(n, _rng(seed, g, 2, t))
+            n2 = sim.draw_noise(n, _rng(seed, g, 2, t))
+            diff = _same(n1, n2)
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
+                    f"same seed gave different noise (first difference at {diff}); draw every "
+                    "random number from the rng argument.")
+            for path, arr in _leaves(n1):
+                if arr.ndim >= 1 and arr.shape[0] != n:
+                    raise SimulatorContractError(
+                        f"simulator {name}.draw_noise: wrong shape: {path} has shape {arr.shape}, "
+                        f"expected {n} rows.")
+            d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
+            before = _frozen((sim.observe(state), state))
+            r1 = sim.step(state, d, n1)
+            _check_step_result(sim, r1, n)
+            diff = _same(before, _frozen((sim.observe(state), state)))
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.step: modified its input state in place (at {diff}); "
+                    "forks need the state unchanged, return a new state instead.")
+            r2 = sim.step(state, d, n2)
+            diff = _same((r1.gain, r1.reward), (r2.gain, r2.reward)) or _same(
+                sim.observe(r1.state), sim.observe(r2.state))
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.step: not a deterministic function of (state, decisions, "
+                    f"noise): two calls with the same arguments differ (at {diff}); draw random "
+                    "numbers in draw_noise, not in step, so that forks share them.")
+            _check_observation(sim, sim.observe(r1.state), n, f"step (observe after step {t})")
+            state = r1.state
+
+
+
+
+
+
+# ----------------------------------------------------------------------- the engine
+def _policy_probs(policy: Policy, obs: Observation, m: int, name: str) -> np.ndarray:
+    p = np.asarray(policy.prob_d1(obs), dtype=np.float64)
+    if p.shape != (m,):
+        p = p.reshape(-1)
+        if p.shape != (m,):
+            raise PolicyError(f"policy {name!r}: returned {p.shape[0]} probabilities for {m} observations.")
+    lo, hi = float(p.min()), float(p.max())
+    if not (lo >= 0.0 and hi <= 1.0):  # also catches NaN
+        raise PolicyError(
+            f"policy {name!r}: returned values outside [0, 1] or NaN (min {lo}, max {hi}); a "
+            "policy must return P(d1).")
+    return p
+
+
+def _reads_only_level_group(policy: Any) -> bool:
+    """Whether a policy's P(d1) is a function of (group, level) (and t for time-indexed
+    tables) only, so that it can be evaluated once on the grid and looked up."""
+    from causalfair.policies.adapters import SB3Policy
+    from causalfair.policies.core import ConstantPolicy, TablePolicy, TorchPolicy
+
+    declared = getattr(policy, "reads_only_level_group", None)
+    if isinstance(declared, bool):
+        return declared
+    if isinstance(policy, (TablePolicy, ConstantPolicy)):
+        return True
+    if isinstance(policy, (TorchPolicy, SB3Policy)):
+        enc = policy.encoding
+        return (enc is not None and enc.name == "onehot"
+                and getattr(policy, "obs_fn", None) is None)
+    return False
+
+
+class _TabulatedPolicy:
+    """A (group, level) policy evaluated once per epoch on the G x K grid, then looked
+    up per individual (one gather instead of, e.g., an MLP forward per individual)."""
+
+    def __init__(self, policy: Any, n_groups: int, n_levels: int):
+        from causalfair.policies.core import TablePolicy
+
+        self.policy = policy
+        self.name = getattr(policy, "name", type(policy).__name__)
+        self.G, self.K = n_groups, n_levels
+        self._timed = isinstance(policy, TablePolicy) and policy.table.ndim == 3
+        self._cache: dict[Any, np.ndarray] = {}
+
+    def _table(self, t: int | None) -> np.ndarray:
+        key = t if self._timed else None
+        tab = self._cache.get(key)
+        if tab is None:
+            G, K = self.G, self.K
+            grid = Observation(group=np.repeat(np.arange(G), K), level=np.tile(np.arange(K), G), t=t)
+            tab = _policy_probs(self.policy, grid, G * K, self.name)
+            self._cache[key] = tab
+        return tab
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        if obs.level is None:
+            return self.policy.prob_d1(obs)
+        return self._table(obs.t)[obs.group * self.K + obs.level]
+
+
+
+
+
+
+
+
+
+
+def _mc_batch(task: tuple[_Job, int, int, int]) -> tuple[np.ndarray, list[tuple[int, float, float]]]:
+    """Batch ``b`` of group ``g`` (``m`` individuals): its per-step gain sums (3, T) and
+    the moments of its per-individual totals, keyed like ``_KEYS``. Its random numbers
+    come from the streams (seed, g, b, k) only, so it gives the same numbers wherever it
+    runs."""
+    sums, totals = _simulate(*task)
+    return sums, [_batch_moments(x) for x in totals]
+
+
+def _paired_batch(task: tuple[_Job, _Job, int, int, int]) -> list[tuple[tuple[int, float, float], ...]]:
+    """Batch ``b`` of group ``g`` under two policies with the same random numbers (the
+    same individuals, noise and decision draws): per key of ``_KEYS``, the moments of the
+    first policy's totals, the second's, and their per-individual differences."""
+    job, job_b, g, b, m = task
+    _, x = _simulate(job, g, b, m)
+    _, y = _simulate(job_b, g, b, m)
+    return [(_batch_moments(u), _batch_moments(v), _batch_moments(u - v))
+            for u, v in zip(x, y, strict=True)]
+
+
+def _simulate(job: _Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """Per-step gain sums (3, T) and per-individual totals (A, B, Z, A-B, B-Z, R) of
+    batch ``b`` of group ``g``."""
+    sim, policy, T, seed, crn, name = job.sim, job.policy, job.T, job.seed, job.crn, job.name
+    binary = job.A == 2 and job.base == 0
+    rng_noise = _rng(seed, g, b, _STREAM_NOISE)
+    rng_dec = _rng(seed, g, b, _STREAM_DECISION)
+    state = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT))
+    if crn:
+        state0, rng_fork, rng_0 = state, None, None
+    else:
+        state0 = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT0))
+        rng_fork = _rng(seed, g, b, _STREAM_FORK)
+        rng_0 = _rng(seed, g, b, _STREAM_NOISE0)
+    if callable(getattr(policy, "start_batch", None)):
+        policy.start_batch(m, g)
+    sums = np.zeros((3, T))
+    A_, B, Z, R = (np.zeros(m) for _ in range(4))
+    d0 = np.zeros(m, dtype=bool) if binary else np.full(m, job.base, dtype=np.intp)
+    for t in range(T):
+        if binary:
+            p = _policy_probs(policy, sim.observe(state), m, name)
+            d = rng_dec.random(m) < p
+        else:
+            probs = action_probs(policy, sim.observe(state), job.A, f"policy {name!r}")
+            d = _sample_actions(probs, rng_dec.random(m))
+        noise = sim.draw_noise(m, rng_noise)
+        res = sim.step(state, d, noise)
+        fork = sim.step(state, d0, noise if crn else sim.draw_noise(m, rng_fork))
+        res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m, rng_0))
+        for r in (res, fork, res0):
+            if r.gain.shape != (m,) or r.reward.shape != (m,):
+                raise SimulatorContractError(
+                    f"simulator {job.sim_name}.step: wrong shape: gain {r.gain.shape}, reward "
+                    f"{r.reward.shape}, expected ({m},) for a batch of {m}.")
+        A_ += res.gain
+        B += fork.gain
+        Z += res0.gain
+        R += res.reward
+        sums[0, t] += res.gain.sum()
+        sums[1, t] += fork.gain.sum()
+        sums[2, t] += res0.gain.sum()
+        state, state0 = res.state, res0.state
+    if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
+        raise SimulatorContractError(
+            f"simulator {job.sim_name}.step: returned NaN or inf gains or rewards (group {g}).")
+    return sums, (A_, B, Z, A_ - B, B - Z, R)
+
+
+
+
+
+
+def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
+           batch_size: int | None) -> tuple[Any, int, int, int, int, int, int]:
+    """The simulator, actions, baseline action, horizon, n, seed and batch size of a run
+    (validated, memory checked)."""
+    if system is not None:
+        sim = system.make_simulator()
+        A, base = system.n_actions, system.decisions.baseline
+        horizon = system.horizon if horizon is None else horizon
+    else:
+        sim = as_simulator(simulator)
+        A, base = int(getattr(sim, "n_actions", 2)), int(getattr(sim, "baseline", 0))
+    T = check_horizon(20 if horizon is None else horizon)
+    n = _check_int("n", n, 2)
+    seed = _check_int("seed", seed, 0)
+    batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
+    from causalfair._limits import check_memory
+
+    # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size
+    check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n)), f"Monte Carlo over {T} epochs with "
+                 f"batches of {min(batch, n)}", "use a shorter horizon or a smaller batch_size")
+    return sim, A, base, T, n, seed, batch
+
+
+def _ready_policy(policy: Any, sim: Any, A: int, base: int, tabulate: bool,
+                  policy_name: str | None) -> tuple[Any, str]:
+    """The policy as the batches use it (adapted; tabulated on the (group, level) grid
+    when it reads only those) and its name."""
+    from causalfair.policies.adapters import as_policy
+
+    binary = A == 2 and base == 0
+    policy = as_policy(policy) if binary else policy
+    name = policy_name or getattr(policy, "name", type(policy).__name__)
+    G = int(sim.n_groups)
+    K = getattr(sim, "n_levels", None)
+    enc = getattr(policy, "encoding", None)
+    if (isinstance(K, (int, np.integer)) and getattr(enc, "name", None) == "onehot"
+            and getattr(policy, "obs_fn", None) is None
+            and (enc.n_levels, enc.n_groups) != (int(K), G)):
+        raise PolicyError(
+            f"policy {name!r}: its one-hot encoding has {enc.n_levels} levels x {enc.n_groups} "
+            f"groups, the simulator {_name(sim)} has {int(K)} levels x {G} groups.")
+    if binary and tabulate and isinstance(K, (int, np.integer)) and _reads_only_level_group(policy):
+        policy = _TabulatedPolicy(policy, G, int(K))
+    return policy, name
+
+
+def decompose_mc(
+    simulator: Any,
+    policy: Policy,
+    horizon: int | None = None,
+    *,
+    n: int = 100_000,
+    seed: int = 0,
+    crn: bool = True,
+    batch_size: int | None = None,
+    pair: tuple[int, int] | None = None,
+    check: bool = True,
+    policy_name: str | None = None,
+    tabulate: bool = True,
+    backend: Any = None,
+) -> Decomposition:
+    """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors, on any system.
+
+    ``simulator``: a :class:`~causalfair.systems.System` (its simulator, actions,
+    baseline action, groups and default horizon are used), or anything implementing
+    :class:`~causalfair.systems.simulator.Simulator` (or a LendingModel / TabularModel, wrapped by
+    :func:`as_simulator`; actions and baseline from its ``n_actions`` and ``baseline``
+    attributes, default two actions and baseline 0). With A actions each unit's action
+    is drawn from the policy's ``action_probs`` (two actions: ``u < prob_d1``); the
+    pi^PS fork and pi0 take the baseline action. ``policy``: anything
+    with ``prob_d1(obs)`` (see :mod:`causalfair.policies.adapters` for SB3 models and callables).
+    ``n``: individuals per group. ``crn``: common random numbers between pi, the pi^PS
+    fork and pi0 (False: independent numbers for each, to measure what CRN buys).
+    ``batch_size``: individuals simulated at once (default :data:`DEFAULT_BATCH_SIZE`);
+    memory is O(batch_size), independent of n and horizon. ``check``: run
+    :func:`check_simulator` on a small batch first. ``tabulate``: a policy known to read
+    only (group, level) - TablePolicy, ConstantPolicy, TorchPolicy / SB3Policy with the
+    one-hot encoding, or any policy with ``reads_only_level_group = True`` - is
+    evaluated once on the (group, level) grid and looked up per individual (same
+    probabilities; an MLP then costs nothing per individual); False evaluates it on
+    every individual's observation. ``backend``: where the (group, batch) tasks run -
+    None or "serial" (this process), "process" (one local worker per CPU), "ray", or a
+    :mod:`causalfair.backends` object such as ``ProcessBackend(2)``. Every task draws
+    from its own streams and the driver merges results in task order, so the numbers
+    are the same bit for bit whichever backend runs them (docs/scale.md); the
+    simulator and policy must pickle.
+
+    Returns a :class:`~causalfair.engines.effects.Decomposition` with ``engine="mc"``, ``se``
+    (standard errors keyed like ``estimates()``), ``n`` and ``seed``; use
+    ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` is None (benefit
+    fairness needs the benefit table of a tabular model).
+    """
+    from causalfair.systems.system import System
+
+    system = simulator if isinstance(simulator, System) else None
+    if system is not None:
+        if system.units_per_replica != 1:
+            from causalfair.engines.montecarlo_coupled import _decompose_coupled
+
+            return _decompose_coupled(system, policy, system.horizon if horizon is None else horizon,
+                                      n=n, seed=seed, crn=crn, batch_size=batch_size, pair=pair,
+                                      policy_name=policy_name, backend=backend)
+    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
+    if check:
+        check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
+    G = int(sim.n_groups)
+    sim_name = _name(sim)
+    policy, name = _ready_policy(policy, sim, A, base, tabulate, policy_name)
+    sums = np.zeros((3, G, T))
+    stats = {k: [_Moments() for _ in range(G)] for k in _KEYS}
+    job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
+               sim_name=sim_name)
+    tasks = [(job, g, b, min(batch, n - start)) for g in range(G)
+             for b, start in enumerate(range(0, n, batch))]
+    if _is_serial(backend):
+        from causalfair import _progress
+
+        prog = _progress.start(f"monte carlo {name}", len(tasks), "batches")
+        results = []
+        for i, task in enumerate(tasks):
+            if i:
+                prog.update()
+            results.append(_mc_batch(task))
+        prog.update()
+        prog.close()
+    else:  # (group, batch) tasks elsewhere; merged below in task order, as in this process
+        results = _run_tasks(backend, _mc_batch, tasks)
+    for (_, g, _, _), (batch_sums, moments) in zip(tasks, results, strict=True):
+        sums[:, g, :] += batch_sums
+        for key, mom in zip(_KEYS, moments, strict=True):
+            stats[key][g].merge(*mom)
+
+    def mean(key: str) -> np.ndarray:
+        return np.array([s.mean for s in stats[key]])
+
+    def var_of_mean(key: str) -> np.ndarray:
+        return np.array([s.var / s.n for s in stats[key]])
+
+    V, V_ps, V_0, U = mean("A"), mean("B"), mean("Z"), mean("R")
+    from causalfair.engines.effects import _check_pair
+
+    a, c = _check_pair(pair, G, V)
+    groups = system.groups if system is not None else tuple(
+        getattr(sim, "group_names", None) or (str(i) for i in range(G)))
+    weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
+    weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
+    se: dict[str, float] = {}
+    for key, stat in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
+        v = var_of_mean(stat)
+        se[key] = float(math.sqrt(v[a] + v[c]))
+    for i, gname in enumerate(groups):
+        for key, stat in (("V", "A"), ("V_ps", "B"), ("V_0", "Z"), ("direct", "AB"),
+                          ("indirect", "BZ"), ("utility", "R")):
+            se[f"{key}[{gname}]"] = float(math.sqrt(var_of_mean(stat)[i]))
+    se["utility"] = float(math.sqrt(float(weights**2 @ var_of_mean("R"))))
+    return Decomposition(
+        engine="mc",
+        groups=groups,
+        pair=(a, c),
+        horizon=T,
+        V=V,
+        V_ps=V_ps,
+        V_0=V_0,
+        steps=sums / n,
+        utility=U,
+        group_weights=weights,
+        Lambda=None,
+        se=se,
+        n=n,
+        seed=seed,
+        diagnostics={},
+        policy_name=name,
+        model_name=system.id if system is not None else (
+            getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
+    )
+
+
+def compare_mc(
+    simulator: Any,
+    policy: Any,
+    baseline: Any,
+    horizon: int | None = None,
+    *,
+    n: int = 100_000,
+    seed: int = 0,
+    batch_size: int | None = None,
+    pair: tuple[int, int] | None = None,
+    tabulate: bool = True,
+    backend: Any = None,
+) -> dict[str, dict[str, float]]:
+    """Paired Monte Carlo comparison of ``policy`` with ``baseline``: both run on the same
+    individuals with the same random numbers (common random numbers; the same streams
+    as :func:`decompose_mc` with this ``seed``), so the standard error of a difference
+    comes from the per-individual differences, far smaller than two independent runs'.
+
+    Returns, for ``C``, ``DPE``, ``IPE``, ``SPE`` (between the groups of ``pair``;
+    default: the pair :func:`decompose_mc` picks for ``policy``) and ``utility``:
+    ``{"policy", "baseline", "diff", "se", "abs_diff", "abs_se"}`` where ``diff`` is
+    policy minus baseline and ``abs_diff`` = |policy| - |baseline| (its standard error by
+    the delta method with the signs of the two estimates, valid when neither is near 0).
+    Systems with coupled units are not supported (use the exact engine or two audits).
+    """
+    from causalfair.engines.effects import _check_pair
+    from causalfair.systems.system import System
+
+    system = simulator if isinstance(simulator, System) else None
+    if system is not None and system.units_per_replica != 1:
+        raise InputError(f"system {system.id!r}: a paired comparison needs independent units; "
+                         "this system couples units within replicas.")
+    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
+    G = int(sim.n_groups)
+    jobs = []
+    for pol in (policy, baseline):
+        pol, name = _ready_policy(pol, sim, A, base, tabulate, None)
+        jobs.append(_Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
+                         name=name, sim_name=_name(sim)))
+    tasks = [(jobs[0], jobs[1], g, b, min(batch, n - start)) for g in range(G)
+             for b, start in enumerate(range(0, n, batch))]
+    if _is_serial(backend):
+        results = [_paired_batch(t) for t in tasks]
+    else:
+        results = _run_tasks(backend, _paired_batch, tasks)
+    mom = {k: [[_Moments() for _ in range(G)] for _ in range(3)] for k in _KEYS}
+    for (_, _, g, _, _), res in zip(tasks, results, strict=True):
+        for key, trio in zip(_KEYS, res, strict=True):
+            for i in range(3):
+                mom[key][i][g].merge(*trio[i])
+    weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
+    weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
+    a, c = _check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))
+    out: dict[str, dict[str, float]] = {}
+    for key, stat in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
+        x, y, d = mom[stat]
+        e_p = x[a].mean - x[c].mean
+        e_b = y[a].mean - y[c].mean
+        sp, sb = (1.0 if e_p >= 0 else -1.0), (1.0 if e_b >= 0 else -1.0)
+        var_d = var_abs = 0.0
+        for g in (a, c):
+            cov = (x[g].var + y[g].var - d[g].var) / 2.0
+            var_d += d[g].var / n
+            var_abs += max(0.0, x[g].var + y[g].var - 2.0 * sp * sb * cov) / n
+        out[key] = {"policy": e_p, "baseline": e_b, "diff": e_p - e_b,
+                    "se": math.sqrt(var_d), "abs_diff": abs(e_p) - abs(e_b),
+                    "abs_se": math.sqrt(var_abs)}
+    x, y, d = mom["R"]
+    u_p = float(weights @ np.array([m_.mean for m_ in x]))
+    u_b = float(weights @ np.array([m_.mean for m_ in y]))
+    se_u = math.sqrt(float(weights**2 @ np.array([m_.var / n for m_ in d])))
+    out["utility"] = {"policy": u_p, "baseline": u_b, "diff": u_p - u_b, "se": se_u,
+                      "abs_diff": abs(u_p) - abs(u_b), "abs_se": se_u}
+    return out

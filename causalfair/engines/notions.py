@@ -1,0 +1,84 @@
+"""Other fairness notions, for comparison in reports (method.md section 6), computed
+exactly on a tabular model from the state distributions under the policy.
+
+All "rates" are taken over the whole episode (t < T), weighting each epoch by the
+state distribution mu_t under pi, as the anchors accumulate them over an episode:
+
+- ``tpr`` (A-PPO's short-term notion): approved among those who would repay,
+  sum_t E_mu_t[pi * p_repay] / sum_t E_mu_t[p_repay]; ``tpr_gap`` = |TPR(a) - TPR(b)|.
+- ``elbert_rate`` (ELBERT-PO's long-term benefit rate): cumulative supply / cumulative
+  demand with supply = approved and repaid, demand = would repay. On the lending model
+  this ratio is the episode TPR, so ``elbert_bias`` (max - min over groups) equals the
+  TPR gap for two groups; both are reported because the anchors report both.
+- ``w1_final`` (F-PPO-L's long-term notion): 1-Wasserstein distance between the groups'
+  level distributions at T, sum_k |CDF_a(k) - CDF_b(k)| (in levels).
+- ``dp_gap``: |approval rate(a) - approval rate(b)| over the episode.
+- ``utility``: expected total reward, population-weighted; ``mean_level_final``: E[x_T]
+  per group on levels 1..K.
+
+TPR-type notions need the model's ``p_repay`` table; without it they are None. With
+more than two actions (or a baseline other than d0) "approval" means any action other
+than the baseline, and TPR-type notions are None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from causalfair.model import TabularModel
+from causalfair.policies.core import Policy, policy_table
+
+__all__ = ["other_notions", "wasserstein_levels"]
+
+
+def wasserstein_levels(p: np.ndarray, q: np.ndarray) -> float:
+    """1-Wasserstein distance between two distributions over ordered levels (unit spacing)."""
+    return float(np.abs(np.cumsum(p) - np.cumsum(q))[:-1].sum())
+
+
+def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
+                  pair: tuple[int, int] = (0, 1)) -> dict[str, Any]:
+    """TPR gap, ELBERT bias, W1, demographic parity gap, utility, final mean levels."""
+    from causalfair._validation import check_horizon
+
+    T = check_horizon(horizon)
+    p = np.asarray(policy, dtype=np.float64) if isinstance(policy, np.ndarray) else policy_table(
+        policy, model, T)
+    mu = model.propagate(p, T)
+    occ = mu[:T]  # (T, G, K)
+    a, b = pair
+    r = model.reward
+    if model.binary:
+        pt = p if p.ndim == 3 else np.broadcast_to(p, (T, *p.shape))
+        approval = np.einsum("tsx,tsx->s", occ, pt) / T
+        utility = np.einsum("tsx,tsx->s", occ, r[:, 0] + pt * (r[:, 1] - r[:, 0]))
+    else:
+        pa = model.action_table(p)
+        pa = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
+        approval = np.einsum("tsx,tsx->s", occ, 1.0 - pa[..., model.baseline]) / T
+        utility = np.einsum("tsx,tsxa,sax->s", occ, pa, r)
+    levels = np.arange(1, model.n_levels + 1)
+    out: dict[str, Any] = {
+        "approval_rate": {g: float(approval[i]) for i, g in enumerate(model.group_names)},
+        "dp_gap": float(abs(approval[a] - approval[b])),
+        "w1_final": wasserstein_levels(mu[T, a], mu[T, b]),
+        "w1_initial": wasserstein_levels(mu[0, a], mu[0, b]),
+        "utility": float(model.group_weights @ utility),
+        "mean_level_final": {g: float(mu[T, i] @ levels) for i, g in enumerate(model.group_names)},
+        "tpr": None,
+        "tpr_gap": None,
+        "elbert_rate": None,
+        "elbert_bias": None,
+    }
+    if "p_repay" in model.aux and model.binary:
+        q = model.aux["p_repay"]
+        supply = np.einsum("tsx,tsx->s", occ, pt * q)
+        demand = np.einsum("tsx,sx->s", occ, q)
+        rate = np.divide(supply, demand, out=np.zeros_like(supply), where=demand > 0)
+        out["tpr"] = {g: float(rate[i]) for i, g in enumerate(model.group_names)}
+        out["tpr_gap"] = float(abs(rate[a] - rate[b]))
+        out["elbert_rate"] = dict(out["tpr"])
+        out["elbert_bias"] = float(rate.max() - rate.min())
+    return out

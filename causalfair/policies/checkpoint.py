@@ -1,0 +1,453 @@
+"""Checkpoints: files holding a policy network (:mod:`causalfair.policies.nets`) that never run
+code (docs/checkpoints.md).
+
+Formats :func:`load_checkpoint` reads:
+
+- ``.npz`` (written by :func:`save_checkpoint` for a ``.npz`` path): the weights as arrays
+  plus a JSON metadata block, read with ``allow_pickle=False`` and evaluated in numpy
+  (:class:`NumpyMLPPolicy`): loading and auditing import no torch at all;
+- ``.pt`` (a ``.pt`` path): a torch ``state_dict`` plus the same metadata, read with
+  ``torch.load(weights_only=True)``;
+- ``.zip``: a stable-baselines3 model. Only its ``policy.pth`` weights (``weights_only``)
+  and the plain JSON fields of its ``data`` file are read, never its pickled fields; the
+  architecture comes from the weights' shapes.
+
+Every format loads as a :class:`NumpyMLPPolicy`: one evaluator for all checkpoints, and on
+CPUs about 3x faster than torch's forward pass for tanh networks (numpy's vectorised tanh;
+``benchmarks/bench_mc_features.py``). :class:`TorchPolicy` wraps a module you hold in memory.
+
+The metadata records the architecture, the input encoding (one-hot levels x groups, or
+named features with an optional normalisation), the number of actions and free-form
+``metadata``. Every field is validated, declared shapes are compared with the file's
+arrays, and the size is capped (:data:`MAX_PARAMETERS`) before any network is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causalfair._io import atomic_write_bytes
+from causalfair.errors import CheckpointError, PolicyError
+from causalfair.policies.nets import (  # the networks checkpoints hold, re-exported
+    _ACTIVATIONS,
+    FeatureEncoding,
+    NumpyMLPPolicy,
+    TorchPolicy,
+    _cap,
+    check_policy_inputs,
+    mlp,
+)
+from causalfair.types import Observation
+
+__all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "save_checkpoint",
+           "load_checkpoint", "file_sha256", "check_policy_inputs", "CHECKPOINT_FORMAT",
+           "MAX_PARAMETERS"]
+
+CHECKPOINT_FORMAT = "causalfair-checkpoint"
+CHECKPOINT_VERSION = 2
+#: Largest network a checkpoint may declare (parameters), checked before building it.
+MAX_PARAMETERS = 50_000_000
+_MAX_WIDTH = 1 << 16
+
+# ------------------------------------------------------------------------ saving
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: Mapping[str, Any],
+                    encoding: FeatureEncoding, metadata: Mapping[str, Any] | None = None) -> None:
+    """Save ``module``'s weights with a JSON metadata block, atomically: ``.npz`` (read
+    back without torch or pickle) or ``.pt`` (a torch state_dict).
+
+    ``architecture``: e.g. ``{"type": "mlp", "input_dim": 9, "hidden": [64, 64],
+    "activation": "tanh", "output_dim": 1}``.
+    """
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "version": CHECKPOINT_VERSION,
+        "architecture": dict(architecture),
+        "encoding": encoding.to_dict(),
+        "metadata": dict(metadata or {}),
+    }
+    state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    if Path(path).suffix.lower() == ".npz":
+        write_npz(path, {k: v.numpy() for k, v in state.items()}, meta)
+        return
+    import torch
+
+    payload = {"meta_json": json.dumps(meta, sort_keys=True), "state_dict": state}
+    atomic_write_bytes(path, lambda fh: torch.save(payload, fh))
+
+
+def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
+              meta: Mapping[str, Any]) -> None:
+    """A checkpoint ``.npz``: the arrays plus the JSON metadata block, written atomically
+    (read back with ``allow_pickle=False``)."""
+    out = {k: np.asarray(v) for k, v in arrays.items()}
+    out["meta_json"] = np.array(json.dumps(meta, sort_keys=True))
+    atomic_write_bytes(path, lambda fh: np.savez(fh, **out))
+
+
+# ------------------------------------------------------------------------ loading
+def _field(d: Any, key: str, kind: type | tuple[type, ...], path: Path, where: str,
+           default: Any = ...) -> Any:
+    if not isinstance(d, Mapping):
+        raise CheckpointError(f"checkpoint {path}: metadata {where} must be an object, got "
+                              f"{type(d).__name__}.")
+    if key not in d or d[key] is None:
+        if default is ...:
+            raise CheckpointError(f"checkpoint {path}: metadata {where}.{key} is missing; "
+                                  "save the file with causalfair.save_checkpoint.")
+        return default
+    v = d[key]
+    if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise CheckpointError(f"checkpoint {path}: metadata {where}.{key}: bad value {_cap(v)}.")
+    if not isinstance(v, kind):
+        raise CheckpointError(
+            f"checkpoint {path}: metadata {where}.{key}: bad value {_cap(v)} (expected "
+            f"{getattr(kind, '__name__', kind)}).")
+    return v
+
+
+def _validate_meta(meta: Any, path: Path) -> tuple[dict[str, Any], list[int], str, int,
+                                                   FeatureEncoding]:
+    """(architecture, layer sizes [in, h1, ..., out], activation, n_out, encoding)."""
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint {path}: metadata must be a JSON object.")
+    fmt = meta.get("format")
+    if fmt != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"checkpoint {path}: format {_cap(fmt)} is not {CHECKPOINT_FORMAT!r}.")
+    arch = _field(meta, "architecture", dict, path, "")
+    if arch.get("type") != "mlp":
+        raise CheckpointError(
+            f"checkpoint {path}: architecture type {_cap(arch.get('type'))} is unknown; allowed: "
+            "mlp (and population, seed 002's agents, in .npz files). For other architectures "
+            "build the module yourself and wrap it in TorchPolicy.")
+    ind = _field(arch, "input_dim", int, path, "architecture")
+    hidden = _field(arch, "hidden", (list, tuple), path, "architecture", [64, 64])
+    out = _field(arch, "output_dim", int, path, "architecture", 1)
+    act = _field(arch, "activation", str, path, "architecture", "tanh")
+    sizes = [ind, *hidden, out]
+    if not all(isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= _MAX_WIDTH
+               for h in sizes):
+        raise CheckpointError(
+            f"checkpoint {path}: metadata architecture: layer sizes {_cap(sizes)} must be "
+            f"integers in [1, {_MAX_WIDTH}].")
+    n_params = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
+    if n_params > MAX_PARAMETERS:
+        raise CheckpointError(
+            f"checkpoint {path}: declares {n_params} parameters, over the limit of "
+            f"{MAX_PARAMETERS}; refused before building the network.")
+    if act not in _ACTIVATIONS:
+        raise CheckpointError(f"checkpoint {path}: metadata architecture.activation: bad value "
+                              f"{_cap(act)}; allowed values: tanh, relu.")
+    enc_d = _field(meta, "encoding", dict, path, "")
+    name = _field(enc_d, "name", str, path, "encoding")
+    try:
+        if name == "onehot":
+            enc = FeatureEncoding("onehot", _field(enc_d, "n_levels", int, path, "encoding"),
+                                  _field(enc_d, "n_groups", int, path, "encoding"))
+        elif name == "features":
+            names = _field(enc_d, "names", list, path, "encoding", None)
+            enc = FeatureEncoding("features", width_=_field(enc_d, "width", int, path, "encoding"),
+                                  names=names, mean=_field(enc_d, "mean", list, path, "encoding", None),
+                                  std=_field(enc_d, "std", list, path, "encoding", None))
+        else:
+            raise CheckpointError(f"checkpoint {path}: metadata encoding.name: bad value "
+                                  f"{_cap(name)}; allowed values: onehot, features.")
+    except (PolicyError, TypeError, ValueError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"checkpoint {path}: metadata encoding: {exc}") from None
+    if enc.width != ind:
+        raise CheckpointError(
+            f"checkpoint {path}: wrong input width: the network takes {ind} inputs but the "
+            f"encoding gives {enc.width}.")
+    meta["metadata"] = _field(meta, "metadata", dict, path, "", {})
+    return arch, sizes, act, out, enc
+
+
+def _check_shapes(weights: Mapping[str, Any], sizes: list[int], path: Path,
+                  prefix: str = "") -> list[tuple[Any, Any]]:
+    """[(W, b), ...] in layer order, after comparing every shape with the declaration."""
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
+        wk, bk = f"{prefix}{2 * i}.weight", f"{prefix}{2 * i}.bias"
+        if wk not in weights or bk not in weights:
+            raise CheckpointError(
+                f"checkpoint {path}: weights do not match the declared architecture (missing "
+                f"{wk if wk not in weights else bk}).")
+        W, B = weights[wk], weights[bk]
+        if tuple(W.shape) != (b, a) or tuple(B.shape) != (b,):
+            raise CheckpointError(
+                f"checkpoint {path}: weights do not match the declared architecture ({wk} has "
+                f"shape {tuple(W.shape)}, declared {(b, a)}).")
+        layers.append((W, B))
+    extra = set(weights) - {f"{prefix}{2 * i}.{k}" for i in range(len(sizes) - 1)
+                            for k in ("weight", "bias")}
+    if extra:
+        raise CheckpointError(f"checkpoint {path}: unexpected weights {sorted(extra)[:3]}.")
+    return layers
+
+
+def _grid_check(policy: Any, model: Any, path: Path) -> None:
+    G, K = model.n_groups, model.n_levels
+    feats = getattr(model, "features", None)
+    obs = Observation(group=np.repeat(np.arange(G), K), level=np.tile(np.arange(K), G),
+                      features=None if feats is None else feats.reshape(G * K, -1))
+    try:
+        policy.action_probs(obs)
+    except PolicyError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
+def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
+                    activation: str = "tanh") -> tuple[Any, dict[str, Any]]:
+    """Load a checkpoint (``.npz``, ``.pt`` or a stable-baselines3 ``.zip``; see the module
+    docstring): (policy, metadata). No file runs code. With ``model`` (a TabularModel),
+    also check the input width and that the policy yields probabilities on every
+    (group, level). ``activation``: the hidden activation of an SB3 model (its
+    ``policy_kwargs`` are pickled, so they are not read; SB3's default is tanh)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path}: no such file.")
+    suffix = path.suffix.lower()
+    if suffix == ".zip":
+        policy, meta = _load_sb3_zip(path, activation)
+    elif suffix == ".npz":
+        policy, meta = _load_npz(path)
+    else:
+        policy, meta = _load_pt(path)
+    choice = (meta.get("metadata") or {}).get("choice")
+    if choice is not None:  # one unit per replica (causalfair.policies.choice)
+        from causalfair.policies.choice import ReplicaChoicePolicy
+
+        try:
+            policy = ReplicaChoicePolicy(policy, int(choice["units"]),
+                                         float(choice["nobody_logit"]), name=policy.name)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint {path}: malformed metadata 'choice' ({exc}).") from None
+    if model is not None:
+        check_policy_inputs(policy, n_levels=model.n_levels, n_groups=model.n_groups,
+                            feature_names=getattr(model, "feature_names", None),
+                            width=None if getattr(model, "features", None) is None
+                            else model.features.shape[2], source=str(path))
+        _grid_check(policy, model, path)
+    return policy, meta
+
+
+def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
+    try:
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
+            if "meta_json" not in z.files:
+                raise CheckpointError(f"checkpoint {path}: not a causalfair checkpoint (no "
+                                      "meta_json); save it with causalfair.save_checkpoint.")
+            meta = json.loads(str(z["meta_json"]))
+            arrays = {k: z[k] for k in z.files if k != "meta_json"}
+            if isinstance(meta, dict) and isinstance(meta.get("architecture"), dict) \
+                    and meta["architecture"].get("type") == "population":
+                return _population_policy(meta, arrays, path)
+            arch, sizes, act, n_out, enc = _validate_meta(meta, path)
+            shapes = arrays
+    except CheckpointError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, AttributeError,
+            TypeError) as exc:
+        raise CheckpointError(
+            f"checkpoint {path}: cannot be read without pickle ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:120] if str(exc) else ''}).") from None
+    layers = _check_shapes(shapes, sizes, path)
+    for W, b in layers:
+        if not (np.isfinite(W).all() and np.isfinite(b).all()):
+            raise CheckpointError(f"checkpoint {path}: weights contain NaN or inf.")
+    name = meta["metadata"].get("name", path.stem)
+    return NumpyMLPPolicy(layers, enc, activation=act, name=str(name)[:200],
+                          source=str(path)), meta
+
+
+def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
+    import torch
+
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure means "cannot load"
+        raise CheckpointError(
+            f"checkpoint {path}: cannot be loaded safely ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); causalfair loads checkpoints "
+            "with weights_only=True and reads files written by causalfair.save_checkpoint.") from None
+    if not isinstance(payload, dict) or "meta_json" not in payload or "state_dict" not in payload:
+        raise CheckpointError(
+            f"checkpoint {path}: not a causalfair checkpoint (expected keys meta_json and "
+            "state_dict); save it with causalfair.save_checkpoint.")
+    try:
+        meta = json.loads(payload["meta_json"])
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint {path}: malformed metadata ({exc}).") from None
+    arch, sizes, act, n_out, enc = _validate_meta(meta, path)
+    state = payload["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"checkpoint {path}: state_dict must map names to tensors.")
+    layers = [(W.detach().to(torch.float32).numpy(), b.detach().to(torch.float32).numpy())
+              for W, b in _check_shapes(state, sizes, path)]
+    for W, b in layers:
+        if not (np.isfinite(W).all() and np.isfinite(b).all()):
+            raise CheckpointError(f"checkpoint {path}: weights contain NaN or inf.")
+    name = meta["metadata"].get("name", path.stem)
+    return NumpyMLPPolicy(layers, enc, activation=act, name=str(name)[:200],
+                          source=str(path)), meta
+
+
+def _load_sb3_zip(path: Path, activation: str) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
+    """A stable-baselines3 PPO/A2C policy with a Discrete action space: the weights of
+    ``policy.pth`` (weights_only) through ``mlp_extractor.policy_net`` and ``action_net``;
+    the plain JSON fields of ``data`` for the observation and action space sizes."""
+    import torch
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+            if "policy.pth" not in names:
+                raise CheckpointError(f"checkpoint {path}: not a stable-baselines3 model (no "
+                                      "policy.pth in the archive).")
+            info = zf.getinfo("policy.pth")
+            if info.file_size > 8 * MAX_PARAMETERS:
+                raise CheckpointError(f"checkpoint {path}: policy.pth is too large "
+                                      f"({info.file_size} bytes).")
+            raw = io.BytesIO(zf.read("policy.pth"))
+            state = torch.load(raw, map_location="cpu", weights_only=True)
+            data = json.loads(zf.read("data").decode("utf-8")) if "data" in names else {}
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken archive
+        raise CheckpointError(
+            f"checkpoint {path}: cannot be read as a stable-baselines3 model without unpickling "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}).") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path}: policy.pth is not a state dict.")
+    pre = "mlp_extractor.policy_net."
+    idx = sorted({int(k[len(pre):].split(".")[0]) for k in state if k.startswith(pre)})
+    layers = [(state[f"{pre}{i}.weight"], state[f"{pre}{i}.bias"]) for i in idx]
+    if "action_net.weight" not in state:
+        raise CheckpointError(f"checkpoint {path}: no action_net in policy.pth (a Discrete "
+                              "action space is needed).")
+    layers.append((state["action_net.weight"], state["action_net.bias"]))
+    sizes = [int(layers[0][0].shape[1])] + [int(W.shape[0]) for W, _ in layers]
+    n_params = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
+    if n_params > MAX_PARAMETERS:
+        raise CheckpointError(f"checkpoint {path}: {n_params} parameters, over the limit of "
+                              f"{MAX_PARAMETERS}.")
+    for (W, b), (a, o) in zip(layers, zip(sizes[:-1], sizes[1:], strict=False), strict=True):
+        if tuple(W.shape) != (o, a) or tuple(b.shape) != (o,):
+            raise CheckpointError(f"checkpoint {path}: inconsistent layer shapes in policy.pth.")
+    obs_space = data.get("observation_space", {}) if isinstance(data, dict) else {}
+    shape = obs_space.get("_shape") or obs_space.get("shape") if isinstance(obs_space, dict) else None
+    if shape is not None and int(np.prod(shape)) != sizes[0]:
+        raise CheckpointError(f"checkpoint {path}: observation space {shape} does not match the "
+                              f"network's {sizes[0]} inputs.")
+    enc = FeatureEncoding("features", width_=sizes[0])
+    meta = {"format": "stable-baselines3", "architecture": {
+        "type": "mlp", "input_dim": sizes[0], "hidden": sizes[1:-1], "output_dim": sizes[-1],
+        "activation": activation}, "encoding": enc.to_dict(),
+        "metadata": {"name": path.stem, "n_actions": sizes[-1]}}
+    return NumpyMLPPolicy([(W.numpy(), b.numpy()) for W, b in layers], enc, activation=activation,
+                          name=path.stem, source=str(path)), meta
+
+
+# ------------------------------------------------- seed 002's population agents
+def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path: Any
+                       ) -> tuple[Any, dict[str, Any]]:
+    """Validate a ``population`` checkpoint's metadata and arrays; (GridPolicy, meta)."""
+    from causalfair.policies.population import (
+        GridPolicy,
+        LUCBFairActor,
+        PopulationAgent,
+        ThresholdActor,
+    )
+
+    def bad(msg: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {path}: {msg}")
+
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise bad(f"format {_cap(meta.get('format'))} is not {CHECKPOINT_FORMAT!r}.")
+    arch, md = meta["architecture"], meta.get("metadata")
+    if not isinstance(md, dict):
+        raise bad("metadata must be an object.")
+    algo = arch.get("algo")
+    if algo not in ("r-td3", "l-ucbfair"):
+        raise bad(f"architecture.algo: bad value {_cap(algo)}; allowed: r-td3, l-ucbfair.")
+    H = arch.get("horizon")
+    if isinstance(H, bool) or not isinstance(H, int) or not 1 <= H <= 1_000_000:
+        raise bad(f"architecture.horizon: bad value {_cap(H)}; must be an integer >= 1.")
+    grid = md.get("grid")
+    if not isinstance(grid, list) or not grid or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in grid):
+        raise bad(f"metadata.grid: bad value {_cap(grid)}; must be a list of finite numbers.")
+    if sum(v.size for v in arrays.values()) > MAX_PARAMETERS:
+        raise bad(f"more than {MAX_PARAMETERS} numbers; refused.")
+    for k, v in arrays.items():
+        if v.dtype.kind != "f" or not np.isfinite(v).all():
+            raise bad(f"array {k!r} must hold finite floats.")
+    prefix, n_in = ("net", 3) if algo == "r-td3" else ("phi", 4)
+    layers = _layers_from(arrays, prefix, n_in, path)
+    known = {f"{prefix}.{i}.{k}" for i in range(len(layers)) for k in ("weight", "bias")}
+    if algo == "r-td3":
+        if layers[-1][0].shape[0] != 2:
+            raise bad(f"the R-TD3 actor must give 2 thresholds, not {layers[-1][0].shape[0]}.")
+        actor: Any = ThresholdActor(layers, H)
+    else:
+        d = layers[-1][0].shape[0]
+        want = {"loci": None, "W_r": (H, d), "W_g": (H, d), "Linv": (H, d, d)}
+        for k, shape in want.items():
+            if k not in arrays:
+                raise bad(f"array {k!r} is missing (an L-UCBFair agent needs loci, W_r, W_g, Linv).")
+            if shape is not None and arrays[k].shape != shape:
+                raise bad(f"array {k!r} has shape {arrays[k].shape}, expected {shape}.")
+        if arrays["loci"].ndim != 2 or arrays["loci"].shape[1] != 2 or not len(arrays["loci"]):
+            raise bad(f"array 'loci' has shape {arrays['loci'].shape}, expected (M, 2).")
+        nums = {}
+        for k in ("alpha", "beta", "nu"):
+            v = arch.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise bad(f"architecture.{k}: bad value {_cap(v)}; must be a finite number.")
+            nums[k] = float(v)
+        actor = LUCBFairActor(layers, arrays["loci"], arrays["W_r"], arrays["W_g"],
+                              arrays["Linv"], horizon=H, **nums)
+        known |= set(want)
+    extra = sorted(set(arrays) - known)
+    if extra:
+        raise bad(f"unexpected arrays {extra[:3]}.")
+    name = str(md.get("name", algo))[:200]
+    return GridPolicy(np.asarray(grid, dtype=np.float64), PopulationAgent(name, actor), name,
+                      source=str(path)), meta
+
+
+def _layers_from(arrays: dict[str, np.ndarray], prefix: str, n_in: int, path: Any
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``prefix.i.weight`` / ``prefix.i.bias`` in order, each layer's input the previous
+    layer's output."""
+    layers, width, i = [], n_in, 0
+    while f"{prefix}.{i}.weight" in arrays:
+        W, b = arrays[f"{prefix}.{i}.weight"], arrays.get(f"{prefix}.{i}.bias")
+        if b is None or W.ndim != 2 or W.shape[1] != width or b.shape != (W.shape[0],):
+            raise CheckpointError(
+                f"checkpoint {path}: layer {prefix}.{i} has shapes {W.shape} / "
+                f"{None if b is None else b.shape}, expected ({{out}}, {width}) / ({{out}},).")
+        layers.append((W, b))
+        width, i = W.shape[0], i + 1
+    if not layers:
+        raise CheckpointError(f"checkpoint {path}: no layers {prefix}.0.weight / bias.")
+    return layers

@@ -1,0 +1,475 @@
+"""Policies: the protocol, built-ins, torch adapters, checkpoints, and the hypothetical
+policies pi0 and pi^PS of the decomposition (method.md section 3).
+
+A policy answers one question: the probability of ``d1`` (approve / treat) for a batch
+of observations (``prob_d1``), or, for a system with A > 2 actions, the distribution
+over the actions 0..A-1 (``action_probs``, an array (n, A)). Observations carry the individual's level and group (for tabular
+models), optionally a feature matrix (for simulators with continuous features), the
+decision epoch ``t`` and any extra arrays a simulator provides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from causalfair.errors import CheckpointError, PolicyError
+from causalfair.model import TabularModel
+from causalfair.types import Observation, check_probs
+
+__all__ = [
+    "Observation",
+    "Policy",
+    "PolicyError",
+    "CheckpointError",
+    "TablePolicy",
+    "ConstantPolicy",
+    "CallablePolicy",
+    "TorchPolicy",
+    "FeatureEncoding",
+    "BaselinePolicy",
+    "PathSpecificPolicy",
+    "hypothetical_policies",
+    "policy_table",
+    "action_probs",
+    "ActionPolicy",
+    "reads_group",
+    "parse_policy",
+    "BUILTIN_POLICIES",
+    "mlp",
+    "save_checkpoint",
+    "load_checkpoint",
+    "file_sha256",
+]
+
+
+
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything with ``prob_d1(obs) -> array (n,)`` of probabilities in [0, 1] (two
+    actions), or ``action_probs(obs) -> array (n, A)`` whose rows are distributions over
+    the actions 0..A-1 (any number of actions). Optional members the engines read:
+    ``name``, ``time_dependent`` (bool), ``reads_group`` (bool),
+    ``start_batch(n, group)``."""
+
+    def prob_d1(self, obs: Observation) -> np.ndarray: ...
+
+
+def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | None = None
+                 ) -> np.ndarray:
+    """The action distributions (n, A) of ``policy`` on ``obs``, validated: from
+    ``policy.action_probs`` when it has one, else ``[1 - p, p]`` from ``prob_d1`` (two
+    actions only)."""
+    name = where or f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
+    n = len(obs)
+    fn = getattr(policy, "action_probs", None)
+    if callable(fn):
+        arr = np.asarray(fn(obs), dtype=np.float64)
+        if arr.shape != (n, n_actions):
+            raise PolicyError(
+                f"{name}: action_probs returned shape {arr.shape}; the system has {n_actions} "
+                f"actions, so expected ({n}, {n_actions}).")
+        if not np.isfinite(arr).all() or (arr < 0).any() or np.abs(arr.sum(1) - 1.0).max() > 1e-6:
+            raise PolicyError(
+                f"{name}: action_probs must return rows of probabilities summing to 1 (apply a "
+                "softmax to logits).")
+        return arr
+    if not callable(getattr(policy, "prob_d1", None)):
+        raise PolicyError(
+            f"{name}: has neither prob_d1(obs) nor action_probs(obs); wrap a function with "
+            "CallablePolicy.")
+    if n_actions != 2:
+        raise PolicyError(
+            f"{name}: returns P(d1) only (prob_d1), but the system has {n_actions} actions; "
+            "give the policy an action_probs(obs) method returning (n, A) probabilities.")
+    p = _check_probs(policy.prob_d1(obs), n, name)
+    return np.stack([1.0 - p, p], axis=1)
+
+
+_check_probs = check_probs
+
+
+# ----------------------------------------------------------------------------- built-ins
+@dataclass(frozen=True)
+class TablePolicy:
+    """pi(d1 | x, s) = table[s, x], or table[t, s, x] for a time-indexed policy. With
+    ``n_actions`` A > 2 the table holds action distributions: table[s, x, a] (or
+    table[t, s, x, a])."""
+
+    table: np.ndarray
+    name: str = "table"
+    n_actions: int = 2
+
+    def __post_init__(self) -> None:
+        tab = np.array(self.table, dtype=np.float64)
+        A = self.n_actions
+        if isinstance(A, bool) or not isinstance(A, (int, np.integer)) or A < 2:
+            raise PolicyError(f"n_actions: must be an integer >= 2, got {A!r}.")
+        extra = 0 if A == 2 else 1
+        if tab.ndim not in (2 + extra, 3 + extra) or (extra and tab.shape[-1] != A):
+            want = ("(groups, levels) or (T, groups, levels)" if A == 2 else
+                    f"(groups, levels, {A}) or (T, groups, levels, {A})")
+            raise PolicyError(f"table: expected shape {want}, got {tab.shape}.")
+        _check_probs(tab, tab.size, f"policy {self.name!r} table")
+        if extra and np.abs(tab.sum(-1) - 1.0).max() > 1e-9:
+            raise PolicyError(
+                f"policy {self.name!r} table: every row over the {A} actions must sum to 1.")
+        tab.setflags(write=False)
+        object.__setattr__(self, "table", tab)
+
+    @property
+    def time_dependent(self) -> bool:
+        return self.table.ndim == (3 if self.n_actions == 2 else 4)
+
+    def action_probs(self, obs: Observation) -> np.ndarray:
+        if self.n_actions == 2:
+            p = self.prob_d1(obs)
+            return np.stack([1.0 - p, p], axis=1)
+        if obs.level is None:
+            raise PolicyError(f"policy {self.name!r} reads levels, but the observation has none.")
+        if not self.time_dependent:
+            return self.table[obs.group, obs.level]
+        if obs.t is None:
+            raise PolicyError(f"policy {self.name!r} is time-indexed; the observation has no t.")
+        return self.table[min(int(obs.t), self.table.shape[0] - 1), obs.group, obs.level]
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        if self.n_actions != 2:
+            raise PolicyError(
+                f"policy {self.name!r} has {self.n_actions} actions; use action_probs(obs).")
+        if obs.level is None:
+            raise PolicyError(f"policy {self.name!r} reads levels, but the observation has none.")
+        if self.table.ndim == 2:
+            return self.table[obs.group, obs.level]
+        if obs.t is None:
+            raise PolicyError(f"policy {self.name!r} is time-indexed; the observation needs t.")
+        t = min(int(obs.t), self.table.shape[0] - 1)
+        return self.table[t, obs.group, obs.level]
+
+
+@dataclass(frozen=True)
+class ConstantPolicy:
+    """pi(d1 | .) = q for everyone (``always`` q=1, ``never`` q=0, ``random:q``)."""
+
+    q: float
+    name: str = "constant"
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= float(self.q) <= 1.0):
+            raise PolicyError(f"q: must be a probability in [0, 1], got {self.q!r}.")
+
+    reads_group = False
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        return np.full(len(obs), float(self.q))
+
+
+@dataclass(frozen=True)
+class CallablePolicy:
+    """Wrap a plain function ``f(obs) -> probabilities`` as a policy."""
+
+    fn: Callable[[Observation], Any]
+    name: str = "callable"
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        return _check_probs(self.fn(obs), len(obs), f"policy {self.name!r}")
+
+
+@dataclass(frozen=True)
+class ActionPolicy:
+    """Always take action ``action`` of ``n_actions`` (e.g. the baseline)."""
+
+    action: int
+    n_actions: int = 2
+    name: str = "action"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_actions, bool) or not isinstance(self.n_actions, (int, np.integer)) \
+                or self.n_actions < 2:
+            raise PolicyError(f"n_actions: must be an integer >= 2, got {self.n_actions!r}.")
+        if isinstance(self.action, bool) or not isinstance(self.action, (int, np.integer)) \
+                or not 0 <= self.action < self.n_actions:
+            raise PolicyError(
+                f"action: must be an action index in [0, {self.n_actions}), got {self.action!r}.")
+
+    reads_group = False
+
+    def action_probs(self, obs: Observation) -> np.ndarray:
+        out = np.zeros((len(obs), self.n_actions))
+        out[:, self.action] = 1.0
+        return out
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        if self.n_actions != 2:
+            raise PolicyError(f"policy {self.name!r} has {self.n_actions} actions; use action_probs(obs).")
+        return np.full(len(obs), float(self.action))
+
+
+class BaselinePolicy(ActionPolicy):
+    """pi0: the baseline of the decomposition (method.md section 3): always the baseline
+    action a0 (d0, deny / no treatment, for two actions)."""
+
+    def __init__(self, baseline: int = 0, n_actions: int = 2) -> None:
+        label = "d0" if (baseline, n_actions) == (0, 2) else f"action {baseline}"
+        super().__init__(action=baseline, n_actions=n_actions, name=f"pi0 (always {label})")
+
+    @property
+    def q(self) -> float:
+        """P(d1) of the two-action baseline (0 for d0)."""
+        return float(self.action)
+
+    def describe(self) -> str:
+        if (self.action, self.n_actions) == (0, 2):
+            return "pi0: hypothetical baseline that always takes d0 (deny / no treatment)."
+        return f"pi0: hypothetical baseline that always takes the baseline action {self.action}."
+
+
+@dataclass(frozen=True)
+class PathSpecificPolicy:
+    """pi^PS: trajectories evolve under ``behaviour`` (pi), but each step's gain is the
+    one the individual would have had under ``gain_policy`` (pi0, d0) from the same state.
+
+    It is not a policy one can deploy; it is a hypothetical intervention. Its
+    components are exposed for inspection: ``transition_table(model)`` gives the policy
+    that drives the state distribution and ``gain_table(model)`` the one that determines
+    the gain of each step.
+    """
+
+    behaviour: Policy
+    gain_policy: Policy = field(default_factory=BaselinePolicy)
+
+    @property
+    def name(self) -> str:
+        return f"pi^PS({getattr(self.behaviour, 'name', 'pi')})"
+
+    def transition_table(self, model: TabularModel, horizon: int | None = None) -> np.ndarray:
+        return policy_table(self.behaviour, model, horizon)
+
+    def gain_table(self, model: TabularModel, horizon: int | None = None) -> np.ndarray:
+        return policy_table(self.gain_policy, model, horizon)
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: states evolve as under {getattr(self.behaviour, 'name', 'pi')} "
+            "(x_{t+1} ~ P(. | x_t, d_t ~ pi)); the gain of each step is the expected gain "
+            "under d0 from the same x_t, h0(x_t, s) = sum_x' P(x' | x_t, d0, s) g(x_t, x')."
+        )
+
+
+def hypothetical_policies(policy: Policy, system: Any = None
+                          ) -> tuple[BaselinePolicy, PathSpecificPolicy]:
+    """(pi0, pi^PS) for a deployed policy pi; with ``system`` (a System or TabularModel)
+    pi0 takes that system's baseline action."""
+    dec = getattr(system, "decisions", None)
+    if dec is not None:
+        pi0 = BaselinePolicy(dec.baseline, dec.n)
+    elif system is not None and hasattr(system, "baseline"):
+        pi0 = BaselinePolicy(system.baseline, system.n_actions)
+    else:
+        pi0 = BaselinePolicy()
+    return pi0, PathSpecificPolicy(behaviour=policy, gain_policy=pi0)
+
+
+def grid_observation(model: TabularModel, t: int | None = None) -> Observation:
+    """One observation per (group, level) cell, in row-major (s, x) order."""
+    G, K = model.n_groups, model.n_levels
+    feats = getattr(model, "features", None)
+    return Observation(
+        group=np.repeat(np.arange(G), K),
+        level=np.tile(np.arange(K), G),
+        features=None if feats is None else feats.reshape(G * K, -1),
+        t=t,
+        extras={k: v.reshape(-1) for k, v in model.aux.items()},
+    )
+
+
+def policy_table(policy: Policy, model: TabularModel, horizon: int | None = None) -> np.ndarray:
+    """Evaluate a Markov policy on every (group, level): array (G, K), or (T, G, K) for a
+    time-dependent policy (``policy.time_dependent`` true; needs ``horizon``)."""
+    G, K = model.n_groups, model.n_levels
+    name = getattr(policy, "name", type(policy).__name__)
+    if model.n_actions > 2:
+        return _action_table(policy, model, horizon, name)
+    if isinstance(policy, TablePolicy) and policy.n_actions != 2:
+        raise PolicyError(
+            f"policy {name!r}: has {policy.n_actions} actions, the model {model.name!r} has 2.")
+    if isinstance(policy, TablePolicy):
+        tab = policy.table
+        if tab.shape[-2:] != (G, K):
+            raise PolicyError(
+                f"policy {name!r}: table has shape {tab.shape}, the model needs (..., {G}, {K})."
+            )
+        if tab.ndim == 3 and horizon is not None and tab.shape[0] < horizon:
+            raise PolicyError(
+                f"policy {name!r}: time-indexed table covers {tab.shape[0]} epochs, horizon is {horizon}."
+            )
+        return tab if tab.ndim == 2 or horizon is None else tab[:horizon]
+    if not hasattr(policy, "prob_d1"):
+        raise PolicyError(
+            f"policy: {policy!r} has no prob_d1(obs) method; wrap a function with CallablePolicy."
+        )
+    if getattr(policy, "time_dependent", False):
+        if horizon is None:
+            raise PolicyError(f"policy {name!r} is time-dependent: pass the horizon.")
+        tabs = [
+            _check_probs(policy.prob_d1(grid_observation(model, t)), G * K, f"policy {name!r}")
+            for t in range(horizon)
+        ]
+        return np.stack(tabs).reshape(horizon, G, K)
+    p = policy.prob_d1(grid_observation(model))
+    return _check_probs(p, G * K, f"policy {name!r}").reshape(G, K)
+
+
+def _action_table(policy: Any, model: TabularModel, horizon: int | None, name: str) -> np.ndarray:
+    """(G, K, A), or (T, G, K, A) for a time-dependent policy, on a model with A > 2."""
+    G, K, A = model.n_groups, model.n_levels, model.n_actions
+    if isinstance(policy, TablePolicy):
+        tab = policy.table
+        if policy.n_actions != A or tab.shape[-3:] != (G, K, A):
+            raise PolicyError(
+                f"policy {name!r}: table has shape {tab.shape}, the model needs (..., {G}, {K}, {A}).")
+        if tab.ndim == 4 and horizon is not None:
+            if tab.shape[0] < horizon:
+                raise PolicyError(
+                    f"policy {name!r}: time-indexed table covers {tab.shape[0]} epochs, horizon is {horizon}.")
+            return tab[:horizon]
+        return tab
+    if getattr(policy, "time_dependent", False):
+        if horizon is None:
+            raise PolicyError(f"policy {name!r} is time-dependent: pass the horizon.")
+        return np.stack([action_probs(policy, grid_observation(model, t), A).reshape(G, K, A)
+                         for t in range(horizon)])
+    return action_probs(policy, grid_observation(model), A).reshape(G, K, A)
+
+
+def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: float = 0.0) -> bool:
+    """Whether the policy's decision depends on the group at some level."""
+    declared = getattr(policy_or_table, "reads_group", None)
+    if isinstance(declared, bool):
+        return declared
+    tab = policy_or_table if isinstance(policy_or_table, np.ndarray) else None
+    if tab is None:
+        if model is None:
+            raise PolicyError("reads_group: pass the model to evaluate a policy object.")
+        tab = policy_table(policy_or_table, model)
+    tab = np.asarray(tab)
+    if model is not None and model.n_actions > 2:
+        return bool(np.ptp(tab, axis=-3).max() > tol)
+    return bool(np.ptp(tab, axis=-2).max() > tol)
+
+
+# ------------------------------------------------------------------------------ parsing
+BUILTIN_POLICIES = {
+    "always": "approve everyone (pi = 1; two-action systems)",
+    "never": "always the baseline action (deny; equals pi0)",
+    "action:K": "always action K (0-based)",
+    "uniform": "each allowed action with equal probability",
+    "random:Q": "approve with probability Q, independently of the state",
+    "threshold:P": "approve when p_repay(x, s) > P (needs a model with aux table p_repay)",
+    "blind:P": "group-blind threshold: approve at level x when the group-weighted mean "
+    "p_repay(x) > P (same decision for every group at a level)",
+}
+
+
+def _parse_prob(spec: str, value: str, what: str) -> float:
+    try:
+        q = float(value)
+    except ValueError:
+        raise PolicyError(
+            f"policy: {spec!r} needs a number after ':' ({what}), got {value!r}."
+        ) from None
+    if not 0.0 <= q <= 1.0:
+        raise PolicyError(f"policy: {spec!r}: {what} must be in [0, 1], got {q}.")
+    return q
+
+
+def parse_policy(spec: str, model: Any) -> Policy:
+    """A built-in policy from its CLI spelling (see ``BUILTIN_POLICIES``). ``model`` is a
+    :class:`~causalfair.model.TabularModel` or a :class:`~causalfair.systems.System`;
+    ``threshold``/``blind`` read the score table named by the system's role ``score``
+    (``p_repay`` for lending) from the tabular model."""
+    allowed = ", ".join(BUILTIN_POLICIES)
+    if not isinstance(spec, str):
+        raise PolicyError(f"policy: expected a string such as 'threshold:0.5', got {type(spec).__name__}.")
+    kind, _, arg = spec.partition(":")
+    system = model if hasattr(model, "decisions") else None
+    tab = system.tabular if system is not None else model
+    if system is not None:
+        A, base, allowed_acts = system.n_actions, system.decisions.baseline, system.decisions.allowed
+        score_name = system.roles.get("score", "p_repay")
+        mname = system.id
+    else:
+        A, base, allowed_acts = tab.n_actions, tab.baseline, None
+        score_name = "p_repay"
+        mname = tab.name
+    if kind == "never" and not arg:
+        return ConstantPolicy(0.0, name="never") if (A, base) == (2, 0) else \
+            ActionPolicy(base, A, name="never")
+    if kind == "action":
+        try:
+            a = int(arg)
+        except ValueError:
+            raise PolicyError(f"policy: {spec!r} needs an action index after ':', got {arg!r}.") from None
+        if not 0 <= a < A:
+            raise PolicyError(f"policy: {spec!r}: the action must be in [0, {A}), got {a}.")
+        return ActionPolicy(a, A, name=spec)
+    if kind == "uniform" and not arg:
+        acts = list(allowed_acts) if allowed_acts is not None else list(range(A))
+        row = np.zeros(A)
+        row[acts] = 1.0 / len(acts)
+        return _UniformPolicy(row, name="uniform")
+    if kind in ("always", "random", "threshold", "blind") and A != 2:
+        raise PolicyError(
+            f"policy: {spec!r} is a two-action policy, and system {mname!r} has {A} actions; "
+            "use never, action:K, uniform, a checkpoint or a factory.")
+    if kind == "always" and not arg:
+        return ConstantPolicy(1.0, name="always")
+    if kind == "random":
+        return ConstantPolicy(_parse_prob(spec, arg, "Q"), name=spec)
+    if kind in ("threshold", "blind"):
+        thr = _parse_prob(spec, arg, "P")
+        if tab is None or score_name not in tab.aux:
+            have = "no tabular model" if tab is None else (
+                f"aux tables: {sorted(tab.aux) or 'none'}")
+            raise PolicyError(
+                f"policy: {spec!r} needs the score table {score_name!r} of a tabular model, and "
+                f"system {mname!r} has none ({have}); use a checkpoint or a factory policy."
+            )
+        model = tab
+        score = model.aux[score_name]
+        if kind == "blind":
+            score = np.broadcast_to(model.group_weights @ score, score.shape)
+        return TablePolicy((score > thr).astype(np.float64), name=spec)
+    raise PolicyError(f"policy: unknown policy {spec!r}; allowed: {allowed}.")
+
+
+@dataclass(frozen=True)
+class _UniformPolicy:
+    row: np.ndarray
+    name: str = "uniform"
+    reads_group = False
+
+    def action_probs(self, obs: Observation) -> np.ndarray:
+        return np.broadcast_to(self.row, (len(obs), self.row.shape[0])).copy()
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        if self.row.shape[0] != 2:
+            raise PolicyError("policy 'uniform' has more than two actions; use action_probs(obs).")
+        return np.full(len(obs), float(self.row[1]))
+
+
+# ---------------------------------------------------------- networks and checkpoints
+# (defined in causalfair.policies.checkpoint; re-exported here, where they used to live)
+from causalfair.policies.checkpoint import (  # noqa: E402
+    FeatureEncoding,
+    TorchPolicy,
+    file_sha256,
+    load_checkpoint,
+    mlp,
+    save_checkpoint,
+)

@@ -1,0 +1,325 @@
+"""The policy networks behind checkpoints: input encodings, the MLP architecture, and
+two evaluators (:class:`TorchPolicy` for a module in memory, :class:`NumpyMLPPolicy` for
+weights as arrays, bit-identical under any thread count). :mod:`causalfair.policies.checkpoint`
+saves and loads them (docs/checkpoints.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from causalfair.errors import CheckpointError, PolicyError
+from causalfair.types import Observation, check_probs
+
+__all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "check_policy_inputs"]
+
+_ACTIVATIONS = ("tanh", "relu")
+
+
+def _cap(v: Any, n: int = 80) -> str:
+    t = repr(v)
+    return t if len(t) <= n else t[: n - 3] + "..."
+
+
+# ------------------------------------------------------------------------- encodings
+@dataclass(frozen=True)
+class FeatureEncoding:
+    """How an observation becomes the network input.
+
+    ``onehot``: one-hot level (K) then one-hot group (G); width K + G.
+    ``features``: the observation's feature matrix; width ``width_``; ``names`` the
+    feature names it expects (recorded in checkpoints and checked against the system),
+    ``mean``/``std`` an optional normalisation applied before the network,
+    ``(x - mean) / std``.
+    """
+
+    name: str = "onehot"
+    n_levels: int = 7
+    n_groups: int = 2
+    width_: int | None = None
+    names: tuple[str, ...] | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in ("onehot", "features"):
+            raise PolicyError(
+                f"encoding: unknown name {_cap(self.name)}; allowed values: onehot, features.")
+        if self.names is not None:
+            object.__setattr__(self, "names", tuple(str(x) for x in self.names))
+            if self.width_ is None:
+                object.__setattr__(self, "width_", len(self.names))
+        for key in ("mean", "std"):
+            v = getattr(self, key)
+            if v is not None:
+                arr = tuple(float(x) for x in v)
+                if self.width_ is not None and len(arr) != self.width_:
+                    raise PolicyError(f"encoding {key}: expected {self.width_} values, got {len(arr)}.")
+                if key == "std" and any(not x > 0 for x in arr):
+                    raise PolicyError("encoding std: every value must be > 0.")
+                object.__setattr__(self, key, arr)
+
+    @property
+    def width(self) -> int:
+        if self.name == "onehot":
+            return self.n_levels + self.n_groups
+        if self.width_ is None:
+            raise PolicyError("encoding 'features' needs width_ (number of features).")
+        return self.width_
+
+    def encode(self, obs: Observation) -> np.ndarray:
+        if self.name == "onehot":
+            if obs.level is None:
+                raise PolicyError("encoding 'onehot' needs observation levels; the observation has none.")
+            n = len(obs)
+            out = np.zeros((n, self.width), dtype=np.float32)
+            out[np.arange(n), obs.level] = 1.0
+            out[np.arange(n), self.n_levels + np.asarray(obs.group)] = 1.0
+            return out
+        if obs.features is None:
+            raise PolicyError("encoding 'features' needs observation features; the observation has none.")
+        x = np.asarray(obs.features, dtype=np.float32)
+        if self.mean is not None:
+            x = x - np.asarray(self.mean, dtype=np.float32)
+        if self.std is not None:
+            x = x / np.asarray(self.std, dtype=np.float32)
+        return x
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "n_levels": self.n_levels,
+                             "n_groups": self.n_groups, "width": self.width}
+        for key in ("names", "mean", "std"):
+            if getattr(self, key) is not None:
+                d[key] = list(getattr(self, key))
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FeatureEncoding:
+        return cls(name=d["name"], n_levels=int(d.get("n_levels", 7)),
+                   n_groups=int(d.get("n_groups", 2)),
+                   width_=int(d["width"]) if d.get("name") == "features" else None,
+                   names=d.get("names"), mean=d.get("mean"), std=d.get("std"))
+
+
+def check_policy_inputs(policy: Any, *, feature_names: Sequence[str] | None = None,
+                        width: int | None = None, n_levels: int | None = None,
+                        n_groups: int | None = None, source: str = "") -> None:
+    """Refuse a policy whose inputs do not fit a system: one-hot encodings need the same
+    levels x groups; feature encodings the same feature names (both lists named), or,
+    where either side has no names, the same width."""
+    enc = getattr(policy, "encoding", None)
+    if not isinstance(enc, FeatureEncoding):
+        return
+    where = f"checkpoint {source}" if source else f"policy {getattr(policy, 'name', '?')!r}"
+    if enc.name == "onehot":
+        if n_levels is None:
+            raise CheckpointError(
+                f"{where}: reads one-hot levels ({enc.n_levels} levels x {enc.n_groups} groups), "
+                f"but the system observes no levels (features: "
+                f"{', '.join(feature_names) if feature_names else 'none'}); train a policy on "
+                "the system's features.")
+        if (enc.n_levels, enc.n_groups) != (n_levels, n_groups):
+            raise CheckpointError(
+                f"{where}: wrong input width: encoded for {enc.n_levels} levels x {enc.n_groups} "
+                f"groups (width {enc.width}), but the system has {n_levels} levels x "
+                f"{n_groups} groups (width {n_levels + (n_groups or 0)}).")
+        return
+    sys_width = len(feature_names) if feature_names is not None else width
+    if enc.names is not None and feature_names is not None:
+        if tuple(enc.names) != tuple(feature_names):
+            raise CheckpointError(
+                f"{where}: reads features [{', '.join(enc.names)}] but the system gives "
+                f"[{', '.join(feature_names)}]; retrain or wrap the policy to map one onto "
+                "the other.")
+    elif sys_width is not None and enc.width != sys_width:
+        raise CheckpointError(
+            f"{where}: reads {enc.width} features but the system gives {sys_width}"
+            f"{' (' + ', '.join(feature_names) + ')' if feature_names else ''}.")
+
+
+# ---------------------------------------------------------------------- networks
+def mlp(input_dim: int, hidden: Sequence[int] = (64, 64), output_dim: int = 1,
+        activation: str = "tanh"):
+    """The MLP architecture checkpoints describe: Linear-act-...-Linear(output_dim)."""
+    import torch.nn as nn
+
+    acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
+    if activation not in acts:
+        raise PolicyError(f"activation: unknown {_cap(activation)}; allowed values: tanh, relu.")
+    layers: list[Any] = []
+    prev = input_dim
+    for h in hidden:
+        layers += [nn.Linear(prev, int(h)), acts[activation]()]
+        prev = int(h)
+    layers.append(nn.Linear(prev, output_dim))
+    return nn.Sequential(*layers)
+
+
+def _probs_from_outputs(out: np.ndarray, output: str, where: str) -> np.ndarray:
+    """(n, A) action distributions from network outputs (float64)."""
+    if out.ndim == 1:
+        out = out[:, None]
+    if out.shape[1] == 1:
+        p = out[:, 0] if output == "probs" else 1.0 / (1.0 + np.exp(-out[:, 0]))
+        return np.stack([1.0 - p, p], axis=1)
+    if output == "probs":
+        return out
+    z = out - out.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+class _MLPPolicyBase:
+    encoding: FeatureEncoding
+    output: str
+    name: str
+    source: str | None
+
+    def _where(self) -> str:
+        return f"checkpoint {self.source}" if self.source else f"policy {self.name!r}"
+
+    def _outputs(self, x: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def action_probs(self, obs: Observation) -> np.ndarray:
+        x = self.encoding.encode(obs)
+        probs = _probs_from_outputs(self._outputs(x), self.output, self._where())
+        if not np.isfinite(probs).all():
+            raise PolicyError(f"{self._where()}: returned NaN or inf probabilities.")
+        return probs
+
+    @property
+    def n_actions(self) -> int:
+        return max(2, self._n_out)
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        probs = self.action_probs(obs)
+        if probs.shape[1] != 2:
+            raise PolicyError(
+                f"{self._where()}: has {probs.shape[1]} actions; use action_probs(obs).")
+        return check_probs(probs[:, 1], len(obs), self._where())
+
+
+class TorchPolicy(_MLPPolicyBase):
+    """Adapter for a ``torch.nn.Module`` mapping encoded features to one logit
+    (P(d1) = sigmoid), or A logits (softmax over actions); ``output="probs"`` when the
+    module already returns probabilities."""
+
+    def __init__(self, module: Any, encoding: FeatureEncoding | None = None, *,
+                 output: str = "logits", name: str = "torch", source: str | None = None):
+        if output not in ("logits", "probs"):
+            raise PolicyError(f"output: unknown {output!r}; allowed values: logits, probs.")
+        self.module = module
+        self.encoding = encoding or FeatureEncoding()
+        self.output = output
+        self.name = name
+        self.source = source
+        last = [m for m in getattr(module, "modules", lambda: [])() if hasattr(m, "out_features")]
+        self._n_out = int(last[-1].out_features) if last else 1
+
+    def _outputs(self, x: np.ndarray) -> np.ndarray:
+        import torch
+
+        t = torch.from_numpy(np.ascontiguousarray(x))
+        try:
+            with torch.no_grad():
+                out = self.module(t)
+        except RuntimeError as exc:
+            raise PolicyError(
+                f"{self._where()}: the network rejected input of width {x.shape[1]} "
+                f"(encoding {self.encoding.name!r}): {str(exc).splitlines()[0]}") from None
+        return out.double().numpy()
+
+    def __repr__(self) -> str:
+        return f"TorchPolicy(name={self.name!r}, encoding={self.encoding.name!r})"
+
+
+#: Rows per block of :class:`NumpyMLPPolicy`'s forward pass. Each block is one product with
+#: one BLAS thread, and blocks run on the process's BLAS thread count: OpenBLAS's
+#: multi-threaded sgemm rounds some rows differently from its one-thread kernel, so this
+#: is what keeps the outputs bit-identical whatever the thread count (tests/test_checkpoint.py).
+_BLOCK_ROWS = 8192
+_BLAS: list[Any] = []  # the threadpoolctl controller, made on first use (200 us)
+
+
+def _run_blocks(fn: Any, starts: range) -> None:
+    """``fn(start)`` for every block, on as many Python threads as BLAS may use (numpy
+    releases the GIL in products and ufuncs), each with one BLAS thread."""
+    from threadpoolctl import ThreadpoolController
+
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())
+    blas = _BLAS[0].select(user_api="blas")
+    threads = min(len(starts), max([i["num_threads"] for i in blas.info()] + [1]))
+    with blas.limit(limits=1):
+        if threads <= 1:
+            for s in starts:
+                fn(s)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(fn, starts))
+
+
+class NumpyMLPPolicy(_MLPPolicyBase):
+    """An MLP evaluated in numpy (float32 products, as torch's): weights ``[(W, b), ...]``
+    with ``W`` of shape (out, in); ``activation`` between layers."""
+
+    def __init__(self, layers: Sequence[tuple[np.ndarray, np.ndarray]], encoding: FeatureEncoding,
+                 *, activation: str = "tanh", output: str = "logits", name: str = "mlp",
+                 source: str | None = None):
+        if activation not in _ACTIVATIONS:
+            raise PolicyError(f"activation: unknown {_cap(activation)}; allowed values: tanh, relu.")
+        self.layers = [(np.ascontiguousarray(W.T, dtype=np.float32),
+                        np.asarray(b, dtype=np.float32)) for W, b in layers]
+        self.encoding, self.activation, self.output = encoding, activation, output
+        self.name, self.source = name, source
+        self._n_out = int(self.layers[-1][0].shape[1])
+
+    def _outputs(self, x: np.ndarray) -> np.ndarray:
+        if x.shape[1] != self.layers[0][0].shape[0]:
+            raise PolicyError(
+                f"{self._where()}: the network takes {self.layers[0][0].shape[0]} inputs, the "
+                f"encoding gave {x.shape[1]}.")
+        x = np.asarray(x, dtype=np.float32)
+        out = np.empty((len(x), self._n_out), dtype=np.float32)
+        last = len(self.layers) - 1
+
+        def forward(start: int) -> None:
+            h = x[start:start + _BLOCK_ROWS]
+            for i, (Wt, b) in enumerate(self.layers):
+                h = h @ Wt
+                h += b
+                if i < last:
+                    if self.activation == "tanh":
+                        np.tanh(h, out=h)
+                    else:
+                        np.maximum(h, 0.0, out=h)
+            out[start:start + len(h)] = h
+
+        _run_blocks(forward, range(0, len(x), _BLOCK_ROWS))
+        return out.astype(np.float64)
+
+    def outputs(self, x: np.ndarray) -> np.ndarray:
+        """The network's raw outputs (n, out) as float64, for inputs x (n, in)."""
+        return self._outputs(np.asarray(x))
+
+    def to_torch(self) -> Any:
+        """The same network as a ``torch.nn.Sequential`` (for training)."""
+        import torch
+
+        hidden = [Wt.shape[1] for Wt, _ in self.layers[:-1]]
+        net = mlp(self.layers[0][0].shape[0], hidden, self._n_out, self.activation)
+        lin = [m for m in net if isinstance(m, torch.nn.Linear)]
+        with torch.no_grad():
+            for m, (Wt, b) in zip(lin, self.layers, strict=True):
+                m.weight.copy_(torch.from_numpy(Wt.T.copy()))
+                m.bias.copy_(torch.from_numpy(b.copy()))
+        return net
+
+    def __repr__(self) -> str:
+        return f"NumpyMLPPolicy(name={self.name!r}, encoding={self.encoding.name!r})"

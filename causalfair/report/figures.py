@@ -1,0 +1,451 @@
+"""The audit report's figures (:mod:`causalfair.report.render` writes the report).
+
+Figures (matplotlib on the Agg canvas with constrained layout, imported lazily; pyplot's
+global state is not touched), each saved as ``NAME.png`` at :data:`DPI` and embedded in
+the HTML as base64:
+
+- ``waterfall`` (headline): C built up as SPE + IPE + DPE, with confidence intervals;
+- ``decomposition``: C, DPE, IPE, SPE with their confidence intervals, and the per-group
+  direct / indirect / spurious terms;
+- ``steps``: per-step contributions to the gain (direct and indirect) per group;
+- ``levels``: the groups' level distributions over time under pi and under pi0;
+- ``benefit``: benefit Delta(x, s) against the approval probability per group, the
+  worst pairs of Lambda marked;
+- ``graph``: the temporal causal graph (first epochs) of the deployed policy;
+- ``notions``: the other notions (TPR gap, ELBERT bias, W1, DP gap) and their thresholds;
+- ``frontier``: the utility-fairness frontier with the policy placed on it, when the
+  model is tabular and ``causalfair.engines.frontier`` is installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+#: An audit result (causalfair.audit.AuditResult), read by duck typing (no import circle).
+AuditResult = Any
+
+__all__ = ["make_figures", "figure_png", "figure_png_base64", "skipped_sections", "FIGURES",
+           "DPI", "GRAPH_EPOCHS", "FRONTIER_POINTS"]
+
+#: Resolution of the PNG figures: twice a 75-dpi screen, so they stay sharp on
+#: high-density displays and in print.
+DPI = 150
+#: Grid points of the utility-fairness frontier drawn in the report.
+FRONTIER_POINTS = 8
+#: Epochs of the temporal causal graph drawn in the report (the graph widens with T).
+GRAPH_EPOCHS = 3
+
+_GROUP_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def _new_figure(w: float, h: float):
+    """A Figure on the Agg canvas with matplotlib's constrained layout, which fits
+    titles, labels, legends and colour bars inside the canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _gain_unit(r: AuditResult) -> str:
+    """The unit of the qualification gain (the system's, else generic gain units)."""
+    return getattr(getattr(r.system, "gain", None), "unit", None) or "gain units"
+
+
+def _wrap(text: str, width: int) -> str:
+    """An axis label broken into lines of at most ``width`` characters (long units and
+    group names stay inside the figure)."""
+    import textwrap
+
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
+
+
+def _ci_level(r: AuditResult) -> int:
+    return int(round(100 * (1 - r.spec.alpha)))
+
+
+def _fig_waterfall(r: AuditResult):
+    """The headline figure: C built up from SPE, IPE and DPE (a waterfall), each bar
+    with its confidence interval (none for exact results)."""
+    dec = r.decomposition
+    ci = dec.conf_int(r.spec.alpha)
+    a, b = dec.pair
+    ga, gb = dec.groups[a], dec.groups[b]
+    exact = not dec.se
+    colours = {"SPE": "#8c8c8c", "IPE": "#4c72b0", "DPE": "#d9822b", "C": "#333333"}
+    words = {"SPE": "spurious\n(no decisions)", "IPE": "indirect\n(delayed)",
+             "DPE": "direct", "C": "total gap"}
+    fig = _new_figure(8.0, 3.8)
+    ax = fig.subplots()
+    start, data = 0.0, {}
+    ticks = []
+    for i, k in enumerate(("SPE", "IPE", "DPE", "C")):
+        v = float(getattr(dec, k))
+        lo, hi = float(ci.loc[k, "lower"]), float(ci.loc[k, "upper"])
+        base = 0.0 if k == "C" else start
+        ax.bar(i, v, bottom=base, width=0.6, color=colours[k], edgecolor="black", linewidth=0.5)
+        if not exact:
+            ax.errorbar(i, base + v, yerr=[[v - lo], [hi - v]], color="black", capsize=5, lw=1)
+        if k != "C":
+            ax.plot([i + 0.3, i + 0.7], [base + v, base + v], color="#777777", lw=0.8, ls=":")
+            start += v
+        label = f"{k}: {words[k]}\n{v:+.4f}"
+        if not exact:
+            label += f"\n[{lo:+.4f}, {hi:+.4f}]"
+        ticks.append(label)
+        data[k] = {"estimate": v, "ci_lower": lo, "ci_upper": hi, "bottom": base}
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(range(4), ticks, fontsize=8)
+    ax.set_ylabel(_wrap(f"gap, {ga} minus {gb} ({_gain_unit(r)})", 44), fontsize=8)
+    how = ("exact: no sampling error" if exact
+           else f"error bars: {_ci_level(r)}% confidence intervals")
+    ax.set_title(_wrap(f"C = SPE + IPE + DPE over T = {dec.horizon} decisions; positive favours "
+                       f"{ga}, negative favours {gb} ({how})", 110), fontsize=9)
+    return fig, {"effects": data, "exact": exact, "ci_level": _ci_level(r),
+                 "pair": [ga, gb]}
+
+
+def figure_png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def figure_png_base64(fig: Any) -> str:
+    return base64.b64encode(figure_png(fig)).decode("ascii")
+
+
+# ---------------------------------------------------------------------------- figures
+def _fig_decomposition(r: AuditResult):
+    dec = r.decomposition
+    ci = dec.conf_int(r.spec.alpha)
+    names = ["C", "DPE", "IPE", "SPE"]
+    est = np.array([getattr(dec, k) for k in names])
+    lo = np.array([ci.loc[k, "lower"] for k in names])
+    hi = np.array([ci.loc[k, "upper"] for k in names])
+    fig = _new_figure(8.0, 3.4)
+    ax1, ax2 = fig.subplots(1, 2)
+    unit = _gain_unit(r)
+    ax1.bar(names, est, color=["#555555", "#d9822b", "#4c72b0", "#8c8c8c"],
+            yerr=np.vstack([est - lo, hi - est]), capsize=4)
+    ax1.axhline(0, color="black", lw=0.6)
+    a, b = dec.pair
+    ax1.set_title(f"C = DPE + IPE + SPE ({dec.groups[a]} - {dec.groups[b]})", fontsize=9)
+    ax1.set_ylabel(_wrap(f"gap ({unit})", 36), fontsize=8)
+    parts = ("direct", "indirect", "spurious")
+    G = len(dec.groups)
+    width = 0.8 / G
+    x = np.arange(len(parts))
+    per_group = {}
+    for i, g in enumerate(dec.groups):
+        vals = np.array([dec.V[i] - dec.V_ps[i], dec.V_ps[i] - dec.V_0[i], dec.V_0[i]])
+        keys = (f"direct[{g}]", f"indirect[{g}]", f"V_0[{g}]")
+        err = None
+        if dec.se:
+            se = np.array([dec.se.get(k, 0.0) for k in keys])
+            from statistics import NormalDist
+
+            err = NormalDist().inv_cdf(1 - r.spec.alpha / 2) * se
+        ax2.bar(x + (i - (G - 1) / 2) * width, vals, width, yerr=err, capsize=3, label=g,
+                color=_GROUP_COLOURS[i % len(_GROUP_COLOURS)])
+        per_group[g] = {"direct": float(vals[0]), "indirect": float(vals[1]),
+                        "spurious": float(vals[2]),
+                        "half_width": None if err is None else err.tolist()}
+    ax2.set_xticks(x, parts)
+    ax2.axhline(0, color="black", lw=0.6)
+    ax2.set_title("Per group: V^pi - V^PS, V^PS - V^pi0, V^pi0", fontsize=9)
+    ax2.set_ylabel(_wrap(f"expected total gain ({unit})", 36), fontsize=8)
+    ax2.legend(fontsize=8, frameon=False, title=None if not dec.se else
+               f"error bars: {_ci_level(r)}% CI", title_fontsize=7)
+    level = int(round(100 * (1 - r.spec.alpha)))
+    data = {"effects": {k: {"estimate": float(e), "ci_lower": float(lo_), "ci_upper": float(hi_)}
+                        for k, e, lo_, hi_ in zip(names, est, lo, hi, strict=True)},
+            "ci_level": level, "groups": per_group}
+    return fig, data
+
+
+def _fig_steps(r: AuditResult):
+    dec = r.decomposition
+    steps = dec.steps
+    T = steps.shape[2]
+    fig = _new_figure(8.0, 3.2)
+    ax = fig.subplots()
+    t = np.arange(T)
+    data = {}
+    for i, g in enumerate(dec.groups):
+        c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
+        direct = steps[0, i] - steps[1, i]
+        indirect = steps[1, i] - steps[2, i]
+        ax.plot(t, direct, color=c, lw=1.6, label=f"direct, {g}")
+        ax.plot(t, indirect, color=c, lw=1.6, ls="--", label=f"indirect, {g}")
+        data[g] = {"direct": direct.tolist(), "indirect": indirect.tolist(),
+                   "pi": steps[0, i].tolist(), "ps": steps[1, i].tolist(),
+                   "pi0": steps[2, i].tolist()}
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xlabel("decision epoch t (steps)")
+    ax.set_ylabel(_wrap(f"expected gain at step t ({_gain_unit(r)})", 34), fontsize=8)
+    ax.set_title("Per-step contributions: direct (pi - pi^PS) and indirect (pi^PS - pi0)",
+                 fontsize=9)
+    width = sum(len(g) for g in dec.groups)  # long group names: fewer legend columns
+    fig.legend(fontsize=7, frameon=False, ncol=2 * len(dec.groups) if width <= 24 else 2,
+               loc="outside lower center")
+    return fig, data
+
+
+def _fig_levels(r: AuditResult):
+    if r.mu_pi is None or r.mu_0 is None or r.model is None:
+        return None  # reason: see skipped_sections
+    groups = r.model.group_names
+    G = len(groups)
+    fig = _new_figure(8.0, 1.8 * G + 0.8)
+    axes = np.atleast_2d(fig.subplots(G, 2, sharex=True, sharey=True))
+    K = r.mu_pi.shape[2]
+    im = None
+    for i, g in enumerate(groups):
+        for j, (mu, lab) in enumerate(((r.mu_pi, "pi"), (r.mu_0, "pi0"))):
+            ax = axes[i, j]
+            im = ax.imshow(mu[:, i, :].T, origin="lower", aspect="auto", cmap="viridis",
+                           vmin=0.0, vmax=1.0, extent=(-0.5, mu.shape[0] - 0.5, 0.5, K + 0.5))
+            ax.set_title(f"{g} under {lab}", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("level")
+            if i == G - 1:
+                ax.set_xlabel("decision epoch t (steps)")
+    fig.colorbar(im, ax=axes, label="P(level | group) (probability)")
+    data = {"pi": {g: r.mu_pi[:, i, :].tolist() for i, g in enumerate(groups)},
+            "pi0": {g: r.mu_0[:, i, :].tolist() for i, g in enumerate(groups)},
+            "levels": list(r.model.level_labels)}
+    return fig, data
+
+
+def _fig_benefit_actions(r: AuditResult):
+    """Benefit fairness with A > 2 actions: one panel per non-baseline action,
+    Delta_a(x, s) against pi(a | x, s)."""
+    ben = r.benefit
+    # the baseline's benefit over itself is 0 everywhere: one panel per other action
+    acts = [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)]
+    fig = _new_figure(8.0, 3.4)
+    axes = np.atleast_1d(fig.subplots(1, max(1, len(acts))))
+    unit = _gain_unit(r)
+    for ax, a_i in zip(axes, acts, strict=False):
+        for i, g in enumerate(ben.groups):
+            size = 20 + 400 * np.asarray(ben.state_weights[i])
+            ax.scatter(ben.delta[i, :, a_i], ben.p_d1[i, :, a_i], s=size, label=g,
+                       **_group_marker(i))
+        ax.set_title(f"action {ben.actions[a_i]}", fontsize=8)
+        ax.set_xlabel(f"benefit over the baseline ({unit})", fontsize=8)
+        ax.set_ylim(-0.08, 1.08)
+    axes[0].set_ylabel("P(action | x, s) (probability)")
+    axes[0].legend(fontsize=7, frameon=False)
+    fig.suptitle(f"Benefit vs action probability (Lambda = {ben.Lambda:.4f}); marker area ~ "
+                 "P(x | s)", fontsize=9)
+    data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
+            "probs": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
+            "actions": list(ben.actions)}
+    return fig, data
+
+
+def _fig_benefit(r: AuditResult):
+    ben = r.benefit
+    if ben is None or not hasattr(ben, "contributions"):
+        return None
+    if getattr(ben, "multi", False):
+        return _fig_benefit_actions(r)
+    from matplotlib.lines import Line2D
+
+    fig = _new_figure(8.0, 3.8)
+    ax = fig.subplots()
+    a, b = ben.pair
+    for i, g in enumerate(ben.groups):
+        size = 20 + 400 * np.asarray(ben.state_weights[i])
+        ax.scatter(ben.delta[i], ben.p_d1[i], s=size, label=f"{g} (area ~ P(x | {g}))",
+                   **_group_marker(i))
+    worst = ben.worst_pairs(r.spec.worst)
+    K = ben.contributions.shape[0]
+    order = np.argsort(-ben.contributions, axis=None, kind="stable")[: r.spec.worst]
+    xa, xb = np.unravel_index(order, (K, K))
+    span = max(float(np.ptp(ben.delta)), 1e-12)
+    labels: list[list[Any]] = []  # [x, y, ranks]: pairs whose midpoints nearly coincide share one
+    for rank, (i, j) in enumerate(zip(xa, xb, strict=True), start=1):
+        p1 = (ben.delta[a, i], ben.p_d1[a, i])
+        p2 = (ben.delta[b, j], ben.p_d1[b, j])
+        ax.plot([p1[0], p2[0]], [p1[1], p2[1]], color="#444444", lw=0.9, ls=":")
+        mid = ((p1[0] + p2[0]) / 2, (p1[1] + p2[1]) / 2)
+        for lab in labels:
+            if abs(lab[0] - mid[0]) < 0.06 * span and abs(lab[1] - mid[1]) < 0.08:
+                lab[2].append(rank)
+                break
+        else:
+            labels.append([mid[0], mid[1], [rank]])
+    for x, y, ranks in labels:
+        ax.annotate(", ".join(f"#{k}" for k in ranks), (x, y), xytext=(4, 4),
+                    textcoords="offset points", fontsize=7, color="#222222",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    ax.set_xlabel(f"benefit Delta(x, s) = h1 - h0 ({_gain_unit(r)})", fontsize=8)
+    ax.set_ylabel("P(d1 | x, s) (probability)", fontsize=8)
+    ax.set_ylim(-0.08, 1.08)
+    ax.set_title(f"Benefit vs approval (Lambda = {ben.Lambda:.4f})", fontsize=9)
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="#444444", lw=0.9, ls=":",
+                          label=f"worst pairs of Lambda (#1 = largest, {len(order)} shown)"))
+    fig.legend(handles=handles, fontsize=7, frameon=False, loc="outside right upper")
+    data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
+            "p_d1": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
+            "state_weights": {g: np.asarray(ben.state_weights[i]).tolist()
+                              for i, g in enumerate(ben.groups)},
+            "worst_pairs": worst.to_dict(orient="records")}
+    return fig, data
+
+
+def _fig_graph(r: AuditResult):
+    source = r.system if r.system is not None else r.model
+    if source is None:
+        return None
+    from causalfair.graph import temporal_graph
+    from causalfair.policies.core import reads_group
+
+    T = min(GRAPH_EPOCHS, r.decomposition.horizon)
+    if r.policy_table is not None and r.model is not None:
+        reads = reads_group(r.policy_table, r.model)
+    else:
+        declared = getattr(r.policy, "reads_group", None)
+        reads = declared if isinstance(declared, bool) else True
+    tg = temporal_graph(source.structure, T, policy_reads_s=reads, variant="pi")
+    fig = tg.draw()
+    ax = fig.axes[0]
+    ax.set_title(f"{ax.get_title()} (first {T} of {r.decomposition.horizon} epochs drawn)",
+                 fontsize=10, parse_math=True)
+    data = {"horizon_drawn": T, "policy_reads_s": bool(reads),
+            "nodes": tg.nodes(), "edges": [list(e) for e in tg.edges()]}
+    return fig, data
+
+
+_NOTIONS = ("tpr_gap", "elbert_bias", "w1_final", "dp_gap")
+_NOTION_UNITS = {"tpr_gap": "probability", "elbert_bias": "ratio", "w1_final": "levels",
+                 "dp_gap": "probability"}
+
+
+def _group_marker(i: int) -> dict[str, Any]:
+    """Scatter style of group i: the first filled and translucent, the others hollow with
+    another shape and drawn on top, so coinciding points of two groups both stay visible."""
+    c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
+    if i == 0:
+        return {"marker": "o", "color": c, "alpha": 0.55, "edgecolors": "black",
+                "linewidths": 0.4, "zorder": 2}
+    return {"marker": "sD^v"[(i - 1) % 4], "facecolors": "none", "edgecolors": c,
+            "linewidths": 1.6, "zorder": 3}
+
+
+def _fig_notions(r: AuditResult):
+    vals = {k: r.notions.get(k) for k in _NOTIONS}
+    vals = {k: float(v) for k, v in vals.items() if isinstance(v, (int, float))}
+    if not vals:
+        return None
+    fig = _new_figure(8.0, 2.6)
+    ax = fig.subplots()
+    names = list(vals)
+    y = np.arange(len(names))
+    ax.barh(y, [vals[k] for k in names], color="#4c72b0")
+    for i, k in enumerate(names):
+        thr = r.spec.thresholds.get(k)
+        if thr is not None:
+            ax.plot([thr, thr], [i - 0.4, i + 0.4], color="#cf222e", lw=2)
+        ax.annotate(f"{vals[k]:.4f}", (vals[k], i), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_yticks(y, [f"{k} ({_NOTION_UNITS[k]})" for k in names], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("value (unit per notion, on the left)", fontsize=8)
+    ax.set_title("Other notions (red bar: threshold)", fontsize=9)
+    data = {"values": vals, "thresholds": {k: r.spec.thresholds[k] for k in names
+                                           if k in r.spec.thresholds}}
+    return fig, data
+
+
+def _fig_frontier(r: AuditResult):
+    if r.model is None or r.spec.source != "model" or (
+            r.system is not None and "frontier" not in r.system.engines):
+        return None
+    from causalfair.engines.frontier import frontier
+
+    fr = frontier(r.model, r.decomposition.horizon, points=FRONTIER_POINTS)
+    tables = {r.decomposition.policy_name: r.policy_table}
+    rep = r.extra.get("repair") or {}
+    for name, tab in (rep.get("tables") or {}).items():  # a constrained repair's references
+        if tab is not None:
+            tables[name] = np.asarray(tab, dtype=np.float64)
+    placed = fr.place(tables)
+    fig = fr.plot(placed=placed)
+    bound = rep.get("lp_bound")
+    lin = [c for c in (bound or {}).get("constraints", []) if c in r.spec.thresholds]
+    if bound and lin and lin[0] == f"abs_{fr.constraint}":
+        ax = fig.axes[0]
+        ax.plot([r.spec.thresholds[lin[0]]], [bound["utility"]], "k*", ms=11,
+                label=f"LP bound ({', '.join(bound['constraints'])})")
+        ax.legend(fontsize=8, loc="best")
+    data = fr.to_dict()
+    data["placed"] = placed.to_dict(orient="records")
+    return fig, data
+
+
+#: (name, title, builder) in report order.
+FIGURES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("waterfall", "The gap C built up from its three parts (headline)", _fig_waterfall),
+    ("decomposition", "Decomposition of the qualification-gain disparity, per group",
+     _fig_decomposition),
+    ("steps", "Per-step gain contributions", _fig_steps),
+    ("levels", "Level distributions over time under pi and pi0", _fig_levels),
+    ("benefit", "Benefit fairness: Delta vs approval probability", _fig_benefit),
+    ("graph", "Temporal causal graph", _fig_graph),
+    ("notions", "Other fairness notions", _fig_notions),
+    ("frontier", "Utility-fairness frontier", _fig_frontier),
+)
+
+
+def _build_figures(r: AuditResult, names: Sequence[str] | None = None,
+                   figures: Sequence[tuple[str, str, Callable[[Any], Any]]] = FIGURES
+                   ) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """name -> (Figure, data) for the applicable figures of ``figures`` among ``names``
+    (default all)."""
+    import matplotlib
+
+    out = {}
+    # user strings (group names, labels) are text, never mathtext: "$x$" stays "$x$"
+    with matplotlib.rc_context({"text.parse_math": False}):
+        for name, _, builder in figures:
+            if names is None or name in names:
+                made = builder(r)
+                if made is not None:
+                    out[name] = made
+    return out
+
+
+def skipped_sections(r: AuditResult) -> dict[str, str]:
+    """name -> one-line reason, for every report figure that does not apply."""
+    out: dict[str, str] = {}
+    sysname = r.system.id if r.system is not None else "this audit"
+    if r.model is None or r.mu_pi is None:
+        out["levels"] = (f"no level distributions: {sysname} has no tabular model of "
+                         "independent units (Monte Carlo audit)")
+    if r.benefit is None or not hasattr(r.benefit, "contributions"):
+        out["benefit"] = r.extra.get("benefit") if isinstance(r.extra.get("benefit"), str) else (
+            "benefit fairness is summarised in the tables (Monte Carlo estimate by forks)")
+    if r.spec.source == "model" and (r.model is None or (
+            r.system is not None and "frontier" not in r.system.engines)):
+        out["frontier"] = (f"no utility-fairness frontier: the LP needs a tabular model with "
+                           f"two actions, and {sysname} has none")
+    if not any(isinstance(r.notions.get(k), (int, float)) for k in _NOTIONS):
+        out["notions"] = ("no other notions: TPR, ELBERT, W1 and DP need a tabular model "
+                          "(and a p_repay table for TPR/ELBERT)")
+    return out
+
+
+def make_figures(r: AuditResult) -> dict[str, Any]:
+    """name -> matplotlib Figure for every applicable figure."""
+    return {k: fig for k, (fig, _) in _build_figures(r).items()}

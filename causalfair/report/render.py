@@ -1,0 +1,394 @@
+"""Audit reports: report.html (self-contained), report.md, card.md, audit.json and PNG
+figures.
+
+:func:`write_report` builds the whole report in a temporary folder beside the target and
+renames it into place at the end, so a report is never half-written: an interrupted or
+failed run leaves the previous report (or nothing) behind.
+
+The report reads top to bottom: the verdict and one generated sentence per threshold and
+per effect (:mod:`causalfair.report.explain`), the headline figure, then the details (tables,
+figures), a glossary, the assumptions, provenance and the spec. ``card.md`` is the audit
+card: YAML metadata and one paragraph per metric.
+
+Figures: :mod:`causalfair.report.figures` (each saved as ``NAME.png`` and embedded in
+the HTML as base64).
+
+audit.json holds every figure's data, the spec, package and dependency versions, seeds
+and the checkpoint's SHA-256.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causalfair.report.figures import (  # the figures, re-exported
+    DPI,
+    FIGURES,
+    FRONTIER_POINTS,
+    GRAPH_EPOCHS,
+    _build_figures,
+    _ci_level,
+    _gain_unit,
+    figure_png,
+    figure_png_base64,
+    make_figures,
+    skipped_sections,
+)
+
+#: The report reads an audit result (causalfair.audit.AuditResult) by duck typing: this
+#: module imports nothing from causalfair.audit, so the import graph has no circle.
+AuditResult = Any
+
+__all__ = ["write_report", "make_figures", "figure_png_base64", "FIGURES", "DPI",
+           "GRAPH_EPOCHS", "FRONTIER_POINTS", "render_html", "render_markdown"]
+
+
+_STATUS_COLOUR = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#9a6700"}
+
+
+# ---------------------------------------------------------------------------- tables
+#: How a missing value (an exact result's standard error, an absent notion) reads,
+#: in every table of the report.
+MISSING = "n/a"
+
+
+def _is_exact(r: AuditResult) -> bool:
+    return r.spec.source == "model" and r.decomposition.engine == "exact"
+
+
+def _unit_of(r: AuditResult, key: str) -> str:
+    from causalfair.report.explain import glossary
+
+    dec = r.decomposition
+    pair = (dec.groups[dec.pair[0]], dec.groups[dec.pair[1]])
+    reward = getattr(r.system, "reward", None)
+    return glossary(pair, _gain_unit(r), reward).get(key, ("", "", ""))[2]
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return MISSING
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.6f}"
+    return str(v)
+
+
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|<>~$"})
+
+
+def md_escape(text: Any) -> str:
+    """Text for Markdown: the characters that start markup, links, code, tables or inline
+    HTML are backslash-escaped and line breaks become spaces, so user strings (names,
+    labels) render as the text they are."""
+    return " ".join(str(text).splitlines()).translate(_MD_SPECIAL)
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    out = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(md_escape(_fmt(c)) if not isinstance(c, (float, np.floating))
+                              else _fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
+                status_col: int | None = None) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = []
+    for row in rows:
+        cells = []
+        for i, c in enumerate(row):
+            text = html.escape(_fmt(c))
+            if i == status_col and c in _STATUS_COLOUR:
+                text = f"<span class='status {text}'>{text}</span>"
+            cells.append(f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[str], list[list[Any]], int | None]]:
+    """(title, header, rows, status column) for every table of the report."""
+    tabs = []
+    if before is not None:
+        after = {v.key: v for v in r.verdicts}
+        rows = []
+        for v in before.verdicts:
+            a = after.get(v.key)
+            rows.append([v.label, v.estimate, v.status, a.estimate if a else None,
+                         a.status if a else None])
+        rows.append(["overall", None, before.overall, None, r.overall])
+        for k in r.spec.metrics:  # what the change cost or bought, thresholded or not
+            if k in before.quantities and k in r.quantities:
+                rows.append([k, before.quantities[k][0], None, r.quantities[k][0], None])
+        tabs.append(("Before and after retraining",
+                     ["threshold", "before", "verdict before", "after", "verdict after"], rows, 2))
+        rep = r.extra.get("repair")
+        if rep:
+            tabs.append(_repair_table(rep))
+    q = r.quantities
+    if _is_exact(r):  # one number each: no sampling error, no interval
+        rows = [[v.label, v.estimate, v.status] for v in r.verdicts]
+        tabs.append(("Verdicts (exact values)", ["threshold", "value", "verdict"], rows, 2))
+        rows = [[k, q[k][0], _unit_of(r, k)] for k in r.spec.metrics if k in q]
+        tabs.append(("Metrics (exact values)", ["quantity", "value", "unit"], rows, None))
+    else:
+        level = _ci_level(r)
+        rows = [[v.label, v.estimate, v.lower, v.upper, v.status] for v in r.verdicts]
+        tabs.append(("Verdicts", ["threshold", "estimate", f"{level}% CI lower",
+                                  f"{level}% CI upper", "verdict"], rows, 4))
+        rows = [[k, q[k][0], q[k][3], q[k][1], q[k][2], _unit_of(r, k)]
+                for k in r.spec.metrics if k in q]
+        tabs.append(("Metrics", ["quantity", "estimate", "standard error", f"{level}% CI lower",
+                                 f"{level}% CI upper", "unit"], rows, None))
+    dec = r.decomposition
+    rows = [[g, dec.V[i], dec.V_ps[i], dec.V_0[i], dec.V[i] - dec.V_ps[i],
+             dec.V_ps[i] - dec.V_0[i], dec.utility[i]] for i, g in enumerate(dec.groups)]
+    tabs.append(("Per-group values",
+                 ["group", "V^pi", "V^PS", "V^pi0", "direct", "indirect", "utility"], rows, None))
+    if r.benefit is not None:
+        wp = r.worst_pairs()
+        tabs.append((f"Worst benefit pairs (Lambda = {r.benefit.Lambda:.6f})", list(wp.columns),
+                     wp.values.tolist(), None))
+    rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
+    for k, v in r.notions.items():
+        if isinstance(v, dict):
+            rows += [[f"{k}[{g}]", x] for g, x in v.items()]
+    tabs.append(("Other notions", ["notion", "value"], rows, None))
+    dw = (r.extra.get("logs") or {}).get("dowhy")
+    if dw:
+        rows = [["pooled effect of D_t on the gain (backdoor on {X_t, S})",
+                 dw["pooled_effect"], None, None]]
+        rows += [[f["name"], f.get("new_effect"), f.get("p_value"),
+                  "passed" if f.get("passed") else "FAILED"] for f in dw["refuters"]]
+        tabs.append((f"dowhy cross-check and refuters ({dw['n_rows']} rows)",
+                     ["check", "effect", "p-value", "result"], rows, None))
+    return tabs
+
+
+def _repair_table(rep: dict[str, Any]) -> tuple[str, list[str], list[list[Any]], int | None]:
+    """The constrained repair against its references: utility, C, Lambda, and the
+    repair's utility as a fraction of each."""
+    res = rep.get("result") or {}
+    u = res.get("utility")
+
+    def frac(ref: Any) -> Any:
+        return None if (not rep.get("passed") or ref is None or u is None or ref <= 0 or u < 0) else u / ref
+
+    rows = []
+    for name, m in (("original (failing)", rep.get("original")),
+                    ("repair" if rep.get("passed") else "best attempt (fails)", res),
+                    ("best found (not proven optimal)", rep.get("best_found"))):
+        if m:
+            rows.append([name, m.get("utility"), m.get("C"), m.get("Lambda"), frac(m.get("utility"))])
+    lp = rep.get("lp_bound")
+    if lp:
+        rows.append([f"LP bound ({', '.join(lp.get('constraints') or []) or 'unconstrained'} only)",
+                     lp["utility"], None, None, frac(lp["utility"])])
+    title = "Constrained repair: " + ", ".join(rep.get("constraints", []))
+    if not rep.get("passed"):
+        title += " (no passing repair found)"
+    return title, ["policy", "utility", "C", "Lambda", "repair utility / this"], rows, None
+
+
+def _provenance_rows(doc: dict[str, Any]) -> list[list[Any]]:
+    prov = doc["provenance"]
+    rows = [["causalfair", prov["causalfair"]], ["python", prov["python"]],
+            ["platform", prov["platform"]]]
+    rows += [[k, v] for k, v in prov["dependencies"].items()]
+    pol = doc["policy"]
+    rows += [["policy", pol["label"]], ["checkpoint sha256", pol["checkpoint_sha256"]]]
+    rows += [[f"seed ({k})", v] for k, v in doc["seeds"].items() if v is not None]
+    return rows
+
+
+def _spec_text(r: AuditResult) -> str:
+    if r.spec.path is not None and r.spec.path.is_file():
+        return r.spec.path.read_text(encoding="utf-8")
+    return json.dumps(r.spec.raw, indent=2, default=str)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:980px;
+color:#1f2328;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #d0d7de}
+h3{font-size:1em;margin-top:1.2em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.85em;display:block;overflow-x:auto;max-width:100%}
+td{overflow-wrap:anywhere}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:right;vertical-align:top}
+#glossary td{text-align:left}.meta{color:#57606a;font-size:.9em}
+.verdict{font-size:1.1em;font-weight:600}
+th{background:#f6f8fa}td:first-child{text-align:left}
+.status{font-weight:bold}.PASS{color:#1a7f37}.FAIL{color:#cf222e}.INCONCLUSIVE{color:#9a6700}
+figure{margin:1em 0}img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85em;color:#57606a}pre{background:#f6f8fa;padding:.8em;font-size:.8em;
+overflow-x:auto}
+"""
+
+
+def _glossary_rows(r: AuditResult, doc: dict[str, Any]) -> list[list[str]]:
+    """quantity, definition, sign convention, unit for every quantity the report shows."""
+    from causalfair.report.explain import doc_glossary
+
+    words = doc_glossary(doc)
+    keys = [k for k in words if k in doc.get("quantities", {}) or k in r.notions
+            or any(v.key in (k, f"abs_{k}") for v in r.verdicts)]
+    return [[k, *words[k]] for k in keys]
+
+
+def _header_line(r: AuditResult, doc: dict[str, Any]) -> str:
+    spec = r.spec
+    return (f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; policy: "
+            f"{doc['policy']['label']}; horizon T = {r.decomposition.horizon}; "
+            f"engine: {spec.engine}" + (f" (n = {spec.n}, seed = {spec.seed})"
+                                        if spec.engine == "mc" and spec.source == "model" else "")
+            + ("" if _is_exact(r) else f"; CI level {100 * (1 - spec.alpha):g}%"))
+
+
+def _summary(doc: dict[str, Any]) -> list[str]:
+    from causalfair.report.explain import sentences
+
+    return [s.text for s in sentences(doc)]
+
+
+_HEADLINE = "waterfall"
+
+
+def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
+                before: AuditResult | None = None) -> str:
+    """The self-contained HTML page (figures as data: URIs, inline CSS, no scripts):
+    summary sentences and the headline figure, then the details, the glossary, the
+    assumptions, provenance and the spec."""
+    from causalfair.report.explain import assumptions
+
+    titles = {n: t for n, t, _ in FIGURES}
+    status = r.overall
+    spec = r.spec
+
+    def figure(name: str, png: bytes) -> str:
+        b64 = base64.b64encode(png).decode("ascii")
+        return (f"<figure id='fig-{name}'><img alt='{html.escape(titles[name])}' "
+                f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(titles[name])}"
+                f" ({name}.png)</figcaption></figure>")
+
+    summary = _summary(doc)
+    parts = [
+        "<!DOCTYPE html>",
+        "<html lang='en'><head><meta charset='utf-8'>",
+        f"<title>causalfair audit {html.escape(spec.name)}: {status}</title>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Audit <code>{html.escape(spec.name)}</code>: "
+        f"<span class='status {status}'>{status}</span></h1>",
+        f"<p class='meta'>{html.escape(_header_line(r, doc))}</p>",
+        "<section id='summary'><h2>Summary</h2>",
+        f"<p class='verdict'>{html.escape(summary[0])}</p>",
+        "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in summary[1:]) + "</ul>",
+    ]
+    if _HEADLINE in pngs:
+        parts.append(figure(_HEADLINE, pngs[_HEADLINE]))
+    parts.append("</section><section id='details'><h2>Details</h2>")
+    for title, header, rows, sc in _tables(r, before):
+        parts.append(f"<h3>{html.escape(title)}</h3>")
+        parts.append(_html_table(header, rows, sc))
+    parts.append("<h3>Figures</h3>")
+    parts += [figure(name, png) for name, png in pngs.items() if name != _HEADLINE]
+    skipped = skipped_sections(r)
+    if skipped:
+        parts.append("<h3>Not shown</h3><ul>" + "".join(
+            f"<li>{html.escape(titles.get(k, k))}: {html.escape(v)}</li>"
+            for k, v in skipped.items()) + "</ul>")
+    parts.append("</section><section id='glossary'><h2>Glossary</h2>")
+    parts.append(_html_table(["quantity", "definition", "sign", "unit"], _glossary_rows(r, doc)))
+    parts.append("</section><section id='assumptions'><h2>Assumptions</h2><ul>")
+    parts += [f"<li>{html.escape(a)}</li>" for a in assumptions(doc)]
+    parts.append("</ul></section><section id='provenance'><h2>Provenance</h2>")
+    parts.append(_html_table(["item", "value"], _provenance_rows(doc)))
+    parts.append("</section><section id='spec'><h2>Spec</h2>")
+    parts.append(f"<pre>{html.escape(_spec_text(r))}</pre></section>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
+                    before: AuditResult | None = None) -> str:
+    from causalfair.report.explain import assumptions
+
+    titles = {n: t for n, t, _ in FIGURES}
+    spec = r.spec
+    summary = _summary(doc)
+    lines = [f"# Audit `{spec.name}`: {r.overall}", "", md_escape(_header_line(r, doc)), "",
+             "## Summary", "", md_escape(summary[0]), ""]
+    lines += [f"- {md_escape(t)}" for t in summary[1:]] + [""]
+    if _HEADLINE in pngs:
+        lines += [f"![{titles[_HEADLINE]}]({_HEADLINE}.png)", ""]
+    lines += ["## Details", ""]
+    for title, header, rows, _ in _tables(r, before):
+        lines += [f"### {md_escape(title)}", "", _md_table(header, rows), ""]
+    lines += ["### Figures", ""]
+    for name in pngs:
+        if name != _HEADLINE:
+            lines += [f"![{titles[name]}]({name}.png)", ""]
+    for k, v in skipped_sections(r).items():
+        lines += [f"- not shown, {titles.get(k, k)}: {md_escape(v)}"]
+    lines += ["", "## Glossary", "",
+              _md_table(["quantity", "definition", "sign", "unit"], _glossary_rows(r, doc)), ""]
+    lines += ["## Assumptions", ""] + [f"- {md_escape(a)}" for a in assumptions(doc)] + [""]
+    lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), ""]
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall("`+", _spec_text(r))), default=0))
+    lines += ["## Spec", "", fence + "toml", _spec_text(r).rstrip(), fence, ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- writing
+def _draw(r: AuditResult, names: Sequence[str] | None, tmp: Path
+          ) -> tuple[dict[str, bytes], dict[str, Any], dict[str, Any]]:
+    """Build and render the figures ``names`` (None: all) into ``tmp``: (pngs, data, figures)."""
+    built = _build_figures(r, names, FIGURES)  # the report's figures (FIGURES here)
+    pngs = {name: figure_png(fig) for name, (fig, _) in built.items()}
+    for name, png in pngs.items():
+        (tmp / f"{name}.png").write_bytes(png)
+    return (pngs, {k: d for k, (_, d) in built.items()},
+            {k: fig for k, (fig, _) in built.items()})
+
+
+def write_report(r: AuditResult, out: str | os.PathLike[str], *,
+                 before: AuditResult | None = None) -> Path:
+    """Write the report folder ``out`` (report.html, report.md, audit.json, NAME.png)
+    atomically (:func:`causalfair._io.write_folder`): everything is built in a temporary
+    folder beside ``out`` and renamed into place. An existing ``out`` is replaced only if
+    causalfair wrote it (it holds the manifest ``.causalfair-report.json``); a user's
+    folder or file is never touched (:class:`~causalfair.errors.OutputError`). Returns
+    ``out`` as a Path."""
+    from causalfair._io import to_jsonable, write_folder
+
+    def fill(tmp: Path) -> None:
+        order = [n for n, _, _ in FIGURES]
+        pngs, data, figs = _draw(r, None, tmp)
+        r._figures = figs
+        pngs = {n: pngs[n] for n in order if n in pngs}
+        doc = r.to_dict()
+        titles = {n: t for n, t, _ in FIGURES}
+        doc["figures"] = {name: {"file": f"{name}.png", "title": titles[name],
+                                 "data": data[name]} for name in pngs}
+        if before is not None:
+            doc["before"] = {"overall": before.overall,
+                             "checkpoint_sha256": before.checkpoint_sha256,
+                             "verdicts": [v.to_dict() for v in before.verdicts],
+                             "quantities": {k: v[0] for k, v in before.quantities.items()}}
+        (tmp / "audit.json").write_text(
+            json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before), encoding="utf-8")
+        (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
+        from causalfair.report.explain import card_markdown
+
+        (tmp / "card.md").write_text(card_markdown(doc, _spec_text(r)), encoding="utf-8")
+
+    return write_folder(out, fill, kind="report")

@@ -1,0 +1,262 @@
+"""Training sweeps (issue 16): every (system, algorithm, seed) is one task, run here, in
+local worker processes or on Ray (:mod:`causalfair.backends`), and the results are
+tabulated with means and confidence intervals over seeds.
+
+A task trains exactly what ``causalfair train --system S --algo A --seed K`` trains (the
+same :class:`~causalfair.train.TrainConfig`), so its numbers equal a separate run's. The
+worker trains into a private temporary folder and hands back the files' bytes; only the
+driver writes into the sweep's folder::
+
+    OUT/.causalfair-sweep            marks the folder as causalfair's
+    OUT/runs.csv                     one row per run: system, algo, seed, wall_s, metrics
+    OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo)
+    OUT/runs/SYSTEM/ALGO/seed-K/     checkpoint.pt, metrics.csv (or .jsonl), config.json
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from causalfair.errors import ConfigError, OutputError
+
+__all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "train_many", "write_run"]
+
+MARK = ".causalfair-sweep"
+#: Files of a run folder handed back to the driver.
+RUN_FILES = ("checkpoint.pt", "metrics.csv", "metrics.jsonl", "config.json")
+#: At most this many runs per sweep (a typo such as --seeds 0-100000 is refused).
+MAX_RUNS = 10_000
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-19"``, ``"0,3,5-7"`` -> the seeds in order (duplicates refused)."""
+    out: list[int] = []
+    for part in str(text).split(","):
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if dash else a
+        except ValueError:
+            a = b = -1
+        if a < 0 or b < a:
+            raise ConfigError(f"seeds: bad value {part.strip()[:40]!r} in {str(text)[:60]!r}; "
+                              "expected seeds such as 0-19 or 0,3,5-7 (integers >= 0).")
+        out.extend(range(a, b + 1))
+        if len(out) > MAX_RUNS:
+            break
+    if len(set(out)) != len(out):
+        raise ConfigError(f"seeds: {str(text)[:60]!r} names a seed twice.")
+    return out
+
+
+def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
+            overrides: Mapping[str, Any]) -> Any:
+    from causalfair.systems.lending.settings import SETTINGS
+    from causalfair.train import TrainConfig
+
+    kw = dict(overrides, algo=algo, seed=seed)
+    if system in SETTINGS and not params:
+        kw["setting"] = system
+    else:
+        kw.update(system=system, system_params=dict(params))
+    return TrainConfig(**kw)
+
+
+def _train_config(task: tuple[Any, str]) -> dict[str, Any]:
+    """One run, in a private temporary folder; returns its final metrics, wall time,
+    history (a DataFrame, one row per iteration) and files' bytes."""
+    import tempfile
+
+    from causalfair.train import train
+
+    config, search_path = task
+    system = None
+    if config.system:
+        from causalfair.systems import make
+
+        system = make(config.system, search_path=search_path, **dict(config.system_params))
+    with tempfile.TemporaryDirectory(prefix="causalfair-sweep-") as tmp:
+        res = train(config, out=Path(tmp) / "run", system=system)
+        files = {name: (Path(tmp) / "run" / name).read_bytes() for name in RUN_FILES
+                 if (Path(tmp) / "run" / name).is_file()}
+    return {"metrics": dict(res.metrics), "wall_s": float(res.wall_s), "files": files,
+            "history": res.history}
+
+
+def train_many(configs: Sequence[Any], *, backend: Any = None,
+               search_path: str | os.PathLike[str] = ".") -> list[Any]:
+    """Train each :class:`~causalfair.train.TrainConfig` as one task on ``backend`` (None:
+    this process; a name or a :mod:`causalfair.backends` object). Returns, in the
+    configs' order, ``{"metrics", "wall_s", "history", "files"}`` per run (``files``: the
+    bytes of checkpoint.pt, metrics and config.json, for the caller to write), or a
+    :class:`~causalfair.backends.TaskError` for a run that raised."""
+    from causalfair.backends import SerialBackend, make_backend
+    from causalfair.engines.montecarlo import _is_serial
+
+    if _is_serial(backend):
+        backend = SerialBackend()
+    elif isinstance(backend, str):
+        backend = make_backend(os.cpu_count() or 1 if backend == "process" else 1, backend)
+    return backend.map(_train_config, [(c, str(search_path)) for c in configs])
+
+
+def write_run(folder: Path, result: Mapping[str, Any]) -> None:
+    """Write a run's files (from :func:`train_many`) into ``folder``, atomically."""
+    from causalfair._io import atomic_write_bytes
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in result["files"].items():
+        atomic_write_bytes(folder / name, lambda fh, d=data: fh.write(d))
+
+
+@dataclass
+class SweepResult:
+    """What :func:`sweep` returns: ``runs`` (one row per run) and ``table`` (mean, CI
+    lower and upper over seeds per system, algorithm and metric), both pandas
+    DataFrames; ``failed``: (system, algo, seed, message) of the runs that raised."""
+
+    runs: Any
+    table: Any
+    failed: list[tuple[str, str, int, str]] = field(default_factory=list)
+    out: Path | None = None
+    alpha: float = 0.05
+
+    def to_markdown(self, metrics: Sequence[str] = ("utility", "C", "DPE", "IPE", "SPE",
+                                                    "Lambda")) -> str:
+        level = f"{100 * (1 - self.alpha):g}%"
+        lines = ["| system | algo | seeds | " + " | ".join(
+            f"{m} (mean [{level} CI])" for m in metrics) + " |",
+                 "|---|---|---|" + "---|" * len(metrics)]
+        for (sysid, algo), g in self.table.groupby(["system", "algo"], sort=False):
+            cells = []
+            for m in metrics:
+                row = g[g["metric"] == m]
+                if row.empty:
+                    cells.append("n/a")
+                    continue
+                r = row.iloc[0]
+                ci = ("" if math.isnan(r["lower"]) else f" [{r['lower']:.4f}, {r['upper']:.4f}]")
+                cells.append(f"{r['mean']:.4f}{ci}")
+            lines.append(f"| {sysid} | {algo} | {int(g['n'].iloc[0])} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+
+def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, float]:
+    """(mean, lower, upper): the 1 - alpha t-interval of the mean over runs (NaNs dropped;
+    NaN bounds with fewer than two runs)."""
+    import numpy as np
+    from scipy import stats
+
+    a = np.asarray([v for v in x if v == v], dtype=np.float64)
+    if a.size == 0:
+        return math.nan, math.nan, math.nan
+    m = float(a.mean())
+    if a.size < 2:
+        return m, math.nan, math.nan
+    h = float(stats.t.ppf(1 - alpha / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
+    return m, m - h, m + h
+
+
+def _prepare_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: is a file, not a sweep folder; choose another --out.")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARK).exists():
+        raise OutputError(f"{out}: is an existing folder causalfair did not write (no {MARK}); "
+                          "choose another --out (causalfair never writes into a folder of yours).")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MARK).touch()
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
+
+
+def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = ("lending-1",), *,
+          params: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None,
+          out: str | os.PathLike[str] | None = None, backend: Any = None, alpha: float = 0.05,
+          search_path: str | os.PathLike[str] = ".") -> SweepResult:
+    """Train every (system, algorithm, seed); tabulate the final metrics.
+
+    ``overrides``: further :class:`~causalfair.train.TrainConfig` fields for every run
+    (e.g. ``{"iterations": 50}``). ``backend``: None (this process), a name ("process",
+    "ray") or a :mod:`causalfair.backends` object. ``out``: the sweep folder (module
+    docstring); None writes nothing. Runs that raise are listed in ``failed`` (the
+    others still finish and are tabulated). ``alpha``: the t-intervals' level 1 - alpha.
+    """
+    import pandas as pd
+
+    from causalfair.train import ALGORITHMS
+
+    algos = list(algos)
+    bad = [a for a in algos if a not in ALGORITHMS]
+    if not algos or bad:
+        raise ConfigError(f"algos: bad value {bad[0] if bad else algos!r}; allowed values: "
+                          f"{', '.join(ALGORITHMS)}.")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ConfigError("seeds: give at least one seed, e.g. 0-4.")
+    if not systems:
+        raise ConfigError("systems: give at least one system id, e.g. lending-1.")
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"alpha: must be in (0, 1), got {alpha}.")
+    n_runs = len(algos) * len(seeds) * len(systems)
+    if n_runs > MAX_RUNS:
+        raise ConfigError(f"sweep: {n_runs} runs is more than {MAX_RUNS}; split the sweep.")
+    overrides = dict(overrides or {})
+    for key in ("algo", "seed", "setting", "system", "system_params"):
+        if key in overrides:
+            raise ConfigError(f"overrides: {key!r} is set by the sweep itself; use the "
+                              "algos, seeds and systems arguments.")
+    combos = [(s, a, k) for s in systems for a in algos for k in seeds]
+    from causalfair.systems.lending.settings import SETTINGS
+    from causalfair.systems import make
+
+    for sysid in systems:  # every system and configuration is checked before any run starts
+        if sysid not in SETTINGS or params:
+            make(sysid, search_path=search_path, **dict(params or {}))
+        for a in algos:
+            try:
+                _config(sysid, params or {}, a, seeds[0], overrides)
+            except TypeError as exc:
+                raise ConfigError(f"overrides: {exc}") from None
+    out_path = Path(out) if out is not None else None
+    if out_path is not None:
+        _prepare_out(out_path)
+    from causalfair.backends import TaskError
+
+    results = train_many([_config(sy, params or {}, a, k, overrides) for sy, a, k in combos],
+                         backend=backend, search_path=search_path)
+    rows, failed = [], []
+    for (sysid, algo, seed), r in zip(combos, results, strict=True):
+        if isinstance(r, TaskError):
+            failed.append((sysid, algo, seed, f"{r.kind}: {r.message}"))
+            continue
+        rows.append({"system": sysid, "algo": algo, "seed": seed, "wall_s": r["wall_s"],
+                     **{k: v for k, v in r["metrics"].items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+        if out_path is not None:
+            write_run(out_path / "runs" / sysid.replace(":", "_") / algo / f"seed-{seed}", r)
+    runs = pd.DataFrame(rows)
+    metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "wall_s")]
+    table_rows = []
+    if not runs.empty:
+        for (sysid, algo), g in runs.groupby(["system", "algo"], sort=False):
+            for m in metrics:
+                mean, lo, hi = t_interval(g[m].tolist(), alpha)
+                table_rows.append({"system": sysid, "algo": algo, "metric": m, "n": len(g),
+                                   "mean": mean, "lower": lo, "upper": hi})
+    table = pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",
+                                              "upper"])
+    res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha)
+    if out_path is not None:
+        from causalfair._io import atomic_write_bytes
+
+        for name, text in (("runs.csv", runs.to_csv(index=False)),
+                           ("table.csv", table.to_csv(index=False)),
+                           ("table.md", res.to_markdown())):
+            atomic_write_bytes(out_path / name, lambda fh, s=text: fh.write(s.encode("utf-8")))
+    return res
