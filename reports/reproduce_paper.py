@@ -6,7 +6,7 @@ Usage (from the repository root; one process, about 20-25 minutes on 2 shared co
 
 Options: ``--iterations N`` (default 80), ``--seeds S`` (default 3), ``--quick`` (a smoke
 run: 1 setting, 1 seed, 4 iterations, written to /tmp/causalfair-paper-quick), ``--out``,
-``--jobs N`` / ``--backend ray`` (the runs as tasks of :func:`causalfair.sweep.train_many`,
+``--jobs N`` / ``--backend ray`` (the runs as tasks of :func:`causalfair.train.sweep.train_many`,
 the same numbers as one process; docs/scale.md).
 
 Writes ``reports/paper/``:
@@ -20,7 +20,7 @@ Writes ``reports/paper/``:
 - ``sweep.csv`` and ``fig6_sweep.png``: Lambda and DPE over training for PPO-C and PPO-Cb
   at several beta_Lambda on lending-1 and lending-2 (paper Fig. 6);
 - ``frontier.csv``: each trained algorithm (seed-mean policy metrics) placed against the
-  utility-|C| frontier of causalfair.frontier (when that module is available);
+  utility-|C| frontier of causalfair.engines.frontier (when that module is available);
 - ``README.md``: the command, the machine, wall times, and which claims our runs support.
 
 Run folders (checkpoints, resume state, metric logs) go to ``runs/paper/`` (not committed).
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causalfair.sweep import t_interval
+from causalfair.train.sweep import t_interval
 
 ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po")
 SETTINGS = ("lending-1", "lending-2", "lending-3")
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--runs", default="runs/paper")
     ap.add_argument("--jobs", type=int, default=1,
-                    help="train in N local worker processes (causalfair.sweep.train_many; the "
+                    help="train in N local worker processes (causalfair.train.sweep.train_many; the "
                          "numbers are those of one process)")
     ap.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
                     help="where the runs go (default: serial, or process with --jobs > 1)")
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from causalfair.sim.lending import lending_setting
+    from causalfair.systems.lending.settings import lending_setting
     from causalfair.train import TrainConfig
 
     settings, algos, seeds, iters, sweep_iters = SETTINGS, ALGOS, args.seeds, args.iterations, args.sweep_iterations
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = pd.read_csv(out / "runs.csv").to_dict("records")
         curves = [pd.read_csv(out / "curves.csv")]
     from causalfair.backends import TaskError, make_backend
-    from causalfair.sweep import train_many, write_run
+    from causalfair.train.sweep import train_many, write_run
 
     backend = make_backend(args.jobs, args.backend)
     # one process: run by run, saving runs.csv after each; else all runs as tasks at once
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     # frontier placement
     front_note = ""
     try:
-        from causalfair.frontier import frontier
+        from causalfair.engines.frontier import frontier
 
         placed = []
         for st in settings:
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                 for seed in range(seeds):
                     ck = runs_root / st / variant / f"seed{seed}" / "checkpoint.pt"
                     if ck.is_file():
-                        from causalfair.policy import load_checkpoint
+                        from causalfair.policies.core import load_checkpoint
 
                         pol, _ = load_checkpoint(ck, model)
                         tables[f"{variant}/seed{seed}"] = pol
@@ -354,12 +354,12 @@ def main(argv: list[str] | None = None) -> int:
         fdf.to_csv(out / "frontier.csv", index=False)
         fdf["algorithm"] = fdf["policy"].str.split("/").str[0]
         fsum = fdf.groupby(["setting", "algorithm"], sort=False)[["x", "utility", "frontier_utility", "gap"]].mean()
-        front_note = ("frontier.csv: every trained policy placed against causalfair.frontier's "
+        front_note = ("frontier.csv: every trained policy placed against causalfair.engines.frontier's "
                       "utility-|C| frontier (12 points; x = the policy's |C|; gap = the best utility any time-indexed "
                       "policy reaches at the policy's |C|, minus the policy's utility). Mean over "
                       "seeds:\n\n" + fsum.round(3).to_string() + "\n")
     except ImportError:
-        front_note = "causalfair.frontier was not available when this ran: no frontier placement."
+        front_note = "causalfair.engines.frontier was not available when this ran: no frontier placement."
     except Exception as exc:  # noqa: BLE001 - report, do not lose the rest
         front_note = f"frontier placement failed: {type(exc).__name__}: {exc}"
 
@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         f"iterations, plus the beta_Lambda sweep at {sweep_iters} iterations). Every run: "
         "individual-level MDP (episodes of T = 20 epochs, 512 individuals per rollout, 10,240 "
         "transitions per iteration), TrainConfig defaults otherwise (docs/training.md). All "
-        "metrics are exact (causalfair.effects.decompose and causalfair.metrics.other_notions "
+        "metrics are exact (causalfair.engines.effects.decompose and causalfair.engines.notions.other_notions "
         "on the trained policy table, T = 20).",
         "",
         "## Machine",

@@ -6,7 +6,7 @@ Usage (from the repository root):
 
 Options: ``--iterations N`` (default 30), ``--seeds S`` (default 3), ``--eval-n N``
 (replicas per Monte Carlo evaluation, default 500), ``--jobs N`` / ``--backend ray``
-(training runs as tasks of :func:`causalfair.sweep.train_many`: the same numbers as one
+(training runs as tasks of :func:`causalfair.train.sweep.train_many`: the same numbers as one
 process), ``--quick`` (1 system, 1 seed, 3 iterations, written to
 /tmp/causalfair-seeds-quick), ``--out``.
 
@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causalfair.sweep import t_interval
+from causalfair.train.sweep import t_interval
 from causalfair.systems.replicator import REPLICATOR_DEFAULTS
 
 SYSTEMS = ("attention-1", "attention-harder", "infectious-1", "infectious-harder")
@@ -69,7 +69,7 @@ def configs(systems, algos, seeds, iterations):
 def evaluate(sid: str, checkpoint: bytes, n: int) -> dict[str, float]:
     """The trained policy's Monte Carlo audit on its system (fixed evaluation seed)."""
     import causalfair as cf
-    from causalfair.benefit_mc import benefit_fairness_mc
+    from causalfair.engines.benefit_mc import benefit_fairness_mc
 
     system = cf.systems.make(sid)
     with tempfile.TemporaryDirectory() as tmp:
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         systems, seeds, iters = ("infectious-1",), [0], 3
         args.eval_n = min(args.eval_n, 50)
     from causalfair.backends import make_backend
-    from causalfair.sweep import train_many
+    from causalfair.train.sweep import train_many
 
     t0 = time.perf_counter()
     cfgs = configs(systems, algos, seeds, iters)
