@@ -16,6 +16,7 @@ Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when use
 """
 
 from causalfair import audit, systems
+from causalfair._version import __version__
 from causalfair.engines.benefit import BenefitResult, benefit_fairness, lambda_metric
 from causalfair.engines.effects import Decomposition, decompose, value_tables
 from causalfair.errors import CausalfairError, SpecError, SystemError_
@@ -42,8 +43,6 @@ from causalfair.policies.core import (
 from causalfair.systems.simulator import Simulator, StepResult
 from causalfair.systems.lending.settings import SETTINGS, LendingModel, lending_setting
 from causalfair.systems import DecisionSet, Gain, System, as_system
-
-__version__ = "0.1.0"
 
 __all__ = [
     # systems

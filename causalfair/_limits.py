@@ -10,10 +10,12 @@ on the command line), naming what is too big and how to proceed. The limit defau
 from __future__ import annotations
 
 import os
+import sys
 
-from causalfair.errors import InputError, ResourceLimitError
+from causalfair.errors import InputError, ResourceLimitError, UsageError
 
-__all__ = ["DEFAULT_MAX_MEMORY", "ENV", "max_memory", "check_memory", "format_bytes"]
+__all__ = ["DEFAULT_MAX_MEMORY", "ENV", "max_memory", "check_memory", "format_bytes",
+           "set_threads"]
 
 #: Default memory one request may need: 4 GiB.
 DEFAULT_MAX_MEMORY = 4 << 30
@@ -53,3 +55,28 @@ def check_memory(nbytes: float, what: str, fix: str) -> None:
         raise ResourceLimitError(
             f"{what}: needs about {format_bytes(nbytes)} of memory, over the limit of "
             f"{format_bytes(limit)}; {fix}, or raise the limit with {ENV} (docs/limits.md).")
+
+
+def set_threads(n: int | None = None) -> int:
+    """Use ``n`` threads for torch and BLAS (None: ``CAUSALFAIR_THREADS``, else 1). Sets
+    OMP_NUM_THREADS / MKL_NUM_THREADS for libraries imported later, limits the BLAS
+    already loaded (threadpoolctl, when installed) and torch if it is imported."""
+    if n is None:
+        env = os.environ.get("CAUSALFAIR_THREADS", "1")
+        try:
+            n = int(env)
+        except ValueError:
+            raise UsageError(f"CAUSALFAIR_THREADS: bad value {env[:20]!r}; give an integer >= 1.") from None
+    if n < 1:
+        raise UsageError(f"--threads: must be an integer >= 1, got {n}.")
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        pass
+    else:
+        threadpool_limits(n)
+    if "torch" in sys.modules:  # limit torch only where it is already imported
+        sys.modules["torch"].set_num_threads(n)
+    return n

@@ -42,7 +42,7 @@ def _run(fn: Callable[[Any], Any], item: Any, threads: int | None) -> Any:
     from causalfair.errors import CausalfairError
 
     if threads is not None:
-        from causalfair.cli import set_threads
+        from causalfair._limits import set_threads
 
         set_threads(threads)
     try:

@@ -30,15 +30,12 @@ COMMANDS: dict[str, str] = {
 }
 
 
-from causalfair.errors import CausalfairError  # noqa: E402  (leaf module, no heavy imports)
-
-
-class UsageError(CausalfairError, ValueError):
-    """Bad command-line input: reported on one line, exit code 2."""
+from causalfair._limits import set_threads  # noqa: E402,F401  (light modules)
+from causalfair.errors import CausalfairError, UsageError  # noqa: E402,F401
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from causalfair import __version__
+    from causalfair._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="causalfair",
@@ -57,33 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMANDS.values():
         importlib.import_module(module).register(sub)
     return parser
-
-
-def set_threads(n: int | None = None) -> int:
-    """Use ``n`` threads for torch and BLAS (None: ``CAUSALFAIR_THREADS``, else 1). Sets
-    OMP_NUM_THREADS / MKL_NUM_THREADS for libraries imported later, limits the BLAS
-    already loaded (threadpoolctl, when installed) and torch if it is imported."""
-    import os
-
-    if n is None:
-        env = os.environ.get("CAUSALFAIR_THREADS", "1")
-        try:
-            n = int(env)
-        except ValueError:
-            raise UsageError(f"CAUSALFAIR_THREADS: bad value {env[:20]!r}; give an integer >= 1.") from None
-    if n < 1:
-        raise UsageError(f"--threads: must be an integer >= 1, got {n}.")
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(n)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
-        pass
-    else:
-        threadpool_limits(n)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(n)
-    return n
 
 
 def _sigterm_as_interrupt() -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "ConfigError",
     "OutputError",
     "ResourceLimitError",
+    "UsageError",
     "UserCodeError",
     "FairnessAuditWarning",
     "call_user",
@@ -71,6 +72,10 @@ class ConfigError(InputError):
 
 class OutputError(CausalfairError, OSError):
     """An output path cannot be used (not writable, below a file, not ours to replace)."""
+
+
+class UsageError(CausalfairError, ValueError):
+    """Bad command-line input: reported on one line, exit code 2."""
 
 
 class ResourceLimitError(InputError):

@@ -64,7 +64,7 @@ from causalfair.audit.spec import (
     AuditSpec,
     load_spec,
 )
-from causalfair.audit.verdicts import (
+from causalfair.thresholds import (
     FAIL,
     INCONCLUSIVE,
     PASS,

@@ -13,7 +13,7 @@ from causalfair.audit.result import AuditResult, _display_path
 from causalfair.audit.retrain import _retrain, retrained_checkpoint_path
 from causalfair.audit.run import Prepared, _resolve_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec, _where
-from causalfair.audit.verdicts import FAIL, INCONCLUSIVE
+from causalfair.thresholds import FAIL, INCONCLUSIVE
 from causalfair.errors import InputError, SpecError
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "run_gate", "retrained_checkpoint_path"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from causalfair._io import to_jsonable as _json_safe
 from causalfair.audit.spec import AuditSpec
-from causalfair.audit.verdicts import FAIL, INCONCLUSIVE, PASS, Verdict, overall_verdict
+from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, Verdict, overall_verdict
 
 __all__ = ["AuditResult", "provenance", "compare"]
 
@@ -252,7 +252,7 @@ def provenance() -> dict[str, Any]:
     import platform
     from importlib import metadata
 
-    from causalfair import __version__
+    from causalfair._version import __version__
 
     deps = {}
     for pkg in _PROVENANCE_PACKAGES:

@@ -12,7 +12,7 @@ from typing import Any
 
 from causalfair.audit.result import AuditResult
 from causalfair.audit.spec import AuditSpec, _where, load_spec
-from causalfair.audit.verdicts import Verdict, abs_interval, judge
+from causalfair.thresholds import Verdict, abs_interval, judge
 from causalfair.errors import SpecError
 
 __all__ = ["audit", "run_audit", "build_system", "resolve_policy", "choose_engine"]

@@ -33,7 +33,7 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
 def parse_params(items: list[str]) -> dict[str, Any]:
     import json
 
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
 
     out: dict[str, Any] = {}
     for item in items:
@@ -49,7 +49,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 def load_system(args: argparse.Namespace) -> Any:
     """The :class:`~causalfair.systems.System` the options name."""
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.systems import make
 
     if args.setting and args.system and args.system != args.setting:

@@ -85,7 +85,7 @@ def load_system_and_policy(args: argparse.Namespace):
 def load_model_and_policy(args: argparse.Namespace):
     """The tabular model and the policy named on the command line (systems with a
     tabular model only)."""
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
 
     system, policy = load_system_and_policy(args)
     if system.tabular is None:
@@ -95,7 +95,7 @@ def load_model_and_policy(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from causalfair.engines.benefit import benefit_fairness
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.engines.effects import decompose
 
     if args.worst < 1:
@@ -165,7 +165,7 @@ def _benefit_mc(args: argparse.Namespace, policy, system):
 
 def _decompose_mc(args: argparse.Namespace, policy, system):
     """Monte Carlo decomposition on the system's simulator."""
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.engines.montecarlo import decompose_mc
 
     if args.n < 2:
@@ -183,7 +183,7 @@ def backend_from_args(args: argparse.Namespace):
     import os
 
     from causalfair.backends import make_backend
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")

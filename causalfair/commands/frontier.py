@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.commands._system import horizon, load_system
     from causalfair.engines.frontier import frontier
     from causalfair.policies.core import parse_policy

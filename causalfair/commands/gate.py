@@ -75,15 +75,15 @@ def run(args: argparse.Namespace) -> int:
 
         _import_mlflow()
     if args.accept_repaired and not args.retrain:
-        from causalfair.cli import UsageError
+        from causalfair.errors import UsageError
 
         raise UsageError("--accept-repaired: only with --retrain.")
     if args.jobs < 1:
-        from causalfair.cli import UsageError
+        from causalfair.errors import UsageError
 
         raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")
     if args.address is not None and args.backend != "ray":
-        from causalfair.cli import UsageError
+        from causalfair.errors import UsageError
 
         raise UsageError("--address: only with --backend ray.")
     if args.shard:
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _shard(specs: list[str], text: str) -> list[str]:
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
 
     k, sep, n = text.partition("/")
     try:

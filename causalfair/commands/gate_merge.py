@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from causalfair._io import atomic_write_bytes
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
 
     docs = []
     for path in args.json_in:

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.commands._system import policy_reads_group
     from causalfair.commands.decompose import load_system_and_policy
     from causalfair.graph import classify_paths, effect_edges, temporal_graph

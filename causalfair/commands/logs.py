@@ -69,7 +69,7 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _names(text: str, option: str) -> list[str]:
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
 
     names = [c.strip() for c in text.split(",")]
     if not all(names):
@@ -79,7 +79,7 @@ def _names(text: str, option: str) -> list[str]:
 
 def _state_options(args: argparse.Namespace) -> dict:
     """state / bins / next_state / potential keyword arguments from the CLI options."""
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.logs import linear_potential
 
     used = [o for o, v in (("--next-state-cols", args.next_state_cols), ("--bins", args.bins),
@@ -119,7 +119,7 @@ def _state_options(args: argparse.Namespace) -> dict:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.logs import audit_logs, read_logs
 
     if args.boot < 0:

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from causalfair._io import atomic_write_bytes
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.commands._system import horizon, load_system
     from causalfair.logs.schema import simulate_logs
 

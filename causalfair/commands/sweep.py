@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.commands._system import parse_params
     from causalfair.commands.decompose import backend_from_args
     from causalfair.commands.train import parse_set

@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def parse_set(items: list[str]) -> dict[str, Any]:
     """``--set FIELD=VALUE`` options as TrainConfig keyword arguments (JSON values where
     they parse, else strings)."""
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
 
     out: dict[str, Any] = {}
     for item in items:
@@ -107,7 +107,7 @@ def parse_set(items: list[str]) -> dict[str, Any]:
 
 def build_config(args: argparse.Namespace):
     """The TrainConfig the command line describes."""
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.train import TrainConfig
 
     kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,
@@ -133,7 +133,7 @@ def run_exact(args: argparse.Namespace) -> int:
 
     from causalfair._io import atomic_write_bytes, to_jsonable
     from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.commands._system import parse_params
     from causalfair.train.repair import parse_constraint, repair_network
     from causalfair.systems import make
@@ -196,7 +196,7 @@ def run_population(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import causalfair as cf
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.commands._system import parse_params
     from causalfair.train import _prepare_run_folder
     from causalfair.train import population as P
@@ -269,7 +269,7 @@ def run_population(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from causalfair.cli import UsageError
+    from causalfair.errors import UsageError
     from causalfair.commands._system import parse_params
     from causalfair.train import train
 

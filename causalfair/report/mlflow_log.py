@@ -52,7 +52,7 @@ def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str 
               run_name: str | None = None) -> str:
     """Log one :class:`~causalfair.audit.AuditResult` as an MLflow run; return its id."""
     mlflow = _import_mlflow()
-    from causalfair import __version__
+    from causalfair._version import __version__
     from causalfair._io import to_jsonable
 
     if tracking_uri is not None:

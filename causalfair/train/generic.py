@@ -603,7 +603,7 @@ class SystemTrainer:
         """Judge the constraints on the audit (CI rule) and keep the best passing policy."""
         import copy
 
-        from causalfair.audit.verdicts import PASS, abs_interval, judge
+        from causalfair.thresholds import PASS, abs_interval, judge
 
         ok = True
         for k in self.cons:
