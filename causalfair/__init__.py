@@ -40,9 +40,9 @@ from causalfair.policies.core import (
     policy_table,
     save_checkpoint,
 )
-from causalfair.systems.simulator import Simulator, StepResult
-from causalfair.systems.lending.settings import SETTINGS, LendingModel, lending_setting
 from causalfair.systems import DecisionSet, Gain, System, as_system
+from causalfair.systems.lending.settings import SETTINGS, LendingModel, lending_setting
+from causalfair.systems.simulator import Simulator, StepResult
 
 __all__ = [
     # systems

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from causalfair.errors import InputError
+from causalfair._limits import set_threads
+from causalfair.errors import CausalfairError, InputError
 
 __all__ = ["BACKENDS", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
            "make_backend"]
@@ -39,11 +40,7 @@ class Backend(Protocol):
 
 
 def _run(fn: Callable[[Any], Any], item: Any, threads: int | None) -> Any:
-    from causalfair.errors import CausalfairError
-
     if threads is not None:
-        from causalfair._limits import set_threads
-
         set_threads(threads)
     try:
         return fn(item)

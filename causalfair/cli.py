@@ -13,6 +13,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from causalfair import _progress
+from causalfair._limits import set_threads
+from causalfair._version import __version__
+from causalfair.errors import CausalfairError, UsageError
+
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
 
 #: Subcommand name -> module implementing it.
@@ -30,13 +35,7 @@ COMMANDS: dict[str, str] = {
 }
 
 
-from causalfair._limits import set_threads  # noqa: E402,F401  (light modules)
-from causalfair.errors import CausalfairError, UsageError  # noqa: E402,F401
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from causalfair._version import __version__
-
     parser = argparse.ArgumentParser(
         prog="causalfair",
         description=(
@@ -71,7 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    from causalfair import _progress
 
     was = _progress.enabled()
     _progress.enable(not getattr(args, "no_progress", False))  # long runs report on stderr

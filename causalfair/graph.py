@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from causalfair._io import atomic_write_bytes, atomic_write_text
+from causalfair._limits import check_memory
 from causalfair.errors import InputError
 from causalfair.model import CausalStructure, TabularModel
 
@@ -163,7 +164,6 @@ DRAW_FORMAT_ERROR = (
 def _check_horizon(horizon: Any) -> int:
     if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon < 1:
         raise InputError(HORIZON_ERROR.format(value=horizon))
-    from causalfair._limits import check_memory
 
     # about 8 nodes and 16 edges per epoch, ~1 KiB each in networkx
     check_memory(24.0 * 1024 * int(horizon), f"temporal graph over {horizon} epochs",

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import check_memory
 from causalfair.errors import ModelError
 
 __all__ = [
@@ -346,7 +347,6 @@ class TabularModel:
         Vectorised over groups and levels; the loop runs over the T epochs only.
         """
         G, K = self.n_groups, self.n_levels
-        from causalfair._limits import check_memory
 
         # mu (T+1, G, K) plus the engines' arrays of the same size (about 12 of them)
         check_memory(8.0 * (horizon + 1) * G * K * self.n_actions * 12,

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import PolicyError
+
 __all__ = ["Observation", "StepResult", "check_probs"]
 
 
@@ -45,8 +47,6 @@ class StepResult:
 
 def check_probs(p: Any, n: int, where: str) -> np.ndarray:
     """``p`` as a float64 array of ``n`` probabilities, or PolicyError naming ``where``."""
-    from causalfair.errors import PolicyError
-
     arr = np.asarray(p, dtype=np.float64).reshape(-1)
     if arr.shape[0] != n:
         raise PolicyError(f"{where}: returned {arr.shape[0]} probabilities for {n} observations.")

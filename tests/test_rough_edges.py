@@ -51,12 +51,12 @@ def test_a_bug_keeps_its_traceback_and_an_input_error_exits_2(monkeypatch, capsy
     exception is a bug in causalfair and propagates with its traceback."""
     import pytest
 
-    import causalfair.engines.effects as effects
+    import causalfair.commands.decompose as command
 
     def broken(*a, **k):
         raise ValueError("an internal bug")
 
-    monkeypatch.setattr(effects, "decompose", broken)
+    monkeypatch.setattr(command, "decompose", broken)
     with pytest.raises(ValueError, match="an internal bug"):
         main(["decompose", "--system", "lending-1"])
     monkeypatch.undo()

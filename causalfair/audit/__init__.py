@@ -64,6 +64,7 @@ from causalfair.audit.spec import (
     AuditSpec,
     load_spec,
 )
+from causalfair.errors import SpecError
 from causalfair.thresholds import (
     FAIL,
     INCONCLUSIVE,
@@ -73,7 +74,6 @@ from causalfair.thresholds import (
     judge,
     overall_verdict,
 )
-from causalfair.errors import SpecError
 
 __all__ = [
     "AuditSpec",

@@ -13,8 +13,10 @@ from causalfair.audit.result import AuditResult, _display_path
 from causalfair.audit.retrain import _retrain, retrained_checkpoint_path
 from causalfair.audit.run import Prepared, _resolve_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec, _where
+from causalfair.backends import SerialBackend, TaskError, make_backend
+from causalfair.errors import CausalfairError, InputError, SpecError
 from causalfair.thresholds import FAIL, INCONCLUSIVE
-from causalfair.errors import InputError, SpecError
+from causalfair.train.repair import constraints_from_thresholds
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "run_gate", "retrained_checkpoint_path"]
 
@@ -200,8 +202,6 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     worker processes, or Ray); the result is the same whichever runs them."""
     if inconclusive not in ("pass", "fail"):
         raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
-    from causalfair.backends import SerialBackend, TaskError, make_backend
-    from causalfair.errors import CausalfairError
 
     runner = make_backend(jobs, backend, address)
 
@@ -243,8 +243,6 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                                 "policy that meets [thresholds], tabular systems) or "
                                 "algo = \"ppo-cb\" with betas.")
             if s.retrain["algo"] == "exact" and i in prepared_:
-                from causalfair.train.repair import constraints_from_thresholds
-
                 if getattr(prepared_[i].system, "tabular", None) is None:
                     raise SpecError(f"{_where(s.path)}: [retrain] algo: 'exact' needs a system "
                                     f"with a tabular model; {prepared_[i].system.id!r} has none. "

@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import to_jsonable as _json_safe
+from causalfair._version import __version__
 from causalfair.audit.spec import AuditSpec
+from causalfair.report.explain import sentences
+from causalfair.report.render import figure_png_base64, make_figures, write_report
 from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, Verdict, overall_verdict
 
 __all__ = ["AuditResult", "provenance", "compare"]
@@ -115,8 +118,6 @@ class AuditResult:
     def figures(self) -> dict[str, Any]:
         """The report's figures, name -> matplotlib Figure (built once, then cached)."""
         if self._figures is None:
-            from causalfair.report.render import make_figures
-
             self._figures = make_figures(self)
         return self._figures
 
@@ -124,8 +125,6 @@ class AuditResult:
                      before: AuditResult | None = None) -> Path:
         """Write report.html, report.md, audit.json and the PNGs to the folder ``out``,
         atomically (see :func:`causalfair.report.render.write_report`). Returns the folder."""
-        from causalfair.report.render import write_report
-
         return write_report(self, out, before=before)
 
     # ----------------------------------------------------------------- serialisation
@@ -189,9 +188,6 @@ class AuditResult:
         return f"AuditResult(name={self.spec.name!r}, overall={self.overall!r})"
 
     def _repr_html_(self) -> str:
-        from causalfair.report.explain import sentences
-        from causalfair.report.render import figure_png_base64
-
         colour = {PASS: "#1a7f37", FAIL: "#cf222e", INCONCLUSIVE: "#9a6700"}[self.overall]
         said = [s.text for s in sentences(self.to_dict())]
         parts = [
@@ -251,8 +247,6 @@ def provenance() -> dict[str, Any]:
     without importing the packages)."""
     import platform
     from importlib import metadata
-
-    from causalfair._version import __version__
 
     deps = {}
     for pkg in _PROVENANCE_PACKAGES:

@@ -12,6 +12,10 @@ from causalfair.audit.result import AuditResult, _display_path
 from causalfair.audit.run import audit
 from causalfair.audit.spec import AuditSpec, _where
 from causalfair.errors import SpecError
+from causalfair.policies.checkpoint import NumpyMLPPolicy, save_checkpoint
+from causalfair.train import train
+from causalfair.train.config import TrainConfig
+from causalfair.train.repair import constraints_from_thresholds, repair_network
 
 __all__ = ["retrained_checkpoint_path"]
 
@@ -38,8 +42,6 @@ def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
     if spec.checkpoint is None:
         raise SpecError(f"{_where(spec.path)}: [policy] checkpoint: --retrain needs a checkpoint "
                         f"to warm-start from; the spec audits builtin {spec.builtin!r}.")
-    from causalfair.train import train
-    from causalfair.train.config import TrainConfig
 
     r = spec.retrain
     if r["algo"] == "exact":
@@ -76,8 +78,6 @@ def _repair_exact(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResu
     """The constrained exact-gradient repair (:mod:`causalfair.train.repair`): the checkpoint's
     own network, optimised on the exact engine's numbers under the spec's thresholds."""
     from causalfair.audit.run import _load_checkpoint_for, build_system
-    from causalfair.policies.checkpoint import NumpyMLPPolicy, save_checkpoint
-    from causalfair.train.repair import constraints_from_thresholds, repair_network
 
     r = spec.retrain or {}
     system = build_system(spec)

@@ -12,8 +12,17 @@ from typing import Any
 
 from causalfair.audit.result import AuditResult
 from causalfair.audit.spec import AuditSpec, _where, load_spec
+from causalfair.engines.benefit import benefit_fairness
+from causalfair.engines.benefit_mc import benefit_fairness_mc
+from causalfair.engines.effects import decompose
+from causalfair.engines.montecarlo import compare_mc, decompose_mc
+from causalfair.engines.notions import other_notions
+from causalfair.errors import CausalfairError, PolicyError, SpecError
+from causalfair.logs import audit_logs, linear_potential, read_logs
+from causalfair.policies.checkpoint import FeatureEncoding, check_policy_inputs
+from causalfair.policies.core import file_sha256, load_checkpoint, parse_policy, policy_table
+from causalfair.systems import as_system, load_callable, load_tabular, make
 from causalfair.thresholds import Verdict, abs_interval, judge
-from causalfair.errors import SpecError
 
 __all__ = ["audit", "run_audit", "build_system", "resolve_policy", "choose_engine"]
 
@@ -75,9 +84,6 @@ def build_system(spec: AuditSpec) -> Any:
     """The :class:`~causalfair.systems.System` a spec names: ``[system] id`` /
     ``factory`` (made with ``params``; a factory module is looked up in the spec's folder
     first) or ``tabular`` (a model file), or the legacy ``[model] setting``."""
-    from causalfair.errors import CausalfairError
-    from causalfair.systems import as_system, load_tabular, make
-
     try:
         if spec.system_tabular is not None:
             return as_system(load_tabular(spec.system_tabular), id=spec.system_id or "tabular")
@@ -92,8 +98,6 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
     """(policy, label, checkpoint sha256, checkpoint metadata) for ``spec`` on
     ``system``; ``policy`` overrides the spec's ``[policy]`` (a built-in name, a
     checkpoint path or a policy object)."""
-    from causalfair.policies.core import file_sha256, parse_policy
-
     if policy is not None:
         if isinstance(policy, (str, os.PathLike)):
             p = Path(policy)
@@ -106,9 +110,6 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
         pol, meta = _load_checkpoint_for(spec.checkpoint, system)
         return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
     if spec.policy_factory is not None:
-        from causalfair.errors import PolicyError
-        from causalfair.systems import load_callable
-
         fn = load_callable(spec.policy_factory, search_path=spec.base_dir,
                            what=f"{_where(spec.path)}: [policy] factory")
         try:
@@ -122,7 +123,6 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
                 f"{_where(spec.path)}: [policy] factory {spec.policy_factory!r} returned "
                 f"{type(pol).__name__}, which has neither prob_d1(obs) nor action_probs(obs).")
         return pol, spec.policy_factory, None, None
-    from causalfair.errors import PolicyError
 
     try:
         return parse_policy(spec.builtin, system), spec.builtin, None, None
@@ -136,9 +136,6 @@ def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:
     either side has none. A stable-baselines3 model whose width is levels + groups on a
     system without features reads the one-hot (level, group) observation of
     ``causalfair/Lending-v0`` (docs/checkpoints.md)."""
-    from causalfair.policies.checkpoint import FeatureEncoding, check_policy_inputs
-    from causalfair.policies.core import load_checkpoint
-
     pol, meta = load_checkpoint(path)
     enc = getattr(pol, "encoding", None)
     if (meta.get("format") == "stable-baselines3" and system.features is None
@@ -204,8 +201,6 @@ class Prepared:
 def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepared:
     """Build the spec's system and resolve its policy (every input error surfaces here,
     before any engine runs); ``system``/``policy`` override the spec's."""
-    from causalfair.systems import as_system
-
     if system is None:
         system = build_system(spec)
     else:  # the report and provenance name the system actually audited
@@ -228,8 +223,6 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
     spec = replace(spec, engine=choose_engine(spec, system), horizon=T)
     baseline = None
     if spec.baseline_thresholds:
-        from causalfair.errors import PolicyError
-
         paired_keys = {"C", "DPE", "IPE", "SPE", "utility"}
         if "exact" not in system.engines:
             bad = [k for k in spec.baseline_thresholds
@@ -246,13 +239,10 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
         try:
             if spec.baseline_checkpoint is not None:
                 bpol, _ = _load_checkpoint_for(spec.baseline_checkpoint, system)
-                from causalfair.policies.core import file_sha256
 
                 baseline = (bpol, spec.baseline_checkpoint.name,
                             file_sha256(spec.baseline_checkpoint))
             else:
-                from causalfair.policies.core import parse_policy
-
                 baseline = (parse_policy(spec.baseline_builtin, system), spec.baseline_builtin,
                             None)
         except PolicyError as exc:
@@ -275,11 +265,6 @@ def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
 
 def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str, T: int,
                  engine: str) -> AuditResult:
-    from causalfair.engines.benefit import benefit_fairness
-    from causalfair.engines.effects import decompose
-    from causalfair.engines.notions import other_notions
-    from causalfair.policies.core import policy_table
-
     table = mu_pi = mu_0 = exact = ben = None
     notions: dict[str, Any] = {}
     extra: dict[str, Any] = {}
@@ -291,8 +276,6 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
     if engine == "mc":
-        from causalfair.engines.montecarlo import decompose_mc
-
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname)
         if exact is not None:
             dec = replace(dec, Lambda=exact.Lambda)
@@ -334,8 +317,6 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
     z = NormalDist().inv_cdf(1.0 - spec.alpha / 2.0)
     paired = None
     if spec.engine == "mc":
-        from causalfair.engines.montecarlo import compare_mc
-
         paired = compare_mc(system, res.policy, bpol, T, n=spec.n, seed=spec.seed,
                             pair=res.decomposition.pair)
     qb: Mapping[str, Any] = {}
@@ -382,8 +363,6 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
 
 def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, float | None]:
     """Benefit fairness by forks on a simulator-only system (causalfair.engines.benefit_mc)."""
-    from causalfair.engines.benefit_mc import benefit_fairness_mc
-
     if system.n_levels is None and system.features is None:
         return None, None
     ben = benefit_fairness_mc(system, pol, T, n=spec.n, seed=spec.seed, eps=spec.eps,
@@ -392,15 +371,10 @@ def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, fl
 
 
 def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
-    from causalfair.logs import audit_logs, read_logs
-    from causalfair.engines.notions import other_notions
-
     df = read_logs(spec.logs_path)
     opts = dict(spec.logs_options)
     weights = opts.pop("potential_weights", None)
     if weights is not None:
-        from causalfair.logs import linear_potential
-
         opts["potential"] = linear_potential(weights)
     la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
                     eps=spec.eps, weights=spec.weights, **opts)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from causalfair.errors import SpecError
+from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
+from causalfair.policies.core import BUILTIN_POLICIES
 
 __all__ = ["AuditSpec", "SpecError", "load_spec", "METRICS", "THRESHOLD_KEYS", "ENGINES",
            "SETTINGS", "RETRAIN_ALGOS", "TOP_KEYS", "SECTION_KEYS"]
@@ -195,8 +197,6 @@ def _names(sec: Mapping[str, Any], key: str, path: Path | None) -> list[str] | N
 def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     """The [logs] keys passed on to causalfair.logs.audit_logs (validated here by type;
     the log itself is checked when it is read)."""
-    from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
-
     out: dict[str, Any] = {}
     fit = sec.get("fit", "counts")
     if fit not in METHODS:
@@ -423,8 +423,6 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                 )
             kw.update(checkpoint=ck_path, builtin=None)
         else:
-            from causalfair.policies.core import BUILTIN_POLICIES
-
             b = sec.get("builtin", "threshold:0.5")
             kind = b.partition(":")[0] if isinstance(b, str) else None
             if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
@@ -518,8 +516,6 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                                 f"such file {ck_path}.")
             kw["baseline_checkpoint"] = ck_path
         else:
-            from causalfair.policies.core import BUILTIN_POLICIES
-
             b = sec["builtin"]
             kind = b.partition(":")[0] if isinstance(b, str) else None
             if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from causalfair.audit.run import _load_checkpoint_for
+from causalfair.errors import UsageError
+from causalfair.policies.core import parse_policy, reads_group
+from causalfair.systems import make
+
 LEGACY_SETTINGS = ("lending-1", "lending-2", "lending-3")
 
 
@@ -33,8 +38,6 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
 def parse_params(items: list[str]) -> dict[str, Any]:
     import json
 
-    from causalfair.errors import UsageError
-
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -49,9 +52,6 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 def load_system(args: argparse.Namespace) -> Any:
     """The :class:`~causalfair.systems.System` the options name."""
-    from causalfair.errors import UsageError
-    from causalfair.systems import make
-
     if args.setting and args.system and args.system != args.setting:
         raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
     sid = args.system or args.setting or "lending-1"
@@ -75,9 +75,6 @@ def load_policy(args: argparse.Namespace, system: Any) -> Any:
     """The policy of --checkpoint or --policy (a built-in), checked against ``system``."""
     from pathlib import Path
 
-    from causalfair.audit.run import _load_checkpoint_for
-    from causalfair.policies.core import parse_policy
-
     ck = getattr(args, "checkpoint", None)
     if ck:
         policy, _ = _load_checkpoint_for(Path(ck), system)
@@ -88,8 +85,6 @@ def load_policy(args: argparse.Namespace, system: Any) -> Any:
 def policy_reads_group(policy: Any, system: Any) -> bool:
     """Whether the policy reads S: declared, or read off the tabular model; True when
     neither can tell (the conservative graph)."""
-    from causalfair.policies.core import reads_group
-
     declared = getattr(policy, "reads_group", None)
     if isinstance(declared, bool):
         return declared

@@ -6,6 +6,10 @@ import argparse
 import json
 import sys
 
+from causalfair._io import atomic_write_text, to_jsonable
+from causalfair.audit import audit, load_spec
+from causalfair.report.mlflow_log import _import_mlflow, log_audit
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -47,8 +51,6 @@ def default_report_dir(name: str):
     ``.gitignore`` of ``*`` when causalfair creates it, so reports never dirty a repository."""
     from pathlib import Path
 
-    from causalfair._io import atomic_write_text
-
     base = Path(".causalfair")
     if not base.exists():
         atomic_write_text(base / ".gitignore", "# written by causalfair: reports are not sources\n*\n")
@@ -58,11 +60,7 @@ def default_report_dir(name: str):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair._io import to_jsonable
-    from causalfair.audit import audit, load_spec
-
     if args.mlflow:  # fail before any audit runs when MLflow is missing
-        from causalfair.report.mlflow_log import _import_mlflow
 
         _import_mlflow()
     spec = load_spec(args.spec)
@@ -71,8 +69,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_report:
         out = result.write_report(Path(args.out) if args.out else default_report_dir(spec.name))
     if args.mlflow:
-        from causalfair.report.mlflow_log import log_audit
-
         run_id = log_audit(result, experiment=args.mlflow_experiment, report_dir=out)
         print(f"mlflow run: {run_id}", file=sys.stderr)
     if args.json:

@@ -6,7 +6,14 @@ import argparse
 import json
 import sys
 
-from causalfair.commands._system import add_system_arguments
+from causalfair.backends import make_backend
+from causalfair.commands._system import add_system_arguments, horizon, load_policy, load_system
+from causalfair.commands.logs import add_logs_arguments, run_logs
+from causalfair.engines.benefit import benefit_fairness
+from causalfair.engines.benefit_mc import benefit_fairness_mc
+from causalfair.engines.effects import decompose
+from causalfair.engines.montecarlo import decompose_mc
+from causalfair.errors import UsageError
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,7 +74,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "CPU)")
     p.add_argument("--address", metavar="ADDR",
                    help="mc, --backend ray: the cluster, 'auto' or HOST:PORT")
-    from causalfair.commands.logs import add_logs_arguments
 
     add_logs_arguments(p)
     p.set_defaults(run=run)
@@ -75,8 +81,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_system_and_policy(args: argparse.Namespace):
     """The system and the policy named on the command line (horizon filled in)."""
-    from causalfair.commands._system import horizon, load_policy, load_system
-
     system = load_system(args)
     args.horizon = horizon(args, system)
     return system, load_policy(args, system)
@@ -85,8 +89,6 @@ def load_system_and_policy(args: argparse.Namespace):
 def load_model_and_policy(args: argparse.Namespace):
     """The tabular model and the policy named on the command line (systems with a
     tabular model only)."""
-    from causalfair.errors import UsageError
-
     system, policy = load_system_and_policy(args)
     if system.tabular is None:
         raise UsageError(f"--system {system.id}: has no tabular model; this needs one.")
@@ -94,17 +96,11 @@ def load_model_and_policy(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from causalfair.engines.benefit import benefit_fairness
-    from causalfair.errors import UsageError
-    from causalfair.engines.effects import decompose
-
     if args.worst < 1:
         raise UsageError(f"--worst: must be an integer >= 1, got {args.worst}.")
     if args.eps <= 0 or args.eps != args.eps:
         raise UsageError(f"--eps: must be a number > 0, got {args.eps}.")
     if getattr(args, "logs", None):
-        from causalfair.commands.logs import run_logs
-
         return run_logs(args)
     system, policy = load_system_and_policy(args)
     if args.n is None:  # worlds of coupled units are U units each
@@ -157,17 +153,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _benefit_mc(args: argparse.Namespace, policy, system):
     """Benefit fairness by forks on a simulator-only system."""
-    from causalfair.engines.benefit_mc import benefit_fairness_mc
-
     return benefit_fairness_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                                eps=args.eps, alpha=args.alpha)
 
 
 def _decompose_mc(args: argparse.Namespace, policy, system):
     """Monte Carlo decomposition on the system's simulator."""
-    from causalfair.errors import UsageError
-    from causalfair.engines.montecarlo import decompose_mc
-
     if args.n < 2:
         raise UsageError(f"--n: must be an integer >= 2, got {args.n}.")
     if args.seed < 0:
@@ -181,9 +172,6 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
 def backend_from_args(args: argparse.Namespace):
     """The backend of --backend / --jobs / --address (None: this process)."""
     import os
-
-    from causalfair.backends import make_backend
-    from causalfair.errors import UsageError
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from causalfair._io import write_folder
+from causalfair.audit.run import _load_checkpoint_for
+from causalfair.commands._system import horizon, load_system
 from causalfair.commands.decompose import add_model_arguments
+from causalfair.errors import UsageError
+from causalfair.policies.core import parse_policy
 
 DEFAULT_POLICIES = ("threshold:0.5", "always")
 
@@ -45,10 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair.errors import UsageError
-    from causalfair.commands._system import horizon, load_system
     from causalfair.engines.frontier import frontier
-    from causalfair.policies.core import parse_policy
 
     system = load_system(args)
     args.horizon = horizon(args, system)
@@ -67,7 +69,6 @@ def run(args: argparse.Namespace) -> int:
     policies: dict[str, object] = {}
     for spec in specs:
         policies[spec] = parse_policy(spec, model)
-    from causalfair.audit.run import _load_checkpoint_for
 
     for path in ckpts:
         pol, _ = _load_checkpoint_for(Path(path), system)
@@ -75,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
 
     front = frontier(model, args.horizon, points=args.points, constraint=args.constraint)
     placed = front.place(policies)
-    from causalfair._io import write_folder
 
     table = front.to_frame()
     doc = front.to_dict()

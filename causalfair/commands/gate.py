@@ -6,6 +6,14 @@ import argparse
 import json
 import sys
 
+from causalfair._io import atomic_write_bytes
+from causalfair._io import to_jsonable as _json_safe
+from causalfair.audit import run_gate
+from causalfair.audit.gate import GateSpecErrors
+from causalfair.commands.audit import add_mlflow_arguments
+from causalfair.errors import UsageError
+from causalfair.report.mlflow_log import _import_mlflow, log_audit
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -53,7 +61,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard", metavar="K/N",
                    help="audit only shard K of N (the specs at positions K-1, K-1+N, ... of the "
                         "list; a CI matrix runs K = 1..N, then `causalfair gate-merge`)")
-    from causalfair.commands.audit import add_mlflow_arguments
 
     add_mlflow_arguments(p)
     p.add_argument("--accept-repaired", action="store_true",
@@ -65,26 +72,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair._io import atomic_write_bytes
-    from causalfair._io import to_jsonable as _json_safe
-    from causalfair.audit import run_gate
-    from causalfair.audit.gate import GateSpecErrors
-
     if args.mlflow:  # fail before any audit runs when MLflow is missing
-        from causalfair.report.mlflow_log import _import_mlflow
 
         _import_mlflow()
     if args.accept_repaired and not args.retrain:
-        from causalfair.errors import UsageError
-
         raise UsageError("--accept-repaired: only with --retrain.")
     if args.jobs < 1:
-        from causalfair.errors import UsageError
-
         raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")
     if args.address is not None and args.backend != "ray":
-        from causalfair.errors import UsageError
-
         raise UsageError("--address: only with --backend ray.")
     if args.shard:
         args.specs = _shard(args.specs, args.shard)
@@ -102,7 +97,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"causalfair gate: error: {msg}", file=sys.stderr)
         raise
     if args.mlflow:  # the driver logs every audit (before and after retraining)
-        from causalfair.report.mlflow_log import log_audit
 
         for e in result.entries:
             stage = "before" if e.after is not None else "audit"
@@ -126,8 +120,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _shard(specs: list[str], text: str) -> list[str]:
-    from causalfair.errors import UsageError
-
     k, sep, n = text.partition("/")
     try:
         k_i, n_i = int(k), int(n)

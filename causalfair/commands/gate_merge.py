@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from causalfair._io import atomic_write_bytes
+from causalfair.errors import UsageError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -66,9 +69,6 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import xml.etree.ElementTree as ET
     from pathlib import Path
-
-    from causalfair._io import atomic_write_bytes
-    from causalfair.errors import UsageError
 
     docs = []
     for path in args.json_in:

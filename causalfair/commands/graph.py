@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from causalfair.commands.decompose import add_model_arguments
+from causalfair.commands._system import policy_reads_group
+from causalfair.commands.decompose import add_model_arguments, load_system_and_policy
+from causalfair.errors import UsageError
 
 FORMATS = (".png", ".svg", ".pdf", ".dot", ".gv", ".graphml")
 
@@ -37,9 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair.errors import UsageError
-    from causalfair.commands._system import policy_reads_group
-    from causalfair.commands.decompose import load_system_and_policy
     from causalfair.graph import classify_paths, effect_edges, temporal_graph
 
     system, policy = load_system_and_policy(args)

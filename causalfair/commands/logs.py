@@ -14,6 +14,10 @@ import argparse
 import json
 import sys
 
+from causalfair.errors import UsageError
+from causalfair.logs import audit_logs, fit_logs, linear_potential, read_logs
+from causalfair.policies.core import load_checkpoint
+
 __all__ = ["add_logs_arguments", "run_logs"]
 
 
@@ -69,8 +73,6 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _names(text: str, option: str) -> list[str]:
-    from causalfair.errors import UsageError
-
     names = [c.strip() for c in text.split(",")]
     if not all(names):
         raise UsageError(f"{option}: expected comma-separated column names, got {text!r}.")
@@ -79,9 +81,6 @@ def _names(text: str, option: str) -> list[str]:
 
 def _state_options(args: argparse.Namespace) -> dict:
     """state / bins / next_state / potential keyword arguments from the CLI options."""
-    from causalfair.errors import UsageError
-    from causalfair.logs import linear_potential
-
     used = [o for o, v in (("--next-state-cols", args.next_state_cols), ("--bins", args.bins),
                            ("--bin-cuts", args.bin_cuts),
                            ("--potential-weights", args.potential_weights)) if v]
@@ -119,9 +118,6 @@ def _state_options(args: argparse.Namespace) -> dict:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from causalfair.errors import UsageError
-    from causalfair.logs import audit_logs, read_logs
-
     if args.boot < 0:
         raise UsageError(f"--boot: must be >= 0, got {args.boot}.")
     if args.horizon is not None and args.horizon < 1:
@@ -132,9 +128,6 @@ def run_logs(args: argparse.Namespace) -> int:
     if args.audit_policy:
         policy = args.policy
         if getattr(args, "checkpoint", None):
-            from causalfair.logs import fit_logs
-            from causalfair.policies.core import load_checkpoint
-
             model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit, **state_kw)
             policy, _ = load_checkpoint(args.checkpoint, model)
     audit = audit_logs(

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from causalfair.commands._system import add_system_arguments
+from causalfair._io import atomic_write_bytes
+from causalfair.commands._system import add_system_arguments, horizon, load_system
+from causalfair.errors import UsageError
+from causalfair.logs.schema import simulate_logs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,11 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
-
-    from causalfair._io import atomic_write_bytes
-    from causalfair.errors import UsageError
-    from causalfair.commands._system import horizon, load_system
-    from causalfair.logs.schema import simulate_logs
 
     if args.n < 1:
         raise UsageError(f"--n: must be an integer >= 1, got {args.n}.")

@@ -6,6 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from causalfair.commands._system import parse_params
+from causalfair.commands.decompose import backend_from_args
+from causalfair.commands.train import parse_set
+from causalfair.errors import UsageError
+from causalfair.train.sweep import parse_seeds, sweep
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -49,12 +55,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from causalfair.errors import UsageError
-    from causalfair.commands._system import parse_params
-    from causalfair.commands.decompose import backend_from_args
-    from causalfair.commands.train import parse_set
-    from causalfair.train.sweep import parse_seeds, sweep
-
     overrides = {}
     if args.iterations is not None:
         if args.iterations < 1:

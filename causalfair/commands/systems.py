@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from causalfair.commands._system import parse_params
+from causalfair.systems import make, registered, spec
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -28,9 +31,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
     import sys
-
-    from causalfair.commands._system import parse_params
-    from causalfair.systems import make, registered, spec
 
     if args.id is None:
         rows = [spec(i).to_dict() for i in registered()]

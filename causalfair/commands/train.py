@@ -7,6 +7,18 @@ import json
 import sys
 from typing import Any
 
+import causalfair as cf
+from causalfair._io import atomic_write_bytes, to_jsonable
+from causalfair.audit.run import _load_checkpoint_for
+from causalfair.commands._system import parse_params
+from causalfair.errors import UsageError
+from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
+from causalfair.systems import make
+from causalfair.train import TrainConfig, _prepare_run_folder, train
+from causalfair.train import population as P
+from causalfair.train.checkpoint import write_metrics
+from causalfair.train.repair import parse_constraint, repair_network
+
 ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po", "exact", "r-td3",
          "l-ucbfair")
 POPULATION_ALGOS = ("r-td3", "l-ucbfair")  # seed 002's agents (causalfair.train.population)
@@ -91,8 +103,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def parse_set(items: list[str]) -> dict[str, Any]:
     """``--set FIELD=VALUE`` options as TrainConfig keyword arguments (JSON values where
     they parse, else strings)."""
-    from causalfair.errors import UsageError
-
     out: dict[str, Any] = {}
     for item in items:
         name, eq, value = item.partition("=")
@@ -107,9 +117,6 @@ def parse_set(items: list[str]) -> dict[str, Any]:
 
 def build_config(args: argparse.Namespace):
     """The TrainConfig the command line describes."""
-    from causalfair.errors import UsageError
-    from causalfair.train import TrainConfig
-
     kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,
           "iterations": 100 if args.iterations is None else args.iterations,
           "env": args.env, "horizon": 20 if args.horizon is None else args.horizon,
@@ -131,13 +138,6 @@ def run_exact(args: argparse.Namespace) -> int:
 
     import torch
 
-    from causalfair._io import atomic_write_bytes, to_jsonable
-    from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
-    from causalfair.errors import UsageError
-    from causalfair.commands._system import parse_params
-    from causalfair.train.repair import parse_constraint, repair_network
-    from causalfair.systems import make
-
     if not args.constraint:
         raise UsageError("--algo exact: give at least one --constraint, e.g. --constraint abs_C<=0.05.")
     if args.resume:
@@ -151,8 +151,6 @@ def run_exact(args: argparse.Namespace) -> int:
                          "needs one.")
     torch.manual_seed(args.seed)
     if args.init_checkpoint:
-        from causalfair.audit.run import _load_checkpoint_for
-
         pol, meta = _load_checkpoint_for(Path(args.init_checkpoint), system)
         net = pol.to_torch() if isinstance(pol, NumpyMLPPolicy) else pol.module
         enc, arch = pol.encoding, meta["architecture"]
@@ -194,13 +192,6 @@ def run_population(args: argparse.Namespace) -> int:
     import dataclasses
     import time
     from pathlib import Path
-
-    import causalfair as cf
-    from causalfair.errors import UsageError
-    from causalfair.commands._system import parse_params
-    from causalfair.train import _prepare_run_folder
-    from causalfair.train import population as P
-    from causalfair.train.checkpoint import write_metrics
 
     unused = [flag for flag, v in (
         ("--setting", args.setting), ("--resume", args.resume),
@@ -269,10 +260,6 @@ def run_population(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from causalfair.errors import UsageError
-    from causalfair.commands._system import parse_params
-    from causalfair.train import train
-
     if args.algo == "exact":
         return run_exact(args)
     if args.algo in POPULATION_ALGOS:
@@ -289,8 +276,6 @@ def run(args: argparse.Namespace) -> int:
     if args.system and args.setting:
         raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
     if args.system:
-        from causalfair.systems import make
-
         system = make(args.system, search_path=args.search_path, **parse_params(args.param))
         config = config.replace(system=args.system, system_params=dict(system.params))
     progress = not args.no_progress  # a bar on a terminal, steady lines in a log

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair import errors
+from causalfair.backends import SerialBackend, TaskError, make_backend
 from causalfair.errors import InputError
 
 #: Individuals simulated at once when ``batch_size`` is None: small enough to keep
@@ -94,8 +96,6 @@ class _Job:
 
 
 def _is_serial(backend: Any) -> bool:
-    from causalfair.backends import SerialBackend
-
     return backend is None or backend == "serial" or isinstance(backend, SerialBackend)
 
 
@@ -105,9 +105,6 @@ def _run_tasks(backend: Any, fn: Any, tasks: list[Any]) -> list[Any]:
     raised here, an input error (e.g. a simulator breaking its contract) as an input
     error with its message."""
     import os
-
-    from causalfair import errors
-    from causalfair.backends import TaskError, make_backend
 
     if isinstance(backend, str):
         backend = make_backend(os.cpu_count() or 1 if backend == "process" else 1, backend)

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_horizon
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy, policy_table
 
@@ -226,8 +227,6 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
                      eps: float = 0.1, weights: str = "visitation",
                      pair: tuple[int, int] = (0, 1)) -> BenefitResult:
     """Delta table, Lambda and worst pairs of ``policy`` on ``model``."""
-    from causalfair._validation import check_horizon
-
     T = check_horizon(horizon)
     eps = _check_eps(eps)
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, T)

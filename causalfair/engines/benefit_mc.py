@@ -53,10 +53,13 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import check_memory
 from causalfair._validation import check_horizon
 from causalfair.engines.benefit import BenefitResult, _check_eps
+from causalfair.engines.montecarlo_coupled import _joint_actions
 from causalfair.errors import InputError
 from causalfair.policies.core import action_probs
+from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness_mc", "unit_benefits", "visit_cells"]
 
@@ -173,8 +176,6 @@ def _rollout_coupled(system: Any, policy: Any, T: int, n: int, seed: int, pname:
     all-baseline fork, with the step's noise (module docstring). Same return as
     :func:`_rollout`, the visits split by the units' groups; a visit's "individual" is
     its world."""
-    from causalfair.engines.montecarlo_coupled import _joint_actions
-
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     U, M = system.units_per_replica, n * system.units_per_replica
@@ -220,8 +221,6 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     module docstring. ``n`` units per group, ``bins`` quantile bins per feature when the
     observations have no levels, ``n_boot`` bootstrap replicates for the (1 - alpha)
     percentile interval. Same seed, same numbers."""
-    from causalfair.systems import as_system
-
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
     eps = _check_eps(eps)
@@ -230,7 +229,6 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
             raise InputError(f"{name}: must be an integer >= {lo}, got {v!r}.")
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
-    from causalfair._limits import check_memory
 
     U = system.units_per_replica
     units = n * U if U > 1 else system.n_groups * n

@@ -28,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, z_quantile
+from causalfair.engines.benefit import lambda_metric
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy, policy_table
@@ -417,7 +419,6 @@ def value_tables(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
     and ``Q_pi`` [t, s, d, x], the gain action value under pi (the Q_g of PPO-C).
     """
     T = check_horizon(horizon)
-    from causalfair._limits import check_memory
 
     check_memory(8.0 * (T + 1) * model.n_groups * model.n_levels * (3 + 2 * model.n_actions),
                  f"value tables over {T} epochs", "use a shorter horizon")
@@ -465,7 +466,6 @@ def decompose(
     """
 
     T = check_horizon(horizon)
-    from causalfair._limits import check_memory
 
     check_memory(8.0 * (T + 1) * model.n_groups * model.n_levels * model.n_actions * 12,
                  f"exact engine over {T} epochs", "use a shorter horizon")
@@ -510,8 +510,6 @@ def _result(model: TabularModel, p: np.ndarray, T: int, gamma: float, pair: Any,
             ) -> Decomposition:
     """The exact :class:`Decomposition` from the forward pass (per-step gains), the
     backward value tables, Proposition 1's two sides and Lambda."""
-    from causalfair.engines.benefit import lambda_metric
-
     step_pi, step_ps, step_0 = steps
     V, V_ps, V_0 = step_pi.sum(0), step_ps.sum(0), step_0.sum(0)
     ab = _check_pair(pair, model.n_groups, V)

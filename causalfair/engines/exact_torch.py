@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import check_horizon
+from causalfair.engines.benefit import _check_eps
 from causalfair.model import ModelError, TabularModel
 
 __all__ = ["exact_metrics", "METRIC_NAMES"]
@@ -67,8 +68,6 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
     output gains that leading dimension (``pair`` becomes two index tensors (B,)).
     """
     import torch
-
-    from causalfair.engines.benefit import _check_eps
 
     T = check_horizon(horizon)
     eps = _check_eps(eps)

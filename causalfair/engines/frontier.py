@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.model import ModelError, TabularModel
+from causalfair._io import atomic_write_bytes
 from causalfair.engines.occupancy import (
     _METRIC_LABEL,
     CONSTRAINTS,
@@ -28,6 +28,7 @@ from causalfair.engines.occupancy import (
     fair_lp,
     policy_metrics,
 )
+from causalfair.model import ModelError, TabularModel
 
 __all__ = ["CONSTRAINTS", "Frontier", "InfeasibleError", "LPResult", "OccupancyLP", "fair_lp",
            "frontier", "policy_metrics"]
@@ -200,8 +201,6 @@ class Frontier:
         if ax is not None and fig.get_layout_engine() is None:
             fig.tight_layout()
         if path is not None:
-            from causalfair._io import atomic_write_bytes
-
             atomic_write_bytes(path, lambda fh: fig.savefig(fh, format="png", dpi=120))
         return fig
 

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair import _progress
+from causalfair._limits import check_memory
 from causalfair.engines._mc_base import (  # noqa: F401 - re-exported for the other engines
     _KEYS,
     _STREAM_DECISION,
@@ -60,10 +62,24 @@ from causalfair.engines._mc_base import (  # noqa: F401 - re-exported for the ot
     _run_tasks,
     _sample_actions,
 )
-from causalfair.engines.effects import Decomposition, check_horizon
+from causalfair.engines.effects import Decomposition, _check_pair, check_horizon
+from causalfair.engines.montecarlo_coupled import _decompose_coupled
 from causalfair.errors import InputError, SimulatorContractError
-from causalfair.policies.core import Observation, Policy, PolicyError, action_probs
+from causalfair.model import TabularModel
+from causalfair.policies.adapters import SB3Policy, as_policy
+from causalfair.policies.core import (
+    ConstantPolicy,
+    Observation,
+    Policy,
+    PolicyError,
+    TablePolicy,
+    TorchPolicy,
+    action_probs,
+)
+from causalfair.systems.lending.settings import LendingModel, LendingSimulator
 from causalfair.systems.simulator import StepResult
+from causalfair.systems.system import System
+from causalfair.systems.tabular_sim import TabularSimulator
 
 __all__ = [
     "decompose_mc",
@@ -78,16 +94,9 @@ def as_simulator(obj: Any) -> Any:
     """A simulator from ``obj``: a LendingModel becomes a LendingSimulator, a
     TabularModel a TabularSimulator; anything with the four protocol methods is
     returned as is."""
-    from causalfair.model import TabularModel
-    from causalfair.systems.lending.settings import LendingModel
-
     if isinstance(obj, LendingModel):
-        from causalfair.systems.lending.settings import LendingSimulator
-
         return LendingSimulator(obj)
     if isinstance(obj, TabularModel):
-        from causalfair.systems.tabular_sim import TabularSimulator
-
         return TabularSimulator(obj)
     missing = [m for m in ("reset", "observe", "draw_noise", "step") if not callable(getattr(obj, m, None))]
     if missing or not isinstance(getattr(obj, "n_groups", None), (int, np.integer)):
@@ -321,9 +330,6 @@ def _policy_probs(policy: Policy, obs: Observation, m: int, name: str) -> np.nda
 def _reads_only_level_group(policy: Any) -> bool:
     """Whether a policy's P(d1) is a function of (group, level) (and t for time-indexed
     tables) only, so that it can be evaluated once on the grid and looked up."""
-    from causalfair.policies.adapters import SB3Policy
-    from causalfair.policies.core import ConstantPolicy, TablePolicy, TorchPolicy
-
     declared = getattr(policy, "reads_only_level_group", None)
     if isinstance(declared, bool):
         return declared
@@ -341,8 +347,6 @@ class _TabulatedPolicy:
     up per individual (one gather instead of, e.g., an MLP forward per individual)."""
 
     def __init__(self, policy: Any, n_groups: int, n_levels: int):
-        from causalfair.policies.core import TablePolicy
-
         self.policy = policy
         self.name = getattr(policy, "name", type(policy).__name__)
         self.G, self.K = n_groups, n_levels
@@ -461,7 +465,6 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     n = _check_int("n", n, 2)
     seed = _check_int("seed", seed, 0)
     batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
-    from causalfair._limits import check_memory
 
     # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size
     check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n)), f"Monte Carlo over {T} epochs with "
@@ -473,8 +476,6 @@ def _ready_policy(policy: Any, sim: Any, A: int, base: int, tabulate: bool,
                   policy_name: str | None) -> tuple[Any, str]:
     """The policy as the batches use it (adapted; tabulated on the (group, level) grid
     when it reads only those) and its name."""
-    from causalfair.policies.adapters import as_policy
-
     binary = A == 2 and base == 0
     policy = as_policy(policy) if binary else policy
     name = policy_name or getattr(policy, "name", type(policy).__name__)
@@ -538,13 +539,9 @@ def decompose_mc(
     ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` is None (benefit
     fairness needs the benefit table of a tabular model).
     """
-    from causalfair.systems.system import System
-
     system = simulator if isinstance(simulator, System) else None
     if system is not None:
         if system.units_per_replica != 1:
-            from causalfair.engines.montecarlo_coupled import _decompose_coupled
-
             return _decompose_coupled(system, policy, system.horizon if horizon is None else horizon,
                                       n=n, seed=seed, crn=crn, batch_size=batch_size, pair=pair,
                                       policy_name=policy_name, backend=backend)
@@ -561,8 +558,6 @@ def decompose_mc(
     tasks = [(job, g, b, min(batch, n - start)) for g in range(G)
              for b, start in enumerate(range(0, n, batch))]
     if _is_serial(backend):
-        from causalfair import _progress
-
         prog = _progress.start(f"monte carlo {name}", len(tasks), "batches")
         results = []
         for i, task in enumerate(tasks):
@@ -585,7 +580,6 @@ def decompose_mc(
         return np.array([s.var / s.n for s in stats[key]])
 
     V, V_ps, V_0, U = mean("A"), mean("B"), mean("Z"), mean("R")
-    from causalfair.engines.effects import _check_pair
 
     a, c = _check_pair(pair, G, V)
     groups = system.groups if system is not None else tuple(
@@ -648,9 +642,6 @@ def compare_mc(
     the delta method with the signs of the two estimates, valid when neither is near 0).
     Systems with coupled units are not supported (use the exact engine or two audits).
     """
-    from causalfair.engines.effects import _check_pair
-    from causalfair.systems.system import System
-
     system = simulator if isinstance(simulator, System) else None
     if system is not None and system.units_per_replica != 1:
         raise InputError(f"system {system.id!r}: a paired comparison needs independent units; "

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair import _progress
+from causalfair._limits import check_memory
 from causalfair.engines._mc_base import (
     _KEYS,
     _STREAM_DECISION,
@@ -32,7 +34,7 @@ from causalfair.engines._mc_base import (
     _run_tasks,
     _sample_actions,
 )
-from causalfair.engines.effects import Decomposition, check_horizon
+from causalfair.engines.effects import Decomposition, _check_pair, check_horizon
 from causalfair.errors import InputError, PolicyError, SimulatorContractError
 from causalfair.policies.core import action_probs
 
@@ -155,7 +157,6 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     U = system.units_per_replica
     batch = max(1, (DEFAULT_BATCH_SIZE // U)) if batch_size is None else _check_int(
         "batch_size", batch_size, 1)
-    from causalfair._limits import check_memory
 
     check_memory(8.0 * 40 * min(batch, n) * U + 8.0 * 24 * T, f"Monte Carlo over {T} epochs "
                  f"of worlds of {U} units", "use a smaller batch_size")
@@ -166,8 +167,6 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     diffs = {k: _Moments() for k in ("C", "DPE", "IPE", "SPE")}
     sums = np.zeros((3, G, T))
     counts = None
-    from causalfair import _progress
-    from causalfair.engines.effects import _check_pair
 
     budget = system.decisions.budget
     if budget is not None and budget != 1:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_horizon
 from causalfair.model import TabularModel
 from causalfair.policies.core import Policy, policy_table
 
@@ -41,8 +42,6 @@ def wasserstein_levels(p: np.ndarray, q: np.ndarray) -> float:
 def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
                   pair: tuple[int, int] = (0, 1)) -> dict[str, Any]:
     """TPR gap, ELBERT bias, W1, demographic parity gap, utility, final mean levels."""
-    from causalfair._validation import check_horizon
-
     T = check_horizon(horizon)
     p = np.asarray(policy, dtype=np.float64) if isinstance(policy, np.ndarray) else policy_table(
         policy, model, T)

@@ -50,8 +50,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from causalfair._limits import check_memory
+from causalfair.engines.effects import check_horizon, decompose
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
+from causalfair.policies.core import TablePolicy, parse_policy, policy_table
 
 __all__ = [
     "CONSTRAINTS",
@@ -148,8 +151,6 @@ def _status_error(res: Any, where: str) -> RuntimeError:
 # ----------------------------------------------------------------- policy evaluation
 def _as_table(model: TabularModel, policy: Any, horizon: int) -> tuple[np.ndarray, str]:
     """A (T, G, K) table and a name for a policy object, table, or built-in spec."""
-    from causalfair.policies.core import parse_policy, policy_table
-
     if isinstance(policy, str):
         name, policy = policy, parse_policy(policy, model)
     else:
@@ -181,9 +182,6 @@ def policy_metrics(model: TabularModel, policy: Any, horizon: int, *,
     (T, G, K), or a built-in spec such as ``"threshold:0.5"``. ``DP`` is the gap in the
     approval rate averaged over t < T with weights ``dp_discount**t`` (see docs).
     """
-    from causalfair.engines.effects import check_horizon, decompose
-    from causalfair.policies.core import TablePolicy
-
     T = check_horizon(horizon)
     dp_discount = _check_dp_discount(dp_discount)
     p, name = _as_table(model, policy, T)
@@ -247,8 +245,6 @@ class LPResult:
 
     def table_policy(self, name: str | None = None) -> Any:
         """The recovered policy as a :class:`~causalfair.policies.core.TablePolicy`."""
-        from causalfair.policies.core import TablePolicy
-
         tab = self.policy[0] if self.stationary else self.policy
         return TablePolicy(tab, name=name or self.default_name())
 
@@ -302,8 +298,6 @@ class OccupancyLP:
     """
 
     def __init__(self, model: TabularModel, horizon: int, *, dp_discount: float = 1.0):
-        from causalfair.engines.effects import check_horizon
-
         if not isinstance(model, TabularModel):
             raise ModelError(
                 f"model: the occupancy LP needs a TabularModel, got {type(model).__name__}; "
@@ -314,7 +308,6 @@ class OccupancyLP:
             raise ModelError(
                 f"model: the occupancy LP handles two actions; {model.name!r} has "
                 f"{model.n_actions} (use the exact engine or Monte Carlo for it).")
-        from causalfair._limits import check_memory
 
         # sparse constraint matrices: ~ 2 K nonzeros per variable, HiGHS copies them
         check_memory(8.0 * 3 * T * model.n_groups * model.n_levels * 2 * (2 * model.n_levels + 8),
@@ -470,9 +463,6 @@ class OccupancyLP:
         p = self.recover_policy(y)
         dec = lam = None
         if audit:
-            from causalfair.engines.effects import decompose
-            from causalfair.policies.core import TablePolicy
-
             pol = TablePolicy(p, name="fair-LP")
             dec = decompose(self.model, pol, T, eps=lambda_eps, policy_name=pol.name)
             lam = dec.Lambda

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from causalfair.model import ModelError
 from causalfair.engines.occupancy import (
     UNVISITED_MASS,
     InfeasibleError,
@@ -27,6 +26,7 @@ from causalfair.engines.occupancy import (
     _linprog,
     _status_error,
 )
+from causalfair.model import ModelError
 
 __all__ = ["LoanMDP", "WenLPResult", "loan_belief_mdp", "wen_evaluate", "wen_lp"]
 

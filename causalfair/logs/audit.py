@@ -17,6 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.engines.benefit import (
+    _check_eps,
+    _weights_and_policy,
+    benefit_fairness,
+    lambda_pairs,
+)
+from causalfair.engines.effects import check_horizon, decompose
 from causalfair.errors import InputError
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
@@ -37,6 +44,7 @@ from causalfair.logs.schema import (
     read_logs,
     validate_logs,
 )
+from causalfair.policies.core import parse_policy, policy_table
 
 __all__ = ["LogAudit", "LambdaEstimate", "audit_logs", "fit_logs", "bootstrap_logs",
            "threshold_lambda", "METHODS", "ON_POSITIVITY", "LAMBDA_ESTIMATORS"]
@@ -471,8 +479,6 @@ def _check_options(method: str, alpha: float) -> None:
 
 
 def _resolve_policy(policy: Any, model: Any, p_log: np.ndarray, horizon: int) -> tuple[np.ndarray, str]:
-    from causalfair.policies.core import parse_policy, policy_table
-
     if policy is None:
         return p_log, "estimated from the logs"
     if isinstance(policy, str):
@@ -492,9 +498,6 @@ def _replicate(model: Any, p: np.ndarray, horizon: int, eps: float, weights: str
                pair: tuple[int, int] | None):
     """One replicate: the row of scalar quantities and the Lambda inputs (p_bar, Delta,
     P(x | s)), each (G, K)."""
-    from causalfair.engines.benefit import _weights_and_policy
-    from causalfair.engines.effects import decompose
-
     dec = decompose(model, p, horizon, eps=eps, weights=weights, pair=pair)
     row = dec.estimates()
     row["Lambda"] = float(dec.Lambda)
@@ -609,9 +612,6 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     comes from the full-data fit, which this function computes; see
     :func:`threshold_lambda`).
     """
-    from causalfair.engines.benefit import _check_eps, _weights_and_policy
-    from causalfair.engines.effects import decompose
-
     requested = _check_lambda_estimator(lambda_estimator)
     eps = _check_eps(eps)
     model, p_log, params = _fit(stats, stats.total(), method=method, alpha=alpha,
@@ -626,7 +626,6 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
                               levels=levels)
     w, p_bar = _weights_and_policy(model, p, horizon, weights, None)
     delta = model.benefit()
-    from causalfair.engines.benefit import lambda_pairs
 
     contrib = lambda_pairs(p_bar, delta, w, pair, eps)
     _estimate_lambda(requested, boot, arrays, (p_bar, delta, w), n=stats.n_individuals,
@@ -680,9 +679,6 @@ def audit_logs(
     the dowhy cross-check of Delta(x, s) and the refuters (slow; options in
     ``dowhy_options``, see :func:`causalfair.logs.dowhy_check.dowhy_check`).
     """
-    from causalfair.engines.benefit import benefit_fairness
-    from causalfair.engines.effects import check_horizon, decompose
-
     _check_options(method, alpha_smooth)
     requested = _check_lambda_estimator(lambda_estimator)
     if on_positivity not in ON_POSITIVITY:

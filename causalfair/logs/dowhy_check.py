@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair import _progress
 from causalfair.logs.schema import LogData, LogError
 
 __all__ = ["DowhyCheck", "dowhy_check", "one_step_graph", "REFUTERS"]
@@ -214,7 +215,6 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
         rows = np.sort(rng.choice(data.n_rows, size=int(max_rows), replace=False))
     pooled_df = _frame(data, pot, rows)
     out_ref = []
-    from causalfair import _progress
 
     prog = _progress.start("dowhy refuters", len(refuters), "refuters")
     with _quiet():

@@ -41,7 +41,10 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.engines.benefit import WEIGHTS
 from causalfair.logs.schema import LogData, LogError
+from causalfair.model import TabularModel
+from causalfair.systems.lending.settings import lending_potential
 
 __all__ = [
     "LogStats",
@@ -139,8 +142,6 @@ def log_stats(data: LogData) -> LogStats:
 
 
 def _potential(potential: Any, G: int, K: int) -> np.ndarray:
-    from causalfair.systems.lending.settings import lending_potential
-
     if potential is None:
         return np.broadcast_to(lending_potential(K), (G, K)).copy()
     f = np.asarray(potential, dtype=np.float64)
@@ -177,8 +178,6 @@ def fit_counts(stats: LogStats, vec: np.ndarray, *, alpha: float = DEFAULT_ALPHA
     """Fitted :class:`~causalfair.model.TabularModel` and logged policy table (G, K)
     from a vector of (weighted) statistics. ``kernel`` replaces the count-based kernel
     (used by the parametric fits); ``levels``: level labels (feature-state logs)."""
-    from causalfair.model import TabularModel
-
     G, K = stats.n_groups, stats.n_levels
     u = stats.unpack(vec)
     n = u["trans"].sum(-1)  # (G, 2, K)
@@ -490,8 +489,6 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
     Returns a DataFrame indexed by quantity with columns lower, upper, identified.
     """
     import pandas as pd
-
-    from causalfair.engines.benefit import WEIGHTS
 
     K = model.n_levels
     p = np.asarray(p_d1, dtype=np.float64)

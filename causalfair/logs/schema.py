@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import InputError
+from causalfair.policies.core import parse_policy
+from causalfair.systems import System, as_system, make
 
 __all__ = [
     "LogError",
@@ -644,9 +646,6 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
     (t, id). Same seed, same log.
     """
     import pandas as pd
-
-    from causalfair.policies.core import parse_policy
-    from causalfair.systems import System, as_system, make
 
     system = make(system) if isinstance(system, str) else (
         system if isinstance(system, System) else as_system(system))

@@ -38,6 +38,7 @@ import numpy as np
 
 from causalfair._io import atomic_write_bytes
 from causalfair.errors import CheckpointError, PolicyError
+from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.nets import (  # the networks checkpoints hold, re-exported
     _ACTIVATIONS,
     FeatureEncoding,
@@ -46,6 +47,12 @@ from causalfair.policies.nets import (  # the networks checkpoints hold, re-expo
     _cap,
     check_policy_inputs,
     mlp,
+)
+from causalfair.policies.population import (
+    GridPolicy,
+    LUCBFairActor,
+    PopulationAgent,
+    ThresholdActor,
 )
 from causalfair.types import Observation
 
@@ -234,7 +241,6 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
         policy, meta = _load_pt(path)
     choice = (meta.get("metadata") or {}).get("choice")
     if choice is not None:  # one unit per replica (causalfair.policies.choice)
-        from causalfair.policies.choice import ReplicaChoicePolicy
 
         try:
             policy = ReplicaChoicePolicy(policy, int(choice["units"]),
@@ -371,13 +377,6 @@ def _load_sb3_zip(path: Path, activation: str) -> tuple[NumpyMLPPolicy, dict[str
 def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path: Any
                        ) -> tuple[Any, dict[str, Any]]:
     """Validate a ``population`` checkpoint's metadata and arrays; (GridPolicy, meta)."""
-    from causalfair.policies.population import (
-        GridPolicy,
-        LUCBFairActor,
-        PopulationAgent,
-        ThresholdActor,
-    )
-
     def bad(msg: str) -> CheckpointError:
         return CheckpointError(f"checkpoint {path}: {msg}")
 

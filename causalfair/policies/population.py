@@ -10,6 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import CheckpointError
+from causalfair.policies.nets import FeatureEncoding, NumpyMLPPolicy
+
 __all__ = ["PopulationAgent", "ThresholdActor", "LUCBFairActor", "GridPolicy", "torch_layers"]
 
 
@@ -28,8 +31,6 @@ class PopulationAgent:
 
 def _net(layers: list[tuple[np.ndarray, np.ndarray]], where: str = "population agent") -> Any:
     """An MLP (ReLU between layers) evaluated by the checkpoints' numpy forward pass."""
-    from causalfair.policies.nets import FeatureEncoding, NumpyMLPPolicy
-
     return NumpyMLPPolicy(layers, FeatureEncoding("features", width_=int(layers[0][0].shape[1])),
                           activation="relu", name=where)
 
@@ -134,8 +135,6 @@ class GridPolicy:
     def check_system(self, system: Any) -> None:
         """Refuse a system this policy cannot act on: replicator dynamics with the same
         threshold grid (the features (q_own, q_other), two groups)."""
-        from causalfair.errors import CheckpointError
-
         where = f"checkpoint {self.source}" if self.source else f"policy {self.name!r}"
         sim = system.make_simulator()
         grid = getattr(sim, "thresholds", None)

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.policies.core import reads_group
+
 #: An audit result (causalfair.audit.AuditResult), read by duck typing (no import circle).
 AuditResult = Any
 
@@ -309,7 +311,6 @@ def _fig_graph(r: AuditResult):
     if source is None:
         return None
     from causalfair.graph import temporal_graph
-    from causalfair.policies.core import reads_group
 
     T = min(GRAPH_EPOCHS, r.decomposition.horizon)
     if r.policy_table is not None and r.model is not None:

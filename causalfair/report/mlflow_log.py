@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from causalfair._io import to_jsonable
+from causalfair._version import __version__
 from causalfair.errors import InputError
 
 __all__ = ["log_audit"]
@@ -52,8 +54,6 @@ def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str 
               run_name: str | None = None) -> str:
     """Log one :class:`~causalfair.audit.AuditResult` as an MLflow run; return its id."""
     mlflow = _import_mlflow()
-    from causalfair._version import __version__
-    from causalfair._io import to_jsonable
 
     if tracking_uri is not None:
         mlflow.set_tracking_uri(tracking_uri)

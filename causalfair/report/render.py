@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._io import to_jsonable, write_folder
+from causalfair.report.explain import assumptions, card_markdown, doc_glossary, glossary, sentences
 from causalfair.report.figures import (  # the figures, re-exported
     DPI,
     FIGURES,
@@ -66,8 +68,6 @@ def _is_exact(r: AuditResult) -> bool:
 
 
 def _unit_of(r: AuditResult, key: str) -> str:
-    from causalfair.report.explain import glossary
-
     dec = r.decomposition
     pair = (dec.groups[dec.pair[0]], dec.groups[dec.pair[1]])
     reward = getattr(r.system, "reward", None)
@@ -235,8 +235,6 @@ overflow-x:auto}
 
 def _glossary_rows(r: AuditResult, doc: dict[str, Any]) -> list[list[str]]:
     """quantity, definition, sign convention, unit for every quantity the report shows."""
-    from causalfair.report.explain import doc_glossary
-
     words = doc_glossary(doc)
     keys = [k for k in words if k in doc.get("quantities", {}) or k in r.notions
             or any(v.key in (k, f"abs_{k}") for v in r.verdicts)]
@@ -253,8 +251,6 @@ def _header_line(r: AuditResult, doc: dict[str, Any]) -> str:
 
 
 def _summary(doc: dict[str, Any]) -> list[str]:
-    from causalfair.report.explain import sentences
-
     return [s.text for s in sentences(doc)]
 
 
@@ -266,8 +262,6 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     """The self-contained HTML page (figures as data: URIs, inline CSS, no scripts):
     summary sentences and the headline figure, then the details, the glossary, the
     assumptions, provenance and the spec."""
-    from causalfair.report.explain import assumptions
-
     titles = {n: t for n, t, _ in FIGURES}
     status = r.overall
     spec = r.spec
@@ -319,8 +313,6 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
 
 def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
                     before: AuditResult | None = None) -> str:
-    from causalfair.report.explain import assumptions
-
     titles = {n: t for n, t, _ in FIGURES}
     spec = r.spec
     summary = _summary(doc)
@@ -367,8 +359,6 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
     causalfair wrote it (it holds the manifest ``.causalfair-report.json``); a user's
     folder or file is never touched (:class:`~causalfair.errors.OutputError`). Returns
     ``out`` as a Path."""
-    from causalfair._io import to_jsonable, write_folder
-
     def fill(tmp: Path) -> None:
         order = [n for n, _, _ in FIGURES]
         pngs, data, figs = _draw(r, None, tmp)
@@ -387,7 +377,6 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
             json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before), encoding="utf-8")
         (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
-        from causalfair.report.explain import card_markdown
 
         (tmp / "card.md").write_text(card_markdown(doc, _spec_text(r)), encoding="utf-8")
 

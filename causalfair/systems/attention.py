@@ -46,6 +46,9 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import SystemError_
+from causalfair.model import CausalStructure
+from causalfair.systems.system import DecisionSet, Gain, System
+from causalfair.types import Observation, StepResult
 
 __all__ = ["ATTENTION_DEFAULTS", "AttentionSimulator", "allocate", "make_attention",
            "make_attention_harder", "poisson_inverse"]
@@ -168,8 +171,6 @@ class AttentionSimulator:
                               group=np.tile(np.arange(self.K), n), t=0)
 
     def observe(self, s: AttentionState) -> Any:
-        from causalfair.types import Observation
-
         # what a decision maker can see: discoveries per unit of attention, and its own
         # last allocation (never the true rate)
         per_unit = np.divide(s.seen, s.attention, out=np.zeros_like(s.seen),
@@ -187,8 +188,6 @@ class AttentionSimulator:
         return np.abs(lam - lam.mean(axis=1, keepdims=True)).max(axis=1)
 
     def step(self, s: AttentionState, d: Any, noise: Any) -> Any:
-        from causalfair.types import StepResult
-
         K = self.K
         w = np.asarray(d, dtype=np.float64).reshape(-1, K)
         a = allocate(w, self.units).reshape(-1).astype(np.float64)
@@ -235,9 +234,6 @@ def make_attention(units: int | None = None, rates: Any = None, increase: Any = 
                    *, id: str = "attention-1") -> Any:
     """The ``attention-1`` system (module docstring); ``attention-harder`` has ELBERT's
     harder parameters."""
-    from causalfair.model import CausalStructure
-    from causalfair.systems.system import DecisionSet, Gain, System
-
     base = ATTENTION_DEFAULTS[id]
     units = base["units"] if units is None else units
     if isinstance(units, bool) or not isinstance(units, int) or units < 1:

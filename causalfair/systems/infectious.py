@@ -47,6 +47,9 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import SystemError_
+from causalfair.model import CausalStructure
+from causalfair.systems.system import DecisionSet, Gain, System
+from causalfair.types import Observation, StepResult
 
 __all__ = ["INF", "INFECTIOUS_DEFAULTS", "REC", "SUS", "InfectiousSimulator", "karate_graph", "make_infectious",
            "make_infectious_harder"]
@@ -154,8 +157,6 @@ class InfectiousSimulator:
         return InfectiousState(health=s.health, group=s.group, t=0)
 
     def observe(self, s: InfectiousState) -> Any:
-        from causalfair.types import Observation
-
         h = s.health.reshape(-1, self.units)
         k = (h == INF).astype(np.float64) @ self.adj
         feats = np.stack([(s.health == SUS), (s.health == INF), (s.health == REC),
@@ -177,8 +178,6 @@ class InfectiousSimulator:
         return rng.random(n, dtype=np.float32)
 
     def step(self, s: InfectiousState, d: Any, noise: Any) -> Any:
-        from causalfair.types import StepResult
-
         U = self.units
         d = np.asarray(d, dtype=bool)
         h = np.where(d & (s.health == SUS), np.int8(REC), s.health)  # 1. treatment: S -> R
@@ -210,9 +209,6 @@ def make_infectious(infection_probability: float = INFECTIOUS_DEFAULTS["infectio
                     *, id: str = "infectious-1") -> Any:
     """The ``infectious-1`` system (module docstring); ``infectious-harder`` adds loss of
     immunity."""
-    from causalfair.model import CausalStructure
-    from causalfair.systems.system import DecisionSet, Gain, System
-
     tau = _prob("infection_probability", infection_probability)
     rho = _prob("recovery_probability", recovery_probability)
     loss = _prob("immunity_loss_probability", immunity_loss_probability)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from causalfair.errors import SystemError_
+from causalfair.errors import CausalfairError, SystemError_
 from causalfair.systems.system import System, _short, as_system
 
 __all__ = ["SystemSpec", "register", "make", "spec", "registered", "pprint_registry",
@@ -214,7 +214,6 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
     except SystemError_:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's factory failed
-        from causalfair.errors import CausalfairError
 
         if isinstance(exc, CausalfairError):
             raise

@@ -49,6 +49,9 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import SystemError_
+from causalfair.model import CausalStructure
+from causalfair.systems.system import DecisionSet, Gain, System
+from causalfair.types import Observation, StepResult
 
 __all__ = ["REPLICATOR_DEFAULTS", "check_utility_matrix", "ReplicatorSimulator",
            "make_replicator", "tpr_fpr"]
@@ -138,8 +141,6 @@ class ReplicatorSimulator:
         return ReplicatorState(q=np.tile(self.q0, n), group=np.tile(np.arange(2), n), t=0)
 
     def observe(self, s: ReplicatorState) -> Any:
-        from causalfair.types import Observation
-
         other = s.q.reshape(-1, 2)[:, ::-1].reshape(-1)
         return Observation(group=s.group, features=np.stack([s.q, other], axis=1), t=s.t)
 
@@ -153,8 +154,6 @@ class ReplicatorSimulator:
         return np.abs(q[:, 0] - q[:, 1])
 
     def step(self, s: ReplicatorState, d: Any, noise: Any) -> Any:
-        from causalfair.types import StepResult
-
         a = np.asarray(d, dtype=np.intp)
         tpr, fpr = self.tpr[a], self.fpr[a]
         U = self.U
@@ -175,9 +174,6 @@ def make_replicator(U: Any = REPLICATOR_DEFAULTS["U"],
                     horizon: int = REPLICATOR_DEFAULTS["horizon"],
                     group_weights: Sequence[float] = REPLICATOR_DEFAULTS["group_weights"]) -> Any:
     """The ``replicator-1`` system (parameters: module docstring)."""
-    from causalfair.model import CausalStructure
-    from causalfair.systems.system import DecisionSet, Gain, System
-
     check_utility_matrix(U)
     th = tuple(float(x) for x in thresholds)
     if not th or any(not math.isfinite(x) for x in th):

@@ -15,6 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from causalfair import _progress
+from causalfair._io import check_output_file
+from causalfair.errors import OutputError
+from causalfair.policies.core import CheckpointError, load_checkpoint
+from causalfair.systems import as_system, make
+from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train.config import ALGORITHMS, ENVIRONMENTS, ConfigError, TrainConfig
 
 __all__ = ["train", "TrainResult", "TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError",
@@ -45,9 +51,6 @@ RUN_MARK = ".causalfair-run"
 def _prepare_run_folder(out: Path, resume: bool) -> None:
     """Create the run folder, or reuse one causalfair made (it holds :data:`RUN_MARK`);
     a file, or a non-empty folder of the user's, raises OutputError untouched."""
-    from causalfair._io import check_output_file
-    from causalfair.errors import OutputError
-
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: is a file, not a run folder; choose another --out.")
     ours = (out / RUN_MARK).exists() or (resume and (out / "state.pt").exists())
@@ -84,11 +87,8 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     """
     if not isinstance(config, TrainConfig):
         raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
-    from causalfair.systems.lending.settings import SETTINGS
 
     if system is not None or (config.system and config.system not in SETTINGS):
-        from causalfair.systems import as_system, make
-
         system = as_system(system) if system is not None else make(
             config.system, **config.system_params)
         if system.id not in SETTINGS:
@@ -127,7 +127,6 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
 
     import pandas as pd
 
-    from causalfair.policies.core import CheckpointError, load_checkpoint
     from causalfair.train import checkpoint as ck
     from causalfair.train.core import Trainer
 
@@ -168,7 +167,6 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
         ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(text.encode()))
     exit_after = os.environ.get(EXIT_AFTER_ENV)
     exit_after = int(exit_after) if exit_after else None
-    from causalfair import _progress
 
     bar = _progress.start(f"train {config.algo} {config.setting} seed {config.seed}",
                           config.iterations - trainer.iteration, "iterations", force=progress)

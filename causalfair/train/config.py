@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from causalfair._limits import check_memory
 from causalfair.errors import ConfigError
 
 __all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError"]
@@ -270,7 +271,6 @@ class TrainConfig:
             raise bad("lagrange_lr", self.lagrange_lr, "must be a number > 0")
         if not isinstance(self.system, str) or not isinstance(self.system_params, dict):
             raise bad("system", self.system, "give a system id string and a params dict")
-        from causalfair._limits import check_memory
 
         check_memory(8.0 * self.horizon * self.n_individuals * (sum(self.hidden) + 64),
                      f"training over {self.horizon} epochs x {self.n_individuals} individuals",

@@ -38,6 +38,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from causalfair.engines.effects import decompose, value_tables
+from causalfair.engines.notions import other_notions
 from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
 from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import objectives as obj
@@ -84,12 +86,9 @@ def adapt_beta_kl(beta: float, kl: float, target: float) -> float:
 def exact_metrics(model: Any, table: np.ndarray, horizon: int, eps: float = 0.1) -> dict[str, float]:
     """Exact audit of a policy table: C, DPE, IPE, SPE, Lambda, utility, TPR gap, ELBERT
     bias, W1 at T and the demographic-parity gap (causalfair.engines.effects / metrics)."""
-    from causalfair.engines.effects import decompose
-
     d = decompose(model, table, horizon, eps=eps)
     out = {"C": d.C, "DPE": d.DPE, "IPE": d.IPE, "SPE": d.SPE,
            "Lambda": float(d.Lambda), "utility": d.total_utility}
-    from causalfair.engines.notions import other_notions
 
     o = other_notions(model, table, horizon)
     for k in ("tpr_gap", "elbert_bias", "w1_final", "dp_gap"):
@@ -218,8 +217,6 @@ class Trainer:
         c = self.config
         if c.env == "individual":
             if c.gain_q == "exact":
-                from causalfair.engines.effects import value_tables
-
                 vt = value_tables(self.model, self._table_old, self.T)
                 Q, V = vt["Q_pi"], vt["V_pi"]
                 q = (Q[b.t, b.group, b.action.astype(np.int64), b.level]

@@ -46,9 +46,22 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.engines.benefit_mc import unit_benefits
-from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, TorchPolicy, mlp, save_checkpoint
+from causalfair import _progress
+from causalfair.engines.benefit_mc import benefit_fairness_mc, unit_benefits, visit_cells
+from causalfair.engines.effects import decompose
+from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import ConfigError
+from causalfair.policies.checkpoint import (
+    FeatureEncoding,
+    NumpyMLPPolicy,
+    TorchPolicy,
+    mlp,
+    save_checkpoint,
+)
+from causalfair.policies.choice import ReplicaChoicePolicy
+from causalfair.policies.core import load_checkpoint
+from causalfair.thresholds import PASS, abs_interval, judge
+from causalfair.train import TrainResult, _prepare_run_folder
 from causalfair.train import checkpoint as ck
 from causalfair.train.config import TrainConfig
 from causalfair.train.objectives import (
@@ -61,6 +74,7 @@ from causalfair.train.objectives import (
     ppo_c_penalty,
     rate_gap,
 )
+from causalfair.train.repair import Multipliers, parse_constraint
 from causalfair.types import Observation
 
 __all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS"]
@@ -173,7 +187,6 @@ class SystemTrainer:
                                         features=None if feats is None else feats.reshape(G * K, -1))
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
-        from causalfair.train.repair import Multipliers, parse_constraint
 
         self.cons = [parse_constraint(t) for t in c.constraints]
         # one multiplier per constraint, on the violation relative to the bound
@@ -195,8 +208,6 @@ class SystemTrainer:
     def policy(self) -> Any:
         pol = TorchPolicy(self.policy_net, self.encoding, name=f"{self.config.algo}-{self.system.id}")
         if self.choice:
-            from causalfair.policies.choice import ReplicaChoicePolicy
-
             return ReplicaChoicePolicy(pol, self.U, float(self.nobody.detach()[0]), name=pol.name)
         return pol
 
@@ -482,8 +493,6 @@ class SystemTrainer:
         weight; returned with what :meth:`_lambda_cells` needs."""
         import torch
 
-        from causalfair.engines.benefit_mc import visit_cells
-
         (cells,), K, _, _ = visit_cells(None, [np.asarray(x, dtype=np.float64)], 4, None, None)
         key = np.asarray(group, dtype=np.intp) * K + cells
         count = np.bincount(key, minlength=self.G * K).astype(np.float64)
@@ -603,8 +612,6 @@ class SystemTrainer:
         """Judge the constraints on the audit (CI rule) and keep the best passing policy."""
         import copy
 
-        from causalfair.thresholds import PASS, abs_interval, judge
-
         ok = True
         for k in self.cons:
             lo, hi = row["C_ci"]
@@ -632,12 +639,8 @@ class SystemTrainer:
         system has a tabular model of independent units, else Monte Carlo."""
         pol = self.policy()
         if self.tabular is not None:
-            from causalfair.engines.effects import decompose
-
             d = decompose(self.tabular, pol, self.T)
         else:
-            from causalfair.engines.montecarlo import decompose_mc
-
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
                              seed=self.config.seed, check=False)
         self.pair = tuple(int(g) for g in d.pair)
@@ -649,7 +652,6 @@ class SystemTrainer:
         if d.Lambda is not None:
             out["Lambda"] = float(d.Lambda)
         elif self.cb_forks:  # PPO-Cb's notion, by forks (point estimate, no bootstrap)
-            from causalfair.engines.benefit_mc import benefit_fairness_mc
 
             out["Lambda"] = float(benefit_fairness_mc(
                 self.system, pol, self.T, n=self.config.audit_n, seed=self.config.seed,
@@ -663,9 +665,6 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
     encoding with feature names, the system id and params) and ``metrics.jsonl``."""
     import torch
 
-    from causalfair.policies.core import load_checkpoint
-    from causalfair.train import TrainResult, _prepare_run_folder
-
     t0 = time.perf_counter()
     init = load_checkpoint(init_checkpoint)[0] if init_checkpoint is not None else None
     threads = torch.get_num_threads()
@@ -677,7 +676,6 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
             _prepare_run_folder(out_path, resume=False)
             ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
                 json.dumps(tr.config.to_dict(), indent=2).encode()))
-        from causalfair import _progress
 
         bar = _progress.start(f"train {config.algo} {system.id} seed {config.seed}",
                               config.iterations, "iterations", force=progress)

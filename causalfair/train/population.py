@@ -34,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import ConfigError
+from causalfair.errors import CheckpointError, ConfigError
+from causalfair.policies.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_VERSION,
+    load_checkpoint,
+    mlp,
+    write_npz,
+)
 from causalfair.policies.population import (  # the agents and their policy, re-exported
     GridPolicy,
     LUCBFairActor,
@@ -42,6 +49,7 @@ from causalfair.policies.population import (  # the agents and their policy, re-
     ThresholdActor,
     torch_layers,
 )
+from causalfair.systems.replicator import tpr_fpr
 
 __all__ = ["PopulationEnv", "PopulationAgent", "RTD3Config", "LUCBFairConfig", "train_rtd3",
            "train_lucbfair", "myopic", "audit_policy", "episode_values", "regret_and_violation",
@@ -65,8 +73,6 @@ class PopulationEnv:
         self.grid = np.asarray(sim.thresholds[:-1], dtype=np.float64)  # without "reject all"
 
     def rates(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from causalfair.systems.replicator import tpr_fpr
-
         return tpr_fpr(a)
 
     def step(self, q: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -215,8 +221,6 @@ def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgen
     episode, V_r and V_g (seed 002's online quantities)."""
     import torch
 
-    from causalfair.policies.checkpoint import mlp
-
     c = config
     env = PopulationEnv(system)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([c.seed, 2])))
@@ -345,8 +349,6 @@ def _fit_phi(env: PopulationEnv, c: LUCBFairConfig, rng: np.random.Generator
     bias-free heads predicting r and g from it (App. D.1); returns the MLP's layers."""
     import torch
 
-    from causalfair.policies.checkpoint import mlp
-
     n = c.phi_samples
     q = rng.uniform(0.0, 1.0, size=(n, 2))
     a = rng.uniform(0.0, 1.0, size=(n, 2))
@@ -445,8 +447,6 @@ def save_agent(path: Any, agent: PopulationAgent, grid: Any, *,
     ``causalfair decompose --checkpoint`` load it as a :class:`GridPolicy`."""
     from pathlib import Path
 
-    from causalfair.policies.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, write_npz
-
     actor = agent.act
     if not isinstance(actor, (ThresholdActor, LUCBFairActor)):
         raise ConfigError(f"agent {agent.name!r}: only trained R-TD3 and L-UCBFair agents are "
@@ -464,9 +464,6 @@ def save_agent(path: Any, agent: PopulationAgent, grid: Any, *,
 
 def load_agent(path: Any) -> PopulationAgent:
     """The agent of a checkpoint written by :func:`save_agent` (no pickle, no torch)."""
-    from causalfair.policies.checkpoint import load_checkpoint
-    from causalfair.errors import CheckpointError
-
     pol, _ = load_checkpoint(path)
     if not isinstance(pol, GridPolicy):
         raise CheckpointError(f"checkpoint {path}: not a population agent (R-TD3, L-UCBFair).")

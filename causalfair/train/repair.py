@@ -39,8 +39,15 @@ from typing import Any
 
 import numpy as np
 
+from causalfair import _progress
+from causalfair._validation import check_horizon
+from causalfair.engines.benefit import WEIGHTS, _check_eps
+from causalfair.engines.effects import decompose
+from causalfair.engines.exact_torch import exact_metrics
 from causalfair.errors import InputError, ModelError
 from causalfair.model import TabularModel
+from causalfair.policies.checkpoint import TorchPolicy
+from causalfair.policies.core import grid_observation, policy_table
 
 __all__ = [
     "Constraint",
@@ -224,8 +231,6 @@ def augmented_lagrangian(fn: Callable[[], tuple[Any, Any]], params: Iterable[Any
                 best_f[i] = fv
                 best_state[i] = snapshot(i) if snapshot is not None else None
 
-    from causalfair import _progress
-
     prog = _progress.start(f"constrained repair ({B} start{'s' if B > 1 else ''})", outer, "rounds")
     for k in range(outer):
         for group in opt.param_groups:  # anneal: the last rounds polish (abs() is not smooth)
@@ -391,8 +396,6 @@ def _violation(constraints: Sequence[Constraint], metrics: Mapping[str, float]) 
 # --------------------------------------------------------------------- the audit side
 def _audit_numbers(model: TabularModel, table: np.ndarray, T: int, eps: float,
                    weights: str) -> dict[str, float]:
-    from causalfair.engines.effects import decompose
-
     d = decompose(model, table, T, eps=eps, weights=weights)
     return {"utility": d.total_utility, "C": d.C, "DPE": d.DPE, "IPE": d.IPE, "SPE": d.SPE,
             "Lambda": float(d.Lambda)}
@@ -417,8 +420,6 @@ def _objective(model: TabularModel, T: int, eps: float, weights: str,
                constraints: Sequence[Constraint], margin: float, table_of: Callable[[], Any],
                u_scale: Any, batched: bool = False) -> Callable[[], tuple[Any, Any]]:
     import torch
-
-    from causalfair.engines.exact_torch import exact_metrics
 
     targets = _targets(constraints, margin)
 
@@ -533,9 +534,6 @@ def _starts(model: TabularModel, T: int, constraints: Sequence[Constraint],
 
 
 def _check_horizon_eps(T: int, eps: float, weights: str) -> tuple[int, float]:
-    from causalfair._validation import check_horizon
-    from causalfair.engines.benefit import WEIGHTS, _check_eps
-
     if weights not in WEIGHTS:
         raise ModelError(f"weights: unknown value {weights!r}; allowed values: {', '.join(WEIGHTS)}.")
     return check_horizon(T), _check_eps(eps)
@@ -550,8 +548,6 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
     starts (``initial``: extra named starting tables, e.g. the failing policy's), with
     the LP bound. Deterministic for a given ``seed``."""
     import torch
-
-    from causalfair.engines.exact_torch import exact_metrics
 
     t0 = time.perf_counter()
     model = _check_model(model)
@@ -585,8 +581,6 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
 # ------------------------------------------------------------------ network repair
 def _grid_input(model: TabularModel, encoding: Any) -> Any:
     import torch
-
-    from causalfair.policies.core import grid_observation
 
     return torch.from_numpy(np.ascontiguousarray(encoding.encode(grid_observation(model))))
 
@@ -642,8 +636,6 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
 
     import torch
 
-    from causalfair.policies.core import policy_table
-
     t0 = time.perf_counter()
     model = _check_model(model)
     T, eps = _check_horizon_eps(horizon, eps, weights)
@@ -677,7 +669,6 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
         if res.best_state is not None:
             module.load_state_dict(res.best_state)
         module.eval()
-        from causalfair.policies.checkpoint import TorchPolicy
 
         tab = np.asarray(policy_table(TorchPolicy(module, encoding), model, T))
         attempts.append(_attempt(model, name, tab, T, eps, weights, constraints))

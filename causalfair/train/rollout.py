@@ -27,8 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.systems.lending.settings import LendingNoise, LendingSimulator
-from causalfair.systems.lending.settings import LendingModel, lending_potential
+from causalfair.systems.lending.settings import (
+    LendingModel,
+    LendingNoise,
+    LendingSimulator,
+    lending_potential,
+)
 from causalfair.train import objectives as obj
 
 __all__ = ["Batch", "IndividualRollout", "PopulationRollout", "make_rollout"]

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from causalfair._io import atomic_write_bytes
+from causalfair.backends import SerialBackend, TaskError, make_backend
+from causalfair.engines.montecarlo import _is_serial
 from causalfair.errors import ConfigError, OutputError
+from causalfair.systems import make
+from causalfair.systems.lending.settings import SETTINGS
+from causalfair.train import ALGORITHMS, TrainConfig, train
 
 __all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "train_many", "write_run"]
 
@@ -56,9 +62,6 @@ def parse_seeds(text: str) -> list[int]:
 
 def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
             overrides: Mapping[str, Any]) -> Any:
-    from causalfair.systems.lending.settings import SETTINGS
-    from causalfair.train import TrainConfig
-
     kw = dict(overrides, algo=algo, seed=seed)
     if system in SETTINGS and not params:
         kw["setting"] = system
@@ -72,13 +75,9 @@ def _train_config(task: tuple[Any, str]) -> dict[str, Any]:
     history (a DataFrame, one row per iteration) and files' bytes."""
     import tempfile
 
-    from causalfair.train import train
-
     config, search_path = task
     system = None
     if config.system:
-        from causalfair.systems import make
-
         system = make(config.system, search_path=search_path, **dict(config.system_params))
     with tempfile.TemporaryDirectory(prefix="causalfair-sweep-") as tmp:
         res = train(config, out=Path(tmp) / "run", system=system)
@@ -95,9 +94,6 @@ def train_many(configs: Sequence[Any], *, backend: Any = None,
     configs' order, ``{"metrics", "wall_s", "history", "files"}`` per run (``files``: the
     bytes of checkpoint.pt, metrics and config.json, for the caller to write), or a
     :class:`~causalfair.backends.TaskError` for a run that raised."""
-    from causalfair.backends import SerialBackend, make_backend
-    from causalfair.engines.montecarlo import _is_serial
-
     if _is_serial(backend):
         backend = SerialBackend()
     elif isinstance(backend, str):
@@ -107,8 +103,6 @@ def train_many(configs: Sequence[Any], *, backend: Any = None,
 
 def write_run(folder: Path, result: Mapping[str, Any]) -> None:
     """Write a run's files (from :func:`train_many`) into ``folder``, atomically."""
-    from causalfair._io import atomic_write_bytes
-
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in result["files"].items():
         atomic_write_bytes(folder / name, lambda fh, d=data: fh.write(d))
@@ -189,8 +183,6 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     """
     import pandas as pd
 
-    from causalfair.train import ALGORITHMS
-
     algos = list(algos)
     bad = [a for a in algos if a not in ALGORITHMS]
     if not algos or bad:
@@ -212,8 +204,6 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
             raise ConfigError(f"overrides: {key!r} is set by the sweep itself; use the "
                               "algos, seeds and systems arguments.")
     combos = [(s, a, k) for s in systems for a in algos for k in seeds]
-    from causalfair.systems.lending.settings import SETTINGS
-    from causalfair.systems import make
 
     for sysid in systems:  # every system and configuration is checked before any run starts
         if sysid not in SETTINGS or params:
@@ -226,7 +216,6 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     out_path = Path(out) if out is not None else None
     if out_path is not None:
         _prepare_out(out_path)
-    from causalfair.backends import TaskError
 
     results = train_many([_config(sy, params or {}, a, k, overrides) for sy, a, k in combos],
                          backend=backend, search_path=search_path)
@@ -253,8 +242,6 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                                               "upper"])
     res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha)
     if out_path is not None:
-        from causalfair._io import atomic_write_bytes
-
         for name, text in (("runs.csv", runs.to_csv(index=False)),
                            ("table.csv", table.to_csv(index=False)),
                            ("table.md", res.to_markdown())):

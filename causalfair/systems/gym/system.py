@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from causalfair.errors import InputError
+from causalfair.systems import System, make
 
 __all__ = ["SystemEnv"]
 
@@ -36,8 +37,6 @@ class SystemEnv(gym.Env):
 
     def __init__(self, system: Any = "lending-1", params: dict[str, Any] | None = None,
                  horizon: int | None = None, render_mode: str | None = None):
-        from causalfair.systems import System, make
-
         self.system = system if isinstance(system, System) else make(str(system), **(params or {}))
         s = self.system
         if s.decisions.budget is not None:

@@ -27,6 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import ModelError
+from causalfair.model import CausalStructure, TabularModel
+from causalfair.systems.lending.settings import lending_potential
+from causalfair.systems.system import DecisionSet, Gain, System
+
 __all__ = ["ELBERT_HARDER_LENDING", "harder_lending_model", "make_lending_harder"]
 
 #: The published parameters (ELBERT lending_experiment/harder_env.py and
@@ -62,10 +67,6 @@ ELBERT_HARDER_LENDING: dict[str, Any] = {
 def harder_lending_model(interest: float = ELBERT_HARDER_LENDING["interest"],
                          alter_rate: Any = ELBERT_HARDER_LENDING["alter_rate"]) -> Any:
     """The :class:`~causalfair.model.TabularModel` of ``lending-harder``."""
-    from causalfair.errors import ModelError
-    from causalfair.model import CausalStructure, TabularModel
-    from causalfair.systems.lending.settings import lending_potential
-
     P = ELBERT_HARDER_LENDING
     p = np.asarray(P["p_repay"], dtype=np.float64)
     rep, dft = np.asarray(P["repay"]), np.asarray(P["default"])
@@ -98,8 +99,6 @@ def harder_lending_model(interest: float = ELBERT_HARDER_LENDING["interest"],
 def make_lending_harder(interest: float = ELBERT_HARDER_LENDING["interest"],
                         alter_rate: Any = ELBERT_HARDER_LENDING["alter_rate"]) -> Any:
     """The ``lending-harder`` system (module docstring)."""
-    from causalfair.systems.system import DecisionSet, Gain, System
-
     tab = harder_lending_model(interest, alter_rate)
     return System(
         id="lending-harder",

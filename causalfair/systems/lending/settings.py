@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import check_memory
 from causalfair.errors import InputError
 from causalfair.model import CausalStructure, ModelError, TabularModel
 from causalfair.systems.tabular_sim import LazyArrays
@@ -186,7 +187,6 @@ def lending_setting(
     if not isinstance(n_levels, (int, np.integer)) or isinstance(n_levels, bool) or n_levels < 3:
         raise ModelError(f"n_levels: must be an integer >= 3, got {n_levels!r}.")
     n_levels = int(n_levels)
-    from causalfair._limits import check_memory
 
     # the kernel (G, 2, K, K) in float64, built with a few temporaries of the same size
     check_memory(8.0 * 2 * 2 * n_levels**2 * 4, f"lending setting with {n_levels} levels",
