@@ -12,7 +12,7 @@ from causalfair.audit.result import AuditResult, _display_path
 from causalfair.audit.run import audit
 from causalfair.audit.spec import AuditSpec, _where
 from causalfair.errors import SpecError
-from causalfair.policies.checkpoint import NumpyMLPPolicy, save_checkpoint
+from causalfair.policies.checkpoint import NumpyMLPPolicy, load_checkpoint_for, save_checkpoint
 from causalfair.train import train
 from causalfair.train.config import TrainConfig
 from causalfair.train.repair import constraints_from_thresholds, repair_network
@@ -77,7 +77,7 @@ def _place_new(produced: Path, target: Path) -> None:
 def _repair_exact(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
     """The constrained exact-gradient repair (:mod:`causalfair.train.repair`): the checkpoint's
     own network, optimised on the exact engine's numbers under the spec's thresholds."""
-    from causalfair.audit.run import _load_checkpoint_for, build_system
+    from causalfair.audit.run import build_system
 
     r = spec.retrain or {}
     system = build_system(spec)
@@ -87,7 +87,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResu
                         f"tabular model; {system.id!r} has none. Use a sampled algo such as "
                         "'ppo-cb'.")
     constraints = constraints_from_thresholds(spec.thresholds, f"{_where(spec.path)}: [thresholds]")
-    pol, meta = _load_checkpoint_for(spec.checkpoint, system)
+    pol, meta = load_checkpoint_for(spec.checkpoint, system)
     net = pol.to_torch() if isinstance(pol, NumpyMLPPolicy) else pol.module
     result = repair_network(model, spec.horizon, net, pol.encoding, constraints, eps=spec.eps,
                             weights=spec.weights, seed=r.get("seed", 0),

@@ -19,8 +19,8 @@ from causalfair.engines.montecarlo import compare_mc, decompose_mc
 from causalfair.engines.notions import other_notions
 from causalfair.errors import CausalfairError, PolicyError, SpecError
 from causalfair.logs import audit_logs, linear_potential, read_logs
-from causalfair.policies.checkpoint import FeatureEncoding, check_policy_inputs
-from causalfair.policies.core import file_sha256, load_checkpoint, parse_policy, policy_table
+from causalfair.policies.checkpoint import load_checkpoint_for
+from causalfair.policies.core import file_sha256, parse_policy, policy_table
 from causalfair.systems import as_system, load_callable, load_tabular, make
 from causalfair.thresholds import Verdict, abs_interval, judge
 
@@ -102,12 +102,12 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
         if isinstance(policy, (str, os.PathLike)):
             p = Path(policy)
             if p.suffix in (".pt", ".npz", ".zip", ".safetensors") or p.is_file():
-                pol, meta = _load_checkpoint_for(p, system)
+                pol, meta = load_checkpoint_for(p, system)
                 return pol, p.name, file_sha256(p), meta
             return parse_policy(str(policy), system), str(policy), None, None
         return policy, getattr(policy, "name", type(policy).__name__), None, None
     if spec.checkpoint is not None:
-        pol, meta = _load_checkpoint_for(spec.checkpoint, system)
+        pol, meta = load_checkpoint_for(spec.checkpoint, system)
         return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
     if spec.policy_factory is not None:
         fn = load_callable(spec.policy_factory, search_path=spec.base_dir,
@@ -128,26 +128,6 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
         return parse_policy(spec.builtin, system), spec.builtin, None, None
     except PolicyError as exc:
         raise PolicyError(f"{_where(spec.path)}: [policy] builtin: {exc}") from None
-
-
-def _load_checkpoint_for(path: Path, system: Any) -> tuple[Any, dict[str, Any]]:
-    """Load a checkpoint and check that its inputs fit ``system``: levels x groups for
-    one-hot encodings; feature names (both lists named in the error), or widths where
-    either side has none. A stable-baselines3 model whose width is levels + groups on a
-    system without features reads the one-hot (level, group) observation of
-    ``causalfair/Lending-v0`` (docs/checkpoints.md)."""
-    pol, meta = load_checkpoint(path)
-    enc = getattr(pol, "encoding", None)
-    if (meta.get("format") == "stable-baselines3" and system.features is None
-            and system.n_levels is not None and enc is not None
-            and enc.width == system.n_levels + system.n_groups):
-        pol.encoding = FeatureEncoding("onehot", system.n_levels, system.n_groups)
-        meta = {**meta, "encoding": pol.encoding.to_dict()}
-    check_policy_inputs(pol, feature_names=system.features, n_levels=system.n_levels,
-                        n_groups=system.n_groups, source=str(path))
-    if callable(getattr(pol, "check_system", None)):  # seed 002's population agents
-        pol.check_system(system)
-    return pol, meta
 
 
 def choose_engine(spec: AuditSpec, system: Any) -> str:
@@ -238,7 +218,7 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
                             "[engine] kind = \"exact\" or compare two audits.")
         try:
             if spec.baseline_checkpoint is not None:
-                bpol, _ = _load_checkpoint_for(spec.baseline_checkpoint, system)
+                bpol, _ = load_checkpoint_for(spec.baseline_checkpoint, system)
 
                 baseline = (bpol, spec.baseline_checkpoint.name,
                             file_sha256(spec.baseline_checkpoint))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from causalfair.audit.run import _load_checkpoint_for
 from causalfair.errors import UsageError
+from causalfair.policies.checkpoint import load_checkpoint_for
 from causalfair.policies.core import parse_policy, reads_group
 from causalfair.systems import make
 
@@ -77,7 +77,7 @@ def load_policy(args: argparse.Namespace, system: Any) -> Any:
 
     ck = getattr(args, "checkpoint", None)
     if ck:
-        policy, _ = _load_checkpoint_for(Path(ck), system)
+        policy, _ = load_checkpoint_for(Path(ck), system)
         return policy
     return parse_policy(args.policy, system)
 

@@ -6,10 +6,10 @@ import argparse
 import json
 
 from causalfair._io import write_folder
-from causalfair.audit.run import _load_checkpoint_for
 from causalfair.commands._system import horizon, load_system
 from causalfair.commands.decompose import add_model_arguments
 from causalfair.errors import UsageError
+from causalfair.policies.checkpoint import load_checkpoint_for
 from causalfair.policies.core import parse_policy
 
 DEFAULT_POLICIES = ("threshold:0.5", "always")
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         policies[spec] = parse_policy(spec, model)
 
     for path in ckpts:
-        pol, _ = _load_checkpoint_for(Path(path), system)
+        pol, _ = load_checkpoint_for(Path(path), system)
         policies[f"{pol.name} ({Path(path).name})"] = pol
 
     front = frontier(model, args.horizon, points=args.points, constraint=args.constraint)

@@ -9,10 +9,15 @@ from typing import Any
 
 import causalfair as cf
 from causalfair._io import atomic_write_bytes, to_jsonable
-from causalfair.audit.run import _load_checkpoint_for
 from causalfair.commands._system import parse_params
 from causalfair.errors import UsageError
-from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
+from causalfair.policies.checkpoint import (
+    FeatureEncoding,
+    NumpyMLPPolicy,
+    load_checkpoint_for,
+    mlp,
+    save_checkpoint,
+)
 from causalfair.systems import make
 from causalfair.train import TrainConfig, _prepare_run_folder, train
 from causalfair.train import population as P
@@ -151,7 +156,7 @@ def run_exact(args: argparse.Namespace) -> int:
                          "needs one.")
     torch.manual_seed(args.seed)
     if args.init_checkpoint:
-        pol, meta = _load_checkpoint_for(Path(args.init_checkpoint), system)
+        pol, meta = load_checkpoint_for(Path(args.init_checkpoint), system)
         net = pol.to_torch() if isinstance(pol, NumpyMLPPolicy) else pol.module
         enc, arch = pol.encoding, meta["architecture"]
     else:

@@ -58,7 +58,7 @@ from causalfair.types import Observation
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "save_checkpoint",
            "load_checkpoint", "file_sha256", "check_policy_inputs", "CHECKPOINT_FORMAT",
-           "MAX_PARAMETERS"]
+           "MAX_PARAMETERS", "load_checkpoint_for"]
 
 CHECKPOINT_FORMAT = "causalfair-checkpoint"
 CHECKPOINT_VERSION = 2
@@ -450,3 +450,23 @@ def _layers_from(arrays: dict[str, np.ndarray], prefix: str, n_in: int, path: An
     if not layers:
         raise CheckpointError(f"checkpoint {path}: no layers {prefix}.0.weight / bias.")
     return layers
+
+
+def load_checkpoint_for(path: str | os.PathLike[str], system: Any) -> tuple[Any, dict[str, Any]]:
+    """Load a checkpoint (any format) for ``system`` and check that its inputs fit it: levels x groups for
+    one-hot encodings; feature names (both lists named in the error), or widths where
+    either side has none. A stable-baselines3 model whose width is levels + groups on a
+    system without features reads the one-hot (level, group) observation of
+    ``causalfair/Lending-v0`` (docs/checkpoints.md)."""
+    pol, meta = load_checkpoint(path)
+    enc = getattr(pol, "encoding", None)
+    if (meta.get("format") == "stable-baselines3" and system.features is None
+            and system.n_levels is not None and enc is not None
+            and enc.width == system.n_levels + system.n_groups):
+        pol.encoding = FeatureEncoding("onehot", system.n_levels, system.n_groups)
+        meta = {**meta, "encoding": pol.encoding.to_dict()}
+    check_policy_inputs(pol, feature_names=system.features, n_levels=system.n_levels,
+                        n_groups=system.n_groups, source=str(path))
+    if callable(getattr(pol, "check_system", None)):  # population policies
+        pol.check_system(system)
+    return pol, meta
