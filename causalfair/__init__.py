@@ -16,8 +16,9 @@ Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when use
 """
 
 from causalfair import audit, systems
-from causalfair.benefit import BenefitResult, benefit_fairness, lambda_metric
-from causalfair.effects import Decomposition, decompose, value_tables
+from causalfair.benefit import BenefitResult, lambda_metric
+from causalfair.effects import Decomposition, value_tables
+from causalfair.engine_choice import benefit_fairness, decompose
 from causalfair.errors import CausalfairError, SpecError, SystemError_
 from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
 from causalfair.policy import (
@@ -99,6 +100,7 @@ _LAZY = {
     "decompose_mc": "causalfair.montecarlo",
     "fair_lp": "causalfair.occupancy",
     "audit_logs": "causalfair.logs",
+    "as_policy": "causalfair.adapters",
     "other_notions": "causalfair.metrics",
     "LendingSimulator": "causalfair.sim.individual",
     "TabularSimulator": "causalfair.sim.individual",

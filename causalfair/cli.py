@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="threads for torch and BLAS (default: CAUSALFAIR_THREADS, else 1: "
                         "causalfair's networks are small, and on a busy machine more threads "
                         "cost 5-12x; see docs/limits.md)")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of user code that failed (a factory, a "
+                        "simulator, a policy) on stderr; without it the traceback goes to "
+                        ".causalfair/logs/ and the error stays one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         importlib.import_module(module).register(sub)
@@ -111,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        from causalfair._usercode import user_traceback
+        from causalfair.commands._tracebacks import keep_tracebacks
+
+        msg += keep_tracebacks([user_traceback(exc)], args.command, args.debug)
         print(f"causalfair {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. `head`

@@ -34,13 +34,18 @@ per-individual memory.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from causalfair._contract import (  # the rules every call is checked by (causalfair._usercode)
+    _check_noise,
+    _check_observation,
+    _check_step_result,
+    _frozen,
+    _same,
+)
 from causalfair._mc_base import (  # noqa: F401 - re-exported for the other engines
     _KEYS,
     _STREAM_DECISION,
@@ -51,19 +56,19 @@ from causalfair._mc_base import (  # noqa: F401 - re-exported for the other engi
     _STREAM_NOISE0,
     DEFAULT_BATCH_SIZE,
     _batch_moments,
+    _batches,
     _check_int,
-    _is_serial,
+    _fold_tasks,
     _Job,
     _Moments,
     _name,
     _rng,
-    _run_tasks,
     _sample_actions,
+    check_work,
 )
 from causalfair.effects import Decomposition, check_horizon
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.policy import Observation, Policy, PolicyError, action_probs
-from causalfair.sim.base import StepResult
 
 __all__ = [
     "decompose_mc",
@@ -97,138 +102,14 @@ def as_simulator(obj: Any) -> Any:
             "reset(n, group, rng), observe(state), draw_noise(n, rng), step(state, decisions, "
             "noise) (see causalfair.sim.base and docs/simulators.md)."
         )
-    return obj
+    from causalfair._usercode import guard_simulator
+
+    return guard_simulator(obj)
 
 
 
 
 # ------------------------------------------------------------------ contract checks
-def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, np.ndarray]]:
-    """Every array-like leaf of a state / noise / observation object, with a path."""
-    if obj is None:
-        return []
-    if isinstance(obj, np.ndarray) or np.isscalar(obj):
-        return [(prefix or "value", np.asarray(obj))]
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = []
-        for f in dataclasses.fields(obj):
-            out += _leaves(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name)
-        return out
-    if isinstance(obj, Mapping):
-        out = []
-        for k in obj:
-            out += _leaves(obj[k], f"{prefix}[{k!r}]")
-        return out
-    if isinstance(obj, (tuple, list)):
-        out = []
-        for i, v in enumerate(obj):
-            out += _leaves(v, f"{prefix}[{i}]")
-        return out
-    try:
-        return [(prefix or "value", np.asarray(obj))]
-    except Exception:  # noqa: BLE001 - opaque object: nothing to compare
-        return []
-
-
-def _same(a: Any, b: Any) -> str | None:
-    """None when a and b hold the same arrays, else the path of the first difference."""
-    la, lb = _leaves(a), _leaves(b)
-    if [p for p, _ in la] != [p for p, _ in lb]:
-        return "structure"
-    for (path, x), (_, y) in zip(la, lb, strict=True):
-        if x.shape != y.shape:
-            return path
-        if x.dtype.kind in "fc":
-            if not np.array_equal(x, y, equal_nan=True):
-                return path
-        elif x.dtype.kind in "biu":
-            if not np.array_equal(x, y):
-                return path
-    return None
-
-
-def _frozen(obj: Any) -> dict[str, np.ndarray]:
-    """Copies of every array leaf (so later in-place changes show up as differences)."""
-    return {path: np.array(arr, copy=True) for path, arr in _leaves(obj)}
-
-
-def _is_prob_name(name: str) -> bool:
-    low = str(name).lower()
-    return low.startswith("p_") or low.startswith("prob")
-
-
-def _check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
-    w = f"simulator {_name(sim)}.{where}"
-    if not isinstance(obs, Observation):
-        raise SimulatorContractError(
-            f"{w}: returned {type(obs).__name__}; expected a causalfair.policy.Observation."
-        )
-    group = np.asarray(obs.group)
-    if group.shape != (n,):
-        raise SimulatorContractError(
-            f"{w}: wrong shape: Observation.group has shape {group.shape}, expected ({n},) "
-            f"for a batch of {n}.")
-    if obs.level is not None:
-        level = np.asarray(obs.level)
-        if level.shape != (n,):
-            raise SimulatorContractError(
-                f"{w}: wrong shape: Observation.level has shape {level.shape}, expected ({n},).")
-        if level.dtype.kind == "f" and not np.isfinite(level).all():
-            raise SimulatorContractError(f"{w}: NaN states: Observation.level has NaN or inf.")
-        if level.dtype.kind not in "iub":
-            raise SimulatorContractError(
-                f"{w}: Observation.level has dtype {level.dtype}; levels are integer indices "
-                "(use features for continuous states).")
-        K = getattr(sim, "n_levels", None)
-        if K is not None and n and (level.min() < 0 or level.max() >= K):
-            raise SimulatorContractError(
-                f"{w}: Observation.level outside [0, {K}) (min {level.min()}, max {level.max()}).")
-    if obs.features is not None:
-        feats = np.asarray(obs.features)
-        if feats.ndim != 2 or feats.shape[0] != n:
-            raise SimulatorContractError(
-                f"{w}: wrong shape: Observation.features has shape {feats.shape}, expected "
-                f"({n}, F).")
-        if not np.isfinite(feats).all():
-            raise SimulatorContractError(
-                f"{w}: NaN states: Observation.features contains NaN or inf "
-                f"({int((~np.isfinite(feats)).sum())} entries).")
-    _check_named_arrays(sim, obs.extras, n, f"{where} (Observation.extras)")
-
-
-def _check_named_arrays(sim: Any, arrays: Mapping[str, Any], n: int, where: str) -> None:
-    w = f"simulator {_name(sim)}.{where}"
-    for key in arrays:
-        arr = np.asarray(arrays[key])
-        if arr.ndim == 0 or arr.shape[0] != n:
-            raise SimulatorContractError(
-                f"{w}: wrong shape: {key!r} has shape {arr.shape}, expected ({n}, ...).")
-        if _is_prob_name(key) and arr.dtype.kind in "fiub":
-            a = arr.astype(np.float64)
-            if not np.isfinite(a).all() or (a < 0).any() or (a > 1).any():
-                bad = a[~(np.isfinite(a) & (a >= 0) & (a <= 1))][0]
-                raise SimulatorContractError(
-                    f"{w}: probability {key!r} outside [0, 1] (e.g. {float(bad)!r}); entries named "
-                    "p_* or prob* are probabilities.")
-
-
-def _check_step_result(sim: Any, res: Any, n: int) -> None:
-    w = f"simulator {_name(sim)}.step"
-    if not isinstance(res, StepResult):
-        raise SimulatorContractError(
-            f"{w}: returned {type(res).__name__}; expected causalfair.sim.base.StepResult.")
-    for field_name in ("gain", "reward"):
-        arr = np.asarray(getattr(res, field_name))
-        if arr.shape != (n,):
-            raise SimulatorContractError(
-                f"{w}: wrong shape: StepResult.{field_name} has shape {arr.shape}, expected ({n},).")
-        if not np.isfinite(arr).all():
-            raise SimulatorContractError(
-                f"{w}: StepResult.{field_name} contains NaN or inf "
-                f"({int((~np.isfinite(arr)).sum())} of {n}).")
-    _check_named_arrays(sim, res.info, n, "step (StepResult.info)")
-
-
 def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                     n_actions: int | None = None) -> None:
     """Check that ``simulator`` honours the protocol; raise SimulatorContractError naming
@@ -273,11 +154,7 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
                     f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
                     f"same seed gave different noise (first difference at {diff}); draw every "
                     "random number from the rng argument.")
-            for path, arr in _leaves(n1):
-                if arr.ndim >= 1 and arr.shape[0] != n:
-                    raise SimulatorContractError(
-                        f"simulator {name}.draw_noise: wrong shape: {path} has shape {arr.shape}, "
-                        f"expected {n} rows.")
+            _check_noise(sim, n1, n)
             d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
             before = _frozen((sim.observe(state), state))
             r1 = sim.step(state, d, n1)
@@ -447,9 +324,9 @@ def _simulate(job: _Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.n
 
 
 def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
-           batch_size: int | None) -> tuple[Any, int, int, int, int, int, int]:
+           batch_size: int | None, runs: int = 1) -> tuple[Any, int, int, int, int, int, int]:
     """The simulator, actions, baseline action, horizon, n, seed and batch size of a run
-    (validated, memory checked)."""
+    of ``runs`` policies (validated; memory and work checked before anything runs)."""
     if system is not None:
         sim = system.make_simulator()
         A, base = system.n_actions, system.decisions.baseline
@@ -461,6 +338,8 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     n = _check_int("n", n, 2)
     seed = _check_int("seed", seed, 0)
     batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
+    check_work(runs * n * int(sim.n_groups) * T, f"Monte Carlo of {n} individuals per group "
+               f"over {T} epochs", "lower n or the horizon")
     from causalfair._limits import check_memory
 
     # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size
@@ -506,6 +385,9 @@ def decompose_mc(
     policy_name: str | None = None,
     tabulate: bool = True,
     backend: Any = None,
+    eps: float = 0.1,
+    alpha: float = 0.05,
+    benefit_n: int | None = None,
 ) -> Decomposition:
     """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors, on any system.
 
@@ -535,8 +417,13 @@ def decompose_mc(
 
     Returns a :class:`~causalfair.effects.Decomposition` with ``engine="mc"``, ``se``
     (standard errors keyed like ``estimates()``), ``n`` and ``seed``; use
-    ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` is None (benefit
-    fairness needs the benefit table of a tabular model).
+    ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` (benefit fairness
+    with ``eps``, method.md section 4) comes with ``Lambda_ci``, ``se["Lambda"]`` and
+    ``benefit`` from :func:`causalfair.benefit_mc.system_benefit`: exact when the system
+    has a tabular model of independent units and the policy is known to read only
+    (group, level) (as for ``tabulate``), else by forks over ``benefit_n`` units per group (worlds for coupled units; default
+    ``min(n, 20000)``) with a bootstrap interval at level 1 - ``alpha``. Lambda is None
+    only when the observations carry neither levels nor features.
     """
     from causalfair.systems.system import System
 
@@ -545,9 +432,10 @@ def decompose_mc(
         if system.units_per_replica != 1:
             from causalfair.montecarlo_coupled import _decompose_coupled
 
-            return _decompose_coupled(system, policy, system.horizon if horizon is None else horizon,
-                                      n=n, seed=seed, crn=crn, batch_size=batch_size, pair=pair,
-                                      policy_name=policy_name, backend=backend)
+            dec = _decompose_coupled(system, policy, system.horizon if horizon is None else
+                                     horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
+                                     pair=pair, policy_name=policy_name, backend=backend)
+            return _with_lambda(dec, system, policy, eps, alpha, benefit_n)
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
@@ -558,25 +446,16 @@ def decompose_mc(
     stats = {k: [_Moments() for _ in range(G)] for k in _KEYS}
     job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
                sim_name=sim_name)
-    tasks = [(job, g, b, min(batch, n - start)) for g in range(G)
-             for b, start in enumerate(range(0, n, batch))]
-    if _is_serial(backend):
-        from causalfair import _progress
+    tasks = ((job, g, b, m) for g in range(G) for b, m in _batches(n, batch))
 
-        prog = _progress.start(f"monte carlo {name}", len(tasks), "batches")
-        results = []
-        for i, task in enumerate(tasks):
-            if i:
-                prog.update()
-            results.append(_mc_batch(task))
-        prog.update()
-        prog.close()
-    else:  # (group, batch) tasks elsewhere; merged below in task order, as in this process
-        results = _run_tasks(backend, _mc_batch, tasks)
-    for (_, g, _, _), (batch_sums, moments) in zip(tasks, results, strict=True):
-        sums[:, g, :] += batch_sums
-        for key, mom in zip(_KEYS, moments, strict=True):
+    def fold(task: tuple[_Job, int, int, int], result: tuple[np.ndarray, list[Any]]) -> None:
+        g = task[1]  # folded in task order wherever the tasks ran: the same numbers
+        sums[:, g, :] += result[0]
+        for key, mom in zip(_KEYS, result[1], strict=True):
             stats[key][g].merge(*mom)
+
+    _fold_tasks(backend, _mc_batch, tasks, G * -(-n // batch), fold, f"monte carlo {name}",
+                result_bytes=24.0 * T + 400.0)
 
     def mean(key: str) -> np.ndarray:
         return np.array([s.mean for s in stats[key]])
@@ -601,7 +480,7 @@ def decompose_mc(
                           ("indirect", "BZ"), ("utility", "R")):
             se[f"{key}[{gname}]"] = float(math.sqrt(var_of_mean(stat)[i]))
     se["utility"] = float(math.sqrt(float(weights**2 @ var_of_mean("R"))))
-    return Decomposition(
+    dec = Decomposition(
         engine="mc",
         groups=groups,
         pair=(a, c),
@@ -621,6 +500,35 @@ def decompose_mc(
         model_name=system.id if system is not None else (
             getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
     )
+    if G < 2:  # Lambda compares two groups
+        return dec
+    if system is None:
+        from causalfair.systems import as_system
+
+        system = as_system(simulator)
+    return _with_lambda(dec, system, getattr(policy, "policy", policy)
+                        if isinstance(policy, _TabulatedPolicy) else policy, eps, alpha, benefit_n)
+
+
+def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
+                 benefit_n: int | None) -> Decomposition:
+    """``dec`` with Lambda of its pair, its interval and its benefit table
+    (:func:`causalfair.benefit_mc.system_benefit`)."""
+    from dataclasses import replace
+
+    from causalfair.benefit_mc import system_benefit
+
+    m = min(int(dec.n or 2), 20_000) if benefit_n is None else _check_int("benefit_n", benefit_n, 2)
+    # exact only for a policy known to read (group, level) alone: evaluating any other policy
+    # on the model's grid could read a history it does not have
+    exact = "exact" in system.engines and _reads_only_level_group(policy)
+    ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
+                         seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair)
+    if ben is None:
+        return dec
+    ci = ben.ci if ben.ci is not None else (ben.Lambda, ben.Lambda)
+    return replace(dec, Lambda=float(ben.Lambda), Lambda_ci=(float(ci[0]), float(ci[1])),
+                   Lambda_ci_level=ben.ci_level, benefit=ben)
 
 
 def compare_mc(
@@ -655,24 +563,23 @@ def compare_mc(
     if system is not None and system.units_per_replica != 1:
         raise InputError(f"system {system.id!r}: a paired comparison needs independent units; "
                          "this system couples units within replicas.")
-    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
+    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size,
+                                             runs=2)
     G = int(sim.n_groups)
     jobs = []
     for pol in (policy, baseline):
         pol, name = _ready_policy(pol, sim, A, base, tabulate, None)
         jobs.append(_Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
                          name=name, sim_name=_name(sim)))
-    tasks = [(jobs[0], jobs[1], g, b, min(batch, n - start)) for g in range(G)
-             for b, start in enumerate(range(0, n, batch))]
-    if _is_serial(backend):
-        results = [_paired_batch(t) for t in tasks]
-    else:
-        results = _run_tasks(backend, _paired_batch, tasks)
+    tasks = ((jobs[0], jobs[1], g, b, m) for g in range(G) for b, m in _batches(n, batch))
     mom = {k: [[_Moments() for _ in range(G)] for _ in range(3)] for k in _KEYS}
-    for (_, _, g, _, _), res in zip(tasks, results, strict=True):
+
+    def fold(task: tuple[Any, ...], res: list[Any]) -> None:
         for key, trio in zip(_KEYS, res, strict=True):
             for i in range(3):
-                mom[key][i][g].merge(*trio[i])
+                mom[key][i][task[2]].merge(*trio[i])
+
+    _fold_tasks(backend, _paired_batch, tasks, G * -(-n // batch), fold, result_bytes=1200.0)
     weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
     weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
     a, c = _check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))

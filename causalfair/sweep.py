@@ -46,9 +46,12 @@ def parse_seeds(text: str) -> list[int]:
         if a < 0 or b < a:
             raise ConfigError(f"seeds: bad value {part.strip()[:40]!r} in {str(text)[:60]!r}; "
                               "expected seeds such as 0-19 or 0,3,5-7 (integers >= 0).")
+        if len(out) + (b - a + 1) > MAX_RUNS:  # counted before the seeds are listed
+            raise ConfigError(
+                f"seeds: {str(text)[:60]!r} names {len(out) + (b - a + 1)} seeds or more, over "
+                f"the limit of {MAX_RUNS} runs per sweep; give a smaller range, e.g. 0-19 "
+                "(docs/limits.md).")
         out.extend(range(a, b + 1))
-        if len(out) > MAX_RUNS:
-            break
     if len(set(out)) != len(out):
         raise ConfigError(f"seeds: {str(text)[:60]!r} names a seed twice.")
     return out
@@ -95,8 +98,8 @@ def train_many(configs: Sequence[Any], *, backend: Any = None,
     configs' order, ``{"metrics", "wall_s", "history", "files"}`` per run (``files``: the
     bytes of checkpoint.pt, metrics and config.json, for the caller to write), or a
     :class:`~causalfair.backends.TaskError` for a run that raised."""
+    from causalfair._mc_base import _is_serial
     from causalfair.backends import SerialBackend, make_backend
-    from causalfair.montecarlo import _is_serial
 
     if _is_serial(backend):
         backend = SerialBackend()

@@ -7,13 +7,13 @@ from __future__ import annotations
 import io
 import json
 import pickle
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,7 +116,7 @@ def test_loading_and_auditing_an_npz_checkpoint_imports_no_torch(tmp_path):
     code = ("import sys, causalfair as cf\n"
             f"r = cf.audit({str(tmp_path / 's.toml')!r})\n"
             "print(r.decomposition.C, 'torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_cmd([sys.executable, "-c", code], expect=0)
     assert out.stdout.split()[-1] == "False"
 
 
@@ -173,9 +173,7 @@ def test_a_tiny_file_declaring_a_huge_network_is_refused_without_allocating(tmp_
             "from causalfair.errors import CheckpointError\n"
             "import sys\n"
             "try:\n    load_checkpoint(sys.argv[1])\nexcept CheckpointError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "huge.npz")],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-1000:]
+    out = run_cmd([sys.executable, "-c", code, tmp_path / "huge.npz"], expect=0)
     assert "over the limit of 50000000" in out.stdout and "before building" in out.stdout
 
 
@@ -243,18 +241,16 @@ def test_an_audit_refuses_a_checkpoint_with_other_features(tmp_path):
                     encoding=enc)
     (tmp_path / "s.toml").write_text('name = "s"\n[system]\nfactory = "clinic:make_clinic"\n'
                                      '[policy]\ncheckpoint = "f.npz"\n')
-    proc = subprocess.run([sys.executable, "-m", "causalfair", "audit", "s.toml", "--no-report"],
-                          cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 2
+    proc = run_cmd([sys.executable, "-m", "causalfair", "audit", "s.toml", "--no-report"],
+                   cwd=tmp_path, expect=2)
     err = proc.stderr.strip()
     assert "\n" not in err and "f.npz" in err
     assert "reads features [age, distance] but the system gives [severity, distance]" in err
     # the right names: the audit runs (3 actions, Monte Carlo or exact on the clinic)
     save_checkpoint(tmp_path / "f.npz", _net(inp=2, out=3), architecture=_arch(inp=2, out=3),
                     encoding=FeatureEncoding("features", names=("severity", "distance")))
-    proc = subprocess.run([sys.executable, "-m", "causalfair", "audit", "s.toml", "--no-report"],
-                          cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    run_cmd([sys.executable, "-m", "causalfair", "audit", "s.toml", "--no-report"],
+            cwd=tmp_path, expect=0)
 
 
 def test_stable_baselines3_zip_matches_sb3(tmp_path):

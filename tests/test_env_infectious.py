@@ -169,6 +169,7 @@ def test_gymnasium_environments_pass_both_checkers_and_are_seeded():
         env.step(35)
 
 
+@pytest.mark.slow
 def test_the_example_spec_audits_its_policy():
     from pathlib import Path
 

@@ -1,5 +1,6 @@
-"""Verdicts: the CI rule that turns an estimate and its interval into PASS / FAIL /
-INCONCLUSIVE for a threshold "quantity <= value"."""
+"""Verdicts: a threshold "quantity <= value" judged on an estimate and its interval
+(PASS / FAIL / INCONCLUSIVE by the CI rule of :mod:`causalfair.thresholds`), and the
+overall verdict of several."""
 
 from __future__ import annotations
 
@@ -7,26 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, abs_interval, judge
+
 __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "abs_interval", "judge", "overall_verdict", "Verdict"]
 
-PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
-
-def abs_interval(lower: float, upper: float) -> tuple[float, float]:
-    """The interval of |X| implied by an interval [lower, upper] of X."""
-    if lower >= 0:
-        return lower, upper
-    if upper <= 0:
-        return -upper, -lower
-    return 0.0, max(-lower, upper)
-
-
-def judge(lower: float, upper: float, threshold: float) -> str:
-    """Verdict of "q <= threshold" given an interval [lower, upper] of q (the CI rule)."""
-    if upper <= threshold:
-        return PASS
-    if lower > threshold:
-        return FAIL
-    return INCONCLUSIVE
+# the CI rule lives in causalfair.thresholds (its one home); re-exported here
 
 
 def overall_verdict(statuses: Sequence[str]) -> str:

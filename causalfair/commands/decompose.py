@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from causalfair.commands._system import add_system_arguments
 
@@ -38,7 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_model_arguments(p)
     p.add_argument("--policy", default="threshold:0.5",
-                   help="built-in policy (default: threshold:0.5); ignored with --checkpoint")
+                   help="built-in policy (default: threshold:0.5) or a factory "
+                   "'module:callable' of your own (looked up in --search-path first); "
+                   "ignored with --checkpoint")
     p.add_argument("--checkpoint", metavar="PATH",
                    help="a causalfair checkpoint (torch state_dict + metadata) to audit")
     p.add_argument("--eps", type=float, default=0.1, help="Lambda's eps > 0 (default: 0.1)")
@@ -109,12 +112,13 @@ def run(args: argparse.Namespace) -> int:
     system, policy = load_system_and_policy(args)
     if args.n is None:  # worlds of coupled units are U units each
         args.n = 2000 if system.units_per_replica > 1 else 100_000
-    engine = args.engine
-    if engine == "auto":
-        engine = "exact" if "exact" in system.engines else "mc"
-    if engine == "exact" and "exact" not in system.engines:
-        raise UsageError(f"--engine exact: system {system.id!r} has no tabular model of "
-                         "independent units; use --engine mc.")
+    from causalfair._validation import engine_for
+    from causalfair.errors import InputError
+
+    try:
+        engine = engine_for(system, args.engine)
+    except InputError as exc:  # the same refusal, named as the flag
+        raise UsageError(f"--{exc}") from None
     model = system.tabular if "exact" in system.engines else None
     if engine != "mc" and (args.backend or args.jobs or args.address):
         raise UsageError("--backend/--jobs/--address: only with the Monte Carlo engine "
@@ -125,8 +129,11 @@ def run(args: argparse.Namespace) -> int:
         result = decompose(model, policy, args.horizon, eps=args.eps, weights=args.weights)
     if model is not None:
         benefit = benefit_fairness(model, policy, args.horizon, eps=args.eps, weights=args.weights)
-    else:
-        benefit = _benefit_mc(args, policy, system)
+        if result.engine == "mc":  # the exact Lambda of the tabular model
+            result = replace(result, Lambda=benefit.Lambda, Lambda_ci=(benefit.Lambda,) * 2,
+                             Lambda_ci_level=None, benefit=benefit)
+    else:  # Lambda by forks, with its bootstrap interval, from decompose_mc
+        benefit = result.benefit
     if result.engine == "mc" and not args.json:
         print(_mc_text(result, args.alpha))
         print()
@@ -155,14 +162,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _benefit_mc(args: argparse.Namespace, policy, system):
-    """Benefit fairness by forks on a simulator-only system."""
-    from causalfair.benefit_mc import benefit_fairness_mc
-
-    return benefit_fairness_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
-                               eps=args.eps, alpha=args.alpha)
-
-
 def _decompose_mc(args: argparse.Namespace, policy, system):
     """Monte Carlo decomposition on the system's simulator."""
     from causalfair.cli import UsageError
@@ -175,7 +174,8 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
     if not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha: must be in (0, 1), got {args.alpha}.")
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
-                        backend=backend_from_args(args))
+                        backend=backend_from_args(args), eps=args.eps, alpha=args.alpha,
+                        benefit_n=args.n)
 
 
 def backend_from_args(args: argparse.Namespace):
