@@ -104,7 +104,7 @@ def audit(n: int, threads: int | None, batch: int, seed: int = 0, activation: st
           kind: str = "checkpoint") -> tuple[float, object]:
     import torch
 
-    from causalfair.cli import set_threads
+    from causalfair._limits import set_threads
 
     set_threads(threads or torch.get_num_threads())
     pol = policy(kind, activation)

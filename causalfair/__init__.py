@@ -17,8 +17,9 @@ Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when use
 
 from causalfair import audit, systems
 from causalfair._version import __version__
-from causalfair.engines.benefit import BenefitResult, benefit_fairness, lambda_metric
-from causalfair.engines.effects import Decomposition, decompose, value_tables
+from causalfair.engines.benefit import BenefitResult, lambda_metric
+from causalfair.engines.choice import benefit_fairness, decompose
+from causalfair.engines.effects import Decomposition, value_tables
 from causalfair.errors import CausalfairError, SpecError, SystemError_
 from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
 from causalfair.policies.core import (
@@ -98,6 +99,7 @@ _LAZY = {
     "decompose_mc": "causalfair.engines.montecarlo",
     "fair_lp": "causalfair.engines.occupancy",
     "audit_logs": "causalfair.logs",
+    "as_policy": "causalfair.policies.adapters",
     "other_notions": "causalfair.engines.notions",
     "LendingSimulator": "causalfair.systems.lending.settings",
     "TabularSimulator": "causalfair.systems.tabular_sim",

@@ -8,7 +8,10 @@ import numpy as np
 
 from causalfair.errors import InputError, ModelError
 
-__all__ = ["check_horizon", "z_quantile"]
+__all__ = ["ENGINES", "check_horizon", "engine_for", "z_quantile"]
+
+#: The engines of a decomposition: the system's choice, exact or Monte Carlo.
+ENGINES = ("auto", "exact", "mc")
 
 
 def check_horizon(horizon: Any) -> int:
@@ -25,3 +28,19 @@ def z_quantile(alpha: float) -> float:
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
     return NormalDist().inv_cdf(1.0 - alpha / 2.0)
+
+
+def engine_for(system: Any, engine: str = "auto") -> str:
+    """The engine that computes on ``system`` (a :class:`~causalfair.systems.System`):
+    ``"auto"`` is ``"exact"`` when the system has a tabular model of independent units,
+    else ``"mc"`` (method.md section 3); ``"exact"`` on a system without one is refused."""
+    if engine not in ENGINES:
+        raise InputError(f"engine: bad value {str(engine)[:40]!r}; allowed values: "
+                         f"{', '.join(ENGINES)}.")
+    if engine == "auto":
+        return "exact" if "exact" in system.engines else "mc"
+    if engine == "exact" and "exact" not in system.engines:
+        raise InputError(f"engine: bad value 'exact'; system {system.id!r} has no tabular model "
+                         "of independent units, so only the Monte Carlo engine applies (use "
+                         "engine 'mc' or 'auto').")
+    return engine

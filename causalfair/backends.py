@@ -1,19 +1,22 @@
-"""Where independent work units run (issue 16): in this process, in a pool of local
-worker processes, or on a Ray cluster. A backend maps a function over items and returns the results in the
-items' order (never completion order). Workers use one torch/BLAS thread each, receive
-everything they need (seeds included) in their item, and write no files: the driver
-writes every output.
+"""Where independent work units run: in this process, in a pool of local worker
+processes, or on a Ray cluster. A backend maps a function over items and returns the
+results in the items' order (never completion order). Workers use one torch/BLAS thread
+each, receive everything they need (seeds included) in their item, and write no files:
+the driver writes every output.
 
 A task that raises is reported as a :class:`TaskError` in its slot (the other tasks
 still run); the caller decides what a failure means (the gate reports it for its spec,
-exit code 2).
+exit code 2). A task may get a time limit (``timeouts``): it then runs in a worker
+process that is killed when the limit passes, so user code stuck in a C call or a sleep
+is stopped too, and the task is reported as a ``TimeoutError``. An interrupt (Ctrl-C,
+or SIGTERM under the command line) kills every worker process before it propagates.
 """
 
 from __future__ import annotations
 
 import os
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,7 +24,7 @@ from causalfair._limits import set_threads
 from causalfair.errors import CausalfairError, InputError
 
 __all__ = ["BACKENDS", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
-           "make_backend"]
+           "check_address", "check_timeout", "make_backend"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,30 @@ class TaskError:
     input_error: bool = False
 
 
+Timeouts = Sequence[float | None] | None
+
+
 class Backend(Protocol):
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]: ...
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            timeouts: Timeouts = None) -> list[Any]: ...
+
+
+def check_timeout(value: Any, field: str) -> float | None:
+    """``value`` as a time limit in seconds (None: no limit); ``field`` names it in the
+    error (``--timeout``, ``timeout``)."""
+    import math
+
+    if value is None:
+        return None
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    try:
+        ok = ok and 0 < float(value) < math.inf
+    except OverflowError:  # an int too large for a float
+        ok = False
+    if not ok:
+        raise InputError(f"{field}: bad value {str(value)[:80]!r}; give a number of seconds > 0, "
+                         "e.g. 600.")
+    return float(value)
 
 
 def _run(fn: Callable[[Any], Any], item: Any, threads: int | None) -> Any:
@@ -47,80 +72,331 @@ def _run(fn: Callable[[Any], Any], item: Any, threads: int | None) -> Any:
     except CausalfairError as exc:
         return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
                          input_error=True)
-    except Exception as exc:  # noqa: BLE001 - a crash in a task is reported for its item
+    except (KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a crash (or sys.exit) is reported for its item
         return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
                          traceback.format_exc())
 
 
 class SerialBackend:
-    """Run every task here, one after the other (the default)."""
+    """Run every task here, one after the other (the default). A task with a time limit
+    runs in one worker process instead (killed when the limit passes)."""
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        return [_run(fn, item, None) for item in items]
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            timeouts: Timeouts = None) -> list[Any]:
+        if not timeouts or all(t is None for t in timeouts):
+            return [_run(fn, item, None) for item in items]
+        items = list(items)
+        timed = [i for i, t in enumerate(timeouts) if t is not None]
+        out: list[Any] = [None] * len(items)
+        for i, r in zip(timed, _in_workers(fn, [items[i] for i in timed], 1,
+                                           [timeouts[i] for i in timed]), strict=True):
+            out[i] = r
+        for i, item in enumerate(items):
+            if timeouts[i] is None:
+                out[i] = _run(fn, item, None)
+        return out
 
 
 class ProcessBackend:
-    """A pool of ``jobs`` local worker processes (loky, which pickles functions and classes
-    defined in scripts and notebooks too). Each ``map`` starts its own pool and shuts it
-    down (joblib's reusable pool can hang when its idle workers time out while a new
-    call arrives). A worker that dies is reported as a failed task."""
+    """A pool of ``jobs`` local worker processes (``python -c ...`` children that receive
+    their tasks pickled with cloudpickle, so functions and classes defined in scripts and
+    notebooks travel too). A worker that dies, or whose task passes its time limit, is
+    reported for its task (and replaced); an interrupt kills every worker. POSIX only."""
 
     def __init__(self, jobs: int):
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise InputError(f"jobs: must be an integer >= 1, got {jobs!r}.")
         self.jobs = jobs
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        from joblib.externals.loky import ProcessPoolExecutor
-
-        out: list[Any] = [None] * len(items)
-        pending = list(range(len(items)))
-        with ProcessPoolExecutor(max_workers=min(self.jobs, max(1, len(items)))) as pool:
-            futures = {i: pool.submit(_run, fn, items[i], 1) for i in pending}
-            for i in pending:
-                try:
-                    out[i] = futures[i].result()
-                except Exception:  # noqa: BLE001 - the pool broke (a worker died)
-                    out[i] = _LOST
-        for i, r in enumerate(out):  # tasks lost with a dead worker: each in its own pool
-            if r is _LOST:
-                out[i] = _alone(fn, items[i])
-        return out
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            timeouts: Timeouts = None) -> list[Any]:
+        return _in_workers(fn, items, self.jobs, timeouts)
 
 
-_LOST = object()
-
-
-def _alone(fn: Callable[[Any], Any], item: Any) -> Any:
-    from joblib.externals.loky import ProcessPoolExecutor
-
+def _pickler() -> Any:
     try:
-        with ProcessPoolExecutor(max_workers=1) as pool:
-            return pool.submit(_run, fn, item, 1).result()
-    except Exception as exc:  # noqa: BLE001 - this task's own worker died
-        first = str(exc).splitlines()[0][:200] if str(exc) else ""
-        return TaskError(type(exc).__name__, f"worker failed: {first}" if first else "worker failed")
+        import cloudpickle
+    except ImportError:  # pragma: no cover - joblib's copy (joblib comes with the stack)
+        from joblib.externals import cloudpickle
+    return cloudpickle
+
+
+def _write_frame(fh: Any, data: bytes) -> None:
+    fh.write(len(data).to_bytes(8, "big") + data)
+    fh.flush()
+
+
+def _read_frame(fh: Any) -> bytes | None:
+    """One frame (8-byte length, then the bytes), or None at the end of the stream (the
+    other side closed it or died)."""
+    head = fh.read(8)
+    if len(head) < 8:
+        return None
+    size = int.from_bytes(head, "big")
+    data = fh.read(size)
+    return data if len(data) == size else None
+
+
+#: A worker's program: everything else arrives on its stdin.
+_WORKER = "from causalfair.backends import _worker_main; _worker_main()"
+
+
+def _worker_main() -> None:
+    """A worker process: reads (fn, item) frames on stdin, answers each with the pickled
+    result of ``_run`` on the original stdout (fd 1 then points to stderr, so a task's
+    prints cannot corrupt the stream), and exits when stdin closes."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when a worker stops
+    try:  # Linux: die with the driver even if it is killed outright
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - other systems
+        pass
+    inp, out = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    pickle = _pickler()
+    setup = _read_frame(inp)
+    if setup is None:
+        return
+    sys.path[:] = pickle.loads(setup)
+    while (frame := _read_frame(inp)) is not None:
+        try:
+            fn, item = pickle.loads(frame)
+        except BaseException as exc:  # noqa: BLE001 - e.g. a module the worker cannot import
+            result: Any = TaskError(type(exc).__name__, f"the task cannot be unpickled in the "
+                                    f"worker: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                    traceback.format_exc())
+        else:
+            result = _run(fn, item, 1)
+        try:
+            data = pickle.dumps(result)
+        except Exception as exc:  # noqa: BLE001 - the result cannot travel back
+            data = pickle.dumps(TaskError(type(exc).__name__, "the result cannot be sent back: "
+                                          f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                          traceback.format_exc()))
+        _write_frame(out, data)
+
+
+class _Worker:
+    """One worker process (its own session, so a kill takes its children too)."""
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "OPENBLAS_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env, start_new_session=True)
+        self.send(_pickler().dumps(list(sys.path)))  # (a worker dead at start: its task says so)
+
+    def fileno(self) -> int:
+        return self.proc.stdout.fileno()
+
+    def send(self, data: bytes) -> bool:
+        try:
+            _write_frame(self.proc.stdin, data)
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def receive(self) -> Any:
+        data = _read_frame(self.proc.stdout)
+        if data is None:
+            return self.died()
+        try:
+            return _pickler().loads(data)
+        except Exception as exc:  # noqa: BLE001 - e.g. a result class the driver cannot import
+            return TaskError(type(exc).__name__, "the result cannot be unpickled: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                             traceback.format_exc())
+
+    def died(self) -> TaskError:
+        import signal
+
+        self.kill()
+        code = self.proc.returncode
+        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
+               and -code in signal.Signals._value2member_map_ else f"exit code {code}")
+        return TaskError("WorkerError", f"worker failed: its process ended ({how})")
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started (its process group), now."""
+        import signal
+
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        self.proc.wait()
+        for fh in (self.proc.stdin, self.proc.stdout):
+            try:
+                fh.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Let an idle worker exit (end of its stdin); kill it if it lingers."""
+        import subprocess
+
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
+                timeouts: Timeouts) -> list[Any]:
+    """``fn`` over ``items`` in at most ``jobs`` worker processes, results in item order.
+    A task with a time limit (``timeouts[i]`` seconds, counted from when its worker gets
+    it) that is still running then has its worker killed and becomes a ``TimeoutError``.
+    On any exception here (an interrupt included) every worker is killed before it
+    propagates."""
+    import select
+    import time
+
+    pickle = _pickler()
+    pending = enumerate(items)
+    out: list[Any] = []
+    idle: list[_Worker] = []
+    busy: dict[_Worker, tuple[int, float | None]] = {}
+    started: list[_Worker] = []
+    ok = False
+    try:
+        more = True
+        while more or busy:
+            while more and len(busy) < jobs:
+                nxt = next(pending, None)
+                if nxt is None:
+                    more = False
+                    break
+                i, item = nxt
+                out.append(None)
+                limit = timeouts[i] if timeouts else None
+                try:
+                    data = pickle.dumps((fn, item))
+                except Exception as exc:  # noqa: BLE001 - reported for its item
+                    out[i] = TaskError(type(exc).__name__, "the task cannot be sent to a worker: "
+                                       f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                       traceback.format_exc())
+                    continue
+                w = idle.pop() if idle else _Worker()
+                if w not in started:
+                    started.append(w)
+                if not w.send(data):
+                    out[i] = w.died()
+                    continue
+                busy[w] = (i, None if limit is None else time.monotonic() + limit)
+            if not busy:
+                continue
+            ends = [d for _, d in busy.values() if d is not None]
+            wait = None if not ends else min(3600.0, max(0.0, min(ends) - time.monotonic()))
+            ready, _, _ = select.select(list(busy), [], [], wait)
+            for w in ready:
+                i, _ = busy.pop(w)
+                out[i] = w.receive()
+                if w.proc.poll() is None:  # (a worker that died was reaped by receive)
+                    idle.append(w)
+            now = time.monotonic()
+            for w, (i, end) in list(busy.items()):
+                if end is not None and now >= end:
+                    del busy[w]
+                    w.kill()
+                    out[i] = TaskError("TimeoutError", f"stopped after its time limit of "
+                                       f"{timeouts[i]:g} s (raise the limit with the spec's "
+                                       "timeout or --timeout)", input_error=True)
+        ok = True
+        return out
+    finally:
+        _stop(started, graceful=ok)
+
+
+def _stop(workers: list[_Worker], *, graceful: bool) -> None:
+    """Stop every worker: idle ones exit at the end of their input (``graceful``), else
+    all are killed at once. Interrupts wait until every worker is gone."""
+    import signal
+
+    stops = (signal.SIGINT, signal.SIGTERM)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        for w in workers:
+            w.close() if graceful else w.kill()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+_ADDRESS_FORMS = "'auto', HOST:PORT or ray://HOST:PORT"
+
+
+def check_address(address: Any, field: str = "--address") -> tuple[str, int] | None:
+    """Check a Ray address ("auto", "HOST:PORT" or "ray://HOST:PORT"; ``field`` names
+    where it came from); returns (host, port), or None for "auto"."""
+    import re
+
+    text = address.strip() if isinstance(address, str) else None
+    if text == "auto":
+        return None
+    m = re.fullmatch(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})", text or "")
+    if m is None or not 1 <= int(m.group(2)) <= 65535:
+        raise InputError(f"{field}: bad value {str(address)[:80]!r}; expected {_ADDRESS_FORMS} "
+                         "(e.g. 127.0.0.1:6379, the address `ray start --head` prints).")
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+def _probe(address: str, field: str, seconds: float = 5.0) -> None:
+    """Refuse an address where nothing answers, before Ray would retry it for minutes."""
+    import socket
+
+    where = check_address(address, field)
+    if where is None:
+        return
+    try:
+        socket.create_connection(where, timeout=seconds).close()
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise InputError(f"{field}: nothing answers at {address.strip()!r} ({why}); start the "
+                         f"cluster there (`ray start --head --port {where[1]}`), or check the "
+                         "address.") from None
 
 
 class RayBackend:
     """Tasks on a Ray cluster: ``address`` ("auto", "host:port" or "ray://host:port"), else
     the ``RAY_ADDRESS`` environment variable, else a local Ray instance started for the
-    call with ``jobs`` CPUs (all CPUs when None) and shut down after it. Each task asks for
-    one CPU and is not retried (a retried task would hide a crash). A task whose worker
-    dies is reported as a :class:`TaskError`. Workers read specs, checkpoints and user
+    call with ``jobs`` CPUs (all CPUs when None) and shut down after it. The address is
+    checked first (its form, then a TCP connection with a 5 s limit), so a wrong one is an
+    :class:`~causalfair.errors.InputError` within seconds. Each task asks for one CPU and
+    is not retried (a retried task would hide a crash). A task whose worker dies is
+    reported as a :class:`TaskError`; a task with a time limit runs in a worker process of
+    its Ray worker, killed when the limit passes. Workers read specs, checkpoints and user
     modules at the paths the driver gives them: on a multi-node cluster those paths must
     exist on every node (a shared filesystem; docs/scale.md)."""
 
     def __init__(self, address: str | None = None, jobs: int | None = None):
-        if address is not None and (not isinstance(address, str) or not address.strip()):
-            raise InputError(f"address: bad value {address!r}; expected 'auto', 'host:port' "
-                             "or 'ray://host:port'.")
         if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
             raise InputError(f"jobs: must be an integer >= 1, got {jobs!r}.")
-        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        if address is not None:
+            check_address(address, "--address")
+            self.field = "--address"
+        else:
+            address = os.environ.get("RAY_ADDRESS") or None
+            self.field = "RAY_ADDRESS"
+            if address is not None:
+                check_address(address, self.field)
+        self.address = address.strip() if address else None
         self.jobs = jobs
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            timeouts: Timeouts = None) -> list[Any]:
         try:
             import ray
         except ImportError:
@@ -128,6 +404,8 @@ class RayBackend:
                              "pip install 'causalfair[ray]'.") from None
         started = not ray.is_initialized()
         if started:
+            if self.address is not None:
+                _probe(self.address, self.field)
             kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False,
                                           configure_logging=False)
             if self.address is None and self.jobs is not None:
@@ -144,9 +422,14 @@ class RayBackend:
                 raise InputError(f"backend 'ray': cannot reach the cluster at {self.address!r} "
                                  f"({str(exc).splitlines()[0][:200]}); start it with "
                                  "`ray start --head`, or check --address / RAY_ADDRESS.") from None
+        refs: list[Any] = []
         try:
             task = ray.remote(num_cpus=1, max_retries=0)(_run)
-            refs = [task.remote(fn, item, 1) for item in items]
+            limited = ray.remote(num_cpus=1, max_retries=0)(_limited)
+            for i, item in enumerate(items):
+                limit = timeouts[i] if timeouts else None
+                refs.append(task.remote(fn, item, 1) if limit is None
+                            else limited.remote(fn, item, limit))
             out: list[Any] = []
             for ref in refs:  # in item order, whatever order the tasks finish in
                 try:
@@ -155,9 +438,21 @@ class RayBackend:
                     first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
                     out.append(TaskError(type(exc).__name__, f"worker failed: {first}", ""))
             return out
+        except BaseException:  # an interrupt: stop the tasks still running on the cluster
+            for ref in refs:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001, S110 - finished or already gone
+                    pass
+            raise
         finally:
             if started:
                 ray.shutdown()
+
+
+def _limited(fn: Callable[[Any], Any], item: Any, limit: float) -> Any:
+    """``fn(item)`` in a worker process of this one, killed after ``limit`` seconds."""
+    return _in_workers(fn, [item], 1, [limit])[0]
 
 
 BACKENDS = ("serial", "process", "ray")

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 
 from causalfair import _progress
 from causalfair._limits import set_threads
+from causalfair._usercode import user_traceback
 from causalfair._version import __version__
+from causalfair.commands._tracebacks import keep_tracebacks
 from causalfair.errors import CausalfairError, UsageError
 
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
@@ -49,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="threads for torch and BLAS (default: CAUSALFAIR_THREADS, else 1: "
                         "causalfair's networks are small, and on a busy machine more threads "
                         "cost 5-12x; see docs/limits.md)")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of user code that failed (a factory, a "
+                        "simulator, a policy) on stderr; without it the traceback goes to "
+                        ".causalfair/logs/ and the error stays one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         importlib.import_module(module).register(sub)
@@ -79,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+        msg += keep_tracebacks([user_traceback(exc)], args.command, args.debug)
         print(f"causalfair {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. `head`

@@ -1,4 +1,84 @@
+"""Shared test setup: one thread per process, the Agg backend, and the one way the suite
+runs a command (:func:`run_cmd`, :func:`run_cli`).
+
+Every command run through :func:`run_cmd` is recorded for the running test; when the test
+fails, its report gets a section with each command, its exit code and its whole stdout and
+stderr, whatever the failing assertion printed. ``expect=`` checks the exit code with the
+same full message, and a command that runs past its ``timeout`` fails the test with the
+output it had written so far.
+
+Import the helpers with ``from conftest import run_cli, run_cmd`` (pytest puts ``tests/``
+on ``sys.path``).
+"""
+
+from __future__ import annotations
+
 import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+_RUNS: list[subprocess.CompletedProcess] = []
+
+
+def _text(data: str | bytes | None) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def describe(proc: subprocess.CompletedProcess, expect: int | None = None) -> str:
+    """The command, its exit code and its whole stdout and stderr, as one message."""
+    args = proc.args if isinstance(proc.args, (list, tuple)) else [proc.args]
+    want = "" if expect is None else f" (expected {expect})"
+    return (f"$ {shlex.join(map(str, args))}\nexit code {proc.returncode}{want}\n"
+            f"--- stdout ---\n{_text(proc.stdout)}\n--- stderr ---\n{_text(proc.stderr)}")
+
+
+def run_cmd(cmd: Sequence[Any], *, expect: int | None = None, timeout: float = 300,
+            text: bool = True, **kwargs: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd)`` with its output captured and recorded for the test report.
+
+    ``expect``: the exit code the test needs (checked here, with :func:`describe` as the
+    message). ``timeout``: seconds; running past it fails the test with the output so far.
+    Other keyword arguments go to :func:`subprocess.run`.
+    """
+    cmd = [str(c) for c in cmd]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=text, timeout=timeout, **kwargs)
+    except subprocess.TimeoutExpired as exc:
+        late = subprocess.CompletedProcess(cmd, "timeout", exc.stdout, exc.stderr)
+        pytest.fail(f"command ran past its {timeout} s timeout\n" + describe(late),
+                    pytrace=False)
+    if expect is not None and proc.returncode != expect:
+        pytest.fail(describe(proc, expect), pytrace=False)
+    _RUNS.append(proc)
+    return proc
+
+
+def run_cli(*args: Any, expect: int | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
+    """``python -m causalfair ARGS`` through :func:`run_cmd` (same keyword arguments)."""
+    return run_cmd([sys.executable, "-m", "causalfair", *args], expect=expect, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _forget_commands():
+    yield
+    _RUNS.clear()  # after the call's report; a module fixture's commands go to its first test
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _RUNS:
+        report.sections.append(
+            (f"commands run by the test ({report.when}): whole output",
+             "\n\n".join(describe(p) for p in _RUNS)))

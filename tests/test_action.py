@@ -5,11 +5,11 @@ the JUnit file and the exit-code output, and exits with the gate's code."""
 from __future__ import annotations
 
 import os
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import yaml
+from conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = 'name = "{n}"\nhorizon = 5\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "{p}"\n' \
@@ -31,8 +31,7 @@ def _run_gate_step(tmp: Path, specs: str, args: str = "") -> tuple[int, str, str
                GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary),
                RUNNER_TEMP=str(tmp), OMP_NUM_THREADS="1")
     assert set(step["env"]) == {"CF_SPECS", "CF_ARGS", "CF_JUNIT"}  # inputs never inlined
-    proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = run_cmd(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, timeout=300)
     return proc.returncode, summary.read_text(), output.read_text()
 
 

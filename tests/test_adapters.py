@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from causalfair.policies.adapters import SB3Policy, as_policy, callable_policy
 from causalfair.engines.effects import decompose
 from causalfair.engines.montecarlo import decompose_mc
+from causalfair.policies.adapters import SB3Policy, as_policy, callable_policy
 from causalfair.policies.core import Observation, PolicyError, TablePolicy, policy_table
 from causalfair.systems.gym.lending import LendingEnv
 from causalfair.systems.lending.settings import lending_setting
@@ -146,5 +146,11 @@ def test_sb3_rejects_non_binary_actions():
             return super().step(min(int(action), 1))
 
     model = PPO("MlpPolicy", ThreeActions(), n_steps=16, batch_size=16, device="cpu")
-    with pytest.raises(PolicyError, match="Discrete\\(2\\)"):
+    pol = SB3Policy(model)  # Discrete(n) is audited as n actions; P(d1) alone is refused
+    obs = Observation(group=np.zeros(2, int), level=np.array([0, 3]))
+    assert pol.action_probs(obs).shape == (2, 3)
+    with pytest.raises(PolicyError, match="3 actions; use action_probs"):
+        pol.prob_d1(obs)
+    model.action_space = gym.spaces.Box(0.0, 1.0, (1,))
+    with pytest.raises(PolicyError, match="Discrete\\(n\\)"):
         SB3Policy(model)

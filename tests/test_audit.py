@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cmd
 
 import causalfair as cf
-from causalfair.report import render as report
 from causalfair.audit import (
     FAIL,
     INCONCLUSIVE,
@@ -30,6 +30,7 @@ from causalfair.audit import (
 )
 from causalfair.audit.run import _quantities, _verdicts
 from causalfair.engines.effects import Decomposition
+from causalfair.report.render import render as report
 
 
 def write_spec(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
@@ -186,6 +187,7 @@ def test_example_specs_are_valid():
         assert s.thresholds, p
 
 
+@pytest.mark.slow
 def test_every_example_spec_audits_and_keeps_the_identity():
     import causalfair as cf
 
@@ -388,16 +390,16 @@ def test_retrained_checkpoint_path_never_overwrites(tmp_path):
 
 
 def test_top_level_import_stays_light():
-    import subprocess
     import sys
 
     code = ("import sys, causalfair, causalfair.audit, causalfair.report.render; "
             "print(any(m in sys.modules for m in ('matplotlib', 'pandas', 'torch')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_cmd([sys.executable, "-c", code], expect=0)
     assert out.stdout.strip() == "False"
 
 
 # ------------------------------------------------------------------ the analyst notebook
+@pytest.mark.notebook
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_analyst_notebook_executes(tmp_path):

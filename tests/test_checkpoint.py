@@ -7,17 +7,18 @@ from __future__ import annotations
 import io
 import json
 import pickle
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import causalfair as cf
+from causalfair.errors import CausalfairError, CheckpointError
 from causalfair.policies.checkpoint import (
     FeatureEncoding,
     NumpyMLPPolicy,
@@ -26,7 +27,6 @@ from causalfair.policies.checkpoint import (
     mlp,
     save_checkpoint,
 )
-from causalfair.errors import CausalfairError, CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,7 +116,7 @@ def test_loading_and_auditing_an_npz_checkpoint_imports_no_torch(tmp_path):
     code = ("import sys, causalfair as cf\n"
             f"r = cf.audit({str(tmp_path / 's.toml')!r})\n"
             "print(r.decomposition.C, 'torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_cmd([sys.executable, "-c", code], expect=0)
     assert out.stdout.split()[-1] == "False"
 
 
@@ -173,9 +173,7 @@ def test_a_tiny_file_declaring_a_huge_network_is_refused_without_allocating(tmp_
             "from causalfair.errors import CheckpointError\n"
             "import sys\n"
             "try:\n    load_checkpoint(sys.argv[1])\nexcept CheckpointError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "huge.npz")],
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-1000:]
+    out = run_cmd([sys.executable, "-c", code, tmp_path / "huge.npz"], expect=0)
     assert "over the limit of 50000000" in out.stdout and "before building" in out.stdout
 
 
@@ -243,18 +241,16 @@ def test_an_audit_refuses_a_checkpoint_with_other_features(tmp_path):
                     encoding=enc)
     (tmp_path / "s.toml").write_text('name = "s"\n[system]\nfactory = "clinic:make_clinic"\n'
                                      '[policy]\ncheckpoint = "f.npz"\n')
-    proc = subprocess.run([sys.executable, "-m", "causalfair", "audit", "s.toml", "--no-report"],
-                          cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 2
+    proc = run_cmd([sys.executable, "-m", "causalfair", "audit", "s.toml", "--no-report"],
+                   cwd=tmp_path, expect=2)
     err = proc.stderr.strip()
     assert "\n" not in err and "f.npz" in err
     assert "reads features [age, distance] but the system gives [severity, distance]" in err
     # the right names: the audit runs (3 actions, Monte Carlo or exact on the clinic)
     save_checkpoint(tmp_path / "f.npz", _net(inp=2, out=3), architecture=_arch(inp=2, out=3),
                     encoding=FeatureEncoding("features", names=("severity", "distance")))
-    proc = subprocess.run([sys.executable, "-m", "causalfair", "audit", "s.toml", "--no-report"],
-                          cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    run_cmd([sys.executable, "-m", "causalfair", "audit", "s.toml", "--no-report"],
+            cwd=tmp_path, expect=0)
 
 
 def test_stable_baselines3_zip_matches_sb3(tmp_path):
@@ -276,9 +272,9 @@ def test_stable_baselines3_zip_matches_sb3(tmp_path):
     got = pol.action_probs(cf.Observation(group=np.zeros(3, int), features=obs))
     assert np.abs(got - ref).max() < 1e-6
     # in an audit on lending-1 its 9 inputs are read as the one-hot (level, group)
-    from causalfair.audit.run import _load_checkpoint_for
+    from causalfair.policies.checkpoint import load_checkpoint_for
 
-    pol2, _ = _load_checkpoint_for(tmp_path / "sb3.zip", cf.systems.make("lending-1"))
+    pol2, _ = load_checkpoint_for(tmp_path / "sb3.zip", cf.systems.make("lending-1"))
     assert pol2.encoding.name == "onehot"
 
 

@@ -1,17 +1,12 @@
 """The decompose command: same numbers as the Python API, exit codes."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import run_cli
 
 import causalfair as cf
 from causalfair.cli import main
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "causalfair", *args], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("policy", ["always", "threshold:0.5"])

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair.errors import InputError, PolicyError
 from causalfair.engines.montecarlo_coupled import _joint_actions
+from causalfair.errors import InputError, PolicyError
 from causalfair.systems.infectious import (
     INF,
     INFECTIOUS_DEFAULTS,
@@ -169,6 +169,7 @@ def test_gymnasium_environments_pass_both_checkers_and_are_seeded():
         env.step(35)
 
 
+@pytest.mark.slow
 def test_the_example_spec_audits_its_policy():
     from pathlib import Path
 

@@ -6,10 +6,10 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,10 +32,8 @@ def test_examples_regenerate_bit_for_bit(tmp_path):
     copy = tmp_path / "repo"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info",
                                                               "__pycache__", ".causalfair"))
-    proc = subprocess.run(["bash", "reports/examples/regenerate.sh"], cwd=copy,
-                          capture_output=True, text=True, timeout=1200,
-                          env={**os.environ, "PYTHONPATH": str(copy)})
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_cmd(["bash", "reports/examples/regenerate.sh"], cwd=copy, timeout=1200,
+            env={**os.environ, "PYTHONPATH": str(copy)}, expect=0)
     ex = Path("reports/examples")
     for f in sorted((ROOT / ex).rglob("*")):
         if f.is_file() and f.name != "screenshot.png":

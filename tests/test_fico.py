@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_cmd
 
 from causalfair.systems.lending import fico
 from causalfair.systems.lending import regenerate_fico as regen
@@ -75,15 +75,8 @@ def test_check_cli_exits_zero():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["OMP_NUM_THREADS"] = "1"
-    proc = subprocess.run(
-        [sys.executable, "-m", "causalfair.systems.lending.regenerate_fico", "--check"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_cmd([sys.executable, "-m", "causalfair.systems.lending.regenerate_fico", "--check"],
+            cwd=REPO_ROOT, env=env, timeout=120, expect=0)
 
 
 @pytest.mark.parametrize("K", [3, 7, 20])

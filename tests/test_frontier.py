@@ -12,11 +12,11 @@ import pytest
 
 from causalfair.engines.effects import decompose
 from causalfair.engines.frontier import frontier
-from causalfair.model import ModelError, TabularModel
 from causalfair.engines.occupancy import InfeasibleError, OccupancyLP, fair_lp, policy_metrics
+from causalfair.engines.wen import loan_belief_mdp, wen_evaluate, wen_lp
+from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import TablePolicy
 from causalfair.systems.lending.settings import lending_setting
-from causalfair.engines.wen import loan_belief_mdp, wen_evaluate, wen_lp
 
 TOL = 1e-7
 SETTINGS = ("lending-1", "lending-2", "lending-3")

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
-from causalfair.report import render as report
 from causalfair.audit import INCONCLUSIVE, audit, load_spec
 from causalfair.cli import main
+from causalfair.report.render import render as report
 
 PASSING = """
 name = "ok"
@@ -52,8 +52,7 @@ def spec(tmp_path: Path, text: str, name: str) -> Path:
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "causalfair", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
+    return run_cli(*args, cwd=cwd)
 
 
 def test_passing_spec_exits_0(tmp_path):

@@ -2,9 +2,10 @@
 imports included), and `causalfair --help` stays light (no torch, pandas, matplotlib)."""
 
 import ast
-import subprocess
 import sys
 from pathlib import Path
+
+from conftest import run_cmd
 
 PKG = Path(__file__).resolve().parents[1] / "causalfair"
 
@@ -68,5 +69,5 @@ def test_help_does_not_import_heavy_libraries():
             "try:\n    c.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'scipy', 'dowhy') "
             "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_cmd([sys.executable, "-c", code], expect=0)
     assert out.stdout.strip().splitlines()[-1] == "[]"

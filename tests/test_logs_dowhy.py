@@ -17,6 +17,7 @@ LM = lending_setting("lending-1")
 
 @pytest.fixture(scope="module")
 def audit():
+    pytest.importorskip("dowhy", reason="dowhy comes with the dowhy extra")
     df = simulate_logs(LM, "random:0.5", 1500, 10, seed=21)
     return audit_logs(df, n_boot=100, seed=3, dowhy=True,
                       dowhy_options={"n_simulations": 5, "max_rows": 5000})
@@ -68,6 +69,7 @@ def test_dowhy_seeded(audit):
 
 
 def test_spec_dowhy_refuters_reach_the_report(tmp_path):
+    pytest.importorskip("dowhy", reason="dowhy comes with the dowhy extra")
     from causalfair.audit import audit
 
     df = simulate_logs(lending_setting("lending-1"), "random:0.5", 1500, 5, seed=3)

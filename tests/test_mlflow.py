@@ -10,7 +10,9 @@ import pytest
 
 from causalfair.cli import main
 
-mlflow = pytest.importorskip("mlflow", reason="MLflow comes with the dev extra")
+mlflow = pytest.importorskip("mlflow", reason="MLflow comes with the mlflow extra")
+
+pytestmark = pytest.mark.mlflow
 
 SPEC = ('name = "{n}"\nhorizon = 6\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "{p}"\n'
         '[engine]\nkind = "{e}"\nn = 4000\n[thresholds]\nabs_C = {t}\n')

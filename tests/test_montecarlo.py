@@ -11,17 +11,16 @@ import numpy as np
 import pytest
 
 from causalfair.engines.effects import decompose
-from causalfair.model import TabularModel
 from causalfair.engines.montecarlo import (
     SimulatorContractError,
     check_simulator,
     decompose_mc,
 )
+from causalfair.model import TabularModel
 from causalfair.policies.core import Observation, PolicyError, TablePolicy, parse_policy
+from causalfair.systems.lending.settings import SETTINGS, LendingSimulator, lending_setting
 from causalfair.systems.simulator import StepResult
-from causalfair.systems.lending.settings import LendingSimulator
 from causalfair.systems.tabular_sim import TabularSimulator
-from causalfair.systems.lending.settings import SETTINGS, lending_setting
 
 EFFECTS = ("C", "DPE", "IPE", "SPE", "utility")
 
@@ -85,7 +84,8 @@ def test_large_n_agrees_with_exact_and_result_fields():
     pol = parse_policy("threshold:0.5", lm.tabular)
     ex = decompose(lm.tabular, pol, 20)
     mc = decompose_mc(LendingSimulator(lm), pol, 20, n=100_000, seed=3)
-    assert mc.engine == "mc" and mc.n == 100_000 and mc.seed == 3 and mc.Lambda is None
+    assert mc.engine == "mc" and mc.n == 100_000 and mc.seed == 3
+    assert mc.Lambda == pytest.approx(ex.Lambda, abs=1e-12)  # exact: the system has a tabular model
     assert set(mc.se) == set(mc.estimates())
     e, x = mc.estimates(), ex.estimates()
     for k in e:

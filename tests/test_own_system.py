@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cmd
 
 import causalfair as cf
 
@@ -37,8 +37,7 @@ Lambda = 0.1
 def run_cli(*args, cwd):
     env = {"OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "causalfair", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_cmd([sys.executable, "-m", "causalfair", *args], cwd=cwd, env=env, timeout=300)
 
 
 @pytest.fixture

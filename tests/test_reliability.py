@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import describe, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,12 +40,11 @@ def cli(*args, cwd, limit_mb=None, env=None):
             resource.setrlimit(resource.RLIMIT_AS, (limit_mb << 20, limit_mb << 20))
 
     e = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "causalfair", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, preexec_fn=cap, env=e, timeout=300)
+    return run_cli(*args, cwd=cwd, preexec_fn=cap, env=e, timeout=300)
 
 
 def one_line_error(proc):
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert proc.returncode == 2, describe(proc, 2)
     err = proc.stderr.strip()
     assert "Traceback" not in err and "\n" not in err, err
     return err

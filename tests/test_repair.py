@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import run_cmd
 
 import causalfair as cf
 from causalfair.audit.spec import load_spec
@@ -132,6 +133,7 @@ def test_lp_bound_uses_only_linear_thresholds():
     assert u == pytest.approx(cf.fair_lp(m, 6, eps=0.01).utility, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_repair_network_passes_and_reports_the_numbers_of_its_audit():
     m = small_model(3)
     T = 6
@@ -193,9 +195,9 @@ def _gate(spec: Path, *extra: str) -> subprocess.CompletedProcess:
     import os
 
     env = {**os.environ, "CAUSALFAIR_PROGRESS_SECONDS": "0"}  # every progress line
-    return subprocess.run([sys.executable, "-m", "causalfair", "gate", str(spec), "--retrain",
-                           "--json", str(spec.parent / "gate.json"), *extra],
-                          capture_output=True, text=True, cwd=spec.parent, timeout=300, env=env)
+    return run_cmd([sys.executable, "-m", "causalfair", "gate", spec, "--retrain",
+                    "--json", spec.parent / "gate.json", *extra],
+                   cwd=spec.parent, timeout=300, env=env)
 
 
 def test_gate_reports_no_passing_repair_with_the_best_attempts_numbers(tmp_path):
@@ -209,6 +211,7 @@ def test_gate_reports_no_passing_repair_with_the_best_attempts_numbers(tmp_path)
     assert entry["repair"]["result"]["SPE"] == pytest.approx(entry["after"]["verdicts"][0]["estimate"] * np.sign(entry["repair"]["result"]["SPE"]), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_gate_exact_repair_passes_and_says_what_it_kept(tmp_path):
     m = small_model(5)
     # a constant policy has Lambda = 0: the best constant's |C| (+ 0.01) is feasible

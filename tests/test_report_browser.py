@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import describe, run_cmd
 
 from causalfair.audit import audit
 
@@ -52,11 +53,8 @@ window.addEventListener('load', function () {
 
 def chromium(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    return subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-         *extra, url],
-        capture_output=True, text=True, timeout=120,
-    )
+    return run_cmd([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
+                    "--v=0", *extra, url], timeout=120)
 
 
 def console_lines(stderr: str) -> list[str]:
@@ -68,7 +66,7 @@ def image_check(tmp_path: Path, page: Path) -> dict:
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE), encoding="utf-8")
     proc = chromium(tmp_path, probe.as_uri(), "--dump-dom", "--virtual-time-budget=5000")
     m = re.search(r"<title>IMGCHECK (.*?)</title>", proc.stdout)
-    assert m, proc.stdout[:500] + proc.stderr[-2000:]
+    assert m, describe(proc)
     return json.loads(m.group(1).replace("&quot;", '"'))
 
 
@@ -106,7 +104,7 @@ def test_report_loads_cleanly_and_shows_every_figure(tmp_path, report_dir):
     page = report_dir / "report.html"
     n_png = len(list(report_dir.glob("*.png")))
     proc = chromium(tmp_path, page.as_uri(), "--dump-dom", "--virtual-time-budget=5000")
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 0, describe(proc)
     assert "<h1>" in proc.stdout and "browser" in proc.stdout
     assert console_lines(proc.stderr) == []
     res = image_check(tmp_path, page)
@@ -126,6 +124,6 @@ def test_report_loads_cleanly_and_shows_every_figure(tmp_path, report_dir):
     shot = tmp_path / "shot.png"
     proc = chromium(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1100,9000",
                     "--hide-scrollbars")
-    assert shot.is_file() and shot.stat().st_size > 10_000, proc.stderr[-2000:]
+    assert shot.is_file() and shot.stat().st_size > 10_000, describe(proc)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     shutil.copyfile(shot, out)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "reports" / "reproduce_seeds.py"
@@ -49,10 +49,8 @@ def test_the_verdict_rule_by_hand():
 
 @pytest.mark.slow
 def test_quick_run_writes_every_file(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_cmd([sys.executable, SCRIPT, "--quick", "--out", tmp_path / "o"], timeout=600,
+            env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT, expect=0)
     runs = pd.read_csv(tmp_path / "o" / "runs.csv")
     assert set(runs.algo) == {"ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po"}
     assert (runs.Lambda >= 0).all()

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -15,12 +16,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import run_cmd
 
 from causalfair.cli import main
 
 # not imported here: Ray reads RAY_AUTH_MODE when it is first imported (the fixture sets it)
 if importlib.util.find_spec("ray") is None:
     pytest.skip("Ray comes with the dev extra (pip install -e '.[dev]')", allow_module_level=True)
+
+pytestmark = pytest.mark.ray
 
 SLOW = '''
 import time
@@ -61,8 +65,10 @@ def _ray_cli() -> str:
 
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0",
-           # token authentication, as `ray start` sets it up by default since Ray 2.59
-           "RAY_AUTH_MODE": "token"}
+           # token authentication, as `ray start` sets it up by default since Ray 2.59,
+           # with a token of the test's own: `ray start` refuses token mode without one,
+           # and ~/.ray/auth_token exists only where some Ray run has made it
+           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +79,9 @@ def ray_cluster():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    subprocess.run([_ray_cli(), "start", "--head", "--num-cpus", "2", "--port", str(port),
-                    "--include-dashboard", "false", "--disable-usage-stats"],
-                   check=True, env=env, capture_output=True, timeout=180)
+    run_cmd([_ray_cli(), "start", "--head", "--num-cpus", "2", "--port", str(port),
+             "--include-dashboard", "false", "--disable-usage-stats"],
+            expect=0, env=env, timeout=180)
     try:
         yield f"127.0.0.1:{port}"
     finally:

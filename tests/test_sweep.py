@@ -8,12 +8,13 @@ import math
 import pandas as pd
 import pytest
 import torch
+from conftest import run_cmd
 from scipy import stats
 
 from causalfair.cli import main
 from causalfair.errors import ConfigError
-from causalfair.train.sweep import parse_seeds, sweep
 from causalfair.train import TrainConfig, train
+from causalfair.train.sweep import parse_seeds, sweep
 
 
 def test_seeds_parse_ranges_and_lists():
@@ -24,6 +25,7 @@ def test_seeds_parse_ranges_and_lists():
             parse_seeds(bad)
 
 
+@pytest.mark.slow
 def test_each_run_equals_a_separate_train_run_and_the_table_is_its_t_interval(tmp_path, capsys):
     code = main(["sweep", "--algo", "ppo,ppo-c", "--seeds", "0-2", "--iterations", "2",
                  "--out", str(tmp_path / "sw"), "--jobs", "2"])
@@ -109,8 +111,8 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.slow
 def test_the_paper_reproduction_gives_the_same_runs_in_worker_processes(tmp_path):
-    import subprocess
     import sys
     from pathlib import Path
 
@@ -118,10 +120,8 @@ def test_the_paper_reproduction_gives_the_same_runs_in_worker_processes(tmp_path
     tables = []
     for jobs in ("1", "2"):
         out = tmp_path / f"paper-{jobs}"
-        proc = subprocess.run([sys.executable, str(root / "reports" / "reproduce_paper.py"),
-                               "--quick", "--jobs", jobs, "--out", str(out)],
-                              capture_output=True, text=True, timeout=600,
-                              env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
-        assert proc.returncode == 0, proc.stderr[-2000:]
+        run_cmd([sys.executable, root / "reports" / "reproduce_paper.py", "--quick",
+                 "--jobs", jobs, "--out", out], timeout=600, expect=0,
+                env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
         tables.append(pd.read_csv(out / "runs.csv").drop(columns=["wall_s"]))
     assert len(tables[0]) == 8 and tables[0].equals(tables[1])

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cmd
 
 import causalfair as cf
 from causalfair.errors import CausalfairError, ModelError, SystemError_
@@ -183,7 +183,7 @@ def test_entry_point_systems_are_found_on_a_registry_miss(own, tmp_path, monkeyp
 def test_import_causalfair_registers_the_gymnasium_env():
     code = ("import gymnasium as gym, causalfair; env = gym.make('causalfair/Lending-v0'); "
             "obs, _ = env.reset(seed=0); print(obs.shape)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_cmd([sys.executable, "-c", code], expect=0)
     assert out.stdout.strip() == "(9,)"
 
 

@@ -54,6 +54,7 @@ def test_choice_probabilities_by_hand():
         choice_probabilities(s, 0.0, 4)
 
 
+@pytest.mark.slow
 def test_one_vaccine_per_step_is_learned_and_the_checkpoint_keeps_the_choice(tmp_path):
     from causalfair.policies.choice import ReplicaChoicePolicy
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cmd
 
 import causalfair as cf
 from causalfair.errors import ConfigError, SpecError
@@ -42,9 +42,8 @@ def own(tmp_path):
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "causalfair", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "MPLBACKEND": "Agg"})
+    return run_cmd([sys.executable, "-m", "causalfair", *args], cwd=cwd, timeout=600,
+                   env={**os.environ, "MPLBACKEND": "Agg"})
 
 
 def test_config_refuses_what_ppo_lagrangian_cannot_impose():
@@ -58,6 +57,7 @@ def test_config_refuses_what_ppo_lagrangian_cannot_impose():
         train(TrainConfig(algo="ppo-c", constraints=("abs_C<=0.1",), iterations=1))
 
 
+@pytest.mark.slow
 def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own):
     """Plain PPO's |C| is above 0.1 on the simulator-only clinic; PPO-Lagrangian with
     abs_C <= 0.1 ends with a policy whose 95% CI is inside the bound on its own audit,
@@ -91,6 +91,7 @@ def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own):
     assert abs(first["C"]) > 0.1 and rows[rows.index(first)]["lagrange_multiplier"] > 0
 
 
+@pytest.mark.slow
 def test_gate_ppo_lag_repairs_a_simulator_only_checkpoint(own):
     proc = run_cli("train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo",
                    *TRAIN[1:], "--out", "run", cwd=own)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
+from conftest import run_cmd
 
 from causalfair.engines.effects import decompose
 from causalfair.policies.core import load_checkpoint, policy_table
@@ -79,9 +79,8 @@ def test_resume_after_kill_equals_uninterrupted(tmp_path, algo, env):
             "train(TrainConfig.from_dict(json.loads(sys.argv[1])), out=sys.argv[2])")
     env = _env()
     env[EXIT_AFTER_ENV] = "5"  # dies after iteration 5; last checkpoint at 3
-    p = subprocess.run([sys.executable, "-c", code, args, str(tmp_path / "cut")], env=env,
-                       capture_output=True, timeout=120)
-    assert p.returncode == 75, p.stderr.decode()
+    run_cmd([sys.executable, "-c", code, args, tmp_path / "cut"], env=env, timeout=120,
+            expect=75)
     _, meta = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
     assert meta["metadata"]["iteration"] == 3
     resumed = train(cfg, out=tmp_path / "cut", resume=True)
@@ -122,18 +121,14 @@ def test_cli_smoke(tmp_path):
     cmd = [sys.executable, "-m", "causalfair", "train", "--setting", "lending-1", "--algo",
            "ppo-cb", "--seed", "0", "--iterations", "3", "--out", str(out), "--individuals",
            "64", "--horizon", "5", "--json"]
-    p = subprocess.run(cmd, env=_env(), capture_output=True, timeout=120)
-    assert p.returncode == 0, p.stderr.decode()
+    p = run_cmd(cmd, env=_env(), timeout=120, expect=0)
     res = json.loads(p.stdout)
     assert set(res["metrics"]) >= {"C", "DPE", "IPE", "SPE", "Lambda", "utility"}
-    p = subprocess.run([sys.executable, "-m", "causalfair", "decompose", "--horizon", "5",
-                        "--checkpoint", str(out / "checkpoint.pt"), "--json"], env=_env(),
-                       capture_output=True, timeout=120)
-    assert p.returncode == 0, p.stderr.decode()
+    p = run_cmd([sys.executable, "-m", "causalfair", "decompose", "--horizon", "5",
+                 "--checkpoint", out / "checkpoint.pt", "--json"], env=_env(), timeout=120,
+                expect=0)
     assert json.loads(p.stdout)["C"] == pytest.approx(res["metrics"]["C"], abs=1e-6)
-    p = subprocess.run(cmd[:3] + ["--algo", "nope", "--out", str(out)], env=_env(),
-                       capture_output=True, timeout=60)
-    assert p.returncode == 2
+    run_cmd(cmd[:3] + ["--algo", "nope", "--out", out], env=_env(), timeout=60, expect=2)
 
 
 def test_individual_rollout_matches_exact_propagation():

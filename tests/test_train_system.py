@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_cmd
 
 import causalfair as cf
 from causalfair.errors import ConfigError
@@ -30,8 +30,7 @@ def own(tmp_path):
 
 def run_cli(*args, cwd, env=None):
     e = {**os.environ, "MPLBACKEND": "Agg", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "causalfair", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, env=e, timeout=600)
+    return run_cmd([sys.executable, "-m", "causalfair", *args], cwd=cwd, env=e, timeout=600)
 
 
 @pytest.mark.parametrize("algo", ["ppo", "ppo-c"])
@@ -101,21 +100,22 @@ print(h.hexdigest(), torch.get_num_threads())
 """
 
 
+@pytest.mark.slow
 def test_training_gives_the_same_weights_under_1_and_2_threads(tmp_path):
     """The trainer runs with config.threads (1) whatever the caller's thread settings
     (torch threads and OMP/MKL variables), and restores the caller's count afterwards."""
     outs = []
     for threads, omp in (("1", "1"), ("2", "2")):
         env = {**os.environ, "OMP_NUM_THREADS": omp, "MKL_NUM_THREADS": omp}
-        p = subprocess.run([sys.executable, "-c", _WEIGHTS, threads], capture_output=True,
-                           text=True, env=env, cwd=tmp_path, timeout=600)
-        assert p.returncode == 0, p.stderr[-2000:]
+        p = run_cmd([sys.executable, "-c", _WEIGHTS, threads], env=env, cwd=tmp_path,
+                    timeout=600, expect=0)
         digest, restored = p.stdout.split()
         assert restored == threads
         outs.append(digest)
     assert outs[0] == outs[1]
 
 
+@pytest.mark.slow
 def test_gate_retrains_a_failing_checkpoint_of_the_clinic(own):
     proc = run_cli("train", "--system", "clinic:make_clinic", "--algo", "ppo", "--iterations",
                    "2", "--horizon", "12", "--individuals", "64", "--out", "run", cwd=own)

@@ -9,32 +9,56 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from causalfair._usercode import user_traceback
 from causalfair.audit.result import AuditResult, _display_path
-from causalfair.audit.retrain import _retrain, retrained_checkpoint_path
+from causalfair.audit.retrain import _retrain, check_retrain, retrained_checkpoint_path
 from causalfair.audit.run import Prepared, _resolve_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec, _where
-from causalfair.backends import SerialBackend, TaskError, make_backend
+from causalfair.backends import SerialBackend, TaskError, check_timeout, make_backend
 from causalfair.errors import CausalfairError, InputError, SpecError
 from causalfair.thresholds import FAIL, INCONCLUSIVE
-from causalfair.train.repair import constraints_from_thresholds
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "run_gate", "retrained_checkpoint_path"]
 
 
+#: The overall status of a spec that could not be audited (its code raised, it timed out).
+ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class SpecFailure:
+    """Why one spec could not be audited: the one-line message (naming the spec and the
+    callable), the kind of error, and the user's traceback when user code raised."""
+
+    message: str
+    kind: str = ""
+    user_traceback: str = ""
+
+
 @dataclass(eq=False)
 class GateEntry:
-    """One spec's gate outcome: the audit, and the re-audit after retraining if any."""
+    """One spec's gate outcome: the audit, and the re-audit after retraining if any; or,
+    for a spec that could not be audited, ``error`` (its one-line message) and the
+    traceback (``user_traceback``: of user code; ``traceback``: of a bug)."""
 
     spec: AuditSpec
-    before: AuditResult
+    before: AuditResult | None
     after: AuditResult | None = None
     retrained_checkpoint: Path | None = None
     retrain_error: str | None = None
     report: Path | None = None
+    error: str | None = None
+    error_kind: str = ""
+    traceback: str = ""
+    user_traceback: str = ""
 
     @property
     def final(self) -> AuditResult:
         return self.after if self.after is not None else self.before
+
+    @property
+    def overall(self) -> str:
+        return ERROR if self.error is not None else self.final.overall
 
     @property
     def repair(self) -> dict[str, Any] | None:
@@ -42,6 +66,10 @@ class GateEntry:
         return None if self.after is None else self.after.extra.get("repair")
 
     def to_dict(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"name": self.spec.name, "spec": _display_path(self.spec.path),
+                    "overall": ERROR, "error": self.error, "verdicts": [],
+                    "checkpoint_sha256": None}
         d: dict[str, Any] = {
             "name": self.spec.name,
             "spec": _display_path(self.spec.path),
@@ -69,12 +97,15 @@ class GateEntry:
 
 class GateSpecErrors(SpecError):
     """Some specs of a gate are invalid; ``errors`` lists (spec, one-line message) for
-    each. Nothing was audited; the JUnit file gets one <error> test case per bad spec."""
+    each. Nothing was audited; the JUnit file gets one <error> test case per bad spec,
+    the JSON summary one ERROR entry. ``tracebacks``: of bugs; ``user_tracebacks``: of
+    user code that raised (a factory), for a log file."""
 
     def __init__(self, errors: list[tuple[str, str]], n_specs: int,
-                 tracebacks: list[str] | None = None):
+                 tracebacks: list[str] | None = None, user_tracebacks: list[str] | None = None):
         self.errors = errors
         self.tracebacks = tracebacks or []
+        self.user_tracebacks = [t for t in user_tracebacks or [] if t]
         first = errors[0][1]
         more = f"{len(errors)} of {n_specs} specs are invalid; the first: " if len(errors) > 1 else ""
         super().__init__(more + first)
@@ -85,12 +116,17 @@ class GateSpecErrors(SpecError):
         root = ET.Element("testsuites", name="causalfair gate", tests=str(len(self.errors)),
                           failures="0", errors=str(len(self.errors)), skipped="0")
         for spec, msg in self.errors:
-            suite = ET.SubElement(root, "testsuite", name=spec, tests="1", failures="0",
-                                  errors="1", skipped="0")
-            tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name=f"spec {spec}")
-            ET.SubElement(tc, "error", message=msg, type="SpecError").text = msg
+            _junit_error(root, spec, msg, "SpecError")
         ET.indent(root)
         return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+    def to_dict(self, *, inconclusive: str = "fail", accept_repaired: bool = False
+                ) -> dict[str, Any]:
+        """The JSON summary: exit code 2 and one ERROR entry per invalid spec."""
+        return {"exit_code": 2, "inconclusive": inconclusive, "accept_repaired": accept_repaired,
+                "specs": [{"name": spec, "spec": spec, "overall": ERROR, "error": msg,
+                           "verdicts": [], "checkpoint_sha256": None}
+                          for spec, msg in self.errors]}
 
 
 @dataclass(eq=False)
@@ -105,6 +141,10 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
+        """0: every spec passes; 1: a threshold fails (or is inconclusive); 2: a spec
+        could not be audited (an error is never a pass, nor mistaken for a verdict)."""
+        if any(e.error is not None for e in self.entries):
+            return 2
         bad = {FAIL} if self.inconclusive == "pass" else {FAIL, INCONCLUSIVE}
         for e in self.entries:
             if e.final.overall in bad:
@@ -125,6 +165,9 @@ class GateResult:
         """Text table: one line per threshold, before and (if retrained) after."""
         lines = []
         for e in self.entries:
+            if e.error is not None:
+                lines.append(f"{e.spec.name}: {ERROR} (not audited; the error follows)")
+                continue
             lines.append(f"{e.spec.name}: {e.final.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
             for v in e.before.verdicts:
@@ -154,8 +197,13 @@ class GateResult:
                 f"inconclusive_as: bad value {inconclusive_as!r}; allowed values: failure, skipped."
             )
         root = ET.Element("testsuites", name="causalfair gate")
-        tot_t = tot_f = tot_s = 0
+        tot_t = tot_f = tot_s = tot_e = 0
         for e in self.entries:
+            if e.error is not None:
+                _junit_error(root, e.spec.name, e.error, e.error_kind or "Error")
+                tot_t += 1
+                tot_e += 1
+                continue
             res = e.final
             suite = ET.SubElement(root, "testsuite", name=e.spec.name)
             n_f = n_s = 0
@@ -183,7 +231,7 @@ class GateResult:
             tot_s += n_s
         root.set("tests", str(tot_t))
         root.set("failures", str(tot_f))
-        root.set("errors", "0")
+        root.set("errors", str(tot_e))
         root.set("skipped", str(tot_s))
         ET.indent(root)
         return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
@@ -192,18 +240,21 @@ class GateResult:
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
              retrain: bool = False, reports: str | os.PathLike[str] | None = None,
              accept_repaired: bool = False, jobs: int = 1, backend: str | None = None,
-             address: str | None = None) -> GateResult:
+             address: str | None = None, timeout: float | None = None) -> GateResult:
     """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
     before anything runs). With ``retrain``, a spec whose verdict is not PASS is
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
     is written to ``reports/NAME`` (after retraining: the new policy beside the old).
     ``jobs``, ``backend`` and ``address`` choose where the audits run
     (:func:`causalfair.backends.make_backend`: this process by default, ``jobs`` local
-    worker processes, or Ray); the result is the same whichever runs them."""
+    worker processes, or Ray); the result is the same whichever runs them. ``timeout``
+    (seconds) limits each spec's audit, as the spec's own ``timeout`` does (the smaller
+    applies): a spec over its limit is stopped and reported as an error of that spec."""
     if inconclusive not in ("pass", "fail"):
         raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
 
     runner = make_backend(jobs, backend, address)
+    timeout = check_timeout(timeout, "timeout")
 
     loaded, errors = [], []
     for s in specs:
@@ -220,14 +271,17 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         except CausalfairError as exc:
             errors.append((label, str(exc).splitlines()[0]))
     prepared_: dict[int, Any] = {}
+    user_tracebacks = []
     for i, sp in enumerate(loaded):
         if sp.source == "model":
             try:
                 prepared_[i] = prepare(sp)
-            except CausalfairError as exc:
+            except CausalfairError as exc:  # a factory that raised or exited included
+
                 errors.append((str(sp.path or sp.name), str(exc).splitlines()[0]))
+                user_tracebacks.append(user_traceback(exc))
     if errors:
-        raise GateSpecErrors(errors, len(specs))
+        raise GateSpecErrors(errors, len(specs), user_tracebacks=user_tracebacks)
     names = [s.name for s in loaded]
     dup = {n for n in names if names.count(n) > 1}
     if dup and reports is not None:
@@ -235,38 +289,25 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         files = ", ".join(str(s.path) for s in loaded if s.name == first)
         raise SpecError(f"audit spec name: bad value {first!r} in {files}; names must be "
                         "unique when reports are written (each report goes to --reports/NAME).")
-    if retrain:
+    if retrain:  # refused before anything is audited (causalfair.audit.retrain.check_retrain)
         for i, s in enumerate(loaded):
-            if s.retrain is None:
-                raise SpecError(f"{_where(s.path)}: [retrain]: missing; --retrain needs a "
-                                "[retrain] section, e.g. algo = \"exact\" (the most profitable "
-                                "policy that meets [thresholds], tabular systems) or "
-                                "algo = \"ppo-cb\" with betas.")
-            if s.retrain["algo"] == "exact" and i in prepared_:
-                if getattr(prepared_[i].system, "tabular", None) is None:
-                    raise SpecError(f"{_where(s.path)}: [retrain] algo: 'exact' needs a system "
-                                    f"with a tabular model; {prepared_[i].system.id!r} has none. "
-                                    "Use a sampled algo such as 'ppo-cb'.")
-                if s.checkpoint is None:
-                    raise SpecError(f"{_where(s.path)}: [policy] checkpoint: --retrain needs a "
-                                    f"checkpoint to repair; the spec audits {s.builtin or 'a factory policy'!r}.")
-                constraints_from_thresholds(s.thresholds, f"{_where(s.path)}: [thresholds]")
+            check_retrain(s, prepared_[i].system if i in prepared_ else None)
     # every spec is checked (its system built, its policy resolved) before any is audited
     prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
     # one spec per task (here, or in worker processes); results in spec order; a task
     # that fails is reported for its spec while the others finish
-    if isinstance(runner, SerialBackend):
-        audited = runner.map(_audit_one, prepared)
+    limits = [min((t for t in (s.timeout, timeout) if t is not None), default=None)
+              for s in loaded]
+    if isinstance(runner, SerialBackend):  # a spec with a time limit runs in a worker
+        audited = runner.map(_audit_one, [s if t is not None else p for s, p, t
+                                          in zip(loaded, prepared, limits, strict=True)], limits)
     else:  # workers rebuild everything from the spec (paths and strings travel, not objects)
-        audited = runner.map(audit, loaded)
-    failed = [(str(s.path or s.name), r) for s, r in zip(loaded, audited, strict=True)
-              if isinstance(r, TaskError)]
-    if failed:
-        raise GateSpecErrors([(name, f"{name}: the audit failed: {r.kind}: {r.message}")
-                              for name, r in failed], len(loaded),
-                             tracebacks=[r.traceback for _, r in failed if r.traceback])
+        audited = runner.map(_audit_one, loaded, limits)
     entries = []
     for s, before in zip(loaded, audited, strict=True):
+        if isinstance(before, (TaskError, SpecFailure)):  # this spec errs; the others go on
+            entries.append(_error_entry(s, before))
+            continue
         entry = GateEntry(spec=s, before=before)
         bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
         if retrain and before.overall in bad:
@@ -309,5 +350,37 @@ def repair_lines(rep: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _audit_one(prep: Any) -> AuditResult:
-    return run_prepared(prep) if isinstance(prep, Prepared) else audit(prep)
+def _error_entry(spec: AuditSpec, failure: Any) -> GateEntry:
+    """The entry of a spec whose audit failed (a :class:`SpecFailure`, or a backend's
+    ``TaskError``: a crash, a dead worker, a time limit)."""
+    if isinstance(failure, SpecFailure):
+        msg = failure.message
+        if not msg.startswith("audit spec"):
+            msg = f"{_where(spec.path)}: {msg}"
+        return GateEntry(spec=spec, before=None, error=msg, error_kind=failure.kind,
+                         user_traceback=failure.user_traceback)
+    name = str(spec.path or spec.name)
+    return GateEntry(spec=spec, before=None, error=f"{name}: the audit failed: {failure.kind}: "
+                     f"{failure.message}", error_kind=failure.kind,
+                     traceback=getattr(failure, "traceback", "") or "")
+
+
+def _junit_error(root: Any, spec: str, msg: str, kind: str) -> None:
+    """A <testsuite> with one <testcase> whose <error> says why ``spec`` was not audited."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.SubElement(root, "testsuite", name=spec, tests="1", failures="0", errors="1",
+                          skipped="0")
+    tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name=f"spec {spec}")
+    ET.SubElement(tc, "error", message=msg, type=kind).text = msg
+
+
+def _audit_one(prep: Any) -> AuditResult | SpecFailure:
+    """Audit one spec (prepared here, or rebuilt from its file in a worker); an input
+    error, user code that raised included, is returned as that spec's
+    :class:`SpecFailure` (picklable, with the user's traceback) so the other specs go on."""
+    try:
+        return run_prepared(prep) if isinstance(prep, Prepared) else audit(prep)
+    except CausalfairError as exc:
+        return SpecFailure(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                           type(exc).__name__, user_traceback(exc))

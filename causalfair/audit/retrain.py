@@ -9,60 +9,118 @@ from pathlib import Path
 from typing import Any
 
 from causalfair.audit.result import AuditResult, _display_path
-from causalfair.audit.run import audit
+from causalfair.audit.run import audit, build_system
 from causalfair.audit.spec import AuditSpec, _where
 from causalfair.errors import SpecError
-from causalfair.policies.checkpoint import NumpyMLPPolicy, load_checkpoint_for, save_checkpoint
+from causalfair.policies.checkpoint import (
+    load_checkpoint_for,
+    write_npz,
+)
+from causalfair.thresholds import constraints_from_thresholds
 from causalfair.train import train
+from causalfair.train.algorithms import get
 from causalfair.train.config import TrainConfig
-from causalfair.train.repair import constraints_from_thresholds, repair_network
+from causalfair.train.exact import repair_checkpoint
 
-__all__ = ["retrained_checkpoint_path"]
+__all__ = ["retrained_checkpoint_path", "check_retrain"]
 
 
 def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str) -> Path:
-    """``NAME.retrained-<algo>-<n>.pt`` beside ``checkpoint``, with the first n >= 1 not
-    taken: an existing file is never overwritten."""
+    """``NAME.retrained-<algo>-<n>.npz`` (for a ``.npz`` checkpoint) or ``.pt`` (for a
+    ``.pt`` one, and for an SB3 ``.zip``, which causalfair does not write) beside
+    ``checkpoint``, with the first n >= 1 not taken: an existing file is never
+    overwritten."""
     ck = Path(checkpoint)
-    stem = ck.name[: -len(".pt")] if ck.name.endswith(".pt") else ck.stem
+    suffix = ".npz" if ck.suffix.lower() == ".npz" else ".pt"
+    stem = ck.name[: -len(ck.suffix)] if ck.suffix.lower() in (".pt", ".npz") else ck.stem
     n = 1
     while True:
-        cand = ck.with_name(f"{stem}.retrained-{algo}-{n}.pt")
+        cand = ck.with_name(f"{stem}.retrained-{algo}-{n}{suffix}")
         if not cand.exists():
             return cand
         n += 1
 
 
+def check_retrain(spec: AuditSpec, system: Any = None) -> None:
+    """Refuse, before anything is audited, a spec that ``gate --retrain`` cannot retrain:
+    no ``[retrain]``, a policy that is not a checkpoint (a builtin or a factory has no
+    network to warm-start from), ``exact`` on a system without a tabular model or with
+    thresholds it cannot impose. ``system``: the spec's system when already built."""
+    where = _where(spec.path)
+    if spec.retrain is None:
+        raise SpecError(f"{where}: [retrain]: missing; --retrain needs a [retrain] section, "
+                        "e.g. algo = \"exact\" (the most profitable policy that meets "
+                        "[thresholds], tabular systems) or algo = \"ppo-cb\" with betas.")
+    if spec.checkpoint is None:
+        if spec.policy_object is not None:
+            holds = f"the policy object {spec.policy_object!r} passed to audit()"
+            key = "[policy]"
+        elif spec.policy_factory is not None:
+            holds = f"a factory {spec.policy_factory!r}, whose policy is any object"
+            key = "[policy] factory"
+        else:
+            holds = f"the builtin policy {spec.builtin!r}"
+            key = "[policy] builtin"
+        raise SpecError(f"{where}: {key}: --retrain warm-starts from the network in a "
+                        f"[policy] checkpoint; the spec's policy is {holds}, which cannot be "
+                        "retrained. Train a network (causalfair train) and audit its "
+                        "checkpoint, or run the gate without --retrain.")
+    if spec.retrain["algo"] == "exact":
+        if system is None:
+            system = build_system(spec)
+        if "exact" not in system.engines:
+            raise SpecError(f"{where}: [retrain] algo: 'exact' needs a system with a tabular "
+                            f"model; {system.id!r} has none. Use a sampled algo such as "
+                            "'ppo-cb'.")
+        constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]")
+
+
 def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
     """Run the spec's [retrain] warm-started from its checkpoint; return the new
-    checkpoint path and its audit."""
-    if spec.retrain is None:
-        raise SpecError(f"{_where(spec.path)}: [retrain]: missing; --retrain needs a [retrain] "
-                        "section (algo, iterations, betas, seed).")
-    if spec.checkpoint is None:
-        raise SpecError(f"{_where(spec.path)}: [policy] checkpoint: --retrain needs a checkpoint "
-                        f"to warm-start from; the spec audits builtin {spec.builtin!r}.")
-
+    checkpoint path (in the checkpoint's own format) and its audit."""
+    system = build_system(spec)
+    check_retrain(spec, system)
     r = spec.retrain
     if r["algo"] == "exact":
-        return _repair_exact(spec, before)
+        return _repair_exact(spec, before, system)
+
     target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
     config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))
     import tempfile
 
-    system = None
     if spec.setting is None:  # any system: the generic trainer, on the spec's own system
-        from causalfair.audit.run import build_system
-
-        system = build_system(spec)
         config = config.replace(system=spec.system_id or "", system_params=dict(spec.system_params))
+    else:
+        system = None  # the lending trainer, on config.setting
     with tempfile.TemporaryDirectory(prefix=f".{spec.name}.retrain-", dir=target.parent) as tmp:
         result = train(config, out=tmp, init_checkpoint=str(spec.checkpoint), system=system)
-        _place_new(_train_checkpoint(result, Path(tmp)), target)
+        produced = _train_checkpoint(result, Path(tmp))
+        if target.suffix == ".npz":
+            produced = _pt_to_npz(produced, Path(tmp) / target.name)
+        _place_new(produced, target)
+    return target, _reaudit(spec, before, target)
+
+
+def _reaudit(spec: AuditSpec, before: AuditResult, target: Path) -> AuditResult:
+    """The spec's audit of the retrained checkpoint ``target``, with where it came from."""
     after = audit(spec.with_policy(checkpoint=target))
     after.extra["retrained_from"] = {"checkpoint": _display_path(spec.checkpoint),
-                                     "sha256": before.checkpoint_sha256, "retrain": dict(r)}
-    return target, after
+                                     "sha256": before.checkpoint_sha256,
+                                     "retrain": dict(spec.retrain or {})}
+    return after
+
+
+def _pt_to_npz(produced: Path, out: Path) -> Path:
+    """The ``.pt`` checkpoint ``produced`` (written by the trainer) as the ``.npz``
+    checkpoint ``out``: the same weights and metadata, read back without torch."""
+    import json
+
+    import torch
+
+    payload = torch.load(produced, map_location="cpu", weights_only=True)
+    write_npz(out, {k: v.numpy() for k, v in payload["state_dict"].items()},
+              json.loads(payload["meta_json"]))
+    return out
 
 
 def _place_new(produced: Path, target: Path) -> None:
@@ -74,45 +132,32 @@ def _place_new(produced: Path, target: Path) -> None:
         fh.write(data)
 
 
-def _repair_exact(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
-    """The constrained exact-gradient repair (:mod:`causalfair.train.repair`): the checkpoint's
-    own network, optimised on the exact engine's numbers under the spec's thresholds."""
-    from causalfair.audit.run import build_system
-
+def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any) -> tuple[Path, AuditResult]:
+    """The constrained exact-gradient repair (:func:`causalfair.train.exact.repair_checkpoint`):
+    the checkpoint's own network, optimised on the exact engine's numbers under the
+    spec's thresholds."""
     r = spec.retrain or {}
-    system = build_system(spec)
-    model = getattr(system, "tabular", None)
-    if model is None:
-        raise SpecError(f"{_where(spec.path)}: [retrain] algo: 'exact' needs a system with a "
-                        f"tabular model; {system.id!r} has none. Use a sampled algo such as "
-                        "'ppo-cb'.")
-    constraints = constraints_from_thresholds(spec.thresholds, f"{_where(spec.path)}: [thresholds]")
-    pol, meta = load_checkpoint_for(spec.checkpoint, system)
-    net = pol.to_torch() if isinstance(pol, NumpyMLPPolicy) else pol.module
-    result = repair_network(model, spec.horizon, net, pol.encoding, constraints, eps=spec.eps,
-                            weights=spec.weights, seed=r.get("seed", 0),
-                            outer=r.get("iterations", 30), n_random=r.get("starts", 12))
+    where = _where(spec.path)
+    constraints = constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]")
+    rep = repair_checkpoint(system, spec.horizon or system.horizon, constraints,
+                            init=load_checkpoint_for(spec.checkpoint, system), seed=r.get("seed", 0),
+                            outer=r.get("iterations", 30), n_random=r.get("starts", 12),
+                            eps=spec.eps, weights=spec.weights,
+                            where=f"{where}: [retrain] algo", error=SpecError)
     target = retrained_checkpoint_path(spec.checkpoint, "exact")
-    summary = result.to_dict()
-    summary.pop("attempts")
-    wall = summary.pop("wall_s")  # files stay bit-for-bit reproducible; the gate prints it
-    info = {"name": target.stem, "repair": summary,
-            "repaired_from": {"checkpoint": _display_path(spec.checkpoint),
-                              "sha256": before.checkpoint_sha256}}
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix=f".{spec.name}.repair-", dir=target.parent) as tmp:
         produced = Path(tmp) / target.name
-        save_checkpoint(produced, result.module, architecture=meta["architecture"],
-                        encoding=pol.encoding, metadata=info)
+        rep.save(produced, name=target.stem, repaired_from={
+            "checkpoint": _display_path(spec.checkpoint), "sha256": before.checkpoint_sha256})
         _place_new(produced, target)
-    after = audit(spec.with_policy(checkpoint=target))
-    after.extra["retrained_from"] = {"checkpoint": _display_path(spec.checkpoint),
-                                     "sha256": before.checkpoint_sha256, "retrain": dict(r)}
+    after = _reaudit(spec, before, target)
+    summary = rep.summary()
     summary["tables"] = {"original": before.policy_table, "best found": (
-        result.best_found.table if result.best_found is not None else None)}
+        rep.result.best_found.table if rep.result.best_found is not None else None)}
     after.extra["repair"] = summary
-    after.extra["repair_wall_s"] = wall
+    after.extra["repair_wall_s"] = rep.result.wall_s
     return target, after
 
 
@@ -135,8 +180,10 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
             cand["hidden"] = tuple(int(h) for h in arch["hidden"])
         if "activation" in arch:
             cand["activation"] = arch["activation"]
-    if r["algo"] == "ppo-lag":  # PPO-Lagrangian: the thresholds are the constraints
-        cand["algo"] = cand["algorithm"] = "ppo-c"
+
+    runs_as = get(r["algo"]).runs_as
+    if runs_as:  # ppo-lag: PPO-Lagrangian, the thresholds are the constraints
+        cand["algo"] = cand["algorithm"] = runs_as
         cand["constraints"] = tuple(f"{k}<={v!r}" for k, v in spec.thresholds.items())
         cand["audit_n"] = spec.n
     for k, v in cand.items():

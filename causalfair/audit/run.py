@@ -10,21 +10,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from causalfair._usercode import guard_policy
 from causalfair.audit.result import AuditResult
 from causalfair.audit.spec import AuditSpec, _where, load_spec
 from causalfair.engines.benefit import benefit_fairness
-from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.engines.effects import decompose
 from causalfair.engines.montecarlo import compare_mc, decompose_mc
 from causalfair.engines.notions import other_notions
-from causalfair.errors import CausalfairError, PolicyError, SpecError
+from causalfair.errors import CausalfairError, PolicyError, SpecError, UserCodeError
 from causalfair.logs import audit_logs, linear_potential, read_logs
 from causalfair.policies.checkpoint import load_checkpoint_for
 from causalfair.policies.core import file_sha256, parse_policy, policy_table
 from causalfair.systems import as_system, load_callable, load_tabular, make
+from causalfair.systems.registry import _check_params, call_factory
 from causalfair.thresholds import Verdict, abs_interval, judge
 
-__all__ = ["audit", "run_audit", "build_system", "resolve_policy", "choose_engine"]
+__all__ = ["audit", "run_audit", "build_system", "resolve_policy", "load_factory_policy",
+           "choose_engine", "in_spec"]
 
 def _resolve_spec(spec_or_path: Any) -> AuditSpec:
     if isinstance(spec_or_path, AuditSpec):
@@ -80,6 +82,19 @@ def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float 
     return out
 
 
+def in_spec(exc: CausalfairError, where: str) -> CausalfairError:
+    """``exc`` with ``where`` (the spec and its section) in front of its message, of the
+    same class; a :class:`UserCodeError` keeps the user's traceback."""
+    msg = f"{where}: {exc}"
+    if isinstance(exc, UserCodeError):
+        return UserCodeError(msg, callable_name=exc.callable_name,
+                             traceback_text=exc.traceback_text)
+    try:
+        return type(exc)(msg)
+    except TypeError:  # a subclass with another signature
+        return SpecError(msg)
+
+
 def build_system(spec: AuditSpec) -> Any:
     """The :class:`~causalfair.systems.System` a spec names: ``[system] id`` /
     ``factory`` (made with ``params``; a factory module is looked up in the spec's folder
@@ -90,7 +105,7 @@ def build_system(spec: AuditSpec) -> Any:
         return make(spec.system_id or "lending-1", search_path=spec.base_dir,
                     **dict(spec.system_params))
     except CausalfairError as exc:
-        raise type(exc)(f"{_where(spec.path)}: [system]: {exc}") from None
+        raise in_spec(exc, f"{_where(spec.path)}: [system]") from exc
 
 
 def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
@@ -105,29 +120,42 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
                 pol, meta = load_checkpoint_for(p, system)
                 return pol, p.name, file_sha256(p), meta
             return parse_policy(str(policy), system), str(policy), None, None
-        return policy, getattr(policy, "name", type(policy).__name__), None, None
+        return guard_policy(policy), getattr(policy, "name", type(policy).__name__), None, None
     if spec.checkpoint is not None:
         pol, meta = load_checkpoint_for(spec.checkpoint, system)
         return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
     if spec.policy_factory is not None:
-        fn = load_callable(spec.policy_factory, search_path=spec.base_dir,
-                           what=f"{_where(spec.path)}: [policy] factory")
-        try:
-            pol = fn(**dict(spec.policy_params))
-        except TypeError as exc:
-            raise PolicyError(
-                f"{_where(spec.path)}: [policy] factory {spec.policy_factory!r}: {exc}; check "
-                "[policy] params against the factory's arguments.") from None
-        if not (callable(getattr(pol, "prob_d1", None)) or callable(getattr(pol, "action_probs", None))):
-            raise PolicyError(
-                f"{_where(spec.path)}: [policy] factory {spec.policy_factory!r} returned "
-                f"{type(pol).__name__}, which has neither prob_d1(obs) nor action_probs(obs).")
+        pol = load_factory_policy(spec.policy_factory, search_path=spec.base_dir,
+                                  params=spec.policy_params,
+                                  what=f"{_where(spec.path)}: [policy] factory")
         return pol, spec.policy_factory, None, None
 
     try:
         return parse_policy(spec.builtin, system), spec.builtin, None, None
     except PolicyError as exc:
         raise PolicyError(f"{_where(spec.path)}: [policy] builtin: {exc}") from None
+
+
+def load_factory_policy(ref: str, *, search_path: str | os.PathLike[str] | None,
+                        params: Mapping[str, Any] | None = None,
+                        what: str = "policy factory") -> Any:
+    """The policy a user's factory ``"module:callable"`` returns (the module looked up in
+    ``search_path`` first, which stays importable while the factory runs), called with
+    ``params`` as user code and guarded (:func:`causalfair._usercode.guard_policy`): what
+    ``[policy] factory`` and ``--policy module:callable`` resolve to."""
+    fn = load_callable(ref, search_path=search_path, what=what)
+    params = dict(params or {})
+    try:
+        _check_params(fn, params, f"{what} {ref!r}")
+    except CausalfairError as exc:
+        raise PolicyError(f"{exc} Check the policy's params against the factory's "
+                          "arguments.") from None
+    pol = call_factory(f"{what} {ref!r}", fn, search_path, **params)
+    if not (callable(getattr(pol, "prob_d1", None)) or callable(getattr(pol, "action_probs", None))):
+        raise PolicyError(
+            f"{what} {ref!r} returned {type(pol).__name__}, which has neither prob_d1(obs) "
+            "nor action_probs(obs).")
+    return guard_policy(pol)
 
 
 def choose_engine(spec: AuditSpec, system: Any) -> str:
@@ -235,9 +263,16 @@ def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
     t0 = time.perf_counter() if t0 is None else t0
     spec, system = prep.spec, prep.system
     model = system.tabular if "exact" in system.engines else None
-    res = _run_engines(spec, system, model, prep.policy, prep.label, spec.horizon, spec.engine)
-    if prep.baseline is not None:
-        _judge_against_baseline(res, prep.baseline)
+    try:
+        res = _run_engines(spec, system, model, prep.policy, prep.label, spec.horizon,
+                           spec.engine)
+        if prep.baseline is not None:
+            _judge_against_baseline(res, prep.baseline)
+    except CausalfairError as exc:  # the simulator or the policy broke while running
+        where = _where(spec.path)
+        if str(exc).startswith(where):
+            raise
+        raise in_spec(exc, f"{where}: the audit failed") from exc
     res.checkpoint_sha256, res.checkpoint_meta = prep.sha256, prep.meta
     res.seconds = time.perf_counter() - t0
     return res
@@ -256,14 +291,15 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
     if engine == "mc":
-        dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname)
+        dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,
+                           eps=spec.eps, alpha=spec.alpha, benefit_n=spec.n)
         if exact is not None:
-            dec = replace(dec, Lambda=exact.Lambda)
+            dec = replace(dec, Lambda=exact.Lambda, Lambda_ci=exact.Lambda_ci,
+                          Lambda_ci_level=None, benefit=ben)
             extra["exact"] = {k: getattr(exact, k) for k in ("C", "DPE", "IPE", "SPE")}
-        else:
-            ben, lam_se = _benefit_mc(spec, system, pol, T)
-            if ben is not None:
-                dec = replace(dec, Lambda=ben.Lambda)
+        else:  # Lambda by forks, with its bootstrap interval (causalfair.engines.benefit_mc)
+            ben = dec.benefit
+            lam_se = ben.se if ben is not None else None
     else:
         dec = exact
     for k, v in (getattr(dec, "notions", None) or {}).items():  # e.g. ELBERT's bias by MC
@@ -339,15 +375,6 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
     res.verdicts = list(res.verdicts) + verdicts
     res.extra["baseline"] = {"policy": blabel, "checkpoint_sha256": bsha,
                              "paired_monte_carlo": paired is not None, "quantities": numbers}
-
-
-def _benefit_mc(spec: AuditSpec, system: Any, pol: Any, T: int) -> tuple[Any, float | None]:
-    """Benefit fairness by forks on a simulator-only system (causalfair.engines.benefit_mc)."""
-    if system.n_levels is None and system.features is None:
-        return None, None
-    ben = benefit_fairness_mc(system, pol, T, n=spec.n, seed=spec.seed, eps=spec.eps,
-                              alpha=spec.alpha)
-    return ben, ben.se
 
 
 def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:

@@ -14,6 +14,8 @@ from typing import Any
 from causalfair.errors import SpecError
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
 from causalfair.policies.core import BUILTIN_POLICIES
+from causalfair.thresholds import PPO_LAG_KEYS, SIGNED_KEYS, THRESHOLD_KEYS  # their one home
+from causalfair.train.algorithms import names as _algorithm_names
 
 __all__ = ["AuditSpec", "SpecError", "load_spec", "METRICS", "THRESHOLD_KEYS", "ENGINES",
            "SETTINGS", "RETRAIN_ALGOS", "TOP_KEYS", "SECTION_KEYS"]
@@ -27,16 +29,10 @@ METRICS: tuple[str, ...] = (
     "C", "DPE", "IPE", "SPE", "Lambda", "utility",
     "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
 )
-#: Threshold keys: every one reads "quantity <= value".
-THRESHOLD_KEYS: tuple[str, ...] = (
-    "abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE", "SPE",
-    "Lambda", "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
-)
-RETRAIN_ALGOS = ("exact", "ppo-lag", "ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
-#: Thresholds the sampled PPO-Lagrangian repair (``ppo-lag``) imposes.
-PPO_LAG_KEYS = ("abs_C", "C")
-TOP_KEYS = ("name", "horizon", "metrics", "system", "model", "logs", "policy", "engine",
-            "benefit", "thresholds", "baseline", "retrain")
+#: [retrain] algo values (the registry of causalfair.train.algorithms).
+RETRAIN_ALGOS = _algorithm_names(retrain=True)
+TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", "policy",
+            "engine", "benefit", "thresholds", "baseline", "retrain")
 #: Keys of [baseline.thresholds]: "quantity(policy) - quantity(baseline) <= value" (no
 #: worse than the baseline by more than value); ``utility`` reads "utility(baseline) -
 #: utility(policy) <= value" (utility may drop by at most value).
@@ -103,6 +99,7 @@ class AuditSpec:
     baseline_checkpoint: Path | None = None
     baseline_builtin: str | None = None
     baseline_thresholds: Mapping[str, float] = field(default_factory=dict)
+    timeout: float | None = None  # seconds the gate gives this spec's audit (None: no limit)
 
     @property
     def baseline_label(self) -> str | None:
@@ -338,7 +335,11 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             raise SpecError(f"audit spec {path}: no such file.")
         try:
             with open(path, "rb") as fh:
-                raw = tomllib.load(fh)
+                data = fh.read()
+            raw = tomllib.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"audit spec {path}: not UTF-8 text (byte {exc.start}: "
+                            f"{data[exc.start:exc.start + 1]!r}); save the spec as UTF-8.") from None
         except tomllib.TOMLDecodeError as exc:
             raise SpecError(f"audit spec {path}: not valid TOML ({exc}).") from None
         base = path.resolve().parent
@@ -440,6 +441,11 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     else:
         kw["horizon"] = 20
 
+    # timeout (the gate stops the spec's audit after it: causalfair.backends)
+    if "timeout" in raw:
+        kw["timeout"] = _get_float(raw, "timeout", "timeout", path, default=0.0, lo=0.0,
+                                   lo_open=True)
+
     # engine
     sec = _check_keys(raw.get("engine", {}), "engine", SECTION_KEYS["engine"], path)
     kind = sec.get("kind", "auto" if "system" in raw else "exact")
@@ -490,7 +496,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                 f"{_where(path)}: [thresholds] {k}: unknown key; allowed keys: "
                 f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value')."
             )
-        signed = k in ("C", "DPE", "IPE", "SPE")
+        signed = k in SIGNED_KEYS
         thr[k] = _get_float(sec, k, f"[thresholds] {k}", path, default=0.0,
                             lo=-math.inf if signed else 0.0)
     kw["thresholds"] = thr

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from causalfair.audit.run import load_factory_policy
 from causalfair.errors import UsageError
 from causalfair.policies.checkpoint import load_checkpoint_for
-from causalfair.policies.core import parse_policy, reads_group
+from causalfair.policies.core import BUILTIN_POLICIES, parse_policy, reads_group
 from causalfair.systems import make
 
 LEGACY_SETTINGS = ("lending-1", "lending-2", "lending-3")
@@ -64,7 +65,9 @@ def load_system(args: argparse.Namespace) -> Any:
         params["interest"] = args.interest
     if args.horizon is not None and args.horizon < 1:
         raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
-    return make(sid, search_path=args.search_path, **params)
+    system = make(sid, search_path=args.search_path, **params)
+    system.check_contract()
+    return system
 
 
 def horizon(args: argparse.Namespace, system: Any) -> int:
@@ -72,22 +75,21 @@ def horizon(args: argparse.Namespace, system: Any) -> int:
 
 
 def load_policy(args: argparse.Namespace, system: Any) -> Any:
-    """The policy of --checkpoint or --policy (a built-in), checked against ``system``."""
+    """The policy of --checkpoint or --policy (a built-in, or a factory
+    'module:callable' looked up in --search-path first), checked against ``system``."""
     from pathlib import Path
 
     ck = getattr(args, "checkpoint", None)
     if ck:
         policy, _ = load_checkpoint_for(Path(ck), system)
         return policy
+    kind, sep, _ = str(args.policy).partition(":")
+    if sep and kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
+        return load_factory_policy(args.policy, search_path=getattr(args, "search_path", "."),
+                                   what="--policy factory")
     return parse_policy(args.policy, system)
 
 
 def policy_reads_group(policy: Any, system: Any) -> bool:
-    """Whether the policy reads S: declared, or read off the tabular model; True when
-    neither can tell (the conservative graph)."""
-    declared = getattr(policy, "reads_group", None)
-    if isinstance(declared, bool):
-        return declared
-    if system.tabular is not None:
-        return reads_group(policy, system.tabular)
-    return True
+    """Whether the policy reads S on ``system`` (:func:`causalfair.policies.core.reads_group`)."""
+    return reads_group(policy, system=system)

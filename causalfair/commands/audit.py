@@ -46,15 +46,20 @@ def add_mlflow_arguments(p: argparse.ArgumentParser) -> None:
                    help="MLflow experiment (default: causalfair)")
 
 
-def default_report_dir(name: str):
-    """``.causalfair/reports/NAME`` under the working directory; ``.causalfair/`` gets a
-    ``.gitignore`` of ``*`` when causalfair creates it, so reports never dirty a repository."""
+def causalfair_dir():
+    """``.causalfair/`` under the working directory, for reports and logs; it gets a
+    ``.gitignore`` of ``*`` when causalfair creates it, so they never dirty a repository."""
     from pathlib import Path
 
     base = Path(".causalfair")
     if not base.exists():
         atomic_write_text(base / ".gitignore", "# written by causalfair: reports are not sources\n*\n")
-    return base / "reports" / name
+    return base
+
+
+def default_report_dir(name: str):
+    """``.causalfair/reports/NAME`` under the working directory (:func:`causalfair_dir`)."""
+    return causalfair_dir() / "reports" / name
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
+from causalfair._validation import engine_for
 from causalfair.backends import make_backend
 from causalfair.commands._system import add_system_arguments, horizon, load_policy, load_system
 from causalfair.commands.logs import add_logs_arguments, run_logs
 from causalfair.engines.benefit import benefit_fairness
-from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.engines.effects import decompose
 from causalfair.engines.montecarlo import decompose_mc
-from causalfair.errors import UsageError
+from causalfair.errors import InputError, UsageError
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,7 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_model_arguments(p)
     p.add_argument("--policy", default="threshold:0.5",
-                   help="built-in policy (default: threshold:0.5); ignored with --checkpoint")
+                   help="built-in policy (default: threshold:0.5) or a factory "
+                   "'module:callable' of your own (looked up in --search-path first); "
+                   "ignored with --checkpoint")
     p.add_argument("--checkpoint", metavar="PATH",
                    help="a causalfair checkpoint (torch state_dict + metadata) to audit")
     p.add_argument("--eps", type=float, default=0.1, help="Lambda's eps > 0 (default: 0.1)")
@@ -105,12 +108,11 @@ def run(args: argparse.Namespace) -> int:
     system, policy = load_system_and_policy(args)
     if args.n is None:  # worlds of coupled units are U units each
         args.n = 2000 if system.units_per_replica > 1 else 100_000
-    engine = args.engine
-    if engine == "auto":
-        engine = "exact" if "exact" in system.engines else "mc"
-    if engine == "exact" and "exact" not in system.engines:
-        raise UsageError(f"--engine exact: system {system.id!r} has no tabular model of "
-                         "independent units; use --engine mc.")
+
+    try:
+        engine = engine_for(system, args.engine)
+    except InputError as exc:  # the same refusal, named as the flag
+        raise UsageError(f"--{exc}") from None
     model = system.tabular if "exact" in system.engines else None
     if engine != "mc" and (args.backend or args.jobs or args.address):
         raise UsageError("--backend/--jobs/--address: only with the Monte Carlo engine "
@@ -121,8 +123,11 @@ def run(args: argparse.Namespace) -> int:
         result = decompose(model, policy, args.horizon, eps=args.eps, weights=args.weights)
     if model is not None:
         benefit = benefit_fairness(model, policy, args.horizon, eps=args.eps, weights=args.weights)
-    else:
-        benefit = _benefit_mc(args, policy, system)
+        if result.engine == "mc":  # the exact Lambda of the tabular model
+            result = replace(result, Lambda=benefit.Lambda, Lambda_ci=(benefit.Lambda,) * 2,
+                             Lambda_ci_level=None, benefit=benefit)
+    else:  # Lambda by forks, with its bootstrap interval, from decompose_mc
+        benefit = result.benefit
     if result.engine == "mc" and not args.json:
         print(_mc_text(result, args.alpha))
         print()
@@ -151,12 +156,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _benefit_mc(args: argparse.Namespace, policy, system):
-    """Benefit fairness by forks on a simulator-only system."""
-    return benefit_fairness_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
-                               eps=args.eps, alpha=args.alpha)
-
-
 def _decompose_mc(args: argparse.Namespace, policy, system):
     """Monte Carlo decomposition on the system's simulator."""
     if args.n < 2:
@@ -166,7 +165,8 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
     if not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha: must be in (0, 1), got {args.alpha}.")
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
-                        backend=backend_from_args(args))
+                        backend=backend_from_args(args), eps=args.eps, alpha=args.alpha,
+                        benefit_n=args.n)
 
 
 def backend_from_args(args: argparse.Namespace):

@@ -10,6 +10,8 @@ from causalfair._io import atomic_write_bytes
 from causalfair._io import to_jsonable as _json_safe
 from causalfair.audit import run_gate
 from causalfair.audit.gate import GateSpecErrors
+from causalfair.backends import check_timeout
+from causalfair.commands._tracebacks import keep_tracebacks
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import UsageError
 from causalfair.report.mlflow_log import _import_mlflow, log_audit
@@ -22,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Audit one or more specs and set the exit code for CI: 0 when every threshold "
             "of every spec passes, 1 when any fails or is inconclusive (see --inconclusive), "
-            "2 on usage or input errors (a broken spec: the message names the key). Every "
+            "2 on usage or input errors (a broken spec: the message names the key) and for a spec "
+            "whose user code raised or exited (its traceback: .causalfair/logs/, or --debug; "
+            "the other specs' verdicts are kept). Every "
             "spec is validated before anything runs. A JSON summary goes to stdout (or to "
             "--json PATH, the human-readable table then goes to stdout)."
         ),
@@ -56,8 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--address or $RAY_ADDRESS, else a local Ray started for this run "
                         "with --jobs CPUs; needs pip install 'causalfair[ray]'); docs/scale.md")
     p.add_argument("--address", metavar="ADDR",
-                   help="with --backend ray: the cluster, 'auto' or HOST:PORT (default: "
-                        "$RAY_ADDRESS)")
+                   help="with --backend ray: the cluster, 'auto', HOST:PORT or ray://HOST:PORT "
+                        "(default: $RAY_ADDRESS); checked with a 5 s TCP connection first")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop a spec's audit after SECONDS and report it as an error of that "
+                        "spec (exit 2; the other specs' verdicts are kept); a spec's own "
+                        "`timeout` key does the same, the smaller limit applies. A spec with a "
+                        "limit runs in a worker process, killed when the limit passes")
     p.add_argument("--shard", metavar="K/N",
                    help="audit only shard K of N (the specs at positions K-1, K-1+N, ... of the "
                         "list; a CI matrix runs K = 1..N, then `causalfair gate-merge`)")
@@ -81,24 +90,30 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address: only with --backend ray.")
+
+    check_timeout(args.timeout, "--timeout")
     if args.shard:
         args.specs = _shard(args.specs, args.shard)
     try:
         result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
                           reports=args.reports, accept_repaired=args.accept_repaired,
-                          jobs=args.jobs, backend=args.backend, address=args.address)
+                          jobs=args.jobs, backend=args.backend, address=args.address,
+                          timeout=args.timeout)
     except GateSpecErrors as exc:  # a bad spec still gives CI a JUnit file (with <error>s)
         if args.junit:
             xml = exc.to_junit().encode("utf-8")
             atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
-        for tb in exc.tracebacks:  # a crash in a spec's own code (or a bug): keep the trace
-            sys.stderr.write(tb)
-        for _, msg in exc.errors[1:]:
-            print(f"causalfair gate: error: {msg}", file=sys.stderr)
-        raise
+        if args.json_path:  # (stdout stays empty: nothing was audited)
+            doc = exc.to_dict(inconclusive=args.inconclusive, accept_repaired=args.accept_repaired)
+            _write_json(args, json.dumps(doc, indent=2) + "\n")
+        _report_errors(args, [str(exc)] + [msg for _, msg in exc.errors[1:]],
+                       exc.user_tracebacks, exc.tracebacks)
+        return 2
     if args.mlflow:  # the driver logs every audit (before and after retraining)
 
         for e in result.entries:
+            if e.error is not None:
+                continue
             stage = "before" if e.after is not None else "audit"
             log_audit(e.before, experiment=args.mlflow_experiment, stage=stage,
                       report_dir=e.report if e.after is None else None)
@@ -110,13 +125,36 @@ def run(args: argparse.Namespace) -> int:
         how = args.junit_inconclusive or ("skipped" if args.inconclusive == "pass" else "failure")
         xml = result.to_junit(inconclusive_as=how).encode("utf-8")
         atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
-    if args.json_path:
-        atomic_write_bytes(Path(args.json_path), lambda fh: fh.write(doc.encode("utf-8")))
-        print(result.side_by_side())
-    else:
-        print(result.side_by_side(), file=sys.stderr)
-        sys.stdout.write(doc)
+    print(result.side_by_side(), file=sys.stdout if args.json_path else sys.stderr)
+    _write_json(args, doc)
+    errs = [e for e in result.entries if e.error is not None]
+    _report_errors(args, [e.error for e in errs], [e.user_traceback for e in errs],
+                   [e.traceback for e in errs])
     return result.exit_code
+
+
+def _write_json(args: argparse.Namespace, doc: str) -> None:
+    """The JSON summary to --json PATH (atomically), else to stdout."""
+    if args.json_path:
+        from pathlib import Path
+
+        atomic_write_bytes(Path(args.json_path), lambda fh: fh.write(doc.encode("utf-8")))
+    else:
+        sys.stdout.write(doc)
+
+
+def _report_errors(args: argparse.Namespace, messages: list[str], user_tracebacks: list[str],
+                   tracebacks: list[str]) -> None:
+    """One line per spec that could not be audited; the user's tracebacks to a log file
+    (or stderr with --debug), named at the end of the first line; a bug's traceback to
+    stderr."""
+    for tb in tracebacks:
+        if tb:
+            sys.stderr.write(tb)
+    note = keep_tracebacks(user_tracebacks, "gate", getattr(args, "debug", False))
+    for i, msg in enumerate(messages):
+        line = str(msg).splitlines()[0] if str(msg) else "error"
+        print(f"causalfair gate: error: {line}{note if i == 0 else ''}", file=sys.stderr)
 
 
 def _shard(specs: list[str], text: str) -> list[str]:

@@ -12,21 +12,17 @@ from causalfair._io import atomic_write_bytes, to_jsonable
 from causalfair.commands._system import parse_params
 from causalfair.errors import UsageError
 from causalfair.policies.checkpoint import (
-    FeatureEncoding,
-    NumpyMLPPolicy,
     load_checkpoint_for,
-    mlp,
-    save_checkpoint,
 )
 from causalfair.systems import make
+from causalfair.thresholds import parse_constraint
 from causalfair.train import TrainConfig, _prepare_run_folder, train
 from causalfair.train import population as P
+from causalfair.train.algorithms import get, names
 from causalfair.train.checkpoint import write_metrics
-from causalfair.train.repair import parse_constraint, repair_network
+from causalfair.train.exact import repair_checkpoint
 
-ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po", "exact", "r-td3",
-         "l-ucbfair")
-POPULATION_ALGOS = ("r-td3", "l-ucbfair")  # seed 002's agents (causalfair.train.population)
+ALGOS = names(cli=True)  # the registry of causalfair.train.algorithms
 SETTINGS = ("lending-1", "lending-2", "lending-3")
 
 
@@ -87,8 +83,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", choices=("individual", "population"), default="individual",
                    help="training environment (default: individual, the paper's MDP)")
     p.add_argument("--horizon", type=int, default=None, metavar="T",
-                   help="decision epochs per episode and audit horizon (default: 20; with "
-                   "r-td3 / l-ucbfair the system's, set by --param horizon=T)")
+                   help="decision epochs per episode and audit horizon (default: the "
+                   "system's own, 20 on the lending settings; with r-td3 / l-ucbfair set it "
+                   "by --param horizon=T)")
     p.add_argument("--levels", type=int, default=7, metavar="K", help="levels (default: 7)")
     p.add_argument("--individuals", type=int, default=None, metavar="N",
                    help="individuals (or population envs) per rollout (default: 512)")
@@ -124,8 +121,7 @@ def build_config(args: argparse.Namespace):
     """The TrainConfig the command line describes."""
     kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,
           "iterations": 100 if args.iterations is None else args.iterations,
-          "env": args.env, "horizon": 20 if args.horizon is None else args.horizon,
-          "n_levels": args.levels}
+          "env": args.env, "horizon": args.horizon, "n_levels": args.levels}
     opt = {"n_individuals": args.individuals, "beta_c": args.beta_c,
            "beta_lambda": args.beta_lambda, "eval_every": args.eval_every,
            "checkpoint_every": args.checkpoint_every}
@@ -138,10 +134,8 @@ def build_config(args: argparse.Namespace):
 
 
 def run_exact(args: argparse.Namespace) -> int:
-    """``--algo exact``: the constrained repair of :mod:`causalfair.train.repair`."""
+    """``--algo exact``: the constrained repair (:func:`causalfair.train.exact.repair_checkpoint`)."""
     from pathlib import Path
-
-    import torch
 
     if not args.constraint:
         raise UsageError("--algo exact: give at least one --constraint, e.g. --constraint abs_C<=0.05.")
@@ -150,36 +144,19 @@ def run_exact(args: argparse.Namespace) -> int:
     cons = [parse_constraint(c) for c in args.constraint]
     sid = args.system or args.setting or "lending-1"
     system = make(sid, search_path=args.search_path, **parse_params(args.param))
-    model = system.tabular
-    if model is None:
-        raise UsageError(f"--algo exact: system {sid!r} has no tabular model; the exact repair "
-                         "needs one.")
-    torch.manual_seed(args.seed)
+    horizon = system.horizon if args.horizon is None else args.horizon
+    init = None
     if args.init_checkpoint:
-        pol, meta = load_checkpoint_for(Path(args.init_checkpoint), system)
-        net = pol.to_torch() if isinstance(pol, NumpyMLPPolicy) else pol.module
-        enc, arch = pol.encoding, meta["architecture"]
-    else:
-        if model.features is not None:
-            raise UsageError("--algo exact on a system with features: pass --init-checkpoint "
-                             "(the network to repair).")
-        enc = FeatureEncoding("onehot", model.n_levels, model.n_groups)
-        A = model.n_actions
-        n_out = 1 if A == 2 else A
-        net = mlp(enc.width, (64, 64), n_out)
-        arch = {"type": "mlp", "input_dim": enc.width, "hidden": [64, 64],
-                "activation": "tanh", "output_dim": n_out}
-    res = repair_network(model, 20 if args.horizon is None else args.horizon, net, enc, cons,
-                         seed=args.seed,
-                         outer=30 if args.iterations is None else args.iterations)
+        init = load_checkpoint_for(Path(args.init_checkpoint), system)
+    rep = repair_checkpoint(system, horizon, cons, init=init,
+                            seed=args.seed, outer=30 if args.iterations is None else args.iterations,
+                            error=UsageError)
+    res = rep.result
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = res.to_dict()
     ck = out / "checkpoint.pt"
-    save_checkpoint(ck, res.module, architecture=arch, encoding=enc,
-                    metadata={"name": f"{sid}-exact-repair",
-                              "repair": {k: v for k, v in summary.items()
-                                         if k not in ("attempts", "wall_s")}})
+    rep.save(ck, name=f"{sid}-exact-repair")
     doc = json.dumps(to_jsonable(summary), indent=2).encode()
     atomic_write_bytes(out / "repair.json", lambda fh: fh.write(doc))
     if args.json:
@@ -264,10 +241,23 @@ def run_population(args: argparse.Namespace) -> int:
     return 0
 
 
+def metrics_line(m: dict[str, Any]) -> str:
+    """The final metrics on one line; a Monte Carlo C or Lambda (``C_ci``, ``Lambda_ci``:
+    the 95% intervals of the generic trainer's audit) is printed with its interval."""
+    parts = []
+    for k, v in m.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            parts.append(f"{k}={v:+.4f}")
+            ci = m.get(f"{k}_ci")
+            if k in ("C", "Lambda") and ci is not None and ci[0] != ci[1]:
+                parts[-1] += f" (95% CI [{ci[0]:+.4f}, {ci[1]:+.4f}])"
+    return "  ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.algo == "exact":
+    if get(args.algo).trainer == "repair":
         return run_exact(args)
-    if args.algo in POPULATION_ALGOS:
+    if get(args.algo).trainer == "population":
         return run_population(args)
     if args.constraint and args.algo != "ppo-c":
         raise UsageError(f"--constraint: --algo {args.algo} takes fixed betas; constraints are "
@@ -293,9 +283,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(f"trained {config.algo} on {args.system or config.setting} (seed {config.seed}, "
-              f"{config.iterations} iterations) in {res.wall_s:.1f} s")
-        print("  " + "  ".join(f"{k}={v:+.4f}" for k, v in m.items()
-                               if isinstance(v, (int, float)) and not isinstance(v, bool)))
+              f"{config.iterations} iterations, T = {res.config.horizon}) in {res.wall_s:.1f} s")
+        print("  " + metrics_line(m))
         if config.constraints:
             met = m.get("constraints_met")
             print(f"  constraints {', '.join(config.constraints)}: "
@@ -303,5 +292,5 @@ def run(args: argparse.Namespace) -> int:
                      if met else "NOT met by any audited policy (the last policy is saved)"))
         print(f"  checkpoint: {res.checkpoint}")
         print(f"  audit it:   causalfair decompose --system {args.system or config.setting} "
-              f"--horizon {config.horizon} --checkpoint {res.checkpoint}")
+              f"--horizon {res.config.horizon} --checkpoint {res.checkpoint}")
     return 1 if config.constraints and not m.get("constraints_met") else 0

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
-from causalfair import errors
+from causalfair import _progress, errors
+from causalfair._limits import check_memory
 from causalfair.backends import SerialBackend, TaskError, make_backend
-from causalfair.errors import InputError
+from causalfair.errors import InputError, ResourceLimitError
 
 #: Individuals simulated at once when ``batch_size`` is None: small enough to keep
 #: temporaries in cache and memory bounded, large enough that numpy's per-call
@@ -23,6 +25,73 @@ DEFAULT_BATCH_SIZE = 65_536
 #: pi^PS fork and pi0 when common random numbers are off.
 _STREAM_INIT, _STREAM_DECISION, _STREAM_NOISE = 0, 1, 2
 _STREAM_INIT0, _STREAM_FORK, _STREAM_NOISE0 = 3, 4, 5
+
+
+#: Most unit-steps (simulated individuals x epochs, summed over the groups; for coupled
+#: units: worlds x units x epochs) one Monte Carlo request may ask for: 10^12, about a
+#: day of one core's work at ten million unit-steps a second. A request over it is
+#: refused before anything runs; ``CAUSALFAIR_MAX_UNIT_STEPS`` raises it.
+DEFAULT_MAX_UNIT_STEPS = 10**12
+#: Environment variable overriding :data:`DEFAULT_MAX_UNIT_STEPS`.
+UNIT_STEPS_ENV = "CAUSALFAIR_MAX_UNIT_STEPS"
+
+
+def max_unit_steps() -> int:
+    """The ceiling on unit-steps (``CAUSALFAIR_MAX_UNIT_STEPS`` or the default)."""
+    import os
+
+    text = os.environ.get(UNIT_STEPS_ENV, "").strip().replace("_", "")
+    if not text:
+        return DEFAULT_MAX_UNIT_STEPS
+    try:
+        value = int(float(text)) if "e" in text.lower() else int(text)
+    except (ValueError, OverflowError):
+        value = 0
+    if value < 1:
+        raise InputError(f"{UNIT_STEPS_ENV}: bad value {text[:40]!r}; give a whole number of "
+                         "unit-steps >= 1, e.g. 1e13.")
+    return value
+
+
+def check_work(unit_steps: int, what: str, fix: str) -> None:
+    """Refuse, before anything runs, a Monte Carlo request of more than
+    :func:`max_unit_steps` unit-steps (one unit simulated for one epoch)."""
+    limit = max_unit_steps()
+    if unit_steps > limit:
+        raise ResourceLimitError(
+            f"{what}: {unit_steps:.3g} unit-steps (units x epochs) is over the limit of "
+            f"{limit:.3g}; {fix}, or raise the limit with {UNIT_STEPS_ENV} (docs/limits.md).")
+
+
+def _batches(n: int, batch: int) -> Iterator[tuple[int, int]]:
+    """(index, size) of the batches of ``batch`` that cover ``n`` units, generated lazily."""
+    for b, start in enumerate(range(0, n, batch)):
+        yield b, min(batch, n - start)
+
+
+def _fold_tasks(backend: Any, fn: Any, tasks: Iterable[Any], n_tasks: int,
+                fold: Callable[[Any, Any], None], label: str | None = None,
+                result_bytes: float = 0.0) -> None:
+    """Run ``fn`` on every task and ``fold(task, result)`` in task order. In this process
+    the tasks are generated and folded one at a time (memory O(one task)); on another
+    backend the task list and its results are held at once, so their size
+    (``result_bytes`` each, plus the task itself) is checked against the memory limit
+    first."""
+    if _is_serial(backend):
+        prog = _progress.start(label, n_tasks, "batches") if label else None
+        for task in tasks:
+            fold(task, fn(task))
+            if prog is not None:
+                prog.update()
+        if prog is not None:
+            prog.close()
+        return
+
+    check_memory(n_tasks * (200.0 + result_bytes), f"{n_tasks} Monte Carlo tasks on another "
+                 "backend", "use a larger batch_size or a smaller n")
+    listed = list(tasks)
+    for task, result in zip(listed, _run_tasks(backend, fn, listed), strict=True):
+        fold(task, result)
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:

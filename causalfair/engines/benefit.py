@@ -226,7 +226,13 @@ class BenefitResult:
 def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
                      eps: float = 0.1, weights: str = "visitation",
                      pair: tuple[int, int] = (0, 1)) -> BenefitResult:
-    """Delta table, Lambda and worst pairs of ``policy`` on ``model``."""
+    """Delta table, Lambda and worst pairs of ``policy`` on a tabular ``model``, exactly.
+    :func:`causalfair.benefit_fairness` chooses between this engine and forks from what a
+    system supports."""
+    if not isinstance(model, TabularModel):
+        raise ModelError(f"model: expected a TabularModel, got {type(model).__name__}; for a "
+                         "system use causalfair.benefit_fairness, which picks the engine it "
+                         "supports.")
     T = check_horizon(horizon)
     eps = _check_eps(eps)
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, T)

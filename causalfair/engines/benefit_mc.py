@@ -54,14 +54,15 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_horizon
-from causalfair.engines.benefit import BenefitResult, _check_eps
+from causalfair._validation import check_horizon, engine_for
+from causalfair.engines._mc_base import check_work
+from causalfair.engines.benefit import BenefitResult, _check_eps, benefit_fairness
 from causalfair.engines.montecarlo_coupled import _joint_actions
 from causalfair.errors import InputError
 from causalfair.policies.core import action_probs
 from causalfair.systems import as_system
 
-__all__ = ["benefit_fairness_mc", "unit_benefits", "visit_cells"]
+__all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells"]
 
 #: Streams of the benefit estimator (disjoint from the decomposition's).
 _STREAM = 11
@@ -232,6 +233,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
 
     U = system.units_per_replica
     units = n * U if U > 1 else system.n_groups * n
+    check_work(units * T, f"benefit by forks of {n} {'worlds' if U > 1 else 'units per group'} "
+               f"over {T} epochs", "lower n or the horizon")
     check_memory(8.0 * units * T * (2 * system.n_actions + 4),
                  "benefit_fairness_mc", "lower n or the horizon")
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
@@ -277,7 +280,30 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
             return [rng_b.poisson(1.0, size=n).astype(np.float64)] * G
         return [rng_b.poisson(1.0, size=n).astype(np.float64) for _ in range(G)]
 
-    reps = [cell_means(resample()) for _ in range(n_boot)]
+    def replicates(ws: list[list[np.ndarray]]) -> list[tuple[np.ndarray, ...]]:
+        """:func:`cell_means` of every replicate at once: each unit's (world's) sums over
+        its visits per cell, (n, K, 1 + 2A), weighted by the (replicates, n) matrix of
+        its Poisson weights (one product instead of a pass over the visits per replicate)."""
+        R = len(ws)
+        d_r, p_r, w_r = np.zeros((R, G, K, A)), np.zeros((R, G, K, A)), np.zeros((R, G, K))
+        for g in range(G):
+            idx = unit_g[g] * K + cells[g]
+            cols = [np.ones(idx.shape[0]), *delta_g[g].T, *prob_g[g].T]
+            per_unit = np.stack([np.bincount(idx, weights=c, minlength=n * K) for c in cols],
+                                axis=1).reshape(n, K * (1 + 2 * A))
+            sums = (np.stack([wr[g] for wr in ws]) @ per_unit).reshape(R, K, 1 + 2 * A)
+            mass = sums[..., 0]
+            w_r[:, g] = mass / np.maximum(mass.sum(1, keepdims=True), 1e-300)
+            safe = np.where(mass > 0, mass, 1.0)[..., None]
+            d_r[:, g] = sums[..., 1:1 + A] / safe
+            p_r[:, g] = sums[..., 1 + A:] / safe
+        return [(d_r[r], p_r[r], w_r[r]) for r in range(R)]
+
+    draws = [resample() for _ in range(n_boot)]
+    if n_boot and 8.0 * n * K * (1 + 2 * A) <= 256 << 20:  # the per-unit sums fit: one product
+        reps = replicates(draws)
+    else:
+        reps = [cell_means(ws) for ws in draws]
     mask = None
     if n_boot >= 2:
         gaps = np.stack([r[0][a_][:, None, :] - r[0][b_][None, :, :] for r in reps])
@@ -305,3 +331,30 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         actions=system.decisions.labels, method="mc", se=se, ci=ci,
         ci_level=1 - alpha if ci is not None else None, cells=desc,
     )
+
+
+def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
+                   engine: str = "auto", n: int = 20_000, seed: int = 0, eps: float = 0.1,
+                   weights: str = "visitation", alpha: float = 0.05,
+                   pair: tuple[int, int] = (0, 1)) -> BenefitResult | None:
+    """Benefit fairness of ``policy`` on ``system`` (anything
+    :func:`~causalfair.systems.as_system` accepts) by the engine the system supports
+    (:func:`~causalfair._validation.engine_for`): exact from its tabular model of
+    independent units (:func:`causalfair.engines.benefit.benefit_fairness`), else by forks
+    (:func:`benefit_fairness_mc`: ``n`` units per group or worlds, bootstrap interval at
+    level 1 - ``alpha``). None when the observations
+    carry neither levels nor features (nothing pairs individuals). ``horizon``: default
+    the system's."""
+    system = as_system(system)
+    T = check_horizon(system.horizon if horizon is None else horizon)
+    kind = engine_for(system, engine)
+    if kind == "exact":
+        return benefit_fairness(system.tabular, policy, T, eps=eps, weights=weights, pair=pair)
+    if weights != "visitation":
+        raise InputError(f"weights: bad value {weights!r}; benefit fairness by forks weighs "
+                         "states by visitation (\"visitation\"); \"initial\" needs the exact "
+                         "engine.")
+    if system.n_levels is None and system.features is None:
+        return None
+    return benefit_fairness_mc(system, policy, T, n=n, seed=seed, eps=eps, alpha=alpha,
+                               pair=pair)

@@ -65,6 +65,11 @@ class Decomposition:
     ``notions``: other fairness notions the engine estimated alongside, by name (e.g.
     ``elbert_bias`` with ``elbert_bias_se`` and ``benefit_rate[GROUP]``, from a
     simulator that reports supply and demand; see :mod:`causalfair.engines.montecarlo`).
+    ``Lambda``: benefit fairness (method.md section 4) of the pair; ``Lambda_ci``: its
+    interval at level ``Lambda_ci_level`` (Monte Carlo by forks: the bootstrap interval of
+    :mod:`causalfair.engines.benefit_mc`, its standard error in ``benefit.se``; exact: the
+    point); ``benefit``: the :class:`~causalfair.engines.benefit.BenefitResult` it came from
+    (benefit table, worst pairs), when the engine computed one.
     """
 
     engine: str
@@ -86,6 +91,9 @@ class Decomposition:
     policy_name: str = "pi"
     model_name: str = "model"
     notions: Mapping[str, float] = field(default_factory=dict)
+    Lambda_ci: tuple[float, float] | None = None
+    Lambda_ci_level: float | None = None
+    benefit: Any = None
 
     # -------------------------------------------------------------- the four figures
     def _gap(self, v: np.ndarray) -> float:
@@ -262,6 +270,9 @@ class Decomposition:
             "IPE": self.IPE,
             "SPE": self.SPE,
             "Lambda": self.Lambda,
+            "Lambda_ci": None if self.Lambda_ci is None else [float(x) for x in self.Lambda_ci],
+            "Lambda_ci_level": self.Lambda_ci_level,
+            "Lambda_se": getattr(self.benefit, "se", None),
             "utility": self.total_utility,
             "groups": groups,
             "steps": {
@@ -308,7 +319,10 @@ class Decomposition:
                 row += f"   95% CI [{ci.loc[k, 'lower']:+.6f}, {ci.loc[k, 'upper']:+.6f}]"
             lines.append(row)
         if self.Lambda is not None:
-            lines.append(f"  Lambda = {self.Lambda:.6f}  (benefit fairness)")
+            ci_l = (f"   {100 * self.Lambda_ci_level:g}% CI [{self.Lambda_ci[0]:.6f}, "
+                    f"{self.Lambda_ci[1]:.6f}]" if self.Lambda_ci is not None
+                    and self.Lambda_ci_level is not None and self.se else "")
+            lines.append(f"  Lambda = {self.Lambda:.6f}{ci_l}  (benefit fairness)")
         lines.append(f"  utility = {self.total_utility:+.6f}  (expected reward, population-weighted)")
         lines += ["", f"  {'group':<10}{'V^pi':>12}{'V^PS':>12}{'V^pi0':>12}{'direct':>12}{'indirect':>12}"]
         for i, g in enumerate(self.groups):
@@ -458,13 +472,17 @@ def decompose(
     weights: str = "visitation",
     policy_name: str | None = None,
 ) -> Decomposition:
-    """Exact decomposition C = DPE + IPE + SPE of a policy on a tabular model.
+    """Exact decomposition C = DPE + IPE + SPE of a policy on a tabular model, with
+    Lambda (benefit fairness, method.md section 4, with ``eps`` and ``weights``:
+    "visitation" or "initial").
 
     ``policy`` is a :class:`~causalfair.policies.core.Policy` or a table pi(d1 | x, s) of shape
-    (G, K) or (T, G, K). Lambda (benefit fairness, method.md section 4) is computed with
-    ``eps`` and ``weights`` ("visitation" or "initial").
+    (G, K) or (T, G, K). :func:`causalfair.decompose` chooses between this engine and
+    Monte Carlo from what a system supports.
     """
-
+    if not isinstance(model, TabularModel):
+        raise ModelError(f"model: expected a TabularModel, got {type(model).__name__}; for a "
+                         "system use causalfair.decompose, which picks the engine it supports.")
     T = check_horizon(horizon)
 
     check_memory(8.0 * (T + 1) * model.n_groups * model.n_levels * model.n_actions * 12,
@@ -529,6 +547,7 @@ def _result(model: TabularModel, p: np.ndarray, T: int, gamma: float, pair: Any,
         utility=utility,
         group_weights=model.group_weights,
         Lambda=float(lam),
+        Lambda_ci=(float(lam), float(lam)),
         diagnostics=diagnostics,
         policy_name=name,
         model_name=model.name,

@@ -34,14 +34,11 @@ per-individual memory.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from causalfair import _progress
 from causalfair._limits import check_memory
 from causalfair.engines._mc_base import (  # noqa: F401 - re-exported for the other engines
     _KEYS,
@@ -53,15 +50,17 @@ from causalfair.engines._mc_base import (  # noqa: F401 - re-exported for the ot
     _STREAM_NOISE0,
     DEFAULT_BATCH_SIZE,
     _batch_moments,
+    _batches,
     _check_int,
-    _is_serial,
+    _fold_tasks,
     _Job,
     _Moments,
     _name,
     _rng,
-    _run_tasks,
     _sample_actions,
+    check_work,
 )
+from causalfair.engines.benefit_mc import system_benefit
 from causalfair.engines.effects import Decomposition, _check_pair, check_horizon
 from causalfair.engines.montecarlo_coupled import _decompose_coupled
 from causalfair.errors import InputError, SimulatorContractError
@@ -76,8 +75,16 @@ from causalfair.policies.core import (
     TorchPolicy,
     action_probs,
 )
+from causalfair.systems import as_system
+from causalfair.systems.contract import (  # the rules every call is checked by (guard_simulator)
+    check_noise,
+    check_observation,
+    check_step_result,
+    frozen,
+    guard_simulator,
+    same,
+)
 from causalfair.systems.lending.settings import LendingModel, LendingSimulator
-from causalfair.systems.simulator import StepResult
 from causalfair.systems.system import System
 from causalfair.systems.tabular_sim import TabularSimulator
 
@@ -106,138 +113,12 @@ def as_simulator(obj: Any) -> Any:
             "reset(n, group, rng), observe(state), draw_noise(n, rng), step(state, decisions, "
             "noise) (see causalfair.systems.simulator and docs/simulators.md)."
         )
-    return obj
+    return guard_simulator(obj)
 
 
 
 
 # ------------------------------------------------------------------ contract checks
-def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, np.ndarray]]:
-    """Every array-like leaf of a state / noise / observation object, with a path."""
-    if obj is None:
-        return []
-    if isinstance(obj, np.ndarray) or np.isscalar(obj):
-        return [(prefix or "value", np.asarray(obj))]
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = []
-        for f in dataclasses.fields(obj):
-            out += _leaves(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name)
-        return out
-    if isinstance(obj, Mapping):
-        out = []
-        for k in obj:
-            out += _leaves(obj[k], f"{prefix}[{k!r}]")
-        return out
-    if isinstance(obj, (tuple, list)):
-        out = []
-        for i, v in enumerate(obj):
-            out += _leaves(v, f"{prefix}[{i}]")
-        return out
-    try:
-        return [(prefix or "value", np.asarray(obj))]
-    except Exception:  # noqa: BLE001 - opaque object: nothing to compare
-        return []
-
-
-def _same(a: Any, b: Any) -> str | None:
-    """None when a and b hold the same arrays, else the path of the first difference."""
-    la, lb = _leaves(a), _leaves(b)
-    if [p for p, _ in la] != [p for p, _ in lb]:
-        return "structure"
-    for (path, x), (_, y) in zip(la, lb, strict=True):
-        if x.shape != y.shape:
-            return path
-        if x.dtype.kind in "fc":
-            if not np.array_equal(x, y, equal_nan=True):
-                return path
-        elif x.dtype.kind in "biu":
-            if not np.array_equal(x, y):
-                return path
-    return None
-
-
-def _frozen(obj: Any) -> dict[str, np.ndarray]:
-    """Copies of every array leaf (so later in-place changes show up as differences)."""
-    return {path: np.array(arr, copy=True) for path, arr in _leaves(obj)}
-
-
-def _is_prob_name(name: str) -> bool:
-    low = str(name).lower()
-    return low.startswith("p_") or low.startswith("prob")
-
-
-def _check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
-    w = f"simulator {_name(sim)}.{where}"
-    if not isinstance(obs, Observation):
-        raise SimulatorContractError(
-            f"{w}: returned {type(obs).__name__}; expected a causalfair.policies.core.Observation."
-        )
-    group = np.asarray(obs.group)
-    if group.shape != (n,):
-        raise SimulatorContractError(
-            f"{w}: wrong shape: Observation.group has shape {group.shape}, expected ({n},) "
-            f"for a batch of {n}.")
-    if obs.level is not None:
-        level = np.asarray(obs.level)
-        if level.shape != (n,):
-            raise SimulatorContractError(
-                f"{w}: wrong shape: Observation.level has shape {level.shape}, expected ({n},).")
-        if level.dtype.kind == "f" and not np.isfinite(level).all():
-            raise SimulatorContractError(f"{w}: NaN states: Observation.level has NaN or inf.")
-        if level.dtype.kind not in "iub":
-            raise SimulatorContractError(
-                f"{w}: Observation.level has dtype {level.dtype}; levels are integer indices "
-                "(use features for continuous states).")
-        K = getattr(sim, "n_levels", None)
-        if K is not None and n and (level.min() < 0 or level.max() >= K):
-            raise SimulatorContractError(
-                f"{w}: Observation.level outside [0, {K}) (min {level.min()}, max {level.max()}).")
-    if obs.features is not None:
-        feats = np.asarray(obs.features)
-        if feats.ndim != 2 or feats.shape[0] != n:
-            raise SimulatorContractError(
-                f"{w}: wrong shape: Observation.features has shape {feats.shape}, expected "
-                f"({n}, F).")
-        if not np.isfinite(feats).all():
-            raise SimulatorContractError(
-                f"{w}: NaN states: Observation.features contains NaN or inf "
-                f"({int((~np.isfinite(feats)).sum())} entries).")
-    _check_named_arrays(sim, obs.extras, n, f"{where} (Observation.extras)")
-
-
-def _check_named_arrays(sim: Any, arrays: Mapping[str, Any], n: int, where: str) -> None:
-    w = f"simulator {_name(sim)}.{where}"
-    for key in arrays:
-        arr = np.asarray(arrays[key])
-        if arr.ndim == 0 or arr.shape[0] != n:
-            raise SimulatorContractError(
-                f"{w}: wrong shape: {key!r} has shape {arr.shape}, expected ({n}, ...).")
-        if _is_prob_name(key) and arr.dtype.kind in "fiub":
-            a = arr.astype(np.float64)
-            if not np.isfinite(a).all() or (a < 0).any() or (a > 1).any():
-                bad = a[~(np.isfinite(a) & (a >= 0) & (a <= 1))][0]
-                raise SimulatorContractError(
-                    f"{w}: probability {key!r} outside [0, 1] (e.g. {float(bad)!r}); entries named "
-                    "p_* or prob* are probabilities.")
-
-
-def _check_step_result(sim: Any, res: Any, n: int) -> None:
-    w = f"simulator {_name(sim)}.step"
-    if not isinstance(res, StepResult):
-        raise SimulatorContractError(
-            f"{w}: returned {type(res).__name__}; expected causalfair.systems.simulator.StepResult.")
-    for field_name in ("gain", "reward"):
-        arr = np.asarray(getattr(res, field_name))
-        if arr.shape != (n,):
-            raise SimulatorContractError(
-                f"{w}: wrong shape: StepResult.{field_name} has shape {arr.shape}, expected ({n},).")
-        if not np.isfinite(arr).all():
-            raise SimulatorContractError(
-                f"{w}: StepResult.{field_name} contains NaN or inf "
-                f"({int((~np.isfinite(arr)).sum())} of {n}).")
-    _check_named_arrays(sim, res.info, n, "step (StepResult.info)")
-
-
 def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                     n_actions: int | None = None) -> None:
     """Check that ``simulator`` honours the protocol; raise SimulatorContractError naming
@@ -260,12 +141,12 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
         s1 = sim.reset(n, g, _rng(seed, g, 0))
         s2 = sim.reset(n, g, _rng(seed, g, 0))
         o1 = sim.observe(s1)
-        _check_observation(sim, o1, n, "observe")
+        check_observation(sim, o1, n, "observe")
         if np.any(np.asarray(o1.group) != g):
             raise SimulatorContractError(
                 f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
                 "groups (Observation.group differs from the group asked for).")
-        diff = _same(o1, sim.observe(s2)) or _same(s1, s2)
+        diff = same(o1, sim.observe(s2)) or same(s1, s2)
         if diff:
             raise SimulatorContractError(
                 f"simulator {name}.reset: does not honour its seed: two calls with the same "
@@ -276,35 +157,31 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
         for t in range(horizon):
             n1 = sim.draw_noise(n, _rng(seed, g, 2, t))
             n2 = sim.draw_noise(n, _rng(seed, g, 2, t))
-            diff = _same(n1, n2)
+            diff = same(n1, n2)
             if diff:
                 raise SimulatorContractError(
                     f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
                     f"same seed gave different noise (first difference at {diff}); draw every "
                     "random number from the rng argument.")
-            for path, arr in _leaves(n1):
-                if arr.ndim >= 1 and arr.shape[0] != n:
-                    raise SimulatorContractError(
-                        f"simulator {name}.draw_noise: wrong shape: {path} has shape {arr.shape}, "
-                        f"expected {n} rows.")
+            check_noise(sim, n1, n)
             d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
-            before = _frozen((sim.observe(state), state))
+            before = frozen((sim.observe(state), state))
             r1 = sim.step(state, d, n1)
-            _check_step_result(sim, r1, n)
-            diff = _same(before, _frozen((sim.observe(state), state)))
+            check_step_result(sim, r1, n)
+            diff = same(before, frozen((sim.observe(state), state)))
             if diff:
                 raise SimulatorContractError(
                     f"simulator {name}.step: modified its input state in place (at {diff}); "
                     "forks need the state unchanged, return a new state instead.")
             r2 = sim.step(state, d, n2)
-            diff = _same((r1.gain, r1.reward), (r2.gain, r2.reward)) or _same(
+            diff = same((r1.gain, r1.reward), (r2.gain, r2.reward)) or same(
                 sim.observe(r1.state), sim.observe(r2.state))
             if diff:
                 raise SimulatorContractError(
                     f"simulator {name}.step: not a deterministic function of (state, decisions, "
                     f"noise): two calls with the same arguments differ (at {diff}); draw random "
                     "numbers in draw_noise, not in step, so that forks share them.")
-            _check_observation(sim, sim.observe(r1.state), n, f"step (observe after step {t})")
+            check_observation(sim, sim.observe(r1.state), n, f"step (observe after step {t})")
             state = r1.state
 
 
@@ -451,9 +328,9 @@ def _simulate(job: _Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.n
 
 
 def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
-           batch_size: int | None) -> tuple[Any, int, int, int, int, int, int]:
+           batch_size: int | None, runs: int = 1) -> tuple[Any, int, int, int, int, int, int]:
     """The simulator, actions, baseline action, horizon, n, seed and batch size of a run
-    (validated, memory checked)."""
+    of ``runs`` policies (validated; memory and work checked before anything runs)."""
     if system is not None:
         sim = system.make_simulator()
         A, base = system.n_actions, system.decisions.baseline
@@ -465,6 +342,8 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     n = _check_int("n", n, 2)
     seed = _check_int("seed", seed, 0)
     batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
+    check_work(runs * n * int(sim.n_groups) * T, f"Monte Carlo of {n} individuals per group "
+               f"over {T} epochs", "lower n or the horizon")
 
     # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size
     check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n)), f"Monte Carlo over {T} epochs with "
@@ -507,6 +386,9 @@ def decompose_mc(
     policy_name: str | None = None,
     tabulate: bool = True,
     backend: Any = None,
+    eps: float = 0.1,
+    alpha: float = 0.05,
+    benefit_n: int | None = None,
 ) -> Decomposition:
     """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors, on any system.
 
@@ -536,15 +418,21 @@ def decompose_mc(
 
     Returns a :class:`~causalfair.engines.effects.Decomposition` with ``engine="mc"``, ``se``
     (standard errors keyed like ``estimates()``), ``n`` and ``seed``; use
-    ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` is None (benefit
-    fairness needs the benefit table of a tabular model).
+    ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` (benefit fairness
+    with ``eps``, method.md section 4) comes with ``Lambda_ci``, ``se["Lambda"]`` and
+    ``benefit`` from :func:`causalfair.engines.benefit_mc.system_benefit`: exact when the system
+    has a tabular model of independent units and the policy is known to read only
+    (group, level) (as for ``tabulate``), else by forks over ``benefit_n`` units per group (worlds for coupled units; default
+    ``min(n, 20000)``) with a bootstrap interval at level 1 - ``alpha``. Lambda is None
+    only when the observations carry neither levels nor features.
     """
     system = simulator if isinstance(simulator, System) else None
     if system is not None:
         if system.units_per_replica != 1:
-            return _decompose_coupled(system, policy, system.horizon if horizon is None else horizon,
-                                      n=n, seed=seed, crn=crn, batch_size=batch_size, pair=pair,
-                                      policy_name=policy_name, backend=backend)
+            dec = _decompose_coupled(system, policy, system.horizon if horizon is None else
+                                     horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
+                                     pair=pair, policy_name=policy_name, backend=backend)
+            return _with_lambda(dec, system, policy, eps, alpha, benefit_n)
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
@@ -555,23 +443,16 @@ def decompose_mc(
     stats = {k: [_Moments() for _ in range(G)] for k in _KEYS}
     job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
                sim_name=sim_name)
-    tasks = [(job, g, b, min(batch, n - start)) for g in range(G)
-             for b, start in enumerate(range(0, n, batch))]
-    if _is_serial(backend):
-        prog = _progress.start(f"monte carlo {name}", len(tasks), "batches")
-        results = []
-        for i, task in enumerate(tasks):
-            if i:
-                prog.update()
-            results.append(_mc_batch(task))
-        prog.update()
-        prog.close()
-    else:  # (group, batch) tasks elsewhere; merged below in task order, as in this process
-        results = _run_tasks(backend, _mc_batch, tasks)
-    for (_, g, _, _), (batch_sums, moments) in zip(tasks, results, strict=True):
-        sums[:, g, :] += batch_sums
-        for key, mom in zip(_KEYS, moments, strict=True):
+    tasks = ((job, g, b, m) for g in range(G) for b, m in _batches(n, batch))
+
+    def fold(task: tuple[_Job, int, int, int], result: tuple[np.ndarray, list[Any]]) -> None:
+        g = task[1]  # folded in task order wherever the tasks ran: the same numbers
+        sums[:, g, :] += result[0]
+        for key, mom in zip(_KEYS, result[1], strict=True):
             stats[key][g].merge(*mom)
+
+    _fold_tasks(backend, _mc_batch, tasks, G * -(-n // batch), fold, f"monte carlo {name}",
+                result_bytes=24.0 * T + 400.0)
 
     def mean(key: str) -> np.ndarray:
         return np.array([s.mean for s in stats[key]])
@@ -595,7 +476,7 @@ def decompose_mc(
                           ("indirect", "BZ"), ("utility", "R")):
             se[f"{key}[{gname}]"] = float(math.sqrt(var_of_mean(stat)[i]))
     se["utility"] = float(math.sqrt(float(weights**2 @ var_of_mean("R"))))
-    return Decomposition(
+    dec = Decomposition(
         engine="mc",
         groups=groups,
         pair=(a, c),
@@ -615,6 +496,31 @@ def decompose_mc(
         model_name=system.id if system is not None else (
             getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
     )
+    if G < 2:  # Lambda compares two groups
+        return dec
+    if system is None:
+        system = as_system(simulator)
+    return _with_lambda(dec, system, getattr(policy, "policy", policy)
+                        if isinstance(policy, _TabulatedPolicy) else policy, eps, alpha, benefit_n)
+
+
+def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
+                 benefit_n: int | None) -> Decomposition:
+    """``dec`` with Lambda of its pair, its interval and its benefit table
+    (:func:`causalfair.engines.benefit_mc.system_benefit`)."""
+    from dataclasses import replace
+
+    m = min(int(dec.n or 2), 20_000) if benefit_n is None else _check_int("benefit_n", benefit_n, 2)
+    # exact only for a policy known to read (group, level) alone: evaluating any other policy
+    # on the model's grid could read a history it does not have
+    exact = "exact" in system.engines and _reads_only_level_group(policy)
+    ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
+                         seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair)
+    if ben is None:
+        return dec
+    ci = ben.ci if ben.ci is not None else (ben.Lambda, ben.Lambda)
+    return replace(dec, Lambda=float(ben.Lambda), Lambda_ci=(float(ci[0]), float(ci[1])),
+                   Lambda_ci_level=ben.ci_level, benefit=ben)
 
 
 def compare_mc(
@@ -646,24 +552,23 @@ def compare_mc(
     if system is not None and system.units_per_replica != 1:
         raise InputError(f"system {system.id!r}: a paired comparison needs independent units; "
                          "this system couples units within replicas.")
-    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
+    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size,
+                                             runs=2)
     G = int(sim.n_groups)
     jobs = []
     for pol in (policy, baseline):
         pol, name = _ready_policy(pol, sim, A, base, tabulate, None)
         jobs.append(_Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
                          name=name, sim_name=_name(sim)))
-    tasks = [(jobs[0], jobs[1], g, b, min(batch, n - start)) for g in range(G)
-             for b, start in enumerate(range(0, n, batch))]
-    if _is_serial(backend):
-        results = [_paired_batch(t) for t in tasks]
-    else:
-        results = _run_tasks(backend, _paired_batch, tasks)
+    tasks = ((jobs[0], jobs[1], g, b, m) for g in range(G) for b, m in _batches(n, batch))
     mom = {k: [[_Moments() for _ in range(G)] for _ in range(3)] for k in _KEYS}
-    for (_, _, g, _, _), res in zip(tasks, results, strict=True):
+
+    def fold(task: tuple[Any, ...], res: list[Any]) -> None:
         for key, trio in zip(_KEYS, res, strict=True):
             for i in range(3):
-                mom[key][i][g].merge(*trio[i])
+                mom[key][i][task[2]].merge(*trio[i])
+
+    _fold_tasks(backend, _paired_batch, tasks, G * -(-n // batch), fold, result_bytes=1200.0)
     weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
     weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
     a, c = _check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))

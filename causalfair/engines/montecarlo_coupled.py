@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from causalfair import _progress
 from causalfair._limits import check_memory
 from causalfair.engines._mc_base import (
     _KEYS,
@@ -25,14 +24,15 @@ from causalfair.engines._mc_base import (
     _STREAM_NOISE,
     _STREAM_NOISE0,
     DEFAULT_BATCH_SIZE,
+    _batches,
     _check_int,
-    _is_serial,
+    _fold_tasks,
     _Job,
     _Moments,
     _name,
     _rng,
-    _run_tasks,
     _sample_actions,
+    check_work,
 )
 from causalfair.engines.effects import Decomposition, _check_pair, check_horizon
 from causalfair.errors import InputError, PolicyError, SimulatorContractError
@@ -157,9 +157,14 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     U = system.units_per_replica
     batch = max(1, (DEFAULT_BATCH_SIZE // U)) if batch_size is None else _check_int(
         "batch_size", batch_size, 1)
+    check_work(n * U * T, f"Monte Carlo of {n} worlds of {U} units over {T} epochs",
+               "lower n or the horizon")
 
     check_memory(8.0 * 40 * min(batch, n) * U + 8.0 * 24 * T, f"Monte Carlo over {T} epochs "
                  f"of worlds of {U} units", "use a smaller batch_size")
+    # per-world totals kept for ELBERT's bias and the long-term gap (supply, demand, gaps)
+    check_memory(8.0 * n * (2 * system.n_groups + 2), f"Monte Carlo over {n} worlds",
+                 "lower n")
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     name = policy_name or getattr(policy, "name", type(policy).__name__)
@@ -175,12 +180,14 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
                          "budget must be enforced by the simulator (budget None).")
     job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
                sim_name=_name(sim), budget=budget)
-    tasks = [(job, U, G, b, min(batch, n - start)) for b, start in enumerate(range(0, n, batch))]
+    tasks = ((job, U, G, b, m) for b, m in _batches(n, batch))
     ab: tuple[int, int] = (0, 1)
     supply_demand: dict[str, list[np.ndarray]] = {}
 
-    def fold(b: int, result: tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]) -> None:
+    def fold(task: tuple[Any, ...], result: tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]
+             ) -> None:
         nonlocal counts, ab, sums
+        b = task[3]
         batch_sums, mean, cnt = result
         if (cnt == 0).any():
             raise SimulatorContractError(
@@ -199,17 +206,10 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
         for k, src in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
             diffs[k].add(mean[src][:, ab[0]] - mean[src][:, ab[1]])
 
-    if _is_serial(backend):  # fold each batch as it comes: memory O(batch)
-        prog = _progress.start(f"monte carlo {name} (worlds)", len(tasks), "batches")
-        for b, task in enumerate(tasks):
-            if b:
-                prog.update()
-            fold(b, _coupled_batch(task))
-        prog.update()
-        prog.close()
-    else:  # the batches' (m, G) means come back, then fold in task order
-        for b, result in enumerate(_run_tasks(backend, _coupled_batch, tasks)):
-            fold(b, result)
+    # in this process each batch is folded as it comes (memory O(batch)); elsewhere the
+    # batches' (m, G) means come back and are folded in task order
+    _fold_tasks(backend, _coupled_batch, tasks, -(-n // batch), fold,
+                f"monte carlo {name} (worlds)", result_bytes=8.0 * (3 * G * T + 8 * G * batch))
     V = np.array([s_.mean for s_ in per_group["A"]])
     V_ps = np.array([s_.mean for s_ in per_group["B"]])
     V_0 = np.array([s_.mean for s_ in per_group["Z"]])

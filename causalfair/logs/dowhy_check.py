@@ -178,8 +178,13 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
     unknown = [r for r in refuters if r not in REFUTERS]
     if unknown:
         raise LogError(f"refuters: unknown {unknown!r}; allowed values: {', '.join(REFUTERS)}.")
-    with _quiet():
-        from dowhy import CausalModel
+    try:
+        with _quiet():
+            from dowhy import CausalModel
+    except ImportError:
+        raise LogError("dowhy: the dowhy cross-check needs dowhy, which is not installed; "
+                       "install the extra with pip install 'causalfair[dowhy]', or drop "
+                       "--dowhy / [logs] dowhy.") from None
 
     pot = np.asarray(potential, dtype=np.float64)
     gml = _gml(one_step_graph())

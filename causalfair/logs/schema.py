@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import check_memory, format_bytes, max_memory
 from causalfair.errors import InputError
 from causalfair.policies.core import parse_policy
 from causalfair.systems import System, as_system, make
@@ -611,22 +612,90 @@ def _py(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
+#: Memory a decision log needs per byte of CSV text (the parser's buffers and the
+#: DataFrame's columns), and per uncompressed byte of Parquet data.
+_CSV_FACTOR = 5
+_PARQUET_FACTOR = 2
+
+
+class _CappedStream:
+    """A decompressing binary stream that refuses to give more than ``cap`` bytes."""
+
+    def __init__(self, fh: Any, cap: int, path: Path):
+        self.fh, self.cap, self.path, self.seen = fh, cap, path, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n if n is not None and n >= 0 else 1 << 20)
+        self.seen += len(data)
+        if self.seen > self.cap:
+            check_memory(_CSV_FACTOR * self.seen, f"logs: {self.path} (inflates past "
+                         f"{self.seen} bytes of CSV)", "split the log or audit a sample of its individuals")
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def __iter__(self) -> Any:
+        return iter(self.readline, b"")
+
+    def readline(self, n: int = -1) -> bytes:  # pragma: no cover - pandas reads in blocks
+        line = self.fh.readline(n)
+        self.seen += len(line)
+        return line
+
+
 def read_logs(path: str | Path) -> Any:
-    """Read a decision log from CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``)."""
+    """Read a decision log from CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``).
+    The memory the table needs is bounded before it is read (``CAUSALFAIR_MAX_MEMORY``,
+    docs/limits.md): the CSV's size (a gzip file's as it inflates) times
+    :data:`_CSV_FACTOR`, or a Parquet file's declared uncompressed size times
+    :data:`_PARQUET_FACTOR`. Empty and malformed files raise :class:`LogError`."""
     import pandas as pd
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"logs: {path}: no such file.")
     name = path.name.lower()
+    size = path.stat().st_size
+    if size == 0:
+        raise LogError(f"logs: {path} is empty; a decision log has a header row (id, t, group, "
+                       "level, decision, ...) and one row per decision (docs/logs.md).")
     if name.endswith((".csv", ".csv.gz", ".txt")):
-        return pd.read_csv(path)
+        fix = "split the log or audit a sample of its individuals"
+        try:
+            if name.endswith(".gz"):
+                import gzip
+
+                with gzip.open(path, "rb") as fh:
+                    return pd.read_csv(_CappedStream(fh, max_memory() // _CSV_FACTOR, path))
+            check_memory(_CSV_FACTOR * size, f"logs: {path} ({format_bytes(size)} of CSV, about "
+                         f"{_CSV_FACTOR} bytes of memory per byte)", fix)
+            return pd.read_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError,
+                EOFError) as exc:
+            raise LogError(f"logs: {path} is not a readable CSV file ({type(exc).__name__}: "
+                           f"{_first_line(exc)}).") from None
     if name.endswith((".parquet", ".pq")):
         try:
-            return pd.read_parquet(path)
+            import pyarrow.parquet as pq
         except ImportError:
             raise LogError(MSG_PARQUET.format(path=path)) from None
+        try:
+            meta = pq.ParquetFile(path).metadata
+            declared = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            check_memory(_PARQUET_FACTOR * declared,
+                         f"logs: {path} ({meta.num_rows} rows, {format_bytes(declared)} "
+                         "uncompressed)", "split the log or audit a sample of its individuals")
+            return pd.read_parquet(path)
+        except (OSError, ValueError, EOFError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise LogError(f"logs: {path} is not a readable Parquet file ({type(exc).__name__}: "
+                           f"{_first_line(exc)}).") from None
     raise LogError(MSG_FILE_TYPE.format(path=path, suffix="".join(path.suffixes) or path.name))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:160] if text else ""
 
 
 def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,

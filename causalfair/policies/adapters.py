@@ -4,10 +4,10 @@ Every adapter turns its input into a :class:`~causalfair.policies.core.Policy` (
 ``prob_d1(obs) -> array (n,)``) that both engines accept: the exact engine through
 :func:`~causalfair.policies.core.policy_table`, the Monte Carlo engine directly.
 
-stable-baselines3 is imported lazily (only when an SB3 model is adapted), and only
-models on a discrete action space with two actions (0 = d0, 1 = d1) are accepted:
-PPO, A2C (probabilities from the policy's action distribution) and DQN (the greedy
-action of the Q-network, as ``predict(deterministic=True)`` would take it).
+stable-baselines3 is imported lazily (only when an SB3 model is adapted), and models
+on a ``Discrete(n)`` action space (n >= 2 actions 0..n-1) are accepted: PPO, A2C
+(probabilities from the policy's action distribution) and DQN (the greedy action of the
+Q-network, as ``predict(deterministic=True)`` would take it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.errors import CheckpointError
+from causalfair.policies.checkpoint import sb3_network
 from causalfair.policies.core import (
     CallablePolicy,
     FeatureEncoding,
@@ -40,18 +42,25 @@ def is_sb3_model(obj: Any) -> bool:
 
 
 class SB3Policy:
-    """P(d1 | observation) of a stable-baselines3 model with ``Discrete(2)`` actions.
+    """The action distribution of a stable-baselines3 model on a ``Discrete(n)`` action
+    space, n >= 2 (actions 0..n-1, the system's decisions; with two, 0 = d0 and 1 = d1).
 
     ``model``: a trained PPO / A2C / DQN (any ``BaseAlgorithm`` whose policy has an
     action distribution or a ``q_net``). Observations are turned into the network input
     by ``obs_fn(obs) -> float array (n, width)`` if given, else by ``encoding`` (default:
-    one-hot level then one-hot group, the :class:`~causalfair.systems.gym.lending.LendingEnv`
+    the observation's features when there are ``width`` of them, as the model's ``.zip``
+    reads them, else one-hot level then one-hot group, the :class:`~causalfair.systems.gym.lending.LendingEnv`
     observation, with ``n_groups`` groups and ``n_levels`` levels; when ``n_levels`` is
     not given, the rest of the width is taken as levels, so pass it whenever the
     observation may carry extras). The Monte Carlo engine refuses an encoding whose
     number of levels differs from the simulator's.
-    ``deterministic=True`` gives the greedy decision (0 or 1) instead of the
-    probability; DQN models are always greedy.
+
+    A PPO / A2C ``MlpPolicy`` (tanh or ReLU) is evaluated by the network the model's
+    ``.zip`` loads as (:func:`causalfair.policies.checkpoint.sb3_network`, read from the model's
+    current weights), so the model in memory and its saved file give the same
+    probabilities; other policies (DQN, custom feature extractors) run SB3's own forward
+    pass. ``deterministic=True`` gives the greedy action (probability 1) instead of the
+    distribution; DQN models are always greedy (ties go to the lower action, as SB3).
     """
 
     def __init__(self, model: Any, *, encoding: FeatureEncoding | None = None,
@@ -63,10 +72,11 @@ class SB3Policy:
         self.model = model
         self.name = name or f"sb3:{type(model).__name__}"
         act = getattr(model, "action_space", None)
-        if not isinstance(act, gym.spaces.Discrete) or int(act.n) != 2:
+        if not isinstance(act, gym.spaces.Discrete) or int(act.n) < 2 or int(act.start) != 0:
             raise PolicyError(
                 f"policy {self.name!r}: the SB3 model's action space is {act!r}; causalfair "
-                "audits binary decisions: Discrete(2) with 0 = d0 (deny), 1 = d1 (approve).")
+                "audits discrete decisions: Discrete(n) with n >= 2 actions 0..n-1.")
+        self.n_actions = int(act.n)
         space = getattr(model, "observation_space", None)
         shape = getattr(space, "shape", None)
         if not shape or len(shape) != 1:
@@ -74,6 +84,7 @@ class SB3Policy:
                 f"policy {self.name!r}: the SB3 model's observation space {space!r} is not a "
                 "flat Box; pass obs_fn to build its input.")
         self.width = int(shape[0])
+        self._default_input = obs_fn is None and encoding is None
         if obs_fn is None and encoding is None:
             levels = self.width - n_groups if n_levels is None else int(n_levels)
             if levels < 1 or levels + n_groups != self.width:
@@ -88,9 +99,16 @@ class SB3Policy:
         self.deterministic = bool(deterministic)
         self.batch_size = int(batch_size)
         self._dqn = hasattr(model.policy, "q_net")
+        self._net: Any = None
+        self._net_key: tuple[int, ...] | None = None
 
     def _inputs(self, obs: Observation) -> np.ndarray:
-        x = self.obs_fn(obs) if self.obs_fn is not None else self.encoding.encode(obs)
+        feats = obs.features
+        if self._default_input and feats is not None and np.ndim(feats) == 2 \
+                and np.shape(feats)[1] == self.width:  # the observed features, as its .zip reads
+            x = feats
+        else:
+            x = self.obs_fn(obs) if self.obs_fn is not None else self.encoding.encode(obs)
         x = np.asarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape != (len(obs), self.width):
             raise PolicyError(
@@ -98,27 +116,64 @@ class SB3Policy:
                 f"({len(obs)}, {self.width}). Check the encoding (levels/groups) or obs_fn.")
         return x
 
-    def prob_d1(self, obs: Observation) -> np.ndarray:
+    def _network(self) -> Any:
+        """The model's action network as a NumpyMLPPolicy (rebuilt when the weights
+        change, e.g. by more training), or None when the policy is not an MlpPolicy."""
+        pol = self.model.policy
+        params = list(pol.parameters())
+        key = tuple(p.data_ptr() for p in params) + tuple(p._version for p in params)
+        if key != self._net_key:
+            import torch.nn as nn
+
+            self._net, self._net_key = None, key
+            act = {nn.Tanh: "tanh", nn.ReLU: "relu"}.get(getattr(pol, "activation_fn", None))
+            if act is not None and not self._dqn:
+                try:
+                    self._net, _ = sb3_network(pol.state_dict(), None, act,
+                                               where=f"policy {self.name!r}", name=self.name)
+                except CheckpointError:  # another layout: SB3's own forward pass
+                    self._net = None
+        return self._net
+
+    def _outputs_torch(self, x: np.ndarray) -> np.ndarray:
         import torch
 
-        x = self._inputs(obs)
         pol = self.model.policy
-        out = np.empty(x.shape[0])
+        out = np.empty((x.shape[0], self.n_actions))
         with torch.no_grad():
             for start in range(0, x.shape[0], self.batch_size):
                 t = torch.as_tensor(x[start:start + self.batch_size], device=pol.device)
-                if self._dqn:
-                    q = pol.q_net(t)
-                    p = (q[:, 1] > q[:, 0]).double()  # argmax; ties -> action 0, as SB3
-                else:
-                    probs = pol.get_distribution(t).distribution.probs
-                    p = ((probs[:, 1] > probs[:, 0]).double() if self.deterministic
-                         else probs[:, 1].double())
-                out[start:start + t.shape[0]] = p.cpu().numpy()
-        return _check_probs(out, len(obs), f"policy {self.name!r}")
+                v = pol.q_net(t) if self._dqn else pol.get_distribution(t).distribution.probs
+                out[start:start + t.shape[0]] = v.double().cpu().numpy()
+        return out
+
+    def action_probs(self, obs: Observation) -> np.ndarray:
+        """(n, n_actions) action distributions (one-hot for greedy decisions)."""
+        x = self._inputs(obs)
+        net = self._network()
+        where = f"policy {self.name!r}"
+        if net is not None:  # the .zip's evaluator, on the model's input
+            probs = net.action_probs(Observation(group=obs.group, features=x, t=obs.t))
+        else:
+            probs = self._outputs_torch(x)  # DQN: Q-values; else probabilities
+        if self._dqn or self.deterministic:
+            greedy = np.zeros_like(probs)
+            greedy[np.arange(len(probs)), probs.argmax(axis=1)] = 1.0
+            probs = greedy
+        if probs.shape[1] != self.n_actions or not np.isfinite(probs).all():
+            raise PolicyError(f"{where}: the SB3 network returned {probs.shape[1]} outputs with "
+                              f"NaN or inf, or not {self.n_actions}; check the model's weights.")
+        return probs
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        if self.n_actions != 2:
+            raise PolicyError(f"policy {self.name!r}: has {self.n_actions} actions; use "
+                              "action_probs(obs).")
+        return _check_probs(self.action_probs(obs)[:, 1], len(obs), f"policy {self.name!r}")
 
     def __repr__(self) -> str:
-        return f"SB3Policy({type(self.model).__name__}, deterministic={self.deterministic})"
+        return (f"SB3Policy({type(self.model).__name__}, n_actions={self.n_actions}, "
+                f"deterministic={self.deterministic})")
 
 
 _INPUTS = ("obs", "level_group", "features")

@@ -29,7 +29,6 @@ import io
 import json
 import math
 import os
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,9 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes
-from causalfair.errors import CheckpointError, PolicyError
+from causalfair._limits import check_memory, format_bytes
+from causalfair._safe_read import open_zip, read_json, read_member, read_npz
+from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.nets import (  # the networks checkpoints hold, re-exported
     _ACTIVATIONS,
@@ -65,6 +66,8 @@ CHECKPOINT_VERSION = 2
 #: Largest network a checkpoint may declare (parameters), checked before building it.
 MAX_PARAMETERS = 50_000_000
 _MAX_WIDTH = 1 << 16
+#: Memory a checkpoint needs per byte of its arrays (read, then copied into the evaluator).
+_NPZ_FACTOR = 2
 
 # ------------------------------------------------------------------------ saving
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -257,36 +260,58 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
 
 
 def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
-    try:
-        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
-            if "meta_json" not in z.files:
-                raise CheckpointError(f"checkpoint {path}: not a causalfair checkpoint (no "
-                                      "meta_json); save it with causalfair.save_checkpoint.")
-            meta = json.loads(str(z["meta_json"]))
-            arrays = {k: z[k] for k in z.files if k != "meta_json"}
-            if isinstance(meta, dict) and isinstance(meta.get("architecture"), dict) \
-                    and meta["architecture"].get("type") == "population":
-                return _population_policy(meta, arrays, path)
-            arch, sizes, act, n_out, enc = _validate_meta(meta, path)
-            shapes = arrays
-    except CheckpointError:
-        raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, AttributeError,
-            TypeError) as exc:
-        raise CheckpointError(
-            f"checkpoint {path}: cannot be read without pickle ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:120] if str(exc) else ''}).") from None
-    layers = _check_shapes(shapes, sizes, path)
+    where = f"checkpoint {path}"
+    arrays = read_npz(path, where, CheckpointError, factor=_NPZ_FACTOR,
+                      fix="use a smaller network",
+                      pickle_fix="save the file with causalfair.save_checkpoint")
+    if "meta_json" not in arrays:
+        raise CheckpointError(f"{where}: not a causalfair checkpoint (no meta_json); save it "
+                              "with causalfair.save_checkpoint.")
+    raw = arrays.pop("meta_json")
+    if raw.dtype.kind != "U" or raw.ndim != 0:
+        raise CheckpointError(f"{where}: meta_json must be one JSON string, got an array of "
+                              f"shape {raw.shape} and dtype {raw.dtype}.")
+    meta = read_json(str(raw), f"{where}: meta_json", CheckpointError)
+    if isinstance(meta, dict) and isinstance(meta.get("architecture"), dict) \
+            and meta["architecture"].get("type") == "population":
+        return _population_policy(meta, arrays, path)
+    arch, sizes, act, n_out, enc = _validate_meta(meta, path)
+    layers = _check_shapes(arrays, sizes, path)
     for W, b in layers:
+        if W.dtype.kind not in "fiu" or b.dtype.kind not in "fiu":
+            raise CheckpointError(f"{where}: weights must be numeric arrays, got "
+                                  f"{W.dtype} / {b.dtype}.")
         if not (np.isfinite(W).all() and np.isfinite(b).all()):
-            raise CheckpointError(f"checkpoint {path}: weights contain NaN or inf.")
+            raise CheckpointError(f"{where}: weights contain NaN or inf.")
     name = meta["metadata"].get("name", path.stem)
     return NumpyMLPPolicy(layers, enc, activation=act, name=str(name)[:200],
                           source=str(path)), meta
 
 
+def _check_torch_archive(src: Any, where: str) -> None:
+    """Refuse a torch file (a zip archive, as ``torch.save`` writes) whose members declare
+    more than :data:`MAX_PARAMETERS` float64 numbers, before torch inflates any of them."""
+    with open_zip(src, where, CheckpointError) as zf:
+        declared = sum(i.file_size for i in zf.infolist())
+    if declared > _MAX_PTH_BYTES:
+        raise ResourceLimitError(
+            f"{where}: declares {declared} bytes uncompressed, over the limit of "
+            f"{_MAX_PTH_BYTES} bytes ({MAX_PARAMETERS} parameters); refused before "
+            "inflating it.")
+    check_memory(_NPZ_FACTOR * declared, f"{where}: {format_bytes(declared)} of tensors",
+                 "use a smaller network")
+
+
 def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     import torch
+
+    with open(path, "rb") as fh:
+        is_zip = fh.read(4) == b"PK\x03\x04"
+    if not is_zip:  # torch's legacy format allocates what its pickle declares
+        raise CheckpointError(
+            f"checkpoint {path}: cannot be loaded safely (not the zip archive torch.save "
+            "writes); causalfair reads files written by causalfair.save_checkpoint.")
+    _check_torch_archive(path, f"checkpoint {path}")
 
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
@@ -299,10 +324,10 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
         raise CheckpointError(
             f"checkpoint {path}: not a causalfair checkpoint (expected keys meta_json and "
             "state_dict); save it with causalfair.save_checkpoint.")
-    try:
-        meta = json.loads(payload["meta_json"])
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint {path}: malformed metadata ({exc}).") from None
+    if not isinstance(payload["meta_json"], str):
+        raise CheckpointError(f"checkpoint {path}: malformed metadata (meta_json is a "
+                              f"{type(payload['meta_json']).__name__}, not a JSON string).")
+    meta = read_json(payload["meta_json"], f"checkpoint {path}: meta_json", CheckpointError)
     arch, sizes, act, n_out, enc = _validate_meta(meta, path)
     state = payload["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
@@ -318,59 +343,118 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
 
 
 def _load_sb3_zip(path: Path, activation: str) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
-    """A stable-baselines3 PPO/A2C policy with a Discrete action space: the weights of
-    ``policy.pth`` (weights_only) through ``mlp_extractor.policy_net`` and ``action_net``;
-    the plain JSON fields of ``data`` for the observation and action space sizes."""
+    """A stable-baselines3 PPO/A2C policy with a Discrete action space, read without
+    unpickling: the weights of ``policy.pth`` (``weights_only``, its inner archive's sizes
+    checked first) and the plain JSON fields of ``data`` (the observation shape), each
+    member's declared size checked before it is inflated; the network is built by
+    :func:`sb3_network`."""
+    where = f"checkpoint {path}"
+    with open_zip(path, where, CheckpointError) as zf:
+        names = set(zf.namelist())
+        if "policy.pth" not in names:
+            raise CheckpointError(f"{where}: not a stable-baselines3 model (no policy.pth in the "
+                                  "archive).")
+        raw = read_member(zf, "policy.pth", where, CheckpointError, cap=_MAX_PTH_BYTES,
+                          fix="use a smaller network")
+        data = read_json(read_member(zf, "data", where, CheckpointError, cap=_MAX_DATA_BYTES),
+                         f"{where}: member data", CheckpointError) if "data" in names else {}
+    _check_torch_archive(io.BytesIO(raw), f"{where}: member policy.pth")
     import torch
 
     try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-            if "policy.pth" not in names:
-                raise CheckpointError(f"checkpoint {path}: not a stable-baselines3 model (no "
-                                      "policy.pth in the archive).")
-            info = zf.getinfo("policy.pth")
-            if info.file_size > 8 * MAX_PARAMETERS:
-                raise CheckpointError(f"checkpoint {path}: policy.pth is too large "
-                                      f"({info.file_size} bytes).")
-            raw = io.BytesIO(zf.read("policy.pth"))
-            state = torch.load(raw, map_location="cpu", weights_only=True)
-            data = json.loads(zf.read("data").decode("utf-8")) if "data" in names else {}
-    except CheckpointError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a broken archive
+        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure means "cannot load"
         raise CheckpointError(
-            f"checkpoint {path}: cannot be read as a stable-baselines3 model without unpickling "
+            f"{where}: cannot be read as a stable-baselines3 model without unpickling "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}).") from None
-    if not isinstance(state, dict):
-        raise CheckpointError(f"checkpoint {path}: policy.pth is not a state dict.")
-    pre = "mlp_extractor.policy_net."
-    idx = sorted({int(k[len(pre):].split(".")[0]) for k in state if k.startswith(pre)})
-    layers = [(state[f"{pre}{i}.weight"], state[f"{pre}{i}.bias"]) for i in idx]
+    space = data.get("observation_space") if isinstance(data, dict) else None
+    shape = space.get("_shape", space.get("shape")) if isinstance(space, dict) else None
+    return sb3_network(state, shape, activation, where=where, name=path.stem, source=str(path))
+
+
+_MAX_PTH_BYTES = 8 * MAX_PARAMETERS
+_MAX_DATA_BYTES = 64 << 20
+_SB3_PRE = "mlp_extractor.policy_net."
+
+
+def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name: str,
+                source: str | None = None) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
+    """The action network of a stable-baselines3 ``MlpPolicy`` on a ``Discrete(n)`` action
+    space, from its ``state_dict``: the ``mlp_extractor.policy_net`` layers then
+    ``action_net`` (logits over the n actions, softmax as SB3's categorical distribution),
+    as a :class:`NumpyMLPPolicy` reading ``prod(obs_shape)`` features. The one reader of
+    SB3 weights: a saved ``.zip`` and a model in memory
+    (:class:`causalfair.policies.adapters.SB3Policy`) give the same network. Every key, dtype and
+    shape is checked, and ``obs_shape`` (None: not checked) against the input width."""
+    import torch
+
+    if not isinstance(state, Mapping) or not all(isinstance(k, str) for k in state):
+        raise CheckpointError(f"{where}: policy.pth is not a state dict (names to tensors).")
+    extractor = sorted(k for k in state if "features_extractor." in k)
+    if extractor:
+        raise CheckpointError(
+            f"{where}: the policy has its own features extractor ({_cap(extractor[0])}); "
+            "causalfair reads MlpPolicy networks only; audit the model in memory with "
+            "causalfair.policies.adapters.SB3Policy(model).")
+    idx = set()
+    for k in state:
+        if k.startswith(_SB3_PRE):
+            i, _, kind = k[len(_SB3_PRE):].partition(".")
+            if not i.isdigit() or kind not in ("weight", "bias"):
+                raise CheckpointError(
+                    f"{where}: unexpected key {_cap(k)} in policy.pth (expected "
+                    f"{_SB3_PRE}<integer>.weight / .bias).")
+            idx.add(int(i))
+    keys = [f"{_SB3_PRE}{i}" for i in sorted(idx)] + ["action_net"]
     if "action_net.weight" not in state:
-        raise CheckpointError(f"checkpoint {path}: no action_net in policy.pth (a Discrete "
-                              "action space is needed).")
-    layers.append((state["action_net.weight"], state["action_net.bias"]))
+        raise CheckpointError(f"{where}: no action_net in policy.pth (a Discrete action space "
+                              "is needed).")
+    layers, width, prev = [], None, "the input"
+    for key in keys:
+        W, b = state.get(f"{key}.weight"), state.get(f"{key}.bias")
+        for part, t in (("weight", W), ("bias", b)):
+            if t is None:
+                raise CheckpointError(f"{where}: policy.pth has no {key}.{part}.")
+            if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+                kind = f"a {t.dtype} tensor" if isinstance(t, torch.Tensor) else type(t).__name__
+                raise CheckpointError(f"{where}: policy.pth {key}.{part} is {kind}; expected "
+                                      "a floating-point tensor.")
+        if W.ndim != 2 or tuple(b.shape) != (W.shape[0],):
+            raise CheckpointError(
+                f"{where}: policy.pth {key} has shapes {tuple(W.shape)} / {tuple(b.shape)}; "
+                "expected (out, in) / (out,).")
+        if width is not None and W.shape[1] != width:
+            raise CheckpointError(
+                f"{where}: policy.pth {key} takes {W.shape[1]} inputs, but {prev} gives {width}.")
+        layers.append((W, b))
+        width, prev = int(W.shape[0]), key
     sizes = [int(layers[0][0].shape[1])] + [int(W.shape[0]) for W, _ in layers]
-    n_params = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
+    n_params = sum((a + 1) * o for a, o in zip(sizes[:-1], sizes[1:], strict=False))
     if n_params > MAX_PARAMETERS:
-        raise CheckpointError(f"checkpoint {path}: {n_params} parameters, over the limit of "
+        raise CheckpointError(f"{where}: {n_params} parameters, over the limit of "
                               f"{MAX_PARAMETERS}.")
-    for (W, b), (a, o) in zip(layers, zip(sizes[:-1], sizes[1:], strict=False), strict=True):
-        if tuple(W.shape) != (o, a) or tuple(b.shape) != (o,):
-            raise CheckpointError(f"checkpoint {path}: inconsistent layer shapes in policy.pth.")
-    obs_space = data.get("observation_space", {}) if isinstance(data, dict) else {}
-    shape = obs_space.get("_shape") or obs_space.get("shape") if isinstance(obs_space, dict) else None
-    if shape is not None and int(np.prod(shape)) != sizes[0]:
-        raise CheckpointError(f"checkpoint {path}: observation space {shape} does not match the "
-                              f"network's {sizes[0]} inputs.")
+    if sizes[-1] < 2:
+        raise CheckpointError(f"{where}: action_net gives {sizes[-1]} action(s); a decision "
+                              "needs at least 2.")
+    if obs_shape is not None:
+        if not isinstance(obs_shape, (list, tuple)) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in obs_shape):
+            raise CheckpointError(f"{where}: observation_space shape: bad value {_cap(obs_shape)}; "
+                                  "expected a list of integers.")
+        if math.prod(obs_shape) != sizes[0]:
+            raise CheckpointError(
+                f"{where}: the observation space has shape {tuple(obs_shape)} "
+                f"({math.prod(obs_shape)} inputs), but the network takes {sizes[0]} inputs.")
+    arrays = [(W.detach().cpu().to(torch.float32).numpy(), b.detach().cpu().to(torch.float32).numpy())
+              for W, b in layers]
+    if not all(np.isfinite(W).all() and np.isfinite(b).all() for W, b in arrays):
+        raise CheckpointError(f"{where}: weights contain NaN or inf.")
     enc = FeatureEncoding("features", width_=sizes[0])
     meta = {"format": "stable-baselines3", "architecture": {
         "type": "mlp", "input_dim": sizes[0], "hidden": sizes[1:-1], "output_dim": sizes[-1],
         "activation": activation}, "encoding": enc.to_dict(),
-        "metadata": {"name": path.stem, "n_actions": sizes[-1]}}
-    return NumpyMLPPolicy([(W.numpy(), b.numpy()) for W, b in layers], enc, activation=activation,
-                          name=path.stem, source=str(path)), meta
+        "metadata": {"name": name, "n_actions": sizes[-1]}}
+    return NumpyMLPPolicy(arrays, enc, activation=activation, name=name, source=source), meta
 
 
 # ------------------------------------------------- seed 002's population agents

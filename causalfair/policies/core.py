@@ -10,6 +10,7 @@ decision epoch ``t`` and any extra arrays a simulator provides.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -37,6 +38,7 @@ __all__ = [
     "action_probs",
     "ActionPolicy",
     "reads_group",
+    "group_features",
     "parse_policy",
     "BUILTIN_POLICIES",
     "mlp",
@@ -60,6 +62,26 @@ class Policy(Protocol):
     def prob_d1(self, obs: Observation) -> np.ndarray: ...
 
 
+_SB3_ADAPTED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _sb3_adapted(policy: Any) -> Any:
+    """A stable-baselines3 model (in memory, any ``Discrete(n)``) as the
+    :class:`~causalfair.policies.adapters.SB3Policy` every engine evaluates it by (one per model);
+    anything else unchanged."""
+    if callable(getattr(policy, "action_probs", None)) or callable(getattr(policy, "prob_d1", None)):
+        return policy
+    from causalfair.policies.adapters import SB3Policy, is_sb3_model
+
+    if not is_sb3_model(policy):
+        return policy
+    try:
+        return _SB3_ADAPTED[policy]
+    except KeyError:
+        adapted = _SB3_ADAPTED[policy] = SB3Policy(policy)
+        return adapted
+
+
 def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | None = None
                  ) -> np.ndarray:
     """The action distributions (n, A) of ``policy`` on ``obs``, validated: from
@@ -67,6 +89,7 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
     actions only)."""
     name = where or f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
     n = len(obs)
+    policy = _sb3_adapted(policy)
     fn = getattr(policy, "action_probs", None)
     if callable(fn):
         arr = np.asarray(fn(obs), dtype=np.float64)
@@ -347,14 +370,64 @@ def _action_table(policy: Any, model: TabularModel, horizon: int | None, name: s
     return action_probs(policy, grid_observation(model), A).reshape(G, K, A)
 
 
-def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: float = 0.0) -> bool:
-    """Whether the policy's decision depends on the group at some level."""
+def group_features(source: Any) -> frozenset[str]:
+    """The names of the observation features that carry the group S itself: the
+    system's ``roles["group"]`` (a feature name or a list of them), else a feature named
+    ``group``. ``source`` is a :class:`~causalfair.systems.System` or a tabular model."""
+    roles = getattr(source, "roles", None) or {}
+    declared = roles.get("group")
+    if declared is None:
+        return frozenset({"group"})
+    if isinstance(declared, (list, tuple, set, frozenset)):
+        return frozenset(str(x) for x in declared)
+    return frozenset({str(declared)})
+
+
+def _feature_inputs(policy: Any, source: Any) -> tuple[str, ...] | None:
+    """The feature names a network policy reads, from its recorded input encoding (a
+    ``features`` encoding's ``names``, else every feature of the system it was checked
+    against); None when the policy does not read a feature matrix through an encoding
+    (one-hot level and group, a user's ``obs_fn``, a table, a plain callable)."""
+    enc = getattr(policy, "encoding", None)
+    if not isinstance(enc, FeatureEncoding) or enc.name != "features" \
+            or getattr(policy, "obs_fn", None) is not None:
+        return None
+    if enc.names is not None:
+        return tuple(enc.names)
+    names = getattr(source, "features", None)  # a System's feature names
+    if names is None or isinstance(names, np.ndarray):  # a TabularModel's features table
+        names = getattr(source, "feature_names", None)
+    return None if names is None else tuple(str(x) for x in names)
+
+
+def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: float = 0.0, *,
+                system: Any = None, table: np.ndarray | None = None) -> bool:
+    """Whether the policy's decision reads the group S directly: the edge ``S -> D_t`` of
+    the temporal causal graph (method.md section 7). One answer for every door (the
+    ``graph`` command, report.html):
+
+    1. a policy that declares ``reads_group`` (a bool) is taken at its word;
+    2. a network over a feature matrix (a ``features`` input encoding, recorded in its
+       checkpoint) reads S only if one of its input features is the group
+       (:func:`group_features`); its other features describe the state ``X_t``;
+    3. otherwise, with a tabular model (``model``, or ``system.tabular``): whether the
+       decision differs between groups at some level (``table``, the policy's table on
+       that model, when already computed);
+    4. with a system but no tabular model: True, the conservative graph.
+    """
     declared = getattr(policy_or_table, "reads_group", None)
     if isinstance(declared, bool):
         return declared
-    tab = policy_or_table if isinstance(policy_or_table, np.ndarray) else None
+    if model is None and system is not None:
+        model = system.tabular
+    inputs = _feature_inputs(policy_or_table, system if system is not None else model)
+    if inputs is not None:
+        return bool(set(inputs) & group_features(system if system is not None else model))
+    tab = policy_or_table if isinstance(policy_or_table, np.ndarray) else table
     if tab is None:
         if model is None:
+            if system is not None:
+                return True
             raise PolicyError("reads_group: pass the model to evaluate a policy object.")
         tab = policy_table(policy_or_table, model)
     tab = np.asarray(tab)

@@ -313,11 +313,11 @@ def _fig_graph(r: AuditResult):
     from causalfair.graph import temporal_graph
 
     T = min(GRAPH_EPOCHS, r.decomposition.horizon)
-    if r.policy_table is not None and r.model is not None:
-        reads = reads_group(r.policy_table, r.model)
+    if r.policy is None and (r.policy_table is None or r.model is None):
+        reads = True  # nothing tells: the conservative graph
     else:
-        declared = getattr(r.policy, "reads_group", None)
-        reads = declared if isinstance(declared, bool) else True
+        reads = reads_group(r.policy if r.policy is not None else r.policy_table, r.model,
+                            system=r.system, table=r.policy_table)
     tg = temporal_graph(source.structure, T, policy_reads_s=reads, variant="pi")
     fig = tg.draw()
     ax = fig.axes[0]

@@ -82,14 +82,17 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|<>~$"})
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|<>~$&"})
+# an underscore that can open or close emphasis (not one inside a word, as in abs_C)
+_MD_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 
 
 def md_escape(text: Any) -> str:
-    """Text for Markdown: the characters that start markup, links, code, tables or inline
-    HTML are backslash-escaped and line breaks become spaces, so user strings (names,
-    labels) render as the text they are."""
-    return " ".join(str(text).splitlines()).translate(_MD_SPECIAL)
+    """Text for Markdown: the characters that start markup, emphasis, links, code, tables,
+    entities or inline HTML are backslash-escaped and line breaks become spaces, so user
+    strings (names, labels) render as the text they are."""
+    flat = " ".join(str(text).splitlines()).translate(_MD_SPECIAL)
+    return _MD_UNDERSCORE.sub(r"\\_", flat)
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -257,6 +260,16 @@ def _summary(doc: dict[str, Any]) -> list[str]:
 _HEADLINE = "waterfall"
 
 
+def _figure_note(name: str, doc: dict[str, Any]) -> str:
+    """What a figure's caption adds to its title: for the temporal graph, whether the
+    policy reads S (the edges S -> D_t, :func:`causalfair.policies.core.reads_group`)."""
+    data = (doc.get("figures", {}).get(name) or {}).get("data") or {}
+    if name != "graph" or "policy_reads_s" not in data:
+        return ""
+    return (": the policy reads S: yes (edges S -> D_t)" if data["policy_reads_s"]
+            else ": the policy reads S: no (no edge S -> D_t)")
+
+
 def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
                 before: AuditResult | None = None) -> str:
     """The self-contained HTML page (figures as data: URIs, inline CSS, no scripts):
@@ -270,7 +283,7 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         b64 = base64.b64encode(png).decode("ascii")
         return (f"<figure id='fig-{name}'><img alt='{html.escape(titles[name])}' "
                 f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(titles[name])}"
-                f" ({name}.png)</figcaption></figure>")
+                f" ({name}.png){html.escape(_figure_note(name, doc))}</figcaption></figure>")
 
     summary = _summary(doc)
     parts = [
@@ -327,7 +340,7 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     lines += ["### Figures", ""]
     for name in pngs:
         if name != _HEADLINE:
-            lines += [f"![{titles[name]}]({name}.png)", ""]
+            lines += [f"![{titles[name]}]({name}.png){md_escape(_figure_note(name, doc))}", ""]
     for k, v in skipped_sections(r).items():
         lines += [f"- not shown, {titles.get(k, k)}: {md_escape(v)}"]
     lines += ["", "## Glossary", "",

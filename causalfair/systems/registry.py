@@ -20,20 +20,21 @@ protocol of :mod:`causalfair.systems.simulator` (wrapped with defaults: two acti
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from causalfair.errors import CausalfairError, SystemError_
+from causalfair.errors import SystemError_, UserCodeError, call_user
 from causalfair.systems.system import System, _short, as_system
 
 __all__ = ["SystemSpec", "register", "make", "spec", "registered", "pprint_registry",
-           "load_callable", "ENTRY_POINT_GROUP"]
+           "load_callable", "call_factory", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "causalfair.systems"
 
@@ -129,19 +130,43 @@ def _import_from(module: str, search_path: Path | None) -> Any:
                 sys.modules[module] = mod  # before exec: dataclasses and pickling need it
                 # the folder is importable while the module runs, so it can import its
                 # siblings (as pytest makes a conftest.py's folder importable)
-                sys.path.insert(0, str(search_path))
                 try:
-                    spec_.loader.exec_module(mod)
+                    with importable(search_path):
+                        spec_.loader.exec_module(mod)
                 except BaseException:
                     sys.modules.pop(module, None)
                     raise
-                finally:
-                    try:
-                        sys.path.remove(str(search_path))
-                    except ValueError:
-                        pass
                 return mod
     return importlib.import_module(module)
+
+
+@contextlib.contextmanager
+def importable(folder: str | Path | None) -> Iterator[None]:
+    """``folder`` is on ``sys.path`` inside the block (first), and removed after it: a
+    factory module, and the factory while it runs, can import its sibling modules."""
+    if folder is None:
+        yield
+        return
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        try:
+            sys.path.remove(entry)
+        except ValueError:
+            pass
+
+
+def call_factory(what: str, fn: Callable[..., Any], search_path: str | Path | None = None,
+                 /, **kwargs: Any) -> Any:
+    """Call a user factory ``fn(**kwargs)`` (a ``[system]``/``[policy] factory``, a
+    ``--system``/``--policy module:callable``) with its search folder importable during
+    the call; anything it raises or exits with becomes a one-line
+    :class:`~causalfair.errors.UserCodeError` naming ``what``
+    (:func:`~causalfair.errors.call_user`)."""
+    with importable(search_path):
+        return call_user(what, fn, **kwargs)
 
 
 def load_callable(ref: str, *, search_path: str | Path | None = None, what: str = "factory"
@@ -152,18 +177,17 @@ def load_callable(ref: str, *, search_path: str | Path | None = None, what: str 
         raise SystemError_(f"{what}: {_short(ref)} is not of the form 'module:callable'.")
     path = Path(search_path) if search_path is not None else None
     try:
-        mod = _import_from(mod_name, path)
-    except ModuleNotFoundError as exc:
-        where = f" (looked in {path} and the installed packages)" if path else ""
-        raise SystemError_(
-            f"{what}: cannot import module {mod_name!r}{where}: {exc}; put {mod_name}.py next to "
-            "the spec or install the package that provides it.") from None
-    except SyntaxError as exc:
-        raise SystemError_(f"{what}: module {mod_name!r} has a syntax error: {exc}.") from None
-    except Exception as exc:  # noqa: BLE001 - the user's module failed while importing
-        raise SystemError_(
-            f"{what}: importing module {mod_name!r} raised {type(exc).__name__}: "
-            f"{str(exc)[:200]}.") from exc
+        mod = call_user(f"{what}: importing module {mod_name!r}", _import_from, mod_name, path)
+    except UserCodeError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ModuleNotFoundError):
+            where = f" (looked in {path} and the installed packages)" if path else ""
+            raise SystemError_(
+                f"{what}: cannot import module {mod_name!r}{where}: {cause}; put {mod_name}.py "
+                "next to the spec or install the package that provides it.") from None
+        if isinstance(cause, SyntaxError):
+            raise SystemError_(f"{what}: module {mod_name!r} has a syntax error: {cause}.") from None
+        raise SystemError_(f"{exc}.") from exc  # the cause keeps the user's traceback
     obj: Any = mod
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -209,16 +233,7 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
         raise SystemError_(_unknown_message(id))
     what = f"system {sid!r}"
     _check_params(fn, kwargs, what)
-    try:
-        obj = fn(**kwargs)
-    except SystemError_:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the user's factory failed
-
-        if isinstance(exc, CausalfairError):
-            raise
-        raise SystemError_(
-            f"{what}: the factory raised {type(exc).__name__}: {str(exc)[:200]}.") from exc
+    obj = call_factory(f"system factory {sid!r}", fn, search_path, **kwargs)
     system = as_system(obj, id=sid, params=kwargs, where=what)
     if system.id != sid or dict(system.params) != kwargs:
         # the id it was made from is the one that rebuilds it (e.g. in a worker process)

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import SystemError_
+from causalfair.errors import SystemError_, call_user
 from causalfair.model import CausalStructure, TabularModel
+from causalfair.systems.contract import guard_simulator
 
 __all__ = ["DecisionSet", "Gain", "System", "as_system", "ENGINES"]
 
@@ -106,13 +107,14 @@ class Gain:
     description: str = ""
 
 
-def _call_factory(factory: Any) -> Any:
+def _call_factory(factory: Any, what: str) -> Any:
     """A simulator from ``System.simulator``: a class or a zero-argument factory is
-    called; an object that already has the protocol methods is used as it is."""
-    if isinstance(factory, type):
-        return factory()
-    return factory() if callable(factory) and not all(
-        callable(getattr(factory, m, None)) for m in _PROTOCOL) else factory
+    called (as user code, :func:`~causalfair.errors.call_user`); an object that already
+    has the protocol methods is used as it is."""
+    if isinstance(factory, type) or (callable(factory) and not all(
+            callable(getattr(factory, m, None)) for m in _PROTOCOL)):
+        return call_user(what, factory)
+    return factory
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -292,15 +294,34 @@ class System:
         return frozenset(out)
 
     def make_simulator(self) -> Any:
-        """A fresh simulator object (the batch protocol of :mod:`causalfair.systems.simulator`)."""
-        sim = _call_factory(self.simulator)
+        """A fresh simulator object (the batch protocol of :mod:`causalfair.systems.simulator`);
+        one of the user's is wrapped by :func:`guard_simulator`, so every engine that
+        gets its simulator here checks every call, and the first one a system hands out is
+        checked against the whole contract (:meth:`check_contract`)."""
+        sim = _call_factory(self.simulator, f"system {self.id!r}: simulator factory")
         missing = [m for m in _PROTOCOL if not callable(getattr(sim, m, None))]
         if missing:
             raise SystemError_(
                 f"system {self.id!r}: its simulator factory returned {type(sim).__name__}, which "
                 f"lacks {', '.join(missing)}; a simulator needs reset, observe, draw_noise and "
                 "step (docs/simulators.md).")
-        return sim
+        guarded = guard_simulator(sim)
+        if guarded is not sim and self.units_per_replica == 1 \
+                and not self.__dict__.get("_contract_checked"):
+            from causalfair.engines.montecarlo import check_simulator
+
+            check_simulator(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
+                            n_actions=self.n_actions)
+            object.__setattr__(self, "_contract_checked", True)
+        return guarded
+
+    def check_contract(self) -> None:
+        """Check a user's simulator against the simulator contract once per system
+        (:func:`causalfair.engines.montecarlo.check_simulator`: 64 units per group over up to 3
+        steps; docs/simulators.md), raising the error that names the broken method: what
+        every door runs before it uses the system. causalfair's own simulators and
+        coupled units are checked on every call only (:mod:`causalfair._usercode`)."""
+        self.make_simulator()
 
     def with_(self, **changes: Any) -> System:
         """A copy with some fields replaced (re-validated)."""
@@ -442,7 +463,8 @@ def as_system(obj: Any, *, id: str | None = None, params: Mapping[str, Any] | No
         return _from_tabular(obj, sid, params)
     to_system = getattr(obj, "to_system", None)
     if callable(to_system):  # e.g. a LendingModel knows its System
-        system = to_system(id=sid, params=params)
+        system = call_user(f"{label}: {type(obj).__name__}.to_system", to_system, id=sid,
+                           params=params)
         if not isinstance(system, System):
             raise SystemError_(f"{label}: {type(obj).__name__}.to_system() returned "
                                f"{type(system).__name__}, not a causalfair System.")
@@ -455,3 +477,4 @@ def as_system(obj: Any, *, id: str | None = None, params: Mapping[str, Any] | No
         f"causalfair System, a TabularModel nor a simulator (it lacks {', '.join(missing)}); "
         "return a System, a TabularModel, or an object with n_groups, reset, observe, "
         "draw_noise and step (docs/simulators.md).")
+

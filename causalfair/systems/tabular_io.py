@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes
+from causalfair._safe_read import read_json, read_json_file, read_npz
 from causalfair.errors import ModelError
 from causalfair.model import CausalStructure, TabularModel
 
@@ -47,6 +48,10 @@ _ARRAYS = ("kernel", "initial", "potential", "reward", "group_weights", "feature
 _META = ("group_names", "level_labels", "action_labels", "baseline", "name", "structure",
          "feature_names")
 _MAX_BYTES = 2 << 30  # files larger than this are refused before reading
+#: Memory a tabular model needs per byte of its ``.npz`` arrays (the arrays read, their
+#: float64 copies and the validation's temporaries), checked before any array is read.
+_NPZ_FACTOR = 3
+_FIX = "use fewer levels or actions"
 
 
 def _structure_from(d: Any, path: Path) -> CausalStructure:
@@ -124,32 +129,21 @@ def load_tabular(path: str | os.PathLike[str]) -> TabularModel:
         raise ModelError(f"tabular model {path}: {size} bytes is over the {_MAX_BYTES >> 30} GiB limit.")
     suffix = path.suffix.lower()
     if suffix == ".json":
-        try:
-            fields = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ModelError(f"tabular model {path}: not valid JSON ({exc}).") from None
+        fields = read_json_file(path, f"tabular model {path}", ModelError, fix=_FIX)
         if not isinstance(fields, dict):
             raise ModelError(f"tabular model {path}: expected a JSON object with the model's fields.")
         return _build(fields, path)
     if suffix == ".npz":
-        try:
-            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except ValueError as exc:
-            raise ModelError(
-                f"tabular model {path}: cannot be read without pickle ({exc}); save it with "
-                "causalfair.systems.save_tabular.") from None
-        except (OSError, EOFError, TypeError, AttributeError, KeyError) as exc:
-            raise ModelError(f"tabular model {path}: not a readable .npz file "
-                             f"({type(exc).__name__}: {str(exc)[:120]}).") from None
+        arrays = read_npz(path, f"tabular model {path}", ModelError, factor=_NPZ_FACTOR,
+                          fix=_FIX, pickle_fix="save it with causalfair.systems.save_tabular")
         fields: dict[str, Any] = {}
         aux: dict[str, Any] = {}
         for key, arr in arrays.items():
             if key == "meta":
-                try:
-                    meta = json.loads(str(arr))
-                except json.JSONDecodeError as exc:
-                    raise ModelError(f"tabular model {path}: field meta is not JSON ({exc}).") from None
+                if arr.dtype.kind != "U" or arr.ndim != 0:
+                    raise ModelError(f"tabular model {path}: field meta must be one JSON string, "
+                                     f"got an array of shape {arr.shape} and dtype {arr.dtype}.")
+                meta = read_json(str(arr), f"tabular model {path}: field meta", ModelError)
                 if not isinstance(meta, dict):
                     raise ModelError(f"tabular model {path}: field meta must be a JSON object.")
                 fields.update(meta)

@@ -1,4 +1,4 @@
-"""Retraining: PPO and its fair variants on the lending model (method.md section 5).
+"""Retraining: PPO and its fair variants on any system (method.md section 5).
 
 ``train(config, out=None, resume=False, init_checkpoint=None) -> TrainResult`` runs one
 configuration (:class:`TrainConfig`) and returns the trained policy (a
@@ -29,6 +29,8 @@ __all__ = ["train", "TrainResult", "TrainConfig", "ALGORITHMS", "ENVIRONMENTS", 
 #: Test hook: when set to k, the process exits abruptly (os._exit(75), no cleanup, like a
 #: kill) right after iteration k has finished, whether or not it was a checkpoint.
 EXIT_AFTER_ENV = "CAUSALFAIR_TRAIN_EXIT_AFTER"
+#: Decision epochs of the lending settings' episodes (lending.md section A).
+LENDING_HORIZON = 20
 
 
 @dataclass
@@ -75,7 +77,8 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     ``config.system_params``), or ``system`` (a :class:`~causalfair.systems.System` or
     anything :func:`~causalfair.systems.as_system` accepts), else the lending ``setting``.
     Lending systems use the lending trainer; any other system the generic one
-    (:mod:`causalfair.train.generic`). Training uses exactly ``config.threads`` torch
+    (:mod:`causalfair.train.generic`). ``config.horizon`` None trains and audits over the
+    system's own horizon. Training uses exactly ``config.threads`` torch
     threads (restored afterwards), so the weights do not depend on the machine's thread
     settings.
 
@@ -100,12 +103,15 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
             return train_system(system, config, out, init_checkpoint, progress)
         config = config.replace(system="", setting=system.id,
                                 n_levels=int(system.params.get("levels", config.n_levels)),
-                                interest=float(system.params.get("interest", config.interest)))
+                                interest=float(system.params.get("interest", config.interest)),
+                                horizon=config.horizon or system.horizon)
     elif config.system:
         config = config.replace(
             system="", setting=config.system,
             n_levels=int(config.system_params.get("levels", config.n_levels)),
             interest=float(config.system_params.get("interest", config.interest)))
+    if config.horizon is None:  # the lending settings' horizon (lending.md section A)
+        config = config.replace(horizon=LENDING_HORIZON)
     if config.constraints:
         raise ConfigError(
             f"constraints: the lending settings are tabular; repair under {', '.join(config.constraints)} "

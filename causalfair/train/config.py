@@ -18,14 +18,23 @@ from typing import Any
 
 from causalfair._limits import check_memory
 from causalfair.errors import ConfigError
+from causalfair.thresholds import PPO_LAG_KEYS, parse_constraint
+from causalfair.train.algorithms import names
 
-__all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError"]
+__all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_FIELDS"]
 
-#: The objectives the trainer implements (causalfair.train.objectives).
-ALGORITHMS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "f-ppo", "elbert-po")
+#: The objectives the PPO trainers implement (causalfair.train.objectives), from the
+#: registry of :mod:`causalfair.train.algorithms`.
+ALGORITHMS = names(trainer="ppo", runs_as="")
 #: ``individual``: the individual-level MDP (paper's MDP, what the exact audit measures);
 #: ``population``: the population-level lending environment (the anchors' setting).
 ENVIRONMENTS = ("individual", "population")
+#: Fields only the lending trainer reads (:mod:`causalfair.train.core`): the setting and
+#: its parameters, the population environment, the one-hot input, the exact C_hat and
+#: F-PPO's action massaging. A run on another system does not record them.
+LENDING_FIELDS = ("setting", "n_levels", "interest", "env", "pop_steps", "pop_max_steps",
+                  "pop_mass", "encoding", "c_estimator", "gain_q", "massage_tau_s",
+                  "massage_start", "massage_decay")
 
 
 
@@ -36,15 +45,17 @@ class TrainConfig:
 
     # ------------------------------------------------------------------ problem
     algo: str = "ppo"
-    """Objective: one of ALGORITHMS (ppo, ppo-c, ppo-cb, a-ppo, f-ppo-l, f-ppo, elbert-po)."""
+    """Objective: one of ALGORITHMS (ppo, ppo-c, ppo-cb, a-ppo, f-ppo-l, f-ppo, elbert-po;
+    which systems each trains on: :mod:`causalfair.train.algorithms`)."""
     setting: str = "lending-1"
     """Lending setting (lending.md section A): lending-1, lending-2 or lending-3."""
     n_levels: int = 7
     """Qualification levels K (spec default 7)."""
     interest: float = 1.0
     """Bank profit on a repaid loan (spec default 1.0)."""
-    horizon: int = 20
-    """Decision epochs T of one episode, and the audit horizon (spec default 20)."""
+    horizon: int | None = None
+    """Decision epochs T of one episode, and the audit horizon; None: the system's own
+    (``System.horizon``; 20 for the lending settings, lending.md)."""
     env: str = "individual"
     """Environment: ``individual`` (episodes of T epochs for a batch of individuals of both
     groups: the paper's MDP, what the exact audit measures) or ``population`` (the
@@ -229,7 +240,11 @@ class TrainConfig:
             raise bad("encoding", self.encoding, "the lending trainer supports onehot")
         if self.activation not in ("tanh", "relu"):
             raise bad("activation", self.activation, "allowed values: tanh, relu")
-        for name in ("iterations", "n_individuals", "horizon", "n_epochs", "n_minibatches",
+        if self.horizon is not None and (isinstance(self.horizon, bool)
+                                         or not isinstance(self.horizon, int) or self.horizon < 1):
+            raise bad("horizon", self.horizon, "must be an integer >= 1, or None for the "
+                      "system's own horizon")
+        for name in ("iterations", "n_individuals", "n_epochs", "n_minibatches",
                      "eval_every", "checkpoint_every", "pop_steps", "pop_max_steps", "threads",
                      "audit_n"):
             v = getattr(self, name)
@@ -254,14 +269,12 @@ class TrainConfig:
             object.__setattr__(self, "constraints", (self.constraints,))
         object.__setattr__(self, "constraints", tuple(str(c) for c in self.constraints))
         if self.constraints:
-            from causalfair.train.repair import parse_constraint
-
             for text in self.constraints:
                 try:
                     key = parse_constraint(text).key
                 except Exception as exc:  # noqa: BLE001 - re-raised as a config error
                     raise ConfigError(f"constraints: {exc}") from None
-                if key not in ("abs_C", "C"):
+                if key not in PPO_LAG_KEYS:
                     raise bad("constraints", text, "the sampled trainer imposes abs_C or C; "
                               "Lambda and the others: --algo exact on a tabular system")
             if self.algo != "ppo-c":
@@ -272,12 +285,18 @@ class TrainConfig:
         if not isinstance(self.system, str) or not isinstance(self.system_params, dict):
             raise bad("system", self.system, "give a system id string and a params dict")
 
-        check_memory(8.0 * self.horizon * self.n_individuals * (sum(self.hidden) + 64),
-                     f"training over {self.horizon} epochs x {self.n_individuals} individuals",
-                     "use a shorter horizon or fewer individuals")
+        if self.horizon is not None:
+            check_memory(8.0 * self.horizon * self.n_individuals * (sum(self.hidden) + 64),
+                         f"training over {self.horizon} epochs x {self.n_individuals} individuals",
+                         "use a shorter horizon or fewer individuals")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, lending: bool = True) -> dict[str, Any]:
+        """The fields as JSON stores them; ``lending=False`` leaves out
+        :data:`LENDING_FIELDS` (a run on another system records only what applies)."""
         d = dataclasses.asdict(self)
+        if not lending:
+            for name in LENDING_FIELDS:
+                del d[name]
         d["hidden"] = list(self.hidden)
         d["constraints"] = list(self.constraints)  # as JSON stores it
         return d

@@ -49,7 +49,7 @@ import numpy as np
 from causalfair import _progress
 from causalfair.engines.benefit_mc import benefit_fairness_mc, unit_benefits, visit_cells
 from causalfair.engines.effects import decompose
-from causalfair.engines.montecarlo import decompose_mc
+from causalfair.engines.montecarlo import check_simulator, decompose_mc
 from causalfair.errors import ConfigError
 from causalfair.policies.checkpoint import (
     FeatureEncoding,
@@ -60,9 +60,10 @@ from causalfair.policies.checkpoint import (
 )
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.core import load_checkpoint
-from causalfair.thresholds import PASS, abs_interval, judge
+from causalfair.thresholds import PASS, parse_constraint
 from causalfair.train import TrainResult, _prepare_run_folder
 from causalfair.train import checkpoint as ck
+from causalfair.train.algorithms import names
 from causalfair.train.config import TrainConfig
 from causalfair.train.objectives import (
     appo_advantage,
@@ -74,15 +75,15 @@ from causalfair.train.objectives import (
     ppo_c_penalty,
     rate_gap,
 )
-from causalfair.train.repair import Multipliers, parse_constraint
+from causalfair.train.repair import Multipliers
 from causalfair.types import Observation
 
 __all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS"]
 
-#: The objectives the generic trainer implements.
-GENERIC_ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")
+#: The objectives the generic trainer implements (the registry, causalfair.train.algorithms).
+GENERIC_ALGOS = names(generic=True)
 #: The seeds' methods, which change the advantage with supply/demand signals per replica.
-FAIR_ADVANTAGE_ALGOS = ("a-ppo", "f-ppo-l", "elbert-po")
+FAIR_ADVANTAGE_ALGOS = names(fair_advantage=True)
 
 
 def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncoding:
@@ -115,9 +116,11 @@ class SystemTrainer:
                 f"{', '.join(GENERIC_ALGOS)}.")
         # the system's published hyper-parameters, for fields left at their defaults
         default = TrainConfig()
-        c = self.config = config.replace(**{
-            k: v for k, v in dict(system.train_defaults).items()
-            if getattr(config, k) == getattr(default, k)})
+        changes = {k: v for k, v in dict(system.train_defaults).items()
+                   if getattr(config, k) == getattr(default, k)}
+        if config.horizon is None:  # the system's own horizon
+            changes.setdefault("horizon", system.horizon)
+        c = self.config = config.replace(**changes)
         self.U = system.units_per_replica
         budget = system.decisions.budget
         self.choice = self.U > 1 and budget == 1
@@ -137,6 +140,9 @@ class SystemTrainer:
         torch.manual_seed(c.seed)
         self.A, self.base = system.n_actions, system.decisions.baseline
         self.G, self.T = system.n_groups, c.horizon
+        if self.U == 1:  # the simulator contract, checked as the Monte Carlo engine does
+            check_simulator(self.sim, n=64, horizon=min(self.T, 3), seed=c.seed,
+                            n_actions=self.A)
         if self.fair:
             self._check_fair_signals()
         self.encoding = _encoding(system, self.sim, self.rng)
@@ -342,7 +348,7 @@ class SystemTrainer:
                 self._apply(loss)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(
-            b["reward"].sum(0).mean()), "C_batch": c_batch, "C_hat": last_c, **fair_row}
+            b["reward"].sum(0).mean()), "C_batch": c_batch, **self._c_hat(last_c), **fair_row}
         if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
             row.update(self.audit())
             if self.cons:
@@ -356,6 +362,11 @@ class SystemTrainer:
             row["lagrange_multiplier"] = float(self.multipliers.values[0])
         self.history.append(row)
         return row
+
+    def _c_hat(self, last_c: float) -> dict[str, float]:
+        """The row's C_hat (the anchored estimator PPO-C and PPO-Cb penalise); the other
+        objectives compute none."""
+        return {"C_hat": last_c} if self.config.algo in ("ppo-c", "ppo-cb") else {}
 
     def _apply(self, loss: Any) -> None:
         """One optimiser step on ``loss``, gradients clipped over every trained parameter."""
@@ -479,7 +490,7 @@ class SystemTrainer:
                 self._apply(loss)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(R.sum(0).mean()),
-                               "C_batch": c_batch, "C_hat": last_c, **fair_row}
+                               "C_batch": c_batch, **self._c_hat(last_c), **fair_row}
         if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
             row.update(self.audit())
         self.history.append(row)
@@ -612,12 +623,7 @@ class SystemTrainer:
         """Judge the constraints on the audit (CI rule) and keep the best passing policy."""
         import copy
 
-        ok = True
-        for k in self.cons:
-            lo, hi = row["C_ci"]
-            if k.key == "abs_C":
-                lo, hi = abs_interval(lo, hi)
-            ok &= judge(lo, hi, k.bound) == PASS
+        ok = all(k.judge(*row["C_ci"]) == PASS for k in self.cons)
         row["constraints_met"] = ok
         if ok and (self.best is None or row["utility"] > self.best[0]):
             self.best = (row["utility"], copy.deepcopy(self.policy_net.state_dict()), dict(row))
@@ -651,6 +657,8 @@ class SystemTrainer:
             float(ci.loc["C", "lower"]), float(ci.loc["C", "upper"]))
         if d.Lambda is not None:
             out["Lambda"] = float(d.Lambda)
+            if d.Lambda_ci is not None:
+                out["Lambda_ci"] = (float(d.Lambda_ci[0]), float(d.Lambda_ci[1]))
         elif self.cb_forks:  # PPO-Cb's notion, by forks (point estimate, no bootstrap)
 
             out["Lambda"] = float(benefit_fairness_mc(
@@ -675,7 +683,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
         if out_path is not None:
             _prepare_run_folder(out_path, resume=False)
             ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
-                json.dumps(tr.config.to_dict(), indent=2).encode()))
+                json.dumps(tr.config.to_dict(lending=False), indent=2).encode()))
 
         bar = _progress.start(f"train {config.algo} {system.id} seed {config.seed}",
                               config.iterations, "iterations", force=progress)

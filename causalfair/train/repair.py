@@ -48,6 +48,12 @@ from causalfair.errors import InputError, ModelError
 from causalfair.model import TabularModel
 from causalfair.policies.checkpoint import TorchPolicy
 from causalfair.policies.core import grid_observation, policy_table
+from causalfair.thresholds import (  # the one home of "quantity <= value"; re-exported
+    EXACT_KEYS,
+    Constraint,
+    constraints_from_thresholds,
+    parse_constraint,
+)
 
 __all__ = [
     "Constraint",
@@ -64,83 +70,8 @@ __all__ = [
     "EXACT_KEYS",
 ]
 
-#: Threshold keys the exact repair can impose: key -> (metric, absolute value).
-EXACT_KEYS: dict[str, tuple[str, bool]] = {
-    "abs_C": ("C", True), "abs_DPE": ("DPE", True), "abs_IPE": ("IPE", True),
-    "abs_SPE": ("SPE", True), "C": ("C", False), "DPE": ("DPE", False), "IPE": ("IPE", False),
-    "SPE": ("SPE", False), "Lambda": ("Lambda", False),
-}
-
 #: Thresholds the frontier LP can impose (linear in the occupancy measure).
 _LP_KEYS = {"abs_C": "C", "abs_DPE": "DPE"}
-
-
-# ---------------------------------------------------------------------- constraints
-@dataclass(frozen=True)
-class Constraint:
-    """``key <= bound`` for a threshold key of an audit spec (``abs_C``, ``Lambda``, ...)."""
-
-    key: str
-    bound: float
-
-    def __post_init__(self) -> None:
-        if self.key not in EXACT_KEYS:
-            raise InputError(
-                f"constraint {self.key!r}: unknown or not repairable; allowed keys: "
-                f"{', '.join(EXACT_KEYS)} (each reads 'quantity <= value').")
-        b = self.bound
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b):
-            raise InputError(f"constraint {self.key}: bound must be a finite number, got {b!r}.")
-        if EXACT_KEYS[self.key][1] and b < 0:
-            raise InputError(f"constraint {self.key}: bound {b:g} < 0 can never hold for an "
-                             "absolute value; use a bound >= 0.")
-        object.__setattr__(self, "bound", float(b))
-
-    @property
-    def metric(self) -> str:
-        return EXACT_KEYS[self.key][0]
-
-    @property
-    def label(self) -> str:
-        return f"{self.key} <= {self.bound:g}"
-
-    def value(self, metrics: Mapping[str, Any]) -> Any:
-        """The constrained quantity (|C| for ``abs_C``) from a metrics mapping (floats
-        or torch scalars)."""
-        v = metrics[self.metric]
-        return abs(v) if EXACT_KEYS[self.key][1] else v
-
-    def holds(self, metrics: Mapping[str, Any]) -> bool:
-        return float(self.value(metrics)) <= self.bound
-
-
-def parse_constraint(text: str) -> Constraint:
-    """``"abs_C<=0.05"`` -> Constraint("abs_C", 0.05)."""
-    key, sep, val = str(text).partition("<=")
-    if not sep:
-        raise InputError(f"--constraint: expected QUANTITY<=VALUE such as abs_C<=0.05, got {text!r}.")
-    try:
-        bound = float(val)
-    except ValueError:
-        raise InputError(f"--constraint {text!r}: {val.strip()!r} is not a number.") from None
-    return Constraint(key.strip(), bound)
-
-
-def constraints_from_thresholds(thresholds: Mapping[str, float], where: str = "[thresholds]",
-                                ) -> list[Constraint]:
-    """The spec's thresholds as constraints; a threshold the exact repair cannot impose
-    (a Monte Carlo or log metric such as ``tpr_gap``) is refused by name."""
-    out = []
-    for k, v in thresholds.items():
-        if k not in EXACT_KEYS:
-            raise InputError(
-                f"{where} {k}: the exact repair cannot impose this threshold; it imposes "
-                f"{', '.join(EXACT_KEYS)}. Use a [retrain] algo of the sampled trainer, or "
-                "drop the threshold.")
-        out.append(Constraint(k, v))
-    if not out:
-        raise InputError(f"{where}: no thresholds, so nothing to repair; add one such as abs_C = 0.05.")
-    return out
 
 
 # ----------------------------------------------------------------- the multipliers

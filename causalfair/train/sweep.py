@@ -24,7 +24,7 @@ from typing import Any
 
 from causalfair._io import atomic_write_bytes
 from causalfair.backends import SerialBackend, TaskError, make_backend
-from causalfair.engines.montecarlo import _is_serial
+from causalfair.engines._mc_base import _is_serial
 from causalfair.errors import ConfigError, OutputError
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
@@ -52,9 +52,12 @@ def parse_seeds(text: str) -> list[int]:
         if a < 0 or b < a:
             raise ConfigError(f"seeds: bad value {part.strip()[:40]!r} in {str(text)[:60]!r}; "
                               "expected seeds such as 0-19 or 0,3,5-7 (integers >= 0).")
+        if len(out) + (b - a + 1) > MAX_RUNS:  # counted before the seeds are listed
+            raise ConfigError(
+                f"seeds: {str(text)[:60]!r} names {len(out) + (b - a + 1)} seeds or more, over "
+                f"the limit of {MAX_RUNS} runs per sweep; give a smaller range, e.g. 0-19 "
+                "(docs/limits.md).")
         out.extend(range(a, b + 1))
-        if len(out) > MAX_RUNS:
-            break
     if len(set(out)) != len(out):
         raise ConfigError(f"seeds: {str(text)[:60]!r} names a seed twice.")
     return out

@@ -1,0 +1,275 @@
+"""Bounded reading of files causalfair did not write (docs/limits.md, "Memory and sizes").
+
+Every reader here learns the size of what it is about to build from what the file
+declares - a zip archive's entry count and members' sizes, a ``.npy`` header's shape and
+dtype, a JSON text's length and nesting depth - and refuses a file over the limit
+*before* inflating or allocating it, with one line naming the file, the member or field,
+the size and the limit (and the variable that raises it):
+
+- :func:`read_json` / :func:`read_json_file`: JSON bounded by length (about
+  :data:`JSON_BYTES_FACTOR` bytes of memory per byte of text, plus every container) against
+  ``CAUSALFAIR_MAX_MEMORY`` and by nesting depth (:data:`MAX_JSON_DEPTH`), both measured by
+  a vectorised scan before ``json.loads``;
+- :func:`open_zip` / :func:`read_member`: an archive with at most :data:`MAX_ZIP_MEMBERS`
+  entries (counted in its end record, before the central directory is parsed), a member
+  read by streamed decompression that stops at a cap;
+- :func:`read_npz`: ``.npz`` arrays whose ``.npy`` headers (shape, dtype) are read first,
+  object arrays (pickle) refused, their declared bytes checked against the memory limit
+  and against what the member actually holds, and only then read.
+
+Malformed input raises the caller's error class (a :class:`~causalfair.errors.CausalfairError`
+subclass, e.g. ``ModelError`` or ``CheckpointError``); input over a limit raises
+:class:`~causalfair.errors.ResourceLimitError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import zipfile
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from causalfair._limits import check_memory, format_bytes
+from causalfair.errors import CausalfairError, ResourceLimitError
+
+__all__ = ["MAX_JSON_DEPTH", "JSON_BYTES_FACTOR", "MAX_ZIP_MEMBERS", "json_shape",
+           "read_json", "read_json_file", "open_zip", "read_member", "read_npz"]
+
+#: Deepest JSON nesting accepted (causalfair's own files nest at most 5 deep; Python's
+#: parser fails with a RecursionError near 1,000).
+MAX_JSON_DEPTH = 100
+#: Memory per byte of JSON text assumed when parsing it (Python floats, lists and the
+#: decoded text), in addition to 64 bytes per list or object.
+JSON_BYTES_FACTOR = 10
+_CONTAINER_BYTES = 64
+#: Most entries a zip archive (``.npz``, stable-baselines3 ``.zip``) may hold.
+MAX_ZIP_MEMBERS = 4096
+_MAX_NPY_HEADER = 10_000  # numpy's own default cap on a .npy header
+_SCAN_CHUNK = 1 << 20
+
+ErrorType = type[CausalfairError]
+
+# bracket steps: +1 for [ {, -1 for ] }, 0 otherwise
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
+
+
+# ------------------------------------------------------------------------------ JSON
+def json_shape(data: bytes, stop_at: int = MAX_JSON_DEPTH) -> tuple[int, int]:
+    """(deepest nesting, number of lists and objects) of the JSON text ``data``, counting
+    brackets outside strings (a quote after an odd run of backslashes is escaped).
+
+    Vectorised over 1 MiB chunks; stops early once the depth exceeds ``stop_at``. On text
+    that is not valid JSON the counts agree with the parser up to its first error, which
+    is where the parser stops, so a depth the parser would reach is always seen here.
+    """
+    b = np.frombuffer(data, dtype=np.uint8)
+    depth = deepest = containers = 0
+    in_string = 0  # parity of the real quotes seen so far
+    bs_carry = 0  # backslashes ending the previous chunk
+    for start in range(0, len(b), _SCAN_CHUNK):
+        c = b[start:start + _SCAN_CHUNK]
+        n = len(c)
+        bs = c == 92
+        qpos = np.flatnonzero(c == 34)
+        if qpos.size and (bs_carry or bs.any()):
+            last_plain = np.maximum.accumulate(np.where(bs, -1, np.arange(n)))
+            prev = qpos - 1
+            lp = np.where(prev >= 0, last_plain[np.maximum(prev, 0)], -1)
+            run = prev - lp + np.where(lp == -1, bs_carry, 0)
+            qpos = qpos[run % 2 == 0]
+        bpos = np.flatnonzero(_STEP[c])
+        if bpos.size:
+            steps = _STEP[c[bpos]].astype(np.int64)
+            inside = (np.searchsorted(qpos, bpos) + in_string) % 2 == 1
+            steps[inside] = 0
+            level = depth + np.cumsum(steps)
+            deepest = max(deepest, int(level.max()))
+            containers += int((steps > 0).sum())
+            depth = int(level[-1])
+            if deepest > stop_at:
+                break
+        in_string = (in_string + len(qpos)) % 2
+        tail = n - 1 - (int(np.flatnonzero(~bs)[-1]) if (~bs).any() else -1)
+        bs_carry = tail + (bs_carry if tail == n else 0)
+    return deepest, containers
+
+
+def read_json(data: bytes | str, where: str, error: ErrorType, *, fix: str = "") -> Any:
+    """Parse untrusted JSON ``data`` after checking its memory (length and containers,
+    against ``CAUSALFAIR_MAX_MEMORY``) and nesting depth (:data:`MAX_JSON_DEPTH`).
+    ``where`` starts every message (e.g. ``"tabular model m.json"``)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    _check_json_length(len(raw), where, fix)
+    deepest, containers = json_shape(raw)
+    if deepest > MAX_JSON_DEPTH:
+        raise error(f"{where}: JSON nested more than {MAX_JSON_DEPTH} deep (a fixed limit; "
+                    "causalfair's files nest at most 5 deep); refused before parsing.")
+    check_memory(JSON_BYTES_FACTOR * len(raw) + _CONTAINER_BYTES * containers,
+                 f"{where}: {format_bytes(len(raw))} of JSON with {containers} lists and objects",
+                 fix or "use a smaller file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not UTF-8 text (byte {exc.start}); save the file as UTF-8.") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, or an integer over Python's 4300 digits
+        raise error(f"{where}: not valid JSON ({str(exc)[:120]}).") from None
+    except RecursionError:  # pragma: no cover - the depth scan refuses first
+        raise error(f"{where}: JSON nested too deep to parse.") from None
+
+
+def _check_json_length(n: int, where: str, fix: str) -> None:
+    check_memory(JSON_BYTES_FACTOR * n,
+                 f"{where}: {format_bytes(n)} of JSON (about {JSON_BYTES_FACTOR} bytes of memory "
+                 "per byte)", fix or "use a smaller file")
+
+
+def read_json_file(path: str | os.PathLike[str], where: str, error: ErrorType, *,
+                   fix: str = "") -> Any:
+    """:func:`read_json` of a file, its length checked from the file system before it is
+    read."""
+    path = Path(path)
+    try:
+        _check_json_length(path.stat().st_size, where, fix)
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{where}: cannot be read ({exc.strerror or type(exc).__name__}).") from None
+    return read_json(raw, where, error, fix=fix)
+
+
+# ------------------------------------------------------------------------------- zip
+def open_zip(src: str | os.PathLike[str] | IO[bytes], where: str, error: ErrorType
+             ) -> zipfile.ZipFile:
+    """The zip archive at ``src`` (a path or a seekable binary file), after checking from
+    its end record (before the central directory is parsed) that it holds at most
+    :data:`MAX_ZIP_MEMBERS` entries."""
+    try:
+        if hasattr(src, "read"):
+            end = zipfile._EndRecData(src)  # type: ignore[attr-defined]
+        else:
+            with open(src, "rb") as fh:
+                end = zipfile._EndRecData(fh)  # type: ignore[attr-defined]
+        if end is None:
+            raise error(f"{where}: not a zip archive (no end-of-archive record).")
+        entries = int(end[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]
+        if entries > MAX_ZIP_MEMBERS:
+            raise ResourceLimitError(
+                f"{where}: the archive declares {entries} entries, over the limit of "
+                f"{MAX_ZIP_MEMBERS} (a fixed limit); refused before reading its directory.")
+        return zipfile.ZipFile(src)
+    except CausalfairError:
+        raise
+    except (OSError, EOFError, zipfile.BadZipFile, ValueError, NotImplementedError) as exc:
+        raise error(f"{where}: not a readable zip archive ({type(exc).__name__}: "
+                    f"{_first_line(exc)}).") from None
+
+
+def read_member(zf: zipfile.ZipFile, name: str, where: str, error: ErrorType, *,
+                cap: int, fix: str = "") -> bytes:
+    """Member ``name`` of ``zf``, refused when its declared size is over ``cap`` bytes
+    (or over the memory limit) and read by streamed decompression that stops at ``cap``."""
+    info = zf.getinfo(name)
+    _check_member_size(info.file_size, cap, f"{where}: member {name}", fix)
+    out = bytearray()
+    try:
+        with zf.open(info) as fh:
+            while chunk := fh.read(1 << 20):
+                out += chunk
+                if len(out) > cap:
+                    raise ResourceLimitError(
+                        f"{where}: member {name} inflates past {format_bytes(cap)}, the limit "
+                        "for it; refused.")
+    except CausalfairError:
+        raise
+    except (OSError, EOFError, zipfile.BadZipFile, ValueError, NotImplementedError) as exc:
+        raise error(f"{where}: member {name} cannot be read ({type(exc).__name__}: "
+                    f"{_first_line(exc)}).") from None
+    return bytes(out)
+
+
+def _check_member_size(size: int, cap: int, what: str, fix: str) -> None:
+    if size > cap:
+        raise ResourceLimitError(
+            f"{what} declares {format_bytes(size)} uncompressed, over the limit of "
+            f"{format_bytes(cap)} for this member (fixed); refused before inflating it.")
+    check_memory(size, f"{what} ({format_bytes(size)} uncompressed)", fix or "use a smaller file")
+
+
+# ------------------------------------------------------------------------------- npz
+def _npy_header(fh: IO[bytes], name: str, where: str, error: ErrorType
+                ) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, header length) of the ``.npy`` stream ``fh``."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fh)
+        if version == (1, 0):
+            shape, _, dtype = fmt.read_array_header_1_0(fh, max_header_size=_MAX_NPY_HEADER)
+        elif version in ((2, 0), (3, 0)):
+            shape, _, dtype = fmt.read_array_header_2_0(fh, max_header_size=_MAX_NPY_HEADER)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, SyntaxError, TypeError) as exc:
+        raise error(f"{where}: member {name} is not a .npy array ({type(exc).__name__}: "
+                    f"{_first_line(exc)}).") from None
+    return tuple(int(d) for d in shape), dtype, fh.tell()
+
+
+def read_npz(path: str | os.PathLike[str], where: str, error: ErrorType, *,
+             factor: float = 1.0, fix: str = "", pickle_fix: str = "") -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` file ``path`` (``{name: array}``, names without
+    ``.npy``), read without pickle. Before any array is read, every member's ``.npy``
+    header is read; object arrays are refused, and the declared bytes times ``factor``
+    (the memory the caller will need per byte read) are checked against
+    ``CAUSALFAIR_MAX_MEMORY``, and each array's declared bytes against its member's size."""
+    with open_zip(path, where, error) as zf:
+        headers = []
+        for info in zf.infolist():
+            name = info.filename
+            if not name.endswith(".npy"):
+                raise error(f"{where}: member {name[:80]!r} is not a .npy array; an .npz file "
+                            "holds arrays only.")
+            try:
+                with zf.open(info) as fh:
+                    shape, dtype, head = _npy_header(fh, name, where, error)
+            except CausalfairError:
+                raise
+            except (OSError, EOFError, zipfile.BadZipFile, ValueError, NotImplementedError) as exc:
+                raise error(f"{where}: member {name} cannot be read ({type(exc).__name__}: "
+                            f"{_first_line(exc)}).") from None
+            if dtype.hasobject:
+                raise error(f"{where}: member {name} holds Python objects, which cannot be read "
+                            f"without pickle; {pickle_fix or 'save plain numeric arrays'}.")
+            nbytes = math.prod(shape) * dtype.itemsize
+            headers.append((info, name, shape, dtype, head, nbytes))
+        for info, name, shape, dtype, head, nbytes in sorted(headers, key=lambda h: -h[-1]):
+            check_memory(factor * nbytes, f"{where}: member {name} declares shape {shape} of "
+                         f"{dtype} ({format_bytes(nbytes)})", fix or "use a smaller file")
+            if head + nbytes > info.file_size:
+                raise error(f"{where}: member {name} declares shape {shape} of {dtype} "
+                            f"({nbytes} bytes) but holds only {info.file_size - head} bytes of "
+                            "data; the file is truncated or corrupt.")
+        total = sum(h[-1] for h in headers)
+        check_memory(factor * total, f"{where}: arrays of {format_bytes(total)} in all",
+                     fix or "use a smaller file")
+        out = {}
+        for info, name, *_ in headers:
+            try:
+                with zf.open(info) as fh:
+                    out[name[:-4]] = np.lib.format.read_array(
+                        fh, allow_pickle=False, max_header_size=_MAX_NPY_HEADER)
+            except (OSError, EOFError, zipfile.BadZipFile, ValueError) as exc:
+                raise error(f"{where}: member {name} cannot be read ({type(exc).__name__}: "
+                            f"{_first_line(exc)}).") from None
+        return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:120] if text else ""

@@ -1,0 +1,326 @@
+"""The outputs of sharded gate runs (``causalfair gate --shard K/N``) and their merge
+(``causalfair gate-merge``), read as untrusted input.
+
+Every shard file is read within the limits of docs/limits.md (its size against
+``CAUSALFAIR_MAX_MEMORY`` before it is read, JSON nesting depth before it is parsed, no
+DTD or entity in JUnit XML) and checked in full against the gate summary's schema - the
+one :meth:`causalfair.audit.GateResult.to_dict` writes - before anything is written. A
+malformed input is an :class:`~causalfair.errors.InputError` naming the file and the field
+(``shard-1.json: specs[0].verdicts[2].estimate: ...``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from causalfair._limits import check_memory, format_bytes
+from causalfair._safe_read import JSON_BYTES_FACTOR, read_json_file
+from causalfair.audit.gate import ERROR
+from causalfair.errors import InputError
+from causalfair.report.render import md_escape
+from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, overall_verdict
+
+__all__ = ["JUNIT_BYTES_FACTOR", "STATUSES", "check_input_sizes", "read_gate_summary", "read_junit",
+           "merge_summaries", "merge_junit", "summary_exit_code", "markdown"]
+
+#: Verdict statuses a gate summary may hold (a spec's overall may also be ERROR: it could
+#: not be audited, and its ``error`` says why).
+STATUSES = (PASS, FAIL, INCONCLUSIVE)
+#: Memory per byte of JUnit XML assumed when parsing it (the element tree), checked
+#: against ``CAUSALFAIR_MAX_MEMORY`` before the file is read.
+JUNIT_BYTES_FACTOR = 20
+_COUNTS = ("tests", "failures", "errors", "skipped")
+_NUMBER_FIELDS = ("estimate", "lower", "upper")
+
+
+def _bad(where: str, field: str, what: str, value: Any = ...) -> InputError:
+    shown = "" if value is ... else f", got {_short(value)}"
+    return InputError(f"{where}: {field}: {what}{shown}.")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_input_sizes(json_paths: Sequence[str], junit_paths: Sequence[str]) -> None:
+    """Refuse, before any is read, inputs whose parsed forms together would need more
+    memory than ``CAUSALFAIR_MAX_MEMORY`` allows (each file is checked again as it is
+    read)."""
+    needs = {}
+    for paths, factor in ((json_paths, JSON_BYTES_FACTOR), (junit_paths, JUNIT_BYTES_FACTOR)):
+        for path in paths:
+            try:
+                needs[path] = factor * Path(path).stat().st_size
+            except OSError as exc:
+                raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})."
+                                 ) from None
+    total, largest = sum(needs.values()), max(needs, key=needs.get)
+    check_memory(total, f"{len(needs)} gate-merge input file(s), the largest {largest} (about "
+                 f"{format_bytes(total)} once parsed)", "merge fewer or smaller shards at a time")
+
+
+# ------------------------------------------------------------------------- JSON summaries
+def read_gate_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The gate JSON summary at ``path``, checked in full (:func:`check_gate_summary`)."""
+    where = str(path)
+    doc = read_json_file(path, where, InputError,
+                         fix="a gate summary is a few KB per spec; split the gate in more shards")
+    check_gate_summary(doc, where)
+    return doc
+
+
+def _check_plain(x: Any, where: str, field: str) -> None:
+    """Every number in ``x`` finite, every string and key valid Unicode (no lone
+    surrogate), walked without recursion."""
+    stack = [(x, field)]
+    while stack:
+        v, f = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _bad(where, f, "must be a finite number (JSON has no NaN or Infinity)", v)
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _bad(where, f, "is not valid Unicode text (a lone surrogate)") from None
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                _check_plain(k, where, f"{f} key")
+                stack.append((item, f"{f}.{k}"))
+        elif isinstance(v, list):
+            stack.extend((item, f"{f}[{i}]") for i, item in enumerate(v))
+
+
+def _number(d: Mapping[str, Any], key: str, where: str, field: str, *, optional: bool) -> None:
+    if key not in d:
+        raise _bad(where, f"{field}.{key}", "missing" + ("; give a number or null" if optional
+                                                         else "; give a number"))
+    v = d[key]
+    if v is None and optional:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        need = "a number or null" if optional else "a number"
+        raise _bad(where, f"{field}.{key}", f"must be {need}", v)
+    try:
+        ok = math.isfinite(float(v))
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise _bad(where, f"{field}.{key}", "must be a finite number", v)
+
+
+def _text(d: Mapping[str, Any], key: str, where: str, field: str, *, optional: bool = False
+          ) -> None:
+    v = d.get(key)
+    if optional and v is None:
+        return
+    if not isinstance(v, str) or not v.strip():
+        raise _bad(where, f"{field}.{key}", "must be a non-empty string", v)
+
+
+def _object(v: Any, where: str, field: str) -> Mapping[str, Any]:
+    if not isinstance(v, dict):
+        raise _bad(where, field, "must be a JSON object", v)
+    return v
+
+
+def _verdict_block(block: Mapping[str, Any], where: str, field: str) -> None:
+    """``overall`` and ``verdicts`` of a spec (or of its before/after audit)."""
+    overall = block.get("overall")
+    if overall not in STATUSES:
+        raise _bad(where, f"{field}.overall", f"must be one of {', '.join(STATUSES)}", overall)
+    verdicts = block.get("verdicts")
+    if not isinstance(verdicts, list):
+        raise _bad(where, f"{field}.verdicts", "must be a list of verdicts", verdicts)
+    for j, v in enumerate(verdicts):
+        vf = f"{field}.verdicts[{j}]"
+        _object(v, where, vf)
+        _text(v, "key", where, vf)
+        _number(v, "threshold", where, vf, optional=False)
+        for key in _NUMBER_FIELDS:
+            _number(v, key, where, vf, optional=True)
+        if v.get("status") not in STATUSES:
+            raise _bad(where, f"{vf}.status", f"must be one of {', '.join(STATUSES)}",
+                       v.get("status"))
+    statuses = [v["status"] for v in verdicts]
+    if overall != overall_verdict(statuses):
+        raise _bad(where, f"{field}.overall",
+                   f"is {overall} but its verdicts give {overall_verdict(statuses)}")
+
+
+def check_gate_summary(doc: Any, where: str) -> None:
+    """Check a parsed gate JSON summary against the schema of ``GateResult.to_dict``."""
+    _object(doc, where, "the summary")
+    _check_plain(doc, where, "summary")
+    specs = doc.get("specs")
+    if not isinstance(specs, list):
+        raise _bad(where, "specs", "must be a list of spec entries (not a gate summary?)", specs)
+    if doc.get("inconclusive", "fail") not in ("pass", "fail"):
+        raise _bad(where, "inconclusive", "must be 'pass' or 'fail'", doc.get("inconclusive"))
+    if not isinstance(doc.get("accept_repaired", False), bool):
+        raise _bad(where, "accept_repaired", "must be true or false", doc.get("accept_repaired"))
+    code = doc.get("exit_code", 0)
+    if isinstance(code, bool) or code not in (0, 1, 2):
+        raise _bad(where, "exit_code", "must be 0, 1 or 2", code)
+    for i, e in enumerate(specs):
+        field = f"specs[{i}]"
+        _object(e, where, field)
+        _text(e, "name", where, field)
+        if e.get("overall") == ERROR:  # not audited: the reason, and no verdicts
+            _text(e, "error", where, field)
+            if e.get("verdicts") != []:
+                raise _bad(where, f"{field}.verdicts", "must be [] for a spec that could not "
+                           "be audited (overall ERROR)", e.get("verdicts"))
+        else:
+            _verdict_block(e, where, field)
+        for key in ("spec", "checkpoint_sha256", "retrained_checkpoint", "report",
+                    "retrain_error"):
+            v = e.get(key)
+            if v is not None and not isinstance(v, str):
+                raise _bad(where, f"{field}.{key}", "must be a string or null", v)
+        for key in ("before", "after"):
+            if key in e:
+                _verdict_block(_object(e[key], where, f"{field}.{key}"), where, f"{field}.{key}")
+        if "repair" in e and not isinstance(e["repair"], dict):
+            raise _bad(where, f"{field}.repair", "must be a JSON object", e["repair"])
+    if "exit_code" in doc and code != summary_exit_code(doc):
+        raise _bad(where, "exit_code", f"is {code} but its specs give {summary_exit_code(doc)}")
+
+
+def summary_exit_code(doc: Mapping[str, Any]) -> int:
+    """The gate's exit code over a (checked) summary's specs: the rule of
+    :attr:`causalfair.audit.GateResult.exit_code` (2 when a spec could not be audited)."""
+    if any(e["overall"] == ERROR for e in doc["specs"]):
+        return 2
+    bad = {FAIL} if doc.get("inconclusive") == "pass" else {FAIL, INCONCLUSIVE}
+    for e in doc["specs"]:
+        if e["overall"] in bad:
+            return 1
+        before = (e.get("before") or {}).get("overall")
+        if "after" in e and before in bad and not doc.get("accept_repaired", False):
+            return 1
+    return 0
+
+
+def merge_summaries(docs: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
+    """One summary of checked shard summaries: every spec in shard order, the gate's exit
+    code over all of them. Shards must share the gate's settings and no spec."""
+    modes = {(d.get("inconclusive", "fail"), d.get("accept_repaired", False)) for d in docs}
+    if len(modes) > 1:
+        raise InputError("the shards ran with different --inconclusive or "
+                         "--accept-repaired settings; run them alike.")
+    specs = [e for d in docs for e in d["specs"]]
+    seen: dict[str, str] = {}
+    for d, path in zip(docs, paths, strict=True):
+        for e in d["specs"]:
+            if e["name"] in seen:
+                raise InputError(f"spec {e['name'][:80]!r} appears in {seen[e['name']]}"
+                                 f" and {path}; each spec belongs to one shard.")
+            seen[e["name"]] = path
+    merged = {"inconclusive": docs[0].get("inconclusive", "fail"),
+              "accept_repaired": docs[0].get("accept_repaired", False), "specs": specs}
+    return {"exit_code": summary_exit_code(merged), **merged}
+
+
+# ------------------------------------------------------------------------------- JUnit
+class _Refused(Exception):
+    pass
+
+
+def _no_dtd(*_: Any) -> None:
+    raise _Refused
+
+
+def read_junit(path: str | os.PathLike[str]) -> list[Any]:
+    """The ``<testsuite>`` elements of the JUnit file at ``path`` (a ``<testsuites>``
+    root, or one ``<testsuite>``), read safely: size checked against
+    ``CAUSALFAIR_MAX_MEMORY`` before reading (:data:`JUNIT_BYTES_FACTOR` bytes per byte),
+    a DTD or entity declaration refused (no entity expansion), and every suite's
+    ``tests``/``failures``/``errors``/``skipped`` checked to be counts."""
+    import pyexpat
+    import xml.etree.ElementTree as ET
+
+    where = str(path)
+    try:
+        size = Path(path).stat().st_size
+        check_memory(JUNIT_BYTES_FACTOR * size, f"{where}: {format_bytes(size)} of JUnit XML",
+                     "split the gate in more shards")
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{where}: cannot be read ({exc.strerror or type(exc).__name__}).") from None
+    guard = pyexpat.ParserCreate()
+    guard.StartDoctypeDeclHandler = _no_dtd
+    guard.EntityDeclHandler = _no_dtd
+    guard.SetParamEntityParsing(pyexpat.XML_PARAM_ENTITY_PARSING_NEVER)
+    try:
+        guard.Parse(data, True)
+        root = ET.fromstring(data)
+    except _Refused:
+        raise InputError(f"{where}: holds a DTD or entity declaration; a JUnit file has none "
+                         "(refused, entities are never expanded).") from None
+    except (pyexpat.ExpatError, ET.ParseError, ValueError) as exc:
+        raise InputError(f"{where}: not a readable JUnit file ({str(exc)[:120]}).") from None
+    if root.tag == "testsuite":
+        suites = [root]
+    elif root.tag == "testsuites":
+        suites = list(root)
+    else:
+        raise _bad(where, "root element", "must be <testsuites> or <testsuite>", root.tag)
+    for i, suite in enumerate(suites):
+        if suite.tag != "testsuite":
+            raise _bad(where, f"element {i + 1} of <testsuites>", "must be <testsuite>", suite.tag)
+        for k in _COUNTS:
+            v = suite.get(k, "0")
+            if not (v.isascii() and v.isdigit() and len(v) <= 12):
+                raise _bad(where, f"testsuite {suite.get('name', i + 1)!r} attribute {k}",
+                           "must be a count (an integer >= 0)", v)
+    return suites
+
+
+def merge_junit(suites: Sequence[Any]) -> str:
+    """One JUnit document (UTF-8 text) holding ``suites``, with the totals on its root."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="causalfair gate")
+    totals = dict.fromkeys(_COUNTS, 0)
+    for suite in suites:
+        root.append(suite)
+        for k in totals:
+            totals[k] += int(suite.get(k, "0"))
+    for k, v in totals.items():
+        root.set(k, str(v))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# ---------------------------------------------------------------------------- Markdown
+def markdown(doc: Mapping[str, Any]) -> str:
+    """The verdict table of a checked gate summary (one row per threshold per spec), for a
+    GitHub job summary: names and keys are escaped (:func:`causalfair.report.render.md_escape`),
+    so they render as the text they are."""
+    def num(x: Any) -> str:
+        return "n/a" if x is None else f"{x:.4g}"
+
+    icon = {PASS: "PASS", FAIL: "**FAIL**", INCONCLUSIVE: "*INCONCLUSIVE*", ERROR: "**ERROR**"}
+    n, errors = len(doc["specs"]), sum(e["overall"] == ERROR for e in doc["specs"])
+    head = (f"error (exit code 2): {errors} of {n} specs could not be audited" if errors
+            else f"{'passed' if doc['exit_code'] == 0 else 'failed'} ({n} specs)")
+    lines = [f"### causalfair gate: {head}", "",
+             "| spec | threshold | estimate | CI | verdict |", "|---|---|---|---|---|"]
+    for e in doc["specs"]:
+        name = md_escape(e["name"]) + (" (repaired)" if "after" in e else "")
+        for v in e["verdicts"]:
+            ci = ("exact" if v.get("lower") == v.get("upper") == v.get("estimate")
+                  else f"[{num(v.get('lower'))}, {num(v.get('upper'))}]")
+            lines.append(f"| {name} | {md_escape(v['key'])} <= {num(v['threshold'])} | "
+                         f"{num(v.get('estimate'))} | {ci} | {icon[v['status']]} |")
+        if e["overall"] == ERROR:
+            lines.append(f"| {name} | not audited: {md_escape(e['error'][:300])} | | | "
+                         f"{icon[ERROR]} |")
+        elif not e["verdicts"]:
+            lines.append(f"| {name} | (no thresholds) | | | {icon[e['overall']]} |")
+    return "\n".join(lines) + "\n"

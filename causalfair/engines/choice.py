@@ -1,0 +1,100 @@
+"""The engine a system supports: :func:`decompose` and :func:`benefit_fairness` for any
+system or tabular model.
+
+Exact (:func:`causalfair.engines.effects.decompose`, :func:`causalfair.engines.benefit.benefit_fairness`)
+when the system has a tabular model of independent units, else Monte Carlo
+(:func:`causalfair.engines.montecarlo.decompose_mc`, benefit by forks
+:func:`causalfair.engines.benefit_mc.benefit_fairness_mc`); ``engine="exact"`` or ``"mc"`` forces
+one (:func:`causalfair._validation.engine_for` decides, for every door). Lambda always
+comes with its interval: the point itself for the exact engine, the seeded bootstrap
+interval of the forks for Monte Carlo.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from causalfair._validation import ENGINES, engine_for
+from causalfair.engines.benefit import BenefitResult
+from causalfair.engines.benefit import benefit_fairness as _benefit_exact
+from causalfair.engines.benefit_mc import system_benefit
+from causalfair.engines.effects import Decomposition
+from causalfair.engines.effects import decompose as _decompose_exact
+from causalfair.engines.montecarlo import decompose_mc
+from causalfair.model import ModelError, TabularModel
+from causalfair.systems import as_system
+
+__all__ = ["benefit_fairness", "decompose"]
+
+
+def _check_engine(engine: Any) -> None:
+    if engine not in ENGINES:
+        raise ModelError(f"engine: bad value {str(engine)[:40]!r}; allowed values: "
+                         f"{', '.join(ENGINES)}.")
+
+
+def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: float = 1.0,
+              pair: tuple[int, int] | None = None, eps: float = 0.1,
+              weights: str = "visitation", policy_name: str | None = None,
+              engine: str = "auto", n: int = 100_000, seed: int = 0,
+              alpha: float = 0.05) -> Decomposition:
+    """Decomposition C = DPE + IPE + SPE of a policy, with Lambda (benefit fairness,
+    method.md section 4, with ``eps`` and ``weights``: "visitation" or "initial") and its
+    interval.
+
+    ``model``: a :class:`~causalfair.model.TabularModel` (``horizon`` default 20) or a
+    :class:`~causalfair.systems.System` (anything :func:`~causalfair.systems.as_system`
+    accepts; ``horizon`` default the system's). The engine is the one the system supports:
+    exact with a tabular model of independent units, else Monte Carlo (``n`` units per
+    group or worlds, ``seed``, intervals at level 1 - ``alpha``); ``engine="exact"`` or
+    ``"mc"`` forces one. ``policy`` is a :class:`~causalfair.policies.core.Policy` or, exact, a
+    table pi(d1 | x, s) of shape (G, K) or (T, G, K).
+    """
+    _check_engine(engine)
+    if isinstance(model, TabularModel) and engine != "mc":
+        return _decompose_exact(model, policy, 20 if horizon is None else horizon, gamma=gamma,
+                                pair=pair, eps=eps, weights=weights, policy_name=policy_name)
+
+    system = as_system(model)
+    T = system.horizon if horizon is None else horizon
+    if engine_for(system, engine) == "exact":
+        return _decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair, eps=eps,
+                                weights=weights, policy_name=policy_name)
+    if gamma != 1.0:
+        raise ModelError(f"gamma: bad value {gamma!r}; the Monte Carlo engine sums undiscounted "
+                         "gains (gamma = 1); discounting needs the exact engine.")
+    if weights != "visitation":
+        raise ModelError(f"weights: bad value {weights!r}; Lambda by forks weighs states by "
+                         "visitation; \"initial\" needs the exact engine.")
+    if isinstance(policy, np.ndarray):
+        raise ModelError("policy: a table is a policy of the exact engine; on Monte Carlo pass "
+                         "a Policy (causalfair.as_policy turns a table into one).")
+
+    return decompose_mc(system, policy, T, n=n, seed=seed, pair=pair, policy_name=policy_name,
+                        eps=eps, alpha=alpha)
+
+
+def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
+                     eps: float = 0.1, weights: str = "visitation",
+                     pair: tuple[int, int] = (0, 1), engine: str = "auto", n: int = 20_000,
+                     seed: int = 0, alpha: float = 0.05) -> BenefitResult:
+    """Delta table, Lambda and worst pairs of ``policy`` on ``model``: a
+    :class:`~causalfair.model.TabularModel` (exact; ``horizon`` default 20) or a
+    :class:`~causalfair.systems.System` (anything :func:`~causalfair.systems.as_system`
+    accepts; ``horizon`` default the system's), by the engine it supports: exact with a
+    tabular model of independent units, else by forks over ``n`` units per group with a
+    seeded bootstrap interval at level 1 - ``alpha`` (``ci``, ``se``). ``engine``:
+    "auto", "exact" (refused without a tabular model) or "mc"."""
+    _check_engine(engine)
+    if isinstance(model, TabularModel) and engine != "mc":
+        return _benefit_exact(model, policy, 20 if horizon is None else horizon, eps=eps,
+                              weights=weights, pair=pair)
+    ben = system_benefit(model, policy, horizon, engine=engine, n=n, seed=seed, eps=eps,
+                         weights=weights, alpha=alpha, pair=pair)
+    if ben is None:
+        raise ModelError(f"benefit_fairness: system {getattr(model, 'id', model)!r} observes "
+                         "neither levels nor features; benefit fairness pairs individuals "
+                         "through them.")
+    return ben

@@ -1,0 +1,210 @@
+"""The simulator contract as checks on what one call returns (docs/simulators.md): an
+observation's shapes, dtypes and finite values, a step result's gains and rewards
+(numpy arrays of numbers, one per unit, finite), probabilities named ``p_*``/``prob*``
+inside [0, 1], one noise row per unit. :func:`causalfair.engines.montecarlo.check_simulator`
+applies them (with reproducibility, determinism and no in-place change) on a sampled
+batch; :func:`guard_simulator` applies them on every call of a user's simulator (the
+protocol itself: :mod:`causalfair.systems.simulator`). Every check is a few vectorised
+numpy operations."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from causalfair._usercode import Guard, guard_as, is_own
+from causalfair.errors import SimulatorContractError, call_user
+from causalfair.types import Observation, StepResult
+
+__all__ = ["check_observation", "check_step_result", "check_noise", "same", "frozen",
+           "guard_simulator"]
+
+
+def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, np.ndarray]]:
+    """Every array-like leaf of a state / noise / observation object, with a path."""
+    if obj is None:
+        return []
+    if isinstance(obj, np.ndarray) or np.isscalar(obj):
+        return [(prefix or "value", np.asarray(obj))]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = []
+        for f in dataclasses.fields(obj):
+            out += _leaves(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name)
+        return out
+    if isinstance(obj, Mapping):
+        out = []
+        for k in obj:
+            out += _leaves(obj[k], f"{prefix}[{k!r}]")
+        return out
+    if isinstance(obj, (tuple, list)):
+        out = []
+        for i, v in enumerate(obj):
+            out += _leaves(v, f"{prefix}[{i}]")
+        return out
+    try:
+        return [(prefix or "value", np.asarray(obj))]
+    except Exception:  # noqa: BLE001 - opaque object: nothing to compare
+        return []
+
+
+def same(a: Any, b: Any) -> str | None:
+    """None when a and b hold the same arrays, else the path of the first difference."""
+    la, lb = _leaves(a), _leaves(b)
+    if [p for p, _ in la] != [p for p, _ in lb]:
+        return "structure"
+    for (path, x), (_, y) in zip(la, lb, strict=True):
+        if x.shape != y.shape:
+            return path
+        if x.dtype.kind in "fc":
+            if not np.array_equal(x, y, equal_nan=True):
+                return path
+        elif x.dtype.kind in "biu":
+            if not np.array_equal(x, y):
+                return path
+    return None
+
+
+def frozen(obj: Any) -> dict[str, np.ndarray]:
+    """Copies of every array leaf (so later in-place changes show up as differences)."""
+    return {path: np.array(arr, copy=True) for path, arr in _leaves(obj)}
+
+
+def _is_prob_name(name: str) -> bool:
+    low = str(name).lower()
+    return low.startswith("p_") or low.startswith("prob")
+
+
+def check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
+    w = f"simulator {type(sim).__name__}.{where}"
+    if not isinstance(obs, Observation):
+        raise SimulatorContractError(
+            f"{w}: returned {type(obs).__name__}; expected a causalfair.policies.core.Observation."
+        )
+    group = np.asarray(obs.group)
+    if group.shape != (n,):
+        raise SimulatorContractError(
+            f"{w}: wrong shape: Observation.group has shape {group.shape}, expected ({n},) "
+            f"for a batch of {n}.")
+    if obs.level is not None:
+        level = np.asarray(obs.level)
+        if level.shape != (n,):
+            raise SimulatorContractError(
+                f"{w}: wrong shape: Observation.level has shape {level.shape}, expected ({n},).")
+        if level.dtype.kind == "f" and not np.isfinite(level).all():
+            raise SimulatorContractError(f"{w}: NaN states: Observation.level has NaN or inf.")
+        if level.dtype.kind not in "iub":
+            raise SimulatorContractError(
+                f"{w}: Observation.level has dtype {level.dtype}; levels are integer indices "
+                "(use features for continuous states).")
+        K = getattr(sim, "n_levels", None)
+        if K is not None and n and (level.min() < 0 or level.max() >= K):
+            raise SimulatorContractError(
+                f"{w}: Observation.level outside [0, {K}) (min {level.min()}, max {level.max()}).")
+    if obs.features is not None:
+        feats = np.asarray(obs.features)
+        if feats.ndim != 2 or feats.shape[0] != n:
+            raise SimulatorContractError(
+                f"{w}: wrong shape: Observation.features has shape {feats.shape}, expected "
+                f"({n}, F).")
+        if not np.isfinite(feats).all():
+            raise SimulatorContractError(
+                f"{w}: NaN states: Observation.features contains NaN or inf "
+                f"({int((~np.isfinite(feats)).sum())} entries).")
+    _check_named_arrays(sim, obs.extras, n, f"{where} (Observation.extras)")
+
+
+def _check_named_arrays(sim: Any, arrays: Mapping[str, Any], n: int, where: str) -> None:
+    w = f"simulator {type(sim).__name__}.{where}"
+    for key in arrays:
+        arr = np.asarray(arrays[key])
+        if arr.ndim == 0 or arr.shape[0] != n:
+            raise SimulatorContractError(
+                f"{w}: wrong shape: {key!r} has shape {arr.shape}, expected ({n}, ...).")
+        if _is_prob_name(key) and arr.dtype.kind in "fiub":
+            a = arr.astype(np.float64)
+            if not np.isfinite(a).all() or (a < 0).any() or (a > 1).any():
+                bad = a[~(np.isfinite(a) & (a >= 0) & (a <= 1))][0]
+                raise SimulatorContractError(
+                    f"{w}: probability {key!r} outside [0, 1] (e.g. {float(bad)!r}); entries named "
+                    "p_* or prob* are probabilities.")
+
+
+def check_step_result(sim: Any, res: Any, n: int) -> None:
+    w = f"simulator {type(sim).__name__}.step"
+    if not isinstance(res, StepResult):
+        raise SimulatorContractError(
+            f"{w}: returned {type(res).__name__}; expected causalfair.systems.simulator.StepResult.")
+    for field_name in ("gain", "reward"):
+        arr = getattr(res, field_name)
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiub":
+            what = f"a {type(arr).__name__}" if not isinstance(arr, np.ndarray) else \
+                f"an array of dtype {arr.dtype}"
+            raise SimulatorContractError(
+                f"{w}: StepResult.{field_name} is {what}; return a numpy array of numbers "
+                f"(np.asarray(..., dtype=float)) with one entry per unit.")
+        if arr.shape != (n,):
+            raise SimulatorContractError(
+                f"{w}: wrong shape: StepResult.{field_name} has shape {arr.shape}, expected ({n},).")
+        if not np.isfinite(arr).all():
+            raise SimulatorContractError(
+                f"{w}: StepResult.{field_name} contains NaN or inf "
+                f"({int((~np.isfinite(arr)).sum())} of {n}).")
+    _check_named_arrays(sim, res.info, n, "step (StepResult.info)")
+
+
+def check_noise(sim: Any, noise: Any, n: int) -> None:
+    for path, arr in _leaves(noise):
+        if arr.ndim >= 1 and arr.shape[0] != n:
+            raise SimulatorContractError(
+                f"simulator {type(sim).__name__}.draw_noise: wrong shape: {path} has shape {arr.shape}, "
+                f"expected {n} rows.")
+
+
+# ------------------------------------------------------------ every call, guarded
+class _GuardedSimulator(Guard):
+    """A user's simulator as the engines see it: the four protocol methods are called
+    through :func:`~causalfair.errors.call_user` (anything they raise or exit with is a
+    one-line error naming the method), and what each call returns is checked with the
+    rules of :func:`causalfair.engines.montecarlo.check_simulator` (shapes, dtypes, finite
+    values, probabilities in [0, 1]) by vectorised numpy checks: O(1) Python calls per
+    step, whatever the batch size. Everything else is the wrapped simulator's."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return guard_simulator, (self._obj,)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return call_user(f"simulator {type(self._obj).__name__}.{method}",
+                         getattr(self._obj, method), *args)
+
+    def reset(self, n: int, group: Any, rng: Any) -> Any:
+        return self._call("reset", n, group, rng)
+
+    def observe(self, state: Any) -> Any:
+        obs = self._call("observe", state)
+        group = getattr(obs, "group", None)
+        check_observation(self._obj, obs, np.shape(group)[0] if np.ndim(group) == 1 else -1,
+                          "observe")
+        return obs
+
+    def draw_noise(self, n: int, rng: Any) -> Any:
+        noise = self._call("draw_noise", n, rng)
+        check_noise(self._obj, noise, n)
+        return noise
+
+    def step(self, state: Any, decisions: Any, noise: Any) -> Any:
+        res = self._call("step", state, decisions, noise)
+        check_step_result(self._obj, res, np.shape(decisions)[0])
+        return res
+
+
+def guard_simulator(sim: Any) -> Any:
+    """``sim`` behind a guard that calls and checks every protocol method (see
+    :class:`_GuardedSimulator`); causalfair's own simulators are returned as they are."""
+    if isinstance(sim, Guard) or is_own(type(sim)):
+        return sim
+    return guard_as(_GuardedSimulator, sim)
