@@ -212,3 +212,12 @@ def _check_replaceable(target: Path) -> None:
             raise OutputError(
                 f"{target}: is an existing folder causalfair did not write (no {MANIFEST}); "
                 "causalfair never replaces it. Choose another --out or remove it yourself.")
+
+
+def causalfair_dir() -> Path:
+    """``.causalfair/`` under the working directory, for reports and logs; it gets a
+    ``.gitignore`` of ``*`` when causalfair creates it, so they never dirty a repository."""
+    base = Path(".causalfair")
+    if not base.exists():
+        atomic_write_text(base / ".gitignore", "# written by causalfair: reports are not sources\n*\n")
+    return base

@@ -6,19 +6,25 @@ guard of :func:`guard_policy`) or simulator (``reset``, ``observe``, ``draw_nois
 :class:`Guard` base, beside the contract it checks) goes through
 :func:`~causalfair.errors.call_user`, so anything it raises - ``SystemExit`` included -
 is a one-line :class:`~causalfair.errors.UserCodeError` naming the method, with the
-user's traceback kept for a log file or ``--debug`` (:func:`user_traceback`).
+user's traceback kept (:func:`user_traceback`) for a log file under
+``.causalfair/logs/`` or stderr with ``--debug`` (:func:`keep_tracebacks`).
 
-This module depends on :mod:`causalfair.errors` only, so the systems, the engines and the
-audit can all use it.
+This module depends on :mod:`causalfair.errors` and :mod:`causalfair._io` only, so the
+systems, the engines, the audit and the command line can all use it.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+from collections.abc import Sequence
 from typing import Any
 
+from causalfair._io import atomic_write_text, causalfair_dir
 from causalfair.errors import call_user
 
-__all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback"]
+__all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks"]
 
 
 def is_own(cls: type) -> bool:
@@ -101,3 +107,25 @@ def user_traceback(exc: BaseException | None) -> str:
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return ""
+
+
+def keep_tracebacks(tracebacks: Sequence[str], command: str, debug: bool) -> str:
+    """Keep the users' ``tracebacks`` (empty ones skipped): with ``debug`` write them to
+    stderr and return ""; else write them to ``.causalfair/logs/COMMAND-TIME-PID.log``
+    and return the note the one-line error ends with (" (traceback: PATH; --debug
+    prints it)"). A log that cannot be written is skipped (the note then names
+    --debug)."""
+    texts = [t for t in tracebacks if t]
+    if not texts:
+        return ""
+    if debug:
+        for t in texts:
+            sys.stderr.write(t if t.endswith("\n") else t + "\n")
+        return ""
+    try:
+        path = causalfair_dir() / "logs" / (
+            f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+        atomic_write_text(path, "\n".join(texts))
+    except OSError:
+        return " (run with --debug for the traceback)"
+    return f" (traceback: {path}; --debug prints it)"

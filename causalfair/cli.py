@@ -15,9 +15,8 @@ from collections.abc import Sequence
 
 from causalfair import _progress
 from causalfair._limits import set_threads
-from causalfair._usercode import user_traceback
+from causalfair._usercode import keep_tracebacks, user_traceback
 from causalfair._version import __version__
-from causalfair.commands._tracebacks import keep_tracebacks
 from causalfair.errors import CausalfairError, UsageError
 
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]

@@ -22,7 +22,7 @@ from causalfair.logs import audit_logs, linear_potential, read_logs
 from causalfair.policies.checkpoint import load_checkpoint_for
 from causalfair.policies.core import file_sha256, parse_policy, policy_table
 from causalfair.systems import as_system, load_callable, load_tabular, make
-from causalfair.systems.registry import _check_params, call_factory
+from causalfair.systems.registry import call_factory, check_params
 from causalfair.thresholds import Verdict, abs_interval, judge
 
 __all__ = ["audit", "run_audit", "build_system", "resolve_policy", "load_factory_policy",
@@ -146,7 +146,7 @@ def load_factory_policy(ref: str, *, search_path: str | os.PathLike[str] | None,
     fn = load_callable(ref, search_path=search_path, what=what)
     params = dict(params or {})
     try:
-        _check_params(fn, params, f"{what} {ref!r}")
+        check_params(fn, params, f"{what} {ref!r}")
     except CausalfairError as exc:
         raise PolicyError(f"{exc} Check the policy's params against the factory's "
                           "arguments.") from None

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from causalfair._io import atomic_write_text, to_jsonable
+from causalfair._io import causalfair_dir, to_jsonable
 from causalfair.audit import audit, load_spec
 from causalfair.report.mlflow_log import _import_mlflow, log_audit
 
@@ -44,17 +44,6 @@ def add_mlflow_arguments(p: argparse.ArgumentParser) -> None:
                         "needs pip install 'causalfair[mlflow]' (docs/scale.md)")
     p.add_argument("--mlflow-experiment", metavar="NAME", default="causalfair",
                    help="MLflow experiment (default: causalfair)")
-
-
-def causalfair_dir():
-    """``.causalfair/`` under the working directory, for reports and logs; it gets a
-    ``.gitignore`` of ``*`` when causalfair creates it, so they never dirty a repository."""
-    from pathlib import Path
-
-    base = Path(".causalfair")
-    if not base.exists():
-        atomic_write_text(base / ".gitignore", "# written by causalfair: reports are not sources\n*\n")
-    return base
 
 
 def default_report_dir(name: str):

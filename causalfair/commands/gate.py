@@ -8,10 +8,10 @@ import sys
 
 from causalfair._io import atomic_write_bytes
 from causalfair._io import to_jsonable as _json_safe
+from causalfair._usercode import keep_tracebacks
 from causalfair.audit import run_gate
 from causalfair.audit.gate import GateSpecErrors
 from causalfair.backends import check_timeout
-from causalfair.commands._tracebacks import keep_tracebacks
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import UsageError
 from causalfair.report.mlflow_log import _import_mlflow, log_audit

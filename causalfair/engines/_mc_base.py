@@ -15,6 +15,7 @@ from causalfair import _progress, errors
 from causalfair._limits import check_memory
 from causalfair.backends import SerialBackend, TaskError, make_backend
 from causalfair.errors import InputError, ResourceLimitError
+from causalfair.systems.contract import seeded_rng
 
 #: Individuals simulated at once when ``batch_size`` is None: small enough to keep
 #: temporaries in cache and memory bounded, large enough that numpy's per-call
@@ -94,8 +95,7 @@ def _fold_tasks(backend: Any, fn: Any, tasks: Iterable[Any], n_tasks: int,
         fold(task, result)
 
 
-def _rng(seed: int, *key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+_rng = seeded_rng  # the one seeding (causalfair.systems.contract)
 
 
 def _name(sim: Any) -> str:

@@ -76,14 +76,7 @@ from causalfair.policies.core import (
     action_probs,
 )
 from causalfair.systems import as_system
-from causalfair.systems.contract import (  # the rules every call is checked by (guard_simulator)
-    check_noise,
-    check_observation,
-    check_step_result,
-    frozen,
-    guard_simulator,
-    same,
-)
+from causalfair.systems.contract import check_protocol, guard_simulator
 from causalfair.systems.lending.settings import LendingModel, LendingSimulator
 from causalfair.systems.system import System
 from causalfair.systems.tabular_sim import TabularSimulator
@@ -121,72 +114,11 @@ def as_simulator(obj: Any) -> Any:
 # ------------------------------------------------------------------ contract checks
 def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                     n_actions: int | None = None) -> None:
-    """Check that ``simulator`` honours the protocol; raise SimulatorContractError naming
-    the method that broke it.
-
-    Checked for every group: shapes (observations, gains, rewards: n rows), no NaN or
-    inf in observed states, gains and rewards, arrays named ``p_*`` / ``prob*`` in
-    ``Observation.extras`` and ``StepResult.info`` inside [0, 1], ``reset`` and
-    ``draw_noise`` reproducible from their ``rng`` (same seed, same result), ``step``
-    deterministic given (state, decisions, noise) and leaving its input state unchanged
-    (both needed for forks), over ``horizon`` steps with random decisions.
-    """
-    sim = as_simulator(simulator)
-    name = _name(sim)
-    G = int(sim.n_groups)
-    A = int(n_actions if n_actions is not None else getattr(sim, "n_actions", 2))
-    if G < 1:
-        raise SimulatorContractError(f"simulator {name}: n_groups must be >= 1, got {G}.")
-    for g in range(G):
-        s1 = sim.reset(n, g, _rng(seed, g, 0))
-        s2 = sim.reset(n, g, _rng(seed, g, 0))
-        o1 = sim.observe(s1)
-        check_observation(sim, o1, n, "observe")
-        if np.any(np.asarray(o1.group) != g):
-            raise SimulatorContractError(
-                f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
-                "groups (Observation.group differs from the group asked for).")
-        diff = same(o1, sim.observe(s2)) or same(s1, s2)
-        if diff:
-            raise SimulatorContractError(
-                f"simulator {name}.reset: does not honour its seed: two calls with the same "
-                f"seed gave different states (first difference at {diff}); draw every random "
-                "number from the rng argument.")
-        rng_d = _rng(seed, g, 1)
-        state = s1
-        for t in range(horizon):
-            n1 = sim.draw_noise(n, _rng(seed, g, 2, t))
-            n2 = sim.draw_noise(n, _rng(seed, g, 2, t))
-            diff = same(n1, n2)
-            if diff:
-                raise SimulatorContractError(
-                    f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
-                    f"same seed gave different noise (first difference at {diff}); draw every "
-                    "random number from the rng argument.")
-            check_noise(sim, n1, n)
-            d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
-            before = frozen((sim.observe(state), state))
-            r1 = sim.step(state, d, n1)
-            check_step_result(sim, r1, n)
-            diff = same(before, frozen((sim.observe(state), state)))
-            if diff:
-                raise SimulatorContractError(
-                    f"simulator {name}.step: modified its input state in place (at {diff}); "
-                    "forks need the state unchanged, return a new state instead.")
-            r2 = sim.step(state, d, n2)
-            diff = same((r1.gain, r1.reward), (r2.gain, r2.reward)) or same(
-                sim.observe(r1.state), sim.observe(r2.state))
-            if diff:
-                raise SimulatorContractError(
-                    f"simulator {name}.step: not a deterministic function of (state, decisions, "
-                    f"noise): two calls with the same arguments differ (at {diff}); draw random "
-                    "numbers in draw_noise, not in step, so that forks share them.")
-            check_observation(sim, sim.observe(r1.state), n, f"step (observe after step {t})")
-            state = r1.state
-
-
-
-
+    """Check that ``simulator`` (anything :func:`as_simulator` accepts) honours the
+    protocol; raise SimulatorContractError naming the method that broke it. The checks:
+    :func:`causalfair.systems.contract.check_protocol`."""
+    check_protocol(as_simulator(simulator), n=n, horizon=horizon, seed=seed,
+                   n_actions=n_actions)
 
 
 # ----------------------------------------------------------------------- the engine

@@ -19,6 +19,7 @@ import numpy as np
 
 from causalfair.errors import CheckpointError, PolicyError
 from causalfair.model import TabularModel
+from causalfair.policies.sb3 import SB3Policy, is_sb3_model
 from causalfair.types import Observation, check_probs
 
 __all__ = [
@@ -71,8 +72,6 @@ def _sb3_adapted(policy: Any) -> Any:
     anything else unchanged."""
     if callable(getattr(policy, "action_probs", None)) or callable(getattr(policy, "prob_d1", None)):
         return policy
-    from causalfair.policies.adapters import SB3Policy, is_sb3_model
-
     if not is_sb3_model(policy):
         return policy
     try:

@@ -1,7 +1,7 @@
 """The simulator contract as checks on what one call returns (docs/simulators.md): an
 observation's shapes, dtypes and finite values, a step result's gains and rewards
 (numpy arrays of numbers, one per unit, finite), probabilities named ``p_*``/``prob*``
-inside [0, 1], one noise row per unit. :func:`causalfair.engines.montecarlo.check_simulator`
+inside [0, 1], one noise row per unit. :func:`check_protocol`
 applies them (with reproducibility, determinism and no in-place change) on a sampled
 batch; :func:`guard_simulator` applies them on every call of a user's simulator (the
 protocol itself: :mod:`causalfair.systems.simulator`). Every check is a few vectorised
@@ -20,7 +20,7 @@ from causalfair.errors import SimulatorContractError, call_user
 from causalfair.types import Observation, StepResult
 
 __all__ = ["check_observation", "check_step_result", "check_noise", "same", "frozen",
-           "guard_simulator"]
+           "seeded_rng", "check_protocol", "guard_simulator"]
 
 
 def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, np.ndarray]]:
@@ -163,12 +163,86 @@ def check_noise(sim: Any, noise: Any, n: int) -> None:
                 f"expected {n} rows.")
 
 
+# ------------------------------------------------------------ a sampled batch
+def seeded_rng(seed: int, *key: int) -> np.random.Generator:
+    """The random stream ``key`` of ``seed`` (``PCG64(SeedSequence(seed, spawn_key=key))``):
+    the seeding of the contract check and of the Monte Carlo engines."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
+                   n_actions: int | None = None) -> None:
+    """Check that the simulator ``sim`` honours the protocol
+    (:mod:`causalfair.systems.simulator`) on a sampled batch; raise SimulatorContractError
+    naming the method that broke it. :func:`causalfair.engines.montecarlo.check_simulator`
+    is this check for anything the Monte Carlo engine accepts.
+
+    Checked for every group: shapes (observations, gains, rewards: n rows), no NaN or
+    inf in observed states, gains and rewards, arrays named ``p_*`` / ``prob*`` in
+    ``Observation.extras`` and ``StepResult.info`` inside [0, 1], ``reset`` and
+    ``draw_noise`` reproducible from their ``rng`` (same seed, same result), ``step``
+    deterministic given (state, decisions, noise) and leaving its input state unchanged
+    (both needed for forks), over ``horizon`` steps with random decisions.
+    """
+    name = type(sim).__name__
+    G = int(sim.n_groups)
+    A = int(n_actions if n_actions is not None else getattr(sim, "n_actions", 2))
+    if G < 1:
+        raise SimulatorContractError(f"simulator {name}: n_groups must be >= 1, got {G}.")
+    for g in range(G):
+        s1 = sim.reset(n, g, seeded_rng(seed, g, 0))
+        s2 = sim.reset(n, g, seeded_rng(seed, g, 0))
+        o1 = sim.observe(s1)
+        check_observation(sim, o1, n, "observe")
+        if np.any(np.asarray(o1.group) != g):
+            raise SimulatorContractError(
+                f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
+                "groups (Observation.group differs from the group asked for).")
+        diff = same(o1, sim.observe(s2)) or same(s1, s2)
+        if diff:
+            raise SimulatorContractError(
+                f"simulator {name}.reset: does not honour its seed: two calls with the same "
+                f"seed gave different states (first difference at {diff}); draw every random "
+                "number from the rng argument.")
+        rng_d = seeded_rng(seed, g, 1)
+        state = s1
+        for t in range(horizon):
+            n1 = sim.draw_noise(n, seeded_rng(seed, g, 2, t))
+            n2 = sim.draw_noise(n, seeded_rng(seed, g, 2, t))
+            diff = same(n1, n2)
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
+                    f"same seed gave different noise (first difference at {diff}); draw every "
+                    "random number from the rng argument.")
+            check_noise(sim, n1, n)
+            d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
+            before = frozen((sim.observe(state), state))
+            r1 = sim.step(state, d, n1)
+            check_step_result(sim, r1, n)
+            diff = same(before, frozen((sim.observe(state), state)))
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.step: modified its input state in place (at {diff}); "
+                    "forks need the state unchanged, return a new state instead.")
+            r2 = sim.step(state, d, n2)
+            diff = same((r1.gain, r1.reward), (r2.gain, r2.reward)) or same(
+                sim.observe(r1.state), sim.observe(r2.state))
+            if diff:
+                raise SimulatorContractError(
+                    f"simulator {name}.step: not a deterministic function of (state, decisions, "
+                    f"noise): two calls with the same arguments differ (at {diff}); draw random "
+                    "numbers in draw_noise, not in step, so that forks share them.")
+            check_observation(sim, sim.observe(r1.state), n, f"step (observe after step {t})")
+            state = r1.state
+
+
 # ------------------------------------------------------------ every call, guarded
 class _GuardedSimulator(Guard):
     """A user's simulator as the engines see it: the four protocol methods are called
     through :func:`~causalfair.errors.call_user` (anything they raise or exit with is a
     one-line error naming the method), and what each call returns is checked with the
-    rules of :func:`causalfair.engines.montecarlo.check_simulator` (shapes, dtypes, finite
+    rules of :func:`check_protocol` (shapes, dtypes, finite
     values, probabilities in [0, 1]) by vectorised numpy checks: O(1) Python calls per
     step, whatever the batch size. Everything else is the wrapped simulator's."""
 

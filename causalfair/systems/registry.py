@@ -199,7 +199,7 @@ def load_callable(ref: str, *, search_path: str | Path | None = None, what: str 
     return obj
 
 
-def _check_params(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -> None:
+def check_params(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -> None:
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -232,7 +232,7 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
     else:
         raise SystemError_(_unknown_message(id))
     what = f"system {sid!r}"
-    _check_params(fn, kwargs, what)
+    check_params(fn, kwargs, what)
     obj = call_factory(f"system factory {sid!r}", fn, search_path, **kwargs)
     system = as_system(obj, id=sid, params=kwargs, where=what)
     if system.id != sid or dict(system.params) != kwargs:

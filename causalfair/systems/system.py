@@ -25,7 +25,7 @@ import numpy as np
 
 from causalfair.errors import SystemError_, call_user
 from causalfair.model import CausalStructure, TabularModel
-from causalfair.systems.contract import guard_simulator
+from causalfair.systems.contract import check_protocol, guard_simulator
 
 __all__ = ["DecisionSet", "Gain", "System", "as_system", "ENGINES"]
 
@@ -308,19 +308,17 @@ class System:
         guarded = guard_simulator(sim)
         if guarded is not sim and self.units_per_replica == 1 \
                 and not self.__dict__.get("_contract_checked"):
-            from causalfair.engines.montecarlo import check_simulator
-
-            check_simulator(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
-                            n_actions=self.n_actions)
+            check_protocol(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
+                           n_actions=self.n_actions)
             object.__setattr__(self, "_contract_checked", True)
         return guarded
 
     def check_contract(self) -> None:
         """Check a user's simulator against the simulator contract once per system
-        (:func:`causalfair.engines.montecarlo.check_simulator`: 64 units per group over up to 3
+        (:func:`causalfair.systems.contract.check_protocol`: 64 units per group over up to 3
         steps; docs/simulators.md), raising the error that names the broken method: what
         every door runs before it uses the system. causalfair's own simulators and
-        coupled units are checked on every call only (:mod:`causalfair._usercode`)."""
+        coupled units are checked on every call only (:func:`~causalfair.systems.contract.guard_simulator`)."""
         self.make_simulator()
 
     def with_(self, **changes: Any) -> System:
