@@ -119,7 +119,7 @@ def test_the_ceiling_is_set_by_its_environment_variable(monkeypatch):
     with pytest.raises(cf.CausalfairError, match=r"1\.6e\+03 unit-steps .* limit of 1e\+03"):
         cf.decompose_mc(system, pol, 8, n=100)  # 100 x 2 groups x 8 epochs
     with pytest.raises(cf.CausalfairError, match="unit-steps"):  # two policies: twice the work
-        cf.montecarlo.compare_mc(system, pol, pol, 8, n=50)
+        cf.engines.montecarlo.compare_mc(system, pol, pol, 8, n=50)
     assert cf.decompose_mc(system, pol, 8, n=50).n == 50  # 800 unit-steps: under it
     monkeypatch.setenv("CAUSALFAIR_MAX_UNIT_STEPS", "lots")
     with pytest.raises(cf.CausalfairError, match="CAUSALFAIR_MAX_UNIT_STEPS: bad value 'lots'"):
