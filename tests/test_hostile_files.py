@@ -176,7 +176,7 @@ def _edit(fn):
 
 
 def test_in_memory_sb3_discrete3_equals_its_zip(sb3_zip):
-    from causalfair import adapters
+    from causalfair.policies import adapters
     from causalfair.policies.adapters import SB3Policy
 
     path, model = sb3_zip

@@ -194,11 +194,11 @@ def test_gate_retrain_names_a_factory_policy(here, capsys):
 
 
 def test_thresholds_have_one_home():
-    from causalfair import repair, thresholds
-    from causalfair.audit import spec, verdicts
-    from causalfair.train import algorithms, generic
+    from causalfair import thresholds
+    from causalfair.audit import run, spec
+    from causalfair.train import algorithms, generic, repair
 
-    assert repair.Constraint is thresholds.Constraint and verdicts.judge is thresholds.judge
+    assert repair.Constraint is thresholds.Constraint and run.judge is thresholds.judge
     assert spec.THRESHOLD_KEYS is thresholds.THRESHOLD_KEYS
     assert spec.PPO_LAG_KEYS is thresholds.PPO_LAG_KEYS
     # abs_ keys judge the interval of the absolute value
