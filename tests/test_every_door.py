@@ -125,7 +125,8 @@ def python_door(name: str, folder: Path, factory: str):
                                    cf.parse_policy("uniform", system(folder)), n=2000)
     if name == "audit-dict":
         return cf.audit({"name": "d", "system": {"factory": f"outside:{factory}"},
-                         "engine": {"n": 2000}, "thresholds": {"abs_C": 5.0}},
+                         "policy": {"builtin": "uniform"}, "engine": {"n": 2000},
+                         "thresholds": {"abs_C": 5.0, "Lambda": 1.0}},
                         system=system(folder, factory))
     if name == "audit-path":
         return cf.audit(write_spec(folder, "p", factory))
@@ -217,7 +218,8 @@ def test_cli_sweep(door):
     assert proc.returncode == 0, describe(proc, 0)
     import csv
 
-    rows = list(csv.DictReader((door / "sw" / "table.csv").open()))
+    with (door / "sw" / "table.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
     lam = [r for r in rows if r["metric"] == "Lambda"]
     assert len(lam) == 1, rows
     assert_lambda("sweep table.csv", float(lam[0]["mean"]),

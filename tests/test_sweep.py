@@ -85,7 +85,8 @@ def test_a_failing_run_is_named_and_the_others_are_tabulated(tmp_path, capsys):
                  "--out", str(tmp_path / "sw"), "--jobs", "2"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "run ppo seed 0 on brk:make failed: RuntimeError: the simulator broke in training" in err
+    assert ("run ppo seed 0 on brk:make failed: simulator Sim.step raised RuntimeError: the "
+            "simulator broke in training") in err
     runs = pd.read_csv(tmp_path / "sw" / "runs.csv")
     assert list(runs["system"]) == ["lending-1"]
 

@@ -33,7 +33,8 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
     p.add_argument("--interest", type=float, default=None,
                    help="lending: bank profit on a repaid loan (default: 1.0)")
     p.add_argument("--horizon", type=int, default=horizon_default, metavar="T",
-                   help="decision epochs T (default: the system's horizon; 20 for lending)")
+                   help="decision epochs T (default: the system's horizon; 20 for lending)"
+                   if horizon_default is None else f"decision epochs T (default: {horizon_default})")
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:

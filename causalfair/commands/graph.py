@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from causalfair.commands._system import policy_reads_group
-from causalfair.commands.decompose import add_model_arguments, load_system_and_policy
+from causalfair.commands._system import add_system_arguments, policy_reads_group
+from causalfair.commands.decompose import load_system_and_policy
 from causalfair.errors import UsageError
 
 FORMATS = (".png", ".svg", ".pdf", ".dot", ".gv", ".graphml")
@@ -23,8 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "export the graph (PNG/SVG/PDF drawing, DOT or GraphML by the suffix of --out)."
         ),
     )
-    add_model_arguments(p)
-    p.set_defaults(horizon=2)
+    add_system_arguments(p, horizon_default=2)  # two epochs: a graph one can read
     p.add_argument("--policy", default="threshold:0.5",
                    help="built-in policy (decides whether S -> D_t exists; default: threshold:0.5)")
     p.add_argument("--checkpoint", metavar="PATH", help="a causalfair checkpoint instead of --policy")

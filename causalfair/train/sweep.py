@@ -225,7 +225,9 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     rows, failed = [], []
     for (sysid, algo, seed), r in zip(combos, results, strict=True):
         if isinstance(r, TaskError):
-            failed.append((sysid, algo, seed, f"{r.kind}: {r.message}"))
+            # an input error (user code included) says what broke itself; a crash keeps its kind
+            failed.append((sysid, algo, seed,
+                           r.message if r.input_error else f"{r.kind}: {r.message}"))
             continue
         rows.append({"system": sysid, "algo": algo, "seed": seed, "wall_s": r["wall_s"],
                      **{k: v for k, v in r["metrics"].items()
