@@ -30,7 +30,7 @@ from causalfair.audit import (
 )
 from causalfair.audit.run import _quantities, _verdicts
 from causalfair.engines.effects import Decomposition
-from causalfair.report.render import render as report
+from causalfair.report import render as report
 
 
 def write_spec(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:

@@ -14,7 +14,7 @@ from conftest import run_cli
 
 from causalfair.audit import INCONCLUSIVE, audit, load_spec
 from causalfair.cli import main
-from causalfair.report.render import render as report
+from causalfair.report import render as report
 
 PASSING = """
 name = "ok"
