@@ -16,7 +16,7 @@ from conftest import run_cmd
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 TIERS = ("slow", "ray", "mlflow", "browser", "notebook")
-HEAVY = ("ray", "mlflow", "mlflow-skinny", "dowhy", "cvxpy", "fastapi", "ipykernel", "pyarrow")
+HEAVY = ("ray", "mlflow", "mlflow-skinny", "fastapi", "ipykernel", "pyarrow")  # dowhy is core
 
 
 def _name(req: str) -> str:
@@ -57,7 +57,7 @@ def test_the_dowhy_cross_check_without_dowhy_is_a_one_line_error(monkeypatch):
     from causalfair.logs.dowhy_check import dowhy_check
 
     monkeypatch.setitem(sys.modules, "dowhy", None)  # import dowhy raises ImportError
-    with pytest.raises(InputError, match=r"pip install 'causalfair\[dowhy\]'") as exc:
+    with pytest.raises(InputError, match=r"pip install 'dowhy>=0.12'") as exc:
         dowhy_check(None, None)  # refused before it reads its inputs
     assert "\n" not in str(exc.value)
 

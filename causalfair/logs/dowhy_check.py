@@ -182,9 +182,9 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
         with _quiet():
             from dowhy import CausalModel
     except ImportError:
-        raise LogError("dowhy: the dowhy cross-check needs dowhy, which is not installed; "
-                       "install the extra with pip install 'causalfair[dowhy]', or drop "
-                       "--dowhy / [logs] dowhy.") from None
+        raise LogError("dowhy: the dowhy cross-check needs dowhy, which does not import; "
+                       "reinstall it with pip install 'dowhy>=0.12' (a core dependency of "
+                       "causalfair), or drop --dowhy / [logs] dowhy.") from None
 
     pot = np.asarray(potential, dtype=np.float64)
     gml = _gml(one_step_graph())
