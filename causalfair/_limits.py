@@ -36,13 +36,16 @@ def max_memory() -> int:
             "or T, e.g. 8G.") from None
     if not value > 0:
         raise InputError(f"{ENV}: must be > 0, got {os.environ[ENV][:40]!r}.")
+    if not value * _UNITS[unit] <= 1000000 * _UNITS["T"]:  # inf, 1e400: no machine has it
+        raise InputError(f"{ENV}: bad value {os.environ[ENV][:40]!r}; give a finite size of at "
+                         "most 1000000T, e.g. 8G.")
     return int(value * _UNITS[unit])
 
 
 def format_bytes(n: float) -> str:
     for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
-            return f"{n / scale:.1f} {unit}"
+            return f"{n / scale:.1f} {unit}" if n < scale << 20 else f"{n / scale:.3g} {unit}"
     return f"{int(n)} bytes"
 
 

@@ -63,20 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Most threads ``--threads`` / ``CAUSALFAIR_THREADS`` may ask torch and BLAS for.
+MAX_THREADS = 1024
+
+
 def set_threads(n: int | None = None) -> int:
     """Use ``n`` threads for torch and BLAS (None: ``CAUSALFAIR_THREADS``, else 1). Sets
     OMP_NUM_THREADS / MKL_NUM_THREADS for libraries imported later, limits the BLAS
     already loaded (threadpoolctl, when installed) and torch if it is imported."""
     import os
 
+    field = "--threads"
     if n is None:
         env = os.environ.get("CAUSALFAIR_THREADS", "1")
+        field = "CAUSALFAIR_THREADS"
         try:
             n = int(env)
         except ValueError:
             raise UsageError(f"CAUSALFAIR_THREADS: bad value {env[:20]!r}; give an integer >= 1.") from None
-    if n < 1:
-        raise UsageError(f"--threads: must be an integer >= 1, got {n}.")
+    if not 1 <= n <= MAX_THREADS:
+        raise UsageError(f"{field}: must be an integer from 1 to {MAX_THREADS}, got {str(n)[:20]}.")
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
     try:

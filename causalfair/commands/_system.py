@@ -32,8 +32,7 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
-    import json
-
+    from causalfair._safe_read import read_option_value
     from causalfair.cli import UsageError
 
     out: dict[str, Any] = {}
@@ -41,10 +40,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
             raise UsageError(f"--param: expected K=V with K a Python identifier, got {item[:80]!r}.")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
+        out[key] = read_option_value(value, f"--param {key}", UsageError)
     return out
 
 

@@ -96,6 +96,11 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.backends import check_timeout
 
     check_timeout(args.timeout, "--timeout")
+    from causalfair._io import check_output_file
+
+    for out in (args.junit, args.json_path):
+        if out:
+            check_output_file(out, args.specs)
     if args.shard:
         args.specs = _shard(args.specs, args.shard)
     try:

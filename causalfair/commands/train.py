@@ -92,6 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def parse_set(items: list[str]) -> dict[str, Any]:
     """``--set FIELD=VALUE`` options as TrainConfig keyword arguments (JSON values where
     they parse, else strings)."""
+    from causalfair._safe_read import read_option_value
     from causalfair.cli import UsageError
 
     out: dict[str, Any] = {}
@@ -99,10 +100,7 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         name, eq, value = item.partition("=")
         if not eq:
             raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}.")
-        try:
-            out[name.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            out[name.strip()] = value
+        out[name.strip()] = read_option_value(value, f"--set {name.strip()[:40]}", UsageError)
     return out
 
 
