@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +112,15 @@ def _file_ancestor(path: Path) -> Path | None:
     return None
 
 
-def check_output_file(path: str | os.PathLike[str]) -> Path:
-    """``path`` as a Path if a file can be written there, else :class:`OutputError`."""
+def check_output_file(path: str | os.PathLike[str],
+                      inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """``path`` as a Path if a file can be written there, else :class:`OutputError`; also
+    refused when it is one of ``inputs`` (the files the command reads)."""
     target = Path(path)
+    for src in inputs:
+        if target.exists() and Path(src).exists() and os.path.samefile(target, src):
+            raise OutputError(f"{target}: is also an input of this command ({src}); causalfair "
+                              "never writes over its input. Choose another output path.")
     if target.is_dir():
         raise OutputError(f"{target}: is a folder; give a file name (e.g. {target / 'out.xml'}).")
     blocker = _file_ancestor(target)

@@ -38,13 +38,16 @@ def max_memory() -> int:
             "or T, e.g. 8G.") from None
     if not value > 0:
         raise InputError(f"{ENV}: must be > 0, got {os.environ[ENV][:40]!r}.")
+    if not value * _UNITS[unit] <= 1000000 * _UNITS["T"]:  # inf, 1e400: no machine has it
+        raise InputError(f"{ENV}: bad value {os.environ[ENV][:40]!r}; give a finite size of at "
+                         "most 1000000T, e.g. 8G.")
     return int(value * _UNITS[unit])
 
 
 def format_bytes(n: float) -> str:
     for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
-            return f"{n / scale:.1f} {unit}"
+            return f"{n / scale:.1f} {unit}" if n < scale << 20 else f"{n / scale:.3g} {unit}"
     return f"{int(n)} bytes"
 
 
@@ -57,18 +60,24 @@ def check_memory(nbytes: float, what: str, fix: str) -> None:
             f"{format_bytes(limit)}; {fix}, or raise the limit with {ENV} (docs/limits.md).")
 
 
+#: Most threads ``--threads`` / ``CAUSALFAIR_THREADS`` may ask torch and BLAS for.
+MAX_THREADS = 1024
+
+
 def set_threads(n: int | None = None) -> int:
     """Use ``n`` threads for torch and BLAS (None: ``CAUSALFAIR_THREADS``, else 1). Sets
     OMP_NUM_THREADS / MKL_NUM_THREADS for libraries imported later, limits the BLAS
     already loaded (threadpoolctl, when installed) and torch if it is imported."""
+    field = "--threads"
     if n is None:
         env = os.environ.get("CAUSALFAIR_THREADS", "1")
+        field = "CAUSALFAIR_THREADS"
         try:
             n = int(env)
         except ValueError:
             raise UsageError(f"CAUSALFAIR_THREADS: bad value {env[:20]!r}; give an integer >= 1.") from None
-    if n < 1:
-        raise UsageError(f"--threads: must be an integer >= 1, got {n}.")
+    if not 1 <= n <= MAX_THREADS:
+        raise UsageError(f"{field}: must be an integer from 1 to {MAX_THREADS}, got {str(n)[:20]}.")
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
     try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import zipfile
 from pathlib import Path
 from typing import IO, Any
@@ -37,7 +38,8 @@ from causalfair._limits import check_memory, format_bytes
 from causalfair.errors import CausalfairError, ResourceLimitError
 
 __all__ = ["MAX_JSON_DEPTH", "JSON_BYTES_FACTOR", "MAX_ZIP_MEMBERS", "json_shape",
-           "read_json", "read_json_file", "open_zip", "read_member", "read_npz"]
+           "read_json", "read_json_file", "read_option_value", "read_toml", "open_zip", "read_member",
+           "read_npz"]
 
 #: Deepest JSON nesting accepted (causalfair's own files nest at most 5 deep; Python's
 #: parser fails with a RecursionError near 1,000).
@@ -106,10 +108,7 @@ def read_json(data: bytes | str, where: str, error: ErrorType, *, fix: str = "")
     ``where`` starts every message (e.g. ``"tabular model m.json"``)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     _check_json_length(len(raw), where, fix)
-    deepest, containers = json_shape(raw)
-    if deepest > MAX_JSON_DEPTH:
-        raise error(f"{where}: JSON nested more than {MAX_JSON_DEPTH} deep (a fixed limit; "
-                    "causalfair's files nest at most 5 deep); refused before parsing.")
+    containers = _check_depth(raw, where, error)
     check_memory(JSON_BYTES_FACTOR * len(raw) + _CONTAINER_BYTES * containers,
                  f"{where}: {format_bytes(len(raw))} of JSON with {containers} lists and objects",
                  fix or "use a smaller file")
@@ -123,6 +122,60 @@ def read_json(data: bytes | str, where: str, error: ErrorType, *, fix: str = "")
         raise error(f"{where}: not valid JSON ({str(exc)[:120]}).") from None
     except RecursionError:  # pragma: no cover - the depth scan refuses first
         raise error(f"{where}: JSON nested too deep to parse.") from None
+
+
+def _check_depth(raw: bytes, where: str, error: ErrorType, kind: str = "JSON") -> int:
+    """Refuse JSON (or TOML) nested over :data:`MAX_JSON_DEPTH`; its number of containers."""
+    deepest, containers = json_shape(raw)
+    if deepest > MAX_JSON_DEPTH:
+        raise error(f"{where}: {kind} nested more than {MAX_JSON_DEPTH} deep (a fixed limit; "
+                    "causalfair's files nest at most 5 deep); refused before parsing.")
+    return containers
+
+
+def read_option_value(text: str, where: str, error: ErrorType) -> Any:
+    """The value ``V`` of a ``K=V`` command-line option (``--param``, ``--set``): JSON
+    where it parses (nesting bounded by :data:`MAX_JSON_DEPTH`), else the text itself."""
+    _check_depth(text.encode("utf-8", "surrogatepass"), where, error)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    except ValueError:  # an integer over Python's 4300 digits
+        raise error(f"{where}: bad value {text[:20]!r}... ({len(text)} characters); give a "
+                    "number of at most 4300 digits.") from None
+
+
+#: Most parts a dotted TOML key or table header may have (``a.b.c`` has 3).
+MAX_TOML_KEY_PARTS = 100
+_DOTTED = re.compile(r"(?<![\w\"'-])(?:[\w\"'-]++[ \t]*+\.[ \t]*+)"
+                     f"{{{MAX_TOML_KEY_PARTS}}}")
+
+
+def read_toml(data: bytes, where: str, error: ErrorType) -> dict[str, Any]:
+    """Parse untrusted TOML ``data`` (a UTF-8 byte-order mark is skipped) after bounding
+    its nesting: arrays and inline tables at most :data:`MAX_JSON_DEPTH` deep and dotted
+    keys of at most :data:`MAX_TOML_KEY_PARTS` parts (the parser's memory grows with their
+    square)."""
+    import tomllib
+
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not UTF-8 text (byte {exc.start}: "
+                    f"{data[exc.start:exc.start + 1]!r}); save the spec as UTF-8.") from None
+    _check_depth(data, where, error, "TOML")
+    if _DOTTED.search(text):
+        raise error(f"{where}: a dotted key or table name has more than {MAX_TOML_KEY_PARTS} "
+                    "parts (a fixed limit); refused before parsing.")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{where}: not valid TOML ({exc}).") from None
+    except (ValueError, RecursionError):  # an integer over Python's 4300 digits
+        raise error(f"{where}: not valid TOML (a number of more than 4300 digits, or nesting "
+                    "too deep to parse).") from None
 
 
 def _check_json_length(n: int, where: str, fix: str) -> None:

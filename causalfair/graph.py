@@ -58,7 +58,7 @@ import networkx as nx
 
 from causalfair._io import atomic_write_bytes, atomic_write_text
 from causalfair._limits import check_memory
-from causalfair.errors import InputError
+from causalfair.errors import InputError, ResourceLimitError
 from causalfair.model import CausalStructure, TabularModel
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -153,6 +153,7 @@ TOO_MANY_PATHS_ERROR = (
     "max_paths={max_paths}; the number grows like 2^T, so count them with "
     "count_paths({source!r}), or raise max_paths to list them all."
 )
+MAX_EPOCHS = 5000
 MAX_PATHS_ERROR = "max_paths must be an int >= 0, got {value!r}."
 DRAW_FORMAT_ERROR = (
     "draw: cannot tell the image format of {path!r} from its suffix; use one of "
@@ -165,6 +166,10 @@ def _check_horizon(horizon: Any) -> int:
     if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon < 1:
         raise InputError(HORIZON_ERROR.format(value=horizon))
 
+    if horizon > MAX_EPOCHS:  # path counts are integers of about T bits at every node
+        raise ResourceLimitError(f"temporal graph over {horizon} epochs: at most {MAX_EPOCHS} "
+                                 "epochs (its causal paths number about 2^T); draw fewer "
+                                 "epochs (--horizon).")
     # about 8 nodes and 16 edges per epoch, ~1 KiB each in networkx
     check_memory(24.0 * 1024 * int(horizon), f"temporal graph over {horizon} epochs",
                  "draw fewer epochs (--horizon)")

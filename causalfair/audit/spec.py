@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from causalfair._safe_read import read_toml
 from causalfair.errors import SpecError
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
 from causalfair.policies.core import BUILTIN_POLICIES
@@ -173,9 +174,9 @@ def _get_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, 
     if ok:
         ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
     if not ok:
-        lo_s = f"> {lo:g}" if lo_open else f">= {lo:g}"
+        lo_s = "" if lo == -math.inf else (f" > {lo:g}" if lo_open else f" >= {lo:g}")
         hi_s = "" if hi == math.inf else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
-        raise _fail(path, label, v, f"a number {lo_s}{hi_s}")
+        raise _fail(path, label, v, f"a number{lo_s}{hi_s}" if lo_s else "a finite number")
     return float(v)
 
 
@@ -323,8 +324,6 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
 
     Raises :class:`SpecError` naming the key, the bad value and the allowed values.
     """
-    import tomllib
-
     path: Path | None = None
     if isinstance(spec, Mapping):
         raw = dict(spec)
@@ -333,15 +332,8 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         path = Path(spec)
         if not path.is_file():
             raise SpecError(f"audit spec {path}: no such file.")
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-            raw = tomllib.loads(data.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise SpecError(f"audit spec {path}: not UTF-8 text (byte {exc.start}: "
-                            f"{data[exc.start:exc.start + 1]!r}); save the spec as UTF-8.") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError(f"audit spec {path}: not valid TOML ({exc}).") from None
+        with open(path, "rb") as fh:
+            raw = read_toml(fh.read(), f"audit spec {path}", SpecError)
         base = path.resolve().parent
     for k in raw:
         if k not in TOP_KEYS:

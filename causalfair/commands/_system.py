@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from causalfair._safe_read import read_option_value
 from causalfair.audit.run import load_factory_policy
 from causalfair.errors import UsageError
 from causalfair.policies.checkpoint import load_checkpoint_for
@@ -38,17 +39,13 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
-    import json
 
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
             raise UsageError(f"--param: expected K=V with K a Python identifier, got {item[:80]!r}.")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
+        out[key] = read_option_value(value, f"--param {key}", UsageError)
     return out
 
 

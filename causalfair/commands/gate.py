@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from causalfair._io import atomic_write_bytes
+from causalfair._io import atomic_write_bytes, check_output_file
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._usercode import keep_tracebacks
 from causalfair.audit import run_gate
@@ -92,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--address: only with --backend ray.")
 
     check_timeout(args.timeout, "--timeout")
+
+    for out in (args.junit, args.json_path):
+        if out:
+            check_output_file(out, args.specs)
     if args.shard:
         args.specs = _shard(args.specs, args.shard)
     try:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     xml = merge_junit(suites) if args.junit_out else None
     for out in (args.json_out, args.junit_out):
         if out:
-            check_output_file(out)
+            check_output_file(out, [*args.json_in, *args.junit_in])
     if args.json_out:
         atomic_write_bytes(Path(args.json_out), lambda fh: fh.write(text.encode()))
     if xml is not None:

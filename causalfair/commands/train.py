@@ -9,6 +9,7 @@ from typing import Any
 
 import causalfair as cf
 from causalfair._io import atomic_write_bytes, to_jsonable
+from causalfair._safe_read import read_option_value
 from causalfair.commands._system import parse_params
 from causalfair.errors import UsageError
 from causalfair.policies.checkpoint import (
@@ -110,10 +111,7 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         name, eq, value = item.partition("=")
         if not eq:
             raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}.")
-        try:
-            out[name.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            out[name.strip()] = value
+        out[name.strip()] = read_option_value(value, f"--set {name.strip()[:40]}", UsageError)
     return out
 
 

@@ -556,6 +556,11 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         raise LogError(MSG_GROUPS.format(found=len(found), values=found, need=need))
     g = g.astype(np.int64)
 
+    check_memory(_MODEL_COPIES * 8 * len(groups) * 2 * K * K,
+                 f"logs: a model of {K} levels x {len(groups)} groups (the log's largest "
+                 f"level is {K - 1})", "check the 'level' and 'next_level' columns or bin the "
+                 "state into fewer levels (--bins)")
+
     ind_raw, ids = pd.factorize(df["id"], sort=False)
     order = np.lexsort((t, ind_raw))
     ind_raw, t, g, x, xn, d, reward = (a[order] for a in (ind_raw, t, g, x, xn, d, reward))
@@ -612,6 +617,13 @@ def _py(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
+#: Most columns a CSV decision log may have (a log has eight plus its state features).
+MAX_LOG_COLUMNS = 10_000
+#: Float64 copies of the (groups, 2, levels, levels) table a log's fit holds at once.
+_MODEL_COPIES = 4
+#: Memory one row of a simulated log needs (its columns, the DataFrame and its CSV text).
+_LOG_ROW_BYTES = 256
+
 #: Memory a decision log needs per byte of CSV text (the parser's buffers and the
 #: DataFrame's columns), and per uncompressed byte of Parquet data.
 _CSV_FACTOR = 5
@@ -644,6 +656,18 @@ class _CappedStream:
         return line
 
 
+def _check_columns(path: Path) -> None:
+    """Refuse a CSV header of over :data:`MAX_LOG_COLUMNS` columns (read: its first MiB)."""
+    import gzip
+
+    with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as fh:
+        n = fh.readline(1 << 20).count(b",") + 1
+    if n > MAX_LOG_COLUMNS:
+        raise LogError(f"logs: {path}: the header has {n} or more columns, over the limit of "
+                       f"{MAX_LOG_COLUMNS}; keep the log's columns (id, t, group, level, decision, "
+                       "next_level, reward, outcome and the state features) only.")
+
+
 def read_logs(path: str | Path) -> Any:
     """Read a decision log from CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``).
     The memory the table needs is bounded before it is read (``CAUSALFAIR_MAX_MEMORY``,
@@ -663,6 +687,7 @@ def read_logs(path: str | Path) -> Any:
     if name.endswith((".csv", ".csv.gz", ".txt")):
         fix = "split the log or audit a sample of its individuals"
         try:
+            _check_columns(path)
             if name.endswith(".gz"):
                 import gzip
 
@@ -729,6 +754,9 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
     T = int(horizon)
     if n < 1 or T < 1:
         raise LogError(f"simulate_logs: n_individuals and horizon must be >= 1, got {n} and {T}.")
+
+    check_memory(_LOG_ROW_BYTES * n * T, f"simulate_logs: a log of {n} individuals x {T} "
+                 "epochs", "lower n_individuals (--n) or the horizon")
     rng = np.random.default_rng(seed)
     sim = system.make_simulator()
     qualified = system.roles.get("qualified")
