@@ -9,4 +9,4 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get install -y --no-install-recommends chromium
 fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MPLBACKEND=Agg
-python -m pytest -q -p no:cacheprovider -m browser tests/test_report_browser.py
+python -m pytest -q -p no:cacheprovider -m browser tests/report/test_browser.py

@@ -17,9 +17,9 @@ Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when use
 
 from causalfair import audit, systems
 from causalfair._version import __version__
-from causalfair.engines.benefit import BenefitResult, lambda_metric
+from causalfair.engines.benefit import lambda_metric
 from causalfair.engines.choice import benefit_fairness, decompose
-from causalfair.engines.effects import Decomposition, value_tables
+from causalfair.engines.effects import value_tables
 from causalfair.errors import CausalfairError, SpecError, SystemError_
 from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
 from causalfair.policies.core import (
@@ -41,6 +41,7 @@ from causalfair.policies.core import (
     policy_table,
     save_checkpoint,
 )
+from causalfair.results import BenefitResult, Decomposition
 from causalfair.systems import DecisionSet, Gain, System, as_system
 from causalfair.systems.lending.settings import SETTINGS, LendingModel, lending_setting
 from causalfair.systems.simulator import Simulator, StepResult

@@ -9,22 +9,33 @@ is a one-line :class:`~causalfair.errors.UserCodeError` naming the method, with 
 user's traceback kept (:func:`user_traceback`) for a log file under
 ``.causalfair/logs/`` or stderr with ``--debug`` (:func:`keep_tracebacks`).
 
+A user's ``"module:callable"`` (a system or policy factory) is loaded here too
+(:func:`load_callable`: the module looked up in a search folder first) and called with that
+folder importable (:func:`call_factory`), so the systems and the policies resolve factories
+the same way.
+
 This module depends on :mod:`causalfair.errors` and :mod:`causalfair._io` only, so the
-systems, the engines, the audit and the command line can all use it.
+systems, the policies, the engines, the audit and the command line can all use it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import importlib.util
+import inspect
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_text, causalfair_dir
-from causalfair.errors import call_user
+from causalfair.errors import SystemError_, UserCodeError, call_user, short
 
-__all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks"]
+__all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks",
+           "short", "load_callable", "call_factory", "check_params", "importable"]
 
 
 def is_own(cls: type) -> bool:
@@ -129,3 +140,106 @@ def keep_tracebacks(tracebacks: Sequence[str], command: str, debug: bool) -> str
     except OSError:
         return " (run with --debug for the traceback)"
     return f" (traceback: {path}; --debug prints it)"
+
+
+# ------------------------------------------------- a user's module:callable
+def _import_from(module: str, search_path: Path | None) -> Any:
+    """Import ``module``; a ``module.py`` (or package) in ``search_path`` wins."""
+    if search_path is not None:
+        rel = Path(*module.split("."))
+        for cand in (search_path / rel.with_suffix(".py"), search_path / rel / "__init__.py"):
+            if cand.is_file():
+                loaded = sys.modules.get(module)
+                if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() \
+                        == cand.resolve():
+                    return loaded
+                spec_ = importlib.util.spec_from_file_location(
+                    module, cand,
+                    submodule_search_locations=[str(cand.parent)] if cand.name == "__init__.py" else None)
+                mod = importlib.util.module_from_spec(spec_)
+                sys.modules[module] = mod  # before exec: dataclasses and pickling need it
+                # the folder is importable while the module runs, so it can import its
+                # siblings (as pytest makes a conftest.py's folder importable)
+                try:
+                    with importable(search_path):
+                        spec_.loader.exec_module(mod)
+                except BaseException:
+                    sys.modules.pop(module, None)
+                    raise
+                return mod
+    return importlib.import_module(module)
+
+
+@contextlib.contextmanager
+def importable(folder: str | Path | None) -> Iterator[None]:
+    """``folder`` is on ``sys.path`` inside the block (first), and removed after it: a
+    factory module, and the factory while it runs, can import its sibling modules."""
+    if folder is None:
+        yield
+        return
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        try:
+            sys.path.remove(entry)
+        except ValueError:
+            pass
+
+
+def call_factory(what: str, fn: Callable[..., Any], search_path: str | Path | None = None,
+                 /, **kwargs: Any) -> Any:
+    """Call a user factory ``fn(**kwargs)`` (a ``[system]``/``[policy] factory``, a
+    ``--system``/``--policy module:callable``) with its search folder importable during
+    the call; anything it raises or exits with becomes a one-line
+    :class:`~causalfair.errors.UserCodeError` naming ``what``
+    (:func:`~causalfair.errors.call_user`)."""
+    with importable(search_path):
+        return call_user(what, fn, **kwargs)
+
+
+def load_callable(ref: str, *, search_path: str | Path | None = None, what: str = "factory"
+                  ) -> Callable[..., Any]:
+    """The callable named by ``"module:attr"`` (``attr`` may be dotted)."""
+    mod_name, sep, attr = str(ref).partition(":")
+    if not sep or not mod_name or not attr:
+        raise SystemError_(f"{what}: {short(ref)} is not of the form 'module:callable'.")
+    path = Path(search_path) if search_path is not None else None
+    try:
+        mod = call_user(f"{what}: importing module {mod_name!r}", _import_from, mod_name, path)
+    except UserCodeError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ModuleNotFoundError):
+            where = f" (looked in {path} and the installed packages)" if path else ""
+            raise SystemError_(
+                f"{what}: cannot import module {mod_name!r}{where}: {cause}; put {mod_name}.py "
+                "next to the spec or install the package that provides it.") from None
+        if isinstance(cause, SyntaxError):
+            raise SystemError_(f"{what}: module {mod_name!r} has a syntax error: {cause}.") from None
+        raise SystemError_(f"{exc}.") from exc  # the cause keeps the user's traceback
+    obj: Any = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise SystemError_(
+                f"{what}: module {mod_name!r} has no attribute {attr!r} (from {short(ref)}).")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise SystemError_(f"{what}: {short(ref)} is a {type(obj).__name__}, not a callable.")
+    return obj
+
+
+def check_params(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    ps = sig.parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in ps):
+        return
+    names = [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    bad = [k for k in params if k not in names]
+    if bad:
+        raise SystemError_(
+            f"{what}: unknown parameter {bad[0]!r}; the factory accepts: "
+            f"{', '.join(names) or 'no parameters'}.")

@@ -31,7 +31,15 @@ __all__ = [
     "UserCodeError",
     "FairnessAuditWarning",
     "call_user",
+    "short",
 ]
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for one-line error messages (a 50 MB bad
+    value gives a short message without building its whole repr)."""
+    text = repr(value) if len(str(value)) < 10 * limit else repr(str(value)[: 2 * limit])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class CausalfairError(Exception):

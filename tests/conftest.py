@@ -7,8 +7,10 @@ stderr, whatever the failing assertion printed. ``expect=`` checks the exit code
 same full message, and a command that runs past its ``timeout`` fails the test with the
 output it had written so far.
 
-Import the helpers with ``from conftest import run_cli, run_cmd`` (pytest puts ``tests/``
-on ``sys.path``).
+The test folders mirror the packages of ``causalfair`` (``tests/engines/`` tests
+``causalfair/engines/``, ...); each folder is a package, so test files of the same name may
+live in two folders. Import the helpers with ``from tests.conftest import run_cli, run_cmd``
+(pytest puts the checkout's root on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,27 @@ def run_cmd(cmd: Sequence[Any], *, expect: int | None = None, timeout: float = 3
 def run_cli(*args: Any, expect: int | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
     """``python -m causalfair ARGS`` through :func:`run_cmd` (same keyword arguments)."""
     return run_cmd([sys.executable, "-m", "causalfair", *args], expect=expect, **kwargs)
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The stderr of a command that must end as an input error: exit code 2 and one line,
+    no traceback (the ground rule of the command line)."""
+    assert proc.returncode == 2, describe(proc, 2)
+    err = proc.stderr.strip()
+    assert "Traceback" not in err and "\n" not in err, err
+    return err
+
+
+#: A small spec that passes: lending-1, horizon 5, threshold:0.5, |C| <= 1.
+SMALL_SPEC = """name = "rel"
+horizon = 5
+[system]
+id = "lending-1"
+[policy]
+builtin = "threshold:0.5"
+[thresholds]
+abs_C = 1.0
+"""
 
 
 @pytest.fixture(autouse=True)

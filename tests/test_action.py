@@ -1,4 +1,4 @@
-"""The composite GitHub Action (action.yml, issue 16): its gate step, run here with bash
+"""The composite GitHub Action (action.yml): its gate step, run here with bash
 as the runner would run it, writes the verdict table to the job summary (appending),
 the JUnit file and the exit-code output, and exits with the gate's code."""
 
@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import yaml
-from conftest import run_cmd
+
+from tests.conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = 'name = "{n}"\nhorizon = 5\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "{p}"\n' \

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import describe, run_cmd
 
 import causalfair as cf
+from tests.conftest import describe, run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 

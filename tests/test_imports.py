@@ -5,7 +5,7 @@ import ast
 import sys
 from pathlib import Path
 
-from conftest import run_cmd
+from tests.conftest import run_cmd
 
 PKG = Path(__file__).resolve().parents[1] / "causalfair"
 

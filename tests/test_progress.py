@@ -1,4 +1,4 @@
-"""Long runs are not silent in a log (issue 15): training, the gate's repair, Monte Carlo
+"""Long runs are not silent in a log: training, the gate's repair, Monte Carlo
 runs and the dowhy refuters print progress lines on standard error at a steady rate when
 standard error is not a terminal (before, training showed a bar only on a terminal and the
 others nothing)."""

@@ -1,4 +1,4 @@
-"""reports/reproduce_seeds.py (issue 14): the verdict rule on a table made by hand, and a
+"""reports/reproduce_seeds.py: the verdict rule on a table made by hand, and a
 quick run end to end (every trained policy evaluated, the identities hold in runs.csv)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cmd
+
+from tests.conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "reports" / "reproduce_seeds.py"

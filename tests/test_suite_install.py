@@ -11,7 +11,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import run_cmd
+
+from tests.conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -107,3 +108,23 @@ def test_a_failing_command_shows_its_whole_stderr(tmp_path):
         assert "BEGIN " + "x" * 20000 + " END-OF-STDERR" in section, test
     timeout = out[out.index("_ test_timeout _"):]
     assert "ran past its 2 s timeout" in timeout and "PARTIAL" in timeout
+
+
+def test_torch_requirement_is_a_range_that_holds_the_tested_version():
+    """pyproject pinned torch==2.13.0, which cannot live beside a user's own torch: the
+    requirement is a range, it holds the tested version (the one installed here), and
+    the README states the same range."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[1]
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    req = Requirement(next(d for d in deps if d.split(">")[0].split("=")[0].strip() == "torch"))
+    assert not any(s.operator in ("==", "===") for s in req.specifier)
+    import torch
+
+    assert torch.__version__.split("+")[0] in req.specifier
+    assert "2.4.0" in req.specifier and "2.14.0" not in req.specifier
+    readme = (root / "README.md").read_text()
+    assert "torch >= 2.4 and < 2.14" in readme and "pinned" not in readme.split("\n\n")[1]

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._usercode import user_traceback
-from causalfair.audit.result import AuditResult, _display_path
-from causalfair.audit.retrain import _retrain, check_retrain, retrained_checkpoint_path
-from causalfair.audit.run import Prepared, _resolve_spec, audit, prepare, run_prepared
-from causalfair.audit.spec import AuditSpec, _where
+from causalfair.audit.result import AuditResult, display_path
+from causalfair.audit.retrain import check_retrain, retrained_checkpoint_path, run_retrain
+from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
+from causalfair.audit.spec import AuditSpec, spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, make_backend
 from causalfair.errors import CausalfairError, InputError, SpecError
 from causalfair.thresholds import FAIL, INCONCLUSIVE
@@ -67,12 +67,12 @@ class GateEntry:
 
     def to_dict(self) -> dict[str, Any]:
         if self.error is not None:
-            return {"name": self.spec.name, "spec": _display_path(self.spec.path),
+            return {"name": self.spec.name, "spec": display_path(self.spec.path),
                     "overall": ERROR, "error": self.error, "verdicts": [],
                     "checkpoint_sha256": None}
         d: dict[str, Any] = {
             "name": self.spec.name,
-            "spec": _display_path(self.spec.path),
+            "spec": display_path(self.spec.path),
             "overall": self.final.overall,
             "verdicts": [v.to_dict() for v in self.final.verdicts],
             "checkpoint_sha256": self.before.checkpoint_sha256,
@@ -80,7 +80,7 @@ class GateEntry:
         if self.after is not None or self.retrain_error:
             d["before"] = {"overall": self.before.overall,
                            "verdicts": [v.to_dict() for v in self.before.verdicts]}
-            d["retrained_checkpoint"] = _display_path(self.retrained_checkpoint)
+            d["retrained_checkpoint"] = display_path(self.retrained_checkpoint)
             if self.after is not None:
                 d["after"] = {"overall": self.after.overall,
                               "checkpoint_sha256": self.after.checkpoint_sha256,
@@ -91,7 +91,7 @@ class GateEntry:
             if rep is not None:
                 d["repair"] = {k: v for k, v in rep.items() if k != "tables"}
         if self.report is not None:
-            d["report"] = _display_path(self.report)
+            d["report"] = display_path(self.report)
         return d
 
 
@@ -177,7 +177,7 @@ class GateResult:
                     row += f" -> {a.estimate:>11.6f} {a.status}"
                 lines.append(row)
             if e.retrained_checkpoint:
-                lines.append(f"  retrained checkpoint: {_display_path(e.retrained_checkpoint)}")
+                lines.append(f"  retrained checkpoint: {display_path(e.retrained_checkpoint)}")
             if e.repair is not None:
                 lines += ["  " + x for x in repair_lines(e.repair)]
                 wall = e.after.extra.get("repair_wall_s") if e.after is not None else None
@@ -260,11 +260,11 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     for s in specs:
         label = str(getattr(s, "path", None) or s) if not isinstance(s, AuditSpec) else s.name
         try:
-            sp = _resolve_spec(s)
+            sp = as_spec(s)
             if ("thresholds" not in sp.raw and not sp.baseline_thresholds
                     and not isinstance(s, AuditSpec)):
                 raise SpecError(
-                    f"{_where(sp.path)}: [thresholds]: missing; a gate without thresholds "
+                    f"{spec_label(sp.path)}: [thresholds]: missing; a gate without thresholds "
                     "passes everything. Add thresholds, or write an empty [thresholds] table "
                     "to gate on nothing on purpose.")
             loaded.append(sp)
@@ -311,7 +311,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         entry = GateEntry(spec=s, before=before)
         bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
         if retrain and before.overall in bad:
-            entry.retrained_checkpoint, entry.after = _retrain(s, before)
+            entry.retrained_checkpoint, entry.after = run_retrain(s, before)
         if reports is not None:
             entry.report = entry.final.write_report(
                 Path(reports) / s.name, before=before if entry.after is not None else None)
@@ -356,7 +356,7 @@ def _error_entry(spec: AuditSpec, failure: Any) -> GateEntry:
     if isinstance(failure, SpecFailure):
         msg = failure.message
         if not msg.startswith("audit spec"):
-            msg = f"{_where(spec.path)}: {msg}"
+            msg = f"{spec_label(spec.path)}: {msg}"
         return GateEntry(spec=spec, before=None, error=msg, error_kind=failure.kind,
                          user_traceback=failure.user_traceback)
     name = str(spec.path or spec.name)

@@ -29,8 +29,8 @@ class AuditResult:
     result renders as HTML."""
 
     spec: AuditSpec
-    decomposition: Any  # causalfair.engines.effects.Decomposition
-    benefit: Any  # causalfair.engines.benefit.BenefitResult
+    decomposition: Any  # causalfair.results.Decomposition
+    benefit: Any  # causalfair.results.BenefitResult
     notions: dict[str, Any]
     quantities: dict[str, tuple[float, float, float, float | None]]  # est, lo, hi, se
     verdicts: list[Verdict]
@@ -141,7 +141,7 @@ class AuditResult:
             "spec": _spec_dict(spec),
             "policy": {
                 "label": spec.policy_label if spec.source == "model" else f"logs {spec.logs_path}",
-                "checkpoint": _display_path(spec.checkpoint),
+                "checkpoint": display_path(spec.checkpoint),
                 "checkpoint_sha256": self.checkpoint_sha256,
                 "checkpoint_metadata": (self.checkpoint_meta or {}).get("metadata"),
             },
@@ -208,7 +208,7 @@ class AuditResult:
         return "\n".join(parts)
 
 
-def _display_path(p: str | os.PathLike[str] | None) -> str | None:
+def display_path(p: str | os.PathLike[str] | None) -> str | None:
     """A path relative to the working directory when it lies below it, else absolute."""
     if p is None:
         return None
@@ -221,7 +221,7 @@ def _display_path(p: str | os.PathLike[str] | None) -> str | None:
 
 def _spec_dict(spec: AuditSpec) -> dict[str, Any]:
     return _json_safe({
-        "file": _display_path(spec.path),
+        "file": display_path(spec.path),
         "parsed": dict(spec.raw),
         "resolved": {
             "name": spec.name, "horizon": spec.horizon, "setting": spec.setting,
@@ -229,8 +229,8 @@ def _spec_dict(spec: AuditSpec) -> dict[str, Any]:
             "system": spec.system_label if spec.source == "model" else None,
             "system_params": dict(spec.system_params),
             "policy_factory": spec.policy_factory, "policy_params": dict(spec.policy_params),
-            "logs": _display_path(spec.logs_path), "logs_options": dict(spec.logs_options),
-            "builtin": spec.builtin, "checkpoint": _display_path(spec.checkpoint),
+            "logs": display_path(spec.logs_path), "logs_options": dict(spec.logs_options),
+            "builtin": spec.builtin, "checkpoint": display_path(spec.checkpoint),
             "engine": spec.engine, "n": spec.n, "seed": spec.seed, "alpha": spec.alpha,
             "eps": spec.eps, "weights": spec.weights, "metrics": list(spec.metrics),
             "thresholds": dict(spec.thresholds), "retrain": dict(spec.retrain or {}),

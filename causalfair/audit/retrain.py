@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from causalfair.audit.result import AuditResult, _display_path
+from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.run import audit, build_system
-from causalfair.audit.spec import AuditSpec, _where
+from causalfair.audit.spec import AuditSpec, spec_label
 from causalfair.errors import SpecError
 from causalfair.policies.checkpoint import (
     load_checkpoint_for,
@@ -46,7 +46,7 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
     no ``[retrain]``, a policy that is not a checkpoint (a builtin or a factory has no
     network to warm-start from), ``exact`` on a system without a tabular model or with
     thresholds it cannot impose. ``system``: the spec's system when already built."""
-    where = _where(spec.path)
+    where = spec_label(spec.path)
     if spec.retrain is None:
         raise SpecError(f"{where}: [retrain]: missing; --retrain needs a [retrain] section, "
                         "e.g. algo = \"exact\" (the most profitable policy that meets "
@@ -75,7 +75,7 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
         constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]")
 
 
-def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
+def run_retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
     """Run the spec's [retrain] warm-started from its checkpoint; return the new
     checkpoint path (in the checkpoint's own format) and its audit."""
     system = build_system(spec)
@@ -104,7 +104,7 @@ def _retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
 def _reaudit(spec: AuditSpec, before: AuditResult, target: Path) -> AuditResult:
     """The spec's audit of the retrained checkpoint ``target``, with where it came from."""
     after = audit(spec.with_policy(checkpoint=target))
-    after.extra["retrained_from"] = {"checkpoint": _display_path(spec.checkpoint),
+    after.extra["retrained_from"] = {"checkpoint": display_path(spec.checkpoint),
                                      "sha256": before.checkpoint_sha256,
                                      "retrain": dict(spec.retrain or {})}
     return after
@@ -137,7 +137,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any) -> tuple[Pa
     the checkpoint's own network, optimised on the exact engine's numbers under the
     spec's thresholds."""
     r = spec.retrain or {}
-    where = _where(spec.path)
+    where = spec_label(spec.path)
     constraints = constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]")
     rep = repair_checkpoint(system, spec.horizon or system.horizon, constraints,
                             init=load_checkpoint_for(spec.checkpoint, system), seed=r.get("seed", 0),
@@ -150,7 +150,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any) -> tuple[Pa
     with tempfile.TemporaryDirectory(prefix=f".{spec.name}.repair-", dir=target.parent) as tmp:
         produced = Path(tmp) / target.name
         rep.save(produced, name=target.stem, repaired_from={
-            "checkpoint": _display_path(spec.checkpoint), "sha256": before.checkpoint_sha256})
+            "checkpoint": display_path(spec.checkpoint), "sha256": before.checkpoint_sha256})
         _place_new(produced, target)
     after = _reaudit(spec, before, target)
     summary = rep.summary()
@@ -195,7 +195,7 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
                 kw[fname] = v
                 break
         else:
-            raise SpecError(f"{_where(spec.path)}: [retrain] betas {bk}: the trainer has no "
+            raise SpecError(f"{spec_label(spec.path)}: [retrain] betas {bk}: the trainer has no "
                             f"field beta_{bk}.")
     return TrainConfig(**kw)
 

@@ -10,25 +10,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from causalfair._usercode import guard_policy
 from causalfair.audit.result import AuditResult
-from causalfair.audit.spec import AuditSpec, _where, load_spec
+from causalfair.audit.spec import AuditSpec, load_spec, spec_label
 from causalfair.engines.benefit import benefit_fairness
 from causalfair.engines.effects import decompose
 from causalfair.engines.montecarlo import compare_mc, decompose_mc
 from causalfair.engines.notions import other_notions
 from causalfair.errors import CausalfairError, PolicyError, SpecError, UserCodeError
 from causalfair.logs import audit_logs, linear_potential, read_logs
-from causalfair.policies.checkpoint import load_checkpoint_for
-from causalfair.policies.core import file_sha256, parse_policy, policy_table
-from causalfair.systems import as_system, load_callable, load_tabular, make
-from causalfair.systems.registry import call_factory, check_params
+from causalfair.policies.core import policy_table
+from causalfair.policies.resolver import ResolvedPolicy, resolve
+from causalfair.systems import as_system, load_tabular, make
 from causalfair.thresholds import Verdict, abs_interval, judge
 
-__all__ = ["audit", "run_audit", "build_system", "resolve_policy", "load_factory_policy",
-           "choose_engine", "in_spec"]
+__all__ = ["audit", "run_audit", "build_system", "resolve_policy", "choose_engine", "in_spec"]
 
-def _resolve_spec(spec_or_path: Any) -> AuditSpec:
+def as_spec(spec_or_path: Any) -> AuditSpec:
+    """An :class:`AuditSpec` as it is, anything else read by :func:`load_spec`."""
     if isinstance(spec_or_path, AuditSpec):
         return spec_or_path
     return load_spec(spec_or_path)
@@ -70,7 +68,7 @@ def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float 
         base = key[4:] if key.startswith("abs_") else key
         if base not in q:
             raise SpecError(
-                f"{_where(spec.path)}: [thresholds] {key}: the quantity {base!r} is not "
+                f"{spec_label(spec.path)}: [thresholds] {key}: the quantity {base!r} is not "
                 f"available for this audit (available: {', '.join(sorted(q))})."
             )
         e, lo, hi, _ = q[base]
@@ -105,57 +103,23 @@ def build_system(spec: AuditSpec) -> Any:
         return make(spec.system_id or "lending-1", search_path=spec.base_dir,
                     **dict(spec.system_params))
     except CausalfairError as exc:
-        raise in_spec(exc, f"{_where(spec.path)}: [system]") from exc
+        raise in_spec(exc, f"{spec_label(spec.path)}: [system]") from exc
 
 
-def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None
-                   ) -> tuple[Any, str, str | None, dict[str, Any] | None]:
-    """(policy, label, checkpoint sha256, checkpoint metadata) for ``spec`` on
-    ``system``; ``policy`` overrides the spec's ``[policy]`` (a built-in name, a
-    checkpoint path or a policy object)."""
+def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None) -> ResolvedPolicy:
+    """The spec's ``[policy]`` (a checkpoint, a factory with its params, or a built-in)
+    resolved for ``system`` (:func:`causalfair.policies.resolve`); ``policy`` overrides
+    it with anything the resolver accepts (a factory is looked up in the spec's folder
+    first)."""
+    where = spec_label(spec.path)
     if policy is not None:
-        if isinstance(policy, (str, os.PathLike)):
-            p = Path(policy)
-            if p.suffix in (".pt", ".npz", ".zip", ".safetensors") or p.is_file():
-                pol, meta = load_checkpoint_for(p, system)
-                return pol, p.name, file_sha256(p), meta
-            return parse_policy(str(policy), system), str(policy), None, None
-        return guard_policy(policy), getattr(policy, "name", type(policy).__name__), None, None
+        return resolve(policy, system, search_path=spec.base_dir, where="policy")
     if spec.checkpoint is not None:
-        pol, meta = load_checkpoint_for(spec.checkpoint, system)
-        return pol, spec.checkpoint.name, file_sha256(spec.checkpoint), meta
+        return resolve(spec.checkpoint, system)
     if spec.policy_factory is not None:
-        pol = load_factory_policy(spec.policy_factory, search_path=spec.base_dir,
-                                  params=spec.policy_params,
-                                  what=f"{_where(spec.path)}: [policy] factory")
-        return pol, spec.policy_factory, None, None
-
-    try:
-        return parse_policy(spec.builtin, system), spec.builtin, None, None
-    except PolicyError as exc:
-        raise PolicyError(f"{_where(spec.path)}: [policy] builtin: {exc}") from None
-
-
-def load_factory_policy(ref: str, *, search_path: str | os.PathLike[str] | None,
-                        params: Mapping[str, Any] | None = None,
-                        what: str = "policy factory") -> Any:
-    """The policy a user's factory ``"module:callable"`` returns (the module looked up in
-    ``search_path`` first, which stays importable while the factory runs), called with
-    ``params`` as user code and guarded (:func:`causalfair._usercode.guard_policy`): what
-    ``[policy] factory`` and ``--policy module:callable`` resolve to."""
-    fn = load_callable(ref, search_path=search_path, what=what)
-    params = dict(params or {})
-    try:
-        check_params(fn, params, f"{what} {ref!r}")
-    except CausalfairError as exc:
-        raise PolicyError(f"{exc} Check the policy's params against the factory's "
-                          "arguments.") from None
-    pol = call_factory(f"{what} {ref!r}", fn, search_path, **params)
-    if not (callable(getattr(pol, "prob_d1", None)) or callable(getattr(pol, "action_probs", None))):
-        raise PolicyError(
-            f"{what} {ref!r} returned {type(pol).__name__}, which has neither prob_d1(obs) "
-            "nor action_probs(obs).")
-    return guard_policy(pol)
+        return resolve(spec.policy_factory, system, search_path=spec.base_dir,
+                       params=spec.policy_params, where=f"{where}: [policy] factory")
+    return resolve(spec.builtin, system, where=f"{where}: [policy] builtin")
 
 
 def choose_engine(spec: AuditSpec, system: Any) -> str:
@@ -168,7 +132,7 @@ def choose_engine(spec: AuditSpec, system: Any) -> str:
         return "exact" if "exact" in system.engines else "mc"
     if kind == "exact" and "exact" not in system.engines:
         raise SpecError(
-            f"{_where(spec.path)}: [engine] kind: bad value 'exact'; system {system.id!r} has no "
+            f"{spec_label(spec.path)}: [engine] kind: bad value 'exact'; system {system.id!r} has no "
             "tabular model of independent units, so only the Monte Carlo engine applies "
             "(kind = \"mc\" or \"auto\").")
     return kind
@@ -186,7 +150,7 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
     :func:`~causalfair.systems.as_system` accepts, such as your simulator object).
     """
     t0 = time.perf_counter()
-    spec = _resolve_spec(spec_or_path)
+    spec = as_spec(spec_or_path)
     if spec.source == "logs":
         return _audit_logs(spec, t0)
     return run_prepared(prepare(spec, system=system, policy=policy), t0=t0)
@@ -216,13 +180,16 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
         spec = replace(spec, system_id=system.id, system_tabular=None,
                        system_params=dict(system.params),
                        setting=system.id if spec.setting == system.id else None)
-    pol, pname, sha, meta = resolve_policy(spec, system, policy)
+    res = resolve_policy(spec, system, policy)
+    pol, pname, sha, meta = res.policy, res.label, res.sha256, res.meta
     if policy is not None:  # the report and provenance name the policy actually computed
-        if isinstance(policy, (str, os.PathLike)) and sha is not None:
+        if res.kind == "checkpoint":
             spec = replace(spec, checkpoint=Path(policy).resolve(), builtin=None,
                            policy_factory=None)
-        elif isinstance(policy, str):
-            spec = replace(spec, builtin=policy, checkpoint=None, policy_factory=None)
+        elif res.kind in ("builtin", "factory"):
+            spec = replace(spec, builtin=policy if res.kind == "builtin" else None,
+                           checkpoint=None, policy_factory=policy if res.kind == "factory"
+                           else None, policy_params={})
         else:
             spec = replace(spec, builtin=None, checkpoint=None, policy_factory=None,
                            policy_object=pname)
@@ -237,24 +204,19 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
                    if (k[4:] if k.startswith("abs_") else k) not in paired_keys]
             if bad:
                 raise SpecError(
-                    f"{_where(spec.path)}: [baseline.thresholds] {bad[0]}: needs the exact value "
+                    f"{spec_label(spec.path)}: [baseline.thresholds] {bad[0]}: needs the exact value "
                     f"on both sides, and system {system.id!r} has no tabular model; on a "
                     "simulator, relative thresholds take C, DPE, IPE, SPE (abs_ too) and utility.")
         if spec.engine == "mc" and system.units_per_replica != 1:
-            raise SpecError(f"{_where(spec.path)}: [baseline]: the paired Monte Carlo comparison "
+            raise SpecError(f"{spec_label(spec.path)}: [baseline]: the paired Monte Carlo comparison "
                             f"needs independent units; system {system.id!r} couples them. Use "
                             "[engine] kind = \"exact\" or compare two audits.")
         try:
-            if spec.baseline_checkpoint is not None:
-                bpol, _ = load_checkpoint_for(spec.baseline_checkpoint, system)
-
-                baseline = (bpol, spec.baseline_checkpoint.name,
-                            file_sha256(spec.baseline_checkpoint))
-            else:
-                baseline = (parse_policy(spec.baseline_builtin, system), spec.baseline_builtin,
-                            None)
+            b = resolve(spec.baseline_checkpoint if spec.baseline_checkpoint is not None
+                        else spec.baseline_builtin, system)
+            baseline = (b.policy, b.label, b.sha256)
         except PolicyError as exc:
-            raise PolicyError(f"{_where(spec.path)}: [baseline]: {exc}") from None
+            raise PolicyError(f"{spec_label(spec.path)}: [baseline]: {exc}") from None
     return Prepared(spec, system, pol, pname, sha, meta, baseline)
 
 
@@ -269,7 +231,7 @@ def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
         if prep.baseline is not None:
             _judge_against_baseline(res, prep.baseline)
     except CausalfairError as exc:  # the simulator or the policy broke while running
-        where = _where(spec.path)
+        where = spec_label(spec.path)
         if str(exc).startswith(where):
             raise
         raise in_spec(exc, f"{where}: the audit failed") from exc
@@ -364,7 +326,7 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
             lo = hi = e
         else:
             raise SpecError(
-                f"{_where(spec.path)}: [baseline.thresholds] {key}: not available for this "
+                f"{spec_label(spec.path)}: [baseline.thresholds] {key}: not available for this "
                 "audit; relative thresholds on Lambda and the other notions need a system with "
                 "a tabular model (their exact values), on C, DPE, IPE, SPE and utility any.")
         label = "utility drop vs baseline" if base == "utility" else f"{key} vs baseline"
@@ -388,7 +350,7 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     dec, ben = la.decomposition, la.benefit
     if dec is None or ben is None:
         raise SpecError(
-            f"{_where(spec.path)}: [logs] path: the logs {spec.logs_path.name} do not identify "
+            f"{spec_label(spec.path)}: [logs] path: the logs {spec.logs_path.name} do not identify "
             "the decomposition (positivity fails: some (group, level) never got one of the "
             "decisions); see causalfair.logs.audit_logs for bounds."
         )

@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._safe_read import read_toml
-from causalfair.errors import SpecError
+from causalfair.errors import SpecError, short
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
 from causalfair.policies.core import BUILTIN_POLICIES
+from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home
 from causalfair.thresholds import PPO_LAG_KEYS, SIGNED_KEYS, THRESHOLD_KEYS  # their one home
 from causalfair.train.algorithms import names as _algorithm_names
 
 __all__ = ["AuditSpec", "SpecError", "load_spec", "METRICS", "THRESHOLD_KEYS", "ENGINES",
            "SETTINGS", "RETRAIN_ALGOS", "TOP_KEYS", "SECTION_KEYS"]
 
-SETTINGS = ("lending-1", "lending-2", "lending-3")
 ENGINES = ("auto", "exact", "mc")
 WEIGHTS = ("visitation", "initial")
 
@@ -39,7 +39,8 @@ TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", 
 #: utility(policy) <= value" (utility may drop by at most value).
 RELATIVE_KEYS: tuple[str, ...] = THRESHOLD_KEYS + ("utility",)
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
-    "system": ("id", "factory", "tabular", "params"),
+    "system": ("id", "factory", "tabular", "gym", "params", "groups", "group", "gain",
+               "baseline", "features"),
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy"),
@@ -140,18 +141,13 @@ class AuditSpec:
                        policy_params={})
 
 
-def _where(path: Path | None) -> str:
+def spec_label(path: Path | None) -> str:
+    """How messages name a spec: "audit spec PATH", or "audit spec" for one built in Python."""
     return f"audit spec {path}" if path is not None else "audit spec"
 
 
-def _cap(value: Any, limit: int = 80) -> str:
-    """repr(value), cut to ``limit`` characters (a 50 MB bad value gives a short message)."""
-    text = repr(value) if len(str(value)) < 10 * limit else repr(str(value)[: 2 * limit])
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _fail(path: Path | None, key: str, value: Any, allowed: str) -> SpecError:
-    return SpecError(f"{_where(path)}: {key}: bad value {_cap(value)}; allowed values: {allowed}.")
+    return SpecError(f"{spec_label(path)}: {key}: bad value {short(value)}; allowed values: {allowed}.")
 
 
 def _get_int(sec: Mapping[str, Any], key: str, label: str, path: Path | None, *,
@@ -212,7 +208,7 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     feature_keys = [k for k in ("next_state", "bins", "potential_weights") if k in sec]
     if state is None:
         if feature_keys:
-            raise SpecError(f"{_where(path)}: [logs] {feature_keys[0]}: only used with feature "
+            raise SpecError(f"{spec_label(path)}: [logs] {feature_keys[0]}: only used with feature "
                             "states; add [logs] state = [\"feature\", ...] or remove it.")
         return out
     if nxt is not None and len(nxt) != len(state):
@@ -237,7 +233,7 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
         raise bad_bins()
 
     if bins is None:
-        raise SpecError(f"{_where(path)}: [logs] bins: missing; feature states need a binning "
+        raise SpecError(f"{spec_label(path)}: [logs] bins: missing; feature states need a binning "
                         "into levels: an integer (quantile bins per feature) or a table "
                         "feature -> integer or list of cut points.")
     if isinstance(bins, Mapping):
@@ -259,7 +255,7 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
                         f"a table state feature -> number (features: {', '.join(state)})")
         out["potential_weights"] = {k: float(v) for k, v in pw.items()}
     elif len(state) > 1:
-        raise SpecError(f"{_where(path)}: [logs] potential_weights: missing; with several state "
+        raise SpecError(f"{spec_label(path)}: [logs] potential_weights: missing; with several state "
                         "features the gain potential f(x) must be given, e.g. "
                         "potential_weights = { income = 1.0 } (f = sum of weight x the bin's "
                         "mean feature value).")
@@ -268,15 +264,20 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
 
 def _system_section(sec: Any, path: Path | None, base: Path) -> dict[str, Any]:
     sec = _check_keys(sec, "system", SECTION_KEYS["system"], path)
-    given = [k for k in ("id", "factory", "tabular") if k in sec]
+    given = [k for k in ("id", "factory", "tabular", "gym") if k in sec]
     if len(given) != 1:
         raise SpecError(
-            f"{_where(path)}: [system]: give exactly one of id (a registered system, see "
-            "`causalfair systems`), factory ('module:callable') or tabular (a model file); "
-            f"got {', '.join(given) or 'none'}.")
+            f"{spec_label(path)}: [system]: give exactly one of id (a registered system, see "
+            "`causalfair systems`), factory ('module:callable'), tabular (a model file) or gym "
+            f"(a Gymnasium env); got {', '.join(given) or 'none'}.")
     params = sec.get("params", {})
     if not isinstance(params, Mapping):
         raise _fail(path, "[system] params", params, "a table such as { levels = 7 }")
+    if "gym" in sec:
+        return _gym_section(sec, path)
+    for key in GYM_KEYS:
+        if key in sec:
+            raise SpecError(f"{spec_label(path)}: [system] {key}: only used with [system] gym.")
     out: dict[str, Any] = {"setting": None, "system_params": dict(params)}
     if "tabular" in sec:
         tp = sec["tabular"]
@@ -284,9 +285,9 @@ def _system_section(sec: Any, path: Path | None, base: Path) -> dict[str, Any]:
             raise _fail(path, "[system] tabular", tp, "a path to a .npz or .json tabular model")
         tpath = (base / tp).resolve()
         if not tpath.is_file():
-            raise SpecError(f"{_where(path)}: [system] tabular: bad value {tp!r}; no such file {tpath}.")
+            raise SpecError(f"{spec_label(path)}: [system] tabular: bad value {tp!r}; no such file {tpath}.")
         if params:
-            raise SpecError(f"{_where(path)}: [system] params: not used with [system] tabular.")
+            raise SpecError(f"{spec_label(path)}: [system] params: not used with [system] tabular.")
         out.update(system_tabular=tpath, system_id=f"tabular:{tpath.name}")
         return out
     key = given[0]
@@ -305,13 +306,45 @@ def _system_section(sec: Any, path: Path | None, base: Path) -> dict[str, Any]:
     return out
 
 
+GYM_KEYS = ("groups", "group", "gain", "baseline", "features")
+
+
+def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
+    """``[system] gym = "module:callable" | "Registered-v0"`` with its keys: the
+    registered system ``gym`` (:func:`causalfair.systems.gym.door.gym_system`)."""
+    env = sec["gym"]
+    if not isinstance(env, str) or not env.strip():
+        raise _fail(path, "[system] gym", env,
+                    "'module:make_env' (module.py next to the spec) or a registered Gymnasium id")
+    groups = sec.get("groups")
+    if not isinstance(groups, list) or len(groups) < 2 or len(set(map(str, groups))) != len(
+            groups) or not all(isinstance(g, str) and g for g in groups):
+        raise _fail(path, "[system] groups", groups,
+                    "at least two distinct group names such as [\"White\", \"Black\"] (index 0 is s+)")
+    gp: dict[str, Any] = {"env": env, "groups": groups, "params": dict(sec.get("params", {}))}
+    for key in ("group", "gain"):
+        if key in sec:
+            if not isinstance(sec[key], str) or not sec[key]:
+                raise _fail(path, f"[system] {key}", sec[key], "a string (docs/own-system.md)")
+            gp[key] = sec[key]
+    if "baseline" in sec:
+        gp["baseline"] = _get_int(sec, "baseline", "[system] baseline", path, minimum=0,
+                                  default=0)
+    if "features" in sec:
+        f = sec["features"]
+        if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
+            raise _fail(path, "[system] features", f, "a list of observation column names")
+        gp["features"] = list(f)
+    return {"setting": None, "system_id": "gym", "system_params": gp}
+
+
 def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) -> Mapping:
     if not isinstance(sec, Mapping):
         raise _fail(path, f"[{name}]", sec, f"a table with keys {', '.join(allowed)}")
     for k in sec:
         if k not in allowed:
             raise SpecError(
-                f"{_where(path)}: [{name}] {_cap(k)[1:-1]}: unknown key; allowed keys: "
+                f"{spec_label(path)}: [{name}] {short(k)[1:-1]}: unknown key; allowed keys: "
                 f"{', '.join(allowed)}."
             )
     return sec
@@ -337,12 +370,12 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         base = path.resolve().parent
     for k in raw:
         if k not in TOP_KEYS:
-            raise SpecError(f"{_where(path)}: {_cap(k)[1:-1]}: unknown key; allowed keys: "
+            raise SpecError(f"{spec_label(path)}: {short(k)[1:-1]}: unknown key; allowed keys: "
                             f"{', '.join(TOP_KEYS)}.")
 
     # name
     if "name" not in raw:
-        raise SpecError(f"{_where(path)}: name: missing; give the audit a name (letters, digits, . _ -).")
+        raise SpecError(f"{spec_label(path)}: name: missing; give the audit a name (letters, digits, . _ -).")
     name = raw["name"]
     if not isinstance(name, str) or len(name) > _NAME_MAX or not _NAME_RE.fullmatch(name):
         raise _fail(path, "name", name, f"a string of at most {_NAME_MAX} letters, digits, "
@@ -353,7 +386,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     # source: [model] (+ [policy]) or [logs]
     if "logs" in raw and ("model" in raw or "policy" in raw):
         raise SpecError(
-            f"{_where(path)}: [logs]: cannot be combined with [model] or [policy]; a log "
+            f"{spec_label(path)}: [logs]: cannot be combined with [model] or [policy]; a log "
             "audit reads the deployed policy from the logs. Keep one of them."
         )
     if "logs" in raw:
@@ -363,7 +396,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             raise _fail(path, "[logs] path", lp, "a path to a CSV file (relative to the spec file)")
         logs_path = (base / lp).resolve()
         if not logs_path.is_file():
-            raise SpecError(f"{_where(path)}: [logs] path: bad value {lp!r}; no such file {logs_path}.")
+            raise SpecError(f"{spec_label(path)}: [logs] path: bad value {lp!r}; no such file {logs_path}.")
         kw.update(logs_path=logs_path, setting=None, builtin=None,
                   n_boot=_get_int(sec, "n_boot", "[logs] n_boot", path, minimum=2, default=200),
                   logs_seed=_get_int(sec, "seed", "[logs] seed", path, minimum=0, default=0),
@@ -372,7 +405,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         kw["base_dir"] = base
         if "system" in raw and "model" in raw:
             raise SpecError(
-                f"{_where(path)}: [model]: cannot be combined with [system]; [model] is the "
+                f"{spec_label(path)}: [model]: cannot be combined with [system]; [model] is the "
                 "older spelling of [system] id = \"lending-N\". Keep [system].")
         if "system" in raw:
             kw.update(_system_section(raw["system"], path, base))
@@ -389,11 +422,11 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         given = [k for k in ("builtin", "checkpoint", "factory") if k in sec]
         if len(given) > 1:
             raise SpecError(
-                f"{_where(path)}: [policy]: {'both ' if len(given) == 2 else ''}"
+                f"{spec_label(path)}: [policy]: {'both ' if len(given) == 2 else ''}"
                 f"{' and '.join(given)} are set; keep one."
             )
         if "params" in sec and "factory" not in sec:
-            raise SpecError(f"{_where(path)}: [policy] params: only used with [policy] factory.")
+            raise SpecError(f"{spec_label(path)}: [policy] params: only used with [policy] factory.")
         if "factory" in sec:
             fac = sec["factory"]
             if not isinstance(fac, str) or fac.count(":") != 1 or fac.startswith(":") \
@@ -412,7 +445,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             ck_path = (base / ck).resolve()
             if not ck_path.is_file():
                 raise SpecError(
-                    f"{_where(path)}: [policy] checkpoint: bad value {ck!r}; no such file {ck_path}."
+                    f"{spec_label(path)}: [policy] checkpoint: bad value {ck!r}; no such file {ck_path}."
                 )
             kw.update(checkpoint=ck_path, builtin=None)
         else:
@@ -445,7 +478,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         raise _fail(path, "[engine] kind", kind, ", ".join(ENGINES))
     if "logs" in raw and "kind" in sec:
         raise SpecError(
-            f"{_where(path)}: [engine] kind: not used with [logs] (log audits bootstrap the "
+            f"{spec_label(path)}: [engine] kind: not used with [logs] (log audits bootstrap the "
             "logs; set [logs] n_boot and seed instead). Remove it."
         )
     kw.update(
@@ -485,7 +518,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     for k in sec:
         if k not in THRESHOLD_KEYS:
             raise SpecError(
-                f"{_where(path)}: [thresholds] {k}: unknown key; allowed keys: "
+                f"{spec_label(path)}: [thresholds] {k}: unknown key; allowed keys: "
                 f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value')."
             )
         signed = k in SIGNED_KEYS
@@ -496,12 +529,12 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     # baseline: thresholds relative to another policy (e.g. the checkpoint on main)
     if "baseline" in raw:
         if "logs" in raw:
-            raise SpecError(f"{_where(path)}: [baseline]: not used with [logs]; compare two "
+            raise SpecError(f"{spec_label(path)}: [baseline]: not used with [logs]; compare two "
                             "policies on a system ([system] or [model]).")
         sec = _check_keys(raw["baseline"], "baseline", SECTION_KEYS["baseline"], path)
         given = [k for k in ("checkpoint", "builtin") if k in sec]
         if len(given) != 1:
-            raise SpecError(f"{_where(path)}: [baseline]: give exactly one of checkpoint (e.g. "
+            raise SpecError(f"{spec_label(path)}: [baseline]: give exactly one of checkpoint (e.g. "
                             "the checkpoint on main) or builtin; got "
                             f"{' and '.join(given) or 'neither'}.")
         if "checkpoint" in sec:
@@ -510,7 +543,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                 raise _fail(path, "[baseline] checkpoint", ck, "a path relative to the spec file")
             ck_path = (base / ck).resolve()
             if not ck_path.is_file():
-                raise SpecError(f"{_where(path)}: [baseline] checkpoint: bad value {ck!r}; no "
+                raise SpecError(f"{spec_label(path)}: [baseline] checkpoint: bad value {ck!r}; no "
                                 f"such file {ck_path}.")
             kw["baseline_checkpoint"] = ck_path
         else:
@@ -521,13 +554,13 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             kw["baseline_builtin"] = b
         rel = sec.get("thresholds", {})
         if not isinstance(rel, Mapping) or not rel:
-            raise SpecError(f"{_where(path)}: [baseline.thresholds]: missing or empty; give "
+            raise SpecError(f"{spec_label(path)}: [baseline.thresholds]: missing or empty; give "
                             "e.g. abs_C = 0.01 (no worse than the baseline by more than 0.01).")
         kw["baseline_thresholds"] = {}
         for k in rel:
             if k not in RELATIVE_KEYS:
                 raise SpecError(
-                    f"{_where(path)}: [baseline.thresholds] {k}: unknown key; allowed keys: "
+                    f"{spec_label(path)}: [baseline.thresholds] {k}: unknown key; allowed keys: "
                     f"{', '.join(RELATIVE_KEYS)} (each reads 'quantity - baseline's <= value'; "
                     "utility: 'baseline's utility - utility <= value').")
             kw["baseline_thresholds"][k] = _get_float(rel, k, f"[baseline.thresholds] {k}",
@@ -546,25 +579,25 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         for bk in betas:
             if bk not in ("C", "Lambda", "KL"):
                 raise SpecError(
-                    f"{_where(path)}: [retrain] betas {bk}: unknown key; allowed keys: C, Lambda, KL."
+                    f"{spec_label(path)}: [retrain] betas {bk}: unknown key; allowed keys: C, Lambda, KL."
                 )
             clean_b[bk] = _get_float(betas, bk, f"[retrain] betas {bk}", path, default=0.0, lo=0.0)
         if algo in ("exact", "ppo-lag") and clean_b:
-            raise SpecError(f"{_where(path)}: [retrain] betas: algo {algo!r} imposes the "
+            raise SpecError(f"{spec_label(path)}: [retrain] betas: algo {algo!r} imposes the "
                             "[thresholds] as constraints and takes no betas; remove betas, or "
                             "choose algo 'ppo-cb' for the fixed-beta objective.")
         if algo == "ppo-lag":
             bad = [k for k in kw.get("thresholds", {}) if k not in PPO_LAG_KEYS]
             if bad:
                 raise SpecError(
-                    f"{_where(path)}: [thresholds] {bad[0]}: [retrain] algo 'ppo-lag' imposes "
+                    f"{spec_label(path)}: [thresholds] {bad[0]}: [retrain] algo 'ppo-lag' imposes "
                     f"only {', '.join(PPO_LAG_KEYS)}; use algo 'exact' on a tabular system, or "
                     "drop the threshold.")
             if not kw.get("thresholds"):
-                raise SpecError(f"{_where(path)}: [thresholds]: [retrain] algo 'ppo-lag' needs "
+                raise SpecError(f"{spec_label(path)}: [thresholds]: [retrain] algo 'ppo-lag' needs "
                                 "a threshold to impose, such as abs_C = 0.05.")
         if algo != "exact" and "starts" in sec:
-            raise SpecError(f"{_where(path)}: [retrain] starts: only algo 'exact' takes "
+            raise SpecError(f"{spec_label(path)}: [retrain] starts: only algo 'exact' takes "
                             f"starts (random starting tables); algo is {algo!r}.")
         kw["retrain"] = {
             "algo": algo,

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from causalfair._safe_read import read_option_value
-from causalfair.audit.run import load_factory_policy
 from causalfair.errors import UsageError
-from causalfair.policies.checkpoint import load_checkpoint_for
-from causalfair.policies.core import BUILTIN_POLICIES, parse_policy, reads_group
+from causalfair.policies.core import reads_group
+from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import make
-
-LEGACY_SETTINGS = ("lending-1", "lending-2", "lending-3")
+from causalfair.systems.lending.settings import SETTINGS
 
 
 def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | None = None) -> None:
@@ -27,7 +26,7 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
     p.add_argument("--search-path", metavar="DIR", default=".",
                    help="folder searched first for the module of a 'module:callable' factory "
                    "(default: the working directory)")
-    p.add_argument("--setting", choices=LEGACY_SETTINGS, default=None,
+    p.add_argument("--setting", choices=SETTINGS, default=None,
                    help="shorthand for --system lending-N")
     p.add_argument("--levels", type=int, default=None, metavar="K",
                    help="lending: number of qualification levels K >= 3 (default: 7)")
@@ -36,6 +35,14 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
     p.add_argument("--horizon", type=int, default=horizon_default, metavar="T",
                    help="decision epochs T (default: the system's horizon; 20 for lending)"
                    if horizon_default is None else f"decision epochs T (default: {horizon_default})")
+
+
+#: What --policy holds, on every command that takes it (:func:`load_policy`).
+POLICY_HELP = ("a built-in policy (default: threshold:0.5; causalfair.policies.core.BUILTIN_POLICIES), "
+               "a checkpoint path, or a factory 'module:callable' of your own (looked up in "
+               "--search-path first)")
+#: What --checkpoint holds.
+CHECKPOINT_HELP = "a checkpoint (.npz, .pt or a stable-baselines3 .zip) instead of --policy"
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -72,20 +79,15 @@ def horizon(args: argparse.Namespace, system: Any) -> int:
     return args.horizon if args.horizon is not None else system.horizon
 
 
-def load_policy(args: argparse.Namespace, system: Any) -> Any:
-    """The policy of --checkpoint or --policy (a built-in, or a factory
-    'module:callable' looked up in --search-path first), checked against ``system``."""
-    from pathlib import Path
-
+def load_policy(args: argparse.Namespace, system: Any) -> ResolvedPolicy:
+    """The policy of --checkpoint, else of --policy (a built-in, a checkpoint path or a
+    factory 'module:callable' looked up in --search-path first), resolved for ``system``
+    (a System or a tabular model) by :func:`causalfair.policies.resolve`."""
     ck = getattr(args, "checkpoint", None)
     if ck:
-        policy, _ = load_checkpoint_for(Path(ck), system)
-        return policy
-    kind, sep, _ = str(args.policy).partition(":")
-    if sep and kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
-        return load_factory_policy(args.policy, search_path=getattr(args, "search_path", "."),
-                                   what="--policy factory")
-    return parse_policy(args.policy, system)
+        return resolve(Path(ck), system)
+    return resolve(args.policy, system, search_path=getattr(args, "search_path", "."),
+                   where="--policy")
 
 
 def policy_reads_group(policy: Any, system: Any) -> bool:

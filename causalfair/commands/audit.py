@@ -8,7 +8,7 @@ import sys
 
 from causalfair._io import causalfair_dir, to_jsonable
 from causalfair.audit import audit, load_spec
-from causalfair.report.mlflow_log import _import_mlflow, log_audit
+from causalfair.report.mlflow_log import import_mlflow, log_audit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.mlflow:  # fail before any audit runs when MLflow is missing
 
-        _import_mlflow()
+        import_mlflow()
     spec = load_spec(args.spec)
     result = audit(spec)
     out = None

@@ -9,7 +9,14 @@ from dataclasses import replace
 
 from causalfair._validation import engine_for
 from causalfair.backends import make_backend
-from causalfair.commands._system import add_system_arguments, horizon, load_policy, load_system
+from causalfair.commands._system import (
+    CHECKPOINT_HELP,
+    POLICY_HELP,
+    add_system_arguments,
+    horizon,
+    load_policy,
+    load_system,
+)
 from causalfair.commands.logs import add_logs_arguments, run_logs
 from causalfair.engines.benefit import benefit_fairness
 from causalfair.engines.effects import decompose
@@ -45,12 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_model_arguments(p)
-    p.add_argument("--policy", default="threshold:0.5",
-                   help="built-in policy (default: threshold:0.5) or a factory "
-                   "'module:callable' of your own (looked up in --search-path first); "
-                   "ignored with --checkpoint")
-    p.add_argument("--checkpoint", metavar="PATH",
-                   help="a causalfair checkpoint (torch state_dict + metadata) to audit")
+    p.add_argument("--policy", default="threshold:0.5", help=POLICY_HELP)
+    p.add_argument("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
     p.add_argument("--eps", type=float, default=0.1, help="Lambda's eps > 0 (default: 0.1)")
     p.add_argument("--weights", choices=("visitation", "initial"), default="visitation",
                    help="P(x | s) in Lambda (default: visitation under pi, averaged over t < T)")
@@ -86,7 +89,7 @@ def load_system_and_policy(args: argparse.Namespace):
     """The system and the policy named on the command line (horizon filled in)."""
     system = load_system(args)
     args.horizon = horizon(args, system)
-    return system, load_policy(args, system)
+    return system, load_policy(args, system).policy
 
 
 def load_model_and_policy(args: argparse.Namespace):

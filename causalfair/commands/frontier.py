@@ -9,8 +9,7 @@ from causalfair._io import write_folder
 from causalfair.commands._system import horizon, load_system
 from causalfair.commands.decompose import add_model_arguments
 from causalfair.errors import UsageError
-from causalfair.policies.checkpoint import load_checkpoint_for
-from causalfair.policies.core import parse_policy
+from causalfair.policies.resolver import resolve
 
 DEFAULT_POLICIES = ("threshold:0.5", "always")
 
@@ -39,10 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./frontier-<setting>)")
     p.add_argument("--policy", nargs="+", action="extend", metavar="P",
-                   help="built-in policies to place (default: threshold:0.5 always "
-                        "when neither --policy nor --checkpoint is given)")
+                   help="policies to place, each a built-in, a checkpoint path or a factory "
+                        "'module:callable' (looked up in --search-path first; default: "
+                        "threshold:0.5 always when neither --policy nor --checkpoint is given)")
     p.add_argument("--checkpoint", nargs="+", action="extend", metavar="PATH",
-                   help="causalfair checkpoints to place on the frontier")
+                   help="checkpoints (.npz, .pt or stable-baselines3 .zip) to place on the "
+                        "frontier")
     p.add_argument("--no-plot", action="store_true", help="skip frontier.png")
     p.set_defaults(run=run)
 
@@ -68,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
         specs = list(DEFAULT_POLICIES)
     policies: dict[str, object] = {}
     for spec in specs:
-        policies[spec] = parse_policy(spec, model)
-
+        policies[spec] = resolve(spec, system, search_path=args.search_path,
+                                 where="--policy").policy
     for path in ckpts:
-        pol, _ = load_checkpoint_for(Path(path), system)
+        pol = resolve(Path(path), system).policy
         policies[f"{pol.name} ({Path(path).name})"] = pol
 
     front = frontier(model, args.horizon, points=args.points, constraint=args.constraint)

@@ -14,7 +14,7 @@ from causalfair.audit.gate import GateSpecErrors
 from causalfair.backends import check_timeout
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import UsageError
-from causalfair.report.mlflow_log import _import_mlflow, log_audit
+from causalfair.report.mlflow_log import import_mlflow, log_audit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.mlflow:  # fail before any audit runs when MLflow is missing
 
-        _import_mlflow()
+        import_mlflow()
     if args.accept_repaired and not args.retrain:
         raise UsageError("--accept-repaired: only with --retrain.")
     if args.jobs < 1:

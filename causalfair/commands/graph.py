@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from causalfair.commands._system import add_system_arguments, policy_reads_group
+from causalfair.commands._system import (
+    CHECKPOINT_HELP,
+    POLICY_HELP,
+    add_system_arguments,
+    policy_reads_group,
+)
 from causalfair.commands.decompose import load_system_and_policy
 from causalfair.errors import UsageError
 
@@ -25,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_system_arguments(p, horizon_default=2)  # two epochs: a graph one can read
     p.add_argument("--policy", default="threshold:0.5",
-                   help="built-in policy (decides whether S -> D_t exists; default: threshold:0.5)")
-    p.add_argument("--checkpoint", metavar="PATH", help="a causalfair checkpoint instead of --policy")
+                   help=f"the deployed policy (decides whether S -> D_t exists): {POLICY_HELP}")
+    p.add_argument("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
     p.add_argument("--variant", choices=("pi", "pi0", "ps"), default="pi",
                    help="which graph (default: pi)")
     p.add_argument("--out", metavar="FILE", help=f"export to FILE; suffix one of {', '.join(FORMATS)}")

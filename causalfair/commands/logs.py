@@ -14,9 +14,10 @@ import argparse
 import json
 import sys
 
+from causalfair.commands._system import load_policy
 from causalfair.errors import UsageError
 from causalfair.logs import audit_logs, fit_logs, linear_potential, read_logs
-from causalfair.policies.core import load_checkpoint
+from causalfair.policies.resolver import BUILTIN_KINDS
 
 __all__ = ["add_logs_arguments", "run_logs"]
 
@@ -127,9 +128,10 @@ def run_logs(args: argparse.Namespace) -> int:
     policy = None
     if args.audit_policy:
         policy = args.policy
-        if getattr(args, "checkpoint", None):
+        if getattr(args, "checkpoint", None) or str(policy).partition(":")[0] not in BUILTIN_KINDS:
+            # a checkpoint or a factory, resolved (and checked) on the fitted model
             model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit, **state_kw)
-            policy, _ = load_checkpoint(args.checkpoint, model)
+            policy = load_policy(args, model).policy
     audit = audit_logs(
         df, horizon=None if args.horizon is None or isinstance(args.horizon, _DefaultHorizon)
         else int(args.horizon), n_boot=args.boot,

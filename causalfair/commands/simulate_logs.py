@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 
 from causalfair._io import atomic_write_bytes
-from causalfair.commands._system import add_system_arguments, horizon, load_system
+from causalfair.commands._system import (
+    POLICY_HELP,
+    add_system_arguments,
+    horizon,
+    load_policy,
+    load_system,
+)
 from causalfair.errors import UsageError
 from causalfair.logs.schema import simulate_logs
 
@@ -25,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_system_arguments(p)
     p.add_argument("--policy", default="threshold:0.5",
-                   help="built-in policy that made the decisions (default: threshold:0.5)")
+                   help=f"the policy that made the decisions: {POLICY_HELP}")
     p.add_argument("--n", type=int, default=1000, metavar="N",
                    help="individuals in the log (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -48,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out: {out} exists; causalfair does not overwrite a file it did "
                          "not create in this run (choose another name or delete it).")
     system = load_system(args)
-    df = simulate_logs(system, args.policy, args.n, horizon(args, system), args.seed)
+    df = simulate_logs(system, load_policy(args, system).policy, args.n, horizon(args, system),
+                       args.seed)
     if out.suffix.lower() == ".csv":
         atomic_write_bytes(out, lambda fh: fh.write(df.to_csv(index=False).encode()))
     else:

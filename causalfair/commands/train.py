@@ -16,15 +16,15 @@ from causalfair.policies.checkpoint import (
     load_checkpoint_for,
 )
 from causalfair.systems import make
+from causalfair.systems.lending.settings import SETTINGS
 from causalfair.thresholds import parse_constraint
-from causalfair.train import TrainConfig, _prepare_run_folder, train
+from causalfair.train import TrainConfig, prepare_run_folder, train
 from causalfair.train import population as P
 from causalfair.train.algorithms import get, names
 from causalfair.train.checkpoint import write_metrics
 from causalfair.train.exact import repair_checkpoint
 
 ALGOS = names(cli=True)  # the registry of causalfair.train.algorithms
-SETTINGS = ("lending-1", "lending-2", "lending-3")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Carlo on the others. "
             "--algo exact with --constraint instead maximises utility subject to the "
             "constraints on the exact engine's numbers (tabular systems; docs/training.md). "
-            "--algo r-td3 / l-ucbfair train seed 002's population agents on replicator-1 "
+            "--algo r-td3 / l-ucbfair train the population agents of Yin et al. (NeurIPS 2023) "
+            "on replicator-1 "
             "(one threshold per group; OUT/checkpoint.npz, per-episode OUT/metrics.jsonl)."
         ),
         epilog=(
@@ -49,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--iterations 100 --out runs/ppo-cb-s0   (continue a killed run: add --resume)\n"
             "Repair: causalfair train --setting lending-1 --algo exact --constraint abs_C<=0.05 "
             "--constraint Lambda<=0.14 --init-checkpoint ck.pt --out runs/repair\n"
-            "Seed 002: causalfair train --system replicator-1 --algo l-ucbfair --iterations 300 "
+            "Population agents: causalfair train --system replicator-1 --algo l-ucbfair "
+            "--iterations 300 "
             "--out runs/lucb   (their config fields: --set FIELD=VALUE)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -167,8 +169,8 @@ def run_exact(args: argparse.Namespace) -> int:
 
 
 def run_population(args: argparse.Namespace) -> int:
-    """``--algo r-td3 | l-ucbfair``: seed 002's agents on replicator-1, saved as a
-    ``population`` checkpoint the audit loads."""
+    """``--algo r-td3 | l-ucbfair``: the population agents of Yin et al. (NeurIPS 2023) on
+    replicator-1, saved as a ``population`` checkpoint the audit loads."""
     import dataclasses
     import time
     from pathlib import Path
@@ -181,7 +183,7 @@ def run_population(args: argparse.Namespace) -> int:
         ("--eval-every", args.eval_every), ("--checkpoint-every", args.checkpoint_every),
         ("--env", args.env != "individual")) if v]
     if unused:
-        raise UsageError(f"{', '.join(unused)}: not used by --algo {args.algo} (seed 002's "
+        raise UsageError(f"{', '.join(unused)}: not used by --algo {args.algo} (population "
                          "agents: --system replicator-1, --param, --seed, --iterations, --set).")
     params = parse_params(args.param)
     sid = args.system or "replicator-1"
@@ -208,7 +210,7 @@ def run_population(args: argparse.Namespace) -> int:
     except TypeError as exc:
         raise UsageError(f"--set: {exc}") from None
     out = Path(args.out)
-    _prepare_run_folder(out, resume=False)
+    prepare_run_folder(out, resume=False)
     t0 = time.perf_counter()
     agent = (P.train_rtd3 if args.algo == "r-td3" else P.train_lucbfair)(system, config)
     wall = time.perf_counter() - t0

@@ -15,7 +15,6 @@ from causalfair import _progress, errors
 from causalfair._limits import check_memory
 from causalfair.backends import SerialBackend, TaskError, make_backend
 from causalfair.errors import InputError, ResourceLimitError
-from causalfair.systems.contract import seeded_rng
 
 #: Individuals simulated at once when ``batch_size`` is None: small enough to keep
 #: temporaries in cache and memory bounded, large enough that numpy's per-call
@@ -24,8 +23,8 @@ DEFAULT_BATCH_SIZE = 65_536
 
 #: Stream keys k of (seed, group, batch, k): initial states, decisions, noise, and the
 #: pi^PS fork and pi0 when common random numbers are off.
-_STREAM_INIT, _STREAM_DECISION, _STREAM_NOISE = 0, 1, 2
-_STREAM_INIT0, _STREAM_FORK, _STREAM_NOISE0 = 3, 4, 5
+STREAM_INIT, STREAM_DECISION, STREAM_NOISE = 0, 1, 2
+STREAM_INIT0, STREAM_FORK, STREAM_NOISE0 = 3, 4, 5
 
 
 #: Most unit-steps (simulated individuals x epochs, summed over the groups; for coupled
@@ -64,13 +63,13 @@ def check_work(unit_steps: int, what: str, fix: str) -> None:
             f"{limit:.3g}; {fix}, or raise the limit with {UNIT_STEPS_ENV} (docs/limits.md).")
 
 
-def _batches(n: int, batch: int) -> Iterator[tuple[int, int]]:
+def batches(n: int, batch: int) -> Iterator[tuple[int, int]]:
     """(index, size) of the batches of ``batch`` that cover ``n`` units, generated lazily."""
     for b, start in enumerate(range(0, n, batch)):
         yield b, min(batch, n - start)
 
 
-def _fold_tasks(backend: Any, fn: Any, tasks: Iterable[Any], n_tasks: int,
+def fold_tasks(backend: Any, fn: Any, tasks: Iterable[Any], n_tasks: int,
                 fold: Callable[[Any, Any], None], label: str | None = None,
                 result_bytes: float = 0.0) -> None:
     """Run ``fn`` on every task and ``fold(task, result)`` in task order. In this process
@@ -78,7 +77,7 @@ def _fold_tasks(backend: Any, fn: Any, tasks: Iterable[Any], n_tasks: int,
     backend the task list and its results are held at once, so their size
     (``result_bytes`` each, plus the task itself) is checked against the memory limit
     first."""
-    if _is_serial(backend):
+    if is_serial(backend):
         prog = _progress.start(label, n_tasks, "batches") if label else None
         for task in tasks:
             fold(task, fn(task))
@@ -95,20 +94,19 @@ def _fold_tasks(backend: Any, fn: Any, tasks: Iterable[Any], n_tasks: int,
         fold(task, result)
 
 
-_rng = seeded_rng  # the one seeding (causalfair.systems.contract)
-
-
-def _name(sim: Any) -> str:
+def type_name(sim: Any) -> str:
+    """The class name of ``sim``, for messages."""
     return type(sim).__name__
 
 
-def _batch_moments(x: np.ndarray) -> tuple[int, float, float]:
+def batch_moments(x: np.ndarray) -> tuple[int, float, float]:
+    """Count, mean and centred second moment of one batch ``x`` (folded by :class:`Moments`)."""
     mb = float(x.mean())
     dev = x - mb
     return x.shape[0], mb, float((dev * dev).sum())  # not np.dot: BLAS threads would spin
 
 
-class _Moments:
+class Moments:
     """Count, mean and centred second moment of a stream of batches (Chan et al.)."""
 
     __slots__ = ("n", "mean", "m2")
@@ -117,7 +115,7 @@ class _Moments:
         self.n, self.mean, self.m2 = 0, 0.0, 0.0
 
     def add(self, x: np.ndarray) -> None:
-        self.merge(*_batch_moments(x))
+        self.merge(*batch_moments(x))
 
     def merge(self, m: int, mb: float, m2b: float) -> None:
         """Fold in a batch of ``m`` values with mean ``mb`` and centred second moment
@@ -133,23 +131,25 @@ class _Moments:
         return self.m2 / (self.n - 1) if self.n > 1 else math.nan
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
+def check_int(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``, or an InputError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}.")
     return int(value)
 
 
-def _sample_actions(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
+def sample_actions(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
     """One action per row of ``probs`` (n, A) by inverse CDF with the uniforms ``u``."""
     cdf = np.cumsum(probs[:, :-1], axis=1)
     return (u[:, None] >= cdf).sum(axis=1)
 
 
-_KEYS = ("A", "B", "Z", "AB", "BZ", "R")
+#: The per-individual totals whose moments a Monte Carlo batch returns, in order.
+MOMENT_KEYS = ("A", "B", "Z", "AB", "BZ", "R")
 
 
 @dataclasses.dataclass(frozen=True)
-class _Job:
+class Job:
     """What every (group, batch) task of one Monte Carlo run shares."""
 
     sim: Any
@@ -164,7 +164,8 @@ class _Job:
     budget: int | None = None
 
 
-def _is_serial(backend: Any) -> bool:
+def is_serial(backend: Any) -> bool:
+    """Whether ``backend`` runs its tasks in this process (None, "serial" or a SerialBackend)."""
     return backend is None or backend == "serial" or isinstance(backend, SerialBackend)
 
 

@@ -1,4 +1,4 @@
-"""Benefit fairness on any simulator, by forks (issue "Any system"; method.md section 4).
+"""Benefit fairness on any simulator, by forks (method.md section 4).
 
 Without a tabular model there is no benefit table Delta(x, s), so it is estimated:
 
@@ -56,10 +56,11 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, engine_for
 from causalfair.engines._mc_base import check_work
-from causalfair.engines.benefit import BenefitResult, _check_eps, benefit_fairness
-from causalfair.engines.montecarlo_coupled import _joint_actions
+from causalfair.engines.benefit import benefit_fairness, check_eps
+from causalfair.engines.montecarlo_coupled import joint_actions
 from causalfair.errors import InputError
 from causalfair.policies.core import action_probs
+from causalfair.results import BenefitResult
 from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells"]
@@ -198,7 +199,7 @@ def _rollout_coupled(system: Any, policy: Any, T: int, n: int, seed: int, pname:
         if obs.features is not None:
             feats.append(np.asarray(obs.features, dtype=np.float64))
         if system.decisions.budget == 1:
-            d = _joint_actions(p, rng_dec.random(n), n, U, base, pname)
+            d = joint_actions(p, rng_dec.random(n), n, U, base, pname)
             d = d.astype(bool) if binary else d
         else:
             d = _decide(p, rng_dec.random(M), A, base)
@@ -224,7 +225,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     percentile interval. Same seed, same numbers."""
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     for name, v, lo in (("n", n, 2), ("seed", seed, 0), ("bins", bins, 1), ("n_boot", n_boot, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"{name}: must be an integer >= {lo}, got {v!r}.")

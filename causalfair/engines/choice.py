@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import ENGINES, engine_for
-from causalfair.engines.benefit import BenefitResult
 from causalfair.engines.benefit import benefit_fairness as _benefit_exact
 from causalfair.engines.benefit_mc import system_benefit
-from causalfair.engines.effects import Decomposition
 from causalfair.engines.effects import decompose as _decompose_exact
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.model import ModelError, TabularModel
+from causalfair.policies.resolver import resolve
+from causalfair.results import BenefitResult, Decomposition
 from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness", "decompose"]
@@ -33,6 +33,13 @@ def _check_engine(engine: Any) -> None:
     if engine not in ENGINES:
         raise ModelError(f"engine: bad value {str(engine)[:40]!r}; allowed values: "
                          f"{', '.join(ENGINES)}.")
+
+
+def _resolved(policy: Any, system: Any) -> Any:
+    """``policy`` as the engines evaluate it (:func:`causalfair.policies.resolve`); a table
+    stays an array for the exact engine's own checks."""
+    return policy if isinstance(policy, np.ndarray) and isinstance(system, TabularModel) \
+        else resolve(policy, system).policy
 
 
 def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: float = 1.0,
@@ -49,16 +56,19 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     accepts; ``horizon`` default the system's). The engine is the one the system supports:
     exact with a tabular model of independent units, else Monte Carlo (``n`` units per
     group or worlds, ``seed``, intervals at level 1 - ``alpha``); ``engine="exact"`` or
-    ``"mc"`` forces one. ``policy`` is a :class:`~causalfair.policies.core.Policy` or, exact, a
-    table pi(d1 | x, s) of shape (G, K) or (T, G, K).
+    ``"mc"`` forces one. ``policy``: anything :func:`causalfair.policies.resolve` accepts (a
+    Policy, a built-in name, a checkpoint path, a factory, an SB3 model or torch module, a
+    function, a table pi(d1 | x, s) of shape (G, K) or (T, G, K)).
     """
     _check_engine(engine)
     if isinstance(model, TabularModel) and engine != "mc":
-        return _decompose_exact(model, policy, 20 if horizon is None else horizon, gamma=gamma,
-                                pair=pair, eps=eps, weights=weights, policy_name=policy_name)
+        return _decompose_exact(model, _resolved(policy, model), 20 if horizon is None
+                                else horizon, gamma=gamma, pair=pair, eps=eps, weights=weights,
+                                policy_name=policy_name)
 
     system = as_system(model)
     T = system.horizon if horizon is None else horizon
+    policy = _resolved(policy, system)
     if engine_for(system, engine) == "exact":
         return _decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair, eps=eps,
                                 weights=weights, policy_name=policy_name)
@@ -68,10 +78,6 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     if weights != "visitation":
         raise ModelError(f"weights: bad value {weights!r}; Lambda by forks weighs states by "
                          "visitation; \"initial\" needs the exact engine.")
-    if isinstance(policy, np.ndarray):
-        raise ModelError("policy: a table is a policy of the exact engine; on Monte Carlo pass "
-                         "a Policy (causalfair.as_policy turns a table into one).")
-
     return decompose_mc(system, policy, T, n=n, seed=seed, pair=pair, policy_name=policy_name,
                         eps=eps, alpha=alpha)
 
@@ -89,9 +95,10 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     "auto", "exact" (refused without a tabular model) or "mc"."""
     _check_engine(engine)
     if isinstance(model, TabularModel) and engine != "mc":
-        return _benefit_exact(model, policy, 20 if horizon is None else horizon, eps=eps,
-                              weights=weights, pair=pair)
-    ben = system_benefit(model, policy, horizon, engine=engine, n=n, seed=seed, eps=eps,
+        return _benefit_exact(model, _resolved(policy, model), 20 if horizon is None
+                              else horizon, eps=eps, weights=weights, pair=pair)
+    system = as_system(model)
+    ben = system_benefit(system, _resolved(policy, system), horizon, engine=engine, n=n, seed=seed, eps=eps,
                          weights=weights, alpha=alpha, pair=pair)
     if ben is None:
         raise ModelError(f"benefit_fairness: system {getattr(model, 'id', model)!r} observes "

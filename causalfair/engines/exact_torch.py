@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import check_horizon
-from causalfair.engines.benefit import _check_eps
+from causalfair.engines.benefit import check_eps
 from causalfair.model import ModelError, TabularModel
 
 __all__ = ["exact_metrics", "METRIC_NAMES"]
@@ -70,7 +70,7 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
     import torch
 
     T = check_horizon(horizon)
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     if weights not in ("visitation", "initial"):
         raise ModelError(f"weights: unknown value {weights!r}; allowed values: visitation, initial.")
     if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):

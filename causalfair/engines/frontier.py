@@ -18,13 +18,13 @@ import numpy as np
 
 from causalfair._io import atomic_write_bytes
 from causalfair.engines.occupancy import (
-    _METRIC_LABEL,
     CONSTRAINTS,
     FEASIBILITY_TOL,
+    METRIC_LABEL,
     InfeasibleError,
     LPResult,
     OccupancyLP,
-    _check_eps_value,
+    check_eps_value,
     fair_lp,
     policy_metrics,
 )
@@ -66,7 +66,7 @@ class Frontier:
 
     @property
     def metric_label(self) -> str:
-        return _METRIC_LABEL[self.constraint]
+        return METRIC_LABEL[self.constraint]
 
     @property
     def utilities(self) -> np.ndarray:
@@ -254,7 +254,7 @@ def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None
         grid[0] = eps_min + 1e-10
         grid[-1] = max(hi, eps_min) + 1e-10
     else:
-        grid = np.sort(np.array([_check_eps_value(constraint, e) for e in eps_grid], dtype=float))
+        grid = np.sort(np.array([check_eps_value(constraint, e) for e in eps_grid], dtype=float))
         if grid.size == 0:
             raise ModelError("eps_grid: empty; give at least one eps >= 0.")
     results = tuple(

@@ -40,43 +40,42 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair.engines._mc_base import (  # noqa: F401 - re-exported for the other engines
-    _KEYS,
-    _STREAM_DECISION,
-    _STREAM_FORK,
-    _STREAM_INIT,
-    _STREAM_INIT0,
-    _STREAM_NOISE,
-    _STREAM_NOISE0,
+from causalfair._validation import check_horizon
+from causalfair.engines._mc_base import (
     DEFAULT_BATCH_SIZE,
-    _batch_moments,
-    _batches,
-    _check_int,
-    _fold_tasks,
-    _Job,
-    _Moments,
-    _name,
-    _rng,
-    _sample_actions,
+    MOMENT_KEYS,
+    STREAM_DECISION,
+    STREAM_FORK,
+    STREAM_INIT,
+    STREAM_INIT0,
+    STREAM_NOISE,
+    STREAM_NOISE0,
+    Job,
+    Moments,
+    batch_moments,
+    batches,
+    check_int,
     check_work,
+    fold_tasks,
+    sample_actions,
+    type_name,
 )
 from causalfair.engines.benefit_mc import system_benefit
-from causalfair.engines.effects import Decomposition, _check_pair, check_horizon
-from causalfair.engines.montecarlo_coupled import _decompose_coupled
+from causalfair.engines.montecarlo_coupled import decompose_coupled
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.model import TabularModel
-from causalfair.policies.adapters import SB3Policy, as_policy
 from causalfair.policies.core import (
-    ConstantPolicy,
     Observation,
     Policy,
     PolicyError,
     TablePolicy,
-    TorchPolicy,
     action_probs,
+    reads_only_level_group,
 )
+from causalfair.policies.resolver import resolve
+from causalfair.results import Decomposition, check_pair
 from causalfair.systems import as_system
-from causalfair.systems.contract import check_protocol, guard_simulator
+from causalfair.systems.contract import check_protocol, guard_simulator, seeded_rng
 from causalfair.systems.lending.settings import LendingModel, LendingSimulator
 from causalfair.systems.system import System
 from causalfair.systems.tabular_sim import TabularSimulator
@@ -136,21 +135,6 @@ def _policy_probs(policy: Policy, obs: Observation, m: int, name: str) -> np.nda
     return p
 
 
-def _reads_only_level_group(policy: Any) -> bool:
-    """Whether a policy's P(d1) is a function of (group, level) (and t for time-indexed
-    tables) only, so that it can be evaluated once on the grid and looked up."""
-    declared = getattr(policy, "reads_only_level_group", None)
-    if isinstance(declared, bool):
-        return declared
-    if isinstance(policy, (TablePolicy, ConstantPolicy)):
-        return True
-    if isinstance(policy, (TorchPolicy, SB3Policy)):
-        enc = policy.encoding
-        return (enc is not None and enc.name == "onehot"
-                and getattr(policy, "obs_fn", None) is None)
-    return False
-
-
 class _TabulatedPolicy:
     """A (group, level) policy evaluated once per epoch on the G x K grid, then looked
     up per individual (one gather instead of, e.g., an MLP forward per individual)."""
@@ -186,40 +170,40 @@ class _TabulatedPolicy:
 
 
 
-def _mc_batch(task: tuple[_Job, int, int, int]) -> tuple[np.ndarray, list[tuple[int, float, float]]]:
+def _mc_batch(task: tuple[Job, int, int, int]) -> tuple[np.ndarray, list[tuple[int, float, float]]]:
     """Batch ``b`` of group ``g`` (``m`` individuals): its per-step gain sums (3, T) and
-    the moments of its per-individual totals, keyed like ``_KEYS``. Its random numbers
+    the moments of its per-individual totals, keyed like ``MOMENT_KEYS``. Its random numbers
     come from the streams (seed, g, b, k) only, so it gives the same numbers wherever it
     runs."""
     sums, totals = _simulate(*task)
-    return sums, [_batch_moments(x) for x in totals]
+    return sums, [batch_moments(x) for x in totals]
 
 
-def _paired_batch(task: tuple[_Job, _Job, int, int, int]) -> list[tuple[tuple[int, float, float], ...]]:
+def _paired_batch(task: tuple[Job, Job, int, int, int]) -> list[tuple[tuple[int, float, float], ...]]:
     """Batch ``b`` of group ``g`` under two policies with the same random numbers (the
-    same individuals, noise and decision draws): per key of ``_KEYS``, the moments of the
+    same individuals, noise and decision draws): per key of ``MOMENT_KEYS``, the moments of the
     first policy's totals, the second's, and their per-individual differences."""
     job, job_b, g, b, m = task
     _, x = _simulate(job, g, b, m)
     _, y = _simulate(job_b, g, b, m)
-    return [(_batch_moments(u), _batch_moments(v), _batch_moments(u - v))
+    return [(batch_moments(u), batch_moments(v), batch_moments(u - v))
             for u, v in zip(x, y, strict=True)]
 
 
-def _simulate(job: _Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+def _simulate(job: Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """Per-step gain sums (3, T) and per-individual totals (A, B, Z, A-B, B-Z, R) of
     batch ``b`` of group ``g``."""
     sim, policy, T, seed, crn, name = job.sim, job.policy, job.T, job.seed, job.crn, job.name
     binary = job.A == 2 and job.base == 0
-    rng_noise = _rng(seed, g, b, _STREAM_NOISE)
-    rng_dec = _rng(seed, g, b, _STREAM_DECISION)
-    state = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT))
+    rng_noise = seeded_rng(seed, g, b, STREAM_NOISE)
+    rng_dec = seeded_rng(seed, g, b, STREAM_DECISION)
+    state = sim.reset(m, g, seeded_rng(seed, g, b, STREAM_INIT))
     if crn:
         state0, rng_fork, rng_0 = state, None, None
     else:
-        state0 = sim.reset(m, g, _rng(seed, g, b, _STREAM_INIT0))
-        rng_fork = _rng(seed, g, b, _STREAM_FORK)
-        rng_0 = _rng(seed, g, b, _STREAM_NOISE0)
+        state0 = sim.reset(m, g, seeded_rng(seed, g, b, STREAM_INIT0))
+        rng_fork = seeded_rng(seed, g, b, STREAM_FORK)
+        rng_0 = seeded_rng(seed, g, b, STREAM_NOISE0)
     if callable(getattr(policy, "start_batch", None)):
         policy.start_batch(m, g)
     sums = np.zeros((3, T))
@@ -231,7 +215,7 @@ def _simulate(job: _Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.n
             d = rng_dec.random(m) < p
         else:
             probs = action_probs(policy, sim.observe(state), job.A, f"policy {name!r}")
-            d = _sample_actions(probs, rng_dec.random(m))
+            d = sample_actions(probs, rng_dec.random(m))
         noise = sim.draw_noise(m, rng_noise)
         res = sim.step(state, d, noise)
         fork = sim.step(state, d0, noise if crn else sim.draw_noise(m, rng_fork))
@@ -271,9 +255,9 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
         sim = as_simulator(simulator)
         A, base = int(getattr(sim, "n_actions", 2)), int(getattr(sim, "baseline", 0))
     T = check_horizon(20 if horizon is None else horizon)
-    n = _check_int("n", n, 2)
-    seed = _check_int("seed", seed, 0)
-    batch = DEFAULT_BATCH_SIZE if batch_size is None else _check_int("batch_size", batch_size, 1)
+    n = check_int("n", n, 2)
+    seed = check_int("seed", seed, 0)
+    batch = DEFAULT_BATCH_SIZE if batch_size is None else check_int("batch_size", batch_size, 1)
     check_work(runs * n * int(sim.n_groups) * T, f"Monte Carlo of {n} individuals per group "
                f"over {T} epochs", "lower n or the horizon")
 
@@ -284,12 +268,16 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
 
 
 def _ready_policy(policy: Any, sim: Any, A: int, base: int, tabulate: bool,
-                  policy_name: str | None) -> tuple[Any, str]:
-    """The policy as the batches use it (adapted; tabulated on the (group, level) grid
-    when it reads only those) and its name."""
+                  policy_name: str | None, system: Any = None) -> tuple[Any, str]:
+    """The policy as the batches use it (resolved for ``system``, or the simulator's
+    tabular model, by :func:`causalfair.policies.resolve`; tabulated on the (group,
+    level) grid when it reads only those) and its name."""
     binary = A == 2 and base == 0
-    policy = as_policy(policy) if binary else policy
-    name = policy_name or getattr(policy, "name", type(policy).__name__)
+    model = getattr(sim, "model", None)
+    res = resolve(policy, system if system is not None else
+                  model if isinstance(model, TabularModel) else None)
+    policy = res.policy
+    name = policy_name or res.label
     G = int(sim.n_groups)
     K = getattr(sim, "n_levels", None)
     enc = getattr(policy, "encoding", None)
@@ -298,8 +286,8 @@ def _ready_policy(policy: Any, sim: Any, A: int, base: int, tabulate: bool,
             and (enc.n_levels, enc.n_groups) != (int(K), G)):
         raise PolicyError(
             f"policy {name!r}: its one-hot encoding has {enc.n_levels} levels x {enc.n_groups} "
-            f"groups, the simulator {_name(sim)} has {int(K)} levels x {G} groups.")
-    if binary and tabulate and isinstance(K, (int, np.integer)) and _reads_only_level_group(policy):
+            f"groups, the simulator {type_name(sim)} has {int(K)} levels x {G} groups.")
+    if binary and tabulate and isinstance(K, (int, np.integer)) and reads_only_level_group(policy):
         policy = _TabulatedPolicy(policy, G, int(K))
     return policy, name
 
@@ -348,7 +336,7 @@ def decompose_mc(
     are the same bit for bit whichever backend runs them (docs/scale.md); the
     simulator and policy must pickle.
 
-    Returns a :class:`~causalfair.engines.effects.Decomposition` with ``engine="mc"``, ``se``
+    Returns a :class:`~causalfair.results.Decomposition` with ``engine="mc"``, ``se``
     (standard errors keyed like ``estimates()``), ``n`` and ``seed``; use
     ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` (benefit fairness
     with ``eps``, method.md section 4) comes with ``Lambda_ci``, ``se["Lambda"]`` and
@@ -361,29 +349,31 @@ def decompose_mc(
     system = simulator if isinstance(simulator, System) else None
     if system is not None:
         if system.units_per_replica != 1:
-            dec = _decompose_coupled(system, policy, system.horizon if horizon is None else
+            res = resolve(policy, system)
+            dec = decompose_coupled(system, res.policy, system.horizon if horizon is None else
                                      horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
-                                     pair=pair, policy_name=policy_name, backend=backend)
-            return _with_lambda(dec, system, policy, eps, alpha, benefit_n)
+                                     pair=pair, policy_name=policy_name or res.label,
+                                     backend=backend)
+            return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n)
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
     G = int(sim.n_groups)
-    sim_name = _name(sim)
-    policy, name = _ready_policy(policy, sim, A, base, tabulate, policy_name)
+    sim_name = type_name(sim)
+    policy, name = _ready_policy(policy, sim, A, base, tabulate, policy_name, system)
     sums = np.zeros((3, G, T))
-    stats = {k: [_Moments() for _ in range(G)] for k in _KEYS}
-    job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
+    stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
+    job = Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
                sim_name=sim_name)
-    tasks = ((job, g, b, m) for g in range(G) for b, m in _batches(n, batch))
+    tasks = ((job, g, b, m) for g in range(G) for b, m in batches(n, batch))
 
-    def fold(task: tuple[_Job, int, int, int], result: tuple[np.ndarray, list[Any]]) -> None:
+    def fold(task: tuple[Job, int, int, int], result: tuple[np.ndarray, list[Any]]) -> None:
         g = task[1]  # folded in task order wherever the tasks ran: the same numbers
         sums[:, g, :] += result[0]
-        for key, mom in zip(_KEYS, result[1], strict=True):
+        for key, mom in zip(MOMENT_KEYS, result[1], strict=True):
             stats[key][g].merge(*mom)
 
-    _fold_tasks(backend, _mc_batch, tasks, G * -(-n // batch), fold, f"monte carlo {name}",
+    fold_tasks(backend, _mc_batch, tasks, G * -(-n // batch), fold, f"monte carlo {name}",
                 result_bytes=24.0 * T + 400.0)
 
     def mean(key: str) -> np.ndarray:
@@ -394,7 +384,7 @@ def decompose_mc(
 
     V, V_ps, V_0, U = mean("A"), mean("B"), mean("Z"), mean("R")
 
-    a, c = _check_pair(pair, G, V)
+    a, c = check_pair(pair, G, V)
     groups = system.groups if system is not None else tuple(
         getattr(sim, "group_names", None) or (str(i) for i in range(G)))
     weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
@@ -442,10 +432,10 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     (:func:`causalfair.engines.benefit_mc.system_benefit`)."""
     from dataclasses import replace
 
-    m = min(int(dec.n or 2), 20_000) if benefit_n is None else _check_int("benefit_n", benefit_n, 2)
+    m = min(int(dec.n or 2), 20_000) if benefit_n is None else check_int("benefit_n", benefit_n, 2)
     # exact only for a policy known to read (group, level) alone: evaluating any other policy
     # on the model's grid could read a history it does not have
-    exact = "exact" in system.engines and _reads_only_level_group(policy)
+    exact = "exact" in system.engines and reads_only_level_group(policy)
     ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
                          seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair)
     if ben is None:
@@ -489,21 +479,21 @@ def compare_mc(
     G = int(sim.n_groups)
     jobs = []
     for pol in (policy, baseline):
-        pol, name = _ready_policy(pol, sim, A, base, tabulate, None)
-        jobs.append(_Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
-                         name=name, sim_name=_name(sim)))
-    tasks = ((jobs[0], jobs[1], g, b, m) for g in range(G) for b, m in _batches(n, batch))
-    mom = {k: [[_Moments() for _ in range(G)] for _ in range(3)] for k in _KEYS}
+        pol, name = _ready_policy(pol, sim, A, base, tabulate, None, system)
+        jobs.append(Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
+                         name=name, sim_name=type_name(sim)))
+    tasks = ((jobs[0], jobs[1], g, b, m) for g in range(G) for b, m in batches(n, batch))
+    mom = {k: [[Moments() for _ in range(G)] for _ in range(3)] for k in MOMENT_KEYS}
 
     def fold(task: tuple[Any, ...], res: list[Any]) -> None:
-        for key, trio in zip(_KEYS, res, strict=True):
+        for key, trio in zip(MOMENT_KEYS, res, strict=True):
             for i in range(3):
                 mom[key][i][task[2]].merge(*trio[i])
 
-    _fold_tasks(backend, _paired_batch, tasks, G * -(-n // batch), fold, result_bytes=1200.0)
+    fold_tasks(backend, _paired_batch, tasks, G * -(-n // batch), fold, result_bytes=1200.0)
     weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
     weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
-    a, c = _check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))
+    a, c = check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))
     out: dict[str, dict[str, float]] = {}
     for key, stat in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
         x, y, d = mom[stat]

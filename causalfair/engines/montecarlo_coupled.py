@@ -15,34 +15,35 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
+from causalfair._validation import check_horizon
 from causalfair.engines._mc_base import (
-    _KEYS,
-    _STREAM_DECISION,
-    _STREAM_FORK,
-    _STREAM_INIT,
-    _STREAM_INIT0,
-    _STREAM_NOISE,
-    _STREAM_NOISE0,
     DEFAULT_BATCH_SIZE,
-    _batches,
-    _check_int,
-    _fold_tasks,
-    _Job,
-    _Moments,
-    _name,
-    _rng,
-    _sample_actions,
+    MOMENT_KEYS,
+    STREAM_DECISION,
+    STREAM_FORK,
+    STREAM_INIT,
+    STREAM_INIT0,
+    STREAM_NOISE,
+    STREAM_NOISE0,
+    Job,
+    Moments,
+    batches,
+    check_int,
     check_work,
+    fold_tasks,
+    sample_actions,
+    type_name,
 )
-from causalfair.engines.effects import Decomposition, _check_pair, check_horizon
 from causalfair.errors import InputError, PolicyError, SimulatorContractError
 from causalfair.policies.core import action_probs
+from causalfair.results import Decomposition, check_pair
+from causalfair.systems.contract import seeded_rng
 
 __all__: list[str] = []
 
 
-def _joint_actions(probs: np.ndarray, u: np.ndarray, m: int, U: int, base: int,
-                   name: str) -> np.ndarray:
+def joint_actions(probs: np.ndarray, u: np.ndarray, m: int, U: int, base: int,
+                  name: str) -> np.ndarray:
     """Budget 1 on coupled units: one categorical draw per replica. ``probs`` (m * U, A):
     each unit's probabilities; the non-baseline entries of a replica's units are the
     shares of its draw (they must sum to at most 1), "nobody" takes the rest. ``u``: one
@@ -65,15 +66,15 @@ def _joint_actions(probs: np.ndarray, u: np.ndarray, m: int, U: int, base: int,
     return d.reshape(-1)
 
 
-def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, dict[str, np.ndarray],
+def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, dict[str, np.ndarray],
                                                                    np.ndarray]:
     """Batch ``b`` of ``m`` replicas of ``U`` coupled units: per-step gain sums per group
-    (3, G, T), per-replica group means of each total (m, G) keyed like ``_KEYS``, and the
+    (3, G, T), per-replica group means of each total (m, G) keyed like ``MOMENT_KEYS``, and the
     units per replica and group (m, G)."""
     job, U, G, b, m = task
     sim, policy, T, seed, crn, name, A, base = (job.sim, job.policy, job.T, job.seed, job.crn,
                                                  job.name, job.A, job.base)
-    state = sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT))
+    state = sim.reset(m, None, seeded_rng(seed, 0, b, STREAM_INIT))
     group = np.asarray(sim.observe(state).group, dtype=np.intp)
     if group.shape != (m * U,):
         raise SimulatorContractError(
@@ -85,9 +86,9 @@ def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, d
     if (cnt == 0).any():
         return np.zeros((3, G, T)), {}, cnt
     sums = np.zeros((3, G, T))
-    state0 = state if crn else sim.reset(m, None, _rng(seed, 0, b, _STREAM_INIT0))
-    rng_noise, rng_dec = _rng(seed, 0, b, _STREAM_NOISE), _rng(seed, 0, b, _STREAM_DECISION)
-    rng_fork, rng_0 = _rng(seed, 0, b, _STREAM_FORK), _rng(seed, 0, b, _STREAM_NOISE0)
+    state0 = state if crn else sim.reset(m, None, seeded_rng(seed, 0, b, STREAM_INIT0))
+    rng_noise, rng_dec = seeded_rng(seed, 0, b, STREAM_NOISE), seeded_rng(seed, 0, b, STREAM_DECISION)
+    rng_fork, rng_0 = seeded_rng(seed, 0, b, STREAM_FORK), seeded_rng(seed, 0, b, STREAM_NOISE0)
     if callable(getattr(policy, "start_batch", None)):
         policy.start_batch(m * U, None)
     acc = {k: np.zeros(m * U) for k in ("A", "B", "Z", "R")}
@@ -98,9 +99,9 @@ def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, d
     for t in range(T):
         probs = action_probs(policy, sim.observe(state), A, f"policy {name!r}")
         if job.budget == 1:
-            d = _joint_actions(probs, rng_dec.random(m), m, U, base, name)
+            d = joint_actions(probs, rng_dec.random(m), m, U, base, name)
         else:
-            d = _sample_actions(probs, rng_dec.random(m * U))
+            d = sample_actions(probs, rng_dec.random(m * U))
         if A == 2 and base == 0:
             d = d.astype(bool)
         noise = sim.draw_noise(m * U, rng_noise)
@@ -136,9 +137,9 @@ def _coupled_batch(task: tuple[_Job, int, int, int, int]) -> tuple[np.ndarray, d
     return sums, mean, cnt
 
 
-def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: int, crn: bool,
-                       batch_size: int | None, pair: Any, policy_name: str | None,
-                       backend: Any = None) -> Decomposition:
+def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: int, crn: bool,
+                      batch_size: int | None, pair: Any, policy_name: str | None,
+                      backend: Any = None) -> Decomposition:
     """Monte Carlo decomposition for coupled units (``System.units_per_replica`` = U > 1:
     the units of one replica interact, e.g. the nodes of a contact graph).
 
@@ -152,10 +153,10 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     per-replica differences (replicas are the independent units: clustering by world).
     """
     T = check_horizon(horizon)
-    n = _check_int("n", n, 2)
-    seed = _check_int("seed", seed, 0)
+    n = check_int("n", n, 2)
+    seed = check_int("seed", seed, 0)
     U = system.units_per_replica
-    batch = max(1, (DEFAULT_BATCH_SIZE // U)) if batch_size is None else _check_int(
+    batch = max(1, (DEFAULT_BATCH_SIZE // U)) if batch_size is None else check_int(
         "batch_size", batch_size, 1)
     check_work(n * U * T, f"Monte Carlo of {n} worlds of {U} units over {T} epochs",
                "lower n or the horizon")
@@ -168,8 +169,8 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     name = policy_name or getattr(policy, "name", type(policy).__name__)
-    per_group = {k: [_Moments() for _ in range(G)] for k in _KEYS}
-    diffs = {k: _Moments() for k in ("C", "DPE", "IPE", "SPE")}
+    per_group = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
+    diffs = {k: Moments() for k in ("C", "DPE", "IPE", "SPE")}
     sums = np.zeros((3, G, T))
     counts = None
 
@@ -178,9 +179,9 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
         raise InputError(f"system {system.id!r}: decisions.budget = {budget}: the Monte Carlo "
                          "engine draws budgets of 1 (one categorical per replica); a larger "
                          "budget must be enforced by the simulator (budget None).")
-    job = _Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
-               sim_name=_name(sim), budget=budget)
-    tasks = ((job, U, G, b, m) for b, m in _batches(n, batch))
+    job = Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
+               sim_name=type_name(sim), budget=budget)
+    tasks = ((job, U, G, b, m) for b, m in batches(n, batch))
     ab: tuple[int, int] = (0, 1)
     supply_demand: dict[str, list[np.ndarray]] = {}
 
@@ -195,7 +196,7 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
                 "has none of some group).")
         if b == 0:
             counts = cnt[0]
-            ab = _check_pair(pair, G, mean["A"].mean(0))
+            ab = check_pair(pair, G, mean["A"].mean(0))
         sums += batch_sums
         for k, arr in mean.items():
             if k.startswith("_"):  # supply / demand totals, long-term gaps: kept per replica
@@ -208,7 +209,7 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
 
     # in this process each batch is folded as it comes (memory O(batch)); elsewhere the
     # batches' (m, G) means come back and are folded in task order
-    _fold_tasks(backend, _coupled_batch, tasks, -(-n // batch), fold,
+    fold_tasks(backend, _coupled_batch, tasks, -(-n // batch), fold,
                 f"monte carlo {name} (worlds)", result_bytes=8.0 * (3 * G * T + 8 * G * batch))
     V = np.array([s_.mean for s_ in per_group["A"]])
     V_ps = np.array([s_.mean for s_ in per_group["B"]])
@@ -239,7 +240,7 @@ def _decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: 
 
 def _benefit_rate_bias(sd: Mapping[str, list[np.ndarray]], groups: tuple[str, ...]
                        ) -> dict[str, float]:
-    """ELBERT's benefit rates and bias (seed 000) from per-replica totals of supply and
+    """ELBERT's benefit rates and bias (Xu et al. ICML 2024) from per-replica totals of supply and
     demand (lists of (m, G) arrays): the rate of group g is R_g = E[supply_g] / E[demand_g]
     (a ratio of expectations over episodes), the bias max_g R_g - min_g R_g. Its standard
     error by the delta method over replicas (replicas are independent; the two groups of a

@@ -54,7 +54,8 @@ from causalfair._limits import check_memory
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
-from causalfair.policies.core import TablePolicy, parse_policy, policy_table
+from causalfair.policies.core import TablePolicy, policy_table
+from causalfair.policies.resolver import resolve
 
 __all__ = [
     "CONSTRAINTS",
@@ -74,7 +75,8 @@ UNVISITED_MASS = 1e-12
 #: A constraint counts as satisfied when the audited value is within this of eps.
 FEASIBILITY_TOL = 1e-7
 
-_METRIC_LABEL = {"C": "|C|", "DPE": "|DPE|", "DP": "|DP|"}
+#: How each constrained metric is written in a bound ("|C|<=0.01").
+METRIC_LABEL = {"C": "|C|", "DPE": "|DPE|", "DP": "|DP|"}
 
 INFEASIBLE_MSG = (
     "no policy satisfies {what} on model {model!r} at horizon T = {T}: the smallest "
@@ -87,7 +89,8 @@ class InfeasibleError(InputError):
 
 
 # ---------------------------------------------------------------------------- helpers
-def _check_eps_value(name: str, value: Any) -> float:
+def check_eps_value(name: str, value: Any) -> float:
+    """The bound ``eps[name]`` of a fair LP as a float >= 0 (inf: unconstrained), or a ModelError."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ModelError(f"eps[{name}]: must be a number >= 0, got {value!r}.")
     v = float(value)
@@ -112,8 +115,8 @@ def _normalise_constraints(constraint: str | Sequence[str], eps: Any) -> dict[st
         extra = set(eps) - set(names)
         if extra:
             raise ModelError(f"eps: keys {sorted(extra)} are not among the constraints {list(names)}.")
-        return {n: _check_eps_value(n, eps.get(n, math.inf)) for n in names}
-    v = _check_eps_value(names[0], eps)
+        return {n: check_eps_value(n, eps.get(n, math.inf)) for n in names}
+    v = check_eps_value(names[0], eps)
     return {n: v for n in names}
 
 
@@ -138,37 +141,26 @@ def _check_dp_discount(dp_discount: Any) -> float:
     return float(dp_discount)
 
 
-def _linprog(**kwargs: Any) -> Any:
+def highs_linprog(**kwargs: Any) -> Any:
+    """scipy's ``linprog`` with the HiGHS solver, its warnings silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return linprog(method="highs", **kwargs)
 
 
-def _status_error(res: Any, where: str) -> RuntimeError:
+def lp_status_error(res: Any, where: str) -> RuntimeError:
+    """The error for an LP the solver stopped on without a solution (a bug, not an input error)."""
     return RuntimeError(f"{where}: the LP solver stopped with status {res.status} ({res.message}).")
 
 
 # ----------------------------------------------------------------- policy evaluation
 def _as_table(model: TabularModel, policy: Any, horizon: int) -> tuple[np.ndarray, str]:
-    """A (T, G, K) table and a name for a policy object, table, or built-in spec."""
-    if isinstance(policy, str):
-        name, policy = policy, parse_policy(policy, model)
-    else:
-        name = getattr(policy, "name", None) or type(policy).__name__
-    if isinstance(policy, np.ndarray):
-        p = np.asarray(policy, dtype=np.float64)
-        name = "table"
-        if p.ndim not in (2, 3) or p.shape[-2:] != (model.n_groups, model.n_levels):
-            raise ModelError(
-                f"policy: table has shape {p.shape}; expected ({model.n_groups}, "
-                f"{model.n_levels}) or (T, {model.n_groups}, {model.n_levels})."
-            )
-        if p.ndim == 3 and p.shape[0] < horizon:
-            raise ModelError(
-                f"policy: time-indexed table covers {p.shape[0]} epochs, horizon is {horizon}."
-            )
-    else:
-        p = np.asarray(policy_table(policy, model, horizon), dtype=np.float64)
+    """A (T, G, K) table and a name for anything the policy resolver accepts
+    (:func:`causalfair.policies.resolve`: a policy object, a table, a built-in name, a
+    checkpoint, ...)."""
+    res = resolve(policy, model)
+    p = np.asarray(policy_table(res.policy, model, horizon), dtype=np.float64)
+    name = res.label
     p = p[:horizon] if p.ndim == 3 else np.broadcast_to(p, (horizon, *p.shape))
     return np.ascontiguousarray(p), str(name)
 
@@ -176,7 +168,7 @@ def _as_table(model: TabularModel, policy: Any, horizon: int) -> tuple[np.ndarra
 def policy_metrics(model: TabularModel, policy: Any, horizon: int, *,
                    dp_discount: float = 1.0, eps: float = 0.1) -> dict[str, Any]:
     """Exact audit of one policy: utility, C, DPE, IPE, SPE, DP, Lambda (and the
-    :class:`~causalfair.engines.effects.Decomposition` under ``"decomposition"``).
+    :class:`~causalfair.results.Decomposition` under ``"decomposition"``).
 
     ``policy``: a Policy object (TablePolicy, TorchPolicy, ...), a table (G, K) or
     (T, G, K), or a built-in spec such as ``"threshold:0.5"``. ``DP`` is the gap in the
@@ -249,7 +241,7 @@ class LPResult:
         return TablePolicy(tab, name=name or self.default_name())
 
     def default_name(self) -> str:
-        bounds = ", ".join(f"{_METRIC_LABEL[k]}<={v:.4g}" for k, v in self.eps.items()
+        bounds = ", ".join(f"{METRIC_LABEL[k]}<={v:.4g}" for k, v in self.eps.items()
                            if math.isfinite(v))
         kind = "stationary" if self.stationary else "fair-LP"
         return f"{kind}({bounds or 'unconstrained'})"
@@ -401,7 +393,7 @@ class OccupancyLP:
             P = len(self.pairs)
             kwargs["A_ub"] = A
             kwargs["b_ub"] = np.repeat([bounds[k] for k in names], 2 * P)
-        return _linprog(c=-self.c, A_eq=self.A_eq, b_eq=self.b_eq, bounds=(0, None), **kwargs)
+        return highs_linprog(c=-self.c, A_eq=self.A_eq, b_eq=self.b_eq, bounds=(0, None), **kwargs)
 
     def min_metric(self, name: str, *, utility_floor: float | None = None) -> float:
         """Smallest achievable |metric| (largest pairwise gap), optionally among policies
@@ -422,10 +414,10 @@ class OccupancyLP:
         A_eq = sp.hstack([self.A_eq, sp.csr_matrix((self.A_eq.shape[0], 1))], format="csr")
         c = np.zeros(self.n + 1)
         c[-1] = 1.0
-        res = _linprog(c=c, A_ub=A_ub, b_ub=np.concatenate(b), A_eq=A_eq, b_eq=self.b_eq,
+        res = highs_linprog(c=c, A_ub=A_ub, b_ub=np.concatenate(b), A_eq=A_eq, b_eq=self.b_eq,
                        bounds=(0, None))
         if res.status != 0:
-            raise _status_error(res, f"smallest achievable {_METRIC_LABEL[name]}")
+            raise lp_status_error(res, f"smallest achievable {METRIC_LABEL[name]}")
         val = max(0.0, float(res.x[-1]))
         if utility_floor is None:
             self._eps_min[name] = val
@@ -446,9 +438,9 @@ class OccupancyLP:
         res = self.solve_raw(bounds)
         T = self.horizon
         if res.status == 2:
-            what = " and ".join(f"{_METRIC_LABEL[k]} <= {v:g}" for k, v in bounds.items())
+            what = " and ".join(f"{METRIC_LABEL[k]} <= {v:g}" for k, v in bounds.items())
             best = ", ".join(
-                f"{_METRIC_LABEL[k]} >= {self.min_metric(k):.6g}" for k in bounds
+                f"{METRIC_LABEL[k]} >= {self.min_metric(k):.6g}" for k in bounds
             )
             msg = INFEASIBLE_MSG.format(what=what, model=self.model.name, T=T, best=best)
             if raise_infeasible:
@@ -458,7 +450,7 @@ class OccupancyLP:
                             occupancy=np.full(self.shape, np.nan), message=msg, eps=bounds,
                             horizon=T)
         if res.status != 0:
-            raise _status_error(res, "fair-policy LP")
+            raise lp_status_error(res, "fair-policy LP")
         y = np.asarray(res.x)
         p = self.recover_policy(y)
         dec = lam = None
@@ -601,7 +593,7 @@ def _stationary(lp: OccupancyLP, bounds: Mapping[str, float], lambda_eps: float,
         pass
     x = _stationary_search(lp, bounds, starts)
     if x is None:
-        what = " and ".join(f"{_METRIC_LABEL[k]} <= {v:g}" for k, v in bounds.items())
+        what = " and ".join(f"{METRIC_LABEL[k]} <= {v:g}" for k, v in bounds.items())
         msg = (f"no stationary policy satisfying {what} was found by the local search on model "
                f"{lp.model.name!r} at T = {T} (this is not a proof that none exists; the "
                f"time-indexed LP is feasible with utility {bound_res.utility:.6g}).")

@@ -22,9 +22,9 @@ import scipy.sparse as sp
 from causalfair.engines.occupancy import (
     UNVISITED_MASS,
     InfeasibleError,
-    _check_eps_value,
-    _linprog,
-    _status_error,
+    check_eps_value,
+    highs_linprog,
+    lp_status_error,
 )
 from causalfair.model import ModelError
 
@@ -123,7 +123,7 @@ def wen_lp(P: Any, R: Any, D: Any, rho: Any, groups: Any, gamma: float, eps: flo
     |rho_a - rho_b| <= eps, rho_z = p_z^-1 sum_{s in z, a} lambda rho.
     """
     P, R, D, rho, g, labels, p_z = _wen_inputs(P, R, D, rho, groups, gamma)
-    eps = _check_eps_value("DP", eps)
+    eps = check_eps_value("DP", eps)
     S, A, _ = P.shape
     n = S * A
     # sum_a lam[s', a] - gamma sum_{s,a} lam[s, a] P[s, a, s'] = (1 - gamma) D[s']
@@ -140,7 +140,7 @@ def wen_lp(P: Any, R: Any, D: Any, rho: Any, groups: Any, gamma: float, eps: flo
         diff = np.array([rows[a] - rows[b] for a in range(Z) for b in range(a + 1, Z)])
         kwargs = {"A_ub": sp.csr_matrix(np.vstack([diff, -diff])),
                   "b_ub": np.full(2 * len(diff), eps)}
-    res = _linprog(c=-R.reshape(-1) / (1 - gamma), A_eq=A_eq, b_eq=b_eq, bounds=(0, None), **kwargs)
+    res = highs_linprog(c=-R.reshape(-1) / (1 - gamma), A_eq=A_eq, b_eq=b_eq, bounds=(0, None), **kwargs)
     if res.status == 2:
         msg = (f"no policy satisfies eps-demographic parity |rho_a - rho_b| <= {eps:g} on this "
                f"MDP (gamma = {gamma:g}); Wen et al.'s LP is infeasible.")
@@ -149,7 +149,7 @@ def wen_lp(P: Any, R: Any, D: Any, rho: Any, groups: Any, gamma: float, eps: flo
         nan = np.full((S, A), np.nan)
         return WenLPResult("infeasible", math.nan, nan, nan, np.full(Z, np.nan), math.nan, msg)
     if res.status != 0:
-        raise _status_error(res, "Wen's LP")
+        raise lp_status_error(res, "Wen's LP")
     lam = np.clip(res.x, 0.0, None).reshape(S, A)
     mass = lam.sum(-1, keepdims=True)
     pi = np.where(mass > UNVISITED_MASS, lam / np.where(mass > 0, mass, 1.0), 1.0 / A)

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from causalfair.engines.benefit import (
-    _check_eps,
-    _weights_and_policy,
     benefit_fairness,
+    check_eps,
     lambda_pairs,
+    weights_and_policy,
 )
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.errors import InputError
@@ -44,7 +44,8 @@ from causalfair.logs.schema import (
     read_logs,
     validate_logs,
 )
-from causalfair.policies.core import parse_policy, policy_table
+from causalfair.policies.core import policy_table
+from causalfair.policies.resolver import resolve
 
 __all__ = ["LogAudit", "LambdaEstimate", "audit_logs", "fit_logs", "bootstrap_logs",
            "threshold_lambda", "METHODS", "ON_POSITIVITY", "LAMBDA_ESTIMATORS"]
@@ -210,10 +211,10 @@ def threshold_lambda(p: np.ndarray, delta: np.ndarray, w: np.ndarray, boot_p: np
 class LogAudit:
     """Result of :func:`audit_logs`.
 
-    ``decomposition``: the :class:`~causalfair.engines.effects.Decomposition` of the fitted model
+    ``decomposition``: the :class:`~causalfair.results.Decomposition` of the fitted model
     (``engine="logs"``, ``se`` = bootstrap standard deviations), or None when positivity
     fails and bounds were asked for. ``benefit``: the
-    :class:`~causalfair.engines.benefit.BenefitResult` (or None likewise). ``bootstrap``: one row
+    :class:`~causalfair.results.BenefitResult` (or None likewise). ``bootstrap``: one row
     per replicate and one column per quantity (None without replicates). ``bounds``:
     DataFrame (lower, upper, identified) when positivity fails, else None.
     ``model``: the fitted TabularModel; ``policy_table``: pi(d1 | x, s) audited.
@@ -481,17 +482,14 @@ def _check_options(method: str, alpha: float) -> None:
 def _resolve_policy(policy: Any, model: Any, p_log: np.ndarray, horizon: int) -> tuple[np.ndarray, str]:
     if policy is None:
         return p_log, "estimated from the logs"
-    if isinstance(policy, str):
-        pol = parse_policy(policy, model)
-        return np.asarray(policy_table(pol, model, horizon)), f"supplied: {policy}"
     if isinstance(policy, np.ndarray):
         p = np.asarray(policy, dtype=np.float64)
         if p.shape[-2:] != (model.n_groups, model.n_levels):
             raise LogError(f"policy: table has shape {p.shape}, the logs need "
                            f"({model.n_groups}, {model.n_levels}).")
         return p, "supplied table"
-    name = getattr(policy, "name", type(policy).__name__)
-    return np.asarray(policy_table(policy, model, horizon)), f"supplied: {name}"
+    res = resolve(policy, model)  # anything the resolver accepts, on the fitted model
+    return np.asarray(policy_table(res.policy, model, horizon)), f"supplied: {res.label}"
 
 
 def _replicate(model: Any, p: np.ndarray, horizon: int, eps: float, weights: str,
@@ -505,7 +503,7 @@ def _replicate(model: Any, p: np.ndarray, horizon: int, eps: float, weights: str
     for i, g in enumerate(model.group_names):
         for x, lab in enumerate(model.level_labels):
             row[f"Delta[{g},{lab}]"] = float(d[i, x])
-    w, p_bar = _weights_and_policy(model, np.asarray(p, dtype=np.float64), horizon, weights, None)
+    w, p_bar = weights_and_policy(model, np.asarray(p, dtype=np.float64), horizon, weights, None)
     return row, p_bar, d, w
 
 
@@ -613,7 +611,7 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     :func:`threshold_lambda`).
     """
     requested = _check_lambda_estimator(lambda_estimator)
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     model, p_log, params = _fit(stats, stats.total(), method=method, alpha=alpha,
                                 potential=potential, groups=groups, start=start, levels=levels)
     p = p_log if policy is None else np.asarray(policy, dtype=np.float64)
@@ -624,7 +622,7 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
                               eps=eps, weights=weights, chunk=chunk,
                               start=params if start is None else start, pair=pair,
                               levels=levels)
-    w, p_bar = _weights_and_policy(model, p, horizon, weights, None)
+    w, p_bar = weights_and_policy(model, p, horizon, weights, None)
     delta = model.benefit()
 
     contrib = lambda_pairs(p_bar, delta, w, pair, eps)

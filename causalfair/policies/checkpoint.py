@@ -38,14 +38,13 @@ import numpy as np
 from causalfair._io import atomic_write_bytes
 from causalfair._limits import check_memory, format_bytes
 from causalfair._safe_read import open_zip, read_json, read_member, read_npz
-from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError
+from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, short
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.nets import (  # the networks checkpoints hold, re-exported
-    _ACTIVATIONS,
+    ACTIVATIONS,
     FeatureEncoding,
     NumpyMLPPolicy,
     TorchPolicy,
-    _cap,
     check_policy_inputs,
     mlp,
 )
@@ -125,10 +124,10 @@ def _field(d: Any, key: str, kind: type | tuple[type, ...], path: Path, where: s
         return default
     v = d[key]
     if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise CheckpointError(f"checkpoint {path}: metadata {where}.{key}: bad value {_cap(v)}.")
+        raise CheckpointError(f"checkpoint {path}: metadata {where}.{key}: bad value {short(v)}.")
     if not isinstance(v, kind):
         raise CheckpointError(
-            f"checkpoint {path}: metadata {where}.{key}: bad value {_cap(v)} (expected "
+            f"checkpoint {path}: metadata {where}.{key}: bad value {short(v)} (expected "
             f"{getattr(kind, '__name__', kind)}).")
     return v
 
@@ -140,12 +139,13 @@ def _validate_meta(meta: Any, path: Path) -> tuple[dict[str, Any], list[int], st
         raise CheckpointError(f"checkpoint {path}: metadata must be a JSON object.")
     fmt = meta.get("format")
     if fmt != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint {path}: format {_cap(fmt)} is not {CHECKPOINT_FORMAT!r}.")
+        raise CheckpointError(f"checkpoint {path}: format {short(fmt)} is not {CHECKPOINT_FORMAT!r}.")
     arch = _field(meta, "architecture", dict, path, "")
     if arch.get("type") != "mlp":
         raise CheckpointError(
-            f"checkpoint {path}: architecture type {_cap(arch.get('type'))} is unknown; allowed: "
-            "mlp (and population, seed 002's agents, in .npz files). For other architectures "
+            f"checkpoint {path}: architecture type {short(arch.get('type'))} is unknown; allowed: "
+            "mlp (and population, the R-TD3 / L-UCBFair agents, in .npz files). For other "
+            "architectures "
             "build the module yourself and wrap it in TorchPolicy.")
     ind = _field(arch, "input_dim", int, path, "architecture")
     hidden = _field(arch, "hidden", (list, tuple), path, "architecture", [64, 64])
@@ -155,16 +155,16 @@ def _validate_meta(meta: Any, path: Path) -> tuple[dict[str, Any], list[int], st
     if not all(isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= _MAX_WIDTH
                for h in sizes):
         raise CheckpointError(
-            f"checkpoint {path}: metadata architecture: layer sizes {_cap(sizes)} must be "
+            f"checkpoint {path}: metadata architecture: layer sizes {short(sizes)} must be "
             f"integers in [1, {_MAX_WIDTH}].")
     n_params = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
     if n_params > MAX_PARAMETERS:
         raise CheckpointError(
             f"checkpoint {path}: declares {n_params} parameters, over the limit of "
             f"{MAX_PARAMETERS}; refused before building the network.")
-    if act not in _ACTIVATIONS:
+    if act not in ACTIVATIONS:
         raise CheckpointError(f"checkpoint {path}: metadata architecture.activation: bad value "
-                              f"{_cap(act)}; allowed values: tanh, relu.")
+                              f"{short(act)}; allowed values: tanh, relu.")
     enc_d = _field(meta, "encoding", dict, path, "")
     name = _field(enc_d, "name", str, path, "encoding")
     try:
@@ -178,7 +178,7 @@ def _validate_meta(meta: Any, path: Path) -> tuple[dict[str, Any], list[int], st
                                   std=_field(enc_d, "std", list, path, "encoding", None))
         else:
             raise CheckpointError(f"checkpoint {path}: metadata encoding.name: bad value "
-                                  f"{_cap(name)}; allowed values: onehot, features.")
+                                  f"{short(name)}; allowed values: onehot, features.")
     except (PolicyError, TypeError, ValueError) as exc:
         if isinstance(exc, CheckpointError):
             raise
@@ -393,7 +393,7 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
     extractor = sorted(k for k in state if "features_extractor." in k)
     if extractor:
         raise CheckpointError(
-            f"{where}: the policy has its own features extractor ({_cap(extractor[0])}); "
+            f"{where}: the policy has its own features extractor ({short(extractor[0])}); "
             "causalfair reads MlpPolicy networks only; audit the model in memory with "
             "causalfair.policies.adapters.SB3Policy(model).")
     idx = set()
@@ -402,7 +402,7 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
             i, _, kind = k[len(_SB3_PRE):].partition(".")
             if not i.isdigit() or kind not in ("weight", "bias"):
                 raise CheckpointError(
-                    f"{where}: unexpected key {_cap(k)} in policy.pth (expected "
+                    f"{where}: unexpected key {short(k)} in policy.pth (expected "
                     f"{_SB3_PRE}<integer>.weight / .bias).")
             idx.add(int(i))
     keys = [f"{_SB3_PRE}{i}" for i in sorted(idx)] + ["action_net"]
@@ -439,7 +439,7 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
     if obs_shape is not None:
         if not isinstance(obs_shape, (list, tuple)) or not all(
                 isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in obs_shape):
-            raise CheckpointError(f"{where}: observation_space shape: bad value {_cap(obs_shape)}; "
+            raise CheckpointError(f"{where}: observation_space shape: bad value {short(obs_shape)}; "
                                   "expected a list of integers.")
         if math.prod(obs_shape) != sizes[0]:
             raise CheckpointError(
@@ -457,7 +457,7 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
     return NumpyMLPPolicy(arrays, enc, activation=activation, name=name, source=source), meta
 
 
-# ------------------------------------------------- seed 002's population agents
+# ------------------------------------ population agents (Yin et al. NeurIPS 2023)
 def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path: Any
                        ) -> tuple[Any, dict[str, Any]]:
     """Validate a ``population`` checkpoint's metadata and arrays; (GridPolicy, meta)."""
@@ -465,20 +465,20 @@ def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path
         return CheckpointError(f"checkpoint {path}: {msg}")
 
     if meta.get("format") != CHECKPOINT_FORMAT:
-        raise bad(f"format {_cap(meta.get('format'))} is not {CHECKPOINT_FORMAT!r}.")
+        raise bad(f"format {short(meta.get('format'))} is not {CHECKPOINT_FORMAT!r}.")
     arch, md = meta["architecture"], meta.get("metadata")
     if not isinstance(md, dict):
         raise bad("metadata must be an object.")
     algo = arch.get("algo")
     if algo not in ("r-td3", "l-ucbfair"):
-        raise bad(f"architecture.algo: bad value {_cap(algo)}; allowed: r-td3, l-ucbfair.")
+        raise bad(f"architecture.algo: bad value {short(algo)}; allowed: r-td3, l-ucbfair.")
     H = arch.get("horizon")
     if isinstance(H, bool) or not isinstance(H, int) or not 1 <= H <= 1_000_000:
-        raise bad(f"architecture.horizon: bad value {_cap(H)}; must be an integer >= 1.")
+        raise bad(f"architecture.horizon: bad value {short(H)}; must be an integer >= 1.")
     grid = md.get("grid")
     if not isinstance(grid, list) or not grid or not all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in grid):
-        raise bad(f"metadata.grid: bad value {_cap(grid)}; must be a list of finite numbers.")
+        raise bad(f"metadata.grid: bad value {short(grid)}; must be a list of finite numbers.")
     if sum(v.size for v in arrays.values()) > MAX_PARAMETERS:
         raise bad(f"more than {MAX_PARAMETERS} numbers; refused.")
     for k, v in arrays.items():
@@ -505,7 +505,7 @@ def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path
         for k in ("alpha", "beta", "nu"):
             v = arch.get(k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise bad(f"architecture.{k}: bad value {_cap(v)}; must be a finite number.")
+                raise bad(f"architecture.{k}: bad value {short(v)}; must be a finite number.")
             nums[k] = float(v)
         actor = LUCBFairActor(layers, arrays["loci"], arrays["W_r"], arrays["W_g"],
                               arrays["Linv"], horizon=H, **nums)

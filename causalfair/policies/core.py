@@ -39,6 +39,10 @@ __all__ = [
     "action_probs",
     "ActionPolicy",
     "reads_group",
+    "reads_only_level_group",
+    "feature_inputs",
+    "sb3_adapted",
+    "UniformPolicy",
     "group_features",
     "parse_policy",
     "BUILTIN_POLICIES",
@@ -66,7 +70,7 @@ class Policy(Protocol):
 _SB3_ADAPTED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def _sb3_adapted(policy: Any) -> Any:
+def sb3_adapted(policy: Any) -> Any:
     """A stable-baselines3 model (in memory, any ``Discrete(n)``) as the
     :class:`~causalfair.policies.adapters.SB3Policy` every engine evaluates it by (one per model);
     anything else unchanged."""
@@ -88,7 +92,7 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
     actions only)."""
     name = where or f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
     n = len(obs)
-    policy = _sb3_adapted(policy)
+    policy = sb3_adapted(policy)
     fn = getattr(policy, "action_probs", None)
     if callable(fn):
         arr = np.asarray(fn(obs), dtype=np.float64)
@@ -382,7 +386,7 @@ def group_features(source: Any) -> frozenset[str]:
     return frozenset({str(declared)})
 
 
-def _feature_inputs(policy: Any, source: Any) -> tuple[str, ...] | None:
+def feature_inputs(policy: Any, source: Any) -> tuple[str, ...] | None:
     """The feature names a network policy reads, from its recorded input encoding (a
     ``features`` encoding's ``names``, else every feature of the system it was checked
     against); None when the policy does not read a feature matrix through an encoding
@@ -419,7 +423,7 @@ def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: fl
         return declared
     if model is None and system is not None:
         model = system.tabular
-    inputs = _feature_inputs(policy_or_table, system if system is not None else model)
+    inputs = feature_inputs(policy_or_table, system if system is not None else model)
     if inputs is not None:
         return bool(set(inputs) & group_features(system if system is not None else model))
     tab = policy_or_table if isinstance(policy_or_table, np.ndarray) else table
@@ -433,6 +437,23 @@ def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: fl
     if model is not None and model.n_actions > 2:
         return bool(np.ptp(tab, axis=-3).max() > tol)
     return bool(np.ptp(tab, axis=-2).max() > tol)
+
+
+def reads_only_level_group(policy: Any) -> bool:
+    """Whether a policy's decision is a function of (group, level) (and t for time-indexed
+    tables) only, so that an engine may evaluate it once on the (group, level) grid: a
+    declared ``reads_only_level_group`` (a bool), tables and constants, and torch or
+    stable-baselines3 networks over the one-hot (level, group) encoding."""
+    declared = getattr(policy, "reads_only_level_group", None)
+    if isinstance(declared, bool):
+        return declared
+    if isinstance(policy, (TablePolicy, ConstantPolicy)):
+        return True
+    if isinstance(policy, (TorchPolicy, SB3Policy)):
+        enc = policy.encoding
+        return (enc is not None and enc.name == "onehot"
+                and getattr(policy, "obs_fn", None) is None)
+    return False
 
 
 # ------------------------------------------------------------------------------ parsing
@@ -494,7 +515,7 @@ def parse_policy(spec: str, model: Any) -> Policy:
         acts = list(allowed_acts) if allowed_acts is not None else list(range(A))
         row = np.zeros(A)
         row[acts] = 1.0 / len(acts)
-        return _UniformPolicy(row, name="uniform")
+        return UniformPolicy(row, name="uniform")
     if kind in ("always", "random", "threshold", "blind") and A != 2:
         raise PolicyError(
             f"policy: {spec!r} is a two-action policy, and system {mname!r} has {A} actions; "
@@ -521,7 +542,10 @@ def parse_policy(spec: str, model: Any) -> Policy:
 
 
 @dataclass(frozen=True)
-class _UniformPolicy:
+class UniformPolicy:
+    """pi(a | .) = row[a] for everyone (the built-in ``uniform``: each allowed action with
+    equal probability)."""
+
     row: np.ndarray
     name: str = "uniform"
     reads_group = False
@@ -536,7 +560,7 @@ class _UniformPolicy:
 
 
 # ---------------------------------------------------------- networks and checkpoints
-# (defined in causalfair.policies.checkpoint; re-exported here, where they used to live)
+# (defined in causalfair.policies.checkpoint; re-exported so this module names every policy)
 from causalfair.policies.checkpoint import (  # noqa: E402
     FeatureEncoding,
     TorchPolicy,

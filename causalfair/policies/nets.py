@@ -11,17 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import CheckpointError, PolicyError
+from causalfair.errors import CheckpointError, PolicyError, short
 from causalfair.types import Observation, check_probs
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "check_policy_inputs"]
 
-_ACTIVATIONS = ("tanh", "relu")
-
-
-def _cap(v: Any, n: int = 80) -> str:
-    t = repr(v)
-    return t if len(t) <= n else t[: n - 3] + "..."
+ACTIVATIONS = ("tanh", "relu")
 
 
 # ------------------------------------------------------------------------- encodings
@@ -47,7 +42,7 @@ class FeatureEncoding:
     def __post_init__(self) -> None:
         if self.name not in ("onehot", "features"):
             raise PolicyError(
-                f"encoding: unknown name {_cap(self.name)}; allowed values: onehot, features.")
+                f"encoding: unknown name {short(self.name)}; allowed values: onehot, features.")
         if self.names is not None:
             object.__setattr__(self, "names", tuple(str(x) for x in self.names))
             if self.width_ is None:
@@ -148,7 +143,7 @@ def mlp(input_dim: int, hidden: Sequence[int] = (64, 64), output_dim: int = 1,
 
     acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
     if activation not in acts:
-        raise PolicyError(f"activation: unknown {_cap(activation)}; allowed values: tanh, relu.")
+        raise PolicyError(f"activation: unknown {short(activation)}; allowed values: tanh, relu.")
     layers: list[Any] = []
     prev = input_dim
     for h in hidden:
@@ -178,7 +173,7 @@ class _MLPPolicyBase:
     name: str
     source: str | None
 
-    def _where(self) -> str:
+    def spec_label(self) -> str:
         return f"checkpoint {self.source}" if self.source else f"policy {self.name!r}"
 
     def _outputs(self, x: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
@@ -186,9 +181,9 @@ class _MLPPolicyBase:
 
     def action_probs(self, obs: Observation) -> np.ndarray:
         x = self.encoding.encode(obs)
-        probs = _probs_from_outputs(self._outputs(x), self.output, self._where())
+        probs = _probs_from_outputs(self._outputs(x), self.output, self.spec_label())
         if not np.isfinite(probs).all():
-            raise PolicyError(f"{self._where()}: returned NaN or inf probabilities.")
+            raise PolicyError(f"{self.spec_label()}: returned NaN or inf probabilities.")
         return probs
 
     @property
@@ -199,8 +194,8 @@ class _MLPPolicyBase:
         probs = self.action_probs(obs)
         if probs.shape[1] != 2:
             raise PolicyError(
-                f"{self._where()}: has {probs.shape[1]} actions; use action_probs(obs).")
-        return check_probs(probs[:, 1], len(obs), self._where())
+                f"{self.spec_label()}: has {probs.shape[1]} actions; use action_probs(obs).")
+        return check_probs(probs[:, 1], len(obs), self.spec_label())
 
 
 class TorchPolicy(_MLPPolicyBase):
@@ -229,7 +224,7 @@ class TorchPolicy(_MLPPolicyBase):
                 out = self.module(t)
         except RuntimeError as exc:
             raise PolicyError(
-                f"{self._where()}: the network rejected input of width {x.shape[1]} "
+                f"{self.spec_label()}: the network rejected input of width {x.shape[1]} "
                 f"(encoding {self.encoding.name!r}): {str(exc).splitlines()[0]}") from None
         return out.double().numpy()
 
@@ -240,7 +235,8 @@ class TorchPolicy(_MLPPolicyBase):
 #: Rows per block of :class:`NumpyMLPPolicy`'s forward pass. Each block is one product with
 #: one BLAS thread, and blocks run on the process's BLAS thread count: OpenBLAS's
 #: multi-threaded sgemm rounds some rows differently from its one-thread kernel, so this
-#: is what keeps the outputs bit-identical whatever the thread count (tests/test_checkpoint.py).
+#: is what keeps the outputs bit-identical whatever the thread count
+#: (tests/policies/test_checkpoint.py).
 _BLOCK_ROWS = 8192
 _BLAS: list[Any] = []  # the threadpoolctl controller, made on first use (200 us)
 
@@ -272,8 +268,8 @@ class NumpyMLPPolicy(_MLPPolicyBase):
     def __init__(self, layers: Sequence[tuple[np.ndarray, np.ndarray]], encoding: FeatureEncoding,
                  *, activation: str = "tanh", output: str = "logits", name: str = "mlp",
                  source: str | None = None):
-        if activation not in _ACTIVATIONS:
-            raise PolicyError(f"activation: unknown {_cap(activation)}; allowed values: tanh, relu.")
+        if activation not in ACTIVATIONS:
+            raise PolicyError(f"activation: unknown {short(activation)}; allowed values: tanh, relu.")
         self.layers = [(np.ascontiguousarray(W.T, dtype=np.float32),
                         np.asarray(b, dtype=np.float32)) for W, b in layers]
         self.encoding, self.activation, self.output = encoding, activation, output
@@ -283,7 +279,7 @@ class NumpyMLPPolicy(_MLPPolicyBase):
     def _outputs(self, x: np.ndarray) -> np.ndarray:
         if x.shape[1] != self.layers[0][0].shape[0]:
             raise PolicyError(
-                f"{self._where()}: the network takes {self.layers[0][0].shape[0]} inputs, the "
+                f"{self.spec_label()}: the network takes {self.layers[0][0].shape[0]} inputs, the "
                 f"encoding gave {x.shape[1]}.")
         x = np.asarray(x, dtype=np.float32)
         out = np.empty((len(x), self._n_out), dtype=np.float32)

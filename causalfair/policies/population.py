@@ -1,7 +1,7 @@
-"""Seed 002's population agents as policies (causalfair.train.population trains them;
-causalfair.policies.checkpoint loads them): an agent maps the groups' qualification rates
-(q_1, q_2) and the step t to one threshold per group. Numpy only: an audit of a saved
-agent imports no torch."""
+"""The population agents of Yin et al. (NeurIPS 2023) as policies
+(causalfair.train.population trains them; causalfair.policies.checkpoint loads them): an
+agent maps the groups' qualification rates (q_1, q_2) and the step t to one threshold per
+group. Numpy only: an audit of a saved agent imports no torch."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ class GridPolicy:
         grid = getattr(sim, "thresholds", None)
         if tuple(system.features or ()) != ("q_own", "q_other") or grid is None:
             raise CheckpointError(
-                f"{where}: a population agent of seed 002 acts on replicator dynamics "
+                f"{where}: a population agent (R-TD3, L-UCBFair) acts on replicator dynamics "
                 f"(features q_own, q_other), not on system {system.id!r}.")
         if not np.array_equal(np.asarray(grid[:-1], dtype=np.float64), self.grid):
             raise CheckpointError(

@@ -74,13 +74,16 @@ class SB3Policy:
         self._default_input = obs_fn is None and encoding is None
         if obs_fn is None and encoding is None:
             levels = self.width - n_groups if n_levels is None else int(n_levels)
-            if levels < 1 or levels + n_groups != self.width:
+            if n_levels is None and levels < 1:  # too narrow for one-hot: features only
+                pass
+            elif levels < 1 or levels + n_groups != self.width:
                 raise PolicyError(
                     f"policy {self.name!r}: the SB3 model's observation width is {self.width}, "
                     f"but one-hot level ({levels}) + one-hot group ({n_groups}) gives "
                     f"{levels + n_groups}; for observations with extras (e.g. LendingEnv(extras="
                     "True)) pass obs_fn to build the model's input.")
-            encoding = FeatureEncoding("onehot", n_levels=levels, n_groups=n_groups)
+            else:
+                encoding = FeatureEncoding("onehot", n_levels=levels, n_groups=n_groups)
         self.encoding = encoding
         self.obs_fn = obs_fn
         self.deterministic = bool(deterministic)
@@ -94,8 +97,16 @@ class SB3Policy:
         if self._default_input and feats is not None and np.ndim(feats) == 2 \
                 and np.shape(feats)[1] == self.width:  # the observed features, as its .zip reads
             x = feats
+        elif self.obs_fn is not None:
+            x = self.obs_fn(obs)
+        elif self.encoding is None:
+            raise PolicyError(
+                f"policy {self.name!r}: the SB3 model reads {self.width} inputs, too few for "
+                f"one-hot level and group, and the observation has "
+                f"{'no features' if feats is None else f'{np.shape(feats)[-1]} features'}; "
+                "pass obs_fn to build the model's input.")
         else:
-            x = self.obs_fn(obs) if self.obs_fn is not None else self.encoding.encode(obs)
+            x = self.encoding.encode(obs)
         x = np.asarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape != (len(obs), self.width):
             raise PolicyError(

@@ -56,7 +56,7 @@ def _new_figure(w: float, h: float):
     return fig
 
 
-def _gain_unit(r: AuditResult) -> str:
+def gain_unit(r: AuditResult) -> str:
     """The unit of the qualification gain (the system's, else generic gain units)."""
     return getattr(getattr(r.system, "gain", None), "unit", None) or "gain units"
 
@@ -69,7 +69,8 @@ def _wrap(text: str, width: int) -> str:
     return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
 
 
-def _ci_level(r: AuditResult) -> int:
+def ci_level(r: AuditResult) -> int:
+    """The audit's interval level in percent, 100 (1 - alpha)."""
     return int(round(100 * (1 - r.spec.alpha)))
 
 
@@ -105,12 +106,12 @@ def _fig_waterfall(r: AuditResult):
         data[k] = {"estimate": v, "ci_lower": lo, "ci_upper": hi, "bottom": base}
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(range(4), ticks, fontsize=8)
-    ax.set_ylabel(_wrap(f"gap, {ga} minus {gb} ({_gain_unit(r)})", 44), fontsize=8)
+    ax.set_ylabel(_wrap(f"gap, {ga} minus {gb} ({gain_unit(r)})", 44), fontsize=8)
     how = ("exact: no sampling error" if exact
-           else f"error bars: {_ci_level(r)}% confidence intervals")
+           else f"error bars: {ci_level(r)}% confidence intervals")
     ax.set_title(_wrap(f"C = SPE + IPE + DPE over T = {dec.horizon} decisions; positive favours "
                        f"{ga}, negative favours {gb} ({how})", 110), fontsize=9)
-    return fig, {"effects": data, "exact": exact, "ci_level": _ci_level(r),
+    return fig, {"effects": data, "exact": exact, "ci_level": ci_level(r),
                  "pair": [ga, gb]}
 
 
@@ -134,7 +135,7 @@ def _fig_decomposition(r: AuditResult):
     hi = np.array([ci.loc[k, "upper"] for k in names])
     fig = _new_figure(8.0, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
-    unit = _gain_unit(r)
+    unit = gain_unit(r)
     ax1.bar(names, est, color=["#555555", "#d9822b", "#4c72b0", "#8c8c8c"],
             yerr=np.vstack([est - lo, hi - est]), capsize=4)
     ax1.axhline(0, color="black", lw=0.6)
@@ -165,7 +166,7 @@ def _fig_decomposition(r: AuditResult):
     ax2.set_title("Per group: V^pi - V^PS, V^PS - V^pi0, V^pi0", fontsize=9)
     ax2.set_ylabel(_wrap(f"expected total gain ({unit})", 36), fontsize=8)
     ax2.legend(fontsize=8, frameon=False, title=None if not dec.se else
-               f"error bars: {_ci_level(r)}% CI", title_fontsize=7)
+               f"error bars: {ci_level(r)}% CI", title_fontsize=7)
     level = int(round(100 * (1 - r.spec.alpha)))
     data = {"effects": {k: {"estimate": float(e), "ci_lower": float(lo_), "ci_upper": float(hi_)}
                         for k, e, lo_, hi_ in zip(names, est, lo, hi, strict=True)},
@@ -192,7 +193,7 @@ def _fig_steps(r: AuditResult):
                    "pi0": steps[2, i].tolist()}
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel("decision epoch t (steps)")
-    ax.set_ylabel(_wrap(f"expected gain at step t ({_gain_unit(r)})", 34), fontsize=8)
+    ax.set_ylabel(_wrap(f"expected gain at step t ({gain_unit(r)})", 34), fontsize=8)
     ax.set_title("Per-step contributions: direct (pi - pi^PS) and indirect (pi^PS - pi0)",
                  fontsize=9)
     width = sum(len(g) for g in dec.groups)  # long group names: fewer legend columns
@@ -235,7 +236,7 @@ def _fig_benefit_actions(r: AuditResult):
     acts = [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)]
     fig = _new_figure(8.0, 3.4)
     axes = np.atleast_1d(fig.subplots(1, max(1, len(acts))))
-    unit = _gain_unit(r)
+    unit = gain_unit(r)
     for ax, a_i in zip(axes, acts, strict=False):
         for i, g in enumerate(ben.groups):
             size = 20 + 400 * np.asarray(ben.state_weights[i])
@@ -290,7 +291,7 @@ def _fig_benefit(r: AuditResult):
         ax.annotate(", ".join(f"#{k}" for k in ranks), (x, y), xytext=(4, 4),
                     textcoords="offset points", fontsize=7, color="#222222",
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-    ax.set_xlabel(f"benefit Delta(x, s) = h1 - h0 ({_gain_unit(r)})", fontsize=8)
+    ax.set_xlabel(f"benefit Delta(x, s) = h1 - h0 ({gain_unit(r)})", fontsize=8)
     ax.set_ylabel("P(d1 | x, s) (probability)", fontsize=8)
     ax.set_ylim(-0.08, 1.08)
     ax.set_title(f"Benefit vs approval (Lambda = {ben.Lambda:.4f})", fontsize=9)
@@ -409,9 +410,9 @@ FIGURES: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
 )
 
 
-def _build_figures(r: AuditResult, names: Sequence[str] | None = None,
-                   figures: Sequence[tuple[str, str, Callable[[Any], Any]]] = FIGURES
-                   ) -> dict[str, tuple[Any, dict[str, Any]]]:
+def build_figures(r: AuditResult, names: Sequence[str] | None = None,
+                  figures: Sequence[tuple[str, str, Callable[[Any], Any]]] = FIGURES
+                  ) -> dict[str, tuple[Any, dict[str, Any]]]:
     """name -> (Figure, data) for the applicable figures of ``figures`` among ``names``
     (default all)."""
     import matplotlib
@@ -449,4 +450,4 @@ def skipped_sections(r: AuditResult) -> dict[str, str]:
 
 def make_figures(r: AuditResult) -> dict[str, Any]:
     """name -> matplotlib Figure for every applicable figure."""
-    return {k: fig for k, (fig, _) in _build_figures(r).items()}
+    return {k: fig for k, (fig, _) in build_figures(r).items()}

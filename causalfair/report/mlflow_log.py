@@ -1,4 +1,4 @@
-"""MLflow logging of audits (issue 16; extra ``causalfair[mlflow]``).
+"""MLflow logging of audits (extra ``causalfair[mlflow]``; docs/scale.md).
 
 One MLflow run per audit, in the experiment ``experiment`` of the tracking URI MLflow is
 configured with (``MLFLOW_TRACKING_URI``, or ``tracking_uri=``):
@@ -40,7 +40,8 @@ def _key(text: str) -> str:
     return _BAD.sub("_", text.replace("<=", "le"))
 
 
-def _import_mlflow() -> Any:
+def import_mlflow() -> Any:
+    """The ``mlflow`` module, or an InputError saying how to install the extra."""
     try:
         import mlflow
     except ImportError:
@@ -53,7 +54,7 @@ def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str 
               report_dir: str | os.PathLike[str] | None = None, stage: str = "audit",
               run_name: str | None = None) -> str:
     """Log one :class:`~causalfair.audit.AuditResult` as an MLflow run; return its id."""
-    mlflow = _import_mlflow()
+    mlflow = import_mlflow()
 
     if tracking_uri is not None:
         mlflow.set_tracking_uri(tracking_uri)

@@ -37,11 +37,11 @@ from causalfair.report.figures import (  # the figures, re-exported
     FIGURES,
     FRONTIER_POINTS,
     GRAPH_EPOCHS,
-    _build_figures,
-    _ci_level,
-    _gain_unit,
+    build_figures,
+    ci_level,
     figure_png,
     figure_png_base64,
+    gain_unit,
     make_figures,
     skipped_sections,
 )
@@ -71,7 +71,7 @@ def _unit_of(r: AuditResult, key: str) -> str:
     dec = r.decomposition
     pair = (dec.groups[dec.pair[0]], dec.groups[dec.pair[1]])
     reward = getattr(r.system, "reward", None)
-    return glossary(pair, _gain_unit(r), reward).get(key, ("", "", ""))[2]
+    return glossary(pair, gain_unit(r), reward).get(key, ("", "", ""))[2]
 
 
 def _fmt(v: Any) -> str:
@@ -143,7 +143,7 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         rows = [[k, q[k][0], _unit_of(r, k)] for k in r.spec.metrics if k in q]
         tabs.append(("Metrics (exact values)", ["quantity", "value", "unit"], rows, None))
     else:
-        level = _ci_level(r)
+        level = ci_level(r)
         rows = [[v.label, v.estimate, v.lower, v.upper, v.status] for v in r.verdicts]
         tabs.append(("Verdicts", ["threshold", "estimate", f"{level}% CI lower",
                                   f"{level}% CI upper", "verdict"], rows, 4))
@@ -356,7 +356,7 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
 def _draw(r: AuditResult, names: Sequence[str] | None, tmp: Path
           ) -> tuple[dict[str, bytes], dict[str, Any], dict[str, Any]]:
     """Build and render the figures ``names`` (None: all) into ``tmp``: (pngs, data, figures)."""
-    built = _build_figures(r, names, FIGURES)  # the report's figures (FIGURES here)
+    built = build_figures(r, names, FIGURES)  # the report's figures (FIGURES here)
     pngs = {name: figure_png(fig) for name, (fig, _) in built.items()}
     for name, png in pngs.items():
         (tmp / f"{name}.png").write_bytes(png)

@@ -11,6 +11,7 @@ docs/own-system.md.
 """
 
 from causalfair.systems.builtin import lending_system, register_builtin
+from causalfair.systems.gym.door import from_gym
 from causalfair.systems.registry import (
     ENTRY_POINT_GROUP,
     SystemSpec,
@@ -32,6 +33,7 @@ __all__ = [
     "SystemSpec",
     "ENTRY_POINT_GROUP",
     "as_system",
+    "from_gym",
     "register",
     "make",
     "spec",

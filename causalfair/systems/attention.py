@@ -1,5 +1,5 @@
-"""Attention allocation (ml-fairness-gym, as seeds 000 and 001 run it): the ``attention-1``
-and ``attention-harder`` systems.
+"""Attention allocation (ml-fairness-gym, as Xu et al. ICML 2024 and Hu et al.
+BigData 2023 run it): the ``attention-1`` and ``attention-harder`` systems.
 
 K = 5 sites, each its own group; the state of site k is its incident rate lambda_k. Each
 step the decision maker spreads N attention units over the sites (a_k >= 0, sum a_k = N).
@@ -20,7 +20,7 @@ lambda) scaling with alpha = 0 and its theta = 0 revival are identities and are 
 As a :class:`~causalfair.systems.System`: one replica is the five sites
 (``units_per_replica = 5``, one group per site). The potential is f = -lambda_k (a lower
 incident rate is better off), so a site's gain is lambda_k - lambda_k'. The reward of a
-site-step is the seeds' zeta_0 seen_k - zeta_1 (y_k - seen_k): incidents discovered minus
+site-step is the papers' zeta_0 seen_k - zeta_1 (y_k - seen_k): incidents discovered minus
 a quarter of those missed on ``attention-1`` (zeta = (1, 0.25)), minus a quarter of those
 missed only on ``attention-harder`` (zeta = (0, 0.25)). **Decisions**: each site gets a priority
 w_k in {1, ..., W} (W = 4 by default) and the N units are placed greedily in proportion
@@ -63,7 +63,7 @@ ATTENTION_DEFAULTS: dict[str, dict[str, Any]] = {
         "decrease": (0.1,) * 5,  # d per attention unit
         "horizon": 20,  # ours: the published episodes last 1000 (pocar) or 1024 (ELBERT)
         # reward zeta_0 * seen - zeta_1 * missed: ZETA_0 = 1, ZETA_1 = 0.25 (ELBERT and
-        # Fairness-in-RL attention configs; seed 000 App. D, seed 001 section 3b)
+        # Fairness-in-RL attention configs; Xu et al. App. D, Hu et al.'s code)
         "reward_seen": 1.0,
         "reward_missed": 0.25,
     },
@@ -74,7 +74,7 @@ ATTENTION_DEFAULTS: dict[str, dict[str, Any]] = {
         "increase": (0.08, 0.2, 0.4, 0.8, 2.0),
         "decrease": (0.004, 0.01, 0.016, 0.02, 0.04),
         "horizon": 20,
-        # ELBERT harder_env: the negative sum of missed incidents, zeta_1 = 0.25 (seed 000
+        # ELBERT harder_env: the negative sum of missed incidents, zeta_1 = 0.25 (Xu et al.
         # App. D: "negative sum of missed incidents")
         "reward_seen": 0.0,
         "reward_missed": 0.25,
@@ -87,7 +87,7 @@ FPPO_INCREASE = (0.2, 0.26, 0.4, 0.6, 0.3)
 #: The fair-RL methods' published hyper-parameters on attention allocation (TrainConfig
 #: fields): A-PPO (1, 0.15, 0.15), omega 0.05 and F-PPO-L beta3 = beta4 = 0.15, omega 0.1
 #: (Fairness-in-RL allocation/config.py, digest-001 sections 3b and 4); ELBERT-PO alpha
-#: 50 (original) / 2e4 (harder) with the soft-bias temperature beta = 20 (seed 000 Table 3).
+#: 50 (original) / 2e4 (harder) with the soft-bias temperature beta = 20 (Xu et al. Table 3).
 ATTENTION_TRAIN_DEFAULTS: dict[str, dict[str, Any]] = {
     "attention-1": {"appo_beta1": 0.15, "appo_beta2": 0.15, "appo_omega": 0.05,
                     "fppo_beta3": 0.15, "fppo_beta4": 0.15, "fppo_omega": 0.1,
@@ -182,7 +182,7 @@ class AttentionSimulator:
         return rng.random(n)  # one uniform per site: its incidents by inverse CDF
 
     def long_term_gap(self, s: AttentionState) -> np.ndarray:
-        """F-PPO-L's long-term gap per replica (seed 001's evaluation, on the true rates):
+        """F-PPO-L's long-term gap per replica (Hu et al.'s evaluation, on the true rates):
         max_k |lambda_k - mean_k lambda|."""
         lam = s.rate.reshape(-1, self.K)
         return np.abs(lam - lam.mean(axis=1, keepdims=True)).max(axis=1)

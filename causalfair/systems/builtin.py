@@ -6,19 +6,22 @@ Registered at ``import causalfair.systems``:
   (parameters ``levels`` (K, default 7), ``interest`` (1.0), ``group_weights``);
 - ``delayed-impact``: setting 1's curves without drift (ml-fairness-gym's
   DelayedImpactEnv);
-- ``replicator-1``: seed 002's replicator dynamics (:mod:`causalfair.systems.replicator`).
-- ``lending-harder``: ELBERT's harder lending (:mod:`causalfair.systems.lending.harder`).
-- ``attention-1``, ``attention-harder``: ml-fairness-gym's attention allocation of seeds
-  000 and 001 (:mod:`causalfair.systems.attention`).
-- ``infectious-1``, ``infectious-harder``: the SIR epidemic on the karate-club graph of
-  seeds 000 and 001 (:mod:`causalfair.systems.infectious`).
+- ``replicator-1``: the replicator dynamics of Yin et al. (NeurIPS 2023)
+  (:mod:`causalfair.systems.replicator`).
+- ``lending-harder``: ELBERT's harder lending (Xu et al. ICML 2024;
+  :mod:`causalfair.systems.lending.harder`).
+- ``attention-1``, ``attention-harder``: ml-fairness-gym's attention allocation as
+  Xu et al. (ICML 2024) and Hu et al. (BigData 2023) run it
+  (:mod:`causalfair.systems.attention`).
+- ``infectious-1``, ``infectious-harder``: the SIR epidemic on the karate-club graph, as
+  Xu et al. and Hu et al. run it (:mod:`causalfair.systems.infectious`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from causalfair.systems.lending.settings import _LENDING_DESCRIPTIONS, lending_system
+from causalfair.systems.lending.settings import LENDING_DESCRIPTIONS, SETTINGS, lending_system
 from causalfair.systems.system import System
 
 __all__ = ["lending_system", "make_lending", "make_delayed_impact"]
@@ -59,11 +62,11 @@ make_lending_3 = _lending_factory("lending-3")
 def register_builtin() -> None:
     from causalfair.systems.registry import register
 
-    for sid in ("lending-1", "lending-2", "lending-3"):
+    for sid in SETTINGS:
         register(sid, f"causalfair.systems.builtin:make_{sid.replace('-', '_')}",
-                 description=_LENDING_DESCRIPTIONS[sid], override=True)
+                 description=LENDING_DESCRIPTIONS[sid], override=True)
     register("delayed-impact", "causalfair.systems.builtin:make_delayed_impact",
-             description=_LENDING_DESCRIPTIONS["delayed-impact"], override=True)
+             description=LENDING_DESCRIPTIONS["delayed-impact"], override=True)
     register("lending-harder", "causalfair.systems.lending.harder:make_lending_harder",
              description="ELBERT's harder lending (seed 000): non-adjacent credit jumps, "
                          "rejected applicants move too; tabular", override=True)
@@ -81,6 +84,9 @@ def register_builtin() -> None:
     register("infectious-harder", "causalfair.systems.infectious:make_infectious_harder",
              description="infectious-1 with loss of immunity R -> S at 0.2 (ELBERT); "
                          "coupled units, Monte Carlo", override=True)
+    register("gym", "causalfair.systems.gym.door:gym_system",
+             description="a Gymnasium env of your own (env='module:make_env' or a registered "
+                         "id, groups=[...]); Monte Carlo", override=True)
     register("replicator-1", "causalfair.systems.replicator:make_replicator",
              description="replicator dynamics of two groups' qualification rates under "
                          "per-group thresholds (seed 002); coupled units, Monte Carlo",

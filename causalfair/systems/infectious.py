@@ -1,5 +1,6 @@
-"""Infectious disease on a contact graph (ml-fairness-gym's SIR environment, as seeds 000
-and 001 run it): the ``infectious-1`` and ``infectious-harder`` systems.
+"""Infectious disease on a contact graph (ml-fairness-gym's SIR environment, as Xu et al.
+ICML 2024 and Hu et al. BigData 2023 run it): the ``infectious-1`` and
+``infectious-harder`` systems.
 
 The population is the 34 members of Zachary's karate club (``networkx.karate_club_graph``,
 78 edges, unweighted). The groups are the two communities of the first Girvan-Newman split
@@ -78,7 +79,7 @@ INFECTIOUS_DEFAULTS: dict[str, Any] = {
 #: The fair-RL methods' published hyper-parameters on infectious disease (TrainConfig
 #: fields): A-PPO (1, 0.1, 0.1), omega 0.05 and F-PPO-L beta3 = beta4 = 0.25, omega 0.05
 #: (Fairness-in-RL infectious/config.py, digest-001 sections 3c and 4); ELBERT-PO alpha 10
-#: (original; its script uses 20) and 50 (harder) (seed 000 Table 3).
+#: (original; its script uses 20) and 50 (harder) (Xu et al. Table 3).
 INFECTIOUS_TRAIN_DEFAULTS: dict[str, dict[str, Any]] = {
     "infectious-1": {"appo_beta1": 0.1, "appo_beta2": 0.1, "appo_omega": 0.05,
                      "fppo_beta3": 0.25, "fppo_beta4": 0.25, "fppo_omega": 0.05,
@@ -164,7 +165,7 @@ class InfectiousSimulator:
         return Observation(group=s.group, features=feats, t=s.t)
 
     def long_term_gap(self, s: InfectiousState) -> np.ndarray:
-        """F-PPO-L's long-term gap per replica (seed 001's code): the distance between the
+        """F-PPO-L's long-term gap per replica (Hu et al.'s code): the distance between the
         two communities' (S, I, R) count vectors, each community a point in R^3."""
         h = s.health.reshape(-1, self.units)
         counts = [np.stack([((h == state) & (self.comm == g)).sum(axis=1)

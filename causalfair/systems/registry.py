@@ -20,21 +20,18 @@ protocol of :mod:`causalfair.systems.simulator` (wrapped with defaults: two acti
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import importlib.util
-import inspect
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from causalfair.errors import SystemError_, UserCodeError, call_user
-from causalfair.systems.system import System, _short, as_system
+from causalfair._usercode import call_factory, check_params, importable, load_callable
+from causalfair.errors import SystemError_, short
+from causalfair.systems.system import System, as_system
 
 __all__ = ["SystemSpec", "register", "make", "spec", "registered", "pprint_registry",
-           "load_callable", "call_factory", "ENTRY_POINT_GROUP"]
+           "load_callable", "call_factory", "check_params", "importable", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "causalfair.systems"
 
@@ -71,11 +68,11 @@ def register(id: str, entry_point: str | Callable[..., Any], /, *, description: 
     to it, overridable in :func:`make`). Registering an existing id raises unless
     ``override=True``."""
     if not isinstance(id, str) or not id or any(c.isspace() for c in id):
-        raise SystemError_(f"register: id must be a non-empty string without spaces, got {_short(id)}.")
+        raise SystemError_(f"register: id must be a non-empty string without spaces, got {short(id)}.")
     if not (callable(entry_point) or (isinstance(entry_point, str) and ":" in entry_point)):
         raise SystemError_(
             f"register({id!r}): entry_point must be a callable or 'module:callable', got "
-            f"{_short(entry_point)}.")
+            f"{short(entry_point)}.")
     if id in _REGISTRY and not override:
         raise SystemError_(f"register: id {id!r} is already registered; pass override=True to replace it.")
     _REGISTRY[id] = SystemSpec(id, entry_point, dict(defaults), description)
@@ -98,7 +95,7 @@ def spec(id: str) -> SystemSpec:
 
 def _unknown_message(id: str) -> str:
     known = ", ".join(registered()) or "none"
-    return (f"system: unknown id {_short(id)}; registered ids: {known}. Did you install or import "
+    return (f"system: unknown id {short(id)}; registered ids: {known}. Did you install or import "
             "the package that registers it? A factory of your own is written 'module:callable'.")
 
 
@@ -113,113 +110,11 @@ def _entry_point(id: str) -> SystemSpec | None:
     return None
 
 
-def _import_from(module: str, search_path: Path | None) -> Any:
-    """Import ``module``; a ``module.py`` (or package) in ``search_path`` wins."""
-    if search_path is not None:
-        rel = Path(*module.split("."))
-        for cand in (search_path / rel.with_suffix(".py"), search_path / rel / "__init__.py"):
-            if cand.is_file():
-                loaded = sys.modules.get(module)
-                if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() \
-                        == cand.resolve():
-                    return loaded
-                spec_ = importlib.util.spec_from_file_location(
-                    module, cand,
-                    submodule_search_locations=[str(cand.parent)] if cand.name == "__init__.py" else None)
-                mod = importlib.util.module_from_spec(spec_)
-                sys.modules[module] = mod  # before exec: dataclasses and pickling need it
-                # the folder is importable while the module runs, so it can import its
-                # siblings (as pytest makes a conftest.py's folder importable)
-                try:
-                    with importable(search_path):
-                        spec_.loader.exec_module(mod)
-                except BaseException:
-                    sys.modules.pop(module, None)
-                    raise
-                return mod
-    return importlib.import_module(module)
-
-
-@contextlib.contextmanager
-def importable(folder: str | Path | None) -> Iterator[None]:
-    """``folder`` is on ``sys.path`` inside the block (first), and removed after it: a
-    factory module, and the factory while it runs, can import its sibling modules."""
-    if folder is None:
-        yield
-        return
-    entry = str(folder)
-    sys.path.insert(0, entry)
-    try:
-        yield
-    finally:
-        try:
-            sys.path.remove(entry)
-        except ValueError:
-            pass
-
-
-def call_factory(what: str, fn: Callable[..., Any], search_path: str | Path | None = None,
-                 /, **kwargs: Any) -> Any:
-    """Call a user factory ``fn(**kwargs)`` (a ``[system]``/``[policy] factory``, a
-    ``--system``/``--policy module:callable``) with its search folder importable during
-    the call; anything it raises or exits with becomes a one-line
-    :class:`~causalfair.errors.UserCodeError` naming ``what``
-    (:func:`~causalfair.errors.call_user`)."""
-    with importable(search_path):
-        return call_user(what, fn, **kwargs)
-
-
-def load_callable(ref: str, *, search_path: str | Path | None = None, what: str = "factory"
-                  ) -> Callable[..., Any]:
-    """The callable named by ``"module:attr"`` (``attr`` may be dotted)."""
-    mod_name, sep, attr = str(ref).partition(":")
-    if not sep or not mod_name or not attr:
-        raise SystemError_(f"{what}: {_short(ref)} is not of the form 'module:callable'.")
-    path = Path(search_path) if search_path is not None else None
-    try:
-        mod = call_user(f"{what}: importing module {mod_name!r}", _import_from, mod_name, path)
-    except UserCodeError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, ModuleNotFoundError):
-            where = f" (looked in {path} and the installed packages)" if path else ""
-            raise SystemError_(
-                f"{what}: cannot import module {mod_name!r}{where}: {cause}; put {mod_name}.py "
-                "next to the spec or install the package that provides it.") from None
-        if isinstance(cause, SyntaxError):
-            raise SystemError_(f"{what}: module {mod_name!r} has a syntax error: {cause}.") from None
-        raise SystemError_(f"{exc}.") from exc  # the cause keeps the user's traceback
-    obj: Any = mod
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise SystemError_(
-                f"{what}: module {mod_name!r} has no attribute {attr!r} (from {_short(ref)}).")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise SystemError_(f"{what}: {_short(ref)} is a {type(obj).__name__}, not a callable.")
-    return obj
-
-
-def check_params(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -> None:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return
-    ps = sig.parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in ps):
-        return
-    names = [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    bad = [k for k in params if k not in names]
-    if bad:
-        raise SystemError_(
-            f"{what}: unknown parameter {bad[0]!r}; the factory accepts: "
-            f"{', '.join(names) or 'no parameters'}.")
-
-
 def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) -> System:
     """Build the system ``id`` (a registered id, ``"module:callable"`` or an entry-point
     name) with ``params`` overriding the registered defaults."""
     if not isinstance(id, str) or not id:
-        raise SystemError_(f"system: id must be a non-empty string, got {_short(id)}.")
+        raise SystemError_(f"system: id must be a non-empty string, got {short(id)}.")
     if id in _REGISTRY or (":" not in id and _entry_point(id) is not None):
         entry = _REGISTRY[id]
         fn = entry.factory(search_path)

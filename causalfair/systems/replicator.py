@@ -1,4 +1,4 @@
-"""Replicator dynamics of a population's qualification (seed 002, Yin et al. NeurIPS 2023,
+"""Replicator dynamics of a population's qualification (Yin et al. NeurIPS 2023,
 Appendix A.1, after Raab & Liu 2021): the ``replicator-1`` system.
 
 Two groups; the state of group g is its qualification rate q_g = P(Y = 1 | G = g). A
@@ -13,13 +13,13 @@ W_y = U[y, +1] P(Y_hat = 1 | y) + U[y, -1] P(Y_hat = -1 | y), and
 
     q' = q W_+1 / (q W_+1 + (1 - q) W_-1)          (the replicator equation).
 
-The dynamics are deterministic. The decision maker's reward (seed 002, Eq. 8) is
+The dynamics are deterministic. The decision maker's reward (Yin et al., Eq. 8) is
 r = alpha * tp + beta * tn with tp = q TPR and tn = (1 - q)(1 - FPR) (task "tp": alpha =
 1, beta = 0).
 
 As a :class:`~causalfair.systems.System`: one replica is the population, with one unit
 per group (``units_per_replica = 2``); each unit observes ``(q_own, q_other)`` and
-chooses its group's threshold from a grid (seed 002's code uses the loci 0.1, 0.3, ...,
+chooses its group's threshold from a grid (the paper's code uses the loci 0.1, 0.3, ...,
 0.9 of a Voronoi partition of [0, 1]); the potential is q, so the qualification gain
 is q' - q. The baseline action a0 = "reject all" (threshold +inf) lies outside what a
 policy may choose (``DecisionSet.allowed``): with it W_y = U[y, -1], so q drifts by
@@ -31,7 +31,7 @@ a deterministic policy every replica follows the same path and the estimates are
 threshold per step for the whole group (one draw per replica), not as a randomised
 classifier; its estimates carry Monte Carlo error.
 
-**U is not published** (seed 002 gives only constraints): it is a validated parameter,
+**U is not published** (the paper gives only constraints): it is a validated parameter,
 and a U that violates a constraint is refused, naming it. Our default U = ((0.5, 1.0),
 (0.51, 0.58)) is ours, chosen to put the system in the regime the paper describes, where
 short-term incentives lower qualification: the myopic threshold 0 drives q from (0.6, 0.4)
@@ -56,26 +56,26 @@ from causalfair.types import Observation, StepResult
 __all__ = ["REPLICATOR_DEFAULTS", "check_utility_matrix", "ReplicatorSimulator",
            "make_replicator", "tpr_fpr"]
 
-#: The published parameters (seed 002) and our choices where the paper gives none.
+#: The published parameters (Yin et al. 2023) and our choices where the paper gives none.
 REPLICATOR_DEFAULTS: dict[str, Any] = {
-    # ours: satisfies the three constraints of seed 002 App. A.1 (not published), and
+    # ours: satisfies the three constraints of Yin et al. App. A.1 (not published), and
     # low thresholds lower q while high ones raise it (module docstring)
     "U": ((0.5, 1.0), (0.51, 0.58)),
-    # seed 002's code (UCB_Fair): loci of the 5 x 5 Voronoi grid, per group 0.1..0.9
+    # the paper's code (UCB_Fair): loci of the 5 x 5 Voronoi grid, per group 0.1..0.9
     "thresholds": (0.1, 0.3, 0.5, 0.7, 0.9),
-    # seed 002, Eq. 8, task "tp"
+    # Yin et al., Eq. 8, task "tp"
     "alpha": 1.0,
     "beta": 0.0,
     # ours: the paper samples initial states (16 in Fig. 1); an audit needs one
     "q0": (0.6, 0.4),
-    # seed 002: H = 100 in the synthetic experiments
+    # Yin et al.: H = 100 in the synthetic experiments
     "horizon": 100,
     "group_weights": (0.5, 0.5),
 }
 
 
 def check_utility_matrix(U: Any) -> np.ndarray:
-    """Validate U (rows y = -1, +1; columns y_hat = -1, +1) against seed 002's
+    """Validate U (rows y = -1, +1; columns y_hat = -1, +1) against Yin et al.'s
     constraints; returns it as a (2, 2) float array."""
     try:
         u = np.array(U, dtype=np.float64)
@@ -148,7 +148,7 @@ class ReplicatorSimulator:
         return np.zeros((n, 0))  # deterministic dynamics
 
     def long_term_gap(self, s: ReplicatorState) -> np.ndarray:
-        """Seed 002's qualification-rate parity (QR) per replica: |q_1 - q_2|, the state
+        """Yin et al.'s qualification-rate parity (QR) per replica: |q_1 - q_2|, the state
         notion that a myopic decision maker cannot affect."""
         q = s.q.reshape(-1, 2)
         return np.abs(q[:, 0] - q[:, 1])
@@ -183,7 +183,7 @@ def make_replicator(U: Any = REPLICATOR_DEFAULTS["U"],
         raise SystemError_(f"q0: must be two qualification rates in (0, 1), got {q0!r}.")
     for name, v in (("alpha", alpha), ("beta", beta)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-            raise SystemError_(f"{name}: must be a number in [0, 1] (seed 002, Eq. 8), got {v!r}.")
+            raise SystemError_(f"{name}: must be a number in [0, 1] (Yin et al., Eq. 8), got {v!r}.")
     labels = tuple(f"a={x:g}" for x in th) + ("reject all",)
     return System(
         id="replicator-1",

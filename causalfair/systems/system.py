@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import SystemError_, call_user
+from causalfair.errors import SystemError_, call_user, short
 from causalfair.model import CausalStructure, TabularModel
 from causalfair.systems.contract import check_protocol, guard_simulator
 
@@ -33,11 +33,6 @@ __all__ = ["DecisionSet", "Gain", "System", "as_system", "ENGINES"]
 ENGINES = ("exact", "mc", "frontier")
 
 _PROTOCOL = ("reset", "observe", "draw_noise", "step")
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -65,14 +60,14 @@ class DecisionSet:
         labels = tuple(str(x) for x in self.labels)
         if len(labels) < 2 or len(set(labels)) != len(labels):
             raise SystemError_(
-                f"decisions.labels: need at least 2 distinct action labels, got {_short(self.labels)}."
+                f"decisions.labels: need at least 2 distinct action labels, got {short(self.labels)}."
             )
         object.__setattr__(self, "labels", labels)
         A = len(labels)
         if isinstance(self.baseline, bool) or not isinstance(self.baseline, (int, np.integer)) \
                 or not 0 <= int(self.baseline) < A:
             raise SystemError_(
-                f"decisions.baseline: must be an action index in [0, {A}), got {_short(self.baseline)}."
+                f"decisions.baseline: must be an action index in [0, {A}), got {short(self.baseline)}."
             )
         object.__setattr__(self, "baseline", int(self.baseline))
         if self.allowed is not None:
@@ -80,12 +75,12 @@ class DecisionSet:
             if not allowed or any(not 0 <= a < A for a in allowed) or len(set(allowed)) != len(allowed):
                 raise SystemError_(
                     f"decisions.allowed: must be distinct action indices in [0, {A}), got "
-                    f"{_short(self.allowed)}."
+                    f"{short(self.allowed)}."
                 )
             object.__setattr__(self, "allowed", allowed)
         if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(
                 self.budget, (int, np.integer)) or self.budget < 0):
-            raise SystemError_(f"decisions.budget: must be an integer >= 0 or None, got {_short(self.budget)}.")
+            raise SystemError_(f"decisions.budget: must be an integer >= 0 or None, got {short(self.budget)}.")
 
     @property
     def n(self) -> int:
@@ -185,16 +180,16 @@ class System:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         if not isinstance(self.id, str) or not self.id.strip():
-            raise SystemError_(f"system id: must be a non-empty string, got {_short(self.id)}.")
+            raise SystemError_(f"system id: must be a non-empty string, got {short(self.id)}.")
         try:
             groups = tuple(str(g) for g in self.groups)
         except TypeError:
             raise SystemError_(
-                f"system {self.id!r}: groups must be a sequence of names, got {_short(self.groups)}."
+                f"system {self.id!r}: groups must be a sequence of names, got {short(self.groups)}."
             ) from None
         if len(groups) < 2 or len(set(groups)) != len(groups):
             raise SystemError_(
-                f"system {self.id!r}: groups must be at least 2 distinct names, got {_short(groups)}."
+                f"system {self.id!r}: groups must be at least 2 distinct names, got {short(groups)}."
             )
         set_(self, "groups", groups)
         if not isinstance(self.decisions, DecisionSet):
@@ -207,22 +202,22 @@ class System:
             if val is not None:
                 if isinstance(val, (str, bytes)) or not hasattr(val, "__iter__"):
                     raise SystemError_(
-                        f"system {self.id!r}: {name} must be a sequence of names, got {_short(val)}.")
+                        f"system {self.id!r}: {name} must be a sequence of names, got {short(val)}.")
                 val = tuple(str(v) for v in val)
                 if not val or len(set(val)) != len(val):
                     raise SystemError_(
-                        f"system {self.id!r}: {name} must be distinct names, got {_short(val)}.")
+                        f"system {self.id!r}: {name} must be distinct names, got {short(val)}.")
                 set_(self, name, val)
         if isinstance(self.horizon, bool) or not isinstance(self.horizon, (int, np.integer)) \
                 or self.horizon < 1:
             raise SystemError_(
-                f"system {self.id!r}: horizon must be an integer >= 1, got {_short(self.horizon)}.")
+                f"system {self.id!r}: horizon must be an integer >= 1, got {short(self.horizon)}.")
         set_(self, "horizon", int(self.horizon))
         if isinstance(self.units_per_replica, bool) or not isinstance(
                 self.units_per_replica, (int, np.integer)) or self.units_per_replica < 1:
             raise SystemError_(
                 f"system {self.id!r}: units_per_replica must be an integer >= 1, got "
-                f"{_short(self.units_per_replica)}.")
+                f"{short(self.units_per_replica)}.")
         set_(self, "units_per_replica", int(self.units_per_replica))
         if not isinstance(self.structure, CausalStructure):
             raise SystemError_(
@@ -237,7 +232,7 @@ class System:
                     or abs(w.sum() - 1.0) > 1e-9:
                 raise SystemError_(
                     f"system {self.id!r}: group_weights must be {G} probabilities summing to 1, "
-                    f"got {_short(self.group_weights)}.")
+                    f"got {short(self.group_weights)}.")
         w.setflags(write=False)
         set_(self, "group_weights", w)
         set_(self, "roles", dict(self.roles))
@@ -390,7 +385,7 @@ def _from_simulator(sim: Any, sid: str, params: Mapping[str, Any]) -> System:
     if isinstance(n_groups, bool) or not isinstance(n_groups, (int, np.integer)) or n_groups < 2:
         raise SystemError_(
             f"system {sid!r}: the simulator {type(sim).__name__} needs an integer attribute "
-            f"n_groups >= 2, got {_short(n_groups)}.")
+            f"n_groups >= 2, got {short(n_groups)}.")
     names = getattr(sim, "group_names", None)
     if names is None:
         names = ("s+", "s-") if n_groups == 2 else tuple(f"s{i}" for i in range(n_groups))

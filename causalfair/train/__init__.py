@@ -50,7 +50,7 @@ class TrainResult:
 RUN_MARK = ".causalfair-run"
 
 
-def _prepare_run_folder(out: Path, resume: bool) -> None:
+def prepare_run_folder(out: Path, resume: bool) -> None:
     """Create the run folder, or reuse one causalfair made (it holds :data:`RUN_MARK`);
     a file, or a non-empty folder of the user's, raises OutputError untouched."""
     if out.exists() and not out.is_dir():
@@ -165,7 +165,7 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
                 f"{str(exc).splitlines()[0]}"
             ) from None
     if out_path is not None:
-        _prepare_run_folder(out_path, resume)
+        prepare_run_folder(out_path, resume)
         if not resume:
             for name in ("metrics.jsonl", "metrics.csv"):
                 (out_path / name).unlink(missing_ok=True)

@@ -208,7 +208,7 @@ class TrainConfig:
     the normalised advantages make 2e5 swamp the utility completely."""
 
     elbert_beta: float = 20.0
-    """ELBERT-PO soft-bias temperature for more than two groups (seed 000 Eq. 6; its
+    """ELBERT-PO soft-bias temperature for more than two groups (Xu et al. ICML 2024, Eq. 6; its
     attention runs use 20). Two groups use the hard bias, as the released code."""
 
     # ------------------------------------------------------------ bookkeeping

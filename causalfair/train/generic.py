@@ -1,4 +1,4 @@
-"""Training on any system (issue "Any system"): PPO, PPO-C and PPO-Cb over the simulator
+"""Training on any system (method.md section 5): PPO, PPO-C and PPO-Cb over the simulator
 protocol, for systems other than the lending settings (which keep their own, faster
 trainer in :mod:`causalfair.train.core`).
 
@@ -61,7 +61,7 @@ from causalfair.policies.checkpoint import (
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.core import load_checkpoint
 from causalfair.thresholds import PASS, parse_constraint
-from causalfair.train import TrainResult, _prepare_run_folder
+from causalfair.train import TrainResult, prepare_run_folder
 from causalfair.train import checkpoint as ck
 from causalfair.train.algorithms import names
 from causalfair.train.config import TrainConfig
@@ -82,7 +82,8 @@ __all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS"]
 
 #: The objectives the generic trainer implements (the registry, causalfair.train.algorithms).
 GENERIC_ALGOS = names(generic=True)
-#: The seeds' methods, which change the advantage with supply/demand signals per replica.
+#: A-PPO, F-PPO-L and ELBERT-PO (Hu et al. 2023, Xu et al. 2024), which change the advantage
+#: with supply/demand signals per replica.
 FAIR_ADVANTAGE_ALGOS = names(fair_advantage=True)
 
 
@@ -525,7 +526,7 @@ class SystemTrainer:
         return lambda_cells_torch(p.reshape(self.G, cb["K"], -1), cb["delta"], cb["w"],
                                   self.config.lambda_eps, self.pair)
 
-    # ----------------------------------------- the seeds' methods (advantage changes)
+    # ------------------------ A-PPO, F-PPO-L, ELBERT-PO (advantage changes per replica)
     def _check_fair_signals(self) -> None:
         """A-PPO and ELBERT-PO read the supply and demand the simulator reports in
         ``StepResult.info``; F-PPO-L reads ``simulator.long_term_gap(state)`` per replica.
@@ -550,8 +551,8 @@ class SystemTrainer:
                 "see docs/simulators.md, or use ppo / ppo-c.")
 
     def _start_fair(self, state: Any) -> dict[str, list[np.ndarray]]:
-        """The signals a rollout records for the seeds' methods (F-PPO-L: the long-term gap
-        at the start too) and PPO-Cb's unit-alone benefits."""
+        """The signals a rollout records for A-PPO, F-PPO-L and ELBERT-PO (F-PPO-L: the
+        long-term gap at the start too) and PPO-Cb's unit-alone benefits."""
         fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": [],
                                              "delta": []}
         if self.fair and self.config.algo == "f-ppo-l":
@@ -568,13 +569,14 @@ class SystemTrainer:
 
     def _fair_advantage(self, adv: np.ndarray, b: dict[str, np.ndarray], adv_rep: np.ndarray,
                         unit_rep: np.ndarray, unit_group: np.ndarray) -> tuple[np.ndarray, dict]:
-        """The seeds' advantages from per-replica signals. ``adv`` (T, columns), column j
-        belonging to replica ``adv_rep[j]``; ``b["supply"]``, ``b["demand"]`` (T, units),
-        unit i in replica ``unit_rep[i]`` and group ``unit_group[i]``.
+        """The advantages of A-PPO, F-PPO-L and ELBERT-PO from per-replica signals. ``adv``
+        (T, columns), column j belonging to replica ``adv_rep[j]``; ``b["supply"]``,
+        ``b["demand"]`` (T, units), unit i in replica ``unit_rep[i]`` and group
+        ``unit_group[i]``.
 
         - Totals per replica and group S, D (T, replicas, G); the short-term bias of the
-          seeds' code, Delta_t = max_g - min_g S_g(<t) / (D_g(<t) + 1) over the episode so
-          far (:func:`rate_gap`).
+          papers' code (Hu et al. 2023, Xu et al. 2024), Delta_t = max_g - min_g S_g(<t) /
+          (D_g(<t) + 1) over the episode so far (:func:`rate_gap`).
         - ``a-ppo``: :func:`appo_advantage` with D_t and D_{t+1} - D_t.
         - ``f-ppo-l``: :func:`fppol_advantage`, violated = Delta_t > omega, dW = the change
           of the replica's long-term gap over the step.
@@ -594,7 +596,7 @@ class SystemTrainer:
         gap = rate_gap(np.concatenate([zero, np.cumsum(S, 0)]),
                        np.concatenate([zero, np.cumsum(D, 0)]))  # (T + 1, replicas)
         cols = lambda a: a[:, adv_rep]  # noqa: E731 - replica signal -> adv columns
-        # the seeds' evaluation bias: max - min of sum S_g / (sum D_g + episodes)
+        # the papers' evaluation bias: max - min of sum S_g / (sum D_g + episodes)
         rates = S.sum((0, 1)) / (D.sum((0, 1)) + n_rep)
         row = {"bias_batch": float(rates.max() - rates.min())}
         if c.algo == "a-ppo":
@@ -681,7 +683,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
         tr = SystemTrainer(system, config, init)
         out_path = Path(out) if out is not None else None
         if out_path is not None:
-            _prepare_run_folder(out_path, resume=False)
+            prepare_run_folder(out_path, resume=False)
             ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
                 json.dumps(tr.config.to_dict(lending=False), indent=2).encode()))
 

@@ -270,9 +270,9 @@ def massage_flips(p_d1: np.ndarray, action: np.ndarray, repay: np.ndarray, group
     return fairer & ~confident
 
 
-# -------------------------------------------------- supply / demand (seeds 000 and 001)
+# ---------------------------------- supply / demand (Xu et al. 2024, Hu et al. 2023)
 def rate_gap(cum_supply: np.ndarray, cum_demand: np.ndarray) -> np.ndarray:
-    """The short-term bias the seeds' code computes from running totals (last axis =
+    """The short-term bias the papers' code computes from running totals (last axis =
     groups): max_g - min_g of supply_g / (demand_g + 1) (ELBERT's and F-PPO's A-PPO
     baselines: vaccines / (newly infected + 1), discovered / (occurred + 1))."""
     r = np.asarray(cum_supply, dtype=np.float64) / (np.asarray(cum_demand, dtype=np.float64) + 1.0)

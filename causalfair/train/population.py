@@ -1,7 +1,7 @@
-"""Seed 002's algorithms on ``replicator-1`` (Yin et al., NeurIPS 2023): R-TD3 and
+"""The algorithms of Yin et al. (NeurIPS 2023) on ``replicator-1``: R-TD3 and
 L-UCBFair, population-level agents choosing one feature threshold per group.
 
-The population MDP (seed 002 section 2): the state is the groups' qualification rates
+The population MDP (Yin et al. section 2): the state is the groups' qualification rates
 s = (q_1, q_2); the action a = (a_1, a_2) in [0, 1]^2 is a threshold per group (accept iff
 X >= a_g, X ~ N(Y, 1)); the dynamics are ``replicator-1``'s replicator equation with its
 utility matrix U. Per step (Eq. 8 and Table 1):
@@ -21,7 +21,7 @@ Both return a :class:`PopulationAgent`, and :func:`audit_policy` turns it into a
 Monte Carlo engine audits on ``replicator-1`` (each unit's threshold snapped to the
 system's grid). :func:`save_agent` writes a trained agent as an ``.npz`` checkpoint that
 ``causalfair audit`` / ``decompose --checkpoint`` load (``causalfair train --system
-replicator-1 --algo r-td3|l-ucbfair`` does both). Seed 002's online metrics:
+replicator-1 --algo r-td3|l-ucbfair`` does both). The paper's online metrics:
 :func:`regret_and_violation`. Where our choices depart from the paper's (initial states,
 exploration noise, budgets), the config says so.
 """
@@ -105,7 +105,7 @@ def episode_values(env: PopulationEnv, agent: PopulationAgent, q0: np.ndarray | 
 def best_constant(env: PopulationEnv, c: float, q0: np.ndarray | None = None) -> dict[str, Any]:
     """The reference for regret: the best constant pair of grid thresholds whose V_g meets
     c, from each start in ``q0`` ((2,) or (n, 2); default the system's). The constrained
-    optimum V* of seed 002 has no closed form: this is ours, a lower bound on V*. Every
+    optimum V* of the paper has no closed form: this is ours, a lower bound on V*. Every
     (start, pair) is rolled at once. Returns arrays (n,) V_r, V_g and thresholds (n, 2)."""
     G = env.grid
     pairs = np.array([(x, y) for x in G for y in G])
@@ -129,7 +129,7 @@ def best_constant(env: PopulationEnv, c: float, q0: np.ndarray | None = None) ->
 
 
 def myopic(env: PopulationEnv, lam: float = 0.0, resolution: int = 101) -> PopulationAgent:
-    """Seed 002's repeated-risk-minimisation baselines (Eq. 7a, 7b): at every step the
+    """The paper's repeated-risk-minimisation baselines (Eq. 7a, 7b): at every step the
     thresholds minimising (1 - lam) L(s, a) + lam D(s, a) for the current state, over a
     grid of [0, 1]^2 (``resolution`` points a side; the paper uses gradient descent).
     ``lam`` = 0: Myopic; 0.5: Myopic-Fair as in its figures."""
@@ -150,7 +150,7 @@ def myopic(env: PopulationEnv, lam: float = 0.0, resolution: int = 101) -> Popul
 
 def regret_and_violation(V_r: np.ndarray, V_g: np.ndarray, V_star: float, c: float
                          ) -> tuple[np.ndarray, np.ndarray]:
-    """Seed 002's online metrics after each episode k (Eq. 3): Regret(k) = sum_{j<=k}
+    """The paper's online metrics after each episode k (Eq. 3): Regret(k) = sum_{j<=k}
     (V* - V_r^j) and Drtn(k) = max(0, sum_{j<=k} (c - V_g^j))."""
     V_r, V_g = np.asarray(V_r, dtype=np.float64), np.asarray(V_g, dtype=np.float64)
     return np.cumsum(V_star - V_r), np.maximum(0.0, np.cumsum(c - V_g))
@@ -176,7 +176,7 @@ def _check_fields(cfg: Any, ints: tuple[str, ...], positive: tuple[str, ...]) ->
 
 
 def _initial_states(n: int, rng: np.random.Generator) -> np.ndarray:
-    """Training episodes start from random states (seed 002: "randomly sampled states";
+    """Training episodes start from random states (the paper: "randomly sampled states";
     ours: q ~ U(0.1, 0.9)^2)."""
     return rng.uniform(0.1, 0.9, size=(n, 2))
 
@@ -184,7 +184,7 @@ def _initial_states(n: int, rng: np.random.Generator) -> np.ndarray:
 # ------------------------------------------------------------------------------ R-TD3
 @dataclass(frozen=True)
 class RTD3Config:
-    """R-TD3 (seed 002 section 2b: stable-baselines3's TD3 with default parameters on the
+    """R-TD3 (Yin et al. 2023: stable-baselines3's TD3 with default parameters on the
     time-weighted Lagrangian). SB3 2.x defaults: lr 1e-3, batch 256, tau 0.005, gamma
     0.99, policy_delay 2, target noise 0.2 clipped at 0.5, learning_starts 100, nets
     [256, 256] (hidden). Ours: ``steps`` (paper 200,000), ``envs`` populations stepped
@@ -218,7 +218,7 @@ class RTD3Config:
 
 def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgent:
     """Train R-TD3 on ``replicator-1``; the agent's ``history`` holds, per finished
-    episode, V_r and V_g (seed 002's online quantities)."""
+    episode, V_r and V_g (the paper's online quantities)."""
     import torch
 
     c = config
@@ -311,7 +311,7 @@ def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgen
 # -------------------------------------------------------------------------- L-UCBFair
 @dataclass(frozen=True)
 class LUCBFairConfig:
-    """L-UCBFair (seed 002 Algorithm 1; its supplementary code's values where given):
+    """L-UCBFair (Yin et al. Algorithm 1; its supplementary code's values where given):
     loci the 5 x 5 grid {0.1, ..., 0.9}^2 (eps = 0.1), softmax temperature ``alpha`` = 1,
     bonus ``beta`` = 0.05, ridge ``varsigma`` = 1, feature dimension ``d`` = 10, ``episodes``
     K = 500, constraint c = H - ``slack`` (code: H - 1.5). Ours: ``chi`` (the dual bound;
@@ -337,7 +337,7 @@ class LUCBFairConfig:
                       ("alpha", "beta", "varsigma", "slack"))
         if isinstance(self.chi, bool) or not isinstance(self.chi, (int, float)) or self.chi < 0:
             raise ConfigError(f"chi: bad value {self.chi!r}; must be a number >= 0 (0 switches "
-                              "the dual off, as seed 002's code does).")
+                              "the dual off, as the paper's code does).")
         if self.episodes > 100_000:
             raise ConfigError(f"episodes: bad value {self.episodes}; at most 100,000 (every "
                               "episode's features are kept).")

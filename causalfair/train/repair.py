@@ -41,7 +41,7 @@ import numpy as np
 
 from causalfair import _progress
 from causalfair._validation import check_horizon
-from causalfair.engines.benefit import WEIGHTS, _check_eps
+from causalfair.engines.benefit import WEIGHTS, check_eps
 from causalfair.engines.effects import decompose
 from causalfair.engines.exact_torch import exact_metrics
 from causalfair.errors import InputError, ModelError
@@ -467,7 +467,7 @@ def _starts(model: TabularModel, T: int, constraints: Sequence[Constraint],
 def _check_horizon_eps(T: int, eps: float, weights: str) -> tuple[int, float]:
     if weights not in WEIGHTS:
         raise ModelError(f"weights: unknown value {weights!r}; allowed values: {', '.join(WEIGHTS)}.")
-    return check_horizon(T), _check_eps(eps)
+    return check_horizon(T), check_eps(eps)
 
 
 def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constraint], *,

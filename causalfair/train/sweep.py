@@ -1,4 +1,4 @@
-"""Training sweeps (issue 16): every (system, algorithm, seed) is one task, run here, in
+"""Training sweeps (docs/scale.md): every (system, algorithm, seed) is one task, run here, in
 local worker processes or on Ray (:mod:`causalfair.backends`), and the results are
 tabulated with means and confidence intervals over seeds.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from causalfair._io import atomic_write_bytes
 from causalfair.backends import SerialBackend, TaskError, make_backend
-from causalfair.engines._mc_base import _is_serial
+from causalfair.engines._mc_base import is_serial
 from causalfair.errors import ConfigError, OutputError
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
@@ -97,7 +97,7 @@ def train_many(configs: Sequence[Any], *, backend: Any = None,
     configs' order, ``{"metrics", "wall_s", "history", "files"}`` per run (``files``: the
     bytes of checkpoint.pt, metrics and config.json, for the caller to write), or a
     :class:`~causalfair.backends.TaskError` for a run that raised."""
-    if _is_serial(backend):
+    if is_serial(backend):
         backend = SerialBackend()
     elif isinstance(backend, str):
         backend = make_backend(os.cpu_count() or 1 if backend == "process" else 1, backend)

@@ -1,5 +1,6 @@
-"""ELBERT's harder lending environment (seed 000, ``lending_experiment/harder_env.py``):
-the ``lending-harder`` system, a tabular model of independent applicants.
+"""ELBERT's harder lending environment (Xu et al. ICML 2024; its code's
+``lending_experiment/harder_env.py``): the ``lending-harder`` system, a tabular model of
+independent applicants.
 
 Seven credit levels, two groups, the delayed-impact repayment probabilities
 p(x) = (0.1, 0.2, 0.45, 0.6, 0.65, 0.7, 0.7) for both groups, and ELBERT's initial level

@@ -396,7 +396,7 @@ class LendingSimulator:
         )
 
 
-_LENDING_DESCRIPTIONS = {
+LENDING_DESCRIPTIONS = {
     "lending-1": "lending, hand-set repayment curves; groups differ in initial levels",
     "lending-2": "lending, FICO TransRisk data (white / black applicants)",
     "lending-3": "lending, same initial levels; groups differ in drift",
@@ -438,5 +438,5 @@ def lending_system(model: Any, *, id: str | None = None,
         group_weights=tab.group_weights,
         roles={"score": "p_repay", "qualified": "repay"},
         params=dict(params or {}),
-        description=_LENDING_DESCRIPTIONS.get(sid, "lending"),
+        description=LENDING_DESCRIPTIONS.get(sid, "lending"),
     )

@@ -1,0 +1,314 @@
+"""One way to resolve a policy for a system (architecture.md section 2): :func:`resolve`,
+called by every door - the command line's ``--policy`` / ``--checkpoint``, an audit spec's
+``[policy]`` and ``[baseline]``, the engines (exact, Monte Carlo, occupancy, the logs audit)
+and the Python API (:func:`as_policy`, ``cf.decompose``, ``cf.audit(policy=...)``).
+
+What it accepts:
+
+- a built-in name (``"threshold:0.5"``, ``"uniform"``, ...:
+  :data:`~causalfair.policies.core.BUILTIN_POLICIES`);
+- a checkpoint path of any format (``.npz`` network or population agent, ``.pt``, a
+  stable-baselines3 ``.zip``), checked against the system
+  (:func:`~causalfair.policies.checkpoint.load_checkpoint_for`);
+- a factory ``"module:callable"``: the module looked up in ``search_path`` first, which stays
+  importable while the factory runs (:func:`causalfair._usercode.call_factory`), called as
+  user code with ``params``; what it returns is resolved as an object in memory;
+- in memory: a policy object (``prob_d1(obs)`` or ``action_probs(obs)``; a user's is
+  called through :func:`~causalfair._usercode.guard_policy`), a stable-baselines3 model on
+  any ``Discrete(n)``, a ``torch.nn.Module`` (one logit, or one per action; its input is
+  the system's features, else one-hot level and group), a table (G, K) or (T, G, K) of
+  P(d1) (with A > 2 actions, a trailing axis A), or a plain function ``f(obs) ->
+  probabilities``.
+
+``system`` is a :class:`~causalfair.systems.System`, a
+:class:`~causalfair.model.TabularModel` or None; it is read through its attributes only
+(``n_actions``, ``n_levels``, ``n_groups``, ``features``, ``tabular``, ...), so the policies
+need not import the systems.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from causalfair._usercode import call_factory, check_params, guard_policy, load_callable
+from causalfair.errors import CausalfairError, PolicyError, call_user
+from causalfair.policies.checkpoint import load_checkpoint, load_checkpoint_for
+from causalfair.policies.core import (
+    BUILTIN_POLICIES,
+    ActionPolicy,
+    CallablePolicy,
+    ConstantPolicy,
+    FeatureEncoding,
+    Observation,
+    Policy,
+    TablePolicy,
+    TorchPolicy,
+    UniformPolicy,
+    feature_inputs,
+    file_sha256,
+    parse_policy,
+    reads_group,
+    reads_only_level_group,
+    sb3_adapted,
+)
+from causalfair.policies.sb3 import is_sb3_model
+
+__all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "CHECKPOINT_SUFFIXES",
+           "BUILTIN_KINDS"]
+
+#: File suffixes read as checkpoints (:func:`~causalfair.policies.checkpoint.load_checkpoint`).
+CHECKPOINT_SUFFIXES = (".pt", ".npz", ".zip", ".safetensors")
+#: The first word of every built-in policy name (``threshold`` of ``threshold:P``).
+BUILTIN_KINDS = frozenset(k.partition(":")[0] for k in BUILTIN_POLICIES)
+
+
+@dataclass(frozen=True, eq=False)
+class ResolvedPolicy:
+    """A policy resolved for a system: ``policy`` (what the engines evaluate), ``label``
+    (what the spec or flag held: the built-in name, the checkpoint's file name, the
+    factory reference, or the object's name), ``kind`` (``builtin``, ``checkpoint``,
+    ``factory``, ``object``, ``sb3``, ``torch``, ``table``, ``callable``), a checkpoint's
+    ``sha256`` and ``meta``, and the ``system`` it was checked against."""
+
+    policy: Any
+    label: str
+    kind: str
+    sha256: str | None = None
+    meta: dict[str, Any] | None = None
+    system: Any = None
+
+    @property
+    def reads_group(self) -> bool | None:
+        """Whether the decision reads the group S (the edge ``S -> D_t``,
+        :func:`~causalfair.policies.core.reads_group`); None when neither the policy
+        declares it nor a system was given."""
+        sys_ = self.system
+        if sys_ is None:
+            declared = getattr(self.policy, "reads_group", None)
+            return declared if isinstance(declared, bool) else None
+        if hasattr(sys_, "decisions"):
+            return reads_group(self.policy, system=sys_)
+        return reads_group(self.policy, sys_)
+
+    @property
+    def reads_levels(self) -> bool | None:
+        """Whether the decision reads the level X_t: True for tables and one-hot networks,
+        False for constant policies and networks over features, None when unknown (a
+        function of the whole observation)."""
+        pol = self.policy
+        if isinstance(pol, (ConstantPolicy, ActionPolicy, UniformPolicy)):
+            return False
+        if reads_only_level_group(pol):
+            return True
+        enc = getattr(pol, "encoding", None)
+        if isinstance(enc, FeatureEncoding):
+            return enc.name == "onehot"
+        return None
+
+    @property
+    def features(self) -> tuple[str, ...] | None:
+        """The feature names a network reads (its recorded ``features`` encoding), None
+        when it does not read a feature matrix through an encoding."""
+        return feature_inputs(self.policy, self.system)
+
+
+def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str = "prob",
+                    name: str | None = None, time_dependent: bool = False) -> Policy:
+    """Wrap a plain function as a policy (called as user code).
+
+    ``inputs``: what ``fn`` is called with: ``"obs"`` (the Observation), ``"level_group"``
+    (two int arrays) or ``"features"`` (the feature matrix). ``output``: ``"prob"``
+    (P(d1) per row) or ``"action"`` (0/1 decisions, i.e. a deterministic policy).
+    ``time_dependent=True`` tells the exact engine to evaluate it for every t.
+    """
+    if inputs not in _INPUTS:
+        raise PolicyError(f"inputs: unknown {inputs!r}; allowed values: {', '.join(_INPUTS)}.")
+    if output not in _OUTPUTS:
+        raise PolicyError(f"output: unknown {output!r}; allowed values: {', '.join(_OUTPUTS)}.")
+    if not callable(fn):
+        raise PolicyError(f"policy: {fn!r} is not callable.")
+    label = name or getattr(fn, "__name__", "callable")
+    what = f"policy {label!r}"
+
+    def wrapped(obs: Observation) -> np.ndarray:
+        if inputs == "obs":
+            out = call_user(what, fn, obs)
+        elif inputs == "level_group":
+            if obs.level is None:
+                raise PolicyError(f"policy {label!r} reads levels, but the observation has none.")
+            out = call_user(what, fn, obs.level, obs.group)
+        else:
+            if obs.features is None:
+                raise PolicyError(f"policy {label!r} reads features, but the observation has none.")
+            out = call_user(what, fn, obs.features)
+        arr = np.asarray(out, dtype=np.float64).reshape(-1)
+        if output == "action" and arr.size and not np.isin(arr, (0.0, 1.0)).all():
+            bad = arr[~np.isin(arr, (0.0, 1.0))][0]
+            raise PolicyError(
+                f"policy {label!r}: output='action' needs decisions 0 or 1, got {bad!r}; use "
+                "output='prob' for probabilities.")
+        return arr
+
+    pol = CallablePolicy(wrapped, name=label)
+    if time_dependent:
+        return _TimeDependent(pol)
+    return pol
+
+
+_INPUTS = ("obs", "level_group", "features")
+_OUTPUTS = ("prob", "action")
+
+
+class _TimeDependent:
+    """A callable policy declared time-dependent (the exact engine evaluates every t)."""
+
+    time_dependent = True
+
+    def __init__(self, inner: CallablePolicy):
+        self.inner = inner
+        self.name = inner.name
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        return self.inner.prob_d1(obs)
+
+
+def _is_policy_object(obj: Any) -> bool:
+    return callable(getattr(obj, "prob_d1", None)) or callable(getattr(obj, "action_probs", None))
+
+
+def _is_torch_module(obj: Any) -> bool:
+    """A ``torch.nn.Module``, recognised without importing torch."""
+    return any(c.__name__ == "Module" and c.__module__.startswith("torch.nn")
+               for c in type(obj).__mro__)
+
+
+def _label(pol: Any) -> str:
+    return str(getattr(pol, "name", None) or type(pol).__name__)
+
+
+def _n_actions(system: Any) -> int:
+    return int(getattr(system, "n_actions", 2) or 2) if system is not None else 2
+
+
+def _torch_encoding(system: Any) -> FeatureEncoding:
+    """The input of an in-memory network on ``system``: its named features, else one-hot
+    level and group (the default encoding without a system)."""
+    if system is None:
+        return FeatureEncoding()
+    names = getattr(system, "features", None)
+    if names is not None and not isinstance(names, np.ndarray):
+        return FeatureEncoding("features", names=tuple(names))
+    if isinstance(names, np.ndarray):  # a TabularModel's feature table (G, K, F)
+        return FeatureEncoding("features", width_=int(names.shape[-1]),
+                               names=getattr(system, "feature_names", None))
+    return FeatureEncoding("onehot", int(system.n_levels), int(system.n_groups))
+
+
+def _in_memory(obj: Any, system: Any, what: str) -> ResolvedPolicy | None:
+    """An object in memory as a resolved policy, or None when it is none of the kinds."""
+    if _is_policy_object(obj):
+        pol = guard_policy(obj)
+        return ResolvedPolicy(pol, _label(pol), "object", system=system)
+    if isinstance(obj, np.ndarray):
+        A = _n_actions(system)
+        pol = TablePolicy(obj, n_actions=A if A > 2 and obj.ndim >= 3 and obj.shape[-1] == A
+                          else 2)
+        return ResolvedPolicy(pol, "table", "table", system=system)
+    if is_sb3_model(obj):
+        pol = sb3_adapted(obj)
+        return ResolvedPolicy(pol, _label(pol), "sb3", system=system)
+    if _is_torch_module(obj):
+        pol = TorchPolicy(obj, _torch_encoding(system), name=type(obj).__name__)
+        return ResolvedPolicy(pol, pol.name, "torch", system=system)
+    if callable(obj):
+        pol = callable_policy(obj)
+        return ResolvedPolicy(pol, pol.name, "callable", system=system)
+    return None
+
+
+def _checkpoint(path: Path, system: Any) -> ResolvedPolicy:
+    if system is not None and hasattr(system, "decisions"):
+        pol, meta = load_checkpoint_for(path, system)
+    else:  # a TabularModel (checked on its grid) or nothing
+        pol, meta = load_checkpoint(path, system)
+    return ResolvedPolicy(pol, path.name, "checkpoint", file_sha256(path), meta, system)
+
+
+def _factory(ref: str, system: Any, search_path: Any, params: Mapping[str, Any] | None,
+             what: str) -> ResolvedPolicy:
+    fn = load_callable(ref, search_path=search_path, what=what)
+    params = dict(params or {})
+    try:
+        check_params(fn, params, f"{what} {ref!r}")
+    except CausalfairError as exc:
+        raise PolicyError(f"{exc} Check the policy's params against the factory's "
+                          "arguments.") from None
+    obj = call_factory(f"{what} {ref!r}", fn, search_path, **params)
+    got = None if isinstance(obj, (str, os.PathLike)) else _in_memory(obj, system, what)
+    if got is None:
+        raise PolicyError(
+            f"{what} {ref!r} returned {type(obj).__name__}, which has neither prob_d1(obs) "
+            "nor action_probs(obs) (nor is it a stable-baselines3 model, a torch module, a "
+            "table or a function).")
+    return ResolvedPolicy(got.policy, ref, "factory", system=system)
+
+
+def _builtin(name: str, system: Any, where: str | None) -> ResolvedPolicy:
+    if system is None:
+        raise PolicyError(f"{where or 'policy'}: the built-in {name!r} needs the system (or "
+                          "tabular model) it decides on.")
+    try:
+        pol = parse_policy(name, system)
+    except PolicyError as exc:
+        if where is None:
+            raise
+        msg = str(exc)
+        raise PolicyError(f"{where}: {msg[len('policy: '):] if msg.startswith('policy: ') else msg}"
+                          ) from None
+    return ResolvedPolicy(pol, name, "builtin", system=system)
+
+
+def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[str] | None = None,
+            params: Mapping[str, Any] | None = None, where: str | None = None
+            ) -> ResolvedPolicy:
+    """The policy ``value`` names or holds (module docstring), resolved for ``system``.
+
+    ``search_path``: the folder searched first for a factory's module (an audit spec's
+    folder, the command line's ``--search-path``); ``params``: the factory's keyword
+    arguments. ``where``: what holds ``value`` (``"--policy"``, ``"spec.toml: [policy]
+    factory"``), named by the errors about it.
+    """
+    if isinstance(value, ResolvedPolicy):
+        return value
+    if isinstance(value, os.PathLike):
+        return _checkpoint(Path(value), system)
+    if isinstance(value, str):
+        kind = value.partition(":")[0]
+        if kind in BUILTIN_KINDS:
+            return _builtin(value, system, where)
+        path = Path(value)
+        if path.suffix.lower() in CHECKPOINT_SUFFIXES or path.is_file():
+            return _checkpoint(path, system)
+        if ":" in value:
+            return _factory(value, system, search_path, params, where or "policy factory")
+        return _builtin(value, system, where)
+    got = _in_memory(value, system, where or "policy")
+    if got is None:
+        raise PolicyError(
+            f"{where or 'policy'}: cannot use {type(value).__name__} as a policy; pass a "
+            "built-in name, a checkpoint path, a factory 'module:callable', an object with "
+            "prob_d1(obs) or action_probs(obs), a stable-baselines3 model, a torch module, a "
+            "table (G, K) or a function f(obs).")
+    return got
+
+
+def as_policy(obj: Any, system: Any = None) -> Policy:
+    """The policy object :func:`resolve` gives for ``obj`` (a Policy is returned as it is,
+    a user's behind its guard): what the engines evaluate."""
+    return resolve(obj, system).policy

@@ -1,0 +1,474 @@
+"""The results every engine returns and every door reads: :class:`Decomposition`
+(C = DPE + IPE + SPE per group, method.md sections 2-3; exact, Monte Carlo or from logs) and
+:class:`BenefitResult` (Delta, Lambda and the worst pairs, method.md section 4). They sit
+below the engines, so that an engine or the logs audit returns them without importing
+another engine."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from causalfair._validation import z_quantile
+from causalfair.errors import InputError, ModelError
+
+__all__ = ["Decomposition", "BenefitResult", "DIAGNOSTIC_TOL", "check_pair"]
+
+#: Residual (relative to max(1, |values|)) above which an identity counts as violated.
+DIAGNOSTIC_TOL = 1e-9
+
+_EFFECTS = ("C", "DPE", "IPE", "SPE")
+
+
+def _z(alpha: float) -> float:
+    return z_quantile(alpha)
+
+
+@dataclass(frozen=True, eq=False)
+class Decomposition:
+    """Result of a decomposition (exact or Monte Carlo); values are per group.
+
+    ``V``, ``V_ps``, ``V_0``: expected gain under pi, pi^PS and pi0, arrays (G,).
+    ``steps``: per-step expected gains, array (3, G, T) for (pi, pi^PS, pi0).
+    ``utility``: expected decision-maker reward per group under pi, (G,).
+    ``se``: standard errors by quantity name (Monte Carlo), or None (exact).
+    ``diagnostics``: residuals of the identities (exact engine) by name.
+    ``notions``: other fairness notions the engine estimated alongside, by name (e.g.
+    ``elbert_bias`` with ``elbert_bias_se`` and ``benefit_rate[GROUP]``, from a
+    simulator that reports supply and demand; see :mod:`causalfair.engines.montecarlo`).
+    ``Lambda``: benefit fairness (method.md section 4) of the pair; ``Lambda_ci``: its
+    interval at level ``Lambda_ci_level`` (Monte Carlo by forks: the bootstrap interval of
+    :mod:`causalfair.engines.benefit_mc`, its standard error in ``benefit.se``; exact: the
+    point); ``benefit``: the :class:`BenefitResult` it came from
+    (benefit table, worst pairs), when the engine computed one.
+    """
+
+    engine: str
+    groups: tuple[str, ...]
+    pair: tuple[int, int]
+    horizon: int
+    V: np.ndarray
+    V_ps: np.ndarray
+    V_0: np.ndarray
+    steps: np.ndarray
+    utility: np.ndarray
+    group_weights: np.ndarray
+    gamma: float = 1.0
+    Lambda: float | None = None
+    se: Mapping[str, float] | None = None
+    n: int | None = None
+    seed: int | None = None
+    diagnostics: Mapping[str, float] = field(default_factory=dict)
+    policy_name: str = "pi"
+    model_name: str = "model"
+    notions: Mapping[str, float] = field(default_factory=dict)
+    Lambda_ci: tuple[float, float] | None = None
+    Lambda_ci_level: float | None = None
+    benefit: Any = None
+
+    # -------------------------------------------------------------- the four figures
+    def _gap(self, v: np.ndarray) -> float:
+        a, b = self.pair
+        return float(v[a] - v[b])
+
+    @property
+    def C(self) -> float:
+        """Qualification-gain disparity E[V^pi_a] - E[V^pi_b]."""
+        return self._gap(self.V)
+
+    @property
+    def DPE(self) -> float:
+        """Direct policy effect: gap in V^pi - V^PS."""
+        return self._gap(self.V - self.V_ps)
+
+    @property
+    def IPE(self) -> float:
+        """Indirect policy effect: gap in V^PS - V^pi0."""
+        return self._gap(self.V_ps - self.V_0)
+
+    @property
+    def SPE(self) -> float:
+        """Spurious policy effect: gap in V^pi0."""
+        return self._gap(self.V_0)
+
+    @property
+    def total_utility(self) -> float:
+        return float(self.group_weights @ self.utility)
+
+    @property
+    def diagnostics_ok(self) -> bool | None:
+        """True when every identity holds to DIAGNOSTIC_TOL; None when the engine checks
+        none (Monte Carlo: its estimates satisfy C = DPE + IPE + SPE by construction)."""
+        if not self.diagnostics:
+            return None
+        return all(abs(v) <= DIAGNOSTIC_TOL for v in self.diagnostics.values())
+
+    # ------------------------------------------------------------- tabular views
+    def estimates(self) -> dict[str, float]:
+        """Every point estimate by name (the keys ``se`` and ``conf_int`` use)."""
+        out = {k: getattr(self, k) for k in _EFFECTS}
+        for i, g in enumerate(self.groups):
+            out[f"V[{g}]"] = float(self.V[i])
+            out[f"V_ps[{g}]"] = float(self.V_ps[i])
+            out[f"V_0[{g}]"] = float(self.V_0[i])
+            out[f"direct[{g}]"] = float(self.V[i] - self.V_ps[i])
+            out[f"indirect[{g}]"] = float(self.V_ps[i] - self.V_0[i])
+            out[f"utility[{g}]"] = float(self.utility[i])
+        out["utility"] = self.total_utility
+        return out
+
+    def conf_int(self, alpha: float = 0.05) -> Any:
+        """(1 - alpha) normal-approximation intervals per quantity, as a DataFrame with
+        columns ``lower`` and ``upper``. Exact results have zero-width intervals."""
+        import pandas as pd
+
+        z = _z(alpha)
+        est = self.estimates()
+        se = self.se or {}
+        rows = {k: (v - z * se.get(k, 0.0), v + z * se.get(k, 0.0)) for k, v in est.items()}
+        return pd.DataFrame.from_dict(rows, orient="index", columns=["lower", "upper"])
+
+    def to_frame(self, alpha: float = 0.05) -> Any:
+        """One row per quantity: estimate, se (0 for exact), and the CI bounds."""
+        import pandas as pd
+
+        est = self.estimates()
+        se = self.se or {}
+        ci = self.conf_int(alpha)
+        df = pd.DataFrame({
+            "estimate": pd.Series(est),
+            "se": pd.Series({k: float(se.get(k, 0.0)) for k in est}),
+        })
+        df["ci_lower"] = ci["lower"]
+        df["ci_upper"] = ci["upper"]
+        df.index.name = "quantity"
+        return df
+
+    def groups_frame(self) -> Any:
+        """Per-group values: V, V_ps, V_0, direct, indirect, spurious (= V_0), utility."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "V": self.V,
+                "V_ps": self.V_ps,
+                "V_0": self.V_0,
+                "direct": self.V - self.V_ps,
+                "indirect": self.V_ps - self.V_0,
+                "spurious": self.V_0,
+                "utility": self.utility,
+            },
+            index=pd.Index(self.groups, name="group"),
+        )
+
+    # ------------------------------------------- fairlearn's MetricFrame vocabulary
+    @property
+    def by_group(self) -> Any:
+        """Per-group values, one row per group (as fairlearn's ``MetricFrame.by_group``):
+        V (expected total gain under pi), V_ps, V_0, direct, indirect, spurious, utility."""
+        return self.groups_frame()
+
+    @property
+    def overall(self) -> Any:
+        """The population's values: the groups' rows of :attr:`by_group` weighted by the
+        groups' shares (a pandas Series)."""
+        df = self.by_group
+        return (df.mul(np.asarray(self.group_weights, dtype=float), axis=0).sum()
+                / float(np.sum(self.group_weights))).rename("overall")
+
+    def difference(self, method: str = "between_groups") -> Any:
+        """Differences between groups, per column of :attr:`by_group` (a pandas Series).
+
+        ``"between_groups"`` (fairlearn's default): largest minus smallest group value,
+        never negative. ``"pair"``: the audited pair's signed difference s+ minus s-, so
+        ``difference("pair")`` holds C (``V``), DPE (``direct``), IPE (``indirect``) and
+        SPE (``spurious``). ``"to_overall"``: the largest absolute gap between a group and
+        :attr:`overall`.
+        """
+        df = self.by_group
+        if method == "between_groups":
+            out = df.max() - df.min()
+        elif method == "pair":
+            a, b = self.pair
+            out = df.iloc[a] - df.iloc[b]
+        elif method == "to_overall":
+            out = (df - self.overall).abs().max()
+        else:
+            raise InputError(f"difference: method: unknown value {method!r}; allowed values: "
+                             "between_groups, pair, to_overall.")
+        return out.rename(f"difference ({method})")
+
+    def steps_frame(self) -> Any:
+        """Per-step expected gains (long format): t, group, pi, ps, pi0, direct, indirect."""
+        import pandas as pd
+
+        G, T = self.steps.shape[1:]
+        return pd.DataFrame({
+            "t": np.tile(np.arange(T), G),
+            "group": np.repeat(self.groups, T),
+            "pi": self.steps[0].reshape(-1),
+            "ps": self.steps[1].reshape(-1),
+            "pi0": self.steps[2].reshape(-1),
+            "direct": (self.steps[0] - self.steps[1]).reshape(-1),
+            "indirect": (self.steps[1] - self.steps[2]).reshape(-1),
+        })
+
+    # ---------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (floats, strings, lists)."""
+        a, b = self.pair
+        se = dict(self.se) if self.se is not None else None
+        groups = {}
+        for i, g in enumerate(self.groups):
+            groups[g] = {
+                "V": float(self.V[i]),
+                "V_ps": float(self.V_ps[i]),
+                "V_0": float(self.V_0[i]),
+                "direct": float(self.V[i] - self.V_ps[i]),
+                "indirect": float(self.V_ps[i] - self.V_0[i]),
+                "utility": float(self.utility[i]),
+                "weight": float(self.group_weights[i]),
+            }
+        out: dict[str, Any] = {
+            "engine": self.engine,
+            "model": self.model_name,
+            "policy": self.policy_name,
+            "horizon": self.horizon,
+            "gamma": self.gamma,
+            "pair": [self.groups[a], self.groups[b]],
+            "C": self.C,
+            "DPE": self.DPE,
+            "IPE": self.IPE,
+            "SPE": self.SPE,
+            "Lambda": self.Lambda,
+            "Lambda_ci": None if self.Lambda_ci is None else [float(x) for x in self.Lambda_ci],
+            "Lambda_ci_level": self.Lambda_ci_level,
+            "Lambda_se": getattr(self.benefit, "se", None),
+            "utility": self.total_utility,
+            "groups": groups,
+            "steps": {
+                g: {
+                    "pi": self.steps[0, i].tolist(),
+                    "ps": self.steps[1, i].tolist(),
+                    "pi0": self.steps[2, i].tolist(),
+                }
+                for i, g in enumerate(self.groups)
+            },
+            "diagnostics": {
+                "tolerance": DIAGNOSTIC_TOL,
+                "ok": self.diagnostics_ok,
+                "residuals": {k: float(v) for k, v in self.diagnostics.items()},
+            },
+        }
+        if se is not None:
+            out["se"] = {k: float(v) for k, v in se.items()}
+            ci = self.conf_int(0.05)
+            out["ci95"] = {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()}
+        if self.notions:
+            out["notions"] = {k: float(v) for k, v in self.notions.items()}
+        if self.n is not None:
+            out["n"] = self.n
+        if self.seed is not None:
+            out["seed"] = self.seed
+        return out
+
+    def summary(self) -> str:
+        a, b = self.pair
+        lines = [
+            f"Decomposition of the qualification-gain disparity ({self.engine} engine)",
+            f"  model: {self.model_name}   policy: {self.policy_name}   horizon T = {self.horizon}"
+            + (f"   gamma = {self.gamma:g}" if self.gamma != 1.0 else ""),
+            f"  pair: {self.groups[a]} - {self.groups[b]}"
+            + (f"   n = {self.n} per group, seed = {self.seed}" if self.n is not None else ""),
+            "",
+        ]
+        ci = self.conf_int(0.05) if self.se else None
+        for k in _EFFECTS:
+            v = getattr(self, k)
+            row = f"  {k:<4} = {v:+.6f}"
+            if ci is not None:
+                row += f"   95% CI [{ci.loc[k, 'lower']:+.6f}, {ci.loc[k, 'upper']:+.6f}]"
+            lines.append(row)
+        if self.Lambda is not None:
+            ci_l = (f"   {100 * self.Lambda_ci_level:g}% CI [{self.Lambda_ci[0]:.6f}, "
+                    f"{self.Lambda_ci[1]:.6f}]" if self.Lambda_ci is not None
+                    and self.Lambda_ci_level is not None and self.se else "")
+            lines.append(f"  Lambda = {self.Lambda:.6f}{ci_l}  (benefit fairness)")
+        lines.append(f"  utility = {self.total_utility:+.6f}  (expected reward, population-weighted)")
+        lines += ["", f"  {'group':<10}{'V^pi':>12}{'V^PS':>12}{'V^pi0':>12}{'direct':>12}{'indirect':>12}"]
+        for i, g in enumerate(self.groups):
+            lines.append(
+                f"  {g:<10}{self.V[i]:>12.6f}{self.V_ps[i]:>12.6f}{self.V_0[i]:>12.6f}"
+                f"{self.V[i] - self.V_ps[i]:>12.6f}{self.V_ps[i] - self.V_0[i]:>12.6f}"
+            )
+        if self.diagnostics:
+            worst = max(abs(v) for v in self.diagnostics.values())
+            status = "ok" if self.diagnostics_ok else "VIOLATED"
+            lines += ["", f"  identities ({', '.join(self.diagnostics)}): {status}, "
+                          f"largest residual {worst:.2e}"]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return (
+            f"Decomposition(engine={self.engine!r}, C={self.C:.6g}, DPE={self.DPE:.6g}, "
+            f"IPE={self.IPE:.6g}, SPE={self.SPE:.6g})"
+        )
+
+    def _repr_html_(self) -> str:
+        df = self.to_frame()
+        if not self.se:  # exact: one number per quantity
+            df = df[["estimate"]].rename(columns={"estimate": "value"})
+        a, b = self.pair
+        title = html.escape(
+            f"Decomposition ({self.engine}) - model {self.model_name}, policy "
+            f"{self.policy_name}, T = {self.horizon}"
+        )
+        caption = html.escape(
+            f"C = DPE + IPE + SPE: the gap in expected total gain, {self.groups[a]} minus "
+            f"{self.groups[b]} (positive favours {self.groups[a]}); DPE the decisions' direct "
+            f"effect, IPE their delayed effect, SPE the gap without decisions"
+            + ("" if not self.se else "; intervals at 95%") + ".")
+        return (f"<div><strong>{title}</strong>"
+                f"{df.to_html(float_format=lambda x: f'{x:.6f}')}"
+                f"<p style='font-size:0.85em;color:#57606a'>{caption}</p></div>")
+
+
+def check_pair(pair: Any, n_groups: int, V: np.ndarray) -> tuple[int, int]:
+    """The audited pair of group indices (s+, s-): ``pair`` checked against ``n_groups``, or
+    by default (0, 1) with two groups and (argmax V, argmin V) with more (method.md section 2)."""
+    if pair is None:
+        if n_groups == 2:
+            return (0, 1)
+        return (int(np.argmax(V)), int(np.argmin(V)))
+    try:
+        a, b = (int(i) for i in pair)
+    except (TypeError, ValueError):
+        raise ModelError(f"pair: expected two group indices, got {pair!r}.") from None
+    if not (0 <= a < n_groups and 0 <= b < n_groups) or a == b:
+        raise ModelError(f"pair: expected two distinct group indices in [0, {n_groups}), got {pair!r}.")
+    return (a, b)
+
+
+@dataclass(frozen=True, eq=False)
+class BenefitResult:
+    """Benefit fairness of a policy: Delta table, Lambda and the per-pair contributions."""
+
+    Lambda: float
+    eps: float
+    weights: str
+    delta: np.ndarray  # (G, K); (G, K, A) benefit of each action over the baseline for A > 2
+    p_d1: np.ndarray  # (G, K) = pi(d1 | x, s); (G, K, A) action distributions for A > 2
+    state_weights: np.ndarray  # (G, K) = P(x | s)
+    contributions: np.ndarray  # (K, K) for the pair
+    pair: tuple[int, int]
+    groups: tuple[str, ...]
+    levels: tuple[str, ...]
+    dpe_prop1: float  # DPE in Proposition-1 form, sum_t gap of E[pi * Delta]
+    actions: tuple[str, ...] = ("d0", "d1")
+    method: str = "exact"  # "exact" (tabular model) or "mc" (forks on a simulator)
+    se: float | None = None  # Monte Carlo: bootstrap standard error of Lambda
+    ci: tuple[float, float] | None = None  # Monte Carlo: percentile interval of Lambda
+    ci_level: float | None = None
+    cells: str = "levels"  # what the pairs pair: "levels", or feature bins (Monte Carlo)
+
+    @property
+    def multi(self) -> bool:
+        return self.delta.ndim == 3
+
+    def table(self) -> Any:
+        """Delta(x, s), pi(d1 | x, s) and P(x | s), one row per (group, level)."""
+        import pandas as pd
+
+        G, K = self.delta.shape[:2]
+        cols: dict[str, Any] = {"group": np.repeat(self.groups, K), "level": np.tile(self.levels, G)}
+        if self.multi:
+            for i, act in enumerate(self.actions):
+                cols[f"Delta[{act}]"] = self.delta[..., i].reshape(-1)
+            for i, act in enumerate(self.actions):
+                cols[f"pi[{act}]"] = self.p_d1[..., i].reshape(-1)
+        else:
+            cols["Delta"] = self.delta.reshape(-1)
+            cols["p_d1"] = self.p_d1.reshape(-1)
+        cols["P_x"] = self.state_weights.reshape(-1)
+        return pd.DataFrame(cols)
+
+    def worst_pairs(self, n: int = 10) -> Any:
+        """The ``n`` (x, x') pairs contributing most to Lambda, largest first."""
+        import pandas as pd
+
+        a, b = self.pair
+        K = self.contributions.shape[0]
+        order = np.argsort(-self.contributions, axis=None, kind="stable")[: max(0, int(n))]
+        xa, xb = np.unravel_index(order, (K, K))
+        ga, gb = self.groups[a], self.groups[b]
+        if self.multi:
+            def rows(arr: np.ndarray, g: int, xs: np.ndarray) -> list[list[float]]:
+                return [[round(float(v), 12) for v in arr[g, x]] for x in xs]
+
+            return pd.DataFrame({
+                f"level[{ga}]": [self.levels[i] for i in xa],
+                f"level[{gb}]": [self.levels[i] for i in xb],
+                f"Delta[{ga}]": rows(self.delta, a, xa),
+                f"Delta[{gb}]": rows(self.delta, b, xb),
+                f"pi[{ga}]": rows(self.p_d1, a, xa),
+                f"pi[{gb}]": rows(self.p_d1, b, xb),
+                "weight": self.state_weights[a, xa] * self.state_weights[b, xb],
+                "contribution": self.contributions[xa, xb],
+                "share": self.contributions[xa, xb] / self.Lambda if self.Lambda > 0 else 0.0,
+            })
+        return pd.DataFrame({
+            f"level[{ga}]": [self.levels[i] for i in xa],
+            f"level[{gb}]": [self.levels[i] for i in xb],
+            f"Delta[{ga}]": self.delta[a, xa],
+            f"Delta[{gb}]": self.delta[b, xb],
+            f"p_d1[{ga}]": self.p_d1[a, xa],
+            f"p_d1[{gb}]": self.p_d1[b, xb],
+            "weight": self.state_weights[a, xa] * self.state_weights[b, xb],
+            "contribution": self.contributions[xa, xb],
+            "share": self.contributions[xa, xb] / self.Lambda if self.Lambda > 0 else 0.0,
+        })
+
+    def to_dict(self, n_worst: int = 10) -> dict[str, Any]:
+        worst = self.worst_pairs(n_worst)
+        return {
+            "Lambda": self.Lambda,
+            "eps": self.eps,
+            "weights": self.weights,
+            "DPE_prop1": self.dpe_prop1,
+            **({"method": self.method, "se": self.se,
+                "ci": None if self.ci is None else list(self.ci), "ci_level": self.ci_level,
+                "cells": self.cells} if self.method != "exact" else {}),
+            "delta": {g: self.delta[i].tolist() for i, g in enumerate(self.groups)},
+            "p_d1": {g: self.p_d1[i].tolist() for i, g in enumerate(self.groups)},
+            "worst_pairs": worst.to_dict(orient="records"),
+        }
+
+    def summary(self, n_worst: int = 5) -> str:
+        ci = (f", {100 * self.ci_level:g}% bootstrap CI [{self.ci[0]:.6f}, {self.ci[1]:.6f}]"
+              if self.ci is not None else "")
+        lines = [
+            f"Benefit fairness: Lambda = {self.Lambda:.6f}{ci} (eps = {self.eps:g}, "
+            f"P(x | s) = {self.weights}"
+            + (f"; Monte Carlo by forks, pairs of {self.cells})" if self.method == "mc" else ")"),
+            f"DPE (Proposition 1 form) = {self.dpe_prop1:+.6f}",
+            "Worst pairs:",
+            self.worst_pairs(n_worst).to_string(index=False, float_format=lambda x: f"{x:.4f}"),
+        ]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        return (
+            f"<div><strong>Benefit fairness: Lambda = {self.Lambda:.6f}</strong> "
+            f"(eps = {self.eps:g}, P(x | s) = {self.weights})"
+            f"{self.worst_pairs().to_html(index=False, float_format=lambda x: f'{x:.4f}')}</div>"
+        )

@@ -1,0 +1,499 @@
+"""A user's Gymnasium environment as a :class:`~causalfair.systems.System`:
+:func:`from_gym` (``cf.systems.from_gym``) and the ``[system] gym = ...`` spec form
+(registered id ``gym``, :func:`gym_system`).
+
+One env is one individual. The simulator (:class:`GymSimulator`) holds a batch of env
+copies, one per individual, and implements the four-method protocol of
+docs/simulators.md:
+
+- ``reset(n, group, rng)``: n envs reset with seeds from ``rng``, the group pinned by
+  ``reset(options={"group": g})``, by rejection sampling on ``info[KEY]``, or by a
+  ``module:callable``;
+- ``observe(state)``: the stacked Box observations as features;
+- ``draw_noise(n, rng)``: one 128-bit generator state per env;
+- ``step(state, decisions, noise)``: every env of ``state`` is copied (the env's own
+  ``get_state``/``set_state`` or ``clone_state``/``restore_state`` when it has them, else a
+  copy of the env object), given a generator in the state drawn in ``noise`` and stepped;
+  ``state`` itself is left unchanged. Two forks of one state with the same noise therefore
+  use the same random numbers (common random numbers, method.md section 3), which is what
+  the pi^PS fork and pi0 need.
+
+:func:`check_forks` checks this on a sampled batch before the system is used and refuses
+an env that cannot be copied, one whose forks with the same action differ, one that reads
+the global generators (``np.random``, ``random``) and one whose generator use depends on
+the action.
+"""
+
+from __future__ import annotations
+
+import copy
+import random as _pyrandom
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from causalfair.errors import SystemError_, UserCodeError, call_user, short
+from causalfair.systems.registry import load_callable
+from causalfair.systems.system import DecisionSet, Gain, System
+from causalfair.types import Observation, StepResult
+
+__all__ = ["from_gym", "gym_system", "GymSimulator", "check_forks", "GymForkError"]
+
+_FIX_DOC = "see docs/own-system.md, 'Audit your Gymnasium env'"
+_INC = (0xDA3E39CB94B95BDB << 64) | 0x5851F42D4C957F2D | 1  # a fixed odd PCG64 increment
+
+
+class GymForkError(SystemError_):
+    """A Gymnasium env whose forks would not share random numbers (or cannot be made)."""
+
+
+def _fork_error(name: str, problem: str, fix: str) -> GymForkError:
+    return GymForkError(f"gym env {name}: {problem}; {fix} ({_FIX_DOC}).")
+
+
+# ------------------------------------------------------------------ env snapshots
+def _state_api(env: Any) -> tuple[str, str] | None:
+    for get, put in (("get_state", "set_state"), ("clone_state", "restore_state")):
+        if callable(getattr(env, get, None)) and callable(getattr(env, put, None)):
+            return get, put
+    return None
+
+
+def _shared(env: Any) -> dict[int, Any]:
+    """What copies of ``env`` share: the spaces, the env spec and the generator (each step
+    is given its own generator state), through the wrapper chain."""
+    memo: dict[int, Any] = {}
+    e = env
+    while e is not None and hasattr(e, "__dict__"):
+        for attr in ("action_space", "observation_space", "_action_space", "_observation_space",
+                     "spec", "_np_random"):
+            v = e.__dict__.get(attr)
+            if v is not None:
+                memo[id(v)] = v
+        e = e.__dict__.get("env")
+    return memo
+
+
+_ATOMIC = (int, float, bool, str, bytes, complex, type(None), np.generic)
+_ATOMIC_TYPES = frozenset((int, float, bool, str, bytes, complex, type(None), np.float64,
+                           np.float32, np.int64, np.int32, np.bool_))
+_PLAIN: dict[type, bool] = {}
+
+
+def _plain(cls: type) -> bool:
+    """Whether instances of ``cls`` copy as a fresh ``__dict__`` (no ``__slots__``, no
+    custom copy or pickle hooks): the fast path of :func:`_copy_env`."""
+    ok = _PLAIN.get(cls)
+    if ok is None:
+        ok = _PLAIN[cls] = (
+            not any(vars(k).get("__slots__") for k in cls.__mro__[:-1])
+            and all(getattr(cls, m, None) is getattr(object, m, None)
+                    for m in ("__reduce_ex__", "__reduce__", "__getstate__"))
+            and not hasattr(cls, "__deepcopy__") and not hasattr(cls, "__setstate__"))
+    return ok
+
+
+def _copy_env(env: Any, shared: dict[int, Any]) -> Any:
+    """A deep copy of ``env`` sharing ``shared``: what :func:`copy.deepcopy` makes, faster
+    for envs (and wrappers) that are plain objects of numbers and arrays."""
+    cls = type(env)
+    if not _plain(cls):
+        return copy.deepcopy(env, dict(shared))
+    memo: dict[int, Any] | None = None
+    new = object.__new__(cls)
+    d = {}
+    for k, v in env.__dict__.items():
+        if type(v) in _ATOMIC_TYPES or id(v) in shared or isinstance(v, _ATOMIC):
+            d[k] = v
+        elif type(v) is np.ndarray and v.dtype.kind in "biufc":
+            d[k] = v.copy()
+        elif hasattr(v, "unwrapped") and hasattr(v, "step") and _plain(type(v)):
+            d[k] = _copy_env(v, shared)  # the env inside a wrapper
+        else:
+            if memo is None:
+                memo = dict(shared)
+            d[k] = copy.deepcopy(v, memo)
+    new.__dict__.update(d)
+    return new
+
+
+def _generator_state(word_hi: int, word_lo: int) -> dict[str, Any]:
+    return {"bit_generator": "PCG64", "state": {"state": (int(word_hi) << 64) | int(word_lo),
+                                               "inc": _INC}, "has_uint32": 0, "uinteger": 0}
+
+
+def _box_vector(obs: Any, width: int | None, name: str) -> np.ndarray:
+    arr = np.asarray(obs, dtype=np.float64).reshape(-1)
+    if width is not None and arr.shape[0] != width:
+        raise SystemError_(
+            f"gym env {name}: an observation has {arr.shape[0]} values, the first had {width}; "
+            "observations must be Box vectors of one width.")
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class GymState:
+    """A batch of env snapshots (one per individual), their observations (n, F), groups,
+    whether each episode has ended, and the epoch."""
+
+    envs: tuple[Any, ...]
+    obs: np.ndarray
+    group: np.ndarray
+    done: np.ndarray
+    t: int = 0
+
+
+class GymSimulator:
+    """The four-method simulator over copies of a Gymnasium env (module docstring)."""
+
+    def __init__(self, env_factory: Callable[..., Any], *, groups: Sequence[str],
+                 group: str = "options", gain: str = "info:gain", params: Mapping[str, Any] | None = None,
+                 name: str = "gym", max_tries: int = 200):
+        self.env_factory = env_factory
+        self.params = dict(params or {})
+        self.group_names = tuple(groups)
+        self.n_groups = len(self.group_names)
+        self.group_mode = group
+        self.gain_mode = gain
+        self.name = name
+        self.max_tries = int(max_tries)
+        self._group_fn = load_callable(group, what="from_gym group") if _is_ref(group) else None
+        self._gain_fn = load_callable(gain, what="from_gym gain") if _is_ref(gain) else None
+        self._template: Any = None
+        self._api: tuple[str, str] | None = None
+        self._width: int | None = None
+        self._n_actions = 0
+        self._start = 0
+        self._rng = np.random.Generator(np.random.PCG64(0))
+        self._init()
+
+    # pickling: env objects stay behind; a worker makes its own template
+    def __getstate__(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["_template"] = None
+        d["_rng"] = None
+        d["_shared"] = {}
+        return d
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        self.__dict__.update(d)
+        self._rng = np.random.Generator(np.random.PCG64(0))
+        self._init()
+
+    def _init(self) -> None:
+        env = call_user(f"gym env factory {self.name}", self.env_factory, **self.params)
+        if not callable(getattr(env, "step", None)) or not callable(getattr(env, "reset", None)):
+            raise SystemError_(
+                f"gym env {self.name}: the factory returned {type(env).__name__}, which has no "
+                "reset/step; return a gymnasium.Env.")
+        space = getattr(env, "action_space", None)
+        n = getattr(space, "n", None)
+        if n is None or type(space).__name__ != "Discrete":
+            raise SystemError_(
+                f"gym env {self.name}: action_space is {short(space)}; from_gym audits "
+                "Discrete action spaces (one decision among n per individual).")
+        self._n_actions = int(n)
+        self._start = int(getattr(space, "start", 0))
+        obs_space = getattr(env, "observation_space", None)
+        shape = getattr(obs_space, "shape", None)
+        if type(obs_space).__name__ != "Box" or shape is None:
+            raise SystemError_(
+                f"gym env {self.name}: observation_space is {short(obs_space)}; from_gym "
+                "needs a Box of observation vectors (features).")
+        self._width = int(np.prod(shape)) if shape else 1
+        self._template = env
+        self._api = _state_api(env)
+        self._shared = {**_shared(env), id(self._rng): self._rng}
+
+    # ---------------------------------------------------------------- sizes
+    @property
+    def n_actions(self) -> int:
+        return self._n_actions
+
+    @property
+    def width(self) -> int:
+        return int(self._width or 0)
+
+    @property
+    def horizon_hint(self) -> int | None:
+        spec = getattr(self._template, "spec", None)
+        steps = getattr(spec, "max_episode_steps", None)
+        return int(steps) if isinstance(steps, int) and steps > 0 else None
+
+    # ---------------------------------------------------------------- protocol
+    def _fresh(self) -> Any:
+        return self._template if self._api else _copy_env(self._template, self._shared)
+
+    def _reset_one(self, g: int, seed: int) -> tuple[Any, Any]:
+        env = self._fresh()
+        where = f"gym env {self.name}.reset"
+        if self.group_mode == "options":
+            obs, info = call_user(where, env.reset, seed=seed, options={"group": g})
+            got = info.get("group") if isinstance(info, Mapping) else None
+            if got is not None and got != g and got != self.group_names[g]:
+                raise SystemError_(
+                    f"gym env {self.name}: reset(options={{'group': {g}}}) reported info['group'] "
+                    f"= {short(got)}; the env must start an individual of the group it is asked "
+                    "for, or use group = 'info:KEY'.")
+            return env, obs
+        if self._group_fn is not None:
+            obs, _ = call_user(f"from_gym group {self.group_mode}", self._group_fn, env, g, seed)
+            return env, obs
+        key = self.group_mode.partition(":")[2]
+        ss = np.random.SeedSequence(seed)
+        for k, s in enumerate(ss.generate_state(self.max_tries, dtype=np.uint32)):
+            obs, info = call_user(where, env.reset, seed=int(s) + (k << 32))
+            if not isinstance(info, Mapping) or key not in info:
+                raise SystemError_(
+                    f"gym env {self.name}: group = 'info:{key}' but reset's info has no key "
+                    f"{key!r}; return the individual's group in info[{key!r}].")
+            got = info[key]
+            if got == g or got == self.group_names[g]:
+                return env, obs
+        raise SystemError_(
+            f"gym env {self.name}: group {self.group_names[g]!r} not reached in {self.max_tries} "
+            f"resets (group = 'info:{key}'): too rare for rejection sampling; pin the group "
+            "with reset(options={'group': g}) and group = 'options'.")
+
+    def reset(self, n: int, group: Any, rng: np.random.Generator) -> GymState:
+        g = np.broadcast_to(np.asarray(group), (n,)).astype(np.intp)
+        seeds = rng.integers(0, 2**62, size=n)
+        envs, obs = [], []
+        for i in range(n):
+            env, o = self._reset_one(int(g[i]), int(seeds[i]))
+            obs.append(_box_vector(o, self._width, self.name))
+            if not self._api:  # each step is given its own generator state: none to copy
+                env.unwrapped._np_random = self._rng
+            envs.append(env.__getattribute__(self._api[0])() if self._api else env)
+        feats = np.stack(obs) if obs else np.zeros((0, self.width))
+        return GymState(tuple(envs), feats, g.copy(), np.zeros(n, dtype=bool), 0)
+
+    def observe(self, state: GymState) -> Observation:
+        return Observation(group=state.group, features=state.obs, t=state.t)
+
+    def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(0, 2**64, size=(n, 2), dtype=np.uint64)
+
+    def _gain(self, obs0: np.ndarray, a: int, obs1: np.ndarray, reward: float, info: Any) -> float:
+        mode = self.gain_mode
+        if self._gain_fn is not None:
+            return float(call_user(f"from_gym gain {mode}", self._gain_fn, obs0, a, obs1, reward, info))
+        if mode == "reward":
+            return float(reward)
+        kind, _, key = mode.partition(":")
+        if kind == "obs":
+            return float(obs1[int(key)] - obs0[int(key)])
+        if not isinstance(info, Mapping) or key not in info:
+            raise SystemError_(
+                f"gym env {self.name}: gain = 'info:{key}' but step's info has no key {key!r}; "
+                f"return the qualification gain in info[{key!r}] or set gain (obs:INDEX, reward, "
+                "module:callable).")
+        return float(info[key])
+
+    def step_one(self, snap: Any, action: int, word: np.ndarray) -> tuple[Any, Any, float, Any, bool]:
+        """One env of a batch: a copy of ``snap`` stepped with ``action`` and the generator
+        state ``word``; (new snapshot, observation, reward, info, ended)."""
+        if self._api:
+            env = self._template
+            getattr(env, self._api[1])(snap)
+        else:
+            env = _copy_env(snap, self._shared)
+        gen = self._rng
+        gen.bit_generator.state = _generator_state(word[0], word[1])
+        env.unwrapped._np_random = gen
+        obs, reward, term, trunc, info = env.step(action + self._start)
+        new = getattr(env, self._api[0])() if self._api else env
+        return new, obs, float(reward), info, bool(term)
+
+    def _step_all(self, state: GymState, d: np.ndarray, noise: np.ndarray, envs: list[Any],
+                  obs: np.ndarray, done: np.ndarray, reward: np.ndarray, gain: np.ndarray) -> None:
+        step_one, width, name = self.step_one, self._width, self.name
+        words = noise.tolist()
+        for i in np.flatnonzero(~state.done).tolist():
+            a = int(d[i])
+            new, o, r, info, ended = step_one(state.envs[i], a, words[i])
+            o = _box_vector(o, width, name)
+            gain[i] = self._gain(state.obs[i], a, o, r, info)
+            reward[i] = r
+            envs[i], obs[i], done[i] = new, o, ended
+
+    def step(self, state: GymState, decisions: Any, noise: np.ndarray) -> StepResult:
+        d = np.asarray(decisions).astype(np.intp)
+        n = d.shape[0]
+        envs = list(state.envs)
+        obs = state.obs.copy()
+        done = state.done.copy()
+        reward = np.zeros(n)
+        gain = np.zeros(n)
+        call_user(f"gym env {self.name}.step", self._step_all, state, d, noise, envs, obs, done,
+                  reward, gain)
+        return StepResult(GymState(tuple(envs), obs, state.group, done, state.t + 1),
+                          reward, gain, {})
+
+
+def _is_ref(text: str) -> bool:
+    return isinstance(text, str) and text.count(":") == 1 and not text.startswith(
+        ("info:", "obs:"))
+
+
+# ------------------------------------------------------------------ the fork check
+def _global_states() -> tuple[Any, ...]:
+    st = np.random.get_state(legacy=False)
+    return st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], _pyrandom.getstate()
+
+
+def _globals_differ(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return a != b
+
+
+def check_forks(sim: GymSimulator, *, n: int = 4, horizon: int = 3, seed: int = 0) -> None:
+    """Raise :class:`GymForkError` (one line: the problem and the fix) unless forks of the
+    env share random numbers: for each group, ``n`` individuals over ``horizon`` steps,
+    every state forked once per action with one noise, and the first action twice.
+    Refused: an env that cannot be copied; one that reads ``np.random`` or ``random``;
+    one whose generator state after a step depends on the action (forks would lose common
+    random numbers); one whose two forks with the same action differ."""
+    name = sim.name
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+    A = sim.n_actions
+    for g in range(sim.n_groups):
+        try:
+            if not sim._api:
+                copy.deepcopy(sim._template, _shared(sim._template))
+        except UserCodeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to copy is the refusal
+            raise _fork_error(name, f"cannot be copied ({type(exc).__name__}: {exc})",
+                              "make it deep-copyable (no open files, locks or handles in its "
+                              "attributes) or give it get_state()/set_state(state)") from None
+        state = sim.reset(n, g, rng)
+        for _t in range(horizon):
+            noise = sim.draw_noise(n, rng)
+            for i in range(n):
+                if state.done[i]:
+                    continue
+                outs = []
+                for a in [0, *range(A)]:
+                    before = _global_states()
+                    new, o, r, info, ended = call_user(f"gym env {name}.step", sim.step_one,
+                                                       state.envs[i], a, noise[i])
+                    if _globals_differ(before, _global_states()):
+                        raise _fork_error(
+                            name, "step reads a global random generator (np.random or random)",
+                            "draw every random number from self.np_random")
+                    outs.append((np.asarray(o, dtype=np.float64).copy(), r,
+                                 sim._rng.bit_generator.state["state"]["state"]))
+                (o1, r1, s1), (o2, r2, s2) = outs[0], outs[1]
+                if not (np.array_equal(o1, o2) and r1 == r2 and s1 == s2):
+                    raise _fork_error(
+                        name, "two forks of one state with the same action and random numbers "
+                        "gave different transitions (its state is not copied, or it uses "
+                        "randomness outside self.np_random)",
+                        "keep all state in the env's attributes and draw every random number "
+                        "from self.np_random")
+                if len({s for _, _, s in outs[1:]}) > 1:
+                    raise _fork_error(
+                        name, "its step draws different random numbers under different actions, "
+                        "so forks lose common random numbers",
+                        "draw the same random numbers whatever the action (draw them all, "
+                        "then use those the action needs)")
+            d = rng.integers(A, size=n)
+            state = sim.step(state, d, noise).state
+
+
+# ------------------------------------------------------------------ the door
+def _check_mode(value: Any, label: str, allowed: str, kinds: Sequence[str]) -> str:
+    ok = isinstance(value, str) and (value in kinds or value.startswith(
+        tuple(k for k in kinds if k.endswith(":"))) and value.partition(":")[2] or _is_ref(value))
+    if not ok:
+        raise SystemError_(f"from_gym {label}: bad value {short(value)}; use {allowed}.")
+    return value
+
+
+def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], group: str = "options",
+             gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
+             features: Sequence[str] | None = None, params: Mapping[str, Any] | None = None,
+             id: str | None = None, check: bool = True) -> System:
+    """A :class:`~causalfair.systems.System` over a Gymnasium env (module docstring).
+
+    ``env_factory``: a callable returning a ``gymnasium.Env`` (one individual per env,
+    its own ``self.np_random``), ``"module:callable"``, or a registered Gymnasium id;
+    called with ``params``. ``groups``: the group names, index 0 is s+. ``group``: how
+    reset pins an individual's group: ``"options"`` (``reset(options={"group": g})``),
+    ``"info:KEY"`` (rejection sampling on ``info[KEY]``, slower) or ``"module:callable"``
+    (``fn(env, g, seed) -> (obs, info)``). ``gain``: the qualification gain of a step:
+    ``"info:KEY"``, ``"obs:INDEX"`` (the change of that observation column), ``"reward"``
+    or ``"module:callable"`` (``fn(obs, action, next_obs, reward, info) -> float``).
+    ``baseline``: the action pi0 takes. ``horizon``: epochs (default: the env's
+    ``max_episode_steps``, else 20). ``features``: names of the observation columns
+    (default ``x0..xk``). Forks are checked (:func:`check_forks`) unless ``check=False``.
+    An episode that terminates early contributes zero gain and reward afterwards.
+    """
+    groups = tuple(str(x) for x in groups) if not isinstance(groups, str) else None
+    if not groups or len(groups) < 2:
+        raise SystemError_("from_gym groups: give at least two group names, e.g. "
+                           "groups=['White', 'Black'] (index 0 is s+).")
+    _check_mode(group, "group", "'options', 'info:KEY' or 'module:callable'", ("options", "info:"))
+    _check_mode(gain, "gain", "'info:KEY', 'obs:INDEX', 'reward' or 'module:callable'",
+                ("reward", "info:", "obs:"))
+    if gain.startswith("obs:") and not gain[4:].isdigit():
+        raise SystemError_(f"from_gym gain: bad value {gain!r}; use 'obs:INDEX' with an integer index.")
+    ref = env_factory if isinstance(env_factory, str) else None
+    factory = _resolve_factory(env_factory)
+    sid = id or (ref and f"gym:{ref}") or f"gym:{getattr(env_factory, '__qualname__', 'env')}"
+    sim = GymSimulator(factory, groups=groups, group=group, gain=gain, params=params,
+                       name=ref or getattr(env_factory, "__name__", type(env_factory).__name__))
+    if gain.startswith("obs:") and int(gain[4:]) >= sim.width:
+        raise SystemError_(f"from_gym gain: bad value {gain!r}; the observation has {sim.width} "
+                           "columns.")
+    if features is not None and len(tuple(features)) != sim.width:
+        raise SystemError_(f"from_gym features: {len(tuple(features))} names for {sim.width} "
+                           "observation columns; give one name per column.")
+    if check:
+        check_forks(sim)
+    A = sim.n_actions
+    T = horizon if horizon is not None else (sim.horizon_hint or 20)
+    return System(
+        id=sid, groups=groups,
+        decisions=DecisionSet(labels=tuple(f"d{i}" for i in range(A)), baseline=baseline),
+        features=tuple(features) if features is not None else tuple(f"x{i}" for i in range(sim.width)),
+        gain=Gain(description=f"from the Gymnasium env ({gain})"),
+        reward="reward", horizon=T, simulator=sim,
+        params={"group": group, "gain": gain, "baseline": baseline, **({"params": dict(params)}
+                                                                     if params else {})},
+        description=f"Gymnasium env {sim.name}")
+
+
+class _MakeRegistered:
+    """Picklable factory of a registered Gymnasium id (``gymnasium.make``)."""
+
+    def __init__(self, env_id: str):
+        self.env_id = env_id
+
+    def __call__(self, **kw: Any) -> Any:
+        import gymnasium
+
+        return gymnasium.make(self.env_id, **kw)
+
+
+def _resolve_factory(env_factory: Any) -> Callable[..., Any]:
+    if callable(env_factory):
+        return env_factory
+    if isinstance(env_factory, str) and _is_ref(env_factory):
+        return load_callable(env_factory, what="from_gym env factory")
+    if isinstance(env_factory, str) and env_factory:
+        return _MakeRegistered(env_factory)
+    raise SystemError_(f"from_gym env_factory: bad value {short(env_factory)}; give a callable "
+                       "returning a gymnasium.Env, 'module:callable' or a registered Gymnasium id.")
+
+
+def gym_system(env: str, groups: Sequence[str] = (), group: str = "options",
+               gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
+               features: Sequence[str] | None = None,
+               params: Mapping[str, Any] | None = None) -> System:
+    """The registered system ``gym``: :func:`from_gym` of ``env`` (``"module:callable"``
+    or a registered Gymnasium id), what ``[system] gym = ...`` in an audit spec makes."""
+    return from_gym(env, groups=groups, group=group, gain=gain, baseline=baseline,
+                    horizon=horizon, features=features, params=params, id=f"gym:{env}")

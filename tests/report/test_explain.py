@@ -1,0 +1,166 @@
+"""The report explains itself: the summary sentences and the audit card are
+generated from the numbers, for an exact, a Monte Carlo and a log audit, and every number a
+sentence prints is the number audit.json holds (and no sentence prints a number that has no
+source)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from causalfair.audit import audit
+from causalfair.report.explain import GLOSSARY, card_markdown, fmt, glossary, sentences
+from causalfair.report.render import md_escape
+
+BASE = {"horizon": 20, "system": {"id": "lending-1"}, "policy": {"builtin": "threshold:0.5"},
+        "thresholds": {"abs_C": 0.05, "Lambda": 0.1, "DPE": 1.0}}
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("explain")
+    out = {}
+    out["exact"] = audit({**BASE, "name": "exact"}).write_report(tmp / "exact")
+    out["mc"] = audit({**BASE, "name": "mc", "engine": {"kind": "mc", "n": 3000, "seed": 3}}
+                      ).write_report(tmp / "mc")
+    from causalfair.cli import main
+
+    logs = tmp / "logs.csv"
+    assert main(["simulate-logs", "--setting", "lending-1", "--policy", "random:0.5",
+                 "--n", "400", "--seed", "2", "--out", str(logs)]) == 0
+    spec = {"name": "logs", "logs": {"path": str(logs), "n_boot": 30, "seed": 1},
+            "thresholds": {"abs_C": 0.05, "Lambda": 0.1}}
+    out["logs"] = audit(spec).write_report(tmp / "logs")
+    return out
+
+
+def _resolve(doc: dict, path: str) -> float:
+    neg = path.startswith("-")
+    node = doc
+    for part in path.lstrip("-").split("/"):
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return -float(node) if neg else float(node)
+
+
+NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d{4}(?!\d)")
+
+
+@pytest.mark.parametrize("kind", ["exact", "mc", "logs"])
+def test_every_sentence_number_comes_from_audit_json(reports, kind):
+    doc = json.loads((reports[kind] / "audit.json").read_text())
+    said = sentences(doc)
+    assert said[0].topic == "verdict" and said[0].text.startswith(doc["overall"])
+    topics = {s.topic for s in said}
+    assert {"gap", "decomposition", "benefit", "utility"} <= topics
+    assert {f"threshold:{v['key']}" for v in doc["verdicts"]} <= topics
+    for s in said:
+        printed = NUMBER.findall(s.text)
+        sourced = [fmt(v) for _, v in s.sources]
+        for path, value in s.sources:
+            assert fmt(_resolve(doc, path)) == fmt(value), (kind, s.topic, path)
+            assert fmt(value) in printed, (kind, s.topic, path, s.text)
+        # no number without a source (T and CI levels are integers, not matched)
+        assert sorted(set(printed)) == sorted(set(sourced)), (kind, s.topic, s.text)
+
+
+@pytest.mark.parametrize("kind", ["exact", "mc", "logs"])
+def test_report_and_card_carry_the_sentences(reports, kind):
+    folder = reports[kind]
+    doc = json.loads((folder / "audit.json").read_text())
+    md = (folder / "report.md").read_text()
+    page = (folder / "report.html").read_text()
+    card = (folder / "card.md").read_text()
+    for s in sentences(doc):
+        assert md_escape(s.text) in md
+        assert html.escape(s.text) in page
+    # order: summary and the headline figure before the details, glossary after
+    assert md.index("## Summary") < md.index("waterfall.png") < md.index("## Details") \
+        < md.index("## Glossary") < md.index("## Assumptions")
+    for section in ("summary", "details", "glossary", "assumptions"):
+        assert f"<section id='{section}'>" in page
+    assert card == card_markdown(doc, _spec_text(folder, doc))
+
+
+def _spec_text(folder: Path, doc: dict) -> str:
+    """The spec as the report prints it (these specs are dicts: JSON, no trailing newline)."""
+    md = (folder / "report.md").read_text()
+    return md.split("## Spec\n\n```toml\n", 1)[1].rsplit("\n```", 1)[0]
+
+
+@pytest.mark.parametrize("kind", ["exact", "mc", "logs"])
+def test_card_metadata_matches_audit_json(reports, kind):
+    import yaml
+
+    doc = json.loads((reports[kind] / "audit.json").read_text())
+    text = (reports[kind] / "card.md").read_text()
+    assert text.startswith("---\n")
+    meta = yaml.safe_load(text.split("---\n")[1])
+    assert meta["overall"] == doc["overall"]
+    assert meta["engine"] == doc["decomposition"]["engine"]
+    assert meta["checkpoint_sha256"] == doc["policy"]["checkpoint_sha256"]
+    assert len(meta["spec_sha256"]) == 64
+    for k, q in doc["quantities"].items():
+        m = meta["metrics"][k]
+        assert m["estimate"] == q["estimate"]
+        assert m["se"] == q["se"]
+        if kind == "exact":  # exact values have no interval: null, not three equal numbers
+            assert m["ci_lower"] is None and m["ci_upper"] is None and m["se"] is None
+        elif q["se"] is not None and q["ci_lower"] != q["ci_upper"]:
+            assert (m["ci_lower"], m["ci_upper"]) == (q["ci_lower"], q["ci_upper"])
+    assert [v["status"] for v in meta["verdicts"]] == [v["status"] for v in doc["verdicts"]]
+    assert meta["versions"]["causalfair"] == doc["provenance"]["causalfair"]
+    # one paragraph per metric, with its definition
+    for k in doc["quantities"]:
+        if k in GLOSSARY:
+            assert f"**{k} = {fmt(doc['quantities'][k]['estimate'])}" in text
+
+
+def test_exact_tables_show_one_number(reports):
+    md = (reports["exact"] / "report.md").read_text()
+    details = md.split("## Details", 1)[1].split("## Glossary", 1)[0]
+    assert "CI lower" not in details and "standard error" not in details
+    assert "| threshold | value | verdict |" in details
+    mc = (reports["mc"] / "report.md").read_text()
+    assert "| threshold | estimate | 95% CI lower | 95% CI upper | verdict |" in mc
+    # a missing standard error (MC Lambda, from the tabular model) reads "n/a" in tables
+    # and null in audit.json and the card
+    doc = json.loads((reports["mc"] / "audit.json").read_text())
+    missing = [k for k, q in doc["quantities"].items() if q["se"] is None]
+    for k in missing:
+        row = next(ln for ln in mc.splitlines() if ln.startswith(f"| {k} |"))
+        assert "| n/a |" in row
+
+
+def test_sentences_name_the_advantaged_group():
+    """Hand-made document: C < 0 favours the second group of the pair, and the interval of
+    the gap's size is the negated interval of C."""
+    doc = {"name": "t", "overall": "FAIL",
+           "verdicts": [{"key": "abs_C", "threshold": 0.05, "estimate": 0.2, "lower": 0.1,
+                         "upper": 0.3, "status": "FAIL"}],
+           "quantities": {"C": {"estimate": -0.2, "ci_lower": -0.3, "ci_upper": -0.1, "se": 0.05},
+                          "DPE": {"estimate": 0.1, "ci_lower": 0.0, "ci_upper": 0.2, "se": 0.05},
+                          "IPE": {"estimate": -0.3, "ci_lower": -0.4, "ci_upper": -0.2, "se": 0.05},
+                          "SPE": {"estimate": 0.0, "ci_lower": 0.0, "ci_upper": 0.0, "se": None}},
+           "spec": {"resolved": {"alpha": 0.1}},
+           "decomposition": {"groups": ["north", "south"], "pair": [0, 1], "horizon": 5,
+                             "engine": "mc"},
+           "system": {"gain": {"name": "health gain", "unit": "QALYs"}}}
+    said = {s.topic: s.text for s in sentences(doc)}
+    assert said["verdict"] == "FAIL: of 1 thresholds, 1 fails."
+    assert said["gap"].startswith("Over T = 5 decisions, south ends with 0.2000 more health gain "
+                                  "than north (90% CI 0.1000 to 0.3000), in QALYs")
+    assert "(DPE) contributes 0.1000 (90% CI 0.0000 to 0.2000), favouring north" in said["decomposition"]
+    assert "(IPE) contributes -0.3000 (90% CI -0.4000 to -0.2000), favouring south" in said["decomposition"]
+    assert "(SPE) contributes 0.0000, favouring neither group" in said["decomposition"]
+    assert "its whole interval lies above the threshold 0.0500" in said["threshold:abs_C"]
+
+
+def test_glossary_in_the_systems_words():
+    g = glossary(("north", "south"), "QALYs", "lives saved")
+    assert g["C"][1] == "positive: north gains more; negative: south gains more."
+    assert g["C"][2] == "QALYs" and g["utility"][2].startswith("lives saved")
+    assert not any("s+" in d or "s-" in d for d, s, _ in g.values())

@@ -1,0 +1,82 @@
+"""MLflow logging of audits, against a local file store: one run per audit,
+metrics with CI bounds equal to audit.json's, verdicts as tags, audit.json and the
+report as artifacts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from causalfair.cli import main
+
+mlflow = pytest.importorskip("mlflow", reason="MLflow comes with the mlflow extra")
+
+pytestmark = pytest.mark.mlflow
+
+SPEC = ('name = "{n}"\nhorizon = 6\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "{p}"\n'
+        '[engine]\nkind = "{e}"\nn = 4000\n[thresholds]\nabs_C = {t}\n')
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    uri = (tmp_path / "mlruns").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 wants this for files
+    return uri
+
+
+def _runs(uri: str, experiment: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    return client, client.search_runs([exp.experiment_id], order_by=["attributes.start_time"])
+
+
+def test_gate_logs_one_run_per_audit_with_ci_bounds_tags_and_artifacts(tmp_path, store, capsys):
+    specs = []
+    for name, pol, eng, thr in (("mc", "threshold:0.5", "mc", 0.001), ("ex", "never", "exact", 1)):
+        p = tmp_path / f"{name}.toml"
+        p.write_text(SPEC.format(n=name, p=pol, e=eng, t=thr))
+        specs.append(str(p))
+    code = main(["gate", *specs, "--json", str(tmp_path / "g.json"), "--reports",
+                 str(tmp_path / "rep"), "--mlflow", "--mlflow-experiment", "fairness"])
+    assert code == 1
+    client, runs = _runs(store, "fairness")
+    assert sorted(r.data.params["spec"] for r in runs) == ["ex", "mc"]
+    by = {r.data.params["spec"]: r for r in runs}
+    for name in ("mc", "ex"):
+        doc = json.loads((tmp_path / "rep" / name / "audit.json").read_text())
+        run = by[name]
+        v = doc["verdicts"][0]
+        assert run.data.tags["causalfair.overall"] == doc["overall"]
+        assert run.data.tags["causalfair.verdict.abs_C le " + f"{v['threshold']:g}"] == v["status"]
+        assert run.data.metrics["verdict.abs_C.estimate"] == v["estimate"]
+        assert run.data.params["engine"] == name.replace("ex", "exact")
+        arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"audit.json", "report"} <= arts
+        assert "report/report.html" in {a.path for a in client.list_artifacts(run.info.run_id,
+                                                                                  "report")}
+    mc = by["mc"].data.metrics
+    doc = json.loads((tmp_path / "rep" / "mc" / "audit.json").read_text())
+    c = doc["quantities"]["C"]
+    assert mc["C.lower"] < mc["C"] < mc["C.upper"]
+    assert (mc["C"], mc["C.lower"], mc["C.upper"]) == (c["estimate"], c["ci_lower"], c["ci_upper"])
+    assert "C.lower" not in by["ex"].data.metrics  # exact numbers carry no interval
+
+
+def test_audit_logs_too_and_a_missing_store_is_an_input_error(tmp_path, store, capsys,
+                                                              monkeypatch):
+    p = tmp_path / "a.toml"
+    p.write_text(SPEC.format(n="a", p="never", e="exact", t=1))
+    assert main(["audit", str(p), "--no-report", "--mlflow"]) == 0
+    assert "mlflow run: " in capsys.readouterr().err
+    _, runs = _runs(store, "causalfair")
+    assert len(runs) == 1 and runs[0].data.tags["causalfair.stage"] == "audit"
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if not installed
+    assert main(["audit", str(p), "--no-report", "--mlflow"]) == 2
+    assert "MLflow is not installed; install the extra with pip install 'causalfair[mlflow]'" \
+        in capsys.readouterr().err

@@ -1,0 +1,147 @@
+"""Writing files (causalfair._io): a user's file or folder is never replaced, an unusable
+output path is a one-line error, a report folder is swapped into place whole (a failed
+swap, a killed writer or SIGTERM leaves no temporary folder), and two writers of the same
+folder both end cleanly. The path cases drive the command line in a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from causalfair._io import MANIFEST, write_folder
+from causalfair.errors import OutputError
+from tests.conftest import SMALL_SPEC, one_line_error, run_cli
+
+
+@pytest.fixture
+def spec(tmp_path):
+    p = tmp_path / "rel.toml"
+    p.write_text(SMALL_SPEC)
+    return p
+
+
+# ------------------------------------------------------------------- 1. data loss
+def test_audit_never_replaces_a_users_folder_or_file(tmp_path, spec):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    err = one_line_error(run_cli("audit", spec, "--out", mine, cwd=tmp_path))
+    assert "causalfair did not write" in err and "never replaces it" in err
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
+    afile = tmp_path / "notes.txt"
+    afile.write_text("keep")
+    err = one_line_error(run_cli("audit", spec, "--out", afile, cwd=tmp_path))
+    assert "is not a folder causalfair wrote" in err and afile.read_text() == "keep"
+    # a folder causalfair wrote is replaced (a rerun), and only the parent's own temp
+    # folders are ever created
+    assert run_cli("audit", spec, "--out", "rep", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "rep" / MANIFEST).is_file()
+    assert run_cli("audit", spec, "--out", "rep", cwd=tmp_path).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "notes.txt", "rel.toml", "rep"]
+
+
+def test_gate_reports_never_replace_a_users_folder(tmp_path, spec):
+    (tmp_path / "reps" / "rel").mkdir(parents=True)
+    (tmp_path / "reps" / "rel" / "data.csv").write_text("1,2")
+    err = one_line_error(run_cli("gate", spec, "--reports", "reps", cwd=tmp_path))
+    assert "causalfair did not write" in err
+    assert (tmp_path / "reps" / "rel" / "data.csv").read_text() == "1,2"
+
+
+# ------------------------------------------------------------------- 2. output paths
+@pytest.mark.parametrize("cmd", [
+    ["audit", "{spec}", "--out", "{file}/sub"],
+    ["frontier", "--out", "{file}/sub", "--points", "2", "--no-plot"],
+    ["graph", "--out", "{file}/g.svg"],
+    ["gate", "{spec}", "--junit", "{dir}"],
+    ["gate", "{spec}", "--json", "{file}/x.json"],
+    ["train", "--iterations", "1", "--out", "{file}/run"],
+])
+def test_unusable_output_paths_are_one_line_errors(tmp_path, spec, cmd):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    (tmp_path / "adir").mkdir()
+    args = [a.format(spec=spec, file=afile, dir=tmp_path / "adir") for a in cmd]
+    err = one_line_error(run_cli(*args, cwd=tmp_path))
+    assert "afile" in err or "adir" in err
+    assert afile.read_text() == "x"
+
+
+def test_a_failed_swap_leaves_no_old_or_temp_folder(tmp_path, monkeypatch):
+    """A read-only existing report (simulated: the rename into place fails) is kept and
+    nothing is left beside it."""
+    write_folder(tmp_path / "rep", lambda d: (d / "a.txt").write_text("old"))
+    real = os.rename
+
+    def failing(src, dst):
+        if Path(dst) == tmp_path / "rep" and ".tmp-" in str(src):
+            raise PermissionError(13, "Permission denied")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "rename", failing)
+    with pytest.raises(OutputError, match="cannot write here \\(Permission denied\\)"):
+        write_folder(tmp_path / "rep", lambda d: (d / "a.txt").write_text("new"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+    assert (tmp_path / "rep" / "a.txt").read_text() == "old"
+
+
+def test_temp_folders_of_a_killed_writer_are_removed_by_the_next_write(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".rep.tmp-{dead}-abcd1234"
+    stale.mkdir()
+    (stale / "half.png").write_bytes(b"\x89PNG")
+    alive = tmp_path / f".rep.tmp-{os.getpid()}-live0000"  # a writer still running
+    alive.mkdir()
+    write_folder(tmp_path / "rep", lambda d: (d / "a.txt").write_text("ok"))
+    assert not stale.exists() and alive.exists()
+
+
+def test_sigterm_during_an_audit_leaves_no_temp_folder(tmp_path, spec):
+    proc = subprocess.Popen([sys.executable, "-m", "causalfair", "audit", str(spec), "--out",
+                             "rep"], cwd=tmp_path, stderr=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"})
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(p.name.startswith(".rep.tmp-")
+                                             for p in tmp_path.iterdir()):
+        if proc.poll() is not None:
+            break
+        time.sleep(0.01)
+    proc.terminate()
+    proc.wait(60)
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".rep.")]
+    assert leftovers == [], leftovers
+    assert not (tmp_path / "rep").exists() or (tmp_path / "rep" / MANIFEST).is_file()
+
+
+# ------------------------------------------------------------ 3. concurrent writers
+def test_two_writers_of_the_same_folder_both_end_cleanly(tmp_path):
+    started = threading.Barrier(2)
+    errors = []
+
+    def writer(tag):
+        def fill(d):
+            started.wait()  # both are inside write_folder, about to swap
+            time.sleep(0.2)
+            (d / "who.txt").write_text(tag)
+        try:
+            write_folder(tmp_path / "rep", fill)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert (tmp_path / "rep" / "who.txt").read_text() in ("a", "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]

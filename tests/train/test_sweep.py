@@ -1,0 +1,128 @@
+"""causalfair sweep: each run's numbers equal a separate `train` run's, on
+any backend; the table's intervals are the t-intervals of the runs; failures are named."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+from causalfair.cli import main
+from causalfair.errors import ConfigError
+from causalfair.train import TrainConfig, train
+from causalfair.train.sweep import parse_seeds, sweep
+from tests.conftest import run_cmd
+
+
+def test_seeds_parse_ranges_and_lists():
+    assert parse_seeds("0-3") == [0, 1, 2, 3]
+    assert parse_seeds("0,3,5-7") == [0, 3, 5, 6, 7]
+    for bad in ("3-1", "a", "-2", "0,0", ""):
+        with pytest.raises(ConfigError, match="seeds"):
+            parse_seeds(bad)
+
+
+@pytest.mark.slow
+def test_each_run_equals_a_separate_train_run_and_the_table_is_its_t_interval(tmp_path, capsys):
+    code = main(["sweep", "--algo", "ppo,ppo-c", "--seeds", "0-2", "--iterations", "2",
+                 "--out", str(tmp_path / "sw"), "--jobs", "2"])
+    assert code == 0
+    runs = pd.read_csv(tmp_path / "sw" / "runs.csv")
+    assert len(runs) == 6 and list(runs["algo"]) == ["ppo"] * 3 + ["ppo-c"] * 3
+    for algo, seed in (("ppo", 1), ("ppo-c", 2)):
+        res = train(TrainConfig(algo=algo, setting="lending-1", seed=seed, iterations=2),
+                    out=tmp_path / f"single-{algo}-{seed}")
+        row = runs[(runs["algo"] == algo) & (runs["seed"] == seed)].iloc[0]
+        for k in ("C", "DPE", "IPE", "SPE", "Lambda", "utility"):
+            assert row[k] == res.metrics[k], (algo, seed, k)  # bit for bit (CSV keeps 17 digits)
+        mine = torch.load(tmp_path / "sw" / "runs" / "lending-1" / algo / f"seed-{seed}" /
+                          "checkpoint.pt", weights_only=True)
+        theirs = torch.load(res.checkpoint, weights_only=True)
+        assert mine.keys() == theirs.keys()
+        sd_a, sd_b = mine["state_dict"], theirs["state_dict"]
+        assert all(torch.equal(sd_a[k], sd_b[k]) for k in sd_b)
+    table = pd.read_csv(tmp_path / "sw" / "table.csv")
+    x = runs[runs["algo"] == "ppo-c"]["C"].to_numpy()
+    h = stats.t.ppf(0.975, 2) * x.std(ddof=1) / math.sqrt(3)
+    row = table[(table["algo"] == "ppo-c") & (table["metric"] == "C")].iloc[0]
+    assert row["n"] == 3 and row["mean"] == pytest.approx(x.mean(), abs=1e-15)
+    assert (row["lower"], row["upper"]) == pytest.approx((x.mean() - h, x.mean() + h), abs=1e-15)
+    assert "| lending-1 | ppo-c | 3 |" in (tmp_path / "sw" / "table.md").read_text()
+    # the same sweep in this process gives the same table
+    serial = sweep(["ppo", "ppo-c"], [0, 1, 2], overrides={"iterations": 2})
+    assert serial.table.equals(table)
+
+
+BROKEN = '''
+import numpy as np
+import causalfair as cf
+
+class Sim:
+    n_groups = 2
+    n_levels = 3
+    group_names = ("a", "b")
+    def reset(self, n, group, rng):
+        return np.zeros(n, dtype=int), np.full(n, group)
+    def observe(self, s):
+        return cf.Observation(group=s[1], level=s[0])
+    def draw_noise(self, n, rng):
+        return rng.random(n)
+    def step(self, s, d, noise):
+        raise RuntimeError("the simulator broke in training")
+
+def make():
+    return Sim()
+'''
+
+
+def test_a_failing_run_is_named_and_the_others_are_tabulated(tmp_path, capsys):
+    (tmp_path / "brk.py").write_text(BROKEN)
+    code = main(["sweep", "--algo", "ppo", "--seeds", "0", "--iterations", "1",
+                 "--system", "lending-1,brk:make", "--search-path", str(tmp_path),
+                 "--out", str(tmp_path / "sw"), "--jobs", "2"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert ("run ppo seed 0 on brk:make failed: simulator Sim.step raised RuntimeError: the "
+            "simulator broke in training") in err
+    runs = pd.read_csv(tmp_path / "sw" / "runs.csv")
+    assert list(runs["system"]) == ["lending-1"]
+
+
+def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    cases = [
+        (["--algo", "ppo,nope", "--seeds", "0"], "algos: bad value 'nope'"),
+        (["--algo", "ppo", "--seeds", "0-x"], "seeds: bad value '0-x'"),
+        (["--algo", "ppo", "--seeds", "0", "--system", "no-such-system"], "no-such-system"),
+        (["--algo", "ppo", "--seeds", "0", "--set", "lr=oops"], "lr"),
+        (["--algo", "ppo", "--seeds", "0", "--out", str(tmp_path / "mine")],
+         "causalfair did not write"),
+    ]
+    for extra, msg in cases:
+        args = ["sweep", *extra]
+        if "--out" not in extra:
+            args += ["--out", str(tmp_path / "new")]
+        assert main(args) == 2, extra
+        assert msg in capsys.readouterr().err, extra
+    assert not (tmp_path / "new").exists()
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.slow
+def test_the_paper_reproduction_gives_the_same_runs_in_worker_processes(tmp_path):
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    tables = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"paper-{jobs}"
+        run_cmd([sys.executable, root / "reports" / "reproduce_paper.py", "--quick",
+                 "--jobs", jobs, "--out", out], timeout=600, expect=0,
+                env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+        tables.append(pd.read_csv(out / "runs.csv").drop(columns=["wall_s"]))
+    assert len(tables[0]) == 8 and tables[0].equals(tables[1])
