@@ -1,7 +1,9 @@
 """The Python examples in README.md and docs/*.md run as written (each file's ```python
 blocks in order, in a fresh process, in a scratch folder holding a copy of audits/ and of
-the example modules in docs/examples/); the ```bash blocks of docs/own-system.md run too,
-line by line, each expected to exit 0 unless it ends with "# exit 0 pass, 1 fail"."""
+the example modules in docs/examples/); the ```bash blocks of docs/own-system.md and
+docs/limits.md run too, line by line, each expected to exit 0 unless it ends with "# exit 0
+pass, 1 fail"; each ``$ command`` of docs/limits.md's ```console blocks prints exactly the
+lines under it."""
 
 import importlib.util
 import json
@@ -13,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cmd
+
+from tests.conftest import describe, run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -58,6 +61,41 @@ def test_own_system_walkthrough_commands_run(tmp_path):
     retrained = tmp_path / "runs" / "clinic-ppo" / "checkpoint.retrained-ppo-c-1.pt"
     assert retrained.is_file() == (first["overall"] != "PASS")  # retrained only if it failed
     assert ET.parse(tmp_path / "gate-ppo.xml").getroot().get("tests") == "1"
+
+
+def console_examples(text: str) -> list[tuple[str, list[str]]]:
+    """(command, the lines printed under it) for each ``$ command`` line of the
+    ```console blocks of ``text``."""
+    out = []
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]:
+            command, *lines = chunk.rstrip("\n").split("\n")
+            out.append((command, lines))
+    return out
+
+
+def test_limits_examples_run(tmp_path):
+    """docs/limits.md, followed literally, in a folder holding a copy of audits/: each
+    ``$ command`` of its console blocks is an input error that prints exactly the line
+    under it on stderr, nothing on stdout, and exits 2 (the exit-code contract); its bash
+    blocks exit 0, or 1 where they say so."""
+    shutil.copytree(ROOT / "audits", tmp_path / "audits")
+    text = (ROOT / "docs" / "limits.md").read_text(encoding="utf-8")
+    examples = console_examples(text)
+    assert len(examples) >= 7, examples
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAUSALFAIR_")}
+    env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg",
+               PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    for command, lines in examples:
+        assert len(lines) == 1 and ": error: " in lines[0], (command, lines)
+        proc = run_cmd(["bash", "-c", command], cwd=tmp_path, env=env, timeout=120, expect=2)
+        assert proc.stderr.splitlines() == lines and proc.stdout == "", describe(proc)
+    script = "\n".join(re.findall(r"```bash\n(.*?)```", text, re.S))
+    assert "--timeout 600" in script, script
+    script = script.replace("# exit 0 pass, 1 fail", "|| test $? -eq 1")
+    run_cmd(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, timeout=300,
+            expect=0)
+    assert json.loads((tmp_path / "gate.json").read_text())["specs"][0]["name"] == "lending-1"
 
 
 @pytest.mark.ray

@@ -30,6 +30,9 @@ with tempfile.TemporaryDirectory() as tmp:
 PY
 done
 
+# the torch build and CPU kernels the weights' bits depend on (docs/limits.md)
+python "$EX/machine.py" > "$EX/checkpoints/machine.json"
+
 # 2. the audit report of the lending-1 PPO checkpoint (verdict: FAIL)
 python -m causalfair audit "$EX/lending-1-ppo.toml" --out "$EX/lending-1-ppo"
 
