@@ -19,6 +19,7 @@ import os
 import shlex
 import subprocess
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,6 +90,65 @@ builtin = "threshold:0.5"
 [thresholds]
 abs_C = 1.0
 """
+
+
+def failing_simulator(step: str, *, cls: str = "Broken", head: str = "") -> str:
+    """Source of a module whose ``make()`` returns a user simulator of 2 groups and 3
+    levels (state: level, group) that resets, observes and draws noise as usual and whose
+    ``step`` runs STEP (its body, e.g. ``raise RuntimeError("...")``; ``os`` is imported).
+    CLS: the class name (errors name ``CLS.step``); HEAD: more lines at the top."""
+    body = textwrap.indent(textwrap.dedent(step).strip(), " " * 8)
+    return f'''
+import os
+import numpy as np
+import causalfair as cf
+{head}
+
+class {cls}:
+    n_groups = 2
+    n_levels = 3
+    group_names = ("a", "b")
+    def reset(self, n, group, rng):
+        return np.zeros(n, dtype=int), np.broadcast_to(np.asarray(group), (n,)).copy()
+    def observe(self, s):
+        return cf.Observation(group=s[1], level=s[0])
+    def draw_noise(self, n, rng):
+        return rng.random(n)
+    def step(self, s, d, noise):
+{body}
+
+def make():
+    return {cls}()
+'''
+
+
+def check_gym_env(env_id: str, **kw: Any) -> None:
+    """Gymnasium's and Stable-Baselines3's environment checkers, each on a fresh unwrapped
+    ``gym.make(env_id, **kw)``."""
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    check_env(gym.make(env_id, **kw).unwrapped, skip_render_check=True)
+    sb3_check_env(gym.make(env_id, **kw).unwrapped, warn=True)
+
+
+def gym_episode(env_id: str, seed: int, steps: int | None, act: Any,
+                record: Any = lambda r, info: [], **kw: Any) -> tuple[list, bool, bool, Any]:
+    """One episode of ``gym.make(env_id, **kw)`` reset with SEED (action space seeded with 0):
+    STEPS steps (None: the system's horizon) of action ``act(env, t)``. Returns (the
+    observations as lists, each after the first extended by ``record(reward, info)``,
+    terminated and truncated at the last step, the environment)."""
+    import gymnasium as gym
+
+    env = gym.make(env_id, **kw)
+    env.action_space.seed(0)
+    obs, _ = env.reset(seed=seed)
+    traj, term, trunc = [obs.tolist()], False, False
+    for t in range(env.unwrapped.horizon if steps is None else steps):
+        obs, r, term, trunc, info = env.step(act(env, t))
+        traj.append(obs.tolist() + list(record(r, info)))
+    return traj, term, trunc, env
 
 
 @pytest.fixture(autouse=True)

@@ -34,18 +34,8 @@ HEAVY = frozenset({"torch", "matplotlib", "ray", "mlflow", "dowhy", "pyarrow",
 MAX_LAYERS = 10
 MAX_LINES = 800
 #: Function-level imports that break a file-level loop inside one package (the two modules
-#: import each other); each is to be untangled, none may be added.
-WITHIN_PACKAGE_LOOPS = frozenset({
-    ("causalfair.audit.retrain", "causalfair.audit.run"),
-    ("causalfair.logs.audit", "causalfair.logs.dowhy_check"),
-    ("causalfair.systems.builtin", "causalfair.systems.lending.settings"),
-    ("causalfair.systems.builtin", "causalfair.systems.registry"),
-    ("causalfair.systems.lending.settings", "causalfair.systems.lending.fico"),
-    ("causalfair.systems.lending.settings", "causalfair.systems.system"),
-    ("causalfair.systems.system", "causalfair.systems.tabular_sim"),
-    ("causalfair.train", "causalfair.train.checkpoint"),
-    ("causalfair.train.config", "causalfair.train.repair"),
-})
+#: import each other): none is left, none may be added.
+WITHIN_PACKAGE_LOOPS: frozenset[tuple[str, str]] = frozenset()
 #: Private names still imported from another module, as (importing module, name); each is to
 #: go (made public in the lower module, or moved to its one user), none may be added.
 PRIVATE_IMPORTS_LEFT: frozenset[tuple[str, str]] = frozenset()

@@ -9,13 +9,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import describe, run_cmd
+from tests.conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = Path("reports/examples")
@@ -35,13 +34,10 @@ def _normalised(path: Path) -> bytes:
 
 
 def _this_machine() -> str:
-    proc = subprocess.run([sys.executable, str(ROOT / EX / "machine.py")], capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, describe(proc)
-    return proc.stdout
+    return run_cmd([sys.executable, ROOT / EX / "machine.py"], timeout=120, expect=0).stdout
 
 
-@pytest.mark.slow
+@pytest.mark.regen
 def test_examples_regenerate_bit_for_bit(tmp_path):
     recorded = (ROOT / EX / "checkpoints" / "machine.json").read_text()
     here = _this_machine()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -19,6 +18,7 @@ from causalfair.errors import CheckpointError, ModelError, ResourceLimitError
 from causalfair.logs import LogError, read_logs
 from causalfair.policies.checkpoint import load_checkpoint
 from causalfair.systems import load_tabular, save_tabular
+from tests.conftest import describe, run_cli, run_cmd
 
 
 def _npy_bytes(arr: np.ndarray, shape: tuple[int, ...] | None = None) -> bytes:
@@ -251,11 +251,9 @@ def test_malformed_sb3_zip_on_the_command_line_is_exit_2(sb3_zip, tmp_path):
     path, _ = sb3_zip
     bad = _rewrite(path, tmp_path / "bad.zip",
                    state=_edit(lambda s: s.pop("mlp_extractor.policy_net.0.bias")))
-    cmd = [sys.executable, "-m", "causalfair", "decompose", "--setting", "lending-1",
-           "--checkpoint", str(bad)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().count("\n") == 0 and "bad.zip" in proc.stderr, proc.stderr
+    proc = run_cli("decompose", "--setting", "lending-1", "--checkpoint", bad, timeout=120,
+                   expect=2)
+    assert proc.stderr.strip().count("\n") == 0 and "bad.zip" in proc.stderr, describe(proc)
 
 
 # -------------------------------------------------------------------------- logs
@@ -303,8 +301,8 @@ def _load_tabular_peak_kb(path: Path) -> tuple[int, str]:
     code = ("import causalfair.systems as s\n"
             f"try:\n    s.load_tabular({str(path)!r})\n"
             "except Exception as e:\n    print(type(e).__name__, e)\n" + _PEAK)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "peak_kb" in proc.stdout, proc.stdout + proc.stderr
+    proc = run_cmd([sys.executable, "-c", code], timeout=300, expect=0)
+    assert "peak_kb" in proc.stdout, describe(proc)
     return int(proc.stdout.rsplit("peak_kb", 1)[1]), proc.stdout + proc.stderr
 
 

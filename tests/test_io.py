@@ -16,7 +16,7 @@ import pytest
 
 from causalfair._io import MANIFEST, write_folder
 from causalfair.errors import OutputError
-from tests.conftest import SMALL_SPEC, one_line_error, run_cli
+from tests.conftest import SMALL_SPEC, one_line_error, run_cli, run_cmd
 
 
 @pytest.fixture
@@ -93,8 +93,8 @@ def test_a_failed_swap_leaves_no_old_or_temp_folder(tmp_path, monkeypatch):
 
 
 def test_temp_folders_of_a_killed_writer_are_removed_by_the_next_write(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+    dead = run_cmd([sys.executable, "-c", "import os; print(os.getpid())"],
+                   expect=0).stdout.strip()
     stale = tmp_path / f".rep.tmp-{dead}-abcd1234"
     stale.mkdir()
     (stale / "half.png").write_bytes(b"\x89PNG")
@@ -105,10 +105,13 @@ def test_temp_folders_of_a_killed_writer_are_removed_by_the_next_write(tmp_path)
 
 
 def test_sigterm_during_an_audit_leaves_no_temp_folder(tmp_path, spec):
-    proc = subprocess.Popen([sys.executable, "-m", "causalfair", "audit", str(spec), "--out",
-                             "rep"], cwd=tmp_path, stderr=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"})
+    errfile = tmp_path / "stderr.txt"
+    with open(errfile, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "causalfair", "audit", str(spec),
+                                 "--out", "rep"], cwd=tmp_path, stderr=fh,
+                                stdout=subprocess.DEVNULL,
+                                env={**os.environ, "OMP_NUM_THREADS": "1",
+                                     "MPLBACKEND": "Agg"})
     deadline = time.time() + 60
     while time.time() < deadline and not any(p.name.startswith(".rep.tmp-")
                                              for p in tmp_path.iterdir()):
@@ -117,9 +120,10 @@ def test_sigterm_during_an_audit_leaves_no_temp_folder(tmp_path, spec):
         time.sleep(0.01)
     proc.terminate()
     proc.wait(60)
+    err = f"exit code {proc.returncode}\n--- stderr ---\n{errfile.read_text()}"
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".rep.")]
-    assert leftovers == [], leftovers
-    assert not (tmp_path / "rep").exists() or (tmp_path / "rep" / MANIFEST).is_file()
+    assert leftovers == [], (leftovers, err)
+    assert not (tmp_path / "rep").exists() or (tmp_path / "rep" / MANIFEST).is_file(), err
 
 
 # ------------------------------------------------------------ 3. concurrent writers

@@ -17,6 +17,7 @@ from tests.conftest import run_cmd
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 TIERS = ("slow", "ray", "mlflow", "browser", "notebook")
+BY_HAND = ("regen",)  # opt-in tiers .ci/run leaves out (README says when to run them)
 HEAVY = ("ray", "mlflow", "mlflow-skinny", "fastapi", "ipykernel", "pyarrow")  # dowhy is core
 
 
@@ -27,13 +28,17 @@ def _name(req: str) -> str:
 def test_the_tiers_are_registered_and_left_out_by_default():
     ini = PYPROJECT["tool"]["pytest"]["ini_options"]
     registered = {m.split(":")[0] for m in ini["markers"]}
-    assert set(TIERS) <= registered
+    assert set(TIERS + BY_HAND) <= registered
     selection = re.search(r"-m '([^']*)'", ini["addopts"]).group(1)
-    assert selection == "not (" + " or ".join(TIERS) + ")", selection
+    assert selection == "not (" + " or ".join(TIERS + BY_HAND) + ")", selection
     # .ci/run runs the default selection and then every tier
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     for tier in TIERS:
         assert re.search(rf"^tier {tier} ", ci, re.M), tier
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for tier in BY_HAND:
+        assert not re.search(rf"^tier {tier} ", ci, re.M), tier
+        assert f"python -m pytest -m {tier}" in readme, tier
 
 
 def test_the_test_extra_is_light_and_dev_has_everything():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
@@ -22,6 +21,7 @@ import pytest
 import causalfair as cf
 from causalfair.cli import main
 from causalfair.errors import SimulatorContractError, UserCodeError
+from tests.conftest import describe, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,15 +148,12 @@ def test_sys_exit_in_a_system_factory_is_exit_2_with_junit_and_json(work):
     factory, a JUnit <error> and the JSON summary."""
     spec = write(work / "specs", "ex", "factory_exits")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "causalfair", "gate", str(spec), "--junit", "g.xml",
-           "--json", "g.json"]
-    proc = subprocess.run(cmd, cwd=work / "run", env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 2, proc.stderr
+    proc = run_cli("gate", spec, "--junit", "g.xml", "--json", "g.json", cwd=work / "run",
+                   env=env, timeout=120, expect=2)
     lines = error_lines(proc.stderr)
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert str(spec) in lines[0] and "system factory" in lines[0], proc.stderr
-    assert "called sys.exit(0)" in lines[0], proc.stderr
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, describe(proc)
+    assert str(spec) in lines[0] and "system factory" in lines[0], describe(proc)
+    assert "called sys.exit(0)" in lines[0], describe(proc)
     check_junit_error(work / "run" / "g.xml", "ex.toml")
     doc = json.loads((work / "run" / "g.json").read_text())
     assert doc["exit_code"] == 2 and doc["specs"][0]["overall"] == "ERROR", doc

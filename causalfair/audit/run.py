@@ -12,8 +12,7 @@ from typing import Any
 
 from causalfair.audit.result import AuditResult
 from causalfair.audit.spec import AuditSpec, load_spec, spec_label
-from causalfair.engines.benefit import benefit_fairness
-from causalfair.engines.effects import decompose
+from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import compare_mc, decompose_mc
 from causalfair.engines.notions import other_notions
 from causalfair.errors import CausalfairError, PolicyError, SpecError, UserCodeError
@@ -247,9 +246,9 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     extra: dict[str, Any] = {}
     if model is not None:
         table = policy_table(pol, model, T)
-        exact = decompose(model, table, T, eps=spec.eps, weights=spec.weights, policy_name=pname)
-        ben = benefit_fairness(model, table, T, eps=spec.eps, weights=spec.weights)
-        notions = other_notions(model, table, T)
+        nums = exact_numbers(model, table, T, eps=spec.eps, weights=spec.weights,
+                             policy_name=pname, benefit=True, notions=True)
+        exact, ben, notions = nums.decomposition, nums.benefit, nums.notions
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
     if engine == "mc":

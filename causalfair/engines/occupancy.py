@@ -25,7 +25,7 @@ than two groups every pairwise gap is bounded, which bounds the largest gap (the
 exact engine reports for k > 2 groups).
 
 :func:`fair_lp` solves one program (HiGHS via :func:`scipy.optimize.linprog`) and audits
-the recovered policy with :func:`causalfair.engines.effects.decompose`;
+the recovered policy with :func:`causalfair.engines.exact.exact_numbers`;
 :func:`causalfair.engines.frontier.frontier` sweeps eps (the constraint matrix is built once per
 model; only the bounds change).
 :mod:`causalfair.engines.wen` has Wen et al.'s own discounted-occupancy LP for a general finite
@@ -51,7 +51,8 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from causalfair._limits import check_memory
-from causalfair.engines.effects import check_horizon, decompose
+from causalfair.engines.effects import check_horizon
+from causalfair.engines.exact import exact_numbers
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import TablePolicy, policy_table
@@ -177,7 +178,7 @@ def policy_metrics(model: TabularModel, policy: Any, horizon: int, *,
     T = check_horizon(horizon)
     dp_discount = _check_dp_discount(dp_discount)
     p, name = _as_table(model, policy, T)
-    dec = decompose(model, TablePolicy(p, name=name), T, eps=eps, policy_name=name)
+    dec = exact_numbers(model, TablePolicy(p, name=name), T, eps=eps, policy_name=name).decomposition
     mu = model.propagate(p, T)
     rho = np.einsum("t,tsx,tsx->s", _dp_weights(T, dp_discount), mu[:T], p)
     if model.n_groups == 2:
@@ -456,7 +457,7 @@ class OccupancyLP:
         dec = lam = None
         if audit:
             pol = TablePolicy(p, name="fair-LP")
-            dec = decompose(self.model, pol, T, eps=lambda_eps, policy_name=pol.name)
+            dec = exact_numbers(self.model, pol, T, eps=lambda_eps).decomposition
             lam = dec.Lambda
         return LPResult(
             status="optimal",
@@ -632,7 +633,7 @@ def fair_lp(model: TabularModel, horizon: int, *, eps: Any, constraint: str | Se
     stationary : False (default): the exact time-indexed LP optimum (over all Markov
         policies, hence over all policies). True: the best stationary policy a local
         search finds; ``upper_bound`` then holds the time-indexed optimum.
-    audit : audit the recovered policy with :func:`causalfair.engines.effects.decompose`.
+    audit : audit the recovered policy with :func:`causalfair.engines.exact.exact_numbers`.
     raise_infeasible : raise :class:`InfeasibleError` (default) or return a result with
         ``status == "infeasible"``.
     lp : a prebuilt :class:`OccupancyLP` for this model and horizon (reuse across calls).

@@ -25,6 +25,7 @@ from causalfair.engines.benefit import (
 )
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.errors import InputError
+from causalfair.logs.dowhy_check import dowhy_check
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
     LogStats,
@@ -732,8 +733,6 @@ def audit_logs(
         dec = dataclasses.replace(dec, se=se, seed=int(seed))
     check = None
     if dowhy:
-        from causalfair.logs.dowhy_check import dowhy_check
-
         check = dowhy_check(data, model.potential, seed=seed, **(dowhy_options or {}))
     return LogAudit(decomposition=dec, benefit=ben, bootstrap=boot, bounds=None, dowhy=check,
                     n_boot=int(n_boot), lambda_estimate=lam, **common)

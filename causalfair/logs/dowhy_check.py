@@ -25,7 +25,6 @@ the ``dowhy`` logger is quieted to WARNING for the duration (restored afterwards
 from __future__ import annotations
 
 import contextlib
-import logging
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +60,8 @@ def _gml(g: Any) -> str:
 
 @contextlib.contextmanager
 def _quiet():
+    import logging
+
     logger = logging.getLogger("dowhy")
     old = logger.level
     logger.setLevel(logging.WARNING)

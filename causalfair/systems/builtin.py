@@ -21,7 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from causalfair.systems.lending.settings import LENDING_DESCRIPTIONS, SETTINGS, lending_system
+from causalfair.systems.lending.settings import (
+    LENDING_DESCRIPTIONS,
+    SETTINGS,
+    lending_setting,
+    lending_system,
+)
+from causalfair.systems.registry import register
 from causalfair.systems.system import System
 
 __all__ = ["lending_system", "make_lending", "make_delayed_impact"]
@@ -29,8 +35,6 @@ __all__ = ["lending_system", "make_lending", "make_delayed_impact"]
 def make_lending(setting: str = "lending-1", levels: int = 7, interest: float = 1.0,
                  group_weights: Sequence[float] = (0.5, 0.5)) -> System:
     """A lending setting as a :class:`System` (``levels`` = K)."""
-    from causalfair.systems.lending.settings import lending_setting
-
     model = lending_setting(setting, n_levels=levels, interest=interest,
                             group_weights=group_weights)
     return lending_system(model, id=setting, params={
@@ -60,8 +64,6 @@ make_lending_3 = _lending_factory("lending-3")
 
 
 def register_builtin() -> None:
-    from causalfair.systems.registry import register
-
     for sid in SETTINGS:
         register(sid, f"causalfair.systems.builtin:make_{sid.replace('-', '_')}",
                  description=LENDING_DESCRIPTIONS[sid], override=True)

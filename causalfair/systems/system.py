@@ -26,6 +26,7 @@ import numpy as np
 from causalfair.errors import SystemError_, call_user, short
 from causalfair.model import CausalStructure, TabularModel
 from causalfair.systems.contract import check_protocol, guard_simulator
+from causalfair.systems.tabular_sim import TabularSimulator
 
 __all__ = ["DecisionSet", "Gain", "System", "as_system", "ENGINES"]
 
@@ -368,8 +369,6 @@ class _TabularSimulatorFactory:
         self.model = model
 
     def __call__(self) -> Any:
-        from causalfair.systems.tabular_sim import TabularSimulator
-
         return TabularSimulator(self.model)
 
 

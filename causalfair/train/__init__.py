@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from causalfair import _progress
-from causalfair._io import check_output_file
-from causalfair.errors import OutputError
 from causalfair.policies.core import CheckpointError, load_checkpoint
 from causalfair.systems import as_system, make
 from causalfair.systems.lending.settings import SETTINGS
+from causalfair.train import checkpoint as ck
+from causalfair.train.checkpoint import prepare_run_folder
 from causalfair.train.config import ALGORITHMS, ENVIRONMENTS, ConfigError, TrainConfig
+from causalfair.train.result import TrainResult
 
 __all__ = ["train", "TrainResult", "TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError",
            "EXIT_AFTER_ENV"]
@@ -31,41 +31,6 @@ __all__ = ["train", "TrainResult", "TrainConfig", "ALGORITHMS", "ENVIRONMENTS", 
 EXIT_AFTER_ENV = "CAUSALFAIR_TRAIN_EXIT_AFTER"
 #: Decision epochs of the lending settings' episodes (lending.md section A).
 LENDING_HORIZON = 20
-
-
-@dataclass
-class TrainResult:
-    """What :func:`train` returns."""
-
-    policy: Any  # TorchPolicy
-    checkpoint: Path | None
-    history: Any  # pandas DataFrame, one row per iteration
-    metrics: dict[str, Any]  # the final exact audit (C, DPE, IPE, SPE, Lambda, ...)
-    config: TrainConfig
-    table: Any = None  # pi(d1 | x, s) as a (G, K) array
-    wall_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-RUN_MARK = ".causalfair-run"
-
-
-def prepare_run_folder(out: Path, resume: bool) -> None:
-    """Create the run folder, or reuse one causalfair made (it holds :data:`RUN_MARK`);
-    a file, or a non-empty folder of the user's, raises OutputError untouched."""
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"{out}: is a file, not a run folder; choose another --out.")
-    ours = (out / RUN_MARK).exists() or (resume and (out / "state.pt").exists())
-    if out.is_dir() and any(out.iterdir()) and not ours:
-        raise OutputError(
-            f"{out}: is an existing folder causalfair did not write (no {RUN_MARK}); choose "
-            "another --out (causalfair never writes into a folder of yours).")
-    check_output_file(out / RUN_MARK)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / RUN_MARK).touch()
-    except OSError as exc:
-        raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
 
 
 def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume: bool = False,
@@ -133,7 +98,6 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
 
     import pandas as pd
 
-    from causalfair.train import checkpoint as ck
     from causalfair.train.core import Trainer
 
     t_start = time.perf_counter()

@@ -11,7 +11,9 @@ A run folder ``OUT`` holds:
   ``weights_only=True``;
 - ``metrics.jsonl``: one JSON object per iteration (appended as the run goes; rewritten
   from the resume state on resume), and ``metrics.csv`` (the same rows, at every checkpoint);
-- ``config.json``: the TrainConfig.
+- ``config.json``: the TrainConfig;
+- ``.causalfair-run``: the mark of a folder causalfair made (:func:`prepare_run_folder`), the
+  only non-empty folder it writes into.
 
 Order of writes at a checkpoint: ``state.pt`` first, then ``checkpoint.pt``, each through
 a temporary file and ``os.replace``; a run killed at any moment leaves a loadable pair.
@@ -26,7 +28,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import atomic_write_bytes
+from causalfair._io import atomic_write_bytes, check_output_file
+from causalfair.errors import OutputError
 from causalfair.policies.core import CheckpointError, save_checkpoint
 
 __all__ = [
@@ -37,10 +40,32 @@ __all__ = [
     "append_jsonl",
     "write_metrics",
     "last_metrics",
+    "RUN_MARK",
+    "prepare_run_folder",
 ]
 
 CHECKPOINT_NAME = "checkpoint.pt"
 STATE_NAME = "state.pt"
+#: The mark of a run folder causalfair made (it may write there again).
+RUN_MARK = ".causalfair-run"
+
+
+def prepare_run_folder(out: Path, resume: bool) -> None:
+    """Create the run folder, or reuse one causalfair made (it holds :data:`RUN_MARK`);
+    a file, or a non-empty folder of the user's, raises OutputError untouched."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: is a file, not a run folder; choose another --out.")
+    ours = (out / RUN_MARK).exists() or (resume and (out / STATE_NAME).exists())
+    if out.is_dir() and any(out.iterdir()) and not ours:
+        raise OutputError(
+            f"{out}: is an existing folder causalfair did not write (no {RUN_MARK}); choose "
+            "another --out (causalfair never writes into a folder of yours).")
+    check_output_file(out / RUN_MARK)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RUN_MARK).touch()
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
 
 
 def _finite(v: Any) -> Any:

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from causalfair.engines.effects import decompose, value_tables
-from causalfair.engines.notions import other_notions
+from causalfair.engines.effects import value_tables
+from causalfair.engines.exact import exact_numbers
 from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
 from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import objectives as obj
@@ -85,12 +85,11 @@ def adapt_beta_kl(beta: float, kl: float, target: float) -> float:
 
 def exact_metrics(model: Any, table: np.ndarray, horizon: int, eps: float = 0.1) -> dict[str, float]:
     """Exact audit of a policy table: C, DPE, IPE, SPE, Lambda, utility, TPR gap, ELBERT
-    bias, W1 at T and the demographic-parity gap (causalfair.engines.effects / metrics)."""
-    d = decompose(model, table, horizon, eps=eps)
-    out = {"C": d.C, "DPE": d.DPE, "IPE": d.IPE, "SPE": d.SPE,
-           "Lambda": float(d.Lambda), "utility": d.total_utility}
-
-    o = other_notions(model, table, horizon)
+    bias, W1 at T and the demographic-parity gap (:func:`causalfair.engines.exact.exact_numbers`)."""
+    n = exact_numbers(model, table, horizon, eps=eps, notions=True)
+    s = n.scalars()
+    out = {k: s[k] for k in ("C", "DPE", "IPE", "SPE", "Lambda", "utility")}
+    o = n.notions
     for k in ("tpr_gap", "elbert_bias", "w1_final", "dp_gap"):
         out[k] = float(o[k]) if o.get(k) is not None else float("nan")
     return out

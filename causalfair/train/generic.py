@@ -48,7 +48,7 @@ import numpy as np
 
 from causalfair import _progress
 from causalfair.engines.benefit_mc import benefit_fairness_mc, unit_benefits, visit_cells
-from causalfair.engines.effects import decompose
+from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import check_simulator, decompose_mc
 from causalfair.errors import ConfigError
 from causalfair.policies.checkpoint import (
@@ -61,9 +61,9 @@ from causalfair.policies.checkpoint import (
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.core import load_checkpoint
 from causalfair.thresholds import PASS, parse_constraint
-from causalfair.train import TrainResult, prepare_run_folder
 from causalfair.train import checkpoint as ck
 from causalfair.train.algorithms import names
+from causalfair.train.checkpoint import prepare_run_folder
 from causalfair.train.config import TrainConfig
 from causalfair.train.objectives import (
     appo_advantage,
@@ -76,6 +76,7 @@ from causalfair.train.objectives import (
     rate_gap,
 )
 from causalfair.train.repair import Multipliers
+from causalfair.train.result import TrainResult
 from causalfair.types import Observation
 
 __all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS"]
@@ -647,7 +648,7 @@ class SystemTrainer:
         system has a tabular model of independent units, else Monte Carlo."""
         pol = self.policy()
         if self.tabular is not None:
-            d = decompose(self.tabular, pol, self.T)
+            d = exact_numbers(self.tabular, pol, self.T).decomposition
         else:
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
                              seed=self.config.seed, check=False)

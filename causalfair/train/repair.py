@@ -22,7 +22,7 @@ of Adam, and the penalty weight grows while the violation does not shrink.
   table distilled into the same architecture, and keeps the best feasible result.
 
 A result is feasible only if the numpy exact engine (the audit's own numbers,
-:func:`causalfair.engines.effects.decompose`) says every threshold holds; the optimiser aims a
+:func:`causalfair.engines.exact.exact_numbers`) says every threshold holds; the optimiser aims a
 little inside each bound (``margin``) so that round-off cannot tip a result over.
 
 :class:`Multipliers` is the plain Lagrange-multiplier update of PPO-Lagrangian (used by
@@ -42,7 +42,7 @@ import numpy as np
 from causalfair import _progress
 from causalfair._validation import check_horizon
 from causalfair.engines.benefit import WEIGHTS, check_eps
-from causalfair.engines.effects import decompose
+from causalfair.engines.exact import exact_numbers
 from causalfair.engines.exact_torch import exact_metrics
 from causalfair.errors import InputError, ModelError
 from causalfair.model import TabularModel
@@ -325,16 +325,9 @@ def _violation(constraints: Sequence[Constraint], metrics: Mapping[str, float]) 
 
 
 # --------------------------------------------------------------------- the audit side
-def _audit_numbers(model: TabularModel, table: np.ndarray, T: int, eps: float,
-                   weights: str) -> dict[str, float]:
-    d = decompose(model, table, T, eps=eps, weights=weights)
-    return {"utility": d.total_utility, "C": d.C, "DPE": d.DPE, "IPE": d.IPE, "SPE": d.SPE,
-            "Lambda": float(d.Lambda)}
-
-
 def _attempt(model: TabularModel, start: str, table: np.ndarray, T: int, eps: float, weights: str,
              constraints: Sequence[Constraint]) -> Attempt:
-    m = _audit_numbers(model, table, T, eps, weights)
+    m = exact_numbers(model, table, T, eps=eps, weights=weights).scalars()
     return Attempt(start, np.asarray(table), m, all(c.holds(m) for c in constraints))
 
 
@@ -575,7 +568,7 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
     x = _grid_input(model, encoding)
     with torch.no_grad():
         table0 = _net_table(model, net, x).numpy()
-    original = _audit_numbers(model, table0, T, eps, weights)
+    original = exact_numbers(model, table0, T, eps=eps, weights=weights).scalars()
     if search is None:
         search = best_found(model, T, constraints, eps=eps, weights=weights,
                             initial={"the failing policy": table0}, seed=seed, margin=margin,

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from causalfair.cli import main
+from tests.conftest import describe, run_cli, run_cmd
 
 HANGSIM = '''
 import os
@@ -123,10 +124,11 @@ def test_an_interrupt_stops_a_gate_whose_worker_is_stuck(tmp_path, sig):
         deadline = time.monotonic() + 120
         while not list(tmp_path.glob("stuck-*")):  # a worker is inside the stuck step
             assert proc.poll() is None, errfile.read_text()
-            assert time.monotonic() < deadline, "no worker reached the stuck step"
+            assert time.monotonic() < deadline, ("no worker reached the stuck step\n"
+                                                 + errfile.read_text())
             time.sleep(0.1)
         worker = int(next(tmp_path.glob("stuck-*")).name.split("-")[1])
-        assert worker != proc.pid and worker in _marked(mark)
+        assert worker != proc.pid and worker in _marked(mark), errfile.read_text()
         t0 = time.monotonic()
         proc.send_signal(sig)
         try:
@@ -247,18 +249,15 @@ def test_an_unreachable_ray_address_is_one_line_within_seconds(tmp_path):
     _, b = _specs(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
-    cmd = [sys.executable, "-m", "causalfair", "gate", str(b), "--backend", "ray",
-           "--address", "127.0.0.1:1"]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=30)
+    proc = run_cli("gate", b, "--backend", "ray", "--address", "127.0.0.1:1", cwd=tmp_path,
+                   env=env, timeout=30, expect=2)
     took = time.monotonic() - t0
-    assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "causalfair gate: error: --address: nothing answers at '127.0.0.1:1' (Connection "
         "refused); start the cluster there (`ray start --head --port 1`), or check the "
-        "address."], proc.stderr
-    assert took < 30, proc.stderr
+        "address."], describe(proc)
+    assert took < 30, describe(proc)
 
 
 def test_the_time_limit_example_of_limits_md_runs(tmp_path):
@@ -275,7 +274,6 @@ def test_the_time_limit_example_of_limits_md_runs(tmp_path):
     shutil.copytree(root / "audits", tmp_path / "audits")
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    run_cmd(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, timeout=300,
+            expect=0)
     assert json.loads((tmp_path / "gate.json").read_text())["specs"][0]["name"] == "lending-1"

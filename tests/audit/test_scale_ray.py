@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from causalfair.cli import main
-from tests.conftest import run_cmd
+from tests.conftest import failing_simulator, run_cmd
 
 # not imported here: Ray reads RAY_AUTH_MODE when it is first imported (the fixture sets it)
 if importlib.util.find_spec("ray") is None:
@@ -35,24 +35,7 @@ def make(delay=0.0):
     return cf.systems.make("lending-1")
 '''
 
-BROKEN = '''
-import numpy as np
-import causalfair as cf
-
-class Broken:
-    n_groups = 2
-    def reset(self, n, group, rng):
-        return np.zeros(n, dtype=int), np.full(n, group)
-    def observe(self, s):
-        return cf.Observation(group=s[1], level=s[0])
-    def draw_noise(self, n, rng):
-        return rng.random(n)
-    def step(self, s, d, noise):
-        raise RuntimeError("the simulator broke")
-
-def make():
-    return Broken()
-'''
+BROKEN = failing_simulator('raise RuntimeError("the simulator broke")')
 
 SPEC = ('name = "{name}"\nhorizon = 4\n[system]\nfactory = "slowsys:make"\n'
         'params = {{ delay = {delay} }}\n[policy]\nbuiltin = "threshold:0.5"\n'
@@ -146,8 +129,9 @@ def test_a_task_that_crashes_on_a_ray_worker_is_named(tmp_path, ray_cluster, mon
     code = main(["gate", specs[1], str(bad), "--backend", "ray", "--address", ray_cluster,
                  "--junit", str(tmp_path / "b.xml")])
     err = capsys.readouterr().err
-    assert code == 2
-    assert "bad.toml: the audit failed: RuntimeError: the simulator broke" in err
+    assert code == 2, err
+    assert ("bad.toml: the audit failed: simulator Broken.step raised RuntimeError: the "
+            "simulator broke (traceback: ") in err, err
     root = ET.parse(tmp_path / "b.xml").getroot()
     assert root.get("errors") == "1"
 
@@ -216,7 +200,7 @@ def test_monte_carlo_batches_give_the_same_numbers_on_every_backend(ray_cluster,
             return cf.StepResult(state=s, gain=np.zeros(1), reward=np.zeros(s.shape[0]))
 
     for backend in (ProcessBackend(2), ray):
-        with pytest.raises(SimulatorContractError, match=r"Short.step: wrong shape: gain \(1,\)"):
+        with pytest.raises(SimulatorContractError, match=r"Short.step: wrong shape: StepResult.gain has shape \(1,\)"):
             cf.decompose_mc(Short(), cf.ConstantPolicy(0.5), 3, n=10, check=False,
                             backend=backend)
 
@@ -249,28 +233,11 @@ def test_a_sweep_on_ray_equals_the_sweep_here(ray_cluster, monkeypatch, tmp_path
     assert (tmp_path / "sw" / "runs" / "lending-1" / "ppo-cb" / "seed-1" / "checkpoint.pt").is_file()
 
 
-DIES = '''
-import os
-import numpy as np
-import causalfair as cf
-
-class Dies:
-    n_groups = 2
-    n_levels = 3
-    def reset(self, n, group, rng):
-        return np.zeros(n, dtype=int), np.full(n, group)
-    def observe(self, s):
-        return cf.Observation(group=s[1], level=s[0])
-    def draw_noise(self, n, rng):
-        return rng.random(n)
-    def step(self, s, d, noise):
-        if str(os.getpid()) != os.environ.get("CF_TEST_DRIVER_PID"):
-            os._exit(3)  # the worker process dies, as if killed
-        raise RuntimeError("not on a worker")
-
-def make():
-    return Dies()
-'''
+DIES = failing_simulator('''
+if str(os.getpid()) != os.environ.get("CF_TEST_DRIVER_PID"):
+    os._exit(3)  # the worker process dies, as if killed
+raise RuntimeError("not on a worker")
+''', cls="Dies")
 
 
 def test_a_worker_that_dies_is_reported_for_its_spec(tmp_path, ray_cluster, monkeypatch, capsys):

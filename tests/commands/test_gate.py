@@ -4,7 +4,7 @@ JUnit XML, broken specs, interrupted runs, retrain-on-fail."""
 from __future__ import annotations
 
 import json
-import subprocess
+import shutil
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -14,7 +14,14 @@ import pytest
 from causalfair.audit import INCONCLUSIVE, audit, load_spec
 from causalfair.cli import main
 from causalfair.report import render as report
-from tests.conftest import SMALL_SPEC, one_line_error, run_cli
+from tests.conftest import (
+    SMALL_SPEC,
+    describe,
+    failing_simulator,
+    one_line_error,
+    run_cli,
+    run_cmd,
+)
 
 PASSING = """
 name = "ok"
@@ -161,11 +168,10 @@ def test_audit_command_writes_report(tmp_path, capsys):
     assert Path(doc["report"]) == Path(".causalfair/reports/bad")
     assert (tmp_path / ".causalfair" / "reports" / "bad" / "audit.json").is_file()
     assert (tmp_path / ".causalfair" / ".gitignore").read_text().splitlines()[-1] == "*"
-    git = subprocess.run(["git", "init", "-q", str(tmp_path)], capture_output=True)
-    if git.returncode == 0:
-        status = subprocess.run(["git", "-C", str(tmp_path), "status", "--porcelain"],
-                                capture_output=True, text=True).stdout
-        assert ".causalfair" not in status
+    if shutil.which("git"):
+        run_cmd(["git", "init", "-q", tmp_path], expect=0)
+        status = run_cmd(["git", "-C", tmp_path, "status", "--porcelain"], expect=0)
+        assert ".causalfair" not in status.stdout, describe(status)
 
 
 def test_interrupted_audit_leaves_no_partial_report(tmp_path, monkeypatch, capsys):
@@ -292,25 +298,8 @@ def test_shards_merge_to_the_unsharded_verdicts(tmp_path, capsys):
     assert main(["gate", *specs, "--shard", "4/3"]) == 2
 
 
-CRASH = '''
-import numpy as np
-import causalfair as cf
-from clinic import make_clinic
-
-class Broken:
-    n_groups = 2
-    def reset(self, n, group, rng):
-        return np.zeros(n, dtype=int), np.broadcast_to(np.asarray(group), (n,)).copy()
-    def observe(self, s):
-        return cf.Observation(group=s[1], level=s[0])
-    def draw_noise(self, n, rng):
-        return rng.random(n)
-    def step(self, s, d, noise):
-        raise RuntimeError("the simulator broke")
-
-def make():
-    return Broken()
-'''
+CRASH = failing_simulator('raise RuntimeError("the simulator broke")',
+                          head="from clinic import make_clinic")
 
 
 def test_jobs_give_the_same_json_and_junit_and_a_crash_is_named(tmp_path, capsys):

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import math
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
+from tests.conftest import describe, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,8 +92,7 @@ def _limited(args, cwd=ROOT, extra_path=None):
     env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(ROOT) + (f":{extra_path}" if extra_path else "")}
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "causalfair", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120, preexec_fn=cap)
+    proc = run_cli(*args, cwd=cwd, env=env, timeout=120, preexec_fn=cap)
     return proc, time.perf_counter() - t0
 
 
@@ -105,11 +103,11 @@ def _limited(args, cwd=ROOT, extra_path=None):
 ])
 def test_a_huge_monte_carlo_n_is_refused_before_it_starts(args):
     proc, seconds = _limited(args)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 2, describe(proc, 2)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "unit-steps" in lines[0], proc.stderr
-    assert "CAUSALFAIR_MAX_UNIT_STEPS" in lines[0], proc.stderr
-    assert seconds < 30, (seconds, proc.stderr)
+    assert len(lines) == 1 and "unit-steps" in lines[0], describe(proc)
+    assert "CAUSALFAIR_MAX_UNIT_STEPS" in lines[0], describe(proc)
+    assert seconds < 30, (seconds, describe(proc))
 
 
 def test_the_ceiling_is_set_by_its_environment_variable(monkeypatch):
@@ -129,10 +127,10 @@ def test_the_ceiling_is_set_by_its_environment_variable(monkeypatch):
 def test_a_huge_sweep_seed_range_is_refused_in_one_line():
     proc, seconds = _limited(["sweep", "--algo", "ppo", "--seeds", "0-100000000000",
                               "--out", "never-written"])
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 2, describe(proc, 2)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "seeds:" in lines[0] and "10000" in lines[0], proc.stderr
-    assert seconds < 30, (seconds, proc.stderr)
+    assert len(lines) == 1 and "seeds:" in lines[0] and "10000" in lines[0], describe(proc)
+    assert seconds < 30, (seconds, describe(proc))
     assert not (ROOT / "never-written").exists()
     from causalfair.train.sweep import parse_seeds
 
@@ -207,7 +205,7 @@ def test_cli_engine_mc_json_has_a_finite_lambda(tmp_path):
     proc, _ = _limited(["decompose", "--system", "outside:make", "--policy", "uniform",
                         "--engine", "mc", "--n", "300", "--json"], cwd=tmp_path,
                        extra_path=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, describe(proc, 0)
     doc = json.loads(proc.stdout)
-    assert doc["horizon"] == 8 and np.isfinite(doc["Lambda"]), proc.stderr
+    assert doc["horizon"] == 8 and np.isfinite(doc["Lambda"]), describe(proc)
     assert len(doc["Lambda_ci"]) == 2 and doc["benefit"]["Lambda"] == doc["Lambda"]

@@ -18,7 +18,6 @@ from causalfair.policies.core import (
     FeatureEncoding,
     TablePolicy,
     TorchPolicy,
-    grid_observation,
     parse_policy,
     save_checkpoint,
 )

@@ -18,6 +18,7 @@ from causalfair.systems.attention import (
     AttentionState,
     allocate,
 )
+from tests.conftest import check_gym_env, gym_episode
 
 
 def test_the_published_parameters():
@@ -127,25 +128,13 @@ def test_ipe_is_exactly_zero_and_spe_is_the_drift_gap(sid):
 
 
 def test_gymnasium_environments_pass_both_checkers_and_are_seeded():
-    import gymnasium as gym
-    from gymnasium.utils.env_checker import check_env
-    from stable_baselines3.common.env_checker import check_env as sb3_check_env
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the published Box(-3, 3) actions
         for env_id in ("causalfair/Attention-v0", "causalfair/AttentionHarder-v0"):
-            env = gym.make(env_id).unwrapped
-            check_env(env, skip_render_check=True)
-            sb3_check_env(env, warn=True)
-    runs = []
-    for seed in (2, 2, 3):
-        env = gym.make("causalfair/Attention-v0")
-        obs, _ = env.reset(seed=seed)
-        traj = [obs.tolist()]
-        for t in range(30):
-            obs, r, term, trunc, info = env.step(np.linspace(-1, 1, 5) * (t % 3 - 1))
-            traj.append(obs.tolist() + info["rates"].tolist())
-        runs.append(traj)
+            check_gym_env(env_id)
+    runs = [gym_episode("causalfair/Attention-v0", seed, 30,
+                        lambda env, t: np.linspace(-1, 1, 5) * (t % 3 - 1),
+                        lambda r, info: info["rates"].tolist())[0] for seed in (2, 2, 3)]
     assert runs[0] == runs[1] and runs[0] != runs[2]
 
 

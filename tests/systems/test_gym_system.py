@@ -14,6 +14,7 @@ from scipy.stats import norm
 import causalfair as cf
 from causalfair.errors import InputError
 from causalfair.systems.replicator import REPLICATOR_DEFAULTS
+from tests.conftest import check_gym_env, gym_episode
 
 
 @pytest.mark.parametrize("env_id,kw", [("causalfair/LendingHarder-v0", {}),
@@ -21,22 +22,14 @@ from causalfair.systems.replicator import REPLICATOR_DEFAULTS
                                        ("causalfair/System-v0", {"system": "attention-harder"}),
                                        ("causalfair/System-v0", {"system": "lending-3"})])
 def test_both_checkers_pass_and_episodes_are_seeded(env_id, kw):
-    from gymnasium.utils.env_checker import check_env
-    from stable_baselines3.common.env_checker import check_env as sb3_check_env
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # unbounded feature boxes
-        check_env(gym.make(env_id, **kw).unwrapped, skip_render_check=True)
-        sb3_check_env(gym.make(env_id, **kw).unwrapped, warn=True)
+        check_gym_env(env_id, **kw)
     runs = []
     for seed in (4, 4, 5):
-        env = gym.make(env_id, **kw)
-        env.action_space.seed(0)
-        obs, _ = env.reset(seed=seed)
-        traj = [obs.tolist()]
-        for _ in range(env.unwrapped.horizon):
-            obs, r, term, trunc, info = env.step(env.action_space.sample())
-            traj.append(obs.tolist() + [r])
+        traj, term, trunc, _ = gym_episode(env_id, seed, None,
+                                           lambda env, t: env.action_space.sample(),
+                                           lambda r, info: [r], **kw)
         assert trunc and not term
         runs.append(traj)
     assert runs[0] == runs[1]

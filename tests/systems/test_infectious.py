@@ -21,6 +21,7 @@ from causalfair.systems.infectious import (
     InfectiousState,
     karate_graph,
 )
+from tests.conftest import check_gym_env, gym_episode
 
 
 def test_the_published_graph_and_parameters():
@@ -146,22 +147,12 @@ def test_losing_immunity_makes_the_epidemic_worse():
 
 
 def test_gymnasium_environments_pass_both_checkers_and_are_seeded():
-    import gymnasium as gym
-    from gymnasium.utils.env_checker import check_env
-    from stable_baselines3.common.env_checker import check_env as sb3_check_env
-
     for env_id in ("causalfair/Infectious-v0", "causalfair/InfectiousHarder-v0"):
-        env = gym.make(env_id).unwrapped
-        check_env(env, skip_render_check=True)
-        sb3_check_env(env, warn=True)
+        check_gym_env(env_id)
     runs = []
     for seed in (5, 5, 6):
-        env = gym.make("causalfair/Infectious-v0")
-        obs, _ = env.reset(seed=seed)
-        traj = [obs.tolist()]
-        for t in range(20):
-            obs, r, term, trunc, info = env.step(t % 35)
-            traj.append(obs.tolist())
+        traj, term, trunc, env = gym_episode("causalfair/Infectious-v0", seed, 20,
+                                             lambda env, t: t % 35)
         assert trunc and not term
         runs.append(traj)
     assert runs[0] == runs[1] and runs[0] != runs[2]

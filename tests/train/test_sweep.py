@@ -14,7 +14,7 @@ from causalfair.cli import main
 from causalfair.errors import ConfigError
 from causalfair.train import TrainConfig, train
 from causalfair.train.sweep import parse_seeds, sweep
-from tests.conftest import run_cmd
+from tests.conftest import failing_simulator, run_cmd
 
 
 def test_seeds_parse_ranges_and_lists():
@@ -56,26 +56,7 @@ def test_each_run_equals_a_separate_train_run_and_the_table_is_its_t_interval(tm
     assert serial.table.equals(table)
 
 
-BROKEN = '''
-import numpy as np
-import causalfair as cf
-
-class Sim:
-    n_groups = 2
-    n_levels = 3
-    group_names = ("a", "b")
-    def reset(self, n, group, rng):
-        return np.zeros(n, dtype=int), np.full(n, group)
-    def observe(self, s):
-        return cf.Observation(group=s[1], level=s[0])
-    def draw_noise(self, n, rng):
-        return rng.random(n)
-    def step(self, s, d, noise):
-        raise RuntimeError("the simulator broke in training")
-
-def make():
-    return Sim()
-'''
+BROKEN = failing_simulator('raise RuntimeError("the simulator broke in training")', cls="Sim")
 
 
 def test_a_failing_run_is_named_and_the_others_are_tabulated(tmp_path, capsys):

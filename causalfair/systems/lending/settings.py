@@ -29,6 +29,8 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair.errors import InputError
 from causalfair.model import CausalStructure, ModelError, TabularModel
+from causalfair.systems.lending.fico import fico_initial, fico_repay
+from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.systems.tabular_sim import LazyArrays
 from causalfair.types import Observation, StepResult
 
@@ -193,8 +195,6 @@ def lending_setting(
                  "use fewer levels")
     weights = np.asarray(group_weights, dtype=np.float64)
     if setting == "lending-2":
-        from causalfair.systems.lending.fico import fico_initial, fico_repay
-
         return LendingModel(
             initial=fico_initial(n_levels),
             p_repay=fico_repay(n_levels),
@@ -419,8 +419,6 @@ def lending_system(model: Any, *, id: str | None = None,
     """The :class:`System` of a :class:`~causalfair.systems.lending.settings.LendingModel`: the
     individual-level simulator, the exact tabular model, decisions deny (baseline) /
     approve, roles ``score = p_repay`` and ``qualified = repay``."""
-    from causalfair.systems.system import DecisionSet, Gain, System
-
     tab = model.tabular
     sid = id or model.name
     return System(

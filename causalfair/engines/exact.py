@@ -1,0 +1,74 @@
+"""The exact numbers of one policy on a tabular model: the one function every door calls.
+
+:func:`exact_numbers` turns a policy table (or anything :func:`~causalfair.policies.core.policy_table`
+evaluates) into the exact decomposition C = DPE + IPE + SPE with Lambda (method.md
+sections 2-4, :func:`causalfair.engines.effects.decompose`) and, on request, the benefit
+fairness result (:func:`causalfair.engines.benefit.benefit_fairness`, section 4) and the
+other notions (:func:`causalfair.engines.notions.other_notions`: TPR gap, ELBERT bias, W1,
+demographic parity). The audit, the exact repair, the PPO trainers and the fair-LP
+evaluation read their numbers from it, so they agree bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from causalfair._validation import check_horizon
+from causalfair.engines.benefit import benefit_fairness
+from causalfair.engines.effects import decompose
+from causalfair.engines.exact_torch import METRIC_NAMES
+from causalfair.engines.notions import other_notions
+from causalfair.model import TabularModel
+from causalfair.policies.core import Policy, policy_table
+from causalfair.results import BenefitResult, Decomposition
+
+__all__ = ["ExactNumbers", "exact_numbers", "METRIC_NAMES"]
+
+
+@dataclass(frozen=True, eq=False)
+class ExactNumbers:
+    """The exact numbers of one policy table: ``decomposition`` (C, DPE, IPE, SPE,
+    utility, Lambda for the decomposition's pair), ``benefit`` (None unless asked for) and
+    ``notions`` (None unless asked for); ``table`` is the table they were computed on."""
+
+    table: np.ndarray
+    decomposition: Decomposition
+    benefit: BenefitResult | None = None
+    notions: dict[str, Any] | None = None
+
+    def scalars(self) -> dict[str, float]:
+        """``utility``, ``C``, ``DPE``, ``IPE``, ``SPE``, ``Lambda`` as floats (the order of
+        :data:`METRIC_NAMES`, the same keys as :func:`~causalfair.engines.exact_torch.exact_metrics`)."""
+        d = self.decomposition
+        values = {"utility": d.total_utility, "C": d.C, "DPE": d.DPE, "IPE": d.IPE,
+                  "SPE": d.SPE, "Lambda": d.Lambda}
+        return {k: float(values[k]) for k in METRIC_NAMES}
+
+
+def exact_numbers(model: TabularModel, policy: Policy | np.ndarray, horizon: int, *,
+                  eps: float = 0.1, weights: str = "visitation",
+                  pair: tuple[int, int] | None = None, policy_name: str | None = None,
+                  benefit: bool = False, notions: bool = False) -> ExactNumbers:
+    """Exact numbers of ``policy`` on ``model`` over ``horizon`` epochs.
+
+    ``policy``: a table pi(d1 | x, s) (G, K) or (T, G, K) (action distributions with
+    A > 2 actions), or a Markov policy, evaluated once into its table. ``eps`` and
+    ``weights`` are Lambda's (method.md section 4). ``pair``: the groups compared (None:
+    the decomposition's default, the largest and smallest V^pi; the benefit result and the
+    notions then use (0, 1)). ``benefit`` / ``notions``: also compute
+    :func:`~causalfair.engines.benefit.benefit_fairness` / :func:`~causalfair.engines.notions.other_notions`.
+    """
+    T = check_horizon(horizon)
+    if isinstance(policy, np.ndarray) or not isinstance(model, TabularModel):
+        table = policy  # decompose refuses a model that is not tabular, with its message
+    else:
+        policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
+        table = np.asarray(policy_table(policy, model, T))
+    dec = decompose(model, table, T, eps=eps, weights=weights, pair=pair, policy_name=policy_name)
+    others = (0, 1) if pair is None else pair
+    ben = benefit_fairness(model, table, T, eps=eps, weights=weights, pair=others) if benefit else None
+    extra = other_notions(model, table, T, pair=others) if notions else None
+    return ExactNumbers(table, dec, ben, extra)
