@@ -70,7 +70,7 @@ def register_builtin() -> None:
     register("delayed-impact", "causalfair.systems.builtin:make_delayed_impact",
              description=LENDING_DESCRIPTIONS["delayed-impact"], override=True)
     register("lending-harder", "causalfair.systems.lending.harder:make_lending_harder",
-             description="ELBERT's harder lending (seed 000): non-adjacent credit jumps, "
+             description="ELBERT's harder lending (Xu et al., ICML 2024): non-adjacent credit jumps, "
                          "rejected applicants move too; tabular", override=True)
     register("attention-1", "causalfair.systems.attention:make_attention",
              description="attention allocation over 5 sites, 6 units per step "
@@ -91,5 +91,5 @@ def register_builtin() -> None:
                          "id, groups=[...]); Monte Carlo", override=True)
     register("replicator-1", "causalfair.systems.replicator:make_replicator",
              description="replicator dynamics of two groups' qualification rates under "
-                         "per-group thresholds (seed 002); coupled units, Monte Carlo",
+                         "per-group thresholds (Yin et al., NeurIPS 2023); coupled units, Monte Carlo",
              override=True)

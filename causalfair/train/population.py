@@ -64,7 +64,8 @@ class PopulationEnv:
 
     def __init__(self, system: Any):
         if system.id != "replicator-1":
-            raise ConfigError(f"system: seed 002's algorithms run on replicator-1, got {system.id!r}.")
+            raise ConfigError("system: R-TD3 and L-UCBFair (Yin et al., NeurIPS 2023) run on "
+                              f"replicator-1, got {system.id!r}.")
         sim = system.make_simulator()
         self.U, self.alpha, self.beta = sim.U, sim.alpha, sim.beta
         self.q0 = np.asarray(sim.q0, dtype=np.float64)

@@ -228,7 +228,7 @@ def test_cli_r_td3_runs_whole_rounds_of_episodes(tmp_path, capsys):
     (["--beta-c", "1"], "--beta-c: not used by --algo r-td3"),
     (["--set", "nope=1"], "--set nope: not a field of RTD3Config"),
     (["--iterations", "0"], "--iterations: bad value 0"),
-    (["--system", "lending-1"], "seed 002's algorithms run on replicator-1"),
+    (["--system", "lending-1"], "R-TD3 and L-UCBFair (Yin et al., NeurIPS 2023) run on replicator-1"),
 ])
 def test_cli_usage_errors_exit_2_and_write_nothing(extra, msg, tmp_path, capsys):
     from causalfair.cli import main

@@ -115,5 +115,5 @@ def make_lending_harder(interest: float = ELBERT_HARDER_LENDING["interest"],
         roles={"score": "p_repay"},
         params={"interest": float(interest), "alter_rate": [float(a) for a in alter_rate]},
         description="ELBERT's harder lending: non-adjacent credit jumps, rejected applicants "
-                    "move too (seed 000); tabular",
+                    "move too (Xu et al., ICML 2024); tabular",
     )
