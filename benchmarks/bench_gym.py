@@ -2,7 +2,11 @@
 Carlo audit of a cheap Gymnasium env through ``cf.systems.from_gym`` against the env's own
 bare ``step`` loop, both per individual-step, measured in the same run on one core.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_gym.py [--n 2000] [--horizon 10]
+    OMP_NUM_THREADS=1 python benchmarks/bench_gym.py [--n 2000] [--horizon 10] [--jobs 2]
+
+``--jobs J`` also times the audit on J local worker processes (``--backend process``),
+the same (group, batch) tasks with keyed random streams, so the estimates are identical
+to serial (checked here) and the speed-up is serial time / J-process time.
 
 The audit's individual-step is the three env steps the decomposition needs (pi, the
 pi^PS fork and pi0) plus the policy (evaluated once per batch on the stacked
@@ -19,6 +23,7 @@ import numpy as np
 from gymnasium import spaces
 
 import causalfair as cf
+from causalfair.backends import make_backend
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.policies.adapters import callable_policy
 
@@ -57,27 +62,36 @@ def bare_loop(n: int, T: int) -> float:
     return (time.perf_counter() - t0) / (n * T)
 
 
-def audit(n: int, T: int) -> float:
-    """Seconds per individual-step of decompose_mc on the same env (n per group)."""
+def audit(n: int, T: int, jobs: int = 1) -> tuple[float, dict[str, float]]:
+    """Seconds per individual-step of decompose_mc on the same env (n per group) on
+    ``jobs`` processes, and the estimates."""
     system = cf.systems.from_gym(CheapEnv, groups=["s+", "s-"], horizon=T)
     policy = callable_policy(lambda f: 1.0 / (1.0 + np.exp(-2.0 * f[:, 0])), inputs="features",
                              name="logistic")
+    backend = make_backend(jobs=jobs, backend="process") if jobs > 1 else None
     t0 = time.perf_counter()
-    decompose_mc(system, policy, n=n, seed=0, benefit_n=2)
-    return (time.perf_counter() - t0) / (2 * n * T)
+    res = decompose_mc(system, policy, n=n, seed=0, benefit_n=2, batch_size=max(1, n // 8),
+                       backend=backend)
+    return (time.perf_counter() - t0) / (2 * n * T), res.estimates()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="individuals per group")
     ap.add_argument("--horizon", type=int, default=10)
+    ap.add_argument("--jobs", type=int, default=1, help="also time J worker processes")
     args = ap.parse_args()
     bare = bare_loop(2 * args.n, args.horizon)
-    aud = audit(args.n, args.horizon)
+    aud, est = audit(args.n, args.horizon)
     print(f"bare env step loop: {bare * 1e6:8.2f} us per individual-step")
     print(f"from_gym audit    : {aud * 1e6:8.2f} us per individual-step "
           f"(pi, pi^PS fork and pi0: 3 env steps each)")
     print(f"ratio             : {aud / bare:8.2f}x")
+    if args.jobs > 1:
+        par, est_j = audit(args.n, args.horizon, args.jobs)
+        same = all(est[k] == est_j[k] for k in est)
+        print(f"--jobs {args.jobs:<11d}: {par * 1e6:8.2f} us per individual-step, speed-up "
+              f"{aud / par:.2f}x, estimates {'identical to' if same else 'DIFFER from'} serial")
 
 
 if __name__ == "__main__":

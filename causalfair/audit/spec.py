@@ -127,6 +127,8 @@ class AuditSpec:
     def system_label(self) -> str:
         if self.system_tabular is not None:
             return f"tabular {self.system_tabular.name}"
+        if self.system_id == "gym" and "env" in self.system_params:
+            return f"gym:{self.system_params['env']}"
         return str(self.system_id)
 
     def with_policy(self, *, checkpoint: str | os.PathLike[str] | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -226,7 +227,6 @@ def run_population(args: argparse.Namespace) -> int:
     P.save_agent(ck, agent, env.grid, metadata={
         "system": sid, "system_params": dict(system.params), "config": config_d, "metrics": m})
     write_metrics(out, [{"episode": i, **row} for i, row in enumerate(agent.history)])
-    param_flags = "".join(f" --param {p}" for p in args.param)
     if args.json:
         json.dump({"checkpoint": str(ck), "wall_s": wall, "metrics": m}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -236,9 +236,21 @@ def run_population(args: argparse.Namespace) -> int:
         print("  from the system's q0: " + "  ".join(
             f"{k}={v:+.4f}" for k, v in m.items() if k != "episodes"))
         print(f"  checkpoint: {ck}   (per-episode V_r, V_g: {out / 'metrics.csv'})")
-        print(f"  audit it:   causalfair decompose --system {sid}{param_flags} --n 2 "
-              f"--checkpoint {ck}   (deterministic dynamics: 2 replicas are exact)")
+        print(f"  audit it:   {audit_hint(args, sid, ck)} --n 2"
+              "   (deterministic dynamics: 2 replicas are exact)")
     return 0
+
+
+def audit_hint(args: argparse.Namespace, system: str, checkpoint: Any) -> str:
+    """The ``causalfair decompose`` command line that audits ``checkpoint`` on the system it
+    was trained on (its ``--param`` and ``--search-path`` values, quoted for a shell)."""
+    words = ["causalfair", "decompose", "--system", str(system)]
+    for p in args.param:
+        words += ["--param", p]
+    if args.system and getattr(args, "search_path", ".") not in (None, "."):
+        words += ["--search-path", str(args.search_path)]
+    words += ["--checkpoint", str(checkpoint)]
+    return shlex.join(words)
 
 
 def metrics_line(m: dict[str, Any]) -> str:
@@ -291,6 +303,6 @@ def run(args: argparse.Namespace) -> int:
                   + ("met on the audit (the best-utility audited policy that meets them)"
                      if met else "NOT met by any audited policy (the last policy is saved)"))
         print(f"  checkpoint: {res.checkpoint}")
-        print(f"  audit it:   causalfair decompose --system {args.system or config.setting} "
-              f"--horizon {res.config.horizon} --checkpoint {res.checkpoint}")
+        print(f"  audit it:   {audit_hint(args, args.system or config.setting, res.checkpoint)}"
+              f" --horizon {res.config.horizon}")
     return 1 if config.constraints and not m.get("constraints_met") else 0

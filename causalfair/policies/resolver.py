@@ -210,6 +210,28 @@ def _torch_encoding(system: Any) -> FeatureEncoding:
     return FeatureEncoding("onehot", int(system.n_levels), int(system.n_groups))
 
 
+def _torch_policy(module: Any, system: Any) -> TorchPolicy:
+    """An in-memory ``torch.nn.Module`` as a policy on ``system``. A module without its own
+    ``forward`` but with an ``actor`` module (CleanRL's PPO ``Agent``) is read through its
+    actor's logits. The input width of its first layer (``in_features``) must be the
+    width of the system's input (its features, else one-hot level and group)."""
+    name = type(module).__name__
+    if _is_torch_module(getattr(module, "actor", None)) and all(
+            "forward" not in vars(c) for c in type(module).__mro__
+            if not c.__module__.startswith("torch.nn")):
+        module = module.actor
+    enc = _torch_encoding(system)
+    first = next((m for m in module.modules() if hasattr(m, "in_features")), None)
+    if system is not None and first is not None and int(first.in_features) != enc.width:
+        what = (f"{enc.width} features ({', '.join(enc.names)})" if enc.names else
+                f"{enc.width} inputs ({enc.name})")
+        raise PolicyError(
+            f"policy {name!r}: the torch module reads {int(first.in_features)} inputs (its first "
+            f"layer's in_features) but system {getattr(system, 'id', '')!r} observes {what}; "
+            "train it on this system's observations.")
+    return TorchPolicy(module, enc, name=name)
+
+
 def _in_memory(obj: Any, system: Any, what: str) -> ResolvedPolicy | None:
     """An object in memory as a resolved policy, or None when it is none of the kinds."""
     if _is_policy_object(obj):
@@ -224,7 +246,7 @@ def _in_memory(obj: Any, system: Any, what: str) -> ResolvedPolicy | None:
         pol = sb3_adapted(obj)
         return ResolvedPolicy(pol, _label(pol), "sb3", system=system)
     if _is_torch_module(obj):
-        pol = TorchPolicy(obj, _torch_encoding(system), name=type(obj).__name__)
+        pol = _torch_policy(obj, system)
         return ResolvedPolicy(pol, pol.name, "torch", system=system)
     if callable(obj):
         pol = callable_policy(obj)

@@ -289,3 +289,130 @@ def test_spec_gym_keys_checked(tmp_path):
         load_spec({"name": "x", "system": {"gym": "m:f", "groups": ["a"]}})
     spec = load_spec({"name": "x", "system": {"gym": "m:f", "groups": ["a", "b"], "gain": "reward"}})
     assert spec.system_id == "gym" and spec.system_params["gain"] == "reward"
+
+
+# ------------------------------------------------------------------ policies, CLI doors, views
+def _agent(width: int = 3, forward: bool = True):
+    """A CleanRL-style PPO agent over the observation vector: an ``actor`` of logits (and a
+    ``critic``), with or without its own ``forward``."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Agent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.critic = nn.Sequential(nn.Linear(width, 8), nn.Tanh(), nn.Linear(8, 1))
+            self.actor = nn.Sequential(nn.Linear(width, 8), nn.Tanh(), nn.Linear(8, 2))
+
+        def get_value(self, x):
+            return self.critic(x)
+
+    class WithForward(Agent):
+        def forward(self, x):
+            return self.actor(x)
+
+    torch.manual_seed(0)
+    return WithForward() if forward else Agent()
+
+
+def test_cleanrl_torch_module_audits_directly(envmod):
+    """An nn.Module over the observation vector audits as it is (through cf.as_policy);
+    a CleanRL agent without forward is read through its actor, giving the same numbers."""
+    _, mod = envmod
+    system = cf.systems.from_gym(mod.make_env, groups=["s+", "s-"], horizon=3)
+    with_fwd, no_fwd = _agent(), _agent(forward=False)
+    pol = cf.as_policy(no_fwd, system)
+    obs = Observation(group=np.zeros(4, int), features=np.random.default_rng(0).normal(size=(4, 3)))
+    assert pol.action_probs(obs).shape == (4, 2)
+    a = decompose_mc(system, with_fwd, n=200, seed=0).estimates()
+    b = decompose_mc(system, no_fwd, n=200, seed=0).estimates()
+    for k in KEYS:
+        assert a[k] == b[k], k
+    assert abs(a["C"] - (a["DPE"] + a["IPE"] + a["SPE"])) < 1e-9
+
+
+def test_torch_module_width_checked_against_the_env(envmod):
+    _, mod = envmod
+    system = cf.systems.from_gym(mod.make_env, groups=["s+", "s-"], horizon=3)
+    from causalfair.errors import PolicyError
+
+    with pytest.raises(PolicyError, match=r"reads 5 inputs .* observes 3 features \(x0, x1, x2\)"
+                       ) as exc:
+        cf.as_policy(_agent(width=5), system)
+    assert "\n" not in str(exc.value)
+
+
+def test_label_names_the_env_and_group_column_detected(tmp_path, envmod):
+    """A spec's system label names the env; the observation column that carries the group
+    is the system's group role, so a network reading it reads S."""
+    _, mod = envmod
+    spec = _spec(tmp_path, "label")
+    res = cf.audit(spec)
+    assert "gym:tutor_env:make_env" in res.summary()
+    system = cf.systems.from_gym(mod.make_env, groups=["a", "b"])
+    assert system.id == "gym:tutor_env:make_env" and dict(system.roles) == {"group": ["x1"]}
+    assert cf.policies.resolve(_agent(), system).reads_group is True
+
+
+def test_gymnasium_view_round_trips(envmod):
+    """gymnasium.make('causalfair/System-v0', system=from_gym(...)) steps like the env:
+    the observation is the env's, info['gain'] its skill change, truncation at the horizon."""
+    gymnasium = pytest.importorskip("gymnasium")
+    import causalfair.systems.gym.system  # noqa: F401 - registers the ids
+
+    _, mod = envmod
+    system = cf.systems.from_gym(mod.make_env, groups=["s+", "s-"], horizon=4)
+    env = gymnasium.make("causalfair/System-v0", system=system)
+    o, info = env.reset(seed=3)
+    assert o.shape == (3,) and o[1] == float(info["group"][0]) and o[2] == 0.0
+    for t, a in enumerate([1, 0, 1, 1], start=1):
+        o2, r, term, trunc, info = env.step(a)
+        assert o2[2] == t and o2[1] == o[1]
+        assert info["gain"][0] == pytest.approx(o2[0] - o[0], abs=1e-5)
+        assert (r in (-1.0, 1.0)) if a == 1 else r == 0.0
+        assert trunc == (t == 4) and not term
+        o = o2
+
+
+def test_jobs_2_identical_to_serial(envmod):
+    from causalfair.backends import make_backend
+
+    _, mod = envmod
+    system = cf.systems.from_gym(mod.make_env, groups=["s+", "s-"], horizon=3)
+    serial = decompose_mc(system, POLICY, n=400, seed=5, batch_size=100)
+    two = decompose_mc(system, POLICY, n=400, seed=5, batch_size=100,
+                       backend=make_backend(jobs=2, backend="process"))
+    for k in KEYS:
+        assert serial.estimates()[k] == two.estimates()[k], k
+        assert serial.se[k] == two.se[k], k
+
+
+@pytest.mark.slow
+def test_train_hint_runs_and_gate_retrain_reaudits(tmp_path):
+    """`causalfair train` on a gym system prints a runnable audit command (its --param
+    values kept); `gate --retrain` on a failing threshold retrains that checkpoint on the
+    gym system and re-audits the new one."""
+    import shlex
+
+    _spec(tmp_path, "unused")
+    proc = run_cmd([sys.executable, "-m", "causalfair", "train", "--system", "gym",
+                    "--param", "env=tutor_env:make_env", "--param", 'groups=["A","B"]',
+                    "--horizon", "3", "--iterations", "1", "--out", "run", "--no-progress"],
+                   cwd=tmp_path, expect=0, timeout=300)
+    hint = next(ln for ln in proc.stdout.splitlines() if "audit it:" in ln).split("audit it:")[1]
+    words = shlex.split(hint)
+    assert words[:2] == ["causalfair", "decompose"] and "env=tutor_env:make_env" in words, hint
+    run_cmd([sys.executable, "-m", *words, "--n", "200", "--json"], cwd=tmp_path, expect=0,
+            timeout=300)
+    spec = tmp_path / "retrain.toml"
+    spec.write_text(SPEC.format(factory="make_env", policy='checkpoint = "run/checkpoint.pt"')
+                    .replace("C = 5.0", "C = -1.0").replace('horizon = 4', 'horizon = 3')
+                    + '\n[retrain]\nalgo = "ppo-cb"\niterations = 1\nbetas = { C = 1.0 }\n',
+                    encoding="utf-8")
+    proc = run_cmd([sys.executable, "-m", "causalfair", "gate", spec, "--retrain", "--junit",
+                    "gate.xml"], cwd=tmp_path, expect=1, timeout=300)
+    new = tmp_path / "run" / "checkpoint.retrained-ppo-cb-1.pt"
+    assert new.is_file(), proc.stderr
+    xml = (tmp_path / "gate.xml").read_text(encoding="utf-8")
+    assert "checkpoint.retrained-ppo-cb-1.pt" in xml and "gym:tutor_env:make_env" in xml, proc.stderr
+    assert "before retraining" in xml, proc.stderr

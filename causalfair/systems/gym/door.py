@@ -39,7 +39,8 @@ from causalfair.systems.registry import load_callable
 from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.types import Observation, StepResult
 
-__all__ = ["from_gym", "gym_system", "GymSimulator", "check_forks", "GymForkError"]
+__all__ = ["from_gym", "gym_system", "GymSimulator", "check_forks", "group_columns",
+           "GymForkError"]
 
 _FIX_DOC = "see docs/own-system.md, 'Audit your Gymnasium env'"
 _INC = (0xDA3E39CB94B95BDB << 64) | 0x5851F42D4C957F2D | 1  # a fixed odd PCG64 increment
@@ -278,11 +279,13 @@ class GymSimulator:
 
     def _gain(self, obs0: np.ndarray, a: int, obs1: np.ndarray, reward: float, info: Any) -> float:
         mode = self.gain_mode
+        kind, _, key = mode.partition(":")
+        if kind == "info" and type(info) is dict and key in info:  # the common case, first
+            return float(info[key])
         if self._gain_fn is not None:
             return float(call_user(f"from_gym gain {mode}", self._gain_fn, obs0, a, obs1, reward, info))
         if mode == "reward":
             return float(reward)
-        kind, _, key = mode.partition(":")
         if kind == "obs":
             return float(obs1[int(key)] - obs0[int(key)])
         if not isinstance(info, Mapping) or key not in info:
@@ -403,6 +406,17 @@ def check_forks(sim: GymSimulator, *, n: int = 4, horizon: int = 3, seed: int = 
             state = sim.step(state, d, noise).state
 
 
+def group_columns(sim: GymSimulator, *, n: int = 8, seed: int = 0) -> list[int]:
+    """The observation columns that carry the group S at reset: constant within each
+    group and different between groups over ``n`` resets per group. A network reading
+    one reads S (the edge ``S -> D_t`` of the temporal graph, method.md section 7)."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+    firsts = [sim.reset(n, g, rng).obs for g in range(sim.n_groups)]
+    same = np.all([np.all(o == o[:1], axis=0) for o in firsts], axis=0)
+    heads = np.stack([o[0] for o in firsts])
+    return [int(j) for j in np.flatnonzero(same & np.any(heads != heads[:1], axis=0))]
+
+
 # ------------------------------------------------------------------ the door
 def _check_mode(value: Any, label: str, allowed: str, kinds: Sequence[str]) -> str:
     ok = isinstance(value, str) and (value in kinds or value.startswith(
@@ -428,7 +442,10 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     or ``"module:callable"`` (``fn(obs, action, next_obs, reward, info) -> float``).
     ``baseline``: the action pi0 takes. ``horizon``: epochs (default: the env's
     ``max_episode_steps``, else 20). ``features``: names of the observation columns
-    (default ``x0..xk``). Forks are checked (:func:`check_forks`) unless ``check=False``.
+    (default ``x0..xk``); the columns that carry the group (:func:`group_columns`, or one
+    named ``group``) are the system's ``roles["group"]``. The id is ``gym:`` and the env's
+    ``module:callable`` (or registered id). Forks are checked (:func:`check_forks`) unless
+    ``check=False``.
     An episode that terminates early contributes zero gain and reward afterwards.
     """
     groups = tuple(str(x) for x in groups) if not isinstance(groups, str) else None
@@ -442,7 +459,7 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
         raise SystemError_(f"from_gym gain: bad value {gain!r}; use 'obs:INDEX' with an integer index.")
     ref = env_factory if isinstance(env_factory, str) else None
     factory = _resolve_factory(env_factory)
-    sid = id or (ref and f"gym:{ref}") or f"gym:{getattr(env_factory, '__qualname__', 'env')}"
+    sid = id or f"gym:{ref or _callable_ref(env_factory)}"
     sim = GymSimulator(factory, groups=groups, group=group, gain=gain, params=params,
                        name=ref or getattr(env_factory, "__name__", type(env_factory).__name__))
     if gain.startswith("obs:") and int(gain[4:]) >= sim.width:
@@ -455,15 +472,23 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
         check_forks(sim)
     A = sim.n_actions
     T = horizon if horizon is not None else (sim.horizon_hint or 20)
+    names = tuple(features) if features is not None else tuple(f"x{i}" for i in range(sim.width))
+    carry = sorted({names[j] for j in group_columns(sim)} | ({"group"} & set(names)))
     return System(
         id=sid, groups=groups,
         decisions=DecisionSet(labels=tuple(f"d{i}" for i in range(A)), baseline=baseline),
-        features=tuple(features) if features is not None else tuple(f"x{i}" for i in range(sim.width)),
+        features=names, roles={"group": carry} if carry else {},
         gain=Gain(description=f"from the Gymnasium env ({gain})"),
         reward="reward", horizon=T, simulator=sim,
         params={"group": group, "gain": gain, "baseline": baseline, **({"params": dict(params)}
                                                                      if params else {})},
         description=f"Gymnasium env {sim.name}")
+
+
+def _callable_ref(fn: Any) -> str:
+    """``module:qualname`` of an env factory (its class for a callable object)."""
+    obj = fn if hasattr(fn, "__qualname__") else type(fn)
+    return f"{getattr(obj, '__module__', '?')}:{obj.__qualname__}"
 
 
 class _MakeRegistered:
