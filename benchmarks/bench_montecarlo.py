@@ -75,9 +75,14 @@ def main() -> None:
     import torch
 
     from causalfair.engines.montecarlo import decompose_mc
-    from causalfair.policies.core import FeatureEncoding, TablePolicy, TorchPolicy, mlp, parse_policy
-    from causalfair.systems.lending.settings import LendingSimulator
-    from causalfair.systems.lending.settings import lending_setting
+    from causalfair.policies.core import (
+        FeatureEncoding,
+        TablePolicy,
+        TorchPolicy,
+        mlp,
+        parse_policy,
+    )
+    from causalfair.systems.lending.settings import LendingSimulator, lending_setting
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -35,10 +35,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalfair._io import atomic_write_bytes
 from causalfair.engines.benefit import benefit_fairness
 from causalfair.engines.effects import decompose
 from causalfair.logs import audit_logs, simulate_logs
-from causalfair.policies.core import TablePolicy, atomic_write_bytes
+from causalfair.policies.core import TablePolicy
 from causalfair.systems.lending.settings import lending_setting
 
 OUT = Path(__file__).resolve().parent / "logs_validation"

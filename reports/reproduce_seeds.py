@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causalfair.train.sweep import t_interval
 from causalfair.systems.replicator import REPLICATOR_DEFAULTS
+from causalfair.train.sweep import t_interval
 
 SYSTEMS = ("attention-1", "attention-harder", "infectious-1", "infectious-harder")
 ALGOS = ("ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po")

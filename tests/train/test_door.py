@@ -118,7 +118,7 @@ def test_train_refuses_a_contract_breaking_simulator_as_decompose_does(here, cap
 def test_train_uses_the_system_horizon_records_its_fields_and_prints_finite_numbers(here, capsys):
     assert main(_train("--out", "run")) == 0
     out = capsys.readouterr().out
-    assert "T = 8" in out and "--horizon 8 " in out, out
+    assert "T = 8" in out and re.search(r"--horizon 8(\s|$)", out, re.M), out
     numbers = re.findall(r"(\w+)=([-+]?\S+?)(?=\s|$)", out.splitlines()[1])
     assert {"C", "DPE", "IPE", "SPE"} <= {k for k, _ in numbers}, out
     assert all(math.isfinite(float(v)) for _, v in numbers), out
