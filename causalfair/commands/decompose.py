@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 
 from causalfair._validation import engine_for
 from causalfair.backends import make_backend
@@ -18,8 +17,7 @@ from causalfair.commands._system import (
     load_system,
 )
 from causalfair.commands.logs import add_logs_arguments, run_logs
-from causalfair.engines.benefit import benefit_fairness
-from causalfair.engines.effects import decompose
+from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import InputError, UsageError
 
@@ -120,22 +118,18 @@ def run(args: argparse.Namespace) -> int:
     if engine != "mc" and (args.backend or args.jobs or args.address):
         raise UsageError("--backend/--jobs/--address: only with the Monte Carlo engine "
                          "(--engine mc); the exact engine is one quick computation.")
-    if engine == "mc":
+    if engine == "mc":  # Lambda as decompose_mc gives it: exact where the model answers
         result = _decompose_mc(args, policy, system)
-    else:
-        result = decompose(model, policy, args.horizon, eps=args.eps, weights=args.weights)
-    if model is not None:
-        benefit = benefit_fairness(model, policy, args.horizon, eps=args.eps, weights=args.weights)
-        if result.engine == "mc":  # the exact Lambda of the tabular model
-            result = replace(result, Lambda=benefit.Lambda, Lambda_ci=(benefit.Lambda,) * 2,
-                             Lambda_ci_level=None, benefit=benefit)
-    else:  # Lambda by forks, with its bootstrap interval, from decompose_mc
         benefit = result.benefit
+    else:
+        nums = exact_numbers(model, policy, args.horizon, eps=args.eps, weights=args.weights,
+                             benefit=True)
+        result, benefit = nums.decomposition, nums.benefit
     if result.engine == "mc" and not args.json:
         print(_mc_text(result, args.alpha))
         print()
         if benefit is not None:
-            if model is not None:
+            if benefit.method != "mc":
                 print("Benefit fairness below is exact, from the system's tabular model (its "
                       "DPE in Proposition-1 form is the exact value the Monte Carlo DPE above "
                       "estimates).")

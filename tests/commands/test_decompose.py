@@ -93,7 +93,7 @@ def test_a_bug_keeps_its_traceback_and_an_input_error_exits_2(monkeypatch, capsy
     def broken(*a, **k):
         raise ValueError("an internal bug")
 
-    monkeypatch.setattr(command, "decompose", broken)
+    monkeypatch.setattr(command, "exact_numbers", broken)
     with pytest.raises(ValueError, match="an internal bug"):
         main(["decompose", "--system", "lending-1"])
     monkeypatch.undo()
