@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 
 from causalfair import _progress
-from causalfair.engines.benefit_mc import benefit_fairness_mc, unit_benefits, visit_cells
+from causalfair.engines.benefit_mc import unit_benefits, visit_cells
 from causalfair.engines.exact import exact_numbers
-from causalfair.engines.montecarlo import check_simulator, decompose_mc
+from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import ConfigError
 from causalfair.policies.checkpoint import (
     FeatureEncoding,
@@ -142,9 +142,6 @@ class SystemTrainer:
         torch.manual_seed(c.seed)
         self.A, self.base = system.n_actions, system.decisions.baseline
         self.G, self.T = system.n_groups, c.horizon
-        if self.U == 1:  # the simulator contract, checked as the Monte Carlo engine does
-            check_simulator(self.sim, n=64, horizon=min(self.T, 3), seed=c.seed,
-                            n_actions=self.A)
         if self.fair:
             self._check_fair_signals()
         self.encoding = _encoding(system, self.sim, self.rng)
@@ -658,15 +655,10 @@ class SystemTrainer:
         ci = d.conf_int(0.05) if d.se else None
         out["C_ci"] = (out["C"], out["C"]) if ci is None else (
             float(ci.loc["C", "lower"]), float(ci.loc["C", "upper"]))
-        if d.Lambda is not None:
+        if d.Lambda is not None:  # None only when nothing observed pairs individuals
             out["Lambda"] = float(d.Lambda)
             if d.Lambda_ci is not None:
                 out["Lambda_ci"] = (float(d.Lambda_ci[0]), float(d.Lambda_ci[1]))
-        elif self.cb_forks:  # PPO-Cb's notion, by forks (point estimate, no bootstrap)
-
-            out["Lambda"] = float(benefit_fairness_mc(
-                self.system, pol, self.T, n=self.config.audit_n, seed=self.config.seed,
-                eps=self.config.lambda_eps, n_boot=0, pair=self.pair).Lambda)
         return out
 
 
