@@ -6,7 +6,9 @@ seeded perturbations of its weights - each in its own spec (|C| <= 0.05), gated 
 ``causalfair gate`` in a fresh process per backend. Engine: Monte Carlo with 200,000
 individuals per group (about 0.6 s per audit here), or ``--engine exact`` (a few
 milliseconds per audit: the gate is then all fixed costs, and workers cannot help). The sweep: ppo and ppo-c x
-4 seeds x 20 iterations on lending-1 (``causalfair sweep``).
+``--sweep-seeds`` seeds (default 4: 8 runs; 8 gives the issue's 16 runs) x 20 iterations on
+lending-1 (``causalfair sweep``), also with ``--jobs auto`` (one worker per core this
+process may use).
 
 Printed per backend: wall time, its ratio to serial (> 1 is faster), and the fixed costs:
 start-up (the same command on 2 specs / 1 run: interpreter, imports, worker or Ray
@@ -15,7 +17,11 @@ daemons; sampled from /proc every 50 ms, Linux only). Ray runs start a local Ray
 instance with 2 CPUs for each command (what ``--backend ray`` does without a cluster),
 so their start-up includes Ray's own.
 
-Run: ``python benchmarks/bench_gate.py [--n 200] [--no-ray] [--no-sweep]``.
+Workers: one torch / BLAS thread each; idle workers get the end of their input together
+and exit without the interpreter's teardown (which takes seconds once torch is loaded:
+stopping 16 workers one after the other used to cost more than the audits).
+
+Run: ``python benchmarks/bench_gate.py [--n 200] [--jobs 2] [--no-ray] [--no-sweep]``.
 """
 
 from __future__ import annotations
@@ -116,15 +122,23 @@ def main() -> int:
                     help="the specs' engine (default: mc, n = 200000)")
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray backend")
     ap.add_argument("--no-sweep", action="store_true", help="skip the sweep")
+    ap.add_argument("--jobs", type=int, default=2, help="workers of the parallel rows (default 2)")
+    ap.add_argument("--sweep-seeds", type=int, default=4,
+                    help="seeds per algorithm in the sweep (default 4: 8 runs)")
     args = ap.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                RAY_USAGE_STATS_ENABLED="0", CAUSALFAIR_PROGRESS_SECONDS="3600")
     env.pop("RAY_ADDRESS", None)
     cli = [sys.executable, "-m", "causalfair"]
-    backends = [("serial", []), ("--jobs 2", ["--jobs", "2"])]
+    j = str(args.jobs)
+    backends = [("serial", []), (f"--jobs {j}", ["--jobs", j])]
     if not args.no_ray:
-        backends.append(("ray (local, 2 CPUs)", ["--backend", "ray", "--jobs", "2"]))
-    print(f"machine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+        backends.append((f"ray (local, {j} CPUs)", ["--backend", "ray", "--jobs", j]))
+    print(f"machine: {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} in this process's "
+          f"affinity mask; python {sys.version.split()[0]}")
+    # --jobs auto counts OMP_NUM_THREADS-style caps: its row runs without them (every
+    # worker still uses one thread)
+    env_auto = {k: v for k, v in env.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         engine = 'kind = "mc"\nn = 200000' if args.engine == "mc" else 'kind = "exact"'
@@ -141,17 +155,20 @@ def main() -> int:
             serial = serial or wall
             print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")
         if not args.no_sweep:
-            print("\nsweep: ppo, ppo-c x seeds 0-3 x 20 iterations on lending-1 (8 runs)")
+            k = args.sweep_seeds
+            print(f"\nsweep: ppo, ppo-c x seeds 0-{k - 1} x 20 iterations on lending-1 "
+                  f"({2 * k} runs)")
             print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
                   f"{'peak MB':>8s}")
             serial = None
-            for i, (label, extra) in enumerate(backends):
+            for i, (label, extra) in enumerate([*backends, ("--jobs auto", ["--jobs", "auto"])]):
                 base = [*cli, "sweep", "--system", "lending-1"]
+                e = env_auto if "auto" in extra else env
                 start, _ = _run([*base, "--algo", "ppo", "--seeds", "0", "--iterations", "1",
-                                 "--out", str(folder / f"s{i}a"), *extra], env)
-                wall, peak = _run([*base, "--algo", "ppo,ppo-c", "--seeds", "0-3",
+                                 "--out", str(folder / f"s{i}a"), *extra], e)
+                wall, peak = _run([*base, "--algo", "ppo,ppo-c", "--seeds", f"0-{k - 1}",
                                    "--iterations", "20", "--out", str(folder / f"s{i}b"), *extra],
-                                  env)
+                                  e)
                 serial = serial or wall
                 print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")
     print("\nstart-up: the same command on 2 specs (the gate) or 1 run of 1 iteration (the "

@@ -15,9 +15,15 @@ Printed, in one run:
 - the same audit with the network as a torch module in memory (``TorchPolicy``);
 - the baseline measured in the same run: the torch module with torch's default threads
   and the engine's batch of 4,096 individuals (what a user got before thread counts,
-  batch sizes and the numpy evaluation of checkpoints), and the ratios.
+  batch sizes and the numpy evaluation of checkpoints), and the ratios;
+- every core: the checkpoint's audit on one core (``jobs=1``, one BLAS thread) against
+  ``jobs="auto"`` (the engine's (group, batch) tasks and the benefit forks on threads, one
+  per core this process may use), the core count, the ratio (target >= 1.6x on 2 cores)
+  and whether the numbers are identical (they must be, bit for bit).
 
-Run: ``python benchmarks/bench_mc_features.py [--n 1000000] [--threads 2]``.
+Run: ``python benchmarks/bench_mc_features.py [--n 1000000] [--threads 2] [--jobs-only]``
+(leave OMP_NUM_THREADS unset: ``auto`` honours it as a cap; ``--jobs-only`` times only
+the one-core / every-core pair).
 """
 
 from __future__ import annotations
@@ -101,7 +107,7 @@ def policy(kind: str, activation: str):
 
 
 def audit(n: int, threads: int | None, batch: int, seed: int = 0, activation: str = "tanh",
-          kind: str = "checkpoint") -> tuple[float, object]:
+          kind: str = "checkpoint", jobs: int | str = 1) -> tuple[float, object]:
     import torch
 
     from causalfair._limits import set_threads
@@ -110,8 +116,26 @@ def audit(n: int, threads: int | None, batch: int, seed: int = 0, activation: st
     pol = policy(kind, activation)
     system = cf.as_system(Drift(), id="drift")
     t0 = time.perf_counter()
-    res = cf.decompose_mc(system, pol, 20, n=n, seed=seed, batch_size=batch, check=False)
+    res = cf.decompose_mc(system, pol, 20, n=n, seed=seed, batch_size=batch, check=False,
+                          jobs=jobs)
     return time.perf_counter() - t0, res
+
+
+def every_core(args: argparse.Namespace) -> int:
+    """The checkpoint's audit with ``jobs=1`` (one thread: BLAS too) and ``jobs="auto"``
+    (the cores this process may use), in this order; prints the core count, both times,
+    the ratio and whether the numbers are identical (0 when they are)."""
+    from causalfair.backends import available_cores
+
+    cores = available_cores()
+    one, r1 = audit(args.n, 1, args.batch, activation=args.activation, jobs=1)
+    every, ra = audit(args.n, 1, args.batch, activation=args.activation, jobs="auto")
+    same = (r1.V.tolist(), r1.steps.tolist(), r1.se, r1.Lambda) == \
+        (ra.V.tolist(), ra.steps.tolist(), ra.se, ra.Lambda)
+    print(f"  every core: {cores} cores available; jobs=1 {one:.2f} s, jobs=auto ({cores}) "
+          f"{every:.2f} s: {one / every:.2f}x (target >= 1.6x on 2 cores); numbers identical: "
+          f"{same}")
+    return 0 if same else 1
 
 
 def main() -> int:
@@ -122,31 +146,39 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=65_536)
     ap.add_argument("--activation", choices=("tanh", "relu"), default="tanh")
+    ap.add_argument("--jobs-only", action="store_true",
+                    help="time only the checkpoint's audit on one core against every core")
     args = ap.parse_args()
+    if args.jobs_only:
+        return every_core(args)
     default_threads = torch.get_num_threads()
     rate = matmul_rate(args.threads)
     steps = 2 * args.n * 20
     flops_per_row = 2 * (F * 64 + 64 * 64 + 64)
-    wall, res = audit(args.n, args.threads, args.batch, activation=args.activation)
+    wall, res = audit(args.n, args.threads, args.batch, activation=args.activation,
+                      jobs="auto")
     base_n = max(2, args.n // 10)  # the baselines on a tenth, scaled (they are linear in n)
     mod_wall = audit(base_n, args.threads, args.batch, activation=args.activation,
-                     kind="module")[0] * args.n / base_n
+                     kind="module", jobs="auto")[0] * args.n / base_n
     base_wall = audit(base_n, default_threads, 4096, activation=args.activation,
                       kind="module")[0] * args.n / base_n
     print(f"Monte Carlo audit, continuous features, {args.activation} MLP 4-64-64-1 on every "
           f"individual-step: "
           f"{args.n:,} per group x 2 groups x 20 steps = {steps:.2e} individual-steps")
     print(f"  float32 matmul rate of this machine ({args.threads} threads): {rate / 1e9:.1f} GFLOP/s")
-    print(f"  audit of the checkpoint: {wall:.2f} s = {steps / wall:.2e} individual-steps/s; "
+    print(f"  audit of the checkpoint (jobs=auto): {wall:.2f} s = {steps / wall:.2e} individual-steps/s; "
           f"policy forward needs {flops_per_row * steps / 1e9:.0f} GFLOP, i.e. "
           f"{flops_per_row * steps / wall / rate:.0%} of the matmul rate over the whole audit "
           "(target: under 10 s)")
-    print(f"  the same network as a torch module in memory (TorchPolicy, {args.threads} threads): "
+    print(f"  the same network as a torch module in memory (TorchPolicy, {args.threads} threads, "
+          "jobs=auto): "
           f"{mod_wall:.2f} s (n = {base_n:,}, scaled); checkpoint speed-up {mod_wall / wall:.2f}x")
-    print(f"  baseline (torch module, torch default threads = {default_threads}, batches of 4,096): "
+    print(f"  baseline (torch module, torch default threads = {default_threads}, batches of 4,096, "
+          "one job): "
           f"{base_wall:.2f} s (n = {base_n:,}, scaled); speed-up {base_wall / wall:.2f}x")
     print(f"  C = {res.C:+.5f} (se {res.se['C']:.5f}), DPE = {res.DPE:+.5f}, IPE = {res.IPE:+.5f}")
-    ok = wall < 10.0
+    same = every_core(args) == 0
+    ok = wall < 10.0 and same
     print("PASS" if ok else "OVER TARGET")
     return 0 if ok else 1
 

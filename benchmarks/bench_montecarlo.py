@@ -5,6 +5,10 @@ Measures, on the individual-level lending simulator (setting lending-1, T = 20):
 (a) a tabular policy (threshold:0.5 as a TablePolicy);
 (b) a torch MLP policy (one-hot level + group -> 64 -> 64 -> 1 logit, tanh), with
     torch.set_num_threads(2);
+(d) the shipped PPO checkpoint causalfair/examples/checkpoints/lending-1-ppo.pt (one-hot
+    (level, group) inputs, so 14 distinct rows), loaded as an audit loads it; the engine
+    evaluates it once per (group, level) cell and looks it up per individual, and the
+    script prints its time over (a)'s (target: at most 1.5x);
 (c) a plain per-individual Python loop over the same simulator (reset / observe /
     draw_noise / step with batches of one individual, pi + fork + pi0 as the engine
     does), timed on a small number of individuals and scaled.
@@ -16,7 +20,8 @@ the engine does for it: the policy, the decision, the noise, the pi step, the d0
 
 Usage:  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/bench_montecarlo.py [--n 1000000]
 
-(numpy work is single-threaded; the script gives torch 2 threads with
+(the engine's tasks run on ``--jobs`` threads, default auto: the cores this process may
+use, which OMP_NUM_THREADS=1 caps at one; the script gives torch 2 threads with
 torch.set_num_threads(2). Other processes on the machine slow every figure down.)
 """
 
@@ -29,6 +34,7 @@ import time
 import numpy as np
 
 RAW = "(b') MLP per individual"
+CKPT = "(d) PPO checkpoint"
 
 
 def peak_rss_mb() -> float:
@@ -67,6 +73,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--loop-n", type=int, default=400, help="individuals in the Python loop")
     ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--jobs", default="auto", help="engine threads (default auto: the cores "
+                    "this process may use)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per policy; the best is kept")
     ap.add_argument("--raw-divisor", type=int, default=10,
                     help="(b') runs at n / this and is scaled (default 10)")
@@ -98,13 +106,23 @@ def main() -> None:
     print(f"causalfair Monte Carlo benchmark: lending-1, T = {T}, n = {n:,} per group x {G} "
           f"groups = {n * G:,} individuals = {steps:,} individual-steps "
           f"(each: policy + decision + noise + pi step + d0 fork + pi0 step)")
-    print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads)")
+    from causalfair.backends import available_cores, resolve_jobs
+
+    print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads); "
+          f"engine jobs {resolve_jobs(args.jobs)} of {available_cores()} available cores")
     print(f"peak RSS before: {peak_rss_mb():.0f} MB")
     results = {}
     n_raw = max(2, n // args.raw_divisor)
+    from pathlib import Path
+
+    from causalfair.policies.resolver import resolve
+
+    ckpt = Path(__file__).resolve().parents[1] / "causalfair/examples/checkpoints/lending-1-ppo.pt"
+    ppo = resolve(str(ckpt), lm.tabular).policy
     runs = (
         ("(a) tabular policy", table, n, True),
         ("(b) torch MLP 64x64", torch_policy, n, True),
+        (CKPT, ppo, n, True),
         (RAW, torch_policy, n_raw, False),
     )
     for label, pol, n_run, tabulate in runs:
@@ -112,7 +130,7 @@ def main() -> None:
         for _ in range(args.repeat):
             t0 = time.perf_counter()
             res = decompose_mc(sim, pol, T, n=n_run, seed=0, batch_size=args.batch_size,
-                               tabulate=tabulate)
+                               tabulate=tabulate, jobs=args.jobs)
             best = min(best, time.perf_counter() - t0)
         run_steps = n_run * G * T
         rate = run_steps / best
@@ -129,6 +147,9 @@ def main() -> None:
           f"{loop_rate:12.3e} individual-steps/s (scaled to this audit: "
           f"{steps / loop_rate:,.0f} s)")
     a = results["(a) tabular policy"]
+    ratio = results[CKPT] / a
+    print(f"(d) / (a): the example checkpoint costs {ratio:.2f}x the table policy "
+          f"(target <= 1.5x: {'met' if ratio <= 1.5 else 'NOT met'})")
     print(f"speed-up of (a) over the Python loop: {steps / a / loop_rate:,.0f}x; "
           f"of (b') over it: {steps / results[RAW] / loop_rate:,.0f}x")
     print(f"peak RSS (whole process): {peak_rss_mb():.0f} MB")

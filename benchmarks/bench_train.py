@@ -17,7 +17,14 @@ What it measures, in one run:
    individual-level MDP (what PPO-C trains on): transitions per second;
 3. the ratio (target: >= 10x);
 4. PPO and PPO-C on lending-1 (seed 0, ``--iterations`` each): wall time and exact |C|;
-   target: PPO-C's |C| below half of PPO's in under 5 minutes.
+   target: PPO-C's |C| below half of PPO's in under 5 minutes;
+5. PPO iterations per second on the CPU and on the GPU (``train(..., device="cuda")``) in
+   the same run, when torch sees a GPU (its name is printed; without one the GPU half is
+   skipped with a message): lending-1 (defaults: the network is evaluated on the 14-cell
+   input grid, so the GPU can only add transfer costs) and infectious-1 with a
+   [``--device-hidden``] MLP over the members' features (the network runs on every
+   member-step: ``--device-units`` members x T = 20 per iteration, 10 epochs).
+   ``--device-only`` runs this part alone.
 """
 
 from __future__ import annotations
@@ -56,6 +63,51 @@ def bench_ours(env: str, iterations: int) -> float:
     return steps / res.history["time/iteration_s"].sum()
 
 
+def bench_device(device: str, iterations: int, units: int, hidden: tuple[int, ...]
+                 ) -> dict[str, float]:
+    """PPO iterations per second on ``device``: lending-1 (defaults) and infectious-1 with a
+    ``hidden`` MLP over ``units`` members (wall time of ``train``, its final audit included
+    for infectious-1: 200 replicas per group)."""
+    import causalfair as cf
+    from causalfair.train import TrainConfig, train
+
+    out = {}
+    cfg = TrainConfig(algo="ppo", iterations=iterations, eval_every=10**6)
+    train(cfg.replace(iterations=1), device=device)  # warm-up (CUDA context, kernels)
+    t0 = time.perf_counter()
+    train(cfg, device=device)
+    out["lending-1"] = iterations / (time.perf_counter() - t0)
+    system = cf.systems.make("infectious-1")
+    cfg = TrainConfig(algo="ppo", iterations=iterations, n_individuals=units, hidden=hidden,
+                      eval_every=10**6, audit_n=200)
+    t0 = time.perf_counter()
+    train(cfg, system=system, device=device)
+    out["infectious-1"] = iterations / (time.perf_counter() - t0)
+    return out
+
+
+def device_part(args: argparse.Namespace) -> None:
+    import torch
+
+    hidden = tuple(int(h) for h in args.device_hidden.split(","))
+    what = {"lending-1": "lending-1 PPO (512 x T=20, [64, 64], grid-evaluated)",
+            "infectious-1": f"infectious-1 PPO ({args.device_units} members x T=20, {list(hidden)})"}
+    print(f"\nPPO iterations per second ({args.device_iterations} iterations; cores = "
+          f"{os.cpu_count()}, torch threads = {torch.get_num_threads()}):", flush=True)
+    cpu = bench_device("cpu", args.device_iterations, args.device_units, hidden)
+    gpu = None
+    if torch.cuda.is_available():
+        print(f"GPU: {torch.cuda.get_device_name(0)}", flush=True)
+        gpu = bench_device("cuda", args.device_iterations, args.device_units, hidden)
+    else:
+        print("GPU: none (torch sees no CUDA device): the GPU half is skipped.", flush=True)
+    for k, label in what.items():
+        line = f"  {label:<58} cpu {cpu[k]:7.2f} it/s"
+        if gpu is not None:
+            line += f"   gpu {gpu[k]:7.2f} it/s   gpu / cpu = {gpu[k] / cpu[k]:.2f}x"
+        print(line, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="causalfair trainer vs SB3 PPO throughput")
     ap.add_argument("--sb3-steps", type=int, default=20480,
@@ -64,10 +116,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="iterations of our trainer for the throughput figure (default 20)")
     ap.add_argument("--iterations", type=int, default=80,
                     help="iterations of the PPO and PPO-C runs (default 80)")
+    ap.add_argument("--device-only", action="store_true",
+                    help="only the CPU vs GPU iterations per second (part 5)")
+    ap.add_argument("--device-iterations", type=int, default=5,
+                    help="iterations per device run (default 5)")
+    ap.add_argument("--device-units", type=int, default=34 * 16,
+                    help="infectious-1 members per rollout in part 5 (default 544 = 16 "
+                    "graphs; on a GPU try 34 * 1024)")
+    ap.add_argument("--device-hidden", default="256,256",
+                    help="infectious-1 MLP hidden layers in part 5 (default 256,256)")
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
+    if args.device_only:
+        device_part(args)
+        return 0
     print(f"cores (os.cpu_count) = {os.cpu_count()}, torch threads = 1", flush=True)
     sb3 = bench_sb3(args.sb3_steps)
     print(f"stable-baselines3 PPO, Gymnasium LendingEnv x 8:   {sb3:10,.0f} transitions/s", flush=True)
@@ -95,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = ratio < 0.5 and out["ppo-c"][0] < 300
     print(f"PPO-C |C| / PPO |C| = {ratio:.3f} in {out['ppo-c'][0]:.1f} s "
           f"(target < 0.5 in < 300 s): {'MET' if ok else 'NOT MET'}")
+    device_part(args)
     return 0
 
 

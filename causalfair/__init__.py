@@ -9,6 +9,8 @@ The core objects:
 - policies (``causalfair.policies.core``) - built-ins, torch adapters, checkpoints, pi0 / pi^PS;
 - :func:`decompose` (``causalfair.engines.effects``) - C = DPE + IPE + SPE, exactly;
 - :func:`benefit_fairness` (``causalfair.engines.benefit``) - Delta, Lambda, worst pairs;
+- :func:`compare_groups` (``causalfair.engines.groups``) - every group against a reference,
+  every pair, the worst pair;
 - :func:`temporal_graph` (``causalfair.graph``) - the temporal causal graph.
 
 Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when used.
@@ -18,7 +20,7 @@ Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when use
 from causalfair import audit, systems
 from causalfair._version import __version__
 from causalfair.engines.benefit import lambda_metric
-from causalfair.engines.choice import benefit_fairness, decompose
+from causalfair.engines.choice import benefit_fairness, compare_groups, decompose
 from causalfair.engines.effects import value_tables
 from causalfair.errors import CausalfairError, SpecError, SystemError_
 from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
@@ -79,6 +81,7 @@ __all__ = [
     "TorchPolicy",
     "audit",
     "benefit_fairness",
+    "compare_groups",
     "decompose",
     "hypothetical_policies",
     "lambda_metric",
@@ -104,6 +107,8 @@ _LAZY = {
     "other_notions": "causalfair.engines.notions",
     "LendingSimulator": "causalfair.systems.lending.settings",
     "TabularSimulator": "causalfair.systems.tabular_sim",
+    "compare": "causalfair.audit.result",
+    "attribute": "causalfair.engines.attribution",
 }
 
 

@@ -62,6 +62,12 @@ def check_memory(nbytes: float, what: str, fix: str) -> None:
 
 #: Most threads ``--threads`` / ``CAUSALFAIR_THREADS`` may ask torch and BLAS for.
 MAX_THREADS = 1024
+#: Environment variables that cap the threads a process may use, in order of precedence,
+#: and their values when this module was first imported, before :func:`set_threads`
+#: writes OMP_NUM_THREADS and its kin (what ``jobs="auto"`` honours:
+#: :func:`causalfair.backends.available_cores`).
+THREAD_CAPS = ("CAUSALFAIR_JOBS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+THREAD_CAPS_AT_START = {var: os.environ.get(var) for var in THREAD_CAPS}
 
 
 def set_threads(n: int | None = None) -> int:

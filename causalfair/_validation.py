@@ -8,7 +8,7 @@ import numpy as np
 
 from causalfair.errors import InputError, ModelError
 
-__all__ = ["ENGINES", "check_horizon", "engine_for", "z_quantile"]
+__all__ = ["ENGINES", "check_horizon", "check_names", "engine_for", "z_quantile"]
 
 #: The engines of a decomposition: the system's choice, exact or Monte Carlo.
 ENGINES = ("auto", "exact", "mc")
@@ -19,6 +19,33 @@ def check_horizon(horizon: Any) -> int:
     if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
         raise ModelError(f"horizon: must be an integer >= 1, got {repr(horizon)[:80]}.")
     return int(horizon)
+
+
+#: Characters a name printed in reports, JUnit XML and CSV headers may not hold (C0 controls
+#: and DEL; XML 1.0 cannot carry most of them at all).
+_CONTROL = {chr(c) for c in range(32)} | {"\x7f"}
+
+
+def bad_name(name: str) -> str | None:
+    """Why ``name`` cannot label a group or an action (None when it can)."""
+    if not name.strip():
+        return "it is empty"
+    if len(name) > 200:
+        return f"it has {len(name)} characters (at most 200)"
+    ctl = next((c for c in name if c in _CONTROL), None)
+    if ctl is not None:
+        return f"it holds the control character {ctl!r}"
+    return None
+
+
+def check_names(field: str, names: Any, error: type[Exception] = InputError) -> None:
+    """Refuse group or action names that reports, JUnit XML and CSV cannot carry: empty
+    names, names over 200 characters, control characters (NUL included)."""
+    for name in names:
+        why = bad_name(str(name))
+        if why is not None:
+            raise error(f"{field}: bad name {str(name)[:40]!r}: {why}; use printable names "
+                        "(letters, digits, spaces, punctuation).")
 
 
 def z_quantile(alpha: float) -> float:

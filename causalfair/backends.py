@@ -20,11 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from causalfair._limits import set_threads
+from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START, set_threads
 from causalfair.errors import CausalfairError, InputError
 
-__all__ = ["BACKENDS", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
-           "check_address", "check_timeout", "make_backend"]
+__all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
+           "check_address", "check_timeout", "make_backend", "resolve_device", "ThreadBackend",
+           "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV"]
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,14 @@ def _worker_main() -> None:
                                           f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
                                           traceback.format_exc()))
         _write_frame(out, data)
+    # the end of the input: every result is written (frames are flushed), so skip the
+    # interpreter's teardown (seconds with torch loaded, paid by the driver waiting)
+    for fh in (sys.stdout, sys.stderr):
+        try:
+            fh.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 class _Worker:
@@ -242,6 +251,13 @@ class _Worker:
                 fh.close()
             except OSError:
                 pass
+
+    def end_input(self) -> None:
+        """Close the worker's stdin: an idle worker then exits."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
 
     def close(self) -> None:
         """Let an idle worker exit (end of its stdin); kill it if it lingers."""
@@ -329,6 +345,9 @@ def _stop(workers: list[_Worker], *, graceful: bool) -> None:
     stops = (signal.SIGINT, signal.SIGTERM)
     old = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     try:
+        if graceful:  # every worker sees the end of its input first: they exit together
+            for w in workers:
+                w.end_input()
         for w in workers:
             w.close() if graceful else w.kill()
     finally:
@@ -455,7 +474,156 @@ def _limited(fn: Callable[[Any], Any], item: Any, limit: float) -> Any:
     return _in_workers(fn, [item], 1, [limit])[0]
 
 
+#: Environment variables that cap the threads a process may use, read as they were when
+#: causalfair started (the command line sets OMP_NUM_THREADS itself for ``--threads``).
+JOB_CAPS = THREAD_CAPS
+
+
+def _cgroup_cpus() -> float | None:
+    """The CPU quota of this process's cgroup (v2 ``cpu.max``, else v1 ``cfs_quota_us`` /
+    ``cfs_period_us``) in CPUs, or None without one."""
+    for path, split in (("/sys/fs/cgroup/cpu.max", True),
+                        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", False)):
+        try:
+            with open(path, encoding="ascii") as fh:
+                text = fh.read().split()
+            if not split:
+                with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="ascii") as fh:
+                    text.append(fh.read().strip())
+            quota, period = text[0], text[1]
+            if quota in ("max", "-1"):
+                return None
+            return max(float(quota) / float(period), 1.0)
+        except (OSError, IndexError, ValueError, ZeroDivisionError):
+            continue
+    return None
+
+
+def available_cores() -> int:
+    """The cores this process may use (what ``jobs="auto"`` means, the default): the
+    CPUs of its affinity mask (``os.sched_getaffinity``), capped by its cgroup's CPU quota
+    (rounded up) and by the first of :data:`JOB_CAPS` set to a whole number when causalfair
+    started (``causalfair._limits.THREAD_CAPS_AT_START``; e.g. ``OMP_NUM_THREADS=1``)."""
+    import math
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    for var in JOB_CAPS:
+        text = _CAPS_AT_IMPORT.get(var)
+        if text is not None and text.strip().isdigit() and int(text) >= 1:
+            cores = min(cores, int(text))
+            break
+    return max(1, cores)
+
+
+_CAPS_AT_IMPORT = THREAD_CAPS_AT_START
+
+
+def resolve_jobs(value: Any = "auto", field: str = "jobs") -> int:
+    """Workers for ``value``: a whole number >= 1, or ``"auto"`` / None
+    (:func:`available_cores`); anything else is an :class:`InputError` naming ``field``."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return available_cores()
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{field}: bad value {str(value)[:40]!r}; give a whole number >= 1 or "
+                         "'auto' (the cores this process may use).")
+    return value
+
+
+class ThreadBackend:
+    """``jobs`` threads of this process (numpy, BLAS and torch release the GIL in their
+    array work; one job runs each task here, in the calling thread). ``imap`` yields
+    results in item order with at most ``2 * jobs`` tasks in flight, so memory stays
+    O(jobs) tasks; BLAS runs one thread per task meanwhile, so a product rounds the same
+    whatever ``jobs``. Tasks must not share mutable state (the Monte Carlo
+    engine runs a policy with ``start_batch`` or ``thread_safe = False``, or a simulator
+    with ``thread_safe = False``, serially)."""
+
+    def __init__(self, jobs: int):
+        self.jobs = resolve_jobs(jobs)
+
+    def imap(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Any:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1, user_api="blas"):
+            if self.jobs == 1:
+                for item in items:
+                    yield fn(item)
+                return
+            pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="causalfair")
+            window: Any = deque()
+            done = False
+            try:
+                for item in items:
+                    window.append(pool.submit(fn, item))
+                    if len(window) >= 2 * self.jobs:
+                        yield window.popleft().result()
+                while window:
+                    yield window.popleft().result()
+                done = True
+            finally:  # on an error or an interrupt: drop what has not started, wait for nothing
+                pool.shutdown(wait=done, cancel_futures=True)
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
+            timeouts: Timeouts = None) -> list[Any]:
+        if timeouts and any(t is not None for t in timeouts):
+            return SerialBackend().map(fn, items, timeouts)
+        return list(self.imap(lambda item: _run(fn, item, None), items))
+
+
 BACKENDS = ("serial", "process", "ray")
+#: What ``--device`` / ``device=`` accept (``cuda:N`` too): where torch computes.
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def resolve_device(value: Any = "cpu", field: str = "--device") -> str:
+    """The torch device ``value`` names: ``"cpu"`` (the default; torch is not imported),
+    ``"cuda"`` / ``"cuda:N"``, or ``"auto"`` (``"cuda"`` when torch sees a GPU, else
+    ``"cpu"``). A GPU asked for where torch sees none is an :class:`InputError` naming
+    ``field``."""
+    import re
+
+    text = "cpu" if value is None else str(value).strip().lower()
+    if text == "cpu":
+        return "cpu"
+    if text not in DEVICES and not re.fullmatch(r"cuda:\d{1,3}", text):
+        raise InputError(f"{field}: bad value {str(value)[:40]!r}; allowed values: cpu, cuda, "
+                         "cuda:N, auto.")
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if text == "auto":
+        return "cuda" if n else "cpu"
+    if int(text.partition(":")[2] or 0) >= n:
+        seen = "no GPU" if n == 0 else f"{n} GPU(s) (cuda:0 to cuda:{n - 1})"
+        raise InputError(f"{field}: {text!r} asked for, but torch sees {seen} on this machine; "
+                         "use cpu, or auto (the GPU when there is one).")
+    return text
+
+
+#: Environment variable giving the engines' default device (the command line's
+#: ``--device`` sets it, so that gate workers inherit it).
+DEVICE_ENV = "CAUSALFAIR_DEVICE"
+
+
+def engine_device(device: Any = None) -> str:
+    """The device a simulation engine evaluates network policies on: ``device`` when
+    given, else ``CAUSALFAIR_DEVICE``, else ``"cpu"``; resolved by :func:`resolve_device`
+    (torch is imported only for a value other than cpu)."""
+    if device is None:
+        device = os.environ.get(DEVICE_ENV) or "cpu"
+        return resolve_device(device, DEVICE_ENV)
+    return resolve_device(device, "device")
 
 
 def make_backend(jobs: int = 1, backend: str | None = None, address: str | None = None) -> Backend:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ from causalfair import _progress
 from causalfair._limits import set_threads
 from causalfair._usercode import keep_tracebacks, user_traceback
 from causalfair._version import __version__
+from causalfair.backends import DEVICE_ENV, resolve_device
 from causalfair.errors import CausalfairError, UsageError
 
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
@@ -33,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "simulate-logs": "causalfair.commands.simulate_logs",
     "gate-merge": "causalfair.commands.gate_merge",
     "sweep": "causalfair.commands.sweep",
+    "export": "causalfair.commands.export",
 }
 
 
@@ -57,7 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         importlib.import_module(module).register(sub)
+    for name in DEVICE_COMMANDS:  # the same option on every command that runs Monte Carlo
+        p = sub.choices.get(name)
+        if p is not None and "--device" not in p._option_string_actions:
+            p.add_argument("--device", default=None, metavar="DEVICE", help=DEVICE_HELP)
     return parser
+
+
+#: Commands whose Monte Carlo engine and benefit forks take ``--device``.
+DEVICE_COMMANDS = ("decompose", "audit", "gate")
+DEVICE_HELP = ("where network policies run their forward pass in Monte Carlo and benefit "
+               "forks: cpu (default), cuda, cuda:N, or auto (the GPU when torch sees one); "
+               "simulators stay on the CPU (docs/scale.md)")
 
 
 def _sigterm_as_interrupt() -> None:
@@ -76,10 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
 
-    was = _progress.enabled()
+    was, device_was = _progress.enabled(), os.environ.get(DEVICE_ENV)
     _progress.enable(not getattr(args, "no_progress", False))  # long runs report on stderr
     try:
         set_threads(args.threads)
+        if getattr(args, "device", None) is not None:  # inherited by gate workers
+            os.environ[DEVICE_ENV] = resolve_device(args.device, "--device")
         _sigterm_as_interrupt()
         return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
@@ -96,6 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         _progress.enable(was)
+        if device_was is None:
+            os.environ.pop(DEVICE_ENV, None)
+        else:
+            os.environ[DEVICE_ENV] = device_was
 
 
 def entry() -> int:

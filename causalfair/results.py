@@ -7,6 +7,7 @@ another engine."""
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,10 +17,19 @@ import numpy as np
 from causalfair._validation import z_quantile
 from causalfair.errors import InputError, ModelError
 
-__all__ = ["Decomposition", "BenefitResult", "DIAGNOSTIC_TOL", "check_pair"]
+__all__ = ["Decomposition", "BenefitResult", "DIAGNOSTIC_TOL", "SHARE_FLOOR", "check_pair",
+           "waterfall", "new_figure", "wrap"]
 
 #: Residual (relative to max(1, |values|)) above which an identity counts as violated.
 DIAGNOSTIC_TOL = 1e-9
+
+#: Lambda at or below which the worst pairs' shares of it are not printed: such a Lambda is
+#: zero up to rounding (the exact engine gives about 1e-13 for a policy that treats equal
+#: benefits alike), and a share of it is noise.
+SHARE_FLOOR = 1e-9
+
+#: Decimals of the printed worst-pairs table.
+_DIGITS = 4
 
 _EFFECTS = ("C", "DPE", "IPE", "SPE")
 
@@ -34,7 +44,9 @@ class Decomposition:
 
     ``V``, ``V_ps``, ``V_0``: expected gain under pi, pi^PS and pi0, arrays (G,).
     ``steps``: per-step expected gains, array (3, G, T) for (pi, pi^PS, pi0).
-    ``utility``: expected decision-maker reward per group under pi, (G,).
+    ``utility_by_group``: expected decision-maker reward per group under pi, (G,);
+    ``utility`` is the population's total (the groups' values weighted by their shares),
+    as everywhere else ("utility" in audit.json, the report, the thresholds).
     ``se``: standard errors by quantity name (Monte Carlo), or None (exact).
     ``diagnostics``: residuals of the identities (exact engine) by name.
     ``notions``: other fairness notions the engine estimated alongside, by name (e.g.
@@ -44,7 +56,10 @@ class Decomposition:
     interval at level ``Lambda_ci_level`` (Monte Carlo by forks: the bootstrap interval of
     :mod:`causalfair.engines.benefit_mc`, its standard error in ``benefit.se``; exact: the
     point); ``benefit``: the :class:`BenefitResult` it came from
-    (benefit table, worst pairs), when the engine computed one.
+    (benefit table, worst pairs), when the engine computed one. ``decisions`` (Monte
+    Carlo): (G, A, T) integer counts of the units of each group given each action at each
+    step under pi (summed over the actions: the units of the group at that step); the
+    selection rates of audit.json's ``selection`` come from them.
     """
 
     engine: str
@@ -55,7 +70,7 @@ class Decomposition:
     V_ps: np.ndarray
     V_0: np.ndarray
     steps: np.ndarray
-    utility: np.ndarray
+    utility_by_group: np.ndarray
     group_weights: np.ndarray
     gamma: float = 1.0
     Lambda: float | None = None
@@ -69,6 +84,7 @@ class Decomposition:
     Lambda_ci: tuple[float, float] | None = None
     Lambda_ci_level: float | None = None
     benefit: Any = None
+    decisions: Any = None
 
     # -------------------------------------------------------------- the four figures
     def _gap(self, v: np.ndarray) -> float:
@@ -96,8 +112,15 @@ class Decomposition:
         return self._gap(self.V_0)
 
     @property
+    def utility(self) -> float:
+        """Expected total reward of the population under pi: the groups' utilities
+        weighted by their shares (per group: :attr:`utility_by_group`)."""
+        return float(self.group_weights @ self.utility_by_group)
+
+    @property
     def total_utility(self) -> float:
-        return float(self.group_weights @ self.utility)
+        """The same as :attr:`utility`."""
+        return self.utility
 
     @property
     def diagnostics_ok(self) -> bool | None:
@@ -117,7 +140,7 @@ class Decomposition:
             out[f"V_0[{g}]"] = float(self.V_0[i])
             out[f"direct[{g}]"] = float(self.V[i] - self.V_ps[i])
             out[f"indirect[{g}]"] = float(self.V_ps[i] - self.V_0[i])
-            out[f"utility[{g}]"] = float(self.utility[i])
+            out[f"utility[{g}]"] = float(self.utility_by_group[i])
         out["utility"] = self.total_utility
         return out
 
@@ -160,7 +183,7 @@ class Decomposition:
                 "direct": self.V - self.V_ps,
                 "indirect": self.V_ps - self.V_0,
                 "spurious": self.V_0,
-                "utility": self.utility,
+                "utility": self.utility_by_group,
             },
             index=pd.Index(self.groups, name="group"),
         )
@@ -230,7 +253,7 @@ class Decomposition:
                 "V_0": float(self.V_0[i]),
                 "direct": float(self.V[i] - self.V_ps[i]),
                 "indirect": float(self.V_ps[i] - self.V_0[i]),
-                "utility": float(self.utility[i]),
+                "utility": float(self.utility_by_group[i]),
                 "weight": float(self.group_weights[i]),
             }
         out: dict[str, Any] = {
@@ -315,6 +338,12 @@ class Decomposition:
     def __str__(self) -> str:
         return self.summary()
 
+    def plot(self, alpha: float = 0.05, unit: str = "gain units") -> Any:
+        """The waterfall of C into SPE, IPE and DPE (the report's headline figure), with
+        1 - ``alpha`` intervals for Monte Carlo results: a matplotlib Figure (Agg canvas;
+        ``fig.savefig("waterfall.png")``; Jupyter shows it)."""
+        return waterfall(self, alpha, unit)[0]
+
     def __repr__(self) -> str:
         return (
             f"Decomposition(engine={self.engine!r}, C={self.C:.6g}, DPE={self.DPE:.6g}, "
@@ -377,6 +406,8 @@ class BenefitResult:
     ci: tuple[float, float] | None = None  # Monte Carlo: percentile interval of Lambda
     ci_level: float | None = None
     cells: str = "levels"  # what the pairs pair: "levels", or feature bins (Monte Carlo)
+    eps_source: str = "given"  # how eps was chosen (causalfair.engines.benefit.resolve_eps)
+    notion: str = "Lambda"  # "Lambda_T": benefits to the horizon (engines.benefit_horizon)
 
     @property
     def multi(self) -> bool:
@@ -435,11 +466,42 @@ class BenefitResult:
             "share": self.contributions[xa, xb] / self.Lambda if self.Lambda > 0 else 0.0,
         })
 
+    @property
+    def shares_meaningful(self) -> bool:
+        """Whether Lambda is above :data:`SHARE_FLOOR`, so that shares of it mean something."""
+        return self.Lambda > SHARE_FLOOR
+
+    def worst_pairs_table(self, n: int = 10, digits: int = _DIGITS) -> Any:
+        """:meth:`worst_pairs` for reading: numbers rounded to ``digits`` decimals; with
+        more than two actions one row per pair and action (the ``action`` column names it;
+        the pair's weight and contribution repeat); the ``share`` column only when Lambda
+        is above :data:`SHARE_FLOOR`."""
+        df = self.worst_pairs(n)
+        if self.multi:  # one row per pair and action: rectangular, every number named
+            import pandas as pd
+
+            A = len(self.actions)
+            per_action = [c for c in df.columns if c.startswith(("Delta[", "pi["))]
+            rows = df.loc[df.index.repeat(A)].reset_index(drop=True)
+            rows.insert(2, "action", list(self.actions) * len(df))
+            for c in per_action:
+                rows[c] = pd.Series([float(v) for vals in df[c] for v in vals], dtype=float)
+            df = rows
+        if not self.shares_meaningful:
+            df = df.drop(columns="share")
+        return df.round(digits)
+
+    def _shares_note(self) -> str:
+        return ("" if self.shares_meaningful else
+                f"(shares of Lambda not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding)")
+
     def to_dict(self, n_worst: int = 10) -> dict[str, Any]:
         worst = self.worst_pairs(n_worst)
         return {
+            **({"notion": self.notion} if self.notion != "Lambda" else {}),
             "Lambda": self.Lambda,
             "eps": self.eps,
+            "eps_source": self.eps_source,
             "weights": self.weights,
             "DPE_prop1": self.dpe_prop1,
             **({"method": self.method, "se": self.se,
@@ -454,21 +516,93 @@ class BenefitResult:
         ci = (f", {100 * self.ci_level:g}% bootstrap CI [{self.ci[0]:.6f}, {self.ci[1]:.6f}]"
               if self.ci is not None else "")
         lines = [
-            f"Benefit fairness: Lambda = {self.Lambda:.6f}{ci} (eps = {self.eps:g}, "
-            f"P(x | s) = {self.weights}"
+            f"Benefit fairness{' over the horizon' if self.notion != 'Lambda' else ''}: "
+            f"{self.notion} = {self.Lambda:.6f}{ci} (eps = {self.eps:g} in the "
+            f"gain's units, {self.eps_source}; P(x | s) = {self.weights}"
             + (f"; Monte Carlo by forks, pairs of {self.cells})" if self.method == "mc" else ")"),
             f"DPE (Proposition 1 form) = {self.dpe_prop1:+.6f}",
-            "Worst pairs:",
-            self.worst_pairs(n_worst).to_string(index=False, float_format=lambda x: f"{x:.4f}"),
+            "Worst pairs:" + (" " + self._shares_note() if self._shares_note() else ""),
+            self.worst_pairs_table(n_worst).to_string(index=False),
         ]
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:
+        ci = ("exact" if self.ci is None else
+              f"{100 * (self.ci_level or 0.95):g}% CI [{self.ci[0]:.6g}, {self.ci[1]:.6g}]")
+        a, b = self.pair
+        return (f"BenefitResult(Lambda={self.Lambda:.6g} ({ci}), eps={self.eps:g}, "
+                f"weights={self.weights!r}, pair=({self.groups[a]!r}, {self.groups[b]!r}), "
+                f"method={self.method!r}, delta{tuple(self.delta.shape)}, "
+                f"contributions{tuple(self.contributions.shape)}, actions={len(self.actions)})")
+
     def _repr_html_(self) -> str:
+        note = self._shares_note()
         return (
             f"<div><strong>Benefit fairness: Lambda = {self.Lambda:.6f}</strong> "
             f"(eps = {self.eps:g}, P(x | s) = {self.weights})"
-            f"{self.worst_pairs().to_html(index=False, float_format=lambda x: f'{x:.4f}')}</div>"
+            f"{self.worst_pairs_table().to_html(index=False)}"
+            + (f"<p>{html.escape(note)}</p>" if note else "") + "</div>"
         )
+
+
+# ------------------------------------------------------------------------ drawing
+# matplotlib is imported inside the functions (importing this module costs nothing); the
+# report (causalfair.report.figures) draws with the same functions.
+def new_figure(w: float, h: float) -> Any:
+    """A Figure on the Agg canvas with matplotlib's constrained layout, which fits
+    titles, labels, legends and colour bars inside the canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def wrap(text: str, width: int) -> str:
+    """An axis label broken into lines of at most ``width`` characters (long units and
+    group names stay inside the figure)."""
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
+
+
+def waterfall(dec: Any, alpha: float = 0.05, unit: str = "gain units") -> tuple[Any, dict[str, Any]]:
+    """C built up from SPE, IPE and DPE of a decomposition ``dec`` (a waterfall), each bar
+    with its 1 - ``alpha`` confidence interval (none for exact results). Returns the
+    Figure and the data it draws."""
+    ci = dec.conf_int(alpha)
+    a, b = dec.pair
+    ga, gb = dec.groups[a], dec.groups[b]
+    exact = not dec.se
+    level = int(round(100 * (1 - alpha)))
+    colours = {"SPE": "#8c8c8c", "IPE": "#4c72b0", "DPE": "#d9822b", "C": "#333333"}
+    words = {"SPE": "spurious\n(no decisions)", "IPE": "indirect\n(delayed)",
+             "DPE": "direct", "C": "total gap"}
+    fig = new_figure(8.0, 3.8)
+    ax = fig.subplots()
+    start, data = 0.0, {}
+    ticks = []
+    for i, k in enumerate(("SPE", "IPE", "DPE", "C")):
+        v = float(getattr(dec, k))
+        lo, hi = float(ci.loc[k, "lower"]), float(ci.loc[k, "upper"])
+        base = 0.0 if k == "C" else start
+        ax.bar(i, v, bottom=base, width=0.6, color=colours[k], edgecolor="black", linewidth=0.5)
+        if not exact:
+            ax.errorbar(i, base + v, yerr=[[v - lo], [hi - v]], color="black", capsize=5, lw=1)
+        if k != "C":
+            ax.plot([i + 0.3, i + 0.7], [base + v, base + v], color="#777777", lw=0.8, ls=":")
+            start += v
+        label = f"{k}: {words[k]}\n{v:+.4f}"
+        if not exact:
+            label += f"\n[{lo:+.4f}, {hi:+.4f}]"
+        ticks.append(label)
+        data[k] = {"estimate": v, "ci_lower": lo, "ci_upper": hi, "bottom": base}
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(range(4), ticks, fontsize=8)
+    ax.set_ylabel(wrap(f"gap, {ga} minus {gb} ({unit})", 44), fontsize=8)
+    how = "exact: no sampling error" if exact else f"error bars: {level}% confidence intervals"
+    ax.set_title(wrap(f"C = SPE + IPE + DPE over T = {dec.horizon} decisions; positive favours "
+                      f"{ga}, negative favours {gb} ({how})", 110), fontsize=9)
+    return fig, {"effects": data, "exact": exact, "ci_level": level, "pair": [ga, gb]}

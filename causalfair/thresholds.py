@@ -12,7 +12,11 @@ the quantities):
   :func:`constraints_from_thresholds` for a spec): the keys the exact repair imposes
   (:data:`EXACT_KEYS`, differentiable on a tabular model) and those the sampled
   PPO-Lagrangian imposes (:data:`PPO_LAG_KEYS`);
-- the verdicts: one threshold's :class:`Verdict` and the :func:`overall_verdict` of several.
+- the verdicts: one threshold's :class:`Verdict` and the :func:`overall_verdict` of several;
+- thresholds over groups beyond a pair (docs/decomposition.md, "More than two groups"):
+  one pair (``abs_C[Black-White]``, :data:`PAIR_KEYS`), every pair (``max_abs_C``,
+  :data:`MAX_PAIR_KEYS`) and the ratios (``min_ratio_V``, :data:`MIN_RATIO_KEYS`, which
+  read "ratio >= value"), judged by :func:`group_verdicts`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from causalfair.errors import InputError
 __all__ = [
     "PASS", "FAIL", "INCONCLUSIVE", "THRESHOLD_KEYS", "SIGNED_KEYS", "EXACT_KEYS",
     "PPO_LAG_KEYS", "abs_interval", "judge", "judge_key", "Constraint", "parse_constraint",
-    "constraints_from_thresholds", "overall_verdict", "Verdict",
+    "constraints_from_thresholds", "overall_verdict", "Verdict", "PAIR_KEYS",
+    "MAX_PAIR_KEYS", "MIN_RATIO_KEYS", "split_key", "is_group_key", "group_key_error",
+    "group_verdicts", "judge_min",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -46,8 +52,21 @@ EXACT_KEYS: dict[str, tuple[str, bool]] = {
     "SPE": ("SPE", False), "Lambda": ("Lambda", False),
 }
 #: Thresholds the sampled PPO-Lagrangian imposes (``[retrain] algo = "ppo-lag"``,
-#: ``causalfair train --algo ppo-c --constraint``).
-PPO_LAG_KEYS: tuple[str, ...] = ("abs_C", "C")
+#: ``causalfair train --algo ppo-c --constraint``): every one its audit measures, as the
+#: exact repair (docs/training.md, "PPO-Lagrangian": which enter the loss, which only the
+#: selection of the kept policy).
+PPO_LAG_KEYS: tuple[str, ...] = tuple(EXACT_KEYS)
+#: Thresholds over every pair of groups: "the largest value over the pairs <= value"
+#: (``max_abs_C``: the largest |C(a-b)|).
+MAX_PAIR_KEYS: tuple[str, ...] = ("max_abs_C", "max_abs_DPE", "max_abs_IPE", "max_abs_SPE",
+                                  "max_Lambda")
+#: Ratio thresholds: "the smallest ratio over the pairs >= value" (four-fifths rule: 0.8);
+#: a ratio is min / max of the two groups' values (docs/decomposition.md).
+MIN_RATIO_KEYS: tuple[str, ...] = ("min_ratio_V", "min_ratio_selection")
+#: Keys that may address one pair of groups, ``key[A-B]`` (TOML: ``[thresholds.abs_C]``
+#: with ``"A-B" = 0.1``): the pair's quantity (A minus B for the signed ones).
+PAIR_KEYS: tuple[str, ...] = ("abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE",
+                              "SPE", "Lambda") + MIN_RATIO_KEYS
 
 
 def abs_interval(lower: float, upper: float) -> tuple[float, float]:
@@ -99,7 +118,8 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        return f"{self.key} <= {self.threshold:g}"
+        op = ">=" if self.key.startswith("min_") else "<="
+        return f"{self.key} {op} {self.threshold:g}"
 
     def message(self) -> str:
         if self.lower == self.upper:
@@ -112,6 +132,88 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "threshold": self.threshold, "estimate": self.estimate,
                 "lower": self.lower, "upper": self.upper, "status": self.status}
+
+
+# ---------------------------------------------------------------------- groups
+def judge_min(lower: float, upper: float, threshold: float) -> str:
+    """Verdict of "q >= threshold" given an interval [lower, upper] of q (the CI rule)."""
+    return judge(-upper, -lower, -threshold)
+
+
+def split_key(key: str) -> tuple[str, str | None]:
+    """``"abs_C[Black-White]"`` -> ("abs_C", "Black-White"); ``"abs_C"`` -> ("abs_C", None)."""
+    k = str(key)
+    if k.endswith("]") and "[" in k:
+        base, _, rest = k.partition("[")
+        return base, rest[:-1]
+    return k, None
+
+
+def is_group_key(key: str) -> bool:
+    """Whether ``key`` is a threshold over groups beyond one pair (a pair-addressed key,
+    ``max_*`` or ``min_ratio_*``)."""
+    base, pair = split_key(key)
+    return pair is not None or base in MAX_PAIR_KEYS or base in MIN_RATIO_KEYS
+
+
+def group_key_error(key: str) -> str | None:
+    """Why ``key`` is not a threshold key over groups (None when it is one)."""
+    base, pair = split_key(key)
+    if pair is not None:
+        if base not in PAIR_KEYS:
+            return (f"{base!r} cannot address a pair; keys that can: {', '.join(PAIR_KEYS)} "
+                    "(write key[A-B], or a table [thresholds.KEY] with \"A-B\" = value).")
+        if not pair:
+            return "empty pair name; write key[A-B] with two group names."
+        return None
+    if base in MAX_PAIR_KEYS or base in MIN_RATIO_KEYS:
+        return None
+    return "unknown key"
+
+
+def _over_pairs(key: str, qs: Sequence[tuple[float, float, float, Any]]
+                ) -> tuple[float, float, float]:
+    """(estimate, lower, upper) of the largest (``max_*``) or smallest (``min_*``) value
+    over the pairs: the extreme of the estimates and of each bound (judging it is judging
+    every pair and keeping the worst verdict)."""
+    pick = min if key.startswith("min_") else max
+    return (pick(q[0] for q in qs), pick(q[1] for q in qs), pick(q[2] for q in qs))
+
+
+def group_verdicts(thresholds: Mapping[str, float], comparison: Any) -> list[Verdict]:
+    """Verdicts of the thresholds over groups (:func:`is_group_key`) on a
+    :class:`causalfair.engines.groups.GroupComparison`. A pair naming no two groups is
+    refused naming the groups; a quantity not available (Lambda without a benefit table,
+    ratio_selection without selection rates, a ratio of non-positive values) is refused by
+    name."""
+    out = []
+    for key, thr in thresholds.items():
+        if not is_group_key(key):
+            continue
+        base, pair = split_key(key)
+        metric = base[len("min_"):] if base.startswith("min_") else (
+            base[len("max_"):] if base.startswith("max_") else base)
+        absolute = metric.startswith("abs_")
+        metric = metric[len("abs_"):] if absolute else metric
+        if pair is not None:
+            q = comparison.quantity(pair, metric)
+            qs = [] if q is None else [q]
+        else:
+            qs = comparison.over_pairs(metric)
+            if len(qs) < len(comparison.pairs):
+                qs = []
+        if not qs:
+            raise InputError(
+                f"threshold {key}: {metric} is not available for "
+                f"{'pair ' + repr(pair) if pair else 'every pair'} in this audit (Lambda needs a "
+                "benefit table, ratio_selection selection rates, a ratio two positive values).")
+        if absolute:
+            qs = [(abs(q[0]),) + abs_interval(q[1], q[2]) for q in qs]
+        e, lo, hi = _over_pairs(base, qs)
+        status = judge_min(lo, hi, thr) if base.startswith("min_") else judge(lo, hi, thr)
+        out.append(Verdict(key=key, threshold=float(thr), estimate=float(e), lower=float(lo),
+                           upper=float(hi), status=status))
+    return out
 
 
 # ---------------------------------------------------------------------- constraints
@@ -151,6 +253,12 @@ class Constraint:
 
     def holds(self, metrics: Mapping[str, Any]) -> bool:
         return float(self.value(metrics)) <= self.bound
+
+    def interval(self, lower: float, upper: float) -> tuple[float, float]:
+        """The interval of the constrained quantity (|X| for ``abs_*`` keys) given an
+        interval [lower, upper] of the signed metric; its far end is what the CI rule
+        compares with the bound."""
+        return abs_interval(lower, upper) if EXACT_KEYS[self.key][1] else (lower, upper)
 
     def judge(self, lower: float, upper: float) -> str:
         """The CI rule on an interval [lower, upper] of the signed metric."""

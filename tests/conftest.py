@@ -165,3 +165,61 @@ def pytest_runtest_makereport(item, call):
         report.sections.append(
             (f"commands run by the test ({report.when}): whole output",
              "\n\n".join(describe(p) for p in _RUNS)))
+
+
+# ------------------------------------------------------------------ published schemas
+def written_documents(root: Any) -> list[tuple[Any, str]]:
+    """(path, schema name) of every document causalfair wrote under ``root``: each
+    audit.json of a report folder causalfair made (it holds ``.causalfair-report.json``)
+    and each ``*.json`` file holding a gate summary (an object with ``schema_version``,
+    ``exit_code`` and ``specs``). A test that writes an invalid document on purpose gives
+    it another suffix (``shard.bad``) or no ``schema_version``."""
+    import json
+    from pathlib import Path
+
+    found = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = Path(folder) / name
+            if name == "audit.json" and ".causalfair-report.json" in files:
+                found.append((path, "audit"))
+            elif name.endswith(".json") and name != "audit.json":
+                try:
+                    if path.stat().st_size > 5_000_000 or b'"schema_version"' not in \
+                            path.read_bytes():
+                        continue
+                    doc = json.loads(path.read_bytes())
+                except (OSError, ValueError):
+                    continue
+                if isinstance(doc, dict) and {"schema_version", "exit_code", "specs"} <= set(doc):
+                    found.append((path, "gate"))
+    return found
+
+
+def schema_errors(path: Any, schema: str) -> list[str]:
+    """The messages of ``path`` failing ``docs/schema/SCHEMA.schema.json`` (none: valid)."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "schema"
+    validator = jsonschema.Draft202012Validator(
+        json.loads((root / f"{schema}.schema.json").read_text(encoding="utf-8")))
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message[:200]}"
+            for e in validator.iter_errors(doc)]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _written_documents_match_their_schemas(tmp_path_factory):
+    """At the end of the session, every audit.json and gate summary the tests wrote under
+    their temporary folders validates against docs/schema/ (:func:`written_documents`);
+    one that does not is an error of the session, naming the file and the field."""
+    yield
+    bad = []
+    for path, schema in written_documents(tmp_path_factory.getbasetemp()):
+        errs = schema_errors(path, schema)
+        if errs:
+            bad.append(f"{path} ({schema}.schema.json): {errs[0]}")
+    assert not bad, (f"{len(bad)} written documents fail their schema:\n" + "\n".join(bad[:20]))

@@ -1,9 +1,10 @@
-"""reports/reproduce_seeds.py: the verdict rule on a table made by hand, and a
-quick run end to end (every trained policy evaluated, the identities hold in runs.csv)."""
+"""reports/reproduce_seeds.py and reports/reproduce_paper.py: the verdicts on hand-made runs
+(each of the four verdicts, collapse, the same-actions rule), and a quick run end to end."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -15,47 +16,120 @@ import pytest
 from tests.conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "reports" / "reproduce_seeds.py"
+SEEDS = ROOT / "reports" / "reproduce_seeds.py"
+PAPER = ROOT / "reports" / "reproduce_paper.py"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("reproduce_seeds", SCRIPT)
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-def _tab(cells):
-    return pd.DataFrame([{"system": "s", "algo": a, "bias": m, "bias_lo": lo, "bias_hi": hi}
-                         for a, (m, lo, hi) in cells.items()])
+def _runs(sid: str, cells: dict[str, tuple[list[float], list[float]]]) -> pd.DataFrame:
+    """One row per (algo, seed): (per-seed metric values, per-seed utilities)."""
+    rows = []
+    for algo, (vals, util) in cells.items():
+        for s, (v, u) in enumerate(zip(vals, util, strict=True)):
+            rows.append({"system": sid, "algo": algo, "seed": s, "elbert_bias": v,
+                         "long_term_gap": v, "utility": u})
+    return pd.DataFrame(rows)
 
 
-def test_the_verdict_rule_by_hand():
-    best = _script().best
-    # lowest mean, and its upper end (0.15) below the runner-up's mean (0.2): supported
-    v, d = best(_tab({"x": (0.1, 0.05, 0.15), "y": (0.2, 0.1, 0.3), "z": (0.5, 0.4, 0.6)}),
-                "s", "x", "bias", True, ("x", "y", "z"))
-    assert v == "supported" and "best other y" in d
-    # lowest mean but its interval reaches past y's mean: inconclusive
-    v, _ = best(_tab({"x": (0.1, 0.0, 0.25), "y": (0.2, 0.1, 0.3)}), "s", "x", "bias", True, "xy")
-    assert v.startswith("inconclusive (best mean")
-    # y's whole interval lies below x's mean: refuted
-    v, d = best(_tab({"x": (0.5, 0.4, 0.6), "y": (0.2, 0.1, 0.3)}), "s", "x", "bias", True, "xy")
-    assert v == "refuted" and "clearly better: y" in d
-    # higher is better (reward): x's lower end 0.45 above y's mean 0.4
-    v, _ = best(_tab({"x": (0.5, 0.45, 0.55), "y": (0.4, 0.3, 0.5)}), "s", "x", "bias", False, "xy")
-    assert v == "supported"
-    assert best(_tab({"y": (0.4, 0.3, 0.5)}), "s", "x", "bias", True, "xy")[0] == "not tested"
+LOW = [0.10, 0.12, 0.11, 0.09, 0.10, 0.13, 0.08, 0.11, 0.10, 0.12]
+HIGH = [0.50, 0.55, 0.52, 0.49, 0.51, 0.53, 0.48, 0.50, 0.54, 0.52]
+U = [5.0] * 10
+
+
+def _by_claim(entries, sid, text):
+    return next(e for e in entries if e["system"] == sid and e["claim"].startswith(text))
+
+
+def test_seed_verdicts_on_hand_made_runs():
+    mod = _load(SEEDS)
+    rng = np.random.default_rng(0)
+    p_same = rng.dirichlet(np.ones(2), size=40)
+    # infectious-harder: ELBERT-PO lowest bias -> supported; attention-harder: ELBERT-PO's
+    # lowest bias bought with a collapsed utility -> inconclusive, and PPO's reward
+    # significantly higher -> refuted
+    runs = pd.concat([
+        _runs("infectious-harder", {"elbert-po": (LOW, U), "ppo": (HIGH, U), "a-ppo": (HIGH, U)}),
+        _runs("attention-harder", {"elbert-po": (LOW, [0.5] * 10), "ppo": (HIGH, U),
+                                   "a-ppo": (HIGH, U)}),
+        _runs("infectious-1", {"f-ppo-l": (LOW, U), "ppo": (HIGH, U), "a-ppo": (LOW, U),
+                               "elbert-po": (HIGH, U)}),
+    ])
+    probs = {}
+    for (sid, algo, seed) in runs[["system", "algo", "seed"]].itertuples(index=False):
+        same = sid == "infectious-1" and algo in ("f-ppo-l", "a-ppo")
+        probs[(sid, algo, seed)] = p_same if same else rng.dirichlet(np.ones(2), size=40)
+    ref = {"infectious-harder": 0.0, "attention-harder": 0.0, "infectious-1": 0.0}
+    out = mod.verdicts(runs, probs, ref)
+    e = _by_claim(out, "infectious-harder", "(2) Infectious")
+    assert e["verdict"] == "supported" and e["n_seeds"] == 10 and e["p_value"] < 1e-6
+    assert e["effect"] == pytest.approx(np.mean(LOW) - np.mean(HIGH)) and e["ci"][1] < 0
+    assert e["utility"] == {"elbert-po": 5.0, "ppo": 5.0, "a-ppo": 5.0}
+    e = next(x for x in out if x["system"] == "attention-harder" and x["metric"] == "elbert_bias")
+    assert e["verdict"] == "inconclusive" and e["collapsed"] == ["elbert-po"]
+    e = next(x for x in out if x["system"] == "attention-harder" and x["metric"] == "utility")
+    assert e["verdict"] == "refuted"
+    # F-PPO-L and A-PPO act alike on the audited states: indistinguishable, not supported
+    e = _by_claim(out, "infectious-1", "F-PPO achieves")
+    assert e["verdict"] == "indistinguishable" and e["versus"] == "a-ppo"
+    gap = {c["versus"]: c["action_gap"] for c in e["comparisons"]}
+    assert gap["a-ppo"] == 0.0 and gap["ppo"] > mod.SAME_ACTIONS_TOL
+    # attention-1 was not run: not tested, named as such
+    assert _by_claim(out, "attention-1", "Our F-PPO")["verdict"] == "not tested"
+    assert any("not tested" in line for line in mod.verdict_table(out))
+
+
+def test_paper_sweep_verdict_does_not_count_a_collapsed_policy():
+    mod = _load(PAPER)
+    rows = []
+    for beta, lam, util in ((0.5, HIGH, [3.0] * 10), (8.0, [0.0] * 10, [0.0] * 10)):
+        for s in range(10):
+            rows.append({"setting": "lending-1", "variant": f"ppo-cb(beta_Lambda={beta:g})",
+                         "beta_lambda": beta, "seed": s, "Lambda": lam[s], "DPE": lam[s],
+                         "utility": util[s]})
+    sweep = pd.DataFrame(rows)
+    empty = pd.DataFrame(columns=["setting", "variant", "seed", "utility", "abs_C"])
+    curves = pd.DataFrame(columns=["setting", "variant", "iteration"])
+    out = mod.paper_verdicts(empty, curves, sweep, {}, {"lending-1": 0.0})
+    assert [e["metric"] for e in out] == ["Lambda", "DPE"]
+    for e in out:  # Lambda 0 at utility 0: a collapse, not a fairness gain
+        assert e["verdict"] == "inconclusive" and "collapsed" in e["reason"]
+        assert e["utility"]["ppo-cb(beta_Lambda=8)"] == 0.0 and e["utility_floor"] == 0.75
+    # the same numbers at a kept utility: supported
+    sweep.loc[sweep.beta_lambda == 8.0, "utility"] = 2.9
+    assert all(e["verdict"] == "supported"
+               for e in mod.paper_verdicts(empty, curves, sweep, {}, {"lending-1": 0.0}))
 
 
 @pytest.mark.slow
 def test_quick_run_writes_every_file(tmp_path):
-    run_cmd([sys.executable, SCRIPT, "--quick", "--out", tmp_path / "o"], timeout=600,
+    run_cmd([sys.executable, SEEDS, "--quick", "--out", tmp_path / "o"], timeout=600,
             env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT, expect=0)
     runs = pd.read_csv(tmp_path / "o" / "runs.csv")
-    assert set(runs.algo) == {"ppo", "ppo-c", "ppo-cb", "a-ppo", "f-ppo-l", "elbert-po"}
-    assert (runs.Lambda >= 0).all()
-    np.testing.assert_allclose(runs.C, runs.DPE + runs.IPE + runs.SPE, atol=1e-9)
-    assert runs.elbert_bias.notna().all() and runs.long_term_gap.notna().all()
+    assert set(runs.algo) == {"ppo", "a-ppo", "f-ppo-l", "elbert-po"}
+    assert (runs.Lambda >= 0).all() and runs.elbert_bias.notna().all()
+    entries = json.loads((tmp_path / "o" / "verdicts.json").read_text())
+    keys = {"claim", "seed_paper", "n_seeds", "effect", "ci", "p_value", "utility", "verdict"}
+    tested = [e for e in entries if e["verdict"] != "not tested"]
+    assert tested and all(keys <= set(e) for e in tested)
+    assert {e["seed_paper"] for e in tested} == {"000", "001", "002"}
     readme = (tmp_path / "o" / "README.md").read_text()
-    assert "| seed | claim | verdict |" in readme and "Machine:" in readme
+    assert "| seed | setup | claim (as the paper states it) | verdict |" in readme
+    assert "Machine:" in readme
+
+
+def test_same_actions_sums_over_a_replicas_units():
+    # one vaccine per 100-member graph spread evenly, against no vaccine at all: each unit's
+    # distance is 0.01 (under the tolerance), the graph's is 1 - not the same actions
+    mod = _load(SEEDS)
+    spread = np.tile([0.99, 0.01], (8, 100, 1))
+    never = np.tile([1.0, 0.0], (8, 100, 1))
+    probs = {("s", "m", 0): spread, ("s", "x", 0): never, ("s", "y", 0): spread.copy()}
+    gaps = mod.action_gaps(probs, "s", "m", ("x", "y"))
+    assert gaps["x"] == pytest.approx(1.0) and gaps["x"] > mod.SAME_ACTIONS_TOL
+    assert gaps["y"] == 0.0

@@ -52,7 +52,7 @@ import types
 from typing import Any
 
 from causalfair.audit.gate import GateEntry, GateResult, run_gate
-from causalfair.audit.result import AuditResult, compare, provenance
+from causalfair.audit.result import AuditResult, attribution, compare, provenance
 from causalfair.audit.retrain import retrained_checkpoint_path
 from causalfair.audit.run import audit, build_system, choose_engine, resolve_policy, run_audit
 from causalfair.audit.spec import (
@@ -100,6 +100,7 @@ __all__ = [
     "overall_verdict",
     "abs_interval",
     "compare",
+    "attribution",
     "run_gate",
     "retrained_checkpoint_path",
     "provenance",
@@ -110,8 +111,9 @@ __all__ = [
 # ``causalfair.audit("audits/lending-1.toml")`` runs an audit while
 # ``causalfair.audit.load_spec`` and ``import causalfair.audit as m`` keep working.
 class _CallableModule(types.ModuleType):
-    def __call__(self, spec_or_path: Any, *, policy: Any = None, system: Any = None) -> AuditResult:
-        return run_audit(spec_or_path, policy=policy, system=system)
+    def __call__(self, spec_or_path: Any, *, policy: Any = None, system: Any = None,
+                 baseline: Any = None) -> AuditResult:
+        return run_audit(spec_or_path, policy=policy, system=system, baseline=baseline)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -3,6 +3,7 @@ retrain-on-fail."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -11,7 +12,12 @@ from typing import Any
 
 from causalfair._usercode import user_traceback
 from causalfair.audit.result import AuditResult, display_path
-from causalfair.audit.retrain import check_retrain, retrained_checkpoint_path, run_retrain
+from causalfair.audit.retrain import (
+    check_retrain,
+    retrained_checkpoint_path,
+    run_retrain,
+    utility_of,
+)
 from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec, spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, make_backend
@@ -23,6 +29,17 @@ __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "run_gate", "retrained_c
 
 #: The overall status of a spec that could not be audited (its code raised, it timed out).
 ERROR = "ERROR"
+#: Version of the gate JSON summary (docs/schema/gate.schema.json; CHANGELOG.md): the
+#: minor number grows when keys are added, the major when a key changes or goes.
+GATE_SCHEMA_VERSION = "1.0"
+
+
+def gate_summary(exit_code: int, inconclusive: str, accept_repaired: bool,
+                 specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The gate JSON summary (gate.json; merged by gate-merge): the one place its
+    top-level keys, ``schema_version`` first, are written."""
+    return {"schema_version": GATE_SCHEMA_VERSION, "exit_code": exit_code,
+            "inconclusive": inconclusive, "accept_repaired": accept_repaired, "specs": specs}
 
 
 @dataclass(frozen=True)
@@ -58,7 +75,23 @@ class GateEntry:
 
     @property
     def overall(self) -> str:
-        return ERROR if self.error is not None else self.final.overall
+        """ERROR, or the final audit's verdict; a repair with problems
+        (:attr:`repair_problems`) is a FAIL whatever its thresholds say."""
+        if self.error is not None:
+            return ERROR
+        return FAIL if self.repair_problems else self.final.overall
+
+    @property
+    def repair_check(self) -> dict[str, Any] | None:
+        """The honesty check of the repair (:func:`causalfair.audit.retrain.repair_check`),
+        or None without one."""
+        return (getattr(self.after, "extra", None) or {}).get("repair_check")
+
+    @property
+    def repair_problems(self) -> list[str]:
+        """Why the repair is not accepted (utility under its floor, a threshold made
+        worse); empty when there is none."""
+        return list((self.repair_check or {}).get("problems") or [])
 
     @property
     def repair(self) -> dict[str, Any] | None:
@@ -73,18 +106,24 @@ class GateEntry:
         d: dict[str, Any] = {
             "name": self.spec.name,
             "spec": display_path(self.spec.path),
-            "overall": self.final.overall,
+            "overall": self.overall,
             "verdicts": [v.to_dict() for v in self.final.verdicts],
+            "utility": utility_of(self.final),
             "checkpoint_sha256": self.before.checkpoint_sha256,
         }
+        att = getattr(self.final, "attribution", None)
+        if att is not None:  # why C moved from [baseline]: one line
+            d["attribution"] = att.line()
         if self.after is not None or self.retrain_error:
-            d["before"] = {"overall": self.before.overall,
+            d["before"] = {"overall": self.before.overall, "utility": utility_of(self.before),
                            "verdicts": [v.to_dict() for v in self.before.verdicts]}
             d["retrained_checkpoint"] = display_path(self.retrained_checkpoint)
             if self.after is not None:
-                d["after"] = {"overall": self.after.overall,
+                d["after"] = {"overall": self.after.overall, "utility": utility_of(self.after),
                               "checkpoint_sha256": self.after.checkpoint_sha256,
                               "verdicts": [v.to_dict() for v in self.after.verdicts]}
+                if self.repair_check is not None:
+                    d["repair_check"] = self.repair_check
             if self.retrain_error:
                 d["retrain_error"] = self.retrain_error
             rep = self.repair
@@ -123,10 +162,10 @@ class GateSpecErrors(SpecError):
     def to_dict(self, *, inconclusive: str = "fail", accept_repaired: bool = False
                 ) -> dict[str, Any]:
         """The JSON summary: exit code 2 and one ERROR entry per invalid spec."""
-        return {"exit_code": 2, "inconclusive": inconclusive, "accept_repaired": accept_repaired,
-                "specs": [{"name": spec, "spec": spec, "overall": ERROR, "error": msg,
-                           "verdicts": [], "checkpoint_sha256": None}
-                          for spec, msg in self.errors]}
+        return gate_summary(2, inconclusive, accept_repaired,
+                            [{"name": spec, "spec": spec, "overall": ERROR, "error": msg,
+                              "verdicts": [], "checkpoint_sha256": None}
+                             for spec, msg in self.errors])
 
 
 @dataclass(eq=False)
@@ -147,19 +186,15 @@ class GateResult:
             return 2
         bad = {FAIL} if self.inconclusive == "pass" else {FAIL, INCONCLUSIVE}
         for e in self.entries:
-            if e.final.overall in bad:
+            if e.overall in bad:
                 return 1
             if e.after is not None and e.before.overall in bad and not self.accept_repaired:
                 return 1
         return 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "exit_code": self.exit_code,
-            "inconclusive": self.inconclusive,
-            "accept_repaired": self.accept_repaired,
-            "specs": [e.to_dict() for e in self.entries],
-        }
+        return gate_summary(self.exit_code, self.inconclusive, self.accept_repaired,
+                            [e.to_dict() for e in self.entries])
 
     def side_by_side(self) -> str:
         """Text table: one line per threshold, before and (if retrained) after."""
@@ -168,7 +203,7 @@ class GateResult:
             if e.error is not None:
                 lines.append(f"{e.spec.name}: {ERROR} (not audited; the error follows)")
                 continue
-            lines.append(f"{e.spec.name}: {e.final.overall}")
+            lines.append(f"{e.spec.name}: {e.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
             for v in e.before.verdicts:
                 row = f"  {v.label:<22} {v.estimate:>11.6f} {v.status:<12}"
@@ -176,6 +211,16 @@ class GateResult:
                     a = after[v.key]
                     row += f" -> {a.estimate:>11.6f} {a.status}"
                 lines.append(row)
+            row = f"  {'utility':<22} {utility_of(e.before):>11.6f} {'':<12}"
+            check = e.repair_check
+            if e.after is not None:
+                row += f" -> {utility_of(e.after):>11.6f}"
+                if check is not None and check.get("min_utility", -math.inf) > -math.inf:
+                    row += f" (floor {check['min_utility']:.6f})"
+            lines.append(row.rstrip())
+            lines += [f"  REPAIR NOT ACCEPTED: {p}" for p in e.repair_problems]
+            if getattr(e.final, "attribution", None) is not None:
+                lines.append(f"  why: {e.final.attribution.line()}")
             if e.retrained_checkpoint:
                 lines.append(f"  retrained checkpoint: {display_path(e.retrained_checkpoint)}")
             if e.repair is not None:
@@ -217,16 +262,31 @@ class GateResult:
                 elif v.status == INCONCLUSIVE:
                     n_s += 1
                     ET.SubElement(tc, "skipped", message=v.message())
-                out = [f"{res.summary()}"]
+                out = [f"{res.summary()}", f"utility: {utility_of(res):.6g}"]
                 if e.after is not None:
                     b = next(x for x in e.before.verdicts if x.key == v.key)
-                    out.append(f"before retraining: {b.message()}")
+                    out.append(f"before retraining: {b.message()}; utility "
+                               f"{utility_of(e.before):.6g}")
                 ET.SubElement(tc, "system-out").text = "\n".join(out) if e.after else v.message()
-            suite.set("tests", str(len(res.verdicts)))
+            n_t = len(res.verdicts)
+            if e.after is not None:  # the repair's honesty: utility and thresholds made worse
+                n_t += 1
+                check = e.repair_check or {}
+                tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
+                                   name="repair keeps utility and no threshold worse", time="0")
+                text = (f"utility {utility_of(e.before):.6g} -> {utility_of(e.after):.6g} "
+                        f"(floor {check.get('min_utility', -math.inf):.6g}: "
+                        f"{check.get('min_utility_from', 'none')})")
+                if e.repair_problems:
+                    n_f += 1
+                    msg = "; ".join(e.repair_problems)
+                    ET.SubElement(tc, "failure", message=msg, type=FAIL).text = msg
+                ET.SubElement(tc, "system-out").text = text
+            suite.set("tests", str(n_t))
             suite.set("failures", str(n_f))
             suite.set("errors", "0")
             suite.set("skipped", str(n_s))
-            tot_t += len(res.verdicts)
+            tot_t += n_t
             tot_f += n_f
             tot_s += n_s
         root.set("tests", str(tot_t))

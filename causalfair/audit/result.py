@@ -16,11 +16,19 @@ import numpy as np
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._version import __version__
 from causalfair.audit.spec import AuditSpec
+from causalfair.engines.attribution import Attribution, attribute_exact, attribute_mc
+from causalfair.errors import InputError
 from causalfair.report.explain import sentences
-from causalfair.report.render import figure_png_base64, make_figures, write_report
+from causalfair.report.figures import THUMBNAIL_DPI, headline_figure
+from causalfair.report.render import FIGURES, figure_png_base64, make_figures, write_report
 from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, Verdict, overall_verdict
 
-__all__ = ["AuditResult", "provenance", "compare"]
+__all__ = ["AuditResult", "AUDIT_SCHEMA_VERSION", "provenance", "compare",
+           "attribution"]
+
+#: Version of the audit.json format (docs/schema/audit.schema.json; CHANGELOG.md): the
+#: minor number grows when keys are added, the major when a key changes or goes.
+AUDIT_SCHEMA_VERSION = "1.0"
 
 @dataclass(eq=False)
 class AuditResult:
@@ -44,6 +52,13 @@ class AuditResult:
     system: Any = None  # causalfair.systems.System (None for log audits)
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    attribution: Any = None  # causalfair.engines.attribution.Attribution against the baseline
+    #: Selection rates per group and step (share given each non-baseline action, with the
+    #: counts behind them where individuals were observed); None where not computed.
+    selection: dict[str, Any] | None = None
+    #: Every group against the reference and every pair (causalfair.engines.groups), with
+    #: more than two groups, a reference named or thresholds over groups; else None.
+    group_comparison: Any = None
     _figures: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
@@ -133,12 +148,13 @@ class AuditResult:
         provenance."""
         spec = self.spec
         return {
+            "schema_version": AUDIT_SCHEMA_VERSION,
             "name": spec.name,
             "overall": self.overall,
             "verdicts": [v.to_dict() for v in self.verdicts],
             "quantities": {k: {"estimate": e, "ci_lower": lo, "ci_upper": hi, "se": s}
                            for k, (e, lo, hi, s) in self.quantities.items()},
-            "spec": _spec_dict(spec),
+            "spec": _spec_dict(spec, self.benefit),
             "policy": {
                 "label": spec.policy_label if spec.source == "model" else f"logs {spec.logs_path}",
                 "checkpoint": display_path(spec.checkpoint),
@@ -149,12 +165,17 @@ class AuditResult:
             "benefit": (_json_safe(self.benefit.to_dict(n_worst=spec.worst))
                         if self.benefit is not None else None),
             "notions": _json_safe(self.notions),
+            **({"attribution": _json_safe(self.attribution.to_dict())}
+               if self.attribution is not None else {}),
             "seeds": {"engine": spec.seed if spec.engine == "mc" else None,
                       "logs_bootstrap": spec.logs_seed if spec.source == "logs" else None,
                       "retrain": (spec.retrain or {}).get("seed")},
             "seconds": self.seconds,
             "provenance": provenance(),
             **({"system": self.system.to_dict()} if self.system is not None else {}),
+            **({"selection": _json_safe(self.selection)} if self.selection is not None else {}),
+            **(_json_safe(self.group_comparison.to_dict())
+               if self.group_comparison is not None else {}),
             **({"extra": _json_safe(self.extra)} if self.extra else {}),
         }
 
@@ -200,10 +221,15 @@ class AuditResult:
             "<h4>Metrics</h4>",
             self.quantities_frame().to_html(float_format=lambda x: f"{x:.6f}", na_rep="-"),
             "<h4>Worst benefit pairs</h4>",
-            self.worst_pairs().to_html(index=False, float_format=lambda x: f"{x:.4f}"),
+            (self.benefit.worst_pairs_table(self.spec.worst).to_html(index=False)
+             if self.benefit is not None else "<p>Benefit fairness not computed.</p>"),
+            f"<img alt='waterfall' src='data:image/png;base64,"
+            f"{figure_png_base64(headline_figure(self), THUMBNAIL_DPI)}'/>",
+            "<p style='font-size:0.85em;color:#57606a'>The other figures ("
+            + ", ".join(n for n, _, _ in FIGURES if n != "waterfall")
+            + "): <code>result.figures()[NAME]</code>, or the full report with "
+              "<code>result.write_report(DIR)</code>.</p>",
         ]
-        for name, fig in self.figures().items():
-            parts.append(f"<img alt='{name}' src='data:image/png;base64,{figure_png_base64(fig)}'/>")
         parts.append("</div>")
         return "\n".join(parts)
 
@@ -219,7 +245,10 @@ def display_path(p: str | os.PathLike[str] | None) -> str | None:
         return str(p)
 
 
-def _spec_dict(spec: AuditSpec) -> dict[str, Any]:
+def _spec_dict(spec: AuditSpec, benefit: Any = None) -> dict[str, Any]:
+    """The spec as parsed and as resolved (Lambda's eps: the number the audit used when
+    the spec left it to the system or to "auto"; ``benefit/eps_source`` says which)."""
+    eps = spec.eps if spec.eps is not None or benefit is None else benefit.eps
     return _json_safe({
         "file": display_path(spec.path),
         "parsed": dict(spec.raw),
@@ -232,7 +261,7 @@ def _spec_dict(spec: AuditSpec) -> dict[str, Any]:
             "logs": display_path(spec.logs_path), "logs_options": dict(spec.logs_options),
             "builtin": spec.builtin, "checkpoint": display_path(spec.checkpoint),
             "engine": spec.engine, "n": spec.n, "seed": spec.seed, "alpha": spec.alpha,
-            "eps": spec.eps, "weights": spec.weights, "metrics": list(spec.metrics),
+            "eps": eps, "weights": spec.weights, "metrics": list(spec.metrics),
             "thresholds": dict(spec.thresholds), "retrain": dict(spec.retrain or {}),
         },
     })
@@ -259,8 +288,37 @@ def provenance() -> dict[str, Any]:
 
 
 
+def attribution(before: AuditResult, after: AuditResult) -> Attribution:
+    """Why C moved from the policy of ``before`` to that of ``after``, two audits of the
+    same system and horizon (:mod:`causalfair.engines.attribution`): by path, step and
+    cell, exactly on a tabular model, else by a paired Monte Carlo run with the second
+    audit's n and seed."""
+    for r in (before, after):
+        if r.system is None or r.policy is None:
+            raise InputError(f"attribution: audit {r.name!r} has no system and policy (an "
+                             "audit from logs); attribution compares two policies on a system.")
+    sa, sb = before.system, after.system
+    T = after.decomposition.horizon
+    if (sa.id, dict(sa.params), before.decomposition.horizon) != (sb.id, dict(sb.params), T):
+        raise InputError(f"attribution: the audits {before.name!r} and {after.name!r} differ in "
+                         "system, parameters or horizon; attribution compares two policies on "
+                         "the same system.")
+    names = dict(policy_name=after.decomposition.policy_name,
+                 baseline_name=before.decomposition.policy_name)
+    if after.model is not None and after.policy_table is not None \
+            and before.policy_table is not None:
+        return attribute_exact(after.model, after.policy_table, before.policy_table, T,
+                               gamma=after.decomposition.gamma, pair=after.decomposition.pair,
+                               **names)
+    return attribute_mc(sb, after.policy, before.policy, T, n=after.spec.n,
+                        seed=after.spec.seed, alpha=after.spec.alpha,
+                        pair=after.decomposition.pair, **names)
+
+
 def compare(*results: AuditResult, names: Sequence[str] | None = None) -> Any:
-    """Side-by-side table of several audits (columns), one row per metric and verdict."""
+    """Side-by-side table of several audits (columns), one row per metric and verdict.
+    Two audits of policies on the same system also get the attribution of the change
+    from the first to the second (:func:`attribution`) in ``table.attrs["attribution"]``."""
     import pandas as pd
 
     cols = {}
@@ -272,6 +330,13 @@ def compare(*results: AuditResult, names: Sequence[str] | None = None) -> Any:
             data[f"verdict {v.label}"] = v.status
         data["overall"] = r.overall
         cols[col] = pd.Series(data, dtype=object)
-    return pd.DataFrame(cols)
+    table = pd.DataFrame(cols)
+    if len(results) == 2 and all(r.system is not None and r.policy is not None
+                                 for r in results):
+        try:
+            table.attrs["attribution"] = attribution(*results)
+        except InputError:  # different systems: a table, no attribution
+            pass
+    return table
 
 

@@ -1,8 +1,10 @@
 """Retrain-on-fail for the gate: train a new policy from the spec's ``[retrain]``,
-warm-started from the failing checkpoint, and re-audit it."""
+warm-started from the failing checkpoint, re-audit it, and judge the repair honestly
+(:func:`repair_check`: no threshold made worse, utility above a floor)."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.run import audit, build_system
 from causalfair.audit.spec import AuditSpec, spec_label
+from causalfair.engines.benefit import eps_for, model_eps
 from causalfair.errors import SpecError
 from causalfair.policies.checkpoint import (
     load_checkpoint_for,
@@ -22,7 +25,7 @@ from causalfair.train.algorithms import get
 from causalfair.train.config import TrainConfig
 from causalfair.train.exact import repair_checkpoint
 
-__all__ = ["retrained_checkpoint_path", "check_retrain"]
+__all__ = ["retrained_checkpoint_path", "check_retrain", "repair_check"]
 
 
 def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str) -> Path:
@@ -86,6 +89,8 @@ def run_retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult
 
     target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
     config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))
+    if get(r["algo"]).runs_as and before.benefit is not None:  # ppo-lag: Lambda as the gate has it
+        config = config.replace(lambda_eps=float(before.benefit.eps))
     import tempfile
 
     if spec.setting is None:  # any system: the generic trainer, on the spec's own system
@@ -102,12 +107,72 @@ def run_retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult
 
 
 def _reaudit(spec: AuditSpec, before: AuditResult, target: Path) -> AuditResult:
-    """The spec's audit of the retrained checkpoint ``target``, with where it came from."""
+    """The spec's audit of the retrained checkpoint ``target``, with where it came from
+    and the honesty check of the repair (``extra["repair_check"]``, :func:`repair_check`)."""
     after = audit(spec.with_policy(checkpoint=target))
     after.extra["retrained_from"] = {"checkpoint": display_path(spec.checkpoint),
                                      "sha256": before.checkpoint_sha256,
                                      "retrain": dict(spec.retrain or {})}
+    after.extra["repair_check"] = repair_check(spec, before, after)
     return after
+
+
+def utility_of(result: AuditResult) -> float:
+    """The audited policy's expected utility (decision-maker reward, group-weighted)."""
+    return float(result.decomposition.total_utility)
+
+
+def repair_check(spec: AuditSpec, before: AuditResult, after: AuditResult,
+                 floor: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Is the repair ``after`` of ``before`` honest? Two rules (docs/ci-gate.md, "An
+    honest repair"):
+
+    - no threshold gets worse: a threshold key not in ``[retrain] allow_worse`` whose
+      interval after lies wholly above its interval before (for the exact engine, whose
+      intervals are points: a larger value) is a problem;
+    - the utility after is at least ``[retrain] min_utility``; without it, at least the
+      better of the baseline policy pi0 (``never``: always the baseline action) and the
+      uniform policy, both audited on the spec's own system and engine (``floor``: their
+      utilities, {"baseline": u0, "uniform": uu}, when already known).
+
+    Returns utilities before and after, the floor and where it came from, and
+    ``problems``: one sentence per broken rule naming the numbers (empty: honest)."""
+    r = spec.retrain or {}
+    allow = set(r.get("allow_worse", ()))
+    u_before, u_after = utility_of(before), utility_of(after)
+    out: dict[str, Any] = {"utility_before": u_before, "utility_after": u_after}
+    if "min_utility" in r:
+        out["min_utility"] = float(r["min_utility"])
+        out["min_utility_from"] = "[retrain] min_utility"
+    else:
+        if floor is None:
+            floor = {name: utility_of(audit(spec.with_policy(builtin=b)))
+                     for name, b in (("baseline", "never"), ("uniform", "uniform"))}
+        out["baseline_utility"] = float(floor["baseline"])
+        out["uniform_utility"] = float(floor["uniform"])
+        best = max(("baseline", "uniform"), key=lambda k: floor[k])
+        out["min_utility"] = float(floor[best])
+        out["min_utility_from"] = (f"the {best} policy's utility (the better of the baseline "
+                                   "policy pi0 and the uniform policy)")
+    problems = []
+    if u_after < out["min_utility"] and out["min_utility"] > -math.inf:
+        problems.append(f"utility {u_after:.6g} after repair is below min_utility "
+                        f"{out['min_utility']:.6g} ({out['min_utility_from']}; before: "
+                        f"{u_before:.6g}); set [retrain] min_utility to accept it")
+    old = {v.key: v for v in before.verdicts}
+    worse = []
+    for v in after.verdicts:
+        b = old.get(v.key)
+        if b is None or v.key in allow or not v.lower > b.upper + 1e-12 * max(1.0, abs(b.upper)):
+            continue
+        worse.append(v.key)
+        problems.append(f"{v.key} worse after repair: {b.estimate:.6g} -> {v.estimate:.6g} "
+                        f"(threshold {v.threshold:g}); add \"{v.key}\" to [retrain] allow_worse "
+                        "to accept it")
+    out["worse"] = worse
+    out["allow_worse"] = sorted(allow)
+    out["problems"] = problems
+    return out
 
 
 def _pt_to_npz(produced: Path, out: Path) -> Path:
@@ -142,7 +207,8 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any) -> tuple[Pa
     rep = repair_checkpoint(system, spec.horizon or system.horizon, constraints,
                             init=load_checkpoint_for(spec.checkpoint, system), seed=r.get("seed", 0),
                             outer=r.get("iterations", 30), n_random=r.get("starts", 12),
-                            eps=spec.eps, weights=spec.weights,
+                            eps=model_eps(eps_for(spec.eps, system)[0], system.tabular)[0],
+                            weights=spec.weights,
                             where=f"{where}: [retrain] algo", error=SpecError)
     target = retrained_checkpoint_path(spec.checkpoint, "exact")
     import tempfile

@@ -12,15 +12,25 @@ from typing import Any
 
 from causalfair.audit.result import AuditResult
 from causalfair.audit.spec import AuditSpec, load_spec, spec_label
+from causalfair.engines.attribution import attribute_exact, compare_attribute_mc
+from causalfair.engines.benefit import eps_for
+from causalfair.engines.benefit_horizon import lambda_horizon
 from causalfair.engines.exact import exact_numbers
-from causalfair.engines.montecarlo import compare_mc, decompose_mc
+from causalfair.engines.groups import compare as compare_groups
+from causalfair.engines.groups import lambda_by_forks, wanted
+from causalfair.engines.montecarlo import decompose_mc
 from causalfair.engines.notions import other_notions
-from causalfair.errors import CausalfairError, PolicyError, SpecError, UserCodeError
+from causalfair.errors import (
+    CausalfairError,
+    InputError,
+    SpecError,
+    UserCodeError,
+)
 from causalfair.logs import audit_logs, linear_potential, read_logs
 from causalfair.policies.core import policy_table
 from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import as_system, load_tabular, make
-from causalfair.thresholds import Verdict, abs_interval, judge
+from causalfair.thresholds import Verdict, abs_interval, group_verdicts, is_group_key, judge
 
 __all__ = ["audit", "run_audit", "build_system", "resolve_policy", "choose_engine", "in_spec"]
 
@@ -60,10 +70,19 @@ def _quantities(spec: AuditSpec, dec: Any, notions: Mapping[str, Any],
     return out
 
 
-def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float | None]]
-              ) -> list[Verdict]:
+def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float | None]],
+              groups: Any = None) -> list[Verdict]:
     out = []
     for key, thr in spec.thresholds.items():
+        if is_group_key(key):  # over groups beyond the pair (causalfair.engines.groups)
+            if groups is None:
+                raise SpecError(f"{spec_label(spec.path)}: [thresholds] {key}: thresholds over "
+                                "groups need an audit of a system or model with groups.")
+            try:
+                out += group_verdicts({key: thr}, groups)
+            except CausalfairError as exc:
+                raise SpecError(f"{spec_label(spec.path)}: [thresholds] {exc}") from None
+            continue
         base = key[4:] if key.startswith("abs_") else key
         if base not in q:
             raise SpecError(
@@ -117,7 +136,8 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None) -> Resolved
         return resolve(spec.checkpoint, system)
     if spec.policy_factory is not None:
         return resolve(spec.policy_factory, system, search_path=spec.base_dir,
-                       params=spec.policy_params, where=f"{where}: [policy] factory")
+                       params=spec.policy_params, where=f"{where}: [policy] factory",
+                       output=spec.policy_output)
     return resolve(spec.builtin, system, where=f"{where}: [policy] builtin")
 
 
@@ -138,7 +158,8 @@ def choose_engine(spec: AuditSpec, system: Any) -> str:
 
 
 def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], *,
-          policy: Any = None, system: Any = None) -> AuditResult:
+          policy: Any = None, system: Any = None, baseline: Any = None,
+          baseline_where: str = "baseline") -> AuditResult:
     """Run an audit spec and return an :class:`AuditResult`.
 
     ``spec_or_path``: a TOML file, a parsed mapping or an :class:`AuditSpec`.
@@ -147,12 +168,20 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
     policies under the same spec in a notebook. ``system``: optional override of the
     spec's ``[system]`` (a :class:`~causalfair.systems.System`, or anything
     :func:`~causalfair.systems.as_system` accepts, such as your simulator object).
+    ``baseline``: a policy to compare with (anything the resolver accepts; overrides the
+    spec's ``[baseline]``): the result's ``attribution`` then says why C moved from it
+    (:mod:`causalfair.engines.attribution`). ``baseline_where``: what the errors about a
+    bad ``baseline`` name (the command line: ``--baseline``).
     """
     t0 = time.perf_counter()
     spec = as_spec(spec_or_path)
     if spec.source == "logs":
+        if baseline is not None:
+            raise SpecError(f"{spec_label(spec.path)}: {baseline_where}: an audit from logs has "
+                            "no policy to compare on a system; audit a [system] spec instead.")
         return _audit_logs(spec, t0)
-    return run_prepared(prepare(spec, system=system, policy=policy), t0=t0)
+    return run_prepared(prepare(spec, system=system, policy=policy, baseline=baseline,
+                                baseline_where=baseline_where), t0=t0)
 
 
 class Prepared:
@@ -169,9 +198,11 @@ class Prepared:
         self.baseline = baseline  # (policy, label, checkpoint sha256) of [baseline]
 
 
-def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepared:
+def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
+            baseline: Any = None, baseline_where: str = "baseline") -> Prepared:
     """Build the spec's system and resolve its policy (every input error surfaces here,
-    before any engine runs); ``system``/``policy`` override the spec's."""
+    before any engine runs); ``system``/``policy``/``baseline`` override the spec's (an
+    error about ``baseline`` names ``baseline_where``)."""
     if system is None:
         system = build_system(spec)
     else:  # the report and provenance name the system actually audited
@@ -188,15 +219,15 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
         elif res.kind in ("builtin", "factory"):
             spec = replace(spec, builtin=policy if res.kind == "builtin" else None,
                            checkpoint=None, policy_factory=policy if res.kind == "factory"
-                           else None, policy_params={})
+                           else None, policy_params={}, policy_output=None)
         else:
             spec = replace(spec, builtin=None, checkpoint=None, policy_factory=None,
                            policy_object=pname)
     explicit = isinstance(spec.raw, Mapping) and "horizon" in spec.raw
     T = spec.horizon if spec.horizon is not None and explicit else system.horizon
     spec = replace(spec, engine=choose_engine(spec, system), horizon=T)
-    baseline = None
-    if spec.baseline_thresholds:
+    override, baseline = baseline, None
+    if spec.baseline_thresholds or override is not None:
         paired_keys = {"C", "DPE", "IPE", "SPE", "utility"}
         if "exact" not in system.engines:
             bad = [k for k in spec.baseline_thresholds
@@ -210,12 +241,15 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None) -> Prepa
             raise SpecError(f"{spec_label(spec.path)}: [baseline]: the paired Monte Carlo comparison "
                             f"needs independent units; system {system.id!r} couples them. Use "
                             "[engine] kind = \"exact\" or compare two audits.")
+        where = (baseline_where if override is not None
+                 else f"{spec_label(spec.path)}: [baseline]")
         try:
-            b = resolve(spec.baseline_checkpoint if spec.baseline_checkpoint is not None
-                        else spec.baseline_builtin, system)
+            b = resolve(override if override is not None else spec.baseline_checkpoint
+                        if spec.baseline_checkpoint is not None else spec.baseline_builtin,
+                        system, search_path=spec.base_dir)
             baseline = (b.policy, b.label, b.sha256)
-        except PolicyError as exc:
-            raise PolicyError(f"{spec_label(spec.path)}: [baseline]: {exc}") from None
+        except CausalfairError as exc:  # a bad policy, checkpoint or factory: name where
+            raise in_spec(exc, where) from None
     return Prepared(spec, system, pol, pname, sha, meta, baseline)
 
 
@@ -244,16 +278,17 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     table = mu_pi = mu_0 = exact = ben = None
     notions: dict[str, Any] = {}
     extra: dict[str, Any] = {}
+    eps, eps_source = eps_for(spec.eps, system)  # given, declared by the system, or "auto"
     if model is not None:
         table = policy_table(pol, model, T)
-        nums = exact_numbers(model, table, T, eps=spec.eps, weights=spec.weights,
+        nums = exact_numbers(model, table, T, eps=eps, weights=spec.weights,
                              policy_name=pname, benefit=True, notions=True)
         exact, ben, notions = nums.decomposition, nums.benefit, nums.notions
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
     if engine == "mc":
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,
-                           eps=spec.eps, alpha=spec.alpha, benefit_n=spec.n)
+                           eps=eps, alpha=spec.alpha, benefit_n=spec.n)
         if exact is not None:
             dec = replace(dec, Lambda=exact.Lambda, Lambda_ci=exact.Lambda_ci,
                           Lambda_ci_level=None, benefit=ben)
@@ -265,15 +300,42 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         dec = exact
     for k, v in (getattr(dec, "notions", None) or {}).items():  # e.g. ELBERT's bias by MC
         notions.setdefault(k, v)
+    if ben is not None and eps_source is not None:
+        ben = replace(ben, eps_source=eps_source)
+    if spec.horizon_benefit:  # Lambda_T beside Lambda (exact from the model, else forks)
+        lt = lambda_horizon(system, pol, T, engine="exact" if model is not None else "mc",
+                            eps=eps, weights=spec.weights, n=min(spec.n, 2000),
+                            seed=spec.seed, alpha=spec.alpha, eps_source=eps_source)
+        notions["Lambda_T"] = lt.Lambda
+        extra["Lambda_T"] = {"estimate": lt.Lambda, "ci": None if lt.ci is None else list(lt.ci),
+                             "eps": lt.eps, "eps_source": lt.eps_source, "engine": lt.method}
     q = _quantities(spec, dec, notions, lam_se=lam_se)
     if ben is not None and getattr(ben, "ci", None) is not None and "Lambda" in q:
         q["Lambda"] = (q["Lambda"][0], ben.ci[0], ben.ci[1], ben.se)  # bootstrap hull interval
+    selection = selection_rates(model, table, mu_pi, T, source="exact",
+                                labels=system.decisions.labels) if model is not None else (
+        counted_selection(dec.decisions, dec.groups, system.decisions.labels,
+                          system.decisions.baseline)
+        if getattr(dec, "decisions", None) is not None else None)
+    groups = None
+    if wanted(len(dec.groups), spec.reference, spec.thresholds):
+        lambda_of = None if ben is None or ben.method == "exact" else lambda_by_forks(
+            system, pol, T, n=spec.n, seed=spec.seed, eps=ben.eps, alpha=spec.alpha)
+        try:
+            groups = compare_groups(dec, reference=spec.reference, alpha=spec.alpha,
+                                    benefit=ben, lambda_of=lambda_of, selection=selection,
+                                    attributes=getattr(system, "group_attributes", None),
+                                    coupled=system.units_per_replica != 1)
+        except InputError as exc:  # a reference that is not a group: the spec's
+            raise in_spec(exc, spec_label(spec.path)) from None
     res = AuditResult(
         spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
-        verdicts=_verdicts(spec, q), model=model, policy=pol, policy_table=table,
+        verdicts=_verdicts(spec, q, groups), model=model, policy=pol, policy_table=table,
         mu_pi=mu_pi, mu_0=mu_0, system=system,
     )
     res.extra.update(extra)
+    res.group_comparison = groups
+    res.selection = selection
     if ben is None:
         res.extra["benefit"] = ("not computed: benefit fairness needs a tabular model or the "
                                 "Monte Carlo benefit estimator")
@@ -284,18 +346,23 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
     """Add the verdicts of ``[baseline.thresholds]`` to ``res``: each quantity of the
     audited policy minus the baseline's (for utility: the baseline's minus the policy's)
     judged by the same CI rule. Exact engine: exact differences. Monte Carlo: a paired
-    run with common random numbers (:func:`~causalfair.engines.montecarlo.compare_mc`); Lambda
-    and the other notions need the exact engine's numbers (a tabular system)."""
+    run with common random numbers (the numbers of
+    :func:`~causalfair.engines.montecarlo.compare_mc`, from the run that also gives the
+    attribution: :func:`~causalfair.engines.attribution.compare_attribute_mc`); Lambda
+    and the other notions need the exact engine's numbers (a tabular system). The result's
+    ``attribution`` says why C moved from the baseline."""
     from statistics import NormalDist
 
     spec, system, model = res.spec, res.system, res.model
     bpol, blabel, bsha = baseline
     T = spec.horizon
     z = NormalDist().inv_cdf(1.0 - spec.alpha / 2.0)
-    paired = None
-    if spec.engine == "mc":
-        paired = compare_mc(system, res.policy, bpol, T, n=spec.n, seed=spec.seed,
-                            pair=res.decomposition.pair)
+    paired = attribution = None
+    if spec.engine == "mc":  # one paired run gives the comparison and the attribution
+        paired, attribution = compare_attribute_mc(
+            system, res.policy, bpol, T, n=spec.n, seed=spec.seed, alpha=spec.alpha,
+            pair=res.decomposition.pair, policy_name=res.decomposition.policy_name,
+            baseline_name=blabel)
     qb: Mapping[str, Any] = {}
     if model is not None:  # the baseline's exact numbers (all quantities)
         b = _run_engines(replace(spec, thresholds={}), system, model, bpol, blabel, T, "exact")
@@ -334,6 +401,9 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
         numbers[key] = {"policy": float(mine), "baseline": float(theirs), "difference": float(e),
                         "lower": float(lo), "upper": float(hi)}
     res.verdicts = list(res.verdicts) + verdicts
+    res.attribution = attribution if attribution is not None else attribute_exact(
+        model, res.policy_table, b.policy_table, T, pair=res.decomposition.pair,
+        policy_name=res.decomposition.policy_name, baseline_name=blabel)
     res.extra["baseline"] = {"policy": blabel, "checkpoint_sha256": bsha,
                              "paired_monte_carlo": paired is not None, "quantities": numbers}
 
@@ -345,7 +415,7 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     if weights is not None:
         opts["potential"] = linear_potential(weights)
     la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
-                    eps=spec.eps, weights=spec.weights, **opts)
+                    eps=0.1 if spec.eps is None else spec.eps, weights=spec.weights, **opts)
     dec, ben = la.decomposition, la.benefit
     if dec is None or ben is None:
         raise SpecError(
@@ -367,6 +437,7 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     res = AuditResult(spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
                       verdicts=_verdicts(spec, q), model=model, policy_table=table,
                       mu_pi=model.propagate(table, T), mu_0=model.propagate(0.0, T))
+    res.selection = selection_rates(model, table, res.mu_pi, T, source="logs", logs=df)
     res.extra["logs"] = {"rows": la.n_rows, "individuals": la.n_individuals,
                          "n_boot": la.n_boot, "seed": la.seed, "policy_source": la.policy_source,
                          "fit": la.method}
@@ -380,6 +451,76 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     return res
 
 
+
+
+def selection_rates(model: Any, table: Any, mu_pi: Any, T: int, *, source: str,
+                    labels: Any = None, logs: Any = None) -> dict[str, Any]:
+    """Selection rates in the sense of bias-audit rules such as NYC Local Law 144: per
+    group, per step t < T and per non-baseline action a, the share of the group given a,
+    sum_x mu_t(x | s) pi_t(a | x, s) (``rate``; method.md section 2, mu under pi), and
+    its mean over the steps (``rate_overall``). From ``logs`` (a log audit): the decisions
+    observed in the log instead, with the counts behind them (``n``: individuals of the
+    group at step t, ``count``: those given a; :func:`counted_selection` for a Monte Carlo
+    audit); a model audit has no individuals, so its counts are null. ``labels``: the
+    action names (default: the model's, else d0, d1, ...)."""
+    import numpy as np
+
+    labels = [str(x) for x in labels or model.action_labels
+              or [f"d{a}" for a in range(model.n_actions)]]
+    acts = [a for a in range(model.n_actions) if a != model.baseline]
+    groups = [str(g) for g in model.group_names]
+    out: dict[str, Any] = {"source": source, "baseline_action": labels[model.baseline],
+                           "actions": [labels[a] for a in acts], "groups": groups,
+                           "steps": int(T), "rate": {}, "rate_overall": {}, "n": None,
+                           "count": None}
+    if logs is None:
+        pa = model.action_table(table)
+        pa = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
+        share = np.einsum("tsx,tsxa->sat", mu_pi[:T], pa[:T])  # (G, A, T)
+        for i, g in enumerate(groups):
+            out["rate"][g] = {labels[a]: share[i, a].tolist() for a in acts}
+            out["rate_overall"][g] = {labels[a]: float(share[i, a].mean()) for a in acts}
+        return out
+    steps = sorted(int(t) for t in logs["t"].unique())
+    n = logs.groupby(["group", "t"]).size()
+    c = logs.groupby(["group", "t", "decision"]).size()
+    out.update(steps=len(steps), t=steps)
+    return _rates_of_counts(out, {g: [int(n.get((g, t), 0)) for t in steps] for g in groups},
+                            {g: {labels[a]: [int(c.get((g, t, a), 0)) for t in steps]
+                                 for a in acts} for g in groups})
+
+
+def counted_selection(decisions: Any, groups: Any, labels: Any, baseline: int
+                      ) -> dict[str, Any]:
+    """The selection rates of :func:`selection_rates` from the decisions a Monte Carlo run
+    drew (``decisions``: (G, A, T) counts of the units of each group given each action at
+    each step, :attr:`causalfair.results.Decomposition.decisions`; their sum over the actions
+    is the units of the group at that step), with those counts (``source`` "mc")."""
+    import numpy as np
+
+    cnt = np.asarray(decisions, dtype=np.int64)
+    labels = [str(x) for x in labels]
+    acts = [a for a in range(cnt.shape[1]) if a != baseline]
+    groups = [str(g) for g in groups]
+    out: dict[str, Any] = {"source": "mc", "baseline_action": labels[baseline],
+                           "actions": [labels[a] for a in acts], "groups": groups,
+                           "steps": int(cnt.shape[2]), "rate": {}, "rate_overall": {}}
+    return _rates_of_counts(out, {g: cnt[i].sum(0).tolist() for i, g in enumerate(groups)},
+                            {g: {labels[a]: cnt[i, a].tolist() for a in acts}
+                             for i, g in enumerate(groups)})
+
+
+def _rates_of_counts(out: dict[str, Any], n: dict[str, list[int]],
+                     count: dict[str, dict[str, list[int]]]) -> dict[str, Any]:
+    """``out`` with ``n`` (units per group and step), ``count`` (per group and action) and
+    the rates they give (None where a group has no unit at a step)."""
+    out.update(n=n, count=count, rate={}, rate_overall={})
+    for g, ng in n.items():
+        out["rate"][g] = {a: [x / m if m else None for x, m in zip(ca, ng, strict=True)]
+                          for a, ca in count[g].items()}
+        out["rate_overall"][g] = {a: sum(ca) / sum(ng) if sum(ng) else None
+                                  for a, ca in count[g].items()}
+    return out
 
 
 run_audit = audit

@@ -19,7 +19,7 @@ from typing import Any
 
 from causalfair._limits import check_memory, format_bytes
 from causalfair._safe_read import JSON_BYTES_FACTOR, read_json_file
-from causalfair.audit.gate import ERROR
+from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
 from causalfair.errors import InputError
 from causalfair.report.render import md_escape
 from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, overall_verdict
@@ -163,6 +163,11 @@ def check_gate_summary(doc: Any, where: str) -> None:
         raise _bad(where, "inconclusive", "must be 'pass' or 'fail'", doc.get("inconclusive"))
     if not isinstance(doc.get("accept_repaired", False), bool):
         raise _bad(where, "accept_repaired", "must be true or false", doc.get("accept_repaired"))
+    version = doc.get("schema_version", GATE_SCHEMA_VERSION)  # none: written before 1.0
+    if not isinstance(version, str) or version.split(".")[0] != GATE_SCHEMA_VERSION.split(".")[0]:
+        raise _bad(where, "schema_version", f"must be {GATE_SCHEMA_VERSION.split('.')[0]}.x (this "
+                   f"causalfair reads gate summaries of schema {GATE_SCHEMA_VERSION}); merge "
+                   "shards written by the same causalfair version", version)
     code = doc.get("exit_code", 0)
     if isinstance(code, bool) or code not in (0, 1, 2):
         raise _bad(where, "exit_code", "must be 0, 1 or 2", code)
@@ -178,7 +183,7 @@ def check_gate_summary(doc: Any, where: str) -> None:
         else:
             _verdict_block(e, where, field)
         for key in ("spec", "checkpoint_sha256", "retrained_checkpoint", "report",
-                    "retrain_error"):
+                    "retrain_error", "attribution"):
             v = e.get(key)
             if v is not None and not isinstance(v, str):
                 raise _bad(where, f"{field}.{key}", "must be a string or null", v)
@@ -221,9 +226,10 @@ def merge_summaries(docs: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> 
                 raise InputError(f"spec {e['name'][:80]!r} appears in {seen[e['name']]}"
                                  f" and {path}; each spec belongs to one shard.")
             seen[e["name"]] = path
-    merged = {"inconclusive": docs[0].get("inconclusive", "fail"),
-              "accept_repaired": docs[0].get("accept_repaired", False), "specs": specs}
-    return {"exit_code": summary_exit_code(merged), **merged}
+    merged = gate_summary(0, docs[0].get("inconclusive", "fail"),
+                          docs[0].get("accept_repaired", False), specs)
+    merged["exit_code"] = summary_exit_code(merged)
+    return merged
 
 
 # ------------------------------------------------------------------------------- JUnit
@@ -299,9 +305,10 @@ def merge_junit(suites: Sequence[Any]) -> str:
 
 # ---------------------------------------------------------------------------- Markdown
 def markdown(doc: Mapping[str, Any]) -> str:
-    """The verdict table of a checked gate summary (one row per threshold per spec), for a
-    GitHub job summary: names and keys are escaped (:func:`causalfair.report.render.md_escape`),
-    so they render as the text they are."""
+    """The verdict table of a checked gate summary (one row per threshold per spec, and
+    for a spec gated against a baseline the gate's ``why:`` row: its ``attribution`` line,
+    why C moved), for a GitHub job summary: names and keys are escaped
+    (:func:`causalfair.report.render.md_escape`), so they render as the text they are."""
     def num(x: Any) -> str:
         return "n/a" if x is None else f"{x:.4g}"
 
@@ -323,4 +330,6 @@ def markdown(doc: Mapping[str, Any]) -> str:
                          f"{icon[ERROR]} |")
         elif not e["verdicts"]:
             lines.append(f"| {name} | (no thresholds) | | | {icon[e['overall']]} |")
+        if e.get("attribution"):
+            lines.append(f"| {name} | why: {md_escape(e['attribution'][:300])} | | | |")
     return "\n".join(lines) + "\n"

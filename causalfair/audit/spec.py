@@ -15,8 +15,19 @@ from causalfair._safe_read import read_toml
 from causalfair.errors import SpecError, short
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
 from causalfair.policies.core import BUILTIN_POLICIES
+from causalfair.policies.resolver import TORCH_OUTPUTS
+from causalfair.systems.gym.door import gym_id  # the gym system's id: its one home
 from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home
-from causalfair.thresholds import PPO_LAG_KEYS, SIGNED_KEYS, THRESHOLD_KEYS  # their one home
+from causalfair.thresholds import (  # their one home
+    MAX_PAIR_KEYS,
+    MIN_RATIO_KEYS,
+    PAIR_KEYS,
+    PPO_LAG_KEYS,
+    SIGNED_KEYS,
+    THRESHOLD_KEYS,
+    group_key_error,
+    split_key,
+)
 from causalfair.train.algorithms import names as _algorithm_names
 
 __all__ = ["AuditSpec", "SpecError", "load_spec", "METRICS", "THRESHOLD_KEYS", "ENGINES",
@@ -33,7 +44,7 @@ METRICS: tuple[str, ...] = (
 #: [retrain] algo values (the registry of causalfair.train.algorithms).
 RETRAIN_ALGOS = _algorithm_names(retrain=True)
 TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", "policy",
-            "engine", "benefit", "thresholds", "baseline", "retrain")
+            "engine", "benefit", "thresholds", "baseline", "retrain", "reference")
 #: Keys of [baseline.thresholds]: "quantity(policy) - quantity(baseline) <= value" (no
 #: worse than the baseline by more than value); ``utility`` reads "utility(baseline) -
 #: utility(policy) <= value" (utility may drop by at most value).
@@ -44,10 +55,10 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy"),
-    "policy": ("builtin", "checkpoint", "factory", "params"),
+    "policy": ("builtin", "checkpoint", "factory", "params", "output"),
     "engine": ("kind", "n", "seed", "alpha"),
-    "benefit": ("eps", "weights", "worst"),
-    "retrain": ("algo", "iterations", "betas", "seed", "starts"),
+    "benefit": ("eps", "weights", "worst", "horizon_benefit"),
+    "retrain": ("algo", "iterations", "betas", "seed", "starts", "min_utility", "allow_worse"),
     "baseline": ("checkpoint", "builtin", "thresholds"),
 }
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # used with fullmatch: no trailing newline
@@ -83,7 +94,11 @@ class AuditSpec:
     n: int = 20000
     seed: int = 0
     alpha: float = 0.05
-    eps: float = 0.1
+    #: Lambda's eps: a number in the gain's units, "auto" (scale-free), or None: the value
+    #: the system declares, else "auto" (causalfair.engines.benefit.eps_for).
+    eps: float | str | None = None
+    #: Also compute Lambda_T (causalfair.engines.benefit_horizon), reported as a notion.
+    horizon_benefit: bool = False
     weights: str = "visitation"
     worst: int = 5
     metrics: tuple[str, ...] = METRICS
@@ -96,12 +111,18 @@ class AuditSpec:
     system_tabular: Path | None = None
     policy_factory: str | None = None
     policy_params: Mapping[str, Any] = field(default_factory=dict)
+    #: How the factory's torch module's outputs are read (causalfair.policies.TORCH_OUTPUTS;
+    #: None: logits, refused for a Q-network).
+    policy_output: str | None = None
     base_dir: Path | None = None
     policy_object: str | None = None  # name of a policy object passed to audit(policy=...)
     baseline_checkpoint: Path | None = None
     baseline_builtin: str | None = None
     baseline_thresholds: Mapping[str, float] = field(default_factory=dict)
     timeout: float | None = None  # seconds the gate gives this spec's audit (None: no limit)
+    #: The reference group of the per-group comparisons (None: the system's first group;
+    #: causalfair.engines.groups).
+    reference: str | None = None
 
     @property
     def baseline_label(self) -> str | None:
@@ -128,7 +149,7 @@ class AuditSpec:
         if self.system_tabular is not None:
             return f"tabular {self.system_tabular.name}"
         if self.system_id == "gym" and "env" in self.system_params:
-            return f"gym:{self.system_params['env']}"
+            return gym_id(self.system_params["env"])
         return str(self.system_id)
 
     def with_policy(self, *, checkpoint: str | os.PathLike[str] | None = None,
@@ -138,9 +159,9 @@ class AuditSpec:
             raise SpecError("with_policy: pass exactly one of checkpoint= or builtin=.")
         if checkpoint is not None:
             return replace(self, checkpoint=Path(checkpoint).resolve(), builtin=None,
-                           policy_factory=None, policy_params={})
+                           policy_factory=None, policy_params={}, policy_output=None)
         return replace(self, builtin=str(builtin), checkpoint=None, policy_factory=None,
-                       policy_params={})
+                       policy_params={}, policy_output=None)
 
 
 def spec_label(path: Path | None) -> str:
@@ -176,6 +197,14 @@ def _get_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, 
         hi_s = "" if hi == math.inf else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
         raise _fail(path, label, v, f"a number{lo_s}{hi_s}" if lo_s else "a finite number")
     return float(v)
+
+
+def _threshold_value(sec: Mapping[str, Any], key: str, label: str, base: str,
+                     path: Path | None) -> float:
+    """A [thresholds] value: any number for a signed effect, in [0, 1] for a ratio, else >= 0."""
+    lo = -math.inf if base in SIGNED_KEYS else 0.0
+    return _get_float(sec, key, label, path, default=0.0, lo=lo,
+                      hi=1.0 if base in MIN_RATIO_KEYS else math.inf)
 
 
 def _names(sec: Mapping[str, Any], key: str, path: Path | None) -> list[str] | None:
@@ -427,8 +456,10 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                 f"{spec_label(path)}: [policy]: {'both ' if len(given) == 2 else ''}"
                 f"{' and '.join(given)} are set; keep one."
             )
-        if "params" in sec and "factory" not in sec:
-            raise SpecError(f"{spec_label(path)}: [policy] params: only used with [policy] factory.")
+        for key in ("params", "output"):
+            if key in sec and "factory" not in sec:
+                raise SpecError(f"{spec_label(path)}: [policy] {key}: only used with [policy] "
+                                "factory.")
         if "factory" in sec:
             fac = sec["factory"]
             if not isinstance(fac, str) or fac.count(":") != 1 or fac.startswith(":") \
@@ -438,7 +469,12 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             pp = sec.get("params", {})
             if not isinstance(pp, Mapping):
                 raise _fail(path, "[policy] params", pp, "a table such as { threshold = 0.5 }")
-            kw.update(policy_factory=fac, policy_params=dict(pp), builtin=None)
+            out = sec.get("output")
+            if out is not None and out not in TORCH_OUTPUTS:
+                raise _fail(path, "[policy] output", out, ", ".join(map(repr, TORCH_OUTPUTS)) +
+                            " (how the factory's torch module's outputs are read)")
+            kw.update(policy_factory=fac, policy_params=dict(pp), policy_output=out,
+                      builtin=None)
         elif "checkpoint" in sec:
             ck = sec["checkpoint"]
             if not isinstance(ck, str) or not ck:
@@ -472,6 +508,11 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     if "timeout" in raw:
         kw["timeout"] = _get_float(raw, "timeout", "timeout", path, default=0.0, lo=0.0,
                                    lo_open=True)
+    if "reference" in raw:  # the reference group (checked against the system's groups)
+        ref = raw["reference"]
+        if not isinstance(ref, str) or not ref:
+            raise _fail(path, "reference", ref, "a group name such as \"White\"")
+        kw["reference"] = ref
 
     # engine
     sec = _check_keys(raw.get("engine", {}), "engine", SECTION_KEYS["engine"], path)
@@ -496,11 +537,19 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     weights = sec.get("weights", "visitation")
     if weights not in WEIGHTS:
         raise _fail(path, "[benefit] weights", weights, ", ".join(WEIGHTS))
+    if isinstance(sec.get("eps"), str) and sec["eps"] != "auto":
+        raise _fail(path, "[benefit] eps", sec["eps"], "a number > 0 (in the gain's units) or "
+                    "\"auto\" (scale-free; docs/decomposition.md)")
     kw.update(
-        eps=_get_float(sec, "eps", "[benefit] eps", path, default=0.1, lo=0.0, lo_open=True),
+        eps=("auto" if sec.get("eps") == "auto" else
+             _get_float(sec, "eps", "[benefit] eps", path, default=None, lo=0.0, lo_open=True)),
         weights=weights,
         worst=_get_int(sec, "worst", "[benefit] worst", path, minimum=1, default=5),
     )
+    if "horizon_benefit" in sec:
+        if not isinstance(sec["horizon_benefit"], bool):
+            raise _fail(path, "[benefit] horizon_benefit", sec["horizon_benefit"], "true or false")
+        kw["horizon_benefit"] = sec["horizon_benefit"]
 
     # metrics
     if "metrics" in raw:
@@ -518,14 +567,18 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         raise _fail(path, "[thresholds]", sec, "a table such as { abs_C = 0.05 }")
     thr: dict[str, float] = {}
     for k in sec:
-        if k not in THRESHOLD_KEYS:
+        if k in PAIR_KEYS and isinstance(sec[k], Mapping):  # [thresholds.abs_C] "A-B" = 0.1
+            for pr in sec[k]:
+                thr[f"{k}[{pr}]"] = _threshold_value(sec[k], pr, f"[thresholds.{k}] {pr}", k, path)
+            continue
+        if k not in THRESHOLD_KEYS and group_key_error(k) is not None:
             raise SpecError(
-                f"{spec_label(path)}: [thresholds] {k}: unknown key; allowed keys: "
-                f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value')."
-            )
-        signed = k in SIGNED_KEYS
-        thr[k] = _get_float(sec, k, f"[thresholds] {k}", path, default=0.0,
-                            lo=-math.inf if signed else 0.0)
+                f"{spec_label(path)}: [thresholds] {k}: {group_key_error(k)}; allowed keys: "
+                f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value'), over groups "
+                f"{', '.join(MAX_PAIR_KEYS)} (largest over the pairs <= value), "
+                f"{', '.join(MIN_RATIO_KEYS)} (smallest ratio >= value), and KEY[A-B] for one "
+                "pair.")
+        thr[k] = _threshold_value(sec, k, f"[thresholds] {k}", split_key(k)[0], path)
     kw["thresholds"] = thr
 
     # baseline: thresholds relative to another policy (e.g. the checkpoint on main)
@@ -611,6 +664,32 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         if algo == "exact":
             kw["retrain"]["starts"] = _get_int(sec, "starts", "[retrain] starts", path,
                                                minimum=0, default=12)
+        kw["retrain"].update(_repair_guards(sec, kw.get("thresholds", {}), path))
     return AuditSpec(**kw)
 
 
+def _repair_guards(sec: Mapping[str, Any], thresholds: Mapping[str, float],
+                   path: Path | None) -> dict[str, Any]:
+    """``[retrain] min_utility`` (a number, ``-inf`` allowed; absent: the better of the
+    baseline policy pi0 and the uniform policy) and ``allow_worse`` (threshold keys a
+    repair may make worse), kept only when given, as the gate reads them
+    (docs/ci-gate.md, "An honest repair")."""
+    out: dict[str, Any] = {}
+    if "min_utility" in sec:
+        v = sec["min_utility"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v == math.inf:
+            raise _fail(path, "[retrain] min_utility", v, "a number or -inf (no floor); leave it "
+                        "out for the better of the baseline and the uniform policy's utility")
+        out["min_utility"] = float(v)
+    if "allow_worse" in sec:
+        v = sec["allow_worse"]
+        v = [v] if isinstance(v, str) else v
+        if not isinstance(v, list) or not all(isinstance(k, str) for k in v):
+            raise _fail(path, "[retrain] allow_worse", sec["allow_worse"],
+                        "a list of [thresholds] keys, e.g. [\"Lambda\"]")
+        bad = [k for k in v if k not in thresholds]
+        if bad:
+            raise _fail(path, "[retrain] allow_worse", bad[0], "keys of this spec's [thresholds]"
+                        f" ({', '.join(thresholds) or 'none'})")
+        out["allow_worse"] = list(dict.fromkeys(v))
+    return out

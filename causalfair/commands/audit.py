@@ -31,6 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="report folder (default: .causalfair/reports/NAME); written atomically; "
                    "an existing folder is replaced only if causalfair wrote it")
     p.add_argument("--no-report", action="store_true", help="print the verdicts only")
+    p.add_argument("--baseline", metavar="POLICY",
+                   help="a policy to compare with (a built-in such as threshold:0.7, a "
+                        "checkpoint path or module:callable; overrides the spec's [baseline]): "
+                        "the report's 'What changed' section and audit.json's attribution say "
+                        "why C moved from it, by path (DPE, IPE), step and cell")
     p.add_argument("--json", action="store_true",
                    help="print the audit as one JSON object instead of the text summary")
     add_mlflow_arguments(p)
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
         import_mlflow()
     spec = load_spec(args.spec)
-    result = audit(spec)
+    result = audit(spec, baseline=args.baseline, baseline_where="--baseline")
     out = None
     if not args.no_report:
         out = result.write_report(Path(args.out) if args.out else default_report_dir(spec.name))
@@ -72,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(result.summary())
+        if result.attribution is not None:
+            print("\n" + result.attribution.summary())
         if out is not None:
             print(f"\nreport: {out / 'report.html'}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from causalfair._validation import engine_for
 from causalfair.backends import make_backend
@@ -17,6 +18,7 @@ from causalfair.commands._system import (
     load_system,
 )
 from causalfair.commands.logs import add_logs_arguments, run_logs
+from causalfair.engines.benefit import eps_for
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import InputError, UsageError
@@ -52,7 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_arguments(p)
     p.add_argument("--policy", default="threshold:0.5", help=POLICY_HELP)
     p.add_argument("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
-    p.add_argument("--eps", type=float, default=0.1, help="Lambda's eps > 0 (default: 0.1)")
+    p.add_argument("--eps", default=None,
+                   help="Lambda's eps: a number > 0 in the gain's units, or 'auto' (0.1 x the "
+                        "90th percentile of |Delta|, scale-free); default: the value the system "
+                        "declares (0.1 on lending), else auto (0.1 for --logs)")
     p.add_argument("--weights", choices=("visitation", "initial"), default="visitation",
                    help="P(x | s) in Lambda (default: visitation under pi, averaged over t < T)")
     p.add_argument("--worst", type=int, default=5, metavar="N",
@@ -70,7 +75,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=0.05,
                    help="mc: confidence level 1 - alpha of the printed CIs (default: 0.05)")
     p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
-                   help="mc: where the (group, batch) tasks run: serial (default), process "
+                   help="mc: where the (group, batch) tasks run: this process (default: on "
+                        "threads, one per core it may use; serial: one thread), process "
                         "(--jobs local workers) or ray (--address, $RAY_ADDRESS, else a local "
                         "Ray); the numbers are the same bit for bit (docs/scale.md)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
@@ -102,11 +108,20 @@ def load_model_and_policy(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     if args.worst < 1:
         raise UsageError(f"--worst: must be an integer >= 1, got {args.worst}.")
-    if args.eps <= 0 or args.eps != args.eps:
-        raise UsageError(f"--eps: must be a number > 0, got {args.eps}.")
+    if args.eps is not None and args.eps != "auto":
+        try:
+            value = float(args.eps)
+        except ValueError:
+            value = -1.0
+        if not 0 < value < float("inf"):
+            raise UsageError(f"--eps: must be a number > 0 (in the gain's units) or 'auto', "
+                             f"got {str(args.eps)[:40]!r}.")
+        args.eps = value
     if getattr(args, "logs", None):
+        args.eps = 0.1 if args.eps is None else args.eps
         return run_logs(args)
     system, policy = load_system_and_policy(args)
+    args.eps, eps_source = eps_for(args.eps, system)
     if args.n is None:  # worlds of coupled units are U units each
         args.n = 2000 if system.units_per_replica > 1 else 100_000
 
@@ -125,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         nums = exact_numbers(model, policy, args.horizon, eps=args.eps, weights=args.weights,
                              benefit=True)
         result, benefit = nums.decomposition, nums.benefit
+    if benefit is not None and eps_source is not None:
+        benefit = replace(benefit, eps_source=eps_source)
     if result.engine == "mc" and not args.json:
         print(_mc_text(result, args.alpha))
         print()

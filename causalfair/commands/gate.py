@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "2 on usage or input errors (a broken spec: the message names the key) and for a spec "
             "whose user code raised or exited (its traceback: .causalfair/logs/, or --debug; "
             "the other specs' verdicts are kept). Every "
-            "spec is validated before anything runs. A JSON summary goes to stdout (or to "
-            "--json PATH, the human-readable table then goes to stdout)."
+            "spec is validated before anything runs. The human-readable table (every threshold "
+            "and the utility, before and after a repair) goes to stdout; the JSON summary "
+            "only to --json PATH (or to stdout with --json -, the table then goes to stderr)."
         ),
         epilog="Example: causalfair gate audits/*.toml --junit gate.xml --json gate.json. "
                "See docs/ci-gate.md for a CI workflow.",
@@ -42,14 +43,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how INCONCLUSIVE shows in JUnit (default: failure with "
                         "--inconclusive fail, skipped with --inconclusive pass)")
     p.add_argument("--json", metavar="PATH", dest="json_path",
-                   help="write the JSON summary to PATH instead of stdout")
+                   help="write the JSON summary to PATH ('-': to stdout, and the table to "
+                        "stderr); without --json no JSON is written")
     p.add_argument("--reports", metavar="DIR",
                    help="also write each spec's report to DIR/NAME")
     p.add_argument("--retrain", action="store_true",
                    help="retrain failing checkpoints with the spec's [retrain] section "
                         "(warm start; the new checkpoint is written beside the old one as "
                         "NAME.retrained-ALGO-N.pt, never overwriting) and re-audit them; the exit "
-                        "code stays 1 while the checkpoint under version control fails")
+                        "code stays 1 while the checkpoint under version control fails, and a "
+                        "repair that makes a threshold worse or keeps less utility than "
+                        "[retrain] min_utility (default: the better of the baseline and the "
+                        "uniform policy) fails")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="audit the specs in N local worker processes (default: 1, this "
                         "process); results are merged in spec order, so the JSON and JUnit "
@@ -94,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     check_timeout(args.timeout, "--timeout")
 
     for out in (args.junit, args.json_path):
-        if out:
+        if out and out != "-":
             check_output_file(out, args.specs)
     if args.shard:
         args.specs = _shard(args.specs, args.shard)
@@ -129,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         how = args.junit_inconclusive or ("skipped" if args.inconclusive == "pass" else "failure")
         xml = result.to_junit(inconclusive_as=how).encode("utf-8")
         atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
-    print(result.side_by_side(), file=sys.stdout if args.json_path else sys.stderr)
+    print(result.side_by_side(), file=sys.stderr if args.json_path == "-" else sys.stdout)
     _write_json(args, doc)
     errs = [e for e in result.entries if e.error is not None]
     _report_errors(args, [e.error for e in errs], [e.user_traceback for e in errs],
@@ -138,13 +143,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_json(args: argparse.Namespace, doc: str) -> None:
-    """The JSON summary to --json PATH (atomically), else to stdout."""
-    if args.json_path:
+    """The JSON summary to --json PATH (atomically), to stdout with --json -, else
+    nowhere."""
+    if args.json_path == "-":
+        sys.stdout.write(doc)
+    elif args.json_path:
         from pathlib import Path
 
         atomic_write_bytes(Path(args.json_path), lambda fh: fh.write(doc.encode("utf-8")))
-    else:
-        sys.stdout.write(doc)
 
 
 def _report_errors(args: argparse.Namespace, messages: list[str], user_tracebacks: list[str],

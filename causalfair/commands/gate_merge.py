@@ -40,8 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the merged JUnit (needs --junit-in)")
     p.add_argument("--markdown", action="store_true",
                    help="print the verdicts as a Markdown table on stdout instead of the merged "
-                        "JSON (e.g. >> $GITHUB_STEP_SUMMARY; one gate JSON works too); spec "
-                        "names and keys are escaped, so they show as plain text")
+                        "JSON (e.g. >> $GITHUB_STEP_SUMMARY; one gate JSON works too), with a "
+                        "'why:' row for each spec gated against a [baseline] (why C moved); "
+                        "spec names and keys are escaped, so they show as plain text")
     p.set_defaults(run=run)
 
 

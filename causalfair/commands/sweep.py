@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from causalfair.backends import resolve_jobs
 from causalfair.commands._system import parse_params
 from causalfair.commands.decompose import backend_from_args
 from causalfair.commands.train import parse_set
@@ -48,13 +49,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
                    help="where the runs go: serial (default), process (--jobs local workers) "
                         "or ray (--address, $RAY_ADDRESS, else a local Ray)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="local worker processes (implies --backend process when > 1)")
+    p.add_argument("--jobs", default=None, metavar="N|auto",
+                   help="local worker processes (implies --backend process when > 1); auto: "
+                        "one per core this process may use (affinity, cgroup quota, "
+                        "OMP_NUM_THREADS); each worker trains with one torch thread")
     p.add_argument("--address", metavar="ADDR", help="with --backend ray: the cluster")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.jobs is not None:
+        args.jobs = resolve_jobs(args.jobs, "--jobs")
     overrides = {}
     if args.iterations is not None:
         if args.iterations < 1:

@@ -11,6 +11,7 @@ from typing import Any
 import causalfair as cf
 from causalfair._io import atomic_write_bytes, to_jsonable
 from causalfair._safe_read import read_option_value
+from causalfair.backends import resolve_device
 from causalfair.commands._system import parse_params
 from causalfair.errors import UsageError
 from causalfair.policies.checkpoint import (
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
         help="train a policy (PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L, F-PPO, ELBERT-PO; R-TD3, "
-             "L-UCBFair on replicator-1) or repair one under constraints (--algo exact)",
+             "L-UCBFair on replicator systems) or repair one under constraints (--algo exact)",
         description=(
             "Train a policy on any system (lending-1 by default) with KL-penalty PPO and a "
             "fairness objective, writing checkpoints the audit loads (causalfair decompose "
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--algo exact with --constraint instead maximises utility subject to the "
             "constraints on the exact engine's numbers (tabular systems; docs/training.md). "
             "--algo r-td3 / l-ucbfair train the population agents of Yin et al. (NeurIPS 2023) "
-            "on replicator-1 "
+            "on any replicator system (replicator-1, replicator-binding) "
             "(one threshold per group; OUT/checkpoint.npz, per-episode OUT/metrics.jsonl)."
         ),
         epilog=(
@@ -62,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: lending-1). ppo, ppo-c and ppo-cb train on any system (ppo-cb's "
                    "benefits by forks without a two-action tabular model), a-ppo, f-ppo-l and "
                    "elbert-po on systems reporting supply and "
-                   "demand (attention, infectious), r-td3 and l-ucbfair on replicator-1")
+                   "demand (attention, infectious), r-td3 and l-ucbfair on any replicator "
+                   "system (replicator-1, replicator-binding)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="keyword argument for the system's factory (repeatable)")
     p.add_argument("--search-path", metavar="DIR", default=".",
@@ -71,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="shorthand for --system lending-N")
     p.add_argument("--algo", choices=ALGOS, default="ppo-c", help="objective (default: ppo-c)")
     p.add_argument("--constraint", action="append", default=[], metavar="Q<=V",
-                   help="with --algo exact: a threshold to meet, e.g. abs_C<=0.05 or "
+                   help="with --algo exact, or ppo-c on a non-lending system (PPO-Lagrangian): "
+                   "a threshold to meet, e.g. abs_C<=0.05 or "
                    "Lambda<=0.14 (repeatable; quantities as in an audit spec's [thresholds])")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--iterations", type=int, default=None, metavar="N",
@@ -101,6 +104,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="checkpoint every N iterations (default: 10)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other TrainConfig field, VALUE parsed as JSON (repeatable)")
+    p.add_argument("--device", default="cpu", metavar="DEV",
+                   help="where the PPO networks train: cpu (default), cuda (cuda:N) or auto "
+                   "(the GPU when torch sees one); the simulator stays numpy on the CPU and "
+                   "each iteration's batch moves to the GPU once (docs/training.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--json", action="store_true", help="print the final metrics as JSON")
     p.set_defaults(run=run)
@@ -267,6 +274,10 @@ def metrics_line(m: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    device = resolve_device(args.device, "--device")
+    if device != "cpu" and get(args.algo).trainer in ("repair", "population"):
+        raise UsageError(f"--device: {args.device!r} applies to the PPO trainers; --algo "
+                         f"{args.algo} runs on the CPU (leave --device out).")
     if get(args.algo).trainer == "repair":
         return run_exact(args)
     if get(args.algo).trainer == "population":
@@ -274,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if args.constraint and args.algo != "ppo-c":
         raise UsageError(f"--constraint: --algo {args.algo} takes fixed betas; constraints are "
                          "imposed by --algo exact (tabular systems: the exact repair) or "
-                         "--algo ppo-c (PPO-Lagrangian, abs_C or C, any non-lending system).")
+                         "--algo ppo-c (PPO-Lagrangian, the same keys, any non-lending system).")
 
     config = build_config(args)
     if args.constraint:
@@ -287,7 +298,8 @@ def run(args: argparse.Namespace) -> int:
         config = config.replace(system=args.system, system_params=dict(system.params))
     progress = not args.no_progress  # a bar on a terminal, steady lines in a log
     res = train(config, out=args.out, resume=args.resume,
-                init_checkpoint=args.init_checkpoint, progress=progress, system=system)
+                init_checkpoint=args.init_checkpoint, progress=progress, system=system,
+                device=device)
     m = res.metrics
     if args.json:
         json.dump({"checkpoint": str(res.checkpoint), "wall_s": res.wall_s, "metrics": m},

@@ -13,7 +13,7 @@ import numpy as np
 
 from causalfair import _progress, errors
 from causalfair._limits import check_memory
-from causalfair.backends import SerialBackend, TaskError, make_backend
+from causalfair.backends import SerialBackend, TaskError, ThreadBackend, make_backend, resolve_jobs
 from causalfair.errors import InputError, ResourceLimitError
 
 #: Individuals simulated at once when ``batch_size`` is None: small enough to keep
@@ -73,14 +73,17 @@ def fold_tasks(backend: Any, fn: Any, tasks: Iterable[Any], n_tasks: int,
                 fold: Callable[[Any, Any], None], label: str | None = None,
                 result_bytes: float = 0.0) -> None:
     """Run ``fn`` on every task and ``fold(task, result)`` in task order. In this process
-    the tasks are generated and folded one at a time (memory O(one task)); on another
+    the tasks are generated and folded one at a time (memory O(one task); with a
+    :class:`~causalfair.backends.ThreadBackend`, O(its jobs) tasks at once); on another
     backend the task list and its results are held at once, so their size
     (``result_bytes`` each, plus the task itself) is checked against the memory limit
     first."""
-    if is_serial(backend):
+    if is_serial(backend) or isinstance(backend, ThreadBackend):
         prog = _progress.start(label, n_tasks, "batches") if label else None
-        for task in tasks:
-            fold(task, fn(task))
+        done = (backend.imap(lambda task: (task, fn(task)), tasks)  # in order, O(jobs) held
+                if isinstance(backend, ThreadBackend) else ((task, fn(task)) for task in tasks))
+        for task, result in done:
+            fold(task, result)
             if prog is not None:
                 prog.update()
         if prog is not None:
@@ -167,6 +170,24 @@ class Job:
 def is_serial(backend: Any) -> bool:
     """Whether ``backend`` runs its tasks in this process (None, "serial" or a SerialBackend)."""
     return backend is None or backend == "serial" or isinstance(backend, SerialBackend)
+
+
+def engine_backend(backend: Any, jobs: Any, *shared: Any) -> Any:
+    """Where a Monte Carlo run's tasks go: ``backend`` when one is named (``"serial"``
+    included: this thread); else (None) a :class:`~causalfair.backends.ThreadBackend` of
+    ``jobs`` threads of this process (``"auto"``:
+    :func:`causalfair.backends.available_cores`), of one (the tasks run here) when a
+    ``shared`` object (the simulator, the policies) keeps state between calls (a policy
+    with ``start_batch``) or declares ``thread_safe = False``. Each task draws from its own
+    streams, results are folded in task order and BLAS runs one thread per task, so every
+    choice gives the same numbers bit for bit."""
+    if backend is not None:
+        return backend
+    n = resolve_jobs(jobs, "jobs")
+    if any(getattr(o, "thread_safe", True) is False
+           or callable(getattr(o, "start_batch", None)) for o in shared):
+        n = 1
+    return ThreadBackend(n)
 
 
 def _run_tasks(backend: Any, fn: Any, tasks: list[Any]) -> list[Any]:

@@ -24,6 +24,16 @@ actions 0..A-1 and baseline a0, the benefit is the vector Delta_a(x, s) = h_a - 
 TV the total-variation distance (half the L1 distance) between the two action
 distributions. With two actions TV = |pi(d1|x,s+) - pi(d1|x',s-)| and the max is
 |Delta(x,s+) - Delta(x',s-)|, so this is the paper's Lambda.
+
+``eps`` (docs/decomposition.md, "eps: the benefit resolution") is in the gain's units:
+benefit gaps much smaller than eps count as "same benefit", much larger ones excuse a
+different treatment. A number is used as given; ``"auto"`` sets it scale-free to
+``0.1 x the 90th percentile of |Delta_a(x, s)|`` over every group, level and
+non-baseline action (:func:`auto_eps`), so rescaling the gain leaves Lambda unchanged. The
+doors (:func:`causalfair.benefit_fairness`, :func:`causalfair.decompose`, audit specs)
+default to the value a system declares (``System.gain.lambda_eps``: 0.1 for the lending
+systems, whose gain the paper normalises so the largest one-level gain is 1, method.md
+section 4) and to ``"auto"`` where it declares none (:func:`eps_for`).
 """
 
 from __future__ import annotations
@@ -37,16 +47,71 @@ from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy, policy_table
 from causalfair.results import BenefitResult
 
-__all__ = ["benefit_fairness", "lambda_metric", "lambda_pairs", "WEIGHTS"]
+__all__ = ["benefit_fairness", "lambda_metric", "lambda_pairs", "WEIGHTS", "EPS_AUTO",
+           "auto_eps", "eps_for", "model_eps", "resolve_eps"]
 
 WEIGHTS = ("visitation", "initial")
+#: ``eps = "auto"``: ``EPS_SHARE`` x the ``EPS_QUANTILE`` quantile of |Delta|.
+EPS_AUTO = "auto"
+EPS_SHARE = 0.1
+EPS_QUANTILE = 0.9
 
 
-def check_eps(eps: Any) -> float:
-    """``eps`` of Lambda (method.md section 4) as a float > 0, or a ModelError."""
+def check_eps(eps: Any) -> float | str:
+    """``eps`` of Lambda (method.md section 4) as a float > 0 or ``"auto"``, or a ModelError."""
+    if isinstance(eps, str) and eps == EPS_AUTO:
+        return EPS_AUTO
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not np.isfinite(eps) or eps <= 0:
-        raise ModelError(f"eps: must be a number > 0, got {eps!r} (the default is 0.1).")
+        raise ModelError(f"eps: must be a number > 0, got {eps!r:.40}; give it in the gain's "
+                         "units, or \"auto\" to scale it to the benefits (docs/decomposition.md).")
     return float(eps)
+
+
+def auto_eps(delta: np.ndarray) -> tuple[float, str]:
+    """The scale-free eps: ``EPS_SHARE`` x the ``EPS_QUANTILE`` quantile of |Delta| over the
+    benefits ``delta`` (every group, level and non-baseline action), and how it was
+    chosen. A quantile rather than the maximum keeps one extreme cell from setting it.
+    Every benefit 0: Lambda does not depend on eps (all gaps are 0); eps = 1."""
+    a = np.abs(np.asarray(delta, dtype=float)).ravel()
+    a = a[np.isfinite(a)]
+    scale = float(np.quantile(a, EPS_QUANTILE)) if a.size else 0.0
+    if scale <= 0.0 and a.size:
+        scale = float(a.max())
+    if scale <= 0.0:
+        return 1.0, "auto: every benefit is 0, so Lambda does not depend on eps (eps = 1)"
+    return EPS_SHARE * scale, (f"auto: {EPS_SHARE:g} x the {100 * EPS_QUANTILE:g}th percentile "
+                               f"of |Delta| ({scale:.6g})")
+
+
+def resolve_eps(eps: Any, delta: np.ndarray, source: str | None = None) -> tuple[float, str]:
+    """``eps`` as the number Lambda uses, and how it was chosen: ``"auto"`` from the
+    benefits ``delta`` (:func:`auto_eps`), a number as ``source`` says (default "given")."""
+    eps = check_eps(eps)
+    if eps == EPS_AUTO:
+        return auto_eps(delta)
+    return float(eps), source or "given"
+
+
+def eps_for(eps: Any, system: Any) -> tuple[float | str, str | None]:
+    """The eps a door passes to the engines, and its source: ``eps`` when given; None: the
+    value ``system`` declares (``system.gain.lambda_eps``), else ``"auto"``."""
+    if eps is not None:
+        return check_eps(eps), None
+    declared = getattr(getattr(system, "gain", None), "lambda_eps", None)
+    if declared is not None:
+        return check_eps(declared), (f"declared by system {getattr(system, 'id', '?')!r} "
+                                     "(its gain's resolution, method.md section 4)")
+    return EPS_AUTO, None
+
+
+def model_eps(eps: Any, model: TabularModel, source: str | None = None) -> tuple[float, str]:
+    """``eps`` (a number or "auto") as the number Lambda uses on ``model``, and its source."""
+    return resolve_eps(eps, _nonbaseline(model, _benefit_table(model)), source)
+
+
+def _nonbaseline(model: TabularModel, delta: np.ndarray) -> np.ndarray:
+    """The benefits of the non-baseline actions (the baseline's own is 0 by definition)."""
+    return delta if model.binary else np.delete(delta, model.baseline, axis=-1)
 
 
 def weights_and_policy(model: TabularModel, p: np.ndarray, horizon: int, weights: str,
@@ -87,14 +152,15 @@ def lambda_pairs(p: np.ndarray, delta: np.ndarray, w: np.ndarray, pair: tuple[in
 
 
 def lambda_metric(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
-                  eps: float = 0.1, weights: str = "visitation", pair: tuple[int, int] = (0, 1),
-                  mu: np.ndarray | None = None) -> float:
-    """Lambda for groups ``pair`` (default s+, s-)."""
-    eps = check_eps(eps)
+                  eps: float | str = 0.1, weights: str = "visitation",
+                  pair: tuple[int, int] = (0, 1), mu: np.ndarray | None = None) -> float:
+    """Lambda for groups ``pair`` (default s+, s-); ``eps`` a number or "auto"."""
+    check_eps(eps)
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, horizon)
     w, p_bar = weights_and_policy(model, p, horizon, weights, mu)
     if not model.binary:
         p_bar = model.action_table(p_bar)
+    eps, _ = model_eps(eps, model)
     return float(lambda_pairs(p_bar, _benefit_table(model), w, pair, eps).sum())
 
 
@@ -107,9 +173,12 @@ def _benefit_table(model: TabularModel) -> np.ndarray:
 
 
 def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
-                     eps: float = 0.1, weights: str = "visitation",
-                     pair: tuple[int, int] = (0, 1)) -> BenefitResult:
+                     eps: float | str = 0.1, weights: str = "visitation",
+                     pair: tuple[int, int] = (0, 1), eps_source: str | None = None
+                     ) -> BenefitResult:
     """Delta table, Lambda and worst pairs of ``policy`` on a tabular ``model``, exactly.
+    ``eps``: a number in the gain's units (``eps_source`` says where it came from;
+    default "given") or "auto" (:func:`auto_eps`).
     :func:`causalfair.benefit_fairness` chooses between this engine and forks from what a
     system supports."""
     if not isinstance(model, TabularModel):
@@ -121,6 +190,7 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, T)
     mu = model.propagate(p, T)
     w, p_bar = weights_and_policy(model, p, T, weights, mu)
+    eps, eps_source = model_eps(eps, model, eps_source)
     if model.binary:
         delta = model.benefit()
         contrib = lambda_pairs(p_bar, delta, w, pair, eps)
@@ -137,6 +207,7 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
     return BenefitResult(
         Lambda=float(contrib.sum()),
         eps=eps,
+        eps_source=eps_source,
         weights=weights,
         delta=delta,
         p_d1=p_bar,

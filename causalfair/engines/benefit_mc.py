@@ -22,10 +22,22 @@ Without a tabular model there is no benefit table Delta(x, s), so it is estimate
    estimate: a pair's benefit gap is set to 0 where |gap| <= sqrt(log n) times its
    bootstrap standard error, with the same mask in every replicate.
 5. **Confidence interval**: a seeded bootstrap over individuals (Poisson(1) weights per
-   individual, every replicate recomputes the cell means and Lambda); the reported
-   interval is the hull of the percentile intervals of the thresholded and the plug-in
-   estimates (each alone fails in one regime), and the standard error that of the
-   thresholded estimate. Cells are fixed across replicates.
+   individual, every replicate recomputes the cell means and Lambda) gives the standard
+   errors of the thresholded and the plug-in estimates (:func:`lambda_hull`). The
+   reported interval is the hull of their normal intervals, estimate +- z * se, each
+   around its own estimate, clipped at 0: the thresholded interval misses where a small
+   non-zero gap was set to 0, the plug-in one where a zero gap was not, the hull covers
+   in both regimes (as the log audit's, docs/logs.md). The standard error is that of the
+   thresholded estimate. The hull contains the thresholded estimate by construction;
+   bootstrap *percentile* intervals do not: Lambda is a non-smooth function of cell
+   means (|.|, the ratio, the fixed mask), its replicates are shifted against the
+   estimate, and with few replicates the estimate fell above the upper percentile
+   (3 of 20 seeds at ``n_boot`` = 3 on a feature-binned system), so a Lambda above a
+   gate's bound could pass on the far end. Coverage of the exact Lambda on the example
+   clinic over 200 seeds (n = 4,000, ``n_boot`` = 100): 0.935 and 0.96 for two policies
+   (percentile hull 0.93 and 0.95), with a narrower mean width. The interval is
+   asymmetric by design: where the mask zeroes many pairs the estimate sits near the
+   upper end and the lower end reaches the plug-in's. Cells are fixed across replicates.
 
 **Coupled units** (``System.units_per_replica`` = U > 1: a contact graph, sites sharing
 a budget): ``n`` counts worlds, rolled forward under the policy (joint draws as the
@@ -54,16 +66,18 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_horizon, engine_for
-from causalfair.engines._mc_base import check_work
-from causalfair.engines.benefit import benefit_fairness, check_eps
+from causalfair._validation import check_horizon, engine_for, z_quantile
+from causalfair.backends import engine_device
+from causalfair.engines._mc_base import check_work, engine_backend
+from causalfair.engines.benefit import benefit_fairness, check_eps, resolve_eps
 from causalfair.engines.montecarlo_coupled import joint_actions
 from causalfair.errors import InputError
-from causalfair.policies.core import action_probs
+from causalfair.policies.core import action_probs, engine_policy
 from causalfair.results import BenefitResult
 from causalfair.systems import as_system
 
-__all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells"]
+__all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells", "decide",
+           "quantile_edges", "bin_cells", "bin_labels", "lambda_hull"]
 
 #: Streams of the benefit estimator (disjoint from the decomposition's).
 _STREAM = 11
@@ -73,54 +87,86 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
+def quantile_edges(pooled: np.ndarray, bins: int) -> list[np.ndarray]:
+    """Inner quantile edges of ``bins`` bins per feature (column) of ``pooled`` (ties merged)."""
+    qs = np.linspace(0, 1, bins + 1)[1:-1]
+    return [np.unique(np.quantile(pooled[:, j], qs)) for j in range(pooled.shape[1])]
+
+
+def bin_cells(x: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
+    """Joint bin index of every row of ``x`` (features in columns) on ``edges``."""
+    idx = np.zeros(x.shape[0], dtype=np.intp)
+    for j, e in enumerate(edges):
+        idx = idx * (len(e) + 1) + np.searchsorted(e, x[:, j], side="right")
+    return idx
+
+
 def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None, bins: int,
            names: tuple[str, ...] | None, n_levels: int | None
            ) -> tuple[list[np.ndarray], int, tuple[str, ...], str]:
-    """Cell index per visit (one array per group), number of cells, labels, description."""
+    """Cell index per visit (one array per group), number of cells, labels, description.
+    Features: the cells are the joint quantile bins that some visit falls in, numbered in
+    the joint bins' order. An empty bin weighs 0 in every group and adds nothing to
+    Lambda, and there are ``bins`` to the power F joint bins against at most one visited
+    bin per visit, so the cells, and the K x K pair terms, stay within the visits."""
     if levels is not None:
         K = int(n_levels) if n_levels is not None else int(max(x.max() for x in levels)) + 1
         return levels, K, tuple(str(i + 1) for i in range(K)), "levels"
-    pooled = np.concatenate(feats, axis=0)
-    F = pooled.shape[1]
-    qs = np.linspace(0, 1, bins + 1)[1:-1]
-    edges = [np.unique(np.quantile(pooled[:, j], qs)) for j in range(F)]
-    sizes = [len(e) + 1 for e in edges]
-    out = []
-    for x in feats:
-        idx = np.zeros(x.shape[0], dtype=np.intp)
-        for j in range(F):
-            idx = idx * sizes[j] + np.searchsorted(edges[j], x[:, j], side="right")
-        out.append(idx)
-    K = int(np.prod(sizes))
+    edges = quantile_edges(np.concatenate(feats, axis=0), bins)
+    joint = [bin_cells(x, edges) for x in feats]
+    visited, cell = np.unique(np.concatenate(joint), return_inverse=True)
+    labels, desc = bin_labels(edges, names, visited)
+    cells = np.split(cell.reshape(-1).astype(np.intp), np.cumsum([len(j) for j in joint])[:-1])
+    return cells, len(labels), labels, desc
+
+
+def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
+               cells: np.ndarray | None = None) -> tuple[tuple[str, ...], str]:
+    """The label of every joint bin of :func:`bin_cells` on ``edges`` (e.g.
+    ``income:q2/4 debt:q1/4``), or of the joint bins ``cells`` only, and a description of
+    the binning."""
+    F, sizes = len(edges), [len(e) + 1 for e in edges]
     fnames = names or tuple(f"f{j}" for j in range(F))
     labels = []
-    for c in range(K):
+    for c in (range(int(np.prod(sizes))) if cells is None else cells.tolist()):
         parts, rest = [], c
         for j in range(F - 1, -1, -1):
             parts.append(f"{fnames[j]}:q{rest % sizes[j] + 1}/{sizes[j]}")
             rest //= sizes[j]
         labels.append(" ".join(reversed(parts)))
-    desc = f"joint quantile bins of {', '.join(fnames)} ({'x'.join(map(str, sizes))} cells)"
-    return out, K, tuple(labels), desc
+    desc = f"joint quantile bins of {', '.join(fnames)} ({'x'.join(map(str, sizes))} cells"
+    desc += f", {len(labels)} visited)" if len(labels) < np.prod(sizes) else ")"
+    return tuple(labels), desc
 
 
-def _decide(p: np.ndarray, u: np.ndarray, A: int, base: int) -> np.ndarray:
+def lambda_hull(estimates: list[tuple[float, float]], alpha: float) -> tuple[float, float]:
+    """The reported (1 - alpha) interval of Lambda from (estimate, standard error) pairs
+    (thresholded, plug-in): the hull of the normal intervals estimate +- z * se, each
+    around its own estimate, clipped at 0 (module docstring, point 5). It contains every
+    estimate it is given, so the thresholded Lambda lies inside its own interval."""
+    z = z_quantile(alpha)
+    return (max(0.0, min(e - z * s for e, s in estimates)),
+            max(e + z * s for e, s in estimates))
+
+
+def decide(p: np.ndarray, u: np.ndarray, A: int, base: int) -> np.ndarray:
     """One action per row of ``p`` from the uniforms ``u`` (booleans for d0/d1 systems)."""
     if A == 2 and base == 0:
         return u < p[:, 1]
     return (u[:, None] >= np.cumsum(p[:, :-1], axis=1)).sum(axis=1)
 
 
-def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str) -> tuple:
+def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
+             jobs: Any = "auto") -> tuple:
     """Independent units: n per group, one fork per action at every visited state.
     (levels per group or None, features per group or None, benefits (visits, A),
-    action distributions (visits, A), the individual of each visit), per group."""
+    action distributions (visits, A), the individual of each visit), per group. Each
+    group draws from its own streams, so the groups may run on ``jobs`` threads
+    (:func:`~causalfair.engines._mc_base.engine_backend`) with the same numbers."""
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
-    lev_g: list[np.ndarray] | None = []
-    feat_g: list[np.ndarray] | None = []
-    delta_g, prob_g, unit_g = [], [], []
-    for g in range(G):
+
+    def group(g: int) -> tuple:
         state = sim.reset(n, g, _rng(seed, _STREAM, g, 0))
         rng_noise, rng_dec = _rng(seed, _STREAM, g, 1), _rng(seed, _STREAM, g, 2)
         levs, feats, deltas, probs = [], [], [], []
@@ -136,19 +182,15 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str) ->
                 levs.append(np.asarray(obs.level, dtype=np.intp))
             if obs.features is not None:
                 feats.append(np.asarray(obs.features, dtype=np.float64))
-            state = sim.step(state, _decide(p, rng_dec.random(n), A, base), noise).state
-        delta_g.append(np.concatenate(deltas))
-        prob_g.append(np.concatenate(probs))
-        unit_g.append(np.tile(np.arange(n), T))
-        if lev_g is not None and len(levs) == T:
-            lev_g.append(np.concatenate(levs))
-        else:
-            lev_g = None
-        if feat_g is not None and len(feats) == T:
-            feat_g.append(np.concatenate(feats))
-        else:
-            feat_g = None
-    return lev_g, feat_g, delta_g, prob_g, unit_g
+            state = sim.step(state, decide(p, rng_dec.random(n), A, base), noise).state
+        return (np.concatenate(levs) if len(levs) == T else None,
+                np.concatenate(feats) if len(feats) == T else None,
+                np.concatenate(deltas), np.concatenate(probs), np.tile(np.arange(n), T))
+
+    out = list(engine_backend(None, jobs, sim, policy).imap(group, range(G)))
+    lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
+    feat_g = None if any(o[1] is None for o in out) else [o[1] for o in out]
+    return lev_g, feat_g, [o[2] for o in out], [o[3] for o in out], [o[4] for o in out]
 
 
 def unit_benefits(sim: Any, state: Any, noise: Any, n: int, U: int, A: int, base: int
@@ -202,7 +244,7 @@ def _rollout_coupled(system: Any, policy: Any, T: int, n: int, seed: int, pname:
             d = joint_actions(p, rng_dec.random(n), n, U, base, pname)
             d = d.astype(bool) if binary else d
         else:
-            d = _decide(p, rng_dec.random(M), A, base)
+            d = decide(p, rng_dec.random(M), A, base)
         state = sim.step(state, d, noise).state
     grp, wld = np.concatenate(groups), np.tile(world, T)
     split = [grp == g for g in range(G)]
@@ -215,14 +257,23 @@ def _rollout_coupled(system: Any, policy: Any, T: int, n: int, seed: int, pname:
 
 
 def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
-                        n: int = 20_000, seed: int = 0, eps: float = 0.1, alpha: float = 0.05,
-                        bins: int = 4, n_boot: int = 200, pair: tuple[int, int] = (0, 1)
+                        n: int = 20_000, seed: int = 0, eps: float | str = 0.1,
+                        alpha: float = 0.05, bins: int = 4, n_boot: int = 200,
+                        pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
+                        eps_source: str | None = None, rollout: Any = None,
+                        device: str | None = None, shared: dict | None = None
                         ) -> BenefitResult:
     """Benefit fairness of ``policy`` on ``system`` (any :class:`~causalfair.systems.System`,
     or anything :func:`~causalfair.systems.as_system` accepts), estimated by forks; see the
     module docstring. ``n`` units per group, ``bins`` quantile bins per feature when the
-    observations have no levels, ``n_boot`` bootstrap replicates for the (1 - alpha)
-    percentile interval. Same seed, same numbers."""
+    observations have no levels, ``n_boot`` bootstrap replicates for the standard errors of
+    the (1 - alpha) interval (:func:`lambda_hull`). ``jobs``: threads the groups' rollouts
+    run on (``"auto"``: the cores this process may use;
+    :func:`~causalfair.engines._mc_base.engine_backend`). Same seed, same numbers,
+    whatever ``jobs``. ``device``: where a network policy's forward
+    pass runs (:func:`causalfair.backends.engine_device`; default the CPU). ``shared``: a
+    dict kept across calls with the same system, policy, horizon, ``n`` and ``seed`` (the
+    pairs of :mod:`causalfair.engines.groups`): the rollout is made once and reused."""
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
     eps = check_eps(eps)
@@ -240,13 +291,23 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                  "benefit_fairness_mc", "lower n or the horizon")
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     pname = getattr(policy, "name", type(policy).__name__)
-    roll = _rollout_coupled if U > 1 else _rollout
-    lev_g, feat_g, delta_g, prob_g, unit_g = roll(system, policy, T, n, seed, pname)
+    policy = engine_policy(policy, system, A, horizon=T, device=engine_device(device))
+    # ``rollout``: another estimator of each visit's benefit with _rollout's outputs
+    # (causalfair.engines.benefit_horizon: the benefit to the horizon, Lambda_T)
+    outs = (shared or {}).get("rollout") or (
+        (rollout or _rollout)(system, policy, T, n, seed, pname, jobs) if U == 1 else
+        _rollout_coupled(system, policy, T, n, seed, pname))
+    if shared is not None:
+        shared["rollout"] = outs
+    lev_g, feat_g, delta_g, prob_g, unit_g = outs
     if lev_g is None and feat_g is None:
         raise InputError(
             f"benefit_fairness_mc: system {system.id!r} observes neither levels nor features; "
             "benefit fairness pairs individuals through them.")
     cells, K, labels, desc = visit_cells(lev_g, feat_g, bins, system.features, system.n_levels)
+    # the K x K pair terms of every bootstrap replicate (their benefit gaps' spread)
+    check_memory(8.0 * (max(n_boot, 1) + 4) * K * K * A, "benefit_fairness_mc",
+                 f"the {K} cells make {K * K} pairs; lower bins or n_boot")
 
     def cell_means(weights: list[np.ndarray] | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -275,6 +336,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         return eps * tv / (eps + gap.max(-1)) * w[a_][:, None] * w[b_][None, :]
 
     delta, prob, w = cell_means(None)
+    # "auto": from the point estimates of the benefits, the same eps for every replicate
+    eps, eps_source = resolve_eps(eps, np.delete(delta, base, axis=-1), eps_source)
     rng_b = _rng(seed, _STREAM, 99)
     def resample() -> list[np.ndarray]:  # Poisson(1) weights per individual, or per world
         if U > 1:
@@ -287,12 +350,15 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         its Poisson weights (one product instead of a pass over the visits per replicate)."""
         R = len(ws)
         d_r, p_r, w_r = np.zeros((R, G, K, A)), np.zeros((R, G, K, A)), np.zeros((R, G, K))
-        for g in range(G):
+
+        def group_sums(g: int) -> np.ndarray:  # the groups on threads: the same sums
             idx = unit_g[g] * K + cells[g]
             cols = [np.ones(idx.shape[0]), *delta_g[g].T, *prob_g[g].T]
             per_unit = np.stack([np.bincount(idx, weights=c, minlength=n * K) for c in cols],
                                 axis=1).reshape(n, K * (1 + 2 * A))
-            sums = (np.stack([wr[g] for wr in ws]) @ per_unit).reshape(R, K, 1 + 2 * A)
+            return (np.stack([wr[g] for wr in ws]) @ per_unit).reshape(R, K, 1 + 2 * A)
+
+        for g, sums in enumerate(engine_backend(None, jobs).imap(group_sums, range(G))):
             mass = sums[..., 0]
             w_r[:, g] = mass / np.maximum(mass.sum(1, keepdims=True), 1e-300)
             safe = np.where(mass > 0, mass, 1.0)[..., None]
@@ -315,16 +381,17 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     lam = float(contrib.sum())
     se = ci = None
     if n_boot >= 2:
-        thr = np.array([terms(*r, mask).sum() for r in reps])
-        plug = np.array([terms(*r, None).sum() for r in reps])
+        each = engine_backend(None, jobs).imap(  # independent replicates: same sums on threads
+            lambda r: (terms(*r, mask).sum(), terms(*r, None).sum()), reps)
+        thr, plug = (np.array(x) for x in zip(*each, strict=True))
         se = float(thr.std(ddof=1))
-        ci = (float(min(np.quantile(thr, alpha / 2), np.quantile(plug, alpha / 2))),
-              float(max(np.quantile(thr, 1 - alpha / 2), np.quantile(plug, 1 - alpha / 2))))
+        ci = lambda_hull([(lam, se), (float(terms(delta, prob, w, None).sum()),
+                                      float(plug.std(ddof=1)))], alpha)
     binary = A == 2 and base == 0
     direct = np.array([(w[g] * (prob[g] * delta[g]).sum(-1)).sum() * T for g in range(G)])
     a, b = pair
     return BenefitResult(
-        Lambda=lam, eps=eps, weights="visitation",
+        Lambda=lam, eps=eps, eps_source=eps_source, weights="visitation",
         delta=delta[..., 1] if binary else delta,
         p_d1=prob[..., 1] if binary else prob,
         state_weights=w, contributions=contrib, pair=(a, b), groups=system.groups,
@@ -335,9 +402,11 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
 
 
 def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
-                   engine: str = "auto", n: int = 20_000, seed: int = 0, eps: float = 0.1,
+                   engine: str = "auto", n: int = 20_000, seed: int = 0, eps: float | str = 0.1,
                    weights: str = "visitation", alpha: float = 0.05,
-                   pair: tuple[int, int] = (0, 1)) -> BenefitResult | None:
+                   pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
+                   eps_source: str | None = None, device: str | None = None
+                   ) -> BenefitResult | None:
     """Benefit fairness of ``policy`` on ``system`` (anything
     :func:`~causalfair.systems.as_system` accepts) by the engine the system supports
     (:func:`~causalfair._validation.engine_for`): exact from its tabular model of
@@ -350,7 +419,8 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
     T = check_horizon(system.horizon if horizon is None else horizon)
     kind = engine_for(system, engine)
     if kind == "exact":
-        return benefit_fairness(system.tabular, policy, T, eps=eps, weights=weights, pair=pair)
+        return benefit_fairness(system.tabular, policy, T, eps=eps, weights=weights, pair=pair,
+                                eps_source=eps_source)
     if weights != "visitation":
         raise InputError(f"weights: bad value {weights!r}; benefit fairness by forks weighs "
                          "states by visitation (\"visitation\"); \"initial\" needs the exact "
@@ -358,4 +428,4 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
     if system.n_levels is None and system.features is None:
         return None
     return benefit_fairness_mc(system, policy, T, n=n, seed=seed, eps=eps, alpha=alpha,
-                               pair=pair)
+                               pair=pair, jobs=jobs, eps_source=eps_source, device=device)

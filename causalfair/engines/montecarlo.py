@@ -41,6 +41,7 @@ import numpy as np
 
 from causalfair._limits import check_memory
 from causalfair._validation import check_horizon
+from causalfair.backends import engine_device
 from causalfair.engines._mc_base import (
     DEFAULT_BATCH_SIZE,
     MOMENT_KEYS,
@@ -56,6 +57,7 @@ from causalfair.engines._mc_base import (
     batches,
     check_int,
     check_work,
+    engine_backend,
     fold_tasks,
     sample_actions,
     type_name,
@@ -68,9 +70,10 @@ from causalfair.policies.core import (
     Observation,
     Policy,
     PolicyError,
-    TablePolicy,
     action_probs,
+    engine_policy,
     reads_only_level_group,
+    untabulated,
 )
 from causalfair.policies.resolver import resolve
 from causalfair.results import Decomposition, check_pair
@@ -86,6 +89,11 @@ __all__ = [
     "SimulatorContractError",
     "DEFAULT_BATCH_SIZE",
     "as_simulator",
+    "compare_mc",
+    "paired_jobs",
+    "paired_numbers",
+    "paired_trios",
+    "simulate_batch",
 ]
 
 
@@ -135,44 +143,9 @@ def _policy_probs(policy: Policy, obs: Observation, m: int, name: str) -> np.nda
     return p
 
 
-class _TabulatedPolicy:
-    """A (group, level) policy evaluated once per epoch on the G x K grid, then looked
-    up per individual (one gather instead of, e.g., an MLP forward per individual)."""
-
-    def __init__(self, policy: Any, n_groups: int, n_levels: int):
-        self.policy = policy
-        self.name = getattr(policy, "name", type(policy).__name__)
-        self.G, self.K = n_groups, n_levels
-        self._timed = isinstance(policy, TablePolicy) and policy.table.ndim == 3
-        self._cache: dict[Any, np.ndarray] = {}
-
-    def _table(self, t: int | None) -> np.ndarray:
-        key = t if self._timed else None
-        tab = self._cache.get(key)
-        if tab is None:
-            G, K = self.G, self.K
-            grid = Observation(group=np.repeat(np.arange(G), K), level=np.tile(np.arange(K), G), t=t)
-            tab = _policy_probs(self.policy, grid, G * K, self.name)
-            self._cache[key] = tab
-        return tab
-
-    def prob_d1(self, obs: Observation) -> np.ndarray:
-        if obs.level is None:
-            return self.policy.prob_d1(obs)
-        return self._table(obs.t)[obs.group * self.K + obs.level]
-
-
-
-
-
-
-
-
-
-
 def _mc_batch(task: tuple[Job, int, int, int]) -> tuple[np.ndarray, list[tuple[int, float, float]]]:
-    """Batch ``b`` of group ``g`` (``m`` individuals): its per-step gain sums (3, T) and
-    the moments of its per-individual totals, keyed like ``MOMENT_KEYS``. Its random numbers
+    """Batch ``b`` of group ``g`` (``m`` individuals): its per-step gain sums and decision
+    counts (3 + A, T; :func:`_simulate`) and the moments of its per-individual totals, keyed like ``MOMENT_KEYS``. Its random numbers
     come from the streams (seed, g, b, k) only, so it gives the same numbers wherever it
     runs."""
     sums, totals = _simulate(*task)
@@ -184,15 +157,15 @@ def _paired_batch(task: tuple[Job, Job, int, int, int]) -> list[tuple[tuple[int,
     same individuals, noise and decision draws): per key of ``MOMENT_KEYS``, the moments of the
     first policy's totals, the second's, and their per-individual differences."""
     job, job_b, g, b, m = task
-    _, x = _simulate(job, g, b, m)
-    _, y = _simulate(job_b, g, b, m)
-    return [(batch_moments(u), batch_moments(v), batch_moments(u - v))
-            for u, v in zip(x, y, strict=True)]
+    return paired_trios(_simulate(job, g, b, m)[1], _simulate(job_b, g, b, m)[1])
 
 
-def _simulate(job: Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    """Per-step gain sums (3, T) and per-individual totals (A, B, Z, A-B, B-Z, R) of
-    batch ``b`` of group ``g``."""
+def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
+              ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """Per-step gain sums (rows 0-2: pi, pi^PS, pi0) and counts of the units given each
+    action under pi (rows 3 to 3 + A - 1), (3 + A, T), and per-individual totals (A, B, Z,
+    A-B, B-Z, R) of batch ``b`` of group ``g``; ``trace(t, obs, gain, fork_gain)``, when given, sees every
+    step's observations and per-individual gains under pi and the pi^PS fork."""
     sim, policy, T, seed, crn, name = job.sim, job.policy, job.T, job.seed, job.crn, job.name
     binary = job.A == 2 and job.base == 0
     rng_noise = seeded_rng(seed, g, b, STREAM_NOISE)
@@ -206,15 +179,16 @@ def _simulate(job: Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.nd
         rng_0 = seeded_rng(seed, g, b, STREAM_NOISE0)
     if callable(getattr(policy, "start_batch", None)):
         policy.start_batch(m, g)
-    sums = np.zeros((3, T))
+    sums = np.zeros((3 + job.A, T))
     A_, B, Z, R = (np.zeros(m) for _ in range(4))
     d0 = np.zeros(m, dtype=bool) if binary else np.full(m, job.base, dtype=np.intp)
     for t in range(T):
+        obs = sim.observe(state)
         if binary:
-            p = _policy_probs(policy, sim.observe(state), m, name)
+            p = _policy_probs(policy, obs, m, name)
             d = rng_dec.random(m) < p
         else:
-            probs = action_probs(policy, sim.observe(state), job.A, f"policy {name!r}")
+            probs = action_probs(policy, obs, job.A, f"policy {name!r}")
             d = sample_actions(probs, rng_dec.random(m))
         noise = sim.draw_noise(m, rng_noise)
         res = sim.step(state, d, noise)
@@ -225,6 +199,8 @@ def _simulate(job: Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.nd
                 raise SimulatorContractError(
                     f"simulator {job.sim_name}.step: wrong shape: gain {r.gain.shape}, reward "
                     f"{r.reward.shape}, expected ({m},) for a batch of {m}.")
+        if trace is not None:
+            trace(t, obs, res.gain, fork.gain)
         A_ += res.gain
         B += fork.gain
         Z += res0.gain
@@ -232,6 +208,7 @@ def _simulate(job: Job, g: int, b: int, m: int) -> tuple[np.ndarray, tuple[np.nd
         sums[0, t] += res.gain.sum()
         sums[1, t] += fork.gain.sum()
         sums[2, t] += res0.gain.sum()
+        sums[3:, t] += np.bincount(d, minlength=job.A)[:job.A]  # decisions, for selection rates
         state, state0 = res.state, res0.state
     if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
         raise SimulatorContractError(
@@ -267,12 +244,13 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     return sim, A, base, T, n, seed, batch
 
 
-def _ready_policy(policy: Any, sim: Any, A: int, base: int, tabulate: bool,
-                  policy_name: str | None, system: Any = None) -> tuple[Any, str]:
+def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: str | None,
+                  system: Any = None, horizon: int | None = None, device: str | None = None
+                  ) -> tuple[Any, str]:
     """The policy as the batches use it (resolved for ``system``, or the simulator's
     tabular model, by :func:`causalfair.policies.resolve`; tabulated on the (group,
-    level) grid when it reads only those) and its name."""
-    binary = A == 2 and base == 0
+    level) grid when it reads only those, :func:`causalfair.policies.core.engine_policy`)
+    and its name."""
     model = getattr(sim, "model", None)
     res = resolve(policy, system if system is not None else
                   model if isinstance(model, TabularModel) else None)
@@ -287,9 +265,8 @@ def _ready_policy(policy: Any, sim: Any, A: int, base: int, tabulate: bool,
         raise PolicyError(
             f"policy {name!r}: its one-hot encoding has {enc.n_levels} levels x {enc.n_groups} "
             f"groups, the simulator {type_name(sim)} has {int(K)} levels x {G} groups.")
-    if binary and tabulate and isinstance(K, (int, np.integer)) and reads_only_level_group(policy):
-        policy = _TabulatedPolicy(policy, G, int(K))
-    return policy, name
+    return engine_policy(policy, sim, A, tabulate=tabulate, horizon=horizon,
+                         device=engine_device(device)), name
 
 
 def decompose_mc(
@@ -306,6 +283,8 @@ def decompose_mc(
     policy_name: str | None = None,
     tabulate: bool = True,
     backend: Any = None,
+    jobs: int | str | None = "auto",
+    device: str | None = None,
     eps: float = 0.1,
     alpha: float = 0.05,
     benefit_n: int | None = None,
@@ -325,19 +304,29 @@ def decompose_mc(
     ``batch_size``: individuals simulated at once (default :data:`DEFAULT_BATCH_SIZE`);
     memory is O(batch_size), independent of n and horizon. ``check``: run
     :func:`check_simulator` on a small batch first. ``tabulate``: a policy known to read
-    only (group, level) - TablePolicy, ConstantPolicy, TorchPolicy / SB3Policy with the
-    one-hot encoding, or any policy with ``reads_only_level_group = True`` - is
-    evaluated once on the (group, level) grid and looked up per individual (same
-    probabilities; an MLP then costs nothing per individual); False evaluates it on
-    every individual's observation. ``backend``: where the (group, batch) tasks run -
-    None or "serial" (this process), "process" (one local worker per CPU), "ray", or a
-    :mod:`causalfair.backends` object such as ``ProcessBackend(2)``. Every task draws
-    from its own streams and the driver merges results in task order, so the numbers
-    are the same bit for bit whichever backend runs them (docs/scale.md); the
-    simulator and policy must pickle.
+    only (group, level) - TablePolicy, ConstantPolicy, networks over the one-hot
+    encoding (torch modules, checkpoints of every format, SB3 models), or any policy with
+    ``reads_only_level_group = True`` - is evaluated once per (group, level) cell (per
+    epoch when time-dependent) and looked up per individual
+    (:func:`causalfair.policies.core.engine_policy`; the same decisions; an MLP then
+    costs nothing per individual); False evaluates it on every individual's
+    observation. ``backend``: where the (group, batch) tasks run - None (this process,
+    on ``jobs`` threads), "serial" (this process, one thread), "process" (one local
+    worker per CPU), "ray", or a :mod:`causalfair.backends` object such as
+    ``ProcessBackend(2)``. Every task draws from its own streams and the driver merges
+    results in task order, so the numbers are the same bit for bit whichever backend
+    runs them (docs/scale.md); on worker processes the simulator and policy must
+    pickle. ``jobs``: with ``backend`` None, the tasks run on that many threads of this
+    process (``"auto"``, the default: the cores it may use,
+    :func:`causalfair.backends.available_cores`; serially for a policy with
+    ``start_batch`` or an object declaring ``thread_safe = False``), the same numbers bit
+    for bit. ``device``: where a network policy that is not tabulated runs its forward
+    pass (``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"auto"``; default ``CAUSALFAIR_DEVICE``,
+    else the CPU; :func:`causalfair.policies.nets.on_device`); simulators stay on the CPU.
 
     Returns a :class:`~causalfair.results.Decomposition` with ``engine="mc"``, ``se``
-    (standard errors keyed like ``estimates()``), ``n`` and ``seed``; use
+    (standard errors keyed like ``estimates()``), ``n``, ``seed`` and ``decisions`` (the
+    units of each group given each action at each step, counted as the run draws them); use
     ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` (benefit fairness
     with ``eps``, method.md section 4) comes with ``Lambda_ci``, ``se["Lambda"]`` and
     ``benefit`` from :func:`causalfair.engines.benefit_mc.system_benefit`: exact when the system
@@ -353,15 +342,17 @@ def decompose_mc(
             dec = decompose_coupled(system, res.policy, system.horizon if horizon is None else
                                      horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
                                      pair=pair, policy_name=policy_name or res.label,
-                                     backend=backend)
-            return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n)
+                                     backend=backend, jobs=jobs,
+                                     device=engine_device(device))
+            return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device)
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
     G = int(sim.n_groups)
     sim_name = type_name(sim)
-    policy, name = _ready_policy(policy, sim, A, base, tabulate, policy_name, system)
-    sums = np.zeros((3, G, T))
+    policy, name = _ready_policy(policy, sim, A, tabulate, policy_name, system, T, device)
+    backend = engine_backend(backend, jobs, sim, policy)
+    sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_simulate)
     stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
     job = Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
                sim_name=sim_name)
@@ -374,7 +365,7 @@ def decompose_mc(
             stats[key][g].merge(*mom)
 
     fold_tasks(backend, _mc_batch, tasks, G * -(-n // batch), fold, f"monte carlo {name}",
-                result_bytes=24.0 * T + 400.0)
+                result_bytes=8.0 * (3 + A) * T + 400.0)
 
     def mean(key: str) -> np.ndarray:
         return np.array([s.mean for s in stats[key]])
@@ -406,8 +397,9 @@ def decompose_mc(
         V=V,
         V_ps=V_ps,
         V_0=V_0,
-        steps=sums / n,
-        utility=U,
+        steps=sums[:3] / n,
+        decisions=sums[3:].transpose(1, 0, 2).astype(np.int64),
+        utility_by_group=U,
         group_weights=weights,
         Lambda=None,
         se=se,
@@ -422,12 +414,12 @@ def decompose_mc(
         return dec
     if system is None:
         system = as_system(simulator)
-    return _with_lambda(dec, system, getattr(policy, "policy", policy)
-                        if isinstance(policy, _TabulatedPolicy) else policy, eps, alpha, benefit_n)
+    return _with_lambda(dec, system, policy, eps, alpha, benefit_n, jobs, device)
 
 
 def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
-                 benefit_n: int | None) -> Decomposition:
+                 benefit_n: int | None, jobs: Any = "auto", device: str | None = None
+                 ) -> Decomposition:
     """``dec`` with Lambda of its pair, its interval and its benefit table
     (:func:`causalfair.engines.benefit_mc.system_benefit`)."""
     from dataclasses import replace
@@ -435,9 +427,11 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     m = min(int(dec.n or 2), 20_000) if benefit_n is None else check_int("benefit_n", benefit_n, 2)
     # exact only for a policy known to read (group, level) alone: evaluating any other policy
     # on the model's grid could read a history it does not have
-    exact = "exact" in system.engines and reads_only_level_group(policy)
+    exact = "exact" in system.engines and reads_only_level_group(untabulated(policy))
+    policy = untabulated(policy) if exact else policy
     ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
-                         seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair)
+                         seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair, jobs=jobs,
+                         device=device)
     if ben is None:
         return dec
     ci = ben.ci if ben.ci is not None else (ben.Lambda, ben.Lambda)
@@ -457,6 +451,8 @@ def compare_mc(
     pair: tuple[int, int] | None = None,
     tabulate: bool = True,
     backend: Any = None,
+    jobs: int | str | None = "auto",
+    device: str | None = None,
 ) -> dict[str, dict[str, float]]:
     """Paired Monte Carlo comparison of ``policy`` with ``baseline``: both run on the same
     individuals with the same random numbers (common random numbers; the same streams
@@ -470,19 +466,13 @@ def compare_mc(
     the delta method with the signs of the two estimates, valid when neither is near 0).
     Systems with coupled units are not supported (use the exact engine or two audits).
     """
-    system = simulator if isinstance(simulator, System) else None
-    if system is not None and system.units_per_replica != 1:
-        raise InputError(f"system {system.id!r}: a paired comparison needs independent units; "
-                         "this system couples units within replicas.")
-    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size,
-                                             runs=2)
-    G = int(sim.n_groups)
-    jobs = []
-    for pol in (policy, baseline):
-        pol, name = _ready_policy(pol, sim, A, base, tabulate, None, system)
-        jobs.append(Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
-                         name=name, sim_name=type_name(sim)))
-    tasks = ((jobs[0], jobs[1], g, b, m) for g in range(G) for b, m in batches(n, batch))
+    pair_jobs, n, batch, weights = paired_jobs(simulator, policy, baseline, horizon, n=n, seed=seed,
+                                          batch_size=batch_size, tabulate=tabulate, device=device)
+    backend = engine_backend(backend, jobs, pair_jobs[0].sim, pair_jobs[0].policy,
+                             pair_jobs[1].policy)
+    G = int(pair_jobs[0].sim.n_groups)
+    tasks = ((pair_jobs[0], pair_jobs[1], g, b, m) for g in range(G)
+             for b, m in batches(n, batch))
     mom = {k: [[Moments() for _ in range(G)] for _ in range(3)] for k in MOMENT_KEYS}
 
     def fold(task: tuple[Any, ...], res: list[Any]) -> None:
@@ -491,8 +481,23 @@ def compare_mc(
                 mom[key][i][task[2]].merge(*trio[i])
 
     fold_tasks(backend, _paired_batch, tasks, G * -(-n // batch), fold, result_bytes=1200.0)
-    weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
-    weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
+    return paired_numbers(mom, pair, n, weights)
+
+
+def paired_trios(x: tuple[np.ndarray, ...], y: tuple[np.ndarray, ...]
+                 ) -> list[tuple[tuple[int, float, float], ...]]:
+    """Per key of ``MOMENT_KEYS``: the moments of one batch's totals ``x`` under the policy
+    (:func:`simulate_batch`), ``y`` under the baseline, and of their per-unit differences."""
+    return [(batch_moments(u), batch_moments(v), batch_moments(u - v))
+            for u, v in zip(x, y, strict=True)]
+
+
+def paired_numbers(mom: dict[str, list[list[Moments]]], pair: tuple[int, int] | None, n: int,
+                   weights: np.ndarray) -> dict[str, dict[str, float]]:
+    """What :func:`compare_mc` returns, from the folded moments ``mom`` (per key of
+    ``MOMENT_KEYS``: [policy, baseline, difference] x group) of a paired run of ``n``
+    units per group."""
+    G = len(mom["A"][0])
     a, c = check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))
     out: dict[str, dict[str, float]] = {}
     for key, stat in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
@@ -515,3 +520,37 @@ def compare_mc(
     out["utility"] = {"policy": u_p, "baseline": u_b, "diff": u_p - u_b, "se": se_u,
                       "abs_diff": abs(u_p) - abs(u_b), "abs_se": se_u}
     return out
+
+
+def paired_jobs(simulator: Any, policy: Any, baseline: Any, horizon: int | None = None, *,
+                n: int = 100_000, seed: int = 0, batch_size: int | None = None,
+                tabulate: bool = True, device: str | None = None
+                ) -> tuple[tuple[Job, Job], int, int, np.ndarray]:
+    """The two :class:`Job` s of a paired run of ``policy`` and ``baseline`` with common
+    random numbers (same simulator, seed and streams), with ``n``, the batch size and the
+    group weights, validated. Systems with coupled units are refused."""
+    system = simulator if isinstance(simulator, System) else None
+    if system is not None and system.units_per_replica != 1:
+        raise InputError(f"system {system.id!r}: a paired comparison needs independent units; "
+                         "this system couples units within replicas.")
+    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size,
+                                             runs=2)
+    jobs = []
+    for pol in (policy, baseline):
+        pol, name = _ready_policy(pol, sim, A, tabulate, None, system, T, device)
+        jobs.append(Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
+                        name=name, sim_name=type_name(sim)))
+    G = int(sim.n_groups)
+    weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
+    weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
+    return (jobs[0], jobs[1]), n, batch, weights
+
+
+def simulate_batch(job: Job, g: int, b: int, m: int, trace: Any = None
+                   ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """Batch ``b`` of group ``g`` (``m`` units) of ``job``: per-step gain sums and decision
+    counts (3 + A, T) and
+    per-unit totals (A, B, Z, A-B, B-Z, R), from the streams (seed, g, b, k) that
+    :func:`decompose_mc` and :func:`compare_mc` use; ``trace(t, obs, gain, fork_gain)`` sees
+    every step (observations, per-unit gains under pi and under the pi^PS fork)."""
+    return _simulate(job, g, b, m, trace)

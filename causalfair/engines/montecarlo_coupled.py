@@ -30,12 +30,13 @@ from causalfair.engines._mc_base import (
     batches,
     check_int,
     check_work,
+    engine_backend,
     fold_tasks,
     sample_actions,
     type_name,
 )
 from causalfair.errors import InputError, PolicyError, SimulatorContractError
-from causalfair.policies.core import action_probs
+from causalfair.policies.core import action_probs, engine_policy
 from causalfair.results import Decomposition, check_pair
 from causalfair.systems.contract import seeded_rng
 
@@ -69,8 +70,9 @@ def joint_actions(probs: np.ndarray, u: np.ndarray, m: int, U: int, base: int,
 def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, dict[str, np.ndarray],
                                                                    np.ndarray]:
     """Batch ``b`` of ``m`` replicas of ``U`` coupled units: per-step gain sums per group
-    (3, G, T), per-replica group means of each total (m, G) keyed like ``MOMENT_KEYS``, and the
-    units per replica and group (m, G)."""
+    and the counts of the units of each group given each action (3 + A, G, T), per-replica
+    group means of each total (m, G) keyed like ``MOMENT_KEYS``, and the units per replica
+    and group (m, G)."""
     job, U, G, b, m = task
     sim, policy, T, seed, crn, name, A, base = (job.sim, job.policy, job.T, job.seed, job.crn,
                                                  job.name, job.A, job.base)
@@ -84,8 +86,8 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
     cell = rep * G + group
     cnt = np.bincount(cell, minlength=m * G).reshape(m, G)
     if (cnt == 0).any():
-        return np.zeros((3, G, T)), {}, cnt
-    sums = np.zeros((3, G, T))
+        return np.zeros((3 + A, G, T)), {}, cnt
+    sums = np.zeros((3 + A, G, T))
     state0 = state if crn else sim.reset(m, None, seeded_rng(seed, 0, b, STREAM_INIT0))
     rng_noise, rng_dec = seeded_rng(seed, 0, b, STREAM_NOISE), seeded_rng(seed, 0, b, STREAM_DECISION)
     rng_fork, rng_0 = seeded_rng(seed, 0, b, STREAM_FORK), seeded_rng(seed, 0, b, STREAM_NOISE0)
@@ -118,6 +120,8 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
         for i, r in enumerate((res.gain, fork.gain, res0.gain)):
             sums[i, :, t] += np.bincount(group, weights=np.asarray(r, dtype=np.float64),
                                          minlength=G)
+        sums[3:, :, t] += np.bincount(np.asarray(d, dtype=np.intp) * G + group,
+                                      minlength=A * G)[:A * G].reshape(A, G)  # decisions
         info = getattr(res, "info", None) or {}
         if "supply" in info and "demand" in info:
             if sd is None:
@@ -139,7 +143,8 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
 
 def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: int, crn: bool,
                       batch_size: int | None, pair: Any, policy_name: str | None,
-                      backend: Any = None) -> Decomposition:
+                      backend: Any = None, jobs: Any = "auto", device: str = "cpu"
+                      ) -> Decomposition:
     """Monte Carlo decomposition for coupled units (``System.units_per_replica`` = U > 1:
     the units of one replica interact, e.g. the nodes of a contact graph).
 
@@ -151,6 +156,8 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     is the world rolled with the baseline action everywhere. C, DPE, IPE and SPE are
     between-group differences *within* replicas, so their standard errors come from the
     per-replica differences (replicas are the independent units: clustering by world).
+    ``jobs`` and ``device`` as :func:`~causalfair.engines.montecarlo.decompose_mc`'s (the
+    device resolved).
     """
     T = check_horizon(horizon)
     n = check_int("n", n, 2)
@@ -169,9 +176,10 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     name = policy_name or getattr(policy, "name", type(policy).__name__)
+    policy = engine_policy(policy, system, A, horizon=T, device=device)
     per_group = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
     diffs = {k: Moments() for k in ("C", "DPE", "IPE", "SPE")}
-    sums = np.zeros((3, G, T))
+    sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_coupled_batch)
     counts = None
 
     budget = system.decisions.budget
@@ -181,6 +189,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
                          "budget must be enforced by the simulator (budget None).")
     job = Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
                sim_name=type_name(sim), budget=budget)
+    backend = engine_backend(backend, jobs, sim, policy)
     tasks = ((job, U, G, b, m) for b, m in batches(n, batch))
     ab: tuple[int, int] = (0, 1)
     supply_demand: dict[str, list[np.ndarray]] = {}
@@ -210,7 +219,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     # in this process each batch is folded as it comes (memory O(batch)); elsewhere the
     # batches' (m, G) means come back and are folded in task order
     fold_tasks(backend, _coupled_batch, tasks, -(-n // batch), fold,
-                f"monte carlo {name} (worlds)", result_bytes=8.0 * (3 * G * T + 8 * G * batch))
+                f"monte carlo {name} (worlds)", result_bytes=8.0 * ((3 + A) * G * T + 8 * G * batch))
     V = np.array([s_.mean for s_ in per_group["A"]])
     V_ps = np.array([s_.mean for s_ in per_group["B"]])
     V_0 = np.array([s_.mean for s_ in per_group["Z"]])
@@ -232,7 +241,9 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
             notions[f"{key}_se"] = float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
     return Decomposition(
         engine="mc", groups=system.groups, pair=ab, horizon=T, V=V, V_ps=V_ps, V_0=V_0,
-        steps=sums / (n * counts[:, None]), utility=util, group_weights=weights, Lambda=None,
+        steps=sums[:3] / (n * counts[:, None]),
+        decisions=sums[3:].transpose(1, 0, 2).astype(np.int64), utility_by_group=util,
+        group_weights=weights, Lambda=None,
         se=se, n=n, seed=seed, diagnostics={}, policy_name=name, model_name=system.id,
         notions=notions,
     )

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory, format_bytes, max_memory
+from causalfair._validation import check_names
 from causalfair.errors import InputError
 from causalfair.policies.core import parse_policy
 from causalfair.systems import System, as_system, make
@@ -554,6 +555,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         need = (f"expected only the groups {groups!r}" if (g < 0).any()
                 else "a log needs at least 2 groups to compare")
         raise LogError(MSG_GROUPS.format(found=len(found), values=found, need=need))
+    check_names("logs: column 'group'", groups, LogError)
     g = g.astype(np.int64)
 
     check_memory(_MODEL_COPIES * 8 * len(groups) * 2 * K * K,

@@ -406,6 +406,12 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
                     f"{_SB3_PRE}<integer>.weight / .bias).")
             idx.add(int(i))
     keys = [f"{_SB3_PRE}{i}" for i in sorted(idx)] + ["action_net"]
+    if "action_net.weight" not in state and any(k.startswith("q_net.") for k in state):
+        raise CheckpointError(
+            f"{where}: a DQN model (its q_net gives Q-values, not action probabilities); "
+            "audit the model in memory, acting greedily as DQN does: a [policy] factory "
+            "returning stable_baselines3.DQN.load(path), or cf.as_policy(DQN.load(path), "
+            "system).")
     if "action_net.weight" not in state:
         raise CheckpointError(f"{where}: no action_net in policy.pth (a Discrete action space "
                               "is needed).")

@@ -19,6 +19,7 @@ import numpy as np
 
 from causalfair.errors import CheckpointError, PolicyError
 from causalfair.model import TabularModel
+from causalfair.policies.nets import NumpyMLPPolicy, on_device
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
 from causalfair.types import Observation, check_probs
 
@@ -40,6 +41,9 @@ __all__ = [
     "ActionPolicy",
     "reads_group",
     "reads_only_level_group",
+    "GridTabulated",
+    "engine_policy",
+    "untabulated",
     "feature_inputs",
     "sb3_adapted",
     "UniformPolicy",
@@ -442,18 +446,101 @@ def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: fl
 def reads_only_level_group(policy: Any) -> bool:
     """Whether a policy's decision is a function of (group, level) (and t for time-indexed
     tables) only, so that an engine may evaluate it once on the (group, level) grid: a
-    declared ``reads_only_level_group`` (a bool), tables and constants, and torch or
-    stable-baselines3 networks over the one-hot (level, group) encoding."""
+    declared ``reads_only_level_group`` (a bool), tables and constants, and networks over
+    the one-hot (level, group) encoding (in-memory torch modules, checkpoints of every
+    format, stable-baselines3 models) that read no other part of the observation."""
     declared = getattr(policy, "reads_only_level_group", None)
     if isinstance(declared, bool):
         return declared
     if isinstance(policy, (TablePolicy, ConstantPolicy)):
         return True
-    if isinstance(policy, (TorchPolicy, SB3Policy)):
+    if isinstance(policy, (TorchPolicy, NumpyMLPPolicy, SB3Policy)):
         enc = policy.encoding
         return (enc is not None and enc.name == "onehot"
                 and getattr(policy, "obs_fn", None) is None)
     return False
+
+
+class GridTabulated:
+    """A policy that reads only (group, level) (:func:`reads_only_level_group`), evaluated
+    once per (group, level) cell - once per epoch ``t`` when it is time-dependent, else
+    once - and looked up per individual: one gather instead of, e.g., an MLP forward per
+    individual-step. ``action_probs``/``prob_d1`` return the rows the policy gives on the
+    grid for each individual's cell; an observation without levels goes to the policy
+    itself. ``policy`` is the policy evaluated."""
+
+    def __init__(self, policy: Any, n_groups: int, n_levels: int, n_actions: int):
+        self.policy = policy
+        self.name = getattr(policy, "name", type(policy).__name__)
+        self.G, self.K, self.A = int(n_groups), int(n_levels), int(n_actions)
+        self.time_dependent = bool(getattr(policy, "time_dependent", False))
+        self._where = f"policy {self.name!r}"
+        self._tables: dict[int | None, np.ndarray] = {}
+
+    def __getattr__(self, name: str) -> Any:  # name, reads_group, encoding, ... of the policy
+        if name == "policy":
+            raise AttributeError(name)
+        return getattr(self.policy, name)
+
+    def table(self, t: int | None) -> np.ndarray:
+        """The policy's action distributions (G * K, A) on the grid at epoch ``t`` (the
+        same table for every t when the policy is not time-dependent)."""
+        key = int(t) if self.time_dependent and t is not None else None
+        tab = self._tables.get(key)
+        if tab is None:
+            G, K = self.G, self.K
+            grid = Observation(group=np.repeat(np.arange(G), K), level=np.tile(np.arange(K), G),
+                               t=t)
+            tab = action_probs(self.policy, grid, self.A, self._where)
+            tab.setflags(write=False)
+            self._tables[key] = tab  # (threads may both fill a key: with the same values)
+        return tab
+
+    def prepare(self, horizon: int) -> GridTabulated:
+        """Fill every table the epochs 0..horizon-1 use (before threads share the policy)."""
+        for t in range(horizon if self.time_dependent else 1):
+            self.table(t)
+        return self
+
+    def action_probs(self, obs: Observation) -> np.ndarray:
+        if obs.level is None:
+            return action_probs(self.policy, obs, self.A, self._where)
+        return self.table(obs.t)[np.asarray(obs.group) * self.K + np.asarray(obs.level)]
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        if obs.level is None:
+            return action_probs(self.policy, obs, self.A, self._where)[:, 1]
+        return self.table(obs.t)[:, 1][np.asarray(obs.group) * self.K + np.asarray(obs.level)]
+
+    def __repr__(self) -> str:
+        return f"GridTabulated({self.policy!r})"
+
+
+def engine_policy(policy: Any, source: Any, n_actions: int, *, tabulate: bool = True,
+                  horizon: int | None = None, device: str = "cpu") -> Any:
+    """The policy as a simulation engine evaluates it (the one place every Monte Carlo
+    engine, benefit fork and paired comparison goes through): a policy that reads only
+    (group, level) (:func:`reads_only_level_group`) on a ``source`` (simulator or system)
+    with integer ``n_levels`` and ``n_groups`` becomes a :class:`GridTabulated` (its
+    tables filled for ``horizon`` epochs when given); any other policy, or ``tabulate``
+    False, is returned as it is. The probabilities are those the policy gives on each
+    cell; a network's float32 forward on the grid can round a probability's last bit
+    differently from the same row in a larger batch (docs/scale.md). A network policy
+    that is not tabulated runs its forward pass on ``device`` (a resolved torch device,
+    :func:`causalfair.backends.engine_device`; :func:`causalfair.policies.nets.on_device`)."""
+    if isinstance(policy, GridTabulated):
+        return policy
+    K, G = getattr(source, "n_levels", None), getattr(source, "n_groups", None)
+    if not (tabulate and isinstance(K, (int, np.integer)) and isinstance(G, (int, np.integer))
+            and not isinstance(K, bool) and reads_only_level_group(policy)):
+        return on_device(policy, device)
+    tab = GridTabulated(policy, int(G), int(K), int(n_actions))
+    return tab if horizon is None else tab.prepare(horizon)
+
+
+def untabulated(policy: Any) -> Any:
+    """The policy a :class:`GridTabulated` evaluates; any other policy as it is."""
+    return policy.policy if isinstance(policy, GridTabulated) else policy
 
 
 # ------------------------------------------------------------------------------ parsing

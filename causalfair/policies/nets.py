@@ -14,7 +14,8 @@ import numpy as np
 from causalfair.errors import CheckpointError, PolicyError, short
 from causalfair.types import Observation, check_probs
 
-__all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "check_policy_inputs"]
+__all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "DevicePolicy", "on_device",
+           "check_policy_inputs"]
 
 ACTIVATIONS = ("tanh", "relu")
 
@@ -319,3 +320,68 @@ class NumpyMLPPolicy(_MLPPolicyBase):
 
     def __repr__(self) -> str:
         return f"NumpyMLPPolicy(name={self.name!r}, encoding={self.encoding.name!r})"
+
+
+class DevicePolicy(_MLPPolicyBase):
+    """An MLP policy (:class:`TorchPolicy` or :class:`NumpyMLPPolicy`) whose forward pass
+    runs on a torch device (a GPU): a copy of its network lives there, each batch of
+    encoded inputs goes through one pinned host buffer per thread and crosses once, and
+    the outputs come back once. The simulator stays on the CPU. Outputs agree with the
+    CPU's to float32 rounding and repeat run to run on the same device; ``base`` is the
+    policy it was made from (what it pickles as)."""
+
+    def __init__(self, policy: TorchPolicy | NumpyMLPPolicy, device: str):
+        import copy
+        import threading
+
+        import torch
+
+        self.base = policy
+        self.encoding, self.output = policy.encoding, policy.output
+        self.name, self.source, self._n_out = policy.name, policy.source, policy._n_out
+        net = policy.to_torch() if isinstance(policy, NumpyMLPPolicy) else \
+            copy.deepcopy(policy.module)
+        self.device = torch.device(device)
+        self.module = net.to(self.device).eval()
+        self._local = threading.local()
+
+    def _outputs(self, x: np.ndarray) -> np.ndarray:
+        import torch
+
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        n = x.shape[0]
+        buf = getattr(self._local, "buf", None)
+        if buf is None or buf.shape[0] < n or buf.shape[1:] != x.shape[1:]:
+            buf = torch.empty((max(n, 1), *x.shape[1:]), dtype=torch.float32,
+                              pin_memory=self.device.type == "cuda")
+            self._local.buf = buf
+        host = buf[:n]
+        host.numpy()[...] = x
+        try:
+            with torch.inference_mode():
+                out = self.module(host.to(self.device, non_blocking=True))
+        except RuntimeError as exc:
+            raise PolicyError(
+                f"{self.spec_label()}: the network rejected input of width {x.shape[1]} on "
+                f"{self.device} (encoding {self.encoding.name!r}): "
+                f"{str(exc).splitlines()[0]}") from None
+        # the copy back waits for the stream: the pinned buffer is free again after it
+        return out.to("cpu").double().numpy()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, str]]:
+        return on_device, (self.base, str(self.device))
+
+    def __repr__(self) -> str:
+        return f"DevicePolicy({self.base!r}, device={str(self.device)!r})"
+
+
+def on_device(policy: Any, device: str = "cpu") -> Any:
+    """``policy`` with its forward pass on ``device`` (a resolved torch device name,
+    :func:`causalfair.backends.resolve_device`): a :class:`DevicePolicy` for a
+    :class:`TorchPolicy` or :class:`NumpyMLPPolicy` and a device other than the CPU; any
+    other policy, or ``"cpu"``, as it is (the CPU path is unchanged)."""
+    if str(device) == "cpu" or isinstance(policy, DevicePolicy) \
+            or not isinstance(policy, (TorchPolicy, NumpyMLPPolicy)) \
+            or getattr(policy, "obs_fn", None) is not None:
+        return policy
+    return DevicePolicy(policy, device)

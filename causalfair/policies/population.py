@@ -83,18 +83,25 @@ class LUCBFairActor:
         e = np.exp(z - z.max(1, keepdims=True))
         return (e / e.sum(1, keepdims=True)).reshape(*a.shape[:-1], -1)
 
-    def q_values(self, states: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
-        """Optimistic Q_r, Q_g (n, M) at the loci for states (n, 2) at step h."""
+    def loci_features(self, states: np.ndarray) -> np.ndarray:
+        """phi(s, I_i) (n, M, d) for states (n, 2) at every locus I_i."""
         M = len(self.loci)
-        f = self.phi(np.repeat(states[:, None, :], M, 1),
-                     np.broadcast_to(self.loci, (len(states), M, 2)))
+        return self.phi(np.repeat(states[:, None, :], M, 1),
+                        np.broadcast_to(self.loci, (len(states), M, 2)))
+
+    def q_values(self, states: np.ndarray, h: int, features: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Optimistic Q_r, Q_g (n, M) at the loci for states (n, 2) at step h
+        (``features``: their :meth:`loci_features`, when already computed)."""
+        f = self.loci_features(states) if features is None else features
         bonus = self.beta * np.sqrt(np.einsum("nmd,de,nme->nm", f, self.Linv[h], f).clip(0.0))
         return (np.minimum(f @ self.W_r[h] + bonus, self.H),
                 np.minimum(f @ self.W_g[h] + bonus, self.H))
 
-    def probs(self, states: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def probs(self, states: np.ndarray, h: int, features: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(softmax over loci, Q_r, Q_g) at step h with the current dual variable nu."""
-        qr, qg = self.q_values(states, h)
+        qr, qg = self.q_values(states, h, features)
         z = self.alpha * (qr + self.nu * qg)
         p = np.exp(z - z.max(1, keepdims=True))
         return p / p.sum(1, keepdims=True), qr, qg

@@ -16,7 +16,8 @@ What it accepts:
 - in memory: a policy object (``prob_d1(obs)`` or ``action_probs(obs)``; a user's is
   called through :func:`~causalfair._usercode.guard_policy`), a stable-baselines3 model on
   any ``Discrete(n)``, a ``torch.nn.Module`` (one logit, or one per action; its input is
-  the system's features, else one-hot level and group), a table (G, K) or (T, G, K) of
+  the system's features, else one-hot level and group; ``output="q"``: one Q-value per
+  action, acted on greedily, :class:`GreedyQPolicy`), a table (G, K) or (T, G, K) of
   P(d1) (with A > 2 actions, a trailing axis A), or a plain function ``f(obs) ->
   probabilities``.
 
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._usercode import call_factory, check_params, guard_policy, load_callable
-from causalfair.errors import CausalfairError, PolicyError, call_user
+from causalfair.errors import CausalfairError, PolicyError, call_user, short
 from causalfair.policies.checkpoint import load_checkpoint, load_checkpoint_for
 from causalfair.policies.core import (
     BUILTIN_POLICIES,
@@ -57,13 +58,16 @@ from causalfair.policies.core import (
     reads_only_level_group,
     sb3_adapted,
 )
-from causalfair.policies.sb3 import is_sb3_model
+from causalfair.policies.sb3 import greedy_probs, is_sb3_model
 
-__all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "CHECKPOINT_SUFFIXES",
-           "BUILTIN_KINDS"]
+__all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "GreedyQPolicy",
+           "CHECKPOINT_SUFFIXES", "BUILTIN_KINDS", "TORCH_OUTPUTS"]
 
 #: File suffixes read as checkpoints (:func:`~causalfair.policies.checkpoint.load_checkpoint`).
 CHECKPOINT_SUFFIXES = (".pt", ".npz", ".zip", ".safetensors")
+#: How a torch module's outputs are read: ``logits`` (softmax, sigmoid for one output),
+#: ``probs`` (probabilities as they are), ``q`` (Q-values: the greedy action).
+TORCH_OUTPUTS = ("logits", "probs", "q")
 #: The first word of every built-in policy name (``threshold`` of ``threshold:P``).
 BUILTIN_KINDS = frozenset(k.partition(":")[0] for k in BUILTIN_POLICIES)
 
@@ -210,12 +214,60 @@ def _torch_encoding(system: Any) -> FeatureEncoding:
     return FeatureEncoding("onehot", int(system.n_levels), int(system.n_groups))
 
 
-def _torch_policy(module: Any, system: Any) -> TorchPolicy:
+class GreedyQPolicy:
+    """The greedy policy of a torch module that outputs one Q-value per action (a DQN
+    Q-network, CleanRL's ``QNetwork``): probability 1 on the action with the largest
+    Q-value, ties to the lower action, as DQN acts at evaluation (no exploration).
+    ``net`` is the module read as a :class:`TorchPolicy`; its raw outputs are the
+    Q-values."""
+
+    def __init__(self, net: TorchPolicy):
+        self.net = net
+        self.name = net.name
+        self.encoding = net.encoding
+
+    @property
+    def n_actions(self) -> int:
+        return self.net.n_actions
+
+    def action_probs(self, obs: Observation) -> np.ndarray:
+        q = np.asarray(self.net._outputs(self.encoding.encode(obs)))
+        if q.ndim != 2 or q.shape[1] < 2 or not np.isfinite(q).all():
+            raise PolicyError(
+                f"policy {self.name!r}: output='q' needs one finite Q-value per action (>= 2), "
+                f"the module returned shape {q.shape}; check the module or its output.")
+        return greedy_probs(q)
+
+    def prob_d1(self, obs: Observation) -> np.ndarray:
+        probs = self.action_probs(obs)
+        if probs.shape[1] != 2:
+            raise PolicyError(f"policy {self.name!r}: has {probs.shape[1]} actions; use "
+                              "action_probs(obs).")
+        return probs[:, 1]
+
+    def __repr__(self) -> str:
+        return f"GreedyQPolicy({self.net!r})"
+
+
+def _torch_policy(module: Any, system: Any, output: str | None = None
+                  ) -> TorchPolicy | GreedyQPolicy:
     """An in-memory ``torch.nn.Module`` as a policy on ``system``. A module without its own
     ``forward`` but with an ``actor`` module (CleanRL's PPO ``Agent``) is read through its
     actor's logits. The input width of its first layer (``in_features``) must be the
-    width of the system's input (its features, else one-hot level and group)."""
+    width of the system's input (its features, else one-hot level and group). ``output``
+    (:data:`TORCH_OUTPUTS`, default ``logits``) says how its outputs are read; a module
+    whose class is named like a Q-network (``...QNetwork``, CleanRL's DQN) must say it,
+    since softmax of Q-values is not the policy it acts by."""
     name = type(module).__name__
+    if output is not None and output not in TORCH_OUTPUTS:
+        raise PolicyError(f"policy {name!r}: output: bad value {output!r}; use one of "
+                          f"{', '.join(TORCH_OUTPUTS)}.")
+    if output is None and name.lower().endswith(("qnetwork", "qnet")):
+        raise PolicyError(
+            f"policy {name!r}: a Q-network's outputs are Q-values, not logits; say how to "
+            "read them: output='q' acts greedily on them (as DQN does), output='logits' "
+            "if they are logits (cf.as_policy(module, system, output='q'), in a spec "
+            "[policy] output = \"q\"; docs/own-system.md).")
     if _is_torch_module(getattr(module, "actor", None)) and all(
             "forward" not in vars(c) for c in type(module).__mro__
             if not c.__module__.startswith("torch.nn")):
@@ -229,11 +281,15 @@ def _torch_policy(module: Any, system: Any) -> TorchPolicy:
             f"policy {name!r}: the torch module reads {int(first.in_features)} inputs (its first "
             f"layer's in_features) but system {getattr(system, 'id', '')!r} observes {what}; "
             "train it on this system's observations.")
-    return TorchPolicy(module, enc, name=name)
+    if output == "q":
+        return GreedyQPolicy(TorchPolicy(module, enc, output="logits", name=name))
+    return TorchPolicy(module, enc, output=output or "logits", name=name)
 
 
-def _in_memory(obj: Any, system: Any, what: str) -> ResolvedPolicy | None:
-    """An object in memory as a resolved policy, or None when it is none of the kinds."""
+def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
+               ) -> ResolvedPolicy | None:
+    """An object in memory as a resolved policy, or None when it is none of the kinds;
+    ``output``: how a torch module's outputs are read (:func:`_torch_policy`)."""
     if _is_policy_object(obj):
         pol = guard_policy(obj)
         return ResolvedPolicy(pol, _label(pol), "object", system=system)
@@ -246,8 +302,11 @@ def _in_memory(obj: Any, system: Any, what: str) -> ResolvedPolicy | None:
         pol = sb3_adapted(obj)
         return ResolvedPolicy(pol, _label(pol), "sb3", system=system)
     if _is_torch_module(obj):
-        pol = _torch_policy(obj, system)
+        pol = _torch_policy(obj, system, output)
         return ResolvedPolicy(pol, pol.name, "torch", system=system)
+    if output is not None:
+        raise PolicyError(f"{what}: output={output!r} reads a torch module's outputs; "
+                          f"{type(obj).__name__} is not a torch module, drop output.")
     if callable(obj):
         pol = callable_policy(obj)
         return ResolvedPolicy(pol, pol.name, "callable", system=system)
@@ -263,7 +322,7 @@ def _checkpoint(path: Path, system: Any) -> ResolvedPolicy:
 
 
 def _factory(ref: str, system: Any, search_path: Any, params: Mapping[str, Any] | None,
-             what: str) -> ResolvedPolicy:
+             what: str, output: str | None = None) -> ResolvedPolicy:
     fn = load_callable(ref, search_path=search_path, what=what)
     params = dict(params or {})
     try:
@@ -272,7 +331,7 @@ def _factory(ref: str, system: Any, search_path: Any, params: Mapping[str, Any] 
         raise PolicyError(f"{exc} Check the policy's params against the factory's "
                           "arguments.") from None
     obj = call_factory(f"{what} {ref!r}", fn, search_path, **params)
-    got = None if isinstance(obj, (str, os.PathLike)) else _in_memory(obj, system, what)
+    got = None if isinstance(obj, (str, os.PathLike)) else _in_memory(obj, system, what, output)
     if got is None:
         raise PolicyError(
             f"{what} {ref!r} returned {type(obj).__name__}, which has neither prob_d1(obs) "
@@ -297,17 +356,23 @@ def _builtin(name: str, system: Any, where: str | None) -> ResolvedPolicy:
 
 
 def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[str] | None = None,
-            params: Mapping[str, Any] | None = None, where: str | None = None
-            ) -> ResolvedPolicy:
+            params: Mapping[str, Any] | None = None, where: str | None = None,
+            output: str | None = None) -> ResolvedPolicy:
     """The policy ``value`` names or holds (module docstring), resolved for ``system``.
 
     ``search_path``: the folder searched first for a factory's module (an audit spec's
     folder, the command line's ``--search-path``); ``params``: the factory's keyword
     arguments. ``where``: what holds ``value`` (``"--policy"``, ``"spec.toml: [policy]
-    factory"``), named by the errors about it.
+    factory"``), named by the errors about it. ``output``: how an in-memory torch module's
+    outputs are read (:data:`TORCH_OUTPUTS`; ``"q"``: Q-values, the greedy action).
     """
     if isinstance(value, ResolvedPolicy):
         return value
+    if output is not None and (isinstance(value, os.PathLike) or isinstance(value, str) and (
+            value.count(":") != 1 or value.partition(":")[0] in BUILTIN_KINDS)):
+        raise PolicyError(f"{where or 'policy'}: output={output!r} reads a torch module's "
+                          f"outputs; {short(value)} is not one (a checkpoint or built-in), drop "
+                          "output.")
     if isinstance(value, os.PathLike):
         return _checkpoint(Path(value), system)
     if isinstance(value, str):
@@ -318,9 +383,10 @@ def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[st
         if path.suffix.lower() in CHECKPOINT_SUFFIXES or path.is_file():
             return _checkpoint(path, system)
         if ":" in value:
-            return _factory(value, system, search_path, params, where or "policy factory")
+            return _factory(value, system, search_path, params, where or "policy factory",
+                            output)
         return _builtin(value, system, where)
-    got = _in_memory(value, system, where or "policy")
+    got = _in_memory(value, system, where or "policy", output)
     if got is None:
         raise PolicyError(
             f"{where or 'policy'}: cannot use {type(value).__name__} as a policy; pass a "
@@ -330,7 +396,9 @@ def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[st
     return got
 
 
-def as_policy(obj: Any, system: Any = None) -> Policy:
+def as_policy(obj: Any, system: Any = None, *, output: str | None = None) -> Policy:
     """The policy object :func:`resolve` gives for ``obj`` (a Policy is returned as it is,
-    a user's behind its guard): what the engines evaluate."""
-    return resolve(obj, system).policy
+    a user's behind its guard): what the engines evaluate. ``output``: how a torch
+    module's outputs are read (``"logits"``, ``"probs"``, ``"q"``: Q-values, acted on
+    greedily)."""
+    return resolve(obj, system, output=output).policy

@@ -16,7 +16,15 @@ from causalfair.policies.checkpoint import sb3_network
 from causalfair.policies.nets import FeatureEncoding
 from causalfair.types import Observation, check_probs
 
-__all__ = ["SB3Policy", "is_sb3_model"]
+__all__ = ["SB3Policy", "is_sb3_model", "greedy_probs"]
+
+
+def greedy_probs(values: np.ndarray) -> np.ndarray:
+    """(n, A) one-hot rows on each row's largest value (ties to the lower action, as
+    ``argmax`` and SB3's and CleanRL's greedy acting): the greedy policy of Q-values."""
+    out = np.zeros(values.shape)
+    out[np.arange(len(values)), values.argmax(axis=1)] = 1.0
+    return out
 
 
 def is_sb3_model(obj: Any) -> bool:
@@ -155,9 +163,7 @@ class SB3Policy:
         else:
             probs = self._outputs_torch(x)  # DQN: Q-values; else probabilities
         if self._dqn or self.deterministic:
-            greedy = np.zeros_like(probs)
-            greedy[np.arange(len(probs)), probs.argmax(axis=1)] = 1.0
-            probs = greedy
+            probs = greedy_probs(probs)
         if probs.shape[1] != self.n_actions or not np.isfinite(probs).all():
             raise PolicyError(f"{where}: the SB3 network returned {probs.shape[1]} outputs with "
                               f"NaN or inf, or not {self.n_actions}; check the model's weights.")

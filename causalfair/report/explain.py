@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
-           "fmt"]
+           "model_index", "fmt", "what_changed", "failure_drivers"]
 
 #: quantity -> (definition, sign convention, unit)
 GLOSSARY: dict[str, tuple[str, str, str]] = {
@@ -28,7 +28,12 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
     "DPE": ("Direct policy effect: the part of C caused by the decisions' immediate effect on "
             "each step's gain (the policy against the path-specific policy pi^PS, which makes "
             "the same visits but scores each step's gain as if the baseline decision had been "
-            "taken).", "positive: the decisions' direct effect favours s+.", "gain units"),
+            "taken); equivalently the group gap in sum_t E[pi(d1 | x_t, s) Delta(x_t, s)]. It "
+            "is not a measure of direct discrimination (of the policy reading the group): it "
+            "is non-zero for a group-blind policy whenever the groups sit at different levels "
+            "or benefit differently from the same decision (approve-everyone has DPE +0.044 "
+            "on lending-1).", "positive: the decisions' direct effect favours s+.",
+            "gain units"),
     "IPE": ("Indirect policy effect: the part of C caused by the policy moving people to "
             "other qualification levels, whose gains under the baseline decision differ "
             "(pi^PS against the baseline policy pi0).",
@@ -39,7 +44,9 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
     "Lambda": ("Benefit fairness: how unequally individuals of the two groups with the same "
                "benefit of a decision (its effect on their expected gain) are treated; a "
                "weighted sum over pairs of levels of |P(decision | s+) - P(decision | s-)|, "
-               "down-weighted where the benefits differ.",
+               "down-weighted by eps / (eps + |benefit gap|): benefit gaps much smaller than "
+               "eps (in the gain's units; the report says how it was chosen) count as equal "
+               "benefit. It sees only the same-step benefit (Lambda_T adds the delayed one).",
                "0: equal benefit, equal treatment; larger: more unequal (no sign).",
                "probability (0 to 1)"),
     "utility": ("The decision maker's expected total reward over the T decisions (for "
@@ -179,7 +186,8 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
             what = "the drop in utility from the baseline policy's"
         elif rel_key:
             what = f"{what} minus the baseline policy's"
-        rel = {"PASS": "within", "FAIL": "above", "INCONCLUSIVE": "on both sides of"}[v["status"]]
+        op, side = (">=", "below") if key.startswith("min_") else ("<=", "above")  # min_ratio_*
+        rel = {"PASS": "within", "FAIL": side, "INCONCLUSIVE": "on both sides of"}[v["status"]]
         src = [(f"verdicts/{i}/estimate", v["estimate"]), (f"verdicts/{i}/threshold", v["threshold"])]
         ci = ""
         if v["lower"] != v["upper"]:
@@ -187,12 +195,12 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
             ci = f" ({level:g}% CI {fmt(v['lower'])} to {fmt(v['upper'])})"
             src += [(f"verdicts/{i}/lower", v["lower"]), (f"verdicts/{i}/upper", v["upper"])]
             rel_text = {"PASS": "its whole interval lies within",
-                        "FAIL": "its whole interval lies above",
+                        "FAIL": f"its whole interval lies {side}",
                         "INCONCLUSIVE": "its interval straddles"}[v["status"]]
         else:
             rel_text = f"it is {rel}"
         out.append(Sentence(f"threshold:{key}",
-                            f"{key} <= {fmt(v['threshold'])}: {v['status']}. {what[0].upper() + what[1:]} "
+                            f"{key} {op} {fmt(v['threshold'])}: {v['status']}. {what[0].upper() + what[1:]} "
                             f"is {fmt(v['estimate'])}{ci}; {rel_text} the threshold {fmt(v['threshold'])}.",
                             tuple(src)))
     dec = doc["decomposition"]
@@ -226,10 +234,15 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
     lam = _q(doc, "Lambda")
     if lam is not None:
         ci, src = _ci_text(doc, "Lambda")
+        ben = doc.get("benefit") or {}
+        eps = (f" It uses eps = {fmt(ben['eps'])} {_unit(doc)[1]} ({ben['eps_source']}): "
+               "benefit gaps well below eps count as equal benefit."
+               if ben.get("eps") is not None and ben.get("eps_source") else "")
         out.append(Sentence(
             "benefit", f"Benefit fairness: Lambda = {fmt(lam['estimate'])}{ci} (0 when people "
             "with the same benefit of a decision are treated alike across groups; larger is "
-            "more unequal).", (("quantities/Lambda/estimate", lam["estimate"]), *src)))
+            f"more unequal).{eps}", (("quantities/Lambda/estimate", lam["estimate"]), *src,
+                                     *((("benefit/eps", ben["eps"]),) if eps else ()))))
     util = _q(doc, "utility")
     if util is not None:
         reward = (doc.get("system") or {}).get("reward", "reward")
@@ -237,6 +250,61 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
         out.append(Sentence(
             "utility", f"The decision maker's expected total {reward} over the T decisions is "
             f"{fmt(util['estimate'])}{ci}.", (("quantities/utility/estimate", util["estimate"]), *src)))
+    return out
+
+
+def _part_text(part: Mapping[str, Any]) -> str:
+    """An attribution part as "+0.0123" or "+0.0123 (interval -0.0010 to +0.0250)"."""
+    lo, hi = part.get("interval") or (part["estimate"], part["estimate"])
+    ci = "" if lo == hi else f" (interval {fmt(lo)} to {fmt(hi)})"
+    return f"{fmt(part['estimate'])}{ci}"
+
+
+def what_changed(att: Mapping[str, Any], against: str = "the baseline policy") -> list[str]:
+    """The "What changed" lines from an attribution (``audit.json``'s ``attribution``,
+    :meth:`causalfair.engines.attribution.Attribution.to_dict`): the change in C, its
+    split into the direct and the indirect path (SPE is the system's and cancels), the
+    step and the cells that carry most of it."""
+    tot, big = att["total"], att["largest"]
+    cell_word = "level" if att.get("cells") == "levels" else "cell"
+    out = [f"C moved by {_part_text(tot['C'])} from {against} ({att['baseline']}) to "
+           f"{att['policy']}: DPE (direct path) {_part_text(tot['DPE'])}, IPE (indirect "
+           f"path) {_part_text(tot['IPE'])}; SPE is the system's and cancels.",
+           f"Largest path: {big['path']}; largest step: t = {big['step']} "
+           f"({fmt(big['step_estimate'])}).", ]
+    if big["cells"]:
+        out.append("Cells carrying most of it (group / " + cell_word + ", signed as in C): "
+                   + "; ".join(f"{c['group']} / {c['cell']}: {fmt(c['estimate'])}"
+                               for c in big["cells"]) + ".")
+    return out
+
+
+def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> list[str]:
+    """What a FAIL report opens with: what drives the failure (the largest path, step and
+    cells of ``att``, an attribution against the [baseline] policy or, without one,
+    against pi0, where the change is the policy's DPE + IPE) and the repair options."""
+    if doc.get("overall") != "FAIL":
+        return []
+    out = []
+    failing = [v["key"] for v in doc.get("verdicts") or [] if v["status"] == "FAIL"]
+    if att is not None:
+        big = att["largest"]
+        against = ("the baseline policy pi0 (no [baseline] given)" if att["baseline"] == "pi0"
+                   else f"the baseline policy {att['baseline']}")
+        word = "level " if att.get("cells") == "levels" else ""
+        cells = ", ".join(f"{c['group']} / {word}{c['cell']} ({fmt(c['estimate'])})"
+                          for c in big["cells"])
+        out.append(f"What drives the failure ({', '.join(failing)}), against {against}: "
+                   f"mostly the {big['path']} path ({fmt(big['path_estimate'])}), step t = "
+                   f"{big['step']} ({fmt(big['step_estimate'])})"
+                   + (f", cells {cells}" if cells else "") + ".")
+    else:
+        out.append(f"Failing: {', '.join(failing)} (no per-step and per-cell attribution: "
+                   "it needs a tabular model or a [baseline] policy).")
+    out.append("Repair options: causalfair gate SPEC --retrain retrains the policy with the "
+               "spec's [retrain] algo (ppo-c and ppo-cb penalise C and Lambda; exact, on a "
+               "tabular system, solves the constrained repair), or compare candidates with "
+               "[baseline]; change [thresholds] only if the limits themselves were wrong.")
     return out
 
 
@@ -282,6 +350,39 @@ def _yaml_value(v: Any) -> str:
     return json.dumps(str(v))  # a JSON string is a valid YAML scalar
 
 
+def model_index(doc: Mapping[str, Any]) -> list[str]:
+    """The card's ``model-index`` block (YAML lines) in the Hugging Face model card
+    metadata format (hub-docs modelcard.md): the audited policy as the model, the audit as
+    the task, the system as the dataset, one metric per audited quantity (``type``: the
+    quantity's key; ``value``: its estimate; ``unit`` extra) with the interval as extra
+    fields (``ci_lower``, ``ci_upper``, ``ci_level``, ``se``) when it has one. ``verified`` is
+    false: the numbers are the auditor's, not the Hub's."""
+    system = doc.get("system") or {}
+    words = doc_glossary(doc)
+    level = 1 - float(doc["spec"]["resolved"].get("alpha", 0.05))
+    y = ["model-index:", f"- name: {_yaml_value(doc['policy']['label'])}", "  results:",
+         "  - task:", "      type: long-term-fairness-audit",
+         f"      name: {_yaml_value('Long-term fairness audit ' + repr(doc['name']))}",
+         "    dataset:", f"      type: {_yaml_value(system.get('id', 'logs'))}",
+         f"      name: {_yaml_value(system.get('description') or system.get('id', 'logs'))}",
+         f"      args: {{horizon: {doc['decomposition']['horizon']}, "
+         f"engine: {_yaml_value(doc['decomposition']['engine'])}}}",
+         "    metrics:"]
+    for k, q in (doc.get("quantities") or {}).items():
+        unit = words.get(k, ("", "", ""))[2]
+        y += [f"    - type: {_yaml_value(k)}", f"      name: {_yaml_value(k)}",
+              f"      value: {_yaml_value(q['estimate'])}"] + (
+            [f"      unit: {_yaml_value(unit)}"] if unit else [])
+        if _has_interval(q):
+            y += [f"      ci_lower: {_yaml_value(q['ci_lower'])}",
+                  f"      ci_upper: {_yaml_value(q['ci_upper'])}",
+                  f"      ci_level: {_yaml_value(level)}", f"      se: {_yaml_value(q['se'])}"]
+        y.append("      verified: false")
+    if not doc.get("quantities"):
+        y[-1] = "    metrics: []"
+    return y
+
+
 def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
     """``card.md``: a YAML metadata block (metrics with CI bounds, verdicts, spec hash,
     checkpoint SHA-256, versions) and one plain-language paragraph per metric."""
@@ -298,13 +399,17 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
          f"spec_sha256: {hashlib.sha256(spec_bytes).hexdigest()}",
          f"ci_level: {_yaml_value(level / 100)}  # null ci bounds: exact values, no sampling error",
          "metrics:"]
+    ben = doc.get("benefit") or {}
+    if ben.get("eps") is not None:  # Lambda's eps, its unit and how it was chosen
+        y.insert(-1, f"lambda_eps: {{value: {_yaml_value(ben['eps'])}, unit: "
+                     f"{_yaml_value(_unit(doc)[1])}, source: {_yaml_value(ben.get('eps_source'))}}}")
     for k, q in (doc.get("quantities") or {}).items():
         lo, hi = (q["ci_lower"], q["ci_upper"]) if _has_interval(q) else (None, None)
         y.append(f"  {k}: {{estimate: {_yaml_value(q['estimate'])}, ci_lower: "
                  f"{_yaml_value(lo)}, ci_upper: {_yaml_value(hi)}, se: {_yaml_value(q['se'])}}}")
     y.append("verdicts:")
     for v in doc.get("verdicts") or []:
-        y.append(f"  - {{threshold: {_yaml_value(v['key'] + ' <= ' + repr(v['threshold']))}, "
+        y.append(f"  - {{threshold: {_yaml_value(v['key'] + (' >= ' if v['key'].startswith('min_') else ' <= ') + repr(v['threshold']))}, "
                  f"status: {v['status']}, estimate: {_yaml_value(v['estimate'])}}}")
     if not doc.get("verdicts"):
         y[-1] = "verdicts: []"
@@ -313,6 +418,7 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
     y.append(f"  python: {_yaml_value(prov.get('python'))}")
     for k, v in (prov.get("dependencies") or {}).items():
         y.append(f"  {k}: {_yaml_value(v)}")
+    y += model_index(doc)
     y.append("---")
     lines = y + ["", f"# Fairness audit card: {doc['name']}", ""]
     lines += [s.text for s in sentences(doc)[:1]] + [""]

@@ -27,16 +27,20 @@ from typing import Any
 import numpy as np
 
 from causalfair.policies.core import reads_group
+from causalfair.results import new_figure, waterfall, wrap
 
 #: An audit result (causalfair.audit.AuditResult), read by duck typing (no import circle).
 AuditResult = Any
 
 __all__ = ["make_figures", "figure_png", "figure_png_base64", "skipped_sections", "FIGURES",
-           "DPI", "GRAPH_EPOCHS", "FRONTIER_POINTS"]
+           "DPI", "GRAPH_EPOCHS", "FRONTIER_POINTS", "THUMBNAIL_DPI", "headline_figure"]
 
 #: Resolution of the PNG figures: twice a 75-dpi screen, so they stay sharp on
 #: high-density displays and in print.
 DPI = 150
+#: Resolution of the headline figure's preview in a notebook (``AuditResult._repr_html_``):
+#: small enough that the cell stays a few tens of KB.
+THUMBNAIL_DPI = 48
 #: Grid points of the utility-fairness frontier drawn in the report.
 FRONTIER_POINTS = 8
 #: Epochs of the temporal causal graph drawn in the report (the graph widens with T).
@@ -45,28 +49,9 @@ GRAPH_EPOCHS = 3
 _GROUP_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 
 
-def _new_figure(w: float, h: float):
-    """A Figure on the Agg canvas with matplotlib's constrained layout, which fits
-    titles, labels, legends and colour bars inside the canvas."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(w, h), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def gain_unit(r: AuditResult) -> str:
     """The unit of the qualification gain (the system's, else generic gain units)."""
     return getattr(getattr(r.system, "gain", None), "unit", None) or "gain units"
-
-
-def _wrap(text: str, width: int) -> str:
-    """An axis label broken into lines of at most ``width`` characters (long units and
-    group names stay inside the figure)."""
-    import textwrap
-
-    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
 
 
 def ci_level(r: AuditResult) -> int:
@@ -76,43 +61,14 @@ def ci_level(r: AuditResult) -> int:
 
 def _fig_waterfall(r: AuditResult):
     """The headline figure: C built up from SPE, IPE and DPE (a waterfall), each bar
-    with its confidence interval (none for exact results)."""
-    dec = r.decomposition
-    ci = dec.conf_int(r.spec.alpha)
-    a, b = dec.pair
-    ga, gb = dec.groups[a], dec.groups[b]
-    exact = not dec.se
-    colours = {"SPE": "#8c8c8c", "IPE": "#4c72b0", "DPE": "#d9822b", "C": "#333333"}
-    words = {"SPE": "spurious\n(no decisions)", "IPE": "indirect\n(delayed)",
-             "DPE": "direct", "C": "total gap"}
-    fig = _new_figure(8.0, 3.8)
-    ax = fig.subplots()
-    start, data = 0.0, {}
-    ticks = []
-    for i, k in enumerate(("SPE", "IPE", "DPE", "C")):
-        v = float(getattr(dec, k))
-        lo, hi = float(ci.loc[k, "lower"]), float(ci.loc[k, "upper"])
-        base = 0.0 if k == "C" else start
-        ax.bar(i, v, bottom=base, width=0.6, color=colours[k], edgecolor="black", linewidth=0.5)
-        if not exact:
-            ax.errorbar(i, base + v, yerr=[[v - lo], [hi - v]], color="black", capsize=5, lw=1)
-        if k != "C":
-            ax.plot([i + 0.3, i + 0.7], [base + v, base + v], color="#777777", lw=0.8, ls=":")
-            start += v
-        label = f"{k}: {words[k]}\n{v:+.4f}"
-        if not exact:
-            label += f"\n[{lo:+.4f}, {hi:+.4f}]"
-        ticks.append(label)
-        data[k] = {"estimate": v, "ci_lower": lo, "ci_upper": hi, "bottom": base}
-    ax.axhline(0, color="black", lw=0.6)
-    ax.set_xticks(range(4), ticks, fontsize=8)
-    ax.set_ylabel(_wrap(f"gap, {ga} minus {gb} ({gain_unit(r)})", 44), fontsize=8)
-    how = ("exact: no sampling error" if exact
-           else f"error bars: {ci_level(r)}% confidence intervals")
-    ax.set_title(_wrap(f"C = SPE + IPE + DPE over T = {dec.horizon} decisions; positive favours "
-                       f"{ga}, negative favours {gb} ({how})", 110), fontsize=9)
-    return fig, {"effects": data, "exact": exact, "ci_level": ci_level(r),
-                 "pair": [ga, gb]}
+    with its confidence interval (none for exact results; :func:`causalfair.results.waterfall`,
+    also ``Decomposition.plot()``)."""
+    return waterfall(r.decomposition, r.spec.alpha, gain_unit(r))
+
+
+def headline_figure(r: AuditResult) -> Any:
+    """The report's headline figure (the waterfall) alone, without building the others."""
+    return _fig_waterfall(r)[0]
 
 
 def figure_png(fig: Any) -> bytes:
@@ -121,8 +77,14 @@ def figure_png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def figure_png_base64(fig: Any) -> str:
-    return base64.b64encode(figure_png(fig)).decode("ascii")
+def figure_png_base64(fig: Any, dpi: int = DPI) -> str:
+    """The figure as a base64 PNG at ``dpi`` (:data:`DPI`; :data:`THUMBNAIL_DPI` for the
+    small preview a notebook shows)."""
+    if dpi == DPI:
+        return base64.b64encode(figure_png(fig)).decode("ascii")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 # ---------------------------------------------------------------------------- figures
@@ -133,7 +95,7 @@ def _fig_decomposition(r: AuditResult):
     est = np.array([getattr(dec, k) for k in names])
     lo = np.array([ci.loc[k, "lower"] for k in names])
     hi = np.array([ci.loc[k, "upper"] for k in names])
-    fig = _new_figure(8.0, 3.4)
+    fig = new_figure(8.0, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
     unit = gain_unit(r)
     ax1.bar(names, est, color=["#555555", "#d9822b", "#4c72b0", "#8c8c8c"],
@@ -141,7 +103,7 @@ def _fig_decomposition(r: AuditResult):
     ax1.axhline(0, color="black", lw=0.6)
     a, b = dec.pair
     ax1.set_title(f"C = DPE + IPE + SPE ({dec.groups[a]} - {dec.groups[b]})", fontsize=9)
-    ax1.set_ylabel(_wrap(f"gap ({unit})", 36), fontsize=8)
+    ax1.set_ylabel(wrap(f"gap ({unit})", 36), fontsize=8)
     parts = ("direct", "indirect", "spurious")
     G = len(dec.groups)
     width = 0.8 / G
@@ -164,7 +126,7 @@ def _fig_decomposition(r: AuditResult):
     ax2.set_xticks(x, parts)
     ax2.axhline(0, color="black", lw=0.6)
     ax2.set_title("Per group: V^pi - V^PS, V^PS - V^pi0, V^pi0", fontsize=9)
-    ax2.set_ylabel(_wrap(f"expected total gain ({unit})", 36), fontsize=8)
+    ax2.set_ylabel(wrap(f"expected total gain ({unit})", 36), fontsize=8)
     ax2.legend(fontsize=8, frameon=False, title=None if not dec.se else
                f"error bars: {ci_level(r)}% CI", title_fontsize=7)
     level = int(round(100 * (1 - r.spec.alpha)))
@@ -178,7 +140,7 @@ def _fig_steps(r: AuditResult):
     dec = r.decomposition
     steps = dec.steps
     T = steps.shape[2]
-    fig = _new_figure(8.0, 3.2)
+    fig = new_figure(8.0, 3.2)
     ax = fig.subplots()
     t = np.arange(T)
     data = {}
@@ -193,7 +155,7 @@ def _fig_steps(r: AuditResult):
                    "pi0": steps[2, i].tolist()}
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel("decision epoch t (steps)")
-    ax.set_ylabel(_wrap(f"expected gain at step t ({gain_unit(r)})", 34), fontsize=8)
+    ax.set_ylabel(wrap(f"expected gain at step t ({gain_unit(r)})", 34), fontsize=8)
     ax.set_title("Per-step contributions: direct (pi - pi^PS) and indirect (pi^PS - pi0)",
                  fontsize=9)
     width = sum(len(g) for g in dec.groups)  # long group names: fewer legend columns
@@ -207,7 +169,7 @@ def _fig_levels(r: AuditResult):
         return None  # reason: see skipped_sections
     groups = r.model.group_names
     G = len(groups)
-    fig = _new_figure(8.0, 1.8 * G + 0.8)
+    fig = new_figure(8.0, 1.8 * G + 0.8)
     axes = np.atleast_2d(fig.subplots(G, 2, sharex=True, sharey=True))
     K = r.mu_pi.shape[2]
     im = None
@@ -234,7 +196,7 @@ def _fig_benefit_actions(r: AuditResult):
     ben = r.benefit
     # the baseline's benefit over itself is 0 everywhere: one panel per other action
     acts = [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)]
-    fig = _new_figure(8.0, 3.4)
+    fig = new_figure(8.0, 3.4)
     axes = np.atleast_1d(fig.subplots(1, max(1, len(acts))))
     unit = gain_unit(r)
     for ax, a_i in zip(axes, acts, strict=False):
@@ -263,7 +225,7 @@ def _fig_benefit(r: AuditResult):
         return _fig_benefit_actions(r)
     from matplotlib.lines import Line2D
 
-    fig = _new_figure(8.0, 3.8)
+    fig = new_figure(8.0, 3.8)
     ax = fig.subplots()
     a, b = ben.pair
     for i, g in enumerate(ben.groups):
@@ -350,7 +312,7 @@ def _fig_notions(r: AuditResult):
     vals = {k: float(v) for k, v in vals.items() if isinstance(v, (int, float))}
     if not vals:
         return None
-    fig = _new_figure(8.0, 2.6)
+    fig = new_figure(8.0, 2.6)
     ax = fig.subplots()
     names = list(vals)
     y = np.arange(len(names))

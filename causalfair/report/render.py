@@ -20,6 +20,7 @@ and the checkpoint's SHA-256.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import os
@@ -31,7 +32,17 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import to_jsonable, write_folder
-from causalfair.report.explain import assumptions, card_markdown, doc_glossary, glossary, sentences
+from causalfair.engines.attribution import attribute_exact
+from causalfair.report.explain import (
+    assumptions,
+    card_markdown,
+    doc_glossary,
+    failure_drivers,
+    glossary,
+    sentences,
+    what_changed,
+)
+from causalfair.report.export import export_files, links_markdown, report_exports
 from causalfair.report.figures import (  # the figures, re-exported
     DPI,
     FIGURES,
@@ -45,6 +56,7 @@ from causalfair.report.figures import (  # the figures, re-exported
     make_figures,
     skipped_sections,
 )
+from causalfair.results import SHARE_FLOOR
 
 #: The report reads an audit result (causalfair.audit.AuditResult) by duck typing: this
 #: module imports nothing from causalfair.audit, so the import graph has no circle.
@@ -153,18 +165,28 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
                                  f"{level}% CI upper", "unit"], rows, None))
     dec = r.decomposition
     rows = [[g, dec.V[i], dec.V_ps[i], dec.V_0[i], dec.V[i] - dec.V_ps[i],
-             dec.V_ps[i] - dec.V_0[i], dec.utility[i]] for i, g in enumerate(dec.groups)]
+             dec.V_ps[i] - dec.V_0[i], dec.utility_by_group[i]] for i, g in enumerate(dec.groups)]
     tabs.append(("Per-group values",
                  ["group", "V^pi", "V^PS", "V^pi0", "direct", "indirect", "utility"], rows, None))
+    gc = getattr(r, "group_comparison", None)
+    if gc is not None:  # every pair of groups (causalfair.engines.groups)
+        tabs.append((f"Pairs of groups (reference {gc.reference}; worst pair {gc.worst}, "
+                     "the largest |C|; ratios min/max of the two groups)", list(gc.HEADER),
+                     gc.rows(), None))
     if r.benefit is not None:
-        wp = r.worst_pairs()
-        tabs.append((f"Worst benefit pairs (Lambda = {r.benefit.Lambda:.6f})", list(wp.columns),
-                     wp.values.tolist(), None))
+        wp = r.benefit.worst_pairs_table(r.spec.worst)
+        note = "" if r.benefit.shares_meaningful else (
+            f"; shares not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding")
+        unit = r.system.gain.unit if r.system is not None else "gain units"
+        note += f"; eps = {r.benefit.eps:g} {unit}, {r.benefit.eps_source}"
+        tabs.append((f"Worst benefit pairs (Lambda = {r.benefit.Lambda:.6f}{note})",
+                     list(wp.columns), wp.values.tolist(), None))
     rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
     for k, v in r.notions.items():
         if isinstance(v, dict):
             rows += [[f"{k}[{g}]", x] for g, x in v.items()]
-    tabs.append(("Other notions", ["notion", "value"], rows, None))
+    if any(v is not None for _, v in rows):  # else "Not shown" says why
+        tabs.append(("Other notions", ["notion", "value"], rows, None))
     dw = (r.extra.get("logs") or {}).get("dowhy")
     if dw:
         rows = [["pooled effect of D_t on the gain (backdoor on {X_t, S})",
@@ -257,6 +279,22 @@ def _summary(doc: dict[str, Any]) -> list[str]:
     return [s.text for s in sentences(doc)]
 
 
+def _drivers(r: AuditResult, doc: dict[str, Any]) -> list[str]:
+    """What a FAIL report opens with (:func:`causalfair.report.explain.failure_drivers`):
+    the attribution against the [baseline] policy when a relative threshold fails (or no
+    tabular model gives another), else the exact attribution against pi0 (the failure of
+    an absolute threshold is the policy's own DPE + IPE)."""
+    att = doc.get("attribution")
+    relative = any(v.status == "FAIL" and v.key.endswith("vs baseline") for v in r.verdicts)
+    if (not (att and relative) and r.overall == "FAIL" and r.model is not None
+            and r.policy_table is not None):
+        dec = r.decomposition
+        att = to_jsonable(attribute_exact(r.model, r.policy_table, "pi0", dec.horizon,
+                                          gamma=dec.gamma, pair=dec.pair,
+                                          policy_name=dec.policy_name).to_dict())
+    return failure_drivers(doc, att)
+
+
 _HEADLINE = "waterfall"
 
 
@@ -297,10 +335,14 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         f"<p class='meta'>{html.escape(_header_line(r, doc))}</p>",
         "<section id='summary'><h2>Summary</h2>",
         f"<p class='verdict'>{html.escape(summary[0])}</p>",
+        *(f"<p class='drivers'>{html.escape(t)}</p>" for t in _drivers(r, doc)),
         "<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in summary[1:]) + "</ul>",
     ]
     if _HEADLINE in pngs:
         parts.append(figure(_HEADLINE, pngs[_HEADLINE]))
+    if doc.get("attribution"):
+        parts.append("<h3>What changed</h3><ul>" + "".join(
+            f"<li>{html.escape(t)}</li>" for t in what_changed(doc["attribution"])) + "</ul>")
     parts.append("</section><section id='details'><h2>Details</h2>")
     for title, header, rows, sc in _tables(r, before):
         parts.append(f"<h3>{html.escape(title)}</h3>")
@@ -318,6 +360,8 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     parts += [f"<li>{html.escape(a)}</li>" for a in assumptions(doc)]
     parts.append("</ul></section><section id='provenance'><h2>Provenance</h2>")
     parts.append(_html_table(["item", "value"], _provenance_rows(doc)))
+    parts.append("<p class='exports'>" + re.sub(  # links_markdown's [name](name) as <a>
+        r"\[([\w.-]+)\]\(\1\)", r"<a href='\1'>\1</a>", html.escape(links_markdown(doc))) + "</p>")
     parts.append("</section><section id='spec'><h2>Spec</h2>")
     parts.append(f"<pre>{html.escape(_spec_text(r))}</pre></section>")
     parts.append("</body></html>")
@@ -331,9 +375,13 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     summary = _summary(doc)
     lines = [f"# Audit `{spec.name}`: {r.overall}", "", md_escape(_header_line(r, doc)), "",
              "## Summary", "", md_escape(summary[0]), ""]
+    lines += [x for t in _drivers(r, doc) for x in (md_escape(t), "")]
     lines += [f"- {md_escape(t)}" for t in summary[1:]] + [""]
     if _HEADLINE in pngs:
         lines += [f"![{titles[_HEADLINE]}]({_HEADLINE}.png)", ""]
+    if doc.get("attribution"):
+        lines += ["### What changed", ""]
+        lines += [f"- {md_escape(t)}" for t in what_changed(doc["attribution"])] + [""]
     lines += ["## Details", ""]
     for title, header, rows, _ in _tables(r, before):
         lines += [f"### {md_escape(title)}", "", _md_table(header, rows), ""]
@@ -346,7 +394,8 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     lines += ["", "## Glossary", "",
               _md_table(["quantity", "definition", "sign", "unit"], _glossary_rows(r, doc)), ""]
     lines += ["## Assumptions", ""] + [f"- {md_escape(a)}" for a in assumptions(doc)] + [""]
-    lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), ""]
+    lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), "",
+              links_markdown(doc), ""]
     fence = "`" * max(3, 1 + max((len(m) for m in re.findall("`+", _spec_text(r))), default=0))
     lines += ["## Spec", "", fence + "toml", _spec_text(r).rstrip(), fence, ""]
     return "\n".join(lines)
@@ -386,8 +435,11 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
                              "checkpoint_sha256": before.checkpoint_sha256,
                              "verdicts": [v.to_dict() for v in before.verdicts],
                              "quantities": {k: v[0] for k, v in before.quantities.items()}}
-        (tmp / "audit.json").write_text(
-            json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        text = json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n"
+        (tmp / "audit.json").write_text(text, encoding="utf-8")
+        for name, body in export_files(json.loads(text), report_exports(doc), audit_sha256=(
+                hashlib.sha256(text.encode("utf-8")).hexdigest())).items():
+            (tmp / name).write_text(body, encoding="utf-8")
         (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before), encoding="utf-8")
         (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
 

@@ -7,12 +7,14 @@ Registered at ``import causalfair.systems``:
 - ``delayed-impact``: setting 1's curves without drift (ml-fairness-gym's
   DelayedImpactEnv);
 - ``replicator-1``: the replicator dynamics of Yin et al. (NeurIPS 2023)
-  (:mod:`causalfair.systems.replicator`).
+  (:mod:`causalfair.systems.replicator`); ``replicator-binding``: the same dynamics
+  where the fairness constraint binds.
 - ``lending-harder``: ELBERT's harder lending (Xu et al. ICML 2024;
   :mod:`causalfair.systems.lending.harder`).
 - ``attention-1``, ``attention-harder``: ml-fairness-gym's attention allocation as
   Xu et al. (ICML 2024) and Hu et al. (BigData 2023) run it
-  (:mod:`causalfair.systems.attention`).
+  (:mod:`causalfair.systems.attention`); ``attention-central``: either with the
+  published central policy over all sites.
 - ``infectious-1``, ``infectious-harder``: the SIR epidemic on the karate-club graph, as
   Xu et al. and Hu et al. run it (:mod:`causalfair.systems.infectious`).
 """
@@ -79,6 +81,11 @@ def register_builtin() -> None:
     register("attention-harder", "causalfair.systems.attention:make_attention_harder",
              description="attention allocation, ELBERT's harder parameters (30 units, "
                          "per-site rates); coupled units, Monte Carlo", override=True)
+    register("attention-central", "causalfair.systems.attention:make_attention_central",
+             description="attention allocation with the published central policy (whole "
+                         "8-step history, one logit per site, softmax + greedy placement), "
+                         "200 steps; harder=true for ELBERT's harder parameters; Monte Carlo",
+             override=True)
     register("infectious-1", "causalfair.systems.infectious:make_infectious",
              description="SIR epidemic on the karate-club graph, one vaccine per step "
                          "(ml-fairness-gym; seeds 000, 001); coupled units, Monte Carlo",
@@ -93,3 +100,7 @@ def register_builtin() -> None:
              description="replicator dynamics of two groups' qualification rates under "
                          "per-group thresholds (Yin et al., NeurIPS 2023); coupled units, Monte Carlo",
              override=True)
+    register("replicator-binding", "causalfair.systems.replicator:make_replicator_binding",
+             description="replicator-1 from q0 = (0.9, 0.1) over H = 15, where seed 002's parity "
+                         "constraint binds (Myopic-Fair differs from Myopic); coupled units, "
+                         "Monte Carlo", override=True)

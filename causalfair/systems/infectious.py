@@ -56,6 +56,9 @@ __all__ = ["INF", "INFECTIOUS_DEFAULTS", "REC", "SUS", "InfectiousSimulator", "k
            "make_infectious_harder"]
 
 SUS, INF, REC = 0, 1, 2  # health codes
+#: Replicas stepped per block (:meth:`InfectiousSimulator.step`): 512 graphs of 34
+#: members keep the step's temporaries (a few bytes per member each) in the L2 cache.
+_BLOCK_REPLICAS = 512
 
 #: The published parameters, with their sources.
 INFECTIOUS_DEFAULTS: dict[str, Any] = {
@@ -152,7 +155,7 @@ class InfectiousSimulator:
         h = np.full((n, U), SUS, dtype=np.int8)
         h[:, list(self.initial)] = INF
         s = InfectiousState(health=h.reshape(-1), group=np.tile(self.comm, n), t=0)
-        no_vaccine = np.zeros(n * U, dtype=np.intp)
+        no_vaccine = np.zeros(n * U, dtype=bool)
         for _ in range(self.burn_in):  # ml-fairness-gym's burn-in: steps without treatment
             s = self.step(s, no_vaccine, self.draw_noise(n * U, rng)).state
         return InfectiousState(health=s.health, group=s.group, t=0)
@@ -180,19 +183,35 @@ class InfectiousSimulator:
 
     def step(self, s: InfectiousState, d: Any, noise: Any) -> Any:
         U = self.units
-        d = np.asarray(d, dtype=bool)
-        h = np.where(d & (s.health == SUS), np.int8(REC), s.health)  # 1. treatment: S -> R
-        k = ((h == INF).reshape(-1, U).astype(np.float32) @ self._adj32).reshape(-1)
-        idx = h.astype(np.int16) * np.int16(U + 1) + k.astype(np.int16)
-        move = np.asarray(noise) < self._p_move.take(idx)  # 2.-4. infection, recovery, loss
-        nxt = h + move.view(np.int8)  # each code moves to the next: S -> I -> R (-> S)
-        nxt[nxt == 3] = SUS
+        d = np.asarray(d, dtype=bool).reshape(-1)
+        noise = np.asarray(noise).reshape(-1)
+        health = s.health
+        nxt = np.empty_like(health)
+        demand = np.empty(health.shape, dtype=np.int8)
+        # blocks of whole replicas, so that every temporary of the step stays in the cache
+        block = U * _BLOCK_REPLICAS
+        for lo in range(0, health.shape[0], block):
+            sl = slice(lo, lo + block)
+            self._step_block(health[sl], d[sl], noise[sl], nxt[sl], demand[sl])
         after = (nxt != INF).view(np.int8)
         # ELBERT's supply and demand: vaccines given, members newly infected
-        info = {"supply": d.astype(np.int8), "demand": (move & (h == SUS)).view(np.int8)}
+        info = {"supply": d.astype(np.int8), "demand": demand}
         return StepResult(state=InfectiousState(health=nxt, group=s.group, t=s.t + 1),
-                          reward=after, gain=after - (s.health != INF).view(np.int8),
+                          reward=after, gain=after - (health != INF).view(np.int8),
                           info=info)
+
+    def _step_block(self, health: np.ndarray, d: np.ndarray, noise: np.ndarray,
+                    nxt: np.ndarray, demand: np.ndarray) -> None:
+        """One step of whole replicas: the next health into ``nxt``, the members newly
+        infected into ``demand``."""
+        U = self.units
+        h = np.where(d & (health == SUS), np.int8(REC), health)  # 1. treatment: S -> R
+        k = ((h == INF).reshape(-1, U).astype(np.float32) @ self._adj32).reshape(-1)
+        idx = h.astype(np.int16) * np.int16(U + 1) + k.astype(np.int16)
+        move = noise < self._p_move.take(idx)  # 2.-4. infection, recovery, loss
+        np.add(h, move.view(np.int8), out=nxt)  # each code moves to the next: S -> I -> R (-> S)
+        nxt[nxt == 3] = SUS
+        np.logical_and(move, h == SUS, out=demand.view(bool))
 
 
 def _prob(name: str, v: Any) -> float:

@@ -130,9 +130,11 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
     check_params(fn, kwargs, what)
     obj = call_factory(f"system factory {sid!r}", fn, search_path, **kwargs)
     system = as_system(obj, id=sid, params=kwargs, where=what)
-    if system.id != sid or dict(system.params) != kwargs:
-        # the id it was made from is the one that rebuilds it (e.g. in a worker process)
-        system = system.with_(id=sid, params=kwargs)
+    # the id it was made from names it, or the factory's refinement of that id (the
+    # registered "gym" names its env: "gym:module:make_env"); make(sid, **params) rebuilds it
+    keep = system.id == sid or system.id.startswith(f"{sid}:")
+    if not keep or dict(system.params) != kwargs:
+        system = system.with_(id=system.id if keep else sid, params=kwargs)
     return system
 
 

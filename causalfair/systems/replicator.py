@@ -37,6 +37,18 @@ and a U that violates a constraint is refused, naming it. Our default U = ((0.5,
 short-term incentives lower qualification: the myopic threshold 0 drives q from (0.6, 0.4)
 to (0.53, 0.34) in 15 steps and (0.20, 0.10) in 100, while thresholds of 0.3 and above
 raise it (0.9: (0.79, 0.63) in 15 steps).
+
+**A setting where the fairness constraint binds** (``replicator-binding``). On
+``replicator-1`` the demographic-parity constraint of seed 002 (sum over the episode of
+D = 1/2 (xi_1 - xi_2)^2 at most ``slack`` = 1.5, i.e. V_g >= H - 1.5, the supplementary
+code's c) never binds: the two groups' acceptance rates stay close, Myopic spends 0.14
+of the 1.5 in 15 steps and 0.62 in 100, and Myopic-Fair (weight 1/2 on D) equals Myopic.
+``replicator-binding`` keeps replicator-1's U (the same dynamics) and starts from a
+population where one group is far more qualified, q0 = (0.9, 0.1), over the supplementary
+code's H = 15. There Myopic spends 2.23 > 1.5 (the constraint binds), the myopic
+thresholds (0, 0) cost D = 0.13 at the first step, and Myopic-Fair raises group 1's
+threshold to 0.28, trading reward (V_r 6.17 -> 5.73) for parity (V_g 12.77 -> 13.29).
+The best constant grid thresholds that meet the constraint exist (regret stays defined).
 """
 
 from __future__ import annotations
@@ -53,8 +65,8 @@ from causalfair.model import CausalStructure
 from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.types import Observation, StepResult
 
-__all__ = ["REPLICATOR_DEFAULTS", "check_utility_matrix", "ReplicatorSimulator",
-           "make_replicator", "tpr_fpr"]
+__all__ = ["REPLICATOR_DEFAULTS", "REPLICATOR_BINDING", "check_utility_matrix",
+           "ReplicatorSimulator", "make_replicator", "make_replicator_binding", "tpr_fpr"]
 
 #: The published parameters (Yin et al. 2023) and our choices where the paper gives none.
 REPLICATOR_DEFAULTS: dict[str, Any] = {
@@ -72,6 +84,9 @@ REPLICATOR_DEFAULTS: dict[str, Any] = {
     "horizon": 100,
     "group_weights": (0.5, 0.5),
 }
+
+#: ``replicator-binding``: replicator-1 with these changes (module docstring).
+REPLICATOR_BINDING: dict[str, Any] = {"q0": (0.9, 0.1), "horizon": 15}
 
 
 def check_utility_matrix(U: Any) -> np.ndarray:
@@ -172,7 +187,8 @@ def make_replicator(U: Any = REPLICATOR_DEFAULTS["U"],
                     beta: float = REPLICATOR_DEFAULTS["beta"],
                     q0: Sequence[float] = REPLICATOR_DEFAULTS["q0"],
                     horizon: int = REPLICATOR_DEFAULTS["horizon"],
-                    group_weights: Sequence[float] = REPLICATOR_DEFAULTS["group_weights"]) -> Any:
+                    group_weights: Sequence[float] = REPLICATOR_DEFAULTS["group_weights"],
+                    *, id: str = "replicator-1") -> Any:
     """The ``replicator-1`` system (parameters: module docstring)."""
     check_utility_matrix(U)
     th = tuple(float(x) for x in thresholds)
@@ -186,7 +202,7 @@ def make_replicator(U: Any = REPLICATOR_DEFAULTS["U"],
             raise SystemError_(f"{name}: must be a number in [0, 1] (Yin et al., Eq. 8), got {v!r}.")
     labels = tuple(f"a={x:g}" for x in th) + ("reject all",)
     return System(
-        id="replicator-1",
+        id=id,
         groups=("g1", "g2"),
         decisions=DecisionSet(labels=labels, baseline=len(th), allowed=tuple(range(len(th)))),
         features=ReplicatorSimulator.feature_names,
@@ -203,3 +219,17 @@ def make_replicator(U: Any = REPLICATOR_DEFAULTS["U"],
                 "group_weights": list(group_weights)},
         description="replicator dynamics of qualification under per-group thresholds (Yin et al., NeurIPS 2023)",
     )
+
+
+def make_replicator_binding(U: Any = REPLICATOR_DEFAULTS["U"],
+                            thresholds: Sequence[float] = REPLICATOR_DEFAULTS["thresholds"],
+                            alpha: float = REPLICATOR_DEFAULTS["alpha"],
+                            beta: float = REPLICATOR_DEFAULTS["beta"],
+                            q0: Sequence[float] = REPLICATOR_BINDING["q0"],
+                            horizon: int = REPLICATOR_BINDING["horizon"],
+                            group_weights: Sequence[float] = REPLICATOR_DEFAULTS["group_weights"]
+                            ) -> Any:
+    """``replicator-binding``: replicator-1 started from q0 = (0.9, 0.1) over H = 15, where
+    seed 002's parity constraint binds (module docstring)."""
+    return make_replicator(U, thresholds, alpha, beta, q0, horizon, group_weights,
+                           id="replicator-binding")

@@ -17,12 +17,14 @@ own simulator or tabular model becomes one with :func:`as_system`.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_names
 from causalfair.errors import SystemError_, call_user, short
 from causalfair.model import CausalStructure, TabularModel
 from causalfair.systems.contract import check_protocol, guard_simulator
@@ -96,11 +98,14 @@ class DecisionSet:
 
 @dataclass(frozen=True)
 class Gain:
-    """What the qualification gain measures: ``name``, ``unit`` and a sentence."""
+    """What the qualification gain measures: ``name``, ``unit`` and a sentence; and
+    ``lambda_eps``, the benefit resolution of Lambda in these units where a paper pins it
+    (None: scale-free, ``eps = "auto"``; causalfair.engines.benefit)."""
 
     name: str = "qualification gain"
     unit: str = "gain units"
     description: str = ""
+    lambda_eps: float | None = None
 
 
 def _call_factory(factory: Any, what: str) -> Any:
@@ -158,6 +163,11 @@ class System:
         Published hyper-parameters of the fair-RL methods on this system (TrainConfig
         fields, e.g. ``{"appo_omega": 0.05}``); the generic trainer uses them for fields
         left at TrainConfig's defaults (docs/training.md).
+    group_attributes : mapping or None
+        When the groups are the intersections of two or more sensitive attributes:
+        attribute -> its values, the groups being their product in order (e.g.
+        ``{"race": ("A", "B"), "sex": ("F", "M")}`` for groups A/F, A/M, B/F, B/M); the audit
+        then adds per-attribute marginal comparisons (:mod:`causalfair.engines.groups`).
     """
 
     id: str
@@ -177,6 +187,7 @@ class System:
     params: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     train_defaults: Mapping[str, Any] = field(default_factory=dict)
+    group_attributes: Mapping[str, tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -192,7 +203,17 @@ class System:
             raise SystemError_(
                 f"system {self.id!r}: groups must be at least 2 distinct names, got {short(groups)}."
             )
+        check_names(f"system {self.id!r}: groups", groups, SystemError_)
         set_(self, "groups", groups)
+        if self.group_attributes is not None:
+            atts = {str(k): tuple(str(v) for v in vals) for k, vals in self.group_attributes.items()}
+            if len(atts) < 2 or math.prod(len(v) for v in atts.values()) != len(groups) \
+                    or any(len(v) < 2 for v in atts.values()):
+                raise SystemError_(
+                    f"system {self.id!r}: group_attributes {short(atts)} must be at least two "
+                    f"attributes (two values or more each) whose product is the {len(groups)} "
+                    "groups, in order.")
+            set_(self, "group_attributes", atts)
         if not isinstance(self.decisions, DecisionSet):
             raise SystemError_(
                 f"system {self.id!r}: decisions must be a causalfair.systems.DecisionSet, got "
@@ -340,6 +361,8 @@ class System:
             "roles": dict(self.roles),
             "params": {k: _jsonable(v) for k, v in self.params.items()},
             "description": self.description,
+            **({"group_attributes": {k: list(v) for k, v in self.group_attributes.items()}}
+               if self.group_attributes else {}),
         }
 
     def __repr__(self) -> str:

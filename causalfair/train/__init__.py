@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from causalfair import _progress
+from causalfair.backends import resolve_device
 from causalfair.policies.core import CheckpointError, load_checkpoint
 from causalfair.systems import as_system, make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import checkpoint as ck
 from causalfair.train.checkpoint import prepare_run_folder
 from causalfair.train.config import ALGORITHMS, ENVIRONMENTS, ConfigError, TrainConfig
+from causalfair.train.device import device_determinism
 from causalfair.train.result import TrainResult
 
 __all__ = ["train", "TrainResult", "TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError",
@@ -35,7 +37,7 @@ LENDING_HORIZON = 20
 
 def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume: bool = False,
           init_checkpoint: str | os.PathLike[str] | None = None, *,
-          progress: bool = False, system: Any = None) -> TrainResult:
+          progress: bool = False, system: Any = None, device: str = "cpu") -> TrainResult:
     """Train one configuration.
 
     The system is ``config.system`` (an id or ``module:callable``, made with
@@ -52,9 +54,13 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     ``iterations`` may differ). ``init_checkpoint``: warm start the policy network from a
     causalfair checkpoint of the same architecture (e.g. the audited policy).
     ``progress``: show a tqdm bar with utility and |C|.
+    ``device``: where the networks train: ``"cpu"`` (default), ``"cuda"`` (``"cuda:N"``) or
+    ``"auto"`` (the GPU when torch sees one); rollouts stay numpy on the CPU and each
+    iteration's batch moves to the device once (docs/training.md, "Training on a GPU").
     """
     if not isinstance(config, TrainConfig):
         raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
+    device = resolve_device(device, "device")
 
     if system is not None or (config.system and config.system not in SETTINGS):
         system = as_system(system) if system is not None else make(
@@ -65,7 +71,7 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
                                   "systems only; start the run again (same seed, same weights).")
             from causalfair.train.generic import train_system
 
-            return train_system(system, config, out, init_checkpoint, progress)
+            return train_system(system, config, out, init_checkpoint, progress, device=device)
         config = config.replace(system="", setting=system.id,
                                 n_levels=int(system.params.get("levels", config.n_levels)),
                                 interest=float(system.params.get("interest", config.interest)),
@@ -87,13 +93,14 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads)
     try:
-        return _train_lending(config, out, resume, init_checkpoint, progress)
+        with device_determinism(device):  # a GPU run repeats bit for bit
+            return _train_lending(config, out, resume, init_checkpoint, progress, device)
     finally:
         torch.set_num_threads(threads)
 
 
 def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint: Any,
-                   progress: bool) -> TrainResult:
+                   progress: bool, device: str = "cpu") -> TrainResult:
     import time
 
     import pandas as pd
@@ -101,7 +108,7 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
     from causalfair.train.core import Trainer
 
     t_start = time.perf_counter()
-    trainer = Trainer(config)
+    trainer = Trainer(config, device)
     out_path = Path(out) if out is not None else None
     if resume:
         if out_path is None:

@@ -13,7 +13,7 @@ Trainers:
   (:mod:`causalfair.train.generic`, ``generic``);
 - ``repair``: the constrained exact-gradient repair on a tabular model
   (:func:`causalfair.train.repair.repair_checkpoint`);
-- ``population``: the population-level agents of replicator-1
+- ``population``: the population-level agents of the replicator systems
   (:mod:`causalfair.train.population`).
 """
 
@@ -63,8 +63,10 @@ REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("f-ppo", "ppo", "the lending settings", lending=True, retrain=False),
     Algorithm("elbert-po", "ppo", _SIGNALS, lending=True, generic=True, fair_advantage=True),
     Algorithm("exact", "repair", "systems with a tabular model"),
-    Algorithm("r-td3", "population", "replicator-1", retrain=False),
-    Algorithm("l-ucbfair", "population", "replicator-1", retrain=False),
+    Algorithm("r-td3", "population", "replicator dynamics (replicator-1, replicator-binding)",
+              retrain=False),
+    Algorithm("l-ucbfair", "population", "replicator dynamics (replicator-1, replicator-binding)",
+              retrain=False),
     Algorithm("ppo-lag", "ppo", "any system other than the lending settings", cli=False,
               runs_as="ppo-c"),
 )}

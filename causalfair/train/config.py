@@ -157,12 +157,15 @@ class TrainConfig:
     """PPO-Cb weight of Lambda (paper gives none; ours)."""
     constraints: tuple[str, ...] = ()
     """PPO-Lagrangian (``ppo-c`` on a non-lending system; ours): thresholds such as
-    ``"abs_C<=0.05"`` (``abs_C`` or ``C``) met with an adaptive Lagrange multiplier in
-    place of the fixed beta_C (penalty lambda * |C_anch|, lambda <- max(0, lambda +
-    lagrange_lr * (|C_batch| / bound - 1)) after every iteration). A constraint counts as
-    met on the audit's numbers (exact, or the Monte Carlo CI rule of the gate), never on
-    the batch: the run keeps the best-utility audited policy that meets every
-    constraint. Tabular systems: ``causalfair train --algo exact`` instead."""
+    ``"abs_C<=0.05"`` (any key of ``causalfair.thresholds.PPO_LAG_KEYS``: C, DPE, IPE,
+    SPE, their ``abs_`` forms, Lambda), each with its own Lagrange multiplier in place of
+    the fixed betas, moved at every audit on the audit's value of that key (the far end
+    of its 95% CI): lambda <- max(0, lambda + lagrange_lr * (q / |bound| - bound / |bound|)).
+    C and Lambda also enter the loss through their surrogates (lambda * q / |bound|); the
+    others only through the selection: a constraint counts as met on the audit's numbers
+    (exact, or the Monte Carlo CI rule of the gate), never on the batch, and the run
+    keeps the best-utility audited policy that meets every constraint
+    (docs/training.md). Tabular systems: ``causalfair train --algo exact`` instead."""
     lagrange_lr: float = 0.5
     """Step of the multiplier update at each audit (on the violation relative to the bound)."""
     audit_n: int = 2_000
@@ -182,6 +185,10 @@ class TrainConfig:
     """A-PPO weight of the gap-change term (anchor: 0.25)."""
     appo_omega: float = 0.005
     """A-PPO tolerance on the TPR gap (anchor: 0.005)."""
+    appo_gap: str = "before"
+    """Systems other than lending: which short-term gap A-PPO's two fairness terms read,
+    ``"before"`` the step (Delta_t; ours) or ``"after"`` it (Delta_{t+1}; both published
+    codes, which store the gap after ``env.step``). ``attention-central`` sets "after"."""
 
     # ---------------------------------------------------------- F-PPO-L / F-PPO
     fppo_beta0: float = 1.0
@@ -238,6 +245,8 @@ class TrainConfig:
             raise bad("gain_q", self.gain_q, "allowed values: return, exact")
         if self.encoding != "onehot":
             raise bad("encoding", self.encoding, "the lending trainer supports onehot")
+        if self.appo_gap not in ("before", "after"):
+            raise bad("appo_gap", self.appo_gap, "allowed values: before, after")
         if self.activation not in ("tanh", "relu"):
             raise bad("activation", self.activation, "allowed values: tanh, relu")
         if self.horizon is not None and (isinstance(self.horizon, bool)
@@ -275,8 +284,8 @@ class TrainConfig:
                 except Exception as exc:  # noqa: BLE001 - re-raised as a config error
                     raise ConfigError(f"constraints: {exc}") from None
                 if key not in PPO_LAG_KEYS:
-                    raise bad("constraints", text, "the sampled trainer imposes abs_C or C; "
-                              "Lambda and the others: --algo exact on a tabular system")
+                    raise bad("constraints", text, f"the sampled trainer imposes "
+                              f"{', '.join(PPO_LAG_KEYS)}; {key!r} is not among them")
             if self.algo != "ppo-c":
                 raise bad("algo", self.algo, "constraints are imposed by PPO-Lagrangian, "
                           "algo 'ppo-c'")

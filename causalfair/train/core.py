@@ -26,10 +26,17 @@ iterations, ``exact/*``.
 With one-hot (level, group) inputs the policy has G*K distinct inputs, so the network
 is evaluated on that grid and gathered (:meth:`Trainer._grid_logits`): the same numbers
 as running it row by row, at a fraction of the cost.
+
+Device (``device="cuda"``): the networks, the grids and the update live on the GPU; the
+rollout stays numpy (the policy enters it as a (G, K) table) and each iteration's batch
+moves to the device once, through pinned host memory (:func:`causalfair.train.device.to_device`). The
+initial weights are drawn on the CPU, so a GPU run starts from the CPU run's weights and
+agrees with it to float32 rounding; ``"cpu"`` (the default) is the plain CPU path.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import Any
@@ -44,6 +51,7 @@ from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
 from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import objectives as obj
 from causalfair.train.config import TrainConfig
+from causalfair.train.device import to_device
 from causalfair.train.rollout import Batch, make_rollout
 
 __all__ = ["gae", "bernoulli_kl", "Trainer", "exact_metrics", "adapt_beta_kl"]
@@ -98,8 +106,9 @@ def exact_metrics(model: Any, table: np.ndarray, horizon: int, eps: float = 0.1)
 class Trainer:
     """Holds the networks, optimiser, random state and history of one run."""
 
-    def __init__(self, config: TrainConfig):
+    def __init__(self, config: TrainConfig, device: str = "cpu"):
         self.config = c = config
+        self.device = torch.device(device)
         torch.manual_seed(c.seed)
         self.rng = np.random.default_rng(c.seed)
         self.lending = lending_setting(c.setting, n_levels=c.n_levels, interest=c.interest)
@@ -113,6 +122,8 @@ class Trainer:
         width = self.encoding.width
         self.policy_net = mlp(width, c.hidden, 1, c.activation)
         self.value_net = mlp(width + self.value_T, c.hidden, self.n_heads, c.activation)
+        self.policy_net.to(self.device)
+        self.value_net.to(self.device)
         self.optimizer = torch.optim.Adam(
             list(self.policy_net.parameters()) + list(self.value_net.parameters()), lr=c.lr)
         self.beta_kl = float(c.beta_kl)
@@ -125,14 +136,17 @@ class Trainer:
         idx = np.arange(G * K)
         gp[idx, idx % K] = 1.0
         gp[idx, K + idx // K] = 1.0
-        self.grid_pi = torch.from_numpy(gp)
+        self.grid_pi = self._to_device(gp)
         TV = self.value_T
         gv = np.zeros((TV * G * K, width + TV), np.float32)
         vidx = np.arange(TV * G * K)
         gv[:, :width] = np.tile(gp, (TV, 1))
         gv[vidx, width + vidx // (G * K)] = 1.0
-        self.grid_v = torch.from_numpy(gv)
-        self.delta = torch.from_numpy(self.model.benefit())
+        self.grid_v = self._to_device(gv)
+        self.delta = self._to_device(self.model.benefit())
+
+    def _to_device(self, a: np.ndarray) -> Any:
+        return to_device(a, self.device)
 
     # ------------------------------------------------------------------ policy views
     def _grid_logits(self) -> torch.Tensor:
@@ -141,10 +155,12 @@ class Trainer:
     def policy_table(self) -> np.ndarray:
         """pi_theta(d1 | x, s) as a (G, K) float64 table (what the audit reads)."""
         with torch.no_grad():
-            return torch.sigmoid(self._grid_logits().double()).numpy().reshape(self.G, self.K)
+            return torch.sigmoid(self._grid_logits().double()).cpu().numpy().reshape(self.G, self.K)
 
     def torch_policy(self) -> TorchPolicy:
-        return TorchPolicy(self.policy_net, self.encoding, name=self.config.name or self.config.algo)
+        """The policy for the audit engines (on the CPU: a copy when training runs on a GPU)."""
+        net = self.policy_net if self.device.type == "cpu" else copy.deepcopy(self.policy_net).cpu()
+        return TorchPolicy(net, self.encoding, name=self.config.name or self.config.algo)
 
     def architecture(self) -> dict[str, Any]:
         return {"type": "mlp", "input_dim": self.encoding.width, "hidden": list(self.config.hidden),
@@ -153,7 +169,7 @@ class Trainer:
     # ------------------------------------------------------------------- one iteration
     def _values(self, level: np.ndarray, group: np.ndarray, t: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            v = self.value_net(self.grid_v).double().numpy()
+            v = self.value_net(self.grid_v).double().cpu().numpy()
         tt = np.minimum(t, self.value_T - 1)
         return v[(tt * self.G + group) * self.K + level]  # (..., heads)
 
@@ -245,31 +261,31 @@ class Trainer:
         t_roll = time.perf_counter() - t0
         adv, rets, log = self._advantages(b)
         n = b.size
-        pi_idx = torch.from_numpy((b.group * self.K + b.level).reshape(-1))
+        dev = self._to_device
+        pi_idx = dev((b.group * self.K + b.level).reshape(-1))
         tt = np.minimum(b.t, self.value_T - 1)
-        v_idx = torch.from_numpy(((tt * self.G + b.group) * self.K + b.level).reshape(-1))
-        act = torch.from_numpy(b.action.reshape(-1))
-        grp = torch.from_numpy(b.group.reshape(-1))
-        p_old_d1 = torch.from_numpy(b.p_d1.reshape(-1))
+        v_idx = dev(((tt * self.G + b.group) * self.K + b.level).reshape(-1))
+        act = dev(b.action.reshape(-1))
+        grp = dev(b.group.reshape(-1))
+        p_old_d1 = dev(b.p_d1.reshape(-1))
         p_old = torch.where(act, p_old_d1, 1 - p_old_d1).clamp_min(1e-12)
         logp_old = p_old.log()
-        A = torch.from_numpy(adv.reshape(-1))
-        R = torch.from_numpy(rets.reshape(n, -1))
+        A = dev(adv.reshape(-1))
+        R = dev(rets.reshape(n, -1))
         fair = c.algo in ("ppo-c", "ppo-cb")
         Q, c_batch, c_scale = None, None, 1.0
         if fair:
             q_np, c_old = self._gain_q(b)
-            Q = torch.from_numpy(q_np.reshape(-1))
+            Q = dev(q_np.reshape(-1))
             if c.c_estimator == "anchored" and c_old is not None:
                 c_batch, c_scale = c_old, float(b.level.shape[0])
                 log["fairness/C_old"] = c_old
-        W = torch.from_numpy(obj.batch_visitation(b.level, b.group, self.G, self.K))
+        W = dev(obj.batch_visitation(b.level, b.group, self.G, self.K))
         sums: dict[str, float] = {}
         n_mb = 0
         for _ in range(c.n_epochs):
-            perm = self.rng.permutation(n)
-            for mb_np in np.array_split(perm, c.n_minibatches):
-                mb = torch.from_numpy(mb_np)
+            perm = dev(self.rng.permutation(n))  # one copy per epoch
+            for mb in torch.tensor_split(perm, c.n_minibatches):
                 logits_grid = self._grid_logits().double()
                 logit = logits_grid[pi_idx[mb]]
                 logp = torch.where(act[mb], F.logsigmoid(logit), F.logsigmoid(-logit))
@@ -281,11 +297,12 @@ class Trainer:
                     pg_loss = -torch.min(ratio * A[mb], r_cl * A[mb]).mean()
                 p_new = torch.sigmoid(logit)
                 kl = bernoulli_kl(p_old_d1[mb], p_new).mean()
-                kl_penalty = self.beta_kl * kl if c.surrogate == "kl" else torch.zeros((), dtype=kl.dtype)
+                kl_penalty = (self.beta_kl * kl if c.surrogate == "kl"
+                              else torch.zeros((), dtype=kl.dtype, device=kl.device))
                 entropy = -(p_new * F.logsigmoid(logit) + (1 - p_new) * F.logsigmoid(-logit)).mean()
                 v = self.value_net(self.grid_v).double()[v_idx[mb]]
                 v_loss = ((v - R[mb]) ** 2).mean()
-                fairness_penalty = torch.zeros((), dtype=torch.float64)
+                fairness_penalty = torch.zeros((), dtype=torch.float64, device=self.device)
                 extra: dict[str, float] = {}
                 if fair:
                     pen, chat = obj.ppo_c_penalty(ratio, Q[mb], grp[mb], c.beta_c,
@@ -312,7 +329,7 @@ class Trainer:
                     sums[k] = sums.get(k, 0.0) + val
                 n_mb += 1
         table_new = self.policy_table()
-        w = torch.from_numpy(table_new.reshape(-1))[pi_idx]
+        w = dev(table_new.reshape(-1))[pi_idx]
         kl_full = float(bernoulli_kl(p_old_d1, w).mean())
         beta_used = self.beta_kl
         if c.surrogate == "kl":
@@ -343,9 +360,9 @@ class Trainer:
         import json
 
         return {
-            "policy": {k: v.clone() for k, v in self.policy_net.state_dict().items()},
-            "value": {k: v.clone() for k, v in self.value_net.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
+            "policy": {k: v.detach().cpu().clone() for k, v in self.policy_net.state_dict().items()},
+            "value": {k: v.detach().cpu().clone() for k, v in self.value_net.state_dict().items()},
+            "optimizer": _to_cpu(self.optimizer.state_dict()),
             "torch_rng": torch.get_rng_state(),
             "json": json.dumps({
                 "config": self.config.to_dict(),
@@ -372,6 +389,18 @@ class Trainer:
         self.rng.bit_generator.state = meta["rng"]
         self.rollout.set_state(meta["rollout"])
         self.history = meta["history"]
+
+
+def _to_cpu(d: Any) -> Any:
+    """An optimiser state with its tensors on the CPU (what a run folder stores, whichever
+    device trained it; loading moves them back to the parameters' device)."""
+    if isinstance(d, torch.Tensor):
+        return d if d.device.type == "cpu" else d.cpu()
+    if isinstance(d, dict):
+        return {k: _to_cpu(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_to_cpu(v) for v in d]
+    return d
 
 
 def _jsonable(d: Any) -> Any:

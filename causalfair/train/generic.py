@@ -28,13 +28,12 @@ trainer in :mod:`causalfair.train.core`).
 - Every ``eval_every`` iterations the policy is audited: exactly when the system has a
   tabular model of independent units, else by Monte Carlo (``audit_n`` units per group,
   default 2,000).
-- PPO-Lagrangian (``constraints``, e.g. ``("abs_C<=0.05",)``): the fixed beta_C * C^2 is
-  replaced by lambda * |C_anch| with lambda adapted at every audit on the audit's C
-  (:class:`causalfair.train.repair.Multipliers`); every audit judges the constraints with the
-  gate's rule (exact value, or the Monte Carlo 95% CI's far end; ``audit_n`` units per
-  group, so the CI must be narrower than the bound) and the run ends with
-  the best-utility audited policy that met all of them (``constraints_met`` in the
-  metrics; False and the last policy when none did).
+- PPO-Lagrangian (``constraints``, e.g. ``("abs_C<=0.05", "Lambda<=0.1")``): one
+  multiplier per constraint in place of the fixed betas (:class:`SystemTrainer` says
+  which keys enter the loss and which only the selection of the kept policy).
+- Device (``device="cuda"``): the networks and the update run on the GPU; the simulator
+  stays numpy, each rollout step moves its observations to the device once (pinned host
+  memory) and its action probabilities back, and each iteration's batch moves once.
 """
 
 from __future__ import annotations
@@ -65,6 +64,7 @@ from causalfair.train import checkpoint as ck
 from causalfair.train.algorithms import names
 from causalfair.train.checkpoint import prepare_run_folder
 from causalfair.train.config import TrainConfig
+from causalfair.train.device import device_determinism, to_device
 from causalfair.train.objectives import (
     appo_advantage,
     elbert_advantage,
@@ -105,12 +105,43 @@ def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncodin
                            std=tuple(np.where(std > 1e-8, std, 1.0)))
 
 
-class SystemTrainer:
-    """One training run on a :class:`~causalfair.systems.System`."""
+def _scale(k: Any) -> float:
+    """The unit a constraint's quantity and multiplier are measured in: its |bound|."""
+    return max(abs(k.bound), 1e-6)
 
-    def __init__(self, system: Any, config: TrainConfig, init: Any = None):
+
+class SystemTrainer:
+    """One training run on a :class:`~causalfair.systems.System`.
+
+    PPO-Lagrangian (``config.constraints``, keys :data:`causalfair.thresholds.PPO_LAG_KEYS`,
+    the exact repair's): every constraint q <= b has its own multiplier lambda
+    (:class:`causalfair.train.repair.Multipliers`), moved at every audit on the audit's
+    value of ITS key in units of |b|, taken at the far end of its 95% CI (the gate's rule,
+    :meth:`causalfair.thresholds.Constraint.interval`; exact audits: the value itself):
+    lambda <- max(0, lambda + lagrange_lr (q_far - b) / |b|). In the loss, in place of the
+    fixed betas:
+
+    - ``C``, ``abs_C``: lambda * C_anch / |b| (``abs_C``: |C_anch|), the anchored C
+      estimator of PPO-C (:func:`causalfair.train.objectives.ppo_c_penalty`);
+    - ``Lambda``: lambda * Lambda / |b|, PPO-Cb's differentiable Lambda (the tabular
+      benefit table, else unit-alone forks pooled in feature cells);
+    - ``DPE``, ``IPE``, ``SPE`` and their ``abs_`` forms: no term. The path-specific
+      effects need the pi^PS and pi0 counterfactual rollouts of the audit, and no cheap
+      differentiable estimate from the batch exists here; their multipliers are recorded
+      but move nothing.
+
+    Every constraint, with or without a term, is imposed by the selection: an audit judges
+    all of them with the gate's rule (``audit_n`` units per group, so the CIs must be
+    narrower than the bounds) and the run ends with the best-utility audited policy that
+    met all of them (``constraints_met``; False and the last policy when none did).
+    History rows carry ``lagrange_<key>`` per constraint (``lagrange_multiplier``: the
+    first one's) and the audit's ``C_ci``, ``DPE_ci``, ``IPE_ci``, ``SPE_ci``,
+    ``Lambda_ci``."""
+
+    def __init__(self, system: Any, config: TrainConfig, init: Any = None, device: str = "cpu"):
         import torch
 
+        self.device = torch.device(device)
         if config.algo not in GENERIC_ALGOS:
             raise ConfigError(
                 f"algo: {config.algo!r} needs lending's ground truth (the qualified role and the "
@@ -171,20 +202,26 @@ class SystemTrainer:
                 out_layer.bias[banned] = -1e9
         self.pair = (0, 1)  # the audited pair of groups (updated at every audit)
         self.value_net = mlp(width + 1, c.hidden, 1, c.activation)
+        self.policy_net.to(self.device)
+        self.value_net.to(self.device)
         # one choice per replica: the "nobody" logit competes with the units' scores
-        self.nobody = torch.nn.Parameter(torch.zeros(1, dtype=torch.float32))
+        self.nobody = torch.nn.Parameter(torch.zeros(1, dtype=torch.float32, device=self.device))
         extra = [self.nobody] if self.choice else []
         self.opt = torch.optim.Adam(list(self.policy_net.parameters())
                                     + list(self.value_net.parameters()) + extra, lr=c.lr)
         tab = system.tabular if "exact" in system.engines else None
         self.tabular = tab
-        # PPO-Cb's benefits: the exact table, or unit-alone forks in every rollout
-        self.cb_forks = c.algo == "ppo-cb" and (tab is None or self.A != 2 or self.base != 0)
+        self.cons = [parse_constraint(t) for t in c.constraints]
+        # a differentiable Lambda: PPO-Cb's term, or a Lambda constraint's
+        self.lambda_term = c.algo == "ppo-cb" or any(k.metric == "Lambda" for k in self.cons)
+        # its benefits: the exact table, or unit-alone forks in every rollout
+        self.cb_forks = self.lambda_term and (tab is None or self.A != 2 or self.base != 0)
         if self.cb_forks and system.features is None:
-            raise ConfigError(f"algo: 'ppo-cb' on system {system.id!r}: benefit fairness pairs "
+            what = "algo: 'ppo-cb'" if c.algo == "ppo-cb" else "constraints: Lambda"
+            raise ConfigError(f"{what} on system {system.id!r}: benefit fairness pairs "
                               "units through their features, and the system observes none.")
-        if c.algo == "ppo-cb" and not self.cb_forks:
-            self.delta = torch.from_numpy(tab.benefit())
+        if self.lambda_term and not self.cb_forks:
+            self.delta = self._to_device(tab.benefit())
             G, K = tab.n_groups, tab.n_levels
             feats = tab.features
             self.grid_obs = Observation(group=np.repeat(np.arange(G), K),
@@ -193,12 +230,15 @@ class SystemTrainer:
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
 
-        self.cons = [parse_constraint(t) for t in c.constraints]
-        # one multiplier per constraint, on the violation relative to the bound
-        self.multipliers = Multipliers([1.0] * len(self.cons), lr=c.lagrange_lr) if self.cons else None
+        # one multiplier per constraint, on its quantity in units of |bound|
+        self.multipliers = Multipliers([k.bound / _scale(k) for k in self.cons],
+                                       lr=c.lagrange_lr) if self.cons else None
         self.best: tuple[float, Any, dict[str, Any]] | None = None
 
     # -------------------------------------------------------------------- policy
+    def _to_device(self, a: np.ndarray) -> Any:
+        return to_device(a, self.device)
+
     def _logits(self, x: Any) -> Any:
         return self.policy_net(x)
 
@@ -211,7 +251,11 @@ class SystemTrainer:
         return torch.softmax(logits, dim=1)
 
     def policy(self) -> Any:
-        pol = TorchPolicy(self.policy_net, self.encoding, name=f"{self.config.algo}-{self.system.id}")
+        """The policy for the audit engines (on the CPU: a copy when training runs on a GPU)."""
+        import copy
+
+        net = self.policy_net if self.device.type == "cpu" else copy.deepcopy(self.policy_net).cpu()
+        pol = TorchPolicy(net, self.encoding, name=f"{self.config.algo}-{self.system.id}")
         if self.choice:
             return ReplicaChoicePolicy(pol, self.U, float(self.nobody.detach()[0]), name=pol.name)
         return pol
@@ -244,7 +288,7 @@ class SystemTrainer:
             x = self.encoding.encode(obs)
             m = x.shape[0]
             with torch.no_grad():
-                probs = self._dist(self._logits(torch.from_numpy(x))).double().numpy()
+                probs = self._dist(self._logits(self._to_device(x))).double().cpu().numpy()
             u = self.rng.random(m)
             a = np.minimum((u[:, None] >= np.cumsum(probs[:, :-1], axis=1)).sum(1), self.A - 1)
             noise = self.sim.draw_noise(m, self.rng)
@@ -269,9 +313,9 @@ class SystemTrainer:
         T, N = b["reward"].shape
         c = self.config
         tt = np.broadcast_to((np.arange(T) / T)[:, None, None], (T, N, 1)).astype(np.float32)
-        vin = torch.from_numpy(np.concatenate([b["x"], tt], axis=2).reshape(T * N, -1))
+        vin = self._to_device(np.concatenate([b["x"], tt], axis=2).reshape(T * N, -1))
         with torch.no_grad():
-            v = self.value_net(vin).double().numpy().reshape(T, N)
+            v = self.value_net(vin).double().cpu().numpy().reshape(T, N)
         adv = np.zeros((T, N))
         last = np.zeros(N)
         for t in range(T - 1, -1, -1):
@@ -299,13 +343,13 @@ class SystemTrainer:
         total = b["gain"].sum(0)
         g0, g1 = b["group"][0] == self.pair[0], b["group"][0] == self.pair[1]
         c_batch = float(total[g0].mean() - total[g1].mean())
-        flat = lambda a: torch.from_numpy(np.ascontiguousarray(a.reshape(T * N, *a.shape[2:])))  # noqa: E731
+        flat = lambda a: self._to_device(a.reshape(T * N, *a.shape[2:]))  # noqa: E731
         x, act, logp_old = flat(b["x"]), flat(b["action"]).long(), flat(b["logp"])
         advt, rett, qt, grp = flat(adv), flat(ret), flat(q), flat(b["group"])
         if c.normalize_advantage:
             advt = (advt - advt.mean()) / (advt.std() + 1e-8)
-        tt = torch.from_numpy(np.broadcast_to((np.arange(T) / T)[:, None], (T, N))
-                              .astype(np.float32).reshape(-1, 1).copy())
+        tt = self._to_device(np.broadcast_to((np.arange(T) / T)[:, None], (T, N))
+                             .astype(np.float32).reshape(-1, 1))
         cb = self._benefit_cells(b["x"].reshape(T * N, -1), b["group"].reshape(-1),
                                  b["delta"].reshape(T * N, -1)) if self.cb_forks else None
         if cb is not None:
@@ -317,8 +361,9 @@ class SystemTrainer:
         last_c = float("nan")
         for _ in range(c.n_epochs):
             self.rng.shuffle(order)
+            order_t = self._to_device(order)  # one copy per epoch
             for start in range(0, T * N, mb):
-                idx = torch.from_numpy(order[start:start + mb])
+                idx = order_t[start:start + mb]
                 probs = self._dist(self._logits(x[idx])).double()
                 logp = torch.log(probs.gather(1, act[idx][:, None])[:, 0].clamp_min(1e-12))
                 ratio = torch.exp(logp - logp_old[idx])
@@ -329,21 +374,13 @@ class SystemTrainer:
                 if c.algo in ("ppo-c", "ppo-cb"):
                     pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], c.beta_c, self.pair,
                                               c_batch=c_batch, scale=float(T))
-                    if self.multipliers is not None:  # PPO-Lagrangian: lambda_i * q_i / b_i
-                        pen = sum(float(lam) * (cval.abs() if k.key == "abs_C" else cval)
-                                  / max(abs(k.bound), 1e-6)
-                                  for lam, k in zip(self.multipliers.values, self.cons, strict=True))
+                    if self.multipliers is not None:  # PPO-Lagrangian: lambda_i * q_i / |b_i|
+                        pen = self._weight("abs_C") * cval.abs() + self._weight("C") * cval
                     loss = loss + pen
                     last_c = float(cval.detach())
-                if cb is not None:
-                    loss = loss + c.beta_lambda * self._lambda_cells(
-                        self._dist(self._logits(x)).double(), cb)
-                elif c.algo == "ppo-cb":
-                    grid = torch.from_numpy(self.encoding.encode(self.grid_obs))
-                    pg = self._dist(self._logits(grid))[:, 1].double().reshape(self.G, -1)
-                    w = torch.from_numpy(self.tabular.propagate(
-                        pg.detach().numpy(), T)[:T].mean(0))
-                    loss = loss + c.beta_lambda * lambda_torch(pg, self.delta, w, c.lambda_eps)
+                beta_l = c.beta_lambda if self.multipliers is None else self._weight("Lambda")
+                if self.lambda_term and beta_l:
+                    loss = loss + beta_l * self._lambda_loss(x, cb)
                 self._apply(loss)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(
@@ -352,15 +389,41 @@ class SystemTrainer:
             row.update(self.audit())
             if self.cons:
                 self._keep_if_feasible(row)
-                # the multiplier moves on the audit's C (the batch's |C| is biased upwards
-                # by its noise, which would push the multiplier up for ever)
-                measured = [(abs(row["C"]) if k.key == "abs_C" else row["C"]) / max(abs(k.bound), 1e-6)
-                            for k in self.cons]
-                self.multipliers.update(measured)
+                # each multiplier moves on the audit's value of its key, at the far end of
+                # its CI (the batch's |C| is biased upwards by its noise, which would push
+                # the multiplier up for ever)
+                self.multipliers.update([k.interval(*self._interval(row, k))[1] / _scale(k)
+                                         for k in self.cons])
         if self.multipliers is not None:
             row["lagrange_multiplier"] = float(self.multipliers.values[0])
+            row.update({f"lagrange_{k.key}": float(v)
+                        for k, v in zip(self.cons, self.multipliers.values, strict=True)})
         self.history.append(row)
         return row
+
+    def _weight(self, key: str) -> float:
+        """sum lambda_i / |b_i| over the constraints on threshold ``key``."""
+        return sum(float(lam) / _scale(k) for lam, k in zip(
+            self.multipliers.values, self.cons, strict=True) if k.key == key)
+
+    def _lambda_loss(self, x: Any, cb: dict[str, Any] | None) -> Any:
+        """The batch policy's Lambda, differentiable: on the batch's benefit table
+        (unit-alone forks, ``cb``) or on the tabular model's over its grid."""
+        if cb is not None:
+            return self._lambda_cells(self._dist(self._logits(x)).double(), cb)
+        grid = self._to_device(self.encoding.encode(self.grid_obs))
+        pg = self._dist(self._logits(grid))[:, 1].double().reshape(self.G, -1)
+        w = self._to_device(self.tabular.propagate(pg.detach().cpu().numpy(), self.T)[:self.T].mean(0))
+        return lambda_torch(pg, self.delta, w, self.config.lambda_eps)
+
+    def _interval(self, row: dict[str, Any], k: Any) -> tuple[float, float]:
+        """The audit's interval of constraint ``k``'s signed metric (exact: the value)."""
+        m = k.metric
+        if m not in row:
+            raise ConfigError(f"constraints: {k.label}: the audit of system {self.system.id!r} "
+                              f"measures no {m} (nothing it observes pairs individuals); drop it.")
+        lo, hi = row.get(f"{m}_ci", (row[m], row[m]))
+        return float(lo), float(hi)
 
     def _c_hat(self, last_c: float) -> dict[str, float]:
         """The row's C_hat (the anchored estimator PPO-C and PPO-Cb penalise); the other
@@ -412,7 +475,7 @@ class SystemTrainer:
             group = np.asarray(obs.group, dtype=np.intp).reshape(n_rep, U)
             x = self.encoding.encode(obs).reshape(n_rep, U, W)
             with torch.no_grad():
-                probs = torch.softmax(self._choice_logits(torch.from_numpy(x)), 1).double().numpy()
+                probs = torch.softmax(self._choice_logits(self._to_device(x)), 1).double().cpu().numpy()
             u = self.rng.random(n_rep)
             k = np.minimum((u[:, None] >= np.cumsum(probs, axis=1)[:, :-1]).sum(1), U)
             d = np.zeros((n_rep, U), dtype=bool)
@@ -441,9 +504,10 @@ class SystemTrainer:
         c_batch = float(((total * in_a).sum(1) / np.maximum(in_a.sum(1), 1)
                          - (total * in_b).sum(1) / np.maximum(in_b.sum(1), 1)).mean())
         tt = np.broadcast_to((np.arange(T) / T)[:, None, None, None], (T, n_rep, U, 1)).astype(np.float32)
-        vin = torch.from_numpy(np.concatenate([X, tt], axis=3))
+        vin = np.concatenate([X, tt], axis=3)
         with torch.no_grad():
-            v = self.value_net(vin.reshape(-1, W + 1)).double().numpy().reshape(T, n_rep, U).sum(2)
+            v = self.value_net(self._to_device(vin.reshape(-1, W + 1))).double().cpu().numpy(
+            ).reshape(T, n_rep, U).sum(2)
         adv, last = np.zeros((T, n_rep)), np.zeros(n_rep)
         for t in range(T - 1, -1, -1):
             nxt = v[t + 1] if t + 1 < T else 0.0
@@ -455,10 +519,10 @@ class SystemTrainer:
             sd = {k: np.stack(v) for k, v in fair.items() if v}
             adv, fair_row = self._fair_advantage(adv, sd, np.arange(n_rep),
                                                  np.repeat(np.arange(n_rep), U), group.reshape(-1))
-        flat = lambda arr: torch.from_numpy(np.ascontiguousarray(arr.reshape(T * n_rep, *arr.shape[2:])))  # noqa: E731
+        flat = lambda arr: self._to_device(arr.reshape(T * n_rep, *arr.shape[2:]))  # noqa: E731
         xt, kt, lpt = flat(X), flat(K).long(), flat(LP)
         advt, rett, qdt = flat(adv), flat(ret), flat(q_diff)
-        vint = flat(np.ascontiguousarray(vin.numpy()))
+        vint = flat(vin)
         if c.normalize_advantage:
             advt = (advt - advt.mean()) / (advt.std() + 1e-8)
         cb = self._benefit_cells(X.reshape(T * n_rep * U, W), np.concatenate(groups),
@@ -471,8 +535,9 @@ class SystemTrainer:
         last_c = float("nan")
         for _ in range(c.n_epochs):
             self.rng.shuffle(order)
+            order_t = self._to_device(order)  # one copy per epoch
             for start in range(0, T * n_rep, mb):
-                idx = torch.from_numpy(order[start:start + mb])
+                idx = order_t[start:start + mb]
                 logp = torch.log_softmax(self._choice_logits(xt[idx]), 1).double()
                 logp = logp.gather(1, kt[idx][:, None])[:, 0]
                 ratio = torch.exp(logp - lpt[idx])
@@ -501,7 +566,6 @@ class SystemTrainer:
         """The batch's benefit table: every visit's cell (joint quantile bins of its
         features, 4 per feature), per (group, cell) the mean benefit and the visitation
         weight; returned with what :meth:`_lambda_cells` needs."""
-        import torch
 
         (cells,), K, _, _ = visit_cells(None, [np.asarray(x, dtype=np.float64)], 4, None, None)
         key = np.asarray(group, dtype=np.intp) * K + cells
@@ -511,15 +575,16 @@ class SystemTrainer:
                                for a in range(delta.shape[1])], axis=1).reshape(self.G, K, -1)
         w = count.reshape(self.G, K)
         w = w / np.maximum(w.sum(1, keepdims=True), 1.0)
-        return {"key": torch.from_numpy(key), "safe": torch.from_numpy(safe)[:, None],
-                "delta": torch.from_numpy(delta_cell), "w": torch.from_numpy(w), "K": K}
+        dev = self._to_device
+        return {"key": dev(key), "safe": dev(safe)[:, None], "delta": dev(delta_cell),
+                "w": dev(w), "K": K}
 
     def _lambda_cells(self, probs: Any, cb: dict[str, Any]) -> Any:
         """Lambda of the action distributions ``probs`` (visits, A) of the batch's visits,
         averaged per (group, cell), against the batch's benefit table."""
         import torch
 
-        p = torch.zeros(self.G * cb["K"], probs.shape[1], dtype=probs.dtype)
+        p = torch.zeros(self.G * cb["K"], probs.shape[1], dtype=probs.dtype, device=probs.device)
         p = p.index_add(0, cb["key"], probs) / cb["safe"]
         return lambda_cells_torch(p.reshape(self.G, cb["K"], -1), cb["delta"], cb["w"],
                                   self.config.lambda_eps, self.pair)
@@ -575,7 +640,8 @@ class SystemTrainer:
         - Totals per replica and group S, D (T, replicas, G); the short-term bias of the
           papers' code (Hu et al. 2023, Xu et al. 2024), Delta_t = max_g - min_g S_g(<t) /
           (D_g(<t) + 1) over the episode so far (:func:`rate_gap`).
-        - ``a-ppo``: :func:`appo_advantage` with D_t and D_{t+1} - D_t.
+        - ``a-ppo``: :func:`appo_advantage` with D_t (``appo_gap="after"``: D_{t+1}, as
+          the published codes) and D_{t+1} - D_t.
         - ``f-ppo-l``: :func:`fppol_advantage`, violated = Delta_t > omega, dW = the change
           of the replica's long-term gap over the step.
         - ``elbert-po``: :func:`elbert_advantage` (soft bias with ``elbert_beta`` for more
@@ -598,7 +664,8 @@ class SystemTrainer:
         rates = S.sum((0, 1)) / (D.sum((0, 1)) + n_rep)
         row = {"bias_batch": float(rates.max() - rates.min())}
         if c.algo == "a-ppo":
-            out = appo_advantage(adv, cols(gap[:-1]), cols(gap[1:] - gap[:-1]), c.appo_beta0,
+            seen = gap[1:] if c.appo_gap == "after" else gap[:-1]  # D_{t+1} or D_t
+            out = appo_advantage(adv, cols(seen), cols(gap[1:] - gap[:-1]), c.appo_beta0,
                                  c.appo_beta1, c.appo_beta2, c.appo_omega)
         elif c.algo == "f-ppo-l":
             L = b["long_gap"]  # (T + 1, replicas)
@@ -623,7 +690,7 @@ class SystemTrainer:
         """Judge the constraints on the audit (CI rule) and keep the best passing policy."""
         import copy
 
-        ok = all(k.judge(*row["C_ci"]) == PASS for k in self.cons)
+        ok = all(k.judge(*self._interval(row, k)) == PASS for k in self.cons)
         row["constraints_met"] = ok
         if ok and (self.best is None or row["utility"] > self.best[0]):
             self.best = (row["utility"], copy.deepcopy(self.policy_net.state_dict()), dict(row))
@@ -645,16 +712,17 @@ class SystemTrainer:
         system has a tabular model of independent units, else Monte Carlo."""
         pol = self.policy()
         if self.tabular is not None:
-            d = exact_numbers(self.tabular, pol, self.T).decomposition
+            d = exact_numbers(self.tabular, pol, self.T, eps=self.config.lambda_eps).decomposition
         else:
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
-                             seed=self.config.seed, check=False)
+                             seed=self.config.seed, check=False, eps=self.config.lambda_eps)
         self.pair = tuple(int(g) for g in d.pair)
         out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
         out["utility"] = float(d.total_utility)
         ci = d.conf_int(0.05) if d.se else None
-        out["C_ci"] = (out["C"], out["C"]) if ci is None else (
-            float(ci.loc["C", "lower"]), float(ci.loc["C", "upper"]))
+        for k in ("C", "DPE", "IPE", "SPE"):
+            out[f"{k}_ci"] = (out[k], out[k]) if ci is None else (
+                float(ci.loc[k, "lower"]), float(ci.loc[k, "upper"]))
         if d.Lambda is not None:  # None only when nothing observed pairs individuals
             out["Lambda"] = float(d.Lambda)
             if d.Lambda_ci is not None:
@@ -663,7 +731,8 @@ class SystemTrainer:
 
 
 def train_system(system: Any, config: TrainConfig, out: str | Path | None = None,
-                 init_checkpoint: str | Path | None = None, progress: bool = False) -> Any:
+                 init_checkpoint: str | Path | None = None, progress: bool = False,
+                 device: str = "cpu") -> Any:
     """Train ``config.algo`` on ``system``; write ``out/checkpoint.pt`` (the policy, its
     encoding with feature names, the system id and params) and ``metrics.jsonl``."""
     import torch
@@ -673,38 +742,39 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
     threads = torch.get_num_threads()
     torch.set_num_threads(int(getattr(config, "threads", 1)))
     try:
-        tr = SystemTrainer(system, config, init)
-        out_path = Path(out) if out is not None else None
-        if out_path is not None:
-            prepare_run_folder(out_path, resume=False)
-            ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
-                json.dumps(tr.config.to_dict(lending=False), indent=2).encode()))
-
-        bar = _progress.start(f"train {config.algo} {system.id} seed {config.seed}",
-                              config.iterations, "iterations", force=progress)
-        for _ in range(config.iterations):
-            row = tr.step()
+        with device_determinism(device):  # a GPU run repeats bit for bit
+            tr = SystemTrainer(system, config, init, device)
+            out_path = Path(out) if out is not None else None
             if out_path is not None:
-                ck.append_jsonl(out_path / "metrics.jsonl", row)
-            bar.update(1)
-        bar.close()
-        final = tr.finish()
-        checkpoint = None
-        if out_path is not None:
-            checkpoint = out_path / "checkpoint.pt"
-            save_checkpoint(checkpoint, tr.policy_net, architecture=tr.architecture(),
-                            encoding=tr.encoding, metadata={
-                                "name": f"{config.algo}-{system.id}", "system": system.id,
-                                "system_params": dict(system.params), "algo": config.algo,
-                                "seed": config.seed, "iterations": config.iterations,
-                                "n_actions": system.n_actions,
-                                "feature_names": list(system.features or []),
-                                **({"choice": {"units": tr.U,
-                                               "nobody_logit": float(tr.nobody.detach()[0])}}
-                                   if tr.choice else {}),
-                                **({"constraints": list(config.constraints),
-                                    "constraints_met": final["constraints_met"]}
-                                   if config.constraints else {})})
+                prepare_run_folder(out_path, resume=False)
+                ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
+                    json.dumps(tr.config.to_dict(lending=False), indent=2).encode()))
+
+            bar = _progress.start(f"train {config.algo} {system.id} seed {config.seed}",
+                                  config.iterations, "iterations", force=progress)
+            for _ in range(config.iterations):
+                row = tr.step()
+                if out_path is not None:
+                    ck.append_jsonl(out_path / "metrics.jsonl", row)
+                bar.update(1)
+            bar.close()
+            final = tr.finish()
+            checkpoint = None
+            if out_path is not None:
+                checkpoint = out_path / "checkpoint.pt"
+                save_checkpoint(checkpoint, tr.policy_net, architecture=tr.architecture(),
+                                encoding=tr.encoding, metadata={
+                                    "name": f"{config.algo}-{system.id}", "system": system.id,
+                                    "system_params": dict(system.params), "algo": config.algo,
+                                    "seed": config.seed, "iterations": config.iterations,
+                                    "n_actions": system.n_actions,
+                                    "feature_names": list(system.features or []),
+                                    **({"choice": {"units": tr.U,
+                                                   "nobody_logit": float(tr.nobody.detach()[0])}}
+                                       if tr.choice else {}),
+                                    **({"constraints": list(config.constraints),
+                                        "constraints_met": final["constraints_met"]}
+                                       if config.constraints else {})})
     finally:
         torch.set_num_threads(threads)
     import pandas as pd

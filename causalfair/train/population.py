@@ -14,7 +14,7 @@ utility matrix U. Per step (Eq. 8 and Table 1):
 **R-TD3** (section 2b): TD3 on the per-step reward -[(1 - t/H) L + (t/H) D] (lambda_t = t/H).
 **L-UCBFair** (Algorithm 1): LSVI-UCB over a learned feature map phi(s, a) (an MLP with a
 softmax output, fitted on random-policy samples to predict r and g with two linear heads,
-App. D.1), optimistic Q_r, Q_g at the loci of a Voronoi grid of [0, 1]^2, a softmax over
+App. D.1; ours: on standardised targets, :func:`_fit_phi`), optimistic Q_r, Q_g at the loci of a Voronoi grid of [0, 1]^2, a softmax over
 cells of Q_r + nu Q_g, and a projected dual step on nu after every episode.
 
 Both return a :class:`PopulationAgent`, and :func:`audit_policy` turns it into a policy the
@@ -49,12 +49,12 @@ from causalfair.policies.population import (  # the agents and their policy, re-
     ThresholdActor,
     torch_layers,
 )
-from causalfair.systems.replicator import tpr_fpr
+from causalfair.systems.replicator import ReplicatorSimulator, tpr_fpr
 
 __all__ = ["PopulationEnv", "PopulationAgent", "RTD3Config", "LUCBFairConfig", "train_rtd3",
            "train_lucbfair", "myopic", "audit_policy", "episode_values", "regret_and_violation",
-           "best_constant", "GridPolicy", "ThresholdActor", "LUCBFairActor", "save_agent",
-           "load_agent"]
+           "best_constant", "lucbfair_alpha", "GridPolicy", "ThresholdActor", "LUCBFairActor",
+           "save_agent", "load_agent"]
 
 
 class PopulationEnv:
@@ -63,10 +63,11 @@ class PopulationEnv:
     weights are the system's."""
 
     def __init__(self, system: Any):
-        if system.id != "replicator-1":
-            raise ConfigError("system: R-TD3 and L-UCBFair (Yin et al., NeurIPS 2023) run on "
-                              f"replicator-1, got {system.id!r}.")
         sim = system.make_simulator()
+        if not isinstance(sim, ReplicatorSimulator):
+            raise ConfigError("system: R-TD3 and L-UCBFair (Yin et al., NeurIPS 2023) run on "
+                              "replicator-1, replicator-binding or another replicator system, "
+                              f"got {system.id!r}.")
         self.U, self.alpha, self.beta = sim.U, sim.alpha, sim.beta
         self.q0 = np.asarray(sim.q0, dtype=np.float64)
         self.w = np.asarray(system.group_weights, dtype=np.float64)
@@ -313,15 +314,17 @@ def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgen
 @dataclass(frozen=True)
 class LUCBFairConfig:
     """L-UCBFair (Yin et al. Algorithm 1; its supplementary code's values where given):
-    loci the 5 x 5 grid {0.1, ..., 0.9}^2 (eps = 0.1), softmax temperature ``alpha`` = 1,
-    bonus ``beta`` = 0.05, ridge ``varsigma`` = 1, feature dimension ``d`` = 10, ``episodes``
+    loci the 5 x 5 grid {0.1, ..., 0.9}^2 (eps = 0.1), softmax temperature ``alpha`` = 1
+    (``alpha="paper"``: Algorithm 1's alpha = log(M) K / (2 (1 + chi + H)) with M = 25 cells,
+    K = ``episodes``; 18.6 at K = 300, H = 15, chi = 10; :func:`lucbfair_alpha`), bonus ``beta`` = 0.05, ridge ``varsigma`` = 1, feature dimension ``d`` = 10, ``episodes``
     K = 500, constraint c = H - ``slack`` (code: H - 1.5). Ours: ``chi`` (the dual bound;
     the code's 0 switches the dual off, the paper's H / gamma needs the unknown Slater
     gap gamma), the feature network [64, 64] -> softmax(d) fitted on ``phi_samples``
-    random-policy samples (paper 100,000 and [256, 128, 64, 64]) for ``phi_epochs``."""
+    random-policy samples (paper 100,000 and [256, 128, 64, 64]) for ``phi_epochs``, its
+    targets r and g standardised (the paper's raw targets collapse phi; :func:`_fit_phi`)."""
 
     episodes: int = 500
-    alpha: float = 1.0
+    alpha: float | str = 1.0
     beta: float = 0.05
     varsigma: float = 1.0
     d: int = 10
@@ -334,8 +337,11 @@ class LUCBFairConfig:
     threads: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.alpha, str) and self.alpha != "paper":
+            raise ConfigError(f"alpha: bad value {self.alpha!r}; a number > 0 or \"paper\" (Yin "
+                              "et al. Algorithm 1's log(M) K / (2 (1 + chi + H))).")
         _check_fields(self, ("episodes", "d", "phi_samples", "phi_epochs", "threads"),
-                      ("alpha", "beta", "varsigma", "slack"))
+                      ("beta", "varsigma", "slack") + (() if self.alpha == "paper" else ("alpha",)))
         if isinstance(self.chi, bool) or not isinstance(self.chi, (int, float)) or self.chi < 0:
             raise ConfigError(f"chi: bad value {self.chi!r}; must be a number >= 0 (0 switches "
                               "the dual off, as the paper's code does).")
@@ -344,18 +350,37 @@ class LUCBFairConfig:
                               "episode's features are kept).")
 
 
+def lucbfair_alpha(config: LUCBFairConfig, horizon: int, cells: int = 25) -> float:
+    """L-UCBFair's softmax temperature: ``config.alpha``, or for ``"paper"`` Algorithm 1's
+    alpha = log(M) K / (2 (1 + chi + H)) (M ``cells``, K episodes, H ``horizon``)."""
+    if config.alpha != "paper":
+        return float(config.alpha)
+    return math.log(cells) * config.episodes / (2.0 * (1.0 + config.chi + horizon))
+
+
 def _fit_phi(env: PopulationEnv, c: LUCBFairConfig, rng: np.random.Generator
              ) -> list[tuple[np.ndarray, np.ndarray]]:
     """phi(s, a): an MLP with a softmax output (||phi|| <= 1), fitted together with two
-    bias-free heads predicting r and g from it (App. D.1); returns the MLP's layers."""
+    bias-free heads predicting r and g from it (App. D.1); returns the MLP's layers.
+
+    The paper fits "a combination of MSE losses of r and g" on the raw targets. Ours: each
+    target standardised (zero mean, unit variance over the samples) first. On the raw
+    targets a constant phi fits most of the loss (g = 1 - D is 1 up to a variance of 0.002,
+    r's mean dominates its variance): phi saturates on one softmax coordinate, whose
+    gradient then vanishes, and r, g are carried by deviations of about 0.04 that the
+    ridge of LSVI (varsigma = 1) shrinks to nothing, so Q is the same at every locus.
+    Standardised, a constant phi explains nothing and phi spreads over its coordinates.
+    phi still sums to 1, so LSVI's weights represent the targets' means."""
     import torch
 
     n = c.phi_samples
     q = rng.uniform(0.0, 1.0, size=(n, 2))
     a = rng.uniform(0.0, 1.0, size=(n, 2))
     _, r, D = env.step(q, a)
+    Y = np.stack([r, 1.0 - D], 1)
+    Y = (Y - Y.mean(0)) / np.maximum(Y.std(0), 1e-12)
     x = torch.from_numpy(np.concatenate([q, a], 1).astype(np.float32))
-    y = torch.from_numpy(np.stack([r, 1.0 - D], 1).astype(np.float32))
+    y = torch.from_numpy(Y.astype(np.float32))
     net = mlp(4, c.phi_hidden, c.d, "relu")
     heads = torch.nn.Linear(c.d, 2, bias=False)
     opt = torch.optim.Adam(list(net.parameters()) + list(heads.parameters()), lr=1e-3,
@@ -371,13 +396,20 @@ def _fit_phi(env: PopulationEnv, c: LUCBFairConfig, rng: np.random.Generator
 
 
 def train_lucbfair(system: Any, config: LUCBFairConfig = LUCBFairConfig()) -> PopulationAgent:
-    """Train L-UCBFair on ``replicator-1`` (module docstring); ``history`` holds per
+    """Train L-UCBFair on a replicator system (module docstring); ``history`` holds per
     episode V_r, V_g (from the episode's random start) and the dual variable nu."""
     import torch
 
     c = config
     env = PopulationEnv(system)
     H, K = env.H, c.episodes
+    loci = np.array([(x, y) for x in np.arange(0.1, 1.0, 0.2) for y in np.arange(0.1, 1.0, 0.2)])
+    M = len(loci)
+    gib = K * (H + 1) * M * c.d * 8 / 2**30
+    if gib > 2.0:
+        raise ConfigError(f"episodes: bad value {K}; phi at every locus of every visited state "
+                          f"(episodes x (H + 1) x {M} x d floats) would take {gib:.1f} GiB, over "
+                          "2 GiB: lower episodes or d.")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([c.seed, 3])))
     threads = torch.get_num_threads()
     torch.set_num_threads(c.threads)
@@ -386,15 +418,15 @@ def train_lucbfair(system: Any, config: LUCBFairConfig = LUCBFairConfig()) -> Po
         phi_layers = _fit_phi(env, c, rng)
     finally:
         torch.set_num_threads(threads)
-    loci = np.array([(x, y) for x in np.arange(0.1, 1.0, 0.2) for y in np.arange(0.1, 1.0, 0.2)])
     d = c.d
     pol = LUCBFairActor(phi_layers, loci, np.zeros((H, d)), np.zeros((H, d)),
-                        np.stack([np.eye(d) / c.varsigma] * H), alpha=c.alpha, beta=c.beta,
+                        np.stack([np.eye(d) / c.varsigma] * H),
+                        alpha=lucbfair_alpha(c, H, len(loci)), beta=c.beta,
                         nu=0.0, horizon=H)
-    M = len(loci)
     cons = H - c.slack
     eta = c.chi / math.sqrt(K * H * H)
     S = np.zeros((K, H + 1, 2))  # states seen, per episode and step
+    F = np.zeros((K, H + 1, M, d))  # phi(s, I_i) at those states (phi is fixed after its fit)
     Phi = np.zeros((K, H, d))  # phi(s_h, a_h) of the actions taken
     R = np.zeros((K, H))
     Gv = np.zeros((K, H))
@@ -408,7 +440,7 @@ def train_lucbfair(system: Any, config: LUCBFairConfig = LUCBFairConfig()) -> Po
                 Lam = X.T @ X + c.varsigma * np.eye(d)
                 pol.Linv[h] = np.linalg.inv(Lam)
                 if h + 1 < H:
-                    p, qr, qg = pol.probs(S[:k, h + 1], h + 1)
+                    p, qr, qg = pol.probs(S[:k, h + 1], h + 1, F[:k, h + 1])
                     vr, vg = (p * qr).sum(1), (p * qg).sum(1)
                 else:
                     vr = vg = np.zeros(k)
@@ -417,10 +449,11 @@ def train_lucbfair(system: Any, config: LUCBFairConfig = LUCBFairConfig()) -> Po
         # forward pass: one episode from a random start
         s = _initial_states(1, rng)
         S[k, 0] = s[0]
+        F[k, 0] = pol.loci_features(s)[0]
         vr_ep = vg_ep = 0.0
         v1g = None
         for h in range(H):
-            p, qr, qg = pol.probs(s, h)
+            p, qr, qg = pol.probs(s, h, F[k, h][None])
             if h == 0:
                 v1g = float((p * qg).sum())
             i = int(np.searchsorted(np.cumsum(p[0]), rng.random(), side="right").clip(0, M - 1))
@@ -432,6 +465,7 @@ def train_lucbfair(system: Any, config: LUCBFairConfig = LUCBFairConfig()) -> Po
             vg_ep += 1.0 - D[0]
             s = s2
             S[k, h + 1] = s[0]
+            F[k, h + 1] = pol.loci_features(s)[0]
         pol.nu = min(max(pol.nu + eta * (cons - v1g), 0.0), c.chi)  # the projected dual step
         history.append({"V_r": vr_ep, "V_g": vg_ep, "nu": pol.nu, "q1": S[k, 0, 0],
                         "q2": S[k, 0, 1]})

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_bytes
-from causalfair.backends import SerialBackend, TaskError, make_backend
+from causalfair.backends import SerialBackend, TaskError, available_cores, make_backend
 from causalfair.engines._mc_base import is_serial
 from causalfair.errors import ConfigError, OutputError
 from causalfair.systems import make
@@ -93,14 +93,15 @@ def _train_config(task: tuple[Any, str]) -> dict[str, Any]:
 def train_many(configs: Sequence[Any], *, backend: Any = None,
                search_path: str | os.PathLike[str] = ".") -> list[Any]:
     """Train each :class:`~causalfair.train.TrainConfig` as one task on ``backend`` (None:
-    this process; a name or a :mod:`causalfair.backends` object). Returns, in the
+    this process; a name or a :mod:`causalfair.backends` object; ``"process"``: one worker
+    per core this process may use, :func:`causalfair.backends.available_cores`). Returns, in the
     configs' order, ``{"metrics", "wall_s", "history", "files"}`` per run (``files``: the
     bytes of checkpoint.pt, metrics and config.json, for the caller to write), or a
     :class:`~causalfair.backends.TaskError` for a run that raised."""
     if is_serial(backend):
         backend = SerialBackend()
     elif isinstance(backend, str):
-        backend = make_backend(os.cpu_count() or 1 if backend == "process" else 1, backend)
+        backend = make_backend(available_cores() if backend == "process" else 1, backend)
     return backend.map(_train_config, [(c, str(search_path)) for c in configs])
 
 

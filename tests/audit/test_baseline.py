@@ -30,7 +30,7 @@ def test_paired_differences_equal_two_runs_and_their_standard_error_is_the_paire
         assert out[k]["baseline"] == pytest.approx(getattr(db, k), abs=1e-14)
         assert out[k]["diff"] == pytest.approx(getattr(dp, k) - getattr(db, k), abs=1e-14)
     w = system.group_weights
-    assert out["utility"]["diff"] == pytest.approx(float(w @ dp.utility - w @ db.utility), abs=1e-12)
+    assert out["utility"]["diff"] == pytest.approx(float(w @ dp.utility_by_group - w @ db.utility_by_group), abs=1e-12)
     # the standard errors by hand from the per-individual totals (one pass, no merging)
     sim, A, base, T, n, seed, _ = _setup(system, None, 8, 3000, 4, 3000)
     jobs = [Job(sim, _ready_policy(q, sim, A, base, True, None)[0], T, seed, True, A, base,

@@ -63,7 +63,7 @@ def cli(*args, cwd=None):
 
 
 def test_passing_spec_exits_0(tmp_path):
-    proc = cli("gate", spec(tmp_path, PASSING, "ok"))
+    proc = cli("gate", spec(tmp_path, PASSING, "ok"), "--json", "-")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["exit_code"] == 0
@@ -140,7 +140,7 @@ def test_inconclusive_is_configurable(tmp_path, capsys):
     # the threshold sits at the estimate, strictly inside its own CI: INCONCLUSIVE
     p = spec(tmp_path, text + f"[thresholds]\nabs_DPE = {est!r}\n", "mc")
     junit = tmp_path / "j.xml"
-    assert main(["gate", str(p), "--junit", str(junit)]) == 1
+    assert main(["gate", str(p), "--junit", str(junit), "--json", "-"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["specs"][0]["verdicts"][0]["status"] == INCONCLUSIVE
     case = ET.parse(junit).getroot().find("testsuite/testcase")

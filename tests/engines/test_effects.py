@@ -46,7 +46,7 @@ def test_hand_worked_two_level_two_step():
     # per-step gains under pi for group b: 1/8 then 1/64
     np.testing.assert_allclose(r.steps[0, 1], [0.125, 1 / 64], atol=1e-15)
     # utility: a earns 1/2 per step; b earns 1/2 then 7/16 + 1/8
-    np.testing.assert_allclose(r.utility, [1.0, 1.0625], atol=1e-15)
+    np.testing.assert_allclose(r.utility_by_group, [1.0, 1.0625], atol=1e-15)
     assert r.total_utility == pytest.approx(1.03125)
     # Lambda, eps = 0.1, visitation weights a: (1/2, 1/2), b: (15/16, 1/16);
     # Delta a = (1/2, 1/2), b = (1/4, 1/2); |dp| = 1/2 for every pair.

@@ -21,13 +21,8 @@ from causalfair.systems.attention import (
 from tests.conftest import check_gym_env, gym_episode
 
 
-def test_the_published_parameters():
-    a, h = ATTENTION_DEFAULTS["attention-1"], ATTENTION_DEFAULTS["attention-harder"]
-    assert (a["units"], a["rates"], a["increase"], a["decrease"]) == (
-        6, (8.0, 6.0, 4.0, 3.0, 1.5), (0.1,) * 5, (0.1,) * 5)
-    assert (h["units"], h["rates"]) == (30, (30.0, 25.0, 22.5, 17.5, 12.5))
-    assert h["increase"] == (0.08, 0.2, 0.4, 0.8, 2.0)
-    assert h["decrease"] == (0.004, 0.01, 0.016, 0.02, 0.04)
+def test_the_sites_are_the_groups_and_no_attention_is_not_allowed():
+    # the published parameters: tests/systems/test_published_params.py (against the source)
     s = cf.systems.make("attention-1")
     assert s.units_per_replica == 5 and len(s.groups) == 5 and s.decisions.baseline == 0
     assert 0 not in s.decisions.allowed  # "no attention anywhere" breaks the budget

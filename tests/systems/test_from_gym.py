@@ -247,7 +247,7 @@ def test_spec_audit_and_gate(tmp_path):
     spec = _spec(tmp_path, "tutor")
     res = cf.audit(spec)
     est = res.decomposition.estimates()
-    assert res.system.id == "gym" and res.system.n_actions == 2
+    assert res.system.id == "gym:tutor_env:make_env" and res.system.n_actions == 2
     assert abs(est["C"] - (est["DPE"] + est["IPE"] + est["SPE"])) < 1e-9
     proc = run_cmd([sys.executable, "-m", "causalfair", "gate", spec, "--junit", "gate.xml"],
                    cwd=tmp_path, expect=0, timeout=180)

@@ -49,8 +49,8 @@ def run_cli(*args, cwd):
 def test_config_refuses_what_ppo_lagrangian_cannot_impose():
     with pytest.raises(ConfigError, match="constraints are imposed by PPO-Lagrangian"):
         TrainConfig(algo="ppo", constraints=("abs_C<=0.1",))
-    with pytest.raises(ConfigError, match="the sampled trainer imposes abs_C or C"):
-        TrainConfig(algo="ppo-c", constraints=("Lambda<=0.1",))
+    with pytest.raises(ConfigError, match="constraint 'tpr_gap': unknown or not repairable"):
+        TrainConfig(algo="ppo-c", constraints=("tpr_gap<=0.1",))
     with pytest.raises(ConfigError, match="expected QUANTITY<=VALUE"):
         TrainConfig(algo="ppo-c", constraints=("abs_C=0.1",))
     with pytest.raises(ConfigError, match="the lending settings are tabular"):
@@ -114,6 +114,6 @@ def test_spec_refuses_a_threshold_ppo_lag_cannot_impose(tmp_path):
 
     p = tmp_path / "s.toml"
     p.write_text('name = "s"\n[system]\nid = "lending-1"\n[thresholds]\nabs_C = 0.1\n'
-                 'Lambda = 0.1\n[retrain]\nalgo = "ppo-lag"\n')
-    with pytest.raises(SpecError, match="Lambda: \\[retrain\\] algo 'ppo-lag' imposes only abs_C, C"):
+                 'tpr_gap = 0.1\n[retrain]\nalgo = "ppo-lag"\n')
+    with pytest.raises(SpecError, match="tpr_gap: \\[retrain\\] algo 'ppo-lag' imposes only abs_C, "):
         load_spec(p)

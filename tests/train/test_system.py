@@ -128,11 +128,11 @@ def test_gate_retrains_a_failing_checkpoint_of_the_clinic(own):
         'checkpoint = "run/checkpoint.pt"\n'
         f"[thresholds]\nabs_C = {C / 2}\n"
         '[retrain]\nalgo = "ppo-c"\niterations = 3\nbetas = { C = 20.0 }\n')
-    proc = run_cli("gate", "g.toml", "--retrain", "--junit", "g.xml", cwd=own)
+    proc = run_cli("gate", "g.toml", "--retrain", "--junit", "g.xml", "--json", "-", cwd=own)
     assert proc.returncode in (0, 1), proc.stderr
     new = own / "run" / "checkpoint.retrained-ppo-c-1.pt"
     assert new.is_file()
-    doc = json.loads(proc.stdout[: proc.stdout.rindex("}") + 1])
+    doc = json.loads(proc.stdout)  # --json -: the JSON on stdout, the table on stderr
     entry = doc["specs"][0]
     assert entry["before"]["overall"] == "FAIL"
     after_c = abs(cf.decompose(system.tabular, cf.load_checkpoint(new)[0], 12).C)

@@ -6,7 +6,10 @@
 ELBERT ``ppo_wrapper_env.py``): ``Box(-3, 3, (5,))`` logits, turned into an allocation of
 the N units by a softmax and the greedy placement of
 :func:`causalfair.systems.attention.allocate`. Observation: the incidents each site's
-attention discovered at the last step and the units it got, ``Box(0, inf, (10,))``.
+attention discovered at the last step and the units it got, ``Box(0, inf, (10,))``, or with
+``history=True`` the published one (Fairness-in-RL / ELBERT ``OBS_HIST_LEN`` = 8): the last 8
+steps of (seen, occurred, allocation, delta) of every site, ``Box(0, inf, (160,))``.
+``increase="f-ppo"``: seed 001's per-site increases.
 Reward: the system's (attention-1: incidents discovered minus 0.25 x those missed; harder:
 minus 0.25 x those missed), summed over sites. Episodes last ``max_steps`` steps (default 1000, pocar's).
 Dynamics and parameters: :mod:`causalfair.systems.attention`. Seed through
@@ -21,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from causalfair.errors import InputError
-from causalfair.systems.attention import ATTENTION_DEFAULTS, AttentionSimulator
+from causalfair.systems.attention import HISTORY, AttentionSimulator, make_attention
 
 __all__ = ["AttentionEnv", "VecAttentionEnv"]
 
@@ -31,12 +34,18 @@ class VecAttentionEnv:
     allocation weights (n_envs, K) and returns (obs (n_envs, 2K), reward (n_envs,),
     terminated, truncated, info)."""
 
-    def __init__(self, n_envs: int, *, harder: bool = False, max_steps: int = 1000):
+    def __init__(self, n_envs: int, *, harder: bool = False, max_steps: int = 1000,
+                 history: bool = False, increase: Any = None):
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise InputError(f"n_envs: must be an integer >= 1, got {n_envs!r}.")
-        p = ATTENTION_DEFAULTS["attention-harder" if harder else "attention-1"]
+        if not isinstance(history, bool):
+            raise InputError(f"history: must be true or false, got {history!r}.")
+        # the system's checks and parameters (increase="f-ppo" or numbers)
+        sysm = make_attention(increase=increase, id="attention-harder" if harder else "attention-1")
+        p = sysm.params
+        self.history = history
         self.sim = AttentionSimulator(p["units"], p["rates"], p["increase"], p["decrease"],
-                                      p["reward_seen"], p["reward_missed"])
+                                      p["reward_seen"], p["reward_missed"], central=history)
         self.K = self.sim.K
         self.n_envs, self.max_steps = n_envs, int(max_steps)
         self.state = None
@@ -44,6 +53,8 @@ class VecAttentionEnv:
 
     def _obs(self) -> np.ndarray:
         s = self.state
+        if self.history:
+            return s.history.reshape(self.n_envs, -1).astype(np.float32)
         return np.concatenate([s.seen.reshape(-1, self.K), s.attention.reshape(-1, self.K)],
                               axis=1).astype(np.float32)
 
@@ -77,11 +88,13 @@ class AttentionEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, harder: bool = False, max_steps: int = 1000,
-                 render_mode: str | None = None):
-        self.vec = VecAttentionEnv(1, harder=harder, max_steps=max_steps)
+                 render_mode: str | None = None, history: bool = False, increase: Any = None):
+        self.vec = VecAttentionEnv(1, harder=harder, max_steps=max_steps, history=history,
+                                   increase=increase)
         K = self.vec.K
         self.render_mode = render_mode
-        self.observation_space = gym.spaces.Box(0.0, np.inf, (2 * K,), dtype=np.float32)
+        width = 4 * HISTORY * K if history else 2 * K
+        self.observation_space = gym.spaces.Box(0.0, np.inf, (width,), dtype=np.float32)
         self.action_space = gym.spaces.Box(-3.0, 3.0, (K,), dtype=np.float32)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None

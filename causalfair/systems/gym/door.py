@@ -16,7 +16,9 @@ docs/simulators.md:
   copy of the env object), given a generator in the state drawn in ``noise`` and stepped;
   ``state`` itself is left unchanged. Two forks of one state with the same noise therefore
   use the same random numbers (common random numbers, method.md section 3), which is what
-  the pi^PS fork and pi0 need.
+  the pi^PS fork and pi0 need; a fork that would repeat a transition already made (same
+  snapshot, action and noise) reuses it. An env made by ``gymnasium.make`` is stepped
+  without the bookkeeping wrappers it adds (:func:`_unwrap_bookkeeping`).
 
 :func:`check_forks` checks this on a sampled batch before the system is used and refuses
 an env that cannot be copied, one whose forks with the same action differ, one that reads
@@ -39,8 +41,8 @@ from causalfair.systems.registry import load_callable
 from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.types import Observation, StepResult
 
-__all__ = ["from_gym", "gym_system", "GymSimulator", "check_forks", "group_columns",
-           "GymForkError"]
+__all__ = ["from_gym", "gym_system", "gym_id", "GymSimulator", "check_forks",
+           "group_columns", "GymForkError"]
 
 _FIX_DOC = "see docs/own-system.md, 'Audit your Gymnasium env'"
 _INC = (0xDA3E39CB94B95BDB << 64) | 0x5851F42D4C957F2D | 1  # a fixed odd PCG64 increment
@@ -81,6 +83,7 @@ _ATOMIC = (int, float, bool, str, bytes, complex, type(None), np.generic)
 _ATOMIC_TYPES = frozenset((int, float, bool, str, bytes, complex, type(None), np.float64,
                            np.float32, np.int64, np.int32, np.bool_))
 _PLAIN: dict[type, bool] = {}
+_F64 = np.dtype(np.float64)
 
 
 def _plain(cls: type) -> bool:
@@ -100,24 +103,46 @@ def _copy_env(env: Any, shared: dict[int, Any]) -> Any:
     """A deep copy of ``env`` sharing ``shared``: what :func:`copy.deepcopy` makes, faster
     for envs (and wrappers) that are plain objects of numbers and arrays."""
     cls = type(env)
-    if not _plain(cls):
+    ok = _PLAIN.get(cls)
+    if not (ok or (ok is None and _plain(cls))):
         return copy.deepcopy(env, dict(shared))
     memo: dict[int, Any] | None = None
-    new = object.__new__(cls)
-    d = {}
-    for k, v in env.__dict__.items():
-        if type(v) in _ATOMIC_TYPES or id(v) in shared or isinstance(v, _ATOMIC):
-            d[k] = v
-        elif type(v) is np.ndarray and v.dtype.kind in "biufc":
+    d = env.__dict__.copy()
+    for k, v in d.items():  # values are replaced in place: the keys do not change
+        if type(v) in _ATOMIC_TYPES or id(v) in shared:
+            continue
+        if type(v) is np.ndarray and v.dtype.kind in "biufc":
             d[k] = v.copy()
+        elif isinstance(v, _ATOMIC):
+            continue
         elif hasattr(v, "unwrapped") and hasattr(v, "step") and _plain(type(v)):
             d[k] = _copy_env(v, shared)  # the env inside a wrapper
         else:
             if memo is None:
                 memo = dict(shared)
             d[k] = copy.deepcopy(v, memo)
-    new.__dict__.update(d)
+    new = object.__new__(cls)
+    new.__dict__ = d
     return new
+
+
+_BOOKKEEPING = frozenset(("TimeLimit", "OrderEnforcing", "PassiveEnvChecker"))
+
+
+def _unwrap_bookkeeping(env: Any) -> Any:
+    """``env.unwrapped`` when every wrapper around it is one that ``gymnasium.make`` adds
+    for bookkeeping (``TimeLimit``: truncation, which the door does not read, the horizon
+    is its own; ``OrderEnforcing``: reset before step, which every snapshot is;
+    ``PassiveEnvChecker``: checks of the first reset and step), else ``env``: those
+    wrappers change no transition, and stepping the env under them is a copy and a call
+    less per layer."""
+    e = env
+    while hasattr(e, "env") and getattr(e, "unwrapped", e) is not e:
+        cls = type(e)
+        if cls.__name__ not in _BOOKKEEPING or not cls.__module__.startswith("gymnasium.wrappers"):
+            return env
+        e = e.env
+    return e
 
 
 def _generator_state(word_hi: int, word_lo: int) -> dict[str, Any]:
@@ -167,20 +192,18 @@ class GymSimulator:
         self._width: int | None = None
         self._n_actions = 0
         self._start = 0
-        self._rng = np.random.Generator(np.random.PCG64(0))
         self._init()
 
     # pickling: env objects stay behind; a worker makes its own template
     def __getstate__(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        d["_template"] = None
-        d["_rng"] = None
+        for k in ("_template", "_rng", "_bitgen", "_gstate", "_word", "_memo", "_memo_noise"):
+            d[k] = None
         d["_shared"] = {}
         return d
 
     def __setstate__(self, d: dict[str, Any]) -> None:
         self.__dict__.update(d)
-        self._rng = np.random.Generator(np.random.PCG64(0))
         self._init()
 
     def _init(self) -> None:
@@ -204,8 +227,20 @@ class GymSimulator:
                 f"gym env {self.name}: observation_space is {short(obs_space)}; from_gym "
                 "needs a Box of observation vectors (features).")
         self._width = int(np.prod(shape)) if shape else 1
+        self._spec = getattr(env, "spec", None)
+        env = _unwrap_bookkeeping(env)
         self._template = env
         self._api = _state_api(env)
+        self._bare = getattr(env, "unwrapped", None) is env
+        self._shape = (self._width,)
+        self._info_key = self.gain_mode[5:] if self.gain_mode.startswith("info:") else None
+        # one generator, given each step's state by assigning its state dict in place
+        self._rng = np.random.Generator(np.random.PCG64(0))
+        self._bitgen = self._rng.bit_generator
+        self._gstate = _generator_state(0, 0)
+        self._word = self._gstate["state"]
+        self._memo: dict[tuple[int, int], tuple[Any, ...]] = {}
+        self._memo_noise: Any = None
         self._shared = {**_shared(env), id(self._rng): self._rng}
 
     # ---------------------------------------------------------------- sizes
@@ -219,8 +254,7 @@ class GymSimulator:
 
     @property
     def horizon_hint(self) -> int | None:
-        spec = getattr(self._template, "spec", None)
-        steps = getattr(spec, "max_episode_steps", None)
+        steps = getattr(self._spec, "max_episode_steps", None)
         return int(steps) if isinstance(steps, int) and steps > 0 else None
 
     # ---------------------------------------------------------------- protocol
@@ -280,8 +314,6 @@ class GymSimulator:
     def _gain(self, obs0: np.ndarray, a: int, obs1: np.ndarray, reward: float, info: Any) -> float:
         mode = self.gain_mode
         kind, _, key = mode.partition(":")
-        if kind == "info" and type(info) is dict and key in info:  # the common case, first
-            return float(info[key])
         if self._gain_fn is not None:
             return float(call_user(f"from_gym gain {mode}", self._gain_fn, obs0, a, obs1, reward, info))
         if mode == "reward":
@@ -295,45 +327,59 @@ class GymSimulator:
                 "module:callable).")
         return float(info[key])
 
-    def step_one(self, snap: Any, action: int, word: np.ndarray) -> tuple[Any, Any, float, Any, bool]:
-        """One env of a batch: a copy of ``snap`` stepped with ``action`` and the generator
-        state ``word``; (new snapshot, observation, reward, info, ended)."""
-        if self._api:
+    def step_one(self, snap: Any, action: int, word: list[int], obs0: np.ndarray
+                 ) -> tuple[Any, np.ndarray, float, float, bool]:
+        """One env of a batch: a copy of ``snap`` (whose observation was ``obs0``) stepped
+        with ``action`` and the generator state ``word`` (two 64-bit ints); (new snapshot,
+        observation, reward, gain, ended). ``snap`` itself is left unchanged."""
+        api = self._api
+        if api:
             env = self._template
-            getattr(env, self._api[1])(snap)
+            getattr(env, api[1])(snap)
         else:
             env = _copy_env(snap, self._shared)
-        gen = self._rng
-        gen.bit_generator.state = _generator_state(word[0], word[1])
-        env.unwrapped._np_random = gen
-        obs, reward, term, trunc, info = env.step(action + self._start)
-        new = getattr(env, self._api[0])() if self._api else env
-        return new, obs, float(reward), info, bool(term)
+        self._word["state"] = (word[0] << 64) | word[1]
+        self._bitgen.state = self._gstate
+        (env if self._bare else env.unwrapped)._np_random = self._rng
+        o, r, term, _trunc, info = env.step(action + self._start)
+        if type(o) is not np.ndarray or o.shape != self._shape or o.dtype is not _F64 or api:
+            o = np.array(_box_vector(o, self._width, self.name))  # api: the env may reuse o
+        r = float(r)
+        key = self._info_key
+        gn = (float(info[key]) if key is not None and type(info) is dict and key in info
+              else self._gain(obs0, action, o, r, info))
+        return (getattr(env, api[0])() if api else env), o, r, gn, bool(term)
 
     def _step_all(self, state: GymState, d: np.ndarray, noise: np.ndarray, envs: list[Any],
-                  obs: np.ndarray, done: np.ndarray, reward: np.ndarray, gain: np.ndarray) -> None:
-        step_one, width, name = self.step_one, self._width, self.name
-        words = noise.tolist()
+                  obs: np.ndarray) -> tuple[list[float], list[float], list[bool]]:
+        """Step every live env of ``state`` into ``envs`` and ``obs``; the rewards, gains
+        and ends. A transition already made from the same snapshot with the same action
+        and generator state (the pi^PS fork where pi took the baseline, pi0 while its path
+        is still pi's) is the same transition, which :func:`check_forks` verifies, so it
+        is reused rather than stepped again; snapshots are never stepped in place, so two
+        states may share one."""
+        if noise is not self._memo_noise:  # the memo lives for one noise array (one epoch)
+            self._memo, self._memo_noise = {}, noise
+        memo, step_one = self._memo, self.step_one
+        words, acts, snaps, obs0 = noise.tolist(), d.tolist(), state.envs, state.obs
+        n = len(acts)
+        reward, gain, done = [0.0] * n, [0.0] * n, state.done.tolist()
         for i in np.flatnonzero(~state.done).tolist():
-            a = int(d[i])
-            new, o, r, info, ended = step_one(state.envs[i], a, words[i])
-            o = _box_vector(o, width, name)
-            gain[i] = self._gain(state.obs[i], a, o, r, info)
-            reward[i] = r
-            envs[i], obs[i], done[i] = new, o, ended
+            snap, a, w = snaps[i], acts[i], words[i]
+            key = (id(snap), a)
+            hit = memo.get(key)
+            if hit is None or hit[0] is not snap or hit[1] != w:
+                hit = memo[key] = (snap, w, *step_one(snap, a, w, obs0[i]))
+            _, _, envs[i], obs[i], reward[i], gain[i], done[i] = hit
+        return reward, gain, done
 
     def step(self, state: GymState, decisions: Any, noise: np.ndarray) -> StepResult:
-        d = np.asarray(decisions).astype(np.intp)
-        n = d.shape[0]
         envs = list(state.envs)
-        obs = state.obs.copy()
-        done = state.done.copy()
-        reward = np.zeros(n)
-        gain = np.zeros(n)
-        call_user(f"gym env {self.name}.step", self._step_all, state, d, noise, envs, obs, done,
-                  reward, gain)
-        return StepResult(GymState(tuple(envs), obs, state.group, done, state.t + 1),
-                          reward, gain, {})
+        obs = np.array(state.obs, dtype=np.float64)
+        reward, gain, done = call_user(f"gym env {self.name}.step", self._step_all, state,
+                                       np.asarray(decisions).astype(np.intp), noise, envs, obs)
+        return StepResult(GymState(tuple(envs), obs, state.group, np.array(done, dtype=bool),
+                                   state.t + 1), np.array(reward), np.array(gain), {})
 
 
 def _is_ref(text: str) -> bool:
@@ -380,8 +426,9 @@ def check_forks(sim: GymSimulator, *, n: int = 4, horizon: int = 3, seed: int = 
                 outs = []
                 for a in [0, *range(A)]:
                     before = _global_states()
-                    new, o, r, info, ended = call_user(f"gym env {name}.step", sim.step_one,
-                                                       state.envs[i], a, noise[i])
+                    new, o, r, _gain, ended = call_user(f"gym env {name}.step", sim.step_one,
+                                                        state.envs[i], a, noise[i].tolist(),
+                                                        state.obs[i])
                     if _globals_differ(before, _global_states()):
                         raise _fork_error(
                             name, "step reads a global random generator (np.random or random)",
@@ -459,7 +506,7 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
         raise SystemError_(f"from_gym gain: bad value {gain!r}; use 'obs:INDEX' with an integer index.")
     ref = env_factory if isinstance(env_factory, str) else None
     factory = _resolve_factory(env_factory)
-    sid = id or f"gym:{ref or _callable_ref(env_factory)}"
+    sid = id or gym_id(ref or _callable_ref(env_factory))
     sim = GymSimulator(factory, groups=groups, group=group, gain=gain, params=params,
                        name=ref or getattr(env_factory, "__name__", type(env_factory).__name__))
     if gain.startswith("obs:") and int(gain[4:]) >= sim.width:
@@ -483,6 +530,12 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
         params={"group": group, "gain": gain, "baseline": baseline, **({"params": dict(params)}
                                                                      if params else {})},
         description=f"Gymnasium env {sim.name}")
+
+
+def gym_id(env: str) -> str:
+    """The id of the system over the env ``env`` (``"module:callable"`` or a registered
+    Gymnasium id): ``gym:`` and ``env``, what audit.json, reports and MLflow name it."""
+    return f"gym:{env}"
 
 
 def _callable_ref(fn: Any) -> str:
@@ -521,4 +574,4 @@ def gym_system(env: str, groups: Sequence[str] = (), group: str = "options",
     """The registered system ``gym``: :func:`from_gym` of ``env`` (``"module:callable"``
     or a registered Gymnasium id), what ``[system] gym = ...`` in an audit spec makes."""
     return from_gym(env, groups=groups, group=group, gain=gain, baseline=baseline,
-                    horizon=horizon, features=features, params=params, id=f"gym:{env}")
+                    horizon=horizon, features=features, params=params, id=gym_id(env))

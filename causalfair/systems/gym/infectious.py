@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from causalfair.errors import InputError
-from causalfair.systems.infectious import INF, INFECTIOUS_DEFAULTS, InfectiousSimulator
+from causalfair.systems.infectious import INFECTIOUS_DEFAULTS, InfectiousSimulator
 
 __all__ = ["InfectiousEnv", "VecInfectiousEnv"]
 
@@ -59,14 +59,17 @@ class VecInfectiousEnv:
                 or (a < 0).any() or (a > NOBODY).any():
             raise InputError(f"actions: must be {self.n_envs} integers in [0, {NOBODY}] "
                              f"(member to vaccinate, {NOBODY} = nobody), got {actions!r}.")
-        vaccinate = _ONE_HOT[a].reshape(-1)  # row NOBODY is all False
+        vaccinate = _ONE_HOT.take(a, axis=0).reshape(-1)  # row NOBODY is all False
         res = self.sim.step(self.state, vaccinate,
                             self.sim.draw_noise(self.n_envs * N_MEMBERS, self.rng))
         self.state = res.state
         health = self.state.health.reshape(self.n_envs, N_MEMBERS)
-        # per-graph counts as one small matrix product each (exact in float32)
-        infected = ((health == INF).astype(np.float32) @ _ONES).astype(np.int64)
-        reward = (N_MEMBERS - infected) / N_MEMBERS  # the share of members not infected
+        # per-graph counts as one small matrix product each (exact in float32); the
+        # simulator's reward is 1 for every member not infected after the step
+        healthy = (res.reward.reshape(self.n_envs, N_MEMBERS).astype(np.float32) @ _ONES
+                   ).astype(np.int64)
+        infected = N_MEMBERS - healthy
+        reward = healthy / N_MEMBERS  # the share of members not infected
         newly = res.info["demand"].reshape(self.n_envs, N_MEMBERS).astype(np.float32) @ _ONES
         trunc = np.full(self.n_envs, self.state.t >= self.horizon)
         info = {"newly_infected": newly.astype(np.int64), "infected": infected,

@@ -353,7 +353,7 @@ class LendingSimulator:
 
             def repay_fn() -> np.ndarray:
                 if integer:
-                    return noise.repay < thr[x]
+                    return noise.repay < thr.take(x)  # take: a faster gather than thr[x]
                 return noise.repay < self.model.p_repay[gid][x]
 
             drift = noise.cache.get(gid)
@@ -366,7 +366,7 @@ class LendingSimulator:
 
             def repay_fn() -> np.ndarray:
                 if integer:
-                    return noise.repay < self._repay_thr_flat[flat]
+                    return noise.repay < self._repay_thr_flat.take(flat)
                 return noise.repay < self.model.p_repay.reshape(-1)[flat]
 
             cdf = self._drift_thr if integer else self._drift_cdf[:, :2]
@@ -378,16 +378,16 @@ class LendingSimulator:
             # step + 1 in {0, 1, 2}: 1 for d0, 2 for (d1, repay), 0 for (d1, default)
             code = drift + (d.view(np.int8) * (2 * repay.view(np.int8) - 1))
             idx = x + code  # intp: x + (u + 1) + step, then +1 more below
-            nxt = self._next[idx + 1]
+            nxt = self._next.take(idx + 1)
             # +interest for (d1, repay), -1 for (d1, default), 0 for d0 (no np.where: slow)
             reward = (d & repay) * (self._interest + 1.0) - d
             info: Mapping[str, np.ndarray] = LazyArrays({
                 "repay": lambda: repay, "drift": lambda: drift.astype(np.intp) - 1})
         else:
-            nxt = self._next[x + drift + 1]
+            nxt = self._next.take(x + drift + 1)
             reward = np.zeros(x.shape[0])
             info = LazyArrays({"repay": repay_fn, "drift": lambda: drift.astype(np.intp) - 1})
-        gain = self._gain[x * K + nxt]
+        gain = self._gain.take(x * K + nxt)
         return StepResult(
             state=LendingState(level=nxt, group=g, t=state.t + 1, group_id=gid),
             reward=reward,
@@ -427,7 +427,8 @@ def lending_system(model: Any, *, id: str | None = None,
         decisions=DecisionSet(labels=("deny", "approve"), baseline=0),
         levels=tuple(tab.level_labels),
         gain=Gain("qualification gain", "gain units (largest one-level gain = 1)",
-                  "f(x') - f(x) with f(x) = x^3 / (K^3 - (K-1)^3)"),
+                  "f(x') - f(x) with f(x) = x^3 / (K^3 - (K-1)^3)",
+                  lambda_eps=0.1),  # method.md section 4
         reward="profit",
         horizon=20,
         structure=tab.structure,

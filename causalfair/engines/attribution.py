@@ -1,0 +1,467 @@
+"""Attribution of a change: why C moved between two policies on the same system.
+
+Two policies pi (the candidate) and pi' (the baseline: the policy on main, or pi0) on one
+system share its spurious part: V^pi0 does not depend on the deployed policy, so SPE cancels
+and the change in C (method.md sections 2-3) is
+
+    C(pi) - C(pi') = [DPE(pi) - DPE(pi')] + [IPE(pi) - IPE(pi')].
+
+Each path is split further over the steps t < T and the cells (group x level for tabular
+systems, group x feature bin otherwise) that carry it. With mu_t the state distribution
+of a group under a policy, h_pi the expected gain of the policy's decision and h0 the
+gain of the baseline action a0 (Proposition 1):
+
+    DPE change at (t, s, x) = sign(s) * gamma^t * [mu_t(x) (h_pi - h0)(x) - mu'_t(x) (h_pi' - h0)(x)]
+    IPE change at (t, s, x) = sign(s) * gamma^t * [mu_t(x) - mu'_t(x)] h0(x)
+
+with sign(s+) = +1, sign(s-) = -1 (the audited pair) and 0 for other groups. Summed over
+(t, s, x) these give the two changes, so the steps and the cells each sum to the observed
+change.
+
+- **Exact** (:func:`attribute_exact`, a tabular model): the formulas above with the exact
+  state distributions; the parts sum to the change to rounding (about 1e-15).
+- **Monte Carlo** (:func:`attribute_mc`, any simulator of independent units): one paired
+  run with common random numbers (the streams of :func:`~causalfair.engines.montecarlo.
+  compare_mc`: the same units, noise and decision uniforms for both policies, and so the
+  very same pi0 roll-out, whose gains cancel unit by unit). Every unit contributes its own
+  per-step and per-cell differences (its direct gain, gain minus the pi^PS fork's, at the
+  cell it visits under each policy; its fork gain likewise); the estimates are the pair's
+  difference of group means and the intervals come from the per-unit paired differences
+  (CLT). Steps and cells are sums of the same samples, so they add up to the total change
+  to rounding, whatever the sampling error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from causalfair._limits import check_memory
+from causalfair._validation import check_horizon, z_quantile
+from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
+from causalfair.engines.benefit_mc import bin_cells, bin_labels, quantile_edges
+from causalfair.engines.montecarlo import paired_jobs, paired_numbers, paired_trios, simulate_batch
+from causalfair.errors import InputError
+from causalfair.model import TabularModel
+from causalfair.policies.core import policy_table
+from causalfair.policies.resolver import resolve
+from causalfair.results import check_pair
+from causalfair.systems import as_system
+
+__all__ = ["Attribution", "attribute", "attribute_exact", "attribute_mc", "compare_attribute_mc",
+           "PATHS"]
+
+#: The paths a change is split into (SPE is the system's and cancels).
+PATHS = ("DPE", "IPE")
+
+#: Feature bins per feature for the cells of a system observed through features.
+FEATURE_BINS = 4
+#: At most this many features are binned jointly (the first ones; cells grow as bins^F).
+MAX_BINNED_FEATURES = 3
+#: Units per group of the pilot run whose visits fix the feature bins.
+PILOT_UNITS = 1024
+
+
+@dataclass(frozen=True, eq=False)
+class Attribution:
+    """The change in C between ``policy`` and ``baseline`` split by path, step and cell.
+
+    ``total``: path -> (estimate, standard error) for ``C``, ``DPE``, ``IPE`` (policy minus
+    baseline; se 0 for the exact engine). ``by_step``: (2, T) estimates for (DPE, IPE),
+    ``by_step_se`` their standard errors. ``by_cell``: (2, 2, K) estimates for (DPE, IPE) x
+    (s+, s-) x cell, ``by_cell_se`` likewise; the s- entries carry the sign of C (a gain
+    for s- lowers C). ``cells``: what a cell is ("levels" or the feature binning);
+    ``cell_labels`` the K labels.
+    """
+
+    engine: str
+    groups: tuple[str, ...]
+    pair: tuple[int, int]
+    horizon: int
+    policy: str
+    baseline: str
+    total: Mapping[str, tuple[float, float]]
+    by_step: np.ndarray
+    by_step_se: np.ndarray
+    by_cell: np.ndarray
+    by_cell_se: np.ndarray
+    cells: str
+    cell_labels: tuple[str, ...]
+    alpha: float = 0.05
+    n: int | None = None
+    seed: int | None = None
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def change(self) -> float:
+        """C(policy) - C(baseline)."""
+        return float(self.total["C"][0])
+
+    def _interval(self, est: float, se: float) -> tuple[float, float]:
+        z = z_quantile(self.alpha)
+        return float(est - z * se), float(est + z * se)
+
+    def largest(self, n_cells: int = 3) -> dict[str, Any]:
+        """The largest path, step and cells by absolute contribution (what drives the
+        change), each with its estimate and interval."""
+        paths = {p: self.total[p] for p in PATHS}
+        path = max(PATHS, key=lambda p: abs(paths[p][0]))
+        step_tot = self.by_step.sum(0)
+        t = int(np.argmax(np.abs(step_tot)))
+        flat = self.by_cell.sum(0)  # (2, K) both paths
+        order = np.argsort(-np.abs(flat), axis=None, kind="stable")[:max(0, n_cells)]
+        cells = []
+        for i in order:
+            gi, k = np.unravel_index(int(i), flat.shape)
+            est = float(flat[gi, k])
+            if est == 0.0:
+                continue
+            se = float(np.hypot(self.by_cell_se[0, gi, k], self.by_cell_se[1, gi, k]))
+            cells.append({"group": self.groups[self.pair[gi]], "cell": self.cell_labels[k],
+                          "estimate": est, "interval": list(self._interval(est, se))})
+        step_se = float(np.hypot(self.by_step_se[0, t], self.by_step_se[1, t]))
+        return {
+            "path": path, "path_estimate": float(paths[path][0]),
+            "path_interval": list(self._interval(*paths[path])),
+            "step": t, "step_estimate": float(step_tot[t]),
+            "step_interval": list(self._interval(float(step_tot[t]), step_se)),
+            "cells": cells,
+        }
+
+    def line(self) -> str:
+        """One sentence: the change and its largest path, step and cell."""
+        big = self.largest(1)
+        cell = big["cells"][0] if big["cells"] else None
+        where = (f", cell {cell['group']} / {self.cells[:-1] if self.cells == 'levels' else 'bin'}"
+                 f" {cell['cell']} ({cell['estimate']:+.3g})" if cell else "")
+        return (f"C moved {self.change:+.4g} vs {self.baseline}: mostly {big['path']} "
+                f"({big['path_estimate']:+.4g}), step t = {big['step']} "
+                f"({big['step_estimate']:+.3g}){where}")
+
+    def steps_frame(self) -> Any:
+        """One row per step: the DPE and IPE changes, their sum, standard errors."""
+        import pandas as pd
+
+        return pd.DataFrame({"t": np.arange(self.horizon), "DPE": self.by_step[0],
+                             "IPE": self.by_step[1], "C": self.by_step.sum(0),
+                             "DPE_se": self.by_step_se[0], "IPE_se": self.by_step_se[1]})
+
+    def cells_frame(self) -> Any:
+        """One row per (group, cell): the DPE and IPE changes (signed as in C), their sum
+        and standard errors, largest absolute sum first."""
+        import pandas as pd
+
+        K = len(self.cell_labels)
+        df = pd.DataFrame({
+            "group": np.repeat([self.groups[i] for i in self.pair], K),
+            "cell": np.tile(self.cell_labels, 2),
+            "DPE": self.by_cell[0].reshape(-1), "IPE": self.by_cell[1].reshape(-1),
+            "C": self.by_cell.sum(0).reshape(-1),
+            "DPE_se": self.by_cell_se[0].reshape(-1), "IPE_se": self.by_cell_se[1].reshape(-1),
+        })
+        return df.iloc[np.argsort(-np.abs(df["C"].to_numpy()), kind="stable")].reset_index(
+            drop=True)
+
+    def to_dict(self, n_cells: int = 10) -> dict[str, Any]:
+        """JSON-safe: totals with intervals, per-step and the largest cells."""
+        def part(est: float, se: float) -> dict[str, Any]:
+            return {"estimate": float(est), "se": float(se),
+                    "interval": list(self._interval(est, se))}
+
+        cf = self.cells_frame().head(n_cells)
+        return {
+            "engine": self.engine, "policy": self.policy, "baseline": self.baseline,
+            "pair": [self.groups[i] for i in self.pair], "horizon": self.horizon,
+            "alpha": self.alpha, "cells": self.cells,
+            **({"n": self.n, "seed": self.seed} if self.engine == "mc" else {}),
+            "total": {k: part(*v) for k, v in self.total.items()},
+            "by_step": {p: [part(e, s) for e, s in zip(self.by_step[i], self.by_step_se[i],
+                                                       strict=True)]
+                        for i, p in enumerate(PATHS)},
+            "largest_cells": [{"group": r.group, "cell": r.cell,
+                               **{p: part(getattr(r, p), getattr(r, f"{p}_se")) for p in PATHS},
+                               "C": float(r.C)} for r in cf.itertuples()],
+            "largest": self.largest(),
+            "line": self.line(),
+        }
+
+    def summary(self) -> str:
+        lines = [f"Attribution of the change in C ({self.engine}): {self.policy} vs {self.baseline}"]
+        for k in ("C", *PATHS):
+            e, s = self.total[k]
+            ci = "" if s == 0 else "   CI [{:+.6f}, {:+.6f}]".format(*self._interval(e, s))
+            lines.append(f"  {k:<4} {e:+.6f}{ci}")
+        lines.append("  " + self.line())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return (f"Attribution(engine={self.engine!r}, change={self.change:.6g}, "
+                f"DPE={self.total['DPE'][0]:.6g}, IPE={self.total['IPE'][0]:.6g}, "
+                f"T={self.horizon}, cells={len(self.cell_labels)})")
+
+
+# ------------------------------------------------------------------------- exact
+def _action_tables(model: TabularModel, p: Any, T: int) -> np.ndarray:
+    """A policy table (scalar, (G, K), (T, G, K) or action distributions) as (T, G, K, A)."""
+    G, K, A = model.n_groups, model.n_levels, model.n_actions
+    p = np.asarray(p, dtype=np.float64)
+    if A == 2 and p.ndim < 2:
+        p = np.broadcast_to(p, (G, K))
+    pa = model.action_table(p)
+    return np.broadcast_to(pa, (T, G, K, A))
+
+
+def _table(model: TabularModel, policy: Any, T: int, system: Any) -> tuple[Any, str]:
+    if isinstance(policy, np.ndarray):
+        return policy, "table"
+    if isinstance(policy, str) and policy == "pi0":
+        return np.asarray(model.baseline_table()), "pi0"
+    res = resolve(policy, system if system is not None else model)
+    return policy_table(res.policy, model, T), res.label
+
+
+def attribute_exact(model: TabularModel, policy: Any, baseline: Any, horizon: int = 20, *,
+                    gamma: float = 1.0, pair: tuple[int, int] | None = None,
+                    policy_name: str | None = None, baseline_name: str | None = None,
+                    system: Any = None) -> Attribution:
+    """Exact attribution of C(policy) - C(baseline) on a tabular model (module docstring).
+    ``policy``/``baseline``: anything :func:`causalfair.policies.resolve` accepts, a
+    policy table, or ``"pi0"`` (the baseline action everywhere). ``pair``: the audited pair (default: the pair the exact engine picks for
+    ``policy``)."""
+    T = check_horizon(horizon)
+    p, pname = _table(model, policy, T, system)
+    q, qname = _table(model, baseline, T, system)
+    h = model.expected_gain()  # (G, A, K)
+    h0 = h[:, model.baseline]
+    disc = (float(gamma) ** np.arange(T))[:, None, None]
+    parts, V = [], []
+    for tab in (p, q):
+        mu = model.propagate(tab, T)[:T]
+        h_pi = np.einsum("tsxa,sax->tsx", _action_tables(model, tab, T), h)
+        parts.append((disc * mu * (h_pi - h0), disc * mu * h0))
+        V.append((disc * mu * h_pi).sum((0, 2)))
+    a, c = check_pair(pair, model.n_groups, V[0])
+    direct = parts[0][0] - parts[1][0]  # (T, G, K)
+    indirect = parts[0][1] - parts[1][1]
+    cell = np.stack([np.stack([x[:, a], -x[:, c]], axis=1) for x in (direct, indirect)])
+    by_step = cell.sum(axis=(2, 3))  # (2, T)
+    by_cell = cell.sum(axis=1)  # (2, 2, K)
+    tot = {"DPE": float(by_step[0].sum()), "IPE": float(by_step[1].sum())}
+    total = {"C": (tot["DPE"] + tot["IPE"], 0.0), "DPE": (tot["DPE"], 0.0),
+             "IPE": (tot["IPE"], 0.0)}
+    return Attribution(
+        engine="exact", groups=tuple(model.group_names), pair=(a, c), horizon=T,
+        policy=policy_name or pname, baseline=baseline_name or qname, total=total,
+        by_step=by_step, by_step_se=np.zeros_like(by_step), by_cell=by_cell,
+        by_cell_se=np.zeros_like(by_cell), cells="levels",
+        cell_labels=tuple(str(x) for x in model.level_labels))
+
+
+# ------------------------------------------------------------------- Monte Carlo
+class _Cells:
+    """How a unit's observation maps to a cell: its level, joint quantile bins of (the
+    first :data:`MAX_BINNED_FEATURES`) features, or one cell when it observes neither."""
+
+    def __init__(self, system: Any, jobs: Any, n: int) -> None:
+        self.edges: list[np.ndarray] | None = None
+        K = system.n_levels
+        if K is not None and system.levels is not None:
+            self.kind, self.K = "levels", int(K)
+            self.labels = tuple(str(x) for x in system.levels)
+            return
+        feats: list[np.ndarray] = []
+        levels: list[np.ndarray] = []
+
+        def rec(t: int, obs: Any, gain: Any, fork: Any) -> None:
+            if obs.level is not None:
+                levels.append(np.asarray(obs.level, dtype=np.intp))
+            elif obs.features is not None:
+                feats.append(np.asarray(obs.features, dtype=np.float64)[:, :MAX_BINNED_FEATURES])
+
+        m = min(n, PILOT_UNITS)
+        for job in jobs:  # a pilot over both policies' visits fixes the bins
+            for g in range(int(job.sim.n_groups)):
+                simulate_batch(job, g, 0, m, rec)
+        if levels:
+            self.kind, self.K = "levels", int(max(x.max() for x in levels)) + 1
+            self.labels = tuple(str(i + 1) for i in range(self.K))
+        elif feats:
+            self.edges = quantile_edges(np.concatenate(feats), FEATURE_BINS)
+            names = system.features[:MAX_BINNED_FEATURES] if system.features else None
+            self.labels, self.kind = bin_labels(self.edges, names)
+            self.K = len(self.labels)
+        else:
+            self.kind, self.K, self.labels = "one cell (no levels or features observed)", 1, ("all",)
+
+    def of(self, obs: Any, m: int) -> np.ndarray:
+        if self.edges is not None and obs.features is not None:
+            return bin_cells(np.asarray(obs.features, dtype=np.float64), self.edges)
+        if self.kind != "levels" or obs.level is None:
+            return np.zeros(m, dtype=np.intp)
+        return np.minimum(np.asarray(obs.level, dtype=np.intp), self.K - 1)
+
+
+def _traced(job: Any, g: int, b: int, m: int, cells: _Cells
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Per-step, per-unit direct gains (gain - fork), fork gains and cells of one batch,
+    (T, m) each (a step's values are one contiguous row), and the units' totals (A, B, Z,
+    A-B, B-Z, R of :func:`simulate_batch`)."""
+    T = job.T
+    direct, fork_g = np.zeros((T, m)), np.zeros((T, m))
+    where = np.zeros((T, m), dtype=np.intp)
+
+    def rec(t: int, obs: Any, gain: np.ndarray, fork: np.ndarray) -> None:
+        np.subtract(gain, fork, out=direct[t])
+        fork_g[t] = fork
+        where[t] = cells.of(obs, m)
+
+    _, tot = simulate_batch(job, g, b, m, rec)
+    return direct, fork_g, where, tot
+
+
+def _per_cell(where: np.ndarray, x: np.ndarray, K: int) -> np.ndarray:
+    """(K, m) from (T, m) values and cells: each unit's values summed over the steps it
+    spent in each cell."""
+    m = x.shape[1]
+    idx = (where * m + np.arange(m)).reshape(-1)
+    return np.bincount(idx, weights=x.reshape(-1), minlength=K * m).reshape(K, m)
+
+
+def _attributed_batch(task: tuple[Any, Any, _Cells, int, int, int]
+                  ) -> tuple[int, np.ndarray, np.ndarray, list[Any]]:
+    """Batch ``b`` of group ``g`` (``m`` units) under both policies of a paired run: the
+    moments (count, mean, centred second moment) of each unit's attribution parts, and the
+    moments :func:`~causalfair.engines.montecarlo.compare_mc` folds (the same totals)."""
+    job, job_b, cells, g, b, m = task
+    K = cells.K
+    d0, f0, w0, tot0 = _traced(job, g, b, m, cells)
+    d1, f1, w1, tot1 = _traced(job_b, g, b, m, cells)
+    step_d, step_i = d0 - d1, f0 - f1  # (T, m)
+    x = np.vstack([(tot0[0] - tot1[0])[None], step_d.sum(0)[None], step_i.sum(0)[None],
+                   step_d, step_i, _per_cell(w0, d0, K) - _per_cell(w1, d1, K),
+                   _per_cell(w0, f0, K) - _per_cell(w1, f1, K)])  # (quantities, units)
+    mean = x.mean(1)
+    return m, mean, ((x - mean[:, None]) ** 2).sum(1), paired_trios(tot0, tot1)
+
+
+def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int | None = None,
+                         *, n: int = 100_000, seed: int = 0, alpha: float = 0.05,
+                         pair: tuple[int, int] | None = None, batch_size: int | None = None,
+                         policy_name: str | None = None, baseline_name: str | None = None,
+                         jobs: int | str | None = "auto"
+                         ) -> tuple[dict[str, dict[str, float]], Attribution]:
+    """One paired run with common random numbers of ``policy`` and ``baseline``: the
+    comparison :func:`~causalfair.engines.montecarlo.compare_mc` returns (the same numbers
+    bit for bit: the same streams, totals and folds) and the attribution of
+    :func:`attribute_mc`, so that a ``[baseline]`` gate simulates the pair once.
+    ``jobs``: threads, as for :func:`~causalfair.engines.montecarlo.decompose_mc` (the same
+    numbers whatever it is)."""
+    system = as_system(system)
+    pjobs, n, batch, weights = paired_jobs(system, policy, baseline, horizon, n=n, seed=seed,
+                                           batch_size=batch_size)
+    T, G = pjobs[0].T, int(pjobs[0].sim.n_groups)
+    cells = _Cells(system, pjobs, n)
+    K = cells.K
+    backend = engine_backend(None, jobs, pjobs[0].sim, pjobs[0].policy, pjobs[1].policy)
+    m_max = min(batch, n)  # per batch in flight: both policies' traces and per-unit parts
+    check_memory(8.0 * m_max * (8 * T + 3 * (3 + 2 * T + 2 * K)) * getattr(backend, "jobs", 1),
+                 f"attribution over {T} epochs and {K} cells with batches of {m_max}",
+                 "use a smaller batch_size, a shorter horizon or fewer jobs")
+    if pair is None and G > 2:
+        raise InputError("pair: a Monte Carlo attribution on more than two groups needs the "
+                         "audited pair, e.g. pair=(0, 2).")
+    stats = [Moments() for _ in range(G)]
+    mom = {k: [[Moments() for _ in range(G)] for _ in range(3)] for k in MOMENT_KEYS}
+
+    def fold(task: tuple[Any, ...], res: tuple[int, np.ndarray, np.ndarray, list[Any]]
+             ) -> None:
+        g = task[3]  # folded in task order wherever the tasks ran: the same numbers
+        stats[g].merge(*res[:3])
+        for key, trio in zip(MOMENT_KEYS, res[3], strict=True):
+            for i in range(3):
+                mom[key][i][g].merge(*trio[i])
+
+    tasks = ((pjobs[0], pjobs[1], cells, g, b, m) for g in range(G) for b, m in batches(n, batch))
+    fold_tasks(backend, _attributed_batch, tasks, G * -(-n // batch), fold,
+               result_bytes=1200.0 + 16.0 * (3 + 2 * T + 2 * K))
+    means = np.array([s.mean for s in stats])  # (G, Q)
+    var = np.array([s.var for s in stats]) / n
+    a, c = check_pair(pair, G, means[:, 0])
+    est = means[a] - means[c]
+    se = np.sqrt(var[a] + var[c])
+    total = {k: (float(est[i]), float(se[i])) for i, k in enumerate(("C", *PATHS))}
+    sl = slice(3, 3 + 2 * T)
+    by_step, by_step_se = est[sl].reshape(2, T), se[sl].reshape(2, T)
+    cell_a = means[a, 3 + 2 * T:].reshape(2, K)
+    cell_c = -means[c, 3 + 2 * T:].reshape(2, K)
+    by_cell = np.stack([cell_a, cell_c], axis=1)
+    by_cell_se = np.stack([np.sqrt(var[a, 3 + 2 * T:]).reshape(2, K),
+                           np.sqrt(var[c, 3 + 2 * T:]).reshape(2, K)], axis=1)
+    att = Attribution(
+        engine="mc", groups=tuple(system.groups), pair=(a, c), horizon=T,
+        policy=policy_name or pjobs[0].name, baseline=baseline_name or pjobs[1].name,
+        total=total, by_step=by_step, by_step_se=by_step_se, by_cell=by_cell,
+        by_cell_se=by_cell_se, cells=cells.kind, cell_labels=cells.labels, alpha=alpha,
+        n=n, seed=seed)
+    return paired_numbers(mom, (a, c), n, weights), att
+
+
+def attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int | None = None, *,
+                 n: int = 100_000, seed: int = 0, alpha: float = 0.05,
+                 pair: tuple[int, int] | None = None, batch_size: int | None = None,
+                 policy_name: str | None = None, baseline_name: str | None = None,
+                 jobs: int | str | None = "auto") -> Attribution:
+    """Monte Carlo attribution of C(policy) - C(baseline) by one paired run with common
+    random numbers (module docstring); intervals at level 1 - ``alpha``
+    (:func:`compare_attribute_mc`, which also gives the paired comparison)."""
+    return compare_attribute_mc(system, policy, baseline, horizon, n=n, seed=seed, alpha=alpha,
+                                pair=pair, batch_size=batch_size, policy_name=policy_name,
+                                baseline_name=baseline_name, jobs=jobs)[1]
+
+
+def attribute(system: Any, policy: Any, baseline: Any, horizon: int | None = None, *,
+              engine: str = "auto", n: int = 100_000, seed: int = 0, alpha: float = 0.05,
+              pair: tuple[int, int] | None = None, gamma: float = 1.0,
+              policy_name: str | None = None, baseline_name: str | None = None
+              ) -> Attribution:
+    """Why C moved from ``baseline`` to ``policy`` on ``system`` (a System, anything
+    :func:`~causalfair.systems.as_system` accepts, or a TabularModel): by path, step and
+    cell, exactly with a tabular model of independent units (``engine="exact"``), else by
+    a paired Monte Carlo run (``engine="mc"``; ``n`` units per group, ``seed``)."""
+    if engine not in ("auto", "exact", "mc"):
+        raise InputError(f"engine: bad value {str(engine)[:40]!r}; allowed values: auto, "
+                         "exact, mc.")
+    if isinstance(system, TabularModel) and engine != "mc":
+        return attribute_exact(system, policy, baseline, 20 if horizon is None else horizon,
+                               gamma=gamma, pair=pair, policy_name=policy_name,
+                               baseline_name=baseline_name)
+    sys_ = as_system(system)
+    T = sys_.horizon if horizon is None else horizon
+    if engine == "exact" or (engine == "auto" and "exact" in sys_.engines):
+        if "exact" not in sys_.engines:
+            raise InputError(f"engine: bad value 'exact'; system {sys_.id!r} has no tabular "
+                             "model of independent units; use engine=\"mc\".")
+        return attribute_exact(sys_.tabular, policy, baseline, T, gamma=gamma, pair=pair,
+                               policy_name=policy_name, baseline_name=baseline_name,
+                               system=sys_)
+    if gamma != 1.0:
+        raise InputError(f"gamma: bad value {gamma!r}; the Monte Carlo engine sums "
+                         "undiscounted gains (gamma = 1).")
+    return attribute_mc(sys_, policy, baseline, T, n=n, seed=seed, alpha=alpha, pair=pair,
+                        policy_name=policy_name, baseline_name=baseline_name)
+
+
+def check_sums(att: Attribution) -> float:
+    """Largest gap between the total change and the sums of its steps and of its cells
+    (0 up to rounding: the parts are sums of the same numbers)."""
+    tot = np.array([att.total[p][0] for p in PATHS])
+    gaps = [np.abs(att.by_step.sum(1) - tot).max(), np.abs(att.by_cell.sum((1, 2)) - tot).max(),
+            abs(att.total["C"][0] - tot.sum())]
+    return float(max(gaps)) if all(math.isfinite(g) for g in gaps) else math.inf

@@ -1,0 +1,347 @@
+"""More than two groups: every group against a reference group, every pair, the worst pair
+(docs/decomposition.md, "More than two groups"; method.md sections 2-4).
+
+A layer over the two-group engines. One decomposition already holds every group's values
+(V^pi_s, V^PS_s, V^pi0_s, per group, with their standard errors under Monte Carlo), so the
+pair (a, b)'s effects are differences of per-group values:
+
+    C(a-b)   = V^pi_a - V^pi_b          DPE(a-b) = direct_a - direct_b
+    IPE(a-b) = indirect_a - indirect_b  SPE(a-b) = V^pi0_a - V^pi0_b
+
+exactly what the pair engine gives when run on the pair (``pair=(a, b)``), with no new
+simulation. Monte Carlo intervals: the groups of independent units are simulated
+independently, so a pair's variance is the sum of the groups' (se^2_a + se^2_b); groups
+of coupled units share worlds, so the bound se_a + se_b is used (conservative, valid
+whatever the correlation). Lambda of a pair: from the exact benefit table by the exact
+formula (:func:`causalfair.engines.benefit.lambda_pairs`), or by a rerun of the forks for
+that pair (its own bootstrap interval).
+
+**Ratios** (the four-fifths-rule impact ratio): for a pair (a, b) and a per-group quantity
+q >= 0, ``ratio_q = min(q_a, q_b) / max(q_a, q_b)`` in [0, 1] (1: equal); undefined
+(None) when either value is <= 0. ``ratio_V`` uses the mean gain V^pi_s;
+``ratio_selection`` the selection rate (share of the group given any non-baseline action,
+averaged over the steps; :func:`causalfair.audit.run.selection_rates`). Monte Carlo
+interval of ``ratio_V``: the delta method on log(q_a / q_b), capped at 1.
+
+Pairs are named ``"A-B"`` (quantity of A minus that of B): ``"<group>-<reference>"`` for
+every group against the reference, and ``"<first>-<second>"`` in declared order for the
+others. The **worst pair** is the pair with the largest |C| (with independent units and
+more than two groups, the pair the decomposition reports by default).
+
+**Intersections**: a system whose groups are the product of two or more attributes
+(``System.group_attributes``, e.g. ``{"race": ("A", "B"), "sex": ("F", "M")}`` with groups
+in product order) also gets per-attribute marginal comparisons: each value's pooled
+values (group-weight average of the groups carrying it) compared with the first value.
+Lambda is not pooled (it pairs individuals within two groups).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from causalfair.engines.benefit import lambda_pairs
+from causalfair.engines.benefit_mc import benefit_fairness_mc
+from causalfair.errors import InputError
+from causalfair.results import BenefitResult, Decomposition
+from causalfair.thresholds import is_group_key
+
+__all__ = ["GroupComparison", "compare", "pair_names", "EFFECTS", "RATIOS", "split_pair",
+           "lambda_by_forks", "wanted"]
+
+#: Pair effects and the per-group value each is a difference of.
+EFFECTS: dict[str, str] = {"C": "V", "DPE": "direct", "IPE": "indirect", "SPE": "V_0"}
+#: Ratios (min / max of two groups' values) and the per-group value each compares.
+RATIOS: dict[str, str] = {"ratio_V": "V", "ratio_selection": "selection"}
+_SIGNED = tuple(EFFECTS)
+
+Q = tuple[float, float, float, "float | None"]  # estimate, lower, upper, se
+
+
+def _q(est: float, se: float | None, z: float) -> Q:
+    e = float(est)
+    return (e, e, e, None) if se is None else (e, e - z * se, e + z * se, float(se))
+
+
+def _flip(q: Q) -> Q:
+    return (-q[0], -q[2], -q[1], q[3])
+
+
+def pair_names(groups: Sequence[str], ref: int) -> list[tuple[int, int]]:
+    """The compared pairs as index pairs (a, b): every other group against the reference
+    first (a - ref), then the pairs without the reference in declared order."""
+    G = len(groups)
+    out = [(g, ref) for g in range(G) if g != ref]
+    out += [(a, b) for a, b in itertools.combinations(range(G), 2) if ref not in (a, b)]
+    return out
+
+
+def split_pair(name: str, groups: Sequence[str]) -> tuple[int, int] | None:
+    """``"A-B"`` as group indices (a, b), or None when it names no two distinct groups
+    (a group name may itself contain ``-``: every split point is tried)."""
+    text = str(name)
+    for i, ch in enumerate(text):
+        if ch == "-" and text[:i] in groups and text[i + 1:] in groups and text[:i] != text[i + 1:]:
+            return groups.index(text[:i]), groups.index(text[i + 1:])
+    return None
+
+
+def _ratio(qa: float, qb: float, sa: float | None, sb: float | None, z: float) -> Q | None:
+    qa, qb = float(qa), float(qb)
+    if not (qa > 0 and qb > 0):
+        return None
+    lo_, hi_ = (qa, qb) if qa <= qb else (qb, qa)
+    r = lo_ / hi_
+    if sa is None or sb is None:
+        return (r, r, r, None)
+    s_log = math.sqrt((sa / qa) ** 2 + (sb / qb) ** 2)
+    return (r, r * math.exp(-z * s_log), min(1.0, r * math.exp(z * s_log)), r * s_log)
+
+
+@dataclass(frozen=True, eq=False)
+class GroupComparison:
+    """Every group and every pair of a decomposition with more than two groups (or any
+    number, on request). ``per_group``: group -> value -> (estimate, lower, upper, se);
+    ``pairs``: pair name (``"A-B"``) -> quantity (C, DPE, IPE, SPE, Lambda, ratio_V,
+    ratio_selection) -> the same tuple or None (not available); ``reference`` the
+    reference group; ``worst`` the pair with the largest |C|; ``attributes``: attribute ->
+    {"values", "per_value", "pairs"} for intersectional groups, else None."""
+
+    groups: tuple[str, ...]
+    reference: str
+    engine: str
+    level: float
+    per_group: dict[str, dict[str, Q]]
+    pairs: dict[str, dict[str, Q | None]]
+    worst: str
+    attributes: dict[str, Any] | None = None
+
+    @property
+    def reference_pairs(self) -> list[str]:
+        """The pairs "<group>-<reference>"."""
+        return [f"{g}-{self.reference}" for g in self.groups if g != self.reference]
+
+    def quantity(self, pair: str, key: str) -> Q | None:
+        """Quantity ``key`` of ``pair`` (either order: ``"B-A"`` is ``"A-B"`` with the sign
+        of C, DPE, IPE, SPE flipped; Lambda and ratios are symmetric). Refuses a pair that
+        names no two groups, naming the groups."""
+        ab = split_pair(pair, self.groups)
+        if ab is None:
+            raise InputError(
+                f"pair {pair!r}: not two of the groups {', '.join(self.groups)}; name a pair "
+                f"as \"A-B\", e.g. {next(iter(self.pairs))!r}.")
+        a, b = (self.groups[i] for i in ab)
+        if f"{a}-{b}" in self.pairs:
+            return self.pairs[f"{a}-{b}"].get(key)
+        q = self.pairs[f"{b}-{a}"].get(key)
+        return _flip(q) if q is not None and key in _SIGNED else q
+
+    def over_pairs(self, key: str) -> list[Q]:
+        """Quantity ``key`` of every pair where it is available."""
+        return [q[key] for q in self.pairs.values() if q.get(key) is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``groups`` and ``pairs`` sections of audit.json."""
+        def d(q: Q | None) -> dict[str, Any] | None:
+            return None if q is None else {"estimate": q[0], "ci_lower": q[1], "ci_upper": q[2],
+                                           "se": q[3]}
+        out: dict[str, Any] = {
+            "groups": {"reference": self.reference, "engine": self.engine,
+                       "ci_level": self.level,
+                       "values": {g: {k: d(v) for k, v in vals.items()}
+                                  for g, vals in self.per_group.items()}},
+            "pairs": {"worst": self.worst, "reference_pairs": self.reference_pairs,
+                      "values": {p: {k: d(v) for k, v in vals.items()}
+                                 for p, vals in self.pairs.items()}},
+        }
+        if self.attributes:
+            out["groups"]["attributes"] = {
+                att: {"values": list(a["values"]),
+                      "per_value": {v: {k: d(x) for k, x in vals.items()}
+                                    for v, vals in a["per_value"].items()},
+                      "pairs": {p: {k: d(x) for k, x in vals.items()}
+                                for p, vals in a["pairs"].items()}}
+                for att, a in self.attributes.items()}
+        return out
+
+    def rows(self) -> list[list[Any]]:
+        """One row per pair: pair, C, its interval, DPE, IPE, SPE, Lambda, ratio_V,
+        ratio_selection, and "worst" on the worst pair (the report's per-pair table)."""
+        def e(q: Q | None) -> Any:
+            return None if q is None else q[0]
+        out = []
+        for p, q in self.pairs.items():
+            c = q["C"]
+            out.append([p, c[0], c[1], c[2], e(q["DPE"]), e(q["IPE"]), e(q["SPE"]),
+                        e(q.get("Lambda")), e(q.get("ratio_V")), e(q.get("ratio_selection")),
+                        "worst" if p == self.worst else ""])
+        return out
+
+    HEADER = ["pair", "C", "C lower", "C upper", "DPE", "IPE", "SPE", "Lambda", "ratio_V",
+              "ratio_selection", ""]
+
+
+def _reference_index(groups: tuple[str, ...], reference: Any) -> int:
+    if reference is None:
+        return 0
+    if isinstance(reference, (int, np.integer)) and not isinstance(reference, bool):
+        if 0 <= int(reference) < len(groups):
+            return int(reference)
+    elif str(reference) in groups:
+        return groups.index(str(reference))
+    raise InputError(f"reference: bad value {str(reference)[:60]!r}; name one of the groups "
+                     f"{', '.join(groups)} (default: the first).")
+
+
+def _selection_share(selection: Mapping[str, Any] | None, groups: Sequence[str]
+                     ) -> np.ndarray | None:
+    """Per group, the share given any non-baseline action, averaged over the steps."""
+    if not selection:
+        return None
+    rates = selection.get("rate_overall") or {}
+    try:
+        vals = [sum(float(x) for x in rates[g].values()) for g in groups]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return np.asarray(vals)
+
+
+def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
+            benefit: BenefitResult | None = None,
+            lambda_of: Callable[[tuple[int, int]], BenefitResult | None] | None = None,
+            selection: Mapping[str, Any] | None = None,
+            attributes: Mapping[str, Sequence[str]] | None = None,
+            coupled: bool = False) -> GroupComparison:
+    """Every group against ``reference`` (a group name or index; default the first) and
+    every pair, from one decomposition ``dec`` (exact or Monte Carlo) with intervals at level
+    1 - ``alpha``. Lambda per pair: from ``benefit`` when it is exact (the exact formula
+    for any pair), else ``lambda_of(pair)`` (a BenefitResult for that pair, e.g. forks;
+    ``benefit`` is reused for its own pair); None when neither is given. ``selection``:
+    :func:`causalfair.audit.run.selection_rates` output, for ``ratio_selection``.
+    ``attributes``: the system's ``group_attributes`` (intersections; validated by
+    :class:`~causalfair.systems.System`). ``coupled``: the
+    groups share worlds (pair intervals by se_a + se_b)."""
+    groups = tuple(dec.groups)
+    ref = _reference_index(groups, reference)
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    se = dict(dec.se) if dec.se else None
+    vals = {"V": dec.V, "V_ps": dec.V_ps, "V_0": dec.V_0, "direct": dec.V - dec.V_ps,
+            "indirect": dec.V_ps - dec.V_0, "utility": dec.utility_by_group}
+    sel = _selection_share(selection, groups)
+
+    def gse(key: str, i: int) -> float | None:
+        return None if se is None else se.get(f"{key}[{groups[i]}]")
+
+    per_group = {g: {k: _q(v[i], gse(k, i), z) for k, v in vals.items()}
+                 for i, g in enumerate(groups)}
+    if sel is not None:
+        for i, g in enumerate(groups):
+            per_group[g]["selection"] = (float(sel[i]),) * 3 + (None,)
+
+    def pair_se(sa: float | None, sb: float | None) -> float | None:
+        if sa is None or sb is None:
+            return None
+        return sa + sb if coupled else math.sqrt(sa * sa + sb * sb)
+
+    pairs: dict[str, dict[str, Q | None]] = {}
+    for a, b in pair_names(groups, ref):
+        q: dict[str, Q | None] = {}
+        for key, src in EFFECTS.items():
+            v = vals[src]
+            q[key] = _q(v[a] - v[b], pair_se(gse(src, a), gse(src, b)), z)
+        q["Lambda"] = _lambda(dec, benefit, lambda_of, (a, b), z)
+        q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), z)
+        q["ratio_selection"] = None if sel is None else _ratio(sel[a], sel[b], None, None, z)
+        pairs[f"{groups[a]}-{groups[b]}"] = q
+    worst = max(pairs, key=lambda p: abs(pairs[p]["C"][0]))
+    atts = None if not attributes else _intersections(
+        [(str(k), tuple(str(x) for x in v)) for k, v in attributes.items()], groups, vals, gse,
+        dec.group_weights, z, coupled)
+    return GroupComparison(groups=groups, reference=groups[ref], engine=dec.engine,
+                           level=1.0 - alpha, per_group=per_group, pairs=pairs, worst=worst,
+                           attributes=atts)
+
+
+def lambda_by_forks(system: Any, policy: Any, horizon: int, *, n: int, seed: int, eps: float,
+                    alpha: float, jobs: Any = "auto"
+                    ) -> Callable[[tuple[int, int]], BenefitResult | None]:
+    """``lambda_of`` for :func:`compare` on a system without an exact benefit table: Lambda of
+    a pair by forks (:func:`causalfair.engines.benefit_mc.benefit_fairness_mc`, ``n`` units
+    per group or worlds, its bootstrap interval at level 1 - ``alpha``). The rollout is made
+    once and shared by every pair; each pair has its own bootstrap."""
+    shared: dict[str, Any] = {}
+
+    def lambda_of(ab: tuple[int, int]) -> BenefitResult | None:
+        return benefit_fairness_mc(system, policy, horizon, n=n, seed=seed, eps=eps,
+                                   alpha=alpha, pair=ab, jobs=jobs, shared=shared)
+    return lambda_of
+
+
+def wanted(n_groups: int, reference: Any, thresholds: Mapping[str, Any]) -> bool:
+    """Whether an audit compares groups beyond its pair: more than two groups, a reference
+    named, or a threshold over groups (:func:`causalfair.thresholds.is_group_key`)."""
+    return n_groups > 2 or reference is not None or any(is_group_key(k) for k in thresholds)
+
+
+def _lambda(dec: Decomposition, benefit: BenefitResult | None,
+            lambda_of: Callable[[tuple[int, int]], BenefitResult | None] | None,
+            ab: tuple[int, int], z: float) -> Q | None:
+    """Lambda of pair ``ab`` with its interval (see :func:`compare`)."""
+    if benefit is not None and benefit.method == "exact":
+        lam = float(lambda_pairs(benefit.p_d1, benefit.delta, benefit.state_weights, ab,
+                                 benefit.eps).sum())
+        return (lam, lam, lam, None)
+    ben = benefit if benefit is not None and set(benefit.pair) == set(ab) else (
+        lambda_of(ab) if lambda_of is not None else None)
+    if ben is None:
+        return None
+    lam = float(ben.Lambda)
+    if ben.ci is not None:
+        return (lam, float(ben.ci[0]), float(ben.ci[1]), ben.se)
+    return (lam, max(0.0, lam - z * ben.se), lam + z * ben.se, ben.se) if ben.se else (
+        lam, lam, lam, None)
+
+
+def _intersections(atts: list[tuple[str, tuple[str, ...]]], groups: tuple[str, ...],
+                   vals: Mapping[str, np.ndarray], gse: Callable[[str, int], float | None],
+                   weights: np.ndarray, z: float, coupled: bool) -> dict[str, Any]:
+    """Per attribute: each value's pooled per-group values (weights of the groups carrying
+    it) and the pairs "<value>-<first value>" and the other values' pairs."""
+    combos = list(itertools.product(*(v for _, v in atts)))  # group g carries combos[g]
+    w = np.asarray(weights, dtype=np.float64)
+    out: dict[str, Any] = {}
+    for j, (name, values) in enumerate(atts):
+        pooled: dict[str, dict[str, Q]] = {}
+        raw: dict[str, dict[str, tuple[float, float | None]]] = {}
+        for v in values:
+            members = [g for g in range(len(groups)) if combos[g][j] == v]
+            wm = w[members] / w[members].sum()
+            raw[v] = {}
+            for key, arr in vals.items():
+                est = float(wm @ arr[members])
+                ses = [gse(key, g) for g in members]
+                s = None if any(x is None for x in ses) else (
+                    float(wm @ np.asarray(ses)) if coupled
+                    else float(math.sqrt(float((wm ** 2) @ np.asarray(ses) ** 2))))
+                raw[v][key] = (est, s)
+            pooled[v] = {k: _q(e, s, z) for k, (e, s) in raw[v].items()}
+        prs: dict[str, dict[str, Q | None]] = {}
+        for ia, ib in pair_names(values, 0):
+            a, b = values[ia], values[ib]
+            q: dict[str, Q | None] = {}
+            for key, src in EFFECTS.items():
+                (ea, sa), (eb, sb) = raw[a][src], raw[b][src]
+                s = None if sa is None or sb is None else (
+                    sa + sb if coupled else math.sqrt(sa * sa + sb * sb))
+                q[key] = _q(ea - eb, s, z)
+            q["ratio_V"] = _ratio(raw[a]["V"][0], raw[b]["V"][0], raw[a]["V"][1],
+                                  raw[b]["V"][1], z)
+            prs[f"{a}-{b}"] = q
+        out[name] = {"values": values, "per_value": pooled, "pairs": prs}
+    return out

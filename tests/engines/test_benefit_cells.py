@@ -1,0 +1,95 @@
+"""Benefit fairness by forks on continuous observations (method.md section 4): the cells
+that pair individuals are the joint quantile bins some visit falls in, so their number,
+and the K x K pair terms of Lambda, stay within the visits however many features the
+observations have (``bins`` to the power F joint bins would be quadratic in that)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from causalfair.engines.benefit_mc import (
+    benefit_fairness_mc,
+    bin_cells,
+    bin_labels,
+    quantile_edges,
+    visit_cells,
+)
+from causalfair.errors import ResourceLimitError
+from causalfair.policies.adapters import callable_policy
+from causalfair.systems import as_system
+from causalfair.types import Observation, StepResult
+
+
+class WideSim:
+    """F continuous features (the last column of the state is the group); acting adds
+    0.2 to every feature, and the gain of acting grows with the first feature."""
+
+    n_groups = 2
+
+    def __init__(self, F: int):
+        self.F = F
+
+    def reset(self, n, group, rng):
+        return np.column_stack([rng.normal(0.3 * group, 1.0, size=(n, self.F)),
+                                np.full(n, float(group))])
+
+    def observe(self, state):
+        return Observation(group=state[:, -1].astype(int), features=state[:, :-1])
+
+    def draw_noise(self, n, rng):
+        return rng.normal(size=(n, self.F))
+
+    def step(self, state, decisions, noise):
+        d = np.asarray(decisions, dtype=float)
+        x = state[:, :-1]
+        nxt = np.column_stack([x + 0.1 * noise + 0.2 * d[:, None], state[:, -1]])
+        gain = d * (0.5 + 0.2 * x[:, 0]) + 0.1 * noise[:, 0]
+        return StepResult(state=nxt, reward=gain, gain=gain)
+
+
+def test_cells_are_the_visited_joint_bins():
+    rng = np.random.default_rng(0)
+    feats = [rng.normal(size=(40, 3)), rng.normal(1.0, 1.0, size=(30, 3))]
+    cells, K, labels, desc = visit_cells(None, feats, 4, ("a", "b", "c"), None)
+    edges = quantile_edges(np.concatenate(feats), 4)
+    joint = [bin_cells(x, edges) for x in feats]
+    full, _ = bin_labels(edges, ("a", "b", "c"))
+    visited = np.unique(np.concatenate(joint))
+    assert K == len(labels) == len(visited) < 64
+    for c, j in zip(cells, joint, strict=True):  # same joint bin, same cell, same label
+        assert [labels[i] for i in c] == [full[i] for i in j]
+    assert desc == f"joint quantile bins of a, b, c (4x4x4 cells, {K} visited)"
+
+
+def test_number_of_cells_bounded_by_the_visits_with_many_features():
+    rng = np.random.default_rng(1)
+    feats = [rng.normal(size=(40, 8)), rng.normal(size=(40, 8))]  # 4**8 = 65536 joint bins
+    cells, K, labels, _ = visit_cells(None, feats, 4, None, None)
+    assert K <= 80 and len(labels) == K
+    assert all(c.min() >= 0 and c.max() < K for c in cells)
+
+
+def test_benefit_mc_pairs_only_visited_cells():
+    """Four continuous features (256 joint bins) and 160 visits: the pair terms are over
+    the visited cells only, every cell carries weight, and Lambda is their sum."""
+    system = as_system(WideSim(4))
+    n, T = 40, 2
+    policy = callable_policy(lambda obs: 1 / (1 + np.exp(-obs.features[:, 0])))
+    res = benefit_fairness_mc(system, policy, T, n=n, seed=0, n_boot=20, jobs=1)
+    K = len(res.levels)
+    assert K <= 2 * n * T < 4**4 and res.contributions.shape == (K, K)
+    assert (res.state_weights.sum(axis=0) > 0).all()
+    assert res.Lambda == float(res.contributions.sum()) and res.Lambda > 0
+    assert res.se is not None and res.se > 0
+
+
+def test_pair_terms_checked_against_the_memory_limit(monkeypatch):
+    """The K x K pair terms of every bootstrap replicate are counted before they are
+    made: over the limit, one line naming the cells, the pairs and the fix."""
+    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "1M")
+    policy = callable_policy(lambda obs: np.full(len(obs), 0.5))
+    with pytest.raises(ResourceLimitError, match=r"benefit_fairness_mc: .*the \d+ cells make "
+                       r"\d+ pairs; lower bins or n_boot") as exc:
+        benefit_fairness_mc(as_system(WideSim(4)), policy, 2, n=40, seed=0, n_boot=20, jobs=1)
+    assert "\n" not in str(exc.value)

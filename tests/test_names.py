@@ -1,0 +1,39 @@
+"""Group names that reports, JUnit XML and CSV cannot carry are refused where they enter:
+a System's groups and a decision log's group column (one check, causalfair._validation)."""
+
+import pandas as pd
+import pytest
+
+from causalfair.errors import CausalfairError
+from causalfair.logs.schema import LogError, validate_logs
+from causalfair.systems import make
+from causalfair.systems.system import System
+
+
+def _log(groups):
+    rows = []
+    for i, g in enumerate(groups * 2):
+        rows.append({"id": i, "t": 0, "group": g, "level": 1, "decision": 1, "next_level": 1,
+                     "reward": 0.0})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("bad,why", [("Bl\x00ack", "control character"), ("  ", "empty"),
+                                     ("x" * 201, "201 characters")])
+def test_system_groups_refuse_unprintable_names(bad, why):
+    base = make("lending-1")
+    with pytest.raises(CausalfairError, match=why) as err:
+        System(id="t", groups=("White", bad), decisions=base.decisions,
+               structure=base.structure, tabular=base.tabular)
+    assert "groups" in str(err.value) and "printable" in str(err.value)
+
+
+def test_log_group_with_nul_refused_naming_the_column():
+    with pytest.raises(LogError, match=r"column 'group'.*control character '\\x00'"):
+        validate_logs(_log(["White", "Bl\x00ack"]), n_levels=4)
+
+
+def test_log_with_printable_groups_still_reads():
+    fit = validate_logs(_log(["White", "Black"]), n_levels=4)
+    assert set(fit.groups) == {"White", "Black"}
+    assert sorted(set(fit.g.tolist())) == [0, 1]
