@@ -85,6 +85,18 @@ def test_audit_gate_and_report_of_three_groups(tmp_path):
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "Pairs of groups (reference A; worst pair C-A" in md
     assert "abs_C\\[B-A\\] \\<= 0.1" in md and "min_ratio_V \\>= 0.3000: PASS" in md
+    # the exports of a three-group audit, from its audit.json: LL144's impact ratios
+    # against the group with the highest rate (step 0: shares 0.5, 0.4, 0.25 = M * P)
+    import csv
+
+    text = (out / "ll144.csv").read_text(encoding="utf-8")
+    rows = [r for r in csv.DictReader(text.splitlines()) if r["step"] == "0"]
+    assert [r["group"] for r in rows] == ["A", "B", "C"]
+    assert [float(r["selection_rate"]) for r in rows] == pytest.approx([0.5, 0.4, 0.25])
+    assert [float(r["impact_ratio"]) for r in rows] == pytest.approx([1.0, 0.8, 0.5])
+    assert {r["highest_rate_group"] for r in rows} == {"A"}
+    annex = (out / "annex-iv.md").read_text(encoding="utf-8")
+    assert "TO BE COMPLETED BY THE DEPLOYER" in annex and "tri" in annex
 
     gate = run_gate([_spec(tmp_path, max_abs_C=0.15, name="strict.toml")])  # all-pair fails
     assert gate.exit_code == 1

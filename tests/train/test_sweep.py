@@ -106,6 +106,6 @@ def test_the_paper_reproduction_gives_the_same_runs_in_worker_processes(tmp_path
                  "--jobs", jobs, "--out", out], timeout=600, expect=0,
                 env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
         tables.append(pd.read_csv(out / "runs.csv").drop(columns=["wall_s"]))
-    t = tables[0]  # --quick: lending-1, 2 seeds, one run per (algo, seed)
-    assert sorted(set(t["seed"])) == [0, 1] and len(t) == 2 * t["algo"].nunique()
+    t = tables[0]  # --quick: lending-1, 2 seeds, the same runs for each seed
+    assert sorted(set(t["seed"])) == [0, 1] and len(t) == 2 * int((t["seed"] == 0).sum()) >= 10
     assert t.equals(tables[1])
