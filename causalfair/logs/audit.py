@@ -23,6 +23,7 @@ from causalfair.engines.benefit import (
     lambda_pairs,
     weights_and_policy,
 )
+from causalfair.engines.benefit_mc import lambda_hull
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.errors import InputError
 from causalfair.logs.dowhy_check import dowhy_check
@@ -278,8 +279,6 @@ class LogAudit:
         without replicates of both, the interval of the estimator used.
         ``method``: ``"percentile"`` (bootstrap quantiles) or ``"normal"`` (estimate
         +- z * bootstrap se, each estimator around its own estimate), clipped at 0."""
-        from statistics import NormalDist
-
         if not 0.0 < alpha < 1.0:
             raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
         if method not in ("percentile", "normal"):
@@ -291,16 +290,13 @@ class LogAudit:
         cols = {"Lambda": lam.value}
         if lam.estimator == "thresholded" and "Lambda[plugin]" in boot.columns:
             cols = {"Lambda[thresholded]": lam.thresholded, "Lambda[plugin]": lam.plugin}
+        if method == "normal":  # the Monte Carlo engine's rule (one function for both)
+            return lambda_hull([(est, float(boot[col].std(ddof=1))) for col, est in cols.items()],
+                               alpha)
         lo, hi = np.inf, -np.inf
-        z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
-        for col, est in cols.items():
-            if method == "percentile":
-                q = boot[col].quantile([alpha / 2.0, 1.0 - alpha / 2.0])
-                a, b = float(q.iloc[0]), float(q.iloc[1])
-            else:
-                sd = float(boot[col].std(ddof=1))
-                a, b = est - z * sd, est + z * sd
-            lo, hi = min(lo, a), max(hi, b)
+        for col in cols:
+            q = boot[col].quantile([alpha / 2.0, 1.0 - alpha / 2.0])
+            lo, hi = min(lo, float(q.iloc[0])), max(hi, float(q.iloc[1]))
         return max(0.0, lo), hi
 
     def conf_int(self, alpha: float = 0.05) -> Any:
