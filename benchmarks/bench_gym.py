@@ -5,18 +5,21 @@ bare ``step`` loop, both per individual-step, measured in the same run on one co
     OMP_NUM_THREADS=1 python benchmarks/bench_gym.py [--n 2000] [--horizon 10] [--work 0] [--jobs 2]
 
 Both are CPU seconds of this process (``time.process_time``), so other work on the machine
-inflates them less than wall time; the ratio is the audit's over the bare loop's.
+inflates them less than wall time; the ratio is the audit's over the bare loop's. Each is
+timed after a short warm-up run (the first audit of a process also pays one-time imports).
 ``--work K`` adds K iterations of float arithmetic to each env step (a costlier env: the
 ratio falls towards the env steps an individual-step needs). ``--jobs J`` also times the
 audit on J local worker processes (``--backend process``) in wall time, the same
 (group, batch) tasks with keyed random streams, so the estimates are identical to serial
-(checked here), and prints serial wall time / J-process wall time with the load average.
+(checked here), and prints serial wall time / J-process wall time with the core count and
+the load average, and the same net of the workers' start-up (timed on trivial tasks).
 
 The audit's individual-step is the env steps the decomposition needs (pi; the pi^PS fork
 where pi's decision is not the baseline; pi0 once its path has left pi's: a transition
 already made from the same env state with the same action and random numbers is reused)
-plus the policy (evaluated once per batch on the stacked observations), the copies that
-make forks, and the per-step generator states.
+plus the policy (evaluated once per batch on the stacked observations), a copy of the env
+where pi's decision leaves the baseline (``GymSimulator.step_paths`` steps the other envs
+in place), and the per-step generator states.
 """
 
 from __future__ import annotations
@@ -99,6 +102,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="also time J worker processes")
     args = ap.parse_args()
     CheapEnv.work = args.work
+    bare_loop(100, args.horizon)  # warm-up
+    audit(50, args.horizon)
     bare = bare_loop(2 * args.n, args.horizon)
     aud, est = audit(args.n, args.horizon)
     print(f"bare env step loop: {bare * 1e6:8.2f} us per individual-step (CPU, one core)")
@@ -112,12 +117,17 @@ def main() -> None:
         t0 = time.perf_counter()
         _, est_j = audit(args.n, args.horizon, args.jobs)
         par = time.perf_counter() - t0
+        t0 = time.perf_counter()  # the workers' start-up alone: a trivial task each
+        make_backend(jobs=args.jobs, backend="process").map(abs, list(range(args.jobs)))
+        start = time.perf_counter() - t0
         same = all(est[k] == est_j[k] for k in est)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"--jobs {args.jobs:<11d}: {serial:.2f} s serial, {par:.2f} s on {args.jobs} "
               f"processes (wall, start-up included): speed-up {serial / par:.2f}x on "
               f"{os.cpu_count()} cores, load average {load}; estimates "
               f"{'identical to' if same else 'DIFFER from'} serial")
+        print(f"{'':18s}  worker start-up {start:.2f} s; speed-up net of it "
+              f"{serial / max(par - start, 1e-9):.2f}x")
 
 
 if __name__ == "__main__":

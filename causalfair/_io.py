@@ -22,7 +22,8 @@ from typing import Any
 from causalfair.errors import OutputError
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "write_folder", "check_output_file",
-           "MANIFEST", "to_jsonable"]
+           "MANIFEST", "to_jsonable", "versioned", "DECOMPOSE_SCHEMA_VERSION",
+           "FRONTIER_SCHEMA_VERSION"]
 
 #: The file marking a folder causalfair wrote (and may therefore replace).
 MANIFEST = ".causalfair-report.json"
@@ -72,6 +73,21 @@ def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], Non
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     return atomic_write_bytes(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+#: The format of the JSON ``causalfair decompose --json`` prints, from a system or from a
+#: decision log (docs/schema/decompose.schema.json; changes are listed in CHANGELOG.md).
+DECOMPOSE_SCHEMA_VERSION = "1.0"
+#: The format of ``frontier.json`` that ``causalfair frontier`` writes
+#: (docs/schema/frontier.schema.json).
+FRONTIER_SCHEMA_VERSION = "1.0"
+
+
+def versioned(version: str, doc: Any) -> dict[str, Any]:
+    """The JSON document ``doc`` (a mapping) with ``schema_version`` = ``version`` as its
+    first key (``"MAJOR.MINOR"``, docs/schema/README.md): how a document causalfair writes
+    names its format."""
+    return {"schema_version": version, **{k: v for k, v in doc.items() if k != "schema_version"}}
 
 
 def to_jsonable(x: Any) -> Any:

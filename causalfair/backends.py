@@ -443,8 +443,11 @@ class RayBackend:
                                  "`ray start --head`, or check --address / RAY_ADDRESS.") from None
         refs: list[Any] = []
         try:
-            task = ray.remote(num_cpus=1, max_retries=0)(_run)
-            limited = ray.remote(num_cpus=1, max_retries=0)(_limited)
+            opts: dict[str, Any] = dict(num_cpus=1, max_retries=0)
+            if os.environ.get(DEVICE_ENV):  # --device reaches the workers, as in local ones
+                opts["runtime_env"] = {"env_vars": {DEVICE_ENV: os.environ[DEVICE_ENV]}}
+            task = ray.remote(**opts)(_run)
+            limited = ray.remote(**opts)(_limited)
             for i, item in enumerate(items):
                 limit = timeouts[i] if timeouts else None
                 refs.append(task.remote(fn, item, 1) if limit is None

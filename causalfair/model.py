@@ -154,6 +154,14 @@ class TabularModel:
         policies read features): the exact engine evaluates such policies on it.
     feature_names : sequence of str, optional
         Names of the F features.
+    lambda_eps : float > 0, optional
+        The benefit resolution eps of Lambda (method.md section 4) in the gain's units,
+        where the model's source pins it (the lending models: 0.1, the paper's value for
+        its normalised gain). None (default): the scale-free ``eps = "auto"``. Every door
+        (:func:`causalfair.decompose`, :func:`causalfair.benefit_fairness`, a System
+        built from the model, audit specs) takes its default from here through
+        :func:`causalfair.engines.benefit.eps_for`. A copy with a rescaled ``potential``
+        keeps it: set it again (or to None) in the same copy.
 
     Policy tables: for two actions a table holds pi(d1 | x, s), shape (G, K) or
     (T, G, K); for A > 2 it holds the action distribution, shape (G, K, A) or
@@ -174,9 +182,17 @@ class TabularModel:
     action_labels: Sequence[str] | None = None
     features: np.ndarray | None = None
     feature_names: Sequence[str] | None = None
+    lambda_eps: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        eps = self.lambda_eps
+        if eps is not None:
+            if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) \
+                    or not np.isfinite(eps) or eps <= 0:
+                raise ModelError(f"lambda_eps: must be a number > 0 in the gain's units, or "
+                                 f"None for the scale-free \"auto\", got {eps!r:.40}.")
+            set_(self, "lambda_eps", float(eps))
         kernel = _as_float_array("kernel", self.kernel, 4, "(groups, actions, K, K)")
         G, D, K, K2 = kernel.shape
         if D < 2 or K != K2:
@@ -370,7 +386,7 @@ class TabularModel:
             for f in (
                 "kernel", "initial", "potential", "reward", "group_weights",
                 "group_names", "level_labels", "aux", "structure", "name", "baseline",
-                "action_labels", "features", "feature_names",
+                "action_labels", "features", "feature_names", "lambda_eps",
             )
         }
         kwargs.update(changes)

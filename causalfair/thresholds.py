@@ -11,7 +11,9 @@ the quantities):
   :func:`parse_constraint` for ``--constraint abs_C<=0.05``,
   :func:`constraints_from_thresholds` for a spec): the keys the exact repair imposes
   (:data:`EXACT_KEYS`, differentiable on a tabular model) and those the sampled
-  PPO-Lagrangian imposes (:data:`PPO_LAG_KEYS`);
+  PPO-Lagrangian imposes (:data:`PPO_LAG_KEYS`), each also for one pair or every pair of
+  groups, and ``min_ratio_V`` (:func:`constraint_key_error` says which key no repair
+  imposes, and what to use instead);
 - the verdicts: one threshold's :class:`Verdict` and the :func:`overall_verdict` of several;
 - thresholds over groups beyond a pair (docs/decomposition.md, "More than two groups"):
   one pair (``abs_C[Black-White]``, :data:`PAIR_KEYS`), every pair (``max_abs_C``,
@@ -33,7 +35,7 @@ __all__ = [
     "PPO_LAG_KEYS", "abs_interval", "judge", "judge_key", "Constraint", "parse_constraint",
     "constraints_from_thresholds", "overall_verdict", "Verdict", "PAIR_KEYS",
     "MAX_PAIR_KEYS", "MIN_RATIO_KEYS", "split_key", "is_group_key", "group_key_error",
-    "group_verdicts", "judge_min",
+    "group_verdicts", "judge_min", "constraint_key_error", "is_repair_key",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -51,10 +53,11 @@ EXACT_KEYS: dict[str, tuple[str, bool]] = {
     "abs_SPE": ("SPE", True), "C": ("C", False), "DPE": ("DPE", False), "IPE": ("IPE", False),
     "SPE": ("SPE", False), "Lambda": ("Lambda", False),
 }
-#: Thresholds the sampled PPO-Lagrangian imposes (``[retrain] algo = "ppo-lag"``,
-#: ``causalfair train --algo ppo-c --constraint``): every one its audit measures, as the
-#: exact repair (docs/training.md, "PPO-Lagrangian": which enter the loss, which only the
-#: selection of the kept policy).
+#: Thresholds the sampled PPO-Lagrangian imposes (every PPO-family ``[retrain] algo`` on
+#: the generic trainer, ``causalfair train --constraint``): every one its audit measures, as
+#: the exact repair (docs/training.md, "PPO-Lagrangian": which enter the loss, which only
+#: the selection of the kept policy); each also for one pair (``abs_C[A-B]``) and every
+#: pair (``max_abs_C``), :func:`is_repair_key`.
 PPO_LAG_KEYS: tuple[str, ...] = tuple(EXACT_KEYS)
 #: Thresholds over every pair of groups: "the largest value over the pairs <= value"
 #: (``max_abs_C``: the largest |C(a-b)|).
@@ -67,6 +70,12 @@ MIN_RATIO_KEYS: tuple[str, ...] = ("min_ratio_V", "min_ratio_selection")
 #: with ``"A-B" = 0.1``): the pair's quantity (A minus B for the signed ones).
 PAIR_KEYS: tuple[str, ...] = ("abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE",
                               "SPE", "Lambda") + MIN_RATIO_KEYS
+
+
+def is_repair_key(key: str) -> bool:
+    """Whether the repairs (exact and PPO-Lagrangian) impose threshold ``key``: a key of
+    :data:`EXACT_KEYS`, one pair's (``abs_C[A-B]``) or every pair's (``max_abs_C``)."""
+    return constraint_key_error(key) is None
 
 
 def abs_interval(lower: float, upper: float) -> tuple[float, float]:
@@ -217,57 +226,143 @@ def group_verdicts(thresholds: Mapping[str, float], comparison: Any) -> list[Ver
 
 
 # ---------------------------------------------------------------------- constraints
+def constraint_key_error(key: str) -> str | None:
+    """Why threshold ``key`` cannot be a repair's constraint (None when it can): the keys
+    of :data:`EXACT_KEYS`, one pair's (``abs_C[A-B]``) and every pair's (``max_abs_C``,
+    ``max_Lambda``), and the ratio of mean gains ``min_ratio_V`` (every pair, or one:
+    ``min_ratio_V[A-B]``), which every repair imposes (the exact one on a tabular model,
+    PPO-Lagrangian on any system)."""
+    base, pair = split_key(key)
+    if base == "min_ratio_selection":
+        return (f"{base}: the selection rates are not measured by the repairs' audits; bound "
+                "the ratio of mean gains (min_ratio_V) or the difference (max_abs_C) instead, "
+                "or drop it")
+    if base in MIN_RATIO_KEYS:
+        return None if pair is None or pair else "empty pair name; write key[A-B]"
+    if pair is not None:
+        if base not in EXACT_KEYS:
+            return f"{base!r} cannot address a pair; keys that can: {', '.join(EXACT_KEYS)}"
+        if not pair:
+            return "empty pair name; write key[A-B] with two group names"
+        return None
+    if base in MAX_PAIR_KEYS or base in EXACT_KEYS:
+        return None
+    return (f"unknown or not repairable; allowed keys: {', '.join(EXACT_KEYS)}, "
+            f"KEY[A-B] for one pair, {', '.join(MAX_PAIR_KEYS)} for every pair (each reads "
+            "'quantity <= value'), min_ratio_V ('ratio >= value')")
+
+
 @dataclass(frozen=True)
 class Constraint:
-    """``key <= bound`` for a threshold key of an audit spec (``abs_C``, ``Lambda``, ...)."""
+    """``key <= bound`` for a threshold key of an audit spec (``abs_C``, ``Lambda``, ...),
+    of one pair of groups (``abs_C[Black-White]``: that pair's quantity) or of every pair
+    (``max_abs_C``: :meth:`for_pairs` makes it one constraint per pair); ``key >= bound``
+    for the ratio ``min_ratio_V`` (:attr:`at_least`; ratio_V = min / max of the pair's
+    mean gains, docs/decomposition.md)."""
 
     key: str
     bound: float
 
     def __post_init__(self) -> None:
-        if self.key not in EXACT_KEYS:
-            raise InputError(
-                f"constraint {self.key!r}: unknown or not repairable; allowed keys: "
-                f"{', '.join(EXACT_KEYS)} (each reads 'quantity <= value').")
+        why = constraint_key_error(self.key)
+        if why is not None:
+            raise InputError(f"constraint {self.key!r}: {why}.")
         b = self.bound
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b):
             raise InputError(f"constraint {self.key}: bound must be a finite number, got {b!r}.")
-        if EXACT_KEYS[self.key][1] and b < 0:
+        if self.absolute and b < 0:
             raise InputError(f"constraint {self.key}: bound {b:g} < 0 can never hold for an "
                              "absolute value; use a bound >= 0.")
         object.__setattr__(self, "bound", float(b))
 
     @property
+    def base(self) -> str:
+        """The key of :data:`EXACT_KEYS` it bounds (``abs_C`` for ``abs_C[A-B]`` and
+        ``max_abs_C``), or ``min_ratio_V``."""
+        base = split_key(self.key)[0]
+        return base[len("max_"):] if base in MAX_PAIR_KEYS else base
+
+    @property
+    def at_least(self) -> bool:
+        """It reads "quantity >= bound" (a ratio, ``min_ratio_V``)."""
+        return self.base in MIN_RATIO_KEYS
+
+    def excess(self, value: Any) -> Any:
+        """How far ``value`` of the constrained quantity is beyond the bound (> 0: violated;
+        ``value - bound``, or ``bound - value`` for a ratio)."""
+        return self.bound - value if self.at_least else value - self.bound
+
+    @property
+    def pair(self) -> str | None:
+        """The pair ``"A-B"`` it addresses (None: the audit's own pair, or every pair)."""
+        return split_key(self.key)[1]
+
+    @property
+    def every_pair(self) -> bool:
+        """A ``max_*`` key or a ratio without a pair: the bound holds for every pair."""
+        base, pair = split_key(self.key)
+        return base in MAX_PAIR_KEYS or (base in MIN_RATIO_KEYS and pair is None)
+
+    def for_pairs(self, pairs: Sequence[str]) -> list[Constraint]:
+        """One constraint per pair for a ``max_*`` key (``max_abs_C`` over pairs "B-A",
+        "C-A" -> ``abs_C[B-A]``, ``abs_C[C-A]``: the largest holds iff each does) and for
+        ``min_ratio_V``; itself otherwise."""
+        if not self.every_pair:
+            return [self]
+        return [Constraint(f"{self.base}[{p}]", self.bound) for p in pairs]
+
+    @property
     def metric(self) -> str:
-        return EXACT_KEYS[self.key][0]
+        return self.base[len("min_"):] if self.at_least else EXACT_KEYS[self.base][0]
+
+    @property
+    def absolute(self) -> bool:
+        return not self.at_least and EXACT_KEYS[self.base][1]
 
     @property
     def label(self) -> str:
-        return f"{self.key} <= {self.bound:g}"
+        return f"{self.key} {'>=' if self.at_least else '<='} {self.bound:g}"
+
+    @property
+    def text(self) -> str:
+        """As :func:`parse_constraint` reads it (``"abs_C<=0.05"``, ``"min_ratio_V>=0.8"``)."""
+        return f"{self.key}{'>=' if self.at_least else '<='}{self.bound!r}"
 
     def value(self, metrics: Mapping[str, Any]) -> Any:
         """The constrained quantity (|C| for ``abs_C``) from a metrics mapping (floats
-        or torch scalars)."""
-        v = metrics[self.metric]
-        return abs(v) if EXACT_KEYS[self.key][1] else v
+        or torch scalars): ``metrics["C"]`` for the audit's pair, ``metrics["C[A-B]"]``
+        (the signed quantity of A minus B) for a constraint of pair A-B."""
+        v = metrics[self.metric if self.pair is None else f"{self.metric}[{self.pair}]"]
+        return abs(v) if self.absolute else v
 
     def holds(self, metrics: Mapping[str, Any]) -> bool:
-        return float(self.value(metrics)) <= self.bound
+        return float(self.excess(self.value(metrics))) <= 0.0
 
     def interval(self, lower: float, upper: float) -> tuple[float, float]:
         """The interval of the constrained quantity (|X| for ``abs_*`` keys) given an
         interval [lower, upper] of the signed metric; its far end is what the CI rule
         compares with the bound."""
-        return abs_interval(lower, upper) if EXACT_KEYS[self.key][1] else (lower, upper)
+        return abs_interval(lower, upper) if self.absolute else (lower, upper)
 
     def judge(self, lower: float, upper: float) -> str:
         """The CI rule on an interval [lower, upper] of the signed metric."""
-        return judge_key(self.key, lower, upper, self.bound)
+        if self.at_least:
+            return judge_min(lower, upper, self.bound)
+        return judge_key(self.base, lower, upper, self.bound)
 
 
 def parse_constraint(text: str) -> Constraint:
-    """``"abs_C<=0.05"`` -> Constraint("abs_C", 0.05)."""
+    """``"abs_C<=0.05"`` -> Constraint("abs_C", 0.05); ``"abs_C[A-B]<=0.05"`` for a pair;
+    ``"min_ratio_V>=0.8"`` for a ratio."""
     key, sep, val = str(text).partition("<=")
+    if not sep and ">=" in str(text):
+        key, sep, val = str(text).partition(">=")
+        if split_key(key.strip())[0] not in MIN_RATIO_KEYS:
+            raise InputError(f"--constraint {text!r}: only a ratio (min_ratio_V) reads '>='; "
+                             "write QUANTITY<=VALUE such as abs_C<=0.05.")
+    elif sep and split_key(key.strip())[0] in MIN_RATIO_KEYS:
+        raise InputError(f"--constraint {text!r}: a ratio is bounded from below; write "
+                         f"{key.strip()}>={val.strip()}.")
     if not sep:
         raise InputError(f"--constraint: expected QUANTITY<=VALUE such as abs_C<=0.05, got {text!r}.")
     try:
@@ -278,16 +373,18 @@ def parse_constraint(text: str) -> Constraint:
 
 
 def constraints_from_thresholds(thresholds: Mapping[str, float], where: str = "[thresholds]",
-                                ) -> list[Constraint]:
-    """The spec's thresholds as constraints; a threshold the exact repair cannot impose
-    (a Monte Carlo or log metric such as ``tpr_gap``) is refused by name."""
+                                who: str = "the exact repair") -> list[Constraint]:
+    """The spec's thresholds as constraints, every one of them (a ``max_*`` key stays one
+    constraint here; the repair expands it over the pairs); a threshold no repair can
+    impose (a Monte Carlo or log metric such as ``tpr_gap``, a ratio) is refused by name
+    with what to use instead."""
     out = []
     for k, v in thresholds.items():
-        if k not in EXACT_KEYS:
+        why = constraint_key_error(k)
+        if why is not None:
             raise InputError(
-                f"{where} {k}: the exact repair cannot impose this threshold; it imposes "
-                f"{', '.join(EXACT_KEYS)}. Use a [retrain] algo of the sampled trainer, or "
-                "drop the threshold.")
+                f"{where} {k}: {who} cannot impose this threshold ({why}). Drop the "
+                "threshold, or run the gate without --retrain.")
         out.append(Constraint(k, v))
     if not out:
         raise InputError(f"{where}: no thresholds, so nothing to repair; add one such as abs_C = 0.05.")

@@ -172,8 +172,11 @@ def written_documents(root: Any) -> list[tuple[Any, str]]:
     """(path, schema name) of every document causalfair wrote under ``root``: each
     audit.json of a report folder causalfair made (it holds ``.causalfair-report.json``)
     and each ``*.json`` file holding a gate summary (an object with ``schema_version``,
-    ``exit_code`` and ``specs``). A test that writes an invalid document on purpose gives
-    it another suffix (``shard.bad``) or no ``schema_version``."""
+    ``exit_code`` and ``specs``) or the output of ``causalfair decompose --json`` (an object
+    with ``schema_version``, ``C``, ``DPE``, ``IPE``, ``SPE`` and ``benefit``) or a
+    ``frontier.json`` (``schema_version``, ``constraint``, ``eps_min``, ``points``). A test that
+    writes an invalid document on purpose gives it another suffix (``shard.bad``) or no
+    ``schema_version``."""
     import json
     from pathlib import Path
 
@@ -193,6 +196,12 @@ def written_documents(root: Any) -> list[tuple[Any, str]]:
                     continue
                 if isinstance(doc, dict) and {"schema_version", "exit_code", "specs"} <= set(doc):
                     found.append((path, "gate"))
+                elif isinstance(doc, dict) and {"schema_version", "C", "DPE", "IPE", "SPE",
+                                                "benefit"} <= set(doc) and "verdicts" not in doc:
+                    found.append((path, "decompose"))  # causalfair decompose --json
+                elif isinstance(doc, dict) and {"schema_version", "constraint", "eps_min",
+                                                "points"} <= set(doc):
+                    found.append((path, "frontier"))  # frontier.json of causalfair frontier
     return found
 
 

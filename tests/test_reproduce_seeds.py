@@ -79,8 +79,8 @@ def test_seed_verdicts_on_hand_made_runs():
     assert e["verdict"] == "indistinguishable" and e["versus"] == "a-ppo"
     gap = {c["versus"]: c["action_gap"] for c in e["comparisons"]}
     assert gap["a-ppo"] == 0.0 and gap["ppo"] > mod.SAME_ACTIONS_TOL
-    # attention-1 was not run: not tested, named as such
-    assert _by_claim(out, "attention-1", "Our F-PPO")["verdict"] == "not tested"
+    # attention-central was not run: not tested, named as such
+    assert _by_claim(out, "attention-central", "Our F-PPO")["verdict"] == "not tested"
     assert any("not tested" in line for line in mod.verdict_table(out))
 
 
@@ -112,15 +112,43 @@ def test_quick_run_writes_every_file(tmp_path):
             env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT, expect=0)
     runs = pd.read_csv(tmp_path / "o" / "runs.csv")
     assert set(runs.algo) == {"ppo", "a-ppo", "f-ppo-l", "elbert-po"}
-    assert (runs.Lambda >= 0).all() and runs.elbert_bias.notna().all()
+    central = runs.system == "attention-central"  # seed 001's published setup, no Lambda
+    assert set(runs[central].algo) == {"ppo", "a-ppo", "f-ppo-l"}
+    assert runs[central].Lambda.isna().all() and runs[central].allocation_parity.notna().all()
+    assert (runs[~central].Lambda >= 0).all() and runs.elbert_bias.notna().all()
     entries = json.loads((tmp_path / "o" / "verdicts.json").read_text())
     keys = {"claim", "seed_paper", "n_seeds", "effect", "ci", "p_value", "utility", "verdict"}
     tested = [e for e in entries if e["verdict"] != "not tested"]
     assert tested and all(keys <= set(e) for e in tested)
     assert {e["seed_paper"] for e in tested} == {"000", "001", "002"}
+    # seed 001's attention claims ran on the central system and say so
+    att = [e for e in tested if e["seed_paper"] == "001" and e["system"].startswith("attention")]
+    assert len(att) == 2 and all(e["system"] == "attention-central" for e in att)
+    assert all(e["system_params"]["increase"] == "f-ppo" for e in att)
     readme = (tmp_path / "o" / "README.md").read_text()
     assert "| seed | setup | claim (as the paper states it) | verdict |" in readme
     assert "Machine:" in readme
+
+
+def test_seed_001_attention_claims_run_on_the_published_central_setup():
+    # the published agents are one central policy over all sites (issue 29): each seed 001
+    # attention claim's system is the central one, with seed 001's own per-site increases
+    import causalfair as cf
+    from causalfair.systems.attention import FPPO_INCREASE
+
+    mod = _load(SEEDS)
+    att = [c for c in mod.CLAIMS if c[0] == "001" and c[1].startswith("attention")]
+    assert len(att) == 2
+    for claim in att:
+        params, algos = mod.CELLS[claim[1]]
+        assert {claim[2], *claim[3]} <= set(algos)
+        system = cf.systems.make(claim[1], **params)
+        sim = system.make_simulator()
+        assert sim.central and system.features is None and system.horizon >= 200
+        assert tuple(sim.up) == FPPO_INCREASE
+    # the per-run numbers: 20 iterations of 32 worlds x 200 steps (README "Departures")
+    b = mod.BUDGETS["default"]
+    assert mod.worlds_for("attention-central", b) == 32 and b["seeds"] >= 10
 
 
 def test_same_actions_sums_over_a_replicas_units():

@@ -3,6 +3,7 @@ retrain-on-fail."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -21,10 +22,11 @@ from causalfair.audit.retrain import (
 from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec, spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, make_backend
-from causalfair.errors import CausalfairError, InputError, SpecError
+from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
 from causalfair.thresholds import FAIL, INCONCLUSIVE
 
-__all__ = ["GateEntry", "GateResult", "GateSpecErrors", "run_gate", "retrained_checkpoint_path"]
+__all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
+           "retrained_checkpoint_path"]
 
 
 #: The overall status of a spec that could not be audited (its code raised, it timed out).
@@ -435,12 +437,35 @@ def _junit_error(root: Any, spec: str, msg: str, kind: str) -> None:
     ET.SubElement(tc, "error", message=msg, type=kind).text = msg
 
 
-def _audit_one(prep: Any) -> AuditResult | SpecFailure:
+def audit_within(spec: AuditSpec, timeout: float | None = None, **kw: Any) -> AuditResult:
+    """``audit(spec, **kw)`` under the smaller of ``timeout`` (seconds) and the spec's own
+    ``timeout``, the limit the gate applies per spec: with a limit the audit runs in a
+    worker process killed when it passes (:class:`~causalfair.backends.SerialBackend`),
+    raising :class:`~causalfair.errors.ResourceLimitError`; an input error in the worker
+    is raised as one, a crash as a RuntimeError carrying the worker's traceback."""
+    limit = min((t for t in (spec.timeout, check_timeout(timeout, "timeout")) if t is not None),
+                default=None)
+    if limit is None:
+        return audit(spec, **kw)
+    (out,) = SerialBackend().map(functools.partial(_audit_one, **kw), [spec], [limit])
+    if isinstance(out, SpecFailure):
+        raise InputError(out.message)
+    if isinstance(out, TaskError):
+        if out.kind == "TimeoutError":
+            raise ResourceLimitError(f"{spec_label(spec.path)}: the audit {out.message}")
+        if out.input_error:
+            raise InputError(out.message)
+        raise RuntimeError(f"the audit failed in its worker: {out.kind}: {out.message}\n"
+                           f"{out.traceback}")
+    return out
+
+
+def _audit_one(prep: Any, **kw: Any) -> AuditResult | SpecFailure:
     """Audit one spec (prepared here, or rebuilt from its file in a worker); an input
     error, user code that raised included, is returned as that spec's
     :class:`SpecFailure` (picklable, with the user's traceback) so the other specs go on."""
     try:
-        return run_prepared(prep) if isinstance(prep, Prepared) else audit(prep)
+        return run_prepared(prep) if isinstance(prep, Prepared) else audit(prep, **kw)
     except CausalfairError as exc:
         return SpecFailure(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
                            type(exc).__name__, user_traceback(exc))

@@ -1,6 +1,10 @@
 """Retrain-on-fail for the gate: train a new policy from the spec's ``[retrain]``,
 warm-started from the failing checkpoint, re-audit it, and judge the repair honestly
-(:func:`repair_check`: no threshold made worse, utility above a floor)."""
+(:func:`repair_check`: no threshold made worse, utility above a floor).
+
+What a repair imposes while it trains is decided in one place, :func:`imposed_constraints`:
+every threshold of the spec, for every algo except on the lending settings' own trainer
+(docs/ci-gate.md, "Which thresholds a repair imposes")."""
 
 from __future__ import annotations
 
@@ -14,18 +18,19 @@ from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.run import audit, build_system
 from causalfair.audit.spec import AuditSpec, spec_label
 from causalfair.engines.benefit import eps_for, model_eps
-from causalfair.errors import SpecError
+from causalfair.errors import ConfigError, InputError, SpecError
 from causalfair.policies.checkpoint import (
     load_checkpoint_for,
     write_npz,
 )
-from causalfair.thresholds import constraints_from_thresholds
+from causalfair.thresholds import Constraint, constraints_from_thresholds
 from causalfair.train import train
 from causalfair.train.algorithms import get
 from causalfair.train.config import TrainConfig
 from causalfair.train.exact import repair_checkpoint
+from causalfair.train.lagrangian import check_constraints_supported
 
-__all__ = ["retrained_checkpoint_path", "check_retrain", "repair_check"]
+__all__ = ["retrained_checkpoint_path", "check_retrain", "repair_check", "imposed_constraints"]
 
 
 def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str) -> Path:
@@ -75,7 +80,34 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
             raise SpecError(f"{where}: [retrain] algo: 'exact' needs a system with a tabular "
                             f"model; {system.id!r} has none. Use a sampled algo such as "
                             "'ppo-cb'.")
-        constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]")
+    if imposed_constraints(spec) and spec.retrain["algo"] != "exact":
+        try:  # the trainer's own refusal, before anything is audited
+            check_constraints_supported(system if system is not None else build_system(spec))
+        except ConfigError as exc:
+            raise SpecError(f"{where}: [retrain] algo {spec.retrain['algo']!r}: {exc}") from None
+
+
+def imposed_constraints(spec: AuditSpec) -> list[Constraint]:
+    """The constraints a repair of ``spec`` imposes while it trains: **every** threshold of
+    the spec (one pair's ``abs_C[A-B]``, every pair's ``max_abs_C`` and ``min_ratio_V``
+    included), for
+    ``algo = "exact"`` (on the tabular model) and for every PPO-family algo on the generic
+    trainer (PPO-Lagrangian: a multiplier per threshold on top of the algo's own penalty,
+    the best passing audited iteration kept); none on the lending settings, whose trainer
+    takes only its betas (the gate still judges the result). A threshold no repair can
+    impose is refused, naming the key and what to use instead (SpecError)."""
+    r = spec.retrain or {}
+    if r.get("algo") != "exact" and spec.setting is not None and not get(r["algo"]).runs_as:
+        return []
+    where = spec_label(spec.path)
+    who = ("the exact repair" if r.get("algo") == "exact"
+           else f"[retrain] algo {r.get('algo')!r} (PPO-Lagrangian)")
+    if r.get("algo") != "exact" and not spec.thresholds:
+        return []
+    try:
+        return constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]", who)
+    except InputError as exc:  # a key no repair imposes, a bound that can never hold
+        raise SpecError(str(exc)) from None
 
 
 def run_retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
@@ -89,7 +121,7 @@ def run_retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult
 
     target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
     config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))
-    if get(r["algo"]).runs_as and before.benefit is not None:  # ppo-lag: Lambda as the gate has it
+    if before.benefit is not None:  # Lambda (penalty, constraint) at the gate's eps
         config = config.replace(lambda_eps=float(before.benefit.eps))
     import tempfile
 
@@ -103,7 +135,18 @@ def run_retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult
         if target.suffix == ".npz":
             produced = _pt_to_npz(produced, Path(tmp) / target.name)
         _place_new(produced, target)
-    return target, _reaudit(spec, before, target)
+    after = _reaudit(spec, before, target)
+    if config.constraints:  # what the training imposed, and whether it met it
+        check = after.extra["repair_check"]
+        check["imposed"] = list(config.constraints)
+        check["constraints_met"] = bool(result.metrics.get("constraints_met"))
+        if not check["constraints_met"]:
+            failed = result.metrics.get("constraints_failed") or ["no audited iteration"]
+            check["problems"].append(
+                f"{r['algo']} repair met its thresholds on none of its audited iterations "
+                f"(last audit: {'; '.join(failed)}); the retrained checkpoint is its last "
+                "policy")
+    return target, after
 
 
 def _reaudit(spec: AuditSpec, before: AuditResult, target: Path) -> AuditResult:
@@ -203,7 +246,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any) -> tuple[Pa
     spec's thresholds."""
     r = spec.retrain or {}
     where = spec_label(spec.path)
-    constraints = constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]")
+    constraints = imposed_constraints(spec)
     rep = repair_checkpoint(system, spec.horizon or system.horizon, constraints,
                             init=load_checkpoint_for(spec.checkpoint, system), seed=r.get("seed", 0),
                             outer=r.get("iterations", 30), n_random=r.get("starts", 12),
@@ -248,9 +291,12 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
             cand["activation"] = arch["activation"]
 
     runs_as = get(r["algo"]).runs_as
-    if runs_as:  # ppo-lag: PPO-Lagrangian, the thresholds are the constraints
+    if runs_as:  # ppo-lag: PPO-Lagrangian alone, the multipliers in place of any beta
         cand["algo"] = cand["algorithm"] = runs_as
-        cand["constraints"] = tuple(f"{k}<={v!r}" for k, v in spec.thresholds.items())
+        cand["beta_c"] = cand["beta_lambda"] = 0.0
+    imposed = imposed_constraints(spec)
+    if imposed:  # every threshold, on top of the algo's own penalty
+        cand["constraints"] = tuple(k.text for k in imposed)
         cand["audit_n"] = spec.n
     for k, v in cand.items():
         if k in names and v is not None:

@@ -415,7 +415,7 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     if weights is not None:
         opts["potential"] = linear_potential(weights)
     la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
-                    eps=0.1 if spec.eps is None else spec.eps, weights=spec.weights, **opts)
+                    eps=spec.eps, weights=spec.weights, **opts)
     dec, ben = la.decomposition, la.benefit
     if dec is None or ben is None:
         raise SpecError(
@@ -434,10 +434,19 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
         # (LogAudit.lambda_interval; reports/logs_validation shows why)
         lo, hi = la.lambda_interval(spec.alpha, method="normal")
         q["Lambda"] = (q["Lambda"][0], lo, hi, q["Lambda"][3])
+    mu_pi = model.propagate(table, T)
+    selection = selection_rates(model, table, mu_pi, T, source="logs", logs=df)
+    groups = None
+    if wanted(len(dec.groups), spec.reference, spec.thresholds):  # pairs from the replicates
+        try:
+            groups = la.compare_groups(spec.alpha, reference=spec.reference, selection=selection)
+        except InputError as exc:  # a reference that is not a group: the spec's
+            raise in_spec(exc, spec_label(spec.path)) from None
     res = AuditResult(spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
-                      verdicts=_verdicts(spec, q), model=model, policy_table=table,
-                      mu_pi=model.propagate(table, T), mu_0=model.propagate(0.0, T))
-    res.selection = selection_rates(model, table, res.mu_pi, T, source="logs", logs=df)
+                      verdicts=_verdicts(spec, q, groups), model=model, policy_table=table,
+                      mu_pi=mu_pi, mu_0=model.propagate(0.0, T))
+    res.selection = selection
+    res.group_comparison = groups
     res.extra["logs"] = {"rows": la.n_rows, "individuals": la.n_individuals,
                          "n_boot": la.n_boot, "seed": la.seed, "policy_source": la.policy_source,
                          "fit": la.method}

@@ -26,6 +26,7 @@ from causalfair.thresholds import (  # their one home
     SIGNED_KEYS,
     THRESHOLD_KEYS,
     group_key_error,
+    is_repair_key,
     split_key,
 )
 from causalfair.train.algorithms import names as _algorithm_names
@@ -381,6 +382,14 @@ def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) 
     return sec
 
 
+def spec_file(spec: str | os.PathLike[str]) -> Path:
+    """The path of an audit spec file, or a SpecError when there is no such file."""
+    path = Path(spec)
+    if not path.is_file():
+        raise SpecError(f"audit spec {path}: no such file.")
+    return path
+
+
 def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
               base_dir: str | os.PathLike[str] | None = None) -> AuditSpec:
     """Read and validate an audit spec: a TOML file path, or an already parsed mapping
@@ -393,9 +402,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         raw = dict(spec)
         base = Path(base_dir or ".").resolve()
     else:
-        path = Path(spec)
-        if not path.is_file():
-            raise SpecError(f"audit spec {path}: no such file.")
+        path = spec_file(spec)
         with open(path, "rb") as fh:
             raw = read_toml(fh.read(), f"audit spec {path}", SpecError)
         base = path.resolve().parent
@@ -642,12 +649,12 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                             "[thresholds] as constraints and takes no betas; remove betas, or "
                             "choose algo 'ppo-cb' for the fixed-beta objective.")
         if algo == "ppo-lag":
-            bad = [k for k in kw.get("thresholds", {}) if k not in PPO_LAG_KEYS]
+            bad = [k for k in kw.get("thresholds", {}) if not is_repair_key(k)]
             if bad:
                 raise SpecError(
                     f"{spec_label(path)}: [thresholds] {bad[0]}: [retrain] algo 'ppo-lag' imposes "
-                    f"only {', '.join(PPO_LAG_KEYS)}; use algo 'exact' on a tabular system, or "
-                    "drop the threshold.")
+                    f"only {', '.join(PPO_LAG_KEYS)} (each also as KEY[A-B] for one pair and "
+                    "max_KEY for every pair); drop the threshold.")
             if not kw.get("thresholds"):
                 raise SpecError(f"{spec_label(path)}: [thresholds]: [retrain] algo 'ppo-lag' needs "
                                 "a threshold to impose, such as abs_C = 0.05.")

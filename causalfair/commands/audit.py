@@ -7,7 +7,9 @@ import json
 import sys
 
 from causalfair._io import causalfair_dir, to_jsonable
-from causalfair.audit import audit, load_spec
+from causalfair.audit import load_spec
+from causalfair.audit.gate import audit_within
+from causalfair.backends import check_timeout
 from causalfair.report.mlflow_log import import_mlflow, log_audit
 
 
@@ -38,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "why C moved from it, by path (DPE, IPE), step and cell")
     p.add_argument("--json", action="store_true",
                    help="print the audit as one JSON object instead of the text summary")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop the audit after SECONDS (exit 2), as the spec's own `timeout` "
+                        "key does (the smaller limit applies); a limited audit runs in a "
+                        "worker process, killed when the limit passes")
     add_mlflow_arguments(p)
     p.set_defaults(run=run)
 
@@ -62,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if args.mlflow:  # fail before any audit runs when MLflow is missing
 
         import_mlflow()
+    check_timeout(args.timeout, "--timeout")
     spec = load_spec(args.spec)
-    result = audit(spec, baseline=args.baseline, baseline_where="--baseline")
+    result = audit_within(spec, args.timeout, baseline=args.baseline, baseline_where="--baseline")
     out = None
     if not args.no_report:
         out = result.write_report(Path(args.out) if args.out else default_report_dir(spec.name))

@@ -7,8 +7,9 @@ import json
 import sys
 from dataclasses import replace
 
+from causalfair._io import DECOMPOSE_SCHEMA_VERSION, versioned
 from causalfair._validation import engine_for
-from causalfair.backends import make_backend
+from causalfair.backends import make_backend, resolve_jobs
 from causalfair.commands._system import (
     CHECKPOINT_HELP,
     POLICY_HELP,
@@ -56,8 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
     p.add_argument("--eps", default=None,
                    help="Lambda's eps: a number > 0 in the gain's units, or 'auto' (0.1 x the "
-                        "90th percentile of |Delta|, scale-free); default: the value the system "
-                        "declares (0.1 on lending), else auto (0.1 for --logs)")
+                        "90th percentile of |Delta|, scale-free); default: the value the system or "
+                        "its tabular model declares (0.1 on lending and on logs with the default "
+                        "potential), else auto")
     p.add_argument("--weights", choices=("visitation", "initial"), default="visitation",
                    help="P(x | s) in Lambda (default: visitation under pi, averaged over t < T)")
     p.add_argument("--worst", type=int, default=5, metavar="N",
@@ -79,9 +81,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "threads, one per core it may use; serial: one thread), process "
                         "(--jobs local workers) or ray (--address, $RAY_ADDRESS, else a local "
                         "Ray); the numbers are the same bit for bit (docs/scale.md)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="mc: local worker processes (default with --backend process: one per "
-                        "CPU)")
+    p.add_argument("--jobs", default=None, metavar="N|auto",
+                   help="mc: local worker processes (implies --backend process when > 1); "
+                        "auto: one per core this process may use (affinity, cgroup quota, "
+                        "OMP_NUM_THREADS), also the default with --backend process")
     p.add_argument("--address", metavar="ADDR",
                    help="mc, --backend ray: the cluster, 'auto' or HOST:PORT")
 
@@ -118,7 +121,6 @@ def run(args: argparse.Namespace) -> int:
                              f"got {str(args.eps)[:40]!r}.")
         args.eps = value
     if getattr(args, "logs", None):
-        args.eps = 0.1 if args.eps is None else args.eps
         return run_logs(args)
     system, policy = load_system_and_policy(args)
     args.eps, eps_source = eps_for(args.eps, system)
@@ -153,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             print(benefit.summary(args.worst))
         return 0
     if args.json:
-        out = result.to_dict()
+        out = versioned(DECOMPOSE_SCHEMA_VERSION, result.to_dict())
         out["setting"] = system.id
         out["system"] = system.to_dict()
         if result.engine == "mc":
@@ -185,15 +187,13 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
 
 def backend_from_args(args: argparse.Namespace):
     """The backend of --backend / --jobs / --address (None: this process)."""
-    import os
-
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")
+    jobs = None if args.jobs is None else resolve_jobs(args.jobs, "--jobs")
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address: only with --backend ray.")
-    if args.backend is None and args.jobs in (None, 1):
+    if args.backend is None and jobs in (None, 1):
         return None
-    jobs = args.jobs or (os.cpu_count() or 1 if args.backend == "process" else 1)
+    if jobs is None:
+        jobs = resolve_jobs("auto") if args.backend == "process" else 1
     return make_backend(jobs, args.backend, args.address)
 
 

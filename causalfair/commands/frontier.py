@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from causalfair._io import write_folder
+from causalfair._io import FRONTIER_SCHEMA_VERSION, versioned, write_folder
 from causalfair.commands._system import horizon, load_system
 from causalfair.commands.decompose import add_model_arguments
 from causalfair.errors import UsageError
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     placed = front.place(policies)
 
     table = front.to_frame()
-    doc = front.to_dict()
+    doc = versioned(FRONTIER_SCHEMA_VERSION, front.to_dict())
     doc["setting"] = args.setting
     doc["placed"] = json.loads(placed.to_json(orient="records"))
 

@@ -11,7 +11,8 @@ from causalfair._io import to_jsonable as _json_safe
 from causalfair._usercode import keep_tracebacks
 from causalfair.audit import run_gate
 from causalfair.audit.gate import GateSpecErrors
-from causalfair.backends import check_timeout
+from causalfair.audit.spec import spec_file
+from causalfair.backends import check_timeout, resolve_jobs
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import UsageError
 from causalfair.report.mlflow_log import import_mlflow, log_audit
@@ -55,10 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "repair that makes a threshold worse or keeps less utility than "
                         "[retrain] min_utility (default: the better of the baseline and the "
                         "uniform policy) fails")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
+    p.add_argument("--jobs", default=1, metavar="N|auto",
                    help="audit the specs in N local worker processes (default: 1, this "
-                        "process); results are merged in spec order, so the JSON and JUnit "
-                        "are the same")
+                        "process; auto: one per core this process may use (affinity, cgroup "
+                        "quota, OMP_NUM_THREADS)); results are merged in spec order, so the "
+                        "JSON and JUnit are the same")
     p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
                    help="where the audits run: serial (this process), process (--jobs local "
                         "workers; the default when --jobs > 1) or ray (a Ray cluster at "
@@ -91,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
         import_mlflow()
     if args.accept_repaired and not args.retrain:
         raise UsageError("--accept-repaired: only with --retrain.")
-    if args.jobs < 1:
-        raise UsageError(f"--jobs: must be an integer >= 1, got {args.jobs}.")
+    args.jobs = resolve_jobs(args.jobs, "--jobs")
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address: only with --backend ray.")
 
@@ -175,4 +176,10 @@ def _shard(specs: list[str], text: str) -> list[str]:
         k_i = n_i = 0
     if not sep or not 1 <= k_i <= n_i:
         raise UsageError(f"--shard: expected K/N with 1 <= K <= N, got {text[:40]!r}.")
-    return specs[k_i - 1::n_i]
+    for spec in specs:  # every shard refuses a missing spec, not only the one holding it
+        spec_file(spec)
+    mine = specs[k_i - 1::n_i]
+    if not mine:
+        print(f"causalfair gate: shard {k_i}/{n_i} holds no spec ({len(specs)} given); "
+              "nothing audited.", file=sys.stderr)
+    return mine

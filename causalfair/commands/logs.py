@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from causalfair._io import DECOMPOSE_SCHEMA_VERSION, versioned
 from causalfair.commands._system import load_policy
 from causalfair.errors import UsageError
 from causalfair.logs import audit_logs, fit_logs, linear_potential, read_logs
@@ -64,6 +65,12 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--audit-policy", action="store_true",
                    help="with --logs: audit --policy/--checkpoint on the fitted model instead "
                         "of the logged policy")
+    if "--reference" not in p._option_string_actions:
+        g.add_argument("--reference", metavar="GROUP",
+                       help="with --logs: the reference group of the per-pair comparison "
+                            "(default: the first group); with more than two groups, or a "
+                            "reference named, every group against it and every pair are "
+                            "reported, with the worst pair")
     g.add_argument("--dowhy", action="store_true",
                    help="with --logs: add the dowhy cross-check of Delta and its refuters (slow)")
     # With --logs the horizon defaults to the log's own length; an int subclass marks the
@@ -137,10 +144,10 @@ def run_logs(args: argparse.Namespace) -> int:
         else int(args.horizon), n_boot=args.boot,
         seed=args.seed if args.seed is not None else 0, policy=policy, on_positivity=args.on_positivity, method=args.fit,
         alpha_smooth=args.alpha_smooth, eps=args.eps, weights=args.weights, dowhy=args.dowhy,
-        lambda_estimator=args.lambda_estimator, **state_kw,
+        lambda_estimator=args.lambda_estimator, reference=args.reference, **state_kw,
     )
     if args.json:
-        out = audit.to_dict()
+        out = versioned(DECOMPOSE_SCHEMA_VERSION, audit.to_dict())
         out["logs"] = str(args.logs)
         json.dump(out, sys.stdout, indent=2, allow_nan=False, default=str)
         sys.stdout.write("\n")

@@ -30,10 +30,11 @@ benefit gaps much smaller than eps count as "same benefit", much larger ones exc
 different treatment. A number is used as given; ``"auto"`` sets it scale-free to
 ``0.1 x the 90th percentile of |Delta_a(x, s)|`` over every group, level and
 non-baseline action (:func:`auto_eps`), so rescaling the gain leaves Lambda unchanged. The
-doors (:func:`causalfair.benefit_fairness`, :func:`causalfair.decompose`, audit specs)
-default to the value a system declares (``System.gain.lambda_eps``: 0.1 for the lending
-systems, whose gain the paper normalises so the largest one-level gain is 1, method.md
-section 4) and to ``"auto"`` where it declares none (:func:`eps_for`).
+doors (:func:`causalfair.benefit_fairness`, :func:`causalfair.decompose`, audit specs) and
+the engines called with ``eps=None`` default to the value a system or tabular model
+declares (``System.gain.lambda_eps``, ``TabularModel.lambda_eps``: 0.1 for the lending
+models, whose gain the paper normalises so the largest one-level gain is 1, method.md
+section 4) and to ``"auto"`` where it declares none: :func:`eps_for` decides, for all.
 """
 
 from __future__ import annotations
@@ -94,19 +95,30 @@ def resolve_eps(eps: Any, delta: np.ndarray, source: str | None = None) -> tuple
 
 def eps_for(eps: Any, system: Any) -> tuple[float | str, str | None]:
     """The eps a door passes to the engines, and its source: ``eps`` when given; None: the
-    value ``system`` declares (``system.gain.lambda_eps``), else ``"auto"``."""
+    value ``system`` declares (a System's ``gain.lambda_eps``, a
+    :class:`~causalfair.model.TabularModel`'s ``lambda_eps``), else ``"auto"``. The one
+    place a default eps is chosen: a bare model and the System built from it
+    (:func:`causalfair.systems.as_system`) get the same number and source."""
     if eps is not None:
         return check_eps(eps), None
-    declared = getattr(getattr(system, "gain", None), "lambda_eps", None)
+    if isinstance(system, TabularModel):
+        declared, name = system.lambda_eps, system.name
+    else:
+        declared = getattr(getattr(system, "gain", None), "lambda_eps", None)
+        if declared is None:  # a System declares through its gain, else its tabular model
+            declared = getattr(getattr(system, "tabular", None), "lambda_eps", None)
+        name = getattr(system, "id", "?")
     if declared is not None:
-        return check_eps(declared), (f"declared by system {getattr(system, 'id', '?')!r} "
+        return check_eps(declared), (f"declared by system {name!r} "
                                      "(its gain's resolution, method.md section 4)")
     return EPS_AUTO, None
 
 
 def model_eps(eps: Any, model: TabularModel, source: str | None = None) -> tuple[float, str]:
-    """``eps`` (a number or "auto") as the number Lambda uses on ``model``, and its source."""
-    return resolve_eps(eps, _nonbaseline(model, _benefit_table(model)), source)
+    """``eps`` (a number, "auto", or None: what ``model`` declares, :func:`eps_for`) as the
+    number Lambda uses on ``model``, and its source."""
+    eps, declared = eps_for(eps, model)
+    return resolve_eps(eps, _nonbaseline(model, _benefit_table(model)), source or declared)
 
 
 def _nonbaseline(model: TabularModel, delta: np.ndarray) -> np.ndarray:
@@ -152,15 +164,15 @@ def lambda_pairs(p: np.ndarray, delta: np.ndarray, w: np.ndarray, pair: tuple[in
 
 
 def lambda_metric(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
-                  eps: float | str = 0.1, weights: str = "visitation",
+                  eps: float | str | None = None, weights: str = "visitation",
                   pair: tuple[int, int] = (0, 1), mu: np.ndarray | None = None) -> float:
-    """Lambda for groups ``pair`` (default s+, s-); ``eps`` a number or "auto"."""
-    check_eps(eps)
+    """Lambda for groups ``pair`` (default s+, s-); ``eps`` a number, "auto" or None (what
+    ``model`` declares, :func:`eps_for`)."""
+    eps, _ = model_eps(eps, model)
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, horizon)
     w, p_bar = weights_and_policy(model, p, horizon, weights, mu)
     if not model.binary:
         p_bar = model.action_table(p_bar)
-    eps, _ = model_eps(eps, model)
     return float(lambda_pairs(p_bar, _benefit_table(model), w, pair, eps).sum())
 
 
@@ -173,12 +185,13 @@ def _benefit_table(model: TabularModel) -> np.ndarray:
 
 
 def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
-                     eps: float | str = 0.1, weights: str = "visitation",
+                     eps: float | str | None = None, weights: str = "visitation",
                      pair: tuple[int, int] = (0, 1), eps_source: str | None = None
                      ) -> BenefitResult:
     """Delta table, Lambda and worst pairs of ``policy`` on a tabular ``model``, exactly.
     ``eps``: a number in the gain's units (``eps_source`` says where it came from;
-    default "given") or "auto" (:func:`auto_eps`).
+    default "given"), "auto" (:func:`auto_eps`) or None (what ``model`` declares,
+    :func:`eps_for`).
     :func:`causalfair.benefit_fairness` chooses between this engine and forks from what a
     system supports."""
     if not isinstance(model, TabularModel):
@@ -186,11 +199,10 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
                          "system use causalfair.benefit_fairness, which picks the engine it "
                          "supports.")
     T = check_horizon(horizon)
-    eps = check_eps(eps)
+    eps, eps_source = model_eps(eps, model, eps_source)
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, T)
     mu = model.propagate(p, T)
     w, p_bar = weights_and_policy(model, p, T, weights, mu)
-    eps, eps_source = model_eps(eps, model, eps_source)
     if model.binary:
         delta = model.benefit()
         contrib = lambda_pairs(p_bar, delta, w, pair, eps)

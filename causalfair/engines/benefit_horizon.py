@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import check_horizon
-from causalfair.engines.benefit import check_eps, lambda_pairs, resolve_eps, weights_and_policy
-from causalfair.engines.benefit_mc import benefit_fairness_mc, decide
+from causalfair.engines.benefit import eps_for, lambda_pairs, resolve_eps, weights_and_policy
+from causalfair.engines.benefit_mc import Visits, benefit_fairness_mc, decide
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy, action_probs, policy_table
@@ -72,14 +72,15 @@ def horizon_benefits(model: TabularModel, p: np.ndarray, horizon: int) -> np.nda
 
 
 def lambda_horizon_exact(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
-                         eps: float | str = 0.1, weights: str = "visitation",
+                         eps: float | str | None = None, weights: str = "visitation",
                          pair: tuple[int, int] = (0, 1), eps_source: str | None = None
                          ) -> BenefitResult:
     """Lambda_T of ``policy`` on a tabular ``model``, exactly (module docstring)."""
     if not isinstance(model, TabularModel):
         raise ModelError(f"model: expected a TabularModel, got {type(model).__name__}.")
     T = check_horizon(horizon)
-    check_eps(eps)
+    eps, declared = eps_for(eps, model)  # None: what the model declares, else "auto"
+    eps_source = eps_source or declared
     p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, T)
     mu = model.propagate(p, T)
     w, p_bar = weights_and_policy(model, p, T, weights, mu)
@@ -123,7 +124,7 @@ def _rollout_horizon(system: Any, policy: Any, T: int, n: int, seed: int, pname:
         rng_noise, rng_dec = seeded_rng(seed, _STREAM, g, 1), seeded_rng(seed, _STREAM, g, 2)
         noises = [sim.draw_noise(n, rng_noise) for _ in range(T)]
         uniforms = rng_dec.random((T, n))
-        levs, feats, deltas, probs = [], [], [], []
+        visits = Visits()
         for t in range(T):
             obs = sim.observe(state)
             p = action_probs(policy, obs, A, f"policy {pname!r}")
@@ -137,23 +138,16 @@ def _rollout_horizon(system: Any, policy: Any, T: int, n: int, seed: int, pname:
                     res = sim.step(branch, decide(pb, uniforms[s], A, base), noises[s])
                     totals[:, a] += np.asarray(res.gain, dtype=np.float64)
                     branch = res.state
-            deltas.append(totals - totals[:, base:base + 1])
-            probs.append(p)
-            if obs.level is not None:
-                levs.append(np.asarray(obs.level, dtype=np.intp))
-            if obs.features is not None:
-                feats.append(np.asarray(obs.features, dtype=np.float64))
+            visits.add(obs, totals - totals[:, base:base + 1], p)
             state = sim.step(state, decide(p, uniforms[t], A, base), noises[t]).state
-        out.append((np.concatenate(levs) if len(levs) == T else None,
-                    np.concatenate(feats) if len(feats) == T else None,
-                    np.concatenate(deltas), np.concatenate(probs), np.tile(np.arange(n), T)))
+        out.append(visits.arrays(n, T))
     lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
     feat_g = None if any(o[1] is None for o in out) else [o[1] for o in out]
     return lev_g, feat_g, [o[2] for o in out], [o[3] for o in out], [o[4] for o in out]
 
 
 def lambda_horizon_mc(system: Any, policy: Any, horizon: int | None = None, *,
-                      n: int = 2_000, seed: int = 0, eps: float | str = 0.1,
+                      n: int = 2_000, seed: int = 0, eps: float | str | None = None,
                       alpha: float = 0.05, n_boot: int = 200, pair: tuple[int, int] = (0, 1),
                       eps_source: str | None = None) -> BenefitResult:
     """Lambda_T of ``policy`` on ``system`` by forks to the horizon (module docstring),
@@ -170,11 +164,14 @@ def lambda_horizon_mc(system: Any, policy: Any, horizon: int | None = None, *,
 
 
 def lambda_horizon(system: Any, policy: Any, horizon: int | None = None, *,
-                   engine: str = "exact", eps: float | str = 0.1, weights: str = "visitation",
+                   engine: str = "exact", eps: float | str | None = None,
+                   weights: str = "visitation",
                    pair: tuple[int, int] = (0, 1), n: int = 2_000, seed: int = 0,
                    alpha: float = 0.05, eps_source: str | None = None) -> BenefitResult:
     """Lambda_T by the engine ``engine`` ("exact": the system's tabular model; "mc":
     forks), as :func:`causalfair.benefit_fairness` chooses it."""
+    eps, declared = eps_for(eps, system if isinstance(system, TabularModel) else as_system(system))
+    eps_source = eps_source or declared
     if engine == "exact":
         model = system if isinstance(system, TabularModel) else as_system(system).tabular
         T = 20 if horizon is None and isinstance(system, TabularModel) else (

@@ -69,7 +69,7 @@ from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, engine_for, z_quantile
 from causalfair.backends import engine_device
 from causalfair.engines._mc_base import check_work, engine_backend
-from causalfair.engines.benefit import benefit_fairness, check_eps, resolve_eps
+from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.montecarlo_coupled import joint_actions
 from causalfair.errors import InputError
 from causalfair.policies.core import action_probs, engine_policy
@@ -156,6 +156,34 @@ def decide(p: np.ndarray, u: np.ndarray, A: int, base: int) -> np.ndarray:
     return (u[:, None] >= np.cumsum(p[:, :-1], axis=1)).sum(axis=1)
 
 
+class Visits:
+    """One group's visits of a rollout of ``n`` individuals over ``T`` steps, step by step:
+    what each saw (levels, features), the benefits Delta of each action against the
+    baseline, the policy's action probabilities; :meth:`arrays` stacks them (individual
+    ``i`` of every step is row ``i`` of ``np.tile(np.arange(n), T)``)."""
+
+    def __init__(self) -> None:
+        self.levs: list[np.ndarray] = []
+        self.feats: list[np.ndarray] = []
+        self.deltas: list[np.ndarray] = []
+        self.probs: list[np.ndarray] = []
+
+    def add(self, obs: Any, deltas: np.ndarray, probs: np.ndarray) -> None:
+        self.deltas.append(deltas)
+        self.probs.append(probs)
+        if obs.level is not None:
+            self.levs.append(np.asarray(obs.level, dtype=np.intp))
+        if obs.features is not None:
+            self.feats.append(np.asarray(obs.features, dtype=np.float64))
+
+    def arrays(self, n: int, T: int) -> tuple[Any, ...]:
+        """(levels or None, features or None, deltas, probs, individual index)."""
+        return (np.concatenate(self.levs) if len(self.levs) == T else None,
+                np.concatenate(self.feats) if len(self.feats) == T else None,
+                np.concatenate(self.deltas), np.concatenate(self.probs),
+                np.tile(np.arange(n), T))
+
+
 def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
              jobs: Any = "auto") -> tuple:
     """Independent units: n per group, one fork per action at every visited state.
@@ -169,23 +197,16 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
     def group(g: int) -> tuple:
         state = sim.reset(n, g, _rng(seed, _STREAM, g, 0))
         rng_noise, rng_dec = _rng(seed, _STREAM, g, 1), _rng(seed, _STREAM, g, 2)
-        levs, feats, deltas, probs = [], [], [], []
+        visits = Visits()
         for _ in range(T):
             obs = sim.observe(state)
             p = action_probs(policy, obs, A, f"policy {pname!r}")
             noise = sim.draw_noise(n, rng_noise)
             gains = np.stack([sim.step(state, np.full(n, a) if A > 2 or base != 0 else
                                        np.full(n, bool(a)), noise).gain for a in range(A)], axis=1)
-            deltas.append(gains - gains[:, base:base + 1])
-            probs.append(p)
-            if obs.level is not None:
-                levs.append(np.asarray(obs.level, dtype=np.intp))
-            if obs.features is not None:
-                feats.append(np.asarray(obs.features, dtype=np.float64))
+            visits.add(obs, gains - gains[:, base:base + 1], p)
             state = sim.step(state, decide(p, rng_dec.random(n), A, base), noise).state
-        return (np.concatenate(levs) if len(levs) == T else None,
-                np.concatenate(feats) if len(feats) == T else None,
-                np.concatenate(deltas), np.concatenate(probs), np.tile(np.arange(n), T))
+        return visits.arrays(n, T)
 
     out = list(engine_backend(None, jobs, sim, policy).imap(group, range(G)))
     lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
@@ -257,7 +278,7 @@ def _rollout_coupled(system: Any, policy: Any, T: int, n: int, seed: int, pname:
 
 
 def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
-                        n: int = 20_000, seed: int = 0, eps: float | str = 0.1,
+                        n: int = 20_000, seed: int = 0, eps: float | str | None = None,
                         alpha: float = 0.05, bins: int = 4, n_boot: int = 200,
                         pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
                         eps_source: str | None = None, rollout: Any = None,
@@ -276,7 +297,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     pairs of :mod:`causalfair.engines.groups`): the rollout is made once and reused."""
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
-    eps = check_eps(eps)
+    eps, declared = eps_for(eps, system)  # None: what the system declares, else "auto"
+    eps_source = eps_source or declared
     for name, v, lo in (("n", n, 2), ("seed", seed, 0), ("bins", bins, 1), ("n_boot", n_boot, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"{name}: must be an integer >= {lo}, got {v!r}.")
@@ -402,7 +424,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
 
 
 def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
-                   engine: str = "auto", n: int = 20_000, seed: int = 0, eps: float | str = 0.1,
+                   engine: str = "auto", n: int = 20_000, seed: int = 0,
+                   eps: float | str | None = None,
                    weights: str = "visitation", alpha: float = 0.05,
                    pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
                    eps_source: str | None = None, device: str | None = None
@@ -417,6 +440,8 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
     the system's."""
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
+    eps, declared = eps_for(eps, system)  # None: what the system declares, else "auto"
+    eps_source = eps_source or declared
     kind = engine_for(system, engine)
     if kind == "exact":
         return benefit_fairness(system.tabular, policy, T, eps=eps, weights=weights, pair=pair,

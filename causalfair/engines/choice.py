@@ -39,6 +39,13 @@ def _check_engine(engine: Any) -> None:
                          f"{', '.join(ENGINES)}.")
 
 
+def _system(model: Any, engine: str) -> Any:
+    """What the engines read ``model`` as: a bare TabularModel as it is for the exact engine,
+    else :func:`~causalfair.systems.as_system` of it. Either way its declared eps (a model's
+    ``lambda_eps``, the System's gain built from it) is the same (:func:`eps_for`)."""
+    return model if isinstance(model, TabularModel) and engine != "mc" else as_system(model)
+
+
 def _resolved(policy: Any, system: Any) -> Any:
     """``policy`` as the engines evaluate it (:func:`causalfair.policies.resolve`); a table
     stays an array for the exact engine's own checks."""
@@ -55,8 +62,9 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     """Decomposition C = DPE + IPE + SPE of a policy, with Lambda (benefit fairness,
     method.md section 4, with ``eps`` and ``weights``: "visitation" or "initial") and its
     interval. ``eps``: a number in the gain's units, "auto" (scale-free: 0.1 x the 90th
-    percentile of |Delta|), or None: the value the system declares (0.1 on the lending
-    systems), else "auto"; on a bare TabularModel, None is 0.1.
+    percentile of |Delta|), or None: the value the system or tabular model declares
+    (``lambda_eps``: 0.1 on the lending models), else "auto"
+    (:func:`~causalfair.engines.benefit.eps_for`, for every door).
 
     ``model``: a :class:`~causalfair.model.TabularModel` (``horizon`` default 20) or a
     :class:`~causalfair.systems.System` (anything :func:`~causalfair.systems.as_system`
@@ -72,14 +80,12 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     :func:`~causalfair.engines.montecarlo.decompose_mc`.
     """
     _check_engine(engine)
-    if isinstance(model, TabularModel) and engine != "mc":
-        return _decompose_exact(model, _resolved(policy, model), 20 if horizon is None
-                                else horizon, gamma=gamma, pair=pair,
-                                eps=0.1 if eps is None else eps, weights=weights,
-                                policy_name=policy_name)
-
-    system = as_system(model)
+    system = _system(model, engine)
     eps, _ = eps_for(eps, system)
+    if isinstance(system, TabularModel):
+        return _decompose_exact(model, _resolved(policy, model), 20 if horizon is None
+                                else horizon, gamma=gamma, pair=pair, eps=eps, weights=weights,
+                                policy_name=policy_name)
     T = system.horizon if horizon is None else horizon
     policy = _resolved(policy, system)
     if engine_for(system, engine) == "exact":
@@ -114,12 +120,12 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     _check_engine(engine)
     if horizon_benefit:
         return _lambda_t(model, policy, horizon, eps, weights, pair, engine, n, seed, alpha)
-    if isinstance(model, TabularModel) and engine != "mc":
-        return _benefit_exact(model, _resolved(policy, model), 20 if horizon is None
-                              else horizon, eps=0.1 if eps is None else eps, weights=weights,
-                              pair=pair)
-    system = as_system(model)
+    system = _system(model, engine)
     eps, source = eps_for(eps, system)
+    if isinstance(system, TabularModel):
+        return _benefit_exact(model, _resolved(policy, model), 20 if horizon is None
+                              else horizon, eps=eps, weights=weights, pair=pair,
+                              eps_source=source)
     ben = system_benefit(system, _resolved(policy, system), horizon, engine=engine, n=n, seed=seed, eps=eps,
                          weights=weights, alpha=alpha, pair=pair, eps_source=source)
     if ben is None:
@@ -133,11 +139,11 @@ def _lambda_t(model: Any, policy: Any, horizon: int | None, eps: Any, weights: s
               pair: tuple[int, int], engine: str, n: int, seed: int,
               alpha: float) -> BenefitResult:
     """Lambda_T by the engine the system supports (exact from a tabular model, else forks)."""
-    if isinstance(model, TabularModel) and engine != "mc":
-        return lambda_horizon(model, _resolved(policy, model), horizon,
-                              eps=0.1 if eps is None else eps, weights=weights, pair=pair)
-    system = as_system(model)
+    system = _system(model, engine)
     eps, source = eps_for(eps, system)
+    if isinstance(system, TabularModel):
+        return lambda_horizon(model, _resolved(policy, model), horizon, eps=eps,
+                              weights=weights, pair=pair, eps_source=source)
     kind = engine_for(system, engine)
     if kind == "mc" and weights != "visitation":
         raise ModelError(f"weights: bad value {weights!r}; Lambda_T by forks weighs states by "

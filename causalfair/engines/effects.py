@@ -128,7 +128,7 @@ def decompose(
     *,
     gamma: float = 1.0,
     pair: tuple[int, int] | None = None,
-    eps: float = 0.1,
+    eps: float | str | None = None,
     weights: str = "visitation",
     policy_name: str | None = None,
 ) -> Decomposition:

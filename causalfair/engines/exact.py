@@ -49,7 +49,7 @@ class ExactNumbers:
 
 
 def exact_numbers(model: TabularModel, policy: Policy | np.ndarray, horizon: int, *,
-                  eps: float = 0.1, weights: str = "visitation",
+                  eps: float | str | None = None, weights: str = "visitation",
                   pair: tuple[int, int] | None = None, policy_name: str | None = None,
                   benefit: bool = False, notions: bool = False) -> ExactNumbers:
     """Exact numbers of ``policy`` on ``model`` over ``horizon`` epochs.

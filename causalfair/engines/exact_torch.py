@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import check_horizon
-from causalfair.engines.benefit import check_eps
+from causalfair.engines.benefit import model_eps
 from causalfair.model import ModelError, TabularModel
 
 __all__ = ["exact_metrics", "METRIC_NAMES"]
@@ -57,7 +57,7 @@ def _action_dists(model: TabularModel, p: Any, T: int, batched: bool) -> tuple[A
 
 
 def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1.0,
-                  eps: float = 0.1, weights: str = "visitation",
+                  eps: float | str | None = None, weights: str = "visitation",
                   pair: tuple[int, int] | None = None, batched: bool = False) -> dict[str, Any]:
     """Exact metrics of policy table ``p`` (a torch tensor) on ``model``.
 
@@ -70,7 +70,7 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
     import torch
 
     T = check_horizon(horizon)
-    eps = check_eps(eps)
+    eps, _ = model_eps(eps, model)  # None: what the model declares, else "auto" (a constant)
     if weights not in ("visitation", "initial"):
         raise ModelError(f"weights: unknown value {weights!r}; allowed values: visitation, initial.")
     if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):

@@ -230,7 +230,7 @@ class Frontier:
 
 def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None = None,
              points: int = 50, *, constraint: str = "C", dp_discount: float = 1.0,
-             audit: bool = True, lambda_eps: float = 0.1) -> Frontier:
+             audit: bool = True, lambda_eps: float | str | None = None) -> Frontier:
     """Sweep eps and return the utility-fairness :class:`Frontier`.
 
     The default grid has ``points`` values evenly spaced from the smallest achievable

@@ -182,6 +182,9 @@ def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
     sums = np.zeros((3 + job.A, T))
     A_, B, Z, R = (np.zeros(m) for _ in range(4))
     d0 = np.zeros(m, dtype=bool) if binary else np.full(m, job.base, dtype=np.intp)
+    # a simulator class may step pi, the pi^PS fork and pi0 of an epoch in one call, the
+    # same numbers as the three steps, consuming both states (GymSimulator.step_paths)
+    paths = getattr(type(sim), "step_paths", None) if crn else None
     for t in range(T):
         obs = sim.observe(state)
         if binary:
@@ -191,9 +194,12 @@ def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
             probs = action_probs(policy, obs, job.A, f"policy {name!r}")
             d = sample_actions(probs, rng_dec.random(m))
         noise = sim.draw_noise(m, rng_noise)
-        res = sim.step(state, d, noise)
-        fork = sim.step(state, d0, noise if crn else sim.draw_noise(m, rng_fork))
-        res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m, rng_0))
+        if paths is not None:  # the same three steps; the states are not stepped again
+            res, fork, res0 = paths(sim, state, d, state0, d0, noise)
+        else:
+            res = sim.step(state, d, noise)
+            fork = sim.step(state, d0, noise if crn else sim.draw_noise(m, rng_fork))
+            res0 = sim.step(state0, d0, noise if crn else sim.draw_noise(m, rng_0))
         for r in (res, fork, res0):
             if r.gain.shape != (m,) or r.reward.shape != (m,):
                 raise SimulatorContractError(
@@ -285,7 +291,7 @@ def decompose_mc(
     backend: Any = None,
     jobs: int | str | None = "auto",
     device: str | None = None,
-    eps: float = 0.1,
+    eps: float | str | None = None,
     alpha: float = 0.05,
     benefit_n: int | None = None,
 ) -> Decomposition:

@@ -167,7 +167,7 @@ def _as_table(model: TabularModel, policy: Any, horizon: int) -> tuple[np.ndarra
 
 
 def policy_metrics(model: TabularModel, policy: Any, horizon: int, *,
-                   dp_discount: float = 1.0, eps: float = 0.1) -> dict[str, Any]:
+                   dp_discount: float = 1.0, eps: float | str | None = None) -> dict[str, Any]:
     """Exact audit of one policy: utility, C, DPE, IPE, SPE, DP, Lambda (and the
     :class:`~causalfair.results.Decomposition` under ``"decomposition"``).
 
@@ -432,7 +432,7 @@ class OccupancyLP:
         return np.clip(p, 0.0, 1.0)
 
     def solve(self, eps: Any = None, constraint: str | Sequence[str] = "C", *,
-              audit: bool = True, raise_infeasible: bool = True, lambda_eps: float = 0.1,
+              audit: bool = True, raise_infeasible: bool = True, lambda_eps: float | str | None = None,
               ) -> LPResult:
         """Best time-indexed policy with |constraint| <= eps (see :func:`fair_lp`)."""
         bounds = _normalise_constraints(constraint, eps)
@@ -619,7 +619,7 @@ def _stationary(lp: OccupancyLP, bounds: Mapping[str, float], lambda_eps: float,
 
 def fair_lp(model: TabularModel, horizon: int, *, eps: Any, constraint: str | Sequence[str] = "C",
             dp_discount: float = 1.0, stationary: bool = False, audit: bool = True,
-            raise_infeasible: bool = True, lambda_eps: float = 0.1,
+            raise_infeasible: bool = True, lambda_eps: float | str | None = None,
             lp: OccupancyLP | None = None) -> LPResult:
     """The highest-utility policy with |constraint| <= eps on a tabular model.
 

@@ -9,6 +9,9 @@
 - :mod:`causalfair.logs.audit`: :func:`audit_logs` -> :class:`LogAudit` (decomposition,
   benefit fairness with the thresholded Lambda estimator, bootstrap CIs, positivity,
   optional dowhy cross-check);
+- :mod:`causalfair.logs.pretest`: the thresholded Lambda estimator and its interval;
+- :mod:`causalfair.logs.groups`: every group against a reference and every pair, from the
+  bootstrap replicates (:func:`compare_log_groups`);
 - :mod:`causalfair.logs.dowhy_check`: the dowhy cross-check of Delta(x, s) (imports dowhy
   lazily).
 """
@@ -30,6 +33,7 @@ from causalfair.logs.fit import (
     log_stats,
     positivity_bounds,
 )
+from causalfair.logs.groups import compare_log_groups
 from causalfair.logs.schema import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
@@ -59,6 +63,7 @@ __all__ = [
     "bin_states",
     "bootstrap_logs",
     "check_positivity",
+    "compare_log_groups",
     "fit_logs",
     "linear_potential",
     "log_stats",

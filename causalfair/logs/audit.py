@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,9 @@ from causalfair.engines.benefit import (
     benefit_fairness,
     check_eps,
     lambda_pairs,
+    model_eps,
     weights_and_policy,
 )
-from causalfair.engines.benefit_mc import lambda_hull
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.errors import InputError
 from causalfair.logs.dowhy_check import dowhy_check
@@ -38,6 +39,15 @@ from causalfair.logs.fit import (
     fit_ordinal,
     log_stats,
     positivity_bounds,
+)
+from causalfair.logs.groups import compare_log_groups
+from causalfair.logs.pretest import (
+    LAMBDA_ESTIMATORS,
+    LambdaEstimate,
+    check_lambda_estimator,
+    estimate_lambda,
+    lambda_interval_of,
+    threshold_lambda,
 )
 from causalfair.logs.schema import (
     MSG_FEATURE_POTENTIAL,
@@ -54,159 +64,9 @@ __all__ = ["LogAudit", "LambdaEstimate", "audit_logs", "fit_logs", "bootstrap_lo
 
 METHODS = ("counts", "ordinal", "multinomial")
 ON_POSITIVITY = ("error", "bounds")
-LAMBDA_ESTIMATORS = ("thresholded", "plugin")
 _HEADLINE = ("C", "DPE", "IPE", "SPE", "Lambda")
 
 
-# ------------------------------------------------------------- Lambda: the pre-test
-@dataclass(frozen=True, eq=False)
-class LambdaEstimate:
-    """How Lambda was estimated from the logs (see :func:`threshold_lambda`).
-
-    ``requested``: the ``lambda_estimator`` asked for; ``estimator``: the one used
-    ("thresholded", or "plugin", also when thresholding was asked for but there were
-    fewer than 2 bootstrap replicates to estimate standard errors with, see ``note``).
-    ``value``: the reported Lambda; ``plugin`` / ``thresholded``: both estimates (the
-    latter None without replicates). ``c_n``: the threshold multiplier sqrt(log n) for
-    n individuals. ``zero_gap[x, x']`` / ``zero_dp[x, x']``: pairs (x in s+, x' in s-)
-    whose benefit gap Delta(x,s+) - Delta(x',s-) / policy gap pi(d1|x,s+) -
-    pi(d1|x',s-) was set to 0; ``se_gap`` / ``se_dp``: their bootstrap standard errors
-    (K, K); ``gap`` / ``dp``: the full-data gaps (K, K). ``contributions``: per-pair
-    contributions to ``value``.
-    """
-
-    requested: str
-    estimator: str
-    value: float
-    plugin: float
-    thresholded: float | None
-    n: int
-    c_n: float | None
-    pair: tuple[int, int]
-    contributions: np.ndarray
-    zero_gap: np.ndarray | None = None
-    zero_dp: np.ndarray | None = None
-    se_gap: np.ndarray | None = None
-    se_dp: np.ndarray | None = None
-    gap: np.ndarray | None = None
-    dp: np.ndarray | None = None
-    levels: tuple[str, ...] = ()
-    groups: tuple[str, ...] = ()
-    note: str = ""
-
-    def zeroed_pairs(self) -> Any:
-        """The pairs whose gap was set to 0, one row each: the level in s+ and in s-,
-        which gap ("benefit" or "policy"), its full-data estimate and bootstrap se."""
-        import pandas as pd
-
-        ga, gb = (self.groups[i] for i in self.pair) if self.groups else ("s+", "s-")
-        cols = [f"level[{ga}]", f"level[{gb}]", "gap", "estimate", "se"]
-        recs = []
-        if self.zero_gap is not None:
-            for kind, mask, est, se in (("benefit", self.zero_gap, self.gap, self.se_gap),
-                                        ("policy", self.zero_dp, self.dp, self.se_dp)):
-                for xa, xb in zip(*np.nonzero(mask), strict=True):
-                    recs.append(dict(zip(cols, (self.levels[xa], self.levels[xb], kind,
-                                                float(est[xa, xb]), float(se[xa, xb])), strict=True)))
-        return pd.DataFrame(recs, columns=cols)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "requested": self.requested,
-            "estimator": self.estimator,
-            "value": self.value,
-            "plugin": self.plugin,
-            "thresholded": self.thresholded,
-            "n_individuals": self.n,
-            "c_n": self.c_n,
-            "rule": ("thresholded: a pair's gap is set to 0 where |gap| <= c_n * bootstrap se, "
-                     "c_n = sqrt(log n), in the estimate and in every bootstrap replicate"),
-        }
-        if self.zero_gap is not None:
-            out["zeroed_benefit_gaps"] = int(self.zero_gap.sum())
-            out["zeroed_policy_gaps"] = int(self.zero_dp.sum())
-            out["zeroed_pairs"] = self.zeroed_pairs().to_dict(orient="records")
-        if self.note:
-            out["note"] = self.note
-        return out
-
-    def summary(self) -> str:
-        if self.estimator == "plugin":
-            text = f"Lambda estimator: plug-in (Lambda = {self.plugin:.6f})"
-            return text + (f"; {self.note}" if self.note else "")
-        K = self.zero_gap.shape[0]
-        return (f"Lambda estimator: thresholded (pre-test, c_n = sqrt(log {self.n}) = "
-                f"{self.c_n:.3f}): benefit gap set to 0 at {int(self.zero_gap.sum())} and "
-                f"policy gap at {int(self.zero_dp.sum())} of {K * K} pairs; "
-                f"plug-in Lambda = {self.plugin:.6f}")
-
-
-def _pair_gaps(p: np.ndarray, delta: np.ndarray, pair: tuple[int, int]):
-    """(policy gap, benefit gap) per pair (x in a, x' in b): arrays (..., K, K)."""
-    a, b = pair
-    dp = p[..., a, :, None] - p[..., b, None, :]
-    gap = delta[..., a, :, None] - delta[..., b, None, :]
-    return dp, gap
-
-
-def _lambda_terms(dp: np.ndarray, gap: np.ndarray, w: np.ndarray, pair: tuple[int, int],
-                  eps: float) -> np.ndarray:
-    a, b = pair
-    return eps * np.abs(dp) / (eps + np.abs(gap)) * w[..., a, :, None] * w[..., b, None, :]
-
-
-def threshold_lambda(p: np.ndarray, delta: np.ndarray, w: np.ndarray, boot_p: np.ndarray,
-                     boot_delta: np.ndarray, boot_w: np.ndarray, *, pair: tuple[int, int],
-                     eps: float, c: float) -> dict[str, np.ndarray]:
-    """The thresholded ("pre-test") Lambda and its bootstrap replicates.
-
-    ``p``, ``delta``, ``w``: the full-data pi(d1 | x, s), Delta(x, s) and P(x | s), each
-    (G, K); ``boot_*``: the same in each bootstrap replicate, (B, G, K), B >= 2.
-
-    Lambda = sum eps |dp| / (eps + |gap|) w_a w_b contains |gap| and |dp| for every pair
-    (x, x'), with gap = Delta(x,s+) - Delta(x',s-) and dp = pi(d1|x,s+) - pi(d1|x',s-).
-    Where a true gap is exactly 0 (a group-symmetric environment: Delta(x,s+) =
-    Delta(x,s-)), |gap_hat| is biased away from 0 by the order of its standard error,
-    and the percentile bootstrap of |.| does not recover that bias (|.| is not
-    differentiable at 0). The pre-test removes the kink: with se(gap) the bootstrap
-    standard deviation of the pair's gap, the gap is set to exactly 0 where
-    |gap_hat| <= c * se(gap) (c = sqrt(log n) in :func:`audit_logs`), and the **same
-    mask** is applied in every replicate. dp is treated the same way; when pi is
-    supplied (no sampling error) se(dp) = 0 and nothing is masked. A pair is masked only
-    where its se is > 0.
-
-    Returns a dict: ``value`` (thresholded Lambda), ``plugin``, ``replicates`` (B,),
-    ``plugin_replicates`` (B,), ``contributions`` (K, K), ``zero_gap``, ``zero_dp``,
-    ``se_gap``, ``se_dp``, ``gap``, ``dp`` (K, K).
-    """
-    boot_p, boot_delta, boot_w = (np.asarray(v, dtype=np.float64) for v in (boot_p, boot_delta, boot_w))
-    if boot_delta.ndim != 3 or boot_delta.shape[0] < 2:
-        raise LogError("threshold_lambda: needs at least 2 bootstrap replicates (B, G, K).")
-    dp, gap = _pair_gaps(np.asarray(p, dtype=np.float64), np.asarray(delta, dtype=np.float64), pair)
-    bdp, bgap = _pair_gaps(boot_p, boot_delta, pair)
-    # a quantity equal in every replicate (a supplied policy table) has se exactly 0
-    # (np.std of equal values can round to ~1e-17)
-    se_gap = np.where(np.ptp(bgap, axis=0) > 0, bgap.std(axis=0, ddof=1), 0.0)
-    se_dp = np.where(np.ptp(bdp, axis=0) > 0, bdp.std(axis=0, ddof=1), 0.0)
-    zero_gap = (se_gap > 0) & (np.abs(gap) <= c * se_gap)
-    zero_dp = (se_dp > 0) & (np.abs(dp) <= c * se_dp)
-    w = np.asarray(w, dtype=np.float64)
-    contrib = _lambda_terms(np.where(zero_dp, 0.0, dp), np.where(zero_gap, 0.0, gap), w, pair, eps)
-    reps = _lambda_terms(np.where(zero_dp, 0.0, bdp), np.where(zero_gap, 0.0, bgap), boot_w,
-                         pair, eps).sum((-2, -1))
-    return {
-        "value": float(contrib.sum()),
-        "plugin": float(_lambda_terms(dp, gap, w, pair, eps).sum()),
-        "replicates": reps,
-        "plugin_replicates": _lambda_terms(bdp, bgap, boot_w, pair, eps).sum((-2, -1)),
-        "contributions": contrib,
-        "zero_gap": zero_gap,
-        "zero_dp": zero_dp,
-        "se_gap": se_gap,
-        "se_dp": se_dp,
-        "gap": gap,
-        "dp": dp,
-    }
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,6 +86,12 @@ class LogAudit:
     ``bootstrap["Lambda"]`` column are those of the estimator used; the bootstrap also
     holds ``Lambda[plugin]`` and ``Lambda[thresholded]``. ``binning``: the
     :class:`~causalfair.logs.schema.StateBinning` for feature-state logs, else None.
+    ``replicate_arrays``: pi(d1 | x, s), Delta(x, s) and P(x | s) of every bootstrap
+    replicate, (B, G, K) each, aligned with the rows of ``bootstrap`` (the inputs of every
+    pair's Lambda). ``reference``: the reference group asked for (None: the first);
+    ``groups``: the :class:`~causalfair.engines.groups.GroupComparison` (every group
+    against the reference, every pair, the worst pair; 95% intervals; see
+    :meth:`compare_groups`) with more than two groups or a reference named, else None.
     """
 
     decomposition: Any
@@ -247,6 +113,9 @@ class LogAudit:
     policy_source: str
     lambda_estimate: Any = None
     binning: Any = None
+    replicate_arrays: Any = None
+    reference: Any = None
+    groups: Any = None
 
     @property
     def identified(self) -> bool:
@@ -277,12 +146,10 @@ class LogAudit:
         0.94 / 0.96 at 1e3 / 1e4 / 1e5 individuals, against 0.75 / 0.93 / 0.95 and
         0.93 / 0.85 / 0.80 for either interval alone). With the plug-in estimator, or
         without replicates of both, the interval of the estimator used.
-        ``method``: ``"percentile"`` (bootstrap quantiles) or ``"normal"`` (estimate
-        +- z * bootstrap se, each estimator around its own estimate), clipped at 0."""
-        if not 0.0 < alpha < 1.0:
-            raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
-        if method not in ("percentile", "normal"):
-            raise InputError(f"method: unknown value {method!r}; allowed values: percentile, normal.")
+        ``method``: ``"percentile"`` (bootstrap quantiles, hulled with the estimates:
+        the interval always contains the reported Lambda) or ``"normal"`` (estimate +- z *
+        bootstrap se, each estimator around its own estimate), clipped at 0; both by
+        :func:`~causalfair.logs.pretest.lambda_interval_of`."""
         boot = self.bootstrap
         if boot is None or len(boot) < 2 or self.lambda_estimate is None:
             raise LogError("logs: no bootstrap replicates (n_boot < 2); rerun with n_boot >= 2.")
@@ -290,14 +157,22 @@ class LogAudit:
         cols = {"Lambda": lam.value}
         if lam.estimator == "thresholded" and "Lambda[plugin]" in boot.columns:
             cols = {"Lambda[thresholded]": lam.thresholded, "Lambda[plugin]": lam.plugin}
-        if method == "normal":  # the Monte Carlo engine's rule (one function for both)
-            return lambda_hull([(est, float(boot[col].std(ddof=1))) for col, est in cols.items()],
-                               alpha)
-        lo, hi = np.inf, -np.inf
-        for col in cols:
-            q = boot[col].quantile([alpha / 2.0, 1.0 - alpha / 2.0])
-            lo, hi = min(lo, float(q.iloc[0])), max(hi, float(q.iloc[1]))
-        return max(0.0, lo), hi
+        return lambda_interval_of([(est, boot[col]) for col, est in cols.items()], alpha, method)
+
+    def compare_groups(self, alpha: float = 0.05, *, reference: Any = None,
+                       selection: Mapping[str, Any] | None = None) -> Any:
+        """Every group against ``reference`` (default: the audit's, else the first group)
+        and every pair, with bootstrap intervals at level 1 - ``alpha`` from the audit's
+        replicates (no refit): a :class:`~causalfair.engines.groups.GroupComparison`
+        (:func:`causalfair.logs.groups.compare_log_groups`). ``selection``: the selection
+        rates observed in the log, for ``ratio_selection``."""
+        if not 0.0 < alpha < 1.0:
+            raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
+        return compare_log_groups(
+            self.decomposition, bootstrap=self.bootstrap, benefit=self.benefit,
+            lambda_estimate=self.lambda_estimate, replicate_arrays=self.replicate_arrays,
+            reference=self.reference if reference is None else reference, alpha=alpha,
+            selection=selection)
 
     def conf_int(self, alpha: float = 0.05) -> Any:
         """(1 - alpha) bootstrap percentile intervals, DataFrame (lower, upper) per quantity
@@ -359,6 +234,8 @@ class LogAudit:
                               "thresholded and plug-in intervals, see lambda_interval)",
                     "intervals": {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()},
                 }
+        if self.groups is not None:
+            out.update(self.compare_groups(alpha).to_dict())
         if self.lambda_estimate is not None:
             out["lambda_estimator"] = self.lambda_estimate.to_dict()
             if self.bootstrap is not None and len(self.bootstrap):
@@ -396,6 +273,8 @@ class LogAudit:
                 lines.append(row)
             if self.lambda_estimate is not None:
                 lines.append(f"  {self.lambda_estimate.summary()}")
+            if self.groups is not None:
+                lines += ["", *self._pairs_table(alpha)]
             lines += ["", "The decomposition below shows normal intervals, estimate +- z * bootstrap "
                       "standard error (the intervals audit verdicts use);",
                       "the percentile intervals above come from the same replicates.", "",
@@ -410,6 +289,20 @@ class LogAudit:
             lines += ["", self.dowhy.summary()]
         return "\n".join(lines)
 
+    def _pairs_table(self, alpha: float) -> list[str]:
+        gc = self.compare_groups(alpha)
+        lines = [f"Every pair (X-Y: X minus Y; reference group {gc.reference}; worst pair "
+                 f"{gc.worst}; {100 * (1 - alpha):g}% normal intervals, estimate +- z * "
+                 "bootstrap sd of the pair over the replicates):",
+                 f"  {'pair':<14} {'C':>10} {'C lower':>10} {'C upper':>10} {'DPE':>10} "
+                 f"{'IPE':>10} {'SPE':>10} {'Lambda':>9} {'ratio_V':>8}"]
+        for row in gc.rows():
+            p, c, lo, hi, dpe, ipe, spe, lam, rv = row[:9]
+            lines.append(f"  {p:<14} {c:>+10.6f} {lo:>+10.6f} {hi:>+10.6f} {dpe:>+10.6f} "
+                         f"{ipe:>+10.6f} {spe:>+10.6f} {_cell(lam, 9, '.6f')} "
+                         f"{_cell(rv, 8, '.4f')}" + ("  worst" if row[-1] else ""))
+        return lines
+
     def __str__(self) -> str:
         return self.summary()
 
@@ -419,6 +312,10 @@ class LogAudit:
         d = self.decomposition
         return (f"LogAudit(C={d.C:.6g}, DPE={d.DPE:.6g}, IPE={d.IPE:.6g}, SPE={d.SPE:.6g}, "
                 f"Lambda={d.Lambda:.6g}, n_individuals={self.n_individuals}, n_boot={self.n_boot})")
+
+
+def _cell(v: float | None, width: int, fmt: str) -> str:
+    return f"{'-':>{width}}" if v is None else f"{v:>{width}{fmt}}"
 
 
 # ----------------------------------------------------------------------------- fitting
@@ -542,54 +439,13 @@ def _bootstrap(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     return pd.DataFrame(rows), stacked
 
 
-def _check_lambda_estimator(value: Any) -> str:
-    if value not in LAMBDA_ESTIMATORS:
-        raise LogError(f"lambda_estimator: unknown value {value!r}; allowed values: "
-                       f"{', '.join(LAMBDA_ESTIMATORS)} (default thresholded).")
-    return str(value)
-
-
-def _lambda_threshold_c(n: int) -> float:
-    """c_n = sqrt(log n): grows without bound (so a true zero gap is zeroed with
-    probability -> 1) but slower than sqrt(n) (so a fixed non-zero gap, whose |gap| / se
-    grows like sqrt(n), is kept with probability -> 1)."""
-    return float(np.sqrt(np.log(max(int(n), 2))))
-
-
-def _estimate_lambda(requested: str, boot: Any, arrays: tuple, point: tuple, *, n: int,
-                     pair: tuple[int, int], eps: float, plugin_value: float,
-                     plugin_contrib: np.ndarray, levels: tuple[str, ...],
-                     groups: tuple[str, ...]) -> LambdaEstimate:
-    """Apply the requested estimator; adds the Lambda[plugin] / Lambda[thresholded]
-    columns to ``boot`` (in place) and sets its Lambda column to the estimator used."""
-    common = dict(requested=requested, n=int(n), pair=pair, levels=levels, groups=groups)
-    if boot is None or len(boot) < 2:
-        note = ("" if requested == "plugin" else
-                "thresholding needs bootstrap standard errors (n_boot >= 2); plug-in reported")
-        return LambdaEstimate(estimator="plugin", value=plugin_value, plugin=plugin_value,
-                              thresholded=None, c_n=None, contributions=plugin_contrib,
-                              note=note, **common)
-    c = _lambda_threshold_c(n)
-    res = threshold_lambda(*point, *arrays, pair=pair, eps=eps, c=c)
-    # both estimators from the same arithmetic (threshold_lambda), so that they agree
-    # bit for bit where nothing is masked
-    boot["Lambda[plugin]"] = res["plugin_replicates"]
-    boot["Lambda[thresholded]"] = res["replicates"]
-    use_thr = requested == "thresholded"
-    boot["Lambda"] = res["replicates"] if use_thr else res["plugin_replicates"]
-    plug = _lambda_terms(res["dp"], res["gap"], np.asarray(point[2], dtype=np.float64), pair, eps)
-    return LambdaEstimate(
-        estimator=requested, value=res["value"] if use_thr else res["plugin"],
-        plugin=res["plugin"], thresholded=res["value"], c_n=c,
-        contributions=res["contributions"] if use_thr else plug,
-        zero_gap=res["zero_gap"], zero_dp=res["zero_dp"], se_gap=res["se_gap"],
-        se_dp=res["se_dp"], gap=res["gap"], dp=res["dp"], **common)
 
 
 def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
                    policy: np.ndarray | None, method: str = "counts",
                    alpha: float = DEFAULT_ALPHA, potential: Any = None,
-                   groups: tuple[str, ...], eps: float = 0.1, weights: str = "visitation",
+                   groups: tuple[str, ...], eps: float | str | None = None,
+                   weights: str = "visitation",
                    chunk: int = 50, start: Any = None, pair: tuple[int, int] | None = None,
                    lambda_estimator: str = "thresholded",
                    levels: tuple[str, ...] | None = None) -> Any:
@@ -607,10 +463,12 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     comes from the full-data fit, which this function computes; see
     :func:`threshold_lambda`).
     """
-    requested = _check_lambda_estimator(lambda_estimator)
-    eps = check_eps(eps)
+    requested = check_lambda_estimator(lambda_estimator)
+    if eps is not None:
+        check_eps(eps)
     model, p_log, params = _fit(stats, stats.total(), method=method, alpha=alpha,
                                 potential=potential, groups=groups, start=start, levels=levels)
+    eps = model_eps(eps, model)[0]  # one number for every replicate
     p = p_log if policy is None else np.asarray(policy, dtype=np.float64)
     if pair is None:
         pair = decompose(model, p, horizon, eps=eps, weights=weights).pair
@@ -623,7 +481,7 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     delta = model.benefit()
 
     contrib = lambda_pairs(p_bar, delta, w, pair, eps)
-    _estimate_lambda(requested, boot, arrays, (p_bar, delta, w), n=stats.n_individuals,
+    estimate_lambda(requested, boot, arrays, (p_bar, delta, w), n=stats.n_individuals,
                      pair=pair, eps=eps, plugin_value=float(contrib.sum()),
                      plugin_contrib=contrib, levels=tuple(model.level_labels),
                      groups=tuple(model.group_names))
@@ -641,7 +499,7 @@ def audit_logs(
     on_positivity: str = "error",
     method: str = "counts",
     alpha_smooth: float = DEFAULT_ALPHA,
-    eps: float = 0.1,
+    eps: float | str | None = None,
     weights: str = "visitation",
     lambda_estimator: str = "thresholded",
     n_levels: int | None = None,
@@ -651,6 +509,7 @@ def audit_logs(
     next_state: Any = None,
     dowhy: bool = False,
     dowhy_options: dict[str, Any] | None = None,
+    reference: Any = None,
 ) -> LogAudit:
     """Estimate C, DPE, IPE, SPE, Delta and Lambda of the logged policy from decision logs.
 
@@ -673,9 +532,17 @@ def audit_logs(
     is in ``LogAudit.lambda_estimate``. ``dowhy``: add
     the dowhy cross-check of Delta(x, s) and the refuters (slow; options in
     ``dowhy_options``, see :func:`causalfair.logs.dowhy_check.dowhy_check`).
+    ``eps``: Lambda's benefit resolution (a number in the gain's units, ``"auto"``, or
+    None: 0.1 with the default lending potential, "auto" with a potential of your own;
+    :func:`causalfair.engines.benefit.eps_for`), fixed from the full-data fit for every
+    bootstrap replicate. ``reference``: the reference group of the per-pair comparison (a group name or index;
+    default the first); with more than two groups, or a reference named, the result's
+    ``groups`` holds every group against it and every pair (:meth:`LogAudit.compare_groups`).
     """
     _check_options(method, alpha_smooth)
-    requested = _check_lambda_estimator(lambda_estimator)
+    requested = check_lambda_estimator(lambda_estimator)
+    if eps is not None:
+        check_eps(eps)
     if on_positivity not in ON_POSITIVITY:
         raise LogError(f"on_positivity: unknown value {on_positivity!r}; allowed values: "
                        f"{', '.join(ON_POSITIVITY)}.")
@@ -693,6 +560,9 @@ def audit_logs(
     model, p_log, params = _fit(stats, total, method=method, alpha=alpha_smooth,
                                 potential=potential, groups=data.groups, levels=levels)
     p, source = _resolve_policy(policy, model, p_log, T)
+    # one number for the estimate and every replicate: given, declared by the fitted model
+    # (the lending potential's 0.1) or "auto" from the full-data benefits
+    eps, eps_source = model_eps(eps, model)
     u = stats.unpack(total)
     pos = check_positivity(u["trans"], u["init"], p, T, data.groups)
     common = dict(
@@ -709,7 +579,8 @@ def audit_logs(
         return LogAudit(decomposition=None, benefit=None, bootstrap=None, bounds=bounds,
                         dowhy=None, n_boot=0, **common)
     dec = decompose(model, p, T, eps=eps, weights=weights, policy_name=source)
-    ben = benefit_fairness(model, p, T, eps=eps, weights=weights, pair=dec.pair)
+    ben = dataclasses.replace(benefit_fairness(model, p, T, eps=eps, weights=weights,
+                                               pair=dec.pair), eps_source=eps_source)
     boot = arrays = None
     if n_boot > 0:
         boot, arrays = _bootstrap(stats, n_boot=int(n_boot), seed=seed, horizon=T,
@@ -717,18 +588,22 @@ def audit_logs(
                                   alpha=alpha_smooth, potential=potential, groups=data.groups,
                                   eps=eps, weights=weights, chunk=50, start=params,
                                   pair=dec.pair, levels=levels)
-    lam = _estimate_lambda(requested, boot, arrays, (ben.p_d1, ben.delta, ben.state_weights),
+    lam = estimate_lambda(requested, boot, arrays, (ben.p_d1, ben.delta, ben.state_weights),
                            n=data.n_individuals, pair=dec.pair, eps=ben.eps,
                            plugin_value=ben.Lambda, plugin_contrib=ben.contributions,
                            levels=tuple(model.level_labels), groups=tuple(model.group_names))
     if lam.estimator != "plugin":
         ben = dataclasses.replace(ben, Lambda=lam.value, contributions=lam.contributions)
     dec = dataclasses.replace(dec, engine="logs", Lambda=lam.value)
-    if boot is not None:
+    if boot is not None and len(boot) >= 2:  # one replicate has no standard deviation
         se = boot.std(ddof=1).to_dict()
         dec = dataclasses.replace(dec, se=se, seed=int(seed))
     check = None
     if dowhy:
         check = dowhy_check(data, model.potential, seed=seed, **(dowhy_options or {}))
-    return LogAudit(decomposition=dec, benefit=ben, bootstrap=boot, bounds=None, dowhy=check,
-                    n_boot=int(n_boot), lambda_estimate=lam, **common)
+    out = LogAudit(decomposition=dec, benefit=ben, bootstrap=boot, bounds=None, dowhy=check,
+                   n_boot=int(n_boot), lambda_estimate=lam, replicate_arrays=arrays,
+                   reference=reference, **common)
+    if len(dec.groups) > 2 or reference is not None:  # a bad reference is refused here
+        out = dataclasses.replace(out, groups=out.compare_groups())
+    return out

@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.engines.benefit import WEIGHTS
+from causalfair.engines.benefit import WEIGHTS, model_eps
 from causalfair.logs.schema import LogData, LogError
 from causalfair.model import TabularModel
-from causalfair.systems.lending.settings import lending_potential
+from causalfair.systems.lending.settings import LENDING_LAMBDA_EPS, lending_potential
 
 __all__ = [
     "LogStats",
@@ -200,6 +200,9 @@ def fit_counts(stats: LogStats, vec: np.ndarray, *, alpha: float = DEFAULT_ALPHA
         level_labels=levels,
         aux=aux,
         name=name,
+        # the default potential is the lending one, whose gain unit seed 003 pins eps in;
+        # a potential of the user's own declares nothing (eps "auto": engines.benefit.eps_for)
+        lambda_eps=LENDING_LAMBDA_EPS if potential is None else None,
     )
     return model, _policy_from_counts(n)
 
@@ -474,7 +477,7 @@ def _dp_bounds(model: Any, unknown: np.ndarray, q: np.ndarray, r: np.ndarray, ho
 
 
 def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon: int, *,
-                      pair: tuple[int, int] = (0, 1), eps: float = 0.1,
+                      pair: tuple[int, int] = (0, 1), eps: float | str | None = None,
                       weights: str = "visitation") -> Any:
     """Bounds on every figure when the kernel rows ``unknown[s, d, x]`` are not identified.
 
@@ -487,9 +490,11 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
     have separate rows). Delta(x, s) at an unknown row uses h_d in [min f - f(x),
     max f - f(x)]; Lambda is bounded termwise with P(x | s) of the fitted model.
     Returns a DataFrame indexed by quantity with columns lower, upper, identified.
+    ``eps``: Lambda's (None: what the model declares, else "auto"; engines.benefit.eps_for).
     """
     import pandas as pd
 
+    eps = model_eps(eps, model)[0]
     K = model.n_levels
     p = np.asarray(p_d1, dtype=np.float64)
     if p.ndim == 3:

@@ -6,9 +6,10 @@ Formats :func:`load_checkpoint` reads:
 - ``.npz`` (written by :func:`save_checkpoint` for a ``.npz`` path): the weights as arrays
   plus a JSON metadata block, read with ``allow_pickle=False`` and evaluated in numpy
   (:class:`NumpyMLPPolicy`): loading and auditing import no torch at all;
-- ``.pt`` (a ``.pt`` path): a torch ``state_dict`` plus the same metadata, read with
-  ``torch.load(weights_only=True)``;
-- ``.zip``: a stable-baselines3 model. Only its ``policy.pth`` weights (``weights_only``)
+- ``.pt`` (a ``.pt`` path): a torch ``state_dict`` plus the same metadata, read without
+  torch by :func:`causalfair.policies.torchzip.load_weights` (the weights-only subset of
+  torch's format; ``torch.load(weights_only=True)`` for anything outside it);
+- ``.zip``: a stable-baselines3 model. Only its ``policy.pth`` weights (read the same way)
   and the plain JSON fields of its ``data`` file are read, never its pickled fields; the
   architecture comes from the weights' shapes.
 
@@ -29,6 +30,7 @@ import io
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,7 @@ from causalfair.policies.population import (
     PopulationAgent,
     ThresholdActor,
 )
+from causalfair.policies.torchzip import TorchZipError, load_weights
 from causalfair.types import Observation
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "save_checkpoint",
@@ -290,7 +293,7 @@ def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
 
 def _check_torch_archive(src: Any, where: str) -> None:
     """Refuse a torch file (a zip archive, as ``torch.save`` writes) whose members declare
-    more than :data:`MAX_PARAMETERS` float64 numbers, before torch inflates any of them."""
+    more than :data:`MAX_PARAMETERS` float64 numbers, before any of them is inflated."""
     with open_zip(src, where, CheckpointError) as zf:
         declared = sum(i.file_size for i in zf.infolist())
     if declared > _MAX_PTH_BYTES:
@@ -303,8 +306,6 @@ def _check_torch_archive(src: Any, where: str) -> None:
 
 
 def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
-    import torch
-
     with open(path, "rb") as fh:
         is_zip = fh.read(4) == b"PK\x03\x04"
     if not is_zip:  # torch's legacy format allocates what its pickle declares
@@ -314,11 +315,10 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     _check_torch_archive(path, f"checkpoint {path}")
 
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any failure means "cannot load"
+        payload = load_weights(str(path), cap=_MAX_PTH_BYTES, where=f"checkpoint {path}")
+    except TorchZipError as exc:
         raise CheckpointError(
-            f"checkpoint {path}: cannot be loaded safely ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); causalfair loads checkpoints "
+            f"checkpoint {path}: cannot be loaded safely ({exc}); causalfair loads checkpoints "
             "with weights_only=True and reads files written by causalfair.save_checkpoint.") from None
     if not isinstance(payload, dict) or "meta_json" not in payload or "state_dict" not in payload:
         raise CheckpointError(
@@ -330,9 +330,9 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     meta = read_json(payload["meta_json"], f"checkpoint {path}: meta_json", CheckpointError)
     arch, sizes, act, n_out, enc = _validate_meta(meta, path)
     state = payload["state_dict"]
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
         raise CheckpointError(f"checkpoint {path}: state_dict must map names to tensors.")
-    layers = [(W.detach().to(torch.float32).numpy(), b.detach().to(torch.float32).numpy())
+    layers = [(W.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
               for W, b in _check_shapes(state, sizes, path)]
     for W, b in layers:
         if not (np.isfinite(W).all() and np.isfinite(b).all()):
@@ -359,14 +359,12 @@ def _load_sb3_zip(path: Path, activation: str) -> tuple[NumpyMLPPolicy, dict[str
         data = read_json(read_member(zf, "data", where, CheckpointError, cap=_MAX_DATA_BYTES),
                          f"{where}: member data", CheckpointError) if "data" in names else {}
     _check_torch_archive(io.BytesIO(raw), f"{where}: member policy.pth")
-    import torch
-
     try:
-        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any failure means "cannot load"
+        state = load_weights(io.BytesIO(raw), cap=_MAX_PTH_BYTES, where=f"{where}: member policy.pth")
+    except TorchZipError as exc:
         raise CheckpointError(
             f"{where}: cannot be read as a stable-baselines3 model without unpickling "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}).") from None
+            f"({exc}).") from None
     space = data.get("observation_space") if isinstance(data, dict) else None
     shape = space.get("_shape", space.get("shape")) if isinstance(space, dict) else None
     return sb3_network(state, shape, activation, where=where, name=path.stem, source=str(path))
@@ -385,9 +383,8 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
     as a :class:`NumpyMLPPolicy` reading ``prod(obs_shape)`` features. The one reader of
     SB3 weights: a saved ``.zip`` and a model in memory
     (:class:`causalfair.policies.adapters.SB3Policy`) give the same network. Every key, dtype and
-    shape is checked, and ``obs_shape`` (None: not checked) against the input width."""
-    import torch
-
+    shape is checked, and ``obs_shape`` (None: not checked) against the input width. The
+    weights are numpy arrays (read from a file) or torch tensors (a model in memory)."""
     if not isinstance(state, Mapping) or not all(isinstance(k, str) for k in state):
         raise CheckpointError(f"{where}: policy.pth is not a state dict (names to tensors).")
     extractor = sorted(k for k in state if "features_extractor." in k)
@@ -421,8 +418,8 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
         for part, t in (("weight", W), ("bias", b)):
             if t is None:
                 raise CheckpointError(f"{where}: policy.pth has no {key}.{part}.")
-            if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-                kind = f"a {t.dtype} tensor" if isinstance(t, torch.Tensor) else type(t).__name__
+            kind = _weight_kind(t)
+            if kind:
                 raise CheckpointError(f"{where}: policy.pth {key}.{part} is {kind}; expected "
                                       "a floating-point tensor.")
         if W.ndim != 2 or tuple(b.shape) != (W.shape[0],):
@@ -451,8 +448,7 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
             raise CheckpointError(
                 f"{where}: the observation space has shape {tuple(obs_shape)} "
                 f"({math.prod(obs_shape)} inputs), but the network takes {sizes[0]} inputs.")
-    arrays = [(W.detach().cpu().to(torch.float32).numpy(), b.detach().cpu().to(torch.float32).numpy())
-              for W, b in layers]
+    arrays = [(_float32(W), _float32(b)) for W, b in layers]
     if not all(np.isfinite(W).all() and np.isfinite(b).all() for W, b in arrays):
         raise CheckpointError(f"{where}: weights contain NaN or inf.")
     enc = FeatureEncoding("features", width_=sizes[0])
@@ -461,6 +457,26 @@ def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name
         "activation": activation}, "encoding": enc.to_dict(),
         "metadata": {"name": name, "n_actions": sizes[-1]}}
     return NumpyMLPPolicy(arrays, enc, activation=activation, name=name, source=source), meta
+
+
+def _is_tensor(t: Any) -> bool:
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
+    return torch is not None and isinstance(t, torch.Tensor)
+
+
+def _weight_kind(t: Any) -> str:
+    """'' for a floating-point array or tensor, else what ``t`` is (for the message)."""
+    if isinstance(t, np.ndarray):
+        return "" if t.dtype.kind == "f" else f"a torch.{t.dtype} tensor"
+    if _is_tensor(t):
+        return "" if t.is_floating_point() else f"a {t.dtype} tensor"
+    return type(t).__name__
+
+
+def _float32(t: Any) -> np.ndarray:
+    if _is_tensor(t):
+        return t.detach().cpu().float().numpy()
+    return t.astype(np.float32, copy=False)
 
 
 # ------------------------------------ population agents (Yin et al. NeurIPS 2023)

@@ -205,12 +205,14 @@ class InfectiousSimulator:
         """One step of whole replicas: the next health into ``nxt``, the members newly
         infected into ``demand``."""
         U = self.units
-        h = np.where(d & (health == SUS), np.int8(REC), health)  # 1. treatment: S -> R
+        treated = (d & (health == SUS)).view(np.int8)  # 1. treatment: S (0) -> R (2)
+        h = health + REC * treated
         k = ((h == INF).reshape(-1, U).astype(np.float32) @ self._adj32).reshape(-1)
         idx = h.astype(np.int16) * np.int16(U + 1) + k.astype(np.int16)
         move = noise < self._p_move.take(idx)  # 2.-4. infection, recovery, loss
         np.add(h, move.view(np.int8), out=nxt)  # each code moves to the next: S -> I -> R (-> S)
-        nxt[nxt == 3] = SUS
+        if self.loss:  # without loss of immunity no R member moves, and no code reaches 3
+            nxt[nxt == 3] = SUS
         np.logical_and(move, h == SUS, out=demand.view(bool))
 
 

@@ -453,6 +453,7 @@ def _from_tabular(model: TabularModel, sid: str, params: Mapping[str, Any]) -> S
         decisions=DecisionSet(labels=model.action_labels or labels, baseline=model.baseline),
         levels=tuple(model.level_labels),
         features=model.feature_names if model.features is not None else None,
+        gain=Gain(lambda_eps=model.lambda_eps),  # what the model declares (None: "auto")
         structure=model.structure,
         tabular=model,
         group_weights=model.group_weights,

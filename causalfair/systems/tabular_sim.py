@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from causalfair.errors import InputError
 from causalfair.model import TabularModel
 from causalfair.types import Observation, StepResult
 
@@ -47,14 +48,44 @@ class TabularState:
     group_id: int | None = None
 
 
+def _guide_table(cdf: np.ndarray, buckets: int) -> np.ndarray:
+    """The guide table of inverse-CDF sampling (Chen & Asau 1974; Devroye 1986, section
+    III.2.4) for the rows of ``cdf`` (cells, K - 1), each nondecreasing (a cumulative sum
+    of probabilities): entry ``[cell, b]`` is the count of the row's values <= u, the same
+    for every u in bucket b, or -1 where a value falls strictly inside the bucket (there
+    the count depends on u).
+
+    Bucket b < ``buckets`` holds u in [b / buckets, (b + 1) / buckets) (``buckets`` is a
+    power of two, so ``u * buckets`` is exact and its integer part is b); bucket 0 also
+    holds every u < 0 and bucket ``buckets`` every u >= 1, so that with ``np.clip`` the
+    table answers for any u exactly as counting ``u >= row`` does.
+    """
+    edges = np.arange(1, buckets + 1) / buckets
+    lower = np.concatenate([[-np.inf], edges])  # bucket b holds lower[b] <= u < upper[b]
+    upper = np.concatenate([edges, [np.inf]])
+    table = np.empty((cdf.shape[0], buckets + 1), dtype=np.intp)
+    for cell, row in enumerate(cdf):
+        count = np.searchsorted(row, lower, side="right")  # values <= lower
+        table[cell] = np.where(np.searchsorted(row, upper, side="left") > count, -1, count)
+    return table
+
+
+#: Buckets per level in a CDF row of the guide table: about (K - 1) / buckets of the
+#: uniforms fall in a bucket that holds a CDF value; the table stays within 2**21 entries.
+_GUIDE_PER_LEVEL = 64
+_GUIDE_MAX_ENTRIES = 1 << 21
+
+
 class TabularSimulator:
     """Individual-level simulator of any :class:`~causalfair.model.TabularModel`.
 
     The next level is drawn by inverse CDF from the kernel row P(. | x, d, s) with one
-    uniform per individual (the noise), so forks with other decisions share it; the
-    reward of a step is the model's expected reward r[s, d, x] (a tabular model stores
-    no more). Slower than :class:`LendingSimulator` (a (n, K) comparison per step) but
-    works for every tabular model.
+    uniform u per individual (the noise), so forks with other decisions share it: it is
+    the number of the row's cumulative sums (``np.cumsum`` of the row, last one left out)
+    that are <= u. A guide table (:func:`_guide_table`) gives that count for most u with
+    one lookup; the few u that fall in a bucket holding a CDF value are counted against
+    their row. The reward of a step is the model's expected reward r[s, d, x] (a tabular
+    model stores no more).
     """
 
     def __init__(self, model: TabularModel):
@@ -64,10 +95,19 @@ class TabularSimulator:
         self.group_names = tuple(model.group_names)
         self.group_weights = np.asarray(model.group_weights, dtype=np.float64)
         self.name = model.name
+        self.n_actions = model.n_actions
+        self.baseline = model.baseline
         self._init_cdf = np.cumsum(model.initial, axis=1)
-        cdf = np.cumsum(model.kernel, axis=-1)
-        cdf[..., -1] = np.inf  # rounding: the last level catches u close to 1
-        self._cdf = cdf[..., :-1]  # (G, 2, K, K - 1)
+        K = self.n_levels
+        # every table is indexed by cell = (s * A + d) * K + x
+        self._cdf = np.cumsum(model.kernel, axis=-1)[..., :-1].reshape(-1, K - 1)
+        cells = self._cdf.shape[0]
+        buckets = 1 << int(np.ceil(np.log2(_GUIDE_PER_LEVEL * K)))
+        while buckets > 1 and cells * (buckets + 1) > _GUIDE_MAX_ENTRIES:
+            buckets //= 2
+        self._buckets = buckets
+        self._guide = _guide_table(self._cdf, buckets).reshape(-1)
+        self._reward = model.reward.reshape(-1)
         self._f = model.potential  # (G, K)
 
     def reset(self, n: int, group: int | np.ndarray, rng: np.random.Generator) -> TabularState:
@@ -88,12 +128,40 @@ class TabularSimulator:
     def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.random(n)
 
+    def _next_level(self, cell: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The count of the CDF values of row ``cell`` that are <= ``u``, per individual."""
+        B = self._buckets
+        scaled = u * B  # exact: B is a power of two
+        np.clip(scaled, 0, B, out=scaled)
+        bucket = scaled.astype(np.intp)
+        bucket += cell * (B + 1)
+        nxt = self._guide.take(bucket)
+        todo = np.flatnonzero(nxt < 0)
+        if todo.size:
+            nxt[todo] = (u[todo, None] >= self._cdf[cell[todo]]).sum(axis=1)
+        return nxt
+
     def step(self, state: TabularState, decisions: np.ndarray, noise: np.ndarray) -> StepResult:
         x, g = state.level, state.group
-        d = np.asarray(decisions).astype(np.intp)
-        nxt = (noise[:, None] >= self._cdf[g, d, x]).sum(axis=1)
-        gain = self._f[g, nxt] - self._f[g, x]
-        reward = self.model.reward[g, d, x]
+        A, K = self.model.n_actions, self.n_levels
+        d = np.asarray(decisions)
+        if d.dtype != np.bool_:
+            d = d.astype(np.intp, copy=False)
+            if d.size and (d.min() < 0 or d.max() >= A):
+                bad = d[(d < 0) | (d >= A)][0]
+                raise InputError(f"decisions: must be action indices in [0, {A}), got {bad}; "
+                                 "pass one action index (or bool for two actions) per "
+                                 "individual.")
+        s = g if state.group_id is None else state.group_id  # an int: one group
+        cell = x + s * (A * K)
+        cell += d * K
+        nxt = self._next_level(cell, np.asarray(noise, dtype=np.float64))
+        if state.group_id is None:
+            f, x_row, nxt_row = self._f.reshape(-1), g * K + x, g * K + nxt
+        else:
+            f, x_row, nxt_row = self._f[state.group_id], x, nxt
+        gain = f.take(nxt_row) - f.take(x_row)
+        reward = self._reward.take(cell)
         return StepResult(state=TabularState(level=nxt, group=g, t=state.t + 1,
                                              group_id=state.group_id),
                           reward=reward, gain=gain)

@@ -173,7 +173,7 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
     from causalfair.train.core import exact_metrics
 
     table = trainer.policy_table()
-    metrics = exact_metrics(trainer.model, table, config.horizon, config.lambda_eps)
+    metrics = exact_metrics(trainer.model, table, config.horizon, trainer.eps)
     return TrainResult(
         policy=trainer.torch_policy(),
         checkpoint=ckpt,

@@ -18,7 +18,7 @@ from typing import Any
 
 from causalfair._limits import check_memory
 from causalfair.errors import ConfigError
-from causalfair.thresholds import PPO_LAG_KEYS, parse_constraint
+from causalfair.thresholds import PPO_LAG_KEYS, is_repair_key, parse_constraint
 from causalfair.train.algorithms import names
 
 __all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_FIELDS"]
@@ -156,10 +156,11 @@ class TrainConfig:
     beta_lambda: float = 0.5
     """PPO-Cb weight of Lambda (paper gives none; ours)."""
     constraints: tuple[str, ...] = ()
-    """PPO-Lagrangian (``ppo-c`` on a non-lending system; ours): thresholds such as
-    ``"abs_C<=0.05"`` (any key of ``causalfair.thresholds.PPO_LAG_KEYS``: C, DPE, IPE,
-    SPE, their ``abs_`` forms, Lambda), each with its own Lagrange multiplier in place of
-    the fixed betas, moved at every audit on the audit's value of that key (the far end
+    """PPO-Lagrangian (any objective of the generic trainer on a non-lending system; ours):
+    thresholds such as ``"abs_C<=0.05"`` (any key of ``causalfair.thresholds.PPO_LAG_KEYS``:
+    C, DPE, IPE, SPE, their ``abs_`` forms, Lambda; one pair's ``abs_C[A-B]``; every
+    pair's ``max_abs_C``), each with its own Lagrange multiplier on top of the objective's
+    own penalty (betas), moved at every audit on the audit's value of that key (the far end
     of its 95% CI): lambda <- max(0, lambda + lagrange_lr * (q / |bound| - bound / |bound|)).
     C and Lambda also enter the loss through their surrogates (lambda * q / |bound|); the
     others only through the selection: a constraint counts as met on the audit's numbers
@@ -173,8 +174,9 @@ class TrainConfig:
     ``eval_every`` iterations on a system without a tabular model. With ``constraints``
     its 95% CI must be narrower than the bound to pass (about 0.07 for C on the clinic
     example at 2,000, 0.024 at 20,000)."""
-    lambda_eps: float = 0.1
-    """Lambda's eps (spec default 0.1)."""
+    lambda_eps: float | None = None
+    """Lambda's eps in the gain's units (None: what the system declares, 0.1 on the lending
+    settings, else "auto" resolved once when training starts; engines.benefit.eps_for)."""
 
     # ------------------------------------------------------------------ A-PPO
     appo_beta0: float = 1.0
@@ -265,6 +267,8 @@ class TrainConfig:
             raise bad("n_minibatches", self.n_minibatches, "must be <= n_individuals")
         for name in ("lr", "kl_target", "lambda_eps", "clip_range"):
             v = getattr(self, name)
+            if name == "lambda_eps" and v is None:
+                continue
             if not (isinstance(v, (int, float)) and v > 0):
                 raise bad(name, v, "must be a number > 0")
         for name in ("gamma", "gae_lambda"):
@@ -283,12 +287,13 @@ class TrainConfig:
                     key = parse_constraint(text).key
                 except Exception as exc:  # noqa: BLE001 - re-raised as a config error
                     raise ConfigError(f"constraints: {exc}") from None
-                if key not in PPO_LAG_KEYS:
+                if not is_repair_key(key):
                     raise bad("constraints", text, f"the sampled trainer imposes "
-                              f"{', '.join(PPO_LAG_KEYS)}; {key!r} is not among them")
-            if self.algo != "ppo-c":
-                raise bad("algo", self.algo, "constraints are imposed by PPO-Lagrangian, "
-                          "algo 'ppo-c'")
+                              f"{', '.join(PPO_LAG_KEYS)} (also key[A-B], max_key); {key!r} "
+                              "is not among them")
+            if self.algo not in names(generic=True):
+                raise bad("algo", self.algo, "constraints are imposed by PPO-Lagrangian on "
+                          f"top of one of {', '.join(names(generic=True))}")
         if not (isinstance(self.lagrange_lr, (int, float)) and self.lagrange_lr > 0):
             raise bad("lagrange_lr", self.lagrange_lr, "must be a number > 0")
         if not isinstance(self.system, str) or not isinstance(self.system_params, dict):

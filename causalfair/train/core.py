@@ -45,6 +45,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from causalfair.engines.benefit import model_eps
 from causalfair.engines.effects import value_tables
 from causalfair.engines.exact import exact_numbers
 from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
@@ -91,7 +92,8 @@ def adapt_beta_kl(beta: float, kl: float, target: float) -> float:
     return beta
 
 
-def exact_metrics(model: Any, table: np.ndarray, horizon: int, eps: float = 0.1) -> dict[str, float]:
+def exact_metrics(model: Any, table: np.ndarray, horizon: int,
+                  eps: float | str | None = None) -> dict[str, float]:
     """Exact audit of a policy table: C, DPE, IPE, SPE, Lambda, utility, TPR gap, ELBERT
     bias, W1 at T and the demographic-parity gap (:func:`causalfair.engines.exact.exact_numbers`)."""
     n = exact_numbers(model, table, horizon, eps=eps, notions=True)
@@ -144,6 +146,7 @@ class Trainer:
         gv[vidx, width + vidx // (G * K)] = 1.0
         self.grid_v = self._to_device(gv)
         self.delta = self._to_device(self.model.benefit())
+        self.eps = model_eps(config.lambda_eps, self.model)[0]  # 0.1: the setting declares it
 
     def _to_device(self, a: np.ndarray) -> Any:
         return to_device(a, self.device)
@@ -311,7 +314,7 @@ class Trainer:
                     extra["fairness/C_hat"] = chat.item()
                     if c.algo == "ppo-cb":
                         p_grid = torch.sigmoid(logits_grid).reshape(self.G, self.K)
-                        lam = obj.lambda_torch(p_grid, self.delta, W, c.lambda_eps)
+                        lam = obj.lambda_torch(p_grid, self.delta, W, self.eps)
                         fairness_penalty = fairness_penalty + c.beta_lambda * lam
                         extra["fairness/Lambda_batch"] = lam.item()
                 loss = pg_loss + kl_penalty + fairness_penalty + c.vf_coef * v_loss - c.ent_coef * entropy
@@ -349,7 +352,7 @@ class Trainer:
             "time/rollout_s": t_roll, "time/iteration_s": time.perf_counter() - t0,
         })
         if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
-            ex = exact_metrics(self.model, table_new, self.T, c.lambda_eps)
+            ex = exact_metrics(self.model, table_new, self.T, self.eps)
             row.update({f"exact/{k}": v for k, v in ex.items()})
         self.history.append(row)
         return row

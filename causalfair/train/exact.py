@@ -42,7 +42,7 @@ class Repaired:
 
 def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
                       init: tuple[Any, Mapping[str, Any]] | None = None, seed: int = 0,
-                      outer: int = 30, n_random: int = 12, eps: float = 0.1,
+                      outer: int = 30, n_random: int = 12, eps: float | str | None = None,
                       weights: str = "visitation", where: str = "--algo exact",
                       error: type[Exception] = ConfigError) -> Repaired:
     """Repair the network of a loaded checkpoint ``init`` = (policy, metadata), checked

@@ -28,9 +28,11 @@ trainer in :mod:`causalfair.train.core`).
 - Every ``eval_every`` iterations the policy is audited: exactly when the system has a
   tabular model of independent units, else by Monte Carlo (``audit_n`` units per group,
   default 2,000).
-- PPO-Lagrangian (``constraints``, e.g. ``("abs_C<=0.05", "Lambda<=0.1")``): one
-  multiplier per constraint in place of the fixed betas (:class:`SystemTrainer` says
-  which keys enter the loss and which only the selection of the kept policy).
+- PPO-Lagrangian (``constraints``, e.g. ``("abs_C<=0.05", "Lambda<=0.1",
+  "abs_C[B-A]<=0.1", "max_abs_C<=0.2")``), with any of these objectives: one multiplier per
+  constraint (per pair for a ``max_*`` key) on top of the objective's own penalty
+  (:class:`SystemTrainer` says which keys enter the loss and which only the selection of
+  the kept policy; the bookkeeping is :mod:`causalfair.train.lagrangian`).
 - Device (``device="cuda"``): the networks and the update run on the GPU; the simulator
   stays numpy, each rollout step moves its observations to the device once (pinned host
   memory) and its action probabilities back, and each iteration's batch moves once.
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from causalfair import _progress
+from causalfair.engines.benefit import auto_eps, eps_for, model_eps
 from causalfair.engines.benefit_mc import unit_benefits, visit_cells
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import decompose_mc
@@ -59,12 +62,12 @@ from causalfair.policies.checkpoint import (
 )
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.core import load_checkpoint
-from causalfair.thresholds import PASS, parse_constraint
 from causalfair.train import checkpoint as ck
 from causalfair.train.algorithms import names
 from causalfair.train.checkpoint import prepare_run_folder
 from causalfair.train.config import TrainConfig
 from causalfair.train.device import device_determinism, to_device
+from causalfair.train.lagrangian import Lagrangian, check_constraints_supported, measure_groups
 from causalfair.train.objectives import (
     appo_advantage,
     elbert_advantage,
@@ -75,7 +78,6 @@ from causalfair.train.objectives import (
     ppo_c_penalty,
     rate_gap,
 )
-from causalfair.train.repair import Multipliers
 from causalfair.train.result import TrainResult
 from causalfair.types import Observation
 
@@ -105,26 +107,25 @@ def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncodin
                            std=tuple(np.where(std > 1e-8, std, 1.0)))
 
 
-def _scale(k: Any) -> float:
-    """The unit a constraint's quantity and multiplier are measured in: its |bound|."""
-    return max(abs(k.bound), 1e-6)
-
-
 class SystemTrainer:
     """One training run on a :class:`~causalfair.systems.System`.
 
     PPO-Lagrangian (``config.constraints``, keys :data:`causalfair.thresholds.PPO_LAG_KEYS`,
-    the exact repair's): every constraint q <= b has its own multiplier lambda
-    (:class:`causalfair.train.repair.Multipliers`), moved at every audit on the audit's
-    value of ITS key in units of |b|, taken at the far end of its 95% CI (the gate's rule,
-    :meth:`causalfair.thresholds.Constraint.interval`; exact audits: the value itself):
-    lambda <- max(0, lambda + lagrange_lr (q_far - b) / |b|). In the loss, in place of the
-    fixed betas:
+    the exact repair's, each also for one pair ``key[A-B]`` or every pair ``max_key``):
+    every constraint q <= b has its own multiplier lambda
+    (:class:`causalfair.train.lagrangian.Lagrangian`; a ``max_*`` key one per pair), moved
+    at every audit on the audit's value of ITS key in units of |b|, taken at the far end of
+    its 95% CI (the gate's rule, :meth:`causalfair.thresholds.Constraint.interval`; exact
+    audits: the value itself; another pair's quantity from the audit's group comparison,
+    :func:`causalfair.thresholds.group_verdicts`): lambda <- max(0, lambda + lagrange_lr
+    (q_far - b) / |b|). In the loss, on top of the objective's own penalty (``ppo-c``'s
+    beta_C C^2, ``ppo-cb``'s and its beta_Lambda Lambda; none for ``ppo``):
 
     - ``C``, ``abs_C``: lambda * C_anch / |b| (``abs_C``: |C_anch|), the anchored C
-      estimator of PPO-C (:func:`causalfair.train.objectives.ppo_c_penalty`);
+      estimator of PPO-C (:func:`causalfair.train.objectives.ppo_c_penalty`) of the
+      constraint's pair (the audit's own pair when it names none);
     - ``Lambda``: lambda * Lambda / |b|, PPO-Cb's differentiable Lambda (the tabular
-      benefit table, else unit-alone forks pooled in feature cells);
+      benefit table, else unit-alone forks pooled in feature cells) of its pair;
     - ``DPE``, ``IPE``, ``SPE`` and their ``abs_`` forms: no term. The path-specific
       effects need the pi^PS and pi0 counterfactual rollouts of the audit, and no cheap
       differentiable estimate from the batch exists here; their multipliers are recorded
@@ -163,9 +164,8 @@ class SystemTrainer:
                 f"system {system.id!r}: a budget of {budget} action(s) per replica over "
                 f"{system.n_actions} actions is not trained here (the replica-choice policy "
                 "takes budget 1 with two actions, baseline 0).")
-        if self.choice and c.constraints:
-            raise ConfigError(f"constraints: not imposed on system {system.id!r} (one choice "
-                              "per replica) yet; use ppo-c with beta_c.")
+        if c.constraints:
+            check_constraints_supported(system)
         self.system = system
         self.sim = system.make_simulator()
         self.fair = c.algo in FAIR_ADVANTAGE_ALGOS
@@ -211,9 +211,18 @@ class SystemTrainer:
                                     + list(self.value_net.parameters()) + extra, lr=c.lr)
         tab = system.tabular if "exact" in system.engines else None
         self.tabular = tab
-        self.cons = [parse_constraint(t) for t in c.constraints]
+        # Lambda's eps, one number for the run: given, declared, or "auto" from the exact
+        # benefit table, else from the first batch's benefit cells (audits before: "auto")
+        eps = eps_for(c.lambda_eps, system)[0]
+        self.eps = model_eps(eps, tab)[0] if tab is not None else None if eps == "auto" else eps
+        # PPO-Lagrangian: one multiplier per constraint, on its quantity in units of |bound|
+        self.lag = Lagrangian(c.constraints, system.groups, lr=c.lagrange_lr,
+                              system_id=system.id) if c.constraints else None
+        self.cons = self.lag.cons if self.lag is not None else []
         # a differentiable Lambda: PPO-Cb's term, or a Lambda constraint's
         self.lambda_term = c.algo == "ppo-cb" or any(k.metric == "Lambda" for k in self.cons)
+        # the anchored C: PPO-C's and PPO-Cb's term, or a C constraint's
+        self.c_term = c.algo in ("ppo-c", "ppo-cb") or any(k.metric == "C" for k in self.cons)
         # its benefits: the exact table, or unit-alone forks in every rollout
         self.cb_forks = self.lambda_term and (tab is None or self.A != 2 or self.base != 0)
         if self.cb_forks and system.features is None:
@@ -229,11 +238,6 @@ class SystemTrainer:
                                         features=None if feats is None else feats.reshape(G * K, -1))
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
-
-        # one multiplier per constraint, on its quantity in units of |bound|
-        self.multipliers = Multipliers([k.bound / _scale(k) for k in self.cons],
-                                       lr=c.lagrange_lr) if self.cons else None
-        self.best: tuple[float, Any, dict[str, Any]] | None = None
 
     # -------------------------------------------------------------------- policy
     def _to_device(self, a: np.ndarray) -> Any:
@@ -371,14 +375,23 @@ class SystemTrainer:
                                  ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * advt[idx])
                 v = self.value_net(torch.cat([x[idx], tt[idx]], dim=1))[:, 0].double()
                 loss = -surr.mean() + c.vf_coef * ((v - rett[idx]) ** 2).mean()
-                if c.algo in ("ppo-c", "ppo-cb"):
-                    pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], c.beta_c, self.pair,
+                if self.c_term:
+                    beta_c = c.beta_c if c.algo in ("ppo-c", "ppo-cb") else 0.0
+                    pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], beta_c, self.pair,
                                               c_batch=c_batch, scale=float(T))
-                    if self.multipliers is not None:  # PPO-Lagrangian: lambda_i * q_i / |b_i|
-                        pen = self._weight("abs_C") * cval.abs() + self._weight("C") * cval
+                    if self.lag is not None:  # PPO-Lagrangian: + lambda_i * q_i / |b_i|
+                        pen = pen + (self.lag.weight("abs_C") * cval.abs()
+                                     + self.lag.weight("C") * cval)
+                        pen = pen + self._pair_c_terms(ratio, qt[idx], grp[idx], b, T)
                     loss = loss + pen
                     last_c = float(cval.detach())
-                beta_l = c.beta_lambda if self.multipliers is None else self._weight("Lambda")
+                beta_l = c.beta_lambda if c.algo == "ppo-cb" else 0.0
+                if self.lag is not None:
+                    beta_l = beta_l + self.lag.weight("Lambda")
+                    for ab in self.lag.loss_pairs("Lambda"):
+                        w = self.lag.weight("Lambda", ab)
+                        if w:
+                            loss = loss + w * self._lambda_loss(x, cb, ab)
                 if self.lambda_term and beta_l:
                     loss = loss + beta_l * self._lambda_loss(x, cb)
                 self._apply(loss)
@@ -387,48 +400,46 @@ class SystemTrainer:
             b["reward"].sum(0).mean()), "C_batch": c_batch, **self._c_hat(last_c), **fair_row}
         if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
             row.update(self.audit())
-            if self.cons:
-                self._keep_if_feasible(row)
-                # each multiplier moves on the audit's value of its key, at the far end of
-                # its CI (the batch's |C| is biased upwards by its noise, which would push
-                # the multiplier up for ever)
-                self.multipliers.update([k.interval(*self._interval(row, k))[1] / _scale(k)
-                                         for k in self.cons])
-        if self.multipliers is not None:
-            row["lagrange_multiplier"] = float(self.multipliers.values[0])
-            row.update({f"lagrange_{k.key}": float(v)
-                        for k, v in zip(self.cons, self.multipliers.values, strict=True)})
+            if self.lag is not None:
+                self.lag.after_audit(row, self._groups, lambda: self.lag.state(self.policy_net))
+        if self.lag is not None:
+            self.lag.record(row)
         self.history.append(row)
         return row
 
-    def _weight(self, key: str) -> float:
-        """sum lambda_i / |b_i| over the constraints on threshold ``key``."""
-        return sum(float(lam) / _scale(k) for lam, k in zip(
-            self.multipliers.values, self.cons, strict=True) if k.key == key)
+    def _pair_c_terms(self, ratio: Any, q: Any, grp: Any, b: dict[str, np.ndarray],
+                      T: int) -> Any:
+        """sum over the constraints' explicit pairs (a, b) of their multipliers' terms on
+        that pair's anchored C (:func:`ppo_c_penalty` with the pair's batch C)."""
+        pen = 0.0
+        total, g = b["gain"].sum(0), b["group"][0]
+        for ab in self.lag.loss_pairs("C"):
+            wa, wc = self.lag.weight("abs_C", ab), self.lag.weight("C", ab)
+            if not (wa or wc):
+                continue
+            c_ab = float(total[g == ab[0]].mean() - total[g == ab[1]].mean())
+            _, cv = ppo_c_penalty(ratio, q, grp, 0.0, ab, c_batch=c_ab, scale=float(T))
+            pen = pen + wa * cv.abs() + wc * cv
+        return pen
 
-    def _lambda_loss(self, x: Any, cb: dict[str, Any] | None) -> Any:
-        """The batch policy's Lambda, differentiable: on the batch's benefit table
-        (unit-alone forks, ``cb``) or on the tabular model's over its grid."""
+    def _lambda_loss(self, x: Any, cb: dict[str, Any] | None,
+                     pair: tuple[int, int] | None = None) -> Any:
+        """The batch policy's Lambda of ``pair`` (None: the audit's), differentiable: on the
+        batch's benefit table (unit-alone forks, ``cb``) or on the tabular model's over its
+        grid."""
         if cb is not None:
-            return self._lambda_cells(self._dist(self._logits(x)).double(), cb)
+            return self._lambda_cells(self._dist(self._logits(x)).double(), cb, pair)
         grid = self._to_device(self.encoding.encode(self.grid_obs))
         pg = self._dist(self._logits(grid))[:, 1].double().reshape(self.G, -1)
         w = self._to_device(self.tabular.propagate(pg.detach().cpu().numpy(), self.T)[:self.T].mean(0))
-        return lambda_torch(pg, self.delta, w, self.config.lambda_eps)
-
-    def _interval(self, row: dict[str, Any], k: Any) -> tuple[float, float]:
-        """The audit's interval of constraint ``k``'s signed metric (exact: the value)."""
-        m = k.metric
-        if m not in row:
-            raise ConfigError(f"constraints: {k.label}: the audit of system {self.system.id!r} "
-                              f"measures no {m} (nothing it observes pairs individuals); drop it.")
-        lo, hi = row.get(f"{m}_ci", (row[m], row[m]))
-        return float(lo), float(hi)
+        if pair is None:
+            return lambda_torch(pg, self.delta, w, self.eps)
+        return lambda_torch(pg, self.delta, w, self.eps, pair)
 
     def _c_hat(self, last_c: float) -> dict[str, float]:
-        """The row's C_hat (the anchored estimator PPO-C and PPO-Cb penalise); the other
-        objectives compute none."""
-        return {"C_hat": last_c} if self.config.algo in ("ppo-c", "ppo-cb") else {}
+        """The row's C_hat (the anchored estimator PPO-C and PPO-Cb penalise, and a C
+        constraint's); the other objectives compute none."""
+        return {"C_hat": last_c} if self.c_term else {}
 
     def _apply(self, loss: Any) -> None:
         """One optimiser step on ``loss``, gradients clipped over every trained parameter."""
@@ -575,19 +586,23 @@ class SystemTrainer:
                                for a in range(delta.shape[1])], axis=1).reshape(self.G, K, -1)
         w = count.reshape(self.G, K)
         w = w / np.maximum(w.sum(1, keepdims=True), 1.0)
+        if self.eps is None:  # "auto", fixed from the run's first benefits
+            self.eps = auto_eps(np.delete(delta_cell, self.base, axis=-1))[0]
         dev = self._to_device
         return {"key": dev(key), "safe": dev(safe)[:, None], "delta": dev(delta_cell),
                 "w": dev(w), "K": K}
 
-    def _lambda_cells(self, probs: Any, cb: dict[str, Any]) -> Any:
-        """Lambda of the action distributions ``probs`` (visits, A) of the batch's visits,
-        averaged per (group, cell), against the batch's benefit table."""
+    def _lambda_cells(self, probs: Any, cb: dict[str, Any],
+                      pair: tuple[int, int] | None = None) -> Any:
+        """Lambda of ``pair`` (None: the audit's) of the action distributions ``probs``
+        (visits, A) of the batch's visits, averaged per (group, cell), against the batch's
+        benefit table."""
         import torch
 
         p = torch.zeros(self.G * cb["K"], probs.shape[1], dtype=probs.dtype, device=probs.device)
         p = p.index_add(0, cb["key"], probs) / cb["safe"]
         return lambda_cells_torch(p.reshape(self.G, cb["K"], -1), cb["delta"], cb["w"],
-                                  self.config.lambda_eps, self.pair)
+                                  self.eps, self.pair if pair is None else pair)
 
     # ------------------------ A-PPO, F-PPO-L, ELBERT-PO (advantage changes per replica)
     def _check_fair_signals(self) -> None:
@@ -686,37 +701,28 @@ class SystemTrainer:
                                    c.elbert_alpha, c.elbert_beta if G > 2 else None)
         return out, row
 
-    def _keep_if_feasible(self, row: dict[str, Any]) -> None:
-        """Judge the constraints on the audit (CI rule) and keep the best passing policy."""
-        import copy
-
-        ok = all(k.judge(*self._interval(row, k)) == PASS for k in self.cons)
-        row["constraints_met"] = ok
-        if ok and (self.best is None or row["utility"] > self.best[0]):
-            self.best = (row["utility"], copy.deepcopy(self.policy_net.state_dict()), dict(row))
-
     def finish(self) -> dict[str, Any]:
         """End of a constrained run: restore the best passing policy (if any); the final
         metrics are its audit's, with ``constraints_met``."""
         final = dict(self.history[-1]) if self.history else {}
-        if not self.cons:
+        if self.lag is None:
             return final
-        if self.best is not None:
-            self.policy_net.load_state_dict(self.best[1])
-            final = dict(self.best[2])
-        final["constraints_met"] = self.best is not None
-        return final
+        return self.lag.finish(final, self.policy_net.load_state_dict)
 
     def audit(self) -> dict[str, float]:
         """C, DPE, IPE, SPE, utility (and Lambda) of the current policy: exact when the
         system has a tabular model of independent units, else Monte Carlo."""
         pol = self.policy()
         if self.tabular is not None:
-            d = exact_numbers(self.tabular, pol, self.T, eps=self.config.lambda_eps).decomposition
+            d = exact_numbers(self.tabular, pol, self.T, eps=self.eps).decomposition
         else:
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
-                             seed=self.config.seed, check=False, eps=self.config.lambda_eps)
+                             seed=self.config.seed, check=False, eps=self.eps or "auto")
         self.pair = tuple(int(g) for g in d.pair)
+        self._groups = None if self.lag is None or not self.lag.needs_groups else measure_groups(
+            self.system, pol, self.T, d, tabular=self.tabular, n=self.config.audit_n,
+            seed=self.config.seed, eps=self.eps or "auto",
+            lambda_pairs=self.lag.lambda_pairs, coupled=self.U > 1)
         out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
         out["utility"] = float(d.total_utility)
         ci = d.conf_int(0.05) if d.se else None

@@ -25,8 +25,13 @@ A result is feasible only if the numpy exact engine (the audit's own numbers,
 :func:`causalfair.engines.exact.exact_numbers`) says every threshold holds; the optimiser aims a
 little inside each bound (``margin``) so that round-off cannot tip a result over.
 
-:class:`Multipliers` is the plain Lagrange-multiplier update of PPO-Lagrangian (used by
-the sampled trainers): lambda_i <- max(0, lambda_i + lr (q_i - b_i)).
+Thresholds over groups beyond the audit's pair (docs/decomposition.md, "More than two
+groups"): a pair's constraint (``abs_C[B-A] <= 0.1``) is the same quantity of that pair
+(A minus B) of the tabular model, the exact engine's numbers with ``pair=(a, b)``; an
+every-pair key (``max_abs_C <= 0.1``) is one constraint per pair (:func:`expand`).
+
+:class:`Multipliers` (re-exported from :mod:`causalfair.train.lagrangian`) is the plain
+Lagrange-multiplier update of PPO-Lagrangian: lambda_i <- max(0, lambda_i + lr (q_i - b_i)).
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ import numpy as np
 
 from causalfair import _progress
 from causalfair._validation import check_horizon
-from causalfair.engines.benefit import WEIGHTS, check_eps
+from causalfair.engines.benefit import WEIGHTS, model_eps
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.exact_torch import exact_metrics
+from causalfair.engines.groups import pair_names, split_pair
 from causalfair.errors import InputError, ModelError
 from causalfair.model import TabularModel
 from causalfair.policies.checkpoint import TorchPolicy
@@ -54,6 +60,7 @@ from causalfair.thresholds import (  # the one home of "quantity <= value"; re-e
     constraints_from_thresholds,
     parse_constraint,
 )
+from causalfair.train.lagrangian import Multipliers  # re-exported
 
 __all__ = [
     "Constraint",
@@ -68,32 +75,11 @@ __all__ = [
     "lp_bound",
     "repair_network",
     "EXACT_KEYS",
+    "expand",
 ]
 
 #: Thresholds the frontier LP can impose (linear in the occupancy measure).
 _LP_KEYS = {"abs_C": "C", "abs_DPE": "DPE"}
-
-
-# ----------------------------------------------------------------- the multipliers
-class Multipliers:
-    """Lagrange multipliers of ``q_i <= b_i`` updated by projected gradient ascent on the
-    dual, as PPO-Lagrangian does between policy updates:
-
-        lambda_i <- max(0, lambda_i + lr * (q_i - b_i)).
-
-    A violated constraint raises its multiplier, a slack one lowers it towards 0."""
-
-    def __init__(self, bounds: Sequence[float], *, lr: float = 0.1, init: float = 0.0):
-        if not lr > 0:
-            raise InputError(f"lr: must be > 0, got {lr!r}.")
-        self.bounds = np.asarray(bounds, dtype=np.float64)
-        self.lr = float(lr)
-        self.values = np.full(len(self.bounds), float(init))
-
-    def update(self, measured: Sequence[float]) -> np.ndarray:
-        q = np.asarray(measured, dtype=np.float64)
-        self.values = np.maximum(0.0, self.values + self.lr * (q - self.bounds))
-        return self.values.copy()
 
 
 # ------------------------------------------------------------ augmented Lagrangian
@@ -320,23 +306,66 @@ class RepairResult:
 
 
 def _violation(constraints: Sequence[Constraint], metrics: Mapping[str, float]) -> float:
-    return max(0.0, max((float(c.value(metrics)) - c.bound) / max(abs(c.bound), 1e-3)
+    return max(0.0, max(float(c.excess(c.value(metrics))) / max(abs(c.bound), 1e-3)
                         for c in constraints))
+
+
+# ------------------------------------------------------------------ pairs of groups
+def expand(model: TabularModel, constraints: Sequence[Constraint]) -> tuple[Constraint, ...]:
+    """``constraints`` with every ``max_*`` key as one constraint per pair of the model's
+    groups; a pair that names no two groups is refused, naming the groups."""
+    groups = tuple(model.group_names)
+    names = [f"{groups[a]}-{groups[b]}" for a, b in pair_names(groups, 0)]
+    out = tuple(one for c in constraints for one in c.for_pairs(names))
+    for c in out:
+        if c.pair is not None and split_pair(c.pair, groups) is None:
+            raise InputError(f"constraint {c.key}: pair {c.pair!r} is not two of the groups "
+                             f"{', '.join(groups)}; name a pair as \"A-B\", e.g. {names[0]!r}.")
+    return out
+
+
+def _pairs(model: TabularModel, constraints: Sequence[Constraint]) -> dict[str, tuple[int, int]]:
+    """The explicit pairs of ``constraints`` (expanded): name -> group indices (a, b)."""
+    groups = tuple(model.group_names)
+    return {c.pair: split_pair(c.pair, groups) for c in constraints if c.pair is not None}
+
+
+def _add_pairs(m: dict[str, Any], pairs: Mapping[str, tuple[int, int]],
+               of_pair: Callable[[tuple[int, int]], Mapping[str, Any]]) -> dict[str, Any]:
+    """``m`` with ``"C[A-B]"``, ... ``"Lambda[A-B]"`` for every pair: the exact numbers of
+    the pair (``of_pair((a, b))``), and ``"ratio_V[A-B]"`` = min / max of the two groups'
+    V^pi (``m["V"]``, (..., G)) written (s - |d|) / (s + |d|) with s = V_a + V_b and d =
+    V_a - V_b, one expression for numpy and torch; as :meth:`Constraint.value` reads them."""
+    for name, ab in pairs.items():
+        mp = of_pair(ab)
+        m.update({f"{k}[{name}]": mp[k] for k in ("C", "DPE", "IPE", "SPE", "Lambda")})
+        va, vb = m["V"][..., ab[0]], m["V"][..., ab[1]]
+        m[f"ratio_V[{name}]"] = (va + vb - abs(va - vb)) / (va + vb + abs(va - vb))
+    return m
 
 
 # --------------------------------------------------------------------- the audit side
 def _attempt(model: TabularModel, start: str, table: np.ndarray, T: int, eps: float, weights: str,
              constraints: Sequence[Constraint]) -> Attempt:
-    m = exact_numbers(model, table, T, eps=eps, weights=weights).scalars()
+    def numbers(pair: tuple[int, int] | None = None) -> dict[str, Any]:
+        ex = exact_numbers(model, table, T, eps=eps, weights=weights, pair=pair)
+        return {**ex.scalars(), "V": np.asarray(ex.decomposition.V)}
+
+    pairs = _pairs(model, constraints)
+    m = _add_pairs(numbers(), pairs, numbers) if pairs else exact_numbers(
+        model, table, T, eps=eps, weights=weights).scalars()
+    m.pop("V", None)  # the per-group values served the ratios; the attempt keeps scalars
     return Attempt(start, np.asarray(table), m, all(c.holds(m) for c in constraints))
 
 
 def _targets(constraints: Sequence[Constraint], margin: float) -> list[tuple[Constraint, float, float]]:
-    """(constraint, target, scale): aim at bound - margin * max(|bound|, 1e-3)."""
+    """(constraint, target, scale): aim at bound - margin * max(|bound|, 1e-3) (a ratio,
+    bounded from below: bound + margin * max(|bound|, 1e-3))."""
     out = []
     for c in constraints:
         scale = max(abs(c.bound), 1e-3)
-        out.append((c, c.bound - margin * scale, scale))
+        out.append((c, c.bound + margin * scale if c.at_least else c.bound - margin * scale,
+                    scale))
     return out
 
 
@@ -346,10 +375,18 @@ def _objective(model: TabularModel, T: int, eps: float, weights: str,
     import torch
 
     targets = _targets(constraints, margin)
+    pairs = _pairs(model, constraints)
 
     def fn() -> tuple[Any, Any]:
-        m = exact_metrics(model, table_of(), T, eps=eps, weights=weights, batched=batched)
-        g = torch.stack([(c.value(m) - tgt) / sc for c, tgt, sc in targets], dim=-1)
+        table = table_of()
+
+        def metrics(pair: tuple[int, int] | None = None) -> dict[str, Any]:
+            return exact_metrics(model, table, T, eps=eps, weights=weights, pair=pair,
+                                 batched=batched)
+
+        m = _add_pairs(metrics(), pairs, metrics)
+        g = torch.stack([((tgt - c.value(m)) if c.at_least else (c.value(m) - tgt)) / sc
+                         for c, tgt, sc in targets], dim=-1)
         return m["utility"] / u_scale, g
 
     return fn
@@ -457,14 +494,16 @@ def _starts(model: TabularModel, T: int, constraints: Sequence[Constraint],
     return starts
 
 
-def _check_horizon_eps(T: int, eps: float, weights: str) -> tuple[int, float]:
+def _check_horizon_eps(T: int, eps: Any, weights: str, model: TabularModel) -> tuple[int, float]:
+    """T, and eps as the number Lambda uses on ``model`` (None: what it declares, else
+    "auto"; :func:`causalfair.engines.benefit.model_eps`)."""
     if weights not in WEIGHTS:
         raise ModelError(f"weights: unknown value {weights!r}; allowed values: {', '.join(WEIGHTS)}.")
-    return check_horizon(T), check_eps(eps)
+    return check_horizon(T), model_eps(eps, model)[0]
 
 
 def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constraint], *,
-               eps: float = 0.1, weights: str = "visitation",
+               eps: float | str | None = None, weights: str = "visitation",
                initial: Mapping[str, np.ndarray] | None = None, seed: int = 0,
                n_random: int = 12, margin: float = 1e-3, outer: int = 30, inner: int = 150,
                original: Mapping[str, float] | None = None) -> RepairResult:
@@ -475,8 +514,8 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
 
     t0 = time.perf_counter()
     model = _check_model(model)
-    T, eps = _check_horizon_eps(horizon, eps, weights)
-    constraints = tuple(constraints)
+    T, eps = _check_horizon_eps(horizon, eps, weights, model)
+    constraints = expand(model, constraints)
     bound, bound_keys, lp_res = lp_bound(model, T, constraints)
     starts = _starts(model, T, constraints, initial, seed, n_random, lp_res)
     # projected gradient on the table itself (vertices such as p = 0 or 1, where optima
@@ -547,7 +586,7 @@ def _distil(model: TabularModel, net: Any, x: Any, target: np.ndarray) -> None:
 
 
 def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
-                   constraints: Sequence[Constraint], *, eps: float = 0.1,
+                   constraints: Sequence[Constraint], *, eps: float | str | None = None,
                    weights: str = "visitation", seed: int = 0, margin: float = 1e-3,
                    outer: int = 30, inner: int = 150, search: RepairResult | None = None,
                    n_random: int = 12) -> RepairResult:
@@ -562,13 +601,13 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
 
     t0 = time.perf_counter()
     model = _check_model(model)
-    T, eps = _check_horizon_eps(horizon, eps, weights)
-    constraints = tuple(constraints)
+    T, eps = _check_horizon_eps(horizon, eps, weights, model)
+    constraints = expand(model, constraints)
     torch.manual_seed(seed)
     x = _grid_input(model, encoding)
     with torch.no_grad():
         table0 = _net_table(model, net, x).numpy()
-    original = exact_numbers(model, table0, T, eps=eps, weights=weights).scalars()
+    original = dict(_attempt(model, "original", table0, T, eps, weights, constraints).metrics)
     if search is None:
         search = best_found(model, T, constraints, eps=eps, weights=weights,
                             initial={"the failing policy": table0}, seed=seed, margin=margin,

@@ -257,3 +257,18 @@ def test_a_worker_that_dies_is_reported_for_its_spec(tmp_path, ray_cluster, monk
         assert "dies.toml: the audit failed: " in err and "worker" in err.lower(), (extra, err)
         root = ET.parse(tmp_path / "d.xml").getroot()
         assert root.get("errors") == "1", extra
+
+
+def _device_seen(_: object) -> str | None:
+    return os.environ.get("CAUSALFAIR_DEVICE")
+
+
+def test_the_device_choice_reaches_ray_workers(ray_cluster, monkeypatch):
+    """`--device` travels to Ray workers as it does to local worker processes (through
+    CAUSALFAIR_DEVICE), so a gate on a cluster evaluates policies where the driver said."""
+    from causalfair.backends import DEVICE_ENV, ProcessBackend, RayBackend
+
+    _ray_env(monkeypatch)
+    monkeypatch.setenv(DEVICE_ENV, "cpu")
+    assert ProcessBackend(1).map(_device_seen, [0]) == ["cpu"]
+    assert RayBackend(ray_cluster).map(_device_seen, [0, 1]) == ["cpu", "cpu"]

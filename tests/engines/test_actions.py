@@ -28,7 +28,8 @@ def three_action_model(baseline: int = 0) -> cf.TabularModel:
         k[s, 1, 1] = [0.1, 0.9]
         k[s, 2, 1] = [0.0, 1.0]
     return cf.TabularModel(kernel=k, initial=[[0.5, 0.5], [1.0, 0.0]], potential=[0.0, 1.0],
-                           action_labels=("wait", "drug", "surgery"), baseline=baseline)
+                           action_labels=("wait", "drug", "surgery"), baseline=baseline,
+                           lambda_eps=0.1)
 
 
 POLICY = np.array([[[0.2, 0.3, 0.5], [0.5, 0.5, 0.0]]] * 2)  # (G, K, A), same for both groups

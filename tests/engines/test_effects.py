@@ -23,7 +23,8 @@ def hand_model() -> cf.TabularModel:
     ])
     reward = np.array([[[0, 0], [1, 2]], [[0, 0], [1, 2]]], dtype=float)
     return cf.TabularModel(kernel=kernel, initial=[[0.5, 0.5], [1.0, 0.0]],
-                           potential=[0.0, 1.0], reward=reward, group_names=["a", "b"])
+                           potential=[0.0, 1.0], reward=reward, group_names=["a", "b"],
+                           lambda_eps=0.1)
 
 
 HAND_POLICY = np.array([[1.0, 0.0], [0.5, 0.5]])

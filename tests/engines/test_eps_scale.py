@@ -23,7 +23,8 @@ def _outside(scale: float):
     """lending-1's tabular model with its gain multiplied by ``scale``, as a system that
     declares no eps (an outside system)."""
     m = make("lending-1").tabular
-    return as_system(dataclasses.replace(m, potential=m.potential * scale, name="outside"))
+    return as_system(dataclasses.replace(m, potential=m.potential * scale, name="outside",
+                                         lambda_eps=None))
 
 
 def test_auto_eps_by_hand():

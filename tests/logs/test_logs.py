@@ -229,7 +229,7 @@ def test_audit_is_exact_engine_on_fitted_model():
     df = simulate_logs(LM, soft_policy(), 800, 10, seed=5)
     a = audit_logs(df, n_boot=0)
     model, p_log, _ = fit_logs(df)
-    ref = decompose(model, p_log, 10)
+    ref = decompose(model, p_log, 10, eps=0.1)  # the log audit's eps
     for k in ("C", "DPE", "IPE", "SPE"):
         assert getattr(a.decomposition, k) == pytest.approx(getattr(ref, k), abs=1e-12)
     assert a.decomposition.Lambda == pytest.approx(ref.Lambda, abs=1e-12)
@@ -265,7 +265,7 @@ def test_bootstrap_seeded_and_matches_naive_refit():
         parts = [df[df["id"] == data.ids[i]].assign(id=j) for j, i in enumerate(idx[b])]
         model, p_log, _ = fit_logs(pd.concat(parts, ignore_index=True), n_levels=7,
                                    groups=data.groups)
-        ref = decompose(model, p_log, 6)
+        ref = decompose(model, p_log, 6, eps=0.1)  # the log audit's eps
         for k in ("C", "DPE", "IPE", "SPE"):
             assert boot.loc[b, k] == pytest.approx(getattr(ref, k), abs=1e-10)
         assert boot.loc[b, "Lambda[plugin]"] == pytest.approx(ref.Lambda, abs=1e-10)
@@ -339,7 +339,7 @@ def test_bounds_collapse_without_unknown_rows():
     df = simulate_logs(LM, soft_policy(), 500, 8, seed=6)
     model, p_log, _ = fit_logs(df)
     b = positivity_bounds(model, p_log, np.zeros((2, 2, 7), dtype=bool), 8)
-    ref = decompose(model, p_log, 8)
+    ref = decompose(model, p_log, 8, eps=0.1)  # the log audit's eps
     for k in ("C", "DPE", "IPE", "SPE", "Lambda"):
         assert b.loc[k, "lower"] == pytest.approx(getattr(ref, k), abs=1e-10)
         assert b.loc[k, "upper"] == pytest.approx(getattr(ref, k), abs=1e-10)

@@ -48,7 +48,7 @@ def run_cli(*args, cwd):
 
 def test_config_refuses_what_ppo_lagrangian_cannot_impose():
     with pytest.raises(ConfigError, match="constraints are imposed by PPO-Lagrangian"):
-        TrainConfig(algo="ppo", constraints=("abs_C<=0.1",))
+        TrainConfig(algo="f-ppo", constraints=("abs_C<=0.1",))  # lending's own trainer
     with pytest.raises(ConfigError, match="constraint 'tpr_gap': unknown or not repairable"):
         TrainConfig(algo="ppo-c", constraints=("tpr_gap<=0.1",))
     with pytest.raises(ConfigError, match="expected QUANTITY<=VALUE"):
@@ -74,7 +74,8 @@ def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own):
     assert abs(c0.C) - 1.96 * c0.se["C"] > 0.1
 
     lag = run_cli("train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo-c",
-                  *TRAIN[1:], "--constraint", "abs_C<=0.1", "--out", "lag", cwd=own)
+                  *TRAIN[1:], "--set", "beta_c=0", "--constraint", "abs_C<=0.1", "--out", "lag",
+                  cwd=own)  # PPO-Lagrangian alone, no beta_C C^2
     assert lag.returncode == 0, lag.stderr
     out = json.loads(lag.stdout)
     assert out["metrics"]["constraints_met"] is True

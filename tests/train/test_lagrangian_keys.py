@@ -78,7 +78,7 @@ def test_a_lambda_constraint_lowers_the_audited_lambda(clinic_sim):
     whose CI lies inside the bound, at a utility near plain PPO's."""
     plain = train_system(clinic_sim, TrainConfig(algo="ppo", iterations=8, **SMALL))
     lag = train_system(clinic_sim, TrainConfig(algo="ppo-c", constraints=("Lambda<=0.08",),
-                                               iterations=8, **SMALL))
+                                               beta_c=0.0, iterations=8, **SMALL))
     assert plain.metrics["Lambda_ci"][0] > 0.08, plain.metrics
     m = lag.metrics
     assert m["constraints_met"] is True and m["Lambda_ci"][1] <= 0.08, m

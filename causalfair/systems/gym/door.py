@@ -18,7 +18,12 @@ docs/simulators.md:
   use the same random numbers (common random numbers, method.md section 3), which is what
   the pi^PS fork and pi0 need; a fork that would repeat a transition already made (same
   snapshot, action and noise) reuses it. An env made by ``gymnasium.make`` is stepped
-  without the bookkeeping wrappers it adds (:func:`_unwrap_bookkeeping`).
+  without the bookkeeping wrappers it adds
+  (:func:`~causalfair.systems.gym.forks.unwrap_bookkeeping`);
+- ``step_paths(state, d, state0, d0, noise)``: the Monte Carlo engine's epoch (pi, the
+  pi^PS fork, pi0) in one call, the same numbers as three ``step`` calls, with the envs of
+  the two states stepped in place (the states are consumed): a copy only where pi's
+  decision leaves the baseline.
 
 :func:`check_forks` checks this on a sampled batch before the system is used and refuses
 an env that cannot be copied, one whose forks with the same action differ, one that reads
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import random as _pyrandom
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +43,13 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import SystemError_, UserCodeError, call_user, short
+from causalfair.systems.gym.forks import (
+    StepGenerator,
+    copy_env,
+    shared_objects,
+    state_api,
+    unwrap_bookkeeping,
+)
 from causalfair.systems.registry import load_callable
 from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.types import Observation, StepResult
@@ -45,7 +58,6 @@ __all__ = ["from_gym", "gym_system", "gym_id", "GymSimulator", "check_forks",
            "group_columns", "GymForkError"]
 
 _FIX_DOC = "see docs/own-system.md, 'Audit your Gymnasium env'"
-_INC = (0xDA3E39CB94B95BDB << 64) | 0x5851F42D4C957F2D | 1  # a fixed odd PCG64 increment
 
 
 class GymForkError(SystemError_):
@@ -56,98 +68,8 @@ def _fork_error(name: str, problem: str, fix: str) -> GymForkError:
     return GymForkError(f"gym env {name}: {problem}; {fix} ({_FIX_DOC}).")
 
 
-# ------------------------------------------------------------------ env snapshots
-def _state_api(env: Any) -> tuple[str, str] | None:
-    for get, put in (("get_state", "set_state"), ("clone_state", "restore_state")):
-        if callable(getattr(env, get, None)) and callable(getattr(env, put, None)):
-            return get, put
-    return None
-
-
-def _shared(env: Any) -> dict[int, Any]:
-    """What copies of ``env`` share: the spaces, the env spec and the generator (each step
-    is given its own generator state), through the wrapper chain."""
-    memo: dict[int, Any] = {}
-    e = env
-    while e is not None and hasattr(e, "__dict__"):
-        for attr in ("action_space", "observation_space", "_action_space", "_observation_space",
-                     "spec", "_np_random"):
-            v = e.__dict__.get(attr)
-            if v is not None:
-                memo[id(v)] = v
-        e = e.__dict__.get("env")
-    return memo
-
-
-_ATOMIC = (int, float, bool, str, bytes, complex, type(None), np.generic)
-_ATOMIC_TYPES = frozenset((int, float, bool, str, bytes, complex, type(None), np.float64,
-                           np.float32, np.int64, np.int32, np.bool_))
-_PLAIN: dict[type, bool] = {}
 _F64 = np.dtype(np.float64)
-
-
-def _plain(cls: type) -> bool:
-    """Whether instances of ``cls`` copy as a fresh ``__dict__`` (no ``__slots__``, no
-    custom copy or pickle hooks): the fast path of :func:`_copy_env`."""
-    ok = _PLAIN.get(cls)
-    if ok is None:
-        ok = _PLAIN[cls] = (
-            not any(vars(k).get("__slots__") for k in cls.__mro__[:-1])
-            and all(getattr(cls, m, None) is getattr(object, m, None)
-                    for m in ("__reduce_ex__", "__reduce__", "__getstate__"))
-            and not hasattr(cls, "__deepcopy__") and not hasattr(cls, "__setstate__"))
-    return ok
-
-
-def _copy_env(env: Any, shared: dict[int, Any]) -> Any:
-    """A deep copy of ``env`` sharing ``shared``: what :func:`copy.deepcopy` makes, faster
-    for envs (and wrappers) that are plain objects of numbers and arrays."""
-    cls = type(env)
-    ok = _PLAIN.get(cls)
-    if not (ok or (ok is None and _plain(cls))):
-        return copy.deepcopy(env, dict(shared))
-    memo: dict[int, Any] | None = None
-    d = env.__dict__.copy()
-    for k, v in d.items():  # values are replaced in place: the keys do not change
-        if type(v) in _ATOMIC_TYPES or id(v) in shared:
-            continue
-        if type(v) is np.ndarray and v.dtype.kind in "biufc":
-            d[k] = v.copy()
-        elif isinstance(v, _ATOMIC):
-            continue
-        elif hasattr(v, "unwrapped") and hasattr(v, "step") and _plain(type(v)):
-            d[k] = _copy_env(v, shared)  # the env inside a wrapper
-        else:
-            if memo is None:
-                memo = dict(shared)
-            d[k] = copy.deepcopy(v, memo)
-    new = object.__new__(cls)
-    new.__dict__ = d
-    return new
-
-
-_BOOKKEEPING = frozenset(("TimeLimit", "OrderEnforcing", "PassiveEnvChecker"))
-
-
-def _unwrap_bookkeeping(env: Any) -> Any:
-    """``env.unwrapped`` when every wrapper around it is one that ``gymnasium.make`` adds
-    for bookkeeping (``TimeLimit``: truncation, which the door does not read, the horizon
-    is its own; ``OrderEnforcing``: reset before step, which every snapshot is;
-    ``PassiveEnvChecker``: checks of the first reset and step), else ``env``: those
-    wrappers change no transition, and stepping the env under them is a copy and a call
-    less per layer."""
-    e = env
-    while hasattr(e, "env") and getattr(e, "unwrapped", e) is not e:
-        cls = type(e)
-        if cls.__name__ not in _BOOKKEEPING or not cls.__module__.startswith("gymnasium.wrappers"):
-            return env
-        e = e.env
-    return e
-
-
-def _generator_state(word_hi: int, word_lo: int) -> dict[str, Any]:
-    return {"bit_generator": "PCG64", "state": {"state": (int(word_hi) << 64) | int(word_lo),
-                                               "inc": _INC}, "has_uint32": 0, "uinteger": 0}
+_tobytes = np.ndarray.tobytes
 
 
 def _box_vector(obs: Any, width: int | None, name: str) -> np.ndarray:
@@ -172,7 +94,11 @@ class GymState:
 
 
 class GymSimulator:
-    """The four-method simulator over copies of a Gymnasium env (module docstring)."""
+    """The four-method simulator over copies of a Gymnasium env (module docstring). Not
+    thread-safe (one generator and one memo per simulator): engines run it on one thread
+    of a process."""
+
+    thread_safe = False
 
     def __init__(self, env_factory: Callable[..., Any], *, groups: Sequence[str],
                  group: str = "options", gain: str = "info:gain", params: Mapping[str, Any] | None = None,
@@ -197,7 +123,7 @@ class GymSimulator:
     # pickling: env objects stay behind; a worker makes its own template
     def __getstate__(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        for k in ("_template", "_rng", "_bitgen", "_gstate", "_word", "_memo", "_memo_noise"):
+        for k in ("_template", "_gen", "_rng", "_run", "_memo", "_memo_noise", "_consumed"):
             d[k] = None
         d["_shared"] = {}
         return d
@@ -228,20 +154,21 @@ class GymSimulator:
                 "needs a Box of observation vectors (features).")
         self._width = int(np.prod(shape)) if shape else 1
         self._spec = getattr(env, "spec", None)
-        env = _unwrap_bookkeeping(env)
+        env = unwrap_bookkeeping(env)
         self._template = env
-        self._api = _state_api(env)
+        self._api = state_api(env)
         self._bare = getattr(env, "unwrapped", None) is env
         self._shape = (self._width,)
         self._info_key = self.gain_mode[5:] if self.gain_mode.startswith("info:") else None
-        # one generator, given each step's state by assigning its state dict in place
-        self._rng = np.random.Generator(np.random.PCG64(0))
-        self._bitgen = self._rng.bit_generator
-        self._gstate = _generator_state(0, 0)
-        self._word = self._gstate["state"]
+        self._where_reset = f"gym env {self.name}.reset"
+        # one generator, put into each step's state before the step
+        self._gen = StepGenerator()
+        self._rng = self._gen.rng
+        self._run = self._stepper()
         self._memo: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._memo_noise: Any = None
-        self._shared = {**_shared(env), id(self._rng): self._rng}
+        self._consumed: weakref.WeakSet[GymState] = weakref.WeakSet()  # by step_paths
+        self._shared = {**shared_objects(env), id(self._rng): self._rng}
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -259,11 +186,11 @@ class GymSimulator:
 
     # ---------------------------------------------------------------- protocol
     def _fresh(self) -> Any:
-        return self._template if self._api else _copy_env(self._template, self._shared)
+        return self._template if self._api else copy_env(self._template, self._shared)
 
     def _reset_one(self, g: int, seed: int) -> tuple[Any, Any]:
         env = self._fresh()
-        where = f"gym env {self.name}.reset"
+        where = self._where_reset
         if self.group_mode == "options":
             obs, info = call_user(where, env.reset, seed=seed, options={"group": g})
             got = info.get("group") if isinstance(info, Mapping) else None
@@ -296,12 +223,17 @@ class GymSimulator:
         g = np.broadcast_to(np.asarray(group), (n,)).astype(np.intp)
         seeds = rng.integers(0, 2**62, size=n)
         envs, obs = [], []
-        for i in range(n):
-            env, o = self._reset_one(int(g[i]), int(seeds[i]))
-            obs.append(_box_vector(o, self._width, self.name))
-            if not self._api:  # each step is given its own generator state: none to copy
-                env.unwrapped._np_random = self._rng
-            envs.append(env.__getattribute__(self._api[0])() if self._api else env)
+        api, shape, rng_ = self._api, self._shape, self._rng
+        for gi, seed in zip(g.tolist(), seeds.tolist(), strict=True):
+            env, o = self._reset_one(gi, seed)
+            if type(o) is not np.ndarray or o.shape != shape or o.dtype is not _F64:
+                o = _box_vector(o, self._width, self.name)
+            obs.append(o)  # copied by the stack below
+            if api:
+                envs.append(getattr(env, api[0])())
+            else:  # each step is given its own generator state: none to copy
+                (env if self._bare else env.unwrapped)._np_random = rng_
+                envs.append(env)
         feats = np.stack(obs) if obs else np.zeros((0, self.width))
         return GymState(tuple(envs), feats, g.copy(), np.zeros(n, dtype=bool), 0)
 
@@ -327,6 +259,29 @@ class GymSimulator:
                 "module:callable).")
         return float(info[key])
 
+    def _stepper(self) -> Callable[[Any, int, list[int], np.ndarray],
+                                   tuple[np.ndarray, float, float, bool]]:
+        """``run(env, action, word, obs0)``: step the env object ``env`` (whose observation
+        was ``obs0``) in place with ``action`` and the generator state ``word`` (two 64-bit
+        ints); (observation, reward, gain, ended)."""
+        gen, rng, start, shape, width, name = (self._gen, self._rng, self._start, self._shape,
+                                               self._width, self.name)
+        bare, key, gain, api = self._bare, self._info_key, self._gain, self._api
+        set_state = gen.set
+
+        def run(env: Any, action: int, word: list[int], obs0: np.ndarray
+                ) -> tuple[np.ndarray, float, float, bool]:
+            set_state(word[0], word[1])
+            (env if bare else env.unwrapped)._np_random = rng
+            o, r, term, _trunc, info = env.step(action + start)
+            if type(o) is not np.ndarray or o.shape != shape or o.dtype is not _F64 or api:
+                o = np.array(_box_vector(o, width, name))  # api: the env may reuse o
+            r = float(r)
+            return o, r, (float(info[key]) if key is not None and type(info) is dict
+                          and key in info else gain(obs0, action, o, r, info)), bool(term)
+
+        return run
+
     def step_one(self, snap: Any, action: int, word: list[int], obs0: np.ndarray
                  ) -> tuple[Any, np.ndarray, float, float, bool]:
         """One env of a batch: a copy of ``snap`` (whose observation was ``obs0``) stepped
@@ -337,18 +292,9 @@ class GymSimulator:
             env = self._template
             getattr(env, api[1])(snap)
         else:
-            env = _copy_env(snap, self._shared)
-        self._word["state"] = (word[0] << 64) | word[1]
-        self._bitgen.state = self._gstate
-        (env if self._bare else env.unwrapped)._np_random = self._rng
-        o, r, term, _trunc, info = env.step(action + self._start)
-        if type(o) is not np.ndarray or o.shape != self._shape or o.dtype is not _F64 or api:
-            o = np.array(_box_vector(o, self._width, self.name))  # api: the env may reuse o
-        r = float(r)
-        key = self._info_key
-        gn = (float(info[key]) if key is not None and type(info) is dict and key in info
-              else self._gain(obs0, action, o, r, info))
-        return (getattr(env, api[0])() if api else env), o, r, gn, bool(term)
+            env = copy_env(snap, self._shared)
+        o, r, gn, term = self._run(env, action, word, obs0)
+        return (getattr(env, api[0])() if api else env), o, r, gn, term
 
     def _step_all(self, state: GymState, d: np.ndarray, noise: np.ndarray, envs: list[Any],
                   obs: np.ndarray) -> tuple[list[float], list[float], list[bool]]:
@@ -373,13 +319,80 @@ class GymSimulator:
             _, _, envs[i], obs[i], reward[i], gain[i], done[i] = hit
         return reward, gain, done
 
+    def _check_live(self, *states: GymState) -> None:
+        for st in states:
+            if st in self._consumed:
+                raise RuntimeError("GymSimulator: a state consumed by step_paths (its envs were "
+                                   "stepped in place) was stepped again; step its results.")
+
     def step(self, state: GymState, decisions: Any, noise: np.ndarray) -> StepResult:
+        self._check_live(state)
         envs = list(state.envs)
         obs = np.array(state.obs, dtype=np.float64)
         reward, gain, done = call_user(f"gym env {self.name}.step", self._step_all, state,
                                        np.asarray(decisions).astype(np.intp), noise, envs, obs)
         return StepResult(GymState(tuple(envs), obs, state.group, np.array(done, dtype=bool),
                                    state.t + 1), np.array(reward), np.array(gain), {})
+
+    def step_paths(self, state: GymState, decisions: Any, state0: GymState, baseline: Any,
+                   noise: np.ndarray) -> tuple[StepResult, StepResult, StepResult]:
+        """pi's step (``state``, ``decisions``), the pi^PS fork (``state``, ``baseline``)
+        and pi0's step (``state0``, ``baseline``), all with ``noise``: what three calls of
+        :meth:`step` give, bit for bit, for the Monte Carlo engine's epoch (method.md
+        section 3), with fewer copies. ``state`` and ``state0`` are consumed: their envs
+        are stepped in place, so neither may be stepped again. Per individual, the fork
+        steps pi's env in place; pi steps a copy of it, made before, only where its
+        decision is not the baseline (else pi's transition is the fork's); pi0 steps its
+        own env in place, or shares the fork's transition while its env is pi's. An env
+        with a state API (``get_state``/``set_state``) is stepped by :meth:`step`."""
+        d = np.asarray(decisions).astype(np.intp)
+        d0 = np.asarray(baseline).astype(np.intp)
+        self._check_live(state, state0)
+        if self._api:
+            return self.step(state, d, noise), self.step(state, d0, noise), \
+                self.step(state0, d0, noise)
+        return call_user(f"gym env {self.name}.step", self._paths, state, d, state0, d0, noise)
+
+    def _paths(self, state: GymState, d: np.ndarray, state0: GymState, d0: np.ndarray,
+               noise: np.ndarray) -> tuple[StepResult, StepResult, StepResult]:
+        """:meth:`step_paths` over env objects (no state API)."""
+        self._memo, self._memo_noise = {}, None  # envs are stepped in place from here
+        self._consumed.add(state)
+        self._consumed.add(state0)
+        run, shared = self._run, self._shared
+        words, acts, base = noise.tolist(), d.tolist(), d0.tolist()
+        envs, envs0 = state.envs, state0.envs
+        rows, rows0 = list(state.obs), list(state0.obs)
+        done, done0 = state.done.tolist(), state0.done.tolist()
+        e_pi, pi, fk, z = list(envs), [], [], []  # per path: (observation, reward, gain, ended)
+        for i, (env, a, b, w) in enumerate(zip(envs, acts, base, words, strict=True)):
+            if done[i]:
+                out = fk_out = (rows[i], 0.0, 0.0, True)
+            elif a != b:  # a branch: pi steps a copy, made first; the fork the env itself
+                e_pi[i] = pi_env = copy_env(env, shared)
+                out = run(pi_env, a, w, rows[i])
+                fk_out = run(env, b, w, rows[i])
+            else:  # pi's transition is the fork's
+                out = fk_out = run(env, a, w, rows[i])
+            pi.append(out)
+            fk.append(fk_out)
+            if done0[i]:
+                z.append((rows0[i], 0.0, 0.0, True))
+            elif envs0[i] is env and not done[i]:  # pi0's env is pi's: the fork's transition
+                z.append(fk_out)
+            else:
+                z.append(run(envs0[i], b, w, rows0[i]))
+        n, width = len(acts), self.width
+
+        def result(st: GymState, e: Sequence[Any], outs: list[tuple[Any, ...]]) -> StepResult:
+            o, r, g, t = zip(*outs, strict=True) if outs else ((), (), (), ())
+            # every row is a float64 vector of the width (run, or the state's own row)
+            obs = np.frombuffer(b"".join(map(_tobytes, o)), dtype=np.float64)
+            return StepResult(GymState(tuple(e), obs.reshape(n, width).copy(), st.group,
+                                       np.array(t, dtype=bool), st.t + 1),
+                              np.array(r, dtype=np.float64), np.array(g, dtype=np.float64), {})
+
+        return result(state, e_pi, pi), result(state, envs, fk), result(state0, envs0, z)
 
 
 def _is_ref(text: str) -> bool:
@@ -410,7 +423,7 @@ def check_forks(sim: GymSimulator, *, n: int = 4, horizon: int = 3, seed: int = 
     for g in range(sim.n_groups):
         try:
             if not sim._api:
-                copy.deepcopy(sim._template, _shared(sim._template))
+                copy.deepcopy(sim._template, shared_objects(sim._template))
         except UserCodeError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure to copy is the refusal

@@ -30,7 +30,11 @@ import numpy as np
 
 from causalfair.errors import ModelError
 from causalfair.model import CausalStructure, TabularModel
-from causalfair.systems.lending.settings import lending_potential
+from causalfair.systems.lending.settings import (
+    LENDING_LAMBDA_EPS,
+    check_interest,
+    lending_potential,
+)
 from causalfair.systems.system import DecisionSet, Gain, System
 
 __all__ = ["ELBERT_HARDER_LENDING", "harder_lending_model", "make_lending_harder"]
@@ -77,8 +81,7 @@ def harder_lending_model(interest: float = ELBERT_HARDER_LENDING["interest"],
         alter = np.array([])
     if alter.shape != (2,) or not ((alter >= 0) & (alter <= 1)).all():
         raise ModelError(f"alter_rate: must be two probabilities (per group), got {alter_rate!r}.")
-    if isinstance(interest, bool) or not isinstance(interest, (int, float)) or not interest >= 0:
-        raise ModelError(f"interest: must be a number >= 0, got {interest!r}.")
+    interest = check_interest(interest)
     K = p.shape[0]
     approve = p[:, None] * rep + (1.0 - p[:, None]) * dft  # (K, K)
     kernel = np.empty((2, 2, K, K))
@@ -94,7 +97,8 @@ def harder_lending_model(interest: float = ELBERT_HARDER_LENDING["interest"],
         aux={"p_repay": np.tile(p, (2, 1))},
         structure=CausalStructure(exogenous={"Y": (False, True)}, s_to_x0=True,
                                   s_to_transition=True),
-        name="lending-harder", action_labels=("deny", "approve"))
+        name="lending-harder", action_labels=("deny", "approve"),
+        lambda_eps=LENDING_LAMBDA_EPS)
 
 
 def make_lending_harder(interest: float = ELBERT_HARDER_LENDING["interest"],
@@ -107,7 +111,7 @@ def make_lending_harder(interest: float = ELBERT_HARDER_LENDING["interest"],
         decisions=DecisionSet(labels=("deny", "approve"), baseline=0),
         gain=Gain("qualification gain", "gain units (largest one-level gain = 1)",
                   "f(x') - f(x) with f(x) = x^3 / (K^3 - (K-1)^3)",
-                  lambda_eps=0.1),  # method.md section 4
+                  lambda_eps=tab.lambda_eps),  # the model's declaration
         reward="profit",
         horizon=20,
         structure=tab.structure,

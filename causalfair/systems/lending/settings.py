@@ -35,7 +35,7 @@ from causalfair.systems.tabular_sim import LazyArrays
 from causalfair.types import Observation, StepResult
 
 __all__ = ["LendingModel", "SETTINGS", "lending_setting", "lending_potential", "lending_system",
-           "LendingSimulator", "LendingState", "LendingNoise"]
+           "LendingSimulator", "LendingState", "LendingNoise", "LENDING_LAMBDA_EPS"]
 
 SETTINGS = ("lending-1", "lending-2", "lending-3")
 
@@ -62,6 +62,24 @@ def _interp_levels(table: np.ndarray, n_levels: int) -> np.ndarray:
     flat = np.atleast_2d(table)
     out = np.stack([np.interp(pos, src, row) for row in flat])
     return out if table.ndim == 2 else out[0]
+
+
+#: Lambda's eps on the lending models (method.md section 4): the paper's value for its gain,
+#: normalised so the largest one-level gain is 1; declared by their tabular models.
+LENDING_LAMBDA_EPS = 0.1
+
+#: Largest interest a lending model takes: the profit per unit lent on a repaid loan. A
+#: bound keeps every expected reward (at most interest x horizon) finite in float64.
+MAX_INTEREST = 1e6
+
+
+def check_interest(interest: Any) -> float:
+    """``interest`` as a float, or a ModelError naming the value and the accepted range."""
+    if (isinstance(interest, bool) or not isinstance(interest, (int, float, np.floating, np.integer))
+            or not 0 <= interest <= MAX_INTEREST):
+        raise ModelError(f"interest: must be a number in [0, {MAX_INTEREST:g}] (the profit per "
+                         f"unit lent on a repaid loan), got {interest!r}.")
+    return float(interest)
 
 
 def _renormalise(p: np.ndarray) -> np.ndarray:
@@ -99,8 +117,7 @@ class LendingModel:
             raise ModelError(
                 f"drift: expected shape ({init.shape[0]}, 3) = P(u=-1,0,+1 | s), got {drift.shape}."
             )
-        if not np.isfinite(self.interest) or self.interest < 0:
-            raise ModelError(f"interest: must be a finite number >= 0, got {self.interest!r}.")
+        check_interest(self.interest)
         for name, arr in (("initial", init), ("p_repay", rep), ("drift", drift)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -171,6 +188,7 @@ class LendingModel:
             aux={"p_repay": self.p_repay},
             structure=self.structure(),
             name=self.name,
+            lambda_eps=LENDING_LAMBDA_EPS,
         )
 
 
@@ -242,8 +260,9 @@ def lending_setting(
 #   drift (compared with the group's drift CDF scaled to 2**32). The two halves are
 #   independent uniform integers, so repayment and drift are independent, and a probability
 #   ``p`` is realised as ``round(p * 2**32) / 2**32`` (error below 1.2e-10);
-# - levels are ``intp`` arrays (fastest to gather with); ``clip`` is a table lookup, the
-#   gain ``f(x') - f(x)`` one gather in a (K * K) table;
+# - levels are ``intp`` arrays (fastest to gather with); the next level (``clip`` of
+#   x + drift + step) and the gain ``f(x') - f(x)`` are lookups in two (K, 5) tables at one
+#   index ``x * 5 + c``, c = u + step + 2 with u the drift (int8 arithmetic until then);
 # - when a batch holds one group (what :meth:`reset` with an int group gives), per-group
 #   tables are selected once per step instead of gathered per individual;
 # - a step where every decision is d0 (forks, pi0) skips the repayment draw.
@@ -306,9 +325,11 @@ class LendingSimulator:
         self._repay_thr_flat = self._repay_thr.reshape(-1)
         dc = np.minimum(self._drift_cdf[:, :2], 1.0)
         self._drift_thr = np.round(dc * _TWO32).astype(np.uint64)  # (G, 2)
-        # next level = _next[x + u + step + 2] (clip as a lookup); gain = _gain[x * K + x'].
-        self._next = np.clip(np.arange(-2, K + 2), 0, K - 1).astype(np.intp)
-        self._gain = (self._f[None, :] - self._f[:, None]).reshape(-1)
+        # by j = x * 5 + c, c = u + step + 2 in {0, ..., 4}: the next level
+        # clip(x + u + step) and the gain f(x') - f(x)
+        nxt = np.clip(np.arange(K)[:, None] + np.arange(-2, 3), 0, K - 1)  # (K, 5)
+        self._next = nxt.reshape(-1).astype(np.intp)
+        self._gain = (self._f[nxt] - self._f[:, None]).reshape(-1)
         self._interest = float(model.interest)
 
     # ------------------------------------------------------------------ protocol
@@ -373,21 +394,22 @@ class LendingSimulator:
             drift = ((noise.drift >= cdf[g, 0]).view(np.int8)
                      + (noise.drift >= cdf[g, 1]).view(np.int8))
         # drift is the code u + 1 in {0, 1, 2} (int8)
+        j = x * 5
         if d.any():
             repay = repay_fn()
             # step + 1 in {0, 1, 2}: 1 for d0, 2 for (d1, repay), 0 for (d1, default)
-            code = drift + (d.view(np.int8) * (2 * repay.view(np.int8) - 1))
-            idx = x + code  # intp: x + (u + 1) + step, then +1 more below
-            nxt = self._next.take(idx + 1)
+            j += drift + (d.view(np.int8) * (2 * repay.view(np.int8) - 1) + 1)
+            nxt = self._next.take(j)
             # +interest for (d1, repay), -1 for (d1, default), 0 for d0 (no np.where: slow)
             reward = (d & repay) * (self._interest + 1.0) - d
             info: Mapping[str, np.ndarray] = LazyArrays({
                 "repay": lambda: repay, "drift": lambda: drift.astype(np.intp) - 1})
         else:
-            nxt = self._next.take(x + drift + 1)
+            j += drift + np.int8(1)
+            nxt = self._next.take(j)
             reward = np.zeros(x.shape[0])
             info = LazyArrays({"repay": repay_fn, "drift": lambda: drift.astype(np.intp) - 1})
-        gain = self._gain.take(x * K + nxt)
+        gain = self._gain.take(j)
         return StepResult(
             state=LendingState(level=nxt, group=g, t=state.t + 1, group_id=gid),
             reward=reward,
@@ -428,7 +450,7 @@ def lending_system(model: Any, *, id: str | None = None,
         levels=tuple(tab.level_labels),
         gain=Gain("qualification gain", "gain units (largest one-level gain = 1)",
                   "f(x') - f(x) with f(x) = x^3 / (K^3 - (K-1)^3)",
-                  lambda_eps=0.1),  # method.md section 4
+                  lambda_eps=tab.lambda_eps),  # the model's declaration
         reward="profit",
         horizon=20,
         structure=tab.structure,

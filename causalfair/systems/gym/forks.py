@@ -1,0 +1,132 @@
+"""Snapshots and forks of a Gymnasium env for the Gymnasium door
+(:mod:`causalfair.systems.gym.door`): what an env's state API is, which objects copies of
+an env share, a fast deep copy of an env, the bookkeeping wrappers stepped through, and
+the generator each step is given (:class:`StepGenerator`).
+
+A fork runs one individual under another decision with the same random numbers (common
+random numbers, method.md section 3): a copy of the env's snapshot (or its own
+``get_state``/``set_state``) stepped with a generator in the state that the step's noise
+names."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+__all__ = ["state_api", "shared_objects", "copy_env", "unwrap_bookkeeping", "StepGenerator",
+           "generator_state", "INC"]
+
+INC = (0xDA3E39CB94B95BDB << 64) | 0x5851F42D4C957F2D | 1  # a fixed odd PCG64 increment
+
+
+def state_api(env: Any) -> tuple[str, str] | None:
+    for get, put in (("get_state", "set_state"), ("clone_state", "restore_state")):
+        if callable(getattr(env, get, None)) and callable(getattr(env, put, None)):
+            return get, put
+    return None
+
+
+def shared_objects(env: Any) -> dict[int, Any]:
+    """What copies of ``env`` share: the spaces, the env spec and the generator (each step
+    is given its own generator state), through the wrapper chain."""
+    memo: dict[int, Any] = {}
+    e = env
+    while e is not None and hasattr(e, "__dict__"):
+        for attr in ("action_space", "observation_space", "_action_space", "_observation_space",
+                     "spec", "_np_random"):
+            v = e.__dict__.get(attr)
+            if v is not None:
+                memo[id(v)] = v
+        e = e.__dict__.get("env")
+    return memo
+
+
+_ATOMIC = (int, float, bool, str, bytes, complex, type(None), np.generic)
+_ATOMIC_TYPES = frozenset((int, float, bool, str, bytes, complex, type(None), np.float64,
+                           np.float32, np.int64, np.int32, np.bool_))
+_PLAIN: dict[type, bool] = {}
+
+
+def _plain(cls: type) -> bool:
+    """Whether instances of ``cls`` copy as a fresh ``__dict__`` (no ``__slots__``, no
+    custom copy or pickle hooks): the fast path of :func:`copy_env`."""
+    ok = _PLAIN.get(cls)
+    if ok is None:
+        ok = _PLAIN[cls] = (
+            not any(vars(k).get("__slots__") for k in cls.__mro__[:-1])
+            and all(getattr(cls, m, None) is getattr(object, m, None)
+                    for m in ("__reduce_ex__", "__reduce__", "__getstate__"))
+            and not hasattr(cls, "__deepcopy__") and not hasattr(cls, "__setstate__"))
+    return ok
+
+
+def copy_env(env: Any, shared: dict[int, Any]) -> Any:
+    """A deep copy of ``env`` sharing ``shared``: what :func:`copy.deepcopy` makes, faster
+    for envs (and wrappers) that are plain objects of numbers and arrays."""
+    cls = type(env)
+    ok = _PLAIN.get(cls)
+    if not (ok or (ok is None and _plain(cls))):
+        return copy.deepcopy(env, dict(shared))
+    memo: dict[int, Any] | None = None
+    d = env.__dict__.copy()
+    for k, v in d.items():  # values are replaced in place: the keys do not change
+        if type(v) in _ATOMIC_TYPES or id(v) in shared:
+            continue
+        if type(v) is np.ndarray and v.dtype.kind in "biufc":
+            d[k] = v.copy()
+        elif isinstance(v, _ATOMIC):
+            continue
+        elif hasattr(v, "unwrapped") and hasattr(v, "step") and _plain(type(v)):
+            d[k] = copy_env(v, shared)  # the env inside a wrapper
+        else:
+            if memo is None:
+                memo = dict(shared)
+            d[k] = copy.deepcopy(v, memo)
+    new = object.__new__(cls)
+    new.__dict__ = d
+    return new
+
+
+_BOOKKEEPING = frozenset(("TimeLimit", "OrderEnforcing", "PassiveEnvChecker"))
+
+
+def unwrap_bookkeeping(env: Any) -> Any:
+    """``env.unwrapped`` when every wrapper around it is one that ``gymnasium.make`` adds
+    for bookkeeping (``TimeLimit``: truncation, which the door does not read, the horizon
+    is its own; ``OrderEnforcing``: reset before step, which every snapshot is;
+    ``PassiveEnvChecker``: checks of the first reset and step), else ``env``: those
+    wrappers change no transition, and stepping the env under them is a copy and a call
+    less per layer."""
+    e = env
+    while hasattr(e, "env") and getattr(e, "unwrapped", e) is not e:
+        cls = type(e)
+        if cls.__name__ not in _BOOKKEEPING or not cls.__module__.startswith("gymnasium.wrappers"):
+            return env
+        e = e.env
+    return e
+
+
+def generator_state(word_hi: int, word_lo: int) -> dict[str, Any]:
+    """The ``bit_generator.state`` of PCG64 at the 128-bit state ``word_hi:word_lo`` with
+    the fixed increment :data:`INC` (no buffered 32-bit value)."""
+    return {"bit_generator": "PCG64", "state": {"state": (int(word_hi) << 64) | int(word_lo),
+                                               "inc": INC}, "has_uint32": 0, "uinteger": 0}
+
+
+class StepGenerator:
+    """One PCG64 ``Generator`` (``rng``) put into the state a step's noise names before the
+    step: ``set(hi, lo)`` is ``bit_generator.state = generator_state(hi, lo)`` through one
+    state dictionary kept for the purpose (numpy's documented setter: it also clears a
+    buffered 32-bit value and resets the increment an env's ``set_state`` may have moved)."""
+
+    def __init__(self) -> None:
+        self.rng = np.random.Generator(np.random.PCG64(0))
+        self._bitgen = self.rng.bit_generator
+        self._gstate = generator_state(0, 0)
+        self._word = self._gstate["state"]
+
+    def set(self, hi: int, lo: int) -> None:
+        self._word["state"] = (hi << 64) | lo
+        self._bitgen.state = self._gstate
