@@ -23,8 +23,10 @@ What it measures, in one run:
    skipped with a message): lending-1 (defaults: the network is evaluated on the 14-cell
    input grid, so the GPU can only add transfer costs) and infectious-1 with a
    [``--device-hidden``] MLP over the members' features (the network runs on every
-   member-step: ``--device-units`` members x T = 20 per iteration, 10 epochs).
-   ``--device-only`` runs this part alone.
+   member-step: ``--device-units`` members x T = 20 per iteration, 10 epochs); and
+   whether the device's lending-1 run repeats bit for bit and agrees with the CPU's to
+   1e-3 (exit status 1 otherwise). ``--device-only`` runs this part alone;
+   ``--device cpu`` runs its device half on the CPU (a dry run of the script).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 
 def bench_sb3(steps: int) -> float:
@@ -64,19 +67,21 @@ def bench_ours(env: str, iterations: int) -> float:
 
 
 def bench_device(device: str, iterations: int, units: int, hidden: tuple[int, ...]
-                 ) -> dict[str, float]:
-    """PPO iterations per second on ``device``: lending-1 (defaults) and infectious-1 with a
-    ``hidden`` MLP over ``units`` members (wall time of ``train``, its final audit included
-    for infectious-1: 200 replicas per group)."""
+                 ) -> dict[str, Any]:
+    """PPO iterations per second on ``device``: lending-1 (defaults; timed on its second run,
+    the first warming up the CUDA context and kernels, and both tables kept) and
+    infectious-1 with a ``hidden`` MLP over ``units`` members (wall time of ``train``, its
+    final audit included: 200 replicas per group)."""
     import causalfair as cf
     from causalfair.train import TrainConfig, train
 
-    out = {}
+    out: dict[str, Any] = {}
     cfg = TrainConfig(algo="ppo", iterations=iterations, eval_every=10**6)
-    train(cfg.replace(iterations=1), device=device)  # warm-up (CUDA context, kernels)
+    first = train(cfg, device=device)  # warm-up, and the run the timed one must repeat
     t0 = time.perf_counter()
-    train(cfg, device=device)
+    again = train(cfg, device=device)
     out["lending-1"] = iterations / (time.perf_counter() - t0)
+    out["tables"] = (first.table, again.table)
     system = cf.systems.make("infectious-1")
     cfg = TrainConfig(algo="ppo", iterations=iterations, n_individuals=units, hidden=hidden,
                       eval_every=10**6, audit_n=200)
@@ -86,26 +91,52 @@ def bench_device(device: str, iterations: int, units: int, hidden: tuple[int, ..
     return out
 
 
-def device_part(args: argparse.Namespace) -> None:
+def device_part(args: argparse.Namespace) -> bool:
+    """Part 5; False when the device's lending-1 run does not repeat bit for bit or differs
+    from the CPU's by more than 1e-3."""
+    import numpy as np
     import torch
+
+    from causalfair.backends import available_cores, resolve_device
+    from causalfair.errors import InputError
 
     hidden = tuple(int(h) for h in args.device_hidden.split(","))
     what = {"lending-1": "lending-1 PPO (512 x T=20, [64, 64], grid-evaluated)",
             "infectious-1": f"infectious-1 PPO ({args.device_units} members x T=20, {list(hidden)})"}
-    print(f"\nPPO iterations per second ({args.device_iterations} iterations; cores = "
-          f"{os.cpu_count()}, torch threads = {torch.get_num_threads()}):", flush=True)
-    cpu = bench_device("cpu", args.device_iterations, args.device_units, hidden)
-    gpu = None
-    if torch.cuda.is_available():
-        print(f"GPU: {torch.cuda.get_device_name(0)}", flush=True)
-        gpu = bench_device("cuda", args.device_iterations, args.device_units, hidden)
+    print(f"\nPPO iterations per second ({args.device_iterations} iterations; "
+          f"{available_cores()} cores (os.cpu_count {os.cpu_count()}), torch {torch.__version__}"
+          f", CUDA {torch.version.cuda or 'none (a CPU-only build)'}, torch threads = "
+          f"{torch.get_num_threads()}):", flush=True)
+    device = None
+    if args.device != "auto" or torch.cuda.is_available():
+        try:
+            device = resolve_device("cuda" if args.device == "auto" else args.device, "--device")
+        except InputError as exc:
+            raise SystemExit(f"bench_train: error: {exc}") from None
+    label = "gpu"
+    if device is None:
+        print("GPU: none (torch sees no CUDA device): the GPU half is skipped "
+              "(`--device cpu` runs it on the CPU as a dry run).", flush=True)
+    elif device == "cpu":
+        label = "dry"
+        print("GPU: none, a dry run: the device half runs on the CPU.", flush=True)
     else:
-        print("GPU: none (torch sees no CUDA device): the GPU half is skipped.", flush=True)
-    for k, label in what.items():
-        line = f"  {label:<58} cpu {cpu[k]:7.2f} it/s"
+        print(f"GPU: {torch.cuda.get_device_name(torch.device(device))}", flush=True)
+    cpu = bench_device("cpu", args.device_iterations, args.device_units, hidden)
+    gpu = None if device is None else \
+        bench_device(device, args.device_iterations, args.device_units, hidden)
+    for k, label_k in what.items():
+        line = f"  {label_k:<58} cpu {cpu[k]:7.2f} it/s"
         if gpu is not None:
-            line += f"   gpu {gpu[k]:7.2f} it/s   gpu / cpu = {gpu[k] / cpu[k]:.2f}x"
+            line += f"   {label} {gpu[k]:7.2f} it/s   {label} / cpu = {gpu[k] / cpu[k]:.2f}x"
         print(line, flush=True)
+    if gpu is None:
+        return True
+    same = np.array_equal(*gpu["tables"])
+    diff = float(np.abs(gpu["tables"][1] - cpu["tables"][1]).max())
+    print(f"  lending-1 on {device}: the same table run to run: {'yes' if same else 'NO'}; "
+          f"largest |difference| from the CPU's table: {diff:.2e} (tolerance 1e-3)", flush=True)
+    return same and diff <= 1e-3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,13 +156,15 @@ def main(argv: list[str] | None = None) -> int:
                     "graphs; on a GPU try 34 * 1024)")
     ap.add_argument("--device-hidden", default="256,256",
                     help="infectious-1 MLP hidden layers in part 5 (default 256,256)")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                    help="part 5's device half: cuda, or cpu for a dry run of the script; "
+                    "auto (default): cuda when torch sees a GPU, else skipped")
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
     if args.device_only:
-        device_part(args)
-        return 0
+        return 0 if device_part(args) else 1
     print(f"cores (os.cpu_count) = {os.cpu_count()}, torch threads = 1", flush=True)
     sb3 = bench_sb3(args.sb3_steps)
     print(f"stable-baselines3 PPO, Gymnasium LendingEnv x 8:   {sb3:10,.0f} transitions/s", flush=True)
@@ -159,8 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = ratio < 0.5 and out["ppo-c"][0] < 300
     print(f"PPO-C |C| / PPO |C| = {ratio:.3f} in {out['ppo-c'][0]:.1f} s "
           f"(target < 0.5 in < 300 s): {'MET' if ok else 'NOT MET'}")
-    device_part(args)
-    return 0
+    return 0 if device_part(args) else 1
 
 
 if __name__ == "__main__":

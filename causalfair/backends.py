@@ -445,7 +445,11 @@ class RayBackend:
         try:
             opts: dict[str, Any] = dict(num_cpus=1, max_retries=0)
             if os.environ.get(DEVICE_ENV):  # --device reaches the workers, as in local ones
-                opts["runtime_env"] = {"env_vars": {DEVICE_ENV: os.environ[DEVICE_ENV]}}
+                env = {DEVICE_ENV: os.environ[DEVICE_ENV]}
+                if env[DEVICE_ENV].startswith("cuda"):  # the tasks ask Ray for no GPU: keep
+                    # Ray (older versions, by default) from hiding the machine's GPUs
+                    env["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
+                opts["runtime_env"] = {"env_vars": env}
             task = ray.remote(**opts)(_run)
             limited = ray.remote(**opts)(_limited)
             for i, item in enumerate(items):
@@ -592,8 +596,9 @@ DEVICES = ("cpu", "cuda", "auto")
 def resolve_device(value: Any = "cpu", field: str = "--device") -> str:
     """The torch device ``value`` names: ``"cpu"`` (the default; torch is not imported),
     ``"cuda"`` / ``"cuda:N"``, or ``"auto"`` (``"cuda"`` when torch sees a GPU, else
-    ``"cpu"``). A GPU asked for where torch sees none is an :class:`InputError` naming
-    ``field``."""
+    ``"cpu"``). A GPU asked for where torch sees none (or a ``cuda:N`` past the last) is an
+    :class:`InputError` naming ``field``. Resolving a GPU sets ``CUBLAS_WORKSPACE_CONFIG``
+    (``:4096:8``) unless set, so that cuBLAS products repeat run to run."""
     import re
 
     text = "cpu" if value is None else str(value).strip().lower()
@@ -605,12 +610,19 @@ def resolve_device(value: Any = "cpu", field: str = "--device") -> str:
     import torch
 
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if text == "auto":
-        return "cuda" if n else "cpu"
+    if text == "auto" and not n:
+        return "cpu"
+    text = "cuda" if text == "auto" else text
     if int(text.partition(":")[2] or 0) >= n:
         seen = "no GPU" if n == 0 else f"{n} GPU(s) (cuda:0 to cuda:{n - 1})"
-        raise InputError(f"{field}: {text!r} asked for, but torch sees {seen} on this machine; "
-                         "use cpu, or auto (the GPU when there is one).")
+        build = (f" (torch {torch.__version__} is a CPU-only build: install a CUDA build of "
+                 "torch to use a GPU)" if getattr(torch.version, "cuda", None) is None else "")
+        raise InputError(f"{field}: {text!r} asked for, but torch sees {seen} on this machine"
+                         f"{build}; use cpu, or auto (the GPU when there is one).")
+    # cuBLAS takes its workspace setting at the process's first product on a GPU: a fixed
+    # workspace, set before any work there, lets products repeat bit for bit
+    # (torch.use_deterministic_algorithms; causalfair.train.device.device_determinism)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     return text
 
 

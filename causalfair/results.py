@@ -299,7 +299,9 @@ class Decomposition:
             out["seed"] = self.seed
         return out
 
-    def summary(self) -> str:
+    def summary(self, alpha: float = 0.05) -> str:
+        """Plain text: the effects with their (1 - ``alpha``) normal intervals when there are
+        standard errors, Lambda, utility and the per-group values."""
         a, b = self.pair
         lines = [
             f"Decomposition of the qualification-gain disparity ({self.engine} engine)",
@@ -309,12 +311,13 @@ class Decomposition:
             + (f"   n = {self.n} per group, seed = {self.seed}" if self.n is not None else ""),
             "",
         ]
-        ci = self.conf_int(0.05) if self.se else None
+        ci = self.conf_int(alpha) if self.se else None
         for k in _EFFECTS:
             v = getattr(self, k)
             row = f"  {k:<4} = {v:+.6f}"
             if ci is not None:
-                row += f"   95% CI [{ci.loc[k, 'lower']:+.6f}, {ci.loc[k, 'upper']:+.6f}]"
+                row += (f"   {100 * (1 - alpha):g}% CI [{ci.loc[k, 'lower']:+.6f}, "
+                        f"{ci.loc[k, 'upper']:+.6f}]")
             lines.append(row)
         if self.Lambda is not None:
             ci_l = (f"   {100 * self.Lambda_ci_level:g}% CI [{self.Lambda_ci[0]:.6f}, "

@@ -35,7 +35,7 @@ __all__ = [
     "PPO_LAG_KEYS", "abs_interval", "judge", "judge_key", "Constraint", "parse_constraint",
     "constraints_from_thresholds", "overall_verdict", "Verdict", "PAIR_KEYS",
     "MAX_PAIR_KEYS", "MIN_RATIO_KEYS", "split_key", "is_group_key", "group_key_error",
-    "group_verdicts", "judge_min", "constraint_key_error", "is_repair_key",
+    "group_verdicts", "judge_min", "constraint_key_error", "is_repair_key", "threshold_op",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -66,6 +66,14 @@ MAX_PAIR_KEYS: tuple[str, ...] = ("max_abs_C", "max_abs_DPE", "max_abs_IPE", "ma
 #: Ratio thresholds: "the smallest ratio over the pairs >= value" (four-fifths rule: 0.8);
 #: a ratio is min / max of the two groups' values (docs/decomposition.md).
 MIN_RATIO_KEYS: tuple[str, ...] = ("min_ratio_V", "min_ratio_selection")
+
+
+def threshold_op(key: str) -> str:
+    """How the threshold ``key`` (a verdict's key: ``min_ratio_V``, ``abs_C[A-B]``, ``abs_C
+    vs baseline``, ...) reads its bound: ``">="`` for the ratios (:data:`MIN_RATIO_KEYS`,
+    one pair's included), ``"<="`` for every other key. Every label of a threshold (the
+    report, the gate's table and JUnit, gate-merge's Markdown, card.md, annex-iv.md) uses it."""
+    return ">=" if key.startswith("min_") else "<="
 #: Keys that may address one pair of groups, ``key[A-B]`` (TOML: ``[thresholds.abs_C]``
 #: with ``"A-B" = 0.1``): the pair's quantity (A minus B for the signed ones).
 PAIR_KEYS: tuple[str, ...] = ("abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE",
@@ -127,8 +135,7 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        op = ">=" if self.key.startswith("min_") else "<="
-        return f"{self.key} {op} {self.threshold:g}"
+        return f"{self.key} {threshold_op(self.key)} {self.threshold:g}"
 
     def message(self) -> str:
         if self.lower == self.upper:

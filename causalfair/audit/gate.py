@@ -201,6 +201,8 @@ class GateResult:
     def side_by_side(self) -> str:
         """Text table: one line per threshold, before and (if retrained) after."""
         lines = []
+        w = max([22] + [len(v.label) for e in self.entries if e.error is None
+                        for v in e.before.verdicts])  # one column for every label
         for e in self.entries:
             if e.error is not None:
                 lines.append(f"{e.spec.name}: {ERROR} (not audited; the error follows)")
@@ -208,12 +210,12 @@ class GateResult:
             lines.append(f"{e.spec.name}: {e.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
             for v in e.before.verdicts:
-                row = f"  {v.label:<22} {v.estimate:>11.6f} {v.status:<12}"
+                row = f"  {v.label:<{w}} {v.estimate:>11.6f} {v.status:<12}"
                 if e.after is not None:
                     a = after[v.key]
                     row += f" -> {a.estimate:>11.6f} {a.status}"
                 lines.append(row)
-            row = f"  {'utility':<22} {utility_of(e.before):>11.6f} {'':<12}"
+            row = f"  {'utility':<{w}} {utility_of(e.before):>11.6f} {'':<12}"
             check = e.repair_check
             if e.after is not None:
                 row += f" -> {utility_of(e.after):>11.6f}"

@@ -22,7 +22,7 @@ from causalfair._safe_read import JSON_BYTES_FACTOR, read_json_file
 from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
 from causalfair.errors import InputError
 from causalfair.report.render import md_escape
-from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, overall_verdict
+from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, overall_verdict, threshold_op
 
 __all__ = ["JUNIT_BYTES_FACTOR", "STATUSES", "check_input_sizes", "read_gate_summary", "read_junit",
            "merge_summaries", "merge_junit", "summary_exit_code", "markdown"]
@@ -323,7 +323,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
         for v in e["verdicts"]:
             ci = ("exact" if v.get("lower") == v.get("upper") == v.get("estimate")
                   else f"[{num(v.get('lower'))}, {num(v.get('upper'))}]")
-            lines.append(f"| {name} | {md_escape(v['key'])} <= {num(v['threshold'])} | "
+            lines.append(f"| {name} | {md_escape(v['key'])} {threshold_op(v['key'])} "
+                         f"{num(v['threshold'])} | "
                          f"{num(v.get('estimate'))} | {ci} | {icon[v['status']]} |")
         if e["overall"] == ERROR:
             lines.append(f"| {name} | not audited: {md_escape(e['error'][:300])} | | | "

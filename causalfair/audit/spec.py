@@ -685,8 +685,9 @@ def _repair_guards(sec: Mapping[str, Any], thresholds: Mapping[str, float],
     if "min_utility" in sec:
         v = sec["min_utility"]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v == math.inf:
-            raise _fail(path, "[retrain] min_utility", v, "a number or -inf (no floor); leave it "
-                        "out for the better of the baseline and the uniform policy's utility")
+            raise _fail(path, "[retrain] min_utility", v, "a number or -inf (no floor; TOML "
+                        "writes it unquoted: min_utility = -inf); leave it out for the better "
+                        "of the baseline and the uniform policy's utility")
         out["min_utility"] = float(v)
     if "allow_worse" in sec:
         v = sec["allow_worse"]

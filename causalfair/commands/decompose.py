@@ -71,11 +71,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "simulator, with standard errors and CIs) or auto (default: exact when "
                    "the system has a tabular model, else mc)")
     p.add_argument("--n", type=int, default=None,
-                   help="mc: individuals simulated per group (default: 100000), or worlds on "
+                   help="mc only (refused with the exact engine): individuals simulated per group (default: 100000), or worlds on "
                    "a system of coupled units (default: 2000)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the Monte Carlo run or of the log bootstrap (default: 0)")
     p.add_argument("--alpha", type=float, default=0.05,
-                   help="mc: confidence level 1 - alpha of the printed CIs (default: 0.05)")
+                   help="confidence level 1 - alpha of the printed CIs (Monte Carlo and "
+                        "--logs; default: 0.05)")
     p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
                    help="mc: where the (group, batch) tasks run: this process (default: on "
                         "threads, one per core it may use; serial: one thread), process "
@@ -124,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         return run_logs(args)
     system, policy = load_system_and_policy(args)
     args.eps, eps_source = eps_for(args.eps, system)
+    n_given = args.n is not None
     if args.n is None:  # worlds of coupled units are U units each
         args.n = 2000 if system.units_per_replica > 1 else 100_000
 
@@ -132,9 +134,10 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:  # the same refusal, named as the flag
         raise UsageError(f"--{exc}") from None
     model = system.tabular if "exact" in system.engines else None
-    if engine != "mc" and (args.backend or args.jobs or args.address):
-        raise UsageError("--backend/--jobs/--address: only with the Monte Carlo engine "
-                         "(--engine mc); the exact engine is one quick computation.")
+    if engine != "mc" and (args.backend or args.jobs or args.address or n_given):
+        raise UsageError("--n/--backend/--jobs/--address: only with the Monte Carlo engine "
+                         "(--engine mc); the exact engine is one quick computation with no "
+                         "sample.")
     if engine == "mc":  # Lambda as decompose_mc gives it: exact where the model answers
         result = _decompose_mc(args, policy, system)
         benefit = result.benefit

@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
               f"could not be audited; the first: {errors[0]['error'].splitlines()[0][:300]}",
               file=sys.stderr)
     else:
-        print(f"merged {len(docs)} shards, {len(merged['specs'])} specs: exit code "
+        n, m = len(docs), len(merged["specs"])
+        print(f"merged {n} shard{'s' * (n != 1)}, {m} spec{'s' * (m != 1)}: exit code "
               f"{merged['exit_code']}", file=sys.stderr)
     return merged["exit_code"]

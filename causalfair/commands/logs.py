@@ -34,7 +34,8 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
                         "id, t, group, level, decision, next_level, reward[, outcome]); the "
                         "model is fitted from it instead of --setting")
     g.add_argument("--boot", type=int, default=200, metavar="N",
-                   help="bootstrap replicates over individuals (default: 200; 0 = none)")
+                   help="bootstrap replicates over individuals (default: 200; 0 = no intervals; "
+                        "else at least 2)")
     if "--seed" not in p._option_string_actions:  # decompose may already define --seed
         g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     g.add_argument("--alpha-smooth", type=float, default=0.1, metavar="A",
@@ -126,8 +127,12 @@ def _state_options(args: argparse.Namespace) -> dict:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    if args.boot < 0:
-        raise UsageError(f"--boot: must be >= 0, got {args.boot}.")
+    if args.boot < 0 or args.boot == 1:
+        raise UsageError(f"--boot: must be 0 (no intervals) or >= 2 (one replicate has no "
+                         f"spread), got {args.boot}.")
+    alpha = getattr(args, "alpha", 0.05)  # decompose's --alpha: the intervals' level
+    if not 0.0 < alpha < 1.0:
+        raise UsageError(f"--alpha: must be in (0, 1), got {alpha}.")
     if args.horizon is not None and args.horizon < 1:
         raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
     state_kw = _state_options(args)
@@ -147,12 +152,12 @@ def run_logs(args: argparse.Namespace) -> int:
         lambda_estimator=args.lambda_estimator, reference=args.reference, **state_kw,
     )
     if args.json:
-        out = versioned(DECOMPOSE_SCHEMA_VERSION, audit.to_dict())
+        out = versioned(DECOMPOSE_SCHEMA_VERSION, audit.to_dict(alpha))
         out["logs"] = str(args.logs)
         json.dump(out, sys.stdout, indent=2, allow_nan=False, default=str)
         sys.stdout.write("\n")
     else:
-        print(audit.summary())
+        print(audit.summary(alpha))
         if audit.benefit is not None:
             print()
             print(audit.benefit.summary(args.worst))

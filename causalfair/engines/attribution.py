@@ -12,11 +12,21 @@ of a group under a policy, h_pi the expected gain of the policy's decision and h
 gain of the baseline action a0 (Proposition 1):
 
     DPE change at (t, s, x) = sign(s) * gamma^t * [mu_t(x) (h_pi - h0)(x) - mu'_t(x) (h_pi' - h0)(x)]
-    IPE change at (t, s, x) = sign(s) * gamma^t * [mu_t(x) - mu'_t(x)] h0(x)
+    IPE change at (t, s, x) = sign(s) * gamma^t * [mu_t(x) - mu'_t(x)] (h0(x) - hbar_{t,s})
 
-with sign(s+) = +1, sign(s-) = -1 (the audited pair) and 0 for other groups. Summed over
-(t, s, x) these give the two changes, so the steps and the cells each sum to the observed
-change.
+with sign(s+) = +1, sign(s-) = -1 (the audited pair) and 0 for other groups, and
+hbar_{t,s} = sum_x m_{t,s}(x) h0(x) the mean baseline gain under m = (mu_t + mu'_t) / 2.
+Summed over (t, s, x) these give the two changes, so the steps and the cells each sum to
+the observed change.
+
+The IPE cells are centred because sum_x [mu_t(x) - mu'_t(x)] = 0 for each (t, s): a
+constant added to h0 changes every uncentred cell, [mu_t - mu'_t](x) h0(x), and none of
+their sums, so those cells say where people sit more than what changed. Centred, a cell reads "more (fewer) people where the baseline gain is above (below) its
+average", a constant added to h0 leaves it unchanged, and the totals per step and per path
+are exactly those of the uncentred formula. The reference distribution m is the average of
+the two policies' so that the cells are antisymmetric in the two policies (swapping them
+flips every sign). The DPE cells need no centring: mu(x) (h_pi - h0)(x) has no free
+constant (the decision's effect is zero where the policy takes a0).
 
 - **Exact** (:func:`attribute_exact`, a tabular model): the formulas above with the exact
   state distributions; the parts sum to the change to rounding (about 1e-15).
@@ -25,10 +35,18 @@ change.
   compare_mc`: the same units, noise and decision uniforms for both policies, and so the
   very same pi0 roll-out, whose gains cancel unit by unit). Every unit contributes its own
   per-step and per-cell differences (its direct gain, gain minus the pi^PS fork's, at the
-  cell it visits under each policy; its fork gain likewise); the estimates are the pair's
-  difference of group means and the intervals come from the per-unit paired differences
-  (CLT). Steps and cells are sums of the same samples, so they add up to the total change
-  to rounding, whatever the sampling error.
+  cell it visits under each policy; its fork gain minus the reference r_{t,s} likewise);
+  the estimates are the pair's difference of group means and the intervals come from the
+  per-unit paired differences (CLT). The reference r_{t,s} is the average of the two
+  policies' mean fork gain at (t, s) over the run's n units per group (the estimate of
+  hbar_{t,s}); every unit sits in one cell per step under each policy, so subtracting it
+  from both policies' fork gains leaves each unit's steps and total unchanged. The
+  reference is estimated from the same units, so a cell's standard error is that of the
+  unit's influence Y(x) - sum_t D(t, x) F_t (delta method: Y its centred cell value, D the
+  mean visit difference, F the unit's (f_t + f'_t) / 2); each batch centres at its own
+  reference first and the fold moves the cells to the run's. Steps and cells are sums of
+  the same samples, so they add up to the total change to rounding, whatever the sampling
+  error.
 """
 
 from __future__ import annotations
@@ -241,15 +259,20 @@ def attribute_exact(model: TabularModel, policy: Any, baseline: Any, horizon: in
     h = model.expected_gain()  # (G, A, K)
     h0 = h[:, model.baseline]
     disc = (float(gamma) ** np.arange(T))[:, None, None]
-    parts, V = [], []
+    direct, mus, V = [], [], []
     for tab in (p, q):
         mu = model.propagate(tab, T)[:T]
         h_pi = np.einsum("tsxa,sax->tsx", _action_tables(model, tab, T), h)
-        parts.append((disc * mu * (h_pi - h0), disc * mu * h0))
+        direct.append(disc * mu * (h_pi - h0))
+        mus.append(mu)
         V.append((disc * mu * h_pi).sum((0, 2)))
     a, c = check_pair(pair, model.n_groups, V[0])
-    direct = parts[0][0] - parts[1][0]  # (T, G, K)
-    indirect = parts[0][1] - parts[1][1]
+    direct = direct[0] - direct[1]  # (T, G, K)
+    # h0 centred per (t, s) at its mean under the average state distribution of the two
+    # policies (module docstring): sum_x (mu - mu')(x) = 0, so the totals do not move
+    ref = 0.5 * (mus[0] + mus[1])
+    hbar = (ref * h0).sum(2, keepdims=True) / np.maximum(ref.sum(2, keepdims=True), 1e-300)
+    indirect = disc * (mus[0] - mus[1]) * (h0 - hbar)
     cell = np.stack([np.stack([x[:, a], -x[:, c]], axis=1) for x in (direct, indirect)])
     by_step = cell.sum(axis=(2, 3))  # (2, T)
     by_cell = cell.sum(axis=1)  # (2, 2, K)
@@ -334,21 +357,70 @@ def _per_cell(where: np.ndarray, x: np.ndarray, K: int) -> np.ndarray:
     return np.bincount(idx, weights=x.reshape(-1), minlength=K * m).reshape(K, m)
 
 
+def _visits(where: np.ndarray, K: int) -> np.ndarray:
+    """(T, K) from (T, m) cells: how many units sit in each cell at each step."""
+    T = where.shape[0]
+    idx = (where + K * np.arange(T)[:, None]).reshape(-1)
+    return np.bincount(idx, minlength=T * K).reshape(T, K).astype(np.float64)
+
+
+class _Reference:
+    """One group's reference fork gain r_t (the mean over units of (f_t + f'_t) / 2, the two
+    policies' mean fork gain at step t) and what moving the IPE cells from each batch's own
+    reference to it needs: the visit differences per (t, cell), their products with the
+    batch references, and the co-moments (pooled over batches, Chan et al.) of the per-unit
+    IPE cell values Y with F_t = (f_t + f'_t) / 2 and of F with itself (delta method)."""
+
+    def __init__(self, T: int, K: int) -> None:
+        self.n, self.y, self.f = 0, np.zeros(K), np.zeros(T)
+        self.cyf, self.cff = np.zeros((K, T)), np.zeros((T, T))
+        self.visits, self.rv = np.zeros((T, K)), np.zeros((T, K))
+
+    def merge(self, m: int, y: np.ndarray, f: np.ndarray, visits: np.ndarray,
+              cyf: np.ndarray, cff: np.ndarray) -> None:
+        tot = self.n + m
+        dy, df, w = y - self.y, f - self.f, self.n * m / tot
+        self.cyf += cyf + w * np.outer(dy, df)
+        self.cff += cff + w * np.outer(df, df)
+        self.y += dy * m / tot
+        self.f += df * m / tot
+        self.visits += visits
+        self.rv += f[:, None] * visits
+        self.n = tot
+
+    def cells(self, y_mean: np.ndarray, y_var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The IPE cells centred at this run's reference r_t, and the variance of one unit's
+        influence Y(x) - sum_t D(t, x) F_t, with D(t, x) the mean visit difference."""
+        n = self.n
+        d = self.visits / n
+        est = y_mean + (self.rv - self.f[:, None] * self.visits).sum(0) / n
+        var = (y_var - 2.0 * np.einsum("tk,kt->k", d, self.cyf / (n - 1))
+               + np.einsum("tk,tu,uk->k", d, self.cff / (n - 1), d))
+        return est, np.maximum(var, 0.0)
+
+
 def _attributed_batch(task: tuple[Any, Any, _Cells, int, int, int]
-                  ) -> tuple[int, np.ndarray, np.ndarray, list[Any]]:
+                  ) -> tuple[int, np.ndarray, np.ndarray, list[Any], tuple[np.ndarray, ...]]:
     """Batch ``b`` of group ``g`` (``m`` units) under both policies of a paired run: the
-    moments (count, mean, centred second moment) of each unit's attribution parts, and the
-    moments :func:`~causalfair.engines.montecarlo.compare_mc` folds (the same totals)."""
+    moments (count, mean, centred second moment) of each unit's attribution parts (its IPE
+    cells centred at the batch's reference, module docstring), what :class:`_Reference`
+    folds, and the moments :func:`~causalfair.engines.montecarlo.compare_mc` folds (the
+    same totals)."""
     job, job_b, cells, g, b, m = task
     K = cells.K
     d0, f0, w0, tot0 = _traced(job, g, b, m, cells)
     d1, f1, w1, tot1 = _traced(job_b, g, b, m, cells)
     step_d, step_i = d0 - d1, f0 - f1  # (T, m)
+    F = 0.5 * (f0 + f1)
+    r = F.mean(1)  # the batch's reference; every unit sits in one cell per step under each
+    # policy, so subtracting r_t from both policies' fork gains leaves its steps unchanged
     x = np.vstack([(tot0[0] - tot1[0])[None], step_d.sum(0)[None], step_i.sum(0)[None],
                    step_d, step_i, _per_cell(w0, d0, K) - _per_cell(w1, d1, K),
-                   _per_cell(w0, f0, K) - _per_cell(w1, f1, K)])  # (quantities, units)
+                   _per_cell(w0, f0 - r[:, None], K) - _per_cell(w1, f1 - r[:, None], K)])
     mean = x.mean(1)
-    return m, mean, ((x - mean[:, None]) ** 2).sum(1), paired_trios(tot0, tot1)
+    yc, fc = x[-K:] - mean[-K:, None], F - r[:, None]
+    ref = (mean[-K:], r, _visits(w0, K) - _visits(w1, K), yc @ fc.T, fc @ fc.T)
+    return m, mean, ((x - mean[:, None]) ** 2).sum(1), paired_trios(tot0, tot1), ref
 
 
 def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int | None = None,
@@ -371,26 +443,28 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
     K = cells.K
     backend = engine_backend(None, jobs, pjobs[0].sim, pjobs[0].policy, pjobs[1].policy)
     m_max = min(batch, n)  # per batch in flight: both policies' traces and per-unit parts
-    check_memory(8.0 * m_max * (8 * T + 3 * (3 + 2 * T + 2 * K)) * getattr(backend, "jobs", 1),
+    check_memory(8.0 * (m_max * (10 * T + 4 * (3 + 2 * T + 2 * K)) + 3 * T * K + T * T)
+                 * getattr(backend, "jobs", 1),
                  f"attribution over {T} epochs and {K} cells with batches of {m_max}",
                  "use a smaller batch_size, a shorter horizon or fewer jobs")
     if pair is None and G > 2:
         raise InputError("pair: a Monte Carlo attribution on more than two groups needs the "
                          "audited pair, e.g. pair=(0, 2).")
     stats = [Moments() for _ in range(G)]
+    refs = [_Reference(T, K) for _ in range(G)]
     mom = {k: [[Moments() for _ in range(G)] for _ in range(3)] for k in MOMENT_KEYS}
 
-    def fold(task: tuple[Any, ...], res: tuple[int, np.ndarray, np.ndarray, list[Any]]
-             ) -> None:
+    def fold(task: tuple[Any, ...], res: tuple[Any, ...]) -> None:
         g = task[3]  # folded in task order wherever the tasks ran: the same numbers
         stats[g].merge(*res[:3])
+        refs[g].merge(res[0], *res[4])
         for key, trio in zip(MOMENT_KEYS, res[3], strict=True):
             for i in range(3):
                 mom[key][i][g].merge(*trio[i])
 
     tasks = ((pjobs[0], pjobs[1], cells, g, b, m) for g in range(G) for b, m in batches(n, batch))
     fold_tasks(backend, _attributed_batch, tasks, G * -(-n // batch), fold,
-               result_bytes=1200.0 + 16.0 * (3 + 2 * T + 2 * K))
+               result_bytes=1200.0 + 16.0 * (3 + 2 * T + 2 * K) + 8.0 * (3 * T * K + T * T))
     means = np.array([s.mean for s in stats])  # (G, Q)
     var = np.array([s.var for s in stats]) / n
     a, c = check_pair(pair, G, means[:, 0])
@@ -399,11 +473,13 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
     total = {k: (float(est[i]), float(se[i])) for i, k in enumerate(("C", *PATHS))}
     sl = slice(3, 3 + 2 * T)
     by_step, by_step_se = est[sl].reshape(2, T), se[sl].reshape(2, T)
-    cell_a = means[a, 3 + 2 * T:].reshape(2, K)
-    cell_c = -means[c, 3 + 2 * T:].reshape(2, K)
-    by_cell = np.stack([cell_a, cell_c], axis=1)
-    by_cell_se = np.stack([np.sqrt(var[a, 3 + 2 * T:]).reshape(2, K),
-                           np.sqrt(var[c, 3 + 2 * T:]).reshape(2, K)], axis=1)
+    cell_m, cell_v = means[:, 3 + 2 * T:].copy(), var[:, 3 + 2 * T:].copy()  # (G, 2K)
+    for g in (a, c):  # the IPE cells at this run's reference; its sampling error included
+        cell_m[g, K:], v = refs[g].cells(cell_m[g, K:], np.array(stats[g].var)[-K:])
+        cell_v[g, K:] = v / n
+    by_cell = np.stack([cell_m[a].reshape(2, K), -cell_m[c].reshape(2, K)], axis=1)
+    by_cell_se = np.stack([np.sqrt(cell_v[a]).reshape(2, K),
+                           np.sqrt(cell_v[c]).reshape(2, K)], axis=1)
     att = Attribution(
         engine="mc", groups=tuple(system.groups), pair=(a, c), horizon=T,
         policy=policy_name or pjobs[0].name, baseline=baseline_name or pjobs[1].name,

@@ -57,8 +57,9 @@ def exact_numbers(model: TabularModel, policy: Policy | np.ndarray, horizon: int
     ``policy``: a table pi(d1 | x, s) (G, K) or (T, G, K) (action distributions with
     A > 2 actions), or a Markov policy, evaluated once into its table. ``eps`` and
     ``weights`` are Lambda's (method.md section 4). ``pair``: the groups compared (None:
-    the decomposition's default, the largest and smallest V^pi; the benefit result and the
-    notions then use (0, 1)). ``benefit`` / ``notions``: also compute
+    the decomposition's default, the largest and smallest V^pi with more than two groups);
+    the benefit result and the notions use the decomposition's pair, so Lambda, its worst
+    pairs and the gaps all speak of the groups C compares. ``benefit`` / ``notions``: also compute
     :func:`~causalfair.engines.benefit.benefit_fairness` / :func:`~causalfair.engines.notions.other_notions`.
     """
     T = check_horizon(horizon)
@@ -68,7 +69,7 @@ def exact_numbers(model: TabularModel, policy: Policy | np.ndarray, horizon: int
         policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
         table = np.asarray(policy_table(policy, model, T))
     dec = decompose(model, table, T, eps=eps, weights=weights, pair=pair, policy_name=policy_name)
-    others = (0, 1) if pair is None else pair
+    others = dec.pair  # (0, 1) with two groups; else the pair C compares
     ben = benefit_fairness(model, table, T, eps=eps, weights=weights, pair=others) if benefit else None
     extra = other_notions(model, table, T, pair=others) if notions else None
     return ExactNumbers(table, dec, ben, extra)

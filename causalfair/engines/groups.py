@@ -20,7 +20,7 @@ that pair (its own bootstrap interval).
 q >= 0, ``ratio_q = min(q_a, q_b) / max(q_a, q_b)`` in [0, 1] (1: equal); undefined
 (None) when either value is <= 0. ``ratio_V`` uses the mean gain V^pi_s;
 ``ratio_selection`` the selection rate (share of the group given any non-baseline action,
-averaged over the steps; :func:`causalfair.audit.run.selection_rates`). Monte Carlo
+averaged over the steps; :func:`causalfair.engines.selection.selection_rates`). Monte Carlo
 interval of ``ratio_V``: the delta method on log(q_a / q_b), capped at 1.
 
 Pairs are named ``"A-B"`` (quantity of A minus that of B): ``"<group>-<reference>"`` for
@@ -223,7 +223,7 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     1 - ``alpha``. Lambda per pair: from ``benefit`` when it is exact (the exact formula
     for any pair), else ``lambda_of(pair)`` (a BenefitResult for that pair, e.g. forks;
     ``benefit`` is reused for its own pair); None when neither is given. ``selection``:
-    :func:`causalfair.audit.run.selection_rates` output, for ``ratio_selection``.
+    :func:`causalfair.engines.selection.selection_rates` output, for ``ratio_selection``.
     ``attributes``: the system's ``group_attributes`` (intersections; validated by
     :class:`~causalfair.systems.System`). ``coupled``: the
     groups share worlds (pair intervals by se_a + se_b)."""

@@ -130,6 +130,8 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
 
 # ----------------------------------------------------------------------- the engine
 def _policy_probs(policy: Policy, obs: Observation, m: int, name: str) -> np.ndarray:
+    if not callable(getattr(policy, "prob_d1", None)):  # a Policy with action_probs only
+        return action_probs(policy, obs, 2, f"policy {name!r}")[:, 1]
     p = np.asarray(policy.prob_d1(obs), dtype=np.float64)
     if p.shape != (m,):
         p = p.reshape(-1)

@@ -26,6 +26,7 @@ from causalfair.engines.benefit import (
     weights_and_policy,
 )
 from causalfair.engines.effects import check_horizon, decompose
+from causalfair.engines.selection import selection_rates
 from causalfair.errors import InputError
 from causalfair.logs.dowhy_check import dowhy_check
 from causalfair.logs.fit import (
@@ -116,6 +117,7 @@ class LogAudit:
     replicate_arrays: Any = None
     reference: Any = None
     groups: Any = None
+    selection: Any = None  # the log's selection rates (engines.selection.selection_rates)
 
     @property
     def identified(self) -> bool:
@@ -172,7 +174,7 @@ class LogAudit:
             self.decomposition, bootstrap=self.bootstrap, benefit=self.benefit,
             lambda_estimate=self.lambda_estimate, replicate_arrays=self.replicate_arrays,
             reference=self.reference if reference is None else reference, alpha=alpha,
-            selection=selection)
+            selection=self.selection if selection is None else selection)
 
     def conf_int(self, alpha: float = 0.05) -> Any:
         """(1 - alpha) bootstrap percentile intervals, DataFrame (lower, upper) per quantity
@@ -278,7 +280,7 @@ class LogAudit:
             lines += ["", "The decomposition below shows normal intervals, estimate +- z * bootstrap "
                       "standard error (the intervals audit verdicts use);",
                       "the percentile intervals above come from the same replicates.", "",
-                      self.decomposition.summary()]
+                      self._decomposition_at(alpha).summary(alpha)]
         else:
             lines.append("  NOT IDENTIFIED: bounds over the unobserved kernel rows")
             for k in _HEADLINE:
@@ -288,6 +290,14 @@ class LogAudit:
         if self.dowhy is not None:
             lines += ["", self.dowhy.summary()]
         return "\n".join(lines)
+
+    def _decomposition_at(self, alpha: float) -> Any:
+        """The decomposition with its Lambda interval at level 1 - ``alpha``."""
+        d = self.decomposition
+        if d.Lambda_ci is None:
+            return d
+        return dataclasses.replace(d, Lambda_ci=self.lambda_interval(alpha, method="normal"),
+                                   Lambda_ci_level=1.0 - alpha)
 
     def _pairs_table(self, alpha: float) -> list[str]:
         gc = self.compare_groups(alpha)
@@ -330,6 +340,16 @@ def _fit(stats: LogStats, vec: np.ndarray, *, method: str, alpha: float, potenti
     model, p_log = fit_counts(stats, vec, alpha=alpha, potential=potential, groups=groups,
                               kernel=kernel, levels=levels)
     return model, p_log, params
+
+
+def _log_selection(model: Any, data: LogData, T: int) -> dict[str, Any]:
+    """The selection rates the log shows (per group, epoch and non-baseline decision, with
+    the counts behind them; :func:`causalfair.engines.selection.selection_rates`)."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"group": np.asarray(data.groups, dtype=object)[data.g],
+                          "t": data.t + data.t0, "decision": data.d})
+    return selection_rates(model, None, None, T, source="logs", logs=frame)
 
 
 def _resolve_potential(potential: Any, data: LogData) -> Any:
@@ -569,7 +589,7 @@ def audit_logs(
         model=model, policy_table=p, positivity=pos, n_individuals=data.n_individuals,
         n_rows=data.n_rows, horizon=T, log_horizon=data.horizon, method=method,
         alpha_smooth=float(alpha_smooth), seed=int(seed), policy_source=source,
-        binning=data.binning,
+        binning=data.binning, selection=_log_selection(model, data, T),
     )
     if not pos.ok:
         if on_positivity == "error":
@@ -604,6 +624,11 @@ def audit_logs(
     out = LogAudit(decomposition=dec, benefit=ben, bootstrap=boot, bounds=None, dowhy=check,
                    n_boot=int(n_boot), lambda_estimate=lam, replicate_arrays=arrays,
                    reference=reference, **common)
+    # the decomposition's Lambda interval is the log audit's (normal: the one verdicts use),
+    # not the fitted model's exact engine's point [plug-in, plug-in]
+    ci = out.lambda_interval(0.05, method="normal") if n_boot >= 2 else None
+    out = dataclasses.replace(out, decomposition=dataclasses.replace(
+        dec, Lambda_ci=ci, Lambda_ci_level=None if ci is None else 0.95))
     if len(dec.groups) > 2 or reference is not None:  # a bad reference is refused here
         out = dataclasses.replace(out, groups=out.compare_groups())
     return out

@@ -19,7 +19,7 @@ import numpy as np
 
 from causalfair.errors import CheckpointError, PolicyError
 from causalfair.model import TabularModel
-from causalfair.policies.nets import NumpyMLPPolicy, on_device
+from causalfair.policies.nets import DevicePolicy, NumpyMLPPolicy, on_device
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
 from causalfair.types import Observation, check_probs
 
@@ -448,13 +448,14 @@ def reads_only_level_group(policy: Any) -> bool:
     tables) only, so that an engine may evaluate it once on the (group, level) grid: a
     declared ``reads_only_level_group`` (a bool), tables and constants, and networks over
     the one-hot (level, group) encoding (in-memory torch modules, checkpoints of every
-    format, stable-baselines3 models) that read no other part of the observation."""
+    format, on a device or not, stable-baselines3 models) that read no other part of the
+    observation."""
     declared = getattr(policy, "reads_only_level_group", None)
     if isinstance(declared, bool):
         return declared
     if isinstance(policy, (TablePolicy, ConstantPolicy)):
         return True
-    if isinstance(policy, (TorchPolicy, NumpyMLPPolicy, SB3Policy)):
+    if isinstance(policy, (TorchPolicy, NumpyMLPPolicy, DevicePolicy, SB3Policy)):
         enc = policy.encoding
         return (enc is not None and enc.name == "onehot"
                 and getattr(policy, "obs_fn", None) is None)

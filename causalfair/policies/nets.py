@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import CheckpointError, PolicyError, short
+from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, short
 from causalfair.types import Observation, check_probs
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "DevicePolicy", "on_device",
@@ -220,6 +220,9 @@ class TorchPolicy(_MLPPolicyBase):
         import torch
 
         t = torch.from_numpy(np.ascontiguousarray(x))
+        param = next(iter(getattr(self.module, "parameters", lambda: ())()), None)
+        if param is not None and param.device.type != "cpu":  # a module left on a GPU
+            t = t.to(param.device)
         try:
             with torch.no_grad():
                 out = self.module(t)
@@ -227,7 +230,7 @@ class TorchPolicy(_MLPPolicyBase):
             raise PolicyError(
                 f"{self.spec_label()}: the network rejected input of width {x.shape[1]} "
                 f"(encoding {self.encoding.name!r}): {str(exc).splitlines()[0]}") from None
-        return out.double().numpy()
+        return out.double().cpu().numpy()
 
     def __repr__(self) -> str:
         return f"TorchPolicy(name={self.name!r}, encoding={self.encoding.name!r})"
@@ -305,15 +308,21 @@ class NumpyMLPPolicy(_MLPPolicyBase):
         """The network's raw outputs (n, out) as float64, for inputs x (n, in)."""
         return self._outputs(np.asarray(x))
 
-    def to_torch(self) -> Any:
-        """The same network as a ``torch.nn.Sequential`` (for training)."""
+    def to_torch(self, n_out: int | None = None) -> Any:
+        """The same network as a ``torch.nn.Sequential`` (for training); ``n_out=1`` of a
+        network with two logits (an SB3 policy over Discrete(2)) gives the one logit of
+        P(d1), l1 - l0 (softmax of [l0, l1] is sigmoid(l1 - l0))."""
         import torch
 
-        hidden = [Wt.shape[1] for Wt, _ in self.layers[:-1]]
-        net = mlp(self.layers[0][0].shape[0], hidden, self._n_out, self.activation)
+        layers = self.layers
+        if n_out == 1 and self._n_out == 2:
+            Wt, b = layers[-1]
+            layers = [*layers[:-1], (Wt[:, 1:] - Wt[:, :1], b[1:] - b[:1])]
+        hidden = [Wt.shape[1] for Wt, _ in layers[:-1]]
+        net = mlp(layers[0][0].shape[0], hidden, layers[-1][0].shape[1], self.activation)
         lin = [m for m in net if isinstance(m, torch.nn.Linear)]
         with torch.no_grad():
-            for m, (Wt, b) in zip(lin, self.layers, strict=True):
+            for m, (Wt, b) in zip(lin, layers, strict=True):
                 m.weight.copy_(torch.from_numpy(Wt.T.copy()))
                 m.bias.copy_(torch.from_numpy(b.copy()))
         return net
@@ -322,13 +331,22 @@ class NumpyMLPPolicy(_MLPPolicyBase):
         return f"NumpyMLPPolicy(name={self.name!r}, encoding={self.encoding.name!r})"
 
 
+#: Most float32 values (64 MiB) one layer's activations may hold in one forward chunk of
+#: :class:`DevicePolicy`: a batch is cut into chunks of this many values' worth of rows of
+#: the network's widest layer (at least 1024 rows), so device memory and each thread's
+#: pinned host buffer stay bounded whatever the engine's batch size (the default batch
+#: of 65,536 through a 256-wide MLP is one chunk).
+_DEVICE_CHUNK_VALUES = 1 << 24
+
+
 class DevicePolicy(_MLPPolicyBase):
     """An MLP policy (:class:`TorchPolicy` or :class:`NumpyMLPPolicy`) whose forward pass
-    runs on a torch device (a GPU): a copy of its network lives there, each batch of
-    encoded inputs goes through one pinned host buffer per thread and crosses once, and
-    the outputs come back once. The simulator stays on the CPU. Outputs agree with the
-    CPU's to float32 rounding and repeat run to run on the same device; ``base`` is the
-    policy it was made from (what it pickles as)."""
+    runs on a torch device (a GPU): a copy of its network lives there, each chunk of
+    encoded inputs goes through one host buffer per thread (pinned memory for a GPU) and
+    crosses once, and the outputs come back once. On ``"cpu"`` the same code runs with
+    an unpinned buffer (what the tests exercise where there is no GPU). The simulator
+    stays on the CPU. Outputs agree with the CPU's to float32 rounding and repeat run to
+    run on the same device; ``base`` is the policy it was made from (what it pickles as)."""
 
     def __init__(self, policy: TorchPolicy | NumpyMLPPolicy, device: str):
         import copy
@@ -339,34 +357,59 @@ class DevicePolicy(_MLPPolicyBase):
         self.base = policy
         self.encoding, self.output = policy.encoding, policy.output
         self.name, self.source, self._n_out = policy.name, policy.source, policy._n_out
-        net = policy.to_torch() if isinstance(policy, NumpyMLPPolicy) else \
+        # a checkpoint's MLP is float32 whatever torch's default dtype; a module keeps its own
+        net = policy.to_torch().float() if isinstance(policy, NumpyMLPPolicy) else \
             copy.deepcopy(policy.module)
         self.device = torch.device(device)
         self.module = net.to(self.device).eval()
+        widest = max([1] + [int(getattr(m, a, 0)) for m in self.module.modules()
+                            for a in ("in_features", "out_features")])
+        #: rows per forward chunk (:data:`_DEVICE_CHUNK_VALUES`)
+        self.chunk_rows = max(1024, _DEVICE_CHUNK_VALUES // widest)
         self._local = threading.local()
+
+    def _buffer(self, rows: int, shape: tuple[int, ...]) -> Any:
+        """This thread's host buffer of at least ``rows`` float32 rows of ``shape`` (pinned
+        for a GPU), made on first use and when a batch outgrows it."""
+        import torch
+
+        buf = getattr(self._local, "buf", None)
+        if buf is None or buf.shape[0] < rows or tuple(buf.shape[1:]) != shape:
+            buf = torch.empty((max(rows, 1), *shape), dtype=torch.float32,
+                              pin_memory=self.device.type == "cuda")
+            self._local.buf = buf
+        return buf
 
     def _outputs(self, x: np.ndarray) -> np.ndarray:
         import torch
 
         x = np.ascontiguousarray(x, dtype=np.float32)
-        n = x.shape[0]
-        buf = getattr(self._local, "buf", None)
-        if buf is None or buf.shape[0] < n or buf.shape[1:] != x.shape[1:]:
-            buf = torch.empty((max(n, 1), *x.shape[1:]), dtype=torch.float32,
-                              pin_memory=self.device.type == "cuda")
-            self._local.buf = buf
-        host = buf[:n]
-        host.numpy()[...] = x
-        try:
-            with torch.inference_mode():
-                out = self.module(host.to(self.device, non_blocking=True))
-        except RuntimeError as exc:
-            raise PolicyError(
-                f"{self.spec_label()}: the network rejected input of width {x.shape[1]} on "
-                f"{self.device} (encoding {self.encoding.name!r}): "
-                f"{str(exc).splitlines()[0]}") from None
-        # the copy back waits for the stream: the pinned buffer is free again after it
-        return out.to("cpu").double().numpy()
+        n, step = x.shape[0], self.chunk_rows
+        buf = self._buffer(min(n, step), tuple(x.shape[1:]))
+        parts = []
+        for start in range(0, max(n, 1), step):
+            rows = x[start:start + step]
+            host = buf[:len(rows)]
+            host.numpy()[...] = rows
+            try:
+                with torch.inference_mode():
+                    out = self.module(host.to(self.device, non_blocking=True))
+                # a blocking copy back: it waits for the stream, so the host-to-device copy
+                # has finished and the buffer may be refilled by the next chunk (double()
+                # makes a new tensor, also on the CPU where an output may view the buffer)
+                parts.append(out.double().to("cpu").numpy())
+            except torch.cuda.OutOfMemoryError as exc:
+                raise ResourceLimitError(
+                    f"{self.spec_label()}: the network's forward on {self.device} ran out of "
+                    f"device memory for {len(rows):,} rows ({str(exc).splitlines()[0][:120]}); "
+                    "free the GPU (other processes, e.g. gate --jobs workers, hold their own "
+                    "copies), use fewer jobs, or --device cpu.") from None
+            except RuntimeError as exc:
+                raise PolicyError(
+                    f"{self.spec_label()}: the network rejected input of width {x.shape[1]} on "
+                    f"{self.device} (encoding {self.encoding.name!r}): "
+                    f"{str(exc).splitlines()[0]}") from None
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, str]]:
         return on_device, (self.base, str(self.device))

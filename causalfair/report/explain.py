@@ -17,8 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from causalfair.thresholds import threshold_op
+
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
-           "model_index", "fmt", "what_changed", "failure_drivers"]
+           "model_index", "fmt", "what_changed", "failure_drivers", "change_lines",
+           "pairs_lines", "PAIR_COLUMNS", "doc_gain_unit"]
 
 #: quantity -> (definition, sign convention, unit)
 GLOSSARY: dict[str, tuple[str, str, str]] = {
@@ -97,12 +100,21 @@ _WORDS = {
     "elbert_bias": "ELBERT's benefit-rate bias",
     "w1_final": "the final level gap W1",
     "dp_gap": "the demographic-parity gap",
+    "max_abs_C": "the largest |C| over the pairs of groups",
+    "max_abs_DPE": "the largest |DPE| over the pairs of groups",
+    "max_abs_IPE": "the largest |IPE| over the pairs of groups",
+    "max_abs_SPE": "the largest |SPE| over the pairs of groups",
+    "max_Lambda": "the largest Lambda over the pairs of groups",
+    "min_ratio_V": "the smallest ratio of the groups' V^pi (min / max) over the pairs",
+    "min_ratio_selection": "the smallest selection-rate ratio (min / max) over the pairs",
 }
 
 
 def fmt(x: float) -> str:
-    """How sentences print a number: 4 decimals (the tests compare at this precision)."""
-    return f"{x:.4f}"
+    """How sentences print a number: 4 decimals (the tests compare at this precision); a
+    value that rounds to zero prints as 0.0000, never -0.0000."""
+    text = f"{x:.4f}"
+    return text[1:] if text == "-0.0000" else text
 
 
 @dataclass(frozen=True)
@@ -151,6 +163,11 @@ def _unit(doc: Mapping[str, Any]) -> tuple[str, str]:
     return gain.get("name", "qualification gain"), gain.get("unit", "gain units")
 
 
+def doc_gain_unit(doc: Mapping[str, Any]) -> str:
+    """The unit of C, its parts and Lambda's eps in the audit ``doc``: its system's gain unit."""
+    return _unit(doc)[1]
+
+
 def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
     """The report's summary: the verdict, one sentence per threshold, what the
     decomposition says, and the utility."""
@@ -179,29 +196,34 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
         rel_key = key.endswith(" vs baseline")
         plain = key.removesuffix(" vs baseline").removeprefix("utility drop").strip() or "utility"
         base = plain[4:] if plain.startswith("abs_") else plain
-        what = _WORDS.get(base, base)
+        what = _WORDS.get(base, base) if base != "C" else f"the {_unit(doc)[0]} gap C"
+        core = base.split("[", 1)[0].removeprefix("max_abs_")  # abs_C[B-A], max_abs_C: C
+        unit = f" {_unit(doc)[1]}" if core in ("C", "DPE", "IPE", "SPE") else ""
         if plain.startswith("abs_"):
             what = f"the size of {what}"
         if rel_key and key.startswith("utility drop"):
             what = "the drop in utility from the baseline policy's"
         elif rel_key:
             what = f"{what} minus the baseline policy's"
-        op, side = (">=", "below") if key.startswith("min_") else ("<=", "above")  # min_ratio_*
-        rel = {"PASS": "within", "FAIL": side, "INCONCLUSIVE": "on both sides of"}[v["status"]]
+        op = threshold_op(key)
+        side = "below" if op == ">=" else "above"  # min_ratio_*: a ratio below its bound
+        inside = "within" if op == "<=" else "at or above"  # a ratio passes above its floor
+        rel = {"PASS": inside, "FAIL": side, "INCONCLUSIVE": "on both sides of"}[v["status"]]
         src = [(f"verdicts/{i}/estimate", v["estimate"]), (f"verdicts/{i}/threshold", v["threshold"])]
         ci = ""
         if v["lower"] != v["upper"]:
             level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
             ci = f" ({level:g}% CI {fmt(v['lower'])} to {fmt(v['upper'])})"
             src += [(f"verdicts/{i}/lower", v["lower"]), (f"verdicts/{i}/upper", v["upper"])]
-            rel_text = {"PASS": "its whole interval lies within",
+            rel_text = {"PASS": f"its whole interval lies {inside}",
                         "FAIL": f"its whole interval lies {side}",
                         "INCONCLUSIVE": "its interval straddles"}[v["status"]]
         else:
             rel_text = f"it is {rel}"
         out.append(Sentence(f"threshold:{key}",
                             f"{key} {op} {fmt(v['threshold'])}: {v['status']}. {what[0].upper() + what[1:]} "
-                            f"is {fmt(v['estimate'])}{ci}; {rel_text} the threshold {fmt(v['threshold'])}.",
+                            f"is {fmt(v['estimate'])}{unit}{ci}; {rel_text} the threshold "
+                            f"{fmt(v['threshold'])}.",
                             tuple(src)))
     dec = doc["decomposition"]
     T = dec["horizon"]
@@ -224,7 +246,8 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
             q = _q(doc, key)
             if q is None:
                 continue
-            who = a if q["estimate"] > 0 else b if q["estimate"] < 0 else "neither group"
+            shown = float(fmt(q["estimate"]))  # the side of the printed value: a -0.0000
+            who = a if shown > 0 else b if shown < 0 else "neither group"  # favours no one
             ci, csrc = _ci_text(doc, key)
             parts.append(f"{words} ({key}) contributes {fmt(q['estimate'])}{ci}, favouring {who}")
             src += [(f"quantities/{key}/estimate", q["estimate"]), *csrc]
@@ -253,30 +276,97 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
     return out
 
 
-def _part_text(part: Mapping[str, Any]) -> str:
-    """An attribution part as "+0.0123" or "+0.0123 (interval -0.0010 to +0.0250)"."""
+def _part_text(part: Mapping[str, Any], level: float | None = None) -> str:
+    """An attribution part as "+0.0123" or "+0.0123 (95% interval -0.0010 to +0.0250)"."""
     lo, hi = part.get("interval") or (part["estimate"], part["estimate"])
-    ci = "" if lo == hi else f" (interval {fmt(lo)} to {fmt(hi)})"
+    name = "interval" if level is None else f"{level:g}% interval"
+    ci = "" if lo == hi else f" ({name} {fmt(lo)} to {fmt(hi)})"
     return f"{fmt(part['estimate'])}{ci}"
 
 
-def what_changed(att: Mapping[str, Any], against: str = "the baseline policy") -> list[str]:
+def _att_level(att: Mapping[str, Any]) -> float:
+    return 100 * (1 - float(att.get("alpha", 0.05)))
+
+
+def what_changed(att: Mapping[str, Any], against: str = "the baseline policy",
+                 unit: str = "gain units") -> list[str]:
     """The "What changed" lines from an attribution (``audit.json``'s ``attribution``,
     :meth:`causalfair.engines.attribution.Attribution.to_dict`): the change in C, its
     split into the direct and the indirect path (SPE is the system's and cancels), the
-    step and the cells that carry most of it."""
-    tot, big = att["total"], att["largest"]
+    step and the cells that carry most of it, in the gain's ``unit``, with the intervals
+    (at the attribution's level) of a Monte Carlo attribution."""
+    tot, big, level = att["total"], att["largest"], _att_level(att)
     cell_word = "level" if att.get("cells") == "levels" else "cell"
-    out = [f"C moved by {_part_text(tot['C'])} from {against} ({att['baseline']}) to "
-           f"{att['policy']}: DPE (direct path) {_part_text(tot['DPE'])}, IPE (indirect "
-           f"path) {_part_text(tot['IPE'])}; SPE is the system's and cancels.",
-           f"Largest path: {big['path']}; largest step: t = {big['step']} "
-           f"({fmt(big['step_estimate'])}).", ]
+    step = {"estimate": big["step_estimate"], "interval": big.get("step_interval")}
+    out = [f"C moved by {_part_text(tot['C'], level)} from {against} "
+           f"({att['baseline']}) to {att['policy']}: DPE (direct path) "
+           f"{_part_text(tot['DPE'], level)}, IPE (indirect path) "
+           f"{_part_text(tot['IPE'], level)}; SPE is the system's and cancels (changes in "
+           f"C, in {unit}).",
+           f"Largest path: {big['path']}; largest step: t = {big['step']}, "
+           f"{_part_text(step, level)}.", ]
     if big["cells"]:
         out.append("Cells carrying most of it (group / " + cell_word + ", signed as in C): "
-                   + "; ".join(f"{c['group']} / {c['cell']}: {fmt(c['estimate'])}"
-                               for c in big["cells"]) + ".")
+                   + "; ".join(f"{c['group']} / {c['cell']}: "
+                                              f"{_part_text(c, level)}" for c in big["cells"])
+                   + ".")
     return out
+
+
+def change_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
+    """The "what changed" section of card.md and annex-iv.md (Markdown lines; none without
+    an ``attribution``): :func:`what_changed` of audit.json's ``attribution``."""
+    att = doc.get("attribution")
+    if not att:
+        return []
+    return [f"{heading} What changed against the baseline policy", ""] + [
+        f"- {_md_cell(t)}" for t in what_changed(att, unit=_unit(doc)[1])] + [""]
+
+
+def _md_cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+#: The columns of the pairs table of card.md and annex-iv.md: audit.json's ``pairs`` keys.
+PAIR_COLUMNS = ("C", "DPE", "IPE", "SPE", "Lambda", "ratio_V", "ratio_selection")
+
+
+def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
+    """The "Pairs of groups" section of card.md and annex-iv.md (Markdown lines; none
+    without audit.json's ``pairs``, i.e. a two-group audit): every pair's C, DPE, IPE, SPE,
+    Lambda and ratios with their intervals, the reference group and the worst pair named
+    (docs/decomposition.md, "More than two groups")."""
+    pairs = doc.get("pairs")
+    if not pairs or not pairs.get("values"):
+        return []
+    values = pairs["values"]
+    keys = [k for k in PAIR_COLUMNS if any(k in v for v in values.values())]
+    ref = (doc.get("groups") or {}).get("reference")
+    level = 100 * (1 - float(((doc.get("spec") or {}).get("resolved") or {}).get("alpha", 0.05)))
+
+    def cell(q: Mapping[str, Any] | None) -> str:
+        if q is None or q.get("estimate") is None:
+            return "n/a"
+        if not _has_interval(q):
+            return fmt(q["estimate"])
+        return f"{fmt(q['estimate'])} [{fmt(q['ci_lower'])}, {fmt(q['ci_upper'])}]"
+
+    lines = [f"{heading} Pairs of groups", "",
+             f"Each pair X-Y of the {len(doc['decomposition'].get('groups') or {})} groups"
+             + (f" (reference group {_md_cell(ref)})" if ref else "")
+             + f"; worst pair: {_md_cell(pairs.get('worst'))} (the largest |C|). C, DPE, IPE "
+             f"and SPE: group X's value minus group Y's, in {_unit(doc)[1]}; Lambda: a "
+             "probability (0 to 1); ratio_V and ratio_selection: the smaller of the two "
+             "groups' values over the larger (1 is equal; the four-fifths rule reads >= 0.8). "
+             + (f"In brackets: the {level:g}% CI." if any(
+                 _has_interval(v[k]) for v in values.values() for k in keys if v.get(k))
+                else "Exact values: no sampling error."), "",
+             "| pair | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, v in values.items():
+        mark = " (worst)" if name == pairs.get("worst") else ""
+        lines.append(f"| {_md_cell(name)}{mark} | "
+                     + " | ".join(cell(v.get(k)) for k in keys) + " |")
+    return lines + [""]
 
 
 def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> list[str]:
@@ -291,13 +381,16 @@ def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> li
         big = att["largest"]
         against = ("the baseline policy pi0 (no [baseline] given)" if att["baseline"] == "pi0"
                    else f"the baseline policy {att['baseline']}")
-        word = "level " if att.get("cells") == "levels" else ""
-        cells = ", ".join(f"{c['group']} / {word}{c['cell']} ({fmt(c['estimate'])})"
+        word, level = ("level " if att.get("cells") == "levels" else ""), _att_level(att)
+        cells = ", ".join(f"{c['group']} / {word}{c['cell']} ({_part_text(c, level)})"
                           for c in big["cells"])
+        path = {"estimate": big["path_estimate"], "interval": big.get("path_interval")}
+        step = {"estimate": big["step_estimate"], "interval": big.get("step_interval")}
         out.append(f"What drives the failure ({', '.join(failing)}), against {against}: "
-                   f"mostly the {big['path']} path ({fmt(big['path_estimate'])}), step t = "
-                   f"{big['step']} ({fmt(big['step_estimate'])})"
-                   + (f", cells {cells}" if cells else "") + ".")
+                   f"mostly the {big['path']} path ({_part_text(path, level)}), step t = "
+                   f"{big['step']} ({_part_text(step, level)})"
+                   + (f", cells {cells}" if cells else "")
+                   + f" (changes in C, in {_unit(doc)[1]}).")
     else:
         out.append(f"Failing: {', '.join(failing)} (no per-step and per-cell attribution: "
                    "it needs a tabular model or a [baseline] policy).")
@@ -350,6 +443,10 @@ def _yaml_value(v: Any) -> str:
     return json.dumps(str(v))  # a JSON string is a valid YAML scalar
 
 
+#: The quantities of one pair of groups (with more than two groups, of the pair C compares).
+_PAIR_QUANTITIES = ("C", "DPE", "IPE", "SPE", "Lambda")
+
+
 def model_index(doc: Mapping[str, Any]) -> list[str]:
     """The card's ``model-index`` block (YAML lines) in the Hugging Face model card
     metadata format (hub-docs modelcard.md): the audited policy as the model, the audit as
@@ -368,9 +465,12 @@ def model_index(doc: Mapping[str, Any]) -> list[str]:
          f"      args: {{horizon: {doc['decomposition']['horizon']}, "
          f"engine: {_yaml_value(doc['decomposition']['engine'])}}}",
          "    metrics:"]
+    a, b = _groups(doc)
+    many = len(doc["decomposition"].get("groups") or {}) > 2  # name the pair C compares
     for k, q in (doc.get("quantities") or {}).items():
         unit = words.get(k, ("", "", ""))[2]
-        y += [f"    - type: {_yaml_value(k)}", f"      name: {_yaml_value(k)}",
+        name = f"{k}[{a}-{b}]" if many and k in _PAIR_QUANTITIES else k
+        y += [f"    - type: {_yaml_value(k)}", f"      name: {_yaml_value(name)}",
               f"      value: {_yaml_value(q['estimate'])}"] + (
             [f"      unit: {_yaml_value(unit)}"] if unit else [])
         if _has_interval(q):
@@ -393,6 +493,8 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
     y = ["---", f"audit: {_yaml_value(doc['name'])}", f"overall: {doc['overall']}",
          f"engine: {doc['decomposition']['engine']}",
          f"horizon: {doc['decomposition']['horizon']}",
+         "pair: [" + ", ".join(_yaml_value(g) for g in _groups(doc))
+         + "]  # C = the first group's gain minus the second's; its parts and Lambda compare them",
          f"system: {_yaml_value((doc.get('system') or {}).get('id'))}",
          f"policy: {_yaml_value(doc['policy']['label'])}",
          f"checkpoint_sha256: {_yaml_value(doc['policy'].get('checkpoint_sha256'))}",
@@ -409,7 +511,8 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
                  f"{_yaml_value(lo)}, ci_upper: {_yaml_value(hi)}, se: {_yaml_value(q['se'])}}}")
     y.append("verdicts:")
     for v in doc.get("verdicts") or []:
-        y.append(f"  - {{threshold: {_yaml_value(v['key'] + (' >= ' if v['key'].startswith('min_') else ' <= ') + repr(v['threshold']))}, "
+        label = f"{v['key']} {threshold_op(v['key'])} {v['threshold']!r}"
+        y.append(f"  - {{threshold: {_yaml_value(label)}, "
                  f"status: {v['status']}, estimate: {_yaml_value(v['estimate'])}}}")
     if not doc.get("verdicts"):
         y[-1] = "verdicts: []"
@@ -436,6 +539,7 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
     for topic in ("gap", "decomposition"):
         if topic in by_topic:
             lines += [by_topic[topic], ""]
+    lines += pairs_lines(doc) + change_lines(doc)
     lines += ["## Verdicts", ""]
     lines += [f"- {s.text}" for s in sentences(doc) if s.topic.startswith("threshold:")] or [
         "- no thresholds"]

@@ -32,7 +32,14 @@ from typing import Any
 from causalfair._io import atomic_write_text
 from causalfair._safe_read import read_json_file
 from causalfair.errors import InputError, OutputError
-from causalfair.report.explain import assumptions, doc_glossary
+from causalfair.report.explain import (
+    assumptions,
+    change_lines,
+    doc_gain_unit,
+    doc_glossary,
+    pairs_lines,
+)
+from causalfair.thresholds import threshold_op
 
 __all__ = ["EXPORTS", "PLACEHOLDER", "read_audit", "annex_iv", "ll144_rows", "ll144_markdown",
            "ll144_csv", "export_files", "report_exports", "links_markdown", "write_exports"]
@@ -66,7 +73,59 @@ def read_audit(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InputError(f"{p}: schema_version: bad value {version!r}; this causalfair reads "
                          f"audit.json of schema {_MAJOR}.x. Re-run the audit with this version "
                          "(`causalfair audit SPEC --out DIR`).")
+    _check_core(doc, str(p))
     return doc
+
+
+#: What the exports read of an audit.json (the stable core of docs/schema/audit.schema.json):
+#: path -> (accepted types, what it is).
+_CORE: dict[tuple[Any, ...], tuple[tuple[type, ...], str]] = {
+    ("name",): ((str,), "a string"),
+    ("overall",): ((str,), "a string"),
+    ("verdicts",): ((list,), "a list"),
+    ("quantities",): ((dict,), "an object"),
+    ("decomposition", "engine"): ((str,), "a string"),
+    ("decomposition", "horizon"): ((int,), "an integer"),
+    ("decomposition", "groups"): ((dict,), "an object (group -> values)"),
+}
+_VERDICT_KEYS = ("key", "threshold", "estimate", "lower", "upper", "status")
+#: Optional blocks: an object (or null) when present, holding these keys.
+_OPTIONAL: dict[str, tuple[str, ...]] = {
+    "spec": (), "policy": (), "seeds": (), "provenance": (), "system": (), "benefit": (),
+    "groups": (), "selection": ("groups", "actions", "steps", "rate", "rate_overall"),
+    "attribution": ("policy", "baseline", "total", "largest"), "pairs": ("worst", "values"),
+}
+
+
+def _check_core(doc: Mapping[str, Any], where: str) -> None:
+    """An :class:`InputError` naming the first field of the stable core the exports read
+    that is missing or of the wrong type (a hand-edited or truncated audit.json)."""
+    def fail(path: str, what: str) -> InputError:
+        return InputError(f"{where}: {path}: missing or not {what}; this is not an audit.json "
+                          "causalfair wrote (docs/schema/audit.schema.json). Re-run the audit "
+                          "(`causalfair audit SPEC --out DIR`).")
+
+    for path, (types, what) in _CORE.items():
+        node: Any = doc
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if not isinstance(node, types) or isinstance(node, bool):
+            raise fail(".".join(path), what)
+    for key, inner in _OPTIONAL.items():
+        block = doc.get(key)
+        if block is not None and not isinstance(block, Mapping):
+            raise fail(key, "an object")
+        if block and any(k not in block for k in inner):
+            raise fail(key, "an object with " + ", ".join(inner))
+    for k, q in doc["quantities"].items():
+        if not isinstance(q, Mapping) or not all(
+                isinstance(q.get(f), (int, float, type(None))) for f in
+                ("estimate", "ci_lower", "ci_upper", "se")) or q.get("estimate") is None:
+            raise fail(f"quantities.{k}", "an object with a numeric estimate, ci_lower, "
+                                          "ci_upper and se")
+    for i, v in enumerate(doc["verdicts"]):
+        if not isinstance(v, Mapping) or any(f not in v for f in _VERDICT_KEYS):
+            raise fail(f"verdicts[{i}]", "an object with " + ", ".join(_VERDICT_KEYS))
 
 
 def _num(x: Any, digits: int = 6) -> str:
@@ -103,8 +162,10 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
              "## 1. General description of the AI system", "",
              f"- (a) Intended purpose: {todo('intended purpose')}",
              f"- Provider and version of the system: {todo('provider, system name and version')}",
-             f"- Decision policy audited: `{pol.get('label')}`; checkpoint: "
-             f"`{pol.get('checkpoint')}`; checkpoint SHA-256: `{pol.get('checkpoint_sha256')}`",
+             f"- Decision policy audited: `{pol.get('label')}`; "
+             + (f"checkpoint: `{pol['checkpoint']}`; checkpoint SHA-256: "
+                f"`{pol.get('checkpoint_sha256') or 'n/a'}`" if pol.get("checkpoint")
+                else "no checkpoint (a built-in policy, a policy factory or decision logs)"),
              f"- (b) Interaction with other hardware and software: {todo('interfaces')}",
              f"- (c) Versions of the software used by the audit: causalfair "
              f"{prov.get('causalfair')}, Python {prov.get('python')} on {prov.get('platform')}; "
@@ -121,24 +182,32 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
              f"- (e) Human oversight measures (Article 14): {todo('human oversight')}", "",
              "### 2(g). Validation and testing: the fairness audit", "",
              f"Audit `{doc['name']}`: overall verdict **{doc['overall']}**. Intervals: "
-             f"{level:g}% (n/a: an exact value, no sampling error).", ""]
+             f"{level:g}% confidence intervals; n/a: a value computed exactly, with no "
+             "sampling error.", ""]
     rows = [[k, _num(q["estimate"]), _num(q["ci_lower"]) if q.get("se") is not None else "n/a",
              _num(q["ci_upper"]) if q.get("se") is not None else "n/a",
              words.get(k, ("", "", ""))[2]] for k, q in (doc.get("quantities") or {}).items()]
     lines += _table(["metric", "estimate", "CI lower", "CI upper", "unit"], rows) + [""]
+    ben = doc.get("benefit") or {}
+    if isinstance(ben.get("eps"), (int, float)):  # Lambda depends on it: its value and unit
+        lines += [f"Lambda's eps (benefit gaps well below it count as equal benefit): "
+                  f"{_num(ben['eps'])} {doc_gain_unit(doc)} ({ben.get('eps_source') or 'given'}).", ""]
     if doc.get("verdicts"):
         lines += _table(["threshold", "estimate", "lower", "upper", "verdict"],
-                        [[f"{v['key']} <= {v['threshold']}", _num(v["estimate"]),
+                        [[f"{v['key']} {threshold_op(v['key'])} {v['threshold']}",
+                          _num(v["estimate"]),
                           _num(v["lower"]), _num(v["upper"]), v["status"]]
                          for v in doc["verdicts"]]) + [""]
     else:
         lines += ["No thresholds were set.", ""]
     seeds = doc.get("seeds") or {}
     lines += ["Reproducibility:", "",
-              f"- spec: `{(doc.get('spec') or {}).get('file')}`; SHA-256 of the parsed spec "
+              "- spec: " + (f"`{spec_file}`" if (spec_file := (doc.get("spec") or {}).get("file"))
+                            else "given in memory (no file)") + "; SHA-256 of the parsed spec "
               f"(canonical JSON): `{spec_sha}`",
               f"- audit.json SHA-256: `{audit_sha256 or 'n/a'}`",
-              "- seeds: " + ", ".join(f"{k} = {v}" for k, v in seeds.items()),
+              "- seeds: " + (", ".join(f"{k} = {v}" for k, v in seeds.items() if v is not None)
+                             or "none (no random numbers were drawn)"),
               f"- test logs and reports, dated and signed: {todo('date and signature')}", "",
               "## 3. Monitoring, functioning and control", "",
               f"- Capabilities and limitations in performance: {todo('limitations')}",
@@ -148,6 +217,7 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
             if all(k in g for g in groups.values())]
     lines += _table(["group", *keys], [[g, *(_num(v[k]) for k in keys)]
                                        for g, v in groups.items()]) + [""]
+    lines += pairs_lines(doc, "###") + change_lines(doc, "###")
     if doc.get("selection"):
         lines += ["- Selection rates per group and step: ll144.md (`causalfair export ll144`).", ""]
     lines += [f"- Foreseeable unintended outcomes and risks: {todo('risks')}",

@@ -90,7 +90,8 @@ def _fmt(v: Any) -> str:
     if v is None:
         return MISSING
     if isinstance(v, (float, np.floating)):
-        return f"{float(v):.6f}"
+        text = f"{float(v):.6f}"
+        return text[1:] if text == "-0.000000" else text  # no negative zero
     return str(v)
 
 
@@ -171,22 +172,27 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
     gc = getattr(r, "group_comparison", None)
     if gc is not None:  # every pair of groups (causalfair.engines.groups)
         tabs.append((f"Pairs of groups (reference {gc.reference}; worst pair {gc.worst}, "
-                     "the largest |C|; ratios min/max of the two groups)", list(gc.HEADER),
-                     gc.rows(), None))
+                     f"the largest |C|; C, DPE, IPE, SPE in {gain_unit(r)}, the first group "
+                     "minus the second; ratios min/max of the two groups)",
+                     [h or "worst pair" for h in gc.HEADER], gc.rows(), None))
     if r.benefit is not None:
         wp = r.benefit.worst_pairs_table(r.spec.worst)
         note = "" if r.benefit.shares_meaningful else (
             f"; shares not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding")
-        unit = r.system.gain.unit if r.system is not None else "gain units"
-        note += f"; eps = {r.benefit.eps:g} {unit}, {r.benefit.eps_source}"
-        tabs.append((f"Worst benefit pairs (Lambda = {r.benefit.Lambda:.6f}{note})",
+        note += f"; eps = {r.benefit.eps:g} {gain_unit(r)}, {r.benefit.eps_source}"
+        a, b = (r.benefit.groups[i] for i in r.benefit.pair)
+        of = "" if len(r.benefit.groups) == 2 else f" of groups {a} and {b}"
+        tabs.append((f"Worst benefit pairs{of} (Lambda = {r.benefit.Lambda:.6f}{note})",
                      list(wp.columns), wp.values.tolist(), None))
     rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
     for k, v in r.notions.items():
         if isinstance(v, dict):
             rows += [[f"{k}[{g}]", x] for g, x in v.items()]
     if any(v is not None for _, v in rows):  # else "Not shown" says why
-        tabs.append(("Other notions", ["notion", "value"], rows, None))
+        exact = r.decomposition.engine == "mc" and r.model is not None  # two utilities else
+        tabs.append(("Other notions" + (" (exact values from the tabular model; the metrics "
+                                        "above are Monte Carlo estimates)" if exact else ""),
+                     ["notion", "value"], rows, None))
     dw = (r.extra.get("logs") or {}).get("dowhy")
     if dw:
         rows = [["pooled effect of D_t on the gain (backdoor on {X_t, S})",
@@ -342,7 +348,7 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         parts.append(figure(_HEADLINE, pngs[_HEADLINE]))
     if doc.get("attribution"):
         parts.append("<h3>What changed</h3><ul>" + "".join(
-            f"<li>{html.escape(t)}</li>" for t in what_changed(doc["attribution"])) + "</ul>")
+            f"<li>{html.escape(t)}</li>" for t in what_changed(doc["attribution"], unit=gain_unit(r))) + "</ul>")
     parts.append("</section><section id='details'><h2>Details</h2>")
     for title, header, rows, sc in _tables(r, before):
         parts.append(f"<h3>{html.escape(title)}</h3>")
@@ -381,7 +387,7 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         lines += [f"![{titles[_HEADLINE]}]({_HEADLINE}.png)", ""]
     if doc.get("attribution"):
         lines += ["### What changed", ""]
-        lines += [f"- {md_escape(t)}" for t in what_changed(doc["attribution"])] + [""]
+        lines += [f"- {md_escape(t)}" for t in what_changed(doc["attribution"], unit=gain_unit(r))] + [""]
     lines += ["## Details", ""]
     for title, header, rows, _ in _tables(r, before):
         lines += [f"### {md_escape(title)}", "", _md_table(header, rows), ""]

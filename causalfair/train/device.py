@@ -7,7 +7,6 @@ The names a device is given by (cpu, cuda, cuda:N, auto) are resolved by
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,15 +31,15 @@ def to_device(a: np.ndarray, device: Any) -> Any:
 @contextmanager
 def device_determinism(device: Any) -> Iterator[None]:
     """Training on a GPU repeats bit for bit: torch's deterministic algorithms (the
-    backward of a gather or an index sums without atomics; cuBLAS with a fixed workspace,
-    ``CUBLAS_WORKSPACE_CONFIG`` unless set) while the block runs, the previous mode
-    restored afterwards. On the CPU it changes nothing (torch is not imported)."""
+    backward of a gather or an index sums without atomics) while the block runs, the
+    previous mode restored afterwards; cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG``)
+    is set when the device is resolved (:func:`causalfair.backends.resolve_device`), before
+    any product. On the CPU it changes nothing (torch is not imported)."""
     if not str(device).startswith("cuda"):
         yield
         return
     import torch
 
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     was = torch.are_deterministic_algorithms_enabled()
     warn = torch.is_deterministic_algorithms_warn_only_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)

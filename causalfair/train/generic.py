@@ -176,11 +176,16 @@ class SystemTrainer:
         if self.fair:
             self._check_fair_signals()
         self.encoding = _encoding(system, self.sim, self.rng)
+        enc0 = getattr(init, "encoding", None)  # a warm start reads inputs as it was trained to
+        if getattr(enc0, "name", None) == "features" == self.encoding.name \
+                and enc0.width == self.encoding.width:
+            self.encoding = enc0
         width = self.encoding.width
         self.n_out = 1 if self.A == 2 else self.A
         self.policy_net = mlp(width, c.hidden, self.n_out, c.activation)
         if init is not None:
-            module = init.to_torch() if isinstance(init, NumpyMLPPolicy) else getattr(init, "module", None)
+            module = init.to_torch(self.n_out) if isinstance(init, NumpyMLPPolicy) else \
+                getattr(init, "module", None)
             if module is None:
                 raise ConfigError("init_checkpoint: not an MLP checkpoint.")
             try:

@@ -125,7 +125,7 @@ def test_annex_iv_fills_what_the_audit_knows_and_marks_the_rest(exact_doc, tmp_p
     assert hashlib.sha256((folder / "audit.json").read_bytes()).hexdigest() in text
     c = exact_doc["quantities"]["C"]["estimate"]
     assert f"| C | {c:.6g} | n/a | n/a |" in text  # exact: no interval
-    assert "seeds: engine = None" in text and "Exact engine" in text  # seeds, assumptions
+    assert "- seeds: " in text and "None" not in text and "Exact engine" in text  # seeds, assumptions
     assert [p.name for p in (tmp_path / "ex").iterdir()] == ["annex-iv.md"]
 
 

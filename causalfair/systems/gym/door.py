@@ -27,8 +27,9 @@ docs/simulators.md:
 
 :func:`check_forks` checks this on a sampled batch before the system is used and refuses
 an env that cannot be copied, one whose forks with the same action differ, one that reads
-the global generators (``np.random``, ``random``) and one whose generator use depends on
-the action.
+the global generators (``np.random``, ``random``), one whose generator use depends on
+the action, one whose step draws from a generator of its own that every individual
+shares, and (``group="options"``) one whose reset ignores the group it is asked for.
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ class GymSimulator:
         if type(obs_space).__name__ != "Box" or shape is None:
             raise SystemError_(
                 f"gym env {self.name}: observation_space is {short(obs_space)}; from_gym "
-                "needs a Box of observation vectors (features).")
+                "needs a Box of observation vectors (features): return "
+                "gymnasium.wrappers.FlattenObservation(env) from the factory to flatten a "
+                "Dict, Tuple, Discrete or MultiBinary space into one.")
         self._width = int(np.prod(shape)) if shape else 1
         self._spec = getattr(env, "spec", None)
         env = unwrap_bookkeeping(env)
@@ -205,6 +208,7 @@ class GymSimulator:
             return env, obs
         key = self.group_mode.partition(":")[2]
         ss = np.random.SeedSequence(seed)
+        seen: list[Any] = []
         for k, s in enumerate(ss.generate_state(self.max_tries, dtype=np.uint32)):
             obs, info = call_user(where, env.reset, seed=int(s) + (k << 32))
             if not isinstance(info, Mapping) or key not in info:
@@ -214,6 +218,14 @@ class GymSimulator:
             got = info[key]
             if got == g or got == self.group_names[g]:
                 return env, obs
+            if len(seen) < 5 and got not in seen:
+                seen.append(got)
+        if not any(v == i or v == name for v in seen for i, name in enumerate(self.group_names)):
+            raise SystemError_(
+                f"gym env {self.name}: reset's info[{key!r}] was {', '.join(map(short, seen))} "
+                f"in {self.max_tries} resets, never a group of groups = "
+                f"{list(self.group_names)} (names or indices 0..{self.n_groups - 1}); name the "
+                "groups as the env reports them.")
         raise SystemError_(
             f"gym env {self.name}: group {self.group_names[g]!r} not reached in {self.max_tries} "
             f"resets (group = 'info:{key}'): too rare for rejection sampling; pin the group "
@@ -410,13 +422,88 @@ def _globals_differ(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return a != b
 
 
+def _generator_state(v: Any) -> Any:
+    """A comparable state of a random generator (numpy's or ``random``'s), else None."""
+    if isinstance(v, np.random.RandomState):
+        st = v.get_state(legacy=False)
+        return st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], st["gauss"]
+    if isinstance(v, np.random.Generator):
+        return repr(v.bit_generator.state)
+    if isinstance(v, _pyrandom.Random):
+        return v.getstate()
+    return None
+
+
+def _own_generators(env: Any) -> dict[str, Any]:
+    """The states of the generators an env (or a wrapper, or an object in one of their
+    attributes, one level down) holds besides ``self.np_random``, by attribute path."""
+    out: dict[str, Any] = {}
+    e = env
+    while e is not None and hasattr(e, "__dict__"):
+        for k, v in vars(e).items():
+            if k in ("_np_random", "np_random", "env"):
+                continue
+            st = _generator_state(v)
+            if st is not None:
+                out[k] = st
+            elif hasattr(v, "__dict__") and not isinstance(v, type) and not hasattr(v, "step"):
+                for k2, v2 in vars(v).items():
+                    st = _generator_state(v2)
+                    if st is not None:
+                        out[f"{k}.{k2}"] = st
+        e = vars(e).get("env")
+    return out
+
+
+def _check_own_generators(name: str, start: Sequence[Any], end: Sequence[Any]) -> None:
+    """Refuse an env whose step draws from a generator of its own (not ``self.np_random``)
+    that is in one state for every individual after reset: every individual would get
+    the same random numbers and the intervals would be far too narrow."""
+    if len(start) < 2:
+        return
+    firsts = [_own_generators(e) for e in start]
+    for path, st in firsts[0].items():
+        if all(f.get(path) == st for f in firsts[1:]) and any(
+                _own_generators(e).get(path) != st for e in end):
+            raise _fork_error(
+                name, f"its step draws from its own generator self.{path}, in the same state "
+                "for every individual after reset(seed=...), so every individual gets the same "
+                "random numbers", "draw every random number from self.np_random")
+
+
+def _check_options_pin(sim: GymSimulator, n: int, seed: int) -> None:
+    """Refuse an env that ignores ``reset(options={"group": g})``: ``n`` seeds reset once
+    per group give the same observations and no ``info["group"]``, so every group would
+    be the same population (C = 0 whatever the policy)."""
+    seeds = np.random.SeedSequence(seed).generate_state(n).tolist()
+    firsts, reported = [], False
+    for g in range(sim.n_groups):
+        rows = []
+        for s in seeds:
+            env = sim._template if sim._api else copy_env(sim._template, sim._shared)
+            obs, info = call_user(f"gym env {sim.name}.reset", env.reset, seed=s,
+                                  options={"group": g})
+            reported |= isinstance(info, Mapping) and "group" in info
+            rows.append(np.asarray(obs, dtype=np.float64).reshape(-1))
+        firsts.append(np.stack(rows))
+    if not reported and all(np.array_equal(f, firsts[0]) for f in firsts[1:]):
+        raise SystemError_(
+            f"gym env {sim.name}: reset(seed=s, options={{'group': g}}) gave the same "
+            "individuals for every group and no info['group'], so the groups would be one "
+            "population; start an individual of group options['group'] and report it in "
+            "info['group'], or set group = 'info:KEY' (the key reset reports the group in).")
+
+
 def check_forks(sim: GymSimulator, *, n: int = 4, horizon: int = 3, seed: int = 0) -> None:
     """Raise :class:`GymForkError` (one line: the problem and the fix) unless forks of the
     env share random numbers: for each group, ``n`` individuals over ``horizon`` steps,
     every state forked once per action with one noise, and the first action twice.
     Refused: an env that cannot be copied; one that reads ``np.random`` or ``random``;
     one whose generator state after a step depends on the action (forks would lose common
-    random numbers); one whose two forks with the same action differ."""
+    random numbers); one whose two forks with the same action differ; one whose step
+    draws from a generator of its own that every individual shares
+    (:func:`_check_own_generators`); with ``group =
+    "options"``, one that ignores ``options["group"]`` (:func:`_check_options_pin`)."""
     name = sim.name
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
     A = sim.n_actions
@@ -431,6 +518,7 @@ def check_forks(sim: GymSimulator, *, n: int = 4, horizon: int = 3, seed: int = 
                               "make it deep-copyable (no open files, locks or handles in its "
                               "attributes) or give it get_state()/set_state(state)") from None
         state = sim.reset(n, g, rng)
+        start = state.envs
         for _t in range(horizon):
             noise = sim.draw_noise(n, rng)
             for i in range(n):
@@ -464,6 +552,10 @@ def check_forks(sim: GymSimulator, *, n: int = 4, horizon: int = 3, seed: int = 
                         "then use those the action needs)")
             d = rng.integers(A, size=n)
             state = sim.step(state, d, noise).state
+        if not sim._api:
+            _check_own_generators(name, start, state.envs)
+    if sim.group_mode == "options":
+        _check_options_pin(sim, n, seed)
 
 
 def group_columns(sim: GymSimulator, *, n: int = 8, seed: int = 0) -> list[int]:
@@ -566,13 +658,25 @@ class _MakeRegistered:
     def __call__(self, **kw: Any) -> Any:
         import gymnasium
 
-        return gymnasium.make(self.env_id, **kw)
+        try:
+            return gymnasium.make(self.env_id, **kw)
+        except gymnasium.error.UnregisteredEnv as exc:  # NameNotFound, VersionNotFound, ...
+            raise SystemError_(
+                f"from_gym env_factory: {self.env_id!r} is not a registered Gymnasium id "
+                f"({exc}); name the module that registers it, Gymnasium's 'module:ID' form "
+                f"(e.g. 'mymodule:{self.env_id.rpartition(':')[2]}'), or give 'module:callable'.") from None
+
+
+def _names_id(ref: str) -> bool:
+    """``"module:Name-v0"``: Gymnasium's form of an id that ``module`` registers on import
+    (``gymnasium.make`` imports it), not a ``module:callable``."""
+    return not all(part.isidentifier() for part in ref.partition(":")[2].split("."))
 
 
 def _resolve_factory(env_factory: Any) -> Callable[..., Any]:
     if callable(env_factory):
         return env_factory
-    if isinstance(env_factory, str) and _is_ref(env_factory):
+    if isinstance(env_factory, str) and _is_ref(env_factory) and not _names_id(env_factory):
         return load_callable(env_factory, what="from_gym env factory")
     if isinstance(env_factory, str) and env_factory:
         return _MakeRegistered(env_factory)

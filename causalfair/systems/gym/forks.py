@@ -29,13 +29,14 @@ def state_api(env: Any) -> tuple[str, str] | None:
 
 
 def shared_objects(env: Any) -> dict[int, Any]:
-    """What copies of ``env`` share: the spaces, the env spec and the generator (each step
-    is given its own generator state), through the wrapper chain."""
+    """What copies of ``env`` share: the spaces, the env spec (a wrapper's cached one
+    too), the metadata and the generator (each step is given its own generator state),
+    through the wrapper chain."""
     memo: dict[int, Any] = {}
     e = env
     while e is not None and hasattr(e, "__dict__"):
         for attr in ("action_space", "observation_space", "_action_space", "_observation_space",
-                     "spec", "_np_random"):
+                     "spec", "_cached_spec", "_metadata", "metadata", "_np_random"):
             v = e.__dict__.get(attr)
             if v is not None:
                 memo[id(v)] = v
@@ -93,17 +94,18 @@ _BOOKKEEPING = frozenset(("TimeLimit", "OrderEnforcing", "PassiveEnvChecker"))
 
 
 def unwrap_bookkeeping(env: Any) -> Any:
-    """``env.unwrapped`` when every wrapper around it is one that ``gymnasium.make`` adds
-    for bookkeeping (``TimeLimit``: truncation, which the door does not read, the horizon
-    is its own; ``OrderEnforcing``: reset before step, which every snapshot is;
-    ``PassiveEnvChecker``: checks of the first reset and step), else ``env``: those
-    wrappers change no transition, and stepping the env under them is a copy and a call
-    less per layer."""
+    """``env`` without the outer wrappers that ``gymnasium.make`` adds for bookkeeping
+    (``TimeLimit``: truncation, which the door does not read, the horizon is its own;
+    ``OrderEnforcing``: reset before step, which every snapshot is; ``PassiveEnvChecker``:
+    checks of the first reset and step): the wrappers from the outside in down to the
+    first other one (a user's wrapper, kept with everything under it) or to
+    ``env.unwrapped``. Those wrappers change no transition, and stepping the env under
+    them is a copy and a call less per layer."""
     e = env
     while hasattr(e, "env") and getattr(e, "unwrapped", e) is not e:
         cls = type(e)
         if cls.__name__ not in _BOOKKEEPING or not cls.__module__.startswith("gymnasium.wrappers"):
-            return env
+            return e
         e = e.env
     return e
 

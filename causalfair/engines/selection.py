@@ -1,0 +1,81 @@
+"""Selection rates in the sense of bias-audit rules such as New York City's Local Law 144:
+per group, step and non-baseline action, the share of the group given that action (of a
+model audit, a log's observed decisions, or the decisions a Monte Carlo run drew), with
+the counts behind them where there are individuals. Read by the group comparison
+(``ratio_selection``, :mod:`causalfair.engines.groups`) and ``causalfair export ll144``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["selection_rates", "counted_selection"]
+
+
+def selection_rates(model: Any, table: Any, mu_pi: Any, T: int, *, source: str,
+                    labels: Any = None, logs: Any = None) -> dict[str, Any]:
+    """Selection rates in the sense of bias-audit rules such as NYC Local Law 144: per
+    group, per step t < T and per non-baseline action a, the share of the group given a,
+    sum_x mu_t(x | s) pi_t(a | x, s) (``rate``; method.md section 2, mu under pi), and
+    its mean over the steps (``rate_overall``). From ``logs`` (a log audit): the decisions
+    observed in the log instead, with the counts behind them (``n``: individuals of the
+    group at step t, ``count``: those given a; :func:`counted_selection` for a Monte Carlo
+    audit); a model audit has no individuals, so its counts are null. ``labels``: the
+    action names (default: the model's, else d0, d1, ...)."""
+    import numpy as np
+
+    labels = [str(x) for x in labels or model.action_labels
+              or [f"d{a}" for a in range(model.n_actions)]]
+    acts = [a for a in range(model.n_actions) if a != model.baseline]
+    groups = [str(g) for g in model.group_names]
+    out: dict[str, Any] = {"source": source, "baseline_action": labels[model.baseline],
+                           "actions": [labels[a] for a in acts], "groups": groups,
+                           "steps": int(T), "rate": {}, "rate_overall": {}, "n": None,
+                           "count": None}
+    if logs is None:
+        pa = model.action_table(table)
+        pa = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
+        share = np.einsum("tsx,tsxa->sat", mu_pi[:T], pa[:T])  # (G, A, T)
+        for i, g in enumerate(groups):
+            out["rate"][g] = {labels[a]: share[i, a].tolist() for a in acts}
+            out["rate_overall"][g] = {labels[a]: float(share[i, a].mean()) for a in acts}
+        return out
+    steps = sorted(int(t) for t in logs["t"].unique())
+    n = logs.groupby(["group", "t"]).size()
+    c = logs.groupby(["group", "t", "decision"]).size()
+    out.update(steps=len(steps), t=steps)
+    return _rates_of_counts(out, {g: [int(n.get((g, t), 0)) for t in steps] for g in groups},
+                            {g: {labels[a]: [int(c.get((g, t, a), 0)) for t in steps]
+                                 for a in acts} for g in groups})
+
+
+def counted_selection(decisions: Any, groups: Any, labels: Any, baseline: int
+                      ) -> dict[str, Any]:
+    """The selection rates of :func:`selection_rates` from the decisions a Monte Carlo run
+    drew (``decisions``: (G, A, T) counts of the units of each group given each action at
+    each step, :attr:`causalfair.results.Decomposition.decisions`; their sum over the actions
+    is the units of the group at that step), with those counts (``source`` "mc")."""
+    import numpy as np
+
+    cnt = np.asarray(decisions, dtype=np.int64)
+    labels = [str(x) for x in labels]
+    acts = [a for a in range(cnt.shape[1]) if a != baseline]
+    groups = [str(g) for g in groups]
+    out: dict[str, Any] = {"source": "mc", "baseline_action": labels[baseline],
+                           "actions": [labels[a] for a in acts], "groups": groups,
+                           "steps": int(cnt.shape[2]), "rate": {}, "rate_overall": {}}
+    return _rates_of_counts(out, {g: cnt[i].sum(0).tolist() for i, g in enumerate(groups)},
+                            {g: {labels[a]: cnt[i, a].tolist() for a in acts}
+                             for i, g in enumerate(groups)})
+
+
+def _rates_of_counts(out: dict[str, Any], n: dict[str, list[int]],
+                     count: dict[str, dict[str, list[int]]]) -> dict[str, Any]:
+    """``out`` with ``n`` (units per group and step), ``count`` (per group and action) and
+    the rates they give (None where a group has no unit at a step)."""
+    out.update(n=n, count=count, rate={}, rate_overall={})
+    for g, ng in n.items():
+        out["rate"][g] = {a: [x / m if m else None for x, m in zip(ca, ng, strict=True)]
+                          for a, ca in count[g].items()}
+        out["rate_overall"][g] = {a: sum(ca) / sum(ng) if sum(ng) else None
+                                  for a, ca in count[g].items()}
+    return out
