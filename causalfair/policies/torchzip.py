@@ -209,8 +209,8 @@ def _tensors_to_numpy(obj: Any, torch: Any) -> Any:
 
 
 def load_weights(src: str | IO[bytes], *, cap: int, where: str) -> Any:
-    """:func:`read_torch_zip`, or for a file outside its subset ``torch.load(src,
-    weights_only=True)`` with its tensors as numpy arrays (bfloat16 widened to float32).
+    """:func:`read_torch_zip`, or for a file outside its subset torch's weights-only load
+    (``weights_only=True``) with its tensors as numpy arrays (bfloat16 widened to float32).
     Raises :class:`TorchZipError` for what neither reads."""
     try:
         return read_torch_zip(src, cap=cap, where=where)
