@@ -219,7 +219,7 @@ class SystemTrainer:
         # Lambda's eps, one number for the run: given, declared, or "auto" from the exact
         # benefit table, else from the first batch's benefit cells (audits before: "auto")
         eps = eps_for(c.lambda_eps, system)[0]
-        self.eps = model_eps(eps, tab)[0] if tab is not None else None if eps == "auto" else eps
+        self.eps = model_eps(eps, tab)[0] if tab is not None else (None if eps == "auto" else eps)
         # PPO-Lagrangian: one multiplier per constraint, on its quantity in units of |bound|
         self.lag = Lagrangian(c.constraints, system.groups, lr=c.lagrange_lr,
                               system_id=system.id) if c.constraints else None

@@ -20,6 +20,7 @@ from causalfair.errors import InputError
 from causalfair.systems import tabular_sim
 from causalfair.systems.lending.settings import LendingNoise, LendingSimulator
 from causalfair.systems.tabular_sim import TabularSimulator, TabularState
+from tests.engines.test_actions import three_action_model  # the hand-worked model
 
 
 def _update(h: Any, *arrays: np.ndarray) -> None:
@@ -42,24 +43,10 @@ def _sparse_model() -> cf.TabularModel:
                            baseline=1, group_names=["a", "b", "c"])
 
 
-def _three_action_model() -> cf.TabularModel:
-    """tests/engines/test_actions.py's hand-worked model (K = 2, A = 3, CDF values 1.0)."""
-    k = np.zeros((2, 3, 2, 2))
-    for s, up2 in ((0, 0.8), (1, 0.6)):
-        k[s, 0, 0] = [1.0, 0.0]
-        k[s, 1, 0] = [0.5, 0.5]
-        k[s, 2, 0] = [1 - up2, up2]
-        k[s, 0, 1] = [0.2, 0.8]
-        k[s, 1, 1] = [0.1, 0.9]
-        k[s, 2, 1] = [0.0, 1.0]
-    return cf.TabularModel(kernel=k, initial=[[0.5, 0.5], [1.0, 0.0]], potential=[0.0, 1.0],
-                           action_labels=("wait", "drug", "surgery"), lambda_eps=0.1)
-
-
 def _model(name: str) -> cf.TabularModel:
     if name == "lending-harder":
         return cf.systems.make("lending-harder").tabular
-    return {"sparse": _sparse_model, "three-action": _three_action_model}[name]()
+    return {"sparse": _sparse_model, "three-action": three_action_model}[name]()
 
 
 def _tabular_digest(name: str, mixed: bool, seed: int = 2024) -> str:
