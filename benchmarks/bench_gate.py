@@ -21,7 +21,7 @@ Workers: one torch / BLAS thread each; idle workers get the end of their input t
 and exit without the interpreter's teardown (which takes seconds once torch is loaded:
 stopping 16 workers one after the other used to cost more than the audits).
 
-Run: ``python benchmarks/bench_gate.py [--n 200] [--jobs 2] [--no-ray] [--no-sweep]``.
+Run: ``python benchmarks/bench_gate.py [--n 200] [--jobs 2] [--no-ray] [--no-sweep] [--no-gate]``.
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ def main() -> int:
                     help="the specs' engine (default: mc, n = 200000)")
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray backend")
     ap.add_argument("--no-sweep", action="store_true", help="skip the sweep")
+    ap.add_argument("--no-gate", action="store_true", help="skip the gate")
     ap.add_argument("--jobs", type=int, default=2, help="workers of the parallel rows (default 2)")
     ap.add_argument("--sweep-seeds", type=int, default=4,
                     help="seeds per algorithm in the sweep (default 4: 8 runs)")
@@ -142,13 +143,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         engine = 'kind = "mc"\nn = 200000' if args.engine == "mc" else 'kind = "exact"'
-        specs = _make_specs(folder, args.n, engine)
+        specs = [] if args.no_gate else _make_specs(folder, args.n, engine)
         what = "Monte Carlo, n = 200000 per group" if args.engine == "mc" else "exact engine"
-        print(f"\ngate over {args.n} checkpoints ({what}, lending-1, T = 20)")
-        print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
-              f"{'peak MB':>8s}")
+        if specs:
+            print(f"\ngate over {args.n} checkpoints ({what}, lending-1, T = 20)")
+            print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
+                  f"{'peak MB':>8s}")
         serial = None
-        for label, extra in backends:
+        for label, extra in backends if specs else ():
             out = folder / "g.json"
             start, _ = _run([*cli, "gate", *specs[:2], *extra, "--json", str(out)], env)
             wall, peak = _run([*cli, "gate", *specs, *extra, "--json", str(out)], env)

@@ -20,6 +20,13 @@ already made from the same env state with the same action and random numbers is 
 plus the policy (evaluated once per batch on the stacked observations), a copy of the env
 where pi's decision leaves the baseline (``GymSimulator.step_paths`` steps the other envs
 in place), and the per-step generator states.
+
+The audit with Lambda (``benefit_n`` = n, what ``causalfair decompose`` runs) adds the
+benefit rollout: n individuals per group under pi, each state forked once per action
+with one noise, plus the bootstrap of its interval; the last line is that part alone and
+its share of the audit with Lambda. ``GymSimulator.step_forks`` steps an epoch's forks and
+pi's decisions in one call: per individual, A - 1 copies of its env and A env steps (the
+decision's transition is the fork of its action; the last fork steps the env in place).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from gymnasium import spaces
 
 import causalfair as cf
 from causalfair.backends import make_backend
+from causalfair.engines.benefit_mc import system_benefit
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.policies.adapters import callable_policy
 
@@ -78,19 +86,36 @@ def bare_loop(n: int, T: int) -> float:
     return (time.process_time() - t0) / (n * T)
 
 
-def audit(n: int, T: int, jobs: int = 1) -> tuple[float, dict[str, float]]:
-    """Seconds per individual-step of decompose_mc on the same env (n per group), CPU
-    seconds of this process on one core, wall seconds on ``jobs`` > 1 processes; and the
-    estimates."""
+def _setup(T: int) -> tuple[object, object]:
     system = cf.systems.from_gym(CheapEnv, groups=["s+", "s-"], horizon=T)
     policy = callable_policy(lambda f: 1.0 / (1.0 + np.exp(-2.0 * f[:, 0])), inputs="features",
                              name="logistic")
+    return system, policy
+
+
+def audit(n: int, T: int, jobs: int = 1, benefit_n: int | None = 2
+          ) -> tuple[float, dict[str, float]]:
+    """Seconds per individual-step of decompose_mc on the same env (n per group), CPU
+    seconds of this process on one core, wall seconds on ``jobs`` > 1 processes; and the
+    estimates. ``benefit_n``: the units per group of Lambda's rollout (2: next to nothing;
+    None: n, what ``causalfair decompose`` runs)."""
+    system, policy = _setup(T)
     backend = make_backend(jobs=jobs, backend="process") if jobs > 1 else None
     clock = time.perf_counter if jobs > 1 else time.process_time
     t0 = clock()
-    res = decompose_mc(system, policy, n=n, seed=0, benefit_n=2, batch_size=max(1, n // 8),
-                       backend=backend)
+    res = decompose_mc(system, policy, n=n, seed=0, benefit_n=benefit_n,
+                       batch_size=max(1, n // 8), backend=backend)
     return (clock() - t0) / (2 * n * T), res.estimates()
+
+
+def benefit_part(n: int, T: int) -> float:
+    """Seconds per individual-step (CPU, one core) of Lambda by forks alone, as the audit
+    with Lambda runs it (:func:`system_benefit` over n units per group, its bootstrap
+    included)."""
+    system, policy = _setup(T)
+    t0 = time.process_time()
+    system_benefit(system, policy, T, engine="mc", n=n, seed=0)
+    return (time.process_time() - t0) / (2 * n * T)
 
 
 def main() -> None:
@@ -103,13 +128,19 @@ def main() -> None:
     args = ap.parse_args()
     CheapEnv.work = args.work
     bare_loop(100, args.horizon)  # warm-up
-    audit(50, args.horizon)
+    audit(50, args.horizon, benefit_n=None)
     bare = bare_loop(2 * args.n, args.horizon)
     aud, est = audit(args.n, args.horizon)
     print(f"bare env step loop: {bare * 1e6:8.2f} us per individual-step (CPU, one core)")
     print(f"from_gym audit    : {aud * 1e6:8.2f} us per individual-step (CPU, one core; pi, "
           "the pi^PS fork and pi0)")
     print(f"ratio             : {aud / bare:8.2f}x the bare loop")
+    full, _ = audit(args.n, args.horizon, benefit_n=None)
+    ben = benefit_part(args.n, args.horizon)
+    print(f"audit with Lambda : {full * 1e6:8.2f} us per individual-step (CPU, one core; and "
+          f"Lambda by forks of {args.n} per group), {full / bare:.2f}x the bare loop")
+    print(f"benefit part      : {ben * 1e6:8.2f} us per individual-step (Lambda alone: its "
+          f"rollout and bootstrap), {ben / full:.0%} of the audit with Lambda")
     if args.jobs > 1:
         t0 = time.perf_counter()
         audit(args.n, args.horizon)

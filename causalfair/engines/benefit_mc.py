@@ -71,7 +71,7 @@ from causalfair.backends import engine_device
 from causalfair.engines._mc_base import check_work, engine_backend
 from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.montecarlo_coupled import joint_actions
-from causalfair.errors import InputError
+from causalfair.errors import InputError, SimulatorContractError
 from causalfair.policies.core import action_probs, engine_policy
 from causalfair.results import BenefitResult
 from causalfair.systems import as_system
@@ -184,6 +184,16 @@ class Visits:
                 np.tile(np.arange(n), T))
 
 
+def _blocks(size: int) -> list[tuple[int, int]]:
+    """``size`` rows cut into at most 16 blocks (start, stop) of at least 16 rows each (one
+    block below 32). The blocks depend on ``size`` alone, not on the threads, so results
+    assembled from them do not depend on ``jobs``; 16 rows or more keep a matrix product on
+    its matrix-matrix kernel (one row would take the matrix-vector one, which rounds
+    differently)."""
+    cuts = np.linspace(0, size, min(16, max(1, size // 16)) + 1).astype(int)
+    return list(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True))
+
+
 def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
              jobs: Any = "auto") -> tuple:
     """Independent units: n per group, one fork per action at every visited state.
@@ -193,6 +203,10 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
     (:func:`~causalfair.engines._mc_base.engine_backend`) with the same numbers."""
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
+    acts = [a if A > 2 or base != 0 else bool(a) for a in range(A)]
+    # a simulator class may step the A forks and the decisions of an epoch in one call, the
+    # same numbers as the A + 1 steps, consuming the state (GymSimulator.step_forks)
+    forks = getattr(type(sim), "step_forks", None)
 
     def group(g: int) -> tuple:
         state = sim.reset(n, g, _rng(seed, _STREAM, g, 0))
@@ -202,11 +216,21 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
             obs = sim.observe(state)
             p = action_probs(policy, obs, A, f"policy {pname!r}")
             noise = sim.draw_noise(n, rng_noise)
-            gains = np.stack([sim.step(state, np.full(n, a) if A > 2 or base != 0 else
-                                       np.full(n, bool(a)), noise).gain for a in range(A)], axis=1)
+            d = decide(p, rng_dec.random(n), A, base)
+            if forks is not None:
+                gains, res = forks(sim, state, acts, d, noise)
+            else:
+                gains = np.stack([sim.step(state, np.full(n, a), noise).gain for a in acts], axis=1)
+                res = sim.step(state, d, noise)
             visits.add(obs, gains - gains[:, base:base + 1], p)
-            state = sim.step(state, decide(p, rng_dec.random(n), A, base), noise).state
-        return visits.arrays(n, T)
+            state = res.state
+        out = visits.arrays(n, T)
+        if not np.isfinite(out[2]).all():  # a fork the decomposition's paths need not take
+            raise SimulatorContractError(
+                f"simulator {type(sim).__name__}.step: returned NaN or inf gains in a benefit "
+                f"fork (group {g}, {int((~np.isfinite(out[2])).sum())} of {out[2].size} "
+                "benefits); every action must give a finite gain from every state.")
+        return out
 
     out = list(engine_backend(None, jobs, sim, policy).imap(group, range(G)))
     lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
@@ -369,18 +393,34 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     def replicates(ws: list[list[np.ndarray]]) -> list[tuple[np.ndarray, ...]]:
         """:func:`cell_means` of every replicate at once: each unit's (world's) sums over
         its visits per cell, (n, K, 1 + 2A), weighted by the (replicates, n) matrix of
-        its Poisson weights (one product instead of a pass over the visits per replicate)."""
-        R = len(ws)
+        its Poisson weights (one product instead of a pass over the visits per replicate).
+        The sums are built in blocks of units and the product in blocks of replicates, on
+        threads (:func:`_blocks`): the same numbers whatever ``jobs``."""
+        R, C = len(ws), 1 + 2 * A
         d_r, p_r, w_r = np.zeros((R, G, K, A)), np.zeros((R, G, K, A)), np.zeros((R, G, K))
+        backend = engine_backend(None, jobs)
+        for g in range(G):
+            # per_unit[u, k * C + c]: unit u's sum of column c over its visits in cell k,
+            # each sum in visit order; blocks of units on threads
+            units, vals = unit_g[g], np.concatenate(
+                [np.ones((cells[g].shape[0], 1)), delta_g[g], prob_g[g]], axis=1)
+            per_unit = np.empty((n, K * C))
 
-        def group_sums(g: int) -> np.ndarray:  # the groups on threads: the same sums
-            idx = unit_g[g] * K + cells[g]
-            cols = [np.ones(idx.shape[0]), *delta_g[g].T, *prob_g[g].T]
-            per_unit = np.stack([np.bincount(idx, weights=c, minlength=n * K) for c in cols],
-                                axis=1).reshape(n, K * (1 + 2 * A))
-            return (np.stack([wr[g] for wr in ws]) @ per_unit).reshape(R, K, 1 + 2 * A)
+            def build(rows: tuple[int, int], units=units, vals=vals, per_unit=per_unit,
+                      cell=cells[g]) -> None:
+                lo, hi = rows
+                sel = (units >= lo) & (units < hi)
+                bins = ((units[sel] - lo) * K + cell[sel])[:, None] * C + np.arange(C)
+                per_unit[lo:hi] = np.bincount(bins.ravel(), weights=vals[sel].ravel(),
+                                              minlength=(hi - lo) * K * C).reshape(hi - lo, -1)
 
-        for g, sums in enumerate(engine_backend(None, jobs).imap(group_sums, range(G))):
+            for _ in backend.imap(build, _blocks(n)):
+                pass
+            weights = np.stack([wr[g] for wr in ws])
+            sums = np.concatenate(list(backend.imap(
+                lambda ab, w=weights, p=per_unit: w[ab[0]:ab[1]] @ p, _blocks(R))))
+            sums = sums.reshape(R, K, C)
+            del per_unit
             mass = sums[..., 0]
             w_r[:, g] = mass / np.maximum(mass.sum(1, keepdims=True), 1e-300)
             safe = np.where(mass > 0, mass, 1.0)[..., None]
@@ -395,8 +435,12 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         reps = [cell_means(ws) for ws in draws]
     mask = None
     if n_boot >= 2:
-        gaps = np.stack([r[0][a_][:, None, :] - r[0][b_][None, :, :] for r in reps])
-        gap_se = gaps.std(axis=0, ddof=1)
+        def gap_se_rows(rows: tuple[int, int]) -> np.ndarray:  # blocks of a_'s cells on
+            lo, hi = rows  # threads; each element's sum runs over the replicates in order
+            return np.stack([r[0][a_][lo:hi, None, :] - r[0][b_][None, :, :]
+                             for r in reps]).std(axis=0, ddof=1)
+
+        gap_se = np.concatenate(list(engine_backend(None, jobs).imap(gap_se_rows, _blocks(K))))
         gap_hat = delta[a_][:, None, :] - delta[b_][None, :, :]
         mask = np.abs(gap_hat) <= np.sqrt(np.log(n)) * gap_se
     contrib = terms(delta, prob, w, mask)

@@ -80,14 +80,17 @@ def test_lending_on_the_gpu_matches_the_cpu_and_repeats(algo, tmp_path):
     for k in ("C", "utility", "Lambda"):
         assert gpu.metrics[k] == pytest.approx(cpu.metrics[k], abs=1e-3), k
     assert np.array_equal(gpu.table, again.table)  # reproducible on the same device
-    # the run folder resumes on the CPU (state on the CPU) and its checkpoint audits
+    # the run folder's checkpoint audits on the CPU, and the run resumes there (its state is
+    # on the CPU); the resumed run rewrites the same checkpoint file, so each is read first
+    model = lending_setting("lending-1").tabular
+    pol, _ = load_checkpoint(gpu.checkpoint, model)
+    np.testing.assert_allclose(policy_table(pol, model), gpu.table, atol=1e-6)
     state = torch.load(tmp_path / "run" / "state.pt", weights_only=True)
     assert all(v.device.type == "cpu" for v in state["policy"].values())
     more = train(cfg.replace(iterations=4), out=tmp_path / "run", resume=True)
     assert more.history["iteration"].iloc[-1] == 4
-    model = lending_setting("lending-1").tabular
-    pol, _ = load_checkpoint(gpu.checkpoint, model)
-    np.testing.assert_allclose(policy_table(pol, model), gpu.table, atol=1e-6)
+    pol, _ = load_checkpoint(more.checkpoint, model)
+    np.testing.assert_allclose(policy_table(pol, model), more.table, atol=1e-6)
 
 
 @needs_gpu

@@ -23,7 +23,12 @@ docs/simulators.md:
 - ``step_paths(state, d, state0, d0, noise)``: the Monte Carlo engine's epoch (pi, the
   pi^PS fork, pi0) in one call, the same numbers as three ``step`` calls, with the envs of
   the two states stepped in place (the states are consumed): a copy only where pi's
-  decision leaves the baseline.
+  decision leaves the baseline;
+- ``step_forks(state, actions, decisions, noise)``: the benefit rollout's epoch (one fork
+  per action, every individual taking it, and pi's decisions) in one call, the same
+  numbers as ``len(actions) + 1`` ``step`` calls, the state consumed: per individual the
+  forks but the last step copies of its env and the last the env itself, and the
+  decision's transition is the fork of its action.
 
 :func:`check_forks` checks this on a sampled batch before the system is used and refuses
 an env that cannot be copied, one whose forks with the same action differ, one that reads
@@ -334,8 +339,9 @@ class GymSimulator:
     def _check_live(self, *states: GymState) -> None:
         for st in states:
             if st in self._consumed:
-                raise RuntimeError("GymSimulator: a state consumed by step_paths (its envs were "
-                                   "stepped in place) was stepped again; step its results.")
+                raise RuntimeError("GymSimulator: a state consumed by step_paths or step_forks "
+                                   "(its envs were stepped in place) was stepped again; step "
+                                   "its results.")
 
     def step(self, state: GymState, decisions: Any, noise: np.ndarray) -> StepResult:
         self._check_live(state)
@@ -394,17 +400,78 @@ class GymSimulator:
                 z.append(fk_out)
             else:
                 z.append(run(envs0[i], b, w, rows0[i]))
-        n, width = len(acts), self.width
+        res = self._result
+        return res(state, e_pi, pi), res(state, envs, fk), res(state0, envs0, z)
 
-        def result(st: GymState, e: Sequence[Any], outs: list[tuple[Any, ...]]) -> StepResult:
-            o, r, g, t = zip(*outs, strict=True) if outs else ((), (), (), ())
-            # every row is a float64 vector of the width (run, or the state's own row)
-            obs = np.frombuffer(b"".join(map(_tobytes, o)), dtype=np.float64)
-            return StepResult(GymState(tuple(e), obs.reshape(n, width).copy(), st.group,
-                                       np.array(t, dtype=bool), st.t + 1),
-                              np.array(r, dtype=np.float64), np.array(g, dtype=np.float64), {})
+    def step_forks(self, state: GymState, actions: Sequence[Any], decisions: Any,
+                   noise: np.ndarray) -> tuple[np.ndarray, StepResult]:
+        """The benefit rollout's epoch (method.md section 4): the gain of every fork, (n,
+        len(actions)), column k every individual of ``state`` taking ``actions[k]``, and the
+        step of ``decisions``, all with ``noise``: what ``len(actions) + 1`` calls of
+        :meth:`step` give, bit for bit. ``state`` is consumed (its envs are stepped in
+        place), so it may not be stepped again. Per individual, every fork but the last
+        steps a copy of its env, made before, and the last the env itself: at most
+        ``len(actions) - 1`` copies; the decision's transition is the fork of its action
+        (a step of its own where it took none of ``actions``). With a state API
+        (``get_state``/``set_state``): one restore and step per fork, a snapshot of the
+        decision's fork only."""
+        acts = [int(a) for a in np.asarray(actions).reshape(-1).tolist()]
+        d = np.asarray(decisions).astype(np.intp)
+        self._check_live(state)
+        return call_user(f"gym env {self.name}.step", self._forks, state, acts, d, noise)
 
-        return result(state, e_pi, pi), result(state, envs, fk), result(state0, envs0, z)
+    def _forks(self, state: GymState, acts: list[int], d: np.ndarray, noise: np.ndarray
+               ) -> tuple[np.ndarray, StepResult]:
+        """:meth:`step_forks` with the actions as ints."""
+        self._memo, self._memo_noise = {}, None  # envs are stepped in place from here
+        self._consumed.add(state)
+        run, shared, api = self._run, self._shared, self._api
+        if api:
+            tmpl = self._template
+            get, put = getattr(tmpl, api[0]), getattr(tmpl, api[1])
+        todo = list(dict.fromkeys(acts))  # each distinct action once; the in-place one last
+        where = {a: k for k, a in enumerate(todo)}
+        cols = [where[a] for a in acts]
+        zeros = [0.0] * len(acts)
+        words, dec, rows, done = noise.tolist(), d.tolist(), list(state.obs), state.done.tolist()
+        envs, gains, outs = list(state.envs), [], []
+        for i, (snap, a_d, w, row, ended) in enumerate(zip(state.envs, dec, words, rows, done,
+                                                           strict=True)):
+            if ended:
+                gains.append(zeros)
+                outs.append((row, 0.0, 0.0, True))
+                continue
+            steps = todo if a_d in where else [*todo, a_d]  # a decision outside them: last
+            if api:
+                got = []
+                for a in steps:
+                    put(snap)
+                    got.append(run(tmpl, a, w, row))
+                    if a == a_d:
+                        envs[i] = get()
+            else:  # the copies first, while the env is as the state left it; then the env
+                forked = [copy_env(snap, shared) for _ in steps[1:]]
+                forked.append(snap)
+                got = []
+                for e, a in zip(forked, steps, strict=True):
+                    got.append(run(e, a, w, row))
+                envs[i] = forked[where.get(a_d, -1)]
+            outs.append(got[where.get(a_d, -1)])
+            gains.append([got[c][2] for c in cols])
+        return np.array(gains, dtype=np.float64).reshape(len(dec), len(acts)), \
+            self._result(state, envs, outs)
+
+    def _result(self, st: GymState, envs: Sequence[Any], outs: list[tuple[Any, ...]]
+                ) -> StepResult:
+        """The step from ``st`` whose per-individual (observation row, reward, gain, ended)
+        are ``outs`` (every row a float64 vector of the width: a stepped env's, or the
+        state's own row where the episode had ended) and whose env snapshots are ``envs``."""
+        n, width = len(outs), self.width
+        o, r, g, t = zip(*outs, strict=True) if outs else ((), (), (), ())
+        obs = np.frombuffer(b"".join(map(_tobytes, o)), dtype=np.float64)
+        return StepResult(GymState(tuple(envs), obs.reshape(n, width).copy(), st.group,
+                                   np.array(t, dtype=bool), st.t + 1),
+                          np.array(r, dtype=np.float64), np.array(g, dtype=np.float64), {})
 
 
 def _is_ref(text: str) -> bool:
