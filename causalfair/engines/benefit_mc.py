@@ -224,13 +224,7 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
                 res = sim.step(state, d, noise)
             visits.add(obs, gains - gains[:, base:base + 1], p)
             state = res.state
-        out = visits.arrays(n, T)
-        if not np.isfinite(out[2]).all():  # a fork the decomposition's paths need not take
-            raise SimulatorContractError(
-                f"simulator {type(sim).__name__}.step: returned NaN or inf gains in a benefit "
-                f"fork (group {g}, {int((~np.isfinite(out[2])).sum())} of {out[2].size} "
-                "benefits); every action must give a finite gain from every state.")
-        return out
+        return visits.arrays(n, T)
 
     out = list(engine_backend(None, jobs, sim, policy).imap(group, range(G)))
     lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
@@ -346,6 +340,13 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     if shared is not None:
         shared["rollout"] = outs
     lev_g, feat_g, delta_g, prob_g, unit_g = outs
+    for g, dg in enumerate(delta_g):  # forks the decomposition's paths need not take
+        if not np.isfinite(dg).all():
+            raise SimulatorContractError(
+                f"system {system.id!r}: its simulator's step returned NaN or inf gains in a "
+                f"benefit fork (group {system.groups[g]!r}: "
+                f"{int((~np.isfinite(dg)).sum())} of {dg.size} benefits); every action must "
+                "give a finite gain from every state.")
     if lev_g is None and feat_g is None:
         raise InputError(
             f"benefit_fairness_mc: system {system.id!r} observes neither levels nor features; "

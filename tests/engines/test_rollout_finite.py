@@ -38,6 +38,6 @@ def test_nan_gain_in_a_fork_only_is_refused():
     system = cf.systems.from_gym(Fragile, groups=["s+", "s-"], horizon=3)
     never = cf.ConstantPolicy(0.0)  # pi takes the baseline: the decomposition sees no NaN
     # (jobs=1: the decomposition runs first and would raise its own message)
-    with pytest.raises(SimulatorContractError, match="NaN or inf gains in a benefit fork"):
+    with pytest.raises(SimulatorContractError, match="step returned NaN or inf gains in a benefit fork"):
         cf.engines.montecarlo.decompose_mc(system, never, n=60, seed=1, benefit_n=60, jobs=1,
                                           check=False)
