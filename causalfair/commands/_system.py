@@ -37,8 +37,10 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
                    if horizon_default is None else f"decision epochs T (default: {horizon_default})")
 
 
+#: The policy of a command whose --policy is not given (:func:`load_policy`).
+DEFAULT_POLICY = "threshold:0.5"
 #: What --policy holds, on every command that takes it (:func:`load_policy`).
-POLICY_HELP = ("a built-in policy (default: threshold:0.5; causalfair.policies.core.BUILTIN_POLICIES), "
+POLICY_HELP = (f"a built-in policy (default: {DEFAULT_POLICY}; causalfair.policies.core.BUILTIN_POLICIES), "
                "a checkpoint path, or a factory 'module:callable' of your own (looked up in "
                "--search-path first)")
 #: What --checkpoint holds.
@@ -81,13 +83,16 @@ def horizon(args: argparse.Namespace, system: Any) -> int:
 
 def load_policy(args: argparse.Namespace, system: Any) -> ResolvedPolicy:
     """The policy of --checkpoint, else of --policy (a built-in, a checkpoint path or a
-    factory 'module:callable' looked up in --search-path first), resolved for ``system``
+    factory 'module:callable' looked up in --search-path first; not given:
+    :data:`DEFAULT_POLICY`), resolved for ``system``
     (a System or a tabular model) by :func:`causalfair.policies.resolve`."""
     ck = getattr(args, "checkpoint", None)
     if ck:
         return resolve(Path(ck), system)
-    return resolve(args.policy, system, search_path=getattr(args, "search_path", "."),
-                   where="--policy")
+    spec, where = args.policy, "--policy"
+    if spec is None:  # a refusal then says the user gave no policy (one is needed here)
+        spec, where = DEFAULT_POLICY, "--policy (not given: the default)"
+    return resolve(spec, system, search_path=getattr(args, "search_path", "."), where=where)
 
 
 def policy_reads_group(policy: Any, system: Any) -> bool:

@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_model_arguments(p)
-    p.add_argument("--policy", default="threshold:0.5", help=POLICY_HELP)
+    p.add_argument("--policy", help=POLICY_HELP)
     p.add_argument("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
     p.add_argument("--eps", default=None,
                    help="Lambda's eps: a number > 0 in the gain's units, or 'auto' (0.1 x the "

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_system_arguments(p, horizon_default=2)  # two epochs: a graph one can read
-    p.add_argument("--policy", default="threshold:0.5",
+    p.add_argument("--policy",
                    help=f"the deployed policy (decides whether S -> D_t exists): {POLICY_HELP}")
     p.add_argument("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
     p.add_argument("--variant", choices=("pi", "pi0", "ps"), default="pi",

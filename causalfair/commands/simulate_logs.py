@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                "--n 1000 --out logs.csv && causalfair decompose --logs logs.csv",
     )
     add_system_arguments(p)
-    p.add_argument("--policy", default="threshold:0.5",
+    p.add_argument("--policy",
                    help=f"the policy that made the decisions: {POLICY_HELP}")
     p.add_argument("--n", type=int, default=1000, metavar="N",
                    help="individuals in the log (default: 1000)")
@@ -54,12 +54,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out: {out} exists; causalfair does not overwrite a file it did "
                          "not create in this run (choose another name or delete it).")
     system = load_system(args)
-    df = simulate_logs(system, load_policy(args, system).policy, args.n, horizon(args, system),
-                       args.seed)
+    pol = load_policy(args, system)
+    df = simulate_logs(system, pol.policy, args.n, horizon(args, system), args.seed)
     if out.suffix.lower() == ".csv":
         atomic_write_bytes(out, lambda fh: fh.write(df.to_csv(index=False).encode()))
     else:
         atomic_write_bytes(out, lambda fh: df.to_parquet(fh, index=False))
     print(f"wrote {out}: {len(df)} decisions of {args.n} individuals over "
-          f"{int(df['t'].max()) + 1} epochs ({system.id}, policy {args.policy}, seed {args.seed})")
+          f"{int(df['t'].max()) + 1} epochs ({system.id}, policy {pol.label}, seed {args.seed})")
     return 0
