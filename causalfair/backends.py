@@ -563,7 +563,7 @@ class ThreadBackend:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1, user_api="blas"):
-            if self.jobs == 1:
+            if self.jobs == 1 or (isinstance(items, (list, tuple)) and len(items) <= 1):
                 for item in items:
                     yield fn(item)
                 return

@@ -184,13 +184,13 @@ class Visits:
                 np.tile(np.arange(n), T))
 
 
-def _blocks(size: int) -> list[tuple[int, int]]:
-    """``size`` rows cut into at most 16 blocks (start, stop) of at least 16 rows each (one
-    block below 32). The blocks depend on ``size`` alone, not on the threads, so results
-    assembled from them do not depend on ``jobs``; 16 rows or more keep a matrix product on
-    its matrix-matrix kernel (one row would take the matrix-vector one, which rounds
-    differently)."""
-    cuts = np.linspace(0, size, min(16, max(1, size // 16)) + 1).astype(int)
+def _blocks(size: int, least: int = 16) -> list[tuple[int, int]]:
+    """``size`` rows cut into at most 16 blocks (start, stop) of at least ``least`` rows
+    each (one block below 2 * ``least``). The blocks depend on the sizes alone, not on the
+    threads, so results assembled from them do not depend on ``jobs``; 16 rows or more keep
+    a matrix product on its matrix-matrix kernel (one row would take the matrix-vector one,
+    which rounds differently)."""
+    cuts = np.linspace(0, size, min(16, max(1, size // least)) + 1).astype(int)
     return list(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True))
 
 
@@ -415,11 +415,12 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                 per_unit[lo:hi] = np.bincount(bins.ravel(), weights=vals[sel].ravel(),
                                               minlength=(hi - lo) * K * C).reshape(hi - lo, -1)
 
-            for _ in backend.imap(build, _blocks(n)):
+            for _ in backend.imap(build, _blocks(n, 4096)):
                 pass
             weights = np.stack([wr[g] for wr in ws])
-            sums = np.concatenate(list(backend.imap(
-                lambda ab, w=weights, p=per_unit: w[ab[0]:ab[1]] @ p, _blocks(R))))
+            sums = np.concatenate(list(backend.imap(  # small n: one product
+                lambda ab, w=weights, p=per_unit: w[ab[0]:ab[1]] @ p,
+                _blocks(R) if n >= 4096 else [(0, R)])))
             sums = sums.reshape(R, K, C)
             del per_unit
             mass = sums[..., 0]
