@@ -415,7 +415,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                 per_unit[lo:hi] = np.bincount(bins.ravel(), weights=vals[sel].ravel(),
                                               minlength=(hi - lo) * K * C).reshape(hi - lo, -1)
 
-            for _ in backend.imap(build, _blocks(n, 4096)):
+            for _ in backend.imap(build, _blocks(n, 1024)):
                 pass
             weights = np.stack([wr[g] for wr in ws])
             sums = np.concatenate(list(backend.imap(  # small n: one product
