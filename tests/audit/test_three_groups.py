@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 
@@ -14,30 +13,10 @@ from causalfair.audit.spec import load_spec
 from causalfair.errors import InputError, SpecError
 from causalfair.thresholds import FAIL, PASS
 from tests.conftest import schema_errors
+from tests.tri_system import tri_source
 
-# the model of tests/engines/test_groups.py, as a system module a spec names
-TRI = textwrap.dedent('''
-    import numpy as np
-    from causalfair.model import TabularModel
-    from causalfair.policies.core import TablePolicy
-    from causalfair.systems import System
+TRI = tri_source(1)  # the model of tests/engines/test_groups.py
 
-    M = np.array([0.5, 0.8, 1.0]); Q = np.array([0.6, 0.5, 0.4]); R = np.array([0.2, 0.1, 0.0])
-    P = np.array([[1.0, 0.0], [0.5, 0.0], [0.25, 0.0]])
-
-    def make(horizon=1):
-        k = np.zeros((3, 2, 2, 2))
-        for s in range(3):
-            k[s, 0, 0] = [1 - R[s], R[s]]; k[s, 1, 0] = [1 - Q[s], Q[s]]; k[s, :, 1] = [0, 1]
-        reward = np.zeros((3, 2, 2)); reward[:, 1, 0] = 1.0
-        m = TabularModel(kernel=k, initial=np.stack([M, 1 - M], 1), potential=np.array([0., 1.]),
-                         reward=reward, group_names=["A", "B", "C"], name="tri")
-        return System(id="tri", groups=("A", "B", "C"), tabular=m, horizon=horizon,
-                      levels=("low", "high"))
-
-    def policy(system=None):
-        return TablePolicy(P)
-''')
 
 # T = 1 (hand-checked in tests/engines/test_groups.py): V = (0.3, 0.24, 0.1), so
 # C(B-A) = -0.06, C(C-A) = -0.2 (the worst pair), C(B-C) = 0.14; SPE(C-B) = -0.08.

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import textwrap
 
 import pytest
 
@@ -20,31 +19,10 @@ from causalfair.report import render
 from causalfair.report.explain import card_markdown, fmt
 from causalfair.report.export import annex_iv
 from tests.conftest import schema_errors
+from tests.tri_system import tri_source
 
-TRI = textwrap.dedent('''
-    import numpy as np
-    from causalfair.model import TabularModel
-    from causalfair.policies.core import TablePolicy
-    from causalfair.systems import System
+TRI = tri_source(2)
 
-    M = np.array([0.5, 0.8, 1.0]); Q = np.array([0.6, 0.5, 0.4]); R = np.array([0.2, 0.1, 0.0])
-
-    def make(horizon=2):
-        k = np.zeros((3, 2, 2, 2))
-        for s in range(3):
-            k[s, 0, 0] = [1 - R[s], R[s]]; k[s, 1, 0] = [1 - Q[s], Q[s]]; k[s, :, 1] = [0, 1]
-        reward = np.zeros((3, 2, 2)); reward[:, 1, 0] = 1.0
-        m = TabularModel(kernel=k, initial=np.stack([M, 1 - M], 1), potential=np.array([0., 1.]),
-                         reward=reward, group_names=["A", "B", "C"], name="tri")
-        return System(id="tri", groups=("A", "B", "C"), tabular=m, horizon=horizon,
-                      levels=("low", "high"))
-
-    def policy(system=None):
-        return TablePolicy(np.array([[1.0, 0.0], [0.5, 0.0], [0.25, 0.0]]))
-
-    def mixed(system=None):
-        return TablePolicy(np.array([[0.8, 0.3], [0.5, 0.2], [0.25, 0.4]]))
-''')
 
 SPEC = '''
 name = "tri-vs-uniform"

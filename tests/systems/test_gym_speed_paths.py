@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import pickle
 
-import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium import spaces
 
 import causalfair as cf
 from causalfair.engines._mc_base import engine_backend
@@ -21,52 +19,7 @@ from causalfair.policies.adapters import callable_policy
 from causalfair.systems.gym.door import GymSimulator
 from causalfair.systems.gym.forks import StepGenerator, generator_state
 
-
-class Student(gym.Env):
-    """One student; counts its steps and copies (class-wide). The episode ends when the
-    skill leaves [-1.5, 1.5]; observations are float32 with a history kept in an array."""
-
-    steps = 0
-
-    def __init__(self, n_actions=2):
-        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
-        self.action_space = spaces.Discrete(n_actions)
-        self.hist = np.zeros(3)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.g = int((options or {}).get("group", 0))
-        self.x = float(self.np_random.normal(0.5 - self.g, 0.5))
-        self.hist = np.zeros(3)
-        return np.array([self.x, self.g], dtype=np.float32), {"group": self.g}
-
-    def step(self, action):
-        Student.steps += 1
-        u, z = self.np_random.random(), self.np_random.integers(0, 7)  # 32-bit draws too
-        dx = (0.4 if u < 0.6 else -0.3) * (action - 0.5) * 2 + 0.01 * z
-        self.x += dx
-        self.hist = np.roll(self.hist, 1)
-        self.hist[0] = self.x
-        return (np.array([self.x, self.g], dtype=np.float32), float(action) - u, abs(self.x) > 1.5,
-                False, {"gain": dx + self.hist[1:].sum() * 1e-3})
-
-
-class ThreeActions(Student):
-    """The same student choosing among three actions."""
-
-    def __init__(self):
-        super().__init__(3)
-
-
-class WithState(Student):
-    """The same student with a state API."""
-
-    def get_state(self):
-        return (self.x, self.g, self.hist.copy())
-
-    def set_state(self, s):
-        self.x, self.g, hist = s
-        self.hist = hist.copy()
+from .gym_students import Student, ThreeActions, WithState
 
 
 def _paths_against_steps(factory, decide, *, n=60, T=6, baseline=0, seed=0):

@@ -7,10 +7,8 @@ API, actions that repeat or leave out a decision."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium import spaces
 
 import causalfair as cf
 from causalfair.engines.benefit_mc import benefit_fairness_mc
@@ -18,55 +16,7 @@ from causalfair.policies.adapters import callable_policy
 from causalfair.systems.gym import door
 from causalfair.systems.gym.door import GymSimulator
 
-
-class Learner(gym.Env):
-    """One learner; counts its steps, terminations and state snapshots (class-wide). The
-    episode ends when the skill leaves [-1.2, 1.2]; float32 observations, a history array."""
-
-    steps = ends = snapshots = 0
-
-    def __init__(self, n_actions=2):
-        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
-        self.action_space = spaces.Discrete(n_actions)
-        self.hist = np.zeros(3)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.g = int((options or {}).get("group", 0))
-        self.x = float(self.np_random.normal(0.4 - 0.6 * self.g, 0.5))
-        self.hist = np.zeros(3)
-        return np.array([self.x, self.g], dtype=np.float32), {"group": self.g}
-
-    def step(self, action):
-        Learner.steps += 1
-        u, z = self.np_random.random(), self.np_random.integers(0, 5)
-        dx = (0.35 if u < 0.55 + 0.1 * self.g else -0.3) * (int(action) - 0.8) + 0.02 * z
-        self.x += dx
-        self.hist = np.roll(self.hist, 1)
-        self.hist[0] = self.x
-        ended = abs(self.x) > 1.2
-        Learner.ends += ended
-        return (np.array([self.x, self.g], dtype=np.float32), float(action) - u, ended, False,
-                {"gain": dx + self.hist[1:].sum() * 1e-3})
-
-
-class Learner3(Learner):
-    """The same learner choosing among three actions."""
-
-    def __init__(self):
-        super().__init__(3)
-
-
-class WithState(Learner3):
-    """The three-action learner with a state API."""
-
-    def get_state(self):
-        Learner.snapshots += 1
-        return (self.x, self.g, self.hist.copy())
-
-    def set_state(self, s):
-        self.x, self.g, hist = s
-        self.hist = hist.copy()
+from .gym_students import Student, ThreeActions, WithState3
 
 
 class Softmax3:
@@ -83,9 +33,9 @@ class Softmax3:
 
 def _lambda_both_ways(monkeypatch, system, policy, **kw):
     """benefit_fairness_mc with step_forks, then with the A + 1 step() calls."""
-    Learner.ends = 0
+    Student.ends = 0
     fast = benefit_fairness_mc(system, policy, **kw)
-    ended = Learner.ends
+    ended = Student.ends
     monkeypatch.delattr(GymSimulator, "step_forks")
     slow = benefit_fairness_mc(system, policy, **kw)
     assert ended > 0, "no episode ended mid-horizon: the test would not cover terminations"
@@ -102,14 +52,14 @@ def _assert_same(fast, slow):
 
 
 def test_lambda_identical_two_actions(monkeypatch):
-    system = cf.systems.from_gym(Learner, groups=["s+", "s-"], horizon=6)
+    system = cf.systems.from_gym(Student, groups=["s+", "s-"], horizon=6)
     policy = callable_policy(lambda f: 1.0 / (1.0 + np.exp(-3.0 * f[:, 0])), inputs="features",
                              name="logistic")
     _assert_same(*_lambda_both_ways(monkeypatch, system, policy, n=80, seed=3, n_boot=8))
 
 
 def test_lambda_identical_three_actions_baseline_one(monkeypatch):
-    system = cf.systems.from_gym(Learner3, groups=["s+", "s-"], horizon=6, baseline=1)
+    system = cf.systems.from_gym(ThreeActions, groups=["s+", "s-"], horizon=6, baseline=1)
     fast, slow = _lambda_both_ways(monkeypatch, system, Softmax3(), n=80, seed=5, n_boot=8)
     _assert_same(fast, slow)
     assert fast.delta.shape[-1] == 3
@@ -125,9 +75,9 @@ def _epochs(sim, A, T, n, rng, counted, decide=None, actions=None):
         live = int((~state.done).sum())
         d = rng.integers(0, A, size=n) if decide is None else decide(n, rng)
         noise = sim.draw_noise(n, rng)
-        counted[0], Learner.steps = 0, 0
+        counted[0], Student.steps = 0, 0
         gains, res = sim.step_forks(state, acts, d, noise)
-        per.append((live, counted[0], Learner.steps))
+        per.append((live, counted[0], Student.steps))
         outs.append((gains, res))
         state = res.state
     return per, outs
@@ -171,7 +121,7 @@ def _assert_epochs_equal(got, want):
         assert r1.state.t == r2.state.t
 
 
-@pytest.mark.parametrize("factory, A", [(Learner, 2), (Learner3, 3)])
+@pytest.mark.parametrize("factory, A", [(Student, 2), (ThreeActions, 3)])
 def test_copies_and_steps_per_epoch(monkeypatch, factory, A):
     """A - 1 copies and A env steps per live individual and epoch; A + 1 step() calls make
     A copies and A steps (the decision's transition is reused from the step memo)."""
@@ -195,14 +145,14 @@ def test_copies_and_steps_per_epoch(monkeypatch, factory, A):
 
 
 def test_state_api_one_snapshot_per_individual(monkeypatch):
-    sim = cf.systems.from_gym(WithState, groups=["a", "b"], horizon=6).simulator
-    twin = cf.systems.from_gym(WithState, groups=["a", "b"], horizon=6).simulator
+    sim = cf.systems.from_gym(WithState3, groups=["a", "b"], horizon=6).simulator
+    twin = cf.systems.from_gym(WithState3, groups=["a", "b"], horizon=6).simulator
     counted = _counting_copies(monkeypatch)
     state = sim.reset(40, 0, np.random.default_rng(4))
-    Learner.snapshots = 0
+    Student.snapshots = 0
     noise = sim.draw_noise(40, np.random.default_rng(5))
     sim.step_forks(state, [0, 1, 2], np.random.default_rng(6).integers(0, 3, size=40), noise)
-    assert Learner.snapshots == 40 and counted[0] == 0
+    assert Student.snapshots == 40 and counted[0] == 0
     _assert_epochs_equal(_epochs(sim, 3, 6, 40, np.random.default_rng(7), counted)[1],
                          _steps_twin(twin, 3, 6, 40, np.random.default_rng(7)))
 
@@ -210,8 +160,8 @@ def test_state_api_one_snapshot_per_individual(monkeypatch):
 def test_repeated_actions_and_a_decision_outside_them(monkeypatch):
     """Forks [2, 0, 2] (one repeated); decisions 1 among them, taken by no fork: the
     decision steps on its own."""
-    sim = cf.systems.from_gym(Learner3, groups=["a", "b"], horizon=5).simulator
-    twin = cf.systems.from_gym(Learner3, groups=["a", "b"], horizon=5).simulator
+    sim = cf.systems.from_gym(ThreeActions, groups=["a", "b"], horizon=5).simulator
+    twin = cf.systems.from_gym(ThreeActions, groups=["a", "b"], horizon=5).simulator
     counted = _counting_copies(monkeypatch)
     decide = lambda n, rng: rng.integers(0, 3, size=n)  # noqa: E731
     per, got = _epochs(sim, 3, 5, 40, np.random.default_rng(8), counted, decide, [2, 0, 2])
@@ -222,7 +172,7 @@ def test_repeated_actions_and_a_decision_outside_them(monkeypatch):
 
 
 def test_consumed_state_refused():
-    sim = cf.systems.from_gym(Learner, groups=["a", "b"], horizon=2).simulator
+    sim = cf.systems.from_gym(Student, groups=["a", "b"], horizon=2).simulator
     rng = np.random.default_rng(0)
     state = sim.reset(4, 0, rng)
     noise = sim.draw_noise(4, rng)
