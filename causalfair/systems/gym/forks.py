@@ -11,6 +11,7 @@ names."""
 from __future__ import annotations
 
 import copy
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,8 @@ __all__ = ["state_api", "shared_objects", "copy_env", "unwrap_bookkeeping", "Ste
            "generator_state", "INC"]
 
 INC = (0xDA3E39CB94B95BDB << 64) | 0x5851F42D4C957F2D | 1  # a fixed odd PCG64 increment
+_LOW = (1 << 64) - 1
+_INC_LO, _INC_HI = INC & _LOW, INC >> 64
 
 
 def state_api(env: Any) -> tuple[str, str] | None:
@@ -117,18 +120,68 @@ def generator_state(word_hi: int, word_lo: int) -> dict[str, Any]:
                                                "inc": INC}, "has_uint32": 0, "uinteger": 0}
 
 
+class _PCG64State(ctypes.Structure):
+    """numpy's ``pcg64_state`` (``numpy/random/src/pcg64/pcg64.h``): a pointer to the
+    generator's (state, increment) words, and its buffered 32-bit value."""
+
+    _fields_ = [("pcg_state", ctypes.c_void_p), ("has_uint32", ctypes.c_int),
+                ("uinteger", ctypes.c_uint32)]
+
+
 class StepGenerator:
     """One PCG64 ``Generator`` (``rng``) put into the state a step's noise names before the
-    step: ``set(hi, lo)`` is ``bit_generator.state = generator_state(hi, lo)`` through one
-    state dictionary kept for the purpose (numpy's documented setter: it also clears a
-    buffered 32-bit value and resets the increment an env's ``set_state`` may have moved)."""
+    step: ``set(hi, lo)`` leaves the generator exactly as ``bit_generator.state =
+    generator_state(hi, lo)`` does (numpy's documented setter: it also clears a buffered
+    32-bit value and resets the increment an env's ``set_state`` may have moved).
+
+    The setter parses a dictionary and costs about a microsecond, as much as a cheap env's
+    whole step, and every env step of an audit needs one. So ``set`` writes the four
+    64-bit words and the buffer flag straight into the generator's C state (numpy's
+    documented ``bit_generator.ctypes.state_address``). The words' order depends on how
+    numpy's build stores a 128-bit integer, so it is found by setting a known state with
+    the setter and reading it back; then a write is checked against the setter's state.
+    A build where either check fails uses the setter."""
 
     def __init__(self) -> None:
         self.rng = np.random.Generator(np.random.PCG64(0))
         self._bitgen = self.rng.bit_generator
         self._gstate = generator_state(0, 0)
         self._word = self._gstate["state"]
+        self._c = self._words = None
+        self._order: tuple[int, int, int, int] = (0, 1, 2, 3)
+        try:
+            c = _PCG64State.from_address(self._bitgen.ctypes.state_address)
+            words = (ctypes.c_uint64 * 4).from_address(c.pcg_state)
+        except (AttributeError, TypeError, ValueError):  # pragma: no cover - no ctypes state
+            return
+        probe = (0x0123456789ABCDEF, 0xFEDCBA9876543210)
+        self._setter(*probe)
+        halves = {probe[1]: 0, probe[0]: 1, INC & _LOW: 2, INC >> 64: 3}  # lo, hi, inc lo, hi
+        if sorted(halves.get(w, -1) for w in words) != [0, 1, 2, 3]:
+            return  # pragma: no cover - an unknown layout: keep the setter
+        self._order = tuple(sorted(range(4), key=lambda k: halves[words[k]]))
+        self._c, self._words = c, words
+        self.rng.random(3)  # leaves a buffered value and moves the state: the write clears them
+        self.set(*probe[::-1])
+        ref = np.random.PCG64(0)
+        ref.state = generator_state(*probe[::-1])
+        if self._bitgen.state != ref.state:  # pragma: no cover - keep the setter
+            self._c = self._words = None
 
-    def set(self, hi: int, lo: int) -> None:
+    def _setter(self, hi: int, lo: int) -> None:
         self._word["state"] = (hi << 64) | lo
         self._bitgen.state = self._gstate
+
+    def set(self, hi: int, lo: int) -> None:
+        w = self._words
+        if w is None:  # pragma: no cover - a numpy build whose C state is not as expected
+            self._setter(hi, lo)
+            return
+        i, j, k, m = self._order
+        w[i] = lo
+        w[j] = hi
+        w[k] = _INC_LO
+        w[m] = _INC_HI
+        c = self._c
+        c.has_uint32 = 0
+        c.uinteger = 0
