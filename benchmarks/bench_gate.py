@@ -15,7 +15,9 @@ start-up (the same command on 2 specs / 1 run: interpreter, imports, worker or R
 start) and peak memory of the whole process tree (driver, workers, and for Ray its
 daemons; sampled from /proc every 50 ms, Linux only). Ray runs start a local Ray
 instance with 2 CPUs for each command (what ``--backend ray`` does without a cluster),
-so their start-up includes Ray's own.
+so their start-up includes Ray's own. A sweep's start-up includes no ``torch._dynamo``
+import (training steps with ``causalfair.train.adam.Adam``; ``torch.optim.Adam`` imports
+it on first use: 1.3 s more per process on our 2-core machine, docs/scale.md).
 
 Workers: one torch / BLAS thread each; idle workers get the end of their input together
 and exit without the interpreter's teardown (which takes seconds once torch is loaded:

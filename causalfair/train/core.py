@@ -51,6 +51,7 @@ from causalfair.engines.exact import exact_numbers
 from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
 from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import objectives as obj
+from causalfair.train.adam import Adam
 from causalfair.train.config import TrainConfig
 from causalfair.train.device import to_device
 from causalfair.train.rollout import Batch, make_rollout
@@ -126,7 +127,7 @@ class Trainer:
         self.value_net = mlp(width + self.value_T, c.hidden, self.n_heads, c.activation)
         self.policy_net.to(self.device)
         self.value_net.to(self.device)
-        self.optimizer = torch.optim.Adam(
+        self.optimizer = Adam(
             list(self.policy_net.parameters()) + list(self.value_net.parameters()), lr=c.lr)
         self.beta_kl = float(c.beta_kl)
         self.iteration = 0

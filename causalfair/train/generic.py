@@ -63,6 +63,7 @@ from causalfair.policies.checkpoint import (
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.core import load_checkpoint
 from causalfair.train import checkpoint as ck
+from causalfair.train.adam import Adam
 from causalfair.train.algorithms import names
 from causalfair.train.checkpoint import prepare_run_folder
 from causalfair.train.config import TrainConfig
@@ -212,8 +213,8 @@ class SystemTrainer:
         # one choice per replica: the "nobody" logit competes with the units' scores
         self.nobody = torch.nn.Parameter(torch.zeros(1, dtype=torch.float32, device=self.device))
         extra = [self.nobody] if self.choice else []
-        self.opt = torch.optim.Adam(list(self.policy_net.parameters())
-                                    + list(self.value_net.parameters()) + extra, lr=c.lr)
+        self.opt = Adam(list(self.policy_net.parameters())
+                        + list(self.value_net.parameters()) + extra, lr=c.lr)
         tab = system.tabular if "exact" in system.engines else None
         self.tabular = tab
         # Lambda's eps, one number for the run: given, declared, or "auto" from the exact

@@ -50,6 +50,7 @@ from causalfair.policies.population import (  # the agents and their policy, re-
     torch_layers,
 )
 from causalfair.systems.replicator import ReplicatorSimulator, tpr_fpr
+from causalfair.train.adam import Adam
 
 __all__ = ["PopulationEnv", "PopulationAgent", "RTD3Config", "LUCBFairConfig", "train_rtd3",
            "train_lucbfair", "myopic", "audit_policy", "episode_values", "regret_and_violation",
@@ -236,8 +237,8 @@ def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgen
             mlp(5, c.hidden, 1, "relu") for _ in range(2)]
         for t_, s_ in zip(targets, [actor] + critics, strict=True):
             t_.load_state_dict(s_.state_dict())
-        opt_a = torch.optim.Adam(actor.parameters(), lr=c.lr)
-        opt_c = torch.optim.Adam([p for q in critics for p in q.parameters()], lr=c.lr)
+        opt_a = Adam(actor.parameters(), lr=c.lr)
+        opt_c = Adam([p for q in critics for p in q.parameters()], lr=c.lr)
         H, n = env.H, c.envs
         cap = c.steps
         buf = {k: np.zeros((cap, w), dtype=np.float32) for k, w in
@@ -383,8 +384,7 @@ def _fit_phi(env: PopulationEnv, c: LUCBFairConfig, rng: np.random.Generator
     y = torch.from_numpy(Y.astype(np.float32))
     net = mlp(4, c.phi_hidden, c.d, "relu")
     heads = torch.nn.Linear(c.d, 2, bias=False)
-    opt = torch.optim.Adam(list(net.parameters()) + list(heads.parameters()), lr=1e-3,
-                           weight_decay=1e-4)
+    opt = Adam(list(net.parameters()) + list(heads.parameters()), lr=1e-3, weight_decay=1e-4)
     gen = torch.Generator().manual_seed(c.seed)
     for _ in range(c.phi_epochs):
         for idx in torch.randperm(n, generator=gen).split(128):

@@ -60,6 +60,7 @@ from causalfair.thresholds import (  # the one home of "quantity <= value"; re-e
     constraints_from_thresholds,
     parse_constraint,
 )
+from causalfair.train.adam import Adam
 from causalfair.train.lagrangian import Multipliers  # re-exported
 
 __all__ = [
@@ -123,7 +124,7 @@ def augmented_lagrangian(fn: Callable[[], tuple[Any, Any]], params: Iterable[Any
     import torch
 
     params = list(params)
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = Adam(params, lr=lr)
     f0, g0 = fn()
     single = f0.ndim == 0
     B = 1 if single else f0.shape[0]
