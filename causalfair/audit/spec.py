@@ -52,7 +52,7 @@ TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", 
 RELATIVE_KEYS: tuple[str, ...] = THRESHOLD_KEYS + ("utility",)
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "system": ("id", "factory", "tabular", "gym", "params", "groups", "group", "gain",
-               "baseline", "features"),
+               "baseline", "features", "shared"),
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy"),
@@ -338,7 +338,7 @@ def _system_section(sec: Any, path: Path | None, base: Path) -> dict[str, Any]:
     return out
 
 
-GYM_KEYS = ("groups", "group", "gain", "baseline", "features")
+GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared")
 
 
 def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
@@ -367,6 +367,13 @@ def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
         if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
             raise _fail(path, "[system] features", f, "a list of observation column names")
         gp["features"] = list(f)
+    if "shared" in sec:
+        f = sec["shared"]
+        if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
+            raise _fail(path, "[system] shared", f,
+                        "a list of env attribute names that reset and step never change, "
+                        "such as [\"P\"]")
+        gp["shared"] = list(f)
     return {"setting": None, "system_id": "gym", "system_params": gp}
 
 

@@ -39,8 +39,6 @@ shares, and (``group="options"``) one whose reset ignores the group it is asked 
 
 from __future__ import annotations
 
-import copy
-import random as _pyrandom
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import SystemError_, UserCodeError, call_user, short
+from causalfair.errors import SystemError_, call_user, short
+from causalfair.systems.gym.checks import GymForkError, check_forks, group_columns
 from causalfair.systems.gym.forks import (
     StepGenerator,
     copy_env,
@@ -62,17 +61,6 @@ from causalfair.types import Observation, StepResult
 
 __all__ = ["from_gym", "gym_system", "gym_id", "GymSimulator", "check_forks",
            "group_columns", "GymForkError"]
-
-_FIX_DOC = "see docs/own-system.md, 'Audit your Gymnasium env'"
-
-
-class GymForkError(SystemError_):
-    """A Gymnasium env whose forks would not share random numbers (or cannot be made)."""
-
-
-def _fork_error(name: str, problem: str, fix: str) -> GymForkError:
-    return GymForkError(f"gym env {name}: {problem}; {fix} ({_FIX_DOC}).")
-
 
 _F64 = np.dtype(np.float64)
 _tobytes = np.ndarray.tobytes
@@ -108,7 +96,7 @@ class GymSimulator:
 
     def __init__(self, env_factory: Callable[..., Any], *, groups: Sequence[str],
                  group: str = "options", gain: str = "info:gain", params: Mapping[str, Any] | None = None,
-                 name: str = "gym", max_tries: int = 200):
+                 name: str = "gym", max_tries: int = 200, shared: Sequence[str] = ()):
         self.env_factory = env_factory
         self.params = dict(params or {})
         self.group_names = tuple(groups)
@@ -117,6 +105,7 @@ class GymSimulator:
         self.gain_mode = gain
         self.name = name
         self.max_tries = int(max_tries)
+        self.shared = tuple(shared)
         self._group_fn = load_callable(group, what="from_gym group") if _is_ref(group) else None
         self._gain_fn = load_callable(gain, what="from_gym gain") if _is_ref(gain) else None
         self._template: Any = None
@@ -176,7 +165,22 @@ class GymSimulator:
         self._memo: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._memo_noise: Any = None
         self._consumed: weakref.WeakSet[GymState] = weakref.WeakSet()  # by step_paths
-        self._shared = {**shared_objects(env), id(self._rng): self._rng}
+        self._shared = {**shared_objects(env), id(self._rng): self._rng,
+                        **{id(v): v for v in self._constants().values()}}
+
+    def _constants(self) -> dict[str, Any]:
+        """The values of the env attributes named in ``shared`` (on the unwrapped env),
+        which every copy shares: data that reset and step never change, such as a
+        transition table."""
+        inner = getattr(self._template, "unwrapped", self._template)
+        attrs = getattr(inner, "__dict__", {})
+        missing = [a for a in self.shared if a not in attrs]
+        if missing:
+            have = ", ".join(sorted(k for k in attrs if not k.startswith("__")))[:300]
+            raise SystemError_(
+                f"from_gym shared: bad value {missing[0]!r}; the env (after its factory) has "
+                f"no attribute {missing[0]!r}; name attributes of env.unwrapped ({have}).")
+        return {a: attrs[a] for a in self.shared}
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -479,163 +483,6 @@ def _is_ref(text: str) -> bool:
         ("info:", "obs:"))
 
 
-# ------------------------------------------------------------------ the fork check
-def _global_states() -> tuple[Any, ...]:
-    st = np.random.get_state(legacy=False)
-    return st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], _pyrandom.getstate()
-
-
-def _globals_differ(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return a != b
-
-
-def _generator_state(v: Any) -> Any:
-    """A comparable state of a random generator (numpy's or ``random``'s), else None."""
-    if isinstance(v, np.random.RandomState):
-        st = v.get_state(legacy=False)
-        return st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], st["gauss"]
-    if isinstance(v, np.random.Generator):
-        return repr(v.bit_generator.state)
-    if isinstance(v, _pyrandom.Random):
-        return v.getstate()
-    return None
-
-
-def _own_generators(env: Any) -> dict[str, Any]:
-    """The states of the generators an env (or a wrapper, or an object in one of their
-    attributes, one level down) holds besides ``self.np_random``, by attribute path."""
-    out: dict[str, Any] = {}
-    e = env
-    while e is not None and hasattr(e, "__dict__"):
-        for k, v in vars(e).items():
-            if k in ("_np_random", "np_random", "env"):
-                continue
-            st = _generator_state(v)
-            if st is not None:
-                out[k] = st
-            elif hasattr(v, "__dict__") and not isinstance(v, type) and not hasattr(v, "step"):
-                for k2, v2 in vars(v).items():
-                    st = _generator_state(v2)
-                    if st is not None:
-                        out[f"{k}.{k2}"] = st
-        e = vars(e).get("env")
-    return out
-
-
-def _check_own_generators(name: str, start: Sequence[Any], end: Sequence[Any]) -> None:
-    """Refuse an env whose step draws from a generator of its own (not ``self.np_random``)
-    that is in one state for every individual after reset: every individual would get
-    the same random numbers and the intervals would be far too narrow."""
-    if len(start) < 2:
-        return
-    firsts = [_own_generators(e) for e in start]
-    for path, st in firsts[0].items():
-        if all(f.get(path) == st for f in firsts[1:]) and any(
-                _own_generators(e).get(path) != st for e in end):
-            raise _fork_error(
-                name, f"its step draws from its own generator self.{path}, in the same state "
-                "for every individual after reset(seed=...), so every individual gets the same "
-                "random numbers", "draw every random number from self.np_random")
-
-
-def _check_options_pin(sim: GymSimulator, n: int, seed: int) -> None:
-    """Refuse an env that ignores ``reset(options={"group": g})``: ``n`` seeds reset once
-    per group give the same observations and no ``info["group"]``, so every group would
-    be the same population (C = 0 whatever the policy)."""
-    seeds = np.random.SeedSequence(seed).generate_state(n).tolist()
-    firsts, reported = [], False
-    for g in range(sim.n_groups):
-        rows = []
-        for s in seeds:
-            env = sim._template if sim._api else copy_env(sim._template, sim._shared)
-            obs, info = call_user(f"gym env {sim.name}.reset", env.reset, seed=s,
-                                  options={"group": g})
-            reported |= isinstance(info, Mapping) and "group" in info
-            rows.append(np.asarray(obs, dtype=np.float64).reshape(-1))
-        firsts.append(np.stack(rows))
-    if not reported and all(np.array_equal(f, firsts[0]) for f in firsts[1:]):
-        raise SystemError_(
-            f"gym env {sim.name}: reset(seed=s, options={{'group': g}}) gave the same "
-            "individuals for every group and no info['group'], so the groups would be one "
-            "population; start an individual of group options['group'] and report it in "
-            "info['group'], or set group = 'info:KEY' (the key reset reports the group in).")
-
-
-def check_forks(sim: GymSimulator, *, n: int = 4, horizon: int = 3, seed: int = 0) -> None:
-    """Raise :class:`GymForkError` (one line: the problem and the fix) unless forks of the
-    env share random numbers: for each group, ``n`` individuals over ``horizon`` steps,
-    every state forked once per action with one noise, and the first action twice.
-    Refused: an env that cannot be copied; one that reads ``np.random`` or ``random``;
-    one whose generator state after a step depends on the action (forks would lose common
-    random numbers); one whose two forks with the same action differ; one whose step
-    draws from a generator of its own that every individual shares
-    (:func:`_check_own_generators`); with ``group =
-    "options"``, one that ignores ``options["group"]`` (:func:`_check_options_pin`)."""
-    name = sim.name
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
-    A = sim.n_actions
-    for g in range(sim.n_groups):
-        try:
-            if not sim._api:
-                copy.deepcopy(sim._template, shared_objects(sim._template))
-        except UserCodeError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any failure to copy is the refusal
-            raise _fork_error(name, f"cannot be copied ({type(exc).__name__}: {exc})",
-                              "make it deep-copyable (no open files, locks or handles in its "
-                              "attributes) or give it get_state()/set_state(state)") from None
-        state = sim.reset(n, g, rng)
-        start = state.envs
-        for _t in range(horizon):
-            noise = sim.draw_noise(n, rng)
-            for i in range(n):
-                if state.done[i]:
-                    continue
-                outs = []
-                for a in [0, *range(A)]:
-                    before = _global_states()
-                    new, o, r, _gain, ended = call_user(f"gym env {name}.step", sim.step_one,
-                                                        state.envs[i], a, noise[i].tolist(),
-                                                        state.obs[i])
-                    if _globals_differ(before, _global_states()):
-                        raise _fork_error(
-                            name, "step reads a global random generator (np.random or random)",
-                            "draw every random number from self.np_random")
-                    outs.append((np.asarray(o, dtype=np.float64).copy(), r,
-                                 sim._rng.bit_generator.state["state"]["state"]))
-                (o1, r1, s1), (o2, r2, s2) = outs[0], outs[1]
-                if not (np.array_equal(o1, o2) and r1 == r2 and s1 == s2):
-                    raise _fork_error(
-                        name, "two forks of one state with the same action and random numbers "
-                        "gave different transitions (its state is not copied, or it uses "
-                        "randomness outside self.np_random)",
-                        "keep all state in the env's attributes and draw every random number "
-                        "from self.np_random")
-                if len({s for _, _, s in outs[1:]}) > 1:
-                    raise _fork_error(
-                        name, "its step draws different random numbers under different actions, "
-                        "so forks lose common random numbers",
-                        "draw the same random numbers whatever the action (draw them all, "
-                        "then use those the action needs)")
-            d = rng.integers(A, size=n)
-            state = sim.step(state, d, noise).state
-        if not sim._api:
-            _check_own_generators(name, start, state.envs)
-    if sim.group_mode == "options":
-        _check_options_pin(sim, n, seed)
-
-
-def group_columns(sim: GymSimulator, *, n: int = 8, seed: int = 0) -> list[int]:
-    """The observation columns that carry the group S at reset: constant within each
-    group and different between groups over ``n`` resets per group. A network reading
-    one reads S (the edge ``S -> D_t`` of the temporal graph, method.md section 7)."""
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
-    firsts = [sim.reset(n, g, rng).obs for g in range(sim.n_groups)]
-    same = np.all([np.all(o == o[:1], axis=0) for o in firsts], axis=0)
-    heads = np.stack([o[0] for o in firsts])
-    return [int(j) for j in np.flatnonzero(same & np.any(heads != heads[:1], axis=0))]
-
-
 # ------------------------------------------------------------------ the door
 def _check_mode(value: Any, label: str, allowed: str, kinds: Sequence[str]) -> str:
     ok = isinstance(value, str) and (value in kinds or value.startswith(
@@ -648,7 +495,7 @@ def _check_mode(value: Any, label: str, allowed: str, kinds: Sequence[str]) -> s
 def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], group: str = "options",
              gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
              features: Sequence[str] | None = None, params: Mapping[str, Any] | None = None,
-             id: str | None = None, check: bool = True) -> System:
+             id: str | None = None, check: bool = True, shared: Sequence[str] = ()) -> System:
     """A :class:`~causalfair.systems.System` over a Gymnasium env (module docstring).
 
     ``env_factory``: a callable returning a ``gymnasium.Env`` (one individual per env,
@@ -662,7 +509,10 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     ``baseline``: the action pi0 takes. ``horizon``: epochs (default: the env's
     ``max_episode_steps``, else 20). ``features``: names of the observation columns
     (default ``x0..xk``); the columns that carry the group (:func:`group_columns`, or one
-    named ``group``) are the system's ``roles["group"]``. The id is ``gym:`` and the env's
+    named ``group``) are the system's ``roles["group"]``. ``shared``: names of attributes
+    of ``env.unwrapped`` that reset and step never change (a transition table, a data
+    set): every copy of the env shares them instead of copying them; the fork check
+    verifies that its resets and steps leave them unchanged. The id is ``gym:`` and the env's
     ``module:callable`` (or registered id). Forks are checked (:func:`check_forks`) unless
     ``check=False``.
     An episode that terminates early contributes zero gain and reward afterwards.
@@ -677,10 +527,14 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     if gain.startswith("obs:") and not gain[4:].isdigit():
         raise SystemError_(f"from_gym gain: bad value {gain!r}; use 'obs:INDEX' with an integer index.")
     ref = env_factory if isinstance(env_factory, str) else None
+    if isinstance(shared, str) or not all(isinstance(a, str) and a for a in shared):
+        raise SystemError_(f"from_gym shared: bad value {short(shared)}; give a list of env "
+                           "attribute names, e.g. shared=['P'].")
     factory = _resolve_factory(env_factory)
     sid = id or gym_id(ref or _callable_ref(env_factory))
     sim = GymSimulator(factory, groups=groups, group=group, gain=gain, params=params,
-                       name=ref or getattr(env_factory, "__name__", type(env_factory).__name__))
+                       name=ref or getattr(env_factory, "__name__", type(env_factory).__name__),
+                       shared=shared)
     if gain.startswith("obs:") and int(gain[4:]) >= sim.width:
         raise SystemError_(f"from_gym gain: bad value {gain!r}; the observation has {sim.width} "
                            "columns.")
@@ -699,8 +553,9 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
         features=names, roles={"group": carry} if carry else {},
         gain=Gain(description=f"from the Gymnasium env ({gain})"),
         reward="reward", horizon=T, simulator=sim,
-        params={"group": group, "gain": gain, "baseline": baseline, **({"params": dict(params)}
-                                                                     if params else {})},
+        params={"group": group, "gain": gain, "baseline": baseline,
+                **({"params": dict(params)} if params else {}),
+                **({"shared": list(shared)} if shared else {})},
         description=f"Gymnasium env {sim.name}")
 
 
@@ -754,8 +609,9 @@ def _resolve_factory(env_factory: Any) -> Callable[..., Any]:
 def gym_system(env: str, groups: Sequence[str] = (), group: str = "options",
                gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
                features: Sequence[str] | None = None,
-               params: Mapping[str, Any] | None = None) -> System:
+               params: Mapping[str, Any] | None = None, shared: Sequence[str] = ()) -> System:
     """The registered system ``gym``: :func:`from_gym` of ``env`` (``"module:callable"``
     or a registered Gymnasium id), what ``[system] gym = ...`` in an audit spec makes."""
     return from_gym(env, groups=groups, group=group, gain=gain, baseline=baseline,
-                    horizon=horizon, features=features, params=params, id=gym_id(env))
+                    horizon=horizon, features=features, params=params, id=gym_id(env),
+                    shared=shared)

@@ -1,0 +1,244 @@
+"""The fork check of the Gymnasium door (:func:`check_forks`): before an env is audited,
+a sampled batch shows whether forks of it share random numbers, as method.md section 3
+needs, and each way they would not is refused with one line naming the problem and the
+fix; and the observation columns that carry the group (:func:`group_columns`). The
+simulator checked is :class:`causalfair.systems.gym.door.GymSimulator`."""
+
+from __future__ import annotations
+
+import copy
+import random as _pyrandom
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from causalfair.errors import SystemError_, UserCodeError, call_user
+from causalfair.systems.gym.forks import copy_env
+
+__all__ = ["GymForkError", "fork_error", "check_forks", "group_columns", "FIX_DOC",
+           "SLOW_COPY_S"]
+
+FIX_DOC = "see docs/own-system.md, 'Audit your Gymnasium env'"
+
+
+class GymForkError(SystemError_):
+    """A Gymnasium env whose forks would not share random numbers (or cannot be made)."""
+
+
+def fork_error(name: str, problem: str, fix: str) -> GymForkError:
+    """The one-line refusal of env ``name``: its ``problem`` and the ``fix``."""
+    return GymForkError(f"gym env {name}: {problem}; {fix} ({FIX_DOC}).")
+
+
+def _global_states() -> tuple[Any, ...]:
+    st = np.random.get_state(legacy=False)
+    return st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], _pyrandom.getstate()
+
+
+def _globals_differ(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return a != b
+
+
+def _generator_state(v: Any) -> Any:
+    """A comparable state of a random generator (numpy's or ``random``'s), else None."""
+    if isinstance(v, np.random.RandomState):
+        st = v.get_state(legacy=False)
+        return st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], st["gauss"]
+    if isinstance(v, np.random.Generator):
+        return repr(v.bit_generator.state)
+    if isinstance(v, _pyrandom.Random):
+        return v.getstate()
+    return None
+
+
+def _own_generators(env: Any) -> dict[str, Any]:
+    """The states of the generators an env (or a wrapper, or an object in one of their
+    attributes, one level down) holds besides ``self.np_random``, by attribute path."""
+    out: dict[str, Any] = {}
+    e = env
+    while e is not None and hasattr(e, "__dict__"):
+        for k, v in vars(e).items():
+            if k in ("_np_random", "np_random", "env"):
+                continue
+            st = _generator_state(v)
+            if st is not None:
+                out[k] = st
+            elif hasattr(v, "__dict__") and not isinstance(v, type) and not hasattr(v, "step"):
+                for k2, v2 in vars(v).items():
+                    st = _generator_state(v2)
+                    if st is not None:
+                        out[f"{k}.{k2}"] = st
+        e = vars(e).get("env")
+    return out
+
+
+def _check_own_generators(name: str, start: Sequence[Any], end: Sequence[Any]) -> None:
+    """Refuse an env whose step draws from a generator of its own (not ``self.np_random``)
+    that is in one state for every individual after reset: every individual would get
+    the same random numbers and the intervals would be far too narrow."""
+    if len(start) < 2:
+        return
+    firsts = [_own_generators(e) for e in start]
+    for path, st in firsts[0].items():
+        if all(f.get(path) == st for f in firsts[1:]) and any(
+                _own_generators(e).get(path) != st for e in end):
+            raise fork_error(
+                name, f"its step draws from its own generator self.{path}, in the same state "
+                "for every individual after reset(seed=...), so every individual gets the same "
+                "random numbers", "draw every random number from self.np_random")
+
+
+def _check_options_pin(sim: Any, n: int, seed: int) -> None:
+    """Refuse an env that ignores ``reset(options={"group": g})``: ``n`` seeds reset once
+    per group give the same observations and no ``info["group"]``, so every group would
+    be the same population (C = 0 whatever the policy)."""
+    seeds = np.random.SeedSequence(seed).generate_state(n).tolist()
+    firsts, reported = [], False
+    for g in range(sim.n_groups):
+        rows = []
+        for s in seeds:
+            env = sim._template if sim._api else copy_env(sim._template, sim._shared)
+            obs, info = call_user(f"gym env {sim.name}.reset", env.reset, seed=s,
+                                  options={"group": g})
+            reported |= isinstance(info, Mapping) and "group" in info
+            rows.append(np.asarray(obs, dtype=np.float64).reshape(-1))
+        firsts.append(np.stack(rows))
+    if not reported and all(np.array_equal(f, firsts[0]) for f in firsts[1:]):
+        raise SystemError_(
+            f"gym env {sim.name}: reset(seed=s, options={{'group': g}}) gave the same "
+            "individuals for every group and no info['group'], so the groups would be one "
+            "population; start an individual of group options['group'] and report it in "
+            "info['group'], or set group = 'info:KEY' (the key reset reports the group in).")
+
+
+def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> None:
+    """Raise :class:`GymForkError` (one line: the problem and the fix) unless forks of the
+    env share random numbers: for each group, ``n`` individuals over ``horizon`` steps,
+    every state forked once per action with one noise, and the first action twice.
+    Refused: an env that cannot be copied; one that reads ``np.random`` or ``random``;
+    one whose generator state after a step depends on the action (forks would lose common
+    random numbers); one whose two forks with the same action differ; one whose step
+    draws from a generator of its own that every individual shares
+    (:func:`_check_own_generators`); with ``group =
+    "options"``, one that ignores ``options["group"]`` (:func:`_check_options_pin`)."""
+    name = sim.name
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+    A = sim.n_actions
+    constants = sim._constants()
+    prints = {a: _fingerprint(v) for a, v in constants.items()}
+    for g in range(sim.n_groups):
+        try:
+            if not sim._api:
+                copy.deepcopy(sim._template, dict(sim._shared))
+        except UserCodeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to copy is the refusal
+            raise fork_error(name, f"cannot be copied ({type(exc).__name__}: {exc})",
+                              "make it deep-copyable (no open files, locks or handles in its "
+                              "attributes) or give it get_state()/set_state(state)") from None
+        state = sim.reset(n, g, rng)
+        start = state.envs
+        if g == 0 and not sim._api:
+            _hint_slow_copy(sim, state.envs[0])
+        for _t in range(horizon):
+            noise = sim.draw_noise(n, rng)
+            for i in range(n):
+                if state.done[i]:
+                    continue
+                outs = []
+                for a in [0, *range(A)]:
+                    before = _global_states()
+                    new, o, r, _gain, ended = call_user(f"gym env {name}.step", sim.step_one,
+                                                        state.envs[i], a, noise[i].tolist(),
+                                                        state.obs[i])
+                    if _globals_differ(before, _global_states()):
+                        raise fork_error(
+                            name, "step reads a global random generator (np.random or random)",
+                            "draw every random number from self.np_random")
+                    outs.append((np.asarray(o, dtype=np.float64).copy(), r,
+                                 sim._rng.bit_generator.state["state"]["state"]))
+                (o1, r1, s1), (o2, r2, s2) = outs[0], outs[1]
+                if not (np.array_equal(o1, o2) and r1 == r2 and s1 == s2):
+                    raise fork_error(
+                        name, "two forks of one state with the same action and random numbers "
+                        "gave different transitions (its state is not copied, or it uses "
+                        "randomness outside self.np_random)",
+                        "keep all state in the env's attributes and draw every random number "
+                        "from self.np_random")
+                if len({s for _, _, s in outs[1:]}) > 1:
+                    raise fork_error(
+                        name, "its step draws different random numbers under different actions, "
+                        "so forks lose common random numbers",
+                        "draw the same random numbers whatever the action (draw them all, "
+                        "then use those the action needs)")
+            d = rng.integers(A, size=n)
+            state = sim.step(state, d, noise).state
+        if not sim._api:
+            _check_own_generators(name, start, state.envs)
+    if sim.group_mode == "options":
+        _check_options_pin(sim, n, seed)
+    for a, v in constants.items():
+        if prints[a] is not None and _fingerprint(v) != prints[a]:
+            raise fork_error(name, f"shared = [{a!r}, ...] but reset or step changed "
+                              f"env.{a}, which every copy of the env shares",
+                              f"leave {a!r} out of shared (only data that reset and step never "
+                              "change may be shared)")
+
+
+def _fingerprint(value: Any) -> bytes | None:
+    """The pickled bytes of ``value`` (None where it cannot be pickled: not checked)."""
+    import pickle
+
+    try:
+        return pickle.dumps(value, protocol=5)
+    except Exception:  # noqa: BLE001 - e.g. a handle: the docs say it is not checked
+        return None
+
+
+#: A copy of one env slower than this (seconds) gets a hint to share its constant data.
+SLOW_COPY_S = 0.002
+
+
+def _hint_slow_copy(sim: Any, env: Any) -> None:
+    """Warn when copying one env is slow (an audit copies about 0.7 envs an
+    individual-step): name the attributes whose copies take most of it, which ``shared``
+    can name if reset and step never change them."""
+    import time
+    import warnings
+
+    t0 = time.perf_counter()
+    copy_env(env, sim._shared)
+    took = time.perf_counter() - t0
+    if took < SLOW_COPY_S:
+        return
+    inner = getattr(env, "unwrapped", env)
+    costs = []
+    for k, v in vars(inner).items():
+        if id(v) in sim._shared:
+            continue
+        t0 = time.perf_counter()
+        try:
+            copy.deepcopy(v, dict(sim._shared))
+        except Exception:  # noqa: BLE001 - only a hint
+            continue
+        costs.append((time.perf_counter() - t0, k))
+    top = [k for c, k in sorted(costs, reverse=True)[:3] if c >= 0.25 * took]
+    if top:
+        warnings.warn(
+            f"gym env {sim.name}: copying one env takes {took * 1e3:.1f} ms, mostly "
+            f"{', '.join('env.' + k for k in top)}; an audit copies about 0.7 envs per "
+            f"individual-step. If reset and step never change them, pass "
+            f"shared={top!r} (a spec: [system] shared = {top!r}) and every copy shares them "
+            f"({FIX_DOC}).", UserWarning, stacklevel=3)
+
+
+def group_columns(sim: Any, *, n: int = 8, seed: int = 0) -> list[int]:
+    """The observation columns that carry the group S at reset: constant within each
+    group and different between groups over ``n`` resets per group. A network reading
+    one reads S (the edge ``S -> D_t`` of the temporal graph, method.md section 7)."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+    firsts = [sim.reset(n, g, rng).obs for g in range(sim.n_groups)]
+    same = np.all([np.all(o == o[:1], axis=0) for o in firsts], axis=0)
+    heads = np.stack([o[0] for o in firsts])
+    return [int(j) for j in np.flatnonzero(same & np.any(heads != heads[:1], axis=0))]
