@@ -289,7 +289,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     lam_se = None
     if engine == "mc":
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,
-                           eps=eps, alpha=spec.alpha, benefit_n=spec.n)
+                           eps=eps, alpha=spec.alpha, benefit_n=spec.n,
+                           benefit_bins=spec.benefit_bins)
         if exact is not None:
             dec = replace(dec, Lambda=exact.Lambda, Lambda_ci=exact.Lambda_ci,
                           Lambda_ci_level=None, benefit=ben)

@@ -58,7 +58,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
              "bins", "potential_weights", "dowhy"),
     "policy": ("builtin", "checkpoint", "factory", "params", "output"),
     "engine": ("kind", "n", "seed", "alpha"),
-    "benefit": ("eps", "weights", "worst", "horizon_benefit"),
+    "benefit": ("eps", "weights", "worst", "horizon_benefit", "bins"),
     "retrain": ("algo", "iterations", "betas", "seed", "starts", "min_utility", "allow_worse"),
     "baseline": ("checkpoint", "builtin", "thresholds"),
 }
@@ -102,6 +102,8 @@ class AuditSpec:
     horizon_benefit: bool = False
     weights: str = "visitation"
     worst: int = 5
+    #: Lambda by forks on features: quantile bins per feature of its cells.
+    benefit_bins: int = 4
     metrics: tuple[str, ...] = METRICS
     thresholds: Mapping[str, float] = field(default_factory=dict)
     retrain: Mapping[str, Any] | None = None
@@ -559,6 +561,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
              _get_float(sec, "eps", "[benefit] eps", path, default=None, lo=0.0, lo_open=True)),
         weights=weights,
         worst=_get_int(sec, "worst", "[benefit] worst", path, minimum=1, default=5),
+        benefit_bins=_get_int(sec, "bins", "[benefit] bins", path, minimum=1, default=4),
     )
     if "horizon_benefit" in sec:
         if not isinstance(sec["horizon_benefit"], bool):

@@ -73,6 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n", type=int, default=None,
                    help="mc only (refused with the exact engine): individuals simulated per group (default: 100000), or worlds on "
                    "a system of coupled units (default: 2000)")
+    p.add_argument("--benefit-bins", type=int, default=None, metavar="N",
+                   help="mc only: Lambda by forks on a system observed through features pairs "
+                        "individuals in the joint cells of N quantile bins per feature "
+                        "(default: 4; fewer bins, fewer cells: N^F for F features)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the Monte Carlo run or of the log bootstrap (default: 0)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="confidence level 1 - alpha of the printed CIs (Monte Carlo and "
@@ -134,8 +138,10 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:  # the same refusal, named as the flag
         raise UsageError(f"--{exc}") from None
     model = system.tabular if "exact" in system.engines else None
-    if engine != "mc" and (args.backend or args.jobs or args.address or n_given):
-        raise UsageError("--n/--backend/--jobs/--address: only with the Monte Carlo engine "
+    if engine != "mc" and (args.backend or args.jobs or args.address or n_given
+                           or args.benefit_bins is not None):
+        raise UsageError("--n/--backend/--jobs/--address/--benefit-bins: only with the Monte "
+                         "Carlo engine "
                          "(--engine mc); the exact engine is one quick computation with no "
                          "sample.")
     if engine == "mc":  # Lambda as decompose_mc gives it: exact where the model answers
@@ -183,9 +189,12 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
         raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
     if not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha: must be in (0, 1), got {args.alpha}.")
+    bins = 4 if args.benefit_bins is None else args.benefit_bins
+    if bins < 1:
+        raise UsageError(f"--benefit-bins: must be an integer >= 1, got {bins}.")
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                         backend=backend_from_args(args), eps=args.eps, alpha=args.alpha,
-                        benefit_n=args.n)
+                        benefit_n=args.n, benefit_bins=bins)
 
 
 def backend_from_args(args: argparse.Namespace):

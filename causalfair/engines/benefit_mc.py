@@ -354,7 +354,9 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     cells, K, labels, desc = visit_cells(lev_g, feat_g, bins, system.features, system.n_levels)
     # the K x K pair terms of every bootstrap replicate (their benefit gaps' spread)
     check_memory(8.0 * (max(n_boot, 1) + 4) * K * K * A, "benefit_fairness_mc",
-                 f"the {K} cells make {K * K} pairs; lower bins or n_boot")
+                 f"the {K} cells ({desc}) make {K * K} pairs; lower the quantile bins per "
+                 f"feature (now {bins}: benefit_bins= in Python, --benefit-bins on the command "
+                 "line, [benefit] bins in a spec)")
 
     def cell_means(weights: list[np.ndarray] | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -474,14 +476,14 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
                    eps: float | str | None = None,
                    weights: str = "visitation", alpha: float = 0.05,
                    pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
-                   eps_source: str | None = None, device: str | None = None
-                   ) -> BenefitResult | None:
+                   eps_source: str | None = None, device: str | None = None,
+                   bins: int = 4) -> BenefitResult | None:
     """Benefit fairness of ``policy`` on ``system`` (anything
     :func:`~causalfair.systems.as_system` accepts) by the engine the system supports
     (:func:`~causalfair._validation.engine_for`): exact from its tabular model of
     independent units (:func:`causalfair.engines.benefit.benefit_fairness`), else by forks
     (:func:`benefit_fairness_mc`: ``n`` units per group or worlds, bootstrap interval at
-    level 1 - ``alpha``). None when the observations
+    level 1 - ``alpha``, ``bins`` quantile bins per feature). None when the observations
     carry neither levels nor features (nothing pairs individuals). ``horizon``: default
     the system's."""
     system = as_system(system)
@@ -499,4 +501,5 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
     if system.n_levels is None and system.features is None:
         return None
     return benefit_fairness_mc(system, policy, T, n=n, seed=seed, eps=eps, alpha=alpha,
-                               pair=pair, jobs=jobs, eps_source=eps_source, device=device)
+                               pair=pair, jobs=jobs, eps_source=eps_source, device=device,
+                               bins=bins)

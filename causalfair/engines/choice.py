@@ -58,7 +58,7 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
               weights: str = "visitation", policy_name: str | None = None,
               engine: str = "auto", n: int = 100_000, seed: int = 0,
               alpha: float = 0.05, jobs: int | str = "auto",
-              device: str | None = None) -> Decomposition:
+              device: str | None = None, benefit_bins: int = 4) -> Decomposition:
     """Decomposition C = DPE + IPE + SPE of a policy, with Lambda (benefit fairness,
     method.md section 4, with ``eps`` and ``weights``: "visitation" or "initial") and its
     interval. ``eps``: a number in the gain's units, "auto" (scale-free: 0.1 x the 90th
@@ -76,7 +76,8 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     function, a table pi(d1 | x, s) of shape (G, K) or (T, G, K)). Monte Carlo only:
     ``jobs`` threads (``"auto"``: the cores this process may use; the numbers do not depend
     on it) and ``device`` for a network policy's forward pass (``"cpu"``, ``"cuda"``,
-    ``"auto"``; default ``CAUSALFAIR_DEVICE``, else the CPU), as
+    ``"auto"``; default ``CAUSALFAIR_DEVICE``, else the CPU), and ``benefit_bins``, the
+    quantile bins per feature of Lambda's cells on a system observed through features, as
     :func:`~causalfair.engines.montecarlo.decompose_mc`.
     """
     _check_engine(engine)
@@ -98,7 +99,8 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
         raise ModelError(f"weights: bad value {weights!r}; Lambda by forks weighs states by "
                          "visitation; \"initial\" needs the exact engine.")
     return decompose_mc(system, policy, T, n=n, seed=seed, pair=pair, policy_name=policy_name,
-                        eps=eps, alpha=alpha, jobs=jobs, device=device)
+                        eps=eps, alpha=alpha, jobs=jobs, device=device,
+                        benefit_bins=benefit_bins)
 
 
 def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,

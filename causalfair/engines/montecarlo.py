@@ -296,6 +296,7 @@ def decompose_mc(
     eps: float | str | None = None,
     alpha: float = 0.05,
     benefit_n: int | None = None,
+    benefit_bins: int = 4,
 ) -> Decomposition:
     """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors, on any system.
 
@@ -340,9 +341,12 @@ def decompose_mc(
     ``benefit`` from :func:`causalfair.engines.benefit_mc.system_benefit`: exact when the system
     has a tabular model of independent units and the policy is known to read only
     (group, level) (as for ``tabulate``), else by forks over ``benefit_n`` units per group (worlds for coupled units; default
-    ``min(n, 20000)``) with a bootstrap interval at level 1 - ``alpha``. Lambda is None
-    only when the observations carry neither levels nor features.
+    ``min(n, 20000)``) with a bootstrap interval at level 1 - ``alpha``, pairing
+    individuals observed through features in the joint cells of ``benefit_bins`` quantile
+    bins per feature. Lambda is None only when the observations carry neither levels nor
+    features.
     """
+    benefit_bins = check_int("benefit_bins", benefit_bins, 1)
     system = simulator if isinstance(simulator, System) else None
     if system is not None:
         if system.units_per_replica != 1:
@@ -352,7 +356,8 @@ def decompose_mc(
                                      pair=pair, policy_name=policy_name or res.label,
                                      backend=backend, jobs=jobs,
                                      device=engine_device(device))
-            return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device)
+            return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device,
+                                benefit_bins)
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
@@ -422,12 +427,12 @@ def decompose_mc(
         return dec
     if system is None:
         system = as_system(simulator)
-    return _with_lambda(dec, system, policy, eps, alpha, benefit_n, jobs, device)
+    return _with_lambda(dec, system, policy, eps, alpha, benefit_n, jobs, device, benefit_bins)
 
 
 def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
-                 benefit_n: int | None, jobs: Any = "auto", device: str | None = None
-                 ) -> Decomposition:
+                 benefit_n: int | None, jobs: Any = "auto", device: str | None = None,
+                 bins: int = 4) -> Decomposition:
     """``dec`` with Lambda of its pair, its interval and its benefit table
     (:func:`causalfair.engines.benefit_mc.system_benefit`)."""
     from dataclasses import replace
@@ -439,7 +444,7 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     policy = untabulated(policy) if exact else policy
     ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
                          seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair, jobs=jobs,
-                         device=device)
+                         device=device, bins=bins)
     if ben is None:
         return dec
     ci = ben.ci if ben.ci is not None else (ben.Lambda, ben.Lambda)
