@@ -116,12 +116,15 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
     """Raise :class:`GymForkError` (one line: the problem and the fix) unless forks of the
     env share random numbers: for each group, ``n`` individuals over ``horizon`` steps,
     every state forked once per action with one noise, and the first action twice.
-    Refused: an env that cannot be copied; one that reads ``np.random`` or ``random``;
+    Refused: an env that cannot be copied; one whose copy does not continue it
+    (:func:`_check_copy_continues`); one that reads ``np.random`` or ``random``;
     one whose generator state after a step depends on the action (forks would lose common
     random numbers); one whose two forks with the same action differ; one whose step
     draws from a generator of its own that every individual shares
     (:func:`_check_own_generators`); with ``group =
-    "options"``, one that ignores ``options["group"]`` (:func:`_check_options_pin`)."""
+    "options"``, one that ignores ``options["group"]`` (:func:`_check_options_pin`); one
+    whose ``shared`` attributes the check's resets and steps change. A slow copy gets a
+    warning naming what to share."""
     name = sim.name
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
     A = sim.n_actions
@@ -137,6 +140,8 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
             raise fork_error(name, f"cannot be copied ({type(exc).__name__}: {exc})",
                               "make it deep-copyable (no open files, locks or handles in its "
                               "attributes) or give it get_state()/set_state(state)") from None
+        if not sim._api:
+            _check_copy_continues(sim, g, rng)
         state = sim.reset(n, g, rng)
         start = state.envs
         if g == 0 and not sim._api:
@@ -184,6 +189,33 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
                               f"env.{a}, which every copy of the env shares",
                               f"leave {a!r} out of shared (only data that reset and step never "
                               "change may be shared)")
+
+
+def _check_copy_continues(sim: Any, g: int, rng: np.random.Generator) -> None:
+    """Refuse an env whose copy does not continue from its state: one individual of group
+    ``g``, copied after reset, stepped with the same action and random numbers as the env
+    itself, must make the same transition. A class whose ``__getstate__``/``__reduce__``
+    rebuilds it from its constructor's arguments copies as a new env (two forks would
+    still agree with each other, so this is checked against the env itself)."""
+    state = sim.reset(1, g, rng)
+    env, obs, word = state.envs[0], state.obs[0], sim.draw_noise(1, rng)[0].tolist()
+    twin = copy_env(env, sim._shared)
+    mine = call_user(f"gym env {sim.name}.step", sim._run, env, 0, word, obs)
+    try:
+        theirs = sim._run(twin, 0, word, obs)
+        same = (np.array_equal(np.asarray(mine[0]), np.asarray(theirs[0]))
+                and mine[1:] == theirs[1:])
+        why = "makes another transition than the env itself"
+    except Exception as exc:  # noqa: BLE001 - the copy's step failing is the refusal
+        same, why = False, f"fails where the env itself steps ({type(exc).__name__}: " \
+                           f"{str(exc).splitlines()[0][:120] if str(exc) else ''})"
+    if not same:
+        raise fork_error(sim.name, f"a copy of a reset env {why}, so copies do not continue an "
+                         f"individual (copies are made as copy.deepcopy makes them: "
+                         f"{type(getattr(env, 'unwrapped', env)).__name__}'s __getstate__ or "
+                         "__reduce__ may rebuild it from its constructor's arguments)",
+                         "give it get_state()/set_state(state), or a __deepcopy__ that copies "
+                         "its state")
 
 
 def _fingerprint(value: Any) -> bytes | None:

@@ -55,15 +55,30 @@ _PLAIN: dict[type, bool] = {}
 
 def _plain(cls: type) -> bool:
     """Whether instances of ``cls`` copy as a fresh ``__dict__`` (no ``__slots__``, no
-    custom copy or pickle hooks): the fast path of :func:`copy_env`."""
+    custom copy or pickle hooks): the fast path of :func:`copy_env`. Gymnasium's
+    ``EzPickle`` hooks count as none: they pickle an env as its constructor's arguments,
+    so ``copy.deepcopy`` would build a new env instead of copying this one's state (a
+    fork would restart the individual)."""
     ok = _PLAIN.get(cls)
     if ok is None:
+        ez = _ezpickle()
+        hooks = {m: getattr(ez, m, None) if ez is not None and issubclass(cls, ez)
+                 else getattr(object, m, None)
+                 for m in ("__reduce_ex__", "__reduce__", "__getstate__", "__setstate__")}
         ok = _PLAIN[cls] = (
             not any(vars(k).get("__slots__") for k in cls.__mro__[:-1])
-            and all(getattr(cls, m, None) is getattr(object, m, None)
-                    for m in ("__reduce_ex__", "__reduce__", "__getstate__"))
-            and not hasattr(cls, "__deepcopy__") and not hasattr(cls, "__setstate__"))
+            and all(getattr(cls, m, None) is default for m, default in hooks.items())
+            and not hasattr(cls, "__deepcopy__"))
     return ok
+
+
+def _ezpickle() -> type | None:
+    """``gymnasium.utils.EzPickle`` (None without Gymnasium)."""
+    try:
+        from gymnasium.utils import EzPickle
+    except ImportError:  # pragma: no cover - the door needs Gymnasium anyway
+        return None
+    return EzPickle
 
 
 def copy_env(env: Any, shared: dict[int, Any]) -> Any:
