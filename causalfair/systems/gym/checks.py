@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import SystemError_, UserCodeError, call_user
+from causalfair.errors import SystemError_, UserCodeError, call_user, short
 from causalfair.systems.gym.forks import copy_env
 
 __all__ = ["GymForkError", "fork_error", "check_forks", "group_columns", "FIX_DOC",
@@ -140,6 +140,8 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
             raise fork_error(name, f"cannot be copied ({type(exc).__name__}: {exc})",
                               "make it deep-copyable (no open files, locks or handles in its "
                               "attributes) or give it get_state()/set_state(state)") from None
+        if g == 0:
+            _check_api(sim)
         if not sim._api:
             _check_copy_continues(sim, g, rng)
         state = sim.reset(n, g, rng)
@@ -189,6 +191,48 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
                               f"env.{a}, which every copy of the env shares",
                               f"leave {a!r} out of shared (only data that reset and step never "
                               "change may be shared)")
+
+
+_NEW_API = ("return (observation, info) from reset and (observation, reward, terminated, "
+            "truncated, info) from step, as Gymnasium's Env does (a gym 0.21 env: wrap it in "
+            "shimmy's GymV21CompatibilityV0)")
+
+
+def _check_api(sim: Any) -> None:
+    """Refuse an env that does not follow Gymnasium's API where the door relies on it:
+    ``reset(seed=, options=)`` returning (observation, info) and ``step`` returning five
+    values (gym < 0.26 returned an observation alone and four values)."""
+    env = sim._fresh()
+    where = f"gym env {sim.name}"
+    if sim._group_fn is not None:
+        env, _ = sim._reset_one(0, 0)
+    else:
+        reset = getattr(env, "reset")
+        if sim.group_mode == "options":
+            import inspect
+
+            try:
+                params = inspect.signature(getattr(env, "unwrapped", env).reset).parameters
+            except (TypeError, ValueError):  # pragma: no cover - a builtin reset
+                params = {"options": None}
+            if "options" not in params and not any(
+                    p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+                raise fork_error(sim.name, "its reset takes no options, and group = 'options' "
+                                 "pins an individual's group with reset(options={'group': g})",
+                                 "give reset an options=None argument (Gymnasium's signature) "
+                                 "and read options['group'], or use group = 'info:KEY' or "
+                                 "'module:callable'")
+            got = call_user(f"{where}.reset", reset, seed=0, options={"group": 0})
+        else:
+            got = call_user(f"{where}.reset", reset, seed=0)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise fork_error(sim.name, f"reset returned {short(got)}, not (observation, info)",
+                             _NEW_API)
+    got = call_user(f"{where}.step", env.step, sim._start)
+    if not (isinstance(got, tuple) and len(got) == 5):
+        raise fork_error(sim.name, f"step returned {len(got) if isinstance(got, tuple) else 1} "
+                         "values, not (observation, reward, terminated, truncated, info)",
+                         _NEW_API)
 
 
 def _check_copy_continues(sim: Any, g: int, rng: np.random.Generator) -> None:
