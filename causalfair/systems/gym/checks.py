@@ -207,7 +207,7 @@ def _check_api(sim: Any) -> None:
     if sim._group_fn is not None:
         env, _ = sim._reset_one(0, 0)
     else:
-        reset = getattr(env, "reset")
+        reset = env.reset
         if sim.group_mode == "options":
             import inspect
 
