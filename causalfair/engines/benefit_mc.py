@@ -61,6 +61,7 @@ Lambda (tested against the exact engine on the example clinic).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -77,7 +78,7 @@ from causalfair.results import BenefitResult
 from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells", "decide",
-           "quantile_edges", "bin_cells", "bin_labels", "lambda_hull"]
+           "quantile_edges", "bin_cells", "bin_rows", "bin_labels", "lambda_hull"]
 
 #: Streams of the benefit estimator (disjoint from the decomposition's).
 _STREAM = 11
@@ -106,36 +107,63 @@ def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None,
            ) -> tuple[list[np.ndarray], int, tuple[str, ...], str]:
     """Cell index per visit (one array per group), number of cells, labels, description.
     Features: the cells are the joint quantile bins that some visit falls in, numbered in
-    the joint bins' order. An empty bin weighs 0 in every group and adds nothing to
-    Lambda, and there are ``bins`` to the power F joint bins against at most one visited
-    bin per visit, so the cells, and the K x K pair terms, stay within the visits."""
+    the joint bins' order (:func:`bin_cells`'s, feature 0 first). An empty bin weighs 0
+    in every group and adds nothing to Lambda, and there are ``bins`` to the power F
+    joint bins against at most one visited bin per visit, so the cells, and the K x K
+    pair terms, stay within the visits. The visited bins are found as distinct rows of
+    per-feature bins, so any number of features works (a joint index would overflow 64
+    bits past about 63 binary features)."""
     if levels is not None:
         K = int(n_levels) if n_levels is not None else int(max(x.max() for x in levels)) + 1
         return levels, K, tuple(str(i + 1) for i in range(K)), "levels"
     edges = quantile_edges(np.concatenate(feats, axis=0), bins)
-    joint = [bin_cells(x, edges) for x in feats]
-    visited, cell = np.unique(np.concatenate(joint), return_inverse=True)
+    rows = [bin_rows(x, edges) for x in feats]
+    visited, cell = np.unique(np.concatenate(rows), axis=0, return_inverse=True)
     labels, desc = bin_labels(edges, names, visited)
-    cells = np.split(cell.reshape(-1).astype(np.intp), np.cumsum([len(j) for j in joint])[:-1])
+    cells = np.split(cell.reshape(-1).astype(np.intp), np.cumsum([len(r) for r in rows])[:-1])
     return cells, len(labels), labels, desc
 
 
+def bin_rows(x: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
+    """The bin of every feature (column) of every row of ``x`` on ``edges``, (n, F), in
+    the smallest unsigned dtype that holds them."""
+    top = max((len(e) for e in edges), default=0)
+    dtype = np.uint8 if top < 255 else np.uint16 if top < 65535 else np.intp
+    out = np.empty((x.shape[0], len(edges)), dtype=dtype)
+    for j, e in enumerate(edges):
+        out[:, j] = np.searchsorted(e, x[:, j], side="right")
+    return out
+
+
+#: Past this many features a cell's label names only the features off their most common
+#: bin among the visited cells (a one-hot encoding: the hot column).
+LABEL_FEATURES = 8
+
+
 def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
-               cells: np.ndarray | None = None) -> tuple[tuple[str, ...], str]:
+               rows: np.ndarray | None = None) -> tuple[tuple[str, ...], str]:
     """The label of every joint bin of :func:`bin_cells` on ``edges`` (e.g.
-    ``income:q2/4 debt:q1/4``), or of the joint bins ``cells`` only, and a description of
-    the binning."""
+    ``income:q2/4 debt:q1/4``), or of the joint bins given as ``rows`` of per-feature bins
+    (:func:`bin_rows`) only, and a description of the binning. With more than
+    :data:`LABEL_FEATURES` features (``rows`` given) a label names the features off their
+    most common bin only (``(most common bins)`` when none is)."""
     F, sizes = len(edges), [len(e) + 1 for e in edges]
     fnames = names or tuple(f"f{j}" for j in range(F))
+    if rows is None:
+        rows = np.array(list(np.ndindex(*sizes)), dtype=np.intp).reshape(-1, F)
+    rows = np.asarray(rows)
+    short = F > LABEL_FEATURES and len(rows) > 0
+    common = [int(np.bincount(rows[:, j].astype(np.intp)).argmax()) for j in range(F)] \
+        if short else []
     labels = []
-    for c in (range(int(np.prod(sizes))) if cells is None else cells.tolist()):
-        parts, rest = [], c
-        for j in range(F - 1, -1, -1):
-            parts.append(f"{fnames[j]}:q{rest % sizes[j] + 1}/{sizes[j]}")
-            rest //= sizes[j]
-        labels.append(" ".join(reversed(parts)))
+    for row in rows.tolist():
+        parts = [f"{fnames[j]}:q{b + 1}/{sizes[j]}" for j, b in enumerate(row)
+                 if not short or b != common[j]]
+        labels.append(" ".join(parts) if parts else "(most common bins)")
+    total = math.prod(sizes)
     desc = f"joint quantile bins of {', '.join(fnames)} ({'x'.join(map(str, sizes))} cells"
-    desc += f", {len(labels)} visited)" if len(labels) < np.prod(sizes) else ")"
+    desc += f", {len(labels)} visited" if len(labels) < total else ""
+    desc += "; labels name the features off their most common bin)" if short else ")"
     return tuple(labels), desc
 
 

@@ -89,7 +89,27 @@ def test_pair_terms_checked_against_the_memory_limit(monkeypatch):
     made: over the limit, one line naming the cells, the pairs and the fix."""
     monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "1M")
     policy = callable_policy(lambda obs: np.full(len(obs), 0.5))
-    with pytest.raises(ResourceLimitError, match=r"benefit_fairness_mc: .*the \d+ cells make "
-                       r"\d+ pairs; lower bins or n_boot") as exc:
+    with pytest.raises(ResourceLimitError, match=r"benefit_fairness_mc: .*the \d+ cells \(joint "
+                       r"quantile bins of f0, f1, f2, f3 .*\) make \d+ pairs; lower the quantile "
+                       r"bins per feature \(now 4: benefit_bins=") as exc:
         benefit_fairness_mc(as_system(WideSim(4)), policy, 2, n=40, seed=0, n_boot=20, jobs=1)
     assert "\n" not in str(exc.value)
+
+
+def test_cells_past_a_64_bit_joint_index():
+    """80 features of 2 bins each: 2**80 joint bins, past a 64-bit joint index (which
+    would keep only the last 64 features' bins, here constant, and merge every row into
+    one cell). Each visited pattern of the 16 varying features is its own cell, and a
+    label names the features off their most common bin only."""
+    rng = np.random.default_rng(3)
+    feats = [np.column_stack([rng.normal(size=(n, 16)), np.zeros((n, 64))]) for n in (60, 50)]
+    cells, K, labels, desc = visit_cells(None, feats, 2, None, None)
+    med = np.median(np.concatenate(feats)[:, :16], axis=0)
+    bits = [(x[:, :16] > med).astype(int) for x in feats]  # bin 0 or 1 of each varying feature
+    assert K == len({tuple(r) for b in bits for r in b.tolist()}) > 100
+    mode = (np.concatenate(bits).mean(axis=0) > 0.5).astype(int)
+    for c, b in zip(cells, bits, strict=True):
+        want = [" ".join(f"f{j}:q{v + 1}/2" for j, v in enumerate(r) if v != mode[j]) or
+                "(most common bins)" for r in b.tolist()]
+        assert [labels[i] for i in c] == want
+    assert desc.endswith(f"{K} visited; labels name the features off their most common bin)")
