@@ -80,7 +80,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 DECOMPOSE_SCHEMA_VERSION = "1.0"
 #: The format of ``frontier.json`` that ``causalfair frontier`` writes
 #: (docs/schema/frontier.schema.json).
-FRONTIER_SCHEMA_VERSION = "1.0"
+FRONTIER_SCHEMA_VERSION = "1.1"
 
 
 def versioned(version: str, doc: Any) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def test_decompose_jobs_takes_auto(capsys):
     # on the command line: auto is accepted (the exact engine then refuses --jobs by name)
     rc = main(["decompose", "--system", "lending-1", "--jobs", "auto"])
     err = capsys.readouterr().err
-    assert rc == 2 and "--n/--backend/--jobs/--address: only with the Monte Carlo engine" in err, err
+    assert rc == 2 and "--n/--backend/--jobs/--address/--benefit-bins: only with the Monte Carlo engine" in err, err
     rc = main(["decompose", "--system", "lending-1", "--engine", "mc", "--jobs", "0"])
     err = capsys.readouterr().err
     assert rc == 2 and "--jobs: bad value '0'" in err, err

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes
+from causalfair.engines.benefit import model_eps
 from causalfair.engines.occupancy import (
     CONSTRAINTS,
     FEASIBILITY_TOL,
@@ -52,7 +53,9 @@ class Frontier:
     ``eps``: the grid (ascending). ``points``: one :class:`LPResult` per eps.
     ``unconstrained``: the utility-optimal policy with the smallest |constraint|
     (its value is the right end of the grid). ``eps_min``: the smallest achievable
-    |constraint| (the left end).
+    |constraint| (the left end). ``lambda_eps``: the eps of every Lambda on it, the
+    frontier's points and the policies :meth:`place` puts against it (None: what the
+    model declares, else "auto"; :func:`~causalfair.engines.benefit.eps_for`).
     """
 
     model: TabularModel
@@ -63,6 +66,7 @@ class Frontier:
     unconstrained: LPResult
     eps_min: float
     lp: OccupancyLP = field(repr=False)
+    lambda_eps: float | str | None = None
 
     @property
     def metric_label(self) -> str:
@@ -133,7 +137,8 @@ class Frontier:
             items = [(n, p) for n, (_, p) in zip(names, items, strict=True)]
         rows = []
         for name, pol in items:
-            m = policy_metrics(self.model, pol, self.horizon, dp_discount=self.lp.dp_discount)
+            m = policy_metrics(self.model, pol, self.horizon, dp_discount=self.lp.dp_discount,
+                               eps=self.lambda_eps)
             x = abs(m[self.constraint])
             fu = self.utility_at(x)
             rows.append({
@@ -206,11 +211,14 @@ class Frontier:
 
     def to_dict(self) -> dict[str, Any]:
         df = self.to_frame()
+        lam_eps, source = model_eps(self.lambda_eps, self.model)
         return {
             "model": self.model.name,
             "horizon": self.horizon,
             "constraint": self.constraint,
             "eps_min": self.eps_min,
+            "lambda_eps": lam_eps,
+            "lambda_eps_source": source,
             "unconstrained": {"utility": self.unconstrained.utility, "C": self.unconstrained.C,
                               "DPE": self.unconstrained.DPE, "DP": self.unconstrained.DP},
             "points": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -263,4 +271,5 @@ def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None
         for e in grid
     )
     return Frontier(model=model, horizon=lp.horizon, constraint=constraint, eps=grid,
-                    points=results, unconstrained=unc, eps_min=eps_min, lp=lp)
+                    points=results, unconstrained=unc, eps_min=eps_min, lp=lp,
+                    lambda_eps=lambda_eps)

@@ -196,6 +196,23 @@ def test_place_gaps_are_nonnegative_and_exact(models):
     assert on["gap"].iloc[0] == pytest.approx(0.0, abs=1e-6)
 
 
+def test_one_lambda_eps_for_points_and_placed_policies(models):
+    """Lambda on a frontier uses one eps, the one it was built with: at its points and
+    for the policies placed against it; frontier.json says which, and where from."""
+    m = models["lending-1"]
+    f = frontier(m, 10, points=3, lambda_eps=0.05)
+    placed = f.place({"threshold:0.5": "threshold:0.5"})
+    want = decompose(m, TablePolicy((m.aux["p_repay"] > 0.5).astype(float)), 10, eps=0.05)
+    assert placed["Lambda"].iloc[0] == pytest.approx(want.Lambda, abs=1e-12)
+    point = f.points[1]
+    assert point.Lambda == pytest.approx(decompose(m, point.table_policy(), 10, eps=0.05).Lambda,
+                                         abs=1e-12)
+    doc = f.to_dict()
+    assert (doc["lambda_eps"], doc["lambda_eps_source"]) == (0.05, "given")
+    declared = frontier(m, 10, points=2).to_dict()
+    assert declared["lambda_eps"] == 0.1 and "declared by" in declared["lambda_eps_source"]
+
+
 def test_place_accepts_torch_policies(models):
     torch = pytest.importorskip("torch")
     from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
