@@ -133,12 +133,14 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None) -> Resolved
     where = spec_label(spec.path)
     if policy is not None:
         return resolve(policy, system, search_path=spec.base_dir, where="policy")
+    stats = {"vecnormalize": spec.policy_vecnormalize,
+             "vecnormalize_where": f"{where}: [policy] vecnormalize"}
     if spec.checkpoint is not None:
-        return resolve(spec.checkpoint, system)
+        return resolve(spec.checkpoint, system, **stats)
     if spec.policy_factory is not None:
         return resolve(spec.policy_factory, system, search_path=spec.base_dir,
                        params=spec.policy_params, where=f"{where}: [policy] factory",
-                       output=spec.policy_output)
+                       output=spec.policy_output, **stats)
     return resolve(spec.builtin, system, where=f"{where}: [policy] builtin")
 
 

@@ -16,6 +16,7 @@ from causalfair.errors import SpecError, short
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
 from causalfair.policies.core import BUILTIN_POLICIES
 from causalfair.policies.resolver import TORCH_OUTPUTS
+from causalfair.policies.vecnormalize import VECNORMALIZE_NONE
 from causalfair.systems.gym.door import gym_id  # the gym system's id: its one home
 from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home
 from causalfair.thresholds import (  # their one home
@@ -56,7 +57,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy"),
-    "policy": ("builtin", "checkpoint", "factory", "params", "output"),
+    "policy": ("builtin", "checkpoint", "factory", "params", "output", "vecnormalize"),
     "engine": ("kind", "n", "seed", "alpha"),
     "benefit": ("eps", "weights", "worst", "horizon_benefit", "bins"),
     "retrain": ("algo", "iterations", "betas", "seed", "starts", "min_utility", "allow_worse"),
@@ -117,6 +118,9 @@ class AuditSpec:
     #: How the factory's torch module's outputs are read (causalfair.policies.TORCH_OUTPUTS;
     #: None: logits, refused for a Q-network).
     policy_output: str | None = None
+    #: The observation statistics a stable-baselines3 policy was trained behind (an
+    #: absolute path, or "none": raw observations; causalfair.policies.vecnormalize).
+    policy_vecnormalize: Path | str | None = None
     base_dir: Path | None = None
     policy_object: str | None = None  # name of a policy object passed to audit(policy=...)
     baseline_checkpoint: Path | None = None
@@ -162,9 +166,28 @@ class AuditSpec:
             raise SpecError("with_policy: pass exactly one of checkpoint= or builtin=.")
         if checkpoint is not None:
             return replace(self, checkpoint=Path(checkpoint).resolve(), builtin=None,
-                           policy_factory=None, policy_params={}, policy_output=None)
+                           policy_factory=None, policy_params={}, policy_output=None,
+                           policy_vecnormalize=None)
         return replace(self, builtin=str(builtin), checkpoint=None, policy_factory=None,
-                       policy_params={}, policy_output=None)
+                       policy_params={}, policy_output=None, policy_vecnormalize=None)
+
+
+def _vecnormalize(value: Any, given: list[str], base: Path, path: Path | None) -> Path | str:
+    """[policy] vecnormalize: the statistics file (relative to the spec) or "none"."""
+    if not given or given[0] == "builtin":
+        raise SpecError(f"{spec_label(path)}: [policy] vecnormalize: only used with [policy] "
+                        "checkpoint or factory (a stable-baselines3 model).")
+    if not isinstance(value, str) or not value:
+        raise _fail(path, "[policy] vecnormalize", value,
+                    "a vecnormalize.pkl (or .npz/.json) path relative to the spec file, or "
+                    f"{VECNORMALIZE_NONE!r}")
+    if value.strip().lower() == VECNORMALIZE_NONE:
+        return VECNORMALIZE_NONE
+    stats = (base / value).resolve()
+    if not stats.is_file():
+        raise SpecError(f"{spec_label(path)}: [policy] vecnormalize: bad value {value!r}; no "
+                        f"such file {stats}.")
+    return stats
 
 
 def spec_label(path: Path | None) -> str:
@@ -502,7 +525,9 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                     f"{spec_label(path)}: [policy] checkpoint: bad value {ck!r}; no such file {ck_path}."
                 )
             kw.update(checkpoint=ck_path, builtin=None)
-        else:
+        if "vecnormalize" in sec:
+            kw["policy_vecnormalize"] = _vecnormalize(sec["vecnormalize"], given, base, path)
+        if "factory" not in sec and "checkpoint" not in sec:
             b = sec.get("builtin", "threshold:0.5")
             kind = b.partition(":")[0] if isinstance(b, str) else None
             if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:

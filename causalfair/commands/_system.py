@@ -45,6 +45,17 @@ POLICY_HELP = (f"a built-in policy (default: {DEFAULT_POLICY}; causalfair.polici
                "--search-path first)")
 #: What --checkpoint holds.
 CHECKPOINT_HELP = "a checkpoint (.npz, .pt or a stable-baselines3 .zip) instead of --policy"
+#: What --vecnormalize holds.
+VECNORMALIZE_HELP = ("a stable-baselines3 policy trained behind VecNormalize: its observation "
+                     "statistics (vecnormalize.pkl as VecNormalize.save writes it, read without "
+                     "running code, or .npz/.json with mean, var, epsilon, clip_obs); the policy "
+                     "then acts on normalized observations. 'none': audit on raw observations "
+                     "although a vecnormalize.pkl is next to the .zip (refused otherwise)")
+
+
+def add_vecnormalize_argument(p: argparse.ArgumentParser) -> None:
+    """--vecnormalize PATH|none, next to --checkpoint (:func:`load_policy` reads it)."""
+    p.add_argument("--vecnormalize", metavar="PATH|none", help=VECNORMALIZE_HELP)
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -84,15 +95,19 @@ def horizon(args: argparse.Namespace, system: Any) -> int:
 def load_policy(args: argparse.Namespace, system: Any) -> ResolvedPolicy:
     """The policy of --checkpoint, else of --policy (a built-in, a checkpoint path or a
     factory 'module:callable' looked up in --search-path first; not given:
-    :data:`DEFAULT_POLICY`), resolved for ``system``
+    :data:`DEFAULT_POLICY`), with the observation statistics of --vecnormalize, resolved
+    for ``system``
     (a System or a tabular model) by :func:`causalfair.policies.resolve`."""
     ck = getattr(args, "checkpoint", None)
+    stats = {"vecnormalize": getattr(args, "vecnormalize", None),
+             "vecnormalize_where": "--vecnormalize"}
     if ck:
-        return resolve(Path(ck), system)
+        return resolve(Path(ck), system, **stats)
     spec, where = args.policy, "--policy"
     if spec is None:  # a refusal then says the user gave no policy (one is needed here)
         spec, where = DEFAULT_POLICY, "--policy (not given: the default)"
-    return resolve(spec, system, search_path=getattr(args, "search_path", "."), where=where)
+    return resolve(spec, system, search_path=getattr(args, "search_path", "."), where=where,
+                   **stats)
 
 
 def policy_reads_group(policy: Any, system: Any) -> bool:

@@ -14,6 +14,7 @@ from causalfair.commands._system import (
     CHECKPOINT_HELP,
     POLICY_HELP,
     add_system_arguments,
+    add_vecnormalize_argument,
     horizon,
     load_policy,
     load_system,
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_arguments(p)
     p.add_argument("--policy", help=POLICY_HELP)
     p.add_argument("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
+    add_vecnormalize_argument(p)
     p.add_argument("--eps", default=None,
                    help="Lambda's eps: a number > 0 in the gain's units, or 'auto' (0.1 x the "
                         "90th percentile of |Delta|, scale-free); default: the value the system or "

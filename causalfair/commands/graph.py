@@ -8,6 +8,7 @@ from causalfair.commands._system import (
     CHECKPOINT_HELP,
     POLICY_HELP,
     add_system_arguments,
+    add_vecnormalize_argument,
     policy_reads_group,
 )
 from causalfair.commands.decompose import load_system_and_policy
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy",
                    help=f"the deployed policy (decides whether S -> D_t exists): {POLICY_HELP}")
     p.add_argument("--checkpoint", metavar="PATH", help=CHECKPOINT_HELP)
+    add_vecnormalize_argument(p)
     p.add_argument("--variant", choices=("pi", "pi0", "ps"), default="pi",
                    help="which graph (default: pi)")
     p.add_argument("--out", metavar="FILE", help=f"export to FILE; suffix one of {', '.join(FORMATS)}")

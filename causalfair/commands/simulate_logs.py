@@ -8,6 +8,7 @@ from causalfair._io import atomic_write_bytes
 from causalfair.commands._system import (
     POLICY_HELP,
     add_system_arguments,
+    add_vecnormalize_argument,
     horizon,
     load_policy,
     load_system,
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_system_arguments(p)
     p.add_argument("--policy",
                    help=f"the policy that made the decisions: {POLICY_HELP}")
+    add_vecnormalize_argument(p)
     p.add_argument("--n", type=int, default=1000, metavar="N",
                    help="individuals in the log (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")

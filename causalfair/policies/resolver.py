@@ -21,6 +21,11 @@ What it accepts:
   P(d1) (with A > 2 actions, a trailing axis A), or a plain function ``f(obs) ->
   probabilities``.
 
+A stable-baselines3 policy trained behind ``VecNormalize`` is evaluated on normalized
+observations when ``vecnormalize`` gives its statistics
+(:func:`~causalfair.policies.vecnormalize.obs_normalization`); a ``.zip`` with a
+``vecnormalize.pkl`` beside it and no ``vecnormalize`` is refused (:func:`_with_stats`).
+
 ``system`` is a :class:`~causalfair.systems.System`, a
 :class:`~causalfair.model.TabularModel` or None; it is read through its attributes only
 (``n_actions``, ``n_levels``, ``n_groups``, ``features``, ``tabular``, ...), so the policies
@@ -29,6 +34,7 @@ need not import the systems.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -58,7 +64,14 @@ from causalfair.policies.core import (
     reads_only_level_group,
     sb3_adapted,
 )
-from causalfair.policies.sb3 import greedy_probs, is_sb3_model
+from causalfair.policies.nets import NumpyMLPPolicy
+from causalfair.policies.sb3 import SB3Policy, greedy_probs, is_sb3_model
+from causalfair.policies.vecnormalize import (
+    VECNORMALIZE_NONE,
+    NormalizedNetwork,
+    obs_normalization,
+    sibling_stats,
+)
 
 __all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "GreedyQPolicy",
            "CHECKPOINT_SUFFIXES", "BUILTIN_KINDS", "TORCH_OUTPUTS"]
@@ -357,7 +370,8 @@ def _builtin(name: str, system: Any, where: str | None) -> ResolvedPolicy:
 
 def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[str] | None = None,
             params: Mapping[str, Any] | None = None, where: str | None = None,
-            output: str | None = None) -> ResolvedPolicy:
+            output: str | None = None, vecnormalize: Any = None,
+            vecnormalize_where: str = "vecnormalize") -> ResolvedPolicy:
     """The policy ``value`` names or holds (module docstring), resolved for ``system``.
 
     ``search_path``: the folder searched first for a factory's module (an audit spec's
@@ -365,9 +379,69 @@ def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[st
     arguments. ``where``: what holds ``value`` (``"--policy"``, ``"spec.toml: [policy]
     factory"``), named by the errors about it. ``output``: how an in-memory torch module's
     outputs are read (:data:`TORCH_OUTPUTS`; ``"q"``: Q-values, the greedy action).
+    ``vecnormalize``: the observation statistics a stable-baselines3 policy was trained
+    behind (a ``vecnormalize.pkl``, ``.npz`` or ``.json`` path, a ``VecNormalize`` object,
+    or ``"none"``: raw observations; :func:`~causalfair.policies.vecnormalize.obs_normalization`),
+    named ``vecnormalize_where`` in errors.
     """
     if isinstance(value, ResolvedPolicy):
+        if vecnormalize is not None:
+            raise PolicyError(f"{vecnormalize_where}: the policy {value.label!r} is already "
+                              "resolved; pass vecnormalize when resolving it.")
         return value
+    got = _resolve(value, system, search_path, params, where, output)
+    return _with_stats(got, vecnormalize, vecnormalize_where)
+
+
+def _is_sb3(res: ResolvedPolicy) -> bool:
+    """Whether a resolved policy is a stable-baselines3 model (in memory or its ``.zip``)."""
+    return isinstance(res.policy, SB3Policy) or (
+        isinstance(res.policy, NumpyMLPPolicy)
+        and (res.meta or {}).get("format") == "stable-baselines3")
+
+
+def _with_stats(res: ResolvedPolicy, vecnormalize: Any, where: str) -> ResolvedPolicy:
+    """``res`` evaluated on the observations normalized by ``vecnormalize``
+    (:func:`~causalfair.policies.vecnormalize.obs_normalization`). Without it, a
+    stable-baselines3 ``.zip`` with a ``vecnormalize.pkl`` kept beside it is refused: its
+    network was trained on normalized observations."""
+    if vecnormalize is None:
+        source = getattr(res.policy, "source", None)
+        near = sibling_stats(source) if res.kind == "checkpoint" and source and _is_sb3(res) \
+            else None
+        if near is not None:
+            raise PolicyError(
+                f"checkpoint {res.label}: {near} next to the checkpoint: the policy was trained "
+                "on normalized observations; pass --vecnormalize PATH (spec: [policy] "
+                "vecnormalize; Python: vecnormalize=) or --vecnormalize none to audit on raw "
+                "observations.")
+        return res
+    if isinstance(vecnormalize, str) and vecnormalize.strip().lower() == VECNORMALIZE_NONE:
+        return res
+    if not _is_sb3(res):
+        raise PolicyError(
+            f"{where}: observation statistics apply to a stable-baselines3 model (a .zip or a "
+            f"model in memory); policy {res.label!r} is a {res.kind} policy, so drop "
+            f"{where} (a causalfair checkpoint records its normalisation in its encoding).")
+    stats = obs_normalization(vecnormalize, where)
+    if stats is None:  # kept with norm_obs=False: the model reads raw observations
+        return res
+    pol = res.policy
+    if isinstance(pol, SB3Policy):
+        stats.check_width(pol.width, f"{where}: policy {res.label!r}")
+        pol = copy.copy(pol)  # the model's shared adapter stays on raw observations
+        pol.obs_norm = stats
+    else:
+        stats.check_width(pol.encoding.width, f"{where}: policy {res.label!r}")
+        pol = NormalizedNetwork(pol, stats)
+    meta = None if res.meta is None else {
+        **res.meta, "metadata": {**(res.meta.get("metadata") or {}),
+                                 "vecnormalize": stats.to_dict()}}
+    return ResolvedPolicy(pol, res.label, res.kind, res.sha256, meta, res.system)
+
+
+def _resolve(value: Any, system: Any, search_path: Any, params: Mapping[str, Any] | None,
+             where: str | None, output: str | None) -> ResolvedPolicy:
     if output is not None and (isinstance(value, os.PathLike) or isinstance(value, str) and (
             value.count(":") != 1 or value.partition(":")[0] in BUILTIN_KINDS)):
         raise PolicyError(f"{where or 'policy'}: output={output!r} reads a torch module's "
@@ -396,9 +470,11 @@ def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[st
     return got
 
 
-def as_policy(obj: Any, system: Any = None, *, output: str | None = None) -> Policy:
+def as_policy(obj: Any, system: Any = None, *, output: str | None = None,
+              vecnormalize: Any = None) -> Policy:
     """The policy object :func:`resolve` gives for ``obj`` (a Policy is returned as it is,
     a user's behind its guard): what the engines evaluate. ``output``: how a torch
     module's outputs are read (``"logits"``, ``"probs"``, ``"q"``: Q-values, acted on
-    greedily)."""
-    return resolve(obj, system, output=output).policy
+    greedily). ``vecnormalize``: a stable-baselines3 model's observation statistics (a
+    ``vecnormalize.pkl`` path, a ``VecNormalize`` object, or ``"none"``)."""
+    return resolve(obj, system, output=output, vecnormalize=vecnormalize).policy

@@ -14,6 +14,7 @@ import numpy as np
 from causalfair.errors import CheckpointError, PolicyError
 from causalfair.policies.checkpoint import sb3_network
 from causalfair.policies.nets import FeatureEncoding
+from causalfair.policies.vecnormalize import ObsNormalization
 from causalfair.types import Observation, check_probs
 
 __all__ = ["SB3Policy", "is_sb3_model", "greedy_probs"]
@@ -56,12 +57,17 @@ class SB3Policy:
     probabilities; other policies (DQN, custom feature extractors) run SB3's own forward
     pass. ``deterministic=True`` gives the greedy action (probability 1) instead of the
     distribution; DQN models are always greedy (ties go to the lower action, as SB3).
+
+    ``obs_norm``: the observation statistics of the ``VecNormalize`` the model was trained
+    behind (:class:`~causalfair.policies.vecnormalize.ObsNormalization`); the network
+    input is then normalized as ``VecNormalize.normalize_obs`` does before the network.
     """
 
     def __init__(self, model: Any, *, encoding: FeatureEncoding | None = None,
                  obs_fn: Callable[[Observation], np.ndarray] | None = None,
                  deterministic: bool = False, n_groups: int = 2, n_levels: int | None = None,
-                 name: str | None = None, batch_size: int = 65_536):
+                 name: str | None = None, batch_size: int = 65_536,
+                 obs_norm: ObsNormalization | None = None):
         import gymnasium as gym
 
         self.model = model
@@ -96,6 +102,9 @@ class SB3Policy:
         self.obs_fn = obs_fn
         self.deterministic = bool(deterministic)
         self.batch_size = int(batch_size)
+        if obs_norm is not None:
+            obs_norm.check_width(self.width, f"policy {self.name!r}")
+        self.obs_norm = obs_norm
         self._dqn = hasattr(model.policy, "q_net")
         self._net: Any = None
         self._net_key: tuple[int, ...] | None = None
@@ -120,7 +129,7 @@ class SB3Policy:
             raise PolicyError(
                 f"policy {self.name!r}: input has shape {x.shape}; the SB3 model expects "
                 f"({len(obs)}, {self.width}). Check the encoding (levels/groups) or obs_fn.")
-        return x
+        return x if self.obs_norm is None else self.obs_norm.apply(x)
 
     def _network(self) -> Any:
         """The model's action network as a NumpyMLPPolicy (rebuilt when the weights
@@ -176,5 +185,6 @@ class SB3Policy:
         return check_probs(self.action_probs(obs)[:, 1], len(obs), f"policy {self.name!r}")
 
     def __repr__(self) -> str:
+        norm = "" if self.obs_norm is None else f", obs_norm from {self.obs_norm.source}"
         return (f"SB3Policy({type(self.model).__name__}, n_actions={self.n_actions}, "
-                f"deterministic={self.deterministic})")
+                f"deterministic={self.deterministic}{norm})")
