@@ -666,6 +666,13 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     # retrain
     if "retrain" in raw:
         sec = _check_keys(raw["retrain"], "retrain", SECTION_KEYS["retrain"], path)
+        vn = kw.get("policy_vecnormalize")
+        if vn is not None and vn != VECNORMALIZE_NONE:
+            raise SpecError(
+                f"{spec_label(path)}: [retrain]: not with [policy] vecnormalize: a repair "
+                "warm-starts from the network and trains it on raw observations, so it would "
+                "not be the policy audited; drop [retrain], or audit on raw observations "
+                "(vecnormalize = \"none\").")
         algo = sec.get("algo", "ppo-cb")
         if algo not in RETRAIN_ALGOS:
             raise _fail(path, "[retrain] algo", algo, ", ".join(RETRAIN_ALGOS))

@@ -249,3 +249,20 @@ def test_the_cli_door(trained):
     err = one_line_error(run_cli("decompose", *args))
     assert "vecnormalize.pkl next to the checkpoint" in err
     assert "--vecnormalize none to audit on raw observations" in err
+
+
+def test_spec_refuses_a_repair_of_a_normalized_policy(tmp_path):
+    """A repair warm-starts from the network and trains it on raw observations: with
+    statistics in [policy] it would not be the policy audited, so the spec refuses it."""
+    from causalfair.audit.spec import load_spec
+    from causalfair.errors import SpecError
+
+    (tmp_path / "vecnormalize.pkl").write_bytes(b"")
+    (tmp_path / "m.zip").write_bytes(b"")
+    raw = {"name": "x", "system": {"id": "lending-1"},
+           "policy": {"checkpoint": "m.zip", "vecnormalize": "vecnormalize.pkl"},
+           "retrain": {"algo": "exact"}}
+    with pytest.raises(SpecError, match=r"\[retrain\]: not with \[policy\] vecnormalize"):
+        load_spec(raw, base_dir=tmp_path)
+    raw["policy"]["vecnormalize"] = "none"
+    assert load_spec(raw, base_dir=tmp_path).retrain is not None
