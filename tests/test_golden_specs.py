@@ -56,6 +56,11 @@ def test_audit_json_is_identical_to_golden(spec, tmp_path):
     if not golden.exists():
         pytest.fail(f"no golden copy {golden}")
     new = audit_json(spec, tmp_path / "report")
+    doc = json.loads(new)
+    dec = doc["decomposition"]
+    # the identity C = DPE + IPE + SPE and a verdict per threshold, on the audit itself
+    assert dec["C"] == pytest.approx(dec["DPE"] + dec["IPE"] + dec["SPE"], abs=1e-12), spec
+    assert doc["overall"] in ("PASS", "FAIL", "INCONCLUSIVE") and doc["verdicts"], spec
     old = golden.read_text(encoding="utf-8")
     if new != old:
         import difflib

@@ -4,13 +4,16 @@ report as artifacts."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 
 from causalfair.cli import main
 
-mlflow = pytest.importorskip("mlflow", reason="MLflow comes with the mlflow extra")
+# not imported here: collecting this module in every test session would pay MLflow's import
+if importlib.util.find_spec("mlflow") is None:
+    pytest.skip("MLflow comes with the mlflow extra", allow_module_level=True)
 
 pytestmark = pytest.mark.mlflow
 

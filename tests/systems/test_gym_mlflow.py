@@ -4,6 +4,7 @@ bounds equal to audit.json's, the verdict as a tag, audit.json as an artifact.""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 from causalfair.cli import main
 from tests.systems.test_from_gym import _spec
 
-pytest.importorskip("mlflow", reason="MLflow comes with the mlflow extra")
+# not imported here: collecting this module in every test session would pay MLflow's import
+if importlib.util.find_spec("mlflow") is None:
+    pytest.skip("MLflow comes with the mlflow extra", allow_module_level=True)
 
 pytestmark = pytest.mark.mlflow
 

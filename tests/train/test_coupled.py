@@ -59,10 +59,12 @@ def test_one_vaccine_per_step_is_learned_and_the_checkpoint_keeps_the_choice(tmp
     from causalfair.policies.choice import ReplicaChoicePolicy
 
     system = cf.systems.make("infectious-1")
-    cfg = TrainConfig(algo="ppo", system="infectious-1", iterations=20, seed=0, eval_every=10)
+    cfg = TrainConfig(algo="ppo", system="infectious-1", iterations=10, seed=0, eval_every=10)
     res = train(cfg, out=tmp_path / "run")
     never = cf.decompose_mc(system, cf.parse_policy("never", system), n=1000, seed=0)
-    assert res.metrics["utility"] > never.total_utility + 1.0  # it learned to vaccinate
+    # it learned to vaccinate: never gives 1.63; 10 iterations give 3.55, 3.36, 3.52 at
+    # seeds 0, 1, 2 (20 iterations: 3.82, 3.54, 4.93)
+    assert res.metrics["utility"] > never.total_utility + 1.0
     pol, meta = cf.load_checkpoint(tmp_path / "run" / "checkpoint.pt")
     assert isinstance(pol, ReplicaChoicePolicy) and meta["metadata"]["choice"]["units"] == 34
     obs = system.make_simulator().observe(

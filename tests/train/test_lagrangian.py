@@ -32,13 +32,29 @@ TRAIN = ("--algo", "--iterations", "30", "--horizon", "6", "--individuals", "256
          "--eval-every", "3", "--set", "audit_n=20000", "--json")
 
 
+def _sources(folder: Path) -> None:
+    shutil.copy(ROOT / "docs" / "examples" / "clinic.py", folder / "clinic.py")
+    (folder / "simclinic.py").write_text(SIM_ONLY)
+
+
 @pytest.fixture
 def own(tmp_path):
-    shutil.copy(ROOT / "docs" / "examples" / "clinic.py", tmp_path / "clinic.py")
-    (tmp_path / "simclinic.py").write_text(SIM_ONLY)
+    _sources(tmp_path)
     yield tmp_path
     for m in ("clinic", "simclinic"):
         sys.modules.pop(m, None)
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory):
+    """Plain PPO trained once from the command line on the simulator-only clinic (the
+    failing checkpoint both slow tests start from); each test copies the run folder."""
+    folder = tmp_path_factory.mktemp("plain")
+    _sources(folder)
+    proc = run_cli("train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo",
+                   *TRAIN[1:], "--out", "run", cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    return folder / "run"
 
 
 def run_cli(*args, cwd):
@@ -58,16 +74,13 @@ def test_config_refuses_what_ppo_lagrangian_cannot_impose():
 
 
 @pytest.mark.slow
-def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own):
+def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own, plain_run):
     """Plain PPO's |C| is above 0.1 on the simulator-only clinic; PPO-Lagrangian with
     abs_C <= 0.1 ends with a policy whose 95% CI is inside the bound on its own audit,
     and an independent audit (another seed) agrees; the multiplier rose while |C| was
     above the bound."""
     system = cf.systems.make("simclinic:make_sim_only", search_path=own)
-    plain = run_cli("train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo",
-                    *TRAIN[1:], "--out", "plain", cwd=own)
-    assert plain.returncode == 0, plain.stderr
-    pol0, _ = cf.load_checkpoint(own / "plain" / "checkpoint.pt")
+    pol0, _ = cf.load_checkpoint(plain_run / "checkpoint.pt")
     c0 = cf.decompose_mc(system, pol0, 6, n=20_000, seed=123)
     # the constraint bites: plain PPO fails abs_C <= 0.1 by the gate's rule (its whole 95%
     # CI above the bound; torch 2.4.1 trains to |C| 0.134 +- 0.012 here, 2.13 higher)
@@ -93,10 +106,8 @@ def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own):
 
 
 @pytest.mark.slow
-def test_gate_ppo_lag_repairs_a_simulator_only_checkpoint(own):
-    proc = run_cli("train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo",
-                   *TRAIN[1:], "--out", "run", cwd=own)
-    assert proc.returncode == 0, proc.stderr
+def test_gate_ppo_lag_repairs_a_simulator_only_checkpoint(own, plain_run):
+    shutil.copytree(plain_run, own / "run")
     (own / "g.toml").write_text(
         'name = "g"\nhorizon = 6\n[system]\nfactory = "simclinic:make_sim_only"\n'
         '[policy]\ncheckpoint = "run/checkpoint.pt"\n[engine]\nkind = "mc"\nn = 20000\n'

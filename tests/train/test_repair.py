@@ -116,7 +116,8 @@ def test_best_found_is_feasible_below_the_bound_and_matches_an_independent_searc
     free = cf.fair_lp(m, T, eps=math.inf).utility
     tight = 0.3 * abs(cf.decompose(m, cf.fair_lp(m, T, eps=math.inf).policy, T).C)
     cons = [Constraint("abs_C", tight)]
-    r = best_found(m, T, cons, n_random=4, outer=20, inner=100)
+    # 10 rounds find the table 20 find (utility -1.62571 here, 3.3548 on small_model(8))
+    r = best_found(m, T, cons, n_random=4, outer=10, inner=100)
     assert r.passed
     d = cf.decompose(m, r.best.table, T)
     assert abs(d.C) <= tight
@@ -143,7 +144,9 @@ def test_repair_network_passes_and_reports_the_numbers_of_its_audit():
     d0 = cf.decompose(m, cf.TorchPolicy(net, enc), T)
     cons = [Constraint("abs_C", 0.5 * abs(d0.C)), Constraint("Lambda", 0.5 * d0.Lambda)]
     before = [p.detach().clone() for p in net.parameters()]
-    r = repair_network(m, T, net, enc, cons, n_random=2, outer=15, inner=80)
+    # 8 rounds: the same repair as 15 here (utility 0.1995, Lambda at 0.999 of its bound);
+    # it passes at torch seeds 0, 1 and 2 with either
+    r = repair_network(m, T, net, enc, cons, n_random=2, outer=8, inner=80)
     assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))  # not mutated
     assert r.passed and r.module is not None
     d = cf.decompose(m, cf.TorchPolicy(r.module, enc), T)
@@ -219,13 +222,15 @@ def test_gate_exact_repair_passes_and_says_what_it_kept(tmp_path):
     bound = round(c_const + 0.01, 4)
     # the repair spends Lambda's slack (0.006 -> 0.0499, under its 0.05): the honest-repair
     # rule refuses that unless the spec allows it (tests/audit/test_repair_honest.py)
+    # 8 rounds repair as 15 do here (best found 2.5842 kept whole); it passes with [retrain]
+    # seed 0, 1 and 2
     spec = _gate_case(tmp_path, f"abs_C = {bound}\nLambda = 0.05",
-                      'algo = "exact"\nstarts = 2\niterations = 15\nallow_worse = ["Lambda"]')
+                      'algo = "exact"\nstarts = 2\niterations = 8\nallow_worse = ["Lambda"]')
     out = _gate(spec, "--accept-repaired")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "utility kept:" in out.stdout
     # the repair reports its rounds on stderr (captured: not a terminal)
-    assert re.search(r"^\[constrained repair \(\d+ starts\)\] done: \d+/15 rounds", out.stderr, re.M)
+    assert re.search(r"^\[constrained repair \(\d+ starts\)\] done: \d+/8 rounds", out.stderr, re.M)
     doc = json.loads((tmp_path / "gate.json").read_text())
     e = doc["specs"][0]
     assert e["before"]["overall"] == "FAIL" and e["overall"] == "PASS"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
+from causalfair.backends import make_backend
 from causalfair.errors import ConfigError
 from causalfair.systems.infectious import INF, REC, SUS
 from causalfair.train import TrainConfig, train
@@ -20,6 +21,7 @@ from causalfair.train.objectives import (
     rate_gap,
     soft_bias,
 )
+from causalfair.train.sweep import train_many
 
 
 def test_rate_gap_and_gain_to_go_by_hand():
@@ -229,11 +231,17 @@ def test_a_larger_beta_lambda_lowers_lambda_on_attention():
     8.85 for equal priorities). Fails if the penalty drove the policy below random."""
     from causalfair.policies.core import parse_policy
 
+    betas = (0.0, 50.0)
+    cfgs = [TrainConfig(algo="ppo-cb", system="attention-1", iterations=15, seed=s,
+                        n_individuals=320, eval_every=15, audit_n=300, beta_lambda=bl)
+            for bl in betas for s in range(3)]
+    # the six runs in two worker processes: each run's numbers are those of train(cfg) in
+    # this process, bit for bit (tests/train/test_sweep.py)
+    out = train_many(cfgs, backend=make_backend(2))
+    assert all(isinstance(r, dict) for r in out), out  # a TaskError names a run that raised
     lam, util = {}, {}
-    for bl in (0.0, 50.0):
-        runs = [train(TrainConfig(algo="ppo-cb", system="attention-1", iterations=15, seed=s,
-                                  n_individuals=320, eval_every=15, audit_n=300,
-                                  beta_lambda=bl)).metrics for s in range(3)]
+    for i, bl in enumerate(betas):
+        runs = [r["metrics"] for r in out[3 * i:3 * i + 3]]
         lam[bl] = np.mean([m["Lambda"] for m in runs])
         util[bl] = np.mean([m["utility"] for m in runs])
     assert lam[50.0] < 0.25 * lam[0.0]
