@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -186,13 +187,16 @@ def write_folder(path: str | os.PathLike[str], fill: Callable[[Path], None], *,
         raise OutputError(f"{target}: cannot write below {blocker}, which is a file; choose "
                           "another --out.")
     parent = target.resolve().parent
+    # this thread's temporary folders: an interrupt that lands before mkdtemp's result is
+    # bound still finds (and removes) the folder it made
+    prefix = f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}-"
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale(parent, target.name)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=parent))
-    except OSError as exc:
-        raise _output_error(target, exc) from None
-    try:
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            _remove_stale(parent, target.name)
+            tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        except OSError as exc:
+            raise _output_error(target, exc) from None
         os.chmod(tmp, _dir_mode())  # mkdtemp gives 0o700; a report is for reviewers
         fill(tmp)
         files = sorted(p.name for p in tmp.iterdir())
@@ -208,7 +212,7 @@ def write_folder(path: str | os.PathLike[str], fill: Callable[[Path], None], *,
                 os.rename(target, old)
                 try:
                     os.rename(tmp, target)
-                except OSError:
+                except BaseException:  # an error or an interrupt: the old folder goes back
                     os.rename(old, target)
                     raise
                 shutil.rmtree(old, ignore_errors=True)
@@ -217,12 +221,21 @@ def write_folder(path: str | os.PathLike[str], fill: Callable[[Path], None], *,
         finally:
             os.close(lock)
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _discard(parent, prefix)
         raise _output_error(target, exc) from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _discard(parent, prefix)
         raise
     return target
+
+
+def _discard(parent: Path, prefix: str) -> None:
+    """Remove the temporary folders named ``prefix...`` in ``parent`` (one thread's)."""
+    import glob
+    import shutil
+
+    for entry in parent.glob(glob.escape(prefix) + "*"):
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def _check_replaceable(target: Path) -> None:

@@ -149,3 +149,39 @@ def test_two_writers_of_the_same_folder_both_end_cleanly(tmp_path):
     assert errors == []
     assert (tmp_path / "rep" / "who.txt").read_text() in ("a", "b")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+# ------------------------------------------------------------ interrupts at the edges
+def test_an_interrupt_as_the_temporary_folder_is_made_leaves_nothing(tmp_path, monkeypatch):
+    """An interrupt landing after mkdtemp made its folder, before its name is bound."""
+    import causalfair._io as cio
+
+    real = cio.tempfile.mkdtemp
+
+    def made_then_interrupted(**kw):
+        real(**kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cio.tempfile, "mkdtemp", made_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_folder(tmp_path / "rep", lambda d: (d / "a.txt").write_text("new"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_between_the_renames_puts_the_old_folder_back(tmp_path, monkeypatch):
+    """The old report moved aside, the new one not yet in place: the old one goes back."""
+    write_folder(tmp_path / "rep", lambda d: (d / "a.txt").write_text("old"))
+    real, calls = os.rename, []
+
+    def second_interrupted(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:  # the new folder into place
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "rename", second_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_folder(tmp_path / "rep", lambda d: (d / "a.txt").write_text("new"))
+    monkeypatch.undo()
+    assert (tmp_path / "rep" / "a.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
