@@ -8,7 +8,8 @@ Options: ``--budget default|paper`` (default: 10 seeds x 50 iterations of the fi
 paper compares; ``paper``: 200 iterations = 2e6 transitions, seed 000's lending budget (the
 paper states none), and F-PPO and ELBERT-PO too), ``--iterations N``, ``--sweep-iterations N``,
 ``--seeds S`` (override the budget), ``--quick`` (a smoke run: 1 setting, 2 seeds, 4
-iterations, written to /tmp/causalfair-paper-quick), ``--out``, ``--jobs N`` / ``--backend
+iterations, written to /tmp/causalfair-paper-quick, its runs under ``runs/`` there), ``--out``,
+``--runs`` (the run folders; default runs/paper), ``--jobs N`` / ``--backend
 ray`` (the runs as tasks of :func:`causalfair.train.sweep.train_many`, the same numbers as one
 process; docs/scale.md).
 
@@ -324,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--runs", default="runs/paper")
+    ap.add_argument("--runs", default=None,
+                    help="run folders (default: runs/paper; with --quick, runs/ beside --out)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="train in N local worker processes (causalfair.train.sweep.train_many; the "
                          "numbers are those of one process)")
@@ -349,12 +351,12 @@ def main(argv: list[str] | None = None) -> int:
                    else bud["sweep_iterations"])
     sweep_settings, betas = SWEEP_SETTINGS, SWEEP_BETAS
     out = Path(args.out or "reports/paper")
-    runs_root = Path(args.runs)
+    runs_root = Path(args.runs or "runs/paper")
     if args.quick:
         settings, seeds, iters, sweep_iters = ("lending-1",), 2, 4, 4
         sweep_settings, betas = ("lending-1",), (2.0,)
         out = Path(args.out or "/tmp/causalfair-paper-quick")
-        runs_root = Path("/tmp/causalfair-paper-quick-runs")
+        runs_root = Path(args.runs) if args.runs else out / "runs"
     out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     rows, curves = [], []
