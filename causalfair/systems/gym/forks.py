@@ -176,7 +176,7 @@ class StepGenerator:
             return  # pragma: no cover - an unknown layout: keep the setter
         self._order = tuple(sorted(range(4), key=lambda k: halves[words[k]]))
         self._c, self._words = c, words
-        self.rng.random(3)  # leaves a buffered value and moves the state: the write clears them
+        self.rng.integers(0, 7, size=3, dtype=np.int32)  # 32-bit draws: a buffered value
         self.set(*probe[::-1])
         ref = np.random.PCG64(0)
         ref.state = generator_state(*probe[::-1])
