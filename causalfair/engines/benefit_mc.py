@@ -149,10 +149,10 @@ def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
     most common bin only (``(most common bins)`` when none is)."""
     F, sizes = len(edges), [len(e) + 1 for e in edges]
     fnames = names or tuple(f"f{j}" for j in range(F))
+    short = rows is not None and F > LABEL_FEATURES and len(rows) > 0
     if rows is None:
         rows = np.array(list(np.ndindex(*sizes)), dtype=np.intp).reshape(-1, F)
     rows = np.asarray(rows)
-    short = F > LABEL_FEATURES and len(rows) > 0
     common = [int(np.bincount(rows[:, j].astype(np.intp)).argmax()) for j in range(F)] \
         if short else []
     labels = []
