@@ -309,7 +309,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     if spec.horizon_benefit:  # Lambda_T beside Lambda (exact from the model, else forks)
         lt = lambda_horizon(system, pol, T, engine="exact" if model is not None else "mc",
                             eps=eps, weights=spec.weights, n=min(spec.n, 2000),
-                            seed=spec.seed, alpha=spec.alpha, eps_source=eps_source)
+                            seed=spec.seed, alpha=spec.alpha, eps_source=eps_source,
+                            bins=spec.benefit_bins)
         notions["Lambda_T"] = lt.Lambda
         extra["Lambda_T"] = {"estimate": lt.Lambda, "ci": None if lt.ci is None else list(lt.ci),
                              "eps": lt.eps, "eps_source": lt.eps_source, "engine": lt.method}
@@ -324,7 +325,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     groups = None
     if wanted(len(dec.groups), spec.reference, spec.thresholds):
         lambda_of = None if ben is None or ben.method == "exact" else lambda_by_forks(
-            system, pol, T, n=spec.n, seed=spec.seed, eps=ben.eps, alpha=spec.alpha)
+            system, pol, T, n=spec.n, seed=spec.seed, eps=ben.eps, alpha=spec.alpha,
+            bins=spec.benefit_bins)
         try:
             groups = compare_groups(dec, reference=spec.reference, alpha=spec.alpha,
                                     benefit=ben, lambda_of=lambda_of, selection=selection,

@@ -149,9 +149,10 @@ def _rollout_horizon(system: Any, policy: Any, T: int, n: int, seed: int, pname:
 def lambda_horizon_mc(system: Any, policy: Any, horizon: int | None = None, *,
                       n: int = 2_000, seed: int = 0, eps: float | str | None = None,
                       alpha: float = 0.05, n_boot: int = 200, pair: tuple[int, int] = (0, 1),
-                      eps_source: str | None = None) -> BenefitResult:
+                      eps_source: str | None = None, bins: int = 4) -> BenefitResult:
     """Lambda_T of ``policy`` on ``system`` by forks to the horizon (module docstring),
-    with its bootstrap interval at level 1 - ``alpha``."""
+    with its bootstrap interval at level 1 - ``alpha`` (cells: ``bins`` quantile bins per
+    feature, as :func:`~causalfair.engines.benefit_mc.benefit_fairness_mc`'s)."""
     system = as_system(system)
     if system.units_per_replica > 1:
         raise InputError(f"Lambda_T: system {system.id!r} couples {system.units_per_replica} "
@@ -159,7 +160,7 @@ def lambda_horizon_mc(system: Any, policy: Any, horizon: int | None = None, *,
                          "Lambda, or a tabular model).")
     res = benefit_fairness_mc(system, policy, horizon, n=n, seed=seed, eps=eps, alpha=alpha,
                               n_boot=n_boot, pair=pair, jobs=None, eps_source=eps_source,
-                              rollout=_rollout_horizon)
+                              rollout=_rollout_horizon, bins=bins)
     return replace(res, notion="Lambda_T")
 
 
@@ -167,9 +168,11 @@ def lambda_horizon(system: Any, policy: Any, horizon: int | None = None, *,
                    engine: str = "exact", eps: float | str | None = None,
                    weights: str = "visitation",
                    pair: tuple[int, int] = (0, 1), n: int = 2_000, seed: int = 0,
-                   alpha: float = 0.05, eps_source: str | None = None) -> BenefitResult:
+                   alpha: float = 0.05, eps_source: str | None = None,
+                   bins: int = 4) -> BenefitResult:
     """Lambda_T by the engine ``engine`` ("exact": the system's tabular model; "mc":
-    forks), as :func:`causalfair.benefit_fairness` chooses it."""
+    forks, cells of ``bins`` quantile bins per feature), as
+    :func:`causalfair.benefit_fairness` chooses it."""
     eps, declared = eps_for(eps, system if isinstance(system, TabularModel) else as_system(system))
     eps_source = eps_source or declared
     if engine == "exact":
@@ -179,4 +182,4 @@ def lambda_horizon(system: Any, policy: Any, horizon: int | None = None, *,
         return lambda_horizon_exact(model, policy, T, eps=eps, weights=weights, pair=pair,
                                     eps_source=eps_source)
     return lambda_horizon_mc(system, policy, horizon, n=n, seed=seed, eps=eps, alpha=alpha,
-                             pair=pair, eps_source=eps_source)
+                             pair=pair, eps_source=eps_source, bins=bins)

@@ -106,8 +106,8 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
 def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
                      eps: float | str | None = None, weights: str = "visitation",
                      pair: tuple[int, int] = (0, 1), engine: str = "auto", n: int = 20_000,
-                     seed: int = 0, alpha: float = 0.05, horizon_benefit: bool = False
-                     ) -> BenefitResult:
+                     seed: int = 0, alpha: float = 0.05, horizon_benefit: bool = False,
+                     benefit_bins: int = 4) -> BenefitResult:
     """Delta table, Lambda and worst pairs of ``policy`` on ``model``: a
     :class:`~causalfair.model.TabularModel` (exact; ``horizon`` default 20) or a
     :class:`~causalfair.systems.System` (anything :func:`~causalfair.systems.as_system`
@@ -118,10 +118,12 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     :func:`decompose`'s; the result's ``eps_source`` says how it was chosen.
     ``horizon_benefit=True``: Lambda_T instead, the benefit of a decision including its
     delayed effect on the gain under the policy afterwards
-    (:mod:`causalfair.engines.benefit_horizon`; ``notion`` "Lambda_T")."""
+    (:mod:`causalfair.engines.benefit_horizon`; ``notion`` "Lambda_T"). ``benefit_bins``:
+    by forks on features, the quantile bins per feature of the cells, as :func:`decompose`'s."""
     _check_engine(engine)
     if horizon_benefit:
-        return _lambda_t(model, policy, horizon, eps, weights, pair, engine, n, seed, alpha)
+        return _lambda_t(model, policy, horizon, eps, weights, pair, engine, n, seed, alpha,
+                         benefit_bins)
     system = _system(model, engine)
     eps, source = eps_for(eps, system)
     if isinstance(system, TabularModel):
@@ -129,7 +131,8 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
                               else horizon, eps=eps, weights=weights, pair=pair,
                               eps_source=source)
     ben = system_benefit(system, _resolved(policy, system), horizon, engine=engine, n=n, seed=seed, eps=eps,
-                         weights=weights, alpha=alpha, pair=pair, eps_source=source)
+                         weights=weights, alpha=alpha, pair=pair, eps_source=source,
+                         bins=benefit_bins)
     if ben is None:
         raise ModelError(f"benefit_fairness: system {getattr(model, 'id', model)!r} observes "
                          "neither levels nor features; benefit fairness pairs individuals "
@@ -139,7 +142,7 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
 
 def _lambda_t(model: Any, policy: Any, horizon: int | None, eps: Any, weights: str,
               pair: tuple[int, int], engine: str, n: int, seed: int,
-              alpha: float) -> BenefitResult:
+              alpha: float, bins: int = 4) -> BenefitResult:
     """Lambda_T by the engine the system supports (exact from a tabular model, else forks)."""
     system = _system(model, engine)
     eps, source = eps_for(eps, system)
@@ -152,20 +155,22 @@ def _lambda_t(model: Any, policy: Any, horizon: int | None, eps: Any, weights: s
                          "visitation; \"initial\" needs the exact engine.")
     return lambda_horizon(system, _resolved(policy, system), horizon, engine=kind, eps=eps,
                           weights=weights, pair=pair, n=n, seed=seed, alpha=alpha,
-                          eps_source=source)
+                          eps_source=source, bins=bins)
 
 
 def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
                    reference: str | int | None = None, eps: float | str | None = None,
                    engine: str = "auto", n: int = 100_000, seed: int = 0,
-                   alpha: float = 0.05, jobs: int | str = "auto") -> GroupComparison:
+                   alpha: float = 0.05, jobs: int | str = "auto",
+                   benefit_bins: int = 4) -> GroupComparison:
     """Every group against ``reference`` (default the first group) and every pair, with the
     worst pair: C, DPE, IPE, SPE, Lambda and the ratios with intervals
     (:mod:`causalfair.engines.groups`). One :func:`decompose` by the engine the system
     supports gives every group's values; the pairs are differences of them (Lambda per pair:
-    the exact formula, or forks per pair for Monte Carlo)."""
+    the exact formula, or forks per pair for Monte Carlo, on cells of ``benefit_bins``
+    quantile bins per feature)."""
     dec = decompose(model, policy, horizon, eps=eps, engine=engine, n=n, seed=seed,
-                    alpha=alpha, jobs=jobs)
+                    alpha=alpha, jobs=jobs, benefit_bins=benefit_bins)
     ben = dec.benefit
     system = None if isinstance(model, TabularModel) and dec.engine == "exact" else as_system(model)
     if ben is None and dec.engine == "exact":  # the exact engine keeps no benefit table
@@ -174,7 +179,7 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     if system is not None and ben is not None and ben.method != "exact":
         lambda_of = lambda_by_forks(system, _resolved(policy, system), dec.horizon,
                                     n=min(n, 20_000), seed=seed, eps=ben.eps, alpha=alpha,
-                                    jobs=jobs)
+                                    jobs=jobs, bins=benefit_bins)
     return _compare_groups(dec, reference=reference, alpha=alpha, benefit=ben,
                            lambda_of=lambda_of,
                            attributes=getattr(system, "group_attributes", None),

@@ -269,17 +269,18 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
 
 
 def lambda_by_forks(system: Any, policy: Any, horizon: int, *, n: int, seed: int, eps: float,
-                    alpha: float, jobs: Any = "auto"
+                    alpha: float, jobs: Any = "auto", bins: int = 4
                     ) -> Callable[[tuple[int, int]], BenefitResult | None]:
     """``lambda_of`` for :func:`compare` on a system without an exact benefit table: Lambda of
     a pair by forks (:func:`causalfair.engines.benefit_mc.benefit_fairness_mc`, ``n`` units
-    per group or worlds, its bootstrap interval at level 1 - ``alpha``). The rollout is made
+    per group or worlds, ``bins`` quantile bins per feature, its bootstrap interval at level
+    1 - ``alpha``). The rollout is made
     once and shared by every pair; each pair has its own bootstrap."""
     shared: dict[str, Any] = {}
 
     def lambda_of(ab: tuple[int, int]) -> BenefitResult | None:
         return benefit_fairness_mc(system, policy, horizon, n=n, seed=seed, eps=eps,
-                                   alpha=alpha, pair=ab, jobs=jobs, shared=shared)
+                                   alpha=alpha, pair=ab, jobs=jobs, shared=shared, bins=bins)
     return lambda_of
 
 

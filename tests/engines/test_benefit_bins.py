@@ -39,6 +39,13 @@ def test_bins_reach_lambda_through_every_python_door(system):
     assert alone.Lambda == two.Lambda and alone.ci == two.Lambda_ci
     api = cf.decompose(system, POLICY, n=400, seed=1, benefit_bins=2)
     assert api.Lambda == two.Lambda
+    ben = cf.benefit_fairness(system, POLICY, n=400, seed=1, benefit_bins=2)
+    assert ben.Lambda == two.Lambda and "(2x2 cells" in ben.cells
+    lam_t = cf.benefit_fairness(system, POLICY, n=100, seed=1, benefit_bins=2,
+                                horizon_benefit=True)
+    assert lam_t.notion == "Lambda_T" and "(2x2 cells" in lam_t.cells
+    pairs = cf.compare_groups(system, POLICY, n=400, seed=1, benefit_bins=2)
+    assert pairs.quantity("a-b", "Lambda")[0] == two.Lambda
     with pytest.raises(InputError, match=r"benefit_bins: must be an integer >= 1, got 0"):
         decompose_mc(system, POLICY, n=400, seed=1, benefit_bins=0)
 
