@@ -68,8 +68,8 @@ import numpy as np
 
 from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, engine_for, z_quantile
-from causalfair.backends import engine_device
-from causalfair.engines._mc_base import check_work, engine_backend
+from causalfair.backends import ThreadBackend, engine_device
+from causalfair.engines._mc_base import check_work, engine_backend, fold_tasks, is_serial
 from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.montecarlo_coupled import joint_actions
 from causalfair.errors import InputError, SimulatorContractError
@@ -223,12 +223,14 @@ def _blocks(size: int, least: int = 16) -> list[tuple[int, int]]:
 
 
 def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
-             jobs: Any = "auto") -> tuple:
+             jobs: Any = "auto", backend: Any = None) -> tuple:
     """Independent units: n per group, one fork per action at every visited state.
     (levels per group or None, features per group or None, benefits (visits, A),
     action distributions (visits, A), the individual of each visit), per group. Each
     group draws from its own streams, so the groups may run on ``jobs`` threads
-    (:func:`~causalfair.engines._mc_base.engine_backend`) with the same numbers."""
+    (:func:`~causalfair.engines._mc_base.engine_backend`), or as tasks of ``backend``
+    (worker processes, Ray: also for a simulator that is not thread-safe), with the same
+    numbers."""
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     acts = [a if A > 2 or base != 0 else bool(a) for a in range(A)]
@@ -254,7 +256,13 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
             state = res.state
         return visits.arrays(n, T)
 
-    out = list(engine_backend(None, jobs, sim, policy).imap(group, range(G)))
+    away = backend is not None and not is_serial(backend) and not isinstance(backend,
+                                                                             ThreadBackend)
+    where = backend if away else engine_backend(None, jobs, sim, policy)
+    width = len(system.features or ()) + 2 * A + 2  # a visit's row: features, benefits, ...
+    out: list[tuple] = []
+    fold_tasks(where, group, range(G), G, lambda _g, r: out.append(r),
+               result_bytes=8.0 * n * T * width)
     lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
     feat_g = None if any(o[1] is None for o in out) else [o[1] for o in out]
     return lev_g, feat_g, [o[2] for o in out], [o[3] for o in out], [o[4] for o in out]
@@ -328,8 +336,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                         alpha: float = 0.05, bins: int = 4, n_boot: int = 200,
                         pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
                         eps_source: str | None = None, rollout: Any = None,
-                        device: str | None = None, shared: dict | None = None
-                        ) -> BenefitResult:
+                        device: str | None = None, shared: dict | None = None,
+                        backend: Any = None) -> BenefitResult:
     """Benefit fairness of ``policy`` on ``system`` (any :class:`~causalfair.systems.System`,
     or anything :func:`~causalfair.systems.as_system` accepts), estimated by forks; see the
     module docstring. ``n`` units per group, ``bins`` quantile bins per feature when the
@@ -340,7 +348,9 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     whatever ``jobs``. ``device``: where a network policy's forward
     pass runs (:func:`causalfair.backends.engine_device`; default the CPU). ``shared``: a
     dict kept across calls with the same system, policy, horizon, ``n`` and ``seed`` (the
-    pairs of :mod:`causalfair.engines.groups`): the rollout is made once and reused."""
+    pairs of :mod:`causalfair.engines.groups`): the rollout is made once and reused.
+    ``backend``: worker processes or Ray (:func:`causalfair.backends.make_backend`) to run
+    the groups' rollouts on, one task per group, the same numbers as here."""
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
     eps, declared = eps_for(eps, system)  # None: what the system declares, else "auto"
@@ -363,7 +373,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     # ``rollout``: another estimator of each visit's benefit with _rollout's outputs
     # (causalfair.engines.benefit_horizon: the benefit to the horizon, Lambda_T)
     outs = (shared or {}).get("rollout") or (
-        (rollout or _rollout)(system, policy, T, n, seed, pname, jobs) if U == 1 else
+        (rollout(system, policy, T, n, seed, pname, jobs) if rollout is not None else
+         _rollout(system, policy, T, n, seed, pname, jobs, backend)) if U == 1 else
         _rollout_coupled(system, policy, T, n, seed, pname))
     if shared is not None:
         shared["rollout"] = outs
@@ -505,7 +516,7 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
                    weights: str = "visitation", alpha: float = 0.05,
                    pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
                    eps_source: str | None = None, device: str | None = None,
-                   bins: int = 4) -> BenefitResult | None:
+                   bins: int = 4, backend: Any = None) -> BenefitResult | None:
     """Benefit fairness of ``policy`` on ``system`` (anything
     :func:`~causalfair.systems.as_system` accepts) by the engine the system supports
     (:func:`~causalfair._validation.engine_for`): exact from its tabular model of
@@ -530,4 +541,4 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
         return None
     return benefit_fairness_mc(system, policy, T, n=n, seed=seed, eps=eps, alpha=alpha,
                                pair=pair, jobs=jobs, eps_source=eps_source, device=device,
-                               bins=bins)
+                               bins=bins, backend=backend)

@@ -322,7 +322,8 @@ def decompose_mc(
     observation. ``backend``: where the (group, batch) tasks run - None (this process,
     on ``jobs`` threads), "serial" (this process, one thread), "process" (one local
     worker per CPU), "ray", or a :mod:`causalfair.backends` object such as
-    ``ProcessBackend(2)``. Every task draws from its own streams and the driver merges
+    ``ProcessBackend(2)``; worker processes and Ray also run Lambda's rollouts by forks
+    (independent units), one task per group. Every task draws from its own streams and the driver merges
     results in task order, so the numbers are the same bit for bit whichever backend
     runs them (docs/scale.md); on worker processes the simulator and policy must
     pickle. ``jobs``: with ``backend`` None, the tasks run on that many threads of this
@@ -357,7 +358,7 @@ def decompose_mc(
                                      backend=backend, jobs=jobs,
                                      device=engine_device(device))
             return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device,
-                                benefit_bins)
+                                benefit_bins)  # coupled units: one world stream, no tasks
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
@@ -427,12 +428,13 @@ def decompose_mc(
         return dec
     if system is None:
         system = as_system(simulator)
-    return _with_lambda(dec, system, policy, eps, alpha, benefit_n, jobs, device, benefit_bins)
+    return _with_lambda(dec, system, policy, eps, alpha, benefit_n, jobs, device, benefit_bins,
+                        backend)
 
 
 def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
                  benefit_n: int | None, jobs: Any = "auto", device: str | None = None,
-                 bins: int = 4) -> Decomposition:
+                 bins: int = 4, backend: Any = None) -> Decomposition:
     """``dec`` with Lambda of its pair, its interval and its benefit table
     (:func:`causalfair.engines.benefit_mc.system_benefit`)."""
     from dataclasses import replace
@@ -444,7 +446,7 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     policy = untabulated(policy) if exact else policy
     ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
                          seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair, jobs=jobs,
-                         device=device, bins=bins)
+                         device=device, bins=bins, backend=backend)
     if ben is None:
         return dec
     ci = ben.ci if ben.ci is not None else (ben.Lambda, ben.Lambda)
