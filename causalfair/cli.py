@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from causalfair import _progress
 from causalfair._limits import set_threads
@@ -83,12 +84,38 @@ def _sigterm_as_interrupt() -> None:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
+def _warnings_as_lines(command: str) -> Any:
+    """A ``warnings.showwarning`` that prints causalfair's own warnings as one line,
+    ``causalfair COMMAND: warning: ...`` (no file, line or source), and others as Python
+    does."""
+    import warnings
+
+    home, python_way = os.path.dirname(os.path.abspath(__file__)), warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        if os.path.abspath(filename).startswith(home + os.sep):
+            print(f"causalfair {command}: warning: {str(message).splitlines()[0]}",
+                  file=sys.stderr if file is None else file)
+        else:
+            python_way(message, category, filename, lineno, file, line)
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _warnings_as_lines(args.command)
+        return _run(args)
+
+
+def _run(args: Any) -> int:
 
     was, device_was = _progress.enabled(), os.environ.get(DEVICE_ENV)
     _progress.enable(not getattr(args, "no_progress", False))  # long runs report on stderr

@@ -152,3 +152,20 @@ def test_gymnasium_taxi_audits_with_its_table_shared():
     sim = system.simulator
     state = sim.reset(3, 0, np.random.default_rng(0))
     assert all(e.unwrapped.P is sim._template.unwrapped.P for e in state.envs)
+
+
+def test_the_command_line_prints_the_hint_as_one_line():
+    """causalfair's own warnings on the command line: one line, no file or source."""
+    from pathlib import Path
+
+    from tests.conftest import run_cli
+
+    proc = run_cli("decompose", "--system", "gym", "--param",
+                   "env=tests.systems.test_gym_shared:Heavy", "--param", 'groups=["a","b"]',
+                   "--policy", "uniform", "--horizon", "1", "--n", "2", expect=0,
+                   cwd=Path(__file__).resolve().parents[2])
+    lines = [x for x in proc.stderr.splitlines() if "warning" in x.lower()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "causalfair decompose: warning: gym env ") and "--param 'shared=[\"P\"]'" in lines[0], \
+        proc.stderr
+    assert "UserWarning" not in proc.stderr and "check_forks(" not in proc.stderr, proc.stderr

@@ -7,6 +7,7 @@ simulator checked is :class:`causalfair.systems.gym.door.GymSimulator`."""
 from __future__ import annotations
 
 import copy
+import json
 import random as _pyrandom
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -305,8 +306,9 @@ def _hint_slow_copy(sim: Any, env: Any) -> None:
             f"gym env {sim.name}: copying one env takes {took * 1e3:.1f} ms, mostly "
             f"{', '.join('env.' + k for k in top)}; an audit copies about 0.7 envs per "
             f"individual-step. If reset and step never change them, pass "
-            f"shared={top!r} (a spec: [system] shared = {top!r}) and every copy shares them "
-            f"({FIX_DOC}).", UserWarning, stacklevel=3)
+            f"shared={top!r} (a spec: [system] shared = {top!r}; the command line: --param "
+            f"'shared={json.dumps(top)}') and every copy shares them ({FIX_DOC}).",
+            UserWarning, stacklevel=3)
 
 
 def group_columns(sim: Any, *, n: int = 8, seed: int = 0) -> list[int]:
