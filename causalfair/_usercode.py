@@ -35,7 +35,8 @@ from causalfair._io import atomic_write_text, causalfair_dir
 from causalfair.errors import SystemError_, UserCodeError, call_user, short
 
 __all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks",
-           "short", "load_callable", "call_factory", "check_params", "importable"]
+           "short", "load_callable", "call_factory", "check_params", "importable",
+           "user_modules", "find_user_modules"]
 
 
 def is_own(cls: type) -> bool:
@@ -158,6 +159,8 @@ def _import_from(module: str, search_path: Path | None) -> Any:
                     submodule_search_locations=[str(cand.parent)] if cand.name == "__init__.py" else None)
                 mod = importlib.util.module_from_spec(spec_)
                 sys.modules[module] = mod  # before exec: dataclasses and pickling need it
+                if "." not in module:
+                    _USER_MODULES[module] = str(search_path)
                 # the folder is importable while the module runs, so it can import its
                 # siblings (as pytest makes a conftest.py's folder importable)
                 try:
@@ -178,6 +181,7 @@ def importable(folder: str | Path | None) -> Iterator[None]:
         yield
         return
     entry = str(folder)
+    before = set(sys.modules)
     sys.path.insert(0, entry)
     try:
         yield
@@ -186,6 +190,53 @@ def importable(folder: str | Path | None) -> Iterator[None]:
             sys.path.remove(entry)
         except ValueError:
             pass
+        _note_user_modules(entry, [m for m in list(sys.modules) if m not in before])
+
+
+#: Modules of users' folders loaded in this process, name -> the folder they were found
+#: in. Such a module is not importable from ``sys.path`` once its folder has left it, so
+#: a worker process (:mod:`causalfair.backends`) is told where they are
+#: (:func:`find_user_modules`) before it unpickles a task that may refer to them.
+_USER_MODULES: dict[str, str] = {}
+
+
+def _note_user_modules(folder: str, names: Sequence[str]) -> None:
+    """Record the top-level modules of ``names`` whose file lies in ``folder``."""
+    root = Path(folder).resolve()
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if "." not in name and file and Path(file).resolve().is_relative_to(root):
+            _USER_MODULES[name] = folder
+
+
+def user_modules() -> list[tuple[str, str]]:
+    """(module name, folder) of every top-level module loaded from a user's folder in this
+    process (a ``module:callable`` next to a spec or in the working directory)."""
+    return list(_USER_MODULES.items())
+
+
+class _UserFolders:
+    """A ``sys.meta_path`` finder for the modules of :func:`user_modules` of another
+    process: each is found in its own folder, ahead of ``sys.path`` (as that process
+    found it), and only when something imports it."""
+
+    def __init__(self, modules: Sequence[tuple[str, str]]):
+        self.where = dict(modules)
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        folder = self.where.get(name)
+        if folder is None:
+            return None
+        from importlib.machinery import PathFinder
+
+        return PathFinder.find_spec(name, [folder])
+
+
+def find_user_modules(modules: Sequence[tuple[str, str]]) -> None:
+    """Make the modules of ``modules`` (:func:`user_modules` of another process)
+    importable here from the folders that process found them in."""
+    if modules:
+        sys.meta_path.insert(0, _UserFolders(modules))
 
 
 def call_factory(what: str, fn: Callable[..., Any], search_path: str | Path | None = None,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START, set_threads
+from causalfair._usercode import find_user_modules, user_modules
 from causalfair.errors import CausalfairError, InputError
 
 __all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
@@ -166,7 +167,8 @@ def _worker_main() -> None:
     setup = _read_frame(inp)
     if setup is None:
         return
-    sys.path[:] = pickle.loads(setup)
+    sys.path[:], modules = pickle.loads(setup)
+    find_user_modules(modules)  # the driver's modules from users' folders
     while (frame := _read_frame(inp)) is not None:
         try:
             fn, item = pickle.loads(frame)
@@ -204,7 +206,9 @@ class _Worker:
                "OPENBLAS_NUM_THREADS": "1"}
         self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env, start_new_session=True)
-        self.send(_pickler().dumps(list(sys.path)))  # (a worker dead at start: its task says so)
+        # the search path and the modules loaded from users' folders (a worker dead at
+        # start: its task says so)
+        self.send(_pickler().dumps((list(sys.path), user_modules())))
 
     def fileno(self) -> int:
         return self.proc.stdout.fileno()

@@ -63,6 +63,25 @@ def check_work(unit_steps: int, what: str, fix: str) -> None:
             f"{limit:.3g}; {fix}, or raise the limit with {UNIT_STEPS_ENV} (docs/limits.md).")
 
 
+def batch_for(sim: Any, batch_size: Any) -> int:
+    """The individuals a batch holds: ``batch_size`` when the caller gives one, else the
+    simulator's own ``batch_size`` attribute when it declares one (a simulator that holds
+    a Python object per individual, such as a Gymnasium env per individual, declares a
+    small one: its objects stay in cache and its batches are tasks for ``--jobs``), else
+    :data:`DEFAULT_BATCH_SIZE`. The batches key the random streams, so the batch size is
+    part of what fixes the numbers."""
+    if batch_size is not None:
+        return check_int("batch_size", batch_size, 1)
+    own = getattr(sim, "batch_size", None)
+    if own is None:
+        return DEFAULT_BATCH_SIZE
+    if isinstance(own, bool) or not isinstance(own, (int, np.integer)) or own < 1:
+        raise errors.SimulatorContractError(
+            f"simulator {type(sim).__name__}: batch_size must be an integer >= 1 (the "
+            f"individuals per batch when the caller gives none), got {own!r}.")
+    return int(own)
+
+
 def batches(n: int, batch: int) -> Iterator[tuple[int, int]]:
     """(index, size) of the batches of ``batch`` that cover ``n`` units, generated lazily."""
     for b, start in enumerate(range(0, n, batch)):

@@ -69,7 +69,14 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, engine_for, z_quantile
 from causalfair.backends import ThreadBackend, engine_device
-from causalfair.engines._mc_base import check_work, engine_backend, fold_tasks, is_serial
+from causalfair.engines._mc_base import (
+    batch_for,
+    batches,
+    check_work,
+    engine_backend,
+    fold_tasks,
+    is_serial,
+)
 from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.montecarlo_coupled import joint_actions
 from causalfair.errors import InputError, SimulatorContractError
@@ -204,12 +211,13 @@ class Visits:
         if obs.features is not None:
             self.feats.append(np.asarray(obs.features, dtype=np.float64))
 
-    def arrays(self, n: int, T: int) -> tuple[Any, ...]:
-        """(levels or None, features or None, deltas, probs, individual index)."""
+    def arrays(self, n: int, T: int, start: int = 0) -> tuple[Any, ...]:
+        """(levels or None, features or None, deltas, probs, individual index), the
+        individuals numbered from ``start``."""
         return (np.concatenate(self.levs) if len(self.levs) == T else None,
                 np.concatenate(self.feats) if len(self.feats) == T else None,
                 np.concatenate(self.deltas), np.concatenate(self.probs),
-                np.tile(np.arange(n), T))
+                np.tile(np.arange(start, start + n), T))
 
 
 def _blocks(size: int, least: int = 16) -> list[tuple[int, int]]:
@@ -227,42 +235,53 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
     """Independent units: n per group, one fork per action at every visited state.
     (levels per group or None, features per group or None, benefits (visits, A),
     action distributions (visits, A), the individual of each visit), per group. Each
-    group draws from its own streams, so the groups may run on ``jobs`` threads
-    (:func:`~causalfair.engines._mc_base.engine_backend`), or as tasks of ``backend``
-    (worker processes, Ray: also for a simulator that is not thread-safe), with the same
-    numbers."""
+    group draws from its own streams (seed, 12, g, k), so the groups may run on ``jobs``
+    threads (:func:`~causalfair.engines._mc_base.engine_backend`), or as tasks of
+    ``backend`` (worker processes, Ray: also for a simulator that is not thread-safe),
+    with the same numbers. A simulator that declares its own ``batch_size``
+    (:func:`~causalfair.engines._mc_base.batch_for`) is rolled out in batches of that
+    many units, batch b of group g from the streams (seed, 12, g, b, k), each batch a
+    task."""
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     acts = [a if A > 2 or base != 0 else bool(a) for a in range(A)]
     # a simulator class may step the A forks and the decisions of an epoch in one call, the
     # same numbers as the A + 1 steps, consuming the state (GymSimulator.step_forks)
     forks = getattr(type(sim), "step_forks", None)
+    size = None if getattr(sim, "batch_size", None) is None else batch_for(sim, None)
+    tasks = [(g, None, 0, n) for g in range(G)] if size is None else [
+        (g, b, b * size, m) for g in range(G) for b, m in batches(n, size)]
 
-    def group(g: int) -> tuple:
-        state = sim.reset(n, g, _rng(seed, _STREAM, g, 0))
-        rng_noise, rng_dec = _rng(seed, _STREAM, g, 1), _rng(seed, _STREAM, g, 2)
+    def rollout(task: tuple[int, int | None, int, int]) -> tuple:
+        g, b, start, m = task
+        key = (g,) if b is None else (g, b)
+        state = sim.reset(m, g, _rng(seed, _STREAM, *key, 0))
+        rng_noise, rng_dec = _rng(seed, _STREAM, *key, 1), _rng(seed, _STREAM, *key, 2)
         visits = Visits()
         for _ in range(T):
             obs = sim.observe(state)
             p = action_probs(policy, obs, A, f"policy {pname!r}")
-            noise = sim.draw_noise(n, rng_noise)
-            d = decide(p, rng_dec.random(n), A, base)
+            noise = sim.draw_noise(m, rng_noise)
+            d = decide(p, rng_dec.random(m), A, base)
             if forks is not None:
                 gains, res = forks(sim, state, acts, d, noise)
             else:
-                gains = np.stack([sim.step(state, np.full(n, a), noise).gain for a in acts], axis=1)
+                gains = np.stack([sim.step(state, np.full(m, a), noise).gain for a in acts], axis=1)
                 res = sim.step(state, d, noise)
             visits.add(obs, gains - gains[:, base:base + 1], p)
             state = res.state
-        return visits.arrays(n, T)
+        return visits.arrays(m, T, start)
 
     away = backend is not None and not is_serial(backend) and not isinstance(backend,
                                                                              ThreadBackend)
     where = backend if away else engine_backend(None, jobs, sim, policy)
     width = len(system.features or ()) + 2 * A + 2  # a visit's row: features, benefits, ...
-    out: list[tuple] = []
-    fold_tasks(where, group, range(G), G, lambda _g, r: out.append(r),
-               result_bytes=8.0 * n * T * width)
+    parts: list[list[tuple]] = [[] for _ in range(G)]
+    fold_tasks(where, rollout, tasks, len(tasks), lambda task, r: parts[task[0]].append(r),
+               result_bytes=8.0 * min(n, size or n) * T * width)
+    out = [p[0] if len(p) == 1 else tuple(
+        None if p[0][k] is None else np.concatenate([q[k] for q in p]) for k in range(5))
+        for p in parts]
     lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
     feat_g = None if any(o[1] is None for o in out) else [o[1] for o in out]
     return lev_g, feat_g, [o[2] for o in out], [o[3] for o in out], [o[4] for o in out]

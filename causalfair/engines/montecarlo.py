@@ -53,6 +53,7 @@ from causalfair.engines._mc_base import (
     STREAM_NOISE0,
     Job,
     Moments,
+    batch_for,
     batch_moments,
     batches,
     check_int,
@@ -242,7 +243,7 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     T = check_horizon(20 if horizon is None else horizon)
     n = check_int("n", n, 2)
     seed = check_int("seed", seed, 0)
-    batch = DEFAULT_BATCH_SIZE if batch_size is None else check_int("batch_size", batch_size, 1)
+    batch = batch_for(sim, batch_size)
     check_work(runs * n * int(sim.n_groups) * T, f"Monte Carlo of {n} individuals per group "
                f"over {T} epochs", "lower n or the horizon")
 
@@ -310,7 +311,8 @@ def decompose_mc(
     with ``prob_d1(obs)`` (see :mod:`causalfair.policies.adapters` for SB3 models and callables).
     ``n``: individuals per group. ``crn``: common random numbers between pi, the pi^PS
     fork and pi0 (False: independent numbers for each, to measure what CRN buys).
-    ``batch_size``: individuals simulated at once (default :data:`DEFAULT_BATCH_SIZE`);
+    ``batch_size``: individuals simulated at once (default: the simulator's own
+    ``batch_size`` when it declares one, else :data:`DEFAULT_BATCH_SIZE`);
     memory is O(batch_size), independent of n and horizon. ``check``: run
     :func:`check_simulator` on a small batch first. ``tabulate``: a policy known to read
     only (group, level) - TablePolicy, ConstantPolicy, networks over the one-hot

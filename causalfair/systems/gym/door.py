@@ -93,6 +93,11 @@ class GymSimulator:
     of a process."""
 
     thread_safe = False
+    #: Individuals per batch when the caller gives none (``batch_for``): an env object per
+    #: individual, so a batch of a few hundred keeps them in cache (flat from 64 to 250 on
+    #: the benchmark's env, 8% slower at 2,000), and n individuals make n / 256 tasks per
+    #: group for ``--jobs`` and Ray.
+    batch_size = 256
 
     def __init__(self, env_factory: Callable[..., Any], *, groups: Sequence[str],
                  group: str = "options", gain: str = "info:gain", params: Mapping[str, Any] | None = None,

@@ -1,0 +1,101 @@
+"""The batch a Monte Carlo run uses (``engines._mc_base.batch_for``): the caller's
+``batch_size``, else the simulator's own ``batch_size`` attribute, else the default; a
+Gymnasium system declares 256, and Lambda's rollout by forks is then split into batches
+(one task each) too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import causalfair as cf
+from causalfair.backends import make_backend
+from causalfair.engines import benefit_mc
+from causalfair.engines.montecarlo import decompose_mc
+from causalfair.errors import SimulatorContractError
+from causalfair.policies.adapters import callable_policy
+from causalfair.policies.core import TablePolicy
+from causalfair.systems.lending.settings import LendingSimulator, lending_setting
+
+from ..systems.gym_students import Student
+
+LOGISTIC = callable_policy(lambda f: 1.0 / (1.0 + np.exp(-2.0 * f[:, 0])), inputs="features",
+                           name="logistic")
+
+
+class Declares(LendingSimulator):
+    batch_size = 3
+
+
+def _sizes(monkeypatch, cls) -> list[int]:
+    seen: list[int] = []
+    real = cls.reset
+
+    def spy(self, n, group, rng):
+        seen.append(int(n))
+        return real(self, n, group, rng)
+
+    monkeypatch.setattr(cls, "reset", spy)
+    return seen
+
+
+def test_a_declared_batch_size_is_the_batch_when_the_caller_gives_none(monkeypatch):
+    lm = lending_setting("lending-1")
+    policy = TablePolicy(np.full((lm.tabular.n_groups, lm.tabular.n_levels), 0.6))
+    seen = _sizes(monkeypatch, LendingSimulator)
+    own = decompose_mc(Declares(lm), policy, 4, n=7, seed=2, check=False)
+    assert seen == [3, 3, 1] * 2  # per group: batches of 3, 3 and 1
+    same = decompose_mc(LendingSimulator(lm), policy, 4, n=7, seed=2, check=False, batch_size=3)
+    assert own.estimates() == same.estimates() and own.se == same.se
+    seen.clear()
+    decompose_mc(Declares(lm), policy, 4, n=7, seed=2, check=False, batch_size=5)
+    assert seen == [5, 2] * 2  # the caller's batch_size wins
+
+
+@pytest.mark.parametrize("bad", [0, -4, 2.5, "8", True])
+def test_a_bad_declared_batch_size_is_refused_naming_it(bad):
+    lm = lending_setting("lending-1")
+    sim = LendingSimulator(lm)
+    sim.batch_size = bad
+    policy = TablePolicy(np.full((lm.tabular.n_groups, lm.tabular.n_levels), 0.6))
+    with pytest.raises(SimulatorContractError, match=r"LendingSimulator: batch_size must be an "
+                       r"integer >= 1 .* got " + repr(bad).replace(".", r"\.")):
+        decompose_mc(sim, policy, 4, n=7, check=False)
+
+
+def test_a_gym_system_runs_in_batches_of_256_by_default():
+    system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=2)
+    own = decompose_mc(system, LOGISTIC, n=300, seed=1, benefit_n=2)
+    same = decompose_mc(system, LOGISTIC, n=300, seed=1, benefit_n=2, batch_size=256)
+    other = decompose_mc(system, LOGISTIC, n=300, seed=1, benefit_n=2, batch_size=300)
+    assert own.estimates() == same.estimates() and own.se == same.se
+    assert own.estimates() != other.estimates()  # the batches key the streams
+
+
+def test_lambda_rollout_of_a_declared_batch_size_runs_in_batches(monkeypatch):
+    """Each individual of a group is visited once per epoch under its own number (the
+    bootstrap resamples individuals), batches have the declared size, and worker
+    processes give the serial numbers with one task per batch."""
+    system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=3)
+    monkeypatch.setattr(type(system.make_simulator()), "batch_size", 5)
+    seen = _sizes(monkeypatch, type(system.make_simulator()))
+    serial = benefit_mc._rollout(system, LOGISTIC, 3, 12, 7, "logistic", jobs=1)
+    assert seen == [5, 5, 2] * 2
+    for units in serial[4]:
+        assert np.array_equal(np.bincount(units), np.full(12, 3))
+    tasks = []
+    real = benefit_mc.fold_tasks
+
+    def spy(backend, fn, items, *args, **kw):
+        items = list(items)
+        tasks.append(len(items))
+        return real(backend, fn, items, *args, **kw)
+
+    monkeypatch.setattr(benefit_mc, "fold_tasks", spy)
+    procs = benefit_mc._rollout(system, LOGISTIC, 3, 12, 7, "logistic",
+                                backend=make_backend(jobs=2, backend="process"))
+    assert tasks == [6]
+    for a, b in zip(serial, procs, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
