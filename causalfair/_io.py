@@ -24,7 +24,8 @@ from causalfair.errors import OutputError
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "write_folder", "check_output_file",
            "MANIFEST", "to_jsonable", "versioned", "DECOMPOSE_SCHEMA_VERSION",
-           "FRONTIER_SCHEMA_VERSION"]
+           "FRONTIER_SCHEMA_VERSION", "SYSTEMS_SCHEMA_VERSION", "TRAIN_SCHEMA_VERSION",
+           "REPAIR_SCHEMA_VERSION"]
 
 #: The file marking a folder causalfair wrote (and may therefore replace).
 MANIFEST = ".causalfair-report.json"
@@ -82,6 +83,15 @@ DECOMPOSE_SCHEMA_VERSION = "1.0"
 #: The format of ``frontier.json`` that ``causalfair frontier`` writes
 #: (docs/schema/frontier.schema.json).
 FRONTIER_SCHEMA_VERSION = "1.1"
+#: The format of ``causalfair systems --json`` (the registry list, or one system's
+#: description with ID; docs/schema/systems.schema.json).
+SYSTEMS_SCHEMA_VERSION = "1.0"
+#: The format of ``causalfair train --json``, one shape per trainer of
+#: :mod:`causalfair.train.algorithms` (docs/schema/train.schema.json).
+TRAIN_SCHEMA_VERSION = "1.0"
+#: The format of ``repair.json`` that ``causalfair train --algo exact`` writes
+#: (docs/schema/repair.schema.json).
+REPAIR_SCHEMA_VERSION = "1.0"
 
 
 def versioned(version: str, doc: Any) -> dict[str, Any]:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from typing import Any
 
+from causalfair._io import SYSTEMS_SCHEMA_VERSION, to_jsonable, versioned
 from causalfair.commands._system import parse_params
 from causalfair.systems import make, registered, spec
 
@@ -24,19 +28,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keyword argument for the system's factory (with ID; repeatable)")
     p.add_argument("--search-path", metavar="DIR", default=".",
                    help="folder searched first for a 'module:callable' factory (default: .)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON (docs/schema/systems.schema.json): an object with "
+                   "schema_version and the list 'systems', or with ID that system's description")
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
+def print_json(doc: dict[str, Any]) -> None:
+    """Print ``doc`` as the versioned document of ``causalfair systems --json``."""
+    json.dump(versioned(SYSTEMS_SCHEMA_VERSION, to_jsonable(doc)), sys.stdout, indent=2,
+              allow_nan=False)
+    sys.stdout.write("\n")
 
+
+def run(args: argparse.Namespace) -> int:
     if args.id is None:
         rows = [spec(i).to_dict() for i in registered()]
         if args.json:
-            json.dump(rows, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            print_json({"systems": rows})
         else:
             for r in rows:
                 print(f"{r['id']:<20} {r['description']}")
@@ -44,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     system = make(args.id, search_path=args.search_path, **parse_params(args.param))
     d = system.to_dict()
     if args.json:
-        json.dump(d, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(d)
         return 0
     dec = d["decisions"]
     print(f"{d['id']}: {d['description']}")

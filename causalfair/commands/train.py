@@ -9,7 +9,13 @@ import sys
 from typing import Any
 
 import causalfair as cf
-from causalfair._io import atomic_write_bytes, to_jsonable
+from causalfair._io import (
+    REPAIR_SCHEMA_VERSION,
+    TRAIN_SCHEMA_VERSION,
+    atomic_write_bytes,
+    to_jsonable,
+    versioned,
+)
 from causalfair._safe_read import read_option_value
 from causalfair.backends import resolve_device
 from causalfair.commands._system import parse_params
@@ -109,7 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(the GPU when torch sees one); the simulator stays numpy on the CPU and "
                    "each iteration's batch moves to the GPU once (docs/training.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
-    p.add_argument("--json", action="store_true", help="print the final metrics as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the final metrics as JSON (docs/schema/train.schema.json; "
+                   "'trainer' names its shape: ppo, repair or population)")
     p.set_defaults(run=run)
 
 
@@ -141,6 +149,16 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"--set: {exc}") from None
 
 
+def print_json(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """Print what ``causalfair train --json`` prints: ``doc`` as a versioned document
+    (docs/schema/train.schema.json) whose ``trainer`` (``ppo``, ``repair`` or
+    ``population``, :mod:`causalfair.train.algorithms`) names its shape, and ``algo``."""
+    head = {"trainer": get(args.algo).trainer, "algo": args.algo}
+    json.dump(versioned(TRAIN_SCHEMA_VERSION, to_jsonable({**head, **doc})), sys.stdout, indent=2,
+              allow_nan=False)
+    sys.stdout.write("\n")
+
+
 def run_exact(args: argparse.Namespace) -> int:
     """``--algo exact``: the constrained repair (:func:`causalfair.train.exact.repair_checkpoint`)."""
     from pathlib import Path
@@ -165,11 +183,11 @@ def run_exact(args: argparse.Namespace) -> int:
     summary = res.to_dict()
     ck = out / "checkpoint.pt"
     rep.save(ck, name=f"{sid}-exact-repair")
-    doc = json.dumps(to_jsonable(summary), indent=2).encode()
+    doc = json.dumps(versioned(REPAIR_SCHEMA_VERSION, to_jsonable(summary)), indent=2,
+                     allow_nan=False).encode()
     atomic_write_bytes(out / "repair.json", lambda fh: fh.write(doc))
     if args.json:
-        json.dump(to_jsonable({"checkpoint": str(ck), **summary}), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(args, {"checkpoint": str(ck), **summary})
     else:
         print(res.summary())
         print(f"  checkpoint: {ck}" + ("" if res.passed else " (fails the constraints)"))
@@ -235,8 +253,7 @@ def run_population(args: argparse.Namespace) -> int:
         "system": sid, "system_params": dict(system.params), "config": config_d, "metrics": m})
     write_metrics(out, [{"episode": i, **row} for i, row in enumerate(agent.history)])
     if args.json:
-        json.dump({"checkpoint": str(ck), "wall_s": wall, "metrics": m}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(args, {"checkpoint": str(ck), "wall_s": wall, "metrics": m})
     else:
         print(f"trained {args.algo} on {sid} (seed {args.seed}, {len(agent.history)} episodes) "
               f"in {wall:.1f} s")
@@ -302,9 +319,7 @@ def run(args: argparse.Namespace) -> int:
                 device=device)
     m = res.metrics
     if args.json:
-        json.dump({"checkpoint": str(res.checkpoint), "wall_s": res.wall_s, "metrics": m},
-                  sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(args, {"checkpoint": str(res.checkpoint), "wall_s": res.wall_s, "metrics": m})
     else:
         print(f"trained {config.algo} on {args.system or config.setting} (seed {config.seed}, "
               f"{config.iterations} iterations, T = {res.config.horizon}) in {res.wall_s:.1f} s")
