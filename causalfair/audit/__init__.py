@@ -112,8 +112,10 @@ __all__ = [
 # ``causalfair.audit.load_spec`` and ``import causalfair.audit as m`` keep working.
 class _CallableModule(types.ModuleType):
     def __call__(self, spec_or_path: Any, *, policy: Any = None, system: Any = None,
-                 baseline: Any = None) -> AuditResult:
-        return run_audit(spec_or_path, policy=policy, system=system, baseline=baseline)
+                 baseline: Any = None, vecnormalize: Any = None,
+                 baseline_vecnormalize: Any = None) -> AuditResult:
+        return run_audit(spec_or_path, policy=policy, system=system, baseline=baseline,
+                         vecnormalize=vecnormalize, baseline_vecnormalize=baseline_vecnormalize)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -125,14 +125,21 @@ def build_system(spec: AuditSpec) -> Any:
         raise in_spec(exc, f"{spec_label(spec.path)}: [system]") from exc
 
 
-def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None) -> ResolvedPolicy:
+def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None,
+                   vecnormalize: Any = None) -> ResolvedPolicy:
     """The spec's ``[policy]`` (a checkpoint, a factory with its params, or a built-in)
-    resolved for ``system`` (:func:`causalfair.policies.resolve`); ``policy`` overrides
-    it with anything the resolver accepts (a factory is looked up in the spec's folder
-    first)."""
+    resolved for ``system`` (:func:`causalfair.policies.resolve`), with the statistics of
+    ``[policy] vecnormalize``; ``policy`` overrides it with anything the resolver accepts
+    (a factory is looked up in the spec's folder first), with the statistics of
+    ``vecnormalize`` (the spec's belong to the spec's policy, never to another)."""
     where = spec_label(spec.path)
     if policy is not None:
-        return resolve(policy, system, search_path=spec.base_dir, where="policy")
+        return resolve(policy, system, search_path=spec.base_dir, where="policy",
+                       vecnormalize=vecnormalize)
+    if vecnormalize is not None:
+        raise SpecError(f"{where}: vecnormalize: goes with policy= (the statistics of the "
+                        "policy passed in); the spec's own policy takes its statistics from "
+                        "[policy] vecnormalize.")
     stats = {"vecnormalize": spec.policy_vecnormalize,
              "vecnormalize_where": f"{where}: [policy] vecnormalize"}
     if spec.checkpoint is not None:
@@ -162,7 +169,8 @@ def choose_engine(spec: AuditSpec, system: Any) -> str:
 
 def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], *,
           policy: Any = None, system: Any = None, baseline: Any = None,
-          baseline_where: str = "baseline") -> AuditResult:
+          baseline_where: str = "baseline", vecnormalize: Any = None,
+          baseline_vecnormalize: Any = None) -> AuditResult:
     """Run an audit spec and return an :class:`AuditResult`.
 
     ``spec_or_path``: a TOML file, a parsed mapping or an :class:`AuditSpec`.
@@ -175,6 +183,15 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
     spec's ``[baseline]``): the result's ``attribution`` then says why C moved from it
     (:mod:`causalfair.engines.attribution`). ``baseline_where``: what the errors about a
     bad ``baseline`` name (the command line: ``--baseline``).
+
+    ``vecnormalize`` / ``baseline_vecnormalize``: the observation statistics of a
+    stable-baselines3 ``policy`` / ``baseline`` trained behind ``VecNormalize`` (a
+    ``vecnormalize.pkl``, ``.npz`` or ``.json`` path, a ``VecNormalize`` object, or
+    ``"none"``; :func:`causalfair.policies.resolve`). The spec's ``[policy]
+    vecnormalize`` and ``[baseline] vecnormalize`` belong to the spec's own policies: a
+    policy passed in brings its own statistics (these keywords, or a policy already
+    made by ``cf.as_policy(model, vecnormalize=...)``), and each keyword is refused
+    without the policy it goes with.
     """
     t0 = time.perf_counter()
     spec = as_spec(spec_or_path)
@@ -184,7 +201,8 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
                             "no policy to compare on a system; audit a [system] spec instead.")
         return _audit_logs(spec, t0)
     return run_prepared(prepare(spec, system=system, policy=policy, baseline=baseline,
-                                baseline_where=baseline_where), t0=t0)
+                                baseline_where=baseline_where, vecnormalize=vecnormalize,
+                                baseline_vecnormalize=baseline_vecnormalize), t0=t0)
 
 
 class Prepared:
@@ -202,10 +220,18 @@ class Prepared:
 
 
 def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
-            baseline: Any = None, baseline_where: str = "baseline") -> Prepared:
+            baseline: Any = None, baseline_where: str = "baseline", vecnormalize: Any = None,
+            baseline_vecnormalize: Any = None) -> Prepared:
     """Build the spec's system and resolve its policy (every input error surfaces here,
     before any engine runs); ``system``/``policy``/``baseline`` override the spec's (an
-    error about ``baseline`` names ``baseline_where``)."""
+    error about ``baseline`` names ``baseline_where``), ``vecnormalize`` /
+    ``baseline_vecnormalize`` are the statistics of ``policy`` / ``baseline``
+    (:func:`audit`)."""
+    if baseline_vecnormalize is not None and baseline is None:
+        raise SpecError(f"{spec_label(spec.path)}: {_keyword(baseline_where, 'vecnormalize')}: "
+                        f"goes with {baseline_where} (the statistics of the baseline passed in); "
+                        "the spec's [baseline] takes its statistics from [baseline] "
+                        "vecnormalize.")
     if system is None:
         system = build_system(spec)
     else:  # the report and provenance name the system actually audited
@@ -213,9 +239,10 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
         spec = replace(spec, system_id=system.id, system_tabular=None,
                        system_params=dict(system.params),
                        setting=system.id if spec.setting == system.id else None)
-    res = resolve_policy(spec, system, policy)
+    res = resolve_policy(spec, system, policy, vecnormalize)
     pol, pname, sha, meta = res.policy, res.label, res.sha256, res.meta
     if policy is not None:  # the report and provenance name the policy actually computed
+        spec = replace(spec, policy_vecnormalize=None)  # the spec's statistics: its policy's
         if res.kind == "checkpoint":
             spec = replace(spec, checkpoint=Path(policy).resolve(), builtin=None,
                            policy_factory=None)
@@ -246,14 +273,26 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
                             "[engine] kind = \"exact\" or compare two audits.")
         where = (baseline_where if override is not None
                  else f"{spec_label(spec.path)}: [baseline]")
+        # the statistics of the baseline compared with: passed with it, else the spec's
+        stats = ({"vecnormalize": baseline_vecnormalize,
+                  "vecnormalize_where": _keyword(baseline_where, "vecnormalize")}
+                 if override is not None else
+                 {"vecnormalize": spec.baseline_vecnormalize,
+                  "vecnormalize_where": "[baseline] vecnormalize"})
         try:
             b = resolve(override if override is not None else spec.baseline_checkpoint
                         if spec.baseline_checkpoint is not None else spec.baseline_builtin,
-                        system, search_path=spec.base_dir)
+                        system, search_path=spec.base_dir, **stats)
             baseline = (b.policy, b.label, b.sha256)
         except CausalfairError as exc:  # a bad policy, checkpoint or factory: name where
             raise in_spec(exc, where) from None
     return Prepared(spec, system, pol, pname, sha, meta, baseline)
+
+
+def _keyword(where: str, suffix: str) -> str:
+    """The companion of the option or keyword ``where``: ``--baseline`` gives
+    ``--baseline-vecnormalize``, ``baseline`` gives ``baseline_vecnormalize``."""
+    return f"{where}-{suffix}" if where.startswith("--") else f"{where}_{suffix}"
 
 
 def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:

@@ -61,7 +61,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "engine": ("kind", "n", "seed", "alpha"),
     "benefit": ("eps", "weights", "worst", "horizon_benefit", "bins"),
     "retrain": ("algo", "iterations", "betas", "seed", "starts", "min_utility", "allow_worse"),
-    "baseline": ("checkpoint", "builtin", "thresholds"),
+    "baseline": ("checkpoint", "builtin", "vecnormalize", "thresholds"),
 }
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # used with fullmatch: no trailing newline
 _NAME_MAX = 100
@@ -125,6 +125,8 @@ class AuditSpec:
     policy_object: str | None = None  # name of a policy object passed to audit(policy=...)
     baseline_checkpoint: Path | None = None
     baseline_builtin: str | None = None
+    #: The observation statistics of the [baseline] checkpoint, as policy_vecnormalize.
+    baseline_vecnormalize: Path | str | None = None
     baseline_thresholds: Mapping[str, float] = field(default_factory=dict)
     timeout: float | None = None  # seconds the gate gives this spec's audit (None: no limit)
     #: The reference group of the per-group comparisons (None: the system's first group;
@@ -172,21 +174,25 @@ class AuditSpec:
                        policy_params={}, policy_output=None, policy_vecnormalize=None)
 
 
-def _vecnormalize(value: Any, given: list[str], base: Path, path: Path | None) -> Path | str:
-    """[policy] vecnormalize: the statistics file (relative to the spec) or "none"."""
+def _vecnormalize(value: Any, given: list[str], base: Path, path: Path | None,
+                  section: str = "policy") -> Path | str:
+    """``[section] vecnormalize`` (``[policy]`` or ``[baseline]``): the statistics file
+    (relative to the spec) or "none"; ``given`` holds the section's policy keys."""
+    key = f"[{section}] vecnormalize"
     if not given or given[0] == "builtin":
-        raise SpecError(f"{spec_label(path)}: [policy] vecnormalize: only used with [policy] "
-                        "checkpoint or factory (a stable-baselines3 model).")
+        models = "checkpoint or factory" if section == "policy" else "checkpoint"
+        raise SpecError(f"{spec_label(path)}: {key}: only used with [{section}] {models} (a "
+                        "stable-baselines3 model).")
     if not isinstance(value, str) or not value:
-        raise _fail(path, "[policy] vecnormalize", value,
+        raise _fail(path, key, value,
                     "a vecnormalize.pkl (or .npz/.json) path relative to the spec file, or "
                     f"{VECNORMALIZE_NONE!r}")
     if value.strip().lower() == VECNORMALIZE_NONE:
         return VECNORMALIZE_NONE
     stats = (base / value).resolve()
     if not stats.is_file():
-        raise SpecError(f"{spec_label(path)}: [policy] vecnormalize: bad value {value!r}; no "
-                        f"such file {stats}.")
+        raise SpecError(f"{spec_label(path)}: {key}: bad value {value!r}; no such file "
+                        f"{stats}.")
     return stats
 
 
@@ -649,6 +655,9 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
                 raise _fail(path, "[baseline] builtin", b, ", ".join(BUILTIN_POLICIES))
             kw["baseline_builtin"] = b
+        if "vecnormalize" in sec:
+            kw["baseline_vecnormalize"] = _vecnormalize(sec["vecnormalize"], given, base, path,
+                                                        "baseline")
         rel = sec.get("thresholds", {})
         if not isinstance(rel, Mapping) or not rel:
             raise SpecError(f"{spec_label(path)}: [baseline.thresholds]: missing or empty; give "

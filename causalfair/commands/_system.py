@@ -53,9 +53,13 @@ VECNORMALIZE_HELP = ("a stable-baselines3 policy trained behind VecNormalize: it
                      "although a vecnormalize.pkl is next to the .zip (refused otherwise)")
 
 
-def add_vecnormalize_argument(p: argparse.ArgumentParser) -> None:
-    """--vecnormalize PATH|none, next to --checkpoint (:func:`load_policy` reads it)."""
-    p.add_argument("--vecnormalize", metavar="PATH|none", help=VECNORMALIZE_HELP)
+def add_vecnormalize_argument(p: argparse.ArgumentParser, flag: str = "--vecnormalize",
+                              applies: str = "") -> None:
+    """``flag`` PATH|none, the statistics of a stable-baselines3 policy (:func:`load_policy`
+    reads --vecnormalize); ``applies`` says which policies they go with, where a command
+    takes several."""
+    p.add_argument(flag, metavar="PATH|none", help=VECNORMALIZE_HELP + (
+        f"; {applies}" if applies else ""))
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:

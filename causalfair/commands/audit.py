@@ -10,6 +10,7 @@ from causalfair._io import causalfair_dir, to_jsonable
 from causalfair.audit import load_spec
 from causalfair.audit.gate import audit_within
 from causalfair.backends import check_timeout
+from causalfair.commands._system import add_vecnormalize_argument
 from causalfair.report.mlflow_log import import_mlflow, log_audit
 
 
@@ -38,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "checkpoint path or module:callable; overrides the spec's [baseline]): "
                         "the report's 'What changed' section and audit.json's attribution say "
                         "why C moved from it, by path (DPE, IPE), step and cell")
+    add_vecnormalize_argument(p, "--baseline-vecnormalize", applies="the statistics of "
+                              "--baseline (the spec's [baseline] takes [baseline] vecnormalize)")
     p.add_argument("--json", action="store_true",
                    help="print the audit as one JSON object instead of the text summary")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         import_mlflow()
     check_timeout(args.timeout, "--timeout")
     spec = load_spec(args.spec)
-    result = audit_within(spec, args.timeout, baseline=args.baseline, baseline_where="--baseline")
+    result = audit_within(spec, args.timeout, baseline=args.baseline, baseline_where="--baseline",
+                          baseline_vecnormalize=args.baseline_vecnormalize)
     out = None
     if not args.no_report:
         out = result.write_report(Path(args.out) if args.out else default_report_dir(spec.name))

@@ -6,10 +6,10 @@ import argparse
 import json
 
 from causalfair._io import FRONTIER_SCHEMA_VERSION, versioned, write_folder
-from causalfair.commands._system import horizon, load_system
+from causalfair.commands._system import add_vecnormalize_argument, horizon, load_system
 from causalfair.commands.decompose import add_model_arguments
 from causalfair.errors import UsageError
-from causalfair.policies.resolver import resolve
+from causalfair.policies.resolver import BUILTIN_KINDS, resolve
 
 DEFAULT_POLICIES = ("threshold:0.5", "always")
 
@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", nargs="+", action="extend", metavar="PATH",
                    help="checkpoints (.npz, .pt or stable-baselines3 .zip) to place on the "
                         "frontier")
+    add_vecnormalize_argument(p, applies="one set for the run, given to every placed policy "
+                              "that is not a built-in (the --checkpoint ones, checkpoint paths "
+                              "and factories in --policy)")
     p.add_argument("--no-plot", action="store_true", help="skip frontier.png")
     p.set_defaults(run=run)
 
@@ -67,12 +70,17 @@ def run(args: argparse.Namespace) -> int:
     ckpts = list(args.checkpoint or [])
     if not specs and not ckpts:
         specs = list(DEFAULT_POLICIES)
+    stats = {"vecnormalize": args.vecnormalize, "vecnormalize_where": "--vecnormalize"}
+    builtin = {spec: spec.partition(":")[0] in BUILTIN_KINDS for spec in specs}
+    if args.vecnormalize is not None and not ckpts and all(builtin.values()):
+        raise UsageError(f"--vecnormalize {args.vecnormalize}: goes with a stable-baselines3 "
+                         "checkpoint (--checkpoint PATH), and only built-ins are placed; drop it.")
     policies: dict[str, object] = {}
-    for spec in specs:
-        policies[spec] = resolve(spec, system, search_path=args.search_path,
-                                 where="--policy").policy
+    for spec in specs:  # statistics go with models, never with a built-in
+        policies[spec] = resolve(spec, system, search_path=args.search_path, where="--policy",
+                                 **({} if builtin[spec] else stats)).policy
     for path in ckpts:
-        pol = resolve(Path(path), system).policy
+        pol = resolve(Path(path), system, **stats).policy
         policies[f"{pol.name} ({Path(path).name})"] = pol
 
     front = frontier(model, args.horizon, points=args.points, constraint=args.constraint)

@@ -70,7 +70,7 @@ from causalfair.policies.vecnormalize import (
     VECNORMALIZE_NONE,
     NormalizedNetwork,
     obs_normalization,
-    sibling_stats,
+    refuse_stats_beside,
 )
 
 __all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "GreedyQPolicy",
@@ -382,7 +382,11 @@ def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[st
     ``vecnormalize``: the observation statistics a stable-baselines3 policy was trained
     behind (a ``vecnormalize.pkl``, ``.npz`` or ``.json`` path, a ``VecNormalize`` object,
     or ``"none"``: raw observations; :func:`~causalfair.policies.vecnormalize.obs_normalization`),
-    named ``vecnormalize_where`` in errors.
+    named ``vecnormalize_where`` in errors: the option or key of the door that takes them
+    (``"--vecnormalize"``, ``"audit spec X: [baseline] vecnormalize"``), which the refusal
+    of a ``.zip`` with a ``vecnormalize.pkl`` beside it names
+    (:func:`~causalfair.policies.vecnormalize.stats_fix`). A policy already given its
+    statistics by :func:`as_policy` is refused further statistics.
     """
     if isinstance(value, ResolvedPolicy):
         if vecnormalize is not None:
@@ -407,17 +411,17 @@ def _with_stats(res: ResolvedPolicy, vecnormalize: Any, where: str) -> ResolvedP
     network was trained on normalized observations."""
     if vecnormalize is None:
         source = getattr(res.policy, "source", None)
-        near = sibling_stats(source) if res.kind == "checkpoint" and source and _is_sb3(res) \
-            else None
-        if near is not None:
-            raise PolicyError(
-                f"checkpoint {res.label}: {near} next to the checkpoint: the policy was trained "
-                "on normalized observations; pass --vecnormalize PATH (spec: [policy] "
-                "vecnormalize; Python: vecnormalize=) or --vecnormalize none to audit on raw "
-                "observations.")
+        if res.kind == "checkpoint" and source and _is_sb3(res):
+            refuse_stats_beside(source, res.label, where)
         return res
     if isinstance(vecnormalize, str) and vecnormalize.strip().lower() == VECNORMALIZE_NONE:
         return res
+    if isinstance(res.policy, NormalizedNetwork) or getattr(res.policy, "obs_norm", None) \
+            is not None:
+        raise PolicyError(
+            f"{where}: policy {res.label!r} already acts on normalized observations (it was "
+            f"given its statistics by cf.as_policy(..., vecnormalize=)); drop {where}, or pass "
+            "the model itself.")
     if not _is_sb3(res):
         raise PolicyError(
             f"{where}: observation statistics apply to a stable-baselines3 model (a .zip or a "

@@ -5,8 +5,9 @@ observation, so it is audited on the same transform (docs/own-system.md, "Audit 
 Gymnasium env").
 
 :func:`obs_normalization` is the one reader every door calls (``cf.as_policy(...,
-vecnormalize=)``, an audit spec's ``[policy] vecnormalize``, the command line's
-``--vecnormalize``). It takes
+vecnormalize=)``, ``cf.audit(..., vecnormalize=, baseline_vecnormalize=)``, an audit
+spec's ``[policy] vecnormalize`` and ``[baseline] vecnormalize``, the command line's
+``--vecnormalize`` and ``audit --baseline-vecnormalize``). It takes
 
 - a ``vecnormalize.pkl`` as ``VecNormalize.save`` writes it, read by a restricted unpickler
   (:class:`_StatsUnpickler`) that never runs code: numpy's array and dtype reconstruction
@@ -21,7 +22,8 @@ vecnormalize=)``, an audit spec's ``[policy] vecnormalize``, the command line's
 Dict observation spaces (``norm_obs_keys``) are refused: causalfair audits flat ``Box``
 observations. :func:`sibling_stats` finds the ``vecnormalize.pkl`` that stable-baselines3
 users (and rl-zoo) keep beside a ``.zip``, so that a checkpoint is not silently audited on
-raw observations.
+raw observations: :func:`refuse_stats_beside` refuses such a checkpoint given without
+statistics, naming the option of the door that takes them (:func:`stats_fix`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from causalfair.policies.nets import FeatureEncoding
 from causalfair.types import Observation, check_probs
 
 __all__ = ["ObsNormalization", "obs_normalization", "read_obs_normalization", "sibling_stats",
-           "NormalizedNetwork", "VECNORMALIZE_NONE", "STATS_NAME", "STATS_SUFFIXES"]
+           "refuse_stats_beside", "stats_fix", "NormalizedNetwork", "VECNORMALIZE_NONE",
+           "STATS_NAME", "STATS_SUFFIXES"]
 
 #: The value that audits a policy on raw observations although a statistics file is near.
 VECNORMALIZE_NONE = "none"
@@ -171,6 +174,37 @@ def sibling_stats(checkpoint: str | os.PathLike[str]) -> Path | None:
         if cand.is_file():
             return cand
     return None
+
+
+def stats_fix(where: str) -> str:
+    """How a refusal of a checkpoint without its statistics says to give them, in the
+    words of the door that takes them: a command-line option (``"--vecnormalize"``,
+    ``"--baseline-vecnormalize"``), a spec key (``"audit spec X: [baseline]
+    vecnormalize"``), a Python keyword (``"baseline_vecnormalize"``), or the default
+    ``"vecnormalize"`` (the Python API in general: every door named)."""
+    if where.startswith("--"):
+        return f"pass {where} PATH, or {where} {VECNORMALIZE_NONE} to audit on raw observations"
+    owner, _, key = where.rpartition(": ")
+    if key.startswith("["):
+        return (f'set {key} = "PATH" in {owner or "the spec"} (relative to it), or '
+                f'"{VECNORMALIZE_NONE}" to audit on raw observations')
+    if where != "vecnormalize":
+        return (f'pass {where}=PATH, or {where}="{VECNORMALIZE_NONE}" to audit on raw '
+                "observations")
+    return ("pass --vecnormalize PATH (spec: [policy] vecnormalize; Python: vecnormalize= "
+            "of cf.as_policy or cf.audit) or --vecnormalize none to audit on raw observations")
+
+
+def refuse_stats_beside(checkpoint: str | os.PathLike[str], label: str, where: str) -> None:
+    """Refuse a stable-baselines3 ``checkpoint`` given without statistics when a
+    ``vecnormalize.pkl`` is kept with it (:func:`sibling_stats`): its network was trained
+    on normalized observations. The message names ``where``, the option or key of the
+    door that takes the statistics (:func:`stats_fix`)."""
+    near = sibling_stats(checkpoint)
+    if near is not None:
+        raise PolicyError(
+            f"checkpoint {label}: {near} next to the checkpoint: the policy was trained on "
+            f"normalized observations; {stats_fix(where)}.")
 
 
 def _from_fields(fields: Mapping[str, Any], where: str) -> ObsNormalization | None:
