@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from tests.ray_head import RAY_ENV, ray_head
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -155,6 +157,15 @@ def gym_episode(env_id: str, seed: int, steps: int | None, act: Any,
 def _forget_commands():
     yield
     _RUNS.clear()  # after the call's report; a module fixture's commands go to its first test
+
+
+@pytest.fixture(scope="session")
+def ray_session_head():
+    """A Ray head shared by the session's ray tier (:func:`tests.ray_head.ray_head`: its
+    own port and temp dir, stopped alone, never by `ray stop`), with the token of
+    ``RAY_ENV``; a driver in this process needs ``RAY_ENV`` in ``os.environ``."""
+    with ray_head({**os.environ, **RAY_ENV}) as head:
+        yield head
 
 
 @pytest.hookimpl(hookwrapper=True)

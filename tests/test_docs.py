@@ -10,13 +10,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import describe, run_cmd
+from tests.ray_head import answers, free_port, run_in_session, short_temp_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -104,27 +104,42 @@ def test_limits_examples_run(tmp_path):
 @pytest.mark.mlflow
 @pytest.mark.skipif(not (importlib.util.find_spec("ray") and importlib.util.find_spec("mlflow")),
                     reason="needs the ray and mlflow extras")
-def test_scale_commands_run(tmp_path):
+def test_scale_commands_run(tmp_path, ray_session_head):
     """docs/scale.md, followed literally: its shell blocks in order (a Ray cluster started
     and stopped, a sweep, shards merged), in a folder holding a copy of audits/, as a user
-    on a fresh machine: HOME is an empty folder (no Ray token, no MLflow settings) and the
-    cluster gets a free port in place of the doc's 6399 (another cluster may hold it)."""
+    on a fresh machine: HOME is an empty folder (no Ray token, no MLflow settings), the
+    cluster gets a free port in place of the doc's 6399 (another cluster may hold it) and
+    a Ray temp dir of its own (RAY_TMPDIR; /tmp/ray is the user's). The example stops its
+    cluster alone: nothing it started is left running, and the session's Ray head (a
+    cluster it did not start) still runs."""
     shutil.copytree(ROOT / "audits", tmp_path / "audits")
     text = (ROOT / "docs" / "scale.md").read_text(encoding="utf-8")
     script = "\n".join(re.findall(r"```bash\n(.*?)```", text, re.S))
     script = script.replace("# exit 0 pass, 1 fail", "|| test $? -eq 1")
     assert script.count("6399") == 3, script  # the port the test replaces
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        script = script.replace("6399", str(s.getsockname()[1]))
+    assert "ray stop" not in script and "kill $ray_head" in script, script
+    port = free_port()
+    assert not answers(port), f"127.0.0.1:{port} is taken"
+    script = script.replace("6399", str(port))
     bindir = str(Path(sys.executable).parent)  # `ray` and `causalfair` of this Python
     (tmp_path / "home").mkdir()
+    ray_tmp = short_temp_dir()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HOME": str(tmp_path / "home"),
-           "PATH": bindir + os.pathsep + os.environ["PATH"]}
+           "RAY_TMPDIR": ray_tmp, "PATH": bindir + os.pathsep + os.environ["PATH"]}
     for var in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         env.pop(var, None)
-    proc = run_cmd(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
-                   timeout=600, expect=0)
+    try:
+        proc, left = run_in_session(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
+                                    env=env, timeout=600)
+        used_ray_tmp = os.path.isdir(os.path.join(ray_tmp, "ray"))
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    log = tmp_path / "ray-head.log"
+    head_log = log.read_text(errors="replace") if log.exists() else "(none)"
+    assert proc.returncode == 0, describe(proc, 0) + "\n--- ray-head.log ---\n" + head_log
+    # `kill $ray_head` stopped the example's cluster: nothing of it had to be killed
+    assert left == [], f"left running: {left}\n" + describe(proc) + "\n" + head_log
+    assert used_ray_tmp and ray_session_head.alive(), ray_session_head.output()
     a = json.loads((tmp_path / "gate.json").read_text())
     b = json.loads((tmp_path / "gate-ray.json").read_text())
     # gate.json is the shards' merge (shard order), gate-ray.json the Ray run (spec order)

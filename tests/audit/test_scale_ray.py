@@ -1,6 +1,7 @@
-"""The gate on a Ray cluster: a local cluster started and stopped by the test
-gives the same JSON and JUnit bytes as this process and as local worker processes, even
-when injected delays make the tasks finish out of order; a crashing task is named."""
+"""The gate on a Ray cluster: a local cluster of the test session's own (started and
+stopped alone, tests/ray_head.py) gives the same JSON and JUnit bytes as this process and
+as local worker processes, even when injected delays make the tasks finish out of order; a
+crashing task is named."""
 
 from __future__ import annotations
 
@@ -8,17 +9,14 @@ import importlib.util
 import json
 import os
 import re
-import secrets
-import socket
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from causalfair.cli import main
-from tests.conftest import failing_simulator, run_cmd
+from tests.conftest import failing_simulator
+from tests.ray_head import RAY_ENV
 
 # not imported here: Ray reads RAY_AUTH_MODE when it is first imported (the fixture sets it)
 if importlib.util.find_spec("ray") is None:
@@ -42,33 +40,15 @@ SPEC = ('name = "{name}"\nhorizon = 4\n[system]\nfactory = "slowsys:make"\n'
         '[engine]\nkind = "mc"\nn = 2000\nseed = {seed}\n[thresholds]\nabs_C = {thr}\n')
 
 
-def _ray_cli() -> str:
-    cand = Path(sys.executable).parent / "ray"
-    return str(cand) if cand.exists() else "ray"
-
-
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0",
-           # token authentication, as `ray start` sets it up by default since Ray 2.59,
-           # with a token of the test's own: `ray start` refuses token mode without one,
-           # and ~/.ray/auth_token exists only where some Ray run has made it
-           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-
-
 @pytest.fixture(scope="module")
-def ray_cluster():
+def ray_cluster(ray_session_head):
+    """The address of the session's Ray head (tests/conftest.py), with its token in this
+    process's environment for the module's drivers."""
     saved = {k: os.environ.get(k) for k in RAY_ENV}
     os.environ.update(RAY_ENV)
-    env = dict(os.environ)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    run_cmd([_ray_cli(), "start", "--head", "--num-cpus", "2", "--port", str(port),
-             "--include-dashboard", "false", "--disable-usage-stats"],
-            expect=0, env=env, timeout=180)
     try:
-        yield f"127.0.0.1:{port}"
+        yield ray_session_head.address
     finally:
-        subprocess.run([_ray_cli(), "stop", "--force"], env=env, capture_output=True, timeout=120)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
