@@ -597,10 +597,13 @@ BACKENDS = ("serial", "process", "ray")
 DEVICES = ("cpu", "cuda", "auto")
 
 
-def resolve_device(value: Any = "cpu", field: str = "--device") -> str:
+def resolve_device(value: Any = "cpu", field: str = "--device", *, grid: bool = False) -> str:
     """The torch device ``value`` names: ``"cpu"`` (the default; torch is not imported),
-    ``"cuda"`` / ``"cuda:N"``, or ``"auto"`` (``"cuda"`` when torch sees a GPU, else
-    ``"cpu"``). A GPU asked for where torch sees none (or a ``cuda:N`` past the last) is an
+    ``"cuda"`` / ``"cuda:N"``, or ``"auto"``: ``"cuda"`` when torch sees a GPU, else
+    ``"cpu"``; and always ``"cpu"`` with ``grid``, a network evaluated only on the (group,
+    level) grid (the lending trainer: a few dozen rows, where a GPU adds transfers and
+    nothing else; 0.39x the CPU's iterations per second on an H100, docs/training.md). A
+    GPU asked for where torch sees none (or a ``cuda:N`` past the last) is an
     :class:`InputError` naming ``field``. Resolving a GPU sets ``CUBLAS_WORKSPACE_CONFIG``
     (``:4096:8``) unless set, so that cuBLAS products repeat run to run."""
     import re
@@ -611,6 +614,8 @@ def resolve_device(value: Any = "cpu", field: str = "--device") -> str:
     if text not in DEVICES and not re.fullmatch(r"cuda:\d{1,3}", text):
         raise InputError(f"{field}: bad value {str(value)[:40]!r}; allowed values: cpu, cuda, "
                          "cuda:N, auto.")
+    if text == "auto" and grid:
+        return "cpu"
     import torch
 
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0

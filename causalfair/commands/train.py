@@ -112,8 +112,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="any other TrainConfig field, VALUE parsed as JSON (repeatable)")
     p.add_argument("--device", default="cpu", metavar="DEV",
                    help="where the PPO networks train: cpu (default), cuda (cuda:N) or auto "
-                   "(the GPU when torch sees one); the simulator stays numpy on the CPU and "
-                   "each iteration's batch moves to the GPU once (docs/training.md)")
+                   "(the GPU when torch sees one, except for the lending trainer, whose "
+                   "networks are evaluated on the (group, level) grid: the CPU); the simulator "
+                   "stays numpy on the CPU and each iteration's batch moves to the GPU once "
+                   "(docs/training.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--json", action="store_true",
                    help="print the final metrics as JSON (docs/schema/train.schema.json; "
@@ -291,8 +293,11 @@ def metrics_line(m: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    device = resolve_device(args.device, "--device")
-    if device != "cpu" and get(args.algo).trainer in ("repair", "population"):
+    cpu_only = get(args.algo).trainer in ("repair", "population")
+    # checked here (a GPU named where torch sees none is an input error before anything
+    # runs); train() resolves it again, "auto" per trainer
+    device = resolve_device(args.device, "--device", grid=cpu_only)
+    if device != "cpu" and cpu_only:
         raise UsageError(f"--device: {args.device!r} applies to the PPO trainers; --algo "
                          f"{args.algo} runs on the CPU (leave --device out).")
     if get(args.algo).trainer == "repair":
@@ -316,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress  # a bar on a terminal, steady lines in a log
     res = train(config, out=args.out, resume=args.resume,
                 init_checkpoint=args.init_checkpoint, progress=progress, system=system,
-                device=device)
+                device=args.device)
     m = res.metrics
     if args.json:
         print_json(args, {"checkpoint": str(res.checkpoint), "wall_s": res.wall_s, "metrics": m})

@@ -55,12 +55,15 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     causalfair checkpoint of the same architecture (e.g. the audited policy).
     ``progress``: show a tqdm bar with utility and |C|.
     ``device``: where the networks train: ``"cpu"`` (default), ``"cuda"`` (``"cuda:N"``) or
-    ``"auto"`` (the GPU when torch sees one); rollouts stay numpy on the CPU and each
-    iteration's batch moves to the device once (docs/training.md, "Training on a GPU").
+    ``"auto"`` (the GPU when torch sees one, for the generic trainer; the CPU for the lending
+    trainer, which evaluates its networks on the (group, level) grid only); rollouts stay
+    numpy on the CPU and each iteration's batch moves to the device once (docs/training.md,
+    "Training on a GPU").
     """
     if not isinstance(config, TrainConfig):
         raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
-    device = resolve_device(device, "device")
+    # the lending trainer evaluates its networks on the (group, level) grid only
+    asked, device = device, resolve_device(device, "device", grid=True)
 
     if system is not None or (config.system and config.system not in SETTINGS):
         system = as_system(system) if system is not None else make(
@@ -71,7 +74,8 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
                                   "systems only; start the run again (same seed, same weights).")
             from causalfair.train.generic import train_system
 
-            return train_system(system, config, out, init_checkpoint, progress, device=device)
+            return train_system(system, config, out, init_checkpoint, progress,
+                                device=resolve_device(asked, "device"))
         config = config.replace(system="", setting=system.id,
                                 n_levels=int(system.params.get("levels", config.n_levels)),
                                 interest=float(system.params.get("interest", config.interest)),

@@ -62,6 +62,7 @@ from causalfair.thresholds import (  # the one home of "quantity <= value"; re-e
 )
 from causalfair.train.adam import Adam
 from causalfair.train.lagrangian import Multipliers  # re-exported
+from causalfair.train.lbfgs import LBFGS
 
 __all__ = [
     "Constraint",
@@ -571,8 +572,8 @@ def _distil(model: TabularModel, net: Any, x: Any, target: np.ndarray) -> None:
     else:
         q = np.clip(target, 1e-6, None)
         goal = torch.tensor(np.log(q / q.sum(-1, keepdims=True)))
-    opt = torch.optim.LBFGS(net.parameters(), lr=1.0, max_iter=500, tolerance_grad=1e-12,
-                            tolerance_change=1e-14, history_size=50, line_search_fn="strong_wolfe")
+    opt = LBFGS(list(net.parameters()), lr=1.0, max_iter=500, tolerance_grad=1e-12,
+                tolerance_change=1e-14, history_size=50, line_search_fn="strong_wolfe")
 
     def closure() -> Any:
         opt.zero_grad()
