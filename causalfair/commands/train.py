@@ -18,6 +18,7 @@ from causalfair._io import (
 )
 from causalfair._safe_read import read_option_value
 from causalfair.backends import resolve_device
+from causalfair.policies.vecnormalize import refuse_warm_start
 from causalfair.commands._system import parse_params
 from causalfair.errors import UsageError
 from causalfair.policies.checkpoint import (
@@ -293,6 +294,8 @@ def metrics_line(m: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.init_checkpoint:
+        refuse_warm_start(args.init_checkpoint, "--init-checkpoint")
     cpu_only = get(args.algo).trainer in ("repair", "population")
     # checked here (a GPU named where torch sees none is an input error before anything
     # runs); train() resolves it again, "auto" per trainer

@@ -49,7 +49,8 @@ from causalfair.policies.nets import FeatureEncoding
 from causalfair.types import Observation, check_probs
 
 __all__ = ["ObsNormalization", "obs_normalization", "read_obs_normalization", "sibling_stats",
-           "refuse_stats_beside", "stats_fix", "NormalizedNetwork", "VECNORMALIZE_NONE",
+           "refuse_stats_beside", "refuse_warm_start", "stats_fix", "NormalizedNetwork",
+           "VECNORMALIZE_NONE",
            "STATS_NAME", "STATS_SUFFIXES"]
 
 #: The value that audits a policy on raw observations although a statistics file is near.
@@ -205,6 +206,21 @@ def refuse_stats_beside(checkpoint: str | os.PathLike[str], label: str, where: s
         raise PolicyError(
             f"checkpoint {label}: {near} next to the checkpoint: the policy was trained on "
             f"normalized observations; {stats_fix(where)}.")
+
+
+def refuse_warm_start(checkpoint: str | os.PathLike[str], where: str) -> None:
+    """Refuse to start training from a stable-baselines3 ``checkpoint`` kept with a
+    ``vecnormalize.pkl`` (:func:`sibling_stats`): its network reads normalized
+    observations, and causalfair trains on the raw ones, so it would start from a policy
+    of other inputs. ``where`` names the option (``--init-checkpoint``,
+    ``init_checkpoint``)."""
+    near = sibling_stats(checkpoint)
+    if near is not None:
+        raise PolicyError(
+            f"{where} {checkpoint}: {near} next to the checkpoint: the policy was trained on "
+            "normalized observations and causalfair trains on raw ones, so it cannot start "
+            f"from it; train from scratch (leave {where} out), or start from a policy trained "
+            "without VecNormalize.")
 
 
 def _from_fields(fields: Mapping[str, Any], where: str) -> ObsNormalization | None:

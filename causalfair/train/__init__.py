@@ -17,6 +17,7 @@ from typing import Any
 from causalfair import _progress
 from causalfair.backends import resolve_device
 from causalfair.policies.core import CheckpointError, load_checkpoint
+from causalfair.policies.vecnormalize import refuse_warm_start
 from causalfair.systems import as_system, make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import checkpoint as ck
@@ -62,6 +63,8 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     """
     if not isinstance(config, TrainConfig):
         raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
+    if init_checkpoint is not None:
+        refuse_warm_start(init_checkpoint, "init_checkpoint")
     # the lending trainer evaluates its networks on the (group, level) grid only
     asked, device = device, resolve_device(device, "device", grid=True)
 
