@@ -29,7 +29,7 @@ from typing import Any
 
 from causalfair.errors import CheckpointError, ConfigError, short
 
-__all__ = ["Adam"]
+__all__ = ["Adam", "tensor_list"]
 
 #: torch.optim.Adam's flags after ``betas, eps, weight_decay``, with the value this class
 #: implements (``foreach`` is free: None/False/True pick the kernels as torch does).
@@ -46,6 +46,34 @@ def _flag_ok(name: str, value: Any) -> bool:
     if name == "fused":
         return value in (None, False)
     return value is False or value == 0
+
+
+def tensor_list(owner: str, params: Any) -> list[Any]:
+    """``params`` as the list of tensors one of causalfair's optimisers (``owner``: Adam,
+    LBFGS) updates, in order: refused with a one-line ConfigError if it is a tensor or a set
+    (no order), empty, holds parameter groups (dicts), something that is not a tensor, a
+    non-leaf tensor, or a tensor twice."""
+    import torch
+
+    if isinstance(params, torch.Tensor) or isinstance(params, (set, frozenset)):
+        raise ConfigError(f"{owner}: params must be an ordered list of tensors, got "
+                          f"{type(params).__name__}; pass list(module.parameters()).")
+    params = list(params)
+    if not params:
+        raise ConfigError(f"{owner}: params is empty; pass the tensors to optimise.")
+    for p in params:
+        if isinstance(p, dict):
+            raise ConfigError(f"{owner}: parameter groups (dicts in params) are not "
+                              f"implemented; pass one list of tensors or use torch.optim.{owner}.")
+        if not isinstance(p, torch.Tensor):
+            raise ConfigError(f"{owner}: params holds a {type(p).__name__}, not a tensor; "
+                              "pass the tensors to optimise.")
+        if not (p.is_leaf or p.retains_grad):
+            raise ConfigError(f"{owner}: params holds a non-leaf tensor; optimise the leaf "
+                              "tensors (e.g. module.parameters()).")
+    if len({id(p) for p in params}) != len(params):
+        raise ConfigError(f"{owner}: params holds a tensor twice; pass each tensor once.")
+    return params
 
 
 class Adam:
@@ -69,27 +97,11 @@ class Adam:
                 raise ConfigError(f"Adam: {name}={short(value)} is not implemented (causalfair."
                                   "train.adam.Adam is torch.optim.Adam with default flags); "
                                   f"leave {name} at its default or use torch.optim.Adam.")
-        if isinstance(params, torch.Tensor) or isinstance(params, (set, frozenset)):
-            raise ConfigError(f"Adam: params must be an ordered list of tensors, got "
-                              f"{type(params).__name__}; pass list(module.parameters()).")
-        params = list(params)
-        if not params:
-            raise ConfigError("Adam: params is empty; pass the tensors to optimise.")
+        params = tensor_list("Adam", params)
         for p in params:
-            if isinstance(p, dict):
-                raise ConfigError("Adam: parameter groups (dicts in params) are not implemented;"
-                                  " pass one list of tensors or use torch.optim.Adam.")
-            if not isinstance(p, torch.Tensor):
-                raise ConfigError(f"Adam: params holds a {type(p).__name__}, not a tensor; "
-                                  "pass the tensors to optimise.")
-            if not (p.is_leaf or p.retains_grad):
-                raise ConfigError("Adam: params holds a non-leaf tensor; optimise the leaf "
-                                  "tensors (e.g. module.parameters()).")
             if torch.is_complex(p):
                 raise ConfigError(f"Adam: complex parameters ({p.dtype}) are not implemented; "
                                   "use torch.optim.Adam.")
-        if len({id(p) for p in params}) != len(params):
-            raise ConfigError("Adam: params holds a tensor twice; pass each tensor once.")
         betas = tuple(betas)
         for name, v, ok in (("lr", lr, 0.0 <= lr), ("eps", eps, 0.0 <= eps),
                             ("weight_decay", weight_decay, 0.0 <= weight_decay),

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from causalfair.errors import ConfigError, short
-from causalfair.train.adam import Adam
+from causalfair.train.adam import Adam, tensor_list
 
 __all__ = ["LBFGS"]
 
@@ -62,7 +62,6 @@ class LBFGS:
                  max_eval: int | None = None, tolerance_grad: float = 1e-7,
                  tolerance_change: float = 1e-9, history_size: int = 100,
                  line_search_fn: str | None = None) -> None:
-        import torch
 
         if max_eval is None and _whole(max_iter):
             max_eval = max_iter * 5 // 4
@@ -79,27 +78,11 @@ class LBFGS:
         if line_search_fn not in _LINE_SEARCHES:
             raise ConfigError(f"LBFGS: line_search_fn={short(line_search_fn)} is not "
                               "implemented; use 'strong_wolfe' or None.")
-        if isinstance(params, torch.Tensor) or isinstance(params, (set, frozenset)):
-            raise ConfigError(f"LBFGS: params must be an ordered list of tensors, got "
-                              f"{type(params).__name__}; pass list(module.parameters()).")
-        params = list(params)
-        if not params:
-            raise ConfigError("LBFGS: params is empty; pass the tensors to optimise.")
+        params = tensor_list("LBFGS", params)
         for p in params:
-            if isinstance(p, dict):
-                raise ConfigError("LBFGS: parameter groups (dicts in params) are not "
-                                  "implemented; pass one list of tensors.")
-            if not isinstance(p, torch.Tensor):
-                raise ConfigError(f"LBFGS: params holds a {type(p).__name__}, not a tensor; "
-                                  "pass the tensors to optimise.")
-            if not (p.is_leaf or p.retains_grad):
-                raise ConfigError("LBFGS: params holds a non-leaf tensor; optimise the leaf "
-                                  "tensors (e.g. module.parameters()).")
             if not p.is_floating_point():
                 raise ConfigError(f"LBFGS: {p.dtype} parameters are not implemented; pass "
                                   "real floating-point tensors.")
-        if len({id(p) for p in params}) != len(params):
-            raise ConfigError("LBFGS: params holds a tensor twice; pass each tensor once.")
         kinds = sorted({f"{p.dtype} on {p.device}" for p in params})
         if len(kinds) > 1:
             raise ConfigError(f"LBFGS: the parameters mix {', '.join(kinds)}; put them all "
