@@ -62,7 +62,6 @@ class LBFGS:
                  max_eval: int | None = None, tolerance_grad: float = 1e-7,
                  tolerance_change: float = 1e-9, history_size: int = 100,
                  line_search_fn: str | None = None) -> None:
-
         if max_eval is None and _whole(max_iter):
             max_eval = max_iter * 5 // 4
         checks = (("lr", lr, _real(lr)), ("max_iter", max_iter, _whole(max_iter)),
