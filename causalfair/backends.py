@@ -105,16 +105,33 @@ class ProcessBackend:
     """A pool of ``jobs`` local worker processes (``python -c ...`` children that receive
     their tasks pickled with cloudpickle, so functions and classes defined in scripts and
     notebooks travel too). A worker that dies, or whose task passes its time limit, is
-    reported for its task (and replaced); an interrupt kills every worker. POSIX only."""
+    reported for its task (and replaced); an interrupt kills every worker. POSIX only.
+
+    Workers outlive a map: the next map of the same backend (an audit's decomposition,
+    then its Lambda rollout) reuses them, so a run pays their start-up and imports once,
+    while the driver's search path and users' modules are those they started with. They
+    exit when the backend is closed or collected, or the driver ends."""
 
     def __init__(self, jobs: int):
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise InputError(f"jobs: must be an integer >= 1, got {jobs!r}.")
         self.jobs = jobs
+        self._pool: list[_Worker] = []
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
             timeouts: Timeouts = None) -> list[Any]:
-        return _in_workers(fn, items, self.jobs, timeouts)
+        return _in_workers(fn, items, self.jobs, timeouts, self._pool)
+
+    def close(self) -> None:
+        """Let the idle workers exit."""
+        pool, self._pool = self._pool, []
+        _stop(pool, graceful=True)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit; workers end with the driver
+            pass
 
 
 def _pickler() -> Any:
@@ -195,10 +212,18 @@ def _worker_main() -> None:
     os._exit(0)
 
 
+def _driver_setup() -> tuple[list[str], list[tuple[str, str]]]:
+    """What a worker is given at start: this process's search path and the modules it
+    loaded from users' folders (:func:`causalfair._usercode.user_modules`)."""
+    import sys
+
+    return list(sys.path), user_modules()
+
+
 class _Worker:
     """One worker process (its own session, so a kill takes its children too)."""
 
-    def __init__(self) -> None:
+    def __init__(self, setup: tuple[list[str], list[tuple[str, str]]] | None = None) -> None:
         import subprocess
         import sys
 
@@ -208,7 +233,8 @@ class _Worker:
                                      stdout=subprocess.PIPE, env=env, start_new_session=True)
         # the search path and the modules loaded from users' folders (a worker dead at
         # start: its task says so)
-        self.send(_pickler().dumps((list(sys.path), user_modules())))
+        self.setup = _driver_setup() if setup is None else setup
+        self.send(_pickler().dumps(self.setup))
 
     def fileno(self) -> int:
         return self.proc.stdout.fileno()
@@ -276,21 +302,26 @@ class _Worker:
 
 
 def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
-                timeouts: Timeouts) -> list[Any]:
+                timeouts: Timeouts, pool: list[_Worker] | None = None) -> list[Any]:
     """``fn`` over ``items`` in at most ``jobs`` worker processes, results in item order.
     A task with a time limit (``timeouts[i]`` seconds, counted from when its worker gets
     it) that is still running then has its worker killed and becomes a ``TimeoutError``.
     On any exception here (an interrupt included) every worker is killed before it
-    propagates."""
+    propagates. ``pool``: idle workers of earlier maps, used first where they started
+    with this driver's search path and users' modules (the others exit); the idle
+    workers are put back in it after the map."""
     import select
     import time
 
     pickle = _pickler()
     pending = enumerate(items)
     out: list[Any] = []
-    idle: list[_Worker] = []
+    setup = _driver_setup()
+    kept = [w for w in pool or () if w.setup == setup and w.proc.poll() is None]
+    _stop([w for w in pool or () if w not in kept], graceful=True)
+    idle: list[_Worker] = kept
     busy: dict[_Worker, tuple[int, float | None]] = {}
-    started: list[_Worker] = []
+    started: list[_Worker] = list(kept)
     ok = False
     try:
         more = True
@@ -310,7 +341,7 @@ def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
                                        f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
                                        traceback.format_exc())
                     continue
-                w = idle.pop() if idle else _Worker()
+                w = idle.pop() if idle else _Worker(setup)
                 if w not in started:
                     started.append(w)
                 if not w.send(data):
@@ -338,7 +369,13 @@ def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
         ok = True
         return out
     finally:
-        _stop(started, graceful=ok)
+        if ok and pool is not None:  # every live worker is idle now: kept for the next map
+            pool[:] = [w for w in started if w.proc.poll() is None]
+            _stop([w for w in started if w not in pool], graceful=True)
+        else:
+            if pool is not None:
+                pool.clear()
+            _stop(started, graceful=ok)
 
 
 def _stop(workers: list[_Worker], *, graceful: bool) -> None:
