@@ -316,9 +316,9 @@ class _Cells:
             self.kind, self.K = "levels", int(max(x.max() for x in levels)) + 1
             self.labels = tuple(str(i + 1) for i in range(self.K))
         elif feats:
-            self.edges = quantile_edges(np.concatenate(feats), FEATURE_BINS)
+            self.edges, values = quantile_edges(np.concatenate(feats), FEATURE_BINS)
             names = system.features[:MAX_BINNED_FEATURES] if system.features else None
-            self.labels, self.kind = bin_labels(self.edges, names)
+            self.labels, self.kind = bin_labels(self.edges, names, values=values)
             self.K = len(self.labels)
         else:
             self.kind, self.K, self.labels = "one cell (no levels or features observed)", 1, ("all",)

@@ -95,10 +95,30 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
-def quantile_edges(pooled: np.ndarray, bins: int) -> list[np.ndarray]:
-    """Inner quantile edges of ``bins`` bins per feature (column) of ``pooled`` (ties merged)."""
+def quantile_edges(pooled: np.ndarray, bins: int
+                   ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    """The bins of every feature (column) of ``pooled``: the inner edges, and the values
+    of a feature binned by value. A feature with at most ``bins`` distinct values gets one
+    bin per value (the edges are the values but the smallest); quantiles would merge the
+    values of a binary feature whose rarer value is under 1 / ``bins`` of the rows (every
+    quantile on the common value: a one-hot state such as infectious' susceptible and
+    recovered columns, a flattened Discrete observation). Any other feature gets ``bins``
+    quantile bins (ties merged)."""
     qs = np.linspace(0, 1, bins + 1)[1:-1]
-    return [np.unique(np.quantile(pooled[:, j], qs)) for j in range(pooled.shape[1])]
+    edges: list[np.ndarray] = []
+    values: list[np.ndarray | None] = []
+    for j in range(pooled.shape[1]):
+        col = pooled[:, j]
+        few = np.unique(col[:4096])  # most features with more values show them here
+        if len(few) <= bins and not np.isin(col, few).all():
+            few = np.unique(col)
+        if len(few) <= bins:
+            edges.append(few[1:])
+            values.append(few)
+        else:
+            edges.append(np.unique(np.quantile(col, qs)))
+            values.append(None)
+    return edges, values
 
 
 def bin_cells(x: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
@@ -123,10 +143,10 @@ def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None,
     if levels is not None:
         K = int(n_levels) if n_levels is not None else int(max(x.max() for x in levels)) + 1
         return levels, K, tuple(str(i + 1) for i in range(K)), "levels"
-    edges = quantile_edges(np.concatenate(feats, axis=0), bins)
+    edges, values = quantile_edges(np.concatenate(feats, axis=0), bins)
     rows = [bin_rows(x, edges) for x in feats]
     visited, cell = np.unique(np.concatenate(rows), axis=0, return_inverse=True)
-    labels, desc = bin_labels(edges, names, visited)
+    labels, desc = bin_labels(edges, names, visited, values)
     cells = np.split(cell.reshape(-1).astype(np.intp), np.cumsum([len(r) for r in rows])[:-1])
     return cells, len(labels), labels, desc
 
@@ -148,13 +168,16 @@ LABEL_FEATURES = 8
 
 
 def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
-               rows: np.ndarray | None = None) -> tuple[tuple[str, ...], str]:
+               rows: np.ndarray | None = None,
+               values: list[np.ndarray | None] | None = None) -> tuple[tuple[str, ...], str]:
     """The label of every joint bin of :func:`bin_cells` on ``edges`` (e.g.
-    ``income:q2/4 debt:q1/4``), or of the joint bins given as ``rows`` of per-feature bins
-    (:func:`bin_rows`) only, and a description of the binning. With more than
-    :data:`LABEL_FEATURES` features (``rows`` given) a label names the features off their
-    most common bin only (``(most common bins)`` when none is)."""
+    ``income:q2/4 debt:q1/4``, or ``susceptible=1`` for a feature binned by its
+    ``values``, :func:`quantile_edges`), or of the joint bins given as ``rows`` of
+    per-feature bins (:func:`bin_rows`) only, and a description of the binning. With more
+    than :data:`LABEL_FEATURES` features (``rows`` given) a label names the features off
+    their most common bin only (``(most common bins)`` when none is)."""
     F, sizes = len(edges), [len(e) + 1 for e in edges]
+    values = values or [None] * F
     fnames = names or tuple(f"f{j}" for j in range(F))
     short = rows is not None and F > LABEL_FEATURES and len(rows) > 0
     if rows is None:
@@ -164,11 +187,15 @@ def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
         if short else []
     labels = []
     for row in rows.tolist():
-        parts = [f"{fnames[j]}:q{b + 1}/{sizes[j]}" for j, b in enumerate(row)
+        parts = [f"{fnames[j]}:q{b + 1}/{sizes[j]}" if values[j] is None else
+                 f"{fnames[j]}={values[j][b]:g}" for j, b in enumerate(row)
                  if not short or b != common[j]]
         labels.append(" ".join(parts) if parts else "(most common bins)")
     total = math.prod(sizes)
-    desc = f"joint quantile bins of {', '.join(fnames)} ({'x'.join(map(str, sizes))} cells"
+    by_value = [fnames[j] for j in range(F) if values[j] is not None]
+    desc = (f"joint quantile bins of {', '.join(fnames)}" + (
+        f" (one bin per value of {', '.join(by_value)})" if by_value else "") +
+        f" ({'x'.join(map(str, sizes))} cells")
     desc += f", {len(labels)} visited" if len(labels) < total else ""
     desc += "; labels name the features off their most common bin)" if short else ")"
     return tuple(labels), desc

@@ -33,7 +33,8 @@ def system():
 def test_bins_reach_lambda_through_every_python_door(system):
     two = decompose_mc(system, POLICY, n=400, seed=1, benefit_bins=2)
     four = decompose_mc(system, POLICY, n=400, seed=1)
-    assert "(2x2 cells" in two.benefit.cells and "(4x4 cells" in four.benefit.cells
+    # x0 continuous: `bins` quantile bins; x1 the group (0 or 1): one bin per value
+    assert "(2x2 cells" in two.benefit.cells and "(4x2 cells" in four.benefit.cells
     assert two.Lambda != four.Lambda
     alone = benefit_fairness_mc(system, POLICY, 3, n=400, seed=1, bins=2)
     assert alone.Lambda == two.Lambda and alone.ci == two.Lambda_ci

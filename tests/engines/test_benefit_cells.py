@@ -12,6 +12,7 @@ from causalfair.engines.benefit_mc import (
     benefit_fairness_mc,
     bin_cells,
     bin_labels,
+    bin_rows,
     quantile_edges,
     visit_cells,
 )
@@ -52,7 +53,8 @@ def test_cells_are_the_visited_joint_bins():
     rng = np.random.default_rng(0)
     feats = [rng.normal(size=(40, 3)), rng.normal(1.0, 1.0, size=(30, 3))]
     cells, K, labels, desc = visit_cells(None, feats, 4, ("a", "b", "c"), None)
-    edges = quantile_edges(np.concatenate(feats), 4)
+    edges, values = quantile_edges(np.concatenate(feats), 4)
+    assert values == [None, None, None]  # continuous: quantile bins
     joint = [bin_cells(x, edges) for x in feats]
     full, _ = bin_labels(edges, ("a", "b", "c"))
     visited = np.unique(np.concatenate(joint))
@@ -60,6 +62,31 @@ def test_cells_are_the_visited_joint_bins():
     for c, j in zip(cells, joint, strict=True):  # same joint bin, same cell, same label
         assert [labels[i] for i in c] == [full[i] for i in j]
     assert desc == f"joint quantile bins of a, b, c (4x4x4 cells, {K} visited)"
+
+
+def test_a_feature_with_few_values_gets_one_bin_per_value():
+    """A binary feature whose rarer value is under a quarter of the visits (every quantile
+    edge on 0) keeps its two values apart, and a three-valued one its three; a
+    continuous one gets quantile bins."""
+    rng = np.random.default_rng(2)
+    n = 1000
+    rare = (rng.random(n) < 0.1).astype(float)  # quantiles 0.25, 0.5, 0.75 are all 0
+    three = rng.choice([-1.0, 0.5, 2.0], size=n, p=[0.05, 0.9, 0.05])
+    cont = rng.normal(size=n)
+    x = np.column_stack([rare, three, cont])
+    edges, values = quantile_edges(x, 4)
+    assert values[0].tolist() == [0.0, 1.0] and values[1].tolist() == [-1.0, 0.5, 2.0]
+    assert values[2] is None and len(edges[2]) == 3
+    rows = bin_rows(x, edges)
+    assert np.array_equal(rows[:, 0], rare) and np.array_equal(rows[:, 1], np.searchsorted(
+        [-1.0, 0.5, 2.0], three))
+    cells, K, labels, desc = visit_cells(None, [x[:500], x[500:]], 4, ("r", "t", "c"), None)
+    assert K == len(np.unique(rows, axis=0))  # 2 x 3 x 4 joint bins, the visited ones
+    assert any(lab.startswith("r=1 t=-1 c:q") for lab in labels), labels
+    assert "one bin per value of r, t" in desc, desc
+    # the quantile rule alone would put the rare value with the common one
+    qs = np.unique(np.quantile(rare, [0.25, 0.5, 0.75]))
+    assert len(np.unique(np.searchsorted(qs, rare, side="right"))) == 1
 
 
 def test_number_of_cells_bounded_by_the_visits_with_many_features():
