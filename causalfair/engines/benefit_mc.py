@@ -167,6 +167,14 @@ def bin_rows(x: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
 LABEL_FEATURES = 8
 
 
+def _some(names: list[str] | tuple[str, ...]) -> str:
+    """Feature names for a description: all of them, or past :data:`LABEL_FEATURES` their
+    number, the first and the last."""
+    if len(names) <= LABEL_FEATURES:
+        return ", ".join(names)
+    return f"{len(names)} features ({names[0]}, ..., {names[-1]})"
+
+
 def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
                rows: np.ndarray | None = None,
                values: list[np.ndarray | None] | None = None) -> tuple[tuple[str, ...], str]:
@@ -193,10 +201,10 @@ def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
         labels.append(" ".join(parts) if parts else "(most common bins)")
     total = math.prod(sizes)
     by_value = [fnames[j] for j in range(F) if values[j] is not None]
-    desc = (f"joint quantile bins of {', '.join(fnames)}" + (
-        f" (one bin per value of {', '.join(by_value)})" if by_value else "") +
-        f" ({'x'.join(map(str, sizes))} cells")
-    desc += f", {len(labels)} visited" if len(labels) < total else ""
+    grid = "x".join(map(str, sizes)) if F <= LABEL_FEATURES else f"{F}-feature"
+    desc = (f"joint quantile bins of {_some(fnames)}"
+            + (f" (one bin per value of {_some(by_value)})" if by_value else "")
+            + f" ({grid} cells" + (f", {len(labels)} visited" if len(labels) < total else ""))
     desc += "; labels name the features off their most common bin)" if short else ")"
     return tuple(labels), desc
 

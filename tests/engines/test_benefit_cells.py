@@ -140,3 +140,18 @@ def test_cells_past_a_64_bit_joint_index():
                 "(most common bins)" for r in b.tolist()]
         assert [labels[i] for i in c] == want
     assert desc.endswith(f"{K} visited; labels name the features off their most common bin)")
+
+
+def test_a_one_hot_state_makes_one_cell_per_visited_state():
+    """A flattened Discrete observation (one-hot over 12 states, some rarer than a
+    quarter): each visited state is its own cell, and the description stays short."""
+    rng = np.random.default_rng(3)
+    states = rng.choice(12, size=600, p=np.r_[0.5, np.full(11, 0.5 / 11)])
+    x = np.eye(12)[states]
+    cells, K, labels, desc = visit_cells(None, [x[:300], x[300:]], 4, None, None)
+    assert K == len(np.unique(states))
+    hot = [int(np.flatnonzero(r)[0]) for r in x]
+    for c, i in zip(np.concatenate(cells), hot, strict=True):  # one state, one cell
+        assert np.unique(np.array(hot)[np.concatenate(cells) == c]).tolist() == [i]
+    assert desc.startswith("joint quantile bins of 12 features (f0, ..., f11) (one bin per "
+                           "value of 12 features (f0, ..., f11)) (12-feature cells, "), desc
