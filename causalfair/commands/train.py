@@ -18,12 +18,12 @@ from causalfair._io import (
 )
 from causalfair._safe_read import read_option_value
 from causalfair.backends import resolve_device
-from causalfair.policies.vecnormalize import refuse_warm_start
 from causalfair.commands._system import parse_params
 from causalfair.errors import UsageError
 from causalfair.policies.checkpoint import (
     load_checkpoint_for,
 )
+from causalfair.policies.vecnormalize import refuse_warm_start
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.thresholds import parse_constraint

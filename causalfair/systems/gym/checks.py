@@ -7,6 +7,7 @@ simulator checked is :class:`causalfair.systems.gym.door.GymSimulator`."""
 from __future__ import annotations
 
 import copy
+import ctypes
 import json
 import random as _pyrandom
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,7 @@ from causalfair.errors import SystemError_, UserCodeError, call_user, short
 from causalfair.systems.gym.forks import copy_env
 
 __all__ = ["GymForkError", "fork_error", "check_forks", "group_columns", "FIX_DOC",
-           "SLOW_COPY_S"]
+           "SLOW_COPY_S", "global_states", "global_read_error"]
 
 FIX_DOC = "see docs/own-system.md, 'Audit your Gymnasium env'"
 
@@ -32,13 +33,29 @@ def fork_error(name: str, problem: str, fix: str) -> GymForkError:
     return GymForkError(f"gym env {name}: {problem}; {fix} ({FIX_DOC}).")
 
 
-def _global_states() -> tuple[Any, ...]:
-    st = np.random.get_state(legacy=False)
-    return st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], _pyrandom.getstate()
+def global_states(exact: bool = True) -> tuple[Any, ...]:
+    """The states of the global generators (``np.random``'s and ``random``'s), comparable.
+    ``exact=False`` reads ``np.random``'s as the bytes of its MT19937 C state (numpy's
+    ``mt19937_state``: 624 32-bit words and the position, at the documented
+    ``ctypes.state_address``): a few microseconds, where ``np.random.get_state`` takes
+    about 30, for the comparison around every batch of steps; it misses a normal drawn
+    from the one ``np.random`` keeps from its previous pair (no word is drawn for it),
+    which a batch of draws does not do alone."""
+    bg = np.random.get_bit_generator()
+    if type(bg) is not np.random.MT19937:  # pragma: no cover - np.random.set_bit_generator
+        return repr(np.random.get_state(legacy=False)), _pyrandom.getstate()
+    if exact:
+        st = np.random.get_state(legacy=False)
+        return (st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], st["gauss"],
+                _pyrandom.getstate())
+    return ctypes.string_at(bg.ctypes.state_address, 624 * 4 + 4), _pyrandom.getstate()
 
 
-def _globals_differ(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return a != b
+def global_read_error(name: str) -> GymForkError:
+    """The refusal of env ``name`` whose step moved a global generator's state."""
+    return fork_error(name, "step reads a global random generator (np.random or random, "
+                      "scipy.stats' rvs without random_state too)",
+                      "draw every random number from self.np_random")
 
 
 def _generator_state(v: Any) -> Any:
@@ -65,7 +82,8 @@ def _own_generators(env: Any) -> dict[str, Any]:
             st = _generator_state(v)
             if st is not None:
                 out[k] = st
-            elif hasattr(v, "__dict__") and not isinstance(v, type) and not hasattr(v, "step"):
+            elif hasattr(v, "__dict__") and not isinstance(v, type) and not (
+                    hasattr(v, "step") and hasattr(v, "unwrapped")):  # an env: walked on
                 for k2, v2 in vars(v).items():
                     st = _generator_state(v2)
                     if st is not None:
@@ -118,9 +136,12 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
     env share random numbers: for each group, ``n`` individuals over ``horizon`` steps,
     every state forked once per action with one noise, and the first action twice.
     Refused: an env that cannot be copied; one whose copy does not continue it
-    (:func:`_check_copy_continues`); one that reads ``np.random`` or ``random``;
-    one whose generator state after a step depends on the action (forks would lose common
-    random numbers); one whose two forks with the same action differ; one whose step
+    (:func:`_check_copy_continues`); one whose reset with one seed gives two individuals
+    (:func:`_check_reset_seeded`); one that reads ``np.random`` or ``random`` (also
+    refused while stepping, :meth:`GymSimulator._stepping`); one whose generator state
+    (``self.np_random``'s, or one of its own: :func:`_own_generators`) after a step
+    depends on the action (forks would lose common random numbers); one whose two forks
+    with the same action differ; one whose step
     draws from a generator of its own that every individual shares
     (:func:`_check_own_generators`); with ``group =
     "options"``, one that ignores ``options["group"]`` (:func:`_check_options_pin`); one
@@ -145,6 +166,7 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
             _check_api(sim)
         if not sim._api:
             _check_copy_continues(sim, g, rng)
+        _check_reset_seeded(sim, g, int(rng.integers(2**62)))
         state = sim.reset(n, g, rng)
         start = state.envs
         if g == 0 and not sim._api:
@@ -156,25 +178,31 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
                     continue
                 outs = []
                 for a in [0, *range(A)]:
-                    before = _global_states()
+                    before = global_states()
                     new, o, r, _gain, ended = call_user(f"gym env {name}.step", sim.step_one,
                                                         state.envs[i], a, noise[i].tolist(),
                                                         state.obs[i])
-                    if _globals_differ(before, _global_states()):
-                        raise fork_error(
-                            name, "step reads a global random generator (np.random or random)",
-                            "draw every random number from self.np_random")
+                    if before != global_states():
+                        raise global_read_error(name)
                     outs.append((np.asarray(o, dtype=np.float64).copy(), r,
-                                 sim._rng.bit_generator.state["state"]["state"]))
-                (o1, r1, s1), (o2, r2, s2) = outs[0], outs[1]
-                if not (np.array_equal(o1, o2) and r1 == r2 and s1 == s2):
+                                 sim._rng.bit_generator.state["state"]["state"],
+                                 _own_generators(new)))
+                (o1, r1, s1, g1), (o2, r2, s2, g2) = outs[0], outs[1]
+                if not (np.array_equal(o1, o2) and r1 == r2 and s1 == s2 and g1 == g2):
                     raise fork_error(
                         name, "two forks of one state with the same action and random numbers "
                         "gave different transitions (its state is not copied, or it uses "
                         "randomness outside self.np_random)",
                         "keep all state in the env's attributes and draw every random number "
                         "from self.np_random")
-                if len({s for _, _, s in outs[1:]}) > 1:
+                for path in g1:
+                    if any(g.get(path) != g1[path] for *_, g in outs[2:]):
+                        raise fork_error(
+                            name, f"its step draws different random numbers from its own "
+                            f"generator self.{path} under different actions, so forks lose "
+                            "common random numbers", "draw the same random numbers whatever "
+                            "the action, from self.np_random")
+                if len({s for _, _, s, _ in outs[1:]}) > 1:
                     raise fork_error(
                         name, "its step draws different random numbers under different actions, "
                         "so forks lose common random numbers",
@@ -236,6 +264,23 @@ def _check_api(sim: Any) -> None:
                          _NEW_API)
 
 
+def _check_reset_seeded(sim: Any, g: int, seed: int) -> None:
+    """Refuse an env whose ``reset(seed=s)`` does not fix the individual: two resets of
+    group ``g`` with one seed must give the same observation, else individuals come from
+    a generator the audit's seeds do not reach (``random``, ``np.random``, one of the
+    env's own seeded once, or ``self.np_random`` without ``super().reset(seed=seed)``) and
+    no result could be reproduced."""
+    first = np.array(sim._reset_one(g, seed)[1], dtype=np.float64)
+    second = np.array(sim._reset_one(g, seed)[1], dtype=np.float64)
+    if not np.array_equal(first, second, equal_nan=True):
+        raise fork_error(sim.name, f"two resets with one seed gave two individuals (group "
+                         f"{sim.group_names[g]!r}), so reset draws from a generator its seed "
+                         "does not set (random, np.random, one of its own seeded once, or "
+                         "self.np_random without super().reset(seed=seed))",
+                         "call super().reset(seed=seed) first in reset and draw every random "
+                         "number from self.np_random")
+
+
 def _check_copy_continues(sim: Any, g: int, rng: np.random.Generator) -> None:
     """Refuse an env whose copy does not continue from its state: one individual of group
     ``g``, copied after reset, stepped with the same action and random numbers as the env
@@ -245,7 +290,10 @@ def _check_copy_continues(sim: Any, g: int, rng: np.random.Generator) -> None:
     state = sim.reset(1, g, rng)
     env, obs, word = state.envs[0], state.obs[0], sim.draw_noise(1, rng)[0].tolist()
     twin = copy_env(env, sim._shared)
+    before = global_states()
     mine = call_user(f"gym env {sim.name}.step", sim._run, env, 0, word, obs)
+    if before != global_states():  # the twin would draw other numbers from it
+        raise global_read_error(sim.name)
     try:
         theirs = sim._run(twin, 0, word, obs)
         same = (np.array_equal(np.asarray(mine[0]), np.asarray(theirs[0]))

@@ -31,10 +31,13 @@ docs/simulators.md:
   decision's transition is the fork of its action.
 
 :func:`check_forks` checks this on a sampled batch before the system is used and refuses
-an env that cannot be copied, one whose forks with the same action differ, one that reads
-the global generators (``np.random``, ``random``), one whose generator use depends on
-the action, one whose step draws from a generator of its own that every individual
-shares, and (``group="options"``) one whose reset ignores the group it is asked for.
+an env that cannot be copied, one whose reset with one seed gives two individuals, one
+whose forks with the same action differ, one that reads the global generators
+(``np.random``, ``random``; also refused while stepping, where a step reads them later
+than the check looked), one whose generator use depends on the action, one whose step
+draws from a generator of its own that every individual shares, and
+(``group="options"``) one whose reset ignores the group it is asked for. A step's reward
+and gain are one number each (a reward vector is refused).
 """
 
 from __future__ import annotations
@@ -47,7 +50,13 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import SystemError_, call_user, short
-from causalfair.systems.gym.checks import GymForkError, check_forks, group_columns
+from causalfair.systems.gym.checks import (
+    GymForkError,
+    check_forks,
+    global_read_error,
+    global_states,
+    group_columns,
+)
 from causalfair.systems.gym.forks import (
     StepGenerator,
     copy_env,
@@ -151,9 +160,7 @@ class GymSimulator:
         if type(obs_space).__name__ != "Box" or shape is None:
             raise SystemError_(
                 f"gym env {self.name}: observation_space is {short(obs_space)}; from_gym "
-                "needs a Box of observation vectors (features): return "
-                "gymnasium.wrappers.FlattenObservation(env) from the factory to flatten a "
-                "Dict, Tuple, Discrete or MultiBinary space into one.")
+                f"needs a Box of observation vectors (features): {_flatten_fix(obs_space)}.")
         self._width = int(np.prod(shape)) if shape else 1
         self._spec = getattr(env, "spec", None)
         env = unwrap_bookkeeping(env)
@@ -273,7 +280,8 @@ class GymSimulator:
         mode = self.gain_mode
         kind, _, key = mode.partition(":")
         if self._gain_fn is not None:
-            return float(call_user(f"from_gym gain {mode}", self._gain_fn, obs0, a, obs1, reward, info))
+            got = call_user(f"from_gym gain {mode}", self._gain_fn, obs0, a, obs1, reward, info)
+            return got if type(got) is float else self._number(got, "gain")
         if mode == "reward":
             return float(reward)
         if kind == "obs":
@@ -283,7 +291,32 @@ class GymSimulator:
                 f"gym env {self.name}: gain = 'info:{key}' but step's info has no key {key!r}; "
                 f"return the qualification gain in info[{key!r}] or set gain (obs:INDEX, reward, "
                 "module:callable).")
-        return float(info[key])
+        return self._number(info[key], "gain")
+
+    def _number(self, value: Any, what: str) -> float:
+        """``value`` (a step's reward or gain) as a float: a number, or an array of one
+        value; anything else (a multi-objective env's reward vector) is refused."""
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.size == 1:
+            return float(arr.reshape(-1)[0])
+        if what == "reward":
+            raise SystemError_(
+                f"gym env {self.name}: step's reward is {short(value)}, not one number (a "
+                "multi-objective env's reward vector?); from_gym needs one reward per step: "
+                "return a scalarized env from the factory (mo-gymnasium: "
+                "mo_gymnasium.wrappers.LinearReward(env, weight=np.array([...])); else a "
+                "gymnasium.RewardWrapper).")
+        raise SystemError_(
+            f"gym env {self.name}: gain = {self.gain_mode!r} gave {short(value)}, not one "
+            "number; the qualification gain of a step is one number per individual (pick one "
+            "value, e.g. gain = 'module:callable' returning float(info[...][k])).")
 
     def _stepper(self) -> Callable[[Any, int, list[int], np.ndarray],
                                    tuple[np.ndarray, float, float, bool]]:
@@ -293,7 +326,7 @@ class GymSimulator:
         gen, rng, start, shape, width, name = (self._gen, self._rng, self._start, self._shape,
                                                self._width, self.name)
         bare, key, gain, api = self._bare, self._info_key, self._gain, self._api
-        set_state = gen.set
+        set_state, number = gen.set, self._number
 
         def run(env: Any, action: int, word: list[int], obs0: np.ndarray
                 ) -> tuple[np.ndarray, float, float, bool]:
@@ -302,9 +335,19 @@ class GymSimulator:
             o, r, term, _trunc, info = env.step(action + start)
             if type(o) is not np.ndarray or o.shape != shape or o.dtype is not _F64 or api:
                 o = np.array(_box_vector(o, width, name))  # api: the env may reuse o
-            r = float(r)
-            return o, r, (float(info[key]) if key is not None and type(info) is dict
-                          and key in info else gain(obs0, action, o, r, info)), bool(term)
+            try:
+                r = float(r)
+            except (TypeError, ValueError):  # an array: one value, else refused
+                r = number(r, "reward")
+            if key is not None and type(info) is dict and key in info:
+                g = info[key]
+                try:
+                    g = float(g)
+                except (TypeError, ValueError):
+                    g = number(g, "gain")
+            else:
+                g = gain(obs0, action, o, r, info)
+            return o, r, g, bool(term)
 
         return run
 
@@ -345,6 +388,17 @@ class GymSimulator:
             _, _, envs[i], obs[i], reward[i], gain[i], done[i] = hit
         return reward, gain, done
 
+    def _stepping(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, a batch's steps, as user code; refused where they moved the state
+        of ``np.random`` or ``random`` (a step that reads a global generator only in some
+        states, later than :func:`check_forks` looked: forks would lose common random
+        numbers and the numbers their seeds)."""
+        before = global_states(exact=False)
+        out = call_user(f"gym env {self.name}.step", fn, *args)
+        if global_states(exact=False) != before:
+            raise global_read_error(self.name)
+        return out
+
     def _check_live(self, *states: GymState) -> None:
         for st in states:
             if st in self._consumed:
@@ -356,8 +410,8 @@ class GymSimulator:
         self._check_live(state)
         envs = list(state.envs)
         obs = np.array(state.obs, dtype=np.float64)
-        reward, gain, done = call_user(f"gym env {self.name}.step", self._step_all, state,
-                                       np.asarray(decisions).astype(np.intp), noise, envs, obs)
+        reward, gain, done = self._stepping(self._step_all, state,
+                                            np.asarray(decisions).astype(np.intp), noise, envs, obs)
         return StepResult(GymState(tuple(envs), obs, state.group, np.array(done, dtype=bool),
                                    state.t + 1), np.array(reward), np.array(gain), {})
 
@@ -378,7 +432,7 @@ class GymSimulator:
         if self._api:
             return self.step(state, d, noise), self.step(state, d0, noise), \
                 self.step(state0, d0, noise)
-        return call_user(f"gym env {self.name}.step", self._paths, state, d, state0, d0, noise)
+        return self._stepping(self._paths, state, d, state0, d0, noise)
 
     def _paths(self, state: GymState, d: np.ndarray, state0: GymState, d0: np.ndarray,
                noise: np.ndarray) -> tuple[StepResult, StepResult, StepResult]:
@@ -427,7 +481,7 @@ class GymSimulator:
         acts = [int(a) for a in np.asarray(actions).reshape(-1).tolist()]
         d = np.asarray(decisions).astype(np.intp)
         self._check_live(state)
-        return call_user(f"gym env {self.name}.step", self._forks, state, acts, d, noise)
+        return self._stepping(self._forks, state, acts, d, noise)
 
     def _forks(self, state: GymState, acts: list[int], d: np.ndarray, noise: np.ndarray
                ) -> tuple[np.ndarray, StepResult]:
@@ -481,6 +535,34 @@ class GymSimulator:
         return StepResult(GymState(tuple(envs), obs.reshape(n, width).copy(), st.group,
                                    np.array(t, dtype=bool), st.t + 1),
                           np.array(r, dtype=np.float64), np.array(g, dtype=np.float64), {})
+
+
+def _flatten_fix(space: Any) -> str:
+    """How a factory makes ``space`` (not a Box) one: ``FlattenObservation``, after
+    ``FilterObservation`` where parts of a Dict cannot be flattened (a mission string)."""
+    from gymnasium.spaces import Dict
+    from gymnasium.spaces.utils import flatdim
+
+    def flat(sp: Any) -> bool:
+        try:
+            flatdim(sp)
+        except Exception:  # noqa: BLE001 - NotImplementedError, ValueError: not flattenable
+            return False
+        return True
+
+    wrap = ("return gymnasium.wrappers.FlattenObservation(env) from the factory to flatten a "
+            "Dict, Tuple, Discrete or MultiBinary space into one")
+    if flat(space):
+        return wrap
+    if isinstance(space, Dict):
+        keep = [k for k, sp in space.spaces.items() if flat(sp)]
+        drop = [f"{k!r} ({type(sp).__name__})" for k, sp in space.spaces.items() if not flat(sp)]
+        if keep:
+            return (f"its part {', '.join(drop)} cannot be flattened into numbers; return "
+                    f"gymnasium.wrappers.FlattenObservation(gymnasium.wrappers.FilterObservation("
+                    f"env, {keep!r})) from the factory to keep and flatten the others")
+    return (f"{type(space).__name__} cannot be flattened into numbers; return a wrapper from the "
+            "factory whose observation_space is a Box (a gymnasium.ObservationWrapper)")
 
 
 def _is_ref(text: str) -> bool:

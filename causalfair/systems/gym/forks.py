@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import ctypes
+import random as _pyrandom
 from typing import Any
 
 import numpy as np
@@ -34,8 +35,12 @@ def state_api(env: Any) -> tuple[str, str] | None:
 def shared_objects(env: Any) -> dict[int, Any]:
     """What copies of ``env`` share: the spaces, the env spec (a wrapper's cached one
     too), the metadata and the generator (each step is given its own generator state),
-    through the wrapper chain."""
-    memo: dict[int, Any] = {}
+    through the wrapper chain; and the global generators (``np.random``'s
+    ``RandomState``, which scipy.stats' distributions hold, and ``random``'s), which a
+    copy would turn into a generator of its own, in one state for every individual:
+    shared, a step drawing from them is seen (and refused) as reading them."""
+    memo: dict[int, Any] = {id(g): g for g in (np.random.random.__self__,
+                                               _pyrandom.random.__self__)}
     e = env
     while e is not None and hasattr(e, "__dict__"):
         for attr in ("action_space", "observation_space", "_action_space", "_observation_space",
@@ -81,29 +86,50 @@ def _ezpickle() -> type | None:
     return EzPickle
 
 
-def copy_env(env: Any, shared: dict[int, Any]) -> Any:
-    """A deep copy of ``env`` sharing ``shared``: what :func:`copy.deepcopy` makes, faster
-    for envs (and wrappers) that are plain objects of numbers and arrays."""
+def copy_env(env: Any, shared: dict[int, Any], memo: dict[int, Any] | None = None) -> Any:
+    """A deep copy of ``env`` sharing ``shared``: what ``copy.deepcopy(env, dict(shared))``
+    makes, faster for envs (and wrappers) that are plain objects of numbers and arrays.
+    As with ``copy.deepcopy``, an object reached twice is copied once: an attribute that
+    refers back to the env (a bound method ``self._get_obs = self._features``, a helper
+    holding ``self.env = env``) refers to the copy, and two attributes holding one array
+    hold one copy. ``memo`` is ``copy.deepcopy``'s (for the env inside a wrapper)."""
     cls = type(env)
     ok = _PLAIN.get(cls)
     if not (ok or (ok is None and _plain(cls))):
-        return copy.deepcopy(env, dict(shared))
-    memo: dict[int, Any] | None = None
+        return copy.deepcopy(env, dict(shared) if memo is None else memo)
+    new = object.__new__(cls)
+    if memo is not None:
+        memo[id(env)] = new
+    arrays: list[tuple[Any, Any]] = []  # (array, its copy) made before a memo was needed
     d = env.__dict__.copy()
     for k, v in d.items():  # values are replaced in place: the keys do not change
         if type(v) in _ATOMIC_TYPES or id(v) in shared:
             continue
         if type(v) is np.ndarray and v.dtype.kind in "biufc":
-            d[k] = v.copy()
-        elif isinstance(v, _ATOMIC):
+            if memo is not None:
+                got = memo.get(id(v))
+                if got is None:
+                    got = memo[id(v)] = v.copy()
+                d[k] = got
+                continue
+            for a, c in arrays:
+                if a is v:
+                    d[k] = c
+                    break
+            else:
+                d[k] = c = v.copy()
+                arrays.append((v, c))
             continue
-        elif hasattr(v, "unwrapped") and hasattr(v, "step") and _plain(type(v)):
-            d[k] = copy_env(v, shared)  # the env inside a wrapper
+        if isinstance(v, _ATOMIC):
+            continue
+        if memo is None:
+            memo = dict(shared)
+            memo[id(env)] = new
+            memo.update((id(a), c) for a, c in arrays)
+        if hasattr(v, "unwrapped") and hasattr(v, "step") and _plain(type(v)):
+            d[k] = copy_env(v, shared, memo)  # the env inside a wrapper
         else:
-            if memo is None:
-                memo = dict(shared)
             d[k] = copy.deepcopy(v, memo)
-    new = object.__new__(cls)
     new.__dict__ = d
     return new
 
