@@ -53,7 +53,7 @@ TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", 
 RELATIVE_KEYS: tuple[str, ...] = THRESHOLD_KEYS + ("utility",)
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "system": ("id", "factory", "tabular", "gym", "params", "groups", "group", "gain",
-               "baseline", "features", "shared"),
+               "baseline", "features", "shared", "batch_size"),
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy"),
@@ -369,7 +369,7 @@ def _system_section(sec: Any, path: Path | None, base: Path) -> dict[str, Any]:
     return out
 
 
-GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared")
+GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared", "batch_size")
 
 
 def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
@@ -405,6 +405,9 @@ def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
                         "a list of env attribute names that reset and step never change, "
                         "such as [\"P\"]")
         gp["shared"] = list(f)
+    if "batch_size" in sec:
+        gp["batch_size"] = _get_int(sec, "batch_size", "[system] batch_size", path, minimum=1,
+                                    default=None)
     return {"setting": None, "system_id": "gym", "system_params": gp}
 
 

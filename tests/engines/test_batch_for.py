@@ -76,9 +76,8 @@ def test_lambda_rollout_of_a_declared_batch_size_runs_in_batches(monkeypatch):
     """Each individual of a group is visited once per epoch under its own number (the
     bootstrap resamples individuals), batches have the declared size, and worker
     processes give the serial numbers with one task per batch."""
-    system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=3)
-    monkeypatch.setattr(type(system.make_simulator()), "batch_size", 5)
-    seen = _sizes(monkeypatch, type(system.make_simulator()))
+    system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=3, batch_size=5)
+    seen = _sizes(monkeypatch, type(system.simulator))
     serial = benefit_mc._rollout(system, LOGISTIC, 3, 12, 7, "logistic", jobs=1)
     assert seen == [5, 5, 2] * 2
     for units in serial[4]:
@@ -99,3 +98,56 @@ def test_lambda_rollout_of_a_declared_batch_size_runs_in_batches(monkeypatch):
         assert (a is None) == (b is None)
         if a is not None:
             assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+class HeavyStudent(Student):
+    """A student holding 2 MB of its own (a buffer its steps could change)."""
+
+    def reset(self, *, seed=None, options=None):
+        self.buffer = np.zeros(250_000)
+        return super().reset(seed=seed, options=options)
+
+
+def test_a_gym_system_takes_its_batch_size_from_every_door():
+    from causalfair.audit.spec import load_spec
+    from causalfair.errors import SystemError_
+    from causalfair.systems import make
+
+    system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=2, batch_size=100)
+    assert system.simulator.batch_size == 100 and system.params["batch_size"] == 100
+    own = decompose_mc(system, LOGISTIC, n=300, seed=1, benefit_n=2)
+    same = decompose_mc(system, LOGISTIC, n=300, seed=1, benefit_n=2, batch_size=100)
+    assert own.estimates() == same.estimates()
+    spec = load_spec({"name": "x", "system": {"gym": "m:f", "groups": ["a", "b"],
+                                              "batch_size": 64}})
+    assert spec.system_params["batch_size"] == 64
+    made = make("gym", env=f"{Student.__module__}:Student", groups=["a", "b"], batch_size=32)
+    assert made.simulator.batch_size == 32
+    for bad in (0, 2.5, True):
+        with pytest.raises(SystemError_, match=r"from_gym batch_size: bad value"):
+            cf.systems.from_gym(Student, groups=["a", "b"], batch_size=bad)
+
+
+def test_a_batch_of_envs_over_the_memory_limit_is_refused_naming_the_batch_size(monkeypatch):
+    """256 envs of 2 MB each, three per individual, against a 1 GB limit: refused before the
+    batch is made, naming every door's batch_size; 32 of them pass."""
+    from causalfair.errors import ResourceLimitError
+
+    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", str(10**9))
+    system = cf.systems.from_gym(HeavyStudent, groups=["a", "b"], horizon=2)
+    made = []
+    real = HeavyStudent.reset
+
+    def counted(self, **kw):
+        made.append(1)
+        return real(self, **kw)
+
+    monkeypatch.setattr(HeavyStudent, "reset", counted)
+    with pytest.raises(ResourceLimitError, match=r"gym env HeavyStudent: a batch of 256 "
+                       r"individuals, about 1\.9 MiB an env: needs about 1\.4 GiB .*"
+                       r"from_gym\(batch_size=\.\.\.\), \[system\] batch_size in a spec, "
+                       r"--param batch_size=N; now 256"):
+        decompose_mc(system, LOGISTIC, n=300, seed=1, benefit_n=2, check=False)
+    assert len(made) == 1  # refused after one env, before the batch
+    small = cf.systems.from_gym(HeavyStudent, groups=["a", "b"], horizon=2, batch_size=32)
+    assert decompose_mc(small, LOGISTIC, n=40, seed=1, benefit_n=2, check=False).n == 40

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import check_memory, format_bytes
 from causalfair.errors import SystemError_, call_user, short
 from causalfair.systems.gym.checks import (
     GymForkError,
@@ -72,6 +73,11 @@ __all__ = ["from_gym", "gym_system", "gym_id", "GymSimulator", "check_forks",
            "group_columns", "GymForkError"]
 
 _F64 = np.dtype(np.float64)
+#: Individuals per batch of a Gymnasium system when neither the caller nor the system says:
+#: an env object per individual, so a few hundred keep them in cache (the decomposition was
+#: flat from 64 to 250 on benchmarks/bench_gym.py's env, 8% slower in one batch of 2,000),
+#: and n individuals make n / 256 tasks per group for ``--jobs`` and Ray.
+BATCH_SIZE = 256
 _tobytes = np.ndarray.tobytes
 
 
@@ -102,15 +108,11 @@ class GymSimulator:
     of a process."""
 
     thread_safe = False
-    #: Individuals per batch when the caller gives none (``batch_for``): an env object per
-    #: individual, so a batch of a few hundred keeps them in cache (flat from 64 to 250 on
-    #: the benchmark's env, 8% slower at 2,000), and n individuals make n / 256 tasks per
-    #: group for ``--jobs`` and Ray.
-    batch_size = 256
 
     def __init__(self, env_factory: Callable[..., Any], *, groups: Sequence[str],
                  group: str = "options", gain: str = "info:gain", params: Mapping[str, Any] | None = None,
-                 name: str = "gym", max_tries: int = 200, shared: Sequence[str] = ()):
+                 name: str = "gym", max_tries: int = 200, shared: Sequence[str] = (),
+                 batch_size: int = BATCH_SIZE):
         self.env_factory = env_factory
         self.params = dict(params or {})
         self.group_names = tuple(groups)
@@ -120,6 +122,9 @@ class GymSimulator:
         self.name = name
         self.max_tries = int(max_tries)
         self.shared = tuple(shared)
+        #: individuals per batch when the caller gives none (``engines._mc_base.batch_for``)
+        self.batch_size = int(batch_size)
+        self._env_bytes: int | None = None  # about what one individual's env holds
         self._group_fn = load_callable(group, what="from_gym group") if _is_ref(group) else None
         self._gain_fn = load_callable(gain, what="from_gym gain") if _is_ref(gain) else None
         self._template: Any = None
@@ -259,6 +264,8 @@ class GymSimulator:
         api, shape, rng_ = self._api, self._shape, self._rng
         for gi, seed in zip(g.tolist(), seeds.tolist(), strict=True):
             env, o = self._reset_one(gi, seed)
+            if not envs:
+                self._check_batch_memory(env, n)
             if type(o) is not np.ndarray or o.shape != shape or o.dtype is not _F64:
                 o = _box_vector(o, self._width, self.name)
             obs.append(o)  # copied by the stack below
@@ -269,6 +276,21 @@ class GymSimulator:
                 envs.append(env)
         feats = np.stack(obs) if obs else np.zeros((0, self.width))
         return GymState(tuple(envs), feats, g.copy(), np.zeros(n, dtype=bool), 0)
+
+    def _check_batch_memory(self, env: Any, n: int) -> None:
+        """Refuse a batch of ``n`` individuals whose envs would outgrow the memory limit:
+        about three envs an individual (pi's, pi0's and a fork's copy), each the size of
+        ``env`` pickled without what copies share (measured once; an env that cannot be
+        pickled is not measured)."""
+        if self._env_bytes is None:
+            self._env_bytes = _pickled_size(env, self._shared)
+        if self._env_bytes:
+            check_memory(3.0 * n * self._env_bytes,
+                         f"gym env {self.name}: a batch of {n} individuals, about "
+                         f"{format_bytes(self._env_bytes)} an env",
+                         "lower the batch size (from_gym(batch_size=...), [system] batch_size "
+                         "in a spec, --param batch_size=N; now "
+                         f"{self.batch_size}), or share the env's constant data (shared=)")
 
     def observe(self, state: GymState) -> Observation:
         return Observation(group=state.group, features=state.obs, t=state.t)
@@ -537,6 +559,24 @@ class GymSimulator:
                           np.array(r, dtype=np.float64), np.array(g, dtype=np.float64), {})
 
 
+def _pickled_size(env: Any, shared: Mapping[int, Any]) -> int | None:
+    """Bytes of ``env`` pickled without the objects of ``shared`` (what its copies hold of
+    their own); None when it cannot be pickled."""
+    import io
+    import pickle
+
+    class _Sized(pickle.Pickler):
+        def persistent_id(self, obj: Any) -> Any:
+            return id(obj) if id(obj) in shared else None
+
+    buf = io.BytesIO()
+    try:
+        _Sized(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(env)
+    except Exception:  # noqa: BLE001 - any env that pickling refuses: not measured
+        return None
+    return buf.tell()
+
+
 def _flatten_fix(space: Any) -> str:
     """How a factory makes ``space`` (not a Box) one: ``FlattenObservation``, after
     ``FilterObservation`` where parts of a Dict cannot be flattened (a mission string)."""
@@ -582,7 +622,8 @@ def _check_mode(value: Any, label: str, allowed: str, kinds: Sequence[str]) -> s
 def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], group: str = "options",
              gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
              features: Sequence[str] | None = None, params: Mapping[str, Any] | None = None,
-             id: str | None = None, check: bool = True, shared: Sequence[str] = ()) -> System:
+             id: str | None = None, check: bool = True, shared: Sequence[str] = (),
+             batch_size: int = BATCH_SIZE) -> System:
     """A :class:`~causalfair.systems.System` over a Gymnasium env (module docstring).
 
     ``env_factory``: a callable returning a ``gymnasium.Env`` (one individual per env,
@@ -599,7 +640,10 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     named ``group``) are the system's ``roles["group"]``. ``shared``: names of attributes
     of ``env.unwrapped`` that reset and step never change (a transition table, a data
     set): every copy of the env shares them instead of copying them; the fork check
-    verifies that its resets and steps leave them unchanged. The id is ``gym:`` and the env's
+    verifies that its resets and steps leave them unchanged. ``batch_size``: individuals
+    simulated at once when an engine is given no batch size (default :data:`BATCH_SIZE`;
+    a batch whose envs would outgrow the memory limit is refused, naming it). The id is
+    ``gym:`` and the env's
     ``module:callable`` (or registered id). Forks are checked (:func:`check_forks`) unless
     ``check=False``.
     An episode that terminates early contributes zero gain and reward afterwards.
@@ -617,11 +661,15 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     if isinstance(shared, str) or not all(isinstance(a, str) and a for a in shared):
         raise SystemError_(f"from_gym shared: bad value {short(shared)}; give a list of env "
                            "attribute names, e.g. shared=['P'].")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise SystemError_(f"from_gym batch_size: bad value {short(batch_size)}; give an "
+                           f"integer >= 1 (default {BATCH_SIZE}).")
     factory = _resolve_factory(env_factory)
     sid = id or gym_id(ref or _callable_ref(env_factory))
     sim = GymSimulator(factory, groups=groups, group=group, gain=gain, params=params,
                        name=ref or getattr(env_factory, "__name__", type(env_factory).__name__),
-                       shared=shared)
+                       shared=shared, batch_size=batch_size)
     if gain.startswith("obs:") and int(gain[4:]) >= sim.width:
         raise SystemError_(f"from_gym gain: bad value {gain!r}; the observation has {sim.width} "
                            "columns.")
@@ -642,7 +690,8 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
         reward="reward", horizon=T, simulator=sim,
         params={"group": group, "gain": gain, "baseline": baseline,
                 **({"params": dict(params)} if params else {}),
-                **({"shared": list(shared)} if shared else {})},
+                **({"shared": list(shared)} if shared else {}),
+                **({"batch_size": int(batch_size)} if batch_size != BATCH_SIZE else {})},
         description=f"Gymnasium env {sim.name}")
 
 
@@ -696,9 +745,10 @@ def _resolve_factory(env_factory: Any) -> Callable[..., Any]:
 def gym_system(env: str, groups: Sequence[str] = (), group: str = "options",
                gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
                features: Sequence[str] | None = None,
-               params: Mapping[str, Any] | None = None, shared: Sequence[str] = ()) -> System:
+               params: Mapping[str, Any] | None = None, shared: Sequence[str] = (),
+               batch_size: int = BATCH_SIZE) -> System:
     """The registered system ``gym``: :func:`from_gym` of ``env`` (``"module:callable"``
     or a registered Gymnasium id), what ``[system] gym = ...`` in an audit spec makes."""
     return from_gym(env, groups=groups, group=group, gain=gain, baseline=baseline,
                     horizon=horizon, features=features, params=params, id=gym_id(env),
-                    shared=shared)
+                    shared=shared, batch_size=batch_size)
