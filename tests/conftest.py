@@ -25,8 +25,6 @@ from typing import Any
 
 import pytest
 
-from tests.ray_head import RAY_ENV, ray_head
-
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -164,6 +162,10 @@ def ray_session_head():
     """A Ray head shared by the session's ray tier (:func:`tests.ray_head.ray_head`: its
     own port and temp dir, stopped alone, never by `ray stop`), with the token of
     ``RAY_ENV``; a driver in this process needs ``RAY_ENV`` in ``os.environ``."""
+    # imported here: this conftest also runs copied into a folder of its own
+    # (tests/test_suite_install.py), where the tests package is not importable
+    from tests.ray_head import RAY_ENV, ray_head
+
     with ray_head({**os.environ, **RAY_ENV}) as head:
         yield head
 
