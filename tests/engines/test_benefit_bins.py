@@ -52,7 +52,7 @@ def test_bins_reach_lambda_through_every_python_door(system):
 
 
 def test_too_many_cells_names_the_knobs(system, monkeypatch):
-    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "50K")  # the rollout fits, not the pairs
+    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "200K")  # the envs and rollout fit, not the pairs
     with pytest.raises(ResourceLimitError, match=r"lower the quantile bins per feature "
                        r"\(now 4: benefit_bins= in Python, --benefit-bins on the command line, "
                        r"\[benefit\] bins in a spec\)"):
