@@ -40,7 +40,13 @@ import numpy as np
 
 from causalfair._validation import check_horizon
 from causalfair.engines.benefit import eps_for, lambda_pairs, resolve_eps, weights_and_policy
-from causalfair.engines.benefit_mc import Visits, benefit_fairness_mc, decide
+from causalfair.engines.benefit_mc import (
+    Visits,
+    benefit_fairness_mc,
+    decide,
+    join_rollouts,
+    rollout_tasks,
+)
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy, action_probs, policy_table
@@ -110,40 +116,50 @@ def _rollout_horizon(system: Any, policy: Any, T: int, n: int, seed: int, pname:
                      jobs: Any = "auto") -> tuple:
     """:func:`causalfair.engines.benefit_mc._rollout`'s outputs with each visit's benefit
     Delta^T_a (the forks' cumulative gains to T, common random numbers) in place of the
-    same-step one. ``jobs`` is accepted for the same signature; the groups run here."""
+    same-step one, in the same tasks (per group, or per batch of a simulator that
+    declares its ``batch_size``: :func:`~causalfair.engines.benefit_mc.rollout_tasks`).
+    ``jobs`` is accepted for the same signature; the tasks run here."""
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     binary = A == 2 and base == 0
+    parts: list[list[tuple]] = [[] for _ in range(G)]
+    for g, b, start, m in rollout_tasks(sim, G, n):
+        key = (g,) if b is None else (g, b)
+        parts[g].append(_horizon_task(sim, policy, T, m, seed, key, start, A, base, binary,
+                                      pname))
+    return join_rollouts(parts)
+
+
+def _horizon_task(sim: Any, policy: Any, T: int, m: int, seed: int, key: tuple[int, ...],
+                  start: int, A: int, base: int, binary: bool, pname: str) -> tuple:
+    """One task of :func:`_rollout_horizon`: ``m`` units of group ``key[0]`` numbered from
+    ``start``, from the streams ``key``."""
+    g = key[0]
 
     def act(a: int) -> np.ndarray:
-        return np.full(n, bool(a)) if binary else np.full(n, a)
+        return np.full(m, bool(a)) if binary else np.full(m, a)
 
-    out = []
-    for g in range(G):
-        state = sim.reset(n, g, seeded_rng(seed, _STREAM, g, 0))
-        rng_noise, rng_dec = seeded_rng(seed, _STREAM, g, 1), seeded_rng(seed, _STREAM, g, 2)
-        noises = [sim.draw_noise(n, rng_noise) for _ in range(T)]
-        uniforms = rng_dec.random((T, n))
-        visits = Visits()
-        for t in range(T):
-            obs = sim.observe(state)
-            p = action_probs(policy, obs, A, f"policy {pname!r}")
-            totals = np.zeros((n, A))
-            for a in range(A):  # fork: action a at t, then the policy to T, same numbers
-                res = sim.step(state, act(a), noises[t])
-                totals[:, a] = np.asarray(res.gain, dtype=np.float64)
+    state = sim.reset(m, g, seeded_rng(seed, _STREAM, *key, 0))
+    rng_noise, rng_dec = seeded_rng(seed, _STREAM, *key, 1), seeded_rng(seed, _STREAM, *key, 2)
+    noises = [sim.draw_noise(m, rng_noise) for _ in range(T)]
+    uniforms = rng_dec.random((T, m))
+    visits = Visits()
+    for t in range(T):
+        obs = sim.observe(state)
+        p = action_probs(policy, obs, A, f"policy {pname!r}")
+        totals = np.zeros((m, A))
+        for a in range(A):  # fork: action a at t, then the policy to T, same numbers
+            res = sim.step(state, act(a), noises[t])
+            totals[:, a] = np.asarray(res.gain, dtype=np.float64)
+            branch = res.state
+            for s in range(t + 1, T):
+                pb = action_probs(policy, sim.observe(branch), A, f"policy {pname!r}")
+                res = sim.step(branch, decide(pb, uniforms[s], A, base), noises[s])
+                totals[:, a] += np.asarray(res.gain, dtype=np.float64)
                 branch = res.state
-                for s in range(t + 1, T):
-                    pb = action_probs(policy, sim.observe(branch), A, f"policy {pname!r}")
-                    res = sim.step(branch, decide(pb, uniforms[s], A, base), noises[s])
-                    totals[:, a] += np.asarray(res.gain, dtype=np.float64)
-                    branch = res.state
-            visits.add(obs, totals - totals[:, base:base + 1], p)
-            state = sim.step(state, decide(p, uniforms[t], A, base), noises[t]).state
-        out.append(visits.arrays(n, T))
-    lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
-    feat_g = None if any(o[1] is None for o in out) else [o[1] for o in out]
-    return lev_g, feat_g, [o[2] for o in out], [o[3] for o in out], [o[4] for o in out]
+        visits.add(obs, totals - totals[:, base:base + 1], p)
+        state = sim.step(state, decide(p, uniforms[t], A, base), noises[t]).state
+    return visits.arrays(m, T, start)
 
 
 def lambda_horizon_mc(system: Any, policy: Any, horizon: int | None = None, *,

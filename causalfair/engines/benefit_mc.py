@@ -85,6 +85,7 @@ from causalfair.results import BenefitResult
 from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells", "decide",
+           "rollout_tasks", "join_rollouts",
            "quantile_edges", "bin_cells", "bin_rows", "bin_labels", "lambda_hull"]
 
 #: Streams of the benefit estimator (disjoint from the decomposition's).
@@ -283,9 +284,7 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
     # a simulator class may step the A forks and the decisions of an epoch in one call, the
     # same numbers as the A + 1 steps, consuming the state (GymSimulator.step_forks)
     forks = getattr(type(sim), "step_forks", None)
-    size = None if getattr(sim, "batch_size", None) is None else batch_for(sim, None)
-    tasks = [(g, None, 0, n) for g in range(G)] if size is None else [
-        (g, b, b * size, m) for g in range(G) for b, m in batches(n, size)]
+    tasks = rollout_tasks(sim, G, n)
 
     def rollout(task: tuple[int, int | None, int, int]) -> tuple:
         g, b, start, m = task
@@ -313,7 +312,26 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
     width = len(system.features or ()) + 2 * A + 2  # a visit's row: features, benefits, ...
     parts: list[list[tuple]] = [[] for _ in range(G)]
     fold_tasks(where, rollout, tasks, len(tasks), lambda task, r: parts[task[0]].append(r),
-               result_bytes=8.0 * min(n, size or n) * T * width)
+               result_bytes=8.0 * max(m for *_, m in tasks) * T * width)
+    return join_rollouts(parts)
+
+
+def rollout_tasks(sim: Any, G: int, n: int) -> list[tuple[int, int | None, int, int]]:
+    """The tasks of a rollout of ``n`` independent units per group: (group, batch, first
+    unit, units). One per group (batch None: streams (seed, stream, g, k)), or, for a
+    simulator that declares its own ``batch_size``
+    (:func:`~causalfair.engines._mc_base.batch_for`), one per batch of that many units
+    (streams (seed, stream, g, b, k))."""
+    if getattr(sim, "batch_size", None) is None:
+        return [(g, None, 0, n) for g in range(G)]
+    size = batch_for(sim, None)
+    return [(g, b, b * size, m) for g in range(G) for b, m in batches(n, size)]
+
+
+def join_rollouts(parts: list[list[tuple]]) -> tuple:
+    """Per group, its tasks' :meth:`Visits.arrays` in task order, joined: (levels per group
+    or None, features per group or None, benefits, action distributions, the unit of each
+    visit)."""
     out = [p[0] if len(p) == 1 else tuple(
         None if p[0][k] is None else np.concatenate([q[k] for q in p]) for k in range(5))
         for p in parts]

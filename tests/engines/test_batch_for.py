@@ -151,3 +151,18 @@ def test_a_batch_of_envs_over_the_memory_limit_is_refused_naming_the_batch_size(
     assert len(made) == 1  # refused after one env, before the batch
     small = cf.systems.from_gym(HeavyStudent, groups=["a", "b"], horizon=2, batch_size=32)
     assert decompose_mc(small, LOGISTIC, n=40, seed=1, benefit_n=2, check=False).n == 40
+
+
+def test_lambda_t_forks_run_in_the_declared_batches(monkeypatch):
+    """Lambda_T's forks to the horizon run in the batches a simulator declares, each unit
+    once per epoch under its own number, as Lambda's rollout does."""
+    from causalfair.engines import benefit_horizon
+
+    system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=3, batch_size=5)
+    seen = _sizes(monkeypatch, type(system.simulator))
+    out = benefit_horizon._rollout_horizon(system, LOGISTIC, 3, 12, 7, "logistic")
+    assert seen == [5, 5, 2] * 2
+    for units in out[4]:
+        assert np.array_equal(np.bincount(units), np.full(12, 3))
+    lam = cf.benefit_fairness(system, LOGISTIC, n=12, seed=7, horizon_benefit=True)
+    assert lam.notion == "Lambda_T" and np.isfinite(lam.Lambda)
