@@ -26,7 +26,7 @@ from causalfair.errors import CausalfairError, InputError
 
 __all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
            "check_address", "check_timeout", "make_backend", "resolve_device", "ThreadBackend",
-           "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV"]
+           "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV", "pickler"]
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,9 @@ class ProcessBackend:
             pass
 
 
-def _pickler() -> Any:
+def pickler() -> Any:
+    """cloudpickle (functions and classes of scripts and notebooks travel by value), or
+    joblib's copy of it."""
     try:
         import cloudpickle
     except ImportError:  # pragma: no cover - joblib's copy (joblib comes with the stack)
@@ -180,7 +182,7 @@ def _worker_main() -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(2, 1)
-    pickle = _pickler()
+    pickle = pickler()
     setup = _read_frame(inp)
     if setup is None:
         return
@@ -234,7 +236,7 @@ class _Worker:
         # the search path and the modules loaded from users' folders (a worker dead at
         # start: its task says so)
         self.setup = _driver_setup() if setup is None else setup
-        self.send(_pickler().dumps(self.setup))
+        self.send(pickler().dumps(self.setup))
 
     def fileno(self) -> int:
         return self.proc.stdout.fileno()
@@ -251,7 +253,7 @@ class _Worker:
         if data is None:
             return self.died()
         try:
-            return _pickler().loads(data)
+            return pickler().loads(data)
         except Exception as exc:  # noqa: BLE001 - e.g. a result class the driver cannot import
             return TaskError(type(exc).__name__, "the result cannot be unpickled: "
                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
@@ -313,7 +315,7 @@ def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
     import select
     import time
 
-    pickle = _pickler()
+    pickle = pickler()
     pending = enumerate(items)
     out: list[Any] = []
     setup = _driver_setup()

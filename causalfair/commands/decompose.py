@@ -85,7 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--logs; default: 0.05)")
     p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
                    help="mc: where the (group, batch) tasks run: this process (default: on "
-                        "threads, one per core it may use; serial: one thread), process "
+                        "threads, one per core it may use; for a long run of a simulator that "
+                        "cannot share threads, such as a Gymnasium env, worker processes; "
+                        "serial: one thread), process "
                         "(--jobs local workers) or ray (--address, $RAY_ADDRESS, else a local "
                         "Ray); the numbers are the same bit for bit (docs/scale.md)")
     p.add_argument("--jobs", default=None, metavar="N|auto",
@@ -194,9 +196,10 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
     bins = 4 if args.benefit_bins is None else args.benefit_bins
     if bins < 1:
         raise UsageError(f"--benefit-bins: must be an integer >= 1, got {bins}.")
+    one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1  # this thread
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
-                        backend=backend_from_args(args), eps=args.eps, alpha=args.alpha,
-                        benefit_n=args.n, benefit_bins=bins)
+                        backend=backend_from_args(args), jobs=1 if one else "auto",
+                        eps=args.eps, alpha=args.alpha, benefit_n=args.n, benefit_bins=bins)
 
 
 def backend_from_args(args: argparse.Namespace):

@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from causalfair import _progress, errors
 from causalfair._limits import check_memory
-from causalfair.backends import SerialBackend, TaskError, ThreadBackend, make_backend, resolve_jobs
+from causalfair.backends import (
+    ProcessBackend,
+    SerialBackend,
+    TaskError,
+    ThreadBackend,
+    make_backend,
+    pickler,
+    resolve_jobs,
+)
 from causalfair.errors import InputError, ResourceLimitError
 
 #: Individuals simulated at once when ``batch_size`` is None: small enough to keep
@@ -191,22 +199,42 @@ def is_serial(backend: Any) -> bool:
     return backend is None or backend == "serial" or isinstance(backend, SerialBackend)
 
 
-def engine_backend(backend: Any, jobs: Any, *shared: Any) -> Any:
+#: Unit-steps from which a run whose simulator or policy cannot share this process's
+#: threads goes to worker processes by default (:func:`engine_backend`): about 10 s of a
+#: cheap Python env (benchmarks/bench_gym.py: about 9 us an individual-step), where
+#: starting the workers takes a fraction of a second.
+PROCESS_WORK = 1_000_000
+
+
+def engine_backend(backend: Any, jobs: Any, *shared: Any, work: float = 0) -> Any:
     """Where a Monte Carlo run's tasks go: ``backend`` when one is named (``"serial"``
     included: this thread); else (None) a :class:`~causalfair.backends.ThreadBackend` of
     ``jobs`` threads of this process (``"auto"``:
-    :func:`causalfair.backends.available_cores`), of one (the tasks run here) when a
-    ``shared`` object (the simulator, the policies) keeps state between calls (a policy
-    with ``start_batch``) or declares ``thread_safe = False``. Each task draws from its own
-    streams, results are folded in task order and BLAS runs one thread per task, so every
-    choice gives the same numbers bit for bit."""
+    :func:`causalfair.backends.available_cores`). When a ``shared`` object (the
+    simulator, the policies) keeps state between calls (a policy with ``start_batch``) or
+    declares ``thread_safe = False`` (a Gymnasium env's): ``jobs`` worker processes
+    (:class:`~causalfair.backends.ProcessBackend`) for a run of at least
+    :data:`PROCESS_WORK` unit-steps (``work``) whose objects can be pickled, else this
+    thread. Each task draws from its own streams, results are folded in task order and
+    BLAS runs one thread per task, so every choice gives the same numbers bit for bit."""
     if backend is not None:
         return backend
     n = resolve_jobs(jobs, "jobs")
     if any(getattr(o, "thread_safe", True) is False
            or callable(getattr(o, "start_batch", None)) for o in shared):
+        if n > 1 and work >= PROCESS_WORK and _travels(shared):
+            return ProcessBackend(n)
         n = 1
     return ThreadBackend(n)
+
+
+def _travels(objs: Sequence[Any]) -> bool:
+    """Whether ``objs`` can be sent to worker processes (cloudpickle)."""
+    try:
+        pickler().dumps(tuple(objs))
+    except Exception:  # noqa: BLE001 - anything pickling refuses: the run stays here
+        return False
+    return True
 
 
 def _run_tasks(backend: Any, fn: Any, tasks: list[Any]) -> list[Any]:

@@ -308,7 +308,7 @@ def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
 
     away = backend is not None and not is_serial(backend) and not isinstance(backend,
                                                                              ThreadBackend)
-    where = backend if away else engine_backend(None, jobs, sim, policy)
+    where = backend if away else engine_backend(None, jobs, sim, policy, work=G * n * T)
     width = len(system.features or ()) + 2 * A + 2  # a visit's row: features, benefits, ...
     parts: list[list[tuple]] = [[] for _ in range(G)]
     fold_tasks(where, rollout, tasks, len(tasks), lambda task, r: parts[task[0]].append(r),

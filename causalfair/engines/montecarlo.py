@@ -367,7 +367,7 @@ def decompose_mc(
     G = int(sim.n_groups)
     sim_name = type_name(sim)
     policy, name = _ready_policy(policy, sim, A, tabulate, policy_name, system, T, device)
-    backend = engine_backend(backend, jobs, sim, policy)
+    backend = engine_backend(backend, jobs, sim, policy, work=G * n * T)
     sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_simulate)
     stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
     job = Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
@@ -485,9 +485,9 @@ def compare_mc(
     """
     pair_jobs, n, batch, weights = paired_jobs(simulator, policy, baseline, horizon, n=n, seed=seed,
                                           batch_size=batch_size, tabulate=tabulate, device=device)
-    backend = engine_backend(backend, jobs, pair_jobs[0].sim, pair_jobs[0].policy,
-                             pair_jobs[1].policy)
     G = int(pair_jobs[0].sim.n_groups)
+    backend = engine_backend(backend, jobs, pair_jobs[0].sim, pair_jobs[0].policy,
+                             pair_jobs[1].policy, work=2 * G * n * pair_jobs[0].T)
     tasks = ((pair_jobs[0], pair_jobs[1], g, b, m) for g in range(G)
              for b, m in batches(n, batch))
     mom = {k: [[Moments() for _ in range(G)] for _ in range(3)] for k in MOMENT_KEYS}

@@ -166,3 +166,43 @@ def test_lambda_t_forks_run_in_the_declared_batches(monkeypatch):
         assert np.array_equal(np.bincount(units), np.full(12, 3))
     lam = cf.benefit_fairness(system, LOGISTIC, n=12, seed=7, horizon_benefit=True)
     assert lam.notion == "Lambda_T" and np.isfinite(lam.Lambda)
+
+
+class _Locked:
+    """A policy holding a lock: it cannot be pickled."""
+
+    name = "locked"
+
+    def __init__(self):
+        import threading
+
+        self.lock = threading.Lock()
+
+    def prob_d1(self, obs):
+        return np.full(len(obs.features), 0.5)
+
+
+def test_a_long_run_of_a_gym_system_goes_to_worker_processes_by_default(monkeypatch):
+    """jobs="auto" (or N > 1) on a simulator that cannot share threads: worker processes
+    from PROCESS_WORK unit-steps on, this thread below it, and the numbers of one thread
+    either way; an object that cannot be pickled keeps the run here."""
+    from causalfair.backends import ProcessBackend, ThreadBackend
+    from causalfair.engines import _mc_base
+
+    system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=2)
+    sim = system.simulator
+    assert isinstance(_mc_base.engine_backend(None, 2, sim, LOGISTIC, work=10**6),
+                      ProcessBackend)
+    small = _mc_base.engine_backend(None, 2, sim, LOGISTIC, work=10**6 - 1)
+    assert isinstance(small, ThreadBackend) and small.jobs == 1
+    assert _mc_base.engine_backend(None, 2, sim, _Locked(), work=10**6).jobs == 1
+    monkeypatch.setattr(_mc_base, "PROCESS_WORK", 2 * 300 * 2)  # this run: processes
+    seen = []
+    real = _mc_base.fold_tasks
+    monkeypatch.setattr("causalfair.engines.montecarlo.fold_tasks",
+                        lambda backend, *a, **k: seen.append(type(backend).__name__)
+                        or real(backend, *a, **k))
+    procs = decompose_mc(system, LOGISTIC, n=300, seed=1, benefit_n=2, jobs=2)
+    assert seen == ["ProcessBackend"]
+    serial = decompose_mc(system, LOGISTIC, n=300, seed=1, benefit_n=2, jobs=1)
+    assert procs.estimates() == serial.estimates() and procs.se == serial.se

@@ -23,7 +23,7 @@ def _linger(_: int) -> int:
 
 
 def test_idle_workers_are_stopped_together_without_their_teardown():
-    pickle = B._pickler()
+    pickle = B.pickler()
     workers = [B._Worker() for _ in range(2)]
     try:
         for w in workers:
