@@ -126,6 +126,11 @@ def test_a_gym_system_takes_its_batch_size_from_every_door():
     for bad in (0, 2.5, True):
         with pytest.raises(SystemError_, match=r"from_gym batch_size: bad value"):
             cf.systems.from_gym(Student, groups=["a", "b"], batch_size=bad)
+    from causalfair.engines._mc_base import batch_for
+    from causalfair.systems.gym.door import GymSimulator
+
+    with pytest.raises(SimulatorContractError, match=r"got 2\.5"):  # not truncated to 2
+        batch_for(GymSimulator(Student, groups=["a", "b"], batch_size=2.5), None)
 
 
 def test_a_batch_of_envs_over_the_memory_limit_is_refused_naming_the_batch_size(monkeypatch):

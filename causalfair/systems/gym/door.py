@@ -123,7 +123,7 @@ class GymSimulator:
         self.max_tries = int(max_tries)
         self.shared = tuple(shared)
         #: individuals per batch when the caller gives none (``engines._mc_base.batch_for``)
-        self.batch_size = int(batch_size)
+        self.batch_size = batch_size  # checked where it is used (batch_for), not coerced
         self._env_bytes: int | None = None  # about what one individual's env holds
         self._group_fn = load_callable(group, what="from_gym group") if _is_ref(group) else None
         self._gain_fn = load_callable(gain, what="from_gym gain") if _is_ref(gain) else None
