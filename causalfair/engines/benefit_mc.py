@@ -203,9 +203,12 @@ def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
     total = math.prod(sizes)
     by_value = [fnames[j] for j in range(F) if values[j] is not None]
     grid = "x".join(map(str, sizes)) if F <= LABEL_FEATURES else f"{F}-feature"
-    desc = (f"joint quantile bins of {_some(fnames)}"
-            + (f" (one bin per value of {_some(by_value)})" if by_value else "")
-            + f" ({grid} cells" + (f", {len(labels)} visited" if len(labels) < total else ""))
+    if len(by_value) == F:  # no quantiles at all: a cell is a joint value
+        head = f"one cell per joint value of {_some(fnames)}"
+    else:
+        head = f"joint quantile bins of {_some(fnames)}" + (
+            f" (one bin per value of {_some(by_value)})" if by_value else "")
+    desc = head + f" ({grid} cells" + (f", {len(labels)} visited" if len(labels) < total else "")
     desc += "; labels name the features off their most common bin)" if short else ")"
     return tuple(labels), desc
 

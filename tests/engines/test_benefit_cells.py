@@ -84,6 +84,10 @@ def test_a_feature_with_few_values_gets_one_bin_per_value():
     assert K == len(np.unique(rows, axis=0))  # 2 x 3 x 4 joint bins, the visited ones
     assert any(lab.startswith("r=1 t=-1 c:q") for lab in labels), labels
     assert "one bin per value of r, t" in desc, desc
+    # every feature binned by value: no quantile at all, and the description says so
+    _, K2, labels2, desc2 = visit_cells(None, [x[:500, :2], x[500:, :2]], 4, ("r", "t"), None)
+    assert desc2.startswith("one cell per joint value of r, t (2x3 cells"), desc2
+    assert "quantile" not in desc2 and K2 == len(labels2) == len(np.unique(rows[:, :2], axis=0))
     # the quantile rule alone would put the rare value with the common one
     qs = np.unique(np.quantile(rare, [0.25, 0.5, 0.75]))
     assert len(np.unique(np.searchsorted(qs, rare, side="right"))) == 1
@@ -153,5 +157,5 @@ def test_a_one_hot_state_makes_one_cell_per_visited_state():
     hot = [int(np.flatnonzero(r)[0]) for r in x]
     for c, i in zip(np.concatenate(cells), hot, strict=True):  # one state, one cell
         assert np.unique(np.array(hot)[np.concatenate(cells) == c]).tolist() == [i]
-    assert desc.startswith("joint quantile bins of 12 features (f0, ..., f11) (one bin per "
-                           "value of 12 features (f0, ..., f11)) (12-feature cells, "), desc
+    assert desc.startswith("one cell per joint value of 12 features (f0, ..., f11) "
+                           "(12-feature cells, "), desc
