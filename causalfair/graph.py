@@ -51,14 +51,14 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
-from causalfair._io import atomic_write_bytes, atomic_write_text
+from causalfair import graph_render
 from causalfair._limits import check_memory
 from causalfair.errors import InputError, ResourceLimitError
+from causalfair.graph_render import DRAW_FORMAT_ERROR as DRAW_FORMAT_ERROR  # re-exported
 from causalfair.model import CausalStructure, TabularModel
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -92,35 +92,8 @@ NODE_KINDS: tuple[str, ...] = (
     "reward",
 )
 
-_VARIANT_TITLES = {
-    "pi": r"deployed policy $\pi$",
-    "pi0": r"baseline $\pi_0$ (always $d_0$)",
-    "ps": r"path-specific $\pi^{PS}$",
-}
-
-_KIND_COLOURS = {
-    "sensitive": "#f4a6a6",
-    "state": "#a6c8f4",
-    "counterfactual_state": "#e3edfb",
-    "decision": "#f9d38c",
-    "exogenous": "#d9d9d9",
-    "gain": "#a8e0a0",
-    "reward": "#d7b8ec",
-}
-
-_DOT_SHAPES = {
-    "sensitive": "doublecircle",
-    "state": "ellipse",
-    "counterfactual_state": "ellipse",
-    "decision": "box",
-    "exogenous": "ellipse",
-    "gain": "diamond",
-    "reward": "hexagon",
-}
-
 _RESERVED_NAMES = frozenset({"S", "X", "D", "G", "R"})
 _NAME_RE = re.compile(r"[A-Za-z_](?:[A-Za-z0-9_]*[A-Za-z_])?")
-_DRAW_FORMATS = ("png", "svg", "pdf")
 
 # ------------------------------------------------------------------ error messages
 HORIZON_ERROR = (
@@ -155,10 +128,6 @@ TOO_MANY_PATHS_ERROR = (
 )
 MAX_EPOCHS = 5000
 MAX_PATHS_ERROR = "max_paths must be an int >= 0, got {value!r}."
-DRAW_FORMAT_ERROR = (
-    "draw: cannot tell the image format of {path!r} from its suffix; use one of "
-    ".png, .svg, .pdf."
-)
 
 
 # ------------------------------------------------------------------ validation
@@ -410,7 +379,7 @@ class TemporalGraph:
                     stack.append([*path, w])
         return sorted(out, key=lambda p: [_node_key(self.graph, n) for n in p])
 
-    # -------------------------------------------------------------- export
+    # -------------------------------------------------------------- export and drawing
     def to_dot(self, path: str | os.PathLike[str] | None = None) -> str:
         """The graph as Graphviz DOT text (no graphviz needed to produce it).
 
@@ -420,45 +389,7 @@ class TemporalGraph:
         decisions show ``:= d0``. One edge per line (``"u" -> "v";``), in natural order.
         With ``path``, the text is also written there atomically.
         """
-        g = self.graph
-        lines = [
-            f'digraph "causalfair_{self.variant}_T{self.horizon}" {{',
-            f'  graph [rankdir=LR, labelloc=t, label="temporal causal graph, variant '
-            f'{self.variant}, T={self.horizon}", fontname="Helvetica"];',
-            '  node [fontname="Helvetica", style=filled];',
-        ]
-
-        def node_line(n: str) -> str:
-            data = g.nodes[n]
-            kind = data["kind"]
-            label = data["label"] + (" := d0" if data.get("intervened") else "")
-            style = "filled,dashed" if kind == "counterfactual_state" else "filled"
-            return (
-                f'    "{n}" [label="{label}", class="{kind}", shape={_DOT_SHAPES[kind]}, '
-                f'style="{style}", fillcolor="{_KIND_COLOURS[kind]}"];'
-            )
-
-        by_t: dict[int, list[str]] = {}
-        for n in self.nodes():
-            t = g.nodes[n]["t"]
-            if t is None:
-                lines.append(node_line(n)[2:])
-            else:
-                by_t.setdefault(t, []).append(n)
-        for t, members in by_t.items():
-            lines.append(f'  subgraph "cluster_t{t}" {{')
-            lines.append(f'    label="t = {t}"; color="#bbbbbb"; style=rounded;')
-            lines.extend(node_line(n) for n in members)
-            lines.append("  }")
-        edges = sorted(g.edges(), key=lambda e: (_node_key(g, e[0]), _node_key(g, e[1])))
-        for u, v in edges:
-            dashed = "counterfactual_state" in (g.nodes[u]["kind"], g.nodes[v]["kind"])
-            lines.append(f'  "{u}" -> "{v}"' + (" [style=dashed]" if dashed else "") + ";")
-        lines.append("}")
-        text = "\n".join(lines) + "\n"
-        if path is not None:
-            atomic_write_text(path, text)
-        return text
+        return graph_render.to_dot(self, path)
 
     def to_graphml(self, path: str | os.PathLike[str]) -> None:
         """Write the graph as GraphML (networkx), atomically.
@@ -466,53 +397,11 @@ class TemporalGraph:
         GraphML has no null: attributes whose value is None (``t`` of S) are left out of
         that node, so :func:`networkx.read_graphml` gives them back as missing.
         """
-        g = nx.DiGraph()
-        g.graph.update({k: v for k, v in self.graph.graph.items() if v is not None})
-        for n, data in self.graph.nodes(data=True):
-            g.add_node(n, **{k: v for k, v in data.items() if v is not None})
-        g.add_edges_from(self.graph.edges())
-        atomic_write_bytes(path, lambda fh: nx.write_graphml(g, fh))
+        graph_render.to_graphml(self, path)
 
     def to_frame(self) -> pd.DataFrame:
         """The edges as a pandas DataFrame: source, target, source_kind, target_kind."""
-        import pandas as pd
-
-        kind = self.graph.nodes
-        rows = [(u, v, kind[u]["kind"], kind[v]["kind"]) for u, v in self.edges()]
-        return pd.DataFrame(rows, columns=["source", "target", "source_kind", "target_kind"])
-
-    # -------------------------------------------------------------- drawing
-    def _layout(self) -> dict[str, tuple[float, float]]:
-        """Layered layout: x = time (3 units per epoch), one row per kind, S on the left.
-
-        Rows from the top: rewards, decisions, states, gains (between X_t and X_{t+1}),
-        counterfactual states, then one row per exogenous variable.
-        """
-        exo_rows = {
-            name: i
-            for i, name in enumerate(
-                dict.fromkeys(d["variable"] for _, d in self.graph.nodes(data=True)
-                              if d["kind"] == "exogenous")
-            )
-        }
-        pos: dict[str, tuple[float, float]] = {}
-        for n, data in self.graph.nodes(data=True):
-            kind, t = data["kind"], data["t"]
-            if kind == "sensitive":
-                pos[n] = (-2.0, 0.5)
-            elif kind == "state":
-                pos[n] = (3.0 * t, 0.0)
-            elif kind == "decision":
-                pos[n] = (3.0 * t + 1.0, 1.0)
-            elif kind == "reward":
-                pos[n] = (3.0 * t + 2.0, 2.0)
-            elif kind == "gain":
-                pos[n] = (3.0 * t + 1.5, -0.9)
-            elif kind == "counterfactual_state":
-                pos[n] = (3.0 * t - 0.6, -1.8)
-            else:  # exogenous
-                pos[n] = (3.0 * t + 0.9, -2.6 - 0.8 * exo_rows[data["variable"]])
-        return pos
+        return graph_render.to_frame(self)
 
     def _repr_svg_(self) -> str:
         """Jupyter draws the graph inline (SVG; the figure widens with T, so draw a
@@ -534,89 +423,7 @@ class TemporalGraph:
         it is saved (PNG, SVG or PDF from the suffix), atomically. Meant for small T
         (say T <= 10): the figure widens with T.
         """
-        from matplotlib.lines import Line2D
-        from matplotlib.patches import Patch
-
-        fmt = None
-        if path is not None:
-            fmt = Path(path).suffix.lower().lstrip(".")
-            if fmt not in _DRAW_FORMATS:
-                raise InputError(DRAW_FORMAT_ERROR.format(path=str(path)))
-        n_exo = len(self.nodes("exogenous")) // self.horizon
-        if ax is None:
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-            from matplotlib.figure import Figure
-
-            width = min(3.0 + 1.9 * self.horizon, 60.0)
-            fig = Figure(figsize=(width, 3.2 + 0.55 * n_exo), layout="constrained")
-            FigureCanvasAgg(fig)
-            ax = fig.add_subplot()
-        else:
-            fig = ax.figure
-
-        g, pos = self.graph, self._layout()
-        for u, v in sorted(g.edges()):
-            kinds = (g.nodes[u]["kind"], g.nodes[v]["kind"])
-            cf = "counterfactual_state" in kinds
-            colour = "#d9822b" if kinds[1] == "decision" else ("#8a8a8a" if cf else "#444444")
-            ax.annotate(
-                "", xy=pos[v], xytext=pos[u],
-                arrowprops={
-                    "arrowstyle": "-|>", "color": colour, "lw": 0.8, "shrinkA": 11,
-                    "shrinkB": 11, "linestyle": "--" if cf else "-",
-                    "connectionstyle": "arc3,rad=0.12" if u == "S" else "arc3,rad=0.0",
-                },
-                zorder=1,
-            )
-        for n in self.nodes():
-            data = g.nodes[n]
-            label = _math_label(data)
-            ax.text(
-                *pos[n], label, ha="center", va="center", fontsize=9, zorder=3,
-                parse_math=label.startswith("$"),  # ours; user names stay plain text
-                bbox={
-                    "boxstyle": "round,pad=0.3", "fc": _KIND_COLOURS[data["kind"]], "ec": "#333333",
-                    "ls": "--" if data["kind"] == "counterfactual_state" else "-",
-                },
-            )
-        xs = [p[0] for p in pos.values()]
-        ys = [p[1] for p in pos.values()]
-        ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
-        ax.set_ylim(min(ys) - 0.8, max(ys) + 0.6)
-        ax.set_axis_off()
-        ax.set_title(f"Temporal causal graph: {_VARIANT_TITLES[self.variant]}, T = {self.horizon}",
-                     parse_math=True)
-        present = {d for _, d in g.nodes(data="kind")}
-        handles: list[Any] = [
-            Patch(
-                facecolor=_KIND_COLOURS[k], edgecolor="#333333", label=k.replace("_", " "),
-                linestyle="--" if k == "counterfactual_state" else "-",
-            )
-            for k in NODE_KINDS
-            if k in present
-        ]
-        if any(g.nodes[v]["kind"] == "decision" for _, v in g.edges()):
-            handles.append(Line2D([], [], color="#d9822b", label="policy edge"))
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                  fontsize=8, frameon=False)
-        if path is not None:
-            atomic_write_bytes(path, lambda fh: fig.savefig(fh, format=fmt, bbox_inches="tight"))
-        return fig
-
-
-def _math_label(data: Mapping[str, Any]) -> str:
-    """Mathtext label, e.g. ``$X^{*}_{1}$`` for the node labelled ``X*_1``."""
-    base, _, t = data["label"].rpartition("_")
-    if not base or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*\*?", base) or not t.isdigit():
-        return data["label"]  # a name mathtext cannot take as it is: shown as plain text
-    if base == "X*":
-        base = "X^{*}"
-    elif len(base) > 1:
-        base = r"\mathrm{" + base.replace("_", r"\_") + "}"
-    text = f"{base}_{{{t}}}"
-    if data.get("intervened"):
-        text += r" = d_0"
-    return f"${text}$"
+        return graph_render.draw(self, path, ax)
 
 
 # ------------------------------------------------------------------ builders

@@ -14,7 +14,7 @@ from causalfair.commands._system import (
     load_system,
 )
 from causalfair.errors import UsageError
-from causalfair.logs.schema import simulate_logs
+from causalfair.logs.simulate import simulate_logs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

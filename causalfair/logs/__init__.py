@@ -1,9 +1,11 @@
 """Auditing from decision logs (no simulator needed).
 
-- :mod:`causalfair.logs.schema`: the log format, :func:`validate_logs`, :func:`read_logs`,
-  :func:`simulate_logs` (logs of a policy on the lending simulator or a tabular model),
-  feature-vector states (:func:`bin_states`, :class:`StateBinning`,
-  :func:`linear_potential`);
+- :mod:`causalfair.logs.schema`: the log format, :func:`validate_logs`, :func:`read_logs`;
+- :mod:`causalfair.logs.errors`: :class:`LogError` and its messages (``MSG_*``);
+- :mod:`causalfair.logs.binning`: feature-vector states (:func:`bin_states`,
+  :class:`StateBinning`, :func:`linear_potential`);
+- :mod:`causalfair.logs.simulate`: :func:`simulate_logs` (logs of a policy on a system's
+  simulator);
 - :mod:`causalfair.logs.fit`: sufficient statistics, count-based, ordinal-logit and
   multinomial-logit fits, positivity check and bounds;
 - :mod:`causalfair.logs.audit`: :func:`audit_logs` -> :class:`LogAudit` (decomposition,
@@ -25,6 +27,8 @@ from causalfair.logs.audit import (
     fit_logs,
     threshold_lambda,
 )
+from causalfair.logs.binning import StateBinning, bin_states, linear_potential
+from causalfair.logs.errors import LogError
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
     PositivityError,
@@ -38,14 +42,10 @@ from causalfair.logs.schema import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
     LogData,
-    LogError,
-    StateBinning,
-    bin_states,
-    linear_potential,
     read_logs,
-    simulate_logs,
     validate_logs,
 )
+from causalfair.logs.simulate import simulate_logs
 
 __all__ = [
     "DEFAULT_ALPHA",

@@ -29,6 +29,7 @@ from causalfair.engines.effects import check_horizon, decompose
 from causalfair.engines.selection import selection_rates
 from causalfair.errors import InputError
 from causalfair.logs.dowhy_check import dowhy_check
+from causalfair.logs.errors import MSG_FEATURE_POTENTIAL, LogError
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
     LogStats,
@@ -50,13 +51,7 @@ from causalfair.logs.pretest import (
     lambda_interval_of,
     threshold_lambda,
 )
-from causalfair.logs.schema import (
-    MSG_FEATURE_POTENTIAL,
-    LogData,
-    LogError,
-    read_logs,
-    validate_logs,
-)
+from causalfair.logs.schema import LogData, read_logs, validate_logs
 from causalfair.policies.core import policy_table
 from causalfair.policies.resolver import resolve
 

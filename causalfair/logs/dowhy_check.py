@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from causalfair import _progress
-from causalfair.logs.schema import LogData, LogError
+from causalfair.logs.errors import LogError
+from causalfair.logs.schema import LogData
 
 __all__ = ["DowhyCheck", "dowhy_check", "one_step_graph", "REFUTERS"]
 

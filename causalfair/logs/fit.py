@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 
 from causalfair.engines.benefit import WEIGHTS, model_eps
-from causalfair.logs.schema import LogData, LogError
+from causalfair.logs.errors import LogError
+from causalfair.logs.schema import LogData
 from causalfair.model import TabularModel
 from causalfair.systems.lending.settings import LENDING_LAMBDA_EPS, lending_potential
 

@@ -32,8 +32,8 @@ import numpy as np
 
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.groups import EFFECTS, GroupComparison, compare, split_pair
+from causalfair.logs.errors import LogError
 from causalfair.logs.pretest import lambda_interval_of, lambda_threshold_c, threshold_lambda
-from causalfair.logs.schema import LogError
 
 __all__ = ["compare_log_groups", "PER_GROUP"]
 

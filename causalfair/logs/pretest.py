@@ -20,7 +20,7 @@ import numpy as np
 
 from causalfair.engines.benefit_mc import lambda_hull
 from causalfair.errors import InputError
-from causalfair.logs.schema import LogError
+from causalfair.logs.errors import LogError
 
 __all__ = ["LambdaEstimate", "threshold_lambda", "estimate_lambda", "lambda_interval_of",
            "lambda_terms", "lambda_threshold_c", "check_lambda_estimator", "LAMBDA_ESTIMATORS",

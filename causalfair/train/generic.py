@@ -12,8 +12,11 @@ trainer in :mod:`causalfair.train.core`).
   Actions outside ``DecisionSet.allowed`` are masked by pinning their logits at -1e9
   (zero weights: probability and gradient exactly 0, and the mask is in the checkpoint).
   One choice per replica (budget 1): a replica-level agent (:mod:`causalfair.policies.choice`),
-  one softmax over the units' scores and a learned "nobody" logit.
-- Advantages: GAE with a value network over (observation, t / T).
+  one softmax over the units' scores and a learned "nobody" logit, trained by the steps of
+  :mod:`causalfair.train.replica_choice`.
+- Advantages: GAE with a value network over (observation, t / T); A-PPO, F-PPO-L and
+  ELBERT-PO change them with the supply/demand signals per replica
+  (:mod:`causalfair.train.fair_signals`).
 - Gain action values, model-free (method.md section 5): the gain-to-go of each unit's
   trajectory, Q_g(x_t, d_t) = sum_{t' >= t} g_t'. PPO-C adds beta_C * C^2 with the
   anchored C estimator of :func:`causalfair.train.objectives.c_hat_anchored`.
@@ -68,17 +71,10 @@ from causalfair.train.algorithms import names
 from causalfair.train.checkpoint import prepare_run_folder
 from causalfair.train.config import TrainConfig
 from causalfair.train.device import device_determinism, to_device
+from causalfair.train.fair_signals import FAIR_ADVANTAGE_ALGOS, check_fair_signals, fair_advantage
 from causalfair.train.lagrangian import Lagrangian, check_constraints_supported, measure_groups
-from causalfair.train.objectives import (
-    appo_advantage,
-    elbert_advantage,
-    fppol_advantage,
-    gain_to_go,
-    lambda_cells_torch,
-    lambda_torch,
-    ppo_c_penalty,
-    rate_gap,
-)
+from causalfair.train.objectives import gain_to_go, lambda_cells_torch, lambda_torch, ppo_c_penalty
+from causalfair.train.replica_choice import ReplicaChoiceTraining
 from causalfair.train.result import TrainResult
 from causalfair.types import Observation
 
@@ -86,9 +82,6 @@ __all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS"]
 
 #: The objectives the generic trainer implements (the registry, causalfair.train.algorithms).
 GENERIC_ALGOS = names(generic=True)
-#: A-PPO, F-PPO-L and ELBERT-PO (Hu et al. 2023, Xu et al. 2024), which change the advantage
-#: with supply/demand signals per replica.
-FAIR_ADVANTAGE_ALGOS = names(fair_advantage=True)
 
 
 def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncoding:
@@ -108,7 +101,7 @@ def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncodin
                            std=tuple(np.where(std > 1e-8, std, 1.0)))
 
 
-class SystemTrainer:
+class SystemTrainer(ReplicaChoiceTraining):
     """One training run on a :class:`~causalfair.systems.System`.
 
     PPO-Lagrangian (``config.constraints``, keys :data:`causalfair.thresholds.PPO_LAG_KEYS`,
@@ -175,7 +168,7 @@ class SystemTrainer:
         self.A, self.base = system.n_actions, system.decisions.baseline
         self.G, self.T = system.n_groups, c.horizon
         if self.fair:
-            self._check_fair_signals()
+            check_fair_signals(c.algo, system, self.sim)
         self.encoding = _encoding(system, self.sim, self.rng)
         enc0 = getattr(init, "encoding", None)  # a warm start reads inputs as it was trained to
         if getattr(enc0, "name", None) == "features" == self.encoding.name \
@@ -457,126 +450,6 @@ class SystemTrainer:
         torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
         self.opt.step()
 
-    # ------------------------------------------------- one choice per replica (budget 1)
-    def _choice_logits(self, x: Any) -> Any:
-        """(replicas, 1 + U) logits: "nobody" first, then the units' scores; ``x`` is
-        (replicas, U, width)."""
-        import torch
-
-        scores = self.policy_net(x.reshape(-1, x.shape[-1]))[:, 0].reshape(x.shape[0], self.U)
-        return torch.cat([self.nobody.expand(x.shape[0], 1), scores], dim=1)
-
-    def _unit_choice_probs(self, x: Any) -> Any:
-        """(replicas * U, 2): each unit's chance of being the replica's choice (the softmax
-        entry) and of not being it, for ``x`` (replicas, U, width)."""
-        import torch
-
-        pu = torch.softmax(self._choice_logits(x), 1)[:, 1:].double().reshape(-1)
-        return torch.stack([1.0 - pu, pu], dim=1)
-
-    def _step_choice(self) -> dict[str, Any]:
-        """One PPO iteration for a replica-level agent: one categorical choice per replica
-        and step (unit or nobody), the replica's summed reward, a value that sums per-unit
-        values; PPO-C's C is the within-replica gap of the pair's mean gain-to-go."""
-        import torch
-
-        c = self.config
-        n_rep = max(2, c.n_individuals // self.U)
-        U, T, W = self.U, self.T, self.encoding.width
-        state = self.sim.reset(n_rep, None, self.rng)
-        xs, ks, logps, rews, gains, groups = [], [], [], [], [], []
-        fair = self._start_fair(state)
-        group = None
-        for _ in range(T):
-            obs = self.sim.observe(state)
-            group = np.asarray(obs.group, dtype=np.intp).reshape(n_rep, U)
-            x = self.encoding.encode(obs).reshape(n_rep, U, W)
-            with torch.no_grad():
-                probs = torch.softmax(self._choice_logits(self._to_device(x)), 1).double().cpu().numpy()
-            u = self.rng.random(n_rep)
-            k = np.minimum((u[:, None] >= np.cumsum(probs, axis=1)[:, :-1]).sum(1), U)
-            d = np.zeros((n_rep, U), dtype=bool)
-            hit = np.nonzero(k > 0)[0]
-            d[hit, k[hit] - 1] = True
-            noise = self.sim.draw_noise(n_rep * U, self.rng)
-            if self.cb_forks:
-                fair["delta"].append(unit_benefits(self.sim, state, noise, n_rep, U, 2, 0))
-                groups.append(group.reshape(-1))
-            res = self.sim.step(state, d.reshape(-1), noise)
-            xs.append(x)
-            ks.append(k)
-            logps.append(np.log(np.maximum(probs[np.arange(n_rep), k], 1e-12)))
-            rews.append(np.asarray(res.reward, dtype=np.float64).reshape(n_rep, U).sum(1))
-            gains.append(np.asarray(res.gain, dtype=np.float64).reshape(n_rep, U))
-            state = res.state
-            self._record_fair(fair, res, state)
-        X, K, LP = np.stack(xs), np.stack(ks), np.stack(logps)  # (T, n, U, W), (T, n), (T, n)
-        R, Gn = np.stack(rews), np.stack(gains)  # (T, n), (T, n, U)
-        a, b_ = self.pair
-        in_a, in_b = (group == a), (group == b_)
-        q = gain_to_go(Gn)  # (T, n, U)
-        q_diff = ((q * in_a).sum(2) / np.maximum(in_a.sum(1), 1)
-                  - (q * in_b).sum(2) / np.maximum(in_b.sum(1), 1))  # (T, n)
-        total = Gn.sum(0)
-        c_batch = float(((total * in_a).sum(1) / np.maximum(in_a.sum(1), 1)
-                         - (total * in_b).sum(1) / np.maximum(in_b.sum(1), 1)).mean())
-        tt = np.broadcast_to((np.arange(T) / T)[:, None, None, None], (T, n_rep, U, 1)).astype(np.float32)
-        vin = np.concatenate([X, tt], axis=3)
-        with torch.no_grad():
-            v = self.value_net(self._to_device(vin.reshape(-1, W + 1))).double().cpu().numpy(
-            ).reshape(T, n_rep, U).sum(2)
-        adv, last = np.zeros((T, n_rep)), np.zeros(n_rep)
-        for t in range(T - 1, -1, -1):
-            nxt = v[t + 1] if t + 1 < T else 0.0
-            last = R[t] + c.gamma * nxt - v[t] + c.gamma * c.gae_lambda * last
-            adv[t] = last
-        ret = adv + v
-        fair_row: dict[str, float] = {}
-        if self.fair:
-            sd = {k: np.stack(v) for k, v in fair.items() if v}
-            adv, fair_row = self._fair_advantage(adv, sd, np.arange(n_rep),
-                                                 np.repeat(np.arange(n_rep), U), group.reshape(-1))
-        flat = lambda arr: self._to_device(arr.reshape(T * n_rep, *arr.shape[2:]))  # noqa: E731
-        xt, kt, lpt = flat(X), flat(K).long(), flat(LP)
-        advt, rett, qdt = flat(adv), flat(ret), flat(q_diff)
-        vint = flat(vin)
-        if c.normalize_advantage:
-            advt = (advt - advt.mean()) / (advt.std() + 1e-8)
-        cb = self._benefit_cells(X.reshape(T * n_rep * U, W), np.concatenate(groups),
-                                 np.concatenate(fair["delta"])) if self.cb_forks else None
-        if cb is not None:
-            with torch.no_grad():
-                fair_row["Lambda_batch"] = float(self._lambda_cells(self._unit_choice_probs(xt), cb))
-        order = np.arange(T * n_rep)
-        mb = max(1, (T * n_rep) // c.n_minibatches)
-        last_c = float("nan")
-        for _ in range(c.n_epochs):
-            self.rng.shuffle(order)
-            order_t = self._to_device(order)  # one copy per epoch
-            for start in range(0, T * n_rep, mb):
-                idx = order_t[start:start + mb]
-                logp = torch.log_softmax(self._choice_logits(xt[idx]), 1).double()
-                logp = logp.gather(1, kt[idx][:, None])[:, 0]
-                ratio = torch.exp(logp - lpt[idx])
-                surr = torch.min(ratio * advt[idx],
-                                 ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * advt[idx])
-                vv = self.value_net(vint[idx].reshape(-1, W + 1)).reshape(-1, U).sum(1).double()
-                loss = -surr.mean() + c.vf_coef * ((vv - rett[idx]) ** 2).mean()
-                if c.algo in ("ppo-c", "ppo-cb"):  # C_anch = c_batch + T mean((ratio - 1) q_diff)
-                    cval = c_batch + float(T) * ((ratio - 1.0) * qdt[idx]).mean()
-                    loss = loss + c.beta_c * cval * cval
-                    last_c = float(cval.detach())
-                if cb is not None:
-                    loss = loss + c.beta_lambda * self._lambda_cells(self._unit_choice_probs(xt), cb)
-                self._apply(loss)
-        self.iteration += 1
-        row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(R.sum(0).mean()),
-                               "C_batch": c_batch, **self._c_hat(last_c), **fair_row}
-        if self.iteration % c.eval_every == 0 or self.iteration == c.iterations:
-            row.update(self.audit())
-        self.history.append(row)
-        return row
-
     # ------------------------------------------------ PPO-Cb by unit-alone forks
     def _benefit_cells(self, x: np.ndarray, group: np.ndarray, delta: np.ndarray
                        ) -> dict[str, Any]:
@@ -611,29 +484,6 @@ class SystemTrainer:
                                   self.eps, self.pair if pair is None else pair)
 
     # ------------------------ A-PPO, F-PPO-L, ELBERT-PO (advantage changes per replica)
-    def _check_fair_signals(self) -> None:
-        """A-PPO and ELBERT-PO read the supply and demand the simulator reports in
-        ``StepResult.info``; F-PPO-L reads ``simulator.long_term_gap(state)`` per replica.
-        Probed on two replicas with baseline-free actions before anything is written."""
-        c, sim = self.config, self.sim
-        if c.algo == "f-ppo-l" and (self.U == 1 or not callable(getattr(sim, "long_term_gap", None))):
-            raise ConfigError(
-                f"algo: 'f-ppo-l' on system {self.system.id!r} needs a long-term gap per replica "
-                "(a simulator method long_term_gap(state), coupled units); the lending "
-                "settings have their own trainer.")
-        n = 2
-        state = sim.reset(n, None if self.U > 1 else 0, np.random.default_rng(0))
-        m = n * self.U
-        act = (self.system.decisions.allowed or (self.base,))[0]
-        d = np.full(m, act) if not (self.A == 2 and self.base == 0) else np.full(m, bool(act))
-        info = getattr(sim.step(state, d, sim.draw_noise(m, np.random.default_rng(0))), "info", None) or {}
-        missing = [k for k in ("supply", "demand") if k not in info]
-        if missing:
-            raise ConfigError(
-                f"algo: {c.algo!r} needs the supply and demand of every unit at every step "
-                f"(StepResult.info keys {missing} missing in system {self.system.id!r}); "
-                "see docs/simulators.md, or use ppo / ppo-c.")
-
     def _start_fair(self, state: Any) -> dict[str, list[np.ndarray]]:
         """The signals a rollout records for A-PPO, F-PPO-L and ELBERT-PO (F-PPO-L: the
         long-term gap at the start too) and PPO-Cb's unit-alone benefits."""
@@ -653,59 +503,10 @@ class SystemTrainer:
 
     def _fair_advantage(self, adv: np.ndarray, b: dict[str, np.ndarray], adv_rep: np.ndarray,
                         unit_rep: np.ndarray, unit_group: np.ndarray) -> tuple[np.ndarray, dict]:
-        """The advantages of A-PPO, F-PPO-L and ELBERT-PO from per-replica signals. ``adv``
-        (T, columns), column j belonging to replica ``adv_rep[j]``; ``b["supply"]``,
-        ``b["demand"]`` (T, units), unit i in replica ``unit_rep[i]`` and group
-        ``unit_group[i]``.
+        """A-PPO's, F-PPO-L's or ELBERT-PO's advantages of the batch
+        (:func:`causalfair.train.fair_signals.fair_advantage`)."""
+        return fair_advantage(self.config, self.G, adv, b, adv_rep, unit_rep, unit_group)
 
-        - Totals per replica and group S, D (T, replicas, G); the short-term bias of the
-          papers' code (Hu et al. 2023, Xu et al. 2024), Delta_t = max_g - min_g S_g(<t) /
-          (D_g(<t) + 1) over the episode so far (:func:`rate_gap`).
-        - ``a-ppo``: :func:`appo_advantage` with D_t (``appo_gap="after"``: D_{t+1}, as
-          the published codes) and D_{t+1} - D_t.
-        - ``f-ppo-l``: :func:`fppol_advantage`, violated = Delta_t > omega, dW = the change
-          of the replica's long-term gap over the step.
-        - ``elbert-po``: :func:`elbert_advantage` (soft bias with ``elbert_beta`` for more
-          than two groups). eta^S_g, eta^D_g = mean per-episode totals (gamma = 1, as the
-          released code); A^S_g, A^D_g = the replica's supply (demand) to go minus its
-          mean over replicas at that step (Monte Carlo with a per-step baseline: ours;
-          the paper fits 2G critics). A, A^S_g and A^D_g are each standardised before
-          they are combined, as the released code does per minibatch."""
-        c = self.config
-        T, G = adv.shape[0], self.G
-        n_rep = int(adv_rep.max()) + 1
-        idx = np.asarray(unit_rep) * G + np.asarray(unit_group)
-        S, D = (np.stack([np.bincount(idx, weights=b[k][t], minlength=n_rep * G)
-                          for t in range(T)]).reshape(T, n_rep, G) for k in ("supply", "demand"))
-        zero = np.zeros((1, n_rep, G))
-        gap = rate_gap(np.concatenate([zero, np.cumsum(S, 0)]),
-                       np.concatenate([zero, np.cumsum(D, 0)]))  # (T + 1, replicas)
-        cols = lambda a: a[:, adv_rep]  # noqa: E731 - replica signal -> adv columns
-        # the papers' evaluation bias: max - min of sum S_g / (sum D_g + episodes)
-        rates = S.sum((0, 1)) / (D.sum((0, 1)) + n_rep)
-        row = {"bias_batch": float(rates.max() - rates.min())}
-        if c.algo == "a-ppo":
-            seen = gap[1:] if c.appo_gap == "after" else gap[:-1]  # D_{t+1} or D_t
-            out = appo_advantage(adv, cols(seen), cols(gap[1:] - gap[:-1]), c.appo_beta0,
-                                 c.appo_beta1, c.appo_beta2, c.appo_omega)
-        elif c.algo == "f-ppo-l":
-            L = b["long_gap"]  # (T + 1, replicas)
-            out = fppol_advantage(adv, cols(gap[:-1] > c.fppo_omega), cols(L[1:] - L[:-1]),
-                                  c.fppo_beta0, c.fppo_beta3, c.fppo_beta4)
-            row["long_gap_batch"] = float(L[-1].mean())
-        else:
-            std = lambda a: (a - a.mean()) / (a.std() + 1e-8)  # noqa: E731
-            eta_s, eta_d = S.sum(0).mean(0), D.sum(0).mean(0)
-            def per_group(x: np.ndarray) -> np.ndarray:  # (G, T, columns)
-                out = []
-                for g in range(G):  # the replica's total to go, minus its mean over replicas
-                    left = gain_to_go(x[..., g])
-                    out.append(std(cols(left - left.mean(1, keepdims=True))))
-                return np.stack(out)
-
-            out = elbert_advantage(std(adv), per_group(S), per_group(D), eta_s, eta_d,
-                                   c.elbert_alpha, c.elbert_beta if G > 2 else None)
-        return out, row
 
     def finish(self) -> dict[str, Any]:
         """End of a constrained run: restore the best passing policy (if any); the final

@@ -1,0 +1,116 @@
+"""The errors of a decision log: :class:`LogError` and its messages.
+
+Each ``MSG_*`` is a format string naming the column or individual at fault and the fix
+(tests compare the exact text); :mod:`causalfair.logs.schema` re-exports them all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from causalfair.errors import InputError
+
+
+class LogError(InputError):
+    """A decision log is malformed (the message names the column/individual and the fix)."""
+
+
+def first_row(mask: np.ndarray) -> int:
+    """The first row where ``mask`` holds: the row an error message names."""
+    return int(np.flatnonzero(mask)[0])
+
+
+# Error messages (format strings; tests compare the exact text).
+MSG_NOT_FRAME = "logs: expected a pandas DataFrame, got {kind}."
+MSG_EMPTY = "logs: the log has no rows; it needs one row per decision."
+MSG_MISSING_COLUMNS = (
+    "logs: missing column(s) {missing}; a decision log needs the columns {required} "
+    "(optional: outcome)."
+)
+MSG_MISSING_VALUES = (
+    "logs: column {column!r} has {count} missing value(s) (first at row {row}); only "
+    "'outcome' may be missing."
+)
+MSG_NOT_INTEGER = (
+    "logs: column {column!r} must hold integers, got {value!r} at row {row} (dtype {dtype})."
+)
+MSG_NOT_NUMERIC = "logs: column {column!r} must be numeric, got dtype {dtype}."
+MSG_DECISION = "logs: column 'decision' must be 0 or 1, got {value!r} at row {row}."
+MSG_LEVEL_RANGE = (
+    "logs: column {column!r} must hold 0-based levels in 0..{kmax}, got {value!r} at row {row}."
+)
+MSG_DUPLICATE_T = "logs: individual {id!r} has more than one row at t = {t}."
+MSG_TIME_GAP = (
+    "logs: individual {id!r} jumps from t = {t0} to t = {t1}; an individual's rows must be "
+    "consecutive time steps (a gap means missing decisions)."
+)
+MSG_LATE_START = (
+    "logs: individual {id!r} starts at t = {t}, but the log starts at t = {t0}; every "
+    "individual must be observed from the first epoch (its first level is x_0)."
+)
+MSG_GROUP_CHANGE = (
+    "logs: individual {id!r} changes group from {g0!r} to {g1!r} at t = {t}; the group S "
+    "is fixed per individual."
+)
+MSG_NEXT_LEVEL = (
+    "logs: individual {id!r} has next_level = {nxt!r} at t = {t0}, but its row at t = {t1} "
+    "has level = {lvl!r}; next_level must equal the following row's level."
+)
+MSG_GROUPS = (
+    "logs: column 'group' has {found} distinct value(s) {values}; {need}."
+)
+MSG_FILE_TYPE = (
+    "logs: cannot read {path}: unknown file type {suffix!r}; use .csv (or .csv.gz) or .parquet."
+)
+MSG_PARQUET = (
+    "logs: reading {path} needs a Parquet engine (pyarrow or fastparquet), which is not "
+    "installed; install pyarrow or convert the log to CSV."
+)
+
+
+MSG_STATE_COLUMNS = (
+    "logs: state column(s) {missing} not in the log; state= names the numeric feature "
+    "columns of x_t (the log has the columns {found})."
+)
+MSG_NEXT_STATE_COLUMNS = (
+    "logs: next-state column(s) {missing} not in the log; with state={state!r} every "
+    "feature needs its value after the decision in a column named next_<feature> (or "
+    "name those columns with next_state=[...], CLI --next-state-cols)."
+)
+MSG_STATE_AND_LEVEL = (
+    "logs: the log has a {column!r} column and state= was given; the level is derived from "
+    "the state features, so drop the level columns or omit state=."
+)
+MSG_NOT_FINITE = "logs: column {column!r} has a non-finite value {value!r} at row {row}."
+MSG_BINS_MISSING = (
+    "logs: state={state!r} needs a binning: bins=N (N quantile bins per feature) or "
+    "bins={{feature: N or [cut points]}} (CLI --bins N / --bin-cuts FEATURE=C1,C2,...); "
+    "no binning for {missing}."
+)
+MSG_BINS_VALUE = (
+    "logs: bins for state column {column!r}: expected an integer >= 1 or an increasing "
+    "list of cut points, got {value!r}."
+)
+MSG_BINS_DISTINCT = (
+    "logs: state column {column!r} has {found} distinct value(s), too few for {bins} "
+    "quantile bins; pass bins={found} or fewer for it, or explicit cut points."
+)
+MSG_BINS_EMPTY = (
+    "logs: state column {column!r}: {bins} quantile bins leave bin(s) {empty} empty (ties: "
+    "the value {value!r} holds {share:.0%} of the rows); pass fewer bins or explicit cut "
+    "points."
+)
+MSG_BINS_CUTS = (
+    "logs: cut points for state column {column!r} must be finite and strictly increasing, "
+    "got {value!r}."
+)
+MSG_NEXT_STATE = (
+    "logs: individual {id!r} has {next_col} = {nxt!r} at t = {t0}, but its row at t = {t1} "
+    "has {col} = {val!r}; the next-state columns must equal the following row's state."
+)
+MSG_FEATURE_POTENTIAL = (
+    "logs: with {n} state features the gain potential f(x) over the joint bins must be "
+    "given: potential=linear_potential({{feature: weight}}) (CLI --potential-weights "
+    "income=1,debt=-0.5), a callable of StateBinning.levels(), or an array of {k} values; "
+    "the lending default only applies to levels and single-feature bins."
+)
