@@ -144,9 +144,34 @@ def pickler() -> Any:
     return cloudpickle
 
 
-def _write_frame(fh: Any, data: bytes) -> None:
-    fh.write(len(data).to_bytes(8, "big") + data)
+def _write_frame(fh: Any, data: bytes, deadline: float | None = None) -> bool:
+    """Write one frame (8-byte length, then the bytes) to the pipe ``fh``. With a
+    ``deadline`` (``time.monotonic()``), never blocks past it: False when it passes first
+    (a reader that does not read; the frame is then cut, so the reader must be stopped)."""
+    frame = len(data).to_bytes(8, "big") + data
+    if deadline is None:
+        fh.write(frame)
+        fh.flush()
+        return True
+    import select
+    import time
+
     fh.flush()
+    fd, view = fh.fileno(), memoryview(frame)
+    os.set_blocking(fd, False)
+    try:
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                if select.select([], [fd], [], left)[1]:
+                    view = view[os.write(fd, view):]
+            except BlockingIOError:
+                pass
+    finally:
+        os.set_blocking(fd, True)
+    return True
 
 
 def _read_frame(fh: Any) -> bytes | None:
@@ -235,17 +260,29 @@ class _Worker:
                                      stdout=subprocess.PIPE, env=env, start_new_session=True)
         # the search path and the modules loaded from users' folders (a worker dead at
         # start: its task says so)
-        self.setup = _driver_setup() if setup is None else setup
-        self.send(pickler().dumps(self.setup))
+        try:
+            self.setup = _driver_setup() if setup is None else setup
+            self.send(pickler().dumps(self.setup))
+        except BaseException:  # e.g. an interrupt: no worker is left behind
+            self.kill()
+            raise
+
+    def __del__(self) -> None:
+        # the last guard: a worker nobody holds (a stop cut short) is killed when collected
+        try:
+            if getattr(self, "proc", None) is not None and self.proc.poll() is None:
+                self.kill()
+        except Exception:  # noqa: BLE001, S110 - at interpreter exit; it dies with the driver
+            pass
 
     def fileno(self) -> int:
         return self.proc.stdout.fileno()
 
-    def send(self, data: bytes) -> bool:
+    def send(self, data: bytes, deadline: float | None = None) -> bool | None:
+        """True: sent; False: the worker is dead; None: ``deadline`` passed first."""
         try:
-            _write_frame(self.proc.stdin, data)
-            return True
-        except (BrokenPipeError, OSError):
+            return _write_frame(self.proc.stdin, data, deadline) or None
+        except OSError:  # (a broken pipe)
             return False
 
     def receive(self) -> Any:
@@ -279,9 +316,12 @@ class _Worker:
                 self.proc.kill()
         self.proc.wait()
         for fh in (self.proc.stdin, self.proc.stdout):
-            try:
+            try:  # the descriptor first: what a cut frame left in the buffer is dropped, not
+                # written (a write that would block where a process the worker forked into
+                # a session of its own still holds the pipe)
+                getattr(fh, "raw", fh).close()
                 fh.close()
-            except OSError:
+            except (OSError, ValueError):
                 pass
 
     def end_input(self) -> None:
@@ -306,8 +346,9 @@ class _Worker:
 def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
                 timeouts: Timeouts, pool: list[_Worker] | None = None) -> list[Any]:
     """``fn`` over ``items`` in at most ``jobs`` worker processes, results in item order.
-    A task with a time limit (``timeouts[i]`` seconds, counted from when its worker gets
-    it) that is still running then has its worker killed and becomes a ``TimeoutError``.
+    A task with a time limit (``timeouts[i]`` seconds, counted from when the driver starts
+    sending it to its worker) that is still running, or unsent, then has its worker killed
+    and becomes a ``TimeoutError``.
     On any exception here (an interrupt included) every worker is killed before it
     propagates. ``pool``: idle workers of earlier maps, used first where they started
     with this driver's search path and users' modules (the others exit); the idle
@@ -346,10 +387,12 @@ def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
                 w = idle.pop() if idle else _Worker(setup)
                 if w not in started:
                     started.append(w)
-                if not w.send(data):
-                    out[i] = w.died()
+                end = None if limit is None else time.monotonic() + limit
+                sent = w.send(data, end)
+                if not sent:  # dead, or not reading its input within the limit
+                    out[i] = w.died() if sent is False else _over(w, limit)
                     continue
-                busy[w] = (i, None if limit is None else time.monotonic() + limit)
+                busy[w] = (i, end)
             if not busy:
                 continue
             ends = [d for _, d in busy.values() if d is not None]
@@ -364,10 +407,7 @@ def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
             for w, (i, end) in list(busy.items()):
                 if end is not None and now >= end:
                     del busy[w]
-                    w.kill()
-                    out[i] = TaskError("TimeoutError", f"stopped after its time limit of "
-                                       f"{timeouts[i]:g} s (raise the limit with the spec's "
-                                       "timeout or --timeout)", input_error=True)
+                    out[i] = _over(w, timeouts[i])
         ok = True
         return out
     finally:
@@ -380,21 +420,41 @@ def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
             _stop(started, graceful=ok)
 
 
+def _over(w: _Worker, limit: float) -> TaskError:
+    """Kill ``w``, whose task passed its time limit of ``limit`` seconds; the task's error."""
+    w.kill()
+    return TaskError("TimeoutError", f"stopped after its time limit of {limit:g} s (raise the "
+                     "limit with the spec's timeout or --timeout)", input_error=True)
+
+
 def _stop(workers: list[_Worker], *, graceful: bool) -> None:
     """Stop every worker: idle ones exit at the end of their input (``graceful``), else
-    all are killed at once. Interrupts wait until every worker is gone."""
+    all are killed at once. Interrupts wait until every worker is gone: SIGINT and SIGTERM
+    are blocked meanwhile, and one that Python raises here all the same (it came before
+    the block) kills the workers left, then propagates."""
     import signal
 
     stops = (signal.SIGINT, signal.SIGTERM)
+    interrupt: BaseException | None = None
     old = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     try:
-        if graceful:  # every worker sees the end of its input first: they exit together
-            for w in workers:
-                w.end_input()
-        for w in workers:
-            w.close() if graceful else w.kill()
+        todo = list(workers)
+        try:
+            for w in todo if graceful else ():  # every worker sees the end of its input
+                w.end_input()  # first: they exit together
+        except KeyboardInterrupt as exc:
+            interrupt = exc
+        while todo:
+            try:
+                todo[0].close() if graceful and interrupt is None else todo[0].kill()
+            except KeyboardInterrupt as exc:
+                interrupt = exc
+                continue  # (kill again: it is safe to repeat)
+            todo.pop(0)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    if interrupt is not None:
+        raise interrupt
 
 
 _ADDRESS_FORMS = "'auto', HOST:PORT or ray://HOST:PORT"
@@ -601,7 +661,6 @@ class ThreadBackend:
 
     def imap(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Any:
         from collections import deque
-        from concurrent.futures import ThreadPoolExecutor
 
         from threadpoolctl import threadpool_limits
 
@@ -610,9 +669,8 @@ class ThreadBackend:
                 for item in items:
                     yield fn(item)
                 return
-            pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="causalfair")
+            pool = _Threads(self.jobs)
             window: Any = deque()
-            done = False
             try:
                 for item in items:
                     window.append(pool.submit(fn, item))
@@ -620,15 +678,52 @@ class ThreadBackend:
                         yield window.popleft().result()
                 while window:
                     yield window.popleft().result()
-                done = True
             finally:  # on an error or an interrupt: drop what has not started, wait for nothing
-                pool.shutdown(wait=done, cancel_futures=True)
+                pool.shutdown()
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
             timeouts: Timeouts = None) -> list[Any]:
         if timeouts and any(t is not None for t in timeouts):
             return SerialBackend().map(fn, items, timeouts)
         return list(self.imap(lambda item: _run(fn, item, None), items))
+
+
+class _Threads:
+    """``jobs`` daemon threads running submitted calls, each answered by a
+    ``concurrent.futures.Future``. Not a ``ThreadPoolExecutor``, whose threads Python joins
+    at exit: one stuck in user code kept an interrupted command from ever exiting."""
+
+    def __init__(self, jobs: int) -> None:
+        import queue
+        import threading
+
+        self._tasks: Any = queue.SimpleQueue()
+        self._open, self._jobs = True, jobs
+        for k in range(jobs):
+            threading.Thread(target=self._work, name=f"causalfair_{k}", daemon=True).start()
+
+    def submit(self, fn: Callable[[Any], Any], item: Any) -> Any:
+        from concurrent.futures import Future
+
+        fut: Any = Future()
+        self._tasks.put((fut, fn, item))
+        return fut
+
+    def _work(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            fut, fn, item = task
+            if self._open and fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn(item))
+                except BaseException as exc:  # noqa: BLE001 - raised where its result is read
+                    fut.set_exception(exc)
+            del task, fut, fn, item  # (held no longer than its call)
+
+    def shutdown(self) -> None:
+        """Calls not started are dropped; each thread ends after its current call."""
+        self._open = False
+        for _ in range(self._jobs):
+            self._tasks.put(None)
 
 
 BACKENDS = ("serial", "process", "ray")

@@ -75,13 +75,31 @@ DEVICE_HELP = ("where network policies run their forward pass in Monte Carlo and
                "simulators stay on the CPU (docs/scale.md)")
 
 
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM ends the command like Ctrl-C: temporary files are removed on the way out."""
+def _signals_as_interrupt() -> dict[int, Any]:
+    """SIGTERM, and SIGINT, end the command like Ctrl-C (KeyboardInterrupt: temporary
+    files removed, workers killed, exit 130), also where SIGINT came ignored from the
+    parent (``nohup causalfair ... &`` in a script: Python then installs no handler of its
+    own, and ``kill -INT`` would do nothing). Returns the handlers replaced (none off the
+    main thread), for :func:`_restore_signals`."""
     import signal
     import threading
 
+    old: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        old[signal.SIGTERM] = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    return old
+
+
+def _restore_signals(old: dict[int, Any]) -> None:
+    """Put back the handlers :func:`_signals_as_interrupt` replaced (``main`` called from
+    Python leaves the caller's handlers as they were)."""
+    import signal
+
+    for sig, handler in old.items():
+        if handler is not None:  # (None: a handler not set from Python, which cannot go back)
+            signal.signal(sig, handler)
 
 
 def _warnings_as_lines(command: str) -> Any:
@@ -105,14 +123,21 @@ def _warnings_as_lines(command: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    with warnings.catch_warnings():
-        warnings.showwarning = _warnings_as_lines(args.command)
-        return _run(args)
+    handlers = _signals_as_interrupt()
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        with warnings.catch_warnings():
+            warnings.showwarning = _warnings_as_lines(args.command)
+            return _run(args)
+    except KeyboardInterrupt:  # while the commands' modules load, before one runs
+        print("causalfair: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        _restore_signals(handlers)
 
 
 def _run(args: Any) -> int:
@@ -123,7 +148,6 @@ def _run(args: Any) -> int:
         set_threads(args.threads)
         if getattr(args, "device", None) is not None:  # inherited by gate workers
             os.environ[DEVICE_ENV] = resolve_device(args.device, "--device")
-        _sigterm_as_interrupt()
         return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
