@@ -1,5 +1,5 @@
 """Where independent work units run: in this process, in a pool of local worker
-processes, or on a Ray cluster. A backend maps a function over items and returns the
+processes (:mod:`causalfair.workers`), or on a Ray cluster. A backend maps a function over items and returns the
 results in the items' order (never completion order). Workers use one torch/BLAS thread
 each, receive everything they need (seeds included) in their item, and write no files:
 the driver writes every output.
@@ -15,32 +15,24 @@ or SIGTERM under the command line) kills every worker process before it propagat
 from __future__ import annotations
 
 import os
-import traceback
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START, set_threads
-from causalfair._usercode import find_user_modules, user_modules
-from causalfair.errors import CausalfairError, InputError
+from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START
+from causalfair.errors import InputError
+from causalfair.workers import (
+    TaskError,
+    Timeouts,
+    Worker,
+    in_workers,
+    pickler,
+    run_task,
+    stop_workers,
+)
 
 __all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
            "check_address", "check_timeout", "make_backend", "resolve_device", "ThreadBackend",
            "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV", "pickler"]
-
-
-@dataclass(frozen=True)
-class TaskError:
-    """A task's failure: its exception type, one-line message, and traceback text (for
-    an error that is not an input error)."""
-
-    kind: str
-    message: str
-    traceback: str = ""
-    input_error: bool = False
-
-
-Timeouts = Sequence[float | None] | None
 
 
 class Backend(Protocol):
@@ -66,21 +58,6 @@ def check_timeout(value: Any, field: str) -> float | None:
     return float(value)
 
 
-def _run(fn: Callable[[Any], Any], item: Any, threads: int | None) -> Any:
-    if threads is not None:
-        set_threads(threads)
-    try:
-        return fn(item)
-    except CausalfairError as exc:
-        return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
-                         input_error=True)
-    except (KeyboardInterrupt, GeneratorExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - a crash (or sys.exit) is reported for its item
-        return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
-                         traceback.format_exc())
-
-
 class SerialBackend:
     """Run every task here, one after the other (the default). A task with a time limit
     runs in one worker process instead (killed when the limit passes)."""
@@ -88,16 +65,16 @@ class SerialBackend:
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
             timeouts: Timeouts = None) -> list[Any]:
         if not timeouts or all(t is None for t in timeouts):
-            return [_run(fn, item, None) for item in items]
+            return [run_task(fn, item, None) for item in items]
         items = list(items)
         timed = [i for i, t in enumerate(timeouts) if t is not None]
         out: list[Any] = [None] * len(items)
-        for i, r in zip(timed, _in_workers(fn, [items[i] for i in timed], 1,
+        for i, r in zip(timed, in_workers(fn, [items[i] for i in timed], 1,
                                            [timeouts[i] for i in timed]), strict=True):
             out[i] = r
         for i, item in enumerate(items):
             if timeouts[i] is None:
-                out[i] = _run(fn, item, None)
+                out[i] = run_task(fn, item, None)
         return out
 
 
@@ -116,345 +93,22 @@ class ProcessBackend:
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise InputError(f"jobs: must be an integer >= 1, got {jobs!r}.")
         self.jobs = jobs
-        self._pool: list[_Worker] = []
+        self._pool: list[Worker] = []
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
             timeouts: Timeouts = None) -> list[Any]:
-        return _in_workers(fn, items, self.jobs, timeouts, self._pool)
+        return in_workers(fn, items, self.jobs, timeouts, self._pool)
 
     def close(self) -> None:
         """Let the idle workers exit."""
         pool, self._pool = self._pool, []
-        _stop(pool, graceful=True)
+        stop_workers(pool, graceful=True)
 
     def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # noqa: BLE001 - at interpreter exit; workers end with the driver
             pass
-
-
-def pickler() -> Any:
-    """cloudpickle (functions and classes of scripts and notebooks travel by value), or
-    joblib's copy of it."""
-    try:
-        import cloudpickle
-    except ImportError:  # pragma: no cover - joblib's copy (joblib comes with the stack)
-        from joblib.externals import cloudpickle
-    return cloudpickle
-
-
-def _write_frame(fh: Any, data: bytes, deadline: float | None = None) -> bool:
-    """Write one frame (8-byte length, then the bytes) to the pipe ``fh``. With a
-    ``deadline`` (``time.monotonic()``), never blocks past it: False when it passes first
-    (a reader that does not read; the frame is then cut, so the reader must be stopped)."""
-    frame = len(data).to_bytes(8, "big") + data
-    if deadline is None:
-        fh.write(frame)
-        fh.flush()
-        return True
-    import select
-    import time
-
-    fh.flush()
-    fd, view = fh.fileno(), memoryview(frame)
-    os.set_blocking(fd, False)
-    try:
-        while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            try:
-                if select.select([], [fd], [], left)[1]:
-                    view = view[os.write(fd, view):]
-            except BlockingIOError:
-                pass
-    finally:
-        os.set_blocking(fd, True)
-    return True
-
-
-def _read_frame(fh: Any) -> bytes | None:
-    """One frame (8-byte length, then the bytes), or None at the end of the stream (the
-    other side closed it or died)."""
-    head = fh.read(8)
-    if len(head) < 8:
-        return None
-    size = int.from_bytes(head, "big")
-    data = fh.read(size)
-    return data if len(data) == size else None
-
-
-#: A worker's program: everything else arrives on its stdin.
-_WORKER = "from causalfair.backends import _worker_main; _worker_main()"
-
-
-def _worker_main() -> None:
-    """A worker process: reads (fn, item) frames on stdin, answers each with the pickled
-    result of ``_run`` on the original stdout (fd 1 then points to stderr, so a task's
-    prints cannot corrupt the stream), and exits when stdin closes."""
-    import signal
-    import sys
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when a worker stops
-    try:  # Linux: die with the driver even if it is killed outright
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - other systems
-        pass
-    inp, out = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)
-    pickle = pickler()
-    setup = _read_frame(inp)
-    if setup is None:
-        return
-    sys.path[:], modules = pickle.loads(setup)
-    find_user_modules(modules)  # the driver's modules from users' folders
-    while (frame := _read_frame(inp)) is not None:
-        try:
-            fn, item = pickle.loads(frame)
-        except BaseException as exc:  # noqa: BLE001 - e.g. a module the worker cannot import
-            result: Any = TaskError(type(exc).__name__, f"the task cannot be unpickled in the "
-                                    f"worker: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
-                                    traceback.format_exc())
-        else:
-            result = _run(fn, item, 1)
-        try:
-            data = pickle.dumps(result)
-        except Exception as exc:  # noqa: BLE001 - the result cannot travel back
-            data = pickle.dumps(TaskError(type(exc).__name__, "the result cannot be sent back: "
-                                          f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
-                                          traceback.format_exc()))
-        _write_frame(out, data)
-    # the end of the input: every result is written (frames are flushed), so skip the
-    # interpreter's teardown (seconds with torch loaded, paid by the driver waiting)
-    for fh in (sys.stdout, sys.stderr):
-        try:
-            fh.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(0)
-
-
-def _driver_setup() -> tuple[list[str], list[tuple[str, str]]]:
-    """What a worker is given at start: this process's search path and the modules it
-    loaded from users' folders (:func:`causalfair._usercode.user_modules`)."""
-    import sys
-
-    return list(sys.path), user_modules()
-
-
-class _Worker:
-    """One worker process (its own session, so a kill takes its children too)."""
-
-    def __init__(self, setup: tuple[list[str], list[tuple[str, str]]] | None = None) -> None:
-        import subprocess
-        import sys
-
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "OPENBLAS_NUM_THREADS": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env, start_new_session=True)
-        # the search path and the modules loaded from users' folders (a worker dead at
-        # start: its task says so)
-        try:
-            self.setup = _driver_setup() if setup is None else setup
-            self.send(pickler().dumps(self.setup))
-        except BaseException:  # e.g. an interrupt: no worker is left behind
-            self.kill()
-            raise
-
-    def __del__(self) -> None:
-        # the last guard: a worker nobody holds (a stop cut short) is killed when collected
-        try:
-            if getattr(self, "proc", None) is not None and self.proc.poll() is None:
-                self.kill()
-        except Exception:  # noqa: BLE001, S110 - at interpreter exit; it dies with the driver
-            pass
-
-    def fileno(self) -> int:
-        return self.proc.stdout.fileno()
-
-    def send(self, data: bytes, deadline: float | None = None) -> bool | None:
-        """True: sent; False: the worker is dead; None: ``deadline`` passed first."""
-        try:
-            return _write_frame(self.proc.stdin, data, deadline) or None
-        except OSError:  # (a broken pipe)
-            return False
-
-    def receive(self) -> Any:
-        data = _read_frame(self.proc.stdout)
-        if data is None:
-            return self.died()
-        try:
-            return pickler().loads(data)
-        except Exception as exc:  # noqa: BLE001 - e.g. a result class the driver cannot import
-            return TaskError(type(exc).__name__, "the result cannot be unpickled: "
-                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
-                             traceback.format_exc())
-
-    def died(self) -> TaskError:
-        import signal
-
-        self.kill()
-        code = self.proc.returncode
-        how = (f"killed by {signal.Signals(-code).name}" if code is not None and code < 0
-               and -code in signal.Signals._value2member_map_ else f"exit code {code}")
-        return TaskError("WorkerError", f"worker failed: its process ended ({how})")
-
-    def kill(self) -> None:
-        """Kill the worker and everything it started (its process group), now."""
-        import signal
-
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
-        self.proc.wait()
-        for fh in (self.proc.stdin, self.proc.stdout):
-            try:  # the descriptor first: what a cut frame left in the buffer is dropped, not
-                # written (a write that would block where a process the worker forked into
-                # a session of its own still holds the pipe)
-                getattr(fh, "raw", fh).close()
-                fh.close()
-            except (OSError, ValueError):
-                pass
-
-    def end_input(self) -> None:
-        """Close the worker's stdin: an idle worker then exits."""
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        """Let an idle worker exit (end of its stdin); kill it if it lingers."""
-        import subprocess
-
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
-
-
-def _in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
-                timeouts: Timeouts, pool: list[_Worker] | None = None) -> list[Any]:
-    """``fn`` over ``items`` in at most ``jobs`` worker processes, results in item order.
-    A task with a time limit (``timeouts[i]`` seconds, counted from when the driver starts
-    sending it to its worker) that is still running, or unsent, then has its worker killed
-    and becomes a ``TimeoutError``.
-    On any exception here (an interrupt included) every worker is killed before it
-    propagates. ``pool``: idle workers of earlier maps, used first where they started
-    with this driver's search path and users' modules (the others exit); the idle
-    workers are put back in it after the map."""
-    import select
-    import time
-
-    pickle = pickler()
-    pending = enumerate(items)
-    out: list[Any] = []
-    setup = _driver_setup()
-    kept = [w for w in pool or () if w.setup == setup and w.proc.poll() is None]
-    _stop([w for w in pool or () if w not in kept], graceful=True)
-    idle: list[_Worker] = kept
-    busy: dict[_Worker, tuple[int, float | None]] = {}
-    started: list[_Worker] = list(kept)
-    ok = False
-    try:
-        more = True
-        while more or busy:
-            while more and len(busy) < jobs:
-                nxt = next(pending, None)
-                if nxt is None:
-                    more = False
-                    break
-                i, item = nxt
-                out.append(None)
-                limit = timeouts[i] if timeouts else None
-                try:
-                    data = pickle.dumps((fn, item))
-                except Exception as exc:  # noqa: BLE001 - reported for its item
-                    out[i] = TaskError(type(exc).__name__, "the task cannot be sent to a worker: "
-                                       f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
-                                       traceback.format_exc())
-                    continue
-                w = idle.pop() if idle else _Worker(setup)
-                if w not in started:
-                    started.append(w)
-                end = None if limit is None else time.monotonic() + limit
-                sent = w.send(data, end)
-                if not sent:  # dead, or not reading its input within the limit
-                    out[i] = w.died() if sent is False else _over(w, limit)
-                    continue
-                busy[w] = (i, end)
-            if not busy:
-                continue
-            ends = [d for _, d in busy.values() if d is not None]
-            wait = None if not ends else min(3600.0, max(0.0, min(ends) - time.monotonic()))
-            ready, _, _ = select.select(list(busy), [], [], wait)
-            for w in ready:
-                i, _ = busy.pop(w)
-                out[i] = w.receive()
-                if w.proc.poll() is None:  # (a worker that died was reaped by receive)
-                    idle.append(w)
-            now = time.monotonic()
-            for w, (i, end) in list(busy.items()):
-                if end is not None and now >= end:
-                    del busy[w]
-                    out[i] = _over(w, timeouts[i])
-        ok = True
-        return out
-    finally:
-        if ok and pool is not None:  # every live worker is idle now: kept for the next map
-            pool[:] = [w for w in started if w.proc.poll() is None]
-            _stop([w for w in started if w not in pool], graceful=True)
-        else:
-            if pool is not None:
-                pool.clear()
-            _stop(started, graceful=ok)
-
-
-def _over(w: _Worker, limit: float) -> TaskError:
-    """Kill ``w``, whose task passed its time limit of ``limit`` seconds; the task's error."""
-    w.kill()
-    return TaskError("TimeoutError", f"stopped after its time limit of {limit:g} s (raise the "
-                     "limit with the spec's timeout or --timeout)", input_error=True)
-
-
-def _stop(workers: list[_Worker], *, graceful: bool) -> None:
-    """Stop every worker: idle ones exit at the end of their input (``graceful``), else
-    all are killed at once. Interrupts wait until every worker is gone: SIGINT and SIGTERM
-    are blocked meanwhile, and one that Python raises here all the same (it came before
-    the block) kills the workers left, then propagates."""
-    import signal
-
-    stops = (signal.SIGINT, signal.SIGTERM)
-    interrupt: BaseException | None = None
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-    try:
-        todo = list(workers)
-        try:
-            for w in todo if graceful else ():  # every worker sees the end of its input
-                w.end_input()  # first: they exit together
-        except KeyboardInterrupt as exc:
-            interrupt = exc
-        while todo:
-            try:
-                todo[0].close() if graceful and interrupt is None else todo[0].kill()
-            except KeyboardInterrupt as exc:
-                interrupt = exc
-                continue  # (kill again: it is safe to repeat)
-            todo.pop(0)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    if interrupt is not None:
-        raise interrupt
 
 
 _ADDRESS_FORMS = "'auto', HOST:PORT or ray://HOST:PORT"
@@ -553,7 +207,7 @@ class RayBackend:
                     # Ray (older versions, by default) from hiding the machine's GPUs
                     env["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
                 opts["runtime_env"] = {"env_vars": env}
-            task = ray.remote(**opts)(_run)
+            task = ray.remote(**opts)(run_task)
             limited = ray.remote(**opts)(_limited)
             for i, item in enumerate(items):
                 limit = timeouts[i] if timeouts else None
@@ -581,7 +235,7 @@ class RayBackend:
 
 def _limited(fn: Callable[[Any], Any], item: Any, limit: float) -> Any:
     """``fn(item)`` in a worker process of this one, killed after ``limit`` seconds."""
-    return _in_workers(fn, [item], 1, [limit])[0]
+    return in_workers(fn, [item], 1, [limit])[0]
 
 
 #: Environment variables that cap the threads a process may use, read as they were when
@@ -685,7 +339,7 @@ class ThreadBackend:
             timeouts: Timeouts = None) -> list[Any]:
         if timeouts and any(t is not None for t in timeouts):
             return SerialBackend().map(fn, items, timeouts)
-        return list(self.imap(lambda item: _run(fn, item, None), items))
+        return list(self.imap(lambda item: run_task(fn, item, None), items))
 
 
 class _Threads:

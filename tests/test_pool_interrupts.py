@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from causalfair import backends
-from causalfair.backends import _stop, _Worker
+from causalfair import backends, workers
+from causalfair.workers import Worker, stop_workers
 from tests.audit.test_gate_hangs import _env, _marked, _specs
 
 LINUX = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
@@ -150,19 +150,19 @@ def test_threads_give_results_in_order_and_raise_a_task_error():
         time.sleep(0.01)
 
 
-def _busy_worker() -> _Worker:
+def _busy_worker() -> Worker:
     """A worker running a task that sleeps (it reads no input meanwhile)."""
-    w = _Worker()
+    w = Worker()
     assert w.send(backends.pickler().dumps((time.sleep, 1000)))
     return w
 
 
 @pytest.mark.parametrize("graceful", [False, True], ids=["kill", "graceful"])
 def test_an_interrupt_raised_inside_the_stop_still_stops_every_worker(monkeypatch, graceful):
-    # a second Ctrl-C that arrives before _stop blocks the signals is raised by Python
+    # a second Ctrl-C that arrives before stop_workers blocks the signals is raised by Python
     # inside it (at its next function call): the workers after that point were left running
     workers = [_busy_worker() for _ in range(3)]
-    kill, calls = _Worker.kill, []
+    kill, calls = Worker.kill, []
 
     def interrupted_once(self):
         calls.append(self)
@@ -170,11 +170,11 @@ def test_an_interrupt_raised_inside_the_stop_still_stops_every_worker(monkeypatc
             raise KeyboardInterrupt
         kill(self)
 
-    monkeypatch.setattr(_Worker, "kill", interrupted_once)
-    monkeypatch.setattr(_Worker, "close", interrupted_once)
+    monkeypatch.setattr(Worker, "kill", interrupted_once)
+    monkeypatch.setattr(Worker, "close", interrupted_once)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _stop(workers, graceful=graceful)
+            stop_workers(workers, graceful=graceful)
         alive = [w.proc.pid for w in workers if w.proc.poll() is None]
     finally:
         for w in workers:
@@ -194,10 +194,10 @@ def test_an_interrupt_while_a_worker_starts_leaves_no_worker(monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(subprocess, "Popen", Recorded)
-    monkeypatch.setattr(_Worker, "send", interrupted)
+    monkeypatch.setattr(Worker, "send", interrupted)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _Worker()
+            Worker()
         alive = [p.pid for p in started if p.poll() is None]
     finally:
         for p in started:
@@ -243,7 +243,7 @@ def test_killing_a_worker_never_blocks_on_its_input_pipe(tmp_path, monkeypatch):
     (tmp_path / "cf_forks.py").write_text(FORKS)
     fn = load_callable("cf_forks:fork_and_sleep", search_path=tmp_path)
     pidfile = tmp_path / "child.pid"
-    w = _Worker()
+    w = Worker()
     assert w.send(backends.pickler().dumps((fn, str(pidfile))))
     deadline = time.monotonic() + 60
     while not pidfile.exists() or not pidfile.read_text():
@@ -316,7 +316,7 @@ def test_a_time_limit_holds_while_a_worker_does_not_read_its_task(monkeypatch):
             started.append(self)
 
     monkeypatch.setattr(subprocess, "Popen", Recorded)
-    monkeypatch.setattr(backends, "_WORKER", "import time; time.sleep(60)")
+    monkeypatch.setattr(workers, "_WORKER", "import time; time.sleep(60)")
     out: list = []
     mapping = threading.Thread(target=lambda: out.extend(backends.ProcessBackend(1).map(
         len, [b"\0" * 4_000_000], [1.0])), daemon=True)

@@ -11,6 +11,7 @@ import pytest
 
 import causalfair.backends as B
 import causalfair.commands.decompose as D
+import causalfair.workers as W
 from causalfair.cli import main
 
 
@@ -24,13 +25,13 @@ def _linger(_: int) -> int:
 
 def test_idle_workers_are_stopped_together_without_their_teardown():
     pickle = B.pickler()
-    workers = [B._Worker() for _ in range(2)]
+    workers = [W.Worker() for _ in range(2)]
     try:
         for w in workers:
             assert w.send(pickle.dumps((_linger, 0)))
         assert [w.receive() for w in workers] == [1, 1]
         t0 = time.perf_counter()
-        B._stop(workers, graceful=True)
+        W.stop_workers(workers, graceful=True)
         took = time.perf_counter() - t0
     finally:
         for w in workers:
