@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from causalfair.errors import OutputError
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "write_folder", "check_output_file",
+           "check_distinct_outputs",
            "MANIFEST", "to_jsonable", "versioned", "DECOMPOSE_SCHEMA_VERSION",
            "FRONTIER_SCHEMA_VERSION", "SYSTEMS_SCHEMA_VERSION", "TRAIN_SCHEMA_VERSION",
            "REPAIR_SCHEMA_VERSION"]
@@ -155,6 +156,20 @@ def check_output_file(path: str | os.PathLike[str],
         raise OutputError(f"{target}: cannot write below {blocker}, which is a file; choose "
                           "another output path.")
     return target
+
+
+def check_distinct_outputs(outputs: Mapping[str, str | os.PathLike[str] | None]) -> None:
+    """Refuse two output options (``{"--json": path, "--junit": path}``) naming the same
+    file: the second write would replace the first (a JUnit file holding JSON)."""
+    seen: dict[str, str] = {}
+    for flag, path in outputs.items():
+        if path is None or str(path) == "-":
+            continue
+        key = os.path.normcase(os.path.realpath(path))
+        if key in seen:
+            raise OutputError(f"{flag}: {path} is also the file of {seen[key]}; give each output "
+                              "its own file.")
+        seen[key] = flag
 
 
 def _pid_alive(pid: int) -> bool:

@@ -36,7 +36,7 @@ from causalfair.errors import SystemError_, UserCodeError, call_user, short
 
 __all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks",
            "short", "load_callable", "call_factory", "check_params", "importable",
-           "user_modules", "find_user_modules"]
+           "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled"]
 
 
 def is_own(cls: type) -> bool:
@@ -262,10 +262,17 @@ def load_callable(ref: str, *, search_path: str | Path | None = None, what: str 
     except UserCodeError as exc:
         cause = exc.__cause__
         if isinstance(cause, ModuleNotFoundError):
+            missing = cause.name or ""
+            if missing and not (mod_name == missing or mod_name.startswith(missing + ".")):
+                raise SystemError_(  # the module exists; something it imports does not
+                    f"{what}: module {mod_name!r} imports {missing!r}, which is not installed "
+                    f"({cause}); install it (pip install ...) or fix the import in "
+                    f"{mod_name}.") from None
             where = f" (looked in {path} and the installed packages)" if path else ""
             raise SystemError_(
                 f"{what}: cannot import module {mod_name!r}{where}: {cause}; put {mod_name}.py "
-                "next to the spec or install the package that provides it.") from None
+                "next to the spec (on the command line: in --search-path, default the working "
+                "directory) or install the package that provides it.") from None
         if isinstance(cause, SyntaxError):
             raise SystemError_(f"{what}: module {mod_name!r} has a syntax error: {cause}.") from None
         raise SystemError_(f"{exc}.") from exc  # the cause keeps the user's traceback
@@ -294,3 +301,30 @@ def check_params(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -
         raise SystemError_(
             f"{what}: unknown parameter {bad[0]!r}; the factory accepts: "
             f"{', '.join(names) or 'no parameters'}.")
+
+
+class OSExitCalled(BaseException):
+    """User code called ``os._exit`` while :func:`refuse_os_exit` was in force."""
+
+
+@contextlib.contextmanager
+def refuse_os_exit() -> Iterator[None]:
+    """While a command runs user code in this process, ``os._exit(code)`` called in this
+    process raises :class:`OSExitCalled` instead of ending it: no exception handler sees a
+    real ``os._exit``, so a policy calling ``os._exit(0)`` would end a gate with exit 0 and
+    no output, read by CI as a pass. Through :func:`~causalfair.errors.call_user` it
+    becomes an error of the user code that called it (exit 2). A process forked from this
+    one (``multiprocessing`` in a user's simulator) exits as it asked; worker processes are
+    interpreters of their own, untouched."""
+    real, owner = os._exit, os.getpid()
+
+    def refused(code: int) -> None:
+        if os.getpid() != owner:  # a forked child ends the way it asked
+            real(code)
+        raise OSExitCalled(f"os._exit({code!r}) called; user code must return, not exit")
+
+    os._exit = refused  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = real

@@ -17,7 +17,7 @@ from typing import Any
 
 from causalfair import _progress
 from causalfair._limits import set_threads
-from causalfair._usercode import keep_tracebacks, user_traceback
+from causalfair._usercode import keep_tracebacks, refuse_os_exit, user_traceback
 from causalfair._version import __version__
 from causalfair.backends import DEVICE_ENV, resolve_device
 from causalfair.errors import CausalfairError, UsageError
@@ -148,7 +148,8 @@ def _run(args: Any) -> int:
         set_threads(args.threads)
         if getattr(args, "device", None) is not None:  # inherited by gate workers
             os.environ[DEVICE_ENV] = resolve_device(args.device, "--device")
-        return int(args.run(args) or 0)
+        with refuse_os_exit():  # user code's os._exit(0): an error, never a silent exit 0
+            return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._usercode import user_traceback
+from causalfair._version import __version__
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.retrain import (
     check_retrain,
@@ -26,7 +27,7 @@ from causalfair.errors import CausalfairError, InputError, ResourceLimitError, S
 from causalfair.thresholds import FAIL, INCONCLUSIVE
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
-           "retrained_checkpoint_path"]
+           "retrained_checkpoint_path", "gate_error_junit"]
 
 
 #: The overall status of a spec that could not be audited (its code raised, it timed out).
@@ -39,9 +40,11 @@ GATE_SCHEMA_VERSION = "1.0"
 def gate_summary(exit_code: int, inconclusive: str, accept_repaired: bool,
                  specs: list[dict[str, Any]]) -> dict[str, Any]:
     """The gate JSON summary (gate.json; merged by gate-merge): the one place its
-    top-level keys, ``schema_version`` first, are written."""
-    return {"schema_version": GATE_SCHEMA_VERSION, "exit_code": exit_code,
-            "inconclusive": inconclusive, "accept_repaired": accept_repaired, "specs": specs}
+    top-level keys, ``schema_version`` first, are written. ``causalfair_version`` is the
+    version that wrote it (gate-merge refuses shards of different versions)."""
+    return {"schema_version": GATE_SCHEMA_VERSION, "causalfair_version": __version__,
+            "exit_code": exit_code, "inconclusive": inconclusive,
+            "accept_repaired": accept_repaired, "specs": specs}
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,16 @@ class GateResult:
         return gate_summary(self.exit_code, self.inconclusive, self.accept_repaired,
                             [e.to_dict() for e in self.entries])
 
+    def _counts_against(self, status: str) -> bool:
+        """Whether a verdict of ``status`` fails the gate (INCONCLUSIVE per --inconclusive)."""
+        return status == FAIL or (status == INCONCLUSIVE and self.inconclusive == "fail")
+
+    def _repair_not_taken(self, e: GateEntry) -> bool:
+        """A retrained spec whose original checkpoint still fails the gate: the repair is a
+        proposal until it is committed or ``accept_repaired`` (the rule of exit_code)."""
+        return (e.error is None and e.after is not None and not self.accept_repaired
+                and self._counts_against(e.before.overall))
+
     def side_by_side(self) -> str:
         """Text table: one line per threshold, before and (if retrained) after."""
         lines = []
@@ -207,7 +220,12 @@ class GateResult:
             if e.error is not None:
                 lines.append(f"{e.spec.name}: {ERROR} (not audited; the error follows)")
                 continue
-            lines.append(f"{e.spec.name}: {e.overall}")
+            if self._repair_not_taken(e):
+                lines.append(f"{e.spec.name}: {e.before.overall} (its repair: {e.overall}; the "
+                             "exit code counts the checkpoint under version control until you "
+                             "commit the repair or pass --accept-repaired)")
+            else:
+                lines.append(f"{e.spec.name}: {e.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
             for v in e.before.verdicts:
                 row = f"  {v.label:<{w}} {v.estimate:>11.6f} {v.status:<12}"
@@ -256,10 +274,21 @@ class GateResult:
             res = e.final
             suite = ET.SubElement(root, "testsuite", name=e.spec.name)
             n_f = n_s = 0
+            original = ({b.key: b for b in e.before.verdicts} if self._repair_not_taken(e)
+                        else {})
             for v in res.verdicts:
                 tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
                                    name=v.label, time=f"{res.seconds / max(1, len(res.verdicts)):.4f}")
-                if v.status == FAIL or (v.status == INCONCLUSIVE and inconclusive_as == "failure"):
+                b = original.get(v.key)
+                if (b is not None and self._counts_against(b.status)
+                        and not self._counts_against(v.status)
+                        and (b.status == FAIL or inconclusive_as == "failure")):
+                    # the checkpoint under version control still fails here
+                    n_f += 1
+                    msg = (f"before retraining: {b.message()}; the repaired checkpoint: "
+                           f"{v.message()}; commit it or pass --accept-repaired")
+                    ET.SubElement(tc, "failure", message=msg, type=b.status).text = msg
+                elif v.status == FAIL or (v.status == INCONCLUSIVE and inconclusive_as == "failure"):
                     n_f += 1
                     f = ET.SubElement(tc, "failure", message=v.message(), type=v.status)
                     f.text = v.message()
@@ -427,6 +456,22 @@ def _error_entry(spec: AuditSpec, failure: Any) -> GateEntry:
     return GateEntry(spec=spec, before=None, error=f"{name}: the audit failed: {failure.kind}: "
                      f"{failure.message}", error_kind=failure.kind,
                      traceback=getattr(failure, "traceback", "") or "")
+
+
+def gate_error_junit(message: str, kind: str) -> str:
+    """A JUnit document for a gate that stopped on an error before any verdict (a bad
+    option, a missing spec, an unusable MLflow store): one <error> test case saying why,
+    so CI reads this run's error rather than an earlier run's file."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.Element("testsuites", name="causalfair gate", tests="1", failures="0",
+                      errors="1", skipped="0")
+    suite = ET.SubElement(root, "testsuite", name="causalfair gate", tests="1", failures="0",
+                          errors="1", skipped="0")
+    tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name="gate")
+    ET.SubElement(tc, "error", message=message, type=kind).text = message
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
 def _junit_error(root: Any, spec: str, msg: str, kind: str) -> None:

@@ -11,6 +11,7 @@ malformed input is an :class:`~causalfair.errors.InputError` naming the file and
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -20,12 +21,14 @@ from typing import Any
 from causalfair._limits import check_memory, format_bytes
 from causalfair._safe_read import JSON_BYTES_FACTOR, read_json_file
 from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
-from causalfair.errors import InputError
+from causalfair.audit.spec import load_spec, spec_file
+from causalfair.errors import CausalfairError, InputError, UsageError
 from causalfair.report.render import md_escape
 from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, overall_verdict, threshold_op
 
 __all__ = ["JUNIT_BYTES_FACTOR", "STATUSES", "check_input_sizes", "read_gate_summary", "read_junit",
-           "merge_summaries", "merge_junit", "summary_exit_code", "markdown"]
+           "merge_summaries", "merge_junit", "summary_exit_code", "markdown", "select_shard",
+           "check_junit_matches", "spec_failure"]
 
 #: Verdict statuses a gate summary may hold (a spec's overall may also be ERROR: it could
 #: not be audited, and its ``error`` says why).
@@ -62,6 +65,111 @@ def check_input_sizes(json_paths: Sequence[str], junit_paths: Sequence[str]) -> 
     total, largest = sum(needs.values()), max(needs, key=needs.get)
     check_memory(total, f"{len(needs)} gate-merge input file(s), the largest {largest} (about "
                  f"{format_bytes(total)} once parsed)", "merge fewer or smaller shards at a time")
+
+
+# ------------------------------------------------------------------------------ shards
+def select_shard(specs: Sequence[str], text: str) -> tuple[list[str], dict[str, Any]]:
+    """The specs of shard ``text`` (``"K/N"``: positions K-1, K-1+N, ... of ``specs``) and
+    the shard's record for its JSON summary: ``k``, ``n``, the number of specs listed and
+    ``specs_sha256``, a digest of every listed spec (its path as given, its bytes and those
+    of the checkpoints and data files it reads), so that :func:`merge_summaries` can tell
+    a missing shard, or shards run on different spec lists, from a complete merge. Every listed spec must exist (a missing one fails every
+    shard, not only the one holding it)."""
+    k, sep, n = text.partition("/")
+    try:
+        k_i, n_i = int(k), int(n)
+    except ValueError:
+        k_i = n_i = 0
+    if not sep or not 1 <= k_i <= n_i:
+        raise UsageError(f"--shard: expected K/N with 1 <= K <= N, got {text[:40]!r}.")
+    digest = hashlib.sha256()
+    for spec in specs:
+        digest.update(os.fsencode(spec) + b"\0" + _file_digest(spec_file(spec)))
+        for path in _spec_inputs(spec):  # (contents only: absolute paths differ by machine)
+            digest.update(_file_digest(path))
+    record = {"k": k_i, "n": n_i, "specs": len(specs), "specs_sha256": digest.hexdigest()}
+    return list(specs[k_i - 1::n_i]), record
+
+
+def _file_digest(path: Path) -> bytes:
+    try:
+        with Path(path).open("rb") as fh:
+            return hashlib.file_digest(fh, "sha256").digest()
+    except OSError:
+        return b"unreadable"
+
+
+def _spec_inputs(spec: str) -> list[Path]:
+    """The data files a spec reads (checkpoints, tabular model, log, VecNormalize
+    statistics); none when the spec does not load (the shard holding it reports that)."""
+    try:
+        s = load_spec(spec)
+    except CausalfairError:
+        return []
+    found = (s.checkpoint, s.baseline_checkpoint, s.system_tabular, s.logs_path,
+             s.policy_vecnormalize, s.baseline_vecnormalize)
+    return [p for p in found if isinstance(p, Path)]
+
+
+def _check_shard_record(doc: Mapping[str, Any], where: str) -> None:
+    rec = doc.get("shard")
+    if rec is None:
+        return
+    _object(rec, where, "shard")
+    for key in ("k", "n", "specs"):
+        v = rec.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if key == "specs" else 1):
+            raise _bad(where, f"shard.{key}", "must be an integer >= "
+                       + ("0" if key == "specs" else "1"), v)
+    if rec["k"] > rec["n"]:
+        raise _bad(where, "shard.k", f"must be at most shard.n = {rec['n']}", rec["k"])
+    _text(rec, "specs_sha256", where, "shard")
+
+
+def _check_shards(docs: Sequence[Mapping[str, Any]], paths: Sequence[str],
+                  partial: bool = False) -> None:
+    """Refuse a merge that would gate fewer specs than the sharded gate was given: a shard
+    missing (unless ``partial``: a summary of some shards only) or given twice, shards of
+    different spec lists or --shard N, a plain gate summary among shards, or shards
+    written by different causalfair versions."""
+    versions = {d.get("causalfair_version") for d in docs}
+    if len(versions) > 1:
+        shown = ", ".join(f"{p}: {d.get('causalfair_version') or 'unknown'}"
+                          for d, p in zip(docs, paths, strict=True))
+        raise InputError(f"the shards were written by different causalfair versions ({shown}); "
+                         "run every shard with the same causalfair.")
+    recs = [d.get("shard") for d in docs]
+    if all(r is None for r in recs):
+        return  # plain gate summaries (e.g. one gate.json for --markdown)
+    for r, p in zip(recs, paths, strict=True):
+        if r is None:
+            raise InputError(f"{p}: not the output of `causalfair gate --shard K/N` (no 'shard' "
+                             "record), merged with shards; merge the JSON of every shard of "
+                             "one sharded gate.")
+    first, first_path = recs[0], paths[0]
+    for r, p in zip(recs, paths, strict=True):
+        if (r["n"], r["specs"], r["specs_sha256"]) != (first["n"], first["specs"],
+                                                         first["specs_sha256"]):
+            raise InputError(
+                f"{p} (shard {r['k']}/{r['n']} of {r['specs']} specs) and {first_path} (shard "
+                f"{first['k']}/{first['n']} of {first['specs']} specs) come from different "
+                "sharded gates (another --shard N, other specs, or spec or checkpoint files "
+                "changed between the shards' runs); merge the "
+                "shards of one run.")
+    seen: dict[int, str] = {}
+    for r, p in zip(recs, paths, strict=True):
+        if r["k"] in seen:
+            raise InputError(f"shard {r['k']}/{r['n']} given twice: {seen[r['k']]} and {p}.")
+        seen[r["k"]] = p
+    missing = [k for k in range(1, first["n"] + 1) if k not in seen]
+    if missing and not partial:
+        shown = ", ".join(f"{k}/{first['n']}" for k in missing[:10])
+        raise InputError(f"shard{'s' * (len(missing) > 1)} {shown} missing (got "
+                         f"{len(seen)} of {first['n']}): the specs {'they hold' if len(missing) > 1 else 'it holds'} "
+                         "would not be gated; "
+                         "merge the JSON of every shard (a shard that crashed or timed out "
+                         "wrote none: rerun it), or pass --partial for a table of these "
+                         "shards alone.")
 
 
 # ------------------------------------------------------------------------- JSON summaries
@@ -168,6 +276,10 @@ def check_gate_summary(doc: Any, where: str) -> None:
         raise _bad(where, "schema_version", f"must be {GATE_SCHEMA_VERSION.split('.')[0]}.x (this "
                    f"causalfair reads gate summaries of schema {GATE_SCHEMA_VERSION}); merge "
                    "shards written by the same causalfair version", version)
+    _check_shard_record(doc, where)
+    v = doc.get("causalfair_version")
+    if v is not None and not isinstance(v, str):
+        raise _bad(where, "causalfair_version", "must be a string", v)
     code = doc.get("exit_code", 0)
     if isinstance(code, bool) or code not in (0, 1, 2):
         raise _bad(where, "exit_code", "must be 0, 1 or 2", code)
@@ -196,24 +308,44 @@ def check_gate_summary(doc: Any, where: str) -> None:
         raise _bad(where, "exit_code", f"is {code} but its specs give {summary_exit_code(doc)}")
 
 
+def _failing(doc: Mapping[str, Any]) -> set[str]:
+    """The verdicts that fail the gate of summary ``doc`` (INCONCLUSIVE per its mode)."""
+    return {FAIL} if doc.get("inconclusive") == "pass" else {FAIL, INCONCLUSIVE}
+
+
+def _repair_not_taken(doc: Mapping[str, Any], e: Mapping[str, Any]) -> bool:
+    """Spec entry ``e`` was retrained, but its original checkpoint still fails the gate
+    (the repair is a proposal until it is committed or accepted)."""
+    before = (e.get("before") or {}).get("overall")
+    return "after" in e and before in _failing(doc) and not doc.get("accept_repaired", False)
+
+
+def spec_failure(doc: Mapping[str, Any], e: Mapping[str, Any]) -> str | None:
+    """Why spec entry ``e`` of summary ``doc`` fails the gate, the rule of
+    :attr:`causalfair.audit.GateResult.exit_code`: ERROR, FAIL, INCONCLUSIVE, or e.g.
+    ``"FAIL before its repair"``; None when it passes."""
+    if e["overall"] == ERROR or e["overall"] in _failing(doc):
+        return e["overall"]
+    if _repair_not_taken(doc, e):
+        return f"{e['before']['overall']} before its repair"
+    return None
+
+
 def summary_exit_code(doc: Mapping[str, Any]) -> int:
-    """The gate's exit code over a (checked) summary's specs: the rule of
-    :attr:`causalfair.audit.GateResult.exit_code` (2 when a spec could not be audited)."""
-    if any(e["overall"] == ERROR for e in doc["specs"]):
-        return 2
-    bad = {FAIL} if doc.get("inconclusive") == "pass" else {FAIL, INCONCLUSIVE}
-    for e in doc["specs"]:
-        if e["overall"] in bad:
-            return 1
-        before = (e.get("before") or {}).get("overall")
-        if "after" in e and before in bad and not doc.get("accept_repaired", False):
-            return 1
-    return 0
+    """The gate's exit code over a (checked) summary's specs: 2 when a spec could not be
+    audited, else 1 when one fails (:func:`spec_failure`)."""
+    why = [spec_failure(doc, e) for e in doc["specs"]]
+    return 2 if ERROR in why else 1 if any(why) else 0
 
 
-def merge_summaries(docs: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
+def merge_summaries(docs: Sequence[Mapping[str, Any]], paths: Sequence[str], *,
+                    partial: bool = False) -> dict[str, Any]:
     """One summary of checked shard summaries: every spec in shard order, the gate's exit
-    code over all of them. Shards must share the gate's settings and no spec."""
+    code over all of them. Shards must share the gate's settings and no spec, and, when
+    they are `gate --shard` outputs, be every shard of one sharded gate
+    (:func:`select_shard`); ``partial`` allows some of its shards only (their exit code
+    is theirs, not the gate's)."""
+    _check_shards(docs, paths, partial)
     modes = {(d.get("inconclusive", "fail"), d.get("accept_repaired", False)) for d in docs}
     if len(modes) > 1:
         raise InputError("the shards ran with different --inconclusive or "
@@ -224,7 +356,8 @@ def merge_summaries(docs: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> 
         for e in d["specs"]:
             if e["name"] in seen:
                 raise InputError(f"spec {e['name'][:80]!r} appears in {seen[e['name']]}"
-                                 f" and {path}; each spec belongs to one shard.")
+                                 f" and {path}; each spec belongs to one shard (or two spec "
+                                 "files share this `name`: give each its own).")
             seen[e["name"]] = path
     merged = gate_summary(0, docs[0].get("inconclusive", "fail"),
                           docs[0].get("accept_repaired", False), specs)
@@ -287,6 +420,29 @@ def read_junit(path: str | os.PathLike[str]) -> list[Any]:
     return suites
 
 
+def check_junit_matches(doc: Mapping[str, Any], suites: Sequence[Any],
+                        junit_paths: Sequence[str]) -> None:
+    """Refuse JUnit inputs greener than the merged JSON (a shard's JUnit file missing, or
+    one of another run): CI reads the JUnit file, so every spec that counts against the
+    gate (:func:`summary_exit_code`) must have its suite there, with a failure or an error
+    (or a skipped test case, for an INCONCLUSIVE shown as skipped)."""
+    counts: dict[str, int] = {}
+    for suite in suites:
+        name = suite.get("name", "")
+        counts[name] = counts.get(name, 0) + sum(int(suite.get(k, "0"))
+                                                 for k in ("failures", "errors", "skipped"))
+    for e in doc["specs"]:
+        status = spec_failure(doc, e)
+        if status is None:
+            continue
+        if counts.get(e["name"], 0) == 0:
+            where = ", ".join(str(p) for p in junit_paths)
+            how = "lack it" if e["name"] not in counts else "show it passing"
+            raise InputError(f"--junit-in {where[:200]}: spec {e['name'][:80]!r} fails the "
+                             f"gate ({status}) but the JUnit files {how}; give the JSON and "
+                             "the JUnit file of every shard, from the same runs.")
+
+
 def merge_junit(suites: Sequence[Any]) -> str:
     """One JUnit document (UTF-8 text) holding ``suites``, with the totals on its root."""
     import xml.etree.ElementTree as ET
@@ -320,12 +476,17 @@ def markdown(doc: Mapping[str, Any]) -> str:
              "| spec | threshold | estimate | CI | verdict |", "|---|---|---|---|---|"]
     for e in doc["specs"]:
         name = md_escape(e["name"]) + (" (repaired)" if "after" in e else "")
-        for v in e["verdicts"]:
-            ci = ("exact" if v.get("lower") == v.get("upper") == v.get("estimate")
-                  else f"[{num(v.get('lower'))}, {num(v.get('upper'))}]")
-            lines.append(f"| {name} | {md_escape(v['key'])} {threshold_op(v['key'])} "
-                         f"{num(v['threshold'])} | "
-                         f"{num(v.get('estimate'))} | {ci} | {icon[v['status']]} |")
+        blocks = [(name, e["verdicts"])]
+        if _repair_not_taken(doc, e):  # the original still fails the gate
+            blocks.insert(0, (md_escape(e["name"]) + " (original; the repair is not taken)",
+                              e["before"].get("verdicts", [])))
+        for label, verdicts in blocks:
+            for v in verdicts:
+                ci = ("exact" if v.get("lower") == v.get("upper") == v.get("estimate")
+                      else f"[{num(v.get('lower'))}, {num(v.get('upper'))}]")
+                lines.append(f"| {label} | {md_escape(v['key'])} {threshold_op(v['key'])} "
+                             f"{num(v['threshold'])} | "
+                             f"{num(v.get('estimate'))} | {ci} | {icon[v['status']]} |")
         if e["overall"] == ERROR:
             lines.append(f"| {name} | not audited: {md_escape(e['error'][:300])} | | | "
                          f"{icon[ERROR]} |")

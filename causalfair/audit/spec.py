@@ -426,6 +426,9 @@ def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) 
 def spec_file(spec: str | os.PathLike[str]) -> Path:
     """The path of an audit spec file, or a SpecError when there is no such file."""
     path = Path(spec)
+    if path.is_dir():
+        raise SpecError(f"audit spec {path}: is a folder; give its spec files, e.g. "
+                        f"{path / '*.toml'} (the shell expands the pattern).")
     if not path.is_file():
         raise SpecError(f"audit spec {path}: no such file.")
     return path

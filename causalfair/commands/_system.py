@@ -44,7 +44,8 @@ POLICY_HELP = (f"a built-in policy (default: {DEFAULT_POLICY}; causalfair.polici
                "a checkpoint path, or a factory 'module:callable' of your own (looked up in "
                "--search-path first)")
 #: What --checkpoint holds.
-CHECKPOINT_HELP = "a checkpoint (.npz, .pt or a stable-baselines3 .zip) instead of --policy"
+CHECKPOINT_HELP = ("a checkpoint (.npz, .pt or a stable-baselines3 .zip) instead of --policy "
+                   "(not with it)")
 #: What --vecnormalize holds.
 VECNORMALIZE_HELP = ("a stable-baselines3 policy trained behind VecNormalize: its observation "
                      "statistics (vecnormalize.pkl as VecNormalize.save writes it, read without "
@@ -106,6 +107,10 @@ def load_policy(args: argparse.Namespace, system: Any) -> ResolvedPolicy:
     stats = {"vecnormalize": getattr(args, "vecnormalize", None),
              "vecnormalize_where": "--vecnormalize"}
     if ck:
+        if getattr(args, "policy", None) is not None:  # one of them would be ignored
+            raise UsageError(f"--policy {args.policy} and --checkpoint {ck}: give one policy "
+                             "to audit (--checkpoint PATH, or --policy with a built-in, a "
+                             "checkpoint path or a factory).")
         return resolve(Path(ck), system, **stats)
     spec, where = args.policy, "--policy"
     if spec is None:  # a refusal then says the user gave no policy (one is needed here)

@@ -11,7 +11,7 @@ from causalfair.audit import load_spec
 from causalfair.audit.gate import audit_within
 from causalfair.backends import check_timeout
 from causalfair.commands._system import add_vecnormalize_argument
-from causalfair.report.mlflow_log import import_mlflow, log_audit
+from causalfair.report.mlflow_log import log_audit, open_experiment
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,9 +68,8 @@ def default_report_dir(name: str):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    if args.mlflow:  # fail before any audit runs when MLflow is missing
-
-        import_mlflow()
+    if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
+        open_experiment(args.mlflow_experiment)
     check_timeout(args.timeout, "--timeout")
     spec = load_spec(args.spec)
     result = audit_within(spec, args.timeout, baseline=args.baseline, baseline_where="--baseline",

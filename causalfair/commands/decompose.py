@@ -19,7 +19,7 @@ from causalfair.commands._system import (
     load_policy,
     load_system,
 )
-from causalfair.commands.logs import add_logs_arguments, run_logs
+from causalfair.commands.logs import add_logs_arguments, check_logs_only, run_logs
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import decompose_mc
@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         args.eps = value
     if getattr(args, "logs", None):
         return run_logs(args)
+    check_logs_only(args)
     system, policy = load_system_and_policy(args)
     args.eps, eps_source = eps_for(args.eps, system)
     n_given = args.n is not None

@@ -6,16 +6,16 @@ import argparse
 import json
 import sys
 
-from causalfair._io import atomic_write_bytes, check_output_file
+from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_output_file
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._usercode import keep_tracebacks
 from causalfair.audit import run_gate
-from causalfair.audit.gate import GateSpecErrors
-from causalfair.audit.spec import spec_file
+from causalfair.audit.gate import GateSpecErrors, gate_error_junit
+from causalfair.audit.shards import select_shard
 from causalfair.backends import check_timeout, resolve_jobs
 from causalfair.commands.audit import add_mlflow_arguments
-from causalfair.errors import UsageError
-from causalfair.report.mlflow_log import import_mlflow, log_audit
+from causalfair.errors import CausalfairError, UsageError
+from causalfair.report.mlflow_log import log_audit, open_experiment
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,9 +88,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    if args.mlflow:  # fail before any audit runs when MLflow is missing
+    check_distinct_outputs({"--json": args.json_path, "--junit": args.junit})
+    for out in (args.junit, args.json_path):
+        if out and out != "-":
+            check_output_file(out, args.specs)
+    wrote: list[str] = []
+    try:
+        return _gate(args, wrote)
+    except CausalfairError as exc:  # CI reads this run's error, never an earlier JUnit file
+        # (an interrupt writes nothing: docs/limits.md, "Interrupts")
+        if args.junit and not wrote:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            xml = gate_error_junit(msg, type(exc).__name__).encode("utf-8")
+            atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
+        raise
 
-        import_mlflow()
+
+def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
+    """The gate once its output paths are checked; ``wrote`` gets the JUnit path once
+    this run has written it."""
+    from pathlib import Path
+
+    if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
+        open_experiment(args.mlflow_experiment)
     if args.accept_repaired and not args.retrain:
         raise UsageError("--accept-repaired: only with --retrain.")
     args.jobs = resolve_jobs(args.jobs, "--jobs")
@@ -98,12 +118,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--address: only with --backend ray.")
 
     check_timeout(args.timeout, "--timeout")
-
-    for out in (args.junit, args.json_path):
-        if out and out != "-":
-            check_output_file(out, args.specs)
+    shard = None
     if args.shard:
-        args.specs = _shard(args.specs, args.shard)
+        args.specs, shard = _shard(args.specs, args.shard)
     try:
         result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
                           reports=args.reports, accept_repaired=args.accept_repaired,
@@ -113,14 +130,31 @@ def run(args: argparse.Namespace) -> int:
         if args.junit:
             xml = exc.to_junit().encode("utf-8")
             atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
+            wrote.append(args.junit)
         if args.json_path:  # (stdout stays empty: nothing was audited)
             doc = exc.to_dict(inconclusive=args.inconclusive, accept_repaired=args.accept_repaired)
+            if shard is not None:
+                doc["shard"] = shard
             _write_json(args, json.dumps(doc, indent=2) + "\n")
         _report_errors(args, [str(exc)] + [msg for _, msg in exc.errors[1:]],
                        exc.user_tracebacks, exc.tracebacks)
         return 2
-    if args.mlflow:  # the driver logs every audit (before and after retraining)
-
+    summary = result.to_dict()
+    if shard is not None:  # gate-merge checks that every shard of this list is merged
+        summary["shard"] = shard
+    doc = json.dumps(_json_safe(summary), indent=2, allow_nan=False) + "\n"
+    if args.junit:
+        how = args.junit_inconclusive or ("skipped" if args.inconclusive == "pass" else "failure")
+        xml = result.to_junit(inconclusive_as=how).encode("utf-8")
+        atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
+        wrote.append(args.junit)
+    print(result.side_by_side(), file=sys.stderr if args.json_path == "-" else sys.stdout)
+    _write_json(args, doc)
+    errs = [e for e in result.entries if e.error is not None]
+    _report_errors(args, [e.error for e in errs], [e.user_traceback for e in errs],
+                   [e.traceback for e in errs])
+    if args.mlflow:  # the driver logs every audit (before and after retraining), once the
+        # verdicts are written: a store failing mid-way loses no JUnit or JSON
         for e in result.entries:
             if e.error is not None:
                 continue
@@ -130,16 +164,6 @@ def run(args: argparse.Namespace) -> int:
             if e.after is not None:
                 log_audit(e.after, experiment=args.mlflow_experiment, stage="after",
                           report_dir=e.report)
-    doc = json.dumps(_json_safe(result.to_dict()), indent=2, allow_nan=False) + "\n"
-    if args.junit:
-        how = args.junit_inconclusive or ("skipped" if args.inconclusive == "pass" else "failure")
-        xml = result.to_junit(inconclusive_as=how).encode("utf-8")
-        atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
-    print(result.side_by_side(), file=sys.stderr if args.json_path == "-" else sys.stdout)
-    _write_json(args, doc)
-    errs = [e for e in result.entries if e.error is not None]
-    _report_errors(args, [e.error for e in errs], [e.user_traceback for e in errs],
-                   [e.traceback for e in errs])
     return result.exit_code
 
 
@@ -168,18 +192,9 @@ def _report_errors(args: argparse.Namespace, messages: list[str], user_traceback
         print(f"causalfair gate: error: {line}{note if i == 0 else ''}", file=sys.stderr)
 
 
-def _shard(specs: list[str], text: str) -> list[str]:
-    k, sep, n = text.partition("/")
-    try:
-        k_i, n_i = int(k), int(n)
-    except ValueError:
-        k_i = n_i = 0
-    if not sep or not 1 <= k_i <= n_i:
-        raise UsageError(f"--shard: expected K/N with 1 <= K <= N, got {text[:40]!r}.")
-    for spec in specs:  # every shard refuses a missing spec, not only the one holding it
-        spec_file(spec)
-    mine = specs[k_i - 1::n_i]
+def _shard(specs: list[str], text: str) -> tuple[list[str], dict]:
+    mine, record = select_shard(specs, text)
     if not mine:
-        print(f"causalfair gate: shard {k_i}/{n_i} holds no spec ({len(specs)} given); "
-              "nothing audited.", file=sys.stderr)
-    return mine
+        print(f"causalfair gate: shard {record['k']}/{record['n']} holds no spec "
+              f"({len(specs)} given); nothing audited.", file=sys.stderr)
+    return mine, record

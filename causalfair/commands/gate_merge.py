@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from causalfair._io import atomic_write_bytes, check_output_file
+from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_output_file
 from causalfair.audit.shards import (
     check_input_sizes,
+    check_junit_matches,
     markdown,
     merge_junit,
     merge_summaries,
@@ -26,18 +27,26 @@ def register(sub: argparse._SubParsersAction) -> None:
             "gate's over all of them; the merged JUnit holds every shard's test suites. "
             "Every input is read and checked in full (sizes within CAUSALFAIR_MAX_MEMORY, "
             "docs/limits.md) before anything is written: a malformed one is refused with "
-            "exit 2, naming the file and the field. Exits with the merged exit code (0 pass, "
-            "1 fail, 2 when a shard holds a spec that could not be audited)."
+            "exit 2, naming the file and the field; so is a merge with a shard missing or "
+            "given twice, shards of different spec lists or causalfair versions, or "
+            "--junit-in files lacking a spec that fails in the JSON. Exits with the merged "
+            "exit code (0 pass, 1 fail, 2 when a shard holds a spec that could not be "
+            "audited)."
         ),
         epilog="Example: causalfair gate-merge shard-*.json --junit-in shard-*.xml "
                "--junit gate.xml --json gate.json",
     )
     p.add_argument("json_in", metavar="SHARD.json", nargs="+", help="gate JSON summaries")
     p.add_argument("--junit-in", metavar="SHARD.xml", nargs="*", default=[],
-                   help="the shards' JUnit files to merge")
+                   help="the shards' JUnit files to merge (every spec that fails in the "
+                        "JSON summaries must fail in them too)")
     p.add_argument("--json", metavar="PATH", dest="json_out", help="write the merged JSON")
     p.add_argument("--junit", metavar="PATH", dest="junit_out",
                    help="write the merged JUnit (needs --junit-in)")
+    p.add_argument("--partial", action="store_true",
+                   help="accept some shards of a sharded gate only (e.g. one shard's own "
+                        "job summary); the exit code is then over those shards, not the "
+                        "gate's; without it a missing shard is an error (exit 2)")
     p.add_argument("--markdown", action="store_true",
                    help="print the verdicts as a Markdown table on stdout instead of the merged "
                         "JSON (e.g. >> $GITHUB_STEP_SUMMARY; one gate JSON works too), with a "
@@ -53,11 +62,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.junit_out and not args.junit_in:
         raise UsageError("--junit: give the shards' JUnit files with --junit-in.")
+    check_distinct_outputs({"--json": args.json_out, "--junit": args.junit_out})
     # every input read and checked in full before anything is written
     check_input_sizes(args.json_in, args.junit_in)
     docs = [read_gate_summary(path) for path in args.json_in]
     suites = [s for path in args.junit_in for s in read_junit(path)]
-    merged = merge_summaries(docs, args.json_in)
+    merged = merge_summaries(docs, args.json_in, partial=args.partial)
+    if args.junit_in:
+        check_junit_matches(merged, suites, args.junit_in)
     text = json.dumps(merged, indent=2, allow_nan=False) + "\n"
     table = markdown(merged) if args.markdown else None
     xml = merge_junit(suites) if args.junit_out else None

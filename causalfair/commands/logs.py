@@ -20,7 +20,7 @@ from causalfair.errors import UsageError
 from causalfair.logs import audit_logs, fit_logs, linear_potential, read_logs
 from causalfair.policies.resolver import BUILTIN_KINDS
 
-__all__ = ["add_logs_arguments", "run_logs"]
+__all__ = ["add_logs_arguments", "check_logs_only", "run_logs"]
 
 
 class _DefaultHorizon(int):
@@ -74,11 +74,27 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
                             "reported, with the worst pair")
     g.add_argument("--dowhy", action="store_true",
                    help="with --logs: add the dowhy cross-check of Delta and its refuters (slow)")
+    # the options above apply only with --logs; decompose refuses them without it
+    p.set_defaults(logs_only=tuple((a.dest, a.option_strings[0], a.default)
+                                   for a in g._group_actions
+                                   if a.dest not in ("logs", "seed")))
     # With --logs the horizon defaults to the log's own length; an int subclass marks the
     # untouched default of --horizon so that an explicit --horizon still wins.
     default = p.get_default("horizon")
     if isinstance(default, int) and not isinstance(default, _DefaultHorizon):
         p.set_defaults(horizon=_DefaultHorizon(default))
+
+
+def check_logs_only(args: argparse.Namespace) -> None:
+    """Refuse the options of the audit from logs given without ``--logs`` (they would be
+    ignored)."""
+    given = [flag for dest, flag, default in getattr(args, "logs_only", ())
+             if getattr(args, dest, default) != default]
+    if given and not getattr(args, "logs", None):
+        raise UsageError(f"{', '.join(given)}: only with --logs FILE (the audit from a decision "
+                         "log); a system's audit does not use "
+                         f"{'them' if len(given) > 1 else 'it'}: remove "
+                         f"{'them' if len(given) > 1 else 'it'} or add --logs.")
 
 
 def _names(text: str, option: str) -> list[str]:

@@ -44,8 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Train a policy on any system (lending-1 by default) with KL-penalty PPO and a "
             "fairness objective, writing checkpoints the audit loads (causalfair decompose "
-            "--checkpoint OUT/checkpoint.pt), the resume state and per-iteration metrics "
-            "(OUT/metrics.jsonl, metrics.csv) with C, DPE, IPE, SPE (and Lambda) every "
+            "--checkpoint OUT/checkpoint.pt) and per-iteration metrics (OUT/metrics.jsonl; "
+            "on lending-1/2/3 also metrics.csv and the resume state) with C, DPE, IPE, "
+            "SPE (and Lambda) every "
             "--eval-every iterations: from the exact engine on tabular systems, by Monte "
             "Carlo on the others. "
             "--algo exact with --constraint instead maximises utility subject to the "
@@ -56,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
         epilog=(
             "Example: causalfair train --setting lending-1 --algo ppo-cb --seed 0 "
-            "--iterations 100 --out runs/ppo-cb-s0   (continue a killed run: add --resume)\n"
+            "--iterations 100 --out runs/ppo-cb-s0   (continue a killed run of lending-1/2/3: "
+            "add --resume)\n"
             "Repair: causalfair train --setting lending-1 --algo exact --constraint abs_C<=0.05 "
             "--constraint Lambda<=0.14 --init-checkpoint ck.pt --out runs/repair\n"
             "Population agents: causalfair train --system replicator-1 --algo l-ucbfair "
@@ -91,7 +93,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "populations; defaults: 20,000 steps / 500 episodes)")
     p.add_argument("--out", required=True, metavar="DIR", help="run folder")
     p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out from its last checkpoint")
+                   help="continue the run in --out from its last checkpoint (lending-1, "
+                        "lending-2, lending-3; a run on another system starts again: same "
+                        "seed, same weights)")
     p.add_argument("--init-checkpoint", metavar="PATH",
                    help="warm start the policy from a causalfair checkpoint")
     p.add_argument("--env", choices=("individual", "population"), default="individual",
@@ -108,7 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-every", type=int, default=None, metavar="K",
                    help="exact audit every K iterations (default: 5)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="checkpoint every N iterations (default: 10)")
+                   help="checkpoint every N iterations (default: 10; lending-1, lending-2, "
+                        "lending-3: on another system OUT/checkpoint.pt is written when "
+                        "training ends)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other TrainConfig field, VALUE parsed as JSON (repeatable)")
     p.add_argument("--device", default="cpu", metavar="DEV",
@@ -124,15 +130,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def parse_set(items: list[str]) -> dict[str, Any]:
-    """``--set FIELD=VALUE`` options as TrainConfig keyword arguments (JSON values where
-    they parse, else strings)."""
+def parse_set(items: list[str], config: Any = TrainConfig) -> dict[str, Any]:
+    """``--set FIELD=VALUE`` options as keyword arguments of the dataclass ``config``
+    (JSON values where they parse, else strings); a name that is not one of its fields is
+    refused, naming the closest field and all of them."""
+    import dataclasses
+    import difflib
+
+    fields = [f.name for f in dataclasses.fields(config)]
     out: dict[str, Any] = {}
     for item in items:
         name, eq, value = item.partition("=")
         if not eq:
             raise UsageError(f"--set: expected FIELD=VALUE, got {item!r}.")
-        out[name.strip()] = read_option_value(value, f"--set {name.strip()[:40]}", UsageError)
+        name = name.strip()
+        if name not in fields:
+            close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UsageError(f"--set {name[:40]}: not a field of {config.__name__}; {hint}"
+                             f"fields: {', '.join(fields)}.")
+        out[name] = read_option_value(value, f"--set {name[:40]}", UsageError)
     return out
 
 
@@ -219,12 +236,7 @@ def run_population(args: argparse.Namespace) -> int:
     system = cf.systems.make(sid, search_path=args.search_path, **params)
     env = P.PopulationEnv(system)  # refuses other systems
     cls = P.RTD3Config if args.algo == "r-td3" else P.LUCBFairConfig
-    kw = {"seed": args.seed, **parse_set(args.set)}
-    fields = {f.name for f in dataclasses.fields(cls)}
-    wrong = sorted(set(kw) - fields)
-    if wrong:
-        raise UsageError(f"--set {wrong[0]}: not a field of {cls.__name__}; fields: "
-                         f"{', '.join(sorted(fields))}.")
+    kw = {"seed": args.seed, **parse_set(args.set, cls)}
     if args.iterations is not None:
         if args.iterations < 1:
             raise UsageError(f"--iterations: bad value {args.iterations}; must be >= 1.")
@@ -318,9 +330,15 @@ def run(args: argparse.Namespace) -> int:
     system = None
     if args.system and args.setting:
         raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
+    if args.param and not args.system:  # --param is the system's (lending-N's levels too)
+        args.system, args.setting = args.setting or "lending-1", None
     if args.system:
         system = make(args.system, search_path=args.search_path, **parse_params(args.param))
         config = config.replace(system=args.system, system_params=dict(system.params))
+        if system.id not in SETTINGS and args.checkpoint_every is not None:
+            raise UsageError(f"--checkpoint-every: applies to lending-1, lending-2, lending-3; on "
+                             f"{system.id} checkpoint.pt is written when training ends (leave "
+                             "--checkpoint-every out).")
     progress = not args.no_progress  # a bar on a terminal, steady lines in a log
     res = train(config, out=args.out, resume=args.resume,
                 init_checkpoint=args.init_checkpoint, progress=progress, system=system,

@@ -79,7 +79,13 @@ from causalfair.policies.core import (
 from causalfair.policies.resolver import resolve
 from causalfair.results import Decomposition, check_pair
 from causalfair.systems import as_system
-from causalfair.systems.contract import check_protocol, guard_simulator, seeded_rng
+from causalfair.systems.contract import (
+    attribute_prints,
+    check_protocol,
+    check_shared_state,
+    guard_simulator,
+    seeded_rng,
+)
 from causalfair.systems.lending.settings import LendingModel, LendingSimulator
 from causalfair.systems.system import System
 from causalfair.systems.tabular_sim import TabularSimulator
@@ -240,6 +246,8 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     else:
         sim = as_simulator(simulator)
         A, base = int(getattr(sim, "n_actions", 2)), int(getattr(sim, "baseline", 0))
+        if horizon is None:  # the horizon it declares, as a System made from it has
+            horizon = getattr(sim, "horizon", None)
     T = check_horizon(20 if horizon is None else horizon)
     n = check_int("n", n, 2)
     seed = check_int("seed", seed, 0)
@@ -253,18 +261,38 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     return sim, A, base, T, n, seed, batch
 
 
+def _check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> None:
+    """Refuse a user's policy object whose calls change its own attributes after its first
+    one (:func:`~causalfair.systems.contract.check_shared_state`: batches evaluated at
+    once on threads would overwrite each other's), over a few batches of the simulator's
+    observations of different sizes. Policies declaring ``thread_safe = False`` pass."""
+    if attribute_prints(policy) is None:  # causalfair's own, or declared (one thread)
+        return
+    prints = None
+    for k in range(3):
+        g = k % int(sim.n_groups)
+        obs = sim.observe(sim.reset(n + k, g, seeded_rng(0, g, 7, k)))
+        action_probs(policy, obs, A, f"policy {name!r}")
+        if k == 0:  # what the first call sets up (a cache) may stay
+            prints = attribute_prints(policy)
+    check_shared_state(f"policy {name!r}", policy, prints)
+
+
 def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: str | None,
-                  system: Any = None, horizon: int | None = None, device: str | None = None
-                  ) -> tuple[Any, str]:
+                  system: Any = None, horizon: int | None = None, device: str | None = None,
+                  check: bool = False) -> tuple[Any, str]:
     """The policy as the batches use it (resolved for ``system``, or the simulator's
     tabular model, by :func:`causalfair.policies.resolve`; tabulated on the (group,
     level) grid when it reads only those, :func:`causalfair.policies.core.engine_policy`)
-    and its name."""
+    and its name. ``check``: refuse a user's policy object that keeps state between
+    calls (:func:`_check_policy_state`)."""
     model = getattr(sim, "model", None)
     res = resolve(policy, system if system is not None else
                   model if isinstance(model, TabularModel) else None)
     policy = res.policy
     name = policy_name or res.label
+    if check:
+        _check_policy_state(policy, sim, A, name)
     G = int(sim.n_groups)
     K = getattr(sim, "n_levels", None)
     enc = getattr(policy, "encoding", None)
@@ -364,9 +392,12 @@ def decompose_mc(
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
+        if callable(getattr(sim, "warn_horizon", None)):  # a Gymnasium env's own truncation
+            sim.warn_horizon(T, base)
     G = int(sim.n_groups)
     sim_name = type_name(sim)
-    policy, name = _ready_policy(policy, sim, A, tabulate, policy_name, system, T, device)
+    policy, name = _ready_policy(policy, sim, A, tabulate, policy_name, system, T, device,
+                                 check=check)
     backend = engine_backend(backend, jobs, sim, policy, work=G * n * T)
     sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_simulate)
     stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}

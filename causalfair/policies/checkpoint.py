@@ -237,7 +237,9 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
     ``policy_kwargs`` are pickled, so they are not read; SB3's default is tanh)."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path}: no such file.")
+        raise CheckpointError(f"checkpoint {path}: " + (
+            "is a folder; give the checkpoint file in it (e.g. checkpoint.pt)"
+            if path.is_dir() else "no such file") + ".")
     suffix = path.suffix.lower()
     if suffix == ".zip":
         policy, meta = _load_sb3_zip(path, activation)

@@ -76,7 +76,12 @@ class FeatureEncoding:
             out[np.arange(n), self.n_levels + np.asarray(obs.group)] = 1.0
             return out
         if obs.features is None:
-            raise PolicyError("encoding 'features' needs observation features; the observation has none.")
+            reads = f" [{', '.join(self.names)}]" if self.names else ""
+            raise PolicyError(
+                f"the policy reads a feature vector{reads} (encoding 'features'), but the "
+                "system's observations carry no features (only groups and levels); audit it "
+                "on the system it was trained on, or use a policy over levels (a one-hot "
+                "checkpoint, a built-in).")
         x = np.asarray(obs.features, dtype=np.float32)
         if self.mean is not None:
             x = x - np.asarray(self.mean, dtype=np.float32)

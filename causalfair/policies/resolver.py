@@ -353,6 +353,24 @@ def _factory(ref: str, system: Any, search_path: Any, params: Mapping[str, Any] 
     return ResolvedPolicy(got.policy, ref, "factory", system=system)
 
 
+def _builtin_typo(kind: str, search_path: Any) -> str | None:
+    """The built-in policy kind ``kind`` misspells (``thresold`` for ``threshold``), when no
+    module of that name exists to make it a factory; else None."""
+    import difflib
+    import importlib.util
+
+    close = difflib.get_close_matches(kind, sorted(BUILTIN_KINDS), n=1, cutoff=0.75)
+    if not close or not kind.isidentifier():
+        return None
+    folder = Path(search_path) if search_path is not None else Path(".")
+    if (folder / f"{kind}.py").exists() or (folder / kind).is_dir():
+        return None
+    try:
+        return None if importlib.util.find_spec(kind) is not None else close[0]
+    except (ImportError, ValueError):
+        return close[0]
+
+
 def _builtin(name: str, system: Any, where: str | None) -> ResolvedPolicy:
     if system is None:
         raise PolicyError(f"{where or 'policy'}: the built-in {name!r} needs the system (or "
@@ -461,6 +479,13 @@ def _resolve(value: Any, system: Any, search_path: Any, params: Mapping[str, Any
         if path.suffix.lower() in CHECKPOINT_SUFFIXES or path.is_file():
             return _checkpoint(path, system)
         if ":" in value:
+            close = _builtin_typo(kind, search_path)
+            if close is not None:
+                raise PolicyError(
+                    f"{where or 'policy'}: {short(value)} is neither a built-in policy nor a "
+                    f"factory (no module {kind!r}); did you mean the built-in "
+                    f"'{close}:{value.partition(':')[2]}'? Built-ins: "
+                    f"{', '.join(BUILTIN_POLICIES)}.")
             return _factory(value, system, search_path, params, where or "policy factory",
                             output)
         return _builtin(value, system, where)

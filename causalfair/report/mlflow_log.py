@@ -30,7 +30,7 @@ from causalfair._io import to_jsonable
 from causalfair._version import __version__
 from causalfair.errors import InputError
 
-__all__ = ["log_audit"]
+__all__ = ["log_audit", "open_experiment"]
 
 _BAD = re.compile(r"[^A-Za-z0-9_\-. /]")
 
@@ -50,19 +50,31 @@ def import_mlflow() -> Any:
     return mlflow
 
 
-def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str | None = None,
-              report_dir: str | os.PathLike[str] | None = None, stage: str = "audit",
-              run_name: str | None = None) -> str:
-    """Log one :class:`~causalfair.audit.AuditResult` as an MLflow run; return its id."""
+def open_experiment(experiment: str = "causalfair", tracking_uri: str | None = None) -> Any:
+    """The ``mlflow`` module with ``experiment`` set on the tracking store (of
+    ``tracking_uri``, else ``MLFLOW_TRACKING_URI``), or an InputError naming the store and
+    the fix. The commands call it before any audit runs, so a store that cannot be used
+    fails the command at once rather than after every audit."""
     mlflow = import_mlflow()
-
     if tracking_uri is not None:
         mlflow.set_tracking_uri(tracking_uri)
     try:
         mlflow.set_experiment(experiment)
     except Exception as exc:  # noqa: BLE001 - the store's own error, e.g. a bad URI
-        raise InputError(f"--mlflow: cannot use the tracking store "
-                         f"{mlflow.get_tracking_uri()!r} ({str(exc).splitlines()[0][:300]}).") from None
+        uri = str(mlflow.get_tracking_uri())
+        fix = ("; to log to a folder set MLFLOW_ALLOW_FILE_STORE=true (docs/scale.md, MLflow)"
+               if "://" not in uri or uri.startswith("file:") else
+               "; set MLFLOW_TRACKING_URI to a store you can use (docs/scale.md, MLflow)")
+        raise InputError(f"--mlflow: cannot use the tracking store {uri!r} "
+                         f"({str(exc).splitlines()[0][:200]}){fix}.") from None
+    return mlflow
+
+
+def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str | None = None,
+              report_dir: str | os.PathLike[str] | None = None, stage: str = "audit",
+              run_name: str | None = None) -> str:
+    """Log one :class:`~causalfair.audit.AuditResult` as an MLflow run; return its id."""
+    mlflow = open_experiment(experiment, tracking_uri)
     spec = result.spec
     doc = to_jsonable(result.to_dict())
     params = {"spec": spec.name, "system": spec.system_label, "policy": spec.policy_label,

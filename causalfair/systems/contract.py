@@ -20,7 +20,8 @@ from causalfair.errors import SimulatorContractError, call_user
 from causalfair.types import Observation, StepResult
 
 __all__ = ["check_observation", "check_step_result", "check_noise", "same", "frozen",
-           "seeded_rng", "check_protocol", "guard_simulator"]
+           "seeded_rng", "check_protocol", "guard_simulator", "attribute_prints",
+           "check_shared_state"]
 
 
 def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, np.ndarray]]:
@@ -170,8 +171,65 @@ def seeded_rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
 
 
+def _check_feature_width(name: str, obs: Any, features: tuple[str, ...]) -> None:
+    """Refuse observations whose feature columns are not the declared feature names, one
+    column per name (a policy and the report read them by name)."""
+    got = None if obs.features is None else np.shape(obs.features)
+    width = None if got is None else (got[1] if len(got) == 2 else 1)
+    if width != len(features):
+        have = "no features" if got is None else f"{width} feature columns"
+        raise SimulatorContractError(
+            f"simulator {name}.observe: gave {have}, but the system declares "
+            f"{len(features)} features ({', '.join(features)}); give one column per name "
+            "(feature_names, or System(features=...)) in that order.")
+
+
+def attribute_prints(sim: Any) -> dict[str, tuple[Any, ...]] | None:
+    """A fingerprint of each array leaf of a user simulator's (or policy's) own
+    attributes (shape, dtype and a hash of the bytes; no copy of large tables), keyed by
+    path; None for causalfair's own objects, those that declare ``thread_safe = False``
+    and policies with ``start_batch`` (both run on one thread)."""
+    import hashlib
+
+    inner = sim._obj if isinstance(sim, Guard) else sim
+    if is_own(type(inner)) or getattr(inner, "thread_safe", True) is False \
+            or callable(getattr(inner, "start_batch", None)):  # run on one thread anyway
+        return None
+    attrs = getattr(inner, "__dict__", None)
+    if not isinstance(attrs, dict):
+        return None
+    out = {}
+    for path, arr in _leaves({k: v for k, v in attrs.items() if not callable(v)}):
+        if arr.dtype.kind not in "biufc":
+            continue
+        data = np.ascontiguousarray(arr)
+        out[path] = (arr.shape, arr.dtype.str, hashlib.blake2b(memoryview(data).cast("B"),
+                                                                 digest_size=16).digest())
+    return out
+
+
+def check_shared_state(name: str, sim: Any, base: dict[str, tuple[Any, ...]] | None) -> None:
+    """Refuse a simulator (or policy, ``name`` says which) whose calls changed its own
+    attributes since ``base`` (:func:`attribute_prints` after its first call): the engine
+    steps several batches at once on threads that share it, so such state is overwritten
+    under another batch (wrong numbers)."""
+    if base is None:
+        return
+    now = attribute_prints(sim) or {}
+    changed = sorted({k.split("[")[1].split("]")[0].strip("'\"") for k in set(base) | set(now)
+                      if base.get(k) != now.get(k)})
+    if changed:
+        raise SimulatorContractError(
+            f"{name}: its methods change its own attributes between calls "
+            f"({', '.join(changed[:5])}), and the engine steps several batches at once on "
+            "threads that share it, so one batch would overwrite another's; keep "
+            "per-call data in local variables, or declare thread_safe = False (one thread, "
+            "or worker processes; the same numbers).")
+
+
 def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
-                   n_actions: int | None = None) -> None:
+                   n_actions: int | None = None,
+                   features: tuple[str, ...] | None = None) -> None:
     """Check that the simulator ``sim`` honours the protocol
     (:mod:`causalfair.systems.simulator`) on a sampled batch; raise SimulatorContractError
     naming the method that broke it. :func:`causalfair.engines.montecarlo.check_simulator`
@@ -182,18 +240,24 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
     ``Observation.extras`` and ``StepResult.info`` inside [0, 1], ``reset`` and
     ``draw_noise`` reproducible from their ``rng`` (same seed, same result), ``step``
     deterministic given (state, decisions, noise) and leaving its input state unchanged
-    (both needed for forks), over ``horizon`` steps with random decisions.
+    (both needed for forks), over ``horizon`` steps with random decisions; with
+    ``features`` (the system's feature names), observations with one column per name; a
+    user's simulator that does not declare ``thread_safe = False`` leaves its own
+    attributes as its first step left them (:func:`check_shared_state`).
     """
     name = type(sim).__name__
     G = int(sim.n_groups)
     A = int(n_actions if n_actions is not None else getattr(sim, "n_actions", 2))
     if G < 1:
         raise SimulatorContractError(f"simulator {name}: n_groups must be >= 1, got {G}.")
+    prints = None
     for g in range(G):
         s1 = sim.reset(n, g, seeded_rng(seed, g, 0))
         s2 = sim.reset(n, g, seeded_rng(seed, g, 0))
         o1 = sim.observe(s1)
         check_observation(sim, o1, n, "observe")
+        if features is not None:
+            _check_feature_width(name, o1, features)
         if np.any(np.asarray(o1.group) != g):
             raise SimulatorContractError(
                 f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
@@ -220,6 +284,8 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
             before = frozen((sim.observe(state), state))
             r1 = sim.step(state, d, n1)
             check_step_result(sim, r1, n)
+            if g == 0 and t == 0:  # what a first call sets up (a cache) may stay
+                prints = attribute_prints(sim)
             diff = same(before, frozen((sim.observe(state), state)))
             if diff:
                 raise SimulatorContractError(
@@ -235,6 +301,7 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                     "numbers in draw_noise, not in step, so that forks share them.")
             check_observation(sim, sim.observe(r1.state), n, f"step (observe after step {t})")
             state = r1.state
+    check_shared_state(f"simulator {name}", sim, prints)
 
 
 # ------------------------------------------------------------ every call, guarded

@@ -322,13 +322,33 @@ class System:
                 f"system {self.id!r}: its simulator factory returned {type(sim).__name__}, which "
                 f"lacks {', '.join(missing)}; a simulator needs reset, observe, draw_noise and "
                 "step (docs/simulators.md).")
+        self._check_sizes(sim)
         guarded = guard_simulator(sim)
         if guarded is not sim and self.units_per_replica == 1 \
                 and not self.__dict__.get("_contract_checked"):
             check_protocol(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
-                           n_actions=self.n_actions)
+                           n_actions=self.n_actions, features=self.features)
             object.__setattr__(self, "_contract_checked", True)
         return guarded
+
+    def _check_sizes(self, sim: Any) -> None:
+        """Refuse a simulator whose declared ``n_groups`` / ``n_actions`` differ from the
+        system's groups and decisions: the engines size their arrays by the simulator's
+        and read the system's names, so a mismatch would crash or silently audit another
+        action set."""
+        for attr, have, names, fix in (
+                ("n_groups", self.n_groups, self.groups,
+                 "one name per group (the simulator's group_names, or System(groups=...))"),
+                ("n_actions", self.n_actions, self.decisions.labels,
+                 "one label per action (the simulator's action_labels, or "
+                 "DecisionSet(labels=...))")):
+            got = getattr(sim, attr, None)
+            if isinstance(got, (int, np.integer)) and not isinstance(got, bool) \
+                    and int(got) != have:
+                raise SystemError_(
+                    f"system {self.id!r}: its simulator {type(sim).__name__} has {attr} = "
+                    f"{int(got)}, but the system has {have} ({', '.join(map(str, names))}); "
+                    f"give {fix}.")
 
     def check_contract(self) -> None:
         """Check a user's simulator against the simulator contract once per system

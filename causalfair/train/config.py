@@ -13,6 +13,8 @@ Every default says where it comes from:
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +39,29 @@ LENDING_FIELDS = ("setting", "n_levels", "interest", "env", "pop_steps", "pop_ma
                   "massage_start", "massage_decay")
 
 
+
+
+def _check_field_types(cfg: Any, bad: Any) -> None:
+    """Every number, flag and text field of ``cfg`` of its declared type (``int`` an
+    integer, ``float`` a finite real number, ``bool`` true or false, ``str`` a text; each
+    may be None where the type allows it), before the per-field range checks: a value from
+    ``--set FIELD=VALUE`` or a JSON config of the wrong type is one line naming the field."""
+    for f in dataclasses.fields(cfg):
+        kind, _, rest = str(f.type).partition(" | ")
+        v = getattr(cfg, f.name)
+        if v is None and rest == "None":
+            continue
+        if kind == "bool" and not isinstance(v, bool):
+            raise bad(f.name, v, "must be true or false")
+        if kind == "int" and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
+            raise bad(f.name, v, "must be an integer")
+        if kind == "float" and (isinstance(v, bool) or not isinstance(v, numbers.Real)
+                                or not math.isfinite(float(v))):
+            raise bad(f.name, v, "must be a finite number")
+        if kind == "str" and not isinstance(v, str):
+            raise bad(f.name, v, "must be a text")
+    if cfg.seed < 0:
+        raise bad("seed", cfg.seed, "must be an integer >= 0")
 
 
 @dataclass(frozen=True)
@@ -235,6 +260,7 @@ class TrainConfig:
         def bad(name: str, value: Any, fix: str) -> ConfigError:
             return ConfigError(f"{name}: bad value {value!r}; {fix}.")
 
+        _check_field_types(self, bad)
         if self.algo not in ALGORITHMS:
             raise bad("algo", self.algo, f"allowed values: {', '.join(ALGORITHMS)}")
         if self.env not in ENVIRONMENTS:
@@ -277,7 +303,13 @@ class TrainConfig:
                 raise bad(name, v, "must be in [0, 1]")
         if not 0 < self.pop_mass <= 1:
             raise bad("pop_mass", self.pop_mass, "must be in (0, 1]")
-        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        hidden = self.hidden
+        if (isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__")
+                or not all(isinstance(h, numbers.Integral) and not isinstance(h, bool) and h >= 1
+                           for h in hidden)):
+            raise bad("hidden", hidden, "must be a list of layer widths, integers >= 1, "
+                      "e.g. [64, 64]")
+        object.__setattr__(self, "hidden", tuple(int(h) for h in hidden))
         if isinstance(self.constraints, str):
             object.__setattr__(self, "constraints", (self.constraints,))
         object.__setattr__(self, "constraints", tuple(str(c) for c in self.constraints))

@@ -295,6 +295,36 @@ class GymSimulator:
     def observe(self, state: GymState) -> Observation:
         return Observation(group=state.group, features=state.obs, t=state.t)
 
+    def warn_horizon(self, horizon: int, action: int = 0) -> None:
+        """Warn when an episode ends by truncation before ``horizon`` steps: the door does
+        not read ``truncated``, so an audit over ``horizon`` epochs would step the env past
+        the end of its episodes. Probed once per horizon on one individual of the first
+        group taking ``action`` (an env with a state API gets its state back)."""
+        import warnings
+
+        if horizon <= getattr(self, "_horizon_probed", 1):
+            return
+        self._horizon_probed = horizon
+        api = self._api
+        saved = getattr(self._template, api[0])() if api else None
+        env, _ = self._reset_one(0, 0)
+        try:
+            for k in range(1, horizon):
+                out = call_user(f"gym env {self.name}.step", env.step, action + self._start)
+                if not isinstance(out, tuple) or len(out) != 5 or out[2]:
+                    return  # a malformed step is the fork check's; an ended episode is fine
+                if out[3]:
+                    warnings.warn(
+                        f"gym env {self.name}: its episodes end (truncated) after {k} steps, "
+                        f"but the audit runs T = {horizon} epochs and does not read "
+                        "truncated, so the env is stepped past the end of its episodes; give "
+                        f"the audit the env's horizon (--horizon {k}, horizon = {k} in a "
+                        f"spec, from_gym(horizon={k})).", UserWarning, stacklevel=2)
+                    return
+        finally:
+            if api:
+                getattr(self._template, api[1])(saved)
+
     def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.integers(0, 2**64, size=(n, 2), dtype=np.uint64)
 
@@ -648,10 +678,14 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     ``check=False``.
     An episode that terminates early contributes zero gain and reward afterwards.
     """
+    given = groups
     groups = tuple(str(x) for x in groups) if not isinstance(groups, str) else None
     if not groups or len(groups) < 2:
-        raise SystemError_("from_gym groups: give at least two group names, e.g. "
-                           "groups=['White', 'Black'] (index 0 is s+).")
+        raise SystemError_(
+            f"from_gym groups: give a list of at least two group names, got {short(given)}: "
+            "groups=['White', 'Black'] in Python, groups = [\"White\", \"Black\"] in a spec, "
+            "--param 'groups=[\"White\",\"Black\"]' on the command line (JSON, double "
+            "quotes); index 0 is s+.")
     _check_mode(group, "group", "'options', 'info:KEY' or 'module:callable'", ("options", "info:"))
     _check_mode(gain, "gain", "'info:KEY', 'obs:INDEX', 'reward' or 'module:callable'",
                 ("reward", "info:", "obs:"))

@@ -1,0 +1,318 @@
+"""A CI engineer's and a researcher's contract: a sharded gate merged without one of its
+shards, or with another run's shards, checkpoints or JUnit files, is an error (exit 2),
+never a pass; no output of a gate is lost or stale after an error; a bad training field
+is one line naming it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+import causalfair.commands.gate as gate_cmd
+from causalfair.cli import main
+from causalfair.errors import InputError
+from tests.conftest import run_cli, run_cmd
+
+SPEC = """name = "{name}"
+horizon = 5
+[system]
+id = "lending-1"
+[policy]
+builtin = "{builtin}"
+[thresholds]
+abs_C = {thr}
+"""
+
+
+@pytest.fixture()
+def shards(tmp_path, capsys):
+    """Three specs gated as shards 1/3, 2/3, 3/3; shard 3 holds the failing spec."""
+    specs = []
+    for i, (builtin, thr) in enumerate([("never", 1.0), ("always", 1.0),
+                                        ("threshold:0.5", 0.001)]):
+        p = tmp_path / f"s{i}.toml"
+        p.write_text(SPEC.format(name=f"s{i}", builtin=builtin, thr=thr))
+        specs.append(str(p))
+    codes = [main(["gate", *specs, "--shard", f"{k}/3", "--json", str(tmp_path / f"sh{k}.json"),
+                   "--junit", str(tmp_path / f"sh{k}.xml")]) for k in (1, 2, 3)]
+    assert codes == [0, 0, 1]
+    capsys.readouterr()
+    return tmp_path, specs
+
+
+def _merge(tmp_path, ks, junit_ks=None, extra=()):
+    args = ["gate-merge", *(str(tmp_path / f"sh{k}.json") for k in ks), *extra]
+    if junit_ks is not None:
+        args += ["--junit-in", *(str(tmp_path / f"sh{k}.xml") for k in junit_ks)]
+    return main(args)
+
+
+def test_a_merge_without_the_failing_shard_is_an_error_not_a_pass(shards, capsys):
+    tmp_path, _ = shards
+    doc = json.loads((tmp_path / "sh1.json").read_text())
+    assert doc["shard"]["k"] == 1 and doc["shard"]["n"] == 3 and doc["shard"]["specs"] == 3
+    assert doc["causalfair_version"]
+    assert _merge(tmp_path, (1, 2, 3), (1, 2, 3)) == 1  # the whole gate: shard 3 fails
+    capsys.readouterr()
+    assert _merge(tmp_path, (1, 2)) == 2  # was 0: the failing spec went ungated
+    err = capsys.readouterr().err
+    assert "shard 3/3 missing" in err and err.count("\n") == 1, err
+    assert _merge(tmp_path, (1, 1, 2, 3)) == 2
+    assert "shard 1/3 given twice" in capsys.readouterr().err
+
+
+def test_junit_files_must_be_those_of_the_merged_shards(shards, capsys):
+    tmp_path, _ = shards
+    out = tmp_path / "m.xml"
+    code = _merge(tmp_path, (1, 2, 3), (1, 2), extra=("--junit", str(out)))
+    err = capsys.readouterr().err
+    assert code == 2 and "--junit-in" in err and "'s2'" in err, err
+    assert not out.exists()  # CI never reads a JUnit file without the failing spec
+
+
+def test_shards_of_another_spec_list_or_version_are_refused(shards, capsys):
+    tmp_path, specs = shards
+    # shard 1 rerun after a spec file changed: another gate, not a shard of this one
+    with open(specs[1], "a") as fh:
+        fh.write("abs_DPE = 1.0\n")
+    assert main(["gate", *specs, "--shard", "1/3", "--json", str(tmp_path / "sh1.json")]) == 0
+    capsys.readouterr()
+    assert _merge(tmp_path, (1, 2, 3)) == 2
+    assert "different sharded gates" in capsys.readouterr().err
+    doc = json.loads((tmp_path / "sh2.json").read_text())
+    doc["causalfair_version"] = "0.0.1"
+    (tmp_path / "sh2.json").write_text(json.dumps(doc))
+    assert _merge(tmp_path, (2, 3)) == 2
+    assert "different causalfair versions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setting, word", [
+    ("hidden=abc", "hidden"), ("hidden=[0]", "hidden"), ("hidden=[1.5]", "hidden"),
+    ("beta_c=nan", "beta_c"), ("beta_lambda=inf", "beta_lambda"), ("seed=-1", "seed"),
+    ("massage_start=abc", "massage_start"), ("normalize_advantage=3", "normalize_advantage"),
+])
+def test_a_bad_training_field_is_one_line_naming_it(tmp_path, capsys, setting, word):
+    # before: a ValueError/TypeError traceback (hidden=abc, beta_c=nan, seed=-1) or a run
+    # trained on nonsense (hidden=[0], hidden=[1.5] truncated to 1, massage_start='abc')
+    cmds = [["train", "--iterations", "1", "--no-progress"],
+            ["sweep", "--algo", "ppo", "--seeds", "0", "--iterations", "1"]]
+    for cmd in cmds[:1] if word == "seed" else cmds:  # (a sweep sets seeds itself)
+        code = main([*cmd, "--set", setting, "--out", str(tmp_path / cmd[0])])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.startswith(f"causalfair {cmd[0]}: error: {word}: bad value"), err
+        assert "\n" not in err and not (tmp_path / cmd[0] / "checkpoint.pt").exists()
+
+
+def test_json_and_junit_on_one_path_are_refused(shards, capsys):
+    tmp_path, specs = shards
+    same = tmp_path / "out" / "gate.out"
+    # before: the JSON silently replaced the JUnit file CI reads (exit 0)
+    assert main(["gate", specs[0], "--junit", str(same), "--json", str(same)]) == 2
+    err = capsys.readouterr().err
+    assert "--junit" in err and "--json" in err and not same.exists(), err
+    assert main(["gate-merge", *(str(tmp_path / f"sh{k}.json") for k in (1, 2, 3)),
+                 "--junit-in", *(str(tmp_path / f"sh{k}.xml") for k in (1, 2, 3)),
+                 "--junit", str(same), "--json", str(same)]) == 2
+    assert not same.exists()
+
+
+def test_a_checkpoint_changed_between_shard_runs_is_refused(tmp_path, capsys):
+    ck = Path(__file__).resolve().parents[1] / "causalfair" / "examples" / "checkpoints"
+    shutil.copy(ck / "lending-1-ppo.pt", tmp_path / "ck.pt")
+    specs = []
+    for i in range(2):
+        p = tmp_path / f"c{i}.toml"
+        p.write_text(SPEC.format(name=f"c{i}", builtin="never", thr=1.0).replace(
+            'builtin = "never"', 'checkpoint = "ck.pt"'))
+        specs.append(str(p))
+    for k in (1, 2):
+        assert main(["gate", *specs, "--shard", f"{k}/2", "--json",
+                     str(tmp_path / f"sh{k}.json")]) == 0
+    # shard 2 rerun after the checkpoint was replaced: its verdict is of another policy
+    shutil.copy(ck / "lending-1-ppo.retrained-exact-1.pt", tmp_path / "ck.pt")
+    assert main(["gate", *specs, "--shard", "2/2", "--json", str(tmp_path / "sh2.json")]) == 0
+    capsys.readouterr()
+    assert _merge(tmp_path, (1, 2)) == 2
+    assert "checkpoint files changed" in capsys.readouterr().err
+
+
+def test_an_mlflow_failure_after_the_audits_keeps_junit_and_json(shards, monkeypatch, capsys):
+    tmp_path, specs = shards
+
+    def down(*_a, **_k):
+        raise InputError("--mlflow: the tracking server went away.")
+
+    monkeypatch.setattr(gate_cmd, "open_experiment", lambda *_a, **_k: None)
+    monkeypatch.setattr(gate_cmd, "log_audit", down)
+    out = tmp_path / "ml"
+    code = main(["gate", *specs, "--mlflow", "--junit", str(out / "g.xml"),
+                 "--json", str(out / "g.json")])
+    assert code == 2 and "went away" in capsys.readouterr().err
+    # before: MLflow logged first, so its failure lost the verdicts of every audit
+    assert json.loads((out / "g.json").read_text())["exit_code"] == 1
+    assert b"<failure" in (out / "g.xml").read_bytes()
+
+
+@pytest.mark.mlflow
+def test_an_unusable_mlflow_store_fails_before_any_audit(tmp_path, monkeypatch, capsys):
+    if importlib.util.find_spec("mlflow") is None:
+        pytest.skip("MLflow comes with the mlflow extra")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    (tmp_path / "marker_pol.py").write_text(
+        "from pathlib import Path\n"
+        "def make():\n"
+        f"    Path({str(tmp_path / 'ran')!r}).write_text('audited')\n"
+        "    return None\n")
+    spec = tmp_path / "m.toml"
+    spec.write_text(SPEC.format(name="m", builtin="never", thr=1.0).replace(
+        'builtin = "never"', 'factory = "marker_pol:make"'))
+    assert main(["gate", str(spec), "--mlflow"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "MLFLOW_ALLOW_FILE_STORE=true" in err and "\n" not in err, err
+    assert not (tmp_path / "ran").exists()  # before: every audit ran first
+
+
+def _action_gate_step() -> str:
+    root = Path(__file__).resolve().parents[1]
+    return next(s for s in yaml.safe_load((root / "action.yml").read_text())["runs"]["steps"]
+                if s.get("id") == "gate")["run"]
+
+
+def test_the_action_leaves_no_stale_junit_when_the_gate_fails_early(tmp_path):
+    junit = tmp_path / "gate.xml"  # a green JUnit file of last night's gate
+    junit.write_text('<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="causalfair gate" '
+                     'tests="1" failures="0" errors="0" skipped="0" />\n')
+    (tmp_path / "s.toml").write_text(SPEC.format(name="s", builtin="never", thr=1.0))
+    env = dict(os.environ, CF_SPECS="s.toml", CF_ARGS="--no-such-option", CF_JUNIT=str(junit),
+               GITHUB_OUTPUT=str(tmp_path / "o"), GITHUB_STEP_SUMMARY=str(tmp_path / "sum"),
+               RUNNER_TEMP=str(tmp_path), OMP_NUM_THREADS="1")
+    proc = run_cmd(["bash", "-e", "-c", _action_gate_step()], cwd=tmp_path, env=env,
+                   timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    # before: the earlier green file stayed, and a JUnit reporter showed it as this run's
+    assert not junit.exists(), proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--timeout", "-1"], ["missing.toml", "--shard", "1/2"]])
+def test_a_gate_stopped_by_an_input_error_writes_a_junit_error(tmp_path, capsys, args):
+    junit = tmp_path / "gate.xml"  # a green JUnit file of an earlier run
+    junit.write_text('<testsuites name="causalfair gate" tests="1" failures="0" />\n')
+    (tmp_path / "s.toml").write_text(SPEC.format(name="s", builtin="never", thr=1.0))
+    assert main(["gate", str(tmp_path / "s.toml"), *args, "--junit", str(junit)]) == 2
+    err = capsys.readouterr().err.strip()
+    # before: the earlier file stayed, read by CI as this run's (green) result
+    text = junit.read_text()
+    assert 'errors="1"' in text and err.split("error: ", 1)[1][:30] in text, (err, text)
+
+
+def test_an_unaccepted_repair_does_not_make_the_junit_file_green(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from causalfair._io import to_jsonable
+    from causalfair.audit import audit, load_spec
+    from causalfair.audit.gate import GateEntry, GateResult
+    from causalfair.audit.shards import markdown
+
+    specs = {}
+    for name, thr in (("fails", 0.001), ("passes", 1.0)):
+        (tmp_path / f"{name}.toml").write_text(SPEC.format(name="x", builtin="threshold:0.5",
+                                                           thr=thr))
+        specs[name] = load_spec(tmp_path / f"{name}.toml")
+    before, after = audit(specs["fails"]), audit(specs["passes"])  # original, its repair
+    assert (before.overall, after.overall) == ("FAIL", "PASS")
+    for accept, code, failures in ((False, 1, "1"), (True, 0, "0")):
+        res = GateResult([GateEntry(specs["fails"], before, after)], accept_repaired=accept)
+        root = ET.fromstring(res.to_junit())
+        # before: failures="0" while the gate exited 1 (CI read a green JUnit file)
+        assert res.exit_code == code and root.get("failures") == failures
+        first = res.side_by_side().splitlines()[0]
+        assert first.startswith("x: FAIL (its repair: PASS") if not accept else first == "x: PASS"
+        table = markdown(json.loads(json.dumps(to_jsonable(res.to_dict()))))
+        assert ("(original; the repair is not taken) | abs_C <= 0.001" in table) != accept
+    assert "commit it or pass --accept-repaired" in ET.fromstring(
+        GateResult([GateEntry(specs["fails"], before, after)]).to_junit()).find(
+            ".//failure").get("message")
+
+
+def test_a_policy_calling_os_exit_0_fails_the_serial_gate(tmp_path):
+    # in a subprocess: on the old code os._exit(0) ended the process with exit 0 and no
+    # output, which CI reads as a pass (and which would end pytest itself, green)
+    (tmp_path / "die_pol.py").write_text(
+        "import os\nclass Die:\n    def prob_d1(self, obs):\n        os._exit(0)\n"
+        "def make():\n    return Die()\n")
+    spec = tmp_path / "die.toml"
+    spec.write_text(SPEC.format(name="die", builtin="never", thr=1.0).replace(
+        'builtin = "never"', 'factory = "die_pol:make"'))
+    proc = run_cli("gate", spec, "--junit", tmp_path / "g.xml", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "os._exit(0) called" in proc.stderr, proc.stderr
+    assert 'errors="1"' in (tmp_path / "g.xml").read_text(), proc.stderr
+
+
+def test_os_exit_is_refused_in_the_command_but_not_in_a_process_it_forks():
+    # every command runs under the guard (cli._run); a child forked by a user's code (a
+    # multiprocessing fork) must still end the way it asks, not raise and run on
+    from causalfair._usercode import OSExitCalled, refuse_os_exit
+
+    real = os._exit
+    with refuse_os_exit():
+        with pytest.raises(OSExitCalled, match=r"os\._exit\(0\) called"):
+            os._exit(0)
+        pid = os.fork()
+        if pid == 0:  # the child: 7 as it asks; 9 where the guard raised in it
+            try:
+                os._exit(7)
+            finally:
+                real(9)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 7
+    assert os._exit is real
+
+
+def test_decompose_with_a_policy_calling_os_exit_is_an_error(tmp_path):
+    # in a subprocess, as above (without the guard os._exit(0) would end pytest, green)
+    (tmp_path / "die_pol2.py").write_text(
+        "import os\nclass Die:\n    def prob_d1(self, obs):\n        os._exit(0)\n"
+        "def make():\n    return Die()\n")
+    proc = run_cli("decompose", "--policy", "die_pol2:make", "--horizon", "3", cwd=tmp_path,
+                   timeout=120)
+    assert proc.returncode == 2 and "os._exit(0) called" in proc.stderr, proc.stderr
+
+
+def test_a_folder_given_as_a_spec_says_how_to_give_its_specs(tmp_path, capsys):
+    # before: "no such file", about a folder that exists
+    assert main(["gate", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder" in err and "*.toml" in err, err
+
+
+def test_train_param_without_system_reaches_the_lending_setting(tmp_path, capsys):
+    # before: --param was read only with --system; lending-1 trained on its 7 levels and
+    # the printed "audit it" command (with --param levels=5) refused the checkpoint
+    out = tmp_path / "run"
+    assert main(["train", "--param", "levels=5", "--iterations", "1", "--no-progress",
+                 "--set", "n_individuals=16", "--set", "horizon=3", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["n_levels"] == 5
+    capsys.readouterr()
+    assert main(["decompose", "--system", "lending-1", "--param", "levels=5", "--checkpoint",
+                 str(out / "checkpoint.pt"), "--horizon", "3"]) == 0
+
+
+def test_the_action_summarises_one_shard_of_a_sharded_gate(shards):
+    tmp_path, specs = shards
+    env = dict(os.environ, CF_SPECS=" ".join(specs), CF_ARGS="--shard 3/3",
+               CF_JUNIT=str(tmp_path / "a.xml"), GITHUB_OUTPUT=str(tmp_path / "o"),
+               GITHUB_STEP_SUMMARY=str(tmp_path / "sum"), RUNNER_TEMP=str(tmp_path),
+               OMP_NUM_THREADS="1")
+    proc = run_cmd(["bash", "-e", "-c", _action_gate_step()], cwd=tmp_path, env=env,
+                   timeout=120)
+    # shard 3/3 holds the failing spec: the shard's exit code and its table, not a refused
+    # merge of one shard of three (exit 2)
+    assert proc.returncode == 1, proc.stderr
+    assert "| s2 | abs_C <= 0.001 |" in (tmp_path / "sum").read_text(), proc.stderr
