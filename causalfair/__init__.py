@@ -7,11 +7,24 @@ The core objects:
 - :class:`TabularModel` (``causalfair.model``) - a finite model of the decision process;
 - :func:`lending_setting` (``causalfair.systems.lending.settings``) - the reference lending settings;
 - policies (``causalfair.policies.core``) - built-ins, torch adapters, checkpoints, pi0 / pi^PS;
-- :func:`decompose` (``causalfair.engines.effects``) - C = DPE + IPE + SPE, exactly;
-- :func:`benefit_fairness` (``causalfair.engines.benefit``) - Delta, Lambda, worst pairs;
-- :func:`compare_groups` (``causalfair.engines.groups``) - every group against a reference,
+- :func:`decompose` (``causalfair.engines.choice``) - C = DPE + IPE + SPE by the engine the
+  system supports (exact with a tabular model, else Monte Carlo);
+- :func:`benefit_fairness` (``causalfair.engines.choice``) - Delta, Lambda, worst pairs;
+- :func:`compare_groups` (``causalfair.engines.choice``) - every group against a reference,
   every pair, the worst pair;
-- :func:`temporal_graph` (``causalfair.graph``) - the temporal causal graph.
+- :func:`temporal_graph` (``causalfair.graph``) - the temporal causal graph;
+- ``audit(spec, policy=...)`` (``causalfair.audit``) - an audit spec (TOML file or dict) run
+  to an ``AuditResult`` with verdicts, pandas tables and figures; :func:`compare` puts
+  several side by side;
+- :func:`audit_logs` (``causalfair.logs``) - the same figures estimated from a DataFrame of
+  decision logs;
+- :func:`decompose_mc` (``causalfair.engines.montecarlo``) - the Monte Carlo engine on any
+  simulator; ``systems.from_gym`` - a System over a Gymnasium env.
+
+Results are :class:`Decomposition` and :class:`BenefitResult` objects with pandas views
+(``to_frame``, ``by_group``, ``steps_frame``, ``worst_pairs``), a ``summary()``, ``plot()``
+and a notebook rendering. A mistyped keyword, a bad value or a policy that does not
+return probabilities raises a :class:`CausalfairError` naming the argument and the fix.
 
 Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when used.
 ``import causalfair`` registers the Gymnasium environments (``causalfair/Lending-v0``).
@@ -123,6 +136,11 @@ def __getattr__(name: str):
 
         return importlib.import_module("causalfair.examples")
     raise AttributeError(f"module 'causalfair' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # what tab completion lists: the names above and the lazily loaded entry points
+    return sorted(set(globals()) | set(_LAZY) | {"examples"})
 
 
 def _register_gymnasium() -> None:

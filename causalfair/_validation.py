@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 from typing import Any
 
 import numpy as np
 
 from causalfair.errors import InputError, ModelError
 
-__all__ = ["ENGINES", "check_horizon", "check_names", "engine_for", "z_quantile"]
+__all__ = ["ENGINES", "check_alpha", "check_horizon", "check_int", "check_keywords", "check_names",
+           "engine_for", "z_quantile"]
 
 #: The engines of a decomposition: the system's choice, exact or Monte Carlo.
 ENGINES = ("auto", "exact", "mc")
@@ -48,13 +52,28 @@ def check_names(field: str, names: Any, error: type[Exception] = InputError) -> 
                         "(letters, digits, spaces, punctuation).")
 
 
+def check_int(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``, or an InputError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def check_alpha(alpha: Any) -> float:
+    """``alpha``, the error level of a (1 - alpha) interval, as a float in (0, 1), or an
+    InputError naming the bad value."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+            or not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha: must be in (0, 1), got {alpha!r}; use e.g. 0.05 for 95% "
+                         "intervals.")
+    return float(alpha)
+
+
 def z_quantile(alpha: float) -> float:
     """The two-sided normal quantile z_{1 - alpha/2}."""
     from statistics import NormalDist
 
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
-    return NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    return NormalDist().inv_cdf(1.0 - check_alpha(alpha) / 2.0)
 
 
 def engine_for(system: Any, engine: str = "auto") -> str:
@@ -71,3 +90,31 @@ def engine_for(system: Any, engine: str = "auto") -> str:
                          "of independent units, so only the Monte Carlo engine applies (use "
                          "engine 'mc' or 'auto').")
     return engine
+
+
+def check_keywords(fn: Any = None, *, name: str | None = None) -> Any:
+    """``fn`` refusing an unknown keyword argument with one InputError that names it, the
+    keyword it most likely means and every keyword ``fn`` takes (instead of Python's bare
+    TypeError). The signature, name and docstring stay ``fn``'s. ``name``: what the
+    message calls ``fn`` (default its ``__name__``); ``@check_keywords(name="audit")``."""
+    if fn is None:
+        return functools.partial(check_keywords, name=name)
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return fn
+    names = [p.name for p in params if p.name != "self" and p.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    allowed = frozenset(names)
+    label = name or fn.__name__
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        for key in kwargs:
+            if key not in allowed:
+                near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                raise InputError(f"{label}: unknown keyword argument {key!r}; {hint}"
+                                 f"it takes: {', '.join(names)}.")
+        return fn(*args, **kwargs)
+
+    return checked

@@ -57,6 +57,7 @@ import networkx as nx
 
 from causalfair import graph_render
 from causalfair._limits import check_memory
+from causalfair._validation import check_keywords
 from causalfair.errors import InputError, ResourceLimitError
 from causalfair.graph_render import DRAW_FORMAT_ERROR as DRAW_FORMAT_ERROR  # re-exported
 from causalfair.model import CausalStructure, TabularModel
@@ -427,6 +428,7 @@ class TemporalGraph:
 
 
 # ------------------------------------------------------------------ builders
+@check_keywords
 def temporal_graph(
     model_or_structure: TabularModel | CausalStructure | Any,
     horizon: int,

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import z_quantile
+from causalfair._validation import check_int, z_quantile
 from causalfair.errors import InputError, ModelError
 
-__all__ = ["Decomposition", "BenefitResult", "DIAGNOSTIC_TOL", "SHARE_FLOOR", "check_pair",
-           "waterfall", "new_figure", "wrap"]
+__all__ = ["Decomposition", "BenefitResult", "DIAGNOSTIC_TOL", "LAMBDA_NEEDS", "SHARE_FLOOR",
+           "check_pair", "waterfall", "new_figure", "wrap"]
 
 #: Residual (relative to max(1, |values|)) above which an identity counts as violated.
 DIAGNOSTIC_TOL = 1e-9
@@ -32,6 +32,12 @@ SHARE_FLOOR = 1e-9
 _DIGITS = 4
 
 _EFFECTS = ("C", "DPE", "IPE", "SPE")
+
+#: Why a system has no Lambda, and the fix (benefit fairness pairs individuals of two
+#: groups with the same level or features, method.md section 4).
+LAMBDA_NEEDS = ("it declares neither levels nor feature names, and benefit fairness (Lambda) "
+                "pairs individuals through them; give the simulator n_levels (observations "
+                "with levels) or feature_names (one name per column of Observation.features)")
 
 
 def _z(alpha: float) -> float:
@@ -319,11 +325,8 @@ class Decomposition:
                 row += (f"   {100 * (1 - alpha):g}% CI [{ci.loc[k, 'lower']:+.6f}, "
                         f"{ci.loc[k, 'upper']:+.6f}]")
             lines.append(row)
-        if self.Lambda is not None:
-            ci_l = (f"   {100 * self.Lambda_ci_level:g}% CI [{self.Lambda_ci[0]:.6f}, "
-                    f"{self.Lambda_ci[1]:.6f}]" if self.Lambda_ci is not None
-                    and self.Lambda_ci_level is not None and self.se else "")
-            lines.append(f"  Lambda = {self.Lambda:.6f}{ci_l}  (benefit fairness)")
+        if self._lambda_line():
+            lines.append(f"  {self._lambda_line()}")
         lines.append(f"  utility = {self.total_utility:+.6f}  (expected reward, population-weighted)")
         lines += ["", f"  {'group':<10}{'V^pi':>12}{'V^PS':>12}{'V^pi0':>12}{'direct':>12}{'indirect':>12}"]
         for i, g in enumerate(self.groups):
@@ -337,6 +340,16 @@ class Decomposition:
             lines += ["", f"  identities ({', '.join(self.diagnostics)}): {status}, "
                           f"largest residual {worst:.2e}"]
         return "\n".join(lines)
+
+    def _lambda_line(self) -> str:
+        """Lambda with its interval (Monte Carlo), or why a Monte Carlo result has none."""
+        if self.Lambda is None:
+            return (f"Lambda: not computed: {LAMBDA_NEEDS}"
+                    if self.engine == "mc" and len(self.groups) >= 2 else "")
+        ci_l = (f"   {100 * self.Lambda_ci_level:g}% CI [{self.Lambda_ci[0]:.6f}, "
+                f"{self.Lambda_ci[1]:.6f}]" if self.Lambda_ci is not None
+                and self.Lambda_ci_level is not None and self.se else "")
+        return f"Lambda = {self.Lambda:.6f}{ci_l}  (benefit fairness)"
 
     def __str__(self) -> str:
         return self.summary()
@@ -367,16 +380,19 @@ class Decomposition:
             f"{self.groups[b]} (positive favours {self.groups[a]}); DPE the decisions' direct "
             f"effect, IPE their delayed effect, SPE the gap without decisions"
             + ("" if not self.se else "; intervals at 95%") + ".")
+        lam = self._lambda_line()
+        lam_html = f"<p>{html.escape(lam)}</p>" if lam else ""
         return (f"<div><strong>{title}</strong>"
-                f"{df.to_html(float_format=lambda x: f'{x:.6f}')}"
+                f"{df.to_html(float_format=lambda x: f'{x:.6f}')}{lam_html}"
                 f"<p style='font-size:0.85em;color:#57606a'>{caption}</p></div>")
 
 
-def check_pair(pair: Any, n_groups: int, V: np.ndarray) -> tuple[int, int]:
+def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int]:
     """The audited pair of group indices (s+, s-): ``pair`` checked against ``n_groups``, or
-    by default (0, 1) with two groups and (argmax V, argmin V) with more (method.md section 2)."""
+    by default (0, 1) with two groups (or without values ``V``) and (argmax V, argmin V) with
+    more (method.md section 2)."""
     if pair is None:
-        if n_groups == 2:
+        if n_groups == 2 or V is None:
             return (0, 1)
         return (int(np.argmax(V)), int(np.argmin(V)))
     try:
@@ -439,7 +455,7 @@ class BenefitResult:
 
         a, b = self.pair
         K = self.contributions.shape[0]
-        order = np.argsort(-self.contributions, axis=None, kind="stable")[: max(0, int(n))]
+        order = np.argsort(-self.contributions, axis=None, kind="stable")[: check_int("n", n, 0)]
         xa, xb = np.unravel_index(order, (K, K))
         ga, gb = self.groups[a], self.groups[b]
         if self.multi:

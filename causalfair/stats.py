@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from causalfair._validation import check_alpha
 from causalfair.errors import InputError
 
 SUPPORTED, REFUTED, INCONCLUSIVE, INDISTINGUISHABLE = (
@@ -166,8 +167,7 @@ def _mean_var(x: list[float]) -> tuple[float, float]:
 
 def welch(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Welch:
     """Welch's t-test of ``a`` against ``b`` (NaNs dropped; at least 2 values each)."""
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha: must be in (0, 1), got {alpha!r}; use e.g. 0.05.")
+    check_alpha(alpha)
     xa, xb = _clean(a, "welch a"), _clean(b, "welch b")
     na, nb = len(xa), len(xb)
     ma, va = _mean_var(xa)

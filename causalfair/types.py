@@ -47,9 +47,15 @@ class StepResult:
 
 def check_probs(p: Any, n: int, where: str) -> np.ndarray:
     """``p`` as a float64 array of ``n`` probabilities, or PolicyError naming ``where``."""
-    arr = np.asarray(p, dtype=np.float64).reshape(-1)
+    try:
+        arr = np.asarray(p, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise PolicyError(f"{where}: returned {type(p).__name__} {str(p)[:40]!r}, not numbers; "
+                          f"return one P(d1) per observation, an array of shape ({n},).") from None
     if arr.shape[0] != n:
-        raise PolicyError(f"{where}: returned {arr.shape[0]} probabilities for {n} observations.")
+        raise PolicyError(f"{where}: returned {arr.shape[0]} probabilities for {n} observations; "
+                          f"return one P(d1) per observation, an array of shape ({n},) (a "
+                          "constant: np.full(len(obs), p)).")
     if not np.isfinite(arr).all():
         raise PolicyError(f"{where}: returned NaN or inf probabilities.")
     if (arr < 0).any() or (arr > 1).any():

@@ -42,6 +42,11 @@ inconclusive. ``abs_X`` thresholds use the interval of ``|X|`` implied by that o
 The overall verdict is FAIL if any threshold fails, else INCONCLUSIVE if any is
 inconclusive, else PASS.
 
+The module itself is callable: ``cf.audit(spec, policy=None, system=None, baseline=None,
+vecnormalize=None, baseline_vecnormalize=None)`` is :func:`audit` (``policy`` / ``system``
+override the spec's, e.g. ``cf.audit("lending-1.toml", policy="blind:0.5")`` to compare
+policies under one spec; ``baseline`` adds the attribution of the change from it).
+
 :func:`run_gate` evaluates several specs for CI (exit codes, JSON, JUnit XML) and can
 retrain a failing checkpoint (``[retrain]``), warm-started from it, writing the new
 checkpoint beside the old one (never overwriting) and re-auditing it.
@@ -51,6 +56,7 @@ import sys
 import types
 from typing import Any
 
+from causalfair._validation import check_keywords
 from causalfair.audit.gate import GateEntry, GateResult, run_gate
 from causalfair.audit.result import AuditResult, attribution, compare, provenance
 from causalfair.audit.retrain import retrained_checkpoint_path
@@ -111,6 +117,7 @@ __all__ = [
 # ``causalfair.audit("audits/lending-1.toml")`` runs an audit while
 # ``causalfair.audit.load_spec`` and ``import causalfair.audit as m`` keep working.
 class _CallableModule(types.ModuleType):
+    @check_keywords(name="audit")
     def __call__(self, spec_or_path: Any, *, policy: Any = None, system: Any = None,
                  baseline: Any = None, vecnormalize: Any = None,
                  baseline_vecnormalize: Any = None) -> AuditResult:

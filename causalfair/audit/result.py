@@ -123,10 +123,16 @@ class AuditResult:
         return self.decomposition.difference(method)
 
     def notions_frame(self) -> Any:
-        """Other notions (TPR gap, ELBERT bias, W1, DP gap, utility), one row each."""
+        """Other notions (TPR gap, ELBERT bias, W1, DP gap, utility), one row each. A Monte
+        Carlo audit of a system with a tabular model computes them on the model, exactly:
+        its row ``utility (exact model)`` then differs from the Monte Carlo ``utility`` of
+        :meth:`quantities_frame` by sampling error."""
         import pandas as pd
 
         flat = {k: v for k, v in self.notions.items() if isinstance(v, (int, float)) or v is None}
+        if self.decomposition.engine != "exact" and "exact" in (self.extra or {}) \
+                and "utility" in flat:
+            flat["utility (exact model)"] = flat.pop("utility")
         return pd.Series(flat, name="value", dtype=float).to_frame()
 
     # ----------------------------------------------------------------- figures

@@ -10,8 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from causalfair._validation import check_keywords
 from causalfair.audit.result import AuditResult
-from causalfair.audit.spec import AuditSpec, load_spec, spec_label
+from causalfair.audit.spec import AuditSpec, load_spec
+from causalfair.audit.spec_sections import spec_label
 from causalfair.engines.attribution import attribute_exact, compare_attribute_mc
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
@@ -167,6 +169,7 @@ def choose_engine(spec: AuditSpec, system: Any) -> str:
     return kind
 
 
+@check_keywords
 def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], *,
           policy: Any = None, system: Any = None, baseline: Any = None,
           baseline_where: str = "baseline", vecnormalize: Any = None,

@@ -13,6 +13,7 @@ import numpy as np
 
 from causalfair import _progress, errors
 from causalfair._limits import check_memory
+from causalfair._validation import check_int
 from causalfair.backends import (
     ProcessBackend,
     SerialBackend,
@@ -159,13 +160,6 @@ class Moments:
     @property
     def var(self) -> float:
         return self.m2 / (self.n - 1) if self.n > 1 else math.nan
-
-
-def check_int(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an int >= ``minimum``, or an InputError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
 
 
 def sample_actions(probs: np.ndarray, u: np.ndarray) -> np.ndarray:

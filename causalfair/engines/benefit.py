@@ -46,7 +46,7 @@ import numpy as np
 from causalfair._validation import check_horizon
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy, policy_table
-from causalfair.results import BenefitResult
+from causalfair.results import BenefitResult, check_pair
 
 __all__ = ["benefit_fairness", "lambda_metric", "lambda_pairs", "WEIGHTS", "EPS_AUTO",
            "auto_eps", "eps_for", "model_eps", "resolve_eps"]
@@ -153,7 +153,7 @@ def lambda_pairs(p: np.ndarray, delta: np.ndarray, w: np.ndarray, pair: tuple[in
     """Contribution of each (x, x') pair to Lambda: array (K, K) for groups (a, b).
     Two actions: ``p`` (G, K) = pi(d1), ``delta`` (G, K). A > 2: ``p`` (G, K, A) action
     distributions, ``delta`` (G, K, A) benefits over the baseline (TV / sup-norm form)."""
-    a, b = pair
+    a, b = check_pair(pair, delta.shape[0], None)
     if p.ndim == 3:
         dp = 0.5 * np.abs(p[a][:, None, :] - p[b][None, :, :]).sum(-1)
         dd = np.abs(delta[a][:, None, :] - delta[b][None, :, :]).max(-1)
@@ -169,7 +169,7 @@ def lambda_metric(model: TabularModel, policy: Policy | np.ndarray, horizon: int
     """Lambda for groups ``pair`` (default s+, s-); ``eps`` a number, "auto" or None (what
     ``model`` declares, :func:`eps_for`)."""
     eps, _ = model_eps(eps, model)
-    p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, horizon)
+    p = policy_table(policy, model, horizon)
     w, p_bar = weights_and_policy(model, p, horizon, weights, mu)
     if not model.binary:
         p_bar = model.action_table(p_bar)
@@ -200,7 +200,7 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
                          "supports.")
     T = check_horizon(horizon)
     eps, eps_source = model_eps(eps, model, eps_source)
-    p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, T)
+    p = policy_table(policy, model, T)
     mu = model.propagate(p, T)
     w, p_bar = weights_and_policy(model, p, T, weights, mu)
     if model.binary:

@@ -87,7 +87,7 @@ def lambda_horizon_exact(model: TabularModel, policy: Policy | np.ndarray, horiz
     T = check_horizon(horizon)
     eps, declared = eps_for(eps, model)  # None: what the model declares, else "auto"
     eps_source = eps_source or declared
-    p = np.asarray(policy) if isinstance(policy, np.ndarray) else policy_table(policy, model, T)
+    p = policy_table(policy, model, T)
     mu = model.propagate(p, T)
     w, p_bar = weights_and_policy(model, p, T, weights, mu)
     dt = horizon_benefits(model, p, T)

@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_horizon, engine_for, z_quantile
+from causalfair._validation import check_alpha, check_horizon, engine_for, z_quantile
 from causalfair.backends import ThreadBackend, engine_device
 from causalfair.engines._mc_base import (
     batch_for,
@@ -81,7 +81,7 @@ from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.montecarlo_coupled import joint_actions
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.policies.core import action_probs, engine_policy
-from causalfair.results import BenefitResult
+from causalfair.results import BenefitResult, check_pair
 from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells", "decide",
@@ -433,8 +433,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     for name, v, lo in (("n", n, 2), ("seed", seed, 0), ("bins", bins, 1), ("n_boot", n_boot, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"{name}: must be an integer >= {lo}, got {v!r}.")
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
+    check_alpha(alpha)
+    pair = check_pair(pair, system.n_groups, None)
 
     U = system.units_per_replica
     units = n * U if U > 1 else system.n_groups * n

@@ -12,11 +12,12 @@ interval of the forks for Monte Carlo.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
-from causalfair._validation import ENGINES, engine_for
+from causalfair._validation import ENGINES, check_alpha, check_keywords, engine_for
 from causalfair.engines.benefit import benefit_fairness as _benefit_exact
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
@@ -27,7 +28,7 @@ from causalfair.engines.groups import compare as _compare_groups
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.resolver import resolve
-from causalfair.results import BenefitResult, Decomposition
+from causalfair.results import LAMBDA_NEEDS, BenefitResult, Decomposition
 from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness", "decompose", "compare_groups"]
@@ -43,6 +44,10 @@ def _system(model: Any, engine: str) -> Any:
     """What the engines read ``model`` as: a bare TabularModel as it is for the exact engine,
     else :func:`~causalfair.systems.as_system` of it. Either way its declared eps (a model's
     ``lambda_eps``, the System's gain built from it) is the same (:func:`eps_for`)."""
+    if isinstance(model, (str, os.PathLike)):
+        raise ModelError(f"model: got {str(model)[:80]!r}, a name, not a system; pass a System "
+                         f"or a TabularModel, e.g. cf.systems.make({str(model)[:80]!r}) for a "
+                         "registered id or a 'module:callable' factory.")
     return model if isinstance(model, TabularModel) and engine != "mc" else as_system(model)
 
 
@@ -53,6 +58,7 @@ def _resolved(policy: Any, system: Any) -> Any:
         else resolve(policy, system).policy
 
 
+@check_keywords
 def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: float = 1.0,
               pair: tuple[int, int] | None = None, eps: float | str | None = None,
               weights: str = "visitation", policy_name: str | None = None,
@@ -81,6 +87,7 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     :func:`~causalfair.engines.montecarlo.decompose_mc`.
     """
     _check_engine(engine)
+    check_alpha(alpha)
     system = _system(model, engine)
     eps, _ = eps_for(eps, system)
     if isinstance(system, TabularModel):
@@ -103,6 +110,7 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
                         benefit_bins=benefit_bins)
 
 
+@check_keywords
 def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
                      eps: float | str | None = None, weights: str = "visitation",
                      pair: tuple[int, int] = (0, 1), engine: str = "auto", n: int = 20_000,
@@ -121,6 +129,7 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     (:mod:`causalfair.engines.benefit_horizon`; ``notion`` "Lambda_T"). ``benefit_bins``:
     by forks on features, the quantile bins per feature of the cells, as :func:`decompose`'s."""
     _check_engine(engine)
+    check_alpha(alpha)
     if horizon_benefit:
         return _lambda_t(model, policy, horizon, eps, weights, pair, engine, n, seed, alpha,
                          benefit_bins)
@@ -134,9 +143,8 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
                          weights=weights, alpha=alpha, pair=pair, eps_source=source,
                          bins=benefit_bins)
     if ben is None:
-        raise ModelError(f"benefit_fairness: system {getattr(model, 'id', model)!r} observes "
-                         "neither levels nor features; benefit fairness pairs individuals "
-                         "through them.")
+        raise ModelError(f"benefit_fairness: system {getattr(system, 'id', '?')!r}: "
+                         f"{LAMBDA_NEEDS}.")
     return ben
 
 
@@ -158,6 +166,7 @@ def _lambda_t(model: Any, policy: Any, horizon: int | None, eps: Any, weights: s
                           eps_source=source, bins=bins)
 
 
+@check_keywords
 def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
                    reference: str | int | None = None, eps: float | str | None = None,
                    engine: str = "auto", n: int = 100_000, seed: int = 0,

@@ -29,7 +29,7 @@ from causalfair._limits import check_memory
 from causalfair._validation import check_horizon
 from causalfair.engines.benefit import lambda_metric
 from causalfair.model import ModelError, TabularModel
-from causalfair.policies.core import Policy, policy_table
+from causalfair.policies.core import Policy, check_policy_table, policy_table
 from causalfair.results import Decomposition, check_pair
 
 __all__ = [
@@ -66,25 +66,6 @@ def _value_tables_general(model: TabularModel, p: np.ndarray, T: int,
     return {"V_pi": V_pi, "V_ps": V_ps, "V_0": V_0, "Q_pi": Q_pi}
 
 
-def check_policy_table(model: TabularModel, p: Any, where: str = "policy") -> np.ndarray:
-    """Validate a policy table's shape against ``model`` (two actions: (G, K) or
-    (T, G, K) of pi(d1); A > 2: (G, K, A) or (T, G, K, A), rows summing to 1)."""
-    p = np.asarray(p, dtype=np.float64)
-    G, K, A = model.n_groups, model.n_levels, model.n_actions
-    if A == 2:
-        if p.ndim not in (2, 3) or p.shape[-2:] != (G, K):
-            raise ModelError(
-                f"{where}: table has shape {p.shape}; expected ({G}, {K}) or (T, {G}, {K}).")
-        return p
-    if p.ndim not in (3, 4) or p.shape[-3:] != (G, K, A):
-        raise ModelError(
-            f"{where}: table has shape {p.shape}; a model with {A} actions needs action "
-            f"distributions ({G}, {K}, {A}) or (T, {G}, {K}, {A}).")
-    if (p < 0).any() or np.abs(p.sum(-1) - 1.0).max() > 1e-9:
-        raise ModelError(f"{where}: every row of an action table must be a distribution over {A} actions.")
-    return p
-
-
 def value_tables(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
                  gamma: float = 1.0) -> dict[str, np.ndarray]:
     """Backward recursion for the gain value functions of pi, pi^PS and pi0.
@@ -96,7 +77,7 @@ def value_tables(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
 
     check_memory(8.0 * (T + 1) * model.n_groups * model.n_levels * (3 + 2 * model.n_actions),
                  f"value tables over {T} epochs", "use a shorter horizon")
-    p = np.asarray(policy if isinstance(policy, np.ndarray) else policy_table(policy, model, T))
+    p = policy_table(policy, model, T)
     if not model.binary:
         return _value_tables_general(model, p, T, gamma)
     pt = _as_time_table(p, T)
@@ -150,7 +131,7 @@ def decompose(
     if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):
         raise ModelError(f"gamma: must be a number in (0, 1], got {gamma!r}.")
     if isinstance(policy, np.ndarray):
-        p = check_policy_table(model, policy)
+        p = check_policy_table(model, policy, horizon=T)
         name = policy_name or "table"
     else:
         p = policy_table(policy, model, T)

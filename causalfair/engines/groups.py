@@ -186,6 +186,56 @@ class GroupComparison:
     HEADER = ["pair", "C", "C lower", "C upper", "DPE", "IPE", "SPE", "Lambda", "ratio_V",
               "ratio_selection", ""]
 
+    def _frame(self, values: dict[str, dict[str, Q | None]], name: str) -> Any:
+        import pandas as pd
+
+        def se(q: Q) -> float:  # none given: 0 for a point, unknown for an interval
+            if q[3] is not None:
+                return q[3]
+            return 0.0 if q[1] == q[2] == q[0] else float("nan")
+
+        recs = [(key, k, q[0], se(q), q[1], q[2])
+                for key, vals in values.items() for k, q in vals.items() if q is not None]
+        return pd.DataFrame(recs, columns=[name, "quantity", "estimate", "se", "ci_lower",
+                                           "ci_upper"]).set_index([name, "quantity"])
+
+    def to_frame(self) -> Any:
+        """One row per (pair, quantity) of :attr:`pairs`: estimate, se, ci_lower, ci_upper
+        at level :attr:`level` (as :meth:`~causalfair.results.Decomposition.to_frame`: a point
+        has se 0; an interval without a standard error, NaN); quantities not available
+        are left out.
+        ``df.loc["B-A"]`` is one pair, ``df.xs("C", level="quantity")`` one quantity."""
+        return self._frame(self.pairs, "pair")
+
+    def groups_frame(self) -> Any:
+        """One row per (group, value) of :attr:`per_group` (V, V_ps, V_0, direct,
+        indirect, utility): estimate, se, ci_lower, ci_upper, as :meth:`to_frame`."""
+        return self._frame(self.per_group, "group")
+
+    def __repr__(self) -> str:
+        c = self.pairs[self.worst]["C"]
+        return (f"GroupComparison(engine={self.engine!r}, groups={self.groups!r}, "
+                f"reference={self.reference!r}, worst={self.worst!r}, "
+                f"C[{self.worst}]={c[0]:.6g})")
+
+    def __str__(self) -> str:
+        import pandas as pd
+
+        return (f"Groups compared ({self.engine}; reference {self.reference}; intervals at "
+                f"{100 * self.level:g}%):\n"
+                + pd.DataFrame(self.rows(), columns=self.HEADER).to_string(index=False))
+
+    def _repr_html_(self) -> str:
+        import html
+
+        import pandas as pd
+
+        table = pd.DataFrame(self.rows(), columns=self.HEADER).to_html(
+            index=False, na_rep="", float_format=lambda x: f"{x:.6f}")
+        title = html.escape(f"Groups compared ({self.engine}), reference {self.reference}, "
+                            f"worst pair {self.worst}")
+        return f"<div><strong>{title}</strong>{table}</div>"
+
 
 def _reference_index(groups: tuple[str, ...], reference: Any) -> int:
     if reference is None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_alpha, check_int, check_keywords
 from causalfair.engines.benefit import (
     benefit_fairness,
     check_eps,
@@ -27,7 +28,6 @@ from causalfair.engines.benefit import (
 )
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.engines.selection import selection_rates
-from causalfair.errors import InputError
 from causalfair.logs.dowhy_check import dowhy_check
 from causalfair.logs.errors import MSG_FEATURE_POTENTIAL, LogError
 from causalfair.logs.fit import (
@@ -163,8 +163,7 @@ class LogAudit:
         replicates (no refit): a :class:`~causalfair.engines.groups.GroupComparison`
         (:func:`causalfair.logs.groups.compare_log_groups`). ``selection``: the selection
         rates observed in the log, for ``ratio_selection``."""
-        if not 0.0 < alpha < 1.0:
-            raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
+        check_alpha(alpha)
         return compare_log_groups(
             self.decomposition, bootstrap=self.bootstrap, benefit=self.benefit,
             lambda_estimate=self.lambda_estimate, replicate_arrays=self.replicate_arrays,
@@ -176,8 +175,7 @@ class LogAudit:
         (for Lambda see :meth:`lambda_interval`)."""
         import pandas as pd
 
-        if not 0.0 < alpha < 1.0:
-            raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
+        check_alpha(alpha)
         if self.bootstrap is None or len(self.bootstrap) == 0:
             raise LogError("logs: no bootstrap replicates (n_boot = 0); rerun with n_boot > 0.")
         q = self.bootstrap.quantile([alpha / 2.0, 1.0 - alpha / 2.0]).T
@@ -317,6 +315,12 @@ class LogAudit:
         d = self.decomposition
         return (f"LogAudit(C={d.C:.6g}, DPE={d.DPE:.6g}, IPE={d.IPE:.6g}, SPE={d.SPE:.6g}, "
                 f"Lambda={d.Lambda:.6g}, n_individuals={self.n_individuals}, n_boot={self.n_boot})")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the :meth:`summary` (estimates, intervals, decomposition)."""
+        import html
+
+        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def _cell(v: float | None, width: int, fmt: str) -> str:
@@ -503,6 +507,7 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     return boot
 
 
+@check_keywords
 def audit_logs(
     df: Any,
     *,
@@ -555,6 +560,7 @@ def audit_logs(
     ``groups`` holds every group against it and every pair (:meth:`LogAudit.compare_groups`).
     """
     _check_options(method, alpha_smooth)
+    check_int("seed", seed, 0)
     requested = check_lambda_estimator(lambda_estimator)
     if eps is not None:
         check_eps(eps)

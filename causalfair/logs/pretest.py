@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_alpha
 from causalfair.engines.benefit_mc import lambda_hull
 from causalfair.errors import InputError
 from causalfair.logs.errors import LogError
@@ -239,8 +240,7 @@ def lambda_interval_of(columns: Sequence[tuple[float, Any]], alpha: float,
     percentile interval can exclude it (e.g. nearly equal groups, small logs). Adding
     the estimates keeps the interval honest about where the estimate is; like
     ``lambda_hull`` it always contains every estimate it is given."""
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha: must be in (0, 1), got {alpha!r}.")
+    check_alpha(alpha)
     if method not in INTERVAL_METHODS:
         raise InputError(f"method: unknown value {method!r}; allowed values: "
                          f"{', '.join(INTERVAL_METHODS)}.")

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from causalfair.errors import CheckpointError, PolicyError
+from causalfair.errors import CheckpointError, ModelError, PolicyError
 from causalfair.model import TabularModel
 from causalfair.policies.nets import DevicePolicy, NumpyMLPPolicy, on_device
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
@@ -37,6 +37,7 @@ __all__ = [
     "PathSpecificPolicy",
     "hypothetical_policies",
     "policy_table",
+    "check_policy_table",
     "action_probs",
     "ActionPolicy",
     "reads_group",
@@ -190,8 +191,9 @@ class ConstantPolicy:
     name: str = "constant"
 
     def __post_init__(self) -> None:
-        if not (0.0 <= float(self.q) <= 1.0):
-            raise PolicyError(f"q: must be a probability in [0, 1], got {self.q!r}.")
+        q = self.q
+        if not isinstance(q, (int, float, np.integer, np.floating)) or not 0.0 <= float(q) <= 1.0:
+            raise PolicyError(f"q: must be a probability in [0, 1], got {q!r}.")
 
     reads_group = False
 
@@ -295,6 +297,11 @@ def hypothetical_policies(policy: Policy, system: Any = None
                           ) -> tuple[BaselinePolicy, PathSpecificPolicy]:
     """(pi0, pi^PS) for a deployed policy pi; with ``system`` (a System or TabularModel)
     pi0 takes that system's baseline action."""
+    if not (hasattr(policy, "prob_d1") or hasattr(policy, "action_probs")):
+        hint = (f"; make one with cf.parse_policy({policy!r}, model)" if isinstance(policy, str)
+                else "")
+        raise PolicyError(f"policy: expected a policy object (with prob_d1 or action_probs), "
+                          f"got {type(policy).__name__} {str(policy)[:60]!r}{hint}.")
     dec = getattr(system, "decisions", None)
     if dec is not None:
         pi0 = BaselinePolicy(dec.baseline, dec.n)
@@ -318,9 +325,39 @@ def grid_observation(model: TabularModel, t: int | None = None) -> Observation:
     )
 
 
-def policy_table(policy: Policy, model: TabularModel, horizon: int | None = None) -> np.ndarray:
+def check_policy_table(model: TabularModel, p: Any, where: str = "policy",
+                       horizon: int | None = None) -> np.ndarray:
+    """A policy given as a table, validated against ``model``: two actions, (G, K) or
+    (T, G, K) of pi(d1) in [0, 1]; A > 2 actions, (G, K, A) or (T, G, K, A) of action
+    distributions. A time-indexed table must cover ``horizon`` epochs."""
+    p = np.asarray(p, dtype=np.float64)
+    G, K, A = model.n_groups, model.n_levels, model.n_actions
+    if A == 2:
+        if p.ndim not in (2, 3) or p.shape[-2:] != (G, K):
+            raise ModelError(
+                f"{where}: table has shape {p.shape}; expected ({G}, {K}) or (T, {G}, {K}).")
+        check_probs(p, p.size, f"{where} table")
+    else:
+        if p.ndim not in (3, 4) or p.shape[-3:] != (G, K, A):
+            raise ModelError(
+                f"{where}: table has shape {p.shape}; a model with {A} actions needs action "
+                f"distributions ({G}, {K}, {A}) or (T, {G}, {K}, {A}).")
+        if not np.isfinite(p).all() or (p < 0).any() or np.abs(p.sum(-1) - 1.0).max() > 1e-9:
+            raise ModelError(f"{where}: every row of an action table must be a distribution "
+                             f"over {A} actions (finite, >= 0, summing to 1).")
+    if p.ndim == (3 if A == 2 else 4) and horizon is not None and p.shape[0] < horizon:
+        raise ModelError(f"{where}: time-indexed table covers {p.shape[0]} epochs, the horizon "
+                         f"is {horizon}; give one row per epoch or a shorter horizon.")
+    return p
+
+
+def policy_table(policy: Policy | np.ndarray, model: TabularModel,
+                 horizon: int | None = None) -> np.ndarray:
     """Evaluate a Markov policy on every (group, level): array (G, K), or (T, G, K) for a
-    time-dependent policy (``policy.time_dependent`` true; needs ``horizon``)."""
+    time-dependent policy (``policy.time_dependent`` true; needs ``horizon``). A table
+    (an array) is validated by :func:`check_policy_table` and returned as it is."""
+    if isinstance(policy, np.ndarray):
+        return check_policy_table(model, policy, horizon=horizon)
     G, K = model.n_groups, model.n_levels
     name = getattr(policy, "name", type(policy).__name__)
     if model.n_actions > 2:

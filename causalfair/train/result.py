@@ -24,3 +24,12 @@ class TrainResult:
     table: Any = None  # pi(d1 | x, s) as a (G, K) array
     wall_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        # one line (the dataclass default prints the whole history DataFrame)
+        rows = 0 if self.history is None else len(self.history)
+        shown = ", ".join(f"{k}={self.metrics[k]:.6g}" for k in ("C", "Lambda", "utility")
+                          if isinstance(self.metrics.get(k), (int, float)))
+        return (f"TrainResult(algo={getattr(self.config, 'algo', None)!r}, "
+                f"iterations={rows}, checkpoint={None if self.checkpoint is None else str(self.checkpoint)!r}"
+                + (f", {shown}" if shown else "") + f", wall_s={self.wall_s:.3g})")
