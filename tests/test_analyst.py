@@ -238,3 +238,37 @@ def test_hypothetical_policies_of_a_name_says_how_to_make_the_policy():
 def test_a_policy_returning_something_that_is_not_numbers_is_a_policy_error(model):
     with pytest.raises(PolicyError, match=r"returned str 'abc', not numbers; return one P\(d1\)"):
         cf.decompose(model, cf.CallablePolicy(lambda obs: "abc"), 5)
+
+
+def test_a_module_ending_in_a_sigmoid_must_say_its_outputs_are_probabilities(model):
+    # read as logits, a Sigmoid's outputs were squashed twice: P(d1) in (0.5, 0.73), silently
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(9, 1), torch.nn.Sigmoid())
+    with pytest.raises(PolicyError, match=r"ends in Sigmoid.*output='probs'"):
+        cf.decompose(model, net)
+    pol = cf.as_policy(net, model, output="probs")
+    obs = Observation(group=np.array([0, 1]), level=np.array([2, 5]), t=0)
+    x = torch.from_numpy(np.asarray(pol.encoding.encode(obs), dtype=np.float32))
+    with torch.no_grad():
+        want = net(x)[:, 0].double().numpy()
+    assert np.allclose(pol.prob_d1(obs), want, atol=1e-7)  # read once, as probabilities
+    nested = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(9, 2), torch.nn.Softmax(1)))
+    with pytest.raises(PolicyError, match=r"ends in Softmax"):
+        cf.decompose(model, nested)
+
+
+def test_a_function_returning_text_is_one_policy_error(model):
+    with pytest.raises(PolicyError, match=r"returned str 'abc', not numbers"):
+        cf.decompose(model, lambda obs: "abc")
+
+
+def test_a_training_setting_that_is_not_one_is_refused():
+    from causalfair.errors import ConfigError
+    from causalfair.train.config import TrainConfig
+
+    with pytest.raises(ConfigError, match=r"setting: bad value 'lending1'; allowed values: "
+                       r"lending-1, lending-2, lending-3"):
+        TrainConfig(setting="lending1")
+    assert TrainConfig(setting="lending-3").setting == "lending-3"

@@ -204,6 +204,16 @@ class _MLPPolicyBase:
         return check_probs(probs[:, 1], len(obs), self.spec_label())
 
 
+def _last_layer(module: Any) -> Any:
+    """The layer a ``torch.nn.Sequential`` (nested ones followed to their end) applies
+    last; None for any other module, whose forward may apply its layers in any order."""
+    if type(module).__name__ != "Sequential":
+        return None
+    while type(module).__name__ == "Sequential" and len(module):
+        module = module[-1]
+    return None if type(module).__name__ == "Sequential" else module
+
+
 class TorchPolicy(_MLPPolicyBase):
     """Adapter for a ``torch.nn.Module`` mapping encoded features to one logit
     (P(d1) = sigmoid), or A logits (softmax over actions); ``output="probs"`` when the
@@ -213,6 +223,13 @@ class TorchPolicy(_MLPPolicyBase):
                  output: str = "logits", name: str = "torch", source: str | None = None):
         if output not in ("logits", "probs"):
             raise PolicyError(f"output: unknown {output!r}; allowed values: logits, probs.")
+        last = _last_layer(module)
+        if output == "logits" and type(last).__name__ in ("Sigmoid", "Softmax"):
+            raise PolicyError(
+                f"policy {name!r}: the module ends in {type(last).__name__}, so its outputs are "
+                "probabilities, not logits (read as logits they would be squashed twice); "
+                "say so: output='probs' (cf.as_policy(module, system, output='probs'), in a "
+                "spec [policy] output = \"probs\").")
         self.module = module
         self.encoding = encoding or FeatureEncoding()
         self.output = output

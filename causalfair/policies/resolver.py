@@ -72,6 +72,7 @@ from causalfair.policies.vecnormalize import (
     obs_normalization,
     refuse_stats_beside,
 )
+from causalfair.types import check_probs
 
 __all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "GreedyQPolicy",
            "CHECKPOINT_SUFFIXES", "BUILTIN_KINDS", "TORCH_OUTPUTS"]
@@ -164,8 +165,13 @@ def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str 
             if obs.features is None:
                 raise PolicyError(f"policy {label!r} reads features, but the observation has none.")
             out = call_user(what, fn, obs.features)
-        arr = np.asarray(out, dtype=np.float64).reshape(-1)
-        if output == "action" and arr.size and not np.isin(arr, (0.0, 1.0)).all():
+        try:
+            arr = np.asarray(out, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):  # text, ragged lists: one message, naming the fix
+            arr = None
+        if arr is None or output == "prob":
+            return check_probs(out, len(obs), what)
+        if arr.size and not np.isin(arr, (0.0, 1.0)).all():
             bad = arr[~np.isin(arr, (0.0, 1.0))][0]
             raise PolicyError(
                 f"policy {label!r}: output='action' needs decisions 0 or 1, got {bad!r}; use "

@@ -20,6 +20,7 @@ from typing import Any
 
 from causalfair._limits import check_memory
 from causalfair.errors import ConfigError
+from causalfair.systems.lending.settings import SETTINGS
 from causalfair.thresholds import PPO_LAG_KEYS, is_repair_key, parse_constraint
 from causalfair.train.algorithms import names
 
@@ -263,6 +264,8 @@ class TrainConfig:
         _check_field_types(self, bad)
         if self.algo not in ALGORITHMS:
             raise bad("algo", self.algo, f"allowed values: {', '.join(ALGORITHMS)}")
+        if self.setting not in SETTINGS:
+            raise bad("setting", self.setting, f"allowed values: {', '.join(SETTINGS)}")
         if self.env not in ENVIRONMENTS:
             raise bad("env", self.env, f"allowed values: {', '.join(ENVIRONMENTS)}")
         if self.surrogate not in ("kl", "clip"):
