@@ -123,6 +123,7 @@ _LAZY = {
     "compare": "causalfair.audit.result",
     "attribute": "causalfair.engines.attribution",
 }
+__all__ += list(_LAZY)  # (``from causalfair import *`` loads their modules)
 
 
 def __getattr__(name: str):

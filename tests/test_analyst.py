@@ -272,3 +272,17 @@ def test_a_training_setting_that_is_not_one_is_refused():
                        r"lending-1, lending-2, lending-3"):
         TrainConfig(setting="lending1")
     assert TrainConfig(setting="lending-3").setting == "lending-3"
+
+
+def test_an_object_that_is_no_system_is_named_without_a_factory():
+    from causalfair.errors import SystemError_
+
+    with pytest.raises(SystemError_, match=r"system: got object .*neither a causalfair System"):
+        cf.decompose(object(), "uniform")
+
+
+def test_a_star_import_brings_the_lazily_loaded_entry_points():
+    ns: dict = {}
+    exec("from causalfair import *", ns)  # noqa: S102 - what a notebook cell does
+    for name in ("temporal_graph", "decompose_mc", "audit_logs", "as_policy", "compare"):
+        assert callable(ns[name]) and ns[name] is getattr(cf, name), name

@@ -509,8 +509,9 @@ def as_system(obj: Any, *, id: str | None = None, params: Mapping[str, Any] | No
         return _from_simulator(obj, sid, params)
     missing = [m for m in _PROTOCOL if not callable(getattr(obj, m, None))]
     raise SystemError_(
-        f"{label}: the factory returned {type(obj).__name__}, which is neither a "
-        f"causalfair System, a TabularModel nor a simulator (it lacks {', '.join(missing)}); "
-        "return a System, a TabularModel, or an object with n_groups, reset, observe, "
-        "draw_noise and step (docs/simulators.md).")
+        f"{label}: got {type(obj).__name__} {short(obj)}, which is neither a causalfair "
+        f"System, a TabularModel nor a simulator (it lacks {', '.join(missing)}); give (or "
+        "return from a factory) a System, a TabularModel, or an object with n_groups, "
+        "reset, observe, draw_noise and step (docs/simulators.md; a registered name: "
+        "cf.systems.make(name)).")
 
