@@ -286,3 +286,12 @@ def test_a_star_import_brings_the_lazily_loaded_entry_points():
     exec("from causalfair import *", ns)  # noqa: S102 - what a notebook cell does
     for name in ("temporal_graph", "decompose_mc", "audit_logs", "as_policy", "compare"):
         assert callable(ns[name]) and ns[name] is getattr(cf, name), name
+
+
+def test_a_torch_policy_of_no_module_or_a_bad_encoding_is_refused_at_once():
+    with pytest.raises(PolicyError, match=r"module: got str 'net', not a torch module"):
+        cf.TorchPolicy("net", cf.FeatureEncoding())
+    for args, key in ((("onehot", "7", 2), "n_levels"), (("onehot", 7, 0), "n_groups"),
+                      (("features", 7, 2, 2.5), "width_")):
+        with pytest.raises(PolicyError, match=rf"encoding {key}: must be an integer >= 1"):
+            cf.FeatureEncoding(*args)

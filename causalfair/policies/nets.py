@@ -44,6 +44,11 @@ class FeatureEncoding:
         if self.name not in ("onehot", "features"):
             raise PolicyError(
                 f"encoding: unknown name {short(self.name)}; allowed values: onehot, features.")
+        for key in ("n_levels", "n_groups", "width_"):
+            v = getattr(self, key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                                  or v < 1):
+                raise PolicyError(f"encoding {key}: must be an integer >= 1, got {short(v)}.")
         if self.names is not None:
             object.__setattr__(self, "names", tuple(str(x) for x in self.names))
             if self.width_ is None:
@@ -223,6 +228,10 @@ class TorchPolicy(_MLPPolicyBase):
                  output: str = "logits", name: str = "torch", source: str | None = None):
         if output not in ("logits", "probs"):
             raise PolicyError(f"output: unknown {output!r}; allowed values: logits, probs.")
+        if not callable(module):
+            raise PolicyError(f"policy {name!r}: module: got {type(module).__name__} "
+                              f"{short(module)}, not a torch module (or a callable on a "
+                              "float32 tensor of encoded observations).")
         last = _last_layer(module)
         if output == "logits" and type(last).__name__ in ("Sigmoid", "Softmax"):
             raise PolicyError(
