@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from causalfair.audit import spec as spec_mod
+from causalfair.audit import spec_sections
 from causalfair.audit.gate import GATE_SCHEMA_VERSION
 from causalfair.audit.result import AUDIT_SCHEMA_VERSION
 from causalfair.cli import main
@@ -138,9 +139,9 @@ def test_spec_schema_enums_are_the_parsers():
     assert p["benefit"]["properties"]["weights"]["enum"] == list(spec_mod.WEIGHTS)
     assert p["retrain"]["properties"]["algo"]["enum"] == list(spec_mod.RETRAIN_ALGOS)
     assert p["model"]["properties"]["setting"]["enum"] == list(spec_mod.SETTINGS)
-    assert p["logs"]["properties"]["fit"]["enum"] == list(spec_mod.METHODS)
+    assert p["logs"]["properties"]["fit"]["enum"] == list(spec_sections.METHODS)
     assert p["logs"]["properties"]["lambda_estimator"]["enum"] == list(
-        spec_mod.LAMBDA_ESTIMATORS)
+        spec_sections.LAMBDA_ESTIMATORS)
 
 
 def test_every_shipped_spec_validates_and_unknown_keys_are_refused():

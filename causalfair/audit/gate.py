@@ -21,7 +21,8 @@ from causalfair.audit.retrain import (
     utility_of,
 )
 from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
-from causalfair.audit.spec import AuditSpec, spec_label
+from causalfair.audit.spec import AuditSpec
+from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
 from causalfair.thresholds import FAIL, INCONCLUSIVE

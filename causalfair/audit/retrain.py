@@ -16,7 +16,8 @@ from typing import Any
 
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.run import audit, build_system
-from causalfair.audit.spec import AuditSpec, spec_label
+from causalfair.audit.spec import AuditSpec
+from causalfair.audit.spec_sections import spec_label
 from causalfair.engines.benefit import eps_for, model_eps
 from causalfair.errors import ConfigError, InputError, SpecError
 from causalfair.policies.checkpoint import (

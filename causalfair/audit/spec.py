@@ -1,72 +1,51 @@
-"""Audit specs: the TOML schema (docs/audit.md), validated with messages that name the
-file, the key, the bad value and the allowed values."""
+"""Audit specs: :class:`AuditSpec` and :func:`load_spec`, which reads a TOML spec
+(docs/audit.md) section by section with the readers of its schema
+(:mod:`causalfair.audit.spec_sections`), validated with messages that name the file, the
+key, the bad value and the allowed values."""
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from causalfair._safe_read import read_toml
+from causalfair.audit.spec_sections import (
+    ENGINES,
+    GYM_KEYS,
+    METRICS,
+    RELATIVE_KEYS,
+    RETRAIN_ALGOS,
+    SECTION_KEYS,
+    TOP_KEYS,
+    WEIGHTS,
+    bad_value,
+    baseline_section,
+    check_keys,
+    logs_section,
+    model_section,
+    policy_section,
+    read_float,
+    read_int,
+    retrain_section,
+    spec_label,
+    system_section,
+    thresholds_section,
+)
 from causalfair.errors import SpecError, short
-from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
-from causalfair.policies.core import BUILTIN_POLICIES
-from causalfair.policies.resolver import TORCH_OUTPUTS
-from causalfair.policies.vecnormalize import VECNORMALIZE_NONE
 from causalfair.systems.gym.door import gym_id  # the gym system's id: its one home
 from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home
-from causalfair.thresholds import (  # their one home
-    MAX_PAIR_KEYS,
-    MIN_RATIO_KEYS,
-    PAIR_KEYS,
-    PPO_LAG_KEYS,
-    SIGNED_KEYS,
-    THRESHOLD_KEYS,
-    group_key_error,
-    is_repair_key,
-    split_key,
-)
-from causalfair.train.algorithms import names as _algorithm_names
+from causalfair.thresholds import THRESHOLD_KEYS
 
-__all__ = ["AuditSpec", "SpecError", "load_spec", "METRICS", "THRESHOLD_KEYS", "ENGINES",
-           "SETTINGS", "RETRAIN_ALGOS", "TOP_KEYS", "SECTION_KEYS"]
+__all__ = ["AuditSpec", "SpecError", "load_spec", "spec_file", "spec_label", "METRICS",
+           "THRESHOLD_KEYS", "ENGINES", "SETTINGS", "RETRAIN_ALGOS", "TOP_KEYS", "SECTION_KEYS",
+           "RELATIVE_KEYS", "GYM_KEYS", "WEIGHTS"]
 
-ENGINES = ("auto", "exact", "mc")
-WEIGHTS = ("visitation", "initial")
-
-#: Quantities a spec can report (``metrics``) and threshold.
-METRICS: tuple[str, ...] = (
-    "C", "DPE", "IPE", "SPE", "Lambda", "utility",
-    "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
-)
-#: [retrain] algo values (the registry of causalfair.train.algorithms).
-RETRAIN_ALGOS = _algorithm_names(retrain=True)
-TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", "policy",
-            "engine", "benefit", "thresholds", "baseline", "retrain", "reference")
-#: Keys of [baseline.thresholds]: "quantity(policy) - quantity(baseline) <= value" (no
-#: worse than the baseline by more than value); ``utility`` reads "utility(baseline) -
-#: utility(policy) <= value" (utility may drop by at most value).
-RELATIVE_KEYS: tuple[str, ...] = THRESHOLD_KEYS + ("utility",)
-SECTION_KEYS: dict[str, tuple[str, ...]] = {
-    "system": ("id", "factory", "tabular", "gym", "params", "groups", "group", "gain",
-               "baseline", "features", "shared", "batch_size"),
-    "model": ("setting", "levels", "interest"),
-    "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
-             "bins", "potential_weights", "dowhy"),
-    "policy": ("builtin", "checkpoint", "factory", "params", "output", "vecnormalize"),
-    "engine": ("kind", "n", "seed", "alpha"),
-    "benefit": ("eps", "weights", "worst", "horizon_benefit", "bins"),
-    "retrain": ("algo", "iterations", "betas", "seed", "starts", "min_utility", "allow_worse"),
-    "baseline": ("checkpoint", "builtin", "vecnormalize", "thresholds"),
-}
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # used with fullmatch: no trailing newline
 _NAME_MAX = 100
-
-
 
 
 @dataclass(frozen=True)
@@ -174,255 +153,6 @@ class AuditSpec:
                        policy_params={}, policy_output=None, policy_vecnormalize=None)
 
 
-def _vecnormalize(value: Any, given: list[str], base: Path, path: Path | None,
-                  section: str = "policy") -> Path | str:
-    """``[section] vecnormalize`` (``[policy]`` or ``[baseline]``): the statistics file
-    (relative to the spec) or "none"; ``given`` holds the section's policy keys."""
-    key = f"[{section}] vecnormalize"
-    if not given or given[0] == "builtin":
-        models = "checkpoint or factory" if section == "policy" else "checkpoint"
-        raise SpecError(f"{spec_label(path)}: {key}: only used with [{section}] {models} (a "
-                        "stable-baselines3 model).")
-    if not isinstance(value, str) or not value:
-        raise _fail(path, key, value,
-                    "a vecnormalize.pkl (or .npz/.json) path relative to the spec file, or "
-                    f"{VECNORMALIZE_NONE!r}")
-    if value.strip().lower() == VECNORMALIZE_NONE:
-        return VECNORMALIZE_NONE
-    stats = (base / value).resolve()
-    if not stats.is_file():
-        raise SpecError(f"{spec_label(path)}: {key}: bad value {value!r}; no such file "
-                        f"{stats}.")
-    return stats
-
-
-def spec_label(path: Path | None) -> str:
-    """How messages name a spec: "audit spec PATH", or "audit spec" for one built in Python."""
-    return f"audit spec {path}" if path is not None else "audit spec"
-
-
-def _fail(path: Path | None, key: str, value: Any, allowed: str) -> SpecError:
-    return SpecError(f"{spec_label(path)}: {key}: bad value {short(value)}; allowed values: {allowed}.")
-
-
-def _get_int(sec: Mapping[str, Any], key: str, label: str, path: Path | None, *,
-             minimum: int, default: int | None) -> int | None:
-    if key not in sec:
-        return default
-    v = sec[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise _fail(path, label, v, f"an integer >= {minimum}")
-    return int(v)
-
-
-def _get_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, *,
-               default: float, lo: float, hi: float = math.inf, lo_open: bool = False,
-               hi_open: bool = False) -> float:
-    if key not in sec:
-        return default
-    v = sec[key]
-    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-    if ok:
-        ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok:
-        lo_s = "" if lo == -math.inf else (f" > {lo:g}" if lo_open else f" >= {lo:g}")
-        hi_s = "" if hi == math.inf else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
-        raise _fail(path, label, v, f"a number{lo_s}{hi_s}" if lo_s else "a finite number")
-    return float(v)
-
-
-def _threshold_value(sec: Mapping[str, Any], key: str, label: str, base: str,
-                     path: Path | None) -> float:
-    """A [thresholds] value: any number for a signed effect, in [0, 1] for a ratio, else >= 0."""
-    lo = -math.inf if base in SIGNED_KEYS else 0.0
-    return _get_float(sec, key, label, path, default=0.0, lo=lo,
-                      hi=1.0 if base in MIN_RATIO_KEYS else math.inf)
-
-
-def _names(sec: Mapping[str, Any], key: str, path: Path | None) -> list[str] | None:
-    if key not in sec:
-        return None
-    v = sec[key]
-    v = [v] if isinstance(v, str) else v
-    if (not isinstance(v, list) or not v
-            or not all(isinstance(c, str) and c for c in v) or len(set(v)) != len(v)):
-        raise _fail(path, f"[logs] {key}", sec[key], "a column name or a list of distinct "
-                    "column names of the log")
-    return list(v)
-
-
-def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
-    """The [logs] keys passed on to causalfair.logs.audit_logs (validated here by type;
-    the log itself is checked when it is read)."""
-    out: dict[str, Any] = {}
-    fit = sec.get("fit", "counts")
-    if fit not in METHODS:
-        raise _fail(path, "[logs] fit", fit, ", ".join(METHODS))
-    out["method"] = fit
-    est = sec.get("lambda_estimator", "thresholded")
-    if est not in LAMBDA_ESTIMATORS:
-        raise _fail(path, "[logs] lambda_estimator", est, ", ".join(LAMBDA_ESTIMATORS))
-    out["lambda_estimator"] = est
-    dw = sec.get("dowhy", False)
-    if not isinstance(dw, bool):
-        raise _fail(path, "[logs] dowhy", dw, "true, false")
-    out["dowhy"] = dw
-    state, nxt = _names(sec, "state", path), _names(sec, "next_state", path)
-    feature_keys = [k for k in ("next_state", "bins", "potential_weights") if k in sec]
-    if state is None:
-        if feature_keys:
-            raise SpecError(f"{spec_label(path)}: [logs] {feature_keys[0]}: only used with feature "
-                            "states; add [logs] state = [\"feature\", ...] or remove it.")
-        return out
-    if nxt is not None and len(nxt) != len(state):
-        raise _fail(path, "[logs] next_state", sec["next_state"],
-                    f"one column per state feature ({len(state)}: {', '.join(state)})")
-    bins = sec.get("bins")
-
-    def bad_bins() -> SpecError:
-        return _fail(path, "[logs] bins", bins, "an integer >= 2 (quantile bins per feature), "
-                     "or a table feature -> integer >= 2 or list of increasing cut points")
-
-    def one_bin(v: Any) -> Any:
-        if isinstance(v, bool):
-            raise bad_bins()
-        if isinstance(v, int):
-            if v < 2:
-                raise bad_bins()
-            return v
-        if (isinstance(v, list) and v and all(isinstance(c, (int, float))
-                                               and not isinstance(c, bool) for c in v)):
-            return [float(c) for c in v]
-        raise bad_bins()
-
-    if bins is None:
-        raise SpecError(f"{spec_label(path)}: [logs] bins: missing; feature states need a binning "
-                        "into levels: an integer (quantile bins per feature) or a table "
-                        "feature -> integer or list of cut points.")
-    if isinstance(bins, Mapping):
-        unknown = [k for k in bins if k not in state]
-        if unknown:
-            raise _fail(path, "[logs] bins", bins, f"keys among the state features {state}")
-        out["bins"] = {k: one_bin(v) for k, v in bins.items()}
-    else:
-        out["bins"] = one_bin(bins)
-    out["state"] = state
-    if nxt is not None:
-        out["next_state"] = nxt
-    if "potential_weights" in sec:
-        pw = sec["potential_weights"]
-        if (not isinstance(pw, Mapping) or not pw or any(k not in state for k in pw)
-                or any(isinstance(v, bool) or not isinstance(v, (int, float))
-                       or not math.isfinite(v) for v in pw.values())):
-            raise _fail(path, "[logs] potential_weights", pw,
-                        f"a table state feature -> number (features: {', '.join(state)})")
-        out["potential_weights"] = {k: float(v) for k, v in pw.items()}
-    elif len(state) > 1:
-        raise SpecError(f"{spec_label(path)}: [logs] potential_weights: missing; with several state "
-                        "features the gain potential f(x) must be given, e.g. "
-                        "potential_weights = { income = 1.0 } (f = sum of weight x the bin's "
-                        "mean feature value).")
-    return out
-
-
-def _system_section(sec: Any, path: Path | None, base: Path) -> dict[str, Any]:
-    sec = _check_keys(sec, "system", SECTION_KEYS["system"], path)
-    given = [k for k in ("id", "factory", "tabular", "gym") if k in sec]
-    if len(given) != 1:
-        raise SpecError(
-            f"{spec_label(path)}: [system]: give exactly one of id (a registered system, see "
-            "`causalfair systems`), factory ('module:callable'), tabular (a model file) or gym "
-            f"(a Gymnasium env); got {', '.join(given) or 'none'}.")
-    params = sec.get("params", {})
-    if not isinstance(params, Mapping):
-        raise _fail(path, "[system] params", params, "a table such as { levels = 7 }")
-    if "gym" in sec:
-        return _gym_section(sec, path)
-    for key in GYM_KEYS:
-        if key in sec:
-            raise SpecError(f"{spec_label(path)}: [system] {key}: only used with [system] gym.")
-    out: dict[str, Any] = {"setting": None, "system_params": dict(params)}
-    if "tabular" in sec:
-        tp = sec["tabular"]
-        if not isinstance(tp, str) or not tp:
-            raise _fail(path, "[system] tabular", tp, "a path to a .npz or .json tabular model")
-        tpath = (base / tp).resolve()
-        if not tpath.is_file():
-            raise SpecError(f"{spec_label(path)}: [system] tabular: bad value {tp!r}; no such file {tpath}.")
-        if params:
-            raise SpecError(f"{spec_label(path)}: [system] params: not used with [system] tabular.")
-        out.update(system_tabular=tpath, system_id=f"tabular:{tpath.name}")
-        return out
-    key = given[0]
-    sid = sec[key]
-    if not isinstance(sid, str) or not sid.strip():
-        raise _fail(path, f"[system] {key}", sid,
-                    "a registered id such as 'lending-1'" if key == "id" else "'module:callable'")
-    if key == "factory" and (sid.count(":") != 1 or sid.startswith(":") or sid.endswith(":")):
-        raise _fail(path, "[system] factory", sid,
-                    "'module:callable' (module.py next to the spec, or installed)")
-    out["system_id"] = sid
-    if sid in SETTINGS:
-        out["setting"] = sid
-        out["levels"] = params.get("levels", 7)
-        out["interest"] = params.get("interest", 1.0)
-    return out
-
-
-GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared", "batch_size")
-
-
-def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
-    """``[system] gym = "module:callable" | "Registered-v0"`` with its keys: the
-    registered system ``gym`` (:func:`causalfair.systems.gym.door.gym_system`)."""
-    env = sec["gym"]
-    if not isinstance(env, str) or not env.strip():
-        raise _fail(path, "[system] gym", env,
-                    "'module:make_env' (module.py next to the spec) or a registered Gymnasium id")
-    groups = sec.get("groups")
-    if not isinstance(groups, list) or len(groups) < 2 or len(set(map(str, groups))) != len(
-            groups) or not all(isinstance(g, str) and g for g in groups):
-        raise _fail(path, "[system] groups", groups,
-                    "at least two distinct group names such as [\"White\", \"Black\"] (index 0 is s+)")
-    gp: dict[str, Any] = {"env": env, "groups": groups, "params": dict(sec.get("params", {}))}
-    for key in ("group", "gain"):
-        if key in sec:
-            if not isinstance(sec[key], str) or not sec[key]:
-                raise _fail(path, f"[system] {key}", sec[key], "a string (docs/own-system.md)")
-            gp[key] = sec[key]
-    if "baseline" in sec:
-        gp["baseline"] = _get_int(sec, "baseline", "[system] baseline", path, minimum=0,
-                                  default=0)
-    if "features" in sec:
-        f = sec["features"]
-        if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
-            raise _fail(path, "[system] features", f, "a list of observation column names")
-        gp["features"] = list(f)
-    if "shared" in sec:
-        f = sec["shared"]
-        if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
-            raise _fail(path, "[system] shared", f,
-                        "a list of env attribute names that reset and step never change, "
-                        "such as [\"P\"]")
-        gp["shared"] = list(f)
-    if "batch_size" in sec:
-        gp["batch_size"] = _get_int(sec, "batch_size", "[system] batch_size", path, minimum=1,
-                                    default=None)
-    return {"setting": None, "system_id": "gym", "system_params": gp}
-
-
-def _check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) -> Mapping:
-    if not isinstance(sec, Mapping):
-        raise _fail(path, f"[{name}]", sec, f"a table with keys {', '.join(allowed)}")
-    for k in sec:
-        if k not in allowed:
-            raise SpecError(
-                f"{spec_label(path)}: [{name}] {short(k)[1:-1]}: unknown key; allowed keys: "
-                f"{', '.join(allowed)}."
-            )
-    return sec
-
-
 def spec_file(spec: str | os.PathLike[str]) -> Path:
     """The path of an audit spec file, or a SpecError when there is no such file."""
     path = Path(spec)
@@ -460,8 +190,8 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         raise SpecError(f"{spec_label(path)}: name: missing; give the audit a name (letters, digits, . _ -).")
     name = raw["name"]
     if not isinstance(name, str) or len(name) > _NAME_MAX or not _NAME_RE.fullmatch(name):
-        raise _fail(path, "name", name, f"a string of at most {_NAME_MAX} letters, digits, "
-                    "'.', '_' or '-' (starting with a letter or digit)")
+        raise bad_value(path, "name", name, f"a string of at most {_NAME_MAX} letters, digits, "
+                        "'.', '_' or '-' (starting with a letter or digit)")
 
     kw: dict[str, Any] = {"name": name, "path": path.resolve() if path else None, "raw": raw}
 
@@ -472,17 +202,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             "audit reads the deployed policy from the logs. Keep one of them."
         )
     if "logs" in raw:
-        sec = _check_keys(raw["logs"], "logs", SECTION_KEYS["logs"], path)
-        lp = sec.get("path")
-        if not isinstance(lp, str) or not lp:
-            raise _fail(path, "[logs] path", lp, "a path to a CSV file (relative to the spec file)")
-        logs_path = (base / lp).resolve()
-        if not logs_path.is_file():
-            raise SpecError(f"{spec_label(path)}: [logs] path: bad value {lp!r}; no such file {logs_path}.")
-        kw.update(logs_path=logs_path, setting=None, builtin=None,
-                  n_boot=_get_int(sec, "n_boot", "[logs] n_boot", path, minimum=2, default=200),
-                  logs_seed=_get_int(sec, "seed", "[logs] seed", path, minimum=0, default=0),
-                  logs_options=_logs_options(sec, path))
+        kw.update(logs_section(raw["logs"], base, path))
     else:
         kw["base_dir"] = base
         if "system" in raw and "model" in raw:
@@ -490,67 +210,16 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                 f"{spec_label(path)}: [model]: cannot be combined with [system]; [model] is the "
                 "older spelling of [system] id = \"lending-N\". Keep [system].")
         if "system" in raw:
-            kw.update(_system_section(raw["system"], path, base))
+            kw.update(system_section(raw["system"], base, path))
         else:
-            sec = _check_keys(raw.get("model", {}), "model", SECTION_KEYS["model"], path)
-            setting = sec.get("setting", "lending-1")
-            if setting not in SETTINGS:
-                raise _fail(path, "[model] setting", setting, ", ".join(SETTINGS))
-            levels = _get_int(sec, "levels", "[model] levels", path, minimum=3, default=7)
-            interest = _get_float(sec, "interest", "[model] interest", path, default=1.0, lo=0.0)
-            kw.update(setting=setting, levels=levels, interest=interest, system_id=setting,
-                      system_params={"levels": levels, "interest": interest})
-        sec = _check_keys(raw.get("policy", {}), "policy", SECTION_KEYS["policy"], path)
-        given = [k for k in ("builtin", "checkpoint", "factory") if k in sec]
-        if len(given) > 1:
-            raise SpecError(
-                f"{spec_label(path)}: [policy]: {'both ' if len(given) == 2 else ''}"
-                f"{' and '.join(given)} are set; keep one."
-            )
-        for key in ("params", "output"):
-            if key in sec and "factory" not in sec:
-                raise SpecError(f"{spec_label(path)}: [policy] {key}: only used with [policy] "
-                                "factory.")
-        if "factory" in sec:
-            fac = sec["factory"]
-            if not isinstance(fac, str) or fac.count(":") != 1 or fac.startswith(":") \
-                    or fac.endswith(":"):
-                raise _fail(path, "[policy] factory", fac,
-                            "'module:callable' (module.py next to the spec, or installed)")
-            pp = sec.get("params", {})
-            if not isinstance(pp, Mapping):
-                raise _fail(path, "[policy] params", pp, "a table such as { threshold = 0.5 }")
-            out = sec.get("output")
-            if out is not None and out not in TORCH_OUTPUTS:
-                raise _fail(path, "[policy] output", out, ", ".join(map(repr, TORCH_OUTPUTS)) +
-                            " (how the factory's torch module's outputs are read)")
-            kw.update(policy_factory=fac, policy_params=dict(pp), policy_output=out,
-                      builtin=None)
-        elif "checkpoint" in sec:
-            ck = sec["checkpoint"]
-            if not isinstance(ck, str) or not ck:
-                raise _fail(path, "[policy] checkpoint", ck,
-                            "a path to a causalfair checkpoint (relative to the spec file)")
-            ck_path = (base / ck).resolve()
-            if not ck_path.is_file():
-                raise SpecError(
-                    f"{spec_label(path)}: [policy] checkpoint: bad value {ck!r}; no such file {ck_path}."
-                )
-            kw.update(checkpoint=ck_path, builtin=None)
-        if "vecnormalize" in sec:
-            kw["policy_vecnormalize"] = _vecnormalize(sec["vecnormalize"], given, base, path)
-        if "factory" not in sec and "checkpoint" not in sec:
-            b = sec.get("builtin", "threshold:0.5")
-            kind = b.partition(":")[0] if isinstance(b, str) else None
-            if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
-                raise _fail(path, "[policy] builtin", b, ", ".join(BUILTIN_POLICIES))
-            kw["builtin"] = b
+            kw.update(model_section(raw.get("model", {}), path))
+        kw.update(policy_section(raw.get("policy", {}), base, path))
 
     # horizon
     if "horizon" in raw:
         h = raw["horizon"]
         if isinstance(h, bool) or not isinstance(h, int) or h < 1:
-            raise _fail(path, "horizon", h, "an integer >= 1")
+            raise bad_value(path, "horizon", h, "an integer >= 1")
         kw["horizon"] = int(h)
     elif "logs" in raw or "system" in raw:
         kw["horizon"] = None  # from the logs, or the system's default horizon
@@ -559,19 +228,19 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
 
     # timeout (the gate stops the spec's audit after it: causalfair.backends)
     if "timeout" in raw:
-        kw["timeout"] = _get_float(raw, "timeout", "timeout", path, default=0.0, lo=0.0,
+        kw["timeout"] = read_float(raw, "timeout", "timeout", path, default=0.0, lo=0.0,
                                    lo_open=True)
     if "reference" in raw:  # the reference group (checked against the system's groups)
         ref = raw["reference"]
         if not isinstance(ref, str) or not ref:
-            raise _fail(path, "reference", ref, "a group name such as \"White\"")
+            raise bad_value(path, "reference", ref, "a group name such as \"White\"")
         kw["reference"] = ref
 
     # engine
-    sec = _check_keys(raw.get("engine", {}), "engine", SECTION_KEYS["engine"], path)
+    sec = check_keys(raw.get("engine", {}), "engine", SECTION_KEYS["engine"], path)
     kind = sec.get("kind", "auto" if "system" in raw else "exact")
     if kind not in ENGINES:
-        raise _fail(path, "[engine] kind", kind, ", ".join(ENGINES))
+        raise bad_value(path, "[engine] kind", kind, ", ".join(ENGINES))
     if "logs" in raw and "kind" in sec:
         raise SpecError(
             f"{spec_label(path)}: [engine] kind: not used with [logs] (log audits bootstrap the "
@@ -579,182 +248,54 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         )
     kw.update(
         engine=kind if "logs" not in raw else "logs",
-        n=_get_int(sec, "n", "[engine] n", path, minimum=2, default=20000),
-        seed=_get_int(sec, "seed", "[engine] seed", path, minimum=0, default=0),
-        alpha=_get_float(sec, "alpha", "[engine] alpha", path, default=0.05, lo=0.0, hi=1.0,
+        n=read_int(sec, "n", "[engine] n", path, minimum=2, default=20000),
+        seed=read_int(sec, "seed", "[engine] seed", path, minimum=0, default=0),
+        alpha=read_float(sec, "alpha", "[engine] alpha", path, default=0.05, lo=0.0, hi=1.0,
                          lo_open=True, hi_open=True),
     )
 
     # benefit
-    sec = _check_keys(raw.get("benefit", {}), "benefit", SECTION_KEYS["benefit"], path)
+    sec = check_keys(raw.get("benefit", {}), "benefit", SECTION_KEYS["benefit"], path)
     weights = sec.get("weights", "visitation")
     if weights not in WEIGHTS:
-        raise _fail(path, "[benefit] weights", weights, ", ".join(WEIGHTS))
+        raise bad_value(path, "[benefit] weights", weights, ", ".join(WEIGHTS))
     if isinstance(sec.get("eps"), str) and sec["eps"] != "auto":
-        raise _fail(path, "[benefit] eps", sec["eps"], "a number > 0 (in the gain's units) or "
-                    "\"auto\" (scale-free; docs/decomposition.md)")
+        raise bad_value(path, "[benefit] eps", sec["eps"], "a number > 0 (in the gain's units) or "
+                        "\"auto\" (scale-free; docs/decomposition.md)")
     kw.update(
         eps=("auto" if sec.get("eps") == "auto" else
-             _get_float(sec, "eps", "[benefit] eps", path, default=None, lo=0.0, lo_open=True)),
+             read_float(sec, "eps", "[benefit] eps", path, default=None, lo=0.0, lo_open=True)),
         weights=weights,
-        worst=_get_int(sec, "worst", "[benefit] worst", path, minimum=1, default=5),
-        benefit_bins=_get_int(sec, "bins", "[benefit] bins", path, minimum=1, default=4),
+        worst=read_int(sec, "worst", "[benefit] worst", path, minimum=1, default=5),
+        benefit_bins=read_int(sec, "bins", "[benefit] bins", path, minimum=1, default=4),
     )
     if "horizon_benefit" in sec:
         if not isinstance(sec["horizon_benefit"], bool):
-            raise _fail(path, "[benefit] horizon_benefit", sec["horizon_benefit"], "true or false")
+            raise bad_value(path, "[benefit] horizon_benefit", sec["horizon_benefit"], "true or false")
         kw["horizon_benefit"] = sec["horizon_benefit"]
 
     # metrics
     if "metrics" in raw:
         m = raw["metrics"]
         if not isinstance(m, list) or not m:
-            raise _fail(path, "metrics", m, f"a non-empty list of {', '.join(METRICS)}")
+            raise bad_value(path, "metrics", m, f"a non-empty list of {', '.join(METRICS)}")
         for item in m:
             if item not in METRICS:
-                raise _fail(path, "metrics", item, ", ".join(METRICS))
+                raise bad_value(path, "metrics", item, ", ".join(METRICS))
         kw["metrics"] = tuple(dict.fromkeys(m))
 
     # thresholds
-    sec = raw.get("thresholds", {})
-    if not isinstance(sec, Mapping):
-        raise _fail(path, "[thresholds]", sec, "a table such as { abs_C = 0.05 }")
-    thr: dict[str, float] = {}
-    for k in sec:
-        if k in PAIR_KEYS and isinstance(sec[k], Mapping):  # [thresholds.abs_C] "A-B" = 0.1
-            for pr in sec[k]:
-                thr[f"{k}[{pr}]"] = _threshold_value(sec[k], pr, f"[thresholds.{k}] {pr}", k, path)
-            continue
-        if k not in THRESHOLD_KEYS and group_key_error(k) is not None:
-            raise SpecError(
-                f"{spec_label(path)}: [thresholds] {k}: {group_key_error(k)}; allowed keys: "
-                f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value'), over groups "
-                f"{', '.join(MAX_PAIR_KEYS)} (largest over the pairs <= value), "
-                f"{', '.join(MIN_RATIO_KEYS)} (smallest ratio >= value), and KEY[A-B] for one "
-                "pair.")
-        thr[k] = _threshold_value(sec, k, f"[thresholds] {k}", split_key(k)[0], path)
-    kw["thresholds"] = thr
+    kw["thresholds"] = thresholds_section(raw.get("thresholds", {}), path)
 
     # baseline: thresholds relative to another policy (e.g. the checkpoint on main)
     if "baseline" in raw:
         if "logs" in raw:
             raise SpecError(f"{spec_label(path)}: [baseline]: not used with [logs]; compare two "
                             "policies on a system ([system] or [model]).")
-        sec = _check_keys(raw["baseline"], "baseline", SECTION_KEYS["baseline"], path)
-        given = [k for k in ("checkpoint", "builtin") if k in sec]
-        if len(given) != 1:
-            raise SpecError(f"{spec_label(path)}: [baseline]: give exactly one of checkpoint (e.g. "
-                            "the checkpoint on main) or builtin; got "
-                            f"{' and '.join(given) or 'neither'}.")
-        if "checkpoint" in sec:
-            ck = sec["checkpoint"]
-            if not isinstance(ck, str) or not ck:
-                raise _fail(path, "[baseline] checkpoint", ck, "a path relative to the spec file")
-            ck_path = (base / ck).resolve()
-            if not ck_path.is_file():
-                raise SpecError(f"{spec_label(path)}: [baseline] checkpoint: bad value {ck!r}; no "
-                                f"such file {ck_path}.")
-            kw["baseline_checkpoint"] = ck_path
-        else:
-            b = sec["builtin"]
-            kind = b.partition(":")[0] if isinstance(b, str) else None
-            if kind not in {k.partition(":")[0] for k in BUILTIN_POLICIES}:
-                raise _fail(path, "[baseline] builtin", b, ", ".join(BUILTIN_POLICIES))
-            kw["baseline_builtin"] = b
-        if "vecnormalize" in sec:
-            kw["baseline_vecnormalize"] = _vecnormalize(sec["vecnormalize"], given, base, path,
-                                                        "baseline")
-        rel = sec.get("thresholds", {})
-        if not isinstance(rel, Mapping) or not rel:
-            raise SpecError(f"{spec_label(path)}: [baseline.thresholds]: missing or empty; give "
-                            "e.g. abs_C = 0.01 (no worse than the baseline by more than 0.01).")
-        kw["baseline_thresholds"] = {}
-        for k in rel:
-            if k not in RELATIVE_KEYS:
-                raise SpecError(
-                    f"{spec_label(path)}: [baseline.thresholds] {k}: unknown key; allowed keys: "
-                    f"{', '.join(RELATIVE_KEYS)} (each reads 'quantity - baseline's <= value'; "
-                    "utility: 'baseline's utility - utility <= value').")
-            kw["baseline_thresholds"][k] = _get_float(rel, k, f"[baseline.thresholds] {k}",
-                                                      path, default=0.0, lo=-math.inf)
+        kw.update(baseline_section(raw["baseline"], base, path))
 
     # retrain
     if "retrain" in raw:
-        sec = _check_keys(raw["retrain"], "retrain", SECTION_KEYS["retrain"], path)
-        vn = kw.get("policy_vecnormalize")
-        if vn is not None and vn != VECNORMALIZE_NONE:
-            raise SpecError(
-                f"{spec_label(path)}: [retrain]: not with [policy] vecnormalize: a repair "
-                "warm-starts from the network and trains it on raw observations, so it would "
-                "not be the policy audited; drop [retrain], or audit on raw observations "
-                "(vecnormalize = \"none\").")
-        algo = sec.get("algo", "ppo-cb")
-        if algo not in RETRAIN_ALGOS:
-            raise _fail(path, "[retrain] algo", algo, ", ".join(RETRAIN_ALGOS))
-        betas = sec.get("betas", {})
-        if not isinstance(betas, Mapping):
-            raise _fail(path, "[retrain] betas", betas, "a table such as { C = 1.0, Lambda = 0.5 }")
-        clean_b: dict[str, float] = {}
-        for bk in betas:
-            if bk not in ("C", "Lambda", "KL"):
-                raise SpecError(
-                    f"{spec_label(path)}: [retrain] betas {bk}: unknown key; allowed keys: C, Lambda, KL."
-                )
-            clean_b[bk] = _get_float(betas, bk, f"[retrain] betas {bk}", path, default=0.0, lo=0.0)
-        if algo in ("exact", "ppo-lag") and clean_b:
-            raise SpecError(f"{spec_label(path)}: [retrain] betas: algo {algo!r} imposes the "
-                            "[thresholds] as constraints and takes no betas; remove betas, or "
-                            "choose algo 'ppo-cb' for the fixed-beta objective.")
-        if algo == "ppo-lag":
-            bad = [k for k in kw.get("thresholds", {}) if not is_repair_key(k)]
-            if bad:
-                raise SpecError(
-                    f"{spec_label(path)}: [thresholds] {bad[0]}: [retrain] algo 'ppo-lag' imposes "
-                    f"only {', '.join(PPO_LAG_KEYS)} (each also as KEY[A-B] for one pair and "
-                    "max_KEY for every pair); drop the threshold.")
-            if not kw.get("thresholds"):
-                raise SpecError(f"{spec_label(path)}: [thresholds]: [retrain] algo 'ppo-lag' needs "
-                                "a threshold to impose, such as abs_C = 0.05.")
-        if algo != "exact" and "starts" in sec:
-            raise SpecError(f"{spec_label(path)}: [retrain] starts: only algo 'exact' takes "
-                            f"starts (random starting tables); algo is {algo!r}.")
-        kw["retrain"] = {
-            "algo": algo,
-            "iterations": _get_int(sec, "iterations", "[retrain] iterations", path, minimum=1,
-                                   default=30 if algo == "exact" else 50),
-            "betas": clean_b,
-            "seed": _get_int(sec, "seed", "[retrain] seed", path, minimum=0, default=0),
-        }
-        if algo == "exact":
-            kw["retrain"]["starts"] = _get_int(sec, "starts", "[retrain] starts", path,
-                                               minimum=0, default=12)
-        kw["retrain"].update(_repair_guards(sec, kw.get("thresholds", {}), path))
+        kw["retrain"] = retrain_section(raw["retrain"], kw["thresholds"],
+                                        kw.get("policy_vecnormalize"), path)
     return AuditSpec(**kw)
-
-
-def _repair_guards(sec: Mapping[str, Any], thresholds: Mapping[str, float],
-                   path: Path | None) -> dict[str, Any]:
-    """``[retrain] min_utility`` (a number, ``-inf`` allowed; absent: the better of the
-    baseline policy pi0 and the uniform policy) and ``allow_worse`` (threshold keys a
-    repair may make worse), kept only when given, as the gate reads them
-    (docs/ci-gate.md, "An honest repair")."""
-    out: dict[str, Any] = {}
-    if "min_utility" in sec:
-        v = sec["min_utility"]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v == math.inf:
-            raise _fail(path, "[retrain] min_utility", v, "a number or -inf (no floor; TOML "
-                        "writes it unquoted: min_utility = -inf); leave it out for the better "
-                        "of the baseline and the uniform policy's utility")
-        out["min_utility"] = float(v)
-    if "allow_worse" in sec:
-        v = sec["allow_worse"]
-        v = [v] if isinstance(v, str) else v
-        if not isinstance(v, list) or not all(isinstance(k, str) for k in v):
-            raise _fail(path, "[retrain] allow_worse", sec["allow_worse"],
-                        "a list of [thresholds] keys, e.g. [\"Lambda\"]")
-        bad = [k for k in v if k not in thresholds]
-        if bad:
-            raise _fail(path, "[retrain] allow_worse", bad[0], "keys of this spec's [thresholds]"
-                        f" ({', '.join(thresholds) or 'none'})")
-        out["allow_worse"] = list(dict.fromkeys(v))
-    return out

@@ -13,7 +13,7 @@ import pytest
 import causalfair as cf
 from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.policies.adapters import callable_policy
-from causalfair.systems.gym import door
+from causalfair.systems.gym import simulator
 from causalfair.systems.gym.door import GymSimulator
 
 from .gym_students import Student, ThreeActions, WithState3
@@ -100,13 +100,13 @@ def _steps_twin(sim, A, T, n, rng, decide=None, actions=None):
 
 def _counting_copies(monkeypatch):
     counted = [0]
-    real = door.copy_env
+    real = simulator.copy_env
 
     def copy_env(env, shared):
         counted[0] += 1
         return real(env, shared)
 
-    monkeypatch.setattr(door, "copy_env", copy_env)
+    monkeypatch.setattr(simulator, "copy_env", copy_env)
     return counted
 
 

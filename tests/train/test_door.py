@@ -196,12 +196,12 @@ def test_gate_retrain_names_a_factory_policy(here, capsys):
 
 def test_thresholds_have_one_home():
     from causalfair import thresholds
-    from causalfair.audit import run, spec
+    from causalfair.audit import run, spec, spec_sections
     from causalfair.train import algorithms, generic, repair
 
     assert repair.Constraint is thresholds.Constraint and run.judge is thresholds.judge
     assert spec.THRESHOLD_KEYS is thresholds.THRESHOLD_KEYS
-    assert spec.PPO_LAG_KEYS is thresholds.PPO_LAG_KEYS
+    assert spec_sections.PPO_LAG_KEYS is thresholds.PPO_LAG_KEYS
     # abs_ keys judge the interval of the absolute value
     assert thresholds.judge_key("abs_C", -0.04, 0.03, 0.05) == thresholds.PASS
     assert thresholds.judge_key("C", -0.2, -0.1, -0.15) == thresholds.INCONCLUSIVE

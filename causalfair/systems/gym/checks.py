@@ -2,7 +2,7 @@
 a sampled batch shows whether forks of it share random numbers, as method.md section 3
 needs, and each way they would not is refused with one line naming the problem and the
 fix; and the observation columns that carry the group (:func:`group_columns`). The
-simulator checked is :class:`causalfair.systems.gym.door.GymSimulator`."""
+simulator checked is :class:`causalfair.systems.gym.simulator.GymSimulator`."""
 
 from __future__ import annotations
 

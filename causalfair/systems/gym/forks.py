@@ -1,7 +1,7 @@
-"""Snapshots and forks of a Gymnasium env for the Gymnasium door
-(:mod:`causalfair.systems.gym.door`): what an env's state API is, which objects copies of
-an env share, a fast deep copy of an env, the bookkeeping wrappers stepped through, and
-the generator each step is given (:class:`StepGenerator`).
+"""Snapshots and forks of a Gymnasium env for the Gymnasium door's simulator
+(:mod:`causalfair.systems.gym.simulator`): what an env's state API is, which objects
+copies of an env share, a fast deep copy of an env, the bookkeeping wrappers stepped
+through, and the generator each step is given (:class:`StepGenerator`).
 
 A fork runs one individual under another decision with the same random numbers (common
 random numbers, method.md section 3): a copy of the env's snapshot (or its own

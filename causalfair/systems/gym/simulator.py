@@ -1,0 +1,497 @@
+"""The simulator of a Gymnasium door system (:func:`causalfair.systems.gym.door.from_gym`):
+:class:`GymSimulator` holds a batch of env copies, one per individual, and implements the
+four-method protocol of docs/simulators.md:
+
+- ``reset(n, group, rng)``: n envs reset with seeds from ``rng``, the group pinned by
+  ``reset(options={"group": g})``, by rejection sampling on ``info[KEY]``, or by a
+  ``module:callable``;
+- ``observe(state)``: the stacked Box observations as features;
+- ``draw_noise(n, rng)``: one 128-bit generator state per env;
+- ``step(state, decisions, noise)``: every env of ``state`` is copied (the env's own
+  ``get_state``/``set_state`` or ``clone_state``/``restore_state`` when it has them, else a
+  copy of the env object), given a generator in the state drawn in ``noise`` and stepped;
+  ``state`` itself is left unchanged. Two forks of one state with the same noise therefore
+  use the same random numbers (common random numbers, method.md section 3), which is what
+  the pi^PS fork and pi0 need; a fork that would repeat a transition already made (same
+  snapshot, action and noise) reuses it. An env made by ``gymnasium.make`` is stepped
+  without the bookkeeping wrappers it adds
+  (:func:`~causalfair.systems.gym.forks.unwrap_bookkeeping`);
+- ``step_paths(state, d, state0, d0, noise)``: the Monte Carlo engine's epoch (pi, the
+  pi^PS fork, pi0) in one call, the same numbers as three ``step`` calls, with the envs of
+  the two states stepped in place (the states are consumed): a copy only where pi's
+  decision leaves the baseline;
+- ``step_forks(state, actions, decisions, noise)``: the benefit rollout's epoch (one fork
+  per action, every individual taking it, and pi's decisions) in one call, the same
+  numbers as ``len(actions) + 1`` ``step`` calls, the state consumed: per individual the
+  forks but the last step copies of its env and the last the env itself, and the
+  decision's transition is the fork of its action.
+
+:func:`~causalfair.systems.gym.checks.check_forks` checks this on a sampled batch before
+the system is used; a step that reads the global generators (``np.random``, ``random``)
+later than the check looked is refused while stepping. How an env's spaces and a step's
+observation, reward and gain are read: :mod:`causalfair.systems.gym.readings`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from causalfair._limits import check_memory, format_bytes
+from causalfair.errors import SystemError_, call_user, short
+from causalfair.systems.gym.checks import global_read_error, global_states
+from causalfair.systems.gym.forks import (
+    StepGenerator,
+    copy_env,
+    shared_objects,
+    state_api,
+    unwrap_bookkeeping,
+)
+from causalfair.systems.gym.readings import F64, box_vector, read_spaces, stepper
+from causalfair.systems.registry import load_callable
+from causalfair.types import Observation, StepResult
+
+__all__ = ["GymSimulator", "GymState", "BATCH_SIZE", "is_callable_ref"]
+
+#: Individuals per batch of a Gymnasium system when neither the caller nor the system says:
+#: an env object per individual, so a few hundred keep them in cache (the decomposition was
+#: flat from 64 to 250 on benchmarks/bench_gym.py's env, 8% slower in one batch of 2,000),
+#: and n individuals make n / 256 tasks per group for ``--jobs`` and Ray.
+BATCH_SIZE = 256
+_tobytes = np.ndarray.tobytes
+
+
+@dataclass(frozen=True, eq=False)
+class GymState:
+    """A batch of env snapshots (one per individual), their observations (n, F), groups,
+    whether each episode has ended, and the epoch."""
+
+    envs: tuple[Any, ...]
+    obs: np.ndarray
+    group: np.ndarray
+    done: np.ndarray
+    t: int = 0
+
+
+class GymSimulator:
+    """The four-method simulator over copies of a Gymnasium env (module docstring). Not
+    thread-safe (one generator and one memo per simulator): engines run it on one thread
+    of a process."""
+
+    thread_safe = False
+
+    def __init__(self, env_factory: Callable[..., Any], *, groups: Sequence[str],
+                 group: str = "options", gain: str = "info:gain", params: Mapping[str, Any] | None = None,
+                 name: str = "gym", max_tries: int = 200, shared: Sequence[str] = (),
+                 batch_size: int = BATCH_SIZE):
+        self.env_factory = env_factory
+        self.params = dict(params or {})
+        self.group_names = tuple(groups)
+        self.n_groups = len(self.group_names)
+        self.group_mode = group
+        self.gain_mode = gain
+        self.name = name
+        self.max_tries = int(max_tries)
+        self.shared = tuple(shared)
+        #: individuals per batch when the caller gives none (``engines._mc_base.batch_for``)
+        self.batch_size = batch_size  # checked where it is used (batch_for), not coerced
+        self._env_bytes: int | None = None  # about what one individual's env holds
+        self._group_fn = (load_callable(group, what="from_gym group")
+                          if is_callable_ref(group) else None)
+        self._gain_fn = load_callable(gain, what="from_gym gain") if is_callable_ref(gain) else None
+        self._template: Any = None
+        self._api: tuple[str, str] | None = None
+        self._width: int | None = None
+        self._n_actions = 0
+        self._start = 0
+        self._init()
+
+    # pickling: env objects stay behind; a worker makes its own template
+    def __getstate__(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        for k in ("_template", "_gen", "_rng", "_run", "_memo", "_memo_noise", "_consumed"):
+            d[k] = None
+        d["_shared"] = {}
+        return d
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        self.__dict__.update(d)
+        self._init()
+
+    def _init(self) -> None:
+        env = call_user(f"gym env factory {self.name}", self.env_factory, **self.params)
+        self._n_actions, self._start, self._width = read_spaces(env, self.name)
+        self._spec = getattr(env, "spec", None)
+        env = unwrap_bookkeeping(env)
+        self._template = env
+        self._api = state_api(env)
+        self._bare = getattr(env, "unwrapped", None) is env
+        self._shape = (self._width,)
+        self._where_reset = f"gym env {self.name}.reset"
+        # one generator, put into each step's state before the step
+        self._gen = StepGenerator()
+        self._rng = self._gen.rng
+        self._run = stepper(self._gen, self._start, self._width, self.name, self._bare,
+                            self._api, self.gain_mode, self._gain_fn)
+        self._memo: dict[tuple[int, int], tuple[Any, ...]] = {}
+        self._memo_noise: Any = None
+        self._consumed: weakref.WeakSet[GymState] = weakref.WeakSet()  # by step_paths
+        self._shared = {**shared_objects(env), id(self._rng): self._rng,
+                        **{id(v): v for v in self._constants().values()}}
+
+    def _constants(self) -> dict[str, Any]:
+        """The values of the env attributes named in ``shared`` (on the unwrapped env),
+        which every copy shares: data that reset and step never change, such as a
+        transition table."""
+        inner = getattr(self._template, "unwrapped", self._template)
+        attrs = getattr(inner, "__dict__", {})
+        missing = [a for a in self.shared if a not in attrs]
+        if missing:
+            have = ", ".join(sorted(k for k in attrs if not k.startswith("__")))[:300]
+            raise SystemError_(
+                f"from_gym shared: bad value {missing[0]!r}; the env (after its factory) has "
+                f"no attribute {missing[0]!r}; name attributes of env.unwrapped ({have}).")
+        return {a: attrs[a] for a in self.shared}
+
+    # ---------------------------------------------------------------- sizes
+    @property
+    def n_actions(self) -> int:
+        return self._n_actions
+
+    @property
+    def width(self) -> int:
+        return int(self._width or 0)
+
+    @property
+    def horizon_hint(self) -> int | None:
+        steps = getattr(self._spec, "max_episode_steps", None)
+        return int(steps) if isinstance(steps, int) and steps > 0 else None
+
+    # ---------------------------------------------------------------- protocol
+    def _fresh(self) -> Any:
+        return self._template if self._api else copy_env(self._template, self._shared)
+
+    def _reset_one(self, g: int, seed: int) -> tuple[Any, Any]:
+        env = self._fresh()
+        where = self._where_reset
+        if self.group_mode == "options":
+            obs, info = call_user(where, env.reset, seed=seed, options={"group": g})
+            got = info.get("group") if isinstance(info, Mapping) else None
+            if got is not None and got != g and got != self.group_names[g]:
+                raise SystemError_(
+                    f"gym env {self.name}: reset(options={{'group': {g}}}) reported info['group'] "
+                    f"= {short(got)}; the env must start an individual of the group it is asked "
+                    "for, or use group = 'info:KEY'.")
+            return env, obs
+        if self._group_fn is not None:
+            obs, _ = call_user(f"from_gym group {self.group_mode}", self._group_fn, env, g, seed)
+            return env, obs
+        key = self.group_mode.partition(":")[2]
+        ss = np.random.SeedSequence(seed)
+        seen: list[Any] = []
+        for k, s in enumerate(ss.generate_state(self.max_tries, dtype=np.uint32)):
+            obs, info = call_user(where, env.reset, seed=int(s) + (k << 32))
+            if not isinstance(info, Mapping) or key not in info:
+                raise SystemError_(
+                    f"gym env {self.name}: group = 'info:{key}' but reset's info has no key "
+                    f"{key!r}; return the individual's group in info[{key!r}].")
+            got = info[key]
+            if got == g or got == self.group_names[g]:
+                return env, obs
+            if len(seen) < 5 and got not in seen:
+                seen.append(got)
+        if not any(v == i or v == name for v in seen for i, name in enumerate(self.group_names)):
+            raise SystemError_(
+                f"gym env {self.name}: reset's info[{key!r}] was {', '.join(map(short, seen))} "
+                f"in {self.max_tries} resets, never a group of groups = "
+                f"{list(self.group_names)} (names or indices 0..{self.n_groups - 1}); name the "
+                "groups as the env reports them.")
+        raise SystemError_(
+            f"gym env {self.name}: group {self.group_names[g]!r} not reached in {self.max_tries} "
+            f"resets (group = 'info:{key}'): too rare for rejection sampling; pin the group "
+            "with reset(options={'group': g}) and group = 'options'.")
+
+    def reset(self, n: int, group: Any, rng: np.random.Generator) -> GymState:
+        g = np.broadcast_to(np.asarray(group), (n,)).astype(np.intp)
+        seeds = rng.integers(0, 2**62, size=n)
+        envs, obs = [], []
+        api, shape, rng_ = self._api, self._shape, self._rng
+        for gi, seed in zip(g.tolist(), seeds.tolist(), strict=True):
+            env, o = self._reset_one(gi, seed)
+            if not envs:
+                self._check_batch_memory(env, n)
+            if type(o) is not np.ndarray or o.shape != shape or o.dtype is not F64:
+                o = box_vector(o, self._width, self.name)
+            obs.append(o)  # copied by the stack below
+            if api:
+                envs.append(getattr(env, api[0])())
+            else:  # each step is given its own generator state: none to copy
+                (env if self._bare else env.unwrapped)._np_random = rng_
+                envs.append(env)
+        feats = np.stack(obs) if obs else np.zeros((0, self.width))
+        return GymState(tuple(envs), feats, g.copy(), np.zeros(n, dtype=bool), 0)
+
+    def _check_batch_memory(self, env: Any, n: int) -> None:
+        """Refuse a batch of ``n`` individuals whose envs would outgrow the memory limit:
+        about three envs an individual (pi's, pi0's and a fork's copy), each the size of
+        ``env`` pickled without what copies share (measured once; an env that cannot be
+        pickled is not measured)."""
+        if self._env_bytes is None:
+            self._env_bytes = _pickled_size(env, self._shared)
+        if self._env_bytes:
+            check_memory(3.0 * n * self._env_bytes,
+                         f"gym env {self.name}: a batch of {n} individuals, about "
+                         f"{format_bytes(self._env_bytes)} an env",
+                         "lower the batch size (from_gym(batch_size=...), [system] batch_size "
+                         "in a spec, --param batch_size=N; now "
+                         f"{self.batch_size}), or share the env's constant data (shared=)")
+
+    def observe(self, state: GymState) -> Observation:
+        return Observation(group=state.group, features=state.obs, t=state.t)
+
+    def warn_horizon(self, horizon: int, action: int = 0) -> None:
+        """Warn when an episode ends by truncation before ``horizon`` steps: the door does
+        not read ``truncated``, so an audit over ``horizon`` epochs would step the env past
+        the end of its episodes. Probed once per horizon on one individual of the first
+        group taking ``action`` (an env with a state API gets its state back)."""
+        import warnings
+
+        if horizon <= getattr(self, "_horizon_probed", 1):
+            return
+        self._horizon_probed = horizon
+        api = self._api
+        saved = getattr(self._template, api[0])() if api else None
+        env, _ = self._reset_one(0, 0)
+        try:
+            for k in range(1, horizon):
+                out = call_user(f"gym env {self.name}.step", env.step, action + self._start)
+                if not isinstance(out, tuple) or len(out) != 5 or out[2]:
+                    return  # a malformed step is the fork check's; an ended episode is fine
+                if out[3]:
+                    warnings.warn(
+                        f"gym env {self.name}: its episodes end (truncated) after {k} steps, "
+                        f"but the audit runs T = {horizon} epochs and does not read "
+                        "truncated, so the env is stepped past the end of its episodes; give "
+                        f"the audit the env's horizon (--horizon {k}, horizon = {k} in a "
+                        f"spec, from_gym(horizon={k})).", UserWarning, stacklevel=2)
+                    return
+        finally:
+            if api:
+                getattr(self._template, api[1])(saved)
+
+    def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(0, 2**64, size=(n, 2), dtype=np.uint64)
+
+
+    def step_one(self, snap: Any, action: int, word: list[int], obs0: np.ndarray
+                 ) -> tuple[Any, np.ndarray, float, float, bool]:
+        """One env of a batch: a copy of ``snap`` (whose observation was ``obs0``) stepped
+        with ``action`` and the generator state ``word`` (two 64-bit ints); (new snapshot,
+        observation, reward, gain, ended). ``snap`` itself is left unchanged."""
+        api = self._api
+        if api:
+            env = self._template
+            getattr(env, api[1])(snap)
+        else:
+            env = copy_env(snap, self._shared)
+        o, r, gn, term = self._run(env, action, word, obs0)
+        return (getattr(env, api[0])() if api else env), o, r, gn, term
+
+    def _step_all(self, state: GymState, d: np.ndarray, noise: np.ndarray, envs: list[Any],
+                  obs: np.ndarray) -> tuple[list[float], list[float], list[bool]]:
+        """Step every live env of ``state`` into ``envs`` and ``obs``; the rewards, gains
+        and ends. A transition already made from the same snapshot with the same action
+        and generator state (the pi^PS fork where pi took the baseline, pi0 while its path
+        is still pi's) is the same transition, which :func:`check_forks` verifies, so it
+        is reused rather than stepped again; snapshots are never stepped in place, so two
+        states may share one."""
+        if noise is not self._memo_noise:  # the memo lives for one noise array (one epoch)
+            self._memo, self._memo_noise = {}, noise
+        memo, step_one = self._memo, self.step_one
+        words, acts, snaps, obs0 = noise.tolist(), d.tolist(), state.envs, state.obs
+        n = len(acts)
+        reward, gain, done = [0.0] * n, [0.0] * n, state.done.tolist()
+        for i in np.flatnonzero(~state.done).tolist():
+            snap, a, w = snaps[i], acts[i], words[i]
+            key = (id(snap), a)
+            hit = memo.get(key)
+            if hit is None or hit[0] is not snap or hit[1] != w:
+                hit = memo[key] = (snap, w, *step_one(snap, a, w, obs0[i]))
+            _, _, envs[i], obs[i], reward[i], gain[i], done[i] = hit
+        return reward, gain, done
+
+    def _stepping(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, a batch's steps, as user code; refused where they moved the state
+        of ``np.random`` or ``random`` (a step that reads a global generator only in some
+        states, later than :func:`check_forks` looked: forks would lose common random
+        numbers and the numbers their seeds)."""
+        before = global_states(exact=False)
+        out = call_user(f"gym env {self.name}.step", fn, *args)
+        if global_states(exact=False) != before:
+            raise global_read_error(self.name)
+        return out
+
+    def _check_live(self, *states: GymState) -> None:
+        for st in states:
+            if st in self._consumed:
+                raise RuntimeError("GymSimulator: a state consumed by step_paths or step_forks "
+                                   "(its envs were stepped in place) was stepped again; step "
+                                   "its results.")
+
+    def step(self, state: GymState, decisions: Any, noise: np.ndarray) -> StepResult:
+        self._check_live(state)
+        envs = list(state.envs)
+        obs = np.array(state.obs, dtype=np.float64)
+        reward, gain, done = self._stepping(self._step_all, state,
+                                            np.asarray(decisions).astype(np.intp), noise, envs, obs)
+        return StepResult(GymState(tuple(envs), obs, state.group, np.array(done, dtype=bool),
+                                   state.t + 1), np.array(reward), np.array(gain), {})
+
+    def step_paths(self, state: GymState, decisions: Any, state0: GymState, baseline: Any,
+                   noise: np.ndarray) -> tuple[StepResult, StepResult, StepResult]:
+        """pi's step (``state``, ``decisions``), the pi^PS fork (``state``, ``baseline``)
+        and pi0's step (``state0``, ``baseline``), all with ``noise``: what three calls of
+        :meth:`step` give, bit for bit, for the Monte Carlo engine's epoch (method.md
+        section 3), with fewer copies. ``state`` and ``state0`` are consumed: their envs
+        are stepped in place, so neither may be stepped again. Per individual, the fork
+        steps pi's env in place; pi steps a copy of it, made before, only where its
+        decision is not the baseline (else pi's transition is the fork's); pi0 steps its
+        own env in place, or shares the fork's transition while its env is pi's. An env
+        with a state API (``get_state``/``set_state``) is stepped by :meth:`step`."""
+        d = np.asarray(decisions).astype(np.intp)
+        d0 = np.asarray(baseline).astype(np.intp)
+        self._check_live(state, state0)
+        if self._api:
+            return self.step(state, d, noise), self.step(state, d0, noise), \
+                self.step(state0, d0, noise)
+        return self._stepping(self._paths, state, d, state0, d0, noise)
+
+    def _paths(self, state: GymState, d: np.ndarray, state0: GymState, d0: np.ndarray,
+               noise: np.ndarray) -> tuple[StepResult, StepResult, StepResult]:
+        """:meth:`step_paths` over env objects (no state API)."""
+        self._memo, self._memo_noise = {}, None  # envs are stepped in place from here
+        self._consumed.add(state)
+        self._consumed.add(state0)
+        run, shared = self._run, self._shared
+        words, acts, base = noise.tolist(), d.tolist(), d0.tolist()
+        envs, envs0 = state.envs, state0.envs
+        rows, rows0 = list(state.obs), list(state0.obs)
+        done, done0 = state.done.tolist(), state0.done.tolist()
+        e_pi, pi, fk, z = list(envs), [], [], []  # per path: (observation, reward, gain, ended)
+        for i, (env, a, b, w) in enumerate(zip(envs, acts, base, words, strict=True)):
+            if done[i]:
+                out = fk_out = (rows[i], 0.0, 0.0, True)
+            elif a != b:  # a branch: pi steps a copy, made first; the fork the env itself
+                e_pi[i] = pi_env = copy_env(env, shared)
+                out = run(pi_env, a, w, rows[i])
+                fk_out = run(env, b, w, rows[i])
+            else:  # pi's transition is the fork's
+                out = fk_out = run(env, a, w, rows[i])
+            pi.append(out)
+            fk.append(fk_out)
+            if done0[i]:
+                z.append((rows0[i], 0.0, 0.0, True))
+            elif envs0[i] is env and not done[i]:  # pi0's env is pi's: the fork's transition
+                z.append(fk_out)
+            else:
+                z.append(run(envs0[i], b, w, rows0[i]))
+        res = self._result
+        return res(state, e_pi, pi), res(state, envs, fk), res(state0, envs0, z)
+
+    def step_forks(self, state: GymState, actions: Sequence[Any], decisions: Any,
+                   noise: np.ndarray) -> tuple[np.ndarray, StepResult]:
+        """The benefit rollout's epoch (method.md section 4): the gain of every fork, (n,
+        len(actions)), column k every individual of ``state`` taking ``actions[k]``, and the
+        step of ``decisions``, all with ``noise``: what ``len(actions) + 1`` calls of
+        :meth:`step` give, bit for bit. ``state`` is consumed (its envs are stepped in
+        place), so it may not be stepped again. Per individual, every fork but the last
+        steps a copy of its env, made before, and the last the env itself: at most
+        ``len(actions) - 1`` copies; the decision's transition is the fork of its action
+        (a step of its own where it took none of ``actions``). With a state API
+        (``get_state``/``set_state``): one restore and step per fork, a snapshot of the
+        decision's fork only."""
+        acts = [int(a) for a in np.asarray(actions).reshape(-1).tolist()]
+        d = np.asarray(decisions).astype(np.intp)
+        self._check_live(state)
+        return self._stepping(self._forks, state, acts, d, noise)
+
+    def _forks(self, state: GymState, acts: list[int], d: np.ndarray, noise: np.ndarray
+               ) -> tuple[np.ndarray, StepResult]:
+        """:meth:`step_forks` with the actions as ints."""
+        self._memo, self._memo_noise = {}, None  # envs are stepped in place from here
+        self._consumed.add(state)
+        run, shared, api = self._run, self._shared, self._api
+        if api:
+            tmpl = self._template
+            get, put = getattr(tmpl, api[0]), getattr(tmpl, api[1])
+        todo = list(dict.fromkeys(acts))  # each distinct action once; the in-place one last
+        where = {a: k for k, a in enumerate(todo)}
+        cols = [where[a] for a in acts]
+        zeros = [0.0] * len(acts)
+        words, dec, rows, done = noise.tolist(), d.tolist(), list(state.obs), state.done.tolist()
+        envs, gains, outs = list(state.envs), [], []
+        for i, (snap, a_d, w, row, ended) in enumerate(zip(state.envs, dec, words, rows, done,
+                                                           strict=True)):
+            if ended:
+                gains.append(zeros)
+                outs.append((row, 0.0, 0.0, True))
+                continue
+            steps = todo if a_d in where else [*todo, a_d]  # a decision outside them: last
+            if api:
+                got = []
+                for a in steps:
+                    put(snap)
+                    got.append(run(tmpl, a, w, row))
+                    if a == a_d:
+                        envs[i] = get()
+            else:  # the copies first, while the env is as the state left it; then the env
+                forked = [copy_env(snap, shared) for _ in steps[1:]]
+                forked.append(snap)
+                got = []
+                for e, a in zip(forked, steps, strict=True):
+                    got.append(run(e, a, w, row))
+                envs[i] = forked[where.get(a_d, -1)]
+            outs.append(got[where.get(a_d, -1)])
+            gains.append([got[c][2] for c in cols])
+        return np.array(gains, dtype=np.float64).reshape(len(dec), len(acts)), \
+            self._result(state, envs, outs)
+
+    def _result(self, st: GymState, envs: Sequence[Any], outs: list[tuple[Any, ...]]
+                ) -> StepResult:
+        """The step from ``st`` whose per-individual (observation row, reward, gain, ended)
+        are ``outs`` (every row a float64 vector of the width: a stepped env's, or the
+        state's own row where the episode had ended) and whose env snapshots are ``envs``."""
+        n, width = len(outs), self.width
+        o, r, g, t = zip(*outs, strict=True) if outs else ((), (), (), ())
+        obs = np.frombuffer(b"".join(map(_tobytes, o)), dtype=np.float64)
+        return StepResult(GymState(tuple(envs), obs.reshape(n, width).copy(), st.group,
+                                   np.array(t, dtype=bool), st.t + 1),
+                          np.array(r, dtype=np.float64), np.array(g, dtype=np.float64), {})
+
+
+def _pickled_size(env: Any, shared: Mapping[int, Any]) -> int | None:
+    """Bytes of ``env`` pickled without the objects of ``shared`` (what its copies hold of
+    their own); None when it cannot be pickled."""
+    import io
+    import pickle
+
+    class _Sized(pickle.Pickler):
+        def persistent_id(self, obj: Any) -> Any:
+            return id(obj) if id(obj) in shared else None
+
+    buf = io.BytesIO()
+    try:
+        _Sized(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(env)
+    except Exception:  # noqa: BLE001 - any env that pickling refuses: not measured
+        return None
+    return buf.tell()
+
+
+def is_callable_ref(text: str) -> bool:
+    """``text`` names a ``module:callable`` (not ``info:KEY`` or ``obs:INDEX``)."""
+    return isinstance(text, str) and text.count(":") == 1 and not text.startswith(
+        ("info:", "obs:"))
