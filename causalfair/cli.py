@@ -40,8 +40,46 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors name the closest valid choice ("did you mean ...?",
+    as ``suggest_on_error`` does from Python 3.14 on)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        import re
+
+        m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if m:
+            message += _did_you_mean(m.group(1), re.findall(r"'(.*?)'", m.group(2)))
+        super().error(message)  # usage, then one line; exit code 2
+
+
+def _did_you_mean(word: str, valid: Sequence[str]) -> str:
+    """``"; did you mean X?"`` for the valid string closest to ``word``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _refuse_unknown(parser: argparse.ArgumentParser, args: Any, extras: list[str]) -> None:
+    """End with the usage of the subcommand and one line naming the first argument it
+    does not know, and the closest option it does (argparse alone printed the top-level
+    usage and no suggestion)."""
+    sub = parser._subparsers._group_actions[0].choices.get(args.command) if args.command else None
+    target = sub or parser
+    bad = next((a for a in extras if a.startswith("-")), extras[0])
+    word, hint = bad.split("=", 1)[0], ""
+    if bad.startswith("-"):
+        hint = _did_you_mean(word, [o for o in target._option_string_actions if o[:2] == "--"])
+        if not hint and sub is not None and _did_you_mean(word, parser._option_string_actions):
+            hint = (_did_you_mean(word, parser._option_string_actions)[:-1] + ", an option of "
+                    f"causalfair itself, given before {args.command}?")
+    target.error(f"unrecognized argument {bad}{hint} (see causalfair "
+                 f"{args.command + ' ' if sub else ''}--help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="causalfair",
         description=(
             "Audit decision policies for long-term fairness: decompose the "
@@ -126,7 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = _signals_as_interrupt()
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            _refuse_unknown(parser, args, extras)
         if args.command is None:
             parser.print_help()
             return 2

@@ -2,13 +2,16 @@
 tasks and send back their results, in order, over length-prefixed frames on their
 stdin/stdout (:func:`in_workers`); the pool that :class:`causalfair.backends.ProcessBackend`
 keeps, the time limits of :class:`causalfair.backends.SerialBackend`, and how every worker
-is stopped (:func:`stop_workers`). A task's failure comes back as a :class:`TaskError`.
+is stopped (:func:`stop_workers`). A task's failure comes back as a :class:`TaskError`;
+the warnings a task raised come back with its result and are raised again in the driver
+(:func:`reissue`), so they show as the same warnings raised there would.
 """
 
 from __future__ import annotations
 
 import os
 import traceback
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +20,7 @@ from causalfair._limits import set_threads
 from causalfair._usercode import find_user_modules, user_modules
 from causalfair.errors import CausalfairError
 
-__all__ = ["TaskError", "Timeouts", "Worker", "in_workers", "pickler", "run_task",
+__all__ = ["TaskError", "Timeouts", "Worker", "in_workers", "pickler", "reissue", "run_task",
            "stop_workers", "worker_main"]
 
 
@@ -109,7 +112,8 @@ _WORKER = "from causalfair.workers import worker_main; worker_main()"
 
 def worker_main() -> None:
     """A worker process: reads (fn, item) frames on stdin, answers each with the pickled
-    result of :func:`run_task` on the original stdout (fd 1 then points to stderr, so a task's
+    result of :func:`run_task` and the warnings the task raised (the driver shows them,
+    :func:`reissue`) on the original stdout (fd 1 then points to stderr, so a task's
     prints cannot corrupt the stream), and exits when stdin closes."""
     import signal
     import sys
@@ -132,20 +136,24 @@ def worker_main() -> None:
     sys.path[:], modules = pickle.loads(setup)
     find_user_modules(modules)  # the driver's modules from users' folders
     while (frame := _read_frame(inp)) is not None:
+        with warnings.catch_warnings(record=True) as caught:  # travel back with the result
+            try:
+                fn, item = pickle.loads(frame)
+            except BaseException as exc:  # noqa: BLE001 - e.g. a module the worker cannot import
+                result: Any = TaskError(type(exc).__name__, "the task cannot be unpickled in "
+                                        "the worker: "
+                                        f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                        traceback.format_exc())
+            else:
+                result = run_task(fn, item, 1)
+        shown = [_portable(w) for w in caught]
         try:
-            fn, item = pickle.loads(frame)
-        except BaseException as exc:  # noqa: BLE001 - e.g. a module the worker cannot import
-            result: Any = TaskError(type(exc).__name__, f"the task cannot be unpickled in the "
-                                    f"worker: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
-                                    traceback.format_exc())
-        else:
-            result = run_task(fn, item, 1)
-        try:
-            data = pickle.dumps(result)
+            data = pickle.dumps((result, shown))
         except Exception as exc:  # noqa: BLE001 - the result cannot travel back
-            data = pickle.dumps(TaskError(type(exc).__name__, "the result cannot be sent back: "
-                                          f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
-                                          traceback.format_exc()))
+            data = pickle.dumps((TaskError(type(exc).__name__, "the result cannot be sent "
+                                           "back: "
+                                           f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                           traceback.format_exc()), shown))
         _write_frame(out, data)
     # the end of the input: every result is written (frames are flushed), so skip the
     # interpreter's teardown (seconds with torch loaded, paid by the driver waiting)
@@ -155,6 +163,27 @@ def worker_main() -> None:
         except (OSError, ValueError):
             pass
     os._exit(0)
+
+
+def _portable(w: warnings.WarningMessage) -> tuple[str, type[Warning], str, int]:
+    """A warning a task raised in a worker, as (message, category, file, line); a category
+    of the user's becomes its nearest built-in base (it travels whatever the driver can
+    import)."""
+    cat = next((c for c in w.category.__mro__ if c.__module__ == "builtins"), UserWarning)
+    return str(w.message), cat, str(w.filename), int(w.lineno or 0)
+
+
+#: The driver's record of the workers' warnings already shown (Python's "default" action:
+#: once per message and line, as the same warnings raised in this process would be).
+_SHOWN: dict[Any, Any] = {}
+
+
+def reissue(shown: Sequence[tuple[str, type[Warning], str, int]]) -> None:
+    """Raise again, in the driver, the warnings a worker's task raised: the driver's filters
+    and ``warnings.showwarning`` (the command line's one-line format) then apply, as for
+    the same task run here."""
+    for message, category, filename, lineno in shown:
+        warnings.warn_explicit(message, category, filename, lineno, registry=_SHOWN)
 
 
 def driver_setup() -> tuple[list[str], list[tuple[str, str]]]:
@@ -208,11 +237,17 @@ class Worker:
         if data is None:
             return self.died()
         try:
-            return pickler().loads(data)
+            result, shown = pickler().loads(data)
         except Exception as exc:  # noqa: BLE001 - e.g. a result class the driver cannot import
             return TaskError(type(exc).__name__, "the result cannot be unpickled: "
                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
                              traceback.format_exc())
+        try:
+            reissue(shown)
+        except Warning as exc:  # warnings turned into errors here: the task fails, as here
+            return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+                             traceback.format_exc())
+        return result
 
     def died(self) -> TaskError:
         import signal

@@ -69,3 +69,29 @@ def test_a_bad_spec_fails_the_action_with_exit_2_and_says_so(tmp_path):
 def test_the_install_step_is_skipped_when_install_is_empty():
     step = _step("install")
     assert step["if"] == "inputs.install != ''" and "$CF_INSTALL" in step["run"]
+
+
+def _run_install_step(tmp: Path, install: str) -> str:
+    """The install step run with bash, a ``python`` on PATH that records its arguments."""
+    fake = tmp / "bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "python").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$CF_LOG"\n')
+    (fake / "python").chmod(0o755)
+    step = _step("install")
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", CF_INSTALL=install,
+               CF_ACTION_PATH="/runner/_actions/causalfair/causalfair/v1",
+               CF_LOG=str(tmp / "args.txt"))
+    run_cmd(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, expect=0, timeout=30)
+    return (tmp / "args.txt").read_text()
+
+
+def test_the_action_installs_its_own_checkout_unless_told_otherwise(tmp_path):
+    """`uses: causalfair/causalfair@v1` installed causalfair from PyPI (whatever version
+    it had), not the action's own version."""
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    assert action["inputs"]["install"]["default"] == "action"
+    assert _step("install")["env"]["CF_ACTION_PATH"] == "${{ github.action_path }}"
+    assert _run_install_step(tmp_path, "action").split() == [
+        "-m", "pip", "install", "/runner/_actions/causalfair/causalfair/v1"]
+    assert _run_install_step(tmp_path, "causalfair==1.2 --quiet").split() == [
+        "-m", "pip", "install", "causalfair==1.2", "--quiet"]

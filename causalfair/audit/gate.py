@@ -229,17 +229,17 @@ class GateResult:
                 lines.append(f"{e.spec.name}: {e.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
             for v in e.before.verdicts:
-                row = f"  {v.label:<{w}} {v.estimate:>11.6f} {v.status:<12}"
+                row = f"  {v.label:<{w}} {_fixed(v.estimate):>11} {v.status:<12}"
                 if e.after is not None:
                     a = after[v.key]
-                    row += f" -> {a.estimate:>11.6f} {a.status}"
+                    row += f" -> {_fixed(a.estimate):>11} {a.status}"
                 lines.append(row)
-            row = f"  {'utility':<{w}} {utility_of(e.before):>11.6f} {'':<12}"
+            row = f"  {'utility':<{w}} {_fixed(utility_of(e.before)):>11} {'':<12}"
             check = e.repair_check
             if e.after is not None:
-                row += f" -> {utility_of(e.after):>11.6f}"
+                row += f" -> {_fixed(utility_of(e.after)):>11}"
                 if check is not None and check.get("min_utility", -math.inf) > -math.inf:
-                    row += f" (floor {check['min_utility']:.6f})"
+                    row += f" (floor {_fixed(check['min_utility'])})"
             lines.append(row.rstrip())
             lines += [f"  REPAIR NOT ACCEPTED: {p}" for p in e.repair_problems]
             if getattr(e.final, "attribution", None) is not None:
@@ -364,6 +364,15 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             loaded.append(sp)
         except CausalfairError as exc:
             errors.append((label, str(exc).splitlines()[0]))
+    names = [s.name for s in loaded]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:  # the JSON, the JUnit, --reports/NAME and gate-merge's shards key on the name
+        first = sorted(dup)[0]
+        files = ", ".join(display_path(s.path) if s.path else s.name for s in loaded
+                          if s.name == first)
+        raise SpecError(f"audit spec name: bad value {first!r} in {files}; the specs of one "
+                        "gate need distinct names (its JSON, JUnit and reports hold one entry "
+                        "per name): give each spec its own name = \"...\".")
     prepared_: dict[int, Any] = {}
     user_tracebacks = []
     for i, sp in enumerate(loaded):
@@ -376,13 +385,6 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                 user_tracebacks.append(user_traceback(exc))
     if errors:
         raise GateSpecErrors(errors, len(specs), user_tracebacks=user_tracebacks)
-    names = [s.name for s in loaded]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup and reports is not None:
-        first = sorted(dup)[0]
-        files = ", ".join(str(s.path) for s in loaded if s.name == first)
-        raise SpecError(f"audit spec name: bad value {first!r} in {files}; names must be "
-                        "unique when reports are written (each report goes to --reports/NAME).")
     if retrain:  # refused before anything is audited (causalfair.audit.retrain.check_retrain)
         for i, s in enumerate(loaded):
             check_retrain(s, prepared_[i].system if i in prepared_ else None)
@@ -413,6 +415,13 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     return GateResult(entries=entries, inconclusive=inconclusive, accept_repaired=accept_repaired)
 
 
+
+
+def _fixed(x: float) -> str:
+    """``x`` with six decimals, a value that rounds to zero without a sign (``0.000000``,
+    never ``-0.000000``)."""
+    text = f"{x:.6f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def repair_lines(rep: Mapping[str, Any]) -> list[str]:

@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--inconclusive", choices=("pass", "fail"), default="fail",
                    help="exit code treatment of INCONCLUSIVE verdicts (default: fail)")
     p.add_argument("--junit", metavar="PATH",
-                   help="write JUnit XML: one test case per threshold per spec")
+                   help="write JUnit XML to the file PATH: one test case per threshold per "
+                        "spec ('-' is refused: only --json - means stdout)")
     p.add_argument("--junit-inconclusive", choices=("failure", "skipped"), default=None,
                    help="how INCONCLUSIVE shows in JUnit (default: failure with "
                         "--inconclusive fail, skipped with --inconclusive pass)")
@@ -85,9 +86,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def check_junit_path(path: str | None) -> None:
+    """Refuse ``--junit -``: JUnit XML goes to a file (only ``--json -`` means stdout, where
+    a CI step reads the JSON), never to a file literally named ``-``."""
+    if path == "-":
+        raise UsageError("--junit: bad value '-'; JUnit XML is written to a file, not stdout "
+                         "(only --json - means stdout): give a path, e.g. --junit gate.xml.")
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    check_junit_path(args.junit)
     check_distinct_outputs({"--json": args.json_path, "--junit": args.junit})
     for out in (args.junit, args.json_path):
         if out and out != "-":

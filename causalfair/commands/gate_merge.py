@@ -14,6 +14,7 @@ from causalfair.audit.shards import (
     read_gate_summary,
     read_junit,
 )
+from causalfair.commands.gate import check_junit_path
 from causalfair.errors import UsageError
 
 
@@ -40,9 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--junit-in", metavar="SHARD.xml", nargs="*", default=[],
                    help="the shards' JUnit files to merge (every spec that fails in the "
                         "JSON summaries must fail in them too)")
-    p.add_argument("--json", metavar="PATH", dest="json_out", help="write the merged JSON")
+    p.add_argument("--json", metavar="PATH", dest="json_out",
+                   help="write the merged JSON to PATH ('-' or no --json: to stdout)")
     p.add_argument("--junit", metavar="PATH", dest="junit_out",
-                   help="write the merged JUnit (needs --junit-in)")
+                   help="write the merged JUnit to the file PATH (needs --junit-in)")
     p.add_argument("--partial", action="store_true",
                    help="accept some shards of a sharded gate only (e.g. one shard's own "
                         "job summary); the exit code is then over those shards, not the "
@@ -60,8 +62,14 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    check_junit_path(args.junit_out)
     if args.junit_out and not args.junit_in:
         raise UsageError("--junit: give the shards' JUnit files with --junit-in.")
+    if args.json_out == "-":  # stdout, as `gate --json -`
+        if args.markdown:
+            raise UsageError("--json -: stdout holds the --markdown table; write the JSON to "
+                             "a file (--json merged.json) or leave --markdown out.")
+        args.json_out = None
     check_distinct_outputs({"--json": args.json_out, "--junit": args.junit_out})
     # every input read and checked in full before anything is written
     check_input_sizes(args.json_in, args.junit_in)

@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Ray, and write OUT/runs.csv (one row per run), OUT/table.csv and OUT/table.md "
             "(mean and t-interval over seeds) and each run's checkpoint under OUT/runs/. Exit "
             "code 0 when every run finished, 2 when a run failed (named on stderr; the "
-            "others are still tabulated)."
+            "others are still tabulated). Rerunning into a sweep folder needs --resume or "
+            "--force: a rerun never replaces finished runs silently."
         ),
         epilog="Example: causalfair sweep --algo ppo,ppo-c,ppo-cb --seeds 0-19 --system "
                "lending-1 --out runs/sweep --jobs 2. See docs/scale.md.",
@@ -43,7 +44,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="training iterations per run (default: the trainer's, 100)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other TrainConfig field for every run (repeatable)")
-    p.add_argument("--out", required=True, metavar="DIR", help="sweep folder")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="sweep folder: a new or empty one, or one holding an earlier sweep "
+                        "with --resume or --force (a folder of yours is never written into)")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="--out holds an earlier sweep: train only the runs it lacks (e.g. "
+                            "new seeds, or runs that failed) and tabulate them with its "
+                            "finished runs; a finished run of another configuration is refused")
+    again.add_argument("--force", action="store_true",
+                       help="--out holds an earlier sweep: train every run again and replace "
+                            "its runs and tables")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="t-intervals of level 1 - alpha over seeds (default: 0.05)")
     p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
@@ -70,9 +81,12 @@ def run(args: argparse.Namespace) -> int:
     systems = [s.strip() for s in args.system.split(",") if s.strip()]
     res = sweep(algos, parse_seeds(args.seeds), systems, params=parse_params(args.param),
                 overrides=overrides, out=args.out, backend=backend_from_args(args),
-                alpha=args.alpha, search_path=args.search_path)
+                alpha=args.alpha, search_path=args.search_path,
+                existing="resume" if args.resume else "force" if args.force else "refuse")
     print(res.to_markdown(), end="")
-    print(f"{len(res.runs)} runs written to {args.out} (runs.csv, table.csv, table.md, runs/)")
+    kept = f"; {res.reused} kept from the earlier sweep" if res.reused else ""
+    print(f"{len(res.runs)} runs written to {args.out} (runs.csv, table.csv, table.md, "
+          f"runs/{kept})")
     for sysid, algo, seed, msg in res.failed:
         print(f"causalfair sweep: error: run {algo} seed {seed} on {sysid} failed: {msg}",
               file=sys.stderr)

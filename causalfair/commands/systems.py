@@ -8,7 +8,9 @@ import sys
 from typing import Any
 
 from causalfair._io import SYSTEMS_SCHEMA_VERSION, to_jsonable, versioned
+from causalfair._usercode import load_callable
 from causalfair.commands._system import parse_params
+from causalfair.errors import CausalfairError
 from causalfair.systems import make, registered, spec
 
 
@@ -41,6 +43,20 @@ def print_json(doc: dict[str, Any]) -> None:
     sys.stdout.write("\n")
 
 
+def _factory_doc(args: argparse.Namespace) -> str:
+    """The first line of the docstring of a ``module:callable`` factory (a system of the
+    user's whose simulator class has none), else ``""``."""
+    import inspect
+
+    if ":" not in args.id:
+        return ""
+    try:
+        fn = load_callable(args.id, search_path=args.search_path, what=f"system factory {args.id!r}")
+    except CausalfairError:  # (not a callable: the system was made some other way)
+        return ""
+    return (inspect.getdoc(fn) or "").split("\n")[0].strip()
+
+
 def run(args: argparse.Namespace) -> int:
     if args.id is None:
         rows = [spec(i).to_dict() for i in registered()]
@@ -56,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(d)
         return 0
     dec = d["decisions"]
-    print(f"{d['id']}: {d['description']}")
+    print(f"{d['id']}: {d['description'] or _factory_doc(args) or '(no description)'}")
     print(f"  groups: {', '.join(d['groups'])} (weights {', '.join(f'{w:g}' for w in d['group_weights'])})")
     print(f"  actions: {', '.join(dec['labels'])}; baseline (pi0): {dec['labels'][dec['baseline']]}")
     if d["features"]:

@@ -42,7 +42,9 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
         raise LogError(
             f"simulate_logs: system {system.id!r} needs discrete levels and two actions for the "
             f"log format (it has {system.n_actions} actions and "
-            f"{'no' if system.n_levels is None else system.n_levels} levels).")
+            f"{'no' if system.n_levels is None else system.n_levels} levels); audit the system "
+            f"itself instead (causalfair decompose --system {system.id}), or log your own "
+            "decisions in the log format (docs/logs.md).")
     if isinstance(policy, str):
         policy = parse_policy(policy, system)
     n = int(n_individuals)

@@ -436,7 +436,7 @@ def _with_stats(res: ResolvedPolicy, vecnormalize: Any, where: str) -> ResolvedP
     if vecnormalize is None:
         source = getattr(res.policy, "source", None)
         if res.kind == "checkpoint" and source and _is_sb3(res):
-            refuse_stats_beside(source, res.label, where)
+            refuse_stats_beside(source, where)
         return res
     if isinstance(vecnormalize, str) and vecnormalize.strip().lower() == VECNORMALIZE_NONE:
         return res

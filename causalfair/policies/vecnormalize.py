@@ -196,7 +196,7 @@ def stats_fix(where: str) -> str:
             "of cf.as_policy or cf.audit) or --vecnormalize none to audit on raw observations")
 
 
-def refuse_stats_beside(checkpoint: str | os.PathLike[str], label: str, where: str) -> None:
+def refuse_stats_beside(checkpoint: str | os.PathLike[str], where: str) -> None:
     """Refuse a stable-baselines3 ``checkpoint`` given without statistics when a
     ``vecnormalize.pkl`` is kept with it (:func:`sibling_stats`): its network was trained
     on normalized observations. The message names ``where``, the option or key of the
@@ -204,7 +204,7 @@ def refuse_stats_beside(checkpoint: str | os.PathLike[str], label: str, where: s
     near = sibling_stats(checkpoint)
     if near is not None:
         raise PolicyError(
-            f"checkpoint {label}: {near} next to the checkpoint: the policy was trained on "
+            f"checkpoint {checkpoint}: {near} next to the checkpoint: the policy was trained on "
             f"normalized observations; {stats_fix(where)}.")
 
 

@@ -509,7 +509,8 @@ def as_system(obj: Any, *, id: str | None = None, params: Mapping[str, Any] | No
         return _from_simulator(obj, sid, params)
     missing = [m for m in _PROTOCOL if not callable(getattr(obj, m, None))]
     raise SystemError_(
-        f"{label}: got {type(obj).__name__} {short(obj)}, which is neither a causalfair "
+        f"{label}: {'its factory returned' if where else 'got'} {type(obj).__name__} "
+        f"{short(obj)}, which is neither a causalfair "
         f"System, a TabularModel nor a simulator (it lacks {', '.join(missing)}); give (or "
         "return from a factory) a System, a TabularModel, or an object with n_groups, "
         "reset, observe, draw_noise and step (docs/simulators.md; a registered name: "

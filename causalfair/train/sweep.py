@@ -10,7 +10,12 @@ driver writes into the sweep's folder::
     OUT/.causalfair-sweep            marks the folder as causalfair's
     OUT/runs.csv                     one row per run: system, algo, seed, wall_s, metrics
     OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo)
-    OUT/runs/SYSTEM/ALGO/seed-K/     checkpoint.pt, metrics.csv (or .jsonl), config.json
+    OUT/runs/SYSTEM/ALGO/seed-K/     checkpoint.pt, metrics.csv (or .jsonl), config.json,
+                                     result.json (final metrics, wall time, configuration)
+
+A sweep folder that already holds a sweep is refused unless ``existing="resume"`` (train
+only the runs without a ``result.json`` of the same configuration, tabulate them with the
+finished ones) or ``existing="force"`` (train every run again; ``OUT/runs/`` is replaced).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import atomic_write_bytes
+from causalfair._io import atomic_write_bytes, atomic_write_text, to_jsonable
 from causalfair.backends import SerialBackend, TaskError, available_cores, make_backend
 from causalfair.engines._mc_base import is_serial
 from causalfair.errors import ConfigError, OutputError
@@ -35,6 +40,10 @@ __all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "train_many", "w
 MARK = ".causalfair-sweep"
 #: Files of a run folder handed back to the driver.
 RUN_FILES = ("checkpoint.pt", "metrics.csv", "metrics.jsonl", "config.json")
+#: A finished run's final metrics, wall time and configuration (what a resumed sweep reuses).
+RESULT = "result.json"
+#: What :func:`sweep` does with a folder holding an earlier sweep.
+EXISTING = ("refuse", "resume", "force")
 #: At most this many runs per sweep (a typo such as --seeds 0-100000 is refused).
 MAX_RUNS = 10_000
 
@@ -105,11 +114,19 @@ def train_many(configs: Sequence[Any], *, backend: Any = None,
     return backend.map(_train_config, [(c, str(search_path)) for c in configs])
 
 
-def write_run(folder: Path, result: Mapping[str, Any]) -> None:
-    """Write a run's files (from :func:`train_many`) into ``folder``, atomically."""
+def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> None:
+    """Write a run's files (from :func:`train_many`) into ``folder``, atomically; with its
+    ``config``, also :data:`RESULT` (last: a run folder holding it is finished)."""
+    import json
+
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in result["files"].items():
         atomic_write_bytes(folder / name, lambda fh, d=data: fh.write(d))
+    if config is not None:
+        doc = {"metrics": {k: v for k, v in result["metrics"].items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)},
+               "wall_s": result["wall_s"], "config": _config_doc(config)}
+        atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
 
 
 @dataclass
@@ -123,6 +140,8 @@ class SweepResult:
     failed: list[tuple[str, str, int, str]] = field(default_factory=list)
     out: Path | None = None
     alpha: float = 0.05
+    #: How many runs a resumed sweep took from the earlier sweep (not trained again).
+    reused: int = 0
 
     def to_markdown(self, metrics: Sequence[str] = ("utility", "C", "DPE", "IPE", "SPE",
                                                     "Lambda")) -> str:
@@ -160,12 +179,17 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, f
     return m, m - h, m + h
 
 
-def _prepare_out(out: Path) -> None:
+def _prepare_out(out: Path, existing: str) -> None:
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: is a file, not a sweep folder; choose another --out.")
     if out.is_dir() and any(out.iterdir()) and not (out / MARK).exists():
         raise OutputError(f"{out}: is an existing folder causalfair did not write (no {MARK}); "
                           "choose another --out (causalfair never writes into a folder of yours).")
+    earlier = any((out / name).exists() for name in ("runs", "runs.csv", "table.csv"))
+    if earlier and existing == "refuse":
+        raise OutputError(f"{out}: holds an earlier sweep; add --resume to train only the runs "
+                          "it lacks (its finished runs are kept), or --force to train every run "
+                          "again and replace them, or choose another --out.")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / MARK).touch()
@@ -173,10 +197,42 @@ def _prepare_out(out: Path) -> None:
         raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
 
 
+def _run_dir(out: Path, sysid: str, algo: str, seed: int) -> Path:
+    return out / "runs" / sysid.replace(":", "_") / algo / f"seed-{seed}"
+
+
+def _config_doc(config: Any) -> dict[str, Any]:
+    import dataclasses
+    import json
+
+    return json.loads(json.dumps(to_jsonable(dataclasses.asdict(config))))
+
+
+def _finished(folder: Path, config: Any) -> dict[str, Any] | None:
+    """The result of the run in ``folder`` when it finished with ``config`` (its
+    :data:`RESULT`), None when it did not finish; a run of another configuration raises
+    :class:`OutputError` (a resumed sweep never mixes two configurations)."""
+    import json
+
+    try:
+        doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+        metrics, wall_s, then = dict(doc["metrics"]), float(doc["wall_s"]), dict(doc["config"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not finished (or not readable): trained again
+    now = _config_doc(config)
+    diff = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+    if diff:
+        k = diff[0]
+        raise OutputError(f"--resume: {folder} was trained with {k}={then.get(k)!r}, this sweep "
+                          f"asks {k}={now.get(k)!r}; use --force to train every run again, or "
+                          "choose another --out.")
+    return {"metrics": metrics, "wall_s": wall_s, "files": {}, "history": None}
+
+
 def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = ("lending-1",), *,
           params: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None,
           out: str | os.PathLike[str] | None = None, backend: Any = None, alpha: float = 0.05,
-          search_path: str | os.PathLike[str] = ".") -> SweepResult:
+          search_path: str | os.PathLike[str] = ".", existing: str = "refuse") -> SweepResult:
     """Train every (system, algorithm, seed); tabulate the final metrics.
 
     ``overrides``: further :class:`~causalfair.train.TrainConfig` fields for every run
@@ -184,6 +240,8 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     "ray") or a :mod:`causalfair.backends` object. ``out``: the sweep folder (module
     docstring); None writes nothing. Runs that raise are listed in ``failed`` (the
     others still finish and are tabulated). ``alpha``: the t-intervals' level 1 - alpha.
+    ``existing``: what an ``out`` holding an earlier sweep gets (module docstring):
+    ``"refuse"`` (:class:`OutputError`), ``"resume"`` or ``"force"``.
     """
     import pandas as pd
 
@@ -199,6 +257,9 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
         raise ConfigError("systems: give at least one system id, e.g. lending-1.")
     if not 0.0 < alpha < 1.0:
         raise ConfigError(f"alpha: must be in (0, 1), got {alpha}.")
+    if existing not in EXISTING:
+        raise ConfigError(f"existing: bad value {existing!r}; allowed values: "
+                          f"{', '.join(EXISTING)}.")
     n_runs = len(algos) * len(seeds) * len(systems)
     if n_runs > MAX_RUNS:
         raise ConfigError(f"sweep: {n_runs} runs is more than {MAX_RUNS}; split the sweep.")
@@ -218,13 +279,24 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
             except TypeError as exc:
                 raise ConfigError(f"overrides: {exc}") from None
     out_path = Path(out) if out is not None else None
+    configs = [_config(sy, params or {}, a, k, overrides) for sy, a, k in combos]
+    done: dict[int, dict[str, Any]] = {}
     if out_path is not None:
-        _prepare_out(out_path)
+        _prepare_out(out_path, existing)
+        for i, ((sy, a, k), c) in enumerate(zip(combos, configs, strict=True)):
+            if existing == "resume" and (r := _finished(_run_dir(out_path, sy, a, k), c)):
+                done[i] = r
 
-    results = train_many([_config(sy, params or {}, a, k, overrides) for sy, a, k in combos],
-                         backend=backend, search_path=search_path)
+    todo = [i for i in range(len(combos)) if i not in done]
+    trained = iter(train_many([configs[i] for i in todo], backend=backend,
+                              search_path=search_path))
+    results = [done[i] if i in done else next(trained) for i in range(len(combos))]
+    if out_path is not None and existing == "force":  # the earlier sweep's runs go
+        import shutil
+
+        shutil.rmtree(out_path / "runs", ignore_errors=True)
     rows, failed = [], []
-    for (sysid, algo, seed), r in zip(combos, results, strict=True):
+    for i, ((sysid, algo, seed), r) in enumerate(zip(combos, results, strict=True)):
         if isinstance(r, TaskError):
             # an input error (user code included) says what broke itself; a crash keeps its kind
             failed.append((sysid, algo, seed,
@@ -233,8 +305,8 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
         rows.append({"system": sysid, "algo": algo, "seed": seed, "wall_s": r["wall_s"],
                      **{k: v for k, v in r["metrics"].items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)}})
-        if out_path is not None:
-            write_run(out_path / "runs" / sysid.replace(":", "_") / algo / f"seed-{seed}", r)
+        if out_path is not None and i not in done:
+            write_run(_run_dir(out_path, sysid, algo, seed), r, configs[i])
     runs = pd.DataFrame(rows)
     metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "wall_s")]
     table_rows = []
@@ -246,7 +318,8 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                                    "mean": mean, "lower": lo, "upper": hi})
     table = pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",
                                               "upper"])
-    res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha)
+    res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha,
+                      reused=len(done))
     if out_path is not None:
         for name, text in (("runs.csv", runs.to_csv(index=False)),
                            ("table.csv", table.to_csv(index=False)),

@@ -113,6 +113,8 @@ def test_relative_verdicts_are_the_differences_of_two_audits(tmp_path, engine):
 def test_the_gate_fails_on_a_relative_threshold_and_refuses_bad_baselines(tmp_path, capsys):
     ok = _spec(tmp_path, "exact", "abs_C = 0.0", "ok.toml")
     bad = _spec(tmp_path, "exact", "utility = 0.5", "bad.toml")
+    bad.write_text(bad.read_text().replace('name = "rel"', 'name = "rel-utility"'))  # one gate:
+    # distinct names
     assert main(["gate", str(ok)]) == 0
     assert main(["gate", str(ok), str(bad), "--junit", str(tmp_path / "g.xml")]) == 1
     assert "utility drop vs baseline &lt;= 0.5" in (tmp_path / "g.xml").read_text()

@@ -32,5 +32,6 @@ def test_simulate_logs_refuses_systems_without_levels_or_with_three_actions(tmp_
     m = cf.lending_setting("lending-1").tabular
     three = m.with_(kernel=np.concatenate([m.kernel, m.kernel[:, :1]], axis=1),
                     reward=np.concatenate([m.reward, m.reward[:, :1]], axis=1))
-    with pytest.raises(LogError, match="needs discrete levels and two actions"):
+    with pytest.raises(LogError, match=r"needs discrete levels and two actions .*audit the "
+                       r"system itself instead \(causalfair decompose --system .*docs/logs.md"):
         simulate_logs(three, "never", 10, 3)

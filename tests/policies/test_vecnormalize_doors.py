@@ -152,7 +152,7 @@ def test_a_spec_baseline_takes_its_statistics(trained, capsys, tmp_path):
                                  baseline=base.format('vecnormalize = "none"'))))
     assert abs(raw["utility"] - want["utility"]) > 1e-3  # another policy without them
     # without statistics each door refuses, naming its own option
-    with pytest.raises(CausalfairError, match=r"\[baseline\]: checkpoint ppo.zip: .*next to the "
+    with pytest.raises(CausalfairError, match=r"\[baseline\]: checkpoint \S*ppo.zip: .*next to the "
                        r"checkpoint.*set \[baseline\] vecnormalize = \"PATH\" in the spec"):
         cf.audit(_spec(folder, "b_bare.toml", baseline=base.format("")))
     with pytest.raises(PolicyError, match="pass baseline_vecnormalize=PATH"):

@@ -90,7 +90,7 @@ def test_factory_errors_are_one_line_and_name_the_fix(tmp_path):
         ("nomodule:make", r"cannot import module 'nomodule' \(looked in .* and the installed packages\): No module named 'nomodule'; put nomodule.py next to the spec"),
         ("broken:make", r"importing module 'broken' raised RuntimeError: boom"),
         ("wrong:nothere", r"module 'wrong' has no attribute 'nothere'"),
-        ("wrong:make", r"returned int, which is neither a causalfair System, a TabularModel nor a simulator"),
+        ("wrong:make", r"factory returned int 42, which is neither a causalfair System, a TabularModel nor a simulator"),
         ("half:make", r"it lacks observe, draw_noise, step"),
     ]
     try:
