@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from causalfair._validation import ENGINES  # the engines' one home
+from causalfair.engines.benefit import WEIGHTS  # Lambda's weightings' one home
 from causalfair.errors import SpecError, short
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
 from causalfair.policies.core import BUILTIN_POLICIES
@@ -34,8 +36,6 @@ __all__ = ["ENGINES", "WEIGHTS", "METRICS", "RETRAIN_ALGOS", "TOP_KEYS", "RELATI
            "check_keys", "logs_section", "system_section", "model_section", "policy_section",
            "thresholds_section", "baseline_section", "retrain_section"]
 
-ENGINES = ("auto", "exact", "mc")
-WEIGHTS = ("visitation", "initial")
 
 #: Quantities a spec can report (``metrics``) and threshold.
 METRICS: tuple[str, ...] = (
