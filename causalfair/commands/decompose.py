@@ -40,8 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "registered one such as lending-1, or your own 'module:callable' factory) "
             "and its decomposition C = DPE + IPE + SPE (direct, indirect, spurious "
             "effects), per-group values V^pi, V^PS, V^pi0, benefit fairness Lambda and "
-            "the worst benefit pairs. The exact engine (default) checks the identities "
-            "of the method and reports them as diagnostics; --engine mc estimates the "
+            "the worst benefit pairs. The exact engine (the default on a system with a "
+            "tabular model) checks the identities of the method and reports them as "
+            "diagnostics; --engine mc (the default on any other system) estimates the "
             "same figures by Monte Carlo with confidence intervals; --logs estimates "
             "them from a decision log with bootstrap intervals."
         ),

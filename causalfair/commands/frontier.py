@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--constraint", choices=("C", "DPE", "DP"), default="C",
                    help="the bounded disparity (default: C)")
     p.add_argument("--out", metavar="DIR",
-                   help="output folder (default: ./frontier-<setting>)")
+                   help="output folder (default: ./frontier-<system id>, e.g. ./frontier-lending-1)")
     p.add_argument("--policy", nargs="+", action="extend", metavar="P",
                    help="policies to place, each a built-in, a checkpoint path or a factory "
                         "'module:callable' (looked up in --search-path first; default: "
