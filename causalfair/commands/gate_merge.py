@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "docs/limits.md) before anything is written: a malformed one is refused with "
             "exit 2, naming the file and the field; so is a merge with a shard missing or "
             "given twice, shards of different spec lists or causalfair versions, or "
-            "--junit-in files lacking a spec that fails in the JSON. Exits with the merged "
+            "--junit-in files lacking, or showing passing, a spec that fails in the JSON. Exits with the merged "
             "exit code (0 pass, 1 fail, 2 when a shard holds a spec that could not be "
             "audited)."
         ),
