@@ -328,3 +328,18 @@ def test_a_run_folder_given_as_the_checkpoint_is_named_a_folder(hiring, capsys):
         capsys.readouterr().err
     assert code == 2, err
     assert "checkpoint runs/h: is a folder; give the checkpoint file in it" in err, err
+
+
+def test_the_system_options_are_refused_with_logs(tmp_path, capsys):
+    # with --logs the model is fitted to the log: --setting or --levels were silently ignored
+    from causalfair.logs.simulate import simulate_logs
+
+    log = tmp_path / "log.csv"
+    simulate_logs("lending-1", "random:0.5", n_individuals=2000, horizon=3, seed=0).to_csv(
+        log, index=False)
+    assert main(["decompose", "--logs", str(log), "--boot", "0"]) == 0
+    capsys.readouterr()
+    assert main(["decompose", "--logs", str(log), "--setting", "lending-2", "--levels",
+                 "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--setting, --levels: not with --logs FILE" in err, err

@@ -143,6 +143,15 @@ def _state_options(args: argparse.Namespace) -> dict:
 
 
 def run_logs(args: argparse.Namespace) -> int:
+    system_flags = [flag for flag, dest in (("--system", "system"), ("--param", "param"),
+                                            ("--setting", "setting"), ("--levels", "levels"),
+                                            ("--interest", "interest"))
+                    if getattr(args, dest, None) not in (None, [])]
+    if system_flags:  # they would be ignored: the model is fitted to the log
+        raise UsageError(f"{', '.join(system_flags)}: not with --logs FILE (the audit from a "
+                         "decision log fits its model to the log); remove "
+                         f"{'them' if len(system_flags) > 1 else 'it'}, or drop --logs to "
+                         "audit the system.")
     if args.boot < 0 or args.boot == 1:
         raise UsageError(f"--boot: must be 0 (no intervals) or >= 2 (one replicate has no "
                          f"spread), got {args.boot}.")
