@@ -204,7 +204,8 @@ class AuditResult:
         for k in spec.metrics:
             if k in self.quantities:
                 e, lo, hi, s = self.quantities[k]
-                ci = f"   CI [{lo:+.6f}, {hi:+.6f}]" if s is not None else ""
+                ci = (f"   {100 * (1 - spec.alpha):g}% CI [{lo:+.6f}, {hi:+.6f}]"
+                      if s is not None else "")
                 lines.append(f"  {k:<12} {e:+.6f}{ci}")
         return "\n".join(lines)
 

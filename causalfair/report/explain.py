@@ -21,7 +21,7 @@ from causalfair.thresholds import threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
            "model_index", "fmt", "what_changed", "failure_drivers", "change_lines",
-           "pairs_lines", "PAIR_COLUMNS", "doc_gain_unit"]
+           "pairs_lines", "PAIR_COLUMNS", "doc_gain_unit", "spec_sha256", "md_cell", "md_text"]
 
 #: quantity -> (definition, sign convention, unit)
 GLOSSARY: dict[str, tuple[str, str, str]] = {
@@ -137,6 +137,12 @@ def _has_interval(q: Mapping[str, Any]) -> bool:
     return q.get("se") is not None and q["ci_lower"] != q["ci_upper"]
 
 
+def _straddles_zero(q: Mapping[str, Any]) -> bool:
+    """Whether a quantity's interval holds 0 (its sign, which group it favours, is then
+    not established by the sample)."""
+    return _has_interval(q) and q["ci_lower"] <= 0.0 <= q["ci_upper"]
+
+
 def _ci_text(doc: Mapping[str, Any], key: str, negate: bool = False
              ) -> tuple[str, list[tuple[str, float]]]:
     """" (95% CI lo to hi)" for a quantity with an interval, else ""; with ``negate``
@@ -233,12 +239,21 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
         C = _q(doc, "C")["estimate"]
         ahead, behind = (a, b) if C >= 0 else (b, a)
         ci, ci_src = _ci_text(doc, "C", negate=C < 0)
+        if float(fmt(C)) == 0.0:  # a gap that prints as 0.0000 favours neither group
+            gap = f"{a} and {b} end with the same {gname} to 4 decimals"
+            ci, ci_src = _ci_text(doc, "C")
+            src: list[tuple[str, float]] = [("quantities/C/estimate", C)]
+        else:
+            gap = f"{ahead} ends with {fmt(abs(C))} more {gname} than {behind}"
+            src = [("-quantities/C/estimate" if C < 0 else "quantities/C/estimate", abs(C)),
+                   ("quantities/C/estimate", C)]
+        unsettled = ("; its interval contains 0, so the sample does not settle which group "
+                     "gains more" if ci and float(fmt(C)) != 0.0 and _straddles_zero(_q(doc, "C"))
+                     else "")
         out.append(Sentence(
             "gap",
-            f"Over T = {T} decisions, {ahead} ends with {fmt(abs(C))} more {gname} than {behind}"
-            f"{ci}, in {unit} (C = {fmt(C)}; positive values favour {a}, negative values "
-            f"favour {b}).", (("-quantities/C/estimate" if C < 0 else "quantities/C/estimate",
-                               abs(C)), ("quantities/C/estimate", C), *ci_src)))
+            f"Over T = {T} decisions, {gap}{ci}, in {unit} (C = {fmt(C)}; positive values "
+            f"favour {a}, negative values favour {b}){unsettled}.", (*src, *ci_src)))
         parts, src = [], []
         for key, words in (("DPE", "the direct effect of the decisions"),
                            ("IPE", "their delayed effect through changed qualifications"),
@@ -249,6 +264,8 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
             shown = float(fmt(q["estimate"]))  # the side of the printed value: a -0.0000
             who = a if shown > 0 else b if shown < 0 else "neither group"  # favours no one
             ci, csrc = _ci_text(doc, key)
+            if ci and shown != 0 and _straddles_zero(q):
+                who += " by its estimate only (its interval contains 0)"
             parts.append(f"{words} ({key}) contributes {fmt(q['estimate'])}{ci}, favouring {who}")
             src += [(f"quantities/{key}/estimate", q["estimate"]), *csrc]
         if parts:
@@ -320,11 +337,26 @@ def change_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
     if not att:
         return []
     return [f"{heading} What changed against the baseline policy", ""] + [
-        f"- {_md_cell(t)}" for t in what_changed(att, unit=_unit(doc)[1])] + [""]
+        f"- {md_cell(t)}" for t in what_changed(att, unit=_unit(doc)[1])] + [""]
 
 
-def _md_cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+#: What would start inline HTML in a Markdown cell: "<" before a tag name, "/", "!" or "?"
+#: (a threshold's "<=" stays as it is), "&" before an entity.
+_MD_HTML = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[0-9A-Za-z]+;)")
+
+
+def md_text(text: str) -> str:
+    """Markdown prose holding user strings (group names in sentences and definitions):
+    what would start inline HTML is escaped (:data:`_MD_HTML`)."""
+    return _MD_HTML.sub(lambda m: "\\" + m.group(), text)
+
+
+def md_cell(text: Any) -> str:
+    """A user string (a group name, a label) for a Markdown table cell of card.md,
+    annex-iv.md or ll144.md: pipes, line breaks and what would start inline HTML are
+    escaped, so it reads as the text it is."""
+    return md_text(str(text).replace("|", "\\|").replace("\n", " "))
+
 
 
 #: The columns of the pairs table of card.md and annex-iv.md: audit.json's ``pairs`` keys.
@@ -353,8 +385,8 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
 
     lines = [f"{heading} Pairs of groups", "",
              f"Each pair X-Y of the {len(doc['decomposition'].get('groups') or {})} groups"
-             + (f" (reference group {_md_cell(ref)})" if ref else "")
-             + f"; worst pair: {_md_cell(pairs.get('worst'))} (the largest |C|). C, DPE, IPE "
+             + (f" (reference group {md_cell(ref)})" if ref else "")
+             + f"; worst pair: {md_cell(pairs.get('worst'))} (the largest |C|). C, DPE, IPE "
              f"and SPE: group X's value minus group Y's, in {_unit(doc)[1]}; Lambda: a "
              "probability (0 to 1); ratio_V and ratio_selection: the smaller of the two "
              "groups' values over the larger (1 is equal; the four-fifths rule reads >= 0.8). "
@@ -364,36 +396,62 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
              "| pair | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     for name, v in values.items():
         mark = " (worst)" if name == pairs.get("worst") else ""
-        lines.append(f"| {_md_cell(name)}{mark} | "
+        lines.append(f"| {md_cell(name)}{mark} | "
                      + " | ".join(cell(v.get(k)) for k in keys) + " |")
     return lines + [""]
 
 
+def _about_c(key: str) -> bool:
+    """Whether the threshold ``key`` bounds C or one of its parts (abs_C, DPE[B-A],
+    max_abs_IPE, SPE vs baseline, ...): what an attribution of C can explain."""
+    base = key.removesuffix(" vs baseline").split("[", 1)[0]
+    return base.removeprefix("max_").removeprefix("abs_") in ("C", "DPE", "IPE", "SPE")
+
+
 def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> list[str]:
-    """What a FAIL report opens with: what drives the failure (the largest path, step and
-    cells of ``att``, an attribution against the [baseline] policy or, without one,
-    against pi0, where the change is the policy's DPE + IPE) and the repair options."""
+    """What a FAIL report opens with: what drives the failing thresholds on C and its parts
+    (the largest path, step and cells of ``att``, an attribution against the [baseline]
+    policy or, without one, the exact attribution against pi0: C minus SPE, the system's
+    gap, is the policy's own DPE + IPE), the failing thresholds it does not explain
+    (Lambda, the other notions, utility), and the repair options."""
     if doc.get("overall") != "FAIL":
         return []
     out = []
     failing = [v["key"] for v in doc.get("verdicts") or [] if v["status"] == "FAIL"]
-    if att is not None:
+    on_c = [k for k in failing if _about_c(k)]
+    others = [k for k in failing if k not in on_c]
+    if att is not None and on_c:
         big = att["largest"]
-        against = ("the baseline policy pi0 (no [baseline] given)" if att["baseline"] == "pi0"
-                   else f"the baseline policy {att['baseline']}")
         word, level = ("level " if att.get("cells") == "levels" else ""), _att_level(att)
         cells = ", ".join(f"{c['group']} / {word}{c['cell']} ({_part_text(c, level)})"
                           for c in big["cells"])
         path = {"estimate": big["path_estimate"], "interval": big.get("path_interval")}
         step = {"estimate": big["step_estimate"], "interval": big.get("step_interval")}
-        out.append(f"What drives the failure ({', '.join(failing)}), against {against}: "
+        if att["baseline"] == "pi0":
+            dec = doc["decomposition"]
+            exact = (doc.get("extra") or {}).get("exact") if dec["engine"] != "exact" else None
+            ref = exact or dec  # the attribution is exact: so are the C and SPE it is set against
+            note = ("exact values from the tabular model (audit.json extra/exact), not the "
+                    "Monte Carlo estimates; " if exact else "")
+            against = (f"against the baseline policy pi0 (no [baseline] given; {note}C = "
+                       f"{fmt(ref['C'])}, of which SPE = {fmt(ref['SPE'])} is the gap without "
+                       "any decision, which no policy changes, and DPE + IPE = "
+                       f"{_part_text(att['total']['C'], level)} the policy's own part)")
+        else:
+            against = f"against the baseline policy {att['baseline']}"
+        out.append(f"What drives the failure of {', '.join(on_c)}, {against}: "
                    f"mostly the {big['path']} path ({_part_text(path, level)}), step t = "
                    f"{big['step']} ({_part_text(step, level)})"
                    + (f", cells {cells}" if cells else "")
                    + f" (changes in C, in {_unit(doc)[1]}).")
+        if others:
+            out.append(f"Also failing: {', '.join(others)}; not a part of C, so the "
+                       "attribution above does not explain "
+                       + ("it" if len(others) == 1 else "them") + " (see Details).")
     else:
-        out.append(f"Failing: {', '.join(failing)} (no per-step and per-cell attribution: "
-                   "it needs a tabular model or a [baseline] policy).")
+        out.append(f"Failing: {', '.join(failing)} (no per-step and per-cell attribution"
+                   + (": it needs a tabular model or a [baseline] policy)." if on_c else
+                      " of C: none of these is C or a part of it)."))
     out.append("Repair options: causalfair gate SPEC --retrain retrains the policy with the "
                "spec's [retrain] algo (ppo-c and ppo-cb penalise C and Lambda; exact, on a "
                "tabular system, solves the constrained repair), or compare candidates with "
@@ -483,12 +541,21 @@ def model_index(doc: Mapping[str, Any]) -> list[str]:
     return y
 
 
+def spec_sha256(doc: Mapping[str, Any]) -> str:
+    """The spec's SHA-256 every output states (card.md, annex-iv.md, the report's
+    provenance): of the parsed spec (audit.json ``spec/parsed``) as canonical JSON (sorted
+    keys), so it can be recomputed from audit.json alone and does not change with the
+    file's comments or layout."""
+    return hashlib.sha256(json.dumps((doc.get("spec") or {}).get("parsed"), sort_keys=True,
+                                     default=str).encode()).hexdigest()
+
+
 def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
-    """``card.md``: a YAML metadata block (metrics with CI bounds, verdicts, spec hash,
-    checkpoint SHA-256, versions) and one plain-language paragraph per metric."""
+    """``card.md``: a YAML metadata block (metrics with CI bounds, verdicts, spec hash
+    (:func:`spec_sha256`, the one annex-iv.md and the report state), checkpoint SHA-256,
+    versions) and one plain-language paragraph per metric. ``spec_text`` is accepted and
+    not used: the hash is of the parsed spec, which audit.json holds."""
     prov = doc.get("provenance") or {}
-    spec_bytes = (spec_text if spec_text is not None else json.dumps(
-        doc["spec"].get("parsed"), sort_keys=True, default=str)).encode()
     level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
     y = ["---", f"audit: {_yaml_value(doc['name'])}", f"overall: {doc['overall']}",
          f"engine: {doc['decomposition']['engine']}",
@@ -498,7 +565,7 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
          f"system: {_yaml_value((doc.get('system') or {}).get('id'))}",
          f"policy: {_yaml_value(doc['policy']['label'])}",
          f"checkpoint_sha256: {_yaml_value(doc['policy'].get('checkpoint_sha256'))}",
-         f"spec_sha256: {hashlib.sha256(spec_bytes).hexdigest()}",
+         f"spec_sha256: {spec_sha256(doc)}  # of the parsed spec as canonical JSON",
          f"ci_level: {_yaml_value(level / 100)}  # null ci bounds: exact values, no sampling error",
          "metrics:"]
     ben = doc.get("benefit") or {}
@@ -524,9 +591,9 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
     y += model_index(doc)
     y.append("---")
     lines = y + ["", f"# Fairness audit card: {doc['name']}", ""]
-    lines += [s.text for s in sentences(doc)[:1]] + [""]
+    lines += [md_text(s.text) for s in sentences(doc)[:1]] + [""]
     lines += ["## Metrics", ""]
-    by_topic = {s.topic: s.text for s in sentences(doc)}
+    by_topic = {s.topic: md_text(s.text) for s in sentences(doc)}
     words = doc_glossary(doc)
     level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
     for k, q in (doc.get("quantities") or {}).items():
@@ -534,14 +601,14 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
         est = fmt(q["estimate"])
         ci = "" if not _has_interval(q) else (
             f", {level:g}% CI {fmt(q['ci_lower'])} to {fmt(q['ci_upper'])}")
-        lines.append(f"**{k} = {est}{ci}** ({unit}). {definition} Sign: {sign}".rstrip())
+        lines.append(md_text(f"**{k} = {est}{ci}** ({unit}). {definition} Sign: {sign}".rstrip()))
         lines.append("")
     for topic in ("gap", "decomposition"):
         if topic in by_topic:
             lines += [by_topic[topic], ""]
     lines += pairs_lines(doc) + change_lines(doc)
     lines += ["## Verdicts", ""]
-    lines += [f"- {s.text}" for s in sentences(doc) if s.topic.startswith("threshold:")] or [
+    lines += [f"- {md_text(s.text)}" for s in sentences(doc) if s.topic.startswith("threshold:")] or [
         "- no thresholds"]
     lines += ["", "## Assumptions", ""] + [f"- {a}" for a in assumptions(doc)] + [""]
     return "\n".join(lines)

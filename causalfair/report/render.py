@@ -38,8 +38,10 @@ from causalfair.report.explain import (
     card_markdown,
     doc_glossary,
     failure_drivers,
+    fmt,
     glossary,
     sentences,
+    spec_sha256,
     what_changed,
 )
 from causalfair.report.export import export_files, links_markdown, report_exports
@@ -77,6 +79,26 @@ MISSING = "n/a"
 
 def _is_exact(r: AuditResult) -> bool:
     return r.spec.source == "model" and r.decomposition.engine == "exact"
+
+
+def _exact_note(r: AuditResult) -> str:
+    """The title note of a table with intervals that also holds values without one (a
+    Monte Carlo audit's Lambda and notions, exact on the tabular model; a log audit's
+    notions, plug-in values of the fitted model): their interval cells read n/a, not a
+    zero-width "confidence interval"."""
+    if r.decomposition.engine == "logs":
+        return " (n/a interval: a plug-in value of the model fitted to the logs, no interval computed)"
+    return " (n/a interval: a value computed exactly on the tabular model, no sampling error)"
+
+
+def _exact_in_mc(r: AuditResult, key: str, lower: float, upper: float) -> bool:
+    """Whether ``key`` (a metric or a threshold key such as abs_C, Lambda vs baseline) is
+    a value without sampling error in an audit that has intervals: no standard error and
+    a zero-width interval (the Monte Carlo engine's Lambda and notions, exact on the
+    model)."""
+    base = key.removesuffix(" vs baseline").removeprefix("abs_")
+    q = r.quantities.get(base)
+    return q is not None and q[3] is None and lower == upper
 
 
 def _unit_of(r: AuditResult, key: str) -> str:
@@ -157,13 +179,17 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         tabs.append(("Metrics (exact values)", ["quantity", "value", "unit"], rows, None))
     else:
         level = ci_level(r)
-        rows = [[v.label, v.estimate, v.lower, v.upper, v.status] for v in r.verdicts]
-        tabs.append(("Verdicts", ["threshold", "estimate", f"{level}% CI lower",
-                                  f"{level}% CI upper", "verdict"], rows, 4))
-        rows = [[k, q[k][0], q[k][3], q[k][1], q[k][2], _unit_of(r, k)]
+        rows = [[v.label, v.estimate, *((MISSING, MISSING) if _exact_in_mc(r, v.key, v.lower, v.upper)
+                                        else (v.lower, v.upper)), v.status] for v in r.verdicts]
+        tabs.append(("Verdicts" + _exact_note(r) * any(x[2] == MISSING for x in rows),
+                     ["threshold", "estimate", f"{level}% CI lower", f"{level}% CI upper",
+                      "verdict"], rows, 4))
+        rows = [[k, q[k][0], q[k][3], *((MISSING, MISSING) if _exact_in_mc(r, k, q[k][1], q[k][2])
+                                        else (q[k][1], q[k][2])), _unit_of(r, k)]
                 for k in r.spec.metrics if k in q]
-        tabs.append(("Metrics", ["quantity", "estimate", "standard error", f"{level}% CI lower",
-                                 f"{level}% CI upper", "unit"], rows, None))
+        tabs.append(("Metrics" + _exact_note(r) * any(x[3] == MISSING for x in rows),
+                     ["quantity", "estimate", "standard error", f"{level}% CI lower",
+                      f"{level}% CI upper", "unit"], rows, None))
     dec = r.decomposition
     rows = [[g, dec.V[i], dec.V_ps[i], dec.V_0[i], dec.V[i] - dec.V_ps[i],
              dec.V_ps[i] - dec.V_0[i], dec.utility_by_group[i]] for i, g in enumerate(dec.groups)]
@@ -182,8 +208,10 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         note += f"; eps = {r.benefit.eps:g} {gain_unit(r)}, {r.benefit.eps_source}"
         a, b = (r.benefit.groups[i] for i in r.benefit.pair)
         of = "" if len(r.benefit.groups) == 2 else f" of groups {a} and {b}"
-        tabs.append((f"Worst benefit pairs{of} (Lambda = {r.benefit.Lambda:.6f}{note})",
-                     list(wp.columns), wp.values.tolist(), None))
+        tabs.append((f"Worst benefit pairs{of} (Lambda = {r.benefit.Lambda:.6f}{note}; "
+                     "values rounded to 4 decimals)", list(wp.columns),
+                     [[fmt(float(c)) if isinstance(c, (float, np.floating)) else c for c in row]
+                      for row in wp.values.tolist()], None))
     rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
     for k, v in r.notions.items():
         if isinstance(v, dict):
@@ -226,6 +254,9 @@ def _repair_table(rep: dict[str, Any]) -> tuple[str, list[str], list[list[Any]],
     title = "Constrained repair: " + ", ".join(rep.get("constraints", []))
     if not rep.get("passed"):
         title += " (no passing repair found)"
+    title += ("; the rows are the repair's own evaluations of its policy tables: the written "
+              "checkpoint (a float32 network) reproduces them to rounding, and its audit is "
+              "the 'after' column above")
     return title, ["policy", "utility", "C", "Lambda", "repair utility / this"], rows, None
 
 
@@ -235,7 +266,8 @@ def _provenance_rows(doc: dict[str, Any]) -> list[list[Any]]:
             ["platform", prov["platform"]]]
     rows += [[k, v] for k, v in prov["dependencies"].items()]
     pol = doc["policy"]
-    rows += [["policy", pol["label"]], ["checkpoint sha256", pol["checkpoint_sha256"]]]
+    rows += [["policy", pol["label"]], ["checkpoint sha256", pol["checkpoint_sha256"]],
+             ["spec sha256 (parsed spec, canonical JSON)", spec_sha256(doc)]]
     rows += [[f"seed ({k})", v] for k, v in doc["seeds"].items() if v is not None]
     return rows
 
@@ -449,6 +481,6 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
         (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before), encoding="utf-8")
         (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
 
-        (tmp / "card.md").write_text(card_markdown(doc, _spec_text(r)), encoding="utf-8")
+        (tmp / "card.md").write_text(card_markdown(doc), encoding="utf-8")
 
     return write_folder(out, fill, kind="report")

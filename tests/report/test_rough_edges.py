@@ -104,7 +104,7 @@ def test_fail_report_opens_with_drivers_and_repairs(failing):
     drivers = summary[2]
     att = attribute_exact(failing.model, failing.policy_table, "pi0", 20)
     big = att.largest()
-    assert drivers.startswith("What drives the failure (abs_C), against the baseline policy pi0")
+    assert drivers.startswith("What drives the failure of abs_C, against the baseline policy pi0")
     assert f"mostly the {big['path']} path ({big['path_estimate']:.4f})" in drivers
     assert f"step t = {big['step']}" in drivers
     assert f"{big['cells'][0]['group']} / level {big['cells'][0]['cell']}" in drivers
