@@ -256,7 +256,7 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
             f"favour {a}, negative values favour {b}){unsettled}.", (*src, *ci_src)))
         parts, src = [], []
         for key, words in (("DPE", "the direct effect of the decisions"),
-                           ("IPE", "their delayed effect through changed qualifications"),
+                           ("IPE", "their delayed effect through the states the decisions lead to"),
                            ("SPE", "the gap that exists without any decision")):
             q = _q(doc, key)
             if q is None:
