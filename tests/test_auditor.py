@@ -259,3 +259,12 @@ def test_the_repair_table_says_why_its_utility_differs_from_the_audit_at_roundin
          "original": {"utility": 4.28, "C": -0.17, "Lambda": 0.149}})
     assert "the written checkpoint (a float32 network) reproduces them to rounding" in title
     assert "'after' column" in title and rows[1][0] == "repair"
+
+
+def test_the_attribution_summary_states_its_interval_level():
+    from causalfair.engines.attribution import attribute
+
+    m = cf.lending_setting("lending-1").tabular
+    a = attribute(m, "threshold:0.5", baseline="always", engine="mc", n=500, seed=0, alpha=0.1)
+    lines = [ln for ln in a.summary().splitlines() if "CI [" in ln]
+    assert lines and all("90% CI [" in ln for ln in lines), a.summary()

@@ -211,7 +211,8 @@ class Attribution:
         lines = [f"Attribution of the change in C ({self.engine}): {self.policy} vs {self.baseline}"]
         for k in ("C", *PATHS):
             e, s = self.total[k]
-            ci = "" if s == 0 else "   CI [{:+.6f}, {:+.6f}]".format(*self._interval(e, s))
+            ci = "" if s == 0 else "   {:g}% CI [{:+.6f}, {:+.6f}]".format(
+                100 * (1 - self.alpha), *self._interval(e, s))
             lines.append(f"  {k:<4} {e:+.6f}{ci}")
         lines.append("  " + self.line())
         return "\n".join(lines)
