@@ -26,6 +26,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -307,6 +308,21 @@ class OSExitCalled(BaseException):
     """User code called ``os._exit`` while :func:`refuse_os_exit` was in force."""
 
 
+#: The guard of :func:`refuse_os_exit`, shared by every command running in this process
+#: (``main`` called on several threads, or within itself): ``os._exit`` is replaced when
+#: the first one starts and put back when the last one ends, whatever order they end in.
+_EXIT_GUARD: dict[str, Any] = {"pid": None, "depth": 0, "real": None}
+_EXIT_LOCK = threading.Lock()
+
+
+def _refused_exit(code: int) -> None:
+    """``os._exit`` while :func:`refuse_os_exit` is in force."""
+    real = _EXIT_GUARD["real"]
+    if os.getpid() != _EXIT_GUARD["pid"] and real is not None:  # a forked child: as it asks
+        real(code)
+    raise OSExitCalled(f"os._exit({code!r}) called; user code must return, not exit")
+
+
 @contextlib.contextmanager
 def refuse_os_exit() -> Iterator[None]:
     """While a command runs user code in this process, ``os._exit(code)`` called in this
@@ -315,16 +331,20 @@ def refuse_os_exit() -> Iterator[None]:
     no output, read by CI as a pass. Through :func:`~causalfair.errors.call_user` it
     becomes an error of the user code that called it (exit 2). A process forked from this
     one (``multiprocessing`` in a user's simulator) exits as it asked; worker processes are
-    interpreters of their own, untouched."""
-    real, owner = os._exit, os.getpid()
-
-    def refused(code: int) -> None:
-        if os.getpid() != owner:  # a forked child ends the way it asked
-            real(code)
-        raise OSExitCalled(f"os._exit({code!r}) called; user code must return, not exit")
-
-    os._exit = refused  # type: ignore[assignment]
+    interpreters of their own, untouched. Guards may overlap (commands on several threads)
+    and end in any order: the real ``os._exit`` is back when the last one ends."""
+    with _EXIT_LOCK:
+        if _EXIT_GUARD["pid"] != os.getpid():  # first here, or a forked child's own command
+            _EXIT_GUARD.update(pid=os.getpid(), depth=0)
+        if _EXIT_GUARD["depth"] == 0:
+            if os._exit is not _refused_exit:  # (a forked child keeps the real one it holds)
+                _EXIT_GUARD["real"] = os._exit
+            os._exit = _refused_exit  # type: ignore[assignment]
+        _EXIT_GUARD["depth"] += 1
     try:
         yield
     finally:
-        os._exit = real
+        with _EXIT_LOCK:
+            _EXIT_GUARD["depth"] -= 1
+            if _EXIT_GUARD["depth"] == 0:
+                os._exit = _EXIT_GUARD["real"]

@@ -71,8 +71,9 @@ def check_input_sizes(json_paths: Sequence[str], junit_paths: Sequence[str]) -> 
 def select_shard(specs: Sequence[str], text: str) -> tuple[list[str], dict[str, Any]]:
     """The specs of shard ``text`` (``"K/N"``: positions K-1, K-1+N, ... of ``specs``) and
     the shard's record for its JSON summary: ``k``, ``n``, the number of specs listed and
-    ``specs_sha256``, a digest of every listed spec (its path as given, its bytes and those
-    of the checkpoints and data files it reads), so that :func:`merge_summaries` can tell
+    ``specs_sha256``, a digest of every listed spec in order (its file name, its bytes and
+    those of the checkpoints and data files it reads; not its folder, which differs between
+    runners), so that :func:`merge_summaries` can tell
     a missing shard, or shards run on different spec lists, from a complete merge. Every listed spec must exist (a missing one fails every
     shard, not only the one holding it)."""
     k, sep, n = text.partition("/")
@@ -83,8 +84,9 @@ def select_shard(specs: Sequence[str], text: str) -> tuple[list[str], dict[str, 
     if not sep or not 1 <= k_i <= n_i:
         raise UsageError(f"--shard: expected K/N with 1 <= K <= N, got {text[:40]!r}.")
     digest = hashlib.sha256()
-    for spec in specs:
-        digest.update(os.fsencode(spec) + b"\0" + _file_digest(spec_file(spec)))
+    for spec in specs:  # each spec's file name and contents, not its folder: the shards of
+        # one gate may run on runners with other checkout folders, or from another folder
+        digest.update(os.fsencode(Path(spec).name) + b"\0" + _file_digest(spec_file(spec)))
         for path in _spec_inputs(spec):  # (contents only: absolute paths differ by machine)
             digest.update(_file_digest(path))
     record = {"k": k_i, "n": n_i, "specs": len(specs), "specs_sha256": digest.hexdigest()}

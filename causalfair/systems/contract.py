@@ -24,26 +24,31 @@ __all__ = ["check_observation", "check_step_result", "check_noise", "same", "fro
            "check_shared_state"]
 
 
-def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, np.ndarray]]:
-    """Every array-like leaf of a state / noise / observation object, with a path."""
-    if obj is None:
+def _leaves(obj: Any, prefix: str = "", _within: frozenset[int] = frozenset()
+            ) -> list[tuple[str, np.ndarray]]:
+    """Every array-like leaf of a state / noise / observation object, with a path; a
+    container met again inside itself (a cycle, e.g. a dict holding itself or a tree
+    with parent links) is not walked again."""
+    if obj is None or id(obj) in _within:
         return []
     if isinstance(obj, np.ndarray) or np.isscalar(obj):
         return [(prefix or "value", np.asarray(obj))]
+    inside = _within | {id(obj)}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out = []
         for f in dataclasses.fields(obj):
-            out += _leaves(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name)
+            out += _leaves(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name,
+                           inside)
         return out
     if isinstance(obj, Mapping):
         out = []
         for k in obj:
-            out += _leaves(obj[k], f"{prefix}[{k!r}]")
+            out += _leaves(obj[k], f"{prefix}[{k!r}]", inside)
         return out
     if isinstance(obj, (tuple, list)):
         out = []
         for i, v in enumerate(obj):
-            out += _leaves(v, f"{prefix}[{i}]")
+            out += _leaves(v, f"{prefix}[{i}]", inside)
         return out
     try:
         return [(prefix or "value", np.asarray(obj))]
