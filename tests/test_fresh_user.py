@@ -166,26 +166,14 @@ def test_set_with_a_field_that_does_not_exist_names_the_field(hiring, capsys):
 
 
 def _truncating_env():
-    """One individual per env that ends its episodes by truncation after 3 steps."""
-    gym = pytest.importorskip("gymnasium")
+    """One individual per env that ends its episodes by truncation after 3 steps (the env
+    of tests/test_rough_edges.py, defined here in memory)."""
+    pytest.importorskip("gymnasium")
+    from tests.test_rough_edges import GYM_ENV
 
-    class Truncating(gym.Env):
-        observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(1,))
-        action_space = gym.spaces.Discrete(2)
-
-        def reset(self, *, seed=None, options=None):
-            super().reset(seed=seed)
-            self.g = int((options or {}).get("group", 0))
-            self.x, self.t = float(self.np_random.normal(-0.5 * self.g)), 0
-            return np.array([self.x]), {"group": self.g}
-
-        def step(self, action):
-            change = (0.3 if action == 1 else 0.0) + 0.1 * float(self.np_random.normal())
-            self.x += change
-            self.t += 1
-            return np.array([self.x]), 0.0, False, self.t >= 3, {"gain": change}
-
-    return Truncating
+    ns: dict = {"__name__": "trunc_env_in_memory"}
+    exec(GYM_ENV, ns)  # noqa: S102 - the test's own source
+    return ns["Truncating"]
 
 
 def test_an_audit_past_the_env_s_truncation_warns_with_the_horizon_to_give():
