@@ -498,7 +498,8 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     res.group_comparison = groups
     res.extra["logs"] = {"rows": la.n_rows, "individuals": la.n_individuals,
                          "n_boot": la.n_boot, "seed": la.seed, "policy_source": la.policy_source,
-                         "fit": la.method}
+                         "fit": la.method, "group_sizes": la.group_sizes,
+                         "notes": list(la.notes)}
     if la.lambda_estimate is not None:
         res.extra["logs"]["lambda_estimator"] = la.lambda_estimate.to_dict()
     if la.binning is not None:

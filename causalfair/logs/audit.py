@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import check_memory, max_memory
 from causalfair._validation import check_alpha, check_int, check_keywords
 from causalfair.engines.benefit import (
     benefit_fairness,
@@ -29,7 +30,7 @@ from causalfair.engines.benefit import (
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.engines.selection import selection_rates
 from causalfair.logs.dowhy_check import dowhy_check
-from causalfair.logs.errors import MSG_FEATURE_POTENTIAL, LogError
+from causalfair.logs.errors import MSG_FEATURE_POTENTIAL, MSG_NO_SCORE, LogError
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
     LogStats,
@@ -88,6 +89,9 @@ class LogAudit:
     ``groups``: the :class:`~causalfair.engines.groups.GroupComparison` (every group
     against the reference, every pair, the worst pair; 95% intervals; see
     :meth:`compare_groups`) with more than two groups or a reference named, else None.
+    ``group_sizes``: individuals per group; ``notes``: what the audit assumes that the log
+    does not show (early leavers, levels that never appear, the default potential on
+    feature bins; :meth:`LogData.notes <causalfair.logs.schema.LogData.notes>`).
     """
 
     decomposition: Any
@@ -113,6 +117,8 @@ class LogAudit:
     reference: Any = None
     groups: Any = None
     selection: Any = None  # the log's selection rates (engines.selection.selection_rates)
+    group_sizes: Any = None  # individuals per group (LogData.group_sizes)
+    notes: tuple[str, ...] = ()  # what the audit assumes that the log does not show
 
     @property
     def identified(self) -> bool:
@@ -214,6 +220,10 @@ class LogAudit:
             "identified": self.identified,
             "positivity": self.positivity.to_dict(),
         }
+        if self.group_sizes is not None:
+            out["group_sizes"] = dict(self.group_sizes)
+        if self.notes:
+            out["notes"] = list(self.notes)
         if self.binning is not None:
             out["state_binning"] = self.binning.to_dict()
         if self.decomposition is not None:
@@ -255,8 +265,18 @@ class LogAudit:
             f"log horizon {self.log_horizon}, audit horizon T = {self.horizon}",
             f"  policy: {self.policy_source}",
             f"  {self.positivity.message()}",
-            "",
         ]
+        if self.group_sizes is not None:
+            lines.append("  individuals per group: " + ", ".join(
+                f"{g} {n}" for g, n in self.group_sizes.items()))
+        if self.binning is not None:
+            lines += ["  levels are joint bins of the state features (audit.binning.levels()):",
+                      *(f"    {line}" for line in self.binning.describe())]
+        elif tuple(self.model.level_labels) != tuple(map(str, range(self.model.n_levels))):
+            lines.append(f"  levels: the log's 0..{self.model.n_levels - 1} are labelled "
+                         f"{', '.join(self.model.level_labels)} below")
+        lines += [f"  note: {note}" for note in self.notes]
+        lines.append("")
         if self.decomposition is not None:
             df = self.to_frame(alpha)
             has_ci = "ci_lower" in df.columns
@@ -343,11 +363,12 @@ def _fit(stats: LogStats, vec: np.ndarray, *, method: str, alpha: float, potenti
 
 def _log_selection(model: Any, data: LogData, T: int) -> dict[str, Any]:
     """The selection rates the log shows (per group, epoch and non-baseline decision, with
-    the counts behind them; :func:`causalfair.engines.selection.selection_rates`)."""
+    the counts behind them; :func:`causalfair.engines.selection.selection_rates`). Epochs
+    count from the log's first (0..T-1, as in a system's audit), whatever its ``t``."""
     import pandas as pd
 
     frame = pd.DataFrame({"group": np.asarray(data.groups, dtype=object)[data.g],
-                          "t": data.t + data.t0, "decision": data.d})
+                          "t": data.t, "decision": data.d})
     return selection_rates(model, None, None, T, source="logs", logs=frame)
 
 
@@ -392,6 +413,23 @@ def _check_options(method: str, alpha: float) -> None:
         raise LogError(f"alpha_smooth: must be a number >= 0, got {alpha!r} (default {DEFAULT_ALPHA}).")
 
 
+def _check_score(policy: Any, data: LogData) -> None:
+    """``threshold:P`` / ``blind:P`` read p_repay(x, s) from the log's outcomes: refuse a
+    log that has none for some group (its p_repay would be made up)."""
+    if not isinstance(policy, str) or policy.partition(":")[0] not in ("threshold", "blind"):
+        return
+    if data.outcome is None:
+        why = "the log has no 'outcome' column"
+    else:
+        seen = np.bincount(data.g[(data.d == 1) & ~np.isnan(data.outcome)],
+                           minlength=data.n_groups) > 0
+        if seen.all():
+            return
+        why = (f"group(s) {', '.join(repr(g) for g, s in zip(data.groups, seen, strict=True) if not s)} "
+               "have no approved row with an outcome")
+    raise LogError(MSG_NO_SCORE.format(policy=policy, why=why))
+
+
 def _resolve_policy(policy: Any, model: Any, p_log: np.ndarray, horizon: int) -> tuple[np.ndarray, str]:
     if policy is None:
         return p_log, "estimated from the logs"
@@ -431,16 +469,16 @@ def _bootstrap(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
 
     n = stats.n_individuals
     rng = np.random.default_rng(seed)
+    chunk = _boot_chunk(chunk, n, stats.matrix.shape[1])
     rows: list[dict] = []
     arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     while len(rows) < n_boot:
         b = min(chunk, n_boot - len(rows))
-        idx = rng.integers(0, n, size=(b, n))
         W = np.zeros((b, n))
-        for k in range(b):
-            W[k] = np.bincount(idx[k], minlength=n)
-        del idx
+        for k in range(b):  # row by row: the same draws as one (b, n) call, O(n) at a time
+            W[k] = np.bincount(rng.integers(0, n, size=n), minlength=n)
         tot = stats.total(W)
+        del W
         for k in range(b):
             try:
                 model, p_log, _ = _fit(stats, tot[k], method=method, alpha=alpha,
@@ -458,6 +496,17 @@ def _bootstrap(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     return pd.DataFrame(rows), stacked
 
 
+
+
+def _boot_chunk(chunk: int, n: int, cells: int) -> int:
+    """Replicates weighted at once: at most ``chunk``, fewer when their weights (B, n) and
+    sums (B, cells) would take over a quarter of the memory limit (the draws are made
+    replicate by replicate, so the chunk does not change the numbers); one replicate's
+    arrays over the limit are refused."""
+    per = 8 * (2 * n + cells)  # one replicate: weights, its draws, its cell sums
+    check_memory(per, f"logs: a bootstrap replicate of {n} individuals x {cells} cells",
+                 "audit a sample of the individuals or bin the state into fewer levels")
+    return max(1, min(int(chunk), max_memory() // 4 // per))
 
 
 def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
@@ -574,6 +623,12 @@ def audit_logs(
     data = df if isinstance(df, LogData) else validate_logs(
         df, n_levels=n_levels, groups=groups, state=state, bins=bins, next_state=next_state)
     T = data.horizon if horizon is None else check_horizon(horizon)
+    _check_score(policy, data)
+    notes = data.notes()
+    if potential is None and data.binning is not None:
+        notes += ("gain potential f: the lending default over the ordered bins (not the "
+                  "feature's own units); give your own with potential= (CLI "
+                  "--potential-weights, spec potential_weights).",)
     potential = _resolve_potential(potential, data)
     levels = _level_labels(data)
     stats = log_stats(data)
@@ -591,10 +646,12 @@ def audit_logs(
         n_rows=data.n_rows, horizon=T, log_horizon=data.horizon, method=method,
         alpha_smooth=float(alpha_smooth), seed=int(seed), policy_source=source,
         binning=data.binning, selection=_log_selection(model, data, T),
+        group_sizes=data.group_sizes(), notes=notes,
     )
     if not pos.ok:
-        if on_positivity == "error":
-            raise PositivityError(pos.message())
+        if on_positivity == "error":  # the group sizes show a group made by a typo
+            raise PositivityError(f"{pos.message()} Individuals per group: " + ", ".join(
+                f"{g!r} {n}" for g, n in data.group_sizes().items()) + ".")
         unknown = u["trans"].sum(-1) == 0
         bounds = positivity_bounds(model, p, unknown, T, eps=eps, weights=weights)
         return LogAudit(decomposition=None, benefit=None, bootstrap=None, bounds=bounds,

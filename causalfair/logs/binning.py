@@ -100,6 +100,17 @@ class StateBinning:
             out[f"{c}_mean"] = np.where(np.isnan(mean), mid, mean)
         return pd.DataFrame(out)
 
+    def describe(self) -> list[str]:
+        """One line per feature: its bins as intervals (as the summary prints them)."""
+        out = []
+        for j, c in enumerate(self.columns):
+            cuts = [f"{v:.6g}" for v in self.cuts[j]]
+            edges = ["-inf", *cuts, "inf"]
+            bins = ", ".join(f"{b}: ({edges[b]}, {edges[b + 1]}{')' if b == len(cuts) else ']'}"
+                             for b in range(len(edges) - 1))
+            out.append(f"{c} (next: {self.next_columns[j]}): {self.n_bins[j]} bins {bins}")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "state": list(self.columns),

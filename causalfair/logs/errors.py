@@ -25,32 +25,45 @@ MSG_NOT_FRAME = "logs: expected a pandas DataFrame, got {kind}."
 MSG_EMPTY = "logs: the log has no rows; it needs one row per decision."
 MSG_MISSING_COLUMNS = (
     "logs: missing column(s) {missing}; a decision log needs the columns {required} "
-    "(optional: outcome)."
+    "(optional: outcome): rename the log's columns to these names (pandas: "
+    "df.rename(columns={{'period': 't', 'action': 'decision'}}))."
 )
 MSG_MISSING_VALUES = (
     "logs: column {column!r} has {count} missing value(s) (first at row {row}); only "
     "'outcome' may be missing."
 )
 MSG_NOT_INTEGER = (
-    "logs: column {column!r} must hold integers, got {value!r} at row {row} (dtype {dtype})."
+    "logs: column {column!r} must hold integers, got {value!r} at row {row} (dtype {dtype}); "
+    "write it as whole numbers: t as integer epochs (dates or periods such as '2024-01' as "
+    "months since the first), decision as 0/1, levels as 0..K-1."
 )
-MSG_NOT_NUMERIC = "logs: column {column!r} must be numeric, got dtype {dtype}."
+MSG_NOT_NUMERIC = (
+    "logs: column {column!r} must be numeric, got dtype {dtype}; write its values as "
+    "numbers with a '.' decimal point (no units, thousands separators or labels)."
+)
 MSG_DECISION = "logs: column 'decision' must be 0 or 1, got {value!r} at row {row}."
 MSG_LEVEL_RANGE = (
     "logs: column {column!r} must hold 0-based levels in 0..{kmax}, got {value!r} at row {row}."
 )
-MSG_DUPLICATE_T = "logs: individual {id!r} has more than one row at t = {t}."
+MSG_DUPLICATE_T = (
+    "logs: individual {id!r} has more than one row at t = {t}; keep one row per individual "
+    "and epoch (drop exact copies; two different decisions at one epoch must be fixed at the "
+    "source)."
+)
 MSG_TIME_GAP = (
     "logs: individual {id!r} jumps from t = {t0} to t = {t1}; an individual's rows must be "
-    "consecutive time steps (a gap means missing decisions)."
+    "consecutive time steps (a gap means missing decisions): add the missing rows, or give "
+    "each unbroken spell its own id."
 )
 MSG_LATE_START = (
     "logs: individual {id!r} starts at t = {t}, but the log starts at t = {t0}; every "
-    "individual must be observed from the first epoch (its first level is x_0)."
+    "individual must be observed from the first epoch (its first level is x_0); if "
+    "individuals enter at different times, count t from each individual's first row "
+    "(pandas: df['t'] -= df.groupby('id')['t'].transform('min'))."
 )
 MSG_GROUP_CHANGE = (
     "logs: individual {id!r} changes group from {g0!r} to {g1!r} at t = {t}; the group S "
-    "is fixed per individual."
+    "is fixed per individual: correct that individual's group column (a typo?)."
 )
 MSG_NEXT_LEVEL = (
     "logs: individual {id!r} has next_level = {nxt!r} at t = {t0}, but its row at t = {t1} "
@@ -60,7 +73,7 @@ MSG_GROUPS = (
     "logs: column 'group' has {found} distinct value(s) {values}; {need}."
 )
 MSG_FILE_TYPE = (
-    "logs: cannot read {path}: unknown file type {suffix!r}; use .csv (or .csv.gz) or .parquet."
+    "logs: cannot read {path}: unknown file type {suffix!r}; use .csv (or .csv.gz, .tsv) or .parquet."
 )
 MSG_PARQUET = (
     "logs: reading {path} needs a Parquet engine (pyarrow or fastparquet), which is not "
@@ -81,7 +94,14 @@ MSG_STATE_AND_LEVEL = (
     "logs: the log has a {column!r} column and state= was given; the level is derived from "
     "the state features, so drop the level columns or omit state=."
 )
-MSG_NOT_FINITE = "logs: column {column!r} has a non-finite value {value!r} at row {row}."
+MSG_NOT_FINITE = (
+    "logs: column {column!r} has a non-finite value {value!r} at row {row}; every value "
+    "must be a finite number (fix or drop that individual's rows)."
+)
+MSG_OUTCOME_RANGE = (
+    "logs: column 'outcome' must hold 1 (repaid) or 0 (not repaid), or a share in [0, 1], "
+    "NaN where unknown; got {value!r} at row {row}."
+)
 MSG_BINS_MISSING = (
     "logs: state={state!r} needs a binning: bins=N (N quantile bins per feature) or "
     "bins={{feature: N or [cut points]}} (CLI --bins N / --bin-cuts FEATURE=C1,C2,...); "
@@ -113,4 +133,9 @@ MSG_FEATURE_POTENTIAL = (
     "given: potential=linear_potential({{feature: weight}}) (CLI --potential-weights "
     "income=1,debt=-0.5), a callable of StateBinning.levels(), or an array of {k} values; "
     "the lending default only applies to levels and single-feature bins."
+)
+MSG_NO_SCORE = (
+    "logs: policy {policy!r} approves by p_repay(x, s), the mean 'outcome' of approved (d1) "
+    "rows, and {why}; add an 'outcome' column (1 repaid, 0 not, NaN where unknown) with the "
+    "outcomes of every group's approvals, or audit a checkpoint or factory policy."
 )

@@ -15,7 +15,8 @@ Count-based fit (``method="counts"``, the default)
     r(x, d, s)     mean logged reward (0 where the cell has no data)
     P(s)           share of individuals per group
     p_repay(x, s)  (with an ``outcome`` column) mean outcome of d1 rows (group mean where
-                   a cell has none): lets ``threshold:P`` policies be parsed on the fit
+                   a cell has none): lets ``threshold:P`` policies be parsed on the fit;
+                   absent when some group has no d1 row with an outcome
 
 Parametric fit (``method="ordinal"``)
     One ordinal logit per decision (statsmodels ``OrderedModel``, ``distr="logit"``) of
@@ -187,7 +188,7 @@ def fit_counts(stats: LogStats, vec: np.ndarray, *, alpha: float = DEFAULT_ALPHA
         gname = (groups or tuple(range(G)))[int(np.flatnonzero(init_n <= 0)[0])]
         raise LogError(f"logs: group {gname!r} has no individuals; every group needs data.")
     aux = {}
-    if stats.has_outcome:
+    if stats.has_outcome and (u["out_n"].sum(1) > 0).all():  # a group without: no score
         on, osum = u["out_n"], u["out_sum"]
         pooled = osum.sum(1) / np.maximum(on.sum(1), 1e-300)
         aux["p_repay"] = np.where(on > 0, osum / np.where(on > 0, on, 1.0), pooled[:, None])

@@ -40,6 +40,7 @@ import numpy as np
 
 from causalfair._limits import check_memory, format_bytes, max_memory
 from causalfair._validation import check_names
+from causalfair.errors import CausalfairError
 from causalfair.logs.binning import StateBinning, bin_states, feature_column, linear_potential
 from causalfair.logs.errors import (
     MSG_BINS_CUTS,
@@ -61,10 +62,12 @@ from causalfair.logs.errors import (
     MSG_NEXT_LEVEL,
     MSG_NEXT_STATE,
     MSG_NEXT_STATE_COLUMNS,
+    MSG_NO_SCORE,
     MSG_NOT_FINITE,
     MSG_NOT_FRAME,
     MSG_NOT_INTEGER,
     MSG_NOT_NUMERIC,
+    MSG_OUTCOME_RANGE,
     MSG_PARQUET,
     MSG_STATE_AND_LEVEL,
     MSG_STATE_COLUMNS,
@@ -104,7 +107,9 @@ __all__ = [
     "MSG_STATE_COLUMNS",
     "MSG_NEXT_STATE_COLUMNS",
     "MSG_STATE_AND_LEVEL",
+    "MSG_NO_SCORE",
     "MSG_NOT_FINITE",
+    "MSG_OUTCOME_RANGE",
     "MSG_BINS_MISSING",
     "MSG_BINS_VALUE",
     "MSG_BINS_DISTINCT",
@@ -161,6 +166,34 @@ class LogData:
         """Longest observed trajectory (number of decision epochs)."""
         return int(self.t.max()) + 1
 
+    def group_sizes(self) -> dict[str, int]:
+        """Individuals per group, in group order."""
+        n = np.bincount(self.g[self.first], minlength=self.n_groups)
+        return {g: int(c) for g, c in zip(self.groups, n, strict=True)}
+
+    def notes(self) -> tuple[str, ...]:
+        """What the audit assumes of this log that the log does not show: individuals
+        observed for fewer epochs than the longest (right-censored), and levels of
+        0..K-1 that never appear (K comes from the largest level)."""
+        out = []
+        last = np.ones(self.n_rows, dtype=bool)
+        last[:-1] = self.ind[1:] != self.ind[:-1]
+        short = int((self.t[last] < self.horizon - 1).sum())
+        if short:
+            out.append(f"{short} of {self.n_individuals} individuals leave before the log's last "
+                       f"epoch (fewer than {self.horizon} rows): their observed transitions count, "
+                       "which assumes that leaving does not depend on what would have happened "
+                       "next.")
+        if self.binning is None:
+            seen = np.bincount(np.concatenate([self.x, self.xn]), minlength=self.n_levels) > 0
+            if not seen.all():
+                lv = np.flatnonzero(~seen).tolist()
+                out.append(f"level(s) {', '.join(map(str, lv))} of 0..{self.n_levels - 1} never "
+                           f"appear in the log (K = {self.n_levels} comes from the largest level, "
+                           "and the default potential spans 0..K-1); levels are 0-based: "
+                           "subtract 1 from 1-based levels.")
+        return tuple(out)
+
 
 def _int_column(df: Any, col: str) -> np.ndarray:
     import pandas as pd
@@ -191,8 +224,10 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     ``groups``: the group labels in order (index 0 = s+, the advantaged group, first in
     the pair of the decomposition); default: the categories of a categorical column, or
     the sorted distinct values. Raises :class:`LogError` on the first problem found, in
-    this order: not a frame, no rows, missing columns, missing values, non-integer /
-    non-numeric columns, decisions not 0/1, levels out of range, unknown groups, then
+    this order: not a frame, missing columns, no rows, the memory the audit of its rows
+    needs (:data:`_ROW_BYTES` per row beyond the table), missing values, non-integer /
+    non-numeric columns, a non-finite reward, an outcome outside [0, 1] (it is averaged
+    into p_repay), decisions not 0/1, levels out of range, unknown groups, then
     per individual (rows sorted by id, t): duplicate epochs, time gaps, late starts,
     group changes, next_level mismatches.
 
@@ -213,6 +248,11 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
             missing=", ".join(missing), required=", ".join(REQUIRED_COLUMNS)))
     if len(df) == 0:
         raise LogError(MSG_EMPTY)
+    held = int(df.memory_usage(index=True, deep=False).sum())
+    check_memory(held + _ROW_BYTES * len(df),
+                 f"logs: auditing a log of {len(df)} rows ({format_bytes(held)} as a table, "
+                 f"about {_ROW_BYTES} bytes per row more to validate, fit and bootstrap it)",
+                 "split the log or audit a sample of its individuals")
     binning = None
     if state is not None:
         df, binning = bin_states(df, state, bins, next_state)
@@ -234,11 +274,21 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     if not pd.api.types.is_numeric_dtype(df["reward"].dtype) or pd.api.types.is_bool_dtype(df["reward"].dtype):
         raise LogError(MSG_NOT_NUMERIC.format(column="reward", dtype=df["reward"].dtype))
     reward = df["reward"].to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(reward)
+    if bad.any():
+        i = first_row(bad)
+        raise LogError(MSG_NOT_FINITE.format(column="reward", value=float(reward[i]), row=i))
     outcome = None
     if "outcome" in df.columns:
-        if not pd.api.types.is_numeric_dtype(df["outcome"].dtype):
-            raise LogError(MSG_NOT_NUMERIC.format(column="outcome", dtype=df["outcome"].dtype))
-        outcome = df["outcome"].to_numpy(dtype=np.float64)
+        oc = df["outcome"]
+        if not pd.api.types.is_numeric_dtype(oc.dtype):
+            raise LogError(MSG_NOT_NUMERIC.format(column="outcome", dtype=oc.dtype))
+        outcome = oc.to_numpy(dtype=np.float64, na_value=np.nan)
+        # p_repay(x, s) is the mean outcome of d1 rows: a probability needs values in [0, 1]
+        bad = ~np.isnan(outcome) & ~((outcome >= 0.0) & (outcome <= 1.0))
+        if bad.any():
+            i = first_row(bad)
+            raise LogError(MSG_OUTCOME_RANGE.format(value=float(outcome[i]), row=i))
     bad = (d != 0) & (d != 1)
     if bad.any():
         i = first_row(bad)
@@ -329,13 +379,23 @@ def _py(v: Any) -> Any:
 
 #: Most columns a CSV decision log may have (a log has eight plus its state features).
 MAX_LOG_COLUMNS = 10_000
+#: Memory per row that validating, fitting and bootstrapping a log needs beyond the
+#: table itself (sorted integer copies of its columns, the per-individual sparse
+#: statistics and their build; measured: about 270 bytes per row).
+_ROW_BYTES = 320
 #: Float64 copies of the (groups, 2, levels, levels) table a log's fit holds at once.
 _MODEL_COPIES = 4
 
 #: Memory a decision log needs per byte of CSV text (the parser's buffers and the
-#: DataFrame's columns), and per uncompressed byte of Parquet data.
+#: DataFrame's columns), and per byte of decoded Parquet data (the Arrow batches and the
+#: DataFrame made from them).
 _CSV_FACTOR = 5
-_PARQUET_FACTOR = 2
+_PARQUET_FACTOR = 3
+#: Rows per Arrow batch while a Parquet log is read (and its decoded size counted).
+_PARQUET_BATCH = 1 << 16
+#: Field separators a CSV log may use: the one its header line holds (',' unless the
+#: header has none and holds ';' or a tab, as spreadsheet exports in many locales do).
+_SEPARATORS = (",", ";", "\t")
 
 
 class _CappedStream:
@@ -364,23 +424,53 @@ class _CappedStream:
         return line
 
 
-def _check_columns(path: Path) -> None:
-    """Refuse a CSV header of over :data:`MAX_LOG_COLUMNS` columns (read: its first MiB)."""
+def _csv_separator(path: Path) -> str:
+    """The CSV log's field separator, from its header line (its first MiB): ',' unless the
+    header holds none and holds ';' or a tab. Refuses a header of over
+    :data:`MAX_LOG_COLUMNS` columns."""
     import gzip
 
     with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as fh:
-        n = fh.readline(1 << 20).count(b",") + 1
+        header = fh.readline(1 << 20)
+    counts = {sep: header.count(sep.encode()) for sep in _SEPARATORS}
+    sep = max(_SEPARATORS, key=lambda c: (counts[c], c == ","))
+    sep = "," if counts[sep] == 0 or counts[","] else sep
+    n = counts[sep] + 1
     if n > MAX_LOG_COLUMNS:
         raise LogError(f"logs: {path}: the header has {n} or more columns, over the limit of "
                        f"{MAX_LOG_COLUMNS}; keep the log's columns (id, t, group, level, decision, "
                        "next_level, reward, outcome and the state features) only.")
+    return sep
+
+
+def _read_parquet(path: Path) -> Any:
+    """A Parquet log read in Arrow batches whose decoded size is counted as they come: a
+    log past the memory limit is refused after at most one batch over it (the size a
+    Parquet file declares is that of its encoded pages, which dictionary and run-length
+    encoding make many times smaller than the table)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    limit, seen, batches = max_memory(), 0, []
+    for batch in pf.iter_batches(batch_size=_PARQUET_BATCH):
+        seen += batch.nbytes
+        if _PARQUET_FACTOR * seen > limit:
+            check_memory(_PARQUET_FACTOR * seen,
+                         f"logs: {path} ({pf.metadata.num_rows} rows; the first "
+                         f"{sum(len(b) for b in batches) + len(batch)} decode to "
+                         f"{format_bytes(seen)})", "split the log or audit a sample of its individuals")
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=pf.schema_arrow).to_pandas()
 
 
 def read_logs(path: str | Path) -> Any:
-    """Read a decision log from CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``).
-    The memory the table needs is bounded before it is read (``CAUSALFAIR_MAX_MEMORY``,
+    """Read a decision log from CSV (``.csv``, ``.csv.gz``, ``.txt``, ``.tsv``; the field
+    separator is the header's: ',' or, in a header without commas, ';' or a tab; a UTF-8
+    byte-order mark is skipped) or Parquet (``.parquet``, ``.pq``).
+    The memory the table needs is bounded while it is read (``CAUSALFAIR_MAX_MEMORY``,
     docs/limits.md): the CSV's size (a gzip file's as it inflates) times
-    :data:`_CSV_FACTOR`, or a Parquet file's declared uncompressed size times
+    :data:`_CSV_FACTOR`, or a Parquet file's decoded size, counted batch by batch, times
     :data:`_PARQUET_FACTOR`. Empty and malformed files raise :class:`LogError`."""
     import pandas as pd
 
@@ -392,34 +482,34 @@ def read_logs(path: str | Path) -> Any:
     if size == 0:
         raise LogError(f"logs: {path} is empty; a decision log has a header row (id, t, group, "
                        "level, decision, ...) and one row per decision (docs/logs.md).")
-    if name.endswith((".csv", ".csv.gz", ".txt")):
+    if name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
         fix = "split the log or audit a sample of its individuals"
         try:
-            _check_columns(path)
+            sep = _csv_separator(path)
             if name.endswith(".gz"):
                 import gzip
 
                 with gzip.open(path, "rb") as fh:
-                    return pd.read_csv(_CappedStream(fh, max_memory() // _CSV_FACTOR, path))
+                    return pd.read_csv(_CappedStream(fh, max_memory() // _CSV_FACTOR, path),
+                                       sep=sep, encoding="utf-8-sig")
             check_memory(_CSV_FACTOR * size, f"logs: {path} ({format_bytes(size)} of CSV, about "
                          f"{_CSV_FACTOR} bytes of memory per byte)", fix)
-            return pd.read_csv(path)
+            return pd.read_csv(path, sep=sep, encoding="utf-8-sig")
+        except CausalfairError:
+            raise
         except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError,
                 EOFError) as exc:
             raise LogError(f"logs: {path} is not a readable CSV file ({type(exc).__name__}: "
                            f"{_first_line(exc)}).") from None
     if name.endswith((".parquet", ".pq")):
         try:
-            import pyarrow.parquet as pq
+            import pyarrow.parquet  # noqa: F401
         except ImportError:
             raise LogError(MSG_PARQUET.format(path=path)) from None
         try:
-            meta = pq.ParquetFile(path).metadata
-            declared = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-            check_memory(_PARQUET_FACTOR * declared,
-                         f"logs: {path} ({meta.num_rows} rows, {format_bytes(declared)} "
-                         "uncompressed)", "split the log or audit a sample of its individuals")
-            return pd.read_parquet(path)
+            return _read_parquet(path)
+        except CausalfairError:  # the memory limit (a ValueError too): its own message
+            raise
         except (OSError, ValueError, EOFError) as exc:  # pyarrow's ArrowInvalid is a ValueError
             raise LogError(f"logs: {path} is not a readable Parquet file ({type(exc).__name__}: "
                            f"{_first_line(exc)}).") from None

@@ -229,6 +229,13 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
                   "passed" if f.get("passed") else "FAILED"] for f in dw["refuters"]]
         tabs.append((f"dowhy cross-check and refuters ({dw['n_rows']} rows)",
                      ["check", "effect", "p-value", "result"], rows, None))
+    lg = r.extra.get("logs") or {}
+    rows = [[f"individuals in group {g}", n] for g, n in (lg.get("group_sizes") or {}).items()]
+    for c, cuts in ((lg.get("state_binning") or {}).get("cuts") or {}).items():
+        rows.append([f"bin cut points of {c} (bins right-closed)", ", ".join(f"{v:.6g}" for v in cuts)])
+    rows += [["note", n] for n in lg.get("notes") or ()]
+    if rows:
+        tabs.append(("Decision log", ["item", "value"], rows, None))
     return tabs
 
 
