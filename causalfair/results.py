@@ -162,7 +162,8 @@ class Decomposition:
         return pd.DataFrame.from_dict(rows, orient="index", columns=["lower", "upper"])
 
     def to_frame(self, alpha: float = 0.05) -> Any:
-        """One row per quantity: estimate, se (0 for exact), and the CI bounds."""
+        """One row per quantity: estimate, se (0 for exact), and the CI bounds; a
+        ``Lambda`` row when Lambda was computed (:meth:`lambda_row`)."""
         import pandas as pd
 
         est = self.estimates()
@@ -174,8 +175,36 @@ class Decomposition:
         })
         df["ci_lower"] = ci["lower"]
         df["ci_upper"] = ci["upper"]
+        lam = self.lambda_row(alpha)
+        if lam is not None:
+            df.loc["Lambda"] = list(lam)
         df.index.name = "quantity"
         return df
+
+    def lambda_row(self, alpha: float = 0.05) -> tuple[float, float, float, float] | None:
+        """Lambda as the report's metrics table has it: (estimate, se, ci_lower, ci_upper),
+        None when Lambda was not computed. The interval is ``Lambda_ci`` when it is at
+        level 1 - ``alpha`` (the bootstrap interval of the forks, or the log audit's), else
+        estimate +- z * se floored at 0 (Lambda >= 0); an exact result's se is 0 and its
+        interval the point; a Lambda computed exactly inside a Monte Carlo result (from
+        the system's tabular model) has no sampling error and reads NaN (the report's
+        n/a)."""
+        if self.Lambda is None:
+            return None
+        lam = float(self.Lambda)
+        ben_se = getattr(self.benefit, "se", None)
+        s = ben_se if ben_se is not None else (self.se or {}).get("Lambda")
+        if self.Lambda_ci is not None and self.Lambda_ci_level is not None \
+                and abs(self.Lambda_ci_level - (1.0 - alpha)) < 1e-9:
+            lo, hi = self.Lambda_ci
+        elif s is not None:
+            z = _z(alpha)
+            lo, hi = max(0.0, lam - z * float(s)), lam + z * float(s)
+        elif not self.se:  # an exact result: the point, as its other rows
+            return lam, 0.0, lam, lam
+        else:
+            return lam, float("nan"), float("nan"), float("nan")
+        return lam, float("nan") if s is None else float(s), float(lo), float(hi)
 
     def groups_frame(self) -> Any:
         """Per-group values: V, V_ps, V_0, direct, indirect, spurious (= V_0), utility."""

@@ -25,6 +25,7 @@ from causalfair.audit.spec import AuditSpec
 from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
+from causalfair.report.render import write_error_report
 from causalfair.thresholds import FAIL, INCONCLUSIVE
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
@@ -108,7 +109,8 @@ class GateEntry:
         if self.error is not None:
             return {"name": self.spec.name, "spec": display_path(self.spec.path),
                     "overall": ERROR, "error": self.error, "verdicts": [],
-                    "checkpoint_sha256": None}
+                    "checkpoint_sha256": None,
+                    **({"report": display_path(self.report)} if self.report is not None else {})}
         d: dict[str, Any] = {
             "name": self.spec.name,
             "spec": display_path(self.spec.path),
@@ -342,7 +344,9 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
     before anything runs). With ``retrain``, a spec whose verdict is not PASS is
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
-    is written to ``reports/NAME`` (after retraining: the new policy beside the old).
+    is written to ``reports/NAME`` (after retraining: the new policy beside the old; a
+    spec whose audit failed: a page stating its error,
+    :func:`causalfair.report.render.write_error_report`).
     ``jobs``, ``backend`` and ``address`` choose where the audits run
     (:func:`causalfair.backends.make_backend`: this process by default, ``jobs`` local
     worker processes, or Ray); the result is the same whichever runs them. ``timeout``
@@ -406,7 +410,12 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     entries = []
     for s, before in zip(loaded, audited, strict=True):
         if isinstance(before, (TaskError, SpecFailure)):  # this spec errs; the others go on
-            entries.append(_error_entry(s, before))
+            entry = _error_entry(s, before)
+            if reports is not None:  # a folder that says why, in place of any earlier report
+                entry.report = write_error_report(
+                    Path(reports) / s.name, name=s.name,
+                    spec=display_path(s.path) if s.path else s.name, error=entry.error)
+            entries.append(entry)
             continue
         entry = GateEntry(spec=s, before=before)
         bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}

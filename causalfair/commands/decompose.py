@@ -229,7 +229,7 @@ def _mc_text(result, alpha: float) -> str:
         "",
         f"  {'quantity':<18}{'estimate':>12}{'se':>11}   {level} CI",
     ]
-    frame = result.to_frame(alpha)
+    frame = result.to_frame(alpha).drop(index="Lambda", errors="ignore")  # printed below
     for k, row in frame.iterrows():
         lines.append(f"  {k:<18}{row['estimate']:>+12.6f}{row['se']:>11.6f}   "
                      f"[{row['ci_lower']:+.6f}, {row['ci_upper']:+.6f}]")

@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the JSON summary to PATH ('-': to stdout, and the table to "
                         "stderr); without --json no JSON is written")
     p.add_argument("--reports", metavar="DIR",
-                   help="also write each spec's report to DIR/NAME")
+                   help="also write each spec's report to DIR/NAME (a spec whose audit "
+                        "failed: a page stating its error)")
     p.add_argument("--retrain", action="store_true",
                    help="retrain failing checkpoints with the spec's [retrain] section "
                         "(warm start; the new checkpoint is written beside the old one as "

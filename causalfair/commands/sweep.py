@@ -50,8 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     again = p.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true",
                        help="--out holds an earlier sweep: train only the runs it lacks (e.g. "
-                            "new seeds, or runs that failed) and tabulate them with its "
-                            "finished runs; a finished run of another configuration is refused")
+                            "new seeds, runs that failed, or those an interrupt stopped: a "
+                            "run's folder is written as it finishes) and tabulate them with "
+                            "its finished runs; a finished run of another configuration is "
+                            "refused")
     again.add_argument("--force", action="store_true",
                        help="--out holds an earlier sweep: train every run again and replace "
                             "its runs and tables")

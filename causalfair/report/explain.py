@@ -23,9 +23,10 @@ __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card
            "model_index", "fmt", "what_changed", "failure_drivers", "change_lines",
            "pairs_lines", "PAIR_COLUMNS", "doc_gain_unit", "spec_sha256", "md_cell", "md_text"]
 
-#: quantity -> (definition, sign convention, unit)
+#: quantity -> (definition, sign convention, unit); in the definitions {gain} and {Gain}
+#: stand for the system's gain and {levels} for its states (:func:`glossary` fills them)
 GLOSSARY: dict[str, tuple[str, str, str]] = {
-    "C": ("Qualification-gain disparity: the expected total qualification gain of group s+ "
+    "C": ("{Gain} disparity: the expected total {gain} of group s+ "
           "over the T decisions minus that of group s-, under the audited policy.",
           "positive: s+ gains more; negative: s- gains more.", "gain units"),
     "DPE": ("Direct policy effect: the part of C caused by the decisions' immediate effect on "
@@ -38,7 +39,7 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
             "on lending-1).", "positive: the decisions' direct effect favours s+.",
             "gain units"),
     "IPE": ("Indirect policy effect: the part of C caused by the policy moving people to "
-            "other qualification levels, whose gains under the baseline decision differ "
+            "other {levels}, whose gains under the baseline decision differ "
             "(pi^PS against the baseline policy pi0).",
             "positive: the delayed effect favours s+.", "gain units"),
     "SPE": ("Spurious policy effect: the gap that exists without any decision, under the "
@@ -67,13 +68,25 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
                "the episode.", "absolute value, 0 is equal.", "probability"),
 }
 
+#: The gain's name where a system declares none (:class:`causalfair.systems.Gain`).
+NEUTRAL_GAIN = "gain"
+#: Lending's gain, whose states are qualification levels (the paper's words).
+_LENDING_GAIN = "qualification gain"
+
+
 def glossary(groups: tuple[str, str] = ("s+", "s-"), gain_unit: str = "gain units",
-             reward: str | None = None) -> dict[str, tuple[str, str, str]]:
-    """:data:`GLOSSARY` in a system's own words: its pair of groups for s+ and s-, its
-    gain unit, and the name of its reward."""
+             reward: str | None = None, gain: str = _LENDING_GAIN
+             ) -> dict[str, tuple[str, str, str]]:
+    """:data:`GLOSSARY` in a system's own words: its pair of groups for s+ and s-, the
+    name of its gain (``gain``: what :class:`causalfair.systems.Gain` declares, e.g.
+    "health change"; the neutral "gain" where it declares none) and its unit, and the
+    name of its reward."""
     a, b = groups
+    fill = {"gain": gain, "Gain": gain[:1].upper() + gain[1:].replace(" ", "-"),
+            "levels": "qualification levels" if gain == _LENDING_GAIN else "states"}
 
     def words(text: str) -> str:
+        text = re.sub(r"\{(gain|Gain|levels)\}", lambda m: fill[m.group(1)], text)
         return re.sub(r"\bs[+-]", lambda m: a if m.group() == "s+" else b, text)
 
     out = {}
@@ -87,11 +100,11 @@ def glossary(groups: tuple[str, str] = ("s+", "s-"), gain_unit: str = "gain unit
 
 def doc_glossary(doc: Mapping[str, Any]) -> dict[str, tuple[str, str, str]]:
     """:func:`glossary` for an audit document (audit.json)."""
-    return glossary(_groups(doc), _unit(doc)[1], (doc.get("system") or {}).get("reward"))
+    name, unit = _unit(doc)
+    return glossary(_groups(doc), unit, (doc.get("system") or {}).get("reward"), name)
 
 
 _WORDS = {
-    "C": "the qualification-gain gap C",
     "DPE": "the direct effect DPE",
     "IPE": "the indirect effect IPE",
     "SPE": "the spurious effect SPE",
@@ -166,7 +179,7 @@ def _groups(doc: Mapping[str, Any]) -> tuple[str, str]:
 
 def _unit(doc: Mapping[str, Any]) -> tuple[str, str]:
     gain = (doc.get("system") or {}).get("gain") or {}
-    return gain.get("name", "qualification gain"), gain.get("unit", "gain units")
+    return gain.get("name", NEUTRAL_GAIN), gain.get("unit", "gain units")
 
 
 def doc_gain_unit(doc: Mapping[str, Any]) -> str:

@@ -64,7 +64,7 @@ from causalfair.results import SHARE_FLOOR
 #: module imports nothing from causalfair.audit, so the import graph has no circle.
 AuditResult = Any
 
-__all__ = ["write_report", "make_figures", "figure_png_base64", "FIGURES", "DPI",
+__all__ = ["write_report", "write_error_report", "make_figures", "figure_png_base64", "FIGURES", "DPI",
            "GRAPH_EPOCHS", "FRONTIER_POINTS", "render_html", "render_markdown"]
 
 
@@ -489,5 +489,35 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
         (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
 
         (tmp / "card.md").write_text(card_markdown(doc), encoding="utf-8")
+
+    return write_folder(out, fill, kind="report")
+
+
+def write_error_report(out: str | os.PathLike[str], *, name: str, spec: str, error: str) -> Path:
+    """Write the report folder ``out`` of a spec that could not be audited (the gate's
+    ERROR): report.html and report.md stating the one-line ``error`` and the ``spec``
+    file, and error.json with the same fields; no numbers, since nothing was measured.
+    The folder is written as :func:`write_report` writes one (atomically, replacing only a
+    folder causalfair wrote), so the previous run's report of that spec never stays
+    behind; it holds no audit.json, so nothing reads it as an audit. Returns ``out``."""
+    what = ("The audit did not run to the end, so this report has no numbers: fix the "
+            "error and run the gate again.")
+    doc = {"name": name, "spec": spec, "overall": "ERROR", "error": error}
+
+    def fill(tmp: Path) -> None:
+        (tmp / "error.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        (tmp / "report.md").write_text("\n".join([
+            f"# Audit `{md_escape(name)}`: ERROR", "", f"Spec: `{md_escape(spec)}`", "",
+            f"Error: {md_escape(error)}", "", what, ""]), encoding="utf-8")
+        (tmp / "report.html").write_text("\n".join([
+            "<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
+            f"<title>causalfair audit {html.escape(name)}: ERROR</title>",
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+            f"<style>{_CSS}.ERROR{{color:#cf222e}}</style></head><body>",
+            f"<h1>Audit <code>{html.escape(name)}</code>: "
+            "<span class='status ERROR'>ERROR</span></h1>",
+            f"<p class='meta'>Spec: <code>{html.escape(spec)}</code></p>",
+            f"<p class='verdict'>{html.escape(error)}</p>",
+            f"<p>{html.escape(what)}</p>", "</body></html>", ""]), encoding="utf-8")
 
     return write_folder(out, fill, kind="report")

@@ -98,11 +98,12 @@ class DecisionSet:
 
 @dataclass(frozen=True)
 class Gain:
-    """What the qualification gain measures: ``name``, ``unit`` and a sentence; and
-    ``lambda_eps``, the benefit resolution of Lambda in these units where a paper pins it
-    (None: scale-free, ``eps = "auto"``; causalfair.engines.benefit)."""
+    """What the gain measures: ``name`` (lending's "qualification gain"; a system that
+    declares none: the neutral "gain", the words reports use), ``unit`` and a sentence;
+    and ``lambda_eps``, the benefit resolution of Lambda in these units where a paper pins
+    it (None: scale-free, ``eps = "auto"``; causalfair.engines.benefit)."""
 
-    name: str = "qualification gain"
+    name: str = "gain"
     unit: str = "gain units"
     description: str = ""
     lambda_eps: float | None = None

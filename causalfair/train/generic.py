@@ -359,41 +359,38 @@ class SystemTrainer(ReplicaChoiceTraining):
             with torch.no_grad():
                 fair_row["Lambda_batch"] = float(self._lambda_cells(
                     self._dist(self._logits(x)).double(), cb))
-        order = np.arange(T * N)
-        mb = max(1, (T * N) // c.n_minibatches)
-        last_c = float("nan")
-        for _ in range(c.n_epochs):
-            self.rng.shuffle(order)
-            order_t = self._to_device(order)  # one copy per epoch
-            for start in range(0, T * N, mb):
-                idx = order_t[start:start + mb]
-                probs = self._dist(self._logits(x[idx])).double()
-                logp = torch.log(probs.gather(1, act[idx][:, None])[:, 0].clamp_min(1e-12))
-                ratio = torch.exp(logp - logp_old[idx])
-                surr = torch.min(ratio * advt[idx],
-                                 ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * advt[idx])
-                v = self.value_net(torch.cat([x[idx], tt[idx]], dim=1))[:, 0].double()
-                loss = -surr.mean() + c.vf_coef * ((v - rett[idx]) ** 2).mean()
-                if self.c_term:
-                    beta_c = c.beta_c if c.algo in ("ppo-c", "ppo-cb") else 0.0
-                    pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], beta_c, self.pair,
-                                              c_batch=c_batch, scale=float(T))
-                    if self.lag is not None:  # PPO-Lagrangian: + lambda_i * q_i / |b_i|
-                        pen = pen + (self.lag.weight("abs_C") * cval.abs()
-                                     + self.lag.weight("C") * cval)
-                        pen = pen + self._pair_c_terms(ratio, qt[idx], grp[idx], b, T)
-                    loss = loss + pen
-                    last_c = float(cval.detach())
-                beta_l = c.beta_lambda if c.algo == "ppo-cb" else 0.0
-                if self.lag is not None:
-                    beta_l = beta_l + self.lag.weight("Lambda")
-                    for ab in self.lag.loss_pairs("Lambda"):
-                        w = self.lag.weight("Lambda", ab)
-                        if w:
-                            loss = loss + w * self._lambda_loss(x, cb, ab)
-                if self.lambda_term and beta_l:
-                    loss = loss + beta_l * self._lambda_loss(x, cb)
-                self._apply(loss)
+
+        def logp_of(idx: Any) -> Any:
+            probs = self._dist(self._logits(x[idx])).double()
+            return torch.log(probs.gather(1, act[idx][:, None])[:, 0].clamp_min(1e-12))
+
+        def penalties(idx: Any, ratio: Any, loss: Any) -> tuple[Any, float | None]:
+            cv = None
+            if self.c_term:
+                beta_c = c.beta_c if c.algo in ("ppo-c", "ppo-cb") else 0.0
+                pen, cval = ppo_c_penalty(ratio, qt[idx], grp[idx], beta_c, self.pair,
+                                          c_batch=c_batch, scale=float(T))
+                if self.lag is not None:  # PPO-Lagrangian: + lambda_i * q_i / |b_i|
+                    pen = pen + (self.lag.weight("abs_C") * cval.abs()
+                                 + self.lag.weight("C") * cval)
+                    pen = pen + self._pair_c_terms(ratio, qt[idx], grp[idx], b, T)
+                loss = loss + pen
+                cv = float(cval.detach())
+            beta_l = c.beta_lambda if c.algo == "ppo-cb" else 0.0
+            if self.lag is not None:
+                beta_l = beta_l + self.lag.weight("Lambda")
+                for ab in self.lag.loss_pairs("Lambda"):
+                    w = self.lag.weight("Lambda", ab)
+                    if w:
+                        loss = loss + w * self._lambda_loss(x, cb, ab)
+            if self.lambda_term and beta_l:
+                loss = loss + beta_l * self._lambda_loss(x, cb)
+            return loss, cv
+
+        def value_of(idx: Any) -> Any:
+            return self.value_net(torch.cat([x[idx], tt[idx]], dim=1))[:, 0].double()
+
+        last_c = self._ppo_epochs(T * N, logp_of, logp_old, advt, rett, value_of, penalties)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(
             b["reward"].sum(0).mean()), "C_batch": c_batch, **self._c_hat(last_c), **fair_row}
@@ -405,6 +402,36 @@ class SystemTrainer(ReplicaChoiceTraining):
             self.lag.record(row)
         self.history.append(row)
         return row
+
+    def _ppo_epochs(self, n: int, logp_of: Any, logp_old: Any, adv: Any, ret: Any,
+                    value_of: Any, penalties: Any) -> float:
+        """PPO's clipped-surrogate update over one batch of ``n`` samples (Schulman et al.
+        2017; method.md section 5): ``n_epochs`` passes, each over a fresh shuffle (the
+        run's generator) cut into ``n_minibatches`` minibatches; per minibatch ``idx`` the
+        loss -mean(min(r A, clip(r) A)) + vf_coef mean((V - R)^2), with r =
+        exp(``logp_of(idx)`` - ``logp_old[idx]``) and V = ``value_of(idx)``, plus what
+        ``penalties(idx, r, loss)`` adds (it returns the new loss and the minibatch's C or
+        None), then one optimiser step. Returns the last minibatch's C (nan when none)."""
+        import torch
+
+        c = self.config
+        order = np.arange(n)
+        mb = max(1, n // c.n_minibatches)
+        last_c = float("nan")
+        for _ in range(c.n_epochs):
+            self.rng.shuffle(order)
+            order_t = self._to_device(order)  # one copy per epoch
+            for start in range(0, n, mb):
+                idx = order_t[start:start + mb]
+                ratio = torch.exp(logp_of(idx) - logp_old[idx])
+                surr = torch.min(ratio * adv[idx],
+                                 ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * adv[idx])
+                loss = -surr.mean() + c.vf_coef * ((value_of(idx) - ret[idx]) ** 2).mean()
+                loss, cv = penalties(idx, ratio, loss)
+                if cv is not None:
+                    last_c = cv
+                self._apply(loss)
+        return last_c
 
     def _pair_c_terms(self, ratio: Any, q: Any, grp: Any, b: dict[str, np.ndarray],
                       T: int) -> Any:

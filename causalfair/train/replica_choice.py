@@ -24,7 +24,7 @@ class ReplicaChoiceTraining:
     """The replica-choice steps of :class:`causalfair.train.generic.SystemTrainer`, mixed
     into it. They read the trainer's state (the attributes below) and call its methods
     ``_to_device``, ``_start_fair``, ``_record_fair``, ``_fair_advantage``,
-    ``_benefit_cells``, ``_lambda_cells``, ``_apply``, ``_c_hat`` and ``audit``."""
+    ``_benefit_cells``, ``_lambda_cells``, ``_ppo_epochs``, ``_c_hat`` and ``audit``."""
 
     config: TrainConfig
     U: int  # units per replica
@@ -130,28 +130,25 @@ class ReplicaChoiceTraining:
         if cb is not None:
             with torch.no_grad():
                 fair_row["Lambda_batch"] = float(self._lambda_cells(self._unit_choice_probs(xt), cb))
-        order = np.arange(T * n_rep)
-        mb = max(1, (T * n_rep) // c.n_minibatches)
-        last_c = float("nan")
-        for _ in range(c.n_epochs):
-            self.rng.shuffle(order)
-            order_t = self._to_device(order)  # one copy per epoch
-            for start in range(0, T * n_rep, mb):
-                idx = order_t[start:start + mb]
-                logp = torch.log_softmax(self._choice_logits(xt[idx]), 1).double()
-                logp = logp.gather(1, kt[idx][:, None])[:, 0]
-                ratio = torch.exp(logp - lpt[idx])
-                surr = torch.min(ratio * advt[idx],
-                                 ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * advt[idx])
-                vv = self.value_net(vint[idx].reshape(-1, W + 1)).reshape(-1, U).sum(1).double()
-                loss = -surr.mean() + c.vf_coef * ((vv - rett[idx]) ** 2).mean()
-                if c.algo in ("ppo-c", "ppo-cb"):  # C_anch = c_batch + T mean((ratio - 1) q_diff)
-                    cval = c_batch + float(T) * ((ratio - 1.0) * qdt[idx]).mean()
-                    loss = loss + c.beta_c * cval * cval
-                    last_c = float(cval.detach())
-                if cb is not None:
-                    loss = loss + c.beta_lambda * self._lambda_cells(self._unit_choice_probs(xt), cb)
-                self._apply(loss)
+
+        def logp_of(idx: Any) -> Any:
+            logp = torch.log_softmax(self._choice_logits(xt[idx]), 1).double()
+            return logp.gather(1, kt[idx][:, None])[:, 0]
+
+        def penalties(idx: Any, ratio: Any, loss: Any) -> tuple[Any, float | None]:
+            cv = None
+            if c.algo in ("ppo-c", "ppo-cb"):  # C_anch = c_batch + T mean((ratio - 1) q_diff)
+                cval = c_batch + float(T) * ((ratio - 1.0) * qdt[idx]).mean()
+                loss = loss + c.beta_c * cval * cval
+                cv = float(cval.detach())
+            if cb is not None:
+                loss = loss + c.beta_lambda * self._lambda_cells(self._unit_choice_probs(xt), cb)
+            return loss, cv
+
+        last_c = self._ppo_epochs(
+            T * n_rep, logp_of, lpt, advt, rett,
+            lambda idx: self.value_net(vint[idx].reshape(-1, W + 1)).reshape(-1, U).sum(1).double(),
+            penalties)
         self.iteration += 1
         row: dict[str, Any] = {"iteration": self.iteration, "utility_batch": float(R.sum(0).mean()),
                                "C_batch": c_batch, **self._c_hat(last_c), **fair_row}

@@ -4,8 +4,11 @@ tabulated with means and confidence intervals over seeds.
 
 A task trains exactly what ``causalfair train --system S --algo A --seed K`` trains (the
 same :class:`~causalfair.train.TrainConfig`), so its numbers equal a separate run's. The
-worker trains into a private temporary folder and hands back the files' bytes; only the
-driver writes into the sweep's folder::
+worker trains into a private temporary folder; a run on this machine (this process or
+local worker processes) then writes its run folder itself, atomically and
+:data:`RESULT` last, as soon as it finishes, so an interrupted sweep keeps the runs it
+finished and ``existing="resume"`` skips them. A worker elsewhere (Ray) hands back the
+files' bytes and the driver writes them when the sweep ends::
 
     OUT/.causalfair-sweep            marks the folder as causalfair's
     OUT/runs.csv                     one row per run: system, algo, seed, wall_s, metrics
@@ -15,7 +18,8 @@ driver writes into the sweep's folder::
 
 A sweep folder that already holds a sweep is refused unless ``existing="resume"`` (train
 only the runs without a ``result.json`` of the same configuration, tabulate them with the
-finished ones) or ``existing="force"`` (train every run again; ``OUT/runs/`` is replaced).
+finished ones) or ``existing="force"`` (train every run again; ``OUT/runs/`` is removed
+before the first run starts).
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_bytes, atomic_write_text, to_jsonable
-from causalfair.backends import SerialBackend, TaskError, available_cores, make_backend
+from causalfair.backends import (
+    ProcessBackend,
+    SerialBackend,
+    TaskError,
+    available_cores,
+    make_backend,
+)
 from causalfair.engines._mc_base import is_serial
 from causalfair.errors import ConfigError, OutputError
 from causalfair.systems import make
@@ -82,12 +92,16 @@ def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
     return TrainConfig(**kw)
 
 
-def _train_config(task: tuple[Any, str]) -> dict[str, Any]:
-    """One run, in a private temporary folder; returns its final metrics, wall time,
-    history (a DataFrame, one row per iteration) and files' bytes."""
+def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
+    """One run (``task``: its config, the search path and optionally the run folder to
+    write), in a private temporary folder; returns its final metrics, wall time, history
+    (a DataFrame, one row per iteration) and files' bytes. Given a run folder, it writes
+    the run there as it finishes (:func:`write_run`) and hands back no bytes
+    (``written``: True)."""
     import tempfile
 
-    config, search_path = task
+    config, search_path, *rest = task
+    dest = rest[0] if rest else None
     system = None
     if config.system:
         system = make(config.system, search_path=search_path, **dict(config.system_params))
@@ -95,23 +109,40 @@ def _train_config(task: tuple[Any, str]) -> dict[str, Any]:
         res = train(config, out=Path(tmp) / "run", system=system)
         files = {name: (Path(tmp) / "run" / name).read_bytes() for name in RUN_FILES
                  if (Path(tmp) / "run" / name).is_file()}
-    return {"metrics": dict(res.metrics), "wall_s": float(res.wall_s), "files": files,
-            "history": res.history}
+    out = {"metrics": dict(res.metrics), "wall_s": float(res.wall_s), "files": files,
+           "history": res.history}
+    if dest is not None:  # this run lands now: an interrupt later does not lose it
+        write_run(Path(dest), out, config)
+        out.update(files={}, written=True)
+    return out
+
+
+def _backend(backend: Any) -> Any:
+    """The backend object of ``backend`` (None: this process; a name or an object)."""
+    if is_serial(backend):
+        return SerialBackend()
+    if isinstance(backend, str):
+        return make_backend(available_cores() if backend == "process" else 1, backend)
+    return backend
 
 
 def train_many(configs: Sequence[Any], *, backend: Any = None,
-               search_path: str | os.PathLike[str] = ".") -> list[Any]:
+               search_path: str | os.PathLike[str] = ".",
+               folders: Sequence[str | os.PathLike[str] | None] | None = None) -> list[Any]:
     """Train each :class:`~causalfair.train.TrainConfig` as one task on ``backend`` (None:
     this process; a name or a :mod:`causalfair.backends` object; ``"process"``: one worker
     per core this process may use, :func:`causalfair.backends.available_cores`). Returns, in the
     configs' order, ``{"metrics", "wall_s", "history", "files"}`` per run (``files``: the
     bytes of checkpoint.pt, metrics and config.json, for the caller to write), or a
-    :class:`~causalfair.backends.TaskError` for a run that raised."""
-    if is_serial(backend):
-        backend = SerialBackend()
-    elif isinstance(backend, str):
-        backend = make_backend(available_cores() if backend == "process" else 1, backend)
-    return backend.map(_train_config, [(c, str(search_path)) for c in configs])
+    :class:`~causalfair.backends.TaskError` for a run that raised. ``folders`` (one per
+    config, None for none; for tasks on this machine): each run writes its files and
+    :data:`RESULT` there itself as it finishes (:func:`write_run`), and its ``files``
+    come back empty with ``written`` True."""
+    backend = _backend(backend)
+    dests = [None] * len(configs) if folders is None else [
+        None if f is None else str(Path(f).resolve()) for f in folders]
+    return backend.map(_train_config, [(c, str(search_path), d)
+                                       for c, d in zip(configs, dests, strict=True)])
 
 
 def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> None:
@@ -288,13 +319,19 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 done[i] = r
 
     todo = [i for i in range(len(combos)) if i not in done]
-    trained = iter(train_many([configs[i] for i in todo], backend=backend,
-                              search_path=search_path))
-    results = [done[i] if i in done else next(trained) for i in range(len(combos))]
     if out_path is not None and existing == "force":  # the earlier sweep's runs go
         import shutil
 
         shutil.rmtree(out_path / "runs", ignore_errors=True)
+    backend = _backend(backend)
+    # a run on this machine writes its folder as it finishes (an interrupted sweep keeps
+    # it for --resume); a worker elsewhere hands its files back, written below
+    local = out_path is not None and isinstance(backend, (SerialBackend, ProcessBackend))
+    trained = iter(train_many([configs[i] for i in todo], backend=backend,
+                              search_path=search_path, folders=[
+                                  _run_dir(out_path, *combos[i]) if local else None
+                                  for i in todo]))
+    results = [done[i] if i in done else next(trained) for i in range(len(combos))]
     rows, failed = [], []
     for i, ((sysid, algo, seed), r) in enumerate(zip(combos, results, strict=True)):
         if isinstance(r, TaskError):
@@ -305,7 +342,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
         rows.append({"system": sysid, "algo": algo, "seed": seed, "wall_s": r["wall_s"],
                      **{k: v for k, v in r["metrics"].items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)}})
-        if out_path is not None and i not in done:
+        if out_path is not None and i not in done and not r.get("written"):
             write_run(_run_dir(out_path, sysid, algo, seed), r, configs[i])
     runs = pd.DataFrame(rows)
     metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "wall_s")]

@@ -2,10 +2,14 @@
 spec's ``[system] shared``): the same numbers as copying it, one object for every copy,
 a shared attribute that reset or step changes refused, and a slow copy named in a hint.
 The env is a tabular walk like Gymnasium's toy-text envs: its transitions in a table
-``P`` built at construction, which step only reads."""
+``P`` built at construction, which step only reads. The slow copy is slow on a virtual
+clock (:data:`CLOCK`, installed as ``time.perf_counter``) that only copying its table
+moves, so the hint's tests count copies and never depend on this machine's speed."""
 
 from __future__ import annotations
 
+import copy
+import time
 import warnings
 
 import gymnasium as gym
@@ -59,8 +63,35 @@ class Scribbles(TableWalk):
         return super().step(action)
 
 
+#: The virtual clock (seconds) of the slow-copy tests: only copying a Heavy table moves it.
+CLOCK = [0.0]
+
+
+class CostlyTable(dict):
+    """A transition table each of whose copies costs one second on :data:`CLOCK` and is
+    counted in ``copies``."""
+
+    copies = 0
+
+    def __deepcopy__(self, memo):
+        type(self).copies += 1
+        CLOCK[0] += 1.0
+        return CostlyTable(copy.deepcopy(dict(self), memo))
+
+
 class Heavy(TableWalk):
-    rows = 2_000
+    """TableWalk whose table is slow to copy (on :data:`CLOCK`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.P = CostlyTable(self.P)
+
+
+@pytest.fixture
+def virtual_clock(monkeypatch):
+    """``time.perf_counter`` reads :data:`CLOCK`: a copy takes exactly as long as the
+    tables it copies."""
+    monkeypatch.setattr(time, "perf_counter", lambda: CLOCK[0])
 
 
 POLICY = callable_policy(lambda f: 1.0 / (1.0 + np.exp(f[:, 0] - 5.0)), inputs="features",
@@ -100,13 +131,16 @@ def test_bad_shared_names_refused(shared, words):
         cf.systems.from_gym(TableWalk, groups=["a", "b"], shared=shared)
 
 
-def test_a_slow_copy_names_what_to_share():
-    with pytest.warns(UserWarning, match=r"copying one env takes .* ms, mostly env\.P; .*"
-                      r"pass shared=\['P'\]"):
+def test_a_slow_copy_names_what_to_share(virtual_clock):
+    # one copy of the env copies its table once: 1000.0 ms on the virtual clock
+    with pytest.warns(UserWarning, match=r"copying one env takes 1000\.0 ms, mostly env\.P; "
+                      r".*pass shared=\['P'\]"):
         cf.systems.from_gym(Heavy, groups=["a", "b"])
+    n = CostlyTable.copies
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # shared: no hint
         cf.systems.from_gym(Heavy, groups=["a", "b"], shared=["P"])
+    assert CostlyTable.copies == n  # a shared table is never copied
 
 
 def test_spec_shared_key():
@@ -154,18 +188,22 @@ def test_gymnasium_taxi_audits_with_its_table_shared():
     assert all(e.unwrapped.P is sim._template.unwrapped.P for e in state.envs)
 
 
-def test_the_command_line_prints_the_hint_as_one_line():
+def test_the_command_line_prints_the_hint_as_one_line(virtual_clock, capsys, monkeypatch):
     """causalfair's own warnings on the command line: one line, no file or source."""
     from pathlib import Path
 
-    from tests.conftest import run_cli
+    from causalfair.cli import main
 
-    proc = run_cli("decompose", "--system", "gym", "--param",
-                   "env=tests.systems.test_gym_shared:Heavy", "--param", 'groups=["a","b"]',
-                   "--policy", "uniform", "--horizon", "1", "--n", "2", expect=0,
-                   cwd=Path(__file__).resolve().parents[2])
-    lines = [x for x in proc.stderr.splitlines() if "warning" in x.lower()]
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # as outside pytest (whose warnings are errors)
+        code = main(["decompose", "--system", "gym", "--param",
+                     f"env={__name__}:Heavy", "--param", 'groups=["a","b"]',
+                     "--policy", "uniform", "--horizon", "1", "--n", "2"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    lines = [x for x in err.splitlines() if "warning" in x.lower()]
     assert len(lines) == 1 and lines[0].startswith(
         "causalfair decompose: warning: gym env ") and "--param 'shared=[\"P\"]'" in lines[0], \
-        proc.stderr
-    assert "UserWarning" not in proc.stderr and "check_forks(" not in proc.stderr, proc.stderr
+        err
+    assert "UserWarning" not in err and "check_forks(" not in err, err
