@@ -97,7 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "lending-2, lending-3; a run on another system starts again: same "
                         "seed, same weights)")
     p.add_argument("--init-checkpoint", metavar="PATH",
-                   help="warm start the policy from a causalfair checkpoint")
+                   help="warm start the policy from a causalfair checkpoint: its own network "
+                   "(hidden sizes, activation) is trained; its inputs and actions must be the "
+                   "system's")
     p.add_argument("--env", choices=("individual", "population"), default="individual",
                    help="training environment (default: individual, the paper's MDP)")
     p.add_argument("--horizon", type=int, default=None, metavar="T",
@@ -114,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="checkpoint every N iterations (default: 10; lending-1, lending-2, "
                         "lending-3: on another system OUT/checkpoint.pt is written when "
-                        "training ends)")
+                        "training ends, and a value other than 10 is refused)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other TrainConfig field, VALUE parsed as JSON (repeatable)")
     p.add_argument("--device", default="cpu", metavar="DEV",
@@ -194,12 +196,20 @@ def run_exact(args: argparse.Namespace) -> int:
     init = None
     if args.init_checkpoint:
         init = load_checkpoint_for(Path(args.init_checkpoint), system)
-    rep = repair_checkpoint(system, horizon, cons, init=init,
-                            seed=args.seed, outer=30 if args.iterations is None else args.iterations,
-                            error=UsageError)
-    res = rep.result
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    created = not out.exists()
+    prepare_run_folder(out, resume=False)  # a folder of the user's is refused untouched
+    try:
+        rep = repair_checkpoint(system, horizon, cons, init=init, seed=args.seed,
+                                outer=30 if args.iterations is None else args.iterations,
+                                error=UsageError)
+    except BaseException:  # an error or Ctrl-C before anything was written: no folder left
+        if created:
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    res = rep.result
     summary = res.to_dict()
     ck = out / "checkpoint.pt"
     rep.save(ck, name=f"{sid}-exact-repair")
@@ -335,10 +345,6 @@ def run(args: argparse.Namespace) -> int:
     if args.system:
         system = make(args.system, search_path=args.search_path, **parse_params(args.param))
         config = config.replace(system=args.system, system_params=dict(system.params))
-        if system.id not in SETTINGS and args.checkpoint_every is not None:
-            raise UsageError(f"--checkpoint-every: applies to lending-1, lending-2, lending-3; on "
-                             f"{system.id} checkpoint.pt is written when training ends (leave "
-                             "--checkpoint-every out).")
     progress = not args.no_progress  # a bar on a terminal, steady lines in a log
     res = train(config, out=args.out, resume=args.resume,
                 init_checkpoint=args.init_checkpoint, progress=progress, system=system,
@@ -350,12 +356,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"trained {config.algo} on {args.system or config.setting} (seed {config.seed}, "
               f"{config.iterations} iterations, T = {res.config.horizon}) in {res.wall_s:.1f} s")
         print("  " + metrics_line(m))
+        # a Monte Carlo audit with other random numbers than those the policy was selected on
+        sampled = system is not None and "exact" not in system.engines
         if config.constraints:
-            met = m.get("constraints_met")
-            print(f"  constraints {', '.join(config.constraints)}: "
-                  + ("met on the audit (the best-utility audited policy that meets them)"
-                     if met else "NOT met by any audited policy (the last policy is saved)"))
+            if not m.get("constraints_met"):
+                verdict = ("NOT met by any audited policy (the last policy is saved; its audit: "
+                           f"{'; '.join(m.get('constraints_failed') or ['none'])})")
+            elif sampled:
+                verdict = (f"met on the training's audit (seed {config.seed}, n = "
+                           f"{config.audit_n} per group; the best-utility audited policy that "
+                           "meets them, chosen on those numbers: confirm it with the "
+                           "independent audit below)")
+            else:
+                verdict = "met on the exact audit (the best-utility audited policy that meets them)"
+            print(f"  constraints {', '.join(config.constraints)}: {verdict}")
         print(f"  checkpoint: {res.checkpoint}")
+        fresh = f" --n {config.audit_n} --seed {config.seed + 1}" if config.constraints and sampled else ""
         print(f"  audit it:   {audit_hint(args, args.system or config.setting, res.checkpoint)}"
-              f" --horizon {res.config.horizon}")
+              f" --horizon {res.config.horizon}{fresh}")
     return 1 if config.constraints and not m.get("constraints_met") else 0

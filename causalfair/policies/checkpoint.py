@@ -56,7 +56,12 @@ from causalfair.policies.population import (
     PopulationAgent,
     ThresholdActor,
 )
-from causalfair.policies.torchzip import TorchZipError, load_weights
+from causalfair.policies.torchzip import (
+    TorchZipError,
+    TorchZipUnsupported,
+    load_weights,
+    read_torch_zip,
+)
 from causalfair.types import Observation
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "save_checkpoint",
@@ -307,25 +312,51 @@ def _check_torch_archive(src: Any, where: str) -> None:
                  "use a smaller network")
 
 
+#: How to turn a torch module into a checkpoint causalfair reads (the end of every
+#: refusal of a ``.pt`` file that is not one).
+_RESAVE = ("save the module with cf.save_checkpoint(path, module, architecture=..., "
+           "encoding=...) (docs/checkpoints.md).")
+
+
+def _pickled_module(path: Path) -> str | None:
+    """``"a pickled torch module ..."`` when the archive at ``path`` is ``torch.save(module)``
+    (its pickle names a ``torch.nn`` class, which a weights-only load refuses), else None."""
+    try:
+        read_torch_zip(str(path), cap=_MAX_PTH_BYTES, where=str(path))
+    except TorchZipUnsupported as exc:
+        name = str(exc)
+        if name.startswith("torch.nn."):
+            return (f"a whole pickled torch module, {name.rsplit('.', 1)[-1]}, as "
+                    "torch.save(model) writes; only its weights can be read safely")
+    except Exception:  # noqa: BLE001 - any other failure: the caller's own message
+        return None
+    return None
+
+
 def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     with open(path, "rb") as fh:
         is_zip = fh.read(4) == b"PK\x03\x04"
     if not is_zip:  # torch's legacy format allocates what its pickle declares
-        raise CheckpointError(
-            f"checkpoint {path}: cannot be loaded safely (not the zip archive torch.save "
-            "writes); causalfair reads files written by causalfair.save_checkpoint.")
+        what = ("is a safetensors file: weights without the architecture and input encoding"
+                if path.suffix.lower() == ".safetensors" else
+                "cannot be loaded safely (not the zip archive torch.save writes)")
+        raise CheckpointError(f"checkpoint {path}: {what}; " + _RESAVE)
     _check_torch_archive(path, f"checkpoint {path}")
 
     try:
         payload = load_weights(str(path), cap=_MAX_PTH_BYTES, where=f"checkpoint {path}")
     except TorchZipError as exc:
-        raise CheckpointError(
-            f"checkpoint {path}: cannot be loaded safely ({exc}); causalfair loads checkpoints "
-            "with weights_only=True and reads files written by causalfair.save_checkpoint.") from None
+        raise CheckpointError(f"checkpoint {path}: cannot be loaded safely "
+                              f"({_pickled_module(path) or exc}); causalfair loads checkpoints "
+                              "with weights_only=True; " + _RESAVE) from None
     if not isinstance(payload, dict) or "meta_json" not in payload or "state_dict" not in payload:
+        bare = isinstance(payload, dict) and payload and all(
+            isinstance(v, np.ndarray) for v in payload.values())
         raise CheckpointError(
-            f"checkpoint {path}: not a causalfair checkpoint (expected keys meta_json and "
-            "state_dict); save it with causalfair.save_checkpoint.")
+            f"checkpoint {path}: not a causalfair checkpoint (" + (
+                f"a bare state_dict of {len(payload)} tensors, without the architecture and "
+                "input encoding" if bare else "expected keys meta_json and state_dict")
+            + "); " + _RESAVE)
     if not isinstance(payload["meta_json"], str):
         raise CheckpointError(f"checkpoint {path}: malformed metadata (meta_json is a "
                               f"{type(payload['meta_json']).__name__}, not a JSON string).")

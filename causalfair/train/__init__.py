@@ -16,6 +16,7 @@ from typing import Any
 
 from causalfair import _progress
 from causalfair.backends import resolve_device
+from causalfair.policies.checkpoint import load_checkpoint_for
 from causalfair.policies.core import CheckpointError, load_checkpoint
 from causalfair.policies.vecnormalize import refuse_warm_start
 from causalfair.systems import as_system, make
@@ -27,7 +28,7 @@ from causalfair.train.device import device_determinism
 from causalfair.train.result import TrainResult
 
 __all__ = ["train", "TrainResult", "TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError",
-           "EXIT_AFTER_ENV"]
+           "EXIT_AFTER_ENV", "warm_start_config"]
 
 #: Test hook: when set to k, the process exits abruptly (os._exit(75), no cleanup, like a
 #: kill) right after iteration k has finished, whether or not it was a checkpoint.
@@ -53,7 +54,9 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     ``out``: run folder (checkpoints, logs); None keeps everything in memory.
     ``resume``: continue the run in ``out`` from its last checkpoint (same config; only
     ``iterations`` may differ). ``init_checkpoint``: warm start the policy network from a
-    causalfair checkpoint of the same architecture (e.g. the audited policy).
+    causalfair checkpoint (e.g. the audited policy), training its own network
+    (:func:`warm_start_config`). ``checkpoint_every`` applies to the lending trainer; the
+    generic one writes its checkpoint once, at the end, and refuses another value.
     ``progress``: show a tqdm bar with utility and |C|.
     ``device``: where the networks train: ``"cpu"`` (default), ``"cuda"`` (``"cuda:N"``) or
     ``"auto"`` (the GPU when torch sees one, for the generic trainer; the CPU for the lending
@@ -75,6 +78,13 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
             if resume:
                 raise ConfigError("resume: continuing a run is supported for the lending "
                                   "systems only; start the run again (same seed, same weights).")
+            if config.checkpoint_every != _DEFAULT_CHECKPOINT_EVERY:
+                raise ConfigError(
+                    f"checkpoint_every = {config.checkpoint_every}, --checkpoint-every: applies "
+                    f"to lending-1, lending-2, lending-3; on {system.id} checkpoint.pt is "
+                    "written once, when training ends (leave it out).")
+            if init_checkpoint is not None:
+                config = warm_start_config(config, init_checkpoint, system)
             from causalfair.train.generic import train_system
 
             return train_system(system, config, out, init_checkpoint, progress,
@@ -90,6 +100,8 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
             interest=float(config.system_params.get("interest", config.interest)))
     if config.horizon is None:  # the lending settings' horizon (lending.md section A)
         config = config.replace(horizon=LENDING_HORIZON)
+    if init_checkpoint is not None:
+        config = warm_start_config(config, init_checkpoint)
     if config.constraints:
         raise ConfigError(
             f"constraints: the lending settings are tabular; repair under {', '.join(config.constraints)} "
@@ -104,6 +116,48 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
             return _train_lending(config, out, resume, init_checkpoint, progress, device)
     finally:
         torch.set_num_threads(threads)
+
+
+_DEFAULT_CHECKPOINT_EVERY = TrainConfig.__dataclass_fields__["checkpoint_every"].default
+_DEFAULT_ARCH = (TrainConfig.__dataclass_fields__["hidden"].default,
+                 TrainConfig.__dataclass_fields__["activation"].default)
+
+
+def warm_start_config(config: TrainConfig, init_checkpoint: str | os.PathLike[str],
+                      system: Any = None) -> TrainConfig:
+    """``config`` for a warm start from ``init_checkpoint``: the checkpoint's own network
+    (hidden sizes and activation) is trained, so a config that leaves ``hidden`` and
+    ``activation`` at their defaults takes the checkpoint's, and one that names others is
+    refused (one line naming both). With ``system``, the checkpoint's inputs are checked
+    against it first (:func:`~causalfair.policies.checkpoint.load_checkpoint_for`: feature
+    names, widths) and its outputs against the system's actions, so a network reading
+    other features is refused before anything is trained rather than trained on the
+    wrong columns."""
+    where = f"init_checkpoint {init_checkpoint}"
+    if system is not None:
+        _, meta = load_checkpoint_for(init_checkpoint, system)
+    else:
+        _, meta = load_checkpoint(init_checkpoint)
+    arch = meta.get("architecture") or {}
+    if arch.get("type") != "mlp" or "hidden" not in arch:
+        return config  # a population agent or another network: the trainer refuses it
+    hidden = tuple(int(h) for h in arch["hidden"])
+    act = str(arch.get("activation", config.activation))
+    if system is not None and "output_dim" in arch and not (meta.get("metadata") or {}).get("choice"):
+        want = 1 if system.n_actions == 2 else system.n_actions
+        if int(arch["output_dim"]) != want:
+            raise CheckpointError(
+                f"{where}: the network has {arch['output_dim']} output(s), but system "
+                f"{system.id} has {system.n_actions} actions ({want} output"
+                f"{'' if want == 1 else 's'}); warm-start from a policy of this system's actions.")
+    if (config.hidden, config.activation) == (hidden, act):
+        return config
+    if (config.hidden, config.activation) != _DEFAULT_ARCH:
+        raise ConfigError(
+            f"{where}: the checkpoint's network is hidden {list(hidden)} {act}, the config asks "
+            f"hidden {list(config.hidden)} {config.activation}; a warm start trains the "
+            "checkpoint's network: leave hidden and activation out, or train from scratch.")
+    return config.replace(hidden=hidden, activation=act)
 
 
 def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint: Any,

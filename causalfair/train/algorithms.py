@@ -12,7 +12,7 @@ Trainers:
   (:mod:`causalfair.train.core`, ``lending``) and/or any system
   (:mod:`causalfair.train.generic`, ``generic``);
 - ``repair``: the constrained exact-gradient repair on a tabular model
-  (:func:`causalfair.train.repair.repair_checkpoint`);
+  (:func:`causalfair.train.exact.repair_checkpoint`);
 - ``population``: the population-level agents of the replicator systems
   (:mod:`causalfair.train.population`).
 """

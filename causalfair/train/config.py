@@ -22,7 +22,7 @@ from causalfair._limits import check_memory
 from causalfair.errors import ConfigError
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.thresholds import PPO_LAG_KEYS, is_repair_key, parse_constraint
-from causalfair.train.algorithms import names
+from causalfair.train.algorithms import REGISTRY, names
 
 __all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_FIELDS"]
 
@@ -40,6 +40,15 @@ LENDING_FIELDS = ("setting", "n_levels", "interest", "env", "pop_steps", "pop_ma
                   "massage_start", "massage_decay")
 
 
+
+
+#: Where an algorithm of the registry that TrainConfig does not run is called in Python.
+_ELSEWHERE = {
+    "repair": " (the constrained exact repair is causalfair.train.exact.repair_checkpoint("
+              "system, horizon, constraints, init=...), or causalfair train --algo exact)",
+    "population": " (the population agents are causalfair.train.population.train_rtd3 and "
+                  "train_lucbfair)",
+}
 
 
 def _check_field_types(cfg: Any, bad: Any) -> None:
@@ -251,7 +260,9 @@ class TrainConfig:
     """Exact audit (C, DPE, IPE, SPE, Lambda, other notions) every this many iterations
     (and at the last one). Ours."""
     checkpoint_every: int = 10
-    """Atomic checkpoint + resume state every this many iterations (and at the end). Ours."""
+    """Atomic checkpoint + resume state every this many iterations (and at the end): the
+    lending trainer's (lending-1/2/3). The generic trainer writes its checkpoint once, at the
+    end, and refuses any other value (:func:`causalfair.train.train`). Ours."""
     name: str = ""
     """Free-form run name stored in the checkpoint metadata."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -263,7 +274,11 @@ class TrainConfig:
 
         _check_field_types(self, bad)
         if self.algo not in ALGORITHMS:
-            raise bad("algo", self.algo, f"allowed values: {', '.join(ALGORITHMS)}")
+            raise bad("algo", self.algo, f"allowed values: {', '.join(ALGORITHMS)}"
+                      + _ELSEWHERE.get(getattr(REGISTRY.get(self.algo), "trainer", ""), "")
+                      + (f" ({self.algo!r} is {REGISTRY[self.algo].runs_as!r} with beta_c=0, "
+                         "beta_lambda=0 and the thresholds as constraints=(...))"
+                         if self.algo in REGISTRY and REGISTRY[self.algo].runs_as else ""))
         if self.setting not in SETTINGS:
             raise bad("setting", self.setting, f"allowed values: {', '.join(SETTINGS)}")
         if self.env not in ENVIRONMENTS:

@@ -56,7 +56,9 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
     model = system.tabular if "exact" in system.engines else None
     if model is None:
         raise error(f"{where}: 'exact' needs a system with a tabular model of independent "
-                    f"units; {system.id!r} has none. Use a sampled algo such as 'ppo-cb'.")
+                    f"units; {system.id!r} has none. Impose the same thresholds with "
+                    "PPO-Lagrangian: causalfair train --algo ppo-c --constraint ..., or "
+                    "[retrain] algo = \"ppo-lag\" in a spec.")
     torch.manual_seed(seed)
     if init is not None:
         pol, meta = init
