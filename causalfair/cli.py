@@ -9,7 +9,9 @@ instant) and ``run(args) -> int``. Exit codes: 0 success, 1 a failed check (gate
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -188,7 +190,9 @@ def _run(args: Any) -> int:
         set_threads(args.threads)
         if getattr(args, "device", None) is not None:  # inherited by gate workers
             os.environ[DEVICE_ENV] = resolve_device(args.device, "--device")
-        with refuse_os_exit():  # user code's os._exit(0): an error, never a silent exit 0
+        # user code's os._exit(0): an error, never a silent exit 0; a reader that goes
+        # away (`| head`) neither stops the command nor changes its exit code
+        with refuse_os_exit(), _reader_may_leave():
             return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -196,9 +200,6 @@ def _run(args: Any) -> int:
         msg += keep_tracebacks([user_traceback(exc)], args.command, args.debug)
         print(f"causalfair {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # output piped into e.g. `head`
-        sys.stderr.close()
-        return 0
     except KeyboardInterrupt:
         print(f"causalfair {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -208,6 +209,57 @@ def _run(args: Any) -> int:
             os.environ.pop(DEVICE_ENV, None)
         else:
             os.environ[DEVICE_ENV] = device_was
+
+
+class _LeavingReader:
+    """``sys.stdout`` / ``sys.stderr`` while a command runs: once the reader of the pipe
+    has gone (``causalfair gate ... | head -1``), what the command prints is dropped
+    instead of raising :class:`BrokenPipeError`, so the command still writes its files
+    (``--json``, ``--junit``) and exits with its own code: a failing gate piped into
+    ``head`` exits 1, as unpiped (it used to stop at its first print and exit 0). The
+    stream's descriptor is pointed at the null device, so the interpreter's last flush
+    does not fail either."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream, self._gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self._gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass  # a stream without a descriptor (a test's capture): nothing is flushed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _reader_may_leave() -> Any:
+    """Run a command with :class:`_LeavingReader` as ``sys.stdout`` and ``sys.stderr``."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _LeavingReader(sys.stdout), _LeavingReader(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def entry() -> int:
