@@ -419,11 +419,12 @@ class Decomposition:
 def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int]:
     """The audited pair of group indices (s+, s-): ``pair`` checked against ``n_groups``, or
     by default (0, 1) with two groups (or without values ``V``) and (argmax V, argmin V) with
-    more (method.md section 2)."""
+    more (method.md section 2); (0, 1) too when every group has the same V."""
     if pair is None:
         if n_groups == 2 or V is None:
             return (0, 1)
-        return (int(np.argmax(V)), int(np.argmin(V)))
+        a, b = int(np.argmax(V)), int(np.argmin(V))
+        return (a, b) if a != b or n_groups < 2 else (0, 1)
     try:
         a, b = (int(i) for i in pair)
     except (TypeError, ValueError):

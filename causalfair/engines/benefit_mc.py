@@ -131,7 +131,8 @@ def bin_cells(x: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
 
 
 def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None, bins: int,
-           names: tuple[str, ...] | None, n_levels: int | None
+           names: tuple[str, ...] | None, n_levels: int | None,
+           level_labels: tuple[str, ...] | None = None
            ) -> tuple[list[np.ndarray], int, tuple[str, ...], str]:
     """Cell index per visit (one array per group), number of cells, labels, description.
     Features: the cells are the joint quantile bins that some visit falls in, numbered in
@@ -143,7 +144,9 @@ def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None,
     bits past about 63 binary features)."""
     if levels is not None:
         K = int(n_levels) if n_levels is not None else int(max(x.max() for x in levels)) + 1
-        return levels, K, tuple(str(i + 1) for i in range(K)), "levels"
+        labels = tuple(level_labels) if level_labels is not None and len(level_labels) == K \
+            else tuple(str(i + 1) for i in range(K))  # the system's own labels where it has them
+        return levels, K, labels, "levels"
     edges, values = quantile_edges(np.concatenate(feats, axis=0), bins)
     rows = [bin_rows(x, edges) for x in feats]
     visited, cell = np.unique(np.concatenate(rows), axis=0, return_inverse=True)
@@ -465,7 +468,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         raise InputError(
             f"benefit_fairness_mc: system {system.id!r} observes neither levels nor features; "
             "benefit fairness pairs individuals through them.")
-    cells, K, labels, desc = visit_cells(lev_g, feat_g, bins, system.features, system.n_levels)
+    cells, K, labels, desc = visit_cells(lev_g, feat_g, bins, system.features, system.n_levels,
+                                         system.levels)
     # the K x K pair terms of every bootstrap replicate (their benefit gaps' spread)
     check_memory(8.0 * (max(n_boot, 1) + 4) * K * K * A, "benefit_fairness_mc",
                  f"the {K} cells ({desc}) make {K * K} pairs; lower the quantile bins per "

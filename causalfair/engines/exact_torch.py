@@ -112,6 +112,8 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
         ia, ic = torch.zeros(B, dtype=torch.long), torch.ones(B, dtype=torch.long)
     else:
         ia, ic = V.detach().argmax(-1), V.detach().argmin(-1)
+        tied = ia == ic  # every group the same V: the pair (0, 1), as check_pair
+        ia, ic = torch.where(tied, 0, ia), torch.where(tied, 1, ic)
 
     # Lambda: eps TV(pi(.|x,a), pi(.|x',c)) / (eps + max_a |Delta_a(x,a) - Delta_a(x',c)|)
     if timed:

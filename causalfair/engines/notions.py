@@ -17,8 +17,9 @@ state distribution mu_t under pi, as the anchors accumulate them over an episode
   per group on levels 1..K.
 
 TPR-type notions need the model's ``p_repay`` table; without it they are None. With
-more than two actions (or a baseline other than d0) "approval" means any action other
-than the baseline, and TPR-type notions are None.
+more than two actions (or a baseline other than d0) the rate is named ``selection_rate``
+instead of ``approval_rate``: the share given any action other than the baseline (the
+selection rate of docs/decomposition.md), and TPR-type notions are None.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int
         utility = np.einsum("tsx,tsxa,sax->s", occ, pa, r)
     levels = np.arange(1, model.n_levels + 1)
     out: dict[str, Any] = {
-        "approval_rate": {g: float(approval[i]) for i, g in enumerate(model.group_names)},
+        "approval_rate" if model.binary else "selection_rate":
+            {g: float(approval[i]) for i, g in enumerate(model.group_names)},
         "dp_gap": float(abs(approval[a] - approval[b])),
         "w1_final": wasserstein_levels(mu[T, a], mu[T, b]),
         "w1_initial": wasserstein_levels(mu[0, a], mu[0, b]),

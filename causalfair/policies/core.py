@@ -105,10 +105,15 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
             raise PolicyError(
                 f"{name}: action_probs returned shape {arr.shape}; the system has {n_actions} "
                 f"actions, so expected ({n}, {n_actions}).")
-        if not np.isfinite(arr).all() or (arr < 0).any() or np.abs(arr.sum(1) - 1.0).max() > 1e-6:
+        dev = np.abs(arr.sum(1) - 1.0) if arr.size else np.zeros(0)
+        if not np.isfinite(arr).all() or (arr < 0).any() or (dev > 1e-6).any():
+            bad = (f"a row sums to {arr.sum(1)[int(np.argmax(dev))]:.9g}" if np.isfinite(arr).all()
+                   and (arr >= 0).all() else "NaN, inf or negative entries")
             raise PolicyError(
-                f"{name}: action_probs must return rows of probabilities summing to 1 (apply a "
-                "softmax to logits).")
+                f"{name}: action_probs must return rows of probabilities summing to 1 ({bad}; "
+                "apply a softmax to logits).")
+        if (dev > 1e-12).any():  # float32 rounding (a network's softmax): exact distributions
+            arr = arr / arr.sum(1, keepdims=True)
         return arr
     if not callable(getattr(policy, "prob_d1", None)):
         raise PolicyError(
@@ -380,16 +385,45 @@ def policy_table(policy: Policy | np.ndarray, model: TabularModel,
         raise PolicyError(
             f"policy: {policy!r} has no prob_d1(obs) method; wrap a function with CallablePolicy."
         )
-    if getattr(policy, "time_dependent", False):
-        if horizon is None:
-            raise PolicyError(f"policy {name!r} is time-dependent: pass the horizon.")
-        tabs = [
-            _check_probs(policy.prob_d1(grid_observation(model, t)), G * K, f"policy {name!r}")
-            for t in range(horizon)
-        ]
-        return np.stack(tabs).reshape(horizon, G, K)
-    p = policy.prob_d1(grid_observation(model))
-    return _check_probs(p, G * K, f"policy {name!r}").reshape(G, K)
+    return _grid_tables(
+        lambda obs: _check_probs(policy.prob_d1(obs), G * K, f"policy {name!r}").reshape(G, K),
+        policy, model, horizon, name)
+
+
+def _grid_tables(evaluate: Callable[[Observation], np.ndarray], policy: Any,
+                 model: TabularModel, horizon: int | None, name: str) -> np.ndarray:
+    """A policy object's table on the (group, level) grid: one per epoch t < ``horizon``
+    (T, G, K[, A]) when it declares ``time_dependent`` or its decisions change with the
+    observation's ``t`` (a policy reading ``obs.t`` need not declare it: the Monte Carlo
+    engine shows it t, so the exact engine does too), else one table (G, K[, A]).
+    Policies that cannot read t (constants, networks over encoded features, a declared
+    ``reads_only_level_group``) are evaluated once."""
+    enc = getattr(policy, "encoding", None)
+    if model.features is None and getattr(enc, "name", None) == "features" \
+            and getattr(policy, "obs_fn", None) is None:
+        names = feature_inputs(policy, model)
+        reads = f" [{', '.join(names)}]" if names else ""
+        raise PolicyError(
+            f"policy {name!r} reads a feature vector{reads}, and the exact engine evaluates "
+            f"policies on the (group, level) grid of the tabular model {model.name!r}, which "
+            "has no features table; give TabularModel(features=...) (the features of each "
+            "group and level), use the Monte Carlo engine if the system's observations carry "
+            "these features (engine=\"mc\"; --engine mc; [engine] kind = \"mc\"), or audit "
+            "the policy on the system it was trained on.")
+    declared = getattr(policy, "time_dependent", False) is True
+    if declared and horizon is None:
+        raise PolicyError(f"policy {name!r} is time-dependent: pass the horizon.")
+    blind_to_t = not declared and (
+        isinstance(policy, (ConstantPolicy, ActionPolicy, UniformPolicy))
+        or getattr(policy, "reads_only_level_group", None) is True
+        or isinstance(policy, (TorchPolicy, NumpyMLPPolicy, DevicePolicy, SB3Policy))
+        and getattr(policy, "obs_fn", None) is None)
+    if horizon is None or blind_to_t:
+        return evaluate(grid_observation(model))
+    tabs = [evaluate(grid_observation(model, t)) for t in range(horizon)]
+    if declared or any(not np.array_equal(tab, tabs[0]) for tab in tabs[1:]):
+        return np.stack(tabs)
+    return tabs[0]
 
 
 def _action_table(policy: Any, model: TabularModel, horizon: int | None, name: str) -> np.ndarray:
@@ -406,12 +440,8 @@ def _action_table(policy: Any, model: TabularModel, horizon: int | None, name: s
                     f"policy {name!r}: time-indexed table covers {tab.shape[0]} epochs, horizon is {horizon}.")
             return tab[:horizon]
         return tab
-    if getattr(policy, "time_dependent", False):
-        if horizon is None:
-            raise PolicyError(f"policy {name!r} is time-dependent: pass the horizon.")
-        return np.stack([action_probs(policy, grid_observation(model, t), A).reshape(G, K, A)
-                         for t in range(horizon)])
-    return action_probs(policy, grid_observation(model), A).reshape(G, K, A)
+    return _grid_tables(lambda obs: action_probs(policy, obs, A).reshape(G, K, A), policy,
+                        model, horizon, name)
 
 
 def group_features(source: Any) -> frozenset[str]:
@@ -445,7 +475,8 @@ def feature_inputs(policy: Any, source: Any) -> tuple[str, ...] | None:
 
 
 def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: float = 0.0, *,
-                system: Any = None, table: np.ndarray | None = None) -> bool:
+                system: Any = None, table: np.ndarray | None = None,
+                horizon: int | None = None) -> bool:
     """Whether the policy's decision reads the group S directly: the edge ``S -> D_t`` of
     the temporal causal graph (method.md section 7). One answer for every door (the
     ``graph`` command, report.html):
@@ -456,7 +487,8 @@ def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: fl
        (:func:`group_features`); its other features describe the state ``X_t``;
     3. otherwise, with a tabular model (``model``, or ``system.tabular``): whether the
        decision differs between groups at some level (``table``, the policy's table on
-       that model, when already computed);
+       that model, when already computed; evaluated at every epoch t < ``horizon``,
+       default the system's horizon, else 20);
     4. with a system but no tabular model: True, the conservative graph.
     """
     declared = getattr(policy_or_table, "reads_group", None)
@@ -473,7 +505,8 @@ def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: fl
             if system is not None:
                 return True
             raise PolicyError("reads_group: pass the model to evaluate a policy object.")
-        tab = policy_table(policy_or_table, model)
+        tab = policy_table(policy_or_table, model,
+                           horizon or getattr(system, "horizon", None) or 20)
     tab = np.asarray(tab)
     if model is not None and model.n_actions > 2:
         return bool(np.ptp(tab, axis=-3).max() > tol)
@@ -568,6 +601,10 @@ def engine_policy(policy: Any, source: Any, n_actions: int, *, tabulate: bool = 
     :func:`causalfair.backends.engine_device`; :func:`causalfair.policies.nets.on_device`)."""
     if isinstance(policy, GridTabulated):
         return policy
+    if isinstance(policy, TablePolicy) and policy.time_dependent and horizon is not None \
+            and policy.table.shape[0] < horizon:  # as the exact engine (policy_table)
+        raise PolicyError(f"policy {policy.name!r}: time-indexed table covers "
+                          f"{policy.table.shape[0]} epochs, horizon is {horizon}.")
     K, G = getattr(source, "n_levels", None), getattr(source, "n_groups", None)
     if not (tabulate and isinstance(K, (int, np.integer)) and isinstance(G, (int, np.integer))
             and not isinstance(K, bool) and reads_only_level_group(policy)):
@@ -583,7 +620,8 @@ def untabulated(policy: Any) -> Any:
 
 # ------------------------------------------------------------------------------ parsing
 BUILTIN_POLICIES = {
-    "always": "approve everyone (pi = 1; two-action systems)",
+    "always": "approve everyone (pi = 1; two-action systems whose baseline is action 0, as "
+    "random, threshold and blind)",
     "never": "always the baseline action (deny; equals pi0)",
     "action:K": "always action K (0-based)",
     "uniform": "each allowed action with equal probability",
@@ -645,6 +683,13 @@ def parse_policy(spec: str, model: Any) -> Policy:
         raise PolicyError(
             f"policy: {spec!r} is a two-action policy, and system {mname!r} has {A} actions; "
             "use never, action:K, uniform, a checkpoint or a factory.")
+    if kind in ("always", "random", "threshold", "blind") and base != 0:
+        labels = getattr(getattr(system, "decisions", None), "labels", None) or \
+            tab.action_labels or ("d0", "d1")
+        raise PolicyError(
+            f"policy: {spec!r} gives P(action 1 = {labels[1]!r}), and action 1 is the baseline of "
+            f"system {mname!r}, so it would not mean what it says; use never (always the "
+            f"baseline {labels[base]!r}), action:K, uniform, a checkpoint or a factory.")
     if kind == "always" and not arg:
         return ConstantPolicy(1.0, name="always")
     if kind == "random":

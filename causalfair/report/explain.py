@@ -32,7 +32,9 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
     "DPE": ("Direct policy effect: the part of C caused by the decisions' immediate effect on "
             "each step's gain (the policy against the path-specific policy pi^PS, which makes "
             "the same visits but scores each step's gain as if the baseline decision had been "
-            "taken); equivalently the group gap in sum_t E[pi(d1 | x_t, s) Delta(x_t, s)]. It "
+            "taken); equivalently the group gap in sum_t E[sum_a pi(a | x_t, s) Delta_a(x_t, s)], "
+            "Delta_a the benefit of action a over the baseline (two actions: "
+            "pi(d1 | x_t, s) Delta(x_t, s)). It "
             "is not a measure of direct discrimination (of the policy reading the group): it "
             "is non-zero for a group-blind policy whenever the groups sit at different levels "
             "or benefit differently from the same decision (approve-everyone has DPE +0.044 "
@@ -64,8 +66,8 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
                     "(the qualified).", "0 is equal.", "ratio"),
     "w1_final": ("F-PPO-L's long-term gap: the 1-Wasserstein distance between the groups' "
                  "level distributions after T decisions.", "0 is equal.", "levels"),
-    "dp_gap": ("Demographic-parity gap: difference in the rate of favourable decisions over "
-               "the episode.", "absolute value, 0 is equal.", "probability"),
+    "dp_gap": ("Demographic-parity gap: difference in the rate of favourable decisions (any "
+               "action other than the baseline) over the episode.", "absolute value, 0 is equal.", "probability"),
 }
 
 #: The gain's name where a system declares none (:class:`causalfair.systems.Gain`).

@@ -402,8 +402,11 @@ def skipped_sections(r: AuditResult) -> dict[str, str]:
             "benefit fairness is summarised in the tables (Monte Carlo estimate by forks)")
     if r.spec.source == "model" and (r.model is None or (
             r.system is not None and "frontier" not in r.system.engines)):
+        tab = r.model if r.model is not None else getattr(r.system, "tabular", None)
+        has = f"one with {tab.n_actions} actions" if tab is not None and tab.n_actions != 2 \
+            else "none"
         out["frontier"] = (f"no utility-fairness frontier: the LP needs a tabular model with "
-                           f"two actions, and {sysname} has none")
+                           f"two actions, and {sysname} has {has}")
     if not any(isinstance(r.notions.get(k), (int, float)) for k in _NOTIONS):
         out["notions"] = ("no other notions: TPR, ELBERT, W1 and DP need a tabular model "
                           "(and a p_repay table for TPR/ELBERT)")

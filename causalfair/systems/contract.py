@@ -189,6 +189,29 @@ def _check_feature_width(name: str, obs: Any, features: tuple[str, ...]) -> None
             "(feature_names, or System(features=...)) in that order.")
 
 
+def _check_tabular_features(name: str, obs: Any, tabular: Any, t: int) -> None:
+    """Refuse observations whose features differ from the tabular model's ``features``
+    table at their (group, level): the engines would audit two different policies."""
+    table = getattr(tabular, "features", None)
+    if table is None or obs.level is None or obs.features is None:
+        return
+    got = np.asarray(obs.features, dtype=np.float64).reshape(len(obs.level), -1)
+    g, x = np.asarray(obs.group, dtype=np.intp), np.asarray(obs.level, dtype=np.intp)
+    if got.shape[1] != table.shape[2] or x.min() < 0 or x.max() >= table.shape[1]:
+        return  # the width and level checks name these
+    want = table[g, x]
+    bad = ~np.isclose(got, want, rtol=1e-6, atol=1e-6)  # float32 features pass
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        col = (tabular.feature_names or [f"column {k}" for k in range(table.shape[2])])[j]
+        raise SimulatorContractError(
+            f"simulator {name}.observe: at t = {t} a unit of group {int(g[i])} at level "
+            f"{int(x[i])} shows {col} = {got[i, j]:.6g}, but the tabular model's features "
+            f"table says {want[i, j]:.6g}; the exact engine evaluates policies on the table "
+            "and Monte Carlo on the observations, so make them agree (features a function of "
+            "(group, level) only), or leave features out of the tabular model.")
+
+
 def attribute_prints(sim: Any) -> dict[str, tuple[Any, ...]] | None:
     """A fingerprint of each array leaf of a user simulator's (or policy's) own
     attributes (shape, dtype and a hash of the bytes; no copy of large tables), keyed by
@@ -234,7 +257,7 @@ def check_shared_state(name: str, sim: Any, base: dict[str, tuple[Any, ...]] | N
 
 def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                    n_actions: int | None = None,
-                   features: tuple[str, ...] | None = None) -> None:
+                   features: tuple[str, ...] | None = None, tabular: Any = None) -> None:
     """Check that the simulator ``sim`` honours the protocol
     (:mod:`causalfair.systems.simulator`) on a sampled batch; raise SimulatorContractError
     naming the method that broke it. :func:`causalfair.engines.montecarlo.check_simulator`
@@ -246,7 +269,11 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
     ``draw_noise`` reproducible from their ``rng`` (same seed, same result), ``step``
     deterministic given (state, decisions, noise) and leaving its input state unchanged
     (both needed for forks), over ``horizon`` steps with random decisions; with
-    ``features`` (the system's feature names), observations with one column per name; a
+    ``features`` (the system's feature names), observations with one column per name;
+    with ``tabular`` (the system's tabular model, when it has a ``features`` table),
+    observations that carry levels show the table's features of their (group, level) at
+    every step (the exact engine evaluates policies on the table, Monte Carlo on the
+    observations: a difference would make the two disagree silently); a
     user's simulator that does not declare ``thread_safe = False`` leaves its own
     attributes as its first step left them (:func:`check_shared_state`).
     """
@@ -263,6 +290,7 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
         check_observation(sim, o1, n, "observe")
         if features is not None:
             _check_feature_width(name, o1, features)
+        _check_tabular_features(name, o1, tabular, 0)
         if np.any(np.asarray(o1.group) != g):
             raise SimulatorContractError(
                 f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
@@ -304,7 +332,9 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                     f"simulator {name}.step: not a deterministic function of (state, decisions, "
                     f"noise): two calls with the same arguments differ (at {diff}); draw random "
                     "numbers in draw_noise, not in step, so that forks share them.")
-            check_observation(sim, sim.observe(r1.state), n, f"step (observe after step {t})")
+            after = sim.observe(r1.state)
+            check_observation(sim, after, n, f"step (observe after step {t})")
+            _check_tabular_features(name, after, tabular, t + 1)
             state = r1.state
     check_shared_state(f"simulator {name}", sim, prints)
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from causalfair._validation import check_names
 from causalfair.errors import SystemError_, call_user, short
+from causalfair.graph import check_structure
 from causalfair.model import CausalStructure, TabularModel
 from causalfair.systems.contract import check_protocol, guard_simulator
 from causalfair.systems.tabular_sim import TabularSimulator
@@ -281,8 +282,16 @@ class System:
                 raise SystemError_(
                     f"system {self.id!r}: {len(self.levels)} level labels, the tabular model has "
                     f"{tab.n_levels} levels.")
+            named = {"group_names": groups, "level_labels": self.levels,
+                     "action_labels": self.decisions.labels}
+            named = {k: v for k, v in named.items()
+                     if tuple(getattr(tab, k) or (f"d{i}" for i in range(tab.n_actions))) != v}
+            if named:  # the exact engine's results name what the system names
+                tab = tab.with_(**named)
+                set_(self, "tabular", tab)
             if self.simulator is None:
                 set_(self, "simulator", _tabular_simulator_factory(tab))
+            check_structure(self.structure, tab, where=f"system {self.id!r}: structure")
         if self.simulator is None:
             raise SystemError_(
                 f"system {self.id!r}: needs a simulator or a tabular model (neither given).")
@@ -328,7 +337,8 @@ class System:
         if guarded is not sim and self.units_per_replica == 1 \
                 and not self.__dict__.get("_contract_checked"):
             check_protocol(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
-                           n_actions=self.n_actions, features=self.features)
+                           n_actions=self.n_actions, features=self.features,
+                           tabular=self.tabular)
             object.__setattr__(self, "_contract_checked", True)
         return guarded
 
@@ -443,6 +453,11 @@ def _from_simulator(sim: Any, sid: str, params: Mapping[str, Any]) -> System:
     structure = getattr(sim, "structure", None)
     if callable(structure):
         structure = structure()
+    if structure is not None and not isinstance(structure, CausalStructure):
+        raise SystemError_(  # a declaration silently replaced by the default is worse
+            f"system {sid!r}: the simulator's structure must be a causalfair.CausalStructure, "
+            f"got {short(structure)}; declare it as structure = cf.CausalStructure(s_to_x0=..., "
+            "s_to_transition=..., exogenous={...}) (docs/graph.md).")
     model = getattr(sim, "model", None)
     tab = getattr(model, "tabular", None) if model is not None else None
     if tab is not None and not isinstance(tab, TabularModel):
