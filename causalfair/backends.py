@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START
+from causalfair._usercode import user_modules
 from causalfair.errors import InputError
 from causalfair.workers import (
     TaskError,
@@ -26,13 +27,17 @@ from causalfair.workers import (
     Worker,
     in_workers,
     pickler,
+    reissued,
+    run_pickled,
     run_task,
     stop_workers,
+    unsendable,
+    use_user_modules,
 )
 
 __all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
            "check_address", "check_timeout", "make_backend", "resolve_device", "ThreadBackend",
-           "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV", "pickler"]
+           "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV", "pickler", "reachable"]
 
 
 class Backend(Protocol):
@@ -129,17 +134,25 @@ def check_address(address: Any, field: str = "--address") -> tuple[str, int] | N
     return m.group(1).strip("[]"), int(m.group(2))
 
 
-def _probe(address: str, field: str, seconds: float = 5.0) -> None:
-    """Refuse an address where nothing answers, before Ray would retry it for minutes."""
+def reachable(host: str, port: int, seconds: float = 5.0) -> str | None:
+    """None when a TCP connection to ``host:port`` opens within ``seconds``, else why not
+    (one line): the check made before a client (Ray, MLflow) that would retry for minutes."""
     import socket
 
+    try:
+        socket.create_connection((host, port), timeout=seconds).close()
+    except OSError as exc:
+        return "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+    return None
+
+
+def _probe(address: str, field: str, seconds: float = 5.0) -> None:
+    """Refuse an address where nothing answers, before Ray would retry it for minutes."""
     where = check_address(address, field)
     if where is None:
         return
-    try:
-        socket.create_connection(where, timeout=seconds).close()
-    except OSError as exc:
-        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+    why = reachable(*where, seconds=seconds)
+    if why is not None:
         raise InputError(f"{field}: nothing answers at {address.strip()!r} ({why}); start the "
                          f"cluster there (`ray start --head --port {where[1]}`), or check the "
                          "address.") from None
@@ -154,8 +167,11 @@ class RayBackend:
     is not retried (a retried task would hide a crash). A task whose worker dies is
     reported as a :class:`TaskError`; a task with a time limit runs in a worker process of
     its Ray worker, killed when the limit passes. Workers read specs, checkpoints and user
-    modules at the paths the driver gives them: on a multi-node cluster those paths must
-    exist on every node (a shared filesystem; docs/scale.md)."""
+    modules at the paths the driver gives them (a module the driver loaded from a user's
+    folder, e.g. ``--search-path``, is found in that folder, as local workers find it): on a
+    multi-node cluster those paths must exist on every node (a shared filesystem;
+    docs/scale.md). The warnings a task raises come back with its result and are raised
+    again here (:func:`causalfair.workers.reissued`)."""
 
     def __init__(self, address: str | None = None, jobs: int | None = None):
         if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
@@ -186,8 +202,9 @@ class RayBackend:
                                           configure_logging=False)
             if self.address is None and self.jobs is not None:
                 kwargs["num_cpus"] = self.jobs
-            try:
-                ray.init(address=self.address, **kwargs)
+            try:  # no address: a Ray of this command's own ("local"), never a cluster
+                # that Ray would otherwise find on this machine (the latest `ray start`)
+                ray.init(address=self.address or "local", **kwargs)
             except ConnectionError as exc:
                 if "InvalidAuthToken" in str(exc.__cause__ or ""):
                     raise InputError(
@@ -207,16 +224,33 @@ class RayBackend:
                     # Ray (older versions, by default) from hiding the machine's GPUs
                     env["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
                 opts["runtime_env"] = {"env_vars": env}
-            task = ray.remote(**opts)(run_task)
-            limited = ray.remote(**opts)(_limited)
+            task = ray.remote(**opts)(_remote)
+            pickle = pickler()
+            # the users' modules, found by the workers in their folders (as local workers
+            # find them), and the function, pickled once: a task's arguments are bytes, so
+            # Ray unpickles nothing before the task can make those modules importable
+            modules = [(name, os.path.abspath(folder)) for name, folder in user_modules()]
+            try:
+                fn_data: Any = pickle.dumps(fn)
+            except Exception as exc:  # noqa: BLE001 - reported for every item
+                fn_data = unsendable(exc)
+            fn_ref = fn_data if isinstance(fn_data, TaskError) else ray.put(fn_data)
             for i, item in enumerate(items):
                 limit = timeouts[i] if timeouts else None
-                refs.append(task.remote(fn, item, 1) if limit is None
-                            else limited.remote(fn, item, limit))
+                try:
+                    data = pickle.dumps(item)
+                except Exception as exc:  # noqa: BLE001 - reported for its item
+                    refs.append(unsendable(exc))
+                    continue
+                refs.append(fn_ref if isinstance(fn_ref, TaskError)
+                            else task.remote(modules, fn_ref, data, limit))
             out: list[Any] = []
             for ref in refs:  # in item order, whatever order the tasks finish in
-                try:
-                    out.append(ray.get(ref))
+                if isinstance(ref, TaskError):
+                    out.append(ref)
+                    continue
+                try:  # the task's warnings are shown here, as local workers' are
+                    out.append(reissued(*ray.get(ref)))
                 except ray.exceptions.RayError as exc:
                     first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
                     out.append(TaskError(type(exc).__name__, f"worker failed: {first}", ""))
@@ -224,7 +258,8 @@ class RayBackend:
         except BaseException:  # an interrupt: stop the tasks still running on the cluster
             for ref in refs:
                 try:
-                    ray.cancel(ref, force=True)
+                    if not isinstance(ref, TaskError):
+                        ray.cancel(ref, force=True)
                 except Exception:  # noqa: BLE001, S110 - finished or already gone
                     pass
             raise
@@ -233,9 +268,18 @@ class RayBackend:
                 ray.shutdown()
 
 
-def _limited(fn: Callable[[Any], Any], item: Any, limit: float) -> Any:
-    """``fn(item)`` in a worker process of this one, killed after ``limit`` seconds."""
-    return in_workers(fn, [item], 1, [limit])[0]
+def _remote(modules: list[tuple[str, str]], fn_data: bytes, item_data: bytes,
+            limit: float | None) -> tuple[Any, list[Any]]:
+    """A task on a Ray worker: the driver's users' ``modules`` made importable, then
+    ``fn(item)`` (:func:`~causalfair.workers.run_pickled`: its result and warnings), in a
+    worker process of this one killed after ``limit`` seconds when there is a limit."""
+    import sys
+
+    use_user_modules(modules)
+    run = None if limit is None else (
+        lambda fn, item: in_workers(fn, [item], 1, [limit],
+                                    setup=(list(sys.path), list(modules)))[0])
+    return run_pickled([fn_data, item_data], run)
 
 
 #: Environment variables that cap the threads a process may use, read as they were when

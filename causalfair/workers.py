@@ -3,8 +3,9 @@ tasks and send back their results, in order, over length-prefixed frames on thei
 stdin/stdout (:func:`in_workers`); the pool that :class:`causalfair.backends.ProcessBackend`
 keeps, the time limits of :class:`causalfair.backends.SerialBackend`, and how every worker
 is stopped (:func:`stop_workers`). A task's failure comes back as a :class:`TaskError`;
-the warnings a task raised come back with its result and are raised again in the driver
-(:func:`reissue`), so they show as the same warnings raised there would.
+every warning a task raised, whatever the worker's filters (:class:`recording`), comes
+back with its result and is raised again in the driver (:func:`reissue`), so the driver's
+filters decide what shows, as for the same task run there.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from causalfair._limits import set_threads
 from causalfair._usercode import find_user_modules, user_modules
 from causalfair.errors import CausalfairError
 
-__all__ = ["TaskError", "Timeouts", "Worker", "in_workers", "pickler", "reissue", "run_task",
-           "stop_workers", "worker_main"]
+__all__ = ["MAX_WARNINGS", "PYTHON_DEFAULT_FILTERS", "TaskError", "Timeouts", "Worker", "in_workers", "pickler", "recording",
+           "reissue", "reissued", "run_pickled", "run_task", "stop_workers", "unsendable",
+           "use_user_modules", "worker_main"]
 
 
 @dataclass(frozen=True)
@@ -136,17 +138,7 @@ def worker_main() -> None:
     sys.path[:], modules = pickle.loads(setup)
     find_user_modules(modules)  # the driver's modules from users' folders
     while (frame := _read_frame(inp)) is not None:
-        with warnings.catch_warnings(record=True) as caught:  # travel back with the result
-            try:
-                fn, item = pickle.loads(frame)
-            except BaseException as exc:  # noqa: BLE001 - e.g. a module the worker cannot import
-                result: Any = TaskError(type(exc).__name__, "the task cannot be unpickled in "
-                                        "the worker: "
-                                        f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
-                                        traceback.format_exc())
-            else:
-                result = run_task(fn, item, 1)
-        shown = [_portable(w) for w in caught]
+        result, shown = run_pickled([frame])  # the warnings travel back with the result
         try:
             data = pickle.dumps((result, shown))
         except Exception as exc:  # noqa: BLE001 - the result cannot travel back
@@ -165,25 +157,145 @@ def worker_main() -> None:
     os._exit(0)
 
 
-def _portable(w: warnings.WarningMessage) -> tuple[str, type[Warning], str, int]:
-    """A warning a task raised in a worker, as (message, category, file, line); a category
-    of the user's becomes its nearest built-in base (it travels whatever the driver can
-    import)."""
-    cat = next((c for c in w.category.__mro__ if c.__module__ == "builtins"), UserWarning)
-    return str(w.message), cat, str(w.filename), int(w.lineno or 0)
+#: A warning as it travels from a worker: (message, category, file, line, module).
+Shown = tuple[str, type[Warning], str, int, str | None]
+#: The most distinct warnings one task sends back (a message that varies by call, raised
+#: in a loop, would otherwise grow without bound); the rest are dropped.
+MAX_WARNINGS = 100
 
 
-#: The driver's record of the workers' warnings already shown (Python's "default" action:
-#: once per message and line, as the same warnings raised in this process would be).
+#: Python's own default warning filters (none of -W, PYTHONWARNINGS, -X dev): they hide
+#: DeprecationWarning and a few others, so a worker sets them aside (:class:`recording`).
+PYTHON_DEFAULT_FILTERS = [("default", None, DeprecationWarning, "__main__", 0),
+                          ("ignore", None, DeprecationWarning, None, 0),
+                          ("ignore", None, PendingDeprecationWarning, None, 0),
+                          ("ignore", None, ImportWarning, None, 0),
+                          ("ignore", None, ResourceWarning, None, 0)]
+_ALWAYS = ("always", None, Warning, None, 0)
+
+
+class recording:  # noqa: N801 - used as a context manager, like warnings.catch_warnings
+    """Record the warnings raised inside that Python's default filters would hide or show
+    (:data:`PYTHON_DEFAULT_FILTERS` give way to ``always``), while every other filter of
+    this process still applies first (those that imported libraries install, e.g. numpy's
+    and torch's ``ignore`` filters, or an ``error`` of ``PYTHONWARNINGS``), as they would
+    in the driver, which loads the same; filters the task installs are kept after it.
+    Each distinct (message, category, file, line) once, in order, at most
+    :data:`MAX_WARNINGS`, as :data:`Shown` tuples in the list ``with`` gives. The driver's
+    filters then decide what shows (:func:`reissue`), as for the same task run there."""
+
+    def __enter__(self) -> list[Shown]:
+        self._saved, self._show = warnings.filters[:], warnings.showwarning
+        self._mine = [f for f in self._saved if f not in PYTHON_DEFAULT_FILTERS] + [_ALWAYS]
+        _set_filters(self._mine)
+        shown: list[Shown] = []
+        seen: set[tuple[str, type[Warning], str, int]] = set()
+
+        def keep(message: Any, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: Any = None) -> None:
+            cat = next((c for c in category.__mro__ if c.__module__ == "builtins"),
+                       UserWarning)  # a category of the user's: its nearest built-in base
+            key = (str(message), cat, str(filename), int(lineno or 0))
+            if key not in seen and len(shown) < MAX_WARNINGS:
+                seen.add(key)
+                shown.append((*key, _module_of(key[2])))
+
+        warnings.showwarning = keep
+        return shown
+
+    def __exit__(self, *exc: Any) -> None:
+        added = [f for f in warnings.filters if f not in self._mine]  # by the task: kept
+        _set_filters(added + self._saved)
+        warnings.showwarning = self._show
+
+
+def _set_filters(filters: list[Any]) -> None:
+    """Make ``filters`` this process's warning filters (``resetwarnings`` first: it tells
+    the warnings machinery that they changed, so no warning is skipped by an earlier
+    decision)."""
+    warnings.resetwarnings()
+    warnings.filters[:] = filters
+
+
+def _module_of(filename: str) -> str | None:
+    """The name of the loaded module whose file is ``filename`` (what a filter's module
+    pattern is matched against, and whose registry remembers what was shown), or None."""
+    import sys
+
+    for name, mod in list(sys.modules.items()):
+        if getattr(mod, "__file__", None) == filename:
+            return name
+    return None
+
+
+#: The driver's record of the workers' warnings already shown, for those raised in a
+#: module the driver has not loaded (Python's "default" action: once per message and
+#: line, as the same warnings raised in this process would be).
 _SHOWN: dict[Any, Any] = {}
 
 
-def reissue(shown: Sequence[tuple[str, type[Warning], str, int]]) -> None:
+def reissue(shown: Sequence[Shown]) -> None:
     """Raise again, in the driver, the warnings a worker's task raised: the driver's filters
-    and ``warnings.showwarning`` (the command line's one-line format) then apply, as for
-    the same task run here."""
-    for message, category, filename, lineno in shown:
-        warnings.warn_explicit(message, category, filename, lineno, registry=_SHOWN)
+    (``-W``, ``PYTHONWARNINGS``, ``warnings.simplefilter``) and ``warnings.showwarning``
+    (the command line's one-line format) then apply, with the module's own registry of
+    warnings shown when the driver has loaded it, as for the same task run here."""
+    import sys
+
+    for message, category, filename, lineno, *rest in shown:
+        module = rest[0] if rest else None
+        mod = sys.modules.get(module) if module else None
+        registry = (mod.__dict__.setdefault("__warningregistry__", {})
+                    if mod is not None and getattr(mod, "__file__", None) == filename
+                    else _SHOWN)
+        warnings.warn_explicit(message, category, filename, lineno, module=module,
+                               registry=registry)
+
+
+def reissued(result: Any, shown: Sequence[Shown]) -> Any:
+    """``result``, after :func:`reissue` of ``shown``; a :class:`TaskError` instead when
+    the driver's filters turn one of them into an error (the task fails, as it would have
+    in the driver)."""
+    try:
+        reissue(shown)
+    except Warning as exc:
+        return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+                         traceback.format_exc())
+    return result
+
+
+def run_pickled(payloads: Sequence[bytes], run: Callable[[Any, Any], Any] | None = None
+                ) -> tuple[Any, list[Shown]]:
+    """A worker's task: ``(fn, item)`` unpickled from ``payloads`` (one pickle of the
+    pair, or one of each), then ``run(fn, item)`` (default :func:`run_task` on one
+    thread); the result (a :class:`TaskError` for a task that cannot be unpickled here,
+    e.g. a module the worker cannot import) and the warnings raised (:class:`recording`),
+    which the worker sends back for the driver's :func:`reissued`."""
+    pickle = pickler()
+    with recording() as shown:
+        try:
+            fn, item = (pickle.loads(payloads[0]) if len(payloads) == 1
+                        else (pickle.loads(payloads[0]), pickle.loads(payloads[1])))
+        except BaseException as exc:  # noqa: BLE001 - e.g. a module the worker cannot import
+            result: Any = TaskError(type(exc).__name__, "the task cannot be unpickled in the "
+                                    f"worker: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                    traceback.format_exc())
+        else:
+            result = run_task(fn, item, 1) if run is None else run(fn, item)
+    return result, shown
+
+
+#: The sets of users' modules already made importable in this process (a Ray worker runs
+#: many tasks, each given the driver's list).
+_FOUND: set[tuple[tuple[str, str], ...]] = set()
+
+
+def use_user_modules(modules: Sequence[tuple[str, str]]) -> None:
+    """:func:`causalfair._usercode.find_user_modules` of ``modules`` (the driver's users'
+    modules, with absolute folders), once per process for each list."""
+    key = tuple((str(name), str(folder)) for name, folder in modules)
+    if key not in _FOUND:
+        find_user_modules(list(key))
+        _FOUND.add(key)
 
 
 def driver_setup() -> tuple[list[str], list[tuple[str, str]]]:
@@ -242,12 +354,7 @@ class Worker:
             return TaskError(type(exc).__name__, "the result cannot be unpickled: "
                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
                              traceback.format_exc())
-        try:
-            reissue(shown)
-        except Warning as exc:  # warnings turned into errors here: the task fails, as here
-            return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
-                             traceback.format_exc())
-        return result
+        return reissued(result, shown)
 
     def died(self) -> TaskError:
         import signal
@@ -297,7 +404,8 @@ class Worker:
 
 
 def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
-                timeouts: Timeouts, pool: list[Worker] | None = None) -> list[Any]:
+                timeouts: Timeouts, pool: list[Worker] | None = None,
+                setup: tuple[list[str], list[tuple[str, str]]] | None = None) -> list[Any]:
     """``fn`` over ``items`` in at most ``jobs`` worker processes, results in item order.
     A task with a time limit (``timeouts[i]`` seconds, counted from when the driver starts
     sending it to its worker) that is still running, or unsent, then has its worker killed
@@ -305,14 +413,15 @@ def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
     On any exception here (an interrupt included) every worker is killed before it
     propagates. ``pool``: idle workers of earlier maps, used first where they started
     with this driver's search path and users' modules (the others exit); the idle
-    workers are put back in it after the map."""
+    workers are put back in it after the map. ``setup``: the search path and users' modules
+    the workers get (default :func:`driver_setup`)."""
     import select
     import time
 
     pickle = pickler()
     pending = enumerate(items)
     out: list[Any] = []
-    setup = driver_setup()
+    setup = driver_setup() if setup is None else setup
     kept = [w for w in pool or () if w.setup == setup and w.proc.poll() is None]
     stop_workers([w for w in pool or () if w not in kept], graceful=True)
     idle: list[Worker] = kept
@@ -333,9 +442,7 @@ def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
                 try:
                     data = pickle.dumps((fn, item))
                 except Exception as exc:  # noqa: BLE001 - reported for its item
-                    out[i] = TaskError(type(exc).__name__, "the task cannot be sent to a worker: "
-                                       f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
-                                       traceback.format_exc())
+                    out[i] = unsendable(exc)
                     continue
                 w = idle.pop() if idle else Worker(setup)
                 if w not in started:
@@ -371,6 +478,13 @@ def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
             if pool is not None:
                 pool.clear()
             stop_workers(started, graceful=ok)
+
+
+def unsendable(exc: Exception) -> TaskError:
+    """The error of a task that cannot be pickled for a worker (``exc``: why)."""
+    return TaskError(type(exc).__name__, "the task cannot be sent to a worker: "
+                     f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                     traceback.format_exc())
 
 
 def _over(w: Worker, limit: float) -> TaskError:

@@ -31,7 +31,7 @@ def _run_gate_step(tmp: Path, specs: str, args: str = "") -> tuple[int, str, str
     env = dict(os.environ, CF_SPECS=specs, CF_ARGS=args, CF_JUNIT=str(tmp / "gate.xml"),
                GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary),
                RUNNER_TEMP=str(tmp), OMP_NUM_THREADS="1")
-    assert set(step["env"]) == {"CF_SPECS", "CF_ARGS", "CF_JUNIT"}  # inputs never inlined
+    assert set(step["env"]) == {"CF_SPECS", "CF_ARGS", "CF_JUNIT", "CF_JSON"}  # never inlined
     proc = run_cmd(["bash", "-e", "-c", step["run"]], cwd=tmp, env=env, timeout=300)
     return proc.returncode, summary.read_text(), output.read_text()
 

@@ -342,9 +342,11 @@ def summary_exit_code(doc: Mapping[str, Any]) -> int:
 
 def merge_summaries(docs: Sequence[Mapping[str, Any]], paths: Sequence[str], *,
                     partial: bool = False) -> dict[str, Any]:
-    """One summary of checked shard summaries: every spec in shard order, the gate's exit
-    code over all of them. Shards must share the gate's settings and no spec, and, when
-    they are `gate --shard` outputs, be every shard of one sharded gate
+    """One summary of checked shard summaries: every spec, in the order of the sharded
+    gate's spec list (that of the unsharded gate; in the order given for summaries that
+    are not shards), the gate's exit code over all of them. Shards must share the gate's
+    settings and no spec, and, when they are `gate --shard` outputs, be every shard of one
+    sharded gate
     (:func:`select_shard`); ``partial`` allows some of its shards only (their exit code
     is theirs, not the gate's)."""
     _check_shards(docs, paths, partial)
@@ -353,6 +355,11 @@ def merge_summaries(docs: Sequence[Mapping[str, Any]], paths: Sequence[str], *,
         raise InputError("the shards ran with different --inconclusive or "
                          "--accept-repaired settings; run them alike.")
     specs = [e for d in docs for e in d["specs"]]
+    if all(d.get("shard") is not None for d in docs):  # the gate's own order: shard k's
+        # i-th spec stood at position k - 1 + i * n of the list (select_shard)
+        at = [d["shard"]["k"] - 1 + i * d["shard"]["n"] for d in docs
+              for i in range(len(d["specs"]))]
+        specs = [e for _, e in sorted(zip(at, specs, strict=True), key=lambda p: p[0])]
     seen: dict[str, str] = {}
     for d, path in zip(docs, paths, strict=True):
         for e in d["specs"]:
@@ -445,10 +452,14 @@ def check_junit_matches(doc: Mapping[str, Any], suites: Sequence[Any],
                              "the JUnit file of every shard, from the same runs.")
 
 
-def merge_junit(suites: Sequence[Any]) -> str:
-    """One JUnit document (UTF-8 text) holding ``suites``, with the totals on its root."""
+def merge_junit(suites: Sequence[Any], order: Sequence[str] = ()) -> str:
+    """One JUnit document (UTF-8 text) holding ``suites``, with the totals on its root;
+    the suites of the specs named in ``order`` (the merged summary's) in that order, any
+    other after them."""
     import xml.etree.ElementTree as ET
 
+    rank = {name: i for i, name in enumerate(order)}
+    suites = sorted(suites, key=lambda s: rank.get(s.get("name", ""), len(rank)))
     root = ET.Element("testsuites", name="causalfair gate")
     totals = dict.fromkeys(_COUNTS, 0)
     for suite in suites:

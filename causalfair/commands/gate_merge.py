@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         check_junit_matches(merged, suites, args.junit_in)
     text = json.dumps(merged, indent=2, allow_nan=False) + "\n"
     table = markdown(merged) if args.markdown else None
-    xml = merge_junit(suites) if args.junit_out else None
+    xml = merge_junit(suites, [e["name"] for e in merged["specs"]]) if args.junit_out else None
     for out in (args.json_out, args.junit_out):
         if out:
             check_output_file(out, [*args.json_in, *args.junit_in])

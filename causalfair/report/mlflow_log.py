@@ -18,6 +18,7 @@ Only the driver logs (after the results are back), so it works with every backen
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -28,7 +29,8 @@ from typing import Any
 
 from causalfair._io import to_jsonable
 from causalfair._version import __version__
-from causalfair.errors import InputError
+from causalfair.backends import reachable
+from causalfair.errors import InputError, OutputError, short
 
 __all__ = ["log_audit", "open_experiment"]
 
@@ -50,23 +52,64 @@ def import_mlflow() -> Any:
     return mlflow
 
 
+#: MLflow's limit on an experiment name's length.
+MAX_EXPERIMENT = 500
+#: Tracking-URI schemes of database stores (the full ``mlflow`` package, not
+#: ``mlflow-skinny``, which has no SQLAlchemy).
+_DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+
+
+def _first(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+
+
 def open_experiment(experiment: str = "causalfair", tracking_uri: str | None = None) -> Any:
     """The ``mlflow`` module with ``experiment`` set on the tracking store (of
-    ``tracking_uri``, else ``MLFLOW_TRACKING_URI``), or an InputError naming the store and
-    the fix. The commands call it before any audit runs, so a store that cannot be used
-    fails the command at once rather than after every audit."""
+    ``tracking_uri``, else ``MLFLOW_TRACKING_URI``), or an InputError naming the store (or
+    the experiment name) and the fix. The commands call it before any audit runs, so a
+    store that cannot be used fails the command at once rather than after every audit; a
+    server where nothing answers is refused after a TCP connection of at most 5 s (MLflow
+    itself would retry for minutes), and the check asks the server once, without retries."""
+    if not isinstance(experiment, str) or not experiment.strip() or \
+            len(experiment) > MAX_EXPERIMENT:
+        raise InputError(f"--mlflow-experiment: bad value {short(experiment)}; give a "
+                         f"non-empty name of at most {MAX_EXPERIMENT} characters.")
     mlflow = import_mlflow()
     if tracking_uri is not None:
         mlflow.set_tracking_uri(tracking_uri)
+    uri = str(mlflow.get_tracking_uri())
+    scheme = uri.partition("://")[0].partition("+")[0].lower() if "://" in uri else "file"
+    if scheme in ("http", "https"):
+        from urllib.parse import urlsplit
+
+        where = urlsplit(uri)
+        try:
+            port = where.port or (443 if scheme == "https" else 80)
+        except ValueError:
+            port = None
+        why = reachable(where.hostname or "", port) if port else "no port"
+        if why is not None:
+            raise InputError(f"--mlflow: nothing answers at the tracking server {uri!r} "
+                             f"({why}); start it, or set MLFLOW_TRACKING_URI to a store you "
+                             "can use (docs/scale.md, MLflow).")
+    retries = os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     try:
         mlflow.set_experiment(experiment)
     except Exception as exc:  # noqa: BLE001 - the store's own error, e.g. a bad URI
-        uri = str(mlflow.get_tracking_uri())
-        fix = ("; to log to a folder set MLFLOW_ALLOW_FILE_STORE=true (docs/scale.md, MLflow)"
-               if "://" not in uri or uri.startswith("file:") else
-               "; set MLFLOW_TRACKING_URI to a store you can use (docs/scale.md, MLflow)")
+        if scheme in _DB_SCHEMES and importlib.util.find_spec("sqlalchemy") is None:
+            fix = ("; a database store needs the full MLflow package (pip install mlflow; "
+                   "this one is mlflow-skinny)")
+        elif scheme == "file" and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() \
+                not in ("1", "true"):
+            fix = "; to log to a folder set MLFLOW_ALLOW_FILE_STORE=true (docs/scale.md, MLflow)"
+        else:
+            fix = "; set MLFLOW_TRACKING_URI to a store you can use (docs/scale.md, MLflow)"
         raise InputError(f"--mlflow: cannot use the tracking store {uri!r} "
-                         f"({str(exc).splitlines()[0][:200]}){fix}.") from None
+                         f"(experiment {short(experiment)}: {_first(exc)}){fix}.") from None
+    finally:
+        if retries is None:  # the audits' own logging keeps MLflow's retries
+            os.environ.pop("MLFLOW_HTTP_REQUEST_MAX_RETRIES", None)
     return mlflow
 
 
@@ -96,14 +139,22 @@ def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str 
             "causalfair.version": __version__}
     for v in result.verdicts:
         tags[f"causalfair.verdict.{_key(v.label)}"] = v.status
-    with mlflow.start_run(run_name=run_name or f"{spec.name} ({stage})") as run:
-        mlflow.log_params({k: str(v) for k, v in params.items()})
-        mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})  # NaN: not logged
-        mlflow.set_tags(tags)
-        with tempfile.TemporaryDirectory(prefix="causalfair-mlflow-") as tmp:
-            path = Path(tmp) / "audit.json"
-            path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-            mlflow.log_artifact(str(path))
-        if report_dir is not None and Path(report_dir).is_dir():
-            mlflow.log_artifacts(str(report_dir), artifact_path="report")
-        return run.info.run_id
+    try:  # a run that fails part-way is ended as FAILED (by start_run's context), never
+        # left FINISHED with half its record
+        with mlflow.start_run(run_name=run_name or f"{spec.name} ({stage})") as run:
+            mlflow.log_params({k: str(v) for k, v in params.items()})
+            mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})  # NaN: not logged
+            mlflow.set_tags(tags)
+            with tempfile.TemporaryDirectory(prefix="causalfair-mlflow-") as tmp:
+                path = Path(tmp) / "audit.json"
+                path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n",
+                                encoding="utf-8")
+                mlflow.log_artifact(str(path))
+            if report_dir is not None and Path(report_dir).is_dir():
+                mlflow.log_artifacts(str(report_dir), artifact_path="report")
+            return run.info.run_id
+    except Exception as exc:  # noqa: BLE001 - the store's own error, mid-way
+        raise OutputError(f"--mlflow: logging the audit of {short(spec.name)} ({stage}) to the "
+                          f"tracking store {str(mlflow.get_tracking_uri())!r} failed "
+                          f"({_first(exc)}); its run is marked FAILED, the audits logged "
+                          "before it are kept; rerun once the store works.") from None
