@@ -14,8 +14,12 @@ episode; each edge says which variables a mechanism reads:
   depends on the group;
 - ``X_{t+1}`` produced by the transition ``P(x' | x_t, d_t, s)`` from ``(X_t, D_t, E_t)``
   (and S directly when ``s_to_transition``);
-- ``G_t = g^s(X_t, X_{t+1})`` the qualification gain and ``R_t`` the reward, read from
+- ``G_t = g^s(X_t, X_{t+1})`` the qualification gain (it reads S too when a tabular
+  model's potential f^s differs between groups) and ``R_t`` the reward, read from
   ``(D_t, X_t)`` and the reward-relevant exogenous nodes.
+
+A declaration is checked against a tabular model's tables where there is one
+(:func:`check_structure`); a black-box simulator's declaration is taken at its word.
 
 Three variants give the graphs of Avin et al.'s path-specific decomposition used by the
 reference paper (Fig. 1 and Fig. 2, method.md section 3):
@@ -54,11 +58,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
+import numpy as np
 
 from causalfair import graph_render
 from causalfair._limits import check_memory
 from causalfair._validation import check_keywords
-from causalfair.errors import InputError, ResourceLimitError
+from causalfair.errors import InputError, ModelError, ResourceLimitError
 from causalfair.graph_render import DRAW_FORMAT_ERROR as DRAW_FORMAT_ERROR  # re-exported
 from causalfair.model import CausalStructure, TabularModel
 
@@ -77,6 +82,7 @@ __all__ = [
     "hypothetical_graphs",
     "effect_edges",
     "classify_paths",
+    "check_structure",
 ]
 
 #: Graph variants: deployed policy, baseline always-d0, path-specific pi^PS.
@@ -94,6 +100,7 @@ NODE_KINDS: tuple[str, ...] = (
 )
 
 _RESERVED_NAMES = frozenset({"S", "X", "D", "G", "R"})
+_TABLE_TOL = 1e-12  # group differences below this are rounding, not a dependence
 _NAME_RE = re.compile(r"[A-Za-z_](?:[A-Za-z0-9_]*[A-Za-z_])?")
 
 # ------------------------------------------------------------------ error messages
@@ -124,8 +131,9 @@ UNKNOWN_NODE_ERROR = (
 )
 TOO_MANY_PATHS_ERROR = (
     "{count} causal paths lead from {source!r} to {target}, more than "
-    "max_paths={max_paths}; the number grows like 2^T, so count them with "
-    "count_paths({source!r}), or raise max_paths to list them all."
+    "max_paths={max_paths}; the number grows like 2^T: count them with "
+    "count_paths({source!r}) (`causalfair graph` prints the count), list them over fewer "
+    "epochs (--horizon), or raise max_paths to list them all."
 )
 MAX_EPOCHS = 5000
 MAX_PATHS_ERROR = "max_paths must be an int >= 0, got {value!r}."
@@ -152,22 +160,87 @@ def _check_variant(variant: Any) -> str:
     return variant
 
 
-def _resolve_structure(obj: Any) -> CausalStructure:
-    """The CausalStructure of a model, a structure, or a simulator declaring one."""
+def _resolve(obj: Any) -> tuple[CausalStructure, frozenset[str]]:
+    """The declared structure of ``obj`` and the edges its tabular model adds.
+
+    With a tabular model (a :class:`TabularModel`, or a system whose ``tabular`` is one)
+    the declaration is checked against the tables (:func:`check_structure`), and the
+    returned set names the mechanisms that read S although no declaration can say so:
+    ``"gain"`` when the potential f^s differs between groups (``S -> G_t``), ``"reward"``
+    when the reward r(s, d, x) does and no exogenous variable carries S to it
+    (``S -> R_t``).
+    """
+    model = obj if isinstance(obj, TabularModel) else getattr(obj, "tabular", None)
     if isinstance(obj, CausalStructure):
-        return obj
+        return obj, frozenset()
     if isinstance(obj, TabularModel):
-        return obj.structure
-    declared = getattr(obj, "structure", None)
-    if callable(declared):  # e.g. LendingModel.structure()
-        declared = declared()
-    if isinstance(declared, CausalStructure):
-        return declared
-    raise TypeError(STRUCTURE_ERROR.format(value=obj))
+        structure = obj.structure
+    else:
+        structure = getattr(obj, "structure", None)
+        if callable(structure):  # e.g. LendingModel.structure()
+            structure = structure()
+        if not isinstance(structure, CausalStructure):
+            raise TypeError(STRUCTURE_ERROR.format(value=obj))
+    if not isinstance(model, TabularModel):
+        return structure, frozenset()
+    return structure, check_structure(structure, model)
+
+
+def _first_difference(table: Any, what: str, axes: str) -> str | None:
+    """Where ``table[s, ...]`` differs between groups most (beyond rounding), in words;
+    ``axes`` names the index after the group's."""
+    arr = np.asarray(table, dtype=np.float64)
+    gap = np.abs(arr - arr[:1]).max(axis=0)
+    if gap.max(initial=0.0) <= _TABLE_TOL:
+        return None
+    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(gap)), gap.shape))
+    return f"{what} differs between groups by {gap[idx]:.3g} at ({axes}) = {idx}"
+
+
+def check_structure(
+    structure: CausalStructure, model: TabularModel, where: str = "structure"
+) -> frozenset[str]:
+    """Refuse a declared structure that the tabular model's own tables contradict.
+
+    A declaration may claim more than the tables show (a mechanism that could read S but
+    happens not to), never less: an initial distribution P(x_0 | s) that differs between
+    groups needs ``s_to_x0``; a kernel P(x' | x, d, s) that differs needs
+    ``s_to_transition`` or an exogenous variable whose law depends on S. A refusal is a
+    :class:`~causalfair.errors.ModelError` naming the field and the fix. Returns the
+    mechanisms that read S beyond the declaration's vocabulary (see :func:`_resolve`).
+    """
+    exo = _exogenous(structure)
+    # the tables are compared only where the declaration says S is not read (the kernel
+    # is the largest array a model has)
+    found = None if structure.s_to_x0 else _first_difference(
+        model.initial, "the initial distribution P(x_0 | s)", "level")
+    if found:
+        raise ModelError(f"{where}.s_to_x0 is False, but {found}; set s_to_x0=True (S -> X_0) "
+                         "or give the groups the same initial distribution.")
+    carried = structure.s_to_transition or any(dep for _, dep, _ in exo)
+    found = None if carried else _first_difference(
+        model.kernel, "the transition kernel P(x' | x, d, s)", "action, level, next level")
+    if found:
+        raise ModelError(
+            f"{where}.s_to_transition is False and no exogenous variable depends on S, but "
+            f"{found}; set s_to_transition=True (S -> X_t+1) or "
+            "declare the exogenous variable that carries S, e.g. exogenous={'Y': (True, True)}.")
+    extra = set()
+    if _first_difference(model.potential, "the potential f^s", "level"):
+        extra.add("gain")
+    if _first_difference(model.reward, "the reward", "action, level") and not any(d and r for _, d, r in exo):
+        extra.add("reward")
+    return frozenset(extra)
 
 
 def _exogenous(structure: CausalStructure) -> list[tuple[str, bool, bool]]:
-    """Validated ``(name, depends_on_s, affects_reward)`` in declaration order."""
+    """Validated ``(name, depends_on_s, affects_reward)`` in declaration order (and the
+    structure's two flags checked to be booleans)."""
+    for key in ("s_to_x0", "s_to_transition"):
+        value = getattr(structure, key)
+        if value not in (True, False):
+            raise InputError(f"structure.{key}: expected True or False, got {value!r}; "
+                             "False only where that mechanism ignores the group.")
     out = []
     for name, flags in dict(structure.exogenous).items():
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in _RESERVED_NAMES:
@@ -184,8 +257,14 @@ def _exogenous(structure: CausalStructure) -> list[tuple[str, bool, bool]]:
 
 # ------------------------------------------------------------------ building
 def _build(
-    structure: CausalStructure, horizon: int, policy_reads_s: bool, variant: str
+    structure: CausalStructure, horizon: int, policy_reads_s: bool, variant: str,
+    reads_s: frozenset[str] = frozenset(),
 ) -> nx.DiGraph:
+    """The graph itself: the one place its nodes and edges are made. ``reads_s``: the
+    mechanisms a tabular model shows to read S beyond the declaration (:func:`_resolve`)."""
+    if policy_reads_s not in (True, False):
+        raise InputError(f"policy_reads_s: expected True or False, got {policy_reads_s!r}; "
+                         "causalfair.policies.core.reads_group(policy, system=...) tells.")
     exo = _exogenous(structure)
     g = nx.DiGraph(horizon=horizon, variant=variant, policy_reads_s=bool(policy_reads_s))
     g.add_node("S", kind="sensitive", t=None, label="S")
@@ -206,6 +285,10 @@ def _build(
                 g.add_edge("S", d)
         g.add_node(gain, kind="gain", t=t, label=f"G_{t}")
         g.add_node(r, kind="reward", t=t, label=f"R_{t}")
+        if "gain" in reads_s:  # g^s(x, x') = f^s(x') - f^s(x) with group-specific f^s
+            g.add_edge("S", gain)
+        if "reward" in reads_s:
+            g.add_edge("S", r)
 
         # transition of the trajectory (identical in all three variants)
         g.add_edges_from([(x, x_next), (d, x_next)])
@@ -357,7 +440,7 @@ class TemporalGraph:
         if count > max_paths:
             raise InputError(
                 TOO_MANY_PATHS_ERROR.format(
-                    count=count, source=source, max_paths=max_paths,
+                    count=_count(count), source=source, max_paths=max_paths,
                     target="the gains" if target is None else repr(target),
                 )
             )
@@ -400,14 +483,29 @@ class TemporalGraph:
         """
         graph_render.to_graphml(self, path)
 
+    def to_gml(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The graph as GML text (networkx; attributes whose value is None, ``t`` of S, left
+        out, booleans written 0/1); with ``path``, also written there atomically."""
+        return graph_render.to_gml(self, path)
+
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The graph as JSON text: its attributes (``horizon``, ``variant``,
+        ``policy_reads_s``), ``nodes`` (``{"id": ..., "kind": ..., "t": ..., ...}``, natural
+        order) and ``edges`` (sorted ``[source, target]`` pairs); with ``path``, also
+        written there atomically."""
+        return graph_render.to_json(self, path)
+
     def to_frame(self) -> pd.DataFrame:
         """The edges as a pandas DataFrame: source, target, source_kind, target_kind."""
         return graph_render.to_frame(self)
 
-    def _repr_svg_(self) -> str:
-        """Jupyter draws the graph inline (SVG; the figure widens with T, so draw a
-        graph of a few epochs)."""
+    def _repr_svg_(self) -> str | None:
+        """Jupyter draws the graph inline (SVG; the figure widens with T); a graph too long
+        to draw (:data:`causalfair.graph_render.MAX_DRAW_EPOCHS`) shows its repr instead."""
         import io
+
+        if self.horizon > graph_render.MAX_DRAW_EPOCHS:
+            return None
 
         buf = io.StringIO()
         self.draw().savefig(buf, format="svg")
@@ -450,11 +548,12 @@ def temporal_graph(
     variant : {"pi", "pi0", "ps"}
         See the module docstring (reference paper, Fig. 1 and Fig. 2).
     """
-    structure = _resolve_structure(model_or_structure)
+    structure, reads_s = _resolve(model_or_structure)
     horizon = _check_horizon(horizon)
     variant = _check_variant(variant)
     return TemporalGraph(
-        graph=_build(structure, horizon, policy_reads_s, variant), horizon=horizon, variant=variant
+        graph=_build(structure, horizon, policy_reads_s, variant, reads_s), horizon=horizon,
+        variant=variant,
     )
 
 
@@ -508,19 +607,22 @@ def effect_edges(
     - ``"SPE"`` (V^pi0): the paths from S that avoid every D_t.
     """
     horizon = _check_horizon(horizon)
-    structure = _resolve_structure(structure)
     T = range(horizon)
     dpe = tuple((f"X{t + 1}", f"G{t}") for t in T)
     dpe_new = tuple((f"X*{t + 1}", f"G{t}") for t in T)
     ipe = tuple(
         e for t in T for e in ((f"X{t}", f"D{t}"), ("S", f"D{t}")) if policy_reads_s or e[0] != "S"
     )
-    pi0 = temporal_graph(structure, horizon, variant="pi0").graph
+    pi0 = temporal_graph(structure, horizon, policy_reads_s=policy_reads_s, variant="pi0").graph
     no_d = pi0.subgraph(n for n, k in pi0.nodes(data="kind") if k != "decision")
     from_s = nx.descendants(no_d, "S") | {"S"}
-    to_gain = {n for n, k in no_d.nodes(data="kind") if k == "gain"}
-    for gain in list(to_gain):
-        to_gain |= nx.ancestors(no_d, gain)
+    gains = [n for n, k in no_d.nodes(data="kind") if k == "gain"]
+    to_gain = set(gains)  # the gains and their ancestors: one backward search, O(graph)
+    while gains:
+        for u in no_d.predecessors(gains.pop()):
+            if u not in to_gain:
+                to_gain.add(u)
+                gains.append(u)
     spe = tuple(sorted((u, v) for u, v in no_d.edges() if u in from_s and v in to_gain))
     return {
         "DPE": EffectEdges(
@@ -572,9 +674,19 @@ class PathClassification:
 
     def __str__(self) -> str:
         return (
-            f"paths from {self.source} to the gains ({self.variant}): {self.total} = "
-            f"{self.policy_mediated} through a decision + {self.spurious} avoiding all decisions"
+            f"paths from {self.source} to the gains ({self.variant}): {_count(self.total)} = "
+            f"{_count(self.policy_mediated)} through a decision + {_count(self.spurious)} "
+            "avoiding all decisions"
         )
+
+
+def _count(n: int) -> str:
+    """An exact path count in words: the digits up to 15 of them, else ``~1.23e+1505``
+    (a count of about 2^T paths has T / 3.3 digits)."""
+    digits = str(n)
+    if len(digits) <= 15:
+        return digits
+    return f"~{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
 
 
 def classify_paths(graph_pi: TemporalGraph, source: str = "S") -> PathClassification:

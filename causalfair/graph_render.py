@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["DRAW_FORMAT_ERROR", "UnrolledGraph", "to_dot", "to_graphml", "to_frame", "layout",
-           "draw", "math_label"]
+__all__ = ["DRAW_FORMAT_ERROR", "MAX_DRAW_EPOCHS", "UnrolledGraph", "to_dot", "to_graphml",
+           "to_gml", "to_json", "to_frame", "layout", "draw", "math_label"]
 
 _VARIANT_TITLES = {
     "pi": r"deployed policy $\pi$",
@@ -58,6 +58,16 @@ _DRAW_FORMATS = ("png", "svg", "pdf")
 DRAW_FORMAT_ERROR = (
     "draw: cannot tell the image format of {path!r} from its suffix; use one of "
     ".png, .svg, .pdf."
+)
+
+
+#: Most epochs one drawing shows: the figure is at most 60 inches wide, one inch per epoch.
+MAX_DRAW_EPOCHS = 60
+
+DRAW_HORIZON_ERROR = (
+    "draw: a graph over {horizon} epochs cannot be drawn readably (at most {most}, one inch "
+    "each); draw its first epochs, temporal_graph(..., {most}) (--horizon {most}), or export "
+    "the whole graph as text: to_dot / to_graphml / to_gml / to_json (--out FILE.dot)."
 )
 
 
@@ -124,15 +134,47 @@ def to_dot(tg: UnrolledGraph, path: str | os.PathLike[str] | None = None) -> str
     return text
 
 
+def _without_none(tg: UnrolledGraph) -> nx.DiGraph:
+    """A copy of ``tg.graph`` in natural node order with None-valued attributes left out
+    (GraphML and GML have no null)."""
+    g = nx.DiGraph()
+    g.graph.update({k: v for k, v in tg.graph.graph.items() if v is not None})
+    for n in tg.nodes():
+        g.add_node(n, **{k: v for k, v in tg.graph.nodes[n].items() if v is not None})
+    g.add_edges_from(tg.edges())
+    return g
+
+
 def to_graphml(tg: UnrolledGraph, path: str | os.PathLike[str]) -> None:
     """Write ``tg`` as GraphML, atomically, None-valued attributes left out
     (:meth:`causalfair.graph.TemporalGraph.to_graphml`)."""
-    g = nx.DiGraph()
-    g.graph.update({k: v for k, v in tg.graph.graph.items() if v is not None})
-    for n, data in tg.graph.nodes(data=True):
-        g.add_node(n, **{k: v for k, v in data.items() if v is not None})
-    g.add_edges_from(tg.graph.edges())
+    g = _without_none(tg)
     atomic_write_bytes(path, lambda fh: nx.write_graphml(g, fh))
+
+
+def to_gml(tg: UnrolledGraph, path: str | os.PathLike[str] | None = None) -> str:
+    """GML text of ``tg`` (None-valued attributes left out, booleans as 0/1), written to
+    ``path`` atomically when given (:meth:`causalfair.graph.TemporalGraph.to_gml`)."""
+    text = "\n".join(nx.generate_gml(_without_none(tg))) + "\n"
+    if path is not None:
+        atomic_write_text(path, text)
+    return text
+
+
+def to_json(tg: UnrolledGraph, path: str | os.PathLike[str] | None = None) -> str:
+    """JSON text of ``tg`` (:meth:`causalfair.graph.TemporalGraph.to_json`): the graph's
+    attributes, ``nodes`` (each ``{"id": ..., **attributes}``, natural order) and
+    ``edges`` (``[source, target]`` pairs, sorted); written to ``path`` atomically."""
+    import json
+
+    g = tg.graph
+    doc = {"format": "causalfair-temporal-graph", "version": 1, **g.graph,
+           "nodes": [{"id": n, **g.nodes[n]} for n in tg.nodes()],
+           "edges": [list(e) for e in tg.edges()]}
+    text = json.dumps(doc, indent=1) + "\n"
+    if path is not None:
+        atomic_write_text(path, text)
+    return text
 
 
 def to_frame(tg: UnrolledGraph) -> pd.DataFrame:
@@ -186,6 +228,8 @@ def draw(
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    if tg.horizon > MAX_DRAW_EPOCHS:
+        raise InputError(DRAW_HORIZON_ERROR.format(horizon=tg.horizon, most=MAX_DRAW_EPOCHS))
     fmt = None
     if path is not None:
         fmt = Path(path).suffix.lower().lstrip(".")

@@ -14,7 +14,7 @@ from causalfair.commands._system import (
 from causalfair.commands.decompose import load_system_and_policy
 from causalfair.errors import UsageError
 
-FORMATS = (".png", ".svg", ".pdf", ".dot", ".gv", ".graphml")
+FORMATS = (".png", ".svg", ".pdf", ".dot", ".gv", ".graphml", ".gml", ".json")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "unrolled over T epochs for the deployed policy (pi), the baseline (pi0) or "
             "the path-specific policy (ps); count the causal paths from S to the gains "
             "(policy-mediated vs spurious), list the edges each effect switches, and "
-            "export the graph (PNG/SVG/PDF drawing, DOT or GraphML by the suffix of --out)."
+            "export the graph (PNG/SVG/PDF drawing of at most 60 epochs, DOT, GraphML, GML or "
+            "JSON by the suffix of --out; docs/graph.md)."
         ),
     )
     add_system_arguments(p, horizon_default=2)  # two epochs: a graph one can read
@@ -47,30 +48,37 @@ def run(args: argparse.Namespace) -> int:
 
     from causalfair.graph import classify_paths, effect_edges, temporal_graph
 
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix.lower() not in FORMATS:
+        raise UsageError(f"--out: unknown suffix {out.suffix.lower() or '(none)'!r} in "
+                         f"{str(out)!r}; use one of {', '.join(FORMATS)}.")
     system, policy = load_system_and_policy(args)
     reads_s = policy_reads_group(policy, system)
-    g = temporal_graph(system.structure, args.horizon, policy_reads_s=reads_s, variant=args.variant)
+    # the system itself, not only its declared structure: its tabular model is checked
+    # against the declaration and shows where the gain or reward reads S
+    g = temporal_graph(system, args.horizon, policy_reads_s=reads_s, variant=args.variant)
     print(f"temporal causal graph: {system.id}, policy {getattr(policy, 'name', 'pi')} "
           f"(reads S: {'yes' if reads_s else 'no'}), variant {args.variant}, T = {args.horizon}")
     print(f"  {g.graph.number_of_nodes()} nodes, {g.graph.number_of_edges()} edges")
     if args.variant == "pi":
         print("  " + str(classify_paths(g)).replace("\n", "\n  "))
-    for name, eff in effect_edges(args.horizon, system.structure, policy_reads_s=reads_s).items():
+    for name, eff in effect_edges(args.horizon, system, policy_reads_s=reads_s).items():
         shown = ", ".join(f"{u}->{v}" for u, v in eff.edges[:6])
         more = f" (+{len(eff.edges) - 6} more)" if len(eff.edges) > 6 else ""
         print(f"  {name}: switches {shown}{more}")
     if args.paths:
         for path in g.paths(args.paths):
             print("  " + " -> ".join(path))
-    if args.out:
-        out = Path(args.out)
+    if out is not None:
         suffix = out.suffix.lower()
-        if suffix not in FORMATS:
-            raise UsageError(f"--out: unknown suffix {suffix or '(none)'!r}; allowed: {', '.join(FORMATS)}.")
         if suffix in (".dot", ".gv"):
             g.to_dot(out)
         elif suffix == ".graphml":
             g.to_graphml(out)
+        elif suffix == ".gml":
+            g.to_gml(out)
+        elif suffix == ".json":
+            g.to_json(out)
         else:
             g.draw(out)
         print(f"  wrote {out}")

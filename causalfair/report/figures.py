@@ -281,7 +281,7 @@ def _fig_graph(r: AuditResult):
     else:
         reads = reads_group(r.policy if r.policy is not None else r.policy_table, r.model,
                             system=r.system, table=r.policy_table)
-    tg = temporal_graph(source.structure, T, policy_reads_s=reads, variant="pi")
+    tg = temporal_graph(source, T, policy_reads_s=reads, variant="pi")
     fig = tg.draw()
     ax = fig.axes[0]
     ax.set_title(f"{ax.get_title()} (first {T} of {r.decomposition.horizon} epochs drawn)",
