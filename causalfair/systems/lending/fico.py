@@ -40,6 +40,7 @@ import csv
 import functools
 import hashlib
 import json
+import math
 import operator
 import warnings
 from dataclasses import dataclass, field
@@ -245,7 +246,11 @@ def repay_from_coefficients(
     s = np.asarray(score, dtype=float) / SCORE_MAX
     c = coefficients
     eta = c["const"] + c["score"] * s + group * (c["group"] + c["score_x_group"] * s)
-    return 1.0 / (1.0 + np.exp(-eta))
+    # exp per value with the C library's exp, not numpy's: numpy dispatches exp to
+    # CPU-specific SIMD kernels (AVX-512 or not) whose last bits differ, and this table
+    # feeds every audit of the FICO settings (same numbers on any machine; docs/limits.md)
+    e = np.array([math.exp(-v) for v in np.ravel(eta).tolist()], dtype=float)
+    return 1.0 / (1.0 + e.reshape(np.shape(eta)))
 
 
 @functools.lru_cache(maxsize=1)
