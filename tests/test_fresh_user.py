@@ -205,17 +205,6 @@ def test_policy_and_checkpoint_together_are_refused(hiring, capsys):
                  "p.npz"]) == 0, capsys.readouterr().err
 
 
-def test_checkpoint_every_on_a_system_that_writes_one_checkpoint_is_refused(hiring, capsys):
-    """The generic trainer writes checkpoint.pt once, at the end; `--checkpoint-every 5`
-    was accepted and a killed run left no checkpoint."""
-    code = main(["train", "--system", "hiring:make", "--checkpoint-every", "5",
-                 "--iterations", "1", "--out", str(hiring / "run")])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "--checkpoint-every: applies to lending-1, lending-2, lending-3" in err, err
-    assert not (hiring / "run").exists()
-
-
 def test_observations_wider_than_the_feature_names_are_refused(hiring, capsys):
     """Two feature columns, one name: an IndexError traceback from the benefit table's
     labels after the whole decomposition had run."""

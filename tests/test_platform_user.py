@@ -125,26 +125,6 @@ def test_a_warm_start_with_other_actions_is_one_line(tmp_path):
     assert "3 output(s)" in msg and "2 actions (1 output)" in msg and "\n" not in msg, msg
 
 
-def test_checkpoint_every_on_a_generic_system_is_refused_in_python_too(tmp_path):
-    """`TrainConfig(checkpoint_every=1)` (or `--set checkpoint_every=1`) on a system the
-    generic trainer runs was silently ignored: a killed run left no checkpoint."""
-    with pytest.raises(ConfigError, match="checkpoint_every = 1, --checkpoint-every: applies to "
-                       "lending-1, lending-2, lending-3; on hiring-test checkpoint.pt is "
-                       "written once"):
-        train(_config(checkpoint_every=1), out=tmp_path / "run", system=_system())
-    assert not (tmp_path / "run").exists()
-
-
-def test_checkpoint_every_through_set_is_refused_by_the_cli(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("causalfair.commands.train.make", lambda *a, **k: _system())
-    code = main(["train", "--system", "hiring-test", "--algo", "ppo", "--iterations", "1",
-                 "--set", "checkpoint_every=2", "--out", str(tmp_path / "run"), "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "checkpoint_every = 2, --checkpoint-every: applies" in err, err
-    assert not (tmp_path / "run").exists()
-
-
 def test_torch_save_files_are_refused_with_the_fix(tmp_path):
     """`torch.save(model)` was refused with torch's own message cut mid-word (an ANSI
     escape and "do those steps only if you t"); a bare state_dict and a safetensors file
@@ -226,7 +206,8 @@ def test_a_constrained_runs_audit_hint_uses_other_random_numbers(tmp_path, capsy
                  "--constraint", "abs_C<=10", "--out", str(tmp_path / "run"), "--no-progress"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "met on the training's audit (seed 0, n = 50 per group" in out, out
+    assert "met on the training's audits (the selection stream of seed 0, n = 50 per group" \
+        in out, out
     hint = next(line for line in out.splitlines() if "audit it:" in line)
     assert hint.endswith("--horizon 3 --n 50 --seed 1"), hint
 

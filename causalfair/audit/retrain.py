@@ -28,7 +28,7 @@ from causalfair.thresholds import Constraint, constraints_from_thresholds
 from causalfair.train import train
 from causalfair.train.algorithms import get
 from causalfair.train.config import TrainConfig
-from causalfair.train.exact import repair_checkpoint
+from causalfair.train.exact import repair_checkpoint, tabular_model
 from causalfair.train.lagrangian import check_constraints_supported
 
 __all__ = ["retrained_checkpoint_path", "check_retrain", "repair_check", "imposed_constraints"]
@@ -77,10 +77,7 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
     if spec.retrain["algo"] == "exact":
         if system is None:
             system = build_system(spec)
-        if "exact" not in system.engines:
-            raise SpecError(f"{where}: [retrain] algo: 'exact' needs a system with a tabular "
-                            f"model; {system.id!r} has none. Use a sampled algo such as "
-                            "'ppo-cb'.")
+        tabular_model(system, f"{where}: [retrain] algo", SpecError)
     if imposed_constraints(spec) and spec.retrain["algo"] != "exact":
         try:  # the trainer's own refusal, before anything is audited
             check_constraints_supported(system if system is not None else build_system(spec))

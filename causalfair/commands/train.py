@@ -114,9 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-every", type=int, default=None, metavar="K",
                    help="exact audit every K iterations (default: 5)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="checkpoint every N iterations (default: 10; lending-1, lending-2, "
-                        "lending-3: on another system OUT/checkpoint.pt is written when "
-                        "training ends, and a value other than 10 is refused)")
+                   help="write OUT/checkpoint.pt every N iterations and at the end "
+                        "(default: 10); Ctrl-C leaves the last one")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other TrainConfig field, VALUE parsed as JSON (repeatable)")
     p.add_argument("--device", default="cpu", metavar="DEV",
@@ -363,7 +362,8 @@ def run(args: argparse.Namespace) -> int:
                 verdict = ("NOT met by any audited policy (the last policy is saved; its audit: "
                            f"{'; '.join(m.get('constraints_failed') or ['none'])})")
             elif sampled:
-                verdict = (f"met on the training's audit (seed {config.seed}, n = "
+                verdict = (f"met on the training's audits (the selection stream of seed "
+                           f"{config.seed}, n = "
                            f"{config.audit_n} per group; the best-utility audited policy that "
                            "meets them, chosen on those numbers: confirm it with the "
                            "independent audit below)")

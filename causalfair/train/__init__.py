@@ -55,8 +55,9 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     ``resume``: continue the run in ``out`` from its last checkpoint (same config; only
     ``iterations`` may differ). ``init_checkpoint``: warm start the policy network from a
     causalfair checkpoint (e.g. the audited policy), training its own network
-    (:func:`warm_start_config`). ``checkpoint_every`` applies to the lending trainer; the
-    generic one writes its checkpoint once, at the end, and refuses another value.
+    (:func:`warm_start_config`). Both trainers write ``out/checkpoint.pt`` every
+    ``checkpoint_every`` iterations and at the end (the lending trainer also its resume
+    state); a run stopped by Ctrl-C leaves the last one.
     ``progress``: show a tqdm bar with utility and |C|.
     ``device``: where the networks train: ``"cpu"`` (default), ``"cuda"`` (``"cuda:N"``) or
     ``"auto"`` (the GPU when torch sees one, for the generic trainer; the CPU for the lending
@@ -78,11 +79,6 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
             if resume:
                 raise ConfigError("resume: continuing a run is supported for the lending "
                                   "systems only; start the run again (same seed, same weights).")
-            if config.checkpoint_every != _DEFAULT_CHECKPOINT_EVERY:
-                raise ConfigError(
-                    f"checkpoint_every = {config.checkpoint_every}, --checkpoint-every: applies "
-                    f"to lending-1, lending-2, lending-3; on {system.id} checkpoint.pt is "
-                    "written once, when training ends (leave it out).")
             if init_checkpoint is not None:
                 config = warm_start_config(config, init_checkpoint, system)
             from causalfair.train.generic import train_system
@@ -118,7 +114,6 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
         torch.set_num_threads(threads)
 
 
-_DEFAULT_CHECKPOINT_EVERY = TrainConfig.__dataclass_fields__["checkpoint_every"].default
 _DEFAULT_ARCH = (TrainConfig.__dataclass_fields__["hidden"].default,
                  TrainConfig.__dataclass_fields__["activation"].default)
 
@@ -214,8 +209,7 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
             row = trainer.step()
             if out_path is not None:
                 ck.append_jsonl(out_path / "metrics.jsonl", row)
-                if (trainer.iteration % config.checkpoint_every == 0
-                        or trainer.iteration == config.iterations):
+                if ck.checkpoint_due(trainer.iteration, config):
                     ckpt = ck.write_checkpoint(out_path, trainer)
                     ck.write_metrics(out_path, trainer.history)
             last = ck.last_metrics(trainer.history)

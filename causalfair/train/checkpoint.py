@@ -35,6 +35,7 @@ from causalfair.policies.core import CheckpointError, save_checkpoint
 __all__ = [
     "CHECKPOINT_NAME",
     "STATE_NAME",
+    "checkpoint_due",
     "write_checkpoint",
     "read_state",
     "append_jsonl",
@@ -82,6 +83,13 @@ def last_metrics(history: list[dict[str, Any]]) -> dict[str, Any]:
             ex["iteration"] = row["iteration"]
             return ex
     return {}
+
+
+def checkpoint_due(iteration: int, config: Any) -> bool:
+    """Whether a run writes its checkpoint after ``iteration`` (counted from 1): every
+    ``config.checkpoint_every`` iterations and after the last (``config.iterations``); the
+    one rule of the lending and the generic trainer."""
+    return iteration % config.checkpoint_every == 0 or iteration == config.iterations
 
 
 def write_checkpoint(out: str | os.PathLike[str], trainer: Any) -> Path:

@@ -17,7 +17,7 @@ from causalfair.errors import ConfigError
 from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
 from causalfair.train.repair import repair_network
 
-__all__ = ["Repaired", "repair_checkpoint"]
+__all__ = ["Repaired", "repair_checkpoint", "tabular_model"]
 
 
 @dataclass
@@ -40,6 +40,21 @@ class Repaired:
                         encoding=self.encoding, metadata={**metadata, "repair": self.summary()})
 
 
+def tabular_model(system: Any, where: str = "--algo exact",
+                  error: type[Exception] = ConfigError) -> Any:
+    """``system``'s tabular model of independent units, the one the exact repair optimises
+    on; a system without one raises ``error``, one line naming ``where`` (the door: a
+    command-line flag, a spec's ``[retrain] algo``) and the repair to use instead
+    (PPO-Lagrangian, docs/training.md)."""
+    model = system.tabular if "exact" in system.engines else None
+    if model is None:
+        raise error(f"{where}: 'exact' needs a system with a tabular model of independent "
+                    f"units; {system.id!r} has none. Impose the same thresholds with "
+                    "PPO-Lagrangian: causalfair train --algo ppo-c --constraint ..., or "
+                    "[retrain] algo = \"ppo-lag\" in a spec.")
+    return model
+
+
 def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
                       init: tuple[Any, Mapping[str, Any]] | None = None, seed: int = 0,
                       outer: int = 30, n_random: int = 12, eps: float | str | None = None,
@@ -53,12 +68,7 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
     system without a tabular model, a featured system without a checkpoint)."""
     import torch
 
-    model = system.tabular if "exact" in system.engines else None
-    if model is None:
-        raise error(f"{where}: 'exact' needs a system with a tabular model of independent "
-                    f"units; {system.id!r} has none. Impose the same thresholds with "
-                    "PPO-Lagrangian: causalfair train --algo ppo-c --constraint ..., or "
-                    "[retrain] algo = \"ppo-lag\" in a spec.")
+    model = tabular_model(system, where, error)
     torch.manual_seed(seed)
     if init is not None:
         pol, meta = init

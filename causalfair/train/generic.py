@@ -30,7 +30,11 @@ trainer in :mod:`causalfair.train.core`).
   and the rollout's visitation weights.
 - Every ``eval_every`` iterations the policy is audited: exactly when the system has a
   tabular model of independent units, else by Monte Carlo (``audit_n`` units per group,
-  default 2,000).
+  default 2,000) on the run's selection stream (:func:`selection_seed`), never the
+  random numbers of a user's audit.
+- Run folder: ``checkpoint.pt`` every ``checkpoint_every`` iterations (the policy of that
+  iteration, atomically) and at the end (the kept policy); after Ctrl-C the last periodic
+  one stays (docs/training.md, "Run folders, checkpoints, resume").
 - PPO-Lagrangian (``constraints``, e.g. ``("abs_C<=0.05", "Lambda<=0.1",
   "abs_C[B-A]<=0.1", "max_abs_C<=0.2")``), with any of these objectives: one multiplier per
   constraint (per pair for a ``max_*`` key) on top of the objective's own penalty
@@ -78,10 +82,29 @@ from causalfair.train.replica_choice import ReplicaChoiceTraining
 from causalfair.train.result import TrainResult
 from causalfair.types import Observation
 
-__all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS"]
+__all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS", "selection_seed", "SELECTION_STREAM"]
 
 #: The objectives the generic trainer implements (the registry, causalfair.train.algorithms).
 GENERIC_ALGOS = names(generic=True)
+
+#: The tag of the selection audits' random stream in :func:`selection_seed` ("SELE").
+SELECTION_STREAM = 0x53454C45
+
+
+def selection_seed(seed: int) -> int:
+    """The seed of the Monte Carlo audits a training run of seed ``seed`` makes to choose
+    what it keeps (the audits every ``eval_every`` iterations: constraint checks, the
+    kept policy, the PPO-Lagrangian multipliers): 2**64 plus the first 64-bit word of
+    ``np.random.SeedSequence([seed, SELECTION_STREAM])``.
+
+    It is at least 2**64, so it is never the seed of an audit a user makes (``[engine]
+    seed``, ``decompose --seed``, the gate's re-audit of a repair: integers below 2**64,
+    0 by default), and its streams (``SeedSequence(seed, spawn_key=...)``, whose entropy
+    words then differ in the third) are not theirs either: a policy kept because its
+    audit fell on the right side of a bound is judged afterwards on random numbers it
+    was not chosen on (docs/training.md, "Constrained repair")."""
+    word = np.random.SeedSequence([int(seed), SELECTION_STREAM]).generate_state(1, np.uint64)[0]
+    return 2**64 + int(word)
 
 
 def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncoding:
@@ -164,6 +187,7 @@ class SystemTrainer(ReplicaChoiceTraining):
         self.sim = system.make_simulator()
         self.fair = c.algo in FAIR_ADVANTAGE_ALGOS
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(c.seed)))
+        self.audit_seed = selection_seed(c.seed)  # the selection audits' own streams
         torch.manual_seed(c.seed)
         self.A, self.base = system.n_actions, system.decisions.baseline
         self.G, self.T = system.n_groups, c.horizon
@@ -545,17 +569,18 @@ class SystemTrainer(ReplicaChoiceTraining):
 
     def audit(self) -> dict[str, float]:
         """C, DPE, IPE, SPE, utility (and Lambda) of the current policy: exact when the
-        system has a tabular model of independent units, else Monte Carlo."""
+        system has a tabular model of independent units, else Monte Carlo with ``audit_n``
+        units per group on the selection stream (:func:`selection_seed`)."""
         pol = self.policy()
         if self.tabular is not None:
             d = exact_numbers(self.tabular, pol, self.T, eps=self.eps).decomposition
         else:
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
-                             seed=self.config.seed, check=False, eps=self.eps or "auto")
+                             seed=self.audit_seed, check=False, eps=self.eps or "auto")
         self.pair = tuple(int(g) for g in d.pair)
         self._groups = None if self.lag is None or not self.lag.needs_groups else measure_groups(
             self.system, pol, self.T, d, tabular=self.tabular, n=self.config.audit_n,
-            seed=self.config.seed, eps=self.eps or "auto",
+            seed=self.audit_seed, eps=self.eps or "auto",
             lambda_pairs=self.lag.lambda_pairs, coupled=self.U > 1)
         out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
         out["utility"] = float(d.total_utility)
@@ -570,11 +595,36 @@ class SystemTrainer(ReplicaChoiceTraining):
         return out
 
 
+def _save(tr: SystemTrainer, c: TrainConfig, path: Path, extra: dict[str, Any]) -> None:
+    """Write ``tr``'s current policy network to ``path`` (atomically), its metadata the
+    run's (config ``c`` as given: name, system, params, algo, seed, iterations, actions,
+    feature names, the replica-choice head) plus ``extra``."""
+    system = tr.system
+    save_checkpoint(path, tr.policy_net, architecture=tr.architecture(), encoding=tr.encoding,
+                    metadata={"name": f"{c.algo}-{system.id}", "system": system.id,
+                              "system_params": dict(system.params), "algo": c.algo,
+                              "seed": c.seed, "iterations": c.iterations,
+                              "n_actions": system.n_actions,
+                              "feature_names": list(system.features or []),
+                              **({"choice": {"units": tr.U,
+                                             "nobody_logit": float(tr.nobody.detach()[0])}}
+                                 if tr.choice else {}),
+                              **extra})
+
+
 def train_system(system: Any, config: TrainConfig, out: str | Path | None = None,
                  init_checkpoint: str | Path | None = None, progress: bool = False,
                  device: str = "cpu") -> Any:
     """Train ``config.algo`` on ``system``; write ``out/checkpoint.pt`` (the policy, its
-    encoding with feature names, the system id and params) and ``metrics.jsonl``."""
+    encoding with feature names, the system id and params) and ``metrics.jsonl``.
+
+    ``out/checkpoint.pt`` is written every ``config.checkpoint_every`` iterations (the
+    policy of that iteration, metadata ``iteration``; the rule the lending trainer
+    follows, :func:`causalfair.train.checkpoint.checkpoint_due`) and when training ends
+    (the kept policy: with constraints, the best passing audited one). Each write is
+    atomic, so a run stopped by Ctrl-C (KeyboardInterrupt, re-raised) leaves the last
+    periodic checkpoint, ``config.json`` and the ``metrics.jsonl`` rows of the
+    iterations it finished."""
     import torch
 
     t0 = time.perf_counter()
@@ -587,34 +637,31 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
             out_path = Path(out) if out is not None else None
             if out_path is not None:
                 prepare_run_folder(out_path, resume=False)
+                (out_path / "metrics.jsonl").unlink(missing_ok=True)  # a new run's log
                 ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
                     json.dumps(tr.config.to_dict(lending=False), indent=2).encode()))
 
             bar = _progress.start(f"train {config.algo} {system.id} seed {config.seed}",
                                   config.iterations, "iterations", force=progress)
-            for _ in range(config.iterations):
-                row = tr.step()
-                if out_path is not None:
-                    ck.append_jsonl(out_path / "metrics.jsonl", row)
-                bar.update(1)
-            bar.close()
+            try:
+                for _ in range(config.iterations):
+                    row = tr.step()
+                    if out_path is not None:
+                        ck.append_jsonl(out_path / "metrics.jsonl", row)
+                        it = tr.iteration
+                        if ck.checkpoint_due(it, config) and it < config.iterations:
+                            # the policy of iteration it; the last: the kept one, below
+                            _save(tr, config, out_path / ck.CHECKPOINT_NAME, {"iteration": it})
+                    bar.update(1)
+            finally:
+                bar.close()
             final = tr.finish()
             checkpoint = None
             if out_path is not None:
-                checkpoint = out_path / "checkpoint.pt"
-                save_checkpoint(checkpoint, tr.policy_net, architecture=tr.architecture(),
-                                encoding=tr.encoding, metadata={
-                                    "name": f"{config.algo}-{system.id}", "system": system.id,
-                                    "system_params": dict(system.params), "algo": config.algo,
-                                    "seed": config.seed, "iterations": config.iterations,
-                                    "n_actions": system.n_actions,
-                                    "feature_names": list(system.features or []),
-                                    **({"choice": {"units": tr.U,
-                                                   "nobody_logit": float(tr.nobody.detach()[0])}}
-                                       if tr.choice else {}),
-                                    **({"constraints": list(config.constraints),
-                                        "constraints_met": final["constraints_met"]}
-                                       if config.constraints else {})})
+                checkpoint = out_path / ck.CHECKPOINT_NAME
+                _save(tr, config, checkpoint, {"constraints": list(config.constraints),
+                                       "constraints_met": final["constraints_met"]}
+                      if config.constraints else {})
     finally:
         torch.set_num_threads(threads)
     import pandas as pd
