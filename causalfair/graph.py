@@ -144,13 +144,14 @@ def _check_horizon(horizon: Any) -> int:
     if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon < 1:
         raise InputError(HORIZON_ERROR.format(value=horizon))
 
-    # about 8 nodes and 16 edges per epoch, ~1 KiB each in networkx
-    check_memory(24.0 * 1024 * int(horizon), f"temporal graph over {horizon} epochs",
-                 "draw fewer epochs (--horizon)")
+    # the fixed limit first: raising CAUSALFAIR_MAX_MEMORY would not lift it
     if horizon > MAX_EPOCHS:  # path counts are integers of about T bits at every node
         raise ResourceLimitError(f"temporal graph over {horizon} epochs: at most {MAX_EPOCHS} "
                                  "epochs (its causal paths number about 2^T); draw fewer "
                                  "epochs (--horizon).")
+    # about 8 nodes and 16 edges per epoch, ~1 KiB each in networkx
+    check_memory(24.0 * 1024 * int(horizon), f"temporal graph over {horizon} epochs",
+                 "draw fewer epochs (--horizon)")
     return int(horizon)
 
 

@@ -27,7 +27,8 @@ from causalfair.report.render import md_escape
 from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, overall_verdict, threshold_op
 
 __all__ = ["JUNIT_BYTES_FACTOR", "STATUSES", "check_input_sizes", "read_gate_summary", "read_junit",
-           "merge_summaries", "merge_junit", "summary_exit_code", "markdown", "select_shard",
+           "merge_summaries", "merge_junit", "summary_exit_code", "markdown", "covered_shards",
+           "select_shard",
            "check_junit_matches", "spec_failure"]
 
 #: Verdict statuses a gate summary may hold (a spec's overall may also be ERROR: it could
@@ -473,11 +474,27 @@ def merge_junit(suites: Sequence[Any], order: Sequence[str] = ()) -> str:
 
 
 # ---------------------------------------------------------------------------- Markdown
-def markdown(doc: Mapping[str, Any]) -> str:
+def covered_shards(docs: Sequence[Mapping[str, Any]]) -> str | None:
+    """Which shards of a sharded gate some checked shard summaries are, in words
+    (``"shard 1/4"``, ``"shards 1, 3/4"``); None when they are every shard, or not
+    `gate --shard` outputs (a plain gate summary)."""
+    recs = [d.get("shard") for d in docs]
+    if not recs or any(r is None for r in recs):
+        return None
+    ks, n = sorted(r["k"] for r in recs), recs[0]["n"]
+    if len(ks) == n:
+        return None
+    return f"shard{'s' * (len(ks) > 1)} {', '.join(str(k) for k in ks)}/{n}"
+
+
+def markdown(doc: Mapping[str, Any], shards: str | None = None) -> str:
     """The verdict table of a checked gate summary (one row per threshold per spec, and
     for a spec gated against a baseline the gate's ``why:`` row: its ``attribution`` line,
     why C moved), for a GitHub job summary: names and keys are escaped
-    (:func:`causalfair.report.render.md_escape`), so they render as the text they are."""
+    (:func:`causalfair.report.render.md_escape`), so they render as the text they are.
+    ``shards``: the shards the summary covers when it is some shards of a sharded gate
+    only (:func:`covered_shards`); the heading then says so, e.g. ``shard 1/4: passed (15
+    specs)``."""
     def num(x: Any) -> str:
         return "n/a" if x is None else f"{x:.4g}"
 
@@ -485,7 +502,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
     n, errors = len(doc["specs"]), sum(e["overall"] == ERROR for e in doc["specs"])
     head = (f"error (exit code 2): {errors} of {n} specs could not be audited" if errors
             else f"{'passed' if doc['exit_code'] == 0 else 'failed'} ({n} specs)")
-    lines = [f"### causalfair gate: {head}", "",
+    lines = [f"### causalfair gate{', ' + shards if shards else ''}: {head}", "",
              "| spec | threshold | estimate | CI | verdict |", "|---|---|---|---|---|"]
     for e in doc["specs"]:
         name = md_escape(e["name"]) + (" (repaired)" if "after" in e else "")

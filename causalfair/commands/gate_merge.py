@@ -8,6 +8,7 @@ from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_out
 from causalfair.audit.shards import (
     check_input_sizes,
     check_junit_matches,
+    covered_shards,
     markdown,
     merge_junit,
     merge_summaries,
@@ -53,6 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print the verdicts as a Markdown table on stdout instead of the merged "
                         "JSON (e.g. >> $GITHUB_STEP_SUMMARY; one gate JSON works too), with a "
                         "'why:' row for each spec gated against a [baseline] (why C moved); "
+                        "with --partial over some shards only, the heading names them "
+                        "(e.g. 'shard 1/4: passed (15 specs)'); "
                         "spec names and keys are escaped, so they show as plain text")
     p.set_defaults(run=run)
 
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.junit_in:
         check_junit_matches(merged, suites, args.junit_in)
     text = json.dumps(merged, indent=2, allow_nan=False) + "\n"
-    table = markdown(merged) if args.markdown else None
+    table = markdown(merged, covered_shards(docs)) if args.markdown else None
     xml = merge_junit(suites, [e["name"] for e in merged["specs"]]) if args.junit_out else None
     for out in (args.json_out, args.junit_out):
         if out:

@@ -231,6 +231,26 @@ def _travels(objs: Sequence[Any]) -> bool:
     return True
 
 
+#: How :func:`causalfair.workers.run_pickled` begins the error of a task its worker cannot
+#: unpickle (a module the worker cannot import).
+_UNPICKLED = "the task cannot be unpickled in the worker"
+
+
+def _unpickled_error(r: TaskError) -> errors.UserCodeError:
+    """The one-line error of a task a worker cannot unpickle (the worker's traceback kept
+    as ``traceback_text``): it names the module the worker lacks and the fix."""
+    import re
+
+    found = re.search(r"No module named '([^']+)'", r.message)
+    module = f"module {found.group(1)!r}" if found else "the modules of your system and policy"
+    return errors.UserCodeError(
+        f"a Monte Carlo task cannot be unpickled in its worker ({r.kind}: "
+        f"{r.message[len(_UNPICKLED):].lstrip(': ')}); make {module} importable by every "
+        "worker: install it there, or keep its folder at the same path on every node (a "
+        "shared filesystem, docs/scale.md), or run on this machine (--backend serial).",
+        callable_name="worker", traceback_text=r.traceback)
+
+
 def _run_tasks(backend: Any, fn: Any, tasks: list[Any]) -> list[Any]:
     """Map ``fn`` over ``tasks`` on ``backend`` (a Backend, or a name: "process" uses one
     worker per CPU, "ray" the cluster at RAY_ADDRESS or a local one); a failed task is
@@ -243,6 +263,8 @@ def _run_tasks(backend: Any, fn: Any, tasks: list[Any]) -> list[Any]:
     results = backend.map(fn, tasks)
     for r in results:
         if isinstance(r, TaskError):
+            if r.message.startswith(_UNPICKLED):
+                raise _unpickled_error(r)
             if r.input_error:  # the worker's error class, e.g. SimulatorContractError
                 cls = getattr(errors, r.kind, None)
                 ok = isinstance(cls, type) and issubclass(cls, errors.CausalfairError)

@@ -678,7 +678,7 @@ def audit_logs(
         dec = dataclasses.replace(dec, se=se, seed=int(seed))
     check = None
     if dowhy:
-        check = dowhy_check(data, model.potential, seed=seed, **(dowhy_options or {}))
+        check = dowhy_check(data, model.potential, model=model, seed=seed, **(dowhy_options or {}))
     out = LogAudit(decomposition=dec, benefit=ben, bootstrap=boot, bounds=None, dowhy=check,
                    n_boot=int(n_boot), lambda_estimate=lam, replicate_arrays=arrays,
                    reference=reference, **common)

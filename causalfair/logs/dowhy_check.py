@@ -1,11 +1,18 @@
 """dowhy cross-check of the benefit Delta(x, s) estimated from logs, with refuters.
 
-The one-step structure of a decision log as a causal graph::
+The one-step causal graph of a decision log is the temporal graph of the decision
+process (:func:`causalfair.graph.temporal_graph`, method.md section 7) over one epoch,
+``horizon=1``, built from the fitted model (its declared structure, checked against its
+tables) with a policy that may read S, and restricted to the log's columns: S, X_t (X0),
+D_t (D0), X_next (X1) and gain (G0, gain = f^S(X_next) - f^S(X_t)). Nodes the log does
+not record (the reward, exogenous variables) are projected out: an edge u -> v is kept
+where a directed path from u reaches v through unrecorded nodes only. For the fitted
+model of a log (s_to_x0, s_to_transition, no exogenous variable) this gives::
 
     S -> X_t,  S -> D_t,  X_t -> D_t,  S -> X_next,  X_t -> X_next,  D_t -> X_next,
-    S -> gain, X_t -> gain, X_next -> gain
+    X_t -> gain, X_next -> gain     (and S -> gain where f^s differs between groups)
 
-(gain = f^S(X_next) - f^S(X_t)). The effect of D_t on the gain is identified by the
+The effect of D_t on the gain is identified by the
 backdoor criterion with adjustment set {X_t, S}; within a stratum (X_t = x, S = s) it is
 Delta(x, s) = E[gain | do(D_t = d1), x, s] - E[gain | do(D_t = d0), x, s]. dowhy
 (``CausalModel``, ``identify_effect``, ``backdoor.linear_regression``: a statsmodels OLS
@@ -32,24 +39,50 @@ from typing import Any
 import numpy as np
 
 from causalfair import _progress
+from causalfair.graph import temporal_graph
 from causalfair.logs.errors import LogError
 from causalfair.logs.schema import LogData
+from causalfair.model import CausalStructure
 
-__all__ = ["DowhyCheck", "dowhy_check", "one_step_graph", "REFUTERS"]
+__all__ = ["DowhyCheck", "dowhy_check", "one_step_graph", "LOG_COLUMNS", "REFUTERS"]
 
 REFUTERS = ("placebo_treatment_refuter", "random_common_cause", "data_subset_refuter")
 
 
-def one_step_graph() -> Any:
-    """The one-step causal graph (networkx DiGraph) of a decision log."""
+#: The log's column for each node of the one-epoch temporal graph it records.
+LOG_COLUMNS = {"S": "S", "X0": "X_t", "D0": "D_t", "X1": "X_next", "G0": "gain"}
+
+
+def one_step_graph(model: Any = None) -> Any:
+    """The one-step causal graph (networkx DiGraph) of a decision log.
+
+    ``temporal_graph(model, horizon=1)`` (the policy may read S) restricted to the log's
+    columns (:data:`LOG_COLUMNS`), unrecorded nodes projected out (see the module
+    docstring). ``model``: the fitted :class:`~causalfair.model.TabularModel` (or a
+    :class:`~causalfair.model.CausalStructure`); None: the default structure.
+    """
     import networkx as nx
 
+    full = temporal_graph(CausalStructure() if model is None else model, 1,
+                          policy_reads_s=True).graph
+    cols = list(LOG_COLUMNS.values())
+    edges = set()
+    for u, col in LOG_COLUMNS.items():
+        seen, stack = set(), list(full.successors(u))
+        while stack:  # directed paths from u through unrecorded nodes
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in LOG_COLUMNS:
+                edges.add((col, LOG_COLUMNS[v]))
+            else:
+                stack.extend(full.successors(v))
     g = nx.DiGraph()
-    g.add_edges_from([
-        ("S", "X_t"), ("S", "D_t"), ("X_t", "D_t"),
-        ("S", "X_next"), ("X_t", "X_next"), ("D_t", "X_next"),
-        ("S", "gain"), ("X_t", "gain"), ("X_next", "gain"),
-    ])
+    g.add_nodes_from(cols)
+    # by target, then source, in column order (a set's order follows string hashing): the
+    # same GML in every process
+    g.add_edges_from(sorted(edges, key=lambda e: (cols.index(e[1]), cols.index(e[0]))))
     return g
 
 
@@ -57,6 +90,25 @@ def _gml(g: Any) -> str:
     import networkx as nx
 
     return "".join(nx.generate_gml(g))
+
+
+def _identify(m: Any) -> Any:
+    """dowhy's identified estimand with each adjustment set in a fixed order.
+
+    dowhy lists an adjustment set in an order that follows string hashing, so it changes
+    from one process to the next; that order is the order of the regressors, and within
+    a stratum (X_t and S constant) the regression is rank-deficient, so the estimates'
+    last digits followed it. A fixed order makes the check reproducible.
+    """
+    est_id = m.identify_effect(proceed_when_unidentifiable=True)
+    cols = ["X_t", "S", "D_t", "X_next", "gain"]  # the state first, as the summary says
+    for attr in ("backdoor_variables", "general_adjustment_variables"):
+        sets = getattr(est_id, attr, None)
+        if isinstance(sets, dict):
+            for key, value in sets.items():
+                if isinstance(value, (list, tuple)):
+                    sets[key] = sorted(value, key=lambda v: cols.index(v) if v in cols else len(cols))
+    return est_id
 
 
 @contextlib.contextmanager
@@ -84,7 +136,8 @@ class DowhyCheck:
     ``n_d1`` (rows per arm; strata with fewer than ``min_per_arm`` rows in an arm are
     NaN). ``pooled``: the pooled effect of D_t on the gain adjusted for (X_t, S).
     ``refuters``: one dict per refuter (name, estimated_effect, new_effect, p_value,
-    passed). ``graph_gml``: the causal graph; ``estimand``: dowhy's identified estimand.
+    passed). ``graph_gml``: the causal graph; ``estimand``: dowhy's identified estimand;
+    ``adjustment``: its backdoor adjustment set (in regressor order).
     """
 
     delta: Any
@@ -94,6 +147,7 @@ class DowhyCheck:
     estimand: str
     n_rows: int
     seed: int
+    adjustment: tuple[str, ...] = ("X_t", "S")
 
     def compare(self, delta_model: np.ndarray, groups: tuple[str, ...]) -> Any:
         """``delta`` with the model-based Delta(x, s) (G, K) and their difference."""
@@ -116,6 +170,7 @@ class DowhyCheck:
         return {
             "graph_gml": self.graph_gml,
             "estimand": self.estimand,
+            "adjustment": list(self.adjustment),
             "method": "backdoor.linear_regression per (level, group) stratum",
             "delta": [{k: clean(v) for k, v in r.items()} for r in self.delta.to_dict(orient="records")],
             "pooled_effect": float(self.pooled),
@@ -125,7 +180,8 @@ class DowhyCheck:
         }
 
     def summary(self) -> str:
-        lines = [f"dowhy cross-check (backdoor on {{X_t, S}}; {self.n_rows} rows): pooled "
+        lines = [f"dowhy cross-check (backdoor on {{{', '.join(self.adjustment)}}}; "
+                 f"{self.n_rows} rows): pooled "
                  f"effect of D_t on the gain = {self.pooled:+.5f}"]
         for r in self.refuters:
             pv = r.get("p_value")
@@ -165,11 +221,15 @@ def _refutation(name: str, res: Any, est: float, p_threshold: float) -> dict[str
             "p_value": pv, "passed": bool(passed)}
 
 
-def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_arm: int = 5,
+def dowhy_check(data: LogData, potential: np.ndarray, *, model: Any = None, seed: int = 0,
+                min_per_arm: int = 5,
                 refuters: tuple[str, ...] = REFUTERS, n_simulations: int = 20,
                 subset_fraction: float = 0.8, max_rows: int | None = 20_000,
                 p_threshold: float = 0.05) -> DowhyCheck:
     """Estimate Delta(x, s) per stratum with dowhy and run the refuters (seeded).
+
+    ``model``: the model fitted to the log, whose one-step graph dowhy is given
+    (:func:`one_step_graph`; None: the default structure).
 
     ``max_rows``: the refuters re-estimate the pooled effect ``n_simulations`` times
     each; they run on a seeded random subsample of at most this many rows (None: all).
@@ -189,7 +249,7 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
                        "causalfair), or drop --dowhy / [logs] dowhy.") from None
 
     pot = np.asarray(potential, dtype=np.float64)
-    gml = _gml(one_step_graph())
+    gml = _gml(one_step_graph(model))
     full = _frame(data, pot)
     G, K = data.n_groups, data.n_levels
     cell = full["S"].to_numpy() * K + full["X_t"].to_numpy()
@@ -207,7 +267,7 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
             with _quiet():
                 m = CausalModel(data=sub.reset_index(drop=True), treatment="D_t", outcome="gain",
                                 graph=gml)
-                est_id = m.identify_effect(proceed_when_unidentifiable=True)
+                est_id = _identify(m)
                 est = m.estimate_effect(est_id, method_name="backdoor.linear_regression",
                                         confidence_intervals=True, test_significance=False)
                 ci = np.asarray(est.get_confidence_intervals(), dtype=np.float64).reshape(-1)
@@ -226,8 +286,9 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
     prog = _progress.start("dowhy refuters", len(refuters), "refuters")
     with _quiet():
         m = CausalModel(data=pooled_df, treatment="D_t", outcome="gain", graph=gml)
-        est_id = m.identify_effect(proceed_when_unidentifiable=True)
+        est_id = _identify(m)
         estimand_txt = str(est_id)
+        adjustment = tuple(est_id.get_backdoor_variables())
         est = m.estimate_effect(est_id, method_name="backdoor.linear_regression",
                                 test_significance=False)
         pooled = float(est.value)
@@ -243,4 +304,5 @@ def dowhy_check(data: LogData, potential: np.ndarray, *, seed: int = 0, min_per_
             prog.update(last=name)
     prog.close()
     return DowhyCheck(delta=delta, pooled=pooled, refuters=out_ref, graph_gml=gml,
-                      estimand=estimand_txt, n_rows=int(pooled_df.shape[0]), seed=int(seed))
+                      estimand=estimand_txt, n_rows=int(pooled_df.shape[0]), seed=int(seed),
+                      adjustment=adjustment)

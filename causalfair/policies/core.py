@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from causalfair.errors import CheckpointError, ModelError, PolicyError
+from causalfair.errors import CheckpointError, ModelError, PolicyError, short
 from causalfair.model import TabularModel
 from causalfair.policies.nets import DevicePolicy, NumpyMLPPolicy, on_device
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
@@ -100,7 +100,12 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
     policy = sb3_adapted(policy)
     fn = getattr(policy, "action_probs", None)
     if callable(fn):
-        arr = np.asarray(fn(obs), dtype=np.float64)
+        out = fn(obs)
+        try:
+            arr = np.asarray(out, dtype=np.float64)
+        except (TypeError, ValueError):  # text, ragged lists
+            raise PolicyError(f"{name}: action_probs returned {short(out)}, not numbers; return "
+                              f"(n, {n_actions}) rows of probabilities.") from None
         if arr.shape != (n, n_actions):
             raise PolicyError(
                 f"{name}: action_probs returned shape {arr.shape}; the system has {n_actions} "

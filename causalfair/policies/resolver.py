@@ -137,34 +137,50 @@ class ResolvedPolicy:
 
 
 def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str = "prob",
-                    name: str | None = None, time_dependent: bool = False) -> Policy:
+                    name: str | None = None, time_dependent: bool = False,
+                    n_actions: int = 2) -> Policy:
     """Wrap a plain function as a policy (called as user code).
 
     ``inputs``: what ``fn`` is called with: ``"obs"`` (the Observation), ``"level_group"``
     (two int arrays) or ``"features"`` (the feature matrix). ``output``: ``"prob"``
     (P(d1) per row) or ``"action"`` (0/1 decisions, i.e. a deterministic policy).
     ``time_dependent=True`` tells the exact engine to evaluate it for every t.
+    ``n_actions``: the system's number of actions A; with A > 2, ``output="prob"`` reads
+    (n, A) rows of action probabilities, checked as any ``action_probs`` is
+    (:func:`causalfair.policies.core.action_probs`).
     """
     if inputs not in _INPUTS:
         raise PolicyError(f"inputs: unknown {inputs!r}; allowed values: {', '.join(_INPUTS)}.")
     if output not in _OUTPUTS:
         raise PolicyError(f"output: unknown {output!r}; allowed values: {', '.join(_OUTPUTS)}.")
+    if isinstance(n_actions, bool) or not isinstance(n_actions, (int, np.integer)) or n_actions < 2:
+        raise PolicyError(f"n_actions: must be an integer >= 2, got {n_actions!r}.")
     if not callable(fn):
         raise PolicyError(f"policy: {fn!r} is not callable.")
     label = name or getattr(fn, "__name__", "callable")
     what = f"policy {label!r}"
 
-    def wrapped(obs: Observation) -> np.ndarray:
+    def call(obs: Observation) -> Any:
         if inputs == "obs":
-            out = call_user(what, fn, obs)
-        elif inputs == "level_group":
+            return call_user(what, fn, obs)
+        if inputs == "level_group":
             if obs.level is None:
                 raise PolicyError(f"policy {label!r} reads levels, but the observation has none.")
-            out = call_user(what, fn, obs.level, obs.group)
-        else:
-            if obs.features is None:
-                raise PolicyError(f"policy {label!r} reads features, but the observation has none.")
-            out = call_user(what, fn, obs.features)
+            return call_user(what, fn, obs.level, obs.group)
+        if obs.features is None:
+            raise PolicyError(f"policy {label!r} reads features, but the observation has none.")
+        return call_user(what, fn, obs.features)
+
+    if n_actions > 2:
+        if output != "prob":
+            raise PolicyError(f"output: {output!r} reads 0/1 decisions of two actions; on a "
+                              f"system of {n_actions} actions return (n, {n_actions}) "
+                              "probabilities (one-hot rows for a deterministic policy) with "
+                              "output='prob'.")
+        return CallableActions(call, int(n_actions), label, bool(time_dependent))
+
+    def wrapped(obs: Observation) -> np.ndarray:
+        out = call(obs)
         try:
             arr = np.asarray(out, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):  # text, ragged lists: one message, naming the fix
@@ -186,6 +202,21 @@ def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str 
 
 _INPUTS = ("obs", "level_group", "features")
 _OUTPUTS = ("prob", "action")
+
+
+@dataclass(frozen=True)
+class CallableActions:
+    """A plain function returning (n, A) action probabilities as a policy on a system of
+    A > 2 actions (:func:`callable_policy`); ``action_probs`` hands the rows to
+    :func:`causalfair.policies.core.action_probs`, which checks them."""
+
+    fn: Callable[[Observation], Any]
+    n_actions: int
+    name: str = "callable"
+    time_dependent: bool = False
+
+    def action_probs(self, obs: Observation) -> Any:
+        return self.fn(obs)
 
 
 class _TimeDependent:
@@ -327,7 +358,7 @@ def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
         raise PolicyError(f"{what}: output={output!r} reads a torch module's outputs; "
                           f"{type(obj).__name__} is not a torch module, drop output.")
     if callable(obj):
-        pol = callable_policy(obj)
+        pol = callable_policy(obj, n_actions=_n_actions(system))
         return ResolvedPolicy(pol, pol.name, "callable", system=system)
     return None
 

@@ -121,7 +121,10 @@ _WORDS = {
     "max_abs_SPE": "the largest |SPE| over the pairs of groups",
     "max_Lambda": "the largest Lambda over the pairs of groups",
     "min_ratio_V": "the smallest ratio of the groups' V^pi (min / max) over the pairs",
-    "min_ratio_selection": "the smallest selection-rate ratio (min / max) over the pairs",
+    "min_ratio_selection": ("the smallest selection-rate ratio (min / max) over the pairs (a "
+                            "group's selection rate: its share given any action other than "
+                            "the baseline; per-action ratios in ll144.md, `causalfair export "
+                            "ll144`)"),
 }
 
 

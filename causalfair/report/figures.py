@@ -190,12 +190,25 @@ def _fig_levels(r: AuditResult):
     return fig, data
 
 
+def _baseline_action(r: AuditResult) -> int | None:
+    """The index of the baseline action pi0 takes: the system's, else the one the audit's
+    selection rates name; None when neither says."""
+    decisions = getattr(r.system, "decisions", None)
+    if decisions is not None:
+        return int(decisions.baseline)
+    label = (r.selection or {}).get("baseline_action")
+    return r.benefit.actions.index(label) if label in r.benefit.actions else None
+
+
 def _fig_benefit_actions(r: AuditResult):
     """Benefit fairness with A > 2 actions: one panel per non-baseline action,
-    Delta_a(x, s) against pi(a | x, s)."""
+    Delta_a(x, s) against pi(a | x, s); an action whose benefit is 0 for every group and
+    level keeps its panel, with a note saying so."""
     ben = r.benefit
+    base = _baseline_action(r)
     # the baseline's benefit over itself is 0 everywhere: one panel per other action
-    acts = [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)]
+    acts = ([i for i in range(ben.delta.shape[-1]) if i != base] if base is not None else
+            [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)])
     fig = new_figure(8.0, 3.4)
     axes = np.atleast_1d(fig.subplots(1, max(1, len(acts))))
     unit = gain_unit(r)
@@ -204,6 +217,9 @@ def _fig_benefit_actions(r: AuditResult):
             size = 20 + 400 * np.asarray(ben.state_weights[i])
             ax.scatter(ben.delta[i, :, a_i], ben.p_d1[i, :, a_i], s=size, label=g,
                        **_group_marker(i))
+        if not np.any(ben.delta[..., a_i] != 0):
+            ax.text(0.5, 0.5, "benefit 0 for every\ngroup and level", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=7, color="#555555")
         ax.set_title(f"action {ben.actions[a_i]}", fontsize=8)
         ax.set_xlabel(f"benefit over the baseline ({unit})", fontsize=8)
         ax.set_ylim(-0.08, 1.08)
