@@ -32,9 +32,7 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
     "DPE": ("Direct policy effect: the part of C caused by the decisions' immediate effect on "
             "each step's gain (the policy against the path-specific policy pi^PS, which makes "
             "the same visits but scores each step's gain as if the baseline decision had been "
-            "taken); equivalently the group gap in sum_t E[sum_a pi(a | x_t, s) Delta_a(x_t, s)], "
-            "Delta_a the benefit of action a over the baseline (two actions: "
-            "pi(d1 | x_t, s) Delta(x_t, s)). It "
+            "taken); equivalently the group gap in sum_t E[{dpe_term}]. It "
             "is not a measure of direct discrimination (of the policy reading the group): it "
             "is non-zero for a group-blind policy whenever the groups sit at different levels "
             "or benefit differently from the same decision (approve-everyone has DPE +0.044 "
@@ -76,19 +74,27 @@ NEUTRAL_GAIN = "gain"
 _LENDING_GAIN = "qualification gain"
 
 
+#: DPE's per-step term (method.md section 3, Proposition 1): with two actions, and with more
+#: (Delta_a the benefit of action a over the baseline).
+_DPE_TERM = {2: "pi(d1 | x_t, s) Delta(x_t, s)",
+             None: "sum_a pi(a | x_t, s) Delta_a(x_t, s), Delta_a the benefit of action a over "
+                   "the baseline"}
+
+
 def glossary(groups: tuple[str, str] = ("s+", "s-"), gain_unit: str = "gain units",
-             reward: str | None = None, gain: str = _LENDING_GAIN
+             reward: str | None = None, gain: str = _LENDING_GAIN, n_actions: int = 2
              ) -> dict[str, tuple[str, str, str]]:
     """:data:`GLOSSARY` in a system's own words: its pair of groups for s+ and s-, the
     name of its gain (``gain``: what :class:`causalfair.systems.Gain` declares, e.g.
-    "health change"; the neutral "gain" where it declares none) and its unit, and the
-    name of its reward."""
+    "health change"; the neutral "gain" where it declares none) and its unit, the name of
+    its reward, and its number of actions (DPE's term)."""
     a, b = groups
     fill = {"gain": gain, "Gain": gain[:1].upper() + gain[1:].replace(" ", "-"),
-            "levels": "qualification levels" if gain == _LENDING_GAIN else "states"}
+            "levels": "qualification levels" if gain == _LENDING_GAIN else "states",
+            "dpe_term": _DPE_TERM.get(n_actions, _DPE_TERM[None])}
 
     def words(text: str) -> str:
-        text = re.sub(r"\{(gain|Gain|levels)\}", lambda m: fill[m.group(1)], text)
+        text = re.sub(r"\{(gain|Gain|levels|dpe_term)\}", lambda m: fill[m.group(1)], text)
         return re.sub(r"\bs[+-]", lambda m: a if m.group() == "s+" else b, text)
 
     out = {}
@@ -103,7 +109,9 @@ def glossary(groups: tuple[str, str] = ("s+", "s-"), gain_unit: str = "gain unit
 def doc_glossary(doc: Mapping[str, Any]) -> dict[str, tuple[str, str, str]]:
     """:func:`glossary` for an audit document (audit.json)."""
     name, unit = _unit(doc)
-    return glossary(_groups(doc), unit, (doc.get("system") or {}).get("reward"), name)
+    labels = ((doc.get("system") or {}).get("decisions") or {}).get("labels") or ()
+    return glossary(_groups(doc), unit, (doc.get("system") or {}).get("reward"), name,
+                    len(labels) or 2)
 
 
 _WORDS = {
