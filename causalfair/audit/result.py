@@ -291,7 +291,29 @@ def provenance() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             deps[pkg] = None
     return {"causalfair": __version__, "python": sys.version.split()[0],
-            "platform": platform.platform(), "dependencies": deps}
+            "platform": platform.platform(), "dependencies": deps, "kernels": kernels()}
+
+
+def kernels() -> dict[str, str]:
+    """The CPU kernels that round the audit's float products (docs/limits.md,
+    "Reproducibility": the numbers are bit-identical on the same kernels, and differ in
+    their last bits on others): ``blas``, the BLAS numpy calls as "api version
+    core-type" (the core type is what ``OPENBLAS_CORETYPE`` pins), and
+    ``torch_cpu_capability`` (what ``ATEN_CPU_CAPABILITY`` pins) when torch is loaded;
+    without threadpoolctl, no ``blas``."""
+    out: dict[str, str] = {}
+    try:
+        from threadpoolctl import threadpool_info  # scikit-learn's (dowhy's dependency)
+    except ImportError:  # not installed: the BLAS kernel is not recorded
+        threadpool_info = list
+    blas = sorted((i for i in threadpool_info() if i.get("user_api") == "blas"),
+                  key=lambda i: "numpy" not in str(i.get("filepath")))  # numpy's first
+    if blas:
+        out["blas"] = " ".join(str(blas[0].get(k)) for k in ("internal_api", "version",
+                                                           "architecture"))
+    if "torch" in sys.modules:
+        out["torch_cpu_capability"] = str(sys.modules["torch"].backends.cpu.get_cpu_capability())
+    return out
 
 
 
