@@ -163,6 +163,11 @@ class TabularModel:
         :func:`causalfair.engines.benefit.eps_for`. A copy with a rescaled ``potential``
         keeps it: set it again (or to None) in the same copy.
 
+    allowed : sequence of int, optional
+        The actions a deployed policy may take (a System's ``DecisionSet.allowed``, which
+        it copies here): the exact engine refuses a policy table that puts more than
+        1e-9 on another action. None (default): all of them.
+
     Policy tables: for two actions a table holds pi(d1 | x, s), shape (G, K) or
     (T, G, K); for A > 2 it holds the action distribution, shape (G, K, A) or
     (T, G, K, A).
@@ -183,6 +188,7 @@ class TabularModel:
     features: np.ndarray | None = None
     feature_names: Sequence[str] | None = None
     lambda_eps: float | None = None
+    allowed: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -237,6 +243,12 @@ class TabularModel:
             if len(acts) != D or len(set(acts)) != D:
                 raise ModelError(f"action_labels: expected {D} distinct labels, got {acts!r}.")
             set_(self, "action_labels", acts)
+        if self.allowed is not None:
+            ok = tuple(int(a) for a in self.allowed)
+            if not ok or len(set(ok)) != len(ok) or any(not 0 <= a < D for a in ok):
+                raise ModelError(f"allowed: expected distinct action indices in [0, {D}), "
+                                 f"got {tuple(self.allowed)!r}.")
+            set_(self, "allowed", ok)
         set_(self, "reward", reward)
 
         if self.group_weights is None:
@@ -386,7 +398,7 @@ class TabularModel:
             for f in (
                 "kernel", "initial", "potential", "reward", "group_weights",
                 "group_names", "level_labels", "aux", "structure", "name", "baseline",
-                "action_labels", "features", "feature_names", "lambda_eps",
+                "action_labels", "features", "feature_names", "lambda_eps", "allowed",
             )
         }
         kwargs.update(changes)

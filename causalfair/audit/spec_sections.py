@@ -52,7 +52,7 @@ TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", 
 RELATIVE_KEYS: tuple[str, ...] = THRESHOLD_KEYS + ("utility",)
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "system": ("id", "factory", "tabular", "gym", "params", "groups", "group", "gain",
-               "baseline", "features", "shared", "batch_size"),
+               "baseline", "features", "shared", "batch_size", "actions"),
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy"),
@@ -62,7 +62,8 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "retrain": ("algo", "iterations", "betas", "seed", "starts", "min_utility", "allow_worse"),
     "baseline": ("checkpoint", "builtin", "vecnormalize", "thresholds"),
 }
-GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared", "batch_size")
+GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared", "batch_size",
+            "actions")
 
 
 def spec_label(path: Path | None) -> str:
@@ -300,6 +301,13 @@ def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
                             "a list of env attribute names that reset and step never change, "
                             "such as [\"P\"]")
         gp["shared"] = list(f)
+    if "actions" in sec:
+        f = sec["actions"]
+        if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
+            raise bad_value(path, "[system] actions", f,
+                            "a list of action names, one per action of the env, such as "
+                            "[\"wait\", \"meds\", \"surgery\"]")
+        gp["actions"] = list(f)
     if "batch_size" in sec:
         gp["batch_size"] = read_int(sec, "batch_size", "[system] batch_size", path, minimum=1,
                                     default=None)

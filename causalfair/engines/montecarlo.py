@@ -303,7 +303,8 @@ def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: st
             f"policy {name!r}: its one-hot encoding has {enc.n_levels} levels x {enc.n_groups} "
             f"groups, the simulator {type_name(sim)} has {int(K)} levels x {G} groups.")
     return engine_policy(policy, sim, A, tabulate=tabulate, horizon=horizon,
-                         device=engine_device(device)), name
+                         device=engine_device(device),
+                         decisions=getattr(system, "decisions", None)), name
 
 
 def decompose_mc(

@@ -19,6 +19,7 @@ import numpy as np
 
 from causalfair.errors import CheckpointError, ModelError, PolicyError, short
 from causalfair.model import TabularModel
+from causalfair.policies.allowed import AllowedOnly, refuse_forbidden_table
 from causalfair.policies.nets import DevicePolicy, NumpyMLPPolicy, on_device
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
 from causalfair.types import Observation, check_probs
@@ -45,6 +46,7 @@ __all__ = [
     "GridTabulated",
     "engine_policy",
     "untabulated",
+    "allowed_only",
     "feature_inputs",
     "sb3_adapted",
     "UniformPolicy",
@@ -365,7 +367,18 @@ def policy_table(policy: Policy | np.ndarray, model: TabularModel,
                  horizon: int | None = None) -> np.ndarray:
     """Evaluate a Markov policy on every (group, level): array (G, K), or (T, G, K) for a
     time-dependent policy (``policy.time_dependent`` true; needs ``horizon``). A table
-    (an array) is validated by :func:`check_policy_table` and returned as it is."""
+    (an array) is validated by :func:`check_policy_table` and returned as it is.
+    A table with probability on an action outside ``model.allowed`` is refused
+    (:func:`~causalfair.policies.allowed.refuse_forbidden_table`)."""
+    table = _policy_table(policy, model, horizon)
+    refuse_forbidden_table(table, model, "policy table" if isinstance(policy, np.ndarray)
+                           else f"policy {getattr(policy, 'name', type(policy).__name__)!r}")
+    return table
+
+
+def _policy_table(policy: Policy | np.ndarray, model: TabularModel,
+                  horizon: int | None) -> np.ndarray:
+    """:func:`policy_table` before the check of the allowed actions."""
     if isinstance(policy, np.ndarray):
         return check_policy_table(model, policy, horizon=horizon)
     G, K = model.n_groups, model.n_levels
@@ -592,8 +605,23 @@ class GridTabulated:
         return f"GridTabulated({self.policy!r})"
 
 
+def allowed_only(policy: Any, decisions: Any) -> Any:
+    """``policy`` as an :class:`AllowedOnly` when ``decisions`` (a
+    :class:`~causalfair.systems.DecisionSet`, or None) forbids some actions; else (or when
+    it is one already) as it is: what every Monte Carlo engine evaluates
+    (:func:`engine_policy`); the exact engine's tables are checked by :func:`policy_table`,
+    both by :func:`~causalfair.policies.allowed.refuse_forbidden`."""
+    allowed = getattr(decisions, "allowed", None)
+    labels = tuple(getattr(decisions, "labels", ()) or ())
+    if allowed is None or isinstance(policy, AllowedOnly) or isinstance(policy, np.ndarray) \
+            or set(range(len(labels))) <= set(allowed):
+        return policy
+    return AllowedOnly(policy, allowed, labels, action_probs)
+
+
 def engine_policy(policy: Any, source: Any, n_actions: int, *, tabulate: bool = True,
-                  horizon: int | None = None, device: str = "cpu") -> Any:
+                  horizon: int | None = None, device: str = "cpu",
+                  decisions: Any = None) -> Any:
     """The policy as a simulation engine evaluates it (the one place every Monte Carlo
     engine, benefit fork and paired comparison goes through): a policy that reads only
     (group, level) (:func:`reads_only_level_group`) on a ``source`` (simulator or system)
@@ -603,7 +631,19 @@ def engine_policy(policy: Any, source: Any, n_actions: int, *, tabulate: bool = 
     cell; a network's float32 forward on the grid can round a probability's last bit
     differently from the same row in a larger batch (docs/scale.md). A network policy
     that is not tabulated runs its forward pass on ``device`` (a resolved torch device,
-    :func:`causalfair.backends.engine_device`; :func:`causalfair.policies.nets.on_device`)."""
+    :func:`causalfair.backends.engine_device`; :func:`causalfair.policies.nets.on_device`).
+    On a system whose ``decisions`` (given, else ``source``'s) forbid actions, the result
+    is an :class:`AllowedOnly` (:func:`allowed_only`)."""
+    decisions = decisions if decisions is not None else getattr(source, "decisions", None)
+    if isinstance(policy, AllowedOnly):
+        policy = policy.policy
+    return allowed_only(_engine_policy(policy, source, n_actions, tabulate, horizon, device),
+                        decisions)
+
+
+def _engine_policy(policy: Any, source: Any, n_actions: int, tabulate: bool,
+                   horizon: int | None, device: str) -> Any:
+    """:func:`engine_policy` before the check of the allowed actions."""
     if isinstance(policy, GridTabulated):
         return policy
     if isinstance(policy, TablePolicy) and policy.time_dependent and horizon is not None \
@@ -619,7 +659,10 @@ def engine_policy(policy: Any, source: Any, n_actions: int, *, tabulate: bool = 
 
 
 def untabulated(policy: Any) -> Any:
-    """The policy a :class:`GridTabulated` evaluates; any other policy as it is."""
+    """The policy a :class:`GridTabulated` or :class:`AllowedOnly` evaluates; any other
+    policy as it is."""
+    if isinstance(policy, AllowedOnly):
+        policy = policy.policy
     return policy.policy if isinstance(policy, GridTabulated) else policy
 
 

@@ -47,7 +47,10 @@ class DecisionSet:
     ``baseline``: the action a0 of the baseline policy pi0; the pi^PS fork scores each
     step's gain under it. It may lie outside ``allowed`` (e.g. "no attention anywhere"
     when the deployed policy must spend its budget).
-    ``allowed``: the actions the deployed policy may choose (None: all of them).
+    ``allowed``: the actions the deployed policy may choose (None: all of them); every
+    engine refuses a policy that puts more than 1e-9 on another action
+    (:func:`causalfair.policies.core.allowed_only`), while pi0 and pi^PS may take the
+    baseline.
     ``budget``: at most this many non-baseline actions per replica and step (None: no
     budget). Budget 1 on coupled units: the Monte Carlo engine draws one categorical per
     replica, unit v taking action a with the policy's probability for (v, a) (a replica's
@@ -286,6 +289,8 @@ class System:
                      "action_labels": self.decisions.labels}
             named = {k: v for k, v in named.items()
                      if tuple(getattr(tab, k) or (f"d{i}" for i in range(tab.n_actions))) != v}
+            if tab.allowed != self.decisions.allowed:  # the exact engine's policy_table checks
+                named["allowed"] = self.decisions.allowed
             if named:  # the exact engine's results name what the system names
                 tab = tab.with_(**named)
                 set_(self, "tabular", tab)

@@ -50,7 +50,7 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
              gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
              features: Sequence[str] | None = None, params: Mapping[str, Any] | None = None,
              id: str | None = None, check: bool = True, shared: Sequence[str] = (),
-             batch_size: int = BATCH_SIZE) -> System:
+             batch_size: int = BATCH_SIZE, actions: Sequence[str] | None = None) -> System:
     """A :class:`~causalfair.systems.System` over a Gymnasium env (module docstring).
 
     ``env_factory``: a callable returning a ``gymnasium.Env`` (one individual per env,
@@ -61,7 +61,9 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     (``fn(env, g, seed) -> (obs, info)``). ``gain``: the qualification gain of a step:
     ``"info:KEY"``, ``"obs:INDEX"`` (the change of that observation column), ``"reward"``
     or ``"module:callable"`` (``fn(obs, action, next_obs, reward, info) -> float``).
-    ``baseline``: the action pi0 takes. ``horizon``: epochs (default: the env's
+    ``baseline``: the action pi0 takes. ``actions``: one name per action of the env's
+    ``Discrete(n)`` action space, in its order, as reports print them (default
+    ``d0..d{n-1}``). ``horizon``: epochs (default: the env's
     ``max_episode_steps``, else 20). ``features``: names of the observation columns
     (default ``x0..xk``); the columns that carry the group (:func:`group_columns`, or one
     named ``group``) are the system's ``roles["group"]``. ``shared``: names of attributes
@@ -96,6 +98,7 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
             or batch_size < 1:
         raise SystemError_(f"from_gym batch_size: bad value {short(batch_size)}; give an "
                            f"integer >= 1 (default {BATCH_SIZE}).")
+    labels = _check_actions(actions)
     factory = _resolve_factory(env_factory)
     sid = id or gym_id(ref or _callable_ref(env_factory))
     sim = GymSimulator(factory, groups=groups, group=group, gain=gain, params=params,
@@ -107,23 +110,44 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     if features is not None and len(tuple(features)) != sim.width:
         raise SystemError_(f"from_gym features: {len(tuple(features))} names for {sim.width} "
                            "observation columns; give one name per column.")
+    A = sim.n_actions
+    if labels is not None and len(labels) != A:
+        raise SystemError_(
+            f"from_gym actions: {len(labels)} names {short(list(labels))} for the env's "
+            f"{A} actions (its action space is Discrete({A})); give one name per action, "
+            "in the action space's order.")
     if check:
         check_forks(sim)
-    A = sim.n_actions
     T = horizon if horizon is not None else (sim.horizon_hint or 20)
     names = tuple(features) if features is not None else tuple(f"x{i}" for i in range(sim.width))
     carry = sorted({names[j] for j in group_columns(sim)} | ({"group"} & set(names)))
     return System(
         id=sid, groups=groups,
-        decisions=DecisionSet(labels=tuple(f"d{i}" for i in range(A)), baseline=baseline),
+        decisions=DecisionSet(labels=labels or tuple(f"d{i}" for i in range(A)),
+                              baseline=baseline),
         features=names, roles={"group": carry} if carry else {},
         gain=Gain(description=f"from the Gymnasium env ({gain})"),
         reward="reward", horizon=T, simulator=sim,
         params={"group": group, "gain": gain, "baseline": baseline,
                 **({"params": dict(params)} if params else {}),
                 **({"shared": list(shared)} if shared else {}),
+                **({"actions": list(labels)} if labels is not None else {}),
                 **({"batch_size": int(batch_size)} if batch_size != BATCH_SIZE else {})},
         description=f"Gymnasium env {sim.name}")
+
+
+def _check_actions(actions: Any) -> tuple[str, ...] | None:
+    """``actions``: None, or distinct non-empty names (a list; not one string)."""
+    if actions is None:
+        return None
+    names = tuple(actions) if isinstance(actions, (list, tuple)) else None
+    if not names or not all(isinstance(a, str) and a for a in names) \
+            or len(set(names)) != len(names):
+        raise SystemError_(
+            f"from_gym actions: bad value {short(actions)}; give a list of distinct action "
+            "names, one per action: actions=['wait', 'meds'] in Python, actions = [\"wait\", "
+            "\"meds\"] in a spec, --param 'actions=[\"wait\",\"meds\"]' on the command line.")
+    return names
 
 
 def gym_id(env: str) -> str:
@@ -177,9 +201,9 @@ def gym_system(env: str, groups: Sequence[str] = (), group: str = "options",
                gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
                features: Sequence[str] | None = None,
                params: Mapping[str, Any] | None = None, shared: Sequence[str] = (),
-               batch_size: int = BATCH_SIZE) -> System:
+               batch_size: int = BATCH_SIZE, actions: Sequence[str] | None = None) -> System:
     """The registered system ``gym``: :func:`from_gym` of ``env`` (``"module:callable"``
     or a registered Gymnasium id), what ``[system] gym = ...`` in an audit spec makes."""
     return from_gym(env, groups=groups, group=group, gain=gain, baseline=baseline,
                     horizon=horizon, features=features, params=params, id=gym_id(env),
-                    shared=shared, batch_size=batch_size)
+                    shared=shared, batch_size=batch_size, actions=actions)
