@@ -172,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
-        with warnings.catch_warnings():
+        # a reader that goes away (`| head`) neither stops the command nor changes its
+        # exit code, its error line included
+        with warnings.catch_warnings(), _reader_may_leave():
             warnings.showwarning = _warnings_as_lines(args.command)
             return _run(args)
     except KeyboardInterrupt:  # while the commands' modules load, before one runs
@@ -190,9 +192,7 @@ def _run(args: Any) -> int:
         set_threads(args.threads)
         if getattr(args, "device", None) is not None:  # inherited by gate workers
             os.environ[DEVICE_ENV] = resolve_device(args.device, "--device")
-        # user code's os._exit(0): an error, never a silent exit 0; a reader that goes
-        # away (`| head`) neither stops the command nor changes its exit code
-        with refuse_os_exit(), _reader_may_leave():
+        with refuse_os_exit():  # user code's os._exit(0): an error, never a silent exit 0
             return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -253,12 +253,19 @@ class _LeavingReader:
 
 @contextlib.contextmanager
 def _reader_may_leave() -> Any:
-    """Run a command with :class:`_LeavingReader` as ``sys.stdout`` and ``sys.stderr``."""
+    """Run a command with :class:`_LeavingReader` as ``sys.stdout`` and ``sys.stderr``,
+    flushed through them at the end: output still buffered when the reader has gone is
+    dropped there, not at the interpreter's exit (whose failing flush exits 120)."""
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _LeavingReader(sys.stdout), _LeavingReader(sys.stderr)
     try:
         yield
     finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a stream the command closed
+                pass
         sys.stdout, sys.stderr = saved
 
 

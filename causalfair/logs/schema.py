@@ -425,16 +425,17 @@ class _CappedStream:
 
 
 def _csv_separator(path: Path) -> str:
-    """The CSV log's field separator, from its header line (its first MiB): ',' unless the
-    header holds none and holds ';' or a tab. Refuses a header of over
-    :data:`MAX_LOG_COLUMNS` columns."""
+    """The CSV log's field separator, from its header line (its first MiB): the most
+    frequent of ',', ';' and tab outside quoted names (',' on a tie or when there is none),
+    so a ';' export with a column named "income, net" is not read as two columns. Refuses
+    a header of over :data:`MAX_LOG_COLUMNS` columns."""
     import gzip
+    import re
 
     with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as fh:
-        header = fh.readline(1 << 20)
+        header = re.sub(rb'"(?:[^"]|"")*"', b"", fh.readline(1 << 20))
     counts = {sep: header.count(sep.encode()) for sep in _SEPARATORS}
     sep = max(_SEPARATORS, key=lambda c: (counts[c], c == ","))
-    sep = "," if counts[sep] == 0 or counts[","] else sep
     n = counts[sep] + 1
     if n > MAX_LOG_COLUMNS:
         raise LogError(f"logs: {path}: the header has {n} or more columns, over the limit of "
