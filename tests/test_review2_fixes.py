@@ -58,3 +58,28 @@ def test_a_semicolon_log_with_a_comma_in_a_column_name_reads_as_the_comma_csv(tm
     assert "income, net" in ref.columns
     for name in ("semi.csv", "tab.tsv"):
         pd.testing.assert_frame_equal(read_logs(tmp_path / name), ref)
+
+
+def test_a_log_bootstrap_whose_resamples_cannot_be_fitted_stops_with_one_line(monkeypatch):
+    """The log bootstrap draws a resample again when it cannot be fitted (e.g. one without
+    some group); when nearly none can, it must stop and say why, not draw forever."""
+    import pytest
+
+    from causalfair.logs import audit as la
+    from causalfair.logs.errors import LogError
+    from causalfair.logs.simulate import simulate_logs
+
+    df = simulate_logs("lending-1", "random:0.5", 200, 3, seed=0)
+    calls = {"n": 0}
+    real = la._fit
+
+    def failing(*a, **k):
+        calls["n"] += 1
+        if calls["n"] > 1:  # the point fit passes; every resample fails
+            raise LogError("logs: group 'b' has no individuals; every group needs data.")
+        return real(*a, **k)
+
+    monkeypatch.setattr(la, "_fit", failing)
+    with pytest.raises(LogError, match=r"only 0 of 100 bootstrap resamples .* group 'b'"):
+        la.audit_logs(df, n_boot=5, seed=0)
+    assert calls["n"] == 101  # the point fit and 20 draws per replicate kept

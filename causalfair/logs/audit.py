@@ -472,8 +472,16 @@ def _bootstrap(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     chunk = _boot_chunk(chunk, n, stats.matrix.shape[1])
     rows: list[dict] = []
     arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    drawn, why = 0, ""
     while len(rows) < n_boot:
+        if drawn >= _MAX_REDRAWS * n_boot:  # most resamples cannot be fitted: never loop on
+            raise LogError(
+                f"logs: only {len(rows)} of {drawn} bootstrap resamples of the individuals "
+                f"could be fitted (the others: {why}); a group or level with very few "
+                "individuals is left out of most resamples: merge or drop it, or audit "
+                "without intervals (n_boot=0; CLI --boot 0).")
         b = min(chunk, n_boot - len(rows))
+        drawn += b
         W = np.zeros((b, n))
         for k in range(b):  # row by row: the same draws as one (b, n) call, O(n) at a time
             W[k] = np.bincount(rng.integers(0, n, size=n), minlength=n)
@@ -484,7 +492,8 @@ def _bootstrap(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
                 model, p_log, _ = _fit(stats, tot[k], method=method, alpha=alpha,
                                        potential=potential, groups=groups, start=start,
                                        levels=levels)
-            except LogError:
+            except LogError as exc:  # e.g. a resample without some group: drawn again
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 continue
             row, *arr = _replicate(model, p_log if policy is None else policy, horizon,
                                    eps, weights, pair)
@@ -496,6 +505,11 @@ def _bootstrap(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     return pd.DataFrame(rows), stacked
 
 
+
+
+#: Resamples drawn per replicate kept, at most, before the bootstrap gives up (a
+#: resample that cannot be fitted, e.g. one without some group, is drawn again).
+_MAX_REDRAWS = 20
 
 
 def _boot_chunk(chunk: int, n: int, cells: int) -> int:
