@@ -289,25 +289,16 @@ def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     if "baseline" in sec:
         gp["baseline"] = read_int(sec, "baseline", "[system] baseline", path, minimum=0,
                                   default=0)
-    if "features" in sec:
-        f = sec["features"]
-        if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
-            raise bad_value(path, "[system] features", f, "a list of observation column names")
-        gp["features"] = list(f)
-    if "shared" in sec:
-        f = sec["shared"]
-        if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
-            raise bad_value(path, "[system] shared", f,
-                            "a list of env attribute names that reset and step never change, "
-                            "such as [\"P\"]")
-        gp["shared"] = list(f)
-    if "actions" in sec:
-        f = sec["actions"]
-        if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
-            raise bad_value(path, "[system] actions", f,
-                            "a list of action names, one per action of the env, such as "
-                            "[\"wait\", \"meds\", \"surgery\"]")
-        gp["actions"] = list(f)
+    for key, what in (("features", "a list of observation column names"),
+                      ("shared", "a list of env attribute names that reset and step never "
+                                 "change, such as [\"P\"]"),
+                      ("actions", "a list of action names, one per action of the env, such "
+                                  "as [\"wait\", \"meds\", \"surgery\"]")):
+        if key in sec:  # lists of non-empty names
+            f = sec[key]
+            if not isinstance(f, list) or not all(isinstance(c, str) and c for c in f):
+                raise bad_value(path, f"[system] {key}", f, what)
+            gp[key] = list(f)
     if "batch_size" in sec:
         gp["batch_size"] = read_int(sec, "batch_size", "[system] batch_size", path, minimum=1,
                                     default=None)
