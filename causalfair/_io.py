@@ -47,10 +47,13 @@ def _dir_mode() -> int:
     return 0o777 & ~mask
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], None]) -> Path:
+def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], None], *,
+                       new: bool = False) -> Path:
     """Call ``writer(fh)`` on a binary temporary file in the same folder as ``path``, then
     rename it over ``path``. On any error (or interrupt) the temporary file is removed
-    and ``path`` is left as it was."""
+    and ``path`` is left as it was. ``new``: ``path`` must not exist, and a file that
+    appears there meanwhile is never replaced (:class:`FileExistsError`): the temporary
+    file is hard-linked to ``path`` (renamed, where the filesystem has no hard links)."""
     target = check_output_file(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +64,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], Non
         with os.fdopen(fd, "wb") as fh:
             writer(fh)
         os.chmod(tmp, _default_mode())
-        os.replace(tmp, target)
+        if new:
+            _link_new(tmp, target)
+        else:
+            os.replace(tmp, target)
+    except FileExistsError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     except OSError as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -71,6 +81,21 @@ def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], Non
             os.unlink(tmp)
         raise
     return target
+
+
+def _link_new(tmp: str, target: Path) -> None:
+    """Give the file ``tmp`` the name ``target``, which must not exist
+    (:class:`FileExistsError`, ``tmp`` kept for the caller to remove)."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links on this filesystem
+        if os.path.lexists(target):
+            raise FileExistsError(target) from None
+        os.replace(tmp, target)
+    else:
+        os.unlink(tmp)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

@@ -15,7 +15,9 @@ from causalfair._usercode import user_traceback
 from causalfair._version import __version__
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.retrain import (
+    Retrained,
     check_retrain,
+    place_retrained,
     retrained_checkpoint_path,
     run_retrain,
     utility_of,
@@ -221,7 +223,9 @@ class GateResult:
                         for v in e.before.verdicts])  # one column for every label
         for e in self.entries:
             if e.error is not None:
-                lines.append(f"{e.spec.name}: {ERROR} (not audited; the error follows)")
+                lines.append(f"{e.spec.name}: {ERROR} (" + ("not audited" if e.before is None
+                             else f"its retrain failed; the audit: {e.before.overall}")
+                             + "; the error follows)")
                 continue
             if self._repair_not_taken(e):
                 lines.append(f"{e.spec.name}: {e.before.overall} (its repair: {e.overall}; the "
@@ -347,11 +351,14 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     is written to ``reports/NAME`` (after retraining: the new policy beside the old; a
     spec whose audit failed: a page stating its error,
     :func:`causalfair.report.render.write_error_report`).
-    ``jobs``, ``backend`` and ``address`` choose where the audits run
+    ``jobs``, ``backend`` and ``address`` choose where the audits run, and then the
+    retrains with their re-audits, one task per failing spec
     (:func:`causalfair.backends.make_backend`: this process by default, ``jobs`` local
-    worker processes, or Ray); the result is the same whichever runs them. ``timeout``
-    (seconds) limits each spec's audit, as the spec's own ``timeout`` does (the smaller
-    applies): a spec over its limit is stopped and reported as an error of that spec."""
+    worker processes, or Ray); the result is the same whichever runs them, and the
+    retrained checkpoints are written by this process. ``timeout`` (seconds) limits each
+    spec's audit, and its retrain on its own, as the spec's own ``timeout`` does (the
+    smaller applies): a spec over its limit is stopped and reported as an error of that
+    spec, as is a retrain that raises."""
     if inconclusive not in ("pass", "fail"):
         raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
 
@@ -407,10 +414,32 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                                           in zip(loaded, prepared, limits, strict=True)], limits)
     else:  # workers rebuild everything from the spec (paths and strings travel, not objects)
         audited = runner.map(_audit_one, loaded, limits)
+    bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+    redo = [i for i, b in enumerate(audited) if retrain and isinstance(b, AuditResult)
+            and b.overall in bad]
+    # the retrains (each with its re-audit) as one more map on the same backend, in spec
+    # order, under the same per-spec limit; each checkpoint's path is given here, in spec
+    # order (two specs sharing a checkpoint get -1 and -2, as one after the other would),
+    # and its bytes written here (only the driver writes files)
+    targets: list[Path] = []
+    for i in redo:
+        targets.append(retrained_checkpoint_path(loaded[i].checkpoint,
+                                                 loaded[i].retrain["algo"], targets))
+    redone = dict(zip(redo, runner.map(_retrain_one, [(loaded[i], audited[i], t) for i, t
+                                                      in zip(redo, targets, strict=True)],
+                                       [limits[i] for i in redo]), strict=True)) if redo else {}
     entries = []
-    for s, before in zip(loaded, audited, strict=True):
-        if isinstance(before, (TaskError, SpecFailure)):  # this spec errs; the others go on
-            entry = _error_entry(s, before)
+    for i, (s, before) in enumerate(zip(loaded, audited, strict=True)):
+        out = redone.get(i)
+        if isinstance(out, Retrained) and out.data is not None:
+            try:
+                place_retrained(out.target, out.data)
+            except CausalfairError as exc:  # that spec's error; the others are written
+                out = _spec_failure(exc)
+        if isinstance(before, (TaskError, SpecFailure)) or isinstance(out, (TaskError, SpecFailure)):
+            # this spec errs (its audit, or its retrain); the others go on
+            entry = (_error_entry(s, before) if out is None
+                     else _error_entry(s, out, "retrain", before=before))
             if reports is not None:  # a folder that says why, in place of any earlier report
                 entry.report = write_error_report(
                     Path(reports) / s.name, name=s.name,
@@ -418,9 +447,8 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             entries.append(entry)
             continue
         entry = GateEntry(spec=s, before=before)
-        bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
-        if retrain and before.overall in bad:
-            entry.retrained_checkpoint, entry.after = run_retrain(s, before)
+        if out is not None:
+            entry.retrained_checkpoint, entry.after = out
         if reports is not None:
             entry.report = entry.final.write_report(
                 Path(reports) / s.name, before=before if entry.after is not None else None)
@@ -466,18 +494,22 @@ def repair_lines(rep: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _error_entry(spec: AuditSpec, failure: Any) -> GateEntry:
-    """The entry of a spec whose audit failed (a :class:`SpecFailure`, or a backend's
-    ``TaskError``: a crash, a dead worker, a time limit)."""
+def _error_entry(spec: AuditSpec, failure: Any, what: str = "audit",
+                 before: AuditResult | None = None) -> GateEntry:
+    """The entry of a spec whose ``what`` (its audit, or its retrain after the audit
+    ``before``) failed (a :class:`SpecFailure`, or a backend's ``TaskError``: a crash, a
+    dead worker, a time limit)."""
     if isinstance(failure, SpecFailure):
         msg = failure.message
         if not msg.startswith("audit spec"):
             msg = f"{spec_label(spec.path)}: {msg}"
-        return GateEntry(spec=spec, before=None, error=msg, error_kind=failure.kind,
+        if what != "audit":
+            msg = f"{msg} (in its {what})"
+        return GateEntry(spec=spec, before=before, error=msg, error_kind=failure.kind,
                          user_traceback=failure.user_traceback)
     name = str(spec.path or spec.name)
-    return GateEntry(spec=spec, before=None, error=f"{name}: the audit failed: {failure.kind}: "
-                     f"{failure.message}", error_kind=failure.kind,
+    return GateEntry(spec=spec, before=before, error=f"{name}: the {what} failed: "
+                     f"{failure.kind}: {failure.message}", error_kind=failure.kind,
                      traceback=getattr(failure, "traceback", "") or "")
 
 
@@ -530,6 +562,24 @@ def audit_within(spec: AuditSpec, timeout: float | None = None, **kw: Any) -> Au
     return out
 
 
+def _retrain_one(item: tuple[AuditSpec, AuditResult, Path]) -> Retrained | SpecFailure:
+    """Retrain one spec whose audit ``before`` failed (here, or in a worker) and re-audit
+    it (:func:`causalfair.audit.retrain.run_retrain`), the checkpoint's bytes returned for
+    the driver to write at ``target``; an input error, user code that raised included, is
+    that spec's :class:`SpecFailure`."""
+    spec, before, target = item
+    try:
+        return run_retrain(spec, before, target, place=False)
+    except CausalfairError as exc:
+        return _spec_failure(exc)
+
+
+def _spec_failure(exc: CausalfairError) -> SpecFailure:
+    """``exc`` as a spec's failure: its first line, its kind, the user's traceback."""
+    return SpecFailure(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                       type(exc).__name__, user_traceback(exc))
+
+
 def _audit_one(prep: Any, **kw: Any) -> AuditResult | SpecFailure:
     """Audit one spec (prepared here, or rebuilt from its file in a worker); an input
     error, user code that raised included, is returned as that spec's
@@ -537,5 +587,4 @@ def _audit_one(prep: Any, **kw: Any) -> AuditResult | SpecFailure:
     try:
         return run_prepared(prep) if isinstance(prep, Prepared) else audit(prep, **kw)
     except CausalfairError as exc:
-        return SpecFailure(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                           type(exc).__name__, user_traceback(exc))
+        return _spec_failure(exc)

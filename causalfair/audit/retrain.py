@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from causalfair._io import atomic_write_bytes
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.run import audit, build_system
 from causalfair.audit.spec import AuditSpec
 from causalfair.audit.spec_sections import spec_label
 from causalfair.engines.benefit import eps_for, model_eps
-from causalfair.errors import ConfigError, InputError, SpecError
+from causalfair.errors import ConfigError, InputError, OutputError, SpecError
 from causalfair.policies.checkpoint import (
     load_checkpoint_for,
     write_npz,
@@ -31,13 +34,16 @@ from causalfair.train.config import TrainConfig
 from causalfair.train.exact import repair_checkpoint, tabular_model
 from causalfair.train.lagrangian import check_constraints_supported
 
-__all__ = ["retrained_checkpoint_path", "check_retrain", "repair_check", "imposed_constraints"]
+__all__ = ["retrained_checkpoint_path", "check_retrain", "repair_check", "imposed_constraints",
+           "Retrained", "run_retrain", "place_retrained"]
 
 
-def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str) -> Path:
+def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str,
+                              taken: Collection[Path] = ()) -> Path:
     """``NAME.retrained-<algo>-<n>.npz`` (for a ``.npz`` checkpoint) or ``.pt`` (for a
     ``.pt`` one, and for an SB3 ``.zip``, which causalfair does not write) beside
-    ``checkpoint``, with the first n >= 1 not taken: an existing file is never
+    ``checkpoint``, with the first n >= 1 not taken (no such file, and not in ``taken``:
+    paths already given to other retrains of the same gate): an existing file is never
     overwritten."""
     ck = Path(checkpoint)
     suffix = ".npz" if ck.suffix.lower() == ".npz" else ".pt"
@@ -45,9 +51,36 @@ def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str) -> 
     n = 1
     while True:
         cand = ck.with_name(f"{stem}.retrained-{algo}-{n}{suffix}")
-        if not cand.exists():
+        if not cand.exists() and cand not in taken:
             return cand
         n += 1
+
+
+@dataclass(frozen=True, eq=False)
+class Retrained:
+    """A retrain's outcome: the path its checkpoint goes to (``target``, beside the
+    audited one), the re-audit of that checkpoint (``after``), and the checkpoint's bytes
+    (``data``; None once :func:`place_retrained` wrote them, or when there are none to
+    write). Unpacks as ``target, after``."""
+
+    target: Path
+    after: AuditResult
+    data: bytes | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.target, self.after))
+
+
+def place_retrained(target: Path, data: bytes) -> None:
+    """Write ``data`` at ``target``, which must not exist, atomically and without ever
+    replacing a file (:func:`causalfair._io.atomic_write_bytes` with ``new``): a file that
+    appeared at ``target`` meanwhile, or a folder that cannot be written, is an
+    :class:`OutputError`."""
+    try:
+        atomic_write_bytes(target, lambda fh: fh.write(data), new=True)
+    except FileExistsError:
+        raise OutputError(f"{display_path(target)}: appeared while retraining; not "
+                          "overwritten. Run the gate again.") from None
 
 
 def check_retrain(spec: AuditSpec, system: Any = None) -> None:
@@ -108,32 +141,53 @@ def imposed_constraints(spec: AuditSpec) -> list[Constraint]:
         raise SpecError(str(exc)) from None
 
 
-def run_retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult]:
-    """Run the spec's [retrain] warm-started from its checkpoint; return the new
-    checkpoint path (in the checkpoint's own format) and its audit."""
+def run_retrain(spec: AuditSpec, before: AuditResult, target: Path | None = None, *,
+                place: bool = True) -> Retrained:
+    """Run the spec's [retrain] warm-started from its checkpoint and re-audit the result:
+    the new checkpoint (in the checkpoint's own format) is built and re-audited in a
+    temporary folder of this process's own, then goes to ``target`` (default: the first
+    free :func:`retrained_checkpoint_path`): written there now with ``place``
+    (:func:`place_retrained`), else returned as bytes for the caller to write (the gate's
+    driver, when this ran in a worker; docs/scale.md: only the driver writes files)."""
     system = build_system(spec)
     check_retrain(spec, system)
     r = spec.retrain
-    if r["algo"] == "exact":
-        return _repair_exact(spec, before, system)
+    if target is None:
+        target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
+    with tempfile.TemporaryDirectory(prefix=f"causalfair-{spec.name}.retrain-") as tmp:
+        built = Path(tmp) / "out" / target.name  # the name it will have: its audit names it
+        built.parent.mkdir()
+        if r["algo"] == "exact":
+            after = _repair_exact(spec, before, system, built)
+        else:
+            after = _retrain_trained(spec, before, system, built, Path(tmp) / "train")
+        data = built.read_bytes()
+    after.spec = after.spec.with_policy(checkpoint=target)
+    if place:
+        place_retrained(target, data)
+        return Retrained(target, after)
+    return Retrained(target, after, data)
 
-    target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
+
+def _retrain_trained(spec: AuditSpec, before: AuditResult, system: Any, built: Path,
+                     work: Path) -> AuditResult:
+    """[retrain] with a trainer (every algo but ``exact``): train in ``work``, the
+    checkpoint to ``built`` in the checkpoint's format, and its re-audit."""
+    r = spec.retrain or {}
     config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))
     if before.benefit is not None:  # Lambda (penalty, constraint) at the gate's eps
         config = config.replace(lambda_eps=float(before.benefit.eps))
-    import tempfile
-
     if spec.setting is None:  # any system: the generic trainer, on the spec's own system
         config = config.replace(system=spec.system_id or "", system_params=dict(spec.system_params))
     else:
         system = None  # the lending trainer, on config.setting
-    with tempfile.TemporaryDirectory(prefix=f".{spec.name}.retrain-", dir=target.parent) as tmp:
-        result = train(config, out=tmp, init_checkpoint=str(spec.checkpoint), system=system)
-        produced = _train_checkpoint(result, Path(tmp))
-        if target.suffix == ".npz":
-            produced = _pt_to_npz(produced, Path(tmp) / target.name)
-        _place_new(produced, target)
-    after = _reaudit(spec, before, target)
+    result = train(config, out=str(work), init_checkpoint=str(spec.checkpoint), system=system)
+    produced = _train_checkpoint(result, work)
+    if built.suffix == ".npz":
+        _pt_to_npz(produced, built)
+    else:
+        built.write_bytes(produced.read_bytes())
+    after = _reaudit(spec, before, built)
     if config.constraints:  # what the training imposed, and whether it met it
         check = after.extra["repair_check"]
         check["imposed"] = list(config.constraints)
@@ -144,7 +198,7 @@ def run_retrain(spec: AuditSpec, before: AuditResult) -> tuple[Path, AuditResult
                 f"{r['algo']} repair met its thresholds on none of its audited iterations "
                 f"(last audit: {'; '.join(failed)}); the retrained checkpoint is its last "
                 "policy")
-    return target, after
+    return after
 
 
 def _reaudit(spec: AuditSpec, before: AuditResult, target: Path) -> AuditResult:
@@ -229,19 +283,10 @@ def _pt_to_npz(produced: Path, out: Path) -> Path:
     return out
 
 
-def _place_new(produced: Path, target: Path) -> None:
-    """Copy ``produced`` to ``target``, which must not exist: an existing file is never
-    overwritten (O_EXCL fails if it appeared meanwhile)."""
-    data = produced.read_bytes()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
-def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any) -> tuple[Path, AuditResult]:
+def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any, built: Path) -> AuditResult:
     """The constrained exact-gradient repair (:func:`causalfair.train.exact.repair_checkpoint`):
     the checkpoint's own network, optimised on the exact engine's numbers under the
-    spec's thresholds."""
+    spec's thresholds, saved to ``built``; its re-audit."""
     r = spec.retrain or {}
     where = spec_label(spec.path)
     constraints = imposed_constraints(spec)
@@ -251,21 +296,15 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any) -> tuple[Pa
                             eps=model_eps(eps_for(spec.eps, system)[0], system.tabular)[0],
                             weights=spec.weights,
                             where=f"{where}: [retrain] algo", error=SpecError)
-    target = retrained_checkpoint_path(spec.checkpoint, "exact")
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix=f".{spec.name}.repair-", dir=target.parent) as tmp:
-        produced = Path(tmp) / target.name
-        rep.save(produced, name=target.stem, repaired_from={
-            "checkpoint": display_path(spec.checkpoint), "sha256": before.checkpoint_sha256})
-        _place_new(produced, target)
-    after = _reaudit(spec, before, target)
+    rep.save(built, name=built.stem, repaired_from={
+        "checkpoint": display_path(spec.checkpoint), "sha256": before.checkpoint_sha256})
+    after = _reaudit(spec, before, built)
     summary = rep.summary()
     summary["tables"] = {"original": before.policy_table, "best found": (
         rep.result.best_found.table if rep.result.best_found is not None else None)}
     after.extra["repair"] = summary
     after.extra["repair_wall_s"] = rep.result.wall_s
-    return target, after
+    return after
 
 
 def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],

@@ -60,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "[retrain] min_utility (default: the better of the baseline and the "
                         "uniform policy) fails")
     p.add_argument("--jobs", default=1, metavar="N|auto",
-                   help="audit the specs in N local worker processes (default: 1, this "
+                   help="audit the specs (and retrain the failing ones, with --retrain) in N "
+                        "local worker processes (default: 1, this "
                         "process; auto: one per core this process may use (affinity, cgroup "
                         "quota, OMP_NUM_THREADS)); results are merged in spec order, so the "
                         "JSON and JUnit are the same")
@@ -73,7 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --backend ray: the cluster, 'auto', HOST:PORT or ray://HOST:PORT "
                         "(default: $RAY_ADDRESS); checked with a 5 s TCP connection first")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="stop a spec's audit after SECONDS and report it as an error of that "
+                   help="stop a spec's audit (and, with --retrain, its retrain) after SECONDS, "
+                        "each limited on its own, and report it as an error of that "
                         "spec (exit 2; the other specs' verdicts are kept); a spec's own "
                         "`timeout` key does the same, the smaller limit applies. A spec with a "
                         "limit runs in a worker process, killed when the limit passes")

@@ -49,7 +49,7 @@ algo = "exact"
 
 def _fake_repair(builtin: str):
     """run_retrain replaced by a fixed policy, judged as the real re-audit judges it."""
-    def run_retrain(spec, before):
+    def run_retrain(spec, before, *_, **__):
         after = audit(spec.with_policy(builtin=builtin))
         after.extra["repair_check"] = repair_check(spec, before, after)
         return CKPT, after
