@@ -1,8 +1,9 @@
 """What README.md and docs/*.md name is what the code has: the files of README's module
 map, the options of every ``causalfair COMMAND --flag`` and ``python benchmarks/X.py
 --flag`` they quote, the dotted ``causalfair.x.y`` and ``cf.x`` names, the ``CAUSALFAIR_*`` variables,
-and the transcripts of docs/ci-gate.md and docs/decomposition.md, whose output is
-printed by today's code."""
+the transcripts of docs/ci-gate.md and docs/decomposition.md, whose output is printed
+by today's code, the workflow files (```yaml) that use the GitHub Action, and the
+simulator-check messages docs/simulators.md quotes."""
 
 from __future__ import annotations
 
@@ -218,3 +219,64 @@ def test_readme_lists_every_command_and_every_doc():
     docs = readme.split("## Documentation", 1)[1].split("\n## ", 1)[0]
     unlisted = [p.name for p in (ROOT / "docs").glob("*.md") if f"docs/{p.name}" not in docs]
     assert not unlisted, f"docs missing from README's Documentation list: {unlisted}"
+
+
+def test_workflow_examples_use_the_action_as_it_is():
+    """Every ```yaml block of the docs parses; a step using the causalfair Action gives
+    only inputs action.yml declares, and its ``args`` with the ``--json``/``--junit`` the
+    Action adds (action.yml's gate line) are a command line ``causalfair gate`` accepts."""
+    import shlex
+
+    import yaml
+
+    inputs = set(yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))["inputs"])
+
+    def steps(node):
+        if isinstance(node, dict):
+            if str(node.get("uses", "")).startswith("causalfair/causalfair@"):
+                yield node
+            for value in node.values():
+                yield from steps(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from steps(value)
+
+    found = []
+    for path in DOCS:
+        for block in re.findall(r"```yaml\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
+            for step in steps(yaml.safe_load(block)):
+                given = {k: str(v).replace("${{ matrix.k }}", "1")
+                         for k, v in step.get("with", {}).items()}
+                assert set(given) <= inputs, (path.name, sorted(set(given) - inputs))
+                line = ["gate", "a.toml", *shlex.split(given.get("args", "")), "--json",
+                        given.get("json", "gate.json"), "--junit", given.get("junit", "g.xml")]
+                build_parser().parse_args(line)  # SystemExit(2) on an option gate lacks
+                found.append(path.name)
+    assert found.count("scale.md") == 2, found  # the shard matrix and the workflow
+
+
+def test_simulator_contract_messages_are_the_codes():
+    """The lines docs/simulators.md quotes for the system's own checks of its simulator
+    (feature width, the tabular features table) are what the checks raise."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from causalfair.systems import contract
+
+    text = (ROOT / "docs" / "simulators.md").read_text(encoding="utf-8")
+    quoted = {line for block in re.findall(r"```\n(.*?)```", text, re.S)
+              for line in block.splitlines()}
+    table = np.zeros((2, 5, 1))
+    table[0, 4, 0] = 2 / 3
+    obs = SimpleNamespace(features=np.array([[7 / 6]]), level=np.array([4]), group=np.array([0]))
+    tabular = SimpleNamespace(features=table, feature_names=["f0"])
+    raised = []
+    for check, args in ((contract._check_tabular_features, ("MySim", obs, tabular, 1)),
+                        (contract._check_feature_width,
+                         ("MySim", SimpleNamespace(features=np.zeros((4, 3))), ("skill", "years")))):
+        with pytest.raises(causalfair.errors.SimulatorContractError) as err:
+            check(*args)
+        raised.append(str(err.value))
+    missing = [m for m in raised if m not in quoted]
+    assert not missing, f"docs/simulators.md does not quote what the check raises: {missing}"

@@ -142,7 +142,7 @@ def test_scale_commands_run(tmp_path, ray_session_head):
     assert used_ray_tmp and ray_session_head.alive(), ray_session_head.output()
     a = json.loads((tmp_path / "gate.json").read_text())
     b = json.loads((tmp_path / "gate-ray.json").read_text())
-    # gate.json is the shards' merge (shard order), gate-ray.json the Ray run (spec order)
+    # gate.json is the shards' merge, gate-ray.json the Ray run: both in the gate's order
     assert {e["name"]: e["verdicts"] for e in a["specs"]} == {
         e["name"]: e["verdicts"] for e in b["specs"]}
     assert "| lending-1 | ppo-c | 3 |" in (tmp_path / "runs" / "sweep" / "table.md").read_text()

@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="merge sharded `causalfair gate --shard K/N` outputs into one verdict",
         description=(
             "Merge the JSON summaries (and JUnit files) of `causalfair gate --shard K/N` "
-            "runs: the merged JSON lists every spec in shard order and its exit_code is the "
-            "gate's over all of them; the merged JUnit holds every shard's test suites. "
+            "runs: the merged JSON is the unsharded gate's (every spec in the gate's order, "
+            "whatever the order of the files; its exit_code over all of them); the merged "
+            "JUnit holds every shard's test suites, in the same order. "
             "Every input is read and checked in full (sizes within CAUSALFAIR_MAX_MEMORY, "
             "docs/limits.md) before anything is written: a malformed one is refused with "
             "exit 2, naming the file and the field; so is a merge with a shard missing or "

@@ -94,8 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="run folder")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint (lending-1, "
-                        "lending-2, lending-3; a run on another system starts again: same "
-                        "seed, same weights)")
+                        "lending-2, lending-3; refused on other systems, whose runs hold no "
+                        "resume state: run again, same seed, same weights)")
     p.add_argument("--init-checkpoint", metavar="PATH",
                    help="warm start the policy from a causalfair checkpoint: its own network "
                    "(hidden sizes, activation) is trained; its inputs and actions must be the "
