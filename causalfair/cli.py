@@ -9,9 +9,7 @@ instant) and ``run(args) -> int``. Exit codes: 0 success, 1 a failed check (gate
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import io
 import os
 import sys
 from collections.abc import Sequence
@@ -23,6 +21,7 @@ from causalfair._usercode import keep_tracebacks, refuse_os_exit, user_traceback
 from causalfair._version import __version__
 from causalfair.backends import DEVICE_ENV, resolve_device
 from causalfair.errors import CausalfairError, UsageError
+from causalfair.workers import reader_may_leave
 
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
 
@@ -174,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         # a reader that goes away (`| head`) neither stops the command nor changes its
         # exit code, its error line included
-        with warnings.catch_warnings(), _reader_may_leave():
+        with warnings.catch_warnings(), reader_may_leave():
             warnings.showwarning = _warnings_as_lines(args.command)
             return _run(args)
     except KeyboardInterrupt:  # while the commands' modules load, before one runs
@@ -209,64 +208,6 @@ def _run(args: Any) -> int:
             os.environ.pop(DEVICE_ENV, None)
         else:
             os.environ[DEVICE_ENV] = device_was
-
-
-class _LeavingReader:
-    """``sys.stdout`` / ``sys.stderr`` while a command runs: once the reader of the pipe
-    has gone (``causalfair gate ... | head -1``), what the command prints is dropped
-    instead of raising :class:`BrokenPipeError`, so the command still writes its files
-    (``--json``, ``--junit``) and exits with its own code: a failing gate piped into
-    ``head`` exits 1, as unpiped (it used to stop at its first print and exit 0). The
-    stream's descriptor is pointed at the null device, so the interpreter's last flush
-    does not fail either."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream, self._gone = stream, False
-
-    def write(self, text: str) -> int:
-        if not self._gone:
-            try:
-                return self._stream.write(text)
-            except BrokenPipeError:
-                self._leave()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self._gone:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._leave()
-
-    def _leave(self) -> None:
-        self._gone = True
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self._stream.fileno())
-            os.close(null)
-        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-            pass  # a stream without a descriptor (a test's capture): nothing is flushed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def _reader_may_leave() -> Any:
-    """Run a command with :class:`_LeavingReader` as ``sys.stdout`` and ``sys.stderr``,
-    flushed through them at the end: output still buffered when the reader has gone is
-    dropped there, not at the interpreter's exit (whose failing flush exits 120)."""
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _LeavingReader(sys.stdout), _LeavingReader(sys.stderr)
-    try:
-        yield
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a stream the command closed
-                pass
-        sys.stdout, sys.stderr = saved
 
 
 def entry() -> int:

@@ -5,12 +5,17 @@ keeps, the time limits of :class:`causalfair.backends.SerialBackend`, and how ev
 is stopped (:func:`stop_workers`). A task's failure comes back as a :class:`TaskError`;
 every warning a task raised, whatever the worker's filters (:class:`recording`), comes
 back with its result and is raised again in the driver (:func:`reissue`), so the driver's
-filters decide what shows, as for the same task run there.
+filters decide what shows, as for the same task run there. A worker's prints, and the
+command's own (:func:`reader_may_leave`), are dropped once their reader has gone
+(:class:`LeavingReader`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -21,7 +26,7 @@ from causalfair._limits import set_threads
 from causalfair._usercode import find_user_modules, user_modules
 from causalfair.errors import CausalfairError
 
-__all__ = ["MAX_WARNINGS", "PYTHON_DEFAULT_FILTERS", "TaskError", "Timeouts", "Worker", "in_workers", "pickler", "recording",
+__all__ = ["MAX_WARNINGS", "PYTHON_DEFAULT_FILTERS", "LeavingReader", "TaskError", "Timeouts", "Worker", "in_workers", "pickler", "reader_may_leave", "recording",
            "reissue", "reissued", "run_pickled", "run_task", "stop_workers", "unsendable",
            "use_user_modules", "worker_main"]
 
@@ -109,6 +114,64 @@ def _read_frame(fh: Any) -> bytes | None:
 
 
 #: A worker's program: everything else arrives on its stdin.
+class LeavingReader:
+    """``sys.stdout`` / ``sys.stderr`` of a command (:func:`reader_may_leave`) and of a
+    worker process (:func:`worker_main`): once the reader of the pipe has gone
+    (``causalfair gate ... 2>&1 | head -1``), what is printed is dropped instead of raising
+    :class:`BrokenPipeError`, so the command still writes its files (``--json``,
+    ``--junit``) and exits with its own code, and a task that prints still gives its result.
+    The stream's descriptor is pointed at the null device, so a last flush does not fail
+    either."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream, self._gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self._gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass  # a stream without a descriptor (a test's capture): nothing is flushed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def reader_may_leave() -> Any:
+    """Run a command with :class:`LeavingReader` as ``sys.stdout`` and ``sys.stderr``,
+    flushed through them at the end: output still buffered when the reader has gone is
+    dropped there, not at the interpreter's exit (whose failing flush exits 120)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = LeavingReader(sys.stdout), LeavingReader(sys.stderr)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a stream the command closed
+                pass
+        sys.stdout, sys.stderr = saved
+
+
 _WORKER = "from causalfair.workers import worker_main; worker_main()"
 
 
@@ -116,9 +179,9 @@ def worker_main() -> None:
     """A worker process: reads (fn, item) frames on stdin, answers each with the pickled
     result of :func:`run_task` and the warnings the task raised (the driver shows them,
     :func:`reissue`) on the original stdout (fd 1 then points to stderr, so a task's
-    prints cannot corrupt the stream), and exits when stdin closes."""
+    prints cannot corrupt the stream; they are dropped once its reader has gone,
+    :class:`LeavingReader`), and exits when stdin closes."""
     import signal
-    import sys
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when a worker stops
     try:  # Linux: die with the driver even if it is killed outright
@@ -131,6 +194,7 @@ def worker_main() -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(2, 1)
+    sys.stdout, sys.stderr = LeavingReader(sys.stdout), LeavingReader(sys.stderr)
     pickle = pickler()
     setup = _read_frame(inp)
     if setup is None:

@@ -432,10 +432,9 @@ def _grid_tables(evaluate: Callable[[Observation], np.ndarray], policy: Any,
     if declared and horizon is None:
         raise PolicyError(f"policy {name!r} is time-dependent: pass the horizon.")
     blind_to_t = not declared and (
-        isinstance(policy, (ConstantPolicy, ActionPolicy, UniformPolicy))
-        or getattr(policy, "reads_only_level_group", None) is True
-        or isinstance(policy, (TorchPolicy, NumpyMLPPolicy, DevicePolicy, SB3Policy))
-        and getattr(policy, "obs_fn", None) is None)
+        getattr(policy, "reads_only_level_group", None) is True
+        or _own_evaluation(policy, (ConstantPolicy, ActionPolicy, UniformPolicy))
+        or _own_evaluation(policy, _NETWORKS) and getattr(policy, "obs_fn", None) is None)
     if horizon is None or blind_to_t:
         return evaluate(grid_observation(model))
     tabs = [evaluate(grid_observation(model, t)) for t in range(horizon)]
@@ -531,6 +530,16 @@ def reads_group(policy_or_table: Any, model: TabularModel | None = None, tol: fl
     return bool(np.ptp(tab, axis=-2).max() > tol)
 
 
+def _own_evaluation(policy: Any, classes: tuple[type, ...]) -> bool:
+    """Whether ``policy`` is one of ``classes`` evaluating with that class's own methods and
+    encoding (a subclass overriding them may read all of the observation, ``obs.t`` too)."""
+    cls = next((c for c in classes if isinstance(policy, c)), None)
+    own = cls is not None and all(getattr(type(policy), m, None) is getattr(cls, m, None)
+                                  for m in ("action_probs", "prob_d1", "_inputs"))
+    enc = getattr(policy, "encoding", None)
+    return own and (cls not in _NETWORKS or enc is None or type(enc).encode is FeatureEncoding.encode)
+
+
 def reads_only_level_group(policy: Any) -> bool:
     """Whether a policy's decision is a function of (group, level) (and t for time-indexed
     tables) only, so that an engine may evaluate it once on the (group, level) grid: a
@@ -541,9 +550,9 @@ def reads_only_level_group(policy: Any) -> bool:
     declared = getattr(policy, "reads_only_level_group", None)
     if isinstance(declared, bool):
         return declared
-    if isinstance(policy, (TablePolicy, ConstantPolicy)):
+    if _own_evaluation(policy, (TablePolicy, ConstantPolicy)):
         return True
-    if isinstance(policy, (TorchPolicy, NumpyMLPPolicy, DevicePolicy, SB3Policy)):
+    if _own_evaluation(policy, _NETWORKS):
         enc = policy.encoding
         return (enc is not None and enc.name == "onehot"
                 and getattr(policy, "obs_fn", None) is None)
@@ -787,3 +796,5 @@ from causalfair.policies.checkpoint import (  # noqa: E402
     mlp,
     save_checkpoint,
 )
+
+_NETWORKS = (TorchPolicy, NumpyMLPPolicy, DevicePolicy, SB3Policy)  # the network policies

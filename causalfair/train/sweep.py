@@ -19,7 +19,8 @@ files' bytes and the driver writes them when the sweep ends::
 A sweep folder that already holds a sweep is refused unless ``existing="resume"`` (train
 only the runs without a ``result.json`` of the same configuration, tabulate them with the
 finished ones) or ``existing="force"`` (train every run again; ``OUT/runs/`` is removed
-before the first run starts).
+before the first run starts). A ``runs`` that is a file or a symbolic link, or holds one, is
+refused: a sweep never follows a link out of its folder.
 """
 
 from __future__ import annotations
@@ -216,6 +217,7 @@ def _prepare_out(out: Path, existing: str) -> None:
     if out.is_dir() and any(out.iterdir()) and not (out / MARK).exists():
         raise OutputError(f"{out}: is an existing folder causalfair did not write (no {MARK}); "
                           "choose another --out (causalfair never writes into a folder of yours).")
+    _check_runs_folder(out / "runs")
     earlier = any((out / name).exists() for name in ("runs", "runs.csv", "table.csv"))
     if earlier and existing == "refuse":
         raise OutputError(f"{out}: holds an earlier sweep; add --resume to train only the runs "
@@ -226,6 +228,27 @@ def _prepare_out(out: Path, existing: str) -> None:
         (out / MARK).touch()
     except OSError as exc:
         raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
+
+
+def _check_runs_folder(runs: Path) -> None:
+    """Refuse a sweep's ``runs`` that is not a plain folder of folders and files, as
+    causalfair makes it: a symbolic link (there or anywhere below it: a sweep never writes,
+    reads or removes through a link out of its folder) or a file."""
+    if not os.path.lexists(runs):
+        return
+    links = [runs] if runs.is_symlink() else []
+    if not links and runs.is_dir():
+        for top, dirs, files in os.walk(runs):  # (links are listed, not followed)
+            links += [Path(top, n) for n in dirs + files if Path(top, n).is_symlink()]
+            if links:
+                break
+    if links:
+        raise OutputError(f"{links[0]}: is a symbolic link (to {os.readlink(links[0])}), not "
+                          "part of the runs folder causalfair made; a sweep never follows a link "
+                          "out of its folder: remove the link, or choose another --out.")
+    if not runs.is_dir():
+        raise OutputError(f"{runs}: is a file, not the runs folder causalfair made; remove it, "
+                          "or choose another --out.")
 
 
 def _run_dir(out: Path, sysid: str, algo: str, seed: int) -> Path:
@@ -319,10 +342,15 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 done[i] = r
 
     todo = [i for i in range(len(combos)) if i not in done]
-    if out_path is not None and existing == "force":  # the earlier sweep's runs go
-        import shutil
+    if out_path is not None and existing == "force" and (out_path / "runs").exists():
+        import shutil  # the earlier sweep's runs go (no link below: _prepare_out)
 
-        shutil.rmtree(out_path / "runs", ignore_errors=True)
+        try:
+            shutil.rmtree(out_path / "runs")
+        except OSError as exc:
+            raise OutputError(f"{exc.filename or out_path / 'runs'}: cannot remove the earlier "
+                              f"sweep's runs ({exc.strerror}); remove them yourself, or choose "
+                              "another --out.") from None
     backend = _backend(backend)
     # a run on this machine writes its folder as it finishes (an interrupted sweep keeps
     # it for --resume); a worker elsewhere hands its files back, written below
