@@ -6,7 +6,8 @@ The core objects:
   decision process to audit (a simulator, optionally an exact tabular model);
 - :class:`TabularModel` (``causalfair.model``) - a finite model of the decision process;
 - :func:`lending_setting` (``causalfair.systems.lending.settings``) - the reference lending settings;
-- policies (``causalfair.policies.core``) - built-ins, torch adapters, checkpoints, pi0 / pi^PS;
+- policies (``causalfair.policies.core``) - built-ins, torch adapters, checkpoints, pi0;
+  their tables and pi^PS (``causalfair.policies.grid``);
 - :func:`decompose` (``causalfair.engines.choice``) - C = DPE + IPE + SPE by the engine the
   system supports (exact with a tabular model, else Monte Carlo);
 - :func:`benefit_fairness` (``causalfair.engines.choice``) - Delta, Lambda, worst pairs;
@@ -45,17 +46,15 @@ from causalfair.policies.core import (
     ConstantPolicy,
     FeatureEncoding,
     Observation,
-    PathSpecificPolicy,
     Policy,
     PolicyError,
     TablePolicy,
     TorchPolicy,
-    hypothetical_policies,
     load_checkpoint,
     parse_policy,
-    policy_table,
     save_checkpoint,
 )
+from causalfair.policies.grid import PathSpecificPolicy, hypothetical_policies, policy_table
 from causalfair.results import BenefitResult, Decomposition
 from causalfair.systems import DecisionSet, Gain, System, as_system
 from causalfair.systems.lending.settings import SETTINGS, LendingModel, lending_setting

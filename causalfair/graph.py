@@ -265,7 +265,7 @@ def _build(
     mechanisms a tabular model shows to read S beyond the declaration (:func:`_resolve`)."""
     if policy_reads_s not in (True, False):
         raise InputError(f"policy_reads_s: expected True or False, got {policy_reads_s!r}; "
-                         "causalfair.policies.core.reads_group(policy, system=...) tells.")
+                         "causalfair.policies.grid.reads_group(policy, system=...) tells.")
     exo = _exogenous(structure)
     g = nx.DiGraph(horizon=horizon, variant=variant, policy_reads_s=bool(policy_reads_s))
     g.add_node("S", kind="sensitive", t=None, label="S")

@@ -225,7 +225,8 @@ def reference_utility(setting: str) -> float:
 
 def policy_tables(rows: list[dict], runs_root: Path) -> dict:
     """(setting, variant, seed) -> the trained policy's table (exact engine's view)."""
-    from causalfair.policies.core import load_checkpoint, policy_table
+    from causalfair.policies.core import load_checkpoint
+    from causalfair.policies.grid import policy_table
     from causalfair.systems.lending.settings import lending_setting
 
     models, out = {}, {}

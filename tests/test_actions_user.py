@@ -14,7 +14,7 @@ import causalfair as cf
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.engines.notions import other_notions
 from causalfair.errors import CausalfairError
-from causalfair.policies.core import reads_group
+from causalfair.policies.grid import reads_group
 
 GROUPS = ("north", "south", "east")
 ACTIONS = ("home", "outpatient", "admit", "icu")

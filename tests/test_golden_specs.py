@@ -48,7 +48,7 @@ def _assert_close(old, new, where: str) -> None:
             _assert_close(old[k], new[k], f"{where}.{k}")
     elif isinstance(old, list):
         assert isinstance(new, list) and len(old) == len(new), where
-        for i, (a, b) in enumerate(zip(old, new)):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
             _assert_close(a, b, f"{where}[{i}]")
     elif isinstance(old, float) or isinstance(new, float):
         assert isinstance(new, (int, float)) and not isinstance(new, bool), where

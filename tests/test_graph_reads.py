@@ -93,7 +93,7 @@ def test_a_network_reading_the_group_keeps_the_edges(folder, system, checkpoint)
 
 
 def test_the_answer_is_one_function():
-    from causalfair.policies.core import reads_group
+    from causalfair.policies.grid import reads_group
 
     clinic = cf.systems.make("clinic:make_clinic", search_path=ROOT / "docs" / "examples")
     try:

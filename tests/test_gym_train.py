@@ -15,16 +15,11 @@ from gymnasium import spaces
 import causalfair as cf
 import causalfair.engines.benefit_mc as benefit_mc
 from causalfair.audit.spec_sections import system_section
+from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import PolicyError, SpecError, SystemError_
-from causalfair.engines.exact import exact_numbers
-from causalfair.policies.core import (
-    ActionPolicy,
-    TablePolicy,
-    allowed_only,
-    engine_policy,
-    policy_table,
-)
+from causalfair.policies.core import ActionPolicy, TablePolicy
+from causalfair.policies.grid import allowed_only, engine_policy, policy_table
 from causalfair.systems import make
 
 

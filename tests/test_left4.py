@@ -13,15 +13,8 @@ import pytest
 
 from causalfair import cli
 from causalfair.engines import effects
-from causalfair.policies.core import (
-    FeatureEncoding,
-    GridTabulated,
-    Observation,
-    TorchPolicy,
-    engine_policy,
-    grid_observation,
-    policy_table,
-)
+from causalfair.policies.core import FeatureEncoding, Observation, TorchPolicy
+from causalfair.policies.grid import GridTabulated, engine_policy, grid_observation, policy_table
 from causalfair.systems.registry import make
 from tests.conftest import failing_simulator
 

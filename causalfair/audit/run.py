@@ -30,7 +30,7 @@ from causalfair.errors import (
     UserCodeError,
 )
 from causalfair.logs import audit_logs, linear_potential, read_logs
-from causalfair.policies.core import policy_table
+from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import as_system, load_tabular, make
 from causalfair.thresholds import Verdict, abs_interval, group_verdicts, is_group_key, judge

@@ -8,7 +8,7 @@ from typing import Any
 
 from causalfair._safe_read import read_option_value
 from causalfair.errors import UsageError
-from causalfair.policies.core import reads_group
+from causalfair.policies.grid import reads_group
 from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
@@ -120,5 +120,5 @@ def load_policy(args: argparse.Namespace, system: Any) -> ResolvedPolicy:
 
 
 def policy_reads_group(policy: Any, system: Any) -> bool:
-    """Whether the policy reads S on ``system`` (:func:`causalfair.policies.core.reads_group`)."""
+    """Whether the policy reads S on ``system`` (:func:`causalfair.policies.grid.reads_group`)."""
     return reads_group(policy, system=system)

@@ -65,7 +65,7 @@ from causalfair.engines.benefit_mc import bin_cells, bin_labels, quantile_edges
 from causalfair.engines.montecarlo import paired_jobs, paired_numbers, paired_trios, simulate_batch
 from causalfair.errors import InputError
 from causalfair.model import TabularModel
-from causalfair.policies.core import policy_table
+from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import resolve
 from causalfair.results import check_pair
 from causalfair.systems import as_system

@@ -45,7 +45,8 @@ import numpy as np
 
 from causalfair._validation import check_horizon
 from causalfair.model import ModelError, TabularModel
-from causalfair.policies.core import Policy, policy_table
+from causalfair.policies.core import Policy
+from causalfair.policies.grid import policy_table
 from causalfair.results import BenefitResult, check_pair
 
 __all__ = ["benefit_fairness", "lambda_metric", "lambda_pairs", "WEIGHTS", "EPS_AUTO",

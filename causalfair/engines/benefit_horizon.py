@@ -49,7 +49,8 @@ from causalfair.engines.benefit_mc import (
 )
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
-from causalfair.policies.core import Policy, action_probs, policy_table
+from causalfair.policies.core import Policy, action_probs
+from causalfair.policies.grid import policy_table
 from causalfair.results import BenefitResult
 from causalfair.systems import as_system
 from causalfair.systems.contract import seeded_rng

@@ -80,7 +80,8 @@ from causalfair.engines._mc_base import (
 from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.montecarlo_coupled import joint_actions
 from causalfair.errors import InputError, SimulatorContractError
-from causalfair.policies.core import action_probs, engine_policy
+from causalfair.policies.core import action_probs
+from causalfair.policies.grid import engine_policy
 from causalfair.results import BenefitResult, check_pair
 from causalfair.systems import as_system
 

@@ -29,7 +29,8 @@ from causalfair._limits import check_memory
 from causalfair._validation import check_horizon
 from causalfair.engines.benefit import lambda_metric
 from causalfair.model import ModelError, TabularModel
-from causalfair.policies.core import Policy, check_policy_table, policy_table
+from causalfair.policies.core import Policy
+from causalfair.policies.grid import check_policy_table, policy_table
 from causalfair.results import Decomposition, check_pair
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The exact numbers of one policy on a tabular model: the one function every door calls.
 
-:func:`exact_numbers` turns a policy table (or anything :func:`~causalfair.policies.core.policy_table`
+:func:`exact_numbers` turns a policy table (or anything :func:`~causalfair.policies.grid.policy_table`
 evaluates) into the exact decomposition C = DPE + IPE + SPE with Lambda (method.md
 sections 2-4, :func:`causalfair.engines.effects.decompose`) and, on request, the benefit
 fairness result (:func:`causalfair.engines.benefit.benefit_fairness`, section 4) and the
@@ -22,7 +22,8 @@ from causalfair.engines.effects import decompose
 from causalfair.engines.exact_torch import METRIC_NAMES
 from causalfair.engines.notions import other_notions
 from causalfair.model import TabularModel
-from causalfair.policies.core import Policy, policy_table
+from causalfair.policies.core import Policy
+from causalfair.policies.grid import policy_table
 from causalfair.results import BenefitResult, Decomposition
 
 __all__ = ["ExactNumbers", "exact_numbers", "METRIC_NAMES"]

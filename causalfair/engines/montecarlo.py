@@ -67,15 +67,8 @@ from causalfair.engines.benefit_mc import system_benefit
 from causalfair.engines.montecarlo_coupled import decompose_coupled
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.model import TabularModel
-from causalfair.policies.core import (
-    Observation,
-    Policy,
-    PolicyError,
-    action_probs,
-    engine_policy,
-    reads_only_level_group,
-    untabulated,
-)
+from causalfair.policies.core import Observation, Policy, PolicyError, action_probs
+from causalfair.policies.grid import engine_policy, reads_only_level_group, untabulated
 from causalfair.policies.resolver import resolve
 from causalfair.results import Decomposition, check_pair
 from causalfair.systems import as_system
@@ -283,7 +276,7 @@ def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: st
                   check: bool = False) -> tuple[Any, str]:
     """The policy as the batches use it (resolved for ``system``, or the simulator's
     tabular model, by :func:`causalfair.policies.resolve`; tabulated on the (group,
-    level) grid when it reads only those, :func:`causalfair.policies.core.engine_policy`)
+    level) grid when it reads only those, :func:`causalfair.policies.grid.engine_policy`)
     and its name. ``check``: refuse a user's policy object that keeps state between
     calls (:func:`_check_policy_state`)."""
     model = getattr(sim, "model", None)
@@ -348,7 +341,7 @@ def decompose_mc(
     encoding (torch modules, checkpoints of every format, SB3 models), or any policy with
     ``reads_only_level_group = True`` - is evaluated once per (group, level) cell (per
     epoch when time-dependent) and looked up per individual
-    (:func:`causalfair.policies.core.engine_policy`; the same decisions; an MLP then
+    (:func:`causalfair.policies.grid.engine_policy`; the same decisions; an MLP then
     costs nothing per individual); False evaluates it on every individual's
     observation. ``backend``: where the (group, batch) tasks run - None (this process,
     on ``jobs`` threads), "serial" (this process, one thread), "process" (one local

@@ -36,7 +36,8 @@ from causalfair.engines._mc_base import (
     type_name,
 )
 from causalfair.errors import InputError, PolicyError, SimulatorContractError
-from causalfair.policies.core import action_probs, engine_policy
+from causalfair.policies.core import action_probs
+from causalfair.policies.grid import engine_policy
 from causalfair.results import Decomposition, check_pair
 from causalfair.systems.contract import seeded_rng
 

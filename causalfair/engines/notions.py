@@ -30,7 +30,8 @@ import numpy as np
 
 from causalfair._validation import check_horizon
 from causalfair.model import TabularModel
-from causalfair.policies.core import Policy, policy_table
+from causalfair.policies.core import Policy
+from causalfair.policies.grid import policy_table
 
 __all__ = ["other_notions", "wasserstein_levels"]
 

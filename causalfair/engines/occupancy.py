@@ -55,7 +55,8 @@ from causalfair.engines.effects import check_horizon
 from causalfair.engines.exact import exact_numbers
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
-from causalfair.policies.core import TablePolicy, policy_table
+from causalfair.policies.core import TablePolicy
+from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import resolve
 
 __all__ = [

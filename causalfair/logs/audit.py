@@ -53,7 +53,7 @@ from causalfair.logs.pretest import (
     threshold_lambda,
 )
 from causalfair.logs.schema import LogData, read_logs, validate_logs
-from causalfair.policies.core import policy_table
+from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import resolve
 
 __all__ = ["LogAudit", "LambdaEstimate", "audit_logs", "fit_logs", "bootstrap_logs",

@@ -1,5 +1,5 @@
 """A policy held to the actions its system allows (``DecisionSet.allowed``): the check
-every engine's policy goes through (:func:`causalfair.policies.core.allowed_only`)."""
+every engine's policy goes through (:func:`causalfair.policies.grid.allowed_only`)."""
 
 from __future__ import annotations
 

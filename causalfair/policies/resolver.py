@@ -57,13 +57,11 @@ from causalfair.policies.core import (
     TablePolicy,
     TorchPolicy,
     UniformPolicy,
-    feature_inputs,
     file_sha256,
     parse_policy,
-    reads_group,
-    reads_only_level_group,
     sb3_adapted,
 )
+from causalfair.policies.grid import feature_inputs, reads_group, reads_only_level_group
 from causalfair.policies.nets import NumpyMLPPolicy
 from causalfair.policies.sb3 import SB3Policy, greedy_probs, is_sb3_model
 from causalfair.policies.vecnormalize import (
@@ -104,7 +102,7 @@ class ResolvedPolicy:
     @property
     def reads_group(self) -> bool | None:
         """Whether the decision reads the group S (the edge ``S -> D_t``,
-        :func:`~causalfair.policies.core.reads_group`); None when neither the policy
+        :func:`~causalfair.policies.grid.reads_group`); None when neither the policy
         declares it nor a system was given."""
         sys_ = self.system
         if sys_ is None:

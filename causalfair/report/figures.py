@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.policies.core import reads_group
+from causalfair.policies.grid import reads_group
 from causalfair.results import new_figure, waterfall, wrap
 
 #: An audit result (causalfair.audit.AuditResult), read by duck typing (no import circle).

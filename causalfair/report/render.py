@@ -345,7 +345,7 @@ _HEADLINE = "waterfall"
 
 def _figure_note(name: str, doc: dict[str, Any]) -> str:
     """What a figure's caption adds to its title: for the temporal graph, whether the
-    policy reads S (the edges S -> D_t, :func:`causalfair.policies.core.reads_group`)."""
+    policy reads S (the edges S -> D_t, :func:`causalfair.policies.grid.reads_group`)."""
     data = (doc.get("figures", {}).get(name) or {}).get("data") or {}
     if name != "graph" or "policy_reads_s" not in data:
         return ""

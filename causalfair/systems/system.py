@@ -49,7 +49,7 @@ class DecisionSet:
     when the deployed policy must spend its budget).
     ``allowed``: the actions the deployed policy may choose (None: all of them); every
     engine refuses a policy that puts more than 1e-9 on another action
-    (:func:`causalfair.policies.core.allowed_only`), while pi0 and pi^PS may take the
+    (:func:`causalfair.policies.grid.allowed_only`), while pi0 and pi^PS may take the
     baseline.
     ``budget``: at most this many non-baseline actions per replica and step (None: no
     budget). Budget 1 on coupled units: the Monte Carlo engine draws one categorical per

@@ -53,7 +53,7 @@ from causalfair.engines.groups import pair_names, split_pair
 from causalfair.errors import InputError, ModelError
 from causalfair.model import TabularModel
 from causalfair.policies.checkpoint import TorchPolicy
-from causalfair.policies.core import grid_observation, policy_table
+from causalfair.policies.grid import grid_observation, policy_table
 from causalfair.thresholds import (  # the one home of "quantity <= value"; re-exported
     EXACT_KEYS,
     Constraint,

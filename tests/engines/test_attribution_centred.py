@@ -15,7 +15,7 @@ from causalfair.engines.attribution import (
     check_sums,
 )
 from causalfair.model import TabularModel
-from causalfair.policies.core import policy_table
+from causalfair.policies.grid import policy_table
 
 NEW, OLD = "threshold:0.5", "threshold:0.3"
 

@@ -150,7 +150,7 @@ def test_monte_carlo_selection_rates_agree_with_the_exact_ones():
     """On lending-1 (a tabular model): the rates counted from the decisions the Monte Carlo
     run drew are within sampling error of sum_x mu_t(x | s) pi_t(d1 | x, s), step by step."""
     from causalfair.audit.run import selection_rates
-    from causalfair.policies.core import policy_table
+    from causalfair.policies.grid import policy_table
 
     system, T, n = cf.systems.make("lending-1"), 6, 4000
     dec = cf.decompose_mc(system, "threshold:0.5", T, n=n, seed=1)

@@ -14,7 +14,7 @@ from causalfair.engines.effects import decompose
 from causalfair.engines.exact import METRIC_NAMES, exact_numbers
 from causalfair.engines.notions import other_notions
 from causalfair.engines.occupancy import policy_metrics
-from causalfair.policies.core import policy_table
+from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import resolve
 from causalfair.thresholds import parse_constraint
 from causalfair.train.config import TrainConfig

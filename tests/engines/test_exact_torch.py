@@ -104,7 +104,7 @@ def test_lending_table_of_a_checkpoint_network():
     net = cf.policies.checkpoint.mlp(m.n_levels + m.n_groups, (16, 16), 1)
     pol = cf.TorchPolicy(net, cf.FeatureEncoding("onehot", n_levels=m.n_levels, n_groups=2))
     ref = cf.decompose(m, pol, 20)
-    from causalfair.policies.core import grid_observation
+    from causalfair.policies.grid import grid_observation
 
     x = torch.from_numpy(pol.encoding.encode(grid_observation(m)))
     with torch.no_grad():

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair.policies.core import parse_policy, policy_table
+from causalfair.policies.core import parse_policy
+from causalfair.policies.grid import policy_table
 
 T = 15
 

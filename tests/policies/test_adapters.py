@@ -9,7 +9,8 @@ import pytest
 from causalfair.engines.effects import decompose
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.policies.adapters import SB3Policy, as_policy, callable_policy
-from causalfair.policies.core import Observation, PolicyError, TablePolicy, policy_table
+from causalfair.policies.core import Observation, PolicyError, TablePolicy
+from causalfair.policies.grid import policy_table
 from causalfair.systems.gym.lending import LendingEnv
 from causalfair.systems.lending.settings import lending_setting
 

@@ -29,9 +29,9 @@ def test_blind_policy_ignores_group():
     m2 = cf.lending_setting("lending-2").tabular
     blind = cf.policy_table(cf.parse_policy("blind:0.9", m2), m2)
     np.testing.assert_array_equal(blind[0], blind[1])
-    assert not cf.policies.core.reads_group(blind)
+    assert not cf.policies.grid.reads_group(blind)
     # the group-aware threshold does read the group at 0.85 on lending-2
-    assert cf.policies.core.reads_group(cf.policy_table(cf.parse_policy("threshold:0.85", m2), m2))
+    assert cf.policies.grid.reads_group(cf.policy_table(cf.parse_policy("threshold:0.85", m2), m2))
 
 
 @pytest.mark.parametrize("spec,msg", [
@@ -56,7 +56,7 @@ def test_torch_policy_logit_and_two_way(model):
     enc = cf.FeatureEncoding("onehot", 7, 2)
     net1 = mlp(9, (8,), 1)
     p1 = cf.policy_table(cf.TorchPolicy(net1, enc), model)
-    x = torch.from_numpy(enc.encode(cf.policies.core.grid_observation(model)))
+    x = torch.from_numpy(enc.encode(cf.policies.grid.grid_observation(model)))
     np.testing.assert_allclose(p1.reshape(-1), torch.sigmoid(net1(x)[:, 0]).detach().double().numpy(), rtol=1e-6)
     net2 = mlp(9, (8,), 2)
     p2 = cf.policy_table(cf.TorchPolicy(net2, enc), model)

@@ -1,5 +1,5 @@
 """Policies that read a finite grid are evaluated once per (group, level) cell and looked
-up per individual, in every engine (:func:`causalfair.policies.core.engine_policy`)."""
+up per individual, in every engine (:func:`causalfair.policies.grid.engine_policy`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,9 @@ import pytest
 
 from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.engines.montecarlo import compare_mc, decompose_mc
-from causalfair.policies.core import (
-    GridTabulated,
-    NumpyMLPPolicy,
-    Observation,
-    engine_policy,
-    reads_only_level_group,
-)
+from causalfair.policies.core import Observation
+from causalfair.policies.grid import GridTabulated, engine_policy, reads_only_level_group
+from causalfair.policies.nets import NumpyMLPPolicy
 from causalfair.policies.resolver import resolve
 from causalfair.systems.registry import make
 

@@ -16,7 +16,6 @@ from causalfair.errors import CheckpointError, ConfigError
 from causalfair.train.adam import Adam
 from tests.conftest import describe, run_cmd
 
-
 #: torch < 2.5 has no ``decoupled_weight_decay`` flag (pyproject allows torch >= 2.4): its
 #: state_dict lacks the key that ours always writes (a torch of either kind loads it).
 TORCH_HAS_DWD = "decoupled_weight_decay" in inspect.signature(torch.optim.Adam).parameters

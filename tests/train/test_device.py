@@ -16,7 +16,8 @@ import causalfair as cf
 from causalfair.backends import resolve_device
 from causalfair.cli import main
 from causalfair.errors import InputError
-from causalfair.policies.core import load_checkpoint, policy_table
+from causalfair.policies.core import load_checkpoint
+from causalfair.policies.grid import policy_table
 from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import TrainConfig, train
 from causalfair.train.core import Trainer

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from causalfair.policies.core import grid_observation
+from causalfair.policies.grid import grid_observation
 from causalfair.policies.nets import DevicePolicy
 from causalfair.train import TrainConfig
 from causalfair.train.core import Trainer

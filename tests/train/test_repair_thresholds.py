@@ -179,7 +179,7 @@ def test_generic_trainer_measures_a_pair_constraint_as_the_audit_does(tmp_path):
     (C(C-A) = 0.4 p_C - 0.5 (0.6 p_A + 0.2 (1 - p_A)) >= -0.3 for every policy at T = 1) is
     judged on the pair's exact value, its multiplier rises, and the run reports that no
     audit met it."""
-    from causalfair.policies.core import policy_table
+    from causalfair.policies.grid import policy_table
     from causalfair.systems import System
     from causalfair.train.generic import SystemTrainer
 

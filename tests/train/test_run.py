@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from causalfair.engines.effects import decompose
-from causalfair.policies.core import load_checkpoint, policy_table
+from causalfair.policies.core import load_checkpoint
+from causalfair.policies.grid import policy_table
 from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import EXIT_AFTER_ENV, ConfigError, TrainConfig, train
 from tests.conftest import run_cmd
