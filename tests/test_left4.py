@@ -161,3 +161,16 @@ def test_own_system_doc_states_the_allowed_refusal_as_the_engines_give_it():
         with pytest.raises(cf.PolicyError) as info:
             cf.decompose(held, "random:0.5", 3, engine=engine, n=200)
         assert re.fullmatch(pattern, str(info.value)), (pattern, str(info.value))
+
+
+def test_pi0_itself_is_audited_on_a_system_whose_allowed_actions_exclude_the_baseline():
+    """`never` is pi0, the decomposition's reference: a system's allowed actions bind the
+    deployed policy, not the baseline (attention-1 allows actions 1..7 only; its baseline
+    0 is 'no attention'). reports/reproduce_seeds.py audits `never` there as a reference."""
+    import causalfair as cf
+    from causalfair.policies.core import parse_policy
+
+    system = cf.systems.make("attention-1")
+    assert system.decisions.baseline not in system.decisions.allowed
+    res = cf.decompose_mc(system, parse_policy("never", system), n=64, horizon=3, seed=0)
+    assert res.DPE == 0.0 and res.IPE == 0.0 and res.C == res.SPE  # pi = pi0: all spurious

@@ -154,9 +154,17 @@ def policy_table(policy: Policy | np.ndarray, model: TabularModel,
     A table with probability on an action outside ``model.allowed`` is refused
     (:func:`~causalfair.policies.allowed.refuse_forbidden_table`)."""
     table = _policy_table(policy, model, horizon)
-    refuse_forbidden_table(table, model, "policy table" if isinstance(policy, np.ndarray)
-                           else f"policy {getattr(policy, 'name', type(policy).__name__)!r}")
+    if not _is_pi0(policy, model.baseline):
+        refuse_forbidden_table(table, model, "policy table" if isinstance(policy, np.ndarray)
+                               else f"policy {getattr(policy, 'name', type(policy).__name__)!r}")
     return table
+
+
+def _is_pi0(policy: Any, baseline: int) -> bool:
+    """Whether ``policy`` always takes the baseline action (pi0, the built-in ``never``):
+    the decomposition's reference, which a system's allowed actions do not bind."""
+    policy = untabulated(policy)
+    return isinstance(policy, ActionPolicy) and int(policy.action) == int(baseline)
 
 
 def _policy_table(policy: Policy | np.ndarray, model: TabularModel,
@@ -400,13 +408,14 @@ class GridTabulated:
 def allowed_only(policy: Any, decisions: Any) -> Any:
     """``policy`` as an :class:`AllowedOnly` when ``decisions`` (a
     :class:`~causalfair.systems.DecisionSet`, or None) forbids some actions; else (or when
-    it is one already) as it is: what every Monte Carlo engine evaluates
-    (:func:`engine_policy`); the exact engine's tables are checked by :func:`policy_table`,
-    both by :func:`~causalfair.policies.allowed.refuse_forbidden`."""
+    it is one already, or is pi0: the built-in ``never``) as it is: what every Monte Carlo
+    engine evaluates (:func:`engine_policy`); the exact engine's tables are checked by
+    :func:`policy_table`, both by :func:`~causalfair.policies.allowed.refuse_forbidden`."""
     allowed = getattr(decisions, "allowed", None)
     labels = tuple(getattr(decisions, "labels", ()) or ())
     if allowed is None or isinstance(policy, AllowedOnly) or isinstance(policy, np.ndarray) \
-            or set(range(len(labels))) <= set(allowed):
+            or set(range(len(labels))) <= set(allowed) \
+            or _is_pi0(policy, getattr(decisions, "baseline", 0)):
         return policy
     return AllowedOnly(policy, allowed, labels, action_probs)
 
