@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["DRAW_FORMAT_ERROR", "MAX_DRAW_EPOCHS", "UnrolledGraph", "to_dot", "to_graphml",
+__all__ = ["DRAW_FORMAT_ERROR", "MAX_DRAW_EPOCHS", "UnrolledGraph", "check_drawable", "to_dot", "to_graphml",
            "to_gml", "to_json", "to_frame", "layout", "draw", "math_label"]
 
 _VARIANT_TITLES = {
@@ -220,6 +220,13 @@ def layout(tg: UnrolledGraph) -> dict[str, tuple[float, float]]:
     return pos
 
 
+def check_drawable(horizon: int) -> None:
+    """Refuse a drawing of over :data:`MAX_DRAW_EPOCHS` epochs (an :class:`InputError`):
+    what :func:`draw` checks, and the command line before any work."""
+    if horizon > MAX_DRAW_EPOCHS:
+        raise InputError(DRAW_HORIZON_ERROR.format(horizon=horizon, most=MAX_DRAW_EPOCHS))
+
+
 def draw(
     tg: UnrolledGraph, path: str | os.PathLike[str] | None = None, ax: Axes | None = None
 ) -> Figure:
@@ -228,8 +235,7 @@ def draw(
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    if tg.horizon > MAX_DRAW_EPOCHS:
-        raise InputError(DRAW_HORIZON_ERROR.format(horizon=tg.horizon, most=MAX_DRAW_EPOCHS))
+    check_drawable(tg.horizon)
     fmt = None
     if path is not None:
         fmt = Path(path).suffix.lower().lstrip(".")

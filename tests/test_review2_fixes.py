@@ -83,3 +83,22 @@ def test_a_log_bootstrap_whose_resamples_cannot_be_fitted_stops_with_one_line(mo
     with pytest.raises(LogError, match=r"only 0 of 100 bootstrap resamples .* group 'b'"):
         la.audit_logs(df, n_boot=5, seed=0)
     assert calls["n"] == 101  # the point fit and 20 draws per replicate kept
+
+
+def test_graph_refuses_a_long_drawing_before_any_work_or_output(tmp_path):
+    """`causalfair graph --horizon 61 --out g.png` printed the whole summary, then exited 2:
+    the drawing's epoch limit is checked first (graph_render.check_drawable, which draw uses)."""
+    from tests.conftest import one_line_error, run_cli
+
+    proc = run_cli("graph", "--setting", "lending-1", "--horizon", "61", "--out",
+                   tmp_path / "g.png")
+    err = one_line_error(proc)
+    assert "at most 60" in err and proc.stdout == "", proc.stdout
+    assert not (tmp_path / "g.png").exists()
+
+
+def test_a_one_spec_summary_says_spec():
+    from causalfair.audit.shards import markdown
+
+    doc = {"exit_code": 0, "specs": [{"name": "a", "overall": "PASS", "verdicts": []}]}
+    assert "passed (1 spec)" in markdown(doc)

@@ -501,7 +501,7 @@ def markdown(doc: Mapping[str, Any], shards: str | None = None) -> str:
     icon = {PASS: "PASS", FAIL: "**FAIL**", INCONCLUSIVE: "*INCONCLUSIVE*", ERROR: "**ERROR**"}
     n, errors = len(doc["specs"]), sum(e["overall"] == ERROR for e in doc["specs"])
     head = (f"error (exit code 2): {errors} of {n} specs could not be audited" if errors
-            else f"{'passed' if doc['exit_code'] == 0 else 'failed'} ({n} specs)")
+            else f"{'passed' if doc['exit_code'] == 0 else 'failed'} ({n} spec{'' if n == 1 else 's'})")
     lines = [f"### causalfair gate{', ' + shards if shards else ''}: {head}", "",
              "| spec | threshold | estimate | CI | verdict |", "|---|---|---|---|---|"]
     for e in doc["specs"]:

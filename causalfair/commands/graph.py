@@ -15,6 +15,8 @@ from causalfair.commands.decompose import load_system_and_policy
 from causalfair.errors import UsageError
 
 FORMATS = (".png", ".svg", ".pdf", ".dot", ".gv", ".graphml", ".gml", ".json")
+#: The suffixes of --out that draw the graph (the others export it as text).
+DRAWINGS = (".png", ".svg", ".pdf")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,11 +49,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from causalfair.graph import classify_paths, effect_edges, temporal_graph
+    from causalfair.graph_render import check_drawable
 
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix.lower() not in FORMATS:
         raise UsageError(f"--out: unknown suffix {out.suffix.lower() or '(none)'!r} in "
                          f"{str(out)!r}; use one of {', '.join(FORMATS)}.")
+    if out is not None and out.suffix.lower() in DRAWINGS:  # before any work or output
+        check_drawable(args.horizon)
     system, policy = load_system_and_policy(args)
     reads_s = policy_reads_group(policy, system)
     # the system itself, not only its declared structure: its tabular model is checked
