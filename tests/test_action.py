@@ -54,7 +54,7 @@ def test_the_action_writes_the_verdict_table_and_fails_with_the_gate(tmp_path):
     assert (root.get("tests"), root.get("failures")) == ("2", "1")
     # only the passing spec: exit 0
     code, summary, output = _run_gate_step(tmp_path, "audits/never.toml")
-    assert code == 0 and output == "exit-code=0\n" and "gate: passed (1 specs)" in summary
+    assert code == 0 and output == "exit-code=0\n" and "gate: passed (1 spec)" in summary
 
 
 def test_a_bad_spec_fails_the_action_with_exit_2_and_says_so(tmp_path):
