@@ -65,6 +65,7 @@ from causalfair._limits import check_memory
 from causalfair._validation import check_keywords
 from causalfair.errors import InputError, ModelError, ResourceLimitError
 from causalfair.graph_render import DRAW_FORMAT_ERROR as DRAW_FORMAT_ERROR  # re-exported
+from causalfair.graph_render import check_drawable as check_drawable  # re-exported
 from causalfair.model import CausalStructure, TabularModel
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

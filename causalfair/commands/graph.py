@@ -48,8 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair.graph import classify_paths, effect_edges, temporal_graph
-    from causalfair.graph_render import check_drawable
+    from causalfair.graph import check_drawable, classify_paths, effect_edges, temporal_graph
 
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix.lower() not in FORMATS:
