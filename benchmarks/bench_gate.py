@@ -6,7 +6,8 @@ seeded perturbations of its weights - each in its own spec (|C| <= 0.05), gated 
 ``causalfair gate`` in a fresh process per backend. Engine: Monte Carlo with 200,000
 individuals per group (about 0.6 s per audit here), or ``--engine exact`` (a few
 milliseconds per audit: the gate is then all fixed costs, and workers cannot help). The sweep: ppo and ppo-c x
-``--sweep-seeds`` seeds (default 4: 8 runs; 8 gives the issue's 16 runs) x 20 iterations on
+``--sweep-seeds`` seeds (default 4: 8 runs; 8 gives the issue's 16 runs) x ``--sweep-iterations``
+(default 20) iterations on
 lending-1 (``causalfair sweep``), also with ``--jobs auto`` (one worker per core this
 process may use).
 
@@ -128,6 +129,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2, help="workers of the parallel rows (default 2)")
     ap.add_argument("--sweep-seeds", type=int, default=4,
                     help="seeds per algorithm in the sweep (default 4: 8 runs)")
+    ap.add_argument("--sweep-iterations", type=int, default=20,
+                    help="iterations per sweep run (default 20; the trainer's own default is "
+                         "100: longer runs weigh each worker's start-up less)")
     args = ap.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                RAY_USAGE_STATS_ENABLED="0", CAUSALFAIR_PROGRESS_SECONDS="3600")
@@ -160,7 +164,8 @@ def main() -> int:
             print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")
         if not args.no_sweep:
             k = args.sweep_seeds
-            print(f"\nsweep: ppo, ppo-c x seeds 0-{k - 1} x 20 iterations on lending-1 "
+            print(f"\nsweep: ppo, ppo-c x seeds 0-{k - 1} x {args.sweep_iterations} iterations "
+                  f"on lending-1 "
                   f"({2 * k} runs)")
             print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
                   f"{'peak MB':>8s}")
@@ -171,7 +176,8 @@ def main() -> int:
                 start, _ = _run([*base, "--algo", "ppo", "--seeds", "0", "--iterations", "1",
                                  "--out", str(folder / f"s{i}a"), *extra], e)
                 wall, peak = _run([*base, "--algo", "ppo,ppo-c", "--seeds", f"0-{k - 1}",
-                                   "--iterations", "20", "--out", str(folder / f"s{i}b"), *extra],
+                                   "--iterations", str(args.sweep_iterations),
+                                   "--out", str(folder / f"s{i}b"), *extra],
                                   e)
                 serial = serial or wall
                 print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")

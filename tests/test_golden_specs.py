@@ -108,9 +108,37 @@ def test_audit_json_is_identical_to_golden(spec, tmp_path):
         pytest.fail(f"{spec.relative_to(ROOT)}: audit.json differs from {golden.name}:\n{diff}")
 
 
-if __name__ == "__main__":  # regenerate the stored copies (and print how long each takes)
-    import tempfile
+def _differences(old, new, out: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(|old|, |old - new|) of every number that differs between two audit.json documents."""
+    if isinstance(old, dict):
+        for k in old:
+            _differences(old[k], new.get(k), out)
+    elif isinstance(old, list):
+        for a, b in zip(old, new, strict=False):
+            _differences(a, b, out)
+    elif isinstance(old, float) and isinstance(new, (int, float)) and old != new:
+        out.append((abs(old), abs(old - new)))
+    return out
 
+
+if __name__ == "__main__":  # regenerate the stored copies (and print how long each takes),
+    import tempfile  # or with --compare print how this machine's audits differ from them
+
+    if "--compare" in sys.argv:
+        print(f"kernels here {_kernels()}, golden {json.loads((GOLDEN / 'KERNELS.json').read_text())}")
+        same = 0
+        for spec in SPECS:
+            with tempfile.TemporaryDirectory() as d:
+                text = audit_json(spec, Path(d) / "report")
+            old = (GOLDEN / f"{_key(spec)}.json").read_text(encoding="utf-8")
+            same += text == old
+            d = _differences(json.loads(old), json.loads(text), [])
+            rel = max((e / a for a, e in d if a >= 1e-6), default=0.0)
+            print(f"{_key(spec)}: " + ("identical" if text == old else f"{len(d)} numbers "
+                  f"differ, by at most {max(e for _, e in d):.1e} (relative, of those above "
+                  f"1e-6: {rel:.1e})"), flush=True)
+        print(f"{same} of {len(SPECS)} identical")
+        raise SystemExit(0)
     GOLDEN.mkdir(parents=True, exist_ok=True)
     only = set(sys.argv[1:])
     if not only and not _same_kernels():  # all the copies are bit for bit on these kernels
