@@ -14,8 +14,9 @@ or SIGTERM under the command line) kills every worker process before it propagat
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START
@@ -37,6 +38,7 @@ from causalfair.workers import (
 
 __all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
            "check_address", "check_timeout", "make_backend", "resolve_device", "ThreadBackend",
+           "holding",
            "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV", "pickler", "reachable"]
 
 
@@ -171,7 +173,9 @@ class RayBackend:
     folder, e.g. ``--search-path``, is found in that folder, as local workers find it): on a
     multi-node cluster those paths must exist on every node (a shared filesystem;
     docs/scale.md). The warnings a task raises come back with its result and are raised
-    again here (:func:`causalfair.workers.reissued`)."""
+    again here (:func:`causalfair.workers.reissued`). Inside :meth:`held` (a command's
+    several maps, :func:`holding`) the Ray a map starts or connects to is kept for the
+    next map and let go when the block ends: one connection per command."""
 
     def __init__(self, address: str | None = None, jobs: int | None = None):
         if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
@@ -186,6 +190,24 @@ class RayBackend:
                 check_address(address, self.field)
         self.address = address.strip() if address else None
         self.jobs = jobs
+        self._hold = False  # inside held(): keep the Ray a map started for the next map
+        self._started = False  # a map started (or connected to) the Ray held now
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[RayBackend]:
+        """Within the block, every map uses the one Ray the first map starts or connects
+        to; it is let go (``ray.shutdown``) when the block ends, as one map alone lets go
+        of it."""
+        self._hold = True
+        try:
+            yield self
+        finally:
+            self._hold = False
+            if self._started:
+                self._started = False
+                import ray
+
+                ray.shutdown()
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
             timeouts: Timeouts = None) -> list[Any]:
@@ -264,7 +286,9 @@ class RayBackend:
                     pass
             raise
         finally:
-            if started:
+            if started and self._hold:  # the next map of the block uses it
+                self._started = True
+            elif started:
                 ray.shutdown()
 
 
@@ -480,6 +504,15 @@ def engine_device(device: Any = None) -> str:
         device = os.environ.get(DEVICE_ENV) or "cpu"
         return resolve_device(device, DEVICE_ENV)
     return resolve_device(device, "device")
+
+
+def holding(backend: Any) -> contextlib.AbstractContextManager[Any]:
+    """A block in which ``backend`` keeps what its maps start for the next map (Ray:
+    :meth:`RayBackend.held`, one connection for a command's maps); for the others a block
+    that does nothing (a :class:`ProcessBackend`'s workers serve its maps until it is
+    closed)."""
+    held = getattr(backend, "held", None)
+    return held() if callable(held) else contextlib.nullcontext(backend)
 
 
 def make_backend(jobs: int = 1, backend: str | None = None, address: str | None = None) -> Backend:

@@ -25,7 +25,7 @@ from causalfair.audit.retrain import (
 from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec
 from causalfair.audit.spec_sections import spec_label
-from causalfair.backends import SerialBackend, TaskError, check_timeout, make_backend
+from causalfair.backends import SerialBackend, TaskError, check_timeout, holding, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
 from causalfair.report.render import write_error_report
 from causalfair.thresholds import FAIL, INCONCLUSIVE
@@ -109,10 +109,15 @@ class GateEntry:
 
     def to_dict(self) -> dict[str, Any]:
         if self.error is not None:
-            return {"name": self.spec.name, "spec": display_path(self.spec.path),
-                    "overall": ERROR, "error": self.error, "verdicts": [],
-                    "checkpoint_sha256": None,
-                    **({"report": display_path(self.report)} if self.report is not None else {})}
+            d = {"name": self.spec.name, "spec": display_path(self.spec.path),
+                 "overall": ERROR, "error": self.error, "verdicts": [],
+                 "checkpoint_sha256": None}
+            if self.before is not None:  # its retrain failed: the audit, as for a FAIL
+                d.update(checkpoint_sha256=self.before.checkpoint_sha256,
+                         utility=utility_of(self.before), before=_block(self.before),
+                         retrain_error=self.error)
+            return {**d, **({"report": display_path(self.report)} if self.report is not None
+                            else {})}
         d: dict[str, Any] = {
             "name": self.spec.name,
             "spec": display_path(self.spec.path),
@@ -125,8 +130,7 @@ class GateEntry:
         if att is not None:  # why C moved from [baseline]: one line
             d["attribution"] = att.line()
         if self.after is not None or self.retrain_error:
-            d["before"] = {"overall": self.before.overall, "utility": utility_of(self.before),
-                           "verdicts": [v.to_dict() for v in self.before.verdicts]}
+            d["before"] = _block(self.before)
             d["retrained_checkpoint"] = display_path(self.retrained_checkpoint)
             if self.after is not None:
                 d["after"] = {"overall": self.after.overall, "utility": utility_of(self.after),
@@ -142,6 +146,12 @@ class GateEntry:
         if self.report is not None:
             d["report"] = display_path(self.report)
         return d
+
+
+def _block(res: AuditResult) -> dict[str, Any]:
+    """An audit's verdict block in the gate JSON (``before``: the audit before retraining)."""
+    return {"overall": res.overall, "utility": utility_of(res),
+            "verdicts": [v.to_dict() for v in res.verdicts]}
 
 
 class GateSpecErrors(SpecError):
@@ -219,15 +229,16 @@ class GateResult:
     def side_by_side(self) -> str:
         """Text table: one line per threshold, before and (if retrained) after."""
         lines = []
-        w = max([22] + [len(v.label) for e in self.entries if e.error is None
+        w = max([22] + [len(v.label) for e in self.entries if e.before is not None
                         for v in e.before.verdicts])  # one column for every label
         for e in self.entries:
             if e.error is not None:
                 lines.append(f"{e.spec.name}: {ERROR} (" + ("not audited" if e.before is None
                              else f"its retrain failed; the audit: {e.before.overall}")
                              + "; the error follows)")
-                continue
-            if self._repair_not_taken(e):
+                if e.before is None:
+                    continue
+            elif self._repair_not_taken(e):
                 lines.append(f"{e.spec.name}: {e.before.overall} (its repair: {e.overall}; the "
                              "exit code counts the checkpoint under version control until you "
                              "commit the repair or pass --accept-repaired)")
@@ -263,7 +274,9 @@ class GateResult:
 
     def to_junit(self, *, inconclusive_as: str = "failure") -> str:
         """JUnit XML: one <testsuite> per spec, one <testcase> per threshold; FAIL is a
-        <failure>, INCONCLUSIVE a <failure> or <skipped> (``inconclusive_as``)."""
+        <failure>, INCONCLUSIVE a <failure> or <skipped> (``inconclusive_as``). A spec
+        that could not be audited is one <error> test case; one whose retrain failed keeps
+        its audit's test cases and adds a ``retrain`` test case with the <error>."""
         import xml.etree.ElementTree as ET
 
         if inconclusive_as not in ("failure", "skipped"):
@@ -273,7 +286,7 @@ class GateResult:
         root = ET.Element("testsuites", name="causalfair gate")
         tot_t = tot_f = tot_s = tot_e = 0
         for e in self.entries:
-            if e.error is not None:
+            if e.error is not None and e.before is None:
                 _junit_error(root, e.spec.name, e.error, e.error_kind or "Error")
                 tot_t += 1
                 tot_e += 1
@@ -326,11 +339,22 @@ class GateResult:
                     msg = "; ".join(e.repair_problems)
                     ET.SubElement(tc, "failure", message=msg, type=FAIL).text = msg
                 ET.SubElement(tc, "system-out").text = text
+            n_e = int(e.error is not None)
+            if n_e:  # its retrain failed: the audit above, and the retrain's error
+                n_t += 1
+                tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
+                                   name="retrain", time="0")
+                ET.SubElement(tc, "error", message=e.error,
+                              type=e.error_kind or "Error").text = e.error
+                ET.SubElement(tc, "system-out").text = (
+                    f"the audit before retraining: {res.overall}; utility "
+                    f"{utility_of(res):.6g}")
             suite.set("tests", str(n_t))
             suite.set("failures", str(n_f))
-            suite.set("errors", "0")
+            suite.set("errors", str(n_e))
             suite.set("skipped", str(n_s))
             tot_t += n_t
+            tot_e += n_e
             tot_f += n_f
             tot_s += n_s
         root.set("tests", str(tot_t))
@@ -409,25 +433,27 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     # that fails is reported for its spec while the others finish
     limits = [min((t for t in (s.timeout, timeout) if t is not None), default=None)
               for s in loaded]
-    if isinstance(runner, SerialBackend):  # a spec with a time limit runs in a worker
-        audited = runner.map(_audit_one, [s if t is not None else p for s, p, t
-                                          in zip(loaded, prepared, limits, strict=True)], limits)
-    else:  # workers rebuild everything from the spec (paths and strings travel, not objects)
-        audited = runner.map(_audit_one, loaded, limits)
-    bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
-    redo = [i for i, b in enumerate(audited) if retrain and isinstance(b, AuditResult)
-            and b.overall in bad]
-    # the retrains (each with its re-audit) as one more map on the same backend, in spec
-    # order, under the same per-spec limit; each checkpoint's path is given here, in spec
-    # order (two specs sharing a checkpoint get -1 and -2, as one after the other would),
-    # and its bytes written here (only the driver writes files)
-    targets: list[Path] = []
-    for i in redo:
-        targets.append(retrained_checkpoint_path(loaded[i].checkpoint,
-                                                 loaded[i].retrain["algo"], targets))
-    redone = dict(zip(redo, runner.map(_retrain_one, [(loaded[i], audited[i], t) for i, t
-                                                      in zip(redo, targets, strict=True)],
-                                       [limits[i] for i in redo]), strict=True)) if redo else {}
+    # one backend for the audits and the retrains: Ray is started or connected to once
+    with holding(runner):
+        if isinstance(runner, SerialBackend):  # a spec with a time limit runs in a worker
+            audited = runner.map(_audit_one, [s if t is not None else p for s, p, t
+                                              in zip(loaded, prepared, limits, strict=True)], limits)
+        else:  # workers rebuild everything from the spec (paths and strings travel, not objects)
+            audited = runner.map(_audit_one, loaded, limits)
+        bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+        redo = [i for i, b in enumerate(audited) if retrain and isinstance(b, AuditResult)
+                and b.overall in bad]
+        # the retrains (each with its re-audit) as one more map on the same backend, in spec
+        # order, under the same per-spec limit; each checkpoint's path is given here, in spec
+        # order (two specs sharing a checkpoint get -1 and -2, as one after the other would),
+        # and its bytes written here (only the driver writes files)
+        targets: list[Path] = []
+        for i in redo:
+            targets.append(retrained_checkpoint_path(loaded[i].checkpoint,
+                                                     loaded[i].retrain["algo"], targets))
+        redone = dict(zip(redo, runner.map(_retrain_one, [(loaded[i], audited[i], t) for i, t
+                                                          in zip(redo, targets, strict=True)],
+                                           [limits[i] for i in redo]), strict=True)) if redo else {}
     entries = []
     for i, (s, before) in enumerate(zip(loaded, audited, strict=True)):
         out = redone.get(i)

@@ -16,7 +16,6 @@ from typing import Any
 
 from causalfair import _progress
 from causalfair.backends import resolve_device
-from causalfair.policies.checkpoint import load_checkpoint_for
 from causalfair.policies.core import CheckpointError, load_checkpoint
 from causalfair.policies.vecnormalize import refuse_warm_start
 from causalfair.systems import as_system, make
@@ -123,16 +122,12 @@ def warm_start_config(config: TrainConfig, init_checkpoint: str | os.PathLike[st
     """``config`` for a warm start from ``init_checkpoint``: the checkpoint's own network
     (hidden sizes and activation) is trained, so a config that leaves ``hidden`` and
     ``activation`` at their defaults takes the checkpoint's, and one that names others is
-    refused (one line naming both). With ``system``, the checkpoint's inputs are checked
-    against it first (:func:`~causalfair.policies.checkpoint.load_checkpoint_for`: feature
-    names, widths) and its outputs against the system's actions, so a network reading
-    other features is refused before anything is trained rather than trained on the
-    wrong columns."""
+    refused (one line naming both). With ``system``, its outputs are checked against the
+    system's actions; its inputs are checked where every warm start on a system goes,
+    the trainer's construction (:func:`causalfair.train.generic.warm_encoding`), before
+    anything is trained."""
     where = f"init_checkpoint {init_checkpoint}"
-    if system is not None:
-        _, meta = load_checkpoint_for(init_checkpoint, system)
-    else:
-        _, meta = load_checkpoint(init_checkpoint)
+    _, meta = load_checkpoint(init_checkpoint)
     arch = meta.get("architecture") or {}
     if arch.get("type") != "mlp" or "hidden" not in arch:
         return config  # a population agent or another network: the trainer refuses it

@@ -59,16 +59,17 @@ from causalfair.engines.benefit import auto_eps, eps_for, model_eps
 from causalfair.engines.benefit_mc import unit_benefits, visit_cells
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import decompose_mc
-from causalfair.errors import ConfigError
+from causalfair.errors import CheckpointError, ConfigError
 from causalfair.policies.checkpoint import (
     FeatureEncoding,
     NumpyMLPPolicy,
     TorchPolicy,
+    check_policy_inputs,
+    load_checkpoint_for,
     mlp,
     save_checkpoint,
 )
 from causalfair.policies.choice import ReplicaChoicePolicy
-from causalfair.policies.core import load_checkpoint
 from causalfair.train import checkpoint as ck
 from causalfair.train.adam import Adam
 from causalfair.train.algorithms import names
@@ -122,6 +123,37 @@ def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncodin
     names = system.features or tuple(f"f{j}" for j in range(x.shape[1]))
     return FeatureEncoding("features", names=names, mean=tuple(x.mean(axis=0)),
                            std=tuple(np.where(std > 1e-8, std, 1.0)))
+
+
+def _describe(enc: FeatureEncoding) -> str:
+    if enc.name == "onehot":
+        return f"one-hot levels ({enc.n_levels} levels x {enc.n_groups} groups)"
+    return f"features [{', '.join(enc.names)}]" if enc.names else f"{enc.width} features"
+
+
+def warm_encoding(system: Any, fresh: FeatureEncoding, init: Any) -> FeatureEncoding:
+    """The input encoding a run on ``system`` trains with, given the warm-start policy
+    ``init`` (None: ``fresh``, the system's own, :func:`_encoding`). The checkpoint's inputs
+    must fit the system (:func:`~causalfair.policies.checkpoint.check_policy_inputs`:
+    feature names in the same order, else widths; one-hot levels x groups) and be of the
+    same kind as ``fresh``; a feature checkpoint then keeps its own encoding (names and
+    normalisation), so the network reads its inputs as it was trained to. Every warm start
+    (:func:`causalfair.train.train`, :class:`SystemTrainer` called directly) goes through
+    here, so a network reading other columns of the same width is refused, not trained."""
+    enc0 = getattr(init, "encoding", None)
+    if init is None or not isinstance(enc0, FeatureEncoding):
+        return fresh
+    source = getattr(init, "source", None) or ""
+    check_policy_inputs(init, feature_names=system.features,
+                        width=fresh.width if fresh.name == "features" else None,
+                        n_levels=system.n_levels, n_groups=system.n_groups, source=source)
+    if enc0.name != fresh.name:
+        where = f"checkpoint {source}" if source else f"policy {getattr(init, 'name', '?')!r}"
+        raise CheckpointError(
+            f"{where}: reads {_describe(enc0)}, but a policy trained on system {system.id!r} "
+            f"reads {_describe(fresh)}; warm-start from a checkpoint trained on this "
+            "system's inputs, or train from scratch.")
+    return enc0 if fresh.name == "features" else fresh
 
 
 class SystemTrainer(ReplicaChoiceTraining):
@@ -193,11 +225,8 @@ class SystemTrainer(ReplicaChoiceTraining):
         self.G, self.T = system.n_groups, c.horizon
         if self.fair:
             check_fair_signals(c.algo, system, self.sim)
-        self.encoding = _encoding(system, self.sim, self.rng)
-        enc0 = getattr(init, "encoding", None)  # a warm start reads inputs as it was trained to
-        if getattr(enc0, "name", None) == "features" == self.encoding.name \
-                and enc0.width == self.encoding.width:
-            self.encoding = enc0
+        # a warm start reads inputs as it was trained to, and only the system's own
+        self.encoding = warm_encoding(system, _encoding(system, self.sim, self.rng), init)
         width = self.encoding.width
         self.n_out = 1 if self.A == 2 else self.A
         self.policy_net = mlp(width, c.hidden, self.n_out, c.activation)
@@ -628,7 +657,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
     import torch
 
     t0 = time.perf_counter()
-    init = load_checkpoint(init_checkpoint)[0] if init_checkpoint is not None else None
+    init = load_checkpoint_for(init_checkpoint, system)[0] if init_checkpoint is not None else None
     threads = torch.get_num_threads()
     torch.set_num_threads(int(getattr(config, "threads", 1)))
     try:
