@@ -5,8 +5,10 @@ threads, bench_gate.py's worker processes).
 Three workloads, each timed alone and as N concurrent copies, in one run:
 
 - ``threads``: the Monte Carlo engine's dominant kernel, a 4-64-64-1 tanh MLP forward over
-  blocks of 65,536 float32 rows (numpy, one BLAS thread; numpy releases the interpreter
-  lock in the products and the tanh), on N threads of one process;
+  1,572,864 float32 rows in blocks of ``--block`` rows (default 8,192, the blocks a
+  checkpoint's network is evaluated in: causalfair.policies.nets; numpy, one BLAS thread,
+  the interpreter lock released in the products and the tanh), on N threads of one
+  process (with 65,536-row blocks 16 threads' intermediates outgrow the caches);
 - ``python``: an interpreter-bound loop, in N processes;
 - ``audit``: one lending-1 Monte Carlo audit of the example checkpoint (n = 200,000 per
   group, T = 20; the gate's unit of work), in N processes.
@@ -76,8 +78,9 @@ def in_processes(body: str, copies: int) -> list[float]:
     return out
 
 
-def in_threads(copies: int, blocks: int = 24) -> list[float]:
-    """Seconds of ``copies`` threads each running ``blocks`` MLP forwards of 65,536 rows."""
+def in_threads(copies: int, block: int, rows: int = 24 * 65_536) -> list[float]:
+    """Seconds of ``copies`` threads each running an MLP forward over ``rows`` rows in
+    blocks of ``block`` rows."""
     import numpy as np
 
     from causalfair._limits import set_threads
@@ -86,11 +89,11 @@ def in_threads(copies: int, blocks: int = 24) -> list[float]:
     rng = np.random.default_rng(0)
     layers = [(rng.normal(size=(a, b)).astype(np.float32), rng.normal(size=b).astype(np.float32))
               for a, b in ((4, 64), (64, 64), (64, 1))]
-    x = rng.normal(size=(65_536, 4)).astype(np.float32)
+    x = rng.normal(size=(block, 4)).astype(np.float32)
 
     def work(slot: int, out: list[float]) -> None:
         t0 = time.perf_counter()
-        for _ in range(blocks):
+        for _ in range(max(1, rows // block)):
             h = x
             for i, (w, b) in enumerate(layers):
                 h = h @ w
@@ -112,13 +115,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--copies", type=int, default=len(os.sched_getaffinity(0)),
                     help="copies run at once (default: the cores this process may use)")
+    ap.add_argument("--block", type=int, default=8192,
+                    help="rows per block of the threads row's forward (default 8192)")
     args = ap.parse_args()
     n = args.copies
     print(f"machine: {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} in this process's "
           f"affinity mask; python {sys.version.split()[0]}; {n} copies at once")
     print(f"{'workload':10s} {'alone s':>8s} {'mean s':>8s} {'slowest s':>10s} "
           f"{'N x alone / slowest':>20s} {'N x alone / mean':>17s}")
-    rows = [("threads", lambda k: in_threads(k)),
+    rows = [("threads", lambda k: in_threads(k, args.block)),
             ("python", lambda k: in_processes(PYTHON, k)),
             ("audit", lambda k: in_processes(AUDIT, k))]
     for name, run in rows:
