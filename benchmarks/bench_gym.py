@@ -2,18 +2,27 @@
 Carlo audit of a cheap Gymnasium env through ``cf.systems.from_gym`` against the env's own
 bare ``step`` loop, both per individual-step, measured in the same run on one core.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_gym.py [--n 2000] [--horizon 10] [--work 0] [--jobs 2]
+    OMP_NUM_THREADS=1 python benchmarks/bench_gym.py [--n 2000] [--horizon 10] [--work 0]
+        [--jobs 16] [--jobs-n 60000]
 
 Both are CPU seconds of this process (``time.process_time``), so other work on the machine
 inflates them less than wall time; the ratio is the audit's over the bare loop's. Each is
-timed after a short warm-up run (the first audit of a process also pays one-time imports).
+timed after a short warm-up run (the first audit of a process also pays one-time imports),
+on one core (``jobs=1``: no threads, no worker processes, whatever the size).
 ``--work K`` adds K iterations of float arithmetic to each env step (a costlier env: the
-ratio falls towards the env steps an individual-step needs). ``--jobs J`` also times the
-audit (without and with Lambda) on J local worker processes (``--backend process``) in wall time, the same
-(group, batch) tasks with keyed random streams (batches of the door's 256 individuals,
-as ``causalfair decompose`` runs them), so the estimates are identical to serial
-(checked here), and prints serial wall time / J-process wall time with the core count and
-the load average, and the same net of the workers' start-up (timed on trivial tasks).
+ratio falls towards the env steps an individual-step needs).
+
+``--jobs J`` also times, in wall time, the audit at ``--jobs-n`` individuals per group
+(default 60,000: about 20 s on one core, so that starting workers weighs little) on one
+core and on J local worker processes (``--backend process``): the same (group, batch)
+tasks with keyed random streams (batches of the door's 256 individuals, as ``causalfair
+decompose`` runs them), so the estimates are identical to serial (checked here). Timed
+(:func:`jobs_part`): the decomposition and Lambda (by forks of min(n, 20,000) per group,
+what ``causalfair decompose`` runs) each on one core, then each on J workers already
+started (the scaling net of start-up: serial time / time on started workers, both
+measured), then the whole audit with Lambda on J new workers, as a command runs it (the
+speed-up with start-up), and the start-up itself: J new workers each answering a trivial
+task. The core count and the load average are printed with them.
 
 The audit's individual-step is the env steps the decomposition needs (pi; the pi^PS fork
 where pi's decision is not the baseline; pi0 once its path has left pi's: a transition
@@ -22,7 +31,7 @@ plus the policy (evaluated once per batch on the stacked observations), a copy o
 where pi's decision leaves the baseline (``GymSimulator.step_paths`` steps the other envs
 in place), and the per-step generator states.
 
-The audit with Lambda (``benefit_n`` = n, what ``causalfair decompose`` runs) adds the
+The audit with Lambda (``benefit_n`` None: min(n, 20,000), what ``causalfair decompose`` runs) adds the
 benefit rollout: n individuals per group under pi, each state forked once per action
 with one noise, plus the bootstrap of its interval; the last line is that part alone and
 its share of the audit with Lambda. ``GymSimulator.step_forks`` steps an epoch's forks and
@@ -41,7 +50,7 @@ import numpy as np
 from gymnasium import spaces
 
 import causalfair as cf
-from causalfair.backends import make_backend
+from causalfair.backends import ProcessBackend
 from causalfair.engines.benefit_mc import system_benefit
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.policies.adapters import callable_policy
@@ -94,18 +103,14 @@ def _setup(T: int) -> tuple[object, object]:
     return system, policy
 
 
-def audit(n: int, T: int, jobs: int = 1, benefit_n: int | None = 2
-          ) -> tuple[float, dict[str, float]]:
-    """Seconds per individual-step of decompose_mc on the same env (n per group), CPU
-    seconds of this process on one core, wall seconds on ``jobs`` > 1 processes; and the
-    estimates. ``benefit_n``: the units per group of Lambda's rollout (2: next to nothing;
-    None: n, what ``causalfair decompose`` runs)."""
+def audit(n: int, T: int, benefit_n: int | None = 2) -> float:
+    """Seconds per individual-step (CPU, one core) of decompose_mc on the same env (n per
+    group). ``benefit_n``: the units per group of Lambda's rollout (2: next to nothing;
+    None: min(n, 20000), what ``causalfair decompose`` runs)."""
     system, policy = _setup(T)
-    backend = make_backend(jobs=jobs, backend="process") if jobs > 1 else None
-    clock = time.perf_counter if jobs > 1 else time.process_time
-    t0 = clock()
-    res = decompose_mc(system, policy, n=n, seed=0, benefit_n=benefit_n, backend=backend)
-    return (clock() - t0) / (2 * n * T), res.estimates()
+    t0 = time.process_time()
+    decompose_mc(system, policy, n=n, seed=0, benefit_n=benefit_n, jobs=1)
+    return (time.process_time() - t0) / (2 * n * T)
 
 
 def benefit_part(n: int, T: int) -> float:
@@ -114,8 +119,53 @@ def benefit_part(n: int, T: int) -> float:
     included)."""
     system, policy = _setup(T)
     t0 = time.process_time()
-    system_benefit(system, policy, T, engine="mc", n=n, seed=0)
+    system_benefit(system, policy, T, engine="mc", n=n, seed=0, jobs=1)
     return (time.process_time() - t0) / (2 * n * T)
+
+
+def _timed(fn, *args, **kw):
+    t0 = time.perf_counter()
+    out = fn(*args, **kw)
+    return time.perf_counter() - t0, out
+
+
+def jobs_part(n: int, T: int, jobs: int) -> dict[str, float | bool]:
+    """Wall seconds of the audit at ``n`` per group on one core and on ``jobs`` worker
+    processes (module docstring), and whether every estimate is identical to serial:
+    ``dec_serial``, ``lam_serial`` (the decomposition, Lambda by forks), ``dec_started``,
+    ``lam_started`` (the same on workers already started), ``audit_new`` (the audit with
+    Lambda on new workers, start-up included), ``start`` (new workers answering a trivial
+    task each), ``serial`` and ``started`` (the two parts' sums), and the ratios
+    ``speedup_net`` = serial / started and ``speedup`` = serial / audit_new."""
+    system, policy = _setup(T)
+    m = min(n, 20_000)  # Lambda's units per group in the audit (decompose_mc's benefit_n)
+
+    def dec(**kw):
+        return decompose_mc(system, policy, n=n, seed=0, benefit_n=2, **kw)
+
+    def lam(**kw):
+        return system_benefit(system, policy, T, engine="mc", n=m, seed=0, **kw)
+
+    t = {}
+    t["dec_serial"], d_s = _timed(dec, jobs=1)
+    t["lam_serial"], l_s = _timed(lam, jobs=1)
+    started = ProcessBackend(jobs)
+    t["start"], _ = _timed(started.map, abs, list(range(jobs)))
+    t["dec_started"], d_p = _timed(dec, backend=started)
+    t["lam_started"], l_p = _timed(lam, backend=started)
+    started.close()
+    new = ProcessBackend(jobs)
+    t["audit_new"], a_n = _timed(decompose_mc, system, policy, n=n, seed=0, backend=new)
+    new.close()
+    t["serial"] = t["dec_serial"] + t["lam_serial"]
+    t["started"] = t["dec_started"] + t["lam_started"]
+    t["speedup_net"] = t["serial"] / t["started"]
+    t["speedup"] = t["serial"] / t["audit_new"]
+    est = d_s.estimates()
+    t["identical"] = (d_p.estimates() == est and l_p.Lambda == l_s.Lambda
+                      and l_p.ci == l_s.ci and a_n.Lambda == l_s.Lambda
+                      and all(a_n.estimates()[k] == v for k, v in est.items() if k != "Lambda"))
+    return t
 
 
 def main() -> None:
@@ -125,40 +175,42 @@ def main() -> None:
     ap.add_argument("--work", type=int, default=0,
                     help="extra float-loop iterations per env step (a costlier env)")
     ap.add_argument("--jobs", type=int, default=1, help="also time J worker processes")
+    ap.add_argument("--jobs-n", type=int, default=60_000,
+                    help="individuals per group of the --jobs part (default 60000)")
     args = ap.parse_args()
     CheapEnv.work = args.work
     bare_loop(100, args.horizon)  # warm-up
     audit(50, args.horizon, benefit_n=None)
     bare = bare_loop(2 * args.n, args.horizon)
-    aud, est = audit(args.n, args.horizon)
+    aud = audit(args.n, args.horizon)
     print(f"bare env step loop: {bare * 1e6:8.2f} us per individual-step (CPU, one core)")
     print(f"from_gym audit    : {aud * 1e6:8.2f} us per individual-step (CPU, one core; pi, "
           "the pi^PS fork and pi0)")
     print(f"ratio             : {aud / bare:8.2f}x the bare loop")
-    full, _ = audit(args.n, args.horizon, benefit_n=None)
+    full = audit(args.n, args.horizon, benefit_n=None)
     ben = benefit_part(args.n, args.horizon)
     print(f"audit with Lambda : {full * 1e6:8.2f} us per individual-step (CPU, one core; and "
-          f"Lambda by forks of {args.n} per group), {full / bare:.2f}x the bare loop")
+          f"Lambda by forks of {min(args.n, 20_000)} per group), {full / bare:.2f}x the bare "
+          "loop")
     print(f"benefit part      : {ben * 1e6:8.2f} us per individual-step (Lambda alone: its "
           f"rollout and bootstrap), {ben / full:.0%} of the audit with Lambda")
     if args.jobs > 1:
-        t0 = time.perf_counter()  # the workers' start-up alone: a trivial task each
-        make_backend(jobs=args.jobs, backend="process").map(abs, list(range(args.jobs)))
-        start = time.perf_counter() - t0
+        J, t = args.jobs, jobs_part(args.jobs_n, args.horizon, args.jobs)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-        print(f"--jobs {args.jobs} on {os.cpu_count()} cores (load average {load}; wall "
-              f"time; worker start-up {start:.2f} s):")
-        for label, ben_n in (("decomposition", 2), ("with Lambda", None)):
-            t0 = time.perf_counter()
-            _, est_s = audit(args.n, args.horizon, benefit_n=ben_n)
-            serial = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            _, est_j = audit(args.n, args.horizon, args.jobs, benefit_n=ben_n)
-            par = time.perf_counter() - t0
-            same = all(est_s[k] == est_j[k] for k in est_s)
-            print(f"  {label:<16s}: {serial:.2f} s serial, {par:.2f} s on {args.jobs} processes: "
-                  f"speed-up {serial / par:.2f}x ({serial / max(par - start, 1e-9):.2f}x net of "
-                  f"start-up); estimates {'identical to' if same else 'DIFFER from'} serial")
+        print(f"--jobs {J} on {os.cpu_count()} cores (load average {load}; wall time), "
+              f"--jobs-n {args.jobs_n} per group (Lambda by forks of "
+              f"{min(args.jobs_n, 20_000)}):")
+        for label, key in (("decomposition", "dec"), ("Lambda by forks", "lam"),
+                           ("the two", None)):
+            s_, p_ = (t["serial"], t["started"]) if key is None else (t[f"{key}_serial"],
+                                                                       t[f"{key}_started"])
+            print(f"  {label:<16s}: {s_:6.2f} s serial, {p_:6.2f} s on {J} started processes: "
+                  f"{s_ / p_:5.2f}x")
+        print(f"  audit with Lambda: {t['audit_new']:6.2f} s on {J} new processes (start-up "
+              f"included): {t['speedup']:5.2f}x; start-up alone {t['start']:.2f} s ({J} new "
+              f"processes answering a trivial task)")
+        print(f"  estimates {'identical to' if t['identical'] else 'DIFFER from'} serial")
+
 
 if __name__ == "__main__":
     main()
