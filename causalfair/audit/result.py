@@ -345,16 +345,23 @@ def attribution(before: AuditResult, after: AuditResult) -> Attribution:
 
 
 def compare(*results: AuditResult, names: Sequence[str] | None = None) -> Any:
-    """Side-by-side table of several audits (columns), one row per metric and verdict.
+    """Side-by-side table of several audits (columns), one row per metric and verdict;
+    with more than two groups a first row ``pair`` names the groups C, DPE, IPE, SPE and
+    Lambda compare in each audit (by default each audit's own worst pair).
     Two audits of policies on the same system also get the attribution of the change
     from the first to the second (:func:`attribution`) in ``table.attrs["attribution"]``."""
     import pandas as pd
 
     cols = {}
+    many = any(len(r.decomposition.groups) > 2 for r in results)  # C's pair may differ
     for i, r in enumerate(results):
         col = names[i] if names else (
             r.decomposition.policy_name if len({x.name for x in results}) == 1 else r.name)
-        data: dict[str, Any] = {k: e for k, (e, _, _, _) in r.quantities.items()}
+        data: dict[str, Any] = {}
+        if many:
+            a, b = r.decomposition.pair
+            data["pair"] = f"{r.decomposition.groups[a]}-{r.decomposition.groups[b]}"
+        data.update({k: e for k, (e, _, _, _) in r.quantities.items()})
         for v in r.verdicts:
             data[f"verdict {v.label}"] = v.status
         data["overall"] = r.overall

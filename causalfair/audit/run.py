@@ -326,15 +326,19 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     eps, eps_source = eps_for(spec.eps, system)  # given, declared by the system, or "auto"
     if model is not None:
         table = policy_table(pol, model, T)
-        nums = exact_numbers(model, table, T, eps=eps, weights=spec.weights,
-                             policy_name=pname, benefit=True, notions=True)
-        exact, ben, notions = nums.decomposition, nums.benefit, nums.notions
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
     if engine == "mc":
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,
                            eps=eps, alpha=spec.alpha, benefit_n=spec.n,
                            benefit_bins=spec.benefit_bins)
+    if model is not None:  # Lambda and the notions of the pair C compares (with more than
+        # two groups, Monte Carlo picks it from its own estimates)
+        nums = exact_numbers(model, table, T, eps=eps, weights=spec.weights,
+                             pair=dec.pair if engine == "mc" else None,
+                             policy_name=pname, benefit=True, notions=True)
+        exact, ben, notions = nums.decomposition, nums.benefit, nums.notions
+    if engine == "mc":
         if exact is not None:
             dec = replace(dec, Lambda=exact.Lambda, Lambda_ci=exact.Lambda_ci,
                           Lambda_ci_level=None, benefit=ben)
@@ -350,7 +354,7 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         ben = replace(ben, eps_source=eps_source)
     if spec.horizon_benefit:  # Lambda_T beside Lambda (exact from the model, else forks)
         lt = lambda_horizon(system, pol, T, engine="exact" if model is not None else "mc",
-                            eps=eps, weights=spec.weights, n=min(spec.n, 2000),
+                            eps=eps, weights=spec.weights, n=min(spec.n, 2000), pair=dec.pair,
                             seed=spec.seed, alpha=spec.alpha, eps_source=eps_source,
                             bins=spec.benefit_bins)
         notions["Lambda_T"] = lt.Lambda

@@ -11,6 +11,8 @@ from causalfair.commands._system import parse_params
 from causalfair.commands.decompose import backend_from_args
 from causalfair.commands.train import parse_set
 from causalfair.errors import UsageError
+from causalfair.train import ALGORITHMS
+from causalfair.train.algorithms import names
 from causalfair.train.sweep import parse_seeds, sweep
 
 
@@ -31,7 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                "lending-1 --out runs/sweep --jobs 2. See docs/scale.md.",
     )
     p.add_argument("--algo", required=True, metavar="A,B,...",
-                   help="algorithms, comma-separated (those of causalfair train)")
+                   help="algorithms, comma-separated: the PPO family of causalfair train "
+                        f"({', '.join(ALGORITHMS)}); "
+                        f"{', '.join(a for a in names(cli=True) if a not in ALGORITHMS)} "
+                        "train with causalfair train only")
     p.add_argument("--seeds", required=True, metavar="SEEDS", help="e.g. 0-19 or 0,3,5-7")
     p.add_argument("--system", default="lending-1", metavar="ID,...",
                    help="systems, comma-separated: registered ids or 'module:callable' "

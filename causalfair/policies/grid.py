@@ -190,9 +190,13 @@ def _policy_table(policy: Policy | np.ndarray, model: TabularModel,
                 f"policy {name!r}: time-indexed table covers {tab.shape[0]} epochs, horizon is {horizon}."
             )
         return tab if tab.ndim == 2 or horizon is None else tab[:horizon]
-    if not hasattr(policy, "prob_d1"):
+    if not callable(getattr(policy, "prob_d1", None)):
+        if callable(getattr(policy, "action_probs", None)):  # the protocol's (n, 2) form
+            return _grid_tables(lambda obs: action_probs(policy, obs, 2)[:, 1].reshape(G, K),
+                                policy, model, horizon, name)
         raise PolicyError(
-            f"policy: {policy!r} has no prob_d1(obs) method; wrap a function with CallablePolicy."
+            f"policy {name!r}: has neither prob_d1(obs) nor action_probs(obs); give it one, "
+            "or wrap a function with CallablePolicy."
         )
     return _grid_tables(
         lambda obs: check_probs(policy.prob_d1(obs), G * K, f"policy {name!r}").reshape(G, K),

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair.graph import temporal_graph
 from causalfair.policies.grid import reads_group
 from causalfair.results import new_figure, waterfall, wrap
 
@@ -46,7 +47,9 @@ FRONTIER_POINTS = 8
 #: Epochs of the temporal causal graph drawn in the report (the graph widens with T).
 GRAPH_EPOCHS = 3
 
-_GROUP_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+#: One colour per group, distinct up to 10 groups (e.g. an intersection of 5 x 2 attributes).
+_GROUP_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
+                  "#17becf", "#bcbd22", "#ff7f0e", "#7f7f7f")
 
 
 def gain_unit(r: AuditResult) -> str:
@@ -127,8 +130,12 @@ def _fig_decomposition(r: AuditResult):
     ax2.axhline(0, color="black", lw=0.6)
     ax2.set_title("Per group: V^pi - V^PS, V^PS - V^pi0, V^pi0", fontsize=9)
     ax2.set_ylabel(wrap(f"expected total gain ({unit})", 36), fontsize=8)
-    ax2.legend(fontsize=8, frameon=False, title=None if not dec.se else
-               f"error bars: {ci_level(r)}% CI", title_fontsize=7)
+    title = None if not dec.se else f"error bars: {ci_level(r)}% CI"
+    if G <= 2:
+        ax2.legend(fontsize=8, frameon=False, title=title, title_fontsize=7)
+    else:  # more groups: beside the panels, never over the bars
+        fig.legend(*ax2.get_legend_handles_labels(), fontsize=8, frameon=False, title=title,
+                   title_fontsize=7, loc="outside right upper")
     level = int(round(100 * (1 - r.spec.alpha)))
     data = {"effects": {k: {"estimate": float(e), "ci_lower": float(lo_), "ci_upper": float(hi_)}
                         for k, e, lo_, hi_ in zip(names, est, lo, hi, strict=True)},
@@ -158,10 +165,37 @@ def _fig_steps(r: AuditResult):
     ax.set_ylabel(wrap(f"expected gain at step t ({gain_unit(r)})", 34), fontsize=8)
     ax.set_title("Per-step contributions: direct (pi - pi^PS) and indirect (pi^PS - pi0)",
                  fontsize=9)
-    width = sum(len(g) for g in dec.groups)  # long group names: fewer legend columns
-    fig.legend(fontsize=7, frameon=False, ncol=2 * len(dec.groups) if width <= 24 else 2,
+    fig.legend(fontsize=7, frameon=False, ncol=_legend_columns(dec.groups),
                loc="outside lower center")
     return fig, data
+
+
+#: Characters of fontsize-7 legend text that fit across the 8-inch figures, handles included.
+_LEGEND_CHARS = 120
+
+
+def _legend_columns(groups: Sequence[str]) -> int:
+    """Columns of the steps legend ("direct, G" and "indirect, G" per group): as many
+    whole groups per row as fit across the figure, at least one."""
+    per_entry = len("indirect, ") + max(len(str(g)) for g in groups) + 6  # + handle, padding
+    return 2 * max(1, min(len(groups), _LEGEND_CHARS // (2 * per_entry)))
+
+
+def _same_size_markers(legend: Any, size: float = 40.0) -> None:
+    """One marker size for every group in a scatter legend (a group's largest state would
+    otherwise set its marker, and with several groups the markers overlap)."""
+    for handle in legend.legend_handles:
+        if hasattr(handle, "set_sizes"):
+            handle.set_sizes([size])
+
+
+def _lambda_label(ben: Any) -> str:
+    """Lambda's name in a figure: "Lambda" with two groups, "Lambda[A-B]" (the pair it
+    compares) with more."""
+    if len(ben.groups) <= 2:
+        return "Lambda"
+    a, b = ben.pair
+    return f"Lambda[{ben.groups[a]}-{ben.groups[b]}]"
 
 
 def _fig_levels(r: AuditResult):
@@ -221,12 +255,14 @@ def _fig_benefit_actions(r: AuditResult):
             ax.text(0.5, 0.5, "benefit 0 for every\ngroup and level", transform=ax.transAxes,
                     ha="center", va="center", fontsize=7, color="#555555")
         ax.set_title(f"action {ben.actions[a_i]}", fontsize=8)
-        ax.set_xlabel(f"benefit over the baseline ({unit})", fontsize=8)
         ax.set_ylim(-0.08, 1.08)
+    # one x label and one legend for the row: per panel they overlap with 3+ panels
+    fig.supxlabel(f"benefit over the baseline ({unit})", fontsize=8)
     axes[0].set_ylabel("P(action | x, s) (probability)")
-    axes[0].legend(fontsize=7, frameon=False)
-    fig.suptitle(f"Benefit vs action probability (Lambda = {ben.Lambda:.4f}); marker area ~ "
-                 "P(x | s)", fontsize=9)
+    _same_size_markers(fig.legend(*axes[0].get_legend_handles_labels(), fontsize=7,
+                                  frameon=False, loc="outside right upper"))
+    fig.suptitle(f"Benefit vs action probability ({_lambda_label(ben)} = {ben.Lambda:.4f}); "
+                 "marker area ~ P(x | s)", fontsize=9)
     data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
             "probs": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
             "actions": list(ben.actions)}
@@ -272,11 +308,15 @@ def _fig_benefit(r: AuditResult):
     ax.set_xlabel(f"benefit Delta(x, s) = h1 - h0 ({gain_unit(r)})", fontsize=8)
     ax.set_ylabel("P(d1 | x, s) (probability)", fontsize=8)
     ax.set_ylim(-0.08, 1.08)
-    ax.set_title(f"Benefit vs approval (Lambda = {ben.Lambda:.4f})", fontsize=9)
+    ax.set_title(f"Benefit vs approval ({_lambda_label(ben)} = {ben.Lambda:.4f})", fontsize=9)
+    between = "" if len(ben.groups) <= 2 else f" between {ben.groups[a]} and {ben.groups[b]}\n"
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="#444444", lw=0.9, ls=":",
-                          label=f"worst pairs of Lambda (#1 = largest, {len(order)} shown)"))
-    fig.legend(handles=handles, fontsize=7, frameon=False, loc="outside right upper")
+                          label=f"worst pairs of Lambda{between or ' '}"
+                                f"(#1 = largest, {len(order)} shown)"))
+    legend = fig.legend(handles=handles, fontsize=7, frameon=False, loc="outside right upper")
+    if len(ben.groups) > 2:
+        _same_size_markers(legend)
     data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
             "p_d1": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
             "state_weights": {g: np.asarray(ben.state_weights[i]).tolist()
@@ -289,8 +329,6 @@ def _fig_graph(r: AuditResult):
     source = r.system if r.system is not None else r.model
     if source is None:
         return None
-    from causalfair.graph import temporal_graph
-
     T = min(GRAPH_EPOCHS, r.decomposition.horizon)
     if r.policy is None and (r.policy_table is None or r.model is None):
         reads = True  # nothing tells: the conservative graph
