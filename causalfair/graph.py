@@ -57,7 +57,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from causalfair import graph_render
@@ -69,6 +68,7 @@ from causalfair.graph_render import check_drawable as check_drawable  # re-expor
 from causalfair.model import CausalStructure, TabularModel
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import networkx as nx
     import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -267,6 +267,8 @@ def _build(
     if policy_reads_s not in (True, False):
         raise InputError(f"policy_reads_s: expected True or False, got {policy_reads_s!r}; "
                          "causalfair.policies.grid.reads_group(policy, system=...) tells.")
+    import networkx as nx  # (lazy: a process that builds no graph never loads it)
+
     exo = _exogenous(structure)
     g = nx.DiGraph(horizon=horizon, variant=variant, policy_reads_s=bool(policy_reads_s))
     g.add_node("S", kind="sensitive", t=None, label="S")
@@ -340,6 +342,8 @@ def _path_counts(
     Dynamic programming over a topological order: n(source) = 1, n(v) = sum of n(u) over
     the parents u of v; exact (Python ints) and linear in the size of the graph.
     """
+    import networkx as nx
+
     counts = {source: 1}
     for v in nx.topological_sort(graph):
         n = counts.get(v)
@@ -374,6 +378,8 @@ class TemporalGraph:
     variant: str
 
     def __post_init__(self) -> None:
+        import networkx as nx
+
         if not isinstance(self.graph, nx.DiGraph):
             raise TypeError(f"graph: expected a networkx.DiGraph, got {type(self.graph).__name__}.")
         object.__setattr__(self, "horizon", _check_horizon(self.horizon))
@@ -617,6 +623,8 @@ def effect_edges(
     )
     pi0 = temporal_graph(structure, horizon, policy_reads_s=policy_reads_s, variant="pi0").graph
     no_d = pi0.subgraph(n for n, k in pi0.nodes(data="kind") if k != "decision")
+    import networkx as nx
+
     from_s = nx.descendants(no_d, "S") | {"S"}
     gains = [n for n, k in no_d.nodes(data="kind") if k == "gain"]
     to_gain = set(gains)  # the gains and their ancestors: one backward search, O(graph)

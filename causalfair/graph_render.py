@@ -14,12 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import networkx as nx
-
 from causalfair._io import atomic_write_bytes, atomic_write_text
 from causalfair.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import networkx as nx
     import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -137,6 +136,8 @@ def to_dot(tg: UnrolledGraph, path: str | os.PathLike[str] | None = None) -> str
 def _without_none(tg: UnrolledGraph) -> nx.DiGraph:
     """A copy of ``tg.graph`` in natural node order with None-valued attributes left out
     (GraphML and GML have no null)."""
+    import networkx as nx  # (lazy: only the exports need it)
+
     g = nx.DiGraph()
     g.graph.update({k: v for k, v in tg.graph.graph.items() if v is not None})
     for n in tg.nodes():
@@ -148,6 +149,8 @@ def _without_none(tg: UnrolledGraph) -> nx.DiGraph:
 def to_graphml(tg: UnrolledGraph, path: str | os.PathLike[str]) -> None:
     """Write ``tg`` as GraphML, atomically, None-valued attributes left out
     (:meth:`causalfair.graph.TemporalGraph.to_graphml`)."""
+    import networkx as nx
+
     g = _without_none(tg)
     atomic_write_bytes(path, lambda fh: nx.write_graphml(g, fh))
 
@@ -155,6 +158,8 @@ def to_graphml(tg: UnrolledGraph, path: str | os.PathLike[str]) -> None:
 def to_gml(tg: UnrolledGraph, path: str | os.PathLike[str] | None = None) -> str:
     """GML text of ``tg`` (None-valued attributes left out, booleans as 0/1), written to
     ``path`` atomically when given (:meth:`causalfair.graph.TemporalGraph.to_gml`)."""
+    import networkx as nx
+
     text = "\n".join(nx.generate_gml(_without_none(tg))) + "\n"
     if path is not None:
         atomic_write_text(path, text)

@@ -122,14 +122,42 @@ def test_gate_retrain_judges_on_numbers_the_selection_did_not_use(hire, monkeypa
     before = audit(spec)
     target, after = run_retrain(spec, before)
     assert seen, "the repair made no Monte Carlo selection audit"
-    assert spec.seed not in {s for s, _, _ in seen}, (spec.seed, seen)
-    assert {s for s, _, _ in seen} == {G.selection_seed(0)}, seen
+    seeds = [s for s, _, _ in seen]
+    assert spec.seed not in seeds, (spec.seed, seen)
+    # the selection audits, then the kept policy's final audit on its own stream
+    assert set(seeds[:-1]) == {G.selection_seed(0)} and seeds[-1] == G.evaluation_seed(0), seen
     assert {n for _, n, _ in seen} == {spec.n}  # same n: only the random numbers differ
-    kept = seen[-1][2]  # the kept (last, all passing) policy's selection audit
+    kept = seen[-2][2]  # the kept (last, all passing) policy's selection audit
     assert float(after.decomposition.C) != kept, (after.decomposition.C, seen)
     # the after-audit is the spec's own: re-running it on the accepted checkpoint agrees
     again = audit(spec.with_policy(checkpoint=target))
     assert float(again.decomposition.C) == float(after.decomposition.C)
+
+
+def test_a_constrained_run_reports_its_kept_policy_on_fresh_random_numbers(hire, monkeypatch):
+    """A constrained run's final metrics were its kept policy's selection audit: the numbers
+    it was kept on (a sweep's table of constrained runs averaged them). They are now one
+    more audit of the kept policy on the evaluation stream."""
+    from causalfair.train import TrainConfig, train
+
+    seen = []
+    real = G.decompose_mc
+
+    def spy(*a, **kw):
+        d = real(*a, **kw)
+        seen.append((kw["seed"], float(d.C), float(d.total_utility)))
+        return d
+
+    monkeypatch.setattr(G, "decompose_mc", spy)
+    monkeypatch.chdir(hire)
+    cfg = TrainConfig(algo="ppo", system="selhire:make", horizon=3, iterations=2, seed=5,
+                      audit_n=60, eval_every=1, constraints=("abs_C<=10",))
+    res = train(cfg)
+    assert [s for s, _, _ in seen] == [G.selection_seed(5)] * 2 + [G.evaluation_seed(5)], seen
+    assert res.metrics["constraints_met"] is True
+    assert res.metrics["C"] == seen[-1][1] != seen[-2][1], seen
+    assert res.metrics["utility"] == seen[-1][2]
+    assert G.evaluation_seed(5) != G.selection_seed(5) and G.evaluation_seed(5) >= 2**64
 
 
 def test_exact_on_a_system_without_a_tabular_model_is_one_message(hire):

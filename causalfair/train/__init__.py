@@ -154,8 +154,6 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
                    progress: bool, device: str = "cpu") -> TrainResult:
     import time
 
-    import pandas as pd
-
     from causalfair.train.core import Trainer
 
     t_start = time.perf_counter()
@@ -227,7 +225,7 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
     return TrainResult(
         policy=trainer.torch_policy(),
         checkpoint=ckpt,
-        history=pd.DataFrame(trainer.history),
+        history=trainer.history,  # a DataFrame when first read (TrainResult.history)
         metrics=metrics,
         config=config,
         table=table,

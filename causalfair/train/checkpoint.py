@@ -28,6 +28,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from causalfair._io import atomic_write_bytes, check_output_file
 from causalfair.errors import OutputError
 from causalfair.policies.core import CheckpointError, save_checkpoint
@@ -41,6 +43,7 @@ __all__ = [
     "append_jsonl",
     "write_metrics",
     "last_metrics",
+    "metrics_csv",
     "RUN_MARK",
     "prepare_run_folder",
 ]
@@ -147,11 +150,61 @@ def append_jsonl(path: str | os.PathLike[str], row: dict[str, Any]) -> None:
 
 
 def write_metrics(out: str | os.PathLike[str], history: list[dict[str, Any]]) -> None:
-    """Rewrite ``metrics.jsonl`` and ``metrics.csv`` from a history, atomically."""
-    import pandas as pd
-
+    """Rewrite ``metrics.jsonl`` and ``metrics.csv`` (:func:`metrics_csv`) from a history,
+    atomically."""
     out = Path(out)
     text = "".join(json.dumps({k: _finite(v) for k, v in r.items()}) + "\n" for r in history)
     atomic_write_bytes(out / "metrics.jsonl", lambda fh: fh.write(text.encode()))
-    csv = pd.DataFrame(history).to_csv(index=False)
+    csv = metrics_csv(history)
     atomic_write_bytes(out / "metrics.csv", lambda fh: fh.write(csv.encode()))
+
+
+_MISSING = object()  # a row without the column's key
+
+
+def _csv_kind(values: list[Any]) -> str | None:
+    """The dtype pandas gives a column of these cells, when :func:`metrics_csv` writes it
+    the same way: ``bool``; ``object`` (booleans with a gap); ``int64``; ``float64`` (numbers
+    with a float or a gap); None for any other column (pandas writes it)."""
+    present = [v for v in values if v is not _MISSING]
+    gaps = len(present) < len(values)
+    if all(type(v) is bool for v in present):
+        return "object" if gaps else "bool"
+    if any(type(v) not in (int, float, np.float64) or (type(v) is int and not
+                                                       -2**63 <= v < 2**63) for v in present):
+        return None  # booleans among numbers, None, strings, other numpy scalars, huge ints
+    return "int64" if not gaps and all(type(v) is int for v in present) else "float64"
+
+
+def _csv_cell(v: Any, kind: str) -> str:
+    if v is _MISSING:
+        return ""
+    if kind != "float64":
+        return str(v)
+    f = float(v)
+    return "" if f != f else repr(f)  # numpy's float64 -> str is Python's shortest repr
+
+
+def metrics_csv(history: list[dict[str, Any]]) -> str:
+    """The rows of ``history`` as CSV text, byte for byte what
+    ``pandas.DataFrame(history).to_csv(index=False)`` writes: columns in the order their
+    keys first appear, an absent or NaN cell empty, a column of integers with a gap or a
+    float written as floats (pandas' float64 column), booleans as True/False. Rows of
+    ints, floats and booleans (what the trainers log) are written here, so a training
+    run never imports pandas; any other cell (a string, None, a numpy scalar other than
+    float64) goes to pandas itself."""
+    import csv
+
+    columns = list(dict.fromkeys(k for row in history for k in row))
+    cols = [[row.get(c, _MISSING) for row in history] for c in columns]
+    kinds = [_csv_kind(v) for v in cols]
+    if not columns or any(not row for row in history) or None in kinds:
+        import pandas as pd
+
+        return pd.DataFrame(history).to_csv(index=False)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_csv_cell(v, kind) for v, kind in zip(cells, kinds, strict=True)]
+                     for cells in zip(*cols, strict=True))
+    return buf.getvalue()

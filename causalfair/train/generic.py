@@ -31,7 +31,8 @@ trainer in :mod:`causalfair.train.core`).
 - Every ``eval_every`` iterations the policy is audited: exactly when the system has a
   tabular model of independent units, else by Monte Carlo (``audit_n`` units per group,
   default 2,000) on the run's selection stream (:func:`selection_seed`), never the
-  random numbers of a user's audit.
+  random numbers of a user's audit; a constrained run's final metrics are one more such
+  audit of the policy it keeps, on its evaluation stream (:func:`evaluation_seed`).
 - Run folder: ``checkpoint.pt`` every ``checkpoint_every`` iterations (the policy of that
   iteration, atomically) and at the end (the kept policy); after Ctrl-C the last periodic
   one stays (docs/training.md, "Run folders, checkpoints, resume").
@@ -83,7 +84,8 @@ from causalfair.train.replica_choice import ReplicaChoiceTraining
 from causalfair.train.result import TrainResult
 from causalfair.types import Observation
 
-__all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS", "selection_seed", "SELECTION_STREAM"]
+__all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS", "selection_seed", "SELECTION_STREAM",
+           "evaluation_seed", "EVALUATION_STREAM"]
 
 #: The objectives the generic trainer implements (the registry, causalfair.train.algorithms).
 GENERIC_ALGOS = names(generic=True)
@@ -104,7 +106,24 @@ def selection_seed(seed: int) -> int:
     words then differ in the third) are not theirs either: a policy kept because its
     audit fell on the right side of a bound is judged afterwards on random numbers it
     was not chosen on (docs/training.md, "Constrained repair")."""
-    word = np.random.SeedSequence([int(seed), SELECTION_STREAM]).generate_state(1, np.uint64)[0]
+    return _stream_seed(seed, SELECTION_STREAM)
+
+
+#: The tag of a constrained run's final audit's random stream in :func:`evaluation_seed`
+#: ("EVAL").
+EVALUATION_STREAM = 0x4556414C
+
+
+def evaluation_seed(seed: int) -> int:
+    """The seed of the Monte Carlo audit that gives a constrained run's final metrics (the
+    kept policy judged again: :meth:`SystemTrainer.finish`), as :func:`selection_seed`
+    with another tag: never a user's seed, nor the selection audits' streams, so the
+    numbers a run reports are not those its policy was kept on."""
+    return _stream_seed(seed, EVALUATION_STREAM)
+
+
+def _stream_seed(seed: int, tag: int) -> int:
+    word = np.random.SeedSequence([int(seed), tag]).generate_state(1, np.uint64)[0]
     return 2**64 + int(word)
 
 
@@ -590,26 +609,37 @@ class SystemTrainer(ReplicaChoiceTraining):
 
     def finish(self) -> dict[str, Any]:
         """End of a constrained run: restore the best passing policy (if any); the final
-        metrics are its audit's, with ``constraints_met``."""
+        metrics are its audit's, with ``constraints_met`` (whether a policy passed the
+        selection audits). By Monte Carlo, the policy kept (or the last) is audited once
+        more on the evaluation stream (:func:`evaluation_seed`) and the final numbers are
+        that audit's: a policy kept because its audit fell on the right side of a bound
+        is reported on random numbers it was not chosen on (it can miss the bound there)."""
         final = dict(self.history[-1]) if self.history else {}
         if self.lag is None:
             return final
-        return self.lag.finish(final, self.policy_net.load_state_dict)
+        final = self.lag.finish(final, self.policy_net.load_state_dict)
+        if self.tabular is None and self.history:
+            fresh = self.audit(evaluation_seed(self.config.seed))
+            self.lag.judge(fresh, self._groups)  # the constraints' own quantities, there too
+            final.update(fresh)
+        return final
 
-    def audit(self) -> dict[str, float]:
+    def audit(self, seed: int | None = None) -> dict[str, float]:
         """C, DPE, IPE, SPE, utility (and Lambda) of the current policy: exact when the
         system has a tabular model of independent units, else Monte Carlo with ``audit_n``
-        units per group on the selection stream (:func:`selection_seed`)."""
+        units per group on the selection stream (:func:`selection_seed`), or on ``seed``'s
+        (the final audit of a constrained run)."""
         pol = self.policy()
+        seed = self.audit_seed if seed is None else seed
         if self.tabular is not None:
             d = exact_numbers(self.tabular, pol, self.T, eps=self.eps).decomposition
         else:
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
-                             seed=self.audit_seed, check=False, eps=self.eps or "auto")
+                             seed=seed, check=False, eps=self.eps or "auto")
         self.pair = tuple(int(g) for g in d.pair)
         self._groups = None if self.lag is None or not self.lag.needs_groups else measure_groups(
             self.system, pol, self.T, d, tabular=self.tabular, n=self.config.audit_n,
-            seed=self.audit_seed, eps=self.eps or "auto",
+            seed=seed, eps=self.eps or "auto",
             lambda_pairs=self.lag.lambda_pairs, coupled=self.U > 1)
         out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
         out["utility"] = float(d.total_utility)
@@ -693,9 +723,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
                       if config.constraints else {})
     finally:
         torch.set_num_threads(threads)
-    import pandas as pd
-
-    return TrainResult(policy=tr.policy(), checkpoint=checkpoint, history=pd.DataFrame(tr.history),
+    return TrainResult(policy=tr.policy(), checkpoint=checkpoint, history=tr.history,
                        metrics={k: v for k, v in final.items() if k != "iteration"},
                        config=tr.config, wall_s=time.perf_counter() - t0,
                        extra={"system": system.id})

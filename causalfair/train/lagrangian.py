@@ -122,7 +122,7 @@ class Lagrangian:
             self.cons, self.pairs, strict=True))
 
     # ------------------------------------------------------------- the selection
-    def _judge(self, row: dict[str, Any], groups: Any) -> list[Verdict]:
+    def judge(self, row: dict[str, Any], groups: Any) -> list[Verdict]:
         """The gate's verdict of every constraint on the audit (its ``upper``, a ratio's
         ``lower``: the far end of the constrained quantity's interval): the audit's own
         pair from ``row``, any
@@ -153,7 +153,7 @@ class Lagrangian:
         (``snapshot()``) if it is the best-utility one meeting all of them, and move each
         multiplier on the far end of its quantity's CI (the batch's |C| is biased upwards by
         its noise, which would push the multiplier up for ever)."""
-        judged = self._judge(row, groups)
+        judged = self.judge(row, groups)
         failed = [v.message() for v in judged if v.status != PASS]
         row["constraints_met"] = not failed
         if failed:

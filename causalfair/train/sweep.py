@@ -45,6 +45,7 @@ from causalfair.errors import ConfigError, OutputError
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import ALGORITHMS, TrainConfig, train
+from causalfair.train.algorithms import REGISTRY
 
 __all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "train_many", "write_run"]
 
@@ -96,7 +97,8 @@ def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
 def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
     """One run (``task``: its config, the search path and optionally the run folder to
     write), in a private temporary folder; returns its final metrics, wall time, history
-    (a DataFrame, one row per iteration) and files' bytes. Given a run folder, it writes
+    (the trainer's rows, one per iteration: :func:`train_many` makes the DataFrame, so a
+    worker never imports pandas) and files' bytes. Given a run folder, it writes
     the run there as it finishes (:func:`write_run`) and hands back no bytes
     (``written``: True)."""
     import tempfile
@@ -111,7 +113,7 @@ def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
         files = {name: (Path(tmp) / "run" / name).read_bytes() for name in RUN_FILES
                  if (Path(tmp) / "run" / name).is_file()}
     out = {"metrics": dict(res.metrics), "wall_s": float(res.wall_s), "files": files,
-           "history": res.history}
+           "history": res.history_rows()}
     if dest is not None:  # this run lands now: an interrupt later does not lose it
         write_run(Path(dest), out, config)
         out.update(files={}, written=True)
@@ -142,8 +144,14 @@ def train_many(configs: Sequence[Any], *, backend: Any = None,
     backend = _backend(backend)
     dests = [None] * len(configs) if folders is None else [
         None if f is None else str(Path(f).resolve()) for f in folders]
-    return backend.map(_train_config, [(c, str(search_path), d)
-                                       for c, d in zip(configs, dests, strict=True)])
+    results = backend.map(_train_config, [(c, str(search_path), d)
+                                          for c, d in zip(configs, dests, strict=True)])
+    for r in results:
+        if isinstance(r, dict) and isinstance(r.get("history"), list):
+            import pandas as pd
+
+            r["history"] = pd.DataFrame(r["history"])
+    return results
 
 
 def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> None:
@@ -199,7 +207,6 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, f
     """(mean, lower, upper): the 1 - alpha t-interval of the mean over runs (NaNs dropped;
     NaN bounds with fewer than two runs)."""
     import numpy as np
-    from scipy import stats
 
     a = np.asarray([v for v in x if v == v], dtype=np.float64)
     if a.size == 0:
@@ -207,7 +214,9 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, f
     m = float(a.mean())
     if a.size < 2:
         return m, math.nan, math.nan
-    h = float(stats.t.ppf(1 - alpha / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
+    from scipy.special import stdtrit  # = scipy.stats.t.ppf (its _ppf), without scipy.stats
+
+    h = float(stdtrit(a.size - 1, 1 - alpha / 2) * a.std(ddof=1) / math.sqrt(a.size))
     return m, m - h, m + h
 
 
@@ -297,13 +306,13 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     ``existing``: what an ``out`` holding an earlier sweep gets (module docstring):
     ``"refuse"`` (:class:`OutputError`), ``"resume"`` or ``"force"``.
     """
-    import pandas as pd
-
     algos = list(algos)
     bad = [a for a in algos if a not in ALGORITHMS]
     if not algos or bad:
+        other = (f" ({bad[0]} is trained one run at a time: causalfair train --algo {bad[0]} "
+                 "--seed K)") if bad and bad[0] in REGISTRY else ""
         raise ConfigError(f"algos: bad value {bad[0] if bad else algos!r}; allowed values: "
-                          f"{', '.join(ALGORITHMS)}.")
+                          f"{', '.join(ALGORITHMS)}{other}.")
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ConfigError("seeds: give at least one seed, e.g. 0-4.")
@@ -360,6 +369,8 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                                   _run_dir(out_path, *combos[i]) if local else None
                                   for i in todo]))
     results = [done[i] if i in done else next(trained) for i in range(len(combos))]
+    import pandas as pd  # (after the runs: workers start without waiting for it)
+
     rows, failed = [], []
     for i, ((sysid, algo, seed), r) in enumerate(zip(combos, results, strict=True)):
         if isinstance(r, TaskError):
