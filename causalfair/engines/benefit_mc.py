@@ -541,19 +541,25 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     delta, prob, w = cell_means(None)
     # "auto": from the point estimates of the benefits, the same eps for every replicate
     eps, eps_source = resolve_eps(eps, np.delete(delta, base, axis=-1), eps_source)
-    rng_b = _rng(seed, _STREAM, 99)
-    def resample() -> list[np.ndarray]:  # Poisson(1) weights per individual, or per world
-        if U > 1:
-            return [rng_b.poisson(1.0, size=n).astype(np.float64)] * G
-        return [rng_b.poisson(1.0, size=n).astype(np.float64) for _ in range(G)]
+    def resample(R: int) -> np.ndarray:
+        """The bootstrap's Poisson(1) weights, (G, R, n): replicate r draws one weight per
+        individual of each group in turn (per world, shared by the groups, for coupled
+        units), from one stream, written in place (group g's (R, n) matrix contiguous)."""
+        rng_b, out = _rng(seed, _STREAM, 99), np.empty((G, R, n))
+        for r in range(R):
+            for g in range(1 if U > 1 else G):
+                out[g, r] = rng_b.poisson(1.0, size=n)
+            if U > 1:
+                out[1:, r] = out[0, r]
+        return out
 
-    def replicates(ws: list[list[np.ndarray]]) -> list[tuple[np.ndarray, ...]]:
+    def replicates(W: np.ndarray) -> list[tuple[np.ndarray, ...]]:
         """:func:`cell_means` of every replicate at once: each unit's (world's) sums over
         its visits per cell, (n, K, 1 + 2A), weighted by the (replicates, n) matrix of
         its Poisson weights (one product instead of a pass over the visits per replicate).
         The sums are built in blocks of units and the product in blocks of replicates, on
         threads (:func:`_blocks`): the same numbers whatever ``jobs``."""
-        R, C = len(ws), 1 + 2 * A
+        R, C = W.shape[1], 1 + 2 * A
         d_r, p_r, w_r = np.zeros((R, G, K, A)), np.zeros((R, G, K, A)), np.zeros((R, G, K))
         backend = engine_backend(None, jobs)
         for g in range(G):
@@ -573,9 +579,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
 
             for _ in backend.imap(build, _blocks(n, 1024)):
                 pass
-            weights = np.stack([wr[g] for wr in ws])
             sums = np.concatenate(list(backend.imap(  # small n: one product
-                lambda ab, w=weights, p=per_unit: w[ab[0]:ab[1]] @ p,
+                lambda ab, w=W[g], p=per_unit: w[ab[0]:ab[1]] @ p,
                 _blocks(R) if n >= 4096 else [(0, R)])))
             sums = sums.reshape(R, K, C)
             del per_unit
@@ -586,11 +591,14 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
             p_r[:, g] = sums[..., 1 + A:] / safe
         return [(d_r[r], p_r[r], w_r[r]) for r in range(R)]
 
-    draws = [resample() for _ in range(n_boot)]
+    check_memory(8.0 * G * n_boot * n, "benefit_fairness_mc",
+                 f"the bootstrap's weights ({n_boot} replicates of {n} units per group); lower "
+                 "n or n_boot")
+    W = resample(n_boot)
     if n_boot and 8.0 * n * K * (1 + 2 * A) <= 256 << 20:  # the per-unit sums fit: one product
-        reps = replicates(draws)
+        reps = replicates(W)
     else:
-        reps = [cell_means(ws) for ws in draws]
+        reps = [cell_means(list(W[:, r])) for r in range(n_boot)]
     mask = None
     if n_boot >= 2:
         def gap_se_rows(rows: tuple[int, int]) -> np.ndarray:  # blocks of a_'s cells on
