@@ -35,7 +35,7 @@ __all__ = [
     "PPO_LAG_KEYS", "abs_interval", "judge", "judge_key", "Constraint", "parse_constraint",
     "constraints_from_thresholds", "overall_verdict", "Verdict", "PAIR_KEYS",
     "MAX_PAIR_KEYS", "MIN_RATIO_KEYS", "split_key", "is_group_key", "group_key_error",
-    "group_verdicts", "judge_min", "constraint_key_error", "is_repair_key", "threshold_op",
+    "group_verdicts", "deciding_pair", "pair_note", "judge_min", "constraint_key_error", "is_repair_key", "threshold_op",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -124,7 +124,10 @@ def overall_verdict(statuses: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One threshold's verdict: ``quantity <= threshold`` judged on the CI [lower, upper]."""
+    """One threshold's verdict: ``quantity <= threshold`` judged on the CI [lower, upper].
+    ``pair``: for a threshold over every pair of groups (``max_*``, ``min_ratio_*``), the
+    pair ``"A-B"`` that decides the verdict (:func:`deciding_pair`); for one pair's key
+    (``abs_C[A-B]``), that pair; None for a threshold on the audited pair alone."""
 
     key: str
     threshold: float
@@ -132,22 +135,43 @@ class Verdict:
     lower: float
     upper: float
     status: str
+    pair: str | None = None
 
     @property
     def label(self) -> str:
         return f"{self.key} {threshold_op(self.key)} {self.threshold:g}"
+
+    @property
+    def shown(self) -> str:
+        """:attr:`label` with the pair of a threshold over every pair, as every table of
+        verdicts prints it (``max_Lambda <= 0.1 (pair B-E)``)."""
+        return self.label + pair_note(self.to_dict())
 
     def message(self) -> str:
         if self.lower == self.upper:
             where = f"{self.estimate:.6g}"
         else:
             where = f"{self.estimate:.6g} (CI [{self.lower:.6g}, {self.upper:.6g}])"
+        at = pair_note(self.to_dict(), " at pair {}")
         rel = {PASS: "within", FAIL: "outside", INCONCLUSIVE: "straddles"}[self.status]
-        return f"{self.key} = {where}: {self.status} ({rel} threshold {self.threshold:g})"
+        return f"{self.key} = {where}{at}: {self.status} ({rel} threshold {self.threshold:g})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "threshold": self.threshold, "estimate": self.estimate,
-                "lower": self.lower, "upper": self.upper, "status": self.status}
+        out = {"key": self.key, "threshold": self.threshold, "estimate": self.estimate,
+               "lower": self.lower, "upper": self.upper, "status": self.status}
+        if self.pair is not None:
+            out["pair"] = self.pair
+        return out
+
+
+def pair_note(verdict: Mapping[str, Any], form: str = " (pair {})") -> str:
+    """``form`` filled with the pair of a verdict (a :class:`Verdict` or its dict, as in
+    audit.json) over every pair of groups (``max_*``, ``min_ratio_*``: the pair that decides
+    it), ``""`` for any other verdict (one pair's key names its pair itself). Every door
+    that prints a verdict (the tables, the report's sentences, the gate's JUnit message and
+    Markdown) names the pair with it."""
+    pair = verdict.get("pair")
+    return form.format(pair) if pair and split_key(str(verdict.get("key")))[1] is None else ""
 
 
 # ---------------------------------------------------------------------- groups
@@ -196,6 +220,25 @@ def _over_pairs(key: str, qs: Sequence[tuple[float, float, float, Any]]
     return (pick(q[0] for q in qs), pick(q[1] for q in qs), pick(q[2] for q in qs))
 
 
+_RANK = {FAIL: 2, INCONCLUSIVE: 1, PASS: 0}
+
+
+def deciding_pair(key: str, qs: Mapping[str, tuple[float, float, float, Any]],
+                  threshold: float) -> str:
+    """The pair that decides the verdict of threshold ``key`` over every pair (``max_*``,
+    ``min_ratio_*``) given each pair's (estimate, lower, upper) ``qs`` (absolute values for
+    ``abs_*``): among the pairs whose own verdict is the worst (FAIL, else INCONCLUSIVE,
+    else PASS), the one with the largest (``min_*``: smallest) estimate, the first in
+    ``qs``'s order on a tie. With exact values it is the pair attaining the extreme."""
+    lo_side = key.startswith("min_")
+
+    def rank(item: tuple[str, tuple[float, float, float, Any]]) -> tuple[int, float]:
+        q = item[1]
+        status = judge_min(q[1], q[2], threshold) if lo_side else judge(q[1], q[2], threshold)
+        return (_RANK[status], -q[0] if lo_side else q[0])
+    return max(qs.items(), key=rank)[0]
+
+
 def group_verdicts(thresholds: Mapping[str, float], comparison: Any) -> list[Verdict]:
     """Verdicts of the thresholds over groups (:func:`is_group_key`) on a
     :class:`causalfair.engines.groups.GroupComparison`. A pair naming no two groups is
@@ -213,22 +256,23 @@ def group_verdicts(thresholds: Mapping[str, float], comparison: Any) -> list[Ver
         metric = metric[len("abs_"):] if absolute else metric
         if pair is not None:
             q = comparison.quantity(pair, metric)
-            qs = [] if q is None else [q]
+            by = {} if q is None else {pair: q}
         else:
-            qs = comparison.over_pairs(metric)
-            if len(qs) < len(comparison.pairs):
-                qs = []
-        if not qs:
+            by = comparison.by_pair(metric)
+            if len(by) < len(comparison.pairs):
+                by = {}
+        if not by:
             raise InputError(
                 f"threshold {key}: {metric} is not available for "
                 f"{'pair ' + repr(pair) if pair else 'every pair'} in this audit (Lambda needs a "
                 "benefit table, ratio_selection selection rates, a ratio two positive values).")
         if absolute:
-            qs = [(abs(q[0]),) + abs_interval(q[1], q[2]) for q in qs]
-        e, lo, hi = _over_pairs(base, qs)
+            by = {p: (abs(q[0]),) + abs_interval(q[1], q[2]) for p, q in by.items()}
+        e, lo, hi = _over_pairs(base, list(by.values()))
         status = judge_min(lo, hi, thr) if base.startswith("min_") else judge(lo, hi, thr)
         out.append(Verdict(key=key, threshold=float(thr), estimate=float(e), lower=float(lo),
-                           upper=float(hi), status=status))
+                           upper=float(hi), status=status,
+                           pair=pair if pair is not None else deciding_pair(base, by, thr)))
     return out
 
 

@@ -27,7 +27,7 @@ from causalfair.audit.spec import AuditSpec
 from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, holding, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
-from causalfair.report.render import write_error_report
+from causalfair.report.render import write_error_report, write_report
 from causalfair.thresholds import FAIL, INCONCLUSIVE
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
@@ -229,7 +229,7 @@ class GateResult:
     def side_by_side(self) -> str:
         """Text table: one line per threshold, before and (if retrained) after."""
         lines = []
-        w = max([22] + [len(v.label) for e in self.entries if e.before is not None
+        w = max([22] + [len(v.shown) for e in self.entries if e.before is not None
                         for v in e.before.verdicts])  # one column for every label
         for e in self.entries:
             if e.error is not None:
@@ -246,7 +246,7 @@ class GateResult:
                 lines.append(f"{e.spec.name}: {e.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
             for v in e.before.verdicts:
-                row = f"  {v.label:<{w}} {_fixed(v.estimate):>11} {v.status:<12}"
+                row = f"  {v.shown:<{w}} {_fixed(v.estimate):>11} {v.status:<12}"
                 if e.after is not None:
                     a = after[v.key]
                     row += f" -> {_fixed(a.estimate):>11} {a.status}"
@@ -374,7 +374,8 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
     is written to ``reports/NAME`` (after retraining: the new policy beside the old; a
     spec whose audit failed: a page stating its error,
-    :func:`causalfair.report.render.write_error_report`).
+    :func:`causalfair.report.render.write_error_report`; a spec whose retrain failed: its
+    audit's report, opening with the retrain's error).
     ``jobs``, ``backend`` and ``address`` choose where the audits run, and then the
     retrains with their re-audits, one task per failing spec
     (:func:`causalfair.backends.make_backend`: this process by default, ``jobs`` local
@@ -466,10 +467,13 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             # this spec errs (its audit, or its retrain); the others go on
             entry = (_error_entry(s, before) if out is None
                      else _error_entry(s, out, "retrain", before=before))
-            if reports is not None:  # a folder that says why, in place of any earlier report
-                entry.report = write_error_report(
+            if reports is not None:  # a folder that says why, in place of any earlier
+                # report: the audit's report, opening with the error, when its retrain failed
+                entry.report = (write_error_report(
                     Path(reports) / s.name, name=s.name,
                     spec=display_path(s.path) if s.path else s.name, error=entry.error)
+                    if entry.before is None else
+                    write_report(entry.before, Path(reports) / s.name, retrain_error=entry.error))
             entries.append(entry)
             continue
         entry = GateEntry(spec=s, before=before)

@@ -77,9 +77,10 @@ class AuditResult:
     def verdicts_frame(self) -> Any:
         import pandas as pd
 
+        pair = ["pair"] if any(v.pair for v in self.verdicts) else []  # groups compared
         return pd.DataFrame(
             [v.to_dict() for v in self.verdicts],
-            columns=["key", "threshold", "estimate", "lower", "upper", "status"],
+            columns=["key", "threshold", "estimate", "lower", "upper", "status", *pair],
         ).set_index("key")
 
     def quantities_frame(self) -> Any:

@@ -19,7 +19,7 @@ from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.groups import compare as compare_groups
-from causalfair.engines.groups import lambda_by_forks, wanted
+from causalfair.engines.groups import lambda_by_forks, resolve_pair, wanted
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.engines.notions import other_notions
 from causalfair.engines.selection import counted_selection, selection_rates
@@ -328,14 +328,15 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         table = policy_table(pol, model, T)
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
+    pair = _spec_pair(spec, system.groups)
     if engine == "mc":
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,
                            eps=eps, alpha=spec.alpha, benefit_n=spec.n,
-                           benefit_bins=spec.benefit_bins)
+                           benefit_bins=spec.benefit_bins, pair=pair)
     if model is not None:  # Lambda and the notions of the pair C compares (with more than
         # two groups, Monte Carlo picks it from its own estimates)
         nums = exact_numbers(model, table, T, eps=eps, weights=spec.weights,
-                             pair=dec.pair if engine == "mc" else None,
+                             pair=dec.pair if engine == "mc" else pair,
                              policy_name=pname, benefit=True, notions=True)
         exact, ben, notions = nums.decomposition, nums.benefit, nums.notions
     if engine == "mc":
@@ -392,6 +393,15 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         res.extra["benefit"] = ("not computed: benefit fairness needs a tabular model or the "
                                 "Monte Carlo benefit estimator")
     return res
+
+
+def _spec_pair(spec: AuditSpec, groups: Any) -> tuple[int, int] | None:
+    """The spec's ``[engine] pair`` as group indices of ``groups`` (None: the engines'
+    default), refused as the spec's when it names no two of them."""
+    try:
+        return resolve_pair(spec.pair, groups, "[engine] pair")
+    except InputError as exc:
+        raise SpecError(f"{spec_label(spec.path)}: {exc}") from None
 
 
 def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | None]) -> None:
@@ -466,8 +476,13 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
     weights = opts.pop("potential_weights", None)
     if weights is not None:
         opts["potential"] = linear_potential(weights)
-    la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
-                    eps=spec.eps, weights=spec.weights, **opts)
+    try:
+        la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
+                        eps=spec.eps, weights=spec.weights, pair=spec.pair, **opts)
+    except InputError as exc:  # [engine] pair names no two of the logged groups
+        if spec.pair is None or not str(exc).startswith("pair: "):
+            raise
+        raise SpecError(f"{spec_label(spec.path)}: [engine] {exc}") from None
     dec, ben = la.decomposition, la.benefit
     if dec is None or ben is None:
         raise SpecError(

@@ -24,12 +24,19 @@ from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
 from causalfair.audit.spec import load_spec, spec_file
 from causalfair.errors import CausalfairError, InputError, UsageError
 from causalfair.report.render import md_escape
-from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, overall_verdict, threshold_op
+from causalfair.thresholds import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    overall_verdict,
+    pair_note,
+    threshold_op,
+)
 
 __all__ = ["JUNIT_BYTES_FACTOR", "STATUSES", "check_input_sizes", "read_gate_summary", "read_junit",
            "merge_summaries", "merge_junit", "summary_exit_code", "markdown", "covered_shards",
            "select_shard",
-           "check_junit_matches", "spec_failure"]
+           "check_junit_matches", "spec_failure", "errors_in_words"]
 
 #: Verdict statuses a gate summary may hold (a spec's overall may also be ERROR: it could
 #: not be audited, and its ``error`` says why).
@@ -251,6 +258,8 @@ def _verdict_block(block: Mapping[str, Any], where: str, field: str) -> None:
         vf = f"{field}.verdicts[{j}]"
         _object(v, where, vf)
         _text(v, "key", where, vf)
+        if "pair" in v:  # the pair of groups it is about
+            _text(v, "pair", where, vf)
         _number(v, "threshold", where, vf, optional=False)
         for key in _NUMBER_FIELDS:
             _number(v, key, where, vf, optional=True)
@@ -290,7 +299,8 @@ def check_gate_summary(doc: Any, where: str) -> None:
         field = f"specs[{i}]"
         _object(e, where, field)
         _text(e, "name", where, field)
-        if e.get("overall") == ERROR:  # not audited: the reason, and no verdicts
+        if e.get("overall") == ERROR:  # the reason, and no verdicts (a failed retrain's
+            # audit is in ``before``, checked below)
             _text(e, "error", where, field)
             if e.get("verdicts") != []:
                 raise _bad(where, f"{field}.verdicts", "must be [] for a spec that could not "
@@ -332,6 +342,22 @@ def spec_failure(doc: Mapping[str, Any], e: Mapping[str, Any]) -> str | None:
     if _repair_not_taken(doc, e):
         return f"{e['before']['overall']} before its repair"
     return None
+
+
+def errors_in_words(specs: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the ERROR entries of a summary's ``specs`` are, in words: specs that could not
+    be audited, and specs audited whose retrain failed (their entry keeps the audit in
+    ``before``), e.g. ``"1 of 3 specs could not be audited; the retrain of 1 failed"``;
+    None when there is none."""
+    errors = [e for e in specs if e["overall"] == ERROR]
+    if not errors:
+        return None
+    retrains = sum("before" in e for e in errors)
+    n, lost = len(specs), len(errors) - retrains
+    if not lost:
+        return f"the retrain of {retrains} of {n} spec{'s' * (n != 1)} failed"
+    return (f"{lost} of {n} spec{'s' * (n != 1)} could not be audited"
+            + (f"; the retrain of {retrains} failed" if retrains else ""))
 
 
 def summary_exit_code(doc: Mapping[str, Any]) -> int:
@@ -490,7 +516,8 @@ def covered_shards(docs: Sequence[Mapping[str, Any]]) -> str | None:
 def markdown(doc: Mapping[str, Any], shards: str | None = None) -> str:
     """The verdict table of a checked gate summary (one row per threshold per spec, and
     for a spec gated against a baseline the gate's ``why:`` row: its ``attribution`` line,
-    why C moved), for a GitHub job summary: names and keys are escaped
+    why C moved; an ERROR row saying why for a spec not audited, or, after its audit's
+    rows, for a spec whose retrain failed), for a GitHub job summary: names and keys are escaped
     (:func:`causalfair.report.render.md_escape`), so they render as the text they are.
     ``shards``: the shards the summary covers when it is some shards of a sharded gate
     only (:func:`covered_shards`); the heading then says so, e.g. ``shard 1/4: passed (15
@@ -499,15 +526,17 @@ def markdown(doc: Mapping[str, Any], shards: str | None = None) -> str:
         return "n/a" if x is None else f"{x:.4g}"
 
     icon = {PASS: "PASS", FAIL: "**FAIL**", INCONCLUSIVE: "*INCONCLUSIVE*", ERROR: "**ERROR**"}
-    n, errors = len(doc["specs"]), sum(e["overall"] == ERROR for e in doc["specs"])
-    head = (f"error (exit code 2): {errors} of {n} specs could not be audited" if errors
+    n, errors = len(doc["specs"]), errors_in_words(doc["specs"])
+    head = (f"error (exit code 2): {errors}" if errors
             else f"{'passed' if doc['exit_code'] == 0 else 'failed'} ({n} spec{'' if n == 1 else 's'})")
     lines = [f"### causalfair gate{', ' + shards if shards else ''}: {head}", "",
              "| spec | threshold | estimate | CI | verdict |", "|---|---|---|---|---|"]
     for e in doc["specs"]:
         name = md_escape(e["name"]) + (" (repaired)" if "after" in e else "")
         blocks = [(name, e["verdicts"])]
-        if _repair_not_taken(doc, e):  # the original still fails the gate
+        if e["overall"] == ERROR and "before" in e:  # its retrain failed: the audit's rows
+            blocks = [(name, e["before"].get("verdicts", []))]
+        elif _repair_not_taken(doc, e):  # the original still fails the gate
             blocks.insert(0, (md_escape(e["name"]) + " (original; the repair is not taken)",
                               e["before"].get("verdicts", [])))
         for label, verdicts in blocks:
@@ -515,10 +544,11 @@ def markdown(doc: Mapping[str, Any], shards: str | None = None) -> str:
                 ci = ("exact" if v.get("lower") == v.get("upper") == v.get("estimate")
                       else f"[{num(v.get('lower'))}, {num(v.get('upper'))}]")
                 lines.append(f"| {label} | {md_escape(v['key'])} {threshold_op(v['key'])} "
-                             f"{num(v['threshold'])} | "
+                             f"{num(v['threshold'])}{md_escape(pair_note(v))} | "
                              f"{num(v.get('estimate'))} | {ci} | {icon[v['status']]} |")
         if e["overall"] == ERROR:
-            lines.append(f"| {name} | not audited: {md_escape(e['error'][:300])} | | | "
+            what = "retrain error" if "before" in e else "not audited"
+            lines.append(f"| {name} | {what}: {md_escape(e['error'][:300])} | | | "
                          f"{icon[ERROR]} |")
         elif not e["verdicts"]:
             lines.append(f"| {name} | (no thresholds) | | | {icon[e['overall']]} |")

@@ -111,6 +111,10 @@ class AuditSpec:
     #: The reference group of the per-group comparisons (None: the system's first group;
     #: causalfair.engines.groups).
     reference: str | None = None
+    #: The two groups every engine compares (``[engine] pair``): two names, or ``"A-B"``
+    #: (checked against the system's groups by causalfair.engines.groups.resolve_pair);
+    #: None: the engines' default (the largest and smallest V^pi with more than two groups).
+    pair: tuple[str, str] | str | None = None
 
     @property
     def baseline_label(self) -> str | None:
@@ -253,6 +257,16 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         alpha=read_float(sec, "alpha", "[engine] alpha", path, default=0.05, lo=0.0, hi=1.0,
                          lo_open=True, hi_open=True),
     )
+    if "pair" in sec:  # the compared groups (names checked against the system's when run)
+        pr = sec["pair"]
+        if isinstance(pr, list) and len(pr) == 2 and all(isinstance(g, str) and g for g in pr) \
+                and pr[0] != pr[1]:
+            kw["pair"] = (pr[0], pr[1])
+        elif isinstance(pr, str) and "-" in pr.strip("-"):
+            kw["pair"] = pr
+        else:
+            raise bad_value(path, "[engine] pair", pr, "two different group names such as "
+                            "[\"B\", \"A\"] (C = B's gain minus A's), or \"B-A\"")
 
     # benefit
     sec = check_keys(raw.get("benefit", {}), "benefit", SECTION_KEYS["benefit"], path)

@@ -57,7 +57,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy"),
     "policy": ("builtin", "checkpoint", "factory", "params", "output", "vecnormalize"),
-    "engine": ("kind", "n", "seed", "alpha"),
+    "engine": ("kind", "n", "seed", "alpha", "pair"),
     "benefit": ("eps", "weights", "worst", "horizon_benefit", "bins"),
     "retrain": ("algo", "iterations", "betas", "seed", "starts", "min_utility", "allow_worse"),
     "baseline": ("checkpoint", "builtin", "vecnormalize", "thresholds"),

@@ -22,6 +22,7 @@ from causalfair.commands._system import (
 from causalfair.commands.logs import add_logs_arguments, check_logs_only, run_logs
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.exact import exact_numbers
+from causalfair.engines.groups import resolve_pair
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import InputError, UsageError
 
@@ -65,6 +66,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "potential), else auto")
     p.add_argument("--weights", choices=("visitation", "initial"), default="visitation",
                    help="P(x | s) in Lambda (default: visitation under pi, averaged over t < T)")
+    p.add_argument("--pair", default=None, metavar="A-B",
+                   help="the two groups compared, named as thresholds name a pair: C is A's "
+                        "gain minus B's, and Lambda and the worst benefit pairs are of the same "
+                        "groups (default: the largest and smallest V^pi; with two groups the "
+                        "first minus the second); also with --logs")
     p.add_argument("--worst", type=int, default=5, metavar="N",
                    help="number of worst benefit pairs to print (default: 5)")
     p.add_argument("--json", action="store_true",
@@ -134,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         return run_logs(args)
     check_logs_only(args)
     system, policy = load_system_and_policy(args)
+    args.pair = resolve_pair(args.pair, system.groups, "--pair")
     args.eps, eps_source = eps_for(args.eps, system)
     n_given = args.n is not None
     if args.n is None:  # worlds of coupled units are U units each
@@ -155,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         benefit = result.benefit
     else:
         nums = exact_numbers(model, policy, args.horizon, eps=args.eps, weights=args.weights,
-                             benefit=True)
+                             benefit=True, pair=args.pair)
         result, benefit = nums.decomposition, nums.benefit
     if benefit is not None and eps_source is not None:
         benefit = replace(benefit, eps_source=eps_source)
@@ -201,7 +208,8 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
     one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1  # this thread
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                         backend=backend_from_args(args), jobs=1 if one else "auto",
-                        eps=args.eps, alpha=args.alpha, benefit_n=args.n, benefit_bins=bins)
+                        eps=args.eps, alpha=args.alpha, benefit_n=args.n, benefit_bins=bins,
+                        pair=args.pair)
 
 
 def backend_from_args(args: argparse.Namespace):

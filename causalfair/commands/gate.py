@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "stderr); without --json no JSON is written")
     p.add_argument("--reports", metavar="DIR",
                    help="also write each spec's report to DIR/NAME (a spec whose audit "
-                        "failed: a page stating its error)")
+                        "failed: a page stating its error; one whose retrain failed: its "
+                        "audit's report, opening with that error)")
     p.add_argument("--retrain", action="store_true",
                    help="retrain failing checkpoints with the spec's [retrain] section "
                         "(warm start; the new checkpoint is written beside the old one as "
@@ -170,11 +171,11 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     if args.mlflow:  # the driver logs every audit (before and after retraining), once the
         # verdicts are written: a store failing mid-way loses no JUnit or JSON
         for e in result.entries:
-            if e.error is not None:
+            if e.before is None:  # not audited (a failed retrain keeps its audit: logged)
                 continue
-            stage = "before" if e.after is not None else "audit"
+            stage = "before" if e.after is not None or e.error is not None else "audit"
             log_audit(e.before, experiment=args.mlflow_experiment, stage=stage,
-                      report_dir=e.report if e.after is None else None)
+                      report_dir=e.report if e.after is None else None, retrain_error=e.error)
             if e.after is not None:
                 log_audit(e.after, experiment=args.mlflow_experiment, stage="after",
                           report_dir=e.report)

@@ -9,6 +9,7 @@ from causalfair.audit.shards import (
     check_input_sizes,
     check_junit_matches,
     covered_shards,
+    errors_in_words,
     markdown,
     merge_junit,
     merge_summaries,
@@ -98,9 +99,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     errors = [e for e in merged["specs"] if e["overall"] == "ERROR"]
     if errors:  # exit 2, as the gate's: a spec that was not audited is never a verdict
-        print(f"causalfair gate-merge: error: {len(errors)} of {len(merged['specs'])} specs "
-              f"could not be audited; the first: {errors[0]['error'].splitlines()[0][:300]}",
-              file=sys.stderr)
+        print(f"causalfair gate-merge: error: {errors_in_words(merged['specs'])}; the first: "
+              f"{errors[0]['error'].splitlines()[0][:300]}", file=sys.stderr)
     else:
         n, m = len(docs), len(merged["specs"])
         print(f"merged {n} shard{'s' * (n != 1)}, {m} spec{'s' * (m != 1)}: exit code "

@@ -16,7 +16,7 @@ import sys
 
 from causalfair._io import DECOMPOSE_SCHEMA_VERSION, versioned
 from causalfair.commands._system import load_policy
-from causalfair.errors import UsageError
+from causalfair.errors import InputError, UsageError
 from causalfair.logs import audit_logs, fit_logs, linear_potential, read_logs
 from causalfair.policies.resolver import BUILTIN_KINDS
 
@@ -169,13 +169,21 @@ def run_logs(args: argparse.Namespace) -> int:
             # a checkpoint or a factory, resolved (and checked) on the fitted model
             model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit, **state_kw)
             policy = load_policy(args, model).policy
-    audit = audit_logs(
-        df, horizon=None if args.horizon is None or isinstance(args.horizon, _DefaultHorizon)
-        else int(args.horizon), n_boot=args.boot,
-        seed=args.seed if args.seed is not None else 0, policy=policy, on_positivity=args.on_positivity, method=args.fit,
-        alpha_smooth=args.alpha_smooth, eps=args.eps, weights=args.weights, dowhy=args.dowhy,
-        lambda_estimator=args.lambda_estimator, reference=args.reference, **state_kw,
-    )
+    pair = getattr(args, "pair", None)  # decompose's --pair: the groups compared
+    try:
+        audit = audit_logs(
+            df, horizon=None if args.horizon is None or isinstance(args.horizon, _DefaultHorizon)
+            else int(args.horizon), n_boot=args.boot,
+            seed=args.seed if args.seed is not None else 0, policy=policy,
+            on_positivity=args.on_positivity, method=args.fit,
+            alpha_smooth=args.alpha_smooth, eps=args.eps, weights=args.weights,
+            dowhy=args.dowhy, lambda_estimator=args.lambda_estimator, reference=args.reference,
+            pair=pair, **state_kw,
+        )
+    except InputError as exc:  # --pair names no two of the logged groups
+        if pair is None or not str(exc).startswith("pair: "):
+            raise
+        raise UsageError(f"--{exc}") from None
     if args.json:
         out = versioned(DECOMPOSE_SCHEMA_VERSION, audit.to_dict(alpha))
         out["logs"] = str(args.logs)

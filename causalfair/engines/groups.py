@@ -40,7 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -53,7 +53,7 @@ from causalfair.results import BenefitResult, Decomposition
 from causalfair.thresholds import is_group_key
 
 __all__ = ["GroupComparison", "compare", "pair_names", "EFFECTS", "RATIOS", "split_pair",
-           "lambda_by_forks", "wanted"]
+           "lambda_by_forks", "wanted", "benefit_for_pair", "resolve_pair"]
 
 #: Pair effects and the per-group value each is a difference of.
 EFFECTS: dict[str, str] = {"C": "V", "DPE": "direct", "IPE": "indirect", "SPE": "V_0"}
@@ -80,6 +80,39 @@ def pair_names(groups: Sequence[str], ref: int) -> list[tuple[int, int]]:
     out = [(g, ref) for g in range(G) if g != ref]
     out += [(a, b) for a, b in itertools.combinations(range(G), 2) if ref not in (a, b)]
     return out
+
+
+def resolve_pair(pair: Any, groups: Sequence[str], where: str = "pair"
+                 ) -> tuple[int, int] | None:
+    """The compared groups ``pair`` as group indices (a, b): two group names (or indices),
+    or ``"A-B"`` as thresholds name a pair; None stays None (the engines' default). A name
+    that is not a group, or the same group twice, is refused naming ``where`` and the
+    groups (the one check of an audit spec's ``[engine] pair`` and ``audit_logs(pair=)``)."""
+    if pair is None:
+        return None
+    groups = tuple(str(g) for g in groups)
+    fix = (f"name two of the groups {', '.join(groups)}, the first minus the second, e.g. "
+           f"\"{groups[-1]}-{groups[0]}\" or [\"{groups[-1]}\", \"{groups[0]}\"]")
+    if isinstance(pair, str):
+        ab = split_pair(pair, groups)
+        if ab is None:
+            raise InputError(f"{where}: {pair[:60]!r} names no two groups; {fix}.")
+        return ab
+    try:
+        a, b = pair
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: expected two groups, got {str(pair)[:60]!r}; {fix}.") from None
+    out = []
+    for g in (a, b):
+        if isinstance(g, (int, np.integer)) and not isinstance(g, bool) and 0 <= g < len(groups):
+            out.append(int(g))
+        elif isinstance(g, str) and g in groups:
+            out.append(groups.index(g))
+        else:
+            raise InputError(f"{where}: {str(g)[:60]!r} is not one of the groups; {fix}.")
+    if out[0] == out[1]:
+        raise InputError(f"{where}: the same group {groups[out[0]]!r} twice; {fix}.")
+    return out[0], out[1]
 
 
 def split_pair(name: str, groups: Sequence[str]) -> tuple[int, int] | None:
@@ -144,7 +177,13 @@ class GroupComparison:
 
     def over_pairs(self, key: str) -> list[Q]:
         """Quantity ``key`` of every pair where it is available."""
-        return [q[key] for q in self.pairs.values() if q.get(key) is not None]
+        return list(self.by_pair(key).values())
+
+    def by_pair(self, key: str) -> dict[str, Q]:
+        """Pair name -> quantity ``key``, for every pair where it is available (what the
+        thresholds over every pair judge, :func:`causalfair.thresholds.group_verdicts`,
+        naming the pair that decides each verdict)."""
+        return {p: q[key] for p, q in self.pairs.items() if q.get(key) is not None}
 
     def to_dict(self) -> dict[str, Any]:
         """The ``groups`` and ``pairs`` sections of audit.json."""
@@ -316,6 +355,26 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     return GroupComparison(groups=groups, reference=groups[ref], engine=dec.engine,
                            level=1.0 - alpha, per_group=per_group, pairs=pairs, worst=worst,
                            attributes=atts)
+
+
+def benefit_for_pair(benefit: BenefitResult | None, pair: str) -> BenefitResult | None:
+    """The benefit result of another ``pair`` of groups (``"A-B"``) from an exact one: its
+    Lambda and per-level-pair contributions by the exact formula
+    (:func:`causalfair.engines.benefit.lambda_pairs`), e.g. for the worst benefit pairs of
+    the pair a ``max_Lambda`` verdict names; ``benefit`` itself when it is already about
+    that pair; None when it is not exact (forks pair individuals of one pair only) or
+    ``pair`` names no two of its groups."""
+    if benefit is None:
+        return None
+    ab = split_pair(pair, benefit.groups)
+    if ab is None:
+        return None
+    if ab == tuple(benefit.pair):
+        return benefit
+    if benefit.method != "exact":
+        return None
+    contrib = lambda_pairs(benefit.p_d1, benefit.delta, benefit.state_weights, ab, benefit.eps)
+    return replace(benefit, pair=ab, contributions=contrib, Lambda=float(contrib.sum()))
 
 
 def lambda_by_forks(system: Any, policy: Any, horizon: int, *, n: int, seed: int, eps: float,

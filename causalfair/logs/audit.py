@@ -28,6 +28,7 @@ from causalfair.engines.benefit import (
     weights_and_policy,
 )
 from causalfair.engines.effects import check_horizon, decompose
+from causalfair.engines.groups import resolve_pair
 from causalfair.engines.selection import selection_rates
 from causalfair.logs.dowhy_check import dowhy_check
 from causalfair.logs.errors import MSG_FEATURE_POTENTIAL, MSG_NO_SCORE, LogError
@@ -593,6 +594,7 @@ def audit_logs(
     dowhy: bool = False,
     dowhy_options: dict[str, Any] | None = None,
     reference: Any = None,
+    pair: Any = None,
 ) -> LogAudit:
     """Estimate C, DPE, IPE, SPE, Delta and Lambda of the logged policy from decision logs.
 
@@ -621,6 +623,8 @@ def audit_logs(
     bootstrap replicate. ``reference``: the reference group of the per-pair comparison (a group name or index;
     default the first); with more than two groups, or a reference named, the result's
     ``groups`` holds every group against it and every pair (:meth:`LogAudit.compare_groups`).
+    ``pair``: the two groups compared (names, indices or ``"A-B"``;
+    :func:`causalfair.engines.groups.resolve_pair`); None: the largest and smallest V^pi.
     """
     _check_options(method, alpha_smooth)
     check_int("seed", seed, 0)
@@ -670,7 +674,8 @@ def audit_logs(
         bounds = positivity_bounds(model, p, unknown, T, eps=eps, weights=weights)
         return LogAudit(decomposition=None, benefit=None, bootstrap=None, bounds=bounds,
                         dowhy=None, n_boot=0, **common)
-    dec = decompose(model, p, T, eps=eps, weights=weights, policy_name=source)
+    dec = decompose(model, p, T, eps=eps, weights=weights, policy_name=source,
+                    pair=resolve_pair(pair, data.groups, "pair"))
     ben = dataclasses.replace(benefit_fairness(model, p, T, eps=eps, weights=weights,
                                                pair=dec.pair), eps_source=eps_source)
     boot = arrays = None

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from causalfair.thresholds import threshold_op
+from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
            "model_index", "fmt", "what_changed", "failure_drivers", "change_lines",
@@ -252,10 +252,12 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
                         "INCONCLUSIVE": "its interval straddles"}[v["status"]]
         else:
             rel_text = f"it is {rel}"
+        # the pair a threshold over every pair is about (audit.json verdicts/i/pair)
+        decides = pair_note(v, "; pair {} decides the verdict" if ci else " (at pair {})")
         out.append(Sentence(f"threshold:{key}",
                             f"{key} {op} {fmt(v['threshold'])}: {v['status']}. {what[0].upper() + what[1:]} "
-                            f"is {fmt(v['estimate'])}{unit}{ci}; {rel_text} the threshold "
-                            f"{fmt(v['threshold'])}.",
+                            f"is {fmt(v['estimate'])}{unit}{ci}{decides}; {rel_text} the "
+                            f"threshold {fmt(v['threshold'])}.",
                             tuple(src)))
     dec = doc["decomposition"]
     T = dec["horizon"]
@@ -606,7 +608,8 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
     for v in doc.get("verdicts") or []:
         label = f"{v['key']} {threshold_op(v['key'])} {v['threshold']!r}"
         y.append(f"  - {{threshold: {_yaml_value(label)}, "
-                 f"status: {v['status']}, estimate: {_yaml_value(v['estimate'])}}}")
+                 f"status: {v['status']}, estimate: {_yaml_value(v['estimate'])}"
+                 + (f", pair: {_yaml_value(v['pair'])}" if pair_note(v) else "") + "}")
     if not doc.get("verdicts"):
         y[-1] = "verdicts: []"
     y.append("versions:")

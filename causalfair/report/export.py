@@ -41,7 +41,7 @@ from causalfair.report.explain import (
     pairs_lines,
     spec_sha256,
 )
-from causalfair.thresholds import threshold_op
+from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["EXPORTS", "PLACEHOLDER", "read_audit", "annex_iv", "ll144_rows", "ll144_markdown",
            "ll144_csv", "export_files", "report_exports", "links_markdown", "write_exports"]
@@ -199,7 +199,7 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
             return q is not None and q.get("se") is None and v["lower"] == v["upper"]
 
         lines += _table(["threshold", "estimate", "CI lower", "CI upper", "verdict"],
-                        [[f"{v['key']} {threshold_op(v['key'])} {v['threshold']}",
+                        [[f"{v['key']} {threshold_op(v['key'])} {v['threshold']}{pair_note(v)}",
                           _num(v["estimate"]),
                           *(("n/a", "n/a") if exact(v) else (_num(v["lower"]), _num(v["upper"]))),
                           v["status"]]

@@ -10,7 +10,9 @@ configured with (``MLFLOW_TRACKING_URI``, or ``tracking_uri=``):
   and one ``verdict.KEY.estimate`` per threshold;
 - **tags**: ``causalfair.overall`` (PASS / FAIL / INCONCLUSIVE), one
   ``causalfair.verdict.KEY`` per threshold, ``causalfair.stage`` (``audit``, or
-  ``before`` / ``after`` retraining in the gate) and the causalfair version;
+  ``before`` / ``after`` retraining in the gate), the causalfair version, and
+  ``causalfair.retrain_error`` for the audit of a spec whose retrain then failed (the
+  gate's ERROR; no ``after`` run);
 - **artifacts**: ``audit.json``, and the report folder when one was written.
 
 Only the driver logs (after the results are back), so it works with every backend.
@@ -54,6 +56,8 @@ def import_mlflow() -> Any:
 
 #: MLflow's limit on an experiment name's length.
 MAX_EXPERIMENT = 500
+#: The longest tag value logged (MLflow's limit on a tag value's length).
+MAX_TAG = 5000
 #: Tracking-URI schemes of database stores (the full ``mlflow`` package, not
 #: ``mlflow-skinny``, which has no SQLAlchemy).
 _DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
@@ -115,8 +119,10 @@ def open_experiment(experiment: str = "causalfair", tracking_uri: str | None = N
 
 def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str | None = None,
               report_dir: str | os.PathLike[str] | None = None, stage: str = "audit",
-              run_name: str | None = None) -> str:
-    """Log one :class:`~causalfair.audit.AuditResult` as an MLflow run; return its id."""
+              run_name: str | None = None, retrain_error: str | None = None) -> str:
+    """Log one :class:`~causalfair.audit.AuditResult` as an MLflow run; return its id.
+    ``retrain_error``: the gate's one-line error of a retrain that failed after this audit
+    (the tag ``causalfair.retrain_error``)."""
     mlflow = open_experiment(experiment, tracking_uri)
     spec = result.spec
     doc = to_jsonable(result.to_dict())
@@ -139,6 +145,8 @@ def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str 
             "causalfair.version": __version__}
     for v in result.verdicts:
         tags[f"causalfair.verdict.{_key(v.label)}"] = v.status
+    if retrain_error:  # (MLflow keeps tag values up to 5,000 characters)
+        tags["causalfair.retrain_error"] = retrain_error[:MAX_TAG]
     try:  # a run that fails part-way is ended as FAILED (by start_run's context), never
         # left FINISHED with half its record
         with mlflow.start_run(run_name=run_name or f"{spec.name} ({stage})") as run:

@@ -33,6 +33,7 @@ import numpy as np
 
 from causalfair._io import to_jsonable, write_folder
 from causalfair.engines.attribution import attribute_exact
+from causalfair.engines.groups import benefit_for_pair
 from causalfair.report.explain import (
     assumptions,
     card_markdown,
@@ -160,7 +161,7 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         rows = []
         for v in before.verdicts:
             a = after.get(v.key)
-            rows.append([v.label, v.estimate, v.status, a.estimate if a else None,
+            rows.append([v.shown, v.estimate, v.status, a.estimate if a else None,
                          a.status if a else None])
         rows.append(["overall", None, before.overall, None, r.overall])
         for k in r.spec.metrics:  # what the change cost or bought, thresholded or not
@@ -173,13 +174,13 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
             tabs.append(_repair_table(rep))
     q = r.quantities
     if _is_exact(r):  # one number each: no sampling error, no interval
-        rows = [[v.label, v.estimate, v.status] for v in r.verdicts]
+        rows = [[v.shown, v.estimate, v.status] for v in r.verdicts]
         tabs.append(("Verdicts (exact values)", ["threshold", "value", "verdict"], rows, 2))
         rows = [[k, q[k][0], _unit_of(r, k)] for k in r.spec.metrics if k in q]
         tabs.append(("Metrics (exact values)", ["quantity", "value", "unit"], rows, None))
     else:
         level = ci_level(r)
-        rows = [[v.label, v.estimate, *((MISSING, MISSING) if _exact_in_mc(r, v.key, v.lower, v.upper)
+        rows = [[v.shown, v.estimate, *((MISSING, MISSING) if _exact_in_mc(r, v.key, v.lower, v.upper)
                                         else (v.lower, v.upper)), v.status] for v in r.verdicts]
         tabs.append(("Verdicts" + _exact_note(r) * any(x[2] == MISSING for x in rows),
                      ["threshold", "estimate", f"{level}% CI lower", f"{level}% CI upper",
@@ -202,16 +203,28 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
                      "minus the second; ratios min/max of the two groups)",
                      [h or "worst pair" for h in gc.HEADER], gc.rows(), None))
     if r.benefit is not None:
-        wp = r.benefit.worst_pairs_table(r.spec.worst)
+        wp, extra_tabs = r.benefit.worst_pairs_table(r.spec.worst), []
         note = "" if r.benefit.shares_meaningful else (
             f"; shares not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding")
         note += f"; eps = {r.benefit.eps:g} {gain_unit(r)}, {r.benefit.eps_source}"
         a, b = (r.benefit.groups[i] for i in r.benefit.pair)
         of = "" if len(r.benefit.groups) == 2 else f" of groups {a} and {b}"
-        tabs.append((f"Worst benefit pairs{of} (Lambda = {r.benefit.Lambda:.6f}{note}; "
-                     "values rounded to 4 decimals)", list(wp.columns),
-                     [[fmt(float(c)) if isinstance(c, (float, np.floating)) else c for c in row]
-                      for row in wp.values.tolist()], None))
+        for v in r.verdicts:  # a failing Lambda of another pair: that pair's worst pairs
+            if v.status == "PASS" or v.pair is None or "Lambda" not in v.key:
+                continue
+            other = benefit_for_pair(r.benefit, str(v.pair))
+            if other is None:
+                note += (f"; {v.key} {v.status} at pair {v.pair}, whose worst benefit pairs "
+                         f"need an audit of that pair ([engine] pair = \"{v.pair}\")")
+            elif other is not r.benefit:
+                extra_tabs.append((v, other))
+        titled = [(f"Worst benefit pairs{of} (Lambda = {r.benefit.Lambda:.6f}{note}", wp)]
+        titled += [(f"Worst benefit pairs of pair {v.pair}, where {v.key} is {v.status} "
+                    f"(Lambda = {other.Lambda:.6f}", other.worst_pairs_table(r.spec.worst))
+                   for v, other in extra_tabs]
+        tabs += [(f"{title}; values rounded to 4 decimals)", list(df.columns),
+                  [[fmt(float(c)) if isinstance(c, (float, np.floating)) else c for c in row]
+                   for row in df.values.tolist()], None) for title, df in titled]
     rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
     for k, v in r.notions.items():
         if isinstance(v, dict):
@@ -353,11 +366,19 @@ def _figure_note(name: str, doc: dict[str, Any]) -> str:
             else ": the policy reads S: no (no edge S -> D_t)")
 
 
+def retrain_failed_text(error: str) -> str:
+    """What the report of a spec whose retrain failed in the gate opens with: the gate's
+    ERROR, the retrain's one-line ``error``, and that the report is the audit before it."""
+    return (f"The gate's verdict is ERROR: this spec's retrain failed ({error}). This "
+            "report is its audit before retraining, of the checkpoint as given.")
+
+
 def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
-                before: AuditResult | None = None) -> str:
+                before: AuditResult | None = None, retrain_error: str | None = None) -> str:
     """The self-contained HTML page (figures as data: URIs, inline CSS, no scripts):
     summary sentences and the headline figure, then the details, the glossary, the
-    assumptions, provenance and the spec."""
+    assumptions, provenance and the spec; with ``retrain_error``, first the gate's ERROR
+    and the retrain's error (:func:`retrain_failed_text`)."""
     titles = {n: t for n, t, _ in FIGURES}
     status = r.overall
     spec = r.spec
@@ -374,9 +395,11 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         "<html lang='en'><head><meta charset='utf-8'>",
         f"<title>causalfair audit {html.escape(spec.name)}: {status}</title>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{_CSS}{'.ERROR{color:#cf222e}' if retrain_error else ''}</style></head><body>",
         f"<h1>Audit <code>{html.escape(spec.name)}</code>: "
         f"<span class='status {status}'>{status}</span></h1>",
+        *([f"<p class='verdict ERROR' id='retrain-error'>"
+           f"{html.escape(retrain_failed_text(retrain_error))}</p>"] if retrain_error else []),
         f"<p class='meta'>{html.escape(_header_line(r, doc))}</p>",
         "<section id='summary'><h2>Summary</h2>",
         f"<p class='verdict'>{html.escape(summary[0])}</p>",
@@ -414,11 +437,15 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
 
 
 def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
-                    before: AuditResult | None = None) -> str:
+                    before: AuditResult | None = None, retrain_error: str | None = None) -> str:
+    """report.md: the sections of :func:`render_html`, figures as linked PNG files."""
     titles = {n: t for n, t, _ in FIGURES}
     spec = r.spec
     summary = _summary(doc)
-    lines = [f"# Audit `{spec.name}`: {r.overall}", "", md_escape(_header_line(r, doc)), "",
+    lines = [f"# Audit `{spec.name}`: {r.overall}", ""]
+    if retrain_error:
+        lines += [f"**{md_escape(retrain_failed_text(retrain_error))}**", ""]
+    lines += [md_escape(_header_line(r, doc)), "",
              "## Summary", "", md_escape(summary[0]), ""]
     lines += [x for t in _drivers(r, doc) for x in (md_escape(t), "")]
     lines += [f"- {md_escape(t)}" for t in summary[1:]] + [""]
@@ -459,10 +486,12 @@ def _draw(r: AuditResult, names: Sequence[str] | None, tmp: Path
 
 
 def write_report(r: AuditResult, out: str | os.PathLike[str], *,
-                 before: AuditResult | None = None) -> Path:
+                 before: AuditResult | None = None, retrain_error: str | None = None) -> Path:
     """Write the report folder ``out`` (report.html, report.md, audit.json, NAME.png)
     atomically (:func:`causalfair._io.write_folder`): everything is built in a temporary
-    folder beside ``out`` and renamed into place. An existing ``out`` is replaced only if
+    folder beside ``out`` and renamed into place. ``retrain_error``: the gate's one-line
+    error of a retrain that failed after this audit; report.html and report.md open with
+    it, audit.json stays the audit's. An existing ``out`` is replaced only if
     causalfair wrote it (it holds the manifest ``.causalfair-report.json``); a user's
     folder or file is never touched (:class:`~causalfair.errors.OutputError`). Returns
     ``out`` as a Path."""
@@ -485,8 +514,10 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
         for name, body in export_files(json.loads(text), report_exports(doc), audit_sha256=(
                 hashlib.sha256(text.encode("utf-8")).hexdigest())).items():
             (tmp / name).write_text(body, encoding="utf-8")
-        (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before), encoding="utf-8")
-        (tmp / "report.html").write_text(render_html(r, doc, pngs, before), encoding="utf-8")
+        (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before, retrain_error),
+                                       encoding="utf-8")
+        (tmp / "report.html").write_text(render_html(r, doc, pngs, before, retrain_error),
+                                         encoding="utf-8")
 
         (tmp / "card.md").write_text(card_markdown(doc), encoding="utf-8")
 

@@ -726,4 +726,5 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
     return TrainResult(policy=tr.policy(), checkpoint=checkpoint, history=tr.history,
                        metrics={k: v for k, v in final.items() if k != "iteration"},
                        config=tr.config, wall_s=time.perf_counter() - t0,
-                       extra={"system": system.id})
+                       extra={"system": system.id,
+                              "pair": "-".join(system.groups[g] for g in tr.pair)})

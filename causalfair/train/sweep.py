@@ -11,10 +11,18 @@ finished and ``existing="resume"`` skips them. A worker elsewhere (Ray) hands ba
 files' bytes and the driver writes them when the sweep ends::
 
     OUT/.causalfair-sweep            marks the folder as causalfair's
-    OUT/runs.csv                     one row per run: system, algo, seed, wall_s, metrics
-    OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo)
+    OUT/runs.csv                     one row per run: system, algo, seed, pair, wall_s,
+                                     metrics
+    OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo), and
+                                     the pairs of groups its runs compare
     OUT/runs/SYSTEM/ALGO/seed-K/     checkpoint.pt, metrics.csv (or .jsonl), config.json,
-                                     result.json (final metrics, wall time, configuration)
+                                     result.json (final metrics, pair, wall time,
+                                     configuration)
+
+A run's ``pair`` (``"A-B"``) names the groups its C, DPE, IPE, SPE and Lambda compare: with
+more than two groups the largest and smallest V^pi of its final audit, which may differ
+from seed to seed; a table row whose runs compare different pairs lists them all in its
+``pairs`` column (its means then mix pairs).
 
 A sweep folder that already holds a sweep is refused unless ``existing="resume"`` (train
 only the runs without a ``result.json`` of the same configuration, tabulate them with the
@@ -113,11 +121,33 @@ def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
         files = {name: (Path(tmp) / "run" / name).read_bytes() for name in RUN_FILES
                  if (Path(tmp) / "run" / name).is_file()}
     out = {"metrics": dict(res.metrics), "wall_s": float(res.wall_s), "files": files,
-           "history": res.history_rows()}
+           "history": res.history_rows(), "pair": _pair_of(res, config, system)}
     if dest is not None:  # this run lands now: an interrupt later does not lose it
         write_run(Path(dest), out, config)
         out.update(files={}, written=True)
     return out
+
+
+def _pair_of(res: Any, config: Any, system: Any) -> str:
+    """The pair of groups ``"A-B"`` a run's final metrics compare: the generic trainer's
+    (its audit's pair), else (the lending trainer) the system's two groups in order."""
+    pair = res.extra.get("pair")
+    if pair is None:
+        groups = (system if system is not None else make(config.setting)).groups
+        pair = f"{groups[0]}-{groups[1]}"
+    return str(pair)
+
+
+def _pairs_cell(pairs: Sequence[Any]) -> str:
+    """The ``pairs`` cell of a table row: the runs' pairs in order of appearance, each with
+    its count of runs when they differ (``"C-A (2), B-C (1)"``); "n/a" when none is known."""
+    seen: dict[str, int] = {}
+    for p in pairs:
+        if isinstance(p, str) and p:
+            seen[p] = seen.get(p, 0) + 1
+    if len(seen) <= 1:
+        return next(iter(seen), "n/a")
+    return ", ".join(f"{p} ({n})" for p, n in seen.items())
 
 
 def _backend(backend: Any) -> Any:
@@ -165,15 +195,17 @@ def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> No
     if config is not None:
         doc = {"metrics": {k: v for k, v in result["metrics"].items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool)},
-               "wall_s": result["wall_s"], "config": _config_doc(config)}
+               "pair": result.get("pair"), "wall_s": result["wall_s"],
+               "config": _config_doc(config)}
         atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
 
 
 @dataclass
 class SweepResult:
     """What :func:`sweep` returns: ``runs`` (one row per run) and ``table`` (mean, CI
-    lower and upper over seeds per system, algorithm and metric), both pandas
-    DataFrames; ``failed``: (system, algo, seed, message) of the runs that raised."""
+    lower and upper over seeds per system, algorithm and metric, and the ``pairs`` of groups
+    its runs compare), both pandas DataFrames; ``failed``: (system, algo, seed, message) of
+    the runs that raised."""
 
     runs: Any
     table: Any
@@ -187,8 +219,9 @@ class SweepResult:
                                                     "Lambda")) -> str:
         level = f"{100 * (1 - self.alpha):g}%"
         lines = ["| system | algo | seeds | " + " | ".join(
-            f"{m} (mean [{level} CI])" for m in metrics) + " |",
-                 "|---|---|---|" + "---|" * len(metrics)]
+            f"{m} (mean [{level} t-interval])" for m in metrics) + " | pairs |",
+                 "|---|---|---|" + "---|" * len(metrics) + "---|"]
+        mixed = False
         for (sysid, algo), g in self.table.groupby(["system", "algo"], sort=False):
             cells = []
             for m in metrics:
@@ -199,7 +232,20 @@ class SweepResult:
                 r = row.iloc[0]
                 ci = ("" if math.isnan(r["lower"]) else f" [{r['lower']:.4f}, {r['upper']:.4f}]")
                 cells.append(f"{r['mean']:.4f}{ci}")
-            lines.append(f"| {sysid} | {algo} | {int(g['n'].iloc[0])} | " + " | ".join(cells) + " |")
+            pairs = str(g["pairs"].iloc[0]) if "pairs" in g else "n/a"
+            if "pair" in self.runs:
+                runs = self.runs[(self.runs["system"] == sysid) & (self.runs["algo"] == algo)]
+                mixed = mixed or runs["pair"].nunique() > 1
+            lines.append(f"| {sysid} | {algo} | {int(g['n'].iloc[0])} | " + " | ".join(cells)
+                         + f" | {pairs} |")
+        lines += ["", f"Each cell: the mean over the training seeds (one run per seed) and the "
+                  f"{level} t-interval of that mean over the seeds (runs audited by Monte "
+                  "Carlo: their audit noise included).", "",
+                  "pairs: the groups each run's C, DPE, IPE, SPE and Lambda compare "
+                  "(first minus second; runs.csv names each run's)."
+                  + (" A row listing several pairs averages runs that compare different "
+                     "pairs (with more than two groups a run compares its largest and smallest "
+                     "V^pi): read its C per run in runs.csv." if mixed else "")]
         return "\n".join(lines) + "\n"
 
 
@@ -289,7 +335,8 @@ def _finished(folder: Path, config: Any) -> dict[str, Any] | None:
         raise OutputError(f"--resume: {folder} was trained with {k}={then.get(k)!r}, this sweep "
                           f"asks {k}={now.get(k)!r}; use --force to train every run again, or "
                           "choose another --out.")
-    return {"metrics": metrics, "wall_s": wall_s, "files": {}, "history": None}
+    return {"metrics": metrics, "wall_s": wall_s, "files": {}, "history": None,
+            "pair": doc.get("pair")}
 
 
 def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = ("lending-1",), *,
@@ -378,22 +425,24 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
             failed.append((sysid, algo, seed,
                            r.message if r.input_error else f"{r.kind}: {r.message}"))
             continue
-        rows.append({"system": sysid, "algo": algo, "seed": seed, "wall_s": r["wall_s"],
+        rows.append({"system": sysid, "algo": algo, "seed": seed, "pair": r.get("pair"),
+                     "wall_s": r["wall_s"],
                      **{k: v for k, v in r["metrics"].items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)}})
         if out_path is not None and i not in done and not r.get("written"):
             write_run(_run_dir(out_path, sysid, algo, seed), r, configs[i])
     runs = pd.DataFrame(rows)
-    metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "wall_s")]
+    metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "pair", "wall_s")]
     table_rows = []
     if not runs.empty:
         for (sysid, algo), g in runs.groupby(["system", "algo"], sort=False):
+            pairs = _pairs_cell(g["pair"].tolist())
             for m in metrics:
                 mean, lo, hi = t_interval(g[m].tolist(), alpha)
                 table_rows.append({"system": sysid, "algo": algo, "metric": m, "n": len(g),
-                                   "mean": mean, "lower": lo, "upper": hi})
+                                   "mean": mean, "lower": lo, "upper": hi, "pairs": pairs})
     table = pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",
-                                              "upper"])
+                                              "upper", "pairs"])
     res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha,
                       reused=len(done))
     if out_path is not None:
