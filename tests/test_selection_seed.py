@@ -219,3 +219,27 @@ def test_checkpoint_every_and_ctrl_c_on_the_generic_trainer(hire, monkeypatch):
     for k, v in pol.to_torch().state_dict().items():
         assert torch.equal(v, weights[2][k]), k
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_an_exact_constrained_run_reports_its_kept_policy_and_pair(tmp_path):
+    """On a tabular system the final audit of the kept policy repeats its kept row bit for
+    bit (exact numbers have no random draws), and the run's pair is the kept policy's."""
+    from causalfair.engines.exact import exact_numbers
+    from causalfair.systems import System
+    from causalfair.train import TrainConfig
+    from causalfair.train.generic import SystemTrainer
+    from tests.train.test_repair_thresholds import _tri_model
+
+    model = _tri_model(tmp_path)
+    system = System(id="tri", groups=("A", "B", "C"), tabular=model, horizon=1,
+                    levels=("low", "high"))
+    tr = SystemTrainer(system, TrainConfig(algo="ppo", constraints=("max_abs_C<=5",),
+                                           iterations=3, eval_every=1, n_individuals=48,
+                                           horizon=1))
+    rows = [tr.step() for _ in range(3)]
+    final = tr.finish()
+    kept = max((r for r in rows if r["constraints_met"]), key=lambda r: r["utility"])
+    assert final["constraints_met"] is True
+    assert all(final[k] == kept[k] for k in ("C", "DPE", "IPE", "SPE", "utility")), (final, kept)
+    assert tr.pair == tuple(int(g) for g in
+                            exact_numbers(model, tr.policy(), 1).decomposition.pair)

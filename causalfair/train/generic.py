@@ -610,15 +610,17 @@ class SystemTrainer(ReplicaChoiceTraining):
     def finish(self) -> dict[str, Any]:
         """End of a constrained run: restore the best passing policy (if any); the final
         metrics are its audit's, with ``constraints_met`` (whether a policy passed the
-        selection audits). By Monte Carlo, the policy kept (or the last) is audited once
-        more on the evaluation stream (:func:`evaluation_seed`) and the final numbers are
+        selection audits). The policy kept (or the last) is audited once more, by Monte
+        Carlo on the evaluation stream (:func:`evaluation_seed`), and the final numbers are
         that audit's: a policy kept because its audit fell on the right side of a bound
-        is reported on random numbers it was not chosen on (it can miss the bound there)."""
+        is reported on random numbers it was not chosen on (it can miss the bound there);
+        an exact audit repeats the kept row's numbers, and the run's :attr:`pair` is the
+        kept policy's either way."""
         final = dict(self.history[-1]) if self.history else {}
         if self.lag is None:
             return final
         final = self.lag.finish(final, self.policy_net.load_state_dict)
-        if self.tabular is None and self.history:
+        if self.history:
             fresh = self.audit(evaluation_seed(self.config.seed))
             self.lag.judge(fresh, self._groups)  # the constraints' own quantities, there too
             final.update(fresh)
