@@ -173,6 +173,7 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
             _hint_slow_copy(sim, state.envs[0])
         for _t in range(horizon):
             noise = sim.draw_noise(n, rng)
+            words = sim._gen.words(noise)
             for i in range(n):
                 if state.done[i]:
                     continue
@@ -180,7 +181,7 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
                 for a in [0, *range(A)]:
                     before = global_states()
                     new, o, r, _gain, ended = call_user(f"gym env {name}.step", sim.step_one,
-                                                        state.envs[i], a, noise[i].tolist(),
+                                                        state.envs[i], a, words[i],
                                                         state.obs[i])
                     if before != global_states():
                         raise global_read_error(name)
@@ -288,7 +289,7 @@ def _check_copy_continues(sim: Any, g: int, rng: np.random.Generator) -> None:
     rebuilds it from its constructor's arguments copies as a new env (two forks would
     still agree with each other, so this is checked against the env itself)."""
     state = sim.reset(1, g, rng)
-    env, obs, word = state.envs[0], state.obs[0], sim.draw_noise(1, rng)[0].tolist()
+    env, obs, word = state.envs[0], state.obs[0], sim._gen.words(sim.draw_noise(1, rng))[0]
     twin = copy_env(env, sim._shared)
     before = global_states()
     mine = call_user(f"gym env {sim.name}.step", sim._run, env, 0, word, obs)

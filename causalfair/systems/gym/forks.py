@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import ctypes
 import random as _pyrandom
+import sys
 from typing import Any
 
 import numpy as np
@@ -169,6 +170,13 @@ class _PCG64State(ctypes.Structure):
                 ("uinteger", ctypes.c_uint32)]
 
 
+class _Buffered(ctypes.Structure):
+    """:class:`_PCG64State` with its buffer flag and buffered value as one 64-bit word
+    (``has_uint32`` at offset 8, ``uinteger`` at 12): zero clears both in one write."""
+
+    _fields_ = [("pcg_state", ctypes.c_void_p), ("buffered", ctypes.c_uint64)]
+
+
 class StepGenerator:
     """One PCG64 ``Generator`` (``rng``) put into the state a step's noise names before the
     step: ``set(hi, lo)`` leaves the generator exactly as ``bit_generator.state =
@@ -176,19 +184,26 @@ class StepGenerator:
     32-bit value and resets the increment an env's ``set_state`` may have moved).
 
     The setter parses a dictionary and costs about a microsecond, as much as a cheap env's
-    whole step, and every env step of an audit needs one. So ``set`` writes the four
-    64-bit words and the buffer flag straight into the generator's C state (numpy's
-    documented ``bit_generator.ctypes.state_address``). The words' order depends on how
-    numpy's build stores a 128-bit integer, so it is found by setting a known state with
-    the setter and reading it back; then a write is checked against the setter's state.
-    A build where either check fails uses the setter."""
+    whole step, and every env step of an audit needs one. So the state is written straight
+    into the generator's C state (numpy's documented ``bit_generator.ctypes.state_address``):
+    :meth:`words` turns an epoch's noise into each individual's four 64-bit words (state
+    and increment) as bytes in the C state's order, and ``view[:] = word; flags.buffered =
+    0`` (:meth:`put`) writes one of them and clears the buffered 32-bit value, two stores.
+    The words' order depends on how numpy's build stores a 128-bit integer, so it is found
+    by setting a known state with the setter and reading it back; then a write is checked
+    against the setter's state. A build where either check fails has ``view`` None, and
+    :meth:`put` uses the setter."""
 
     def __init__(self) -> None:
         self.rng = np.random.Generator(np.random.PCG64(0))
         self._bitgen = self.rng.bit_generator
         self._gstate = generator_state(0, 0)
         self._word = self._gstate["state"]
-        self._c = self._words = None
+        self._words: Any = None  # the four words as ctypes (None: the setter is used)
+        #: the 32 bytes of the (state, increment) words, or None (the setter is used)
+        self.view: memoryview | None = None
+        #: the buffered 32-bit value and its flag (``flags.buffered = 0`` clears them)
+        self.flags: Any = None
         self._order: tuple[int, int, int, int] = (0, 1, 2, 3)
         try:
             c = _PCG64State.from_address(self._bitgen.ctypes.state_address)
@@ -201,28 +216,44 @@ class StepGenerator:
         if sorted(halves.get(w, -1) for w in words) != [0, 1, 2, 3]:
             return  # pragma: no cover - an unknown layout: keep the setter
         self._order = tuple(sorted(range(4), key=lambda k: halves[words[k]]))
-        self._c, self._words = c, words
+        self._words = words
+        self.view = memoryview(words).cast("B")
+        self.flags = _Buffered.from_address(self._bitgen.ctypes.state_address)
         self.rng.integers(0, 7, size=3, dtype=np.int32)  # 32-bit draws: a buffered value
         self.set(*probe[::-1])
         ref = np.random.PCG64(0)
         ref.state = generator_state(*probe[::-1])
         if self._bitgen.state != ref.state:  # pragma: no cover - keep the setter
-            self._c = self._words = None
+            self._words = self.view = self.flags = None
 
     def _setter(self, hi: int, lo: int) -> None:
         self._word["state"] = (hi << 64) | lo
         self._bitgen.state = self._gstate
 
-    def set(self, hi: int, lo: int) -> None:
-        w = self._words
-        if w is None:  # pragma: no cover - a numpy build whose C state is not as expected
+    def words(self, noise: np.ndarray) -> list[bytes]:
+        """Per row of ``noise`` (n rows of two 64-bit words, ``hi, lo``, as
+        :meth:`GymSimulator.draw_noise` draws them), the bytes that :meth:`put` writes:
+        the state ``hi:lo`` and the increment :data:`INC`, in the C state's order."""
+        noise = np.asarray(noise, dtype=np.uint64).reshape(-1, 2)
+        i, j, k, m = self._order
+        raw = np.empty((len(noise), 4), dtype=np.uint64)
+        raw[:, i] = noise[:, 1]
+        raw[:, j] = noise[:, 0]
+        raw[:, k] = _INC_LO
+        raw[:, m] = _INC_HI
+        b = raw.tobytes()
+        return [b[s:s + 32] for s in range(0, len(b), 32)]
+
+    def put(self, word: bytes) -> None:
+        """Put the generator into the state of ``word`` (a row of :meth:`words`)."""
+        if self._words is None:  # a numpy build whose C state is not as expected
+            lo, hi = (int.from_bytes(word[8 * s:8 * s + 8], sys.byteorder)
+                      for s in self._order[:2])
             self._setter(hi, lo)
             return
-        i, j, k, m = self._order
-        w[i] = lo
-        w[j] = hi
-        w[k] = _INC_LO
-        w[m] = _INC_HI
-        c = self._c
-        c.has_uint32 = 0
-        c.uinteger = 0
+        self.view[:] = word
+        self.flags.buffered = 0
+
+    def set(self, hi: int, lo: int) -> None:
+        """Put the generator into the state ``hi:lo`` (two 64-bit ints)."""
+        self.put(self.words(np.array([[hi, lo]], dtype=np.uint64))[0])

@@ -16,11 +16,11 @@ from causalfair.errors import SystemError_, call_user, short
 from causalfair.systems.gym.forks import StepGenerator
 
 __all__ = ["F64", "read_spaces", "flatten_fix", "box_vector", "as_number", "gain_reader",
-           "stepper"]
+           "reads_obs0", "stepper"]
 
 F64 = np.dtype(np.float64)
 #: ``run(env, action, word, obs0) -> (observation, reward, gain, ended)``: one step read
-Run = Callable[[Any, int, list[int], np.ndarray], tuple[np.ndarray, float, float, bool]]
+Run = Callable[[Any, int, bytes, np.ndarray | None], tuple[np.ndarray, float, float, bool]]
 
 
 def read_spaces(env: Any, name: str) -> tuple[int, int, int]:
@@ -136,27 +136,40 @@ def gain_reader(mode: str, gain_fn: Callable[..., Any] | None, name: str
     return gain
 
 
+def reads_obs0(mode: str) -> bool:
+    """Whether the gain read by ``mode`` reads the observation before the step (``obs0``
+    of :func:`gain_reader`'s ``gain``): ``obs:INDEX`` and a ``module:callable`` do,
+    ``info:KEY`` and ``reward`` do not (their steps may be given None for it)."""
+    return not (mode == "reward" or mode.startswith("info:"))
+
+
 def stepper(gen: StepGenerator, start: int, width: int, name: str, bare: bool,
             api: tuple[str, str] | None, gain_mode: str,
             gain_fn: Callable[..., Any] | None) -> Run:
     """``run(env, action, word, obs0)``: step the env object ``env`` (whose observation
-    was ``obs0``) in place with ``action`` and the generator state ``word`` (two 64-bit
-    ints) put into ``gen``; (observation, reward, gain, ended). ``start``: the first
-    action of the action space; ``bare``: the env is its own ``unwrapped``; ``api``: the
-    env's state API (its observation arrays are copied: the env may reuse them)."""
-    rng, shape, set_state = gen.rng, (width,), gen.set
+    was ``obs0``; None where the gain does not read it, :func:`reads_obs0`) in place with
+    ``action`` and the generator state ``word`` (a row of ``gen.words(noise)``) put into
+    ``gen``; (observation, reward, gain, ended). ``start``: the first action of the action
+    space; ``bare``: the env is its own ``unwrapped``; ``api``: the env's state API (its
+    observation arrays are copied: the env may reuse them)."""
+    rng, shape, put, view, flags = gen.rng, (width,), gen.put, gen.view, gen.flags
     key = gain_mode[5:] if gain_mode.startswith("info:") else None
     gain = gain_reader(gain_mode, gain_fn, name)
+    ndarray = np.ndarray
 
     def number(value: Any, what: str) -> float:
         return as_number(value, what, name, gain_mode)
 
-    def run(env: Any, action: int, word: list[int], obs0: np.ndarray
+    def run(env: Any, action: int, word: bytes, obs0: np.ndarray | None
             ) -> tuple[np.ndarray, float, float, bool]:
-        set_state(word[0], word[1])
+        if view is not None:  # gen.put(word), inline: two stores
+            view[:] = word
+            flags.buffered = 0
+        else:
+            put(word)
         (env if bare else env.unwrapped)._np_random = rng
         o, r, term, _trunc, info = env.step(action + start)
-        if type(o) is not np.ndarray or o.shape != shape or o.dtype is not F64 or api:
+        if api or type(o) is not ndarray or o.dtype is not F64 or o.shape != shape:
             o = np.array(box_vector(o, width, name))  # api: the env may reuse o
         try:
             r = float(r)

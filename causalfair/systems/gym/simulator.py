@@ -51,7 +51,7 @@ from causalfair.systems.gym.forks import (
     state_api,
     unwrap_bookkeeping,
 )
-from causalfair.systems.gym.readings import F64, box_vector, read_spaces, stepper
+from causalfair.systems.gym.readings import F64, box_vector, read_spaces, reads_obs0, stepper
 from causalfair.systems.registry import load_callable
 from causalfair.types import Observation, StepResult
 
@@ -137,6 +137,7 @@ class GymSimulator:
         self._rng = self._gen.rng
         self._run = stepper(self._gen, self._start, self._width, self.name, self._bare,
                             self._api, self.gain_mode, self._gain_fn)
+        self._reads_obs0 = reads_obs0(self.gain_mode)
         self._memo: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._memo_noise: Any = None
         self._consumed: weakref.WeakSet[GymState] = weakref.WeakSet()  # by step_paths
@@ -180,7 +181,7 @@ class GymSimulator:
         where = self._where_reset
         if self.group_mode == "options":
             obs, info = call_user(where, env.reset, seed=seed, options={"group": g})
-            got = info.get("group") if isinstance(info, Mapping) else None
+            got = info.get("group") if type(info) is dict or isinstance(info, Mapping) else None
             if got is not None and got != g and got != self.group_names[g]:
                 raise SystemError_(
                     f"gym env {self.name}: reset(options={{'group': {g}}}) reported info['group'] "
@@ -232,7 +233,7 @@ class GymSimulator:
             else:  # each step is given its own generator state: none to copy
                 (env if self._bare else env.unwrapped)._np_random = rng_
                 envs.append(env)
-        feats = np.stack(obs) if obs else np.zeros((0, self.width))
+        feats = _stack(obs, self.width)
         return GymState(tuple(envs), feats, g.copy(), np.zeros(n, dtype=bool), 0)
 
     def _check_batch_memory(self, env: Any, n: int) -> None:
@@ -287,11 +288,13 @@ class GymSimulator:
         return rng.integers(0, 2**64, size=(n, 2), dtype=np.uint64)
 
 
-    def step_one(self, snap: Any, action: int, word: list[int], obs0: np.ndarray
+    def step_one(self, snap: Any, action: int, word: bytes, obs0: np.ndarray | None
                  ) -> tuple[Any, np.ndarray, float, float, bool]:
-        """One env of a batch: a copy of ``snap`` (whose observation was ``obs0``) stepped
-        with ``action`` and the generator state ``word`` (two 64-bit ints); (new snapshot,
-        observation, reward, gain, ended). ``snap`` itself is left unchanged."""
+        """One env of a batch: a copy of ``snap`` stepped with ``action`` and the generator
+        state ``word`` (a row of ``_gen.words(noise)``); (new snapshot, observation,
+        reward, gain, ended). ``obs0``: the observation of ``snap``, None where the gain
+        does not read it (:func:`~causalfair.systems.gym.readings.reads_obs0`). ``snap``
+        itself is left unchanged."""
         api = self._api
         if api:
             env = self._template
@@ -312,7 +315,8 @@ class GymSimulator:
         if noise is not self._memo_noise:  # the memo lives for one noise array (one epoch)
             self._memo, self._memo_noise = {}, noise
         memo, step_one = self._memo, self.step_one
-        words, acts, snaps, obs0 = noise.tolist(), d.tolist(), state.envs, state.obs
+        words, acts, snaps, obs0 = self._gen.words(noise), d.tolist(), state.envs, state.obs
+        reads = self._reads_obs0
         n = len(acts)
         reward, gain, done = [0.0] * n, [0.0] * n, state.done.tolist()
         for i in np.flatnonzero(~state.done).tolist():
@@ -320,7 +324,7 @@ class GymSimulator:
             key = (id(snap), a)
             hit = memo.get(key)
             if hit is None or hit[0] is not snap or hit[1] != w:
-                hit = memo[key] = (snap, w, *step_one(snap, a, w, obs0[i]))
+                hit = memo[key] = (snap, w, *step_one(snap, a, w, obs0[i] if reads else None))
             _, _, envs[i], obs[i], reward[i], gain[i], done[i] = hit
         return reward, gain, done
 
@@ -377,28 +381,33 @@ class GymSimulator:
         self._consumed.add(state)
         self._consumed.add(state0)
         run, shared = self._run, self._shared
-        words, acts, base = noise.tolist(), d.tolist(), d0.tolist()
-        envs, envs0 = state.envs, state0.envs
-        rows, rows0 = list(state.obs), list(state0.obs)
+        words, acts, base = self._gen.words(noise), d.tolist(), d0.tolist()
+        envs, envs0, obs, obs0 = state.envs, state0.envs, state.obs, state0.obs
+        # the rows a step's gain reads (obs0 of gain = 'obs:INDEX' or a callable), else None
+        rows, rows0 = (list(obs), list(obs0)) if self._reads_obs0 else ((None,) * len(acts),) * 2
         done, done0 = state.done.tolist(), state0.done.tolist()
-        e_pi, pi, fk, z = list(envs), [], [], []  # per path: (observation, reward, gain, ended)
-        for i, (env, a, b, w) in enumerate(zip(envs, acts, base, words, strict=True)):
-            if done[i]:
-                out = fk_out = (rows[i], 0.0, 0.0, True)
+        e_pi, pi, fk, z = [], [], [], []  # per path: (observation, reward, gain, ended)
+        for i, (env, a, b, w, row, ended, env0) in enumerate(
+                zip(envs, acts, base, words, rows, done, envs0, strict=True)):
+            if ended:
+                out = fk_out = (obs[i], 0.0, 0.0, True)
+                e_pi.append(env)
             elif a != b:  # a branch: pi steps a copy, made first; the fork the env itself
-                e_pi[i] = pi_env = copy_env(env, shared)
-                out = run(pi_env, a, w, rows[i])
-                fk_out = run(env, b, w, rows[i])
+                pi_env = copy_env(env, shared)
+                e_pi.append(pi_env)
+                out = run(pi_env, a, w, row)
+                fk_out = run(env, b, w, row)
             else:  # pi's transition is the fork's
-                out = fk_out = run(env, a, w, rows[i])
+                e_pi.append(env)
+                out = fk_out = run(env, a, w, row)
             pi.append(out)
             fk.append(fk_out)
             if done0[i]:
-                z.append((rows0[i], 0.0, 0.0, True))
-            elif envs0[i] is env and not done[i]:  # pi0's env is pi's: the fork's transition
+                z.append((obs0[i], 0.0, 0.0, True))
+            elif env0 is env and not ended:  # pi0's env is pi's: the fork's transition
                 z.append(fk_out)
             else:
-                z.append(run(envs0[i], b, w, rows0[i]))
+                z.append(run(env0, b, w, rows0[i]))
         res = self._result
         return res(state, e_pi, pi), res(state, envs, fk), res(state0, envs0, z)
 
@@ -432,13 +441,15 @@ class GymSimulator:
         where = {a: k for k, a in enumerate(todo)}
         cols = [where[a] for a in acts]
         zeros = [0.0] * len(acts)
-        words, dec, rows, done = noise.tolist(), d.tolist(), list(state.obs), state.done.tolist()
+        words, dec, done = self._gen.words(noise), d.tolist(), state.done.tolist()
+        obs = state.obs  # its rows, where a step's gain reads them (_paths)
+        rows = list(obs) if self._reads_obs0 else (None,) * len(dec)
         envs, gains, outs = list(state.envs), [], []
         for i, (snap, a_d, w, row, ended) in enumerate(zip(state.envs, dec, words, rows, done,
                                                            strict=True)):
             if ended:
                 gains.append(zeros)
-                outs.append((row, 0.0, 0.0, True))
+                outs.append((obs[i], 0.0, 0.0, True))
                 continue
             steps = todo if a_d in where else [*todo, a_d]  # a decision outside them: last
             if api:
@@ -465,12 +476,17 @@ class GymSimulator:
         """The step from ``st`` whose per-individual (observation row, reward, gain, ended)
         are ``outs`` (every row a float64 vector of the width: a stepped env's, or the
         state's own row where the episode had ended) and whose env snapshots are ``envs``."""
-        n, width = len(outs), self.width
         o, r, g, t = zip(*outs, strict=True) if outs else ((), (), (), ())
-        obs = np.frombuffer(b"".join(map(_tobytes, o)), dtype=np.float64)
-        return StepResult(GymState(tuple(envs), obs.reshape(n, width).copy(), st.group,
+        return StepResult(GymState(tuple(envs), _stack(o, self.width), st.group,
                                    np.array(t, dtype=bool), st.t + 1),
                           np.array(r, dtype=np.float64), np.array(g, dtype=np.float64), {})
+
+
+def _stack(rows: Sequence[np.ndarray], width: int) -> np.ndarray:
+    """The float64 vectors ``rows``, each of ``width`` values, as an (n, width) array
+    (what ``np.stack`` makes, in a third of its time for short rows)."""
+    obs = np.frombuffer(b"".join(map(_tobytes, rows)), dtype=np.float64)
+    return obs.reshape(len(rows), width).copy()
 
 
 def _pickled_size(env: Any, shared: Mapping[int, Any]) -> int | None:
