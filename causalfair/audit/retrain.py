@@ -4,7 +4,9 @@ warm-started from the failing checkpoint, re-audit it, and judge the repair hone
 
 What a repair imposes while it trains is decided in one place, :func:`imposed_constraints`:
 every threshold of the spec, for every algo except on the lending settings' own trainer
-(docs/ci-gate.md, "Which thresholds a repair imposes")."""
+(docs/ci-gate.md, "Which thresholds a repair imposes"); and of which pair of groups: the
+spec's ``[engine] pair`` when it names one (``TrainConfig.pair`` for a trainer, the same
+keys of that pair for the exact repair), so the repair optimises the pair the gate judges."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from causalfair.audit.run import audit, build_system
 from causalfair.audit.spec import AuditSpec
 from causalfair.audit.spec_sections import spec_label
 from causalfair.engines.benefit import eps_for, model_eps
+from causalfair.engines.groups import resolve_pair
 from causalfair.errors import ConfigError, InputError, OutputError, SpecError
 from causalfair.policies.checkpoint import (
     load_checkpoint_for,
@@ -289,7 +292,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any, built: Path
     spec's thresholds, saved to ``built``; its re-audit."""
     r = spec.retrain or {}
     where = spec_label(spec.path)
-    constraints = imposed_constraints(spec)
+    constraints = _on_spec_pair(imposed_constraints(spec), spec, system.groups)
     rep = repair_checkpoint(system, spec.horizon or system.horizon, constraints,
                             init=load_checkpoint_for(spec.checkpoint, system), seed=r.get("seed", 0),
                             outer=r.get("iterations", 30), n_random=r.get("starts", 12),
@@ -335,6 +338,7 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
     if imposed:  # every threshold, on top of the algo's own penalty
         cand["constraints"] = tuple(k.text for k in imposed)
         cand["audit_n"] = spec.n
+    cand["pair"] = spec.pair  # the pair the gate judges is the pair the repair optimises
     for k, v in cand.items():
         if k in names and v is not None:
             kw[k] = v
@@ -347,6 +351,20 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
             raise SpecError(f"{spec_label(spec.path)}: [retrain] betas {bk}: the trainer has no "
                             f"field beta_{bk}.")
     return TrainConfig(**kw)
+
+
+def _on_spec_pair(constraints: list[Constraint], spec: AuditSpec,
+                  groups: Any) -> list[Constraint]:
+    """``constraints`` with each key of the audit's own pair (``abs_C``, ``Lambda``, ...)
+    as the same key of the spec's ``[engine] pair`` (``abs_C[B-A]``), so that the exact
+    repair, whose plain keys are its engine's default pair, meets the pair the gate
+    judges; unchanged without a pair."""
+    ab = resolve_pair(spec.pair, groups, f"{spec_label(spec.path)}: [engine] pair")
+    if ab is None:
+        return constraints
+    name = f"{groups[ab[0]]}-{groups[ab[1]]}"
+    return [Constraint(f"{k.key}[{name}]", k.bound) if k.pair is None and not k.every_pair
+            else k for k in constraints]
 
 
 def _train_checkpoint(result: Any, out: Path) -> Path:

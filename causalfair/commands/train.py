@@ -85,6 +85,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --algo exact, or ppo-c on a non-lending system (PPO-Lagrangian): "
                    "a threshold to meet, e.g. abs_C<=0.05 or "
                    "Lambda<=0.14 (repeatable; quantities as in an audit spec's [thresholds])")
+    p.add_argument("--pair", metavar="A-B", default=None,
+                   help="the two groups the run compares, e.g. B-A (the first minus the "
+                   "second): its audits, its C and Lambda penalties and its constraints on "
+                   "plain keys (abs_C<=...) are of that pair (default: each audit's own, with "
+                   "more than two groups the largest and smallest V^pi; as an audit spec's "
+                   "[engine] pair, which gate --retrain passes on). The lending settings take "
+                   "their two groups in either order (same training). Also --set pair=...")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--iterations", type=int, default=None, metavar="N",
                    help="policy iterations (default: 100); with --algo exact the rounds of "
@@ -161,7 +168,7 @@ def build_config(args: argparse.Namespace):
           "env": args.env, "horizon": args.horizon, "n_levels": args.levels}
     opt = {"n_individuals": args.individuals, "beta_c": args.beta_c,
            "beta_lambda": args.beta_lambda, "eval_every": args.eval_every,
-           "checkpoint_every": args.checkpoint_every}
+           "checkpoint_every": args.checkpoint_every, "pair": args.pair}
     kw.update({k: v for k, v in opt.items() if v is not None})
     kw.update(parse_set(args.set))
     try:
@@ -186,6 +193,10 @@ def run_exact(args: argparse.Namespace) -> int:
 
     if not args.constraint:
         raise UsageError("--algo exact: give at least one --constraint, e.g. --constraint abs_C<=0.05.")
+    if args.pair is not None:
+        raise UsageError(f"--pair {args.pair[:40]}: --algo exact takes its pair in each "
+                         "constraint's key; name it there, e.g. --constraint "
+                         f"'abs_C[{args.pair[:40]}]<=0.05'.")
     if args.resume:
         raise UsageError("--resume: the exact repair has no run to continue; run it again.")
     cons = [parse_constraint(c) for c in args.constraint]
@@ -236,6 +247,7 @@ def run_population(args: argparse.Namespace) -> int:
         ("--horizon", args.horizon), ("--beta-c", args.beta_c),
         ("--beta-lambda", args.beta_lambda), ("--individuals", args.individuals),
         ("--eval-every", args.eval_every), ("--checkpoint-every", args.checkpoint_every),
+        ("--pair", args.pair),
         ("--env", args.env != "individual")) if v]
     if unused:
         raise UsageError(f"{', '.join(unused)}: not used by --algo {args.algo} (population "

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from causalfair._limits import check_memory
-from causalfair.errors import ConfigError
+from causalfair.engines.groups import resolve_pair
+from causalfair.errors import ConfigError, InputError
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.thresholds import PPO_LAG_KEYS, is_repair_key, parse_constraint
 from causalfair.train.algorithms import REGISTRY, names
 
-__all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_FIELDS"]
+__all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_FIELDS",
+           "resolved_pair"]
 
 #: The objectives the PPO trainers implement (causalfair.train.objectives), from the
 #: registry of :mod:`causalfair.train.algorithms`.
@@ -72,6 +74,27 @@ def _check_field_types(cfg: Any, bad: Any) -> None:
             raise bad(f.name, v, "must be a text")
     if cfg.seed < 0:
         raise bad("seed", cfg.seed, "must be an integer >= 0")
+
+
+def _check_pair_shape(pair: Any, bad: Any) -> None:
+    """``pair``: None, ``"A-B"`` or two group names (which groups: :func:`resolved_pair`)."""
+    if pair is None or (isinstance(pair, str) and pair):
+        return
+    if (isinstance(pair, (list, tuple)) and len(pair) == 2
+            and all(isinstance(g, str) and g for g in pair)):
+        return
+    raise bad("pair", pair, 'give two group names, e.g. ["B", "A"] or "B-A" (the first '
+              "minus the second), or leave it out for each audit's own pair")
+
+
+def resolved_pair(config: Any, groups: Any) -> tuple[int, int] | None:
+    """``config.pair`` as group indices of ``groups`` (None stays None), by the one check of
+    a compared pair (:func:`causalfair.engines.groups.resolve_pair`): a name that is not
+    one of ``groups`` is a one-line :class:`ConfigError` naming them."""
+    try:
+        return resolve_pair(config.pair, groups, "pair")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -209,6 +232,16 @@ class TrainConfig:
     ``eval_every`` iterations on a system without a tabular model. With ``constraints``
     its 95% CI must be narrower than the bound to pass (about 0.07 for C on the clinic
     example at 2,000, 0.024 at 20,000)."""
+    pair: tuple[str, str] | str | None = None
+    """The two groups the run compares (method.md section 3: C is the first's gain minus the
+    second's): two group names, or ``"A-B"`` as thresholds name a pair; checked against the
+    system's groups when the trainer is built (:func:`resolved_pair`). The generic trainer's
+    audits, its C and Lambda penalties and its constraints on plain keys (``abs_C<=...``)
+    are of this pair; None: each audit's own (with more than two groups the largest and
+    smallest V^pi, else the first minus the second). ``gate --retrain`` sets it to the
+    spec's ``[engine] pair``. The lending trainer has two groups and penalties symmetric in
+    them (C^2, Lambda): it takes its two groups in either order and trains the same policy
+    (its history's C stays s+ minus s-). Ours."""
     lambda_eps: float | None = None
     """Lambda's eps in the gain's units (None: what the system declares, 0.1 on the lending
     settings, else "auto" resolved once when training starts; engines.benefit.eps_for)."""
@@ -346,6 +379,9 @@ class TrainConfig:
                           f"top of one of {', '.join(names(generic=True))}")
         if not (isinstance(self.lagrange_lr, (int, float)) and self.lagrange_lr > 0):
             raise bad("lagrange_lr", self.lagrange_lr, "must be a number > 0")
+        _check_pair_shape(self.pair, bad)
+        if isinstance(self.pair, (list, tuple)):
+            object.__setattr__(self, "pair", tuple(self.pair))
         if not isinstance(self.system, str) or not isinstance(self.system_params, dict):
             raise bad("system", self.system, "give a system id string and a params dict")
 
@@ -363,6 +399,8 @@ class TrainConfig:
                 del d[name]
         d["hidden"] = list(self.hidden)
         d["constraints"] = list(self.constraints)  # as JSON stores it
+        if isinstance(self.pair, tuple):
+            d["pair"] = list(self.pair)
         return d
 
     @classmethod

@@ -52,7 +52,7 @@ from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
 from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import objectives as obj
 from causalfair.train.adam import Adam
-from causalfair.train.config import TrainConfig
+from causalfair.train.config import TrainConfig, resolved_pair
 from causalfair.train.device import to_device
 from causalfair.train.rollout import Batch, make_rollout
 
@@ -117,6 +117,7 @@ class Trainer:
         self.lending = lending_setting(c.setting, n_levels=c.n_levels, interest=c.interest)
         self.model = self.lending.tabular
         self.G, self.K = self.model.n_groups, self.model.n_levels
+        resolved_pair(c, self.model.group_names)  # its two groups, either order (config.pair)
         self.T = c.horizon
         self.encoding = FeatureEncoding("onehot", self.K, self.G)
         self.rollout = make_rollout(c, self.lending)

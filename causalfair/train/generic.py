@@ -28,6 +28,9 @@ trainer in :mod:`causalfair.train.core`).
   features (4 per feature, as the Monte Carlo audit) per group; the loss's Lambda takes
   the policy's mean action distribution per cell over the whole batch (differentiable)
   and the rollout's visitation weights.
+- The compared groups (``config.pair``, e.g. ``("B", "A")``; None: each audit's own) are
+  those of every audit, of the C and Lambda penalties and of the constraints on plain
+  keys, so a repair optimises the pair its gate judges (a spec's ``[engine] pair``).
 - Every ``eval_every`` iterations the policy is audited: exactly when the system has a
   tabular model of independent units, else by Monte Carlo (``audit_n`` units per group,
   default 2,000) on the run's selection stream (:func:`selection_seed`), never the
@@ -75,7 +78,7 @@ from causalfair.train import checkpoint as ck
 from causalfair.train.adam import Adam
 from causalfair.train.algorithms import names
 from causalfair.train.checkpoint import prepare_run_folder
-from causalfair.train.config import TrainConfig
+from causalfair.train.config import TrainConfig, resolved_pair
 from causalfair.train.device import device_determinism, to_device
 from causalfair.train.fair_signals import FAIR_ADVANTAGE_ALGOS, check_fair_signals, fair_advantage
 from causalfair.train.lagrangian import Lagrangian, check_constraints_supported, measure_groups
@@ -271,7 +274,10 @@ class SystemTrainer(ReplicaChoiceTraining):
             with torch.no_grad():
                 out_layer.weight[banned] = 0.0
                 out_layer.bias[banned] = -1e9
-        self.pair = (0, 1)  # the audited pair of groups (updated at every audit)
+        # the compared groups: config.pair's at every audit and in every penalty, else the
+        # audit's own (updated at every audit)
+        self.fixed_pair = resolved_pair(c, system.groups)
+        self.pair = self.fixed_pair or (0, 1)
         self.value_net = mlp(width + 1, c.hidden, 1, c.activation)
         self.policy_net.to(self.device)
         self.value_net.to(self.device)
@@ -530,9 +536,7 @@ class SystemTrainer(ReplicaChoiceTraining):
         grid = self._to_device(self.encoding.encode(self.grid_obs))
         pg = self._dist(self._logits(grid))[:, 1].double().reshape(self.G, -1)
         w = self._to_device(self.tabular.propagate(pg.detach().cpu().numpy(), self.T)[:self.T].mean(0))
-        if pair is None:
-            return lambda_torch(pg, self.delta, w, self.eps)
-        return lambda_torch(pg, self.delta, w, self.eps, pair)
+        return lambda_torch(pg, self.delta, w, self.eps, self.pair if pair is None else pair)
 
     def _c_hat(self, last_c: float) -> dict[str, float]:
         """The row's C_hat (the anchored estimator PPO-C and PPO-Cb penalise, and a C
@@ -630,14 +634,16 @@ class SystemTrainer(ReplicaChoiceTraining):
         """C, DPE, IPE, SPE, utility (and Lambda) of the current policy: exact when the
         system has a tabular model of independent units, else Monte Carlo with ``audit_n``
         units per group on the selection stream (:func:`selection_seed`), or on ``seed``'s
-        (the final audit of a constrained run)."""
+        (the final audit of a constrained run); of ``config.pair`` when given, else of the
+        engine's own pair (with more than two groups the largest and smallest V^pi)."""
         pol = self.policy()
         seed = self.audit_seed if seed is None else seed
         if self.tabular is not None:
-            d = exact_numbers(self.tabular, pol, self.T, eps=self.eps).decomposition
+            d = exact_numbers(self.tabular, pol, self.T, eps=self.eps,
+                              pair=self.fixed_pair).decomposition
         else:
-            d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n,
-                             seed=seed, check=False, eps=self.eps or "auto")
+            d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n, seed=seed,
+                             check=False, eps=self.eps or "auto", pair=self.fixed_pair)
         self.pair = tuple(int(g) for g in d.pair)
         self._groups = None if self.lag is None or not self.lag.needs_groups else measure_groups(
             self.system, pol, self.T, d, tabular=self.tabular, n=self.config.audit_n,
