@@ -201,7 +201,8 @@ class GateResult:
     @property
     def exit_code(self) -> int:
         """0: every spec passes; 1: a threshold fails (or is inconclusive); 2: a spec
-        could not be audited (an error is never a pass, nor mistaken for a verdict)."""
+        could not be audited, or its retrain failed (an error is never a pass, nor mistaken
+        for a verdict)."""
         if any(e.error is not None for e in self.entries):
             return 2
         bad = {FAIL} if self.inconclusive == "pass" else {FAIL, INCONCLUSIVE}

@@ -25,9 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Audit one or more specs and set the exit code for CI: 0 when every threshold "
             "of every spec passes, 1 when any fails or is inconclusive (see --inconclusive), "
-            "2 on usage or input errors (a broken spec: the message names the key) and for a spec "
+            "2 on usage or input errors (a broken spec: the message names the key), for a spec "
             "whose user code raised or exited (its traceback: .causalfair/logs/, or --debug; "
-            "the other specs' verdicts are kept). Every "
+            "the other specs' verdicts are kept) and for one whose --retrain failed (its audit "
+            "is kept in the table, JSON and JUnit). Every "
             "spec is validated before anything runs. The human-readable table (every threshold "
             "and the utility, before and after a repair) goes to stdout; the JSON summary "
             "only to --json PATH (or to stdout with --json -, the table then goes to stderr)."

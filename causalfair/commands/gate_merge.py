@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "given twice, shards of different spec lists or causalfair versions, or "
             "--junit-in files lacking, or showing passing, a spec that fails in the JSON. Exits with the merged "
             "exit code (0 pass, 1 fail, 2 when a shard holds a spec that could not be "
-            "audited)."
+            "audited or whose retrain failed)."
         ),
         epilog="Example: causalfair gate-merge shard-*.json --junit-in shard-*.xml "
                "--junit gate.xml --json gate.json",

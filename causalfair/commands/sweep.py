@@ -23,8 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Train every (system, algorithm, seed) exactly as `causalfair train` would (the "
             "same numbers as separate runs), in this process, in --jobs local workers or on "
-            "Ray, and write OUT/runs.csv (one row per run), OUT/table.csv and OUT/table.md "
-            "(mean and t-interval over seeds) and each run's checkpoint under OUT/runs/. Exit "
+            "Ray, and write OUT/runs.csv (one row per run, with the pair of groups its "
+            "numbers compare), OUT/table.csv and OUT/table.md (mean and t-interval over "
+            "seeds, and the pairs its runs compare) and each run's checkpoint under "
+            "OUT/runs/. Exit "
             "code 0 when every run finished, 2 when a run failed (named on stderr; the "
             "others are still tabulated). Rerunning into a sweep folder needs --resume or "
             "--force: a rerun never replaces finished runs silently."

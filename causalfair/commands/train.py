@@ -119,7 +119,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beta-c", type=float, default=None, help="PPO-C/Cb weight of C^2")
     p.add_argument("--beta-lambda", type=float, default=None, help="PPO-Cb weight of Lambda")
     p.add_argument("--eval-every", type=int, default=None, metavar="K",
-                   help="exact audit every K iterations (default: 5)")
+                   help="audit every K iterations: exact on a tabular system, else Monte "
+                        "Carlo with audit_n per group (default: 5)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="write OUT/checkpoint.pt every N iterations and at the end "
                         "(default: 10); Ctrl-C leaves the last one")
@@ -375,10 +376,10 @@ def run(args: argparse.Namespace) -> int:
                            f"{'; '.join(m.get('constraints_failed') or ['none'])})")
             elif sampled:
                 verdict = (f"met on the training's audits (the selection stream of seed "
-                           f"{config.seed}, n = "
-                           f"{config.audit_n} per group; the best-utility audited policy that "
-                           "meets them, chosen on those numbers: confirm it with the "
-                           "independent audit below)")
+                           f"{config.seed}, n = {config.audit_n} per group: the best-utility "
+                           "audited policy that meets them, chosen on those numbers; the "
+                           "metrics above are that policy audited again on the run's "
+                           "evaluation stream; confirm it with the independent audit below)")
             else:
                 verdict = "met on the exact audit (the best-utility audited policy that meets them)"
             print(f"  constraints {', '.join(config.constraints)}: {verdict}")
