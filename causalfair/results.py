@@ -150,16 +150,23 @@ class Decomposition:
         out["utility"] = self.total_utility
         return out
 
+    def intervals(self, alpha: float = 0.05) -> dict[str, tuple[float, float]]:
+        """(1 - alpha) normal-approximation interval (lower, upper) per quantity (the keys
+        of :meth:`estimates`); exact results have zero-width intervals. No pandas: what a
+        training worker's audits read (:meth:`conf_int` is its table)."""
+        z = _z(alpha)
+        se = self.se or {}
+        return {k: (v - z * se.get(k, 0.0), v + z * se.get(k, 0.0))
+                for k, v in self.estimates().items()}
+
     def conf_int(self, alpha: float = 0.05) -> Any:
         """(1 - alpha) normal-approximation intervals per quantity, as a DataFrame with
-        columns ``lower`` and ``upper``. Exact results have zero-width intervals."""
+        columns ``lower`` and ``upper`` (:meth:`intervals`). Exact results have zero-width
+        intervals."""
         import pandas as pd
 
-        z = _z(alpha)
-        est = self.estimates()
-        se = self.se or {}
-        rows = {k: (v - z * se.get(k, 0.0), v + z * se.get(k, 0.0)) for k, v in est.items()}
-        return pd.DataFrame.from_dict(rows, orient="index", columns=["lower", "upper"])
+        return pd.DataFrame.from_dict(self.intervals(alpha), orient="index",
+                                      columns=["lower", "upper"])
 
     def to_frame(self, alpha: float = 0.05) -> Any:
         """One row per quantity: estimate, se (0 for exact), and the CI bounds; a

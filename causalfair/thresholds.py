@@ -215,9 +215,18 @@ def _over_pairs(key: str, qs: Sequence[tuple[float, float, float, Any]]
                 ) -> tuple[float, float, float]:
     """(estimate, lower, upper) of the largest (``max_*``) or smallest (``min_*``) value
     over the pairs: the extreme of the estimates and of each bound (judging it is judging
-    every pair and keeping the worst verdict)."""
-    pick = min if key.startswith("min_") else max
-    return (pick(q[0] for q in qs), pick(q[1] for q in qs), pick(q[2] for q in qs))
+    every pair and keeping the worst verdict). A NaN (a pair's unknown value) is skipped,
+    except in the bound that decides a PASS (``max_*``: upper; ``min_*``: lower), where it
+    makes the verdict INCONCLUSIVE as that pair's own, whatever the pairs' order."""
+    low = key.startswith("min_")
+    pick = min if low else max
+
+    def extreme(values: list[float], nan_decides: bool) -> float:
+        known = [v for v in values if v == v]
+        return math.nan if not known or (nan_decides and len(known) < len(values)) \
+            else pick(known)
+    return (extreme([q[0] for q in qs], False), extreme([q[1] for q in qs], low),
+            extreme([q[2] for q in qs], not low))
 
 
 _RANK = {FAIL: 2, INCONCLUSIVE: 1, PASS: 0}

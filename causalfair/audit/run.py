@@ -427,7 +427,9 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
             baseline_name=blabel)
     qb: Mapping[str, Any] = {}
     if model is not None:  # the baseline's exact numbers (all quantities)
-        b = _run_engines(replace(spec, thresholds={}), system, model, bpol, blabel, T, "exact")
+        # of the audited policy's pair, as the paired run and the attribution compare
+        b = _run_engines(replace(spec, thresholds={}, pair=tuple(res.decomposition.pair)),
+                         system, model, bpol, blabel, T, "exact")
         qb = b.quantities
     q = res.quantities
     verdicts, numbers = [], {}

@@ -624,7 +624,8 @@ def audit_logs(
     default the first); with more than two groups, or a reference named, the result's
     ``groups`` holds every group against it and every pair (:meth:`LogAudit.compare_groups`).
     ``pair``: the two groups compared (names, indices or ``"A-B"``;
-    :func:`causalfair.engines.groups.resolve_pair`); None: the largest and smallest V^pi.
+    :func:`causalfair.engines.groups.resolve_pair`), also of the bounds when positivity
+    fails; None: the largest and smallest V^pi (the bounds: the first two groups).
     """
     _check_options(method, alpha_smooth)
     check_int("seed", seed, 0)
@@ -641,6 +642,7 @@ def audit_logs(
     data = df if isinstance(df, LogData) else validate_logs(
         df, n_levels=n_levels, groups=groups, state=state, bins=bins, next_state=next_state)
     T = data.horizon if horizon is None else check_horizon(horizon)
+    ab = resolve_pair(pair, data.groups, "pair")  # the estimate's and the bounds' pair
     _check_score(policy, data)
     notes = data.notes()
     if potential is None and data.binning is not None:
@@ -671,11 +673,12 @@ def audit_logs(
             raise PositivityError(f"{pos.message()} Individuals per group: " + ", ".join(
                 f"{g!r} {n}" for g, n in data.group_sizes().items()) + ".")
         unknown = u["trans"].sum(-1) == 0
-        bounds = positivity_bounds(model, p, unknown, T, eps=eps, weights=weights)
+        bounds = positivity_bounds(model, p, unknown, T, eps=eps, weights=weights,
+                                   **({} if ab is None else {"pair": ab}))
         return LogAudit(decomposition=None, benefit=None, bootstrap=None, bounds=bounds,
                         dowhy=None, n_boot=0, **common)
     dec = decompose(model, p, T, eps=eps, weights=weights, policy_name=source,
-                    pair=resolve_pair(pair, data.groups, "pair"))
+                    pair=ab)
     ben = dataclasses.replace(benefit_fairness(model, p, T, eps=eps, weights=weights,
                                                pair=dec.pair), eps_source=eps_source)
     boot = arrays = None

@@ -651,10 +651,10 @@ class SystemTrainer(ReplicaChoiceTraining):
             lambda_pairs=self.lag.lambda_pairs, coupled=self.U > 1)
         out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
         out["utility"] = float(d.total_utility)
-        ci = d.conf_int(0.05) if d.se else None
+        ci = d.intervals(0.05) if d.se else None  # (no pandas in a training worker)
         for k in ("C", "DPE", "IPE", "SPE"):
             out[f"{k}_ci"] = (out[k], out[k]) if ci is None else (
-                float(ci.loc[k, "lower"]), float(ci.loc[k, "upper"]))
+                float(ci[k][0]), float(ci[k][1]))
         if d.Lambda is not None:  # None only when nothing observed pairs individuals
             out["Lambda"] = float(d.Lambda)
             if d.Lambda_ci is not None:
