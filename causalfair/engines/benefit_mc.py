@@ -541,16 +541,17 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     delta, prob, w = cell_means(None)
     # "auto": from the point estimates of the benefits, the same eps for every replicate
     eps, eps_source = resolve_eps(eps, np.delete(delta, base, axis=-1), eps_source)
+    per_world = U > 1  # coupled units: one weight per world, the same for every group
+    Gw = 1 if per_world else G  # weight matrices: W[0 if per_world else g] is group g's
+
     def resample(R: int) -> np.ndarray:
-        """The bootstrap's Poisson(1) weights, (G, R, n): replicate r draws one weight per
-        individual of each group in turn (per world, shared by the groups, for coupled
-        units), from one stream, written in place (group g's (R, n) matrix contiguous)."""
-        rng_b, out = _rng(seed, _STREAM, 99), np.empty((G, R, n))
+        """The bootstrap's Poisson(1) weights, (Gw, R, n): replicate r draws one weight per
+        individual of each group in turn (per world, one matrix for all the groups, for
+        coupled units), from one stream, written in place (each (R, n) matrix contiguous)."""
+        rng_b, out = _rng(seed, _STREAM, 99), np.empty((Gw, R, n))
         for r in range(R):
-            for g in range(1 if U > 1 else G):
+            for g in range(Gw):
                 out[g, r] = rng_b.poisson(1.0, size=n)
-            if U > 1:
-                out[1:, r] = out[0, r]
         return out
 
     def replicates(W: np.ndarray) -> list[tuple[np.ndarray, ...]]:
@@ -580,7 +581,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
             for _ in backend.imap(build, _blocks(n, 1024)):
                 pass
             sums = np.concatenate(list(backend.imap(  # small n: one product
-                lambda ab, w=W[g], p=per_unit: w[ab[0]:ab[1]] @ p,
+                lambda ab, w=W[0 if per_world else g], p=per_unit: w[ab[0]:ab[1]] @ p,
                 _blocks(R) if n >= 4096 else [(0, R)])))
             sums = sums.reshape(R, K, C)
             del per_unit
@@ -591,14 +592,15 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
             p_r[:, g] = sums[..., 1 + A:] / safe
         return [(d_r[r], p_r[r], w_r[r]) for r in range(R)]
 
-    check_memory(8.0 * G * n_boot * n, "benefit_fairness_mc",
+    check_memory(8.0 * Gw * n_boot * n, "benefit_fairness_mc",
                  f"the bootstrap's weights ({n_boot} replicates of {n} units per group); lower "
                  "n or n_boot")
     W = resample(n_boot)
     if n_boot and 8.0 * n * K * (1 + 2 * A) <= 256 << 20:  # the per-unit sums fit: one product
         reps = replicates(W)
     else:
-        reps = [cell_means(list(W[:, r])) for r in range(n_boot)]
+        reps = [cell_means([W[0 if per_world else g, r] for g in range(G)])
+                for r in range(n_boot)]
     mask = None
     if n_boot >= 2:
         def gap_se_rows(rows: tuple[int, int]) -> np.ndarray:  # blocks of a_'s cells on
