@@ -152,7 +152,10 @@ class Verdict:
             where = f"{self.estimate:.6g}"
         else:
             where = f"{self.estimate:.6g} (CI [{self.lower:.6g}, {self.upper:.6g}])"
-        at = pair_note(self.to_dict(), " at pair {}")
+        # exact values: the pair attains the estimate; intervals: the estimate and its
+        # bounds are each the extreme over the pairs, and the pair decides the status
+        at = pair_note(self.to_dict(), " at pair {}" if self.lower == self.upper
+                       else ", pair {} deciding")
         rel = {PASS: "within", FAIL: "outside", INCONCLUSIVE: "straddles"}[self.status]
         return f"{self.key} = {where}{at}: {self.status} ({rel} threshold {self.threshold:g})"
 

@@ -207,3 +207,15 @@ def test_decompose_takes_the_pair_through_the_same_check(tmp_path, cli_here):
     doc = json.loads(cli_here("decompose", "--logs", log, "--pair", "C-A", "--boot", "0",
                               "--json", cwd=tmp_path).stdout)
     assert doc["decomposition"]["pair"] == ["C", "A"]
+
+
+def test_a_verdict_message_says_at_pair_only_when_the_numbers_are_that_pairs():
+    """Exact values: the deciding pair attains the extreme, 'at pair'. Intervals: the
+    estimate and each bound are extremes over the pairs (not one pair's own), so the
+    message says which pair decides, not that the numbers are at it."""
+    from causalfair.thresholds import Verdict
+
+    exact = Verdict("max_abs_C", 0.1, 0.15, 0.15, 0.15, "FAIL", "B-C").message()
+    mc = Verdict("max_abs_C", 0.1, 0.15, 0.11, 0.3, "FAIL", "B-C").message()
+    assert exact.startswith("max_abs_C = 0.15 at pair B-C: FAIL"), exact
+    assert "at pair" not in mc and "pair B-C deciding: FAIL" in mc, mc
