@@ -432,10 +432,13 @@ def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int
             return (0, 1)
         a, b = int(np.argmax(V)), int(np.argmin(V))
         return (a, b) if a != b or n_groups < 2 else (0, 1)
-    try:
-        a, b = (int(i) for i in pair)
-    except (TypeError, ValueError):
-        raise ModelError(f"pair: expected two group indices, got {pair!r}.") from None
+    if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list, np.ndarray)) \
+            or len(pair) != 2 or not all(isinstance(i, (int, np.integer))
+                                         and not isinstance(i, bool) for i in pair):
+        raise ModelError(f"pair: expected two group indices (integers), got {pair!r}; group "
+                         "names go through causalfair.engines.groups.resolve_pair "
+                         "([engine] pair, --pair).")
+    a, b = (int(i) for i in pair)
     if not (0 <= a < n_groups and 0 <= b < n_groups) or a == b:
         raise ModelError(f"pair: expected two distinct group indices in [0, {n_groups}), got {pair!r}.")
     return (a, b)

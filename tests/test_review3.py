@@ -119,3 +119,14 @@ def test_decomposition_intervals_are_conf_int():
     ci = d.conf_int(0.1)
     assert d.se and {k: (ci.loc[k, "lower"], ci.loc[k, "upper"]) for k in ci.index} \
         == d.intervals(0.1)
+
+
+@pytest.mark.parametrize("bad", ["01", (0.7, 1), (True, 0), (0, 1, 2), 3])
+def test_a_pair_of_indices_must_be_two_integers(bad):
+    """check_pair read "01" as (0, 1) and (0.7, 1) as (0, 1): a wrong input taken quietly."""
+    from causalfair.errors import ModelError
+    from causalfair.results import check_pair
+
+    with pytest.raises(ModelError, match="expected two group indices"):
+        check_pair(bad, 3, None)
+    assert check_pair((2, 0), 3, None) == (2, 0)

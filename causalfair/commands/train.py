@@ -372,7 +372,8 @@ def run(args: argparse.Namespace) -> int:
         sampled = system is not None and "exact" not in system.engines
         if config.constraints:
             if not m.get("constraints_met"):
-                verdict = ("NOT met by any audited policy (the last policy is saved; its audit: "
+                verdict = ("NOT met by any audited policy (the last policy is saved; its last "
+                           "training audit: "
                            f"{'; '.join(m.get('constraints_failed') or ['none'])})")
             elif sampled:
                 verdict = (f"met on the training's audits (the selection stream of seed "

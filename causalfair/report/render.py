@@ -209,9 +209,11 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         note += f"; eps = {r.benefit.eps:g} {gain_unit(r)}, {r.benefit.eps_source}"
         a, b = (r.benefit.groups[i] for i in r.benefit.pair)
         of = "" if len(r.benefit.groups) == 2 else f" of groups {a} and {b}"
+        shown = set()  # one table per pair, however many of its verdicts fail
         for v in r.verdicts:  # a failing Lambda of another pair: that pair's worst pairs
-            if v.status == "PASS" or v.pair is None or "Lambda" not in v.key:
+            if v.status == "PASS" or v.pair is None or "Lambda" not in v.key or v.pair in shown:
                 continue
+            shown.add(v.pair)
             other = benefit_for_pair(r.benefit, str(v.pair))
             if other is None:
                 note += (f"; {v.key} {v.status} at pair {v.pair}, whose worst benefit pairs "
