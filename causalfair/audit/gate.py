@@ -71,7 +71,6 @@ class GateEntry:
     before: AuditResult | None
     after: AuditResult | None = None
     retrained_checkpoint: Path | None = None
-    retrain_error: str | None = None
     report: Path | None = None
     error: str | None = None
     error_kind: str = ""
@@ -129,17 +128,14 @@ class GateEntry:
         att = getattr(self.final, "attribution", None)
         if att is not None:  # why C moved from [baseline]: one line
             d["attribution"] = att.line()
-        if self.after is not None or self.retrain_error:
+        if self.after is not None:
             d["before"] = _block(self.before)
             d["retrained_checkpoint"] = display_path(self.retrained_checkpoint)
-            if self.after is not None:
-                d["after"] = {"overall": self.after.overall, "utility": utility_of(self.after),
-                              "checkpoint_sha256": self.after.checkpoint_sha256,
-                              "verdicts": [v.to_dict() for v in self.after.verdicts]}
-                if self.repair_check is not None:
-                    d["repair_check"] = self.repair_check
-            if self.retrain_error:
-                d["retrain_error"] = self.retrain_error
+            d["after"] = {"overall": self.after.overall, "utility": utility_of(self.after),
+                          "checkpoint_sha256": self.after.checkpoint_sha256,
+                          "verdicts": [v.to_dict() for v in self.after.verdicts]}
+            if self.repair_check is not None:
+                d["repair_check"] = self.repair_check
             rep = self.repair
             if rep is not None:
                 d["repair"] = {k: v for k, v in rep.items() if k != "tables"}
@@ -269,8 +265,6 @@ class GateResult:
                 wall = e.after.extra.get("repair_wall_s") if e.after is not None else None
                 if wall is not None:
                     lines.append(f"  repair wall time: {wall:.1f} s")
-            if e.retrain_error:
-                lines.append(f"  retrain failed: {e.retrain_error}")
         return "\n".join(lines)
 
     def to_junit(self, *, inconclusive_as: str = "failure") -> str:
