@@ -1,5 +1,6 @@
 """Shared test setup: one thread per process, the Agg backend, and the one way the suite
-runs a command (:func:`run_cmd`, :func:`run_cli`).
+runs a command (:func:`run_cmd`, :func:`run_cli`; the fixture :func:`cli_here` runs one in
+this process).
 
 Every command run through :func:`run_cmd` is recorded for the running test; when the test
 fails, its report gets a section with each command, its exit code and its whole stdout and
@@ -69,6 +70,33 @@ def run_cmd(cmd: Sequence[Any], *, expect: int | None = None, timeout: float = 3
 def run_cli(*args: Any, expect: int | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
     """``python -m causalfair ARGS`` through :func:`run_cmd` (same keyword arguments)."""
     return run_cmd([sys.executable, "-m", "causalfair", *args], expect=expect, **kwargs)
+
+
+@pytest.fixture
+def cli_here(monkeypatch, capsys):
+    """A function ``run(*args, cwd)``: ``causalfair ARGS`` run in this process
+    (``causalfair.cli.main``, what ``python -m causalfair`` calls) in the folder ``cwd``,
+    its stdout and stderr captured, as a ``CompletedProcess`` recorded like
+    :func:`run_cmd`'s. For commands that train: a second interpreter would spend seconds
+    importing torch again."""
+    import importlib
+
+    from causalfair.cli import main
+
+    def run(*args: Any, cwd: Any) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        # as in a fresh interpreter: the import system's cached listing of "." (a search
+        # path of ".") is of the folder an earlier command ran in
+        importlib.invalidate_caches()
+        capsys.readouterr()
+        argv = [str(a) for a in args]
+        code = main(argv)
+        out, err = capsys.readouterr()
+        proc = subprocess.CompletedProcess(["causalfair", *argv], code, out, err)
+        _RUNS.append(proc)
+        return proc
+
+    return run
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:

@@ -105,9 +105,11 @@ def cli_door_args(name: str, folder: Path, factory: str) -> list[str]:
 @pytest.mark.parametrize("broken", sorted(BROKEN))
 @pytest.mark.parametrize("name", ["decompose", "audit", "gate", "graph", "frontier", "train",
                                   "sweep"])
-def test_cli_door_refuses_a_broken_simulator(door, name, broken):
+def test_cli_door_refuses_a_broken_simulator(door, name, broken, cli_here):
     factory, needles = BROKEN[broken]
-    proc = cli(door, *cli_door_args(name, door, factory))
+    args = cli_door_args(name, door, factory)
+    # the doors that train run in this process (a second interpreter imports torch again)
+    proc = cli_here(*args, cwd=door) if name in ("train", "sweep") else cli(door, *args)
     assert proc.returncode == 2, describe(proc, 2)
     line = proc.stderr.strip()
     assert "Traceback" not in line, describe(proc)
@@ -196,10 +198,10 @@ def test_cli_graph_and_frontier(door):
     assert not (door / "fr").exists()
 
 
-def test_cli_train_reports_lambda_with_interval_at_the_systems_horizon(door):
-    proc = cli(door, "train", "--system", "outside:make_outside", "--algo", "ppo",
-               "--iterations", "1", "--individuals", "64", "--out", "run", "--no-progress",
-               "--json")
+def test_cli_train_reports_lambda_with_interval_at_the_systems_horizon(door, cli_here):
+    proc = cli_here("train", "--system", "outside:make_outside", "--algo", "ppo",
+                    "--iterations", "1", "--individuals", "64", "--out", "run", "--no-progress",
+                    "--json", cwd=door)
     assert proc.returncode == 0, describe(proc, 0)
     metrics = json.loads(proc.stdout)["metrics"]
     assert_lambda("train --json", metrics["Lambda"], metrics.get("Lambda_ci"))
@@ -212,10 +214,10 @@ def test_cli_train_reports_lambda_with_interval_at_the_systems_horizon(door):
 
 
 @pytest.mark.slow
-def test_cli_sweep(door):
-    proc = cli(door, "sweep", "--algo", "ppo", "--seeds", "0-1", "--system",
-               "outside:make_outside", "--iterations", "1", "--set", "n_individuals=64",
-               "--out", "sw")
+def test_cli_sweep(door, cli_here):
+    proc = cli_here("sweep", "--algo", "ppo", "--seeds", "0-1", "--system",
+                    "outside:make_outside", "--iterations", "1", "--set", "n_individuals=64",
+                    "--out", "sw", cwd=door)
     assert proc.returncode == 0, describe(proc, 0)
     import csv
 
@@ -231,14 +233,15 @@ def test_cli_sweep(door):
 
 
 @pytest.mark.slow
-def test_cli_gate_retrain_of_a_checkpoint_trained_on_the_system(door):
-    proc = cli(door, "train", "--system", "outside:make_outside", "--algo", "ppo",
-               "--iterations", "1", "--individuals", "64", "--out", "run", "--no-progress")
+def test_cli_gate_retrain_of_a_checkpoint_trained_on_the_system(door, cli_here):
+    proc = cli_here("train", "--system", "outside:make_outside", "--algo", "ppo",
+                    "--iterations", "1", "--individuals", "64", "--out", "run", "--no-progress",
+                    cwd=door)
     assert proc.returncode == 0, describe(proc, 0)
     spec = write_spec(door, "retrain", policy='checkpoint = "run/checkpoint.pt"', abs_c=0.001,
                       extra='\n[retrain]\nalgo = "ppo-c"\niterations = 1\n')
-    proc = cli(door, "gate", spec.name, "--retrain", "--json", "gate.json", "--junit",
-               "gate.xml", "--reports", "reps")
+    proc = cli_here("gate", spec.name, "--retrain", "--json", "gate.json", "--junit",
+                    "gate.xml", "--reports", "reps", cwd=door)
     assert proc.returncode == 1, describe(proc, 1)  # |C| <= 0.001 fails before and after
     entry = json.loads((door / "gate.json").read_text())["specs"][0]
     assert Path(door / entry["retrained_checkpoint"]).is_file(), entry

@@ -59,7 +59,7 @@ def ray_cluster(ray_session_head):
 def _specs(tmp_path: Path) -> list[str]:
     (tmp_path / "slowsys.py").write_text(SLOW)
     out = []
-    for i, (delay, thr) in enumerate([(2.0, 0.001), (0.0, 0.5), (0.7, 0.02), (0.0, 1.0)]):
+    for i, (delay, thr) in enumerate([(1.0, 0.001), (0.0, 0.5), (0.3, 0.02), (0.0, 1.0)]):
         p = tmp_path / f"s{i}.toml"
         p.write_text(SPEC.format(name=f"s{i}", delay=delay, seed=i, thr=thr))
         out.append(str(p))
@@ -78,24 +78,22 @@ def _ray_env(monkeypatch) -> None:
 
 
 def test_serial_processes_and_ray_give_identical_bytes(tmp_path, ray_cluster, monkeypatch):
+    """The Ray run finds the cluster through RAY_ADDRESS (honoured when --address is not
+    given; the other tests here pass --address)."""
     _ray_env(monkeypatch)
     specs = _specs(tmp_path)
     runs = {}
-    for label, extra in (("serial", ()), ("jobs2", ("--jobs", "2")),
-                         ("ray", ("--backend", "ray", "--address", ray_cluster))):
+    for label, extra in (("serial", ()), ("jobs2", ("--jobs", "2")), ("ray", ("--backend", "ray"))):
         out = tmp_path / label
         out.mkdir()
+        if label == "ray":
+            monkeypatch.setenv("RAY_ADDRESS", ray_cluster)
         runs[label] = _run_gate(specs, out, *extra)
     assert runs["serial"] == runs["jobs2"] == runs["ray"]
     code, doc, _ = runs["serial"]
     verdicts = [e["overall"] for e in json.loads(doc)["specs"]]
     # the thresholds straddle the audits' numbers: some specs pass, some do not
     assert code == 1 and "PASS" in verdicts and len(set(verdicts)) > 1
-    # RAY_ADDRESS is honoured when --address is not given
-    monkeypatch.setenv("RAY_ADDRESS", ray_cluster)
-    out = tmp_path / "env"
-    out.mkdir()
-    assert _run_gate(specs, out, "--backend", "ray") == runs["serial"]
 
 
 def test_a_task_that_crashes_on_a_ray_worker_is_named(tmp_path, ray_cluster, monkeypatch, capsys):
@@ -205,9 +203,10 @@ def test_a_sweep_on_ray_equals_the_sweep_here(ray_cluster, monkeypatch, tmp_path
     from causalfair.train.sweep import sweep
 
     _ray_env(monkeypatch)
-    here = sweep(["ppo", "ppo-cb"], [0, 1], overrides={"iterations": 2})
-    there = sweep(["ppo", "ppo-cb"], [0, 1], overrides={"iterations": 2},
-                  backend=RayBackend(ray_cluster), out=tmp_path / "sw")
+    small = {"iterations": 2, "n_epochs": 2}  # the runs need only be the same, not good
+    here = sweep(["ppo", "ppo-cb"], [0, 1], overrides=small)
+    there = sweep(["ppo", "ppo-cb"], [0, 1], overrides=small, backend=RayBackend(ray_cluster),
+                  out=tmp_path / "sw")
     cols = [c for c in here.runs.columns if c != "wall_s"]
     assert here.runs[cols].equals(there.runs[cols]) and here.table.equals(there.table)
     assert (tmp_path / "sw" / "runs" / "lending-1" / "ppo-cb" / "seed-1" / "checkpoint.pt").is_file()

@@ -198,7 +198,7 @@ def _train_checkpoint(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_retrain_writes_beside_and_reaudits(tmp_path):
+def test_retrain_writes_beside_and_reaudits(tmp_path, cli_here):
     pytest.importorskip("causalfair.train")
     ck = _train_checkpoint(tmp_path)
     original = ck.read_bytes()
@@ -218,7 +218,9 @@ def test_retrain_writes_beside_and_reaudits(tmp_path):
     p = spec(tmp_path, text, "ppo")
     (tmp_path / "ppo.retrained-ppo-cb-1.pt").write_bytes(b"taken")  # must not be overwritten
     js = tmp_path / "g.json"
-    proc = cli("gate", p, "--retrain", "--json", js, "--reports", tmp_path / "reports")
+    # in this process: the training has imported torch here already
+    proc = cli_here("gate", p, "--retrain", "--json", js, "--reports", tmp_path / "reports",
+                    cwd=Path.cwd())
     assert proc.returncode in (0, 1), proc.stderr
     doc = json.loads(js.read_text())["specs"][0]
     assert doc["before"]["overall"] == "FAIL"

@@ -18,7 +18,7 @@ from causalfair.errors import InputError
 from causalfair.policies.adapters import callable_policy
 from causalfair.systems.gym.door import GymForkError
 from causalfair.types import Observation, StepResult
-from tests.conftest import run_cmd
+from tests.conftest import describe, run_cmd
 
 # A textbook Gymnasium env: one student per env, its own np_random, the group pinned
 # through reset(options=), the qualification gain in info. Tutoring (action 1) succeeds
@@ -269,16 +269,6 @@ def test_sb3_zip_and_in_memory_model(tmp_path, envmod):
         assert from_zip[k] == pytest.approx(in_memory[k], abs=1e-9), k
 
 
-@pytest.mark.slow
-def test_train_runs_on_a_gym_system(tmp_path):
-    _spec(tmp_path, "unused")
-    run_cmd([sys.executable, "-m", "causalfair", "train", "--system", "gym",
-             "--param", "env=tutor_env:make_env", "--param", 'groups=["A","B"]',
-             "--horizon", "3", "--iterations", "1", "--out", "run", "--no-progress"],
-            cwd=tmp_path, expect=0, timeout=300)
-    assert (tmp_path / "run" / "checkpoint.pt").is_file()
-
-
 def test_spec_gym_keys_checked(tmp_path):
     from causalfair.audit.spec import load_spec
     from causalfair.errors import SpecError
@@ -388,17 +378,20 @@ def test_jobs_2_identical_to_serial(envmod):
 
 
 @pytest.mark.slow
-def test_train_hint_runs_and_gate_retrain_reaudits(tmp_path):
-    """`causalfair train` on a gym system prints a runnable audit command (its --param
-    values kept); `gate --retrain` on a failing threshold retrains that checkpoint on the
-    gym system and re-audits the new one."""
+def test_train_hint_runs_and_gate_retrain_reaudits(tmp_path, cli_here, monkeypatch):
+    """`causalfair train` on a gym system writes its checkpoint and prints a runnable audit
+    command (its --param values kept), which runs in a shell of its own; `gate --retrain`
+    on a failing threshold retrains that checkpoint on the gym system and re-audits the new
+    one. train and gate run in this process (a second interpreter imports torch again)."""
     import shlex
 
     _spec(tmp_path, "unused")
-    proc = run_cmd([sys.executable, "-m", "causalfair", "train", "--system", "gym",
-                    "--param", "env=tutor_env:make_env", "--param", 'groups=["A","B"]',
-                    "--horizon", "3", "--iterations", "1", "--out", "run", "--no-progress"],
-                   cwd=tmp_path, expect=0, timeout=300)
+    monkeypatch.delitem(sys.modules, "tutor_env", raising=False)  # this folder's module
+    proc = cli_here("train", "--system", "gym", "--param", "env=tutor_env:make_env",
+                    "--param", 'groups=["A","B"]', "--horizon", "3", "--iterations", "1",
+                    "--out", "run", "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, describe(proc, 0)
+    assert (tmp_path / "run" / "checkpoint.pt").is_file(), describe(proc)
     hint = next(ln for ln in proc.stdout.splitlines() if "audit it:" in ln).split("audit it:")[1]
     words = shlex.split(hint)
     assert words[:2] == ["causalfair", "decompose"] and "env=tutor_env:make_env" in words, hint
@@ -409,8 +402,8 @@ def test_train_hint_runs_and_gate_retrain_reaudits(tmp_path):
                     .replace("C = 5.0", "C = -1.0").replace('horizon = 4', 'horizon = 3')
                     + '\n[retrain]\nalgo = "ppo-cb"\niterations = 1\nbetas = { C = 1.0 }\n',
                     encoding="utf-8")
-    proc = run_cmd([sys.executable, "-m", "causalfair", "gate", spec, "--retrain", "--junit",
-                    "gate.xml"], cwd=tmp_path, expect=1, timeout=300)
+    proc = cli_here("gate", spec, "--retrain", "--junit", "gate.xml", cwd=tmp_path)
+    assert proc.returncode == 1, describe(proc, 1)
     new = tmp_path / "run" / "checkpoint.retrained-ppo-cb-1.pt"
     assert new.is_file(), proc.stderr
     xml = (tmp_path / "gate.xml").read_text(encoding="utf-8")

@@ -1,6 +1,7 @@
 """causalfair.train.adam.Adam: torch.optim.Adam bit for bit (updates, state, both
 state_dict directions), refusals of what it does not implement, and a training process
-that never imports torch._dynamo (what torch's Optimizer costs at start-up)."""
+and an exact repair (whose distillation runs causalfair.train.lbfgs.LBFGS) that never
+import torch._dynamo (what torch's Optimizer costs at start-up)."""
 
 from __future__ import annotations
 
@@ -124,11 +125,15 @@ def test_what_it_does_not_implement_is_refused():
         Adam(params[:2]).load_state_dict(Adam(params).state_dict())
 
 
-def test_a_training_process_never_imports_torch_dynamo(tmp_path):
-    """Lending (core) and a gym system (generic) through the sweep worker's function, then a
-    run folder written and resumed (state_dict / load_state_dict), in a fresh interpreter."""
+def test_training_and_an_exact_repair_never_import_torch_dynamo(tmp_path):
+    """In one fresh interpreter: lending (core) and a gym system (generic) through the
+    sweep worker's function, then a run folder written and resumed (state_dict /
+    load_state_dict); then repair_network with its L-BFGS distillation (two distilled
+    starts). The torch._dynamo modules loaded are printed after each part."""
     code = textwrap.dedent(f"""
         import sys
+        def dynamo():
+            print(sorted(m for m in sys.modules if m.startswith("torch._dynamo")))
         from causalfair.train import TrainConfig, train
         from causalfair.train.sweep import _train_config
         tiny = dict(n_individuals=32, horizon=4, hidden=(8,), n_epochs=1)
@@ -136,7 +141,20 @@ def test_a_training_process_never_imports_torch_dynamo(tmp_path):
         _train_config((TrainConfig(algo="ppo", system="infectious-1", iterations=1, **tiny), "."))
         train(TrainConfig(algo="ppo", iterations=1, **tiny), out={str(tmp_path)!r})
         train(TrainConfig(algo="ppo", iterations=2, **tiny), out={str(tmp_path)!r}, resume=True)
-        print(sorted(m for m in sys.modules if m.startswith("torch._dynamo")))
+        dynamo()
+        import torch
+        import causalfair as cf
+        from causalfair.thresholds import Constraint
+        from causalfair.train.repair import repair_network
+        m = cf.lending_setting("lending-1", n_levels=3).tabular
+        torch.manual_seed(0)
+        net = cf.policies.checkpoint.mlp(5, (4,), 1)
+        enc = cf.FeatureEncoding("onehot", n_levels=3, n_groups=2)
+        r = repair_network(m, 3, net, enc, [Constraint("abs_C", 10.0)], n_random=0, outer=1,
+                           inner=2)
+        print(sum(a.start.startswith("distilled") for a in r.attempts))
+        dynamo()
     """)
     proc = run_cmd([sys.executable, "-c", code], env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "[]", describe(proc)
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 0 and lines[-3:] == ["[]", "2", "[]"], describe(proc)

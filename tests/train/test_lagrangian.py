@@ -4,8 +4,8 @@ gate's [retrain] algo = "ppo-lag"."""
 
 from __future__ import annotations
 
+import importlib
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import causalfair as cf
+from causalfair.cli import main
 from causalfair.errors import ConfigError, SpecError
 from causalfair.train import TrainConfig, train
-from tests.conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,15 +51,23 @@ def plain_run(tmp_path_factory):
     failing checkpoint both slow tests start from); each test copies the run folder."""
     folder = tmp_path_factory.mktemp("plain")
     _sources(folder)
-    proc = run_cli("train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo",
-                   *TRAIN[1:], "--out", "run", cwd=folder)
-    assert proc.returncode == 0, proc.stderr
+    # audited once, at the end: a plain PPO run's weights do not depend on how often it is
+    # audited (the same state_dict with --eval-every 3), only its wall time does
+    args = list(TRAIN[1:])
+    args[args.index("--eval-every") + 1] = "30"
+    # in this process (causalfair.cli.main, what `python -m causalfair` calls): a second
+    # interpreter would spend seconds importing torch again
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)
+        importlib.invalidate_caches()  # the import system's listing of "." is of this folder
+        try:
+            code = main(["train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo",
+                         *args, "--out", "run"])
+        finally:
+            for m in ("clinic", "simclinic"):
+                sys.modules.pop(m, None)
+    assert code == 0
     return folder / "run"
-
-
-def run_cli(*args, cwd):
-    return run_cmd([sys.executable, "-m", "causalfair", *args], cwd=cwd, timeout=600,
-                   env={**os.environ, "MPLBACKEND": "Agg"})
 
 
 def test_config_refuses_what_ppo_lagrangian_cannot_impose():
@@ -74,7 +82,8 @@ def test_config_refuses_what_ppo_lagrangian_cannot_impose():
 
 
 @pytest.mark.slow
-def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own, plain_run):
+def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own, plain_run,
+                                                                         cli_here):
     """Plain PPO's |C| is above 0.1 on the simulator-only clinic; PPO-Lagrangian with
     abs_C <= 0.1 ends with a policy whose 95% CI is inside the bound on its own audit,
     and an independent audit (another seed) agrees; the multiplier rose while |C| was
@@ -86,9 +95,9 @@ def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own, pl
     # CI above the bound; torch 2.4.1 trains to |C| 0.134 +- 0.012 here, 2.13 higher)
     assert abs(c0.C) - 1.96 * c0.se["C"] > 0.1
 
-    lag = run_cli("train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo-c",
-                  *TRAIN[1:], "--set", "beta_c=0", "--constraint", "abs_C<=0.1", "--out", "lag",
-                  cwd=own)  # PPO-Lagrangian alone, no beta_C C^2
+    lag = cli_here("train", "--system", "simclinic:make_sim_only", *TRAIN[:1], "ppo-c",
+                   *TRAIN[1:], "--set", "beta_c=0", "--constraint", "abs_C<=0.1", "--out", "lag",
+                   cwd=own)  # PPO-Lagrangian alone, no beta_C C^2; in this process (torch)
     assert lag.returncode == 0, lag.stderr
     out = json.loads(lag.stdout)
     assert out["metrics"]["constraints_met"] is True
@@ -106,14 +115,14 @@ def test_constraint_is_met_on_an_independent_audit_where_plain_ppo_fails(own, pl
 
 
 @pytest.mark.slow
-def test_gate_ppo_lag_repairs_a_simulator_only_checkpoint(own, plain_run):
+def test_gate_ppo_lag_repairs_a_simulator_only_checkpoint(own, plain_run, cli_here):
     shutil.copytree(plain_run, own / "run")
     (own / "g.toml").write_text(
         'name = "g"\nhorizon = 6\n[system]\nfactory = "simclinic:make_sim_only"\n'
         '[policy]\ncheckpoint = "run/checkpoint.pt"\n[engine]\nkind = "mc"\nn = 20000\n'
         '[thresholds]\nabs_C = 0.1\n'
         '[retrain]\nalgo = "ppo-lag"\niterations = 30\n')
-    proc = run_cli("gate", "g.toml", "--retrain", "--json", "g.json", cwd=own)
+    proc = cli_here("gate", "g.toml", "--retrain", "--json", "g.json", cwd=own)
     doc = json.loads((own / "g.json").read_text())
     e = doc["specs"][0]
     assert e["before"]["overall"] == "FAIL", proc.stdout

@@ -1,13 +1,9 @@
 """causalfair.train.lbfgs.LBFGS: torch.optim.LBFGS bit for bit (the exact repair's
 distillation, smooth problems in float64 and float32, both line searches, several steps),
-refusals of what it does not implement, and an exact repair that never imports
-torch._dynamo (what torch's Optimizer costs at start-up)."""
+and refusals of what it does not implement. That an exact repair never imports
+torch._dynamo is checked with the training process's (tests/train/test_adam.py)."""
 
 from __future__ import annotations
-
-import os
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -17,7 +13,6 @@ import causalfair as cf
 import causalfair.train.repair as repair
 from causalfair.errors import ConfigError
 from causalfair.train.lbfgs import LBFGS
-from tests.conftest import describe, run_cmd
 
 DISTIL = dict(lr=1.0, max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-14,
               history_size=50, line_search_fn="strong_wolfe")
@@ -165,24 +160,3 @@ def test_what_it_does_not_implement_is_refused():
         LBFGS(params).step(None)
     assert LBFGS(params, max_iter=8).param_groups[0]["max_eval"] == 10  # torch's default
 
-
-def test_an_exact_repair_never_imports_torch_dynamo():
-    """repair_network with its distillation (two distilled starts) in a fresh interpreter."""
-    code = textwrap.dedent("""
-        import sys
-        import numpy as np, torch
-        import causalfair as cf
-        from causalfair.thresholds import Constraint
-        from causalfair.train.repair import repair_network
-        m = cf.lending_setting("lending-1", n_levels=3).tabular
-        torch.manual_seed(0)
-        net = cf.policies.checkpoint.mlp(5, (4,), 1)
-        enc = cf.FeatureEncoding("onehot", n_levels=3, n_groups=2)
-        r = repair_network(m, 3, net, enc, [Constraint("abs_C", 10.0)], n_random=0, outer=1,
-                           inner=2)
-        print(sum(a.start.startswith("distilled") for a in r.attempts))
-        print(sorted(m for m in sys.modules if m.startswith("torch._dynamo")))
-    """)
-    proc = run_cmd([sys.executable, "-c", code], env={**os.environ, "OMP_NUM_THREADS": "1"})
-    lines = proc.stdout.strip().splitlines()
-    assert proc.returncode == 0 and lines[-2:] == ["2", "[]"], describe(proc)

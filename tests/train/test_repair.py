@@ -7,7 +7,6 @@ import json
 import math
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -28,7 +27,6 @@ from causalfair.train.repair import (
     parse_constraint,
     repair_network,
 )
-from tests.conftest import run_cmd
 
 # ------------------------------------------------------------ a tiny known problem
 # maximise f(x) = -(x - 2)^2  subject to  x <= 1.
@@ -194,18 +192,23 @@ def _gate_case(tmp_path: Path, thresholds: str, retrain: str = 'algo = "exact"\n
     return spec
 
 
-def _gate(spec: Path, *extra: str) -> subprocess.CompletedProcess:
-    import os
+@pytest.fixture
+def gate(cli_here, monkeypatch):
+    """``causalfair gate SPEC --retrain --json gate.json EXTRA`` in the spec's folder, in this
+    process (torch is imported here already), every progress line reported."""
+    monkeypatch.setenv("CAUSALFAIR_PROGRESS_SECONDS", "0")
 
-    env = {**os.environ, "CAUSALFAIR_PROGRESS_SECONDS": "0"}  # every progress line
-    return run_cmd([sys.executable, "-m", "causalfair", "gate", spec, "--retrain",
-                    "--json", spec.parent / "gate.json", *extra],
-                   cwd=spec.parent, timeout=300, env=env)
+    def run(spec: Path, *extra: str) -> subprocess.CompletedProcess:
+        return cli_here("gate", spec, "--retrain", "--json", spec.parent / "gate.json", *extra,
+                        cwd=spec.parent)
+
+    return run
 
 
-def test_gate_reports_no_passing_repair_with_the_best_attempts_numbers(tmp_path):
-    spec = _gate_case(tmp_path, "abs_SPE = 0.0")
-    out = _gate(spec)
+def test_gate_reports_no_passing_repair_with_the_best_attempts_numbers(tmp_path, gate):
+    # SPE does not depend on the policy: no number of rounds meets abs_SPE = 0, so one will do
+    spec = _gate_case(tmp_path, "abs_SPE = 0.0", 'algo = "exact"\nstarts = 1\niterations = 1')
+    out = gate(spec)
     assert out.returncode == 1, out.stderr
     assert "no passing repair found" in out.stdout
     doc = json.loads((tmp_path / "gate.json").read_text())
@@ -215,7 +218,7 @@ def test_gate_reports_no_passing_repair_with_the_best_attempts_numbers(tmp_path)
 
 
 @pytest.mark.slow
-def test_gate_exact_repair_passes_and_says_what_it_kept(tmp_path):
+def test_gate_exact_repair_passes_and_says_what_it_kept(tmp_path, gate):
     m = small_model(5)
     # a constant policy has Lambda = 0: the best constant's |C| (+ 0.01) is feasible
     c_const = min(abs(cf.decompose(m, np.full((2, 5), c), 5).C) for c in np.linspace(0, 1, 101))
@@ -226,7 +229,7 @@ def test_gate_exact_repair_passes_and_says_what_it_kept(tmp_path):
     # seed 0, 1 and 2
     spec = _gate_case(tmp_path, f"abs_C = {bound}\nLambda = 0.05",
                       'algo = "exact"\nstarts = 2\niterations = 8\nallow_worse = ["Lambda"]')
-    out = _gate(spec, "--accept-repaired")
+    out = gate(spec, "--accept-repaired")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "utility kept:" in out.stdout
     # the repair reports its rounds on stderr (captured: not a terminal)
@@ -244,10 +247,10 @@ def test_gate_exact_repair_passes_and_says_what_it_kept(tmp_path):
     assert (tmp_path / "pol.pt").is_file()  # the original is untouched
 
 
-def test_spec_refuses_betas_with_exact_and_an_unrepairable_threshold(tmp_path):
+def test_spec_refuses_betas_with_exact_and_an_unrepairable_threshold(tmp_path, gate):
     spec = _gate_case(tmp_path, "abs_C = 0.02", 'algo = "exact"\nbetas = { C = 1.0 }')
     with pytest.raises(SpecError, match="takes no betas"):
         load_spec(spec)
     spec = _gate_case(tmp_path, "abs_C = 0.02\ntpr_gap = 0.1")
-    out = _gate(spec)
+    out = gate(spec)
     assert out.returncode == 2 and "tpr_gap: the exact repair cannot impose" in out.stderr

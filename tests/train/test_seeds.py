@@ -93,8 +93,9 @@ def test_fair_advantage_aggregates_each_replica_by_hand():
 @pytest.mark.parametrize("algo", ["a-ppo", "f-ppo-l", "elbert-po"])
 def test_every_method_trains_on_every_system(sid, algo, tmp_path):
     system = cf.systems.make(sid)
+    # two PPO epochs a batch (not 10): every signal and step of the method still runs
     cfg = TrainConfig(algo=algo, system=sid, iterations=2, seed=1, n_individuals=170,
-                      eval_every=2, audit_n=100)
+                      eval_every=2, audit_n=100, n_epochs=2)
     res = train(cfg, out=tmp_path / "run")
     again = train(cfg)
     assert res.metrics["C"] == again.metrics["C"]  # seeded
@@ -212,7 +213,7 @@ def test_unit_alone_benefits_by_hand():
                                  "infectious-harder"])
 def test_ppo_cb_trains_on_every_coupled_system(sid, tmp_path):
     cfg = TrainConfig(algo="ppo-cb", system=sid, iterations=2, seed=1, n_individuals=170,
-                      eval_every=2, audit_n=100)
+                      eval_every=2, audit_n=100, n_epochs=2)
     res = train(cfg, out=tmp_path / "run")
     assert res.metrics["C"] == train(cfg).metrics["C"]  # seeded
     assert np.isfinite(res.history["Lambda_batch"]).all() and res.metrics["Lambda"] >= 0

@@ -27,14 +27,15 @@ def test_seeds_parse_ranges_and_lists():
 
 @pytest.mark.slow
 def test_each_run_equals_a_separate_train_run_and_the_table_is_its_t_interval(tmp_path, capsys):
+    # two PPO epochs a batch (not 10): the runs need only be the same, not good
     code = main(["sweep", "--algo", "ppo,ppo-c", "--seeds", "0-2", "--iterations", "2",
-                 "--out", str(tmp_path / "sw"), "--jobs", "2"])
+                 "--set", "n_epochs=2", "--out", str(tmp_path / "sw"), "--jobs", "2"])
     assert code == 0
     runs = pd.read_csv(tmp_path / "sw" / "runs.csv")
     assert len(runs) == 6 and list(runs["algo"]) == ["ppo"] * 3 + ["ppo-c"] * 3
     for algo, seed in (("ppo", 1), ("ppo-c", 2)):
-        res = train(TrainConfig(algo=algo, setting="lending-1", seed=seed, iterations=2),
-                    out=tmp_path / f"single-{algo}-{seed}")
+        res = train(TrainConfig(algo=algo, setting="lending-1", seed=seed, iterations=2,
+                                n_epochs=2), out=tmp_path / f"single-{algo}-{seed}")
         row = runs[(runs["algo"] == algo) & (runs["seed"] == seed)].iloc[0]
         for k in ("C", "DPE", "IPE", "SPE", "Lambda", "utility"):
             assert row[k] == res.metrics[k], (algo, seed, k)  # bit for bit (CSV keeps 17 digits)
@@ -52,7 +53,7 @@ def test_each_run_equals_a_separate_train_run_and_the_table_is_its_t_interval(tm
     assert (row["lower"], row["upper"]) == pytest.approx((x.mean() - h, x.mean() + h), abs=1e-15)
     assert "| lending-1 | ppo-c | 3 |" in (tmp_path / "sw" / "table.md").read_text()
     # the same sweep in this process gives the same table
-    serial = sweep(["ppo", "ppo-c"], [0, 1, 2], overrides={"iterations": 2})
+    serial = sweep(["ppo", "ppo-c"], [0, 1, 2], overrides={"iterations": 2, "n_epochs": 2})
     assert serial.table.equals(table)
 
 

@@ -1,6 +1,7 @@
 """Training on any system and bit-identical training whatever the
 thread settings: the example clinic (3 actions, continuous features) trained
-from the command line and retrained by the gate from a spec."""
+from the command line (causalfair.cli.main, in this process) and retrained by the gate
+from a spec."""
 
 from __future__ import annotations
 
@@ -28,15 +29,10 @@ def own(tmp_path):
     sys.modules.pop("clinic", None)
 
 
-def run_cli(*args, cwd, env=None):
-    e = {**os.environ, "MPLBACKEND": "Agg", **(env or {})}
-    return run_cmd([sys.executable, "-m", "causalfair", *args], cwd=cwd, env=e, timeout=600)
-
-
 @pytest.mark.parametrize("algo", ["ppo", "ppo-c"])
-def test_train_on_the_clinic_from_the_command_line(own, algo):
-    proc = run_cli("train", "--system", "clinic:make_clinic", "--algo", algo, "--iterations", "3",
-                   "--horizon", "6", "--individuals", "64", "--out", "run", "--json", cwd=own)
+def test_train_on_the_clinic_from_the_command_line(own, algo, cli_here):
+    proc = cli_here("train", "--system", "clinic:make_clinic", "--algo", algo, "--iterations",
+                    "3", "--horizon", "6", "--individuals", "64", "--out", "run", "--json", cwd=own)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     pol, meta = cf.load_checkpoint(own / out["checkpoint"])
@@ -116,9 +112,9 @@ def test_training_gives_the_same_weights_under_1_and_2_threads(tmp_path):
 
 
 @pytest.mark.slow
-def test_gate_retrains_a_failing_checkpoint_of_the_clinic(own):
-    proc = run_cli("train", "--system", "clinic:make_clinic", "--algo", "ppo", "--iterations",
-                   "2", "--horizon", "12", "--individuals", "64", "--out", "run", cwd=own)
+def test_gate_retrains_a_failing_checkpoint_of_the_clinic(own, cli_here):
+    proc = cli_here("train", "--system", "clinic:make_clinic", "--algo", "ppo", "--iterations",
+                    "2", "--horizon", "12", "--individuals", "64", "--out", "run", cwd=own)
     assert proc.returncode == 0, proc.stderr
     system = cf.systems.make("clinic:make_clinic", search_path=own)
     pol, _ = cf.load_checkpoint(own / "run" / "checkpoint.pt")
@@ -128,7 +124,7 @@ def test_gate_retrains_a_failing_checkpoint_of_the_clinic(own):
         'checkpoint = "run/checkpoint.pt"\n'
         f"[thresholds]\nabs_C = {C / 2}\n"
         '[retrain]\nalgo = "ppo-c"\niterations = 3\nbetas = { C = 20.0 }\n')
-    proc = run_cli("gate", "g.toml", "--retrain", "--junit", "g.xml", "--json", "-", cwd=own)
+    proc = cli_here("gate", "g.toml", "--retrain", "--junit", "g.xml", "--json", "-", cwd=own)
     assert proc.returncode in (0, 1), proc.stderr
     new = own / "run" / "checkpoint.retrained-ppo-c-1.pt"
     assert new.is_file()
