@@ -192,7 +192,7 @@ def test_thresholds_no_policy_meets_are_named_by_the_cli(tmp_path, capsys, monke
                  "--no-progress"])
     out, err = capsys.readouterr()
     assert code == 1, err
-    assert "NOT met by any audited policy" in out and "its audit: abs_SPE = " in out, out
+    assert "NOT met by any audited policy" in out and "its last training audit: abs_SPE = " in out, out
     assert "FAIL (outside threshold 0.001)" in out, out
 
 
