@@ -99,6 +99,17 @@ def cli_here(monkeypatch, capsys):
     return run
 
 
+def retrain_spec(name: str, ckpt: Any, *, abs_C: float = 0.001, horizon: int = 4,
+                 seed: int | None = None) -> str:
+    """An audit spec of a lending-1 checkpoint on the exact engine whose ``abs_C`` bound the
+    example checkpoint fails (|C| = 0.0044 over 4 steps > 0.001), with a [retrain] of one
+    PPO iteration: the cheapest gate that retrains."""
+    return (f'name = "{name}"\nhorizon = {horizon}\n[model]\nsetting = "lending-1"\n'
+            f'[policy]\ncheckpoint = "{ckpt}"\n[engine]\nkind = "exact"\n'
+            f'[thresholds]\nabs_C = {abs_C}\n[retrain]\nalgo = "ppo"\niterations = 1\n'
+            + (f"seed = {seed}\n" if seed is not None else ""))
+
+
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
     """The stderr of a command that must end as an input error: exit code 2 and one line,
     no traceback (the ground rule of the command line)."""

@@ -17,26 +17,11 @@ import causalfair.audit.gate as gate_mod
 from causalfair.audit import run_gate
 from causalfair.audit.retrain import Retrained, run_retrain
 from causalfair.backends import SerialBackend
+from tests.conftest import retrain_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CKPT = ROOT / "reports" / "examples" / "checkpoints" / "lending-1-ppo.pt"
 
-# lending-1 over 4 steps: |C| = 0.0044 > 0.001 fails, so a one-iteration PPO retrain runs
-SPEC = """name = "{name}"
-horizon = 4
-[model]
-setting = "lending-1"
-[policy]
-checkpoint = "{ckpt}"
-[engine]
-kind = "exact"
-[thresholds]
-abs_C = 0.001
-[retrain]
-algo = "ppo"
-iterations = 1
-seed = {seed}
-"""
 
 
 def _specs(folder: Path) -> list[Path]:
@@ -46,10 +31,10 @@ def _specs(folder: Path) -> list[Path]:
     out = []
     for name, seed in (("a", 0), ("b", 1)):
         p = folder / f"{name}.toml"
-        p.write_text(SPEC.format(name=name, ckpt="m.pt", seed=seed), encoding="utf-8")
+        p.write_text(retrain_spec(name, "m.pt", seed=seed), encoding="utf-8")
         out.append(p)
     p = folder / "c.toml"
-    p.write_text(SPEC.format(name="c", ckpt="m.pt", seed=0).replace("0.001", "1.0"),
+    p.write_text(retrain_spec("c", "m.pt", seed=0, abs_C=1.0),
                  encoding="utf-8")
     return out + [p]
 

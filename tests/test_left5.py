@@ -14,6 +14,7 @@ from causalfair.errors import CheckpointError
 from causalfair.policies.checkpoint import FeatureEncoding, load_checkpoint, mlp, save_checkpoint
 from causalfair.train import TrainConfig, train
 from causalfair.train.generic import SystemTrainer
+from tests.conftest import retrain_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,20 +70,6 @@ def test_a_warm_start_with_the_right_features_keeps_its_encoding(clinic, tmp_pat
 
 
 # ------------------------------------------------------------ a failed retrain's audit
-GATE_SPEC = """name = "a"
-horizon = 4
-[model]
-setting = "lending-1"
-[policy]
-checkpoint = "{ckpt}"
-[engine]
-kind = "exact"
-[thresholds]
-abs_C = 0.001
-[retrain]
-algo = "ppo"
-iterations = 1
-"""
 
 
 def test_a_failed_retrain_keeps_its_audit_in_the_json_and_junit(tmp_path, monkeypatch):
@@ -95,7 +82,7 @@ def test_a_failed_retrain_keeps_its_audit_in_the_json_and_junit(tmp_path, monkey
     from causalfair.audit import run_gate
 
     ckpt = ROOT / "reports" / "examples" / "checkpoints" / "lending-1-ppo.pt"
-    (tmp_path / "a.toml").write_text(GATE_SPEC.format(ckpt=ckpt.as_posix()), encoding="utf-8")
+    (tmp_path / "a.toml").write_text(retrain_spec("a", ckpt.as_posix()), encoding="utf-8")
 
     def broken(spec, before, target=None, *, place=True):
         raise ValueError("boom in the trainer")
@@ -177,7 +164,7 @@ def test_a_gate_that_retrains_connects_to_ray_once(tmp_path, monkeypatch):
 
     ckpt = ROOT / "reports" / "examples" / "checkpoints" / "lending-1-ppo.pt"
     (tmp_path / "m.pt").write_bytes(ckpt.read_bytes())  # the retrained file goes beside it
-    (tmp_path / "a.toml").write_text(GATE_SPEC.format(ckpt="m.pt"), encoding="utf-8")
+    (tmp_path / "a.toml").write_text(retrain_spec("a", "m.pt"), encoding="utf-8")
     fake = _FakeRay()
     monkeypatch.setitem(sys.modules, "ray", fake)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

@@ -16,23 +16,10 @@ import pytest
 
 import causalfair.audit.gate as gate_mod
 from causalfair.cli import main
+from tests.conftest import retrain_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CKPT = ROOT / "reports" / "examples" / "checkpoints" / "lending-1-ppo.pt"
-SPEC = """name = "{n}"
-horizon = 3
-[model]
-setting = "lending-1"
-[policy]
-checkpoint = "{ckpt}"
-[engine]
-kind = "exact"
-[thresholds]
-abs_C = {t}
-[retrain]
-algo = "ppo"
-iterations = 1
-"""
 
 
 @pytest.fixture
@@ -46,7 +33,7 @@ def specs(tmp_path, monkeypatch):
     out = []
     for i, t in enumerate((0.001, 1.0, 0.001)):
         p = tmp_path / f"s{i}.toml"
-        p.write_text(SPEC.format(n=f"s{i}", ckpt=CKPT.as_posix(), t=t), encoding="utf-8")
+        p.write_text(retrain_spec(f"s{i}", CKPT.as_posix(), abs_C=t, horizon=3), encoding="utf-8")
         out.append(str(p))
     return out
 
