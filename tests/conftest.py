@@ -16,12 +16,14 @@ live in two folders. Import the helpers with ``from tests.conftest import run_cl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
 import sys
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,6 +99,23 @@ def cli_here(monkeypatch, capsys):
         return proc
 
     return run
+
+
+@contextlib.contextmanager
+def clinic_module(name: str):
+    """docs/examples/clinic.py imported as module ``name`` (registered in ``sys.modules``
+    while in use: its dataclasses look their module up)."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(name, root / "docs/examples/clinic.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop(name, None)
 
 
 def retrain_spec(name: str, ckpt: Any, *, abs_C: float = 0.001, horizon: int = 4,

@@ -4,7 +4,6 @@ variation of exactly 0."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -14,21 +13,15 @@ from causalfair.errors import CheckpointError
 from causalfair.policies.checkpoint import FeatureEncoding, load_checkpoint, mlp, save_checkpoint
 from causalfair.train import TrainConfig, train
 from causalfair.train.generic import SystemTrainer
-from tests.conftest import retrain_spec
+from tests.conftest import clinic_module, retrain_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def clinic():
-    spec = importlib.util.spec_from_file_location("clinic_left5", ROOT / "docs/examples/clinic.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["clinic_left5"] = mod  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(mod)
+    with clinic_module("clinic_left5") as mod:
         yield mod.make_clinic()
-    finally:
-        sys.modules.pop("clinic_left5", None)
 
 
 def _swapped_checkpoint(path: Path) -> Path:

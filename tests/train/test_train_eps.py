@@ -5,8 +5,6 @@ Lambda constraint and the trainer's audits agree with the gate's audit."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,20 +14,15 @@ import causalfair as cf
 from causalfair.engines.benefit import model_eps
 from causalfair.train import TrainConfig
 from causalfair.train.generic import SystemTrainer
+from tests.conftest import clinic_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def clinic():
-    spec = importlib.util.spec_from_file_location("clinic_eps", ROOT / "docs/examples/clinic.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["clinic_eps"] = mod  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(mod)
+    with clinic_module("clinic_eps") as mod:
         yield mod.make_clinic()
-    finally:
-        sys.modules.pop("clinic_eps", None)
 
 
 def _cfg(**kw):
