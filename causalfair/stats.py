@@ -161,6 +161,10 @@ def _clean(values: Sequence[float], field_name: str) -> list[float]:
 
 
 def _mean_var(x: list[float]) -> tuple[float, float]:
+    """Mean and sample variance; equal values: the value and 0 exactly (fsum / n can be
+    off by an ulp, which would make two constant samples "differ")."""
+    if min(x) == max(x):
+        return x[0], 0.0
     m = math.fsum(x) / len(x)
     return m, math.fsum((v - m) ** 2 for v in x) / (len(x) - 1)
 

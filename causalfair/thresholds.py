@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from causalfair.errors import InputError
@@ -36,6 +36,7 @@ __all__ = [
     "constraints_from_thresholds", "overall_verdict", "Verdict", "PAIR_KEYS",
     "MAX_PAIR_KEYS", "MIN_RATIO_KEYS", "split_key", "is_group_key", "group_key_error",
     "group_verdicts", "deciding_pair", "pair_note", "judge_min", "constraint_key_error", "is_repair_key", "threshold_op",
+    "PAIR_VALUED", "audited_pair", "name_pairs",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -63,6 +64,11 @@ PPO_LAG_KEYS: tuple[str, ...] = tuple(EXACT_KEYS)
 #: (``max_abs_C``: the largest |C(a-b)|).
 MAX_PAIR_KEYS: tuple[str, ...] = ("max_abs_C", "max_abs_DPE", "max_abs_IPE", "max_abs_SPE",
                                   "max_Lambda")
+#: Quantities of the audited pair (C and its parts, Lambda, and the gaps between its two
+#: groups; ``elbert_bias`` is the largest gap over every group, ``utility`` the
+#: population's): a verdict of a key on one of them names that pair (:func:`audited_pair`).
+PAIR_VALUED: tuple[str, ...] = ("C", "DPE", "IPE", "SPE", "Lambda", "tpr_gap", "w1_final",
+                                "dp_gap")
 #: Ratio thresholds: "the smallest ratio over the pairs >= value" (four-fifths rule: 0.8);
 #: a ratio is min / max of the two groups' values (docs/decomposition.md).
 MIN_RATIO_KEYS: tuple[str, ...] = ("min_ratio_V", "min_ratio_selection")
@@ -127,7 +133,10 @@ class Verdict:
     """One threshold's verdict: ``quantity <= threshold`` judged on the CI [lower, upper].
     ``pair``: for a threshold over every pair of groups (``max_*``, ``min_ratio_*``), the
     pair ``"A-B"`` that decides the verdict (:func:`deciding_pair`); for one pair's key
-    (``abs_C[A-B]``), that pair; None for a threshold on the audited pair alone."""
+    (``abs_C[A-B]``), that pair; for a threshold on a quantity of the audited pair
+    (``abs_C``, ``Lambda``, ``abs_C vs baseline``, :data:`PAIR_VALUED`) with more than two
+    groups, the audited pair (:func:`name_pairs`); else None (two groups: the audit's only
+    pair, which its decomposition names)."""
 
     key: str
     threshold: float
@@ -155,7 +164,7 @@ class Verdict:
         # exact values: the pair attains the estimate; intervals: the estimate and its
         # bounds are each the extreme over the pairs, and the pair decides the status
         at = pair_note(self.to_dict(), " at pair {}" if self.lower == self.upper
-                       else ", pair {} deciding")
+                       else ", pair {} deciding", of=" for pair {}")
         rel = {PASS: "within", FAIL: "outside", INCONCLUSIVE: "straddles"}[self.status]
         return f"{self.key} = {where}{at}: {self.status} ({rel} threshold {self.threshold:g})"
 
@@ -167,14 +176,46 @@ class Verdict:
         return out
 
 
-def pair_note(verdict: Mapping[str, Any], form: str = " (pair {})") -> str:
-    """``form`` filled with the pair of a verdict (a :class:`Verdict` or its dict, as in
-    audit.json) over every pair of groups (``max_*``, ``min_ratio_*``: the pair that decides
-    it), ``""`` for any other verdict (one pair's key names its pair itself). Every door
-    that prints a verdict (the tables, the report's sentences, the gate's JUnit message and
-    Markdown) names the pair with it."""
+def pair_note(verdict: Mapping[str, Any], form: str = " (pair {})", of: str = " (pair {})"
+              ) -> str:
+    """The pair of a verdict (a :class:`Verdict` or its dict, as in audit.json) as every
+    door that prints a verdict (the tables, the report's sentences, the gate's JUnit
+    message and Markdown) names it: ``form`` filled with it for a threshold over every pair
+    of groups (``max_*``, ``min_ratio_*``: the pair that decides it), ``of`` filled with it
+    for a threshold on the audited pair (``abs_C`` with more than two groups), ``""`` for
+    any other verdict (one pair's key names its pair itself; no pair)."""
     pair = verdict.get("pair")
-    return form.format(pair) if pair and split_key(str(verdict.get("key")))[1] is None else ""
+    base, own = split_key(str(verdict.get("key")))
+    if not pair or own is not None:
+        return ""
+    return (form if base in MAX_PAIR_KEYS or base in MIN_RATIO_KEYS else of).format(pair)
+
+
+def audited_pair(key: str, groups: Sequence[str], pair: Sequence[int]) -> str | None:
+    """The pair ``"A-B"`` a verdict of threshold ``key`` is about on an audit of ``groups``
+    that compares ``pair`` (group indices, A minus B): for a key on a quantity of that pair
+    (:data:`PAIR_VALUED`, its ``abs_`` form, and their ``... vs baseline`` forms) with more
+    than two groups; None with two groups (the audit's only pair) and for any other key
+    (``max_*``, ``min_ratio_*`` and ``KEY[A-B]`` carry their own; ``elbert_bias``, the
+    utility drop)."""
+    base = str(key).removesuffix(" vs baseline")
+    base = base[len("abs_"):] if base.startswith("abs_") else base
+    if len(groups) <= 2 or base not in PAIR_VALUED:
+        return None
+    a, b = pair
+    return f"{groups[a]}-{groups[b]}"
+
+
+def name_pairs(verdicts: Sequence[Verdict], groups: Sequence[str], pair: Sequence[int]
+               ) -> list[Verdict]:
+    """``verdicts`` of an audit of ``groups`` that compares ``pair`` (group indices), each
+    without a pair given the one it is about (:func:`audited_pair`): the one place an
+    audit's verdicts on its own pair are named (audit.json, gate.json, the tables, JUnit)."""
+    out = []
+    for v in verdicts:
+        p = None if v.pair is not None else audited_pair(v.key, groups, pair)
+        out.append(v if p is None else replace(v, pair=p))
+    return out
 
 
 # ---------------------------------------------------------------------- groups

@@ -11,7 +11,7 @@ import numpy as np
 
 from causalfair.errors import PolicyError
 
-__all__ = ["Observation", "StepResult", "check_probs"]
+__all__ = ["Observation", "StepResult", "check_probs", "check_rows", "ROW_TOL"]
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,10 @@ class StepResult:
     info: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
-def check_probs(p: Any, n: int, where: str) -> np.ndarray:
-    """``p`` as a float64 array of ``n`` probabilities, or PolicyError naming ``where``."""
+def check_probs(p: Any, n: int, where: str, obs: Observation | None = None) -> np.ndarray:
+    """``p`` as a float64 array of ``n`` probabilities, or PolicyError naming ``where`` and
+    the first bad entry: its index in ``p`` (a table's cell), or with ``obs`` (the
+    observations ``p`` answers) the group, level and epoch it answers."""
     try:
         arr = np.asarray(p, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
@@ -57,11 +59,54 @@ def check_probs(p: Any, n: int, where: str) -> np.ndarray:
                           f"return one P(d1) per observation, an array of shape ({n},) (a "
                           "constant: np.full(len(obs), p)).")
     if not np.isfinite(arr).all():
-        raise PolicyError(f"{where}: returned NaN or inf probabilities.")
+        i = int(np.argmin(np.isfinite(arr)))
+        raise PolicyError(f"{where}: returned NaN or inf probabilities ({float(arr[i])} at "
+                          f"{_index(p, i, obs)}); every entry must be a probability in [0, 1].")
     if (arr < 0).any() or (arr > 1).any():
-        bad = arr[(arr < 0) | (arr > 1)][0]
+        i = int(np.argmax((arr < 0) | (arr > 1)))
         raise PolicyError(
-            f"{where}: returned a value outside [0, 1] ({bad:.6g}); a policy must return "
-            "P(d1), e.g. apply a sigmoid to logits."
+            f"{where}: returned a value outside [0, 1] ({arr[i]:.6g} at {_index(p, i, obs)}); "
+            "a policy must return P(d1), e.g. apply a sigmoid to logits."
         )
     return arr
+
+
+#: How far from 1 a row of action probabilities may sum (a float32 softmax's rounding):
+#: rows within it are renormalised, others refused (:func:`check_rows`).
+ROW_TOL = 1e-6
+
+
+def check_rows(p: Any, where: str, error: type[Exception] = PolicyError,
+               obs: Observation | None = None) -> np.ndarray:
+    """``p`` (..., A) as rows of action probabilities (float64): refused with a NaN, inf or
+    entry outside [0, 1] (:func:`check_probs`, naming the cell) or a row summing to more
+    than :data:`ROW_TOL` away from 1 (naming the row); rows off by more than 1e-12 are
+    renormalised (exact distributions). The one check of action distributions, from a
+    policy's ``action_probs`` or a table."""
+    arr = check_probs(p, int(np.size(p)), where, obs).reshape(np.shape(p))
+    off = np.abs(arr.sum(-1) - 1.0)
+    if off.size and off.max() > ROW_TOL:
+        row = tuple(int(i) for i in np.unravel_index(int(np.argmax(off)), off.shape))
+        at = f"row {row[0] if len(row) == 1 else row}" if obs is None else \
+            f"the row of {_index(off, int(np.argmax(off)), obs)}"
+        raise error(f"{where}: rows must be probabilities summing to 1 over the "
+                    f"{arr.shape[-1]} actions; {at} sums to "
+                    f"{float(arr[row].sum())!r} (more than {ROW_TOL:g} from 1); normalise "
+                    "it (x / x.sum(-1, keepdims=True)) or apply a softmax to logits.")
+    if off.size and off.max() > 1e-12:
+        arr = arr / arr.sum(-1, keepdims=True)
+    return arr
+
+
+def _index(p: Any, i: int, obs: Observation | None = None) -> str:
+    """Where entry ``i`` of the flattened ``p`` is: its index in ``p`` (a table's cell), or
+    with ``obs`` (one row of ``p`` per observation) the group, level and epoch of its row."""
+    shape = np.shape(p)
+    idx = tuple(int(j) for j in np.unravel_index(i, shape)) if len(shape) > 1 else (i,)
+    if obs is None or not 0 <= idx[0] < len(obs):
+        return f"index {idx if len(idx) > 1 else idx[0]}"
+    r = idx[0]
+    level = "" if obs.level is None else f", level {int(np.asarray(obs.level)[r])}"
+    return (f"group {int(np.asarray(obs.group)[r])}{level}"
+            + ("" if obs.t is None else f", t {obs.t}")
+            + ("" if len(idx) == 1 else f", action {idx[1]}"))

@@ -33,7 +33,14 @@ from causalfair.logs import audit_logs, linear_potential, read_logs
 from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import as_system, load_tabular, make
-from causalfair.thresholds import Verdict, abs_interval, group_verdicts, is_group_key, judge
+from causalfair.thresholds import (
+    Verdict,
+    abs_interval,
+    group_verdicts,
+    is_group_key,
+    judge,
+    name_pairs,
+)
 
 __all__ = ["audit", "run_audit", "build_system", "resolve_policy", "choose_engine", "in_spec"]
 
@@ -308,6 +315,7 @@ def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
                            spec.engine)
         if prep.baseline is not None:
             _judge_against_baseline(res, prep.baseline)
+        res.verdicts = name_pairs(res.verdicts, res.decomposition.groups, res.decomposition.pair)
     except CausalfairError as exc:  # the simulator or the policy broke while running
         where = spec_label(spec.path)
         if str(exc).startswith(where):
@@ -494,7 +502,7 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
         )
     model, table = la.model, la.policy_table
     T = dec.horizon
-    notions = other_notions(model, table, T)
+    notions = other_notions(model, table, T, pair=dec.pair)  # the gaps of the pair C compares
     if dec.Lambda is None:
         dec = replace(dec, Lambda=ben.Lambda)
     q = _quantities(spec, dec, notions)
@@ -513,8 +521,8 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
         except InputError as exc:  # a reference that is not a group: the spec's
             raise in_spec(exc, spec_label(spec.path)) from None
     res = AuditResult(spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
-                      verdicts=_verdicts(spec, q, groups), model=model, policy_table=table,
-                      mu_pi=mu_pi, mu_0=model.propagate(0.0, T))
+                      verdicts=name_pairs(_verdicts(spec, q, groups), dec.groups, dec.pair),
+                      model=model, policy_table=table, mu_pi=mu_pi, mu_0=model.propagate(0.0, T))
     res.selection = selection
     res.group_comparison = groups
     res.extra["logs"] = {"rows": la.n_rows, "individuals": la.n_individuals,

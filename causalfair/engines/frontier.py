@@ -261,6 +261,7 @@ def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None
         grid = np.linspace(eps_min, max(hi, eps_min), int(points))
         grid[0] = eps_min + 1e-10
         grid[-1] = max(hi, eps_min) + 1e-10
+        grid = np.maximum.accumulate(grid)  # hi == eps_min: one value, not 1e-10, 0, ...
     else:
         grid = np.sort(np.array([check_eps_value(constraint, e) for e in eps_grid], dtype=float))
         if grid.size == 0:

@@ -363,7 +363,9 @@ def benefit_for_pair(benefit: BenefitResult | None, pair: str) -> BenefitResult 
     (:func:`causalfair.engines.benefit.lambda_pairs`), e.g. for the worst benefit pairs of
     the pair a ``max_Lambda`` verdict names; ``benefit`` itself when it is already about
     that pair; None when it is not exact (forks pair individuals of one pair only) or
-    ``pair`` names no two of its groups."""
+    ``pair`` names no two of its groups. Its ``dpe_prop1`` is NaN: the Proposition-1 DPE
+    of another pair needs the state distributions over the horizon, which ``benefit`` does
+    not keep (that pair's DPE is in the decomposition's ``pairs``)."""
     if benefit is None:
         return None
     ab = split_pair(pair, benefit.groups)
@@ -374,7 +376,8 @@ def benefit_for_pair(benefit: BenefitResult | None, pair: str) -> BenefitResult 
     if benefit.method != "exact":
         return None
     contrib = lambda_pairs(benefit.p_d1, benefit.delta, benefit.state_weights, ab, benefit.eps)
-    return replace(benefit, pair=ab, contributions=contrib, Lambda=float(contrib.sum()))
+    return replace(benefit, pair=ab, contributions=contrib, Lambda=float(contrib.sum()),
+                   dpe_prop1=math.nan)
 
 
 def lambda_by_forks(system: Any, policy: Any, horizon: int, *, n: int, seed: int, eps: float,

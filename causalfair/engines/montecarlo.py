@@ -68,7 +68,12 @@ from causalfair.engines.montecarlo_coupled import decompose_coupled
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.model import TabularModel
 from causalfair.policies.core import Observation, Policy, PolicyError, action_probs
-from causalfair.policies.grid import engine_policy, reads_only_level_group, untabulated
+from causalfair.policies.grid import (
+    engine_policy,
+    reads_only_level_group,
+    reads_prob_d1,
+    untabulated,
+)
 from causalfair.policies.resolver import resolve
 from causalfair.results import Decomposition, check_pair
 from causalfair.systems import as_system
@@ -82,6 +87,7 @@ from causalfair.systems.contract import (
 from causalfair.systems.lending.settings import LendingModel, LendingSimulator
 from causalfair.systems.system import System
 from causalfair.systems.tabular_sim import TabularSimulator
+from causalfair.types import check_probs
 
 __all__ = [
     "decompose_mc",
@@ -94,7 +100,20 @@ __all__ = [
     "paired_numbers",
     "paired_trios",
     "simulate_batch",
+    "benefit_size",
 ]
+
+#: Lambda's forks beside a decomposition: at most this many units per group (or worlds).
+BENEFIT_N = 20_000
+
+
+def benefit_size(n: int, benefit_n: int | None = None) -> int:
+    """Units per group (worlds for coupled units) of Lambda's forks beside a Monte Carlo
+    decomposition of ``n``: ``benefit_n`` when given, else ``min(n, BENEFIT_N)``; the one
+    default of :func:`decompose_mc`, ``cf.decompose``, ``cf.compare_groups`` and
+    ``causalfair decompose``."""
+    return min(int(n or 2), BENEFIT_N) if benefit_n is None else check_int("benefit_n",
+                                                                          benefit_n, 2)
 
 
 def as_simulator(obj: Any) -> Any:
@@ -130,18 +149,16 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
 
 # ----------------------------------------------------------------------- the engine
 def _policy_probs(policy: Policy, obs: Observation, m: int, name: str) -> np.ndarray:
-    if not callable(getattr(policy, "prob_d1", None)):  # a Policy with action_probs only
-        return action_probs(policy, obs, 2, f"policy {name!r}")[:, 1]
+    if not (callable(getattr(policy, "prob_d1", None)) and reads_prob_d1(policy)):
+        return action_probs(policy, obs, 2, f"policy {name!r}")[:, 1]  # as grid.d1_probs
     p = np.asarray(policy.prob_d1(obs), dtype=np.float64)
     if p.shape != (m,):
         p = p.reshape(-1)
         if p.shape != (m,):
             raise PolicyError(f"policy {name!r}: returned {p.shape[0]} probabilities for {m} observations.")
     lo, hi = float(p.min()), float(p.max())
-    if not (lo >= 0.0 and hi <= 1.0):  # also catches NaN
-        raise PolicyError(
-            f"policy {name!r}: returned values outside [0, 1] or NaN (min {lo}, max {hi}); a "
-            "policy must return P(d1).")
+    if not (lo >= 0.0 and hi <= 1.0):  # also catches NaN; refused naming the first
+        check_probs(p, m, f"policy {name!r}", obs)
     return p
 
 
@@ -466,7 +483,7 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     (:func:`causalfair.engines.benefit_mc.system_benefit`)."""
     from dataclasses import replace
 
-    m = min(int(dec.n or 2), 20_000) if benefit_n is None else check_int("benefit_n", benefit_n, 2)
+    m = benefit_size(int(dec.n or 2), benefit_n)
     # exact only for a policy known to read (group, level) alone: evaluating any other policy
     # on the model's grid could read a history it does not have
     exact = "exact" in system.engines and reads_only_level_group(untabulated(policy))

@@ -93,6 +93,8 @@ class LogAudit:
     ``group_sizes``: individuals per group; ``notes``: what the audit assumes that the log
     does not show (early leavers, levels that never appear, the default potential on
     feature bins; :meth:`LogData.notes <causalfair.logs.schema.LogData.notes>`).
+    ``pair``: the group indices (a, b) that C, DPE, IPE, SPE and Lambda compare (a minus
+    b), the point estimates' or the bounds' (:attr:`pair_name` as ``"A-B"``).
     """
 
     decomposition: Any
@@ -120,6 +122,16 @@ class LogAudit:
     selection: Any = None  # the log's selection rates (engines.selection.selection_rates)
     group_sizes: Any = None  # individuals per group (LogData.group_sizes)
     notes: tuple[str, ...] = ()  # what the audit assumes that the log does not show
+    pair: Any = None  # (a, b): the groups C, its parts and Lambda compare, a minus b
+
+    @property
+    def pair_name(self) -> str | None:
+        """The audited pair ``"A-B"`` (the decomposition's, or the bounds' when positivity
+        fails: C, DPE, IPE, SPE and Lambda compare A minus B); None when unknown."""
+        if self.pair is None:
+            return None
+        a, b = (self.model.group_names[i] for i in self.pair)
+        return f"{a}-{b}"
 
     @property
     def identified(self) -> bool:
@@ -249,6 +261,8 @@ class LogAudit:
                     if k in self.bootstrap.columns:
                         q = self.bootstrap[k].quantile([alpha / 2.0, 1.0 - alpha / 2.0])
                         out["lambda_estimator"][f"ci_{k[7:-1]}"] = [float(v) for v in q]
+        if self.pair is not None:  # the groups C, its parts and Lambda (or their bounds) compare
+            out["pair"] = [self.model.group_names[i] for i in self.pair]
         if self.bounds is not None:
             out["bounds"] = {
                 k: {"lower": float(r.lower), "upper": float(r.upper),
@@ -296,7 +310,9 @@ class LogAudit:
                       "the percentile intervals above come from the same replicates.", "",
                       self._decomposition_at(alpha).summary(alpha)]
         else:
-            lines.append("  NOT IDENTIFIED: bounds over the unobserved kernel rows")
+            a, b = (self.model.group_names[i] for i in self.pair)
+            lines.append("  NOT IDENTIFIED: bounds over the unobserved kernel rows (C, DPE, "
+                         f"IPE, SPE and Lambda of pair {self.pair_name}: {a} minus {b})")
             for k in _HEADLINE:
                 r = self.bounds.loc[k]
                 lines.append(f"  {k:<6} in [{r.lower:+.6f}, {r.upper:+.6f}]"
@@ -624,8 +640,9 @@ def audit_logs(
     default the first); with more than two groups, or a reference named, the result's
     ``groups`` holds every group against it and every pair (:meth:`LogAudit.compare_groups`).
     ``pair``: the two groups compared (names, indices or ``"A-B"``;
-    :func:`causalfair.engines.groups.resolve_pair`), also of the bounds when positivity
-    fails; None: the largest and smallest V^pi (the bounds: the first two groups).
+    :func:`causalfair.engines.groups.resolve_pair`), also by the bounds when positivity
+    fails; None: the largest and smallest V^pi of the fitted model (the bounds too:
+    :func:`~causalfair.logs.fit.positivity_bounds`). The result's ``pair`` names it.
     """
     _check_options(method, alpha_smooth)
     check_int("seed", seed, 0)
@@ -673,10 +690,9 @@ def audit_logs(
             raise PositivityError(f"{pos.message()} Individuals per group: " + ", ".join(
                 f"{g!r} {n}" for g, n in data.group_sizes().items()) + ".")
         unknown = u["trans"].sum(-1) == 0
-        bounds = positivity_bounds(model, p, unknown, T, eps=eps, weights=weights,
-                                   **({} if ab is None else {"pair": ab}))
+        bounds = positivity_bounds(model, p, unknown, T, eps=eps, weights=weights, pair=ab)
         return LogAudit(decomposition=None, benefit=None, bootstrap=None, bounds=bounds,
-                        dowhy=None, n_boot=0, **common)
+                        dowhy=None, n_boot=0, pair=bounds.attrs["pair"], **common)
     dec = decompose(model, p, T, eps=eps, weights=weights, policy_name=source,
                     pair=ab)
     ben = dataclasses.replace(benefit_fairness(model, p, T, eps=eps, weights=weights,
@@ -703,7 +719,7 @@ def audit_logs(
         check = dowhy_check(data, model.potential, model=model, seed=seed, **(dowhy_options or {}))
     out = LogAudit(decomposition=dec, benefit=ben, bootstrap=boot, bounds=None, dowhy=check,
                    n_boot=int(n_boot), lambda_estimate=lam, replicate_arrays=arrays,
-                   reference=reference, **common)
+                   reference=reference, pair=tuple(dec.pair), **common)
     # the decomposition's Lambda interval is the log audit's (normal: the one verdicts use),
     # not the fitted model's exact engine's point [plug-in, plug-in]
     ci = out.lambda_interval(0.05, method="normal") if n_boot >= 2 else None

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from causalfair.engines.benefit import WEIGHTS, model_eps
+from causalfair.engines.effects import decompose
 from causalfair.logs.errors import LogError
 from causalfair.logs.schema import LogData
 from causalfair.model import TabularModel
@@ -479,7 +480,7 @@ def _dp_bounds(model: Any, unknown: np.ndarray, q: np.ndarray, r: np.ndarray, ho
 
 
 def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon: int, *,
-                      pair: tuple[int, int] = (0, 1), eps: float | str | None = None,
+                      pair: tuple[int, int] | None = None, eps: float | str | None = None,
                       weights: str = "visitation") -> Any:
     """Bounds on every figure when the kernel rows ``unknown[s, d, x]`` are not identified.
 
@@ -491,7 +492,11 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
     interval arithmetic on V^PS - V^pi0; C, DPE, IPE, SPE by the group bounds (groups
     have separate rows). Delta(x, s) at an unknown row uses h_d in [min f - f(x),
     max f - f(x)]; Lambda is bounded termwise with P(x | s) of the fitted model.
-    Returns a DataFrame indexed by quantity with columns lower, upper, identified.
+    Returns a DataFrame indexed by quantity with columns lower, upper, identified; its
+    ``attrs["pair"]`` holds the pair (a, b) of group indices that C, its parts and Lambda
+    compare (a minus b). ``pair``: those groups (indices); None: the pair the point
+    estimate on the fitted model compares (:func:`causalfair.engines.effects.decompose`:
+    the largest and smallest V^pi with more than two groups).
     ``eps``: Lambda's (None: what the model declares, else "auto"; engines.benefit.eps_for).
     """
     import pandas as pd
@@ -510,7 +515,9 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
         lo[k] = _dp_bounds(model, unknown, q, r, horizon, -1.0)
         hi[k] = _dp_bounds(model, unknown, q, r, horizon, +1.0)
     lo["indirect"], hi["indirect"] = lo["V_ps"] - hi["V_0"], hi["V_ps"] - lo["V_0"]
-    a, b = pair
+    if weights not in WEIGHTS:
+        raise LogError(f"weights: unknown value {weights!r}; allowed values: {', '.join(WEIGHTS)}.")
+    a, b = decompose(model, p, horizon, eps=eps, weights=weights, pair=pair).pair
     rows = {}
 
     def gap(key: str) -> tuple[float, float]:
@@ -526,8 +533,6 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
     h_lo = np.where(unknown, f.min(1)[:, None, None] - f[:, None, :], h)
     h_hi = np.where(unknown, f.max(1)[:, None, None] - f[:, None, :], h)
     d_lo, d_hi = h_lo[:, 1] - h_hi[:, 0], h_hi[:, 1] - h_lo[:, 0]
-    if weights not in WEIGHTS:
-        raise LogError(f"weights: unknown value {weights!r}; allowed values: {', '.join(WEIGHTS)}.")
     w = model.initial if weights == "initial" else model.propagate(p, horizon)[:horizon].mean(0)
     p_bar = p
     dp = np.abs(p_bar[a][:, None] - p_bar[b][None, :])
@@ -543,4 +548,5 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
     df = pd.DataFrame.from_dict(rows, orient="index", columns=["lower", "upper"])
     df["identified"] = (df["upper"] - df["lower"]).abs() <= 1e-9 * np.maximum(1.0, df["upper"].abs())
     df.index.name = "quantity"
+    df.attrs["pair"] = (int(a), int(b))
     return df

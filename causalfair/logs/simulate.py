@@ -10,6 +10,7 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair.logs.errors import LogError
 from causalfair.policies.core import parse_policy
+from causalfair.policies.grid import d1_probs
 from causalfair.systems import System, as_system, make
 
 __all__ = ["simulate_logs"]
@@ -69,7 +70,7 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
         del cols["outcome"]
     for t in range(T):
         obs = sim.observe(state)
-        p = np.asarray(policy.prob_d1(obs), dtype=np.float64)
+        p = d1_probs(policy, obs)
         d = (rng.random(n) < p).astype(np.int64)
         res = sim.step(state, d, sim.draw_noise(n, rng))
         cols["level"][t] = obs.level

@@ -22,7 +22,7 @@ import numpy as np
 
 from causalfair.errors import CheckpointError, PolicyError, short
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
-from causalfair.types import Observation, check_probs
+from causalfair.types import Observation, check_probs, check_rows
 
 __all__ = [
     "Observation",
@@ -55,8 +55,10 @@ __all__ = [
 class Policy(Protocol):
     """Anything with ``prob_d1(obs) -> array (n,)`` of probabilities in [0, 1] (two
     actions), or ``action_probs(obs) -> array (n, A)`` whose rows are distributions over
-    the actions 0..A-1 (any number of actions). Optional members the engines read:
-    ``name``, ``time_dependent`` (bool), ``reads_group`` (bool),
+    the actions 0..A-1 (any number of actions). A policy with both is read through
+    ``action_probs``, the general one, by every engine (:func:`action_probs`;
+    :func:`causalfair.policies.grid.d1_probs` for P(d1)). Optional members the engines
+    read: ``name``, ``time_dependent`` (bool), ``reads_group`` (bool),
     ``start_batch(n, group)``."""
 
     def prob_d1(self, obs: Observation) -> np.ndarray: ...
@@ -83,8 +85,8 @@ def sb3_adapted(policy: Any) -> Any:
 def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | None = None
                  ) -> np.ndarray:
     """The action distributions (n, A) of ``policy`` on ``obs``, validated: from
-    ``policy.action_probs`` when it has one, else ``[1 - p, p]`` from ``prob_d1`` (two
-    actions only)."""
+    ``policy.action_probs`` when it has one (also when it has ``prob_d1`` too), else
+    ``[1 - p, p]`` from ``prob_d1`` (two actions only)."""
     name = where or f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
     n = len(obs)
     policy = sb3_adapted(policy)
@@ -100,16 +102,7 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
             raise PolicyError(
                 f"{name}: action_probs returned shape {arr.shape}; the system has {n_actions} "
                 f"actions, so expected ({n}, {n_actions}).")
-        dev = np.abs(arr.sum(1) - 1.0) if arr.size else np.zeros(0)
-        if not np.isfinite(arr).all() or (arr < 0).any() or (dev > 1e-6).any():
-            bad = (f"a row sums to {arr.sum(1)[int(np.argmax(dev))]:.9g}" if np.isfinite(arr).all()
-                   and (arr >= 0).all() else "NaN, inf or negative entries")
-            raise PolicyError(
-                f"{name}: action_probs must return rows of probabilities summing to 1 ({bad}; "
-                "apply a softmax to logits).")
-        if (dev > 1e-12).any():  # float32 rounding (a network's softmax): exact distributions
-            arr = arr / arr.sum(1, keepdims=True)
-        return arr
+        return check_rows(arr, f"{name}: action_probs", obs=obs)
     if not callable(getattr(policy, "prob_d1", None)):
         raise PolicyError(
             f"{name}: has neither prob_d1(obs) nor action_probs(obs); wrap a function with "
@@ -118,7 +111,7 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
         raise PolicyError(
             f"{name}: returns P(d1) only (prob_d1), but the system has {n_actions} actions; "
             "give the policy an action_probs(obs) method returning (n, A) probabilities.")
-    p = _check_probs(policy.prob_d1(obs), n, name)
+    p = _check_probs(policy.prob_d1(obs), n, name, obs)
     return np.stack([1.0 - p, p], axis=1)
 
 
@@ -146,10 +139,10 @@ class TablePolicy:
             want = ("(groups, levels) or (T, groups, levels)" if A == 2 else
                     f"(groups, levels, {A}) or (T, groups, levels, {A})")
             raise PolicyError(f"table: expected shape {want}, got {tab.shape}.")
-        _check_probs(tab, tab.size, f"policy {self.name!r} table")
-        if extra and np.abs(tab.sum(-1) - 1.0).max() > 1e-9:
-            raise PolicyError(
-                f"policy {self.name!r} table: every row over the {A} actions must sum to 1.")
+        if extra:
+            tab = check_rows(tab, f"policy {self.name!r} table")
+        else:
+            _check_probs(tab, tab.size, f"policy {self.name!r} table")
         tab.setflags(write=False)
         object.__setattr__(self, "table", tab)
 
@@ -209,7 +202,7 @@ class CallablePolicy:
     name: str = "callable"
 
     def prob_d1(self, obs: Observation) -> np.ndarray:
-        return _check_probs(self.fn(obs), len(obs), f"policy {self.name!r}")
+        return _check_probs(self.fn(obs), len(obs), f"policy {self.name!r}", obs)
 
 
 @dataclass(frozen=True)

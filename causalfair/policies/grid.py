@@ -35,7 +35,7 @@ from causalfair.policies.nets import (
     on_device,
 )
 from causalfair.policies.sb3 import SB3Policy
-from causalfair.types import Observation, check_probs
+from causalfair.types import Observation, check_probs, check_rows
 
 __all__ = [
     "PathSpecificPolicy",
@@ -51,6 +51,8 @@ __all__ = [
     "allowed_only",
     "engine_policy",
     "untabulated",
+    "d1_probs",
+    "reads_prob_d1",
 ]
 
 _NETWORKS = (TorchPolicy, NumpyMLPPolicy, DevicePolicy, SB3Policy)  # the network policies
@@ -137,9 +139,7 @@ def check_policy_table(model: TabularModel, p: Any, where: str = "policy",
             raise ModelError(
                 f"{where}: table has shape {p.shape}; a model with {A} actions needs action "
                 f"distributions ({G}, {K}, {A}) or (T, {G}, {K}, {A}).")
-        if not np.isfinite(p).all() or (p < 0).any() or np.abs(p.sum(-1) - 1.0).max() > 1e-9:
-            raise ModelError(f"{where}: every row of an action table must be a distribution "
-                             f"over {A} actions (finite, >= 0, summing to 1).")
+        p = check_rows(p, f"{where} table", ModelError)
     if p.ndim == (3 if A == 2 else 4) and horizon is not None and p.shape[0] < horizon:
         raise ModelError(f"{where}: time-indexed table covers {p.shape[0]} epochs, the horizon "
                          f"is {horizon}; give one row per epoch or a shorter horizon.")
@@ -190,17 +190,37 @@ def _policy_table(policy: Policy | np.ndarray, model: TabularModel,
                 f"policy {name!r}: time-indexed table covers {tab.shape[0]} epochs, horizon is {horizon}."
             )
         return tab if tab.ndim == 2 or horizon is None else tab[:horizon]
-    if not callable(getattr(policy, "prob_d1", None)):
-        if callable(getattr(policy, "action_probs", None)):  # the protocol's (n, 2) form
-            return _grid_tables(lambda obs: action_probs(policy, obs, 2)[:, 1].reshape(G, K),
-                                policy, model, horizon, name)
+    if not (callable(getattr(policy, "prob_d1", None))
+            or callable(getattr(policy, "action_probs", None))):
         raise PolicyError(
             f"policy {name!r}: has neither prob_d1(obs) nor action_probs(obs); give it one, "
             "or wrap a function with CallablePolicy."
         )
-    return _grid_tables(
-        lambda obs: check_probs(policy.prob_d1(obs), G * K, f"policy {name!r}").reshape(G, K),
-        policy, model, horizon, name)
+    return _grid_tables(lambda obs: d1_probs(policy, obs, f"policy {name!r}").reshape(G, K),
+                        policy, model, horizon, name)
+
+
+def reads_prob_d1(policy: Any) -> bool:
+    """Whether P(d1) of a two-action ``policy`` is read from its own ``prob_d1`` method
+    (:func:`d1_probs`): when it has no ``action_probs`` method, or is one of causalfair's
+    policies whose ``prob_d1`` is column 1 of its ``action_probs`` by construction (tables,
+    constants, networks, wrappers; not a subclass overriding either). A user's policy with
+    both methods is read through ``action_probs``, the general one."""
+    if not callable(getattr(policy, "action_probs", None)):
+        return True
+    return _own_evaluation(policy, _ONE_READING)
+
+
+def d1_probs(policy: Any, obs: Observation, where: str | None = None) -> np.ndarray:
+    """P(d1) (n,) of a two-action ``policy`` on ``obs``, validated: the one reading of a
+    two-action policy by every engine (the exact engine's grid, Monte Carlo, the log
+    simulator). Column 1 of :func:`~causalfair.policies.core.action_probs` (the policy's
+    ``action_probs`` when it has one, else its ``prob_d1``); a policy whose ``prob_d1`` is
+    that column by construction (:func:`reads_prob_d1`) is asked for it directly."""
+    name = where or f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
+    if callable(getattr(policy, "prob_d1", None)) and reads_prob_d1(policy):
+        return check_probs(policy.prob_d1(obs), len(obs), name, obs)
+    return action_probs(policy, obs, 2, name)[:, 1]
 
 
 def _grid_tables(evaluate: Callable[[Observation], np.ndarray], policy: Any,
@@ -407,6 +427,11 @@ class GridTabulated:
 
     def __repr__(self) -> str:
         return f"GridTabulated({self.policy!r})"
+
+
+#: causalfair's policies whose ``prob_d1`` is column 1 of their ``action_probs`` (read
+#: directly by :func:`d1_probs` unless a subclass overrides either method).
+_ONE_READING = (TablePolicy, ActionPolicy, UniformPolicy, GridTabulated, AllowedOnly, *_NETWORKS)
 
 
 def allowed_only(policy: Any, decisions: Any) -> Any:
