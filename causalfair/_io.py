@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from causalfair.errors import OutputError
+from causalfair._version import __version__
+from causalfair.errors import InputError, OutputError
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "write_folder", "check_output_file",
            "check_distinct_outputs",
-           "MANIFEST", "to_jsonable", "versioned", "DECOMPOSE_SCHEMA_VERSION",
+           "MANIFEST", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
+           "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
            "FRONTIER_SCHEMA_VERSION", "SYSTEMS_SCHEMA_VERSION", "TRAIN_SCHEMA_VERSION",
            "REPAIR_SCHEMA_VERSION"]
 
@@ -103,6 +105,10 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
+#: Version of the audit.json format (docs/schema/audit.schema.json; CHANGELOG.md), also
+#: ``causalfair.audit.result.AUDIT_SCHEMA_VERSION``: the minor number grows when keys
+#: are added, the major when a key changes or goes.
+AUDIT_SCHEMA_VERSION = "1.0"
 #: The format of the JSON ``causalfair decompose --json`` prints, from a system or from a
 #: decision log (docs/schema/decompose.schema.json; changes are listed in CHANGELOG.md).
 DECOMPOSE_SCHEMA_VERSION = "1.0"
@@ -125,6 +131,59 @@ def versioned(version: str, doc: Any) -> dict[str, Any]:
     first key (``"MAJOR.MINOR"``, docs/schema/README.md): how a document causalfair writes
     names its format."""
     return {"schema_version": version, **{k: v for k, v in doc.items() if k != "schema_version"}}
+
+
+#: The documents causalfair writes, told apart by keys only that kind has at its top
+#: level: kind -> (keys, the command that writes it).
+DOCUMENT_KINDS: dict[str, tuple[frozenset[str], str]] = {
+    "audit.json": (frozenset({"decomposition", "quantities"}), "causalfair audit --out DIR"),
+    "gate summary": (frozenset({"specs", "exit_code"}), "causalfair gate --json FILE"),
+    "decomposition": (frozenset({"C", "DPE", "IPE", "SPE"}), "causalfair decompose --json"),
+    "frontier.json": (frozenset({"constraint", "eps_min", "points"}), "causalfair frontier"),
+    "training result": (frozenset({"trainer", "algo", "checkpoint"}), "causalfair train --json"),
+    "repair.json": (frozenset({"constraints", "passed", "lp_bound"}),
+                    "causalfair train --algo exact"),
+    "systems list": (frozenset({"systems"}), "causalfair systems --json"),
+}
+
+
+def check_document(doc: Any, where: str, kind: str, current: str, redo: str, *,
+                   absent: str | None = None) -> str:
+    """The ``schema_version`` of ``doc``, a parsed causalfair document of ``kind`` (a key of
+    :data:`DOCUMENT_KINDS`) read from ``where``, whose format this causalfair writes at
+    version ``current``; else one :class:`~causalfair.errors.InputError` line naming
+    ``where``: ``doc`` is not a JSON object, is another kind of causalfair document, or
+    has another major version (docs/schema/README.md: a ``MAJOR.MINOR`` of the same major
+    is read, the keys a newer minor added being ignored; a newer major needs a newer
+    causalfair, an older or malformed one ``redo``, the command that writes the document
+    again). ``absent``: the version of a document without ``schema_version`` (None:
+    refused). The one check of every reader of causalfair's own JSON documents."""
+    import re
+
+    if not isinstance(doc, dict):
+        shown = {list: "a JSON list", str: "a JSON string"}.get(type(doc), "a JSON value")
+        raise InputError(f"{where}: is {shown}, not {_a(kind)} (a JSON object written by "
+                         f"`{DOCUMENT_KINDS[kind][1]}`).")
+    for other, (keys, writer) in DOCUMENT_KINDS.items():
+        if other != kind and keys <= doc.keys() and not DOCUMENT_KINDS[kind][0] <= doc.keys():
+            raise InputError(f"{where}: is {_a(other)} (written by `{writer}`), not {_a(kind)}; "
+                             f"give {_a(kind)} (written by `{DOCUMENT_KINDS[kind][1]}`).")
+    version = doc.get("schema_version", absent)
+    major = current.split(".")[0]
+    found = re.fullmatch(r"([0-9]{1,9})\.[0-9]{1,9}", version) if isinstance(version, str) else None
+    if found and found.group(1) == major:
+        return version
+    newer = found is not None and int(found.group(1)) > int(major)
+    fix = ("written by a newer causalfair: upgrade causalfair (`pip install -U causalfair`) to "
+           "read it" if newer else f"write it again with this causalfair (`{redo}`)")
+    shown = repr(version) if not isinstance(version, str) or len(version) <= 20 else \
+        repr(version[:20]) + "..."
+    raise InputError(f"{where}: schema_version: must be {major}.x, got {shown} (causalfair "
+                     f"{__version__} reads the {kind} format {major}.x and writes {current}); {fix}.")
+
+
+def _a(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
 def to_jsonable(x: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._io import AUDIT_SCHEMA_VERSION
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._version import __version__
 from causalfair.audit.spec import AuditSpec
@@ -26,9 +27,6 @@ from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, Verdict, overall_ver
 __all__ = ["AuditResult", "AUDIT_SCHEMA_VERSION", "provenance", "compare",
            "attribution"]
 
-#: Version of the audit.json format (docs/schema/audit.schema.json; CHANGELOG.md): the
-#: minor number grows when keys are added, the major when a key changes or goes.
-AUDIT_SCHEMA_VERSION = "1.0"
 
 @dataclass(eq=False)
 class AuditResult:

@@ -160,6 +160,10 @@ class AuditSpec:
 def spec_file(spec: str | os.PathLike[str]) -> Path:
     """The path of an audit spec file, or a SpecError when there is no such file."""
     path = Path(spec)
+    if (path / "audit.json").is_file() or (path.suffix.lower() == ".json" and path.is_file()):
+        raise SpecError(f"audit spec {path}: is {'an audit folder' if path.is_dir() else 'JSON'}"
+                        f", not a spec (TOML); an audit is re-run from its audit.json with "
+                        f"`causalfair audit --reproduce {path}`; or give a spec file.")
     if path.is_dir():
         raise SpecError(f"audit spec {path}: is a folder; give its spec files, e.g. "
                         f"{path / '*.toml'} (the shell expands the pattern).")

@@ -9,8 +9,10 @@ import sys
 from causalfair._io import causalfair_dir, to_jsonable
 from causalfair.audit import load_spec
 from causalfair.audit.gate import audit_within
+from causalfair.audit.reproduce import reproduce
 from causalfair.backends import check_timeout
 from causalfair.commands._system import add_vecnormalize_argument
+from causalfair.errors import UsageError
 from causalfair.report.mlflow_log import log_audit, open_experiment
 
 
@@ -27,9 +29,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
         epilog="Example: causalfair audit audits/lending-1.toml --out reports/lending-1. "
                "Spec keys: docs/audit.md. For CI exit codes use `causalfair gate`. An "
-               "existing --out is replaced only if causalfair wrote it.",
+               "existing --out is replaced only if causalfair wrote it. Re-run a recorded "
+               "audit: causalfair audit --reproduce reports/lending-1 (docs/audit.md, "
+               "\"Reproducing an audit\").",
     )
-    p.add_argument("spec", metavar="SPEC", help="audit spec (TOML file)")
+    p.add_argument("spec", metavar="SPEC", nargs="?", help="audit spec (TOML file)")
+    p.add_argument("--reproduce", metavar="AUDIT",
+                   help="instead of SPEC: audit again the spec an audit.json recorded (AUDIT: "
+                        "its audit folder or the file), after checking that its checkpoint "
+                        "still has the recorded SHA-256, and list every number that differs "
+                        "from the recorded one; exit 0 when every number is identical, 1 when "
+                        "one differs, 2 when the checkpoint changed")
+    p.add_argument("--base-dir", metavar="DIR",
+                   help="with --reproduce: the folder the recorded spec's relative paths start "
+                        "from (default: the folder of the recorded spec file, as seen from "
+                        "this working directory); --baseline POLICY: the one the recorded "
+                        "audit was given on its command line")
     p.add_argument("--out", metavar="DIR",
                    help="report folder (default: .causalfair/reports/NAME); written atomically; "
                    "an existing folder is replaced only if causalfair wrote it")
@@ -71,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
     if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
         open_experiment(args.mlflow_experiment)
     check_timeout(args.timeout, "--timeout")
+    if args.reproduce is not None or args.spec is None:
+        return _reproduce(args)
+    if args.base_dir is not None:
+        raise UsageError("--base-dir: goes with --reproduce AUDIT.")
     spec = load_spec(args.spec)
     result = audit_within(spec, args.timeout, baseline=args.baseline, baseline_where="--baseline",
                           baseline_vecnormalize=args.baseline_vecnormalize)
@@ -92,3 +111,21 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             print(f"\nreport: {out / 'report.html'}")
     return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    """``--reproduce AUDIT``: the recorded audit run again and compared
+    (:func:`causalfair.audit.reproduce.reproduce`)."""
+    if args.reproduce is None:
+        raise UsageError("give an audit spec (SPEC), or --reproduce AUDIT_DIR.")
+    other = [flag for flag, on in (("SPEC", args.spec is not None), ("--out", args.out),
+                                   ("--json", args.json), ("--baseline-vecnormalize",
+                                                           args.baseline_vecnormalize is not None),
+                                   ("--timeout", args.timeout is not None),
+                                   ("--mlflow", args.mlflow)) if on]
+    if other:
+        raise UsageError(f"--reproduce: cannot be combined with {other[0]}; it re-runs the "
+                         "recorded spec as it was and prints the comparison.")
+    rep = reproduce(args.reproduce, base_dir=args.base_dir, baseline=args.baseline)
+    print(rep.summary())
+    return 0 if rep.identical else 1

@@ -40,6 +40,7 @@ import numpy as np
 from causalfair._io import atomic_write_bytes
 from causalfair._limits import check_memory, format_bytes
 from causalfair._safe_read import open_zip, read_json, read_member, read_npz
+from causalfair._version import __version__
 from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, short
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.nets import (  # the networks checkpoints hold, re-exported
@@ -100,7 +101,9 @@ def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: 
         "encoding": encoding.to_dict(),
         "metadata": dict(metadata or {}),
     }
-    state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    where = Path(path)
+    _, sizes, act, _, _ = _validate_meta(json.loads(json.dumps(meta)), where)
+    state = _mlp_state(module, sizes, act, where)
     if Path(path).suffix.lower() == ".npz":
         write_npz(path, {k: v.numpy() for k, v in state.items()}, meta)
         return
@@ -108,6 +111,88 @@ def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: 
 
     payload = {"meta_json": json.dumps(meta, sort_keys=True), "state_dict": state}
     atomic_write_bytes(path, lambda fh: torch.save(payload, fh))
+
+
+def _mlp_state(module: Any, sizes: list[int], activation: str, path: Path) -> dict[str, Any]:
+    """``module``'s weights under the names of :func:`mlp` (``0.weight``, ``0.bias``,
+    ``2.weight``, ...), after checking that ``module(x)`` is the declared MLP.
+
+    A module of your own (``fc1``, ``fc2``, ...) is renamed when its state_dict holds
+    exactly the declared layers' weights and biases, in layer order. Either way its
+    forward pass on 64 random inputs is compared with the MLP the file will describe,
+    so a layer order, an activation or an extra operation the architecture does not
+    declare is refused here rather than audited as another network."""
+    import torch
+
+    raw = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    names = [f"{2 * i}.{k}" for i in range(len(sizes) - 1) for k in ("weight", "bias")]
+    if set(raw) == set(names):
+        state = raw
+    else:
+        shapes = [s for a, b in zip(sizes[:-1], sizes[1:], strict=False) for s in ((b, a), (b,))]
+        if [tuple(v.shape) for v in raw.values()] != shapes:
+            raise CheckpointError(
+                f"checkpoint {path}: weights do not match the declared architecture: the "
+                f"module's state_dict holds {short({k: tuple(v.shape) for k, v in raw.items()})}, "
+                f"the architecture (sizes {sizes}) declares weight and bias shapes {shapes} in "
+                "layer order; declare the module's own layers, or copy its weights into "
+                "cf.policies.checkpoint.mlp(...) with load_state_dict.")
+        state = dict(zip(names, raw.values(), strict=True))
+    layers = _check_shapes(state, sizes, path)
+    dtype = next(iter(raw.values())).dtype if raw else torch.float32
+    x = np.random.default_rng(0).normal(size=(64, sizes[0]))
+    h = x
+    for i, (W, b) in enumerate(layers):
+        h = h @ W.double().numpy().T + b.double().numpy()
+        if i < len(layers) - 1:
+            h = np.tanh(h) if activation == "tanh" else np.maximum(h, 0.0)
+    training = _set_training(module, False)  # dropout off, as an audit evaluates it
+    try:
+        with torch.no_grad():
+            got = module(torch.as_tensor(x, dtype=dtype, device=_device_of(module)))
+        got = np.asarray(got.detach().cpu().double().numpy())
+    except Exception as exc:  # noqa: BLE001 - user code: named in the refusal
+        raise CheckpointError(
+            f"checkpoint {path}: cannot check that the module is the declared MLP: "
+            f"module(x) on a (64, {sizes[0]}) float tensor raised "
+            f"{type(exc).__name__}: {str(exc)[:200]}; save a module whose forward takes a batch "
+            "of any size of the encoded features and returns the logits.") from None
+    finally:
+        if training is not None:
+            _set_training(module, training)
+    finite = np.abs(h[np.isfinite(h)])
+    tol = max(1e-4, 50 * float(torch.finfo(dtype).eps)) * (1.0 + float(finite.max(initial=0.0)))
+    # non-finite weights give NaN on both sides: the loader refuses them in its own words
+    if got.shape != h.shape or not np.all((np.abs(got - h) <= tol)
+                                          | (~np.isfinite(got) & ~np.isfinite(h))):
+        diff = (f"outputs of shape {got.shape}, expected {h.shape}" if got.shape != h.shape
+                else f"outputs differing by up to {float(np.abs(got - h).max()):.3g}")
+        raise CheckpointError(
+            f"checkpoint {path}: the module is not the declared MLP (sizes {sizes}, "
+            f"activation {activation!r}): module(x) gives {diff} from Linear-{activation}-...-"
+            "Linear on the same weights; declare its activation, or save a module whose "
+            "forward is exactly that (logits out, no softmax).")
+    return state
+
+
+def _device_of(module: Any) -> Any:
+    """The device of ``module``'s first parameter (a network trained on a GPU is checked
+    there); None (torch's default, the CPU) for a module without parameters."""
+    try:
+        return next(iter(module.parameters())).device
+    except (AttributeError, StopIteration, TypeError):
+        return None
+
+
+def _set_training(module: Any, mode: bool) -> bool | None:
+    """Set ``module``'s training mode; its former mode, or None where it has none (an
+    ``ExportedProgram``'s module refuses ``train()``)."""
+    before = getattr(module, "training", None)
+    try:
+        module.train(mode)
+    except Exception:  # noqa: BLE001 - no mode to set: evaluated as it is
+        return None
+    return before if isinstance(before, bool) else None
 
 
 def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
@@ -120,6 +205,20 @@ def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
 
 
 # ------------------------------------------------------------------------ loading
+def check_checkpoint_version(meta: Mapping[str, Any], path: Any) -> None:
+    """Refuse a checkpoint whose metadata ``version`` is newer than
+    :data:`CHECKPOINT_VERSION` (written by a newer causalfair, whose fields may mean
+    other things) or not an integer; a checkpoint without one is version 1."""
+    v = meta.get("version", 1)
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= CHECKPOINT_VERSION:
+        fix = ("written by a newer causalfair: upgrade causalfair (`pip install -U causalfair`) "
+               "to read it" if isinstance(v, int) and not isinstance(v, bool) and v > 1
+               else "save it again with causalfair.save_checkpoint")
+        raise CheckpointError(f"checkpoint {path}: metadata version {short(v)}: causalfair "
+                              f"{__version__} reads checkpoint versions 1 to "
+                              f"{CHECKPOINT_VERSION}; {fix}.")
+
+
 def _field(d: Any, key: str, kind: type | tuple[type, ...], path: Path, where: str,
            default: Any = ...) -> Any:
     if not isinstance(d, Mapping):
@@ -148,6 +247,7 @@ def _validate_meta(meta: Any, path: Path) -> tuple[dict[str, Any], list[int], st
     fmt = meta.get("format")
     if fmt != CHECKPOINT_FORMAT:
         raise CheckpointError(f"checkpoint {path}: format {short(fmt)} is not {CHECKPOINT_FORMAT!r}.")
+    check_checkpoint_version(meta, path)
     arch = _field(meta, "architecture", dict, path, "")
     if arch.get("type") != "mlp":
         raise CheckpointError(
@@ -318,6 +418,21 @@ _RESAVE = ("save the module with cf.save_checkpoint(path, module, architecture=.
            "encoding=...) (docs/checkpoints.md).")
 
 
+def _program_archive(path: Path) -> tuple[str, str] | None:
+    """What a torch archive holding a program is (TorchScript, ``torch.jit.save``; an
+    ExportedProgram, ``torch.export.save``), or None for any other file."""
+    try:
+        with open_zip(path, str(path), CheckpointError) as zf:
+            parts = [n.split("/", 1)[-1] for n in zf.namelist()]
+    except CheckpointError:
+        return None
+    if "constants.pkl" in parts or any(p.startswith("code/") for p in parts):
+        return "a TorchScript archive (torch.jit.save)", "torch.jit.load"
+    if "archive_format" in parts or any(p.startswith("models/") for p in parts):
+        return "an ExportedProgram archive (torch.export.save)", "torch.export.load(path).module()"
+    return None
+
+
 def _pickled_module(path: Path) -> str | None:
     """``"a pickled torch module ..."`` when the archive at ``path`` is ``torch.save(module)``
     (its pickle names a ``torch.nn`` class, which a weights-only load refuses), else None."""
@@ -346,6 +461,11 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     try:
         payload = load_weights(str(path), cap=_MAX_PTH_BYTES, where=f"checkpoint {path}")
     except TorchZipError as exc:
+        program = _program_archive(path)
+        if program is not None:
+            raise CheckpointError(
+                f"checkpoint {path}: is {program[0]}: it holds a program, which a checkpoint "
+                f"never runs; load it yourself with {program[1]} and " + _RESAVE) from None
         raise CheckpointError(f"checkpoint {path}: cannot be loaded safely "
                               f"({_pickled_module(path) or exc}); causalfair loads checkpoints "
                               "with weights_only=True; " + _RESAVE) from None
@@ -521,6 +641,7 @@ def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path
 
     if meta.get("format") != CHECKPOINT_FORMAT:
         raise bad(f"format {short(meta.get('format'))} is not {CHECKPOINT_FORMAT!r}.")
+    check_checkpoint_version(meta, path)
     arch, md = meta["architecture"], meta.get("metadata")
     if not isinstance(md, dict):
         raise bad("metadata must be an object.")

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import atomic_write_text
+from causalfair._io import AUDIT_SCHEMA_VERSION, atomic_write_text, check_document
 from causalfair._safe_read import read_json_file
 from causalfair.errors import InputError, OutputError
 from causalfair.report.explain import (
@@ -51,8 +51,6 @@ EXPORTS: dict[str, tuple[str, ...]] = {"annex-iv": ("annex-iv.md",),
                                        "ll144": ("ll144.md", "ll144.csv")}
 #: The marker of what the deployer must write (``PLACEHOLDER.format(what)``).
 PLACEHOLDER = "[TO BE COMPLETED BY THE DEPLOYER: {}]"
-#: The audit.json major version this code reads (causalfair.audit.result.AUDIT_SCHEMA_VERSION).
-_MAJOR = "1"
 LL144_COLUMNS = ("step", "action", "group", "n", "selected", "population_share",
                  "selection_rate", "impact_ratio", "highest_rate_group")
 
@@ -68,13 +66,9 @@ def read_audit(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InputError(f"{p}: no such file; give an audit folder (written by `causalfair "
                          "audit --out DIR`) or its audit.json.")
     doc = read_json_file(p, str(p), InputError, fix="an audit.json is a few MB at most")
-    if not isinstance(doc, dict) or "decomposition" not in doc or "quantities" not in doc:
+    check_document(doc, str(p), "audit.json", AUDIT_SCHEMA_VERSION, "causalfair audit SPEC --out DIR")
+    if "decomposition" not in doc or "quantities" not in doc:
         raise InputError(f"{p}: not an audit.json (no decomposition or quantities).")
-    version = doc.get("schema_version")
-    if not isinstance(version, str) or version.split(".")[0] != _MAJOR:
-        raise InputError(f"{p}: schema_version: bad value {version!r}; this causalfair reads "
-                         f"audit.json of schema {_MAJOR}.x. Re-run the audit with this version "
-                         "(`causalfair audit SPEC --out DIR`).")
     _check_core(doc, str(p))
     return doc
 

@@ -339,6 +339,8 @@ class System:
                 "step (docs/simulators.md).")
         self._check_sizes(sim)
         guarded = guard_simulator(sim)
+        if guarded is not sim:  # a simulator of the user's (causalfair's own are not guarded)
+            self._check_weights(sim)
         if guarded is not sim and self.units_per_replica == 1 \
                 and not self.__dict__.get("_contract_checked"):
             check_protocol(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
@@ -365,6 +367,28 @@ class System:
                     f"system {self.id!r}: its simulator {type(sim).__name__} has {attr} = "
                     f"{int(got)}, but the system has {have} ({', '.join(map(str, names))}); "
                     f"give {fix}.")
+
+    def _check_weights(self, sim: Any) -> None:
+        """Refuse a user's simulator whose declared ``group_weights`` differ from the
+        system's: the population-weighted utility reads the system's, so the simulator's
+        would be silently ignored."""
+        got = getattr(sim, "group_weights", None)
+        if got is not None:
+            try:
+                w = np.asarray(got, dtype=np.float64)
+            except (TypeError, ValueError):
+                w = np.full(1, np.nan)
+            if w.shape != self.group_weights.shape or not np.allclose(w, self.group_weights,
+                                                                    rtol=0.0, atol=1e-9):
+                have = ", ".join(f"{g} {x:.6g}" for g, x in zip(self.groups, self.group_weights,
+                                                                 strict=True))
+                shown = (", ".join(f"{x:.6g}" for x in w.ravel()) if np.isfinite(w).all()
+                         else short(got))
+                raise SystemError_(
+                    f"system {self.id!r}: its simulator {type(sim).__name__} has group_weights = "
+                    f"[{shown}], but the system has {have} (uniform unless given); the "
+                    "population-weighted utility reads the system's, so give "
+                    "System(group_weights=...) the simulator's (or drop the simulator's).")
 
     def check_contract(self) -> None:
         """Check a user's simulator against the simulator contract once per system

@@ -137,9 +137,41 @@ def read_state(out: str | os.PathLike[str]) -> dict[str, Any]:
             "--out at the folder of the run to continue)."
         )
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot resume"
-        raise CheckpointError(f"resume: cannot load {path} ({type(exc).__name__}: {exc}).") from None
+        raise CheckpointError(f"resume: cannot load {path} ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}).") from None
+    _check_state(state, path)
+    return state
+
+
+#: What ``Trainer.state_dict`` writes into ``state.pt``: its top-level keys, and those of
+#: its ``json`` block.
+_STATE_KEYS = ("policy", "value", "optimizer", "torch_rng", "json")
+_STATE_JSON_KEYS = ("config", "iteration", "env_steps", "beta_kl", "rng", "rollout", "history")
+
+
+def _check_state(state: Any, path: Path) -> None:
+    """Refuse a ``state.pt`` that is not the resume state of a lending training run (a
+    ``checkpoint.pt`` renamed, a state of another causalfair version), naming the first
+    missing key: ``--resume`` would otherwise fail on it half-way through loading."""
+    fix = ("it is not the resume state of a `causalfair train` run of this causalfair "
+           "version; start a new run folder (or resume with the causalfair that wrote it).")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"resume: {path}: holds a {type(state).__name__}, not the "
+                              f"trainer's state; {fix}")
+    missing = [k for k in _STATE_KEYS if k not in state]
+    if not missing:
+        try:
+            meta = json.loads(state["json"]) if isinstance(state["json"], str) else None
+        except ValueError:
+            meta = None
+        missing = (["json"] if not isinstance(meta, dict)
+                   else [f"json.{k}" for k in _STATE_JSON_KEYS if k not in meta])
+        if not missing and not isinstance(meta["config"], dict):
+            missing = ["json.config"]
+    if missing:
+        raise CheckpointError(f"resume: {path}: {missing[0]} is missing or malformed; {fix}")
 
 
 def append_jsonl(path: str | os.PathLike[str], row: dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
 """Policies: built-ins, torch adapter, checkpoints and their errors."""
 
+import json
 import pickle
 
 import numpy as np
@@ -142,8 +143,14 @@ def test_checkpoint_foreign_dict(tmp_path):
 
 def test_checkpoint_arch_mismatch(tmp_path):
     path = tmp_path / "p.pt"
-    cf.save_checkpoint(path, mlp(9, (8,), 1), architecture={"type": "mlp", "input_dim": 9,
-                       "hidden": [16], "output_dim": 1}, encoding=cf.FeatureEncoding())
+    arch = {"type": "mlp", "input_dim": 9, "hidden": [16], "output_dim": 1}
+    with pytest.raises(CheckpointError, match="weights do not match the declared architecture"):
+        cf.save_checkpoint(path, mlp(9, (8,), 1), architecture=arch,
+                           encoding=cf.FeatureEncoding())
+    assert not path.exists()
+    meta = {"format": "causalfair-checkpoint", "version": 2, "architecture": arch,
+            "encoding": cf.FeatureEncoding().to_dict(), "metadata": {}}
+    torch.save({"meta_json": json.dumps(meta), "state_dict": mlp(9, (8,), 1).state_dict()}, path)
     with pytest.raises(CheckpointError, match="weights do not match the declared architecture"):
         cf.load_checkpoint(path)
 

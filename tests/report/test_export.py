@@ -160,7 +160,7 @@ def test_export_refuses_an_audit_json_without_what_it_needs(exact_doc, tmp_path)
     unversioned = save(tmp_path / "v0", {k: v for k, v in exact_doc.items()
                                          if k != "schema_version"})
     rc, _, err = cli("export", "annex-iv", str(unversioned))
-    assert rc == 2 and "v0/audit.json: schema_version: bad value None" in err, err
+    assert rc == 2 and "v0/audit.json: schema_version: must be 1.x, got None" in err, err
     rc, _, err = cli("export", "annex-iv", str(tmp_path / "nowhere"))
     assert rc == 2 and "no such file" in err, err
     assert sorted(p.name for p in old.iterdir()) == ["audit.json"]  # nothing written

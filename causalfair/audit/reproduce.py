@@ -1,0 +1,185 @@
+"""Re-running the audit an ``audit.json`` describes, and comparing its numbers with the
+recorded ones (``causalfair audit --reproduce AUDIT_DIR``; docs/audit.md, "Reproducing an
+audit").
+
+An audit.json records what the audit read: the spec as parsed (``spec.parsed``) and the
+file it came from (``spec.file``), the checkpoint's path and SHA-256
+(``policy.checkpoint_sha256``; a baseline checkpoint's in ``extra.baseline``), the seeds,
+the versions and the CPU kernels (``provenance``). :func:`reproduce` audits that spec
+again - its relative paths resolved against the folder of ``spec.file``, or ``base_dir`` -
+after checking that every checkpoint still has its recorded SHA-256, and lists every
+number that differs from the recorded one (none on the same versions and kernels:
+docs/limits.md, "Reproducibility").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from causalfair._io import to_jsonable
+from causalfair._version import __version__
+from causalfair.audit.result import AuditResult, kernels
+from causalfair.audit.run import audit
+from causalfair.audit.spec import load_spec
+from causalfair.errors import InputError
+from causalfair.policies.checkpoint import file_sha256
+from causalfair.report.export import read_audit
+
+__all__ = ["Reproduction", "reproduce", "COMPARED"]
+
+#: The blocks of audit.json whose every number a reproduction must give again.
+COMPARED = ("overall", "verdicts", "quantities", "decomposition", "benefit", "notions",
+            "attribution", "selection", "groups", "pairs", "extra")
+_SHOWN = 10  # differences listed in the summary
+
+
+@dataclass
+class Reproduction:
+    """The audit run again (``result``) and how it differs from the recorded one:
+    ``differences`` (``"quantities.C.estimate: recorded 0.1, now 0.2"``, every number or
+    value of :data:`COMPARED` that is not the same), ``notes`` (versions or kernels that
+    differ from the recorded ones, which may move the last bits)."""
+
+    source: Path
+    result: AuditResult
+    differences: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return not self.differences
+
+    def summary(self) -> str:
+        head = (f"reproduced {self.source}: every number identical (bit for bit)"
+                if self.identical else
+                f"reproduced {self.source}: {len(self.differences)} value(s) differ from the "
+                "recorded audit")
+        lines = [head, *(f"  {d}" for d in self.differences[:_SHOWN])]
+        if len(self.differences) > _SHOWN:
+            lines.append(f"  ... and {len(self.differences) - _SHOWN} more")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def reproduce(path: str | os.PathLike[str], *,
+              base_dir: str | os.PathLike[str] | None = None,
+              baseline: str | None = None) -> Reproduction:
+    """Audit again the spec recorded in the audit.json at ``path`` (an audit folder or the
+    file) and compare the numbers. ``base_dir``: the folder the spec's relative paths
+    (checkpoint, factory module, tabular model, logs) start from; default the folder of
+    the recorded ``spec.file`` (as given on the command line of the audit, so run from the
+    same working directory, or give ``base_dir``). ``baseline``: the policy an audit run
+    with ``--baseline POLICY`` compared with (audit.json names it in ``extra.baseline``,
+    not in the spec). A checkpoint whose SHA-256 is not the recorded one raises
+    :class:`InputError` before any audit."""
+    doc = read_audit(path)
+    src = Path(path) / "audit.json" if Path(path).is_dir() else Path(path)
+    block = doc.get("spec") or {}
+    parsed = block.get("parsed")
+    if not isinstance(parsed, Mapping):
+        raise InputError(f"{src}: spec.parsed: missing; this audit.json does not record its "
+                         "spec, so it cannot be reproduced: audit its spec file instead.")
+    if "retrained_from" in (doc.get("extra") or {}):
+        raise InputError(f"{src}: extra.retrained_from: this is the audit of a checkpoint "
+                         "`gate --retrain` wrote, not of its spec's policy; reproduce it by "
+                         "auditing that checkpoint (the spec with [policy] checkpoint = "
+                         f"{(doc.get('policy') or {}).get('checkpoint')!r}).")
+    base = Path(base_dir) if base_dir is not None else _spec_folder(block.get("file"), src)
+    spec = load_spec(parsed, base_dir=base)
+    recorded = (doc.get("policy") or {}).get("checkpoint_sha256")
+    _check_sha(spec.checkpoint, recorded, src, "policy.checkpoint_sha256")
+    compared = (doc.get("extra") or {}).get("baseline") or {}
+    if compared and "baseline" not in parsed and baseline is None:
+        raise InputError(f"{src}: extra.baseline: the audit compared with a baseline given on "
+                         f"its command line ({compared.get('policy')!r}), not in its spec; give "
+                         "it again: `causalfair audit --reproduce AUDIT --baseline POLICY`.")
+    if baseline is not None and (not compared or "baseline" in parsed):
+        raise InputError(f"--baseline: {src} records no baseline given on the command line; "
+                         "reproduce it without --baseline.")
+    given = Path(baseline) if baseline is not None and Path(baseline).is_file() else None
+    _check_sha(spec.baseline_checkpoint or given, compared.get("checkpoint_sha256"), src,
+               "extra.baseline.checkpoint_sha256")
+    result = audit(spec, baseline=baseline, baseline_where="--baseline")
+    now = json.loads(json.dumps(to_jsonable(result.to_dict()), allow_nan=False))  # as written
+    differences: list[str] = []
+    for key in COMPARED:
+        _diff(_by_key(doc.get(key)) if key == "verdicts" else doc.get(key),
+              _by_key(now.get(key)) if key == "verdicts" else now.get(key), key, differences)
+    return Reproduction(src, result, differences, _notes(doc.get("provenance") or {}))
+
+
+def _spec_folder(file: Any, src: Path) -> Path:
+    if not isinstance(file, str) or not Path(file).is_file():
+        raise InputError(f"{src}: spec.file: {file!r} is not a file here (the audit ran from "
+                         "another folder); give the folder the spec's relative paths start "
+                         "from (`--base-dir DIR`, base_dir=).")
+    return Path(file).resolve().parent
+
+
+def _check_sha(path: Path | None, recorded: Any, src: Path, field_: str) -> None:
+    if path is None or not isinstance(recorded, str):
+        return
+    try:
+        now = file_sha256(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); "
+                         f"{src} audited a file with SHA-256 {recorded}.") from None
+    if now != recorded:
+        raise InputError(f"{path}: SHA-256 {now} is not the {recorded} that {src} recorded "
+                         f"({field_}): the checkpoint changed after the audit; reproduce with "
+                         "the audited file.")
+
+
+def _by_key(verdicts: Any) -> Any:
+    """Verdicts by their key (and pair): their order follows the spec's thresholds, which
+    a tool that sorts JSON keys (``jq -S``) reorders in ``spec.parsed``."""
+    if not isinstance(verdicts, list) or not all(isinstance(v, Mapping) for v in verdicts):
+        return verdicts
+    keyed = {f"{v.get('key')}" + (f"[{v['pair']}]" if v.get("pair") else ""): v
+             for v in verdicts}
+    return keyed if len(keyed) == len(verdicts) else verdicts
+
+
+def _diff(old: Any, new: Any, where: str, out: list[str]) -> None:
+    """Append to ``out`` every place where ``new`` is not ``old`` (floats compared bit
+    for bit)."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for k in dict.fromkeys([*old, *new]):
+            _diff(old.get(k), new.get(k), f"{where}.{k}", out)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            _diff(a, b, f"{where}[{i}]", out)
+    elif not _same(old, new):
+        out.append(f"{where}: recorded {_short(old)}, now {_short(new)}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` (both read back from JSON) are the same value: of one type, floats
+    bit for bit (``-0.0`` is not ``0.0``)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return repr(a) == repr(b)
+    return type(a) is type(b) and a == b
+
+
+def _short(x: Any) -> str:
+    text = repr(x) if not isinstance(x, (dict, list)) else f"{type(x).__name__} of {len(x)}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _notes(prov: Mapping[str, Any]) -> list[str]:
+    """What differs from the recorded audit's environment and may move the last bits."""
+    notes = []
+    if prov.get("causalfair") not in (None, __version__):
+        notes.append(f"recorded with causalfair {prov['causalfair']}, reproduced with "
+                     f"{__version__}")
+    mine = kernels()
+    for k, v in (prov.get("kernels") or {}).items():
+        if mine.get(k) != v:
+            notes.append(f"kernel {k}: recorded {v}, here {mine.get(k)} (the last bits may "
+                         "differ: docs/limits.md, \"Reproducibility\")")
+    return notes
