@@ -24,12 +24,22 @@ Workers: one torch / BLAS thread each; idle workers get the end of their input t
 and exit without the interpreter's teardown (which takes seconds once torch is loaded:
 stopping 16 workers one after the other used to cost more than the audits).
 
-Run: ``python benchmarks/bench_gate.py [--n 200] [--jobs 2] [--no-ray] [--no-sweep] [--no-gate]``.
+``--reports``: the gate also writes every spec's report (``gate --reports DIR``), and
+each gate row adds the driver's own CPU time (the command's process, without its
+workers): with workers the reports are rendered where the audits ran and the driver only
+writes them. The report folders of every backend are compared with the serial gate's,
+byte for byte (audit.json's ``seconds``, the audit's wall time, and the digest of
+audit.json that annex-iv.md quotes aside).
+
+Run: ``python benchmarks/bench_gate.py [--n 200] [--jobs 2] [--no-ray] [--no-sweep] [--no-gate]
+[--reports]``; the reports' figures: ``python benchmarks/bench_gate.py --n 8 --engine exact
+--no-ray --no-sweep --reports``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -65,6 +75,35 @@ def _tree_rss_mb(root: int) -> float:
     return total / 2**20
 
 
+#: Runs the command line in this process and writes its own CPU time (user + system,
+#: without its children) to the file named by the first argument, at exit.
+_DRIVER_CPU = ("import atexit, resource, sys, runpy\n"
+               "out = sys.argv.pop(1)\n"
+               "def cpu():\n"
+               "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
+               "    open(out, 'w').write(str(u.ru_utime + u.ru_stime))\n"
+               "atexit.register(cpu)\n"
+               "sys.argv[0] = 'causalfair'\n"
+               "runpy.run_module('causalfair', run_name='__main__')\n")
+
+
+def _folders(root: Path) -> dict[str, bytes]:
+    """The report folders' files, name -> bytes; audit.json without ``seconds`` and
+    annex-iv.md without the audit.json digest (what differs from run to run)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            if p.name == "audit.json":
+                doc = json.loads(data)
+                doc.pop("seconds", None)
+                data = json.dumps(doc, sort_keys=True).encode()
+            elif p.name == "annex-iv.md":
+                data = b"\n".join(x for x in data.splitlines() if b"audit.json SHA-256" not in x)
+            out[str(p.relative_to(root))] = data
+    return out
+
+
 def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall time (s) and peak tree memory (MB) of a command; raises if it fails."""
     t0 = time.perf_counter()
@@ -82,7 +121,7 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     _, err = proc.communicate()
     th.join()
     wall = time.perf_counter() - t0
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1) or b"Traceback" in err:  # 1: a gate that fails
         raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}):\n{err.decode()[-2000:]}")
     return wall, peak[0]
 
@@ -127,6 +166,9 @@ def main() -> int:
     ap.add_argument("--no-sweep", action="store_true", help="skip the sweep")
     ap.add_argument("--no-gate", action="store_true", help="skip the gate")
     ap.add_argument("--jobs", type=int, default=2, help="workers of the parallel rows (default 2)")
+    ap.add_argument("--reports", action="store_true",
+                    help="the gate writes every spec's report (--reports); adds the driver's "
+                         "CPU time and compares the report folders with the serial gate's")
     ap.add_argument("--sweep-seeds", type=int, default=4,
                     help="seeds per algorithm in the sweep (default 4: 8 runs)")
     ap.add_argument("--sweep-iterations", type=int, default=20,
@@ -152,16 +194,34 @@ def main() -> int:
         specs = [] if args.no_gate else _make_specs(folder, args.n, engine)
         what = "Monte Carlo, n = 200000 per group" if args.engine == "mc" else "exact engine"
         if specs:
-            print(f"\ngate over {args.n} checkpoints ({what}, lending-1, T = 20)")
+            print(f"\ngate over {args.n} checkpoints ({what}, lending-1, T = 20"
+                  + (", with --reports)" if args.reports else ")"))
             print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
-                  f"{'peak MB':>8s}")
+                  f"{'peak MB':>8s}" + (f" {'driver CPU s':>13s} {'reports':>8s}"
+                                        if args.reports else ""))
         serial = None
-        for label, extra in backends if specs else ():
+        first: dict[str, bytes] | None = None
+        for k, (label, extra) in enumerate(backends if specs else ()):
             out = folder / "g.json"
-            start, _ = _run([*cli, "gate", *specs[:2], *extra, "--json", str(out)], env)
-            wall, peak = _run([*cli, "gate", *specs, *extra, "--json", str(out)], env)
+            run = cli
+            if args.reports:  # the driver's own CPU time, and the report folders
+                cpu_file = folder / f"cpu{k}"
+                run = [sys.executable, "-c", _DRIVER_CPU, str(cpu_file)]
+                extra = [*extra, "--reports", str(folder / f"reports{k}")]
+            start, _ = _run([*run, "gate", *specs[:2], *extra, "--json", str(out)], env)
+            wall, peak = _run([*run, "gate", *specs, *extra, "--json", str(out)], env)
             serial = serial or wall
-            print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")
+            row = f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}"
+            if args.reports:
+                got = _folders(folder / f"reports{k}")
+                first = first if first is not None else got
+                row += (f" {float(cpu_file.read_text()):13.2f} "
+                        f"{'same' if got == first else 'DIFFER':>8s}")
+            print(row)
+        if specs and args.reports:
+            print("driver CPU: the gate command's own process (its workers excluded); "
+                  "reports: the folders against the serial gate's, byte for byte "
+                  "(audit.json's seconds aside)")
         if not args.no_sweep:
             k = args.sweep_seeds
             print(f"\nsweep: ppo, ppo-c x seeds 0-{k - 1} x {args.sweep_iterations} iterations "

@@ -22,7 +22,11 @@ what ``causalfair decompose`` runs) each on one core, then each on J workers alr
 started (the scaling net of start-up: serial time / time on started workers, both
 measured), then the whole audit with Lambda on J new workers, as a command runs it (the
 speed-up with start-up), and the start-up itself: J new workers each answering a trivial
-task. The core count and the load average are printed with them.
+task. The core count and the load average are printed with them. ``--factory-ms K``
+makes the env's factory spend K ms of CPU (an env that loads or builds data when made):
+a worker makes its env once per (factory, params), not once per task, so this cost is
+paid once per worker (``GymSimulator._make_env``); the line ``factory calls`` counts
+them in this process.
 
 The audit's individual-step is the env steps the decomposition needs (pi; the pi^PS fork
 where pi's decision is not the baseline; pi0 once its path has left pi's: a transition
@@ -84,6 +88,19 @@ class CheapEnv(gym.Env):
             {"gain": dx}
 
 
+#: CPU milliseconds each call of :func:`slow_factory` spends (``--factory-ms``).
+FACTORY_MS = 0.0
+
+
+def slow_factory() -> CheapEnv:
+    """A CheapEnv made after ``FACTORY_MS`` ms of CPU work (data loaded when the env is
+    made)."""
+    end = time.process_time() + FACTORY_MS / 1e3
+    while time.process_time() < end:
+        pass
+    return CheapEnv()
+
+
 def bare_loop(n: int, T: int) -> float:
     """Seconds per individual-step of reset + T steps of n envs, actions at random."""
     rng = np.random.default_rng(0)
@@ -97,7 +114,8 @@ def bare_loop(n: int, T: int) -> float:
 
 
 def _setup(T: int) -> tuple[object, object]:
-    system = cf.systems.from_gym(CheapEnv, groups=["s+", "s-"], horizon=T)
+    system = cf.systems.from_gym(slow_factory if FACTORY_MS else CheapEnv, groups=["s+", "s-"],
+                                 horizon=T)
     policy = callable_policy(lambda f: 1.0 / (1.0 + np.exp(-2.0 * f[:, 0])), inputs="features",
                              name="logistic")
     return system, policy
@@ -179,8 +197,12 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="also time J worker processes")
     ap.add_argument("--jobs-n", type=int, default=60_000,
                     help="individuals per group of the --jobs part (default 60000)")
+    ap.add_argument("--factory-ms", type=float, default=0.0,
+                    help="CPU ms the env factory spends per call (default 0)")
     args = ap.parse_args()
     CheapEnv.work = args.work
+    global FACTORY_MS
+    FACTORY_MS = args.factory_ms
     bare_loop(100, args.horizon)  # warm-up
     audit(50, args.horizon, benefit_n=None)
     bare = bare_loop(2 * args.n, args.horizon)

@@ -2,7 +2,9 @@
 runs on the engine's threads (the decomposition's (group, batch) tasks; Lambda's rollout,
 bootstrap sums and products, gap errors and replicates) and of Lambda as a whole, with
 ``jobs=1`` and ``jobs="auto"``. A stage with few tasks, or time outside the stages, is
-what keeps ``auto`` from the core count (docs/scale.md, "On a 16-core machine").
+what keeps ``auto`` from the core count (docs/scale.md, "On a 16-core machine"). The last
+line of each run is Lambda's time outside its threaded stages: the driver's serial share
+(the cells, the Poisson weights' wait, the assembly between the stages).
 
 Run: ``python benchmarks/profile_mc_stages.py [N] [--auto-only]`` (N individuals per
 group, default 1,000,000; leave OMP_NUM_THREADS unset, as for bench_mc_features.py).
@@ -34,9 +36,12 @@ def imap(self, fn, items):  # every stage on the engine's threads, timed to its 
 
 
 def benefit(*args, **kw):
-    t0 = time.perf_counter()
+    t0, first = time.perf_counter(), len(log)
     out = _benefit(*args, **kw)
-    log.append(("benefit_fairness_mc (Lambda, all of it)", 0, time.perf_counter() - t0))
+    total = time.perf_counter() - t0
+    staged = sum(s for _, _, s in log[first:])
+    log.append(("benefit_fairness_mc (Lambda, all of it)", 0, total))
+    log.append(("Lambda outside its threaded stages (the driver's share)", 0, total - staged))
     return out
 
 

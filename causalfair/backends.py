@@ -6,9 +6,12 @@ the driver writes every output.
 
 A task that raises is reported as a :class:`TaskError` in its slot (the other tasks
 still run); the caller decides what a failure means (the gate reports it for its spec,
-exit code 2). A task may get a time limit (``timeouts``): it then runs in a worker
-process that is killed when the limit passes, so user code stuck in a C call or a sleep
-is stopped too, and the task is reported as a ``TimeoutError``. An interrupt (Ctrl-C,
+exit code 2). A map's ``done(i, result)``, where given, is called in the driver as each
+result comes back (what it returns is the result kept), so what it writes (the gate's
+retrained checkpoints) is written even when an interrupt stops the map later. A task may
+get a time limit (``timeouts``): it then runs in a worker process that is killed when the
+limit passes, so user code stuck in a C call or a sleep is stopped too, and the task is
+reported as a ``TimeoutError``. An interrupt (Ctrl-C,
 or SIGTERM under the command line) kills every worker process before it propagates.
 """
 
@@ -23,6 +26,7 @@ from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START
 from causalfair._usercode import user_modules
 from causalfair.errors import InputError
 from causalfair.workers import (
+    Done,
     TaskError,
     Timeouts,
     Worker,
@@ -44,7 +48,7 @@ __all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "Se
 
 class Backend(Protocol):
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
-            timeouts: Timeouts = None) -> list[Any]: ...
+            timeouts: Timeouts = None, done: Done = None) -> list[Any]: ...
 
 
 def check_timeout(value: Any, field: str) -> float | None:
@@ -70,18 +74,20 @@ class SerialBackend:
     runs in one worker process instead (killed when the limit passes)."""
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
-            timeouts: Timeouts = None) -> list[Any]:
+            timeouts: Timeouts = None, done: Done = None) -> list[Any]:
+        finish = (lambda i, r: r) if done is None else done
         if not timeouts or all(t is None for t in timeouts):
-            return [run_task(fn, item, None) for item in items]
+            return [finish(i, run_task(fn, item, None)) for i, item in enumerate(items)]
         items = list(items)
         timed = [i for i, t in enumerate(timeouts) if t is not None]
         out: list[Any] = [None] * len(items)
         for i, r in zip(timed, in_workers(fn, [items[i] for i in timed], 1,
-                                           [timeouts[i] for i in timed]), strict=True):
+                                           [timeouts[i] for i in timed],
+                                           done=lambda j, r: finish(timed[j], r)), strict=True):
             out[i] = r
         for i, item in enumerate(items):
             if timeouts[i] is None:
-                out[i] = run_task(fn, item, None)
+                out[i] = finish(i, run_task(fn, item, None))
         return out
 
 
@@ -103,8 +109,8 @@ class ProcessBackend:
         self._pool: list[Worker] = []
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
-            timeouts: Timeouts = None) -> list[Any]:
-        return in_workers(fn, items, self.jobs, timeouts, self._pool)
+            timeouts: Timeouts = None, done: Done = None) -> list[Any]:
+        return in_workers(fn, items, self.jobs, timeouts, self._pool, done=done)
 
     def close(self) -> None:
         """Let the idle workers exit."""
@@ -210,7 +216,7 @@ class RayBackend:
                 ray.shutdown()
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
-            timeouts: Timeouts = None) -> list[Any]:
+            timeouts: Timeouts = None, done: Done = None) -> list[Any]:
         try:
             import ray
         except ImportError:
@@ -267,15 +273,17 @@ class RayBackend:
                 refs.append(fn_ref if isinstance(fn_ref, TaskError)
                             else task.remote(modules, fn_ref, data, limit))
             out: list[Any] = []
-            for ref in refs:  # in item order, whatever order the tasks finish in
+            for i, ref in enumerate(refs):  # in item order, whatever order they finish in
                 if isinstance(ref, TaskError):
-                    out.append(ref)
-                    continue
-                try:  # the task's warnings are shown here, as local workers' are
-                    out.append(reissued(*ray.get(ref)))
-                except ray.exceptions.RayError as exc:
-                    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                    out.append(TaskError(type(exc).__name__, f"worker failed: {first}", ""))
+                    r = ref
+                else:
+                    try:  # the task's warnings are shown here, as local workers' are
+                        r = reissued(*ray.get(ref))
+                    except ray.exceptions.RayError as exc:
+                        first = (str(exc).strip().splitlines()[0][:200] if str(exc).strip()
+                                 else "")
+                        r = TaskError(type(exc).__name__, f"worker failed: {first}", "")
+                out.append(r if done is None else done(i, r))
             return out
         except BaseException:  # an interrupt: stop the tasks still running on the cluster
             for ref in refs:
@@ -404,10 +412,11 @@ class ThreadBackend:
                 pool.shutdown()
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
-            timeouts: Timeouts = None) -> list[Any]:
+            timeouts: Timeouts = None, done: Done = None) -> list[Any]:
         if timeouts and any(t is not None for t in timeouts):
-            return SerialBackend().map(fn, items, timeouts)
-        return list(self.imap(lambda item: run_task(fn, item, None), items))
+            return SerialBackend().map(fn, items, timeouts, done)
+        results = self.imap(lambda item: run_task(fn, item, None), items)
+        return [r if done is None else done(i, r) for i, r in enumerate(results)]
 
 
 class _Threads:

@@ -21,7 +21,7 @@ from causalfair._usercode import keep_tracebacks, refuse_os_exit, user_traceback
 from causalfair._version import __version__
 from causalfair.backends import DEVICE_ENV, resolve_device
 from causalfair.errors import CausalfairError, UsageError
-from causalfair.workers import reader_may_leave
+from causalfair.workers import reader_may_leave, signal_interrupt, watch_interrupts
 
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
 
@@ -118,16 +118,21 @@ def _signals_as_interrupt() -> dict[int, Any]:
     """SIGTERM, and SIGINT, end the command like Ctrl-C (KeyboardInterrupt: temporary
     files removed, workers killed, exit 130), also where SIGINT came ignored from the
     parent (``nohup causalfair ... &`` in a script: Python then installs no handler of its
-    own, and ``kill -INT`` would do nothing). Returns the handlers replaced (none off the
-    main thread), for :func:`_restore_signals`."""
+    own, and ``kill -INT`` would do nothing). The handler
+    (:func:`causalfair.workers.signal_interrupt`) notes the signal, so a KeyboardInterrupt
+    that user code raises itself is an error of its task, not an interrupt (where SIGINT
+    is ours: a caller's own handler is kept, and every KeyboardInterrupt is then one).
+    Returns the handlers replaced (none off the main thread), for :func:`_restore_signals`."""
     import signal
     import threading
 
     old: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        old[signal.SIGTERM] = signal.signal(signal.SIGTERM, signal.default_int_handler)
-        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
-            old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+        old[signal.SIGTERM] = signal.signal(signal.SIGTERM, signal_interrupt)
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL,
+                                               signal.default_int_handler):
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, signal_interrupt)
+            watch_interrupts(True)
     return old
 
 
@@ -136,6 +141,8 @@ def _restore_signals(old: dict[int, Any]) -> None:
     Python leaves the caller's handlers as they were)."""
     import signal
 
+    if signal.SIGINT in old:
+        watch_interrupts(False)
     for sig, handler in old.items():
         if handler is not None:  # (None: a handler not set from Python, which cannot go back)
             signal.signal(sig, handler)
@@ -199,8 +206,10 @@ def _run(args: Any) -> int:
         msg += keep_tracebacks([user_traceback(exc)], args.command, args.debug)
         print(f"causalfair {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"causalfair {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # its notes: what was kept (e.g. gate --retrain)
+        notes = "; ".join(getattr(exc, "__notes__", None) or ())
+        print(f"causalfair {args.command}: interrupted" + (f"; {notes}" if notes else ""),
+              file=sys.stderr)
         return 130
     finally:
         _progress.enable(was)
@@ -210,9 +219,46 @@ def _run(args: Any) -> int:
             os.environ[DEVICE_ENV] = device_was
 
 
+#: Seconds the process waits at its exit for threads that user code left running.
+THREAD_GRACE_S = 3.0
+
+
 def entry() -> int:
     """Console-script entry point (``causalfair``, ``python -m causalfair``)."""
-    return main()
+    code = main()
+    _exit_past_threads(code)
+    return code
+
+
+def _exit_past_threads(code: int) -> None:
+    """Where a thread that Python waits for at exit is still running (user code started
+    it: a non-daemon thread that never ends would keep the command from ever exiting), a
+    daemon watchdog ends the process with ``code`` if it is still running after
+    :data:`THREAD_GRACE_S` seconds, saying so on stderr; threads that end by then (an
+    executor shut down at exit) end as usual."""
+    import threading
+
+    if not any(not t.daemon and t is not threading.main_thread() and t.is_alive()
+               for t in threading.enumerate()):
+        return
+
+    def watchdog() -> None:
+        import time
+
+        time.sleep(THREAD_GRACE_S)
+        left = [t.name for t in threading.enumerate()
+                if not t.daemon and t is not threading.main_thread() and t.is_alive()]
+        print(f"causalfair: warning: {len(left)} thread(s) that user code started still "
+              f"running after {THREAD_GRACE_S:g} s ({', '.join(left[:3])}); exiting without "
+              "them", file=sys.stderr)
+        for fh in (sys.stdout, sys.stderr):
+            try:
+                fh.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+    threading.Thread(target=watchdog, name="causalfair_exit", daemon=True).start()
 
 
 if __name__ == "__main__":  # pragma: no cover

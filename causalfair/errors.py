@@ -30,8 +30,10 @@ __all__ = [
     "UsageError",
     "UserCodeError",
     "FairnessAuditWarning",
+    "INTERRUPT_SIGNAL",
     "call_user",
     "short",
+    "user_interrupt",
 ]
 
 
@@ -105,17 +107,37 @@ class UserCodeError(InputError):
         self.traceback_text = traceback_text
 
 
+#: Whether an interrupt signal (SIGINT, SIGTERM) came: None while nothing watches (causalfair
+#: called from Python: every KeyboardInterrupt is an interrupt); False while the command
+#: line, or a worker process, watches and none came; True once one came
+#: (:func:`causalfair.workers.signal_interrupt`).
+INTERRUPT_SIGNAL: list[bool | None] = [None]
+
+
+def user_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt that user code raised itself: no interrupt
+    signal came while they are watched (:data:`INTERRUPT_SIGNAL`)."""
+    return isinstance(exc, KeyboardInterrupt) and INTERRUPT_SIGNAL[0] is False
+
+
 def call_user(what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Call user code ``fn(*args, **kwargs)``; turn anything it raises into
     :class:`UserCodeError` naming ``what`` (for example ``"[policy] factory 'm:f'"``).
 
     A :class:`CausalfairError` raised inside (user code calling causalfair with bad input)
-    passes through unchanged; ``KeyboardInterrupt`` and ``GeneratorExit`` are never caught.
+    passes through unchanged; ``KeyboardInterrupt`` and ``GeneratorExit`` are never caught,
+    but for a KeyboardInterrupt user code raised itself (:func:`user_interrupt`).
     """
     try:
         return fn(*args, **kwargs)
-    except (CausalfairError, KeyboardInterrupt, GeneratorExit):
-        raise
+    except (CausalfairError, KeyboardInterrupt, GeneratorExit) as exc:
+        if not user_interrupt(exc):
+            raise
+        import traceback
+
+        raise UserCodeError(f"{what} raised KeyboardInterrupt itself (no Ctrl-C or SIGTERM "
+                            "came); user code must return, not raise it", callable_name=what,
+                            traceback_text=traceback.format_exc()) from exc
     except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is an error too
         import traceback
 

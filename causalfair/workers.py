@@ -24,11 +24,12 @@ from typing import Any
 
 from causalfair._limits import set_threads
 from causalfair._usercode import find_user_modules, user_modules
-from causalfair.errors import CausalfairError
+from causalfair.errors import INTERRUPT_SIGNAL, CausalfairError, user_interrupt
 
 __all__ = ["MAX_WARNINGS", "PYTHON_DEFAULT_FILTERS", "LeavingReader", "TaskError", "Timeouts", "Worker", "in_workers", "pickler", "reader_may_leave", "recording",
-           "reissue", "reissued", "run_pickled", "run_task", "stop_workers", "unsendable",
-           "use_user_modules", "worker_main"]
+           "reissue", "reissued", "run_pickled", "run_task", "signal_interrupt", "stop_workers",
+           "unsendable", "use_user_modules", "user_prints_to_stderr", "watch_interrupts",
+           "worker_main"]
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,34 @@ class TaskError:
 
 
 Timeouts = Sequence[float | None] | None
+#: A map's ``done(i, result)``: called in the driver as the result of item ``i`` comes back;
+#: what it returns is the result kept (:mod:`causalfair.backends`).
+Done = Callable[[int, Any], Any] | None
 
 
-def run_task(fn: Callable[[Any], Any], item: Any, threads: int | None) -> Any:
-    """``fn(item)``, or the :class:`TaskError` it raised (an interrupt propagates), on
-    ``threads`` torch/BLAS threads where given."""
+def signal_interrupt(signum: int, frame: Any) -> None:
+    """The command line's handler of SIGINT and SIGTERM: notes that an interrupt signal
+    came (:data:`causalfair.errors.INTERRUPT_SIGNAL`), then raises KeyboardInterrupt (what
+    Python's own handler does)."""
+    INTERRUPT_SIGNAL[0] = True
+    raise KeyboardInterrupt
+
+
+def watch_interrupts(on: bool) -> None:
+    """Start (``on``) or stop telling a real interrupt (:func:`signal_interrupt`) from a
+    KeyboardInterrupt that user code raised itself
+    (:func:`causalfair.errors.user_interrupt`: an error of that code, from
+    :func:`~causalfair.errors.call_user` or :func:`run_task`)."""
+    INTERRUPT_SIGNAL[0] = False if on else None
+
+
+def run_task(fn: Callable[[Any], Any], item: Any, threads: int | None, *,
+             interrupts: bool = True) -> Any:
+    """``fn(item)``, or the :class:`TaskError` it raised, on ``threads`` torch/BLAS threads
+    where given. An interrupt propagates (``interrupts``, outside a worker); a
+    KeyboardInterrupt raised by the task's own code, which no interrupt signal caused
+    (:func:`watch_interrupts`; in a worker, which ignores SIGINT, every one), is the
+    task's error, so a policy raising it can neither stop a gate nor pass it."""
     if threads is not None:
         set_threads(threads)
     try:
@@ -55,8 +79,12 @@ def run_task(fn: Callable[[Any], Any], item: Any, threads: int | None) -> Any:
     except CausalfairError as exc:
         return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
                          input_error=True)
-    except (KeyboardInterrupt, GeneratorExit):
-        raise
+    except (KeyboardInterrupt, GeneratorExit) as exc:
+        if interrupts and not user_interrupt(exc):
+            raise
+        return TaskError(type(exc).__name__, f"user code raised {type(exc).__name__} itself "
+                         "(no Ctrl-C or SIGTERM came); user code must return, not raise it",
+                         input_error=True)
     except BaseException as exc:  # noqa: BLE001 - a crash (or sys.exit) is reported for its item
         return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
                          traceback.format_exc())
@@ -175,15 +203,62 @@ def reader_may_leave() -> Any:
 _WORKER = "from causalfair.workers import worker_main; worker_main()"
 
 
+class _Kept:
+    """A standard stream lent to user code: ``close`` does nothing (a task that closes
+    ``sys.stdout`` closes it for itself only); everything else is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def user_prints_to_stderr() -> Any:
+    """Run user code with its prints on stderr: ``sys.stdout`` and file descriptor 1 (a
+    ``print``, an ``os.write(1, ...)``, a C library's output) point to stderr in the block,
+    so nothing user code writes mixes into a command's stdout (the gate's table, ``--json
+    -``) or a worker's result stream. After it, ``sys.stdin``, ``sys.stdout``,
+    ``sys.stderr`` and descriptor 1 are what they were, whatever user code closed or
+    replaced (a closed stream is a :class:`_Kept` one: its close did nothing)."""
+    saved = sys.stdin, sys.stdout, sys.stderr
+    for stream in saved[1:]:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    try:
+        fd: int | None = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 or 2 (a daemon's): only the streams are lent
+        fd = None
+    if saved[2] is not None:  # (None: no stderr at all, as under pythonw)
+        sys.stdout = sys.stderr = _Kept(saved[2])
+    if saved[0] is not None:
+        sys.stdin = _Kept(saved[0])
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            saved[2].flush()
+        if fd is not None:
+            os.dup2(fd, 1)
+            os.close(fd)
+        sys.stdin, sys.stdout, sys.stderr = saved
+
+
 def worker_main() -> None:
     """A worker process: reads (fn, item) frames on stdin, answers each with the pickled
     result of :func:`run_task` and the warnings the task raised (the driver shows them,
-    :func:`reissue`) on the original stdout (fd 1 then points to stderr, so a task's
-    prints cannot corrupt the stream; they are dropped once its reader has gone,
+    :func:`reissue`) on the original stdout (a task runs in :func:`user_prints_to_stderr`,
+    so its prints cannot corrupt the stream; they are dropped once its reader has gone,
     :class:`LeavingReader`), and exits when stdin closes."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when a worker stops
+    watch_interrupts(True)  # (so a KeyboardInterrupt here is user code's own)
     try:  # Linux: die with the driver even if it is killed outright
         import ctypes
 
@@ -202,7 +277,8 @@ def worker_main() -> None:
     sys.path[:], modules = pickle.loads(setup)
     find_user_modules(modules)  # the driver's modules from users' folders
     while (frame := _read_frame(inp)) is not None:
-        result, shown = run_pickled([frame])  # the warnings travel back with the result
+        with user_prints_to_stderr():  # (each task gets the streams as they were)
+            result, shown = run_pickled([frame])  # the warnings travel back with the result
         try:
             data = pickle.dumps((result, shown))
         except Exception as exc:  # noqa: BLE001 - the result cannot travel back
@@ -344,7 +420,7 @@ def run_pickled(payloads: Sequence[bytes], run: Callable[[Any, Any], Any] | None
                                     f"worker: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
                                     traceback.format_exc())
         else:
-            result = run_task(fn, item, 1) if run is None else run(fn, item)
+            result = run_task(fn, item, 1, interrupts=False) if run is None else run(fn, item)
     return result, shown
 
 
@@ -379,6 +455,7 @@ class Worker:
 
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1"}
+        self._group_killed = False
         self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env, start_new_session=True)
         # the search path and the modules loaded from users' folders (a worker dead at
@@ -429,15 +506,25 @@ class Worker:
                and -code in signal.Signals._value2member_map_ else f"exit code {code}")
         return TaskError("WorkerError", f"worker failed: its process ended ({how})")
 
-    def kill(self) -> None:
-        """Kill the worker and everything it started (its process group), now."""
+    def kill_group(self) -> None:
+        """Kill the worker and everything it started (its process group): a process a
+        task forked and left running too, even once the worker itself has ended (it would
+        hold the command's stderr, and the worker's result pipe, open). Once: the group's
+        id is the worker's pid."""
         import signal
 
-        if self.proc.poll() is None:
+        if not self._group_killed:
+            self._group_killed = True
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
-                self.proc.kill()
+                if self.proc.poll() is None:
+                    self.proc.kill()
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started (:meth:`kill_group`), now, and close
+        its pipes."""
+        self.kill_group()
         self.proc.wait()
         for fh in (self.proc.stdin, self.proc.stdout):
             try:  # the descriptor first: what a cut frame left in the buffer is dropped, not
@@ -469,7 +556,8 @@ class Worker:
 
 def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
                 timeouts: Timeouts, pool: list[Worker] | None = None,
-                setup: tuple[list[str], list[tuple[str, str]]] | None = None) -> list[Any]:
+                setup: tuple[list[str], list[tuple[str, str]]] | None = None,
+                done: Done = None) -> list[Any]:
     """``fn`` over ``items`` in at most ``jobs`` worker processes, results in item order.
     A task with a time limit (``timeouts[i]`` seconds, counted from when the driver starts
     sending it to its worker) that is still running, or unsent, then has its worker killed
@@ -478,11 +566,13 @@ def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
     propagates. ``pool``: idle workers of earlier maps, used first where they started
     with this driver's search path and users' modules (the others exit); the idle
     workers are put back in it after the map. ``setup``: the search path and users' modules
-    the workers get (default :func:`driver_setup`)."""
+    the workers get (default :func:`driver_setup`). ``done(i, result)``: called here as
+    each result comes back; what it returns is the result kept."""
     import select
     import time
 
     pickle = pickler()
+    finish = (lambda i, r: r) if done is None else done
     pending = enumerate(items)
     out: list[Any] = []
     setup = driver_setup() if setup is None else setup
@@ -506,7 +596,7 @@ def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
                 try:
                     data = pickle.dumps((fn, item))
                 except Exception as exc:  # noqa: BLE001 - reported for its item
-                    out[i] = unsendable(exc)
+                    out[i] = finish(i, unsendable(exc))
                     continue
                 w = idle.pop() if idle else Worker(setup)
                 if w not in started:
@@ -514,24 +604,30 @@ def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
                 end = None if limit is None else time.monotonic() + limit
                 sent = w.send(data, end)
                 if not sent:  # dead, or not reading its input within the limit
-                    out[i] = w.died() if sent is False else _over(w, limit)
+                    out[i] = finish(i, w.died() if sent is False else _over(w, limit))
                     continue
                 busy[w] = (i, end)
             if not busy:
                 continue
             ends = [d for _, d in busy.values() if d is not None]
-            wait = None if not ends else min(3600.0, max(0.0, min(ends) - time.monotonic()))
+            wait = POLL_S if not ends else min(POLL_S, max(0.0, min(ends) - time.monotonic()))
             ready, _, _ = select.select(list(busy), [], [], wait)
             for w in ready:
                 i, _ = busy.pop(w)
-                out[i] = w.receive()
+                out[i] = finish(i, w.receive())
                 if w.proc.poll() is None:  # (a worker that died was reaped by receive)
                     idle.append(w)
+            for w, (i, _) in list(busy.items()):  # dead, with no end of its stream: a
+                # process it forked holds its pipe; killed, so the pipe reads to its end
+                if w.proc.poll() is not None:
+                    del busy[w]
+                    w.kill_group()
+                    out[i] = finish(i, w.receive())
             now = time.monotonic()
             for w, (i, end) in list(busy.items()):
                 if end is not None and now >= end:
                     del busy[w]
-                    out[i] = _over(w, timeouts[i])
+                    out[i] = finish(i, _over(w, timeouts[i]))
         ok = True
         return out
     finally:
@@ -542,6 +638,11 @@ def in_workers(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
             if pool is not None:
                 pool.clear()
             stop_workers(started, graceful=ok)
+
+
+#: Seconds between checks that the busy workers are alive (one that died while a process it
+#: forked still holds its result pipe gives no end of stream).
+POLL_S = 1.0
 
 
 def unsendable(exc: Exception) -> TaskError:

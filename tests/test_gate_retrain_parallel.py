@@ -77,10 +77,10 @@ class _Recording:
     def __init__(self) -> None:
         self.maps: list[tuple[str, list, list]] = []
 
-    def map(self, fn, items, timeouts=None):
+    def map(self, fn, items, timeouts=None, done=None):
         items = list(items)
         self.maps.append((fn.__name__, items, list(timeouts or [])))
-        return SerialBackend().map(fn, items)
+        return SerialBackend().map(fn, items, None, done)
 
 
 def test_the_retrains_are_one_map_on_the_backend_under_the_spec_limit(tmp_path, monkeypatch):

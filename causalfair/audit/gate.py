@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,12 @@ from causalfair.audit.spec import AuditSpec
 from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, holding, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
-from causalfair.report.render import write_error_report, write_report
+from causalfair.report.render import (
+    render_report,
+    write_error_report,
+    write_rendered,
+    write_report,
+)
 from causalfair.thresholds import FAIL, INCONCLUSIVE
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
@@ -378,7 +384,11 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     retrained checkpoints are written by this process. ``timeout`` (seconds) limits each
     spec's audit, and its retrain on its own, as the spec's own ``timeout`` does (the
     smaller applies): a spec over its limit is stopped and reported as an error of that
-    spec, as is a retrain that raises."""
+    spec, as is a retrain that raises. With ``reports`` and worker processes or Ray, each
+    report is rendered by the task that audited (or retrained) its spec, on a worker in
+    this process's working directory on this host (elsewhere, here), so its rendering
+    counts towards the spec's time limit; this process writes every report folder, the
+    same bytes as a serial gate's, as each comes back."""
     if inconclusive not in ("pass", "fail"):
         raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
 
@@ -429,35 +439,53 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     # that fails is reported for its spec while the others finish
     limits = [min((t for t in (s.timeout, timeout) if t is not None), default=None)
               for s in loaded]
+    bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+    # with workers, each report is rendered where its spec was audited (the driver only
+    # writes the bytes); a spec that will be retrained gets its report after the retrain
+    plan = (_RenderPlan(_place(), frozenset(bad) if retrain else frozenset())
+            if reports is not None and not isinstance(runner, SerialBackend) else None)
+    written: dict[int, Path] = {}  # reports written as their audits came back
     # one backend for the audits and the retrains: Ray is started or connected to once
     with holding(runner):
         if isinstance(runner, SerialBackend):  # a spec with a time limit runs in a worker
             audited = runner.map(_audit_one, [s if t is not None else p for s, p, t
                                               in zip(loaded, prepared, limits, strict=True)], limits)
-        else:  # workers rebuild everything from the spec (paths and strings travel, not objects)
+        elif plan is None:  # workers rebuild everything from the spec (paths and strings
+            # travel, not objects)
             audited = runner.map(_audit_one, loaded, limits)
-        bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+        else:  # the same; each report is written as its audit comes back
+            audited = runner.map(_task(_audit_one, plan), loaded, limits,
+                                 functools.partial(_write_now, Path(reports), loaded, written))
         redo = [i for i, b in enumerate(audited) if retrain and isinstance(b, AuditResult)
                 and b.overall in bad]
         # the retrains (each with its re-audit) as one more map on the same backend, in spec
         # order, under the same per-spec limit; each checkpoint's path is given here, in spec
         # order (two specs sharing a checkpoint get -1 and -2, as one after the other would),
-        # and its bytes written here (only the driver writes files)
+        # and its bytes written here (only the driver writes files) as each retrain finishes
         targets: list[Path] = []
         for i in redo:
             targets.append(retrained_checkpoint_path(loaded[i].checkpoint,
                                                      loaded[i].retrain["algo"], targets))
-        redone = dict(zip(redo, runner.map(_retrain_one, [(loaded[i], audited[i], t) for i, t
-                                                          in zip(redo, targets, strict=True)],
-                                           [limits[i] for i in redo]), strict=True)) if redo else {}
+        placed: list[Path] = []
+        try:
+            redone = dict(zip(redo, runner.map(_retrain_one if plan is None else
+                                               _task(_retrain_one, plan),
+                                               [(loaded[i], audited[i], t) for i, t
+                                                in zip(redo, targets, strict=True)],
+                                               [limits[i] for i in redo],
+                                               functools.partial(_place_now, placed)),
+                              strict=True)) if redo else {}
+        except KeyboardInterrupt as exc:  # the interrupt's message says what is kept
+            exc.add_note("the retrained checkpoints of the retrains that finished are written: "
+                         + ", ".join(map(display_path, placed)) if placed else
+                         "no retrain had finished: no retrained checkpoint written")
+            raise
     entries = []
     for i, (s, before) in enumerate(zip(loaded, audited, strict=True)):
         out = redone.get(i)
-        if isinstance(out, Retrained) and out.data is not None:
-            try:
-                place_retrained(out.target, out.data)
-            except CausalfairError as exc:  # that spec's error; the others are written
-                out = _spec_failure(exc)
+        files = None  # the report rendered by the retrain's worker
+        if isinstance(out, _Rendered):
+            out, files = out.out, out.files
         if isinstance(before, (TaskError, SpecFailure)) or isinstance(out, (TaskError, SpecFailure)):
             # this spec errs (its audit, or its retrain); the others go on
             entry = (_error_entry(s, before) if out is None
@@ -474,13 +502,90 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         entry = GateEntry(spec=s, before=before)
         if out is not None:
             entry.retrained_checkpoint, entry.after = out
-        if reports is not None:
+        if i in written:
+            entry.report = written[i]
+        elif reports is not None and files is not None:
+            entry.report = write_rendered(Path(reports) / s.name, files)
+        elif reports is not None:
             entry.report = entry.final.write_report(
                 Path(reports) / s.name, before=before if entry.after is not None else None)
         entries.append(entry)
     return GateResult(entries=entries, inconclusive=inconclusive, accept_repaired=accept_repaired)
 
 
+
+
+@dataclass(frozen=True)
+class _RenderPlan:
+    """Where a gate's reports may be rendered (the driver's working directory and host: a
+    report names paths relative to the one and records the other's platform), and the
+    verdicts after which a spec is retrained (its report is the retrain's)."""
+
+    place: tuple[str, str]
+    retrained: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    """A task's outcome (an audit, a retrain, a failure) and its spec's report files
+    rendered where it ran (:func:`causalfair.report.render.render_report`); None when
+    there is no report to render there."""
+
+    out: Any
+    files: dict[str, bytes] | None
+
+
+def _place_now(placed: list[Path], _i: int, out: Any) -> Any:
+    """A retrain's outcome as it comes back to the driver: its checkpoint written now
+    (:func:`~causalfair.audit.retrain.place_retrained`; an interrupt later keeps it) and
+    added to ``placed``; a checkpoint that cannot be written is that spec's
+    :class:`SpecFailure` (the others are written)."""
+    inner = out.out if isinstance(out, _Rendered) else out
+    if not isinstance(inner, Retrained) or inner.data is None:
+        return out
+    try:
+        place_retrained(inner.target, inner.data)
+    except CausalfairError as exc:
+        return _spec_failure(exc)
+    placed.append(inner.target)
+    kept = Retrained(inner.target, inner.after)
+    return _Rendered(kept, out.files) if isinstance(out, _Rendered) else kept
+
+
+def _write_now(reports: Path, specs: list[AuditSpec], written: dict[int, Path], i: int,
+               out: Any) -> Any:
+    """An audit's outcome as it comes back to the driver: the report its worker rendered
+    written now (the driver holds no report's bytes longer), its folder added to
+    ``written``; the outcome is kept without the bytes."""
+    if not isinstance(out, _Rendered):
+        return out
+    if out.files is not None:
+        written[i] = write_rendered(reports / specs[i].name, out.files)
+    return out.out
+
+
+def _place() -> tuple[str, str]:
+    return os.getcwd(), platform.node()
+
+
+def _task(fn: Any, plan: _RenderPlan) -> Any:
+    """``fn`` rendering its spec's report under ``plan``, named as ``fn``."""
+    return functools.update_wrapper(functools.partial(fn, render=plan), fn)
+
+
+def _rendered(out: Any, plan: _RenderPlan | None, *, before: AuditResult | None = None) -> Any:
+    """``out`` with its report rendered here, when ``plan`` says this process may (same
+    working directory and host) and ``out`` is an audit that is not retrained next (or a
+    retrain's re-audit, after ``before``); else ``out`` as it is."""
+    if plan is None:
+        return out
+    if _place() != plan.place:  # the driver renders it
+        return _Rendered(out, None)
+    if isinstance(out, Retrained):
+        return _Rendered(out, render_report(out.after, before=before))
+    if isinstance(out, AuditResult) and out.overall not in plan.retrained:
+        return _Rendered(out, render_report(out))
+    return _Rendered(out, None)
 
 
 def _fixed(x: float) -> str:
@@ -587,16 +692,19 @@ def audit_within(spec: AuditSpec, timeout: float | None = None, **kw: Any) -> Au
     return out
 
 
-def _retrain_one(item: tuple[AuditSpec, AuditResult, Path]) -> Retrained | SpecFailure:
+def _retrain_one(item: tuple[AuditSpec, AuditResult, Path], render: _RenderPlan | None = None
+                 ) -> Retrained | SpecFailure | _Rendered:
     """Retrain one spec whose audit ``before`` failed (here, or in a worker) and re-audit
     it (:func:`causalfair.audit.retrain.run_retrain`), the checkpoint's bytes returned for
     the driver to write at ``target``; an input error, user code that raised included, is
-    that spec's :class:`SpecFailure`."""
+    that spec's :class:`SpecFailure`. ``render``: render the re-audit's report here too
+    (:func:`_rendered`)."""
     spec, before, target = item
     try:
-        return run_retrain(spec, before, target, place=False)
+        out = run_retrain(spec, before, target, place=False)
     except CausalfairError as exc:
         return _spec_failure(exc)
+    return _rendered(out, render, before=before)
 
 
 def _spec_failure(exc: CausalfairError) -> SpecFailure:
@@ -605,11 +713,14 @@ def _spec_failure(exc: CausalfairError) -> SpecFailure:
                        type(exc).__name__, user_traceback(exc))
 
 
-def _audit_one(prep: Any, **kw: Any) -> AuditResult | SpecFailure:
+def _audit_one(prep: Any, render: _RenderPlan | None = None, **kw: Any
+               ) -> AuditResult | SpecFailure | _Rendered:
     """Audit one spec (prepared here, or rebuilt from its file in a worker); an input
     error, user code that raised included, is returned as that spec's
-    :class:`SpecFailure` (picklable, with the user's traceback) so the other specs go on."""
+    :class:`SpecFailure` (picklable, with the user's traceback) so the other specs go on.
+    ``render``: render its report here too (:func:`_rendered`)."""
     try:
-        return run_prepared(prep) if isinstance(prep, Prepared) else audit(prep, **kw)
+        out = run_prepared(prep) if isinstance(prep, Prepared) else audit(prep, **kw)
     except CausalfairError as exc:
         return _spec_failure(exc)
+    return _rendered(out, render)

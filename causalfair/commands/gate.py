@@ -16,6 +16,7 @@ from causalfair.backends import check_timeout, resolve_jobs
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import CausalfairError, UsageError
 from causalfair.report.mlflow_log import log_audit, open_experiment
+from causalfair.workers import user_prints_to_stderr
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "the other specs' verdicts are kept) and for one whose --retrain failed (its audit "
             "is kept in the table, JSON and JUnit). Every "
             "spec is validated before anything runs. The human-readable table (every threshold "
-            "and the utility, before and after a repair) goes to stdout; the JSON summary "
+            "and the utility, before and after a repair) goes to stdout (what user code "
+            "prints goes to stderr); the JSON summary "
             "only to --json PATH (or to stdout with --json -, the table then goes to stderr)."
         ),
         epilog="Example: causalfair gate audits/*.toml --junit gate.xml --json gate.json. "
@@ -60,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "code stays 1 while the checkpoint under version control fails, and a "
                         "repair that makes a threshold worse or keeps less utility than "
                         "[retrain] min_utility (default: the better of the baseline and the "
-                        "uniform policy) fails")
+                        "uniform policy) fails; each checkpoint is written as its retrain "
+                        "finishes, so Ctrl-C keeps (and names) those that finished")
     p.add_argument("--jobs", default=1, metavar="N|auto",
                    help="audit the specs (and retrain the failing ones, with --retrain) in N "
                         "local worker processes (default: 1, this "
@@ -138,10 +141,13 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     if args.shard:
         args.specs, shard = _shard(args.specs, args.shard)
     try:
-        result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
-                          reports=args.reports, accept_repaired=args.accept_repaired,
-                          jobs=args.jobs, backend=args.backend, address=args.address,
-                          timeout=args.timeout)
+        # user code's prints (factories and, without workers, policies and simulators) go
+        # to stderr, as in a worker: never into the table or the JSON of --json -
+        with user_prints_to_stderr():
+            result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
+                              reports=args.reports, accept_repaired=args.accept_repaired,
+                              jobs=args.jobs, backend=args.backend, address=args.address,
+                              timeout=args.timeout)
     except GateSpecErrors as exc:  # a bad spec still gives CI a JUnit file (with <error>s)
         if args.junit:
             xml = exc.to_junit().encode("utf-8")

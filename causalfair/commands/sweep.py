@@ -29,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "OUT/runs/. Exit "
             "code 0 when every run finished, 2 when a run failed (named on stderr; the "
             "others are still tabulated). Rerunning into a sweep folder needs --resume or "
-            "--force: a rerun never replaces finished runs silently."
+            "--force: a rerun never replaces finished runs silently. One sweep at a time "
+            "writes a folder: a second sweep started on it meanwhile is refused (exit 2), "
+            "naming the first one's pid."
         ),
         epilog="Example: causalfair sweep --algo ppo,ppo-c,ppo-cb --seeds 0-19 --system "
                "lending-1 --out runs/sweep --jobs 2. See docs/scale.md.",

@@ -62,13 +62,15 @@ Lambda (tested against the exact engine on the example clinic).
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from causalfair._limits import check_memory
 from causalfair._validation import check_alpha, check_horizon, engine_for, z_quantile
-from causalfair.backends import ThreadBackend, engine_device
+from causalfair.backends import ThreadBackend, engine_device, resolve_jobs
 from causalfair.engines._mc_base import (
     batch_for,
     batches,
@@ -476,6 +478,25 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     pname = getattr(policy, "name", type(policy).__name__)
     policy = engine_policy(policy, system, A, horizon=T, device=engine_device(device))
+    per_world = U > 1  # coupled units: one weight per world, the same for every group
+    Gw = 1 if per_world else G  # weight matrices: W[0 if per_world else g] is group g's
+
+    def resample(R: int) -> np.ndarray:
+        """The bootstrap's Poisson(1) weights, (Gw, R, n): replicate r draws one weight per
+        individual of each group in turn (per world, one matrix for all the groups, for
+        coupled units), from one stream, written in place (each (R, n) matrix contiguous)."""
+        rng_b, out = _rng(seed, _STREAM, 99), np.empty((Gw, R, n))
+        for r in range(R):
+            for g in range(Gw):
+                out[g, r] = rng_b.poisson(1.0, size=n)
+        return out
+
+    check_memory(8.0 * Gw * n_boot * n, "benefit_fairness_mc",
+                 f"the bootstrap's weights ({n_boot} replicates of {n} units per group); lower "
+                 "n or n_boot")
+    # one stream, so one thread draws them, beside the groups' rollouts and the driver's
+    # search for the visited cells (numpy's generators release the GIL)
+    drawn = _beside(resample, n_boot, jobs=jobs)
     # ``rollout``: another estimator of each visit's benefit with _rollout's outputs
     # (causalfair.engines.benefit_horizon: the benefit to the horizon, Lambda_T)
     outs = (shared or {}).get("rollout") or (
@@ -541,18 +562,6 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     delta, prob, w = cell_means(None)
     # "auto": from the point estimates of the benefits, the same eps for every replicate
     eps, eps_source = resolve_eps(eps, np.delete(delta, base, axis=-1), eps_source)
-    per_world = U > 1  # coupled units: one weight per world, the same for every group
-    Gw = 1 if per_world else G  # weight matrices: W[0 if per_world else g] is group g's
-
-    def resample(R: int) -> np.ndarray:
-        """The bootstrap's Poisson(1) weights, (Gw, R, n): replicate r draws one weight per
-        individual of each group in turn (per world, one matrix for all the groups, for
-        coupled units), from one stream, written in place (each (R, n) matrix contiguous)."""
-        rng_b, out = _rng(seed, _STREAM, 99), np.empty((Gw, R, n))
-        for r in range(R):
-            for g in range(Gw):
-                out[g, r] = rng_b.poisson(1.0, size=n)
-        return out
 
     def replicates(W: np.ndarray) -> list[tuple[np.ndarray, ...]]:
         """:func:`cell_means` of every replicate at once: each unit's (world's) sums over
@@ -592,10 +601,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
             p_r[:, g] = sums[..., 1 + A:] / safe
         return [(d_r[r], p_r[r], w_r[r]) for r in range(R)]
 
-    check_memory(8.0 * Gw * n_boot * n, "benefit_fairness_mc",
-                 f"the bootstrap's weights ({n_boot} replicates of {n} units per group); lower "
-                 "n or n_boot")
-    W = resample(n_boot)
+    W = drawn()
     if n_boot and 8.0 * n * K * (1 + 2 * A) <= 256 << 20:  # the per-unit sums fit: one product
         reps = replicates(W)
     else:
@@ -646,6 +652,33 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         actions=system.decisions.labels, method="mc", se=se, ci=ci,
         ci_level=1 - alpha if ci is not None else None, cells=desc,
     )
+
+
+def _beside(fn: Callable[..., Any], *args: Any, jobs: Any) -> Callable[[], Any]:
+    """``fn(*args)`` on a thread of its own while the caller goes on, when ``jobs`` allows
+    more than one thread (else here, now); returns the function that waits for its result
+    (raising what it raised)."""
+    if resolve_jobs(jobs, "jobs") <= 1:
+        out = fn(*args)
+        return lambda: out
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["out"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - raised where the result is taken
+            box["exc"] = exc
+
+    th = threading.Thread(target=run, name="causalfair-benefit-weights", daemon=True)
+    th.start()
+
+    def result() -> Any:
+        th.join()
+        if "exc" in box:
+            raise box["exc"]
+        return box["out"]
+
+    return result
 
 
 def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,

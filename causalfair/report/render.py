@@ -1,9 +1,11 @@
 """Audit reports: report.html (self-contained), report.md, card.md, audit.json and PNG
 figures.
 
-:func:`write_report` builds the whole report in a temporary folder beside the target and
-renames it into place at the end, so a report is never half-written: an interrupted or
-failed run leaves the previous report (or nothing) behind.
+:func:`write_report` renders the whole report in memory (:func:`render_report`, which a
+gate's worker runs where it audited, sending the bytes back), writes it into a temporary
+folder beside the target and renames that into place (:func:`write_rendered`), so a report
+is never half-written: an interrupted or failed run leaves the previous report (or
+nothing) behind.
 
 The report reads top to bottom: the verdict and one generated sentence per threshold and
 per effect (:mod:`causalfair.report.explain`), the headline figure, then the details (tables,
@@ -65,8 +67,9 @@ from causalfair.results import SHARE_FLOOR
 #: module imports nothing from causalfair.audit, so the import graph has no circle.
 AuditResult = Any
 
-__all__ = ["write_report", "write_error_report", "make_figures", "figure_png_base64", "FIGURES", "DPI",
-           "GRAPH_EPOCHS", "FRONTIER_POINTS", "render_html", "render_markdown"]
+__all__ = ["write_report", "write_error_report", "render_report", "write_rendered", "make_figures",
+           "figure_png_base64", "FIGURES", "DPI", "GRAPH_EPOCHS", "FRONTIER_POINTS", "render_html",
+           "render_markdown"]
 
 
 _STATUS_COLOUR = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#9a6700"}
@@ -476,15 +479,52 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
 
 
 # ---------------------------------------------------------------------------- writing
-def _draw(r: AuditResult, names: Sequence[str] | None, tmp: Path
-          ) -> tuple[dict[str, bytes], dict[str, Any], dict[str, Any]]:
-    """Build and render the figures ``names`` (None: all) into ``tmp``: (pngs, data, figures)."""
-    built = build_figures(r, names, FIGURES)  # the report's figures (FIGURES here)
-    pngs = {name: figure_png(fig) for name, (fig, _) in built.items()}
-    for name, png in pngs.items():
-        (tmp / f"{name}.png").write_bytes(png)
-    return (pngs, {k: d for k, (_, d) in built.items()},
-            {k: fig for k, (fig, _) in built.items()})
+def render_report(r: AuditResult, *, before: AuditResult | None = None,
+                  retrain_error: str | None = None, keep_figures: bool = False
+                  ) -> dict[str, bytes]:
+    """The files of ``r``'s report folder, name -> bytes, in the order
+    :func:`write_report` writes them (the NAME.png figures, audit.json, the exports,
+    report.md, report.html, card.md; the manifest is added when the folder is written):
+    what a gate's worker renders and sends back for the driver to write
+    (:func:`write_rendered`). ``before`` / ``retrain_error``: as in :func:`write_report`;
+    ``keep_figures``: cache the matplotlib figures on ``r`` (``r.figures()``), which a
+    result going back to the driver must not carry."""
+    order = [n for n, _, _ in FIGURES]
+    built = build_figures(r, None, FIGURES)  # the report's figures (FIGURES here)
+    pngs = {name: figure_png(built[name][0]) for name in order if name in built}
+    if keep_figures:
+        r._figures = {k: fig for k, (fig, _) in built.items()}
+    files = {f"{name}.png": png for name, png in pngs.items()}
+    doc = r.to_dict()
+    titles = {n: t for n, t, _ in FIGURES}
+    doc["figures"] = {name: {"file": f"{name}.png", "title": titles[name],
+                             "data": built[name][1]} for name in pngs}
+    if before is not None:
+        doc["before"] = {"overall": before.overall,
+                         "checkpoint_sha256": before.checkpoint_sha256,
+                         "verdicts": [v.to_dict() for v in before.verdicts],
+                         "quantities": {k: v[0] for k, v in before.quantities.items()}}
+    text = json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n"
+    files["audit.json"] = text.encode("utf-8")
+    for name, body in export_files(json.loads(text), report_exports(doc), audit_sha256=(
+            hashlib.sha256(text.encode("utf-8")).hexdigest())).items():
+        files[name] = body.encode("utf-8")
+    files["report.md"] = render_markdown(r, doc, pngs, before, retrain_error).encode("utf-8")
+    files["report.html"] = render_html(r, doc, pngs, before, retrain_error).encode("utf-8")
+    files["card.md"] = card_markdown(doc).encode("utf-8")
+    return files
+
+
+def write_rendered(out: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
+    """Write the report folder ``out`` holding ``files`` (:func:`render_report`'s),
+    atomically and replacing only a folder causalfair wrote, as :func:`write_report`
+    does. Returns ``out`` as a Path."""
+    return write_folder(out, lambda tmp: _put(tmp, files), kind="report")
+
+
+def _put(folder: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
 
 
 def write_report(r: AuditResult, out: str | os.PathLike[str], *,
@@ -497,31 +537,9 @@ def write_report(r: AuditResult, out: str | os.PathLike[str], *,
     causalfair wrote it (it holds the manifest ``.causalfair-report.json``); a user's
     folder or file is never touched (:class:`~causalfair.errors.OutputError`). Returns
     ``out`` as a Path."""
-    def fill(tmp: Path) -> None:
-        order = [n for n, _, _ in FIGURES]
-        pngs, data, figs = _draw(r, None, tmp)
-        r._figures = figs
-        pngs = {n: pngs[n] for n in order if n in pngs}
-        doc = r.to_dict()
-        titles = {n: t for n, t, _ in FIGURES}
-        doc["figures"] = {name: {"file": f"{name}.png", "title": titles[name],
-                                 "data": data[name]} for name in pngs}
-        if before is not None:
-            doc["before"] = {"overall": before.overall,
-                             "checkpoint_sha256": before.checkpoint_sha256,
-                             "verdicts": [v.to_dict() for v in before.verdicts],
-                             "quantities": {k: v[0] for k, v in before.quantities.items()}}
-        text = json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n"
-        (tmp / "audit.json").write_text(text, encoding="utf-8")
-        for name, body in export_files(json.loads(text), report_exports(doc), audit_sha256=(
-                hashlib.sha256(text.encode("utf-8")).hexdigest())).items():
-            (tmp / name).write_text(body, encoding="utf-8")
-        (tmp / "report.md").write_text(render_markdown(r, doc, pngs, before, retrain_error),
-                                       encoding="utf-8")
-        (tmp / "report.html").write_text(render_html(r, doc, pngs, before, retrain_error),
-                                         encoding="utf-8")
-
-        (tmp / "card.md").write_text(card_markdown(doc), encoding="utf-8")
+    def fill(tmp: Path) -> None:  # rendered once the target is known to be writable
+        _put(tmp, render_report(r, before=before, retrain_error=retrain_error,
+                                keep_figures=True))
 
     return write_folder(out, fill, kind="report")
 

@@ -28,7 +28,12 @@ A sweep folder that already holds a sweep is refused unless ``existing="resume"`
 only the runs without a ``result.json`` of the same configuration, tabulate them with the
 finished ones) or ``existing="force"`` (train every run again; ``OUT/runs/`` is removed
 before the first run starts). A ``runs`` that is a file or a symbolic link, or holds one, is
-refused: a sweep never follows a link out of its folder.
+refused: a sweep never follows a link out of its folder. One sweep at a time writes a
+folder: a sweep holds ``OUT/.causalfair-sweep.lock`` (an exclusive ``flock``, released
+when it ends or its process dies; its process id inside) from before it looks at the
+folder's earlier sweep until its tables are written, and a second sweep started on the
+same folder meanwhile (two ``--force`` runs of a CI matrix) is refused, naming the first
+one's pid, before it removes or writes anything.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ from causalfair.train.algorithms import REGISTRY
 __all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "train_many", "write_run"]
 
 MARK = ".causalfair-sweep"
+#: The lock a sweep holds on its folder while it writes it (module docstring).
+LOCK = ".causalfair-sweep.lock"
 #: Files of a run folder handed back to the driver.
 RUN_FILES = ("checkpoint.pt", "metrics.csv", "metrics.jsonl", "config.json")
 #: A finished run's final metrics, wall time and configuration (what a resumed sweep reuses).
@@ -266,23 +273,68 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, f
     return m, m - h, m + h
 
 
-def _prepare_out(out: Path, existing: str) -> None:
+def _prepare_out(out: Path, existing: str) -> int | None:
+    """Check and mark the sweep folder ``out``, then take it (:func:`_lock_out`) before
+    looking at its earlier sweep; returns the lock's descriptor, for the caller to close
+    when the sweep ends."""
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: is a file, not a sweep folder; choose another --out.")
     if out.is_dir() and any(out.iterdir()) and not (out / MARK).exists():
         raise OutputError(f"{out}: is an existing folder causalfair did not write (no {MARK}); "
                           "choose another --out (causalfair never writes into a folder of yours).")
-    _check_runs_folder(out / "runs")
-    earlier = any((out / name).exists() for name in ("runs", "runs.csv", "table.csv"))
-    if earlier and existing == "refuse":
-        raise OutputError(f"{out}: holds an earlier sweep; add --resume to train only the runs "
-                          "it lacks (its finished runs are kept), or --force to train every run "
-                          "again and replace them, or choose another --out.")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / MARK).touch()
     except OSError as exc:
         raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
+    fd = _lock_out(out)
+    try:
+        _check_runs_folder(out / "runs")
+        earlier = any((out / name).exists() for name in ("runs", "runs.csv", "table.csv"))
+        if earlier and existing == "refuse":
+            raise OutputError(f"{out}: holds an earlier sweep; add --resume to train only the "
+                              "runs it lacks (its finished runs are kept), or --force to train "
+                              "every run again and replace them, or choose another --out.")
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+    return fd
+
+
+def _lock_out(out: Path) -> int | None:
+    """Take the sweep folder ``out`` for this process: an exclusive ``flock`` on
+    ``out/LOCK`` (the kernel releases it when the descriptor returned is closed or the
+    process dies: no stale lock), with this process's id written in it. A folder another
+    sweep holds is an :class:`OutputError` naming that sweep's process id. None where
+    there is no ``flock`` (not POSIX)."""
+    import time
+
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    try:
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutputError(f"{out / LOCK}: cannot open the sweep's lock ({exc.strerror}); "
+                          "choose another --out.") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        other = b""
+        for _ in range(50):  # (the other sweep writes its pid just after taking the lock)
+            other = os.pread(fd, 32, 0).strip()
+            if other:
+                break
+            time.sleep(0.01)
+        os.close(fd)
+        pid = other.decode("ascii", "replace") or "unknown"
+        raise OutputError(f"{out}: another sweep (pid {pid}) is writing this folder; wait for "
+                          "it to end, or choose another --out.") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
 
 
 def _check_runs_folder(runs: Path) -> None:
@@ -390,9 +442,20 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 raise ConfigError(f"overrides: {exc}") from None
     out_path = Path(out) if out is not None else None
     configs = [_config(sy, params or {}, a, k, overrides) for sy, a, k in combos]
+    lock = _prepare_out(out_path, existing) if out_path is not None else None
+    try:  # the folder is this sweep's until its tables are written
+        return _sweep_into(out_path, existing, combos, configs, backend, search_path, alpha)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, str, int]],
+                configs: list[Any], backend: Any, search_path: Any,
+                alpha: float) -> SweepResult:
+    """:func:`sweep` once its arguments are checked and its folder (if any) is taken."""
     done: dict[int, dict[str, Any]] = {}
     if out_path is not None:
-        _prepare_out(out_path, existing)
         for i, ((sy, a, k), c) in enumerate(zip(combos, configs, strict=True)):
             if existing == "resume" and (r := _finished(_run_dir(out_path, sy, a, k), c)):
                 done[i] = r

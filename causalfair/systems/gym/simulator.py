@@ -34,6 +34,9 @@ observation, reward and gain are read: :mod:`causalfair.systems.gym.readings`.
 
 from __future__ import annotations
 
+import hashlib
+import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,8 +57,17 @@ from causalfair.systems.gym.forks import (
 from causalfair.systems.gym.readings import F64, box_vector, read_spaces, reads_obs0, stepper
 from causalfair.systems.registry import load_callable
 from causalfair.types import Observation, StepResult
+from causalfair.workers import pickler
 
 __all__ = ["GymSimulator", "GymState", "BATCH_SIZE", "is_callable_ref"]
+
+#: Envs made by factories in this thread of this process, by the digest of the pickled
+#: (factory, params, the factory's module file) of the simulator that made them
+#: (:meth:`GymSimulator._make_env`): a simulator unpickled for each task of a worker (local
+#: or Ray) calls its factory once per worker thread, not once per task. At most
+#: :data:`ENV_CACHE_SIZE` of them, the oldest dropped first.
+_ENVS = threading.local()
+ENV_CACHE_SIZE = 4
 
 #: Individuals per batch of a Gymnasium system when neither the caller nor the system says:
 #: an env object per individual, so a few hundred keep them in cache (the decomposition was
@@ -108,10 +120,22 @@ class GymSimulator:
         self._width: int | None = None
         self._n_actions = 0
         self._start = 0
+        self._factory_key: bytes | None = None  # made when first pickled
         self._init()
 
-    # pickling: env objects stay behind; a worker makes its own template
+    # pickling: env objects stay behind; a worker makes its own template, once per
+    # (factory, params) in each of its threads
     def __getstate__(self) -> dict[str, Any]:
+        if getattr(self, "_factory_key", None) is None:
+            # what makes the env: the factory (by value when it is a script's or a
+            # notebook's), its params, and the file of its module (two folders' clinic.py)
+            module = sys.modules.get(getattr(self.env_factory, "__module__", None) or "")
+            try:
+                what = pickler().dumps((self.env_factory, self.params,
+                                        getattr(module, "__file__", None)))
+            except Exception:  # noqa: BLE001 - pickling the task fails just after, saying why
+                what = None
+            self._factory_key = b"" if what is None else hashlib.sha256(what).digest()
         d = dict(self.__dict__)
         for k in ("_template", "_gen", "_rng", "_run", "_memo", "_memo_noise", "_consumed"):
             d[k] = None
@@ -120,10 +144,30 @@ class GymSimulator:
 
     def __setstate__(self, d: dict[str, Any]) -> None:
         self.__dict__.update(d)
-        self._init()
+        self._init(self.__dict__.get("_factory_key") or None)
 
-    def _init(self) -> None:
-        env = call_user(f"gym env factory {self.name}", self.env_factory, **self.params)
+    def _make_env(self, key: bytes | None = None) -> Any:
+        """The env of ``env_factory(**params)``; with ``key`` (the pickled factory and
+        params), the one this thread made for that key before, if any. Sharing it is what
+        one simulator does with its template from batch to batch: an individual is
+        whatever ``reset(seed=...)`` makes of it (docs/own-system.md, checked by
+        :func:`~causalfair.systems.gym.checks.check_forks`), and the template is either
+        only copied or reset and stepped one individual at a time. The simulators of one
+        thread that share it run one at a time (a worker runs one task at a time; a
+        Gymnasium simulator is never stepped on two threads: ``thread_safe``)."""
+        if key is None:
+            return call_user(f"gym env factory {self.name}", self.env_factory, **self.params)
+        cache = _ENVS.__dict__.setdefault("envs", {})
+        env = cache.get(key)
+        if env is None:
+            env = call_user(f"gym env factory {self.name}", self.env_factory, **self.params)
+            while len(cache) >= ENV_CACHE_SIZE:
+                cache.pop(next(iter(cache)))
+            cache[key] = env
+        return env
+
+    def _init(self, key: bytes | None = None) -> None:
+        env = self._make_env(key)
         self._n_actions, self._start, self._width = read_spaces(env, self.name)
         self._spec = getattr(env, "spec", None)
         env = unwrap_bookkeeping(env)
