@@ -13,7 +13,8 @@ The core objects:
 - :func:`benefit_fairness` (``causalfair.engines.choice``) - Delta, Lambda, worst pairs;
 - :func:`compare_groups` (``causalfair.engines.choice``) - every group against a reference,
   every pair, the worst pair;
-- :func:`temporal_graph` (``causalfair.graph``) - the temporal causal graph;
+- :func:`temporal_graph` (``causalfair.engines.choice``, over ``causalfair.graph``) - the
+  temporal causal graph, under a policy;
 - ``audit(spec, policy=...)`` (``causalfair.audit``) - an audit spec (TOML file or dict) run
   to an ``AuditResult`` with verdicts, pandas tables and figures; :func:`compare` puts
   several side by side;
@@ -34,7 +35,7 @@ Heavy dependencies (torch, pandas, matplotlib, dowhy) are imported only when use
 from causalfair import audit, systems
 from causalfair._version import __version__
 from causalfair.engines.benefit import lambda_metric
-from causalfair.engines.choice import benefit_fairness, compare_groups, decompose
+from causalfair.engines.choice import benefit_fairness, compare_groups, decompose, temporal_graph
 from causalfair.engines.effects import value_tables
 from causalfair.errors import CausalfairError, SpecError, SystemError_
 from causalfair.model import CausalStructure, ModelError, TabularModel, potential_from_gain
@@ -95,6 +96,7 @@ __all__ = [
     "benefit_fairness",
     "compare_groups",
     "decompose",
+    "temporal_graph",
     "hypothetical_policies",
     "lambda_metric",
     "lending_setting",
@@ -109,7 +111,6 @@ __all__ = [
 
 
 _LAZY = {
-    "temporal_graph": "causalfair.graph",
     "hypothetical_graphs": "causalfair.graph",
     "TemporalGraph": "causalfair.graph",
     "decompose_mc": "causalfair.engines.montecarlo",

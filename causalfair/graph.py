@@ -552,7 +552,9 @@ def temporal_graph(
         T, the number of decision epochs.
     policy_reads_s : bool
         Whether the deployed policy reads S (adds ``S -> D_t``); an S-unaware policy
-        cuts those edges, but S still reaches decisions through ``X_t``.
+        cuts those edges, but S still reaches decisions through ``X_t``. To derive it
+        from a policy: ``cf.temporal_graph(system, T, policy=pol)``
+        (:func:`causalfair.engines.choice.temporal_graph`).
     variant : {"pi", "pi0", "ps"}
         See the module docstring (reference paper, Fig. 1 and Fig. 2).
     """

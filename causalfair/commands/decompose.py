@@ -23,7 +23,7 @@ from causalfair.commands.logs import add_logs_arguments, check_logs_only, run_lo
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.groups import resolve_pair
-from causalfair.engines.montecarlo import decompose_mc
+from causalfair.engines.montecarlo import BENEFIT_N, decompose_mc
 from causalfair.errors import InputError, UsageError
 
 
@@ -80,8 +80,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "simulator, with standard errors and CIs) or auto (default: exact when "
                    "the system has a tabular model, else mc)")
     p.add_argument("--n", type=int, default=None,
-                   help="mc only (refused with the exact engine): individuals simulated per group (default: 100000), or worlds on "
-                   "a system of coupled units (default: 2000)")
+                   help="mc only (refused with the exact engine): individuals simulated per "
+                   "group (default: 100000), or worlds on a system of coupled units (default: "
+                   f"2000); Lambda's forks run on at most {BENEFIT_N} of them, as "
+                   "cf.decompose's")
     p.add_argument("--benefit-bins", type=int, default=None, metavar="N",
                    help="mc only: Lambda by forks on a system observed through features pairs "
                         "individuals in the joint cells of N quantile bins per feature "
@@ -208,8 +210,7 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
     one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1  # this thread
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                         backend=backend_from_args(args), jobs=1 if one else "auto",
-                        eps=args.eps, alpha=args.alpha, benefit_n=args.n, benefit_bins=bins,
-                        pair=args.pair)
+                        eps=args.eps, alpha=args.alpha, benefit_bins=bins, pair=args.pair)
 
 
 def backend_from_args(args: argparse.Namespace):

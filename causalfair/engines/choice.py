@@ -13,6 +13,7 @@ interval of the forks for Monte Carlo.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -25,13 +26,17 @@ from causalfair.engines.benefit_mc import system_benefit
 from causalfair.engines.effects import decompose as _decompose_exact
 from causalfair.engines.groups import GroupComparison, lambda_by_forks
 from causalfair.engines.groups import compare as _compare_groups
-from causalfair.engines.montecarlo import decompose_mc
-from causalfair.model import ModelError, TabularModel
+from causalfair.engines.montecarlo import benefit_size, decompose_mc
+from causalfair.errors import InputError
+from causalfair.graph import TemporalGraph
+from causalfair.graph import temporal_graph as _temporal_graph
+from causalfair.model import CausalStructure, ModelError, TabularModel
+from causalfair.policies.grid import reads_group
 from causalfair.policies.resolver import resolve
-from causalfair.results import LAMBDA_NEEDS, BenefitResult, Decomposition
+from causalfair.results import LAMBDA_NEEDS, BenefitResult, Decomposition, check_pair
 from causalfair.systems import as_system
 
-__all__ = ["benefit_fairness", "decompose", "compare_groups"]
+__all__ = ["benefit_fairness", "decompose", "compare_groups", "default_pair", "temporal_graph"]
 
 
 def _check_engine(engine: Any) -> None:
@@ -110,10 +115,31 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
                         benefit_bins=benefit_bins)
 
 
+def default_pair(system: Any, policy: Any, horizon: int, pair: Any, *, engine: str = "auto",
+                 n: int = 20_000, seed: int = 0, eps: float = 0.1, alpha: float = 0.05,
+                 bins: int = 4) -> tuple[tuple[int, int], Decomposition | None]:
+    """The groups benefit fairness compares on ``system`` (a System or a TabularModel):
+    ``pair`` checked (:func:`~causalfair.results.check_pair`), else :func:`decompose`'s
+    default pair (method.md section 2): the first and the second of two groups, else the
+    groups with the largest and smallest V^pi, by the engine the system supports (exact;
+    Monte Carlo: ``n`` units per group, ``seed``). Returns with it the Monte Carlo
+    decomposition that found it (Lambda by forks over ``n`` units per group), else None."""
+    G = int(system.n_groups)
+    if pair is not None or G <= 2:
+        return check_pair(pair, G, None), None
+    model = system if isinstance(system, TabularModel) else (
+        system.tabular if engine_for(system, engine) == "exact" else None)
+    if model is not None:
+        return _decompose_exact(model, policy, horizon, eps=eps).pair, None
+    dec = decompose_mc(system, policy, horizon, n=n, seed=seed, eps=eps, alpha=alpha,
+                       benefit_n=n, benefit_bins=bins)
+    return dec.pair, dec
+
+
 @check_keywords
 def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
                      eps: float | str | None = None, weights: str = "visitation",
-                     pair: tuple[int, int] = (0, 1), engine: str = "auto", n: int = 20_000,
+                     pair: tuple[int, int] | None = None, engine: str = "auto", n: int = 20_000,
                      seed: int = 0, alpha: float = 0.05, horizon_benefit: bool = False,
                      benefit_bins: int = 4) -> BenefitResult:
     """Delta table, Lambda and worst pairs of ``policy`` on ``model``: a
@@ -123,7 +149,11 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     tabular model of independent units, else by forks over ``n`` units per group with a
     seeded bootstrap interval at level 1 - ``alpha`` (``ci``, ``se``). ``engine``:
     "auto", "exact" (refused without a tabular model) or "mc". ``eps``: as
-    :func:`decompose`'s; the result's ``eps_source`` says how it was chosen.
+    :func:`decompose`'s; the result's ``eps_source`` says how it was chosen. ``pair``: the
+    two groups (indices), by default :func:`decompose`'s (:func:`default_pair`: with more
+    than two groups those with the largest and smallest V^pi, found by a decomposition of
+    the same engine, ``n`` and ``seed``), so that Lambda and ``dpe_prop1`` are of the
+    decomposition's pair.
     ``horizon_benefit=True``: Lambda_T instead, the benefit of a decision including its
     delayed effect on the gain under the policy afterwards
     (:mod:`causalfair.engines.benefit_horizon`; ``notion`` "Lambda_T"). ``benefit_bins``:
@@ -135,11 +165,21 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
                          benefit_bins)
     system = _system(model, engine)
     eps, source = eps_for(eps, system)
+    policy = _resolved(policy, system)
+    T = (20 if isinstance(system, TabularModel) else system.horizon) if horizon is None \
+        else horizon
+    dec = None  # forks refuse weights other than "visitation" below, before any rollout
+    if weights == "visitation" or isinstance(system, TabularModel) \
+            or engine_for(system, engine) == "exact":
+        pair, dec = default_pair(system, policy, T, pair, engine=engine, n=n, seed=seed,
+                                 eps=eps, alpha=alpha, bins=benefit_bins)
+    if dec is not None and dec.benefit is not None and dec.benefit.method == "mc":
+        # forks over n units per group of decompose's pair
+        return dec.benefit if source is None else replace(dec.benefit, eps_source=source)
     if isinstance(system, TabularModel):
-        return _benefit_exact(model, _resolved(policy, model), 20 if horizon is None
-                              else horizon, eps=eps, weights=weights, pair=pair,
+        return _benefit_exact(model, policy, T, eps=eps, weights=weights, pair=pair,
                               eps_source=source)
-    ben = system_benefit(system, _resolved(policy, system), horizon, engine=engine, n=n, seed=seed, eps=eps,
+    ben = system_benefit(system, policy, T, engine=engine, n=n, seed=seed, eps=eps,
                          weights=weights, alpha=alpha, pair=pair, eps_source=source,
                          bins=benefit_bins)
     if ben is None:
@@ -149,19 +189,26 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
 
 
 def _lambda_t(model: Any, policy: Any, horizon: int | None, eps: Any, weights: str,
-              pair: tuple[int, int], engine: str, n: int, seed: int,
+              pair: tuple[int, int] | None, engine: str, n: int, seed: int,
               alpha: float, bins: int = 4) -> BenefitResult:
-    """Lambda_T by the engine the system supports (exact from a tabular model, else forks)."""
+    """Lambda_T by the engine the system supports (exact from a tabular model, else forks),
+    of ``pair`` or :func:`default_pair`'s."""
     system = _system(model, engine)
     eps, source = eps_for(eps, system)
+    policy = _resolved(policy, system)
     if isinstance(system, TabularModel):
-        return lambda_horizon(model, _resolved(policy, model), horizon, eps=eps,
-                              weights=weights, pair=pair, eps_source=source)
+        T = 20 if horizon is None else horizon
+        pair, _ = default_pair(system, policy, T, pair, eps=eps)
+        return lambda_horizon(model, policy, T, eps=eps, weights=weights, pair=pair,
+                              eps_source=source)
     kind = engine_for(system, engine)
     if kind == "mc" and weights != "visitation":
         raise ModelError(f"weights: bad value {weights!r}; Lambda_T by forks weighs states by "
                          "visitation; \"initial\" needs the exact engine.")
-    return lambda_horizon(system, _resolved(policy, system), horizon, engine=kind, eps=eps,
+    T = system.horizon if horizon is None else horizon
+    pair, _ = default_pair(system, policy, T, pair, engine=kind, n=n, seed=seed, eps=eps,
+                           alpha=alpha, bins=bins)
+    return lambda_horizon(system, policy, horizon, engine=kind, eps=eps,
                           weights=weights, pair=pair, n=n, seed=seed, alpha=alpha,
                           eps_source=source, bins=bins)
 
@@ -183,13 +230,44 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     ben = dec.benefit
     system = None if isinstance(model, TabularModel) and dec.engine == "exact" else as_system(model)
     if ben is None and dec.engine == "exact":  # the exact engine keeps no benefit table
-        ben = benefit_fairness(model, policy, dec.horizon, eps=eps, engine="exact")
+        ben = benefit_fairness(model, policy, dec.horizon, eps=eps, engine="exact",
+                               pair=dec.pair)
     lambda_of = None
     if system is not None and ben is not None and ben.method != "exact":
         lambda_of = lambda_by_forks(system, _resolved(policy, system), dec.horizon,
-                                    n=min(n, 20_000), seed=seed, eps=ben.eps, alpha=alpha,
+                                    n=benefit_size(n), seed=seed, eps=ben.eps, alpha=alpha,
                                     jobs=jobs, bins=benefit_bins)
     return _compare_groups(dec, reference=reference, alpha=alpha, benefit=ben,
                            lambda_of=lambda_of,
                            attributes=getattr(system, "group_attributes", None),
                            coupled=system is not None and system.units_per_replica != 1)
+
+
+@check_keywords
+def temporal_graph(model_or_structure: Any, horizon: int, *, policy: Any = None,
+                   policy_reads_s: bool | None = None, variant: str = "pi") -> TemporalGraph:
+    """The temporal causal graph of ``model_or_structure`` (a System, a TabularModel, a
+    simulator declaring ``structure``, or a CausalStructure;
+    :func:`causalfair.graph.temporal_graph`) under ``policy``, ``variant`` "pi", "pi0" or
+    "ps" (method.md section 7). ``policy``: anything :func:`causalfair.policies.resolve`
+    accepts, resolved for the system; it reads S (the edges ``S -> D_t``) as
+    :func:`causalfair.policies.grid.reads_group` answers, the one answer ``causalfair
+    graph --policy/--checkpoint`` draws.
+    ``policy_reads_s``: without a policy, whether the policy reads S (default True, the
+    conservative graph); with one, refused when it contradicts the policy."""
+    if policy is None:
+        return _temporal_graph(model_or_structure, horizon, variant=variant,
+                               policy_reads_s=True if policy_reads_s is None else policy_reads_s)
+    if isinstance(model_or_structure, CausalStructure):
+        raise InputError("policy: a CausalStructure alone has no system to evaluate the policy "
+                         "on; pass the system (or its tabular model) with policy=, or "
+                         "policy_reads_s=True/False instead of policy=.")
+    system = as_system(model_or_structure)
+    reads = reads_group(resolve(policy, system).policy, system=system)
+    if policy_reads_s in (True, False) and bool(policy_reads_s) != reads:
+        raise InputError(f"policy_reads_s: {policy_reads_s!r} contradicts the policy, which "
+                         f"{'reads' if reads else 'does not read'} S "
+                         "(causalfair.policies.grid.reads_group); drop policy_reads_s (the "
+                         "policy decides the edges S -> D_t) or pass the policy you mean.")
+    return _temporal_graph(model_or_structure, horizon, variant=variant,
+                           policy_reads_s=reads if policy_reads_s is None else policy_reads_s)

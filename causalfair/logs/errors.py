@@ -41,7 +41,23 @@ MSG_NOT_NUMERIC = (
     "logs: column {column!r} must be numeric, got dtype {dtype}; write its values as "
     "numbers with a '.' decimal point (no units, thousands separators or labels)."
 )
-MSG_DECISION = "logs: column 'decision' must be 0 or 1, got {value!r} at row {row}."
+MSG_DECISION = (
+    "logs: column 'decision' must be 0 or 1, got {value!r} at row {row}; a log audit covers "
+    "two decisions (d0, d1): collapse the actions to the decision of interest, e.g. admit vs "
+    "not: df['decision'] = (df['decision'] == ADMIT).astype(int), or audit every action "
+    "through the system's simulator (causalfair decompose --system; docs/logs.md)."
+)
+MSG_ONE_LEVEL = (
+    "logs: columns 'level' and 'next_level' hold only level 0, so the log has K = 1 level; "
+    "an audit needs at least 2 levels of the qualification x_t to measure its gains: write "
+    "each row's level 0..K-1 into 'level' and 'next_level', or give the state as feature "
+    "columns (state=[...] with bins=N; CLI --state-cols F1,F2 --bins N)."
+)
+MSG_ONE_BIN = (
+    "logs: the state {state} is binned into K = 1 level; an audit needs at least 2 levels of "
+    "the state to measure its gains: pass bins=N with N >= 2 (CLI --bins N) or cut points "
+    "inside the values' range (--bin-cuts F=C1,C2,...)."
+)
 MSG_LEVEL_RANGE = (
     "logs: column {column!r} must hold 0-based levels in 0..{kmax}, got {value!r} at row {row}."
 )

@@ -67,6 +67,8 @@ from causalfair.logs.errors import (
     MSG_NOT_FRAME,
     MSG_NOT_INTEGER,
     MSG_NOT_NUMERIC,
+    MSG_ONE_BIN,
+    MSG_ONE_LEVEL,
     MSG_OUTCOME_RANGE,
     MSG_PARQUET,
     MSG_STATE_AND_LEVEL,
@@ -96,6 +98,8 @@ __all__ = [
     "MSG_NOT_NUMERIC",
     "MSG_DECISION",
     "MSG_LEVEL_RANGE",
+    "MSG_ONE_LEVEL",
+    "MSG_ONE_BIN",
     "MSG_DUPLICATE_T",
     "MSG_TIME_GAP",
     "MSG_LATE_START",
@@ -227,7 +231,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     this order: not a frame, missing columns, no rows, the memory the audit of its rows
     needs (:data:`_ROW_BYTES` per row beyond the table), missing values, non-integer /
     non-numeric columns, a non-finite reward, an outcome outside [0, 1] (it is averaged
-    into p_repay), decisions not 0/1, levels out of range, unknown groups, then
+    into p_repay), decisions not 0/1, levels out of range, a single level, unknown groups, then
     per individual (rows sorted by id, t): duplicate epochs, time gaps, late starts,
     group changes, next_level mismatches.
 
@@ -299,6 +303,9 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         if bad.any():
             i = first_row(bad)
             raise LogError(MSG_LEVEL_RANGE.format(column=col, kmax=K - 1, value=int(v[i]), row=i))
+    if K < 2:  # one level: no qualification to gain
+        raise LogError(MSG_ONE_LEVEL if binning is None
+                       else MSG_ONE_BIN.format(state=list(binning.columns)))
 
     gcol = df["group"]
     if groups is None:
