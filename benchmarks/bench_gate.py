@@ -89,6 +89,8 @@ _DRIVER_CPU = ("import atexit, resource, sys, runpy\n"
 
 def _folders(root: Path) -> dict[str, bytes]:
     """The report folders' files, name -> bytes; audit.json without ``seconds`` and
+    ``provenance.kernels.torch_cpu_capability`` (recorded where the process that ran the
+    audit had loaded torch, e.g. for an earlier spec: a worker may not have), and
     annex-iv.md without the audit.json digest (what differs from run to run)."""
     out = {}
     for p in sorted(root.rglob("*")):
@@ -97,6 +99,7 @@ def _folders(root: Path) -> dict[str, bytes]:
             if p.name == "audit.json":
                 doc = json.loads(data)
                 doc.pop("seconds", None)
+                doc.get("provenance", {}).get("kernels", {}).pop("torch_cpu_capability", None)
                 data = json.dumps(doc, sort_keys=True).encode()
             elif p.name == "annex-iv.md":
                 data = b"\n".join(x for x in data.splitlines() if b"audit.json SHA-256" not in x)

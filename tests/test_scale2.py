@@ -30,8 +30,9 @@ def _spec(folder: Path, name: str, abs_c: float) -> Path:
 
 def _folder(root: Path) -> dict[str, bytes]:
     """Every file of a gate's report folders, name -> bytes, but for the bytes that differ
-    from run to run (audit.json's ``seconds``, the audit's wall time, and the digest of
-    audit.json that annex-iv.md quotes): benchmarks/bench_gate.py's comparison."""
+    from run to run (audit.json's ``seconds``, the audit's wall time, its
+    ``torch_cpu_capability``, present where the process had loaded torch, and the digest
+    of audit.json that annex-iv.md quotes): benchmarks/bench_gate.py's comparison."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_gate", ROOT / "benchmarks" /
