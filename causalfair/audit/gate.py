@@ -634,7 +634,7 @@ def _error_entry(spec: AuditSpec, failure: Any, what: str = "audit",
         if not msg.startswith("audit spec"):
             msg = f"{spec_label(spec.path)}: {msg}"
         if what != "audit":
-            msg = f"{msg} (in its {what})"
+            msg = f"{msg.rstrip().removesuffix('.')} (in its {what})."  # one full stop
         return GateEntry(spec=spec, before=before, error=msg, error_kind=failure.kind,
                          user_traceback=failure.user_traceback)
     name = str(spec.path or spec.name)

@@ -21,10 +21,11 @@ from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
            "model_index", "fmt", "what_changed", "failure_drivers", "change_lines",
-           "pairs_lines", "PAIR_COLUMNS", "doc_gain_unit", "spec_sha256", "md_cell", "md_text"]
+           "pairs_lines", "PAIR_COLUMNS", "doc_gain_unit", "doc_pair", "spec_sha256", "md_cell", "md_text"]
 
 #: quantity -> (definition, sign convention, unit); in the definitions {gain} and {Gain}
-#: stand for the system's gain and {levels} for its states (:func:`glossary` fills them)
+#: stand for the system's gain, {levels} and {lvls} for its states, {dpe_example} and
+#: {reward_example} for lending's examples (:func:`glossary` fills them)
 GLOSSARY: dict[str, tuple[str, str, str]] = {
     "C": ("{Gain} disparity: the expected total {gain} of group s+ "
           "over the T decisions minus that of group s-, under the audited policy.",
@@ -34,27 +35,26 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
             "the same visits but scores each step's gain as if the baseline decision had been "
             "taken); equivalently the group gap in sum_t E[{dpe_term}]. It "
             "is not a measure of direct discrimination (of the policy reading the group): it "
-            "is non-zero for a group-blind policy whenever the groups sit at different levels "
-            "or benefit differently from the same decision (approve-everyone has DPE +0.044 "
-            "on lending-1).", "positive: the decisions' direct effect favours s+.",
+            "is non-zero for a group-blind policy whenever the groups sit {at_levels} "
+            "or benefit differently from the same decision{dpe_example}.", "positive: the decisions' direct effect favours s+.",
             "gain units"),
     "IPE": ("Indirect policy effect: the part of C caused by the policy moving people to "
             "other {levels}, whose gains under the baseline decision differ "
             "(pi^PS against the baseline policy pi0).",
             "positive: the delayed effect favours s+.", "gain units"),
     "SPE": ("Spurious policy effect: the gap that exists without any decision, under the "
-            "baseline policy pi0 (different starting levels, different dynamics). No policy "
+            "baseline policy pi0 (different starting {lvls}, different dynamics). No policy "
             "changes it.", "positive: s+ gains more even without decisions.", "gain units"),
     "Lambda": ("Benefit fairness: how unequally individuals of the two groups with the same "
                "benefit of a decision (its effect on their expected gain) are treated; a "
-               "weighted sum over pairs of levels of |P(decision | s+) - P(decision | s-)|, "
+               "weighted sum over pairs of {lvls} of |P(decision | s+) - P(decision | s-)|, "
                "down-weighted by eps / (eps + |benefit gap|): benefit gaps much smaller than "
                "eps (in the gain's units; the report says how it was chosen) count as equal "
                "benefit. It sees only the same-step benefit (Lambda_T adds the delayed one).",
                "0: equal benefit, equal treatment; larger: more unequal (no sign).",
                "probability (0 to 1)"),
-    "utility": ("The decision maker's expected total reward over the T decisions (for "
-                "example the bank's profit), weighted by the groups' shares.",
+    "utility": ("The decision maker's expected total reward over the T decisions"
+                "{reward_example}, weighted by the groups' shares.",
                 "larger is better for the decision maker.", "reward units"),
     "tpr_gap": ("True-positive-rate gap (A-PPO's short-term notion): difference in the rate "
                 "of favourable decisions among the qualified, over the episode.",
@@ -89,12 +89,18 @@ def glossary(groups: tuple[str, str] = ("s+", "s-"), gain_unit: str = "gain unit
     "health change"; the neutral "gain" where it declares none) and its unit, the name of
     its reward, and its number of actions (DPE's term)."""
     a, b = groups
+    lending = gain == _LENDING_GAIN  # the paper's words and examples; others: neutral ones
     fill = {"gain": gain, "Gain": gain[:1].upper() + gain[1:].replace(" ", "-"),
-            "levels": "qualification levels" if gain == _LENDING_GAIN else "states",
+            "levels": "qualification levels" if lending else "states",
+            "lvls": "levels" if lending else "states",
+            "at_levels": "at different levels" if lending else "in different states",
+            "dpe_example": " (approve-everyone has DPE +0.044 on lending-1)" if lending else "",
+            "reward_example": " (for example the bank's profit)" if lending else "",
             "dpe_term": _DPE_TERM.get(n_actions, _DPE_TERM[None])}
 
     def words(text: str) -> str:
-        text = re.sub(r"\{(gain|Gain|levels|dpe_term)\}", lambda m: fill[m.group(1)], text)
+        text = re.sub(r"\{(gain|Gain|levels|lvls|at_levels|dpe_example|reward_example|dpe_term)\}",
+                      lambda m: fill[m.group(1)], text)
         return re.sub(r"\bs[+-]", lambda m: a if m.group() == "s+" else b, text)
 
     out = {}
@@ -188,6 +194,12 @@ def _groups(doc: Mapping[str, Any]) -> tuple[str, str]:
     names = list(dec["groups"])
     a, b = dec.get("pair") or (0, 1)
     return (a if isinstance(a, str) else names[a]), (b if isinstance(b, str) else names[b])
+
+
+def doc_pair(doc: Mapping[str, Any]) -> tuple[str, str]:
+    """The names of the pair of groups the audit ``doc`` compares (C is the first's gain
+    minus the second's)."""
+    return _groups(doc)
 
 
 def _unit(doc: Mapping[str, Any]) -> tuple[str, str]:
@@ -306,14 +318,17 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
         eps = (f" It uses eps = {fmt(ben['eps'])} {_unit(doc)[1]} ({ben['eps_source']}): "
                "benefit gaps well below eps count as equal benefit."
                if ben.get("eps") is not None and ben.get("eps_source") else "")
+        between = (f" between {a} and {b}" if len(doc["decomposition"].get("groups") or ()) > 2
+                   else "")
         out.append(Sentence(
-            "benefit", f"Benefit fairness: Lambda = {fmt(lam['estimate'])}{ci} (0 when people "
+            "benefit", f"Benefit fairness{between}: Lambda = {fmt(lam['estimate'])}{ci} (0 when people "
             "with the same benefit of a decision are treated alike across groups; larger is "
             f"more unequal).{eps}", (("quantities/Lambda/estimate", lam["estimate"]), *src,
                                      *((("benefit/eps", ben["eps"]),) if eps else ()))))
     util = _q(doc, "utility")
     if util is not None:
         reward = (doc.get("system") or {}).get("reward", "reward")
+        reward = reward.removeprefix("expected ")  # "expected total expected ...": once
         ci, src = _ci_text(doc, "utility")
         out.append(Sentence(
             "utility", f"The decision maker's expected total {reward} over the T decisions is "

@@ -36,6 +36,7 @@ from causalfair.report.explain import (
     change_lines,
     doc_gain_unit,
     doc_glossary,
+    doc_pair,
     md_cell,
     md_text,
     pairs_lines,
@@ -181,6 +182,10 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
              _num(q["ci_upper"]) if q.get("se") is not None else "n/a",
              words.get(k, ("", "", ""))[2]] for k, q in (doc.get("quantities") or {}).items()]
     lines += _table(["metric", "estimate", "CI lower", "CI upper", "unit"], rows) + [""]
+    if len(dec.get("groups") or ()) > 2:  # which pair the table's C, its parts and Lambda are
+        a, b = doc_pair(doc)
+        lines += [md_text(f"C, DPE, IPE, SPE and Lambda above compare the pair {a}-{b} (C: "
+                          f"{a}'s value minus {b}'s); every pair: Pairs of groups, section 3."), ""]
     ben = doc.get("benefit") or {}
     if isinstance(ben.get("eps"), (int, float)):  # Lambda depends on it: its value and unit
         lines += [f"Lambda's eps (benefit gaps well below it count as equal benefit): "

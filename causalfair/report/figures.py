@@ -9,8 +9,9 @@ the HTML as base64:
   direct / indirect / spurious terms;
 - ``steps``: per-step contributions to the gain (direct and indirect) per group;
 - ``levels``: the groups' level distributions over time under pi and under pi0;
-- ``benefit``: benefit Delta(x, s) against the approval probability per group, the
-  worst pairs of Lambda marked;
+- ``benefit``: benefit Delta(x, s) against the probability of the decision per group (of
+  the favourable action with two actions, the worst pairs of Lambda marked; one panel per
+  action other than the baseline with more);
 - ``graph``: the temporal causal graph (first epochs) of the deployed policy;
 - ``notions``: the other notions (TPR gap, ELBERT bias, W1, DP gap) and their thresholds;
 - ``frontier``: the utility-fairness frontier with the policy placed on it, when the
@@ -34,7 +35,8 @@ from causalfair.results import new_figure, waterfall, wrap
 AuditResult = Any
 
 __all__ = ["make_figures", "figure_png", "figure_png_base64", "skipped_sections", "FIGURES",
-           "DPI", "GRAPH_EPOCHS", "FRONTIER_POINTS", "THUMBNAIL_DPI", "headline_figure"]
+           "DPI", "GRAPH_EPOCHS", "FRONTIER_POINTS", "THUMBNAIL_DPI", "headline_figure",
+           "figure_titles"]
 
 #: Resolution of the PNG figures: twice a 75-dpi screen, so they stay sharp on
 #: high-density displays and in print.
@@ -55,6 +57,38 @@ _GROUP_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c
 def gain_unit(r: AuditResult) -> str:
     """The unit of the qualification gain (the system's, else generic gain units)."""
     return getattr(getattr(r.system, "gain", None), "unit", None) or "gain units"
+
+
+def _favourable_label(r: AuditResult) -> str | None:
+    """The label of the one action other than the baseline of a two-action audit (lending's
+    "approve"), else None (more actions, or no labels known)."""
+    decisions = getattr(r.system, "decisions", None)
+    labels = tuple(decisions.labels) if decisions is not None else tuple(
+        getattr(r.benefit, "actions", None) or ())
+    base = int(decisions.baseline) if decisions is not None else 0
+    others = [lab for i, lab in enumerate(labels) if i != base]
+    return str(others[0]) if len(labels) == 2 else None
+
+
+def _probability_words(r: AuditResult) -> str:
+    """What the benefit figure plots Delta against, in the system's actions: "approval
+    probability" where the favourable action is "approve" (lending), "the probability of
+    LABEL" for another two-action system, "action probability" with more actions."""
+    label = _favourable_label(r)
+    if label is None:
+        return "action probability"
+    return "approval probability" if label == "approve" else f"the probability of {label}"
+
+
+def figure_titles(r: AuditResult) -> dict[str, str]:
+    """name -> the title of each report figure (:data:`FIGURES`) in ``r``'s words: its
+    gain's name (:class:`causalfair.systems.Gain`) and its actions
+    (``DecisionSet.labels``)."""
+    gain = getattr(getattr(r.system, "gain", None), "name", None) or "gain"
+    out = {n: t for n, t, _ in FIGURES}
+    out["decomposition"] = f"Decomposition of the {gain.replace(' ', '-')} disparity, per group"
+    out["benefit"] = f"Benefit fairness: Delta vs {_probability_words(r)}"
+    return out
 
 
 def ci_level(r: AuditResult) -> int:
@@ -287,6 +321,7 @@ def _fig_benefit(r: AuditResult):
     worst = ben.worst_pairs(r.spec.worst)
     K = ben.contributions.shape[0]
     order = np.argsort(-ben.contributions, axis=None, kind="stable")[: r.spec.worst]
+    order = order[ben.contributions.reshape(-1)[order] > 0]  # a pair adding 0 is no worst pair
     xa, xb = np.unravel_index(order, (K, K))
     span = max(float(np.ptp(ben.delta)), 1e-12)
     labels: list[list[Any]] = []  # [x, y, ranks]: pairs whose midpoints nearly coincide share one
@@ -306,14 +341,19 @@ def _fig_benefit(r: AuditResult):
                     textcoords="offset points", fontsize=7, color="#222222",
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_xlabel(f"benefit Delta(x, s) = h1 - h0 ({gain_unit(r)})", fontsize=8)
-    ax.set_ylabel("P(d1 | x, s) (probability)", fontsize=8)
+    label = _favourable_label(r)
+    lending = label in (None, "approve")  # the paper's words: P(d1), approval
+    ax.set_ylabel("P(d1 | x, s) (probability)" if lending else f"P({label} | x, s) (probability)",
+                  fontsize=8)
     ax.set_ylim(-0.08, 1.08)
-    ax.set_title(f"Benefit vs approval ({_lambda_label(ben)} = {ben.Lambda:.4f})", fontsize=9)
+    ax.set_title(f"Benefit vs {'approval' if lending else f'P({label})'} ({_lambda_label(ben)} = "
+                 f"{ben.Lambda:.4f})", fontsize=9)
     between = "" if len(ben.groups) <= 2 else f" between {ben.groups[a]} and {ben.groups[b]}\n"
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="#444444", lw=0.9, ls=":",
                           label=f"worst pairs of Lambda{between or ' '}"
-                                f"(#1 = largest, {len(order)} shown)"))
+                                + (f"(#1 = largest, {len(order)} shown)" if len(order) else
+                                   "(none: every pair adds 0)")))
     legend = fig.legend(handles=handles, fontsize=7, frameon=False, loc="outside right upper")
     if len(ben.groups) > 2:
         _same_size_markers(legend)
@@ -462,7 +502,9 @@ def skipped_sections(r: AuditResult) -> dict[str, str]:
         out["frontier"] = (f"no utility-fairness frontier: the LP needs a tabular model with "
                            f"two actions, and {sysname} has {has}")
     if not any(isinstance(r.notions.get(k), (int, float)) for k in _NOTIONS):
-        out["notions"] = ("no other notions: TPR, ELBERT, W1 and DP need a tabular model "
+        out["notions"] = (f"no other notions: TPR, ELBERT, W1 and DP are computed on a tabular "
+                          f"model, and {sysname} has none (Monte Carlo audit)" if r.model is None
+                          else "no other notions: TPR, ELBERT, W1 and DP need a tabular model "
                           "(and a p_repay table for TPR/ELBERT)")
     return out
 

@@ -57,6 +57,7 @@ from causalfair.report.figures import (  # the figures, re-exported
     ci_level,
     figure_png,
     figure_png_base64,
+    figure_titles,
     gain_unit,
     make_figures,
     skipped_sections,
@@ -176,11 +177,12 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         if rep:
             tabs.append(_repair_table(rep))
     q = r.quantities
+    of = _pair_note(r)
     if _is_exact(r):  # one number each: no sampling error, no interval
         rows = [[v.shown, v.estimate, v.status] for v in r.verdicts]
         tabs.append(("Verdicts (exact values)", ["threshold", "value", "verdict"], rows, 2))
         rows = [[k, q[k][0], _unit_of(r, k)] for k in r.spec.metrics if k in q]
-        tabs.append(("Metrics (exact values)", ["quantity", "value", "unit"], rows, None))
+        tabs.append(("Metrics (exact values" + of + ")", ["quantity", "value", "unit"], rows, None))
     else:
         level = ci_level(r)
         rows = [[v.shown, v.estimate, *((MISSING, MISSING) if _exact_in_mc(r, v.key, v.lower, v.upper)
@@ -191,7 +193,8 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         rows = [[k, q[k][0], q[k][3], *((MISSING, MISSING) if _exact_in_mc(r, k, q[k][1], q[k][2])
                                         else (q[k][1], q[k][2])), _unit_of(r, k)]
                 for k in r.spec.metrics if k in q]
-        tabs.append(("Metrics" + _exact_note(r) * any(x[3] == MISSING for x in rows),
+        tabs.append(("Metrics" + (f" ({of[2:]})" if of else "")
+                     + _exact_note(r) * any(x[3] == MISSING for x in rows),
                      ["quantity", "estimate", "standard error", f"{level}% CI lower",
                       f"{level}% CI upper", "unit"], rows, None))
     dec = r.decomposition
@@ -210,11 +213,17 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         note = "" if r.benefit.shares_meaningful else (
             f"; shares not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding")
         note += f"; eps = {r.benefit.eps:g} {gain_unit(r)}, {r.benefit.eps_source}"
+        if getattr(r.benefit, "multi", False):  # worst_pairs_table: a row per pair and action
+            note += ("; a row per pair and action: weight, contribution"
+                     + (" and share" if r.benefit.shares_meaningful else "")
+                     + " are the pair's, repeated on each action's row")
         a, b = (r.benefit.groups[i] for i in r.benefit.pair)
         of = "" if len(r.benefit.groups) == 2 else f" of groups {a} and {b}"
         shown = set()  # one table per pair, however many of its verdicts fail
         for v in r.verdicts:  # a failing Lambda of another pair: that pair's worst pairs
             if v.status == "PASS" or v.pair is None or "Lambda" not in v.key or v.pair in shown:
+                continue
+            if str(v.pair) in (f"{a}-{b}", f"{b}-{a}"):  # the audited pair (Lambda is symmetric)
                 continue
             shown.add(v.pair)
             other = benefit_for_pair(r.benefit, str(v.pair))
@@ -227,7 +236,7 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         titled += [(f"Worst benefit pairs of pair {v.pair}, where {v.key} is {v.status} "
                     f"(Lambda = {other.Lambda:.6f}", other.worst_pairs_table(r.spec.worst))
                    for v, other in extra_tabs]
-        tabs += [(f"{title}; values rounded to 4 decimals)", list(df.columns),
+        tabs += [(f"{title}; values rounded to 4 decimals)", _cell_header(r, df.columns),
                   [[fmt(float(c)) if isinstance(c, (float, np.floating)) else c for c in row]
                    for row in df.values.tolist()], None) for title, df in titled]
     rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
@@ -255,6 +264,27 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
     if rows:
         tabs.append(("Decision log", ["item", "value"], rows, None))
     return tabs
+
+
+def _pair_note(r: AuditResult) -> str:
+    """With more than two groups, "; C, DPE, IPE, SPE and Lambda: pair A-B" (the pair
+    they compare, the first group's value minus the second's); else ""."""
+    dec = r.decomposition
+    if len(dec.groups) <= 2:
+        return ""
+    a, b = (dec.groups[i] for i in dec.pair)
+    return (f"; C, DPE, IPE, SPE and Lambda: pair {a}-{b}, {a}'s value minus {b}'s; every "
+            "pair: Pairs of groups below")
+
+
+def _cell_header(r: AuditResult, columns: Sequence[Any]) -> list[str]:
+    """The worst benefit pairs' column names: a cell is a "level[G]" where the system
+    declares levels (lending, a log's levels), a "state[G]" (a cell of binned features)
+    where it declares none."""
+    names = [str(c) for c in columns]
+    if r.system is None or getattr(r.system, "levels", None):
+        return names
+    return [("state" + c[len("level"):]) if c.startswith("level[") else c for c in names]
 
 
 def _repair_table(rep: dict[str, Any]) -> tuple[str, list[str], list[list[Any]], int | None]:
@@ -374,6 +404,7 @@ def _figure_note(name: str, doc: dict[str, Any]) -> str:
 def retrain_failed_text(error: str) -> str:
     """What the report of a spec whose retrain failed in the gate opens with: the gate's
     ERROR, the retrain's one-line ``error``, and that the report is the audit before it."""
+    error = error.rstrip().removesuffix(".")  # the sentence's own full stop follows
     return (f"The gate's verdict is ERROR: this spec's retrain failed ({error}). This "
             "report is its audit before retraining, of the checkpoint as given.")
 
@@ -384,7 +415,7 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     summary sentences and the headline figure, then the details, the glossary, the
     assumptions, provenance and the spec; with ``retrain_error``, first the gate's ERROR
     and the retrain's error (:func:`retrain_failed_text`)."""
-    titles = {n: t for n, t, _ in FIGURES}
+    titles = figure_titles(r)
     status = r.overall
     spec = r.spec
 
@@ -444,7 +475,7 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
 def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
                     before: AuditResult | None = None, retrain_error: str | None = None) -> str:
     """report.md: the sections of :func:`render_html`, figures as linked PNG files."""
-    titles = {n: t for n, t, _ in FIGURES}
+    titles = figure_titles(r)
     spec = r.spec
     summary = _summary(doc)
     lines = [f"# Audit `{spec.name}`: {r.overall}", ""]
@@ -496,7 +527,7 @@ def render_report(r: AuditResult, *, before: AuditResult | None = None,
         r._figures = {k: fig for k, (fig, _) in built.items()}
     files = {f"{name}.png": png for name, png in pngs.items()}
     doc = r.to_dict()
-    titles = {n: t for n, t, _ in FIGURES}
+    titles = figure_titles(r)
     doc["figures"] = {name: {"file": f"{name}.png", "title": titles[name],
                              "data": built[name][1]} for name in pngs}
     if before is not None:
