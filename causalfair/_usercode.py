@@ -37,7 +37,7 @@ from causalfair.errors import SystemError_, UserCodeError, call_user, short
 
 __all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks",
            "short", "load_callable", "call_factory", "check_params", "importable",
-           "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled"]
+           "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled", "module_file"]
 
 
 def is_own(cls: type) -> bool:
@@ -145,32 +145,59 @@ def keep_tracebacks(tracebacks: Sequence[str], command: str, debug: bool) -> str
 
 
 # ------------------------------------------------- a user's module:callable
-def _import_from(module: str, search_path: Path | None) -> Any:
-    """Import ``module``; a ``module.py`` (or package) in ``search_path`` wins."""
+def _in_folder(module: str, search_path: Path | None) -> Path | None:
+    """The ``module.py`` (or package ``__init__.py``) of ``module`` in ``search_path``."""
     if search_path is not None:
         rel = Path(*module.split("."))
         for cand in (search_path / rel.with_suffix(".py"), search_path / rel / "__init__.py"):
             if cand.is_file():
-                loaded = sys.modules.get(module)
-                if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() \
-                        == cand.resolve():
-                    return loaded
-                spec_ = importlib.util.spec_from_file_location(
-                    module, cand,
-                    submodule_search_locations=[str(cand.parent)] if cand.name == "__init__.py" else None)
-                mod = importlib.util.module_from_spec(spec_)
-                sys.modules[module] = mod  # before exec: dataclasses and pickling need it
-                if "." not in module:
-                    _USER_MODULES[module] = str(search_path)
-                # the folder is importable while the module runs, so it can import its
-                # siblings (as pytest makes a conftest.py's folder importable)
-                try:
-                    with importable(search_path):
-                        spec_.loader.exec_module(mod)
-                except BaseException:
-                    sys.modules.pop(module, None)
-                    raise
-                return mod
+                return cand
+    return None
+
+
+def module_file(module: str, search_path: str | Path | None = None) -> Path | None:
+    """The file :func:`load_callable` imports ``module`` from: its ``.py`` in
+    ``search_path`` first, else the module loaded in this process, else the one
+    ``sys.path`` finds (None when there is none, or it is not a file)."""
+    cand = _in_folder(module, Path(search_path) if search_path is not None else None)
+    if cand is not None:
+        return cand
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if file is None:
+        try:  # (a dotted name imports its parent packages: user code)
+            found = call_user(f"finding module {module!r}", importlib.util.find_spec, module)
+        except UserCodeError as exc:
+            if not isinstance(exc.__cause__, (ImportError, ValueError)):
+                raise
+            found = None
+        file = getattr(found, "origin", None)
+    return Path(file) if file and Path(file).is_file() else None
+
+
+def _import_from(module: str, search_path: Path | None) -> Any:
+    """Import ``module``; a ``module.py`` (or package) in ``search_path`` wins."""
+    cand = _in_folder(module, search_path)
+    if cand is not None:
+        loaded = sys.modules.get(module)
+        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() \
+                == cand.resolve():
+            return loaded
+        spec_ = importlib.util.spec_from_file_location(
+            module, cand,
+            submodule_search_locations=[str(cand.parent)] if cand.name == "__init__.py" else None)
+        mod = importlib.util.module_from_spec(spec_)
+        sys.modules[module] = mod  # before exec: dataclasses and pickling need it
+        if "." not in module:
+            _USER_MODULES[module] = str(search_path)
+        # the folder is importable while the module runs, so it can import its
+        # siblings (as pytest makes a conftest.py's folder importable)
+        try:
+            with importable(search_path):
+                spec_.loader.exec_module(mod)
+        except BaseException:
+            sys.modules.pop(module, None)
+            raise
+        return mod
     return importlib.import_module(module)
 
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._version import __version__
 from causalfair.errors import InputError, ModelError
 
 __all__ = ["ENGINES", "check_alpha", "check_horizon", "check_int", "check_keywords", "check_names",
-           "engine_for", "z_quantile"]
+           "engine_for", "z_quantile", "did_you_mean", "unknown_key"]
 
 #: The engines of a decomposition: the system's choice, exact or Monte Carlo.
 ENGINES = ("auto", "exact", "mc")
@@ -92,6 +93,28 @@ def engine_for(system: Any, engine: str = "auto") -> str:
     return engine
 
 
+def did_you_mean(word: str, names: Any) -> str:
+    """``"did you mean 'X'? "`` for the name of ``names`` closest to ``word`` (a near miss:
+    difflib ratio >= 0.6), else ``""``."""
+    near = difflib.get_close_matches(str(word), [str(n) for n in names], n=1, cutoff=0.6)
+    return f"did you mean {near[0]!r}? " if near else ""
+
+
+def unknown_key(key: str, allowed: Any, listed: str | None = None) -> str:
+    """The refusal of ``key``, not one of ``allowed`` in a file causalfair reads (an audit
+    spec), from "unknown key" to its final stop: ``"unknown key; allowed keys: LISTED;
+    did you mean 'X'?"`` for a near miss of an allowed key, else ``"unknown key (written
+    for a newer causalfair? this is causalfair VERSION); allowed keys: LISTED."``: a key
+    this version does not know may be one a later version added. ``listed``: how the
+    allowed keys are shown (default: ``allowed``, comma-separated)."""
+    listed = ", ".join(map(str, allowed)) if listed is None else listed
+    near = did_you_mean(key, allowed)
+    if near:
+        return f"unknown key; allowed keys: {listed}; {near.rstrip()}"
+    return (f"unknown key (written for a newer causalfair? this is causalfair {__version__}); "
+            f"allowed keys: {listed}.")
+
+
 def check_keywords(fn: Any = None, *, name: str | None = None) -> Any:
     """``fn`` refusing an unknown keyword argument with one InputError that names it, the
     keyword it most likely means and every keyword ``fn`` takes (instead of Python's bare
@@ -111,9 +134,8 @@ def check_keywords(fn: Any = None, *, name: str | None = None) -> Any:
     def checked(*args: Any, **kwargs: Any) -> Any:
         for key in kwargs:
             if key not in allowed:
-                near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-                hint = f"did you mean {near[0]!r}? " if near else ""
-                raise InputError(f"{label}: unknown keyword argument {key!r}; {hint}"
+                raise InputError(f"{label}: unknown keyword argument {key!r}; "
+                                 f"{did_you_mean(key, names)}"
                                  f"it takes: {', '.join(names)}.")
         return fn(*args, **kwargs)
 

@@ -4,12 +4,14 @@ audit").
 
 An audit.json records what the audit read: the spec as parsed (``spec.parsed``) and the
 file it came from (``spec.file``), the checkpoint's path and SHA-256
-(``policy.checkpoint_sha256``; a baseline checkpoint's in ``extra.baseline``), the seeds,
-the versions and the CPU kernels (``provenance``). :func:`reproduce` audits that spec
-again - its relative paths resolved against the folder of ``spec.file``, or ``base_dir`` -
-after checking that every checkpoint still has its recorded SHA-256, and lists every
-number that differs from the recorded one (none on the same versions and kernels:
-docs/limits.md, "Reproducibility").
+(``policy.checkpoint_sha256``; a baseline checkpoint's in ``extra.baseline``), every other
+file it read (``inputs``: factory modules, tabular model, logs, VecNormalize statistics;
+:func:`causalfair.audit.result.read_inputs`), the seeds, the versions and the CPU kernels
+(``provenance``). :func:`reproduce` audits that spec again - its relative paths resolved
+against the folder of ``spec.file``, or ``base_dir`` - after checking that every
+checkpoint and every input is still the one recorded, and lists every number that differs
+from the recorded one (none on the same versions and kernels: docs/limits.md,
+"Reproducibility").
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from causalfair._io import to_jsonable
 from causalfair._version import __version__
-from causalfair.audit.result import AuditResult, kernels
+from causalfair.audit.result import AuditResult, kernels, read_inputs
 from causalfair.audit.run import audit
 from causalfair.audit.spec import load_spec
 from causalfair.errors import InputError
@@ -75,8 +77,9 @@ def reproduce(path: str | os.PathLike[str], *,
     the recorded ``spec.file`` (as given on the command line of the audit, so run from the
     same working directory, or give ``base_dir``). ``baseline``: the policy an audit run
     with ``--baseline POLICY`` compared with (audit.json names it in ``extra.baseline``,
-    not in the spec). A checkpoint whose SHA-256 is not the recorded one raises
-    :class:`InputError` before any audit."""
+    not in the spec). A checkpoint or an input (``inputs``) that is not the recorded one
+    raises :class:`InputError` before any audit; an audit.json without ``inputs`` (an
+    older one) checks its checkpoints only."""
     doc = read_audit(path)
     src = Path(path) / "audit.json" if Path(path).is_dir() else Path(path)
     block = doc.get("spec") or {}
@@ -104,6 +107,7 @@ def reproduce(path: str | os.PathLike[str], *,
     given = Path(baseline) if baseline is not None and Path(baseline).is_file() else None
     _check_sha(spec.baseline_checkpoint or given, compared.get("checkpoint_sha256"), src,
                "extra.baseline.checkpoint_sha256")
+    _check_inputs(doc.get("inputs"), spec, src)
     result = audit(spec, baseline=baseline, baseline_where="--baseline")
     now = json.loads(json.dumps(to_jsonable(result.to_dict()), allow_nan=False))  # as written
     differences: list[str] = []
@@ -133,6 +137,38 @@ def _check_sha(path: Path | None, recorded: Any, src: Path, field_: str) -> None
         raise InputError(f"{path}: SHA-256 {now} is not the {recorded} that {src} recorded "
                          f"({field_}): the checkpoint changed after the audit; reproduce with "
                          "the audited file.")
+
+
+def _check_inputs(recorded: Any, spec: Any, src: Path) -> None:
+    """Every input audit.json records (``inputs``) is the one the reproduction reads: the
+    same SHA-256, or the same installed package version; else one InputError naming the
+    role, the file and both digests (or versions)."""
+    if not isinstance(recorded, list):
+        return  # an audit.json before inputs were recorded: its checkpoints only
+    try:
+        now = {e["role"]: e for e in read_inputs(spec)}
+    except OSError as exc:
+        raise InputError(f"{exc.filename}: cannot be read ({exc.strerror or type(exc).__name__})"
+                         f"; {src} recorded its SHA-256 (inputs).") from None
+    for old in recorded:
+        if not isinstance(old, Mapping) or not isinstance(old.get("role"), str):
+            continue
+        role, new = old["role"], now.get(old["role"], {})
+        what = f"inputs: {role}" + (f", module {old['module']}" if old.get("module") else "")
+        if "package" in old or "package" in new:
+            was = f"{old.get('package')} {old.get('version')}" if "package" in old \
+                else f"the file {old.get('path')}"
+            here = f"{new.get('package')} {new.get('version')}" if "package" in new \
+                else f"the file {new.get('path')}" if new else "nothing"
+            if was != here:
+                raise InputError(f"{src}: {what}: recorded {was}, here {here}: the input "
+                                 "changed after the audit; reproduce with the audited one.")
+        elif new.get("sha256") != old.get("sha256"):
+            path = new.get("path") or old.get("path")
+            digest = f"SHA-256 {new['sha256']}" if new else "cannot be found"
+            raise InputError(f"{path}: {digest} is not the {old.get('sha256')} that {src} "
+                             f"recorded ({what}): the file changed after the audit; "
+                             "reproduce with the audited file.")
 
 
 def _by_key(verdicts: Any) -> Any:

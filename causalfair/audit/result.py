@@ -15,17 +15,20 @@ import numpy as np
 
 from causalfair._io import AUDIT_SCHEMA_VERSION
 from causalfair._io import to_jsonable as _json_safe
+from causalfair._usercode import module_file
 from causalfair._version import __version__
 from causalfair.audit.spec import AuditSpec
 from causalfair.engines.attribution import Attribution, attribute_exact, attribute_mc
-from causalfair.errors import InputError
+from causalfair.errors import CausalfairError, InputError
+from causalfair.policies.checkpoint import file_sha256
 from causalfair.report.explain import sentences
 from causalfair.report.figures import THUMBNAIL_DPI, headline_figure
 from causalfair.report.render import FIGURES, figure_png_base64, make_figures, write_report
+from causalfair.systems import registry
 from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, Verdict, overall_verdict
 
 __all__ = ["AuditResult", "AUDIT_SCHEMA_VERSION", "provenance", "compare",
-           "attribution"]
+           "attribution", "read_inputs"]
 
 
 @dataclass(eq=False)
@@ -57,7 +60,14 @@ class AuditResult:
     #: Every group against the reference and every pair (causalfair.engines.groups), with
     #: more than two groups, a reference named or thresholds over groups; else None.
     group_comparison: Any = None
+    #: Every file the audit read besides its checkpoints, hashed when the result is made
+    #: (:func:`read_inputs`; audit.json ``inputs``).
+    inputs: list[dict[str, Any]] | None = None
     _figures: dict[str, Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.inputs is None:
+            self.inputs = read_inputs(self.spec)
 
     @property
     def overall(self) -> str:
@@ -175,6 +185,7 @@ class AuditResult:
             "seeds": {"engine": spec.seed if spec.engine == "mc" else None,
                       "logs_bootstrap": spec.logs_seed if spec.source == "logs" else None,
                       "retrain": (spec.retrain or {}).get("seed")},
+            **({"inputs": list(self.inputs)} if self.inputs else {}),
             "seconds": self.seconds,
             "provenance": provenance(),
             **({"system": self.system.to_dict()} if self.system is not None else {}),
@@ -271,6 +282,89 @@ def _spec_dict(spec: AuditSpec, benefit: Any = None) -> dict[str, Any]:
             "thresholds": dict(spec.thresholds), "retrain": dict(spec.retrain or {}),
         },
     })
+
+
+def read_inputs(spec: AuditSpec) -> list[dict[str, Any]]:
+    """Every file the audit of ``spec`` reads besides its checkpoints (pinned in
+    ``policy.checkpoint_sha256`` and ``extra.baseline``), as audit.json's ``inputs``
+    records them, one entry per role: ``{"role", "path", "sha256"}`` (the path in the
+    display form of :func:`display_path`), with ``"module"`` for a factory's module; a
+    module an installed package provides is ``{"role", "module", "package", "version"}``,
+    and causalfair's own modules are left out (``provenance.causalfair`` pins them).
+    Roles: ``system.factory`` (``[system] factory``, or the module of a registered
+    system), ``system.gym`` (the module of ``[system] gym = "module:callable"`` or
+    ``"module:Id-v0"``), ``system.tabular``, ``policy.factory``, ``policy.vecnormalize``,
+    ``baseline.vecnormalize`` and ``logs``. Only the factory's own module file is hashed,
+    not the modules it imports."""
+    out: list[dict[str, Any]] = []
+
+    def add_file(role: str, p: Any) -> None:
+        if isinstance(p, Path):
+            out.append({"role": role, "path": display_path(p), "sha256": file_sha256(p)})
+
+    def add_module(role: str, ref: Any) -> None:
+        if isinstance(ref, str) and ":" in ref:
+            entry = module_input(ref.partition(":")[0], spec.base_dir)
+            if entry is not None:
+                out.append({"role": role, **entry})
+
+    if spec.source == "logs":
+        add_file("logs", spec.logs_path)
+        return out
+    add_file("system.tabular", spec.system_tabular)
+    sid = spec.system_id if spec.system_tabular is None else None
+    if sid == "gym":
+        add_module("system.gym", spec.system_params.get("env"))
+    elif sid is not None and (":" not in sid or sid in registry.registered()):
+        try:  # a registered id, or an installed package's entry point
+            ep = registry.spec(sid).entry_point
+        except CausalfairError:  # a system passed in, under an id of its own
+            ep = None
+        add_module("system.factory", ep if isinstance(ep, str)
+                   else f"{getattr(ep, '__module__', '')}:" if ep is not None else None)
+    elif sid is not None and sid.count(":") == 1:  # [system] factory = "module:callable"
+        add_module("system.factory", sid)
+    if spec.policy_factory is not None:
+        add_module("policy.factory", spec.policy_factory)
+    add_file("policy.vecnormalize", spec.policy_vecnormalize)
+    add_file("baseline.vecnormalize", spec.baseline_vecnormalize)
+    return out
+
+
+def module_input(name: str, search_path: Path | None) -> dict[str, Any] | None:
+    """How ``inputs`` pins the module ``name`` a factory lives in: ``{"module", "path",
+    "sha256"}`` of its file (looked up as the audit imports it: in ``search_path``
+    first), or ``{"module", "package", "version"}`` when an installed package provides it
+    (its file lies in site-packages); None for causalfair's own modules and for a module
+    that cannot be found."""
+    if not name or name.split(".")[0] == "causalfair":
+        return None
+    file = module_file(name, search_path)
+    if file is None:
+        return None
+    package = _installed_package(name.split(".")[0], file)
+    if package is not None:
+        return {"module": name, "package": package[0], "version": package[1]}
+    return {"module": name, "path": display_path(file), "sha256": file_sha256(file)}
+
+
+def _installed_package(top: str, file: Path) -> tuple[str, str | None] | None:
+    """(distribution, version) of the installed package whose file ``file`` (of the
+    top-level module ``top``) is, when it lies in a site-packages folder; else None."""
+    import site
+    import sysconfig
+    from importlib import metadata
+
+    roots = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    roots |= {*getattr(site, "getsitepackages", list)(), site.getusersitepackages()}
+    where = file.resolve()
+    if not any(where.is_relative_to(Path(r).resolve()) for r in roots if r):
+        return None
+    dists = metadata.packages_distributions().get(top) or [top]
+    try:
+        return dists[0], metadata.version(dists[0])
+    except metadata.PackageNotFoundError:
+        return dists[0], None
 
 
 _PROVENANCE_PACKAGES = ("numpy", "pandas", "scipy", "networkx", "matplotlib", "torch",

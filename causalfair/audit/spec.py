@@ -35,7 +35,7 @@ from causalfair.audit.spec_sections import (
     system_section,
     thresholds_section,
 )
-from causalfair.errors import SpecError, short
+from causalfair.errors import SpecError
 from causalfair.systems.gym.door import gym_id  # the gym system's id: its one home
 from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home
 from causalfair.thresholds import THRESHOLD_KEYS
@@ -188,10 +188,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         with open(path, "rb") as fh:
             raw = read_toml(fh.read(), f"audit spec {path}", SpecError)
         base = path.resolve().parent
-    for k in raw:
-        if k not in TOP_KEYS:
-            raise SpecError(f"{spec_label(path)}: {short(k)[1:-1]}: unknown key; allowed keys: "
-                            f"{', '.join(TOP_KEYS)}.")
+    check_keys(raw, "", TOP_KEYS, path, where="")
 
     # name
     if "name" not in raw:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from causalfair._validation import ENGINES  # the engines' one home
+from causalfair._validation import ENGINES, unknown_key  # ENGINES: the engines' one home
 from causalfair.engines.benefit import WEIGHTS  # Lambda's weightings' one home
 from causalfair.errors import SpecError, short
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
@@ -107,16 +107,21 @@ def read_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, 
     return float(v)
 
 
-def check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None) -> Mapping:
-    """The table ``sec`` of section ``[name]``, refused unless a table of ``allowed`` keys."""
+def check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None, *,
+               where: str | None = None, note: str = "") -> Mapping:
+    """The table ``sec`` of section ``[name]`` (named ``where`` in messages when given:
+    "" for the spec's top level, "[retrain] betas"), refused unless a table of
+    ``allowed`` keys. An unknown key is named with the key it most likely means, or as
+    one a newer causalfair may know (:func:`causalfair._validation.unknown_key`), then
+    the allowed keys and ``note``."""
+    where = f"[{name}]" if where is None else where
     if not isinstance(sec, Mapping):
-        raise bad_value(path, f"[{name}]", sec, f"a table with keys {', '.join(allowed)}")
+        raise bad_value(path, where, sec, f"a table with keys {', '.join(allowed)}")
     for k in sec:
         if k not in allowed:
-            raise SpecError(
-                f"{spec_label(path)}: [{name}] {short(k)[1:-1]}: unknown key; allowed keys: "
-                f"{', '.join(allowed)}."
-            )
+            raise SpecError(f"{spec_label(path)}: {where + ' ' if where else ''}"
+                            f"{short(k)[1:-1]}: "
+                            f"{unknown_key(k, allowed, ', '.join(allowed) + note)}")
     return sec
 
 
@@ -403,13 +408,15 @@ def thresholds_section(sec: Any, path: Path | None) -> dict[str, float]:
             for pr in sec[k]:
                 thr[f"{k}[{pr}]"] = _threshold_value(sec[k], pr, f"[thresholds.{k}] {pr}", k, path)
             continue
-        if k not in THRESHOLD_KEYS and group_key_error(k) is not None:
-            raise SpecError(
-                f"{spec_label(path)}: [thresholds] {k}: {group_key_error(k)}; allowed keys: "
-                f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value'), over groups "
-                f"{', '.join(MAX_PAIR_KEYS)} (largest over the pairs <= value), "
-                f"{', '.join(MIN_RATIO_KEYS)} (smallest ratio >= value), and KEY[A-B] for one "
-                "pair.")
+        why = group_key_error(k) if k not in THRESHOLD_KEYS else None
+        if why is not None:
+            listed = (f"{', '.join(THRESHOLD_KEYS)} (each reads 'quantity <= value'), over "
+                      f"groups {', '.join(MAX_PAIR_KEYS)} (largest over the pairs <= value), "
+                      f"{', '.join(MIN_RATIO_KEYS)} (smallest ratio >= value), and KEY[A-B] "
+                      "for one pair")
+            raise SpecError(f"{spec_label(path)}: [thresholds] {k}: " + (
+                unknown_key(k, (*THRESHOLD_KEYS, *MAX_PAIR_KEYS, *MIN_RATIO_KEYS), listed)
+                if why == "unknown key" else f"{why}; allowed keys: {listed}."))
         thr[k] = _threshold_value(sec, k, f"[thresholds] {k}", split_key(k)[0], path)
     return thr
 
@@ -455,12 +462,10 @@ def baseline_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
         raise SpecError(f"{spec_label(path)}: [baseline.thresholds]: missing or empty; give "
                         "e.g. abs_C = 0.01 (no worse than the baseline by more than 0.01).")
     kw["baseline_thresholds"] = {}
+    check_keys(rel, "baseline.thresholds", RELATIVE_KEYS, path,
+               note=" (each reads 'quantity - baseline's <= value'; utility: 'baseline's "
+                    "utility - utility <= value')")
     for k in rel:
-        if k not in RELATIVE_KEYS:
-            raise SpecError(
-                f"{spec_label(path)}: [baseline.thresholds] {k}: unknown key; allowed keys: "
-                f"{', '.join(RELATIVE_KEYS)} (each reads 'quantity - baseline's <= value'; "
-                "utility: 'baseline's utility - utility <= value').")
         kw["baseline_thresholds"][k] = read_float(rel, k, f"[baseline.thresholds] {k}",
                                                   path, default=0.0, lo=-math.inf)
     return kw
@@ -485,11 +490,8 @@ def retrain_section(sec: Any, thresholds: Mapping[str, float],
     if not isinstance(betas, Mapping):
         raise bad_value(path, "[retrain] betas", betas, "a table such as { C = 1.0, Lambda = 0.5 }")
     clean_b: dict[str, float] = {}
+    check_keys(betas, "retrain", ("C", "Lambda", "KL"), path, where="[retrain] betas")
     for bk in betas:
-        if bk not in ("C", "Lambda", "KL"):
-            raise SpecError(
-                f"{spec_label(path)}: [retrain] betas {bk}: unknown key; allowed keys: C, Lambda, KL."
-            )
         clean_b[bk] = read_float(betas, bk, f"[retrain] betas {bk}", path, default=0.0, lo=0.0)
     if algo in ("exact", "ppo-lag") and clean_b:
         raise SpecError(f"{spec_label(path)}: [retrain] betas: algo {algo!r} imposes the "

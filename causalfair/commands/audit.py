@@ -37,9 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reproduce", metavar="AUDIT",
                    help="instead of SPEC: audit again the spec an audit.json recorded (AUDIT: "
                         "its audit folder or the file), after checking that its checkpoint "
-                        "still has the recorded SHA-256, and list every number that differs "
-                        "from the recorded one; exit 0 when every number is identical, 1 when "
-                        "one differs, 2 when the checkpoint changed")
+                        "and every other file it records (factory modules, tabular model, "
+                        "logs, VecNormalize statistics) still have the recorded SHA-256, and "
+                        "list every number that differs from the recorded one; exit 0 when "
+                        "every number is identical, 1 when one differs, 2 when a file "
+                        "changed")
     p.add_argument("--base-dir", metavar="DIR",
                    help="with --reproduce: the folder the recorded spec's relative paths start "
                         "from (default: the folder of the recorded spec file, as seen from "
