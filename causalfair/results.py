@@ -467,26 +467,39 @@ class BenefitResult:
     cells: str = "levels"  # what the pairs pair: "levels", or feature bins (Monte Carlo)
     eps_source: str = "given"  # how eps was chosen (causalfair.engines.benefit.resolve_eps)
     notion: str = "Lambda"  # "Lambda_T": benefits to the horizon (engines.benefit_horizon)
+    # (G, K) whether some unit of the group visits the cell (Monte Carlo; None: the exact
+    # table, defined at every level): an unvisited cell has no estimate of Delta or of
+    # the policy's distribution there (delta and p_d1 hold 0, with weight 0 in Lambda)
+    visited: np.ndarray | None = None
 
     @property
     def multi(self) -> bool:
         return self.delta.ndim == 3
 
     def table(self) -> Any:
-        """Delta(x, s), pi(d1 | x, s) and P(x | s), one row per (group, level)."""
+        """Delta(x, s), pi(d1 | x, s) and P(x | s), one row per (group, level); by forks
+        also whether the group visits the level (``visited``), with Delta and pi NaN
+        where it does not (no estimate there)."""
         import pandas as pd
 
         G, K = self.delta.shape[:2]
         cols: dict[str, Any] = {"group": np.repeat(self.groups, K), "level": np.tile(self.levels, G)}
+        seen = None if self.visited is None else np.asarray(self.visited, dtype=bool).reshape(-1)
+
+        def col(arr: np.ndarray) -> np.ndarray:
+            return arr.reshape(-1) if seen is None else np.where(seen, arr.reshape(-1), np.nan)
+
         if self.multi:
             for i, act in enumerate(self.actions):
-                cols[f"Delta[{act}]"] = self.delta[..., i].reshape(-1)
+                cols[f"Delta[{act}]"] = col(self.delta[..., i])
             for i, act in enumerate(self.actions):
-                cols[f"pi[{act}]"] = self.p_d1[..., i].reshape(-1)
+                cols[f"pi[{act}]"] = col(self.p_d1[..., i])
         else:
-            cols["Delta"] = self.delta.reshape(-1)
-            cols["p_d1"] = self.p_d1.reshape(-1)
+            cols["Delta"] = col(self.delta)
+            cols["p_d1"] = col(self.p_d1)
         cols["P_x"] = self.state_weights.reshape(-1)
+        if seen is not None:
+            cols["visited"] = seen
         return pd.DataFrame(cols)
 
     def worst_pairs(self, n: int = 10) -> Any:

@@ -38,6 +38,19 @@ Without a tabular model there is no benefit table Delta(x, s), so it is estimate
    (percentile hull 0.93 and 0.95), with a narrower mean width. The interval is
    asymmetric by design: where the mask zeroes many pairs the estimate sits near the
    upper end and the lower end reaches the plug-in's. Cells are fixed across replicates.
+   The bootstrap cannot see floating-point rounding (a replicate rounds as the estimate
+   does: a cell where the policy's distribution is constant gives a mean a few hundred
+   units of the last place off it, and replicates within 1e-16 of each other), so each
+   half-width is at least a bound on the rounding of a positive estimate
+   (:func:`rounding_bound`): the interval covers the exact Lambda of a constant cell,
+   and reaches 0 where identical decision rows leave a Lambda of rounding (1e-13).
+6. **Pairs**: the pairs of a multi-group audit share the rollout, the cells, every
+   group's cell means and those of every bootstrap replicate (``shared``); a pair adds
+   its own mask and terms, over the cells both of its groups visit only (a term with a
+   cell one group does not visit weighs 0: the same K x K array, the same sums).
+7. **Unvisited cells**: a cell a group does not visit has no estimate; the result's
+   ``visited`` mask says which, its :meth:`~causalfair.results.BenefitResult.table`
+   shows NaN there, and the arrays keep 0 (weight 0 in every sum).
 
 **Coupled units** (``System.units_per_replica`` = U > 1: a contact graph, sites sharing
 a budget): ``n`` counts worlds, rolled forward under the policy (joint draws as the
@@ -89,7 +102,7 @@ from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells", "decide",
            "rollout_tasks", "join_rollouts",
-           "quantile_edges", "bin_cells", "bin_rows", "bin_labels", "lambda_hull"]
+           "quantile_edges", "bin_cells", "bin_rows", "bin_labels", "lambda_hull", "rounding_bound"]
 
 #: Streams of the benefit estimator (disjoint from the decomposition's).
 _STREAM = 11
@@ -246,14 +259,36 @@ def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
     return tuple(labels), desc
 
 
-def lambda_hull(estimates: list[tuple[float, float]], alpha: float) -> tuple[float, float]:
+def lambda_hull(estimates: list[tuple[float, float]], alpha: float,
+                rounding: float = 0.0) -> tuple[float, float]:
     """The reported (1 - alpha) interval of Lambda from (estimate, standard error) pairs
     (thresholded, plug-in): the hull of the normal intervals estimate +- z * se, each
     around its own estimate, clipped at 0 (module docstring, point 5). It contains every
-    estimate it is given, so the thresholded Lambda lies inside its own interval."""
+    estimate it is given, so the thresholded Lambda lies inside its own interval.
+    ``rounding``: a bound on the floating-point error of a positive estimate
+    (:func:`rounding_bound`), the least half-width of its interval (an estimate of exactly
+    0, every term 0, keeps its own)."""
     z = z_quantile(alpha)
-    return (max(0.0, min(e - z * s for e, s in estimates)),
-            max(e + z * s for e, s in estimates))
+
+    def half(e: float, s: float) -> float:
+        return max(z * s, rounding) if e > 0 else z * s
+
+    return (max(0.0, min(e - half(e, s) for e, s in estimates)),
+            max(e + half(e, s) for e, s in estimates))
+
+
+def rounding_bound(most: int, delta: np.ndarray, eps: float) -> float:
+    """A bound on the floating-point error of Lambda by forks: each cell mean is a sum of
+    at most ``most`` weighted visits over their weight, off by at most ``most`` units of
+    the last place (u = 2^-53) of its terms' magnitude; a total variation moves by at
+    most that (the distributions sum to 1), a benefit gap by that times max |Delta|, so
+    a term eps TV / (eps + gap) w w by (2 + 2 max |Delta| / eps) of it, the weights by 2
+    more. The bootstrap cannot show this error: a replicate rounds like the estimate (a
+    constant cell, a policy of the cell alone, gives an interval about 1e-16 wide,
+    around a mean that sum(w x) / sum(w) put a few hundred units of the last place off
+    its value), so it is the least half-width of the interval (:func:`lambda_hull`)."""
+    top = float(max(delta.max(), -delta.min())) if delta.size else 0.0  # max |Delta|
+    return most * 2.0 ** -53 * (4.0 + 2.0 * top / eps)
 
 
 def decide(p: np.ndarray, u: np.ndarray, A: int, base: int) -> np.ndarray:
@@ -456,7 +491,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     whatever ``jobs``. ``device``: where a network policy's forward
     pass runs (:func:`causalfair.backends.engine_device`; default the CPU). ``shared``: a
     dict kept across calls with the same system, policy, horizon, ``n`` and ``seed`` (the
-    pairs of :mod:`causalfair.engines.groups`): the rollout is made once and reused.
+    pairs of :mod:`causalfair.engines.groups`): the rollout, the cells, the cell means and
+    the bootstrap replicates' are made once and reused (module docstring, point 6).
     ``backend``: worker processes or Ray (:func:`causalfair.backends.make_backend`) to run
     the groups' rollouts on, one task per group, the same numbers as here."""
     system = as_system(system)
@@ -478,6 +514,103 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     pname = getattr(policy, "name", type(policy).__name__)
     policy = engine_policy(policy, system, A, horizon=T, device=engine_device(device))
+    stats = (shared or {}).get(("cells", bins, n_boot))
+    if stats is None:  # what every pair shares: the cells, their means, the replicates'
+        stats = _cell_stats(system, policy, T, n, seed, bins, n_boot, pname, jobs, backend,
+                            rollout, shared)
+        if shared is not None:
+            shared[("cells", bins, n_boot)] = stats
+    K, labels, desc, delta, prob, w, reps, most = stats
+    # "auto": from the point estimates of the benefits of the visited cells (an unvisited
+    # cell has no estimate; auto_eps drops NaN), the same eps for every replicate
+    eps, eps_source = resolve_eps(
+        eps, np.delete(np.where(w[..., None] > 0, delta, np.nan), base, axis=-1), eps_source)
+    a_, b_ = pair
+    # the cells each group of the pair visits: a replicate visits no other (its weights
+    # resample these visits), and a pair term with a cell one group does not visit is
+    # + 0 (its weight), so the terms are computed over these cells only and put in a
+    # K x K array of zeros: the same array, so the same sums, as over every cell pair
+    ra, rb = np.flatnonzero(w[a_] > 0), np.flatnonzero(w[b_] > 0)
+    block = np.ix_(ra, rb)
+
+    def terms(delta: np.ndarray, prob: np.ndarray, w: np.ndarray,
+              *masks: np.ndarray | None) -> list[np.ndarray]:
+        """Per-pair Lambda terms (K, K), one array per mask (None, or a (len(ra),
+        len(rb), A) block zeroing benefit gaps): the total variations and gaps are
+        computed once for all masks, and the largest gap over the actions by elementwise
+        maxima (exact, so the same bits as a max over the last axis, several times faster
+        for a few actions)."""
+        pa, pb, da, db = prob[a_][ra], prob[b_][rb], delta[a_][ra], delta[b_][rb]
+        tv = 0.5 * np.abs(pa[:, None, :] - pb[None, :, :]).sum(-1)
+        gap = np.abs(da[:, None, :] - db[None, :, :])
+        out = []
+        for mask in masks:
+            g = gap if mask is None else np.where(mask, 0.0, gap)
+            top = g[..., 0].copy()
+            for a in range(1, A):
+                np.maximum(top, g[..., a], out=top)
+            full = np.zeros((K, K))
+            full[block] = eps * tv / (eps + top) * w[a_][ra][:, None] * w[b_][rb][None, :]
+            out.append(full)
+        return out
+
+    mask = None
+    if n_boot >= 2:
+        def gap_se_rows(rows: tuple[int, int]) -> np.ndarray:  # blocks of a_'s cells on
+            lo, hi = rows  # threads; each element's sum runs over the replicates in order
+            # np.stack(gaps).std(axis=0, ddof=1) without the stack (R copies of the block):
+            # its sums over axis 0 are these running sums in replicate order, the same bits
+            def gap(r: tuple[np.ndarray, ...]) -> np.ndarray:
+                return r[0][a_][ra[lo:hi], None, :] - r[0][b_][rb][None, :, :]
+
+            total = gap(reps[0])
+            for r in reps[1:]:
+                total += gap(r)
+            mean = total / len(reps)
+            sq = np.zeros_like(mean)
+            for r in reps:
+                d = gap(r) - mean
+                d *= d
+                sq += d
+            return np.sqrt(sq / (len(reps) - 1))
+
+        gap_se = np.concatenate(list(engine_backend(None, jobs).imap(gap_se_rows,
+                                                                     _blocks(len(ra)))))
+        gap_hat = delta[a_][ra][:, None, :] - delta[b_][rb][None, :, :]
+        mask = np.abs(gap_hat) <= np.sqrt(np.log(n)) * gap_se
+    contrib, plain = terms(delta, prob, w, mask, None)
+    lam = float(contrib.sum())
+    se = ci = None
+    if n_boot >= 2:
+        each = engine_backend(None, jobs).imap(  # independent replicates: same sums on threads
+            lambda r: tuple(x.sum() for x in terms(*r, mask, None)), reps)
+        thr, plug = (np.array(x) for x in zip(*each, strict=True))
+        se = float(thr.std(ddof=1))
+        ci = lambda_hull([(lam, se), (float(plain.sum()), float(plug.std(ddof=1)))], alpha,
+                         rounding_bound(most, delta, eps))
+    binary = A == 2 and base == 0
+    direct = np.array([(w[g] * (prob[g] * delta[g]).sum(-1)).sum() * T for g in range(G)])
+    a, b = pair
+    return BenefitResult(
+        Lambda=lam, eps=eps, eps_source=eps_source, weights="visitation",
+        delta=delta[..., 1] if binary else delta,
+        p_d1=prob[..., 1] if binary else prob,
+        state_weights=w, contributions=contrib, pair=(a, b), groups=system.groups,
+        levels=labels, dpe_prop1=float(direct[a] - direct[b]),
+        actions=system.decisions.labels, method="mc", se=se, ci=ci,
+        ci_level=1 - alpha if ci is not None else None, cells=desc, visited=w > 0,
+    )
+
+
+def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
+                n_boot: int, pname: str, jobs: Any, backend: Any, rollout: Any,
+                shared: dict | None) -> tuple:
+    """What every pair of groups shares in :func:`benefit_fairness_mc`: the rollout (kept
+    in ``shared["rollout"]``), the cells, every group's cell means (benefits, action
+    distributions, visitation weights) and the same of every bootstrap replicate:
+    (K, labels, description, delta (G, K, A), prob (G, K, A), w (G, K), replicates, the
+    most visits of a group in one cell)."""
+    A, G, U = system.n_actions, system.n_groups, system.units_per_replica
     per_world = U > 1  # coupled units: one weight per world, the same for every group
     Gw = 1 if per_world else G  # weight matrices: W[0 if per_world else g] is group g's
 
@@ -524,134 +657,80 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                  f"the {K} cells ({desc}) make {K * K} pairs; lower the quantile bins per "
                  f"feature (now {bins}: benefit_bins= in Python, --benefit-bins on the command "
                  "line, [benefit] bins in a spec)")
-
-    def cell_means(weights: list[np.ndarray] | None
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        delta = np.zeros((G, K, A))
-        prob = np.zeros((G, K, A))
-        w = np.zeros((G, K))
-        for g in range(G):
-            wt = np.ones(cells[g].shape[0]) if weights is None else weights[g][unit_g[g]]
-            mass = np.bincount(cells[g], weights=wt, minlength=K)
-            w[g] = mass / max(mass.sum(), 1e-300)
-            safe = np.where(mass > 0, mass, 1.0)
-            for a in range(A):
-                delta[g, :, a] = np.bincount(cells[g], weights=wt * delta_g[g][:, a], minlength=K) / safe
-                prob[g, :, a] = np.bincount(cells[g], weights=wt * prob_g[g][:, a], minlength=K) / safe
-        return delta, prob, w
-
-    a_, b_ = pair
-
-    def terms(delta: np.ndarray, prob: np.ndarray, w: np.ndarray,
-              *masks: np.ndarray | None) -> list[np.ndarray]:
-        """Per-pair Lambda terms (K, K), one array per mask (None, or (K, K, A) zeroing
-        benefit gaps): the total variations and gaps are computed once for all masks, and
-        the largest gap over the actions by elementwise maxima (exact, so the same bits as
-        a max over the last axis, several times faster for a few actions)."""
-        tv = 0.5 * np.abs(prob[a_][:, None, :] - prob[b_][None, :, :]).sum(-1)
-        gap = np.abs(delta[a_][:, None, :] - delta[b_][None, :, :])
-        out = []
-        for mask in masks:
-            g = gap if mask is None else np.where(mask, 0.0, gap)
-            top = g[..., 0].copy()
-            for a in range(1, A):
-                np.maximum(top, g[..., a], out=top)
-            out.append(eps * tv / (eps + top) * w[a_][:, None] * w[b_][None, :])
-        return out
-
-    delta, prob, w = cell_means(None)
-    # "auto": from the point estimates of the benefits, the same eps for every replicate
-    eps, eps_source = resolve_eps(eps, np.delete(delta, base, axis=-1), eps_source)
-
-    def replicates(W: np.ndarray) -> list[tuple[np.ndarray, ...]]:
-        """:func:`cell_means` of every replicate at once: each unit's (world's) sums over
-        its visits per cell, (n, K, 1 + 2A), weighted by the (replicates, n) matrix of
-        its Poisson weights (one product instead of a pass over the visits per replicate).
-        The sums are built in blocks of units and the product in blocks of replicates, on
-        threads (:func:`_blocks`): the same numbers whatever ``jobs``."""
-        R, C = W.shape[1], 1 + 2 * A
-        d_r, p_r, w_r = np.zeros((R, G, K, A)), np.zeros((R, G, K, A)), np.zeros((R, G, K))
-        backend = engine_backend(None, jobs)
-        for g in range(G):
-            # per_unit[u, k * C + c]: unit u's sum of column c over its visits in cell k,
-            # each sum in visit order; blocks of units on threads
-            units, vals = unit_g[g], np.concatenate(
-                [np.ones((cells[g].shape[0], 1)), delta_g[g], prob_g[g]], axis=1)
-            per_unit = np.empty((n, K * C))
-
-            def build(rows: tuple[int, int], units=units, vals=vals, per_unit=per_unit,
-                      cell=cells[g]) -> None:
-                lo, hi = rows
-                sel = (units >= lo) & (units < hi)
-                bins = ((units[sel] - lo) * K + cell[sel])[:, None] * C + np.arange(C)
-                per_unit[lo:hi] = np.bincount(bins.ravel(), weights=vals[sel].ravel(),
-                                              minlength=(hi - lo) * K * C).reshape(hi - lo, -1)
-
-            for _ in backend.imap(build, _blocks(n, 1024)):
-                pass
-            sums = np.concatenate(list(backend.imap(  # small n: one product
-                lambda ab, w=W[0 if per_world else g], p=per_unit: w[ab[0]:ab[1]] @ p,
-                _blocks(R) if n >= 4096 else [(0, R)])))
-            sums = sums.reshape(R, K, C)
-            del per_unit
-            mass = sums[..., 0]
-            w_r[:, g] = mass / np.maximum(mass.sum(1, keepdims=True), 1e-300)
-            safe = np.where(mass > 0, mass, 1.0)[..., None]
-            d_r[:, g] = sums[..., 1:1 + A] / safe
-            p_r[:, g] = sums[..., 1 + A:] / safe
-        return [(d_r[r], p_r[r], w_r[r]) for r in range(R)]
-
+    cols = (cells, unit_g, delta_g, prob_g, K, A)
+    delta, prob, w = _cell_means(cols, None)
     W = drawn()
     if n_boot and 8.0 * n * K * (1 + 2 * A) <= 256 << 20:  # the per-unit sums fit: one product
-        reps = replicates(W)
+        reps = _replicates(cols, W, per_world, n, jobs)
     else:
-        reps = [cell_means([W[0 if per_world else g, r] for g in range(G)])
+        reps = [_cell_means(cols, [W[0 if per_world else g, r] for g in range(G)])
                 for r in range(n_boot)]
-    mask = None
-    if n_boot >= 2:
-        def gap_se_rows(rows: tuple[int, int]) -> np.ndarray:  # blocks of a_'s cells on
-            lo, hi = rows  # threads; each element's sum runs over the replicates in order
-            # np.stack(gaps).std(axis=0, ddof=1) without the stack (R copies of the block):
-            # its sums over axis 0 are these running sums in replicate order, the same bits
-            def gap(r: tuple[np.ndarray, ...]) -> np.ndarray:
-                return r[0][a_][lo:hi, None, :] - r[0][b_][None, :, :]
+    most = max((int(np.bincount(c).max()) for c in cells if c.size), default=0)
+    return K, labels, desc, delta, prob, w, reps, most
 
-            total = gap(reps[0])
-            for r in reps[1:]:
-                total += gap(r)
-            mean = total / len(reps)
-            sq = np.zeros_like(mean)
-            for r in reps:
-                d = gap(r) - mean
-                d *= d
-                sq += d
-            return np.sqrt(sq / (len(reps) - 1))
 
-        gap_se = np.concatenate(list(engine_backend(None, jobs).imap(gap_se_rows, _blocks(K))))
-        gap_hat = delta[a_][:, None, :] - delta[b_][None, :, :]
-        mask = np.abs(gap_hat) <= np.sqrt(np.log(n)) * gap_se
-    contrib, plain = terms(delta, prob, w, mask, None)
-    lam = float(contrib.sum())
-    se = ci = None
-    if n_boot >= 2:
-        each = engine_backend(None, jobs).imap(  # independent replicates: same sums on threads
-            lambda r: tuple(x.sum() for x in terms(*r, mask, None)), reps)
-        thr, plug = (np.array(x) for x in zip(*each, strict=True))
-        se = float(thr.std(ddof=1))
-        ci = lambda_hull([(lam, se), (float(plain.sum()),
-                                      float(plug.std(ddof=1)))], alpha)
-    binary = A == 2 and base == 0
-    direct = np.array([(w[g] * (prob[g] * delta[g]).sum(-1)).sum() * T for g in range(G)])
-    a, b = pair
-    return BenefitResult(
-        Lambda=lam, eps=eps, eps_source=eps_source, weights="visitation",
-        delta=delta[..., 1] if binary else delta,
-        p_d1=prob[..., 1] if binary else prob,
-        state_weights=w, contributions=contrib, pair=(a, b), groups=system.groups,
-        levels=labels, dpe_prop1=float(direct[a] - direct[b]),
-        actions=system.decisions.labels, method="mc", se=se, ci=ci,
-        ci_level=1 - alpha if ci is not None else None, cells=desc,
-    )
+def _cell_means(cols: tuple, weights: list[np.ndarray] | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (group, cell): the mean benefit and action distribution over its visits and the
+    visitation weight, each visit weighted by its unit's weight in ``weights`` (one array
+    per group; None: 1). ``cols``: (cells, units, benefits, distributions per group,
+    K, A)."""
+    cells, unit_g, delta_g, prob_g, K, A = cols
+    G = len(cells)
+    delta = np.zeros((G, K, A))
+    prob = np.zeros((G, K, A))
+    w = np.zeros((G, K))
+    for g in range(G):
+        wt = np.ones(cells[g].shape[0]) if weights is None else weights[g][unit_g[g]]
+        mass = np.bincount(cells[g], weights=wt, minlength=K)
+        w[g] = mass / max(mass.sum(), 1e-300)
+        safe = np.where(mass > 0, mass, 1.0)
+        for a in range(A):
+            delta[g, :, a] = np.bincount(cells[g], weights=wt * delta_g[g][:, a], minlength=K) / safe
+            prob[g, :, a] = np.bincount(cells[g], weights=wt * prob_g[g][:, a], minlength=K) / safe
+    return delta, prob, w
+
+
+def _replicates(cols: tuple, W: np.ndarray, per_world: bool, n: int, jobs: Any
+                ) -> list[tuple[np.ndarray, ...]]:
+    """:func:`_cell_means` of every bootstrap replicate at once: each unit's (world's) sums
+    over its visits per cell, (n, K, 1 + 2A), weighted by the (replicates, n) matrix of its
+    Poisson weights in ``W`` (one product instead of a pass over the visits per replicate).
+    The sums are built in blocks of units and the product in blocks of replicates, on
+    threads (:func:`_blocks`): the same numbers whatever ``jobs``."""
+    cells, unit_g, delta_g, prob_g, K, A = cols
+    G = len(cells)
+    R, C = W.shape[1], 1 + 2 * A
+    d_r, p_r, w_r = np.zeros((R, G, K, A)), np.zeros((R, G, K, A)), np.zeros((R, G, K))
+    backend = engine_backend(None, jobs)
+    for g in range(G):
+        # per_unit[u, k * C + c]: unit u's sum of column c over its visits in cell k,
+        # each sum in visit order; blocks of units on threads
+        units, vals = unit_g[g], np.concatenate(
+            [np.ones((cells[g].shape[0], 1)), delta_g[g], prob_g[g]], axis=1)
+        per_unit = np.empty((n, K * C))
+
+        def build(rows: tuple[int, int], units=units, vals=vals, per_unit=per_unit,
+                  cell=cells[g]) -> None:
+            lo, hi = rows
+            sel = (units >= lo) & (units < hi)
+            bins = ((units[sel] - lo) * K + cell[sel])[:, None] * C + np.arange(C)
+            per_unit[lo:hi] = np.bincount(bins.ravel(), weights=vals[sel].ravel(),
+                                          minlength=(hi - lo) * K * C).reshape(hi - lo, -1)
+
+        for _ in backend.imap(build, _blocks(n, 1024)):
+            pass
+        sums = np.concatenate(list(backend.imap(  # small n: one product
+            lambda ab, w=W[0 if per_world else g], p=per_unit: w[ab[0]:ab[1]] @ p,
+            _blocks(R) if n >= 4096 else [(0, R)])))
+        sums = sums.reshape(R, K, C)
+        del per_unit
+        mass = sums[..., 0]
+        w_r[:, g] = mass / np.maximum(mass.sum(1, keepdims=True), 1e-300)
+        safe = np.where(mass > 0, mass, 1.0)[..., None]
+        d_r[:, g] = sums[..., 1:1 + A] / safe
+        p_r[:, g] = sums[..., 1 + A:] / safe
+    return [(d_r[r], p_r[r], w_r[r]) for r in range(R)]
 
 
 def _beside(fn: Callable[..., Any], *args: Any, jobs: Any) -> Callable[[], Any]:

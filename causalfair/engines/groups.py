@@ -386,8 +386,8 @@ def lambda_by_forks(system: Any, policy: Any, horizon: int, *, n: int, seed: int
     """``lambda_of`` for :func:`compare` on a system without an exact benefit table: Lambda of
     a pair by forks (:func:`causalfair.engines.benefit_mc.benefit_fairness_mc`, ``n`` units
     per group or worlds, ``bins`` quantile bins per feature, its bootstrap interval at level
-    1 - ``alpha``). The rollout is made
-    once and shared by every pair; each pair has its own bootstrap."""
+    1 - ``alpha``). The rollout, the cell means and the bootstrap replicates' are made
+    once and shared by every pair; each pair has its own thresholding mask and terms."""
     shared: dict[str, Any] = {}
 
     def lambda_of(ab: tuple[int, int]) -> BenefitResult | None:
