@@ -108,6 +108,36 @@ def _check_own_generators(name: str, start: Sequence[Any], end: Sequence[Any]) -
                 "random numbers", "draw every random number from self.np_random")
 
 
+def _space_states(env: Any) -> list[Any]:
+    """The states of the generators of ``env``'s action and observation spaces (and
+    their parts: a ``Dict``'s, a ``Tuple``'s), through the wrapper chain: ``space.sample()``
+    draws from them, and ``reset(seed=...)`` does not seed them."""
+    out, todo, e = [], [], env
+    while e is not None and hasattr(e, "__dict__"):
+        todo += [getattr(e, a, None) for a in ("action_space", "observation_space")]
+        e = vars(e).get("env")
+    seen: set[int] = set()
+    while todo:
+        sp = todo.pop()
+        if sp is None or id(sp) in seen:
+            continue
+        seen.add(id(sp))
+        gen = vars(sp).get("_np_random") if hasattr(sp, "__dict__") else None
+        out.append(None if gen is None else _generator_state(gen))
+        parts = getattr(sp, "spaces", None)
+        todo += list(parts.values() if isinstance(parts, Mapping) else parts or ())
+    return out
+
+
+def _space_error(name: str, where: str) -> GymForkError:
+    """The refusal of env ``name`` whose ``where`` (reset or step) drew from a space."""
+    return fork_error(name, f"its {where} draws from action_space.sample() or "
+                      "observation_space.sample(), whose generator reset(seed=...) does not "
+                      "set and every copy of the env shares",
+                      "draw every random number from self.np_random (e.g. "
+                      "self.np_random.integers(n) for a Discrete(n)'s sample())")
+
+
 def _check_options_pin(sim: Any, n: int, seed: int) -> None:
     """Refuse an env that ignores ``reset(options={"group": g})``: ``n`` seeds reset once
     per group give the same observations and no ``info["group"]``, so every group would
@@ -137,7 +167,9 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
     every state forked once per action with one noise, and the first action twice.
     Refused: an env that cannot be copied; one whose copy does not continue it
     (:func:`_check_copy_continues`); one whose reset with one seed gives two individuals
-    (:func:`_check_reset_seeded`); one that reads ``np.random`` or ``random`` (also
+    (:func:`_check_reset_seeded`); one whose reset or step draws from a space's generator
+    (``action_space.sample()``: :func:`_space_states`); one that reads ``np.random`` or
+    ``random`` (also
     refused while stepping, :meth:`GymSimulator._stepping`); one whose generator state
     (``self.np_random``'s, or one of its own: :func:`_own_generators`) after a step
     depends on the action (forks would lose common random numbers); one whose two forks
@@ -146,12 +178,14 @@ def check_forks(sim: Any, *, n: int = 4, horizon: int = 3, seed: int = 0) -> Non
     (:func:`_check_own_generators`); with ``group =
     "options"``, one that ignores ``options["group"]`` (:func:`_check_options_pin`); one
     whose ``shared`` attributes the check's resets and steps change. A slow copy gets a
-    warning naming what to share."""
+    warning naming what to share, observations normalized by running statistics one
+    naming how to freeze them (:func:`_hint_running_stats`)."""
     name = sim.name
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
     A = sim.n_actions
     constants = sim._constants()
     prints = {a: _fingerprint(v) for a, v in constants.items()}
+    _hint_running_stats(sim)
     for g in range(sim.n_groups):
         try:
             if not sim._api:
@@ -271,9 +305,12 @@ def _check_reset_seeded(sim: Any, g: int, seed: int) -> None:
     a generator the audit's seeds do not reach (``random``, ``np.random``, one of the
     env's own seeded once, or ``self.np_random`` without ``super().reset(seed=seed)``) and
     no result could be reproduced."""
+    spaces = _space_states(sim._template)
     first = np.array(sim._reset_one(g, seed)[1], dtype=np.float64)
     second = np.array(sim._reset_one(g, seed)[1], dtype=np.float64)
     if not np.array_equal(first, second, equal_nan=True):
+        if _space_states(sim._template) != spaces:
+            raise _space_error(sim.name, "reset")
         raise fork_error(sim.name, f"two resets with one seed gave two individuals (group "
                          f"{sim.group_names[g]!r}), so reset draws from a generator its seed "
                          "does not set (random, np.random, one of its own seeded once, or "
@@ -291,10 +328,12 @@ def _check_copy_continues(sim: Any, g: int, rng: np.random.Generator) -> None:
     state = sim.reset(1, g, rng)
     env, obs, word = state.envs[0], state.obs[0], sim._gen.words(sim.draw_noise(1, rng))[0]
     twin = copy_env(env, sim._shared)
-    before = global_states()
+    before, spaces = global_states(), _space_states(env)
     mine = call_user(f"gym env {sim.name}.step", sim._run, env, 0, word, obs)
     if before != global_states():  # the twin would draw other numbers from it
         raise global_read_error(sim.name)
+    if spaces != _space_states(env):  # the same: the copies share the spaces
+        raise _space_error(sim.name, "step")
     try:
         theirs = sim._run(twin, 0, word, obs)
         same = (np.array_equal(np.asarray(mine[0]), np.asarray(theirs[0]))
@@ -358,6 +397,27 @@ def _hint_slow_copy(sim: Any, env: Any) -> None:
             f"shared={top!r} (a spec: [system] shared = {top!r}; the command line: --param "
             f"'shared={json.dumps(top)}') and every copy shares them ({FIX_DOC}).",
             UserWarning, stacklevel=3)
+
+
+def _hint_running_stats(sim: Any) -> None:
+    """Warn when a wrapper of the env normalizes observations by running statistics it
+    updates (Gymnasium's ``NormalizeObservation`` with ``update_running_mean``): every
+    individual is a copy of the factory's env, so its statistics start afresh at each
+    individual, and the policy reads observations normalized unlike in training."""
+    import warnings
+
+    e = sim._template
+    while e is not None:
+        if getattr(e, "update_running_mean", False) is True and hasattr(e, "obs_rms"):
+            warnings.warn(
+                f"gym env {sim.name}: its {type(e).__name__} wrapper updates its running "
+                "mean and variance, and every individual is a copy of the factory's env, so "
+                "they start afresh at each individual: the policy reads observations "
+                "normalized unlike in training. In the factory, give the wrapper the "
+                "training statistics (wrapper.obs_rms = ...) and set "
+                f"wrapper.update_running_mean = False ({FIX_DOC}).", UserWarning, stacklevel=3)
+            return
+        e = getattr(e, "env", None) if getattr(e, "unwrapped", e) is not e else None
 
 
 def group_columns(sim: Any, *, n: int = 8, seed: int = 0) -> list[int]:

@@ -63,8 +63,8 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     or ``"module:callable"`` (``fn(obs, action, next_obs, reward, info) -> float``).
     ``baseline``: the action pi0 takes. ``actions``: one name per action of the env's
     ``Discrete(n)`` action space, in its order, as reports print them (default
-    ``d0..d{n-1}``). ``horizon``: epochs (default: the env's
-    ``max_episode_steps``, else 20). ``features``: names of the observation columns
+    ``d0..d{n-1}``). ``horizon``: epochs (default: the env's ``max_episode_steps``, its
+    spec's or a ``TimeLimit``'s, else 20). ``features``: names of the observation columns
     (default ``x0..xk``); the columns that carry the group (:func:`group_columns`, or one
     named ``group``) are the system's ``roles["group"]``. ``shared``: names of attributes
     of ``env.unwrapped`` that reset and step never change (a transition table, a data

@@ -14,12 +14,13 @@ import copy
 import ctypes
 import random as _pyrandom
 import sys
+from collections import deque
 from typing import Any
 
 import numpy as np
 
-__all__ = ["state_api", "shared_objects", "copy_env", "unwrap_bookkeeping", "StepGenerator",
-           "generator_state", "INC"]
+__all__ = ["state_api", "shared_objects", "copy_env", "unwrap_bookkeeping", "time_limit",
+           "StepGenerator", "generator_state", "INC"]
 
 INC = (0xDA3E39CB94B95BDB << 64) | 0x5851F42D4C957F2D | 1  # a fixed odd PCG64 increment
 _LOW = (1 << 64) - 1
@@ -35,17 +36,19 @@ def state_api(env: Any) -> tuple[str, str] | None:
 
 def shared_objects(env: Any) -> dict[int, Any]:
     """What copies of ``env`` share: the spaces, the env spec (a wrapper's cached one
-    too), the metadata and the generator (each step is given its own generator state),
-    through the wrapper chain; and the global generators (``np.random``'s
-    ``RandomState``, which scipy.stats' distributions hold, and ``random``'s), which a
-    copy would turn into a generator of its own, in one state for every individual:
-    shared, a step drawing from them is seen (and refused) as reading them."""
+    too, and the constructor arguments a wrapper records for it), the metadata and the
+    generator (each step is given its own generator state), through the wrapper chain;
+    and the global generators (``np.random``'s ``RandomState``, which scipy.stats'
+    distributions hold, and ``random``'s), which a copy would turn into a generator of its
+    own, in one state for every individual: shared, a step drawing from them is seen (and
+    refused) as reading them."""
     memo: dict[int, Any] = {id(g): g for g in (np.random.random.__self__,
                                                _pyrandom.random.__self__)}
     e = env
     while e is not None and hasattr(e, "__dict__"):
         for attr in ("action_space", "observation_space", "_action_space", "_observation_space",
-                     "spec", "_cached_spec", "_metadata", "metadata", "_np_random"):
+                     "spec", "_cached_spec", "_metadata", "metadata", "_np_random",
+                     "_saved_kwargs"):
             v = e.__dict__.get(attr)
             if v is not None:
                 memo[id(v)] = v
@@ -106,7 +109,9 @@ def copy_env(env: Any, shared: dict[int, Any], memo: dict[int, Any] | None = Non
     for k, v in d.items():  # values are replaced in place: the keys do not change
         if type(v) in _ATOMIC_TYPES or id(v) in shared:
             continue
-        if type(v) is np.ndarray and v.dtype.kind in "biufc":
+        if (type(v) is np.ndarray and v.dtype.kind in "biufc") or (
+                type(v) is deque and all(type(x) in _ATOMIC_TYPES for x in v)):
+            # arrays of numbers, queues of numbers (RecordEpisodeStatistics'): v.copy()
             if memo is not None:
                 got = memo.get(id(v))
                 if got is None:
@@ -153,6 +158,20 @@ def unwrap_bookkeeping(env: Any) -> Any:
             return e
         e = e.env
     return e
+
+
+def time_limit(env: Any) -> int | None:
+    """The ``max_episode_steps`` of the outermost Gymnasium ``TimeLimit`` wrapped around
+    ``env`` (one a factory adds itself, not only ``gymnasium.make``'s), or None: the
+    length of its episodes when nothing else ends them."""
+    e = env
+    while hasattr(e, "env") and getattr(e, "unwrapped", e) is not e:
+        cls = type(e)
+        if cls.__name__ == "TimeLimit" and cls.__module__.startswith("gymnasium.wrappers"):
+            steps = getattr(e, "_max_episode_steps", None)
+            return int(steps) if isinstance(steps, int) and steps > 0 else None
+        e = e.env
+    return None
 
 
 def generator_state(word_hi: int, word_lo: int) -> dict[str, Any]:

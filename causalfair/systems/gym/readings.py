@@ -25,12 +25,19 @@ Run = Callable[[Any, int, bytes, np.ndarray | None], tuple[np.ndarray, float, fl
 
 def read_spaces(env: Any, name: str) -> tuple[int, int, int]:
     """(actions, first action, observation width) of ``env``, the env ``name``'s factory
-    made: one with reset/step, a ``Discrete`` action space and a ``Box`` observation
-    space, else a one-line refusal naming the fix."""
+    made: one with reset/step (not a vector env), a ``Discrete`` action space and a ``Box``
+    observation space, else a one-line refusal naming the fix."""
     if not callable(getattr(env, "step", None)) or not callable(getattr(env, "reset", None)):
         raise SystemError_(
             f"gym env {name}: the factory returned {type(env).__name__}, which has no "
             "reset/step; return a gymnasium.Env.")
+    if isinstance(getattr(env, "num_envs", None), int) and (
+            hasattr(env, "single_action_space") or hasattr(env, "step_async")):
+        raise SystemError_(
+            f"gym env {name}: the factory returned a vector env ({type(env).__name__} of "
+            f"{env.num_envs} envs); from_gym takes one env, one individual, and batches the "
+            "copies itself: return one env from the factory (what the vector env's env_fns "
+            "return, or gymnasium.make(id) for gymnasium.make_vec(id)).")
     space = getattr(env, "action_space", None)
     n = getattr(space, "n", None)
     if n is None or type(space).__name__ != "Discrete":

@@ -52,6 +52,7 @@ from causalfair.systems.gym.forks import (
     copy_env,
     shared_objects,
     state_api,
+    time_limit,
     unwrap_bookkeeping,
 )
 from causalfair.systems.gym.readings import F64, box_vector, read_spaces, reads_obs0, stepper
@@ -170,6 +171,7 @@ class GymSimulator:
         env = self._make_env(key)
         self._n_actions, self._start, self._width = read_spaces(env, self.name)
         self._spec = getattr(env, "spec", None)
+        self._limit = time_limit(env)
         env = unwrap_bookkeeping(env)
         self._template = env
         self._api = state_api(env)
@@ -214,7 +216,7 @@ class GymSimulator:
     @property
     def horizon_hint(self) -> int | None:
         steps = getattr(self._spec, "max_episode_steps", None)
-        return int(steps) if isinstance(steps, int) and steps > 0 else None
+        return int(steps) if isinstance(steps, int) and steps > 0 else self._limit
 
     # ---------------------------------------------------------------- protocol
     def _fresh(self) -> Any:
@@ -301,32 +303,39 @@ class GymSimulator:
     def warn_horizon(self, horizon: int, action: int = 0) -> None:
         """Warn when an episode ends by truncation before ``horizon`` steps: the door does
         not read ``truncated``, so an audit over ``horizon`` epochs would step the env past
-        the end of its episodes. Probed once per horizon on one individual of the first
-        group taking ``action`` (an env with a state API gets its state back)."""
+        the end of its episodes. The episode length is the env's ``max_episode_steps``
+        (its spec's, else a ``TimeLimit``'s: the stepped envs are without it), else probed
+        once per horizon on one individual of the first group taking ``action`` (an env
+        with a state API gets its state back)."""
         import warnings
 
         if horizon <= getattr(self, "_horizon_probed", 1):
             return
         self._horizon_probed = horizon
-        api = self._api
-        saved = getattr(self._template, api[0])() if api else None
-        env, _ = self._reset_one(0, 0)
-        try:
-            for k in range(1, horizon):
-                out = call_user(f"gym env {self.name}.step", env.step, action + self._start)
-                if not isinstance(out, tuple) or len(out) != 5 or out[2]:
-                    return  # a malformed step is the fork check's; an ended episode is fine
-                if out[3]:
-                    warnings.warn(
-                        f"gym env {self.name}: its episodes end (truncated) after {k} steps, "
-                        f"but the audit runs T = {horizon} epochs and does not read "
-                        "truncated, so the env is stepped past the end of its episodes; give "
-                        f"the audit the env's horizon (--horizon {k}, horizon = {k} in a "
-                        f"spec, from_gym(horizon={k})).", UserWarning, stacklevel=2)
-                    return
-        finally:
-            if api:
-                getattr(self._template, api[1])(saved)
+        k = self.horizon_hint  # a TimeLimit's, which the stepped envs are without
+        if k is None or k >= horizon:
+            k = None
+            api = self._api
+            saved = getattr(self._template, api[0])() if api else None
+            env, _ = self._reset_one(0, 0)
+            try:
+                for j in range(1, horizon):
+                    out = call_user(f"gym env {self.name}.step", env.step, action + self._start)
+                    if not isinstance(out, tuple) or len(out) != 5 or out[2]:
+                        return  # a malformed step is the fork check's; an ended episode is fine
+                    if out[3]:
+                        k = j
+                        break
+            finally:
+                if api:
+                    getattr(self._template, api[1])(saved)
+        if k is not None:
+            warnings.warn(
+                f"gym env {self.name}: its episodes end (truncated) after {k} steps, "
+                f"but the audit runs T = {horizon} epochs and does not read "
+                "truncated, so the env is stepped past the end of its episodes; give "
+                f"the audit the env's horizon (--horizon {k}, horizon = {k} in a "
+                f"spec, from_gym(horizon={k})).", UserWarning, stacklevel=2)
 
     def draw_noise(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.integers(0, 2**64, size=(n, 2), dtype=np.uint64)
