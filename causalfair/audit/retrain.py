@@ -14,23 +14,29 @@ import math
 import os
 import tempfile
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_bytes
 from causalfair.audit.result import AuditResult, display_path
-from causalfair.audit.run import audit, build_system
+from causalfair.audit.run import audit, build_system, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec
 from causalfair.audit.spec_sections import spec_label
 from causalfair.engines.benefit import eps_for, model_eps
 from causalfair.engines.groups import resolve_pair
+from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import ConfigError, InputError, OutputError, SpecError
 from causalfair.policies.checkpoint import (
     load_checkpoint_for,
     write_npz,
 )
-from causalfair.thresholds import Constraint, constraints_from_thresholds
+from causalfair.thresholds import (
+    MIN_RATIO_KEYS,
+    Constraint,
+    constraints_from_thresholds,
+    split_key,
+)
 from causalfair.train import train
 from causalfair.train.algorithms import get
 from causalfair.train.config import TrainConfig
@@ -38,7 +44,7 @@ from causalfair.train.exact import repair_checkpoint, tabular_model
 from causalfair.train.lagrangian import check_constraints_supported
 
 __all__ = ["retrained_checkpoint_path", "check_retrain", "repair_check", "imposed_constraints",
-           "Retrained", "run_retrain", "place_retrained"]
+           "Retrained", "run_retrain", "place_retrained", "floor_utilities"]
 
 
 def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str,
@@ -184,7 +190,9 @@ def _retrain_trained(spec: AuditSpec, before: AuditResult, system: Any, built: P
         config = config.replace(system=spec.system_id or "", system_params=dict(spec.system_params))
     else:
         system = None  # the lending trainer, on config.setting
-    result = train(config, out=str(work), init_checkpoint=str(spec.checkpoint), system=system)
+    # the kept policy is judged by the spec's own audit below, not by the trainer's own
+    result = train(config, out=str(work), init_checkpoint=str(spec.checkpoint), system=system,
+                   evaluate=False)
     produced = _train_checkpoint(result, work)
     if built.suffix == ".npz":
         _pt_to_npz(produced, built)
@@ -220,6 +228,31 @@ def utility_of(result: AuditResult) -> float:
     return float(result.decomposition.total_utility)
 
 
+def floor_utilities(spec: AuditSpec) -> dict[str, float]:
+    """The utilities of the baseline policy pi0 (``never``) and of the uniform policy, each
+    the number the spec's own audit of that policy reports (its engine, ``n``, ``seed``
+    and pair), as ``{"baseline": u0, "uniform": uu}``. Nothing is judged (a threshold
+    such as ``min_ratio_V`` has no value where pi0's mean gain is <= 0, and the floor
+    needs none), and by Monte Carlo only the decomposition is run: a utility needs no
+    group comparison, whose forks for Lambda of every pair are most of an audit's time on
+    several groups."""
+    out = {}
+    for name, builtin in (("baseline", "never"), ("uniform", "uniform")):
+        bare = replace(spec.with_policy(builtin=builtin), thresholds={}, baseline_thresholds={},
+                       baseline_checkpoint=None, baseline_builtin=None,
+                       baseline_vecnormalize=None)
+        prep = prepare(bare)
+        s = prep.spec
+        if s.engine != "mc":  # the exact audit: cheap, and its utility is the model's
+            out[name] = utility_of(run_prepared(prep))
+            continue
+        pair = resolve_pair(s.pair, prep.system.groups, f"{spec_label(s.path)}: [engine] pair")
+        dec = decompose_mc(prep.system, prep.policy, s.horizon, n=s.n, seed=s.seed,
+                           policy_name=prep.label, pair=pair)
+        out[name] = float(dec.total_utility)
+    return out
+
+
 def repair_check(spec: AuditSpec, before: AuditResult, after: AuditResult,
                  floor: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Is the repair ``after`` of ``before`` honest? Two rules (docs/ci-gate.md, "An
@@ -227,7 +260,8 @@ def repair_check(spec: AuditSpec, before: AuditResult, after: AuditResult,
 
     - no threshold gets worse: a threshold key not in ``[retrain] allow_worse`` whose
       interval after lies wholly above its interval before (for the exact engine, whose
-      intervals are points: a larger value) is a problem;
+      intervals are points: a larger value; for a ratio bounded from below,
+      ``min_ratio_*``: wholly below, a smaller value) is a problem;
     - the utility after is at least ``[retrain] min_utility``; without it, at least the
       better of the baseline policy pi0 (``never``: always the baseline action) and the
       uniform policy, both audited on the spec's own system and engine (``floor``: their
@@ -244,8 +278,7 @@ def repair_check(spec: AuditSpec, before: AuditResult, after: AuditResult,
         out["min_utility_from"] = "[retrain] min_utility"
     else:
         if floor is None:
-            floor = {name: utility_of(audit(spec.with_policy(builtin=b)))
-                     for name, b in (("baseline", "never"), ("uniform", "uniform"))}
+            floor = floor_utilities(spec)
         out["baseline_utility"] = float(floor["baseline"])
         out["uniform_utility"] = float(floor["uniform"])
         best = max(("baseline", "uniform"), key=lambda k: floor[k])
@@ -261,7 +294,12 @@ def repair_check(spec: AuditSpec, before: AuditResult, after: AuditResult,
     worse = []
     for v in after.verdicts:
         b = old.get(v.key)
-        if b is None or v.key in allow or not v.lower > b.upper + 1e-12 * max(1.0, abs(b.upper)):
+        if b is None or v.key in allow:
+            continue
+        if split_key(v.key)[0] in MIN_RATIO_KEYS:  # "ratio >= bound": worse is lower
+            if not v.upper < b.lower - 1e-12 * max(1.0, abs(b.lower)):
+                continue
+        elif not v.lower > b.upper + 1e-12 * max(1.0, abs(b.upper)):
             continue
         worse.append(v.key)
         problems.append(f"{v.key} worse after repair: {b.estimate:.6g} -> {v.estimate:.6g} "

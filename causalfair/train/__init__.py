@@ -38,7 +38,8 @@ LENDING_HORIZON = 20
 
 def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume: bool = False,
           init_checkpoint: str | os.PathLike[str] | None = None, *,
-          progress: bool = False, system: Any = None, device: str = "cpu") -> TrainResult:
+          progress: bool = False, system: Any = None, device: str = "cpu",
+          evaluate: bool = True) -> TrainResult:
     """Train one configuration.
 
     The system is ``config.system`` (an id or ``module:callable``, made with
@@ -63,6 +64,10 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
     trainer, which evaluates its networks on the (group, level) grid only); rollouts stay
     numpy on the CPU and each iteration's batch moves to the device once (docs/training.md,
     "Training on a GPU").
+    ``evaluate=False``: a constrained run on the generic trainer skips its final audit
+    of the kept policy on the evaluation stream (its ``metrics`` are then the selection
+    audit's, optimistic), for a caller that audits the policy itself (``gate --retrain``
+    re-audits it with the spec's own audit).
     """
     if not isinstance(config, TrainConfig):
         raise ConfigError(f"config: expected a TrainConfig, got {type(config).__name__}.")
@@ -83,7 +88,7 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
             from causalfair.train.generic import train_system
 
             return train_system(system, config, out, init_checkpoint, progress,
-                                device=resolve_device(asked, "device"))
+                                device=resolve_device(asked, "device"), evaluate=evaluate)
         config = config.replace(system="", setting=system.id,
                                 n_levels=int(system.params.get("levels", config.n_levels)),
                                 interest=float(system.params.get("interest", config.interest)),
@@ -163,8 +168,9 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
         if out_path is None:
             raise ConfigError("resume: needs the run folder (out) to continue from.")
         state = ck.read_state(out_path)
-        saved = json.loads(state["json"])["config"]
         mine = config.to_dict()
+        # a key the saved run lacks (written before the key existed) reads as its default
+        saved = {**TrainConfig().to_dict(), **json.loads(state["json"])["config"]}
         diff = sorted(k for k in mine if k != "iterations" and saved.get(k) != mine[k])
         if diff:
             raise ConfigError(

@@ -611,7 +611,7 @@ class SystemTrainer(ReplicaChoiceTraining):
         return fair_advantage(self.config, self.G, adv, b, adv_rep, unit_rep, unit_group)
 
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, evaluate: bool = True) -> dict[str, Any]:
         """End of a constrained run: restore the best passing policy (if any); the final
         metrics are its audit's, with ``constraints_met`` (whether a policy passed the
         selection audits). The policy kept (or the last) is audited once more, by Monte
@@ -619,12 +619,13 @@ class SystemTrainer(ReplicaChoiceTraining):
         that audit's: a policy kept because its audit fell on the right side of a bound
         is reported on random numbers it was not chosen on (it can miss the bound there);
         an exact audit repeats the kept row's numbers, and the run's :attr:`pair` is the
-        kept policy's either way."""
+        kept policy's either way. ``evaluate=False`` skips that audit (the numbers stay the
+        selection's), for a caller that audits the kept policy itself (``gate --retrain``)."""
         final = dict(self.history[-1]) if self.history else {}
         if self.lag is None:
             return final
         final = self.lag.finish(final, self.policy_net.load_state_dict)
-        if self.history:
+        if self.history and evaluate:
             fresh = self.audit(evaluation_seed(self.config.seed))
             self.lag.judge(fresh, self._groups)  # the constraints' own quantities, there too
             final.update(fresh)
@@ -643,7 +644,8 @@ class SystemTrainer(ReplicaChoiceTraining):
                               pair=self.fixed_pair).decomposition
         else:
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n, seed=seed,
-                             check=False, eps=self.eps or "auto", pair=self.fixed_pair)
+                             check=False, eps=self.eps or "auto", pair=self.fixed_pair,
+                             benefit_n=self.config.audit_n)
         self.pair = tuple(int(g) for g in d.pair)
         self._groups = None if self.lag is None or not self.lag.needs_groups else measure_groups(
             self.system, pol, self.T, d, tabular=self.tabular, n=self.config.audit_n,
@@ -681,7 +683,7 @@ def _save(tr: SystemTrainer, c: TrainConfig, path: Path, extra: dict[str, Any]) 
 
 def train_system(system: Any, config: TrainConfig, out: str | Path | None = None,
                  init_checkpoint: str | Path | None = None, progress: bool = False,
-                 device: str = "cpu") -> Any:
+                 device: str = "cpu", evaluate: bool = True) -> Any:
     """Train ``config.algo`` on ``system``; write ``out/checkpoint.pt`` (the policy, its
     encoding with feature names, the system id and params) and ``metrics.jsonl``.
 
@@ -691,7 +693,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
     (the kept policy: with constraints, the best passing audited one). Each write is
     atomic, so a run stopped by Ctrl-C (KeyboardInterrupt, re-raised) leaves the last
     periodic checkpoint, ``config.json`` and the ``metrics.jsonl`` rows of the
-    iterations it finished."""
+    iterations it finished. ``evaluate``: :meth:`SystemTrainer.finish`'s."""
     import torch
 
     t0 = time.perf_counter()
@@ -722,7 +724,7 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
                     bar.update(1)
             finally:
                 bar.close()
-            final = tr.finish()
+            final = tr.finish(evaluate)
             checkpoint = None
             if out_path is not None:
                 checkpoint = out_path / ck.CHECKPOINT_NAME

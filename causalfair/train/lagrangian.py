@@ -24,7 +24,14 @@ import numpy as np
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.groups import compare, lambda_by_forks, pair_names, split_pair
 from causalfair.errors import ConfigError, InputError
-from causalfair.thresholds import PASS, Constraint, Verdict, group_verdicts, parse_constraint
+from causalfair.thresholds import (
+    FAIL,
+    PASS,
+    Constraint,
+    Verdict,
+    group_verdicts,
+    parse_constraint,
+)
 
 __all__ = ["Multipliers", "Lagrangian", "check_constraints_supported", "measure_groups", "scale"]
 
@@ -59,11 +66,13 @@ def measure_groups(system: Any, policy: Any, horizon: int, dec: Any, *, tabular:
                    n: int, seed: int, eps: float, lambda_pairs: bool, coupled: bool) -> Any:
     """The :class:`~causalfair.engines.groups.GroupComparison` of the audit ``dec`` (every
     pair's C, DPE, IPE, SPE and, when ``lambda_pairs``, Lambda): the exact benefit table
-    on a tabular model, else forks per pair (``n`` units per group, ``seed``)."""
+    on a tabular model, else forks per pair (``n`` units per group, ``seed``), the audit's
+    own pair's taken from ``dec`` (its forks, as the gate's audit reuses them)."""
     benefit, lambda_of = None, None
     if lambda_pairs and tabular is not None:
         benefit = exact_numbers(tabular, policy, horizon, eps=eps, benefit=True).benefit
     elif lambda_pairs:
+        benefit = getattr(dec, "benefit", None)
         lambda_of = lambda_by_forks(system, policy, horizon, n=n, seed=seed, eps=eps,
                                     alpha=0.05, jobs=1)
     return compare(dec, benefit=benefit, lambda_of=lambda_of, coupled=coupled)
@@ -127,7 +136,8 @@ class Lagrangian:
         ``lower``: the far end of the constrained quantity's interval): the audit's own
         pair from ``row``, any
         other from the comparison ``groups`` (recorded in ``row`` as ``key`` and
-        ``key_ci``)."""
+        ``key_ci``). A ratio the comparison has no value of (a mean gain <= 0) reads as 0
+        and is not met."""
         out = []
         for k, p in zip(self.cons, self.pairs, strict=True):
             if p is None:
@@ -142,7 +152,14 @@ class Lagrangian:
                 out.append(Verdict(key=k.key, threshold=k.bound, estimate=abs(e) if k.absolute
                                    else e, lower=qlo, upper=qhi, status=k.judge(lo, hi)))
                 continue
-            (v,) = group_verdicts({k.key: k.bound}, groups)
+            try:
+                (v,) = group_verdicts({k.key: k.bound}, groups)
+            except InputError:
+                if not k.at_least:
+                    raise
+                # a ratio of mean gains of which one is <= 0 has no value: read as 0, not met
+                v = Verdict(key=k.key, threshold=k.bound, estimate=0.0, lower=0.0, upper=0.0,
+                            status=FAIL)
             row[k.key], row[f"{k.key}_ci"] = v.estimate, (v.lower, v.upper)
             out.append(v)
         return out

@@ -335,14 +335,19 @@ def _pairs(model: TabularModel, constraints: Sequence[Constraint]) -> dict[str, 
 def _add_pairs(m: dict[str, Any], pairs: Mapping[str, tuple[int, int]],
                of_pair: Callable[[tuple[int, int]], Mapping[str, Any]]) -> dict[str, Any]:
     """``m`` with ``"C[A-B]"``, ... ``"Lambda[A-B]"`` for every pair: the exact numbers of
-    the pair (``of_pair((a, b))``), and ``"ratio_V[A-B]"`` = min / max of the two groups'
-    V^pi (``m["V"]``, (..., G)) written (s - |d|) / (s + |d|) with s = V_a + V_b and d =
-    V_a - V_b, one expression for numpy and torch; as :meth:`Constraint.value` reads them."""
+    the pair (``of_pair((a, b))``), and ``"ratio_V[A-B]"``: min(V_a, V_b) / max(|V_a|, |V_b|)
+    of the two groups' V^pi (``m["V"]``, (..., G)), written (s - |d|) / (|V_a| + |V_b| +
+    ||V_a| - |V_b||) with s = V_a + V_b and d = V_a - V_b, one expression for numpy and
+    torch; as :meth:`Constraint.value` reads them. Of two positive values it is the
+    audit's min / max (:mod:`causalfair.engines.groups`); where either is <= 0, for which the
+    audit has no ratio, it is <= 0, so a positive bound is not met (min / max of two
+    negative values would exceed 1)."""
     for name, ab in pairs.items():
         mp = of_pair(ab)
         m.update({f"{k}[{name}]": mp[k] for k in ("C", "DPE", "IPE", "SPE", "Lambda")})
         va, vb = m["V"][..., ab[0]], m["V"][..., ab[1]]
-        m[f"ratio_V[{name}]"] = (va + vb - abs(va - vb)) / (va + vb + abs(va - vb))
+        m[f"ratio_V[{name}]"] = (va + vb - abs(va - vb)) / (abs(va) + abs(vb)
+                                                            + abs(abs(va) - abs(vb)))
     return m
 
 
