@@ -13,7 +13,11 @@ Printed, in one run, for the 6 pairs:
   pairs shared before: every pair recomputed every group's cell means and bootstrap
   replicates);
 - the ratio, and whether every number (Lambda, se, interval, eps, cells, contributions)
-  is identical bit for bit (it must be).
+  is identical bit for bit (it must be);
+- the audit's path (:mod:`causalfair.audit.run`): the decomposition's own pair, then the
+  6 pairs of the group comparison, given one dict (the audit now) against one dict each
+  (before: the group comparison made the rollout, cell means and replicates again),
+  rollouts included, and whether the numbers are identical.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_lambda_pairs.py [--n 20000] [--boot 200]``
 """
@@ -100,6 +104,20 @@ def main() -> None:
     print(f"shared path (rollout included):        {t_shared:6.2f} s")
     print(f"baseline, each pair its own cell means: {t_base:6.2f} s (rollout not included)")
     print(f"ratio baseline / shared: {t_base / t_shared:.1f}x; numbers identical: {same}")
+
+    def audit_path(one: bool) -> tuple[float, list]:
+        t0 = time.perf_counter()
+        own: dict = {}
+        res = [benefit_fairness_mc(sim, pol, 6, pair=pairs[0], shared=own, **kw)]
+        rest = own if one else {}
+        res += [benefit_fairness_mc(sim, pol, 6, pair=ab, shared=rest, **kw) for ab in pairs]
+        return time.perf_counter() - t0, res
+
+    t_one, one = audit_path(True)
+    t_two, two = audit_path(False)
+    same = all(_numbers(a) == _numbers(b) for a, b in zip(one, two, strict=True))
+    print(f"audit path, its pair then the {len(pairs)} pairs: one dict {t_one:.2f} s, one each "
+          f"{t_two:.2f} s ({t_two / t_one:.1f}x); numbers identical: {same}")
 
 
 if __name__ == "__main__":

@@ -337,10 +337,11 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
     pair = _spec_pair(spec, system.groups)
+    forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): made once, every pair's
     if engine == "mc":
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,
                            eps=eps, alpha=spec.alpha, benefit_n=spec.n,
-                           benefit_bins=spec.benefit_bins, pair=pair)
+                           benefit_bins=spec.benefit_bins, pair=pair, benefit_shared=forks)
     if model is not None:  # Lambda and the notions of the pair C compares (with more than
         # two groups, Monte Carlo picks it from its own estimates)
         nums = exact_numbers(model, table, T, eps=eps, weights=spec.weights,
@@ -381,7 +382,7 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     if wanted(len(dec.groups), spec.reference, spec.thresholds):
         lambda_of = None if ben is None or ben.method == "exact" else lambda_by_forks(
             system, pol, T, n=spec.n, seed=spec.seed, eps=ben.eps, alpha=spec.alpha,
-            bins=spec.benefit_bins)
+            bins=spec.benefit_bins, shared=forks)
         try:
             groups = compare_groups(dec, reference=spec.reference, alpha=spec.alpha,
                                     benefit=ben, lambda_of=lambda_of, selection=selection,

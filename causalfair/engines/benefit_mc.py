@@ -44,10 +44,10 @@ Without a tabular model there is no benefit table Delta(x, s), so it is estimate
    half-width is at least a bound on the rounding of a positive estimate
    (:func:`rounding_bound`): the interval covers the exact Lambda of a constant cell,
    and reaches 0 where identical decision rows leave a Lambda of rounding (1e-13).
-6. **Pairs**: the pairs of a multi-group audit share the rollout, the cells, every
-   group's cell means and those of every bootstrap replicate (``shared``); a pair adds
-   its own mask and terms, over the cells both of its groups visit only (a term with a
-   cell one group does not visit weighs 0: the same K x K array, the same sums).
+6. **Pairs**: the pairs of a multi-group audit and the decomposition's own pair share the
+   rollout, the cells, the groups' cell means and the bootstrap replicates' (``shared``); a
+   pair adds its own mask and terms, over the cells both of its groups visit only (a term
+   with a cell one group does not visit weighs 0: the same K x K array, the same sums).
 7. **Unvisited cells**: a cell a group does not visit has no estimate; the result's
    ``visited`` mask says which, its :meth:`~causalfair.results.BenefitResult.table`
    shows NaN there, and the arrays keep 0 (weight 0 in every sum).
@@ -96,7 +96,7 @@ from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.montecarlo_coupled import joint_actions
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.policies.core import action_probs
-from causalfair.policies.grid import engine_policy
+from causalfair.policies.grid import engine_policy, group_features
 from causalfair.results import BenefitResult, check_pair
 from causalfair.systems import as_system
 
@@ -148,7 +148,7 @@ def bin_cells(x: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
 
 def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None, bins: int,
            names: tuple[str, ...] | None, n_levels: int | None,
-           level_labels: tuple[str, ...] | None = None
+           level_labels: tuple[str, ...] | None = None, named: dict | None = None
            ) -> tuple[list[np.ndarray], int, tuple[str, ...], str]:
     """Cell index per visit (one array per group), number of cells, labels, description.
     Features: the cells are the joint quantile bins that some visit falls in, numbered in
@@ -157,7 +157,7 @@ def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None,
     joint bins against at most one visited bin per visit, so the cells, and the K x K
     pair terms, stay within the visits. The visited bins are found as distinct rows of
     per-feature bins, so any number of features works (a joint index would overflow 64
-    bits past about 63 binary features)."""
+    bits past about 63 binary features). ``named``: as for :func:`bin_labels`."""
     if levels is not None:
         K = int(n_levels) if n_levels is not None else int(max(x.max() for x in levels)) + 1
         labels = tuple(level_labels) if level_labels is not None and len(level_labels) == K \
@@ -166,7 +166,7 @@ def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None,
     edges, values = quantile_edges(np.concatenate(feats, axis=0), bins)
     rows = [bin_rows(x, edges) for x in feats]
     visited, cell = distinct_rows(np.concatenate(rows), [len(e) + 1 for e in edges])
-    labels, desc = bin_labels(edges, names, visited, values)
+    labels, desc = bin_labels(edges, names, visited, values, named)
     cells = np.split(cell.reshape(-1).astype(np.intp), np.cumsum([len(r) for r in rows])[:-1])
     return cells, len(labels), labels, desc
 
@@ -224,16 +224,21 @@ def _some(names: list[str] | tuple[str, ...]) -> str:
 
 def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
                rows: np.ndarray | None = None,
-               values: list[np.ndarray | None] | None = None) -> tuple[tuple[str, ...], str]:
+               values: list[np.ndarray | None] | None = None,
+               named: dict[str, tuple[str, ...]] | None = None) -> tuple[tuple[str, ...], str]:
     """The label of every joint bin of :func:`bin_cells` on ``edges`` (e.g.
     ``income:q2/4 debt:q1/4``, or ``susceptible=1`` for a feature binned by its
     ``values``, :func:`quantile_edges`), or of the joint bins given as ``rows`` of
     per-feature bins (:func:`bin_rows`) only, and a description of the binning. With more
     than :data:`LABEL_FEATURES` features (``rows`` given) a label names the features off
-    their most common bin only (``(most common bins)`` when none is)."""
+    their most common bin only (``(most common bins)`` when none is). ``named``: feature ->
+    the names of its values 0, 1, ... (the group feature's: ``group=B``, not ``group=1``)."""
     F, sizes = len(edges), [len(e) + 1 for e in edges]
     values = values or [None] * F
     fnames = names or tuple(f"f{j}" for j in range(F))
+    values = [None if v is None else [nm[int(x)] for x in v] if (nm := (named or {}).get(f))
+              and set(np.asarray(v).tolist()) <= set(range(len(nm))) else [f"{x:g}" for x in v]
+              for f, v in zip(fnames, values, strict=True)]  # named indices: "group=B"
     short = rows is not None and F > LABEL_FEATURES and len(rows) > 0
     if rows is None:
         rows = np.array(list(np.ndindex(*sizes)), dtype=np.intp).reshape(-1, F)
@@ -243,7 +248,7 @@ def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
     labels = []
     for row in rows.tolist():
         parts = [f"{fnames[j]}:q{b + 1}/{sizes[j]}" if values[j] is None else
-                 f"{fnames[j]}={values[j][b]:g}" for j, b in enumerate(row)
+                 f"{fnames[j]}={values[j][b]}" for j, b in enumerate(row)
                  if not short or b != common[j]]
         labels.append(" ".join(parts) if parts else "(most common bins)")
     total = math.prod(sizes)
@@ -615,9 +620,8 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     Gw = 1 if per_world else G  # weight matrices: W[0 if per_world else g] is group g's
 
     def resample(R: int) -> np.ndarray:
-        """The bootstrap's Poisson(1) weights, (Gw, R, n): replicate r draws one weight per
-        individual of each group in turn (per world, one matrix for all the groups, for
-        coupled units), from one stream, written in place (each (R, n) matrix contiguous)."""
+        """The bootstrap's Poisson(1) weights, (Gw, R, n), from one stream, in place: replicate
+        r draws one weight per individual of each group in turn (coupled units: per world)."""
         rng_b, out = _rng(seed, _STREAM, 99), np.empty((Gw, R, n))
         for r in range(R):
             for g in range(Gw):
@@ -650,8 +654,9 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
         raise InputError(
             f"benefit_fairness_mc: system {system.id!r} observes neither levels nor features; "
             "benefit fairness pairs individuals through them.")
+    named = dict.fromkeys(group_features(system), tuple(system.groups))  # "group=B", not "=1"
     cells, K, labels, desc = visit_cells(lev_g, feat_g, bins, system.features, system.n_levels,
-                                         system.levels)
+                                         system.levels, named)
     # the K x K pair terms of every bootstrap replicate (their benefit gaps' spread)
     check_memory(8.0 * (max(n_boot, 1) + 4) * K * K * A, "benefit_fairness_mc",
                  f"the {K} cells ({desc}) make {K * K} pairs; lower the quantile bins per "
@@ -766,7 +771,8 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
                    weights: str = "visitation", alpha: float = 0.05,
                    pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
                    eps_source: str | None = None, device: str | None = None,
-                   bins: int = 4, backend: Any = None) -> BenefitResult | None:
+                   bins: int = 4, backend: Any = None, shared: dict | None = None
+                   ) -> BenefitResult | None:
     """Benefit fairness of ``policy`` on ``system`` (anything
     :func:`~causalfair.systems.as_system` accepts) by the engine the system supports
     (:func:`~causalfair._validation.engine_for`): exact from its tabular model of
@@ -774,7 +780,7 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
     (:func:`benefit_fairness_mc`: ``n`` units per group or worlds, bootstrap interval at
     level 1 - ``alpha``, ``bins`` quantile bins per feature). None when the observations
     carry neither levels nor features (nothing pairs individuals). ``horizon``: default
-    the system's."""
+    the system's. ``shared``: as for :func:`benefit_fairness_mc`."""
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
     eps, declared = eps_for(eps, system)  # None: what the system declares, else "auto"
@@ -791,4 +797,4 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
         return None
     return benefit_fairness_mc(system, policy, T, n=n, seed=seed, eps=eps, alpha=alpha,
                                pair=pair, jobs=jobs, eps_source=eps_source, device=device,
-                               bins=bins, backend=backend)
+                               bins=bins, backend=backend, shared=shared)

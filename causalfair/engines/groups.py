@@ -381,14 +381,19 @@ def benefit_for_pair(benefit: BenefitResult | None, pair: str) -> BenefitResult 
 
 
 def lambda_by_forks(system: Any, policy: Any, horizon: int, *, n: int, seed: int, eps: float,
-                    alpha: float, jobs: Any = "auto", bins: int = 4
+                    alpha: float, jobs: Any = "auto", bins: int = 4,
+                    shared: dict | None = None
                     ) -> Callable[[tuple[int, int]], BenefitResult | None]:
     """``lambda_of`` for :func:`compare` on a system without an exact benefit table: Lambda of
     a pair by forks (:func:`causalfair.engines.benefit_mc.benefit_fairness_mc`, ``n`` units
     per group or worlds, ``bins`` quantile bins per feature, its bootstrap interval at level
     1 - ``alpha``). The rollout, the cell means and the bootstrap replicates' are made
-    once and shared by every pair; each pair has its own thresholding mask and terms."""
-    shared: dict[str, Any] = {}
+    once and shared by every pair; each pair has its own thresholding mask and terms.
+    ``shared``: the dict those are kept in, e.g. the one the decomposition's own Lambda
+    filled (:func:`causalfair.engines.montecarlo.decompose_mc`'s ``benefit_shared``, with
+    the same system, policy, horizon, ``n``, ``seed`` and ``bins``): then they are not made
+    again; default a new one."""
+    shared = {} if shared is None else shared
 
     def lambda_of(ab: tuple[int, int]) -> BenefitResult | None:
         return benefit_fairness_mc(system, policy, horizon, n=n, seed=seed, eps=eps,

@@ -337,6 +337,7 @@ def decompose_mc(
     alpha: float = 0.05,
     benefit_n: int | None = None,
     benefit_bins: int = 4,
+    benefit_shared: dict | None = None,
 ) -> Decomposition:
     """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors, on any system.
 
@@ -386,7 +387,9 @@ def decompose_mc(
     ``min(n, 20000)``) with a bootstrap interval at level 1 - ``alpha``, pairing
     individuals observed through features in the joint cells of ``benefit_bins`` quantile
     bins per feature. Lambda is None only when the observations carry neither levels nor
-    features.
+    features. ``benefit_shared``: the dict :func:`causalfair.engines.benefit_mc.benefit_fairness_mc`
+    keeps the forks' rollout, cells, cell means and bootstrap replicates in, for the caller to
+    pass on to the other pairs' Lambda (:func:`causalfair.engines.groups.lambda_by_forks`).
     """
     benefit_bins = check_int("benefit_bins", benefit_bins, 1)
     system = simulator if isinstance(simulator, System) else None
@@ -399,7 +402,7 @@ def decompose_mc(
                                      backend=backend, jobs=jobs,
                                      device=engine_device(device))
             return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device,
-                                benefit_bins)  # coupled units: one world stream, no tasks
+                                benefit_bins, shared=benefit_shared)  # coupled: no tasks
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
@@ -473,14 +476,16 @@ def decompose_mc(
     if system is None:
         system = as_system(simulator)
     return _with_lambda(dec, system, policy, eps, alpha, benefit_n, jobs, device, benefit_bins,
-                        backend)
+                        backend, benefit_shared)
 
 
 def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
                  benefit_n: int | None, jobs: Any = "auto", device: str | None = None,
-                 bins: int = 4, backend: Any = None) -> Decomposition:
+                 bins: int = 4, backend: Any = None, shared: dict | None = None
+                 ) -> Decomposition:
     """``dec`` with Lambda of its pair, its interval and its benefit table
-    (:func:`causalfair.engines.benefit_mc.system_benefit`)."""
+    (:func:`causalfair.engines.benefit_mc.system_benefit`; ``shared``: its forks' statistics
+    kept for other pairs)."""
     from dataclasses import replace
 
     m = benefit_size(int(dec.n or 2), benefit_n)
@@ -490,7 +495,7 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     policy = untabulated(policy) if exact else policy
     ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
                          seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair, jobs=jobs,
-                         device=device, bins=bins, backend=backend)
+                         device=device, bins=bins, backend=backend, shared=shared)
     if ben is None:
         return dec
     ci = ben.ci if ben.ci is not None else (ben.Lambda, ben.Lambda)
