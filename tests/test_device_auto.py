@@ -39,7 +39,7 @@ def test_train_auto_puts_lending_on_the_cpu_and_the_generic_trainer_on_the_gpu(o
     monkeypatch.setattr(train_mod, "_train_lending",
                         lambda *a, **kw: seen.setdefault("lending", a[-1]))
     monkeypatch.setattr(generic, "train_system",
-                        lambda *a, device: seen.setdefault("generic", device))
+                        lambda *a, device, **kw: seen.setdefault("generic", device))
     tiny = dict(n_individuals=8, horizon=2, hidden=(4,), iterations=1)
     for device, want in (("auto", "cpu"), ("cuda", "cuda")):
         seen.clear()
