@@ -134,6 +134,27 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
             + ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows])
 
 
+INPUT_HEADER = ["role", "path or package", "SHA-256 or version"]
+
+
+def input_rows(doc: Mapping[str, Any]) -> list[list[Any]]:
+    """audit.json's ``inputs`` (every file the audit read besides its checkpoints; see
+    :func:`causalfair.audit.result.read_inputs`) as rows under :data:`INPUT_HEADER`: a
+    hashed file is ``[role, path, sha256]``, an installed package's module is
+    ``[role, "module (package)", "version V"]``; ``[]`` when the audit read none."""
+    rows: list[list[Any]] = []
+    for e in doc.get("inputs") or ():
+        if e.get("package") is not None:
+            rows.append([e.get("role"), f"{e.get('module')} ({e['package']})",
+                         f"version {e.get('version')}"])
+        else:
+            where = e.get("path")
+            if e.get("module"):
+                where = f"{where} (module {e['module']})"
+            rows.append([e.get("role"), where, e.get("sha256")])
+    return rows
+
+
 # ---------------------------------------------------------------------------- Annex IV
 def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
     """``annex-iv.md``: the Annex IV skeleton for the audit ``doc`` (``audit_sha256``: of
@@ -211,6 +232,8 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
                             else "given in memory (no file)") + "; SHA-256 of the parsed spec "
               f"(canonical JSON): `{spec_sha}`",
               f"- audit.json SHA-256: `{audit_sha256 or 'n/a'}`",
+              *(["- other inputs the audit read (audit.json `inputs`):", "",
+                 *_table(INPUT_HEADER, inputs), ""] if (inputs := input_rows(doc)) else []),
               "- seeds: " + (", ".join(f"{k} = {v}" for k, v in seeds.items() if v is not None)
                              or "none (no random numbers were drawn)"),
               f"- test logs and reports, dated and signed: {todo('date and signature')}", "",

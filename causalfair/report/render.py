@@ -16,7 +16,9 @@ Figures: :mod:`causalfair.report.figures` (each saved as ``NAME.png`` and embedd
 the HTML as base64).
 
 audit.json holds every figure's data, the spec, package and dependency versions, seeds
-and the checkpoint's SHA-256.
+and the checkpoint's SHA-256; the Provenance section shows them, and audit.json's
+``inputs`` (the other files the audit read, with their SHA-256 or package version) as a
+table of their own.
 """
 
 from __future__ import annotations
@@ -47,7 +49,13 @@ from causalfair.report.explain import (
     spec_sha256,
     what_changed,
 )
-from causalfair.report.export import export_files, links_markdown, report_exports
+from causalfair.report.export import (
+    INPUT_HEADER,
+    export_files,
+    input_rows,
+    links_markdown,
+    report_exports,
+)
 from causalfair.report.figures import (  # the figures, re-exported
     DPI,
     FIGURES,
@@ -242,7 +250,7 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
     rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
     for k, v in r.notions.items():
         if isinstance(v, dict):
-            rows += [[f"{k}[{g}]", x] for g, x in v.items()]
+            rows += [[f"{_notion_label(r, k)}[{g}]", x] for g, x in v.items()]
     if any(v is not None for _, v in rows):  # else "Not shown" says why
         exact = r.decomposition.engine == "mc" and r.model is not None  # two utilities else
         tabs.append(("Other notions" + (" (exact values from the tabular model; the metrics "
@@ -264,6 +272,13 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
     if rows:
         tabs.append(("Decision log", ["item", "value"], rows, None))
     return tabs
+
+
+def _notion_label(r: AuditResult, key: str) -> str:
+    """The name a notion's row shows: its audit.json key, except that a decision log's
+    ``approval_rate`` (the share of rows given d1; the log does not say what d1 is) shows
+    as ``d1_rate``; audit.json keeps the key ``approval_rate``."""
+    return "d1_rate" if key == "approval_rate" and r.spec.source == "logs" else key
 
 
 def _pair_note(r: AuditResult) -> str:
@@ -464,6 +479,8 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     parts += [f"<li>{html.escape(a)}</li>" for a in assumptions(doc)]
     parts.append("</ul></section><section id='provenance'><h2>Provenance</h2>")
     parts.append(_html_table(["item", "value"], _provenance_rows(doc)))
+    if inputs := input_rows(doc):
+        parts.append("<h3>Other inputs the audit read</h3>" + _html_table(INPUT_HEADER, inputs))
     parts.append("<p class='exports'>" + re.sub(  # links_markdown's [name](name) as <a>
         r"\[([\w.-]+)\]\(\1\)", r"<a href='\1'>\1</a>", html.escape(links_markdown(doc))) + "</p>")
     parts.append("</section><section id='spec'><h2>Spec</h2>")
@@ -502,8 +519,10 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     lines += ["", "## Glossary", "",
               _md_table(["quantity", "definition", "sign", "unit"], _glossary_rows(r, doc)), ""]
     lines += ["## Assumptions", ""] + [f"- {md_escape(a)}" for a in assumptions(doc)] + [""]
-    lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), "",
-              links_markdown(doc), ""]
+    lines += ["## Provenance", "", _md_table(["item", "value"], _provenance_rows(doc)), ""]
+    if inputs := input_rows(doc):
+        lines += ["### Other inputs the audit read", "", _md_table(INPUT_HEADER, inputs), ""]
+    lines += [links_markdown(doc), ""]
     fence = "`" * max(3, 1 + max((len(m) for m in re.findall("`+", _spec_text(r))), default=0))
     lines += ["## Spec", "", fence + "toml", _spec_text(r).rstrip(), fence, ""]
     return "\n".join(lines)

@@ -38,7 +38,7 @@ __all__ = ["from_gym", "gym_system", "gym_id", "GymSimulator", "GymState", "BATC
 
 
 def _check_mode(value: Any, label: str, allowed: str, kinds: Sequence[str]) -> str:
-    ok = isinstance(value, str) and (value in kinds or value.startswith(
+    ok = isinstance(value, str) and (value in kinds and not value.endswith(":") or value.startswith(
         tuple(k for k in kinds if k.endswith(":"))) and value.partition(":")[2]
         or is_callable_ref(value))
     if not ok:
@@ -59,8 +59,11 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     reset pins an individual's group: ``"options"`` (``reset(options={"group": g})``),
     ``"info:KEY"`` (rejection sampling on ``info[KEY]``, slower) or ``"module:callable"``
     (``fn(env, g, seed) -> (obs, info)``). ``gain``: the qualification gain of a step:
-    ``"info:KEY"``, ``"obs:INDEX"`` (the change of that observation column), ``"reward"``
-    or ``"module:callable"`` (``fn(obs, action, next_obs, reward, info) -> float``).
+    ``"info:KEY"`` (``info[KEY]`` of each step is its gain), ``"info-change:KEY"`` (where
+    ``info[KEY]`` is a level: its value after the step minus before, the first step's
+    before read from reset's info), ``"obs:INDEX"`` (the change of that observation
+    column), ``"reward"`` or ``"module:callable"`` (``fn(obs, action, next_obs, reward,
+    info) -> float``).
     ``baseline``: the action pi0 takes. ``actions``: one name per action of the env's
     ``Discrete(n)`` action space, in its order, as reports print them (default
     ``d0..d{n-1}``). ``horizon``: epochs (default: the env's ``max_episode_steps``, its
@@ -86,8 +89,8 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
             "--param 'groups=[\"White\",\"Black\"]' on the command line (JSON, double "
             "quotes); index 0 is s+.")
     _check_mode(group, "group", "'options', 'info:KEY' or 'module:callable'", ("options", "info:"))
-    _check_mode(gain, "gain", "'info:KEY', 'obs:INDEX', 'reward' or 'module:callable'",
-                ("reward", "info:", "obs:"))
+    _check_mode(gain, "gain", "'info:KEY', 'info-change:KEY', 'obs:INDEX', 'reward' or "
+                "'module:callable'", ("reward", "info:", "info-change:", "obs:"))
     if gain.startswith("obs:") and not gain[4:].isdigit():
         raise SystemError_(f"from_gym gain: bad value {gain!r}; use 'obs:INDEX' with an integer index.")
     ref = env_factory if isinstance(env_factory, str) else None

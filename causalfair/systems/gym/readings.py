@@ -2,8 +2,8 @@
 (:class:`causalfair.systems.gym.simulator.GymSimulator`): its spaces (a ``Discrete``
 action space; a ``Box`` of observation vectors, else the wrapper that makes one), and one
 step of an env object: its observation row, its reward and its qualification gain
-(``gain = "info:KEY"``, ``"obs:INDEX"``, ``"reward"`` or ``"module:callable"``), each one
-number (a reward vector is refused)."""
+(``gain = "info:KEY"``, ``"info-change:KEY"``, ``"obs:INDEX"``, ``"reward"`` or
+``"module:callable"``), each one number (a reward vector is refused)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from causalfair.errors import SystemError_, call_user, short
 from causalfair.systems.gym.forks import StepGenerator
 
 __all__ = ["F64", "read_spaces", "flatten_fix", "box_vector", "as_number", "gain_reader",
-           "reads_obs0", "stepper"]
+           "reads_obs0", "stepper", "InfoChange", "change_reader"]
 
 F64 = np.dtype(np.float64)
 #: ``run(env, action, word, obs0) -> (observation, reward, gain, ended)``: one step read
@@ -141,6 +141,54 @@ def gain_reader(mode: str, gain_fn: Callable[..., Any] | None, name: str
         return as_number(info[key], "gain", name, mode)
 
     return gain
+
+
+#: The info key :class:`InfoChange` writes a step's change into.
+CHANGE_KEY = "causalfair.info_change"
+
+
+class InfoChange:
+    """``env`` whose step's ``info[CHANGE_KEY]`` is the change of ``info[key]`` over the
+    step (its value after the step minus before; the first step's "before" is reset's
+    ``info[key]``): ``gain = "info-change:KEY"``, for an env that reports a level (a
+    qualification) rather than a per-step gain. The level before is the wrapper's own
+    state, copied with the env; the env's get_state/set_state, if any, are not used."""
+
+    def __init__(self, env: Any, key: str, name: str):
+        self.env, self.key, self.name, self.level = env, key, name, 0.0
+        self.action_space, self.observation_space = env.action_space, env.observation_space
+        self.spec, self.metadata = getattr(env, "spec", None), getattr(env, "metadata", {})
+
+    @property
+    def unwrapped(self) -> Any:
+        return self.env.unwrapped
+
+    def _read(self, info: Any, where: str) -> float:
+        if not isinstance(info, Mapping) or self.key not in info:
+            raise SystemError_(
+                f"gym env {self.name}: gain = 'info-change:{self.key}' but {where}'s info has "
+                f"no key {self.key!r}; report the level in info[{self.key!r}] on reset and on "
+                "every step, or set gain (info:KEY, obs:INDEX, reward, module:callable).")
+        return as_number(info[self.key], "gain", self.name, f"info-change:{self.key}")
+
+    def reset(self, **kw: Any) -> tuple[Any, Any]:
+        obs, info = self.env.reset(**kw)
+        self.level = self._read(info, "reset")
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, ...]:
+        o, r, term, trunc, info = self.env.step(action)
+        new = self._read(info, "step")
+        gain, self.level = new - self.level, new
+        return o, r, term, trunc, {**info, CHANGE_KEY: gain}
+
+
+def change_reader(env: Any, mode: str, name: str) -> tuple[Any, str]:
+    """(env, mode) as the simulator steps them: ``"info-change:KEY"`` is ``env`` in an
+    :class:`InfoChange` read as ``"info:"`` its change; any other mode is unchanged."""
+    kind, _, key = mode.partition(":")
+    return (InfoChange(env, key, name), "info:" + CHANGE_KEY) if kind == "info-change" else (
+        env, mode)
 
 
 def reads_obs0(mode: str) -> bool:

@@ -55,7 +55,14 @@ from causalfair.systems.gym.forks import (
     time_limit,
     unwrap_bookkeeping,
 )
-from causalfair.systems.gym.readings import F64, box_vector, read_spaces, reads_obs0, stepper
+from causalfair.systems.gym.readings import (
+    F64,
+    box_vector,
+    change_reader,
+    read_spaces,
+    reads_obs0,
+    stepper,
+)
 from causalfair.systems.registry import load_callable
 from causalfair.types import Observation, StepResult
 from causalfair.workers import pickler
@@ -172,7 +179,7 @@ class GymSimulator:
         self._n_actions, self._start, self._width = read_spaces(env, self.name)
         self._spec = getattr(env, "spec", None)
         self._limit = time_limit(env)
-        env = unwrap_bookkeeping(env)
+        env, mode = change_reader(unwrap_bookkeeping(env), self.gain_mode, self.name)
         self._template = env
         self._api = state_api(env)
         self._bare = getattr(env, "unwrapped", None) is env
@@ -182,8 +189,8 @@ class GymSimulator:
         self._gen = StepGenerator()
         self._rng = self._gen.rng
         self._run = stepper(self._gen, self._start, self._width, self.name, self._bare,
-                            self._api, self.gain_mode, self._gain_fn)
-        self._reads_obs0 = reads_obs0(self.gain_mode)
+                            self._api, mode, self._gain_fn)
+        self._reads_obs0 = reads_obs0(mode)
         self._memo: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._memo_noise: Any = None
         self._consumed: weakref.WeakSet[GymState] = weakref.WeakSet()  # by step_paths
@@ -561,6 +568,7 @@ def _pickled_size(env: Any, shared: Mapping[int, Any]) -> int | None:
 
 
 def is_callable_ref(text: str) -> bool:
-    """``text`` names a ``module:callable`` (not ``info:KEY`` or ``obs:INDEX``)."""
+    """``text`` names a ``module:callable`` (not ``info:KEY``, ``info-change:KEY`` or
+    ``obs:INDEX``)."""
     return isinstance(text, str) and text.count(":") == 1 and not text.startswith(
-        ("info:", "obs:"))
+        ("info:", "info-change:", "obs:"))
