@@ -16,6 +16,7 @@ from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import TablePolicy
 from causalfair.stats import welch
 from causalfair.systems import DecisionSet, System
+from tests.one_level import OneLevel
 
 ULP = np.finfo(float).eps
 
@@ -105,24 +106,6 @@ def test_one_level_is_refused_by_the_model_and_an_absorbing_level_matches_the_ha
     d = cf.decompose(m, p, 3)
     assert np.allclose([d.V, d.V_ps, d.V_0], [V, V_ps, V_0], atol=1e-15, rtol=0)
     assert _identity_ok(d) and d.diagnostics_ok
-
-
-class OneLevel:
-    """A simulator whose state never varies (one level, gain 0)."""
-
-    n_groups, n_levels, horizon = 2, 1, 3
-
-    def reset(self, n, group, rng):
-        return np.broadcast_to(np.asarray(group), (n,)).astype(np.int64).copy()
-
-    def observe(self, g):
-        return cf.Observation(group=g, level=np.zeros(len(g), dtype=np.int64))
-
-    def draw_noise(self, n, rng):
-        return rng.random(n)
-
-    def step(self, g, d, u):
-        return cf.StepResult(state=g, reward=np.zeros(len(d)), gain=np.zeros(len(d)))
 
 
 def test_a_simulator_with_one_level_gives_zero_effects_and_lambda_the_policy_gap():

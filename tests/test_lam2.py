@@ -13,6 +13,7 @@ from causalfair.engines.benefit import auto_eps
 from causalfair.engines.benefit_mc import benefit_fairness_mc, lambda_hull
 from causalfair.engines.groups import lambda_by_forks
 from causalfair.policies.core import TablePolicy
+from tests.one_level import OneLevel
 
 
 class Groups3:
@@ -138,24 +139,6 @@ def test_auto_eps_is_taken_over_the_visited_cells():
     seen = res.delta[res.visited]
     assert (res.eps, res.eps_source) == auto_eps(seen)
     assert res.eps != auto_eps(res.delta)[0]  # the zeros of level 3 would move it
-
-
-class OneLevel:
-    """One level, gain 0: Lambda is the gap in the policy's distribution between groups."""
-
-    n_groups, n_levels, horizon = 2, 1, 3
-
-    def reset(self, n, group, rng):
-        return np.broadcast_to(np.asarray(group), (n,)).astype(np.int64).copy()
-
-    def observe(self, g):
-        return cf.Observation(group=g, level=np.zeros(len(g), dtype=np.int64))
-
-    def draw_noise(self, n, rng):
-        return rng.random(n)
-
-    def step(self, g, d, u):
-        return cf.StepResult(state=g, reward=np.zeros(len(d)), gain=np.zeros(len(d)))
 
 
 @pytest.mark.parametrize("pa, pb", [(0.3, 0.7), (0.1, 0.7)])
