@@ -221,14 +221,14 @@ def test_lambdas_poisson_weights_are_drawn_beside_the_driver(monkeypatch):
     from causalfair.policies.resolver import resolve
 
     threads = []
-    real = bmc._rng
+    real = bmc.seeded_rng
 
     def spy(*key):
-        if key[1:] == (bmc._STREAM, 99):  # the bootstrap's stream
+        if key[1:] == (bmc.STREAM, 99):  # the bootstrap's stream
             threads.append(threading.current_thread().name)
         return real(*key)
 
-    monkeypatch.setattr(bmc, "_rng", spy)
+    monkeypatch.setattr(bmc, "seeded_rng", spy)
     system = cf.systems.make("lending-1")
     pol = resolve("threshold:0.5", system).policy
     one = bmc.benefit_fairness_mc(system, pol, 5, n=400, seed=3, jobs=1)

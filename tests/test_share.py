@@ -9,7 +9,8 @@ import numpy as np
 
 import causalfair as cf
 from causalfair.engines import benefit_mc
-from causalfair.engines.benefit_mc import benefit_fairness_mc, bin_labels
+from causalfair.engines.benefit_cells import bin_labels
+from causalfair.engines.benefit_mc import benefit_fairness_mc
 
 
 class Tri:

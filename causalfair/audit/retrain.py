@@ -6,7 +6,11 @@ What a repair imposes while it trains is decided in one place, :func:`imposed_co
 every threshold of the spec, for every algo except on the lending settings' own trainer
 (docs/ci-gate.md, "Which thresholds a repair imposes"); and of which pair of groups: the
 spec's ``[engine] pair`` when it names one (``TrainConfig.pair`` for a trainer, the same
-keys of that pair for the exact repair), so the repair optimises the pair the gate judges."""
+keys of that pair for the exact repair), so the repair optimises the pair the gate judges;
+without one, on more than two groups, the trainer starts from the pair the gate's audit of
+the failing policy compared (``TrainConfig.start_pair``). The trainer's audits use the
+spec's ``[benefit] bins`` and ``[engine] alpha`` and ``[retrain] eval_every`` /
+``audit_n`` when given."""
 
 from __future__ import annotations
 
@@ -188,6 +192,11 @@ def _retrain_trained(spec: AuditSpec, before: AuditResult, system: Any, built: P
         config = config.replace(lambda_eps=float(before.benefit.eps))
     if spec.setting is None:  # any system: the generic trainer, on the spec's own system
         config = config.replace(system=spec.system_id or "", system_params=dict(spec.system_params))
+        dec = before.decomposition
+        if spec.pair is None and len(system.groups) > 2 and dec is not None:
+            # the pair the gate's audit compared, penalised from the first iteration (the
+            # trainer's audits then pick their own, as the gate's re-audit will)
+            config = config.replace(start_pair=tuple(system.groups[int(g)] for g in dec.pair))
     else:
         system = None  # the lending trainer, on config.setting
     # the kept policy is judged by the spec's own audit below, not by the trainer's own
@@ -351,7 +360,10 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any, built: Path
 def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
                   arch: Mapping[str, Any] | None = None) -> Any:
     """Map the spec's [retrain] (and the checkpoint's architecture, for the warm start)
-    onto TrainConfig's fields (only those it has)."""
+    onto TrainConfig's fields (only those it has): its ``eval_every`` and ``audit_n``
+    (absent: the trainer's 5, and the spec's ``[engine] n`` when thresholds are imposed);
+    on the generic trainer the spec's ``[benefit] bins`` and ``[engine] alpha`` for its
+    audits."""
     import dataclasses
 
     names = {f.name for f in dataclasses.fields(TrainConfig)}
@@ -376,6 +388,10 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
     if imposed:  # every threshold, on top of the algo's own penalty
         cand["constraints"] = tuple(k.text for k in imposed)
         cand["audit_n"] = spec.n
+    cand["audit_n"] = r.get("audit_n", cand.get("audit_n"))  # [retrain] audit_n first
+    cand["eval_every"] = r.get("eval_every")
+    if spec.setting is None:  # the generic trainer's audits measure what the gate's does
+        cand["audit_bins"], cand["audit_alpha"] = spec.benefit_bins, spec.alpha
     cand["pair"] = spec.pair  # the pair the gate judges is the pair the repair optimises
     for k, v in cand.items():
         if k in names and v is not None:

@@ -59,7 +59,8 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "policy": ("builtin", "checkpoint", "factory", "params", "output", "vecnormalize"),
     "engine": ("kind", "n", "seed", "alpha", "pair"),
     "benefit": ("eps", "weights", "worst", "horizon_benefit", "bins"),
-    "retrain": ("algo", "iterations", "betas", "seed", "starts", "min_utility", "allow_worse"),
+    "retrain": ("algo", "iterations", "betas", "seed", "starts", "eval_every", "audit_n",
+                "min_utility", "allow_worse"),
     "baseline": ("checkpoint", "builtin", "vecnormalize", "thresholds"),
 }
 GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared", "batch_size",
@@ -474,8 +475,9 @@ def baseline_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
 def retrain_section(sec: Any, thresholds: Mapping[str, float],
                     policy_vecnormalize: Path | str | None, path: Path | None) -> dict[str, Any]:
     """``[retrain]``: how a failing policy is repaired (the algorithm, its iterations,
-    betas, seed and starts) and the repair's guards, checked against the spec's
-    ``thresholds`` and ``[policy] vecnormalize``."""
+    betas, seed and starts; a trainer's ``eval_every`` and ``audit_n``, kept only when
+    given) and the repair's guards, checked against the spec's ``thresholds`` and
+    ``[policy] vecnormalize``."""
     sec = check_keys(sec, "retrain", SECTION_KEYS["retrain"], path)
     if policy_vecnormalize is not None and policy_vecnormalize != VECNORMALIZE_NONE:
         raise SpecError(
@@ -519,7 +521,35 @@ def retrain_section(sec: Any, thresholds: Mapping[str, float],
     }
     if algo == "exact":
         out["starts"] = read_int(sec, "starts", "[retrain] starts", path, minimum=0, default=12)
+    out.update(_trainer_audits(sec, algo, out["iterations"], path))
     out.update(_repair_guards(sec, thresholds, path))
+    return out
+
+
+def _trainer_audits(sec: Mapping[str, Any], algo: str, iterations: int,
+                    path: Path | None) -> dict[str, Any]:
+    """``[retrain] eval_every`` (the trainer audits the policy every this many iterations and
+    at the last; PPO-Lagrangian's multipliers move and the kept policy is chosen only at
+    those audits) and ``audit_n`` (units per group of those audits when by Monte Carlo),
+    integers >= 1 kept only when given (absent: ``TrainConfig``'s 5 and, with imposed
+    thresholds, the spec's ``[engine] n``). Refused with algo ``exact`` (no trainer) and an
+    ``eval_every`` above ``iterations`` (only the last iteration would be audited: the
+    multipliers would never act on the training)."""
+    out: dict[str, Any] = {}
+    for key in ("eval_every", "audit_n"):
+        if key not in sec:
+            continue
+        if algo == "exact":
+            raise SpecError(f"{spec_label(path)}: [retrain] {key}: algo 'exact' optimises on "
+                            "the exact engine and has no trainer audits; remove it, or choose "
+                            "a PPO-family algo.")
+        out[key] = read_int(sec, key, f"[retrain] {key}", path, minimum=1, default=None)
+    if out.get("eval_every", 0) > iterations:
+        raise bad_value(path, "[retrain] eval_every", out["eval_every"],
+                        f"an integer from 1 to iterations ({iterations}): the trainer audits "
+                        "every eval_every iterations and at the last, so above iterations only "
+                        "the last is audited and PPO-Lagrangian's multipliers, moved at audits, "
+                        "never act on the training; lower eval_every or raise iterations")
     return out
 
 

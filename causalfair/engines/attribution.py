@@ -61,7 +61,7 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, z_quantile
 from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
-from causalfair.engines.benefit_mc import bin_cells, bin_labels, quantile_edges
+from causalfair.engines.benefit_cells import bin_cells, bin_labels, quantile_edges
 from causalfair.engines.montecarlo import paired_jobs, paired_numbers, paired_trios, simulate_batch
 from causalfair.errors import InputError
 from causalfair.model import TabularModel

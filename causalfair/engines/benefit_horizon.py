@@ -40,13 +40,8 @@ import numpy as np
 
 from causalfair._validation import check_horizon
 from causalfair.engines.benefit import eps_for, lambda_pairs, resolve_eps, weights_and_policy
-from causalfair.engines.benefit_mc import (
-    Visits,
-    benefit_fairness_mc,
-    decide,
-    join_rollouts,
-    rollout_tasks,
-)
+from causalfair.engines.benefit_forks import Visits, decide, join_rollouts, rollout_tasks
+from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy, action_probs
@@ -115,10 +110,10 @@ def lambda_horizon_exact(model: TabularModel, policy: Policy | np.ndarray, horiz
 
 def _rollout_horizon(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
                      jobs: Any = "auto") -> tuple:
-    """:func:`causalfair.engines.benefit_mc._rollout`'s outputs with each visit's benefit
+    """:func:`causalfair.engines.benefit_forks.rollout_units`' outputs with each visit's benefit
     Delta^T_a (the forks' cumulative gains to T, common random numbers) in place of the
     same-step one, in the same tasks (per group, or per batch of a simulator that
-    declares its ``batch_size``: :func:`~causalfair.engines.benefit_mc.rollout_tasks`).
+    declares its ``batch_size``: :func:`~causalfair.engines.benefit_forks.rollout_tasks`).
     ``jobs`` is accepted for the same signature; the tasks run here."""
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups

@@ -74,7 +74,6 @@ Lambda (tested against the exact engine on the example clinic).
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -83,185 +82,18 @@ import numpy as np
 
 from causalfair._limits import check_memory
 from causalfair._validation import check_alpha, check_horizon, engine_for, z_quantile
-from causalfair.backends import ThreadBackend, engine_device, resolve_jobs
-from causalfair.engines._mc_base import (
-    batch_for,
-    batches,
-    check_work,
-    engine_backend,
-    fold_tasks,
-    is_serial,
-)
+from causalfair.backends import engine_device, resolve_jobs
+from causalfair.engines._mc_base import check_work, engine_backend
 from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
-from causalfair.engines.montecarlo_coupled import joint_actions
+from causalfair.engines.benefit_cells import visit_cells
+from causalfair.engines.benefit_forks import STREAM, rollout_coupled, rollout_units
 from causalfair.errors import InputError, SimulatorContractError
-from causalfair.policies.core import action_probs
 from causalfair.policies.grid import engine_policy, group_features
 from causalfair.results import BenefitResult, check_pair
 from causalfair.systems import as_system
+from causalfair.systems.contract import seeded_rng
 
-__all__ = ["benefit_fairness_mc", "system_benefit", "unit_benefits", "visit_cells", "decide",
-           "rollout_tasks", "join_rollouts",
-           "quantile_edges", "bin_cells", "bin_rows", "bin_labels", "lambda_hull", "rounding_bound"]
-
-#: Streams of the benefit estimator (disjoint from the decomposition's).
-_STREAM = 11
-
-
-def _rng(seed: int, *key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=key)))
-
-
-def quantile_edges(pooled: np.ndarray, bins: int
-                   ) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
-    """The bins of every feature (column) of ``pooled``: the inner edges, and the values
-    of a feature binned by value. A feature with at most ``bins`` distinct values gets one
-    bin per value (the edges are the values but the smallest); quantiles would merge the
-    values of a binary feature whose rarer value is under 1 / ``bins`` of the rows (every
-    quantile on the common value: a one-hot state such as infectious' susceptible and
-    recovered columns, a flattened Discrete observation). Any other feature gets ``bins``
-    quantile bins (ties merged)."""
-    qs = np.linspace(0, 1, bins + 1)[1:-1]
-    edges: list[np.ndarray] = []
-    values: list[np.ndarray | None] = []
-    for j in range(pooled.shape[1]):
-        col = pooled[:, j]
-        few = np.unique(col[:4096])  # most features with more values show them here
-        if len(few) <= bins and not np.isin(col, few).all():
-            few = np.unique(col)
-        if len(few) <= bins:
-            edges.append(few[1:])
-            values.append(few)
-        else:
-            edges.append(np.unique(np.quantile(col, qs)))
-            values.append(None)
-    return edges, values
-
-
-def bin_cells(x: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
-    """Joint bin index of every row of ``x`` (features in columns) on ``edges``."""
-    idx = np.zeros(x.shape[0], dtype=np.intp)
-    for j, e in enumerate(edges):
-        idx = idx * (len(e) + 1) + np.searchsorted(e, x[:, j], side="right")
-    return idx
-
-
-def visit_cells(levels: list[np.ndarray] | None, feats: list[np.ndarray] | None, bins: int,
-           names: tuple[str, ...] | None, n_levels: int | None,
-           level_labels: tuple[str, ...] | None = None, named: dict | None = None
-           ) -> tuple[list[np.ndarray], int, tuple[str, ...], str]:
-    """Cell index per visit (one array per group), number of cells, labels, description.
-    Features: the cells are the joint quantile bins that some visit falls in, numbered in
-    the joint bins' order (:func:`bin_cells`'s, feature 0 first). An empty bin weighs 0
-    in every group and adds nothing to Lambda, and there are ``bins`` to the power F
-    joint bins against at most one visited bin per visit, so the cells, and the K x K
-    pair terms, stay within the visits. The visited bins are found as distinct rows of
-    per-feature bins, so any number of features works (a joint index would overflow 64
-    bits past about 63 binary features). ``named``: as for :func:`bin_labels`."""
-    if levels is not None:
-        K = int(n_levels) if n_levels is not None else int(max(x.max() for x in levels)) + 1
-        labels = tuple(level_labels) if level_labels is not None and len(level_labels) == K \
-            else tuple(str(i + 1) for i in range(K))  # the system's own labels where it has them
-        return levels, K, labels, "levels"
-    edges, values = quantile_edges(np.concatenate(feats, axis=0), bins)
-    rows = [bin_rows(x, edges) for x in feats]
-    visited, cell = distinct_rows(np.concatenate(rows), [len(e) + 1 for e in edges])
-    labels, desc = bin_labels(edges, names, visited, values, named)
-    cells = np.split(cell.reshape(-1).astype(np.intp), np.cumsum([len(r) for r in rows])[:-1])
-    return cells, len(labels), labels, desc
-
-
-def distinct_rows(rows: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(rows, axis=0, return_inverse=True)`` for ``rows`` of per-feature bins
-    (feature j's in ``range(sizes[j])``): the same distinct rows, in the same
-    lexicographic order, and the same inverse. Where the joint bins fit in 2**62 each row
-    is one integer (mixed radix, feature 0 most significant, so integer order is row
-    order), and the distinct ones are counted by ``bincount`` where the joint bins are not
-    many more than the rows, else sorted as integers: linear, or one integer sort, where
-    sorting rows as records takes seconds at millions of visits."""
-    F, total = rows.shape[1], math.prod(sizes)
-    if F == 0 or total >= 2**62:
-        return np.unique(rows, axis=0, return_inverse=True)
-    key = np.zeros(rows.shape[0], dtype=np.int64)
-    for j, size in enumerate(sizes):
-        key *= size
-        key += rows[:, j]
-    if total <= 4 * rows.shape[0] + 4096:
-        present = np.bincount(key, minlength=total) > 0
-        keys, inverse = np.flatnonzero(present), (np.cumsum(present) - 1)[key]
-    else:
-        keys, inverse = np.unique(key, return_inverse=True)
-    visited = np.empty((keys.shape[0], F), dtype=rows.dtype)
-    for j in reversed(range(F)):
-        visited[:, j] = keys % sizes[j]
-        keys = keys // sizes[j]
-    return visited, inverse
-
-
-def bin_rows(x: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
-    """The bin of every feature (column) of every row of ``x`` on ``edges``, (n, F), in
-    the smallest unsigned dtype that holds them."""
-    top = max((len(e) for e in edges), default=0)
-    dtype = np.uint8 if top < 255 else np.uint16 if top < 65535 else np.intp
-    out = np.empty((x.shape[0], len(edges)), dtype=dtype)
-    for j, e in enumerate(edges):
-        out[:, j] = np.searchsorted(e, x[:, j], side="right")
-    return out
-
-
-#: Past this many features a cell's label names only the features off their most common
-#: bin among the visited cells (a one-hot encoding: the hot column).
-LABEL_FEATURES = 8
-
-
-def _some(names: list[str] | tuple[str, ...]) -> str:
-    """Feature names for a description: all of them, or past :data:`LABEL_FEATURES` their
-    number, the first and the last."""
-    if len(names) <= LABEL_FEATURES:
-        return ", ".join(names)
-    return f"{len(names)} features ({names[0]}, ..., {names[-1]})"
-
-
-def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
-               rows: np.ndarray | None = None,
-               values: list[np.ndarray | None] | None = None,
-               named: dict[str, tuple[str, ...]] | None = None) -> tuple[tuple[str, ...], str]:
-    """The label of every joint bin of :func:`bin_cells` on ``edges`` (e.g.
-    ``income:q2/4 debt:q1/4``, or ``susceptible=1`` for a feature binned by its
-    ``values``, :func:`quantile_edges`), or of the joint bins given as ``rows`` of
-    per-feature bins (:func:`bin_rows`) only, and a description of the binning. With more
-    than :data:`LABEL_FEATURES` features (``rows`` given) a label names the features off
-    their most common bin only (``(most common bins)`` when none is). ``named``: feature ->
-    the names of its values 0, 1, ... (the group feature's: ``group=B``, not ``group=1``)."""
-    F, sizes = len(edges), [len(e) + 1 for e in edges]
-    values = values or [None] * F
-    fnames = names or tuple(f"f{j}" for j in range(F))
-    values = [None if v is None else [nm[int(x)] for x in v] if (nm := (named or {}).get(f))
-              and set(np.asarray(v).tolist()) <= set(range(len(nm))) else [f"{x:g}" for x in v]
-              for f, v in zip(fnames, values, strict=True)]  # named indices: "group=B"
-    short = rows is not None and F > LABEL_FEATURES and len(rows) > 0
-    if rows is None:
-        rows = np.array(list(np.ndindex(*sizes)), dtype=np.intp).reshape(-1, F)
-    rows = np.asarray(rows)
-    common = [int(np.bincount(rows[:, j].astype(np.intp)).argmax()) for j in range(F)] \
-        if short else []
-    labels = []
-    for row in rows.tolist():
-        parts = [f"{fnames[j]}:q{b + 1}/{sizes[j]}" if values[j] is None else
-                 f"{fnames[j]}={values[j][b]}" for j, b in enumerate(row)
-                 if not short or b != common[j]]
-        labels.append(" ".join(parts) if parts else "(most common bins)")
-    total = math.prod(sizes)
-    by_value = [fnames[j] for j in range(F) if values[j] is not None]
-    grid = "x".join(map(str, sizes)) if F <= LABEL_FEATURES else f"{F}-feature"
-    if len(by_value) == F:  # no quantiles at all: a cell is a joint value
-        head = f"one cell per joint value of {_some(fnames)}"
-    else:
-        head = f"joint quantile bins of {_some(fnames)}" + (
-            f" (one bin per value of {_some(by_value)})" if by_value else "")
-    desc = head + f" ({grid} cells" + (f", {len(labels)} visited" if len(labels) < total else "")
-    desc += "; labels name the features off their most common bin)" if short else ")"
-    return tuple(labels), desc
+__all__ = ["benefit_fairness_mc", "system_benefit", "lambda_hull", "rounding_bound"]
 
 
 def lambda_hull(estimates: list[tuple[float, float]], alpha: float,
@@ -296,42 +128,6 @@ def rounding_bound(most: int, delta: np.ndarray, eps: float) -> float:
     return most * 2.0 ** -53 * (4.0 + 2.0 * top / eps)
 
 
-def decide(p: np.ndarray, u: np.ndarray, A: int, base: int) -> np.ndarray:
-    """One action per row of ``p`` from the uniforms ``u`` (booleans for d0/d1 systems)."""
-    if A == 2 and base == 0:
-        return u < p[:, 1]
-    return (u[:, None] >= np.cumsum(p[:, :-1], axis=1)).sum(axis=1)
-
-
-class Visits:
-    """One group's visits of a rollout of ``n`` individuals over ``T`` steps, step by step:
-    what each saw (levels, features), the benefits Delta of each action against the
-    baseline, the policy's action probabilities; :meth:`arrays` stacks them (individual
-    ``i`` of every step is row ``i`` of ``np.tile(np.arange(n), T)``)."""
-
-    def __init__(self) -> None:
-        self.levs: list[np.ndarray] = []
-        self.feats: list[np.ndarray] = []
-        self.deltas: list[np.ndarray] = []
-        self.probs: list[np.ndarray] = []
-
-    def add(self, obs: Any, deltas: np.ndarray, probs: np.ndarray) -> None:
-        self.deltas.append(deltas)
-        self.probs.append(probs)
-        if obs.level is not None:
-            self.levs.append(np.asarray(obs.level, dtype=np.intp))
-        if obs.features is not None:
-            self.feats.append(np.asarray(obs.features, dtype=np.float64))
-
-    def arrays(self, n: int, T: int, start: int = 0) -> tuple[Any, ...]:
-        """(levels or None, features or None, deltas, probs, individual index), the
-        individuals numbered from ``start``."""
-        return (np.concatenate(self.levs) if len(self.levs) == T else None,
-                np.concatenate(self.feats) if len(self.feats) == T else None,
-                np.concatenate(self.deltas), np.concatenate(self.probs),
-                np.tile(np.arange(start, start + n), T))
-
-
 def _blocks(size: int, least: int = 16) -> list[tuple[int, int]]:
     """``size`` rows cut into at most 16 blocks (start, stop) of at least ``least`` rows
     each (one block below 2 * ``least``). The blocks depend on the sizes alone, not on the
@@ -340,143 +136,6 @@ def _blocks(size: int, least: int = 16) -> list[tuple[int, int]]:
     which rounds differently)."""
     cuts = np.linspace(0, size, min(16, max(1, size // least)) + 1).astype(int)
     return list(zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True))
-
-
-def _rollout(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
-             jobs: Any = "auto", backend: Any = None) -> tuple:
-    """Independent units: n per group, one fork per action at every visited state.
-    (levels per group or None, features per group or None, benefits (visits, A),
-    action distributions (visits, A), the individual of each visit), per group. Each
-    group draws from its own streams (seed, 12, g, k), so the groups may run on ``jobs``
-    threads (:func:`~causalfair.engines._mc_base.engine_backend`), or as tasks of
-    ``backend`` (worker processes, Ray: also for a simulator that is not thread-safe),
-    with the same numbers. A simulator that declares its own ``batch_size``
-    (:func:`~causalfair.engines._mc_base.batch_for`) is rolled out in batches of that
-    many units, batch b of group g from the streams (seed, 12, g, b, k), each batch a
-    task."""
-    sim = system.make_simulator()
-    A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
-    acts = [a if A > 2 or base != 0 else bool(a) for a in range(A)]
-    # a simulator class may step the A forks and the decisions of an epoch in one call, the
-    # same numbers as the A + 1 steps, consuming the state (GymSimulator.step_forks)
-    forks = getattr(type(sim), "step_forks", None)
-    tasks = rollout_tasks(sim, G, n)
-
-    def rollout(task: tuple[int, int | None, int, int]) -> tuple:
-        g, b, start, m = task
-        key = (g,) if b is None else (g, b)
-        state = sim.reset(m, g, _rng(seed, _STREAM, *key, 0))
-        rng_noise, rng_dec = _rng(seed, _STREAM, *key, 1), _rng(seed, _STREAM, *key, 2)
-        visits = Visits()
-        for _ in range(T):
-            obs = sim.observe(state)
-            p = action_probs(policy, obs, A, f"policy {pname!r}")
-            noise = sim.draw_noise(m, rng_noise)
-            d = decide(p, rng_dec.random(m), A, base)
-            if forks is not None:
-                gains, res = forks(sim, state, acts, d, noise)
-            else:
-                gains = np.stack([sim.step(state, np.full(m, a), noise).gain for a in acts], axis=1)
-                res = sim.step(state, d, noise)
-            visits.add(obs, gains - gains[:, base:base + 1], p)
-            state = res.state
-        return visits.arrays(m, T, start)
-
-    away = backend is not None and not is_serial(backend) and not isinstance(backend,
-                                                                             ThreadBackend)
-    where = backend if away else engine_backend(None, jobs, sim, policy, work=G * n * T)
-    width = len(system.features or ()) + 2 * A + 2  # a visit's row: features, benefits, ...
-    parts: list[list[tuple]] = [[] for _ in range(G)]
-    fold_tasks(where, rollout, tasks, len(tasks), lambda task, r: parts[task[0]].append(r),
-               result_bytes=8.0 * max(m for *_, m in tasks) * T * width)
-    return join_rollouts(parts)
-
-
-def rollout_tasks(sim: Any, G: int, n: int) -> list[tuple[int, int | None, int, int]]:
-    """The tasks of a rollout of ``n`` independent units per group: (group, batch, first
-    unit, units). One per group (batch None: streams (seed, stream, g, k)), or, for a
-    simulator that declares its own ``batch_size``
-    (:func:`~causalfair.engines._mc_base.batch_for`), one per batch of that many units
-    (streams (seed, stream, g, b, k))."""
-    if getattr(sim, "batch_size", None) is None:
-        return [(g, None, 0, n) for g in range(G)]
-    size = batch_for(sim, None)
-    return [(g, b, b * size, m) for g in range(G) for b, m in batches(n, size)]
-
-
-def join_rollouts(parts: list[list[tuple]]) -> tuple:
-    """Per group, its tasks' :meth:`Visits.arrays` in task order, joined: (levels per group
-    or None, features per group or None, benefits, action distributions, the unit of each
-    visit)."""
-    out = [p[0] if len(p) == 1 else tuple(
-        None if p[0][k] is None else np.concatenate([q[k] for q in p]) for k in range(5))
-        for p in parts]
-    lev_g = None if any(o[0] is None for o in out) else [o[0] for o in out]
-    feat_g = None if any(o[1] is None for o in out) else [o[1] for o in out]
-    return lev_g, feat_g, [o[2] for o in out], [o[3] for o in out], [o[4] for o in out]
-
-
-def unit_benefits(sim: Any, state: Any, noise: Any, n: int, U: int, A: int, base: int
-                  ) -> np.ndarray:
-    """Each unit's benefit on its own at this step (module docstring): (n * U, A), row v
-    of world i the gain of unit v when it alone takes action a (every other unit the
-    baseline) minus its gain when nobody acts, from ``state`` with ``noise``; column
-    ``base`` is 0. One fork per unit position and action, each over all n worlds."""
-    binary = A == 2 and base == 0
-    d0 = np.zeros(n * U, dtype=bool) if binary else np.full(n * U, base)
-    g0 = np.asarray(sim.step(state, d0, noise).gain, dtype=np.float64)
-    delta = np.zeros((n * U, A))
-    for v in range(U):
-        rows = np.arange(n) * U + v
-        for a in range(A):
-            if a != base:
-                d = d0.copy()
-                d[rows] = True if binary else a
-                gain = np.asarray(sim.step(state, d, noise).gain, dtype=np.float64)
-                delta[rows, a] = gain[rows] - g0[rows]
-    return delta
-
-
-def _rollout_coupled(system: Any, policy: Any, T: int, n: int, seed: int, pname: str) -> tuple:
-    """Coupled units: n worlds under the policy; at every visited world state one fork per
-    unit and action (that unit acts, every other unit takes the baseline) against the
-    all-baseline fork, with the step's noise (module docstring). Same return as
-    :func:`_rollout`, the visits split by the units' groups; a visit's "individual" is
-    its world."""
-    sim = system.make_simulator()
-    A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
-    U, M = system.units_per_replica, n * system.units_per_replica
-    binary = A == 2 and base == 0
-    state = sim.reset(n, None, _rng(seed, _STREAM, 0, 0))
-    rng_noise, rng_dec = _rng(seed, _STREAM, 0, 1), _rng(seed, _STREAM, 0, 2)
-    world = np.arange(M) // U
-    groups, levs, feats, deltas, probs = [], [], [], [], []
-    for _ in range(T):
-        obs = sim.observe(state)
-        p = action_probs(policy, obs, A, f"policy {pname!r}")
-        noise = sim.draw_noise(M, rng_noise)
-        delta = unit_benefits(sim, state, noise, n, U, A, base)
-        groups.append(np.asarray(obs.group, dtype=np.intp).reshape(-1))
-        deltas.append(delta)
-        probs.append(p)
-        if obs.level is not None:
-            levs.append(np.asarray(obs.level, dtype=np.intp))
-        if obs.features is not None:
-            feats.append(np.asarray(obs.features, dtype=np.float64))
-        if system.decisions.budget == 1:
-            d = joint_actions(p, rng_dec.random(n), n, U, base, pname)
-            d = d.astype(bool) if binary else d
-        else:
-            d = decide(p, rng_dec.random(M), A, base)
-        state = sim.step(state, d, noise).state
-    grp, wld = np.concatenate(groups), np.tile(world, T)
-    split = [grp == g for g in range(G)]
-
-    def cat(xs: list[np.ndarray]) -> list[np.ndarray]:
-        return [np.concatenate(xs)[m] for m in split]
-
-    return (cat(levs) if len(levs) == T else None, cat(feats) if len(feats) == T else None,
-            cat(deltas), cat(probs), [wld[m] for m in split])
 
 
 def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
@@ -622,7 +281,7 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     def resample(R: int) -> np.ndarray:
         """The bootstrap's Poisson(1) weights, (Gw, R, n), from one stream, in place: replicate
         r draws one weight per individual of each group in turn (coupled units: per world)."""
-        rng_b, out = _rng(seed, _STREAM, 99), np.empty((Gw, R, n))
+        rng_b, out = seeded_rng(seed, STREAM, 99), np.empty((Gw, R, n))
         for r in range(R):
             for g in range(Gw):
                 out[g, r] = rng_b.poisson(1.0, size=n)
@@ -634,12 +293,12 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     # one stream, so one thread draws them, beside the groups' rollouts and the driver's
     # search for the visited cells (numpy's generators release the GIL)
     drawn = _beside(resample, n_boot, jobs=jobs)
-    # ``rollout``: another estimator of each visit's benefit with _rollout's outputs
+    # ``rollout``: another estimator of each visit's benefit with rollout_units' outputs
     # (causalfair.engines.benefit_horizon: the benefit to the horizon, Lambda_T)
     outs = (shared or {}).get("rollout") or (
         (rollout(system, policy, T, n, seed, pname, jobs) if rollout is not None else
-         _rollout(system, policy, T, n, seed, pname, jobs, backend)) if U == 1 else
-        _rollout_coupled(system, policy, T, n, seed, pname))
+         rollout_units(system, policy, T, n, seed, pname, jobs, backend)) if U == 1 else
+        rollout_coupled(system, policy, T, n, seed, pname))
     if shared is not None:
         shared["rollout"] = outs
     lev_g, feat_g, delta_g, prob_g, unit_g = outs

@@ -91,6 +91,20 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     quantile bins per feature of Lambda's cells on a system observed through features, as
     :func:`~causalfair.engines.montecarlo.decompose_mc`.
     """
+    return _decompose(model, policy, horizon, gamma=gamma, pair=pair, eps=eps, weights=weights,
+                      policy_name=policy_name, engine=engine, n=n, seed=seed, alpha=alpha,
+                      jobs=jobs, device=device, benefit_bins=benefit_bins)
+
+
+def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1.0,
+               pair: tuple[int, int] | None = None, eps: float | str | None = None,
+               weights: str = "visitation", policy_name: str | None = None,
+               engine: str = "auto", n: int = 100_000, seed: int = 0, alpha: float = 0.05,
+               jobs: int | str = "auto", device: str | None = None, benefit_bins: int = 4,
+               benefit_shared: dict | None = None) -> Decomposition:
+    """:func:`decompose`; ``benefit_shared``: Monte Carlo only, the dict Lambda's forks keep
+    their statistics in for the other pairs (:func:`compare_groups`;
+    :func:`~causalfair.engines.montecarlo.decompose_mc`'s)."""
     _check_engine(engine)
     check_alpha(alpha)
     system = _system(model, engine)
@@ -112,7 +126,7 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
                          "visitation; \"initial\" needs the exact engine.")
     return decompose_mc(system, policy, T, n=n, seed=seed, pair=pair, policy_name=policy_name,
                         eps=eps, alpha=alpha, jobs=jobs, device=device,
-                        benefit_bins=benefit_bins)
+                        benefit_bins=benefit_bins, benefit_shared=benefit_shared)
 
 
 def default_pair(system: Any, policy: Any, horizon: int, pair: Any, *, engine: str = "auto",
@@ -224,9 +238,11 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     (:mod:`causalfair.engines.groups`). One :func:`decompose` by the engine the system
     supports gives every group's values; the pairs are differences of them (Lambda per pair:
     the exact formula, or forks per pair for Monte Carlo, on cells of ``benefit_bins``
-    quantile bins per feature)."""
-    dec = decompose(model, policy, horizon, eps=eps, engine=engine, n=n, seed=seed,
-                    alpha=alpha, jobs=jobs, benefit_bins=benefit_bins)
+    quantile bins per feature: the rollout, cells, cell means and bootstrap replicates of
+    the forks are made once, by the decomposition's own Lambda, and shared by every pair)."""
+    forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): made once, every pair's
+    dec = _decompose(model, policy, horizon, eps=eps, engine=engine, n=n, seed=seed,
+                     alpha=alpha, jobs=jobs, benefit_bins=benefit_bins, benefit_shared=forks)
     ben = dec.benefit
     system = None if isinstance(model, TabularModel) and dec.engine == "exact" else as_system(model)
     if ben is None and dec.engine == "exact":  # the exact engine keeps no benefit table
@@ -234,9 +250,11 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
                                pair=dec.pair)
     lambda_of = None
     if system is not None and ben is not None and ben.method != "exact":
+        # the decomposition's Lambda forked the same benefit_size(n) units per group (worlds)
+        # with the same seed and bins: its statistics are every pair's
         lambda_of = lambda_by_forks(system, _resolved(policy, system), dec.horizon,
                                     n=benefit_size(n), seed=seed, eps=ben.eps, alpha=alpha,
-                                    jobs=jobs, bins=benefit_bins)
+                                    jobs=jobs, bins=benefit_bins, shared=forks)
     return _compare_groups(dec, reference=reference, alpha=alpha, benefit=ben,
                            lambda_of=lambda_of,
                            attributes=getattr(system, "group_attributes", None),

@@ -26,7 +26,7 @@ from causalfair.thresholds import PPO_LAG_KEYS, is_repair_key, parse_constraint
 from causalfair.train.algorithms import REGISTRY, names
 
 __all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_FIELDS",
-           "resolved_pair"]
+           "UNRECORDED_NONE", "resolved_pair"]
 
 #: The objectives the PPO trainers implement (causalfair.train.objectives), from the
 #: registry of :mod:`causalfair.train.algorithms`.
@@ -40,6 +40,10 @@ ENVIRONMENTS = ("individual", "population")
 LENDING_FIELDS = ("setting", "n_levels", "interest", "env", "pop_steps", "pop_max_steps",
                   "pop_mass", "encoding", "c_estimator", "gain_q", "massage_tau_s",
                   "massage_start", "massage_decay")
+#: Fields :meth:`TrainConfig.to_dict` records only when set (not None): a config that does
+#: not set them (every checkpoint and config.json written before they existed) keeps its
+#: bytes, and :meth:`TrainConfig.from_dict` reads them back as None.
+UNRECORDED_NONE = ("audit_bins", "audit_alpha", "start_pair")
 
 
 
@@ -76,23 +80,25 @@ def _check_field_types(cfg: Any, bad: Any) -> None:
         raise bad("seed", cfg.seed, "must be an integer >= 0")
 
 
-def _check_pair_shape(pair: Any, bad: Any) -> None:
-    """``pair``: None, ``"A-B"`` or two group names (which groups: :func:`resolved_pair`)."""
+def _check_pair_shape(pair: Any, bad: Any, name: str = "pair") -> None:
+    """``pair`` (the field ``name``): None, ``"A-B"`` or two group names (which groups:
+    :func:`resolved_pair`)."""
     if pair is None or (isinstance(pair, str) and pair):
         return
     if (isinstance(pair, (list, tuple)) and len(pair) == 2
             and all(isinstance(g, str) and g for g in pair)):
         return
-    raise bad("pair", pair, 'give two group names, e.g. ["B", "A"] or "B-A" (the first '
+    raise bad(name, pair, 'give two group names, e.g. ["B", "A"] or "B-A" (the first '
               "minus the second), or leave it out for each audit's own pair")
 
 
-def resolved_pair(config: Any, groups: Any) -> tuple[int, int] | None:
-    """``config.pair`` as group indices of ``groups`` (None stays None), by the one check of
-    a compared pair (:func:`causalfair.engines.groups.resolve_pair`): a name that is not
-    one of ``groups`` is a one-line :class:`ConfigError` naming them."""
+def resolved_pair(config: Any, groups: Any, name: str = "pair") -> tuple[int, int] | None:
+    """``config.pair`` (or the pair field ``name``, e.g. ``start_pair``) as group indices of
+    ``groups`` (None stays None), by the one check of a compared pair
+    (:func:`causalfair.engines.groups.resolve_pair`): a name that is not one of ``groups``
+    is a one-line :class:`ConfigError` naming them."""
     try:
-        return resolve_pair(config.pair, groups, "pair")
+        return resolve_pair(getattr(config, name), groups, name)
     except InputError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -219,7 +225,7 @@ class TrainConfig:
     C, DPE, IPE, SPE, their ``abs_`` forms, Lambda; one pair's ``abs_C[A-B]``; every
     pair's ``max_abs_C``), each with its own Lagrange multiplier on top of the objective's
     own penalty (betas), moved at every audit on the audit's value of that key (the far end
-    of its 95% CI): lambda <- max(0, lambda + lagrange_lr * (q / |bound| - bound / |bound|)).
+    of its CI, 95% unless ``audit_alpha`` says otherwise): lambda <- max(0, lambda + lagrange_lr * (q / |bound| - bound / |bound|)).
     C and Lambda also enter the loss through their surrogates (lambda * q / |bound|); the
     others only through the selection: a constraint counts as met on the audit's numbers
     (exact, or the Monte Carlo CI rule of the gate), never on the batch, and the run
@@ -245,6 +251,22 @@ class TrainConfig:
     lambda_eps: float | None = None
     """Lambda's eps in the gain's units (None: what the system declares, 0.1 on the lending
     settings, else "auto" resolved once when training starts; engines.benefit.eps_for)."""
+    audit_bins: int | None = None
+    """Quantile bins per feature of the cells that pair units in the generic trainer's
+    Lambda by forks: its Monte Carlo audits' and PPO-Cb's (or a Lambda constraint's) batch
+    cells. None: 4, the engines' default. ``gate --retrain`` sets the spec's
+    ``[benefit] bins``. Recorded only when set. Ours."""
+    audit_alpha: float | None = None
+    """The generic trainer's Monte Carlo audits report 1 - ``audit_alpha`` intervals (C, DPE,
+    IPE, SPE, Lambda, every pair's), and a constraint is judged and its multiplier moved on
+    the far end of that interval. None: 0.05 (95%). ``gate --retrain`` sets the spec's
+    ``[engine] alpha``. Recorded only when set. Ours."""
+    start_pair: tuple[str, str] | str | None = None
+    """With ``pair`` None: the pair of groups (as ``pair`` names one) the generic trainer's
+    C and Lambda penalties compare until its first audit picks the audit's own pair (None:
+    the first and second group). ``gate --retrain`` sets the pair the gate's audit of the
+    failing policy compared when the spec names no ``[engine] pair`` and the system has
+    more than two groups. Recorded only when set. Ours."""
 
     # ------------------------------------------------------------------ A-PPO
     appo_beta0: float = 1.0
@@ -379,9 +401,18 @@ class TrainConfig:
                           f"top of one of {', '.join(names(generic=True))}")
         if not (isinstance(self.lagrange_lr, (int, float)) and self.lagrange_lr > 0):
             raise bad("lagrange_lr", self.lagrange_lr, "must be a number > 0")
-        _check_pair_shape(self.pair, bad)
-        if isinstance(self.pair, (list, tuple)):
-            object.__setattr__(self, "pair", tuple(self.pair))
+        for name in ("pair", "start_pair"):
+            _check_pair_shape(getattr(self, name), bad, name)
+            if isinstance(getattr(self, name), (list, tuple)):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.start_pair is not None and self.pair is not None:
+            raise bad("start_pair", self.start_pair, f"pair {self.pair!r} already fixes every "
+                      "audit's and penalty's pair; leave start_pair out")
+        if self.audit_bins is not None and self.audit_bins < 1:
+            raise bad("audit_bins", self.audit_bins, "must be an integer >= 1, or None for 4")
+        if self.audit_alpha is not None and not 0 < self.audit_alpha < 1:
+            raise bad("audit_alpha", self.audit_alpha, "must be a number in (0, 1), e.g. 0.05 "
+                      "for 95% intervals, or None for 0.05")
         if not isinstance(self.system, str) or not isinstance(self.system_params, dict):
             raise bad("system", self.system, "give a system id string and a params dict")
 
@@ -399,8 +430,12 @@ class TrainConfig:
                 del d[name]
         d["hidden"] = list(self.hidden)
         d["constraints"] = list(self.constraints)  # as JSON stores it
-        if isinstance(self.pair, tuple):
-            d["pair"] = list(self.pair)
+        for name in ("pair", "start_pair"):
+            if isinstance(d[name], tuple):
+                d[name] = list(d[name])
+        for name in UNRECORDED_NONE:  # configs written before them keep their bytes
+            if d[name] is None:
+                del d[name]
         return d
 
     @classmethod

@@ -25,16 +25,18 @@ trainer in :mod:`causalfair.train.core`).
   iteration's rollout: each visited unit's benefit by unit-alone forks
   (:func:`causalfair.engines.benefit_mc.unit_benefits`: the unit alone takes each action, every
   other unit the baseline, same state and noise), pooled in joint quantile bins of the
-  features (4 per feature, as the Monte Carlo audit) per group; the loss's Lambda takes
-  the policy's mean action distribution per cell over the whole batch (differentiable)
-  and the rollout's visitation weights.
-- The compared groups (``config.pair``, e.g. ``("B", "A")``; None: each audit's own) are
-  those of every audit, of the C and Lambda penalties and of the constraints on plain
-  keys, so a repair optimises the pair its gate judges (a spec's ``[engine] pair``).
+  features (``audit_bins`` per feature, 4 by default, as the Monte Carlo audit) per
+  group; the loss's Lambda takes the policy's mean action distribution per cell over the
+  whole batch (differentiable) and the rollout's visitation weights.
+- The compared groups (``config.pair``, e.g. ``("B", "A")``; None: each audit's own,
+  ``start_pair`` before the first) are those of every audit, of the C and Lambda
+  penalties and of the constraints on plain keys, so a repair optimises the pair its
+  gate judges (a spec's ``[engine] pair``, else its audit's).
 - Every ``eval_every`` iterations the policy is audited: exactly when the system has a
   tabular model of independent units, else by Monte Carlo (``audit_n`` units per group,
-  default 2,000) on the run's selection stream (:func:`selection_seed`), never the
-  random numbers of a user's audit; a constrained run's final metrics are one more such
+  default 2,000; Lambda's cells of ``audit_bins``, intervals at 1 - ``audit_alpha``) on
+  the run's selection stream (:func:`selection_seed`), never the random numbers of a
+  user's audit; a constrained run's final metrics are one more such
   audit of the policy it keeps, on its evaluation stream (:func:`evaluation_seed`).
 - Run folder: ``checkpoint.pt`` every ``checkpoint_every`` iterations (the policy of that
   iteration, atomically) and at the end (the kept policy); after Ctrl-C the last periodic
@@ -60,7 +62,8 @@ import numpy as np
 
 from causalfair import _progress
 from causalfair.engines.benefit import auto_eps, eps_for, model_eps
-from causalfair.engines.benefit_mc import unit_benefits, visit_cells
+from causalfair.engines.benefit_cells import visit_cells
+from causalfair.engines.benefit_forks import unit_benefits
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import CheckpointError, ConfigError
@@ -277,7 +280,10 @@ class SystemTrainer(ReplicaChoiceTraining):
         # the compared groups: config.pair's at every audit and in every penalty, else the
         # audit's own (updated at every audit)
         self.fixed_pair = resolved_pair(c, system.groups)
-        self.pair = self.fixed_pair or (0, 1)
+        self.pair = self.fixed_pair or resolved_pair(c, system.groups, "start_pair") or (0, 1)
+        # Lambda's cells and the audits' interval level: the spec's in a gate's retrain
+        self.bins = 4 if c.audit_bins is None else c.audit_bins
+        self.alpha = 0.05 if c.audit_alpha is None else c.audit_alpha
         self.value_net = mlp(width + 1, c.hidden, 1, c.activation)
         self.policy_net.to(self.device)
         self.value_net.to(self.device)
@@ -557,10 +563,11 @@ class SystemTrainer(ReplicaChoiceTraining):
     def _benefit_cells(self, x: np.ndarray, group: np.ndarray, delta: np.ndarray
                        ) -> dict[str, Any]:
         """The batch's benefit table: every visit's cell (joint quantile bins of its
-        features, 4 per feature), per (group, cell) the mean benefit and the visitation
-        weight; returned with what :meth:`_lambda_cells` needs."""
+        features, ``audit_bins`` per feature, 4 by default), per (group, cell) the mean
+        benefit and the visitation weight; returned with what :meth:`_lambda_cells` needs."""
 
-        (cells,), K, _, _ = visit_cells(None, [np.asarray(x, dtype=np.float64)], 4, None, None)
+        (cells,), K, _, _ = visit_cells(None, [np.asarray(x, dtype=np.float64)], self.bins,
+                                        None, None)
         key = np.asarray(group, dtype=np.intp) * K + cells
         count = np.bincount(key, minlength=self.G * K).astype(np.float64)
         safe = np.maximum(count, 1.0)
@@ -639,21 +646,24 @@ class SystemTrainer(ReplicaChoiceTraining):
         engine's own pair (with more than two groups the largest and smallest V^pi)."""
         pol = self.policy()
         seed = self.audit_seed if seed is None else seed
+        forks: dict = {}  # Lambda's forks: made once, for d's pair and measure_groups' pairs
         if self.tabular is not None:
             d = exact_numbers(self.tabular, pol, self.T, eps=self.eps,
                               pair=self.fixed_pair).decomposition
         else:
             d = decompose_mc(self.system, pol, self.T, n=self.config.audit_n, seed=seed,
                              check=False, eps=self.eps or "auto", pair=self.fixed_pair,
-                             benefit_n=self.config.audit_n)
+                             benefit_n=self.config.audit_n, benefit_shared=forks,
+                             alpha=self.alpha, benefit_bins=self.bins)
         self.pair = tuple(int(g) for g in d.pair)
         self._groups = None if self.lag is None or not self.lag.needs_groups else measure_groups(
             self.system, pol, self.T, d, tabular=self.tabular, n=self.config.audit_n,
             seed=seed, eps=self.eps or "auto",
-            lambda_pairs=self.lag.lambda_pairs, coupled=self.U > 1)
+            lambda_pairs=self.lag.lambda_pairs, coupled=self.U > 1, shared=forks,
+            alpha=self.alpha, bins=self.bins)
         out = {k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")}
         out["utility"] = float(d.total_utility)
-        ci = d.intervals(0.05) if d.se else None  # (no pandas in a training worker)
+        ci = d.intervals(self.alpha) if d.se else None  # (no pandas in a training worker)
         for k in ("C", "DPE", "IPE", "SPE"):
             out[f"{k}_ci"] = (out[k], out[k]) if ci is None else (
                 float(ci[k][0]), float(ci[k][1]))

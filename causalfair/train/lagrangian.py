@@ -63,19 +63,26 @@ def scale(k: Constraint) -> float:
 
 
 def measure_groups(system: Any, policy: Any, horizon: int, dec: Any, *, tabular: Any,
-                   n: int, seed: int, eps: float, lambda_pairs: bool, coupled: bool) -> Any:
+                   n: int, seed: int, eps: float, lambda_pairs: bool, coupled: bool,
+                   shared: dict | None = None, alpha: float = 0.05, bins: int = 4) -> Any:
     """The :class:`~causalfair.engines.groups.GroupComparison` of the audit ``dec`` (every
     pair's C, DPE, IPE, SPE and, when ``lambda_pairs``, Lambda): the exact benefit table
     on a tabular model, else forks per pair (``n`` units per group, ``seed``), the audit's
-    own pair's taken from ``dec`` (its forks, as the gate's audit reuses them)."""
+    own pair's taken from ``dec`` (its forks, as the gate's audit reuses them). ``shared``:
+    the dict ``dec``'s Lambda kept its forks' statistics in
+    (:func:`~causalfair.engines.montecarlo.decompose_mc`'s ``benefit_shared``, forks of
+    ``n`` units per group with ``seed``): every other pair reuses them, so the forks are made
+    once per audit (default: made again, once for all the other pairs). ``alpha``: the
+    intervals' level 1 - ``alpha``; ``bins``: Lambda's quantile bins per feature (the
+    trainer's ``audit_alpha`` and ``audit_bins``, as ``dec`` was made with)."""
     benefit, lambda_of = None, None
     if lambda_pairs and tabular is not None:
         benefit = exact_numbers(tabular, policy, horizon, eps=eps, benefit=True).benefit
     elif lambda_pairs:
         benefit = getattr(dec, "benefit", None)
         lambda_of = lambda_by_forks(system, policy, horizon, n=n, seed=seed, eps=eps,
-                                    alpha=0.05, jobs=1)
-    return compare(dec, benefit=benefit, lambda_of=lambda_of, coupled=coupled)
+                                    alpha=alpha, jobs=1, shared=shared, bins=bins)
+    return compare(dec, benefit=benefit, lambda_of=lambda_of, coupled=coupled, alpha=alpha)
 
 
 class Lagrangian:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.engines.benefit_mc import unit_benefits
+from causalfair.engines.benefit_forks import unit_benefits
 from causalfair.policies.checkpoint import FeatureEncoding
 from causalfair.train.config import TrainConfig
 from causalfair.train.objectives import gain_to_go

@@ -10,7 +10,7 @@ import pytest
 
 import causalfair as cf
 from causalfair.backends import make_backend
-from causalfair.engines import benefit_mc
+from causalfair.engines import benefit_forks
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import SimulatorContractError
 from causalfair.policies.adapters import callable_policy
@@ -78,21 +78,21 @@ def test_lambda_rollout_of_a_declared_batch_size_runs_in_batches(monkeypatch):
     processes give the serial numbers with one task per batch."""
     system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=3, batch_size=5)
     seen = _sizes(monkeypatch, type(system.simulator))
-    serial = benefit_mc._rollout(system, LOGISTIC, 3, 12, 7, "logistic", jobs=1)
+    serial = benefit_forks.rollout_units(system, LOGISTIC, 3, 12, 7, "logistic", jobs=1)
     assert seen == [5, 5, 2] * 2
     for units in serial[4]:
         assert np.array_equal(np.bincount(units), np.full(12, 3))
     tasks = []
-    real = benefit_mc.fold_tasks
+    real = benefit_forks.fold_tasks
 
     def spy(backend, fn, items, *args, **kw):
         items = list(items)
         tasks.append(len(items))
         return real(backend, fn, items, *args, **kw)
 
-    monkeypatch.setattr(benefit_mc, "fold_tasks", spy)
-    procs = benefit_mc._rollout(system, LOGISTIC, 3, 12, 7, "logistic",
-                                backend=make_backend(jobs=2, backend="process"))
+    monkeypatch.setattr(benefit_forks, "fold_tasks", spy)
+    procs = benefit_forks.rollout_units(system, LOGISTIC, 3, 12, 7, "logistic",
+                                        backend=make_backend(jobs=2, backend="process"))
     assert tasks == [6]
     for a, b in zip(serial, procs, strict=True):
         assert (a is None) == (b is None)

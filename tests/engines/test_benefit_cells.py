@@ -8,14 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from causalfair.engines.benefit_mc import (
-    benefit_fairness_mc,
+from causalfair.engines.benefit_cells import (
     bin_cells,
     bin_labels,
     bin_rows,
     quantile_edges,
     visit_cells,
 )
+from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.errors import ResourceLimitError
 from causalfair.policies.adapters import callable_policy
 from causalfair.systems import as_system

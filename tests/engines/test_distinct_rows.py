@@ -1,10 +1,10 @@
-"""benefit_mc.distinct_rows: the visited cells of features-binned visits, found through one
+"""benefit_cells.distinct_rows: the visited cells of features-binned visits, found through one
 integer per row, are np.unique(rows, axis=0, return_inverse=True)'s rows, order and inverse."""
 
 import numpy as np
 import pytest
 
-from causalfair.engines.benefit_mc import distinct_rows
+from causalfair.engines.benefit_cells import distinct_rows
 
 
 def _rows(rng, sizes, n, dtype, few):

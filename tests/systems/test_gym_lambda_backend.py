@@ -8,7 +8,7 @@ import numpy as np
 
 import causalfair as cf
 from causalfair.backends import make_backend
-from causalfair.engines import benefit_mc
+from causalfair.engines import benefit_forks
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.policies.adapters import callable_policy
 
@@ -22,13 +22,13 @@ def test_lambda_rollouts_on_two_processes_are_the_serial_numbers(monkeypatch):
     system = cf.systems.from_gym(Student, groups=["a", "b"], horizon=3)
     serial = decompose_mc(system, POLICY, n=300, seed=4, benefit_n=200)
     seen = []
-    real = benefit_mc.fold_tasks
+    real = benefit_forks.fold_tasks
 
     def spy(backend, *args, **kw):
         seen.append(backend)
         return real(backend, *args, **kw)
 
-    monkeypatch.setattr(benefit_mc, "fold_tasks", spy)
+    monkeypatch.setattr(benefit_forks, "fold_tasks", spy)
     procs = decompose_mc(system, POLICY, n=300, seed=4, benefit_n=200,
                          backend=make_backend(jobs=2, backend="process"))
     assert [type(b).__name__ for b in seen] == ["ProcessBackend"]  # the rollout's two tasks

@@ -180,7 +180,7 @@ def test_lambda_over_cells_by_hand():
 
 
 def test_unit_alone_benefits_by_hand():
-    from causalfair.engines.benefit_mc import unit_benefits
+    from causalfair.engines.benefit_forks import unit_benefits
     from causalfair.systems.attention import ATTENTION_DEFAULTS  # noqa: F401 - the sources
     from causalfair.systems.infectious import INF, SUS, InfectiousState, karate_graph
 
