@@ -54,6 +54,12 @@ def check_probs(p: Any, n: int, where: str, obs: Observation | None = None) -> n
     except (TypeError, ValueError):
         raise PolicyError(f"{where}: returned {type(p).__name__} {str(p)[:40]!r}, not numbers; "
                           f"return one P(d1) per observation, an array of shape ({n},).") from None
+    if arr.shape[0] != n and np.ndim(p) == 2 and np.shape(p)[0] == n:
+        raise PolicyError(f"{where}: returned shape {np.shape(p)}, {np.shape(p)[1]} columns per "
+                          f"observation; a two-action policy returns one P(d1) per observation, "
+                          f"shape ({n},): e.g. column 1 of predict_proba's (n, 2) or the 0/1 "
+                          "decision of a cut-off (rows of action probabilities come from an "
+                          "action_probs(obs) method).")
     if arr.shape[0] != n:
         raise PolicyError(f"{where}: returned {arr.shape[0]} probabilities for {n} observations; "
                           f"return one P(d1) per observation, an array of shape ({n},) (a "

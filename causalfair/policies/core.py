@@ -101,7 +101,9 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
         if arr.shape != (n, n_actions):
             raise PolicyError(
                 f"{name}: action_probs returned shape {arr.shape}; the system has {n_actions} "
-                f"actions, so expected ({n}, {n_actions}).")
+                f"actions, so expected ({n}, {n_actions})" + (
+                    f"; for chosen actions a (n,) give one-hot rows, np.eye({n_actions})[a]"
+                    if arr.shape == (n,) else "") + ".")
         return check_rows(arr, f"{name}: action_probs", obs=obs)
     if not callable(getattr(policy, "prob_d1", None)):
         raise PolicyError(

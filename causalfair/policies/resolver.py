@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._usercode import call_factory, check_params, guard_policy, load_callable
-from causalfair.errors import CausalfairError, PolicyError, call_user, short
+from causalfair.errors import CausalfairError, CheckpointError, PolicyError, call_user, short
 from causalfair.policies.checkpoint import load_checkpoint, load_checkpoint_for
 from causalfair.policies.core import (
     BUILTIN_POLICIES,
@@ -361,7 +361,34 @@ def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
     return None
 
 
+#: Suffixes of pickle files (scikit-learn's joblib.dump, pickle.dump): never loaded.
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav", ".pck")
+
+
+def _refuse_pickle(path: Path) -> None:
+    """Refuse a pickle / joblib file given as a checkpoint (a scikit-learn model): loading
+    it would run whatever code it names, and a checkpoint never runs code."""
+    if path.suffix.lower() in CHECKPOINT_SUFFIXES:  # torch's legacy .pt: its own message
+        return
+    if path.suffix.lower() not in PICKLE_SUFFIXES:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(2)
+        except OSError:
+            return
+        if len(head) < 2 or head[0] != 0x80 or not 2 <= head[1] <= 5:  # pickle protocol 2-5
+            return
+    raise CheckpointError(
+        f"checkpoint {path}: is a pickle (joblib/pickle) file, such as a scikit-learn model; "
+        "loading it would run the code it names, and a checkpoint never runs code. Load it "
+        "in a policy factory you trust and return a function f(obs) of its predictions: "
+        "[policy] factory = \"mypolicy:make\" in a spec, --policy mypolicy:make on the "
+        "command line (docs/own-system.md, \"A scikit-learn model\").")
+
+
 def _checkpoint(path: Path, system: Any) -> ResolvedPolicy:
+    if path.is_file():
+        _refuse_pickle(path)
     if system is not None and hasattr(system, "decisions"):
         pol, meta = load_checkpoint_for(path, system)
     else:  # a TabularModel (checked on its grid) or nothing
@@ -384,7 +411,7 @@ def _factory(ref: str, system: Any, search_path: Any, params: Mapping[str, Any] 
         raise PolicyError(
             f"{what} {ref!r} returned {type(obj).__name__}, which has neither prob_d1(obs) "
             "nor action_probs(obs) (nor is it a stable-baselines3 model, a torch module, a "
-            "table or a function).")
+            "table or a function)." + _estimator_hint(obj))
     return ResolvedPolicy(got.policy, ref, "factory", system=system)
 
 
@@ -530,8 +557,20 @@ def _resolve(value: Any, system: Any, search_path: Any, params: Mapping[str, Any
             f"{where or 'policy'}: cannot use {type(value).__name__} as a policy; pass a "
             "built-in name, a checkpoint path, a factory 'module:callable', an object with "
             "prob_d1(obs) or action_probs(obs), a stable-baselines3 model, a torch module, a "
-            "table (G, K) or a function f(obs).")
+            "table (G, K) or a function f(obs)." + _estimator_hint(value))
     return got
+
+
+def _estimator_hint(obj: Any) -> str:
+    """For an object with ``predict_proba`` / ``predict`` (a scikit-learn estimator) but no
+    policy method: how to wrap it (its classes may be a score's, not the decisions)."""
+    if not (callable(getattr(obj, "predict_proba", None)) or callable(getattr(obj, "predict", None))):
+        return ""
+    return (f" {type(obj).__name__} has predict_proba/predict (a scikit-learn model?): "
+            "causalfair cannot tell whether its classes are the decisions or a score, so wrap "
+            "it in a function of the observation, e.g. lambda obs: (model.predict_proba("
+            "obs.features)[:, 1] >= 0.6).astype(float) for P(d1) (rows of (n, A) action "
+            "probabilities with more actions; docs/own-system.md, \"A scikit-learn model\").")
 
 
 def as_policy(obj: Any, system: Any = None, *, output: str | None = None,

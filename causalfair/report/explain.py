@@ -432,7 +432,8 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
              + f"; worst pair: {md_cell(pairs.get('worst'))} (the largest |C|). C, DPE, IPE "
              f"and SPE: group X's value minus group Y's, in {_unit(doc)[1]}; Lambda: a "
              "probability (0 to 1); ratio_V and ratio_selection: the smaller of the two "
-             "groups' values over the larger (1 is equal; the four-fifths rule reads >= 0.8). "
+             "groups' values over the larger (1 is equal; the four-fifths rule reads >= 0.8; "
+             "n/a where a value is <= 0, as a mean gain that falls). "
              + (f"In brackets: the {level:g}% CI." if any(
                  _has_interval(v[k]) for v in values.values() for k in keys if v.get(k))
                 else "Exact values: no sampling error."), "",
@@ -495,6 +496,13 @@ def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> li
         out.append(f"Failing: {', '.join(failing)} (no per-step and per-cell attribution"
                    + (": it needs a tabular model or a [baseline] policy)." if on_c else
                       " of C: none of these is C or a part of it)."))
+    if (doc.get("policy") or {}).get("checkpoint") is None:  # --retrain refuses it
+        out.append("Repair options: the policy is not a checkpoint, so causalfair gate SPEC "
+                   "--retrain has no network to warm-start from; train one on the system "
+                   "(causalfair train; ppo-c and ppo-cb penalise C and Lambda) and audit its "
+                   "checkpoint, or compare candidates with [baseline]; change [thresholds] "
+                   "only if the limits themselves were wrong.")
+        return out
     out.append("Repair options: causalfair gate SPEC --retrain retrains the policy with the "
                "spec's [retrain] algo (ppo-c and ppo-cb penalise C and Lambda; exact, on a "
                "tabular system, solves the constrained repair), or compare candidates with "

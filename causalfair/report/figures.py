@@ -59,7 +59,7 @@ def gain_unit(r: AuditResult) -> str:
     return getattr(getattr(r.system, "gain", None), "unit", None) or "gain units"
 
 
-def _favourable_label(r: AuditResult) -> str | None:
+def favourable_label(r: AuditResult) -> str | None:
     """The label of the one action other than the baseline of a two-action audit (lending's
     "approve"), else None (more actions, or no labels known)."""
     decisions = getattr(r.system, "decisions", None)
@@ -74,7 +74,7 @@ def _probability_words(r: AuditResult) -> str:
     """What the benefit figure plots Delta against, in the system's actions: "approval
     probability" where the favourable action is "approve" (lending), "the probability of
     LABEL" for another two-action system, "action probability" with more actions."""
-    label = _favourable_label(r)
+    label = favourable_label(r)
     if label is None:
         return "action probability"
     return "approval probability" if label == "approve" else f"the probability of {label}"
@@ -341,7 +341,7 @@ def _fig_benefit(r: AuditResult):
                     textcoords="offset points", fontsize=7, color="#222222",
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_xlabel(f"benefit Delta(x, s) = h1 - h0 ({gain_unit(r)})", fontsize=8)
-    label = _favourable_label(r)
+    label = favourable_label(r)
     lending = label in (None, "approve")  # the paper's words: P(d1), approval
     ax.set_ylabel("P(d1 | x, s) (probability)" if lending else f"P({label} | x, s) (probability)",
                   fontsize=8)

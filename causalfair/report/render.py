@@ -63,6 +63,7 @@ from causalfair.report.figures import (  # the figures, re-exported
     GRAPH_EPOCHS,
     build_figures,
     ci_level,
+    favourable_label,
     figure_png,
     figure_png_base64,
     figure_titles,
@@ -214,7 +215,7 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
     if gc is not None:  # every pair of groups (causalfair.engines.groups)
         tabs.append((f"Pairs of groups (reference {gc.reference}; worst pair {gc.worst}, "
                      f"the largest |C|; C, DPE, IPE, SPE in {gain_unit(r)}, the first group "
-                     "minus the second; ratios min/max of the two groups)",
+                     "minus the second; ratios min/max of the two groups, n/a where a value is <= 0)",
                      [h or "worst pair" for h in gc.HEADER], gc.rows(), None))
     if r.benefit is not None:
         wp, extra_tabs = r.benefit.worst_pairs_table(r.spec.worst), []
@@ -275,10 +276,16 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
 
 
 def _notion_label(r: AuditResult, key: str) -> str:
-    """The name a notion's row shows: its audit.json key, except that a decision log's
-    ``approval_rate`` (the share of rows given d1; the log does not say what d1 is) shows
-    as ``d1_rate``; audit.json keeps the key ``approval_rate``."""
-    return "d1_rate" if key == "approval_rate" and r.spec.source == "logs" else key
+    """The name a notion's row shows: its audit.json key, except that ``approval_rate``
+    (the share given d1) shows as ``d1_rate`` for a decision log (the log does not say what
+    d1 is) and as ``LABEL_rate`` for a two-action system whose d1 is not lending's
+    "approve" (a triage's ``admit_rate``); audit.json keeps the key ``approval_rate``."""
+    if key != "approval_rate":
+        return key
+    if r.spec.source == "logs":
+        return "d1_rate"
+    label = favourable_label(r)
+    return key if label in (None, "approve") else f"{label}_rate"
 
 
 def _pair_note(r: AuditResult) -> str:

@@ -1,0 +1,214 @@
+"""A hospital's triage audit (docs/own-system.md, "Individuals who leave"): patients who
+recover or die leave the population, modelled as an absorbing level whose gain is 0 and
+whose decisions change nothing. A tiny case (two groups, levels sick / well plus the
+absorbing `left`, two actions, T = 2) is computed by hand here and compared with the exact
+engine and Monte Carlo; the report of a triage system uses its own words."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import causalfair as cf
+from tests.conftest import run_cmd
+
+TINY = textwrap.dedent('''
+    import numpy as np
+    import causalfair as cf
+
+    GROUPS = ("insured", "uninsured")
+    LEVELS = ("sick", "well", "left")
+    # P(x' | x, d) for both groups; 'left' is absorbing under every action
+    K0 = np.array([[0.5, 0.2, 0.3], [0.1, 0.8, 0.1], [0.0, 0.0, 1.0]])
+    K1 = np.array([[0.2, 0.6, 0.2], [0.0, 0.9, 0.1], [0.0, 0.0, 1.0]])
+    KERNEL = np.stack([np.stack([K0, K1])] * 2)
+    INITIAL = np.array([[0.3, 0.7, 0.0], [0.7, 0.3, 0.0]])
+    HEALTH = np.array([0.0, 1.0, 0.0])          # a patient who leaves keeps 0 afterwards
+
+
+    class TinySim:
+        n_groups = 2
+        group_names = GROUPS
+        n_levels = 3
+
+        def reset(self, n, group, rng):
+            g = np.broadcast_to(np.asarray(group), (n,)).astype(int).copy()
+            x = np.minimum((rng.random(n)[:, None] >= np.cumsum(INITIAL[g], 1)).sum(1), 2)
+            return (x, g, 0)
+
+        def observe(self, st):
+            return cf.Observation(group=st[1], level=st[0], t=st[2])
+
+        def draw_noise(self, n, rng):
+            return rng.random(n)
+
+        def step(self, st, d, u):
+            x, g, t = st
+            cdf = np.cumsum(KERNEL[g, np.asarray(d, int), x], 1)
+            nx = np.minimum((u[:, None] >= cdf).sum(1), 2)
+            gain = HEALTH[nx] - HEALTH[x]
+            return cf.StepResult(state=(nx, g, t + 1), reward=gain, gain=gain)
+
+
+    def make(horizon=2):
+        tab = cf.TabularModel(kernel=KERNEL, initial=INITIAL, potential=HEALTH,
+                              reward=np.einsum("saxy,y->sax", KERNEL, HEALTH) - HEALTH,
+                              group_names=GROUPS, name="tiny")
+        return cf.System(id="tiny", groups=GROUPS,
+                         decisions=cf.DecisionSet(labels=("monitor", "admit"), baseline=0),
+                         levels=LEVELS, horizon=horizon, simulator=TinySim, tabular=tab,
+                         gain=cf.Gain("health index change", "index points"),
+                         reward="health change")
+
+
+    class TablePolicy:
+        name = "table"
+        reads_only_level_group = True
+
+        def __init__(self, pi):
+            self.pi = np.asarray(pi, dtype=float)
+
+        def prob_d1(self, obs):
+            return self.pi[obs.group, obs.level]
+
+
+    def make_policy(left=0.0):
+        return TablePolicy([[0.8, 0.3, left], [0.5, 0.1, left]])
+''')
+
+# pi(admit | group, level); what it says at 'left' changes no transition and no gain
+PI = np.array([[0.8, 0.3, 0.9], [0.5, 0.1, 0.1]])
+PI_BASELINE_AT_LEFT = np.array([[0.8, 0.3, 0.0], [0.5, 0.1, 0.0]])
+
+# By hand (T = 2). Group insured: x0 = (0.3, 0.7, 0); under pi, from sick
+# 0.2 K0 + 0.8 K1 = (0.26, 0.52, 0.22), from well 0.7 K0 + 0.3 K1 = (0.07, 0.83, 0.10), so
+# x1 = (0.127, 0.737, 0.136) and P(well at T) = 0.127 * 0.52 + 0.737 * 0.83 = 0.67775:
+# V = 0.67775 - 0.7. Group uninsured: x1 = (0.272, 0.523, 0.205), P(well at T) = 0.53243,
+# V = 0.53243 - 0.3. Under pi0 (monitor everywhere): 0.54 - 0.7 and 0.38 - 0.3.
+# Benefit of admit: sick 0.6 - 0.2 = 0.4, well -0.1 - (-0.2) = 0.1, left 0.
+# direct = sum_t E[pi Delta]: insured 0.117 + 0.06275, uninsured 0.143 + 0.05963.
+HAND = {"V_a": 0.67775 - 0.7, "V_b": 0.53243 - 0.3, "SPE": (0.54 - 0.7) - (0.38 - 0.3),
+        "DPE": (0.117 + 0.06275) - (0.143 + 0.05963)}
+HAND["C"] = HAND["V_a"] - HAND["V_b"]
+HAND["IPE"] = HAND["C"] - HAND["DPE"] - HAND["SPE"]
+
+
+@pytest.fixture()
+def tiny(tmp_path, monkeypatch):
+    (tmp_path / "tinytri.py").write_text(TINY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("tinytri", None)
+    import tinytri
+
+    yield tinytri
+    sys.modules.pop("tinytri", None)
+
+
+def _terms(res) -> dict[str, float]:
+    frame = res.to_frame()["estimate"]
+    return {k: float(frame[k]) for k in ("C", "DPE", "IPE", "SPE")}
+
+
+def test_absorbing_level_exact_engine_matches_the_hand_computation(tiny):
+    system = tiny.make()
+    res = cf.decompose(system, tiny.TablePolicy(PI))
+    got = _terms(res)
+    for key in ("C", "DPE", "IPE", "SPE"):
+        assert got[key] == pytest.approx(HAND[key], abs=1e-12), key
+    frame = res.to_frame()["estimate"]
+    assert float(frame["V[insured]"]) == pytest.approx(HAND["V_a"], abs=1e-12)
+    assert float(frame["V[uninsured]"]) == pytest.approx(HAND["V_b"], abs=1e-12)
+
+
+def test_decisions_on_patients_who_left_change_no_term(tiny):
+    """Exact and Monte Carlo: a policy that admits 90% of the patients who left and one that
+    gives them the baseline give the same C, DPE, IPE, SPE (Monte Carlo: bit for bit, the
+    same random numbers), and Monte Carlo agrees with the hand values."""
+    system = tiny.make()
+    exact = [_terms(cf.decompose(system, tiny.TablePolicy(p))) for p in (PI, PI_BASELINE_AT_LEFT)]
+    assert exact[0] == exact[1]
+    mc = [cf.decompose(system, tiny.TablePolicy(p), engine="mc", n=20_000, seed=3)
+          for p in (PI, PI_BASELINE_AT_LEFT)]
+    assert _terms(mc[0]) == _terms(mc[1])
+    frame = mc[0].to_frame()
+    for key in ("C", "DPE", "IPE", "SPE"):
+        est, se = float(frame.loc[key, "estimate"]), float(frame.loc[key, "se"])
+        assert 0 < se < 0.02 and abs(est - HAND[key]) < 4 * se, (key, est, se, HAND[key])
+
+
+@pytest.mark.xfail(strict=True, reason="Lambda's visitation weights count patients who left "
+                   "(an absorbing level) as present: reported to the lead, needs a contract "
+                   "field and engines/benefit.py + engines/benefit_mc.py")
+def test_lambda_does_not_count_decisions_on_patients_who_left(tiny):
+    system = tiny.make()
+    lam = [cf.benefit_fairness(system, tiny.TablePolicy(p), eps=0.1).Lambda
+           for p in (PI, PI_BASELINE_AT_LEFT)]
+    assert lam[0] == pytest.approx(lam[1], abs=1e-12)
+
+
+LENDING = re.compile(r"\b(loans?|lend\w*|repay\w*|approv\w*|credit|borrow\w*|applicants?)\b", re.I)
+
+
+def test_triage_report_speaks_of_health_not_lending(tiny, tmp_path):
+    """Negative gains (patients who die), a gain named by the system, two actions named
+    monitor/admit: the report's sentences use those words and none of lending's."""
+    (tmp_path / "tinypol.py").write_text(
+        "from tinytri import make_policy\n\ndef make():\n    return make_policy()\n")
+    (tmp_path / "tri.toml").write_text(textwrap.dedent("""
+        name = "tri"
+        [system]
+        factory = "tinytri:make"
+        [policy]
+        factory = "tinypol:make"
+        [thresholds]
+        abs_C = 0.1
+        Lambda = 0.05
+    """))
+    run_cmd([sys.executable, "-m", "causalfair", "audit", "tri.toml", "--out", "rep"],
+            cwd=tmp_path, expect=0, timeout=240)
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "health index change" in text and "index points" in text and "admit" in text
+    hits = sorted({m.group(0) for m in LENDING.finditer(text)})
+    assert not hits, hits
+
+
+def test_pairs_table_says_why_a_ratio_is_missing(tiny, tmp_path):
+    """Three groups whose health falls for one (V^pi < 0): ratio_V is n/a for its pairs,
+    and report.md and card.md say why instead of leaving a bare n/a."""
+    (tmp_path / "tri3.py").write_text(textwrap.dedent("""
+        import numpy as np
+        import causalfair as cf
+        from tinytri import KERNEL, HEALTH
+
+        def make():
+            k = np.concatenate([KERNEL, KERNEL[:1]])
+            init = np.array([[0.3, 0.7, 0.0], [0.7, 0.3, 0.0], [0.5, 0.5, 0.0]])
+            tab = cf.TabularModel(kernel=k, initial=init, potential=HEALTH,
+                                  reward=np.einsum("saxy,y->sax", k, HEALTH) - HEALTH,
+                                  group_names=("private", "public", "uninsured"), name="tri3")
+            return cf.System(id="tri3", groups=("private", "public", "uninsured"),
+                             decisions=cf.DecisionSet(labels=("monitor", "admit"), baseline=0),
+                             levels=("sick", "well", "left"), horizon=2, tabular=tab,
+                             gain=cf.Gain("health index change", "index points"))
+    """))
+    (tmp_path / "tri3.toml").write_text(textwrap.dedent("""
+        name = "tri3"
+        [system]
+        factory = "tri3:make"
+        [policy]
+        builtin = "random:0.5"
+        [thresholds]
+        abs_C = 0.1
+    """))
+    run_cmd([sys.executable, "-m", "causalfair", "audit", "tri3.toml", "--out", "rep"],
+            cwd=tmp_path, expect=0, timeout=240)
+    md = (tmp_path / "rep" / "report.md").read_text().replace("\\", "")  # markdown escapes
+    card = (tmp_path / "rep" / "card.md").read_text()
+    rows = [line for line in md.splitlines() if re.match(r"\| \w+-private \|", line)]
+    assert rows and all("n/a" in row for row in rows), rows
+    assert "ratios min/max of the two groups, n/a where a value is <= 0" in md
+    assert "n/a where a value is <= 0" in card
