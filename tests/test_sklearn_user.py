@@ -266,3 +266,35 @@ def test_a_failing_factory_policy_report_does_not_offer_retrain(tmp_path, monkey
     assert "--retrain retrains the policy" not in md
     assert main(["gate", "s.toml", "--retrain"]) == 2  # what that line would have led to
     assert "cannot be retrained" in capsys.readouterr().err
+
+
+def test_load_checkpoint_itself_refuses_a_pickle_unread(tmp_path):
+    """The refusal lives in the checkpoint loader every door calls: cf.load_checkpoint
+    directly (old code: a legacy-torch message advising cf.save_checkpoint), and a file
+    whose bytes are a pickle whatever its suffix."""
+    sentinel = tmp_path / "ran"
+    for name in ("model.joblib", "model.bin"):
+        path = tmp_path / name
+        path.write_bytes(pickle.dumps(_Boom(str(sentinel)), protocol=4))
+        with pytest.raises(CheckpointError, match=r"is a pickle \(joblib/pickle\) file"):
+            cf.load_checkpoint(path)
+    assert not sentinel.exists()
+
+
+def test_a_function_declaring_level_group_is_evaluated_once_per_cell():
+    """A declaration set on a plain function is read as on an object (old code: the
+    function wrapper dropped it and the function was called on every batch and step)."""
+    calls = []
+
+    def scorecard(obs):
+        calls.append(len(obs))
+        return (obs.level >= 2).astype(float)
+
+    undeclared = _mc(scorecard)
+    n_undeclared = len(calls)
+    calls.clear()
+    scorecard.reads_only_level_group = True
+    declared = _mc(scorecard)
+    assert (declared.C, declared.DPE, declared.Lambda) == (undeclared.C, undeclared.DPE,
+                                                           undeclared.Lambda)
+    assert len(calls) <= 4 < n_undeclared

@@ -333,6 +333,31 @@ def _grid_check(policy: Any, model: Any, path: Path) -> None:
         raise CheckpointError(str(exc)) from None
 
 
+#: Suffixes of pickle files (scikit-learn's joblib.dump, pickle.dump): never loaded.
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav", ".pck")
+
+
+def _refuse_pickle(path: Path) -> None:
+    """Refuse a pickle / joblib file given as a checkpoint (a scikit-learn model): loading
+    it would run whatever code it names, and a checkpoint never runs code."""
+    if path.suffix.lower() in (".pt", ".pth", ".npz", ".zip", ".safetensors"):
+        return  # the formats read below (a legacy pickled .pt gets _load_pt's own message)
+    if path.suffix.lower() not in PICKLE_SUFFIXES:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(2)
+        except OSError:
+            return
+        if len(head) < 2 or head[0] != 0x80 or not 2 <= head[1] <= 5:  # pickle protocol 2-5
+            return
+    raise CheckpointError(
+        f"checkpoint {path}: is a pickle (joblib/pickle) file, such as a scikit-learn model; "
+        "loading it would run the code it names, and a checkpoint never runs code. Load it "
+        "in a policy factory you trust and return a function f(obs) of its predictions: "
+        "[policy] factory = \"mypolicy:make\" in a spec, --policy mypolicy:make on the "
+        "command line (docs/own-system.md, \"A scikit-learn model\").")
+
+
 def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
                     activation: str = "tanh") -> tuple[Any, dict[str, Any]]:
     """Load a checkpoint (``.npz``, ``.pt`` or a stable-baselines3 ``.zip``; see the module
@@ -345,6 +370,7 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
         raise CheckpointError(f"checkpoint {path}: " + (
             "is a folder; give the checkpoint file in it (e.g. checkpoint.pt)"
             if path.is_dir() else "no such file") + ".")
+    _refuse_pickle(path)
     suffix = path.suffix.lower()
     if suffix == ".zip":
         policy, meta = _load_sb3_zip(path, activation)

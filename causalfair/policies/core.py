@@ -203,6 +203,15 @@ class CallablePolicy:
     fn: Callable[[Observation], Any]
     name: str = "callable"
 
+    # what the function declares of itself (attributes set on it, as on a policy object)
+    @property
+    def reads_only_level_group(self) -> Any:
+        return getattr(self.fn, "reads_only_level_group", None)
+
+    @property
+    def reads_group(self) -> Any:
+        return getattr(self.fn, "reads_group", None)
+
     def prob_d1(self, obs: Observation) -> np.ndarray:
         return _check_probs(self.fn(obs), len(obs), f"policy {self.name!r}", obs)
 

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._usercode import call_factory, check_params, guard_policy, load_callable
-from causalfair.errors import CausalfairError, CheckpointError, PolicyError, call_user, short
+from causalfair.errors import CausalfairError, PolicyError, call_user, short
 from causalfair.policies.checkpoint import load_checkpoint, load_checkpoint_for
 from causalfair.policies.core import (
     BUILTIN_POLICIES,
@@ -169,6 +169,8 @@ def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str 
             raise PolicyError(f"policy {label!r} reads features, but the observation has none.")
         return call_user(what, fn, obs.features)
 
+    declared = {k: getattr(fn, k) for k in DECLARATIONS if isinstance(getattr(fn, k, None), bool)}
+    call.__dict__.update(declared)  # what the function says of itself, as an object would
     if n_actions > 2:
         if output != "prob":
             raise PolicyError(f"output: {output!r} reads 0/1 decisions of two actions; on a "
@@ -192,6 +194,7 @@ def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str 
                 "output='prob' for probabilities.")
         return arr
 
+    wrapped.__dict__.update(declared)
     pol = CallablePolicy(wrapped, name=label)
     if time_dependent:
         return _TimeDependent(pol)
@@ -200,6 +203,11 @@ def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str 
 
 _INPUTS = ("obs", "level_group", "features")
 _OUTPUTS = ("prob", "action")
+
+
+#: What a plain function may declare of itself as attributes (``f.reads_group = False``),
+#: read as on a policy object (:mod:`causalfair.policies.grid`).
+DECLARATIONS = ("reads_only_level_group", "reads_group")
 
 
 @dataclass(frozen=True)
@@ -213,6 +221,14 @@ class CallableActions:
     name: str = "callable"
     time_dependent: bool = False
 
+    @property
+    def reads_only_level_group(self) -> Any:
+        return getattr(self.fn, "reads_only_level_group", None)
+
+    @property
+    def reads_group(self) -> Any:
+        return getattr(self.fn, "reads_group", None)
+
     def action_probs(self, obs: Observation) -> Any:
         return self.fn(obs)
 
@@ -225,6 +241,8 @@ class _TimeDependent:
     def __init__(self, inner: CallablePolicy):
         self.inner = inner
         self.name = inner.name
+        self.reads_only_level_group = inner.reads_only_level_group
+        self.reads_group = inner.reads_group
 
     def prob_d1(self, obs: Observation) -> np.ndarray:
         return self.inner.prob_d1(obs)
@@ -361,34 +379,7 @@ def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
     return None
 
 
-#: Suffixes of pickle files (scikit-learn's joblib.dump, pickle.dump): never loaded.
-PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav", ".pck")
-
-
-def _refuse_pickle(path: Path) -> None:
-    """Refuse a pickle / joblib file given as a checkpoint (a scikit-learn model): loading
-    it would run whatever code it names, and a checkpoint never runs code."""
-    if path.suffix.lower() in CHECKPOINT_SUFFIXES:  # torch's legacy .pt: its own message
-        return
-    if path.suffix.lower() not in PICKLE_SUFFIXES:
-        try:
-            with open(path, "rb") as fh:
-                head = fh.read(2)
-        except OSError:
-            return
-        if len(head) < 2 or head[0] != 0x80 or not 2 <= head[1] <= 5:  # pickle protocol 2-5
-            return
-    raise CheckpointError(
-        f"checkpoint {path}: is a pickle (joblib/pickle) file, such as a scikit-learn model; "
-        "loading it would run the code it names, and a checkpoint never runs code. Load it "
-        "in a policy factory you trust and return a function f(obs) of its predictions: "
-        "[policy] factory = \"mypolicy:make\" in a spec, --policy mypolicy:make on the "
-        "command line (docs/own-system.md, \"A scikit-learn model\").")
-
-
 def _checkpoint(path: Path, system: Any) -> ResolvedPolicy:
-    if path.is_file():
-        _refuse_pickle(path)
     if system is not None and hasattr(system, "decisions"):
         pol, meta = load_checkpoint_for(path, system)
     else:  # a TabularModel (checked on its grid) or nothing
