@@ -17,6 +17,7 @@ which checks additivity and refuses a non-additive matrix, naming the offending 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,6 +123,32 @@ def potential_from_gain(gain: Any, *, tol: float = 1e-9) -> np.ndarray:
     return f
 
 
+def _check_departed(departed: Any, kernel: np.ndarray, K: int) -> tuple[int, ...] | None:
+    """``departed_levels`` as a sorted tuple of level indices, or a ModelError naming the
+    value and the fix: in [0, K), distinct, fewer than K, absorbing under every action of
+    every group (kernel[s, a, k, k] = 1), so the gain there is 0 under every action (the
+    gain is the change of the potential)."""
+    if departed is None:
+        return None
+    fix = ("declare only levels an individual never leaves, under every action, with gain 0 "
+           "there (docs/own-system.md, \"Individuals who leave\"), or departed_levels=None.")
+    try:
+        idx = [operator.index(k) for k in departed]
+    except TypeError:
+        raise ModelError(f"departed_levels: expected a sequence of level indices, got "
+                         f"{departed!r:.60}; {fix}") from None
+    if len(set(idx)) != len(idx) or any(not 0 <= k < K for k in idx) or len(idx) >= K:
+        raise ModelError(f"departed_levels: expected distinct level indices in [0, {K}) leaving "
+                         f"at least one level present, got {tuple(idx)!r}; {fix}")
+    for k in idx:
+        stay = kernel[:, :, k, k]
+        if not np.all(np.abs(stay - 1.0) <= 1e-12):
+            s, a = np.argwhere(np.abs(stay - 1.0) > 1e-12)[0]
+            raise ModelError(f"departed_levels: level {k} is not absorbing: kernel[{s}, {a}, {k}, "
+                             f"{k}] = {stay[s, a]:.6g}, expected 1; {fix}")
+    return tuple(sorted(idx))
+
+
 @dataclass(frozen=True, eq=False)
 class TabularModel:
     """A finite model of the decision process, validated at construction.
@@ -167,6 +194,13 @@ class TabularModel:
         The actions a deployed policy may take (a System's ``DecisionSet.allowed``, which
         it copies here): the exact engine refuses a policy table that puts more than
         1e-9 on another action. None (default): all of them.
+    departed_levels : sequence of int, optional
+        Levels at which an individual has LEFT the population (discharged, deceased):
+        absorbing under every action of every group, with expected gain 0 (checked).
+        Opt-in: when set, Lambda's P(x | s) is the visitation distribution of those
+        present (departed visits dropped, renormalised per group) and its worst pairs never
+        list a departed level (docs/own-system.md, "Individuals who leave"). None
+        (default): every level counts, as before.
 
     Policy tables: for two actions a table holds pi(d1 | x, s), shape (G, K) or
     (T, G, K); for A > 2 it holds the action distribution, shape (G, K, A) or
@@ -189,6 +223,7 @@ class TabularModel:
     feature_names: Sequence[str] | None = None
     lambda_eps: float | None = None
     allowed: Sequence[int] | None = None
+    departed_levels: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -297,6 +332,7 @@ class TabularModel:
                 raise ModelError(f"aux[{key!r}]: expected shape {(G, K)}, got {arr.shape}.")
             aux[key] = arr
         set_(self, "aux", aux)
+        set_(self, "departed_levels", _check_departed(self.departed_levels, self.kernel, K))
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -399,6 +435,7 @@ class TabularModel:
                 "kernel", "initial", "potential", "reward", "group_weights",
                 "group_names", "level_labels", "aux", "structure", "name", "baseline",
                 "action_labels", "features", "feature_names", "lambda_eps", "allowed",
+                "departed_levels",
             )
         }
         kwargs.update(changes)

@@ -471,6 +471,9 @@ class BenefitResult:
     # table, defined at every level): an unvisited cell has no estimate of Delta or of
     # the policy's distribution there (delta and p_d1 hold 0, with weight 0 in Lambda)
     visited: np.ndarray | None = None
+    # the departed levels the system declares (individuals who left; weight 0 in Lambda):
+    # never listed by worst_pairs
+    departed: tuple[int, ...] = ()
 
     @property
     def multi(self) -> bool:
@@ -503,12 +506,17 @@ class BenefitResult:
         return pd.DataFrame(cols)
 
     def worst_pairs(self, n: int = 10) -> Any:
-        """The ``n`` (x, x') pairs contributing most to Lambda, largest first."""
+        """The ``n`` (x, x') pairs contributing most to Lambda, largest first (never a pair
+        with a ``departed`` level)."""
         import pandas as pd
 
         a, b = self.pair
         K = self.contributions.shape[0]
-        order = np.argsort(-self.contributions, axis=None, kind="stable")[: check_int("n", n, 0)]
+        order = np.argsort(-self.contributions, axis=None, kind="stable")
+        if self.departed:  # pairs with a departed member are no pairs of people present
+            ra, rb = np.unravel_index(order, (K, K))
+            order = order[~(np.isin(ra, self.departed) | np.isin(rb, self.departed))]
+        order = order[: check_int("n", n, 0)]
         xa, xb = np.unravel_index(order, (K, K))
         ga, gb = self.groups[a], self.groups[b]
         if self.multi:

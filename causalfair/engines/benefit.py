@@ -12,7 +12,9 @@ the same chance of d1. The paper's metric is a Gini-style sum over pairs
              * P(x | s+) P(x' | s-).
 
 ``P(x | s)`` is either the initial distribution or (default) the visitation distribution
-under pi averaged over t < T. For a time-indexed policy, pi(d1 | x, s) is its
+under pi averaged over t < T. A model that declares ``departed_levels`` (individuals who
+left the population) gets the distribution of those present: departed levels weigh 0 and
+the rest is renormalised per group (:func:`present_weights`). For a time-indexed policy, pi(d1 | x, s) is its
 visitation-weighted average over t < T.
 
 More than two actions (docs/decomposition.md, "Lambda with more than two actions"): with
@@ -146,7 +148,20 @@ def weights_and_policy(model: TabularModel, p: np.ndarray, horizon: int, weights
     else:
         p_bar = p
     w = model.initial if weights == "initial" else mu[:horizon].mean(0)
-    return w, p_bar
+    return present_weights(model, w), p_bar
+
+
+def present_weights(model: TabularModel, w: np.ndarray) -> np.ndarray:
+    """P(x | s) over those present: with ``model.departed_levels`` declared, ``w`` (G, K)
+    is 0 at the departed levels and renormalised per group (a group with no present mass
+    keeps 0); undeclared, ``w`` unchanged."""
+    departed = model.departed_levels
+    if not departed:
+        return w
+    w = np.array(w, dtype=float)
+    w[:, list(departed)] = 0.0
+    mass = w.sum(1, keepdims=True)
+    return np.divide(w, mass, out=np.zeros_like(w), where=mass > 0)
 
 
 def lambda_pairs(p: np.ndarray, delta: np.ndarray, w: np.ndarray, pair: tuple[int, int],
@@ -231,4 +246,5 @@ def benefit_fairness(model: TabularModel, policy: Policy | np.ndarray, horizon: 
         levels=tuple(model.level_labels),
         dpe_prop1=float(direct[a] - direct[b]),
         actions=tuple(model.action_labels or (f"d{i}" for i in range(model.n_actions))),
+        departed=tuple(model.departed_levels or ()),
     )

@@ -12,7 +12,8 @@ Without a tabular model there is no benefit table Delta(x, s), so it is estimate
    one, otherwise joint quantile bins of the features (``bins`` per feature, edges from
    the pooled visits of both groups, so both groups share the cells). Per (group, cell):
    the mean benefit, the mean action distribution of the policy and the visitation
-   weight (visits averaged over t < T, as the exact engine's default).
+   weight (visits averaged over t < T, as the exact engine's default); a system that
+   declares ``departed`` levels drops the visits there (those present only).
 3. **Lambda** is then the exact formula of :mod:`causalfair.engines.benefit` over cells (for
    A > 2 actions: total variation over the sup norm of the benefit gap).
 4. **Kinks.** Lambda contains |Delta_a(x, s+) - Delta_a(x', s-)|, which is not smooth
@@ -184,7 +185,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                             rollout, shared)
         if shared is not None:
             shared[("cells", bins, n_boot)] = stats
-    K, labels, desc, delta, prob, w, reps, most = stats
+    K, labels, desc, delta, prob, w, reps, most, kept = stats
     # "auto": from the point estimates of the benefits of the visited cells (an unvisited
     # cell has no estimate; auto_eps drops NaN), the same eps for every replicate
     eps, eps_source = resolve_eps(
@@ -253,7 +254,9 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         ci = lambda_hull([(lam, se), (float(plain.sum()), float(plug.std(ddof=1)))], alpha,
                          rounding_bound(most, delta, eps))
     binary = A == 2 and base == 0
-    direct = np.array([(w[g] * (prob[g] * delta[g]).sum(-1)).sum() * T for g in range(G)])
+    # every visit's share (a departed visit's benefit is 0): w is over those present
+    direct = np.array([(w[g] * (prob[g] * delta[g]).sum(-1)).sum() * T * kept[g]
+                       for g in range(G)])
     a, b = pair
     return BenefitResult(
         Lambda=lam, eps=eps, eps_source=eps_source, weights="visitation",
@@ -263,6 +266,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         levels=labels, dpe_prop1=float(direct[a] - direct[b]),
         actions=system.decisions.labels, method="mc", se=se, ci=ci,
         ci_level=1 - alpha if ci is not None else None, cells=desc, visited=w > 0,
+        departed=tuple(system.departed or ()) if desc == "levels" else (),
     )
 
 
@@ -273,7 +277,8 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     in ``shared["rollout"]``), the cells, every group's cell means (benefits, action
     distributions, visitation weights) and the same of every bootstrap replicate:
     (K, labels, description, delta (G, K, A), prob (G, K, A), w (G, K), replicates, the
-    most visits of a group in one cell)."""
+    most visits of a group in one cell, each group's share of visits kept: 1 unless the
+    system declares ``departed`` levels)."""
     A, G, U = system.n_actions, system.n_groups, system.units_per_replica
     per_world = U > 1  # coupled units: one weight per world, the same for every group
     Gw = 1 if per_world else G  # weight matrices: W[0 if per_world else g] is group g's
@@ -302,6 +307,12 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     if shared is not None:
         shared["rollout"] = outs
     lev_g, feat_g, delta_g, prob_g, unit_g = outs
+    kept = [1.0] * G
+    departed = getattr(system, "departed", None)
+    if departed and lev_g is not None:  # those present (the visits at departed levels dropped)
+        counts = [len(lev) for lev in lev_g]
+        lev_g, feat_g, delta_g, prob_g, unit_g = _present(outs, departed)
+        kept = [len(lev) / c if c else 1.0 for lev, c in zip(lev_g, counts, strict=True)]
     for g, dg in enumerate(delta_g):  # forks the decomposition's paths need not take
         if not np.isfinite(dg).all():
             raise SimulatorContractError(
@@ -330,7 +341,17 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
         reps = [_cell_means(cols, [W[0 if per_world else g, r] for g in range(G)])
                 for r in range(n_boot)]
     most = max((int(np.bincount(c).max()) for c in cells if c.size), default=0)
-    return K, labels, desc, delta, prob, w, reps, most
+    return K, labels, desc, delta, prob, w, reps, most, kept
+
+
+def _present(outs: tuple, departed: tuple[int, ...] | None) -> tuple:
+    """The rollout's visits of those present: with ``departed`` (the system's departed
+    levels) the visits at those levels dropped, so each group's visitation weights are
+    renormalised over the present visits (the exact engine's ``present_weights``)."""
+    lev_g = outs[0]
+    keep = [~np.isin(np.asarray(lev), departed) for lev in lev_g]
+    return tuple(None if col is None else
+                 [np.asarray(c)[k] for c, k in zip(col, keep, strict=True)] for col in outs)
 
 
 def _cell_means(cols: tuple, weights: list[np.ndarray] | None

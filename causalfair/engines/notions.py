@@ -20,6 +20,12 @@ TPR-type notions need the model's ``p_repay`` table; without it they are None. W
 more than two actions (or a baseline other than d0) the rate is named ``selection_rate``
 instead of ``approval_rate``: the share given any action other than the baseline (the
 selection rate of docs/decomposition.md), and TPR-type notions are None.
+
+A model that declares ``departed_levels`` (individuals who left the population): the rates
+count only those present (present mass given the action over present mass, summed over
+the epochs), and ``mean_level_final`` / ``w1_*`` use the level distributions of those
+present, on the present levels numbered 1.. in order (the departed levels leave the scale).
+TPR-type notions are unchanged (``p_repay`` is the model's own table).
 """
 
 from __future__ import annotations
@@ -39,6 +45,14 @@ __all__ = ["other_notions", "wasserstein_levels"]
 def wasserstein_levels(p: np.ndarray, q: np.ndarray) -> float:
     """1-Wasserstein distance between two distributions over ordered levels (unit spacing)."""
     return float(np.abs(np.cumsum(p) - np.cumsum(q))[:-1].sum())
+
+
+def _present(dist: np.ndarray, here: np.ndarray) -> np.ndarray:
+    """(G, K) level distributions restricted to the present levels ``here``, renormalised
+    per group (a group with nobody present: 0)."""
+    d = dist[:, here]
+    mass = d.sum(1, keepdims=True)
+    return np.divide(d, mass, out=np.zeros_like(d), where=mass > 0)
 
 
 def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
@@ -61,14 +75,23 @@ def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int
         approval = np.einsum("tsx,tsx->s", occ, 1.0 - pa[..., model.baseline]) / T
         utility = np.einsum("tsx,tsxa,sax->s", occ, pa, r)
     levels = np.arange(1, model.n_levels + 1)
+    final, first = mu[T], mu[0]
+    if model.departed_levels:  # those present: rates per present epoch, levels renumbered
+        here = np.ones(model.n_levels, dtype=bool)
+        here[list(model.departed_levels)] = False
+        chosen = (np.einsum("tsx,tsx->s", occ[..., here], pt[..., here]) if model.binary else
+                  np.einsum("tsx,tsx->s", occ[..., here], 1.0 - pa[..., here, model.baseline]))
+        approval = chosen / occ[..., here].sum((0, 2))
+        levels = np.arange(1, int(here.sum()) + 1)
+        final, first = _present(mu[T], here), _present(mu[0], here)
     out: dict[str, Any] = {
         "approval_rate" if model.binary else "selection_rate":
             {g: float(approval[i]) for i, g in enumerate(model.group_names)},
         "dp_gap": float(abs(approval[a] - approval[b])),
-        "w1_final": wasserstein_levels(mu[T, a], mu[T, b]),
-        "w1_initial": wasserstein_levels(mu[0, a], mu[0, b]),
+        "w1_final": wasserstein_levels(final[a], final[b]),
+        "w1_initial": wasserstein_levels(first[a], first[b]),
         "utility": float(model.group_weights @ utility),
-        "mean_level_final": {g: float(mu[T, i] @ levels) for i, g in enumerate(model.group_names)},
+        "mean_level_final": {g: float(final[i] @ levels) for i, g in enumerate(model.group_names)},
         "tpr": None,
         "tpr_gap": None,
         "elbert_rate": None,

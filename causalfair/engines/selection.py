@@ -20,7 +20,8 @@ def selection_rates(model: Any, table: Any, mu_pi: Any, T: int, *, source: str,
     observed in the log instead, with the counts behind them (``n``: individuals of the
     group at step t, ``count``: those given a; :func:`counted_selection` for a Monte Carlo
     audit); a model audit has no individuals, so its counts are null. ``labels``: the
-    action names (default: the model's, else d0, d1, ...)."""
+    action names (default: the model's, else d0, d1, ...). A model that declares
+    ``departed_levels`` (individuals who left): the shares of those present."""
     import numpy as np
 
     labels = [str(x) for x in labels or model.action_labels
@@ -35,6 +36,8 @@ def selection_rates(model: Any, table: Any, mu_pi: Any, T: int, *, source: str,
         pa = model.action_table(table)
         pa = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
         share = np.einsum("tsx,tsxa->sat", mu_pi[:T], pa[:T])  # (G, A, T)
+        if getattr(model, "departed_levels", None):  # the share of those present
+            return _present_rates(out, model, mu_pi[:T], pa[:T], labels, acts)
         for i, g in enumerate(groups):
             out["rate"][g] = {labels[a]: share[i, a].tolist() for a in acts}
             out["rate_overall"][g] = {labels[a]: float(share[i, a].mean()) for a in acts}
@@ -46,6 +49,27 @@ def selection_rates(model: Any, table: Any, mu_pi: Any, T: int, *, source: str,
     return _rates_of_counts(out, {g: [int(n.get((g, t), 0)) for t in steps] for g in groups},
                             {g: {labels[a]: [int(c.get((g, t, a), 0)) for t in steps]
                                  for a in acts} for g in groups})
+
+
+def _present_rates(out: dict[str, Any], model: Any, mu: Any, pa: Any, labels: list[str],
+                   acts: list[int]) -> dict[str, Any]:
+    """Model rates over those present (a model that declares ``departed_levels``): at step
+    t the share of the group's present mass given a (None where none is present), and
+    overall the selected present mass over the present mass summed over the steps."""
+    import numpy as np
+
+    here = np.ones(mu.shape[-1])
+    here[list(model.departed_levels)] = 0.0
+    mass = np.einsum("tsx,x->st", mu, here)  # (G, T)
+    given = np.einsum("tsx,tsxa,x->sat", mu, pa, here)  # (G, A, T)
+    for i, g in enumerate(out["groups"]):
+        out["rate"][g] = {labels[a]: [float(x / m) if m > 0 else None
+                                      for x, m in zip(given[i, a], mass[i], strict=True)]
+                          for a in acts}
+        total = float(mass[i].sum())
+        out["rate_overall"][g] = {labels[a]: float(given[i, a].sum()) / total if total > 0
+                                  else None for a in acts}
+    return out
 
 
 def counted_selection(decisions: Any, groups: Any, labels: Any, baseline: int

@@ -255,9 +255,30 @@ def check_shared_state(name: str, sim: Any, base: dict[str, tuple[Any, ...]] | N
             "or worker processes; the same numbers).")
 
 
+def _check_departed_step(name: str, obs: Any, after: Any, gain: Any, d: Any,
+                         departed: tuple[int, ...] | None, t: int) -> None:
+    """Refuse a step that moves a unit observed at a departed level, or gives it a gain."""
+    if not departed or getattr(obs, "level", None) is None:
+        return
+    x0 = np.asarray(obs.level)
+    x1 = np.asarray(after.level) if getattr(after, "level", None) is not None else x0
+    gone = np.isin(x0, departed)
+    bad = gone & ((x1 != x0) | (np.abs(np.asarray(gain, dtype=float)) > 1e-12))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise SimulatorContractError(
+            f"simulator {name}.step: departed={tuple(departed)!r} declares level {int(x0[i])} "
+            f"absorbing with gain 0, but at step {t} a unit there under action "
+            f"{int(np.asarray(d)[i])} went to level {int(x1[i])} with gain "
+            f"{float(np.asarray(gain, dtype=float)[i]):.6g}; declare only levels that every "
+            "action keeps, with gain 0 (docs/own-system.md, \"Individuals who leave\"), or "
+            "leave departed out.")
+
+
 def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                    n_actions: int | None = None,
-                   features: tuple[str, ...] | None = None, tabular: Any = None) -> None:
+                   features: tuple[str, ...] | None = None, tabular: Any = None,
+                   departed: tuple[int, ...] | None = None) -> None:
     """Check that the simulator ``sim`` honours the protocol
     (:mod:`causalfair.systems.simulator`) on a sampled batch; raise SimulatorContractError
     naming the method that broke it. :func:`causalfair.engines.montecarlo.check_simulator`
@@ -275,7 +296,9 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
     every step (the exact engine evaluates policies on the table, Monte Carlo on the
     observations: a difference would make the two disagree silently); a
     user's simulator that does not declare ``thread_safe = False`` leaves its own
-    attributes as its first step left them (:func:`check_shared_state`).
+    attributes as its first step left them (:func:`check_shared_state`); with ``departed``
+    (the system's departed levels), a unit observed at one of them stays there with gain
+    0 under the random decisions (:func:`_check_departed_step`).
     """
     name = type(sim).__name__
     G = int(sim.n_groups)
@@ -335,6 +358,7 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
             after = sim.observe(r1.state)
             check_observation(sim, after, n, f"step (observe after step {t})")
             _check_tabular_features(name, after, tabular, t + 1)
+            _check_departed_step(name, sim.observe(state), after, r1.gain, d, departed, t)
             state = r1.state
     check_shared_state(f"simulator {name}", sim, prints)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import check_names
-from causalfair.errors import SystemError_, call_user, short
+from causalfair.errors import ModelError, SystemError_, call_user, short
 from causalfair.graph import check_structure
 from causalfair.model import CausalStructure, TabularModel
 from causalfair.systems.contract import check_protocol, guard_simulator
@@ -173,6 +174,15 @@ class System:
         attribute -> its values, the groups being their product in order (e.g.
         ``{"race": ("A", "B"), "sex": ("F", "M")}`` for groups A/F, A/M, B/F, B/M); the audit
         then adds per-attribute marginal comparisons (:mod:`causalfair.engines.groups`).
+    departed : tuple of int or None
+        Opt-in: the levels at which an individual has LEFT the population (discharged,
+        deceased), absorbing with gain 0 under every action. Lambda's P(x | s) is then the
+        visitation distribution of those present (both engines) and the selection rates
+        count only those present (docs/own-system.md, "Individuals who leave"). Checked:
+        indices of ``levels``; with a tabular model, absorbing there (it is copied to the
+        model's ``departed_levels``; a model that declares them gives them to the system);
+        the contract check (:meth:`check_contract`) refuses a simulator that moves a
+        departed unit or gives it a gain. None (default): every level counts.
     """
 
     id: str
@@ -193,6 +203,7 @@ class System:
     description: str = ""
     train_defaults: Mapping[str, Any] = field(default_factory=dict)
     group_attributes: Mapping[str, tuple[str, ...]] | None = None
+    departed: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -300,6 +311,43 @@ class System:
         if self.simulator is None:
             raise SystemError_(
                 f"system {self.id!r}: needs a simulator or a tabular model (neither given).")
+        self._check_departed()
+
+    def _check_departed(self) -> None:
+        """``departed``: level indices, distinct, leaving one level present; agreed with the
+        tabular model's ``departed_levels`` (which checks that they are absorbing)."""
+        set_ = object.__setattr__
+        tab, departed = self.tabular, self.departed
+        if departed is None and tab is not None and tab.departed_levels:
+            departed = tab.departed_levels
+        if departed is None:
+            return
+        fix = ("give the indices of the levels at which an individual has left (absorbing, "
+               "gain 0 under every action), or departed=None (docs/own-system.md, "
+               "\"Individuals who leave\").")
+        if self.levels is None:
+            raise SystemError_(f"system {self.id!r}: departed={short(departed)} needs levels "
+                               f"(the system declares none); {fix}")
+        K = len(self.levels)
+        try:
+            idx = tuple(sorted(operator.index(k) for k in departed))
+        except TypeError:
+            raise SystemError_(f"system {self.id!r}: departed must be a tuple of level indices, "
+                               f"got {short(departed)}; {fix}") from None
+        if len(set(idx)) != len(idx) or any(not 0 <= k < K for k in idx) or len(idx) >= K:
+            raise SystemError_(f"system {self.id!r}: departed={idx!r} must be distinct indices "
+                               f"in [0, {K}) of levels {list(self.levels)}, leaving at least one "
+                               f"level present; {fix}")
+        set_(self, "departed", idx)
+        if tab is not None and tab.departed_levels != idx:
+            if tab.departed_levels is not None:
+                raise SystemError_(f"system {self.id!r}: departed={idx!r} but its tabular model "
+                                   f"declares departed_levels={tab.departed_levels!r}; give "
+                                   "one of them, or the same in both.")
+            try:
+                set_(self, "tabular", tab.with_(departed_levels=idx))
+            except ModelError as exc:
+                raise SystemError_(f"system {self.id!r}: departed={idx!r}: {exc}") from None
 
     # ----------------------------------------------------------------- sizes
     @property
@@ -345,7 +393,7 @@ class System:
                 and not self.__dict__.get("_contract_checked"):
             check_protocol(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
                            n_actions=self.n_actions, features=self.features,
-                           tabular=self.tabular)
+                           tabular=self.tabular, departed=self.departed)
             object.__setattr__(self, "_contract_checked", True)
         return guarded
 
@@ -423,6 +471,7 @@ class System:
             "description": self.description,
             **({"group_attributes": {k: list(v) for k, v in self.group_attributes.items()}}
                if self.group_attributes else {}),
+            **({"departed": [self.levels[k] for k in self.departed]} if self.departed else {}),
         }
 
     def __repr__(self) -> str:
