@@ -196,14 +196,12 @@ class ConstantPolicy:
         return np.full(len(obs), float(self.q))
 
 
-@dataclass(frozen=True)
-class CallablePolicy:
-    """Wrap a plain function ``f(obs) -> probabilities`` as a policy."""
+class FunctionDeclarations:
+    """What a wrapped function ``self.fn`` declares of itself (attributes set on it, read
+    as on a policy object: :mod:`causalfair.policies.grid`)."""
 
     fn: Callable[[Observation], Any]
-    name: str = "callable"
 
-    # what the function declares of itself (attributes set on it, as on a policy object)
     @property
     def reads_only_level_group(self) -> Any:
         return getattr(self.fn, "reads_only_level_group", None)
@@ -211,6 +209,14 @@ class CallablePolicy:
     @property
     def reads_group(self) -> Any:
         return getattr(self.fn, "reads_group", None)
+
+
+@dataclass(frozen=True)
+class CallablePolicy(FunctionDeclarations):
+    """Wrap a plain function ``f(obs) -> probabilities`` as a policy."""
+
+    fn: Callable[[Observation], Any]
+    name: str = "callable"
 
     def prob_d1(self, obs: Observation) -> np.ndarray:
         return _check_probs(self.fn(obs), len(obs), f"policy {self.name!r}", obs)

@@ -52,6 +52,7 @@ from causalfair.policies.core import (
     CallablePolicy,
     ConstantPolicy,
     FeatureEncoding,
+    FunctionDeclarations,
     Observation,
     Policy,
     TablePolicy,
@@ -211,7 +212,7 @@ DECLARATIONS = ("reads_only_level_group", "reads_group")
 
 
 @dataclass(frozen=True)
-class CallableActions:
+class CallableActions(FunctionDeclarations):
     """A plain function returning (n, A) action probabilities as a policy on a system of
     A > 2 actions (:func:`callable_policy`); ``action_probs`` hands the rows to
     :func:`causalfair.policies.core.action_probs`, which checks them."""
@@ -220,14 +221,6 @@ class CallableActions:
     n_actions: int
     name: str = "callable"
     time_dependent: bool = False
-
-    @property
-    def reads_only_level_group(self) -> Any:
-        return getattr(self.fn, "reads_only_level_group", None)
-
-    @property
-    def reads_group(self) -> Any:
-        return getattr(self.fn, "reads_group", None)
 
     def action_probs(self, obs: Observation) -> Any:
         return self.fn(obs)
