@@ -123,30 +123,45 @@ def potential_from_gain(gain: Any, *, tol: float = 1e-9) -> np.ndarray:
     return f
 
 
+def departed_indices(departed: Any, K: int, *, field: str, error: type[Exception], fix: str,
+                     labels: Sequence[str] | None = None) -> tuple[int, ...]:
+    """``departed`` (level indices of those who left) as a sorted tuple, or ``error`` naming
+    ``field``, the value and ``fix``: integers (not booleans), distinct, in [0, K), fewer
+    than K (at least one level stays present). The one check of a TabularModel's
+    ``departed_levels`` and a System's ``departed`` (``labels``: the levels' names, shown
+    in the message)."""
+    try:
+        items = list(departed)
+        if any(isinstance(k, (bool, np.bool_)) for k in items):
+            raise TypeError("a boolean is not a level index")
+        idx = [operator.index(k) for k in items]
+    except TypeError:
+        raise error(f"{field} must be a sequence of level indices (integers), got "
+                    f"{departed!r:.60}; {fix}") from None
+    if len(set(idx)) != len(idx) or any(not 0 <= k < K for k in idx) or len(idx) >= K:
+        of = "" if labels is None else f" of levels {list(labels)}"
+        raise error(f"{field}={tuple(idx)!r} must be distinct level indices in [0, {K}){of}, "
+                    f"leaving at least one level present; {fix}")
+    return tuple(sorted(idx))
+
+
 def _check_departed(departed: Any, kernel: np.ndarray, K: int) -> tuple[int, ...] | None:
-    """``departed_levels`` as a sorted tuple of level indices, or a ModelError naming the
-    value and the fix: in [0, K), distinct, fewer than K, absorbing under every action of
+    """``departed_levels`` as a sorted tuple of level indices (:func:`departed_indices`),
+    or a ModelError naming the value and the fix; each absorbing under every action of
     every group (kernel[s, a, k, k] = 1), so the gain there is 0 under every action (the
     gain is the change of the potential)."""
     if departed is None:
         return None
     fix = ("declare only levels an individual never leaves, under every action, with gain 0 "
            "there (docs/own-system.md, \"Individuals who leave\"), or departed_levels=None.")
-    try:
-        idx = [operator.index(k) for k in departed]
-    except TypeError:
-        raise ModelError(f"departed_levels: expected a sequence of level indices, got "
-                         f"{departed!r:.60}; {fix}") from None
-    if len(set(idx)) != len(idx) or any(not 0 <= k < K for k in idx) or len(idx) >= K:
-        raise ModelError(f"departed_levels: expected distinct level indices in [0, {K}) leaving "
-                         f"at least one level present, got {tuple(idx)!r}; {fix}")
+    idx = departed_indices(departed, K, field="departed_levels", error=ModelError, fix=fix)
     for k in idx:
         stay = kernel[:, :, k, k]
         if not np.all(np.abs(stay - 1.0) <= 1e-12):
             s, a = np.argwhere(np.abs(stay - 1.0) > 1e-12)[0]
             raise ModelError(f"departed_levels: level {k} is not absorbing: kernel[{s}, {a}, {k}, "
                              f"{k}] = {stay[s, a]:.6g}, expected 1; {fix}")
-    return tuple(sorted(idx))
+    return idx
 
 
 @dataclass(frozen=True, eq=False)

@@ -64,8 +64,9 @@ class Decomposition:
     point); ``benefit``: the :class:`BenefitResult` it came from
     (benefit table, worst pairs), when the engine computed one. ``decisions`` (Monte
     Carlo): (G, A, T) integer counts of the units of each group given each action at each
-    step under pi (summed over the actions: the units of the group at that step); the
-    selection rates of audit.json's ``selection`` come from them.
+    step under pi (summed over the actions: the units of the group at that step; of a
+    system that declares departed levels, those present); the selection rates of
+    audit.json's ``selection`` come from them.
     """
 
     engine: str

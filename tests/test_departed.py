@@ -16,7 +16,8 @@ well 0.1 (both groups), left 0; eps = 0.1, so the pair terms eps |dpi| / (eps + 
 
 from __future__ import annotations
 
-import sys
+import json
+import re
 
 import numpy as np
 import pytest
@@ -25,24 +26,13 @@ import causalfair as cf
 from causalfair.engines.notions import other_notions
 from causalfair.engines.selection import selection_rates
 from causalfair.errors import ModelError, SimulatorContractError, SystemError_
-from tests.test_triage_user import PI, PI_BASELINE_AT_LEFT, TINY
+from tests.tri_tiny import PI, PI_BASELINE_AT_LEFT, tiny_module  # noqa: F401
 
 PRESENT_SUM = (0.2135 * 0.486 * 0.3 + 0.2135 * 0.4115 * 0.175 + 0.7185 * 0.486 * 0.05
                + 0.7185 * 0.4115 * 0.2)
 HAND_LAMBDA = PRESENT_SUM / (0.932 * 0.8975)
 HAND_DPE = (0.117 + 0.06275) - (0.143 + 0.05963)  # tests/test_triage_user.py's HAND
 UNDECLARED_LAMBDA = 0.15293605875  # every visit counted (the published behaviour)
-
-
-@pytest.fixture()
-def tiny(tmp_path, monkeypatch):
-    (tmp_path / "tinytri.py").write_text(TINY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("tinytri", None)
-    import tinytri
-
-    yield tinytri
-    sys.modules.pop("tinytri", None)
 
 
 def _declared(tiny, **kw):
@@ -63,10 +53,13 @@ def test_declaration_is_checked_copied_to_the_model_and_recorded_only_when_set(t
 
 
 @pytest.mark.parametrize("bad, words", [
-    ((3,), "departed=(3,) must be distinct indices in [0, 3)"),
+    ((3,), "departed=(3,) must be distinct level indices in [0, 3) of levels ['sick', 'well', "
+           "'left']"),
     ((2, 2), "must be distinct"),
     ((0, 1, 2), "leaving at least one level present"),
-    (("left",), "departed must be a tuple of level indices"),
+    (("left",), "departed must be a sequence of level indices (integers), got ('left',)"),
+    ((True,), "departed must be a sequence of level indices (integers), got (True,)"),
+    (2, "departed must be a sequence of level indices (integers), got 2"),
     ((0,), "level 0 is not absorbing: kernel[0, 0, 0, 0] = 0.5, expected 1"),
 ])
 def test_declaration_refused_with_field_value_and_fix(tiny, bad, words):
@@ -80,14 +73,48 @@ def test_model_refuses_a_level_that_is_not_absorbing(tiny):
     tab = tiny.make().tabular
     with pytest.raises(ModelError, match=r"departed_levels: level 1 is not absorbing"):
         tab.with_(departed_levels=(1,))
-    with pytest.raises(ModelError, match=r"departed_levels: expected distinct level indices"):
+    with pytest.raises(ModelError, match=r"departed_levels=\(-1,\) must be distinct level indices "
+                                         r"in \[0, 3\), leaving at least one level present"):
         tab.with_(departed_levels=(-1,))
+    with pytest.raises(ModelError, match=r"departed_levels must be a sequence of level indices"):
+        tab.with_(departed_levels=(np.True_,))
 
 
 def test_system_and_model_must_agree(tiny):
     tab = tiny.make().tabular.with_(departed_levels=(2,))
     with pytest.raises(SystemError_, match=r"departed=\(1,\) but its tabular model declares"):
         tiny.make().with_(tabular=tab, departed=(1,))
+
+
+def test_system_and_model_refuse_a_bad_index_with_one_sentence(tiny):
+    """One check (model.departed_indices) behind both doors: the same words, each door
+    naming its own field."""
+    tab = tiny.make().tabular
+    for bad in ((3,), (1, 1), (0, 1, 2), (True,), ("left",)):
+        with pytest.raises(ModelError) as m:
+            tab.with_(departed_levels=bad)
+        with pytest.raises(SystemError_) as s:
+            tiny.make().with_(departed=bad)
+        model_says = str(m.value).split("departed_levels", 1)[1].split(";")[0]
+        system_says = re.sub(r" of levels \[[^]]*\]", "",
+                             str(s.value).split("departed", 1)[1].split(";")[0])
+        assert model_says == system_says, (model_says, system_says)
+
+
+def test_with_departed_none_clears_the_declaration_on_the_model_too(tiny):
+    """Clearing on the System clears the model's departed_levels (before: the model gave
+    them back and the declaration stayed); every number is then the undeclared one."""
+    declared = _declared(tiny)
+    for cleared in (declared.with_(departed=None),
+                    tiny.make().with_(tabular=declared.tabular).with_(departed=None)):
+        assert cleared.departed is None and cleared.tabular.departed_levels is None
+        assert "departed" not in cleared.to_dict()
+        assert cf.benefit_fairness(cleared, tiny.TablePolicy(PI), eps=0.1).Lambda \
+            == pytest.approx(UNDECLARED_LAMBDA, abs=1e-14)
+    # other changes keep the declaration, and a new one replaces it on both
+    assert declared.with_(horizon=3).departed == (2,)
+    assert declared.with_(horizon=3).tabular.departed_levels == (2,)
+    assert declared.with_(departed=None).with_(departed=(2,)).tabular.departed_levels == (2,)
 
 
 def test_contract_check_refuses_a_simulator_that_moves_a_departed_unit(tiny):
@@ -161,3 +188,52 @@ def test_rates_and_final_levels_count_only_those_present(tiny):
         (0.45 + 0.3227 + 0.136 * 0.9) / 2, abs=1e-12)  # PI admits 0.9 of the departed
     assert other_notions(plain, PI, 2)["mean_level_final"]["insured"] == pytest.approx(
         0.08461 + 2 * 0.67775 + 3 * 0.23764, abs=1e-12)
+
+
+# ------------------------------------------------------------------ model files
+@pytest.mark.parametrize("suffix", [".npz", ".json"])
+def test_model_file_carries_departed_levels_and_lambda_eps(tiny, tmp_path, suffix):
+    """Written when set, read back: the loaded model's Lambda with its own eps (no eps
+    given) is the hand value over those present."""
+    model = _declared(tiny).tabular.with_(lambda_eps=0.1)
+    loaded = cf.systems.load_tabular(cf.systems.save_tabular(tmp_path / f"m{suffix}", model))
+    assert loaded.departed_levels == (2,) and loaded.lambda_eps == 0.1
+    assert cf.benefit_fairness(loaded, tiny.TablePolicy(PI), horizon=2).Lambda == \
+        pytest.approx(HAND_LAMBDA, abs=1e-12)
+    system = cf.as_system(loaded, id="fromfile")
+    assert system.departed == (2,)
+    # a model that sets neither writes neither, and reads back without them (as old files)
+    plain = cf.systems.save_tabular(tmp_path / f"p{suffix}", tiny.make().tabular)
+    meta = (json.loads(str(np.load(plain)["meta"])) if suffix == ".npz"
+            else json.loads(plain.read_text()))
+    assert "departed_levels" not in meta and "lambda_eps" not in meta
+    again = cf.systems.load_tabular(plain)
+    assert again.departed_levels is None and again.lambda_eps is None
+    assert cf.benefit_fairness(again, tiny.TablePolicy(PI), horizon=2, eps=0.1).Lambda == \
+        pytest.approx(UNDECLARED_LAMBDA, abs=1e-14)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("departed_levels", [1], "departed_levels: level 1 is not absorbing: kernel[0, 0, 1, 1] = "
+                             "0.8, expected 1; declare only levels"),
+    ("departed_levels", ["left"], "departed_levels must be a sequence of level indices "
+                                  "(integers), got ['left']; declare only levels"),
+    ("departed_levels", [True], "departed_levels must be a sequence of level indices "
+                                "(integers), got [True]"),
+    ("departed_levels", [2, 2], "departed_levels=(2, 2) must be distinct level indices in "
+                                "[0, 3), leaving at least one level present"),
+    ("departed_levels", 2, "departed_levels must be a sequence of level indices (integers), "
+                           "got 2"),
+    ("lambda_eps", -1, "lambda_eps: must be a number > 0 in the gain's units, or None for the "
+                       "scale-free \"auto\", got -1"),
+    ("lambda_eps", "0.1", "lambda_eps: must be a number > 0"),
+])
+def test_model_file_with_a_bad_declaration_names_file_field_value_and_fix(
+        tiny, tmp_path, field, value, words):
+    path = cf.systems.save_tabular(tmp_path / "m.json", tiny.make().tabular)
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, field: value}))
+    with pytest.raises(ModelError) as exc:
+        cf.systems.load_tabular(path)
+    msg = str(exc.value)
+    assert msg.startswith(f"tabular model {path}: ") and words in msg, msg

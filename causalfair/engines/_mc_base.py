@@ -186,6 +186,24 @@ class Job:
     name: str
     sim_name: str
     budget: int | None = None
+    #: the system's departed levels (``System.departed``): the decision counts then count
+    #: only the units present (:func:`present_units`)
+    departed: tuple[int, ...] | None = None
+
+
+def present_units(obs: Any, departed: tuple[int, ...] | None, sim_name: str
+                  ) -> np.ndarray | None:
+    """Which units of the observations ``obs`` are present (their level is not one of
+    ``departed``), or None when nothing is declared (every unit counts)."""
+    if not departed:
+        return None
+    level = getattr(obs, "level", None)
+    if level is None:
+        raise errors.SimulatorContractError(
+            f"simulator {sim_name}.observe: the system declares departed levels "
+            f"{tuple(departed)!r} but the observations carry no level; give Observation.level "
+            "(docs/own-system.md, \"Individuals who leave\"), or leave departed out.")
+    return ~np.isin(np.asarray(level), departed)
 
 
 def is_serial(backend: Any) -> bool:

@@ -29,6 +29,13 @@ Lambda.
 
 ``eps``: as Lambda's; ``"auto"`` is set from the benefits Delta^T (they are cumulative,
 so usually larger than the same-step ones).
+
+Small n (docs/decomposition.md, "Lambda_T by forks at small n"): the forks' Delta^T are
+unbiased, but the reported Lambda_T is biased upward while n is small. Lambda by forks sets
+a benefit gap to 0 where it is within sqrt(log n) standard errors of 0 (right where gaps
+are exactly 0, as same-step ones often are); Delta^T's gaps include each group's own later
+decisions, so they are often small but not 0, and are zeroed until n is large enough.
+The interval (the hull with the plug-in's) still covers.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ from causalfair.engines._mc_base import (
     check_work,
     engine_backend,
     fold_tasks,
+    present_units,
     sample_actions,
     type_name,
 )
@@ -233,7 +234,8 @@ def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
         sums[0, t] += res.gain.sum()
         sums[1, t] += fork.gain.sum()
         sums[2, t] += res0.gain.sum()
-        sums[3:, t] += np.bincount(d, minlength=job.A)[:job.A]  # decisions, for selection rates
+        here = present_units(obs, job.departed, job.sim_name)  # None: every unit counts
+        sums[3:, t] += np.bincount(d if here is None else d[here], minlength=job.A)[:job.A]
         state, state0 = res.state, res0.state
     if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
         raise SimulatorContractError(
@@ -269,6 +271,14 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n)), f"Monte Carlo over {T} epochs with "
                  f"batches of {min(batch, n)}", "use a shorter horizon or a smaller batch_size")
     return sim, A, base, T, n, seed, batch
+
+
+def _departed(system: Any, sim: Any) -> tuple[int, ...] | None:
+    """The departed levels whose units the decision counts leave out: the system's, else
+    those of the tabular model a bare model's simulator wraps; None: every unit counts."""
+    if system is not None:
+        return system.departed
+    return getattr(getattr(sim, "model", None), "departed_levels", None)
 
 
 def _check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> None:
@@ -378,7 +388,8 @@ def decompose_mc(
 
     Returns a :class:`~causalfair.results.Decomposition` with ``engine="mc"``, ``se``
     (standard errors keyed like ``estimates()``), ``n``, ``seed`` and ``decisions`` (the
-    units of each group given each action at each step, counted as the run draws them); use
+    units of each group given each action at each step, counted as the run draws them; of
+    a system that declares departed levels, only the units present at that step); use
     ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` (benefit fairness
     with ``eps``, method.md section 4) comes with ``Lambda_ci``, ``se["Lambda"]`` and
     ``benefit`` from :func:`causalfair.engines.benefit_mc.system_benefit`: exact when the system
@@ -416,7 +427,7 @@ def decompose_mc(
     sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_simulate)
     stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
     job = Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
-               sim_name=sim_name)
+               sim_name=sim_name, departed=_departed(system, sim))
     tasks = ((job, g, b, m) for g in range(G) for b, m in batches(n, batch))
 
     def fold(task: tuple[Job, int, int, int], result: tuple[np.ndarray, list[Any]]) -> None:

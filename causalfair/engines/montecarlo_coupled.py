@@ -32,6 +32,7 @@ from causalfair.engines._mc_base import (
     check_work,
     engine_backend,
     fold_tasks,
+    present_units,
     sample_actions,
     type_name,
 )
@@ -100,7 +101,8 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
     if A == 2 and base == 0:
         d0 = d0.astype(bool)
     for t in range(T):
-        probs = action_probs(policy, sim.observe(state), A, f"policy {name!r}")
+        obs = sim.observe(state)
+        probs = action_probs(policy, obs, A, f"policy {name!r}")
         if job.budget == 1:
             d = joint_actions(probs, rng_dec.random(m), m, U, base, name)
         else:
@@ -121,8 +123,10 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
         for i, r in enumerate((res.gain, fork.gain, res0.gain)):
             sums[i, :, t] += np.bincount(group, weights=np.asarray(r, dtype=np.float64),
                                          minlength=G)
-        sums[3:, :, t] += np.bincount(np.asarray(d, dtype=np.intp) * G + group,
-                                      minlength=A * G)[:A * G].reshape(A, G)  # decisions
+        cells = np.asarray(d, dtype=np.intp) * G + group  # decisions, of those present
+        here = present_units(obs, job.departed, job.sim_name)
+        sums[3:, :, t] += np.bincount(cells if here is None else cells[here],
+                                      minlength=A * G)[:A * G].reshape(A, G)
         info = getattr(res, "info", None) or {}
         if "supply" in info and "demand" in info:
             if sd is None:
@@ -189,7 +193,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
                          "engine draws budgets of 1 (one categorical per replica); a larger "
                          "budget must be enforced by the simulator (budget None).")
     job = Job(sim=sim, policy=policy, T=T, seed=seed, crn=crn, A=A, base=base, name=name,
-               sim_name=type_name(sim), budget=budget)
+               sim_name=type_name(sim), budget=budget, departed=system.departed)
     backend = engine_backend(backend, jobs, sim, policy)
     tasks = ((job, U, G, b, m) for b, m in batches(n, batch))
     ab: tuple[int, int] = (0, 1)

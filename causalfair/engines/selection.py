@@ -77,7 +77,9 @@ def counted_selection(decisions: Any, groups: Any, labels: Any, baseline: int
     """The selection rates of :func:`selection_rates` from the decisions a Monte Carlo run
     drew (``decisions``: (G, A, T) counts of the units of each group given each action at
     each step, :attr:`causalfair.results.Decomposition.decisions`; their sum over the actions
-    is the units of the group at that step), with those counts (``source`` "mc")."""
+    is the units of the group at that step), with those counts (``source`` "mc"). A system
+    that declares departed levels: the run counts only the units present at each step (the
+    Monte Carlo engines), so these are the rates of those present, as the model's."""
     import numpy as np
 
     cnt = np.asarray(decisions, dtype=np.int64)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +27,7 @@ import numpy as np
 from causalfair._validation import check_names
 from causalfair.errors import ModelError, SystemError_, call_user, short
 from causalfair.graph import check_structure
-from causalfair.model import CausalStructure, TabularModel
+from causalfair.model import CausalStructure, TabularModel, departed_indices
 from causalfair.systems.contract import check_protocol, guard_simulator
 from causalfair.systems.tabular_sim import TabularSimulator
 
@@ -328,16 +327,8 @@ class System:
         if self.levels is None:
             raise SystemError_(f"system {self.id!r}: departed={short(departed)} needs levels "
                                f"(the system declares none); {fix}")
-        K = len(self.levels)
-        try:
-            idx = tuple(sorted(operator.index(k) for k in departed))
-        except TypeError:
-            raise SystemError_(f"system {self.id!r}: departed must be a tuple of level indices, "
-                               f"got {short(departed)}; {fix}") from None
-        if len(set(idx)) != len(idx) or any(not 0 <= k < K for k in idx) or len(idx) >= K:
-            raise SystemError_(f"system {self.id!r}: departed={idx!r} must be distinct indices "
-                               f"in [0, {K}) of levels {list(self.levels)}, leaving at least one "
-                               f"level present; {fix}")
+        idx = departed_indices(departed, len(self.levels), field=f"system {self.id!r}: departed",
+                               error=SystemError_, fix=fix, labels=self.levels)
         set_(self, "departed", idx)
         if tab is not None and tab.departed_levels != idx:
             if tab.departed_levels is not None:
@@ -447,9 +438,15 @@ class System:
         self.make_simulator()
 
     def with_(self, **changes: Any) -> System:
-        """A copy with some fields replaced (re-validated)."""
+        """A copy with some fields replaced (re-validated). ``departed=None`` clears the
+        declaration on the copy's tabular model too (its ``departed_levels``; else the model
+        would give them back)."""
         kwargs = {f: getattr(self, f) for f in self.__dataclass_fields__}
         kwargs.update(changes)
+        tab = kwargs.get("tabular")
+        if "departed" in changes and changes["departed"] is None \
+                and isinstance(tab, TabularModel) and tab.departed_levels is not None:
+            kwargs["tabular"] = tab.with_(departed_levels=None)
         return System(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:

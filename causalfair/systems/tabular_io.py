@@ -18,6 +18,8 @@ level_labels       [str] * K        optional
 action_labels      [str] * A        optional
 baseline           int              the baseline action a0 (optional, 0)
 name               str              optional
+lambda_eps         float > 0        the eps of Lambda in the gain's units (optional)
+departed_levels    [int]            levels of those who left (optional; absorbing)
 structure          {exogenous: {NAME: [depends_on_s, affects_reward]},
                     s_to_x0: bool, s_to_transition: bool}   optional
 =================  ===============  ==========================================
@@ -25,6 +27,8 @@ structure          {exogenous: {NAME: [depends_on_s, affects_reward]},
 In ``.npz`` files the arrays are stored under their names (``aux`` tables as
 ``aux.NAME``) and everything else as one JSON string under ``meta``; files are read with
 ``allow_pickle=False``. In ``.json`` files every field is a key (arrays as nested lists).
+``lambda_eps`` and ``departed_levels`` (:class:`~causalfair.model.TabularModel`'s) are
+written only when the model sets them; a file without them gives a model without them.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ __all__ = ["load_tabular", "save_tabular", "TABULAR_FORMAT"]
 TABULAR_FORMAT = "causalfair-tabular"
 _ARRAYS = ("kernel", "initial", "potential", "reward", "group_weights", "features")
 _META = ("group_names", "level_labels", "action_labels", "baseline", "name", "structure",
-         "feature_names")
+         "feature_names", "lambda_eps", "departed_levels")
 _MAX_BYTES = 2 << 30  # files larger than this are refused before reading
 #: Memory a tabular model needs per byte of its ``.npz`` arrays (the arrays read, their
 #: float64 copies and the validation's temporaries), checked before any array is read.
@@ -112,6 +116,7 @@ def _build(fields: dict[str, Any], path: Path) -> TabularModel:
             aux=aux, structure=_structure_from(fields.get("structure"), path), name=name,
             baseline=int(baseline), action_labels=fields.get("action_labels"),
             features=fields.get("features"), feature_names=fields.get("feature_names"),
+            lambda_eps=fields.get("lambda_eps"), departed_levels=fields.get("departed_levels"),
         )
     except ModelError as exc:
         raise ModelError(f"tabular model {path}: {exc}") from None
@@ -173,6 +178,10 @@ def save_tabular(path: str | os.PathLike[str], model: TabularModel) -> Path:
         del meta["action_labels"]
     arrays = {"kernel": model.kernel, "initial": model.initial, "potential": model.potential,
               "reward": model.reward, "group_weights": model.group_weights}
+    if model.lambda_eps is not None:
+        meta["lambda_eps"] = model.lambda_eps
+    if model.departed_levels is not None:
+        meta["departed_levels"] = list(model.departed_levels)
     if model.features is not None:
         arrays["features"] = model.features
         if model.feature_names is not None:
