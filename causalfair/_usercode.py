@@ -37,7 +37,8 @@ from causalfair.errors import SystemError_, UserCodeError, call_user, short
 
 __all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks",
            "short", "load_callable", "call_factory", "check_params", "importable",
-           "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled", "module_file"]
+           "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled", "module_file",
+           "module_reads"]
 
 
 def is_own(cls: type) -> bool:
@@ -174,7 +175,127 @@ def module_file(module: str, search_path: str | Path | None = None) -> Path | No
     return Path(file) if file and Path(file).is_file() else None
 
 
+# ------------------------------------------------- the files a user's module reads
+#: Files opened for reading while a user's module was imported by :func:`load_callable`
+#: or one of its factories ran (:func:`call_factory`), by the module's file (resolved):
+#: absolute paths as opened, unfiltered (:func:`module_reads` filters them). Kept for the
+#: process, so a module imported once still names what its import read.
+_READS: dict[str, set[str]] = {}
+_RECORDING = threading.local()
+_HOOKED = [False]
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def _on_audit_event(event: str, args: tuple[Any, ...]) -> None:
+    """The ``sys.addaudithook`` hook: an ``open`` for reading on a thread that records
+    (:func:`_recording_into`) is added to each of its records. Never raises."""
+    if event != "open":
+        return
+    try:
+        stack = getattr(_RECORDING, "stack", None)
+        if not stack or len(args) < 3 or isinstance(args[0], int):
+            return
+        path, mode, flags = args[0], args[1], args[2]
+        if isinstance(mode, str):
+            if any(c in mode for c in "wax+"):
+                return
+        elif isinstance(flags, int) and flags & _WRITE_FLAGS:
+            return
+        full = os.path.abspath(os.fsdecode(path))
+        for rec in stack:
+            rec.add(full)
+    except Exception:  # an audit hook that raises would break the user's open()
+        return
+
+
+@contextlib.contextmanager
+def _recording_into(rec: set[str]) -> Iterator[None]:
+    """Inside the block, every file this thread opens for reading is added to ``rec``."""
+    if not _HOOKED[0]:
+        sys.addaudithook(_on_audit_event)  # once per process; cannot be removed
+        _HOOKED[0] = True
+    stack = _RECORDING.__dict__.setdefault("stack", [])
+    stack.append(rec)
+    try:
+        yield
+    finally:
+        stack.remove(rec)
+
+
+def _module_key(module: Any) -> str | None:
+    """The key of ``module`` (a module, or its name) in ``_READS``: its resolved file."""
+    if isinstance(module, str):
+        module = sys.modules.get(module)
+    file = getattr(module, "__file__", None)
+    try:
+        return str(Path(file).resolve()) if file else None
+    except (OSError, ValueError):
+        return None
+
+
+def _install_roots() -> list[Path]:
+    """Folders whose files are the Python installation's, not the user's: the standard
+    library, site-packages and include folders, and causalfair's own package (not the
+    whole prefix: a project may live below it, as /usr/local/app does)."""
+    import site
+    import sysconfig
+
+    keys = ("stdlib", "platstdlib", "purelib", "platlib", "include", "platinclude")
+    roots = {*(sysconfig.get_paths().get(k) for k in keys),
+             *getattr(site, "getsitepackages", list)(), site.getusersitepackages(),
+             str(Path(__file__).parent)}
+    out = []
+    for r in roots:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            if r:
+                out.append(Path(r).resolve())
+    return out
+
+
+def module_reads(file: str | Path) -> list[Path]:
+    """The user's files the module whose file is ``file`` read while :func:`load_callable`
+    imported it or one of its factories ran (:func:`call_factory`) in this process: every
+    regular file opened for reading then (data, a model file, a sibling module's source),
+    sorted, except the module's own file, compiled files (``__pycache__``), system
+    folders (``/dev``, ``/proc``, ``/sys``) and the Python installation's files
+    (:func:`_install_roots`). Files read later (by a simulator while it runs) are not
+    seen."""
+    try:
+        own = Path(file).resolve()
+    except (OSError, ValueError):
+        return []
+    seen = _READS.get(str(own))
+    if not seen:
+        return []
+    roots = _install_roots()
+    out: set[Path] = set()
+    for name in seen:
+        p = Path(name)
+        if "__pycache__" in p.parts or (p.parts[1:2] and p.parts[1] in ("dev", "proc", "sys")):
+            continue
+        try:
+            p = p.resolve()
+            if p == own or not p.is_file() or any(p.is_relative_to(r) for r in roots):
+                continue
+        except (OSError, ValueError):
+            continue
+        out.add(p)
+    return sorted(out)
+
+
 def _import_from(module: str, search_path: Path | None) -> Any:
+    """Import ``module`` (:func:`_import_new`), adding what its import read to its
+    :func:`module_reads` (nothing when it was imported already)."""
+    rec: set[str] = set()
+    with _recording_into(rec):
+        mod = _import_new(module, search_path)
+    own = _module_key(mod)
+    if own is not None and rec:
+        _READS.setdefault(own, set()).update(rec)
+    return mod
+
+
+def _import_new(module: str, search_path: Path | None) -> Any:
     """Import ``module``; a ``module.py`` (or package) in ``search_path`` wins."""
     cand = _in_folder(module, search_path)
     if cand is not None:
@@ -274,7 +395,9 @@ def call_factory(what: str, fn: Callable[..., Any], search_path: str | Path | No
     the call; anything it raises or exits with becomes a one-line
     :class:`~causalfair.errors.UserCodeError` naming ``what``
     (:func:`~causalfair.errors.call_user`)."""
-    with importable(search_path):
+    own = _module_key(getattr(fn, "__module__", None))
+    rec = _READS.setdefault(own, set()) if own is not None else set()
+    with importable(search_path), _recording_into(rec):
         return call_user(what, fn, **kwargs)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from causalfair._io import to_jsonable
 from causalfair._version import __version__
-from causalfair.audit.result import AuditResult, kernels, read_inputs
+from causalfair.audit.result import AuditResult, display_path, kernels, read_inputs
 from causalfair.audit.run import audit
 from causalfair.audit.spec import load_spec
 from causalfair.errors import InputError
@@ -131,7 +131,7 @@ def _check_sha(path: Path | None, recorded: Any, src: Path, field_: str) -> None
     try:
         now = file_sha256(path)
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); "
+        raise InputError(f"{shown}: cannot be read ({exc.strerror or type(exc).__name__}); "
                          f"{src} audited a file with SHA-256 {recorded}.") from None
     if now != recorded:
         raise InputError(f"{path}: SHA-256 {now} is not the {recorded} that {src} recorded "
@@ -153,6 +153,9 @@ def _check_inputs(recorded: Any, spec: Any, src: Path) -> None:
     for old in recorded:
         if not isinstance(old, Mapping) or not isinstance(old.get("role"), str):
             continue
+        if old["role"].endswith(".read"):
+            _check_read(old, spec, src)
+            continue
         role, new = old["role"], now.get(old["role"], {})
         what = f"inputs: {role}" + (f", module {old['module']}" if old.get("module") else "")
         if "package" in old or "package" in new:
@@ -169,6 +172,26 @@ def _check_inputs(recorded: Any, spec: Any, src: Path) -> None:
             raise InputError(f"{path}: {digest} is not the {old.get('sha256')} that {src} "
                              f"recorded ({what}): the file changed after the audit; "
                              "reproduce with the audited file.")
+
+
+def _check_read(old: Mapping[str, Any], spec: Any, src: Path) -> None:
+    """A file a factory read (``ROLE.read``, :func:`causalfair.audit.result.read_inputs`):
+    the recorded path (relative to the spec's folder, or absolute) must hold the recorded
+    SHA-256."""
+    rel = Path(str(old.get("path", "")))
+    path = rel if rel.is_absolute() else Path(spec.base_dir or ".") / rel
+    what = f"inputs: {old['role']}, module {old.get('module')}"
+    shown = display_path(path)
+    try:
+        digest = file_sha256(path)
+    except OSError as exc:
+        raise InputError(f"{shown}: cannot be read ({exc.strerror or type(exc).__name__}); "
+                         f"{src} recorded its SHA-256 {old.get('sha256')} ({what}): the "
+                         "audited module read it; reproduce where that file is.") from None
+    if digest != old.get("sha256"):
+        raise InputError(f"{shown}: SHA-256 {digest} is not the {old.get('sha256')} that {src} "
+                         f"recorded ({what}): the file changed after the audit; reproduce "
+                         "with the audited file.")
 
 
 def _by_key(verdicts: Any) -> Any:

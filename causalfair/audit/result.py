@@ -15,7 +15,7 @@ import numpy as np
 
 from causalfair._io import AUDIT_SCHEMA_VERSION
 from causalfair._io import to_jsonable as _json_safe
-from causalfair._usercode import module_file
+from causalfair._usercode import module_file, module_reads
 from causalfair._version import __version__
 from causalfair.audit.spec import AuditSpec
 from causalfair.engines.attribution import Attribution, attribute_exact, attribute_mc
@@ -294,8 +294,11 @@ def read_inputs(spec: AuditSpec) -> list[dict[str, Any]]:
     Roles: ``system.factory`` (``[system] factory``, or the module of a registered
     system), ``system.gym`` (the module of ``[system] gym = "module:callable"`` or
     ``"module:Id-v0"``), ``system.tabular``, ``policy.factory``, ``policy.vecnormalize``,
-    ``baseline.vecnormalize`` and ``logs``. Only the factory's own module file is hashed,
-    not the modules it imports."""
+    ``baseline.vecnormalize`` and ``logs``. After a factory's module, ``ROLE.read``: each
+    file of the user's that the module read while it was imported or a factory of it ran
+    in this process (:func:`causalfair._usercode.module_reads`: a model file, data, a
+    sibling module), with ``module`` and its path relative to the spec's folder
+    (:func:`read_path`)."""
     out: list[dict[str, Any]] = []
 
     def add_file(role: str, p: Any) -> None:
@@ -304,9 +307,15 @@ def read_inputs(spec: AuditSpec) -> list[dict[str, Any]]:
 
     def add_module(role: str, ref: Any) -> None:
         if isinstance(ref, str) and ":" in ref:
-            entry = module_input(ref.partition(":")[0], spec.base_dir)
-            if entry is not None:
-                out.append({"role": role, **entry})
+            name = ref.partition(":")[0]
+            entry = module_input(name, spec.base_dir)
+            if entry is None:
+                return
+            out.append({"role": role, **entry})
+            file = module_file(name, spec.base_dir) if "path" in entry else None
+            for read in module_reads(file) if file is not None else ():
+                out.append({"role": f"{role}.read", "module": name,
+                            "path": read_path(read, spec.base_dir), "sha256": file_sha256(read)})
 
     if spec.source == "logs":
         add_file("logs", spec.logs_path)
@@ -329,6 +338,17 @@ def read_inputs(spec: AuditSpec) -> list[dict[str, Any]]:
     add_file("policy.vecnormalize", spec.policy_vecnormalize)
     add_file("baseline.vecnormalize", spec.baseline_vecnormalize)
     return out
+
+
+def read_path(p: Path, base_dir: Path | None) -> str:
+    """How ``inputs`` names a file a factory read: relative to the spec's folder
+    (``base_dir``, default the working directory) when it lies below it, else absolute
+    (``audit --reproduce`` resolves it against the reproduced spec's folder)."""
+    base = Path(base_dir if base_dir is not None else Path.cwd()).resolve()
+    try:
+        return Path(p).resolve().relative_to(base).as_posix()
+    except ValueError:
+        return str(Path(p).resolve())
 
 
 def module_input(name: str, search_path: Path | None) -> dict[str, Any] | None:

@@ -150,7 +150,8 @@ def input_rows(doc: Mapping[str, Any]) -> list[list[Any]]:
         else:
             where = e.get("path")
             if e.get("module"):
-                where = f"{where} (module {e['module']})"
+                by = "read by module" if str(e.get("role", "")).endswith(".read") else "module"
+                where = f"{where} ({by} {e['module']})"
             rows.append([e.get("role"), where, e.get("sha256")])
     return rows
 
