@@ -19,6 +19,7 @@ from causalfair.audit.retrain import (
     Retrained,
     check_retrain,
     place_retrained,
+    retrain_target,
     retrained_checkpoint_path,
     run_retrain,
     utility_of,
@@ -464,8 +465,8 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         # and its bytes written here (only the driver writes files) as each retrain finishes
         targets: list[Path] = []
         for i in redo:
-            targets.append(retrained_checkpoint_path(loaded[i].checkpoint,
-                                                     loaded[i].retrain["algo"], targets))
+            targets.append(retrain_target(loaded[i], targets))  # beside the checkpoint,
+            # or, for a policy without one (init = "scratch"), beside the spec
         placed: list[Path] = []
         try:
             redone = dict(zip(redo, runner.map(_retrain_one if plan is None else

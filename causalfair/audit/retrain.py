@@ -1,6 +1,7 @@
 """Retrain-on-fail for the gate: train a new policy from the spec's ``[retrain]``,
-warm-started from the failing checkpoint, re-audit it, and judge the repair honestly
-(:func:`repair_check`: no threshold made worse, utility above a floor).
+warm-started from the failing checkpoint (or, with ``[retrain] init = "scratch"``, a new
+network from a random init: :func:`from_scratch`), re-audit it, and judge the repair
+honestly (:func:`repair_check`: no threshold made worse, utility above a floor).
 
 What a repair imposes while it trains is decided in one place, :func:`imposed_constraints`:
 every threshold of the spec, for every algo except on the lending settings' own trainer
@@ -22,6 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from causalfair._io import atomic_write_bytes
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.run import audit, build_system, prepare, run_prepared
@@ -32,9 +35,11 @@ from causalfair.engines.groups import resolve_pair
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import ConfigError, InputError, OutputError, SpecError
 from causalfair.policies.checkpoint import (
+    FeatureEncoding,
     load_checkpoint_for,
     write_npz,
 )
+from causalfair.policies.grid import policy_table
 from causalfair.thresholds import (
     MIN_RATIO_KEYS,
     Constraint,
@@ -48,7 +53,8 @@ from causalfair.train.exact import repair_checkpoint, tabular_model
 from causalfair.train.lagrangian import check_constraints_supported
 
 __all__ = ["retrained_checkpoint_path", "check_retrain", "repair_check", "imposed_constraints",
-           "Retrained", "run_retrain", "place_retrained", "floor_utilities"]
+           "Retrained", "run_retrain", "place_retrained", "floor_utilities", "retrain_target",
+           "from_scratch", "scratch_encoding"]
 
 
 def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str,
@@ -67,6 +73,29 @@ def retrained_checkpoint_path(checkpoint: str | os.PathLike[str], algo: str,
         if not cand.exists() and cand not in taken:
             return cand
         n += 1
+
+
+def from_scratch(spec: AuditSpec) -> bool:
+    """Whether the spec's ``[retrain]`` trains a new network from a random init
+    (``init = "scratch"``) instead of warm-starting from its ``[policy] checkpoint``."""
+    return (spec.retrain or {}).get("init") == "scratch"
+
+
+def retrain_target(spec: AuditSpec, taken: Collection[Path] = ()) -> Path:
+    """Where the retrained checkpoint of ``spec`` goes: beside its ``[policy] checkpoint``
+    in its format (:func:`retrained_checkpoint_path`); for a policy without one (a
+    factory's, a builtin, trained from scratch) beside the spec file, as
+    ``SPECSTEM.retrained-ALGO-N.pt`` (the format both trainers write; a spec built in
+    Python: ``NAME.retrained-ALGO-N.pt`` in its ``base_dir``), under the same
+    never-overwrite rule."""
+    algo = (spec.retrain or {})["algo"]
+    if spec.checkpoint is not None:
+        return retrained_checkpoint_path(spec.checkpoint, algo, taken)
+    if spec.path is not None:
+        beside = spec.path.with_name(f"{spec.path.stem}.pt")
+    else:
+        beside = Path(spec.base_dir or ".").resolve() / f"{spec.name}.pt"
+    return retrained_checkpoint_path(beside, algo, taken)
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,14 +128,15 @@ def place_retrained(target: Path, data: bytes) -> None:
 def check_retrain(spec: AuditSpec, system: Any = None) -> None:
     """Refuse, before anything is audited, a spec that ``gate --retrain`` cannot retrain:
     no ``[retrain]``, a policy that is not a checkpoint (a builtin or a factory has no
-    network to warm-start from), ``exact`` on a system without a tabular model or with
-    thresholds it cannot impose. ``system``: the spec's system when already built."""
+    network to warm-start from) unless ``[retrain] init = "scratch"``, ``exact`` on a
+    system without a tabular model or with thresholds it cannot impose. ``system``: the
+    spec's system when already built."""
     where = spec_label(spec.path)
     if spec.retrain is None:
         raise SpecError(f"{where}: [retrain]: missing; --retrain needs a [retrain] section, "
                         "e.g. algo = \"exact\" (the most profitable policy that meets "
                         "[thresholds], tabular systems) or algo = \"ppo-cb\" with betas.")
-    if spec.checkpoint is None:
+    if spec.checkpoint is None and not from_scratch(spec):
         if spec.policy_object is not None:
             holds = f"the policy object {spec.policy_object!r} passed to audit()"
             key = "[policy]"
@@ -118,7 +148,9 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
             key = "[policy] builtin"
         raise SpecError(f"{where}: {key}: --retrain warm-starts from the network in a "
                         f"[policy] checkpoint; the spec's policy is {holds}, which cannot be "
-                        "retrained. Train a network (causalfair train) and audit its "
+                        "retrained. Set [retrain] init = \"scratch\" to train a new network "
+                        "from a random init instead (its layers from [retrain] hidden; "
+                        "docs/ci-gate.md), train one yourself (causalfair train) and audit its "
                         "checkpoint, or run the gate without --retrain.")
     if spec.retrain["algo"] == "exact":
         if system is None:
@@ -156,9 +188,10 @@ def imposed_constraints(spec: AuditSpec) -> list[Constraint]:
 
 def run_retrain(spec: AuditSpec, before: AuditResult, target: Path | None = None, *,
                 place: bool = True) -> Retrained:
-    """Run the spec's [retrain] warm-started from its checkpoint and re-audit the result:
-    the new checkpoint (in the checkpoint's own format) is built and re-audited in a
-    temporary folder of this process's own, then goes to ``target`` (default: the first
+    """Run the spec's [retrain] warm-started from its checkpoint (``init = "scratch"``: a
+    new network) and re-audit the result: the new checkpoint (in the checkpoint's own
+    format; ``.pt`` without one) is built and re-audited in a temporary folder of this
+    process's own, then goes to ``target`` (default: :func:`retrain_target`, the first
     free :func:`retrained_checkpoint_path`): written there now with ``place``
     (:func:`place_retrained`), else returned as bytes for the caller to write (the gate's
     driver, when this ran in a worker; docs/scale.md: only the driver writes files)."""
@@ -166,7 +199,7 @@ def run_retrain(spec: AuditSpec, before: AuditResult, target: Path | None = None
     check_retrain(spec, system)
     r = spec.retrain
     if target is None:
-        target = retrained_checkpoint_path(spec.checkpoint, r["algo"])
+        target = retrain_target(spec)
     with tempfile.TemporaryDirectory(prefix=f"causalfair-{spec.name}.retrain-") as tmp:
         built = Path(tmp) / "out" / target.name  # the name it will have: its audit names it
         built.parent.mkdir()
@@ -187,7 +220,10 @@ def _retrain_trained(spec: AuditSpec, before: AuditResult, system: Any, built: P
     """[retrain] with a trainer (every algo but ``exact``): train in ``work``, the
     checkpoint to ``built`` in the checkpoint's format, and its re-audit."""
     r = spec.retrain or {}
-    config = _train_config(TrainConfig, spec, r, (before.checkpoint_meta or {}).get("architecture"))
+    scratch = from_scratch(spec)
+    arch = ({k: r[k] for k in ("hidden", "activation") if k in r} if scratch
+            else (before.checkpoint_meta or {}).get("architecture"))
+    config = _train_config(TrainConfig, spec, r, arch)
     if before.benefit is not None:  # Lambda (penalty, constraint) at the gate's eps
         config = config.replace(lambda_eps=float(before.benefit.eps))
     if spec.setting is None:  # any system: the generic trainer, on the spec's own system
@@ -200,8 +236,8 @@ def _retrain_trained(spec: AuditSpec, before: AuditResult, system: Any, built: P
     else:
         system = None  # the lending trainer, on config.setting
     # the kept policy is judged by the spec's own audit below, not by the trainer's own
-    result = train(config, out=str(work), init_checkpoint=str(spec.checkpoint), system=system,
-                   evaluate=False)
+    result = train(config, out=str(work), system=system, evaluate=False,
+                   init_checkpoint=None if scratch else str(spec.checkpoint))
     produced = _train_checkpoint(result, work)
     if built.suffix == ".npz":
         _pt_to_npz(produced, built)
@@ -225,11 +261,23 @@ def _reaudit(spec: AuditSpec, before: AuditResult, target: Path) -> AuditResult:
     """The spec's audit of the retrained checkpoint ``target``, with where it came from
     and the honesty check of the repair (``extra["repair_check"]``, :func:`repair_check`)."""
     after = audit(spec.with_policy(checkpoint=target))
-    after.extra["retrained_from"] = {"checkpoint": display_path(spec.checkpoint),
-                                     "sha256": before.checkpoint_sha256,
+    after.extra["retrained_from"] = {**_replaced(spec, before),
                                      "retrain": dict(spec.retrain or {})}
     after.extra["repair_check"] = repair_check(spec, before, after)
     return after
+
+
+def _replaced(spec: AuditSpec, before: AuditResult) -> dict[str, Any]:
+    """The policy a retrain replaces, as the new checkpoint and its audit record it: the
+    checkpoint and its SHA-256; a policy without one (trained from scratch) as None and
+    ``policy``, its builtin or factory."""
+    out: dict[str, Any] = {"checkpoint": None if spec.checkpoint is None
+                           else display_path(spec.checkpoint),
+                           "sha256": before.checkpoint_sha256}
+    if spec.checkpoint is None:
+        out["policy"] = (spec.builtin if spec.builtin is not None else spec.policy_factory
+                         or spec.policy_object)
+    return out
 
 
 def utility_of(result: AuditResult) -> float:
@@ -335,19 +383,21 @@ def _pt_to_npz(produced: Path, out: Path) -> Path:
 
 def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any, built: Path) -> AuditResult:
     """The constrained exact-gradient repair (:func:`causalfair.train.exact.repair_checkpoint`):
-    the checkpoint's own network, optimised on the exact engine's numbers under the
-    spec's thresholds, saved to ``built``; its re-audit."""
+    the checkpoint's own network (``init = "scratch"``: a new one, :func:`_scratch_network`),
+    optimised on the exact engine's numbers under the spec's thresholds, saved to
+    ``built``; its re-audit."""
     r = spec.retrain or {}
     where = spec_label(spec.path)
+    T = spec.horizon or system.horizon
     constraints = _on_spec_pair(imposed_constraints(spec), spec, system.groups)
-    rep = repair_checkpoint(system, spec.horizon or system.horizon, constraints,
-                            init=load_checkpoint_for(spec.checkpoint, system), seed=r.get("seed", 0),
+    start: dict[str, Any] = (_scratch_network(spec, before, system, T) if from_scratch(spec)
+                             else {"init": load_checkpoint_for(spec.checkpoint, system)})
+    rep = repair_checkpoint(system, T, constraints, seed=r.get("seed", 0),
                             outer=r.get("iterations", 30), n_random=r.get("starts", 12),
                             eps=model_eps(eps_for(spec.eps, system)[0], system.tabular)[0],
                             weights=spec.weights,
-                            where=f"{where}: [retrain] algo", error=SpecError)
-    rep.save(built, name=built.stem, repaired_from={
-        "checkpoint": display_path(spec.checkpoint), "sha256": before.checkpoint_sha256})
+                            where=f"{where}: [retrain] algo", error=SpecError, **start)
+    rep.save(built, name=built.stem, repaired_from=_replaced(spec, before))
     after = _reaudit(spec, before, built)
     summary = rep.summary()
     summary["tables"] = {"original": before.policy_table, "best found": (
@@ -355,6 +405,39 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any, built: Path
     after.extra["repair"] = summary
     after.extra["repair_wall_s"] = rep.result.wall_s
     return after
+
+
+def _scratch_network(spec: AuditSpec, before: AuditResult, system: Any,
+                     horizon: int) -> dict[str, Any]:
+    """``repair_checkpoint``'s arguments for a new network (``init = "scratch"``): its
+    layers (``[retrain] hidden`` and ``activation``, else TrainConfig's 64-64 tanh), its
+    inputs (:func:`scratch_encoding`) and the table of the policy it replaces (the audit's,
+    else the spec's policy evaluated on the model's grid; None for a policy object passed
+    to audit(), which a worker cannot rebuild)."""
+    r = spec.retrain or {}
+    table = before.policy_table
+    if table is None and spec.policy_object is None:
+        prep = prepare(spec)
+        table = np.asarray(policy_table(prep.policy, system.tabular, horizon))
+    return {"hidden": tuple(r.get("hidden", TrainConfig.hidden)),
+            "activation": r.get("activation", TrainConfig.activation),
+            "encoding": scratch_encoding(system), "original": table}
+
+
+def scratch_encoding(system: Any) -> Any:
+    """The inputs of a new network for the exact repair on ``system``: the one-hot
+    (level, group) of a system without features (what ``causalfair train`` uses), else the
+    system's feature columns by name, standardised over the cells of its tabular model
+    (the grid the exact repair evaluates: mean 0 and standard deviation 1 per column, a
+    constant column left unscaled)."""
+    model = system.tabular
+    if model.features is None:
+        return FeatureEncoding("onehot", model.n_levels, model.n_groups)
+    x = np.asarray(model.features, dtype=np.float64).reshape(-1, model.features.shape[-1])
+    std = x.std(axis=0)
+    names = tuple(system.features or (f"f{j}" for j in range(x.shape[1])))
+    return FeatureEncoding("features", names=names, mean=tuple(x.mean(axis=0)),
+                           std=tuple(np.where(std > 1e-8, std, 1.0)))
 
 
 def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],

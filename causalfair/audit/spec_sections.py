@@ -44,6 +44,11 @@ METRICS: tuple[str, ...] = (
 )
 #: [retrain] algo values (the registry of causalfair.train.algorithms).
 RETRAIN_ALGOS = _algorithm_names(retrain=True)
+#: [retrain] init values: warm-start from the [policy] checkpoint's network (the default),
+#: or train a new network from a random init (any policy: a factory's, a builtin).
+RETRAIN_INITS = ("checkpoint", "scratch")
+#: [retrain] activation values (TrainConfig's, and the exact repair's networks').
+RETRAIN_ACTIVATIONS = ("tanh", "relu")
 TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", "policy",
             "engine", "benefit", "thresholds", "baseline", "retrain", "reference")
 #: Keys of [baseline.thresholds]: "quantity(policy) - quantity(baseline) <= value" (no
@@ -60,7 +65,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "engine": ("kind", "n", "seed", "alpha", "pair"),
     "benefit": ("eps", "weights", "worst", "horizon_benefit", "bins"),
     "retrain": ("algo", "iterations", "betas", "seed", "starts", "eval_every", "audit_n",
-                "min_utility", "allow_worse"),
+                "min_utility", "allow_worse", "init", "hidden", "activation"),
     "baseline": ("checkpoint", "builtin", "vecnormalize", "thresholds"),
 }
 GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared", "batch_size",
@@ -523,6 +528,40 @@ def retrain_section(sec: Any, thresholds: Mapping[str, float],
         out["starts"] = read_int(sec, "starts", "[retrain] starts", path, minimum=0, default=12)
     out.update(_trainer_audits(sec, algo, out["iterations"], path))
     out.update(_repair_guards(sec, thresholds, path))
+    out.update(_new_network(sec, path))
+    return out
+
+
+def _new_network(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
+    """``[retrain] init``: ``"checkpoint"`` (the default: warm-start from the network of
+    the ``[policy] checkpoint``) or ``"scratch"`` (a new network from a random init, for a
+    policy without one: a factory's, a builtin; on a checkpoint policy its weights are
+    ignored), and, with ``"scratch"`` only, the new network's ``hidden`` widths and
+    ``activation`` (absent: the trainer's, 64-64 tanh). Kept only when given (``init``
+    only when ``"scratch"``), so a warm-starting spec reads as before."""
+    init = sec.get("init", "checkpoint")
+    if not isinstance(init, str) or init not in RETRAIN_INITS:
+        raise bad_value(path, "[retrain] init", init, "\"checkpoint\" (warm-start from the "
+                        "[policy] checkpoint's network, the default) or \"scratch\" (train a "
+                        "new network from a random init)")
+    out: dict[str, Any] = {"init": init} if init == "scratch" else {}
+    for key in ("hidden", "activation"):
+        if key in sec and init != "scratch":
+            raise SpecError(f"{spec_label(path)}: [retrain] {key}: a warm start trains the "
+                            "[policy] checkpoint's own network; set [retrain] init = "
+                            f"\"scratch\" to train a new one of this {key}, or remove {key}.")
+    if "hidden" in sec:
+        h = sec["hidden"]
+        if not isinstance(h, list) or not h or not all(
+                isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 4096 for w in h):
+            raise bad_value(path, "[retrain] hidden", h, "a non-empty list of layer widths, "
+                            "integers from 1 to 4096, e.g. [64, 64]")
+        out["hidden"] = [int(w) for w in h]
+    if "activation" in sec:
+        if sec["activation"] not in RETRAIN_ACTIVATIONS:
+            raise bad_value(path, "[retrain] activation", sec["activation"],
+                            ", ".join(RETRAIN_ACTIVATIONS))
+        out["activation"] = sec["activation"]
     return out
 
 

@@ -57,7 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retrain", action="store_true",
                    help="retrain failing checkpoints with the spec's [retrain] section "
                         "(warm start; the new checkpoint is written beside the old one as "
-                        "NAME.retrained-ALGO-N.npz or .pt, in its format, never overwriting) and "
+                        "NAME.retrained-ALGO-N.npz or .pt, in its format, never overwriting; "
+                        "a policy that is not a checkpoint needs [retrain] init = \"scratch\": "
+                        "a new network, beside the spec as SPECSTEM.retrained-ALGO-N.pt) and "
                         "re-audit them; the exit "
                         "code stays 1 while the checkpoint under version control fails, and a "
                         "repair that makes a threshold worse or keeps less utility than "

@@ -498,10 +498,11 @@ def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> li
                       " of C: none of these is C or a part of it)."))
     if (doc.get("policy") or {}).get("checkpoint") is None:  # --retrain refuses it
         out.append("Repair options: the policy is not a checkpoint, so causalfair gate SPEC "
-                   "--retrain has no network to warm-start from; train one on the system "
-                   "(causalfair train; ppo-c and ppo-cb penalise C and Lambda) and audit its "
-                   "checkpoint, or compare candidates with [baseline]; change [thresholds] "
-                   "only if the limits themselves were wrong.")
+                   "--retrain has no network to warm-start from; set [retrain] init = "
+                   "\"scratch\" for it to train a new network from a random init, train one "
+                   "on the system yourself (causalfair train; ppo-c and ppo-cb penalise C and "
+                   "Lambda) and audit its checkpoint, or compare candidates with [baseline]; "
+                   "change [thresholds] only if the limits themselves were wrong.")
         return out
     out.append("Repair options: causalfair gate SPEC --retrain retrains the policy with the "
                "spec's [retrain] algo (ppo-c and ppo-cb penalise C and Lambda; exact, on a "

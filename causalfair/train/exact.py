@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
+from causalfair.engines.benefit import model_eps
+from causalfair.engines.exact import exact_numbers
 from causalfair.errors import ConfigError
 from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
-from causalfair.train.repair import repair_network
+from causalfair.train.repair import best_found, repair_network
 
 __all__ = ["Repaired", "repair_checkpoint", "tabular_model"]
 
@@ -59,13 +63,24 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
                       init: tuple[Any, Mapping[str, Any]] | None = None, seed: int = 0,
                       outer: int = 30, n_random: int = 12, eps: float | str | None = None,
                       weights: str = "visitation", where: str = "--algo exact",
-                      error: type[Exception] = ConfigError) -> Repaired:
+                      error: type[Exception] = ConfigError, hidden: Sequence[int] = (64, 64),
+                      activation: str = "tanh", encoding: Any = None,
+                      original: Any = None) -> Repaired:
     """Repair the network of a loaded checkpoint ``init`` = (policy, metadata), checked
-    against ``system`` (or, with none, a fresh 64-64 MLP over the one-hot (level, group)
-    of a system without features) under ``constraints``
-    (:class:`causalfair.thresholds.Constraint`) on ``system``'s tabular model over
-    ``horizon`` epochs. ``where`` and ``error`` name the door in the errors raised (a
-    system without a tabular model, a featured system without a checkpoint)."""
+    against ``system``, under ``constraints`` (:class:`causalfair.thresholds.Constraint`)
+    on ``system``'s tabular model over ``horizon`` epochs. ``where`` and ``error`` name
+    the door in the errors raised (a system without a tabular model, a featured system
+    without a checkpoint or an encoding).
+
+    ``init`` None: a new network from a random init (``seed``), an MLP of ``hidden``
+    widths and ``activation`` over ``encoding`` (None: the one-hot (level, group) of a
+    system without features; a system with features needs one). ``original`` (with
+    ``init`` None): the policy table of the policy the new network replaces (a policy
+    without a network: a factory's, a builtin): the table search starts from it too
+    ("the failing policy", when stationary), the repair's ``original`` is its numbers
+    (:func:`causalfair.engines.exact.exact_numbers`, the audit's pair), not those of the
+    random network, and that network's own attempt is named "a new network (random
+    init)"."""
     import torch
 
     model = tabular_model(system, where, error)
@@ -75,14 +90,41 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
         net = pol.to_torch() if isinstance(pol, NumpyMLPPolicy) else pol.module
         enc, arch = pol.encoding, meta["architecture"]
     else:
-        if model.features is not None:
+        if encoding is None and model.features is not None:
             raise error(f"{where} on a system with features: pass the network to repair "
-                        "(--init-checkpoint).")
-        enc = FeatureEncoding("onehot", model.n_levels, model.n_groups)
+                        "(--init-checkpoint), or the input encoding of a new one.")
+        enc = encoding or FeatureEncoding("onehot", model.n_levels, model.n_groups)
         n_out = 1 if model.n_actions == 2 else model.n_actions
-        net = mlp(enc.width, (64, 64), n_out)
-        arch = {"type": "mlp", "input_dim": enc.width, "hidden": [64, 64],
-                "activation": "tanh", "output_dim": n_out}
+        hidden = [int(h) for h in hidden]
+        net = mlp(enc.width, tuple(hidden), n_out, activation)
+        arch = {"type": "mlp", "input_dim": enc.width, "hidden": hidden,
+                "activation": activation, "output_dim": n_out}
+    search = None
+    if init is None and original is not None:
+        original = np.asarray(original, dtype=np.float64)
+        if original.ndim == (2 if model.n_actions == 2 else 3):  # stationary: a start
+            search = best_found(model, horizon, constraints, eps=eps, weights=weights,
+                                initial={"the failing policy": original}, seed=seed,
+                                n_random=n_random, outer=outer)
     result = repair_network(model, horizon, net, enc, constraints, eps=eps, weights=weights,
-                            seed=seed, outer=outer, n_random=n_random)
+                            seed=seed, outer=outer, n_random=n_random, search=search)
+    if init is None and original is not None:  # (causalfair train --algo exact: as before)
+        _as_new_network(result, model, horizon, original, eps, weights)
     return Repaired(result=result, architecture=arch, encoding=enc)
+
+
+#: The name of the repair's start from the network as given (repair_network's), and the
+#: name it has when that network is a new one (repair_checkpoint with init None).
+_GIVEN, _NEW = "the failing checkpoint", "a new network (random init)"
+
+
+def _as_new_network(result: Any, model: Any, horizon: int, original: Any,
+                    eps: float | str | None, weights: str) -> None:
+    """``result`` of a repair that started from a new network: its attempt from that
+    network renamed, and ``original`` the numbers of the replaced policy's table."""
+    new = {id(a): replace(a, start=_NEW) for a in result.attempts if a.start == _GIVEN}
+    result.attempts = [new.get(id(a), a) for a in result.attempts]
+    result.best = new.get(id(result.best), result.best)
+    result.best_found = new.get(id(result.best_found), result.best_found)
+    result.original = exact_numbers(model, original, horizon, eps=model_eps(eps, model)[0],
+                                    weights=weights).scalars()
