@@ -131,7 +131,7 @@ def _check_sha(path: Path | None, recorded: Any, src: Path, field_: str) -> None
     try:
         now = file_sha256(path)
     except OSError as exc:
-        raise InputError(f"{shown}: cannot be read ({exc.strerror or type(exc).__name__}); "
+        raise InputError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__}); "
                          f"{src} audited a file with SHA-256 {recorded}.") from None
     if now != recorded:
         raise InputError(f"{path}: SHA-256 {now} is not the {recorded} that {src} recorded "
