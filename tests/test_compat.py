@@ -219,7 +219,8 @@ def _checkpoint_with(tmp_path: Path, **meta_changes) -> Path:
 
 
 def test_a_checkpoint_of_a_newer_format_version_is_refused_naming_it(tmp_path):
-    from causalfair.policies.checkpoint import CHECKPOINT_VERSION, load_checkpoint
+    from causalfair.policies.checkpoint import load_checkpoint
+    from causalfair.policies.checkpoint_format import CHECKPOINT_VERSION
 
     newer = _checkpoint_with(tmp_path, version=CHECKPOINT_VERSION + 1)
     with pytest.raises(CheckpointError) as exc:

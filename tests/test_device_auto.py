@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import causalfair.train as train_mod
-import causalfair.train.generic as generic
+import causalfair.train.system_run as system_run
 from causalfair.backends import resolve_device
 from causalfair.errors import InputError
 from causalfair.train import TrainConfig
@@ -38,7 +38,7 @@ def test_train_auto_puts_lending_on_the_cpu_and_the_generic_trainer_on_the_gpu(o
     seen = {}
     monkeypatch.setattr(train_mod, "_train_lending",
                         lambda *a, **kw: seen.setdefault("lending", a[-1]))
-    monkeypatch.setattr(generic, "train_system",
+    monkeypatch.setattr(system_run, "train_system",
                         lambda *a, device, **kw: seen.setdefault("generic", device))
     tiny = dict(n_individuals=8, horizon=2, hidden=(4,), iterations=1)
     for device, want in (("auto", "cpu"), ("cuda", "cuda")):

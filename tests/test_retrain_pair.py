@@ -20,7 +20,8 @@ from causalfair.policies.checkpoint import load_checkpoint
 from causalfair.policies.grid import policy_table
 from causalfair.thresholds import Constraint
 from causalfair.train.config import TrainConfig
-from causalfair.train.generic import SystemTrainer, train_system
+from causalfair.train.generic import SystemTrainer
+from causalfair.train.system_run import train_system
 from tests.train.test_repair_thresholds import MODULE
 
 SPEC = '''name = "g"

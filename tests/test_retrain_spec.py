@@ -16,9 +16,10 @@ from causalfair.audit import retrain as retrain_mod
 from causalfair.audit.gate import run_gate
 from causalfair.audit.spec import load_spec
 from causalfair.errors import ConfigError, SpecError
-from causalfair.train import generic
+from causalfair.train import fair_terms, generic
 from causalfair.train.config import UNRECORDED_NONE, TrainConfig
-from causalfair.train.generic import SystemTrainer, train_system
+from causalfair.train.generic import SystemTrainer
+from causalfair.train.system_run import train_system
 from tests.train.test_repair_thresholds import MODULE
 
 ROOT = Path(__file__).parents[1]
@@ -179,14 +180,15 @@ def test_audit_bins_and_alpha_reach_every_audit_engine(tri, monkeypatch):
     """decompose_mc, the group comparison's forks and PPO-Cb's batch cells all get the
     configured bins and alpha (before: 4 and 0.05 whatever was asked)."""
     seen = {}
-    for name in ("decompose_mc", "measure_groups", "visit_cells"):
-        real = getattr(generic, name)
+    for mod, name in ((generic, "decompose_mc"), (generic, "measure_groups"),
+                      (fair_terms, "visit_cells")):
+        real = getattr(mod, name)
 
         def spy(*a, _real=real, _name=name, **kw):
             seen.setdefault(_name, []).append((a, kw))
             return _real(*a, **kw)
 
-        monkeypatch.setattr(generic, name, spy)
+        monkeypatch.setattr(mod, name, spy)
     tr = SystemTrainer(tri.make_sim(1), TrainConfig(
         algo="ppo-cb", iterations=1, n_individuals=48, horizon=1, n_epochs=1, audit_n=150,
         audit_bins=2, audit_alpha=0.2, constraints=("Lambda[C-A]<=0.5",)))

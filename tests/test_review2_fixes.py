@@ -66,12 +66,13 @@ def test_a_log_bootstrap_whose_resamples_cannot_be_fitted_stops_with_one_line(mo
     import pytest
 
     from causalfair.logs import audit as la
+    from causalfair.logs import bootstrap as lb
     from causalfair.logs.errors import LogError
     from causalfair.logs.simulate import simulate_logs
 
     df = simulate_logs("lending-1", "random:0.5", 200, 3, seed=0)
     calls = {"n": 0}
-    real = la._fit
+    real = lb.fit_model
 
     def failing(*a, **k):
         calls["n"] += 1
@@ -79,7 +80,8 @@ def test_a_log_bootstrap_whose_resamples_cannot_be_fitted_stops_with_one_line(mo
             raise LogError("logs: group 'b' has no individuals; every group needs data.")
         return real(*a, **k)
 
-    monkeypatch.setattr(la, "_fit", failing)
+    monkeypatch.setattr(la, "fit_model", failing)  # the point fit
+    monkeypatch.setattr(lb, "fit_model", failing)  # the resamples' fits
     with pytest.raises(LogError, match=r"only 0 of 100 bootstrap resamples .* group 'b'"):
         la.audit_logs(df, n_boot=5, seed=0)
     assert calls["n"] == 101  # the point fit and 20 draws per replicate kept

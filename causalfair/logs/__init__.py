@@ -10,7 +10,9 @@
   multinomial-logit fits, positivity check and bounds;
 - :mod:`causalfair.logs.audit`: :func:`audit_logs` -> :class:`LogAudit` (decomposition,
   benefit fairness with the thresholded Lambda estimator, bootstrap CIs, positivity,
-  optional dowhy cross-check);
+  optional dowhy cross-check); the result is :mod:`causalfair.logs.result`;
+- :mod:`causalfair.logs.bootstrap`: the model fit of a (weighted) log and the bootstrap
+  over individuals (:func:`bootstrap_logs`);
 - :mod:`causalfair.logs.pretest`: the thresholded Lambda estimator and its interval;
 - :mod:`causalfair.logs.groups`: every group against a reference and every pair, from the
   bootstrap replicates (:func:`compare_log_groups`);
@@ -21,13 +23,12 @@
 from causalfair.logs.audit import (
     LAMBDA_ESTIMATORS,
     LambdaEstimate,
-    LogAudit,
     audit_logs,
-    bootstrap_logs,
     fit_logs,
     threshold_lambda,
 )
 from causalfair.logs.binning import StateBinning, bin_states, linear_potential
+from causalfair.logs.bootstrap import bootstrap_logs
 from causalfair.logs.errors import LogError
 from causalfair.logs.fit import (
     DEFAULT_ALPHA,
@@ -38,6 +39,7 @@ from causalfair.logs.fit import (
     positivity_bounds,
 )
 from causalfair.logs.groups import compare_log_groups
+from causalfair.logs.result import LogAudit
 from causalfair.logs.schema import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,

@@ -20,17 +20,17 @@ CPUs about 3x faster than torch's forward pass for tanh networks (numpy's vector
 The metadata records the architecture, the input encoding (one-hot levels x groups, or
 named features with an optional normalisation), the number of actions and free-form
 ``metadata``. Every field is validated, declared shapes are compared with the file's
-arrays, and the size is capped (:data:`MAX_PARAMETERS`) before any network is built.
+arrays, and the size is capped (:data:`~causalfair.policies.checkpoint_format.MAX_PARAMETERS`)
+before any network is built: :mod:`causalfair.policies.checkpoint_format` says what a
+checkpoint file is; :mod:`causalfair.policies.checkpoint_sb3` reads stable-baselines3
+models and :mod:`causalfair.policies.checkpoint_population` the population agents' files.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import math
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,24 +38,29 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes
-from causalfair._limits import check_memory, format_bytes
-from causalfair._safe_read import open_zip, read_json, read_member, read_npz
-from causalfair._version import __version__
-from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, short
+from causalfair._safe_read import open_zip, read_json, read_npz
+from causalfair.errors import CheckpointError, PolicyError, short
+from causalfair.policies.checkpoint_format import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_VERSION,
+    MAX_PTH_BYTES,
+    NPZ_FACTOR,
+    check_shapes,
+    check_torch_archive,
+    validate_meta,
+)
+from causalfair.policies.checkpoint_population import population_policy
+from causalfair.policies.checkpoint_sb3 import (  # sb3_network: documented here, re-exported
+    load_sb3_zip,
+    sb3_network,
+)
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.policies.nets import (  # the networks checkpoints hold, re-exported
-    ACTIVATIONS,
     FeatureEncoding,
     NumpyMLPPolicy,
     TorchPolicy,
     check_policy_inputs,
     mlp,
-)
-from causalfair.policies.population import (
-    GridPolicy,
-    LUCBFairActor,
-    PopulationAgent,
-    ThresholdActor,
 )
 from causalfair.policies.torchzip import (
     TorchZipError,
@@ -66,16 +71,9 @@ from causalfair.policies.torchzip import (
 from causalfair.types import Observation
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "save_checkpoint",
-           "load_checkpoint", "file_sha256", "check_policy_inputs", "CHECKPOINT_FORMAT",
-           "MAX_PARAMETERS", "load_checkpoint_for"]
+           "load_checkpoint", "file_sha256", "check_policy_inputs", "load_checkpoint_for",
+           "sb3_network"]
 
-CHECKPOINT_FORMAT = "causalfair-checkpoint"
-CHECKPOINT_VERSION = 2
-#: Largest network a checkpoint may declare (parameters), checked before building it.
-MAX_PARAMETERS = 50_000_000
-_MAX_WIDTH = 1 << 16
-#: Memory a checkpoint needs per byte of its arrays (read, then copied into the evaluator).
-_NPZ_FACTOR = 2
 
 # ------------------------------------------------------------------------ saving
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -102,7 +100,7 @@ def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: 
         "metadata": dict(metadata or {}),
     }
     where = Path(path)
-    _, sizes, act, _, _ = _validate_meta(json.loads(json.dumps(meta)), where)
+    _, sizes, act, _, _ = validate_meta(json.loads(json.dumps(meta)), where)
     state = _mlp_state(module, sizes, act, where)
     if Path(path).suffix.lower() == ".npz":
         write_npz(path, {k: v.numpy() for k, v in state.items()}, meta)
@@ -138,7 +136,7 @@ def _mlp_state(module: Any, sizes: list[int], activation: str, path: Path) -> di
                 "layer order; declare the module's own layers, or copy its weights into "
                 "cf.policies.checkpoint.mlp(...) with load_state_dict.")
         state = dict(zip(names, raw.values(), strict=True))
-    layers = _check_shapes(state, sizes, path)
+    layers = check_shapes(state, sizes, path)
     dtype = next(iter(raw.values())).dtype if raw else torch.float32
     x = np.random.default_rng(0).normal(size=(64, sizes[0]))
     h = x
@@ -205,123 +203,6 @@ def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
 
 
 # ------------------------------------------------------------------------ loading
-def check_checkpoint_version(meta: Mapping[str, Any], path: Any) -> None:
-    """Refuse a checkpoint whose metadata ``version`` is newer than
-    :data:`CHECKPOINT_VERSION` (written by a newer causalfair, whose fields may mean
-    other things) or not an integer; a checkpoint without one is version 1."""
-    v = meta.get("version", 1)
-    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= CHECKPOINT_VERSION:
-        fix = ("written by a newer causalfair: upgrade causalfair (`pip install -U causalfair`) "
-               "to read it" if isinstance(v, int) and not isinstance(v, bool) and v > 1
-               else "save it again with causalfair.save_checkpoint")
-        raise CheckpointError(f"checkpoint {path}: metadata version {short(v)}: causalfair "
-                              f"{__version__} reads checkpoint versions 1 to "
-                              f"{CHECKPOINT_VERSION}; {fix}.")
-
-
-def _field(d: Any, key: str, kind: type | tuple[type, ...], path: Path, where: str,
-           default: Any = ...) -> Any:
-    if not isinstance(d, Mapping):
-        raise CheckpointError(f"checkpoint {path}: metadata {where} must be an object, got "
-                              f"{type(d).__name__}.")
-    if key not in d or d[key] is None:
-        if default is ...:
-            raise CheckpointError(f"checkpoint {path}: metadata {where}.{key} is missing; "
-                                  "save the file with causalfair.save_checkpoint.")
-        return default
-    v = d[key]
-    if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise CheckpointError(f"checkpoint {path}: metadata {where}.{key}: bad value {short(v)}.")
-    if not isinstance(v, kind):
-        raise CheckpointError(
-            f"checkpoint {path}: metadata {where}.{key}: bad value {short(v)} (expected "
-            f"{getattr(kind, '__name__', kind)}).")
-    return v
-
-
-def _validate_meta(meta: Any, path: Path) -> tuple[dict[str, Any], list[int], str, int,
-                                                   FeatureEncoding]:
-    """(architecture, layer sizes [in, h1, ..., out], activation, n_out, encoding)."""
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"checkpoint {path}: metadata must be a JSON object.")
-    fmt = meta.get("format")
-    if fmt != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint {path}: format {short(fmt)} is not {CHECKPOINT_FORMAT!r}.")
-    check_checkpoint_version(meta, path)
-    arch = _field(meta, "architecture", dict, path, "")
-    if arch.get("type") != "mlp":
-        raise CheckpointError(
-            f"checkpoint {path}: architecture type {short(arch.get('type'))} is unknown; allowed: "
-            "mlp (and population, the R-TD3 / L-UCBFair agents, in .npz files). For other "
-            "architectures "
-            "build the module yourself and wrap it in TorchPolicy.")
-    ind = _field(arch, "input_dim", int, path, "architecture")
-    hidden = _field(arch, "hidden", (list, tuple), path, "architecture", [64, 64])
-    out = _field(arch, "output_dim", int, path, "architecture", 1)
-    act = _field(arch, "activation", str, path, "architecture", "tanh")
-    sizes = [ind, *hidden, out]
-    if not all(isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= _MAX_WIDTH
-               for h in sizes):
-        raise CheckpointError(
-            f"checkpoint {path}: metadata architecture: layer sizes {short(sizes)} must be "
-            f"integers in [1, {_MAX_WIDTH}].")
-    n_params = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
-    if n_params > MAX_PARAMETERS:
-        raise CheckpointError(
-            f"checkpoint {path}: declares {n_params} parameters, over the limit of "
-            f"{MAX_PARAMETERS}; refused before building the network.")
-    if act not in ACTIVATIONS:
-        raise CheckpointError(f"checkpoint {path}: metadata architecture.activation: bad value "
-                              f"{short(act)}; allowed values: tanh, relu.")
-    enc_d = _field(meta, "encoding", dict, path, "")
-    name = _field(enc_d, "name", str, path, "encoding")
-    try:
-        if name == "onehot":
-            enc = FeatureEncoding("onehot", _field(enc_d, "n_levels", int, path, "encoding"),
-                                  _field(enc_d, "n_groups", int, path, "encoding"))
-        elif name == "features":
-            names = _field(enc_d, "names", list, path, "encoding", None)
-            enc = FeatureEncoding("features", width_=_field(enc_d, "width", int, path, "encoding"),
-                                  names=names, mean=_field(enc_d, "mean", list, path, "encoding", None),
-                                  std=_field(enc_d, "std", list, path, "encoding", None))
-        else:
-            raise CheckpointError(f"checkpoint {path}: metadata encoding.name: bad value "
-                                  f"{short(name)}; allowed values: onehot, features.")
-    except (PolicyError, TypeError, ValueError) as exc:
-        if isinstance(exc, CheckpointError):
-            raise
-        raise CheckpointError(f"checkpoint {path}: metadata encoding: {exc}") from None
-    if enc.width != ind:
-        raise CheckpointError(
-            f"checkpoint {path}: wrong input width: the network takes {ind} inputs but the "
-            f"encoding gives {enc.width}.")
-    meta["metadata"] = _field(meta, "metadata", dict, path, "", {})
-    return arch, sizes, act, out, enc
-
-
-def _check_shapes(weights: Mapping[str, Any], sizes: list[int], path: Path,
-                  prefix: str = "") -> list[tuple[Any, Any]]:
-    """[(W, b), ...] in layer order, after comparing every shape with the declaration."""
-    layers = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
-        wk, bk = f"{prefix}{2 * i}.weight", f"{prefix}{2 * i}.bias"
-        if wk not in weights or bk not in weights:
-            raise CheckpointError(
-                f"checkpoint {path}: weights do not match the declared architecture (missing "
-                f"{wk if wk not in weights else bk}).")
-        W, B = weights[wk], weights[bk]
-        if tuple(W.shape) != (b, a) or tuple(B.shape) != (b,):
-            raise CheckpointError(
-                f"checkpoint {path}: weights do not match the declared architecture ({wk} has "
-                f"shape {tuple(W.shape)}, declared {(b, a)}).")
-        layers.append((W, B))
-    extra = set(weights) - {f"{prefix}{2 * i}.{k}" for i in range(len(sizes) - 1)
-                            for k in ("weight", "bias")}
-    if extra:
-        raise CheckpointError(f"checkpoint {path}: unexpected weights {sorted(extra)[:3]}.")
-    return layers
-
-
 def _grid_check(policy: Any, model: Any, path: Path) -> None:
     G, K = model.n_groups, model.n_levels
     feats = getattr(model, "features", None)
@@ -373,7 +254,7 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
     _refuse_pickle(path)
     suffix = path.suffix.lower()
     if suffix == ".zip":
-        policy, meta = _load_sb3_zip(path, activation)
+        policy, meta = load_sb3_zip(path, activation)
     elif suffix == ".npz":
         policy, meta = _load_npz(path)
     else:
@@ -397,7 +278,7 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
 
 def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     where = f"checkpoint {path}"
-    arrays = read_npz(path, where, CheckpointError, factor=_NPZ_FACTOR,
+    arrays = read_npz(path, where, CheckpointError, factor=NPZ_FACTOR,
                       fix="use a smaller network",
                       pickle_fix="save the file with causalfair.save_checkpoint")
     if "meta_json" not in arrays:
@@ -410,9 +291,9 @@ def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     meta = read_json(str(raw), f"{where}: meta_json", CheckpointError)
     if isinstance(meta, dict) and isinstance(meta.get("architecture"), dict) \
             and meta["architecture"].get("type") == "population":
-        return _population_policy(meta, arrays, path)
-    arch, sizes, act, n_out, enc = _validate_meta(meta, path)
-    layers = _check_shapes(arrays, sizes, path)
+        return population_policy(meta, arrays, path)
+    arch, sizes, act, n_out, enc = validate_meta(meta, path)
+    layers = check_shapes(arrays, sizes, path)
     for W, b in layers:
         if W.dtype.kind not in "fiu" or b.dtype.kind not in "fiu":
             raise CheckpointError(f"{where}: weights must be numeric arrays, got "
@@ -422,20 +303,6 @@ def _load_npz(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
     name = meta["metadata"].get("name", path.stem)
     return NumpyMLPPolicy(layers, enc, activation=act, name=str(name)[:200],
                           source=str(path)), meta
-
-
-def _check_torch_archive(src: Any, where: str) -> None:
-    """Refuse a torch file (a zip archive, as ``torch.save`` writes) whose members declare
-    more than :data:`MAX_PARAMETERS` float64 numbers, before any of them is inflated."""
-    with open_zip(src, where, CheckpointError) as zf:
-        declared = sum(i.file_size for i in zf.infolist())
-    if declared > _MAX_PTH_BYTES:
-        raise ResourceLimitError(
-            f"{where}: declares {declared} bytes uncompressed, over the limit of "
-            f"{_MAX_PTH_BYTES} bytes ({MAX_PARAMETERS} parameters); refused before "
-            "inflating it.")
-    check_memory(_NPZ_FACTOR * declared, f"{where}: {format_bytes(declared)} of tensors",
-                 "use a smaller network")
 
 
 #: How to turn a torch module into a checkpoint causalfair reads (the end of every
@@ -463,7 +330,7 @@ def _pickled_module(path: Path) -> str | None:
     """``"a pickled torch module ..."`` when the archive at ``path`` is ``torch.save(module)``
     (its pickle names a ``torch.nn`` class, which a weights-only load refuses), else None."""
     try:
-        read_torch_zip(str(path), cap=_MAX_PTH_BYTES, where=str(path))
+        read_torch_zip(str(path), cap=MAX_PTH_BYTES, where=str(path))
     except TorchZipUnsupported as exc:
         name = str(exc)
         if name.startswith("torch.nn."):
@@ -482,10 +349,10 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
                 if path.suffix.lower() == ".safetensors" else
                 "cannot be loaded safely (not the zip archive torch.save writes)")
         raise CheckpointError(f"checkpoint {path}: {what}; " + _RESAVE)
-    _check_torch_archive(path, f"checkpoint {path}")
+    check_torch_archive(path, f"checkpoint {path}")
 
     try:
-        payload = load_weights(str(path), cap=_MAX_PTH_BYTES, where=f"checkpoint {path}")
+        payload = load_weights(str(path), cap=MAX_PTH_BYTES, where=f"checkpoint {path}")
     except TorchZipError as exc:
         program = _program_archive(path)
         if program is not None:
@@ -507,235 +374,18 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
         raise CheckpointError(f"checkpoint {path}: malformed metadata (meta_json is a "
                               f"{type(payload['meta_json']).__name__}, not a JSON string).")
     meta = read_json(payload["meta_json"], f"checkpoint {path}: meta_json", CheckpointError)
-    arch, sizes, act, n_out, enc = _validate_meta(meta, path)
+    arch, sizes, act, n_out, enc = validate_meta(meta, path)
     state = payload["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
         raise CheckpointError(f"checkpoint {path}: state_dict must map names to tensors.")
     layers = [(W.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
-              for W, b in _check_shapes(state, sizes, path)]
+              for W, b in check_shapes(state, sizes, path)]
     for W, b in layers:
         if not (np.isfinite(W).all() and np.isfinite(b).all()):
             raise CheckpointError(f"checkpoint {path}: weights contain NaN or inf.")
     name = meta["metadata"].get("name", path.stem)
     return NumpyMLPPolicy(layers, enc, activation=act, name=str(name)[:200],
                           source=str(path)), meta
-
-
-def _load_sb3_zip(path: Path, activation: str) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
-    """A stable-baselines3 PPO/A2C policy with a Discrete action space, read without
-    unpickling: the weights of ``policy.pth`` (``weights_only``, its inner archive's sizes
-    checked first) and the plain JSON fields of ``data`` (the observation shape), each
-    member's declared size checked before it is inflated; the network is built by
-    :func:`sb3_network`."""
-    where = f"checkpoint {path}"
-    with open_zip(path, where, CheckpointError) as zf:
-        names = set(zf.namelist())
-        if "policy.pth" not in names:
-            raise CheckpointError(f"{where}: not a stable-baselines3 model (no policy.pth in the "
-                                  "archive).")
-        raw = read_member(zf, "policy.pth", where, CheckpointError, cap=_MAX_PTH_BYTES,
-                          fix="use a smaller network")
-        data = read_json(read_member(zf, "data", where, CheckpointError, cap=_MAX_DATA_BYTES),
-                         f"{where}: member data", CheckpointError) if "data" in names else {}
-    _check_torch_archive(io.BytesIO(raw), f"{where}: member policy.pth")
-    try:
-        state = load_weights(io.BytesIO(raw), cap=_MAX_PTH_BYTES, where=f"{where}: member policy.pth")
-    except TorchZipError as exc:
-        raise CheckpointError(
-            f"{where}: cannot be read as a stable-baselines3 model without unpickling "
-            f"({exc}).") from None
-    space = data.get("observation_space") if isinstance(data, dict) else None
-    shape = space.get("_shape", space.get("shape")) if isinstance(space, dict) else None
-    return sb3_network(state, shape, activation, where=where, name=path.stem, source=str(path))
-
-
-_MAX_PTH_BYTES = 8 * MAX_PARAMETERS
-_MAX_DATA_BYTES = 64 << 20
-_SB3_PRE = "mlp_extractor.policy_net."
-
-
-def sb3_network(state: Any, obs_shape: Any, activation: str, *, where: str, name: str,
-                source: str | None = None) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
-    """The action network of a stable-baselines3 ``MlpPolicy`` on a ``Discrete(n)`` action
-    space, from its ``state_dict``: the ``mlp_extractor.policy_net`` layers then
-    ``action_net`` (logits over the n actions, softmax as SB3's categorical distribution),
-    as a :class:`NumpyMLPPolicy` reading ``prod(obs_shape)`` features. The one reader of
-    SB3 weights: a saved ``.zip`` and a model in memory
-    (:class:`causalfair.policies.adapters.SB3Policy`) give the same network. Every key, dtype and
-    shape is checked, and ``obs_shape`` (None: not checked) against the input width. The
-    weights are numpy arrays (read from a file) or torch tensors (a model in memory)."""
-    if not isinstance(state, Mapping) or not all(isinstance(k, str) for k in state):
-        raise CheckpointError(f"{where}: policy.pth is not a state dict (names to tensors).")
-    extractor = sorted(k for k in state if "features_extractor." in k)
-    if extractor:
-        raise CheckpointError(
-            f"{where}: the policy has its own features extractor ({short(extractor[0])}); "
-            "causalfair reads MlpPolicy networks only; audit the model in memory with "
-            "causalfair.policies.adapters.SB3Policy(model).")
-    idx = set()
-    for k in state:
-        if k.startswith(_SB3_PRE):
-            i, _, kind = k[len(_SB3_PRE):].partition(".")
-            if not i.isdigit() or kind not in ("weight", "bias"):
-                raise CheckpointError(
-                    f"{where}: unexpected key {short(k)} in policy.pth (expected "
-                    f"{_SB3_PRE}<integer>.weight / .bias).")
-            idx.add(int(i))
-    keys = [f"{_SB3_PRE}{i}" for i in sorted(idx)] + ["action_net"]
-    if "action_net.weight" not in state and any(k.startswith("q_net.") for k in state):
-        raise CheckpointError(
-            f"{where}: a DQN model (its q_net gives Q-values, not action probabilities); "
-            "audit the model in memory, acting greedily as DQN does: a [policy] factory "
-            "returning stable_baselines3.DQN.load(path), or cf.as_policy(DQN.load(path), "
-            "system).")
-    if "action_net.weight" not in state:
-        raise CheckpointError(f"{where}: no action_net in policy.pth (a Discrete action space "
-                              "is needed).")
-    layers, width, prev = [], None, "the input"
-    for key in keys:
-        W, b = state.get(f"{key}.weight"), state.get(f"{key}.bias")
-        for part, t in (("weight", W), ("bias", b)):
-            if t is None:
-                raise CheckpointError(f"{where}: policy.pth has no {key}.{part}.")
-            kind = _weight_kind(t)
-            if kind:
-                raise CheckpointError(f"{where}: policy.pth {key}.{part} is {kind}; expected "
-                                      "a floating-point tensor.")
-        if W.ndim != 2 or tuple(b.shape) != (W.shape[0],):
-            raise CheckpointError(
-                f"{where}: policy.pth {key} has shapes {tuple(W.shape)} / {tuple(b.shape)}; "
-                "expected (out, in) / (out,).")
-        if width is not None and W.shape[1] != width:
-            raise CheckpointError(
-                f"{where}: policy.pth {key} takes {W.shape[1]} inputs, but {prev} gives {width}.")
-        layers.append((W, b))
-        width, prev = int(W.shape[0]), key
-    sizes = [int(layers[0][0].shape[1])] + [int(W.shape[0]) for W, _ in layers]
-    n_params = sum((a + 1) * o for a, o in zip(sizes[:-1], sizes[1:], strict=False))
-    if n_params > MAX_PARAMETERS:
-        raise CheckpointError(f"{where}: {n_params} parameters, over the limit of "
-                              f"{MAX_PARAMETERS}.")
-    if sizes[-1] < 2:
-        raise CheckpointError(f"{where}: action_net gives {sizes[-1]} action(s); a decision "
-                              "needs at least 2.")
-    if obs_shape is not None:
-        if not isinstance(obs_shape, (list, tuple)) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in obs_shape):
-            raise CheckpointError(f"{where}: observation_space shape: bad value {short(obs_shape)}; "
-                                  "expected a list of integers.")
-        if math.prod(obs_shape) != sizes[0]:
-            raise CheckpointError(
-                f"{where}: the observation space has shape {tuple(obs_shape)} "
-                f"({math.prod(obs_shape)} inputs), but the network takes {sizes[0]} inputs.")
-    arrays = [(_float32(W), _float32(b)) for W, b in layers]
-    if not all(np.isfinite(W).all() and np.isfinite(b).all() for W, b in arrays):
-        raise CheckpointError(f"{where}: weights contain NaN or inf.")
-    enc = FeatureEncoding("features", width_=sizes[0])
-    meta = {"format": "stable-baselines3", "architecture": {
-        "type": "mlp", "input_dim": sizes[0], "hidden": sizes[1:-1], "output_dim": sizes[-1],
-        "activation": activation}, "encoding": enc.to_dict(),
-        "metadata": {"name": name, "n_actions": sizes[-1]}}
-    return NumpyMLPPolicy(arrays, enc, activation=activation, name=name, source=source), meta
-
-
-def _is_tensor(t: Any) -> bool:
-    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
-    return torch is not None and isinstance(t, torch.Tensor)
-
-
-def _weight_kind(t: Any) -> str:
-    """'' for a floating-point array or tensor, else what ``t`` is (for the message)."""
-    if isinstance(t, np.ndarray):
-        return "" if t.dtype.kind == "f" else f"a torch.{t.dtype} tensor"
-    if _is_tensor(t):
-        return "" if t.is_floating_point() else f"a {t.dtype} tensor"
-    return type(t).__name__
-
-
-def _float32(t: Any) -> np.ndarray:
-    if _is_tensor(t):
-        return t.detach().cpu().float().numpy()
-    return t.astype(np.float32, copy=False)
-
-
-# ------------------------------------ population agents (Yin et al. NeurIPS 2023)
-def _population_policy(meta: dict[str, Any], arrays: dict[str, np.ndarray], path: Any
-                       ) -> tuple[Any, dict[str, Any]]:
-    """Validate a ``population`` checkpoint's metadata and arrays; (GridPolicy, meta)."""
-    def bad(msg: str) -> CheckpointError:
-        return CheckpointError(f"checkpoint {path}: {msg}")
-
-    if meta.get("format") != CHECKPOINT_FORMAT:
-        raise bad(f"format {short(meta.get('format'))} is not {CHECKPOINT_FORMAT!r}.")
-    check_checkpoint_version(meta, path)
-    arch, md = meta["architecture"], meta.get("metadata")
-    if not isinstance(md, dict):
-        raise bad("metadata must be an object.")
-    algo = arch.get("algo")
-    if algo not in ("r-td3", "l-ucbfair"):
-        raise bad(f"architecture.algo: bad value {short(algo)}; allowed: r-td3, l-ucbfair.")
-    H = arch.get("horizon")
-    if isinstance(H, bool) or not isinstance(H, int) or not 1 <= H <= 1_000_000:
-        raise bad(f"architecture.horizon: bad value {short(H)}; must be an integer >= 1.")
-    grid = md.get("grid")
-    if not isinstance(grid, list) or not grid or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in grid):
-        raise bad(f"metadata.grid: bad value {short(grid)}; must be a list of finite numbers.")
-    if sum(v.size for v in arrays.values()) > MAX_PARAMETERS:
-        raise bad(f"more than {MAX_PARAMETERS} numbers; refused.")
-    for k, v in arrays.items():
-        if v.dtype.kind != "f" or not np.isfinite(v).all():
-            raise bad(f"array {k!r} must hold finite floats.")
-    prefix, n_in = ("net", 3) if algo == "r-td3" else ("phi", 4)
-    layers = _layers_from(arrays, prefix, n_in, path)
-    known = {f"{prefix}.{i}.{k}" for i in range(len(layers)) for k in ("weight", "bias")}
-    if algo == "r-td3":
-        if layers[-1][0].shape[0] != 2:
-            raise bad(f"the R-TD3 actor must give 2 thresholds, not {layers[-1][0].shape[0]}.")
-        actor: Any = ThresholdActor(layers, H)
-    else:
-        d = layers[-1][0].shape[0]
-        want = {"loci": None, "W_r": (H, d), "W_g": (H, d), "Linv": (H, d, d)}
-        for k, shape in want.items():
-            if k not in arrays:
-                raise bad(f"array {k!r} is missing (an L-UCBFair agent needs loci, W_r, W_g, Linv).")
-            if shape is not None and arrays[k].shape != shape:
-                raise bad(f"array {k!r} has shape {arrays[k].shape}, expected {shape}.")
-        if arrays["loci"].ndim != 2 or arrays["loci"].shape[1] != 2 or not len(arrays["loci"]):
-            raise bad(f"array 'loci' has shape {arrays['loci'].shape}, expected (M, 2).")
-        nums = {}
-        for k in ("alpha", "beta", "nu"):
-            v = arch.get(k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise bad(f"architecture.{k}: bad value {short(v)}; must be a finite number.")
-            nums[k] = float(v)
-        actor = LUCBFairActor(layers, arrays["loci"], arrays["W_r"], arrays["W_g"],
-                              arrays["Linv"], horizon=H, **nums)
-        known |= set(want)
-    extra = sorted(set(arrays) - known)
-    if extra:
-        raise bad(f"unexpected arrays {extra[:3]}.")
-    name = str(md.get("name", algo))[:200]
-    return GridPolicy(np.asarray(grid, dtype=np.float64), PopulationAgent(name, actor), name,
-                      source=str(path)), meta
-
-
-def _layers_from(arrays: dict[str, np.ndarray], prefix: str, n_in: int, path: Any
-                 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``prefix.i.weight`` / ``prefix.i.bias`` in order, each layer's input the previous
-    layer's output."""
-    layers, width, i = [], n_in, 0
-    while f"{prefix}.{i}.weight" in arrays:
-        W, b = arrays[f"{prefix}.{i}.weight"], arrays.get(f"{prefix}.{i}.bias")
-        if b is None or W.ndim != 2 or W.shape[1] != width or b.shape != (W.shape[0],):
-            raise CheckpointError(
-                f"checkpoint {path}: layer {prefix}.{i} has shapes {W.shape} / "
-                f"{None if b is None else b.shape}, expected ({{out}}, {width}) / ({{out}},).")
-        layers.append((W, b))
-        width, i = W.shape[0], i + 1
-    if not layers:
-        raise CheckpointError(f"checkpoint {path}: no layers {prefix}.0.weight / bias.")
-    return layers
 
 
 def load_checkpoint_for(path: str | os.PathLike[str], system: Any) -> tuple[Any, dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import CheckpointError, PolicyError
-from causalfair.policies.checkpoint import sb3_network
+from causalfair.policies.checkpoint_sb3 import sb3_network
 from causalfair.policies.nets import FeatureEncoding
 from causalfair.policies.vecnormalize import ObsNormalization
 from causalfair.types import Observation, check_probs

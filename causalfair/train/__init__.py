@@ -85,7 +85,7 @@ def train(config: TrainConfig, out: str | os.PathLike[str] | None = None, resume
                                   "systems only; start the run again (same seed, same weights).")
             if init_checkpoint is not None:
                 config = warm_start_config(config, init_checkpoint, system)
-            from causalfair.train.generic import train_system
+            from causalfair.train.system_run import train_system
 
             return train_system(system, config, out, init_checkpoint, progress,
                                 device=resolve_device(asked, "device"), evaluate=evaluate)

@@ -5,7 +5,8 @@ trainer in :mod:`causalfair.train.core`).
 - The policy is an MLP over the observation: the one-hot (level, group) when the system
   observes levels and no features, else the feature matrix (normalised with the mean and
   standard deviation of the initial states, recorded in the checkpoint with the feature
-  names). One logit for two actions (P(d1) = sigmoid), A logits for A actions.
+  names; :mod:`causalfair.train.encoding`). One logit for two actions (P(d1) = sigmoid),
+  A logits for A actions.
 - Rollouts: ``n_individuals`` units split over the groups, T steps, actions drawn with the
   run's seeded generator; no Python loop per unit. Coupled units (``units_per_replica``
   U > 1): ``n_individuals / U`` replicas, every unit a learner sharing the policy.
@@ -27,7 +28,8 @@ trainer in :mod:`causalfair.train.core`).
   other unit the baseline, same state and noise), pooled in joint quantile bins of the
   features (``audit_bins`` per feature, 4 by default, as the Monte Carlo audit) per
   group; the loss's Lambda takes the policy's mean action distribution per cell over the
-  whole batch (differentiable) and the rollout's visitation weights.
+  whole batch (differentiable) and the rollout's visitation weights. These terms, and the
+  supply/demand signals, are :class:`causalfair.train.fair_terms.FairnessTerms`.
 - The compared groups (``config.pair``, e.g. ``("B", "A")``; None: each audit's own,
   ``start_pair`` before the first) are those of every audit, of the C and Lambda
   penalties and of the constraints on plain keys, so a repair optimises the pair its
@@ -38,9 +40,10 @@ trainer in :mod:`causalfair.train.core`).
   the run's selection stream (:func:`selection_seed`), never the random numbers of a
   user's audit; a constrained run's final metrics are one more such
   audit of the policy it keeps, on its evaluation stream (:func:`evaluation_seed`).
-- Run folder: ``checkpoint.pt`` every ``checkpoint_every`` iterations (the policy of that
-  iteration, atomically) and at the end (the kept policy); after Ctrl-C the last periodic
-  one stays (docs/training.md, "Run folders, checkpoints, resume").
+- Run folder (:func:`causalfair.train.system_run.train_system`): ``checkpoint.pt`` every
+  ``checkpoint_every`` iterations (the policy of that iteration, atomically) and at the end
+  (the kept policy); after Ctrl-C the last periodic one stays (docs/training.md, "Run
+  folders, checkpoints, resume").
 - PPO-Lagrangian (``constraints``, e.g. ``("abs_C<=0.05", "Lambda<=0.1",
   "abs_C[B-A]<=0.1", "max_abs_C<=0.2")``), with any of these objectives: one multiplier per
   constraint (per pair for a ``max_*`` key) on top of the objective's own penalty
@@ -53,45 +56,34 @@ trainer in :mod:`causalfair.train.core`).
 
 from __future__ import annotations
 
-import json
-import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from causalfair import _progress
-from causalfair.engines.benefit import auto_eps, eps_for, model_eps
-from causalfair.engines.benefit_cells import visit_cells
+from causalfair.engines.benefit import eps_for, model_eps
 from causalfair.engines.benefit_forks import unit_benefits
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.montecarlo import decompose_mc
-from causalfair.errors import CheckpointError, ConfigError
-from causalfair.policies.checkpoint import (
-    FeatureEncoding,
-    NumpyMLPPolicy,
-    TorchPolicy,
-    check_policy_inputs,
-    load_checkpoint_for,
-    mlp,
-    save_checkpoint,
-)
+from causalfair.errors import ConfigError
+from causalfair.policies.checkpoint import NumpyMLPPolicy, TorchPolicy, mlp
 from causalfair.policies.choice import ReplicaChoicePolicy
-from causalfair.train import checkpoint as ck
 from causalfair.train.adam import Adam
 from causalfair.train.algorithms import names
-from causalfair.train.checkpoint import prepare_run_folder
 from causalfair.train.config import TrainConfig, resolved_pair
-from causalfair.train.device import device_determinism, to_device
-from causalfair.train.fair_signals import FAIR_ADVANTAGE_ALGOS, check_fair_signals, fair_advantage
+from causalfair.train.device import to_device
+from causalfair.train.encoding import (  # warm_encoding: documented here (docs/training.md)
+    system_encoding,
+    warm_encoding,
+)
+from causalfair.train.fair_signals import FAIR_ADVANTAGE_ALGOS, check_fair_signals
+from causalfair.train.fair_terms import FairnessTerms
 from causalfair.train.lagrangian import Lagrangian, check_constraints_supported, measure_groups
-from causalfair.train.objectives import gain_to_go, lambda_cells_torch, lambda_torch, ppo_c_penalty
+from causalfair.train.objectives import gain_to_go, ppo_c_penalty
 from causalfair.train.replica_choice import ReplicaChoiceTraining
-from causalfair.train.result import TrainResult
 from causalfair.types import Observation
 
-__all__ = ["SystemTrainer", "train_system", "GENERIC_ALGOS", "selection_seed", "SELECTION_STREAM",
-           "evaluation_seed", "EVALUATION_STREAM"]
+__all__ = ["SystemTrainer", "GENERIC_ALGOS", "selection_seed", "SELECTION_STREAM",
+           "evaluation_seed", "EVALUATION_STREAM", "warm_encoding"]
 
 #: The objectives the generic trainer implements (the registry, causalfair.train.algorithms).
 GENERIC_ALGOS = names(generic=True)
@@ -133,55 +125,7 @@ def _stream_seed(seed: int, tag: int) -> int:
     return 2**64 + int(word)
 
 
-def _encoding(system: Any, sim: Any, rng: np.random.Generator) -> FeatureEncoding:
-    if system.features is None and system.n_levels is not None:
-        return FeatureEncoding("onehot", system.n_levels, system.n_groups)
-    if system.units_per_replica > 1:  # coupled units: replicas hold every group's units
-        obs = [sim.observe(sim.reset(max(2, 256 // system.units_per_replica), None, rng))]
-    else:
-        obs = [sim.observe(sim.reset(256, g, rng)) for g in range(system.n_groups)]
-    if any(o.features is None for o in obs):
-        raise ConfigError(f"system {system.id!r}: observations carry neither levels nor features; "
-                          "a policy network needs one of them.")
-    x = np.concatenate([np.asarray(o.features, dtype=np.float64) for o in obs])
-    std = x.std(axis=0)
-    names = system.features or tuple(f"f{j}" for j in range(x.shape[1]))
-    return FeatureEncoding("features", names=names, mean=tuple(x.mean(axis=0)),
-                           std=tuple(np.where(std > 1e-8, std, 1.0)))
-
-
-def _describe(enc: FeatureEncoding) -> str:
-    if enc.name == "onehot":
-        return f"one-hot levels ({enc.n_levels} levels x {enc.n_groups} groups)"
-    return f"features [{', '.join(enc.names)}]" if enc.names else f"{enc.width} features"
-
-
-def warm_encoding(system: Any, fresh: FeatureEncoding, init: Any) -> FeatureEncoding:
-    """The input encoding a run on ``system`` trains with, given the warm-start policy
-    ``init`` (None: ``fresh``, the system's own, :func:`_encoding`). The checkpoint's inputs
-    must fit the system (:func:`~causalfair.policies.checkpoint.check_policy_inputs`:
-    feature names in the same order, else widths; one-hot levels x groups) and be of the
-    same kind as ``fresh``; a feature checkpoint then keeps its own encoding (names and
-    normalisation), so the network reads its inputs as it was trained to. Every warm start
-    (:func:`causalfair.train.train`, :class:`SystemTrainer` called directly) goes through
-    here, so a network reading other columns of the same width is refused, not trained."""
-    enc0 = getattr(init, "encoding", None)
-    if init is None or not isinstance(enc0, FeatureEncoding):
-        return fresh
-    source = getattr(init, "source", None) or ""
-    check_policy_inputs(init, feature_names=system.features,
-                        width=fresh.width if fresh.name == "features" else None,
-                        n_levels=system.n_levels, n_groups=system.n_groups, source=source)
-    if enc0.name != fresh.name:
-        where = f"checkpoint {source}" if source else f"policy {getattr(init, 'name', '?')!r}"
-        raise CheckpointError(
-            f"{where}: reads {_describe(enc0)}, but a policy trained on system {system.id!r} "
-            f"reads {_describe(fresh)}; warm-start from a checkpoint trained on this "
-            "system's inputs, or train from scratch.")
-    return enc0 if fresh.name == "features" else fresh
-
-
-class SystemTrainer(ReplicaChoiceTraining):
+class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
     """One training run on a :class:`~causalfair.systems.System`.
 
     PPO-Lagrangian (``config.constraints``, keys :data:`causalfair.thresholds.PPO_LAG_KEYS`,
@@ -251,7 +195,7 @@ class SystemTrainer(ReplicaChoiceTraining):
         if self.fair:
             check_fair_signals(c.algo, system, self.sim)
         # a warm start reads inputs as it was trained to, and only the system's own
-        self.encoding = warm_encoding(system, _encoding(system, self.sim, self.rng), init)
+        self.encoding = warm_encoding(system, system_encoding(system, self.sim, self.rng), init)
         width = self.encoding.width
         self.n_out = 1 if self.A == 2 else self.A
         self.policy_net = mlp(width, c.hidden, self.n_out, c.activation)
@@ -517,33 +461,6 @@ class SystemTrainer(ReplicaChoiceTraining):
                 self._apply(loss)
         return last_c
 
-    def _pair_c_terms(self, ratio: Any, q: Any, grp: Any, b: dict[str, np.ndarray],
-                      T: int) -> Any:
-        """sum over the constraints' explicit pairs (a, b) of their multipliers' terms on
-        that pair's anchored C (:func:`ppo_c_penalty` with the pair's batch C)."""
-        pen = 0.0
-        total, g = b["gain"].sum(0), b["group"][0]
-        for ab in self.lag.loss_pairs("C"):
-            wa, wc = self.lag.weight("abs_C", ab), self.lag.weight("C", ab)
-            if not (wa or wc):
-                continue
-            c_ab = float(total[g == ab[0]].mean() - total[g == ab[1]].mean())
-            _, cv = ppo_c_penalty(ratio, q, grp, 0.0, ab, c_batch=c_ab, scale=float(T))
-            pen = pen + wa * cv.abs() + wc * cv
-        return pen
-
-    def _lambda_loss(self, x: Any, cb: dict[str, Any] | None,
-                     pair: tuple[int, int] | None = None) -> Any:
-        """The batch policy's Lambda of ``pair`` (None: the audit's), differentiable: on the
-        batch's benefit table (unit-alone forks, ``cb``) or on the tabular model's over its
-        grid."""
-        if cb is not None:
-            return self._lambda_cells(self._dist(self._logits(x)).double(), cb, pair)
-        grid = self._to_device(self.encoding.encode(self.grid_obs))
-        pg = self._dist(self._logits(grid))[:, 1].double().reshape(self.G, -1)
-        w = self._to_device(self.tabular.propagate(pg.detach().cpu().numpy(), self.T)[:self.T].mean(0))
-        return lambda_torch(pg, self.delta, w, self.eps, self.pair if pair is None else pair)
-
     def _c_hat(self, last_c: float) -> dict[str, float]:
         """The row's C_hat (the anchored estimator PPO-C and PPO-Cb penalise, and a C
         constraint's); the other objectives compute none."""
@@ -558,65 +475,6 @@ class SystemTrainer(ReplicaChoiceTraining):
         params = [p for g in self.opt.param_groups for p in g["params"]]
         torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
         self.opt.step()
-
-    # ------------------------------------------------ PPO-Cb by unit-alone forks
-    def _benefit_cells(self, x: np.ndarray, group: np.ndarray, delta: np.ndarray
-                       ) -> dict[str, Any]:
-        """The batch's benefit table: every visit's cell (joint quantile bins of its
-        features, ``audit_bins`` per feature, 4 by default), per (group, cell) the mean
-        benefit and the visitation weight; returned with what :meth:`_lambda_cells` needs."""
-
-        (cells,), K, _, _ = visit_cells(None, [np.asarray(x, dtype=np.float64)], self.bins,
-                                        None, None)
-        key = np.asarray(group, dtype=np.intp) * K + cells
-        count = np.bincount(key, minlength=self.G * K).astype(np.float64)
-        safe = np.maximum(count, 1.0)
-        delta_cell = np.stack([np.bincount(key, weights=delta[:, a], minlength=self.G * K) / safe
-                               for a in range(delta.shape[1])], axis=1).reshape(self.G, K, -1)
-        w = count.reshape(self.G, K)
-        w = w / np.maximum(w.sum(1, keepdims=True), 1.0)
-        if self.eps is None:  # "auto", fixed from the run's first benefits
-            self.eps = auto_eps(np.delete(delta_cell, self.base, axis=-1))[0]
-        dev = self._to_device
-        return {"key": dev(key), "safe": dev(safe)[:, None], "delta": dev(delta_cell),
-                "w": dev(w), "K": K}
-
-    def _lambda_cells(self, probs: Any, cb: dict[str, Any],
-                      pair: tuple[int, int] | None = None) -> Any:
-        """Lambda of ``pair`` (None: the audit's) of the action distributions ``probs``
-        (visits, A) of the batch's visits, averaged per (group, cell), against the batch's
-        benefit table."""
-        import torch
-
-        p = torch.zeros(self.G * cb["K"], probs.shape[1], dtype=probs.dtype, device=probs.device)
-        p = p.index_add(0, cb["key"], probs) / cb["safe"]
-        return lambda_cells_torch(p.reshape(self.G, cb["K"], -1), cb["delta"], cb["w"],
-                                  self.eps, self.pair if pair is None else pair)
-
-    # ------------------------ A-PPO, F-PPO-L, ELBERT-PO (advantage changes per replica)
-    def _start_fair(self, state: Any) -> dict[str, list[np.ndarray]]:
-        """The signals a rollout records for A-PPO, F-PPO-L and ELBERT-PO (F-PPO-L: the
-        long-term gap at the start too) and PPO-Cb's unit-alone benefits."""
-        fair: dict[str, list[np.ndarray]] = {"supply": [], "demand": [], "long_gap": [],
-                                             "delta": []}
-        if self.fair and self.config.algo == "f-ppo-l":
-            fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
-        return fair
-
-    def _record_fair(self, fair: dict[str, list[np.ndarray]], res: Any, state: Any) -> None:
-        if not self.fair:
-            return
-        fair["supply"].append(np.asarray(res.info["supply"], dtype=np.float64))
-        fair["demand"].append(np.asarray(res.info["demand"], dtype=np.float64))
-        if self.config.algo == "f-ppo-l":
-            fair["long_gap"].append(np.asarray(self.sim.long_term_gap(state), dtype=np.float64))
-
-    def _fair_advantage(self, adv: np.ndarray, b: dict[str, np.ndarray], adv_rep: np.ndarray,
-                        unit_rep: np.ndarray, unit_group: np.ndarray) -> tuple[np.ndarray, dict]:
-        """A-PPO's, F-PPO-L's or ELBERT-PO's advantages of the batch
-        (:func:`causalfair.train.fair_signals.fair_advantage`)."""
-        return fair_advantage(self.config, self.G, adv, b, adv_rep, unit_rep, unit_group)
-
 
     def finish(self, evaluate: bool = True) -> dict[str, Any]:
         """End of a constrained run: restore the best passing policy (if any); the final
@@ -672,79 +530,3 @@ class SystemTrainer(ReplicaChoiceTraining):
             if d.Lambda_ci is not None:
                 out["Lambda_ci"] = (float(d.Lambda_ci[0]), float(d.Lambda_ci[1]))
         return out
-
-
-def _save(tr: SystemTrainer, c: TrainConfig, path: Path, extra: dict[str, Any]) -> None:
-    """Write ``tr``'s current policy network to ``path`` (atomically), its metadata the
-    run's (config ``c`` as given: name, system, params, algo, seed, iterations, actions,
-    feature names, the replica-choice head) plus ``extra``."""
-    system = tr.system
-    save_checkpoint(path, tr.policy_net, architecture=tr.architecture(), encoding=tr.encoding,
-                    metadata={"name": f"{c.algo}-{system.id}", "system": system.id,
-                              "system_params": dict(system.params), "algo": c.algo,
-                              "seed": c.seed, "iterations": c.iterations,
-                              "n_actions": system.n_actions,
-                              "feature_names": list(system.features or []),
-                              **({"choice": {"units": tr.U,
-                                             "nobody_logit": float(tr.nobody.detach()[0])}}
-                                 if tr.choice else {}),
-                              **extra})
-
-
-def train_system(system: Any, config: TrainConfig, out: str | Path | None = None,
-                 init_checkpoint: str | Path | None = None, progress: bool = False,
-                 device: str = "cpu", evaluate: bool = True) -> Any:
-    """Train ``config.algo`` on ``system``; write ``out/checkpoint.pt`` (the policy, its
-    encoding with feature names, the system id and params) and ``metrics.jsonl``.
-
-    ``out/checkpoint.pt`` is written every ``config.checkpoint_every`` iterations (the
-    policy of that iteration, metadata ``iteration``; the rule the lending trainer
-    follows, :func:`causalfair.train.checkpoint.checkpoint_due`) and when training ends
-    (the kept policy: with constraints, the best passing audited one). Each write is
-    atomic, so a run stopped by Ctrl-C (KeyboardInterrupt, re-raised) leaves the last
-    periodic checkpoint, ``config.json`` and the ``metrics.jsonl`` rows of the
-    iterations it finished. ``evaluate``: :meth:`SystemTrainer.finish`'s."""
-    import torch
-
-    t0 = time.perf_counter()
-    init = load_checkpoint_for(init_checkpoint, system)[0] if init_checkpoint is not None else None
-    threads = torch.get_num_threads()
-    torch.set_num_threads(int(getattr(config, "threads", 1)))
-    try:
-        with device_determinism(device):  # a GPU run repeats bit for bit
-            tr = SystemTrainer(system, config, init, device)
-            out_path = Path(out) if out is not None else None
-            if out_path is not None:
-                prepare_run_folder(out_path, resume=False)
-                (out_path / "metrics.jsonl").unlink(missing_ok=True)  # a new run's log
-                ck.atomic_write_bytes(out_path / "config.json", lambda fh: fh.write(
-                    json.dumps(tr.config.to_dict(lending=False), indent=2).encode()))
-
-            bar = _progress.start(f"train {config.algo} {system.id} seed {config.seed}",
-                                  config.iterations, "iterations", force=progress)
-            try:
-                for _ in range(config.iterations):
-                    row = tr.step()
-                    if out_path is not None:
-                        ck.append_jsonl(out_path / "metrics.jsonl", row)
-                        it = tr.iteration
-                        if ck.checkpoint_due(it, config) and it < config.iterations:
-                            # the policy of iteration it; the last: the kept one, below
-                            _save(tr, config, out_path / ck.CHECKPOINT_NAME, {"iteration": it})
-                    bar.update(1)
-            finally:
-                bar.close()
-            final = tr.finish(evaluate)
-            checkpoint = None
-            if out_path is not None:
-                checkpoint = out_path / ck.CHECKPOINT_NAME
-                _save(tr, config, checkpoint, {"constraints": list(config.constraints),
-                                       "constraints_met": final["constraints_met"]}
-                      if config.constraints else {})
-    finally:
-        torch.set_num_threads(threads)
-    return TrainResult(policy=tr.policy(), checkpoint=checkpoint, history=tr.history,
-                       metrics={k: v for k, v in final.items() if k != "iteration"},
-                       config=tr.config, wall_s=time.perf_counter() - t0,
-                       extra={"system": system.id,
-                              "pair": "-".join(system.groups[g] for g in tr.pair)})

@@ -36,12 +36,11 @@ import numpy as np
 
 from causalfair.errors import CheckpointError, ConfigError
 from causalfair.policies.checkpoint import (
-    CHECKPOINT_FORMAT,
-    CHECKPOINT_VERSION,
     load_checkpoint,
     mlp,
     write_npz,
 )
+from causalfair.policies.checkpoint_format import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
 from causalfair.policies.population import (  # the agents and their policy, re-exported
     GridPolicy,
     LUCBFairActor,

@@ -15,7 +15,8 @@ from causalfair.audit.spec import load_spec
 from causalfair.errors import ConfigError, SpecError
 from causalfair.thresholds import PPO_LAG_KEYS
 from causalfair.train import TrainConfig
-from causalfair.train.generic import SystemTrainer, train_system
+from causalfair.train.generic import SystemTrainer
+from causalfair.train.system_run import train_system
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = dict(horizon=6, n_individuals=256, eval_every=2, audit_n=500, seed=0)

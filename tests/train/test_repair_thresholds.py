@@ -113,7 +113,7 @@ def test_gate_retrain_ppo_cb_imposes_a_pair_threshold_and_says_when_it_fails(her
     the repair trains under the pair's constraint; its audit meets it, or the gate fails
     the repair naming the pair's number."""
     from causalfair.systems import make as make_system
-    from causalfair.train.generic import train_system
+    from causalfair.train.system_run import train_system
 
     system = make_system("tri_r29:make_sim")
     train_system(system, TrainConfig(algo="ppo", iterations=1, n_individuals=96, horizon=1),
