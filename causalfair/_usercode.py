@@ -201,6 +201,13 @@ def _on_audit_event(event: str, args: tuple[Any, ...]) -> None:
                 return
         elif isinstance(flags, int) and flags & _WRITE_FLAGS:
             return
+        frame = sys._getframe(1)
+        for _ in range(4):  # source lines read for a traceback or a warning: not an input
+            if frame is None:
+                break
+            if frame.f_globals.get("__name__") in ("linecache", "tokenize"):
+                return
+            frame = frame.f_back
         full = os.path.abspath(os.fsdecode(path))
         for rec in stack:
             rec.add(full)
@@ -235,12 +242,12 @@ def _module_key(module: Any) -> str | None:
 
 def _install_roots() -> list[Path]:
     """Folders whose files are the Python installation's, not the user's: the standard
-    library, site-packages and include folders, and causalfair's own package (not the
+    library, site-packages, include and scripts folders, and causalfair's own package (not the
     whole prefix: a project may live below it, as /usr/local/app does)."""
     import site
     import sysconfig
 
-    keys = ("stdlib", "platstdlib", "purelib", "platlib", "include", "platinclude")
+    keys = ("stdlib", "platstdlib", "purelib", "platlib", "include", "platinclude", "scripts")
     roots = {*(sysconfig.get_paths().get(k) for k in keys),
              *getattr(site, "getsitepackages", list)(), site.getusersitepackages(),
              str(Path(__file__).parent)}

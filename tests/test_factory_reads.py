@@ -36,6 +36,15 @@ def make(system=None, cut="cut.txt"):
     with open("factory.log", "w", encoding="utf-8") as fh:  # written: not an input
         fh.write("made")
     return TablePolicy(np.clip(TABLE * readhelp.SCALE * scale, 0, 1))
+
+
+def chatty(system=None):
+    import linecache
+    import traceback
+
+    linecache.clearcache()
+    traceback.format_stack()                 # reads every caller's source: not an input
+    return make(system)
 '''
 
 SPEC = ('name = "{name}"\n[system]\nfactory = "readtri:make"\n[policy]\nfactory = "readpol:make"\n'
@@ -127,3 +136,13 @@ def test_gate_workers_pin_the_same_reads_as_the_serial_gate(folder, cli_here):
                             "r2/b/audit.json"]
     for inputs in docs.values():
         assert inputs[2:] == _reads(folder)
+
+
+def test_source_read_for_a_traceback_is_not_an_input(folder):
+    """A factory that formats its stack (torch's lazy imports do, as do warnings) makes
+    linecache read every caller's source: the test file here, the ``causalfair`` launcher
+    script on the command line; none of them is an input."""
+    (folder / "c.toml").write_text(SPEC.format(name="c").replace("readpol:make", "readpol:chatty"),
+                                   encoding="utf-8")
+    res = cf.audit(folder / "c.toml")
+    assert res.inputs[2:] == _reads(folder)
