@@ -184,8 +184,11 @@ def test_ppo_from_scratch_of_a_builtin_same_seed_same_bytes(tmp_path, gate):
     assert abs(d.C) == pytest.approx({v["key"]: v for v in entry["verdicts"]}["abs_C"]["estimate"],
                                      abs=1e-12)
     assert entry["before"]["overall"] == "FAIL"
-    gate(tmp_path / "b" / "credit.toml")
+    out = gate(tmp_path / "b" / "credit.toml")
     assert (tmp_path / "b" / "credit.retrained-ppo-c-2.pt").is_file()
+    # no checkpoint under version control: the table says what holds the exit code
+    assert "the exit code counts the spec's policy until its [policy] names the repaired " \
+           "checkpoint or you pass --accept-repaired)" in out.stdout, out.stdout
     assert _sha(new) == shas[1]  # never overwritten
 
 
@@ -212,6 +215,8 @@ def test_scratch_on_a_checkpoint_policy_ignores_its_weights(tmp_path, gate):
     before = _sha(tmp_path / "pol.npz")
     out = gate(spec)
     assert out.returncode == 1, out.stdout + out.stderr
+    assert "the exit code counts the checkpoint under version control until you commit the " \
+           "repair or pass --accept-repaired)" in out.stdout, out.stdout
     new = tmp_path / "pol.retrained-ppo-c-1.npz"
     assert new.is_file() and not list(tmp_path.glob("credit.retrained-*"))
     assert cf.load_checkpoint(new)[1]["architecture"]["hidden"] == [8]

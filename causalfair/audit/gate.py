@@ -243,9 +243,11 @@ class GateResult:
                 if e.before is None:
                     continue
             elif self._repair_not_taken(e):
+                held = ("the checkpoint under version control until you commit the repair or"
+                        if e.spec.checkpoint is not None else "the spec's policy until its "
+                        "[policy] names the repaired checkpoint or you")
                 lines.append(f"{e.spec.name}: {e.before.overall} (its repair: {e.overall}; the "
-                             "exit code counts the checkpoint under version control until you "
-                             "commit the repair or pass --accept-repaired)")
+                             f"exit code counts {held} pass --accept-repaired)")
             else:
                 lines.append(f"{e.spec.name}: {e.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
