@@ -363,13 +363,15 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     if ben is not None and eps_source is not None:
         ben = replace(ben, eps_source=eps_source)
     if spec.horizon_benefit:  # Lambda_T beside Lambda (exact from the model, else forks)
+        n_t = spec.horizon_n or min(spec.n, 2000)  # forks cost O(T^2 A n) steps per group
         lt = lambda_horizon(system, pol, T, engine="exact" if model is not None else "mc",
-                            eps=eps, weights=spec.weights, n=min(spec.n, 2000), pair=dec.pair,
+                            eps=eps, weights=spec.weights, n=n_t, pair=dec.pair,
                             seed=spec.seed, alpha=spec.alpha, eps_source=eps_source,
                             bins=spec.benefit_bins)
         notions["Lambda_T"] = lt.Lambda
         extra["Lambda_T"] = {"estimate": lt.Lambda, "ci": None if lt.ci is None else list(lt.ci),
-                             "eps": lt.eps, "eps_source": lt.eps_source, "engine": lt.method}
+                             "eps": lt.eps, "eps_source": lt.eps_source, "engine": lt.method,
+                             **({"n": n_t} if model is None else {})}
     q = _quantities(spec, dec, notions, lam_se=lam_se)
     if ben is not None and getattr(ben, "ci", None) is not None and "Lambda" in q:
         q["Lambda"] = (q["Lambda"][0], ben.ci[0], ben.ci[1], ben.se)  # bootstrap hull interval

@@ -80,6 +80,8 @@ class AuditSpec:
     eps: float | str | None = None
     #: Also compute Lambda_T (causalfair.engines.benefit_horizon), reported as a notion.
     horizon_benefit: bool = False
+    #: Individuals per group of Lambda_T's forks (Monte Carlo only); None: min(n, 2000).
+    horizon_n: int | None = None
     weights: str = "visitation"
     worst: int = 5
     #: Lambda by forks on features: quantile bins per feature of its cells.
@@ -288,6 +290,12 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         if not isinstance(sec["horizon_benefit"], bool):
             raise bad_value(path, "[benefit] horizon_benefit", sec["horizon_benefit"], "true or false")
         kw["horizon_benefit"] = sec["horizon_benefit"]
+    if "horizon_n" in sec:
+        if not kw.get("horizon_benefit"):
+            raise bad_value(path, "[benefit] horizon_n", sec["horizon_n"], "an integer >= 2 "
+                            "together with horizon_benefit = true (set it, or remove horizon_n)")
+        kw["horizon_n"] = read_int(sec, "horizon_n", "[benefit] horizon_n", path, minimum=2,
+                                   default=None)
 
     # metrics
     if "metrics" in raw:

@@ -63,7 +63,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
              "bins", "potential_weights", "dowhy"),
     "policy": ("builtin", "checkpoint", "factory", "params", "output", "vecnormalize"),
     "engine": ("kind", "n", "seed", "alpha", "pair"),
-    "benefit": ("eps", "weights", "worst", "horizon_benefit", "bins"),
+    "benefit": ("eps", "weights", "worst", "horizon_benefit", "horizon_n", "bins"),
     "retrain": ("algo", "iterations", "betas", "seed", "starts", "eval_every", "audit_n",
                 "min_utility", "allow_worse", "init", "hidden", "activation"),
     "baseline": ("checkpoint", "builtin", "vecnormalize", "thresholds"),
