@@ -262,8 +262,9 @@ def _install_roots() -> list[Path]:
 def module_reads(file: str | Path) -> list[Path]:
     """The user's files the module whose file is ``file`` read while :func:`load_callable`
     imported it or one of its factories ran (:func:`call_factory`) in this process: every
-    regular file opened for reading then (data, a model file, a sibling module's source),
-    sorted, except the module's own file, compiled files (``__pycache__``), system
+    regular file opened for reading then (data, a model file, a sibling module's source:
+    for a module imported from its compiled file in ``__pycache__``, the source it was
+    compiled from), sorted, except the module's own file, system
     folders (``/dev``, ``/proc``, ``/sys``) and the Python installation's files
     (:func:`_install_roots`). Files read later (by a simulator while it runs) are not
     seen."""
@@ -278,13 +279,15 @@ def module_reads(file: str | Path) -> list[Path]:
     out: set[Path] = set()
     for name in seen:
         p = Path(name)
-        if "__pycache__" in p.parts or (p.parts[1:2] and p.parts[1] in ("dev", "proc", "sys")):
+        if p.parts[1:2] and p.parts[1] in ("dev", "proc", "sys"):
             continue
         try:
+            if "__pycache__" in p.parts:  # a module imported from its compiled file: its source
+                p = Path(importlib.util.source_from_cache(name))
             p = p.resolve()
             if p == own or not p.is_file() or any(p.is_relative_to(r) for r in roots):
                 continue
-        except (OSError, ValueError):
+        except (OSError, ValueError, NotImplementedError):
             continue
         out.add(p)
     return sorted(out)

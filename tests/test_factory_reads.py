@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import py_compile
 import sys
 from pathlib import Path
 
@@ -58,7 +59,8 @@ def _sha(path: Path) -> str:
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
     """A spec folder: a system module, a policy module that reads table.npy on import
-    and cut.txt when called and imports readhelp.py, each audited from the folder."""
+    and cut.txt when called and imports readhelp.py (compiled already, as a second run finds it: its import reads
+    only the .pyc, and the source is what is pinned), each audited from the folder."""
     monkeypatch.chdir(tmp_path)
     for name in ("readtri", "readpol", "readhelp"):
         monkeypatch.delitem(sys.modules, name, raising=False)
@@ -67,6 +69,7 @@ def folder(tmp_path, monkeypatch):
     (tmp_path / "readhelp.py").write_text("SCALE = 1.0\n", encoding="utf-8")
     np.save(tmp_path / "table.npy", np.array([[0.8, 0.3], [0.5, 0.2], [0.25, 0.4]]))
     (tmp_path / "cut.txt").write_text("0.9", encoding="utf-8")
+    py_compile.compile(str(tmp_path / "readhelp.py"), doraise=True)  # imported from its .pyc
     for name in ("a", "b"):
         (tmp_path / f"{name}.toml").write_text(SPEC.format(name=name), encoding="utf-8")
     yield tmp_path
