@@ -342,3 +342,24 @@ def test_own_system_scratch_spec_is_a_valid_spec(tmp_path):
     assert from_scratch(spec) and spec.retrain["hidden"] == [32, 32]
     check_retrain(spec)  # no refusal: the opt-in is there, and the clinic is tabular
     assert retrain_target(spec).name == "triage.retrained-exact-1.pt"
+
+
+def test_a_logs_spec_is_refused_with_the_route_to_a_repair(tmp_path, gate):
+    """A [logs] spec audits decisions already made: --retrain refuses it before any audit,
+    in one line naming the fitted model route (it crashed in the exact repair, or spoke
+    of the lending settings)."""
+    from causalfair.logs import simulate_logs
+
+    simulate_logs("lending-1", "random:0.5", n_individuals=200, horizon=3, seed=1).to_csv(
+        tmp_path / "log.csv", index=False)
+    for algo in ("exact", "ppo-cb"):
+        spec = tmp_path / "lg.toml"
+        spec.write_text('name = "lg"\n[logs]\npath = "log.csv"\nn_boot = 2\n[thresholds]\n'
+                        f'abs_C = 0.0001\n[retrain]\nalgo = "{algo}"\ninit = "scratch"\n',
+                        encoding="utf-8")
+        out = gate(spec)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "lg.toml: [retrain]: a [logs] spec audits decisions already made, which " \
+               "--retrain cannot change; to repair a policy, save the model fitted from the " \
+               "logs (causalfair.logs.audit_logs(...).model" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and not list(tmp_path.glob("*.pt"))

@@ -136,6 +136,13 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
         raise SpecError(f"{where}: [retrain]: missing; --retrain needs a [retrain] section, "
                         "e.g. algo = \"exact\" (the most profitable policy that meets "
                         "[thresholds], tabular systems) or algo = \"ppo-cb\" with betas.")
+    if spec.source == "logs":
+        raise SpecError(f"{where}: [retrain]: a [logs] spec audits decisions already made, which "
+                        "--retrain cannot change; to repair a policy, save the model fitted "
+                        "from the logs (causalfair.logs.audit_logs(...).model, "
+                        "causalfair.systems.tabular_io.save_tabular) and gate a spec of the "
+                        "policy on it ([system] tabular = \"fitted.npz\") with [retrain]; or "
+                        "run the gate without --retrain.")
     if spec.checkpoint is None and not from_scratch(spec):
         if spec.policy_object is not None:
             holds = f"the policy object {spec.policy_object!r} passed to audit()"
