@@ -125,7 +125,8 @@ def test_messages_give_the_fix_for_dates_and_late_entrants(log):
         column="t", value="2024-01", row=0, dtype=df["t"].dtype)
     late = log[~((log["id"] == 7) & (log["t"] == 0))]
     msg = _err(late)
-    assert msg == MSG_LATE_START.format(id=7, t=1, t0=0)
+    row = int(np.flatnonzero(((late["id"] == 7) & (late["t"] == 1)).to_numpy())[0])
+    assert msg == MSG_LATE_START.format(id=7, t=1, t0=0, row=row)
     assert "groupby('id')['t'].transform('min')" in msg
 
 
@@ -196,3 +197,197 @@ def test_threshold_policies_need_every_groups_outcomes(log):
     assert "no 'outcome' column" in _err(log.drop(columns="outcome"), policy="blind:0.5")
     a = audit_logs(log, n_boot=0, policy="threshold:0.5", on_positivity="bounds")
     assert a.policy_table.sum(1).min() > 0  # with outcomes: each group approves somewhere
+
+
+# --------------------------------------------------------------- a public housing agency
+# Five years of yearly decisions (0 waitlist / 1 place), three recorded ethnicities (one of
+# them 8% of households), a need level 0..4 written as the audit's level (higher better:
+# level = 4 - need), exported by a case-management system with the usual mess.
+HOUSING_GROUPS = ["Group A", "Group B", "Group C"]
+
+
+def housing_model():
+    """The true model the housing logs are drawn from: waitlisting drifts down, placing
+    moves up, both group-dependent; a logged placement policy favouring high need."""
+    from causalfair.model import TabularModel
+    from causalfair.systems.lending.settings import lending_potential
+
+    k = np.zeros((3, 2, 5, 5))
+    for s, (down0, up1) in enumerate([(0.30, 0.55), (0.38, 0.45), (0.45, 0.40)]):
+        for w in range(5):
+            k[s, 0, w, max(w - 1, 0)] += down0
+            k[s, 0, w, min(w + 1, 4)] += 0.10
+            k[s, 0, w, w] += 0.90 - down0
+            k[s, 1, w, min(w + 1, 4)] += up1
+            k[s, 1, w, max(w - 1, 0)] += 0.05
+            k[s, 1, w, w] += 0.95 - up1
+    initial = np.array([[0.10, 0.20, 0.30, 0.25, 0.15], [0.20, 0.25, 0.25, 0.20, 0.10],
+                        [0.25, 0.30, 0.20, 0.15, 0.10]])
+    base = np.array([0.80, 0.65, 0.45, 0.30, 0.15])
+    policy = np.stack([base, base - 0.08, base - 0.10])
+    model = TabularModel(kernel=k, initial=initial, potential=lending_potential(5),
+                         reward=np.zeros((3, 2, 5)), group_names=HOUSING_GROUPS,
+                         group_weights=[0.60, 0.32, 0.08], lambda_eps=0.1)
+    return model, policy
+
+
+@pytest.fixture(scope="module")
+def housing() -> pd.DataFrame:
+    """A clean housing log: 1,500 households x 5 years, groups as strings (as read)."""
+    from causalfair.policies.core import TablePolicy
+
+    model, policy = housing_model()
+    df = simulate_logs(model, TablePolicy(policy), 1_500, 5, seed=7)
+    df["group"] = df["group"].astype(str)
+    return df
+
+
+def test_group_names_differing_only_by_a_trailing_space_are_refused_not_split(housing):
+    """An office that exports "Group A " (trailing space) for its households made the
+    audit of the agency's 20,000 households run on six groups ("Group A" and "Group A "
+    apart), exit 0, with numbers for pairs of groups that do not exist (a smaller log met
+    it only as a positivity failure of the small spellings)."""
+    df = housing.copy()
+    office = df["id"] % 10 == 3                  # every row of a tenth of the households
+    df.loc[office, "group"] = df.loc[office, "group"] + " "
+    row = int(np.flatnonzero(office.to_numpy())[0])
+    msg = _err(df)
+    assert msg.startswith("logs: column 'group' has the values "), msg
+    assert f"at row {row}" in msg and "differ only in spaces or case" in msg, msg
+    assert "df['group'] = df['group'].str.strip()" in msg, msg
+    # the same values in another case: one spelling too
+    assert "differ only in spaces or case" in _err(housing.assign(
+        group=np.where(housing["id"] == 5, housing["group"].str.upper(), housing["group"])))
+    # the fix the message gives audits the three groups
+    fixed = df.assign(group=df["group"].str.strip())
+    assert audit_logs(fixed, n_boot=0).group_sizes == audit_logs(housing, n_boot=0).group_sizes
+    # groups named explicitly are the user's word: both spellings are then two groups
+    two = housing.assign(group=np.where(housing["group"] == "Group C", "Group A ", housing["group"]))
+    assert audit_logs(two, n_boot=0, groups=["Group A", "Group B", "Group A "]).model.n_groups == 3
+
+
+def test_a_decimal_comma_export_names_the_value_the_row_and_the_fix(housing, tmp_path, capsys):
+    """A ';'-separated export from a European office writes -1,0: the reward column was
+    refused as "must be numeric, got dtype str", naming no value, no row and no way out."""
+    df = housing.assign(reward=housing["decision"] * -1.0 + 0.5)
+    path = tmp_path / "eu.csv"
+    df.to_csv(path, index=False, sep=";", decimal=",", lineterminator="\r\n")
+    with pytest.raises(LogError) as ei:
+        audit_logs(path, n_boot=0)
+    msg = str(ei.value)
+    assert msg.startswith(f"logs: column 'reward' must be numeric, got {df['reward'].iloc[0]!s}"
+                          .replace(".", ",").replace("got ", "got '") + "' at row 0"), msg
+    assert "decimal comma" in msg and "decimal=','" in msg, msg
+    assert main(["decompose", "--logs", str(path), "--boot", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "at row 0" in err, err
+    # read as the message says, the log audits like the comma file
+    back = pd.read_csv(path, sep=";", decimal=",")
+    a, b = audit_logs(back, n_boot=0), audit_logs(df, n_boot=0)
+    assert a.decomposition.C == b.decomposition.C
+    # a label in a numeric column: the value and its row
+    lab = housing.assign(reward=housing["reward"].astype(object))
+    lab.loc[4, "reward"] = "n/a"
+    msg = _err(lab)
+    assert "got 'n/a' at row 4" in msg and "'.' decimal point" in msg, msg
+
+
+def test_duplicate_rows_name_both_rows_and_say_whether_they_are_copies(housing):
+    """An export that repeats a row was refused with "individual 3 has more than one row
+    at t = 2; ... drop exact copies", naming neither row nor whether they were copies."""
+    df = housing.reset_index(drop=True)
+    i = int(np.flatnonzero(((df["id"] == 3) & (df["t"] == 2)).to_numpy())[0])
+    dup = pd.concat([df, df.iloc[[i]]], ignore_index=True)
+    msg = _err(dup)
+    assert f"rows {i} and {len(df)} are exact copies" in msg, msg
+    assert "df = df.drop_duplicates()" in msg, msg
+    assert audit_logs(dup.drop_duplicates(), n_boot=0).n_rows == len(df)
+    other = dup.copy()
+    other.loc[len(df), "decision"] = 1 - other.loc[len(df), "decision"]
+    msg = _err(other)
+    assert f"rows {i} and {len(df)} differ in column(s) decision" in msg, msg
+    assert "drop_duplicates" not in msg
+
+
+def test_housing_numbers_agree_between_cli_python_and_spec_and_cover_the_true_model(
+        housing, tmp_path, capsys):
+    """The clean log's numbers: the same seed gives the same bits from `decompose --logs`,
+    `audit_logs` and a `[logs]` spec, and the 95% intervals cover the C, DPE, IPE, SPE and
+    Lambda that the exact engine gives on the model that generated the log (every pair)."""
+    import causalfair as cf
+    from causalfair.policies.core import TablePolicy
+
+    path = tmp_path / "housing.csv"
+    housing.to_csv(path, index=False)
+    a = audit_logs(path, n_boot=40, seed=2)
+    assert main(["decompose", "--logs", str(path), "--boot", "40", "--seed", "2", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    (tmp_path / "h.toml").write_text('name = "h"\n[logs]\npath = "housing.csv"\nn_boot = 40\n'
+                                     'seed = 2\n[thresholds]\nabs_C = 1.0\n')
+    assert main(["audit", str(tmp_path / "h.toml"), "--json", "--no-report"]) == 0
+    spec = json.loads(capsys.readouterr().out)
+    for q in ("C", "DPE", "IPE", "SPE", "Lambda"):
+        assert cli[q] == getattr(a.decomposition, q) == spec["decomposition"][q], q
+    model, policy = housing_model()
+    ci = a.compare_groups(0.05).pairs
+    for pair in ci:
+        i, j = (HOUSING_GROUPS.index(g) for g in pair.split("-"))
+        true = cf.decompose(model, TablePolicy(policy), horizon=5, pair=(i, j))
+        for q in ("C", "DPE", "IPE", "SPE", "Lambda"):
+            est, lo, hi, _ = ci[pair][q]
+            assert lo <= getattr(true, q) <= hi, (pair, q, getattr(true, q), lo, hi)
+
+
+def test_per_household_errors_name_the_rows_as_read(housing):
+    """A gap, a late entry, a group change and a next_level that does not follow named the
+    household and its years but no row, so the analyst searched the export for them (the
+    log is in export order: by year, then household)."""
+    df = housing.sample(frac=1.0, random_state=5).reset_index(drop=True)
+    pos = {(int(r.id), int(r.t)): i for i, r in enumerate(df[["id", "t"]].itertuples())}
+    gap = df.drop(index=pos[(4, 2)]).reset_index(drop=True)
+    gpos = {(int(r.id), int(r.t)): i for i, r in enumerate(gap[["id", "t"]].itertuples())}
+    assert f"jumps from t = 1 to t = 3 (rows {gpos[(4, 1)]} and {gpos[(4, 3)]})" in _err(gap)
+    late = df.drop(index=[pos[(0, 0)]]).reset_index(drop=True)
+    lpos = {(int(r.id), int(r.t)): i for i, r in enumerate(late[["id", "t"]].itertuples())}
+    assert f"individual 0 starts at t = 1 (row {lpos[(0, 1)]})" in _err(late)
+    chg = df.copy()
+    other = next(g for g in HOUSING_GROUPS if g != chg.loc[pos[(9, 3)], "group"])
+    chg.loc[[pos[(9, 3)], pos[(9, 4)]], "group"] = other
+    assert f"at t = 3 (row {pos[(9, 3)]})" in _err(chg)
+    nxt = df.copy()
+    nxt.loc[pos[(2, 0)], "next_level"] = (nxt.loc[pos[(2, 0)], "next_level"] + 1) % 5
+    msg = _err(nxt)
+    assert f"at t = 0 (row {pos[(2, 0)]}), but its row at t = 1 (row {pos[(2, 1)]})" in msg, msg
+
+
+def test_a_failing_log_audit_offers_repairs_a_log_audit_has(housing, tmp_path, capsys):
+    """The board report of a failing [logs] spec offered `[retrain] init = "scratch"` (gate
+    --retrain on a log spec stops on "the lending settings are tabular", or a traceback
+    with algo = "exact") and [baseline] (refused with [logs])."""
+    from causalfair.report.explain import failure_drivers
+
+    housing.to_csv(tmp_path / "housing.csv", index=False)
+    (tmp_path / "h.toml").write_text('name = "h"\n[logs]\npath = "housing.csv"\nn_boot = 2\n'
+                                     '[thresholds]\nabs_C = 0.01\n')
+    assert main(["audit", str(tmp_path / "h.toml"), "--json", "--no-report"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["overall"] == "FAIL"
+    repair = next(line for line in failure_drivers(doc, None) if line.startswith("Repair"))
+    assert 'init = "scratch"' not in repair and "compare candidates with" not in repair, repair
+    assert "--audit-policy" in repair, repair
+
+
+def test_decisions_exported_as_words_get_a_message_about_the_baseline(housing):
+    """An export that writes 'waitlist' / 'place' was refused as "column 'decision' must
+    hold integers, got 'place' at row 0": no word on which of the two must be 0 (the
+    baseline pi0 takes, on which SPE and IPE rest) or that reports call them d0 and d1."""
+    words = housing.assign(decision=np.where(housing["decision"] == 1, "place", "waitlist"))
+    msg = _err(words)
+    first = words["decision"].iloc[0]
+    assert msg.startswith("logs: column 'decision' holds the labels 'place', 'waitlist' "
+                          f"(first {first!r} at row 0), not 0 and 1"), msg
+    assert "baseline" in msg and "d0 and d1" in msg, msg
+    fixed = words.assign(decision=(words["decision"] == "place").astype(int))
+    assert audit_logs(fixed, n_boot=0).decomposition.C == audit_logs(housing, n_boot=0).decomposition.C
+    three = words.assign(decision=np.where(words["id"] == 2, "refer", words["decision"]))
+    assert "collapse" in _err(three)

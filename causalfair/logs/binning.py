@@ -25,11 +25,11 @@ from causalfair.logs.errors import (
     MSG_NEXT_STATE_COLUMNS,
     MSG_NOT_FINITE,
     MSG_NOT_FRAME,
-    MSG_NOT_NUMERIC,
     MSG_STATE_AND_LEVEL,
     MSG_STATE_COLUMNS,
     LogError,
     first_row,
+    not_numeric,
 )
 
 __all__ = ["StateBinning", "bin_states", "linear_potential", "feature_column"]
@@ -137,7 +137,7 @@ def feature_column(df: Any, col: str) -> np.ndarray:
 
     s = df[col]
     if not pd.api.types.is_numeric_dtype(s.dtype):
-        raise LogError(MSG_NOT_NUMERIC.format(column=col, dtype=s.dtype))
+        raise not_numeric(df, col)
     v = s.to_numpy(dtype=np.float64, na_value=np.nan)
     na = np.isnan(v)
     if na.any():

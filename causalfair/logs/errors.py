@@ -20,6 +20,48 @@ def first_row(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def decision_labels(df: object) -> LogError | None:
+    """:data:`MSG_DECISION_LABELS` for a 'decision' column of words ('waitlist', 'place'):
+    the labels, the first and its row, and which fix; None for any other column."""
+    import pandas as pd
+
+    s = df["decision"]  # type: ignore[index]
+    if pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
+        return None
+    known = ~pd.isna(s).to_numpy()
+    words = known & pd.to_numeric(s.where(known), errors="coerce").isna().to_numpy()
+    if not words.any():
+        return None
+    labels = sorted({str(v) for v in s[known]})
+    i = first_row(words)
+    a, b = labels[0], labels[-1]
+    fix = (FIX_DECISION_TWO if len(labels) == 2 else FIX_DECISION_MORE).format(a=a, b=b)
+    value = s.iloc[i]
+    return LogError(MSG_DECISION_LABELS.format(
+        labels=", ".join(repr(v) for v in labels[:6]) + (", ..." if len(labels) > 6 else ""),
+        value=value, row=i, fix=fix))
+
+
+def not_numeric(df: object, column: str) -> LogError:
+    """:data:`MSG_NOT_NUMERIC` for a column that is not numeric: its first value that is
+    not a number (or its first value, when each reads as one), the row, and the fix (a
+    decimal comma gets its own)."""
+    import re
+
+    import pandas as pd
+
+    s = df[column]  # type: ignore[index]
+    v = s.to_numpy(dtype=object)
+    known = ~pd.isna(s).to_numpy()
+    num = pd.to_numeric(s.where(known), errors="coerce").notna().to_numpy()
+    bad = known & ~num
+    i = first_row(bad) if bad.any() else (first_row(known) if known.any() else 0)
+    value = v[i].item() if isinstance(v[i], np.generic) else v[i]
+    comma = isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d*,\d+\s*", value) is not None
+    return LogError(MSG_NOT_NUMERIC.format(column=column, value=value, row=i, dtype=s.dtype,
+                                           fix=FIX_DECIMAL_COMMA if comma else FIX_NUMBER))
+
+
 # Error messages (format strings; tests compare the exact text).
 MSG_NOT_FRAME = "logs: expected a pandas DataFrame, got {kind}."
 MSG_EMPTY = "logs: the log has no rows; it needs one row per decision."
@@ -38,14 +80,39 @@ MSG_NOT_INTEGER = (
     "months since the first), decision as 0/1, levels as 0..K-1."
 )
 MSG_NOT_NUMERIC = (
-    "logs: column {column!r} must be numeric, got dtype {dtype}; write its values as "
-    "numbers with a '.' decimal point (no units, thousands separators or labels)."
+    "logs: column {column!r} must be numeric, got {value!r} at row {row} (dtype {dtype}); "
+    "{fix}."
+)
+#: The fix :data:`MSG_NOT_NUMERIC` gives: a value with a decimal comma, any other value.
+FIX_DECIMAL_COMMA = (
+    "a decimal comma (a spreadsheet export in many locales): read the file with pandas, "
+    "df = pd.read_csv(path, sep=';', decimal=','), and write it back with '.' "
+    "(df.to_csv(path, index=False))"
+)
+FIX_NUMBER = (
+    "write its values as numbers with a '.' decimal point (no units, thousands separators "
+    "or labels)"
 )
 MSG_DECISION = (
     "logs: column 'decision' must be 0 or 1, got {value!r} at row {row}; a log audit covers "
     "two decisions (d0, d1): collapse the actions to the decision of interest, e.g. admit vs "
     "not: df['decision'] = (df['decision'] == ADMIT).astype(int), or audit every action "
     "through the system's simulator (causalfair decompose --system; docs/logs.md)."
+)
+MSG_DECISION_LABELS = (
+    "logs: column 'decision' holds the labels {labels} (first {value!r} at row {row}), not 0 "
+    "and 1; {fix} Reports then call the decisions d0 and d1 (docs/logs.md)."
+)
+#: The fixes :data:`MSG_DECISION_LABELS` gives: two labels, more than two.
+FIX_DECISION_TWO = (
+    "the audit cannot tell which one is the baseline (the decision that leaves things as they "
+    "are, which pi0 always takes; SPE and IPE rest on it): write it as 0 and the other as 1, "
+    "e.g. if {a!r} is the baseline, df['decision'] = (df['decision'] == {b!r}).astype(int)."
+)
+FIX_DECISION_MORE = (
+    "a log audit covers two decisions: collapse the actions to the decision of interest (1) "
+    "against the baseline (0), e.g. df['decision'] = (df['decision'] == {b!r}).astype(int), or "
+    "audit every action through the system's simulator (causalfair decompose --system)."
 )
 MSG_ONE_LEVEL = (
     "logs: columns 'level' and 'next_level' hold only level 0, so the log has K = 1 level; "
@@ -62,28 +129,34 @@ MSG_LEVEL_RANGE = (
     "logs: column {column!r} must hold 0-based levels in 0..{kmax}, got {value!r} at row {row}."
 )
 MSG_DUPLICATE_T = (
-    "logs: individual {id!r} has more than one row at t = {t}; keep one row per individual "
-    "and epoch (drop exact copies; two different decisions at one epoch must be fixed at the "
-    "source)."
+    "logs: individual {id!r} has more than one row at t = {t}: rows {row0} and {row1} {how}; "
+    "keep one row per individual and epoch: {fix}."
 )
 MSG_TIME_GAP = (
-    "logs: individual {id!r} jumps from t = {t0} to t = {t1}; an individual's rows must be "
-    "consecutive time steps (a gap means missing decisions): add the missing rows, or give "
-    "each unbroken spell its own id."
+    "logs: individual {id!r} jumps from t = {t0} to t = {t1} (rows {row0} and {row1}); an "
+    "individual's rows must be consecutive time steps (a gap means missing decisions): add "
+    "the missing rows, or give each unbroken spell its own id."
 )
 MSG_LATE_START = (
-    "logs: individual {id!r} starts at t = {t}, but the log starts at t = {t0}; every "
-    "individual must be observed from the first epoch (its first level is x_0); if "
+    "logs: individual {id!r} starts at t = {t} (row {row}), but the log starts at t = {t0}; "
+    "every individual must be observed from the first epoch (its first level is x_0); if "
     "individuals enter at different times, count t from each individual's first row "
     "(pandas: df['t'] -= df.groupby('id')['t'].transform('min'))."
 )
 MSG_GROUP_CHANGE = (
-    "logs: individual {id!r} changes group from {g0!r} to {g1!r} at t = {t}; the group S "
-    "is fixed per individual: correct that individual's group column (a typo?)."
+    "logs: individual {id!r} changes group from {g0!r} to {g1!r} at t = {t} (row {row}); the "
+    "group S is fixed per individual: correct that individual's group column (a typo?)."
 )
 MSG_NEXT_LEVEL = (
-    "logs: individual {id!r} has next_level = {nxt!r} at t = {t0}, but its row at t = {t1} "
-    "has level = {lvl!r}; next_level must equal the following row's level."
+    "logs: individual {id!r} has next_level = {nxt!r} at t = {t0} (row {row0}), but its row "
+    "at t = {t1} (row {row1}) has level = {lvl!r}; next_level must equal the following row's "
+    "level."
+)
+MSG_GROUP_SPELLING = (
+    "logs: column 'group' has the values {a!r} and {b!r} ({b!r} first at row {row}), "
+    "which differ only in spaces or case, so they would be audited as two groups; write "
+    "each group one way (pandas: df['group'] = df['group'].str.strip(), or .str.strip()"
+    ".str.title() for case), or, if they are two groups, name them (Python: groups=[...])."
 )
 MSG_GROUPS = (
     "logs: column 'group' has {found} distinct value(s) {values}; {need}."
@@ -141,8 +214,9 @@ MSG_BINS_CUTS = (
     "got {value!r}."
 )
 MSG_NEXT_STATE = (
-    "logs: individual {id!r} has {next_col} = {nxt!r} at t = {t0}, but its row at t = {t1} "
-    "has {col} = {val!r}; the next-state columns must equal the following row's state."
+    "logs: individual {id!r} has {next_col} = {nxt!r} at t = {t0} (row {row0}), but its row "
+    "at t = {t1} (row {row1}) has {col} = {val!r}; the next-state columns must equal the "
+    "following row's state."
 )
 MSG_FEATURE_POTENTIAL = (
     "logs: with {n} state features the gain potential f(x) over the joint bins must be "

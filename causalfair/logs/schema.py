@@ -43,6 +43,8 @@ from causalfair._validation import check_names
 from causalfair.errors import CausalfairError
 from causalfair.logs.binning import StateBinning, bin_states, feature_column, linear_potential
 from causalfair.logs.errors import (
+    FIX_DECIMAL_COMMA,
+    FIX_NUMBER,
     MSG_BINS_CUTS,
     MSG_BINS_DISTINCT,
     MSG_BINS_EMPTY,
@@ -54,6 +56,7 @@ from causalfair.logs.errors import (
     MSG_FEATURE_POTENTIAL,
     MSG_FILE_TYPE,
     MSG_GROUP_CHANGE,
+    MSG_GROUP_SPELLING,
     MSG_GROUPS,
     MSG_LATE_START,
     MSG_LEVEL_RANGE,
@@ -75,7 +78,9 @@ from causalfair.logs.errors import (
     MSG_STATE_COLUMNS,
     MSG_TIME_GAP,
     LogError,
+    decision_labels,
     first_row,
+    not_numeric,
 )
 from causalfair.logs.simulate import simulate_logs
 
@@ -106,6 +111,7 @@ __all__ = [
     "MSG_GROUP_CHANGE",
     "MSG_NEXT_LEVEL",
     "MSG_GROUPS",
+    "MSG_GROUP_SPELLING",
     "MSG_FILE_TYPE",
     "MSG_PARQUET",
     "MSG_STATE_COLUMNS",
@@ -121,6 +127,8 @@ __all__ = [
     "MSG_BINS_CUTS",
     "MSG_NEXT_STATE",
     "MSG_FEATURE_POTENTIAL",
+    "FIX_DECIMAL_COMMA",
+    "FIX_NUMBER",
 ]
 
 REQUIRED_COLUMNS = ("id", "t", "group", "level", "decision", "next_level", "reward")
@@ -274,9 +282,12 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     t = _int_column(df, "t")
     x = _int_column(df, "level")
     xn = _int_column(df, "next_level")
+    words = decision_labels(df)
+    if words is not None:
+        raise words
     d = _int_column(df, "decision")
     if not pd.api.types.is_numeric_dtype(df["reward"].dtype) or pd.api.types.is_bool_dtype(df["reward"].dtype):
-        raise LogError(MSG_NOT_NUMERIC.format(column="reward", dtype=df["reward"].dtype))
+        raise not_numeric(df, "reward")
     reward = df["reward"].to_numpy(dtype=np.float64)
     bad = ~np.isfinite(reward)
     if bad.any():
@@ -286,7 +297,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     if "outcome" in df.columns:
         oc = df["outcome"]
         if not pd.api.types.is_numeric_dtype(oc.dtype):
-            raise LogError(MSG_NOT_NUMERIC.format(column="outcome", dtype=oc.dtype))
+            raise not_numeric(df, "outcome")
         outcome = oc.to_numpy(dtype=np.float64, na_value=np.nan)
         # p_repay(x, s) is the mean outcome of d1 rows: a probability needs values in [0, 1]
         bad = ~np.isnan(outcome) & ~((outcome >= 0.0) & (outcome <= 1.0))
@@ -313,6 +324,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
             groups = list(gcol.cat.categories)
         else:
             groups = sorted(pd.unique(gcol).tolist(), key=lambda v: (str(type(v)), v))
+        _check_spellings(gcol, groups)
     groups = list(groups)
     g = pd.Index(groups).get_indexer(gcol)
     if (g < 0).any() or len(groups) < 2:
@@ -339,23 +351,26 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     dup = same & (dt == 0)
     if dup.any():
         i = first_row(dup)
-        raise LogError(MSG_DUPLICATE_T.format(id=_py(ids[ind_raw[i]]), t=int(t[i])))
+        raise _duplicate(df, ids[ind_raw[i]], int(t[i]), *sorted((int(order[i]), int(order[i + 1]))))
     gap = same & (dt > 1)
     if gap.any():
         i = first_row(gap)
-        raise LogError(MSG_TIME_GAP.format(id=_py(ids[ind_raw[i]]), t0=int(t[i]), t1=int(t[i + 1])))
+        raise LogError(MSG_TIME_GAP.format(id=_py(ids[ind_raw[i]]), t0=int(t[i]), t1=int(t[i + 1]),
+                                           row0=int(order[i]), row1=int(order[i + 1])))
     first = np.ones(t.shape[0], dtype=bool)
     first[1:] = ~same
     t0 = int(t.min())
     late = first & (t != t0)
     if late.any():
         i = first_row(late)
-        raise LogError(MSG_LATE_START.format(id=_py(ids[ind_raw[i]]), t=int(t[i]), t0=t0))
+        raise LogError(MSG_LATE_START.format(id=_py(ids[ind_raw[i]]), t=int(t[i]), t0=t0,
+                                             row=int(order[i])))
     chg = same & (g[1:] != g[:-1])
     if chg.any():
         i = first_row(chg)
         raise LogError(MSG_GROUP_CHANGE.format(
-            id=_py(ids[ind_raw[i]]), g0=_py(groups[g[i]]), g1=_py(groups[g[i + 1]]), t=int(t[i + 1])))
+            id=_py(ids[ind_raw[i]]), g0=_py(groups[g[i]]), g1=_py(groups[g[i + 1]]), t=int(t[i + 1]),
+            row=int(order[i + 1])))
     if binning is not None:
         for col, ncol in zip(binning.columns, binning.next_columns, strict=True):
             cur = feature_column(df, col)[order]
@@ -365,12 +380,14 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
                 i = first_row(off)
                 raise LogError(MSG_NEXT_STATE.format(
                     id=_py(ids[ind_raw[i]]), next_col=ncol, nxt=float(new[i]), t0=int(t[i]),
-                    t1=int(t[i + 1]), col=col, val=float(cur[i + 1])))
+                    t1=int(t[i + 1]), col=col, val=float(cur[i + 1]), row0=int(order[i]),
+                    row1=int(order[i + 1])))
     mism = same & (xn[:-1] != x[1:])
     if mism.any():
         i = first_row(mism)
         raise LogError(MSG_NEXT_LEVEL.format(
-            id=_py(ids[ind_raw[i]]), nxt=int(xn[i]), t0=int(t[i]), t1=int(t[i + 1]), lvl=int(x[i + 1])))
+            id=_py(ids[ind_raw[i]]), nxt=int(xn[i]), t0=int(t[i]), t1=int(t[i + 1]), lvl=int(x[i + 1]),
+            row0=int(order[i]), row1=int(order[i + 1])))
     for a in (ind_raw, t, g, x, xn, d, reward, first):
         a.setflags(write=False)
     return LogData(
@@ -378,6 +395,45 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         outcome=outcome, first=first, ids=ids, groups=tuple(str(v) for v in groups),
         n_levels=K, t0=t0, binning=binning,
     )
+
+
+def _check_spellings(gcol: Any, groups: list[Any]) -> None:
+    """Refuse inferred group labels that differ only in spaces or case ("Group A" and
+    "Group A ", an export's trailing space): they would be audited as two groups."""
+    import pandas as pd
+
+    present = (set(pd.unique(gcol).tolist()) if isinstance(gcol.dtype, pd.CategoricalDtype)
+               else set(groups))  # not a categorical's unused categories
+    seen: dict[str, Any] = {}
+    for v in groups:
+        if not isinstance(v, str) or v not in present:
+            continue
+        key = " ".join(v.split()).casefold()
+        if key in seen:
+            a, b = seen[key], v
+            rows = np.flatnonzero((gcol == a).to_numpy()), np.flatnonzero((gcol == b).to_numpy())
+            if rows[0].size < rows[1].size:  # b: the rarer spelling (the likely typo)
+                a, b, rows = b, a, rows[::-1]
+            raise LogError(MSG_GROUP_SPELLING.format(a=a, b=b, row=int(rows[1][0])))
+        seen[key] = v
+
+
+def _duplicate(df: Any, ident: Any, t: int, row0: int, row1: int) -> LogError:
+    """Two rows of one individual at one epoch: exact copies (dropped by
+    ``df.drop_duplicates()``) or rows that differ (which columns)."""
+    import pandas as pd
+
+    a, b = df.iloc[row0], df.iloc[row1]
+    differ = [str(c) for c in df.columns
+              if not (pd.isna(a[c]) and pd.isna(b[c])) and not a[c] == b[c]]
+    if not differ:
+        how, fix = "are exact copies", "drop the copies (pandas: df = df.drop_duplicates())"
+    else:
+        how = f"differ in column(s) {', '.join(differ)}"
+        fix = ("two different records of one epoch must be fixed at the source (which one "
+               "holds?)")
+    return LogError(MSG_DUPLICATE_T.format(id=_py(ident), t=t, row0=row0, row1=row1, how=how,
+                                           fix=fix))
 
 
 def _py(v: Any) -> Any:

@@ -496,6 +496,15 @@ def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> li
         out.append(f"Failing: {', '.join(failing)} (no per-step and per-cell attribution"
                    + (": it needs a tabular model or a [baseline] policy)." if on_c else
                       " of C: none of these is C or a part of it)."))
+    if (doc.get("decomposition") or {}).get("engine") == "logs":  # no system to train on
+        out.append("Repair options: a log audit has no system to retrain a policy on or to "
+                   "compare a [baseline] with (gate --retrain and [baseline] need [system] or "
+                   "[model]); audit a candidate rule on the model fitted to the logs "
+                   "(causalfair decompose --logs LOG --audit-policy --policy ...; "
+                   "docs/logs.md) before it is deployed, or save that model and gate a spec "
+                   "of the candidate on it with [retrain] (docs/ci-gate.md, --retrain); change "
+                   "[thresholds] only if the limits themselves were wrong.")
+        return out
     if (doc.get("policy") or {}).get("checkpoint") is None:  # --retrain refuses it
         out.append("Repair options: the policy is not a checkpoint, so causalfair gate SPEC "
                    "--retrain has no network to warm-start from; set [retrain] init = "

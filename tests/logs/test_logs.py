@@ -111,7 +111,8 @@ def test_error_not_integer_and_not_numeric():
     assert _err(df) == S.MSG_NOT_INTEGER.format(column="t", value="0", row=0, dtype=df["t"].dtype)
     df = tiny_log()
     df["reward"] = "x"
-    assert _err(df) == S.MSG_NOT_NUMERIC.format(column="reward", dtype=df["reward"].dtype)
+    assert _err(df) == S.MSG_NOT_NUMERIC.format(column="reward", value="x", row=0,
+                                                dtype=df["reward"].dtype, fix=S.FIX_NUMBER)
 
 
 def test_error_decision_not_binary():
@@ -140,31 +141,33 @@ def test_error_groups():
 def test_error_duplicate_time():
     df = tiny_log()
     df.loc[1, "t"] = 0
-    assert _err(df) == S.MSG_DUPLICATE_T.format(id="a", t=0)
+    assert _err(df) == S.MSG_DUPLICATE_T.format(
+        id="a", t=0, row0=0, row1=1, how="differ in column(s) level, decision, reward",
+        fix="two different records of one epoch must be fixed at the source (which one holds?)")
 
 
 def test_error_time_gap():
     df = tiny_log()
     df.loc[5, "t"] = 2  # c: t = 0, 2
-    assert _err(df) == S.MSG_TIME_GAP.format(id="c", t0=0, t1=2)
+    assert _err(df) == S.MSG_TIME_GAP.format(id="c", t0=0, t1=2, row0=4, row1=5)
 
 
 def test_error_late_start():
     df = tiny_log()
     df.loc[6, "t"] = 1  # d starts at t = 1
-    assert _err(df) == S.MSG_LATE_START.format(id="d", t=1, t0=0)
+    assert _err(df) == S.MSG_LATE_START.format(id="d", t=1, t0=0, row=6)
 
 
 def test_error_group_change():
     df = tiny_log()
     df.loc[3, "group"] = "g1"
-    assert _err(df) == S.MSG_GROUP_CHANGE.format(id="b", g0="g0", g1="g1", t=1)
+    assert _err(df) == S.MSG_GROUP_CHANGE.format(id="b", g0="g0", g1="g1", t=1, row=3)
 
 
 def test_error_next_level_mismatch():
     df = tiny_log()
     df.loc[4, "next_level"] = 2  # c: next_level 2 at t = 0, but level 0 at t = 1
-    assert _err(df) == S.MSG_NEXT_LEVEL.format(id="c", nxt=2, t0=0, t1=1, lvl=0)
+    assert _err(df) == S.MSG_NEXT_LEVEL.format(id="c", nxt=2, t0=0, t1=1, lvl=0, row0=4, row1=5)
 
 
 def test_read_logs_file_type(tmp_path):
@@ -398,7 +401,7 @@ def test_cli_malformed_log_exits_2(tmp_path, capsys):
     rc = main(["decompose", "--logs", str(path), "--boot", "0"])
     assert rc == 2
     err = capsys.readouterr().err
-    assert S.MSG_NEXT_LEVEL.format(id="c", nxt=2, t0=0, t1=1, lvl=0) in err
+    assert S.MSG_NEXT_LEVEL.format(id="c", nxt=2, t0=0, t1=1, lvl=0, row0=4, row1=5) in err
 
 
 def test_cli_positivity_exits_2(tmp_path, capsys):
@@ -706,7 +709,8 @@ def test_feature_state_errors(level_log):
     inf.loc[2, "debt"] = np.inf
     assert _ferr(inf, state=cols, bins=3) == S.MSG_NOT_FINITE.format(column="debt", value=np.inf, row=2)
     txt = feat.assign(debt=feat["debt"].astype(str))
-    assert _ferr(txt, state=cols, bins=3) == S.MSG_NOT_NUMERIC.format(column="debt", dtype=txt["debt"].dtype)
+    assert _ferr(txt, state=cols, bins=3) == S.MSG_NOT_NUMERIC.format(
+        column="debt", value=txt["debt"].iloc[0], row=0, dtype=txt["debt"].dtype, fix=S.FIX_NUMBER)
     found = feat["income"].nunique()
     assert _ferr(feat, state=cols, bins=found + 1) == S.MSG_BINS_DISTINCT.format(
         column="income", found=found, bins=found + 1)
@@ -724,7 +728,8 @@ def test_feature_state_errors(level_log):
     bad.loc[row, "next_debt"] = 99.0
     nxt_t1 = bad.loc[(bad["id"] == 3) & (bad["t"] == 1), "debt"].iloc[0]
     assert _ferr(bad, state=cols, bins=2) == S.MSG_NEXT_STATE.format(
-        id=3, next_col="next_debt", nxt=99.0, t0=0, t1=1, col="debt", val=float(nxt_t1))
+        id=3, next_col="next_debt", nxt=99.0, t0=0, t1=1, col="debt", val=float(nxt_t1),
+        row0=row, row1=int(np.flatnonzero((bad["id"] == 3) & (bad["t"] == 1))[0]))
     with pytest.raises(LogError, match="n_levels = 5 but the state binning has 4"):
         validate_logs(feat, state=cols, bins=2, n_levels=5)
     with pytest.raises(LogError, match="need state="):
