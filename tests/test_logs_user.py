@@ -386,8 +386,52 @@ def test_decisions_exported_as_words_get_a_message_about_the_baseline(housing):
     first = words["decision"].iloc[0]
     assert msg.startswith("logs: column 'decision' holds the labels 'place', 'waitlist' "
                           f"(first {first!r} at row 0), not 0 and 1"), msg
-    assert "baseline" in msg and "d0 and d1" in msg, msg
+    assert "baseline" in msg and "name them, the baseline first, e.g. decisions=['place', " \
+        "'waitlist'] if 'place' is the baseline (CLI --decisions place,waitlist" in msg, msg
     fixed = words.assign(decision=(words["decision"] == "place").astype(int))
     assert audit_logs(fixed, n_boot=0).decomposition.C == audit_logs(housing, n_boot=0).decomposition.C
     three = words.assign(decision=np.where(words["id"] == 2, "refer", words["decision"]))
     assert "collapse" in _err(three)
+
+
+def test_named_decisions_label_the_results_and_read_a_column_of_words(housing, tmp_path, capsys):
+    """``decisions=["waitlist", "place"]`` (Python, CLI --decisions, spec [logs] decisions):
+    the fitted model's action labels, so the report says place_rate and the selection
+    rates "place"; a column of those words reads as 0 / 1 with the numbers of the 0 / 1
+    log, bit for bit; another word, or a bad declaration, is one line naming it (before,
+    a log could not name its decisions: reports said d1_rate)."""
+    names = ["waitlist", "place"]
+    words = housing.assign(decision=np.where(housing["decision"] == 1, "place", "waitlist"))
+    plain = audit_logs(housing, n_boot=3, seed=1)
+    named = audit_logs(words, n_boot=3, seed=1, decisions=names)
+    assert named.model.action_labels == ("waitlist", "place")
+    assert named.benefit.actions == ("waitlist", "place")
+    for k in ("C", "DPE", "IPE", "SPE"):
+        assert getattr(named.decomposition, k) == getattr(plain.decomposition, k)
+    assert named.benefit.Lambda == plain.benefit.Lambda
+    assert audit_logs(housing, n_boot=0, decisions=names).decomposition.C == plain.decomposition.C
+    odd = words.assign(decision=np.where(words["id"] == 3, "refer", words["decision"]))
+    row = int(np.flatnonzero(odd["decision"].to_numpy() == "refer")[0])
+    assert _err(odd, decisions=names) == (
+        f"logs: column 'decision' holds 'refer' at row {row}, which is neither of the decisions "
+        "'waitlist' (0, the baseline) and 'place' (1); fix the row, or name the log's own "
+        "words in decisions=.")
+    assert _err(housing, decisions=["place"]).startswith("decisions: expected the names of "
+                                                          "decision 0 (the baseline) and decision 1")
+    # the spec and the CLI
+    words.to_csv(tmp_path / "h.csv", index=False)
+    (tmp_path / "h.toml").write_text('name = "h"\n[logs]\npath = "h.csv"\nn_boot = 3\nseed = 1\n'
+                                     'decisions = ["waitlist", "place"]\n[thresholds]\nabs_C = 1\n')
+    assert main(["audit", str(tmp_path / "h.toml"), "--out", str(tmp_path / "rep")]) == 0
+    doc = json.loads((tmp_path / "rep" / "audit.json").read_text())
+    assert doc["quantities"]["C"]["estimate"] == plain.decomposition.C
+    assert doc["selection"]["actions"] == ["place"]
+    assert "| place_rate\\[" in (tmp_path / "rep" / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["decompose", "--logs", str(tmp_path / "h.csv"), "--boot", "3", "--seed", "1",
+                 "--decisions", "waitlist,place", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["C"] == plain.decomposition.C
+    (tmp_path / "bad.toml").write_text('name = "b"\n[logs]\npath = "h.csv"\n'
+                                       'decisions = ["place", "place"]\n')
+    assert main(["audit", str(tmp_path / "bad.toml"), "--no-report"]) == 2
+    assert "[logs] decisions: bad value ['place', 'place']" in capsys.readouterr().err

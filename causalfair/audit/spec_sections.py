@@ -60,7 +60,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
                "baseline", "features", "shared", "batch_size", "actions"),
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
-             "bins", "potential_weights", "dowhy"),
+             "bins", "potential_weights", "dowhy", "decisions"),
     "policy": ("builtin", "checkpoint", "factory", "params", "output", "vecnormalize"),
     "engine": ("kind", "n", "seed", "alpha", "pair"),
     "benefit": ("eps", "weights", "worst", "horizon_benefit", "horizon_n", "bins"),
@@ -175,6 +175,13 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     if not isinstance(dw, bool):
         raise bad_value(path, "[logs] dowhy", dw, "true, false")
     out["dowhy"] = dw
+    if "decisions" in sec:
+        dn = sec["decisions"]
+        if not (isinstance(dn, list) and len(dn) == 2 and all(isinstance(n, str) and n.strip()
+                                                               for n in dn) and dn[0] != dn[1]):
+            raise bad_value(path, "[logs] decisions", dn, "the log's names of decision 0 (the "
+                            "baseline) and decision 1, e.g. [\"waitlist\", \"place\"]")
+        out["decisions"] = list(dn)
     state, nxt = _names(sec, "state", path), _names(sec, "next_state", path)
     feature_keys = [k for k in ("next_state", "bins", "potential_weights") if k in sec]
     if state is None:

@@ -61,6 +61,10 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--potential-weights", metavar="F1=W1,F2=W2",
                    help="with --state-cols: gain potential f = sum_j W_j * (mean of feature "
                         "j in the bin); required with several features")
+    g.add_argument("--decisions", metavar="D0,D1",
+                   help="the log's names of decision 0 (the baseline) and decision 1, e.g. "
+                        "waitlist,place: results use them, and a decision column of these "
+                        "words is read as 0 and 1")
     g.add_argument("--on-positivity", choices=("error", "bounds"), default="error",
                    help="when a needed decision is never logged: refuse (default) or report bounds")
     g.add_argument("--audit-policy", action="store_true",
@@ -167,7 +171,8 @@ def run_logs(args: argparse.Namespace) -> int:
         policy = args.policy
         if getattr(args, "checkpoint", None) or str(policy).partition(":")[0] not in BUILTIN_KINDS:
             # a checkpoint or a factory, resolved (and checked) on the fitted model
-            model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit, **state_kw)
+            model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit,
+                                   decisions=args.decisions, **state_kw)
             policy = load_policy(args, model).policy
     pair = getattr(args, "pair", None)  # decompose's --pair: the groups compared
     try:
@@ -178,7 +183,7 @@ def run_logs(args: argparse.Namespace) -> int:
             on_positivity=args.on_positivity, method=args.fit,
             alpha_smooth=args.alpha_smooth, eps=args.eps, weights=args.weights,
             dowhy=args.dowhy, lambda_estimator=args.lambda_estimator, reference=args.reference,
-            pair=pair, **state_kw,
+            pair=pair, decisions=args.decisions, **state_kw,
         )
     except InputError as exc:  # --pair names no two of the logged groups
         if pair is None or not str(exc).startswith("pair: "):

@@ -41,7 +41,7 @@ from causalfair.logs.pretest import (
     threshold_lambda,
 )
 from causalfair.logs.result import LogAudit
-from causalfair.logs.schema import LogData, read_logs, validate_logs
+from causalfair.logs.schema import LogData, check_decisions, read_logs, validate_logs
 from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import resolve
 
@@ -83,17 +83,23 @@ def _level_labels(data: LogData) -> tuple[str, ...] | None:
 
 def fit_logs(df: Any, *, method: str = "counts", alpha: float = DEFAULT_ALPHA,
              potential: Any = None, n_levels: int | None = None, groups: Any = None,
-             state: Any = None, bins: Any = None, next_state: Any = None):
+             state: Any = None, bins: Any = None, next_state: Any = None,
+             decisions: Any = None):
     """Validate ``df`` and fit the tabular model: returns (TabularModel, logged policy
     table pi(d1 | x, s) of shape (G, K), LogData). ``state`` / ``bins`` /
-    ``next_state``: feature-vector states (see :func:`~causalfair.logs.schema.bin_states`)."""
+    ``next_state``: feature-vector states (see :func:`~causalfair.logs.schema.bin_states`);
+    ``decisions``: as :func:`audit_logs`'s."""
+    names = check_decisions(decisions)
     data = df if isinstance(df, LogData) else validate_logs(
-        df, n_levels=n_levels, groups=groups, state=state, bins=bins, next_state=next_state)
+        df, n_levels=n_levels, groups=groups, state=state, bins=bins, next_state=next_state,
+        decisions=names)
     _check_options(method, alpha)
     stats = log_stats(data)
     model, p_log, _ = fit_model(stats, stats.total(), method=method, alpha=alpha,
                            potential=_resolve_potential(potential, data), groups=data.groups,
                            levels=_level_labels(data))
+    if names is not None:
+        model = model.with_(action_labels=names)
     return model, p_log, data
 
 
@@ -158,6 +164,7 @@ def audit_logs(
     dowhy_options: dict[str, Any] | None = None,
     reference: Any = None,
     pair: Any = None,
+    decisions: Any = None,
 ) -> LogAudit:
     """Estimate C, DPE, IPE, SPE, Delta and Lambda of the logged policy from decision logs.
 
@@ -190,6 +197,9 @@ def audit_logs(
     :func:`causalfair.engines.groups.resolve_pair`), also by the bounds when positivity
     fails; None: the largest and smallest V^pi of the fitted model (the bounds too:
     :func:`~causalfair.logs.fit.positivity_bounds`). The result's ``pair`` names it.
+    ``decisions``: the log's names of decision 0 (the baseline) and decision 1 (e.g.
+    ``["waitlist", "place"]``): the fitted model's action labels, so results and reports
+    use them; a 'decision' column of these words is read as 0 and 1.
     """
     _check_options(method, alpha_smooth)
     check_int("seed", seed, 0)
@@ -203,8 +213,10 @@ def audit_logs(
         raise LogError(f"n_boot: must be an integer >= 0, got {n_boot!r}.")
     if isinstance(df, (str, os.PathLike)):
         df = read_logs(df)
+    names = check_decisions(decisions)
     data = df if isinstance(df, LogData) else validate_logs(
-        df, n_levels=n_levels, groups=groups, state=state, bins=bins, next_state=next_state)
+        df, n_levels=n_levels, groups=groups, state=state, bins=bins, next_state=next_state,
+        decisions=names)
     T = data.horizon if horizon is None else check_horizon(horizon)
     ab = resolve_pair(pair, data.groups, "pair")  # the estimate's and the bounds' pair
     _check_score(policy, data)
@@ -219,6 +231,8 @@ def audit_logs(
     total = stats.total()
     model, p_log, params = fit_model(stats, total, method=method, alpha=alpha_smooth,
                                 potential=potential, groups=data.groups, levels=levels)
+    if names is not None:
+        model = model.with_(action_labels=names)
     p, source = _resolve_policy(policy, model, p_log, T)
     # one number for the estimate and every replicate: given, declared by the fitted model
     # (the lending potential's 0.1) or "auto" from the full-data benefits

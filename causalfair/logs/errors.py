@@ -101,13 +101,14 @@ MSG_DECISION = (
 )
 MSG_DECISION_LABELS = (
     "logs: column 'decision' holds the labels {labels} (first {value!r} at row {row}), not 0 "
-    "and 1; {fix} Reports then call the decisions d0 and d1 (docs/logs.md)."
+    "and 1; {fix}"
 )
 #: The fixes :data:`MSG_DECISION_LABELS` gives: two labels, more than two.
 FIX_DECISION_TWO = (
     "the audit cannot tell which one is the baseline (the decision that leaves things as they "
-    "are, which pi0 always takes; SPE and IPE rest on it): write it as 0 and the other as 1, "
-    "e.g. if {a!r} is the baseline, df['decision'] = (df['decision'] == {b!r}).astype(int)."
+    "are, which pi0 always takes; SPE and IPE rest on it): name them, the baseline first, "
+    "e.g. decisions=[{a!r}, {b!r}] if {a!r} is the baseline (CLI --decisions {a},{b}; spec "
+    "[logs] decisions), or write it as 0 and the other as 1."
 )
 FIX_DECISION_MORE = (
     "a log audit covers two decisions: collapse the actions to the decision of interest (1) "

@@ -129,6 +129,7 @@ __all__ = [
     "MSG_FEATURE_POTENTIAL",
     "FIX_DECIMAL_COMMA",
     "FIX_NUMBER",
+    "check_decisions",
 ]
 
 REQUIRED_COLUMNS = ("id", "t", "group", "level", "decision", "next_level", "reward")
@@ -227,9 +228,44 @@ def _int_column(df: Any, col: str) -> np.ndarray:
     raise LogError(MSG_NOT_INTEGER.format(column=col, value=v[i], row=i, dtype=s.dtype))
 
 
+def check_decisions(decisions: Any) -> tuple[str, str] | None:
+    """``decisions``: the names of decision 0 (the baseline) and decision 1, two different
+    non-empty strings, or None; else a :class:`LogError` naming the value and the fix."""
+    if decisions is None:
+        return None
+    if isinstance(decisions, str):
+        decisions = [d.strip() for d in decisions.split(",")]
+    names = list(decisions) if isinstance(decisions, (list, tuple)) else None
+    if (names is None or len(names) != 2 or not all(isinstance(n, str) and n.strip()
+                                                    for n in names) or names[0] == names[1]):
+        raise LogError(f"decisions: expected the names of decision 0 (the baseline) and "
+                       f"decision 1, two different words, got {decisions!r:.80}; e.g. "
+                       "decisions=['waitlist', 'place'] (CLI --decisions waitlist,place).")
+    return names[0], names[1]
+
+
+def _decision_words(df: Any, names: tuple[str, str]) -> Any:
+    """``df`` with a 'decision' column of the words ``names`` read as 0 and 1 (a column of
+    numbers is kept); another word is a :class:`LogError` naming it, its row and both."""
+    import pandas as pd
+
+    s = df["decision"]
+    if pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype):
+        return df
+    text = s.astype(str)
+    code = text.map({names[0]: 0, names[1]: 1})
+    bad = code.isna().to_numpy() & ~s.isna().to_numpy()
+    if bad.any():
+        i = first_row(bad)
+        raise LogError(f"logs: column 'decision' holds {s.iloc[i]!r} at row {i}, which is neither "
+                       f"of the decisions {names[0]!r} (0, the baseline) and {names[1]!r} (1); "
+                       "fix the row, or name the log's own words in decisions=.")
+    return df.assign(decision=code.where(~s.isna()))
+
+
 def validate_logs(df: Any, *, n_levels: int | None = None,
                   groups: Any = None, state: Any = None, bins: Any = None,
-                  next_state: Any = None) -> LogData:
+                  next_state: Any = None, decisions: Any = None) -> LogData:
     """Check a decision log and return it as a :class:`LogData`.
 
     ``n_levels``: K (default: 1 + the largest level or next level in the log).
@@ -247,11 +283,15 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     feature columns instead of ``level`` / ``next_level``; they are binned by
     :func:`bin_states` (after the check for the other required columns) and the
     next-state features must equal the following row's features.
+
+    ``decisions``: the log's names of decision 0 (the baseline) and 1
+    (:func:`check_decisions`); a 'decision' column of these words is read as 0 and 1.
     """
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
         raise LogError(MSG_NOT_FRAME.format(kind=type(df).__name__))
+    names = check_decisions(decisions)
     required = REQUIRED_COLUMNS if state is None else tuple(
         c for c in REQUIRED_COLUMNS if c not in ("level", "next_level"))
     missing = [c for c in required if c not in df.columns]
@@ -275,6 +315,8 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     elif bins is not None or next_state is not None:
         raise LogError("logs: bins= / next_state= bin feature states and need state=[...] "
                        "(the feature columns); a log with level columns needs neither.")
+    if names is not None:
+        df = _decision_words(df, names)
     for col in REQUIRED_COLUMNS:
         na = df[col].isna().to_numpy()
         if na.any():

@@ -277,12 +277,13 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
 
 def _notion_label(r: AuditResult, key: str) -> str:
     """The name a notion's row shows: its audit.json key, except that ``approval_rate``
-    (the share given d1) shows as ``d1_rate`` for a decision log (the log does not say what
-    d1 is) and as ``LABEL_rate`` for a two-action system whose d1 is not lending's
-    "approve" (a triage's ``admit_rate``); audit.json keeps the key ``approval_rate``."""
+    (the share given d1) shows as ``d1_rate`` for a decision log that does not name its
+    decisions (``[logs] decisions``) and as ``LABEL_rate`` for a two-action system, or a
+    log, whose d1 is not lending's "approve" (a triage's ``admit_rate``); audit.json keeps
+    the key ``approval_rate``."""
     if key != "approval_rate":
         return key
-    if r.spec.source == "logs":
+    if r.spec.source == "logs" and not r.spec.logs_options.get("decisions"):
         return "d1_rate"
     label = favourable_label(r)
     return key if label in (None, "approve") else f"{label}_rate"
