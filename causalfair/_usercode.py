@@ -225,8 +225,8 @@ def _recording_into(rec: set[str]) -> Iterator[None]:
     stack.append(rec)
     try:
         yield
-    finally:
-        stack.remove(rec)
+    finally:  # by identity: nested records holding the same files are equal sets
+        del stack[next(i for i in range(len(stack) - 1, -1, -1) if stack[i] is rec)]
 
 
 def _module_key(module: Any) -> str | None:

@@ -5,6 +5,7 @@ saves and loads them (docs/checkpoints.md)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -219,6 +220,21 @@ def _last_layer(module: Any) -> Any:
     return None if type(module).__name__ == "Sequential" else module
 
 
+def _training_mode_layer(module: Any) -> str | None:
+    """The class name of a layer of ``module`` in training mode whose output is then random
+    or depends on the batch (dropout, batch normalisation), or None."""
+    nn = getattr(sys.modules.get("torch"), "nn", None)
+    modules = getattr(module, "modules", None)
+    if nn is None or not callable(modules):
+        return None
+    kinds = tuple(k for k in (getattr(nn.modules.dropout, "_DropoutNd", None),
+                              getattr(nn.modules.batchnorm, "_BatchNorm", None)) if k)
+    for m in modules():
+        if getattr(m, "training", False) and isinstance(m, kinds):
+            return type(m).__name__
+    return None
+
+
 class TorchPolicy(_MLPPolicyBase):
     """Adapter for a ``torch.nn.Module`` mapping encoded features to one logit
     (P(d1) = sigmoid), or A logits (softmax over actions); ``output="probs"`` when the
@@ -239,6 +255,13 @@ class TorchPolicy(_MLPPolicyBase):
                 "probabilities, not logits (read as logits they would be squashed twice); "
                 "say so: output='probs' (cf.as_policy(module, system, output='probs'), in a "
                 "spec [policy] output = \"probs\").")
+        random = _training_mode_layer(module)
+        if random is not None:
+            raise PolicyError(
+                f"policy {name!r}: the module is in training mode and has a {random} layer, "
+                "which then draws random numbers (or reads the batch) at every call: the "
+                "same seed would give other numbers; call module.eval() before auditing it "
+                "(the deployed policy's behaviour).")
         self.module = module
         self.encoding = encoding or FeatureEncoding()
         self.output = output

@@ -10,6 +10,7 @@ import copy
 import ctypes
 import json
 import random as _pyrandom
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,7 +19,8 @@ import numpy as np
 from causalfair.errors import SystemError_, UserCodeError, call_user, short
 from causalfair.systems.gym.forks import copy_env
 
-__all__ = ["GymForkError", "fork_error", "check_forks", "group_columns", "FIX_DOC",
+__all__ = ["GymForkError", "fork_error", "check_forks", "check_one_individual",
+           "group_columns", "FIX_DOC",
            "SLOW_COPY_S", "global_states", "global_read_error"]
 
 FIX_DOC = "see docs/own-system.md, 'Audit your Gymnasium env'"
@@ -34,32 +36,50 @@ def fork_error(name: str, problem: str, fix: str) -> GymForkError:
 
 
 def global_states(exact: bool = True) -> tuple[Any, ...]:
-    """The states of the global generators (``np.random``'s and ``random``'s), comparable.
+    """The states of the global generators (``np.random``'s and ``random``'s, and torch's
+    CPU generator once torch is imported), comparable.
     ``exact=False`` reads ``np.random``'s as the bytes of its MT19937 C state (numpy's
     ``mt19937_state``: 624 32-bit words and the position, at the documented
     ``ctypes.state_address``): a few microseconds, where ``np.random.get_state`` takes
     about 30, for the comparison around every batch of steps; it misses a normal drawn
     from the one ``np.random`` keeps from its previous pair (no word is drawn for it),
-    which a batch of draws does not do alone."""
+    which a batch of draws does not do alone. Torch's state (about 2 us) is read only
+    where a module imported torch (it is never imported here)."""
     bg = np.random.get_bit_generator()
+    torch_state = _torch_state()
     if type(bg) is not np.random.MT19937:  # pragma: no cover - np.random.set_bit_generator
-        return repr(np.random.get_state(legacy=False)), _pyrandom.getstate()
+        return repr(np.random.get_state(legacy=False)), _pyrandom.getstate(), torch_state
     if exact:
         st = np.random.get_state(legacy=False)
         return (st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], st["gauss"],
-                _pyrandom.getstate())
-    return ctypes.string_at(bg.ctypes.state_address, 624 * 4 + 4), _pyrandom.getstate()
+                _pyrandom.getstate(), torch_state)
+    return (ctypes.string_at(bg.ctypes.state_address, 624 * 4 + 4), _pyrandom.getstate(),
+            torch_state)
+
+
+def _torch_state() -> bytes | None:
+    """The bytes of torch's global CPU generator state, or None where torch is not
+    imported (or has no such generator)."""
+    torch = sys.modules.get("torch")
+    gen = getattr(getattr(torch, "random", None), "default_generator", None)
+    if gen is None:
+        return None
+    try:
+        return bytes(gen.get_state().numpy().tobytes())
+    except Exception:  # noqa: BLE001 - a torch build without it: nothing to compare
+        return None
 
 
 def global_read_error(name: str) -> GymForkError:
     """The refusal of env ``name`` whose step moved a global generator's state."""
-    return fork_error(name, "step reads a global random generator (np.random or random, "
-                      "scipy.stats' rvs without random_state too)",
+    return fork_error(name, "step reads a global random generator (np.random, random or "
+                      "torch's; scipy.stats' rvs without random_state too)",
                       "draw every random number from self.np_random")
 
 
 def _generator_state(v: Any) -> Any:
-    """A comparable state of a random generator (numpy's or ``random``'s), else None."""
+    """A comparable state of a random generator (numpy's, ``random``'s, or a
+    ``torch.Generator`` once torch is imported), else None."""
     if isinstance(v, np.random.RandomState):
         st = v.get_state(legacy=False)
         return st["state"]["key"].tobytes(), st["state"]["pos"], st["has_gauss"], st["gauss"]
@@ -67,6 +87,12 @@ def _generator_state(v: Any) -> Any:
         return repr(v.bit_generator.state)
     if isinstance(v, _pyrandom.Random):
         return v.getstate()
+    torch_gen = getattr(sys.modules.get("torch"), "Generator", None)
+    if torch_gen is not None and isinstance(v, torch_gen):
+        try:
+            return bytes(v.get_state().numpy().tobytes())
+        except Exception:  # noqa: BLE001 - a device generator without a CPU state
+            return None
     return None
 
 
@@ -317,6 +343,50 @@ def _check_reset_seeded(sim: Any, g: int, seed: int) -> None:
                          "self.np_random without super().reset(seed=seed))",
                          "call super().reset(seed=seed) first in reset and draw every random "
                          "number from self.np_random")
+
+
+def check_one_individual(sim: Any, horizon: int, *, n: int = 2, steps: int = 5,
+                         seed: int = 0) -> None:
+    """Refuse an env whose episode does not follow one individual over the audit's
+    ``horizon`` steps: one whose step reports, in the info key reset reports the group in
+    (``"group"``, or ``KEY`` of ``group = "info:KEY"``), another group than the
+    individual's, as an env that brings a new individual at every step (a queue of
+    applicants) does; its gains would be summed over individuals of every group as the
+    first one's. ``n`` individuals per group, up to ``steps`` steps (the steps before the
+    last of ``horizon``: the last step's info may already name the next individual)."""
+    mode = sim.group_mode
+    key = "group" if mode == "options" else mode.partition(":")[2] if mode.startswith(
+        "info:") else None
+    k_steps = min(steps, horizon - 1)
+    if key is None or k_steps < 1:
+        return
+    rng = np.random.default_rng(seed)
+    api, template = sim._api, sim._template
+    saved = getattr(template, api[0])() if api else None
+    try:
+        for g in range(sim.n_groups):
+            for _ in range(n):
+                env, _obs = sim._reset_one(g, int(rng.integers(2**62)))
+                for j in range(1, k_steps + 1):
+                    out = call_user(f"gym env {sim.name}.step", env.step, sim._start)
+                    info = out[4] if isinstance(out, tuple) and len(out) == 5 else None
+                    if not isinstance(info, Mapping) or key not in info or out[2]:
+                        break  # a malformed step is the fork check's; an ended episode is fine
+                    got = info[key]
+                    if type(got) is not int and type(got) is not str:
+                        got = sim._one_group(got, key)
+                    if got != g and got != sim.group_names[g]:
+                        raise fork_error(
+                            sim.name, f"its step {j} reported info[{key!r}] = {short(got)} for "
+                            f"an individual of group {sim.group_names[g]!r}: an episode brings "
+                            "other individuals (a queue, a new one at each step), while the "
+                            f"audit follows one individual over T = {horizon} steps and would "
+                            "sum their gains as the first one's", "audit it with horizon=1 "
+                            "(each reset one individual and its one decision), or make an "
+                            "episode follow one individual")
+    finally:
+        if api:
+            getattr(template, api[1])(saved)
 
 
 def _check_copy_continues(sim: Any, g: int, rng: np.random.Generator) -> None:

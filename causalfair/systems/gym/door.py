@@ -8,7 +8,7 @@ one per individual, and forks them with common random numbers (method.md section
 :func:`check_forks` checks this on a sampled batch before the system is used and refuses
 an env that cannot be copied, one whose reset with one seed gives two individuals, one
 whose forks with the same action differ, one that reads the global generators
-(``np.random``, ``random``; also refused while stepping, where a step reads them later
+(``np.random``, ``random``, torch's; also refused while stepping, where a step reads them later
 than the check looked), one whose generator use depends on the action, one whose step
 draws from a generator of its own that every individual shares, and
 (``group="options"``) one whose reset ignores the group it is asked for. A step's reward
@@ -23,7 +23,12 @@ from typing import Any
 import numpy as np
 
 from causalfair.errors import SystemError_, short
-from causalfair.systems.gym.checks import GymForkError, check_forks, group_columns
+from causalfair.systems.gym.checks import (
+    GymForkError,
+    check_forks,
+    check_one_individual,
+    group_columns,
+)
 from causalfair.systems.gym.simulator import (
     BATCH_SIZE,
     GymSimulator,
@@ -50,7 +55,8 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
              gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
              features: Sequence[str] | None = None, params: Mapping[str, Any] | None = None,
              id: str | None = None, check: bool = True, shared: Sequence[str] = (),
-             batch_size: int = BATCH_SIZE, actions: Sequence[str] | None = None) -> System:
+             batch_size: int = BATCH_SIZE, actions: Sequence[str] | None = None,
+             group_weights: Sequence[float] | None = None) -> System:
     """A :class:`~causalfair.systems.System` over a Gymnasium env (module docstring).
 
     ``env_factory``: a callable returning a ``gymnasium.Env`` (one individual per env,
@@ -65,9 +71,12 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     column), ``"reward"`` or ``"module:callable"`` (``fn(obs, action, next_obs, reward,
     info) -> float``).
     ``baseline``: the action pi0 takes. ``actions``: one name per action of the env's
-    ``Discrete(n)`` action space, in its order, as reports print them (default
-    ``d0..d{n-1}``). ``horizon``: epochs (default: the env's ``max_episode_steps``, its
-    spec's or a ``TimeLimit``'s, else 20). ``features``: names of the observation columns
+    ``Discrete(n)`` action space, in its order, as reports print them (default: the
+    env's own, ``env.unwrapped.get_action_meanings()`` when it has n distinct ones, else
+    ``d0..d{n-1}``). ``group_weights``: the groups' shares of the population, one per
+    group summing to 1, which weight the utility (default uniform; the audit simulates
+    the same n individuals per group whatever they are). ``horizon``: epochs (default:
+    the env's ``max_episode_steps``, its spec's or a ``TimeLimit``'s, else 20). ``features``: names of the observation columns
     (default ``x0..xk``); the columns that carry the group (:func:`group_columns`, or one
     named ``group``) are the system's ``roles["group"]``. ``shared``: names of attributes
     of ``env.unwrapped`` that reset and step never change (a transition table, a data
@@ -82,6 +91,12 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
     """
     given = groups
     groups = tuple(str(x) for x in groups) if not isinstance(groups, str) else None
+    if groups and len(set(groups)) != len(groups):
+        twice = sorted({g for g in groups if groups.count(g) > 1})
+        raise SystemError_(
+            f"from_gym groups: names must be distinct, got {short(list(groups))} "
+            f"({', '.join(map(repr, twice))} more than once); give one name per group of "
+            "the env, in its order.")
     if not groups or len(groups) < 2:
         raise SystemError_(
             f"from_gym groups: give a list of at least two group names, got {short(given)}: "
@@ -102,6 +117,7 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
         raise SystemError_(f"from_gym batch_size: bad value {short(batch_size)}; give an "
                            f"integer >= 1 (default {BATCH_SIZE}).")
     labels = _check_actions(actions)
+    weights = _check_weights(group_weights, groups)
     factory = _resolve_factory(env_factory)
     sid = id or gym_id(ref or _callable_ref(env_factory))
     sim = GymSimulator(factory, groups=groups, group=group, gain=gain, params=params,
@@ -119,15 +135,17 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
             f"from_gym actions: {len(labels)} names {short(list(labels))} for the env's "
             f"{A} actions (its action space is Discrete({A})); give one name per action, "
             "in the action space's order.")
+    T = horizon if horizon is not None else (sim.horizon_hint or 20)
     if check:
         check_forks(sim)
-    T = horizon if horizon is not None else (sim.horizon_hint or 20)
+        check_one_individual(sim, T)
     names = tuple(features) if features is not None else tuple(f"x{i}" for i in range(sim.width))
+    own = sim.action_names if labels is None else None
     carry = sorted({names[j] for j in group_columns(sim)} | ({"group"} & set(names)))
     return System(
         id=sid, groups=groups,
-        decisions=DecisionSet(labels=labels or tuple(f"d{i}" for i in range(A)),
-                              baseline=baseline),
+        decisions=DecisionSet(labels=labels or own or tuple(f"d{i}" for i in range(A)),
+                              baseline=baseline), group_weights=weights,
         features=names, roles={"group": carry} if carry else {},
         gain=Gain(description=f"from the Gymnasium env ({gain})"),
         reward="reward", horizon=T, simulator=sim,
@@ -135,6 +153,7 @@ def from_gym(env_factory: Callable[..., Any] | str, *, groups: Sequence[str], gr
                 **({"params": dict(params)} if params else {}),
                 **({"shared": list(shared)} if shared else {}),
                 **({"actions": list(labels)} if labels is not None else {}),
+                **({"group_weights": list(weights)} if weights is not None else {}),
                 **({"batch_size": int(batch_size)} if batch_size != BATCH_SIZE else {})},
         description=f"Gymnasium env {sim.name}")
 
@@ -151,6 +170,24 @@ def _check_actions(actions: Any) -> tuple[str, ...] | None:
             "names, one per action: actions=['wait', 'meds'] in Python, actions = [\"wait\", "
             "\"meds\"] in a spec, --param 'actions=[\"wait\",\"meds\"]' on the command line.")
     return names
+
+
+def _check_weights(weights: Any, groups: tuple[str, ...]) -> tuple[float, ...] | None:
+    """``group_weights``: None, or one share >= 0 per group, summing to 1."""
+    if weights is None:
+        return None
+    try:
+        w = tuple(float(x) for x in weights) if not isinstance(weights, (str, Mapping)) else ()
+    except (TypeError, ValueError):
+        w = ()
+    if len(w) != len(groups) or not all(np.isfinite(x) and x >= 0 for x in w) \
+            or abs(sum(w) - 1.0) > 1e-9:
+        raise SystemError_(
+            f"from_gym group_weights: bad value {short(weights)}; give the groups' "
+            f"{len(groups)} shares of the population, in the order of groups, >= 0 and "
+            "summing to 1: group_weights=[0.5, 0.3, 0.14, 0.06] in Python, --param "
+            "'group_weights=[0.5,0.3,0.14,0.06]' on the command line.")
+    return w
 
 
 def gym_id(env: str) -> str:
@@ -204,9 +241,11 @@ def gym_system(env: str, groups: Sequence[str] = (), group: str = "options",
                gain: str = "info:gain", baseline: int = 0, horizon: int | None = None,
                features: Sequence[str] | None = None,
                params: Mapping[str, Any] | None = None, shared: Sequence[str] = (),
-               batch_size: int = BATCH_SIZE, actions: Sequence[str] | None = None) -> System:
+               batch_size: int = BATCH_SIZE, actions: Sequence[str] | None = None,
+               group_weights: Sequence[float] | None = None) -> System:
     """The registered system ``gym``: :func:`from_gym` of ``env`` (``"module:callable"``
     or a registered Gymnasium id), what ``[system] gym = ...`` in an audit spec makes."""
     return from_gym(env, groups=groups, group=group, gain=gain, baseline=baseline,
                     horizon=horizon, features=features, params=params, id=gym_id(env),
-                    shared=shared, batch_size=batch_size, actions=actions)
+                    shared=shared, batch_size=batch_size, actions=actions,
+                    group_weights=group_weights)

@@ -15,8 +15,8 @@ import numpy as np
 from causalfair.errors import SystemError_, call_user, short
 from causalfair.systems.gym.forks import StepGenerator
 
-__all__ = ["F64", "read_spaces", "flatten_fix", "box_vector", "as_number", "gain_reader",
-           "reads_obs0", "stepper", "InfoChange", "change_reader"]
+__all__ = ["F64", "read_spaces", "action_meanings", "flatten_fix", "box_vector", "as_number",
+           "gain_reader", "reads_obs0", "stepper", "InfoChange", "change_reader"]
 
 F64 = np.dtype(np.float64)
 #: ``run(env, action, word, obs0) -> (observation, reward, gain, ended)``: one step read
@@ -33,6 +33,14 @@ def read_spaces(env: Any, name: str) -> tuple[int, int, int]:
             "reset/step; return a gymnasium.Env.")
     if isinstance(getattr(env, "num_envs", None), int) and (
             hasattr(env, "single_action_space") or hasattr(env, "step_async")):
+        if not hasattr(env, "env_fns") and not hasattr(env, "envs"):
+            raise SystemError_(
+                f"gym env {name}: the factory returned a natively vectorised env "
+                f"({type(env).__name__} of {env.num_envs} envs, with no env_fns to take one "
+                "env from); from_gym takes one env, one individual: return a one-individual "
+                "env, or write your batch simulator as causalfair's simulator protocol "
+                "(reset(n, group, rng), observe, draw_noise, step over a batch; "
+                "docs/simulators.md, section 1) and audit it as [system] factory.")
         raise SystemError_(
             f"gym env {name}: the factory returned a vector env ({type(env).__name__} of "
             f"{env.num_envs} envs); from_gym takes one env, one individual, and batches the "
@@ -51,6 +59,24 @@ def read_spaces(env: Any, name: str) -> tuple[int, int, int]:
             f"gym env {name}: observation_space is {short(obs_space)}; from_gym "
             f"needs a Box of observation vectors (features): {flatten_fix(obs_space)}.")
     return int(n), int(getattr(space, "start", 0)), int(np.prod(shape)) if shape else 1
+
+
+def action_meanings(env: Any, n: int) -> tuple[str, ...] | None:
+    """The names ``env`` gives its ``n`` actions: ``env.unwrapped.get_action_meanings()``
+    (the Arcade Learning Environment's convention), when it returns ``n`` distinct non-empty
+    strings; else None (the env names none, or names that do not fit its action space)."""
+    fn = getattr(getattr(env, "unwrapped", env), "get_action_meanings", None)
+    if not callable(fn):
+        return None
+    try:
+        names = fn()
+    except Exception:  # noqa: BLE001 - an env that cannot name its actions names none
+        return None
+    names = tuple(names) if isinstance(names, (list, tuple)) else ()
+    if len(names) != n or not all(isinstance(a, str) and a for a in names) \
+            or len(set(names)) != n:
+        return None
+    return names
 
 
 def flatten_fix(space: Any) -> str:
@@ -134,10 +160,13 @@ def gain_reader(mode: str, gain_fn: Callable[..., Any] | None, name: str
         if kind == "obs":
             return float(obs1[int(key)] - obs0[int(key)])
         if not isinstance(info, Mapping) or key not in info:
+            has = ", ".join(repr(k) for k in list(info)[:10]) if isinstance(info, Mapping) else ""
             raise SystemError_(
-                f"gym env {name}: gain = 'info:{key}' but step's info has no key {key!r}; "
-                f"return the qualification gain in info[{key!r}] or set gain (obs:INDEX, reward, "
-                "module:callable).")
+                f"gym env {name}: gain = 'info:{key}' but step's info has no key {key!r}"
+                f"{f' (it has {has})' if has else ''}; return the qualification gain in "
+                f"info[{key!r}] or set gain (info:KEY for a step's gain, gain = "
+                "'info-change:KEY' for a level such as info['qualification'], obs:INDEX, "
+                "reward, module:callable).")
         return as_number(info[key], "gain", name, mode)
 
     return gain

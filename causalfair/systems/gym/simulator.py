@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory, format_bytes
-from causalfair.errors import SystemError_, call_user, short
+from causalfair._usercode import call_factory
+from causalfair.errors import SystemError_, UserCodeError, call_user, short
 from causalfair.systems.gym.checks import global_read_error, global_states
 from causalfair.systems.gym.forks import (
     StepGenerator,
@@ -57,6 +58,7 @@ from causalfair.systems.gym.forks import (
 )
 from causalfair.systems.gym.readings import (
     F64,
+    action_meanings,
     box_vector,
     change_reader,
     read_spaces,
@@ -82,6 +84,12 @@ ENV_CACHE_SIZE = 4
 #: flat from 64 to 250 on benchmarks/bench_gym.py's env, 8% slower in one batch of 2,000),
 #: and n individuals make n / 256 tasks per group for ``--jobs`` and Ray.
 BATCH_SIZE = 256
+#: Resets one individual of a group = "info:KEY" system may take until ``info[KEY]`` is its
+#: group, once the first ``max_tries`` (200) have reported values among the groups (values
+#: none of which is a group are refused after those 200). A 3% group takes about 33 resets;
+#: with 200 at most, 0.97**200 = 0.2% of its individuals were refused, so an audit of
+#: thousands was refused by chance (a 6% group: about 8% of audits at n = 20,000).
+RARE_TRIES = 10_000
 _tobytes = np.ndarray.tobytes
 
 
@@ -163,8 +171,9 @@ class GymSimulator:
         only copied or reset and stepped one individual at a time. The simulators of one
         thread that share it run one at a time (a worker runs one task at a time; a
         Gymnasium simulator is never stepped on two threads: ``thread_safe``)."""
-        if key is None:
-            return call_user(f"gym env factory {self.name}", self.env_factory, **self.params)
+        if key is None:  # the files the factory reads are pinned (audit.json inputs)
+            return call_factory(f"gym env factory {self.name}", self.env_factory, None,
+                                **self.params)
         cache = _ENVS.__dict__.setdefault("envs", {})
         env = cache.get(key)
         if env is None:
@@ -221,6 +230,11 @@ class GymSimulator:
         return int(self._width or 0)
 
     @property
+    def action_names(self) -> tuple[str, ...] | None:
+        """The names the env gives its actions (``get_action_meanings()``), or None."""
+        return action_meanings(self._template, self._n_actions)
+
+    @property
     def horizon_hint(self) -> int | None:
         steps = getattr(self._spec, "max_episode_steps", None)
         return int(steps) if isinstance(steps, int) and steps > 0 else self._limit
@@ -233,13 +247,26 @@ class GymSimulator:
         env = self._fresh()
         where = self._where_reset
         if self.group_mode == "options":
-            obs, info = call_user(where, env.reset, seed=seed, options={"group": g})
+            try:
+                obs, info = call_user(where, env.reset, seed=seed, options={"group": g})
+            except UserCodeError as exc:
+                raise UserCodeError(
+                    str(exc).replace(f"{where} raised", f"{where}(options={{'group': {g}}}) "
+                                     f"(group {self.group_names[g]!r}, {self.n_groups} groups "
+                                     "listed) raised", 1)
+                    + "; if the env has fewer groups, list as many groups as the env has, in "
+                    "its order", callable_name=exc.callable_name,
+                    traceback_text=exc.traceback_text) from exc.__cause__
             got = info.get("group") if type(info) is dict or isinstance(info, Mapping) else None
+            if type(got) is not int and got is not None:
+                got = self._one_group(got, "group")
             if got is not None and got != g and got != self.group_names[g]:
                 raise SystemError_(
                     f"gym env {self.name}: reset(options={{'group': {g}}}) reported info['group'] "
-                    f"= {short(got)}; the env must start an individual of the group it is asked "
-                    "for, or use group = 'info:KEY'.")
+                    f"= {short(got)}, neither {g} nor groups[{g}] = {self.group_names[g]!r}; "
+                    "list groups in the env's order, with the names it reports ([engine] pair "
+                    "picks the pair compared), make reset start the group it is asked for, "
+                    "or use group = 'info:KEY'.")
             return env, obs
         if self._group_fn is not None:
             obs, _ = call_user(f"from_gym group {self.group_mode}", self._group_fn, env, g, seed)
@@ -247,13 +274,25 @@ class GymSimulator:
         key = self.group_mode.partition(":")[2]
         ss = np.random.SeedSequence(seed)
         seen: list[Any] = []
-        for k, s in enumerate(ss.generate_state(self.max_tries, dtype=np.uint32)):
-            obs, info = call_user(where, env.reset, seed=int(s) + (k << 32))
+        # the first max_tries seeds, then (for a group the env does report, but rarely)
+        # up to RARE_TRIES: generate_state's words are the same prefix whatever the count
+        seeds = ss.generate_state(self.max_tries, dtype=np.uint32)
+        k = 0
+        while True:
+            if k == len(seeds):
+                if len(seeds) >= RARE_TRIES or not any(
+                        v == i or v == name for v in seen for i, name in enumerate(self.group_names)):
+                    break
+                seeds = ss.generate_state(RARE_TRIES, dtype=np.uint32)
+            obs, info = call_user(where, env.reset, seed=int(seeds[k]) + (k << 32))
+            k += 1
             if not isinstance(info, Mapping) or key not in info:
                 raise SystemError_(
                     f"gym env {self.name}: group = 'info:{key}' but reset's info has no key "
                     f"{key!r}; return the individual's group in info[{key!r}].")
             got = info[key]
+            if type(got) is not int and type(got) is not str:
+                got = self._one_group(got, key)
             if got == g or got == self.group_names[g]:
                 return env, obs
             if len(seen) < 5 and got not in seen:
@@ -265,9 +304,22 @@ class GymSimulator:
                 f"{list(self.group_names)} (names or indices 0..{self.n_groups - 1}); name the "
                 "groups as the env reports them.")
         raise SystemError_(
-            f"gym env {self.name}: group {self.group_names[g]!r} not reached in {self.max_tries} "
+            f"gym env {self.name}: group {self.group_names[g]!r} not reached in {k} "
             f"resets (group = 'info:{key}'): too rare for rejection sampling; pin the group "
             "with reset(options={'group': g}) and group = 'options'.")
+
+    def _one_group(self, got: Any, key: str) -> Any:
+        """The group reset reported in ``info[key]`` as one value: an array (or list) of
+        one value is that value; one of several values (a one-hot vector) is refused."""
+        if isinstance(got, (np.ndarray, list, tuple)):
+            arr = np.asarray(got)
+            if arr.size == 1:
+                return arr.reshape(-1)[0].item()
+            raise SystemError_(
+                f"gym env {self.name}: reset's info[{key!r}] is {short(got)}, {arr.size} "
+                "values; report an individual's group as one value, its index in groups or "
+                "its name (for a one-hot vector v: int(np.argmax(v))).")
+        return got
 
     def reset(self, n: int, group: Any, rng: np.random.Generator) -> GymState:
         g = np.broadcast_to(np.asarray(group), (n,)).astype(np.intp)
