@@ -101,6 +101,31 @@ def test_group_weights_weight_the_utility():
         cf.systems.from_gym(Admissions, group_weights=[0.5, 0.5], **kw)
 
 
+def test_spec_group_weights_are_the_python_ones(tmp_path, monkeypatch):
+    """``[system] group_weights`` (it had no spec key: a spec user passed the system to
+    cf.audit, which --reproduce could not re-run) gives the Python utility bit for bit;
+    a bad value is one line naming the key."""
+    from causalfair.audit import load_spec
+    from causalfair.errors import SpecError
+
+    w = [0.5, 0.3, 0.17, 0.03]
+    monkeypatch.chdir(tmp_path)
+    spec = ('name = "gw"\nhorizon = 3\n[system]\ngym = "{mod}:Admissions"\n'
+            'groups = ["G0", "G1", "G2", "G3"]\ngain = "info-change:qualification"\n'
+            'group_weights = {w}\n[policy]\nbuiltin = "uniform"\n[engine]\nkind = "mc"\n'
+            'n = 200\nseed = 0\n')
+    (tmp_path / "gw.toml").write_text(spec.format(mod=__name__, w=w))
+    res = cf.audit(tmp_path / "gw.toml")
+    system = cf.systems.from_gym(Admissions, groups=GROUPS, gain="info-change:qualification",
+                                 horizon=3, group_weights=w, check=False)
+    direct = decompose_mc(system, cf.parse_policy("uniform", system), n=200, seed=0)
+    assert res.decomposition.estimates()["utility"] == direct.estimates()["utility"]
+    assert res.to_dict()["system"]["group_weights"] == w
+    (tmp_path / "bad.toml").write_text(spec.format(mod=__name__, w='"half"'))
+    with pytest.raises(SpecError, match=r"\[system\] group_weights: bad value 'half'"):
+        load_spec(tmp_path / "bad.toml")
+
+
 def test_action_names_from_the_env():
     """An env that names its actions (``get_action_meanings()``, the ALE convention) has
     them in reports without ``actions=``; ``actions=`` still wins; names that do not fit

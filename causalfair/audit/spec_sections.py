@@ -57,7 +57,7 @@ TOP_KEYS = ("name", "horizon", "timeout", "metrics", "system", "model", "logs", 
 RELATIVE_KEYS: tuple[str, ...] = THRESHOLD_KEYS + ("utility",)
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "system": ("id", "factory", "tabular", "gym", "params", "groups", "group", "gain",
-               "baseline", "features", "shared", "batch_size", "actions"),
+               "baseline", "features", "shared", "batch_size", "actions", "group_weights"),
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
              "bins", "potential_weights", "dowhy", "decisions"),
@@ -69,7 +69,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "baseline": ("checkpoint", "builtin", "vecnormalize", "thresholds"),
 }
 GYM_KEYS = ("groups", "group", "gain", "baseline", "features", "shared", "batch_size",
-            "actions")
+            "actions", "group_weights")
 
 
 def spec_label(path: Path | None) -> str:
@@ -320,6 +320,14 @@ def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     if "batch_size" in sec:
         gp["batch_size"] = read_int(sec, "batch_size", "[system] batch_size", path, minimum=1,
                                     default=None)
+    if "group_weights" in sec:  # checked by from_gym (one share per group, summing to 1)
+        w = sec["group_weights"]
+        if not isinstance(w, list) or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in w):
+            raise bad_value(path, "[system] group_weights", w,
+                            "the groups' shares of the population, one number per group "
+                            "summing to 1, such as [0.5, 0.3, 0.14, 0.06]")
+        gp["group_weights"] = [float(x) for x in w]
     return {"setting": None, "system_id": "gym", "system_params": gp}
 
 
