@@ -196,3 +196,23 @@ def test_a_module_recorded_from_a_package_and_now_a_file_is_named(tmp_path, tri)
                                          r"recorded tri 9.0, here the file tri.py: the input "
                                          r"changed after the audit"):
         reproduce(tmp_path / "pkg.audit")
+
+
+def test_an_audit_run_with_a_system_or_policy_passed_in_is_refused(tmp_path, tri):
+    """``cf.audit(spec, system=...)`` / ``policy=...``: audit.json's ``spec.parsed`` does
+    not describe what ran, so --reproduce re-ran the spec's own system or policy and
+    reported differing numbers (exit 1); it is now refused in one line before it runs."""
+    import tri as tri_module
+
+    from causalfair.policies.core import TablePolicy
+
+    spec = load_spec(tmp_path / "tri.toml")
+    for kw, what in ((dict(system=tri_module.make(horizon=2)), "system"),
+                     (dict(policy=TablePolicy(np.full((3, 2), 0.5))), "policy")):
+        doc = json.loads(json.dumps(to_jsonable(cf.audit(spec, **kw).to_dict()), allow_nan=False))
+        (tmp_path / f"{what}.audit").write_text(json.dumps(doc), encoding="utf-8")
+        with pytest.raises(InputError, match=rf"{what}.audit: spec.resolved.\w+: recorded .*, "
+                                             rf"the spec gives .*: the audit ran with a {what} "
+                                             rf"passed to cf.audit\({what}=\.\.\.\)"):
+            reproduce(tmp_path / f"{what}.audit")
+    assert reproduce(tmp_path / "rep").identical  # the spec's own: reproduced

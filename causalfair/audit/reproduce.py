@@ -25,7 +25,7 @@ from typing import Any
 
 from causalfair._io import to_jsonable
 from causalfair._version import __version__
-from causalfair.audit.result import AuditResult, display_path, kernels, read_inputs
+from causalfair.audit.result import AuditResult, display_path, kernels, read_inputs, resolved_spec
 from causalfair.audit.run import audit
 from causalfair.audit.spec import load_spec
 from causalfair.errors import InputError
@@ -94,6 +94,7 @@ def reproduce(path: str | os.PathLike[str], *,
                          f"{(doc.get('policy') or {}).get('checkpoint')!r}).")
     base = Path(base_dir) if base_dir is not None else _spec_folder(block.get("file"), src)
     spec = load_spec(parsed, base_dir=base)
+    _check_overrides(block.get("resolved"), spec, src)
     recorded = (doc.get("policy") or {}).get("checkpoint_sha256")
     _check_sha(spec.checkpoint, recorded, src, "policy.checkpoint_sha256")
     compared = (doc.get("extra") or {}).get("baseline") or {}
@@ -172,6 +173,26 @@ def _check_inputs(recorded: Any, spec: Any, src: Path) -> None:
             raise InputError(f"{path}: {digest} is not the {old.get('sha256')} that {src} "
                              f"recorded ({what}): the file changed after the audit; "
                              "reproduce with the audited file.")
+
+
+def _check_overrides(resolved: Any, spec: Any, src: Path) -> None:
+    """The system and the policy the audit ran with are the spec's own: a ``system=`` or
+    ``policy=`` passed to ``cf.audit`` shows in ``spec.resolved`` but not in
+    ``spec.parsed``, which the reproduction re-runs; such an audit is refused in one
+    line before it runs (it reported differing numbers)."""
+    if not isinstance(resolved, Mapping):
+        return  # an audit.json before spec.resolved
+    now = json.loads(json.dumps(to_jsonable(resolved_spec(spec))))
+    for key, what in (("system", "system"), ("system_params", "system"),
+                      ("policy_factory", "policy"), ("policy_params", "policy"),
+                      ("builtin", "policy")):
+        if key in resolved and resolved[key] != now.get(key):
+            raise InputError(
+                f"{src}: spec.resolved.{key}: recorded {json.dumps(resolved[key])[:120]}, the "
+                f"spec gives {json.dumps(now.get(key))[:120]}: the audit ran with a {what} "
+                f"passed to cf.audit({what}=...), which its spec does not describe, so it "
+                f"cannot be re-run from the spec; write that {what} into the spec ([{what}] "
+                "keys or a factory) and audit again.")
 
 
 def _check_read(old: Mapping[str, Any], spec: Any, src: Path) -> None:

@@ -83,24 +83,47 @@ class AuditResult:
 
     # ----------------------------------------------------------------- tables
     def verdicts_frame(self) -> Any:
+        """One row per threshold (index ``key``): threshold, estimate, ci_lower, ci_upper
+        (the interval the verdict read, as every other frame names it), status, and the
+        pair of groups it judged when a verdict names one."""
         import pandas as pd
 
         pair = ["pair"] if any(v.pair for v in self.verdicts) else []  # groups compared
         return pd.DataFrame(
             [v.to_dict() for v in self.verdicts],
             columns=["key", "threshold", "estimate", "lower", "upper", "status", *pair],
-        ).set_index("key")
+        ).set_index("key").rename(columns={"lower": "ci_lower", "upper": "ci_upper"})
 
     def quantities_frame(self) -> Any:
-        """The reported metrics: estimate, se (None when exact), CI bounds."""
+        """The reported metrics: estimate, se, ci_lower, ci_upper, as
+        :meth:`~causalfair.results.Decomposition.to_frame` has them: a point (exact) has
+        se 0, an interval without a standard error se NaN."""
         import pandas as pd
 
-        rows = {k: {"estimate": e, "se": s, "ci_lower": lo, "ci_upper": hi}
+        def se(e: float, lo: float, hi: float, s: float | None) -> float:
+            if s is not None:
+                return float(s)
+            return 0.0 if lo == hi == e else float("nan")
+
+        rows = {k: {"estimate": e, "se": se(e, lo, hi, s), "ci_lower": lo, "ci_upper": hi}
                 for k, (e, lo, hi, s) in self.quantities.items() if k in self.spec.metrics}
         df = pd.DataFrame.from_dict(rows, orient="index",
                                     columns=["estimate", "se", "ci_lower", "ci_upper"])
         df.index.name = "quantity"
         return df
+
+    def _metrics_html(self) -> str:
+        """The metrics table of the notebook view: one number per metric when every one
+        is exact (a point), as the decomposition's own view."""
+        q = self.quantities_frame()
+        if len(q) and (q["se"] == 0).all() and (q["ci_lower"] == q["ci_upper"]).all():
+            q = q[["estimate"]].rename(columns={"estimate": "value"})
+        return q.to_html(float_format=lambda x: f"{x:.6f}", na_rep="-")
+
+    def to_frame(self) -> Any:
+        """:meth:`quantities_frame`, under the name every other result gives its table
+        (estimate, se, ci_lower, ci_upper per quantity)."""
+        return self.quantities_frame()
 
     def decomposition_frame(self) -> Any:
         return self.decomposition.to_frame(self.spec.alpha)
@@ -236,7 +259,7 @@ class AuditResult:
             self.verdicts_frame().to_html(float_format=lambda x: f"{x:.6f}") if self.verdicts
             else "<p>No thresholds.</p>",
             "<h4>Metrics</h4>",
-            self.quantities_frame().to_html(float_format=lambda x: f"{x:.6f}", na_rep="-"),
+            self._metrics_html(),
             "<h4>Worst benefit pairs</h4>",
             (self.benefit.worst_pairs_table(self.spec.worst).to_html(index=False)
              if self.benefit is not None else "<p>Benefit fairness not computed.</p>"),
@@ -265,22 +288,28 @@ def display_path(p: str | os.PathLike[str] | None) -> str | None:
 def _spec_dict(spec: AuditSpec, benefit: Any = None) -> dict[str, Any]:
     """The spec as parsed and as resolved (Lambda's eps: the number the audit used when
     the spec left it to the system or to "auto"; ``benefit/eps_source`` says which)."""
-    eps = spec.eps if spec.eps is not None or benefit is None else benefit.eps
     return _json_safe({
         "file": display_path(spec.path),
         "parsed": dict(spec.raw),
-        "resolved": {
-            "name": spec.name, "horizon": spec.horizon, "setting": spec.setting,
-            "levels": spec.levels, "interest": spec.interest,
-            "system": spec.system_label if spec.source == "model" else None,
-            "system_params": dict(spec.system_params),
-            "policy_factory": spec.policy_factory, "policy_params": dict(spec.policy_params),
-            "logs": display_path(spec.logs_path), "logs_options": dict(spec.logs_options),
-            "builtin": spec.builtin, "checkpoint": display_path(spec.checkpoint),
-            "engine": spec.engine, "n": spec.n, "seed": spec.seed, "alpha": spec.alpha,
-            "eps": eps, "weights": spec.weights, "metrics": list(spec.metrics),
-            "thresholds": dict(spec.thresholds), "retrain": dict(spec.retrain or {}),
-        },
+        "resolved": resolved_spec(spec, benefit),
+    })
+
+
+def resolved_spec(spec: AuditSpec, benefit: Any = None) -> dict[str, Any]:
+    """audit.json's ``spec.resolved``: the spec as the audit used it (after defaults, and
+    after the ``system=`` / ``policy=`` a Python caller passed to ``cf.audit``)."""
+    eps = spec.eps if spec.eps is not None or benefit is None else benefit.eps
+    return _json_safe({
+        "name": spec.name, "horizon": spec.horizon, "setting": spec.setting,
+        "levels": spec.levels, "interest": spec.interest,
+        "system": spec.system_label if spec.source == "model" else None,
+        "system_params": dict(spec.system_params),
+        "policy_factory": spec.policy_factory, "policy_params": dict(spec.policy_params),
+        "logs": display_path(spec.logs_path), "logs_options": dict(spec.logs_options),
+        "builtin": spec.builtin, "checkpoint": display_path(spec.checkpoint),
+        "engine": spec.engine, "n": spec.n, "seed": spec.seed, "alpha": spec.alpha,
+        "eps": eps, "weights": spec.weights, "metrics": list(spec.metrics),
+        "thresholds": dict(spec.thresholds), "retrain": dict(spec.retrain or {}),
     })
 
 
