@@ -26,9 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Ray, and write OUT/runs.csv (one row per run, with the pair of groups its "
             "numbers compare), OUT/table.csv and OUT/table.md (mean and t-interval over "
             "seeds, and the pairs its runs compare) and each run's checkpoint under "
-            "OUT/runs/. Exit "
-            "code 0 when every run finished, 2 when a run failed (named on stderr; the "
-            "others are still tabulated). Rerunning into a sweep folder needs --resume or "
+            "OUT/runs/. An algorithm that does not apply to a system (A-PPO, F-PPO-L and "
+            "ELBERT-PO need supply and demand signals, F-PPO lending) is not trained there: "
+            "one line on stderr and under table.md says why, checked before any run. Exit "
+            "code 0 when every run finished, 2 when a run failed (named on stderr and under "
+            "table.md; the others are still tabulated). Rerunning into a sweep folder needs --resume or "
             "--force: a rerun never replaces finished runs silently. One sweep at a time "
             "writes a folder: a second sweep started on it meanwhile is refused (exit 2), "
             "naming the first one's pid."
@@ -61,8 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="--out holds an earlier sweep: train only the runs it lacks (e.g. "
                             "new seeds, runs that failed, or those an interrupt stopped: a "
                             "run's folder is written as it finishes) and tabulate them with "
-                            "its finished runs; a finished run of another configuration is "
-                            "refused")
+                            "its finished runs of the --algo, --seeds and --system given (to "
+                            "add seed 3 to seeds 0-2: --seeds 0-3; finished runs not asked "
+                            "for are named on stderr); a finished run of another "
+                            "configuration is refused")
     again.add_argument("--force", action="store_true",
                        help="--out holds an earlier sweep: train every run again and replace "
                             "its runs and tables")
@@ -98,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
     kept = f"; {res.reused} kept from the earlier sweep" if res.reused else ""
     print(f"{len(res.runs)} runs written to {args.out} (runs.csv, table.csv, table.md, "
           f"runs/{kept})")
+    for sysid, algo, why in res.skipped:
+        print(f"causalfair sweep: {algo} on {sysid}: not trained, it does not apply: {why}.",
+              file=sys.stderr)
+    if note := res.left_out_note():
+        print(f"causalfair sweep: note: {note}", file=sys.stderr)
     for sysid, algo, seed, msg in res.failed:
         print(f"causalfair sweep: error: run {algo} seed {seed} on {sysid} failed: {msg}",
               file=sys.stderr)

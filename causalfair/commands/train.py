@@ -288,7 +288,8 @@ def run_population(args: argparse.Namespace) -> int:
     config_d = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
     ck = out / "checkpoint.npz"
     P.save_agent(ck, agent, env.grid, metadata={
-        "system": sid, "system_params": dict(system.params), "config": config_d, "metrics": m})
+        "algorithm": args.algo, "seed": args.seed, "system": sid,
+        "system_params": dict(system.params), "config": config_d, "metrics": m})
     write_metrics(out, [{"episode": i, **row} for i, row in enumerate(agent.history)])
     if args.json:
         print_json(args, {"checkpoint": str(ck), "wall_s": wall, "metrics": m})

@@ -49,7 +49,8 @@ class Algorithm:
 
 
 _ANY = "any system"
-_SIGNALS = "systems reporting supply and demand (attention, infectious) and lending"
+_SIGNALS = ("systems reporting supply and demand (attention, infectious) and the lending "
+            "settings (lending-1, -2, -3)")
 
 #: name -> Algorithm, in the order names are listed.
 REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
@@ -58,9 +59,10 @@ REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ppo-cb", "ppo", _ANY, lending=True, generic=True),
     Algorithm("a-ppo", "ppo", _SIGNALS, lending=True, generic=True, fair_advantage=True),
     Algorithm("f-ppo-l", "ppo", "systems of coupled units reporting supply, demand and a "
-              "long-term gap (attention) and lending", lending=True, generic=True,
-              fair_advantage=True),
-    Algorithm("f-ppo", "ppo", "the lending settings", lending=True, retrain=False),
+              "long-term gap (attention, infectious) and the lending settings (lending-1, -2, "
+              "-3)", lending=True, generic=True, fair_advantage=True),
+    Algorithm("f-ppo", "ppo", "the lending settings (lending-1, -2, -3)", lending=True,
+              retrain=False),
     Algorithm("elbert-po", "ppo", _SIGNALS, lending=True, generic=True, fair_advantage=True),
     Algorithm("exact", "repair", "systems with a tabular model"),
     Algorithm("r-td3", "population", "replicator dynamics (replicator-1, replicator-binding)",

@@ -40,8 +40,9 @@ def check_fair_signals(algo: str, system: Any, sim: Any) -> None:
     if algo == "f-ppo-l" and (units == 1 or not callable(getattr(sim, "long_term_gap", None))):
         raise ConfigError(
             f"algo: 'f-ppo-l' on system {system.id!r} needs a long-term gap per replica "
-            "(a simulator method long_term_gap(state), coupled units); the lending "
-            "settings have their own trainer.")
+            "(a simulator method long_term_gap(state), coupled units: attention, "
+            "infectious), which this system has not; on lending-1, -2 and -3 the lending "
+            "trainer trains it.")
     n = 2
     state = sim.reset(n, None if units > 1 else 0, np.random.default_rng(0))
     m = n * units

@@ -58,9 +58,10 @@ from causalfair.errors import ConfigError, OutputError
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import ALGORITHMS, TrainConfig, train
-from causalfair.train.algorithms import REGISTRY
+from causalfair.train.algorithms import REGISTRY, names
 
-__all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "train_many", "write_run"]
+__all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "tabulate", "train_many",
+           "write_run"]
 
 MARK = ".causalfair-sweep"
 #: The lock a sweep holds on its folder while it writes it (module docstring).
@@ -107,6 +108,38 @@ def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
     else:
         kw.update(system=system, system_params=dict(params))
     return TrainConfig(**kw)
+
+
+def _why_not(algo: str, system: Any) -> str | None:
+    """Why ``algo`` does not train on ``system`` (None: it does), checked as the trainer
+    checks it before a run writes anything. ``system`` None or a lending setting: the
+    lending trainer, which trains every algorithm of the PPO family."""
+    if system is None or system.id in SETTINGS:
+        return None
+    if algo not in names(generic=True):
+        return (f"{algo} trains on {REGISTRY[algo].systems} only (the lending trainer, which "
+                f"reads lending's ground truth: the qualified role and the lending population)")
+    if REGISTRY[algo].fair_advantage:
+        from causalfair.train.fair_signals import check_fair_signals
+
+        try:
+            check_fair_signals(algo, system, system.make_simulator())
+        except ConfigError as exc:
+            return str(exc).removeprefix("algo: ").rstrip(".")
+        except Exception:  # noqa: BLE001 - a simulator that breaks: its run fails and says so
+            return None
+    return None
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+    """Seeds as ``--seeds`` takes them: ``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    runs: list[list[int]] = []
+    for k in sorted(set(seeds)):
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
@@ -200,10 +233,17 @@ def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> No
     for name, data in result["files"].items():
         atomic_write_bytes(folder / name, lambda fh, d=data: fh.write(d))
     if config is not None:
+        asked = _config_doc(config)
+        used = result["files"].get("config.json")
+        if used is None and (folder / "config.json").is_file():
+            used = (folder / "config.json").read_bytes()
+        # config: what the run trained with (the trainer's config.json: a system's published
+        # hyper-parameters and horizon filled in); requested: what the sweep asked, which a
+        # resumed sweep compares
         doc = {"metrics": {k: v for k, v in result["metrics"].items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool)},
                "pair": result.get("pair"), "wall_s": result["wall_s"],
-               "config": _config_doc(config)}
+               "config": json.loads(used) if used is not None else asked, "requested": asked}
         atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
 
 
@@ -221,6 +261,42 @@ class SweepResult:
     alpha: float = 0.05
     #: How many runs a resumed sweep took from the earlier sweep (not trained again).
     reused: int = 0
+    #: (system, algo, why) of the algorithms that do not train on a system of the sweep
+    #: (checked before any run: no run, no failure; listed under table.md).
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)
+    #: A resumed sweep: the folders of finished runs under ``out/runs`` that this sweep does
+    #: not ask for (other seeds, algorithms or systems), left out of its tables.
+    left_out: list[Path] = field(default_factory=list)
+
+    def left_out_note(self) -> str | None:
+        """One line naming the finished runs a resumed sweep left out of its tables, and the
+        ``--seeds`` (``--algo``, ``--system``) that would tabulate them too; None if none."""
+        if not self.left_out:
+            return None
+        import json
+
+        asked = self.runs if not self.runs.empty else None
+        seeds = set() if asked is None else set(int(k) for k in asked["seed"])
+        algos = [] if asked is None else list(dict.fromkeys(asked["algo"]))
+        systems = [] if asked is None else list(dict.fromkeys(asked["system"]))
+        for folder in self.left_out:
+            try:
+                doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+                cfg = doc.get("requested", doc["config"])
+                sysid = cfg.get("system") or cfg.get("setting")
+            except (OSError, ValueError, KeyError, TypeError):
+                sysid = None
+            seeds.add(int(folder.name.removeprefix("seed-")))
+            algos += [folder.parent.name] if folder.parent.name not in algos else []
+            if sysid and sysid not in systems:
+                systems.append(sysid)
+        n = len(self.left_out)
+        return (f"{n} finished run{'s' if n > 1 else ''} in {self.out / 'runs'} "
+                f"{'are' if n > 1 else 'is'} not asked for by this sweep and left out of its "
+                f"tables (e.g. {self.left_out[0].relative_to(self.out)}); to tabulate "
+                f"{'them' if n > 1 else 'it'} with this sweep's runs (without training "
+                f"{'them' if n > 1 else 'it'} again), resume with --algo {','.join(algos)} "
+                f"--seeds {_seed_list(seeds)} --system {','.join(systems)}.")
 
     def to_markdown(self, metrics: Sequence[str] = ("utility", "C", "DPE", "IPE", "SPE",
                                                     "Lambda")) -> str:
@@ -253,6 +329,14 @@ class SweepResult:
                   + (" A row listing several pairs averages runs that compare different "
                      "pairs (with more than two groups a run compares its largest and smallest "
                      "V^pi): read its C per run in runs.csv." if mixed else "")]
+        if self.skipped:
+            lines += ["", "Not trained (the algorithm does not apply to the system; checked "
+                      "before any run):", ""]
+            lines += [f"- {algo} on {sysid}: {why}." for sysid, algo, why in self.skipped]
+        if self.failed:  # (the folder is what an unattended sweep leaves: not stderr only)
+            lines += ["", "Failed (left out of the table; --resume trains them again):", ""]
+            lines += [f"- {algo} seed {seed} on {sysid}: {' '.join(str(msg).split())}"
+                      for sysid, algo, seed, msg in self.failed]
         return "\n".join(lines) + "\n"
 
 
@@ -271,6 +355,35 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, f
 
     h = float(stdtrit(a.size - 1, 1 - alpha / 2) * a.std(ddof=1) / math.sqrt(a.size))
     return m, m - h, m + h
+
+
+def tabulate(runs: Any, alpha: float = 0.05) -> Any:
+    """The sweep's table of ``runs`` (a DataFrame, one row per run: ``system``, ``algo``,
+    ``seed``, optionally ``pair`` and ``wall_s``, and one column per metric): per system,
+    algorithm and metric the number of runs ``n``, the ``mean`` and its 1 - ``alpha``
+    t-interval over them (``lower``, ``upper``; :func:`t_interval`) and the ``pairs`` its
+    runs compare. :func:`sweep` makes its table.csv with it; runs of your own method,
+    audited as the built-ins' checkpoints are, tabulate the same way (docs/training.md,
+    "Your own method")."""
+    import pandas as pd
+
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"alpha: must be in (0, 1), got {alpha}.")
+    missing = [c for c in ("system", "algo", "seed") if c not in runs.columns]
+    if missing and not runs.empty:
+        raise ConfigError(f"runs: column(s) {missing} missing; tabulate needs one row per run "
+                          "with system, algo, seed and the metrics.")
+    metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "pair", "wall_s")]
+    table_rows = []
+    if not runs.empty:
+        for (sysid, algo), g in runs.groupby(["system", "algo"], sort=False):
+            pairs = _pairs_cell(g["pair"].tolist() if "pair" in g else [])
+            for m in metrics:
+                mean, lo, hi = t_interval(g[m].tolist(), alpha)
+                table_rows.append({"system": sysid, "algo": algo, "metric": m, "n": len(g),
+                                   "mean": mean, "lower": lo, "upper": hi, "pairs": pairs})
+    return pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",
+                                             "upper", "pairs"])
 
 
 def _prepare_out(out: Path, existing: str) -> int | None:
@@ -377,7 +490,8 @@ def _finished(folder: Path, config: Any) -> dict[str, Any] | None:
 
     try:
         doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
-        metrics, wall_s, then = dict(doc["metrics"]), float(doc["wall_s"]), dict(doc["config"])
+        metrics, wall_s = dict(doc["metrics"]), float(doc["wall_s"])
+        then = dict(doc.get("requested", doc["config"]))  # (earlier sweeps: config only)
     except (OSError, ValueError, KeyError, TypeError):
         return None  # not finished (or not readable): trained again
     now = _config_doc(config)
@@ -430,21 +544,37 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
         if key in overrides:
             raise ConfigError(f"overrides: {key!r} is set by the sweep itself; use the "
                               "algos, seeds and systems arguments.")
-    combos = [(s, a, k) for s in systems for a in algos for k in seeds]
-
+    skipped: list[tuple[str, str, str]] = []
     for sysid in systems:  # every system and configuration is checked before any run starts
+        system = None
         if sysid not in SETTINGS or params:
-            make(sysid, search_path=search_path, **dict(params or {}))
+            system = make(sysid, search_path=search_path, **dict(params or {}))
+        if overrides.get("constraints") and (system is None or system.id in SETTINGS):
+            raise ConfigError(  # (train() refuses it too, once per run)
+                f"constraints: {sysid} is a lending setting, trained without constraints "
+                f"(its fixed betas only); the lending settings are tabular: repair under "
+                f"{', '.join(map(str, overrides['constraints']))} with the exact constrained "
+                "repair (causalfair train --algo exact --constraint ..., one run), or sweep "
+                "without --set constraints.")
         for a in algos:
             try:
                 _config(sysid, params or {}, a, seeds[0], overrides)
             except TypeError as exc:
                 raise ConfigError(f"overrides: {exc}") from None
+            why = _why_not(a, system)  # a method that does not apply: one line, no runs
+            if why is not None:
+                skipped.append((sysid, a, why))
+    if len(skipped) == len(algos) * len(systems):
+        raise ConfigError("sweep: no algorithm of this sweep trains on its systems: " + "; ".join(
+            f"{a} on {sy}: {why}" for sy, a, why in skipped) + ".")
+    off = {(sy, a) for sy, a, _ in skipped}
+    combos = [(s, a, k) for s in systems for a in algos for k in seeds if (s, a) not in off]
     out_path = Path(out) if out is not None else None
     configs = [_config(sy, params or {}, a, k, overrides) for sy, a, k in combos]
     lock = _prepare_out(out_path, existing) if out_path is not None else None
     try:  # the folder is this sweep's until its tables are written
-        return _sweep_into(out_path, existing, combos, configs, backend, search_path, alpha)
+        return _sweep_into(out_path, existing, combos, configs, backend, search_path, alpha,
+                           skipped)
     finally:
         if lock is not None:
             os.close(lock)
@@ -452,13 +582,17 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
 
 def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, str, int]],
                 configs: list[Any], backend: Any, search_path: Any,
-                alpha: float) -> SweepResult:
+                alpha: float, skipped: list[tuple[str, str, str]]) -> SweepResult:
     """:func:`sweep` once its arguments are checked and its folder (if any) is taken."""
     done: dict[int, dict[str, Any]] = {}
-    if out_path is not None:
+    left_out: list[Path] = []
+    if out_path is not None and existing == "resume":
         for i, ((sy, a, k), c) in enumerate(zip(combos, configs, strict=True)):
-            if existing == "resume" and (r := _finished(_run_dir(out_path, sy, a, k), c)):
+            if r := _finished(_run_dir(out_path, sy, a, k), c):
                 done[i] = r
+        mine = {_run_dir(out_path, *c) for c in combos}
+        left_out = sorted(f.parent for f in (out_path / "runs").glob(f"*/*/seed-*/{RESULT}")
+                          if f.parent not in mine)
 
     todo = [i for i in range(len(combos)) if i not in done]
     if out_path is not None and existing == "force" and (out_path / "runs").exists():
@@ -495,19 +629,9 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
         if out_path is not None and i not in done and not r.get("written"):
             write_run(_run_dir(out_path, sysid, algo, seed), r, configs[i])
     runs = pd.DataFrame(rows)
-    metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "pair", "wall_s")]
-    table_rows = []
-    if not runs.empty:
-        for (sysid, algo), g in runs.groupby(["system", "algo"], sort=False):
-            pairs = _pairs_cell(g["pair"].tolist())
-            for m in metrics:
-                mean, lo, hi = t_interval(g[m].tolist(), alpha)
-                table_rows.append({"system": sysid, "algo": algo, "metric": m, "n": len(g),
-                                   "mean": mean, "lower": lo, "upper": hi, "pairs": pairs})
-    table = pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",
-                                              "upper", "pairs"])
+    table = tabulate(runs, alpha)
     res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha,
-                      reused=len(done))
+                      reused=len(done), skipped=skipped, left_out=left_out)
     if out_path is not None:
         for name, text in (("runs.csv", runs.to_csv(index=False)),
                            ("table.csv", table.to_csv(index=False)),

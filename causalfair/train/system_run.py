@@ -25,13 +25,19 @@ __all__ = ["train_system"]
 
 def _save(tr: SystemTrainer, c: TrainConfig, path: Path, extra: dict[str, Any]) -> None:
     """Write ``tr``'s current policy network to ``path`` (atomically), its metadata the
-    run's (config ``c`` as given: name, system, params, algo, seed, iterations, actions,
-    feature names, the replica-choice head) plus ``extra``."""
+    run's (config ``c`` as given: name, system, params, algo (also as ``algorithm``, the
+    lending trainer's key), seed, iterations, actions, feature names, the replica-choice
+    head; ``config``: the configuration it trains with, as config.json, less
+    ``checkpoint_every``, which changes no number, so the final file is the same bytes
+    whatever it is) plus ``extra``."""
     system = tr.system
     save_checkpoint(path, tr.policy_net, architecture=tr.architecture(), encoding=tr.encoding,
                     metadata={"name": f"{c.algo}-{system.id}", "system": system.id,
                               "system_params": dict(system.params), "algo": c.algo,
+                              "algorithm": c.algo,  # (the lending trainer's key)
                               "seed": c.seed, "iterations": c.iterations,
+                              "config": {k: v for k, v in tr.config.to_dict(lending=False)
+                                         .items() if k != "checkpoint_every"},
                               "n_actions": system.n_actions,
                               "feature_names": list(system.features or []),
                               **({"choice": {"units": tr.U,
