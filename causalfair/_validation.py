@@ -56,17 +56,27 @@ def check_names(field: str, names: Any, error: type[Exception] = InputError) -> 
 def check_int(name: str, value: Any, minimum: int) -> int:
     """``value`` as an int >= ``minimum``, or an InputError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}.")
+        whole = isinstance(value, (float, np.floating)) and float(value).is_integer() \
+            and value >= minimum  # 1e4: a float
+        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}"
+                         + (f"; write {int(value)} (a number written 1e4 is a float)."
+                            if whole else "."))
     return int(value)
 
 
 def check_alpha(alpha: Any) -> float:
-    """``alpha``, the error level of a (1 - alpha) interval, as a float in (0, 1), or an
-    InputError naming the bad value."""
+    """``alpha``, the error level of a (1 - alpha) interval, as a float in (0, 0.5], or an
+    InputError naming the bad value (above 0.5 it is the confidence level given for the
+    error level: alpha=0.95 asks for 5% intervals)."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
             or not 0.0 < alpha < 1.0:
         raise InputError(f"alpha: must be in (0, 1), got {alpha!r}; use e.g. 0.05 for 95% "
                          "intervals.")
+    if alpha > 0.5:
+        raise InputError(f"alpha: {float(alpha)!r} is the error level of "
+                         f"{100 * (1 - alpha):g}% intervals; alpha is the error level, not the "
+                         f"confidence level: for {100 * alpha:g}% intervals pass "
+                         f"alpha={1 - alpha:.2g} (at most 0.5).")
     return float(alpha)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_int, z_quantile
+from causalfair._validation import check_alpha, check_int, z_quantile
 from causalfair.errors import InputError, ModelError
 
 __all__ = ["Decomposition", "BenefitResult", "DIAGNOSTIC_TOL", "LAMBDA_NEEDS", "SHARE_FLOOR",
@@ -66,7 +66,9 @@ class Decomposition:
     Carlo): (G, A, T) integer counts of the units of each group given each action at each
     step under pi (summed over the actions: the units of the group at that step; of a
     system that declares departed levels, those present); the selection rates of
-    audit.json's ``selection`` come from them.
+    audit.json's ``selection`` come from them. ``gain_unit``: the unit of the system's gain
+    (``System.gain.unit``, set by :func:`causalfair.decompose`), the axis unit of
+    :meth:`plot`; None when not known.
     """
 
     engine: str
@@ -92,6 +94,7 @@ class Decomposition:
     Lambda_ci_level: float | None = None
     benefit: Any = None
     decisions: Any = None
+    gain_unit: str | None = None  # the system's (Gain.unit), for figures; None: not known
 
     # -------------------------------------------------------------- the four figures
     def _gap(self, v: np.ndarray) -> float:
@@ -391,11 +394,14 @@ class Decomposition:
     def __str__(self) -> str:
         return self.summary()
 
-    def plot(self, alpha: float = 0.05, unit: str = "gain units") -> Any:
+    def plot(self, alpha: float = 0.05, unit: str | None = None, *, ax: Any = None) -> Any:
         """The waterfall of C into SPE, IPE and DPE (the report's headline figure), with
         1 - ``alpha`` intervals for Monte Carlo results: a matplotlib Figure (Agg canvas;
-        ``fig.savefig("waterfall.png")``; Jupyter shows it)."""
-        return waterfall(self, alpha, unit)[0]
+        ``fig.savefig("waterfall.png")``; Jupyter shows it), or, with ``ax`` (a matplotlib
+        Axes, e.g. one panel of a slide), drawn there and that Axes' Figure returned.
+        ``unit``: the gain's unit on the axis; default :attr:`gain_unit`, else "gain
+        units"."""
+        return waterfall(self, alpha, unit or self.gain_unit or "gain units", ax=ax)[0]
 
     def __repr__(self) -> str:
         return (
@@ -436,9 +442,11 @@ def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int
     if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list, np.ndarray)) \
             or len(pair) != 2 or not all(isinstance(i, (int, np.integer))
                                          and not isinstance(i, bool) for i in pair):
-        raise ModelError(f"pair: expected two group indices (integers), got {pair!r}; group "
-                         "names go through causalfair.engines.groups.resolve_pair "
-                         "([engine] pair, --pair).")
+        shown = pair.tolist() if callable(getattr(pair, "tolist", None)) else pair
+        got = " ".join(repr(shown).split())  # one line, a Series' or array's values
+        raise ModelError(f"pair: expected two group indices (integers), got {got[:80]}; e.g. "
+                         "pair=(0, 1), or the two groups' names, which cf.decompose and "
+                         "cf.benefit_fairness take (\"A-B\" or (\"A\", \"B\")).")
     a, b = (int(i) for i in pair)
     if not (0 <= a < n_groups and 0 <= b < n_groups) or a == b:
         raise ModelError(f"pair: expected two distinct group indices in [0, {n_groups}), got {pair!r}.")
@@ -572,6 +580,36 @@ class BenefitResult:
             df = df.drop(columns="share")
         return df.round(digits)
 
+    @property
+    def pair_name(self) -> str:
+        """The compared groups as a pair is named everywhere: ``"A-B"``."""
+        a, b = self.pair
+        return f"{self.groups[a]}-{self.groups[b]}"
+
+    def to_frame(self, alpha: float = 0.05) -> Any:
+        """One row, indexed (pair, quantity) as
+        :meth:`~causalfair.engines.groups.GroupComparison.to_frame`: the pair ``"A-B"`` and
+        the notion (``Lambda``, or ``Lambda_T``) with estimate, se, ci_lower, ci_upper. Exact:
+        se 0 and the point; by forks: the bootstrap se and the reported interval ``ci`` at
+        its level, at another level 1 - ``alpha`` estimate +- z se floored at 0 (as
+        :meth:`Decomposition.to_frame`); NaN where there is neither."""
+        import pandas as pd
+
+        lam = float(self.Lambda)
+        if self.ci is not None and self.ci_level is not None \
+                and abs(self.ci_level - (1.0 - check_alpha(alpha))) < 1e-9:
+            row = [lam, np.nan if self.se is None else float(self.se), *map(float, self.ci)]
+        elif self.se is not None:
+            z = _z(alpha)
+            row = [lam, float(self.se), max(0.0, lam - z * self.se), lam + z * self.se]
+        else:
+            check_alpha(alpha)
+            row = [lam, 0.0, lam, lam] if self.method == "exact" else [lam] + [np.nan] * 3
+        index = pd.MultiIndex.from_tuples([(self.pair_name, self.notion)],
+                                          names=["pair", "quantity"])
+        return pd.DataFrame([row], index=index,
+                            columns=["estimate", "se", "ci_lower", "ci_upper"])
+
     def _shares_note(self) -> str:
         return ("" if self.shares_meaningful else
                 f"(shares of Lambda not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding)")
@@ -621,9 +659,14 @@ class BenefitResult:
 
     def _repr_html_(self) -> str:
         note = self._shares_note()
+        a, b = self.pair
+        ci = ("" if self.ci is None else f", {100 * (self.ci_level or 0.95):g}% CI "
+              f"[{self.ci[0]:.6f}, {self.ci[1]:.6f}]")
+        head = html.escape(f"Benefit fairness: {self.notion} = {self.Lambda:.6f}{ci}")
+        how = html.escape(f"{self.groups[a]} vs {self.groups[b]}; eps = {self.eps:g}, "
+                          f"P(x | s) = {self.weights}")
         return (
-            f"<div><strong>Benefit fairness: Lambda = {self.Lambda:.6f}</strong> "
-            f"(eps = {self.eps:g}, P(x | s) = {self.weights})"
+            f"<div><strong>{head}</strong> ({how})"
             f"{self.worst_pairs_table().to_html(index=False)}"
             + (f"<p>{html.escape(note)}</p>" if note else "") + "</div>"
         )
@@ -649,10 +692,11 @@ def wrap(text: str, width: int) -> str:
     return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
 
 
-def waterfall(dec: Any, alpha: float = 0.05, unit: str = "gain units") -> tuple[Any, dict[str, Any]]:
+def waterfall(dec: Any, alpha: float = 0.05, unit: str = "gain units", *, ax: Any = None
+              ) -> tuple[Any, dict[str, Any]]:
     """C built up from SPE, IPE and DPE of a decomposition ``dec`` (a waterfall), each bar
-    with its 1 - ``alpha`` confidence interval (none for exact results). Returns the
-    Figure and the data it draws."""
+    with its 1 - ``alpha`` confidence interval (none for exact results), on a new Figure
+    or into ``ax``. Returns the Figure and the data it draws."""
     ci = dec.conf_int(alpha)
     a, b = dec.pair
     ga, gb = dec.groups[a], dec.groups[b]
@@ -661,8 +705,11 @@ def waterfall(dec: Any, alpha: float = 0.05, unit: str = "gain units") -> tuple[
     colours = {"SPE": "#8c8c8c", "IPE": "#4c72b0", "DPE": "#d9822b", "C": "#333333"}
     words = {"SPE": "spurious\n(no decisions)", "IPE": "indirect\n(delayed)",
              "DPE": "direct", "C": "total gap"}
-    fig = new_figure(8.0, 3.8)
-    ax = fig.subplots()
+    if ax is None:
+        fig = new_figure(8.0, 3.8)
+        ax = fig.subplots()
+    else:
+        fig = ax.figure
     start, data = 0.0, {}
     ticks = []
     for i, k in enumerate(("SPE", "IPE", "DPE", "C")):

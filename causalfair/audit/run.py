@@ -358,6 +358,7 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
             lam_se = ben.se if ben is not None else None
     else:
         dec = exact
+    dec = replace(dec, gain_unit=system.gain.unit)  # its plot() and the groups' say the unit
     for k, v in (getattr(dec, "notions", None) or {}).items():  # e.g. ELBERT's bias by MC
         notions.setdefault(k, v)
     if ben is not None and eps_source is not None:

@@ -257,8 +257,8 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         engine=kind if "logs" not in raw else "logs",
         n=read_int(sec, "n", "[engine] n", path, minimum=2, default=20000),
         seed=read_int(sec, "seed", "[engine] seed", path, minimum=0, default=0),
-        alpha=read_float(sec, "alpha", "[engine] alpha", path, default=0.05, lo=0.0, hi=1.0,
-                         lo_open=True, hi_open=True),
+        alpha=read_float(sec, "alpha", "[engine] alpha", path, default=0.05, lo=0.0, hi=0.5,
+                         lo_open=True),  # the error level: 0.95 would ask for 5% intervals
     )
     if "pair" in sec:  # the compared groups (names checked against the system's when run)
         pr = sec["pair"]

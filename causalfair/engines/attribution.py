@@ -62,6 +62,7 @@ from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, z_quantile
 from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
 from causalfair.engines.benefit_cells import bin_cells, bin_labels, quantile_edges
+from causalfair.engines.groups import pair_arg
 from causalfair.engines.montecarlo import paired_jobs, paired_numbers, paired_trios, simulate_batch
 from causalfair.errors import InputError
 from causalfair.model import TabularModel
@@ -219,6 +220,30 @@ class Attribution:
 
     def __str__(self) -> str:
         return self.summary()
+
+    def to_frame(self) -> Any:
+        """The totals C, DPE, IPE (policy minus baseline), indexed (pair, quantity) as
+        ``cf.benefit_fairness(...).to_frame()``: estimate, se, ci_lower, ci_upper at level
+        1 - :attr:`alpha` (exact: se 0 and the point)."""
+        import pandas as pd
+
+        a, b = self.pair
+        pair = f"{self.groups[a]}-{self.groups[b]}"
+        keys = ("C", *PATHS)
+        rows = [[float(self.total[k][0]), float(self.total[k][1]),
+                 *self._interval(*self.total[k])] for k in keys]
+        return pd.DataFrame(rows, columns=["estimate", "se", "ci_lower", "ci_upper"],
+                            index=pd.MultiIndex.from_tuples([(pair, k) for k in keys],
+                                                            names=["pair", "quantity"]))
+
+    def _repr_html_(self) -> str:
+        import html
+
+        title = html.escape(f"Attribution of the change in C ({self.engine}): {self.policy} "
+                            f"vs {self.baseline}, T = {self.horizon}")
+        return (f"<div><strong>{title}</strong>"
+                + self.to_frame().to_html(float_format=lambda x: f"{x:.6f}")
+                + f"<p>{html.escape(self.line())}</p></div>")
 
     def __repr__(self) -> str:
         return (f"Attribution(engine={self.engine!r}, change={self.change:.6g}, "
@@ -505,21 +530,25 @@ def attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int | None = 
 
 def attribute(system: Any, policy: Any, baseline: Any, horizon: int | None = None, *,
               engine: str = "auto", n: int = 100_000, seed: int = 0, alpha: float = 0.05,
-              pair: tuple[int, int] | None = None, gamma: float = 1.0,
+              pair: Any = None, gamma: float = 1.0,
               policy_name: str | None = None, baseline_name: str | None = None
               ) -> Attribution:
     """Why C moved from ``baseline`` to ``policy`` on ``system`` (a System, anything
     :func:`~causalfair.systems.as_system` accepts, or a TabularModel): by path, step and
     cell, exactly with a tabular model of independent units (``engine="exact"``), else by
-    a paired Monte Carlo run (``engine="mc"``; ``n`` units per group, ``seed``)."""
+    a paired Monte Carlo run (``engine="mc"``; ``n`` units per group, ``seed``).
+    ``pair``: indices, the groups' names or ``"A-B"``, as :func:`causalfair.decompose`'s;
+    ``"pi0"`` (the baseline action everywhere) is a policy or baseline on either engine."""
     if engine not in ("auto", "exact", "mc"):
         raise InputError(f"engine: bad value {str(engine)[:40]!r}; allowed values: auto, "
                          "exact, mc.")
+    # pair: names, "A-B", a Series, as cf.decompose takes them
     if isinstance(system, TabularModel) and engine != "mc":
         return attribute_exact(system, policy, baseline, 20 if horizon is None else horizon,
-                               gamma=gamma, pair=pair, policy_name=policy_name,
-                               baseline_name=baseline_name)
+                               gamma=gamma, pair=pair_arg(pair, system.group_names),
+                               policy_name=policy_name, baseline_name=baseline_name)
     sys_ = as_system(system)
+    pair = pair_arg(pair, sys_.groups)
     T = sys_.horizon if horizon is None else horizon
     if engine == "exact" or (engine == "auto" and "exact" in sys_.engines):
         if "exact" not in sys_.engines:
@@ -531,8 +560,15 @@ def attribute(system: Any, policy: Any, baseline: Any, horizon: int | None = Non
     if gamma != 1.0:
         raise InputError(f"gamma: bad value {gamma!r}; the Monte Carlo engine sums "
                          "undiscounted gains (gamma = 1).")
+    # "pi0" (the exact engine's name for the baseline action everywhere) is "never" here
+    named = {"policy": policy_name, "baseline": baseline_name}
+    for key, pol in (("policy", policy), ("baseline", baseline)):
+        if isinstance(pol, str) and pol == "pi0" and named[key] is None:
+            named[key] = "pi0"
+    policy, baseline = ("never" if isinstance(p, str) and p == "pi0" else p
+                        for p in (policy, baseline))
     return attribute_mc(sys_, policy, baseline, T, n=n, seed=seed, alpha=alpha, pair=pair,
-                        policy_name=policy_name, baseline_name=baseline_name)
+                        policy_name=named["policy"], baseline_name=named["baseline"])
 
 
 def check_sums(att: Attribution) -> float:

@@ -24,7 +24,7 @@ from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
 from causalfair.engines.benefit_mc import system_benefit
 from causalfair.engines.effects import decompose as _decompose_exact
-from causalfair.engines.groups import GroupComparison, lambda_by_forks
+from causalfair.engines.groups import GroupComparison, lambda_by_forks, pair_arg
 from causalfair.engines.groups import compare as _compare_groups
 from causalfair.engines.montecarlo import benefit_size, decompose_mc
 from causalfair.errors import InputError
@@ -56,6 +56,12 @@ def _system(model: Any, engine: str) -> Any:
     return model if isinstance(model, TabularModel) and engine != "mc" else as_system(model)
 
 
+def _pair(pair: Any, system: Any) -> Any:
+    """``pair`` as the engines take it: names or ``"A-B"`` as indices of ``system``'s
+    groups, a Series or array as a tuple (:func:`~causalfair.engines.groups.pair_arg`)."""
+    return pair_arg(pair, getattr(system, "groups", None) or getattr(system, "group_names", ()))
+
+
 def _resolved(policy: Any, system: Any) -> Any:
     """``policy`` as the engines evaluate it (:func:`causalfair.policies.resolve`); a table
     stays an array for the exact engine's own checks."""
@@ -65,7 +71,7 @@ def _resolved(policy: Any, system: Any) -> Any:
 
 @check_keywords
 def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: float = 1.0,
-              pair: tuple[int, int] | None = None, eps: float | str | None = None,
+              pair: Any = None, eps: float | str | None = None,
               weights: str = "visitation", policy_name: str | None = None,
               engine: str = "auto", n: int = 100_000, seed: int = 0,
               alpha: float = 0.05, jobs: int | str = "auto",
@@ -89,7 +95,10 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     on it) and ``device`` for a network policy's forward pass (``"cpu"``, ``"cuda"``,
     ``"auto"``; default ``CAUSALFAIR_DEVICE``, else the CPU), and ``benefit_bins``, the
     quantile bins per feature of Lambda's cells on a system observed through features, as
-    :func:`~causalfair.engines.montecarlo.decompose_mc`.
+    :func:`~causalfair.engines.montecarlo.decompose_mc`. ``pair``: the groups (s+, s-) C
+    compares, the first minus the second, as indices ``(0, 3)``, names
+    ``("prime", "young")`` or ``"prime-young"``; default the first and the second of two
+    groups, else those with the largest and smallest V^pi.
     """
     return _decompose(model, policy, horizon, gamma=gamma, pair=pair, eps=eps, weights=weights,
                       policy_name=policy_name, engine=engine, n=n, seed=seed, alpha=alpha,
@@ -97,7 +106,7 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
 
 
 def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1.0,
-               pair: tuple[int, int] | None = None, eps: float | str | None = None,
+               pair: Any = None, eps: float | str | None = None,
                weights: str = "visitation", policy_name: str | None = None,
                engine: str = "auto", n: int = 100_000, seed: int = 0, alpha: float = 0.05,
                jobs: int | str = "auto", device: str | None = None, benefit_bins: int = 4,
@@ -108,6 +117,7 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     _check_engine(engine)
     check_alpha(alpha)
     system = _system(model, engine)
+    pair = _pair(pair, system)
     eps, _ = eps_for(eps, system)
     if isinstance(system, TabularModel):
         return _decompose_exact(model, _resolved(policy, model), 20 if horizon is None
@@ -115,18 +125,21 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
                                 policy_name=policy_name)
     T = system.horizon if horizon is None else horizon
     policy = _resolved(policy, system)
+    unit = getattr(getattr(system, "gain", None), "unit", None)  # for the figures' axes
     if engine_for(system, engine) == "exact":
-        return _decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair, eps=eps,
-                                weights=weights, policy_name=policy_name)
+        return replace(_decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair,
+                                        eps=eps, weights=weights, policy_name=policy_name),
+                       gain_unit=unit)
     if gamma != 1.0:
         raise ModelError(f"gamma: bad value {gamma!r}; the Monte Carlo engine sums undiscounted "
                          "gains (gamma = 1); discounting needs the exact engine.")
     if weights != "visitation":
         raise ModelError(f"weights: bad value {weights!r}; Lambda by forks weighs states by "
                          "visitation; \"initial\" needs the exact engine.")
-    return decompose_mc(system, policy, T, n=n, seed=seed, pair=pair, policy_name=policy_name,
-                        eps=eps, alpha=alpha, jobs=jobs, device=device,
-                        benefit_bins=benefit_bins, benefit_shared=benefit_shared)
+    return replace(decompose_mc(system, policy, T, n=n, seed=seed, pair=pair,
+                                policy_name=policy_name, eps=eps, alpha=alpha, jobs=jobs,
+                                device=device, benefit_bins=benefit_bins,
+                                benefit_shared=benefit_shared), gain_unit=unit)
 
 
 def default_pair(system: Any, policy: Any, horizon: int, pair: Any, *, engine: str = "auto",
@@ -153,7 +166,7 @@ def default_pair(system: Any, policy: Any, horizon: int, pair: Any, *, engine: s
 @check_keywords
 def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
                      eps: float | str | None = None, weights: str = "visitation",
-                     pair: tuple[int, int] | None = None, engine: str = "auto", n: int = 20_000,
+                     pair: Any = None, engine: str = "auto", n: int = 20_000,
                      seed: int = 0, alpha: float = 0.05, horizon_benefit: bool = False,
                      benefit_bins: int = 4) -> BenefitResult:
     """Delta table, Lambda and worst pairs of ``policy`` on ``model``: a
@@ -164,10 +177,10 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     seeded bootstrap interval at level 1 - ``alpha`` (``ci``, ``se``). ``engine``:
     "auto", "exact" (refused without a tabular model) or "mc". ``eps``: as
     :func:`decompose`'s; the result's ``eps_source`` says how it was chosen. ``pair``: the
-    two groups (indices), by default :func:`decompose`'s (:func:`default_pair`: with more
-    than two groups those with the largest and smallest V^pi, found by a decomposition of
-    the same engine, ``n`` and ``seed``), so that Lambda and ``dpe_prop1`` are of the
-    decomposition's pair.
+    two groups (indices, names or ``"A-B"``, as :func:`decompose`'s), by default
+    :func:`decompose`'s (:func:`default_pair`: with more than two groups those with the
+    largest and smallest V^pi, found by a decomposition of the same engine, ``n`` and
+    ``seed``), so that Lambda and ``dpe_prop1`` are of the decomposition's pair.
     ``horizon_benefit=True``: Lambda_T instead, the benefit of a decision including its
     delayed effect on the gain under the policy afterwards
     (:mod:`causalfair.engines.benefit_horizon`; ``notion`` "Lambda_T"). ``benefit_bins``:
@@ -178,6 +191,7 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
         return _lambda_t(model, policy, horizon, eps, weights, pair, engine, n, seed, alpha,
                          benefit_bins)
     system = _system(model, engine)
+    pair = _pair(pair, system)
     eps, source = eps_for(eps, system)
     policy = _resolved(policy, system)
     T = (20 if isinstance(system, TabularModel) else system.horizon) if horizon is None \
@@ -208,6 +222,7 @@ def _lambda_t(model: Any, policy: Any, horizon: int | None, eps: Any, weights: s
     """Lambda_T by the engine the system supports (exact from a tabular model, else forks),
     of ``pair`` or :func:`default_pair`'s."""
     system = _system(model, engine)
+    pair = _pair(pair, system)
     eps, source = eps_for(eps, system)
     policy = _resolved(policy, system)
     if isinstance(system, TabularModel):
@@ -239,7 +254,10 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     supports gives every group's values; the pairs are differences of them (Lambda per pair:
     the exact formula, or forks per pair for Monte Carlo, on cells of ``benefit_bins``
     quantile bins per feature: the rollout, cells, cell means and bootstrap replicates of
-    the forks are made once, by the decomposition's own Lambda, and shared by every pair)."""
+    the forks are made once, by the decomposition's own Lambda, and shared by every pair).
+    Returns a :class:`~causalfair.engines.groups.GroupComparison`: ``worst`` (the pair with
+    the largest |C|), ``to_frame()`` (every pair's quantities with intervals, one
+    DataFrame), ``groups_frame()``, ``plot()`` (every pair's C with its interval)."""
     forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): made once, every pair's
     dec = _decompose(model, policy, horizon, eps=eps, engine=engine, n=n, seed=seed,
                      alpha=alpha, jobs=jobs, benefit_bins=benefit_bins, benefit_shared=forks)

@@ -235,6 +235,22 @@ class Frontier:
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:
+        u = self.utilities[np.isfinite(self.utilities)]
+        span = f", utility {u.min():.6g}..{u.max():.6g}" if u.size else ""
+        return (f"Frontier(model={self.model.name!r}, horizon={self.horizon}, "
+                f"constraint={self.constraint!r}, points={len(self.points)}, "
+                f"eps {self.eps_min:.6g}..{float(self.eps[-1]):.6g}{span})")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        cols = ["eps", "status", "utility", "C", "DPE", "DP", "Lambda"]
+        title = html.escape(f"Utility-fairness frontier: model {self.model.name}, T = "
+                            f"{self.horizon}, {self.metric_label} <= eps")
+        return (f"<div><strong>{title}</strong>" + self.to_frame()[cols].to_html(
+            index=False, float_format=lambda v: f"{v:.6f}") + "</div>")
+
 
 def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None = None,
              points: int = 50, *, constraint: str = "C", dp_discount: float = 1.0,

@@ -49,11 +49,11 @@ import numpy as np
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.errors import InputError
-from causalfair.results import BenefitResult, Decomposition
+from causalfair.results import BenefitResult, Decomposition, new_figure, wrap
 from causalfair.thresholds import is_group_key
 
 __all__ = ["GroupComparison", "compare", "pair_names", "EFFECTS", "RATIOS", "split_pair",
-           "lambda_by_forks", "wanted", "benefit_for_pair", "resolve_pair"]
+           "lambda_by_forks", "wanted", "benefit_for_pair", "resolve_pair", "pair_arg"]
 
 #: Pair effects and the per-group value each is a difference of.
 EFFECTS: dict[str, str] = {"C": "V", "DPE": "direct", "IPE": "indirect", "SPE": "V_0"}
@@ -115,6 +115,23 @@ def resolve_pair(pair: Any, groups: Sequence[str], where: str = "pair"
     return out[0], out[1]
 
 
+def pair_arg(pair: Any, groups: Sequence[str]) -> Any:
+    """A Python door's ``pair=`` as the engines take it
+    (:func:`~causalfair.results.check_pair`): two group names, ``"A-B"`` or a mix of names
+    and indices as indices (:func:`resolve_pair`, naming ``groups`` when it names no two);
+    a numpy array or pandas Series of two values as a tuple (by position); anything else
+    as it is (None: the engine's default pair)."""
+    if pair is None:
+        return None
+    values = getattr(pair, "tolist", None)  # a Series or array: its values, by position
+    if callable(values) and not isinstance(pair, str) and np.ndim(pair) == 1:
+        pair = tuple(values())
+    if isinstance(pair, str) or (isinstance(pair, (tuple, list)) and len(pair) == 2
+                                 and any(isinstance(g, str) for g in pair)):
+        return resolve_pair(pair, groups)
+    return pair
+
+
 def split_pair(name: str, groups: Sequence[str]) -> tuple[int, int] | None:
     """``"A-B"`` as group indices (a, b), or None when it names no two distinct groups
     (a group name may itself contain ``-``: every split point is tried)."""
@@ -137,6 +154,18 @@ def _ratio(qa: float, qb: float, sa: float | None, sb: float | None, z: float) -
     return (r, r * math.exp(-z * s_log), min(1.0, r * math.exp(z * s_log)), r * s_log)
 
 
+#: Every quantity of a pair, in the order errors list them.
+PAIR_QUANTITIES: tuple[str, ...] = (*EFFECTS, "Lambda", *RATIOS)
+
+
+def _check_key(key: Any) -> None:
+    """A quantity of a pair, or an InputError naming the allowed ones (a mistyped key would
+    otherwise read as "not available")."""
+    if key not in PAIR_QUANTITIES:
+        raise InputError(f"key: bad value {str(key)[:40]!r}; allowed values: "
+                         f"{', '.join(PAIR_QUANTITIES)}.")
+
+
 @dataclass(frozen=True, eq=False)
 class GroupComparison:
     """Every group and every pair of a decomposition with more than two groups (or any
@@ -154,6 +183,7 @@ class GroupComparison:
     pairs: dict[str, dict[str, Q | None]]
     worst: str
     attributes: dict[str, Any] | None = None
+    gain_unit: str | None = None  # the decomposition's (the system's gain unit), for plot
 
     @property
     def reference_pairs(self) -> list[str]:
@@ -164,6 +194,7 @@ class GroupComparison:
         """Quantity ``key`` of ``pair`` (either order: ``"B-A"`` is ``"A-B"`` with the sign
         of C, DPE, IPE, SPE flipped; Lambda and ratios are symmetric). Refuses a pair that
         names no two groups, naming the groups."""
+        _check_key(key)
         ab = split_pair(pair, self.groups)
         if ab is None:
             raise InputError(
@@ -183,6 +214,7 @@ class GroupComparison:
         """Pair name -> quantity ``key``, for every pair where it is available (what the
         thresholds over every pair judge, :func:`causalfair.thresholds.group_verdicts`,
         naming the pair that decides each verdict)."""
+        _check_key(key)
         return {p: q[key] for p, q in self.pairs.items() if q.get(key) is not None}
 
     def to_dict(self) -> dict[str, Any]:
@@ -251,6 +283,51 @@ class GroupComparison:
         indirect, utility): estimate, se, ci_lower, ci_upper, as :meth:`to_frame`."""
         return self._frame(self.per_group, "group")
 
+    def plot(self, quantity: str = "C", unit: str | None = None, *, ax: Any = None) -> Any:
+        """Every pair's ``quantity`` (C, DPE, IPE, SPE, Lambda, ratio_V or ratio_selection)
+        with its interval at :attr:`level`, one row per pair where it is available, the
+        worst pair marked: a matplotlib Figure on the Agg canvas (``fig.savefig(...)``;
+        Jupyter shows it; nothing is shown or written here), or, with ``ax`` (a matplotlib
+        Axes), drawn there and that Axes' Figure returned. ``unit``: the gain's unit on
+        the axis of C and its parts; default :attr:`gain_unit`, else "gain units"."""
+        if quantity not in PAIR_QUANTITIES:
+            raise InputError(f"quantity: bad value {str(quantity)[:40]!r}; allowed values: "
+                             f"{', '.join(PAIR_QUANTITIES)}.")
+        values = self.by_pair(quantity)
+        if not values:
+            raise InputError(f"quantity: {quantity} is not available for any pair of this "
+                             f"comparison; plot one of {', '.join(EFFECTS)}.")
+        names = list(values)[::-1]  # the first pair at the top
+        est = np.array([values[p][0] for p in names])
+        lo = np.array([values[p][1] for p in names])
+        hi = np.array([values[p][2] for p in names])
+        y = np.arange(len(names), dtype=float)
+        if ax is None:
+            fig = new_figure(7.0, 1.2 + 0.35 * len(names))
+            ax = fig.subplots()
+        else:
+            fig = ax.figure
+        ax.errorbar(est, y, xerr=[est - lo, hi - est], fmt="o", color="#4c72b0", capsize=4,
+                    lw=1)
+        ax.axvline(1.0 if quantity in RATIOS else 0.0, color="black", lw=0.6, ls="--")
+        ax.set_yticks(y, names, fontsize=8)
+        if self.worst in names:  # in red: its point and its name
+            i = names.index(self.worst)
+            ax.plot([est[i]], [y[i]], "o", color="#c44e52", ms=9, zorder=3)
+            ax.get_yticklabels()[i].set(color="#c44e52", fontweight="bold")
+        what = {"Lambda": "Lambda (benefit fairness; 0: equal benefits treated alike)",
+                "ratio_V": "ratio_V (min / max of the groups' V; 1: equal)",
+                "ratio_selection": "ratio_selection (min / max of the selection rates; 1: "
+                                   "equal)"}
+        unit = unit or self.gain_unit or "gain units"
+        ax.set_xlabel(wrap(what.get(quantity, f"{quantity}, first group minus second "
+                                              f"({unit})"), 80), fontsize=8)
+        how = ("no sampling error" if all(values[p][1] == values[p][2] for p in names)
+               else f"{100 * self.level:g}% intervals")
+        ax.set_title(wrap(f"{quantity} for every pair of groups ({self.engine}: {how}); "
+                          f"worst pair (largest |C|, in red): {self.worst}", 90), fontsize=9)
+        return fig
+
     def __repr__(self) -> str:
         c = self.pairs[self.worst]["C"]
         return (f"GroupComparison(engine={self.engine!r}, groups={self.groups!r}, "
@@ -258,19 +335,23 @@ class GroupComparison:
                 f"C[{self.worst}]={c[0]:.6g})")
 
     def __str__(self) -> str:
-        import pandas as pd
-
         return (f"Groups compared ({self.engine}; reference {self.reference}; intervals at "
                 f"{100 * self.level:g}%):\n"
-                + pd.DataFrame(self.rows(), columns=self.HEADER).to_string(index=False))
+                + self._table().to_string(index=False, na_rep="n/a",
+                                          float_format=lambda x: f"{x:.6f}"))
+
+    def _table(self) -> Any:
+        """:meth:`rows` as a DataFrame, a quantity not available as NaN (shown n/a)."""
+        import pandas as pd
+
+        rows = [[np.nan if v is None else v for v in row] for row in self.rows()]
+        return pd.DataFrame(rows, columns=self.HEADER)
 
     def _repr_html_(self) -> str:
         import html
 
-        import pandas as pd
-
-        table = pd.DataFrame(self.rows(), columns=self.HEADER).to_html(
-            index=False, na_rep="", float_format=lambda x: f"{x:.6f}")
+        table = self._table().to_html(index=False, na_rep="n/a",
+                                      float_format=lambda x: f"{x:.6f}")
         title = html.escape(f"Groups compared ({self.engine}), reference {self.reference}, "
                             f"worst pair {self.worst}")
         return f"<div><strong>{title}</strong>{table}</div>"
@@ -354,7 +435,7 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
         dec.group_weights, z, coupled)
     return GroupComparison(groups=groups, reference=groups[ref], engine=dec.engine,
                            level=1.0 - alpha, per_group=per_group, pairs=pairs, worst=worst,
-                           attributes=atts)
+                           attributes=atts, gain_unit=getattr(dec, "gain_unit", None))
 
 
 def benefit_for_pair(benefit: BenefitResult | None, pair: str) -> BenefitResult | None:

@@ -541,8 +541,19 @@ def _resolve(value: Any, system: Any, search_path: Any, params: Mapping[str, Any
             f"{where or 'policy'}: cannot use {type(value).__name__} as a policy; pass a "
             "built-in name, a checkpoint path, a factory 'module:callable', an object with "
             "prob_d1(obs) or action_probs(obs), a stable-baselines3 model, a torch module, a "
-            "table (G, K) or a function f(obs)." + _estimator_hint(value))
+            "table (G, K) or a function f(obs)." + _estimator_hint(value) + _table_hint(value))
     return got
+
+
+def _table_hint(obj: Any) -> str:
+    """For a list or a pandas object (a policy table built in a notebook): the numpy array
+    a table must be, read by position (so its rows and columns must be in order first)."""
+    if not (isinstance(obj, (list, tuple)) or type(obj).__module__.startswith("pandas")):
+        return ""
+    return (" A policy table is a numpy array pi(d1 | x, s) of shape (G, K) or (T, G, K), "
+            "rows in group order and columns in level order, read by position: pass "
+            "np.asarray(table) (a DataFrame's rows and columns put in the system's group "
+            "and level order first, e.g. df.loc[groups, levels].to_numpy()).")
 
 
 def _estimator_hint(obj: Any) -> str:
