@@ -22,7 +22,10 @@ ENGINES = ("auto", "exact", "mc")
 def check_horizon(horizon: Any) -> int:
     """The horizon T as an int >= 1, or ModelError naming the bad value."""
     if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
-        raise ModelError(f"horizon: must be an integer >= 1, got {repr(horizon)[:80]}.")
+        whole = isinstance(horizon, (float, np.floating)) and float(horizon).is_integer() \
+            and horizon >= 1  # 20.0: a float
+        raise ModelError(f"horizon: must be an integer >= 1, got {repr(horizon)[:80]}"
+                         + (f"; write {int(horizon)}." if whole else "."))
     return int(horizon)
 
 

@@ -358,3 +358,16 @@ def test_the_frontier_of_identical_groups_has_a_sorted_grid():
     f = frontier(m, 2, points=3)
     assert np.all(np.diff(f.eps) >= 0), f.eps  # was 1e-10, 0, 1e-10
     assert f.eps_min == 0.0 and all(pt.status == "optimal" for pt in f.points)
+
+
+def test_a_horizon_written_as_a_float_says_to_write_the_integer():
+    """``horizon=5.0`` (a notebook's arithmetic, a YAML float): refused, as every count is,
+    with the integer to write (it said only "got 5.0")."""
+    m = _climb([0.5, 0.5], [0.5, 0.5])
+    p = np.full((2, 2), 0.5)
+    for door in (lambda: cf.decompose(m, p, 5.0), lambda: cf.benefit_fairness(m, p, 5.0)):
+        with pytest.raises(CausalfairError, match=r"^horizon: must be an integer >= 1, got 5\.0; "
+                                                  r"write 5\.$"):
+            door()
+    with pytest.raises(CausalfairError, match=r"got 0\.5\.$"):
+        cf.decompose(m, p, 0.5)
