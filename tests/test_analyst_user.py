@@ -379,3 +379,12 @@ def test_a_count_written_1e4_says_to_write_the_integer(credit):
         cf.decompose(credit, _cutoff, n=1e4)
     assert str(err.value) == ("n: must be an integer >= 2, got 10000.0; write 10000 (a number "
                               "written 1e4 is a float).")
+
+
+@pytest.mark.parametrize("engine", ["exact", "mc"])
+def test_attribute_names_the_baseline_when_it_is_the_bad_argument(engine):
+    """``cf.attribute(m, policy, 20)``, the horizon in the baseline's place, said "policy:
+    cannot use int as a policy" (the policy was fine); the message names ``baseline``."""
+    system = cf.systems.make("lending-1")
+    with pytest.raises(cf.CausalfairError, match=r"^baseline: cannot use int as a policy"):
+        cf.attribute(system, "threshold:0.5", 20, engine=engine, n=100)

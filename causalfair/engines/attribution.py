@@ -262,12 +262,13 @@ def _action_tables(model: TabularModel, p: Any, T: int) -> np.ndarray:
     return np.broadcast_to(pa, (T, G, K, A))
 
 
-def _table(model: TabularModel, policy: Any, T: int, system: Any) -> tuple[Any, str]:
+def _table(model: TabularModel, policy: Any, T: int, system: Any,
+           where: str | None = None) -> tuple[Any, str]:
     if isinstance(policy, np.ndarray):
         return policy, "table"
     if isinstance(policy, str) and policy == "pi0":
         return np.asarray(model.baseline_table()), "pi0"
-    res = resolve(policy, system if system is not None else model)
+    res = resolve(policy, system if system is not None else model, where=where)
     return policy_table(res.policy, model, T), res.label
 
 
@@ -281,7 +282,7 @@ def attribute_exact(model: TabularModel, policy: Any, baseline: Any, horizon: in
     ``policy``)."""
     T = check_horizon(horizon)
     p, pname = _table(model, policy, T, system)
-    q, qname = _table(model, baseline, T, system)
+    q, qname = _table(model, baseline, T, system, "baseline")
     h = model.expected_gain()  # (G, A, K)
     h0 = h[:, model.baseline]
     disc = (float(gamma) ** np.arange(T))[:, None, None]

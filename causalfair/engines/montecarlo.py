@@ -300,15 +300,16 @@ def _check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) -
 
 def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: str | None,
                   system: Any = None, horizon: int | None = None, device: str | None = None,
-                  check: bool = False) -> tuple[Any, str]:
+                  check: bool = False, where: str | None = None) -> tuple[Any, str]:
     """The policy as the batches use it (resolved for ``system``, or the simulator's
     tabular model, by :func:`causalfair.policies.resolve`; tabulated on the (group,
     level) grid when it reads only those, :func:`causalfair.policies.grid.engine_policy`)
     and its name. ``check``: refuse a user's policy object that keeps state between
-    calls (:func:`_check_policy_state`)."""
+    calls (:func:`_check_policy_state`). ``where``: what holds it, named by its errors
+    (``"baseline"`` for a paired run's other policy)."""
     model = getattr(sim, "model", None)
     res = resolve(policy, system if system is not None else
-                  model if isinstance(model, TabularModel) else None)
+                  model if isinstance(model, TabularModel) else None, where=where)
     policy = res.policy
     name = policy_name or res.label
     if check:
@@ -611,8 +612,8 @@ def paired_jobs(simulator: Any, policy: Any, baseline: Any, horizon: int | None 
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size,
                                              runs=2)
     jobs = []
-    for pol in (policy, baseline):
-        pol, name = _ready_policy(pol, sim, A, tabulate, None, system, T, device)
+    for pol, where in ((policy, None), (baseline, "baseline")):
+        pol, name = _ready_policy(pol, sim, A, tabulate, None, system, T, device, where=where)
         jobs.append(Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
                         name=name, sim_name=type_name(sim)))
     G = int(sim.n_groups)
