@@ -21,6 +21,7 @@ systems, the policies, the engines, the audit and the command line can all use i
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -240,7 +241,8 @@ def _module_key(module: Any) -> str | None:
         return None
 
 
-def _install_roots() -> list[Path]:
+@functools.lru_cache(maxsize=1)
+def _install_roots() -> tuple[Path, ...]:
     """Folders whose files are the Python installation's, not the user's: the standard
     library, site-packages, include and scripts folders, and causalfair's own package (not the
     whole prefix: a project may live below it, as /usr/local/app does)."""
@@ -256,7 +258,7 @@ def _install_roots() -> list[Path]:
         with contextlib.suppress(OSError, ValueError, TypeError):
             if r:
                 out.append(Path(r).resolve())
-    return out
+    return tuple(out)
 
 
 def module_reads(file: str | Path) -> list[Path]:

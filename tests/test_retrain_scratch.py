@@ -11,13 +11,13 @@ import shutil
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import causalfair as cf
 from causalfair.audit.retrain import retrain_target
 from causalfair.audit.spec import load_spec
 from causalfair.errors import SpecError
+from tests.train.test_repair import small_model as repair_model
 
 T = 5
 BOUND = 0.3  # |C| of the failing policy is 0.52; the constant "never" table's 0.246 meets it
@@ -31,13 +31,8 @@ POLICY = (
 
 
 def small_model(seed=5, K=5):
-    rng = np.random.default_rng(seed)
-    return cf.TabularModel(
-        kernel=rng.dirichlet(np.ones(K) * 0.7, size=(2, 2, K)),
-        initial=rng.dirichlet(np.ones(K), size=2),
-        potential=np.sort(rng.normal(size=(2, K)), axis=1),
-        reward=rng.normal(size=(2, 2, K)),
-    )
+    """tests/train/test_repair.py's random model, at seed 5."""
+    return repair_model(seed=seed, K=K)
 
 
 def _approve(obs):

@@ -14,6 +14,7 @@ from causalfair._validation import ENGINES, unknown_key  # ENGINES: the engines'
 from causalfair.engines.benefit import WEIGHTS  # Lambda's weightings' one home
 from causalfair.errors import SpecError, short
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
+from causalfair.logs.schema import LogError, check_decisions
 from causalfair.policies.core import BUILTIN_POLICIES
 from causalfair.policies.resolver import TORCH_OUTPUTS
 from causalfair.policies.vecnormalize import VECNORMALIZE_NONE
@@ -177,11 +178,13 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     out["dowhy"] = dw
     if "decisions" in sec:
         dn = sec["decisions"]
-        if not (isinstance(dn, list) and len(dn) == 2 and all(isinstance(n, str) and n.strip()
-                                                               for n in dn) and dn[0] != dn[1]):
+        try:  # the logs' own check (causalfair.logs.schema.check_decisions), a list here
+            if not isinstance(dn, list):
+                raise LogError("not a list")
+            out["decisions"] = list(check_decisions(dn))
+        except LogError:
             raise bad_value(path, "[logs] decisions", dn, "the log's names of decision 0 (the "
-                            "baseline) and decision 1, e.g. [\"waitlist\", \"place\"]")
-        out["decisions"] = list(dn)
+                            "baseline) and decision 1, e.g. [\"waitlist\", \"place\"]") from None
     state, nxt = _names(sec, "state", path), _names(sec, "next_state", path)
     feature_keys = [k for k in ("next_state", "bins", "potential_weights") if k in sec]
     if state is None:
