@@ -7,7 +7,6 @@ another engine."""
 from __future__ import annotations
 
 import html
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,14 @@ import numpy as np
 
 from causalfair._validation import check_alpha, check_int, z_quantile
 from causalfair.errors import InputError, ModelError
+from causalfair.plotting import (
+    benefit_actions,
+    benefit_scatter,
+    new_figure,
+    text_only,
+    waterfall,
+    wrap,
+)
 
 __all__ = ["Decomposition", "BenefitResult", "DIAGNOSTIC_TOL", "LAMBDA_NEEDS", "SHARE_FLOOR",
            "check_pair", "waterfall", "new_figure", "wrap"]
@@ -166,16 +173,26 @@ class Decomposition:
     def conf_int(self, alpha: float = 0.05) -> Any:
         """(1 - alpha) normal-approximation intervals per quantity, as a DataFrame with
         columns ``lower`` and ``upper`` (:meth:`intervals`). Exact results have zero-width
-        intervals."""
+        intervals. No ``Lambda`` row, unlike :meth:`to_frame`: these rows are audit.json's
+        ``decomposition.ci95`` and ``causalfair decompose --json``'s ``ci``, whose keys stay
+        as they are; Lambda's interval is not a normal one (``Lambda_ci``, the forks'
+        bootstrap interval; :meth:`lambda_row` at any level)."""
         import pandas as pd
 
         return pd.DataFrame.from_dict(self.intervals(alpha), orient="index",
                                       columns=["lower", "upper"])
 
-    def to_frame(self, alpha: float = 0.05) -> Any:
-        """One row per quantity: estimate, se (0 for exact), and the CI bounds; a
-        ``Lambda`` row when Lambda was computed (:meth:`lambda_row`)."""
+    def to_frame(self, alpha: float = 0.05, *, pair_level: bool = False) -> Any:
+        """One row per quantity (index ``quantity``): estimate, se (0 for exact), and the CI
+        bounds; a ``Lambda`` row when Lambda was computed (:meth:`lambda_row`).
+        ``pair_level=True``: indexed (pair, quantity) instead, the pair named ``"A-B"``
+        (:attr:`pair_name`), the shape of ``BenefitResult.to_frame()`` and
+        ``GroupComparison.to_frame()``, so that ``pd.concat`` stacks them."""
         import pandas as pd
+
+        if not isinstance(pair_level, (bool, np.bool_)):
+            raise InputError(f"pair_level: bad value {str(pair_level)[:40]!r}; give True (index "
+                             "(pair, quantity)) or False (index quantity).")
 
         est = self.estimates()
         se = self.se or {}
@@ -190,7 +207,17 @@ class Decomposition:
         if lam is not None:
             df.loc["Lambda"] = list(lam)
         df.index.name = "quantity"
+        if pair_level:
+            df.index = pd.MultiIndex.from_product([[self.pair_name], df.index],
+                                                  names=["pair", "quantity"])
         return df
+
+    @property
+    def pair_name(self) -> str:
+        """The compared groups as a pair is named everywhere: ``"A-B"`` (C is A's gain
+        minus B's)."""
+        a, b = self.pair
+        return f"{self.groups[a]}-{self.groups[b]}"
 
     def lambda_row(self, alpha: float = 0.05) -> tuple[float, float, float, float] | None:
         """Lambda as the report's metrics table has it: (estimate, se, ci_lower, ci_upper),
@@ -368,10 +395,12 @@ class Decomposition:
         if self._lambda_line():
             lines.append(f"  {self._lambda_line()}")
         lines.append(f"  utility = {self.total_utility:+.6f}  (expected reward, population-weighted)")
-        lines += ["", f"  {'group':<10}{'V^pi':>12}{'V^PS':>12}{'V^pi0':>12}{'direct':>12}{'indirect':>12}"]
+        w = max(10, *(len(str(g)) for g in self.groups))  # long group names keep the columns
+        lines += ["", f"  {'group':<{w}}{'V^pi':>12}{'V^PS':>12}{'V^pi0':>12}{'direct':>12}"
+                      f"{'indirect':>12}"]
         for i, g in enumerate(self.groups):
             lines.append(
-                f"  {g:<10}{self.V[i]:>12.6f}{self.V_ps[i]:>12.6f}{self.V_0[i]:>12.6f}"
+                f"  {g:<{w}}{self.V[i]:>12.6f}{self.V_ps[i]:>12.6f}{self.V_0[i]:>12.6f}"
                 f"{self.V[i] - self.V_ps[i]:>12.6f}{self.V_ps[i] - self.V_0[i]:>12.6f}"
             )
         if self.diagnostics:
@@ -401,12 +430,16 @@ class Decomposition:
         Axes, e.g. one panel of a slide), drawn there and that Axes' Figure returned.
         ``unit``: the gain's unit on the axis; default :attr:`gain_unit`, else "gain
         units"."""
-        return waterfall(self, alpha, unit or self.gain_unit or "gain units", ax=ax)[0]
+        with text_only():  # group names as written, never mathtext
+            return waterfall(self, alpha, unit or self.gain_unit or "gain units", ax=ax)[0]
 
     def __repr__(self) -> str:
+        a, b = self.pair
+        lam = "" if self.Lambda is None else f", Lambda={self.Lambda:.6g}"
         return (
-            f"Decomposition(engine={self.engine!r}, C={self.C:.6g}, DPE={self.DPE:.6g}, "
-            f"IPE={self.IPE:.6g}, SPE={self.SPE:.6g})"
+            f"Decomposition(engine={self.engine!r}, pair=({self.groups[a]!r}, "
+            f"{self.groups[b]!r}), C={self.C:.6g}, DPE={self.DPE:.6g}, IPE={self.IPE:.6g}, "
+            f"SPE={self.SPE:.6g}{lam})"
         )
 
     def _repr_html_(self) -> str:
@@ -455,7 +488,8 @@ def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int
 
 @dataclass(frozen=True, eq=False)
 class BenefitResult:
-    """Benefit fairness of a policy: Delta table, Lambda and the per-pair contributions."""
+    """Benefit fairness of a policy: Delta table, Lambda and the per-pair contributions
+    (views: :meth:`table`, :meth:`worst_pairs`, :meth:`to_frame`, :meth:`plot`)."""
 
     Lambda: float
     eps: float
@@ -483,6 +517,7 @@ class BenefitResult:
     # the departed levels the system declares (individuals who left; weight 0 in Lambda):
     # never listed by worst_pairs
     departed: tuple[int, ...] = ()
+    gain_unit: str | None = None  # the system's (Gain.unit), the axis unit of plot()
 
     @property
     def multi(self) -> bool:
@@ -610,6 +645,39 @@ class BenefitResult:
         return pd.DataFrame([row], index=index,
                             columns=["estimate", "se", "ci_lower", "ci_upper"])
 
+    def plot(self, n_worst: int = 10, unit: str | None = None, *, action: str | None = None,
+             ax: Any = None) -> Any:
+        """Benefit Delta(x, s) (x axis, in ``unit``) against the probability of the
+        decision (y axis) at every level of every group, marker area ~ P(x | s), the
+        ``n_worst`` pairs of Lambda joined and ranked #1, #2, ... (the report's benefit
+        figure): a matplotlib Figure on the Agg canvas (``fig.savefig(...)``; Jupyter shows
+        it; nothing is shown or written here), or, with ``ax`` (a matplotlib Axes), drawn
+        there (its legend inside it) and that Axes' Figure returned. With more than two
+        actions: one panel per action whose benefit over the baseline is not 0 everywhere,
+        or the one ``action`` named (a label of :attr:`actions`; with ``ax``, required).
+        By forks, a level a group never visits has no estimate and no point. ``unit``: the
+        gain's unit; default :attr:`gain_unit` (set by :func:`causalfair.benefit_fairness`
+        from the system), else "gain units"."""
+        n_worst = check_int("n_worst", n_worst, 0)
+        unit = unit or self.gain_unit or "gain units"
+        if action is not None and (not self.multi or action not in self.actions):
+            raise InputError(f"action: bad value {str(action)[:40]!r}; "
+                             + (f"allowed values: {', '.join(map(str, self.actions))}."
+                                if self.multi else "only a result with more than two actions "
+                                "draws one panel per action; leave action out."))
+        if self.multi and ax is not None and action is None:
+            raise InputError(f"action: required with ax= for a result with {len(self.actions)} "
+                             f"actions (one panel each); name one of "
+                             f"{', '.join(map(str, self.actions))}, or leave ax out.")
+        with text_only():  # group and action names as written, never mathtext
+            if self.multi:
+                acts = None if action is None else [self.actions.index(action)]
+                return benefit_actions(self, unit, base=None, actions=acts, ax=ax,
+                                       hide_unvisited=True)[0]
+            label = self.actions[1] if len(self.actions) == 2 else None
+            return benefit_scatter(self, unit, worst=n_worst, label=label, ax=ax,
+                                   hide_unvisited=True)[0]
+
     def _shares_note(self) -> str:
         return ("" if self.shares_meaningful else
                 f"(shares of Lambda not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding)")
@@ -670,67 +738,3 @@ class BenefitResult:
             f"{self.worst_pairs_table().to_html(index=False)}"
             + (f"<p>{html.escape(note)}</p>" if note else "") + "</div>"
         )
-
-
-# ------------------------------------------------------------------------ drawing
-# matplotlib is imported inside the functions (importing this module costs nothing); the
-# report (causalfair.report.figures) draws with the same functions.
-def new_figure(w: float, h: float) -> Any:
-    """A Figure on the Agg canvas with matplotlib's constrained layout, which fits
-    titles, labels, legends and colour bars inside the canvas."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(w, h), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def wrap(text: str, width: int) -> str:
-    """An axis label broken into lines of at most ``width`` characters (long units and
-    group names stay inside the figure)."""
-    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
-
-
-def waterfall(dec: Any, alpha: float = 0.05, unit: str = "gain units", *, ax: Any = None
-              ) -> tuple[Any, dict[str, Any]]:
-    """C built up from SPE, IPE and DPE of a decomposition ``dec`` (a waterfall), each bar
-    with its 1 - ``alpha`` confidence interval (none for exact results), on a new Figure
-    or into ``ax``. Returns the Figure and the data it draws."""
-    ci = dec.conf_int(alpha)
-    a, b = dec.pair
-    ga, gb = dec.groups[a], dec.groups[b]
-    exact = not dec.se
-    level = int(round(100 * (1 - alpha)))
-    colours = {"SPE": "#8c8c8c", "IPE": "#4c72b0", "DPE": "#d9822b", "C": "#333333"}
-    words = {"SPE": "spurious\n(no decisions)", "IPE": "indirect\n(delayed)",
-             "DPE": "direct", "C": "total gap"}
-    if ax is None:
-        fig = new_figure(8.0, 3.8)
-        ax = fig.subplots()
-    else:
-        fig = ax.figure
-    start, data = 0.0, {}
-    ticks = []
-    for i, k in enumerate(("SPE", "IPE", "DPE", "C")):
-        v = float(getattr(dec, k))
-        lo, hi = float(ci.loc[k, "lower"]), float(ci.loc[k, "upper"])
-        base = 0.0 if k == "C" else start
-        ax.bar(i, v, bottom=base, width=0.6, color=colours[k], edgecolor="black", linewidth=0.5)
-        if not exact:
-            ax.errorbar(i, base + v, yerr=[[v - lo], [hi - v]], color="black", capsize=5, lw=1)
-        if k != "C":
-            ax.plot([i + 0.3, i + 0.7], [base + v, base + v], color="#777777", lw=0.8, ls=":")
-            start += v
-        label = f"{k}: {words[k]}\n{v:+.4f}"
-        if not exact:
-            label += f"\n[{lo:+.4f}, {hi:+.4f}]"
-        ticks.append(label)
-        data[k] = {"estimate": v, "ci_lower": lo, "ci_upper": hi, "bottom": base}
-    ax.axhline(0, color="black", lw=0.6)
-    ax.set_xticks(range(4), ticks, fontsize=8)
-    ax.set_ylabel(wrap(f"gap, {ga} minus {gb} ({unit})", 44), fontsize=8)
-    how = "exact: no sampling error" if exact else f"error bars: {level}% confidence intervals"
-    ax.set_title(wrap(f"C = SPE + IPE + DPE over T = {dec.horizon} decisions; positive favours "
-                      f"{ga}, negative favours {gb} ({how})", 110), fontsize=9)
-    return fig, {"effects": data, "exact": exact, "ci_level": level, "pair": [ga, gb]}

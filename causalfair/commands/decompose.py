@@ -236,10 +236,11 @@ def _mc_text(result, alpha: float) -> str:
         f"  pair: {result.groups[a]} - {result.groups[b]}   n = {result.n} per group, "
         f"seed = {result.seed}, common random numbers",
         "",
-        f"  {'quantity':<18}{'estimate':>12}{'se':>11}   {level} CI",
     ]
     frame = result.to_frame(alpha).drop(index="Lambda", errors="ignore")  # printed below
+    w = max(18, *(len(str(k)) for k in frame.index))  # "indirect[<a long group name>]"
+    lines.append(f"  {'quantity':<{w}}{'estimate':>12}{'se':>11}   {level} CI")
     for k, row in frame.iterrows():
-        lines.append(f"  {k:<18}{row['estimate']:>+12.6f}{row['se']:>11.6f}   "
+        lines.append(f"  {k:<{w}}{row['estimate']:>+12.6f}{row['se']:>11.6f}   "
                      f"[{row['ci_lower']:+.6f}, {row['ci_upper']:+.6f}]")
     return "\n".join(lines)

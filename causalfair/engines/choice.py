@@ -127,19 +127,28 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     policy = _resolved(policy, system)
     unit = getattr(getattr(system, "gain", None), "unit", None)  # for the figures' axes
     if engine_for(system, engine) == "exact":
-        return replace(_decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair,
-                                        eps=eps, weights=weights, policy_name=policy_name),
-                       gain_unit=unit)
+        return _with_unit(_decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair,
+                                          eps=eps, weights=weights, policy_name=policy_name),
+                         unit)
     if gamma != 1.0:
         raise ModelError(f"gamma: bad value {gamma!r}; the Monte Carlo engine sums undiscounted "
                          "gains (gamma = 1); discounting needs the exact engine.")
     if weights != "visitation":
         raise ModelError(f"weights: bad value {weights!r}; Lambda by forks weighs states by "
                          "visitation; \"initial\" needs the exact engine.")
-    return replace(decompose_mc(system, policy, T, n=n, seed=seed, pair=pair,
-                                policy_name=policy_name, eps=eps, alpha=alpha, jobs=jobs,
-                                device=device, benefit_bins=benefit_bins,
-                                benefit_shared=benefit_shared), gain_unit=unit)
+    return _with_unit(decompose_mc(system, policy, T, n=n, seed=seed, pair=pair,
+                                  policy_name=policy_name, eps=eps, alpha=alpha, jobs=jobs,
+                                  device=device, benefit_bins=benefit_bins,
+                                  benefit_shared=benefit_shared), unit)
+
+
+def _with_unit(result: Any, unit: str | None) -> Any:
+    """``result`` (a Decomposition or a BenefitResult) with ``gain_unit`` ``unit``, the
+    system's gain unit its ``plot()`` axes say, and its ``benefit`` (a Decomposition's) too."""
+    ben = getattr(result, "benefit", None)
+    if isinstance(ben, BenefitResult):
+        result = replace(result, benefit=replace(ben, gain_unit=unit))
+    return replace(result, gain_unit=unit)
 
 
 def default_pair(system: Any, policy: Any, horizon: int, pair: Any, *, engine: str = "auto",
@@ -184,9 +193,22 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     ``horizon_benefit=True``: Lambda_T instead, the benefit of a decision including its
     delayed effect on the gain under the policy afterwards
     (:mod:`causalfair.engines.benefit_horizon`; ``notion`` "Lambda_T"). ``benefit_bins``:
-    by forks on features, the quantile bins per feature of the cells, as :func:`decompose`'s."""
+    by forks on features, the quantile bins per feature of the cells, as :func:`decompose`'s.
+    ``plot()`` of the result labels its axes with the system's gain unit (``gain_unit``)."""
     _check_engine(engine)
     check_alpha(alpha)
+    system = _system(model, engine)  # read once: the body reads it as it is
+    ben = _benefit_fairness(system, policy, horizon, eps=eps, weights=weights, pair=pair,
+                            engine=engine, n=n, seed=seed, alpha=alpha,
+                            horizon_benefit=horizon_benefit, benefit_bins=benefit_bins)
+    return ben if isinstance(system, TabularModel) else _with_unit(
+        ben, getattr(getattr(system, "gain", None), "unit", None))
+
+
+def _benefit_fairness(model: Any, policy: Any, horizon: int | None, *, eps: Any, weights: str,
+                      pair: Any, engine: str, n: int, seed: int, alpha: float,
+                      horizon_benefit: bool, benefit_bins: int) -> BenefitResult:
+    """:func:`benefit_fairness`, its arguments checked."""
     if horizon_benefit:
         return _lambda_t(model, policy, horizon, eps, weights, pair, engine, n, seed, alpha,
                          benefit_bins)

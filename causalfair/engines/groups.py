@@ -46,10 +46,12 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_alpha
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.errors import InputError
-from causalfair.results import BenefitResult, Decomposition, new_figure, wrap
+from causalfair.plotting import check_axes, new_figure, text_only, wrap
+from causalfair.results import BenefitResult, Decomposition
 from causalfair.thresholds import is_group_key
 
 __all__ = ["GroupComparison", "compare", "pair_names", "EFFECTS", "RATIOS", "split_pair",
@@ -270,13 +272,25 @@ class GroupComparison:
         return pd.DataFrame(recs, columns=[name, "quantity", "estimate", "se", "ci_lower",
                                            "ci_upper"]).set_index([name, "quantity"])
 
-    def to_frame(self) -> Any:
+    def to_frame(self, alpha: float | None = None) -> Any:
         """One row per (pair, quantity) of :attr:`pairs`: estimate, se, ci_lower, ci_upper
         at level :attr:`level` (as :meth:`~causalfair.results.Decomposition.to_frame`: a point
         has se 0; an interval without a standard error, NaN); quantities not available
         are left out.
-        ``df.loc["B-A"]`` is one pair, ``df.xs("C", level="quantity")`` one quantity."""
+        ``df.loc["B-A"]`` is one pair, ``df.xs("C", level="quantity")`` one quantity.
+        ``alpha`` (as the other results' ``to_frame(alpha)``): any for an exact comparison
+        (points), else this comparison's, 1 - :attr:`level`; another is refused, naming the
+        fix."""
+        self._check_alpha(alpha)
         return self._frame(self.pairs, "pair")
+
+    def _check_alpha(self, alpha: float | None) -> None:
+        if alpha is None:
+            return
+        if abs(1.0 - check_alpha(alpha) - self.level) > 1e-9 and self.engine != "exact":
+            raise InputError(f"alpha: {alpha!r} asks for {100 * (1 - alpha):g}% intervals; this "
+                             f"comparison's are at {100 * self.level:g}%: compare again with "
+                             f"cf.compare_groups(..., alpha={alpha!r}).")
 
     def groups_frame(self) -> Any:
         """One row per (group, value) of :attr:`per_group` (V, V_ps, V_0, direct,
@@ -297,6 +311,11 @@ class GroupComparison:
         if not values:
             raise InputError(f"quantity: {quantity} is not available for any pair of this "
                              f"comparison; plot one of {', '.join(EFFECTS)}.")
+        check_axes(ax)
+        with text_only():  # group names as written, never mathtext
+            return self._plot(quantity, values, unit, ax)
+
+    def _plot(self, quantity: str, values: dict[str, Q], unit: str | None, ax: Any) -> Any:
         names = list(values)[::-1]  # the first pair at the top
         est = np.array([values[p][0] for p in names])
         lo = np.array([values[p][1] for p in names])

@@ -28,8 +28,15 @@ from typing import Any
 import numpy as np
 
 from causalfair.graph import temporal_graph
+from causalfair.plotting import (
+    GROUP_COLOURS,
+    benefit_actions,
+    benefit_scatter,
+    new_figure,
+    waterfall,
+    wrap,
+)
 from causalfair.policies.grid import reads_group
-from causalfair.results import new_figure, waterfall, wrap
 
 #: An audit result (causalfair.audit.AuditResult), read by duck typing (no import circle).
 AuditResult = Any
@@ -48,10 +55,6 @@ THUMBNAIL_DPI = 48
 FRONTIER_POINTS = 8
 #: Epochs of the temporal causal graph drawn in the report (the graph widens with T).
 GRAPH_EPOCHS = 3
-
-#: One colour per group, distinct up to 10 groups (e.g. an intersection of 5 x 2 attributes).
-_GROUP_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
-                  "#17becf", "#bcbd22", "#ff7f0e", "#7f7f7f")
 
 
 def gain_unit(r: AuditResult) -> str:
@@ -156,7 +159,7 @@ def _fig_decomposition(r: AuditResult):
 
             err = NormalDist().inv_cdf(1 - r.spec.alpha / 2) * se
         ax2.bar(x + (i - (G - 1) / 2) * width, vals, width, yerr=err, capsize=3, label=g,
-                color=_GROUP_COLOURS[i % len(_GROUP_COLOURS)])
+                color=GROUP_COLOURS[i % len(GROUP_COLOURS)])
         per_group[g] = {"direct": float(vals[0]), "indirect": float(vals[1]),
                         "spurious": float(vals[2]),
                         "half_width": None if err is None else err.tolist()}
@@ -186,7 +189,7 @@ def _fig_steps(r: AuditResult):
     t = np.arange(T)
     data = {}
     for i, g in enumerate(dec.groups):
-        c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
+        c = GROUP_COLOURS[i % len(GROUP_COLOURS)]
         direct = steps[0, i] - steps[1, i]
         indirect = steps[1, i] - steps[2, i]
         ax.plot(t, direct, color=c, lw=1.6, label=f"direct, {g}")
@@ -213,23 +216,6 @@ def _legend_columns(groups: Sequence[str]) -> int:
     whole groups per row as fit across the figure, at least one."""
     per_entry = len("indirect, ") + max(len(str(g)) for g in groups) + 6  # + handle, padding
     return 2 * max(1, min(len(groups), _LEGEND_CHARS // (2 * per_entry)))
-
-
-def _same_size_markers(legend: Any, size: float = 40.0) -> None:
-    """One marker size for every group in a scatter legend (a group's largest state would
-    otherwise set its marker, and with several groups the markers overlap)."""
-    for handle in legend.legend_handles:
-        if hasattr(handle, "set_sizes"):
-            handle.set_sizes([size])
-
-
-def _lambda_label(ben: Any) -> str:
-    """Lambda's name in a figure: "Lambda" with two groups, "Lambda[A-B]" (the pair it
-    compares) with more."""
-    if len(ben.groups) <= 2:
-        return "Lambda"
-    a, b = ben.pair
-    return f"Lambda[{ben.groups[a]}-{ben.groups[b]}]"
 
 
 def _fig_levels(r: AuditResult):
@@ -268,101 +254,17 @@ def _baseline_action(r: AuditResult) -> int | None:
     return r.benefit.actions.index(label) if label in r.benefit.actions else None
 
 
-def _fig_benefit_actions(r: AuditResult):
-    """Benefit fairness with A > 2 actions: one panel per non-baseline action,
-    Delta_a(x, s) against pi(a | x, s); an action whose benefit is 0 for every group and
-    level keeps its panel, with a note saying so."""
-    ben = r.benefit
-    base = _baseline_action(r)
-    # the baseline's benefit over itself is 0 everywhere: one panel per other action
-    acts = ([i for i in range(ben.delta.shape[-1]) if i != base] if base is not None else
-            [i for i in range(ben.delta.shape[-1]) if np.any(ben.delta[..., i] != 0)])
-    fig = new_figure(8.0, 3.4)
-    axes = np.atleast_1d(fig.subplots(1, max(1, len(acts))))
-    unit = gain_unit(r)
-    for ax, a_i in zip(axes, acts, strict=False):
-        for i, g in enumerate(ben.groups):
-            size = 20 + 400 * np.asarray(ben.state_weights[i])
-            ax.scatter(ben.delta[i, :, a_i], ben.p_d1[i, :, a_i], s=size, label=g,
-                       **_group_marker(i))
-        if not np.any(ben.delta[..., a_i] != 0):
-            ax.text(0.5, 0.5, "benefit 0 for every\ngroup and level", transform=ax.transAxes,
-                    ha="center", va="center", fontsize=7, color="#555555")
-        ax.set_title(f"action {ben.actions[a_i]}", fontsize=8)
-        ax.set_ylim(-0.08, 1.08)
-    # one x label and one legend for the row: per panel they overlap with 3+ panels
-    fig.supxlabel(f"benefit over the baseline ({unit})", fontsize=8)
-    axes[0].set_ylabel("P(action | x, s) (probability)")
-    _same_size_markers(fig.legend(*axes[0].get_legend_handles_labels(), fontsize=7,
-                                  frameon=False, loc="outside right upper"))
-    fig.suptitle(f"Benefit vs action probability ({_lambda_label(ben)} = {ben.Lambda:.4f}); "
-                 "marker area ~ P(x | s)", fontsize=9)
-    data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
-            "probs": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
-            "actions": list(ben.actions)}
-    return fig, data
-
-
 def _fig_benefit(r: AuditResult):
+    """Benefit Delta(x, s) against the probability of the favourable action per group, the
+    worst pairs of Lambda marked (:func:`causalfair.plotting.benefit_scatter`, also
+    ``BenefitResult.plot()``); with A > 2 actions one panel per action other than the
+    baseline (:func:`causalfair.plotting.benefit_actions`)."""
     ben = r.benefit
     if ben is None or not hasattr(ben, "contributions"):
         return None
     if getattr(ben, "multi", False):
-        return _fig_benefit_actions(r)
-    from matplotlib.lines import Line2D
-
-    fig = new_figure(8.0, 3.8)
-    ax = fig.subplots()
-    a, b = ben.pair
-    for i, g in enumerate(ben.groups):
-        size = 20 + 400 * np.asarray(ben.state_weights[i])
-        ax.scatter(ben.delta[i], ben.p_d1[i], s=size, label=f"{g} (area ~ P(x | {g}))",
-                   **_group_marker(i))
-    worst = ben.worst_pairs(r.spec.worst)
-    K = ben.contributions.shape[0]
-    order = np.argsort(-ben.contributions, axis=None, kind="stable")[: r.spec.worst]
-    order = order[ben.contributions.reshape(-1)[order] > 0]  # a pair adding 0 is no worst pair
-    xa, xb = np.unravel_index(order, (K, K))
-    span = max(float(np.ptp(ben.delta)), 1e-12)
-    labels: list[list[Any]] = []  # [x, y, ranks]: pairs whose midpoints nearly coincide share one
-    for rank, (i, j) in enumerate(zip(xa, xb, strict=True), start=1):
-        p1 = (ben.delta[a, i], ben.p_d1[a, i])
-        p2 = (ben.delta[b, j], ben.p_d1[b, j])
-        ax.plot([p1[0], p2[0]], [p1[1], p2[1]], color="#444444", lw=0.9, ls=":")
-        mid = ((p1[0] + p2[0]) / 2, (p1[1] + p2[1]) / 2)
-        for lab in labels:
-            if abs(lab[0] - mid[0]) < 0.06 * span and abs(lab[1] - mid[1]) < 0.08:
-                lab[2].append(rank)
-                break
-        else:
-            labels.append([mid[0], mid[1], [rank]])
-    for x, y, ranks in labels:
-        ax.annotate(", ".join(f"#{k}" for k in ranks), (x, y), xytext=(4, 4),
-                    textcoords="offset points", fontsize=7, color="#222222",
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-    ax.set_xlabel(f"benefit Delta(x, s) = h1 - h0 ({gain_unit(r)})", fontsize=8)
-    label = favourable_label(r)
-    lending = label in (None, "approve")  # the paper's words: P(d1), approval
-    ax.set_ylabel("P(d1 | x, s) (probability)" if lending else f"P({label} | x, s) (probability)",
-                  fontsize=8)
-    ax.set_ylim(-0.08, 1.08)
-    ax.set_title(f"Benefit vs {'approval' if lending else f'P({label})'} ({_lambda_label(ben)} = "
-                 f"{ben.Lambda:.4f})", fontsize=9)
-    between = "" if len(ben.groups) <= 2 else f" between {ben.groups[a]} and {ben.groups[b]}\n"
-    handles, _ = ax.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="#444444", lw=0.9, ls=":",
-                          label=f"worst pairs of Lambda{between or ' '}"
-                                + (f"(#1 = largest, {len(order)} shown)" if len(order) else
-                                   "(none: every pair adds 0)")))
-    legend = fig.legend(handles=handles, fontsize=7, frameon=False, loc="outside right upper")
-    if len(ben.groups) > 2:
-        _same_size_markers(legend)
-    data = {"delta": {g: ben.delta[i].tolist() for i, g in enumerate(ben.groups)},
-            "p_d1": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
-            "state_weights": {g: np.asarray(ben.state_weights[i]).tolist()
-                              for i, g in enumerate(ben.groups)},
-            "worst_pairs": worst.to_dict(orient="records")}
-    return fig, data
+        return benefit_actions(ben, gain_unit(r), base=_baseline_action(r))
+    return benefit_scatter(ben, gain_unit(r), worst=r.spec.worst, label=favourable_label(r))
 
 
 def _fig_graph(r: AuditResult):
@@ -388,17 +290,6 @@ def _fig_graph(r: AuditResult):
 _NOTIONS = ("tpr_gap", "elbert_bias", "w1_final", "dp_gap")
 _NOTION_UNITS = {"tpr_gap": "probability", "elbert_bias": "ratio", "w1_final": "levels",
                  "dp_gap": "probability"}
-
-
-def _group_marker(i: int) -> dict[str, Any]:
-    """Scatter style of group i: the first filled and translucent, the others hollow with
-    another shape and drawn on top, so coinciding points of two groups both stay visible."""
-    c = _GROUP_COLOURS[i % len(_GROUP_COLOURS)]
-    if i == 0:
-        return {"marker": "o", "color": c, "alpha": 0.55, "edgecolors": "black",
-                "linewidths": 0.4, "zorder": 2}
-    return {"marker": "sD^v"[(i - 1) % 4], "facecolors": "none", "edgecolors": c,
-            "linewidths": 1.6, "zorder": 3}
 
 
 def _fig_notions(r: AuditResult):
