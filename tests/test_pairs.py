@@ -171,20 +171,22 @@ def test_a_sweep_names_each_runs_pair_and_the_rows_that_mix_pairs(tmp_path):
     res = sweep(["ppo"], [0, 1], ["tri:make"], overrides={"iterations": 1},
                 out=tmp_path / "sw", search_path=tmp_path)
     runs = pd.read_csv(tmp_path / "sw" / "runs.csv")
-    assert list(runs["pair"]) == ["C-A", "B-A"]  # seeds 0 and 1 compare different pairs
+    # seeds 0 and 1 compare different pairs (two group names: tests/test_sweep_leftovers.py)
+    assert list(runs["pair"]) == ['["C", "A"]', '["B", "A"]']
     result = json.loads((tmp_path / "sw" / "runs" / "tri_make" / "ppo" / "seed-1" /
                          "result.json").read_text())
-    assert result["pair"] == "B-A"
+    assert result["pair"] == ["B", "A"]
     table = pd.read_csv(tmp_path / "sw" / "table.csv")
-    assert set(table["pairs"]) == {"C-A (1), B-A (1)"} and "pair" not in set(table["metric"])
+    assert set(table["pairs"]) == {'["C", "A"] (1), ["B", "A"] (1)'}
+    assert "pair" not in set(table["metric"])
     md = (tmp_path / "sw" / "table.md").read_text()
-    assert "C (mean [95% t-interval])" in md and "| C-A (1), B-A (1) |" in md
+    assert "C (mean [95% t-interval])" in md and '| ["C", "A"] (1), ["B", "A"] (1) |' in md
     assert "t-interval of that mean over the seeds" in md
     assert "A row listing several pairs averages runs that compare different pairs" in md
     # a resumed sweep keeps the pairs of the runs it reuses
     again = sweep(["ppo"], [0, 1], ["tri:make"], overrides={"iterations": 1},
                   out=tmp_path / "sw", search_path=tmp_path, existing="resume")
-    assert again.reused == 2 and list(again.runs["pair"]) == ["C-A", "B-A"]
+    assert again.reused == 2 and list(again.runs["pair"]) == ['["C", "A"]', '["B", "A"]']
     assert again.table.equals(res.table)
 
 

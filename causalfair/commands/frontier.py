@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "|C| <= eps' (or |DPE|, or Wen's demographic parity |DP|) over all time-indexed "
             "policies, for a grid of eps, audit every frontier policy with the exact engine, "
             "and place audited policies (built-ins, checkpoints) against the frontier at "
-            "equal |C|. Writes frontier.csv, frontier.json and frontier.png into --out."
+            "equal |C| (at equal |DPE| or |DP| with --constraint DPE or DP: the printed "
+            "tables then show that quantity). Writes frontier.csv, frontier.json and "
+            "frontier.png into --out."
         ),
         epilog=(
             "Example: causalfair frontier --setting lending-1 --horizon 20 --points 50 "
@@ -34,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--points", type=int, default=50, metavar="N",
                    help="number of eps values on the grid (default: 50)")
     p.add_argument("--constraint", choices=("C", "DPE", "DP"), default="C",
-                   help="the bounded disparity (default: C)")
+                   help="the bounded disparity: eps bounds it, the placed policies' "
+                        "gap is at equal |value| of it (default: C)")
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./frontier-<system id>, e.g. ./frontier-lending-1)")
     p.add_argument("--policy", nargs="+", action="extend", metavar="P",
@@ -103,7 +106,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     print("Policies against the frontier (gap = frontier utility at equal "
           f"{front.metric_label} - policy utility):")
-    cols = ["policy", "utility", "C", "DPE", "Lambda", "frontier_utility", "gap"]
+    # the bounded quantity, whose |value| the gap is measured at, is always a column
+    cols = ["policy", "utility", "C", "DPE", *(["DP"] if front.constraint == "DP" else []),
+            "Lambda", "frontier_utility", "gap"]
     print(placed[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
     print(f"\nwrote {out / 'frontier.csv'}, {out / 'frontier.json'}"
           + ("" if args.no_plot else f", {out / 'frontier.png'}"))

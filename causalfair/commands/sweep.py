@@ -11,9 +11,10 @@ from causalfair.commands._system import parse_params
 from causalfair.commands.decompose import backend_from_args
 from causalfair.commands.train import parse_set
 from causalfair.errors import UsageError
-from causalfair.train import ALGORITHMS
+from causalfair.train import ALGORITHMS, TrainConfig
+from causalfair.train import population as P
 from causalfair.train.algorithms import names
-from causalfair.train.sweep import parse_seeds, sweep
+from causalfair.train.sweep import POPULATION, SWEEP_ALGORITHMS, parse_seeds, sweep
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,10 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Train every (system, algorithm, seed) exactly as `causalfair train` would (the "
             "same numbers as separate runs), in this process, in --jobs local workers or on "
             "Ray, and write OUT/runs.csv (one row per run, with the pair of groups its "
-            "numbers compare), OUT/table.csv and OUT/table.md (mean and t-interval over "
-            "seeds, and the pairs its runs compare) and each run's checkpoint under "
-            "OUT/runs/. An algorithm that does not apply to a system (A-PPO, F-PPO-L and "
-            "ELBERT-PO need supply and demand signals, F-PPO lending) is not trained there: "
+            "numbers compare, written as the two group names: [\"s+\", \"s-\"]), "
+            "OUT/table.csv and OUT/table.md (mean and t-interval over seeds, the "
+            "interval's level, and the pairs its runs compare) and each run's checkpoint under "
+            "OUT/runs/. The population agents R-TD3 and L-UCBFair train as `causalfair train "
+            "--algo r-td3|l-ucbfair` trains them (OUT/runs/.../checkpoint.npz). An algorithm "
+            "that does not apply to a system (A-PPO, F-PPO-L and ELBERT-PO need supply and "
+            "demand signals, F-PPO lending, R-TD3 and L-UCBFair replicator dynamics) is not "
+            "trained there: "
             "one line on stderr and under table.md says why, checked before any run. Exit "
             "code 0 when every run finished, 2 when a run failed (named on stderr and under "
             "table.md; the others are still tabulated). Rerunning into a sweep folder needs --resume or "
@@ -36,13 +41,17 @@ def register(sub: argparse._SubParsersAction) -> None:
             "naming the first one's pid."
         ),
         epilog="Example: causalfair sweep --algo ppo,ppo-c,ppo-cb --seeds 0-19 --system "
-               "lending-1 --out runs/sweep --jobs 2. See docs/scale.md.",
+               "lending-1 --out runs/sweep --jobs 2. Seed 002's agents beside PPO: "
+               "causalfair sweep --algo ppo,r-td3,l-ucbfair --seeds 0-2 --system "
+               "replicator-1 --out runs/yin (docs/training.md, \"A paper's table\"). "
+               "See docs/scale.md.",
     )
     p.add_argument("--algo", required=True, metavar="A,B,...",
                    help="algorithms, comma-separated: the PPO family of causalfair train "
-                        f"({', '.join(ALGORITHMS)}); "
-                        f"{', '.join(a for a in names(cli=True) if a not in ALGORITHMS)} "
-                        "train with causalfair train only")
+                        f"({', '.join(ALGORITHMS)}) and the population agents "
+                        f"({', '.join(POPULATION)}: replicator systems); "
+                        f"{', '.join(a for a in names(cli=True) if a not in SWEEP_ALGORITHMS)} "
+                        "trains with causalfair train only")
     p.add_argument("--seeds", required=True, metavar="SEEDS", help="e.g. 0-19 or 0,3,5-7")
     p.add_argument("--system", default="lending-1", metavar="ID,...",
                    help="systems, comma-separated: registered ids or 'module:callable' "
@@ -52,9 +61,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--search-path", metavar="DIR", default=".",
                    help="folder searched first for a 'module:callable' factory (default: .)")
     p.add_argument("--iterations", type=int, default=None, metavar="N",
-                   help="training iterations per run (default: the trainer's, 100)")
+                   help="training iterations per run, as causalfair train --iterations "
+                        "(default: the trainer's: 100 PPO iterations; r-td3 and l-ucbfair: "
+                        "training episodes, default 20,000 steps / 500 episodes)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="any other TrainConfig field for every run (repeatable)")
+                   help="any other config field, for every run whose config has it: "
+                        "TrainConfig (the PPO family), RTD3Config (r-td3), LUCBFairConfig "
+                        "(l-ucbfair); a field none of the sweep's algorithms has is refused "
+                        "(repeatable)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="sweep folder: a new or empty one, or one holding an earlier sweep "
                         "with --resume or --force (a folder of yours is never written into)")
@@ -71,7 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="--out holds an earlier sweep: train every run again and replace "
                             "its runs and tables")
     p.add_argument("--alpha", type=float, default=0.05,
-                   help="t-intervals of level 1 - alpha over seeds (default: 0.05)")
+                   help="t-intervals of level 1 - alpha over seeds (default: 0.05; "
+                        "table.csv's ci_level column and table.md's header say the level)")
     p.add_argument("--backend", choices=("serial", "process", "ray"), default=None,
                    help="where the runs go: serial (default), process (--jobs local workers) "
                         "or ray (--address, $RAY_ADDRESS, else a local Ray)")
@@ -83,6 +98,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def set_configs(algos: list[str]) -> tuple[type, ...]:
+    """The configs whose fields --set may name: those of the sweep's algorithms (TrainConfig
+    for the PPO family, RTD3Config, LUCBFairConfig for r-td3, l-ucbfair), TrainConfig when
+    it names none of them (sweep() then refuses the algorithm)."""
+    out: list[type] = []
+    if any(a not in POPULATION for a in algos) or not algos:
+        out.append(TrainConfig)
+    if any(a in POPULATION for a in algos):
+        out += [P.RTD3Config] if "r-td3" in algos else []
+        out += [P.LUCBFairConfig] if "l-ucbfair" in algos else []
+    return tuple(out)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.jobs is not None:
         args.jobs = resolve_jobs(args.jobs, "--jobs")
@@ -91,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
         if args.iterations < 1:
             raise UsageError(f"--iterations: must be an integer >= 1, got {args.iterations}.")
         overrides["iterations"] = args.iterations
-    overrides.update(parse_set(args.set))
     algos = [a.strip() for a in args.algo.split(",") if a.strip()]
+    overrides.update(parse_set(args.set, set_configs(algos)))
     systems = [s.strip() for s in args.system.split(",") if s.strip()]
     res = sweep(algos, parse_seeds(args.seeds), systems, params=parse_params(args.param),
                 overrides=overrides, out=args.out, backend=backend_from_args(args),

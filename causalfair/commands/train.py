@@ -30,7 +30,6 @@ from causalfair.thresholds import parse_constraint
 from causalfair.train import TrainConfig, prepare_run_folder, train
 from causalfair.train import population as P
 from causalfair.train.algorithms import get, names
-from causalfair.train.checkpoint import write_metrics
 from causalfair.train.exact import repair_checkpoint
 
 ALGOS = names(cli=True)  # the registry of causalfair.train.algorithms
@@ -141,13 +140,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_set(items: list[str], config: Any = TrainConfig) -> dict[str, Any]:
-    """``--set FIELD=VALUE`` options as keyword arguments of the dataclass ``config``
-    (JSON values where they parse, else strings); a name that is not one of its fields is
-    refused, naming the closest field and all of them."""
+    """``--set FIELD=VALUE`` options as keyword arguments of the dataclass ``config`` (or of
+    any of a tuple of them: a sweep's algorithms' configs), JSON values where they parse,
+    else strings; a name that is not one of its fields is refused, naming the closest
+    field and all of them."""
     import dataclasses
     import difflib
 
-    fields = [f.name for f in dataclasses.fields(config)]
+    classes = config if isinstance(config, tuple) else (config,)
+    fields = list(dict.fromkeys(f.name for c in classes for f in dataclasses.fields(c)))
     out: dict[str, Any] = {}
     for item in items:
         name, eq, value = item.partition("=")
@@ -157,7 +158,8 @@ def parse_set(items: list[str], config: Any = TrainConfig) -> dict[str, Any]:
         if name not in fields:
             close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise UsageError(f"--set {name[:40]}: not a field of {config.__name__}; {hint}"
+            raise UsageError(f"--set {name[:40]}: not a field of "
+                             f"{' or '.join(c.__name__ for c in classes)}; {hint}"
                              f"fields: {', '.join(fields)}.")
         out[name] = read_option_value(value, f"--set {name[:40]}", UsageError)
     return out
@@ -239,8 +241,6 @@ def run_exact(args: argparse.Namespace) -> int:
 def run_population(args: argparse.Namespace) -> int:
     """``--algo r-td3 | l-ucbfair``: the population agents of Yin et al. (NeurIPS 2023) on
     replicator-1, saved as a ``population`` checkpoint the audit loads."""
-    import dataclasses
-    import time
     from pathlib import Path
 
     unused = [flag for flag, v in (
@@ -258,43 +258,19 @@ def run_population(args: argparse.Namespace) -> int:
     sid = args.system or "replicator-1"
     system = cf.systems.make(sid, search_path=args.search_path, **params)
     env = P.PopulationEnv(system)  # refuses other systems
-    cls = P.RTD3Config if args.algo == "r-td3" else P.LUCBFairConfig
-    kw = {"seed": args.seed, **parse_set(args.set, cls)}
-    if args.iterations is not None:
-        if args.iterations < 1:
-            raise UsageError(f"--iterations: bad value {args.iterations}; must be >= 1.")
-        if args.algo == "r-td3":  # whole rounds of episodes, one per population env
-            envs = kw.get("envs", P.RTD3Config.envs)
-            envs = envs if isinstance(envs, int) and envs >= 1 else 1
-            kw["steps"] = -(-args.iterations // envs) * envs * env.H
-        else:
-            kw["episodes"] = args.iterations
-    try:
-        config = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
-    except TypeError as exc:
-        raise UsageError(f"--set: {exc}") from None
+    if args.iterations is not None and args.iterations < 1:
+        raise UsageError(f"--iterations: bad value {args.iterations}; must be >= 1.")
+    fields = parse_set(args.set, P.RTD3Config if args.algo == "r-td3" else P.LUCBFairConfig)
+    # the one config a sweep's run of this algorithm trains with too
+    config = P.make_config(args.algo, args.seed, env.H, args.iterations, fields)
     out = Path(args.out)
     prepare_run_folder(out, resume=False)
-    t0 = time.perf_counter()
-    agent = (P.train_rtd3 if args.algo == "r-td3" else P.train_lucbfair)(system, config)
-    wall = time.perf_counter() - t0
-    ev = P.episode_values(env, agent)
-    policy = P.audit_policy(env, agent)
-    d = cf.decompose_mc(system, policy, n=2, seed=0)
-    m = {"V_r": float(ev["V_r"][0]), "V_g": float(ev["V_g"][0]),
-         "q1_final": float(ev["q_final"][0, 0]), "q2_final": float(ev["q_final"][0, 1]),
-         **{k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")},
-         "episodes": len(agent.history)}
-    config_d = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
-    ck = out / "checkpoint.npz"
-    P.save_agent(ck, agent, env.grid, metadata={
-        "algorithm": args.algo, "seed": args.seed, "system": sid,
-        "system_params": dict(system.params), "config": config_d, "metrics": m})
-    write_metrics(out, [{"episode": i, **row} for i, row in enumerate(agent.history)])
+    res = P.run_agent(P.PopulationRun(args.algo, sid, config, dict(system.params)), system, out)
+    m, wall, ck = res["metrics"], res["wall_s"], res["checkpoint"]
     if args.json:
         print_json(args, {"checkpoint": str(ck), "wall_s": wall, "metrics": m})
     else:
-        print(f"trained {args.algo} on {sid} (seed {args.seed}, {len(agent.history)} episodes) "
+        print(f"trained {args.algo} on {sid} (seed {config.seed}, {m['episodes']} episodes) "
               f"in {wall:.1f} s")
         print("  from the system's q0: " + "  ".join(
             f"{k}={v:+.4f}" for k, v in m.items() if k != "episodes"))

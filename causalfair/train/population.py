@@ -29,11 +29,13 @@ exploration noise, budgets), the config says so.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import CheckpointError, ConfigError
 from causalfair.policies.checkpoint import (
     load_checkpoint,
@@ -50,11 +52,12 @@ from causalfair.policies.population import (  # the agents and their policy, re-
 )
 from causalfair.systems.replicator import ReplicatorSimulator, tpr_fpr
 from causalfair.train.adam import Adam
+from causalfair.train.checkpoint import write_metrics
 
 __all__ = ["PopulationEnv", "PopulationAgent", "RTD3Config", "LUCBFairConfig", "train_rtd3",
            "train_lucbfair", "myopic", "audit_policy", "episode_values", "regret_and_violation",
            "best_constant", "lucbfair_alpha", "GridPolicy", "ThresholdActor", "LUCBFairActor",
-           "save_agent", "load_agent"]
+           "save_agent", "load_agent", "ALGOS", "PopulationRun", "make_config", "run_agent"]
 
 
 class PopulationEnv:
@@ -502,3 +505,91 @@ def load_agent(path: Any) -> PopulationAgent:
     if not isinstance(pol, GridPolicy):
         raise CheckpointError(f"checkpoint {path}: not a population agent (R-TD3, L-UCBFair).")
     return pol.agent
+
+
+# ------------------------------------------------------------------ one run (train, sweep)
+#: The population agents, by their ``--algo`` name.
+ALGOS = ("r-td3", "l-ucbfair")
+
+
+def _config_class(algo: str) -> type:
+    if algo not in ALGOS:
+        raise ConfigError(f"algo: bad value {algo!r}; the population agents are "
+                          f"{', '.join(ALGOS)}.")
+    return RTD3Config if algo == "r-td3" else LUCBFairConfig
+
+
+def make_config(algo: str, seed: int, horizon: int, iterations: int | None = None,
+                fields: Mapping[str, Any] | None = None) -> RTD3Config | LUCBFairConfig:
+    """The agent's config as ``causalfair train --algo ALGO --seed SEED [--iterations N]
+    [--set FIELD=VALUE ...]`` makes it (``causalfair sweep`` makes its runs' with it):
+    ``fields`` (the ``--set`` values; a ``seed`` among them wins), then ``iterations``:
+    L-UCBFair's episodes, R-TD3's steps rounded up to whole rounds of one episode
+    (``horizon`` steps) per population env (``envs``). Lists become tuples."""
+    cls = _config_class(algo)
+    kw = {"seed": seed, **dict(fields or {})}
+    if iterations is not None:
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ConfigError(f"iterations: bad value {iterations!r}; must be an integer >= 1.")
+        if algo == "r-td3":  # whole rounds of episodes, one per population env
+            envs = kw.get("envs", RTD3Config.envs)
+            envs = envs if isinstance(envs, int) and envs >= 1 else 1
+            kw["steps"] = -(-iterations // envs) * envs * int(horizon)
+        else:
+            kw["episodes"] = iterations
+    try:
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
+    except TypeError as exc:
+        raise ConfigError(f"{cls.__name__}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class PopulationRun:
+    """One run of a population agent (what ``causalfair train --algo r-td3|l-ucbfair`` and
+    a sweep's task train): the algorithm, the system (id and factory parameters) and the
+    agent's config (:func:`make_config`)."""
+
+    algo: str
+    system: str
+    config: RTD3Config | LUCBFairConfig
+    system_params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.seed)
+
+
+def run_agent(run: PopulationRun, system: Any, out: Any = None) -> dict[str, Any]:
+    """Train ``run`` on ``system`` (made from ``run.system``), audit the agent from the
+    system's q0 (the Monte Carlo engine with 2 replicas: the dynamics are deterministic)
+    and, with a run folder ``out``, write ``checkpoint.npz`` (its metadata: algorithm,
+    seed, system, parameters, config, metrics) and per-episode ``metrics.jsonl`` /
+    ``metrics.csv``. Returns ``{"metrics", "wall_s", "history", "pair", "checkpoint"}``
+    (``pair``: the two group names the audit's C compares, first minus second)."""
+    import dataclasses
+    import time
+    from pathlib import Path
+
+    env = PopulationEnv(system)  # refuses a system that is not a replicator system
+    t0 = time.perf_counter()
+    agent = (train_rtd3 if run.algo == "r-td3" else train_lucbfair)(system, run.config)
+    wall = time.perf_counter() - t0
+    ev = episode_values(env, agent)
+    d = decompose_mc(system, audit_policy(env, agent), n=2, seed=0)
+    m = {"V_r": float(ev["V_r"][0]), "V_g": float(ev["V_g"][0]),
+         "q1_final": float(ev["q_final"][0, 0]), "q2_final": float(ev["q_final"][0, 1]),
+         **{k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")},
+         "episodes": len(agent.history)}
+    history = [{"episode": i, **row} for i, row in enumerate(agent.history)]
+    ck = None
+    if out is not None:
+        config_d = {k: list(v) if isinstance(v, tuple) else v
+                    for k, v in dataclasses.asdict(run.config).items()}
+        ck = Path(out) / "checkpoint.npz"
+        save_agent(ck, agent, env.grid, metadata={
+            "algorithm": run.algo, "seed": run.seed, "system": run.system,
+            "system_params": dict(system.params), "config": config_d, "metrics": m})
+        write_metrics(out, history)
+    a, b = d.pair
+    return {"metrics": m, "wall_s": wall, "history": history, "checkpoint": ck,
+            "pair": (str(d.groups[a]), str(d.groups[b]))}

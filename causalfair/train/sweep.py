@@ -13,16 +13,27 @@ files' bytes and the driver writes them when the sweep ends::
     OUT/.causalfair-sweep            marks the folder as causalfair's
     OUT/runs.csv                     one row per run: system, algo, seed, pair, wall_s,
                                      metrics
-    OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo), and
-                                     the pairs of groups its runs compare
-    OUT/runs/SYSTEM/ALGO/seed-K/     checkpoint.pt, metrics.csv (or .jsonl), config.json,
+    OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo), the
+                                     interval's level (ci_level) and the pairs of groups its
+                                     runs compare
+    OUT/runs/SYSTEM/ALGO/seed-K/     checkpoint.pt (population agents: checkpoint.npz),
+                                     metrics.csv (or .jsonl), config.json (PPO family),
                                      result.json (final metrics, pair, wall time,
                                      configuration)
 
-A run's ``pair`` (``"A-B"``) names the groups its C, DPE, IPE, SPE and Lambda compare: with
-more than two groups the largest and smallest V^pi of its final audit, which may differ
-from seed to seed; a table row whose runs compare different pairs lists them all in its
-``pairs`` column (its means then mix pairs).
+The PPO family trains with a :class:`~causalfair.train.TrainConfig`, the population agents
+(r-td3, l-ucbfair) with their own config (:func:`causalfair.train.population.make_config`,
+what ``causalfair train`` makes): a run of either is the run ``causalfair train --system S
+--algo A --seed K`` trains, bit for bit.
+
+A run's ``pair`` names the groups its C, DPE, IPE, SPE and Lambda compare, the first minus
+the second: with more than two groups the largest and smallest V^pi of its final audit,
+which may differ from seed to seed; a table row whose runs compare different pairs lists
+them all in its ``pairs`` column (its means then mix pairs). It is written as the two group
+names, a JSON list (``["s+", "s-"]``, as a result's ``to_dict`` writes it and
+:func:`~causalfair.engines.groups.resolve_pair` reads it): ``"A-B"`` is ambiguous when a
+group's name holds a ``-``. A resumed sweep reads an earlier sweep's ``"A-B"`` by the
+system's groups, and refuses it in one line when it names two pairs.
 
 A sweep folder that already holds a sweep is refused unless ``existing="resume"`` (train
 only the runs without a ``result.json`` of the same configuration, tabulate them with the
@@ -38,6 +49,7 @@ one's pid, before it removes or writes anything.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -58,7 +70,9 @@ from causalfair.errors import ConfigError, OutputError
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import ALGORITHMS, TrainConfig, train
+from causalfair.train import population as P
 from causalfair.train.algorithms import REGISTRY, names
+from causalfair.train.checkpoint import prepare_run_folder
 
 __all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "tabulate", "train_many",
            "write_run"]
@@ -67,13 +81,17 @@ MARK = ".causalfair-sweep"
 #: The lock a sweep holds on its folder while it writes it (module docstring).
 LOCK = ".causalfair-sweep.lock"
 #: Files of a run folder handed back to the driver.
-RUN_FILES = ("checkpoint.pt", "metrics.csv", "metrics.jsonl", "config.json")
+RUN_FILES = ("checkpoint.pt", "checkpoint.npz", "metrics.csv", "metrics.jsonl", "config.json")
 #: A finished run's final metrics, wall time and configuration (what a resumed sweep reuses).
 RESULT = "result.json"
 #: What :func:`sweep` does with a folder holding an earlier sweep.
 EXISTING = ("refuse", "resume", "force")
 #: At most this many runs per sweep (a typo such as --seeds 0-100000 is refused).
 MAX_RUNS = 10_000
+#: The population agents' names (their own configs: :mod:`causalfair.train.population`).
+POPULATION = names(trainer="population")
+#: Every algorithm a sweep trains: the PPO family (TrainConfig) and the population agents.
+SWEEP_ALGORITHMS = tuple(ALGORITHMS) + POPULATION
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -100,9 +118,28 @@ def parse_seeds(text: str) -> list[int]:
     return out
 
 
+def _fields(algo: str) -> set[str]:
+    """The config fields a run of ``algo`` takes (``iterations`` for every algorithm)."""
+    import dataclasses
+
+    if algo in POPULATION:
+        cls = P.RTD3Config if algo == "r-td3" else P.LUCBFairConfig
+        return {f.name for f in dataclasses.fields(cls)} | {"iterations"}
+    return {f.name for f in dataclasses.fields(TrainConfig)}
+
+
 def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
-            overrides: Mapping[str, Any]) -> Any:
-    kw = dict(overrides, algo=algo, seed=seed)
+            overrides: Mapping[str, Any], made: Any = None) -> Any:
+    """The config of one run, as ``causalfair train`` makes it: a TrainConfig for the PPO
+    family, a :class:`~causalfair.train.population.PopulationRun` for a population agent
+    (``made``: the system, made). ``overrides`` go to the runs whose config has the field."""
+    mine = _fields(algo)
+    kw = {k: v for k, v in overrides.items() if k in mine}
+    if algo in POPULATION:
+        iterations = kw.pop("iterations", None)
+        config = P.make_config(algo, seed, made.horizon, iterations, kw)
+        return P.PopulationRun(algo, system, config, dict(made.params))
+    kw.update(algo=algo, seed=seed)
     if system in SETTINGS and not params:
         kw["setting"] = system
     else:
@@ -113,7 +150,20 @@ def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
 def _why_not(algo: str, system: Any) -> str | None:
     """Why ``algo`` does not train on ``system`` (None: it does), checked as the trainer
     checks it before a run writes anything. ``system`` None or a lending setting: the
-    lending trainer, which trains every algorithm of the PPO family."""
+    lending trainer, which trains every algorithm of the PPO family; the population agents
+    train on replicator systems only (:class:`~causalfair.train.population.PopulationEnv`)."""
+    if algo in POPULATION:
+        reason = (f"{algo} trains on {REGISTRY[algo].systems} only (a population agent: one "
+                  "threshold per group on the replicator equation)")
+        if system is None or system.id in SETTINGS:
+            return reason
+        try:
+            P.PopulationEnv(system)
+        except ConfigError:
+            return reason
+        except Exception:  # noqa: BLE001 - a simulator that breaks: its run fails and says so
+            return None
+        return None
     if system is None or system.id in SETTINGS:
         return None
     if algo not in names(generic=True):
@@ -157,37 +207,70 @@ def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
     if config.system:
         system = make(config.system, search_path=search_path, **dict(config.system_params))
     with tempfile.TemporaryDirectory(prefix="causalfair-sweep-") as tmp:
-        res = train(config, out=Path(tmp) / "run", system=system)
-        files = {name: (Path(tmp) / "run" / name).read_bytes() for name in RUN_FILES
-                 if (Path(tmp) / "run" / name).is_file()}
-    out = {"metrics": dict(res.metrics), "wall_s": float(res.wall_s), "files": files,
-           "history": res.history_rows(), "pair": _pair_of(res, config, system)}
+        run = Path(tmp) / "run"
+        if isinstance(config, P.PopulationRun):  # what causalfair train runs for it
+            prepare_run_folder(run, resume=False)
+            res = P.run_agent(config, system, run)
+            done = {"metrics": dict(res["metrics"]), "wall_s": float(res["wall_s"]),
+                    "history": res["history"], "pair": _pair_text(res["pair"])}
+        else:
+            res = train(config, out=run, system=system)
+            done = {"metrics": dict(res.metrics), "wall_s": float(res.wall_s),
+                    "history": res.history_rows(), "pair": _pair_of(res, config, system)}
+        files = {name: (run / name).read_bytes() for name in RUN_FILES
+                 if (run / name).is_file()}
+    out = {**done, "files": files}
     if dest is not None:  # this run lands now: an interrupt later does not lose it
         write_run(Path(dest), out, config)
         out.update(files={}, written=True)
     return out
 
 
+def _pair_text(pair: Sequence[str]) -> str:
+    """A pair of group names as a sweep writes it (runs.csv, table.csv): the JSON list of
+    the two names, ``["s+", "s-"]`` (module docstring)."""
+    return json.dumps([str(g) for g in pair], ensure_ascii=False)
+
+
+def _pair_key(cell: Any) -> Any:
+    """A ``pair`` cell of a runs table as what identifies the pair: the two names (a list
+    or tuple, or its JSON text as runs.csv holds it) as a tuple; another string (a
+    ``"A-B"`` of your own rows) as it is; None when it names nothing."""
+    if isinstance(cell, str) and cell.startswith("["):
+        try:
+            cell = json.loads(cell)
+        except ValueError:
+            return cell
+    if isinstance(cell, (list, tuple)) and len(cell) == 2:
+        return tuple(str(g) for g in cell)
+    return cell if isinstance(cell, str) and cell else None
+
+
 def _pair_of(res: Any, config: Any, system: Any) -> str:
-    """The pair of groups ``"A-B"`` a run's final metrics compare: the generic trainer's
-    (its audit's pair), else (the lending trainer) the system's two groups in order."""
-    pair = res.extra.get("pair")
+    """The pair of groups a run's final metrics compare (:func:`_pair_text`): the generic
+    trainer's (its audit's pair), else (the lending trainer) the system's two groups in
+    order."""
+    pair = res.extra.get("pair_groups")  # (its "pair", "A-B", is ambiguous: a "-" in a name)
     if pair is None:
-        groups = (system if system is not None else make(config.setting)).groups
-        pair = f"{groups[0]}-{groups[1]}"
-    return str(pair)
+        pair = (system if system is not None else make(config.setting)).groups[:2]
+    return _pair_text(pair)
 
 
 def _pairs_cell(pairs: Sequence[Any]) -> str:
-    """The ``pairs`` cell of a table row: the runs' pairs in order of appearance, each with
-    its count of runs when they differ (``"C-A (2), B-C (1)"``); "n/a" when none is known."""
-    seen: dict[str, int] = {}
+    """The ``pairs`` cell of a table row: the runs' pairs (:func:`_pair_text`) in order of
+    appearance, each with its count of runs when they differ (``'["C", "A"] (2), ["B",
+    "C"] (1)'``); "n/a" when none is known."""
+    seen: dict[Any, int] = {}
     for p in pairs:
-        if isinstance(p, str) and p:
-            seen[p] = seen.get(p, 0) + 1
+        if (key := _pair_key(p)) is not None:
+            seen[key] = seen.get(key, 0) + 1
+
+    def text(key: Any) -> str:
+        return _pair_text(key) if isinstance(key, tuple) else str(key)
+
     if len(seen) <= 1:
-        return next(iter(seen), "n/a")
-    return ", ".join(f"{p} ({n})" for p, n in seen.items())
+        return next((text(k) for k in seen), "n/a")
+    return ", ".join(f"{text(p)} ({n})" for p, n in seen.items())
 
 
 def _backend(backend: Any) -> Any:
@@ -242,9 +325,15 @@ def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> No
         # resumed sweep compares
         doc = {"metrics": {k: v for k, v in result["metrics"].items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool)},
-               "pair": result.get("pair"), "wall_s": result["wall_s"],
+               "pair": _json_pair(result.get("pair")), "wall_s": result["wall_s"],
                "config": json.loads(used) if used is not None else asked, "requested": asked}
         atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
+
+
+def _json_pair(cell: Any) -> Any:
+    """A run's pair as result.json holds it: the list of the two group names."""
+    key = _pair_key(cell)
+    return list(key) if isinstance(key, tuple) else key
 
 
 @dataclass
@@ -318,14 +407,14 @@ class SweepResult:
             pairs = str(g["pairs"].iloc[0]) if "pairs" in g else "n/a"
             if "pair" in self.runs:
                 runs = self.runs[(self.runs["system"] == sysid) & (self.runs["algo"] == algo)]
-                mixed = mixed or runs["pair"].nunique() > 1
+                mixed = mixed or len({_pair_key(p) for p in runs["pair"]}) > 1
             lines.append(f"| {sysid} | {algo} | {int(g['n'].iloc[0])} | " + " | ".join(cells)
                          + f" | {pairs} |")
         lines += ["", f"Each cell: the mean over the training seeds (one run per seed) and the "
                   f"{level} t-interval of that mean over the seeds (runs audited by Monte "
                   "Carlo: their audit noise included).", "",
-                  "pairs: the groups each run's C, DPE, IPE, SPE and Lambda compare "
-                  "(first minus second; runs.csv names each run's)."
+                  "pairs: the two groups each run's C, DPE, IPE, SPE and Lambda compare, "
+                  "[first, second]: the first minus the second (runs.csv names each run's)."
                   + (" A row listing several pairs averages runs that compare different "
                      "pairs (with more than two groups a run compares its largest and smallest "
                      "V^pi): read its C per run in runs.csv." if mixed else "")]
@@ -361,8 +450,8 @@ def tabulate(runs: Any, alpha: float = 0.05) -> Any:
     """The sweep's table of ``runs`` (a DataFrame, one row per run: ``system``, ``algo``,
     ``seed``, optionally ``pair`` and ``wall_s``, and one column per metric): per system,
     algorithm and metric the number of runs ``n``, the ``mean`` and its 1 - ``alpha``
-    t-interval over them (``lower``, ``upper``; :func:`t_interval`) and the ``pairs`` its
-    runs compare. :func:`sweep` makes its table.csv with it; runs of your own method,
+    t-interval over them (``lower``, ``upper``; :func:`t_interval`), that level
+    (``ci_level`` = 1 - ``alpha``, e.g. 0.95) and the ``pairs`` its runs compare. :func:`sweep` makes its table.csv with it; runs of your own method,
     audited as the built-ins' checkpoints are, tabulate the same way (docs/training.md,
     "Your own method")."""
     import pandas as pd
@@ -381,9 +470,10 @@ def tabulate(runs: Any, alpha: float = 0.05) -> Any:
             for m in metrics:
                 mean, lo, hi = t_interval(g[m].tolist(), alpha)
                 table_rows.append({"system": sysid, "algo": algo, "metric": m, "n": len(g),
-                                   "mean": mean, "lower": lo, "upper": hi, "pairs": pairs})
+                                   "mean": mean, "lower": lo, "upper": hi,
+                                   "ci_level": 1.0 - alpha, "pairs": pairs})
     return pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",
-                                             "upper", "pairs"])
+                                             "upper", "ci_level", "pairs"])
 
 
 def _prepare_out(out: Path, existing: str) -> int | None:
@@ -482,12 +572,11 @@ def _config_doc(config: Any) -> dict[str, Any]:
     return json.loads(json.dumps(to_jsonable(dataclasses.asdict(config))))
 
 
-def _finished(folder: Path, config: Any) -> dict[str, Any] | None:
+def _finished(folder: Path, config: Any, groups: Sequence[str] = ()) -> dict[str, Any] | None:
     """The result of the run in ``folder`` when it finished with ``config`` (its
     :data:`RESULT`), None when it did not finish; a run of another configuration raises
-    :class:`OutputError` (a resumed sweep never mixes two configurations)."""
-    import json
-
+    :class:`OutputError` (a resumed sweep never mixes two configurations), and so does an
+    earlier sweep's ``"A-B"`` pair that ``groups`` (the system's) do not read as one pair."""
     try:
         doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
         metrics, wall_s = dict(doc["metrics"]), float(doc["wall_s"])
@@ -501,8 +590,19 @@ def _finished(folder: Path, config: Any) -> dict[str, Any] | None:
         raise OutputError(f"--resume: {folder} was trained with {k}={then.get(k)!r}, this sweep "
                           f"asks {k}={now.get(k)!r}; use --force to train every run again, or "
                           "choose another --out.")
+    pair = doc.get("pair")
+    if isinstance(pair, str) and not pair.startswith("["):  # written before pairs were lists
+        splits = [(pair[:i], pair[i + 1:]) for i, ch in enumerate(pair) if ch == "-"
+                  and pair[:i] in groups and pair[i + 1:] in groups and pair[:i] != pair[i + 1:]]
+        if len(splits) != 1:
+            how = ("names no two of its groups " if not splits else "names two pairs, " + " or ".join(
+                _pair_text(p) for p in splits) + ",") + f" ({', '.join(groups)})"
+            raise OutputError(f"--resume: {folder / RESULT} (an earlier causalfair's) gives its "
+                              f"pair as {pair!r}, which {how}; use --force to train every run "
+                              "again, or choose another --out.")
+        pair = splits[0]
     return {"metrics": metrics, "wall_s": wall_s, "files": {}, "history": None,
-            "pair": doc.get("pair")}
+            "pair": None if pair is None else _pair_text(pair)}
 
 
 def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = ("lending-1",), *,
@@ -511,8 +611,11 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
           search_path: str | os.PathLike[str] = ".", existing: str = "refuse") -> SweepResult:
     """Train every (system, algorithm, seed); tabulate the final metrics.
 
-    ``overrides``: further :class:`~causalfair.train.TrainConfig` fields for every run
-    (e.g. ``{"iterations": 50}``). ``backend``: None (this process), a name ("process",
+    ``overrides``: further config fields (e.g. ``{"iterations": 50}``), each for the runs
+    whose config has it (:class:`~causalfair.train.TrainConfig` for the PPO family,
+    :class:`~causalfair.train.population.RTD3Config` / ``LUCBFairConfig`` for r-td3 /
+    l-ucbfair, whose ``iterations`` are training episodes, as on ``causalfair train``); a
+    field no run of the sweep has is refused. ``backend``: None (this process), a name ("process",
     "ray") or a :mod:`causalfair.backends` object. ``out``: the sweep folder (module
     docstring); None writes nothing. Runs that raise are listed in ``failed`` (the
     others still finish and are tabulated). ``alpha``: the t-intervals' level 1 - alpha.
@@ -520,12 +623,12 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     ``"refuse"`` (:class:`OutputError`), ``"resume"`` or ``"force"``.
     """
     algos = list(algos)
-    bad = [a for a in algos if a not in ALGORITHMS]
+    bad = [a for a in algos if a not in SWEEP_ALGORITHMS]
     if not algos or bad:
         other = (f" ({bad[0]} is trained one run at a time: causalfair train --algo {bad[0]} "
                  "--seed K)") if bad and bad[0] in REGISTRY else ""
         raise ConfigError(f"algos: bad value {bad[0] if bad else algos!r}; allowed values: "
-                          f"{', '.join(ALGORITHMS)}{other}.")
+                          f"{', '.join(SWEEP_ALGORITHMS)}{other}.")
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ConfigError("seeds: give at least one seed, e.g. 0-4.")
@@ -544,11 +647,23 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
         if key in overrides:
             raise ConfigError(f"overrides: {key!r} is set by the sweep itself; use the "
                               "algos, seeds and systems arguments.")
+    fields = set().union(*(_fields(a) for a in algos))
+    for key in overrides:  # each field goes to the runs whose config has it
+        if key not in fields:
+            import difflib
+
+            close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.6)
+            raise ConfigError(
+                f"overrides: {key!r} is a field of no config of this sweep's algorithms "
+                f"({', '.join(algos)}); " + (f"did you mean {close[0]!r}? " if close else "")
+                + f"fields: {', '.join(sorted(fields))}.")
     skipped: list[tuple[str, str, str]] = []
+    made: dict[str, Any] = {}  # the systems (the population agents' configs read them)
     for sysid in systems:  # every system and configuration is checked before any run starts
         system = None
         if sysid not in SETTINGS or params:
             system = make(sysid, search_path=search_path, **dict(params or {}))
+        made[sysid] = system
         if overrides.get("constraints") and (system is None or system.id in SETTINGS):
             raise ConfigError(  # (train() refuses it too, once per run)
                 f"constraints: {sysid} is a lending setting, trained without constraints "
@@ -557,24 +672,26 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 "repair (causalfair train --algo exact --constraint ..., one run), or sweep "
                 "without --set constraints.")
         for a in algos:
-            try:
-                _config(sysid, params or {}, a, seeds[0], overrides)
-            except TypeError as exc:
-                raise ConfigError(f"overrides: {exc}") from None
             why = _why_not(a, system)  # a method that does not apply: one line, no runs
             if why is not None:
                 skipped.append((sysid, a, why))
+                continue
+            try:
+                _config(sysid, params or {}, a, seeds[0], overrides, system)
+            except TypeError as exc:
+                raise ConfigError(f"overrides: {exc}") from None
     if len(skipped) == len(algos) * len(systems):
         raise ConfigError("sweep: no algorithm of this sweep trains on its systems: " + "; ".join(
             f"{a} on {sy}: {why}" for sy, a, why in skipped) + ".")
     off = {(sy, a) for sy, a, _ in skipped}
     combos = [(s, a, k) for s in systems for a in algos for k in seeds if (s, a) not in off]
     out_path = Path(out) if out is not None else None
-    configs = [_config(sy, params or {}, a, k, overrides) for sy, a, k in combos]
+    configs = [_config(sy, params or {}, a, k, overrides, made[sy]) for sy, a, k in combos]
+    groups = {sy: tuple((sys_ or make(sy)).groups) for sy, sys_ in made.items()}
     lock = _prepare_out(out_path, existing) if out_path is not None else None
     try:  # the folder is this sweep's until its tables are written
         return _sweep_into(out_path, existing, combos, configs, backend, search_path, alpha,
-                           skipped)
+                           skipped, groups)
     finally:
         if lock is not None:
             os.close(lock)
@@ -582,13 +699,14 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
 
 def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, str, int]],
                 configs: list[Any], backend: Any, search_path: Any,
-                alpha: float, skipped: list[tuple[str, str, str]]) -> SweepResult:
+                alpha: float, skipped: list[tuple[str, str, str]],
+                groups: Mapping[str, Sequence[str]]) -> SweepResult:
     """:func:`sweep` once its arguments are checked and its folder (if any) is taken."""
     done: dict[int, dict[str, Any]] = {}
     left_out: list[Path] = []
     if out_path is not None and existing == "resume":
         for i, ((sy, a, k), c) in enumerate(zip(combos, configs, strict=True)):
-            if r := _finished(_run_dir(out_path, sy, a, k), c):
+            if r := _finished(_run_dir(out_path, sy, a, k), c, groups[sy]):
                 done[i] = r
         mine = {_run_dir(out_path, *c) for c in combos}
         left_out = sorted(f.parent for f in (out_path / "runs").glob(f"*/*/seed-*/{RESULT}")

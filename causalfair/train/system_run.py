@@ -103,4 +103,5 @@ def train_system(system: Any, config: TrainConfig, out: str | Path | None = None
                        metrics={k: v for k, v in final.items() if k != "iteration"},
                        config=tr.config, wall_s=time.perf_counter() - t0,
                        extra={"system": system.id,
-                              "pair": "-".join(system.groups[g] for g in tr.pair)})
+                              "pair": "-".join(system.groups[g] for g in tr.pair),
+                              "pair_groups": tuple(system.groups[g] for g in tr.pair)})
