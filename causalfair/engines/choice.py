@@ -127,9 +127,11 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     policy = _resolved(policy, system)
     unit = getattr(getattr(system, "gain", None), "unit", None)  # for the figures' axes
     if engine_for(system, engine) == "exact":
-        return _with_unit(_decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair,
-                                          eps=eps, weights=weights, policy_name=policy_name),
-                         unit)
+        res = _decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair, eps=eps,
+                               weights=weights, policy_name=policy_name)
+        if res.model_name == TabularModel.name:  # the model's unnamed: the system's id, as
+            res = replace(res, model_name=system.id)  # the Monte Carlo engine names it
+        return _with_unit(res, unit)
     if gamma != 1.0:
         raise ModelError(f"gamma: bad value {gamma!r}; the Monte Carlo engine sums undiscounted "
                          "gains (gamma = 1); discounting needs the exact engine.")

@@ -287,14 +287,16 @@ class LogAudit:
 
     def _pairs_table(self, alpha: float) -> list[str]:
         gc = self.compare_groups(alpha)
+        rows = list(gc.rows())
+        w = max(14, *(len(str(row[0])) for row in rows)) if rows else 14  # long group names
         lines = [f"Every pair (X-Y: X minus Y; reference group {gc.reference}; worst pair "
                  f"{gc.worst}; {100 * (1 - alpha):g}% normal intervals, estimate +- z * "
                  "bootstrap sd of the pair over the replicates):",
-                 f"  {'pair':<14} {'C':>10} {'C lower':>10} {'C upper':>10} {'DPE':>10} "
+                 f"  {'pair':<{w}} {'C':>10} {'C lower':>10} {'C upper':>10} {'DPE':>10} "
                  f"{'IPE':>10} {'SPE':>10} {'Lambda':>9} {'ratio_V':>8}"]
-        for row in gc.rows():
+        for row in rows:
             p, c, lo, hi, dpe, ipe, spe, lam, rv = row[:9]
-            lines.append(f"  {p:<14} {c:>+10.6f} {lo:>+10.6f} {hi:>+10.6f} {dpe:>+10.6f} "
+            lines.append(f"  {p:<{w}} {c:>+10.6f} {lo:>+10.6f} {hi:>+10.6f} {dpe:>+10.6f} "
                          f"{ipe:>+10.6f} {spe:>+10.6f} {_cell(lam, 9, '.6f')} "
                          f"{_cell(rv, 8, '.4f')}" + ("  worst" if row[-1] else ""))
         return lines
