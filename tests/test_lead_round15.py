@@ -48,3 +48,26 @@ def test_exact_decompose_of_a_system_names_the_system_not_tabular(tmp_path, monk
     assert exact.model_name == mc.model_name == "mybank"
     named = cf.decompose(sys_.tabular.with_(name="own"), "threshold:0.5")
     assert named.model_name == "own"  # a bare model keeps its own name
+
+
+def test_report_benefit_figure_leaves_out_cells_a_group_never_visits():
+    """The report's benefit figure, as BenefitResult.plot(), draws no point for a level a
+    group never visits in a Monte Carlo audit (it drew them at (0, 0), an estimate that
+    does not exist); its data file keeps every cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from causalfair.report.figures import _fig_benefit
+    from tests.test_analyst_user import _cutoff
+    from tests.test_results_views import _credit_system, _scatters
+
+    r = cf.audit({"name": "credit", "system": {"id": "lending-1"},
+                  "policy": {"builtin": "threshold:0.5"},
+                  "engine": {"kind": "mc", "n": 400, "seed": 0}},
+                 system=_credit_system(), policy=_cutoff)
+    seen = np.asarray(r.benefit.visited, dtype=bool)
+    assert not seen.all()
+    fig, data = _fig_benefit(r)
+    for i, pts in enumerate(_scatters(fig.axes[0])):
+        np.testing.assert_array_equal(~np.isnan(pts).any(axis=1), seen[i])
+    assert [len(v) for v in data["delta"].values()] == [seen.shape[1]] * seen.shape[0]

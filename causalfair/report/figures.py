@@ -262,9 +262,10 @@ def _fig_benefit(r: AuditResult):
     ben = r.benefit
     if ben is None or not hasattr(ben, "contributions"):
         return None
-    if getattr(ben, "multi", False):
-        return benefit_actions(ben, gain_unit(r), base=_baseline_action(r))
-    return benefit_scatter(ben, gain_unit(r), worst=r.spec.worst, label=favourable_label(r))
+    if getattr(ben, "multi", False):  # (cells a group never visits: no estimate, not drawn)
+        return benefit_actions(ben, gain_unit(r), base=_baseline_action(r), hide_unvisited=True)
+    return benefit_scatter(ben, gain_unit(r), worst=r.spec.worst, label=favourable_label(r),
+                           hide_unvisited=True)
 
 
 def _fig_graph(r: AuditResult):
