@@ -39,7 +39,7 @@ from causalfair.errors import SystemError_, UserCodeError, call_user, short
 __all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks",
            "short", "load_callable", "call_factory", "check_params", "importable",
            "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled", "module_file",
-           "module_reads"]
+           "module_reads", "reads_owner"]
 
 
 def is_own(cls: type) -> bool:
@@ -406,11 +406,28 @@ def call_factory(what: str, fn: Callable[..., Any], search_path: str | Path | No
     ``--system``/``--policy module:callable``) with its search folder importable during
     the call; anything it raises or exits with becomes a one-line
     :class:`~causalfair.errors.UserCodeError` naming ``what``
-    (:func:`~causalfair.errors.call_user`)."""
-    own = _module_key(getattr(fn, "__module__", None))
-    rec = _READS.setdefault(own, set()) if own is not None else set()
-    with importable(search_path), _recording_into(rec):
-        return call_user(what, fn, **kwargs)
+    (:func:`~causalfair.errors.call_user`). The files it reads are added to the
+    :func:`module_reads` of its module (:func:`reads_owner`), also when it raises."""
+    rec: set[str] = set()
+    try:
+        with importable(search_path), _recording_into(rec):
+            return call_user(what, fn, **kwargs)
+    finally:  # the owner after the call: a registered Gymnasium id imports its module then
+        own = _module_key(reads_owner(fn))
+        if own is not None and rec:
+            _READS.setdefault(own, set()).update(rec)
+
+
+def reads_owner(fn: Any) -> Any:
+    """The module (or its name) whose :func:`module_reads` the files read by a call of
+    ``fn`` go to: ``fn.reads_module`` when ``fn`` stands for a module of the user's (the
+    factory of a registered Gymnasium id: the module that registers it), else ``fn``'s
+    own ``__module__``."""
+    try:
+        owner = getattr(fn, "reads_module", None)
+    except Exception:  # noqa: BLE001 - a property of the user's object: fall back
+        owner = None
+    return owner if owner else getattr(fn, "__module__", None)
 
 
 def load_callable(ref: str, *, search_path: str | Path | None = None, what: str = "factory"

@@ -40,6 +40,7 @@ from causalfair.policies.checkpoint import (
     write_npz,
 )
 from causalfair.policies.grid import policy_table
+from causalfair.policies.vecnormalize import sibling_stats
 from causalfair.thresholds import (
     MIN_RATIO_KEYS,
     Constraint,
@@ -128,9 +129,10 @@ def place_retrained(target: Path, data: bytes) -> None:
 def check_retrain(spec: AuditSpec, system: Any = None) -> None:
     """Refuse, before anything is audited, a spec that ``gate --retrain`` cannot retrain:
     no ``[retrain]``, a policy that is not a checkpoint (a builtin or a factory has no
-    network to warm-start from) unless ``[retrain] init = "scratch"``, ``exact`` on a
-    system without a tabular model or with thresholds it cannot impose. ``system``: the
-    spec's system when already built."""
+    network to warm-start from) unless ``[retrain] init = "scratch"``, a trainer's warm
+    start from a checkpoint kept with a ``vecnormalize.pkl`` (the trainer refuses it),
+    ``exact`` on a system without a tabular model or with thresholds it cannot impose.
+    ``system``: the spec's system when already built."""
     where = spec_label(spec.path)
     if spec.retrain is None:
         raise SpecError(f"{where}: [retrain]: missing; --retrain needs a [retrain] section, "
@@ -159,6 +161,14 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
                         "from a random init instead (its layers from [retrain] hidden; "
                         "docs/ci-gate.md), train one yourself (causalfair train) and audit its "
                         "checkpoint, or run the gate without --retrain.")
+    near = (sibling_stats(spec.checkpoint) if spec.checkpoint is not None
+            and not from_scratch(spec) and spec.retrain["algo"] != "exact" else None)
+    if near is not None:  # the trainer's refusal (refuse_warm_start), in the spec's words
+        raise SpecError(f"{where}: [retrain]: {near} is kept with the [policy] checkpoint: "
+                        "its network was trained on normalized observations and a retrain "
+                        "trains on raw ones, so it cannot warm-start from it; set [retrain] "
+                        "init = \"scratch\" (a new network of its own inputs), or algo = "
+                        "\"exact\" on a tabular system.")
     if spec.retrain["algo"] == "exact":
         if system is None:
             system = build_system(spec)
@@ -397,12 +407,13 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any, built: Path
     where = spec_label(spec.path)
     T = spec.horizon or system.horizon
     constraints = _on_spec_pair(imposed_constraints(spec), spec, system.groups)
+    pair = resolve_pair(spec.pair, system.groups, f"{where}: [engine] pair")
     start: dict[str, Any] = (_scratch_network(spec, before, system, T) if from_scratch(spec)
                              else {"init": load_checkpoint_for(spec.checkpoint, system)})
     rep = repair_checkpoint(system, T, constraints, seed=r.get("seed", 0),
                             outer=r.get("iterations", 30), n_random=r.get("starts", 12),
                             eps=model_eps(eps_for(spec.eps, system)[0], system.tabular)[0],
-                            weights=spec.weights,
+                            weights=spec.weights, pair=pair,
                             where=f"{where}: [retrain] algo", error=SpecError, **start)
     rep.save(built, name=built.stem, repaired_from=_replaced(spec, before))
     after = _reaudit(spec, before, built)

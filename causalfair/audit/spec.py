@@ -25,6 +25,7 @@ from causalfair.audit.spec_sections import (
     bad_value,
     baseline_section,
     check_keys,
+    logs_policy_section,
     logs_section,
     model_section,
     policy_section,
@@ -46,6 +47,11 @@ __all__ = ["AuditSpec", "SpecError", "load_spec", "spec_file", "spec_label", "ME
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # used with fullmatch: no trailing newline
 _NAME_MAX = 100
+
+
+def is_valid_name(name: Any) -> bool:
+    """Whether ``name`` is a valid spec ``name`` (the rule :func:`load_spec` applies)."""
+    return isinstance(name, str) and len(name) <= _NAME_MAX and bool(_NAME_RE.fullmatch(name))
 
 
 @dataclass(frozen=True)
@@ -203,13 +209,15 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     kw: dict[str, Any] = {"name": name, "path": path.resolve() if path else None, "raw": raw}
 
     # source: [model] (+ [policy]) or [logs]
-    if "logs" in raw and ("model" in raw or "policy" in raw):
+    if "logs" in raw and "model" in raw:
         raise SpecError(
-            f"{spec_label(path)}: [logs]: cannot be combined with [model] or [policy]; a log "
-            "audit reads the deployed policy from the logs. Keep one of them."
+            f"{spec_label(path)}: [logs]: cannot be combined with [model]; a log audit fits "
+            "its model to the logs. Keep one of them."
         )
     if "logs" in raw:
         kw.update(logs_section(raw["logs"], base, path))
+        if "policy" in raw:  # a candidate on the fitted model (docs/logs.md)
+            kw.update(logs_policy_section(raw["policy"], base, path, kw["logs_options"]))
     else:
         kw["base_dir"] = base
         if "system" in raw and "model" in raw:

@@ -34,8 +34,8 @@ from causalfair.train.algorithms import names as _algorithm_names
 
 __all__ = ["ENGINES", "WEIGHTS", "METRICS", "RETRAIN_ALGOS", "TOP_KEYS", "RELATIVE_KEYS",
            "SECTION_KEYS", "GYM_KEYS", "spec_label", "bad_value", "read_int", "read_float",
-           "check_keys", "logs_section", "system_section", "model_section", "policy_section",
-           "thresholds_section", "baseline_section", "retrain_section"]
+           "check_keys", "logs_section", "logs_policy_section", "system_section",
+           "model_section", "policy_section", "thresholds_section", "baseline_section", "retrain_section"]
 
 
 #: Quantities a spec can report (``metrics``) and threshold.
@@ -61,7 +61,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
                "baseline", "features", "shared", "batch_size", "actions", "group_weights"),
     "model": ("setting", "levels", "interest"),
     "logs": ("path", "n_boot", "seed", "fit", "lambda_estimator", "state", "next_state",
-             "bins", "potential_weights", "dowhy", "decisions"),
+             "bins", "potential_weights", "potential", "dowhy", "decisions"),
     "policy": ("builtin", "checkpoint", "factory", "params", "output", "vecnormalize"),
     "engine": ("kind", "n", "seed", "alpha", "pair"),
     "benefit": ("eps", "weights", "worst", "horizon_benefit", "horizon_n", "bins"),
@@ -148,6 +148,31 @@ def logs_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
                 logs_options=_logs_options(sec, path))
 
 
+def logs_policy_section(sec: Any, base: Path, path: Path | None,
+                        logs_options: dict[str, Any]) -> dict[str, Any]:
+    """``[policy]`` beside ``[logs]``: a candidate policy audited on the model fitted from
+    the log instead of the logged one (``audit_logs(policy=)``: the same fit, bootstrap and
+    engine). A built-in only (``builtin``, required here: an empty [policy] would audit
+    threshold:0.5 unasked); it goes into ``logs_options["policy"]``."""
+    kw = policy_section(sec, base, path)  # the [policy] checks of a system's audit
+    for key in ("checkpoint", "factory", "vecnormalize"):
+        if key in sec:
+            raise SpecError(
+                f"{spec_label(path)}: [policy] {key}: not with [logs] (a log audit takes a "
+                "candidate [policy] builtin); audit it on the fitted model in Python "
+                "(causalfair.logs.audit_logs(df, policy=...)), on the command line "
+                "(decompose --logs LOG --audit-policy --checkpoint/--policy), or save the "
+                "fitted model (save_tabular(path, audit_logs(df).model)) and audit a spec with "
+                "[system] tabular = that file (docs/logs.md, \"Auditing a candidate policy\").")
+    if "builtin" not in sec:
+        raise SpecError(f"{spec_label(path)}: [policy] builtin: missing; beside [logs], [policy] "
+                        "names the candidate to audit on the model fitted from the log, e.g. "
+                        "builtin = \"threshold:0.6\" (without [policy] the logged policy is "
+                        "audited).")
+    logs_options["policy"] = kw["builtin"]
+    return {"builtin": kw["builtin"]}
+
+
 def _names(sec: Mapping[str, Any], key: str, path: Path | None) -> list[str] | None:
     if key not in sec:
         return None
@@ -158,6 +183,25 @@ def _names(sec: Mapping[str, Any], key: str, path: Path | None) -> list[str] | N
         raise bad_value(path, f"[logs] {key}", sec[key], "a column name or a list of distinct "
                         "column names of the log")
     return list(v)
+
+
+def _potential_values(f: Any, path: Path | None) -> list[Any]:
+    """``[logs] potential``: f(0), ..., f(K-1) (numbers, one per level of the log, higher is
+    better), or one such list per group in the log's group order; K is checked against
+    the log when it is read (causalfair.logs.fit)."""
+    def row(v: Any) -> bool:
+        return (isinstance(v, list) and len(v) >= 2 and all(
+            isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c)
+            for c in v))
+
+    if row(f):
+        return [float(c) for c in f]
+    if isinstance(f, list) and len(f) >= 2 and all(row(r) for r in f) \
+            and len({len(r) for r in f}) == 1:
+        return [[float(c) for c in r] for r in f]
+    raise bad_value(path, "[logs] potential", f, "a list of finite numbers f(0), ..., f(K-1), "
+                    "one per level of the log (higher is better), or one such list per group "
+                    "in the log's group order")
 
 
 def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
@@ -185,6 +229,11 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
         except LogError:
             raise bad_value(path, "[logs] decisions", dn, "the log's names of decision 0 (the "
                             "baseline) and decision 1, e.g. [\"waitlist\", \"place\"]") from None
+    if "potential" in sec:  # f(x) per level (or one row per group), as audit_logs(potential=)
+        if "potential_weights" in sec:
+            raise SpecError(f"{spec_label(path)}: [logs] potential: not with potential_weights "
+                            "(both give the gain potential f); keep one of them.")
+        out["potential"] = _potential_values(sec["potential"], path)
     state, nxt = _names(sec, "state", path), _names(sec, "next_state", path)
     feature_keys = [k for k in ("next_state", "bins", "potential_weights") if k in sec]
     if state is None:
@@ -235,7 +284,7 @@ def _logs_options(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
             raise bad_value(path, "[logs] potential_weights", pw,
                             f"a table state feature -> number (features: {', '.join(state)})")
         out["potential_weights"] = {k: float(v) for k, v in pw.items()}
-    elif len(state) > 1:
+    elif len(state) > 1 and "potential" not in out:
         raise SpecError(f"{spec_label(path)}: [logs] potential_weights: missing; with several state "
                         "features the gain potential f(x) must be given, e.g. "
                         "potential_weights = { income = 1.0 } (f = sum of weight x the bin's "
@@ -502,12 +551,14 @@ def retrain_section(sec: Any, thresholds: Mapping[str, float],
     given) and the repair's guards, checked against the spec's ``thresholds`` and
     ``[policy] vecnormalize``."""
     sec = check_keys(sec, "retrain", SECTION_KEYS["retrain"], path)
-    if policy_vecnormalize is not None and policy_vecnormalize != VECNORMALIZE_NONE:
+    if (policy_vecnormalize is not None and policy_vecnormalize != VECNORMALIZE_NONE
+            and sec.get("init") != "scratch"):
         raise SpecError(
             f"{spec_label(path)}: [retrain]: not with [policy] vecnormalize: a repair "
             "warm-starts from the network and trains it on raw observations, so it would "
-            "not be the policy audited; drop [retrain], or audit on raw observations "
-            "(vecnormalize = \"none\").")
+            "not be the policy audited; set [retrain] init = \"scratch\" (a new network "
+            "of its own inputs, audited without the statistics), drop [retrain], or audit "
+            "on raw observations (vecnormalize = \"none\").")
     algo = sec.get("algo", "ppo-cb")
     if algo not in RETRAIN_ALGOS:
         raise bad_value(path, "[retrain] algo", algo, ", ".join(RETRAIN_ALGOS))

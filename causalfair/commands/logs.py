@@ -61,6 +61,10 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--potential-weights", metavar="F1=W1,F2=W2",
                    help="with --state-cols: gain potential f = sum_j W_j * (mean of feature "
                         "j in the bin); required with several features")
+    g.add_argument("--potential", metavar="F0,F1,...",
+                   help="the gain potential f of the log's levels 0..K-1 (K numbers, higher is "
+                        "better; default: the lending potential); one such list per group "
+                        "separated by ';' for a potential per group")
     g.add_argument("--decisions", metavar="D0,D1",
                    help="the log's names of decision 0 (the baseline) and decision 1, e.g. "
                         "waitlist,place: results use them, and a decision column of these "
@@ -146,6 +150,19 @@ def _state_options(args: argparse.Namespace) -> dict:
     return out
 
 
+def _potential(text: str) -> list:
+    """``--potential F0,F1,...`` (or rows separated by ';'): the numbers, as audit_logs's
+    potential= (its shape is checked against the log's levels and groups there)."""
+    rows = []
+    for part in text.split(";"):
+        try:
+            rows.append([float(v) for v in part.split(",")])
+        except ValueError:
+            raise UsageError(f"--potential: expected numbers F0,F1,... (one per level 0..K-1 of "
+                             f"the log; rows per group separated by ';'), got {text!r}.") from None
+    return rows[0] if len(rows) == 1 else rows
+
+
 def run_logs(args: argparse.Namespace) -> int:
     system_flags = [flag for flag, dest in (("--system", "system"), ("--param", "param"),
                                             ("--setting", "setting"), ("--levels", "levels"),
@@ -165,6 +182,11 @@ def run_logs(args: argparse.Namespace) -> int:
     if args.horizon is not None and args.horizon < 1:
         raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
     state_kw = _state_options(args)
+    if args.potential is not None:
+        if "potential" in state_kw:
+            raise UsageError("--potential, --potential-weights: both give the gain potential f; "
+                             "keep one of them.")
+        state_kw["potential"] = _potential(args.potential)
     df = read_logs(args.logs)
     policy = None
     if args.audit_policy:
@@ -185,10 +207,11 @@ def run_logs(args: argparse.Namespace) -> int:
             dowhy=args.dowhy, lambda_estimator=args.lambda_estimator, reference=args.reference,
             pair=pair, decisions=args.decisions, **state_kw,
         )
-    except InputError as exc:  # --pair names no two of the logged groups
-        if pair is None or not str(exc).startswith("pair: "):
-            raise
-        raise UsageError(f"--{exc}") from None
+    except InputError as exc:  # --pair names no two of the logged groups, a bad --potential
+        for option, given in (("pair", pair), ("potential", args.potential)):
+            if given is not None and str(exc).startswith(f"{option}: "):
+                raise UsageError(f"--{exc}") from None
+        raise
     if args.json:
         out = versioned(DECOMPOSE_SCHEMA_VERSION, audit.to_dict(alpha))
         out["logs"] = str(args.logs)

@@ -63,6 +63,28 @@ def _log_selection(model: Any, data: LogData, T: int) -> dict[str, Any]:
     return selection_rates(model, None, None, T, source="logs", logs=frame)
 
 
+def _selection(model: Any, data: LogData, T: int, table: np.ndarray | None) -> dict[str, Any]:
+    """The logged policy's selection rates are the log's (:func:`_log_selection`); a
+    candidate's are its own on the fitted model (source "exact": no counts), not the
+    decisions the log shows, which another policy took."""
+    if table is None:
+        return _log_selection(model, data, T)
+    return selection_rates(model, table, model.propagate(table, T), T, source="exact")
+
+
+def _candidate_note(policy: Any, source: str, n_boot: int) -> tuple[str, ...]:
+    """What a candidate's intervals include (docs/logs.md, "Auditing a candidate policy")."""
+    if policy is None:
+        return ()
+    return (f"policy {source.removeprefix('supplied: ')}: a candidate audited on the model "
+            "fitted from the log; its decision table is fixed from the full-log fit (a "
+            "threshold reads the full log's p_repay) and kept in every bootstrap replicate, "
+            "so the intervals"
+            + (" carry the uncertainty of the fitted transitions, initial levels and "
+               "rewards, not that of the scores the table was read from."
+               if n_boot else " are not computed (n_boot = 0)."),)
+
+
 def _resolve_potential(potential: Any, data: LogData) -> Any:
     """An explicit potential for feature states: a callable gets the binning's levels
     frame; several features without a potential are refused (no meaningful default)."""
@@ -173,7 +195,11 @@ def audit_logs(
     audit (default: the longest trajectory in the log). ``policy``: None to audit the
     logged policy pi(d | x, s) estimated from the logs; or a Policy, a table (G, K), a
     built-in spec (``"threshold:0.5"``) or a loaded checkpoint, evaluated on the fitted
-    model (kept fixed across bootstrap replicates). ``potential``: f^s(x) (K,) or (G, K),
+    model (its table read from the full-log fit and kept fixed across bootstrap
+    replicates, which refit the model: the intervals carry the fit's uncertainty, not that
+    of the scores a threshold reads; its selection rates are its own on the fitted model,
+    and ``notes`` says so). ``potential``: f^s(x) (K,) or (G, K) (CLI ``--potential``,
+    spec ``[logs] potential``),
     default the lending potential for K levels; with feature states also a callable of
     the binning's levels frame (see :func:`~causalfair.logs.schema.linear_potential`).
     ``state`` / ``bins`` / ``next_state``: the state as numeric feature columns, binned
@@ -243,8 +269,8 @@ def audit_logs(
         model=model, policy_table=p, positivity=pos, n_individuals=data.n_individuals,
         n_rows=data.n_rows, horizon=T, log_horizon=data.horizon, method=method,
         alpha_smooth=float(alpha_smooth), seed=int(seed), policy_source=source,
-        binning=data.binning, selection=_log_selection(model, data, T),
-        group_sizes=data.group_sizes(), notes=notes,
+        binning=data.binning, selection=_selection(model, data, T, None if policy is None else p),
+        group_sizes=data.group_sizes(), notes=notes + _candidate_note(policy, source, n_boot),
     )
     if not pos.ok:
         if on_positivity == "error":  # the group sizes show a group made by a typo

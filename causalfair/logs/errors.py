@@ -6,6 +6,8 @@ Each ``MSG_*`` is a format string naming the column or individual at fault and t
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from causalfair.errors import InputError
@@ -58,18 +60,75 @@ def not_numeric(df: object, column: str) -> LogError:
     i = first_row(bad) if bad.any() else (first_row(known) if known.any() else 0)
     value = v[i].item() if isinstance(v[i], np.generic) else v[i]
     comma = isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d*,\d+\s*", value) is not None
+    thousands = isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d{1,3}(,\d{3})+\s*",
+                                                       value) is not None
+    fix = FIX_THOUSANDS if thousands else FIX_DECIMAL_COMMA if comma else FIX_NUMBER
+    if not bad.any():  # numbers held in an object column (a frame built by hand)
+        fix = (f"its values are numbers stored as dtype {s.dtype}: convert the column, "
+               f"df[{column!r}] = pd.to_numeric(df[{column!r}])")
     return LogError(MSG_NOT_NUMERIC.format(column=column, value=value, row=i, dtype=s.dtype,
-                                           fix=FIX_DECIMAL_COMMA if comma else FIX_NUMBER))
+                                           fix=fix))
+
+
+def _norm(name: object) -> str:
+    return re.sub(r"[\s\-.]+", "_", str(name).strip().lower()).strip("_")
+
+
+def close_columns(missing: list[str], columns: list[object]) -> dict[str, object]:
+    """For each missing column, the log's column it is probably spelled as (none when no
+    column is close): the same name up to case, spaces, ``-`` and ``.``; else the only
+    column with the name as a word (``applicant_id`` for ``id``); else a near spelling
+    (:func:`difflib.get_close_matches`, cutoff 0.75). A column is suggested once."""
+    import difflib
+
+    free = [c for c in columns if str(c) not in missing]
+    out: dict[str, object] = {}
+    for m in missing:
+        left = [c for c in free if c not in out.values()]
+        same = [c for c in left if _norm(c) == m]
+        words = [c for c in left if m in _norm(c).split("_")]
+        near = difflib.get_close_matches(m, [_norm(c) for c in left], n=1, cutoff=0.75)
+        if same:
+            out[m] = same[0]
+        elif len(words) == 1:
+            out[m] = words[0]
+        elif near:
+            out[m] = next(c for c in left if _norm(c) == near[0])
+    return out
+
+
+def missing_columns(missing: list[str], columns: list[object], required: tuple[str, ...]) -> LogError:
+    """:data:`MSG_MISSING_COLUMNS`: the missing columns, the log's own, and a rename for
+    those with a close match (:func:`close_columns`)."""
+    shown = ", ".join(repr(c) for c in columns[:_LIST_COLUMNS])
+    if len(columns) > _LIST_COLUMNS:
+        shown += f" and {len(columns) - _LIST_COLUMNS} more"
+    close = close_columns(missing, columns)
+    if close:
+        pairs = ", ".join(f"{c!r} for {m!r}" for m, c in close.items())
+        rename = "{" + ", ".join(f"{c!r}: {m!r}" for m, c in close.items()) + "}"
+    else:
+        pairs, rename = "", "{'period': 't', 'action': 'decision'}"
+    return LogError(MSG_MISSING_COLUMNS.format(
+        missing=", ".join(repr(m) for m in missing), found=shown or "(none)",
+        close=MSG_CLOSE_COLUMNS.format(pairs=pairs) if close else "",
+        required=", ".join(required), rename=rename))
 
 
 # Error messages (format strings; tests compare the exact text).
 MSG_NOT_FRAME = "logs: expected a pandas DataFrame, got {kind}."
 MSG_EMPTY = "logs: the log has no rows; it needs one row per decision."
 MSG_MISSING_COLUMNS = (
-    "logs: missing column(s) {missing}; a decision log needs the columns {required} "
-    "(optional: outcome): rename the log's columns to these names (pandas: "
-    "df.rename(columns={{'period': 't', 'action': 'decision'}}))."
+    "logs: missing column(s) {missing}; the log has the columns {found}. {close}A decision "
+    "log needs the columns {required} (optional: outcome): rename the log's columns to "
+    "these names (pandas: df.rename(columns={rename}))."
 )
+#: The ``close`` part of :data:`MSG_MISSING_COLUMNS` when a column of the log is close to a
+#: missing one (same letters up to case and spaces, the name as a word of it, or a near
+#: spelling).
+MSG_CLOSE_COLUMNS = "Did you mean {pairs}? "
+#: Columns :data:`MSG_MISSING_COLUMNS` lists at most (then "and N more").
+_LIST_COLUMNS = 20
 MSG_MISSING_VALUES = (
     "logs: column {column!r} has {count} missing value(s) (first at row {row}); only "
     "'outcome' may be missing."
@@ -89,6 +148,39 @@ FIX_DECIMAL_COMMA = (
     "df = pd.read_csv(path, sep=';', decimal=','), and write it back with '.' "
     "(df.to_csv(path, index=False))"
 )
+FIX_THOUSANDS = (
+    "a thousands separator ('1,000' for 1000: read the file with pandas, df = "
+    "pd.read_csv(path, thousands=',')) or a decimal comma ('1,000' for 1.0, a spreadsheet "
+    "export in many locales: df = pd.read_csv(path, sep=';', decimal=',')), which the audit "
+    "cannot tell apart: read it the way it was written and write it back with '.' and no "
+    "separators (df.to_csv(path, index=False))"
+)
+MSG_NOT_UTF8 = (
+    "logs: {path} is not UTF-8 text: line {line} ({where}) has the byte {byte} in {text!r}, "
+    "as a spreadsheet's Windows export has; save it as 'CSV UTF-8', or convert it with "
+    "pandas: pd.read_csv(path, encoding='cp1252').to_csv(path, index=False) (cp1252: "
+    "Windows, western Europe; name the file's own encoding for other languages)."
+)
+MSG_HEADER_ROW = (
+    "logs: row {row} (file line {line}) repeats the header ({values}): files joined with "
+    "their header lines? {count} row(s) in all; remove those lines from the file (pandas: "
+    "df = df[df['id'] != 'id'], then df.to_csv(path, index=False) and read it again)."
+)
+MSG_INT_TEXT = (
+    "logs: column {column!r} holds integers stored as dtype {dtype} (text or categories: "
+    "{value!r} at row {row}); convert it, df[{column!r}] = df[{column!r}].astype(int) (a "
+    "CSV read by read_logs or pandas gets numbers)."
+)
+MSG_BLANK_ROWS = (
+    "logs: {count} row(s) empty in every column (first at row {row}, file line {line}): a "
+    "spreadsheet's trailing rows? drop them (pandas: df = df.dropna(how='all'))."
+)
+MSG_NEXT_LEVEL_PENDING = (
+    "logs: column 'next_level' has {count} missing value(s) (first at row {row}), each at "
+    "its individual's last row: the level after the latest decisions is not known yet; "
+    "drop those rows (pandas: df = df[df['next_level'].notna()]): those individuals then "
+    "end one epoch earlier (early leavers, kept)."
+)
 FIX_NUMBER = (
     "write its values as numbers with a '.' decimal point (no units, thousands separators "
     "or labels)"
@@ -98,6 +190,15 @@ MSG_DECISION = (
     "two decisions (d0, d1): collapse the actions to the decision of interest, e.g. admit vs "
     "not: df['decision'] = (df['decision'] == ADMIT).astype(int), or audit every action "
     "through the system's simulator (causalfair decompose --system; docs/logs.md)."
+)
+MSG_DECISION_SIGNS = (
+    "logs: column 'decision' is coded -1 and 1 (-1 at row {row}), not 0 and 1; write the "
+    "baseline decision (the one that leaves things as they are) as 0: df['decision'] = "
+    "(df['decision'] == 1).astype(int) if -1 is the baseline."
+)
+MSG_EMPTY_GROUP = (
+    "logs: group {group!r} has no row in the log (it is {source}); every group compared "
+    "needs individuals: {fix}."
 )
 MSG_DECISION_LABELS = (
     "logs: column 'decision' holds the labels {labels} (first {value!r} at row {row}), not 0 "

@@ -147,13 +147,24 @@ def log_stats(data: LogData) -> LogStats:
 def _potential(potential: Any, G: int, K: int) -> np.ndarray:
     if potential is None:
         return np.broadcast_to(lending_potential(K), (G, K)).copy()
-    f = np.asarray(potential, dtype=np.float64)
+    try:
+        f = np.asarray(potential, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise LogError(f"potential: expected {K} numbers f(0), ..., f({K - 1}) (one per level, "
+                       f"higher is better) or one such row per group, got {potential!r}; "
+                       "write each value as a number.") from None
+    if f.shape in ((K,), (G, K)) and not np.isfinite(f).all():
+        i = tuple(int(v) for v in np.argwhere(~np.isfinite(f))[0])
+        raise LogError(f"potential: the value at level {i[-1]}"
+                       + (f" of group {i[0]}" if f.ndim == 2 else "")
+                       + f" is {float(f[i])!r}; every f(x) must be a finite number.")
     if f.shape == (K,):
         f = np.broadcast_to(f, (G, K)).copy()
     if f.shape != (G, K):
         raise LogError(
             f"potential: expected shape ({K},) or ({G}, {K}) for {K} levels and {G} groups, "
-            f"got {np.shape(potential)}."
+            f"got {np.shape(potential)}: give one value per level 0..{K - 1} (the log's "
+            "levels), or one such row per group."
         )
     return f
 

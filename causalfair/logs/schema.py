@@ -45,25 +45,33 @@ from causalfair.logs.binning import StateBinning, bin_states, feature_column, li
 from causalfair.logs.errors import (
     FIX_DECIMAL_COMMA,
     FIX_NUMBER,
+    FIX_THOUSANDS,
     MSG_BINS_CUTS,
     MSG_BINS_DISTINCT,
     MSG_BINS_EMPTY,
     MSG_BINS_MISSING,
     MSG_BINS_VALUE,
+    MSG_BLANK_ROWS,
+    MSG_CLOSE_COLUMNS,
     MSG_DECISION,
     MSG_DECISION_LABELS,
+    MSG_DECISION_SIGNS,
     MSG_DUPLICATE_T,
     MSG_EMPTY,
+    MSG_EMPTY_GROUP,
     MSG_FEATURE_POTENTIAL,
     MSG_FILE_TYPE,
     MSG_GROUP_CHANGE,
     MSG_GROUP_SPELLING,
     MSG_GROUPS,
+    MSG_HEADER_ROW,
+    MSG_INT_TEXT,
     MSG_LATE_START,
     MSG_LEVEL_RANGE,
     MSG_MISSING_COLUMNS,
     MSG_MISSING_VALUES,
     MSG_NEXT_LEVEL,
+    MSG_NEXT_LEVEL_PENDING,
     MSG_NEXT_STATE,
     MSG_NEXT_STATE_COLUMNS,
     MSG_NO_SCORE,
@@ -71,6 +79,7 @@ from causalfair.logs.errors import (
     MSG_NOT_FRAME,
     MSG_NOT_INTEGER,
     MSG_NOT_NUMERIC,
+    MSG_NOT_UTF8,
     MSG_ONE_BIN,
     MSG_ONE_LEVEL,
     MSG_OUTCOME_RANGE,
@@ -81,6 +90,7 @@ from causalfair.logs.errors import (
     LogError,
     decision_labels,
     first_row,
+    missing_columns,
     not_numeric,
 )
 from causalfair.logs.simulate import simulate_logs
@@ -129,8 +139,17 @@ __all__ = [
     "MSG_BINS_CUTS",
     "MSG_NEXT_STATE",
     "MSG_FEATURE_POTENTIAL",
+    "MSG_CLOSE_COLUMNS",
+    "MSG_NOT_UTF8",
+    "MSG_HEADER_ROW",
+    "MSG_INT_TEXT",
+    "MSG_BLANK_ROWS",
+    "MSG_NEXT_LEVEL_PENDING",
+    "MSG_DECISION_SIGNS",
+    "MSG_EMPTY_GROUP",
     "FIX_DECIMAL_COMMA",
     "FIX_NUMBER",
+    "FIX_THOUSANDS",
     "check_decisions",
 ]
 
@@ -225,9 +244,50 @@ def _int_column(df: Any, col: str) -> np.ndarray:
             i = first_row(bad)
             raise LogError(MSG_NOT_INTEGER.format(column=col, value=v[i].item(), row=i, dtype=s.dtype))
         return v.astype(np.int64)
+    header = _header_rows(df)
+    if header.any():
+        i = first_row(header)
+        raise LogError(MSG_HEADER_ROW.format(
+            row=i, line=i + 2, count=int(header.sum()),
+            values=", ".join(str(df[c].iloc[i]) for c in REQUIRED_COLUMNS if c in df.columns)))
     v = s.to_numpy()
-    i = 0
+    if not (pd.api.types.is_object_dtype(s.dtype) or pd.api.types.is_string_dtype(s.dtype)
+            or isinstance(s.dtype, pd.CategoricalDtype)):  # dates, periods, durations
+        raise LogError(MSG_NOT_INTEGER.format(column=col, value=v[0], row=0, dtype=s.dtype))
+    num = pd.to_numeric(s.astype(object), errors="coerce").to_numpy(dtype=np.float64,
+                                                                  na_value=np.nan)
+    bad = ~np.isfinite(num) | (num != np.round(num))
+    if not bad.any():  # '0', '1', ... as text, or integer categories (a frame built by hand)
+        raise LogError(MSG_INT_TEXT.format(column=col, value=v[0], row=0, dtype=s.dtype))
+    i = first_row(bad)
     raise LogError(MSG_NOT_INTEGER.format(column=col, value=v[i], row=i, dtype=s.dtype))
+
+
+def _header_rows(df: Any) -> np.ndarray:
+    """Rows that repeat the header (two exports joined with their header lines): each
+    required column holds its own name."""
+    out = np.ones(len(df), dtype=bool)
+    for c in ("id", "t", "group", "decision"):
+        if c in df.columns:
+            out &= (df[c].astype(str).str.strip() == c).to_numpy()
+    return out
+
+
+def _missing_values(df: Any, col: str, na: np.ndarray) -> LogError:
+    """A required column with missing values: rows empty in every column (a
+    spreadsheet's trailing rows), a next_level missing only at each individual's last row
+    (not known yet), else :data:`MSG_MISSING_VALUES`."""
+    import pandas as pd
+
+    blank = df.isna().all(axis=1).to_numpy()
+    if blank.any():
+        i = first_row(blank)
+        return LogError(MSG_BLANK_ROWS.format(count=int(blank.sum()), row=i, line=i + 2))
+    if col == "next_level" and pd.api.types.is_numeric_dtype(df["t"].dtype):
+        last = (df["t"] == df.groupby("id", sort=False)["t"].transform("max")).to_numpy()
+        if not (na & ~last).any():
+            return LogError(MSG_NEXT_LEVEL_PENDING.format(count=int(na.sum()), row=first_row(na)))
+    return LogError(MSG_MISSING_VALUES.format(column=col, count=int(na.sum()), row=first_row(na)))
 
 
 def check_decisions(decisions: Any) -> tuple[str, str] | None:
@@ -298,8 +358,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         c for c in REQUIRED_COLUMNS if c not in ("level", "next_level"))
     missing = [c for c in required if c not in df.columns]
     if missing:
-        raise LogError(MSG_MISSING_COLUMNS.format(
-            missing=", ".join(missing), required=", ".join(REQUIRED_COLUMNS)))
+        raise missing_columns(missing, list(df.columns), required)
     if len(df) == 0:
         raise LogError(MSG_EMPTY)
     held = int(df.memory_usage(index=True, deep=False).sum())
@@ -322,7 +381,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     for col in REQUIRED_COLUMNS:
         na = df[col].isna().to_numpy()
         if na.any():
-            raise LogError(MSG_MISSING_VALUES.format(column=col, count=int(na.sum()), row=first_row(na)))
+            raise _missing_values(df, col, na)
     t = _int_column(df, "t")
     x = _int_column(df, "level")
     xn = _int_column(df, "next_level")
@@ -351,6 +410,8 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
     bad = (d != 0) & (d != 1)
     if bad.any():
         i = first_row(bad)
+        if np.isin(d, (-1, 1)).all():
+            raise LogError(MSG_DECISION_SIGNS.format(row=i))
         raise LogError(MSG_DECISION.format(value=int(d[i]), row=i))
     K = int(max(x.max(), xn.max())) + 1 if n_levels is None else int(n_levels)
     for col, v in (("level", x), ("next_level", xn)):
@@ -363,6 +424,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
                        else MSG_ONE_BIN.format(state=list(binning.columns)))
 
     gcol = df["group"]
+    given = groups
     if groups is None:
         if isinstance(gcol.dtype, pd.CategoricalDtype):
             groups = list(gcol.cat.categories)
@@ -378,6 +440,15 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         raise LogError(MSG_GROUPS.format(found=len(found), values=found, need=need))
     check_names("logs: column 'group'", groups, LogError)
     g = g.astype(np.int64)
+    empty = np.bincount(g, minlength=len(groups)) == 0
+    if empty.any():  # an unused category, or a name in groups= the log does not have
+        name = groups[first_row(empty)]
+        cat = given is None
+        raise LogError(MSG_EMPTY_GROUP.format(
+            group=name, source="a category of the column 'group'" if cat else "named in groups=",
+            fix="drop the unused categories, df['group'] = "
+                "df['group'].cat.remove_unused_categories()" if cat
+            else f"drop {name!r} from groups= (the log has {pd.unique(gcol).tolist()!r})"))
 
     check_memory(_MODEL_COPIES * 8 * len(groups) * 2 * K * K,
                  f"logs: a model of {K} levels x {len(groups)} groups (the log's largest "
@@ -605,8 +676,9 @@ def read_logs(path: str | Path) -> Any:
             return pd.read_csv(path, sep=sep, encoding="utf-8-sig")
         except CausalfairError:
             raise
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError,
-                EOFError) as exc:
+        except UnicodeDecodeError:
+            raise _not_utf8(path) from None
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError, EOFError) as exc:
             raise LogError(f"logs: {path} is not a readable CSV file ({type(exc).__name__}: "
                            f"{_first_line(exc)}).") from None
     if name.endswith((".parquet", ".pq")):
@@ -622,6 +694,24 @@ def read_logs(path: str | Path) -> Any:
             raise LogError(f"logs: {path} is not a readable Parquet file ({type(exc).__name__}: "
                            f"{_first_line(exc)}).") from None
     raise LogError(MSG_FILE_TYPE.format(path=path, suffix="".join(path.suffixes) or path.name))
+
+
+def _not_utf8(path: Path) -> LogError:
+    """:data:`MSG_NOT_UTF8`: the first line of ``path`` that is not UTF-8, its byte and text
+    (read line by line, so in bounded memory)."""
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return LogError(MSG_NOT_UTF8.format(
+                    path=path, line=n, where="the header" if n == 1 else f"row {n - 2}",
+                    byte=f"0x{raw[exc.start]:02x}",
+                    text=raw.decode("utf-8", "replace").strip()[:80]))
+    return LogError(f"logs: {path} is not UTF-8 text; save it as 'CSV UTF-8'.")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -128,6 +128,17 @@ def _mlp_state(module: Any, sizes: list[int], activation: str, path: Path) -> di
         state = raw
     else:
         shapes = [s for a, b in zip(sizes[:-1], sizes[1:], strict=False) for s in ((b, a), (b,))]
+        buffers = [k for k, _ in module.named_buffers() if k in raw]
+        params = [tuple(v.shape) for k, v in raw.items() if k not in buffers]
+        if buffers and params == shapes:  # the layers are right; the extra state is not
+            raise CheckpointError(
+                f"checkpoint {path}: the module holds buffers {short(buffers)} besides the "
+                "declared layers' weights; a forward that normalises its input "
+                "((x - mean) / std) declares that step in the encoding instead, "
+                "FeatureEncoding(\"features\", names=..., mean=..., std=...) (std = the "
+                "square root of a variance), with a module whose forward starts at its first "
+                "Linear; other state (a BatchNorm's statistics) is not a checkpoint: audit the "
+                "module in memory (cf.TorchPolicy, or a [policy] factory that returns it).")
         if [tuple(v.shape) for v in raw.values()] != shapes:
             raise CheckpointError(
                 f"checkpoint {path}: weights do not match the declared architecture: the "
@@ -169,7 +180,9 @@ def _mlp_state(module: Any, sizes: list[int], activation: str, path: Path) -> di
             f"checkpoint {path}: the module is not the declared MLP (sizes {sizes}, "
             f"activation {activation!r}): module(x) gives {diff} from Linear-{activation}-...-"
             "Linear on the same weights; declare its activation, or save a module whose "
-            "forward is exactly that (logits out, no softmax).")
+            "forward is exactly that (logits out, no softmax); a forward that normalises its "
+            "input first ((x - mean) / std) declares that step in the encoding instead, "
+            "FeatureEncoding(\"features\", names=..., mean=..., std=...).")
     return state
 
 
@@ -369,7 +382,10 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
             f"checkpoint {path}: not a causalfair checkpoint (" + (
                 f"a bare state_dict of {len(payload)} tensors, without the architecture and "
                 "input encoding" if bare else "expected keys meta_json and state_dict")
-            + "); " + _RESAVE)
+            + "); " + (_RESAVE[:-1] + ", or audit your module in memory through a [policy] "
+                       "factory = \"module:make\" (--policy module:make) whose make() builds "
+                       "it, calls load_state_dict on this file and returns "
+                       "cf.TorchPolicy(module, encoding)." if bare else _RESAVE))
     if not isinstance(payload["meta_json"], str):
         raise CheckpointError(f"checkpoint {path}: malformed metadata (meta_json is a "
                               f"{type(payload['meta_json']).__name__}, not a JSON string).")

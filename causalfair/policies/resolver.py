@@ -486,11 +486,12 @@ def _with_stats(res: ResolvedPolicy, vecnormalize: Any, where: str) -> ResolvedP
             f"{where}: policy {res.label!r} already acts on normalized observations (it was "
             f"given its statistics by cf.as_policy(..., vecnormalize=)); drop {where}, or pass "
             "the model itself.")
-    if not _is_sb3(res):
+    if not _is_sb3(res):  # "drop" names the key alone, not the spec a second time
         raise PolicyError(
             f"{where}: observation statistics apply to a stable-baselines3 model (a .zip or a "
             f"model in memory); policy {res.label!r} is a {res.kind} policy, so drop "
-            f"{where} (a causalfair checkpoint records its normalisation in its encoding).")
+            f"{where.rpartition(': ')[2]} (a causalfair checkpoint records its normalisation "
+            "in its encoding).")
     stats = obs_normalization(vecnormalize, where)
     if stats is None:  # kept with norm_obs=False: the model reads raw observations
         return res

@@ -16,6 +16,7 @@ from typing import Any
 
 from causalfair import _progress
 from causalfair.backends import resolve_device
+from causalfair.policies.checkpoint import NumpyMLPPolicy, load_checkpoint_for
 from causalfair.policies.core import CheckpointError, load_checkpoint
 from causalfair.policies.vecnormalize import refuse_warm_start
 from causalfair.systems import as_system, make
@@ -140,7 +141,9 @@ def warm_start_config(config: TrainConfig, init_checkpoint: str | os.PathLike[st
     act = str(arch.get("activation", config.activation))
     if system is not None and "output_dim" in arch and not (meta.get("metadata") or {}).get("choice"):
         want = 1 if system.n_actions == 2 else system.n_actions
-        if int(arch["output_dim"]) != want:
+        # two logits over two actions (a stable-baselines3 action_net) train as one, l1 - l0
+        # (NumpyMLPPolicy.to_torch(1), what the generic trainer loads)
+        if int(arch["output_dim"]) not in ((want, 2) if want == 1 else (want,)):
             raise CheckpointError(
                 f"{where}: the network has {arch['output_dim']} output(s), but system "
                 f"{system.id} has {system.n_actions} actions ({want} output"
@@ -181,9 +184,13 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
         trainer.load_state_dict(state)
         ck.write_metrics(out_path, trainer.history)
     elif init_checkpoint is not None:
-        policy, meta = load_checkpoint(init_checkpoint, trainer.model)
+        # a stable-baselines3 .zip of causalfair/Lending-v0 reads the one-hot (level,
+        # group), as its audit does; its two logits train as one (l1 - l0)
+        policy, meta = load_checkpoint_for(init_checkpoint, trainer.model)
         try:
-            trainer.policy_net.load_state_dict(policy.to_torch().state_dict())
+            net = (policy.to_torch(1) if isinstance(policy, NumpyMLPPolicy)
+                   else policy.to_torch())
+            trainer.policy_net.load_state_dict(net.state_dict())
         except RuntimeError as exc:
             raise CheckpointError(
                 f"init_checkpoint {init_checkpoint}: architecture differs from the config "

@@ -65,7 +65,7 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
                       weights: str = "visitation", where: str = "--algo exact",
                       error: type[Exception] = ConfigError, hidden: Sequence[int] = (64, 64),
                       activation: str = "tanh", encoding: Any = None,
-                      original: Any = None) -> Repaired:
+                      original: Any = None, pair: tuple[int, int] | None = None) -> Repaired:
     """Repair the network of a loaded checkpoint ``init`` = (policy, metadata), checked
     against ``system``, under ``constraints`` (:class:`causalfair.thresholds.Constraint`)
     on ``system``'s tabular model over ``horizon`` epochs. ``where`` and ``error`` name
@@ -80,7 +80,9 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
     ("the failing policy", when stationary), the repair's ``original`` is its numbers
     (:func:`causalfair.engines.exact.exact_numbers`, the audit's pair), not those of the
     random network, and that network's own attempt is named "a new network (random
-    init)"."""
+    init)". ``pair``: the groups (indices) whose numbers every attempt and ``original``
+    report under the plain keys (``C``, ``Lambda``, ...): an audit's ``[engine] pair``
+    (None: the engine's default pair, the largest and smallest V^pi)."""
     import torch
 
     model = tabular_model(system, where, error)
@@ -105,11 +107,11 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
         if original.ndim == (2 if model.n_actions == 2 else 3):  # stationary: a start
             search = best_found(model, horizon, constraints, eps=eps, weights=weights,
                                 initial={"the failing policy": original}, seed=seed,
-                                n_random=n_random, outer=outer)
+                                n_random=n_random, outer=outer, pair=pair)
     result = repair_network(model, horizon, net, enc, constraints, eps=eps, weights=weights,
-                            seed=seed, outer=outer, n_random=n_random, search=search)
+                            seed=seed, outer=outer, n_random=n_random, search=search, pair=pair)
     if init is None and original is not None:  # (causalfair train --algo exact: as before)
-        _as_new_network(result, model, horizon, original, eps, weights)
+        _as_new_network(result, model, horizon, original, eps, weights, pair)
     return Repaired(result=result, architecture=arch, encoding=enc)
 
 
@@ -119,7 +121,8 @@ _GIVEN, _NEW = "the failing checkpoint", "a new network (random init)"
 
 
 def _as_new_network(result: Any, model: Any, horizon: int, original: Any,
-                    eps: float | str | None, weights: str) -> None:
+                    eps: float | str | None, weights: str,
+                    pair: tuple[int, int] | None = None) -> None:
     """``result`` of a repair that started from a new network: its attempt from that
     network renamed, and ``original`` the numbers of the replaced policy's table."""
     new = {id(a): replace(a, start=_NEW) for a in result.attempts if a.start == _GIVEN}
@@ -127,4 +130,4 @@ def _as_new_network(result: Any, model: Any, horizon: int, original: Any,
     result.best = new.get(id(result.best), result.best)
     result.best_found = new.get(id(result.best_found), result.best_found)
     result.original = exact_numbers(model, original, horizon, eps=model_eps(eps, model)[0],
-                                    weights=weights).scalars()
+                                    weights=weights, pair=pair).scalars()

@@ -353,14 +353,18 @@ def _add_pairs(m: dict[str, Any], pairs: Mapping[str, tuple[int, int]],
 
 # --------------------------------------------------------------------- the audit side
 def _attempt(model: TabularModel, start: str, table: np.ndarray, T: int, eps: float, weights: str,
-             constraints: Sequence[Constraint]) -> Attempt:
-    def numbers(pair: tuple[int, int] | None = None) -> dict[str, Any]:
-        ex = exact_numbers(model, table, T, eps=eps, weights=weights, pair=pair)
+             constraints: Sequence[Constraint], pair: tuple[int, int] | None = None) -> Attempt:
+    """The numbers of ``table``: the plain keys (``C``, ``DPE``, ..., ``Lambda``) of
+    ``pair`` (None: the engine's default pair; an audit's ``[engine] pair``, so that the
+    repair reports the pair the gate judges), and ``KEY[A-B]`` for every pair the
+    constraints name."""
+    def numbers(ab: tuple[int, int] | None = pair) -> dict[str, Any]:
+        ex = exact_numbers(model, table, T, eps=eps, weights=weights, pair=ab)
         return {**ex.scalars(), "V": np.asarray(ex.decomposition.V)}
 
     pairs = _pairs(model, constraints)
     m = _add_pairs(numbers(), pairs, numbers) if pairs else exact_numbers(
-        model, table, T, eps=eps, weights=weights).scalars()
+        model, table, T, eps=eps, weights=weights, pair=pair).scalars()
     m.pop("V", None)  # the per-group values served the ratios; the attempt keeps scalars
     return Attempt(start, np.asarray(table), m, all(c.holds(m) for c in constraints))
 
@@ -513,10 +517,12 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
                eps: float | str | None = None, weights: str = "visitation",
                initial: Mapping[str, np.ndarray] | None = None, seed: int = 0,
                n_random: int = 12, margin: float = 1e-3, outer: int = 30, inner: int = 150,
-               original: Mapping[str, float] | None = None) -> RepairResult:
+               original: Mapping[str, float] | None = None,
+               pair: tuple[int, int] | None = None) -> RepairResult:
     """The best stationary policy table the augmented Lagrangian finds from several
     starts (``initial``: extra named starting tables, e.g. the failing policy's), with
-    the LP bound. Deterministic for a given ``seed``."""
+    the LP bound. Deterministic for a given ``seed``. ``pair``: the groups whose numbers
+    the attempts report under the plain keys (None: the engine's default pair)."""
     import torch
 
     t0 = time.perf_counter()
@@ -540,7 +546,8 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
     attempts = []
     for i, (name, _) in enumerate(starts):
         pf = res.best_state[i] if res.best_state[i] is not None else p[i].detach()
-        attempts.append(_attempt(model, name, pf.numpy().copy(), T, eps, weights, constraints))
+        attempts.append(_attempt(model, name, pf.numpy().copy(), T, eps, weights, constraints,
+                                 pair))
     feas = [a for a in attempts if a.feasible]
     best = max(feas, key=lambda a: a.utility) if feas else None
     return RepairResult(constraints=constraints, attempts=attempts, best=best, original=original,
@@ -596,12 +603,14 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
                    constraints: Sequence[Constraint], *, eps: float | str | None = None,
                    weights: str = "visitation", seed: int = 0, margin: float = 1e-3,
                    outer: int = 30, inner: int = 150, search: RepairResult | None = None,
-                   n_random: int = 12) -> RepairResult:
+                   n_random: int = 12, pair: tuple[int, int] | None = None) -> RepairResult:
     """Repair ``net`` (a torch module mapping ``encoding``'s features to one logit or A
     logits) on the exact objective and constraints. Starts: the network as given, and a
     copy distilled to the best-found table (:func:`best_found`, run here unless
     ``search`` is given). Returns a :class:`RepairResult` whose ``module`` is the best
-    feasible network (or the attempt closest to passing). ``net`` itself is not changed."""
+    feasible network (or the attempt closest to passing). ``net`` itself is not changed.
+    ``pair``: the groups the plain keys of every attempt and of ``original`` compare (an
+    audit's ``[engine] pair``; None: the engine's default pair)."""
     import copy
 
     import torch
@@ -614,11 +623,13 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
     x = _grid_input(model, encoding)
     with torch.no_grad():
         table0 = _net_table(model, net, x).numpy()
-    original = dict(_attempt(model, "original", table0, T, eps, weights, constraints).metrics)
+    original = dict(_attempt(model, "original", table0, T, eps, weights, constraints,
+                             pair).metrics)
     if search is None:
         search = best_found(model, T, constraints, eps=eps, weights=weights,
                             initial={"the failing policy": table0}, seed=seed, margin=margin,
-                            outer=outer, inner=inner, original=original, n_random=n_random)
+                            outer=outer, inner=inner, original=original, n_random=n_random,
+                            pair=pair)
     starts: list[tuple[str, Any]] = [("the failing checkpoint", copy.deepcopy(net))]
     targets = sorted((a for a in search.attempts if a.feasible), key=lambda a: -a.utility)[:2]
     for a in targets:
@@ -641,7 +652,7 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
         module.eval()
 
         tab = np.asarray(policy_table(TorchPolicy(module, encoding), model, T))
-        attempts.append(_attempt(model, name, tab, T, eps, weights, constraints))
+        attempts.append(_attempt(model, name, tab, T, eps, weights, constraints, pair))
         modules.append(module)
     feas = [i for i, a in enumerate(attempts) if a.feasible]
     best_i = max(feas, key=lambda i: attempts[i].utility) if feas else None

@@ -80,7 +80,9 @@ def test_error_not_a_frame():
 def test_error_missing_columns():
     df = tiny_log().drop(columns=["reward", "next_level"])
     assert _err(df) == S.MSG_MISSING_COLUMNS.format(
-        missing="next_level, reward", required=", ".join(S.REQUIRED_COLUMNS))
+        missing="'next_level', 'reward'", found="'id', 't', 'group', 'level', 'decision'",
+        close="", required=", ".join(S.REQUIRED_COLUMNS),
+        rename="{'period': 't', 'action': 'decision'}")
 
 
 def test_error_empty():
@@ -108,7 +110,10 @@ def test_error_not_integer_and_not_numeric():
     assert _err(df) == S.MSG_NOT_INTEGER.format(column="level", value=1.5, row=2, dtype="float64")
     df = tiny_log()
     df["t"] = df["t"].astype(str)
-    assert _err(df) == S.MSG_NOT_INTEGER.format(column="t", value="0", row=0, dtype=df["t"].dtype)
+    assert _err(df) == S.MSG_INT_TEXT.format(column="t", value="0", row=0, dtype=df["t"].dtype)
+    df.loc[3, "t"] = "2024-01"  # the first value that is not an integer is named
+    assert _err(df) == S.MSG_NOT_INTEGER.format(column="t", value="2024-01", row=3,
+                                                dtype=df["t"].dtype)
     df = tiny_log()
     df["reward"] = "x"
     assert _err(df) == S.MSG_NOT_NUMERIC.format(column="reward", value="x", row=0,
@@ -709,8 +714,10 @@ def test_feature_state_errors(level_log):
     inf.loc[2, "debt"] = np.inf
     assert _ferr(inf, state=cols, bins=3) == S.MSG_NOT_FINITE.format(column="debt", value=np.inf, row=2)
     txt = feat.assign(debt=feat["debt"].astype(str))
-    assert _ferr(txt, state=cols, bins=3) == S.MSG_NOT_NUMERIC.format(
-        column="debt", value=txt["debt"].iloc[0], row=0, dtype=txt["debt"].dtype, fix=S.FIX_NUMBER)
+    assert _ferr(txt, state=cols, bins=3) == S.MSG_NOT_NUMERIC.format(  # numbers as text
+        column="debt", value=txt["debt"].iloc[0], row=0, dtype=txt["debt"].dtype,
+        fix=f"its values are numbers stored as dtype {txt['debt'].dtype}: convert the column, "
+            "df['debt'] = pd.to_numeric(df['debt'])")
     found = feat["income"].nunique()
     assert _ferr(feat, state=cols, bins=found + 1) == S.MSG_BINS_DISTINCT.format(
         column="income", found=found, bins=found + 1)

@@ -208,6 +208,26 @@ class _MakeRegistered:
     def __init__(self, env_id: str):
         self.env_id = env_id
 
+    @property
+    def reads_module(self) -> str | None:
+        """The module of the user's whose ``module_reads`` the files ``gymnasium.make``
+        reads belong to (:func:`causalfair._usercode.call_factory`; audit.json pins them
+        as ``system.gym.read``): the module of ``"module:Env-v0"``, which gymnasium imports
+        and which registers the id; for a bare id, the module of its registered entry
+        point; None when it is not registered."""
+        module, sep, _ = self.env_id.rpartition(":")
+        if sep:
+            return module
+        try:
+            import gymnasium
+
+            entry = gymnasium.spec(self.env_id).entry_point
+        except Exception:  # noqa: BLE001 - unregistered: make says so
+            return None
+        if isinstance(entry, str):
+            return entry.partition(":")[0] or None
+        return getattr(entry, "__module__", None)
+
     def __call__(self, **kw: Any) -> Any:
         import gymnasium
 

@@ -176,8 +176,9 @@ class GymSimulator:
                                 **self.params)
         cache = _ENVS.__dict__.setdefault("envs", {})
         env = cache.get(key)
-        if env is None:
-            env = call_user(f"gym env factory {self.name}", self.env_factory, **self.params)
+        if env is None:  # a new one: what its factory reads is pinned too (a worker's audit)
+            env = call_factory(f"gym env factory {self.name}", self.env_factory, None,
+                               **self.params)
             while len(cache) >= ENV_CACHE_SIZE:
                 cache.pop(next(iter(cache)))
             cache[key] = env
