@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -316,3 +317,207 @@ def test_the_action_summarises_one_shard_of_a_sharded_gate(shards):
     # merge of one shard of three (exit 2)
     assert proc.returncode == 1, proc.stderr
     assert "| s2 | abs_C <= 0.001 |" in (tmp_path / "sum").read_text(), proc.stderr
+
+
+# ---------------------------------------------------------------- CI-engineer round 2
+# A bank's monorepo gate run as Jenkins/GitLab run it: a reused workspace, a killed job,
+# Jenkins' JUnit schema, a spec that broke, history keyed on test names.
+
+_SUITES_ATTRS = {"name", "time", "tests", "failures", "errors"}  # Jenkins junit-10.xsd
+
+
+def _check_junit(text: str) -> Any:
+    """``text`` read as the JUnit schemas CI tools validate against (Jenkins xunit's
+    junit-10.xsd, windyroad's jenkins-junit.xsd) require, and its counts added up."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text.encode("utf-8"))
+    assert root.tag == "testsuites" and set(root.attrib) <= _SUITES_ATTRS, root.attrib
+    tot = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    for suite in root:
+        assert suite.tag == "testsuite" and suite.get("name"), suite.attrib
+        assert float(suite.get("time")) >= 0, suite.attrib  # every suite has its time
+        cases = suite.findall("testcase")
+        n = {"tests": len(cases), "failures": 0, "errors": 0, "skipped": 0}
+        for tc in cases:
+            kinds = [c.tag for c in tc if c.tag in ("failure", "error", "skipped")]
+            assert len(kinds) <= 1 and tc.get("name") and tc.get("classname"), tc.attrib
+            for k in kinds:
+                n[{"failure": "failures", "error": "errors", "skipped": "skipped"}[k]] += 1
+        for k, v in n.items():
+            assert suite.get(k) == str(v), (k, suite.attrib, v)
+            tot[k] += v
+    for k in ("tests", "failures", "errors"):
+        assert root.get(k) == str(tot[k]), (k, root.attrib, tot)
+    if root.get("time") is not None:
+        assert float(root.get("time")) >= 0
+    return root
+
+
+def test_the_junit_file_is_valid_for_jenkins_and_its_counts_add_up(shards, capsys):
+    tmp_path, specs = shards
+    assert main(["gate", *specs, "--junit", str(tmp_path / "g.xml")]) == 1
+    # before: <testsuites skipped="0"> (refused by junit-10.xsd) and no testsuite time
+    root = _check_junit((tmp_path / "g.xml").read_text())
+    assert [s.get("name") for s in root] == ["s0", "s1", "s2"]
+    assert _merge(tmp_path, (1, 2, 3), (1, 2, 3), ["--json", str(tmp_path / "m.json"),
+                                                   "--junit", str(tmp_path / "m.xml")]) == 1
+    _check_junit((tmp_path / "m.xml").read_text())
+    for sh in (1, 2, 3):
+        _check_junit((tmp_path / f"sh{sh}.xml").read_text())
+    # a gate stopped by bad specs, and by a bad option, too
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SPEC.format(name="bad", builtin="never", thr=1.0) + "[engine]\nkind = 'x'\n")
+    assert main(["gate", str(bad), "--junit", str(tmp_path / "e.xml")]) == 2
+    _check_junit((tmp_path / "e.xml").read_text())
+    assert main(["gate", specs[0], "--timeout", "-1", "--junit", str(tmp_path / "o.xml")]) == 2
+    _check_junit((tmp_path / "o.xml").read_text())
+    capsys.readouterr()
+
+
+def test_a_gate_that_is_killed_leaves_no_earlier_green_output(tmp_path, monkeypatch, capsys):
+    # a reused CI workspace (Jenkins, a GitLab shell runner) holds last night's green
+    # gate.json / gate.xml; tonight's gate is stopped (SIGTERM of a job timeout, SIGKILL of
+    # the OOM killer, Ctrl-C): CI must not read last night's files as tonight's result
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(name="s", builtin="never", thr=1.0))
+    out = [str(tmp_path / "gate.json"), str(tmp_path / "gate.xml")]
+    assert main(["gate", str(spec), "--json", out[0], "--junit", out[1]]) == 0
+    assert json.loads(Path(out[0]).read_text())["exit_code"] == 0
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gate_cmd, "run_gate", killed)
+    assert main(["gate", str(spec), "--json", out[0], "--junit", out[1]]) == 130
+    # before: both files stayed, exit_code 0 and a green JUnit file of the earlier run
+    assert not Path(out[0]).exists() and not Path(out[1]).exists()
+    # a bad option: the JUnit error file, and no earlier JSON left behind
+    monkeypatch.undo()
+    assert main(["gate", str(spec), "--json", out[0]]) == 0
+    assert main(["gate", str(spec), "--timeout", "0", "--json", out[0], "--junit", out[1]]) == 2
+    assert not Path(out[0]).exists() and 'errors="1"' in Path(out[1]).read_text()
+    # a file that is no gate output is left alone (replaced when the gate writes)
+    Path(out[0]).write_text("my notes\n")
+    assert main(["gate", str(spec), "--timeout", "0", "--json", out[0]]) == 2
+    assert Path(out[0]).read_text() == "my notes\n"
+    capsys.readouterr()
+
+
+def test_a_merge_refused_leaves_no_earlier_merged_output(shards, capsys):
+    tmp_path, _ = shards
+    merged = tmp_path / "merged.json"
+    assert _merge(tmp_path, (1, 2, 3), extra=["--json", str(merged)]) == 1
+    assert merged.exists()
+    assert _merge(tmp_path, (1, 2), extra=["--json", str(merged)]) == 2  # shard 3 missing
+    # before: the earlier merged.json (a complete gate's) stayed, read as this merge's
+    assert not merged.exists()
+    capsys.readouterr()
+
+
+def test_errors_name_the_spec_by_its_path_relative_to_the_checkout(tmp_path, monkeypatch,
+                                                                   capsys):
+    # shards run in other checkout folders; the log, JSON and JUnit name files as the repo does
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "pols.py").write_text(
+        "import time\nclass Bad:\n    def prob_d1(self, obs):\n"
+        "        raise RuntimeError('scoring service down')\n"
+        "class Slow:\n    def prob_d1(self, obs):\n        time.sleep(60)\n"
+        "def bad():\n    return Bad()\ndef slow():\n    return Slow()\n")
+    for name in ("bad", "slow"):  # bad: in this process; slow: in a worker, stopped
+        (tmp_path / "models" / f"{name}.toml").write_text(
+            ("timeout = 2\n" if name == "slow" else "") +
+            SPEC.format(name=name, builtin="never", thr=1.0).replace(
+                'builtin = "never"', f'factory = "pols:{name}"'))
+    monkeypatch.chdir(tmp_path)
+    assert main(["gate", "models/bad.toml", "models/slow.toml",
+                 "--json", "g.json", "--junit", "g.xml"]) == 2
+    err = capsys.readouterr().err
+    doc = json.loads(Path("g.json").read_text())
+    msgs = [e["error"] for e in doc["specs"]]
+    assert msgs[0].startswith("audit spec models/bad.toml: the audit failed: "), msgs
+    assert msgs[1].startswith("models/slow.toml: the audit failed: TimeoutError"), msgs
+    # before: /tmp/.../models/bad.toml in the message, the log line and the JUnit file
+    assert str(tmp_path) not in err + Path("g.xml").read_text() + json.dumps(doc), err
+
+
+def test_a_spec_that_cannot_be_audited_keeps_its_name_in_json_and_junit(tmp_path, monkeypatch,
+                                                                       capsys):
+    # CI tracks a test's history by its suite and case names: a spec whose checkpoint went
+    # missing keeps its name (a TOML that cannot be read at all is named by its file)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "gone.toml").write_text(
+        'name = "lending-gone"\n[model]\nsetting = "lending-1"\n[policy]\n'
+        'checkpoint = "nowhere.pt"\n[thresholds]\nabs_C = 1.0\n')
+    (tmp_path / "m" / "junk.toml").write_text("name = \n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["gate", "m/gone.toml", "m/junk.toml", "--json", "g.json",
+                 "--junit", "g.xml"]) == 2
+    capsys.readouterr()
+    entries = json.loads(Path("g.json").read_text())["specs"]
+    # before: "name": "m/gone.toml" (the file path) in the JSON and the JUnit suite
+    assert [(e["name"], e["spec"]) for e in entries] == [("lending-gone", "m/gone.toml"),
+                                                         ("m/junk.toml", "m/junk.toml")]
+    root = _check_junit(Path("g.xml").read_text())
+    assert [s.get("name") for s in root] == ["lending-gone", "m/junk.toml"]
+
+
+def test_the_table_has_no_trailing_blanks_for_a_ci_log(shards, capsys):
+    _, specs = shards
+    main(["gate", *specs])
+    out = capsys.readouterr().out
+    # before: every threshold row ended in blanks (its verdict padded to 12 columns)
+    assert out.strip() and all(line == line.rstrip() for line in out.splitlines()), out
+
+
+def test_junit_properties_carry_the_json_numbers(shards, capsys):
+    # a CI dashboard (Jenkins, a JUnit reporter) reads values from <properties>, not from
+    # failure messages rounded to 6 digits
+    tmp_path, specs = shards
+    assert main(["gate", *specs, "--junit", str(tmp_path / "g.xml"),
+                 "--json", str(tmp_path / "g.json")]) == 1
+    capsys.readouterr()
+    root = _check_junit((tmp_path / "g.xml").read_text())
+    doc = json.loads((tmp_path / "g.json").read_text())
+    for suite, entry in zip(root, doc["specs"], strict=True):
+        props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+        assert props["overall"] == entry["overall"] and props["spec"] == entry["spec"]
+        assert float(props["utility"]) == entry["utility"]
+        for v in entry["verdicts"]:
+            for f in ("threshold", "estimate", "lower", "upper"):
+                assert float(props[f"{v['key']}.{f}"]) == v[f], (f, props)
+            assert props[f"{v['key']}.status"] == v["status"]
+    # the example gate's committed JUnit file holds its committed JSON's numbers
+    ex = Path(__file__).resolve().parents[1] / "reports" / "examples"
+    ex_root = _check_junit((ex / "gate.xml").read_text())
+    ex_doc = json.loads((ex / "gate.json").read_text())
+    for suite, entry in zip(ex_root, ex_doc["specs"], strict=True):
+        props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+        assert float(props["abs_C.estimate"]) == entry["verdicts"][0]["estimate"]
+
+
+def test_a_gate_of_many_specs_ends_its_table_with_the_verdict(shards, capsys):
+    # thirty models scroll by in a CI log: its last line says how the gate came out
+    _, specs = shards
+    assert main(["gate", *specs]) == 1
+    out = capsys.readouterr().out
+    # before: the last line was the last spec's utility row
+    assert out.splitlines()[-1] == "3 specs: 2 PASS, 1 FAIL; exit code 1", out
+    assert main(["gate", specs[0]]) == 0  # one spec: its own first line says it
+    assert capsys.readouterr().out.splitlines()[-1].startswith("  utility")
+
+
+def test_the_job_summary_of_an_empty_shard_and_of_one_gate_read_plainly(tmp_path, capsys):
+    # the Action runs `gate-merge --partial --markdown` on its own gate's JSON
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(name="s", builtin="never", thr=1.0))
+    assert main(["gate", str(spec), "--shard", "2/2", "--json", str(tmp_path / "e.json")]) == 0
+    assert main(["gate", str(spec), "--json", str(tmp_path / "g.json")]) == 0
+    capsys.readouterr()
+    assert main(["gate-merge", str(tmp_path / "e.json"), "--partial", "--markdown"]) == 0
+    # before: an empty table (its header only) under the heading
+    assert capsys.readouterr().out == ("### causalfair gate, shard 2/2: passed (0 specs)\n\n"
+                                       "No spec to gate in this shard.\n")
+    assert main(["gate-merge", str(tmp_path / "g.json"), "--markdown"]) == 0
+    # before: "merged 1 shard" of a JSON that is no shard, in every Action's log
+    assert capsys.readouterr().err == "read 1 gate summary, 1 spec: exit code 0\n"

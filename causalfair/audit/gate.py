@@ -7,13 +7,16 @@ import functools
 import math
 import os
 import platform
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from causalfair._io import to_jsonable
 from causalfair._usercode import user_traceback
 from causalfair._version import __version__
+from causalfair.audit.junit import suite_properties
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.retrain import (
     Retrained,
@@ -25,7 +28,7 @@ from causalfair.audit.retrain import (
     utility_of,
 )
 from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
-from causalfair.audit.spec import AuditSpec
+from causalfair.audit.spec import AuditSpec, is_valid_name
 from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, holding, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
@@ -164,8 +167,12 @@ class GateSpecErrors(SpecError):
     user code that raised (a factory), for a log file."""
 
     def __init__(self, errors: list[tuple[str, str]], n_specs: int,
-                 tracebacks: list[str] | None = None, user_tracebacks: list[str] | None = None):
+                 tracebacks: list[str] | None = None, user_tracebacks: list[str] | None = None,
+                 names: list[str] | None = None):
         self.errors = errors
+        #: each bad spec's name in the JSON and JUnit (CI keys a test's history on it): its
+        #: ``name`` where it can be read and is unique, else its file (``errors``' first item)
+        self.names = list(names) if names is not None else [spec for spec, _ in errors]
         self.tracebacks = tracebacks or []
         self.user_tracebacks = [t for t in user_tracebacks or [] if t]
         first = errors[0][1]
@@ -176,9 +183,9 @@ class GateSpecErrors(SpecError):
         import xml.etree.ElementTree as ET
 
         root = ET.Element("testsuites", name="causalfair gate", tests=str(len(self.errors)),
-                          failures="0", errors=str(len(self.errors)), skipped="0")
-        for spec, msg in self.errors:
-            _junit_error(root, spec, msg, "SpecError")
+                          failures="0", errors=str(len(self.errors)), time="0")
+        for name, (_, msg) in zip(self.names, self.errors, strict=True):
+            _junit_error(root, name, msg, "SpecError")
         ET.indent(root)
         return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -186,9 +193,9 @@ class GateSpecErrors(SpecError):
                 ) -> dict[str, Any]:
         """The JSON summary: exit code 2 and one ERROR entry per invalid spec."""
         return gate_summary(2, inconclusive, accept_repaired,
-                            [{"name": spec, "spec": spec, "overall": ERROR, "error": msg,
+                            [{"name": name, "spec": spec, "overall": ERROR, "error": msg,
                               "verdicts": [], "checkpoint_sha256": None}
-                             for spec, msg in self.errors])
+                             for name, (spec, msg) in zip(self.names, self.errors, strict=True)])
 
 
 @dataclass(eq=False)
@@ -256,7 +263,7 @@ class GateResult:
                 if e.after is not None:
                     a = after[v.key]
                     row += f" -> {_fixed(a.estimate):>11} {a.status}"
-                lines.append(row)
+                lines.append(row.rstrip())
             row = f"  {'utility':<{w}} {_fixed(utility_of(e.before)):>11} {'':<12}"
             check = e.repair_check
             if e.after is not None:
@@ -288,7 +295,8 @@ class GateResult:
                 f"inconclusive_as: bad value {inconclusive_as!r}; allowed values: failure, skipped."
             )
         root = ET.Element("testsuites", name="causalfair gate")
-        tot_t = tot_f = tot_s = tot_e = 0
+        tot_t = tot_f = tot_e = 0
+        tot_time = 0.0
         for e in self.entries:
             if e.error is not None and e.before is None:
                 _junit_error(root, e.spec.name, e.error, e.error_kind or "Error")
@@ -297,6 +305,9 @@ class GateResult:
                 continue
             res = e.final
             suite = ET.SubElement(root, "testsuite", name=e.spec.name)
+            props = ET.SubElement(suite, "properties")  # the JSON entry's numbers
+            for k, x in suite_properties(to_jsonable(e.to_dict())):
+                ET.SubElement(props, "property", name=k, value=x)
             n_f = n_s = 0
             original = ({b.key: b for b in e.before.verdicts} if self._repair_not_taken(e)
                         else {})
@@ -357,14 +368,16 @@ class GateResult:
             suite.set("failures", str(n_f))
             suite.set("errors", str(n_e))
             suite.set("skipped", str(n_s))
+            suite.set("time", f"{res.seconds:.4f}")
+            tot_time += res.seconds
             tot_t += n_t
             tot_e += n_e
             tot_f += n_f
-            tot_s += n_s
         root.set("tests", str(tot_t))
         root.set("failures", str(tot_f))
         root.set("errors", str(tot_e))
-        root.set("skipped", str(tot_s))
+        root.set("time", f"{tot_time:.4f}")  # (no skipped here: junit-10.xsd refuses it on
+        # <testsuites>; each <testsuite> has its own)
         ET.indent(root)
         return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -398,7 +411,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     runner = make_backend(jobs, backend, address)
     timeout = check_timeout(timeout, "timeout")
 
-    loaded, errors = [], []
+    loaded, errors, names = [], [], []
     for s in specs:
         label = str(getattr(s, "path", None) or s) if not isinstance(s, AuditSpec) else s.name
         try:
@@ -412,7 +425,8 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             loaded.append(sp)
         except CausalfairError as exc:
             errors.append((label, str(exc).splitlines()[0]))
-    names = [s.name for s in loaded]
+            names.append(_name_in(s) or label)
+    names, bad_names = [s.name for s in loaded], names
     dup = {n for n in names if names.count(n) > 1}
     if dup:  # the JSON, the JUnit, --reports/NAME and gate-merge's shards key on the name
         first = sorted(dup)[0]
@@ -428,11 +442,15 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             try:
                 prepared_[i] = prepare(sp)
             except CausalfairError as exc:  # a factory that raised or exited included
-
-                errors.append((str(sp.path or sp.name), str(exc).splitlines()[0]))
+                errors.append((display_path(sp.path) if sp.path else sp.name,
+                               str(exc).splitlines()[0]))
+                bad_names.append(sp.name)
                 user_tracebacks.append(user_traceback(exc))
-    if errors:
-        raise GateSpecErrors(errors, len(specs), user_tracebacks=user_tracebacks)
+    if errors:  # each named as a spec that ran would be, unless another spec has its name
+        every = names + bad_names
+        raise GateSpecErrors(errors, len(specs), user_tracebacks=user_tracebacks,
+                             names=[n if every.count(n) == 1 else spec
+                                    for n, (spec, _) in zip(bad_names, errors, strict=True)])
     if retrain:  # refused before anything is audited (causalfair.audit.retrain.check_retrain)
         for i, s in enumerate(loaded):
             check_retrain(s, prepared_[i].system if i in prepared_ else None)
@@ -634,13 +652,16 @@ def _error_entry(spec: AuditSpec, failure: Any, what: str = "audit",
     dead worker, a time limit)."""
     if isinstance(failure, SpecFailure):
         msg = failure.message
+        if spec.path is not None:  # the engines name it by its absolute path: as the
+            # gate's other messages and its JSON do (relative to the checkout)
+            msg = msg.replace(spec_label(spec.path), spec_label(display_path(spec.path)), 1)
         if not msg.startswith("audit spec"):
-            msg = f"{spec_label(spec.path)}: {msg}"
+            msg = f"{spec_label(display_path(spec.path))}: {msg}"
         if what != "audit":
             msg = f"{msg.rstrip().removesuffix('.')} (in its {what})."  # one full stop
         return GateEntry(spec=spec, before=before, error=msg, error_kind=failure.kind,
                          user_traceback=failure.user_traceback)
-    name = str(spec.path or spec.name)
+    name = display_path(spec.path) if spec.path is not None else spec.name
     return GateEntry(spec=spec, before=before, error=f"{name}: the {what} failed: "
                      f"{failure.kind}: {failure.message}", error_kind=failure.kind,
                      traceback=getattr(failure, "traceback", "") or "")
@@ -653,9 +674,9 @@ def gate_error_junit(message: str, kind: str) -> str:
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites", name="causalfair gate", tests="1", failures="0",
-                      errors="1", skipped="0")
+                      errors="1", time="0")
     suite = ET.SubElement(root, "testsuite", name="causalfair gate", tests="1", failures="0",
-                          errors="1", skipped="0")
+                          errors="1", skipped="0", time="0")
     tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name="gate")
     ET.SubElement(tc, "error", message=message, type=kind).text = message
     ET.indent(root)
@@ -667,9 +688,22 @@ def _junit_error(root: Any, spec: str, msg: str, kind: str) -> None:
     import xml.etree.ElementTree as ET
 
     suite = ET.SubElement(root, "testsuite", name=spec, tests="1", failures="0", errors="1",
-                          skipped="0")
+                          skipped="0", time="0")
     tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name=f"spec {spec}")
     ET.SubElement(tc, "error", message=msg, type=kind).text = msg
+
+
+def _name_in(spec: Any) -> str | None:
+    """The ``name`` of the spec file ``spec`` that could not be loaded, when the file reads
+    as TOML and its name is a valid one; else None (the gate then names it by its file)."""
+    if isinstance(spec, AuditSpec):
+        return None
+    try:
+        with open(spec, "rb") as fh:
+            name = tomllib.load(fh).get("name")
+    except (OSError, ValueError, TypeError):
+        return None
+    return name if is_valid_name(name) else None
 
 
 def audit_within(spec: AuditSpec, timeout: float | None = None, **kw: Any) -> AuditResult:

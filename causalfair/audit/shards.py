@@ -485,15 +485,29 @@ def merge_junit(suites: Sequence[Any], order: Sequence[str] = ()) -> str:
     rank = {name: i for i, name in enumerate(order)}
     suites = sorted(suites, key=lambda s: rank.get(s.get("name", ""), len(rank)))
     root = ET.Element("testsuites", name="causalfair gate")
-    totals = dict.fromkeys(_COUNTS, 0)
+    totals = dict.fromkeys(("tests", "failures", "errors"), 0)  # (no skipped: Jenkins'
+    # junit-10.xsd refuses it on <testsuites>; each <testsuite> keeps its own)
+    seconds = 0.0
     for suite in suites:
         root.append(suite)
         for k in totals:
             totals[k] += int(suite.get(k, "0"))
+        seconds += _seconds(suite.get("time"))
     for k, v in totals.items():
         root.set(k, str(v))
+    root.set("time", f"{seconds:.4f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _seconds(text: str | None) -> float:
+    """A suite's ``time`` attribute in seconds; 0 when absent or not a finite number >= 0
+    (a shard written by an older causalfair has none)."""
+    try:
+        t = float(text) if text else 0.0
+    except ValueError:
+        return 0.0
+    return t if math.isfinite(t) and t >= 0 else 0.0
 
 
 # ---------------------------------------------------------------------------- Markdown
@@ -528,6 +542,8 @@ def markdown(doc: Mapping[str, Any], shards: str | None = None) -> str:
             else f"{'passed' if doc['exit_code'] == 0 else 'failed'} ({n} spec{'' if n == 1 else 's'})")
     lines = [f"### causalfair gate{', ' + shards if shards else ''}: {head}", "",
              "| spec | threshold | estimate | CI | verdict |", "|---|---|---|---|---|"]
+    if not doc["specs"]:  # a shard left with no spec: no empty table
+        return lines[0] + f"\n\nNo spec to gate{' in this shard' if shards else ''}.\n"
     for e in doc["specs"]:
         name = md_escape(e["name"]) + (" (repaired)" if "after" in e else "")
         blocks = [(name, e["verdicts"])]

@@ -105,6 +105,28 @@ def check_junit_path(path: str | None) -> None:
                          "(only --json - means stdout): give a path, e.g. --junit gate.xml.")
 
 
+def remove_earlier_outputs(json_path: str | None, junit: str | None) -> None:
+    """Remove the JSON summary and the JUnit file an earlier gate (or gate-merge) left at
+    this run's output paths, before anything runs: in a reused CI workspace (Jenkins, a
+    GitLab shell runner) a gate that is then killed (a job timeout's SIGTERM, the OOM
+    killer's SIGKILL) writes nothing, and CI must not read the earlier, maybe green, files
+    as this run's. A file that is no gate output is left alone until it is replaced."""
+    from pathlib import Path
+
+    for path, mark in ((json_path, (b'"exit_code"', b'"specs"')),
+                       (junit, (b'<testsuites name="causalfair gate"',))):
+        if not path or path == "-" or not Path(path).is_file():
+            continue
+        try:
+            if Path(path).stat().st_size > 1 << 28:  # no gate output is this large: not read
+                continue
+            data = Path(path).read_bytes()
+            if all(m in data for m in mark):
+                Path(path).unlink()
+        except OSError:  # unreadable or not ours to remove: replaced (or refused) at the end
+            pass
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -113,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     for out in (args.junit, args.json_path):
         if out and out != "-":
             check_output_file(out, args.specs)
+    remove_earlier_outputs(args.json_path, args.junit)
     wrote: list[str] = []
     try:
         return _gate(args, wrote)
@@ -172,7 +195,10 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
         xml = result.to_junit(inconclusive_as=how).encode("utf-8")
         atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
         wrote.append(args.junit)
-    print(result.side_by_side(), file=sys.stderr if args.json_path == "-" else sys.stdout)
+    table = result.side_by_side()
+    if len(result.entries) > 1:  # a CI log of many specs ends with the gate's verdict
+        table += "\n" + summary_line(result.to_dict())
+    print(table, file=sys.stderr if args.json_path == "-" else sys.stdout)
     _write_json(args, doc)
     errs = [e for e in result.entries if e.error is not None]
     _report_errors(args, [e.error for e in errs], [e.user_traceback for e in errs],
@@ -189,6 +215,16 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
                 log_audit(e.after, experiment=args.mlflow_experiment, stage="after",
                           report_dir=e.report)
     return result.exit_code
+
+
+def summary_line(doc: dict) -> str:
+    """The last line of a gate's table over several specs: how many specs have each
+    overall verdict (as the JSON's entries) and the exit code, e.g. ``40 specs: 20 PASS,
+    17 FAIL, 3 ERROR; exit code 2``."""
+    overall = [e["overall"] for e in doc["specs"]]
+    parts = [f"{overall.count(k)} {k}" for k in ("PASS", "FAIL", "INCONCLUSIVE", "ERROR")
+             if k in overall]
+    return f"{len(overall)} specs: {', '.join(parts)}; exit code {doc['exit_code']}"
 
 
 def _write_json(args: argparse.Namespace, doc: str) -> None:

@@ -16,7 +16,7 @@ from causalfair.audit.shards import (
     read_gate_summary,
     read_junit,
 )
-from causalfair.commands.gate import check_junit_path
+from causalfair.commands.gate import check_junit_path, remove_earlier_outputs
 from causalfair.errors import UsageError
 
 
@@ -76,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
                              "a file (--json merged.json) or leave --markdown out.")
         args.json_out = None
     check_distinct_outputs({"--json": args.json_out, "--junit": args.junit_out})
+    for out in (args.json_out, args.junit_out):
+        if out:
+            check_output_file(out, [*args.json_in, *args.junit_in])
+    # an earlier merge's outputs go first: a merge refused below leaves none behind
+    remove_earlier_outputs(args.json_out, args.junit_out)
     # every input read and checked in full before anything is written
     check_input_sizes(args.json_in, args.junit_in)
     docs = [read_gate_summary(path) for path in args.json_in]
@@ -86,9 +91,6 @@ def run(args: argparse.Namespace) -> int:
     text = json.dumps(merged, indent=2, allow_nan=False) + "\n"
     table = markdown(merged, covered_shards(docs)) if args.markdown else None
     xml = merge_junit(suites, [e["name"] for e in merged["specs"]]) if args.junit_out else None
-    for out in (args.json_out, args.junit_out):
-        if out:
-            check_output_file(out, [*args.json_in, *args.junit_in])
     if args.json_out:
         atomic_write_bytes(Path(args.json_out), lambda fh: fh.write(text.encode()))
     if xml is not None:
@@ -103,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
               f"{errors[0]['error'].splitlines()[0][:300]}", file=sys.stderr)
     else:
         n, m = len(docs), len(merged["specs"])
-        print(f"merged {n} shard{'s' * (n != 1)}, {m} spec{'s' * (m != 1)}: exit code "
-              f"{merged['exit_code']}", file=sys.stderr)
+        kind = (("shard", "shards") if all(d.get("shard") is not None for d in docs)
+                else ("gate summary", "gate summaries"))  # (the Action reads one gate's)
+        print(f"{'merged' if n > 1 else 'read'} {n} {kind[n != 1]}, {m} spec{'s' * (m != 1)}:"
+              f" exit code {merged['exit_code']}", file=sys.stderr)
     return merged["exit_code"]

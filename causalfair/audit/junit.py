@@ -1,0 +1,43 @@
+"""The numbers of a gate's spec entry as JUnit ``<property>`` elements, so CI tools that
+read JUnit XML (Jenkins, GitLab, GitHub reporters) get the estimates, intervals and
+thresholds as values, not only inside failure messages (docs/ci-gate.md, ``--junit``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["suite_properties"]
+
+#: A verdict's fields, in this order, as properties ``KEY.FIELD`` (those it has).
+VERDICT_FIELDS = ("threshold", "estimate", "lower", "upper", "status", "pair")
+
+
+def _text(x: Any) -> str:
+    """A JSON value as a property's text: numbers as JSON writes them, null as ``null``."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "null"
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return repr(float(x)) if isinstance(x, float) else str(x)
+
+
+def suite_properties(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(name, value) pairs of a gate JSON spec entry (``GateEntry.to_dict()``, the same
+    values): ``spec``, ``overall``, ``utility``, ``checkpoint_sha256`` and, for each
+    verdict the suite's test cases show, ``KEY.threshold``, ``KEY.estimate``,
+    ``KEY.lower``, ``KEY.upper``, ``KEY.status`` (and ``KEY.pair``); with a repair,
+    ``before.overall`` and ``before.utility`` of the audited checkpoint."""
+    props: list[tuple[str, Any]] = [("spec", entry.get("spec")), ("overall", entry["overall"])]
+    if "utility" in entry:
+        props.append(("utility", entry["utility"]))
+    if entry.get("checkpoint_sha256"):
+        props.append(("checkpoint_sha256", entry["checkpoint_sha256"]))
+    before = entry.get("before") or {}
+    if before:
+        props += [("before.overall", before.get("overall")),
+                  ("before.utility", before.get("utility"))]
+    for v in entry.get("verdicts") or before.get("verdicts") or []:
+        props += [(f"{v['key']}.{f}", v[f]) for f in VERDICT_FIELDS if f in v]
+    return [(k, _text(x)) for k, x in props]
