@@ -88,10 +88,11 @@ _DRIVER_CPU = ("import atexit, resource, sys, runpy\n"
 
 
 def _folders(root: Path) -> dict[str, bytes]:
-    """The report folders' files, name -> bytes; audit.json without ``seconds`` and
-    ``provenance.kernels.torch_cpu_capability`` (recorded where the process that ran the
-    audit had loaded torch, e.g. for an earlier spec: a worker may not have), and
-    annex-iv.md without the audit.json digest (what differs from run to run)."""
+    """The report folders' files, name -> bytes; audit.json without ``seconds``,
+    ``provenance.date`` (when it ran) and ``provenance.kernels.torch_cpu_capability``
+    (recorded where the process that ran the audit had loaded torch, e.g. for an earlier
+    spec: a worker may not have), and annex-iv.md without the audit.json digest (what
+    differs from run to run)."""
     out = {}
     for p in sorted(root.rglob("*")):
         if p.is_file():
@@ -99,6 +100,7 @@ def _folders(root: Path) -> dict[str, bytes]:
             if p.name == "audit.json":
                 doc = json.loads(data)
                 doc.pop("seconds", None)
+                doc.get("provenance", {}).pop("date", None)
                 doc.get("provenance", {}).get("kernels", {}).pop("torch_cpu_capability", None)
                 data = json.dumps(doc, sort_keys=True).encode()
             elif p.name == "annex-iv.md":

@@ -16,41 +16,64 @@ from the recorded one (none on the same versions and kernels: docs/limits.md,
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from causalfair._io import to_jsonable
+from causalfair._safe_read import read_toml
 from causalfair._version import __version__
-from causalfair.audit.result import AuditResult, display_path, kernels, read_inputs, resolved_spec
+from causalfair.audit.result import (
+    AuditResult,
+    display_path,
+    kernels,
+    provenance,
+    read_inputs,
+    resolved_spec,
+)
 from causalfair.audit.run import audit
 from causalfair.audit.spec import load_spec
-from causalfair.errors import InputError
+from causalfair.errors import InputError, SpecError
 from causalfair.policies.checkpoint import file_sha256
 from causalfair.report.export import read_audit
+from causalfair.report.render import render_report
 
 __all__ = ["Reproduction", "reproduce", "COMPARED"]
 
-#: The blocks of audit.json whose every number a reproduction must give again.
+#: The blocks of audit.json whose every number a reproduction must give again (``figures``:
+#: the figures' numbers, when audit.json was written with its report).
 COMPARED = ("overall", "verdicts", "quantities", "decomposition", "benefit", "notions",
-            "attribution", "selection", "groups", "pairs", "extra")
+            "attribution", "selection", "groups", "pairs", "extra", "name", "spec",
+            "policy", "seeds", "system", "figures")
+#: Display paths (relative to the working directory of the run, so another folder with
+#: --base-dir writes them otherwise): not compared; their files are checked by SHA-256.
+_PATHS = frozenset({"spec.file", "spec.resolved.checkpoint", "spec.resolved.logs",
+                    "policy.checkpoint"})
 _SHOWN = 10  # differences listed in the summary
+_DATA_URI = re.compile(rb"data:image/png;base64,[A-Za-z0-9+/=]+")
+_RETRAIN_FAILED = "The gate's verdict is ERROR: this spec's retrain failed"
 
 
 @dataclass
 class Reproduction:
     """The audit run again (``result``) and how it differs from the recorded one:
     ``differences`` (``"quantities.C.estimate: recorded 0.1, now 0.2"``, every number or
-    value of :data:`COMPARED` that is not the same), ``notes`` (versions or kernels that
-    differ from the recorded ones, which may move the last bits)."""
+    value of :data:`COMPARED` that is not the same; ``"report.md: line 12: ..."``, a
+    report file beside audit.json that is not the one rendered from the reproduction),
+    ``notes`` (versions or kernels that differ from the recorded ones, which may move the
+    last bits; what could not be checked), ``checked`` (what was checked, one line
+    each)."""
 
     source: Path
     result: AuditResult
     differences: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
@@ -59,11 +82,12 @@ class Reproduction:
     def summary(self) -> str:
         head = (f"reproduced {self.source}: every number identical (bit for bit)"
                 if self.identical else
-                f"reproduced {self.source}: {len(self.differences)} value(s) differ from the "
-                "recorded audit")
+                f"reproduced {self.source}: {len(self.differences)} value(s) or file(s) differ "
+                "from the recorded audit")
         lines = [head, *(f"  {d}" for d in self.differences[:_SHOWN])]
         if len(self.differences) > _SHOWN:
             lines.append(f"  ... and {len(self.differences) - _SHOWN} more")
+        lines += [f"  checked: {c}" for c in self.checked]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -93,10 +117,27 @@ def reproduce(path: str | os.PathLike[str], *,
                          "auditing that checkpoint (the spec with [policy] checkpoint = "
                          f"{(doc.get('policy') or {}).get('checkpoint')!r}).")
     base = Path(base_dir) if base_dir is not None else _spec_folder(block.get("file"), src)
-    spec = load_spec(parsed, base_dir=base)
+    checked: list[str] = []
+    notes: list[str] = []
+    spec_file = _check_spec_file(block.get("file"), parsed, base_dir, src)
+    try:
+        spec = load_spec(parsed, base_dir=base)
+    except SpecError as exc:
+        raise InputError(f"{src}: spec.parsed: the recorded spec does not load here "
+                         f"({str(exc).rstrip('.')}); its relative paths start from the "
+                         f"folder {str(display_path(base))!r}: run "
+                         "--reproduce where the audit ran, or give --base-dir DIR.") from None
+    if spec_file is not None:  # the report quotes the file, as the audit's did
+        spec = replace(spec, path=spec_file.resolve())
+        checked.append(f"spec file {display_path(spec_file)} (the recorded spec.parsed)")
+    else:
+        notes.append((f"spec.file {block.get('file')!r} is not here" if block.get("file")
+                      else "audit.json names no spec file (a spec given in Python)")
+                     + ": the recorded spec.parsed was audited without comparing it with "
+                     "its file")
     _check_overrides(block.get("resolved"), spec, src)
     recorded = (doc.get("policy") or {}).get("checkpoint_sha256")
-    _check_sha(spec.checkpoint, recorded, src, "policy.checkpoint_sha256")
+    _check_sha(spec.checkpoint, recorded, src, "policy.checkpoint_sha256", checked)
     compared = (doc.get("extra") or {}).get("baseline") or {}
     if compared and "baseline" not in parsed and baseline is None:
         raise InputError(f"{src}: extra.baseline: the audit compared with a baseline given on "
@@ -107,15 +148,138 @@ def reproduce(path: str | os.PathLike[str], *,
                          "reproduce it without --baseline.")
     given = Path(baseline) if baseline is not None and Path(baseline).is_file() else None
     _check_sha(spec.baseline_checkpoint or given, compared.get("checkpoint_sha256"), src,
-               "extra.baseline.checkpoint_sha256")
-    _check_inputs(doc.get("inputs"), spec, src)
+               "extra.baseline.checkpoint_sha256", checked)
+    if inputs := _check_inputs(doc.get("inputs"), spec, src):
+        checked.append(f"inputs (SHA-256, or package version): {', '.join(inputs)}")
     result = audit(spec, baseline=baseline, baseline_where="--baseline")
-    now = json.loads(json.dumps(to_jsonable(result.to_dict()), allow_nan=False))  # as written
-    differences: list[str] = []
-    for key in COMPARED:
+    files: dict[str, bytes] = {}
+    if "figures" in doc:  # written with its report: its figures' numbers, and its files
+        files = _render(result, doc)
+        now = json.loads(files["audit.json"])
+    else:
+        now = json.loads(json.dumps(to_jsonable(result.to_dict()), allow_nan=False))
+    differences: list[str] = _unrecorded_inputs(doc.get("inputs"), now.get("inputs"))
+    count = [0]
+    blocks = [k for k in COMPARED if k in doc or k not in ("figures", "system", "name",
+                                                             "spec", "policy", "seeds")]
+    for key in blocks:
         _diff(_by_key(doc.get(key)) if key == "verdicts" else doc.get(key),
-              _by_key(now.get(key)) if key == "verdicts" else now.get(key), key, differences)
-    return Reproduction(src, result, differences, _notes(doc.get("provenance") or {}))
+              _by_key(now.get(key)) if key == "verdicts" else now.get(key), key, differences,
+              count=count)
+    checked.append(f"{count[0]} values of audit.json's {', '.join(b for b in blocks if b in doc)}")
+    notes += _notes(doc.get("provenance") or {})
+    if files:
+        _compare_report(src.parent, files, doc, now, differences, checked, notes)
+    return Reproduction(src, result, differences, notes, checked)
+
+
+def _check_spec_file(file: Any, parsed: Mapping[str, Any], base_dir: Any,
+                     src: Path) -> Path | None:
+    """The spec file audit.json names (``spec.file``; under ``base_dir`` when given)
+    parses to the recorded ``spec.parsed``, else one InputError naming the file, the first
+    key that differs and both values: a spec edited after the audit, or audit.json's
+    record of it edited (its thresholds loosened, say, which the re-run would follow).
+    Returns the file, or None when it is not here (nothing to compare)."""
+    if not isinstance(file, str):
+        return None
+    tries = ([Path(base_dir) / Path(file).name] if base_dir is not None else []) + [Path(file)]
+    path = next((p for p in tries if p.is_file()), None)
+    if path is None:
+        return None
+    with open(path, "rb") as fh:
+        raw = read_toml(fh.read(), f"audit spec {path}", SpecError)
+    out: list[str] = []
+    _diff(parsed, json.loads(json.dumps(to_jsonable(dict(raw)))), "spec.parsed", out,
+          now_word="the file gives")
+    if out:
+        more = f" (and {len(out) - 1} more)" if len(out) > 1 else ""
+        raise InputError(f"{display_path(path)}: {out[0]}{more}: the spec is not the one "
+                         f"{src} recorded: it changed after the audit, or audit.json's "
+                         "spec.parsed was edited; reproduce with the audited spec.")
+    return path
+
+
+def _render(result: AuditResult, doc: Mapping[str, Any]) -> dict[str, bytes]:
+    """The report folder of the reproduction, as the audit rendered it: its wall-clock
+    ``seconds`` and its ``provenance`` (the machine, versions and date of the run, which
+    are not results: :func:`_notes` says where they differ) set to the recorded ones."""
+    shown = copy.copy(result)
+    if isinstance(doc.get("seconds"), (int, float)):
+        shown.seconds = doc["seconds"]
+    if isinstance(doc.get("provenance"), Mapping):
+        shown.recorded_provenance = dict(doc["provenance"])
+    return render_report(shown)
+
+
+def _compare_report(folder: Path, files: Mapping[str, bytes], doc: Mapping[str, Any],
+                    now: Mapping[str, Any], differences: list[str], checked: list[str],
+                    notes: list[str]) -> None:
+    """Each report file beside audit.json (report.md, report.html, card.md, the exports,
+    the figures) against the one rendered from the reproduction: report.html's embedded
+    PNGs aside, byte for byte; the figures' PNGs too unless matplotlib's version differs
+    from the recorded one (its rasterizer may move pixels; their numbers are compared in
+    audit.json's ``figures``). A file another causalfair version wrote, which may be worded
+    otherwise, still differs (tampering cannot hide behind an edited version), saying so."""
+    if not (folder / "report.md").is_file():
+        return
+    if (doc.get("spec") or {}).get("file") != (now.get("spec") or {}).get("file"):
+        notes.append("report files not compared: the audit ran from another working "
+                     "directory (spec.file differs), so the paths they quote differ; run "
+                     "--reproduce where the audit ran to compare them")
+        return
+    if _RETRAIN_FAILED in (folder / "report.md").read_text(encoding="utf-8", errors="replace"):
+        notes.append("report files not compared: the gate wrote this report of a spec whose "
+                     "retrain failed (it opens with that error)")
+        return
+    same_mpl = _matplotlib(doc) == _matplotlib({"provenance": provenance()})
+    wrote = (doc.get("provenance") or {}).get("causalfair")
+    same = 0
+    for name, body in files.items():
+        path = folder / name
+        if name == "audit.json":
+            continue
+        if not path.is_file():
+            notes.append(f"{name}: not in the audit folder (not compared)")
+            continue
+        old = path.read_bytes()
+        if old == body:
+            same += 1
+            continue
+        if name.endswith(".png") or (name == "report.html" and _DATA_URI.sub(b"", old)
+                                     == _DATA_URI.sub(b"", body)):
+            if same_mpl:
+                differences.append(f"{name}: its figures are not the ones drawn from the "
+                                   "reproduction")
+            else:
+                notes.append(f"{name}: its figures differ from the ones drawn here "
+                             "(another matplotlib); their numbers are compared in figures")
+            continue
+        why = (f" (written by causalfair {wrote}, rendered here by {__version__}, which may "
+               "word it otherwise)" if wrote not in (None, __version__) else "")
+        differences.append(f"{name}: {_first_line_diff(old, body)}{why}")
+    checked.append(f"{same} of {len(files) - 1} report files identical to the report "
+                   "rendered from the reproduction" + (" (figures aside)" if not same_mpl
+                                                        else ""))
+
+
+def _matplotlib(doc: Mapping[str, Any]) -> Any:
+    return ((doc.get("provenance") or {}).get("dependencies") or {}).get("matplotlib")
+
+
+def _first_line_diff(old: bytes, new: bytes) -> str:
+    a = old.decode("utf-8", errors="replace").splitlines()
+    b = new.decode("utf-8", errors="replace").splitlines()
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"line {i + 1}: recorded {_short(_around(x, y))}, now {_short(_around(y, x))}"
+    return f"{len(a)} lines recorded, {len(b)} now"
+
+
+def _around(x: str, y: str) -> str:
+    """``x`` from a little before where it first differs from ``y``."""
+    i = next((k for k, (p, q) in enumerate(zip(x, y, strict=False)) if p != q),
+             min(len(x), len(y)))
+    return x[max(0, i - 20):]
 
 
 def _spec_folder(file: Any, src: Path) -> Path:
@@ -126,7 +290,8 @@ def _spec_folder(file: Any, src: Path) -> Path:
     return Path(file).resolve().parent
 
 
-def _check_sha(path: Path | None, recorded: Any, src: Path, field_: str) -> None:
+def _check_sha(path: Path | None, recorded: Any, src: Path, field_: str,
+               checked: list[str] | None = None) -> None:
     if path is None or not isinstance(recorded, str):
         return
     try:
@@ -138,14 +303,16 @@ def _check_sha(path: Path | None, recorded: Any, src: Path, field_: str) -> None
         raise InputError(f"{path}: SHA-256 {now} is not the {recorded} that {src} recorded "
                          f"({field_}): the checkpoint changed after the audit; reproduce with "
                          "the audited file.")
+    if checked is not None:
+        checked.append(f"checkpoint {display_path(path)} (SHA-256 {now}, {field_})")
 
 
-def _check_inputs(recorded: Any, spec: Any, src: Path) -> None:
+def _check_inputs(recorded: Any, spec: Any, src: Path) -> list[str]:
     """Every input audit.json records (``inputs``) is the one the reproduction reads: the
     same SHA-256, or the same installed package version; else one InputError naming the
-    role, the file and both digests (or versions)."""
+    role, the file and both digests (or versions). Returns each checked as "ROLE PATH"."""
     if not isinstance(recorded, list):
-        return  # an audit.json before inputs were recorded: its checkpoints only
+        return []  # an audit.json before inputs were recorded: its checkpoints only
     try:
         now = {e["role"]: e for e in read_inputs(spec)}
     except OSError as exc:
@@ -173,6 +340,29 @@ def _check_inputs(recorded: Any, spec: Any, src: Path) -> None:
             raise InputError(f"{path}: {digest} is not the {old.get('sha256')} that {src} "
                              f"recorded ({what}): the file changed after the audit; "
                              "reproduce with the audited file.")
+    return [f"{o['role']} {o.get('path') or o.get('package')}" for o in recorded
+            if isinstance(o, Mapping) and isinstance(o.get("role"), str)]
+
+
+def _unrecorded_inputs(recorded: Any, now: Any) -> list[str]:
+    """A file the reproduction read that audit.json's ``inputs`` does not record (an entry
+    deleted, so its file went unchecked), one difference each; an audit.json without
+    ``inputs`` (an older one) records none and is not held to them. The files a factory
+    read (``ROLE.read``) aside: what an import read is seen only in the process that
+    first imported the module, so an honest audit may record fewer than a fresh one."""
+    if not isinstance(recorded, list):
+        return []
+
+    def key(e: Any) -> Any:
+        return (e.get("role"), e.get("module"), e.get("sha256"), e.get("package"),
+                e.get("version")) if isinstance(e, Mapping) else None
+
+    have = {key(e) for e in recorded}
+    return [f"inputs: the audit read {e.get('path') or e.get('package')} ({e.get('role')}"
+            + (f", module {e['module']}" if e.get("module") else "")
+            + "), which audit.json does not record"
+            for e in now or [] if key(e) not in have
+            and not str(e.get("role", "")).endswith(".read")]
 
 
 def _check_overrides(resolved: Any, spec: Any, src: Path) -> None:
@@ -225,17 +415,24 @@ def _by_key(verdicts: Any) -> Any:
     return keyed if len(keyed) == len(verdicts) else verdicts
 
 
-def _diff(old: Any, new: Any, where: str, out: list[str]) -> None:
+def _diff(old: Any, new: Any, where: str, out: list[str], *, now_word: str = "now",
+          count: list[int] | None = None) -> None:
     """Append to ``out`` every place where ``new`` is not ``old`` (floats compared bit
-    for bit)."""
+    for bit; the display paths of :data:`_PATHS` aside); ``count[0]`` counts the values
+    compared."""
+    if where in _PATHS:
+        return
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         for k in dict.fromkeys([*old, *new]):
-            _diff(old.get(k), new.get(k), f"{where}.{k}", out)
+            _diff(old.get(k), new.get(k), f"{where}.{k}", out, now_word=now_word, count=count)
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
-            _diff(a, b, f"{where}[{i}]", out)
-    elif not _same(old, new):
-        out.append(f"{where}: recorded {_short(old)}, now {_short(new)}")
+            _diff(a, b, f"{where}[{i}]", out, now_word=now_word, count=count)
+    else:
+        if count is not None:
+            count[0] += 1
+        if not _same(old, new):
+            out.append(f"{where}: recorded {_short(old)}, {now_word} {_short(new)}")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -257,6 +454,14 @@ def _notes(prov: Mapping[str, Any]) -> list[str]:
     if prov.get("causalfair") not in (None, __version__):
         notes.append(f"recorded with causalfair {prov['causalfair']}, reproduced with "
                      f"{__version__}")
+    here = provenance()
+    for k in ("python", "platform"):
+        if prov.get(k) not in (None, here[k]):
+            notes.append(f"{k}: recorded {prov[k]!r}, here {here[k]!r}")
+    deps = prov.get("dependencies") if isinstance(prov.get("dependencies"), Mapping) else {}
+    if moved := [f"{k}: recorded {v!r}, here {here['dependencies'].get(k)!r}"
+                 for k, v in deps.items() if here["dependencies"].get(k, v) != v]:
+        notes.append("dependencies differ (" + "; ".join(moved) + ")")
     mine = kernels()
     for k, v in (prov.get("kernels") or {}).items():
         if mine.get(k) != v:

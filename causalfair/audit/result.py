@@ -63,11 +63,20 @@ class AuditResult:
     #: Every file the audit read besides its checkpoints, hashed when the result is made
     #: (:func:`read_inputs`; audit.json ``inputs``).
     inputs: list[dict[str, Any]] | None = None
+    #: When the audit ran, UTC, ISO 8601 to the second (audit.json ``provenance.date``).
+    date: str | None = None
+    #: audit.json's ``provenance`` as recorded by an earlier run of this audit (a
+    #: reproduction renders the report of the machine that audited); None: this process's.
+    recorded_provenance: dict[str, Any] | None = field(default=None, repr=False)
     _figures: dict[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.inputs is None:
             self.inputs = read_inputs(self.spec)
+        if self.date is None:
+            import datetime as dt
+
+            self.date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     @property
     def overall(self) -> str:
@@ -210,7 +219,8 @@ class AuditResult:
                       "retrain": (spec.retrain or {}).get("seed")},
             **({"inputs": list(self.inputs)} if self.inputs else {}),
             "seconds": self.seconds,
-            "provenance": provenance(),
+            "provenance": (dict(self.recorded_provenance) if self.recorded_provenance is not None
+                           else {**provenance(), **({"date": self.date} if self.date else {})}),
             **({"system": self.system.to_dict()} if self.system is not None else {}),
             **({"selection": _json_safe(self.selection)} if self.selection is not None else {}),
             **(_json_safe(self.group_comparison.to_dict())
@@ -422,7 +432,8 @@ _PROVENANCE_PACKAGES = ("numpy", "pandas", "scipy", "networkx", "matplotlib", "t
 
 def provenance() -> dict[str, Any]:
     """Python, platform, causalfair and dependency versions (from package metadata,
-    without importing the packages)."""
+    without importing the packages). audit.json's ``provenance`` adds the result's
+    ``date``."""
     import platform
     from importlib import metadata
 

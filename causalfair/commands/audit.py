@@ -36,12 +36,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("spec", metavar="SPEC", nargs="?", help="audit spec (TOML file)")
     p.add_argument("--reproduce", metavar="AUDIT",
                    help="instead of SPEC: audit again the spec an audit.json recorded (AUDIT: "
-                        "its audit folder or the file), after checking that its checkpoint "
-                        "and every other file it records (factory modules, tabular model, "
-                        "logs, VecNormalize statistics) still have the recorded SHA-256, and "
-                        "list every number that differs from the recorded one; exit 0 when "
-                        "every number is identical, 1 when one differs, 2 when a file "
-                        "changed")
+                        "its audit folder or the file), after checking that the spec file "
+                        "still parses to the recorded spec and that its checkpoint and every "
+                        "other file it records (factory modules, tabular model, logs, "
+                        "VecNormalize statistics) still have the recorded SHA-256, and list "
+                        "every number that differs from the recorded one and every report "
+                        "file (report.md, report.html, the exports) that differs from the "
+                        "report rendered again; exit 0 when every number and file is "
+                        "identical, 1 when one differs, 2 when an input changed")
     p.add_argument("--base-dir", metavar="DIR",
                    help="with --reproduce: the folder the recorded spec's relative paths start "
                         "from (default: the folder of the recorded spec file, as seen from "
@@ -50,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="report folder (default: .causalfair/reports/NAME); written atomically; "
                    "an existing folder is replaced only if causalfair wrote it")
-    p.add_argument("--no-report", action="store_true", help="print the verdicts only")
+    p.add_argument("--no-report", action="store_true",
+                   help="print the verdicts only, writing no report folder (so not with --out)")
     p.add_argument("--baseline", metavar="POLICY",
                    help="a policy to compare with (a built-in such as threshold:0.7, a "
                         "checkpoint path or module:callable; overrides the spec's [baseline]): "
@@ -92,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
         return _reproduce(args)
     if args.base_dir is not None:
         raise UsageError("--base-dir: goes with --reproduce AUDIT.")
+    if args.out and args.no_report:
+        raise UsageError(f"--out {args.out}: --no-report writes no report folder; drop "
+                         "--no-report to write the report (and its audit.json) there, or "
+                         "drop --out.")
     spec = load_spec(args.spec)
     result = audit_within(spec, args.timeout, baseline=args.baseline, baseline_where="--baseline",
                           baseline_vecnormalize=args.baseline_vecnormalize)

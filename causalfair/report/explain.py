@@ -541,6 +541,14 @@ def assumptions(doc: Mapping[str, Any]) -> list[str]:
                    "random numbers (common random numbers). Intervals are normal "
                    "approximations (estimate +- z * standard error); a threshold passes only "
                    "when its whole interval lies within it.")
+        system = doc.get("system") or {}
+        named = f"The system {system.get('id') or res.get('system')}" + (
+            f" ({system['description']})" if system.get("description") else "")
+        out.append(f"{named} is taken as the truth: the numbers hold for the population and "
+                   "dynamics its simulator describes. The intervals measure the Monte Carlo "
+                   "error only (the randomness of the simulated units, shrinking as 1 / "
+                   "sqrt(n): a larger [engine] n narrows them), not an error of the system's "
+                   "model.")
     else:
         out.append("Log audit: the dynamics and the policy are estimated from the decision "
                    "logs (a Markov model over the logged states, smoothed); intervals come "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -64,6 +65,10 @@ def read_audit(path: str | os.PathLike[str]) -> dict[str, Any]:
     if p.is_dir():
         p = p / "audit.json"
     if not p.is_file():
+        if (err := p.with_name("error.json")).is_file():  # a gate's ERROR report folder
+            raise InputError(f"{err}: {_gate_error(err)}; this folder holds no audit.json, "
+                             "so there is nothing to reproduce or export: fix the error and "
+                             "audit the spec again.")
         raise InputError(f"{p}: no such file; give an audit folder (written by `causalfair "
                          "audit --out DIR`) or its audit.json.")
     doc = read_json_file(p, str(p), InputError, fix="an audit.json is a few MB at most")
@@ -72,6 +77,19 @@ def read_audit(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InputError(f"{p}: not an audit.json (no decomposition or quantities).")
     _check_core(doc, str(p))
     return doc
+
+
+def _gate_error(path: Path) -> str:
+    """What a gate's error.json (:func:`causalfair.report.render.write_error_report`) says,
+    in a few words."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8")[:100_000])
+    except (OSError, ValueError):
+        doc = None
+    if not isinstance(doc, dict) or not doc.get("spec") or not doc.get("error"):
+        return "a gate's error report"
+    return (f"the gate could not audit spec {doc.get('spec')} "
+            f"({str(doc.get('error', '')).rstrip('.')[:300]})")
 
 
 #: What the exports read of an audit.json (the stable core of docs/schema/audit.schema.json):
