@@ -51,7 +51,10 @@ class _Parser(argparse.ArgumentParser):
         m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
         if m:
             message += _did_you_mean(m.group(1), re.findall(r"'(.*?)'", m.group(2)))
-        super().error(message)  # usage, then one line; exit code 2
+        usage = self.format_usage().strip()
+        if "\n" in usage:  # a long usage would bury the one line that names the fix
+            usage = f"usage: {self.prog} [OPTIONS] (every option: {self.prog} --help)"
+        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")  # usage, one line; exit 2
 
 
 def _did_you_mean(word: str, valid: Sequence[str]) -> str:

@@ -40,9 +40,9 @@ def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | N
 #: The policy of a command whose --policy is not given (:func:`load_policy`).
 DEFAULT_POLICY = "threshold:0.5"
 #: What --policy holds, on every command that takes it (:func:`load_policy`).
-POLICY_HELP = (f"a built-in policy (default: {DEFAULT_POLICY}; causalfair.policies.core.BUILTIN_POLICIES), "
-               "a checkpoint path, or a factory 'module:callable' of your own (looked up in "
-               "--search-path first)")
+POLICY_HELP = ("a built-in policy: always, never, random:Q, threshold:P, blind:P, action:K, "
+               f"uniform (default: {DEFAULT_POLICY}; README, 'Command line'), a checkpoint path, "
+               "or a factory 'module:callable' of your own (looked up in --search-path first)")
 #: What --checkpoint holds.
 CHECKPOINT_HELP = ("a checkpoint (.npz, .pt or a stable-baselines3 .zip) instead of --policy "
                    "(not with it)")

@@ -177,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
                       "DPE in Proposition-1 form is the exact value the Monte Carlo DPE above "
                       "estimates).")
             print(benefit.summary(args.worst))
+        print(READING)
         return 0
     if args.json:
         out = versioned(DECOMPOSE_SCHEMA_VERSION, result.to_dict())
@@ -193,7 +194,18 @@ def run(args: argparse.Namespace) -> int:
         print(result.summary())
         print()
         print(benefit.summary(args.worst))
+        print(READING)
     return 0
+
+
+#: What the text output's numbers mean, printed after them (nothing else says it there).
+READING = (
+    "\nReading it: C is the pair's gap (first group minus second) in expected gain over the "
+    "horizon;\nDPE the part decisions cause directly in each step's gain, IPE the delayed part "
+    "(through\nthe states they lead to), SPE the part with no policy at all (the baseline pi0);"
+    " Lambda is\n0 when people of both groups with the same benefit Delta get the same "
+    "decisions, and the\nworst pairs are its largest terms. Nothing written (--json prints "
+    "every number);\ndocs/decomposition.md explains each one.")
 
 
 def _decompose_mc(args: argparse.Namespace, policy, system):

@@ -94,6 +94,13 @@ def check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
         raise SimulatorContractError(
             f"{w}: wrong shape: Observation.group has shape {group.shape}, expected ({n},) "
             f"for a batch of {n}.")
+    if group.dtype.kind in "USO" and n:
+        kind = "objects" if group.dtype.kind == "O" else "strings"
+        raise SimulatorContractError(
+            f"{w}: Observation.group holds {kind} (e.g. {group.reshape(-1).tolist()[0]!r}); "
+            "groups are integer indices 0..n_groups-1, as reset(n, group, rng) receives them: "
+            "keep the index in the state and the names in group_names (or "
+            "System(groups=...)).")
     if obs.level is not None:
         level = np.asarray(obs.level)
         if level.shape != (n,):

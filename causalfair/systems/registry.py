@@ -93,10 +93,32 @@ def spec(id: str) -> SystemSpec:
     raise SystemError_(_unknown_message(id))
 
 
-def _unknown_message(id: str) -> str:
+def _unknown_message(id: str, search_path: str | Path | None = None) -> str:
     known = ", ".join(registered()) or "none"
-    return (f"system: unknown id {short(id)}; registered ids: {known}. Did you install or import "
-            "the package that registers it? A factory of your own is written 'module:callable'.")
+    hint = _closest(id, search_path)
+    return (f"system: unknown id {short(id)}; registered ids: {known}.{hint} Did you install or "
+            "import the package that registers it? A factory of your own is written "
+            "'module:callable'.")
+
+
+def _closest(id: str, search_path: str | Path | None) -> str:
+    """``" Did you mean 'X'?"``: ``id.py`` in the search path (default: the working
+    directory) with its factories (read as text, nothing run), else the nearest registered
+    id, else ``""``."""
+    import difflib
+    import re
+
+    path = Path(search_path if search_path is not None else ".") / f"{id}.py"
+    try:
+        text = path.read_text(encoding="utf-8") if id.isidentifier() and path.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    funcs = re.findall(r"^def ([A-Za-z]\w*)\s*\(", text, re.M)
+    funcs = [f for f in funcs if f.startswith("make")] or funcs
+    if funcs:
+        return f" Did you mean {' or '.join(repr(f'{id}:{f}') for f in funcs[:3])}?"
+    close = difflib.get_close_matches(id, registered(), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 def _entry_point(id: str) -> SystemSpec | None:
@@ -125,9 +147,10 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
         kwargs = dict(params)
         sid = id
     else:
-        raise SystemError_(_unknown_message(id))
+        raise SystemError_(_unknown_message(id, search_path))
     what = f"system {sid!r}"
     check_params(fn, kwargs, what)
+    _check_required(fn, kwargs, what)
     obj = call_factory(f"system factory {sid!r}", fn, search_path, **kwargs)
     system = as_system(obj, id=sid, params=kwargs, where=what)
     # the id it was made from names it, or the factory's refinement of that id (the
@@ -136,6 +159,26 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
     if not keep or dict(system.params) != kwargs:
         system = system.with_(id=system.id if keep else sid, params=kwargs)
     return system
+
+
+def _check_required(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -> None:
+    """Refuse, naming how to give them, the factory's parameters without a default that
+    ``params`` leaves out (the call would fail as a TypeError of the factory)."""
+    import inspect
+
+    try:
+        ps = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return
+    missing = [p.name for p in ps if p.default is p.empty and p.name not in params
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if missing:
+        name = missing[0]
+        raise SystemError_(
+            f"{what}: its factory needs {', '.join(map(repr, missing))} (no default); "
+            f"give it: --param {name}=VALUE on the command line, params = {{ {name} = ... }} "
+            f"in the spec's [system], or make(id, {name}=...) in Python (or give it a default "
+            "in the factory).")
 
 
 def pprint_registry(file: TextIO | None = None) -> None:
