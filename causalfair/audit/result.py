@@ -25,6 +25,7 @@ from causalfair.report.explain import sentences
 from causalfair.report.figures import THUMBNAIL_DPI, headline_figure
 from causalfair.report.render import FIGURES, figure_png_base64, make_figures, write_report
 from causalfair.systems import registry
+from causalfair.systems.gym.door import registered_module
 from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, Verdict, overall_verdict
 
 __all__ = ["AuditResult", "AUDIT_SCHEMA_VERSION", "provenance", "compare",
@@ -203,7 +204,7 @@ class AuditResult:
                            for k, (e, lo, hi, s) in self.quantities.items()},
             "spec": _spec_dict(spec, self.benefit),
             "policy": {
-                "label": spec.policy_label if spec.source == "model" else f"logs {spec.logs_path}",
+                "label": policy_label(spec),
                 "checkpoint": display_path(spec.checkpoint),
                 "checkpoint_sha256": self.checkpoint_sha256,
                 "checkpoint_metadata": (self.checkpoint_meta or {}).get("metadata"),
@@ -233,7 +234,7 @@ class AuditResult:
         lines = [
             f"Audit {spec.name}: {self.overall}",
             f"  source: {spec.system_label if spec.source == 'model' else spec.logs_path}   policy: "
-            f"{spec.policy_label if spec.source == 'model' else 'from logs'}   "
+            f"{spec.policy_label if spec.source == 'model' else policy_label(spec, short=True)}   "
             f"T = {self.decomposition.horizon}   engine: {spec.engine}",
         ]
         if self.checkpoint_sha256:
@@ -282,6 +283,17 @@ class AuditResult:
         ]
         parts.append("</div>")
         return "\n".join(parts)
+
+
+def policy_label(spec: AuditSpec, *, short: bool = False) -> str:
+    """The policy an audit of ``spec`` audited, as audit.json's ``policy.label`` (and the
+    report) names it; ``short``: as :meth:`AuditResult.summary` does. A log audit's
+    candidate ``[policy]`` is named, on the model fitted from the log."""
+    if spec.source == "model":
+        return spec.policy_label
+    if spec.logs_candidate:
+        return f"{spec.policy_label} (candidate, on the model fitted from logs {spec.logs_path.name})"
+    return "from logs" if short else f"logs {spec.logs_path}"
 
 
 def display_path(p: str | os.PathLike[str] | None) -> str | None:
@@ -358,11 +370,19 @@ def read_inputs(spec: AuditSpec) -> list[dict[str, Any]]:
 
     if spec.source == "logs":
         add_file("logs", spec.logs_path)
+        if spec.policy_factory is not None:  # a candidate [policy] (its checkpoint: pinned
+            add_module("policy.factory", spec.policy_factory)  # in policy.checkpoint_sha256)
+        add_file("policy.vecnormalize", spec.policy_vecnormalize)
         return out
     add_file("system.tabular", spec.system_tabular)
     sid = spec.system_id if spec.system_tabular is None else None
     if sid == "gym":
-        add_module("system.gym", spec.system_params.get("env"))
+        env = spec.system_params.get("env")
+        if isinstance(env, str) and ":" not in env:  # a bare registered id: the module of
+            module = registered_module(env)  # its entry point (gymnasium's own: its version
+            env = (f"{module}:{env}" if module and module.split(".")[0] != "gymnasium"
+                   else None)  # is in provenance)
+        add_module("system.gym", env)
     elif sid is not None and (":" not in sid or sid in registry.registered()):
         try:  # a registered id, or an installed package's entry point
             ep = registry.spec(sid).entry_point

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._validation import check_keywords
-from causalfair.audit.result import AuditResult
+from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.spec import AuditSpec, load_spec
 from causalfair.audit.spec_sections import spec_label
 from causalfair.engines.attribution import attribute_exact, compare_attribute_mc
@@ -29,7 +29,7 @@ from causalfair.errors import (
     SpecError,
     UserCodeError,
 )
-from causalfair.logs import audit_logs, linear_potential, read_logs
+from causalfair.logs import PositivityError, audit_logs, fit_logs, linear_potential, read_logs
 from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import as_system, load_tabular, make
@@ -209,10 +209,28 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
         if baseline is not None:
             raise SpecError(f"{spec_label(spec.path)}: {baseline_where}: an audit from logs has "
                             "no policy to compare on a system; audit a [system] spec instead.")
-        return _audit_logs(spec, t0)
+        if system is not None:
+            raise SpecError(f"{spec_label(spec.path)}: system: an audit from logs fits its "
+                            "model to the logs; audit a [system] spec to pass a system.")
+        return _audit_logs(spec, t0, policy, vecnormalize)
     return run_prepared(prepare(spec, system=system, policy=policy, baseline=baseline,
                                 baseline_where=baseline_where, vecnormalize=vecnormalize,
                                 baseline_vecnormalize=baseline_vecnormalize), t0=t0)
+
+
+def _with_policy(spec: AuditSpec, policy: Any, res: ResolvedPolicy) -> AuditSpec:
+    """``spec`` naming ``policy`` (passed to :func:`audit`, resolved as ``res``) instead of
+    its own [policy]: what the report and provenance name."""
+    spec = replace(spec, policy_vecnormalize=None)  # the spec's statistics: its policy's
+    if res.kind == "checkpoint":
+        return replace(spec, checkpoint=Path(policy).resolve(), builtin=None,
+                       policy_factory=None)
+    if res.kind in ("builtin", "factory"):
+        return replace(spec, builtin=policy if res.kind == "builtin" else None,
+                       checkpoint=None, policy_factory=policy if res.kind == "factory"
+                       else None, policy_params={}, policy_output=None)
+    return replace(spec, builtin=None, checkpoint=None, policy_factory=None,
+                   policy_object=res.label)
 
 
 class Prepared:
@@ -252,17 +270,7 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
     res = resolve_policy(spec, system, policy, vecnormalize)
     pol, pname, sha, meta = res.policy, res.label, res.sha256, res.meta
     if policy is not None:  # the report and provenance name the policy actually computed
-        spec = replace(spec, policy_vecnormalize=None)  # the spec's statistics: its policy's
-        if res.kind == "checkpoint":
-            spec = replace(spec, checkpoint=Path(policy).resolve(), builtin=None,
-                           policy_factory=None)
-        elif res.kind in ("builtin", "factory"):
-            spec = replace(spec, builtin=policy if res.kind == "builtin" else None,
-                           checkpoint=None, policy_factory=policy if res.kind == "factory"
-                           else None, policy_params={}, policy_output=None)
-        else:
-            spec = replace(spec, builtin=None, checkpoint=None, policy_factory=None,
-                           policy_object=pname)
+        spec = _with_policy(spec, policy, res)
     explicit = isinstance(spec.raw, Mapping) and "horizon" in spec.raw
     T = spec.horizon if spec.horizon is not None and explicit else system.horizon
     spec = replace(spec, engine=choose_engine(spec, system), horizon=T)
@@ -363,6 +371,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         notions.setdefault(k, v)
     if ben is not None and eps_source is not None:
         ben = replace(ben, eps_source=eps_source)
+    if ben is not None:  # its plot() says the system's unit, as the report does
+        ben = replace(ben, gain_unit=system.gain.unit)
     if spec.horizon_benefit:  # Lambda_T beside Lambda (exact from the model, else forks)
         n_t = spec.horizon_n or min(spec.n, 2000)  # forks cost O(T^2 A n) steps per group
         lt = lambda_horizon(system, pol, T, engine="exact" if model is not None else "mc",
@@ -484,15 +494,40 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
                              "paired_monte_carlo": paired is not None, "quantities": numbers}
 
 
-def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
+def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
+                vecnormalize: Any = None) -> AuditResult:
+    """The audit of a [logs] spec: of the logged policy, or of a candidate (the spec's
+    [policy], or ``policy`` passed to :func:`audit`) on the model fitted from the log."""
     df = read_logs(spec.logs_path)
     opts = dict(spec.logs_options)
     weights = opts.pop("potential_weights", None)
     if weights is not None:
         opts["potential"] = linear_potential(weights)
+    sha = meta = None
+    if policy is not None or vecnormalize is not None or spec.checkpoint is not None \
+            or spec.policy_factory is not None:
+        # the candidate's checkpoint or factory (or the policy passed in), resolved (and
+        # checked) on the model fitted from the log, as a system's audit resolves it
+        fit_keys = ("method", "potential", "state", "bins", "next_state", "decisions")
+        model, _, _ = fit_logs(df, **{k: opts[k] for k in fit_keys if k in opts})
+        rp = resolve_policy(spec, model, policy, vecnormalize)
+        opts["policy"], sha, meta = rp.policy, rp.sha256, rp.meta
+        if policy is not None:  # the report and provenance name the policy passed in
+            spec = _with_policy(spec, policy, rp)
+            opts["policy"] = policy if rp.kind == "builtin" else rp.policy
+            spec = replace(spec, logs_options={
+                **{k: v for k, v in spec.logs_options.items() if k != "policy"},
+                **({"policy": policy} if rp.kind == "builtin" else {})})
     try:
         la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
                         eps=spec.eps, weights=spec.weights, pair=spec.pair, **opts)
+    except PositivityError as exc:  # a spec judges point estimates: bounds are elsewhere
+        raise PositivityError(
+            f"{spec_label(spec.path)}: [logs] path: {exc} An audit spec has no bounds option "
+            "(its thresholds judge point estimates): for bounds on this log run `causalfair "
+            f"decompose --logs {display_path(spec.logs_path)} --on-positivity bounds`, or "
+            "audit_logs(df, on_positivity=\"bounds\") in Python (docs/logs.md, "
+            "\"Positivity and bounds\").") from None
     except InputError as exc:  # [engine] pair names no two of the logged groups
         if spec.pair is None or not str(exc).startswith("pair: "):
             raise
@@ -529,6 +564,7 @@ def _audit_logs(spec: AuditSpec, t0: float) -> AuditResult:
                       model=model, policy_table=table, mu_pi=mu_pi, mu_0=model.propagate(0.0, T))
     res.selection = selection
     res.group_comparison = groups
+    res.checkpoint_sha256, res.checkpoint_meta = sha, meta  # a candidate checkpoint's
     res.extra["logs"] = {"rows": la.n_rows, "individuals": la.n_individuals,
                          "n_boot": la.n_boot, "seed": la.seed, "policy_source": la.policy_source,
                          "fit": la.method, "group_sizes": la.group_sizes,

@@ -135,6 +135,14 @@ class AuditSpec:
         return "logs" if self.logs_path is not None else "model"
 
     @property
+    def logs_candidate(self) -> bool:
+        """A ``[logs]`` spec with a ``[policy]``: a candidate audited on the model fitted
+        from the log (not the logged policy)."""
+        return self.source == "logs" and (self.builtin is not None or self.checkpoint is not None
+                                          or self.policy_factory is not None
+                                          or self.policy_object is not None)
+
+    @property
     def policy_label(self) -> str:
         if self.policy_object is not None:
             return f"policy object {self.policy_object}"
@@ -215,6 +223,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
             "its model to the logs. Keep one of them."
         )
     if "logs" in raw:
+        kw["base_dir"] = base  # where a candidate's checkpoint or factory module is found
         kw.update(logs_section(raw["logs"], base, path))
         if "policy" in raw:  # a candidate on the fitted model (docs/logs.md)
             kw.update(logs_policy_section(raw["policy"], base, path, kw["logs_options"]))

@@ -114,6 +114,18 @@ def read_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, 
     return float(v)
 
 
+def missing_file(path: Path | None, key: str, given: str, where: Path, base: Path) -> SpecError:
+    """The error of ``key`` naming a file that is not there: the path as the spec wrote it
+    (``given``, relative to the spec's folder ``base``) and the folder it was looked in."""
+    folder = where.parent
+    spec_dir = ("the spec's folder" if path is not None
+                else "the base folder (base_dir, default the working directory)")
+    return SpecError(f"{spec_label(path)}: {key}: bad value {given!r}; no such file "
+                     f"{where.name!r} in {folder}" + ("" if folder == base.resolve() else
+                                                       f" ({given!r} is relative to {spec_dir} {base})")
+                     + f"; give its path relative to {spec_dir}.")
+
+
 def check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None, *,
                where: str | None = None, note: str = "") -> Mapping:
     """The table ``sec`` of section ``[name]`` (named ``where`` in messages when given:
@@ -152,25 +164,19 @@ def logs_policy_section(sec: Any, base: Path, path: Path | None,
                         logs_options: dict[str, Any]) -> dict[str, Any]:
     """``[policy]`` beside ``[logs]``: a candidate policy audited on the model fitted from
     the log instead of the logged one (``audit_logs(policy=)``: the same fit, bootstrap and
-    engine). A built-in only (``builtin``, required here: an empty [policy] would audit
-    threshold:0.5 unasked); it goes into ``logs_options["policy"]``."""
+    engine). A ``builtin`` goes into ``logs_options["policy"]``; a ``checkpoint`` or a
+    ``factory`` (with its params, output and vecnormalize) is resolved on the fitted model
+    when the audit runs (causalfair.audit.run). One of them is required here: an empty
+    [policy] would audit threshold:0.5 unasked."""
     kw = policy_section(sec, base, path)  # the [policy] checks of a system's audit
-    for key in ("checkpoint", "factory", "vecnormalize"):
-        if key in sec:
-            raise SpecError(
-                f"{spec_label(path)}: [policy] {key}: not with [logs] (a log audit takes a "
-                "candidate [policy] builtin); audit it on the fitted model in Python "
-                "(causalfair.logs.audit_logs(df, policy=...)), on the command line "
-                "(decompose --logs LOG --audit-policy --checkpoint/--policy), or save the "
-                "fitted model (save_tabular(path, audit_logs(df).model)) and audit a spec with "
-                "[system] tabular = that file (docs/logs.md, \"Auditing a candidate policy\").")
-    if "builtin" not in sec:
+    if not any(k in sec for k in ("builtin", "checkpoint", "factory")):
         raise SpecError(f"{spec_label(path)}: [policy] builtin: missing; beside [logs], [policy] "
                         "names the candidate to audit on the model fitted from the log, e.g. "
-                        "builtin = \"threshold:0.6\" (without [policy] the logged policy is "
-                        "audited).")
-    logs_options["policy"] = kw["builtin"]
-    return {"builtin": kw["builtin"]}
+                        "builtin = \"threshold:0.6\", checkpoint = \"policy.pt\" or factory = "
+                        "\"module:make\" (without [policy] the logged policy is audited).")
+    if kw.get("builtin") is not None:
+        logs_options["policy"] = kw["builtin"]
+    return kw
 
 
 def _names(sec: Mapping[str, Any], key: str, path: Path | None) -> list[str] | None:
@@ -433,9 +439,7 @@ def policy_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
                             "a path to a causalfair checkpoint (relative to the spec file)")
         ck_path = (base / ck).resolve()
         if not ck_path.is_file():
-            raise SpecError(
-                f"{spec_label(path)}: [policy] checkpoint: bad value {ck!r}; no such file {ck_path}."
-            )
+            raise missing_file(path, "[policy] checkpoint", ck, ck_path, base)
         kw.update(checkpoint=ck_path, builtin=None)
     if "vecnormalize" in sec:
         kw["policy_vecnormalize"] = _vecnormalize(sec["vecnormalize"], given, base, path)
@@ -518,8 +522,7 @@ def baseline_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
             raise bad_value(path, "[baseline] checkpoint", ck, "a path relative to the spec file")
         ck_path = (base / ck).resolve()
         if not ck_path.is_file():
-            raise SpecError(f"{spec_label(path)}: [baseline] checkpoint: bad value {ck!r}; no "
-                            f"such file {ck_path}.")
+            raise missing_file(path, "[baseline] checkpoint", ck, ck_path, base)
         kw["baseline_checkpoint"] = ck_path
     else:
         b = sec["builtin"]

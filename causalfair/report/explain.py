@@ -549,6 +549,14 @@ def assumptions(doc: Mapping[str, Any]) -> list[str]:
                    "error only (the randomness of the simulated units, shrinking as 1 / "
                    "sqrt(n): a larger [engine] n narrows them), not an error of the system's "
                    "model.")
+    elif _logs_candidate(doc):  # [logs] with a candidate [policy]
+        out.append("Log audit of a candidate: the dynamics are fitted from the decision logs "
+                   "(a Markov model over the logged states, smoothed) and the candidate policy "
+                   f"({doc['policy']['label'].partition(' (candidate')[0]}) is audited on "
+                   "them, not the logged policy; intervals come from the bootstrap over "
+                   "individuals, with the candidate's decision table fixed. It assumes no "
+                   "unobserved confounding given the logged state and group, and that the "
+                   "logs cover the states the candidate visits.")
     else:
         out.append("Log audit: the dynamics and the policy are estimated from the decision "
                    "logs (a Markov model over the logged states, smoothed); intervals come "
@@ -558,6 +566,13 @@ def assumptions(doc: Mapping[str, Any]) -> list[str]:
     out.append("C = DPE + IPE + SPE holds by construction for every engine; the baseline "
                "policy pi0 takes the system's baseline decision at every step.")
     return out
+
+
+def _logs_candidate(doc: Mapping[str, Any]) -> bool:
+    """A log audit of a candidate ``[policy]`` (builtin, checkpoint or factory), not of
+    the logged policy."""
+    logs = (doc.get("extra") or {}).get("logs") or {}
+    return str(logs.get("policy_source", "")).startswith("supplied")
 
 
 def _yaml_value(v: Any) -> str:

@@ -39,7 +39,7 @@ from causalfair.systems.registry import load_callable
 from causalfair.systems.system import DecisionSet, Gain, System
 
 __all__ = ["from_gym", "gym_system", "gym_id", "GymSimulator", "GymState", "BATCH_SIZE",
-           "check_forks", "group_columns", "GymForkError"]
+           "check_forks", "group_columns", "GymForkError", "registered_module"]
 
 
 def _check_mode(value: Any, label: str, allowed: str, kinds: Sequence[str]) -> str:
@@ -238,6 +238,12 @@ class _MakeRegistered:
                 f"from_gym env_factory: {self.env_id!r} is not a registered Gymnasium id "
                 f"({exc}); name the module that registers it, Gymnasium's 'module:ID' form "
                 f"(e.g. 'mymodule:{self.env_id.rpartition(':')[2]}'), or give 'module:callable'.") from None
+
+
+def registered_module(env_id: str) -> str | None:
+    """The module ``gymnasium.make(env_id)``'s reads are filed under (audit.json pins it
+    and them as ``system.gym``; :attr:`_MakeRegistered.reads_module`)."""
+    return _MakeRegistered(env_id).reads_module
 
 
 def _names_id(ref: str) -> bool:
