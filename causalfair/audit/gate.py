@@ -86,6 +86,8 @@ class GateEntry:
     error_kind: str = ""
     traceback: str = ""
     user_traceback: str = ""
+    #: ``gate --retrain`` left this spec alone: it has no ``[retrain]`` section
+    not_retrained: bool = False
 
     @property
     def final(self) -> AuditResult:
@@ -276,6 +278,8 @@ class GateResult:
                 lines.append(f"  why: {e.final.attribution.line()}")
             if e.retrained_checkpoint:
                 lines.append(f"  retrained checkpoint: {display_path(e.retrained_checkpoint)}")
+            if e.not_retrained and self._counts_against(e.before.overall):
+                lines.append("  not retrained: the spec has no [retrain] section")
             if e.repair is not None:
                 lines += ["  " + x for x in repair_lines(e.repair)]
                 wall = e.after.extra.get("repair_wall_s") if e.after is not None else None
@@ -451,9 +455,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         raise GateSpecErrors(errors, len(specs), user_tracebacks=user_tracebacks,
                              names=[n if every.count(n) == 1 else spec
                                     for n, (spec, _) in zip(bad_names, errors, strict=True)])
-    if retrain:  # refused before anything is audited (causalfair.audit.retrain.check_retrain)
-        for i, s in enumerate(loaded):
-            check_retrain(s, prepared_[i].system if i in prepared_ else None)
+    keep = _retrainable(loaded, prepared_) if retrain else frozenset()
     # every spec is checked (its system built, its policy resolved) before any is audited
     prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
     # one spec per task (here, or in worker processes); results in spec order; a task
@@ -477,7 +479,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         else:  # the same; each report is written as its audit comes back
             audited = runner.map(_task(_audit_one, plan), loaded, limits,
                                  functools.partial(_write_now, Path(reports), loaded, written))
-        redo = [i for i, b in enumerate(audited) if retrain and isinstance(b, AuditResult)
+        redo = [i for i, b in enumerate(audited) if i in keep and isinstance(b, AuditResult)
                 and b.overall in bad]
         # the retrains (each with its re-audit) as one more map on the same backend, in spec
         # order, under the same per-spec limit; each checkpoint's path is given here, in spec
@@ -520,7 +522,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                     write_report(entry.before, Path(reports) / s.name, retrain_error=entry.error))
             entries.append(entry)
             continue
-        entry = GateEntry(spec=s, before=before)
+        entry = GateEntry(spec=s, before=before, not_retrained=retrain and i not in keep)
         if out is not None:
             entry.retrained_checkpoint, entry.after = out
         if i in written:
@@ -604,7 +606,8 @@ def _rendered(out: Any, plan: _RenderPlan | None, *, before: AuditResult | None 
         return _Rendered(out, None)
     if isinstance(out, Retrained):
         return _Rendered(out, render_report(out.after, before=before))
-    if isinstance(out, AuditResult) and out.overall not in plan.retrained:
+    if isinstance(out, AuditResult) and (out.overall not in plan.retrained
+                                         or out.spec.retrain is None):  # not retrained
         return _Rendered(out, render_report(out))
     return _Rendered(out, None)
 
@@ -643,6 +646,29 @@ def repair_lines(rep: Mapping[str, Any]) -> list[str]:
     if parts:
         lines.append("utility kept: " + "; ".join(parts))
     return lines
+
+
+def _retrainable(loaded: Sequence[AuditSpec], prepared: Mapping[int, Prepared]) -> frozenset[int]:
+    """The specs ``gate --retrain`` retrains when they fail: those with a ``[retrain]``
+    section (a spec without one is gated as without --retrain). Every such spec that
+    cannot be retrained (:func:`causalfair.audit.retrain.check_retrain`) is refused at
+    once, before anything is audited; so is a gate none of whose specs has ``[retrain]``
+    (--retrain would do nothing)."""
+    keep = [i for i, s in enumerate(loaded) if s.retrain is not None]
+    if not keep and loaded:  # check_retrain's refusal of the first, naming the section
+        check_retrain(loaded[0], prepared[0].system if 0 in prepared else None)
+    errors, names = [], []
+    for i in keep:
+        s = loaded[i]
+        try:
+            check_retrain(s, prepared[i].system if i in prepared else None)
+        except SpecError as exc:
+            errors.append((display_path(s.path) if s.path else s.name,
+                           str(exc).splitlines()[0]))
+            names.append(s.name)
+    if errors:
+        raise GateSpecErrors(errors, len(loaded), names=names)
+    return frozenset(keep)
 
 
 def _error_entry(spec: AuditSpec, failure: Any, what: str = "audit",
