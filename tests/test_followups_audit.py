@@ -13,6 +13,7 @@ import pytest
 
 import causalfair as cf
 from causalfair.logs import audit_logs, simulate_logs
+from tests.test_retrain_leftovers import CSV_ENV
 
 
 @pytest.fixture(scope="module")
@@ -152,37 +153,9 @@ def test_a_plain_log_audit_keeps_its_label_and_methods_line(log, tmp_path):
 
 
 # ------------------------------------------------ 3. a bare registered gym id
-GYM_ENV = '''
-import gymnasium as gym
-import numpy as np
-from gymnasium import spaces
-
-
-class CsvEnv(gym.Env):
-    def __init__(self, rates="rates_fu.csv"):
-        with open(rates, encoding="utf-8") as fh:
-            self.up, self.down = (float(v) for v in fh.read().split(","))
-        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
-        self.action_space = spaces.Discrete(2)
-
-    def _obs(self):
-        return np.array([self.x, float(self.g)], dtype=np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.g = int((options or {}).get("group", self.np_random.integers(2)))
-        self.x = float(self.np_random.normal(0.3 - 0.6 * self.g, 1.0))
-        return self._obs(), {}
-
-    def step(self, action):
-        u = self.np_random.random()
-        dx = (self.up if u < 0.6 else -self.down) * (2 * int(action) - 1)
-        self.x += dx
-        return self._obs(), float(action) - u, False, False, {"gain": dx}
-
-
-gym.register("CsvFuEnv-v0", entry_point=CsvEnv)
-'''
+# tests/test_retrain_leftovers.py's env that reads a CSV when constructed, under its own
+# names (a registered id is global to the process)
+GYM_ENV = CSV_ENV.replace("rates.csv", "rates_fu.csv").replace('"CsvEnv-v0"', '"CsvFuEnv-v0"')
 
 
 def test_a_bare_registered_gym_id_pins_its_module_and_reads(tmp_path, monkeypatch):
