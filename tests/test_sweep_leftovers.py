@@ -13,7 +13,8 @@ import pytest
 
 from causalfair.cli import main
 from causalfair.errors import ConfigError, OutputError
-from causalfair.train.sweep import _finished, _pairs_cell, sweep, tabulate
+from causalfair.train.sweep import _pairs_cell, sweep, tabulate
+from causalfair.train.sweep_io import finished_run as _finished
 
 #: A population agent small enough for a test (fractions of a second a run).
 LUCB = {"phi_samples": 500, "phi_epochs": 1}
@@ -44,7 +45,11 @@ def test_a_sweep_trains_the_population_agents_as_train_does_bit_for_bit(tmp_path
             assert sha(run / name) == sha(single / name), (algo, name)
         doc = json.loads((run / "result.json").read_text())
         meta = json.loads(str(np.load(single / "checkpoint.npz")["meta_json"]))["metadata"]
-        assert doc["metrics"] == meta["metrics"] and doc["pair"] == ["g1", "g2"]
+        # result.json: the checkpoint's metrics, plus the audit's utility and Lambda (not in
+        # the checkpoint, whose bytes are train's: tests/test_sweep_utility.py)
+        assert {k: doc["metrics"][k] for k in meta["metrics"]} == meta["metrics"]
+        assert set(doc["metrics"]) - set(meta["metrics"]) == {"utility", "Lambda"}
+        assert doc["pair"] == ["g1", "g2"]
         row = runs[(runs["algo"] == algo) & (runs["seed"] == seed)].iloc[0]
         assert row["C"] == meta["metrics"]["C"]
     # r-td3's --iterations are episodes, as on train: 3, in whole rounds of 2 envs -> 4
@@ -143,7 +148,7 @@ def test_resume_reads_an_earlier_sweeps_dash_pair_by_the_groups_or_refuses_it(tm
     cfg = TrainConfig(algo="ppo", setting="lending-1", seed=0, iterations=1)
     run = tmp_path / "seed-0"
     run.mkdir()
-    from causalfair.train.sweep import _config_doc
+    from causalfair.train.sweep_io import config_doc as _config_doc
 
     def write(pair):
         (run / "result.json").write_text(json.dumps({

@@ -565,7 +565,14 @@ def run_agent(run: PopulationRun, system: Any, out: Any = None) -> dict[str, Any
     and, with a run folder ``out``, write ``checkpoint.npz`` (its metadata: algorithm,
     seed, system, parameters, config, metrics) and per-episode ``metrics.jsonl`` /
     ``metrics.csv``. Returns ``{"metrics", "wall_s", "history", "pair", "checkpoint"}``
-    (``pair``: the two group names the audit's C compares, first minus second)."""
+    (``pair``: the two group names the audit's C compares, first minus second).
+
+    ``metrics``: the agent's own return ``V_r``, ``V_g`` and final rates from q0 (its
+    continuous thresholds), then C, DPE, IPE, SPE, ``episodes``, and the same audit's
+    ``utility`` (its total utility) and ``Lambda``: the audit of the policy the checkpoint
+    loads as (thresholds snapped to the system's grid), the quantities a PPO run reports
+    under those names. The checkpoint's metadata holds the metrics up to ``episodes``
+    (``utility`` and ``Lambda`` came later; its bytes did not change)."""
     import dataclasses
     import time
     from pathlib import Path
@@ -580,6 +587,10 @@ def run_agent(run: PopulationRun, system: Any, out: Any = None) -> dict[str, Any
          "q1_final": float(ev["q_final"][0, 0]), "q2_final": float(ev["q_final"][0, 1]),
          **{k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")},
          "episodes": len(agent.history)}
+    # the audit's utility and Lambda (the PPO rows' ``utility`` and ``Lambda``: one column
+    # for every algorithm of a sweep); not in the checkpoint's metadata, whose bytes stay
+    audited = {"utility": float(d.total_utility),
+               **({"Lambda": float(d.Lambda)} if d.Lambda is not None else {})}
     history = [{"episode": i, **row} for i, row in enumerate(agent.history)]
     ck = None
     if out is not None:
@@ -591,5 +602,5 @@ def run_agent(run: PopulationRun, system: Any, out: Any = None) -> dict[str, Any
             "system_params": dict(system.params), "config": config_d, "metrics": m})
         write_metrics(out, history)
     a, b = d.pair
-    return {"metrics": m, "wall_s": wall, "history": history, "checkpoint": ck,
+    return {"metrics": {**m, **audited}, "wall_s": wall, "history": history, "checkpoint": ck,
             "pair": (str(d.groups[a]), str(d.groups[b]))}

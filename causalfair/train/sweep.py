@@ -44,12 +44,13 @@ folder: a sweep holds ``OUT/.causalfair-sweep.lock`` (an exclusive ``flock``, re
 when it ends or its process dies; its process id inside) from before it looks at the
 folder's earlier sweep until its tables are written, and a second sweep started on the
 same folder meanwhile (two ``--force`` runs of a CI matrix) is refused, naming the first
-one's pid, before it removes or writes anything.
+one's pid, before it removes or writes anything. The folder, resume and IO part (the
+layout's names, :func:`write_run`, the resume check, the lock) is
+:mod:`causalfair.train.sweep_io`; its names are importable from here too.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -57,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import atomic_write_bytes, atomic_write_text, to_jsonable
+from causalfair._io import atomic_write_bytes
 from causalfair.backends import (
     ProcessBackend,
     SerialBackend,
@@ -73,17 +74,22 @@ from causalfair.train import ALGORITHMS, TrainConfig, train
 from causalfair.train import population as P
 from causalfair.train.algorithms import REGISTRY, names
 from causalfair.train.checkpoint import prepare_run_folder
+from causalfair.train.sweep_io import (  # the folder, resume and IO part
+    LOCK,  # noqa: F401 - (re-exported: importable from here, as before the split)
+    MARK,  # noqa: F401
+    RESULT,
+    RUN_FILES,
+    finished_run,
+    pair_key,
+    pair_text,
+    prepare_out,
+    run_dir,
+    write_run,
+)
 
 __all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "tabulate", "train_many",
            "write_run"]
 
-MARK = ".causalfair-sweep"
-#: The lock a sweep holds on its folder while it writes it (module docstring).
-LOCK = ".causalfair-sweep.lock"
-#: Files of a run folder handed back to the driver.
-RUN_FILES = ("checkpoint.pt", "checkpoint.npz", "metrics.csv", "metrics.jsonl", "config.json")
-#: A finished run's final metrics, wall time and configuration (what a resumed sweep reuses).
-RESULT = "result.json"
 #: What :func:`sweep` does with a folder holding an earlier sweep.
 EXISTING = ("refuse", "resume", "force")
 #: At most this many runs per sweep (a typo such as --seeds 0-100000 is refused).
@@ -212,7 +218,7 @@ def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
             prepare_run_folder(run, resume=False)
             res = P.run_agent(config, system, run)
             done = {"metrics": dict(res["metrics"]), "wall_s": float(res["wall_s"]),
-                    "history": res["history"], "pair": _pair_text(res["pair"])}
+                    "history": res["history"], "pair": pair_text(res["pair"])}
         else:
             res = train(config, out=run, system=system)
             done = {"metrics": dict(res.metrics), "wall_s": float(res.wall_s),
@@ -226,47 +232,27 @@ def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
     return out
 
 
-def _pair_text(pair: Sequence[str]) -> str:
-    """A pair of group names as a sweep writes it (runs.csv, table.csv): the JSON list of
-    the two names, ``["s+", "s-"]`` (module docstring)."""
-    return json.dumps([str(g) for g in pair], ensure_ascii=False)
-
-
-def _pair_key(cell: Any) -> Any:
-    """A ``pair`` cell of a runs table as what identifies the pair: the two names (a list
-    or tuple, or its JSON text as runs.csv holds it) as a tuple; another string (a
-    ``"A-B"`` of your own rows) as it is; None when it names nothing."""
-    if isinstance(cell, str) and cell.startswith("["):
-        try:
-            cell = json.loads(cell)
-        except ValueError:
-            return cell
-    if isinstance(cell, (list, tuple)) and len(cell) == 2:
-        return tuple(str(g) for g in cell)
-    return cell if isinstance(cell, str) and cell else None
-
-
 def _pair_of(res: Any, config: Any, system: Any) -> str:
-    """The pair of groups a run's final metrics compare (:func:`_pair_text`): the generic
+    """The pair of groups a run's final metrics compare (:func:`pair_text`): the generic
     trainer's (its audit's pair), else (the lending trainer) the system's two groups in
     order."""
     pair = res.extra.get("pair_groups")  # (its "pair", "A-B", is ambiguous: a "-" in a name)
     if pair is None:
         pair = (system if system is not None else make(config.setting)).groups[:2]
-    return _pair_text(pair)
+    return pair_text(pair)
 
 
 def _pairs_cell(pairs: Sequence[Any]) -> str:
-    """The ``pairs`` cell of a table row: the runs' pairs (:func:`_pair_text`) in order of
+    """The ``pairs`` cell of a table row: the runs' pairs (:func:`pair_text`) in order of
     appearance, each with its count of runs when they differ (``'["C", "A"] (2), ["B",
     "C"] (1)'``); "n/a" when none is known."""
     seen: dict[Any, int] = {}
     for p in pairs:
-        if (key := _pair_key(p)) is not None:
+        if (key := pair_key(p)) is not None:
             seen[key] = seen.get(key, 0) + 1
 
     def text(key: Any) -> str:
-        return _pair_text(key) if isinstance(key, tuple) else str(key)
+        return pair_text(key) if isinstance(key, tuple) else str(key)
 
     if len(seen) <= 1:
         return next((text(k) for k in seen), "n/a")
@@ -305,35 +291,6 @@ def train_many(configs: Sequence[Any], *, backend: Any = None,
 
             r["history"] = pd.DataFrame(r["history"])
     return results
-
-
-def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> None:
-    """Write a run's files (from :func:`train_many`) into ``folder``, atomically; with its
-    ``config``, also :data:`RESULT` (last: a run folder holding it is finished)."""
-    import json
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, data in result["files"].items():
-        atomic_write_bytes(folder / name, lambda fh, d=data: fh.write(d))
-    if config is not None:
-        asked = _config_doc(config)
-        used = result["files"].get("config.json")
-        if used is None and (folder / "config.json").is_file():
-            used = (folder / "config.json").read_bytes()
-        # config: what the run trained with (the trainer's config.json: a system's published
-        # hyper-parameters and horizon filled in); requested: what the sweep asked, which a
-        # resumed sweep compares
-        doc = {"metrics": {k: v for k, v in result["metrics"].items()
-                           if isinstance(v, (int, float)) and not isinstance(v, bool)},
-               "pair": _json_pair(result.get("pair")), "wall_s": result["wall_s"],
-               "config": json.loads(used) if used is not None else asked, "requested": asked}
-        atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
-
-
-def _json_pair(cell: Any) -> Any:
-    """A run's pair as result.json holds it: the list of the two group names."""
-    key = _pair_key(cell)
-    return list(key) if isinstance(key, tuple) else key
 
 
 @dataclass
@@ -407,7 +364,7 @@ class SweepResult:
             pairs = str(g["pairs"].iloc[0]) if "pairs" in g else "n/a"
             if "pair" in self.runs:
                 runs = self.runs[(self.runs["system"] == sysid) & (self.runs["algo"] == algo)]
-                mixed = mixed or len({_pair_key(p) for p in runs["pair"]}) > 1
+                mixed = mixed or len({pair_key(p) for p in runs["pair"]}) > 1
             lines.append(f"| {sysid} | {algo} | {int(g['n'].iloc[0])} | " + " | ".join(cells)
                          + f" | {pairs} |")
         lines += ["", f"Each cell: the mean over the training seeds (one run per seed) and the "
@@ -474,135 +431,6 @@ def tabulate(runs: Any, alpha: float = 0.05) -> Any:
                                    "ci_level": 1.0 - alpha, "pairs": pairs})
     return pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",
                                              "upper", "ci_level", "pairs"])
-
-
-def _prepare_out(out: Path, existing: str) -> int | None:
-    """Check and mark the sweep folder ``out``, then take it (:func:`_lock_out`) before
-    looking at its earlier sweep; returns the lock's descriptor, for the caller to close
-    when the sweep ends."""
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"{out}: is a file, not a sweep folder; choose another --out.")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARK).exists():
-        raise OutputError(f"{out}: is an existing folder causalfair did not write (no {MARK}); "
-                          "choose another --out (causalfair never writes into a folder of yours).")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / MARK).touch()
-    except OSError as exc:
-        raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
-    fd = _lock_out(out)
-    try:
-        _check_runs_folder(out / "runs")
-        earlier = any((out / name).exists() for name in ("runs", "runs.csv", "table.csv"))
-        if earlier and existing == "refuse":
-            raise OutputError(f"{out}: holds an earlier sweep; add --resume to train only the "
-                              "runs it lacks (its finished runs are kept), or --force to train "
-                              "every run again and replace them, or choose another --out.")
-    except BaseException:
-        if fd is not None:
-            os.close(fd)
-        raise
-    return fd
-
-
-def _lock_out(out: Path) -> int | None:
-    """Take the sweep folder ``out`` for this process: an exclusive ``flock`` on
-    ``out/LOCK`` (the kernel releases it when the descriptor returned is closed or the
-    process dies: no stale lock), with this process's id written in it. A folder another
-    sweep holds is an :class:`OutputError` naming that sweep's process id. None where
-    there is no ``flock`` (not POSIX)."""
-    import time
-
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        return None
-    try:
-        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise OutputError(f"{out / LOCK}: cannot open the sweep's lock ({exc.strerror}); "
-                          "choose another --out.") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        other = b""
-        for _ in range(50):  # (the other sweep writes its pid just after taking the lock)
-            other = os.pread(fd, 32, 0).strip()
-            if other:
-                break
-            time.sleep(0.01)
-        os.close(fd)
-        pid = other.decode("ascii", "replace") or "unknown"
-        raise OutputError(f"{out}: another sweep (pid {pid}) is writing this folder; wait for "
-                          "it to end, or choose another --out.") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-    return fd
-
-
-def _check_runs_folder(runs: Path) -> None:
-    """Refuse a sweep's ``runs`` that is not a plain folder of folders and files, as
-    causalfair makes it: a symbolic link (there or anywhere below it: a sweep never writes,
-    reads or removes through a link out of its folder) or a file."""
-    if not os.path.lexists(runs):
-        return
-    links = [runs] if runs.is_symlink() else []
-    if not links and runs.is_dir():
-        for top, dirs, files in os.walk(runs):  # (links are listed, not followed)
-            links += [Path(top, n) for n in dirs + files if Path(top, n).is_symlink()]
-            if links:
-                break
-    if links:
-        raise OutputError(f"{links[0]}: is a symbolic link (to {os.readlink(links[0])}), not "
-                          "part of the runs folder causalfair made; a sweep never follows a link "
-                          "out of its folder: remove the link, or choose another --out.")
-    if not runs.is_dir():
-        raise OutputError(f"{runs}: is a file, not the runs folder causalfair made; remove it, "
-                          "or choose another --out.")
-
-
-def _run_dir(out: Path, sysid: str, algo: str, seed: int) -> Path:
-    return out / "runs" / sysid.replace(":", "_") / algo / f"seed-{seed}"
-
-
-def _config_doc(config: Any) -> dict[str, Any]:
-    import dataclasses
-    import json
-
-    return json.loads(json.dumps(to_jsonable(dataclasses.asdict(config))))
-
-
-def _finished(folder: Path, config: Any, groups: Sequence[str] = ()) -> dict[str, Any] | None:
-    """The result of the run in ``folder`` when it finished with ``config`` (its
-    :data:`RESULT`), None when it did not finish; a run of another configuration raises
-    :class:`OutputError` (a resumed sweep never mixes two configurations), and so does an
-    earlier sweep's ``"A-B"`` pair that ``groups`` (the system's) do not read as one pair."""
-    try:
-        doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
-        metrics, wall_s = dict(doc["metrics"]), float(doc["wall_s"])
-        then = dict(doc.get("requested", doc["config"]))  # (earlier sweeps: config only)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # not finished (or not readable): trained again
-    now = _config_doc(config)
-    diff = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
-    if diff:
-        k = diff[0]
-        raise OutputError(f"--resume: {folder} was trained with {k}={then.get(k)!r}, this sweep "
-                          f"asks {k}={now.get(k)!r}; use --force to train every run again, or "
-                          "choose another --out.")
-    pair = doc.get("pair")
-    if isinstance(pair, str) and not pair.startswith("["):  # written before pairs were lists
-        splits = [(pair[:i], pair[i + 1:]) for i, ch in enumerate(pair) if ch == "-"
-                  and pair[:i] in groups and pair[i + 1:] in groups and pair[:i] != pair[i + 1:]]
-        if len(splits) != 1:
-            how = ("names no two of its groups " if not splits else "names two pairs, " + " or ".join(
-                _pair_text(p) for p in splits) + ",") + f" ({', '.join(groups)})"
-            raise OutputError(f"--resume: {folder / RESULT} (an earlier causalfair's) gives its "
-                              f"pair as {pair!r}, which {how}; use --force to train every run "
-                              "again, or choose another --out.")
-        pair = splits[0]
-    return {"metrics": metrics, "wall_s": wall_s, "files": {}, "history": None,
-            "pair": None if pair is None else _pair_text(pair)}
 
 
 def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = ("lending-1",), *,
@@ -688,7 +516,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     out_path = Path(out) if out is not None else None
     configs = [_config(sy, params or {}, a, k, overrides, made[sy]) for sy, a, k in combos]
     groups = {sy: tuple((sys_ or make(sy)).groups) for sy, sys_ in made.items()}
-    lock = _prepare_out(out_path, existing) if out_path is not None else None
+    lock = prepare_out(out_path, existing) if out_path is not None else None
     try:  # the folder is this sweep's until its tables are written
         return _sweep_into(out_path, existing, combos, configs, backend, search_path, alpha,
                            skipped, groups)
@@ -706,15 +534,15 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
     left_out: list[Path] = []
     if out_path is not None and existing == "resume":
         for i, ((sy, a, k), c) in enumerate(zip(combos, configs, strict=True)):
-            if r := _finished(_run_dir(out_path, sy, a, k), c, groups[sy]):
+            if r := finished_run(run_dir(out_path, sy, a, k), c, groups[sy]):
                 done[i] = r
-        mine = {_run_dir(out_path, *c) for c in combos}
+        mine = {run_dir(out_path, *c) for c in combos}
         left_out = sorted(f.parent for f in (out_path / "runs").glob(f"*/*/seed-*/{RESULT}")
                           if f.parent not in mine)
 
     todo = [i for i in range(len(combos)) if i not in done]
     if out_path is not None and existing == "force" and (out_path / "runs").exists():
-        import shutil  # the earlier sweep's runs go (no link below: _prepare_out)
+        import shutil  # the earlier sweep's runs go (no link below: prepare_out)
 
         try:
             shutil.rmtree(out_path / "runs")
@@ -728,7 +556,7 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
     local = out_path is not None and isinstance(backend, (SerialBackend, ProcessBackend))
     trained = iter(train_many([configs[i] for i in todo], backend=backend,
                               search_path=search_path, folders=[
-                                  _run_dir(out_path, *combos[i]) if local else None
+                                  run_dir(out_path, *combos[i]) if local else None
                                   for i in todo]))
     results = [done[i] if i in done else next(trained) for i in range(len(combos))]
     import pandas as pd  # (after the runs: workers start without waiting for it)
@@ -745,7 +573,7 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
                      **{k: v for k, v in r["metrics"].items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)}})
         if out_path is not None and i not in done and not r.get("written"):
-            write_run(_run_dir(out_path, sysid, algo, seed), r, configs[i])
+            write_run(run_dir(out_path, sysid, algo, seed), r, configs[i])
     runs = pd.DataFrame(rows)
     table = tabulate(runs, alpha)
     res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha,

@@ -1,0 +1,226 @@
+"""A sweep's folder (docs/scale.md, "Training sweeps"; :mod:`causalfair.train.sweep`
+trains and tabulates): its layout, a run folder's files and :data:`RESULT`, what a resumed
+sweep reads back (:func:`finished_run`), the lock and the checks before a sweep writes::
+
+    OUT/.causalfair-sweep            marks the folder as causalfair's
+    OUT/runs.csv                     one row per run: system, algo, seed, pair, wall_s,
+                                     metrics
+    OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo), the
+                                     interval's level (ci_level) and the pairs of groups its
+                                     runs compare
+    OUT/runs/SYSTEM/ALGO/seed-K/     checkpoint.pt (population agents: checkpoint.npz),
+                                     metrics.csv (or .jsonl), config.json (PPO family),
+                                     result.json (final metrics, pair, wall time,
+                                     configuration)
+
+A run's ``pair`` is written as the two group names, a JSON list (``["s+", "s-"]``;
+:func:`pair_text`); a resumed sweep reads an earlier sweep's ``"A-B"`` by the system's
+groups, and refuses it in one line when it names two pairs.
+
+A sweep folder that already holds a sweep is refused unless ``existing="resume"`` or
+``existing="force"``; a ``runs`` that is a file or a symbolic link, or holds one, is
+refused; one sweep at a time writes a folder (``OUT/.causalfair-sweep.lock``, an
+exclusive ``flock``: :func:`lock_out`). The names here are also importable from
+:mod:`causalfair.train.sweep`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from causalfair._io import atomic_write_bytes, atomic_write_text, to_jsonable
+from causalfair.errors import OutputError
+
+__all__ = ["LOCK", "MARK", "RESULT", "RUN_FILES", "check_runs_folder", "config_doc",
+           "finished_run", "json_pair", "lock_out", "pair_key", "pair_text", "prepare_out",
+           "run_dir", "write_run"]
+
+MARK = ".causalfair-sweep"
+#: The lock a sweep holds on its folder while it writes it (module docstring).
+LOCK = ".causalfair-sweep.lock"
+#: Files of a run folder handed back to the driver.
+RUN_FILES = ("checkpoint.pt", "checkpoint.npz", "metrics.csv", "metrics.jsonl", "config.json")
+#: A finished run's final metrics, wall time and configuration (what a resumed sweep reuses).
+RESULT = "result.json"
+
+
+def pair_text(pair: Sequence[str]) -> str:
+    """A pair of group names as a sweep writes it (runs.csv, table.csv): the JSON list of
+    the two names, ``["s+", "s-"]`` (module docstring)."""
+    return json.dumps([str(g) for g in pair], ensure_ascii=False)
+
+
+def pair_key(cell: Any) -> Any:
+    """A ``pair`` cell of a runs table as what identifies the pair: the two names (a list
+    or tuple, or its JSON text as runs.csv holds it) as a tuple; another string (a
+    ``"A-B"`` of your own rows) as it is; None when it names nothing."""
+    if isinstance(cell, str) and cell.startswith("["):
+        try:
+            cell = json.loads(cell)
+        except ValueError:
+            return cell
+    if isinstance(cell, (list, tuple)) and len(cell) == 2:
+        return tuple(str(g) for g in cell)
+    return cell if isinstance(cell, str) and cell else None
+
+
+def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> None:
+    """Write a run's files (from :func:`train_many`) into ``folder``, atomically; with its
+    ``config``, also :data:`RESULT` (last: a run folder holding it is finished)."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in result["files"].items():
+        atomic_write_bytes(folder / name, lambda fh, d=data: fh.write(d))
+    if config is not None:
+        asked = config_doc(config)
+        used = result["files"].get("config.json")
+        if used is None and (folder / "config.json").is_file():
+            used = (folder / "config.json").read_bytes()
+        # config: what the run trained with (the trainer's config.json: a system's published
+        # hyper-parameters and horizon filled in); requested: what the sweep asked, which a
+        # resumed sweep compares
+        doc = {"metrics": {k: v for k, v in result["metrics"].items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)},
+               "pair": json_pair(result.get("pair")), "wall_s": result["wall_s"],
+               "config": json.loads(used) if used is not None else asked, "requested": asked}
+        atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
+
+
+def json_pair(cell: Any) -> Any:
+    """A run's pair as result.json holds it: the list of the two group names."""
+    key = pair_key(cell)
+    return list(key) if isinstance(key, tuple) else key
+
+
+def run_dir(out: Path, sysid: str, algo: str, seed: int) -> Path:
+    return out / "runs" / sysid.replace(":", "_") / algo / f"seed-{seed}"
+
+
+def config_doc(config: Any) -> dict[str, Any]:
+    import dataclasses
+    import json
+
+    return json.loads(json.dumps(to_jsonable(dataclasses.asdict(config))))
+
+
+def finished_run(folder: Path, config: Any, groups: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The result of the run in ``folder`` when it finished with ``config`` (its
+    :data:`RESULT`), None when it did not finish; a run of another configuration raises
+    :class:`OutputError` (a resumed sweep never mixes two configurations), and so does an
+    earlier sweep's ``"A-B"`` pair that ``groups`` (the system's) do not read as one pair."""
+    try:
+        doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+        metrics, wall_s = dict(doc["metrics"]), float(doc["wall_s"])
+        then = dict(doc.get("requested", doc["config"]))  # (earlier sweeps: config only)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not finished (or not readable): trained again
+    now = config_doc(config)
+    diff = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+    if diff:
+        k = diff[0]
+        raise OutputError(f"--resume: {folder} was trained with {k}={then.get(k)!r}, this sweep "
+                          f"asks {k}={now.get(k)!r}; use --force to train every run again, or "
+                          "choose another --out.")
+    pair = doc.get("pair")
+    if isinstance(pair, str) and not pair.startswith("["):  # written before pairs were lists
+        splits = [(pair[:i], pair[i + 1:]) for i, ch in enumerate(pair) if ch == "-"
+                  and pair[:i] in groups and pair[i + 1:] in groups and pair[:i] != pair[i + 1:]]
+        if len(splits) != 1:
+            how = ("names no two of its groups " if not splits else "names two pairs, " + " or ".join(
+                pair_text(p) for p in splits) + ",") + f" ({', '.join(groups)})"
+            raise OutputError(f"--resume: {folder / RESULT} (an earlier causalfair's) gives its "
+                              f"pair as {pair!r}, which {how}; use --force to train every run "
+                              "again, or choose another --out.")
+        pair = splits[0]
+    return {"metrics": metrics, "wall_s": wall_s, "files": {}, "history": None,
+            "pair": None if pair is None else pair_text(pair)}
+
+
+def prepare_out(out: Path, existing: str) -> int | None:
+    """Check and mark the sweep folder ``out``, then take it (:func:`lock_out`) before
+    looking at its earlier sweep; returns the lock's descriptor, for the caller to close
+    when the sweep ends."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: is a file, not a sweep folder; choose another --out.")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARK).exists():
+        raise OutputError(f"{out}: is an existing folder causalfair did not write (no {MARK}); "
+                          "choose another --out (causalfair never writes into a folder of yours).")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MARK).touch()
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
+    fd = lock_out(out)
+    try:
+        check_runs_folder(out / "runs")
+        earlier = any((out / name).exists() for name in ("runs", "runs.csv", "table.csv"))
+        if earlier and existing == "refuse":
+            raise OutputError(f"{out}: holds an earlier sweep; add --resume to train only the "
+                              "runs it lacks (its finished runs are kept), or --force to train "
+                              "every run again and replace them, or choose another --out.")
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+    return fd
+
+
+def lock_out(out: Path) -> int | None:
+    """Take the sweep folder ``out`` for this process: an exclusive ``flock`` on
+    ``out/LOCK`` (the kernel releases it when the descriptor returned is closed or the
+    process dies: no stale lock), with this process's id written in it. A folder another
+    sweep holds is an :class:`OutputError` naming that sweep's process id. None where
+    there is no ``flock`` (not POSIX)."""
+    import time
+
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    try:
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutputError(f"{out / LOCK}: cannot open the sweep's lock ({exc.strerror}); "
+                          "choose another --out.") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        other = b""
+        for _ in range(50):  # (the other sweep writes its pid just after taking the lock)
+            other = os.pread(fd, 32, 0).strip()
+            if other:
+                break
+            time.sleep(0.01)
+        os.close(fd)
+        pid = other.decode("ascii", "replace") or "unknown"
+        raise OutputError(f"{out}: another sweep (pid {pid}) is writing this folder; wait for "
+                          "it to end, or choose another --out.") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
+
+
+def check_runs_folder(runs: Path) -> None:
+    """Refuse a sweep's ``runs`` that is not a plain folder of folders and files, as
+    causalfair makes it: a symbolic link (there or anywhere below it: a sweep never writes,
+    reads or removes through a link out of its folder) or a file."""
+    if not os.path.lexists(runs):
+        return
+    links = [runs] if runs.is_symlink() else []
+    if not links and runs.is_dir():
+        for top, dirs, files in os.walk(runs):  # (links are listed, not followed)
+            links += [Path(top, n) for n in dirs + files if Path(top, n).is_symlink()]
+            if links:
+                break
+    if links:
+        raise OutputError(f"{links[0]}: is a symbolic link (to {os.readlink(links[0])}), not "
+                          "part of the runs folder causalfair made; a sweep never follows a link "
+                          "out of its folder: remove the link, or choose another --out.")
+    if not runs.is_dir():
+        raise OutputError(f"{runs}: is a file, not the runs folder causalfair made; remove it, "
+                          "or choose another --out.")
