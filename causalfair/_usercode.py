@@ -430,6 +430,19 @@ def reads_owner(fn: Any) -> Any:
     return owner if owner else getattr(fn, "__module__", None)
 
 
+def _near_callable(obj: Any, part: str, prefix: str) -> str:
+    """``"; did you mean 'PREFIXname'?"`` for the public callable of ``obj`` closest to the
+    missing ``part`` (difflib ratio >= 0.6), else ``"."``."""
+    import difflib
+
+    try:
+        names = [n for n in dir(obj) if not n.startswith("_") and callable(getattr(obj, n, None))]
+    except Exception:  # noqa: BLE001 - a user's object with an odd __dir__: no suggestion
+        return "."
+    near = difflib.get_close_matches(part, names, n=1, cutoff=0.6)
+    return f"; did you mean '{prefix}{near[0]}'?" if near else "."
+
+
 def load_callable(ref: str, *, search_path: str | Path | None = None, what: str = "factory"
                   ) -> Callable[..., Any]:
     """The callable named by ``"module:attr"`` (``attr`` may be dotted)."""
@@ -457,10 +470,12 @@ def load_callable(ref: str, *, search_path: str | Path | None = None, what: str 
             raise SystemError_(f"{what}: module {mod_name!r} has a syntax error: {cause}.") from None
         raise SystemError_(f"{exc}.") from exc  # the cause keeps the user's traceback
     obj: Any = mod
-    for part in attr.split("."):
+    parts = attr.split(".")
+    for i, part in enumerate(parts):
         if not hasattr(obj, part):
             raise SystemError_(
-                f"{what}: module {mod_name!r} has no attribute {attr!r} (from {short(ref)}).")
+                f"{what}: module {mod_name!r} has no attribute {attr!r} (from {short(ref)})"
+                + _near_callable(obj, part, f"{mod_name}:" + "".join(p + "." for p in parts[:i])))
         obj = getattr(obj, part)
     if not callable(obj):
         raise SystemError_(f"{what}: {short(ref)} is a {type(obj).__name__}, not a callable.")

@@ -678,9 +678,11 @@ class BenefitResult:
             return benefit_scatter(self, unit, worst=n_worst, label=label, ax=ax,
                                    hide_unvisited=True)[0]
 
-    def _shares_note(self) -> str:
-        return ("" if self.shares_meaningful else
-                f"(shares of Lambda not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding)")
+    def _no_pairs_note(self) -> str:
+        # what summary() and the notebook view print instead of a table of pairs that each
+        # contribute 0 (e.g. a policy that never acts, or 3 actions with Lambda 0)
+        return (f"not shown: no pair contributes to {self.notion} ({self.notion} = "
+                f"{self.Lambda:.3g}, at most {SHARE_FLOOR:g}: zero up to rounding)")
 
     def to_dict(self, n_worst: int = 10) -> dict[str, Any]:
         worst = self.worst_pairs(n_worst)
@@ -708,8 +710,8 @@ class BenefitResult:
             f"gain's units, {self.eps_source}; P(x | s) = {self.weights}"
             + (f"; Monte Carlo by forks, pairs of {self.cells})" if self.method == "mc" else ")"),
             f"DPE (Proposition 1 form) = {self.dpe_prop1:+.6f}",
-            "Worst pairs:" + (" " + self._shares_note() if self._shares_note() else ""),
-            self.worst_pairs_table(n_worst).to_string(index=False),
+            f"Worst pairs: {self._no_pairs_note()}" if not self.shares_meaningful else
+            "Worst pairs:\n" + self.worst_pairs_table(n_worst).to_string(index=False),
         ]
         return "\n".join(lines)
 
@@ -726,7 +728,6 @@ class BenefitResult:
                 f"contributions{tuple(self.contributions.shape)}, actions={len(self.actions)})")
 
     def _repr_html_(self) -> str:
-        note = self._shares_note()
         a, b = self.pair
         ci = ("" if self.ci is None else f", {100 * (self.ci_level or 0.95):g}% CI "
               f"[{self.ci[0]:.6f}, {self.ci[1]:.6f}]")
@@ -735,6 +736,6 @@ class BenefitResult:
                           f"P(x | s) = {self.weights}")
         return (
             f"<div><strong>{head}</strong> ({how})"
-            f"{self.worst_pairs_table().to_html(index=False)}"
-            + (f"<p>{html.escape(note)}</p>" if note else "") + "</div>"
+            + (self.worst_pairs_table().to_html(index=False) if self.shares_meaningful else
+               f"<p>{html.escape('Worst pairs: ' + self._no_pairs_note())}</p>") + "</div>"
         )

@@ -4,6 +4,8 @@ export, a decision log's ``approval_rate`` shown as ``d1_rate``, and the Gymnasi
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from causalfair.model import TabularModel
 from causalfair.policies.core import TablePolicy
 from causalfair.report.export import annex_iv
 from causalfair.report.render import render_html, render_markdown
+from tests.conftest import run_cmd
 
 
 def _two_groups() -> TabularModel:
@@ -122,3 +125,63 @@ def test_info_change_reads_a_level_as_its_change_per_step():
     for bad in ("info-change:", "info:"):  # a mode with no key (the kinds' own names)
         with pytest.raises(SystemError_, match=f"from_gym gain: bad value '{bad}'"):
             cf.systems.from_gym(Level, gain=bad, **kw)
+
+
+# --- a newcomer's leftovers: a misspelled factory, Lambda = 0's pairs, the other notions ---
+
+def test_a_misspelled_factory_names_the_closest_callable(tmp_path):
+    from causalfair._usercode import load_callable
+
+    (tmp_path / "polish_base_factory.py").write_text(
+        "def make(**kw):\n    return None\n\nclass K:\n    @staticmethod\n"
+        "    def build():\n        return None\n\nLIMIT = 3\n", encoding="utf-8")
+    with pytest.raises(SystemError_) as exc:
+        load_callable("polish_base_factory:mak", search_path=tmp_path)
+    assert str(exc.value) == ("factory: module 'polish_base_factory' has no attribute 'mak' "
+                              "(from 'polish_base_factory:mak'); did you mean "
+                              "'polish_base_factory:make'?")
+    with pytest.raises(SystemError_, match=r"did you mean 'polish_base_factory:K\.build'\?$"):
+        load_callable("polish_base_factory:K.buld", search_path=tmp_path)
+    with pytest.raises(SystemError_) as exc:  # nothing close (and LIMIT is no callable)
+        load_callable("polish_base_factory:LIMT", search_path=tmp_path)
+    assert "did you mean" not in str(exc.value) and str(exc.value).endswith("LIMT').")
+
+
+def test_a_lambda_of_zero_prints_no_rows_of_zero_contributions():
+    never = cf.benefit_fairness(cf.systems.make("lending-1"), "never")
+    assert never.Lambda == 0.0
+    text = never.summary(5)
+    worst = text.split("Worst pairs:", 1)[1]
+    assert worst.strip().startswith("not shown: no pair contributes to Lambda (Lambda = 0")
+    assert "\n" not in worst.strip() and "contribution" not in text
+    assert "no pair contributes" in never._repr_html_() and "<table" not in never._repr_html_()
+    # the data stay: worst_pairs() lists the n pairs, each contributing 0 (audit.json)
+    df = never.worst_pairs(5)
+    assert len(df) == 5 and (df["contribution"] == 0).all()
+    some = cf.benefit_fairness(cf.systems.make("lending-1"), "threshold:0.5")
+    assert some.Lambda > 1e-3 and "no pair contributes" not in some.summary(3)
+    assert len(some.summary(3).split("Worst pairs:\n", 1)[1].splitlines()) == 1 + 3
+
+
+def test_decompose_prints_one_line_for_a_lambda_of_zero():
+    out = run_cmd([sys.executable, "-m", "causalfair", "decompose", "--system", "lending-1",
+                   "--policy", "never"], expect=0).stdout
+    assert "Worst pairs: not shown: no pair contributes to Lambda" in out
+    assert "contribution" not in out
+
+
+def test_audit_console_says_what_the_other_notions_measure():
+    from types import SimpleNamespace
+
+    from causalfair.commands.audit import notions_legend
+    from causalfair.report.explain import GLOSSARY
+
+    res = SimpleNamespace(spec=SimpleNamespace(metrics=["C", "w1_final", "dp_gap", "tpr_gap"]),
+                          quantities={"C": 0, "w1_final": 0, "dp_gap": 0})
+    lines = notions_legend(res).splitlines()
+    assert lines[1].strip().startswith("other notions (0 is equal")
+    assert [ln.split()[0] for ln in lines[2:]] == ["w1_final", "dp_gap"]  # shown ones only
+    assert "1-Wasserstein" in lines[2] and lines[2].endswith(f"[{GLOSSARY['w1_final'][2]}]")
+    assert lines[2].endswith("[levels]") and lines[3].endswith("[probability]")
+    assert notions_legend(SimpleNamespace(spec=SimpleNamespace(metrics=["C"]),
+                                          quantities={"C": 0})) == ""

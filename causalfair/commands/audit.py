@@ -13,6 +13,7 @@ from causalfair.audit.reproduce import reproduce
 from causalfair.backends import check_timeout
 from causalfair.commands._system import add_vecnormalize_argument
 from causalfair.errors import UsageError
+from causalfair.report.explain import GLOSSARY
 from causalfair.report.mlflow_log import log_audit, open_experiment
 
 
@@ -115,11 +116,37 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(result.summary())
+        legend = notions_legend(result)
+        if legend:
+            print(legend)
         if result.attribution is not None:
             print("\n" + result.attribution.summary())
         if out is not None:
             print(f"\nreport: {out / 'report.html'}")
     return 0
+
+
+#: The other notions of fairness (method.md section 6) in a few words, for the console
+#: summary, which prints their names only; their units are the report glossary's.
+NOTION_WORDS = {
+    "tpr_gap": "gap in the rate of favourable decisions among the qualified",
+    "elbert_bias": "ELBERT's bias: spread of the groups' ratios of favourable decisions "
+                   "that succeed to the qualified",
+    "w1_final": "1-Wasserstein distance between the groups' level distributions after T "
+                "decisions",
+    "dp_gap": "demographic-parity gap: difference in the rate of favourable decisions",
+}
+
+
+def notions_legend(result) -> str:
+    """A few lines naming what each other notion in the summary measures and its unit
+    (0 is equal for each), or ``""`` when the summary shows none."""
+    shown = [k for k in result.spec.metrics if k in NOTION_WORDS and k in result.quantities]
+    if not shown:
+        return ""
+    lines = ["", "  other notions (0 is equal; docs/audit.md):"]
+    lines += [f"  {k:<12} {NOTION_WORDS[k]} [{GLOSSARY[k][2]}]" for k in shown]
+    return "\n".join(lines)
 
 
 def _reproduce(args: argparse.Namespace) -> int:
