@@ -36,7 +36,7 @@ __all__ = [
     "constraints_from_thresholds", "overall_verdict", "Verdict", "PAIR_KEYS",
     "MAX_PAIR_KEYS", "MIN_RATIO_KEYS", "split_key", "is_group_key", "group_key_error",
     "group_verdicts", "deciding_pair", "pair_note", "judge_min", "constraint_key_error", "is_repair_key", "threshold_op",
-    "PAIR_VALUED", "audited_pair", "name_pairs",
+    "PAIR_VALUED", "audited_pair", "name_pairs", "fixed",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -128,6 +128,13 @@ def overall_verdict(statuses: Sequence[str]) -> str:
     return PASS
 
 
+def fixed(x: float) -> str:
+    """``x`` with six decimals, a value that rounds to zero without a sign (``0.000000``,
+    never ``-0.000000``): how the console's tables print numbers."""
+    text = f"{x:.6f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One threshold's verdict: ``quantity <= threshold`` judged on the CI [lower, upper].
@@ -156,11 +163,15 @@ class Verdict:
         verdicts prints it (``max_Lambda <= 0.1 (pair B-E)``)."""
         return self.label + pair_note(self.to_dict())
 
-    def message(self) -> str:
+    def message(self, *, fixed_decimals: bool = False) -> str:
+        """``KEY = ESTIMATE (CI [LOWER, UPPER]): STATUS (...)``; numbers to 6 significant
+        figures, or with ``fixed_decimals`` to six decimals (:func:`fixed`), as the
+        console's tables print them."""
+        num = fixed if fixed_decimals else (lambda x: f"{x:.6g}")
         if self.lower == self.upper:
-            where = f"{self.estimate:.6g}"
+            where = num(self.estimate)
         else:
-            where = f"{self.estimate:.6g} (CI [{self.lower:.6g}, {self.upper:.6g}])"
+            where = f"{num(self.estimate)} (CI [{num(self.lower)}, {num(self.upper)}])"
         # exact values: the pair attains the estimate; intervals: the estimate and its
         # bounds are each the extreme over the pairs, and the pair decides the status
         at = pair_note(self.to_dict(), " at pair {}" if self.lower == self.upper

@@ -436,7 +436,7 @@ def test_errors_name_the_spec_by_its_path_relative_to_the_checkout(tmp_path, mon
     doc = json.loads(Path("g.json").read_text())
     msgs = [e["error"] for e in doc["specs"]]
     assert msgs[0].startswith("audit spec models/bad.toml: the audit failed: "), msgs
-    assert msgs[1].startswith("models/slow.toml: the audit failed: TimeoutError"), msgs
+    assert msgs[1].startswith("audit spec models/slow.toml: the audit failed: TimeoutError"), msgs
     # before: /tmp/.../models/bad.toml in the message, the log line and the JUnit file
     assert str(tmp_path) not in err + Path("g.xml").read_text() + json.dumps(doc), err
 

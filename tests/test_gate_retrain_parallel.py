@@ -201,7 +201,7 @@ def test_a_retrain_raising_in_a_worker_is_that_specs_error(tmp_path, monkeypatch
         sys.modules.pop(MOD, None)
     u, a = res.entries
     assert res.exit_code == 2 and u.overall == "ERROR", res.side_by_side()
-    assert "no room for 256 individuals" in u.error and "(in its retrain)" in u.error, u.error
+    assert "no room for 256 individuals" in u.error and ": the retrain failed: " in u.error, u.error
     assert u.before is not None and a.after is not None
     assert sorted(p.name for p in tmp_path.glob("*.retrained-*")) == ["m.retrained-ppo-1.pt"]
 

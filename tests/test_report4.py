@@ -195,8 +195,9 @@ def test_an_error_joined_with_its_step_has_one_full_stop():
     spec = types.SimpleNamespace(path=None, name="adm")
     msg = "audit spec adm.toml: no room for 64 individuals (64 of 64)."
     e = _error_entry(spec, SpecFailure(msg, "InputError"), "retrain")
-    assert e.error == "audit spec adm.toml: no room for 64 individuals (64 of 64) (in its retrain).", e.error
+    assert e.error == ("audit spec adm.toml: the retrain failed: no room for 64 individuals "
+                       "(64 of 64)."), e.error
     assert ".)." not in retrain_failed_text(e.error) and ". (" not in e.error
     assert retrain_failed_text(e.error).startswith(
-        "The gate's verdict is ERROR: this spec's retrain failed (audit spec adm.toml: no room "
-        "for 64 individuals (64 of 64) (in its retrain)). This report")
+        "The gate's verdict is ERROR: this spec's retrain failed (audit spec adm.toml: the "
+        "retrain failed: no room for 64 individuals (64 of 64)). This report")

@@ -39,6 +39,7 @@ from causalfair.report.render import (
     write_report,
 )
 from causalfair.thresholds import FAIL, INCONCLUSIVE
+from causalfair.thresholds import fixed as _fixed
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
            "retrained_checkpoint_path", "gate_error_junit"]
@@ -612,13 +613,6 @@ def _rendered(out: Any, plan: _RenderPlan | None, *, before: AuditResult | None 
     return _Rendered(out, None)
 
 
-def _fixed(x: float) -> str:
-    """``x`` with six decimals, a value that rounds to zero without a sign (``0.000000``,
-    never ``-0.000000``)."""
-    text = f"{x:.6f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
-
-
 def repair_lines(rep: Mapping[str, Any]) -> list[str]:
     """Plain lines on a constrained repair: passed or not, utility kept, the ratios."""
     res = rep.get("result") or {}
@@ -675,22 +669,30 @@ def _error_entry(spec: AuditSpec, failure: Any, what: str = "audit",
                  before: AuditResult | None = None) -> GateEntry:
     """The entry of a spec whose ``what`` (its audit, or its retrain after the audit
     ``before``) failed (a :class:`SpecFailure`, or a backend's ``TaskError``: a crash, a
-    dead worker, a time limit)."""
+    dead worker, a time limit), in one form whatever failed: ``audit spec PATH: the WHAT
+    failed: what happened; the fix`` (PATH relative to the checkout, as the JSON's)."""
+    label = (spec_label(display_path(spec.path)) if spec.path is not None
+             else f"audit spec {spec.name}")
     if isinstance(failure, SpecFailure):
         msg = failure.message
-        if spec.path is not None:  # the engines name it by its absolute path: as the
-            # gate's other messages and its JSON do (relative to the checkout)
-            msg = msg.replace(spec_label(spec.path), spec_label(display_path(spec.path)), 1)
-        if not msg.startswith("audit spec"):
-            msg = f"{spec_label(display_path(spec.path))}: {msg}"
-        if what != "audit":
-            msg = f"{msg.rstrip().removesuffix('.')} (in its {what})."  # one full stop
-        return GateEntry(spec=spec, before=before, error=msg, error_kind=failure.kind,
-                         user_traceback=failure.user_traceback)
-    name = display_path(spec.path) if spec.path is not None else spec.name
-    return GateEntry(spec=spec, before=before, error=f"{name}: the {what} failed: "
-                     f"{failure.kind}: {failure.message}", error_kind=failure.kind,
-                     traceback=getattr(failure, "traceback", "") or "")
+        if spec.path is not None:  # the engines name it by its absolute path
+            msg = msg.replace(spec_label(spec.path), label, 1)
+        head, sep, rest = msg.partition(": ")
+        if sep and head.startswith("audit spec"):  # the spec as the message names it
+            label, msg = head, rest
+        body, tb = msg.removeprefix(f"the {what} failed: "), ""
+    else:
+        body, tb = f"{failure.kind}: {failure.message}", getattr(failure, "traceback", "") or ""
+        fix = ("" if getattr(failure, "input_error", False) else
+               "; its worker process died: if it ran out of memory, give the job more memory "
+               "or pass a smaller --jobs (or a smaller n); else run the spec alone to see why"
+               if "worker failed" in failure.message else
+               "; its traceback is on stderr" if tb else "")
+        if fix:
+            body = body.rstrip().removesuffix(".") + fix + "."
+    return GateEntry(spec=spec, before=before, error=f"{label}: the {what} failed: {body}",
+                     error_kind=failure.kind, traceback=tb,
+                     user_traceback=getattr(failure, "user_traceback", ""))
 
 
 def gate_error_junit(message: str, kind: str) -> str:

@@ -241,7 +241,7 @@ class AuditResult:
             lines.append(f"  checkpoint sha256: {self.checkpoint_sha256}")
         lines.append("")
         for v in self.verdicts:
-            lines.append(f"  [{v.status:<12}] {v.message()}")
+            lines.append(f"  [{v.status:<12}] {v.message(fixed_decimals=True)}")
         if not self.verdicts:
             lines.append("  (no thresholds: nothing to judge)")
         lines.append("")

@@ -275,7 +275,7 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
     T = spec.horizon if spec.horizon is not None and explicit else system.horizon
     spec = replace(spec, engine=choose_engine(spec, system), horizon=T)
     override, baseline = baseline, None
-    if spec.baseline_thresholds or override is not None:
+    if spec.baseline_thresholds or spec.baseline_label is not None or override is not None:
         paired_keys = {"C", "DPE", "IPE", "SPE", "utility"}
         if "exact" not in system.engines:
             bad = [k for k in spec.baseline_thresholds

@@ -507,8 +507,9 @@ def _threshold_value(sec: Mapping[str, Any], key: str, label: str, base: str,
 
 
 def baseline_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
-    """``[baseline]``: thresholds relative to another policy (e.g. the checkpoint on
-    main): its checkpoint or builtin, vecnormalize, and ``[baseline.thresholds]``."""
+    """``[baseline]``: another policy to compare with (e.g. the checkpoint on main): its
+    checkpoint or builtin, vecnormalize, and ``[baseline.thresholds]`` (optional: without
+    it, the audit only says why C moved from the baseline)."""
     sec = check_keys(sec, "baseline", SECTION_KEYS["baseline"], path)
     kw: dict[str, Any] = {}
     given = [k for k in ("checkpoint", "builtin") if k in sec]
@@ -533,10 +534,11 @@ def baseline_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
     if "vecnormalize" in sec:
         kw["baseline_vecnormalize"] = _vecnormalize(sec["vecnormalize"], given, base, path,
                                                     "baseline")
-    rel = sec.get("thresholds", {})
-    if not isinstance(rel, Mapping) or not rel:
-        raise SpecError(f"{spec_label(path)}: [baseline.thresholds]: missing or empty; give "
-                        "e.g. abs_C = 0.01 (no worse than the baseline by more than 0.01).")
+    rel = sec.get("thresholds", {})  # none: the comparison only (why C moved from it)
+    if not isinstance(rel, Mapping) or ("thresholds" in sec and not rel):
+        raise SpecError(f"{spec_label(path)}: [baseline.thresholds]: empty or not a table; give "
+                        "e.g. abs_C = 0.01 (no worse than the baseline by more than 0.01), or "
+                        "remove the table to compare with the baseline without verdicts.")
     kw["baseline_thresholds"] = {}
     check_keys(rel, "baseline.thresholds", RELATIVE_KEYS, path,
                note=" (each reads 'quantity - baseline's <= value'; utility: 'baseline's "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from typing import Any
 
 from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_output_file
 from causalfair._io import to_jsonable as _json_safe
@@ -16,6 +18,7 @@ from causalfair.backends import check_timeout, resolve_jobs
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import CausalfairError, UsageError
 from causalfair.report.mlflow_log import log_audit, open_experiment
+from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS
 from causalfair.workers import user_prints_to_stderr
 
 
@@ -90,6 +93,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="audit only shard K of N (the specs at positions K-1, K-1+N, ... of the "
                         "list; a CI matrix runs K = 1..N, then `causalfair gate-merge`)")
 
+    p.add_argument("--annotations", action=argparse.BooleanOptionalAction, default=None,
+                   help="print a GitHub workflow command per spec that fails the gate "
+                        "(::error file=SPEC,title=causalfair gate NAME::why; ::warning for an "
+                        "INCONCLUSIVE counted as a pass), so GitHub marks the spec file "
+                        "(default: on when $GITHUB_ACTIONS is true)")
     add_mlflow_arguments(p)
     p.add_argument("--accept-repaired", action="store_true",
                    help="with --retrain: exit 0 when every repaired checkpoint passes (you take "
@@ -183,6 +191,8 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
             if shard is not None:
                 doc["shard"] = shard
             _write_json(args, json.dumps(doc, indent=2) + "\n")
+        _annotate(args, [("error", spec, name, msg)
+                         for name, (spec, msg) in zip(exc.names, exc.errors, strict=True)])
         _report_errors(args, [str(exc)] + [msg for _, msg in exc.errors[1:]],
                        exc.user_tracebacks, exc.tracebacks)
         return 2
@@ -199,6 +209,7 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     if len(result.entries) > 1:  # a CI log of many specs ends with the gate's verdict
         table += "\n" + summary_line(result.to_dict())
     print(table, file=sys.stderr if args.json_path == "-" else sys.stdout)
+    _annotate(args, annotations(result))
     _write_json(args, doc)
     errs = [e for e in result.entries if e.error is not None]
     _report_errors(args, [e.error for e in errs], [e.user_traceback for e in errs],
@@ -258,3 +269,47 @@ def _shard(specs: list[str], text: str) -> tuple[list[str], dict]:
         print(f"causalfair gate: shard {record['k']}/{record['n']} holds no spec "
               f"({len(specs)} given); nothing audited.", file=sys.stderr)
     return mine, record
+
+
+def annotations(result: Any) -> list[tuple[str, str, str, str]]:
+    """(level, spec file, name, message) of each spec a GitHub annotation marks: an
+    ``error`` per spec that fails the gate (ERROR, FAIL, INCONCLUSIVE under
+    ``--inconclusive fail``, a repair not taken), a ``warning`` per INCONCLUSIVE counted
+    as a pass; the message names the thresholds that are not PASS, as the table does."""
+    out = []
+    for e in result.entries:
+        spec = e.to_dict()["spec"]
+        if e.error is not None:
+            out.append(("error", spec, e.spec.name, e.error))
+            continue
+        held = result._repair_not_taken(e)  # the checkpoint under version control fails
+        res = e.before if held else e.final
+        status = res.overall if held else e.overall
+        if status not in (FAIL, INCONCLUSIVE):
+            continue
+        why = [v.message(fixed_decimals=True) for v in res.verdicts if v.status != PASS]
+        why += e.repair_problems if not held else [
+            f"its repair: {e.overall}; commit it or pass --accept-repaired"]
+        out.append(("error" if result._counts_against(status) else "warning", spec,
+                    e.spec.name, f"{status}: " + "; ".join(why)))
+    return out
+
+
+def _annotate(args: argparse.Namespace, notes: list[tuple[str, str, str, str]]) -> None:
+    """With --annotations (default: $GITHUB_ACTIONS is true), one GitHub workflow command
+    per note, where the table goes (stdout; stderr with --json -), escaped as GitHub's
+    toolkit does: ``%``, CR and LF in the message; also ``:`` and ``,`` in a property."""
+    on = args.annotations
+    if not (os.environ.get("GITHUB_ACTIONS") == "true" if on is None else on):
+        return
+    for level, spec, name, msg in notes:
+        print(f"::{level} file={_prop(spec)},title={_prop(f'causalfair gate {name}')}"
+              f"::{_data(msg)}", file=sys.stderr if args.json_path == "-" else sys.stdout)
+
+
+def _data(text: str) -> str:
+    return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _prop(text: str) -> str:
+    return _data(text).replace(":", "%3A").replace(",", "%2C")

@@ -121,7 +121,7 @@ def test_the_gate_fails_on_a_relative_threshold_and_refuses_bad_baselines(tmp_pa
     capsys.readouterr()
     cases = [
         ("abs_CC = 0.1", "[baseline.thresholds] abs_CC: unknown key"),
-        ("", "[baseline.thresholds]: missing or empty"),
+        ("", "[baseline.thresholds]: empty or not a table"),
     ]
     for rel, msg in cases:
         p = _spec(tmp_path, "exact", rel, "x.toml")
