@@ -4,6 +4,7 @@ driver, the same bytes as a serial gate's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -129,7 +130,11 @@ def test_a_worker_elsewhere_leaves_the_report_to_the_driver(tmp_path, monkeypatc
     away = gate_mod._RenderPlan(("/elsewhere", gate_mod._place()[1]), frozenset())
     assert gate_mod._rendered(res, away).files is None
     retrained = gate_mod._RenderPlan(gate_mod._place(), frozenset({res.overall}))
-    assert gate_mod._rendered(res, retrained).files is None  # its retrain renders it
+    with_retrain = dataclasses.replace(res, spec=dataclasses.replace(
+        res.spec, retrain={"algo": "ppo-cb"}))
+    assert gate_mod._rendered(with_retrain, retrained).files is None  # its retrain renders it
+    # a spec without [retrain] is not retrained (gate --retrain gates it as it is): rendered
+    assert gate_mod._rendered(res, retrained).files is not None
     assert gate_mod._rendered(res, None) is res
     # the driver writes what the worker rendered: the serial writer's bytes
     render_mod.write_rendered(tmp_path / "w", here.files)
