@@ -2,8 +2,10 @@
 
 Each subcommand lives in ``causalfair/commands/<name>.py`` and exposes
 ``register(subparsers)`` (argparse only: keep imports there light so ``--help`` is
-instant) and ``run(args) -> int``. Exit codes: 0 success, 1 a failed check (gates),
-2 usage or input errors (one-line message on stderr).
+instant) and ``run(args) -> int``. ``causalfair --help`` imports no command module (it
+lists :data:`COMMAND_HELP`); :func:`main` imports the module of the command it runs only
+(``build_parser(commands=...)``). Exit codes: 0 success, 1 a failed check (gates), 2 usage or input
+errors (one-line message on stderr).
 """
 
 from __future__ import annotations
@@ -38,6 +40,25 @@ COMMANDS: dict[str, str] = {
     "gate-merge": "causalfair.commands.gate_merge",
     "sweep": "causalfair.commands.sweep",
     "export": "causalfair.commands.export",
+}
+
+
+#: Subcommand name -> its line in ``causalfair --help`` (the ``help`` its module's
+#: ``register`` gives; tests/test_fast_help.py keeps the two the same): the top-level help
+#: lists the commands without importing them.
+COMMAND_HELP: dict[str, str] = {
+    "decompose": "decompose C into DPE + IPE + SPE and measure benefit fairness",
+    "graph": "build, summarise and export the temporal causal graph",
+    "frontier": "exact utility-fairness frontier (fair-policy LP) with policies placed on it",
+    "audit": "run an audit spec (TOML) and write report.html, report.md, audit.json",
+    "gate": "CI fairness gate: exit 0 when every spec passes, 1 otherwise",
+    "train": "train a policy (PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L, F-PPO, ELBERT-PO; R-TD3, "
+             "L-UCBFair on replicator systems) or repair one under constraints (--algo exact)",
+    "systems": "list the registered systems (ids for --system and [system] id)",
+    "simulate-logs": "write a decision log of a policy deployed on a system (CSV or Parquet)",
+    "gate-merge": "merge sharded `causalfair gate --shard K/N` outputs into one verdict",
+    "sweep": "train algorithms x seeds (x systems) and tabulate means and CIs over seeds",
+    "export": "write annex-iv.md or ll144.md + ll144.csv from an audit's audit.json",
 }
 
 
@@ -82,7 +103,9 @@ def _refuse_unknown(parser: argparse.ArgumentParser, args: Any, extras: list[str
                  f"{args.command + ' ' if sub else ''}--help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``causalfair`` parser; ``commands``: the commands whose options it reads (their
+    modules imported; default: every command), the others listed by name and help only."""
     parser = _Parser(
         prog="causalfair",
         description=(
@@ -101,13 +124,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "simulator, a policy) on stderr; without it the traceback goes to "
                         ".causalfair/logs/ and the error stays one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS.values():
-        importlib.import_module(module).register(sub)
+    for name, module in COMMANDS.items():
+        if commands is None or name in commands:
+            importlib.import_module(module).register(sub)
+        else:  # listed by name and help only: its module (numpy, the engines) not imported
+            sub.add_parser(name, help=COMMAND_HELP[name], add_help=False)
     for name in DEVICE_COMMANDS:  # the same option on every command that runs Monte Carlo
         p = sub.choices.get(name)
-        if p is not None and "--device" not in p._option_string_actions:
+        if (commands is None or name in commands) and "--device" not in p._option_string_actions:
             p.add_argument("--device", default=None, metavar="DEVICE", help=DEVICE_HELP)
     return parser
+
+
+def _named_command(argv: Sequence[str] | None) -> tuple[str, ...]:
+    """The command ``argv`` names (its first argument that is one), or none: the commands
+    whose parsers :func:`main` builds in full."""
+    args = sys.argv[1:] if argv is None else argv
+    return next(((a,) for a in args if a in COMMANDS), ())
 
 
 #: Commands whose Monte Carlo engine and benefit forks take ``--device``.
@@ -174,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     handlers = _signals_as_interrupt()
     try:
-        parser = build_parser()
+        parser = build_parser(commands=_named_command(argv))
         args, extras = parser.parse_known_args(argv)
         if extras:
             _refuse_unknown(parser, args, extras)

@@ -274,7 +274,7 @@ def test_killing_a_worker_never_blocks_on_its_input_pipe(tmp_path, monkeypatch):
 def test_an_interrupt_while_the_commands_load_is_one_line_and_130(monkeypatch, capsys):
     from causalfair import cli
 
-    def interrupted():
+    def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "build_parser", interrupted)

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from causalfair._safe_read import read_option_value
 from causalfair.errors import UsageError
-from causalfair.policies.grid import reads_group
-from causalfair.policies.resolver import ResolvedPolicy, resolve
-from causalfair.systems import make
-from causalfair.systems.lending.settings import SETTINGS
+
+if TYPE_CHECKING:
+    from causalfair.policies.resolver import ResolvedPolicy
 
 
 def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | None = None) -> None:
     """--system ID|module:callable, --param K=V (repeatable), --search-path DIR, and the
     lending shorthands --setting/--levels/--interest."""
+    from causalfair.systems.lending.settings import SETTINGS  # (the systems: off --help's path)
+
     p.add_argument("--system", metavar="ID",
                    help="the system to audit: a registered id (`causalfair systems` lists them) "
                    "or a factory 'module:callable' of your own (default: lending-1)")
@@ -64,6 +64,7 @@ def add_vecnormalize_argument(p: argparse.ArgumentParser, flag: str = "--vecnorm
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
+    from causalfair._safe_read import read_option_value
 
     out: dict[str, Any] = {}
     for item in items:
@@ -76,6 +77,8 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 def load_system(args: argparse.Namespace) -> Any:
     """The :class:`~causalfair.systems.System` the options name."""
+    from causalfair.systems import make
+
     if args.setting and args.system and args.system != args.setting:
         raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
     sid = args.system or args.setting or "lending-1"
@@ -103,6 +106,8 @@ def load_policy(args: argparse.Namespace, system: Any) -> ResolvedPolicy:
     :data:`DEFAULT_POLICY`), with the observation statistics of --vecnormalize, resolved
     for ``system``
     (a System or a tabular model) by :func:`causalfair.policies.resolve`."""
+    from causalfair.policies.resolver import resolve
+
     ck = getattr(args, "checkpoint", None)
     stats = {"vecnormalize": getattr(args, "vecnormalize", None),
              "vecnormalize_where": "--vecnormalize"}
@@ -121,4 +126,6 @@ def load_policy(args: argparse.Namespace, system: Any) -> ResolvedPolicy:
 
 def policy_reads_group(policy: Any, system: Any) -> bool:
     """Whether the policy reads S on ``system`` (:func:`causalfair.policies.grid.reads_group`)."""
+    from causalfair.policies.grid import reads_group
+
     return reads_group(policy, system=system)

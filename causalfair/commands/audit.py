@@ -7,9 +7,6 @@ import json
 import sys
 
 from causalfair._io import causalfair_dir, to_jsonable
-from causalfair.audit import load_spec
-from causalfair.audit.gate import audit_within
-from causalfair.audit.reproduce import reproduce
 from causalfair.backends import check_timeout
 from causalfair.commands._system import add_vecnormalize_argument
 from causalfair.errors import UsageError
@@ -89,6 +86,9 @@ def default_report_dir(name: str):
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from causalfair.audit import load_spec
+    from causalfair.audit.gate import audit_within
+
     if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
         open_experiment(args.mlflow_experiment)
     check_timeout(args.timeout, "--timeout")
@@ -152,6 +152,8 @@ def notions_legend(result) -> str:
 def _reproduce(args: argparse.Namespace) -> int:
     """``--reproduce AUDIT``: the recorded audit run again and compared
     (:func:`causalfair.audit.reproduce.reproduce`)."""
+    from causalfair.audit.reproduce import reproduce
+
     if args.reproduce is None:
         raise UsageError("give an audit spec (SPEC), or --reproduce AUDIT_DIR.")
     other = [flag for flag, on in (("SPEC", args.spec is not None), ("--out", args.out),

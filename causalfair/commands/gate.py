@@ -11,9 +11,6 @@ from typing import Any
 from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_output_file
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._usercode import keep_tracebacks
-from causalfair.audit import run_gate
-from causalfair.audit.gate import GateSpecErrors, gate_error_junit
-from causalfair.audit.shards import select_shard
 from causalfair.backends import check_timeout, resolve_jobs
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import CausalfairError, UsageError
@@ -135,8 +132,18 @@ def remove_earlier_outputs(json_path: str | None, junit: str | None) -> None:
             pass
 
 
+def run_gate(*args: Any, **kwargs: Any) -> Any:
+    """:func:`causalfair.audit.run_gate`, imported when a gate runs (``causalfair gate --help``
+    imports no audit)."""
+    from causalfair.audit import run_gate as gate
+
+    return gate(*args, **kwargs)
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    from causalfair.audit.gate import gate_error_junit
 
     check_junit_path(args.junit)
     check_distinct_outputs({"--json": args.json_path, "--junit": args.junit})
@@ -160,6 +167,8 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     """The gate once its output paths are checked; ``wrote`` gets the JUnit path once
     this run has written it."""
     from pathlib import Path
+
+    from causalfair.audit.gate import GateSpecErrors
 
     if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
         open_experiment(args.mlflow_experiment)
@@ -264,6 +273,8 @@ def _report_errors(args: argparse.Namespace, messages: list[str], user_traceback
 
 
 def _shard(specs: list[str], text: str) -> tuple[list[str], dict]:
+    from causalfair.audit.shards import select_shard
+
     mine, record = select_shard(specs, text)
     if not mine:
         print(f"causalfair gate: shard {record['k']}/{record['n']} holds no spec "

@@ -5,17 +5,6 @@ from __future__ import annotations
 import argparse
 
 from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_output_file
-from causalfair.audit.shards import (
-    check_input_sizes,
-    check_junit_matches,
-    covered_shards,
-    errors_in_words,
-    markdown,
-    merge_junit,
-    merge_summaries,
-    read_gate_summary,
-    read_junit,
-)
 from causalfair.commands.gate import check_junit_path, remove_earlier_outputs
 from causalfair.errors import UsageError
 
@@ -66,6 +55,18 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
     from pathlib import Path
+
+    from causalfair.audit.shards import (
+        check_input_sizes,
+        check_junit_matches,
+        covered_shards,
+        errors_in_words,
+        markdown,
+        merge_junit,
+        merge_summaries,
+        read_gate_summary,
+        read_junit,
+    )
 
     check_junit_path(args.junit_out)
     if args.junit_out and not args.junit_in:

@@ -11,7 +11,6 @@ from causalfair._io import SYSTEMS_SCHEMA_VERSION, to_jsonable, versioned
 from causalfair._usercode import load_callable
 from causalfair.commands._system import parse_params
 from causalfair.errors import CausalfairError
-from causalfair.systems import make, registered, spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +57,8 @@ def _factory_doc(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from causalfair.systems import make, registered, spec
+
     if args.id is None:
         rows = [spec(i).to_dict() for i in registered()]
         if args.json:
