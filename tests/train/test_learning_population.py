@@ -52,6 +52,10 @@ def test_the_papers_temperature_is_algorithm_1s_formula():
 def _phi_fit_quality(env: P.PopulationEnv, cfg: P.LUCBFairConfig) -> tuple[float, float, float]:
     """(mean largest coordinate of phi, R^2 of r and of g regressed on phi) on fresh
     random (s, a): how much of r and g a linear function of the fitted phi explains."""
+    import torch
+
+    torch.manual_seed(cfg.seed)  # as train_lucbfair does: phi's init draws from torch's
+    # global generator, which earlier tests in this process have moved
     layers = P._fit_phi(env, cfg, np.random.default_rng(cfg.seed))
     pol = P.LUCBFairActor(layers, np.zeros((1, 2)), np.zeros((1, cfg.d)), np.zeros((1, cfg.d)),
                           np.zeros((1, cfg.d, cfg.d)), alpha=1.0, beta=0.0, nu=0.0, horizon=1)
