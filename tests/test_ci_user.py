@@ -30,6 +30,13 @@ builtin = "{builtin}"
 abs_C = {thr}
 """
 
+#: A policy module: bad() raises when it scores, slow() never returns.
+BAD_AND_SLOW = (
+    "import time\nclass Bad:\n    def prob_d1(self, obs):\n"
+    "        raise RuntimeError('scoring service down')\n"
+    "class Slow:\n    def prob_d1(self, obs):\n        time.sleep(60)\n"
+    "def bad():\n    return Bad()\ndef slow():\n    return Slow()\n")
+
 
 @pytest.fixture()
 def shards(tmp_path, capsys):
@@ -419,11 +426,7 @@ def test_errors_name_the_spec_by_its_path_relative_to_the_checkout(tmp_path, mon
                                                                    capsys):
     # shards run in other checkout folders; the log, JSON and JUnit name files as the repo does
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "pols.py").write_text(
-        "import time\nclass Bad:\n    def prob_d1(self, obs):\n"
-        "        raise RuntimeError('scoring service down')\n"
-        "class Slow:\n    def prob_d1(self, obs):\n        time.sleep(60)\n"
-        "def bad():\n    return Bad()\ndef slow():\n    return Slow()\n")
+    (tmp_path / "models" / "pols.py").write_text(BAD_AND_SLOW)
     for name in ("bad", "slow"):  # bad: in this process; slow: in a worker, stopped
         (tmp_path / "models" / f"{name}.toml").write_text(
             ("timeout = 2\n" if name == "slow" else "") +

@@ -14,16 +14,7 @@ from causalfair.audit.spec import load_spec
 from causalfair.backends import TaskError
 from causalfair.cli import main
 from causalfair.thresholds import FAIL, INCONCLUSIVE, Verdict
-
-SPEC = """name = "{name}"
-horizon = 5
-[system]
-id = "lending-1"
-[policy]
-builtin = "{builtin}"
-[thresholds]
-abs_C = {thr}
-"""
+from tests.test_ci_user import BAD_AND_SLOW, SPEC
 
 MC = """name = "{name}"
 horizon = 5
@@ -80,11 +71,7 @@ def test_user_code_errors_and_worker_deaths_read_alike(tmp_path, monkeypatch):
 
 def test_the_gate_json_and_junit_carry_the_one_form(tmp_path, monkeypatch, capsys):
     (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "pols.py").write_text(
-        "import time\nclass Bad:\n    def prob_d1(self, obs):\n"
-        "        raise RuntimeError('scoring service down')\n"
-        "class Slow:\n    def prob_d1(self, obs):\n        time.sleep(60)\n"
-        "def bad():\n    return Bad()\ndef slow():\n    return Slow()\n")
+    (tmp_path / "m" / "pols.py").write_text(BAD_AND_SLOW)
     for name in ("bad", "slow"):
         _write(tmp_path / "m", name, ("timeout = 1\n" if name == "slow" else "")
                + SPEC.format(name=name, builtin="never", thr=1.0).replace(

@@ -8,18 +8,8 @@ worker trains into a private temporary folder; a run on this machine (this proce
 local worker processes) then writes its run folder itself, atomically and
 :data:`RESULT` last, as soon as it finishes, so an interrupted sweep keeps the runs it
 finished and ``existing="resume"`` skips them. A worker elsewhere (Ray) hands back the
-files' bytes and the driver writes them when the sweep ends::
-
-    OUT/.causalfair-sweep            marks the folder as causalfair's
-    OUT/runs.csv                     one row per run: system, algo, seed, pair, wall_s,
-                                     metrics
-    OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo), the
-                                     interval's level (ci_level) and the pairs of groups its
-                                     runs compare
-    OUT/runs/SYSTEM/ALGO/seed-K/     checkpoint.pt (population agents: checkpoint.npz),
-                                     metrics.csv (or .jsonl), config.json (PPO family),
-                                     result.json (final metrics, pair, wall time,
-                                     configuration)
+files' bytes and the driver writes them when the sweep ends (the folder's layout:
+:mod:`causalfair.train.sweep_io`).
 
 The PPO family trains with a :class:`~causalfair.train.TrainConfig`, the population agents
 (r-td3, l-ucbfair) with their own config (:func:`causalfair.train.population.make_config`,
