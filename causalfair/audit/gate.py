@@ -230,15 +230,15 @@ class GateResult:
         return gate_summary(self.exit_code, self.inconclusive, self.accept_repaired,
                             [e.to_dict() for e in self.entries])
 
-    def _counts_against(self, status: str) -> bool:
+    def counts_against(self, status: str) -> bool:
         """Whether a verdict of ``status`` fails the gate (INCONCLUSIVE per --inconclusive)."""
         return status == FAIL or (status == INCONCLUSIVE and self.inconclusive == "fail")
 
-    def _repair_not_taken(self, e: GateEntry) -> bool:
+    def repair_not_taken(self, e: GateEntry) -> bool:
         """A retrained spec whose original checkpoint still fails the gate: the repair is a
         proposal until it is committed or ``accept_repaired`` (the rule of exit_code)."""
         return (e.error is None and e.after is not None and not self.accept_repaired
-                and self._counts_against(e.before.overall))
+                and self.counts_against(e.before.overall))
 
     def side_by_side(self) -> str:
         """Text table: one line per threshold, before and (if retrained) after."""
@@ -252,7 +252,7 @@ class GateResult:
                              + "; the error follows)")
                 if e.before is None:
                     continue
-            elif self._repair_not_taken(e):
+            elif self.repair_not_taken(e):
                 held = ("the checkpoint under version control until you commit the repair or"
                         if e.spec.checkpoint is not None else "the spec's policy until its "
                         "[policy] names the repaired checkpoint or you")
@@ -279,7 +279,7 @@ class GateResult:
                 lines.append(f"  why: {e.final.attribution.line()}")
             if e.retrained_checkpoint:
                 lines.append(f"  retrained checkpoint: {display_path(e.retrained_checkpoint)}")
-            if e.not_retrained and self._counts_against(e.before.overall):
+            if e.not_retrained and self.counts_against(e.before.overall):
                 lines.append("  not retrained: the spec has no [retrain] section")
             if e.repair is not None:
                 lines += ["  " + x for x in repair_lines(e.repair)]
@@ -314,14 +314,14 @@ class GateResult:
             for k, x in suite_properties(to_jsonable(e.to_dict())):
                 ET.SubElement(props, "property", name=k, value=x)
             n_f = n_s = 0
-            original = ({b.key: b for b in e.before.verdicts} if self._repair_not_taken(e)
+            original = ({b.key: b for b in e.before.verdicts} if self.repair_not_taken(e)
                         else {})
             for v in res.verdicts:
                 tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
                                    name=v.label, time=f"{res.seconds / max(1, len(res.verdicts)):.4f}")
                 b = original.get(v.key)
-                if (b is not None and self._counts_against(b.status)
-                        and not self._counts_against(v.status)):
+                if (b is not None and self.counts_against(b.status)
+                        and not self.counts_against(v.status)):
                     # the checkpoint under version control still fails here (an INCONCLUSIVE
                     # shown as skipped stays skipped: never a passing test case)
                     msg = (f"before retraining: {b.message()}; the repaired checkpoint: "

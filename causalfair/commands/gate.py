@@ -293,7 +293,7 @@ def annotations(result: Any) -> list[tuple[str, str, str, str]]:
         if e.error is not None:
             out.append(("error", spec, e.spec.name, e.error))
             continue
-        held = result._repair_not_taken(e)  # the checkpoint under version control fails
+        held = result.repair_not_taken(e)  # the checkpoint under version control fails
         res = e.before if held else e.final
         status = res.overall if held else e.overall
         if status not in (FAIL, INCONCLUSIVE):
@@ -301,7 +301,7 @@ def annotations(result: Any) -> list[tuple[str, str, str, str]]:
         why = [v.message(fixed_decimals=True) for v in res.verdicts if v.status != PASS]
         why += e.repair_problems if not held else [
             f"its repair: {e.overall}; commit it or pass --accept-repaired"]
-        out.append(("error" if result._counts_against(status) else "warning", spec,
+        out.append(("error" if result.counts_against(status) else "warning", spec,
                     e.spec.name, f"{status}: " + "; ".join(why)))
     return out
 
