@@ -41,10 +41,12 @@ __all__ = [
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 
+#: The other notions of fairness an audit reports beside C and Lambda (the seeds' own).
+OTHER_NOTIONS: tuple[str, ...] = ("tpr_gap", "elbert_bias", "w1_final", "dp_gap")
 #: Threshold keys: every one reads "quantity <= value".
 THRESHOLD_KEYS: tuple[str, ...] = (
-    "abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE", "SPE",
-    "Lambda", "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
+    "abs_C", "abs_DPE", "abs_IPE", "abs_SPE", "C", "DPE", "IPE", "SPE", "Lambda",
+    *OTHER_NOTIONS,
 )
 #: Keys whose bound may be negative (the signed effects).
 SIGNED_KEYS: tuple[str, ...] = ("C", "DPE", "IPE", "SPE")

@@ -34,6 +34,7 @@ from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import as_system, load_tabular, make
 from causalfair.thresholds import (
+    OTHER_NOTIONS,
     Verdict,
     abs_interval,
     group_verdicts,
@@ -69,7 +70,7 @@ def _quantities(spec: AuditSpec, dec: Any, notions: Mapping[str, Any],
         s = lam_se if lam_se is not None else (float(se["Lambda"]) if se and "Lambda" in se else None)
         out["Lambda"] = (lam, max(0.0, lam - z * s), lam + z * s, s) if s is not None else (
             lam, lam, lam, None)
-    for k in ("tpr_gap", "elbert_bias", "w1_final", "dp_gap"):
+    for k in OTHER_NOTIONS:
         v = notions.get(k)
         if isinstance(v, (int, float)) and v is not None:
             s = notions.get(f"{k}_se")

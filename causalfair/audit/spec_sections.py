@@ -22,6 +22,7 @@ from causalfair.systems.lending.settings import SETTINGS  # the lending settings
 from causalfair.thresholds import (  # their one home
     MAX_PAIR_KEYS,
     MIN_RATIO_KEYS,
+    OTHER_NOTIONS,
     PAIR_KEYS,
     PPO_LAG_KEYS,
     SIGNED_KEYS,
@@ -40,8 +41,7 @@ __all__ = ["ENGINES", "WEIGHTS", "METRICS", "RETRAIN_ALGOS", "TOP_KEYS", "RELATI
 
 #: Quantities a spec can report (``metrics``) and threshold.
 METRICS: tuple[str, ...] = (
-    "C", "DPE", "IPE", "SPE", "Lambda", "utility",
-    "tpr_gap", "elbert_bias", "w1_final", "dp_gap",
+    "C", "DPE", "IPE", "SPE", "Lambda", "utility", *OTHER_NOTIONS,
 )
 #: [retrain] algo values (the registry of causalfair.train.algorithms).
 RETRAIN_ALGOS = _algorithm_names(retrain=True)

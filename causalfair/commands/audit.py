@@ -12,6 +12,7 @@ from causalfair.commands._system import add_vecnormalize_argument
 from causalfair.errors import UsageError
 from causalfair.report.explain import GLOSSARY
 from causalfair.report.mlflow_log import log_audit, open_experiment
+from causalfair.thresholds import OTHER_NOTIONS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -126,26 +127,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The other notions of fairness (method.md section 6) in a few words, for the console
-#: summary, which prints their names only; their units are the report glossary's.
-NOTION_WORDS = {
-    "tpr_gap": "gap in the rate of favourable decisions among the qualified",
-    "elbert_bias": "ELBERT's bias: spread of the groups' ratios of favourable decisions "
-                   "that succeed to the qualified",
-    "w1_final": "1-Wasserstein distance between the groups' level distributions after T "
-                "decisions",
-    "dp_gap": "demographic-parity gap: difference in the rate of favourable decisions",
-}
-
-
 def notions_legend(result) -> str:
     """A few lines naming what each other notion in the summary measures and its unit
     (0 is equal for each), or ``""`` when the summary shows none."""
-    shown = [k for k in result.spec.metrics if k in NOTION_WORDS and k in result.quantities]
+    shown = [k for k in result.spec.metrics if k in OTHER_NOTIONS and k in result.quantities]
     if not shown:
         return ""
     lines = ["", "  other notions (0 is equal; docs/audit.md):"]
-    lines += [f"  {k:<12} {NOTION_WORDS[k]} [{GLOSSARY[k][2]}]" for k in shown]
+    lines += [f"  {k:<12} {GLOSSARY[k][0]} [{GLOSSARY[k][2]}]" for k in shown]
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ from causalfair.plotting import (
     wrap,
 )
 from causalfair.policies.grid import reads_group
+from causalfair.thresholds import OTHER_NOTIONS
 
 #: An audit result (causalfair.audit.AuditResult), read by duck typing (no import circle).
 AuditResult = Any
@@ -288,13 +289,12 @@ def _fig_graph(r: AuditResult):
     return fig, data
 
 
-_NOTIONS = ("tpr_gap", "elbert_bias", "w1_final", "dp_gap")
 _NOTION_UNITS = {"tpr_gap": "probability", "elbert_bias": "ratio", "w1_final": "levels",
                  "dp_gap": "probability"}
 
 
 def _fig_notions(r: AuditResult):
-    vals = {k: r.notions.get(k) for k in _NOTIONS}
+    vals = {k: r.notions.get(k) for k in OTHER_NOTIONS}
     vals = {k: float(v) for k, v in vals.items() if isinstance(v, (int, float))}
     if not vals:
         return None
@@ -393,7 +393,7 @@ def skipped_sections(r: AuditResult) -> dict[str, str]:
             else "none"
         out["frontier"] = (f"no utility-fairness frontier: the LP needs a tabular model with "
                            f"two actions, and {sysname} has {has}")
-    if not any(isinstance(r.notions.get(k), (int, float)) for k in _NOTIONS):
+    if not any(isinstance(r.notions.get(k), (int, float)) for k in OTHER_NOTIONS):
         out["notions"] = (f"no other notions: TPR, ELBERT, W1 and DP are computed on a tabular "
                           f"model, and {sysname} has none (Monte Carlo audit)" if r.model is None
                           else "no other notions: TPR, ELBERT, W1 and DP need a tabular model "

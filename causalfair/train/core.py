@@ -50,6 +50,7 @@ from causalfair.engines.effects import value_tables
 from causalfair.engines.exact import exact_numbers
 from causalfair.policies.core import FeatureEncoding, TorchPolicy, mlp
 from causalfair.systems.lending.settings import lending_setting
+from causalfair.thresholds import OTHER_NOTIONS
 from causalfair.train import objectives as obj
 from causalfair.train.adam import Adam
 from causalfair.train.config import TrainConfig, resolved_pair
@@ -101,7 +102,7 @@ def exact_metrics(model: Any, table: np.ndarray, horizon: int,
     s = n.scalars()
     out = {k: s[k] for k in ("C", "DPE", "IPE", "SPE", "Lambda", "utility")}
     o = n.notions
-    for k in ("tpr_gap", "elbert_bias", "w1_final", "dp_gap"):
+    for k in OTHER_NOTIONS:
         out[k] = float(o[k]) if o.get(k) is not None else float("nan")
     return out
 

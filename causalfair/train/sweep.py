@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_bytes
+from causalfair._validation import did_you_mean
 from causalfair.backends import (
     ProcessBackend,
     SerialBackend,
@@ -468,13 +469,10 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     fields = set().union(*(_fields(a) for a in algos))
     for key in overrides:  # each field goes to the runs whose config has it
         if key not in fields:
-            import difflib
-
-            close = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.6)
             raise ConfigError(
                 f"overrides: {key!r} is a field of no config of this sweep's algorithms "
-                f"({', '.join(algos)}); " + (f"did you mean {close[0]!r}? " if close else "")
-                + f"fields: {', '.join(sorted(fields))}.")
+                f"({', '.join(algos)}); {did_you_mean(key, sorted(fields))}"
+                f"fields: {', '.join(sorted(fields))}.")
     skipped: list[tuple[str, str, str]] = []
     made: dict[str, Any] = {}  # the systems (the population agents' configs read them)
     for sysid in systems:  # every system and configuration is checked before any run starts
