@@ -91,8 +91,10 @@ def _folders(root: Path) -> dict[str, bytes]:
     """The report folders' files, name -> bytes; audit.json without ``seconds``,
     ``provenance.date`` (when it ran) and ``provenance.kernels.torch_cpu_capability``
     (recorded where the process that ran the audit had loaded torch, e.g. for an earlier
-    spec: a worker may not have), and annex-iv.md without the audit.json digest (what
-    differs from run to run)."""
+    spec: a worker may not have), the pages without the date they state, and annex-iv.md
+    without the audit.json digest (what differs from run to run)."""
+    from causalfair.report.explain import without_date
+
     out = {}
     for p in sorted(root.rglob("*")):
         if p.is_file():
@@ -104,7 +106,10 @@ def _folders(root: Path) -> dict[str, bytes]:
                 doc.get("provenance", {}).get("kernels", {}).pop("torch_cpu_capability", None)
                 data = json.dumps(doc, sort_keys=True).encode()
             elif p.name == "annex-iv.md":
-                data = b"\n".join(x for x in data.splitlines() if b"audit.json SHA-256" not in x)
+                data = b"\n".join(x for x in without_date(data).splitlines()
+                                  if b"audit.json SHA-256" not in x)
+            elif p.suffix in (".md", ".html"):
+                data = without_date(data)
             out[str(p.relative_to(root))] = data
     return out
 

@@ -112,8 +112,8 @@ def eps_for(eps: Any, system: Any) -> tuple[float | str, str | None]:
             declared = getattr(getattr(system, "tabular", None), "lambda_eps", None)
         name = getattr(system, "id", "?")
     if declared is not None:
-        return check_eps(declared), (f"declared by system {name!r} "
-                                     "(its gain's resolution, method.md section 4)")
+        return check_eps(declared), (f"declared by system {name!r} (its gain's resolution, "
+                                     "docs/decomposition.md, \"eps: the benefit resolution\")")
     return EPS_AUTO, None
 
 

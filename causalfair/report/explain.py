@@ -20,6 +20,7 @@ from typing import Any
 from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
+           "audited_on", "without_date", "inconclusive_steps",
            "model_index", "fmt", "what_changed", "failure_drivers", "change_lines",
            "pairs_lines", "PAIR_COLUMNS", "doc_gain_unit", "doc_pair", "spec_sha256", "md_cell", "md_text"]
 
@@ -452,6 +453,39 @@ def _about_c(key: str) -> bool:
     return base.removeprefix("max_").removeprefix("abs_") in ("C", "DPE", "IPE", "SPE")
 
 
+def inconclusive_steps(doc: Mapping[str, Any]) -> list[str]:
+    """What to do about each INCONCLUSIVE verdict (its interval straddles the threshold):
+    how far the estimate is from the threshold against the interval's half-width, so how
+    many times the sample it needs if the estimate stays (intervals narrow as
+    1 / sqrt(n)), and the exact engine where the system has a tabular model."""
+    out = []
+    dec = doc.get("decomposition") or {}
+    res = (doc.get("spec") or {}).get("resolved") or {}
+    level = 100 * (1 - float(res.get("alpha", 0.05)))
+    exact = "exact" in ((doc.get("system") or {}).get("engines") or ())
+    for v in doc.get("verdicts") or []:
+        if v["status"] != "INCONCLUSIVE":
+            continue
+        half, gap = (v["upper"] - v["lower"]) / 2, abs(v["estimate"] - v["threshold"])
+        if dec.get("engine") == "logs":
+            more = "the interval comes from the bootstrap over the logged individuals: more logs narrow it"
+        elif gap > 0:
+            times = (half / gap) ** 2
+            more = (f"intervals narrow as 1 / sqrt(n), so about {times:.3g} times [engine] n "
+                    + (f"(now {res['n']} per group) " if res.get("n") else "")
+                    + "would settle it if the estimate stays where it is")
+        else:
+            more = "the estimate equals the threshold, so no sample size settles it"
+        out.append(f"To settle {v['key']} (INCONCLUSIVE): its {level:g}% interval, "
+                   f"{fmt(v['lower'])} to {fmt(v['upper'])} (half-width {fmt(half)}), must lie "
+                   f"on one side of the threshold {fmt(v['threshold'])}, which the estimate "
+                   f"{fmt(v['estimate'])} is {fmt(gap)} from; {more}"
+                   + ("; the system has a tabular model, so [engine] kind = \"exact\" gives "
+                      "the value without sampling error." if exact and dec.get("engine") == "mc"
+                      else "."))
+    return out
+
+
 def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> list[str]:
     """What a FAIL report opens with: what drives the failing thresholds on C and its parts
     (the largest path, step and cells of ``att``, an attribution against the [baseline]
@@ -497,13 +531,7 @@ def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> li
                    + (": it needs a tabular model or a [baseline] policy)." if on_c else
                       " of C: none of these is C or a part of it)."))
     if (doc.get("decomposition") or {}).get("engine") == "logs":  # no system to train on
-        out.append("Repair options: a log audit has no system to retrain a policy on or to "
-                   "compare a [baseline] with (gate --retrain and [baseline] need [system] or "
-                   "[model]); audit a candidate rule on the model fitted to the logs "
-                   "(causalfair decompose --logs LOG --audit-policy --policy ...; "
-                   "docs/logs.md) before it is deployed, or save that model and gate a spec "
-                   "of the candidate on it with [retrain] (docs/ci-gate.md, --retrain); change "
-                   "[thresholds] only if the limits themselves were wrong.")
+        out.append(_logs_repair(doc))
         return out
     if (doc.get("policy") or {}).get("checkpoint") is None:  # --retrain refuses it
         out.append("Repair options: the policy is not a checkpoint, so causalfair gate SPEC "
@@ -568,6 +596,29 @@ def assumptions(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _logs_repair(doc: Mapping[str, Any]) -> str:
+    """The repair line of a failing log audit: every route that audits a candidate on the
+    model fitted to this log (docs/logs.md, "Auditing a candidate policy"), naming the
+    log and the spec, and the route to a retrained policy."""
+    log = next((i.get("path") for i in doc.get("inputs") or [] if i.get("role") == "logs"),
+               None) or "LOG"
+    spec = (doc.get("spec") or {}).get("file")
+    where = f"in {spec} " if spec else ""
+    what = "another candidate" if _logs_candidate(doc) else "a candidate rule"
+    return ("Repair options: a log audit has no system to retrain a policy on or to compare "
+            "a [baseline] with (gate --retrain and [baseline] need [system] or [model]); "
+            f"audit {what} on the model fitted to the logs before it is deployed "
+            "(docs/logs.md, \"Auditing a candidate policy\"): a [policy] table beside "
+            f"[logs] {where}(builtin = \"threshold:0.6\", checkpoint = \"ck.pt\" or factory "
+            "= \"module:make\"), audited and gated as this audit is; or causalfair decompose "
+            f"--logs {log} --audit-policy with --policy threshold:0.6 (a built-in; a threshold "
+            "reads p_repay from the log's outcomes), --policy module:make (a factory) or "
+            "--checkpoint ck.pt, and the [logs] options as its options; or audit_logs(df, "
+            "policy=...) in Python. To retrain, save that model and gate a spec of the "
+            "candidate on it with [retrain] (docs/ci-gate.md, --retrain); change [thresholds] "
+            "only if the limits themselves were wrong.")
+
+
 def _logs_candidate(doc: Mapping[str, Any]) -> bool:
     """A log audit of a candidate ``[policy]`` (builtin, checkpoint or factory), not of
     the logged policy."""
@@ -625,6 +676,27 @@ def model_index(doc: Mapping[str, Any]) -> list[str]:
     return y
 
 
+#: When the audit ran (audit.json ``provenance.date``, UTC) as the pages state it: the
+#: report's header (``; audited DATE (UTC)``), annex IV's validation section
+#: (`` (audited DATE (UTC))``) and the card's YAML (``date: "DATE"  # ...``).
+_ISO = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+_CARD_DATE = "  # UTC, when the audit ran"
+_DATED = re.compile(rb"; audited " + _ISO + rb" \(UTC\)| \(audited " + _ISO + rb" \(UTC\)\)"
+                    rb'|\ndate: "' + _ISO + rb'"' + re.escape(_CARD_DATE.encode()))
+
+
+def audited_on(date: str) -> str:
+    """How a page states when the audit ran: ``audited DATE (UTC)``."""
+    return f"audited {date} (UTC)"
+
+
+def without_date(page: bytes) -> bytes:
+    """A page's bytes without the date of its audit (:func:`audited_on`, the card's
+    ``date:``): what stays the same from run to run of one audit, for tools that compare
+    two runs' pages byte for byte (the regen tier, the gate's parallel-vs-serial check)."""
+    return _DATED.sub(b"", page)
+
+
 def spec_sha256(doc: Mapping[str, Any]) -> str:
     """The spec's SHA-256 every output states (card.md, annex-iv.md, the report's
     provenance): of the parsed spec (audit.json ``spec/parsed``) as canonical JSON (sorted
@@ -642,6 +714,8 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
     prov = doc.get("provenance") or {}
     level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
     y = ["---", f"audit: {_yaml_value(doc['name'])}", f"overall: {doc['overall']}",
+         *([f"date: {_yaml_value(prov['date'])}{_CARD_DATE}"]
+           if prov.get("date") else []),
          f"engine: {doc['decomposition']['engine']}",
          f"horizon: {doc['decomposition']['horizon']}",
          "pair: [" + ", ".join(_yaml_value(g) for g in _groups(doc))

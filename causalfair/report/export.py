@@ -34,6 +34,7 @@ from causalfair._safe_read import read_json_file
 from causalfair.errors import InputError, OutputError
 from causalfair.report.explain import (
     assumptions,
+    audited_on,
     change_lines,
     doc_gain_unit,
     doc_glossary,
@@ -213,7 +214,9 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
              + f", horizon T = {dec.get('horizon')}, engine `{dec.get('engine')}`",
              f"- (e) Human oversight measures (Article 14): {todo('human oversight')}", "",
              "### 2(g). Validation and testing: the fairness audit", "",
-             f"Audit `{doc['name']}`: overall verdict **{doc['overall']}**. Intervals: "
+             f"Audit `{doc['name']}`" + (f" ({audited_on(prov['date'])})" if prov.get("date")
+                                          else "")
+             + f": overall verdict **{doc['overall']}**. Intervals: "
              f"{level:g}% confidence intervals; n/a: "
              + ("a plug-in value of the model fitted to the logs, no interval computed."
                 if dec.get("engine") == "logs" else
@@ -258,7 +261,9 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
               f"- test logs and reports, dated and signed: {todo('date and signature')}", "",
               "## 3. Monitoring, functioning and control", "",
               f"- Capabilities and limitations in performance: {todo('limitations')}",
-              "- Outcomes per group (the audit's per-group values):", ""]
+              "- Outcomes per group (the audit's per-group values; "
+              + md_text(per_group_units(doc_gain_unit(doc), words.get("utility", ("", "", ""))[2]))
+              + "):", ""]
     groups = dec.get("groups") or {}
     keys = [k for k in ("V", "direct", "indirect", "utility", "weight")
             if all(k in g for g in groups.values())]
@@ -283,6 +288,14 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
               f"{todo('monitoring')} (for instance: this audit re-run by `causalfair gate` on "
               "every new policy, docs/ci-gate.md)", ""]
     return "\n".join(lines)
+
+
+def per_group_units(gain: str, reward: str) -> str:
+    """What annex IV's per-group columns are, with their units (``gain``: the system's gain
+    unit; ``reward``: its reward unit, "" when unknown)."""
+    return (f"V (the group's expected total gain under the policy), direct and indirect in {gain}"
+            + (f"; utility in {reward}" if reward else "")
+            + "; weight: the group's share of the population")
 
 
 # ------------------------------------------------------------------------------- LL144

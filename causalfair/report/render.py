@@ -40,11 +40,13 @@ from causalfair.engines.attribution import attribute_exact
 from causalfair.engines.groups import benefit_for_pair
 from causalfair.report.explain import (
     assumptions,
+    audited_on,
     card_markdown,
     doc_glossary,
     failure_drivers,
     fmt,
     glossary,
+    inconclusive_steps,
     sentences,
     spec_sha256,
     what_changed,
@@ -166,8 +168,9 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[str], list[list[Any]], int | None]]:
-    """(title, header, rows, status column) for every table of the report."""
+def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, Any, Any, int | None]]:
+    """(title, header, rows, status column) for every table of the report; header None:
+    ``rows`` is a sentence shown in the table's place."""
     tabs = []
     if before is not None:
         after = {v.key: v for v in r.verdicts}
@@ -175,16 +178,19 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
         for v in before.verdicts:
             a = after.get(v.key)
             rows.append([v.shown, v.estimate, v.status, a.estimate if a else None,
-                         a.status if a else None])
-        rows.append(["overall", None, before.overall, None, r.overall])
+                         a.status if a else None,
+                         _unit_of(r, v.key.removesuffix(" vs baseline").removeprefix("abs_"))])
+        rows.append(["overall", None, before.overall, None, r.overall, ""])
         for k in r.spec.metrics:  # what the change cost or bought, thresholded or not
             if k in before.quantities and k in r.quantities:
-                rows.append([k, before.quantities[k][0], None, r.quantities[k][0], None])
+                rows.append([k, before.quantities[k][0], None, r.quantities[k][0], None,
+                             _unit_of(r, k)])
         tabs.append(("Before and after retraining",
-                     ["threshold", "before", "verdict before", "after", "verdict after"], rows, 2))
+                     ["threshold", "before", "verdict before", "after", "verdict after", "unit"],
+                     rows, 2))
         rep = r.extra.get("repair")
         if rep:
-            tabs.append(_repair_table(rep))
+            tabs.append(_repair_table(rep, {k: _unit_of(r, k) for k in ("utility", "C", "Lambda")}))
     q = r.quantities
     of = _pair_note(r)
     if _is_exact(r):  # one number each: no sampling error, no interval
@@ -209,7 +215,7 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
     dec = r.decomposition
     rows = [[g, dec.V[i], dec.V_ps[i], dec.V_0[i], dec.V[i] - dec.V_ps[i],
              dec.V_ps[i] - dec.V_0[i], dec.utility_by_group[i]] for i, g in enumerate(dec.groups)]
-    tabs.append(("Per-group values",
+    tabs.append((per_group_title(_unit_of(r, "C") or gain_unit(r), _unit_of(r, "utility")),
                  ["group", "V^pi", "V^PS", "V^pi0", "direct", "indirect", "utility"], rows, None))
     gc = getattr(r, "group_comparison", None)
     if gc is not None:  # every pair of groups (causalfair.engines.groups)
@@ -218,14 +224,11 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
                      "minus the second; ratios min/max of the two groups, n/a where a value is <= 0)",
                      [h or "worst pair" for h in gc.HEADER], gc.rows(), None))
     if r.benefit is not None:
-        wp, extra_tabs = r.benefit.worst_pairs_table(r.spec.worst), []
-        note = "" if r.benefit.shares_meaningful else (
-            f"; shares not shown: Lambda <= {SHARE_FLOOR:g} is zero up to rounding")
-        note += f"; eps = {r.benefit.eps:g} {gain_unit(r)}, {r.benefit.eps_source}"
-        if getattr(r.benefit, "multi", False):  # worst_pairs_table: a row per pair and action
-            note += ("; a row per pair and action: weight, contribution"
-                     + (" and share" if r.benefit.shares_meaningful else "")
-                     + " are the pair's, repeated on each action's row")
+        extra_tabs = []
+        note = f"; eps = {r.benefit.eps:g} {gain_unit(r)}, {r.benefit.eps_source}"
+        if getattr(r.benefit, "multi", False) and r.benefit.shares_meaningful:
+            note += ("; a row per pair and action: weight, contribution and share are the "
+                     "pair's, repeated on each action's row")
         a, b = (r.benefit.groups[i] for i in r.benefit.pair)
         of = "" if len(r.benefit.groups) == 2 else f" of groups {a} and {b}"
         shown = set()  # one table per pair, however many of its verdicts fail
@@ -241,22 +244,32 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
                          f"need an audit of that pair ([engine] pair = \"{v.pair}\")")
             elif other is not r.benefit:
                 extra_tabs.append((v, other))
-        titled = [(f"Worst benefit pairs{of} (Lambda = {r.benefit.Lambda:.6f}{note}", wp)]
+        titled = [(f"Worst benefit pairs{of} (Lambda = {r.benefit.Lambda:.6f}{note}",
+                   r.benefit, "; Delta in the same unit as eps")]
         titled += [(f"Worst benefit pairs of pair {v.pair}, where {v.key} is {v.status} "
-                    f"(Lambda = {other.Lambda:.6f}", other.worst_pairs_table(r.spec.worst))
+                    f"(Lambda = {other.Lambda:.6f}", other, f"; Delta in {gain_unit(r)}")
                    for v, other in extra_tabs]
-        tabs += [(f"{title}; values rounded to 4 decimals)", _cell_header(r, df.columns),
-                  [[fmt(float(c)) if isinstance(c, (float, np.floating)) else c for c in row]
-                   for row in df.values.tolist()], None) for title, df in titled]
-    rows = [[k, v] for k, v in r.notions.items() if isinstance(v, (int, float)) or v is None]
+        for title, ben, delta in titled:
+            if not ben.shares_meaningful:  # every pair contributes 0: one sentence, no rows
+                tabs.append((f"{title})", None, no_pairs_sentence(
+                    ben, "levels" if r.system is None or getattr(r.system, "levels", None)
+                    else "states"), None))
+                continue
+            df = ben.worst_pairs_table(r.spec.worst)
+            tabs.append((f"{title}{delta}{_PAIR_COLUMNS}; values rounded to 4 decimals)",
+                         _cell_header(r, df.columns),
+                         [[fmt(float(c)) if isinstance(c, (float, np.floating)) else c
+                           for c in row] for row in df.values.tolist()], None))
+    rows = [[k, v, _notion_unit(r, k)] for k, v in r.notions.items()
+            if isinstance(v, (int, float)) or v is None]
     for k, v in r.notions.items():
         if isinstance(v, dict):
-            rows += [[f"{_notion_label(r, k)}[{g}]", x] for g, x in v.items()]
-    if any(v is not None for _, v in rows):  # else "Not shown" says why
+            rows += [[f"{_notion_label(r, k)}[{g}]", x, _notion_unit(r, k)] for g, x in v.items()]
+    if any(v is not None for _, v, _ in rows):  # else "Not shown" says why
         exact = r.decomposition.engine == "mc" and r.model is not None  # two utilities else
         tabs.append(("Other notions" + (" (exact values from the tabular model; the metrics "
                                         "above are Monte Carlo estimates)" if exact else ""),
-                     ["notion", "value"], rows, None))
+                     ["notion", "value", "unit"], rows, None))
     dw = (r.extra.get("logs") or {}).get("dowhy")
     if dw:
         rows = [["pooled effect of D_t on the gain (backdoor on {X_t, S})",
@@ -273,6 +286,45 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, list[
     if rows:
         tabs.append(("Decision log", ["item", "value"], rows, None))
     return tabs
+
+
+#: What the worst benefit pairs' columns are (the engines' lambda_pairs).
+_PAIR_COLUMNS = ("; weight: the product of the two cells' shares of their groups; "
+                 "contribution: the pair's term of Lambda, weight x the gap in decision "
+                 "probabilities x eps / (eps + the gap in Delta), the terms of all pairs "
+                 "summing to Lambda")
+
+
+def per_group_title(gain: str, reward: str) -> str:
+    """The per-group table's title: what its columns are, and their units (``gain``: the
+    system's gain unit; ``reward``: its reward unit)."""
+    return ("Per-group values (V^pi, V^PS, V^pi0: the group's expected total gain over the T "
+            "decisions under the policy pi, the path-specific policy pi^PS and the baseline "
+            f"policy pi0; direct = V^pi - V^PS; indirect = V^PS - V^pi0; these five in {gain}"
+            + (f"; utility in {reward}" if reward else "") + ")")
+
+
+def no_pairs_sentence(ben: Any, cells: str = "levels") -> str:
+    """What the report says in place of a worst-pairs table whose every pair contributes 0
+    (Lambda at most :data:`~causalfair.results.SHARE_FLOOR`): no rows of zeros. ``cells``:
+    what the system's cells are ("levels", or "states" of binned features)."""
+    notion = getattr(ben, "notion", "Lambda")
+    return (f"Not listed: no pair of {cells} contributes to {notion} ({notion} = "
+            f"{ben.Lambda:.3g}, at most {SHARE_FLOOR:g}: zero up to rounding): at every "
+            f"pair of {cells} the two groups get the same decision probabilities, so there "
+            "is no worst pair.")
+
+
+#: The units of the other notions that are not quantities of the glossary: the per-group
+#: rates and levels behind the gaps, and the initial distance (the glossary has the rest).
+_NOTION_UNITS = {"approval_rate": "probability", "selection_rate": "probability",
+                 "tpr": "probability", "elbert_rate": "ratio", "mean_level_final": "levels",
+                 "w1_initial": "levels"}
+
+
+def _notion_unit(r: AuditResult, key: str) -> str:
+    """The unit of the notion ``key`` (its glossary unit, else :data:`_NOTION_UNITS`)."""
+    return _unit_of(r, key) or _NOTION_UNITS.get(key, "")
 
 
 def _notion_label(r: AuditResult, key: str) -> str:
@@ -310,9 +362,11 @@ def _cell_header(r: AuditResult, columns: Sequence[Any]) -> list[str]:
     return [("state" + c[len("level"):]) if c.startswith("level[") else c for c in names]
 
 
-def _repair_table(rep: dict[str, Any]) -> tuple[str, list[str], list[list[Any]], int | None]:
+def _repair_table(rep: dict[str, Any], units: dict[str, str] | None = None
+                  ) -> tuple[str, list[str], list[list[Any]], int | None]:
     """The constrained repair against its references: utility, C, Lambda, and the
-    repair's utility as a fraction of each."""
+    repair's utility as a fraction of each; ``units``: the unit of each of the three,
+    stated in the title."""
     res = rep.get("result") or {}
     u = res.get("utility")
 
@@ -335,6 +389,8 @@ def _repair_table(rep: dict[str, Any]) -> tuple[str, list[str], list[list[Any]],
     title += ("; the rows are the repair's own evaluations of its policy tables: the written "
               "checkpoint (a float32 network) reproduces them to rounding, and its audit is "
               "the 'after' column above")
+    if said := "; ".join(f"{k} in {u}" for k, u in (units or {}).items() if u):
+        title += f"; {said}"
     return title, ["policy", "utility", "C", "Lambda", "repair utility / this"], rows, None
 
 
@@ -388,7 +444,9 @@ def _header_line(r: AuditResult, doc: dict[str, Any]) -> str:
             f"{doc['policy']['label']}; horizon T = {r.decomposition.horizon}; "
             f"engine: {spec.engine}" + (f" (n = {spec.n}, seed = {spec.seed})"
                                         if spec.engine == "mc" and spec.source == "model" else "")
-            + ("" if _is_exact(r) else f"; CI level {100 * (1 - spec.alpha):g}%"))
+            + ("" if _is_exact(r) else f"; CI level {100 * (1 - spec.alpha):g}%")
+            + (f"; {audited_on(date)}" if (date := (doc.get("provenance") or {}).get("date"))
+               else ""))
 
 
 def _summary(doc: dict[str, Any]) -> list[str]:
@@ -399,7 +457,8 @@ def _drivers(r: AuditResult, doc: dict[str, Any]) -> list[str]:
     """What a FAIL report opens with (:func:`causalfair.report.explain.failure_drivers`):
     the attribution against the [baseline] policy when a relative threshold fails (or no
     tabular model gives another), else the exact attribution against pi0 (the failure of
-    an absolute threshold is the policy's own DPE + IPE)."""
+    an absolute threshold is the policy's own DPE + IPE); then, for each INCONCLUSIVE
+    verdict, what would settle it (:func:`causalfair.report.explain.inconclusive_steps`)."""
     att = doc.get("attribution")
     relative = any(v.status == "FAIL" and v.key.endswith("vs baseline") for v in r.verdicts)
     if (not (att and relative) and r.overall == "FAIL" and r.model is not None
@@ -408,7 +467,7 @@ def _drivers(r: AuditResult, doc: dict[str, Any]) -> list[str]:
         att = to_jsonable(attribute_exact(r.model, r.policy_table, "pi0", dec.horizon,
                                           gamma=dec.gamma, pair=dec.pair,
                                           policy_name=dec.policy_name).to_dict())
-    return failure_drivers(doc, att)
+    return failure_drivers(doc, att) + inconclusive_steps(doc)
 
 
 _HEADLINE = "waterfall"
@@ -473,7 +532,8 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     parts.append("</section><section id='details'><h2>Details</h2>")
     for title, header, rows, sc in _tables(r, before):
         parts.append(f"<h3>{html.escape(title)}</h3>")
-        parts.append(_html_table(header, rows, sc))
+        parts.append(f"<p>{html.escape(rows)}</p>" if header is None  # a sentence
+                     else _html_table(header, rows, sc))
     parts.append("<h3>Figures</h3>")
     parts += [figure(name, png) for name, png in pngs.items() if name != _HEADLINE]
     skipped = skipped_sections(r)
@@ -517,7 +577,8 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         lines += [f"- {md_escape(t)}" for t in what_changed(doc["attribution"], unit=gain_unit(r))] + [""]
     lines += ["## Details", ""]
     for title, header, rows, _ in _tables(r, before):
-        lines += [f"### {md_escape(title)}", "", _md_table(header, rows), ""]
+        lines += [f"### {md_escape(title)}", "",
+                  md_escape(rows) if header is None else _md_table(header, rows), ""]
     lines += ["### Figures", ""]
     for name in pngs:
         if name != _HEADLINE:
