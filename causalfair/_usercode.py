@@ -21,6 +21,7 @@ systems, the policies, the engines, the audit and the command line can all use i
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import importlib
 import importlib.util
@@ -34,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_text, causalfair_dir
-from causalfair.errors import SystemError_, UserCodeError, call_user, short
+from causalfair.errors import PolicyError, SystemError_, UserCodeError, as_numbers, call_user, short
 
-__all__ = ["Guard", "guard_as", "is_own", "guard_policy", "user_traceback", "keep_tracebacks",
+__all__ = ["Guard", "guard_as", "is_own", "guard_policy", "call_policy", "np_global_state",
+           "MEANWHILE", "user_traceback", "keep_tracebacks",
            "short", "load_callable", "call_factory", "check_params", "importable",
            "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled", "module_file",
            "module_reads", "reads_owner"]
@@ -85,19 +87,65 @@ def guard_as(base: type, obj: Any) -> Any:
 class _GuardedPolicy(Guard):
     """A user's policy object: ``prob_d1``, ``action_probs`` and ``start_batch`` (those it
     has) are called through :func:`~causalfair.errors.call_user`; the engines validate
-    the probabilities they return."""
+    the probabilities they return (a torch tensor as its values,
+    :func:`~causalfair.errors.as_numbers`)."""
 
     __slots__ = ()
 
     def __getattr__(self, name: str) -> Any:
         attr = super().__getattr__(name)
-        if name in ("prob_d1", "action_probs", "start_batch") and callable(attr):
+        if name in ("prob_d1", "action_probs") and callable(attr):
+            what = f"policy {type(self._obj).__name__}.{name}"
+            return lambda *args, **kw: call_policy(what, attr, *args, **kw)
+        if name == "start_batch" and callable(attr):
             what = f"policy {type(self._obj).__name__}.{name}"
             return lambda *args, **kw: call_user(what, attr, *args, **kw)
         return attr
 
     def __reduce__(self) -> tuple[Any, tuple[Any]]:
         return guard_policy, (self._obj,)
+
+
+def np_global_state() -> bytes | None:
+    """The bytes of numpy's global generator's C state (``np.random``'s MT19937: 624
+    words and the position, at numpy's documented ``ctypes.state_address``; about 0.6
+    us), to tell whether user code drew from it; None where numpy is not imported (nobody
+    drew from it) or ``np.random`` was given another bit generator."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    bg = np.random.get_bit_generator()
+    if bg is not _NP_STATE[0]:  # the first call, or np.random.set_bit_generator since
+        if type(bg) is not np.random.MT19937:
+            return None
+        _NP_STATE[:] = [bg, bg.ctypes.state_address]
+    return ctypes.string_at(_NP_STATE[1], 624 * 4 + 4)
+
+
+#: numpy's global bit generator and the address of its C state, read once (kept alive
+#: here, so the address stays valid).
+_NP_STATE: list[Any] = [None, 0]
+
+
+#: Why numpy's global generator may have moved during a call on one of several threads.
+MEANWHILE = ("or, on another thread, user code running at the same time (the policy, the "
+             "simulator) drew from it meanwhile")
+
+
+def call_policy(what: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """A user's policy function or method ``fn`` called as user code
+    (:func:`~causalfair.errors.call_user`), its output read as numbers
+    (:func:`~causalfair.errors.as_numbers`); refused when numpy's global generator moved
+    during the call (a policy that samples its decisions with ``np.random``)."""
+    before = np_global_state()
+    out = call_user(what, fn, *args, **kwargs)
+    if before is not None and np_global_state() != before:
+        raise PolicyError(
+            f"{what}: drew from numpy's global generator (np.random.random, ...: its state "
+            f"moved during the call; {MEANWHILE}), so the audit would not be reproducible; "
+            "a policy returns probabilities, and the engines draw the decisions from them "
+            "with their own seeded streams: return the probabilities your sampling used.")
+    return as_numbers(out)
 
 
 def guard_policy(policy: Any) -> Any:

@@ -13,7 +13,7 @@ from causalfair._version import __version__
 from causalfair.errors import InputError, ModelError
 
 __all__ = ["ENGINES", "check_alpha", "check_horizon", "check_int", "check_keywords", "check_names",
-           "engine_for", "z_quantile", "did_you_mean", "unknown_key"]
+           "check_engine", "engine_for", "z_quantile", "did_you_mean", "unknown_key"]
 
 #: The engines of a decomposition: the system's choice, exact or Monte Carlo.
 ENGINES = ("auto", "exact", "mc")
@@ -90,19 +90,36 @@ def z_quantile(alpha: float) -> float:
     return NormalDist().inv_cdf(1.0 - check_alpha(alpha) / 2.0)
 
 
-def engine_for(system: Any, engine: str = "auto") -> str:
+def check_engine(engine: Any, field: str = "engine", error: type[Exception] = InputError) -> str:
+    """``engine``, one of :data:`ENGINES`, or ``error`` naming ``field`` and the allowed
+    values."""
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise error(f"{field}: bad value {str(engine)[:40]!r}; allowed values: "
+                    f"{', '.join(ENGINES)}.")
+    return engine
+
+
+def engine_for(system: Any, engine: str = "auto", *, field: str = "engine",
+               error: type[Exception] = InputError, check: bool = True) -> str:
     """The engine that computes on ``system`` (a :class:`~causalfair.systems.System`):
     ``"auto"`` is ``"exact"`` when the system has a tabular model of independent units,
-    else ``"mc"`` (method.md section 3); ``"exact"`` on a system without one is refused."""
-    if engine not in ENGINES:
-        raise InputError(f"engine: bad value {str(engine)[:40]!r}; allowed values: "
-                         f"{', '.join(ENGINES)}.")
+    else ``"mc"`` (method.md section 3); ``"exact"`` on a system without one is refused
+    (``error`` naming ``field``: ``engine`` in Python, an audit spec's ``[engine] kind``).
+    Before the exact engine computes on a System, its simulator is checked against the
+    contract (:meth:`~causalfair.systems.System.check_contract`), as the Monte Carlo
+    engine's first simulator is: every door refuses a broken simulator alike, whichever
+    engine runs. ``check=False``: the caller checks it later itself (an audit spec, whose
+    :func:`~causalfair.audit.run.run_prepared` checks it where the audit runs: a gate's
+    worker, under the spec's time limit)."""
+    check_engine(engine, field, error)
     if engine == "auto":
-        return "exact" if "exact" in system.engines else "mc"
-    if engine == "exact" and "exact" not in system.engines:
-        raise InputError(f"engine: bad value 'exact'; system {system.id!r} has no tabular model "
-                         "of independent units, so only the Monte Carlo engine applies (use "
-                         "engine 'mc' or 'auto').")
+        engine = "exact" if "exact" in system.engines else "mc"
+    elif engine == "exact" and "exact" not in system.engines:
+        raise error(f"{field}: bad value 'exact'; system {system.id!r} has no tabular model "
+                    "of independent units, so only the Monte Carlo engine applies (use "
+                    f"{field.rsplit(' ', 1)[-1]} 'mc' or 'auto').")
+    if check and engine == "exact" and callable(getattr(system, "check_contract", None)):
+        system.check_contract()
     return engine
 
 

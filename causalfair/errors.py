@@ -31,6 +31,7 @@ __all__ = [
     "UserCodeError",
     "FairnessAuditWarning",
     "INTERRUPT_SIGNAL",
+    "as_numbers",
     "call_user",
     "short",
     "user_interrupt",
@@ -118,6 +119,19 @@ def user_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is a KeyboardInterrupt that user code raised itself: no interrupt
     signal came while they are watched (:data:`INTERRUPT_SIGNAL`)."""
     return isinstance(exc, KeyboardInterrupt) and INTERRUPT_SIGNAL[0] is False
+
+
+def as_numbers(p: Any) -> Any:
+    """What user code returned (a policy's probabilities), as numpy reads it: a torch
+    tensor's values as float64 (detached from the autograd graph, on the CPU; bfloat16
+    included), a tensor without values (on the ``meta`` device) left as it is, to be
+    read as "not numbers"; anything else unchanged."""
+    if type(p).__module__.split(".")[0] == "torch" and callable(getattr(p, "detach", None)):
+        try:
+            return p.detach().cpu().double().numpy()
+        except Exception:  # noqa: BLE001 - no values to read: the caller names the type
+            return p
+    return p
 
 
 def call_user(what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

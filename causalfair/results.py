@@ -47,10 +47,6 @@ LAMBDA_NEEDS = ("it declares neither levels nor feature names, and benefit fairn
                 "with levels) or feature_names (one name per column of Observation.features)")
 
 
-def _z(alpha: float) -> float:
-    return z_quantile(alpha)
-
-
 @dataclass(frozen=True, eq=False)
 class Decomposition:
     """Result of a decomposition (exact or Monte Carlo); values are per group.
@@ -165,7 +161,7 @@ class Decomposition:
         """(1 - alpha) normal-approximation interval (lower, upper) per quantity (the keys
         of :meth:`estimates`); exact results have zero-width intervals. No pandas: what a
         training worker's audits read (:meth:`conf_int` is its table)."""
-        z = _z(alpha)
+        z = z_quantile(alpha)
         se = self.se or {}
         return {k: (v - z * se.get(k, 0.0), v + z * se.get(k, 0.0))
                 for k, v in self.estimates().items()}
@@ -236,7 +232,7 @@ class Decomposition:
                 and abs(self.Lambda_ci_level - (1.0 - alpha)) < 1e-9:
             lo, hi = self.Lambda_ci
         elif s is not None:
-            z = _z(alpha)
+            z = z_quantile(alpha)
             lo, hi = max(0.0, lam - z * float(s)), lam + z * float(s)
         elif not self.se:  # an exact result: the point, as its other rows
             return lam, 0.0, lam, lam
@@ -635,7 +631,7 @@ class BenefitResult:
                 and abs(self.ci_level - (1.0 - check_alpha(alpha))) < 1e-9:
             row = [lam, np.nan if self.se is None else float(self.se), *map(float, self.ci)]
         elif self.se is not None:
-            z = _z(alpha)
+            z = z_quantile(alpha)
             row = [lam, float(self.se), max(0.0, lam - z * self.se), lam + z * self.se]
         else:
             check_alpha(alpha)

@@ -36,10 +36,17 @@ __all__ = [
     "constraints_from_thresholds", "overall_verdict", "Verdict", "PAIR_KEYS",
     "MAX_PAIR_KEYS", "MIN_RATIO_KEYS", "split_key", "is_group_key", "group_key_error",
     "group_verdicts", "deciding_pair", "pair_note", "judge_min", "constraint_key_error", "is_repair_key", "threshold_op",
-    "PAIR_VALUED", "audited_pair", "name_pairs", "fixed",
+    "PAIR_VALUED", "audited_pair", "name_pairs", "fixed", "failing",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+
+
+def failing(inconclusive: str) -> frozenset[str]:
+    """The verdicts that fail a gate: FAIL, and INCONCLUSIVE unless the gate's
+    ``inconclusive`` mode is "pass" (``causalfair gate --inconclusive``; the one rule of
+    the gate's exit code, its reports, its retrains and a merged summary's check)."""
+    return frozenset({FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE})
 
 #: The other notions of fairness an audit reports beside C and Lambda (the seeds' own).
 OTHER_NOTIONS: tuple[str, ...] = ("tpr_gap", "elbert_bias", "w1_final", "dp_gap")
@@ -321,7 +328,7 @@ def group_verdicts(thresholds: Mapping[str, float], comparison: Any) -> list[Ver
         absolute = metric.startswith("abs_")
         metric = metric[len("abs_"):] if absolute else metric
         if pair is not None:
-            q = comparison.quantity(pair, metric)
+            q = comparison.quantity(pair, metric, where=key)
             by = {} if q is None else {pair: q}
         else:
             by = comparison.by_pair(metric)

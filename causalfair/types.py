@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import PolicyError
+from causalfair.errors import PolicyError, as_numbers
 
 __all__ = ["Observation", "StepResult", "check_probs", "check_rows", "ROW_TOL"]
 
@@ -48,7 +48,9 @@ class StepResult:
 def check_probs(p: Any, n: int, where: str, obs: Observation | None = None) -> np.ndarray:
     """``p`` as a float64 array of ``n`` probabilities, or PolicyError naming ``where`` and
     the first bad entry: its index in ``p`` (a table's cell), or with ``obs`` (the
-    observations ``p`` answers) the group, level and epoch it answers."""
+    observations ``p`` answers) the group, level and epoch it answers. A torch tensor is
+    read as its values (:func:`as_numbers`)."""
+    p = as_numbers(p)
     try:
         arr = np.asarray(p, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):

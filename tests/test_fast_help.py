@@ -41,8 +41,7 @@ def test_help_imports_nothing_heavy():
     assert _loaded_after(_main("--help")) == []
 
 
-#: The commands whose --help is light too (the others' options read the lending settings,
-#: the engines' constants or the training algorithms' registry at parser build time).
+#: Commands whose --help is light too (every command's is: tests/test_fast_help2.py).
 LIGHT_COMMANDS = ("audit", "gate", "gate-merge", "systems")
 
 

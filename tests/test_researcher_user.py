@@ -199,3 +199,113 @@ def test_constraints_on_the_lending_trainer_are_refused_before_any_run(tmp_path)
         sweep(["ppo", "ppo-c"], [0, 1], ["lending-1"],
               overrides={**_tiny(), "constraints": ["abs_C<=0.05"]}, out=tmp_path / "sw")
     assert not (tmp_path / "sw").exists()
+
+
+# ------------------------------------------------------------------ second walkthrough
+POP_TINY = {"iterations": 1, "phi_samples": 100, "phi_epochs": 1, "envs": 1}
+
+
+def test_a_resumed_sweep_audits_population_runs_an_earlier_causalfair_left_without_utility(
+        tmp_path):
+    # result.json of a population run written before utility and Lambda were recorded: the
+    # resumed table's utility column must not be n/a for R-TD3 / L-UCBFair (it is the one
+    # column every algorithm shares), and the numbers are the uninterrupted sweep's
+    out = tmp_path / "sw"
+    first = sweep(["l-ucbfair", "r-td3"], [0], ["replicator-1"], overrides=POP_TINY, out=out)
+    assert not first.failed
+    for algo in ("l-ucbfair", "r-td3"):
+        f = out / "runs" / "replicator-1" / algo / "seed-0" / "result.json"
+        doc = json.loads(f.read_text())
+        for k in ("utility", "Lambda"):
+            del doc["metrics"][k]  # as an earlier causalfair wrote it
+        f.write_text(json.dumps(doc))
+    again = sweep(["l-ucbfair", "r-td3"], [0], ["replicator-1"], overrides=POP_TINY, out=out,
+                  existing="resume")
+    assert again.reused == 2
+    for algo in ("l-ucbfair", "r-td3"):
+        new = again.runs[again.runs.algo == algo].iloc[0]
+        old = first.runs[first.runs.algo == algo].iloc[0]
+        for k in ("utility", "Lambda", "C", "V_r"):
+            assert new[k] == old[k], (algo, k)  # the same audit, bit for bit
+        doc = json.loads((out / "runs" / "replicator-1" / algo / "seed-0" / "result.json")
+                         .read_text())
+        assert doc["metrics"]["utility"] == old["utility"]  # written back: audited once
+    assert again.table.equals(first.table)
+    assert "n/a" not in (out / "table.md").read_text().split("Not trained")[0]
+
+
+def test_ppo_cb_on_a_system_without_features_is_refused_up_front_naming_a_fix(tmp_path, capsys):
+    # attention-central (the published central policy) observes no features: PPO-Cb's
+    # Lambda has nothing to pair units by. The sweep says so before any run (not a failed
+    # run after the others trained), and train's message names what to use instead.
+    res = sweep(["ppo", "ppo-cb"], [0], ["attention-central"], overrides=_tiny())
+    assert not res.failed
+    (sysid, algo, why), = res.skipped
+    assert (sysid, algo) == ("attention-central", "ppo-cb") and "features" in why
+    code = main(["train", "--system", "attention-central", "--algo", "ppo-cb", *TINY,
+                 "--out", str(tmp_path / "r"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "observes none" in err and "train ppo-c there" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_horizon_set_for_the_ppo_family_only_is_refused_when_population_agents_share_the_table(
+        tmp_path):
+    # --set horizon=3 reached the PPO runs (TrainConfig) but not R-TD3 / L-UCBFair, which
+    # train and audit over the system's horizon (100 on replicator-1): one table, one
+    # utility column, 3 steps against 100, nothing said
+    over = {**_tiny(), "envs": 1}
+    with pytest.raises(ConfigError, match=r"horizon.*r-td3 on replicator-1.*100.*--param horizon=3"):
+        sweep(["ppo", "r-td3"], [0], ["replicator-1"], overrides=over, out=tmp_path / "sw")
+    assert not (tmp_path / "sw").exists()
+    # the system's own horizon for every run: --param horizon=3
+    del over["horizon"]
+    res = sweep(["ppo", "r-td3"], [0], ["replicator-1"], params={"horizon": 3}, overrides=over,
+                out=tmp_path / "sw")
+    assert not res.failed
+    for algo in ("ppo", "r-td3"):
+        doc = json.loads((tmp_path / "sw" / "runs" / "replicator-1" / algo / "seed-0"
+                          / "result.json").read_text())
+        h = doc["config"].get("horizon")
+        if h is None:  # a population agent: the system's
+            import causalfair as cf
+
+            _, meta = cf.load_checkpoint(tmp_path / "sw" / "runs" / "replicator-1" / algo
+                                         / "seed-0" / "checkpoint.npz")
+            h = meta["architecture"]["horizon"]
+        assert h == 3, algo
+
+
+def test_train_refusing_horizon_for_a_population_agent_names_the_param_that_sets_it(
+        tmp_path, capsys):
+    code = main(["train", "--system", "replicator-1", "--algo", "r-td3", "--horizon", "5",
+                 "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--horizon" in err and "--param horizon=5" in err, err
+
+
+def test_runs_csv_names_the_checkpoint_each_row_comes_from(tmp_path):
+    # a paper's table cites its checkpoints: each row of runs.csv names its file (relative
+    # to the sweep folder), which loads as that row's algorithm and seed
+    import causalfair as cf
+
+    out = tmp_path / "sw"
+    res = sweep(["ppo", "l-ucbfair"], [0, 1], ["replicator-1"],
+                params={"horizon": 3}, overrides={**_tiny(), **{
+                    k: v for k, v in POP_TINY.items() if k != "envs"}}, out=out)
+    assert not res.failed
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 4
+    for _, row in runs.iterrows():
+        ck = out / row["checkpoint"]
+        assert ck.is_file(), row["checkpoint"]
+        assert ck.suffix == (".npz" if row["algo"] == "l-ucbfair" else ".pt")
+        md = cf.load_checkpoint(ck)[1]["metadata"]
+        assert (md["algorithm"], md["seed"]) == (row["algo"], row["seed"])
+    assert "checkpoint" not in set(res.table["metric"])
+    # a resumed sweep names them too
+    again = sweep(["ppo", "l-ucbfair"], [0, 1], ["replicator-1"], params={"horizon": 3},
+                  overrides={**_tiny(), **{k: v for k, v in POP_TINY.items() if k != "envs"}},
+                  out=out, existing="resume")
+    assert again.reused == 4
+    assert pd.read_csv(out / "runs.csv")["checkpoint"].tolist() == runs["checkpoint"].tolist()

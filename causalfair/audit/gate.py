@@ -7,7 +7,6 @@ import functools
 import math
 import os
 import platform
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from causalfair.audit.retrain import (
     utility_of,
 )
 from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
-from causalfair.audit.spec import AuditSpec, is_valid_name
+from causalfair.audit.spec import AuditSpec, is_valid_name, read_spec_file
 from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, check_timeout, holding, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
@@ -38,7 +37,7 @@ from causalfair.report.render import (
     write_rendered,
     write_report,
 )
-from causalfair.thresholds import FAIL, INCONCLUSIVE
+from causalfair.thresholds import FAIL, INCONCLUSIVE, failing
 from causalfair.thresholds import fixed as _fixed
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
@@ -218,7 +217,7 @@ class GateResult:
         for a verdict)."""
         if any(e.error is not None for e in self.entries):
             return 2
-        bad = {FAIL} if self.inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+        bad = failing(self.inconclusive)
         for e in self.entries:
             if e.overall in bad:
                 return 1
@@ -232,7 +231,7 @@ class GateResult:
 
     def counts_against(self, status: str) -> bool:
         """Whether a verdict of ``status`` fails the gate (INCONCLUSIVE per --inconclusive)."""
-        return status == FAIL or (status == INCONCLUSIVE and self.inconclusive == "fail")
+        return status in failing(self.inconclusive)
 
     def repair_not_taken(self, e: GateEntry) -> bool:
         """A retrained spec whose original checkpoint still fails the gate: the repair is a
@@ -430,7 +429,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             loaded.append(sp)
         except CausalfairError as exc:
             errors.append((label, str(exc).splitlines()[0]))
-            names.append(_name_in(s) or label)
+            names.append(spec_file_name(s) or label)
     names, bad_names = [s.name for s in loaded], names
     dup = {n for n in names if names.count(n) > 1}
     if dup:  # the JSON, the JUnit, --reports/NAME and gate-merge's shards key on the name
@@ -463,10 +462,10 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     # that fails is reported for its spec while the others finish
     limits = [min((t for t in (s.timeout, timeout) if t is not None), default=None)
               for s in loaded]
-    bad = {FAIL} if inconclusive == "pass" else {FAIL, INCONCLUSIVE}
+    bad = failing(inconclusive)
     # with workers, each report is rendered where its spec was audited (the driver only
     # writes the bytes); a spec that will be retrained gets its report after the retrain
-    plan = (_RenderPlan(_place(), frozenset(bad) if retrain else frozenset())
+    plan = (_RenderPlan(_place(), bad if retrain else frozenset())
             if reports is not None and not isinstance(runner, SerialBackend) else None)
     written: dict[int, Path] = {}  # reports written as their audits came back
     # one backend for the audits and the retrains: Ray is started or connected to once
@@ -721,15 +720,14 @@ def _junit_error(root: Any, spec: str, msg: str, kind: str) -> None:
     ET.SubElement(tc, "error", message=msg, type=kind).text = msg
 
 
-def _name_in(spec: Any) -> str | None:
+def spec_file_name(spec: Any) -> str | None:
     """The ``name`` of the spec file ``spec`` that could not be loaded, when the file reads
     as TOML and its name is a valid one; else None (the gate then names it by its file)."""
     if isinstance(spec, AuditSpec):
         return None
-    try:
-        with open(spec, "rb") as fh:
-            name = tomllib.load(fh).get("name")
-    except (OSError, ValueError, TypeError):
+    try:  # the audit's own reading, within its limits (a deep or huge file is refused)
+        name = read_spec_file(spec).get("name")
+    except (OSError, ValueError, TypeError, CausalfairError):
         return None
     return name if is_valid_name(name) else None
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import to_jsonable
-from causalfair._safe_read import read_toml
 from causalfair._version import __version__
 from causalfair.audit.result import (
     AuditResult,
@@ -37,7 +36,7 @@ from causalfair.audit.result import (
     resolved_spec,
 )
 from causalfair.audit.run import audit
-from causalfair.audit.spec import load_spec
+from causalfair.audit.spec import load_spec, read_spec_file
 from causalfair.errors import InputError, SpecError
 from causalfair.policies.checkpoint import file_sha256
 from causalfair.report.export import read_audit
@@ -186,8 +185,7 @@ def _check_spec_file(file: Any, parsed: Mapping[str, Any], base_dir: Any,
     path = next((p for p in tries if p.is_file()), None)
     if path is None:
         return None
-    with open(path, "rb") as fh:
-        raw = read_toml(fh.read(), f"audit spec {path}", SpecError)
+    raw = read_spec_file(path)
     out: list[str] = []
     _diff(parsed, json.loads(json.dumps(to_jsonable(dict(raw)))), "spec.parsed", out,
           now_word="the file gives")

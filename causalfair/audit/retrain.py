@@ -37,6 +37,7 @@ from causalfair.errors import ConfigError, InputError, OutputError, SpecError
 from causalfair.policies.checkpoint import (
     FeatureEncoding,
     load_checkpoint_for,
+    read_pt,
     write_npz,
 )
 from causalfair.policies.grid import policy_table
@@ -387,14 +388,10 @@ def repair_check(spec: AuditSpec, before: AuditResult, after: AuditResult,
 
 def _pt_to_npz(produced: Path, out: Path) -> Path:
     """The ``.pt`` checkpoint ``produced`` (written by the trainer) as the ``.npz``
-    checkpoint ``out``: the same weights and metadata, read back without torch."""
-    import json
-
-    import torch
-
-    payload = torch.load(produced, map_location="cpu", weights_only=True)
-    write_npz(out, {k: v.numpy() for k, v in payload["state_dict"].items()},
-              json.loads(payload["meta_json"]))
+    checkpoint ``out``: the same weights and metadata, read as every checkpoint is
+    (:func:`causalfair.policies.checkpoint.read_pt`)."""
+    state, meta = read_pt(produced)
+    write_npz(out, state, meta)
     return out
 
 

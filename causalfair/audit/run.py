@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from causalfair._validation import check_keywords
+from causalfair._validation import check_keywords, engine_for, z_quantile
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.spec import AuditSpec, load_spec
 from causalfair.audit.spec_sections import spec_label
@@ -29,7 +29,8 @@ from causalfair.errors import (
     SpecError,
     UserCodeError,
 )
-from causalfair.logs import PositivityError, audit_logs, fit_logs, linear_potential, read_logs
+from causalfair.logs import PositivityError, audit_logs, linear_potential, read_logs
+from causalfair.logs.audit import FittedModelPolicy
 from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import as_system, load_tabular, make
@@ -54,17 +55,14 @@ def as_spec(spec_or_path: Any) -> AuditSpec:
 
 def _quantities(spec: AuditSpec, dec: Any, notions: Mapping[str, Any],
                 lam_se: float | None = None) -> dict[str, tuple[float, float, float, float | None]]:
-    from statistics import NormalDist
-
-    z = NormalDist().inv_cdf(1.0 - spec.alpha / 2.0)
-    est = dec.estimates()
+    z = z_quantile(spec.alpha)
+    est, ci = dec.estimates(), dec.intervals(spec.alpha)  # the result's own intervals
     se = dict(dec.se) if dec.se else None
     out: dict[str, tuple[float, float, float, float | None]] = {}
-    names = ["C", "DPE", "IPE", "SPE", "utility"]
-    for k in names:
+    for k in ("C", "DPE", "IPE", "SPE", "utility"):
         e = float(est[k])
         s = float(se[k]) if se is not None and k in se else None
-        out[k] = (e, e - z * s, e + z * s) + (s,) if s is not None else (e, e, e, None)
+        out[k] = (e, *ci[k], s) if s is not None else (e, e, e, None)
     lam = dec.Lambda
     if lam is not None:
         s = lam_se if lam_se is not None else (float(se["Lambda"]) if se and "Lambda" in se else None)
@@ -162,19 +160,15 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None,
 
 
 def choose_engine(spec: AuditSpec, system: Any) -> str:
-    """The engine an audit runs: ``exact`` needs a tabular model of independent units."""
+    """The engine an audit runs (:func:`causalfair._validation.engine_for`, as every door
+    chooses it): ``exact`` needs a tabular model of independent units; ``[engine] kind``
+    not written is ``auto``."""
     kind = spec.engine
     engine_sec = spec.raw.get("engine") if isinstance(spec.raw, Mapping) else None
     if not (isinstance(engine_sec, Mapping) and "kind" in engine_sec):
         kind = "auto"  # not chosen in the spec: whatever the system supports
-    if kind == "auto":
-        return "exact" if "exact" in system.engines else "mc"
-    if kind == "exact" and "exact" not in system.engines:
-        raise SpecError(
-            f"{spec_label(spec.path)}: [engine] kind: bad value 'exact'; system {system.id!r} has no "
-            "tabular model of independent units, so only the Monte Carlo engine applies "
-            "(kind = \"mc\" or \"auto\").")
-    return kind
+    return engine_for(system, kind, field=f"{spec_label(spec.path)}: [engine] kind",
+                      error=SpecError, check=False)  # the contract: in run_prepared
 
 
 @check_keywords
@@ -320,6 +314,10 @@ def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
     spec, system = prep.spec, prep.system
     model = system.tabular if "exact" in system.engines else None
     try:
+        # the simulator contract, checked before the engines run, as every door checks it;
+        # here, not in prepare: it runs the user's simulator, which a gate runs in a worker
+        # under the spec's time limit, and a spec that breaks it is that spec's error only
+        system.check_contract()
         res = _run_engines(spec, system, model, prep.policy, prep.label, spec.horizon,
                            spec.engine)
         if prep.baseline is not None:
@@ -436,12 +434,10 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
     attribution: :func:`~causalfair.engines.attribution.compare_attribute_mc`); Lambda
     and the other notions need the exact engine's numbers (a tabular system). The result's
     ``attribution`` says why C moved from the baseline."""
-    from statistics import NormalDist
-
     spec, system, model = res.spec, res.system, res.model
     bpol, blabel, bsha = baseline
     T = spec.horizon
-    z = NormalDist().inv_cdf(1.0 - spec.alpha / 2.0)
+    z = z_quantile(spec.alpha)
     paired = attribution = None
     if spec.engine == "mc":  # one paired run gives the comparison and the attribution
         paired, attribution = compare_attribute_mc(
@@ -504,21 +500,17 @@ def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
     weights = opts.pop("potential_weights", None)
     if weights is not None:
         opts["potential"] = linear_potential(weights)
-    sha = meta = None
+    resolved: list[Any] = []
     if policy is not None or vecnormalize is not None or spec.checkpoint is not None \
             or spec.policy_factory is not None:
         # the candidate's checkpoint or factory (or the policy passed in), resolved (and
-        # checked) on the model fitted from the log, as a system's audit resolves it
-        fit_keys = ("method", "potential", "state", "bins", "next_state", "decisions")
-        model, _, _ = fit_logs(df, **{k: opts[k] for k in fit_keys if k in opts})
-        rp = resolve_policy(spec, model, policy, vecnormalize)
-        opts["policy"], sha, meta = rp.policy, rp.sha256, rp.meta
-        if policy is not None:  # the report and provenance name the policy passed in
-            spec = _with_policy(spec, policy, rp)
-            opts["policy"] = policy if rp.kind == "builtin" else rp.policy
-            spec = replace(spec, logs_options={
-                **{k: v for k, v in spec.logs_options.items() if k != "policy"},
-                **({"policy": policy} if rp.kind == "builtin" else {})})
+        # checked) on the model audit_logs fits from the log, as a system's audit resolves it
+        def on_fit(model: Any) -> Any:
+            rp = resolve_policy(spec, model, policy, vecnormalize)
+            resolved.append(rp)
+            return policy if policy is not None and rp.kind == "builtin" else rp.policy
+
+        opts["policy"] = FittedModelPolicy(on_fit)
     try:
         la = audit_logs(df, horizon=spec.horizon, n_boot=spec.n_boot, seed=spec.logs_seed,
                         eps=spec.eps, weights=spec.weights, pair=spec.pair, **opts)
@@ -533,6 +525,15 @@ def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
         if spec.pair is None or not str(exc).startswith("pair: "):
             raise
         raise SpecError(f"{spec_label(spec.path)}: [engine] {exc}") from None
+    sha = meta = None
+    if resolved:
+        rp = resolved[0]
+        sha, meta = rp.sha256, rp.meta
+        if policy is not None:  # the report and provenance name the policy passed in
+            spec = _with_policy(spec, policy, rp)
+            spec = replace(spec, logs_options={
+                **{k: v for k, v in spec.logs_options.items() if k != "policy"},
+                **({"policy": policy} if rp.kind == "builtin" else {})})
     dec, ben = la.decomposition, la.benefit
     if dec is None or ben is None:
         raise SpecError(

@@ -29,6 +29,8 @@ from causalfair.thresholds import (
     FAIL,
     INCONCLUSIVE,
     PASS,
+    Verdict,
+    failing,
     overall_verdict,
     pair_note,
     threshold_op,
@@ -37,7 +39,7 @@ from causalfair.thresholds import (
 __all__ = ["JUNIT_BYTES_FACTOR", "STATUSES", "check_input_sizes", "read_gate_summary", "read_junit",
            "merge_summaries", "merge_junit", "summary_exit_code", "markdown", "covered_shards",
            "select_shard",
-           "check_junit_matches", "spec_failure", "errors_in_words"]
+           "check_junit_matches", "spec_failure", "errors_in_words", "annotations"]
 
 #: Verdict statuses a gate summary may hold (a spec's overall may also be ERROR: it could
 #: not be audited, and its ``error`` says why).
@@ -320,7 +322,7 @@ def check_gate_summary(doc: Any, where: str) -> None:
 
 def _failing(doc: Mapping[str, Any]) -> set[str]:
     """The verdicts that fail the gate of summary ``doc`` (INCONCLUSIVE per its mode)."""
-    return {FAIL} if doc.get("inconclusive") == "pass" else {FAIL, INCONCLUSIVE}
+    return failing(doc.get("inconclusive", "fail"))
 
 
 def _repair_not_taken(doc: Mapping[str, Any], e: Mapping[str, Any]) -> bool:
@@ -339,6 +341,43 @@ def spec_failure(doc: Mapping[str, Any], e: Mapping[str, Any]) -> str | None:
     if _repair_not_taken(doc, e):
         return f"{e['before']['overall']} before its repair"
     return None
+
+
+def annotations(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(level, spec file, name, message) of each spec of the gate summary ``doc`` (a
+    gate's, or gate-merge's) that a GitHub annotation marks, in the summary's order: an
+    ``error`` per spec that fails the gate (ERROR, FAIL, INCONCLUSIVE under
+    ``--inconclusive fail``, a repair not taken: :func:`spec_failure`), a ``warning`` per
+    INCONCLUSIVE counted as a pass. The message is an ERROR's error, else the verdict and
+    each threshold that is not PASS, as the table prints them (six decimals; a number the
+    JSON wrote as null reads ``nan``)."""
+    out = []
+    for e in doc["specs"]:
+        spec = e.get("spec") or e["name"]
+        if e["overall"] == ERROR:
+            out.append(("error", spec, e["name"], e["error"]))
+            continue
+        held = _repair_not_taken(doc, e)  # the checkpoint under version control fails
+        block = e["before"] if held else e
+        status = block["overall"]
+        if status not in (FAIL, INCONCLUSIVE):
+            continue
+        why = [_verdict_message(v) for v in block["verdicts"] if v["status"] != PASS]
+        why += ([f"its repair: {e['overall']}; commit it or pass --accept-repaired"] if held
+                else list((e.get("repair_check") or {}).get("problems") or []))
+        out.append(("error" if status in _failing(doc) else "warning", spec, e["name"],
+                    f"{status}: " + "; ".join(why)))
+    return out
+
+
+def _verdict_message(v: Mapping[str, Any]) -> str:
+    """A summary's verdict as :meth:`causalfair.thresholds.Verdict.message` words it."""
+    def num(x: Any) -> float:
+        return math.nan if x is None else float(x)
+
+    return Verdict(key=v["key"], threshold=float(v["threshold"]), estimate=num(v.get("estimate")),
+                   lower=num(v.get("lower")), upper=num(v.get("upper")), status=v["status"],
+                   pair=v.get("pair")).message(fixed_decimals=True)
 
 
 def errors_in_words(specs: Sequence[Mapping[str, Any]]) -> str | None:

@@ -41,7 +41,7 @@ from causalfair.systems.gym.door import gym_id  # the gym system's id: its one h
 from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home
 from causalfair.thresholds import THRESHOLD_KEYS
 
-__all__ = ["AuditSpec", "SpecError", "load_spec", "spec_file", "spec_label", "METRICS",
+__all__ = ["AuditSpec", "SpecError", "load_spec", "read_spec_file", "spec_file", "spec_label", "METRICS",
            "THRESHOLD_KEYS", "ENGINES", "SETTINGS", "RETRAIN_ALGOS", "TOP_KEYS", "SECTION_KEYS",
            "RELATIVE_KEYS", "GYM_KEYS", "WEIGHTS"]
 
@@ -188,6 +188,14 @@ def spec_file(spec: str | os.PathLike[str]) -> Path:
     return path
 
 
+def read_spec_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The TOML table of the audit spec file ``path``, parsed within the limits of
+    docs/limits.md (:func:`causalfair._safe_read.read_toml`; a :class:`SpecError` naming
+    the file): the audit's and ``--reproduce``'s one reading of a spec file."""
+    with open(path, "rb") as fh:
+        return read_toml(fh.read(), f"audit spec {path}", SpecError)
+
+
 def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
               base_dir: str | os.PathLike[str] | None = None) -> AuditSpec:
     """Read and validate an audit spec: a TOML file path, or an already parsed mapping
@@ -201,8 +209,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         base = Path(base_dir or ".").resolve()
     else:
         path = spec_file(spec)
-        with open(path, "rb") as fh:
-            raw = read_toml(fh.read(), f"audit spec {path}", SpecError)
+        raw = read_spec_file(path)
         base = path.resolve().parent
     check_keys(raw, "", TOP_KEYS, path, where="")
 
@@ -241,10 +248,7 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
 
     # horizon
     if "horizon" in raw:
-        h = raw["horizon"]
-        if isinstance(h, bool) or not isinstance(h, int) or h < 1:
-            raise bad_value(path, "horizon", h, "an integer >= 1")
-        kw["horizon"] = int(h)
+        kw["horizon"] = read_int(raw, "horizon", "horizon", path, minimum=1, default=None)
     elif "logs" in raw or "system" in raw:
         kw["horizon"] = None  # from the logs, or the system's default horizon
     else:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from causalfair._names import SETTINGS  # (the lending settings, without the systems)
 from causalfair.errors import UsageError
 
 if TYPE_CHECKING:
@@ -15,8 +16,6 @@ if TYPE_CHECKING:
 def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | None = None) -> None:
     """--system ID|module:callable, --param K=V (repeatable), --search-path DIR, and the
     lending shorthands --setting/--levels/--interest."""
-    from causalfair.systems.lending.settings import SETTINGS  # (the systems: off --help's path)
-
     p.add_argument("--system", metavar="ID",
                    help="the system to audit: a registered id (`causalfair systems` lists them) "
                    "or a factory 'module:callable' of your own (default: lending-1)")

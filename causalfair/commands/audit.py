@@ -13,6 +13,7 @@ from causalfair.errors import UsageError
 from causalfair.report.explain import GLOSSARY
 from causalfair.report.mlflow_log import log_audit, open_experiment
 from causalfair.thresholds import OTHER_NOTIONS
+from causalfair.workers import user_prints_to_stderr
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -102,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
                          "--no-report to write the report (and its audit.json) there, or "
                          "drop --out.")
     spec = load_spec(args.spec)
-    result = audit_within(spec, args.timeout, baseline=args.baseline, baseline_where="--baseline",
-                          baseline_vecnormalize=args.baseline_vecnormalize)
+    with user_prints_to_stderr():  # what the simulator or policy prints: never into stdout
+        result = audit_within(spec, args.timeout, baseline=args.baseline,
+                              baseline_where="--baseline",
+                              baseline_vecnormalize=args.baseline_vecnormalize)
     out = None
     if not args.no_report:
         out = result.write_report(Path(args.out) if args.out else default_report_dir(spec.name))

@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 from dataclasses import replace
+from typing import Any
 
 from causalfair._io import DECOMPOSE_SCHEMA_VERSION, versioned
-from causalfair._validation import engine_for
+from causalfair._names import BENEFIT_N
 from causalfair.backends import make_backend, resolve_jobs
 from causalfair.commands._system import (
     CHECKPOINT_HELP,
@@ -20,11 +21,16 @@ from causalfair.commands._system import (
     load_system,
 )
 from causalfair.commands.logs import add_logs_arguments, check_logs_only, run_logs
-from causalfair.engines.benefit import eps_for
-from causalfair.engines.exact import exact_numbers
-from causalfair.engines.groups import resolve_pair
-from causalfair.engines.montecarlo import BENEFIT_N, decompose_mc
 from causalfair.errors import InputError, UsageError
+from causalfair.workers import user_prints_to_stderr
+
+
+def exact_numbers(*args: Any, **kwargs: Any) -> Any:
+    """:func:`causalfair.engines.exact.exact_numbers`, imported when a decomposition runs
+    (the engines stay off the path of ``causalfair decompose --help``)."""
+    from causalfair.engines.exact import exact_numbers as numbers
+
+    return numbers(*args, **kwargs)
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -127,8 +133,14 @@ def load_model_and_policy(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from causalfair._validation import check_alpha
+
     if args.worst < 1:
         raise UsageError(f"--worst: must be an integer >= 1, got {args.worst}.")
+    try:  # the library's rule for every engine and the logs (exact prints alpha in --json)
+        check_alpha(args.alpha)
+    except InputError as exc:
+        raise UsageError(f"--{exc}") from None
     if args.eps is not None and args.eps != "auto":
         try:
             value = float(args.eps)
@@ -141,6 +153,17 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "logs", None):
         return run_logs(args)
     check_logs_only(args)
+    with user_prints_to_stderr():  # what the simulator or policy prints: never into stdout
+        system, eps_source, result, benefit = _compute(args)
+    return _print(args, system, eps_source, result, benefit)
+
+
+def _compute(args: argparse.Namespace):
+    """The system, eps's source, the decomposition and the benefit result of ``args``."""
+    from causalfair._validation import engine_for
+    from causalfair.engines.benefit import eps_for
+    from causalfair.engines.groups import resolve_pair
+
     system, policy = load_system_and_policy(args)
     args.pair = resolve_pair(args.pair, system.groups, "--pair")
     args.eps, eps_source = eps_for(args.eps, system)
@@ -166,6 +189,11 @@ def run(args: argparse.Namespace) -> int:
         nums = exact_numbers(model, policy, args.horizon, eps=args.eps, weights=args.weights,
                              benefit=True, pair=args.pair)
         result, benefit = nums.decomposition, nums.benefit
+    return system, eps_source, result, benefit
+
+
+def _print(args: argparse.Namespace, system, eps_source, result, benefit) -> int:
+    """Print the results of :func:`_compute`: text, or JSON with ``--json``."""
     if benefit is not None and eps_source is not None:
         benefit = replace(benefit, eps_source=eps_source)
     if result.engine == "mc" and not args.json:
@@ -214,11 +242,11 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
         raise UsageError(f"--n: must be an integer >= 2, got {args.n}.")
     if args.seed < 0:
         raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
-    if not 0.0 < args.alpha < 1.0:
-        raise UsageError(f"--alpha: must be in (0, 1), got {args.alpha}.")
     bins = 4 if args.benefit_bins is None else args.benefit_bins
     if bins < 1:
         raise UsageError(f"--benefit-bins: must be an integer >= 1, got {bins}.")
+    from causalfair.engines.montecarlo import decompose_mc
+
     one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1  # this thread
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                         backend=backend_from_args(args), jobs=1 if one else "auto",

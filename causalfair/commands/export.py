@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from causalfair.report.export import EXPORTS, write_exports
+from causalfair._names import EXPORT_KINDS  # the keys of causalfair.report.export.EXPORTS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="Example: causalfair audit audits/lending-1.toml --out reports/lending-1 && "
                "causalfair export ll144 reports/lending-1. See docs/audit.md.",
     )
-    p.add_argument("kind", choices=tuple(EXPORTS), help="what to write")
+    p.add_argument("kind", choices=EXPORT_KINDS, help="what to write")
     p.add_argument("audit_dir", metavar="AUDIT_DIR",
                    help="an audit folder (holding audit.json), or the audit.json file")
     p.add_argument("--out", metavar="DIR",
@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from causalfair.report.export import write_exports
+
     for path, written in write_exports(args.kind, args.audit_dir, args.out,
                                        force=args.force).items():
         print(f"{'wrote' if written else 'unchanged'} {path}")

@@ -9,7 +9,6 @@ from causalfair._io import FRONTIER_SCHEMA_VERSION, versioned, write_folder
 from causalfair.commands._system import add_vecnormalize_argument, horizon, load_system
 from causalfair.commands.decompose import add_model_arguments
 from causalfair.errors import UsageError
-from causalfair.policies.resolver import BUILTIN_KINDS, resolve
 
 DEFAULT_POLICIES = ("threshold:0.5", "always")
 
@@ -58,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from causalfair.engines.frontier import frontier
+    from causalfair.policies.resolver import BUILTIN_KINDS, resolve
 
     system = load_system(args)
     args.horizon = horizon(args, system)

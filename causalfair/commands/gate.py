@@ -15,7 +15,6 @@ from causalfair.backends import check_timeout, resolve_jobs
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import CausalfairError, UsageError
 from causalfair.report.mlflow_log import log_audit, open_experiment
-from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS
 from causalfair.workers import user_prints_to_stderr
 
 
@@ -53,7 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", metavar="DIR",
                    help="also write each spec's report to DIR/NAME (a spec whose audit "
                         "failed: a page stating its error; one whose retrain failed: its "
-                        "audit's report, opening with that error)")
+                        "audit's report, opening with that error); the folders an earlier "
+                        "gate wrote in DIR for specs no longer in the list are removed "
+                        "(docs/ci-gate.md)")
     p.add_argument("--retrain", action="store_true",
                    help="retrain failing checkpoints with the spec's [retrain] section "
                         "(warm start; the new checkpoint is written beside the old one as "
@@ -180,16 +181,22 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
 
     check_timeout(args.timeout, "--timeout")
     shard = None
+    every = list(args.specs)  # the whole list: its shards keep each other's reports
     if args.shard:
         args.specs, shard = _shard(args.specs, args.shard)
+    sweep = _stale_reports(args, every)
     try:
         # user code's prints (factories and, without workers, policies and simulators) go
         # to stderr, as in a worker: never into the table or the JSON of --json -
         with user_prints_to_stderr():
-            result = run_gate(args.specs, inconclusive=args.inconclusive, retrain=args.retrain,
-                              reports=args.reports, accept_repaired=args.accept_repaired,
-                              jobs=args.jobs, backend=args.backend, address=args.address,
-                              timeout=args.timeout)
+            try:
+                result = run_gate(args.specs, inconclusive=args.inconclusive,
+                                  retrain=args.retrain, reports=args.reports,
+                                  accept_repaired=args.accept_repaired, jobs=args.jobs,
+                                  backend=args.backend, address=args.address,
+                                  timeout=args.timeout)
+            finally:
+                sweep()  # a reports folder the run created gets its record
     except GateSpecErrors as exc:  # a bad spec still gives CI a JUnit file (with <error>s)
         if args.junit:
             xml = exc.to_junit().encode("utf-8")
@@ -200,8 +207,7 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
             if shard is not None:
                 doc["shard"] = shard
             _write_json(args, json.dumps(doc, indent=2) + "\n")
-        _annotate(args, [("error", spec, name, msg)
-                         for name, (spec, msg) in zip(exc.names, exc.errors, strict=True)])
+        annotate(exc.to_dict(), args.annotations, _table_stream(args))
         _report_errors(args, [str(exc)] + [msg for _, msg in exc.errors[1:]],
                        exc.user_tracebacks, exc.tracebacks)
         return 2
@@ -217,8 +223,8 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     table = result.side_by_side()
     if len(result.entries) > 1:  # a CI log of many specs ends with the gate's verdict
         table += "\n" + summary_line(result.to_dict())
-    print(table, file=sys.stderr if args.json_path == "-" else sys.stdout)
-    _annotate(args, annotations(result))
+    print(table, file=_table_stream(args))
+    annotate(summary, args.annotations, _table_stream(args))
     _write_json(args, doc)
     errs = [e for e in result.entries if e.error is not None]
     _report_errors(args, [e.error for e in errs], [e.user_traceback for e in errs],
@@ -237,6 +243,25 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     return result.exit_code
 
 
+def _stale_reports(args: argparse.Namespace, every: list[str]) -> Any:
+    """With --reports: remove the report folders an earlier gate wrote there for specs
+    that are not in this gate's list ``every`` (:mod:`causalfair.audit.stale_reports`),
+    record those this run writes, and return the same sweep to call once the run is done;
+    without --reports, a sweep that does nothing."""
+    if not args.reports:
+        return lambda: None
+    from causalfair.audit.stale_reports import gated_names, sweep_reports
+
+    gated = gated_names(every)
+    mine = gated_names(args.specs) & gated
+
+    def sweep() -> None:
+        sweep_reports(args.reports, gated, mine)
+
+    sweep()
+    return sweep
+
+
 def summary_line(doc: dict) -> str:
     """The last line of a gate's table over several specs: how many specs have each
     overall verdict (as the JSON's entries) and the exit code, e.g. ``40 specs: 20 PASS,
@@ -245,6 +270,11 @@ def summary_line(doc: dict) -> str:
     parts = [f"{overall.count(k)} {k}" for k in ("PASS", "FAIL", "INCONCLUSIVE", "ERROR")
              if k in overall]
     return f"{len(overall)} specs: {', '.join(parts)}; exit code {doc['exit_code']}"
+
+
+def _table_stream(args: argparse.Namespace) -> Any:
+    """Where the table (and the annotations) go: stdout, or stderr with --json -."""
+    return sys.stderr if args.json_path == "-" else sys.stdout
 
 
 def _write_json(args: argparse.Namespace, doc: str) -> None:
@@ -282,40 +312,20 @@ def _shard(specs: list[str], text: str) -> tuple[list[str], dict]:
     return mine, record
 
 
-def annotations(result: Any) -> list[tuple[str, str, str, str]]:
-    """(level, spec file, name, message) of each spec a GitHub annotation marks: an
-    ``error`` per spec that fails the gate (ERROR, FAIL, INCONCLUSIVE under
-    ``--inconclusive fail``, a repair not taken), a ``warning`` per INCONCLUSIVE counted
-    as a pass; the message names the thresholds that are not PASS, as the table does."""
-    out = []
-    for e in result.entries:
-        spec = e.to_dict()["spec"]
-        if e.error is not None:
-            out.append(("error", spec, e.spec.name, e.error))
-            continue
-        held = result.repair_not_taken(e)  # the checkpoint under version control fails
-        res = e.before if held else e.final
-        status = res.overall if held else e.overall
-        if status not in (FAIL, INCONCLUSIVE):
-            continue
-        why = [v.message(fixed_decimals=True) for v in res.verdicts if v.status != PASS]
-        why += e.repair_problems if not held else [
-            f"its repair: {e.overall}; commit it or pass --accept-repaired"]
-        out.append(("error" if result.counts_against(status) else "warning", spec,
-                    e.spec.name, f"{status}: " + "; ".join(why)))
-    return out
-
-
-def _annotate(args: argparse.Namespace, notes: list[tuple[str, str, str, str]]) -> None:
-    """With --annotations (default: $GITHUB_ACTIONS is true), one GitHub workflow command
-    per note, where the table goes (stdout; stderr with --json -), escaped as GitHub's
-    toolkit does: ``%``, CR and LF in the message; also ``:`` and ``,`` in a property."""
-    on = args.annotations
+def annotate(doc: dict, on: bool | None, file: Any) -> None:
+    """With ``on`` (None: when $GITHUB_ACTIONS is true), one GitHub workflow command per
+    spec of the gate summary ``doc`` that an annotation marks
+    (:func:`causalfair.audit.shards.annotations`), to ``file``, escaped as GitHub's toolkit
+    does: ``%``, CR and LF in the message; also ``:`` and ``,`` in a property. The one
+    writer of the annotations of ``gate`` and ``gate-merge`` (a sharded gate's merge marks
+    the specs as the unsharded gate does)."""
     if not (os.environ.get("GITHUB_ACTIONS") == "true" if on is None else on):
         return
-    for level, spec, name, msg in notes:
+    from causalfair.audit.shards import annotations
+
+    for level, spec, name, msg in annotations(doc):
         print(f"::{level} file={_prop(spec)},title={_prop(f'causalfair gate {name}')}"
-              f"::{_data(msg)}", file=sys.stderr if args.json_path == "-" else sys.stdout)
+              f"::{_data(msg)}", file=file)
 
 
 def _data(text: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_output_file
-from causalfair.commands.gate import check_junit_path, remove_earlier_outputs
+from causalfair.commands.gate import annotate, check_junit_path, remove_earlier_outputs
 from causalfair.errors import UsageError
 
 
@@ -48,6 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "with --partial over some shards only, the heading names them "
                         "(e.g. 'shard 1/4: passed (15 specs)'); "
                         "spec names and keys are escaped, so they show as plain text")
+    p.add_argument("--annotations", action=argparse.BooleanOptionalAction, default=None,
+                   help="print on stderr the GitHub workflow command of each spec that fails "
+                        "the merged gate, as `causalfair gate --annotations` does (::error, "
+                        "::warning for an INCONCLUSIVE counted as a pass), so a sharded gate "
+                        "marks the spec files too (default: on when $GITHUB_ACTIONS is true)")
     p.set_defaults(run=run)
 
 
@@ -100,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(table)
     elif not args.json_out:
         sys.stdout.write(text)
+    # on stderr: stdout holds the merged JSON or the --markdown table
+    annotate(merged, args.annotations, sys.stderr)
     errors = [e for e in merged["specs"] if e["overall"] == "ERROR"]
     if errors:  # exit 2, as the gate's: a spec that was not audited is never a verdict
         print(f"causalfair gate-merge: error: {errors_in_words(merged['specs'])}; the first: "

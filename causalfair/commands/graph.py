@@ -13,7 +13,6 @@ from causalfair.commands._system import (
 )
 from causalfair.commands.decompose import load_system_and_policy
 from causalfair.errors import UsageError
-from causalfair.graph import check_drawable, classify_paths, effect_edges, temporal_graph
 
 FORMATS = (".png", ".svg", ".pdf", ".dot", ".gv", ".graphml", ".gml", ".json")
 #: The suffixes of --out that draw the graph (the others export it as text).
@@ -48,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    from causalfair.graph import check_drawable, classify_paths, effect_edges, temporal_graph
 
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix.lower() not in FORMATS:

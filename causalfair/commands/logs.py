@@ -17,8 +17,6 @@ import sys
 from causalfair._io import DECOMPOSE_SCHEMA_VERSION, versioned
 from causalfair.commands._system import load_policy
 from causalfair.errors import InputError, UsageError
-from causalfair.logs import audit_logs, fit_logs, linear_potential, read_logs
-from causalfair.policies.resolver import BUILTIN_KINDS
 
 __all__ = ["add_logs_arguments", "check_logs_only", "run_logs"]
 
@@ -146,6 +144,8 @@ def _state_options(args: argparse.Namespace) -> dict:
             if not sep or not col.strip():
                 raise UsageError(f"--potential-weights: expected F1=W1,F2=W2 (numbers), "
                                  f"got {args.potential_weights!r}.")
+        from causalfair.logs import linear_potential
+
         out["potential"] = linear_potential(weights)
     return out
 
@@ -164,6 +164,10 @@ def _potential(text: str) -> list:
 
 
 def run_logs(args: argparse.Namespace) -> int:
+    from causalfair.logs import audit_logs, read_logs
+    from causalfair.logs.audit import FittedModelPolicy
+    from causalfair.policies.resolver import BUILTIN_KINDS
+
     system_flags = [flag for flag, dest in (("--system", "system"), ("--param", "param"),
                                             ("--setting", "setting"), ("--levels", "levels"),
                                             ("--interest", "interest"))
@@ -176,9 +180,7 @@ def run_logs(args: argparse.Namespace) -> int:
     if args.boot < 0 or args.boot == 1:
         raise UsageError(f"--boot: must be 0 (no intervals) or >= 2 (one replicate has no "
                          f"spread), got {args.boot}.")
-    alpha = getattr(args, "alpha", 0.05)  # decompose's --alpha: the intervals' level
-    if not 0.0 < alpha < 1.0:
-        raise UsageError(f"--alpha: must be in (0, 1), got {alpha}.")
+    alpha = getattr(args, "alpha", 0.05)  # decompose's --alpha, checked there: the intervals' level
     if args.horizon is not None and args.horizon < 1:
         raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
     state_kw = _state_options(args)
@@ -192,10 +194,8 @@ def run_logs(args: argparse.Namespace) -> int:
     if args.audit_policy:
         policy = args.policy
         if getattr(args, "checkpoint", None) or str(policy).partition(":")[0] not in BUILTIN_KINDS:
-            # a checkpoint or a factory, resolved (and checked) on the fitted model
-            model, _, _ = fit_logs(df, alpha=args.alpha_smooth, method=args.fit,
-                                   decisions=args.decisions, **state_kw)
-            policy = load_policy(args, model).policy
+            # a checkpoint or a factory, resolved (and checked) on the model audit_logs fits
+            policy = FittedModelPolicy(lambda model: load_policy(args, model).policy)
     pair = getattr(args, "pair", None)  # decompose's --pair: the groups compared
     try:
         audit = audit_logs(

@@ -14,7 +14,6 @@ from causalfair.commands._system import (
     load_system,
 )
 from causalfair.errors import UsageError
-from causalfair.logs.simulate import simulate_logs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    from causalfair.logs.simulate import simulate_logs
 
     if args.n < 1:
         raise UsageError(f"--n: must be an integer >= 1, got {args.n}.")

@@ -6,15 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from causalfair._names import POPULATION, PPO_ALGORITHMS, SWEEP_ALGORITHMS, names
 from causalfair.backends import resolve_jobs
 from causalfair.commands._system import parse_params
 from causalfair.commands.decompose import backend_from_args
 from causalfair.commands.train import parse_set
 from causalfair.errors import UsageError
-from causalfair.train import ALGORITHMS, TrainConfig
-from causalfair.train import population as P
-from causalfair.train.algorithms import names
-from causalfair.train.sweep import POPULATION, SWEEP_ALGORITHMS, parse_seeds, sweep
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--algo", required=True, metavar="A,B,...",
                    help="algorithms, comma-separated: the PPO family of causalfair train "
-                        f"({', '.join(ALGORITHMS)}) and the population agents "
+                        f"({', '.join(PPO_ALGORITHMS)}) and the population agents "
                         f"({', '.join(POPULATION)}: replicator systems); "
                         f"{', '.join(a for a in names(cli=True) if a not in SWEEP_ALGORITHMS)} "
                         "trains with causalfair train only")
@@ -102,6 +99,9 @@ def set_configs(algos: list[str]) -> tuple[type, ...]:
     """The configs whose fields --set may name: those of the sweep's algorithms (TrainConfig
     for the PPO family, RTD3Config, LUCBFairConfig for r-td3, l-ucbfair), TrainConfig when
     it names none of them (sweep() then refuses the algorithm)."""
+    from causalfair.train import TrainConfig
+    from causalfair.train import population as P
+
     out: list[type] = []
     if any(a not in POPULATION for a in algos) or not algos:
         out.append(TrainConfig)
@@ -112,6 +112,8 @@ def set_configs(algos: list[str]) -> tuple[type, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from causalfair.train.sweep import parse_seeds, sweep
+
     if args.jobs is not None:
         args.jobs = resolve_jobs(args.jobs, "--jobs")
     overrides = {}

@@ -16,23 +16,29 @@ from causalfair._io import (
     to_jsonable,
     versioned,
 )
-from causalfair._safe_read import read_option_value
+from causalfair._names import SETTINGS, get, names  # (light: off the trainers)
 from causalfair.backends import resolve_device
 from causalfair.commands._system import parse_params
 from causalfair.errors import UsageError
-from causalfair.policies.checkpoint import (
-    load_checkpoint_for,
-)
-from causalfair.policies.vecnormalize import refuse_warm_start
-from causalfair.systems import make
-from causalfair.systems.lending.settings import SETTINGS
 from causalfair.thresholds import parse_constraint
-from causalfair.train import TrainConfig, prepare_run_folder, train
-from causalfair.train import population as P
-from causalfair.train.algorithms import get, names
-from causalfair.train.exact import repair_checkpoint
 
 ALGOS = names(cli=True)  # the registry of causalfair.train.algorithms
+
+
+# The trainers and the systems load when a command runs, not for `causalfair train --help`:
+# these two are looked up here at each call (tests replace them).
+def train(config: Any, **kwargs: Any) -> Any:
+    """:func:`causalfair.train.train`."""
+    from causalfair.train import train as run_training
+
+    return run_training(config, **kwargs)
+
+
+def make(*args: Any, **kwargs: Any) -> Any:
+    """:func:`causalfair.systems.make`."""
+    from causalfair.systems import make as make_system
+
+    return make_system(*args, **kwargs)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -139,14 +145,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def parse_set(items: list[str], config: Any = TrainConfig) -> dict[str, Any]:
-    """``--set FIELD=VALUE`` options as keyword arguments of the dataclass ``config`` (or of
-    any of a tuple of them: a sweep's algorithms' configs), JSON values where they parse,
-    else strings; a name that is not one of its fields is refused, naming the closest
-    field and all of them."""
+def parse_set(items: list[str], config: Any = None) -> dict[str, Any]:
+    """``--set FIELD=VALUE`` options as keyword arguments of the dataclass ``config``
+    (default: TrainConfig) or of any of a tuple of them (a sweep's algorithms' configs),
+    JSON values where they parse, else strings; a name that is not one of its fields is
+    refused, naming the closest field and all of them."""
     import dataclasses
     import difflib
 
+    from causalfair._safe_read import read_option_value
+    from causalfair.train import TrainConfig
+
+    config = TrainConfig if config is None else config
     classes = config if isinstance(config, tuple) else (config,)
     fields = list(dict.fromkeys(f.name for c in classes for f in dataclasses.fields(c)))
     out: dict[str, Any] = {}
@@ -167,6 +177,8 @@ def parse_set(items: list[str], config: Any = TrainConfig) -> dict[str, Any]:
 
 def build_config(args: argparse.Namespace):
     """The TrainConfig the command line describes."""
+    from causalfair.train import TrainConfig
+
     kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,
           "iterations": 100 if args.iterations is None else args.iterations,
           "env": args.env, "horizon": args.horizon, "n_levels": args.levels}
@@ -194,6 +206,10 @@ def print_json(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 def run_exact(args: argparse.Namespace) -> int:
     """``--algo exact``: the constrained repair (:func:`causalfair.train.exact.repair_checkpoint`)."""
     from pathlib import Path
+
+    from causalfair.policies.checkpoint import load_checkpoint_for
+    from causalfair.train import prepare_run_folder
+    from causalfair.train.exact import repair_checkpoint
 
     if not args.constraint:
         raise UsageError("--algo exact: give at least one --constraint, e.g. --constraint abs_C<=0.05.")
@@ -243,6 +259,9 @@ def run_population(args: argparse.Namespace) -> int:
     replicator-1, saved as a ``population`` checkpoint the audit loads."""
     from pathlib import Path
 
+    from causalfair.train import population as P
+    from causalfair.train import prepare_run_folder
+
     unused = [flag for flag, v in (
         ("--setting", args.setting), ("--resume", args.resume),
         ("--init-checkpoint", args.init_checkpoint), ("--constraint", args.constraint),
@@ -252,8 +271,11 @@ def run_population(args: argparse.Namespace) -> int:
         ("--pair", args.pair),
         ("--env", args.env != "individual")) if v]
     if unused:
+        horizon = (f" Their horizon is the system's: --param horizon={args.horizon}."
+                   if args.horizon else "")
         raise UsageError(f"{', '.join(unused)}: not used by --algo {args.algo} (population "
-                         "agents: --system replicator-1, --param, --seed, --iterations, --set).")
+                         "agents: --system replicator-1, --param, --seed, --iterations, --set)."
+                         + horizon)
     params = parse_params(args.param)
     sid = args.system or "replicator-1"
     system = cf.systems.make(sid, search_path=args.search_path, **params)
@@ -306,6 +328,8 @@ def metrics_line(m: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from causalfair.policies.vecnormalize import refuse_warm_start
+
     if args.init_checkpoint:
         refuse_warm_start(args.init_checkpoint, "--init-checkpoint")
     cpu_only = get(args.algo).trainer in ("repair", "population")

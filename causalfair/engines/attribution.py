@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_horizon, z_quantile
+from causalfair._validation import check_engine, check_horizon, engine_for, z_quantile
 from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
 from causalfair.engines.benefit_cells import bin_cells, bin_labels, quantile_edges
 from causalfair.engines.groups import pair_arg
@@ -540,9 +540,7 @@ def attribute(system: Any, policy: Any, baseline: Any, horizon: int | None = Non
     a paired Monte Carlo run (``engine="mc"``; ``n`` units per group, ``seed``).
     ``pair``: indices, the groups' names or ``"A-B"``, as :func:`causalfair.decompose`'s;
     ``"pi0"`` (the baseline action everywhere) is a policy or baseline on either engine."""
-    if engine not in ("auto", "exact", "mc"):
-        raise InputError(f"engine: bad value {str(engine)[:40]!r}; allowed values: auto, "
-                         "exact, mc.")
+    check_engine(engine)
     # pair: names, "A-B", a Series, as cf.decompose takes them
     if isinstance(system, TabularModel) and engine != "mc":
         return attribute_exact(system, policy, baseline, 20 if horizon is None else horizon,
@@ -551,10 +549,7 @@ def attribute(system: Any, policy: Any, baseline: Any, horizon: int | None = Non
     sys_ = as_system(system)
     pair = pair_arg(pair, sys_.groups)
     T = sys_.horizon if horizon is None else horizon
-    if engine == "exact" or (engine == "auto" and "exact" in sys_.engines):
-        if "exact" not in sys_.engines:
-            raise InputError(f"engine: bad value 'exact'; system {sys_.id!r} has no tabular "
-                             "model of independent units; use engine=\"mc\".")
+    if engine_for(sys_, engine) == "exact":
         return attribute_exact(sys_.tabular, policy, baseline, T, gamma=gamma, pair=pair,
                                policy_name=policy_name, baseline_name=baseline_name,
                                system=sys_)

@@ -451,8 +451,8 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
                    weights: str = "visitation", alpha: float = 0.05,
                    pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
                    eps_source: str | None = None, device: str | None = None,
-                   bins: int = 4, backend: Any = None, shared: dict | None = None
-                   ) -> BenefitResult | None:
+                   bins: int = 4, backend: Any = None, shared: dict | None = None,
+                   check: bool = True) -> BenefitResult | None:
     """Benefit fairness of ``policy`` on ``system`` (anything
     :func:`~causalfair.systems.as_system` accepts) by the engine the system supports
     (:func:`~causalfair._validation.engine_for`): exact from its tabular model of
@@ -460,12 +460,13 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
     (:func:`benefit_fairness_mc`: ``n`` units per group or worlds, bootstrap interval at
     level 1 - ``alpha``, ``bins`` quantile bins per feature). None when the observations
     carry neither levels nor features (nothing pairs individuals). ``horizon``: default
-    the system's. ``shared``: as for :func:`benefit_fairness_mc`."""
+    the system's. ``shared``: as for :func:`benefit_fairness_mc`. ``check=False``: the
+    caller has settled the simulator contract (a Monte Carlo decomposition's own run)."""
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
     eps, declared = eps_for(eps, system)  # None: what the system declares, else "auto"
     eps_source = eps_source or declared
-    kind = engine_for(system, engine)
+    kind = engine_for(system, engine, check=check)
     if kind == "exact":
         return benefit_fairness(system.tabular, policy, T, eps=eps, weights=weights, pair=pair,
                                 eps_source=eps_source)

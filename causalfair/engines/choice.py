@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import ENGINES, check_alpha, check_keywords, engine_for
+from causalfair._validation import check_alpha, check_engine, check_keywords, engine_for
 from causalfair.engines.benefit import benefit_fairness as _benefit_exact
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
@@ -37,12 +37,6 @@ from causalfair.results import LAMBDA_NEEDS, BenefitResult, Decomposition, check
 from causalfair.systems import as_system
 
 __all__ = ["benefit_fairness", "decompose", "compare_groups", "default_pair", "temporal_graph"]
-
-
-def _check_engine(engine: Any) -> None:
-    if engine not in ENGINES:
-        raise ModelError(f"engine: bad value {str(engine)[:40]!r}; allowed values: "
-                         f"{', '.join(ENGINES)}.")
 
 
 def _system(model: Any, engine: str) -> Any:
@@ -114,7 +108,7 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     """:func:`decompose`; ``benefit_shared``: Monte Carlo only, the dict Lambda's forks keep
     their statistics in for the other pairs (:func:`compare_groups`;
     :func:`~causalfair.engines.montecarlo.decompose_mc`'s)."""
-    _check_engine(engine)
+    check_engine(engine)
     check_alpha(alpha)
     system = _system(model, engine)
     pair = _pair(pair, system)
@@ -197,7 +191,7 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     (:mod:`causalfair.engines.benefit_horizon`; ``notion`` "Lambda_T"). ``benefit_bins``:
     by forks on features, the quantile bins per feature of the cells, as :func:`decompose`'s.
     ``plot()`` of the result labels its axes with the system's gain unit (``gain_unit``)."""
-    _check_engine(engine)
+    check_engine(engine)
     check_alpha(alpha)
     system = _system(model, engine)  # read once: the body reads it as it is
     ben = _benefit_fairness(system, policy, horizon, eps=eps, weights=weights, pair=pair,

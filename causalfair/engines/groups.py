@@ -41,12 +41,11 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_alpha
+from causalfair._validation import check_alpha, z_quantile
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.errors import InputError
@@ -192,16 +191,13 @@ class GroupComparison:
         """The pairs "<group>-<reference>"."""
         return [f"{g}-{self.reference}" for g in self.groups if g != self.reference]
 
-    def quantity(self, pair: str, key: str) -> Q | None:
-        """Quantity ``key`` of ``pair`` (either order: ``"B-A"`` is ``"A-B"`` with the sign
-        of C, DPE, IPE, SPE flipped; Lambda and ratios are symmetric). Refuses a pair that
-        names no two groups, naming the groups."""
+    def quantity(self, pair: Any, key: str, where: str = "pair") -> Q | None:
+        """Quantity ``key`` of ``pair`` (``"B-A"``, two names or indices, as every ``pair=``
+        takes them; either order: ``"B-A"`` is ``"A-B"`` with the sign of C, DPE, IPE, SPE
+        flipped; Lambda and ratios are symmetric). A pair that names no two groups is
+        refused by :func:`resolve_pair`, naming ``where`` and the groups."""
         _check_key(key)
-        ab = split_pair(pair, self.groups)
-        if ab is None:
-            raise InputError(
-                f"pair {pair!r}: not two of the groups {', '.join(self.groups)}; name a pair "
-                f"as \"A-B\", e.g. {next(iter(self.pairs))!r}.")
+        ab = resolve_pair(pair, self.groups, where)
         a, b = (self.groups[i] for i in ab)
         if f"{a}-{b}" in self.pairs:
             return self.pairs[f"{a}-{b}"].get(key)
@@ -418,7 +414,7 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     groups share worlds (pair intervals by se_a + se_b)."""
     groups = tuple(dec.groups)
     ref = _reference_index(groups, reference)
-    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    z = z_quantile(alpha)
     se = dict(dec.se) if dec.se else None
     vals = {"V": dec.V, "V_ps": dec.V_ps, "V_0": dec.V_0, "direct": dec.V - dec.V_ps,
             "indirect": dec.V_ps - dec.V_0, "utility": dec.utility_by_group}

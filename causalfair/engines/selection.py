@@ -35,7 +35,9 @@ def selection_rates(model: Any, table: Any, mu_pi: Any, T: int, *, source: str,
     if logs is None:
         pa = model.action_table(table)
         pa = pa if pa.ndim == 4 else np.broadcast_to(pa, (T, *pa.shape))
-        share = np.einsum("tsx,tsxa->sat", mu_pi[:T], pa[:T])  # (G, A, T)
+        # (G, A, T); a share in [0, 1], kept there against rounding (1 + 2e-16 from a group
+        # given a by everyone: audit.json's schema, and a reader, expect at most 1)
+        share = np.clip(np.einsum("tsx,tsxa->sat", mu_pi[:T], pa[:T]), 0.0, 1.0)
         if getattr(model, "departed_levels", None):  # the share of those present
             return _present_rates(out, model, mu_pi[:T], pa[:T], labels, acts)
         for i, g in enumerate(groups):
@@ -63,12 +65,12 @@ def _present_rates(out: dict[str, Any], model: Any, mu: Any, pa: Any, labels: li
     mass = np.einsum("tsx,x->st", mu, here)  # (G, T)
     given = np.einsum("tsx,tsxa,x->sat", mu, pa, here)  # (G, A, T)
     for i, g in enumerate(out["groups"]):
-        out["rate"][g] = {labels[a]: [float(x / m) if m > 0 else None
+        out["rate"][g] = {labels[a]: [min(1.0, max(0.0, float(x / m))) if m > 0 else None
                                       for x, m in zip(given[i, a], mass[i], strict=True)]
                           for a in acts}
         total = float(mass[i].sum())
-        out["rate_overall"][g] = {labels[a]: float(given[i, a].sum()) / total if total > 0
-                                  else None for a in acts}
+        out["rate_overall"][g] = {labels[a]: min(1.0, max(0.0, float(given[i, a].sum()) / total))
+                                  if total > 0 else None for a in acts}
     return out
 
 

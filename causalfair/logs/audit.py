@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -83,6 +84,18 @@ def _candidate_note(policy: Any, source: str, n_boot: int) -> tuple[str, ...]:
             + (" carry the uncertainty of the fitted transitions, initial levels and "
                "rewards, not that of the scores the table was read from."
                if n_boot else " are not computed (n_boot = 0)."),)
+
+
+@dataclasses.dataclass(frozen=True)
+class FittedModelPolicy:
+    """A candidate policy resolved on the model :func:`audit_logs` fits from the log (a
+    checkpoint or a factory, checked against the fitted model's levels and groups):
+    ``audit_logs(df, policy=FittedModelPolicy(resolve))`` calls ``resolve(model)`` once,
+    on its own fit, and audits what it returns (anything ``policy=`` takes), so the log
+    is fitted once (``causalfair decompose --logs --audit-policy``, a ``[logs]`` spec's
+    ``[policy]``)."""
+
+    resolve: Callable[[Any], Any]
 
 
 def _resolve_potential(potential: Any, data: LogData) -> Any:
@@ -194,7 +207,8 @@ def audit_logs(
     :mod:`causalfair.logs.schema`). ``horizon``: T of the
     audit (default: the longest trajectory in the log). ``policy``: None to audit the
     logged policy pi(d | x, s) estimated from the logs; or a Policy, a table (G, K), a
-    built-in spec (``"threshold:0.5"``) or a loaded checkpoint, evaluated on the fitted
+    built-in spec (``"threshold:0.5"``) or a loaded checkpoint, or a
+    :class:`FittedModelPolicy` (resolved on the fitted model), evaluated on the fitted
     model (its table read from the full-log fit and kept fixed across bootstrap
     replicates, which refit the model: the intervals carry the fit's uncertainty, not that
     of the scores a threshold reads; its selection rates are its own on the fitted model,
@@ -245,7 +259,9 @@ def audit_logs(
         decisions=names)
     T = data.horizon if horizon is None else check_horizon(horizon)
     ab = resolve_pair(pair, data.groups, "pair")  # the estimate's and the bounds' pair
-    _check_score(policy, data)
+    on_fit = policy if isinstance(policy, FittedModelPolicy) else None
+    if on_fit is None:
+        _check_score(policy, data)
     notes = data.notes()
     if potential is None and data.binning is not None:
         notes += ("gain potential f: the lending default over the ordered bins (not the "
@@ -259,6 +275,9 @@ def audit_logs(
                                 potential=potential, groups=data.groups, levels=levels)
     if names is not None:
         model = model.with_(action_labels=names)
+    if on_fit is not None:  # a candidate resolved on this fit (the log is fitted once)
+        policy = on_fit.resolve(model)
+        _check_score(policy, data)
     p, source = _resolve_policy(policy, model, p_log, T)
     # one number for the estimate and every replicate: given, declared by the fitted model
     # (the lending potential's 0.1) or "auto" from the full-data benefits

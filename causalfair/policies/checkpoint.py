@@ -72,7 +72,7 @@ from causalfair.types import Observation
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "save_checkpoint",
            "load_checkpoint", "file_sha256", "check_policy_inputs", "load_checkpoint_for",
-           "sb3_network"]
+           "read_pt", "sb3_network"]
 
 
 # ------------------------------------------------------------------------ saving
@@ -354,7 +354,13 @@ def _pickled_module(path: Path) -> str | None:
     return None
 
 
-def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
+def read_pt(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The state_dict (numpy arrays) and metadata of a causalfair ``.pt`` checkpoint
+    (``save_checkpoint``'s: a torch zip archive with ``state_dict`` and ``meta_json``),
+    read within the limits of docs/limits.md and without running code
+    (:func:`~causalfair.policies.torchzip.load_weights`); a :class:`CheckpointError`
+    naming the file for anything else."""
+    path = Path(path)
     with open(path, "rb") as fh:
         is_zip = fh.read(4) == b"PK\x03\x04"
     if not is_zip:  # torch's legacy format allocates what its pickle declares
@@ -390,10 +396,15 @@ def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
         raise CheckpointError(f"checkpoint {path}: malformed metadata (meta_json is a "
                               f"{type(payload['meta_json']).__name__}, not a JSON string).")
     meta = read_json(payload["meta_json"], f"checkpoint {path}: meta_json", CheckpointError)
-    arch, sizes, act, n_out, enc = validate_meta(meta, path)
     state = payload["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
         raise CheckpointError(f"checkpoint {path}: state_dict must map names to tensors.")
+    return state, meta
+
+
+def _load_pt(path: Path) -> tuple[NumpyMLPPolicy, dict[str, Any]]:
+    state, meta = read_pt(path)
+    arch, sizes, act, n_out, enc = validate_meta(meta, path)
     layers = [(W.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
               for W, b in check_shapes(state, sizes, path)]
     for W, b in layers:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from causalfair.errors import CheckpointError, PolicyError, short
+from causalfair.errors import CheckpointError, PolicyError, as_numbers, short
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
 from causalfair.types import Observation, check_probs, check_rows
 
@@ -92,7 +92,7 @@ def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | Non
     policy = sb3_adapted(policy)
     fn = getattr(policy, "action_probs", None)
     if callable(fn):
-        out = fn(obs)
+        out = as_numbers(fn(obs))
         try:
             arr = np.asarray(out, dtype=np.float64)
         except (TypeError, ValueError):  # text, ragged lists

@@ -43,8 +43,14 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._usercode import call_factory, check_params, guard_policy, load_callable
-from causalfair.errors import CausalfairError, PolicyError, call_user, short
+from causalfair._usercode import (
+    call_factory,
+    call_policy,
+    check_params,
+    guard_policy,
+    load_callable,
+)
+from causalfair.errors import CausalfairError, PolicyError, short
 from causalfair.policies.checkpoint import load_checkpoint, load_checkpoint_for
 from causalfair.policies.core import (
     BUILTIN_POLICIES,
@@ -72,6 +78,7 @@ from causalfair.policies.vecnormalize import (
     refuse_stats_beside,
 )
 from causalfair.types import check_probs
+from causalfair.workers import user_prints_to_stderr
 
 __all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "GreedyQPolicy",
            "CHECKPOINT_SUFFIXES", "BUILTIN_KINDS", "TORCH_OUTPUTS"]
@@ -161,14 +168,14 @@ def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str 
 
     def call(obs: Observation) -> Any:
         if inputs == "obs":
-            return call_user(what, fn, obs)
+            return call_policy(what, fn, obs)
         if inputs == "level_group":
             if obs.level is None:
                 raise PolicyError(f"policy {label!r} reads levels, but the observation has none.")
-            return call_user(what, fn, obs.level, obs.group)
+            return call_policy(what, fn, obs.level, obs.group)
         if obs.features is None:
             raise PolicyError(f"policy {label!r} reads features, but the observation has none.")
-        return call_user(what, fn, obs.features)
+        return call_policy(what, fn, obs.features)
 
     declared = {k: getattr(fn, k) for k in DECLARATIONS if isinstance(getattr(fn, k, None), bool)}
     call.__dict__.update(declared)  # what the function says of itself, as an object would
@@ -382,14 +389,15 @@ def _checkpoint(path: Path, system: Any) -> ResolvedPolicy:
 
 def _factory(ref: str, system: Any, search_path: Any, params: Mapping[str, Any] | None,
              what: str, output: str | None = None) -> ResolvedPolicy:
-    fn = load_callable(ref, search_path=search_path, what=what)
-    params = dict(params or {})
-    try:
-        check_params(fn, params, f"{what} {ref!r}")
-    except CausalfairError as exc:
-        raise PolicyError(f"{exc} Check the policy's params against the factory's "
-                          "arguments.") from None
-    obj = call_factory(f"{what} {ref!r}", fn, search_path, **params)
+    with user_prints_to_stderr():  # never into the JSON of `decompose --json`
+        fn = load_callable(ref, search_path=search_path, what=what)
+        params = dict(params or {})
+        try:
+            check_params(fn, params, f"{what} {ref!r}")
+        except CausalfairError as exc:
+            raise PolicyError(f"{exc} Check the policy's params against the factory's "
+                              "arguments.") from None
+        obj = call_factory(f"{what} {ref!r}", fn, search_path, **params)
     got = None if isinstance(obj, (str, os.PathLike)) else _in_memory(obj, system, what, output)
     if got is None:
         raise PolicyError(

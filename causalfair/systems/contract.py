@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._usercode import Guard, guard_as, is_own
+from causalfair._usercode import MEANWHILE, Guard, guard_as, is_own, np_global_state
 from causalfair.errors import SimulatorContractError, call_user
 from causalfair.types import Observation, StepResult
 
@@ -92,8 +92,8 @@ def check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
     group = np.asarray(obs.group)
     if group.shape != (n,):
         raise SimulatorContractError(
-            f"{w}: wrong shape: Observation.group has shape {group.shape}, expected ({n},) "
-            f"for a batch of {n}.")
+            f"{w}: wrong shape: Observation.group has shape {group.shape}, expected "
+            + (f"({n},) for a batch of {n}." if n >= 0 else "(n,), one group index per unit."))
     if group.dtype.kind in "USO" and n:
         kind = "objects" if group.dtype.kind == "O" else "strings"
         raise SimulatorContractError(
@@ -117,7 +117,14 @@ def check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
             raise SimulatorContractError(
                 f"{w}: Observation.level outside [0, {K}) (min {level.min()}, max {level.max()}).")
     if obs.features is not None:
-        feats = np.asarray(obs.features)
+        feats = obs.features
+        if not isinstance(feats, np.ndarray) or feats.dtype.kind not in "biuf":
+            what = (f"a {type(feats).__name__}" if not isinstance(feats, np.ndarray) else
+                    f"an array of dtype {feats.dtype}")
+            raise SimulatorContractError(
+                f"{w}: Observation.features is {what}; return a numpy array of numbers, "
+                f"shape ({n if n >= 0 else 'n'}, F) (np.asarray(..., dtype=float)): a policy "
+                "reads it with array operations.")
         if feats.ndim != 2 or feats.shape[0] != n:
             raise SimulatorContractError(
                 f"{w}: wrong shape: Observation.features has shape {feats.shape}, expected "
@@ -282,6 +289,57 @@ def _check_departed_step(name: str, obs: Any, after: Any, gain: Any, d: Any,
             "leave departed out.")
 
 
+def _check_arguments_kept(name: str, given: dict[str, np.ndarray], decisions: Any,
+                          noise: Any) -> None:
+    """Refuse a step that changed its ``decisions`` or ``noise`` argument in place
+    (``given``: :func:`frozen` copies of both taken before the call): the engine steps pi,
+    the pi^PS fork and pi0 of an epoch with the same noise array and counts the decisions
+    after the step, so a change made by one call silently alters the next. Entries the
+    step adds (a cache of what it derives from the noise, which forks reuse) are fine."""
+    now = frozen((decisions, noise))
+    diff = next((path for path, arr in given.items() if path in now and same(arr, now[path])),
+                None)
+    if diff:
+        arg, fix = (("decisions", "d = np.array(decisions)") if diff.startswith("[0]")
+                    else ("noise", "noise = noise * c, not noise *= c"))
+        raise SimulatorContractError(
+            f"simulator {name}.step: modified its {arg} argument in place; the "
+            "engine steps pi, the pi^PS fork and pi0 with the same decisions and noise "
+            f"arrays, so the next call would see the change: copy before changing it ({fix}).")
+
+
+def _check_noise_reads_rng(name: str, noise: Any, other: Any) -> None:
+    """Refuse a ``draw_noise`` whose noise varies between units but is the same under two
+    different seeds: it draws from a generator of its own (``default_rng(0)`` inside it, a
+    seeded global), so every batch of every group gets the same numbers and the intervals
+    treat them as independent. Noise that is the same for every unit (none at all) passes."""
+    if same(noise, other) is not None:
+        return
+    if not any(a.ndim >= 1 and a.shape[0] > 1 and a.dtype.kind in "biufc"
+               and not np.array_equal(a, np.broadcast_to(a[:1], a.shape), equal_nan=True)
+               for _, a in _leaves(noise)):
+        return
+    raise SimulatorContractError(
+        f"simulator {name}.draw_noise: ignores its rng: two different seeds gave the same "
+        "noise, so every batch and group would share the same random numbers; draw every "
+        "random number from the rng argument (rng.random(n), not np.random.default_rng(0) "
+        "or a generator kept in the simulator).")
+
+
+def _check_group_kept(name: str, after: Any, g: int, t: int) -> None:
+    """Refuse a step after which a unit reset in group ``g`` is observed in another: the
+    engines count each unit in the group it was reset in, and a policy reading
+    ``Observation.group`` would see another."""
+    got = np.asarray(after.group)
+    if got.shape and np.any(got != g):
+        other = got[got != g].reshape(-1)[0].item()
+        raise SimulatorContractError(
+            f"simulator {name}.step: Observation.group changed over time: units reset in "
+            f"group {g} show group {other!r} after step {t}; a unit's group is fixed (the "
+            "engines count it in the group it was reset in): keep the group the state got in "
+            "reset unchanged, and put what changes into features.")
+
+
 def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                    n_actions: int | None = None,
                    features: tuple[str, ...] | None = None, tabular: Any = None,
@@ -343,8 +401,11 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                     f"same seed gave different noise (first difference at {diff}); draw every "
                     "random number from the rng argument.")
             check_noise(sim, n1, n)
+            if t == 0:
+                _check_noise_reads_rng(name, n1, sim.draw_noise(n, seeded_rng(seed, g, 3)))
             d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
             before = frozen((sim.observe(state), state))
+            given = frozen((d, n1))
             r1 = sim.step(state, d, n1)
             check_step_result(sim, r1, n)
             if g == 0 and t == 0:  # what a first call sets up (a cache) may stay
@@ -354,6 +415,7 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                 raise SimulatorContractError(
                     f"simulator {name}.step: modified its input state in place (at {diff}); "
                     "forks need the state unchanged, return a new state instead.")
+            _check_arguments_kept(name, given, d, n1)
             r2 = sim.step(state, d, n2)
             diff = same((r1.gain, r1.reward), (r2.gain, r2.reward)) or same(
                 sim.observe(r1.state), sim.observe(r2.state))
@@ -364,6 +426,7 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                     "numbers in draw_noise, not in step, so that forks share them.")
             after = sim.observe(r1.state)
             check_observation(sim, after, n, f"step (observe after step {t})")
+            _check_group_kept(name, after, g, t)
             _check_tabular_features(name, after, tabular, t + 1)
             _check_departed_step(name, sim.observe(state), after, r1.gain, d, departed, t)
             state = r1.state
@@ -385,8 +448,19 @@ class _GuardedSimulator(Guard):
         return guard_simulator, (self._obj,)
 
     def _call(self, method: str, *args: Any) -> Any:
-        return call_user(f"simulator {type(self._obj).__name__}.{method}",
-                         getattr(self._obj, method), *args)
+        what = f"simulator {type(self._obj).__name__}.{method}"
+        before = np_global_state()
+        out = call_user(what, getattr(self._obj, method), *args)
+        if before is not None and np_global_state() != before:
+            kind = ("does not honour its seed" if method in ("reset", "draw_noise") else
+                    "not a deterministic function of its arguments")
+            raise SimulatorContractError(
+                f"{what}: {kind}: it drew from numpy's global generator (np.random.random, "
+                f"np.random.normal, ...: its state moved during the call; {MEANWHILE}), so "
+                "its numbers are not reproducible and forks would not share them; draw "
+                "every random number from the rng argument (rng.random(n)) that reset and "
+                "draw_noise get; step and observe draw none.")
+        return out
 
     def reset(self, n: int, group: Any, rng: Any) -> Any:
         return self._call("reset", n, group, rng)
@@ -394,7 +468,7 @@ class _GuardedSimulator(Guard):
     def observe(self, state: Any) -> Any:
         obs = self._call("observe", state)
         group = getattr(obs, "group", None)
-        check_observation(self._obj, obs, np.shape(group)[0] if np.ndim(group) == 1 else -1,
+        check_observation(self._obj, obs, np.shape(group)[0] if np.ndim(group) >= 1 else -1,
                           "observe")
         return obs
 

@@ -29,6 +29,7 @@ from typing import Any, TextIO
 from causalfair._usercode import call_factory, check_params, importable, load_callable
 from causalfair.errors import SystemError_, short
 from causalfair.systems.system import System, as_system
+from causalfair.workers import user_prints_to_stderr
 
 __all__ = ["SystemSpec", "register", "make", "spec", "registered", "pprint_registry",
            "load_callable", "call_factory", "check_params", "importable", "ENTRY_POINT_GROUP"]
@@ -137,21 +138,24 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
     name) with ``params`` overriding the registered defaults."""
     if not isinstance(id, str) or not id:
         raise SystemError_(f"system: id must be a non-empty string, got {short(id)}.")
-    if id in _REGISTRY or (":" not in id and _entry_point(id) is not None):
-        entry = _REGISTRY[id]
-        fn = entry.factory(search_path)
-        kwargs = {**entry.defaults, **params}
-        sid = id
-    elif ":" in id:
-        fn = load_callable(id, search_path=search_path, what=f"system factory {id!r}")
-        kwargs = dict(params)
-        sid = id
-    else:
-        raise SystemError_(_unknown_message(id, search_path))
-    what = f"system {sid!r}"
-    check_params(fn, kwargs, what)
-    _check_required(fn, kwargs, what)
-    obj = call_factory(f"system factory {sid!r}", fn, search_path, **kwargs)
+    # what the module's import and the factory print goes to stderr: never into the JSON
+    # of `decompose --json` / `audit --json`
+    with user_prints_to_stderr():
+        if id in _REGISTRY or (":" not in id and _entry_point(id) is not None):
+            entry = _REGISTRY[id]
+            fn = entry.factory(search_path)
+            kwargs = {**entry.defaults, **params}
+            sid = id
+        elif ":" in id:
+            fn = load_callable(id, search_path=search_path, what=f"system factory {id!r}")
+            kwargs = dict(params)
+            sid = id
+        else:
+            raise SystemError_(_unknown_message(id, search_path))
+        what = f"system {sid!r}"
+        check_params(fn, kwargs, what)
+        _check_required(fn, kwargs, what)
+        obj = call_factory(f"system factory {sid!r}", fn, search_path, **kwargs)
     system = as_system(obj, id=sid, params=kwargs, where=what)
     # the id it was made from names it, or the factory's refinement of that id (the
     # registered "gym" names its env: "gym:module:make_env"); make(sid, **params) rebuilds it

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes, check_output_file
+from causalfair._safe_read import read_json
 from causalfair.errors import OutputError
 from causalfair.policies.core import CheckpointError, save_checkpoint
 
@@ -162,9 +163,10 @@ def _check_state(state: Any, path: Path) -> None:
                               f"trainer's state; {fix}")
     missing = [k for k in _STATE_KEYS if k not in state]
     if not missing:
-        try:
-            meta = json.loads(state["json"]) if isinstance(state["json"], str) else None
-        except ValueError:
+        try:  # untrusted text: read within the limits of every JSON causalfair reads
+            meta = (read_json(state["json"], f"resume: {path}: json", CheckpointError)
+                    if isinstance(state["json"], str) else None)
+        except CheckpointError:
             meta = None
         missing = (["json"] if not isinstance(meta, dict)
                    else [f"json.{k}" for k in _STATE_JSON_KEYS if k not in meta])

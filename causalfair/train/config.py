@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from causalfair._limits import check_memory
+from causalfair._names import PPO_ALGORITHMS
 from causalfair.engines.groups import resolve_pair
 from causalfair.errors import ConfigError, InputError
 from causalfair.systems.lending.settings import SETTINGS
@@ -29,8 +30,8 @@ __all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_
            "UNRECORDED_NONE", "resolved_pair"]
 
 #: The objectives the PPO trainers implement (causalfair.train.objectives), from the
-#: registry of :mod:`causalfair.train.algorithms`.
-ALGORITHMS = names(trainer="ppo", runs_as="")
+#: registry of :mod:`causalfair.train.algorithms` (defined in causalfair._names: --help lists it).
+ALGORITHMS = PPO_ALGORITHMS
 #: ``individual``: the individual-level MDP (paper's MDP, what the exact audit measures);
 #: ``population``: the population-level lending environment (the anchors' setting).
 ENVIRONMENTS = ("individual", "population")

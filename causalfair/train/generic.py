@@ -83,7 +83,8 @@ from causalfair.train.replica_choice import ReplicaChoiceTraining
 from causalfair.types import Observation
 
 __all__ = ["SystemTrainer", "GENERIC_ALGOS", "selection_seed", "SELECTION_STREAM",
-           "evaluation_seed", "EVALUATION_STREAM", "warm_encoding"]
+           "evaluation_seed", "EVALUATION_STREAM", "warm_encoding", "lambda_by_forks",
+           "no_features_for_lambda"]
 
 #: The objectives the generic trainer implements (the registry, causalfair.train.algorithms).
 GENERIC_ALGOS = names(generic=True)
@@ -123,6 +124,29 @@ def evaluation_seed(seed: int) -> int:
 def _stream_seed(seed: int, tag: int) -> int:
     word = np.random.SeedSequence([int(seed), tag]).generate_state(1, np.uint64)[0]
     return 2**64 + int(word)
+
+
+def lambda_by_forks(system: Any) -> bool:
+    """Whether a Lambda in the loss (PPO-Cb's term, a Lambda constraint's) takes its
+    benefits from unit-alone forks on ``system``: it has no two-action tabular model with
+    baseline 0 whose exact benefit table would give them."""
+    tab = system.tabular if "exact" in system.engines else None
+    return tab is None or system.n_actions != 2 or system.decisions.baseline != 0
+
+
+def no_features_for_lambda(what: str, system: Any) -> str | None:
+    """Why a Lambda in the loss cannot train on ``system`` (None: it can): benefits by forks
+    are pooled in cells of the features, and the system observes none. ``what``: "ppo-cb"
+    or "constraint" (a Lambda constraint), which the message names with its fix."""
+    if not lambda_by_forks(system) or system.features is not None:
+        return None
+    head, fix = (("algo: 'ppo-cb'", "train ppo-c there (its C term without Lambda), or ppo-cb "
+                  "on a system that observes features") if what == "ppo-cb" else
+                 ("constraints: Lambda", "drop the Lambda constraint there (C, DPE, IPE, SPE and "
+                  "min_ratio_V constraints apply)"))
+    return (f"{head} on system {system.id!r}: benefit fairness pairs units through their "
+            f"features, and the system observes none (no two-action tabular model gives "
+            f"its benefits either); {fix}.")
 
 
 class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
@@ -251,11 +275,10 @@ class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
         # the anchored C: PPO-C's and PPO-Cb's term, or a C constraint's
         self.c_term = c.algo in ("ppo-c", "ppo-cb") or any(k.metric == "C" for k in self.cons)
         # its benefits: the exact table, or unit-alone forks in every rollout
-        self.cb_forks = self.lambda_term and (tab is None or self.A != 2 or self.base != 0)
+        self.cb_forks = self.lambda_term and lambda_by_forks(system)
         if self.cb_forks and system.features is None:
-            what = "algo: 'ppo-cb'" if c.algo == "ppo-cb" else "constraints: Lambda"
-            raise ConfigError(f"{what} on system {system.id!r}: benefit fairness pairs "
-                              "units through their features, and the system observes none.")
+            raise ConfigError(no_features_for_lambda(
+                "ppo-cb" if c.algo == "ppo-cb" else "constraint", system))
         if self.lambda_term and not self.cb_forks:
             self.delta = self._to_device(tab.benefit())
             G, K = tab.n_groups, tab.n_levels

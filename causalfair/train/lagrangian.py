@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from causalfair.engines.exact import exact_numbers
-from causalfair.engines.groups import compare, lambda_by_forks, pair_names, split_pair
+from causalfair.engines.groups import compare, lambda_by_forks, pair_names, resolve_pair
 from causalfair.errors import ConfigError, InputError
 from causalfair.thresholds import (
     FAIL,
@@ -98,11 +98,11 @@ class Lagrangian:
             one for t in texts for one in parse_constraint(t).for_pairs(names)]
         self.pairs: list[tuple[int, int] | None] = []
         for k in self.cons:
-            ab = None if k.pair is None else split_pair(k.pair, groups)
-            if k.pair is not None and ab is None:
-                raise ConfigError(f"constraints: {k.label}: pair {k.pair!r} is not two of the "
-                                  f"groups {', '.join(groups)}; name a pair as \"A-B\", e.g. "
-                                  f"{names[0]!r}.")
+            try:  # the one reading of a pair (engines.groups.resolve_pair), its key named
+                ab = None if k.pair is None else resolve_pair(k.pair, groups,
+                                                              f"constraints: {k.label}")
+            except InputError as exc:
+                raise ConfigError(str(exc)) from None
             self.pairs.append(ab)
         self.system_id = system_id
         # a ratio (q >= b) as -q <= -b

@@ -39,6 +39,7 @@ from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import CheckpointError, ConfigError
 from causalfair.policies.checkpoint import (
     load_checkpoint,
+    load_checkpoint_for,
     mlp,
     write_npz,
 )
@@ -559,6 +560,28 @@ class PopulationRun:
         return int(self.config.seed)
 
 
+def _audit(system: Any, policy: Any) -> Any:
+    """The audit of a population agent's policy a run reports: the Monte Carlo engine with
+    2 replicas (the dynamics are deterministic) from the system's q0, seed 0."""
+    return decompose_mc(system, policy, n=2, seed=0)
+
+
+def _audited(d: Any) -> dict[str, float]:
+    """The audit's numbers a run reports beside the checkpoint's metrics: ``utility`` and
+    (when the audit has it) ``Lambda``."""
+    return {"utility": float(d.total_utility),
+            **({"Lambda": float(d.Lambda)} if d.Lambda is not None else {})}
+
+
+def audit_checkpoint(path: Any, system: Any) -> dict[str, float]:
+    """``utility`` and ``Lambda`` of the agent in checkpoint ``path`` (``checkpoint.npz``),
+    by the audit :func:`run_agent` makes (the loaded agent's thresholds are the trained
+    one's, bit for bit, so the numbers are those the run reported): what a resumed sweep
+    fills in for a run an earlier causalfair finished without them."""
+    policy, _ = load_checkpoint_for(path, system)
+    return _audited(_audit(system, policy))
+
+
 def run_agent(run: PopulationRun, system: Any, out: Any = None) -> dict[str, Any]:
     """Train ``run`` on ``system`` (made from ``run.system``), audit the agent from the
     system's q0 (the Monte Carlo engine with 2 replicas: the dynamics are deterministic)
@@ -582,15 +605,14 @@ def run_agent(run: PopulationRun, system: Any, out: Any = None) -> dict[str, Any
     agent = (train_rtd3 if run.algo == "r-td3" else train_lucbfair)(system, run.config)
     wall = time.perf_counter() - t0
     ev = episode_values(env, agent)
-    d = decompose_mc(system, audit_policy(env, agent), n=2, seed=0)
+    d = _audit(system, audit_policy(env, agent))
     m = {"V_r": float(ev["V_r"][0]), "V_g": float(ev["V_g"][0]),
          "q1_final": float(ev["q_final"][0, 0]), "q2_final": float(ev["q_final"][0, 1]),
          **{k: float(getattr(d, k)) for k in ("C", "DPE", "IPE", "SPE")},
          "episodes": len(agent.history)}
     # the audit's utility and Lambda (the PPO rows' ``utility`` and ``Lambda``: one column
     # for every algorithm of a sweep); not in the checkpoint's metadata, whose bytes stay
-    audited = {"utility": float(d.total_utility),
-               **({"Lambda": float(d.Lambda)} if d.Lambda is not None else {})}
+    audited = _audited(d)
     history = [{"episode": i, **row} for i, row in enumerate(agent.history)]
     ck = None
     if out is not None:

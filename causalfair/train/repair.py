@@ -49,8 +49,8 @@ from causalfair._validation import check_horizon
 from causalfair.engines.benefit import WEIGHTS, model_eps
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.exact_torch import exact_metrics
-from causalfair.engines.groups import pair_names, split_pair
-from causalfair.errors import InputError, ModelError
+from causalfair.engines.groups import pair_names, resolve_pair, split_pair
+from causalfair.errors import ModelError
 from causalfair.model import TabularModel
 from causalfair.policies.checkpoint import TorchPolicy
 from causalfair.policies.grid import grid_observation, policy_table
@@ -319,10 +319,9 @@ def expand(model: TabularModel, constraints: Sequence[Constraint]) -> tuple[Cons
     groups = tuple(model.group_names)
     names = [f"{groups[a]}-{groups[b]}" for a, b in pair_names(groups, 0)]
     out = tuple(one for c in constraints for one in c.for_pairs(names))
-    for c in out:
-        if c.pair is not None and split_pair(c.pair, groups) is None:
-            raise InputError(f"constraint {c.key}: pair {c.pair!r} is not two of the groups "
-                             f"{', '.join(groups)}; name a pair as \"A-B\", e.g. {names[0]!r}.")
+    for c in out:  # the one reading of a pair (engines.groups.resolve_pair), its key named
+        if c.pair is not None:
+            resolve_pair(c.pair, groups, f"constraint {c.key}")
     return out
 
 

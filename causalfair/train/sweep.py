@@ -49,7 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_bytes
-from causalfair._validation import did_you_mean
+from causalfair._names import (  # defined there: `causalfair sweep --help` lists them
+    POPULATION,  # the population agents' names (their own configs: train.population)
+    SWEEP_ALGORITHMS,  # every algorithm a sweep trains: the PPO family and POPULATION
+)
+from causalfair._validation import check_alpha, did_you_mean
 from causalfair.backends import (
     ProcessBackend,
     SerialBackend,
@@ -58,10 +62,10 @@ from causalfair.backends import (
     make_backend,
 )
 from causalfair.engines._mc_base import is_serial
-from causalfair.errors import ConfigError, OutputError
+from causalfair.errors import CausalfairError, ConfigError, InputError, OutputError
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
-from causalfair.train import ALGORITHMS, TrainConfig, train
+from causalfair.train import TrainConfig, train
 from causalfair.train import population as P
 from causalfair.train.algorithms import REGISTRY, names
 from causalfair.train.checkpoint import prepare_run_folder
@@ -75,6 +79,7 @@ from causalfair.train.sweep_io import (  # the folder, resume and IO part
     pair_text,
     prepare_out,
     run_dir,
+    update_result,
     write_run,
 )
 
@@ -85,10 +90,6 @@ __all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "tabulate", "tra
 EXISTING = ("refuse", "resume", "force")
 #: At most this many runs per sweep (a typo such as --seeds 0-100000 is refused).
 MAX_RUNS = 10_000
-#: The population agents' names (their own configs: :mod:`causalfair.train.population`).
-POPULATION = names(trainer="population")
-#: Every algorithm a sweep trains: the PPO family (TrainConfig) and the population agents.
-SWEEP_ALGORITHMS = tuple(ALGORITHMS) + POPULATION
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -166,6 +167,15 @@ def _why_not(algo: str, system: Any) -> str | None:
     if algo not in names(generic=True):
         return (f"{algo} trains on {REGISTRY[algo].systems} only (the lending trainer, which "
                 f"reads lending's ground truth: the qualified role and the lending population)")
+    if algo == "ppo-cb":  # its Lambda term needs features to pair units by
+        from causalfair.train.generic import no_features_for_lambda
+
+        try:
+            why = no_features_for_lambda("ppo-cb", system)
+        except Exception:  # noqa: BLE001 - a system that breaks: its run fails and says so
+            why = None
+        if why is not None:
+            return why.removeprefix("algo: ").rstrip(".")
     if REGISTRY[algo].fair_advantage:
         from causalfair.train.fair_signals import check_fair_signals
 
@@ -176,6 +186,30 @@ def _why_not(algo: str, system: Any) -> str | None:
         except Exception:  # noqa: BLE001 - a simulator that breaks: its run fails and says so
             return None
     return None
+
+
+#: The columns of a runs table that say which run a row is, not what it measured (every
+#: other column is a metric :func:`tabulate` averages).
+RUN_COLUMNS = ("system", "algo", "seed", "pair", "checkpoint", "wall_s")
+
+
+def _check_one_horizon(overrides: Mapping[str, Any], pairs: Sequence[tuple[str, str]],
+                       made: Mapping[str, Any]) -> None:
+    """Refuse a ``horizon`` override that the population agents of the sweep would not
+    take: it is a :class:`~causalfair.train.TrainConfig` field, while R-TD3 and L-UCBFair
+    train and are audited over their system's horizon, so one table would compare
+    utilities and effects summed over different horizons."""
+    T = overrides.get("horizon")
+    if T is None:
+        return
+    for sy, a in pairs:
+        if a in POPULATION and made[sy] is not None and made[sy].horizon != T:
+            raise ConfigError(
+                f"overrides: horizon={T} goes to the PPO family only (a TrainConfig field), "
+                f"while {a} on {sy} trains and is audited over the system's horizon "
+                f"({made[sy].horizon}): the table's utility, C, DPE, IPE and SPE would sum "
+                f"different horizons; give every run the horizon with --param horizon={T} "
+                "(the system's own), or sweep the population agents separately.")
 
 
 def _seed_list(seeds: Sequence[int]) -> str:
@@ -321,7 +355,7 @@ class SweepResult:
                 doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
                 cfg = doc.get("requested", doc["config"])
                 sysid = cfg.get("system") or cfg.get("setting")
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
                 sysid = None
             seeds.add(int(folder.name.removeprefix("seed-")))
             algos += [folder.parent.name] if folder.parent.name not in algos else []
@@ -377,6 +411,15 @@ class SweepResult:
         return "\n".join(lines) + "\n"
 
 
+def _check_alpha(alpha: Any) -> None:
+    """The library's one rule for alpha (:func:`causalfair._validation.check_alpha`: in
+    (0, 0.5], the error level), as a sweep's ConfigError."""
+    try:
+        check_alpha(alpha)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, float]:
     """(mean, lower, upper): the 1 - alpha t-interval of the mean over runs (NaNs dropped;
     NaN bounds with fewer than two runs)."""
@@ -396,7 +439,8 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, f
 
 def tabulate(runs: Any, alpha: float = 0.05) -> Any:
     """The sweep's table of ``runs`` (a DataFrame, one row per run: ``system``, ``algo``,
-    ``seed``, optionally ``pair`` and ``wall_s``, and one column per metric): per system,
+    ``seed``, optionally ``pair``, ``checkpoint`` and ``wall_s`` (:data:`RUN_COLUMNS`), and
+    one column per metric): per system,
     algorithm and metric the number of runs ``n``, the ``mean`` and its 1 - ``alpha``
     t-interval over them (``lower``, ``upper``; :func:`t_interval`), that level
     (``ci_level`` = 1 - ``alpha``, e.g. 0.95) and the ``pairs`` its runs compare. :func:`sweep` makes its table.csv with it; runs of your own method,
@@ -404,13 +448,12 @@ def tabulate(runs: Any, alpha: float = 0.05) -> Any:
     "Your own method")."""
     import pandas as pd
 
-    if not 0.0 < alpha < 1.0:
-        raise ConfigError(f"alpha: must be in (0, 1), got {alpha}.")
+    _check_alpha(alpha)
     missing = [c for c in ("system", "algo", "seed") if c not in runs.columns]
     if missing and not runs.empty:
         raise ConfigError(f"runs: column(s) {missing} missing; tabulate needs one row per run "
                           "with system, algo, seed and the metrics.")
-    metrics = [c for c in runs.columns if c not in ("system", "algo", "seed", "pair", "wall_s")]
+    metrics = [c for c in runs.columns if c not in RUN_COLUMNS]
     table_rows = []
     if not runs.empty:
         for (sysid, algo), g in runs.groupby(["system", "algo"], sort=False):
@@ -453,8 +496,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
         raise ConfigError("seeds: give at least one seed, e.g. 0-4.")
     if not systems:
         raise ConfigError("systems: give at least one system id, e.g. lending-1.")
-    if not 0.0 < alpha < 1.0:
-        raise ConfigError(f"alpha: must be in (0, 1), got {alpha}.")
+    _check_alpha(alpha)
     if existing not in EXISTING:
         raise ConfigError(f"existing: bad value {existing!r}; allowed values: "
                           f"{', '.join(EXISTING)}.")
@@ -501,6 +543,8 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
             f"{a} on {sy}: {why}" for sy, a, why in skipped) + ".")
     off = {(sy, a) for sy, a, _ in skipped}
     combos = [(s, a, k) for s in systems for a in algos for k in seeds if (s, a) not in off]
+    _check_one_horizon(overrides, [(sy, a) for sy in systems for a in algos
+                                   if (sy, a) not in off], made)
     out_path = Path(out) if out is not None else None
     configs = [_config(sy, params or {}, a, k, overrides, made[sy]) for sy, a, k in combos]
     groups = {sy: tuple((sys_ or make(sy)).groups) for sy, sys_ in made.items()}
@@ -513,6 +557,26 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
             os.close(lock)
 
 
+def _with_utility(folder: Path, config: Any, result: dict[str, Any],
+                  search_path: Any) -> dict[str, Any]:
+    """A finished run's ``result`` (:func:`finished_run`), with the ``utility`` and
+    ``Lambda`` of a population run an earlier causalfair finished without them (its
+    ``result.json`` had the agent's own metrics only): its ``checkpoint.npz`` audited as
+    :func:`~causalfair.train.population.run_agent` audits (the same numbers), written back
+    into ``result.json``, so the table's utility column is every algorithm's. A run whose
+    checkpoint cannot be read keeps its n/a."""
+    if not isinstance(config, P.PopulationRun) or "utility" in result["metrics"]:
+        return result
+    try:
+        system = make(config.system, search_path=search_path, **dict(config.system_params))
+        audited = P.audit_checkpoint(folder / "checkpoint.npz", system)
+    except (CausalfairError, OSError):
+        return result
+    result = {**result, "metrics": {**result["metrics"], **audited}}
+    update_result(folder, result["metrics"])
+    return result
+
+
 def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, str, int]],
                 configs: list[Any], backend: Any, search_path: Any,
                 alpha: float, skipped: list[tuple[str, str, str]],
@@ -523,7 +587,7 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
     if out_path is not None and existing == "resume":
         for i, ((sy, a, k), c) in enumerate(zip(combos, configs, strict=True)):
             if r := finished_run(run_dir(out_path, sy, a, k), c, groups[sy]):
-                done[i] = r
+                done[i] = _with_utility(run_dir(out_path, sy, a, k), c, r, search_path)
         mine = {run_dir(out_path, *c) for c in combos}
         left_out = sorted(f.parent for f in (out_path / "runs").glob(f"*/*/seed-*/{RESULT}")
                           if f.parent not in mine)
@@ -556,8 +620,11 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
             failed.append((sysid, algo, seed,
                            r.message if r.input_error else f"{r.kind}: {r.message}"))
             continue
+        where = {} if out_path is None else {  # the file this row's numbers are of
+            "checkpoint": (run_dir(Path("."), sysid, algo, seed) / (
+                "checkpoint.npz" if algo in POPULATION else "checkpoint.pt")).as_posix()}
         rows.append({"system": sysid, "algo": algo, "seed": seed, "pair": r.get("pair"),
-                     "wall_s": r["wall_s"],
+                     **where, "wall_s": r["wall_s"],
                      **{k: v for k, v in r["metrics"].items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)}})
         if out_path is not None and i not in done and not r.get("written"):

@@ -3,7 +3,8 @@ trains and tabulates): its layout, a run folder's files and :data:`RESULT`, what
 sweep reads back (:func:`finished_run`), the lock and the checks before a sweep writes::
 
     OUT/.causalfair-sweep            marks the folder as causalfair's
-    OUT/runs.csv                     one row per run: system, algo, seed, pair, wall_s,
+    OUT/runs.csv                     one row per run: system, algo, seed, pair,
+                                     checkpoint (its file, relative to OUT), wall_s,
                                      metrics
     OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo), the
                                      interval's level (ci_level) and the pairs of groups its
@@ -37,7 +38,7 @@ from causalfair.errors import OutputError
 
 __all__ = ["LOCK", "MARK", "RESULT", "RUN_FILES", "check_runs_folder", "config_doc",
            "finished_run", "json_pair", "lock_out", "pair_key", "pair_text", "prepare_out",
-           "run_dir", "write_run"]
+           "run_dir", "update_result", "write_run"]
 
 MARK = ".causalfair-sweep"
 #: The lock a sweep holds on its folder while it writes it (module docstring).
@@ -91,6 +92,14 @@ def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> No
         atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
 
 
+def update_result(folder: Path, metrics: Mapping[str, Any]) -> None:
+    """Replace the final metrics in ``folder``'s :data:`RESULT` (atomically; the rest of it
+    kept)."""
+    doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    doc["metrics"] = dict(metrics)
+    atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
+
+
 def json_pair(cell: Any) -> Any:
     """A run's pair as result.json holds it: the list of the two group names."""
     key = pair_key(cell)
@@ -117,8 +126,8 @@ def finished_run(folder: Path, config: Any, groups: Sequence[str] = ()) -> dict[
         doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
         metrics, wall_s = dict(doc["metrics"]), float(doc["wall_s"])
         then = dict(doc.get("requested", doc["config"]))  # (earlier sweeps: config only)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # not finished (or not readable): trained again
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None  # not finished (or not readable, e.g. nested too deep): trained again
     now = config_doc(config)
     diff = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
     if diff:

@@ -158,25 +158,39 @@ def test_an_interrupt_stops_a_gate_whose_worker_is_stuck(tmp_path, sig):
     assert sorted(p.name for p in out.iterdir()) == [], err  # nothing (half-)written
 
 
+#: The spec's own time limits tried in turn: the limit counts from when the worker is sent
+#: its task, so on a loaded machine it may pass before the worker reaches the stuck step
+#: (its start-up and imports take the time); the run is then repeated with a longer limit
+#: until the kill finds the worker stuck: the stuck step's file is the event that says so.
+LIMITS_S = (1, 4, 16)
+
+
 def test_a_spec_over_its_time_limit_is_an_error_and_the_other_keeps_its_verdict(tmp_path,
                                                                                  capsys):
-    # the spec's own timeout (1 s) is smaller than --timeout (60 s): the smaller applies;
+    # the spec's own timeout is smaller than --timeout (60 s): the smaller applies;
     # --jobs 1: the limited spec runs in a worker process, killed at its limit
-    a, b = _specs(tmp_path, a_extra="timeout = 1")
-    mark = f"cf-hang-{uuid.uuid4().hex}"
-    os.environ["CAUSALFAIR_TEST_MARK"] = mark
-    try:
-        t0 = time.monotonic()
-        code = main(["gate", str(a), str(b), "--timeout", "60", "--json",
-                     str(tmp_path / "g.json"), "--junit", str(tmp_path / "g.xml")])
-        took = time.monotonic() - t0
-    finally:
-        del os.environ["CAUSALFAIR_TEST_MARK"]
-    err = capsys.readouterr().err
+    for limit in LIMITS_S:
+        for old in [*tmp_path.glob("stuck-*"), *tmp_path.glob("g.*")]:
+            old.unlink()
+        a, b = _specs(tmp_path, a_extra=f"timeout = {limit}")
+        mark = f"cf-hang-{uuid.uuid4().hex}"
+        os.environ["CAUSALFAIR_TEST_MARK"] = mark
+        try:
+            t0 = time.monotonic()
+            code = main(["gate", str(a), str(b), "--timeout", "60", "--json",
+                         str(tmp_path / "g.json"), "--junit", str(tmp_path / "g.xml")])
+            took = time.monotonic() - t0
+        finally:
+            del os.environ["CAUSALFAIR_TEST_MARK"]
+        err = capsys.readouterr().err
+        if list(tmp_path.glob("stuck-*")):  # it did get stuck, and was stopped
+            break
+    else:
+        pytest.fail(f"no run reached the stuck step within {LIMITS_S} s:\n{err}")
     assert code == 2, err
-    assert took < 30, err
-    assert list(tmp_path.glob("stuck-*")), err  # it did get stuck, and was stopped
-    assert "a.toml" in err and "time limit of 1 s" in err, err
+    # the stuck step sleeps 1000 s: a bound, not a timing (the limit, then spec b's audit)
+    assert took < limit + STOP_S, err
+    assert "a.toml" in err and f"time limit of {limit} s" in err, err
     if Path("/proc/self/environ").exists():
         assert _marked(mark) == []
     root = ET.parse(tmp_path / "g.xml").getroot()

@@ -108,8 +108,8 @@ def test_two_groups_keep_their_output_and_bad_group_keys_are_refused(tmp_path):
         load_spec({**raw, "thresholds": {"max_tpr_gap": 0.1}})
     with pytest.raises(SpecError, match=r"min_ratio_V.*1.5"):
         load_spec({**raw, "thresholds": {"min_ratio_V": 1.5}})
-    with pytest.raises(SpecError, match=r"tri.toml: \[thresholds\] pair 'A-D': not two of the "
-                                        r"groups A, B, C"):
+    with pytest.raises(SpecError, match=r"tri.toml: \[thresholds\] abs_C\[A-D\]: 'A-D' names no "
+                                        r"two groups; name two of the groups A, B, C"):
         path = _spec(tmp_path)
         path.write_text(path.read_text().replace('"abs_C[B-A]"', '"abs_C[A-D]"'))
         cf.audit(path)

@@ -96,7 +96,8 @@ def test_bad_reference_and_pair_are_refused_naming_the_groups():
     g = cf.compare_groups(tri_model(), P, 1)
     with pytest.raises(InputError, match=r"reference: bad value 'D'.*A, B, C"):
         cf.compare_groups(tri_model(), P, 1, reference="D")
-    with pytest.raises(InputError, match=r"pair 'A-D': not two of the groups A, B, C"):
+    with pytest.raises(InputError,  # the one refusal of a pair (resolve_pair), naming the key
+                       match=r"abs_C\[A-D\]: 'A-D' names no two groups; name two of the groups A, B, C"):
         group_verdicts({"abs_C[A-D]": 0.1}, g)
 
 

@@ -104,7 +104,7 @@ def test_lagrangian_expands_every_pair_key_and_refuses_an_unknown_pair():
                                          "Lambda[C-B]", "min_ratio_V[B-A]", "min_ratio_V[C-A]",
                                          "min_ratio_V[B-C]"]
     assert lag.pairs[:4] == [(1, 0), (2, 0), (1, 2), (2, 1)] and lag.lambda_pairs
-    with pytest.raises(ConfigError, match="pair 'B-Z' is not two of the groups A, B, C"):
+    with pytest.raises(ConfigError, match=r"constraints: abs_C\[B-Z\] <= 0.1: 'B-Z' names no two groups; name two of the groups A, B, C"):
         Lagrangian(["abs_C[B-Z]<=0.1"], ("A", "B", "C"), lr=0.5, system_id="tri")
 
 

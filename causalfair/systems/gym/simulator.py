@@ -46,7 +46,7 @@ import numpy as np
 
 from causalfair._limits import check_memory, format_bytes
 from causalfair._usercode import call_factory
-from causalfair.errors import SystemError_, UserCodeError, call_user, short
+from causalfair.errors import SimulatorContractError, SystemError_, UserCodeError, call_user, short
 from causalfair.systems.gym.checks import global_read_error, global_states
 from causalfair.systems.gym.forks import (
     StepGenerator,
@@ -358,7 +358,16 @@ class GymSimulator:
                          f"{self.batch_size}), or share the env's constant data (shared=)")
 
     def observe(self, state: GymState) -> Observation:
-        return Observation(group=state.group, features=state.obs, t=state.t)
+        obs = state.obs
+        if not np.isfinite(obs).all():  # as the contract refuses a simulator's (one pass)
+            bad = ~np.isfinite(obs)
+            i, j = (int(v) for v in np.argwhere(bad)[0])
+            raise SimulatorContractError(
+                f"gym env {self.name}: NaN states: its observation holds NaN or inf "
+                f"({int(bad.sum())} entries; the first {float(obs[i, j])!r} in column {j} at "
+                f"t = {state.t}), which a policy cannot read; fix the env, or replace the "
+                "values in an ObservationWrapper returned by the factory.")
+        return Observation(group=state.group, features=obs, t=state.t)
 
     def warn_horizon(self, horizon: int, action: int = 0) -> None:
         """Warn when an episode ends by truncation before ``horizon`` steps: the door does

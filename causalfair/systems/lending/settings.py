@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
+from causalfair._names import SETTINGS  # defined there: --help lists them
 from causalfair.errors import InputError
 from causalfair.model import CausalStructure, ModelError, TabularModel
 from causalfair.systems.lending.fico import fico_initial, fico_repay
@@ -37,7 +38,6 @@ from causalfair.types import Observation, StepResult
 __all__ = ["LendingModel", "SETTINGS", "lending_setting", "lending_potential", "lending_system",
            "LendingSimulator", "LendingState", "LendingNoise", "LENDING_LAMBDA_EPS"]
 
-SETTINGS = ("lending-1", "lending-2", "lending-3")
 
 _S1_INIT = np.array([
     [0.0, 0.1, 0.1, 0.2, 0.3, 0.3, 0.0],
