@@ -175,14 +175,10 @@ def _calls_inv_cdf(path: Path) -> list[int]:
             and n.attr == "inv_cdf"]
 
 
-#: Inline copies in files of other owners, reported (remove a line when its copy goes).
-_OTHERS = {"report/figures.py", "logs/groups.py"}
-
-
 def test_the_z_quantile_has_one_home():
     found = {str(p.relative_to(PKG)): lines for p in sorted(PKG.rglob("*.py"))
              if (lines := _calls_inv_cdf(p))}
-    assert set(found) - _OTHERS == {"_validation.py"}, found
+    assert set(found) == {"_validation.py"}, found
 
 
 def test_audit_and_groups_intervals_use_the_shared_quantile():

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from causalfair._names import SETTINGS  # (the lending settings, without the systems)
-from causalfair.errors import UsageError
+from causalfair.errors import InputError, UsageError
 
 if TYPE_CHECKING:
     from causalfair.policies.resolver import ResolvedPolicy
@@ -76,20 +76,22 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 def load_system(args: argparse.Namespace) -> Any:
     """The :class:`~causalfair.systems.System` the options name."""
+    from causalfair._validation import check_horizon, check_int
     from causalfair.systems import make
 
     if args.setting and args.system and args.system != args.setting:
         raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
     sid = args.system or args.setting or "lending-1"
     params = parse_params(args.param)
-    if args.levels is not None:
-        if args.levels < 3:
-            raise UsageError(f"--levels: must be >= 3, got {args.levels}.")
-        params["levels"] = args.levels
+    try:  # the library's checks (the lending model's levels, every engine's horizon)
+        if args.levels is not None:
+            params["levels"] = check_int("levels", args.levels, 3)
+        if args.horizon is not None:
+            check_horizon(args.horizon)
+    except InputError as exc:  # the same refusal, named as the flag
+        raise UsageError(f"--{exc}") from None
     if args.interest is not None:
         params["interest"] = args.interest
-    if args.horizon is not None and args.horizon < 1:
-        raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
     system = make(sid, search_path=args.search_path, **params)
     system.check_contract()
     return system

@@ -156,6 +156,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     if other:
         raise UsageError(f"--reproduce: cannot be combined with {other[0]}; it re-runs the "
                          "recorded spec as it was and prints the comparison.")
-    rep = reproduce(args.reproduce, base_dir=args.base_dir, baseline=args.baseline)
+    with user_prints_to_stderr():  # what the simulator or policy prints: never into stdout
+        rep = reproduce(args.reproduce, base_dir=args.base_dir, baseline=args.baseline)
     print(rep.summary())
     return 0 if rep.identical else 1

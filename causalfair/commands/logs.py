@@ -181,8 +181,13 @@ def run_logs(args: argparse.Namespace) -> int:
         raise UsageError(f"--boot: must be 0 (no intervals) or >= 2 (one replicate has no "
                          f"spread), got {args.boot}.")
     alpha = getattr(args, "alpha", 0.05)  # decompose's --alpha, checked there: the intervals' level
-    if args.horizon is not None and args.horizon < 1:
-        raise UsageError(f"--horizon: must be >= 1, got {args.horizon}.")
+    if args.horizon is not None:  # the library's rule, named as the flag
+        from causalfair._validation import check_horizon
+
+        try:
+            check_horizon(args.horizon)
+        except InputError as exc:
+            raise UsageError(f"--{exc}") from None
     state_kw = _state_options(args)
     if args.potential is not None:
         if "potential" in state_kw:

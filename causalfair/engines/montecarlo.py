@@ -71,6 +71,7 @@ from causalfair.errors import InputError, SimulatorContractError
 from causalfair.model import TabularModel
 from causalfair.policies.core import Observation, Policy, PolicyError, action_probs
 from causalfair.policies.grid import (
+    check_row_wise,
     engine_policy,
     reads_only_level_group,
     reads_prob_d1,
@@ -280,17 +281,31 @@ def _departed(system: Any, sim: Any) -> tuple[int, ...] | None:
     return getattr(getattr(sim, "model", None), "departed_levels", None)
 
 
+def _check_rows(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> Observation:
+    """:func:`~causalfair.policies.grid.check_row_wise` on a batch of ``n`` of the
+    simulator's observations of group 0 (returned)."""
+    where = f"policy {name!r}"
+    obs = sim.observe(sim.reset(n, 0, seeded_rng(0, 0, 7, 0)))
+    check_row_wise(policy, lambda o: action_probs(policy, o, A, where), obs, where,
+                   f"a batch of {type_name(sim)}'s observations of group 0")
+    return obs
+
+
 def _check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> None:
     """Refuse a user's policy object whose calls change its own attributes after its first
     one (:func:`~causalfair.systems.contract.check_shared_state`: batches evaluated at
     once on threads would overwrite each other's), over a few batches of the simulator's
-    observations of different sizes. Policies declaring ``thread_safe = False`` pass."""
+    observations of different sizes. Policies declaring ``thread_safe = False`` pass.
+    First, on one batch, refuse a policy whose output for an individual depends on the
+    others in its batch, or that changes its observation in place
+    (:func:`~causalfair.policies.grid.check_row_wise`, as the exact engine's grid)."""
+    obs = _check_rows(policy, sim, A, name, n)
     if attribute_prints(policy) is None:  # causalfair's own, or declared (one thread)
         return
     prints = None
     for k in range(3):
         g = k % int(sim.n_groups)
-        obs = sim.observe(sim.reset(n + k, g, seeded_rng(0, g, 7, k)))
+        obs = obs if k == 0 else sim.observe(sim.reset(n + k, g, seeded_rng(0, g, 7, k)))
         action_probs(policy, obs, A, f"policy {name!r}")
         if k == 0:  # what the first call sets up (a cache) may stay
             prints = attribute_prints(policy)
@@ -299,13 +314,16 @@ def _check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) -
 
 def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: str | None,
                   system: Any = None, horizon: int | None = None, device: str | None = None,
-                  check: bool = False, where: str | None = None) -> tuple[Any, str]:
+                  check: bool = False, where: str | None = None,
+                  rows: bool = False) -> tuple[Any, str]:
     """The policy as the batches use it (resolved for ``system``, or the simulator's
     tabular model, by :func:`causalfair.policies.resolve`; tabulated on the (group,
     level) grid when it reads only those, :func:`causalfair.policies.grid.engine_policy`)
     and its name. ``check``: refuse a user's policy object that keeps state between
-    calls (:func:`_check_policy_state`). ``where``: what holds it, named by its errors
-    (``"baseline"`` for a paired run's other policy)."""
+    calls (:func:`_check_policy_state`). ``rows``: only refuse a policy whose rows depend
+    on its batch or that changes its observation (:func:`_check_rows`, part of ``check``).
+    ``where``: what holds it, named by its errors (``"baseline"`` for a paired run's other
+    policy)."""
     model = getattr(sim, "model", None)
     res = resolve(policy, system if system is not None else
                   model if isinstance(model, TabularModel) else None, where=where)
@@ -313,6 +331,8 @@ def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: st
     name = policy_name or res.label
     if check:
         _check_policy_state(policy, sim, A, name)
+    elif rows:
+        _check_rows(policy, sim, A, name)
     G = int(sim.n_groups)
     K = getattr(sim, "n_levels", None)
     enc = getattr(policy, "encoding", None)
@@ -613,7 +633,8 @@ def paired_jobs(simulator: Any, policy: Any, baseline: Any, horizon: int | None 
                                              runs=2)
     jobs = []
     for pol, where in ((policy, None), (baseline, "baseline")):
-        pol, name = _ready_policy(pol, sim, A, tabulate, None, system, T, device, where=where)
+        pol, name = _ready_policy(pol, sim, A, tabulate, None, system, T, device, where=where,
+                                  rows=True)
         jobs.append(Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
                         name=name, sim_name=type_name(sim)))
     G = int(sim.n_groups)

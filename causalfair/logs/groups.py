@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
+from causalfair._validation import z_quantile
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.groups import EFFECTS, GroupComparison, compare, split_pair
 from causalfair.logs.errors import LogError
@@ -60,7 +60,7 @@ def compare_log_groups(dec: Any, *, bootstrap: Any, benefit: Any, lambda_estimat
         raise LogError("logs: the effects are not identified (positivity); no per-pair "
                        "comparison; read .bounds instead.")
     point = compare(dec, reference=reference, alpha=alpha, selection=selection)
-    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    z = z_quantile(alpha)
     has_reps = bootstrap is not None and len(bootstrap) >= 2
     reps: dict[str, dict[str, list[float | None]]] = {p: {k: [] for k in _BOOTSTRAPPED}
                                                       for p in point.pairs}

@@ -5,12 +5,13 @@ such tables (method.md section 3), what a policy reads (:func:`reads_group`, the
 ``S -> D_t`` of the temporal causal graph, method.md section 7; :func:`feature_inputs`;
 :func:`reads_only_level_group`), and the policy as every Monte Carlo engine evaluates it
 (:func:`engine_policy`: tabulated on the grid when it reads only (group, level), restricted
-to the allowed actions)."""
+to the allowed actions), and the check both engines run once on a user's policy: rows
+independent of their batch, observation left unchanged (:func:`check_row_wise`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ __all__ = [
     "untabulated",
     "d1_probs",
     "reads_prob_d1",
+    "check_row_wise",
 ]
 
 _NETWORKS = (TorchPolicy, NumpyMLPPolicy, DevicePolicy, SB3Policy)  # the network policies
@@ -196,7 +198,7 @@ def _policy_table(policy: Policy | np.ndarray, model: TabularModel,
             f"policy {name!r}: has neither prob_d1(obs) nor action_probs(obs); give it one, "
             "or wrap a function with CallablePolicy."
         )
-    return _grid_tables(lambda obs: d1_probs(policy, obs, f"policy {name!r}").reshape(G, K),
+    return _grid_tables(lambda obs: d1_probs(policy, obs, f"policy {name!r}"),
                         policy, model, horizon, name)
 
 
@@ -223,6 +225,94 @@ def d1_probs(policy: Any, obs: Observation, where: str | None = None) -> np.ndar
     return action_probs(policy, obs, 2, name)[:, 1]
 
 
+#: how far a policy's output on a row may move when the rows around it change: float32
+#: networks round differently in batches of different sizes (about 1e-7); a policy reading
+#: its batch (a batch mean, a BatchNorm in training mode) moves by far more
+ROW_TOL = 1e-5
+
+
+#: causalfair's policies whose rows are independent by construction (not checked)
+_ROW_WISE = (TablePolicy, ConstantPolicy, ActionPolicy, UniformPolicy, NumpyMLPPolicy)
+
+
+def _obs_rows(obs: Observation, idx: np.ndarray) -> Observation:
+    """The observation of rows ``idx`` of ``obs`` (copies; per-unit extras sliced)."""
+    n = len(obs)
+
+    def take(a: Any) -> Any:
+        return a[idx] if isinstance(a, np.ndarray) and a.ndim and a.shape[0] == n else a
+    return replace(obs, group=take(obs.group), level=take(obs.level),
+                   features=take(obs.features),
+                   extras={k: take(v) for k, v in (obs.extras or {}).items()})
+
+
+def _obs_arrays(obs: Observation) -> dict[str, Any]:
+    """The arrays of ``obs`` a policy reads, by field name (``extras[...]`` for extras)."""
+    out = {"group": obs.group, "level": obs.level, "features": obs.features}
+    out.update({f"extras[{k!r}]": v for k, v in (obs.extras or {}).items()})
+    return {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    try:
+        return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    except TypeError:  # object arrays
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def check_row_wise(policy: Any, evaluate: Callable[[Observation], np.ndarray],
+                   obs: Observation, name: str, batch: str) -> None:
+    """Refuse a policy whose output for one individual depends on the others in the batch,
+    or that changes its observation in place: the one check of both, called once per audit
+    by the Monte Carlo engine (a batch of the simulator's observations) and the exact
+    engine (the (group, level) grid). ``evaluate`` reads the policy's (validated)
+    probabilities on an observation; it sees a copy of ``obs``, compared with ``obs`` after
+    the call; then the output on the whole batch is compared, row by row, with the output
+    on its first half and on a random half in shuffled order (:data:`ROW_TOL`). ``batch``
+    says what the batch is, for the message. Policies that keep per-batch state (``start_batch``) or
+    declare ``thread_safe = False``, and causalfair's tables, constants and checkpoint
+    networks (layers of rows by construction), are not checked."""
+    inner = untabulated(policy)
+    if callable(getattr(inner, "start_batch", None)) or getattr(inner, "thread_safe", True) \
+            is False or _own_evaluation(inner, _ROW_WISE):
+        return
+    n = len(obs)
+    given = _obs_rows(obs, np.arange(n))
+    whole = np.asarray(evaluate(given), dtype=np.float64)
+    before, after = _obs_arrays(obs), _obs_arrays(given)
+    changed = [k for k in before if k not in after or not _same(before[k], after[k])]
+    if changed:
+        raise PolicyError(
+            f"{name}: changed the observation it was given in place (obs.{changed[0]}, on "
+            f"{batch}): the engines read the observation again after the policy, and a "
+            "simulator's observe may return its state's own array, so the state would move "
+            "(wrong numbers); copy before changing (x = obs.features.copy(); x -= mean), or "
+            "compute into new arrays (x = obs.features - mean).")
+    if n < 2:
+        return
+    h = n // 2
+    perm = np.random.default_rng(0).permutation(n)  # a fixed permutation (numpy's global
+    # generator is not touched)
+    for what, idx in ((f"the first {h} rows alone", np.arange(h)),
+                      (f"{h} rows drawn at random, alone and shuffled", perm[:h])):
+        part = np.asarray(evaluate(_obs_rows(obs, idx)), dtype=np.float64)
+        ref = whole[idx]
+        diff = np.abs(part - ref)
+        bad = diff > ROW_TOL * (1.0 + np.abs(ref))
+        if bad.any():
+            i = int(np.argwhere(bad)[0][0])
+            raise PolicyError(
+                f"{name}: its output for an individual depends on the other individuals in "
+                f"the batch: on {batch} (n={n}), row {int(idx[i])} gets "
+                f"{np.round(ref[i], 6).tolist()} in the whole batch and "
+                f"{np.round(part[i], 6).tolist()} on {what} (largest difference "
+                f"{float(diff.max()):.3g}); the engines evaluate a policy on batches of any size "
+                "and order, so its numbers would depend on how they batch. Compute each row "
+                "from that row alone: no batch mean or batch statistics (a torch BatchNorm: "
+                "call model.eval(); normalise with fixed statistics), and return probabilities, "
+                "not decisions sampled per call.")
+
+
 def _grid_tables(evaluate: Callable[[Observation], np.ndarray], policy: Any,
                  model: TabularModel, horizon: int | None, name: str) -> np.ndarray:
     """A policy object's table on the (group, level) grid: one per epoch t < ``horizon``
@@ -230,7 +320,8 @@ def _grid_tables(evaluate: Callable[[Observation], np.ndarray], policy: Any,
     observation's ``t`` (a policy reading ``obs.t`` need not declare it: the Monte Carlo
     engine shows it t, so the exact engine does too), else one table (G, K[, A]).
     Policies that cannot read t (constants, networks over encoded features, a declared
-    ``reads_only_level_group``) are evaluated once."""
+    ``reads_only_level_group``) are evaluated once. The policy is first checked on the
+    grid (:func:`check_row_wise`)."""
     enc = getattr(policy, "encoding", None)
     if model.features is None and getattr(enc, "name", None) == "features" \
             and getattr(policy, "obs_fn", None) is None:
@@ -250,12 +341,22 @@ def _grid_tables(evaluate: Callable[[Observation], np.ndarray], policy: Any,
         getattr(policy, "reads_only_level_group", None) is True
         or _own_evaluation(policy, (ConstantPolicy, ActionPolicy, UniformPolicy))
         or _own_evaluation(policy, _NETWORKS) and getattr(policy, "obs_fn", None) is None)
-    if horizon is None or blind_to_t:
-        return evaluate(grid_observation(model))
-    tabs = [evaluate(grid_observation(model, t)) for t in range(horizon)]
+    G, K = model.n_groups, model.n_levels
+    once = horizon is None or blind_to_t
+    first = grid_observation(model) if once else grid_observation(model, 0)
+    check_row_wise(policy, evaluate, first, f"policy {name!r}",
+                   f"the (group, level) grid of the tabular model {model.name!r}")
+    if once:
+        return _cells(evaluate(first), G, K)
+    tabs = [_cells(evaluate(grid_observation(model, t)), G, K) for t in range(horizon)]
     if declared or any(not np.array_equal(tab, tabs[0]) for tab in tabs[1:]):
         return np.stack(tabs)
     return tabs[0]
+
+
+def _cells(rows: np.ndarray, G: int, K: int) -> np.ndarray:
+    """A policy's rows on the grid (G * K[, A]) as a table (G, K[, A])."""
+    return rows.reshape(G, K, *rows.shape[1:])
 
 
 def _action_table(policy: Any, model: TabularModel, horizon: int | None, name: str) -> np.ndarray:
@@ -272,8 +373,7 @@ def _action_table(policy: Any, model: TabularModel, horizon: int | None, name: s
                     f"policy {name!r}: time-indexed table covers {tab.shape[0]} epochs, horizon is {horizon}.")
             return tab[:horizon]
         return tab
-    return _grid_tables(lambda obs: action_probs(policy, obs, A).reshape(G, K, A), policy,
-                        model, horizon, name)
+    return _grid_tables(lambda obs: action_probs(policy, obs, A), policy, model, horizon, name)
 
 
 def group_features(source: Any) -> frozenset[str]:

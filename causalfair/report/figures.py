@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import z_quantile
 from causalfair.graph import temporal_graph
 from causalfair.plotting import (
     GROUP_COLOURS,
@@ -156,9 +157,7 @@ def _fig_decomposition(r: AuditResult):
         err = None
         if dec.se:
             se = np.array([dec.se.get(k, 0.0) for k in keys])
-            from statistics import NormalDist
-
-            err = NormalDist().inv_cdf(1 - r.spec.alpha / 2) * se
+            err = z_quantile(r.spec.alpha) * se
         ax2.bar(x + (i - (G - 1) / 2) * width, vals, width, yerr=err, capsize=3, label=g,
                 color=GROUP_COLOURS[i % len(GROUP_COLOURS)])
         per_group[g] = {"direct": float(vals[0]), "indirect": float(vals[1]),

@@ -215,8 +215,12 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, Any, 
     dec = r.decomposition
     rows = [[g, dec.V[i], dec.V_ps[i], dec.V_0[i], dec.V[i] - dec.V_ps[i],
              dec.V_ps[i] - dec.V_0[i], dec.utility_by_group[i]] for i, g in enumerate(dec.groups)]
-    tabs.append((per_group_title(_unit_of(r, "C") or gain_unit(r), _unit_of(r, "utility")),
+    gain, reward = _unit_of(r, "C") or gain_unit(r), _unit_of(r, "utility")
+    sampled = _per_group_intervals(r, gain, reward) if dec.se else None
+    tabs.append((per_group_title(gain, reward) + (sampled[0] if sampled else ""),
                  ["group", "V^pi", "V^PS", "V^pi0", "direct", "indirect", "utility"], rows, None))
+    if sampled:
+        tabs.append(sampled[1])
     gc = getattr(r, "group_comparison", None)
     if gc is not None:  # every pair of groups (causalfair.engines.groups)
         tabs.append((f"Pairs of groups (reference {gc.reference}; worst pair {gc.worst}, "
@@ -302,6 +306,36 @@ def per_group_title(gain: str, reward: str) -> str:
             "decisions under the policy pi, the path-specific policy pi^PS and the baseline "
             f"policy pi0; direct = V^pi - V^PS; indirect = V^PS - V^pi0; these five in {gain}"
             + (f"; utility in {reward}" if reward else "") + ")")
+
+
+#: The per-group table's columns and the keys of their values in ``Decomposition.se``.
+_PER_GROUP_KEYS = {"V^pi": "V", "V^PS": "V_ps", "V^pi0": "V_0", "direct": "direct",
+                   "indirect": "indirect", "utility": "utility"}
+
+
+def _per_group_intervals(r: AuditResult, gain: str, reward: str) -> tuple[str, Any] | None:
+    """For an audit whose per-group values are estimates (a Decomposition with standard
+    errors: Monte Carlo, or a log audit's bootstrap): the note the per-group table's title
+    gets, and the table of their standard errors and intervals (``Decomposition.intervals``:
+    estimate +- z x standard error); None when the Decomposition has no per-group standard
+    error."""
+    dec = r.decomposition
+    se = dec.se or {}
+    est, ci = dec.estimates(), dec.intervals(r.spec.alpha)
+    rows = [[g, label, est[k], se[k], *ci[k], reward if key == "utility" else gain]
+            for g in dec.groups for label, key in _PER_GROUP_KEYS.items()
+            if (k := f"{key}[{g}]") in se]
+    if not rows:
+        return None
+    level = ci_level(r)
+    what = ("estimates from the decision log (bootstrap standard errors)"
+            if dec.engine == "logs" else "Monte Carlo estimates")
+    note = (f" - {what}, not exact values: their standard errors and {level}% intervals "
+            "in the next table")
+    title = (f"Per-group values: standard errors and {level}% intervals (normal "
+             "approximation: estimate +- z x standard error)")
+    return note, (title, ["group", "value", "estimate", "standard error", f"{level}% CI lower",
+                          f"{level}% CI upper", "unit"], rows, None)
 
 
 def no_pairs_sentence(ben: Any, cells: str = "levels") -> str:

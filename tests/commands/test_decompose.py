@@ -33,8 +33,8 @@ def test_cli_text_output(capsys):
 
 @pytest.mark.parametrize("args,msg", [
     (["decompose", "--policy", "nope"], "unknown policy 'nope'"),
-    (["decompose", "--horizon", "0"], "--horizon: must be >= 1"),
-    (["decompose", "--levels", "2"], "--levels: must be >= 3"),
+    (["decompose", "--horizon", "0"], "--horizon: must be an integer >= 1"),
+    (["decompose", "--levels", "2"], "--levels: must be an integer >= 3"),
     (["decompose", "--checkpoint", "/nonexistent.pt"], "no such file"),
 ])
 def test_usage_errors_exit_2(args, msg, capsys):
@@ -99,7 +99,7 @@ def test_a_bug_keeps_its_traceback_and_an_input_error_exits_2(monkeypatch, capsy
     monkeypatch.undo()
     assert main(["decompose", "--system", "lending-1", "--horizon", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--horizon: must be >= 1, got 0." in err
+    assert err.count("\n") == 1 and "--horizon: must be an integer >= 1, got 0." in err
 
 
 def test_negative_worst_is_refused(capsys):
