@@ -155,3 +155,41 @@ def test_a_simulator_that_prints_on_every_step_leaves_the_json_whole(tmp_path):
         r = run_cli(*args, cwd=tmp_path, expect=0)
         json.loads(r.stdout)  # nothing else on stdout
         assert "debug: stepping" in r.stderr
+
+
+def test_annex_iv_says_a_monte_carlo_audits_group_values_are_estimates(tmp_path):
+    """report.md said so (and gives their intervals); Annex IV listed the same values as if
+    exact. The exact examples' Annex IV is unchanged (checked by --reproduce elsewhere)."""
+    spec = tmp_path / "mc.toml"
+    spec.write_text('name = "mc"\nhorizon = 5\n[system]\nid = "lending-1"\n[policy]\n'
+                    'builtin = "threshold:0.5"\n[engine]\nkind = "mc"\nn = 500\n'
+                    '[thresholds]\nabs_C = 0.5\n', encoding="utf-8")
+    run_cli("audit", str(spec), "--out", str(tmp_path / "r"), expect=0)
+    annex = (tmp_path / "r" / "annex-iv.md").read_text(encoding="utf-8")
+    line = next(x for x in annex.splitlines() if x.startswith("- Outcomes per group"))
+    assert "Monte Carlo estimates, not exact values" in line
+    report = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "standard error" in report
+
+
+def test_benefit_by_forks_called_directly_checks_the_policy_as_the_decomposition_does():
+    """benefit_fairness_mc (and system_benefit on a system without a tabular model) ran a
+    batch-mean policy silently; decompose_mc refused it (the check is now one function,
+    engines._mc_base.check_policy_state, that both call)."""
+    import numpy as np
+    import pytest
+
+    from causalfair.engines.benefit_mc import benefit_fairness_mc
+    from causalfair.errors import PolicyError
+    from causalfair.policies.resolver import callable_policy
+
+    centred = callable_policy(lambda lv, g: 1.0 / (1.0 + np.exp(-(lv - lv.mean()))),
+                              inputs="level_group", name="centred")
+    row_wise = callable_policy(lambda lv, g: 1.0 / (1.0 + np.exp(-(lv - 3.0))),
+                               inputs="level_group", name="row_wise")
+    system = cf.systems.make("lending-1")
+    with pytest.raises(PolicyError, match="centred"):
+        benefit_fairness_mc(system, centred, 3, n=200, n_boot=0)
+    with pytest.raises(PolicyError, match="centred"):
+        cf.decompose(system, centred, 3, engine="mc", n=200)
+    assert benefit_fairness_mc(system, row_wise, 3, n=200, n_boot=0).Lambda >= 0.0

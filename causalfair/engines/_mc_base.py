@@ -24,6 +24,9 @@ from causalfair.backends import (
     resolve_jobs,
 )
 from causalfair.errors import InputError, ResourceLimitError
+from causalfair.policies.core import Observation, action_probs
+from causalfair.policies.grid import check_row_wise
+from causalfair.systems.contract import attribute_prints, check_shared_state, seeded_rng
 
 #: Individuals simulated at once when ``batch_size`` is None: small enough to keep
 #: temporaries in cache and memory bounded, large enough that numpy's per-call
@@ -128,6 +131,38 @@ def fold_tasks(backend: Any, fn: Any, tasks: Iterable[Any], n_tasks: int,
 def type_name(sim: Any) -> str:
     """The class name of ``sim``, for messages."""
     return type(sim).__name__
+
+
+
+def check_rows(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> Observation:
+    """:func:`~causalfair.policies.grid.check_row_wise` on a batch of ``n`` of the
+    simulator's observations of group 0 (returned)."""
+    where = f"policy {name!r}"
+    obs = sim.observe(sim.reset(n, 0, seeded_rng(0, 0, 7, 0)))
+    check_row_wise(policy, lambda o: action_probs(policy, o, A, where), obs, where,
+                   f"a batch of {type_name(sim)}'s observations of group 0")
+    return obs
+
+
+def check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> None:
+    """Refuse a user's policy object whose calls change its own attributes after its first
+    one (:func:`~causalfair.systems.contract.check_shared_state`: batches evaluated at
+    once on threads would overwrite each other's), over a few batches of the simulator's
+    observations of different sizes. Policies declaring ``thread_safe = False`` pass.
+    First, on one batch, refuse a policy whose output for an individual depends on the
+    others in its batch, or that changes its observation in place
+    (:func:`~causalfair.policies.grid.check_row_wise`, as the exact engine's grid)."""
+    obs = check_rows(policy, sim, A, name, n)
+    if attribute_prints(policy) is None:  # causalfair's own, or declared (one thread)
+        return
+    prints = None
+    for k in range(3):
+        g = k % int(sim.n_groups)
+        obs = obs if k == 0 else sim.observe(sim.reset(n + k, g, seeded_rng(0, g, 7, k)))
+        action_probs(policy, obs, A, f"policy {name!r}")
+        if k == 0:  # what the first call sets up (a cache) may stay
+            prints = attribute_prints(policy)
+    check_shared_state(f"policy {name!r}", policy, prints)
 
 
 def batch_moments(x: np.ndarray) -> tuple[int, float, float]:

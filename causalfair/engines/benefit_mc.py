@@ -84,12 +84,13 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair._validation import check_alpha, check_horizon, engine_for, z_quantile
 from causalfair.backends import engine_device, resolve_jobs
-from causalfair.engines._mc_base import check_work, engine_backend
+from causalfair.engines._mc_base import check_policy_state, check_work, engine_backend
 from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.benefit_cells import visit_cells
 from causalfair.engines.benefit_forks import STREAM, rollout_coupled, rollout_units
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.policies.grid import engine_policy, group_features
+from causalfair.policies.resolver import resolve
 from causalfair.results import BenefitResult, check_pair
 from causalfair.systems import as_system
 from causalfair.systems.contract import seeded_rng
@@ -145,7 +146,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                         pair: tuple[int, int] = (0, 1), jobs: Any = "auto",
                         eps_source: str | None = None, rollout: Any = None,
                         device: str | None = None, shared: dict | None = None,
-                        backend: Any = None) -> BenefitResult:
+                        backend: Any = None, check: bool = True) -> BenefitResult:
     """Benefit fairness of ``policy`` on ``system`` (any :class:`~causalfair.systems.System`,
     or anything :func:`~causalfair.systems.as_system` accepts), estimated by forks; see the
     module docstring. ``n`` units per group, ``bins`` quantile bins per feature when the
@@ -159,7 +160,10 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     pairs of :mod:`causalfair.engines.groups`): the rollout, the cells, the cell means and
     the bootstrap replicates' are made once and reused (module docstring, point 6).
     ``backend``: worker processes or Ray (:func:`causalfair.backends.make_backend`) to run
-    the groups' rollouts on, one task per group, the same numbers as here."""
+    the groups' rollouts on, one task per group, the same numbers as here. ``check``: refuse
+    a user's policy whose rows depend on their batch, that changes its observation or keeps
+    state between calls (:func:`~causalfair.engines._mc_base.check_policy_state`, the Monte
+    Carlo engine's check; False where a decomposition's run has made it)."""
     system = as_system(system)
     T = check_horizon(system.horizon if horizon is None else horizon)
     eps, declared = eps_for(eps, system)  # None: what the system declares, else "auto"
@@ -178,6 +182,9 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                  "benefit_fairness_mc", "lower n or the horizon")
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     pname = getattr(policy, "name", type(policy).__name__)
+    if check and system.units_per_replica == 1 \
+            and (shared or {}).get(("cells", bins, n_boot)) is None:  # once per policy
+        check_policy_state(resolve(policy, system).policy, system.make_simulator(), A, pname)
     policy = engine_policy(policy, system, A, horizon=T, device=engine_device(device))
     stats = (shared or {}).get(("cells", bins, n_boot))
     if stats is None:  # what every pair shares: the cells, their means, the replicates'
@@ -478,4 +485,4 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
         return None
     return benefit_fairness_mc(system, policy, T, n=n, seed=seed, eps=eps, alpha=alpha,
                                pair=pair, jobs=jobs, eps_source=eps_source, device=device,
-                               bins=bins, backend=backend, shared=shared)
+                               bins=bins, backend=backend, shared=shared, check=check)

@@ -58,6 +58,8 @@ from causalfair.engines._mc_base import (
     batch_moments,
     batches,
     check_int,
+    check_policy_state,
+    check_rows,
     check_work,
     engine_backend,
     fold_tasks,
@@ -71,7 +73,6 @@ from causalfair.errors import InputError, SimulatorContractError
 from causalfair.model import TabularModel
 from causalfair.policies.core import Observation, Policy, PolicyError, action_probs
 from causalfair.policies.grid import (
-    check_row_wise,
     engine_policy,
     reads_only_level_group,
     reads_prob_d1,
@@ -81,9 +82,7 @@ from causalfair.policies.resolver import resolve
 from causalfair.results import Decomposition, check_pair
 from causalfair.systems import as_system
 from causalfair.systems.contract import (
-    attribute_prints,
     check_protocol,
-    check_shared_state,
     guard_simulator,
     seeded_rng,
 )
@@ -281,37 +280,6 @@ def _departed(system: Any, sim: Any) -> tuple[int, ...] | None:
     return getattr(getattr(sim, "model", None), "departed_levels", None)
 
 
-def _check_rows(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> Observation:
-    """:func:`~causalfair.policies.grid.check_row_wise` on a batch of ``n`` of the
-    simulator's observations of group 0 (returned)."""
-    where = f"policy {name!r}"
-    obs = sim.observe(sim.reset(n, 0, seeded_rng(0, 0, 7, 0)))
-    check_row_wise(policy, lambda o: action_probs(policy, o, A, where), obs, where,
-                   f"a batch of {type_name(sim)}'s observations of group 0")
-    return obs
-
-
-def _check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> None:
-    """Refuse a user's policy object whose calls change its own attributes after its first
-    one (:func:`~causalfair.systems.contract.check_shared_state`: batches evaluated at
-    once on threads would overwrite each other's), over a few batches of the simulator's
-    observations of different sizes. Policies declaring ``thread_safe = False`` pass.
-    First, on one batch, refuse a policy whose output for an individual depends on the
-    others in its batch, or that changes its observation in place
-    (:func:`~causalfair.policies.grid.check_row_wise`, as the exact engine's grid)."""
-    obs = _check_rows(policy, sim, A, name, n)
-    if attribute_prints(policy) is None:  # causalfair's own, or declared (one thread)
-        return
-    prints = None
-    for k in range(3):
-        g = k % int(sim.n_groups)
-        obs = obs if k == 0 else sim.observe(sim.reset(n + k, g, seeded_rng(0, g, 7, k)))
-        action_probs(policy, obs, A, f"policy {name!r}")
-        if k == 0:  # what the first call sets up (a cache) may stay
-            prints = attribute_prints(policy)
-    check_shared_state(f"policy {name!r}", policy, prints)
-
-
 def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: str | None,
                   system: Any = None, horizon: int | None = None, device: str | None = None,
                   check: bool = False, where: str | None = None,
@@ -320,8 +288,8 @@ def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: st
     tabular model, by :func:`causalfair.policies.resolve`; tabulated on the (group,
     level) grid when it reads only those, :func:`causalfair.policies.grid.engine_policy`)
     and its name. ``check``: refuse a user's policy object that keeps state between
-    calls (:func:`_check_policy_state`). ``rows``: only refuse a policy whose rows depend
-    on its batch or that changes its observation (:func:`_check_rows`, part of ``check``).
+    calls (:func:`~causalfair.engines._mc_base.check_policy_state`). ``rows``: only refuse a policy whose rows depend
+    on its batch or that changes its observation (:func:`~causalfair.engines._mc_base.check_rows`, part of ``check``).
     ``where``: what holds it, named by its errors (``"baseline"`` for a paired run's other
     policy)."""
     model = getattr(sim, "model", None)
@@ -330,9 +298,9 @@ def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: st
     policy = res.policy
     name = policy_name or res.label
     if check:
-        _check_policy_state(policy, sim, A, name)
+        check_policy_state(policy, sim, A, name)
     elif rows:
-        _check_rows(policy, sim, A, name)
+        check_rows(policy, sim, A, name)
     G = int(sim.n_groups)
     K = getattr(sim, "n_levels", None)
     enc = getattr(policy, "encoding", None)

@@ -263,7 +263,7 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
               f"- Capabilities and limitations in performance: {todo('limitations')}",
               "- Outcomes per group (the audit's per-group values; "
               + md_text(per_group_units(doc_gain_unit(doc), words.get("utility", ("", "", ""))[2]))
-              + "):", ""]
+              + ")" + _estimated(dec.get("engine")) + ":", ""]
     groups = dec.get("groups") or {}
     keys = [k for k in ("V", "direct", "indirect", "utility", "weight")
             if all(k in g for g in groups.values())]
@@ -440,3 +440,15 @@ def write_exports(kind: str, audit: str | os.PathLike[str],
     for target, text in todo.items():
         atomic_write_text(target, text)
     return {folder / name: folder / name in todo for name in files}
+
+
+def _estimated(engine: Any) -> str:
+    """What the per-group values of an audit by ``engine`` are, when they are estimates
+    (the report gives their standard errors and intervals); "" for the exact engine."""
+    if engine == "mc":
+        return ("; Monte Carlo estimates, not exact values: their standard errors and "
+                "intervals are in report.md")
+    if engine == "logs":
+        return ("; estimates from the decision log, not exact values (report.md gives their "
+                "bootstrap standard errors and intervals when the audit drew replicates)")
+    return ""
