@@ -37,7 +37,8 @@ from typing import Any
 from causalfair._io import atomic_write_text, causalfair_dir
 from causalfair.errors import PolicyError, SystemError_, UserCodeError, as_numbers, call_user, short
 
-__all__ = ["Guard", "guard_as", "is_own", "guard_policy", "call_policy", "np_global_state",
+__all__ = ["Guard", "guard_as", "is_own", "guard_policy", "call_policy", "call_watching_np",
+           "np_global_state",
            "MEANWHILE", "user_traceback", "keep_tracebacks",
            "short", "load_callable", "call_factory", "check_params", "importable",
            "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled", "module_file",
@@ -132,14 +133,23 @@ MEANWHILE = ("or, on another thread, user code running at the same time (the pol
              "simulator) drew from it meanwhile")
 
 
+def call_watching_np(what: str, fn: Callable[..., Any], /, *args: Any,
+                     **kwargs: Any) -> tuple[Any, bool]:
+    """``fn(*args, **kwargs)`` called as user code (:func:`~causalfair.errors.call_user`),
+    and whether numpy's global generator moved during the call (:func:`np_global_state`):
+    what a policy's and a simulator's guards refuse."""
+    before = np_global_state()
+    out = call_user(what, fn, *args, **kwargs)
+    return out, before is not None and np_global_state() != before
+
+
 def call_policy(what: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """A user's policy function or method ``fn`` called as user code
     (:func:`~causalfair.errors.call_user`), its output read as numbers
     (:func:`~causalfair.errors.as_numbers`); refused when numpy's global generator moved
     during the call (a policy that samples its decisions with ``np.random``)."""
-    before = np_global_state()
-    out = call_user(what, fn, *args, **kwargs)
-    if before is not None and np_global_state() != before:
+    out, moved = call_watching_np(what, fn, *args, **kwargs)
+    if moved:
         raise PolicyError(
             f"{what}: drew from numpy's global generator (np.random.random, ...: its state "
             f"moved during the call; {MEANWHILE}), so the audit would not be reproducible; "

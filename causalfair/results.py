@@ -674,10 +674,12 @@ class BenefitResult:
             return benefit_scatter(self, unit, worst=n_worst, label=label, ax=ax,
                                    hide_unvisited=True)[0]
 
-    def _no_pairs_note(self) -> str:
-        # what summary() and the notebook view print instead of a table of pairs that each
-        # contribute 0 (e.g. a policy that never acts, or 3 actions with Lambda 0)
-        return (f"not shown: no pair contributes to {self.notion} ({self.notion} = "
+    def no_pairs_note(self, cells: str | None = None) -> str:
+        """What is said instead of a table of pairs that each contribute 0 (a policy that
+        never acts, or 3 actions with Lambda 0): by summary(), the notebook view and the
+        report; ``cells``: what the pairs are of ("levels", "states"), when named."""
+        of = f" of {cells}" if cells else ""
+        return (f"no pair{of} contributes to {self.notion} ({self.notion} = "
                 f"{self.Lambda:.3g}, at most {SHARE_FLOOR:g}: zero up to rounding)")
 
     def to_dict(self, n_worst: int = 10) -> dict[str, Any]:
@@ -706,7 +708,7 @@ class BenefitResult:
             f"gain's units, {self.eps_source}; P(x | s) = {self.weights}"
             + (f"; Monte Carlo by forks, pairs of {self.cells})" if self.method == "mc" else ")"),
             f"DPE (Proposition 1 form) = {self.dpe_prop1:+.6f}",
-            f"Worst pairs: {self._no_pairs_note()}" if not self.shares_meaningful else
+            f"Worst pairs: not shown: {self.no_pairs_note()}" if not self.shares_meaningful else
             "Worst pairs:\n" + self.worst_pairs_table(n_worst).to_string(index=False),
         ]
         return "\n".join(lines)
@@ -733,5 +735,6 @@ class BenefitResult:
         return (
             f"<div><strong>{head}</strong> ({how})"
             + (self.worst_pairs_table().to_html(index=False) if self.shares_meaningful else
-               f"<p>{html.escape('Worst pairs: ' + self._no_pairs_note())}</p>") + "</div>"
+               f"<p>{html.escape('Worst pairs: not shown: ' + self.no_pairs_note())}</p>")
+            + "</div>"
         )

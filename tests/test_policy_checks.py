@@ -249,13 +249,13 @@ def test_a_float32_torch_mlp_passes_though_its_bits_move_with_the_batch_size():
             moved.append(obs)
     if not moved:
         pytest.skip("this CPU's float32 kernels round alike for every batch size tried")
-    orig = grid.ROW_TOL
+    orig = grid.BATCH_TOL
     try:  # only the tolerance lets those pass
-        grid.ROW_TOL = 0.0
+        grid.BATCH_TOL = 0.0
         with pytest.raises(PolicyError, match="policy 'mlp'"):
             check_row_wise(pol, pol.prob_d1, moved[0], "policy 'mlp'", "a batch")
     finally:
-        grid.ROW_TOL = orig
+        grid.BATCH_TOL = orig
 
 
 def test_an_sb3_model_passes():

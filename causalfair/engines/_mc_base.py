@@ -133,7 +133,6 @@ def type_name(sim: Any) -> str:
     return type(sim).__name__
 
 
-
 def check_rows(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> Observation:
     """:func:`~causalfair.policies.grid.check_row_wise` on a batch of ``n`` of the
     simulator's observations of group 0 (returned)."""
@@ -152,17 +151,17 @@ def check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) ->
     First, on one batch, refuse a policy whose output for an individual depends on the
     others in its batch, or that changes its observation in place
     (:func:`~causalfair.policies.grid.check_row_wise`, as the exact engine's grid)."""
-    obs = check_rows(policy, sim, A, name, n)
+    obs, where = check_rows(policy, sim, A, name, n), f"policy {name!r}"
     if attribute_prints(policy) is None:  # causalfair's own, or declared (one thread)
         return
     prints = None
     for k in range(3):
         g = k % int(sim.n_groups)
         obs = obs if k == 0 else sim.observe(sim.reset(n + k, g, seeded_rng(0, g, 7, k)))
-        action_probs(policy, obs, A, f"policy {name!r}")
+        action_probs(policy, obs, A, where)
         if k == 0:  # what the first call sets up (a cache) may stay
             prints = attribute_prints(policy)
-    check_shared_state(f"policy {name!r}", policy, prints)
+    check_shared_state(where, policy, prints)
 
 
 def batch_moments(x: np.ndarray) -> tuple[int, float, float]:

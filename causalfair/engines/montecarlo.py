@@ -106,7 +106,6 @@ __all__ = [
 ]
 
 
-
 def benefit_size(n: int, benefit_n: int | None = None) -> int:
     """Units per group (worlds for coupled units) of Lambda's forks beside a Monte Carlo
     decomposition of ``n``: ``benefit_n`` when given, else ``min(n, BENEFIT_N)``; the one

@@ -228,7 +228,7 @@ def d1_probs(policy: Any, obs: Observation, where: str | None = None) -> np.ndar
 #: how far a policy's output on a row may move when the rows around it change: float32
 #: networks round differently in batches of different sizes (about 1e-7); a policy reading
 #: its batch (a batch mean, a BatchNorm in training mode) moves by far more
-ROW_TOL = 1e-5
+BATCH_TOL = 1e-5
 
 
 #: causalfair's policies whose rows are independent by construction (not checked)
@@ -268,7 +268,7 @@ def check_row_wise(policy: Any, evaluate: Callable[[Observation], np.ndarray],
     engine (the (group, level) grid). ``evaluate`` reads the policy's (validated)
     probabilities on an observation; it sees a copy of ``obs``, compared with ``obs`` after
     the call; then the output on the whole batch is compared, row by row, with the output
-    on its first half and on a random half in shuffled order (:data:`ROW_TOL`). ``batch``
+    on its first half and on a random half in shuffled order (:data:`BATCH_TOL`). ``batch``
     says what the batch is, for the message. Policies that keep per-batch state (``start_batch``) or
     declare ``thread_safe = False``, and causalfair's tables, constants and checkpoint
     networks (layers of rows by construction), are not checked."""
@@ -298,7 +298,7 @@ def check_row_wise(policy: Any, evaluate: Callable[[Observation], np.ndarray],
         part = np.asarray(evaluate(_obs_rows(obs, idx)), dtype=np.float64)
         ref = whole[idx]
         diff = np.abs(part - ref)
-        bad = diff > ROW_TOL * (1.0 + np.abs(ref))
+        bad = diff > BATCH_TOL * (1.0 + np.abs(ref))
         if bad.any():
             i = int(np.argwhere(bad)[0][0])
             raise PolicyError(

@@ -73,7 +73,6 @@ from causalfair.report.figures import (  # the figures, re-exported
     make_figures,
     skipped_sections,
 )
-from causalfair.results import SHARE_FLOOR
 
 #: The report reads an audit result (causalfair.audit.AuditResult) by duck typing: this
 #: module imports nothing from causalfair.audit, so the import graph has no circle.
@@ -342,11 +341,8 @@ def no_pairs_sentence(ben: Any, cells: str = "levels") -> str:
     """What the report says in place of a worst-pairs table whose every pair contributes 0
     (Lambda at most :data:`~causalfair.results.SHARE_FLOOR`): no rows of zeros. ``cells``:
     what the system's cells are ("levels", or "states" of binned features)."""
-    notion = getattr(ben, "notion", "Lambda")
-    return (f"Not listed: no pair of {cells} contributes to {notion} ({notion} = "
-            f"{ben.Lambda:.3g}, at most {SHARE_FLOOR:g}: zero up to rounding): at every "
-            f"pair of {cells} the two groups get the same decision probabilities, so there "
-            "is no worst pair.")
+    return (f"Not listed: {ben.no_pairs_note(cells)}: at every pair of {cells} the two "
+            "groups get the same decision probabilities, so there is no worst pair.")
 
 
 #: The units of the other notions that are not quantities of the glossary: the per-group

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._usercode import MEANWHILE, Guard, guard_as, is_own, np_global_state
-from causalfair.errors import SimulatorContractError, call_user
+from causalfair._usercode import MEANWHILE, Guard, call_watching_np, guard_as, is_own
+from causalfair.errors import SimulatorContractError
 from causalfair.types import Observation, StepResult
 
 __all__ = ["check_observation", "check_step_result", "check_noise", "same", "frozen",
@@ -449,9 +449,8 @@ class _GuardedSimulator(Guard):
 
     def _call(self, method: str, *args: Any) -> Any:
         what = f"simulator {type(self._obj).__name__}.{method}"
-        before = np_global_state()
-        out = call_user(what, getattr(self._obj, method), *args)
-        if before is not None and np_global_state() != before:
+        out, moved = call_watching_np(what, getattr(self._obj, method), *args)
+        if moved:
             kind = ("does not honour its seed" if method in ("reset", "draw_noise") else
                     "not a deterministic function of its arguments")
             raise SimulatorContractError(

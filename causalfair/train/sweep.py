@@ -68,7 +68,7 @@ from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import TrainConfig, train
 from causalfair.train import population as P
 from causalfair.train.algorithms import REGISTRY, names
-from causalfair.train.checkpoint import prepare_run_folder
+from causalfair.train.checkpoint import CHECKPOINT_NAME, prepare_run_folder
 from causalfair.train.sweep_io import (  # the folder, resume and IO part
     LOCK,  # noqa: F401 - (re-exported: importable from here, as before the split)
     MARK,  # noqa: F401
@@ -557,6 +557,12 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
             os.close(lock)
 
 
+def _checkpoint(folder: Path, algo: str) -> Path:
+    """The checkpoint file of run folder ``folder``: a population agent's ``checkpoint.npz``,
+    else the PPO family's ``checkpoint.pt`` (:data:`RUN_FILES`)."""
+    return folder / ("checkpoint.npz" if algo in POPULATION else CHECKPOINT_NAME)
+
+
 def _with_utility(folder: Path, config: Any, result: dict[str, Any],
                   search_path: Any) -> dict[str, Any]:
     """A finished run's ``result`` (:func:`finished_run`), with the ``utility`` and
@@ -569,7 +575,7 @@ def _with_utility(folder: Path, config: Any, result: dict[str, Any],
         return result
     try:
         system = make(config.system, search_path=search_path, **dict(config.system_params))
-        audited = P.audit_checkpoint(folder / "checkpoint.npz", system)
+        audited = P.audit_checkpoint(_checkpoint(folder, config.algo), system)
     except (CausalfairError, OSError):
         return result
     result = {**result, "metrics": {**result["metrics"], **audited}}
@@ -586,8 +592,9 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
     left_out: list[Path] = []
     if out_path is not None and existing == "resume":
         for i, ((sy, a, k), c) in enumerate(zip(combos, configs, strict=True)):
-            if r := finished_run(run_dir(out_path, sy, a, k), c, groups[sy]):
-                done[i] = _with_utility(run_dir(out_path, sy, a, k), c, r, search_path)
+            folder = run_dir(out_path, sy, a, k)
+            if r := finished_run(folder, c, groups[sy]):
+                done[i] = _with_utility(folder, c, r, search_path)
         mine = {run_dir(out_path, *c) for c in combos}
         left_out = sorted(f.parent for f in (out_path / "runs").glob(f"*/*/seed-*/{RESULT}")
                           if f.parent not in mine)
@@ -621,8 +628,7 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
                            r.message if r.input_error else f"{r.kind}: {r.message}"))
             continue
         where = {} if out_path is None else {  # the file this row's numbers are of
-            "checkpoint": (run_dir(Path("."), sysid, algo, seed) / (
-                "checkpoint.npz" if algo in POPULATION else "checkpoint.pt")).as_posix()}
+            "checkpoint": _checkpoint(run_dir(Path("."), sysid, algo, seed), algo).as_posix()}
         rows.append({"system": sysid, "algo": algo, "seed": seed, "pair": r.get("pair"),
                      **where, "wall_s": r["wall_s"],
                      **{k: v for k, v in r["metrics"].items()
