@@ -26,11 +26,17 @@ CDF). The systems' own simulators (the Monte Carlo engine's and the trainer's st
 lending-1 (``LendingSimulator``), lending-harder (the tabular simulator) and
 replicator-1 stepping ``--individuals`` units of one group, decisions and noise drawn
 beforehand, against their ``draw_noise`` alone (replicator-1 is deterministic: no
-ceiling).
+ceiling), with the page faults a step (:func:`_page_faults`).
 
 Every figure is CPU time (``time.process_time``); each vectorised figure and each
 ceiling is the best of ``--repeats`` rounds (the machine is shared: the best round is the
 least disturbed one).
+
+Issue 28 (item 4) made the lending, tabular and attention steps faster with the same
+arrays bit for bit; the steps they replaced are kept here (``old_*``, the baselines, which
+tests/test_envs_speed.py also checks the new steps against), and each such figure is
+printed with the old step's, measured in the same run, rounds of the two alternating
+(the ratio is new / old, both best of ``--repeats``).
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_envs.py [--envs 4096] [--steps 42]``.
 """
@@ -47,6 +53,156 @@ import numpy as np
 #: CPU time of this process: the machine is shared, and with ``OMP_NUM_THREADS=1`` the CPU
 #: time a figure took is what its work cost, whatever else the machine was running.
 _clock = time.process_time
+
+
+# ------------------------------------------------ the steps before issue 28 (baselines)
+def old_lending_step(sim: Any, state: Any, decisions: Any, noise: Any) -> Any:
+    """``LendingSimulator.step`` before issue 28 (tables by x * 5 + code; the reward in
+    arithmetic; the thresholds' gathered copy, the index and a float intermediate of n
+    each)."""
+    from causalfair.systems.lending.settings import LendingState
+    from causalfair.systems.tabular_sim import LazyArrays
+    from causalfair.types import StepResult
+
+    x, g, gid = state.level, state.group, state.group_id
+    K = sim.n_levels
+    if "_old_tables" not in sim.__dict__:  # the old simulator's tables
+        nxt = np.clip(np.arange(K)[:, None] + np.arange(-2, 3), 0, K - 1)  # (K, 5)
+        sim._old_tables = (np.round(sim.model.p_repay * float(2**32)).astype(np.uint64),
+                           nxt.reshape(-1).astype(np.intp),
+                           (sim._f[nxt] - sim._f[:, None]).reshape(-1))
+    thr_all, next_table, gain_table = sim._old_tables
+    d = np.asarray(decisions)
+    if d.dtype != np.bool_:
+        d = d.astype(bool)
+    integer = noise.repay.dtype.kind == "u"
+    if gid is not None:
+        thr = thr_all[gid]
+
+        def repay_fn() -> np.ndarray:
+            if integer:
+                return noise.repay < thr.take(x)
+            return noise.repay < sim.model.p_repay[gid][x]
+
+        drift = noise.cache.get(gid)
+        if drift is None:
+            c0, c1 = sim._drift_thr[gid] if integer else sim._drift_cdf[gid, :2]
+            drift = (noise.drift >= c0).view(np.int8) + (noise.drift >= c1).view(np.int8)
+            noise.cache[gid] = drift
+    else:
+        flat = g * K + x
+
+        def repay_fn() -> np.ndarray:
+            if integer:
+                return noise.repay < thr_all.reshape(-1).take(flat)
+            return noise.repay < sim.model.p_repay.reshape(-1)[flat]
+
+        cdf = sim._drift_thr if integer else sim._drift_cdf[:, :2]
+        drift = ((noise.drift >= cdf[g, 0]).view(np.int8)
+                 + (noise.drift >= cdf[g, 1]).view(np.int8))
+    j = x * 5
+    if d.any():
+        repay = repay_fn()
+        j += drift + (d.view(np.int8) * (2 * repay.view(np.int8) - 1) + 1)
+        nxt = next_table.take(j)
+        reward = (d & repay) * (sim._interest + 1.0) - d
+        info = LazyArrays({"repay": lambda: repay, "drift": lambda: drift.astype(np.intp) - 1})
+    else:
+        j += drift + np.int8(1)
+        nxt = next_table.take(j)
+        reward = np.zeros(x.shape[0])
+        info = LazyArrays({"repay": repay_fn, "drift": lambda: drift.astype(np.intp) - 1})
+    gain = gain_table.take(j)
+    return StepResult(state=LendingState(level=nxt, group=g, t=state.t + 1, group_id=gid),
+                      reward=reward, gain=gain, info=info)
+
+
+def old_tabular_step(sim: Any, state: Any, decisions: Any, noise: Any) -> Any:
+    """``TabularSimulator.step`` before issue 28 (the gain as two lookups in the potential
+    and their difference)."""
+    from causalfair.systems.tabular_sim import TabularState
+    from causalfair.types import StepResult
+
+    x, g = state.level, state.group
+    A, K, B = sim.model.n_actions, sim.n_levels, sim._buckets
+    d = np.asarray(decisions)
+    if d.dtype != np.bool_:
+        d = d.astype(np.intp, copy=False)
+    s = g if state.group_id is None else state.group_id
+    cell = x + s * (A * K)
+    cell += d * K
+    u = np.asarray(noise, dtype=np.float64)
+    scaled = u * B
+    np.clip(scaled, 0, B, out=scaled)
+    bucket = scaled.astype(np.intp)
+    bucket += cell * (B + 1)
+    nxt = sim._guide.take(bucket)
+    todo = np.flatnonzero(nxt < 0)
+    if todo.size:
+        nxt[todo] = (u[todo, None] >= sim._cdf[cell[todo]]).sum(axis=1)
+    if state.group_id is None:
+        f, x_row, nxt_row = sim._f.reshape(-1), g * K + x, g * K + nxt
+    else:
+        f, x_row, nxt_row = sim._f[state.group_id], x, nxt
+    gain = f.take(nxt_row) - f.take(x_row)
+    return StepResult(state=TabularState(level=nxt, group=g, t=state.t + 1,
+                                         group_id=state.group_id),
+                      reward=sim._reward.take(cell), gain=gain)
+
+
+def old_allocate(weights: np.ndarray, units: int) -> np.ndarray:
+    """``attention.allocate`` before issue 28 (each unit gathers and scatters by row)."""
+    w = np.asarray(weights, dtype=np.float64)
+    total = w.sum(axis=1, keepdims=True)
+    share = np.divide(w, total, out=np.zeros_like(w), where=total > 0)
+    alloc = np.zeros(w.shape, dtype=np.int64)
+    rows = np.nonzero(total[:, 0] > 0)[0]
+    for _ in range(units):
+        k = share[rows].argmax(axis=1)
+        alloc[rows, k] += 1
+        share[rows, k] -= 1.0 / units
+    return alloc
+
+
+def old_poisson_inverse(u: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """``attention.poisson_inverse`` before issue 28 (every entry summed until the last
+    one is done)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)
+    k = np.zeros_like(lam)
+    big = lam > 500.0
+    pmf = np.exp(-np.where(big, 0.0, lam))
+    cdf = pmf.copy()
+    active = (u >= cdf) & ~big & (lam > 0)
+    i = 0
+    with np.errstate(over="ignore"):
+        while active.any():
+            i += 1
+            pmf = pmf * lam / i
+            cdf = cdf + pmf
+            k += active
+            active &= (u >= cdf) & (pmf > 0)
+    if big.any():
+        from scipy.stats import poisson
+
+        k[big] = poisson.ppf(u[big], lam[big])
+    return k
+
+
+class old_attention:  # noqa: N801 - used as ``with old_attention():``
+    """The attention simulator with its placement and sampler before issue 28 (the step
+    looks both up in its module when it runs)."""
+
+    def __enter__(self) -> None:
+        from causalfair.systems import attention
+
+        self.saved = attention.allocate, attention.poisson_inverse
+        attention.allocate, attention.poisson_inverse = old_allocate, old_poisson_inverse
+
+    def __exit__(self, *exc: Any) -> None:
+        from causalfair.systems import attention
+
+        attention.allocate, attention.poisson_inverse = self.saved
 
 
 def loop_infectious(steps: int, seed: int = 0) -> float:
@@ -191,7 +347,12 @@ def loop_attention(steps: int, seed: int = 0) -> float:
     return done / (_clock() - t0)
 
 
-def vec_attention(n_envs: int, steps: int, seed: int = 0) -> float:
+def vec_attention(n_envs: int, steps: int, seed: int = 0, old: bool = False) -> float:
+    """Steps per second of ``VecAttentionEnv`` (``old``: with the placement and sampler
+    before issue 28)."""
+    if old:
+        with old_attention():
+            return vec_attention(n_envs, steps, seed)
     from causalfair.systems.gym.attention import VecAttentionEnv
 
     env = VecAttentionEnv(n_envs)
@@ -206,9 +367,15 @@ def vec_attention(n_envs: int, steps: int, seed: int = 0) -> float:
     return done / (_clock() - t0)
 
 
-def vec_system(system_id: str, n: int, steps: int, seed: int = 0) -> float:
+#: The systems' steps before issue 28, by the simulator's class name.
+OLD_STEPS = {"LendingSimulator": old_lending_step, "TabularSimulator": old_tabular_step}
+
+
+def vec_system(system_id: str, n: int, steps: int, seed: int = 0, old: bool = False
+               ) -> tuple[float, float]:
     """Unit-steps per second of a system's own simulator ``step`` (``n`` replicas of group
-    0, random decisions and the noise drawn beforehand: the step alone)."""
+    0, random decisions and the noise drawn beforehand: the step alone), and the page
+    faults per step (:func:`_page_faults`). ``old``: the step before issue 28."""
     from causalfair.systems import registry
 
     system = registry.make(system_id)
@@ -220,10 +387,18 @@ def vec_system(system_id: str, n: int, steps: int, seed: int = 0) -> float:
     dtype = bool if system.n_actions == 2 else np.intp
     d = [rng.integers(0, system.n_actions, units).astype(dtype) for _ in range(steps)]
     noise = [sim.draw_noise(units, rng) for _ in range(steps)]
-    t0 = _clock()
+    step = sim.step
+    if old:
+        old_step = OLD_STEPS[type(sim).__name__]
+
+        def step(state: Any, d: Any, noise: Any) -> Any:
+            return old_step(sim, state, d, noise)
+
+    f0, t0 = _page_faults(), _clock()
     for t in range(steps):
-        state = sim.step(state, d[t], noise[t]).state
-    return steps * units / (_clock() - t0)
+        state = step(state, d[t], noise[t]).state
+    t1, f1 = _clock(), _page_faults()
+    return steps * units / (t1 - t0), (f1 - f0) / steps
 
 
 def floor_system(system_id: str, n: int, steps: int, seed: int = 0) -> float:
@@ -241,8 +416,32 @@ def floor_system(system_id: str, n: int, steps: int, seed: int = 0) -> float:
     return steps * units / (_clock() - t0)
 
 
-def _best(repeats: int, fn: Any, *args: Any) -> float:
+def _page_faults() -> float:
+    """The minor page faults of this process so far (nan where ``resource`` is missing):
+    each is the kernel handing over a fresh 4 KiB page. With arrays of MiBs, the C
+    allocator returns freed ones to the system and takes fresh pages for new ones, so a
+    step can fault on most of the memory it writes; each fault costs CPU time in the
+    kernel, counted in the step's figure."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return float("nan")
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
+def _best(repeats: int, fn: Any, *args: Any) -> Any:
+    """The best of ``repeats`` rounds (a tuple: by its first entry, the rate)."""
     return max(fn(*args) for _ in range(repeats))
+
+
+def _best_pair(repeats: int, fn: Any, *args: Any) -> tuple[Any, Any]:
+    """Best of ``repeats`` rounds of ``fn(*args)`` (the new step) and of ``fn(*args,
+    old=True)``, rounds alternating so that both see the same load."""
+    new, old = fn(*args), fn(*args, old=True)
+    for _ in range(repeats - 1):
+        old = max(old, fn(*args, old=True))
+        new = max(new, fn(*args))
+    return new, old
 
 
 def main() -> int:
@@ -271,7 +470,7 @@ def main() -> int:
           f"{vec / floor:.0%} of it)")
     loop_a = loop_attention(20000)
     one_a = gym_attention(4000)
-    vec_a = _best(r, vec_attention, args.envs, 40)
+    vec_a, old_a = _best_pair(r, vec_attention, args.envs, 40)
     floor_a = _best(r, floor_attention, args.envs, 40)
     print("attention allocation, 5 sites, 6 units (attention-1), steps per second:")
     print(f"  pure Python loop, one set of sites:       {loop_a:12,.0f}")
@@ -279,6 +478,8 @@ def main() -> int:
     print(f"  vectorised, {args.envs} sets at once:          {vec_a:12,.0f}   "
           f"({vec_a / one_a:,.0f}x the one-set env, target >= 100x; {vec_a / loop_a:,.1f}x "
           "the pure loop)")
+    print(f"  the same, the step before issue 28:       {old_a:12,.0f}   "
+          f"(now {vec_a / old_a:.2f}x; it reached {old_a / floor_a:.0%} of the ceiling)")
     print(f"  ceiling: numpy's Poisson sampler alone:   {floor_a:12,.0f}   "
           f"({floor_a / loop_a:,.1f}x the pure loop; the vectorised step reaches "
           f"{vec_a / floor_a:.0%} of it)")
@@ -290,14 +491,19 @@ def main() -> int:
                       ("lending-harder", "one float64 uniform per individual"),
                       ("replicator-1", None)):
         n = args.individuals // registry.make(sid).units_per_replica
-        vec_s = _best(r, vec_system, sid, n, 20)
         if what is None:
+            vec_s, faults = _best(r, vec_system, sid, n, 20)
             print(f"  {sid:15s} step {vec_s:14,.0f}   (deterministic dynamics: no random "
-                  "numbers, no ceiling)")
+                  f"numbers, no ceiling; {faults:,.0f} page faults a step)")
             continue
+        (vec_s, faults), (old_s, old_faults) = _best_pair(r, vec_system, sid, n, 20)
         floor_s = _best(r, floor_system, sid, n, 20)
         print(f"  {sid:15s} step {vec_s:14,.0f}   ceiling ({what}): {floor_s:,.0f}; the step "
               f"reaches {vec_s / floor_s:.0%} of it")
+        print(f"  {'':15s} before issue 28 {old_s:,.0f} ({old_s / floor_s:.0%} of the "
+              f"ceiling): now {vec_s / old_s:.2f}x; page faults a step {faults:,.0f} (before "
+              f"{old_faults:,.0f}; a step writes {3 * args.individuals * 8 / 4096:,.0f} pages "
+              "of new arrays)")
     return 0
 
 

@@ -6,12 +6,15 @@ dtype, a JSON text's length and nesting depth - and refuses a file over the limi
 *before* inflating or allocating it, with one line naming the file, the member or field,
 the size and the limit (and the variable that raises it):
 
+- :func:`read_file`: a regular file's bytes, its size checked before it is read (a FIFO,
+  a device or a folder refused, never waited on);
 - :func:`read_json` / :func:`read_json_file`: JSON bounded by length (about
   :data:`JSON_BYTES_FACTOR` bytes of memory per byte of text, plus every container) against
   ``CAUSALFAIR_MAX_MEMORY`` and by nesting depth (:data:`MAX_JSON_DEPTH`), both measured by
   a vectorised scan before ``json.loads``;
 - :func:`open_zip` / :func:`read_member`: an archive with at most :data:`MAX_ZIP_MEMBERS`
-  entries (counted in its end record, before the central directory is parsed), a member
+  entries (counted in its end record, whose directory size, at most
+  :data:`MAX_ZIP_DIRECTORY` bytes, bounds what is parsed; counted again once parsed), a member
   read by streamed decompression that stops at a cap;
 - :func:`read_npz`: ``.npz`` arrays whose ``.npy`` headers (shape, dtype) are read first,
   object arrays (pickle) refused, their declared bytes checked against the memory limit
@@ -28,8 +31,9 @@ import json
 import math
 import os
 import re
+import stat
 import zipfile
-from pathlib import Path
+from collections.abc import Callable
 from typing import IO, Any
 
 import numpy as np
@@ -37,9 +41,9 @@ import numpy as np
 from causalfair._limits import check_memory, format_bytes
 from causalfair.errors import CausalfairError, ResourceLimitError
 
-__all__ = ["MAX_JSON_DEPTH", "JSON_BYTES_FACTOR", "MAX_ZIP_MEMBERS", "json_shape",
-           "read_json", "read_json_file", "read_option_value", "read_toml", "open_zip", "read_member",
-           "read_npz"]
+__all__ = ["MAX_JSON_DEPTH", "JSON_BYTES_FACTOR", "MAX_ZIP_MEMBERS", "MAX_ZIP_DIRECTORY",
+           "json_shape", "read_json", "read_json_file", "read_option_value", "read_toml",
+           "TOML_BYTES_FACTOR", "read_file", "open_zip", "check_zip_sizes", "read_member", "read_npz"]
 
 #: Deepest JSON nesting accepted (causalfair's own files nest at most 5 deep; Python's
 #: parser fails with a RecursionError near 1,000).
@@ -50,6 +54,11 @@ JSON_BYTES_FACTOR = 10
 _CONTAINER_BYTES = 64
 #: Most entries a zip archive (``.npz``, stable-baselines3 ``.zip``) may hold.
 MAX_ZIP_MEMBERS = 4096
+#: Largest central directory (bytes) an archive may declare: 512 bytes per entry allowed
+#: (an entry takes 46 bytes plus its name; causalfair's and torch's names are short). It
+#: bounds what is parsed when the end record understates the entry count, which
+#: ``zipfile`` does not use.
+MAX_ZIP_DIRECTORY = 512 * MAX_ZIP_MEMBERS
 _MAX_NPY_HEADER = 10_000  # numpy's own default cap on a .npy header
 _SCAN_CHUNK = 1 << 20
 
@@ -146,6 +155,9 @@ def read_option_value(text: str, where: str, error: ErrorType) -> Any:
                     "number of at most 4300 digits.") from None
 
 
+#: Memory per byte of a TOML file assumed when parsing it (an audit spec), checked from
+#: the file's size before it is read.
+TOML_BYTES_FACTOR = 20
 #: Most parts a dotted TOML key or table header may have (``a.b.c`` has 3).
 MAX_TOML_KEY_PARTS = 100
 _DOTTED = re.compile(r"(?<![\w\"'-])(?:[\w\"'-]++[ \t]*+\.[ \t]*+)"
@@ -187,14 +199,39 @@ def _check_json_length(n: int, where: str, fix: str) -> None:
 def read_json_file(path: str | os.PathLike[str], where: str, error: ErrorType, *,
                    fix: str = "") -> Any:
     """:func:`read_json` of a file, its length checked from the file system before it is
-    read."""
-    path = Path(path)
+    read (:func:`read_file`)."""
+    raw = read_file(path, where, error, check=lambda n: _check_json_length(n, where, fix))
+    return read_json(raw, where, error, fix=fix)
+
+
+def read_file(path: str | os.PathLike[str], where: str, error: ErrorType, *,
+              check: Callable[[int], None] | None = None) -> bytes:
+    """The bytes of the regular file at ``path``: opened without waiting (a FIFO is never
+    waited on) and refused unless it is a regular file (a device such as /dev/zero would
+    never end), ``check(size)`` called with its size before it is read, and at most that
+    size read (a file that grows meanwhile is read as it was). ``error`` names ``where``
+    for a file that cannot be opened or read."""
     try:
-        _check_json_length(path.stat().st_size, where, fix)
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise error(f"{where}: cannot be read ({exc.strerror or type(exc).__name__}).") from None
-    return read_json(raw, where, error, fix=fix)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{where}: is not a regular file ("
+                        + ("a folder" if stat.S_ISDIR(info.st_mode)
+                           else "a device, a FIFO or a socket") + "); give the file itself.")
+        if check is not None:
+            check(info.st_size)
+        chunks, left = [], info.st_size
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise error(f"{where}: cannot be read ({exc.strerror or type(exc).__name__}).") from None
+    finally:
+        os.close(fd)
 
 
 # ------------------------------------------------------------------------------- zip
@@ -216,12 +253,37 @@ def open_zip(src: str | os.PathLike[str] | IO[bytes], where: str, error: ErrorTy
             raise ResourceLimitError(
                 f"{where}: the archive declares {entries} entries, over the limit of "
                 f"{MAX_ZIP_MEMBERS} (a fixed limit); refused before reading its directory.")
-        return zipfile.ZipFile(src)
+        size = int(end[zipfile._ECD_SIZE])  # type: ignore[attr-defined]
+        if size > MAX_ZIP_DIRECTORY:
+            raise ResourceLimitError(
+                f"{where}: the archive's directory declares {size} bytes, over the limit of "
+                f"{MAX_ZIP_DIRECTORY} ({MAX_ZIP_MEMBERS} entries, a fixed limit); refused "
+                "before reading it.")
+        zf = zipfile.ZipFile(src)
+        if len(zf.filelist) > MAX_ZIP_MEMBERS:  # an end record that understates its count
+            n = len(zf.filelist)
+            zf.close()
+            raise ResourceLimitError(
+                f"{where}: the archive holds {n} entries (its end record declares "
+                f"{entries}), over the limit of {MAX_ZIP_MEMBERS} (a fixed limit); refused.")
+        return zf
     except CausalfairError:
         raise
     except (OSError, EOFError, zipfile.BadZipFile, ValueError, NotImplementedError) as exc:
         raise error(f"{where}: not a readable zip archive ({type(exc).__name__}: "
                     f"{_first_line(exc)}).") from None
+
+
+def check_zip_sizes(src: str | os.PathLike[str] | IO[bytes], where: str, error: ErrorType,
+                    *, factor: float = 1.0, fix: str = "") -> None:
+    """Refuse the archive at ``src`` (as :func:`open_zip` does, and) when its members
+    declare more bytes uncompressed, times ``factor``, than ``CAUSALFAIR_MAX_MEMORY``
+    allows: a check before a reader that inflates every member (``torch.load``; a
+    deflated member of zeros inflates a thousandfold) is called on it."""
+    with open_zip(src, where, error) as zf:
+        declared = sum(i.file_size for i in zf.infolist())
+    check_memory(factor * declared, f"{where}: {format_bytes(declared)} uncompressed",
+                 fix or "use a smaller file")
 
 
 def read_member(zf: zipfile.ZipFile, name: str, where: str, error: ErrorType, *,

@@ -521,7 +521,7 @@ def load_callable(ref: str, *, search_path: str | Path | None = None, what: str 
                     f"{mod_name}.") from None
             where = f" (looked in {path} and the installed packages)" if path else ""
             raise SystemError_(
-                f"{what}: cannot import module {mod_name!r}{where}: {cause}; put {mod_name}.py "
+                f"{what}: cannot import module {mod_name!r}{where}: {cause}; put {_file_of(mod_name)} "
                 "next to the spec (on the command line: in --search-path, default the working "
                 "directory) or install the package that provides it.") from None
         if isinstance(cause, SyntaxError):
@@ -600,3 +600,11 @@ def refuse_os_exit() -> Iterator[None]:
             _EXIT_GUARD["depth"] -= 1
             if _EXIT_GUARD["depth"] == 0:
                 os._exit = _EXIT_GUARD["real"]
+
+
+def _file_of(mod_name: str) -> str:
+    """The file a module name is read from, relative to a search path
+    (``pkg.sim`` -> ``pkg/sim.py``, in a folder ``pkg`` with an ``__init__.py``)."""
+    if "." not in mod_name:
+        return f"{mod_name}.py"
+    return f"{mod_name.replace('.', '/')}.py (in a package folder {mod_name.split('.')[0]}/)"

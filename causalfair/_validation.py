@@ -47,13 +47,45 @@ def bad_name(name: str) -> str | None:
 
 
 def check_names(field: str, names: Any, error: type[Exception] = InputError) -> None:
-    """Refuse group or action names that reports, JUnit XML and CSV cannot carry: empty
-    names, names over 200 characters, control characters (NUL included)."""
+    """Refuse group names that reports, JUnit XML and CSV cannot carry: empty names, names
+    over 200 characters, control characters (NUL included); and names whose pairs
+    ``"A-B"`` read two ways (:func:`check_pair_names`)."""
     for name in names:
         why = bad_name(str(name))
         if why is not None:
             raise error(f"{field}: bad name {str(name)[:40]!r}: {why}; use printable names "
                         "(letters, digits, spaces, punctuation).")
+    check_pair_names(field, names, error)
+
+
+def check_pair_names(field: str, names: Any, error: type[Exception] = InputError) -> None:
+    """Refuse group names two of whose pairs are written alike: a pair is ``"A-B"`` (A
+    minus B) in reports, thresholds (``abs_C["B-A"]``), ``pair=`` and audit.json, so with
+    groups North, North-East, East-South and South the name "North-East-South" would be two
+    pairs. Names with a dash that read one way only (age bands "16-24") pass."""
+    names = [str(n) for n in names]
+    if not any("-" in n for n in names):
+        return
+    # "a-b" == "c-d" with a shorter than c means c = a + "-" + m and b = m + "-" + d: find
+    # the splits of every name at its dashes (linear in the names, not in their pairs)
+    known = set(names)
+    tails: dict[str, list[tuple[str, str]]] = {}  # m -> (b, d) with b = m-d, d a name
+    for b in names:
+        for i, ch in enumerate(b):
+            if ch == "-" and b[i + 1:] in known:
+                tails.setdefault(b[:i], []).append((b, b[i + 1:]))
+    for c in names:
+        for i, ch in enumerate(c):
+            a, m = c[:i], c[i + 1:]
+            if ch != "-" or a not in known:
+                continue
+            for b, d in tails.get(m, ()):
+                if a != b and c != d:
+                    raise error(
+                        f"{field}: {a + '-' + b!r} names two pairs, {a!r} minus {b!r} and "
+                        f"{c!r} minus {d!r} (a pair is written \"A-B\", the first group minus "
+                        "the second); rename a group so that no two pairs read alike, e.g. "
+                        f"without \"-\" ({c.replace('-', ' ')!r}).")
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
+from causalfair._validation import check_pair_names
 from causalfair.errors import ModelError
 
 __all__ = [
@@ -145,7 +146,8 @@ def departed_indices(departed: Any, K: int, *, field: str, error: type[Exception
     return tuple(sorted(idx))
 
 
-def _check_departed(departed: Any, kernel: np.ndarray, K: int) -> tuple[int, ...] | None:
+def _check_departed(departed: Any, kernel: np.ndarray, K: int, initial: Any = None,
+                    names: Sequence[str] | None = None) -> tuple[int, ...] | None:
     """``departed_levels`` as a sorted tuple of level indices (:func:`departed_indices`),
     or a ModelError naming the value and the fix; each absorbing under every action of
     every group (kernel[s, a, k, k] = 1), so the gain there is 0 under every action (the
@@ -161,7 +163,24 @@ def _check_departed(departed: Any, kernel: np.ndarray, K: int) -> tuple[int, ...
             s, a = np.argwhere(np.abs(stay - 1.0) > 1e-12)[0]
             raise ModelError(f"departed_levels: level {k} is not absorbing: kernel[{s}, {a}, {k}, "
                              f"{k}] = {stay[s, a]:.6g}, expected 1; {fix}")
+    if initial is not None:
+        present = np.delete(np.asarray(initial, dtype=float), list(idx), axis=1).sum(1)
+        if (present <= 0).any():
+            g = int(np.flatnonzero(present <= 0)[0])
+            raise ModelError(empty_group_message("departed_levels", names[g] if names else g,
+                                                 idx))
     return idx
+
+
+def empty_group_message(field: str, group: Any, departed: Sequence[int]) -> str:
+    """The refusal of a group with nobody present at the start (every individual at a
+    departed level; absorbing, so at every step): the tabular model's and the contract
+    check's one wording."""
+    return (f"{field}: group {str(group)!r} starts with nobody present (all of it at the "
+            f"departed levels {tuple(int(k) for k in departed)!r}, which nobody leaves): its "
+            "gain is 0 by construction and Lambda has nobody of it to pair, so C and Lambda "
+            "would compare no one; give the group mass at a present level at the start, or "
+            "leave it out of the groups.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -318,6 +337,7 @@ class TabularModel:
             raise ModelError(f"group_names: expected {G} names, got {len(names)}: {names!r}.")
         if len(set(names)) != G:
             raise ModelError(f"group_names: names must be distinct, got {names!r}.")
+        check_pair_names("group_names", names, ModelError)
         set_(self, "group_names", names)
 
         labels = tuple(self.level_labels) if self.level_labels is not None else tuple(
@@ -347,7 +367,8 @@ class TabularModel:
                 raise ModelError(f"aux[{key!r}]: expected shape {(G, K)}, got {arr.shape}.")
             aux[key] = arr
         set_(self, "aux", aux)
-        set_(self, "departed_levels", _check_departed(self.departed_levels, self.kernel, K))
+        set_(self, "departed_levels", _check_departed(self.departed_levels, self.kernel, K,
+                                                      self.initial, self.group_names))
 
     # ------------------------------------------------------------------ sizes
     @property

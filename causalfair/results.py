@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._texttable import frame_text
 from causalfair._validation import check_alpha, check_int, z_quantile
 from causalfair.errors import InputError, ModelError
 from causalfair.plotting import (
@@ -358,8 +359,7 @@ class Decomposition:
         }
         if se is not None:
             out["se"] = {k: float(v) for k, v in se.items()}
-            ci = self.conf_int(0.05)
-            out["ci95"] = {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()}
+            out["ci95"] = {k: [float(lo), float(hi)] for k, (lo, hi) in self.intervals().items()}
         if self.notions:
             out["notions"] = {k: float(v) for k, v in self.notions.items()}
         if self.n is not None:
@@ -380,13 +380,12 @@ class Decomposition:
             + (f"   n = {self.n} per group, seed = {self.seed}" if self.n is not None else ""),
             "",
         ]
-        ci = self.conf_int(alpha) if self.se else None
+        ci = self.intervals(alpha) if self.se else None  # (conf_int's numbers, no pandas)
         for k in _EFFECTS:
             v = getattr(self, k)
             row = f"  {k:<4} = {v:+.6f}"
             if ci is not None:
-                row += (f"   {100 * (1 - alpha):g}% CI [{ci.loc[k, 'lower']:+.6f}, "
-                        f"{ci.loc[k, 'upper']:+.6f}]")
+                row += f"   {100 * (1 - alpha):g}% CI [{ci[k][0]:+.6f}, {ci[k][1]:+.6f}]"
             lines.append(row)
         if self._lambda_line():
             lines.append(f"  {self._lambda_line()}")
@@ -550,6 +549,11 @@ class BenefitResult:
         with a ``departed`` level)."""
         import pandas as pd
 
+        return pd.DataFrame(self._worst_columns(n))
+
+    def _worst_columns(self, n: int) -> dict[str, Any]:
+        """:meth:`worst_pairs`' columns, label -> values (no pandas: the commands print and
+        write them without it)."""
         a, b = self.pair
         K = self.contributions.shape[0]
         order = np.argsort(-self.contributions, axis=None, kind="stable")
@@ -559,11 +563,13 @@ class BenefitResult:
         order = order[: check_int("n", n, 0)]
         xa, xb = np.unravel_index(order, (K, K))
         ga, gb = self.groups[a], self.groups[b]
+        share = (self.contributions[xa, xb] / self.Lambda if self.Lambda > 0
+                 else np.zeros(len(order)))  # (a column of 0.0, as a DataFrame broadcasts)
         if self.multi:
             def rows(arr: np.ndarray, g: int, xs: np.ndarray) -> list[list[float]]:
                 return [[round(float(v), 12) for v in arr[g, x]] for x in xs]
 
-            return pd.DataFrame({
+            return {
                 f"level[{ga}]": [self.levels[i] for i in xa],
                 f"level[{gb}]": [self.levels[i] for i in xb],
                 f"Delta[{ga}]": rows(self.delta, a, xa),
@@ -572,9 +578,9 @@ class BenefitResult:
                 f"pi[{gb}]": rows(self.p_d1, b, xb),
                 "weight": self.state_weights[a, xa] * self.state_weights[b, xb],
                 "contribution": self.contributions[xa, xb],
-                "share": self.contributions[xa, xb] / self.Lambda if self.Lambda > 0 else 0.0,
-            })
-        return pd.DataFrame({
+                "share": share,
+            }
+        return {
             f"level[{ga}]": [self.levels[i] for i in xa],
             f"level[{gb}]": [self.levels[i] for i in xb],
             f"Delta[{ga}]": self.delta[a, xa],
@@ -583,8 +589,8 @@ class BenefitResult:
             f"p_d1[{gb}]": self.p_d1[b, xb],
             "weight": self.state_weights[a, xa] * self.state_weights[b, xb],
             "contribution": self.contributions[xa, xb],
-            "share": self.contributions[xa, xb] / self.Lambda if self.Lambda > 0 else 0.0,
-        })
+            "share": share,
+        }
 
     @property
     def shares_meaningful(self) -> bool:
@@ -683,7 +689,10 @@ class BenefitResult:
                 f"{self.Lambda:.3g}, at most {SHARE_FLOOR:g}: zero up to rounding)")
 
     def to_dict(self, n_worst: int = 10) -> dict[str, Any]:
-        worst = self.worst_pairs(n_worst)
+        worst = self._worst_columns(n_worst)  # DataFrame.to_dict("records"), without pandas
+        worst_rows = [{k: v.item() if isinstance(v, np.generic) else v for k, v in row.items()}
+                      for row in (dict(zip(worst, vals, strict=True))
+                                  for vals in zip(*worst.values(), strict=True))]
         return {
             **({"notion": self.notion} if self.notion != "Lambda" else {}),
             "Lambda": self.Lambda,
@@ -696,7 +705,7 @@ class BenefitResult:
                 "cells": self.cells} if self.method != "exact" else {}),
             "delta": {g: self.delta[i].tolist() for i, g in enumerate(self.groups)},
             "p_d1": {g: self.p_d1[i].tolist() for i, g in enumerate(self.groups)},
-            "worst_pairs": worst.to_dict(orient="records"),
+            "worst_pairs": worst_rows,
         }
 
     def summary(self, n_worst: int = 5) -> str:
@@ -709,9 +718,22 @@ class BenefitResult:
             + (f"; Monte Carlo by forks, pairs of {self.cells})" if self.method == "mc" else ")"),
             f"DPE (Proposition 1 form) = {self.dpe_prop1:+.6f}",
             f"Worst pairs: not shown: {self.no_pairs_note()}" if not self.shares_meaningful else
-            "Worst pairs:\n" + self.worst_pairs_table(n_worst).to_string(index=False),
+            "Worst pairs:\n" + self._worst_text(n_worst),
         ]
         return "\n".join(lines)
+
+    def _worst_text(self, n: int) -> str:
+        """``worst_pairs_table(n).to_string(index=False)``, without importing pandas where
+        :func:`causalfair._texttable.frame_text` covers the table (two actions)."""
+        if not self.multi:
+            cols = {k: np.round(v, _DIGITS) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                    else v for k, v in self._worst_columns(n).items()}
+            if not self.shares_meaningful:
+                del cols["share"]
+            text = frame_text(cols)
+            if text is not None:
+                return text
+        return self.worst_pairs_table(n).to_string(index=False)
 
     def __str__(self) -> str:
         return self.summary()

@@ -249,6 +249,7 @@ def written_documents(root: Any) -> list[tuple[Any, str]]:
     writes an invalid document on purpose gives it another suffix (``shard.bad``) or no
     ``schema_version``."""
     import json
+    import stat
     from pathlib import Path
 
     found = []
@@ -259,8 +260,9 @@ def written_documents(root: Any) -> list[tuple[Any, str]]:
                 found.append((path, "audit"))
             elif name.endswith(".json") and name != "audit.json":
                 try:
-                    if path.stat().st_size > 5_000_000 or b'"schema_version"' not in \
-                            path.read_bytes():
+                    st = path.stat()  # a test's FIFO or device is not a document
+                    if not stat.S_ISREG(st.st_mode) or st.st_size > 5_000_000 or \
+                            b'"schema_version"' not in path.read_bytes():
                         continue
                     doc = json.loads(path.read_bytes())
                 except (OSError, ValueError):

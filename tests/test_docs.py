@@ -20,7 +20,7 @@ from tests.ray_head import answers, free_port, run_in_session, short_temp_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SLOW = {"training.md"}  # trains two short runs
+SLOW = {"training.md", "contributing.md"}  # train short runs
 
 
 def blocks(path: Path) -> str:
@@ -84,6 +84,41 @@ def console_examples(text: str) -> list[tuple[str, list[str]]]:
             command, *lines = chunk.rstrip("\n").split("\n")
             out.append((command, lines))
     return out
+
+
+@pytest.mark.slow
+def test_contributing_walkthrough_runs(tmp_path):
+    """docs/contributing.md, followed literally: its Python blocks, then each line of its
+    bash blocks, in one scratch folder (the ``python -m pytest`` and ``python tests/...``
+    lines in this checkout; the test lines only collect, on this file); each line exits 0,
+    or the N its ``# exit N: TEXT`` says, its error line holding TEXT."""
+    text = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAUSALFAIR_")}
+    env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg",
+               PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    run_cmd([sys.executable, "-c", blocks(ROOT / "docs" / "contributing.md")], cwd=tmp_path,
+            env=env, timeout=300, expect=0)
+    lines = [ln for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+             for ln in block.splitlines() if ln.strip()]
+    assert len(lines) >= 9, lines
+    for line in lines:
+        m = re.search(r"# exit (\d+)(?:: (.*))?$", line)
+        expect, says = (int(m.group(1)), m.group(2)) if m else (0, None)
+        cmd, cwd = line.split("#")[0].strip(), tmp_path
+        if cmd.startswith(("python -m pytest", "python tests/")):
+            cwd = ROOT
+            if cmd.startswith("python -m pytest"):  # the tier's selection, collected only
+                cmd = (cmd.replace("python", sys.executable, 1)
+                       + " --collect-only -q -n 0 -p no:cacheprovider tests/test_contributor.py")
+            else:
+                cmd = cmd.replace("python", sys.executable, 1)
+        proc = run_cmd(["bash", "-c", cmd], cwd=cwd, env=env, timeout=300)
+        assert proc.returncode in ((expect, 5) if "--collect-only" in cmd else (expect,)), (
+            line, describe(proc))
+        if says:  # what the error line says
+            assert says in proc.stderr, describe(proc)
+    assert json.loads((tmp_path / "admissions.json").read_text())["C"] is not None
+    assert "overall" in json.loads((tmp_path / "admissions-npz.json").read_text())
 
 
 def test_limits_examples_run(tmp_path):

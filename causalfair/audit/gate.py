@@ -15,7 +15,7 @@ from typing import Any
 from causalfair._io import to_jsonable
 from causalfair._usercode import user_traceback
 from causalfair._version import __version__
-from causalfair.audit.junit import suite_properties
+from causalfair.audit.junit import suite_properties, xml_document
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.retrain import (
     Retrained,
@@ -188,8 +188,7 @@ class GateSpecErrors(SpecError):
                           failures="0", errors=str(len(self.errors)), time="0")
         for name, (_, msg) in zip(self.names, self.errors, strict=True):
             _junit_error(root, name, msg, "SpecError")
-        ET.indent(root)
-        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+        return xml_document(root)
 
     def to_dict(self, *, inconclusive: str = "fail", accept_repaired: bool = False
                 ) -> dict[str, Any]:
@@ -382,8 +381,7 @@ class GateResult:
         root.set("errors", str(tot_e))
         root.set("time", f"{tot_time:.4f}")  # (no skipped here: junit-10.xsd refuses it on
         # <testsuites>; each <testsuite> has its own)
-        ET.indent(root)
-        return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+        return xml_document(root)
 
 
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
@@ -706,8 +704,7 @@ def gate_error_junit(message: str, kind: str) -> str:
                           errors="1", skipped="0", time="0")
     tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name="gate")
     ET.SubElement(tc, "error", message=message, type=kind).text = message
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return xml_document(root)
 
 
 def _junit_error(root: Any, spec: str, msg: str, kind: str) -> None:

@@ -5,10 +5,31 @@ thresholds as values, not only inside failure messages (docs/ci-gate.md, ``--jun
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["suite_properties"]
+__all__ = ["suite_properties", "xml_document"]
+
+#: Characters XML 1.0 forbids (C0 controls but tab, LF, CR; lone surrogates, which a
+#: file name that is not UTF-8 decodes to; U+FFFE, U+FFFF): a JUnit file holding one is
+#: refused by every CI reader, and a surrogate cannot be written as UTF-8 at all.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_document(root: Any) -> str:
+    """The JUnit document of the ElementTree element ``root`` (indented, with its XML
+    declaration), every character XML forbids written as its escape (``\\x1b``,
+    ``\\udcff``): names and messages come from spec file names and user code, which may
+    hold any character."""
+    import xml.etree.ElementTree as ET
+
+    ET.indent(root)
+    text = ET.tostring(root, encoding="unicode")
+    text = _NOT_XML.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                   else f"\\u{ord(m.group()):04x}"), text)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + text + "\n"
+
 
 #: A verdict's fields, in this order, as properties ``KEY.FIELD`` (those it has).
 VERDICT_FIELDS = ("threshold", "estimate", "lower", "upper", "status", "pair")

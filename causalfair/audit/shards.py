@@ -20,10 +20,11 @@ from typing import Any
 
 from causalfair._io import check_document
 from causalfair._limits import check_memory, format_bytes
-from causalfair._safe_read import JSON_BYTES_FACTOR, read_json_file
+from causalfair._safe_read import JSON_BYTES_FACTOR, TOML_BYTES_FACTOR, read_file, read_json_file
 from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
+from causalfair.audit.junit import xml_document
 from causalfair.audit.spec import load_spec, spec_file
-from causalfair.errors import CausalfairError, InputError, UsageError
+from causalfair.errors import CausalfairError, InputError, ResourceLimitError, UsageError
 from causalfair.report.render import md_escape
 from causalfair.thresholds import (
     FAIL,
@@ -97,11 +98,26 @@ def select_shard(specs: Sequence[str], text: str) -> tuple[list[str], dict[str, 
     digest = hashlib.sha256()
     for spec in specs:  # each spec's file name and contents, not its folder: the shards of
         # one gate may run on runners with other checkout folders, or from another folder
-        digest.update(os.fsencode(Path(spec).name) + b"\0" + _file_digest(spec_file(spec)))
+        digest.update(os.fsencode(Path(spec).name) + b"\0" + _spec_digest(spec_file(spec)))
         for path in _spec_inputs(spec):  # (contents only: absolute paths differ by machine)
             digest.update(_file_digest(path))
     record = {"k": k_i, "n": n_i, "specs": len(specs), "specs_sha256": digest.hexdigest()}
     return list(specs[k_i - 1::n_i]), record
+
+
+def _spec_digest(path: Path) -> bytes:
+    """A spec file's digest, or its size alone when the file is over what its reading
+    allows (:func:`causalfair.audit.spec.read_spec_file`: the shard holding it refuses it;
+    a link to /proc/kcore is not hashed for ever)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return b"unreadable"
+    try:
+        check_memory(TOML_BYTES_FACTOR * size, "spec", "")
+    except ResourceLimitError:
+        return b"over the limit: %d" % size
+    return _file_digest(path)
 
 
 def _file_digest(path: Path) -> bytes:
@@ -456,13 +472,9 @@ def read_junit(path: str | os.PathLike[str]) -> list[Any]:
     import xml.etree.ElementTree as ET
 
     where = str(path)
-    try:
-        size = Path(path).stat().st_size
-        check_memory(JUNIT_BYTES_FACTOR * size, f"{where}: {format_bytes(size)} of JUnit XML",
-                     "split the gate in more shards")
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"{where}: cannot be read ({exc.strerror or type(exc).__name__}).") from None
+    data = read_file(path, where, InputError, check=lambda size: check_memory(
+        JUNIT_BYTES_FACTOR * size, f"{where}: {format_bytes(size)} of JUnit XML",
+        "split the gate in more shards"))
     guard = pyexpat.ParserCreate()
     guard.StartDoctypeDeclHandler = _no_dtd
     guard.EntityDeclHandler = _no_dtd
@@ -535,8 +547,7 @@ def merge_junit(suites: Sequence[Any], order: Sequence[str] = ()) -> str:
     for k, v in totals.items():
         root.set(k, str(v))
     root.set("time", f"{seconds:.4f}")
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return xml_document(root)
 
 
 def _seconds(text: str | None) -> float:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from causalfair._safe_read import read_toml
+from causalfair._limits import check_memory, format_bytes
+from causalfair._safe_read import TOML_BYTES_FACTOR, read_file, read_toml
 from causalfair.audit.spec_sections import (
     ENGINES,
     GYM_KEYS,
@@ -192,8 +193,10 @@ def read_spec_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The TOML table of the audit spec file ``path``, parsed within the limits of
     docs/limits.md (:func:`causalfair._safe_read.read_toml`; a :class:`SpecError` naming
     the file): the audit's and ``--reproduce``'s one reading of a spec file."""
-    with open(path, "rb") as fh:
-        return read_toml(fh.read(), f"audit spec {path}", SpecError)
+    where = f"audit spec {path}"
+    return read_toml(read_file(path, where, SpecError, check=lambda size: check_memory(
+        TOML_BYTES_FACTOR * size, f"{where}: {format_bytes(size)} of TOML",
+        "use a smaller spec (a spec is a few kB)")), where, SpecError)
 
 
 def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,

@@ -135,6 +135,9 @@ def check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None, *
     the allowed keys and ``note``."""
     where = f"[{name}]" if where is None else where
     if not isinstance(sec, Mapping):
+        if isinstance(sec, str) and "id" in allowed:  # system = "NAME" for [system] id
+            raise bad_value(path, where, sec, f"a table: write {where} on its own line, then "
+                            f"id = \"{sec}\" (keys: {', '.join(allowed)})")
         raise bad_value(path, where, sec, f"a table with keys {', '.join(allowed)}")
     for k in sec:
         if k not in allowed:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +13,21 @@ from causalfair.errors import InputError, UsageError
 
 if TYPE_CHECKING:
     from causalfair.policies.resolver import ResolvedPolicy
+
+
+@contextlib.contextmanager
+def as_flag_error(only: Iterable[str] | None = None) -> Iterator[None]:
+    """The library's refusal inside, ``InputError("FIELD: ...")``, as the same refusal named
+    as the command's flag: ``UsageError("--FIELD: ...")`` (exit 2, the flag's words; every
+    command's one form). ``only``: the fields whose refusals are the flags' (another field's
+    propagates as it is); None: every one."""
+    only = None if only is None else tuple(only)
+    try:
+        yield
+    except InputError as exc:
+        if only is not None and not any(str(exc).startswith(f"{f}: ") for f in only):
+            raise
+        raise UsageError(f"--{exc}") from None
 
 
 def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | None = None) -> None:
@@ -83,13 +100,11 @@ def load_system(args: argparse.Namespace) -> Any:
         raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
     sid = args.system or args.setting or "lending-1"
     params = parse_params(args.param)
-    try:  # the library's checks (the lending model's levels, every engine's horizon)
+    with as_flag_error():  # the library's checks (the lending model's levels, every engine's horizon)
         if args.levels is not None:
             params["levels"] = check_int("levels", args.levels, 3)
         if args.horizon is not None:
             check_horizon(args.horizon)
-    except InputError as exc:  # the same refusal, named as the flag
-        raise UsageError(f"--{exc}") from None
     if args.interest is not None:
         params["interest"] = args.interest
     system = make(sid, search_path=args.search_path, **params)

@@ -16,12 +16,13 @@ from causalfair.commands._system import (
     POLICY_HELP,
     add_system_arguments,
     add_vecnormalize_argument,
+    as_flag_error,
     horizon,
     load_policy,
     load_system,
 )
 from causalfair.commands.logs import add_logs_arguments, check_logs_only, run_logs
-from causalfair.errors import InputError, UsageError
+from causalfair.errors import UsageError
 from causalfair.workers import user_prints_to_stderr
 
 
@@ -137,10 +138,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.worst < 1:
         raise UsageError(f"--worst: must be an integer >= 1, got {args.worst}.")
-    try:  # the library's rule for every engine and the logs (exact prints alpha in --json)
+    with as_flag_error():  # the library's rule for every engine and the logs (exact prints alpha in --json)
         check_alpha(args.alpha)
-    except InputError as exc:
-        raise UsageError(f"--{exc}") from None
     if args.eps is not None and args.eps != "auto":
         try:
             value = float(args.eps)
@@ -171,10 +170,8 @@ def _compute(args: argparse.Namespace):
     if args.n is None:  # worlds of coupled units are U units each
         args.n = 2000 if system.units_per_replica > 1 else 100_000
 
-    try:
+    with as_flag_error():
         engine = engine_for(system, args.engine)
-    except InputError as exc:  # the same refusal, named as the flag
-        raise UsageError(f"--{exc}") from None
     model = system.tabular if "exact" in system.engines else None
     if engine != "mc" and (args.backend or args.jobs or args.address or n_given
                            or args.benefit_bins is not None):
@@ -213,8 +210,8 @@ def _print(args: argparse.Namespace, system, eps_source, result, benefit) -> int
         out["system"] = system.to_dict()
         if result.engine == "mc":
             out["alpha"] = args.alpha
-            ci = result.conf_int(args.alpha)
-            out["ci"] = {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()}
+            out["ci"] = {k: [float(lo), float(hi)]  # conf_int's numbers, without pandas
+                         for k, (lo, hi) in result.intervals(args.alpha).items()}
         out["benefit"] = benefit.to_dict(n_worst=args.worst) if benefit is not None else None
         json.dump(out, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
@@ -277,10 +274,11 @@ def _mc_text(result, alpha: float) -> str:
         f"seed = {result.seed}, common random numbers",
         "",
     ]
-    frame = result.to_frame(alpha).drop(index="Lambda", errors="ignore")  # printed below
-    w = max(18, *(len(str(k)) for k in frame.index))  # "indirect[<a long group name>]"
+    # to_frame(alpha)'s rows but Lambda's (printed below), without pandas
+    est, se, ci = result.estimates(), result.se or {}, result.intervals(alpha)
+    w = max(18, *(len(str(k)) for k in est))  # "indirect[<a long group name>]"
     lines.append(f"  {'quantity':<{w}}{'estimate':>12}{'se':>11}   {level} CI")
-    for k, row in frame.iterrows():
-        lines.append(f"  {k:<{w}}{row['estimate']:>+12.6f}{row['se']:>11.6f}   "
-                     f"[{row['ci_lower']:+.6f}, {row['ci_upper']:+.6f}]")
+    for k, v in est.items():
+        lines.append(f"  {k:<{w}}{v:>+12.6f}{float(se.get(k, 0.0)):>11.6f}   "
+                     f"[{ci[k][0]:+.6f}, {ci[k][1]:+.6f}]")
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -329,7 +330,15 @@ def annotate(doc: dict, on: bool | None, file: Any) -> None:
 
 
 def _data(text: str) -> str:
-    return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """GitHub's escapes, and any other control character (an ESC in a spec's file name
+    would reach the job log as a terminal sequence) or lone surrogate (a file name that
+    is not UTF-8: a UTF-8 stdout cannot print it) written as ``\\xNN`` / ``\\uNNNN``."""
+    text = str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return _CONTROL.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                   else f"\\u{ord(m.group()):04x}"), text)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
 
 
 def _prop(text: str) -> str:

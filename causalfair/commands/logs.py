@@ -15,8 +15,8 @@ import json
 import sys
 
 from causalfair._io import DECOMPOSE_SCHEMA_VERSION, versioned
-from causalfair.commands._system import load_policy
-from causalfair.errors import InputError, UsageError
+from causalfair.commands._system import as_flag_error, load_policy
+from causalfair.errors import UsageError
 
 __all__ = ["add_logs_arguments", "check_logs_only", "run_logs"]
 
@@ -184,10 +184,8 @@ def run_logs(args: argparse.Namespace) -> int:
     if args.horizon is not None:  # the library's rule, named as the flag
         from causalfair._validation import check_horizon
 
-        try:
+        with as_flag_error():
             check_horizon(args.horizon)
-        except InputError as exc:
-            raise UsageError(f"--{exc}") from None
     state_kw = _state_options(args)
     if args.potential is not None:
         if "potential" in state_kw:
@@ -202,7 +200,9 @@ def run_logs(args: argparse.Namespace) -> int:
             # a checkpoint or a factory, resolved (and checked) on the model audit_logs fits
             policy = FittedModelPolicy(lambda model: load_policy(args, model).policy)
     pair = getattr(args, "pair", None)  # decompose's --pair: the groups compared
-    try:
+    # --pair names no two of the logged groups, a bad --potential: the flag's refusal
+    with as_flag_error(o for o, given in (("pair", pair), ("potential", args.potential))
+                       if given is not None):
         audit = audit_logs(
             df, horizon=None if args.horizon is None or isinstance(args.horizon, _DefaultHorizon)
             else int(args.horizon), n_boot=args.boot,
@@ -212,11 +212,6 @@ def run_logs(args: argparse.Namespace) -> int:
             dowhy=args.dowhy, lambda_estimator=args.lambda_estimator, reference=args.reference,
             pair=pair, decisions=args.decisions, **state_kw,
         )
-    except InputError as exc:  # --pair names no two of the logged groups, a bad --potential
-        for option, given in (("pair", pair), ("potential", args.potential)):
-            if given is not None and str(exc).startswith(f"{option}: "):
-                raise UsageError(f"--{exc}") from None
-        raise
     if args.json:
         out = versioned(DECOMPOSE_SCHEMA_VERSION, audit.to_dict(alpha))
         out["logs"] = str(args.logs)

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair.logs.simulate import simulate_logs
+    from causalfair.logs.simulate import potential_note, simulate_logs
 
     if args.n < 1:
         raise UsageError(f"--n: must be an integer >= 1, got {args.n}.")
@@ -65,4 +65,7 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_bytes(out, lambda fh: df.to_parquet(fh, index=False))
     print(f"wrote {out}: {len(df)} decisions of {args.n} individuals over "
           f"{int(df['t'].max()) + 1} epochs ({system.id}, policy {pol.label}, seed {args.seed})")
+    note = potential_note(system)
+    if note:
+        print(f"note: {note}")
     return 0

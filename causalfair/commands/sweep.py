@@ -50,11 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{', '.join(a for a in names(cli=True) if a not in SWEEP_ALGORITHMS)} "
                         "trains with causalfair train only")
     p.add_argument("--seeds", required=True, metavar="SEEDS", help="e.g. 0-19 or 0,3,5-7")
-    p.add_argument("--system", default="lending-1", metavar="ID,...",
-                   help="systems, comma-separated: registered ids or 'module:callable' "
-                        "(default: lending-1)")
+    p.add_argument("--system", action="append", default=None, metavar="ID,...",
+                   help="systems, comma-separated or repeated: registered ids or "
+                        "'module:callable' (default: lending-1)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
-                   help="keyword argument for every system's factory (repeatable)")
+                   help="keyword argument for the factory of every system of the sweep that "
+                        "takes K (one that no system takes is refused); runs.csv's params "
+                        "column and table.md name each system's (repeatable)")
     p.add_argument("--search-path", metavar="DIR", default=".",
                    help="folder searched first for a 'module:callable' factory (default: .)")
     p.add_argument("--iterations", type=int, default=None, metavar="N",
@@ -123,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         overrides["iterations"] = args.iterations
     algos = [a.strip() for a in args.algo.split(",") if a.strip()]
     overrides.update(parse_set(args.set, set_configs(algos)))
-    systems = [s.strip() for s in args.system.split(",") if s.strip()]
+    systems = [s.strip() for item in args.system or ["lending-1"] for s in item.split(",")
+               if s.strip()]
     res = sweep(algos, parse_seeds(args.seeds), systems, params=parse_params(args.param),
                 overrides=overrides, out=args.out, backend=backend_from_args(args),
                 alpha=args.alpha, search_path=args.search_path,
@@ -135,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
     for sysid, algo, why in res.skipped:
         print(f"causalfair sweep: {algo} on {sysid}: not trained, it does not apply: {why}.",
               file=sys.stderr)
+    if note := res.params_note():
+        print(f"causalfair sweep: note: {note}", file=sys.stderr)
     if note := res.left_out_note():
         print(f"causalfair sweep: note: {note}", file=sys.stderr)
     for sysid, algo, seed, msg in res.failed:

@@ -105,15 +105,34 @@ def resolve_pair(pair: Any, groups: Sequence[str], where: str = "pair"
         raise InputError(f"{where}: expected two groups, got {str(pair)[:60]!r}; {fix}.") from None
     out = []
     for g in (a, b):
-        if isinstance(g, (int, np.integer)) and not isinstance(g, bool) and 0 <= g < len(groups):
+        if _is_index(g) and 0 <= g < len(groups):
             out.append(int(g))
-        elif isinstance(g, str) and g in groups:
-            out.append(groups.index(g))
+        elif (isinstance(g, str) or _is_bool(g)) and str(g) in groups:  # True: "True"
+            out.append(groups.index(str(g)))
+        elif not isinstance(g, str) and str(g) in groups:  # 7 for the group named "7"
+            raise InputError(_label_not_index(where, g, len(groups)))
         else:
             raise InputError(f"{where}: {str(g)[:60]!r} is not one of the groups; {fix}.")
     if out[0] == out[1]:
         raise InputError(f"{where}: the same group {groups[out[0]]!r} twice; {fix}.")
     return out[0], out[1]
+
+
+def _is_bool(g: Any) -> bool:
+    return isinstance(g, (bool, np.bool_))
+
+
+def _is_index(g: Any) -> bool:
+    return isinstance(g, (int, np.integer)) and not _is_bool(g)
+
+
+def _label_not_index(where: str, g: Any, G: int) -> str:
+    """The refusal of a number ``g`` that is a group's label but not its index (a log's
+    groups 0, 7, 42; -1): integers name groups by index 0..G-1, the order of the groups
+    (a bool, never an index, names the group "True" or "False")."""
+    return (f"{where}: {g!r} is not a group index (0 to {G - 1}); for the group named "
+            f"{str(g)!r} write its name as a string, \"{g}\" (integers are group indices "
+            f"0 to {G - 1}, in the order of the groups).")
 
 
 def pair_arg(pair: Any, groups: Sequence[str]) -> Any:
@@ -127,9 +146,10 @@ def pair_arg(pair: Any, groups: Sequence[str]) -> Any:
     values = getattr(pair, "tolist", None)  # a Series or array: its values, by position
     if callable(values) and not isinstance(pair, str) and np.ndim(pair) == 1:
         pair = tuple(values())
-    if isinstance(pair, str) or (isinstance(pair, (tuple, list)) and len(pair) == 2
-                                 and any(isinstance(g, str) for g in pair)):
-        return resolve_pair(pair, groups)
+    if isinstance(pair, str) or (isinstance(pair, (tuple, list)) and len(pair) == 2 and any(
+            isinstance(g, str) or (not (_is_index(g) and 0 <= g < len(groups))
+                                   and str(g) in groups) for g in pair)):
+        return resolve_pair(pair, groups)  # names; or a label that is no index: its refusal
     return pair
 
 
@@ -375,9 +395,11 @@ class GroupComparison:
 def _reference_index(groups: tuple[str, ...], reference: Any) -> int:
     if reference is None:
         return 0
-    if isinstance(reference, (int, np.integer)) and not isinstance(reference, bool):
+    if _is_index(reference):
         if 0 <= int(reference) < len(groups):
             return int(reference)
+        if str(reference) in groups:  # 7 for the group named "7": the pair's refusal
+            raise InputError(_label_not_index("reference", reference, len(groups)))
     elif str(reference) in groups:
         return groups.index(str(reference))
     raise InputError(f"reference: bad value {str(reference)[:60]!r}; name one of the groups "

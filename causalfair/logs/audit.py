@@ -293,8 +293,10 @@ def audit_logs(
     )
     if not pos.ok:
         if on_positivity == "error":  # the group sizes show a group made by a typo
+            sizes = list(data.group_sizes().items())  # the first 20 (a log may hold 10^6)
             raise PositivityError(f"{pos.message()} Individuals per group: " + ", ".join(
-                f"{g!r} {n}" for g, n in data.group_sizes().items()) + ".")
+                f"{g!r} {n}" for g, n in sizes[:20])
+                + (f" and {len(sizes) - 20} more groups" if len(sizes) > 20 else "") + ".")
         unknown = u["trans"].sum(-1) == 0
         bounds = positivity_bounds(model, p, unknown, T, eps=eps, weights=weights, pair=ab)
         return LogAudit(decomposition=None, benefit=None, bootstrap=None, bounds=bounds,

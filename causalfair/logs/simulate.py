@@ -12,8 +12,9 @@ from causalfair.logs.errors import LogError
 from causalfair.policies.core import parse_policy
 from causalfair.policies.grid import d1_probs
 from causalfair.systems import System, as_system, make
+from causalfair.systems.lending.settings import lending_potential
 
-__all__ = ["simulate_logs"]
+__all__ = ["simulate_logs", "potential_note"]
 
 #: Memory one row of a simulated log needs (its columns, the DataFrame and its CSV text).
 _LOG_ROW_BYTES = 256
@@ -88,3 +89,32 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
         "group": pd.Categorical.from_codes(np.tile(g, T), categories=list(names)),
         **{k: v.reshape(-1) for k, v in cols.items()},
     })
+
+
+def potential_note(system: Any) -> str | None:
+    """What an audit of ``system``'s simulated log needs to measure the system's own gain:
+    a log holds levels, not gains, and ``decompose --logs`` / ``audit_logs`` compute the gain
+    from a potential of the levels, by default the lending potential. None where that
+    default is the system's potential (the lending systems); else one sentence naming
+    ``--potential`` (``potential=``) with the system's values where its tabular model has
+    them."""
+    system = make(system) if isinstance(system, str) else (
+        system if isinstance(system, System) else as_system(system))
+    K = system.n_levels
+    tab = system.tabular
+    if K is None:
+        return None
+    if tab is not None:
+        f = np.asarray(tab.potential, dtype=np.float64).reshape(-1, K)
+        if np.allclose(f, lending_potential(K), rtol=0, atol=1e-12):
+            return None
+        rows = [f[0]] if np.allclose(f, f[0], rtol=0, atol=0) else list(f)
+        given = ";".join(",".join(f"{v:.12g}" for v in row) for row in rows)
+        return (f"a log holds levels, not gains: audit it with --potential {given} "
+                f"(audit_logs(potential=...), [logs] potential), {system.id}'s gain potential; "
+                "without it decompose --logs measures the gain with the lending potential.")
+    return (f"a log holds levels, not gains: decompose --logs measures the gain with the "
+            f"lending potential of the levels unless given --potential f(0),...,f({K - 1}) "
+            f"(audit_logs(potential=...), [logs] potential); give the one {system.id}'s gain "
+            f"is the change of (e.g. {','.join(str(k) for k in range(K))} for the change of "
+            "level).")

@@ -72,7 +72,7 @@ from causalfair.types import Observation
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "save_checkpoint",
            "load_checkpoint", "file_sha256", "check_policy_inputs", "load_checkpoint_for",
-           "read_pt", "sb3_network"]
+           "read_pt", "sb3_network", "CHECKPOINT_SUFFIXES", "PICKLE_SUFFIXES"]
 
 
 # ------------------------------------------------------------------------ saving
@@ -229,12 +229,16 @@ def _grid_check(policy: Any, model: Any, path: Path) -> None:
 
 #: Suffixes of pickle files (scikit-learn's joblib.dump, pickle.dump): never loaded.
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav", ".pck")
+#: The file suffixes :func:`load_checkpoint` reads (a new format adds its suffix here, and
+#: its reader to :func:`load_checkpoint`); the policy resolver reads a value with one of
+#: them as a checkpoint path.
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".npz", ".zip", ".safetensors")
 
 
 def _refuse_pickle(path: Path) -> None:
     """Refuse a pickle / joblib file given as a checkpoint (a scikit-learn model): loading
     it would run whatever code it names, and a checkpoint never runs code."""
-    if path.suffix.lower() in (".pt", ".pth", ".npz", ".zip", ".safetensors"):
+    if path.suffix.lower() in CHECKPOINT_SUFFIXES:
         return  # the formats read below (a legacy pickled .pt gets _load_pt's own message)
     if path.suffix.lower() not in PICKLE_SUFFIXES:
         try:
@@ -263,15 +267,20 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path}: " + (
             "is a folder; give the checkpoint file in it (e.g. checkpoint.pt)"
-            if path.is_dir() else "no such file") + ".")
-    _refuse_pickle(path)
-    suffix = path.suffix.lower()
-    if suffix == ".zip":
-        policy, meta = load_sb3_zip(path, activation)
-    elif suffix == ".npz":
-        policy, meta = _load_npz(path)
-    else:
-        policy, meta = _load_pt(path)
+            if path.is_dir() else "is not a regular file (a device, a FIFO or a socket); "
+            "give the checkpoint file" if path.exists() else "no such file") + ".")
+    try:
+        _refuse_pickle(path)
+        suffix = path.suffix.lower()
+        if suffix == ".zip":
+            policy, meta = load_sb3_zip(path, activation)
+        elif suffix == ".npz":
+            policy, meta = _load_npz(path)
+        else:
+            policy, meta = _load_pt(path)
+    except OSError as exc:  # a file that stat()s but does not read (permissions, EIO)
+        raise CheckpointError(f"checkpoint {path}: cannot be read "
+                              f"({exc.strerror or type(exc).__name__}).") from None
     choice = (meta.get("metadata") or {}).get("choice")
     if choice is not None:  # one unit per replica (causalfair.policies.choice)
 

@@ -51,7 +51,12 @@ from causalfair._usercode import (
     load_callable,
 )
 from causalfair.errors import CausalfairError, PolicyError, short
-from causalfair.policies.checkpoint import load_checkpoint, load_checkpoint_for
+from causalfair.policies.checkpoint import (
+    CHECKPOINT_SUFFIXES,
+    PICKLE_SUFFIXES,
+    load_checkpoint,
+    load_checkpoint_for,
+)
 from causalfair.policies.core import (
     BUILTIN_POLICIES,
     ActionPolicy,
@@ -83,8 +88,6 @@ from causalfair.workers import user_prints_to_stderr
 __all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "GreedyQPolicy",
            "CHECKPOINT_SUFFIXES", "BUILTIN_KINDS", "TORCH_OUTPUTS"]
 
-#: File suffixes read as checkpoints (:func:`~causalfair.policies.checkpoint.load_checkpoint`).
-CHECKPOINT_SUFFIXES = (".pt", ".npz", ".zip", ".safetensors")
 #: How a torch module's outputs are read: ``logits`` (softmax, sigmoid for one output),
 #: ``probs`` (probabilities as they are), ``q`` (Q-values: the greedy action).
 TORCH_OUTPUTS = ("logits", "probs", "q")
@@ -531,7 +534,10 @@ def _resolve(value: Any, system: Any, search_path: Any, params: Mapping[str, Any
         if kind in BUILTIN_KINDS:
             return _builtin(value, system, where)
         path = Path(value)
-        if path.suffix.lower() in CHECKPOINT_SUFFIXES or path.is_file():
+        if path.suffix.lower() in CHECKPOINT_SUFFIXES + PICKLE_SUFFIXES or path.is_file() or (
+                ":" not in value and ("/" in value or os.sep in value)):
+            # a file name or a path (no built-in holds a '/'): a missing one is "no such
+            # file", not an unknown built-in; a pickle gets its refusal
             return _checkpoint(path, system)
         if ":" in value:
             close = _builtin_typo(kind, search_path)

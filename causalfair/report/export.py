@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ from causalfair.report.explain import (
 from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["EXPORTS", "PLACEHOLDER", "read_audit", "annex_iv", "ll144_rows", "ll144_markdown",
-           "ll144_csv", "export_files", "report_exports", "links_markdown", "write_exports"]
+           "ll144_csv", "csv_text", "export_files", "report_exports", "links_markdown",
+           "write_exports"]
 
 #: Export kind -> the files it writes.
 EXPORTS: dict[str, tuple[str, ...]] = {"annex-iv": ("annex-iv.md",),
@@ -84,7 +86,8 @@ def _gate_error(path: Path) -> str:
     """What a gate's error.json (:func:`causalfair.report.render.write_error_report`) says,
     in a few words."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8")[:100_000])
+        with open(path, "rb") as fh:  # its first 100 kB: the error is at the top
+            doc = json.loads(fh.read(100_000).decode("utf-8"))
     except (OSError, ValueError):
         doc = None
     if not isinstance(doc, dict) or not doc.get("spec") or not doc.get("error"):
@@ -339,14 +342,29 @@ def ll144_rows(doc: Mapping[str, Any], where: str = "audit.json") -> list[dict[s
 
 
 def ll144_csv(doc: Mapping[str, Any], where: str = "audit.json") -> str:
-    """``ll144.csv``: :func:`ll144_rows` (empty cells: not available)."""
+    """``ll144.csv``: :func:`ll144_rows` (empty cells: not available; a text cell a
+    spreadsheet would read as a formula is written as text: :func:`csv_text`)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=LL144_COLUMNS, lineterminator="\n")
     w.writeheader()
     for r in ll144_rows(doc, where):
-        w.writerow({k: ("" if v is None else repr(v) if isinstance(v, float) else v)
+        w.writerow({k: ("" if v is None else repr(v) if isinstance(v, float)
+                        else csv_text(v) if isinstance(v, str) else v)
                     for k, v in r.items()})
     return buf.getvalue()
+
+
+def csv_text(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet shows and never evaluates: a leading
+    apostrophe before a cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return (a group named ``=HYPERLINK(...)`` in a decision log; OWASP's "CSV
+    injection"), unless the cell is a plain number (``-1``)."""
+    if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def ll144_markdown(doc: Mapping[str, Any], where: str = "audit.json") -> str:
@@ -432,7 +450,8 @@ def write_exports(kind: str, audit: str | os.PathLike[str],
             raise OutputError(f"{target}: exists and is not a regular file; causalfair never "
                               "replaces it. Choose another --out.")
         if target.is_file() and not force:
-            if target.read_bytes() == text.encode("utf-8"):
+            data = text.encode("utf-8")  # the size first: a huge file is not read
+            if target.stat().st_size == len(data) and target.read_bytes() == data:
                 continue
             raise OutputError(f"{target}: exists with other content; causalfair does not "
                               "overwrite it. Pass --force to replace it, or choose another --out.")

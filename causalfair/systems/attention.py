@@ -135,39 +135,69 @@ def allocate(weights: np.ndarray, units: int) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64)
     total = w.sum(axis=1, keepdims=True)
     share = np.divide(w, total, out=np.zeros_like(w), where=total > 0)
-    alloc = np.zeros(w.shape, dtype=np.int64)
-    rows = np.nonzero(total[:, 0] > 0)[0]
+    funded = total[:, 0] > 0
+    every = bool(funded.all())
+    share = share if every else share[funded]  # the rows that place units
+    alloc = np.zeros(share.shape, dtype=np.int64)
+    # the site chosen in each row as an index into the flat arrays: row start + argmax
+    start = np.arange(0, share.size, share.shape[1])
+    share_flat, alloc_flat = share.reshape(-1), alloc.reshape(-1)
     for _ in range(units):
-        k = share[rows].argmax(axis=1)
-        alloc[rows, k] += 1
-        share[rows, k] -= 1.0 / units
-    return alloc
+        j = share.argmax(axis=1)
+        j += start
+        alloc_flat[j] += 1
+        share_flat[j] -= 1.0 / units
+    if every:
+        return alloc
+    out = np.zeros(w.shape, dtype=np.int64)
+    out[funded] = alloc
+    return out
 
 
 def poisson_inverse(u: np.ndarray, lam: np.ndarray) -> np.ndarray:
     """Poisson(lam) incidents by inverse CDF of the uniforms ``u``: the smallest k with
     P(Y <= k) > u, summing the pmf p_k = p_(k-1) lam / k from p_0 = exp(-lam) (monotone in
     u, so the same uniform gives the same luck at any rate). Rates above 500, where
-    exp(-lam) underflows, use scipy's quantile function."""
+    exp(-lam) underflows, use scipy's quantile function.
+
+    The sums run in place, and once at most a quarter of the entries still count, the
+    arrays shrink to those (the tail of a few large counts then costs little)."""
     lam = np.asarray(lam, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
+    shape = lam.shape  # of any dimensions, u broadcast to it: flat arrays below
+    lam = lam.reshape(-1)
+    u = np.broadcast_to(np.asarray(u, dtype=np.float64), shape).reshape(-1)
     k = np.zeros_like(lam)
     big = lam > 500.0
     pmf = np.exp(-np.where(big, 0.0, lam))
     cdf = pmf.copy()
-    active = (u >= cdf) & ~big & (lam > 0)
-    i = 0
-    while active.any():
-        i += 1
-        pmf = pmf * lam / i
-        cdf = cdf + pmf
-        k += active
-        active &= (u >= cdf) & (pmf > 0)
+    live = (u >= cdf) & ~big & (lam > 0)  # the entries still counting
+    # the arrays being summed: at ``where`` in k (every entry until the first shrink)
+    where: Any = slice(None)
+    u_at, lam_at, count = u, lam, np.zeros_like(lam)
+    test = np.empty_like(live)
+    n, i = np.count_nonzero(live), 0
+    with np.errstate(over="ignore"):  # in entries done counting, never read again
+        while n:
+            if 4 * n <= live.size:  # keep only the entries still counting
+                k[where] = count
+                keep = np.flatnonzero(live)
+                where = keep if isinstance(where, slice) else where[keep]
+                u_at, lam_at, pmf, cdf = u_at[keep], lam_at[keep], pmf[keep], cdf[keep]
+                count, live, test = count[keep], live[keep], test[keep]
+            i += 1
+            pmf *= lam_at
+            pmf /= i
+            cdf += pmf
+            count += live
+            live &= np.greater_equal(u_at, cdf, out=test)
+            live &= np.greater(pmf, 0.0, out=test)
+            n = np.count_nonzero(live)
+    k[where] = count
     if big.any():
         from scipy.stats import poisson
 
         k[big] = poisson.ppf(u[big], lam[big])
-    return k
+    return k.reshape(shape)
 
 
 def allocation_parity(allocation: Any, units: int, window: int = WINDOW) -> np.ndarray:

@@ -17,6 +17,7 @@ import numpy as np
 
 from causalfair._usercode import MEANWHILE, Guard, call_watching_np, guard_as, is_own
 from causalfair.errors import SimulatorContractError
+from causalfair.model import empty_group_message
 from causalfair.types import Observation, StepResult
 
 __all__ = ["check_observation", "check_step_result", "check_noise", "same", "frozen",
@@ -383,6 +384,10 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
             raise SimulatorContractError(
                 f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
                 "groups (Observation.group differs from the group asked for).")
+        if departed and o1.level is not None and n and np.isin(o1.level, departed).all():
+            names = getattr(sim, "group_names", None)
+            raise SimulatorContractError(empty_group_message(
+                f"simulator {name}.reset", names[g] if names is not None else g, departed))
         diff = same(o1, sim.observe(s2)) or same(s1, s2)
         if diff:
             raise SimulatorContractError(

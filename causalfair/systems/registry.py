@@ -76,6 +76,8 @@ def register(id: str, entry_point: str | Callable[..., Any], /, *, description: 
             f"{short(entry_point)}.")
     if id in _REGISTRY and not override:
         raise SystemError_(f"register: id {id!r} is already registered; pass override=True to replace it.")
+    if callable(entry_point):  # a default the factory does not take: refused now, not at make
+        check_params(entry_point, defaults, f"register({id!r})")
     _REGISTRY[id] = SystemSpec(id, entry_point, dict(defaults), description)
 
 

@@ -17,6 +17,7 @@ own simulator or tabular model becomes one with :func:`as_system`.
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +112,29 @@ class Gain:
     unit: str = "gain units"
     description: str = ""
     lambda_eps: float | None = None
+
+
+def _check_product_order(id_: str, groups: tuple[str, ...],
+                         atts: Mapping[str, tuple[str, ...]]) -> None:
+    """Refuse groups named from their attribute values ("F/16-24") but listed out of the
+    product order ``group_attributes`` pools them in (the first attribute slowest): a
+    marginal would pool the wrong groups. Names that do not hold a value of every
+    attribute are not checked (their order cannot be read from them)."""
+    combos = list(itertools.product(*atts.values()))
+    if not all(any(v in name for v in vals) for name in groups for vals in atts.values()):
+        return
+    for name, combo in zip(groups, combos, strict=True):
+        missing = [v for v in combo if v not in name]
+        if missing:
+            spelled = [next((n for n in groups if all(v in n for v in c)), None) for c in combos]
+            order = (f": {', '.join(spelled)}"
+                     if None not in spelled and len(set(spelled)) == len(spelled) else "")
+            raise SystemError_(
+                f"system {id_!r}: group_attributes: group {name!r} is "
+                f"{dict(zip(atts, combo, strict=True))} in the product order of "
+                f"{', '.join(atts)} (the first attribute slowest), but its name lacks "
+                f"{', '.join(map(repr, missing))}: a marginal would pool it with the wrong "
+                f"groups; list the groups in product order{order}.")
 
 
 def _call_factory(factory: Any, what: str) -> Any:
@@ -228,6 +252,7 @@ class System:
                     f"system {self.id!r}: group_attributes {short(atts)} must be at least two "
                     f"attributes (two values or more each) whose product is the {len(groups)} "
                     "groups, in order.")
+            _check_product_order(self.id, groups, atts)
             set_(self, "group_attributes", atts)
         if not isinstance(self.decisions, DecisionSet):
             raise SystemError_(

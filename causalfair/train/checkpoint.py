@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes, check_output_file
-from causalfair._safe_read import read_json
+from causalfair._safe_read import check_zip_sizes, read_json
 from causalfair.errors import OutputError
 from causalfair.policies.core import CheckpointError, save_checkpoint
 
@@ -137,6 +137,7 @@ def read_state(out: str | os.PathLike[str]) -> dict[str, Any]:
             f"resume: {path} does not exist; start the run without --resume (or point "
             "--out at the folder of the run to continue)."
         )
+    check_zip_sizes(path, f"resume: {path}", CheckpointError)  # before torch inflates it
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot resume"

@@ -230,9 +230,13 @@ class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
                 raise ConfigError("init_checkpoint: not an MLP checkpoint.")
             try:
                 self.policy_net.load_state_dict(module.state_dict())
-            except RuntimeError as exc:
-                raise ConfigError(f"init_checkpoint: architecture differs from the config "
-                                  f"({str(exc).splitlines()[0][:160]}).") from None
+            except RuntimeError:
+                raise ConfigError(
+                    f"init_checkpoint: architecture differs from the config: the config's "
+                    f"network is {_layers(self.policy_net)} (hidden={list(c.hidden)}, "
+                    f"activation={c.activation}), the checkpoint's {_layers(module)}; set "
+                    f"hidden (and activation) to the checkpoint's ([retrain] hidden = [...] "
+                    f"in a spec, TrainConfig(hidden=...) in Python).") from None
         allowed = system.decisions.allowed
         if allowed is not None and self.A > 2:
             # actions the deployed policy may not take (e.g. "no attention anywhere"): their
@@ -553,3 +557,12 @@ class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
             if d.Lambda_ci is not None:
                 out["Lambda_ci"] = (float(d.Lambda_ci[0]), float(d.Lambda_ci[1]))
         return out
+
+
+def _layers(module: Any) -> str:
+    """A network's layer widths, input first (``4-64-64-1``), read from its weights."""
+    shapes = [tuple(v.shape) for k, v in module.state_dict().items()
+              if k.endswith("weight") and len(v.shape) == 2]
+    if not shapes:
+        return "not an MLP"
+    return "-".join(str(w) for w in [shapes[0][1], *(s[0] for s in shapes)])

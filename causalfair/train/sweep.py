@@ -77,14 +77,19 @@ from causalfair.train.sweep_io import (  # the folder, resume and IO part
     finished_run,
     pair_key,
     pair_text,
+    param_text,
+    params_cell,
+    params_label,
     prepare_out,
+    read_result,
     run_dir,
+    system_params,
     update_result,
     write_run,
 )
 
-__all__ = ["SweepResult", "parse_seeds", "sweep", "t_interval", "tabulate", "train_many",
-           "write_run"]
+__all__ = ["SweepResult", "parse_seeds", "sweep", "system_params", "t_interval", "tabulate",
+           "train_many", "write_run"]
 
 #: What :func:`sweep` does with a folder holding an earlier sweep.
 EXISTING = ("refuse", "resume", "force")
@@ -190,7 +195,7 @@ def _why_not(algo: str, system: Any) -> str | None:
 
 #: The columns of a runs table that say which run a row is, not what it measured (every
 #: other column is a metric :func:`tabulate` averages).
-RUN_COLUMNS = ("system", "algo", "seed", "pair", "checkpoint", "wall_s")
+RUN_COLUMNS = ("system", "params", "algo", "seed", "pair", "checkpoint", "wall_s")
 
 
 def _check_one_horizon(overrides: Mapping[str, Any], pairs: Sequence[tuple[str, str]],
@@ -338,24 +343,38 @@ class SweepResult:
     #: A resumed sweep: the folders of finished runs under ``out/runs`` that this sweep does
     #: not ask for (other seeds, algorithms or systems), left out of its tables.
     left_out: list[Path] = field(default_factory=list)
+    #: Each system's factory parameters (:func:`system_params`; runs.csv's ``params``).
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def params_note(self) -> str | None:
+        """One line naming the parameters that went to some systems of the sweep only
+        (:func:`system_params`); None if every parameter went to every system."""
+        keys = dict.fromkeys(k for p in self.params.values() for k in p)
+        parts = []
+        for key in keys:
+            to = [sy for sy, p in self.params.items() if key in p]
+            if len(to) < len(self.params):
+                not_to = [sy for sy in self.params if sy not in to]
+                parts.append(f"--param {param_text(key, self.params[to[0]][key])} went to "
+                             f"{', '.join(to)} only ({', '.join(not_to)}: not a parameter of "
+                             "its factory)")
+        return "; ".join(parts) + "." if parts else None
 
     def left_out_note(self) -> str | None:
         """One line naming the finished runs a resumed sweep left out of its tables, and the
         ``--seeds`` (``--algo``, ``--system``) that would tabulate them too; None if none."""
         if not self.left_out:
             return None
-        import json
-
         asked = self.runs if not self.runs.empty else None
         seeds = set() if asked is None else set(int(k) for k in asked["seed"])
         algos = [] if asked is None else list(dict.fromkeys(asked["algo"]))
         systems = [] if asked is None else list(dict.fromkeys(asked["system"]))
         for folder in self.left_out:
             try:
-                doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+                doc = read_result(folder)
                 cfg = doc.get("requested", doc["config"])
                 sysid = cfg.get("system") or cfg.get("setting")
-            except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            except (CausalfairError, KeyError, TypeError, ValueError, AttributeError):
                 sysid = None
             seeds.add(int(folder.name.removeprefix("seed-")))
             algos += [folder.parent.name] if folder.parent.name not in algos else []
@@ -376,7 +395,10 @@ class SweepResult:
             f"{m} (mean [{level} t-interval])" for m in metrics) + " | pairs |",
                  "|---|---|---|" + "---|" * len(metrics) + "---|"]
         mixed = False
-        for (sysid, algo), g in self.table.groupby(["system", "algo"], sort=False):
+        keys = ["system", "params", "algo"] if "params" in self.table else ["system", "algo"]
+        for key, g in self.table.groupby(keys, sort=False):
+            sysid, algo = key[0], key[-1]
+            label = sysid + params_label(key[1] if len(key) == 3 else "{}")
             cells = []
             for m in metrics:
                 row = g[g["metric"] == m]
@@ -388,9 +410,10 @@ class SweepResult:
                 cells.append(f"{r['mean']:.4f}{ci}")
             pairs = str(g["pairs"].iloc[0]) if "pairs" in g else "n/a"
             if "pair" in self.runs:
-                runs = self.runs[(self.runs["system"] == sysid) & (self.runs["algo"] == algo)]
+                runs = self.runs[(self.runs["system"] == sysid) & (self.runs["algo"] == algo)
+                                 & ((self.runs["params"] == key[1]) if len(key) == 3 else True)]
                 mixed = mixed or len({pair_key(p) for p in runs["pair"]}) > 1
-            lines.append(f"| {sysid} | {algo} | {int(g['n'].iloc[0])} | " + " | ".join(cells)
+            lines.append(f"| {label} | {algo} | {int(g['n'].iloc[0])} | " + " | ".join(cells)
                          + f" | {pairs} |")
         lines += ["", f"Each cell: the mean over the training seeds (one run per seed) and the "
                   f"{level} t-interval of that mean over the seeds (runs audited by Monte "
@@ -439,10 +462,10 @@ def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, f
 
 def tabulate(runs: Any, alpha: float = 0.05) -> Any:
     """The sweep's table of ``runs`` (a DataFrame, one row per run: ``system``, ``algo``,
-    ``seed``, optionally ``pair``, ``checkpoint`` and ``wall_s`` (:data:`RUN_COLUMNS`), and
-    one column per metric): per system,
-    algorithm and metric the number of runs ``n``, the ``mean`` and its 1 - ``alpha``
-    t-interval over them (``lower``, ``upper``; :func:`t_interval`), that level
+    ``seed``, optionally ``params``, ``pair``, ``checkpoint`` and ``wall_s``
+    (:data:`RUN_COLUMNS`), and one column per metric): per system (and its ``params``, a
+    column of the table too when the runs have it), algorithm and metric the number of
+    runs ``n``, the ``mean`` and its 1 - ``alpha`` t-interval over them (``lower``, ``upper``; :func:`t_interval`), that level
     (``ci_level`` = 1 - ``alpha``, e.g. 0.95) and the ``pairs`` its runs compare. :func:`sweep` makes its table.csv with it; runs of your own method,
     audited as the built-ins' checkpoints are, tabulate the same way (docs/training.md,
     "Your own method")."""
@@ -454,17 +477,18 @@ def tabulate(runs: Any, alpha: float = 0.05) -> Any:
         raise ConfigError(f"runs: column(s) {missing} missing; tabulate needs one row per run "
                           "with system, algo, seed and the metrics.")
     metrics = [c for c in runs.columns if c not in RUN_COLUMNS]
+    keys = ["system", "params", "algo"] if "params" in runs.columns else ["system", "algo"]
     table_rows = []
     if not runs.empty:
-        for (sysid, algo), g in runs.groupby(["system", "algo"], sort=False):
+        for key, g in runs.groupby(keys, sort=False):
             pairs = _pairs_cell(g["pair"].tolist() if "pair" in g else [])
             for m in metrics:
                 mean, lo, hi = t_interval(g[m].tolist(), alpha)
-                table_rows.append({"system": sysid, "algo": algo, "metric": m, "n": len(g),
-                                   "mean": mean, "lower": lo, "upper": hi,
+                table_rows.append({**dict(zip(keys, key, strict=True)), "metric": m,
+                                   "n": len(g), "mean": mean, "lower": lo, "upper": hi,
                                    "ci_level": 1.0 - alpha, "pairs": pairs})
-    return pd.DataFrame(table_rows, columns=["system", "algo", "metric", "n", "mean", "lower",
-                                             "upper", "ci_level", "pairs"])
+    return pd.DataFrame(table_rows, columns=[*keys, "metric", "n", "mean", "lower", "upper",
+                                             "ci_level", "pairs"])
 
 
 def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = ("lending-1",), *,
@@ -472,6 +496,11 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
           out: str | os.PathLike[str] | None = None, backend: Any = None, alpha: float = 0.05,
           search_path: str | os.PathLike[str] = ".", existing: str = "refuse") -> SweepResult:
     """Train every (system, algorithm, seed); tabulate the final metrics.
+
+    ``params``: keyword arguments of the systems' factories, each for every system whose
+    factory takes it (:func:`system_params`; one that no system takes is refused); a run's
+    system parameters are part of its configuration (runs.csv's ``params``; a resumed run
+    trained with others is refused).
 
     ``overrides``: further config fields (e.g. ``{"iterations": 50}``), each for the runs
     whose config has it (:class:`~causalfair.train.TrainConfig` for the PPO family,
@@ -515,12 +544,14 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 f"overrides: {key!r} is a field of no config of this sweep's algorithms "
                 f"({', '.join(algos)}); {did_you_mean(key, sorted(fields))}"
                 f"fields: {', '.join(sorted(fields))}.")
+    systems = list(dict.fromkeys(systems))
+    given = system_params(systems, params or {}, search_path)  # each system's own
     skipped: list[tuple[str, str, str]] = []
     made: dict[str, Any] = {}  # the systems (the population agents' configs read them)
     for sysid in systems:  # every system and configuration is checked before any run starts
         system = None
-        if sysid not in SETTINGS or params:
-            system = make(sysid, search_path=search_path, **dict(params or {}))
+        if sysid not in SETTINGS or given[sysid]:
+            system = make(sysid, search_path=search_path, **given[sysid])
         made[sysid] = system
         if overrides.get("constraints") and (system is None or system.id in SETTINGS):
             raise ConfigError(  # (train() refuses it too, once per run)
@@ -535,7 +566,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 skipped.append((sysid, a, why))
                 continue
             try:
-                _config(sysid, params or {}, a, seeds[0], overrides, system)
+                _config(sysid, given[sysid], a, seeds[0], overrides, system)
             except TypeError as exc:
                 raise ConfigError(f"overrides: {exc}") from None
     if len(skipped) == len(algos) * len(systems):
@@ -546,12 +577,12 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     _check_one_horizon(overrides, [(sy, a) for sy in systems for a in algos
                                    if (sy, a) not in off], made)
     out_path = Path(out) if out is not None else None
-    configs = [_config(sy, params or {}, a, k, overrides, made[sy]) for sy, a, k in combos]
+    configs = [_config(sy, given[sy], a, k, overrides, made[sy]) for sy, a, k in combos]
     groups = {sy: tuple((sys_ or make(sy)).groups) for sy, sys_ in made.items()}
     lock = prepare_out(out_path, existing) if out_path is not None else None
     try:  # the folder is this sweep's until its tables are written
         return _sweep_into(out_path, existing, combos, configs, backend, search_path, alpha,
-                           skipped, groups)
+                           skipped, groups, given)
     finally:
         if lock is not None:
             os.close(lock)
@@ -586,7 +617,8 @@ def _with_utility(folder: Path, config: Any, result: dict[str, Any],
 def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, str, int]],
                 configs: list[Any], backend: Any, search_path: Any,
                 alpha: float, skipped: list[tuple[str, str, str]],
-                groups: Mapping[str, Sequence[str]]) -> SweepResult:
+                groups: Mapping[str, Sequence[str]],
+                given: Mapping[str, Mapping[str, Any]]) -> SweepResult:
     """:func:`sweep` once its arguments are checked and its folder (if any) is taken."""
     done: dict[int, dict[str, Any]] = {}
     left_out: list[Path] = []
@@ -629,7 +661,8 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
             continue
         where = {} if out_path is None else {  # the file this row's numbers are of
             "checkpoint": _checkpoint(run_dir(Path("."), sysid, algo, seed), algo).as_posix()}
-        rows.append({"system": sysid, "algo": algo, "seed": seed, "pair": r.get("pair"),
+        rows.append({"system": sysid, "params": params_cell(given[sysid]), "algo": algo,
+                     "seed": seed, "pair": r.get("pair"),
                      **where, "wall_s": r["wall_s"],
                      **{k: v for k, v in r["metrics"].items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)}})
@@ -638,7 +671,8 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
     runs = pd.DataFrame(rows)
     table = tabulate(runs, alpha)
     res = SweepResult(runs=runs, table=table, failed=failed, out=out_path, alpha=alpha,
-                      reused=len(done), skipped=skipped, left_out=left_out)
+                      reused=len(done), skipped=skipped, left_out=left_out,
+                      params={sy: dict(p) for sy, p in given.items()})
     if out_path is not None:
         for name, text in (("runs.csv", runs.to_csv(index=False)),
                            ("table.csv", table.to_csv(index=False)),

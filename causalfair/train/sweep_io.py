@@ -3,7 +3,7 @@ trains and tabulates): its layout, a run folder's files and :data:`RESULT`, what
 sweep reads back (:func:`finished_run`), the lock and the checks before a sweep writes::
 
     OUT/.causalfair-sweep            marks the folder as causalfair's
-    OUT/runs.csv                     one row per run: system, algo, seed, pair,
+    OUT/runs.csv                     one row per run: system, params, algo, seed, pair,
                                      checkpoint (its file, relative to OUT), wall_s,
                                      metrics
     OUT/table.csv, OUT/table.md      mean and t-interval over seeds per (system, algo), the
@@ -21,8 +21,10 @@ groups, and refuses it in one line when it names two pairs.
 A sweep folder that already holds a sweep is refused unless ``existing="resume"`` or
 ``existing="force"``; a ``runs`` that is a file or a symbolic link, or holds one, is
 refused; one sweep at a time writes a folder (``OUT/.causalfair-sweep.lock``, an
-exclusive ``flock``: :func:`lock_out`). The names here are also importable from
-:mod:`causalfair.train.sweep`.
+exclusive ``flock``: :func:`lock_out`). A ``--param`` goes to the systems whose factory
+takes it (:func:`system_params`); runs.csv's and table.csv's ``params`` (:func:`params_cell`)
+and table.md (:func:`params_label`) name each system's. The names here are also importable
+from :mod:`causalfair.train.sweep`.
 """
 
 from __future__ import annotations
@@ -34,11 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_bytes, atomic_write_text, to_jsonable
-from causalfair.errors import OutputError
+from causalfair._safe_read import read_json_file
+from causalfair._validation import did_you_mean
+from causalfair.errors import CausalfairError, ConfigError, OutputError
+from causalfair.systems.registry import load_callable, registered, spec
+from causalfair.workers import user_prints_to_stderr
 
 __all__ = ["LOCK", "MARK", "RESULT", "RUN_FILES", "check_runs_folder", "config_doc",
-           "finished_run", "json_pair", "lock_out", "pair_key", "pair_text", "prepare_out",
-           "run_dir", "update_result", "write_run"]
+           "finished_run", "json_pair", "lock_out", "pair_key", "pair_text", "param_text",
+           "params_cell", "params_label", "prepare_out", "run_dir", "system_params",
+           "update_result", "write_run"]
 
 MARK = ".causalfair-sweep"
 #: The lock a sweep holds on its folder while it writes it (module docstring).
@@ -80,24 +87,32 @@ def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> No
     if config is not None:
         asked = config_doc(config)
         used = result["files"].get("config.json")
-        if used is None and (folder / "config.json").is_file():
-            used = (folder / "config.json").read_bytes()
+        if used is None and (folder / "config.json").is_file():  # the trainer's own file
+            used = read_json_file(folder / "config.json", str(folder / "config.json"), OutputError)
         # config: what the run trained with (the trainer's config.json: a system's published
         # hyper-parameters and horizon filled in); requested: what the sweep asked, which a
         # resumed sweep compares
         doc = {"metrics": {k: v for k, v in result["metrics"].items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool)},
                "pair": json_pair(result.get("pair")), "wall_s": result["wall_s"],
-               "config": json.loads(used) if used is not None else asked, "requested": asked}
+               "config": (json.loads(used) if isinstance(used, bytes) else used) if used is not None
+               else asked, "requested": asked}
         atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
 
 
 def update_result(folder: Path, metrics: Mapping[str, Any]) -> None:
     """Replace the final metrics in ``folder``'s :data:`RESULT` (atomically; the rest of it
     kept)."""
-    doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    doc = read_result(folder)
     doc["metrics"] = dict(metrics)
     atomic_write_text(folder / RESULT, json.dumps(doc, indent=1) + "\n")
+
+
+def read_result(folder: Path) -> Any:
+    """``folder``'s :data:`RESULT`, read as every file causalfair reads back (a regular
+    file, its size and depth bounded: :func:`causalfair._safe_read.read_json_file`); a
+    :class:`~causalfair.errors.CausalfairError` names it otherwise."""
+    return read_json_file(folder / RESULT, str(folder / RESULT), OutputError)
 
 
 def json_pair(cell: Any) -> Any:
@@ -123,17 +138,18 @@ def finished_run(folder: Path, config: Any, groups: Sequence[str] = ()) -> dict[
     :class:`OutputError` (a resumed sweep never mixes two configurations), and so does an
     earlier sweep's ``"A-B"`` pair that ``groups`` (the system's) do not read as one pair."""
     try:
-        doc = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+        doc = read_result(folder)
         metrics, wall_s = dict(doc["metrics"]), float(doc["wall_s"])
         then = dict(doc.get("requested", doc["config"]))  # (earlier sweeps: config only)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (CausalfairError, KeyError, TypeError, ValueError):
         return None  # not finished (or not readable, e.g. nested too deep): trained again
     now = config_doc(config)
     diff = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
     if diff:
-        k = diff[0]
-        raise OutputError(f"--resume: {folder} was trained with {k}={then.get(k)!r}, this sweep "
-                          f"asks {k}={now.get(k)!r}; use --force to train every run again, or "
+        k = "system_params" if "system_params" in diff else diff[0]  # (then setting, system)
+        flag = " (--param)" if k == "system_params" else ""
+        raise OutputError(f"--resume: {folder} was trained with {k}={then.get(k)!r}{flag}, this "
+                          f"sweep asks {k}={now.get(k)!r}; use --force to train every run again, or "
                           "choose another --out.")
     pair = doc.get("pair")
     if isinstance(pair, str) and not pair.startswith("["):  # written before pairs were lists
@@ -233,3 +249,77 @@ def check_runs_folder(runs: Path) -> None:
     if not runs.is_dir():
         raise OutputError(f"{runs}: is a file, not the runs folder causalfair made; remove it, "
                           "or choose another --out.")
+
+
+def _factory_takes(sysid: str, search_path: Any) -> list[str] | None:
+    """The keyword parameters the factory of system ``sysid`` takes (None: any, a
+    ``**kwargs`` factory or one without a signature), as :func:`causalfair.systems.make`
+    would call it (a registered id or an entry point, else ``module:callable``)."""
+    import inspect
+
+    with user_prints_to_stderr():
+        fn = (load_callable(sysid, search_path=search_path, what=f"system factory {sysid!r}")
+              if ":" in sysid and sysid not in registered() else spec(sysid).factory(search_path))
+    try:
+        ps = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in ps):
+        return None
+    return [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def param_text(key: str, value: Any) -> str:
+    """``KEY=VALUE`` as ``--param`` takes it (a string as it is, anything else as JSON)."""
+    import json
+
+    return f"{key}={value if isinstance(value, str) else json.dumps(value, default=repr)}"
+
+
+def system_params(systems: Sequence[str], params: Mapping[str, Any],
+                  search_path: Any = ".") -> dict[str, dict[str, Any]]:
+    """Each system's factory parameters: a parameter of ``params`` goes to every system of
+    the sweep whose factory takes it (a ``**kwargs`` factory takes every one), so
+    ``--system lending-1,attention-1 --param horizon=5`` gives attention-1 horizon 5 and
+    lending-1 its own; a parameter that no system takes is refused (a typo would otherwise
+    train every run without it)."""
+    params = dict(params)
+    if not params:
+        return {sy: {} for sy in systems}
+    takes = {sy: _factory_takes(sy, search_path) for sy in systems}
+    out = {sy: {k: v for k, v in params.items() if t is None or k in t}
+           for sy, t in takes.items()}
+    for key, value in params.items():
+        if not any(key in p for p in out.values()):
+            known = sorted({n for t in takes.values() for n in t or ()})
+            what = "; ".join(f"{sy} takes {', '.join(t) or 'no parameters'}"
+                             for sy, t in takes.items())
+            raise ConfigError(
+                f"params: --param {param_text(key, value)} is a parameter of no system of this "
+                f"sweep ({what}); {did_you_mean(key, known)}drop it, or add a system whose "
+                f"factory takes {key!r} to --system (a parameter goes to every system that "
+                "takes it).")
+    return out
+
+
+def params_cell(params: Mapping[str, Any]) -> str:
+    """A run's ``params`` cell (runs.csv, table.csv): the factory parameters its system was
+    given, a JSON object (``{}``: none, the system's defaults)."""
+    import json
+
+    return json.dumps(dict(params), ensure_ascii=False, default=repr)
+
+
+def params_label(cell: Any) -> str:
+    """What table.md writes after a system's id for its ``params`` cell (:func:`params_cell`):
+    `` (increase="f-ppo", horizon=5)``; nothing for ``{}``."""
+    import json
+
+    try:
+        doc = json.loads(cell) if isinstance(cell, str) else {}
+    except ValueError:
+        return f" ({cell})"
+    if not isinstance(doc, dict) or not doc:
+        return ""
+    return " (" + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}"
+                            for k, v in doc.items()) + ")"

@@ -226,10 +226,11 @@ def test_ppo_cb_trains_on_every_coupled_system(sid, tmp_path):
 @pytest.mark.slow
 def test_a_larger_beta_lambda_lowers_lambda_on_attention():
     """method.md section 5's finding, on attention-1: beta_Lambda = 50 against 0 (3 seeds,
-    15 iterations; measured: 0.0003-0.0005 against 0.024-0.039), with a collapse guard:
-    a Lambda bought by giving up the task does not count. Floor: the uniform policy's
-    utility (random priorities, 7.10; measured utilities 7.03-7.34 at 50, 7.33-7.81 at 0,
-    8.85 for equal priorities). Fails if the penalty drove the policy below random."""
+    15 iterations; measured 2026-11-27: Lambda 0.0002-0.0003 against 0.021-0.041, as
+    docs/training.md reports), with a collapse guard: a Lambda bought by giving up the task
+    does not count. Floor: the uniform policy's utility (random priorities, 7.10; measured
+    utilities 7.07-7.55 at 50, 7.11-7.92 at 0, 8.85 for equal priorities). Fails if the
+    penalty drove the policy below random."""
     from causalfair.policies.core import parse_policy
 
     betas = (0.0, 50.0)

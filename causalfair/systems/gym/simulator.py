@@ -261,7 +261,7 @@ class GymSimulator:
             got = info.get("group") if type(info) is dict or isinstance(info, Mapping) else None
             if type(got) is not int and got is not None:
                 got = self._one_group(got, "group")
-            if got is not None and got != g and got != self.group_names[g]:
+            if got is not None and got != g and str(got) != self.group_names[g]:
                 raise SystemError_(
                     f"gym env {self.name}: reset(options={{'group': {g}}}) reported info['group'] "
                     f"= {short(got)}, neither {g} nor groups[{g}] = {self.group_names[g]!r}; "
@@ -282,7 +282,7 @@ class GymSimulator:
         while True:
             if k == len(seeds):
                 if len(seeds) >= RARE_TRIES or not any(
-                        v == i or v == name for v in seen for i, name in enumerate(self.group_names)):
+                        self.group_index(v) is not None for v in seen):
                     break
                 seeds = ss.generate_state(RARE_TRIES, dtype=np.uint32)
             obs, info = call_user(where, env.reset, seed=int(seeds[k]) + (k << 32))
@@ -294,11 +294,11 @@ class GymSimulator:
             got = info[key]
             if type(got) is not int and type(got) is not str:
                 got = self._one_group(got, key)
-            if got == g or got == self.group_names[g]:
+            if self.group_index(got) == g:
                 return env, obs
             if len(seen) < 5 and got not in seen:
                 seen.append(got)
-        if not any(v == i or v == name for v in seen for i, name in enumerate(self.group_names)):
+        if not any(self.group_index(v) is not None for v in seen):
             raise SystemError_(
                 f"gym env {self.name}: reset's info[{key!r}] was {', '.join(map(short, seen))} "
                 f"in {self.max_tries} resets, never a group of groups = "
@@ -308,6 +308,15 @@ class GymSimulator:
             f"gym env {self.name}: group {self.group_names[g]!r} not reached in {k} "
             f"resets (group = 'info:{key}'): too rare for rejection sampling; pin the group "
             "with reset(options={'group': g}) and group = 'options'.")
+
+    def group_index(self, got: Any) -> int | None:
+        """The group a label the env reports names: by name first (the label 7, True or
+        "B" is the group listed as 7, True or "B", whatever its place in groups), else as an
+        index 0..G-1 (an env that reports indices); None when it is neither."""
+        text = str(got)
+        if text in self.group_names:
+            return self.group_names.index(text)
+        return next((i for i in range(self.n_groups) if got == i), None)
 
     def _one_group(self, got: Any, key: str) -> Any:
         """The group reset reported in ``info[key]`` as one value: an array (or list) of

@@ -261,8 +261,9 @@ def lending_setting(
 #   independent uniform integers, so repayment and drift are independent, and a probability
 #   ``p`` is realised as ``round(p * 2**32) / 2**32`` (error below 1.2e-10);
 # - levels are ``intp`` arrays (fastest to gather with); the next level (``clip`` of
-#   x + drift + step) and the gain ``f(x') - f(x)`` are lookups in two (K, 5) tables at one
-#   index ``x * 5 + c``, c = u + step + 2 with u the drift (int8 arithmetic until then);
+#   x + drift + step), the gain ``f(x') - f(x)`` and the reward are lookups in three
+#   (K, 9) tables at one index ``x * 9 + 3 * (step + 1) + u + 1`` with u the drift (int8
+#   arithmetic until then; the index is written over the gathered repayment thresholds);
 # - when a batch holds one group (what :meth:`reset` with an int group gives), per-group
 #   tables are selected once per step instead of gathered per individual;
 # - a step where every decision is d0 (forks, pi0) skips the repayment draw.
@@ -320,17 +321,22 @@ class LendingSimulator:
         self._f = lending_potential(K)
         self._init_cdf = np.cumsum(model.initial, axis=1)
         self._drift_cdf = np.cumsum(model.drift, axis=1)
-        # Integer thresholds: event iff 32-bit uniform < thr (thr = 2**32 means always).
-        self._repay_thr = np.round(model.p_repay * _TWO32).astype(np.uint64)  # (G, K)
-        self._repay_thr_flat = self._repay_thr.reshape(-1)
+        # Integer thresholds: event iff 32-bit uniform < thr (thr = 2**32 means always);
+        # int64, the dtype of the step's index array, which reuses their gathered copy
+        self._repay_thr = np.round(model.p_repay * _TWO32).astype(np.int64)  # (G, K)
         dc = np.minimum(self._drift_cdf[:, :2], 1.0)
         self._drift_thr = np.round(dc * _TWO32).astype(np.uint64)  # (G, 2)
-        # by j = x * 5 + c, c = u + step + 2 in {0, ..., 4}: the next level
-        # clip(x + u + step) and the gain f(x') - f(x)
-        nxt = np.clip(np.arange(K)[:, None] + np.arange(-2, 3), 0, K - 1)  # (K, 5)
+        # by j = x * 9 + 3 * (step + 1) + (u + 1), u the drift, step -1 for (d1, default),
+        # 0 for d0, +1 for (d1, repay): the next level clip(x + u + step), the gain
+        # f(x') - f(x) and the reward (-1, 0, +interest, with the rounding of
+        # (d & repay) * (interest + 1) - d)
+        step, u = np.repeat(np.arange(-1, 2), 3), np.tile(np.arange(-1, 2), 3)
+        nxt = np.clip(np.arange(K)[:, None] + step + u, 0, K - 1)  # (K, 9)
         self._next = nxt.reshape(-1).astype(np.intp)
         self._gain = (self._f[nxt] - self._f[:, None]).reshape(-1)
         self._interest = float(model.interest)
+        reward = np.array([-1.0, 0.0, (self._interest + 1.0) - 1.0])  # by step + 1
+        self._reward = np.tile(np.repeat(reward, 3), K)
 
     # ------------------------------------------------------------------ protocol
     def reset(self, n: int, group: int | np.ndarray, rng: np.random.Generator) -> LendingState:
@@ -369,47 +375,44 @@ class LendingSimulator:
         if d.dtype != np.bool_:
             d = d.astype(bool)
         integer = noise.repay.dtype.kind == "u"
+        # the repayment thresholds (or probabilities, for float uniforms) and the entry of
+        # them each individual reads
+        thr = self._repay_thr if integer else self.model.p_repay
         if gid is not None:
-            thr = self._repay_thr[gid]
-
-            def repay_fn() -> np.ndarray:
-                if integer:
-                    return noise.repay < thr.take(x)  # take: a faster gather than thr[x]
-                return noise.repay < self.model.p_repay[gid][x]
-
+            thr, rows = thr[gid], x
             drift = noise.cache.get(gid)
             if drift is None:  # computed once per noise and group: forks reuse it
                 c0, c1 = self._drift_thr[gid] if integer else self._drift_cdf[gid, :2]
                 drift = (noise.drift >= c0).view(np.int8) + (noise.drift >= c1).view(np.int8)
                 noise.cache[gid] = drift
         else:
-            flat = g * K + x
-
-            def repay_fn() -> np.ndarray:
-                if integer:
-                    return noise.repay < self._repay_thr_flat.take(flat)
-                return noise.repay < self.model.p_repay.reshape(-1)[flat]
-
+            thr, rows = thr.reshape(-1), g * K + x
             cdf = self._drift_thr if integer else self._drift_cdf[:, :2]
             drift = ((noise.drift >= cdf[g, 0]).view(np.int8)
                      + (noise.drift >= cdf[g, 1]).view(np.int8))
-        # drift is the code u + 1 in {0, 1, 2} (int8)
-        j = x * 5
+
+        def repay_fn() -> np.ndarray:
+            return noise.repay < thr.take(rows)  # take: a faster gather than thr[rows]
+
+        # drift is the code u + 1 in {0, 1, 2} (int8); the next level, gain and reward are
+        # lookups at j = x * 9 + 3 * (step + 1) + drift. Few temporaries: each new array of
+        # n is fresh memory, whose pages can cost as much as a pass over it
         if d.any():
-            repay = repay_fn()
+            limit = thr.take(rows)
+            repay = noise.repay < limit
+            # j written over the thresholds when they are int64 (integer noise)
+            j = np.multiply(x, 9, out=limit) if integer else x * 9
             # step + 1 in {0, 1, 2}: 1 for d0, 2 for (d1, repay), 0 for (d1, default)
-            j += drift + (d.view(np.int8) * (2 * repay.view(np.int8) - 1) + 1)
-            nxt = self._next.take(j)
-            # +interest for (d1, repay), -1 for (d1, default), 0 for d0 (no np.where: slow)
-            reward = (d & repay) * (self._interest + 1.0) - d
+            j += drift + 3 * (d.view(np.int8) * (2 * repay.view(np.int8) - 1) + 1)
             info: Mapping[str, np.ndarray] = LazyArrays({
                 "repay": lambda: repay, "drift": lambda: drift.astype(np.intp) - 1})
-        else:
-            j += drift + np.int8(1)
-            nxt = self._next.take(j)
-            reward = np.zeros(x.shape[0])
+            reward = self._reward.take(j)
+        else:  # every decision d0 (forks, pi0): no repayment to decide, no reward
+            j = x * 9
+            j += drift + np.int8(3)
             info = LazyArrays({"repay": repay_fn, "drift": lambda: drift.astype(np.intp) - 1})
-        gain = self._gain.take(j)
+            reward = np.zeros(x.shape[0])
+        nxt, gain = self._next.take(j), self._gain.take(j)
         return StepResult(
             state=LendingState(level=nxt, group=g, t=state.t + 1, group_id=gid),
             reward=reward,

@@ -1,0 +1,85 @@
+"""Plain-text tables without pandas: what ``pandas.DataFrame(columns).to_string(index=False)``
+prints, character for character, for the small tables the commands print (the worst
+benefit pairs of ``causalfair decompose``), so that a command that prints one does not
+import pandas (its import and first table took two thirds of the CPU time of the README's
+first command, ``causalfair decompose --setting lending-1 --policy threshold:0.5``).
+
+:func:`frame_text` covers the columns those tables hold: float64 arrays whose values are
+NaN or 0 or between 1e-6 and 1e6 in magnitude, int64 arrays and printable ASCII strings.
+Anything else (an empty table, booleans, a float pandas would print in scientific
+notation, a non-ASCII or over-long label) returns None, and the caller asks pandas, so the
+text is pandas' either way (tests/test_speed2.py compares the two on random tables).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["frame_text"]
+
+#: pandas' display.precision: float columns are formatted with 6 decimals, then the
+#: trailing zeros every number of the column shares are trimmed.
+_DIGITS = 6
+#: Column labels and strings longer than this go to pandas (display.max_colwidth is 50).
+_MAX_TEXT = 40
+_NUMBER = re.compile(r"^\s*[+-]?[0-9]+\.[0-9]*$")
+
+
+def _plain(s: Any) -> bool:
+    return isinstance(s, str) and len(s) <= _MAX_TEXT and s.isascii() and s.isprintable() \
+        and s == s.strip()
+
+
+def _floats(arr: np.ndarray) -> list[str] | None:
+    a = np.abs(arr[~np.isnan(arr)])
+    if not np.isfinite(a).all() or (a > 1e6).any() or ((a > 0) & (a < 10.0 ** -_DIGITS)).any():
+        return None  # inf, or pandas' scientific notation
+    out = ["NaN" if np.isnan(v) else f"{v:.{_DIGITS}f}" for v in arr.tolist()]
+    num = [bool(_NUMBER.match(x)) for x in out]
+    while any(num) and all(x.endswith("0") for x, n in zip(out, num, strict=True) if n):
+        out = [x[:-1] if n else x for x, n in zip(out, num, strict=True)]
+    return [x + "0" if n and x.endswith(".") else x for x, n in zip(out, num, strict=True)]
+
+
+def _column(values: Any) -> tuple[list[str], bool] | None:
+    """(cell texts, numeric) of one column, or None outside the covered kinds."""
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            return None
+        if values.dtype == np.float64:
+            cells = _floats(values)
+            return None if cells is None else (cells, True)
+        if values.dtype == np.int64:
+            return [f"{int(v):d}" for v in values.tolist()], True
+        if values.dtype.kind != "U":
+            return None
+        values = values.tolist()
+    if isinstance(values, (list, tuple)) and all(type(v) is str and _plain(v) for v in values):
+        return list(values), False
+    return None
+
+
+def frame_text(columns: Mapping[str, Sequence[Any]]) -> str | None:
+    """``pandas.DataFrame(columns).to_string(index=False)`` for ``columns`` (label -> one
+    1-D column, all of one length), or None where the table holds anything outside
+    the kinds the module docstring lists (then call pandas)."""
+    if not columns or not all(_plain(k) for k in columns):
+        return None
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) != 1 or 0 in lengths:
+        return None  # pandas prints "Empty DataFrame ..." for no rows
+    strcols = []
+    for label, values in columns.items():
+        col = _column(values)
+        if col is None:
+            return None
+        cells, numeric = col
+        header = " " + label if numeric else label
+        width = max(len(header), *(len(c) for c in cells))
+        strcols.append([header.rjust(width)] + [c.rjust(width) for c in cells])
+    rows = zip(*strcols, strict=True)
+    return "\n".join(" ".join(row) for row in rows)
