@@ -76,3 +76,16 @@ def test_a_resumed_sweep_reads_its_result_files_bounded(tmp_path, kind):
             fh.truncate(8 * 2**30)
     cfg = TrainConfig(algo="ppo", setting="lending-1", iterations=1)
     assert finished_run(folder, cfg) is None
+
+
+def test_a_threshold_pair_written_with_quotes_says_drop_them(tmp_path):
+    """`'abs_C["B-A"]' = 0.5` (the key copied from the docs' prose) was refused as
+    '"B-A"' naming no two groups, without the fix (the Groups walkthrough)."""
+    from tests.conftest import one_line_error, run_cmd
+
+    spec = tmp_path / "q.toml"
+    spec.write_text('name = "q"\nhorizon = 5\n[system]\nid = "lending-1"\n[policy]\n'
+                    'builtin = "threshold:0.5"\n[thresholds]\n\'abs_C["s+-s-"]\' = 0.5\n')
+    err = one_line_error(run_cmd([sys.executable, "-m", "causalfair", "audit", spec,
+                                  "--no-report"]))
+    assert "drop the quotes inside the brackets ([s+-s-])" in err, err

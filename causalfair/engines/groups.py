@@ -96,6 +96,10 @@ def resolve_pair(pair: Any, groups: Sequence[str], where: str = "pair"
            f"\"{groups[-1]}-{groups[0]}\" or [\"{groups[-1]}\", \"{groups[0]}\"]")
     if isinstance(pair, str):
         ab = split_pair(pair, groups)
+        bare = pair.strip("\"'")
+        if ab is None and bare != pair and split_pair(bare, groups) is not None:
+            raise InputError(f"{where}: {pair[:60]!r} names no two groups; drop the quotes "
+                             f"inside the brackets ([{bare}]).")
         if ab is None:
             raise InputError(f"{where}: {pair[:60]!r} names no two groups; {fix}.")
         return ab
