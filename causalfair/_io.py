@@ -23,7 +23,7 @@ from typing import Any
 from causalfair._version import __version__
 from causalfair.errors import InputError, OutputError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "write_folder", "check_output_file",
+__all__ = ["escape_chars", "atomic_write_bytes", "atomic_write_text", "write_folder", "check_output_file",
            "check_distinct_outputs",
            "MANIFEST", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
            "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
@@ -365,3 +365,13 @@ def causalfair_dir() -> Path:
     if not base.exists():
         atomic_write_text(base / ".gitignore", "# written by causalfair: reports are not sources\n*\n")
     return base
+
+
+def escape_chars(pattern: Any, text: str) -> str:
+    """``text`` with every character ``pattern`` (a compiled regex of single characters)
+    matches written as its Python escape, ``\\xNN`` below U+0100, else ``\\uNNNN`` (a
+    control character or lone surrogate in a spec's file name, shown in JUnit XML or a
+    job log instead of breaking it)."""
+    return pattern.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                  else f"\\u{ord(m.group()):04x}"), text)
+

@@ -43,7 +43,8 @@ from causalfair.errors import CausalfairError, ResourceLimitError
 
 __all__ = ["MAX_JSON_DEPTH", "JSON_BYTES_FACTOR", "MAX_ZIP_MEMBERS", "MAX_ZIP_DIRECTORY",
            "json_shape", "read_json", "read_json_file", "read_option_value", "read_toml",
-           "TOML_BYTES_FACTOR", "read_file", "open_zip", "check_zip_sizes", "read_member", "read_npz"]
+           "TOML_BYTES_FACTOR", "NOT_REGULAR", "not_a_file", "read_file", "open_zip",
+           "check_zip_sizes", "read_member", "read_npz"]
 
 #: Deepest JSON nesting accepted (causalfair's own files nest at most 5 deep; Python's
 #: parser fails with a RecursionError near 1,000).
@@ -204,6 +205,19 @@ def read_json_file(path: str | os.PathLike[str], where: str, error: ErrorType, *
     return read_json(raw, where, error, fix=fix)
 
 
+#: What every reader says of an input path that exists but is not a regular file.
+NOT_REGULAR = "is not a regular file (a device, a FIFO or a socket)"
+
+
+def not_a_file(path: str | os.PathLike[str]) -> str:
+    """Why ``path``, which is no regular file, cannot be read, in the words every reader of an
+    input file uses: "no such file", "is a folder", or :data:`NOT_REGULAR` (a FIFO or a
+    device exists: "no such file" would be false)."""
+    if os.path.isdir(path):
+        return "is a folder"
+    return NOT_REGULAR if os.path.exists(path) else "no such file"  # (a dangling link: none)
+
+
 def read_file(path: str | os.PathLike[str], where: str, error: ErrorType, *,
               check: Callable[[int], None] | None = None) -> bytes:
     """The bytes of the regular file at ``path``: opened without waiting (a FIFO is never
@@ -218,9 +232,9 @@ def read_file(path: str | os.PathLike[str], where: str, error: ErrorType, *,
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise error(f"{where}: is not a regular file ("
-                        + ("a folder" if stat.S_ISDIR(info.st_mode)
-                           else "a device, a FIFO or a socket") + "); give the file itself.")
+            raise error(f"{where}: " + ("is not a regular file (a folder)"
+                                        if stat.S_ISDIR(info.st_mode) else NOT_REGULAR)
+                        + "; give the file itself.")
         if check is not None:
             check(info.st_size)
         chunks, left = [], info.st_size

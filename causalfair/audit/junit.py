@@ -9,6 +9,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from causalfair._io import escape_chars
+
 __all__ = ["suite_properties", "xml_document"]
 
 #: Characters XML 1.0 forbids (C0 controls but tab, LF, CR; lone surrogates, which a
@@ -26,8 +28,7 @@ def xml_document(root: Any) -> str:
 
     ET.indent(root)
     text = ET.tostring(root, encoding="unicode")
-    text = _NOT_XML.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                                   else f"\\u{ord(m.group()):04x}"), text)
+    text = escape_chars(_NOT_XML, text)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + text + "\n"
 
 

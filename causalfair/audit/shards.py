@@ -20,10 +20,10 @@ from typing import Any
 
 from causalfair._io import check_document
 from causalfair._limits import check_memory, format_bytes
-from causalfair._safe_read import JSON_BYTES_FACTOR, TOML_BYTES_FACTOR, read_file, read_json_file
+from causalfair._safe_read import JSON_BYTES_FACTOR, read_file, read_json_file
 from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
 from causalfair.audit.junit import xml_document
-from causalfair.audit.spec import load_spec, spec_file
+from causalfair.audit.spec import check_spec_size, load_spec, spec_file
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, UsageError
 from causalfair.report.render import md_escape
 from causalfair.thresholds import (
@@ -114,7 +114,7 @@ def _spec_digest(path: Path) -> bytes:
     except OSError:
         return b"unreadable"
     try:
-        check_memory(TOML_BYTES_FACTOR * size, "spec", "")
+        check_spec_size(size, "spec")
     except ResourceLimitError:
         return b"over the limit: %d" % size
     return _file_digest(path)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._limits import check_memory, format_bytes
-from causalfair._safe_read import TOML_BYTES_FACTOR, read_file, read_toml
+from causalfair._safe_read import TOML_BYTES_FACTOR, not_a_file, read_file, read_toml
 from causalfair.audit.spec_sections import (
     ENGINES,
     GYM_KEYS,
@@ -42,7 +42,7 @@ from causalfair.systems.gym.door import gym_id  # the gym system's id: its one h
 from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home
 from causalfair.thresholds import THRESHOLD_KEYS
 
-__all__ = ["AuditSpec", "SpecError", "load_spec", "read_spec_file", "spec_file", "spec_label", "METRICS",
+__all__ = ["AuditSpec", "SpecError", "load_spec", "read_spec_file", "check_spec_size", "spec_file", "spec_label", "METRICS",
            "THRESHOLD_KEYS", "ENGINES", "SETTINGS", "RETRAIN_ALGOS", "TOP_KEYS", "SECTION_KEYS",
            "RELATIVE_KEYS", "GYM_KEYS", "WEIGHTS"]
 
@@ -185,7 +185,7 @@ def spec_file(spec: str | os.PathLike[str]) -> Path:
         raise SpecError(f"audit spec {path}: is a folder; give its spec files, e.g. "
                         f"{path / '*.toml'} (the shell expands the pattern).")
     if not path.is_file():
-        raise SpecError(f"audit spec {path}: no such file.")
+        raise SpecError(f"audit spec {path}: {not_a_file(path)}.")
     return path
 
 
@@ -194,9 +194,16 @@ def read_spec_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     docs/limits.md (:func:`causalfair._safe_read.read_toml`; a :class:`SpecError` naming
     the file): the audit's and ``--reproduce``'s one reading of a spec file."""
     where = f"audit spec {path}"
-    return read_toml(read_file(path, where, SpecError, check=lambda size: check_memory(
-        TOML_BYTES_FACTOR * size, f"{where}: {format_bytes(size)} of TOML",
-        "use a smaller spec (a spec is a few kB)")), where, SpecError)
+    return read_toml(read_file(path, where, SpecError,
+                               check=lambda size: check_spec_size(size, where)),
+                     where, SpecError)
+
+
+def check_spec_size(size: int, where: str) -> None:
+    """Refuse a spec file of ``size`` bytes over what its parsing may take (docs/limits.md):
+    :func:`read_spec_file`'s check, and the gate's before it hashes a spec for its shards."""
+    check_memory(TOML_BYTES_FACTOR * size, f"{where}: {format_bytes(size)} of TOML",
+                 "use a smaller spec (a spec is a few kB)")
 
 
 def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,

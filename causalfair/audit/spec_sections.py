@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from causalfair._safe_read import not_a_file
 from causalfair._validation import ENGINES, unknown_key  # ENGINES: the engines' one home
 from causalfair.engines.benefit import WEIGHTS  # Lambda's weightings' one home
 from causalfair.errors import SpecError, short
@@ -114,15 +115,24 @@ def read_float(sec: Mapping[str, Any], key: str, label: str, path: Path | None, 
     return float(v)
 
 
+def _absent(p: Path) -> str:
+    """Why the input file ``p`` is not read: "no such file P", or "P is a folder" / "P is
+    not a regular file (...)" (:func:`causalfair._safe_read.not_a_file`)."""
+    why = not_a_file(p)
+    return f"no such file {p}" if why == "no such file" else f"{p} {why}"
+
+
 def missing_file(path: Path | None, key: str, given: str, where: Path, base: Path) -> SpecError:
     """The error of ``key`` naming a file that is not there: the path as the spec wrote it
     (``given``, relative to the spec's folder ``base``) and the folder it was looked in."""
     folder = where.parent
     spec_dir = ("the spec's folder" if path is not None
                 else "the base folder (base_dir, default the working directory)")
-    return SpecError(f"{spec_label(path)}: {key}: bad value {given!r}; no such file "
-                     f"{where.name!r} in {folder}" + ("" if folder == base.resolve() else
-                                                       f" ({given!r} is relative to {spec_dir} {base})")
+    why = not_a_file(where)  # a FIFO or a folder is there: "no such file" would be false
+    what = f"no such file {where.name!r} in {folder}" if why == "no such file" else f"{where} {why}"
+    return SpecError(f"{spec_label(path)}: {key}: bad value {given!r}; {what}"
+                     + ("" if folder == base.resolve()
+                        else f" ({given!r} is relative to {spec_dir} {base})")
                      + f"; give its path relative to {spec_dir}.")
 
 
@@ -156,7 +166,7 @@ def logs_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
         raise bad_value(path, "[logs] path", lp, "a path to a CSV file (relative to the spec file)")
     logs_path = (base / lp).resolve()
     if not logs_path.is_file():
-        raise SpecError(f"{spec_label(path)}: [logs] path: bad value {lp!r}; no such file {logs_path}.")
+        raise SpecError(f"{spec_label(path)}: [logs] path: bad value {lp!r}; {_absent(logs_path)}.")
     return dict(logs_path=logs_path, setting=None, builtin=None,
                 n_boot=read_int(sec, "n_boot", "[logs] n_boot", path, minimum=2, default=200),
                 logs_seed=read_int(sec, "seed", "[logs] seed", path, minimum=0, default=0),
@@ -326,7 +336,7 @@ def system_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
             raise bad_value(path, "[system] tabular", tp, "a path to a .npz or .json tabular model")
         tpath = (base / tp).resolve()
         if not tpath.is_file():
-            raise SpecError(f"{spec_label(path)}: [system] tabular: bad value {tp!r}; no such file {tpath}.")
+            raise SpecError(f"{spec_label(path)}: [system] tabular: bad value {tp!r}; {_absent(tpath)}.")
         if params:
             raise SpecError(f"{spec_label(path)}: [system] params: not used with [system] tabular.")
         out.update(system_tabular=tpath, system_id=f"tabular:{tpath.name}")
@@ -472,8 +482,7 @@ def _vecnormalize(value: Any, given: list[str], base: Path, path: Path | None,
         return VECNORMALIZE_NONE
     stats = (base / value).resolve()
     if not stats.is_file():
-        raise SpecError(f"{spec_label(path)}: {key}: bad value {value!r}; no such file "
-                        f"{stats}.")
+        raise SpecError(f"{spec_label(path)}: {key}: bad value {value!r}; {_absent(stats)}.")
     return stats
 
 

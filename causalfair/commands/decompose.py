@@ -77,7 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the two groups compared, named as thresholds name a pair: C is A's "
                         "gain minus B's, and Lambda and the worst benefit pairs are of the same "
                         "groups (default: the largest and smallest V^pi; with two groups the "
-                        "first minus the second); also with --logs")
+                        "first minus the second); also with --logs; with more than two groups a "
+                        "table of every pair follows its decomposition")
     p.add_argument("--worst", type=int, default=5, metavar="N",
                    help="number of worst benefit pairs to print (default: 5)")
     p.add_argument("--json", action="store_true",
@@ -153,12 +154,13 @@ def run(args: argparse.Namespace) -> int:
         return run_logs(args)
     check_logs_only(args)
     with user_prints_to_stderr():  # what the simulator or policy prints: never into stdout
-        system, eps_source, result, benefit = _compute(args)
-    return _print(args, system, eps_source, result, benefit)
+        system, eps_source, result, benefit, groups = _compute(args)
+    return _print(args, system, eps_source, result, benefit, groups)
 
 
 def _compute(args: argparse.Namespace):
-    """The system, eps's source, the decomposition and the benefit result of ``args``."""
+    """The system, eps's source, the decomposition, the benefit result of ``args`` and,
+    with more than two groups, every pair (:func:`_every_pair`)."""
     from causalfair._validation import engine_for
     from causalfair.engines.benefit import eps_for
     from causalfair.engines.groups import resolve_pair
@@ -179,23 +181,58 @@ def _compute(args: argparse.Namespace):
                          "Carlo engine "
                          "(--engine mc); the exact engine is one quick computation with no "
                          "sample.")
+    forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): every pair's
     if engine == "mc":  # Lambda as decompose_mc gives it: exact where the model answers
-        result = _decompose_mc(args, policy, system)
+        result = _decompose_mc(args, policy, system, forks)
         benefit = result.benefit
     else:
         nums = exact_numbers(model, policy, args.horizon, eps=args.eps, weights=args.weights,
                              benefit=True, pair=args.pair)
         result, benefit = nums.decomposition, nums.benefit
-    return system, eps_source, result, benefit
+    groups = _every_pair(args, system, policy, result, benefit, forks)
+    return system, eps_source, result, benefit, groups
 
 
-def _print(args: argparse.Namespace, system, eps_source, result, benefit) -> int:
+def _every_pair(args: argparse.Namespace, system, policy, result, benefit, forks: dict):
+    """With more than two groups, every pair of ``result``'s groups
+    (:func:`causalfair.engines.groups.compare`, as an audit's; Lambda per pair: exact from
+    the benefit table, else by the forks the decomposition's Lambda made, shared); None
+    with two groups (their output keeps its form)."""
+    if len(result.groups) <= 2:
+        return None
+    from causalfair.engines.groups import compare, lambda_by_forks
+
+    lambda_of = None
+    if benefit is not None and benefit.method != "exact":
+        from causalfair.engines.montecarlo import benefit_size
+
+        one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1
+        lambda_of = lambda_by_forks(system, policy, args.horizon, n=benefit_size(args.n),
+                                    seed=args.seed, eps=benefit.eps, alpha=args.alpha,
+                                    jobs=1 if one else "auto", bins=_bins(args), shared=forks)
+    return compare(result, alpha=args.alpha, benefit=benefit, lambda_of=lambda_of,
+                   attributes=getattr(system, "group_attributes", None),
+                   coupled=system.units_per_replica != 1)
+
+
+def _pairs_text(args: argparse.Namespace, result, groups) -> str | None:
+    """The every-pair table printed under the compared pair's decomposition (None with two
+    groups): :meth:`GroupComparison.table_lines`, the table of ``decompose --logs`` too."""
+    if groups is None:
+        return None
+    return "\n".join(groups.table_lines(result.pair, named=args.pair is not None))
+
+
+def _print(args: argparse.Namespace, system, eps_source, result, benefit, groups=None) -> int:
     """Print the results of :func:`_compute`: text, or JSON with ``--json``."""
     if benefit is not None and eps_source is not None:
         benefit = replace(benefit, eps_source=eps_source)
     if result.engine == "mc" and not args.json:
         print(_mc_text(result, args.alpha))
         print()
+        if groups is not None:
+            print(_pairs_text(args, result, groups))
+            print()
         if benefit is not None:
             if benefit.method != "mc":
                 print("Benefit fairness below is exact, from the system's tabular model (its "
@@ -213,11 +250,16 @@ def _print(args: argparse.Namespace, system, eps_source, result, benefit) -> int
             out["ci"] = {k: [float(lo), float(hi)]  # conf_int's numbers, without pandas
                          for k, (lo, hi) in result.intervals(args.alpha).items()}
         out["benefit"] = benefit.to_dict(n_worst=args.worst) if benefit is not None else None
+        if groups is not None:  # every pair, as decompose --logs --json gives them
+            out["pairs"] = groups.pairs_dict(result.pair, named=args.pair is not None)
         json.dump(out, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         print(result.summary())
         print()
+        if groups is not None:
+            print(_pairs_text(args, result, groups))
+            print()
         print(benefit.summary(args.worst))
         print(READING)
     return 0
@@ -233,13 +275,19 @@ READING = (
     "every number);\ndocs/decomposition.md explains each one.")
 
 
-def _decompose_mc(args: argparse.Namespace, policy, system):
-    """Monte Carlo decomposition on the system's simulator."""
+def _bins(args: argparse.Namespace) -> int:
+    """--benefit-bins, default 4."""
+    return 4 if args.benefit_bins is None else args.benefit_bins
+
+
+def _decompose_mc(args: argparse.Namespace, policy, system, forks: dict | None = None):
+    """Monte Carlo decomposition on the system's simulator (``forks``: its Lambda's forks'
+    statistics kept for the other pairs)."""
     if args.n < 2:
         raise UsageError(f"--n: must be an integer >= 2, got {args.n}.")
     if args.seed < 0:
         raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
-    bins = 4 if args.benefit_bins is None else args.benefit_bins
+    bins = _bins(args)
     if bins < 1:
         raise UsageError(f"--benefit-bins: must be an integer >= 1, got {bins}.")
     from causalfair.engines.montecarlo import decompose_mc
@@ -247,7 +295,8 @@ def _decompose_mc(args: argparse.Namespace, policy, system):
     one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1  # this thread
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                         backend=backend_from_args(args), jobs=1 if one else "auto",
-                        eps=args.eps, alpha=args.alpha, benefit_bins=bins, pair=args.pair)
+                        eps=args.eps, alpha=args.alpha, benefit_bins=bins, pair=args.pair,
+                        benefit_shared=forks)
 
 
 def backend_from_args(args: argparse.Namespace):

@@ -9,7 +9,12 @@ import re
 import sys
 from typing import Any
 
-from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_output_file
+from causalfair._io import (
+    atomic_write_bytes,
+    check_distinct_outputs,
+    check_output_file,
+    escape_chars,
+)
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._usercode import keep_tracebacks
 from causalfair.backends import check_timeout, resolve_jobs
@@ -334,8 +339,7 @@ def _data(text: str) -> str:
     would reach the job log as a terminal sequence) or lone surrogate (a file name that
     is not UTF-8: a UTF-8 stdout cannot print it) written as ``\\xNN`` / ``\\uNNNN``."""
     text = str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return _CONTROL.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                                   else f"\\u{ord(m.group()):04x}"), text)
+    return escape_chars(_CONTROL, text)
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")

@@ -198,7 +198,10 @@ class GroupComparison:
     ``pairs``: pair name (``"A-B"``) -> quantity (C, DPE, IPE, SPE, Lambda, ratio_V,
     ratio_selection) -> the same tuple or None (not available); ``reference`` the
     reference group; ``worst`` the pair with the largest |C|; ``attributes``: attribute ->
-    {"values", "per_value", "pairs"} for intersectional groups, else None."""
+    {"values", "per_value", "pairs"} for intersectional groups, else None; ``coupled``: the
+    groups share worlds (a pair's Monte Carlo se is se_a + se_b). :meth:`table_lines` and
+    :meth:`pairs_dict`: the table and the ``pairs`` section ``causalfair decompose`` prints
+    (text, ``--json``) from a system and from ``--logs``."""
 
     groups: tuple[str, ...]
     reference: str
@@ -209,6 +212,7 @@ class GroupComparison:
     worst: str
     attributes: dict[str, Any] | None = None
     gain_unit: str | None = None  # the decomposition's (the system's gain unit), for plot
+    coupled: bool = False  # groups share worlds: a pair's se is se_a + se_b (compare's)
 
     @property
     def reference_pairs(self) -> list[str]:
@@ -278,6 +282,85 @@ class GroupComparison:
 
     HEADER = ["pair", "C", "C lower", "C upper", "DPE", "IPE", "SPE", "Lambda", "ratio_V",
               "ratio_selection", ""]
+
+    def compared_by(self, compared: tuple[int, int], named: bool) -> str:
+        """How the pair a decomposition compares was chosen: ``"named"`` (``pair=``,
+        ``--pair``, ``[engine] pair``), ``"largest_abs_C"`` (the default with more than two
+        groups: the largest and smallest V^pi, picked from the same estimates) or
+        ``"first_minus_second"`` (the default with two groups)."""
+        if named:
+            return "named"
+        return "first_minus_second" if len(self.groups) == 2 else "largest_abs_C"
+
+    def table_lines(self, compared: tuple[int, int] | None = None, *,
+                    named: bool = False) -> list[str]:
+        """Every pair's C with its interval, DPE, IPE, SPE, Lambda and ratio_V, one line per
+        pair, the worst pair marked; with ``compared`` (the group indices (a, b) of the
+        decomposition printed with it) that pair marked too and a closing line saying how
+        it was chosen (``named``: given by the user; else the default, which with more
+        than two groups is picked from the same estimates, so that a sampled interval of
+        it covers less than its level). The one table that ``causalfair decompose`` prints
+        under the compared pair's decomposition, from a system and from ``--logs``
+        (:meth:`LogAudit.summary <causalfair.logs.result.LogAudit.summary>`)."""
+        how = {"exact": "exact values, no sampling error",
+               "mc": (f"{100 * self.level:g}% normal intervals, estimate +- z * "
+                      + ("(se_X + se_Y), conservative for groups that share worlds: at least "
+                         "as wide as the compared pair's own interval above" if self.coupled
+                         else "sqrt(se_X^2 + se_Y^2)")),
+               "logs": (f"{100 * self.level:g}% normal intervals, estimate +- z * bootstrap "
+                        "sd of the pair over the replicates")}.get(
+            self.engine, f"{100 * self.level:g}% intervals")
+        rows = self.rows()
+        here = None
+        if compared is not None:
+            a, b = (self.groups[i] for i in compared)
+            here = f"{a}-{b}" if f"{a}-{b}" in self.pairs else f"{b}-{a}"
+        w = max(14, *(len(str(row[0])) for row in rows))  # long group names
+        lines = [f"Every pair (X-Y: X minus Y; reference group {self.reference}; worst pair "
+                 f"{self.worst}, the largest |C|; {how}):",
+                 f"  {'pair':<{w}} {'C':>10} {'C lower':>10} {'C upper':>10} {'DPE':>10} "
+                 f"{'IPE':>10} {'SPE':>10} {'Lambda':>9} {'ratio_V':>8}"]
+        for row in rows:
+            p, c, lo, hi, dpe, ipe, spe, lam, rv = row[:9]
+            marks = (["worst"] if row[-1] else []) + (
+                [f"compared above{'' if p == f'{a}-{b}' else f' (as {a}-{b})'}"]
+                if p == here else [])
+            lines.append(f"  {p:<{w}} {c:>+10.6f} {lo:>+10.6f} {hi:>+10.6f} {dpe:>+10.6f} "
+                         f"{ipe:>+10.6f} {spe:>+10.6f} {_cell(lam, 9, '.6f')} "
+                         f"{_cell(rv, 8, '.4f')}" + (f"  {', '.join(marks)}" if marks else ""))
+        if compared is None:
+            return lines
+        by = self.compared_by(compared, named)
+        if by == "named":
+            lines.append(f"The decomposition above compares {a}-{b}, the pair named (--pair; "
+                         "pair= in Python).")
+        elif by == "first_minus_second":
+            lines.append(f"The decomposition above compares {a}-{b}, the default with two "
+                         "groups (the first minus the second); --pair B-A (pair= in Python) "
+                         "names another.")
+        else:
+            lines.append(
+                f"The decomposition above compares {a}-{b}, the default: the pair with the "
+                "largest |C| (the largest and smallest V^pi)" + (
+                    "; --pair A-B (pair= in Python) compares another." if self.engine == "exact"
+                    else ", chosen from these same estimates, so its C leans away from 0 and "
+                    "its interval covers less than its level (docs/decomposition.md, \"More "
+                    "than two groups\"); name a pair in advance (--pair A-B; pair= in "
+                    "Python) to test it."))
+        return lines
+
+    def pairs_dict(self, compared: tuple[int, int] | None = None, *,
+                   named: bool = False) -> dict[str, Any]:
+        """The ``pairs`` section of ``causalfair decompose --json`` (from a system and from
+        ``--logs``): audit.json's (:meth:`to_dict`) with the ``reference``, the intervals'
+        ``ci_level`` and ``engine``, and with ``compared`` the pair the decomposition
+        compares (``"A-B"``) and ``compared_by`` (:meth:`compared_by`)."""
+        out = dict(self.to_dict()["pairs"], reference=self.reference, ci_level=self.level,
+                   engine=self.engine)
+        if compared is not None:
+            out["compared"] = "-".join(self.groups[i] for i in compared)
+            out["compared_by"] = self.compared_by(compared, named)
+        return out
 
     def _frame(self, values: dict[str, dict[str, Q | None]], name: str) -> Any:
         import pandas as pd
@@ -476,7 +559,8 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
         dec.group_weights, z, coupled)
     return GroupComparison(groups=groups, reference=groups[ref], engine=dec.engine,
                            level=1.0 - alpha, per_group=per_group, pairs=pairs, worst=worst,
-                           attributes=atts, gain_unit=getattr(dec, "gain_unit", None))
+                           attributes=atts, gain_unit=getattr(dec, "gain_unit", None),
+                           coupled=bool(coupled))
 
 
 def benefit_for_pair(benefit: BenefitResult | None, pair: str) -> BenefitResult | None:
@@ -585,3 +669,7 @@ def _intersections(atts: list[tuple[str, tuple[str, ...]]], groups: tuple[str, .
             prs[f"{a}-{b}"] = q
         out[name] = {"values": values, "per_value": pooled, "pairs": prs}
     return out
+
+
+def _cell(v: float | None, width: int, fmt: str) -> str:
+    return f"{'-':>{width}}" if v is None else f"{v:>{width}{fmt}}"

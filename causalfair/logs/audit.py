@@ -288,6 +288,7 @@ def audit_logs(
         model=model, policy_table=p, positivity=pos, n_individuals=data.n_individuals,
         n_rows=data.n_rows, horizon=T, log_horizon=data.horizon, method=method,
         alpha_smooth=float(alpha_smooth), seed=int(seed), policy_source=source,
+        pair_named=ab is not None,
         binning=data.binning, selection=_selection(model, data, T, None if policy is None else p),
         group_sizes=data.group_sizes(), notes=notes + _candidate_note(policy, source, n_boot),
     )

@@ -50,7 +50,9 @@ class LogAudit:
     does not show (early leavers, levels that never appear, the default potential on
     feature bins; :meth:`LogData.notes <causalfair.logs.schema.LogData.notes>`).
     ``pair``: the group indices (a, b) that C, DPE, IPE, SPE and Lambda compare (a minus
-    b), the point estimates' or the bounds' (:attr:`pair_name` as ``"A-B"``).
+    b), the point estimates' or the bounds' (:attr:`pair_name` as ``"A-B"``);
+    ``pair_named``: whether ``pair=`` named it (else the default: with more than two groups
+    the largest and smallest V^pi of the fitted model, so chosen from the data).
     """
 
     decomposition: Any
@@ -79,6 +81,7 @@ class LogAudit:
     group_sizes: Any = None  # individuals per group (LogData.group_sizes)
     notes: tuple[str, ...] = ()  # what the audit assumes that the log does not show
     pair: Any = None  # (a, b): the groups C, its parts and Lambda compare, a minus b
+    pair_named: bool = False  # pair= was given (else the default pair, chosen from the data)
 
     @property
     def pair_name(self) -> str | None:
@@ -208,8 +211,10 @@ class LogAudit:
                               "thresholded and plug-in intervals, see lambda_interval)",
                     "intervals": {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()},
                 }
-        if self.groups is not None:
-            out.update(self.compare_groups(alpha).to_dict())
+        if self.groups is not None:  # decompose's every-pair section, as from a system
+            gc = self.compare_groups(alpha)
+            out.update(gc.to_dict())
+            out["pairs"] = gc.pairs_dict(self.pair, named=self.pair_named)
         if self.lambda_estimate is not None:
             out["lambda_estimator"] = self.lambda_estimate.to_dict()
             if self.bootstrap is not None and len(self.bootstrap):
@@ -259,12 +264,13 @@ class LogAudit:
                 lines.append(row)
             if self.lambda_estimate is not None:
                 lines.append(f"  {self.lambda_estimate.summary()}")
-            if self.groups is not None:
-                lines += ["", *self._pairs_table(alpha)]
             lines += ["", "The decomposition below shows normal intervals, estimate +- z * bootstrap "
                       "standard error (the intervals audit verdicts use);",
                       "the percentile intervals above come from the same replicates.", "",
                       self._decomposition_at(alpha).summary(alpha)]
+            if self.groups is not None:  # every pair, as decompose prints it from a system
+                lines += ["", *self.compare_groups(alpha).table_lines(
+                    self.pair, named=self.pair_named)]
         else:
             a, b = (self.model.group_names[i] for i in self.pair)
             lines.append("  NOT IDENTIFIED: bounds over the unobserved kernel rows (C, DPE, "
@@ -285,22 +291,6 @@ class LogAudit:
         return dataclasses.replace(d, Lambda_ci=self.lambda_interval(alpha, method="normal"),
                                    Lambda_ci_level=1.0 - alpha)
 
-    def _pairs_table(self, alpha: float) -> list[str]:
-        gc = self.compare_groups(alpha)
-        rows = list(gc.rows())
-        w = max(14, *(len(str(row[0])) for row in rows)) if rows else 14  # long group names
-        lines = [f"Every pair (X-Y: X minus Y; reference group {gc.reference}; worst pair "
-                 f"{gc.worst}; {100 * (1 - alpha):g}% normal intervals, estimate +- z * "
-                 "bootstrap sd of the pair over the replicates):",
-                 f"  {'pair':<{w}} {'C':>10} {'C lower':>10} {'C upper':>10} {'DPE':>10} "
-                 f"{'IPE':>10} {'SPE':>10} {'Lambda':>9} {'ratio_V':>8}"]
-        for row in rows:
-            p, c, lo, hi, dpe, ipe, spe, lam, rv = row[:9]
-            lines.append(f"  {p:<{w}} {c:>+10.6f} {lo:>+10.6f} {hi:>+10.6f} {dpe:>+10.6f} "
-                         f"{ipe:>+10.6f} {spe:>+10.6f} {_cell(lam, 9, '.6f')} "
-                         f"{_cell(rv, 8, '.4f')}" + ("  worst" if row[-1] else ""))
-        return lines
-
     def __str__(self) -> str:
         return self.summary()
 
@@ -316,7 +306,3 @@ class LogAudit:
         import html
 
         return f"<pre>{html.escape(self.summary())}</pre>"
-
-
-def _cell(v: float | None, width: int, fmt: str) -> str:
-    return f"{'-':>{width}}" if v is None else f"{v:>{width}{fmt}}"

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory, format_bytes, max_memory
+from causalfair._safe_read import not_a_file
 from causalfair._validation import check_names
 from causalfair.errors import CausalfairError
 from causalfair.logs.binning import StateBinning, bin_states, feature_column, linear_potential
@@ -655,7 +656,7 @@ def read_logs(path: str | Path) -> Any:
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"logs: {path}: no such file.")
+        raise FileNotFoundError(f"logs: {path}: {not_a_file(path)}.")
     name = path.name.lower()
     size = path.stat().st_size
     if size == 0:

@@ -110,7 +110,11 @@ def potential_note(system: Any) -> str | None:
             return None
         rows = [f[0]] if np.allclose(f, f[0], rtol=0, atol=0) else list(f)
         given = ";".join(",".join(f"{v:.12g}" for v in row) for row in rows)
-        return (f"a log holds levels, not gains: audit it with --potential {given} "
+        # as a shell line: quoted when it holds ';' (a shell's command separator), joined by
+        # "=" when it starts with "-" (argparse would read it as an option)
+        value = f"'{given}'" if ";" in given else given
+        flag = f"--potential={value}" if given.startswith("-") else f"--potential {value}"
+        return (f"a log holds levels, not gains: audit it with {flag} "
                 f"(audit_logs(potential=...), [logs] potential), {system.id}'s gain potential; "
                 "without it decompose --logs measures the gain with the lending potential.")
     return (f"a log holds levels, not gains: decompose --logs measures the gain with the "

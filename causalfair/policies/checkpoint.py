@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes
-from causalfair._safe_read import open_zip, read_json, read_npz
+from causalfair._safe_read import NOT_REGULAR, open_zip, read_json, read_npz
 from causalfair.errors import CheckpointError, PolicyError, short
 from causalfair.policies.checkpoint_format import (
     CHECKPOINT_FORMAT,
@@ -267,8 +267,8 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path}: " + (
             "is a folder; give the checkpoint file in it (e.g. checkpoint.pt)"
-            if path.is_dir() else "is not a regular file (a device, a FIFO or a socket); "
-            "give the checkpoint file" if path.exists() else "no such file") + ".")
+            if path.is_dir() else f"{NOT_REGULAR}; give the checkpoint file" if path.exists()
+            else "no such file") + ".")
     try:
         _refuse_pickle(path)
         suffix = path.suffix.lower()

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory, format_bytes
-from causalfair._safe_read import read_json_file, read_npz
+from causalfair._safe_read import not_a_file, read_json_file, read_npz
 from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, short
 from causalfair.policies.checkpoint import file_sha256
 from causalfair.policies.nets import FeatureEncoding
@@ -147,7 +147,7 @@ def read_obs_normalization(path: str | os.PathLike[str], where: str = "vecnormal
             f"{where}: unknown suffix {suffix or '(none)'!r}; observation statistics are a "
             f"{STATS_NAME} (VecNormalize.save), or .npz / .json with {', '.join(_FIELDS)}.")
     if not path.is_file():
-        raise CheckpointError(f"{where}: no such file.")
+        raise CheckpointError(f"{where}: {not_a_file(path)}.")
     if suffix == ".npz":
         arrays = read_npz(path, where, CheckpointError,
                           pickle_fix=f"save plain numeric arrays {', '.join(_FIELDS)}")

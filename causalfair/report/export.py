@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import AUDIT_SCHEMA_VERSION, atomic_write_text, check_document
-from causalfair._safe_read import read_json_file
+from causalfair._safe_read import not_a_file, read_json_file
 from causalfair.errors import InputError, OutputError
 from causalfair.report.explain import (
     assumptions,
@@ -72,7 +72,7 @@ def read_audit(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise InputError(f"{err}: {_gate_error(err)}; this folder holds no audit.json, "
                              "so there is nothing to reproduce or export: fix the error and "
                              "audit the spec again.")
-        raise InputError(f"{p}: no such file; give an audit folder (written by `causalfair "
+        raise InputError(f"{p}: {not_a_file(p)}; give an audit folder (written by `causalfair "
                          "audit --out DIR`) or its audit.json.")
     doc = read_json_file(p, str(p), InputError, fix="an audit.json is a few MB at most")
     check_document(doc, str(p), "audit.json", AUDIT_SCHEMA_VERSION, "causalfair audit SPEC --out DIR")

@@ -341,6 +341,23 @@ def _check_group_kept(name: str, after: Any, g: int, t: int) -> None:
             "reset unchanged, and put what changes into features.")
 
 
+#: Units reset to confirm that a group starts with nobody present when the contract's
+#: sample held nobody present (a group with a small present share is legal).
+EMPTY_CONFIRM = 4096
+
+
+def _starts_empty(sim: Any, g: int, departed: tuple[int, ...], tabular: Any, seed: int) -> bool:
+    """Whether group ``g``, of whose contract sample nobody was present, starts with nobody
+    present: from the tabular model's initial distribution when the system has one (exact),
+    else from :data:`EMPTY_CONFIRM` more units (a group 0.2% present is absent from 64
+    units with probability 0.88, from 4,096 with probability 0.998^4096 < 3e-4)."""
+    initial = getattr(tabular, "initial", None)
+    if initial is not None:
+        return bool(np.delete(np.asarray(initial, dtype=float)[g], list(departed)).sum() <= 0)
+    more = sim.observe(sim.reset(EMPTY_CONFIRM, g, seeded_rng(seed, g, 4)))
+    return more.level is None or bool(np.isin(more.level, departed).all())
+
+
 def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                    n_actions: int | None = None,
                    features: tuple[str, ...] | None = None, tabular: Any = None,
@@ -384,7 +401,8 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
             raise SimulatorContractError(
                 f"simulator {name}.reset: reset(n, group={g}, rng) gave observations of other "
                 "groups (Observation.group differs from the group asked for).")
-        if departed and o1.level is not None and n and np.isin(o1.level, departed).all():
+        if departed and o1.level is not None and n and np.isin(o1.level, departed).all() \
+                and _starts_empty(sim, g, departed, tabular, seed):
             names = getattr(sim, "group_names", None)
             raise SimulatorContractError(empty_group_message(
                 f"simulator {name}.reset", names[g] if names is not None else g, departed))

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes
-from causalfair._safe_read import read_json, read_json_file, read_npz
+from causalfair._safe_read import not_a_file, read_json, read_json_file, read_npz
 from causalfair.errors import ModelError
 from causalfair.model import CausalStructure, TabularModel
 
@@ -128,7 +128,7 @@ def load_tabular(path: str | os.PathLike[str]) -> TabularModel:
     prefixed with the file."""
     path = Path(path)
     if not path.is_file():
-        raise ModelError(f"tabular model {path}: no such file.")
+        raise ModelError(f"tabular model {path}: {not_a_file(path)}.")
     size = path.stat().st_size
     if size > _MAX_BYTES:
         raise ModelError(f"tabular model {path}: {size} bytes is over the {_MAX_BYTES >> 30} GiB limit.")

@@ -79,8 +79,6 @@ def pair_key(cell: Any) -> Any:
 def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> None:
     """Write a run's files (from :func:`train_many`) into ``folder``, atomically; with its
     ``config``, also :data:`RESULT` (last: a run folder holding it is finished)."""
-    import json
-
     folder.mkdir(parents=True, exist_ok=True)
     for name, data in result["files"].items():
         atomic_write_bytes(folder / name, lambda fh, d=data: fh.write(d))
@@ -127,7 +125,6 @@ def run_dir(out: Path, sysid: str, algo: str, seed: int) -> Path:
 
 def config_doc(config: Any) -> dict[str, Any]:
     import dataclasses
-    import json
 
     return json.loads(json.dumps(to_jsonable(dataclasses.asdict(config))))
 
@@ -271,8 +268,6 @@ def _factory_takes(sysid: str, search_path: Any) -> list[str] | None:
 
 def param_text(key: str, value: Any) -> str:
     """``KEY=VALUE`` as ``--param`` takes it (a string as it is, anything else as JSON)."""
-    import json
-
     return f"{key}={value if isinstance(value, str) else json.dumps(value, default=repr)}"
 
 
@@ -296,25 +291,21 @@ def system_params(systems: Sequence[str], params: Mapping[str, Any],
                              for sy, t in takes.items())
             raise ConfigError(
                 f"params: --param {param_text(key, value)} is a parameter of no system of this "
-                f"sweep ({what}); {did_you_mean(key, known)}drop it, or add a system whose "
-                f"factory takes {key!r} to --system (a parameter goes to every system that "
-                "takes it).")
+                f"sweep ({what}); drop it, or add a system whose factory takes {key!r} to "
+                "--system (a parameter goes to every system that takes it)"
+                + (f"; {did_you_mean(key, known).strip()}" if did_you_mean(key, known) else "."))
     return out
 
 
 def params_cell(params: Mapping[str, Any]) -> str:
     """A run's ``params`` cell (runs.csv, table.csv): the factory parameters its system was
     given, a JSON object (``{}``: none, the system's defaults)."""
-    import json
-
     return json.dumps(dict(params), ensure_ascii=False, default=repr)
 
 
 def params_label(cell: Any) -> str:
     """What table.md writes after a system's id for its ``params`` cell (:func:`params_cell`):
     `` (increase="f-ppo", horizon=5)``; nothing for ``{}``."""
-    import json
-
     try:
         doc = json.loads(cell) if isinstance(cell, str) else {}
     except ValueError:
