@@ -14,6 +14,7 @@ replaces what it did not write.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -23,8 +24,8 @@ from typing import Any
 from causalfair._version import __version__
 from causalfair.errors import InputError, OutputError
 
-__all__ = ["escape_chars", "atomic_write_bytes", "atomic_write_text", "write_folder", "check_output_file",
-           "check_distinct_outputs",
+__all__ = ["escape_chars", "csv_text", "atomic_write_bytes", "atomic_write_text", "write_folder",
+           "check_output_file", "check_distinct_outputs",
            "MANIFEST", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
            "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
            "FRONTIER_SCHEMA_VERSION", "SYSTEMS_SCHEMA_VERSION", "TRAIN_SCHEMA_VERSION",
@@ -375,3 +376,17 @@ def escape_chars(pattern: Any, text: str) -> str:
     return pattern.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                                   else f"\\u{ord(m.group()):04x}"), text)
 
+
+def csv_text(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet shows and never evaluates: a leading
+    apostrophe before a cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return (a group named ``=HYPERLINK(...)`` in a decision log; OWASP's "CSV
+    injection"), unless the cell is a plain number (``-1``). Every text cell causalfair
+    writes to a CSV file of its own goes through it (ll144.csv, a sweep's runs.csv and
+    table.csv)."""
+    if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")

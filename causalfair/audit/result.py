@@ -224,10 +224,20 @@ class AuditResult:
                            else {**provenance(), **({"date": self.date} if self.date else {})}),
             **({"system": self.system.to_dict()} if self.system is not None else {}),
             **({"selection": _json_safe(self.selection)} if self.selection is not None else {}),
-            **(_json_safe(self.group_comparison.to_dict())
-               if self.group_comparison is not None else {}),
+            **(_json_safe(self._groups_dict()) if self.group_comparison is not None else {}),
             **({"extra": _json_safe(self.extra)} if self.extra else {}),
         }
+
+    def _groups_dict(self) -> dict[str, Any]:
+        """audit.json's ``groups`` and ``pairs``; with more than two groups ``pairs`` says
+        which pair was compared and how it was chosen (``compared``, ``compared_by``: the
+        keys ``decompose --json`` gives); a two-group audit's stay as they were."""
+        gc = self.group_comparison
+        out = gc.to_dict()
+        if len(gc.groups) > 2:
+            said = gc.pairs_dict(self.decomposition.pair, named=self.spec.pair is not None)
+            out["pairs"].update({k: said[k] for k in ("compared", "compared_by")})
+        return out
 
     def summary(self) -> str:
         spec = self.spec

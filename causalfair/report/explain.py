@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from causalfair.report.compared import compared_mark, compared_row, compared_sentence
 from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
@@ -427,6 +428,10 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
             return fmt(q["estimate"])
         return f"{fmt(q['estimate'])} [{fmt(q['ci_lower'])}, {fmt(q['ci_upper'])}]"
 
+    compared = pairs.get("compared")
+    here = compared_row(compared, values)
+    how = compared_sentence({**pairs, "compared": md_cell(compared)} if compared else pairs,
+                            (doc.get("groups") or {}).get("engine"))
     lines = [f"{heading} Pairs of groups", "",
              f"Each pair X-Y of the {len(doc['decomposition'].get('groups') or {})} groups"
              + (f" (reference group {md_cell(ref)})" if ref else "")
@@ -437,10 +442,12 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
              "n/a where a value is <= 0, as a mean gain that falls). "
              + (f"In brackets: the {level:g}% CI." if any(
                  _has_interval(v[k]) for v in values.values() for k in keys if v.get(k))
-                else "Exact values: no sampling error."), "",
+                else "Exact values: no sampling error.") + (f" {how}" if how else ""), "",
              "| pair | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     for name, v in values.items():
-        mark = " (worst)" if name == pairs.get("worst") else ""
+        marks = (["worst"] if name == pairs.get("worst") else []) + (
+            [md_cell(compared_mark(name, compared))] if name == here else [])
+        mark = f" ({'; '.join(marks)})" if marks else ""
         lines.append(f"| {md_cell(name)}{mark} | "
                      + " | ".join(cell(v.get(k)) for k in keys) + " |")
     return lines + [""]

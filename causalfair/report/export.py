@@ -25,12 +25,11 @@ import hashlib
 import io
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import AUDIT_SCHEMA_VERSION, atomic_write_text, check_document
+from causalfair._io import AUDIT_SCHEMA_VERSION, atomic_write_text, check_document, csv_text
 from causalfair._safe_read import not_a_file, read_json_file
 from causalfair.errors import InputError, OutputError
 from causalfair.report.explain import (
@@ -352,19 +351,6 @@ def ll144_csv(doc: Mapping[str, Any], where: str = "audit.json") -> str:
                         else csv_text(v) if isinstance(v, str) else v)
                     for k, v in r.items()})
     return buf.getvalue()
-
-
-def csv_text(text: str) -> str:
-    """``text`` as a CSV cell a spreadsheet shows and never evaluates: a leading
-    apostrophe before a cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
-    carriage return (a group named ``=HYPERLINK(...)`` in a decision log; OWASP's "CSV
-    injection"), unless the cell is a plain number (``-1``)."""
-    if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not _PLAIN_NUMBER.fullmatch(text):
-        return "'" + text
-    return text
-
-
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def ll144_markdown(doc: Mapping[str, Any], where: str = "audit.json") -> str:

@@ -38,6 +38,7 @@ import numpy as np
 from causalfair._io import to_jsonable, write_folder
 from causalfair.engines.attribution import attribute_exact
 from causalfair.engines.groups import benefit_for_pair
+from causalfair.report.compared import compared_mark, compared_row, compared_sentence
 from causalfair.report.explain import (
     assumptions,
     audited_on,
@@ -221,11 +222,19 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, Any, 
     if sampled:
         tabs.append(sampled[1])
     gc = getattr(r, "group_comparison", None)
-    if gc is not None:  # every pair of groups (causalfair.engines.groups)
+    if gc is not None:  # every pair of groups (causalfair.engines.groups), the compared marked
+        said = r._groups_dict()["pairs"]  # two groups: no compared pair, as before
+        here, rows = compared_row(said.get("compared"), gc.pairs), gc.rows()
+        for row in rows:
+            row[-1] = ", ".join(([row[-1]] if row[-1] else []) + (
+                [compared_mark(row[0], said["compared"])] if row[0] == here else []))
+        how = compared_sentence(said, gc.engine)
         tabs.append((f"Pairs of groups (reference {gc.reference}; worst pair {gc.worst}, "
                      f"the largest |C|; C, DPE, IPE, SPE in {gain_unit(r)}, the first group "
-                     "minus the second; ratios min/max of the two groups, n/a where a value is <= 0)",
-                     [h or "worst pair" for h in gc.HEADER], gc.rows(), None))
+                     "minus the second; ratios min/max of the two groups, n/a where a value is "
+                     "<= 0)" + (f". {how}" if how else ""),
+                     [h or ("worst pair, compared" if how else "worst pair") for h in gc.HEADER],
+                     rows, None))
     if r.benefit is not None:
         extra_tabs = []
         note = f"; eps = {r.benefit.eps:g} {gain_unit(r)}, {r.benefit.eps_source}"

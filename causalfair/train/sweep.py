@@ -74,6 +74,7 @@ from causalfair.train.sweep_io import (  # the folder, resume and IO part
     MARK,  # noqa: F401
     RESULT,
     RUN_FILES,
+    csv_table,
     finished_run,
     pair_key,
     pair_text,
@@ -674,8 +675,8 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
                       reused=len(done), skipped=skipped, left_out=left_out,
                       params={sy: dict(p) for sy, p in given.items()})
     if out_path is not None:
-        for name, text in (("runs.csv", runs.to_csv(index=False)),
-                           ("table.csv", table.to_csv(index=False)),
+        for name, text in (("runs.csv", csv_table(runs)),
+                           ("table.csv", csv_table(table)),
                            ("table.md", res.to_markdown())):
             atomic_write_bytes(out_path / name, lambda fh, s=text: fh.write(s.encode("utf-8")))
     return res

@@ -16,7 +16,10 @@ sweep reads back (:func:`finished_run`), the lock and the checks before a sweep 
 
 A run's ``pair`` is written as the two group names, a JSON list (``["s+", "s-"]``;
 :func:`pair_text`); a resumed sweep reads an earlier sweep's ``"A-B"`` by the system's
-groups, and refuses it in one line when it names two pairs.
+groups, and refuses it in one line when it names two pairs. runs.csv and table.csv are
+written by :func:`csv_table` (a text cell a spreadsheet would read as a formula, such as a
+system id ``=HYPERLINK(...)``, after an apostrophe; the JSON ``pair`` and ``params`` cells
+as they are).
 
 A sweep folder that already holds a sweep is refused unless ``existing="resume"`` or
 ``existing="force"``; a ``runs`` that is a file or a symbolic link, or holds one, is
@@ -35,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import atomic_write_bytes, atomic_write_text, to_jsonable
+from causalfair._io import atomic_write_bytes, atomic_write_text, csv_text, to_jsonable
 from causalfair._safe_read import read_json_file
 from causalfair._validation import did_you_mean
 from causalfair.errors import CausalfairError, ConfigError, OutputError
@@ -43,6 +46,7 @@ from causalfair.systems.registry import load_callable, registered, spec
 from causalfair.workers import user_prints_to_stderr
 
 __all__ = ["LOCK", "MARK", "RESULT", "RUN_FILES", "check_runs_folder", "config_doc",
+           "csv_table",
            "finished_run", "json_pair", "lock_out", "pair_key", "pair_text", "param_text",
            "params_cell", "params_label", "prepare_out", "run_dir", "system_params",
            "update_result", "write_run"]
@@ -74,6 +78,20 @@ def pair_key(cell: Any) -> Any:
     if isinstance(cell, (list, tuple)) and len(cell) == 2:
         return tuple(str(g) for g in cell)
     return cell if isinstance(cell, str) and cell else None
+
+
+def csv_table(frame: Any) -> str:
+    """runs.csv's or table.csv's text of ``frame`` (a DataFrame): ``frame.to_csv(index=False)``
+    with every text cell, column names included, through
+    :func:`causalfair._io.csv_text`, so a system id such as ``=HYPERLINK(...)`` is shown
+    and never evaluated by a spreadsheet. A ``pair`` (:func:`pair_text`, ``["s+", "s-"]``)
+    or ``params`` (:func:`params_cell`, ``{...}``) cell is JSON and never starts with a
+    formula's character: it is written as it is, whatever the names in it."""
+    text = frame.rename(columns=lambda c: csv_text(c) if isinstance(c, str) else c)
+    for col in text.columns:
+        if text[col].dtype.kind not in "biufcmM":  # text (object or str): numbers as they are
+            text[col] = text[col].map(lambda v: csv_text(v) if isinstance(v, str) else v)
+    return str(text.to_csv(index=False))
 
 
 def write_run(folder: Path, result: Mapping[str, Any], config: Any = None) -> None:

@@ -75,12 +75,12 @@ def test_three_group_exports_name_the_pairs_and_say_what_changed(tri):
             row = next(line for line in text.splitlines() if line.startswith(f"| {pair}"))
             assert fmt(values["C"]["estimate"]) in row, (name, pair)
             assert fmt(values["ratio_V"]["estimate"]) in row, (name, pair)
-        assert f"| {pairs['worst']} (worst) |" in text, name
+        assert f"| {pairs['worst']} (worst; compared" in text, name  # the default pair
         assert "What changed against the baseline policy" in text, name
         assert f"C moved by {fmt(att['total']['C']['estimate'])} from" in text, name
         assert "in gain units" in text, name  # the changes carry their unit
     md = render.render_markdown(res, doc, {})
-    assert "| worst pair |" in md.split("### Pairs of groups", 1)[1]  # no unnamed column
+    assert "| worst pair, compared |" in md.split("### Pairs of groups", 1)[1]  # no unnamed column
 
 
 def test_three_groups_lambda_and_its_worst_pairs_speak_of_the_pair_C_compares(tri):
