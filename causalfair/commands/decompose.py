@@ -200,19 +200,11 @@ def _every_pair(args: argparse.Namespace, system, policy, result, benefit, forks
     with two groups (their output keeps its form)."""
     if len(result.groups) <= 2:
         return None
-    from causalfair.engines.groups import compare, lambda_by_forks
+    from causalfair.engines.choice import every_pair
 
-    lambda_of = None
-    if benefit is not None and benefit.method != "exact":
-        from causalfair.engines.montecarlo import benefit_size
-
-        one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1
-        lambda_of = lambda_by_forks(system, policy, args.horizon, n=benefit_size(args.n),
-                                    seed=args.seed, eps=benefit.eps, alpha=args.alpha,
-                                    jobs=1 if one else "auto", bins=_bins(args), shared=forks)
-    return compare(result, alpha=args.alpha, benefit=benefit, lambda_of=lambda_of,
-                   attributes=getattr(system, "group_attributes", None),
-                   coupled=system.units_per_replica != 1)
+    one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1
+    return every_pair(result, benefit, system, policy, n=args.n, seed=args.seed,
+                      alpha=args.alpha, jobs=1 if one else "auto", bins=_bins(args), forks=forks)
 
 
 def _pairs_text(args: argparse.Namespace, result, groups) -> str | None:

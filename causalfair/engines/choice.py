@@ -284,13 +284,24 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     if ben is None and dec.engine == "exact":  # the exact engine keeps no benefit table
         ben = benefit_fairness(model, policy, dec.horizon, eps=eps, engine="exact",
                                pair=dec.pair)
+    return every_pair(dec, ben, system, None if system is None else _resolved(policy, system),
+                      n=n, seed=seed, alpha=alpha, jobs=jobs, bins=benefit_bins, forks=forks,
+                      reference=reference)
+
+
+def every_pair(dec: Decomposition, ben: BenefitResult | None, system: Any, policy: Any, *,
+               n: int, seed: int, alpha: float, jobs: int | str, bins: int, forks: dict,
+               reference: str | int | None = None) -> GroupComparison:
+    """Every pair of ``dec``'s groups (:func:`causalfair.engines.groups.compare`), Lambda per
+    pair exact from ``ben``'s table, else by forks: the decomposition's Lambda forked
+    ``benefit_size(n)`` units per group (worlds) with the same ``seed`` and ``bins`` and
+    kept its statistics in ``forks``, which are every pair's. ``system`` None: a tabular
+    model's exact decomposition. :func:`compare_groups` and ``causalfair decompose``."""
     lambda_of = None
     if system is not None and ben is not None and ben.method != "exact":
-        # the decomposition's Lambda forked the same benefit_size(n) units per group (worlds)
-        # with the same seed and bins: its statistics are every pair's
-        lambda_of = lambda_by_forks(system, _resolved(policy, system), dec.horizon,
-                                    n=benefit_size(n), seed=seed, eps=ben.eps, alpha=alpha,
-                                    jobs=jobs, bins=benefit_bins, shared=forks)
+        lambda_of = lambda_by_forks(system, policy, dec.horizon, n=benefit_size(n), seed=seed,
+                                    eps=ben.eps, alpha=alpha, jobs=jobs, bins=bins,
+                                    shared=forks)
     return _compare_groups(dec, reference=reference, alpha=alpha, benefit=ben,
                            lambda_of=lambda_of,
                            attributes=getattr(system, "group_attributes", None),
