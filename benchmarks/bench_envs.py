@@ -16,13 +16,13 @@ single environment. Two more figures put it in context:
   epidemic saturates within a few steps and five sites are little work).
 
 Infectious disease (karate club, 34 members): ``VecInfectiousEnv`` stepping ``--envs``
-graphs at once (member-level int8 arrays, one float32 matrix product for the infected
-neighbours, one uniform per member, a float32 probability table; the step runs in blocks
-of 512 graphs so that its temporaries stay in the cache). Its figure is the whole
-environment step (drawing the uniforms included) and the episode's resets, against
-drawing the uniforms alone. Attention allocation (attention-1): ``VecAttentionEnv``
-(greedy placement as a loop over the N units on arrays, Poisson incidents by inverse
-CDF). The systems' own simulators (the Monte Carlo engine's and the trainer's step):
+graphs at once (member-level int8 arrays, one uniform per member; while many members are
+susceptible, one float32 matrix product for the infected neighbours and a float32
+probability table, in blocks of 512 graphs so that the temporaries stay in the cache;
+once few are, the sparse path below). Its figure is the whole environment step (drawing
+the uniforms included) and the episode's resets, against drawing the uniforms alone.
+Attention allocation (attention-1): ``VecAttentionEnv`` (greedy placement as a loop over
+the N units on arrays, Poisson incidents by inverse CDF). The systems' own simulators (the Monte Carlo engine's and the trainer's step):
 lending-1 (``LendingSimulator``), lending-harder (the tabular simulator) and
 replicator-1 stepping ``--individuals`` units of one group, decisions and noise drawn
 beforehand, against their ``draw_noise`` alone (replicator-1 is deterministic: no
@@ -32,11 +32,15 @@ Every figure is CPU time (``time.process_time``); each vectorised figure and eac
 ceiling is the best of ``--repeats`` rounds (the machine is shared: the best round is the
 least disturbed one).
 
-Issue 28 (item 4) made the lending, tabular and attention steps faster with the same
-arrays bit for bit; the steps they replaced are kept here (``old_*``, the baselines, which
-tests/test_envs_speed.py also checks the new steps against), and each such figure is
-printed with the old step's, measured in the same run, rounds of the two alternating
-(the ratio is new / old, both best of ``--repeats``).
+Issue 28 (item 4) made the lending, tabular, attention and infectious steps faster with
+the same arrays bit for bit; the steps they replaced are kept here (``old_*``, the
+baselines, which tests/test_envs_speed.py also checks the new steps against), and each such
+figure is printed with the old step's, measured in the same run, rounds of the two
+alternating (the ratio is new / old, both best of ``--repeats``). The infectious step
+gained a sparse path (once at most 1 member in 32 is susceptible: recovery by one
+comparison, infection only for the susceptible members, by their neighbours one by one; no
+matrix product, no per-member lookup; blocks of 2048 graphs); ``old_infectious_step`` is
+the step before it.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_envs.py [--envs 4096] [--steps 42]``.
 """
@@ -205,6 +209,52 @@ class old_attention:  # noqa: N801 - used as ``with old_attention():``
         attention.allocate, attention.poisson_inverse = self.saved
 
 
+def old_infectious_step(sim: Any, s: Any, d: Any, noise: Any) -> Any:
+    """``InfectiousSimulator.step`` before its sparse path (blocks of 512 graphs, each one
+    matrix product for every member's infected neighbours and one table lookup per
+    member)."""
+    from causalfair.systems.infectious import INF, REC, SUS, InfectiousState
+    from causalfair.types import StepResult
+
+    U = sim.units
+    d = np.asarray(d, dtype=bool).reshape(-1)
+    noise = np.asarray(noise).reshape(-1)
+    health = s.health
+    nxt = np.empty_like(health)
+    demand = np.empty(health.shape, dtype=np.int8)
+    block = U * 512
+    for lo in range(0, health.shape[0], block):
+        sl = slice(lo, lo + block)
+        treated = (d[sl] & (health[sl] == SUS)).view(np.int8)
+        h = health[sl] + REC * treated
+        k = ((h == INF).reshape(-1, U).astype(np.float32) @ sim._adj32).reshape(-1)
+        idx = h.astype(np.int16) * np.int16(U + 1) + k.astype(np.int16)
+        move = noise[sl] < sim._p_move.take(idx)
+        np.add(h, move.view(np.int8), out=nxt[sl])
+        if sim.loss:
+            nxt[sl][nxt[sl] == 3] = SUS
+        np.logical_and(move, h == SUS, out=demand[sl].view(bool))
+    after = (nxt != INF).view(np.int8)
+    info = {"supply": d.astype(np.int8), "demand": demand}
+    return StepResult(state=InfectiousState(health=nxt, group=s.group, t=s.t + 1),
+                      reward=after, gain=after - (health != INF).view(np.int8), info=info)
+
+
+class old_infectious:  # noqa: N801 - used as ``with old_infectious():``
+    """The infectious simulator with its step before the sparse path."""
+
+    def __enter__(self) -> None:
+        from causalfair.systems.infectious import InfectiousSimulator
+
+        self.saved = InfectiousSimulator.step
+        InfectiousSimulator.step = old_infectious_step
+
+    def __exit__(self, *exc: Any) -> None:
+        from causalfair.systems.infectious import InfectiousSimulator
+
+        InfectiousSimulator.step = self.saved
+
+
 def loop_infectious(steps: int, seed: int = 0) -> float:
     """Graph-steps per second of a per-member Python loop (one graph)."""
     import networkx as nx
@@ -254,8 +304,12 @@ def gym_infectious(steps: int, seed: int = 0) -> float:
     return done / (_clock() - t0)
 
 
-def vec_infectious(n_envs: int, steps: int, seed: int = 0) -> float:
-    """Graph-steps per second of ``VecInfectiousEnv`` (the burn-in step at reset counts)."""
+def vec_infectious(n_envs: int, steps: int, seed: int = 0, old: bool = False) -> float:
+    """Graph-steps per second of ``VecInfectiousEnv`` (the burn-in step at reset counts;
+    ``old``: with the block step before its sparse path)."""
+    if old:
+        with old_infectious():
+            return vec_infectious(n_envs, steps, seed)
     from causalfair.systems.gym.infectious import VecInfectiousEnv
 
     env = VecInfectiousEnv(n_envs)
@@ -457,7 +511,7 @@ def main() -> int:
     r = args.repeats
     loop = loop_infectious(20000)
     one = gym_infectious(2000)
-    vec = _best(r, vec_infectious, args.envs, args.steps)
+    vec, old_vec = _best_pair(r, vec_infectious, args.envs, args.steps)
     floor = _best(r, floor_infectious, args.envs, args.steps)
     print("infectious disease, karate club (34 members), steps of one graph per second:")
     print(f"  pure Python loop over members, one graph: {loop:12,.0f}")
@@ -465,6 +519,8 @@ def main() -> int:
     print(f"  vectorised, {args.envs} graphs at once:        {vec:12,.0f}   "
           f"({vec / one:,.0f}x the one-graph env, target >= 100x; {vec / loop:,.1f}x the pure "
           "loop)")
+    print(f"  the same, the step before its sparse path: {old_vec:10,.0f}   (now "
+          f"{vec / old_vec:.2f}x; it reached {old_vec / floor:.0%} of the ceiling)")
     print(f"  ceiling: one float32 uniform per member:  {floor:12,.0f}   "
           f"({floor / loop:,.1f}x the pure loop; the vectorised step reaches "
           f"{vec / floor:.0%} of it)")

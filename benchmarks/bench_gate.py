@@ -12,13 +12,15 @@ lending-1 (``causalfair sweep``), also with ``--jobs auto`` (one worker per core
 process may use).
 
 Printed per backend: wall time, its ratio to serial (> 1 is faster), and the fixed costs:
-start-up (the same command on 2 specs / 1 run: interpreter, imports, worker or Ray
-start) and peak memory of the whole process tree (driver, workers, and for Ray its
-daemons; sampled from /proc every 50 ms, Linux only). Ray runs start a local Ray
-instance with 2 CPUs for each command (what ``--backend ray`` does without a cluster),
-so their start-up includes Ray's own. A sweep's start-up includes no ``torch._dynamo``
-import (training steps with ``causalfair.train.adam.Adam``; ``torch.optim.Adam`` imports
-it on first use: 1.3 s more per process on our 2-core machine, docs/scale.md).
+start-up (the same command on 2 specs / 1 run: interpreter, imports, worker or Ray start)
+and peak memory of the whole process tree (driver, workers, and for Ray its daemons;
+sampled from /proc every 50 ms, Linux only); for the gate also the CPU time (user + system)
+and minor page faults of the command and its workers (those it waited for). Ray runs start
+a local Ray instance with 2 CPUs for each command (what ``--backend ray`` does without a
+cluster), so their start-up includes Ray's own. A sweep's start-up includes no
+``torch._dynamo`` import (training steps with ``causalfair.train.adam.Adam``;
+``torch.optim.Adam`` imports it on first use: 1.3 s more per process on our 2-core machine,
+docs/scale.md).
 
 Workers: one torch / BLAS thread each; idle workers get the end of their input together
 and exit without the interpreter's teardown (which takes seconds once torch is loaded:
@@ -115,7 +117,12 @@ def _folders(root: Path) -> dict[str, bytes]:
 
 
 def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall time (s) and peak tree memory (MB) of a command; raises if it fails."""
+    """Wall time (s) and peak tree memory (MB) of a command; raises if it fails. Its
+    tree's CPU seconds (user + system) and minor page faults, of every process of it that
+    was waited for (the command, its workers), go to :data:`LAST_TREE`."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -131,9 +138,16 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     _, err = proc.communicate()
     th.join()
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_TREE[:] = [r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
+                    r1.ru_minflt - r0.ru_minflt]
     if proc.returncode not in (0, 1) or b"Traceback" in err:  # 1: a gate that fails
         raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}):\n{err.decode()[-2000:]}")
     return wall, peak[0]
+
+
+#: The CPU seconds and minor page faults of the last :func:`_run`'s process tree.
+LAST_TREE: list[float] = [0.0, 0.0]
 
 
 def _make_specs(folder: Path, n: int, engine: str) -> list[str]:
@@ -207,8 +221,8 @@ def main() -> int:
             print(f"\ngate over {args.n} checkpoints ({what}, lending-1, T = 20"
                   + (", with --reports)" if args.reports else ")"))
             print(f"{'backend':22s} {'wall s':>8s} {'vs serial':>10s} {'start-up s':>11s} "
-                  f"{'peak MB':>8s}" + (f" {'driver CPU s':>13s} {'reports':>8s}"
-                                        if args.reports else ""))
+                  f"{'peak MB':>8s} {'CPU s':>7s} {'faults':>10s}"
+                  + (f" {'driver CPU s':>13s} {'reports':>8s}" if args.reports else ""))
         serial = None
         first: dict[str, bytes] | None = None
         for k, (label, extra) in enumerate(backends if specs else ()):
@@ -221,7 +235,8 @@ def main() -> int:
             start, _ = _run([*run, "gate", *specs[:2], *extra, "--json", str(out)], env)
             wall, peak = _run([*run, "gate", *specs, *extra, "--json", str(out)], env)
             serial = serial or wall
-            row = f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}"
+            row = (f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f} "
+                   f"{LAST_TREE[0]:7.1f} {LAST_TREE[1]:10,.0f}")
             if args.reports:
                 got = _folders(folder / f"reports{k}")
                 first = first if first is not None else got
@@ -252,7 +267,8 @@ def main() -> int:
                 serial = serial or wall
                 print(f"{label:22s} {wall:8.1f} {serial / wall:10.2f} {start:11.1f} {peak:8.0f}")
     print("\nstart-up: the same command on 2 specs (the gate) or 1 run of 1 iteration (the "
-          "sweep); ratios > 1 are speed-ups over serial.")
+          "sweep); ratios > 1 are speed-ups over serial. CPU s and faults (the gate): user + "
+          "system seconds and minor page faults of the command and its workers.")
     return 0
 
 

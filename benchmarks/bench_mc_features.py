@@ -20,7 +20,9 @@ Printed, in one run:
   ``jobs="auto"`` (the engine's (group, batch) tasks and the benefit forks on threads, one
   per core this process may use), the core count, the ratio (targets: >= 1.6x on 2 cores,
   >= 10x on 16)
-  and whether the numbers are identical (they must be, bit for bit).
+  and whether the numbers are identical (they must be, bit for bit); with each audit's
+  minor page faults, system and total CPU time and peak RSS, and glibc's malloc setting
+  (``CAUSALFAIR_MALLOC=off`` for glibc's defaults: docs/scale.md).
 
 Run: ``python benchmarks/bench_mc_features.py [--n 1000000] [--threads 2] [--jobs-only]``
 (leave OMP_NUM_THREADS unset: ``auto`` honours it as a cap; ``--jobs-only`` times only
@@ -125,17 +127,23 @@ def audit(n: int, threads: int | None, batch: int, seed: int = 0, activation: st
 def every_core(args: argparse.Namespace) -> int:
     """The checkpoint's audit with ``jobs=1`` (one thread: BLAS too) and ``jobs="auto"``
     (the cores this process may use), in this order, after a first ``jobs=1`` audit that
-    is timed and printed but not compared: the first large audit of a process pays glibc's
-    growing mmap threshold (every large numpy temporary mapped and unmapped: about 685,000
-    page faults and 2 s of system time at n = 200,000 on our 2-core machine, against
-    16,000 for the same audit next), and timing jobs=1 on it overstated the ratio (2.05x
-    where the like-for-like ratio is 1.6-1.7x). Prints the core count, both times, the
+    is timed and printed but not compared: under glibc's default malloc thresholds the
+    first large audit of a process maps and trims its temporaries until a large block has
+    been freed (about 685,000 page faults and 2-3 s of system time at n = 200,000 on our
+    2-core machine, against 10,000 for the same audit next), which causalfair now avoids
+    by setting the thresholds once (causalfair/_malloc.py; ``CAUSALFAIR_MALLOC=off`` shows
+    the old cost). Prints the malloc setting, each audit's minor page faults, system and
+    total CPU time and the process's peak RSS so far, the core count, both times, the
     ratio and whether the numbers are identical (0 when they are)."""
     from causalfair.backends import available_cores
 
     cores = available_cores()
     (first, _), f0 = _faults(lambda: audit(args.n, 1, args.batch, activation=args.activation,
                                            jobs=1))
+    from causalfair import _malloc
+
+    print(f"  glibc malloc thresholds: {_malloc.state()} (causalfair/_malloc.py; "
+          "CAUSALFAIR_MALLOC=off keeps glibc's defaults)")
     print(f"  the process's first audit (jobs=1, not compared): {first:.2f} s; {f0}")
     (one, r1), f1 = _faults(lambda: audit(args.n, 1, args.batch, activation=args.activation,
                                           jobs=1))
@@ -153,15 +161,16 @@ def every_core(args: argparse.Namespace) -> int:
 
 
 def _faults(run):
-    """``run()`` and a line of the minor page faults and system CPU seconds of this
-    process during it (Linux getrusage; the threads' included)."""
+    """``run()`` and a line of the minor page faults, system and total CPU seconds of this
+    process during it (Linux getrusage; the threads' included) and its peak RSS so far."""
     import resource
 
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     out = run()
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     return out, (f"{r1.ru_minflt - r0.ru_minflt:,} faults, {r1.ru_stime - r0.ru_stime:.2f} s "
-                 f"system of {r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime:.2f} s CPU")
+                 f"system of {r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime:.2f} s CPU, "
+                 f"peak RSS {r1.ru_maxrss / 1024:.0f} MB")
 
 
 def main() -> int:

@@ -8,12 +8,20 @@ table counts how often its nominal 95% interval holds the exact value. Studies:
   gate judges with the Monte Carlo engine), per setting, policy, n per group and horizon T.
   ``zero-se`` counts runs whose standard error was 0 (a zero-width interval).
 - ``lambda``: ``benefit_fairness_mc``'s Lambda interval (hull of the thresholded and
-  plug-in normal intervals) against the exact Lambda, cells = the lending levels.
+  plug-in normal intervals) against the exact Lambda, cells = the lending levels, for the
+  stochastic table and ``threshold:0.5``; the note gives the estimate's bias and the
+  interval's mean width.
 - ``logs``: a log audit of logs simulated from lending-1 (``simulate_logs`` + ``audit_logs``):
   the gate's normal intervals (bootstrap sd) of C, DPE, IPE, SPE, Lambda's hull, and the
   percentile intervals of ``LogAudit.conf_int``.
+- ``logs-lambda``: a log audit's Lambda interval (the normal hull) against the exact Lambda,
+  logs of 5,000 and 20,000 individuals x 5 steps simulated from lending-1 and lending-harder
+  (soft-threshold and stochastic logged policies); the note gives the thresholded
+  estimate's mean bootstrap sd against its sd over the logs, and each interval alone.
 - ``pairs``: more than two identical groups (every true C is 0): the default pair, chosen
-  from the same estimates, against a pair named in advance (Monte Carlo and log audit).
+  from the same estimates, with its simultaneous intervals (Bonferroni over the pairs, what
+  causalfair prints) and with a marginal one, against a pair named in advance (Monte Carlo
+  and log audit).
 - ``paired``: ``compare_mc``'s paired differences against a baseline policy (relative
   thresholds): the signed difference and the delta-method |X| - |X_baseline|.
 - ``gate``: the CI rule (``thresholds.judge_key``) with the threshold set exactly at the
@@ -23,11 +31,12 @@ Columns: measured = share of seeds whose interval holds the exact value; SE = it
 standard error at the nominal level, sqrt(0.95 x 0.05 / seeds); flag "LOW" when measured is
 more than 3 SE below nominal, "HIGH" when more than 3 SE above.
 
-    OMP_NUM_THREADS=1 python benchmarks/coverage_study.py [--study mc lambda logs gate]
+    OMP_NUM_THREADS=1 python benchmarks/coverage_study.py [--study mc lambda logs logs-lambda gate]
         [--seeds 500]
 
-Takes about 15 minutes on one core with the defaults (``--quick`` about a minute);
-``--study`` and ``--settings`` run a part.
+Takes about 15 minutes of CPU time on one core with the defaults (``mc`` 2.5, ``lambda``
+3, ``logs`` 3.5, ``logs-lambda`` 5, ``pairs`` 1, ``paired`` and ``gate`` a few seconds
+each; ``--quick`` about a minute); ``--study`` and ``--settings`` run a part.
 """
 
 from __future__ import annotations
@@ -54,6 +63,9 @@ def _setup(setting: str, policy_spec: str):
     if policy_spec == "stochastic":  # the test suite's stochastic table (tests/engines)
         rng = np.random.default_rng(123)
         pol = TablePolicy(rng.uniform(0.05, 0.95, size=(tab.n_groups, tab.n_levels)))
+    elif policy_spec == "soft-threshold":  # reports/logs_validation.py's logged policy
+        thr = np.array([[0.5], [0.6]])
+        pol = TablePolicy(0.15 + 0.7 / (1.0 + np.exp(-(tab.aux["p_repay"] - thr) / 0.08)))
     else:
         pol = parse_policy(policy_spec, system)
     return tab, system, pol
@@ -106,14 +118,16 @@ def study_lambda(seeds: int, cases: Iterable[tuple[str, str, int, int]],
     for setting, policy_spec, n, T in cases:
         tab, system, pol = _setup(setting, policy_spec)
         exact = benefit_fairness(tab, pol, T).Lambda
-        hits = bias = 0.0
+        hits = bias = width = 0.0
         for s in range(seeds):
             b = benefit_fairness_mc(system, pol, T, n=n, seed=s, n_boot=n_boot, jobs=1,
                                     check=False)
             hits += bool(b.ci[0] <= exact <= b.ci[1])
             bias += (b.Lambda - exact) / seeds
+            width += (b.ci[1] - b.ci[0]) / seeds
         rows.append(_row("lambda", "Lambda", setting, policy_spec, n, T, seeds, int(hits),
-                         f"exact {exact:.4f}, bias {bias:+.4f}, n_boot {n_boot}"))
+                         f"exact {exact:.4f}, bias {bias:+.4f}, mean width {width:.4f}, "
+                         f"n_boot {n_boot}"))
     return rows
 
 
@@ -154,6 +168,46 @@ def study_logs(seeds: int, cases: Iterable[tuple[int, int]], n_boot: int = 200) 
                              normal[k], f"n = individuals{skipped}"))
             rows.append(_row("logs percentile", k, "lending-1", "soft-threshold", n, T, done,
                              pct[k], ""))
+    return rows
+
+
+def study_logs_lambda(seeds: int, cases: Iterable[tuple[str, str, int, int]],
+                      n_boot: int = 200) -> list[dict]:
+    """A log audit's Lambda interval (the normal hull, what the gate and the audit report
+    use) against the exact Lambda, logs simulated from the setting under the policy (the
+    logged one, estimated); the note gives the mean width and, for the thresholded
+    estimate, its mean bootstrap sd against its sd over the logs, and the coverage of each
+    interval alone (thresholded, plug-in)."""
+    from causalfair.engines.benefit import benefit_fairness
+    from causalfair.logs import audit_logs, simulate_logs
+
+    z = 1.959963984540054
+    rows = []
+    for setting, policy_spec, n, T in cases:
+        tab, system, pol = _setup(setting, policy_spec)
+        exact = benefit_fairness(tab, pol, T).Lambda
+        hits = thr_hits = plug_hits = 0
+        width, est, se = 0.0, [], []
+        for s in range(seeds):
+            a = audit_logs(simulate_logs(system, pol, n, T, seed=10_000 + s), n_boot=n_boot,
+                           seed=s, horizon=T)
+            lo, hi = a.lambda_interval(0.05, method="normal")
+            hits += bool(lo <= exact <= hi)
+            width += (hi - lo) / seeds
+            lam, boot = a.lambda_estimate, a.bootstrap
+            for e, col, kind in ((lam.thresholded, "Lambda[thresholded]", "thr"),
+                                 (lam.plugin, "Lambda[plugin]", "plug")):
+                sd = float(boot[col].std(ddof=1))
+                ok = bool(e - z * sd <= exact <= e + z * sd)
+                thr_hits += ok and kind == "thr"
+                plug_hits += ok and kind == "plug"
+            est.append(lam.thresholded)
+            se.append(float(boot["Lambda[thresholded]"].std(ddof=1)))
+        rows.append(_row("logs lambda", "Lambda", setting, policy_spec, n, T, seeds, hits,
+                         f"n = individuals, exact {exact:.4f}, mean width {width:.4f}; "
+                         f"thresholded: se {np.mean(se):.4f} / sd {np.std(est, ddof=1):.4f}, "
+                         f"alone {thr_hits / seeds:.3f}; plug-in alone "
+                         f"{plug_hits / seeds:.3f}"))
     return rows
 
 
@@ -226,37 +280,57 @@ def _same_groups(G: int):
 
 def study_pairs(seeds: int) -> list[dict]:
     """More than two identical groups (true C = 0 for every pair): the default pair (largest
-    and smallest estimated V^pi) against the pair (0, 1) named in advance; Monte Carlo
-    (n = 200 per group, T = 3) and a log audit (600 individuals, T = 3, policy supplied)."""
+    and smallest estimated V^pi) with its simultaneous intervals (Bonferroni over the
+    G(G-1)/2 pairs, what causalfair prints), the same pair's marginal 95% interval (what it
+    printed before: it covers less than its level), and the pair (0, 1) named in advance;
+    Monte Carlo (n = 200 per group, T = 3) and a log audit (200 individuals per group, T = 3,
+    policy supplied)."""
+    from dataclasses import replace
+
     from causalfair.logs import audit_logs, simulate_logs
 
+    def covers(dec) -> bool:
+        lo, hi = dec.intervals(0.05)["C"]
+        return bool(lo <= 0.0 <= hi)
+
+    labels = ("default pair, simultaneous", "default pair, marginal", "named pair")
     rows = []
     for G in (3, 5):
         m, pol = _same_groups(G)
-        for label, pair in (("default pair", None), ("named pair", (0, 1))):
-            hits = sum(bool(lo <= 0.0 <= hi) for lo, hi in (
-                decompose_mc_c(m, pol, s, pair) for s in range(seeds)))
-            rows.append(_row("mc, same groups", f"C, {label}", f"{G} groups", "0.5 / 0.5",
-                             200, 3, seeds, hits))
-    m, pol = _same_groups(3)
-    hits = {"default pair": 0, "named pair": 0}
+        hits = dict.fromkeys(labels, 0)
+        for s in range(seeds):
+            for pair in (None, (0, 1)):
+                dec = decompose_mc_c(m, pol, s, pair)
+                if pair is None:
+                    hits[labels[0]] += covers(dec)
+                    hits[labels[1]] += covers(replace(dec, simultaneous=1))
+                else:
+                    hits[labels[2]] += covers(dec)
+        rows += [_row("mc, same groups", f"C, {k}", f"{G} groups", "0.5 / 0.5", 200, 3, seeds,
+                      v) for k, v in hits.items()]
     S = min(seeds, 150)
-    for s in range(S):
-        df = simulate_logs(m, pol, 600, 3, seed=s)
-        for label, pair in (("default pair", None), ("named pair", "g0-g1")):
-            a = audit_logs(df, n_boot=100, seed=s, horizon=3, pair=pair, policy=pol)
-            lo, hi = a.decomposition.intervals(0.05)["C"]
-            hits[label] += bool(lo <= 0.0 <= hi)
-    rows += [_row("logs, same groups", f"C, {k}", "3 groups", "0.5 / 0.5", 600, 3, S, v,
-                  "n = individuals") for k, v in hits.items()]
+    for G in (3, 5):
+        m, pol = _same_groups(G)
+        hits = dict.fromkeys(labels, 0)
+        for s in range(S):
+            df = simulate_logs(m, pol, 200 * G, 3, seed=s)
+            for pair in (None, "g0-g1"):
+                dec = audit_logs(df, n_boot=100, seed=s, horizon=3, pair=pair,
+                                 policy=pol).decomposition
+                if pair is None:
+                    hits[labels[0]] += covers(dec)
+                    hits[labels[1]] += covers(replace(dec, simultaneous=1))
+                else:
+                    hits[labels[2]] += covers(dec)
+        rows += [_row("logs, same groups", f"C, {k}", f"{G} groups", "0.5 / 0.5", 200 * G, 3,
+                      S, v, "n = individuals") for k, v in hits.items()]
     return rows
 
 
-def decompose_mc_c(m, pol, seed: int, pair) -> tuple[float, float]:
+def decompose_mc_c(m, pol, seed: int, pair):
     from causalfair.engines.montecarlo import decompose_mc
 
-    return decompose_mc(m, pol, 3, n=200, seed=seed, check=False, jobs=1,
-                        pair=pair).intervals(0.05)["C"]
+    return decompose_mc(m, pol, 3, n=200, seed=seed, check=False, jobs=1, pair=pair)
 
 
 def _table(rows: list[dict]) -> str:
@@ -281,8 +355,8 @@ def _gate_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--study", nargs="+", default=["mc", "lambda", "logs", "pairs", "paired", "gate"],
-                    choices=["mc", "lambda", "logs", "pairs", "paired", "gate"])
+    studies = ["mc", "lambda", "logs", "logs-lambda", "pairs", "paired", "gate"]
+    ap.add_argument("--study", nargs="+", default=studies, choices=studies)
     ap.add_argument("--seeds", type=int, default=500)
     ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     ap.add_argument("--quick", action="store_true", help="fewer cases and seeds (smoke run)")
@@ -297,12 +371,19 @@ def main(argv: list[str] | None = None) -> None:
                  for p in ("threshold:0.5", "stochastic") for n in ns for T in Ts]
         rows += study_mc(seeds, cases)
     if "lambda" in args.study:
-        cases = [(st, "stochastic", n, 5) for st in args.settings
+        cases = [(st, p, n, 5) for st in args.settings for p in ("stochastic", "threshold:0.5")
                  for n in ((500,) if args.quick else (200, 1000, 5000))]
         rows += study_lambda(min(seeds, 300), cases)
     if "logs" in args.study:
         cases = [(300, 5)] if args.quick else [(300, 5), (1000, 5), (1000, 20)]
         rows += study_logs(min(seeds, 300), cases)
+    if "logs-lambda" in args.study:
+        cases = [("lending-harder", "stochastic", 5000, 5)] if args.quick else [
+            (st, p, n, 5) for st, p in (("lending-1", "soft-threshold"),
+                                        ("lending-harder", "soft-threshold"),
+                                        ("lending-harder", "stochastic"))
+            for n in (5000, 20_000) if st in args.settings]
+        rows += study_logs_lambda(min(seeds, 200), cases)
     if "paired" in args.study:
         rows += study_paired(min(seeds, 400), [
             ("lending-1", "threshold:0.5", "stochastic", 200, 5),

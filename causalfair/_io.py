@@ -24,7 +24,7 @@ from typing import Any
 from causalfair._version import __version__
 from causalfair.errors import InputError, OutputError
 
-__all__ = ["escape_chars", "csv_text", "atomic_write_bytes", "atomic_write_text", "write_folder",
+__all__ = ["escape_chars", "csv_text", "fixed", "atomic_write_bytes", "atomic_write_text", "write_folder",
            "check_output_file", "check_distinct_outputs",
            "MANIFEST", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
            "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
@@ -390,3 +390,11 @@ def csv_text(text: str) -> str:
 
 
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def fixed(x: float, digits: int = 6, *, sign: bool = False, width: int = 0) -> str:
+    """How the text outputs print a number: ``digits`` decimals (``sign``: a leading + on
+    non-negative values; ``width``: right-aligned), and never a negative zero: a value
+    that rounds to zero, such as rounding noise of -4.4e-16, prints as 0.000000 (+0.000000
+    with ``sign``; Python's "z" format option), as the report and its sentences print it."""
+    return format(float(x), f"{'+' if sign else ''}z{width or ''}.{digits}f")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SETTINGS", "BENEFIT_N", "EXPORT_KINDS", "Algorithm", "REGISTRY", "names", "get",
-           "PPO_ALGORITHMS", "POPULATION", "SWEEP_ALGORITHMS"]
+__all__ = ["SETTINGS", "BENEFIT_N", "EXPORT_KINDS", "REPLICATOR_SYSTEMS", "Algorithm",
+           "REGISTRY", "names", "get", "PPO_ALGORITHMS", "POPULATION", "SWEEP_ALGORITHMS"]
 
 #: The lending settings' ids (the lending model's three settings, lending.md section A).
 SETTINGS = ("lending-1", "lending-2", "lending-3")
@@ -25,6 +25,11 @@ BENEFIT_N = 20_000
 
 #: What ``causalfair export KIND`` writes (the keys of causalfair.report.export.EXPORTS).
 EXPORT_KINDS = ("annex-iv", "ll144")
+
+#: The built-in replicator systems, where r-td3 and l-ucbfair train: the ids of
+#: ``causalfair.systems.builtin.BUILTINS`` whose factory is in
+#: ``causalfair.systems.replicator`` (a test keeps the two the same).
+REPLICATOR_SYSTEMS = ("replicator-1", "replicator-binding")
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class Algorithm:
 
 
 _ANY = "any system"
+_REPLICATORS = f"replicator dynamics ({', '.join(REPLICATOR_SYSTEMS)})"
 _SIGNALS = ("systems reporting supply and demand (attention, infectious) and the lending "
             "settings (lending-1, -2, -3)")
 
@@ -68,10 +74,8 @@ REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
               retrain=False),
     Algorithm("elbert-po", "ppo", _SIGNALS, lending=True, generic=True, fair_advantage=True),
     Algorithm("exact", "repair", "systems with a tabular model"),
-    Algorithm("r-td3", "population", "replicator dynamics (replicator-1, replicator-binding)",
-              retrain=False),
-    Algorithm("l-ucbfair", "population", "replicator dynamics (replicator-1, replicator-binding)",
-              retrain=False),
+    Algorithm("r-td3", "population", _REPLICATORS, retrain=False),
+    Algorithm("l-ucbfair", "population", _REPLICATORS, retrain=False),
     Algorithm("ppo-lag", "ppo", "any system other than the lending settings", cli=False,
               runs_as="ppo-c"),
 )}

@@ -288,16 +288,16 @@ def open_zip(src: str | os.PathLike[str] | IO[bytes], where: str, error: ErrorTy
                     f"{_first_line(exc)}).") from None
 
 
-def check_zip_sizes(src: str | os.PathLike[str] | IO[bytes], where: str, error: ErrorType,
-                    *, factor: float = 1.0, fix: str = "") -> None:
+def check_zip_sizes(src: str | os.PathLike[str] | IO[bytes], where: str,
+                    error: ErrorType) -> None:
     """Refuse the archive at ``src`` (as :func:`open_zip` does, and) when its members
-    declare more bytes uncompressed, times ``factor``, than ``CAUSALFAIR_MAX_MEMORY``
-    allows: a check before a reader that inflates every member (``torch.load``; a
-    deflated member of zeros inflates a thousandfold) is called on it."""
+    declare more bytes uncompressed than ``CAUSALFAIR_MAX_MEMORY`` allows: a check
+    before a reader that inflates every member (``torch.load``; a deflated member of
+    zeros inflates a thousandfold) is called on it."""
     with open_zip(src, where, error) as zf:
         declared = sum(i.file_size for i in zf.infolist())
-    check_memory(factor * declared, f"{where}: {format_bytes(declared)} uncompressed",
-                 fix or "use a smaller file")
+    check_memory(declared, f"{where}: {format_bytes(declared)} uncompressed",
+                 "use a smaller file")
 
 
 def read_member(zf: zipfile.ZipFile, name: str, where: str, error: ErrorType, *,

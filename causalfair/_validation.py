@@ -9,14 +9,18 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._simultaneous import pair_z
 from causalfair._version import __version__
-from causalfair.errors import InputError, ModelError
+from causalfair.errors import InputError, ModelError, short
 
-__all__ = ["ENGINES", "check_alpha", "check_horizon", "check_int", "check_keywords", "check_names",
-           "check_engine", "engine_for", "z_quantile", "did_you_mean", "unknown_key"]
+__all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_horizon", "check_int", "check_keywords",
+           "check_names", "check_engine", "check_weights", "engine_for", "z_quantile",
+           "did_you_mean", "unknown_key"]
 
 #: The engines of a decomposition: the system's choice, exact or Monte Carlo.
 ENGINES = ("auto", "exact", "mc")
+#: How Lambda weighs states: by visitation over the horizon, or by the initial distribution.
+WEIGHTS = ("visitation", "initial")
 
 
 def check_horizon(horizon: Any) -> int:
@@ -116,19 +120,33 @@ def check_alpha(alpha: Any) -> float:
 
 
 def z_quantile(alpha: float) -> float:
-    """The two-sided normal quantile z_{1 - alpha/2}."""
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(1.0 - check_alpha(alpha) / 2.0)
+    """The two-sided normal quantile z_{1 - alpha/2} (:func:`causalfair._simultaneous.pair_z`,
+    the one home of the normal quantile, with m = 1), ``alpha`` checked."""
+    return pair_z(check_alpha(alpha))
 
 
 def check_engine(engine: Any, field: str = "engine", error: type[Exception] = InputError) -> str:
     """``engine``, one of :data:`ENGINES`, or ``error`` naming ``field`` and the allowed
     values."""
     if not isinstance(engine, str) or engine not in ENGINES:
-        raise error(f"{field}: bad value {str(engine)[:40]!r}; allowed values: "
+        raise error(f"{field}: bad value {short(engine, 40)}; allowed values: "
                     f"{', '.join(ENGINES)}.")
     return engine
+
+
+def check_weights(weights: Any, engine: str = "exact") -> str:
+    """``weights`` (how Lambda weighs states, :data:`WEIGHTS`) for ``engine``, or one
+    ModelError naming the value, whichever door it came through (cf.decompose,
+    cf.benefit_fairness, its ``horizon_benefit``): by forks (``engine`` "mc") only
+    "visitation" applies."""
+    if not isinstance(weights, str) or weights not in WEIGHTS:
+        raise ModelError(f"weights: unknown value {short(weights, 40)}; allowed values: "
+                         f"{', '.join(WEIGHTS)}.")
+    if engine == "mc" and weights != "visitation":
+        raise ModelError(f"weights: bad value {weights!r}; by forks (the Monte Carlo engine) "
+                         "Lambda weighs states by visitation (\"visitation\", the default); "
+                         f"{weights!r} needs the exact engine (a tabular model).")
+    return weights
 
 
 def engine_for(system: Any, engine: str = "auto", *, field: str = "engine",

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START
 from causalfair._usercode import user_modules
-from causalfair.errors import InputError
+from causalfair.errors import InputError, short
 from causalfair.workers import (
     Done,
     TaskError,
@@ -64,7 +64,7 @@ def check_timeout(value: Any, field: str) -> float | None:
     except OverflowError:  # an int too large for a float
         ok = False
     if not ok:
-        raise InputError(f"{field}: bad value {str(value)[:80]!r}; give a number of seconds > 0, "
+        raise InputError(f"{field}: bad value {short(value)}; give a number of seconds > 0, "
                          "e.g. 600.")
     return float(value)
 
@@ -137,7 +137,7 @@ def check_address(address: Any, field: str = "--address") -> tuple[str, int] | N
         return None
     m = re.fullmatch(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})", text or "")
     if m is None or not 1 <= int(m.group(2)) <= 65535:
-        raise InputError(f"{field}: bad value {str(address)[:80]!r}; expected {_ADDRESS_FORMS} "
+        raise InputError(f"{field}: bad value {short(address)}; expected {_ADDRESS_FORMS} "
                          "(e.g. 127.0.0.1:6379, the address `ray start --head` prints).")
     return m.group(1).strip("[]"), int(m.group(2))
 
@@ -369,10 +369,11 @@ def resolve_jobs(value: Any = "auto", field: str = "jobs") -> int:
     (:func:`available_cores`); anything else is an :class:`InputError` naming ``field``."""
     if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
         return available_cores()
+    given = value  # echoed as given: 0, or '0' typed on the command line
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{field}: bad value {str(value)[:40]!r}; give a whole number >= 1 or "
+        raise InputError(f"{field}: bad value {short(given, 40)}; give a whole number >= 1 or "
                          "'auto' (the cores this process may use).")
     return value
 
@@ -477,7 +478,7 @@ def resolve_device(value: Any = "cpu", field: str = "--device", *, grid: bool = 
     if text == "cpu":
         return "cpu"
     if text not in DEVICES and not re.fullmatch(r"cuda:\d{1,3}", text):
-        raise InputError(f"{field}: bad value {str(value)[:40]!r}; allowed values: cpu, cuda, "
+        raise InputError(f"{field}: bad value {short(value, 40)}; allowed values: cpu, cuda, "
                          "cuda:N, auto.")
     if text == "auto" and grid:
         return "cpu"

@@ -503,6 +503,14 @@ class TemporalGraph:
         written there atomically."""
         return graph_render.to_json(self, path)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The graph as a JSON-safe dict, what :meth:`to_json` writes: its attributes,
+        ``nodes`` (``{"id": ..., "kind": ..., "t": ..., ...}``: ``kind`` is the node's role,
+        one of :data:`NODE_KINDS`) and ``edges`` (sorted
+        ``[source, target]`` pairs; an edge's role is its two nodes' kinds, as
+        :meth:`to_frame` lists them)."""
+        return graph_render.to_dict(self)
+
     def to_frame(self) -> pd.DataFrame:
         """The edges as a pandas DataFrame: source, target, source_kind, target_kind."""
         return graph_render.to_frame(self)

@@ -166,17 +166,22 @@ def to_gml(tg: UnrolledGraph, path: str | os.PathLike[str] | None = None) -> str
     return text
 
 
+def to_dict(tg: UnrolledGraph) -> dict[str, Any]:
+    """The JSON form of ``tg`` (:meth:`causalfair.graph.TemporalGraph.to_dict`): the graph's
+    attributes, ``nodes`` (each ``{"id": ..., **attributes}``, natural order; ``kind`` is
+    the node's role) and ``edges`` (``[source, target]`` pairs, sorted)."""
+    g = tg.graph
+    return {"format": "causalfair-temporal-graph", "version": 1, **g.graph,
+            "nodes": [{"id": n, **g.nodes[n]} for n in tg.nodes()],
+            "edges": [list(e) for e in tg.edges()]}
+
+
 def to_json(tg: UnrolledGraph, path: str | os.PathLike[str] | None = None) -> str:
-    """JSON text of ``tg`` (:meth:`causalfair.graph.TemporalGraph.to_json`): the graph's
-    attributes, ``nodes`` (each ``{"id": ..., **attributes}``, natural order) and
-    ``edges`` (``[source, target]`` pairs, sorted); written to ``path`` atomically."""
+    """JSON text of ``tg`` (:meth:`causalfair.graph.TemporalGraph.to_json`): :func:`to_dict`,
+    written to ``path`` atomically."""
     import json
 
-    g = tg.graph
-    doc = {"format": "causalfair-temporal-graph", "version": 1, **g.graph,
-           "nodes": [{"id": n, **g.nodes[n]} for n in tg.nodes()],
-           "edges": [list(e) for e in tg.edges()]}
-    text = json.dumps(doc, indent=1) + "\n"
+    text = json.dumps(to_dict(tg), indent=1) + "\n"
     if path is not None:
         atomic_write_text(path, text)
     return text

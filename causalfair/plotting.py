@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._io import fixed
 from causalfair.errors import InputError
 
 __all__ = ["new_figure", "wrap", "waterfall", "benefit_scatter", "benefit_actions",
@@ -95,15 +96,17 @@ def waterfall(dec: Any, alpha: float = 0.05, unit: str = "gain units", *, ax: An
         if k != "C":
             ax.plot([i + 0.3, i + 0.7], [base + v, base + v], color="#777777", lw=0.8, ls=":")
             start += v
-        label = f"{k}: {words[k]}\n{v:+.4f}"
+        label = f"{k}: {words[k]}\n{fixed(v, 4, sign=True)}"
         if not exact:
-            label += f"\n[{lo:+.4f}, {hi:+.4f}]"
+            label += f"\n[{fixed(lo, 4, sign=True)}, {fixed(hi, 4, sign=True)}]"
         ticks.append(label)
         data[k] = {"estimate": v, "ci_lower": lo, "ci_upper": hi, "bottom": base}
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(range(4), ticks, fontsize=8)
     ax.set_ylabel(wrap(f"gap, {ga} minus {gb} ({unit})", 44), fontsize=8)
     how = "exact: no sampling error" if exact else f"error bars: {level}% confidence intervals"
+    m = getattr(dec, "simultaneous", 1)  # a data-chosen pair: simultaneous over m pairs
+    how += "" if exact or m == 1 else f", simultaneous over the {m} pairs (Bonferroni)"
     ax.set_title(wrap(f"C = SPE + IPE + DPE over T = {dec.horizon} decisions; positive favours "
                       f"{ga}, negative favours {gb} ({how})", 110), fontsize=9)
     return fig, {"effects": data, "exact": exact, "ci_level": level, "pair": [ga, gb]}

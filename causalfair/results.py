@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._io import fixed
+from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._texttable import frame_text
 from causalfair._validation import check_alpha, check_int, z_quantile
-from causalfair.errors import InputError, ModelError
+from causalfair.errors import InputError, ModelError, short
 from causalfair.plotting import (
     benefit_actions,
     benefit_scatter,
@@ -72,7 +74,12 @@ class Decomposition:
     system that declares departed levels, those present); the selection rates of
     audit.json's ``selection`` come from them. ``gain_unit``: the unit of the system's gain
     (``System.gain.unit``, set by :func:`causalfair.decompose`), the axis unit of
-    :meth:`plot`; None when not known.
+    :meth:`plot`; None when not known. ``simultaneous``: m, the pairs the compared pair
+    was chosen from (the default pair of more than two groups, picked from these estimates:
+    m = G(G-1)/2; named or two groups: 1); with m > 1 the intervals of C, DPE, IPE and SPE
+    are simultaneous over the m pairs (Bonferroni, z_{1 - alpha/(2m)};
+    :mod:`causalfair._simultaneous`), so that they cover the chosen pair's true values at
+    level 1 - alpha whichever pair the data picked.
     """
 
     engine: str
@@ -99,6 +106,7 @@ class Decomposition:
     benefit: Any = None
     decisions: Any = None
     gain_unit: str | None = None  # the system's (Gain.unit), for figures; None: not known
+    simultaneous: int = 1  # m: the compared pair was chosen from m pairs (Bonferroni over them)
 
     # -------------------------------------------------------------- the four figures
     def _gap(self, v: np.ndarray) -> float:
@@ -161,10 +169,14 @@ class Decomposition:
     def intervals(self, alpha: float = 0.05) -> dict[str, tuple[float, float]]:
         """(1 - alpha) normal-approximation interval (lower, upper) per quantity (the keys
         of :meth:`estimates`); exact results have zero-width intervals. No pandas: what a
-        training worker's audits read (:meth:`conf_int` is its table)."""
+        training worker's audits read (:meth:`conf_int` is its table). C, DPE, IPE and SPE
+        of a pair chosen from the data (:attr:`simultaneous` m > 1): simultaneous over the m
+        pairs, z_{1 - alpha/(2m)} (:func:`causalfair._simultaneous.pair_z`)."""
         z = z_quantile(alpha)
+        zc = z if self.simultaneous == 1 else pair_z(alpha, self.simultaneous)
         se = self.se or {}
-        return {k: (v - z * se.get(k, 0.0), v + z * se.get(k, 0.0))
+        return {k: (v - (zc if k in _EFFECTS else z) * se.get(k, 0.0),
+                    v + (zc if k in _EFFECTS else z) * se.get(k, 0.0))
                 for k, v in self.estimates().items()}
 
     def conf_int(self, alpha: float = 0.05) -> Any:
@@ -188,7 +200,7 @@ class Decomposition:
         import pandas as pd
 
         if not isinstance(pair_level, (bool, np.bool_)):
-            raise InputError(f"pair_level: bad value {str(pair_level)[:40]!r}; give True (index "
+            raise InputError(f"pair_level: bad value {short(pair_level, 40)}; give True (index "
                              "(pair, quantity)) or False (index quantity).")
 
         est = self.estimates()
@@ -360,6 +372,8 @@ class Decomposition:
         if se is not None:
             out["se"] = {k: float(v) for k, v in se.items()}
             out["ci95"] = {k: [float(lo), float(hi)] for k, (lo, hi) in self.intervals().items()}
+            if self.simultaneous > 1:  # ci95's C, DPE, IPE, SPE: over the pairs it was chosen from
+                out["simultaneous"] = simultaneous_dict(self.simultaneous, 0.05)
         if self.notions:
             out["notions"] = {k: float(v) for k, v in self.notions.items()}
         if self.n is not None:
@@ -383,27 +397,39 @@ class Decomposition:
         ci = self.intervals(alpha) if self.se else None  # (conf_int's numbers, no pandas)
         for k in _EFFECTS:
             v = getattr(self, k)
-            row = f"  {k:<4} = {v:+.6f}"
+            row = f"  {k:<4} = {fixed(v, sign=True)}"
             if ci is not None:
-                row += f"   {100 * (1 - alpha):g}% CI [{ci[k][0]:+.6f}, {ci[k][1]:+.6f}]"
+                row += (f"   {100 * (1 - alpha):g}% CI [{fixed(ci[k][0], sign=True)}, "
+                        f"{fixed(ci[k][1], sign=True)}]")
             lines.append(row)
+        if ci is not None and self.simultaneous > 1:
+            lines.append(f"  {self.simultaneous_note(alpha)}")
         if self._lambda_line():
             lines.append(f"  {self._lambda_line()}")
-        lines.append(f"  utility = {self.total_utility:+.6f}  (expected reward, population-weighted)")
+        lines.append(f"  utility = {fixed(self.total_utility, sign=True)}  (expected reward, "
+                     "population-weighted)")
         w = max(10, *(len(str(g)) for g in self.groups))  # long group names keep the columns
         lines += ["", f"  {'group':<{w}}{'V^pi':>12}{'V^PS':>12}{'V^pi0':>12}{'direct':>12}"
                       f"{'indirect':>12}"]
         for i, g in enumerate(self.groups):
             lines.append(
-                f"  {g:<{w}}{self.V[i]:>12.6f}{self.V_ps[i]:>12.6f}{self.V_0[i]:>12.6f}"
-                f"{self.V[i] - self.V_ps[i]:>12.6f}{self.V_ps[i] - self.V_0[i]:>12.6f}"
-            )
+                f"  {g:<{w}}" + "".join(fixed(v, width=12) for v in (
+                    self.V[i], self.V_ps[i], self.V_0[i], self.V[i] - self.V_ps[i],
+                    self.V_ps[i] - self.V_0[i])))
         if self.diagnostics:
             worst = max(abs(v) for v in self.diagnostics.values())
             status = "ok" if self.diagnostics_ok else "VIOLATED"
             lines += ["", f"  identities ({', '.join(self.diagnostics)}): {status}, "
                           f"largest residual {worst:.2e}"]
         return "\n".join(lines)
+
+    def simultaneous_note(self, alpha: float = 0.05) -> str:
+        """The sentence on a data-chosen pair's intervals
+        (:func:`causalfair._simultaneous.simultaneous_sentence`); "" when there is none to
+        say (a named pair, two groups, no standard errors)."""
+        if self.simultaneous == 1 or not self.se:
+            return ""
+        return simultaneous_sentence(self.pair_name, self.simultaneous, alpha)
 
     def _lambda_line(self) -> str:
         """Lambda with its interval (Monte Carlo), or why a Monte Carlo result has none."""
@@ -450,11 +476,12 @@ class Decomposition:
             f"C = DPE + IPE + SPE: the gap in expected total gain, {self.groups[a]} minus "
             f"{self.groups[b]} (positive favours {self.groups[a]}); DPE the decisions' direct "
             f"effect, IPE their delayed effect, SPE the gap without decisions"
-            + ("" if not self.se else "; intervals at 95%") + ".")
+            + ("" if not self.se else "; intervals at 95%") + "."
+            + (f" {self.simultaneous_note()}" if self.simultaneous_note() else ""))
         lam = self._lambda_line()
         lam_html = f"<p>{html.escape(lam)}</p>" if lam else ""
         return (f"<div><strong>{title}</strong>"
-                f"{df.to_html(float_format=lambda x: f'{x:.6f}')}{lam_html}"
+                f"{df.to_html(float_format=fixed)}{lam_html}"
                 f"<p style='font-size:0.85em;color:#57606a'>{caption}</p></div>")
 
 
@@ -663,7 +690,7 @@ class BenefitResult:
         n_worst = check_int("n_worst", n_worst, 0)
         unit = unit or self.gain_unit or "gain units"
         if action is not None and (not self.multi or action not in self.actions):
-            raise InputError(f"action: bad value {str(action)[:40]!r}; "
+            raise InputError(f"action: bad value {short(action, 40)}; "
                              + (f"allowed values: {', '.join(map(str, self.actions))}."
                                 if self.multi else "only a result with more than two actions "
                                 "draws one panel per action; leave action out."))
@@ -699,6 +726,7 @@ class BenefitResult:
             "eps": self.eps,
             "eps_source": self.eps_source,
             "weights": self.weights,
+            "pair": [self.groups[self.pair[0]], self.groups[self.pair[1]]],  # as Decomposition's
             "DPE_prop1": self.dpe_prop1,
             **({"method": self.method, "se": self.se,
                 "ci": None if self.ci is None else list(self.ci), "ci_level": self.ci_level,
@@ -716,7 +744,7 @@ class BenefitResult:
             f"{self.notion} = {self.Lambda:.6f}{ci} (eps = {self.eps:g} in the "
             f"gain's units, {self.eps_source}; P(x | s) = {self.weights}"
             + (f"; Monte Carlo by forks, pairs of {self.cells})" if self.method == "mc" else ")"),
-            f"DPE (Proposition 1 form) = {self.dpe_prop1:+.6f}",
+            f"DPE (Proposition 1 form) = {fixed(self.dpe_prop1, sign=True)}",
             f"Worst pairs: not shown: {self.no_pairs_note()}" if not self.shares_meaningful else
             "Worst pairs:\n" + self._worst_text(n_worst),
         ]

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from causalfair._io import fixed
 from causalfair.errors import InputError
 
 __all__ = [
@@ -135,13 +136,6 @@ def overall_verdict(statuses: Sequence[str]) -> str:
     if INCONCLUSIVE in statuses:
         return INCONCLUSIVE
     return PASS
-
-
-def fixed(x: float) -> str:
-    """``x`` with six decimals, a value that rounds to zero without a sign (``0.000000``,
-    never ``-0.000000``): how the console's tables print numbers."""
-    text = f"{x:.6f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 @dataclass(frozen=True)

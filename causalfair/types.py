@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import PolicyError, as_numbers
+from causalfair.errors import PolicyError, as_numbers, short
 
 __all__ = ["Observation", "StepResult", "check_probs", "check_rows", "ROW_TOL"]
 
@@ -54,7 +54,7 @@ def check_probs(p: Any, n: int, where: str, obs: Observation | None = None) -> n
     try:
         arr = np.asarray(p, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
-        raise PolicyError(f"{where}: returned {type(p).__name__} {str(p)[:40]!r}, not numbers; "
+        raise PolicyError(f"{where}: returned {type(p).__name__} {short(p, 40)}, not numbers; "
                           f"return one P(d1) per observation, an array of shape ({n},).") from None
     if arr.shape[0] != n and np.ndim(p) == 2 and np.shape(p)[0] == n:
         raise PolicyError(f"{where}: returned shape {np.shape(p)}, {np.shape(p)[1]} columns per "

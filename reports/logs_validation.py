@@ -187,11 +187,12 @@ def main() -> None:
         "Lambda: the thresholded (pre-test) estimator, the default of `audit_logs`: "
         "a pair's benefit gap Delta(x,s+) - Delta(x',s-) (and policy gap "
         "pi(d1|x,s+) - pi(d1|x',s-)) is set to 0 where it is within c_n = sqrt(log n) "
-        "bootstrap standard errors of 0, with the same mask in every replicate; its "
-        "interval is the hull (union) of the thresholded interval and the plug-in "
-        "interval. Lambda (thresholded alone): the same estimate with the thresholded "
-        "interval only. Lambda (plug-in): the plug-in estimator "
-        "(`lambda_estimator=\"plugin\"`) and its interval, from the same replicates.",
+        "bootstrap standard errors of 0, and every replicate runs the same test on its "
+        "own gaps; its interval is the hull (union) of the thresholded interval and the "
+        "plug-in interval. Lambda (thresholded alone): the same estimate with the "
+        "thresholded interval only. Lambda (plug-in): the plug-in estimator "
+        "(`lambda_estimator=\"plugin\"`) and its interval, from the same replicates "
+        "(the plug-in's replicates are linear in the benefit gaps: docs/logs.md).",
         "",
         "Pre-test: mean number of pair gaps set to 0 per repetition. In the true model "
         f"{int(zero_gap_true.sum())} of {zero_gap_true.size} benefit gaps are exactly 0 "

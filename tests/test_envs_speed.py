@@ -1,8 +1,9 @@
 """The seeds' simulator steps made faster (issue 28, item 4) give the same arrays, bit for
 bit and dtype for dtype, as the steps they replaced, which benchmarks/bench_envs.py keeps
 as its baselines (loaded from there): the lending simulator's step (fewer temporaries),
-the tabular simulator's (one lookup for the gain), the attention placement (flat indices)
-and its Poisson inverse CDF (sums in place on the entries still counting). Several seeds,
+the tabular simulator's (one lookup for the gain), the attention placement (flat indices),
+its Poisson inverse CDF (sums in place on the entries still counting) and the infectious
+step (its sparse path once few members are susceptible). Several seeds,
 groups (one, or mixed), sizes (n = 1, and n that is no multiple of any block), decisions
 (all baseline, mixed, all d1), noise (64-bit words and float uniforms), and tables capped
 so that many uniforms fall back to counting."""
@@ -228,3 +229,86 @@ def test_attention_step_is_unchanged_over_an_episode() -> None:
             runs.append(out)
         for a, b in zip(*runs, strict=True):
             _same(a, b, sid)
+
+
+# ------------------------------------------------------------------ infectious disease
+def _infectious_episode(sim: Any, n: int, seed: int, vaccinate: str, old: bool
+                        ) -> list[np.ndarray]:
+    """Every array of an episode (burn-in included) of ``n`` replicas: next health,
+    reward, gain, supply and demand of each step, and what the generator draws next."""
+    from contextlib import nullcontext
+
+    with OLD.old_infectious() if old else nullcontext():
+        rng = np.random.default_rng(seed)
+        state = sim.reset(n, None, rng)
+        out = [state.health]
+        U = sim.units
+        for _ in range(20):
+            if vaccinate == "one":  # one member per replica, as the environments give
+                d = np.zeros(n * U, dtype=bool)
+                d[np.arange(n) * U + rng.integers(0, U, n)] = True
+            else:
+                d = rng.random(n * U) < {"none": 0.0, "some": 0.3, "all": 1.0}[vaccinate]
+            res = sim.step(state, d, sim.draw_noise(n * U, rng))
+            out += [res.state.health, res.reward, res.gain, res.info["supply"],
+                    res.info["demand"]]
+            state = res.state
+        out.append(rng.random(3))  # the same random numbers consumed
+        return out
+
+
+@pytest.mark.parametrize("blocks", [None, (3, 5)])
+@pytest.mark.parametrize("few", [None, 0.0, 1.0])
+@pytest.mark.parametrize("loss", [0.0, 0.2])
+def test_infectious_step_is_the_old_step(monkeypatch: Any, few: float | None, loss: float,
+                                         blocks: tuple[int, int] | None) -> None:
+    """The block step with its sparse path (few susceptible members: recovery and loss by
+    one comparison each, infection by each susceptible member's neighbours) gives the
+    old block step's arrays over whole episodes: the default switch, the matrix product
+    always (0) and the sparse path always (1); the default blocks and blocks of 3 and 5
+    graphs; no replica, one, several blocks and a short last block; no vaccine, one per replica, 30% of members, everyone; one and
+    several members infected at the start, with and without the burn-in step."""
+    from causalfair.systems import infectious as inf
+
+    if few is not None:
+        monkeypatch.setattr(inf, "_FEW_SUSCEPTIBLE", few)
+    if blocks is not None:
+        monkeypatch.setattr(inf, "_BLOCK_REPLICAS", blocks[0])
+        monkeypatch.setattr(inf, "_SPARSE_BLOCK_REPLICAS", blocks[1])
+    for case, (n, vaccinate) in enumerate([(0, "one"), (1, "one"), (2, "none"), (7, "all"),
+                                           (300, "some"), (2500, "one")]):
+        for burn_in, initial in ((1, (0,)), (0, (0, 33, 5))):
+            sim = inf.InfectiousSimulator(0.5, 0.005, loss, burn_in, initial)
+            seed = 10 * case + burn_in
+            new = _infectious_episode(sim, n, seed, vaccinate, old=False)
+            old = _infectious_episode(sim, n, seed, vaccinate, old=True)
+            for i, (a, b) in enumerate(zip(new, old, strict=True)):
+                _same(a, b, f"infectious n={n} {vaccinate} array {i}")
+    # by default both paths run: the first steps have many susceptible members, the last few
+    sim = inf.InfectiousSimulator(0.5, 0.005, loss, 1, (0,))
+    health = _infectious_episode(sim, 600, 1, "one", old=False)[1::5]
+    share = [(h == inf.SUS).mean() for h in health]
+    assert share[0] > 0.1 and share[-1] < 0.01  # switch at 1/32 by default
+
+
+def test_vectorised_infectious_env_is_the_old_env() -> None:
+    """``VecInfectiousEnv`` (infectious-1 and infectious-harder) over an episode: health,
+    rewards and counts as with the old block step (bench_envs's baseline)."""
+    from contextlib import nullcontext
+
+    from causalfair.systems.gym.infectious import VecInfectiousEnv
+
+    runs: list[list[np.ndarray]] = []
+    for old in (False, True):
+        runs.append([])
+        for harder in (False, True):
+            env = VecInfectiousEnv(777, harder=harder)
+            rng = np.random.default_rng(11)
+            with OLD.old_infectious() if old else nullcontext():
+                runs[-1].append(env.reset(rng).copy())
+                for _ in range(20):
+                    health, reward, _, _, info = env.step(rng.integers(0, 35, 777))
+                    runs[-1] += [health.copy(), reward, info["newly_infected"],
+                                 info["infected"]]
+    for i, (a, b) in enumerate(zip(*runs, strict=True)):
+        _same(a, b, f"VecInfectiousEnv array {i}")

@@ -66,7 +66,7 @@ def test_horizon_n_is_checked(folder):
     with pytest.raises(SpecError, match=r"\[benefit\] horizon_n: bad value 1; allowed values: an "
                                         r"integer >= 2"):
         load_spec(folder / "b.toml")
-    with pytest.raises(CausalfairError, match=r"GiB of memory, over the limit"):
+    with pytest.raises(CausalfairError, match=r"[GT]iB of memory, over the limit"):
         _audit(folder, 500, "horizon_n = 1000000000\n")
 
 

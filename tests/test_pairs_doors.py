@@ -117,6 +117,8 @@ def test_the_monte_carlo_system_door_gives_every_pair_with_its_interval(tri, cap
                                                                          "C-A")
     assert (pairs["reference"], pairs["ci_level"], pairs["engine"]) == ("A", 0.95, "mc")
     z = 1.959963984540054
+    z3 = 2.393979799818510  # the compared (data-chosen) pair: simultaneous over 3 pairs
+    assert pairs["simultaneous"]["pair"] == "C-A" and pairs["simultaneous"]["pairs"] == 3
     g, se = doc["groups"], doc["se"]
     for name, (a, b) in PAIRS.items():
         ga, gb = "ABC"[a], "ABC"[b]
@@ -124,7 +126,8 @@ def test_the_monte_carlo_system_door_gives_every_pair_with_its_interval(tri, cap
         assert c["estimate"] == pytest.approx(g[ga]["V"] - g[gb]["V"], abs=1e-12)
         s = math.hypot(se[f"V[{ga}]"], se[f"V[{gb}]"])  # independent groups
         assert c["se"] == pytest.approx(s, rel=1e-9)
-        assert c["ci_lower"] == pytest.approx(c["estimate"] - z * s, rel=1e-6)
+        zz = z3 if name == "C-A" else z
+        assert c["ci_lower"] == pytest.approx(c["estimate"] - zz * s, rel=1e-6)
     # the compared pair's row is the decomposition's C, its interval flipped
     c = pairs["values"]["C-A"]["C"]
     assert c["estimate"] == pytest.approx(-doc["C"], abs=1e-12)
@@ -133,7 +136,7 @@ def test_the_monte_carlo_system_door_gives_every_pair_with_its_interval(tri, cap
     header, rows, closing, _ = _table(text)
     assert "95% normal intervals, estimate +- z * sqrt(se_X^2 + se_Y^2)" in header
     assert float(rows["C-A"][0]) == pytest.approx(c["estimate"], abs=1e-6)
-    assert "chosen from these same estimates" in closing and "covers less than its level" \
+    assert "chosen from these same estimates" in closing and "simultaneous over the 3 pairs" \
         in closing and "--pair A-B" in closing
 
 
@@ -159,7 +162,8 @@ def test_the_log_door_prints_the_same_table_after_the_decomposition(tri, capsys)
     assert "bootstrap sd of the pair over the replicates" in header
     assert list(rows) == list(PAIRS) and "compared above" in " ".join(
         " ".join(r[8:]) for r in rows.values())
-    assert "chosen from these same estimates" in closing and "covers less" in closing
+    assert "chosen from these same estimates" in closing and "simultaneous over the 3 pairs" \
+        in closing
     system = _run(capsys, "--system", "pairs_doors_tri:make", "--policy",
                   "pairs_doors_tri:policy")
     assert _table(system)[0].split("; ")[:2] == header.split("; ")[:2]  # one header

@@ -84,12 +84,22 @@ def test_a_named_pair_is_marked_and_said_named(tmp_path):
     assert any("named in the spec" in x for x in lines)
 
 
-def test_monte_carlo_default_pair_says_its_interval_covers_less(tmp_path):
+def test_monte_carlo_default_pair_says_its_intervals_are_simultaneous(tmp_path):
+    """The default pair of three groups under Monte Carlo: audit.json says its intervals are
+    simultaneous over the 3 pairs; the report and the card say the command line's sentence
+    (tests/test_pairs_honest.py)."""
+    from causalfair._simultaneous import simultaneous_sentence
+
     res, doc = _audit(tmp_path, 'kind = "mc"\nn = 200\nseed = 1')
     assert doc["pairs"]["compared_by"] == "largest_abs_C"
+    assert doc["pairs"]["simultaneous"]["pairs"] == 3
+    assert doc["decomposition"]["simultaneous"]["pairs"] == 3
+    (tmp_path / "audit.json").write_text(json.dumps(doc), encoding="utf-8")
+    assert schema_errors(tmp_path / "audit.json", "audit") == []
+    sentence = simultaneous_sentence(doc["pairs"]["compared"], 3, 0.05)
     tab = _pairs_tab(res, doc)
-    assert "covers less than its level" in tab
-    assert any("covers less than its level" in x for x in pairs_lines(doc))
+    assert sentence in tab and "covers less" not in tab
+    assert any(sentence in x for x in pairs_lines(doc))
 
 
 def test_without_the_keys_the_card_reads_as_before():
@@ -114,12 +124,15 @@ kind = "exact"
 """
 
 
-def test_a_two_group_audit_with_a_reference_reads_as_before(tmp_path):
+def test_a_two_group_audit_with_a_reference_says_its_pair(tmp_path):
+    """Two groups with a pairs section (a reference named): audit.json says compared and
+    compared_by, as decompose --logs --json does, and the report marks the row."""
     (tmp_path / "two.toml").write_text(TWO, encoding="utf-8")
     res = cf.audit(tmp_path / "two.toml")
     doc = json.loads(json.dumps(res.to_dict()))
-    assert set(doc["pairs"]) == {"worst", "reference_pairs", "values"}
+    assert set(doc["pairs"]) == {"worst", "reference_pairs", "values", "compared", "compared_by"}
+    assert doc["pairs"]["compared_by"] == "first_minus_second"
+    assert doc["pairs"]["compared"] == res.decomposition.pair_name
     tab = _pairs_tab(res, doc)
-    assert "compared" not in tab and "| worst pair |" in tab
-    assert tab.splitlines()[0].endswith("n/a where a value is <= 0)")
-    assert not any("compared" in x for x in pairs_lines(doc))
+    assert "compared" in tab and "the default with two groups" in tab
+    assert any("compared" in x for x in pairs_lines(doc))

@@ -116,9 +116,9 @@ def test_compare_names_each_audits_pair_with_more_than_two_groups():
     table = compare(r1, r2, names=["half", "always"])
     for col, r in (("half", r1), ("always", r2)):
         a, b = r.decomposition.pair
-        assert table.loc["pair", col] == f"{r.decomposition.groups[a]}-{r.decomposition.groups[b]}"
+        assert table.loc[col, "pair"] == f"{r.decomposition.groups[a]}-{r.decomposition.groups[b]}"
     two = _system(("A", "B"))
-    assert "pair" not in compare(audit({"name": "two"}, system=two, policy=HalfAtLow())).index
+    assert "pair" not in compare(audit({"name": "two"}, system=two, policy=HalfAtLow())).columns
 
 
 def _five_action_system() -> cf.System:

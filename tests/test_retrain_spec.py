@@ -160,7 +160,9 @@ def test_start_pair_is_the_penalty_pair_until_the_first_audit(tri, monkeypatch):
 
 def test_audit_alpha_sets_the_level_of_the_trainer_audits(tri):
     """Same policy, same audit stream: the C interval at alpha 0.1 is the 95% one shrunk by
-    z(0.95) / z(0.975) about the same estimate (before: always 95%)."""
+    z_{1-0.1/(2m)} / z_{1-0.05/(2m)} about the same estimate (before: always 95%); m = 3,
+    the pairs of tri's three groups, since the trainer compares the pair the data picks
+    (simultaneous intervals, docs/decomposition.md)."""
     rows = []
     for alpha in (None, 0.1):
         tr = SystemTrainer(tri.make_sim(1), TrainConfig(algo="ppo", n_individuals=48, horizon=1,
@@ -168,7 +170,7 @@ def test_audit_alpha_sets_the_level_of_the_trainer_audits(tri):
         rows.append(tr.audit())
     wide, narrow = rows
     assert wide["C"] == narrow["C"]
-    ratio = NormalDist().inv_cdf(0.95) / NormalDist().inv_cdf(0.975)
+    ratio = NormalDist().inv_cdf(1 - 0.1 / 6) / NormalDist().inv_cdf(1 - 0.05 / 6)
     w = wide["C_ci"][1] - wide["C_ci"][0]
     assert w > 0 and narrow["C_ci"][1] - narrow["C_ci"][0] == pytest.approx(w * ratio, rel=1e-9)
     lo95, hi95 = wide["Lambda_ci"]

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import to_jsonable
+from causalfair._io import fixed as _fixed
 from causalfair._usercode import user_traceback
 from causalfair._version import __version__
-from causalfair.audit.junit import suite_properties, xml_document
+from causalfair.audit.gate_junit import gate_error_junit, gate_junit, spec_errors_junit
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.retrain import (
     Retrained,
@@ -37,8 +37,7 @@ from causalfair.report.render import (
     write_rendered,
     write_report,
 )
-from causalfair.thresholds import FAIL, INCONCLUSIVE, failing
-from causalfair.thresholds import fixed as _fixed
+from causalfair.thresholds import FAIL, failing
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
            "retrained_checkpoint_path", "gate_error_junit"]
@@ -182,13 +181,8 @@ class GateSpecErrors(SpecError):
         super().__init__(more + first)
 
     def to_junit(self) -> str:
-        import xml.etree.ElementTree as ET
-
-        root = ET.Element("testsuites", name="causalfair gate", tests=str(len(self.errors)),
-                          failures="0", errors=str(len(self.errors)), time="0")
-        for name, (_, msg) in zip(self.names, self.errors, strict=True):
-            _junit_error(root, name, msg, "SpecError")
-        return xml_document(root)
+        """JUnit XML: one <error> test case per bad spec (:func:`spec_errors_junit`)."""
+        return spec_errors_junit(self.names, self.errors)
 
     def to_dict(self, *, inconclusive: str = "fail", accept_repaired: bool = False
                 ) -> dict[str, Any]:
@@ -288,100 +282,10 @@ class GateResult:
 
     def to_junit(self, *, inconclusive_as: str = "failure") -> str:
         """JUnit XML: one <testsuite> per spec, one <testcase> per threshold; FAIL is a
-        <failure>, INCONCLUSIVE a <failure> or <skipped> (``inconclusive_as``). A spec
-        that could not be audited is one <error> test case; one whose retrain failed keeps
-        its audit's test cases and adds a ``retrain`` test case with the <error>."""
-        import xml.etree.ElementTree as ET
-
-        if inconclusive_as not in ("failure", "skipped"):
-            raise InputError(
-                f"inconclusive_as: bad value {inconclusive_as!r}; allowed values: failure, skipped."
-            )
-        root = ET.Element("testsuites", name="causalfair gate")
-        tot_t = tot_f = tot_e = 0
-        tot_time = 0.0
-        for e in self.entries:
-            if e.error is not None and e.before is None:
-                _junit_error(root, e.spec.name, e.error, e.error_kind or "Error")
-                tot_t += 1
-                tot_e += 1
-                continue
-            res = e.final
-            suite = ET.SubElement(root, "testsuite", name=e.spec.name)
-            props = ET.SubElement(suite, "properties")  # the JSON entry's numbers
-            for k, x in suite_properties(to_jsonable(e.to_dict())):
-                ET.SubElement(props, "property", name=k, value=x)
-            n_f = n_s = 0
-            original = ({b.key: b for b in e.before.verdicts} if self.repair_not_taken(e)
-                        else {})
-            for v in res.verdicts:
-                tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
-                                   name=v.label, time=f"{res.seconds / max(1, len(res.verdicts)):.4f}")
-                b = original.get(v.key)
-                if (b is not None and self.counts_against(b.status)
-                        and not self.counts_against(v.status)):
-                    # the checkpoint under version control still fails here (an INCONCLUSIVE
-                    # shown as skipped stays skipped: never a passing test case)
-                    msg = (f"before retraining: {b.message()}; the repaired checkpoint: "
-                           f"{v.message()}; commit it or pass --accept-repaired")
-                    if b.status == FAIL or inconclusive_as == "failure":
-                        n_f += 1
-                        ET.SubElement(tc, "failure", message=msg, type=b.status).text = msg
-                    else:
-                        n_s += 1
-                        ET.SubElement(tc, "skipped", message=msg)
-                elif v.status == FAIL or (v.status == INCONCLUSIVE and inconclusive_as == "failure"):
-                    n_f += 1
-                    f = ET.SubElement(tc, "failure", message=v.message(), type=v.status)
-                    f.text = v.message()
-                elif v.status == INCONCLUSIVE:
-                    n_s += 1
-                    ET.SubElement(tc, "skipped", message=v.message())
-                out = [f"{res.summary()}", f"utility: {utility_of(res):.6g}"]
-                if e.after is not None:
-                    b = next(x for x in e.before.verdicts if x.key == v.key)
-                    out.append(f"before retraining: {b.message()}; utility "
-                               f"{utility_of(e.before):.6g}")
-                ET.SubElement(tc, "system-out").text = "\n".join(out) if e.after else v.message()
-            n_t = len(res.verdicts)
-            if e.after is not None:  # the repair's honesty: utility and thresholds made worse
-                n_t += 1
-                check = e.repair_check or {}
-                tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
-                                   name="repair keeps utility and no threshold worse", time="0")
-                text = (f"utility {utility_of(e.before):.6g} -> {utility_of(e.after):.6g} "
-                        f"(floor {check.get('min_utility', -math.inf):.6g}: "
-                        f"{check.get('min_utility_from', 'none')})")
-                if e.repair_problems:
-                    n_f += 1
-                    msg = "; ".join(e.repair_problems)
-                    ET.SubElement(tc, "failure", message=msg, type=FAIL).text = msg
-                ET.SubElement(tc, "system-out").text = text
-            n_e = int(e.error is not None)
-            if n_e:  # its retrain failed: the audit above, and the retrain's error
-                n_t += 1
-                tc = ET.SubElement(suite, "testcase", classname=f"causalfair.gate.{e.spec.name}",
-                                   name="retrain", time="0")
-                ET.SubElement(tc, "error", message=e.error,
-                              type=e.error_kind or "Error").text = e.error
-                ET.SubElement(tc, "system-out").text = (
-                    f"the audit before retraining: {res.overall}; utility "
-                    f"{utility_of(res):.6g}")
-            suite.set("tests", str(n_t))
-            suite.set("failures", str(n_f))
-            suite.set("errors", str(n_e))
-            suite.set("skipped", str(n_s))
-            suite.set("time", f"{res.seconds:.4f}")
-            tot_time += res.seconds
-            tot_t += n_t
-            tot_e += n_e
-            tot_f += n_f
-        root.set("tests", str(tot_t))
-        root.set("failures", str(tot_f))
-        root.set("errors", str(tot_e))
-        root.set("time", f"{tot_time:.4f}")  # (no skipped here: junit-10.xsd refuses it on
-        # <testsuites>; each <testsuite> has its own)
-        return xml_document(root)
+        <failure>, INCONCLUSIVE a <failure> or <skipped> (``inconclusive_as``); a spec
+        that could not be audited is one <error> test case
+        (:func:`causalfair.audit.gate_junit.gate_junit`)."""
+        return gate_junit(self, inconclusive_as)
 
 
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
@@ -617,20 +521,22 @@ def repair_lines(rep: Mapping[str, Any]) -> list[str]:
     lines = []
     if not rep.get("passed"):
         lines.append("no passing repair found; the attempt closest to passing has utility "
-                     f"{res.get('utility', float('nan')):.4f}, C {res.get('C', float('nan')):+.4f}, "
+                     f"{_fixed(res.get('utility', math.nan), 4)}, "
+                     f"C {_fixed(res.get('C', math.nan), 4, sign=True)}, "
                      f"Lambda {res.get('Lambda', float('nan')):.4f} (the checkpoint written "
                      "fails the thresholds)")
         return lines
-    lines.append(f"repair: utility {res['utility']:.4f} (original {orig.get('utility', float('nan')):.4f})"
-                 f", C {res['C']:+.4f}, Lambda {res['Lambda']:.4f}")
+    lines.append(f"repair: utility {_fixed(res['utility'], 4)} (original "
+                 f"{_fixed(orig.get('utility', math.nan), 4)}), "
+                 f"C {_fixed(res['C'], 4, sign=True)}, Lambda {res['Lambda']:.4f}")
     r = rep.get("ratios") or {}
     bf = rep.get("best_found") or {}
     lp = rep.get("lp_bound") or {}
     parts = []
     if r.get("to_best_found") is not None:
-        parts.append(f"{r['to_best_found']:.3f} of the best found ({bf.get('utility', 0):.4f})")
+        parts.append(f"{r['to_best_found']:.3f} of the best found ({_fixed(bf.get('utility', 0), 4)})")
     if r.get("to_bound") is not None:
-        parts.append(f"{r['to_bound']:.3f} of the LP bound ({lp.get('utility', 0):.4f}, "
+        parts.append(f"{r['to_bound']:.3f} of the LP bound ({_fixed(lp.get('utility', 0), 4)}, "
                      f"{', '.join(lp.get('constraints') or []) or 'no linear threshold'} only)")
     if r.get("to_original") is not None:
         parts.append(f"{r['to_original']:.3f} of the original")
@@ -690,31 +596,6 @@ def _error_entry(spec: AuditSpec, failure: Any, what: str = "audit",
     return GateEntry(spec=spec, before=before, error=f"{label}: the {what} failed: {body}",
                      error_kind=failure.kind, traceback=tb,
                      user_traceback=getattr(failure, "user_traceback", ""))
-
-
-def gate_error_junit(message: str, kind: str) -> str:
-    """A JUnit document for a gate that stopped on an error before any verdict (a bad
-    option, a missing spec, an unusable MLflow store): one <error> test case saying why,
-    so CI reads this run's error rather than an earlier run's file."""
-    import xml.etree.ElementTree as ET
-
-    root = ET.Element("testsuites", name="causalfair gate", tests="1", failures="0",
-                      errors="1", time="0")
-    suite = ET.SubElement(root, "testsuite", name="causalfair gate", tests="1", failures="0",
-                          errors="1", skipped="0", time="0")
-    tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name="gate")
-    ET.SubElement(tc, "error", message=message, type=kind).text = message
-    return xml_document(root)
-
-
-def _junit_error(root: Any, spec: str, msg: str, kind: str) -> None:
-    """A <testsuite> with one <testcase> whose <error> says why ``spec`` was not audited."""
-    import xml.etree.ElementTree as ET
-
-    suite = ET.SubElement(root, "testsuite", name=spec, tests="1", failures="0", errors="1",
-                          skipped="0", time="0")
-    tc = ET.SubElement(suite, "testcase", classname="causalfair.gate", name=f"spec {spec}")
-    ET.SubElement(tc, "error", message=msg, type=kind).text = msg
 
 
 def spec_file_name(spec: Any) -> str | None:

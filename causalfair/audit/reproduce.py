@@ -53,6 +53,10 @@ COMPARED = ("overall", "verdicts", "quantities", "decomposition", "benefit", "no
 #: --base-dir writes them otherwise): not compared; their files are checked by SHA-256.
 _PATHS = frozenset({"spec.file", "spec.resolved.checkpoint", "spec.resolved.logs",
                     "policy.checkpoint"})
+#: Blocks whose keys are the spec's rows, not the format's: a verdict (keyed by its
+#: threshold) the recorded audit lacks was removed from it, never written by a later
+#: causalfair; keys inside a verdict stay notes (:func:`_diff`'s ``added``).
+_ROWS = frozenset({"verdicts"})
 _SHOWN = 10  # differences listed in the summary
 _DATA_URI = re.compile(rb"data:image/png;base64,[A-Za-z0-9+/=]+")
 _RETRAIN_FAILED = "The gate's verdict is ERROR: this spec's retrain failed"
@@ -158,13 +162,17 @@ def reproduce(path: str | os.PathLike[str], *,
     else:
         now = json.loads(json.dumps(to_jsonable(result.to_dict()), allow_nan=False))
     differences: list[str] = _unrecorded_inputs(doc.get("inputs"), now.get("inputs"))
-    count = [0]
+    count, added = [0], []
     blocks = [k for k in COMPARED if k in doc or k not in ("figures", "system", "name",
                                                              "spec", "policy", "seeds")]
     for key in blocks:
         _diff(_by_key(doc.get(key)) if key == "verdicts" else doc.get(key),
               _by_key(now.get(key)) if key == "verdicts" else now.get(key), key, differences,
-              count=count)
+              count=count, added=added)
+    if added:
+        notes.append(f"not in the recorded audit, so not compared (written by a later "
+                     f"causalfair): {', '.join(added[:10])}"
+                     + (f" and {len(added) - 10} more" if len(added) > 10 else ""))
     checked.append(f"{count[0]} values of audit.json's {', '.join(b for b in blocks if b in doc)}")
     notes += _notes(doc.get("provenance") or {})
     if files:
@@ -417,18 +425,24 @@ def _by_key(verdicts: Any) -> Any:
 
 
 def _diff(old: Any, new: Any, where: str, out: list[str], *, now_word: str = "now",
-          count: list[int] | None = None) -> None:
+          count: list[int] | None = None, added: list[str] | None = None) -> None:
     """Append to ``out`` every place where ``new`` is not ``old`` (floats compared bit
     for bit; the display paths of :data:`_PATHS` aside); ``count[0]`` counts the values
-    compared."""
+    compared. With ``added``, a key that ``new`` has and ``old`` lacks is no difference
+    but goes there: a later causalfair writes keys an earlier one did not (the format
+    grows by keys, docs/schema/README.md), and a recorded audit still reproduces."""
     if where in _PATHS:
         return
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         for k in dict.fromkeys([*old, *new]):
-            _diff(old.get(k), new.get(k), f"{where}.{k}", out, now_word=now_word, count=count)
+            if added is not None and k not in old and where not in _ROWS:
+                added.append(f"{where}.{k}")
+                continue
+            _diff(old.get(k), new.get(k), f"{where}.{k}", out, now_word=now_word, count=count,
+                  added=added)
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
-            _diff(a, b, f"{where}[{i}]", out, now_word=now_word, count=count)
+            _diff(a, b, f"{where}[{i}]", out, now_word=now_word, count=count, added=added)
     else:
         if count is not None:
             count[0] += 1

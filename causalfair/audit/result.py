@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._io import AUDIT_SCHEMA_VERSION
+from causalfair._io import AUDIT_SCHEMA_VERSION, fixed
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._usercode import module_file, module_reads
 from causalfair._version import __version__
@@ -128,7 +128,7 @@ class AuditResult:
         q = self.quantities_frame()
         if len(q) and (q["se"] == 0).all() and (q["ci_lower"] == q["ci_upper"]).all():
             q = q[["estimate"]].rename(columns={"estimate": "value"})
-        return q.to_html(float_format=lambda x: f"{x:.6f}", na_rep="-")
+        return q.to_html(float_format=fixed, na_rep="-")
 
     def to_frame(self) -> Any:
         """:meth:`quantities_frame`, under the name every other result gives its table
@@ -229,14 +229,15 @@ class AuditResult:
         }
 
     def _groups_dict(self) -> dict[str, Any]:
-        """audit.json's ``groups`` and ``pairs``; with more than two groups ``pairs`` says
-        which pair was compared and how it was chosen (``compared``, ``compared_by``: the
-        keys ``decompose --json`` gives); a two-group audit's stay as they were."""
+        """audit.json's ``groups`` and ``pairs``; ``pairs`` says which pair was compared and
+        how it was chosen (``compared``, ``compared_by``: the keys ``decompose --json``
+        gives, with two groups too), and for a pair chosen from the data the
+        ``simultaneous`` intervals of its row (:meth:`GroupComparison.to_dict
+        <causalfair.engines.groups.GroupComparison.to_dict>`)."""
         gc = self.group_comparison
         out = gc.to_dict()
-        if len(gc.groups) > 2:
-            said = gc.pairs_dict(self.decomposition.pair, named=self.spec.pair is not None)
-            out["pairs"].update({k: said[k] for k in ("compared", "compared_by")})
+        said = gc.pairs_dict(self.decomposition.pair, named=self.spec.pair is not None)
+        out["pairs"].update({k: said[k] for k in ("compared", "compared_by")})
         return out
 
     def summary(self) -> str:
@@ -258,9 +259,9 @@ class AuditResult:
         for k in spec.metrics:
             if k in self.quantities:
                 e, lo, hi, s = self.quantities[k]
-                ci = (f"   {100 * (1 - spec.alpha):g}% CI [{lo:+.6f}, {hi:+.6f}]"
-                      if s is not None else "")
-                lines.append(f"  {k:<12} {e:+.6f}{ci}")
+                ci = (f"   {100 * (1 - spec.alpha):g}% CI [{fixed(lo, sign=True)}, "
+                      f"{fixed(hi, sign=True)}]" if s is not None else "")
+                lines.append(f"  {k:<12} {fixed(e, sign=True)}{ci}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -277,7 +278,7 @@ class AuditResult:
             f"<span style='color:{colour}'>{self.overall}</span></h3>",
             f"<p><strong>{html.escape(said[0])}</strong></p><ul>"
             + "".join(f"<li>{html.escape(t)}</li>" for t in said[1:]) + "</ul>",
-            self.verdicts_frame().to_html(float_format=lambda x: f"{x:.6f}") if self.verdicts
+            self.verdicts_frame().to_html(float_format=fixed) if self.verdicts
             else "<p>No thresholds.</p>",
             "<h4>Metrics</h4>",
             self._metrics_html(),
@@ -528,28 +529,47 @@ def attribution(before: AuditResult, after: AuditResult) -> Attribution:
 
 
 def compare(*results: AuditResult, names: Sequence[str] | None = None) -> Any:
-    """Side-by-side table of several audits (columns), one row per metric and verdict;
-    with more than two groups a first row ``pair`` names the groups C, DPE, IPE, SPE and
-    Lambda compare in each audit (by default each audit's own worst pair).
+    """Side-by-side table of several audits: one row per audit (index ``audit``: ``names``,
+    else each audit's policy when they share a name, else its name), one column per metric
+    (float64), then one per verdict (``verdict <label>``: PASS, FAIL or INCONCLUSIVE) and
+    ``overall``; with more than two groups a first column ``pair`` names the groups C, DPE,
+    IPE, SPE and Lambda compare in each audit (by default each audit's own worst pair).
     Two audits of policies on the same system also get the attribution of the change
-    from the first to the second (:func:`attribution`) in ``table.attrs["attribution"]``."""
+    from the first to the second (:func:`attribution`) in ``table.attrs["attribution"]``.
+    Takes :func:`causalfair.audit.audit` results only; a decomposition or another result
+    is refused naming the fix."""
     import pandas as pd
 
-    cols = {}
+    for i, r in enumerate(results, 1):
+        if not isinstance(r, AuditResult):
+            raise InputError(
+                f"compare: argument {i} is a {type(r).__name__}; compare takes audits "
+                "(cf.audit(spec, policy=...) results, with verdicts). For decompositions "
+                "side by side: pd.concat({'a': dec_a.to_frame(), 'b': dec_b.to_frame()}, "
+                "axis=1); for why C moved between two policies: cf.attribute(system, "
+                "policy, baseline).")
+    if names is not None and len(names) != len(results):
+        raise InputError(f"compare: names: {len(names)} names for {len(results)} audits; "
+                         "give one name per audit, in order, or leave names out.")
+    rows, index = [], []
     many = any(len(r.decomposition.groups) > 2 for r in results)  # C's pair may differ
     for i, r in enumerate(results):
-        col = names[i] if names else (
-            r.decomposition.policy_name if len({x.name for x in results}) == 1 else r.name)
+        index.append(names[i] if names else (
+            r.decomposition.policy_name if len({x.name for x in results}) == 1 else r.name))
         data: dict[str, Any] = {}
         if many:
             a, b = r.decomposition.pair
             data["pair"] = f"{r.decomposition.groups[a]}-{r.decomposition.groups[b]}"
-        data.update({k: e for k, (e, _, _, _) in r.quantities.items()})
+        data.update({k: np.nan if e is None else float(e)
+                     for k, (e, _, _, _) in r.quantities.items()})
         for v in r.verdicts:
             data[f"verdict {v.label}"] = v.status
         data["overall"] = r.overall
-        cols[col] = pd.Series(data, dtype=object)
-    table = pd.DataFrame(cols)
+        rows.append(data)
+    table = pd.DataFrame(rows, index=pd.Index(index, name="audit"))
+    text = [k for k in table.columns if k in ("pair", "overall") or k.startswith("verdict ")]
+    # the metrics as float64 columns (a metric one audit lacks: NaN), the text as text
+    table = table.astype({k: float for k in table.columns if k not in text})
     if len(results) == 2 and all(r.system is not None and r.policy is not None
                                  for r in results):
         try:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from causalfair._simultaneous import WIDENED, pair_z, simultaneous_dict
 from causalfair._validation import check_keywords, engine_for, z_quantile
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.spec import AuditSpec, load_spec
@@ -433,11 +434,16 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
     :func:`~causalfair.engines.montecarlo.compare_mc`, from the run that also gives the
     attribution: :func:`~causalfair.engines.attribution.compare_attribute_mc`); Lambda
     and the other notions need the exact engine's numbers (a tabular system). The result's
-    ``attribution`` says why C moved from the baseline."""
+    ``attribution`` says why C moved from the baseline. A pair the decomposition chose from
+    the data (its ``simultaneous`` m > 1) stays chosen here, though the paired run is given
+    it: the differences of C, DPE, IPE and SPE (and their abs_) are judged on intervals
+    simultaneous over the m pairs, z_{1 - alpha/(2m)} (:mod:`causalfair._simultaneous`)."""
     spec, system, model = res.spec, res.system, res.model
     bpol, blabel, bsha = baseline
     T = spec.horizon
     z = z_quantile(spec.alpha)
+    m = int(getattr(res.decomposition, "simultaneous", 1))
+    zc = z if m == 1 else pair_z(spec.alpha, m)  # the data-chosen pair's, over its m pairs
     paired = attribution = None
     if spec.engine == "mc":  # one paired run gives the comparison and the attribution
         paired, attribution = compare_attribute_mc(
@@ -462,7 +468,8 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
                 e, s_ = -p["diff"], p["se"]
             else:
                 e, s_ = p["diff"], p["se"]
-            lo, hi = e - z * s_, e + z * s_
+            zk = zc if base in WIDENED else z
+            lo, hi = e - zk * s_, e + zk * s_
             mine, theirs = p["policy"], p["baseline"]
         elif base in q and base in qb and q[base][3] is None:  # exact numbers on both sides
             mine, theirs = float(q[base][0]), float(qb[base][0])
@@ -489,6 +496,8 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
         policy_name=res.decomposition.policy_name, baseline_name=blabel)
     res.extra["baseline"] = {"policy": blabel, "checkpoint_sha256": bsha,
                              "paired_monte_carlo": paired is not None, "quantities": numbers}
+    if paired is not None and m > 1:  # C, DPE, IPE, SPE differences: over the m pairs
+        res.extra["baseline"]["simultaneous"] = simultaneous_dict(m, spec.alpha)
 
 
 def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,

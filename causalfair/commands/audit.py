@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "Spec keys: docs/audit.md. For CI exit codes use `causalfair gate`. An "
                "existing --out is replaced only if causalfair wrote it. Re-run a recorded "
                "audit: causalfair audit --reproduce reports/lending-1 (docs/audit.md, "
-               "\"Reproducing an audit\").",
+               "\"Reproducing an audit\"). A spec is code: one that names a factory ([system] "
+               "factory, [system] gym, [policy] factory) runs it (docs/limits.md, \"Security\").",
     )
     p.add_argument("spec", metavar="SPEC", nargs="?", help="audit spec (TOML file)")
     p.add_argument("--reproduce", metavar="AUDIT",

@@ -8,8 +8,9 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from causalfair._io import DECOMPOSE_SCHEMA_VERSION, versioned
+from causalfair._io import DECOMPOSE_SCHEMA_VERSION, fixed, versioned
 from causalfair._names import BENEFIT_N
+from causalfair._simultaneous import simultaneous_dict
 from causalfair.backends import make_backend, resolve_jobs
 from causalfair.commands._system import (
     CHECKPOINT_HELP,
@@ -79,6 +80,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "groups (default: the largest and smallest V^pi; with two groups the "
                         "first minus the second); also with --logs; with more than two groups a "
                         "table of every pair follows its decomposition")
+    p.add_argument("--reference", metavar="GROUP",
+                   help="the reference group of the table of every pair (default: the first "
+                        "group); with more than two groups, or a reference named, every group "
+                        "against it and every pair are printed, with the worst pair; from a "
+                        "system and with --logs")
     p.add_argument("--worst", type=int, default=5, metavar="N",
                    help="number of worst benefit pairs to print (default: 5)")
     p.add_argument("--json", action="store_true",
@@ -167,6 +173,9 @@ def _compute(args: argparse.Namespace):
 
     system, policy = load_system_and_policy(args)
     args.pair = resolve_pair(args.pair, system.groups, "--pair")
+    if args.reference is not None and args.reference not in system.groups:  # before any run
+        raise UsageError(f"--reference: bad value {args.reference[:60]!r}; name one of the "
+                         f"groups {', '.join(system.groups)} (default: the first).")
     args.eps, eps_source = eps_for(args.eps, system)
     n_given = args.n is not None
     if args.n is None:  # worlds of coupled units are U units each
@@ -183,7 +192,8 @@ def _compute(args: argparse.Namespace):
                          "sample.")
     forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): every pair's
     if engine == "mc":  # Lambda as decompose_mc gives it: exact where the model answers
-        result = _decompose_mc(args, policy, system, forks)
+        with as_flag_error(["n"]):  # e.g. a sample that holds nobody present of a group
+            result = _decompose_mc(args, policy, system, forks)
         benefit = result.benefit
     else:
         nums = exact_numbers(model, policy, args.horizon, eps=args.eps, weights=args.weights,
@@ -194,17 +204,20 @@ def _compute(args: argparse.Namespace):
 
 
 def _every_pair(args: argparse.Namespace, system, policy, result, benefit, forks: dict):
-    """With more than two groups, every pair of ``result``'s groups
-    (:func:`causalfair.engines.groups.compare`, as an audit's; Lambda per pair: exact from
-    the benefit table, else by the forks the decomposition's Lambda made, shared); None
-    with two groups (their output keeps its form)."""
-    if len(result.groups) <= 2:
+    """With more than two groups or ``--reference``, every pair of ``result``'s groups
+    against the reference (:func:`causalfair.engines.groups.compare`, as an audit's and
+    ``decompose --logs``'; Lambda per pair: exact from the benefit table, else by the forks
+    the decomposition's Lambda made, shared); None with two groups and no reference
+    (their output keeps its form)."""
+    if len(result.groups) <= 2 and args.reference is None:
         return None
     from causalfair.engines.choice import every_pair
 
     one = args.jobs is not None and resolve_jobs(args.jobs, "--jobs") == 1
-    return every_pair(result, benefit, system, policy, n=args.n, seed=args.seed,
-                      alpha=args.alpha, jobs=1 if one else "auto", bins=_bins(args), forks=forks)
+    with as_flag_error(["reference"]):
+        return every_pair(result, benefit, system, policy, n=args.n, seed=args.seed,
+                          alpha=args.alpha, jobs=1 if one else "auto", bins=_bins(args),
+                          forks=forks, reference=args.reference)
 
 
 def _pairs_text(args: argparse.Namespace, result, groups) -> str | None:
@@ -241,6 +254,8 @@ def _print(args: argparse.Namespace, system, eps_source, result, benefit, groups
             out["alpha"] = args.alpha
             out["ci"] = {k: [float(lo), float(hi)]  # conf_int's numbers, without pandas
                          for k, (lo, hi) in result.intervals(args.alpha).items()}
+            if result.simultaneous > 1:  # ci's C, DPE, IPE, SPE: over the pairs (a data-chosen pair)
+                out["simultaneous"] = simultaneous_dict(result.simultaneous, args.alpha)
         out["benefit"] = benefit.to_dict(n_worst=args.worst) if benefit is not None else None
         if groups is not None:  # every pair, as decompose --logs --json gives them
             out["pairs"] = groups.pairs_dict(result.pair, named=args.pair is not None)
@@ -305,6 +320,7 @@ def backend_from_args(args: argparse.Namespace):
 
 def _mc_text(result, alpha: float) -> str:
     """Estimates with standard errors and (1 - alpha) confidence intervals."""
+
     a, b = result.pair
     level = f"{100 * (1 - alpha):g}%"
     lines = [
@@ -320,6 +336,7 @@ def _mc_text(result, alpha: float) -> str:
     w = max(18, *(len(str(k)) for k in est))  # "indirect[<a long group name>]"
     lines.append(f"  {'quantity':<{w}}{'estimate':>12}{'se':>11}   {level} CI")
     for k, v in est.items():
-        lines.append(f"  {k:<{w}}{v:>+12.6f}{float(se.get(k, 0.0)):>11.6f}   "
-                     f"[{ci[k][0]:+.6f}, {ci[k][1]:+.6f}]")
+        lines.append(f"  {k:<{w}}{fixed(v, sign=True, width=12)}"
+                     f"{fixed(se.get(k, 0.0), width=11)}   "
+                     f"[{fixed(ci[k][0], sign=True)}, {fixed(ci[k][1], sign=True)}]")
     return "\n".join(lines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from causalfair._io import FRONTIER_SCHEMA_VERSION, versioned, write_folder
+from causalfair._io import FRONTIER_SCHEMA_VERSION, fixed, versioned, write_folder
 from causalfair.commands._system import add_vecnormalize_argument, horizon, load_system
 from causalfair.commands.decompose import add_model_arguments
 from causalfair.errors import UsageError
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     # the bounded quantity, whose |value| the gap is measured at, is always a column
     cols = ["policy", "utility", "C", "DPE", *(["DP"] if front.constraint == "DP" else []),
             "Lambda", "frontier_utility", "gap"]
-    print(placed[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
+    print(placed[cols].to_string(index=False, float_format=fixed))
     print(f"\nwrote {out / 'frontier.csv'}, {out / 'frontier.json'}"
           + ("" if args.no_plot else f", {out / 'frontier.png'}"))
     return 0

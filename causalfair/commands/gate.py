@@ -41,7 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "only to --json PATH (or to stdout with --json -, the table then goes to stderr)."
         ),
         epilog="Example: causalfair gate audits/*.toml --junit gate.xml --json gate.json. "
-               "See docs/ci-gate.md for a CI workflow.",
+               "See docs/ci-gate.md for a CI workflow. A spec is code: one that names a factory "
+               "([system] factory, [system] gym, [policy] factory) runs it (docs/limits.md, "
+               "\"Security\").",
     )
     p.add_argument("specs", metavar="SPEC", nargs="+", help="audit specs (TOML files)")
     p.add_argument("--inconclusive", choices=("pass", "fail"), default="fail",

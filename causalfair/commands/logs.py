@@ -72,12 +72,6 @@ def add_logs_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--audit-policy", action="store_true",
                    help="with --logs: audit --policy/--checkpoint on the fitted model instead "
                         "of the logged policy")
-    if "--reference" not in p._option_string_actions:
-        g.add_argument("--reference", metavar="GROUP",
-                       help="with --logs: the reference group of the per-pair comparison "
-                            "(default: the first group); with more than two groups, or a "
-                            "reference named, every group against it and every pair are "
-                            "reported, with the worst pair")
     g.add_argument("--dowhy", action="store_true",
                    help="with --logs: add the dowhy cross-check of Delta and its refuters (slow)")
     # the options above apply only with --logs; decompose refuses them without it
@@ -201,8 +195,8 @@ def run_logs(args: argparse.Namespace) -> int:
             policy = FittedModelPolicy(lambda model: load_policy(args, model).policy)
     pair = getattr(args, "pair", None)  # decompose's --pair: the groups compared
     # --pair names no two of the logged groups, a bad --potential: the flag's refusal
-    with as_flag_error(o for o, given in (("pair", pair), ("potential", args.potential))
-                       if given is not None):
+    with as_flag_error(o for o, given in (("pair", pair), ("potential", args.potential),
+                                          ("reference", args.reference)) if given is not None):
         audit = audit_logs(
             df, horizon=None if args.horizon is None or isinstance(args.horizon, _DefaultHorizon)
             else int(args.horizon), n_boot=args.boot,

@@ -13,10 +13,16 @@ from causalfair._io import (
     REPAIR_SCHEMA_VERSION,
     TRAIN_SCHEMA_VERSION,
     atomic_write_bytes,
+    fixed,
     to_jsonable,
     versioned,
 )
-from causalfair._names import SETTINGS, get, names  # (light: off the trainers)
+from causalfair._names import (  # (light: off the trainers)
+    REPLICATOR_SYSTEMS,
+    SETTINGS,
+    get,
+    names,
+)
 from causalfair.backends import resolve_device
 from causalfair.commands._system import parse_params
 from causalfair.errors import UsageError
@@ -57,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--algo exact with --constraint instead maximises utility subject to the "
             "constraints on the exact engine's numbers (tabular systems; docs/training.md). "
             "--algo r-td3 / l-ucbfair train the population agents of Yin et al. (NeurIPS 2023) "
-            "on any replicator system (replicator-1, replicator-binding) "
+            f"on any replicator system ({', '.join(REPLICATOR_SYSTEMS)}) "
             "(one threshold per group; OUT/checkpoint.npz, per-episode OUT/metrics.jsonl)."
         ),
         epilog=(
@@ -66,8 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "add --resume)\n"
             "Repair: causalfair train --setting lending-1 --algo exact --constraint abs_C<=0.05 "
             "--constraint Lambda<=0.14 --init-checkpoint ck.pt --out runs/repair\n"
-            "Population agents: causalfair train --system replicator-1 --algo l-ucbfair "
-            "--iterations 300 "
+            f"Population agents: causalfair train --system {REPLICATOR_SYSTEMS[0]} "
+            "--algo l-ucbfair --iterations 300 "
             "--out runs/lucb   (their config fields: --set FIELD=VALUE)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -78,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "benefits by forks without a two-action tabular model), a-ppo, f-ppo-l and "
                    "elbert-po on systems reporting supply and "
                    "demand (attention, infectious), r-td3 and l-ucbfair on any replicator "
-                   "system (replicator-1, replicator-binding)")
+                   f"system ({', '.join(REPLICATOR_SYSTEMS)})")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="keyword argument for the system's factory (repeatable)")
     p.add_argument("--search-path", metavar="DIR", default=".",
@@ -274,10 +280,10 @@ def run_population(args: argparse.Namespace) -> int:
         horizon = (f" Their horizon is the system's: --param horizon={args.horizon}."
                    if args.horizon else "")
         raise UsageError(f"{', '.join(unused)}: not used by --algo {args.algo} (population "
-                         "agents: --system replicator-1, --param, --seed, --iterations, --set)."
-                         + horizon)
+                         f"agents: --system {REPLICATOR_SYSTEMS[0]}, --param, --seed, "
+                         "--iterations, --set)." + horizon)
     params = parse_params(args.param)
-    sid = args.system or "replicator-1"
+    sid = args.system or REPLICATOR_SYSTEMS[0]
     system = cf.systems.make(sid, search_path=args.search_path, **params)
     env = P.PopulationEnv(system)  # refuses other systems
     if args.iterations is not None and args.iterations < 1:
@@ -294,8 +300,9 @@ def run_population(args: argparse.Namespace) -> int:
     else:
         print(f"trained {args.algo} on {sid} (seed {config.seed}, {m['episodes']} episodes) "
               f"in {wall:.1f} s")
+
         print("  from the system's q0: " + "  ".join(
-            f"{k}={v:+.4f}" for k, v in m.items() if k != "episodes"))
+            f"{k}={fixed(v, 4, sign=True)}" for k, v in m.items() if k != "episodes"))
         print(f"  checkpoint: {ck}   (per-episode V_r, V_g: {out / 'metrics.csv'})")
         print(f"  audit it:   {audit_hint(args, sid, ck)} --n 2"
               "   (deterministic dynamics: 2 replicas are exact)")
@@ -317,13 +324,14 @@ def audit_hint(args: argparse.Namespace, system: str, checkpoint: Any) -> str:
 def metrics_line(m: dict[str, Any]) -> str:
     """The final metrics on one line; a Monte Carlo C or Lambda (``C_ci``, ``Lambda_ci``:
     the 95% intervals of the generic trainer's audit) is printed with its interval."""
+
     parts = []
     for k, v in m.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            parts.append(f"{k}={v:+.4f}")
+            parts.append(f"{k}={fixed(v, 4, sign=True)}")
             ci = m.get(f"{k}_ci")
             if k in ("C", "Lambda") and ci is not None and ci[0] != ci[1]:
-                parts[-1] += f" (95% CI [{ci[0]:+.4f}, {ci[1]:+.4f}])"
+                parts[-1] += f" (95% CI [{fixed(ci[0], 4, sign=True)}, {fixed(ci[1], 4, sign=True)}])"
     return "  ".join(parts)
 
 

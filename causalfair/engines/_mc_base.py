@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair import _progress, errors
+from causalfair import _malloc, _progress, errors
 from causalfair._limits import check_memory
 from causalfair._validation import check_int
 from causalfair.backends import (
@@ -27,6 +27,11 @@ from causalfair.errors import InputError, ResourceLimitError
 from causalfair.policies.core import Observation, action_probs
 from causalfair.policies.grid import check_row_wise
 from causalfair.systems.contract import attribute_prints, check_shared_state, seeded_rng
+
+# glibc's malloc thresholds fixed at 32 MiB (causalfair/_malloc.py), once per process that
+# runs Monte Carlo work (this module is imported by every engine and by every worker
+# unpickling their tasks): the first audit of a process no longer faults in every temporary
+_malloc.tune()
 
 #: Individuals simulated at once when ``batch_size`` is None: small enough to keep
 #: temporaries in cache and memory bounded, large enough that numpy's per-call

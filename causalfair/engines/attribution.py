@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._io import fixed
 from causalfair._limits import check_memory
 from causalfair._validation import check_engine, check_horizon, engine_for, z_quantile
 from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
@@ -66,6 +67,7 @@ from causalfair.engines.groups import pair_arg
 from causalfair.engines.montecarlo import paired_jobs, paired_numbers, paired_trios, simulate_batch
 from causalfair.errors import InputError
 from causalfair.model import TabularModel
+from causalfair.plotting import check_axes, new_figure, text_only, wrap
 from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import resolve
 from causalfair.results import check_pair
@@ -113,6 +115,7 @@ class Attribution:
     alpha: float = 0.05
     n: int | None = None
     seed: int | None = None
+    gain_unit: str | None = None  # the system's Gain.unit, on plot()'s axis
 
     # ------------------------------------------------------------------ reading
     @property
@@ -212,9 +215,10 @@ class Attribution:
         lines = [f"Attribution of the change in C ({self.engine}): {self.policy} vs {self.baseline}"]
         for k in ("C", *PATHS):
             e, s = self.total[k]
-            ci = "" if s == 0 else "   {:g}% CI [{:+.6f}, {:+.6f}]".format(
-                100 * (1 - self.alpha), *self._interval(e, s))
-            lines.append(f"  {k:<4} {e:+.6f}{ci}")
+            lo, hi = self._interval(e, s)
+            ci = "" if s == 0 else (f"   {100 * (1 - self.alpha):g}% CI [{fixed(lo, sign=True)}, "
+                                    f"{fixed(hi, sign=True)}]")
+            lines.append(f"  {k:<4} {fixed(e, sign=True)}{ci}")
         lines.append("  " + self.line())
         return "\n".join(lines)
 
@@ -242,8 +246,37 @@ class Attribution:
         title = html.escape(f"Attribution of the change in C ({self.engine}): {self.policy} "
                             f"vs {self.baseline}, T = {self.horizon}")
         return (f"<div><strong>{title}</strong>"
-                + self.to_frame().to_html(float_format=lambda x: f"{x:.6f}")
+                + self.to_frame().to_html(float_format=fixed)
                 + f"<p>{html.escape(self.line())}</p></div>")
+
+    def plot(self, unit: str | None = None, *, ax: Any = None) -> Any:
+        """The change in C per decision epoch t, its DPE and IPE parts side by side (the
+        bars are :meth:`steps_frame`'s; Monte Carlo: error bars at level 1 - :attr:`alpha`):
+        a matplotlib Figure on the Agg canvas (nothing shown or written), or, with ``ax``
+        (one matplotlib Axes), drawn there and that Axes' Figure returned. ``unit``: the
+        gain's unit; default :attr:`gain_unit` (the system's), else "gain units"."""
+        ax = check_axes(ax)
+        unit = unit or self.gain_unit or "gain units"
+        t = np.arange(self.horizon)
+        mc = bool(np.any(self.by_step_se > 0))
+        z = z_quantile(self.alpha)
+        a, b = self.pair
+        with text_only():  # group and policy names as written, never mathtext
+            if ax is None:
+                ax = new_figure(min(10.0, max(5.0, 2.0 + 0.5 * self.horizon)), 3.6).add_subplot()
+            for i, (path, shift) in enumerate(zip(PATHS, (-0.2, 0.2), strict=True)):
+                ax.bar(t + shift, self.by_step[i], 0.4, label=path, capsize=2,
+                       yerr=z * self.by_step_se[i] if mc else None)
+            ax.axhline(0.0, color="black", linewidth=0.8)
+            ax.set_xticks(t)
+            ax.set_xlabel("decision epoch t (steps)")
+            ax.set_ylabel(wrap(f"change in C, {self.groups[a]} minus {self.groups[b]} "
+                               f"({unit})", 36))
+            bars = f" (error bars: {100 * (1 - self.alpha):g}% intervals)" if mc else ""
+            ax.set_title(wrap(f"C moved {self.change:+.4g} from {self.baseline} to "
+                              f"{self.policy}: its DPE and IPE per step{bars}", 70), fontsize=9)
+            ax.legend()
+        return ax.figure
 
     def __repr__(self) -> str:
         return (f"Attribution(engine={self.engine!r}, change={self.change:.6g}, "
@@ -311,7 +344,8 @@ def attribute_exact(model: TabularModel, policy: Any, baseline: Any, horizon: in
         policy=policy_name or pname, baseline=baseline_name or qname, total=total,
         by_step=by_step, by_step_se=np.zeros_like(by_step), by_cell=by_cell,
         by_cell_se=np.zeros_like(by_cell), cells="levels",
-        cell_labels=tuple(str(x) for x in model.level_labels))
+        cell_labels=tuple(str(x) for x in model.level_labels),
+        gain_unit=getattr(getattr(system, "gain", None), "unit", None))
 
 
 # ------------------------------------------------------------------- Monte Carlo
@@ -475,8 +509,10 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
                  f"attribution over {T} epochs and {K} cells with batches of {m_max}",
                  "use a smaller batch_size, a shorter horizon or fewer jobs")
     if pair is None and G > 2:
+        names = [str(g) for g in system.groups]
         raise InputError("pair: a Monte Carlo attribution on more than two groups needs the "
-                         "audited pair, e.g. pair=(0, 2).")
+                         f"audited pair; name two of the groups {', '.join(names)}, the first "
+                         f"minus the second, e.g. pair={(names[0], names[-1])!r}.")
     stats = [Moments() for _ in range(G)]
     refs = [_Reference(T, K) for _ in range(G)]
     mom = {k: [[Moments() for _ in range(G)] for _ in range(3)] for k in MOMENT_KEYS}
@@ -512,7 +548,7 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
         policy=policy_name or pjobs[0].name, baseline=baseline_name or pjobs[1].name,
         total=total, by_step=by_step, by_step_se=by_step_se, by_cell=by_cell,
         by_cell_se=by_cell_se, cells=cells.kind, cell_labels=cells.labels, alpha=alpha,
-        n=n, seed=seed)
+        n=n, seed=seed, gain_unit=getattr(getattr(system, "gain", None), "unit", None))
     return paired_numbers(mom, (a, c), n, weights), att
 
 

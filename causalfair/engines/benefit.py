@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_horizon
+from causalfair._validation import WEIGHTS, check_horizon, check_weights
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy
 from causalfair.policies.grid import policy_table
@@ -54,7 +54,6 @@ from causalfair.results import BenefitResult, check_pair
 __all__ = ["benefit_fairness", "lambda_metric", "lambda_pairs", "WEIGHTS", "EPS_AUTO",
            "auto_eps", "eps_for", "model_eps", "resolve_eps"]
 
-WEIGHTS = ("visitation", "initial")
 #: ``eps = "auto"``: ``EPS_SHARE`` x the ``EPS_QUANTILE`` quantile of |Delta|.
 EPS_AUTO = "auto"
 EPS_SHARE = 0.1
@@ -132,8 +131,7 @@ def _nonbaseline(model: TabularModel, delta: np.ndarray) -> np.ndarray:
 def weights_and_policy(model: TabularModel, p: np.ndarray, horizon: int, weights: str,
                        mu: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """P(x | s) (G, K) and the (time-averaged) pi(d1 | x, s) (G, K)."""
-    if weights not in WEIGHTS:
-        raise ModelError(f"weights: unknown value {weights!r}; allowed values: {', '.join(WEIGHTS)}.")
+    check_weights(weights)
     timed = p.ndim == model.policy_ndim() + 1
     if mu is None and (weights == "visitation" or timed):
         mu = model.propagate(p, horizon)

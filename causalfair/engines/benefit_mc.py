@@ -21,22 +21,31 @@ Without a tabular model there is no benefit table Delta(x, s), so it is estimate
    There the estimated gap is biased away from 0 by about its standard error, and so is
    Lambda. As in the log audit (docs/logs.md), the reported Lambda is the *thresholded*
    estimate: a pair's benefit gap is set to 0 where |gap| <= sqrt(log n) times its
-   bootstrap standard error, with the same mask in every replicate.
+   bootstrap standard error (:func:`pretest`); every bootstrap replicate runs the same
+   test on its own gaps (the same cut), since the mask is part of the estimator: with
+   the estimate's mask held fixed, a zeroed gap added nothing to the spread of the
+   replicates, and the standard error was a quarter of the estimate's spread over seeds
+   on lending-harder at n = 5,000 per group (0.0020 against 0.0074).
 5. **Confidence interval**: a seeded bootstrap over individuals (Poisson(1) weights per
    individual, every replicate recomputes the cell means and Lambda) gives the standard
-   errors of the thresholded and the plug-in estimates (:func:`lambda_hull`). The
-   reported interval is the hull of their normal intervals, estimate +- z * se, each
-   around its own estimate, clipped at 0: the thresholded interval misses where a small
+   errors of the thresholded and the plug-in estimates (:func:`lambda_hull`); the
+   plug-in's replicates are linear in the benefit gaps (:func:`plugin_tangent`: a
+   replicate's |gap| folds at 0 and spread too little where the true gaps are small but
+   not 0, so the hull covered 0.90 on lending-harder at n = 5,000 per group; with this
+   and the pre-test in every replicate, point 4, 0.987: docs/decomposition.md; the log
+   audit's Lambda uses both functions). The reported
+   interval is the hull of their normal intervals, estimate +- z * se, each
+   around its own estimate, clipped to [0, 1]: the thresholded interval misses where a small
    non-zero gap was set to 0, the plug-in one where a zero gap was not, the hull covers
    in both regimes (as the log audit's, docs/logs.md). The standard error is that of the
    thresholded estimate. The hull contains the thresholded estimate by construction;
    bootstrap *percentile* intervals do not: Lambda is a non-smooth function of cell
-   means (|.|, the ratio, the fixed mask), its replicates are shifted against the
+   means (|.|, the ratio, the mask), its replicates are shifted against the
    estimate, and with few replicates the estimate fell above the upper percentile
    (3 of 20 seeds at ``n_boot`` = 3 on a feature-binned system), so a Lambda above a
    gate's bound could pass on the far end. Coverage of the exact Lambda on the example
-   clinic over 200 seeds (n = 4,000, ``n_boot`` = 100): 0.935 and 0.96 for two policies
-   (percentile hull 0.93 and 0.95), with a narrower mean width. The interval is
+   clinic over 200 seeds (n = 4,000, ``n_boot`` = 100): 0.995 for a three-action policy
+   (0.90 with the estimate's mask in every replicate). The interval is
    asymmetric by design: where the mask zeroes many pairs the estimate sits near the
    upper end and the lower end reaches the plug-in's. Cells are fixed across replicates.
    The bootstrap cannot see floating-point rounding (a replicate rounds as the estimate
@@ -82,12 +91,18 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_alpha, check_horizon, engine_for, z_quantile
+from causalfair._validation import check_alpha, check_horizon, check_weights, engine_for, z_quantile
 from causalfair.backends import engine_device, resolve_jobs
 from causalfair.engines._mc_base import check_policy_state, check_work, engine_backend
 from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.benefit_cells import visit_cells
-from causalfair.engines.benefit_forks import STREAM, rollout_coupled, rollout_units
+from causalfair.engines.benefit_forks import (
+    PER_UNIT_MAX,
+    STREAM,
+    forks_bytes,
+    rollout_coupled,
+    rollout_units,
+)
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.policies.grid import engine_policy, group_features
 from causalfair.policies.resolver import resolve
@@ -95,14 +110,16 @@ from causalfair.results import BenefitResult, check_pair
 from causalfair.systems import as_system
 from causalfair.systems.contract import seeded_rng
 
-__all__ = ["benefit_fairness_mc", "system_benefit", "lambda_hull", "rounding_bound"]
+__all__ = ["benefit_fairness_mc", "system_benefit", "lambda_hull", "rounding_bound",
+           "pretest", "plugin_tangent"]
 
 
 def lambda_hull(estimates: list[tuple[float, float]], alpha: float,
                 rounding: float = 0.0) -> tuple[float, float]:
     """The reported (1 - alpha) interval of Lambda from (estimate, standard error) pairs
     (thresholded, plug-in): the hull of the normal intervals estimate +- z * se, each
-    around its own estimate, clipped at 0 (module docstring, point 5). It contains every
+    around its own estimate, clipped to [0, 1], where Lambda lies (weights summing to 1
+    times total variations at most 1; module docstring, point 5). It contains every
     estimate it is given, so the thresholded Lambda lies inside its own interval.
     ``rounding``: a bound on the floating-point error of a positive estimate
     (:func:`rounding_bound`), the least half-width of its interval (an estimate of exactly
@@ -113,7 +130,7 @@ def lambda_hull(estimates: list[tuple[float, float]], alpha: float,
         return max(z * s, rounding) if e > 0 else z * s
 
     return (max(0.0, min(e - half(e, s) for e, s in estimates)),
-            max(e + half(e, s) for e, s in estimates))
+            min(1.0, max(e + half(e, s) for e, s in estimates)))
 
 
 def rounding_bound(most: int, delta: np.ndarray, eps: float) -> float:
@@ -178,8 +195,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     units = n * U if U > 1 else system.n_groups * n
     check_work(units * T, f"benefit by forks of {n} {'worlds' if U > 1 else 'units per group'} "
                f"over {T} epochs", "lower n or the horizon")
-    check_memory(8.0 * units * T * (2 * system.n_actions + 4),
-                 "benefit_fairness_mc", "lower n or the horizon")
+    check_memory(forks_bytes(system, n, T, n_boot, bins), "benefit_fairness_mc",
+                 "lower n or the horizon (or n_boot, or the quantile bins per feature)")
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     pname = getattr(policy, "name", type(policy).__name__)
     if check and system.units_per_replica == 1 \
@@ -206,17 +223,21 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     block = np.ix_(ra, rb)
 
     def terms(delta: np.ndarray, prob: np.ndarray, w: np.ndarray,
-              *masks: np.ndarray | None) -> list[np.ndarray]:
-        """Per-pair Lambda terms (K, K), one array per mask (None, or a (len(ra),
-        len(rb), A) block zeroing benefit gaps): the total variations and gaps are
-        computed once for all masks, and the largest gap over the actions by elementwise
-        maxima (exact, so the same bits as a max over the last axis, several times faster
-        for a few actions)."""
+              *masks: np.ndarray | str | None, tangent: Callable | None = None) -> list:
+        """Per-pair Lambda terms (K, K), one array per mask (None, a (len(ra), len(rb), A)
+        block zeroing benefit gaps, or ``"own"``: :func:`pretest` on these gaps, a
+        bootstrap replicate's own mask), then ``tangent``'s plug-in sum if given
+        (:func:`plugin_tangent`): the total variations and gaps are computed once for all,
+        and the largest gap over the actions by elementwise maxima (exact, so the same
+        bits as a max over the last axis, several times faster for a few actions)."""
         pa, pb, da, db = prob[a_][ra], prob[b_][rb], delta[a_][ra], delta[b_][rb]
         tv = 0.5 * np.abs(pa[:, None, :] - pb[None, :, :]).sum(-1)
-        gap = np.abs(da[:, None, :] - db[None, :, :])
-        out = []
+        signed = da[:, None, :] - db[None, :, :]
+        gap = np.abs(signed)
+        ww = w[a_][ra][:, None] * w[b_][rb][None, :]
+        out: list = []
         for mask in masks:
+            mask = pretest(gap, cut) if isinstance(mask, str) else mask
             g = gap if mask is None else np.where(mask, 0.0, gap)
             top = g[..., 0].copy()
             for a in range(1, A):
@@ -224,6 +245,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
             full = np.zeros((K, K))
             full[block] = eps * tv / (eps + top) * w[a_][ra][:, None] * w[b_][rb][None, :]
             out.append(full)
+        if tangent is not None:
+            out.append(tangent(signed, tv, ww))
         return out
 
     mask = None
@@ -248,14 +271,23 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
 
         gap_se = np.concatenate(list(engine_backend(None, jobs).imap(gap_se_rows,
                                                                      _blocks(len(ra)))))
-        gap_hat = delta[a_][ra][:, None, :] - delta[b_][rb][None, :, :]
-        mask = np.abs(gap_hat) <= np.sqrt(np.log(n)) * gap_se
+        cut = np.sqrt(np.log(n)) * gap_se
+        signed = delta[a_][ra][:, None, :] - delta[b_][rb][None, :, :]
+        gap_hat = np.abs(signed)
+        mask = pretest(gap_hat, cut)
     contrib, plain = terms(delta, prob, w, mask, None)
     lam = float(contrib.sum())
     se = ci = None
     if n_boot >= 2:
-        each = engine_backend(None, jobs).imap(  # independent replicates: same sums on threads
-            lambda r: tuple(x.sum() for x in terms(*r, mask, None)), reps)
+        tangent = plugin_tangent(signed, gap_hat, base, eps)
+
+        def replicate(r: tuple[np.ndarray, ...]) -> tuple[float, float]:
+            # its own pre-test (point 4), the plug-in by its tangent (point 5)
+            thr_r, plug_r = terms(*r, "own", tangent=tangent)
+            return float(thr_r.sum()), plug_r
+
+        # independent replicates: the same sums on threads
+        each = engine_backend(None, jobs).imap(replicate, reps)
         thr, plug = (np.array(x) for x in zip(*each, strict=True))
         se = float(thr.std(ddof=1))
         ci = lambda_hull([(lam, se), (float(plain.sum()), float(plug.std(ddof=1)))], alpha,
@@ -277,6 +309,48 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     )
 
 
+def pretest(gap: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """The pre-test of the thresholded Lambda (module docstring, point 4; the log audit's,
+    :func:`causalfair.logs.pretest.threshold_lambda`, for benefit and policy gaps): True
+    where a gap's magnitude ``gap`` (pairs of cells of the two groups, per action) is
+    within ``cut`` (sqrt(log n) times its bootstrap standard error) of 0, so set to 0. Run
+    on the estimate's gaps and on every bootstrap replicate's, against the same ``cut``:
+    the mask is part of the estimator (held fixed, a zeroed gap added nothing to the
+    replicates' spread). A gap with ``cut`` 0 (standard error 0: a known quantity, such as
+    a supplied policy's gap or the baseline's column) is never masked (masking a gap of 0
+    would change no number, only the count of masked gaps)."""
+    return (cut > 0) & (gap <= cut)
+
+
+def plugin_tangent(signed: np.ndarray, gap: np.ndarray, base: int | None,
+                   eps: float) -> Callable[[np.ndarray, np.ndarray, np.ndarray], float]:
+    """The plug-in Lambda of a bootstrap replicate for its standard error (module
+    docstring, point 5), linear in the benefit gaps (the delta method). ``signed`` and
+    ``gap``: the estimate's benefit gaps of the pairs of cells (rows: the first group's
+    cells, columns: the second's, per action) and their magnitudes. In each pair term the
+    factor eps / (eps + |gap|) is replaced by its tangent at the estimate's |gap|, of the
+    action where the estimate's |gap| is largest (the baseline's column ``base``, 0, left
+    out; None: every column is a benefit, as the log audit's one column of d1 against d0,
+    :func:`causalfair.logs.pretest.threshold_lambda`), the replicate's gap taken with the
+    estimate's sign. Returns the function of a replicate's signed gaps, total variations
+    (two actions: |pi(d1|x,s+) - pi(d1|x',s-)|) and weight products that sums its terms.
+    A replicate's |gap| folds at 0: where the true gaps are small but not 0 (lending-harder
+    at n = 5,000 per group) its eps / (eps + |gap|) spread less than the estimate does,
+    so the plug-in's standard error was too small; the tangent keeps the gap's spread."""
+    cols = [k for k in range(signed.shape[-1]) if k != base]
+    act = gap[..., cols].argmax(-1)[..., None]  # the active action of max_a |gap_a|
+    col = np.asarray(cols)[act]
+    sign = np.where(np.take_along_axis(signed, col, -1)[..., 0] >= 0, 1.0, -1.0)
+    at = np.take_along_axis(gap, col, -1)[..., 0]
+    level, slope = eps / (eps + at), eps / (eps + at) ** 2
+
+    def plug(signed_r: np.ndarray, tv: np.ndarray, ww: np.ndarray) -> float:
+        moved = sign * np.take_along_axis(signed_r, col, -1)[..., 0] - at
+        return float(((level - slope * moved) * tv * ww).sum())
+
+    return plug
+
+
 def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
                 n_boot: int, pname: str, jobs: Any, backend: Any, rollout: Any,
                 shared: dict | None) -> tuple:
@@ -293,15 +367,18 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     def resample(R: int) -> np.ndarray:
         """The bootstrap's Poisson(1) weights, (Gw, R, n), from one stream, in place: replicate
         r draws one weight per individual of each group in turn (coupled units: per world)."""
-        rng_b, out = seeded_rng(seed, STREAM, 99), np.empty((Gw, R, n))
+        # one byte a weight (a Poisson(1) draw over 255 has probability under 1e-500), an
+        # eighth of float64's; each product takes a float64 copy of its block: the same numbers
+        rng_b, out = seeded_rng(seed, STREAM, 99), np.empty((Gw, R, n), dtype=np.uint8)
         for r in range(R):
             for g in range(Gw):
-                out[g, r] = rng_b.poisson(1.0, size=n)
+                draw = rng_b.poisson(1.0, size=n)
+                if draw.max(initial=0) > 255:  # pragma: no cover - never drawn
+                    raise InputError(f"seed: bad value {seed}: a bootstrap weight of "
+                                     f"{int(draw.max())} is over 255; use another seed.")
+                out[g, r] = draw
         return out
 
-    check_memory(8.0 * Gw * n_boot * n, "benefit_fairness_mc",
-                 f"the bootstrap's weights ({n_boot} replicates of {n} units per group); lower "
-                 "n or n_boot")
     # one stream, so one thread draws them, beside the groups' rollouts and the driver's
     # search for the visited cells (numpy's generators release the GIL)
     drawn = _beside(resample, n_boot, jobs=jobs)
@@ -320,6 +397,8 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
         counts = [len(lev) for lev in lev_g]
         lev_g, feat_g, delta_g, prob_g, unit_g = _present(outs, departed)
         kept = [len(lev) / c if c else 1.0 for lev, c in zip(lev_g, counts, strict=True)]
+        if empty := [g for g, lev in enumerate(lev_g) if len(lev) == 0]:
+            raise InputError(_nobody_present(system, empty[0], n, departed))
     for g, dg in enumerate(delta_g):  # forks the decomposition's paths need not take
         if not np.isfinite(dg).all():
             raise SimulatorContractError(
@@ -342,13 +421,27 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     cols = (cells, unit_g, delta_g, prob_g, K, A)
     delta, prob, w = _cell_means(cols, None)
     W = drawn()
-    if n_boot and 8.0 * n * K * (1 + 2 * A) <= 256 << 20:  # the per-unit sums fit: one product
+    if n_boot and 8.0 * n * K * (1 + 2 * A) <= PER_UNIT_MAX:  # the per-unit sums fit: one product
         reps = _replicates(cols, W, per_world, n, jobs)
     else:
         reps = [_cell_means(cols, [W[0 if per_world else g, r] for g in range(G)])
                 for r in range(n_boot)]
     most = max((int(np.bincount(c).max()) for c in cells if c.size), default=0)
     return K, labels, desc, delta, prob, w, reps, most, kept
+
+
+def _nobody_present(system: Any, g: int, n: int, departed: tuple[int, ...]) -> str:
+    """The refusal of a group of which the sample holds nobody present at any step (a
+    group present at the start in a share under about 1/n; the tabular model's and the
+    contract's refusal of a group with nobody present at all is
+    :func:`causalfair.model.empty_group_message`)."""
+    labels = tuple(system.levels[k] for k in departed) if system.levels else tuple(departed)
+    units = "units" if system.units_per_replica == 1 else "worlds' units"
+    return (f"n: bad value {n} for group {system.groups[g]!r}: all {n} of its sampled {units} "
+            f"are at the departed levels {labels!r} at every step (few of the group are present "
+            "at the start), so Lambda has nobody of it to pair; raise n (n= in Python, --n on "
+            "the command line, [engine] n in a spec) until the sample holds some of it, or use "
+            "the exact engine where the system has a tabular model.")
 
 
 def _present(outs: tuple, departed: tuple[int, ...] | None) -> tuple:
@@ -395,12 +488,13 @@ def _replicates(cols: tuple, W: np.ndarray, per_world: bool, n: int, jobs: Any
     R, C = W.shape[1], 1 + 2 * A
     d_r, p_r, w_r = np.zeros((R, G, K, A)), np.zeros((R, G, K, A)), np.zeros((R, G, K))
     backend = engine_backend(None, jobs)
+    # per_unit[u, k * C + c]: unit u's sum of column c over its visits in cell k, each sum in
+    # visit order, built in blocks of units on threads; one buffer for every group in turn
+    # (each group's blocks write all of it): the stage's largest array, held once
+    per_unit = np.empty((n, K * C))
     for g in range(G):
-        # per_unit[u, k * C + c]: unit u's sum of column c over its visits in cell k,
-        # each sum in visit order; blocks of units on threads
         units, vals = unit_g[g], np.concatenate(
             [np.ones((cells[g].shape[0], 1)), delta_g[g], prob_g[g]], axis=1)
-        per_unit = np.empty((n, K * C))
 
         def build(rows: tuple[int, int], units=units, vals=vals, per_unit=per_unit,
                   cell=cells[g]) -> None:
@@ -413,10 +507,10 @@ def _replicates(cols: tuple, W: np.ndarray, per_world: bool, n: int, jobs: Any
         for _ in backend.imap(build, _blocks(n, 1024)):
             pass
         sums = np.concatenate(list(backend.imap(  # small n: one product
-            lambda ab, w=W[0 if per_world else g], p=per_unit: w[ab[0]:ab[1]] @ p,
+            lambda ab, w=W[0 if per_world else g], p=per_unit: w[ab[0]:ab[1]].astype(float) @ p,
             _blocks(R) if n >= 4096 else [(0, R)])))
         sums = sums.reshape(R, K, C)
-        del per_unit
+        del units, vals, build  # build's defaults held this group's visits into the next
         mass = sums[..., 0]
         w_r[:, g] = mass / np.maximum(mass.sum(1, keepdims=True), 1e-300)
         safe = np.where(mass > 0, mass, 1.0)[..., None]
@@ -477,10 +571,7 @@ def system_benefit(system: Any, policy: Any, horizon: int | None = None, *,
     if kind == "exact":
         return benefit_fairness(system.tabular, policy, T, eps=eps, weights=weights, pair=pair,
                                 eps_source=eps_source)
-    if weights != "visitation":
-        raise InputError(f"weights: bad value {weights!r}; benefit fairness by forks weighs "
-                         "states by visitation (\"visitation\"); \"initial\" needs the exact "
-                         "engine.")
+    check_weights(weights, kind)  # by forks: "visitation" only
     if system.n_levels is None and system.features is None:
         return None
     return benefit_fairness_mc(system, policy, T, n=n, seed=seed, eps=eps, alpha=alpha,

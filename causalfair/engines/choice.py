@@ -18,7 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_alpha, check_engine, check_keywords, engine_for
+from causalfair._validation import (
+    check_alpha,
+    check_engine,
+    check_keywords,
+    check_weights,
+    engine_for,
+)
 from causalfair.engines.benefit import benefit_fairness as _benefit_exact
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
@@ -110,6 +116,7 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     :func:`~causalfair.engines.montecarlo.decompose_mc`'s)."""
     check_engine(engine)
     check_alpha(alpha)
+    check_weights(weights)
     system = _system(model, engine)
     pair = _pair(pair, system)
     eps, _ = eps_for(eps, system)
@@ -129,9 +136,7 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     if gamma != 1.0:
         raise ModelError(f"gamma: bad value {gamma!r}; the Monte Carlo engine sums undiscounted "
                          "gains (gamma = 1); discounting needs the exact engine.")
-    if weights != "visitation":
-        raise ModelError(f"weights: bad value {weights!r}; Lambda by forks weighs states by "
-                         "visitation; \"initial\" needs the exact engine.")
+    check_weights(weights, "mc")
     return _with_unit(decompose_mc(system, policy, T, n=n, seed=seed, pair=pair,
                                   policy_name=policy_name, eps=eps, alpha=alpha, jobs=jobs,
                                   device=device, benefit_bins=benefit_bins,
@@ -193,6 +198,7 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     ``plot()`` of the result labels its axes with the system's gain unit (``gain_unit``)."""
     check_engine(engine)
     check_alpha(alpha)
+    check_weights(weights)
     system = _system(model, engine)  # read once: the body reads it as it is
     ben = _benefit_fairness(system, policy, horizon, eps=eps, weights=weights, pair=pair,
                             engine=engine, n=n, seed=seed, alpha=alpha,
@@ -214,11 +220,10 @@ def _benefit_fairness(model: Any, policy: Any, horizon: int | None, *, eps: Any,
     policy = _resolved(policy, system)
     T = (20 if isinstance(system, TabularModel) else system.horizon) if horizon is None \
         else horizon
-    dec = None  # forks refuse weights other than "visitation" below, before any rollout
-    if weights == "visitation" or isinstance(system, TabularModel) \
-            or engine_for(system, engine) == "exact":
-        pair, dec = default_pair(system, policy, T, pair, engine=engine, n=n, seed=seed,
-                                 eps=eps, alpha=alpha, bins=benefit_bins)
+    if weights != "visitation" and not isinstance(system, TabularModel):
+        check_weights(weights, engine_for(system, engine))  # forks refuse it, before any rollout
+    pair, dec = default_pair(system, policy, T, pair, engine=engine, n=n, seed=seed, eps=eps,
+                             alpha=alpha, bins=benefit_bins)
     if dec is not None and dec.benefit is not None and dec.benefit.method == "mc":
         # forks over n units per group of decompose's pair
         return dec.benefit if source is None else replace(dec.benefit, eps_source=source)
@@ -249,9 +254,7 @@ def _lambda_t(model: Any, policy: Any, horizon: int | None, eps: Any, weights: s
         return lambda_horizon(model, policy, T, eps=eps, weights=weights, pair=pair,
                               eps_source=source)
     kind = engine_for(system, engine)
-    if kind == "mc" and weights != "visitation":
-        raise ModelError(f"weights: bad value {weights!r}; Lambda_T by forks weighs states by "
-                         "visitation; \"initial\" needs the exact engine.")
+    check_weights(weights, kind)
     T = system.horizon if horizon is None else horizon
     pair, _ = default_pair(system, policy, T, pair, engine=kind, n=n, seed=seed, eps=eps,
                            alpha=alpha, bins=bins)

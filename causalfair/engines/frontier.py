@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._io import atomic_write_bytes
+from causalfair._io import atomic_write_bytes, fixed
 from causalfair.engines.benefit import model_eps
 from causalfair.engines.occupancy import (
     CONSTRAINTS,
@@ -230,7 +230,7 @@ class Frontier:
         cols = ["eps", "utility", "C", "DPE", "DP", "Lambda"]
         return (f"Utility-fairness frontier: model {self.model.name}, T = {self.horizon}, "
                 f"constraint {self.metric_label} <= eps ({len(df)} points, smallest achievable "
-                f"{self.eps_min:.6g})\n" + df[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
+                f"{self.eps_min:.6g})\n" + df[cols].to_string(index=False, float_format=fixed))
 
     def __str__(self) -> str:
         return self.summary()
@@ -249,7 +249,7 @@ class Frontier:
         title = html.escape(f"Utility-fairness frontier: model {self.model.name}, T = "
                             f"{self.horizon}, {self.metric_label} <= eps")
         return (f"<div><strong>{title}</strong>" + self.to_frame()[cols].to_html(
-            index=False, float_format=lambda v: f"{v:.6f}") + "</div>")
+            index=False, float_format=fixed) + "</div>")
 
 
 def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None = None,

@@ -45,10 +45,12 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._io import fixed
+from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._validation import check_alpha, z_quantile
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.benefit_mc import benefit_fairness_mc
-from causalfair.errors import InputError
+from causalfair.errors import InputError, short
 from causalfair.plotting import check_axes, new_figure, text_only, wrap
 from causalfair.results import BenefitResult, Decomposition
 from causalfair.thresholds import is_group_key
@@ -106,7 +108,7 @@ def resolve_pair(pair: Any, groups: Sequence[str], where: str = "pair"
     try:
         a, b = pair
     except (TypeError, ValueError):
-        raise InputError(f"{where}: expected two groups, got {str(pair)[:60]!r}; {fix}.") from None
+        raise InputError(f"{where}: expected two groups, got {short(pair, 60)}; {fix}.") from None
     out = []
     for g in (a, b):
         if _is_index(g) and 0 <= g < len(groups):
@@ -116,7 +118,7 @@ def resolve_pair(pair: Any, groups: Sequence[str], where: str = "pair"
         elif not isinstance(g, str) and str(g) in groups:  # 7 for the group named "7"
             raise InputError(_label_not_index(where, g, len(groups)))
         else:
-            raise InputError(f"{where}: {str(g)[:60]!r} is not one of the groups; {fix}.")
+            raise InputError(f"{where}: {short(g, 60)} is not one of the groups; {fix}.")
     if out[0] == out[1]:
         raise InputError(f"{where}: the same group {groups[out[0]]!r} twice; {fix}.")
     return out[0], out[1]
@@ -187,7 +189,7 @@ def _check_key(key: Any) -> None:
     """A quantity of a pair, or an InputError naming the allowed ones (a mistyped key would
     otherwise read as "not available")."""
     if key not in PAIR_QUANTITIES:
-        raise InputError(f"key: bad value {str(key)[:40]!r}; allowed values: "
+        raise InputError(f"key: bad value {short(key, 40)}; allowed values: "
                          f"{', '.join(PAIR_QUANTITIES)}.")
 
 
@@ -199,7 +201,10 @@ class GroupComparison:
     ratio_selection) -> the same tuple or None (not available); ``reference`` the
     reference group; ``worst`` the pair with the largest |C|; ``attributes``: attribute ->
     {"values", "per_value", "pairs"} for intersectional groups, else None; ``coupled``: the
-    groups share worlds (a pair's Monte Carlo se is se_a + se_b). :meth:`table_lines` and
+    groups share worlds (a pair's Monte Carlo se is se_a + se_b). ``chosen``: the row of
+    the decomposition's pair when the data chose it (its ``simultaneous`` m > 1), whose
+    intervals (C, DPE, IPE, SPE, ratio_V) are simultaneous over the ``simultaneous`` pairs
+    (:mod:`causalfair._simultaneous`); else None. :meth:`table_lines` and
     :meth:`pairs_dict`: the table and the ``pairs`` section ``causalfair decompose`` prints
     (text, ``--json``) from a system and from ``--logs``."""
 
@@ -213,6 +218,8 @@ class GroupComparison:
     attributes: dict[str, Any] | None = None
     gain_unit: str | None = None  # the decomposition's (the system's gain unit), for plot
     coupled: bool = False  # groups share worlds: a pair's se is se_a + se_b (compare's)
+    simultaneous: int = 1  # m > 1: the row `chosen` (picked from the data) is Bonferroni over m
+    chosen: str | None = None  # the compared pair's row when the data chose it, else None
 
     @property
     def reference_pairs(self) -> list[str]:
@@ -257,6 +264,9 @@ class GroupComparison:
                       "values": {p: {k: d(v) for k, v in vals.items()}
                                  for p, vals in self.pairs.items()}},
         }
+        if self.chosen is not None:  # that row's intervals: over the pairs it was chosen from
+            out["pairs"]["simultaneous"] = dict(
+                simultaneous_dict(self.simultaneous, 1.0 - self.level), pair=self.chosen)
         if self.attributes:
             out["groups"]["attributes"] = {
                 att: {"values": list(a["values"]),
@@ -298,10 +308,11 @@ class GroupComparison:
         pair, the worst pair marked; with ``compared`` (the group indices (a, b) of the
         decomposition printed with it) that pair marked too and a closing line saying how
         it was chosen (``named``: given by the user; else the default, which with more
-        than two groups is picked from the same estimates, so that a sampled interval of
-        it covers less than its level). The one table that ``causalfair decompose`` prints
-        under the compared pair's decomposition, from a system and from ``--logs``
-        (:meth:`LogAudit.summary <causalfair.logs.result.LogAudit.summary>`)."""
+        than two groups is picked from the same estimates, so that its sampled intervals
+        are simultaneous over the pairs: :mod:`causalfair._simultaneous`). The one table
+        that ``causalfair decompose`` prints under the compared pair's decomposition, from
+        a system and from ``--logs`` (:meth:`LogAudit.summary
+        <causalfair.logs.result.LogAudit.summary>`)."""
         how = {"exact": "exact values, no sampling error",
                "mc": (f"{100 * self.level:g}% normal intervals, estimate +- z * "
                       + ("(se_X + se_Y), conservative for groups that share worlds: at least "
@@ -325,9 +336,9 @@ class GroupComparison:
             marks = (["worst"] if row[-1] else []) + (
                 [f"compared above{'' if p == f'{a}-{b}' else f' (as {a}-{b})'}"]
                 if p == here else [])
-            lines.append(f"  {p:<{w}} {c:>+10.6f} {lo:>+10.6f} {hi:>+10.6f} {dpe:>+10.6f} "
-                         f"{ipe:>+10.6f} {spe:>+10.6f} {_cell(lam, 9, '.6f')} "
-                         f"{_cell(rv, 8, '.4f')}" + (f"  {', '.join(marks)}" if marks else ""))
+            lines.append(f"  {p:<{w}} " + " ".join(fixed(v, sign=True, width=10) for v in (
+                c, lo, hi, dpe, ipe, spe)) + f" {_cell(lam, 9, 6)} {_cell(rv, 8, 4)}"
+                + (f"  {', '.join(marks)}" if marks else ""))
         if compared is None:
             return lines
         by = self.compared_by(compared, named)
@@ -338,15 +349,16 @@ class GroupComparison:
             lines.append(f"The decomposition above compares {a}-{b}, the default with two "
                          "groups (the first minus the second); --pair B-A (pair= in Python) "
                          "names another.")
+        elif self.chosen is None:  # exact: no interval to widen
+            lines.append(f"The decomposition above compares {a}-{b}, the default: the pair "
+                         "with the largest |C| (the largest and smallest V^pi); --pair A-B "
+                         "(pair= in Python) compares another.")
         else:
-            lines.append(
-                f"The decomposition above compares {a}-{b}, the default: the pair with the "
-                "largest |C| (the largest and smallest V^pi)" + (
-                    "; --pair A-B (pair= in Python) compares another." if self.engine == "exact"
-                    else ", chosen from these same estimates, so its C leans away from 0 and "
-                    "its interval covers less than its level (docs/decomposition.md, \"More "
-                    "than two groups\"); name a pair in advance (--pair A-B; pair= in "
-                    "Python) to test it."))
+            lines.append(f"The decomposition above compares {a}-{b}, the default: the pair "
+                         "with the largest |C| (the largest and smallest V^pi). "
+                         + simultaneous_sentence(f"{a}-{b}", self.simultaneous, 1 - self.level)
+                         + " A pair named in advance (--pair A-B; pair= in Python) keeps "
+                         f"{100 * self.level:g}% intervals.")
         return lines
 
     def pairs_dict(self, compared: tuple[int, int] | None = None, *,
@@ -408,7 +420,7 @@ class GroupComparison:
         Axes), drawn there and that Axes' Figure returned. ``unit``: the gain's unit on
         the axis of C and its parts; default :attr:`gain_unit`, else "gain units"."""
         if quantity not in PAIR_QUANTITIES:
-            raise InputError(f"quantity: bad value {str(quantity)[:40]!r}; allowed values: "
+            raise InputError(f"quantity: bad value {short(quantity, 40)}; allowed values: "
                              f"{', '.join(PAIR_QUANTITIES)}.")
         values = self.by_pair(quantity)
         if not values:
@@ -446,6 +458,8 @@ class GroupComparison:
                                               f"({unit})"), 80), fontsize=8)
         how = ("no sampling error" if all(values[p][1] == values[p][2] for p in names)
                else f"{100 * self.level:g}% intervals")
+        if self.chosen in names and quantity != "Lambda" and how != "no sampling error":
+            how += f"; {self.chosen}'s simultaneous over the {self.simultaneous} pairs"
         ax.set_title(wrap(f"{quantity} for every pair of groups ({self.engine}: {how}); "
                           f"worst pair (largest |C|, in red): {self.worst}", 90), fontsize=9)
         return fig
@@ -459,8 +473,15 @@ class GroupComparison:
     def __str__(self) -> str:
         return (f"Groups compared ({self.engine}; reference {self.reference}; intervals at "
                 f"{100 * self.level:g}%):\n"
-                + self._table().to_string(index=False, na_rep="n/a",
-                                          float_format=lambda x: f"{x:.6f}"))
+                + self._table().to_string(index=False, na_rep="n/a", float_format=fixed)
+                + ("" if self.chosen is None else "\n" + self.simultaneous_note()))
+
+    def simultaneous_note(self) -> str:
+        """The sentence on the chosen pair's intervals
+        (:func:`causalfair._simultaneous.simultaneous_sentence`); "" without one."""
+        if self.chosen is None:
+            return ""
+        return simultaneous_sentence(self.chosen, self.simultaneous, 1.0 - self.level)
 
     def _table(self) -> Any:
         """:meth:`rows` as a DataFrame, a quantity not available as NaN (shown n/a)."""
@@ -472,8 +493,7 @@ class GroupComparison:
     def _repr_html_(self) -> str:
         import html
 
-        table = self._table().to_html(index=False, na_rep="n/a",
-                                      float_format=lambda x: f"{x:.6f}")
+        table = self._table().to_html(index=False, na_rep="n/a", float_format=fixed)
         title = html.escape(f"Groups compared ({self.engine}), reference {self.reference}, "
                             f"worst pair {self.worst}")
         return f"<div><strong>{title}</strong>{table}</div>"
@@ -489,7 +509,7 @@ def _reference_index(groups: tuple[str, ...], reference: Any) -> int:
             raise InputError(_label_not_index("reference", reference, len(groups)))
     elif str(reference) in groups:
         return groups.index(str(reference))
-    raise InputError(f"reference: bad value {str(reference)[:60]!r}; name one of the groups "
+    raise InputError(f"reference: bad value {short(reference, 60)}; name one of the groups "
                      f"{', '.join(groups)} (default: the first).")
 
 
@@ -524,6 +544,8 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     groups = tuple(dec.groups)
     ref = _reference_index(groups, reference)
     z = z_quantile(alpha)
+    m = int(getattr(dec, "simultaneous", 1))  # the decomposition's pair chosen from m pairs
+    chosen = None if m == 1 or dec.se is None else _row_of(dec.pair, groups, ref)
     se = dict(dec.se) if dec.se else None
     vals = {"V": dec.V, "V_ps": dec.V_ps, "V_0": dec.V_0, "direct": dec.V - dec.V_ps,
             "indirect": dec.V_ps - dec.V_0, "utility": dec.utility_by_group}
@@ -546,11 +568,12 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     pairs: dict[str, dict[str, Q | None]] = {}
     for a, b in pair_names(groups, ref):
         q: dict[str, Q | None] = {}
+        zp = pair_z(alpha, m) if f"{groups[a]}-{groups[b]}" == chosen else z  # WIDENED
         for key, src in EFFECTS.items():
             v = vals[src]
-            q[key] = _q(v[a] - v[b], pair_se(gse(src, a), gse(src, b)), z)
+            q[key] = _q(v[a] - v[b], pair_se(gse(src, a), gse(src, b)), zp)
         q["Lambda"] = _lambda(dec, benefit, lambda_of, (a, b), z)
-        q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), z)
+        q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), zp)
         q["ratio_selection"] = None if sel is None else _ratio(sel[a], sel[b], None, None, z)
         pairs[f"{groups[a]}-{groups[b]}"] = q
     worst = max(pairs, key=lambda p: abs(pairs[p]["C"][0]))
@@ -560,7 +583,15 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     return GroupComparison(groups=groups, reference=groups[ref], engine=dec.engine,
                            level=1.0 - alpha, per_group=per_group, pairs=pairs, worst=worst,
                            attributes=atts, gain_unit=getattr(dec, "gain_unit", None),
-                           coupled=bool(coupled))
+                           coupled=bool(coupled), simultaneous=1 if chosen is None else m,
+                           chosen=chosen)
+
+
+def _row_of(ab: Sequence[int], groups: Sequence[str], ref: int) -> str:
+    """The row of :func:`pair_names` that holds the pair ``ab`` (either orientation)."""
+    a, b = (int(i) for i in ab)
+    return next(f"{groups[x]}-{groups[y]}" for x, y in pair_names(groups, ref)
+                if {x, y} == {a, b})
 
 
 def benefit_for_pair(benefit: BenefitResult | None, pair: str) -> BenefitResult | None:
@@ -671,5 +702,5 @@ def _intersections(atts: list[tuple[str, tuple[str, ...]]], groups: tuple[str, .
     return out
 
 
-def _cell(v: float | None, width: int, fmt: str) -> str:
-    return f"{'-':>{width}}" if v is None else f"{v:>{width}{fmt}}"
+def _cell(v: float | None, width: int, digits: int) -> str:
+    return f"{'-':>{width}}" if v is None else fixed(v, digits, width=width)

@@ -41,7 +41,8 @@ import numpy as np
 
 from causalfair._limits import check_memory
 from causalfair._names import BENEFIT_N  # defined there: `decompose --help` states it
-from causalfair._validation import check_horizon
+from causalfair._simultaneous import pairs_chosen_from
+from causalfair._validation import check_alpha, check_horizon
 from causalfair.backends import engine_device
 from causalfair.engines._mc_base import (
     DEFAULT_BATCH_SIZE,
@@ -67,8 +68,10 @@ from causalfair.engines._mc_base import (
     sample_actions,
     type_name,
 )
-from causalfair.engines.benefit_mc import system_benefit
+from causalfair.engines.benefit_forks import forks_bytes
+from causalfair.engines.benefit_mc import benefit_fairness_mc, system_benefit
 from causalfair.engines.montecarlo_coupled import decompose_coupled
+from causalfair.engines.paired import PairedComparison
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.model import TabularModel
 from causalfair.policies.core import Observation, Policy, PolicyError, action_probs
@@ -394,11 +397,14 @@ def decompose_mc(
     if system is not None:
         if system.units_per_replica != 1:
             res = resolve(policy, system)
+            _check_lambda_memory(system, res.policy, system.horizon if horizon is None else
+                                 horizon, n, benefit_n, benefit_bins)
             dec = decompose_coupled(system, res.policy, system.horizon if horizon is None else
                                      horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
                                      pair=pair, policy_name=policy_name or res.label,
                                      backend=backend, jobs=jobs,
                                      device=engine_device(device))
+            dec = _chosen(dec, pair)
             return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device,
                                 benefit_bins, shared=benefit_shared)  # coupled: no tasks
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
@@ -410,6 +416,9 @@ def decompose_mc(
     sim_name = type_name(sim)
     policy, name = _ready_policy(policy, sim, A, tabulate, policy_name, system, T, device,
                                  check=check)
+    lam_system = None if G < 2 else system if system is not None else as_system(simulator)
+    if lam_system is not None:  # Lambda's stage, checked before the run
+        _check_lambda_memory(lam_system, policy, T, n, benefit_n, benefit_bins)
     backend = engine_backend(backend, jobs, sim, policy, work=G * n * T)
     sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_simulate)
     stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
@@ -448,7 +457,7 @@ def decompose_mc(
                           ("indirect", "BZ"), ("utility", "R")):
             se[f"{key}[{gname}]"] = float(math.sqrt(var_of_mean(stat)[i]))
     se["utility"] = float(math.sqrt(float(weights**2 @ var_of_mean("R"))))
-    dec = Decomposition(
+    dec = _chosen(Decomposition(
         engine="mc",
         groups=groups,
         pair=(a, c),
@@ -468,13 +477,46 @@ def decompose_mc(
         policy_name=name,
         model_name=system.id if system is not None else (
             getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
-    )
-    if G < 2:  # Lambda compares two groups
+    ), pair)
+    if lam_system is None:  # Lambda compares two groups
         return dec
-    if system is None:
-        system = as_system(simulator)
-    return _with_lambda(dec, system, policy, eps, alpha, benefit_n, jobs, device, benefit_bins,
-                        backend, benefit_shared)
+    return _with_lambda(dec, lam_system, policy, eps, alpha, benefit_n, jobs, device,
+                        benefit_bins, backend, benefit_shared)
+
+
+def _chosen(dec: Decomposition, pair: Any) -> Decomposition:
+    """``dec`` with ``simultaneous`` m, the pairs its pair was chosen from: G(G-1)/2 for the
+    default pair of more than two groups (``pair`` None: picked from these estimates), so
+    that its intervals are simultaneous (:mod:`causalfair._simultaneous`); else 1."""
+    from dataclasses import replace
+
+    m = pairs_chosen_from(len(dec.groups), pair is not None)
+    return dec if m == dec.simultaneous else replace(dec, simultaneous=m)
+
+
+def _lambda_exact(system: Any, policy: Any) -> bool:
+    """Whether :func:`_with_lambda` takes Lambda from the system's tabular model: only for a
+    policy known to read (group, level) alone (evaluating any other policy on the model's
+    grid could read a history it does not have)."""
+    return "exact" in system.engines and reads_only_level_group(untabulated(policy))
+
+
+def _check_lambda_memory(system: Any, policy: Any, T: int, n: int, benefit_n: int | None,
+                         bins: int) -> None:
+    """Refuse, before the decomposition runs, an audit whose Lambda by forks
+    (:func:`_with_lambda`) would need more memory than the limit: the peak of its rollout and
+    bootstrap (:func:`causalfair.engines.benefit_forks.forks_bytes`, at the bootstrap
+    replicates :func:`~causalfair.engines.benefit_mc.benefit_fairness_mc` draws), often
+    more than the decomposition's own batches."""
+    if _lambda_exact(system, policy) or (system.n_levels is None and system.features is None):
+        return
+    m = benefit_size(n, benefit_n)
+    n_boot = benefit_fairness_mc.__kwdefaults__["n_boot"]
+    units = "worlds" if system.units_per_replica > 1 else "units per group"
+    check_memory(forks_bytes(system, m, T, n_boot, bins),
+                 f"Lambda by forks of {m} {units} over {T} epochs ({n_boot} bootstrap "
+                 "replicates)", "lower n or benefit_n, or the quantile bins per feature "
+                 "(benefit_bins= in Python, --benefit-bins, [benefit] bins in a spec)")
 
 
 def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
@@ -487,9 +529,7 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     from dataclasses import replace
 
     m = benefit_size(int(dec.n or 2), benefit_n)
-    # exact only for a policy known to read (group, level) alone: evaluating any other policy
-    # on the model's grid could read a history it does not have
-    exact = "exact" in system.engines and reads_only_level_group(untabulated(policy))
+    exact = _lambda_exact(system, policy)
     policy = untabulated(policy) if exact else policy
     ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
                          seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair, jobs=jobs,
@@ -516,7 +556,8 @@ def compare_mc(
     backend: Any = None,
     jobs: int | str | None = "auto",
     device: str | None = None,
-) -> dict[str, dict[str, float]]:
+    alpha: float = 0.05,
+) -> PairedComparison:
     """Paired Monte Carlo comparison of ``policy`` with ``baseline``: both run on the same
     individuals with the same random numbers (common random numbers; the same streams
     as :func:`decompose_mc` with this ``seed``), so the standard error of a difference
@@ -526,9 +567,16 @@ def compare_mc(
     default: the pair :func:`decompose_mc` picks for ``policy``) and ``utility``:
     ``{"policy", "baseline", "diff", "se", "abs_diff", "abs_se"}`` where ``diff`` is
     policy minus baseline and ``abs_diff`` = |policy| - |baseline| (its standard error by
-    the delta method with the signs of the two estimates, valid when neither is near 0).
+    the delta method with the signs of the two estimates, valid when neither is near 0),
+    and ``lower``/``upper``, ``abs_lower``/``abs_upper``: their intervals at level
+    1 - ``alpha``. A :class:`~causalfair.engines.paired.PairedComparison` (that dict, with
+    ``pair``, ``simultaneous``, ``to_dict()`` and ``str()``): with more than two groups and
+    no ``pair``, the pair is picked from this run's estimates, so the intervals of C, DPE,
+    IPE and SPE are simultaneous over the G(G-1)/2 pairs (Bonferroni, as
+    :func:`decompose_mc`'s; :mod:`causalfair._simultaneous`).
     Systems with coupled units are not supported (use the exact engine or two audits).
     """
+    alpha = check_alpha(alpha)
     pair_jobs, n, batch, weights = paired_jobs(simulator, policy, baseline, horizon, n=n, seed=seed,
                                           batch_size=batch_size, tabulate=tabulate, device=device)
     G = int(pair_jobs[0].sim.n_groups)
@@ -544,7 +592,12 @@ def compare_mc(
                 mom[key][i][task[2]].merge(*trio[i])
 
     fold_tasks(backend, _paired_batch, tasks, G * -(-n // batch), fold, result_bytes=1200.0)
-    return paired_numbers(mom, pair, n, weights)
+    a, c = check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))  # paired_numbers'
+    sim = pair_jobs[0].sim
+    groups = simulator.groups if isinstance(simulator, System) else tuple(
+        getattr(sim, "group_names", None) or (str(i) for i in range(G)))
+    return PairedComparison(paired_numbers(mom, pair, n, weights), pair=(groups[a], groups[c]),
+                            simultaneous=pairs_chosen_from(G, pair is not None), alpha=alpha)
 
 
 def paired_trios(x: tuple[np.ndarray, ...], y: tuple[np.ndarray, ...]

@@ -1,6 +1,7 @@
 """Auditing from decision logs (no simulator needed).
 
-- :mod:`causalfair.logs.schema`: the log format, :func:`validate_logs`, :func:`read_logs`;
+- :mod:`causalfair.logs.schema`: the log format, :func:`validate_logs`;
+- :mod:`causalfair.logs.reading`: :func:`read_logs` (CSV or Parquet, in bounded memory);
 - :mod:`causalfair.logs.errors`: :class:`LogError` and its messages (``MSG_*``);
 - :mod:`causalfair.logs.binning`: feature-vector states (:func:`bin_states`,
   :class:`StateBinning`, :func:`linear_potential`);

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._simultaneous import pairs_chosen_from
 from causalfair._validation import check_int, check_keywords
 from causalfair.engines.benefit import benefit_fairness, check_eps, model_eps
 from causalfair.engines.effects import check_horizon, decompose
@@ -222,7 +223,8 @@ def audit_logs(
     point estimates (see :func:`causalfair.logs.fit.positivity_bounds`).
     ``lambda_estimator``: ``"thresholded"`` (default; pairs whose benefit or policy gap
     is within sqrt(log n) bootstrap standard errors of 0 get a gap of exactly 0, in the
-    estimate and in every replicate, see :func:`threshold_lambda`; needs n_boot >= 2,
+    estimate and, by the same test on its own gaps, in every replicate, see
+    :func:`threshold_lambda`; needs n_boot >= 2,
     else the plug-in is reported and the fallback recorded) or ``"plugin"``; the choice
     is in ``LogAudit.lambda_estimate``. ``dowhy``: add
     the dowhy cross-check of Delta(x, s) and the refuters (slow; options in
@@ -319,7 +321,8 @@ def audit_logs(
                            levels=tuple(model.level_labels), groups=tuple(model.group_names))
     if lam.estimator != "plugin":
         ben = dataclasses.replace(ben, Lambda=lam.value, contributions=lam.contributions)
-    dec = dataclasses.replace(dec, engine="logs", Lambda=lam.value)
+    dec = dataclasses.replace(dec, engine="logs", Lambda=lam.value,  # m > 1: chosen from the data
+                              simultaneous=pairs_chosen_from(len(dec.groups), ab is not None))
     if boot is not None and len(boot) >= 2:  # one replicate has no standard deviation
         se = boot.std(ddof=1).to_dict()
         dec = dataclasses.replace(dec, se=se, seed=int(seed))

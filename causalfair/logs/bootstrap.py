@@ -128,9 +128,11 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
 
     The ``Lambda`` column holds the replicates of the ``lambda_estimator``
     ("thresholded", the default, or "plugin"); with >= 2 replicates the columns
-    ``Lambda[plugin]`` and ``Lambda[thresholded]`` hold both (the thresholding mask
-    comes from the full-data fit, which this function computes; see
-    :func:`~causalfair.logs.pretest.threshold_lambda`).
+    ``Lambda[plugin]`` and ``Lambda[thresholded]`` hold both: each replicate's thresholded
+    Lambda (its own pre-test against the cuts c_n x the replicates' standard errors) and
+    the plug-in's tangent replicates, linear in the benefit gaps (see
+    :func:`~causalfair.logs.pretest.threshold_lambda`; the estimate comes from the
+    full-data fit, which this function computes).
     """
     requested = check_lambda_estimator(lambda_estimator)
     if eps is not None:

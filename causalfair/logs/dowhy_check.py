@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from causalfair import _progress
+from causalfair._io import fixed
 from causalfair.graph import temporal_graph
 from causalfair.logs.errors import LogError
 from causalfair.logs.schema import LogData
@@ -182,11 +183,12 @@ class DowhyCheck:
     def summary(self) -> str:
         lines = [f"dowhy cross-check (backdoor on {{{', '.join(self.adjustment)}}}; "
                  f"{self.n_rows} rows): pooled "
-                 f"effect of D_t on the gain = {self.pooled:+.5f}"]
+                 f"effect of D_t on the gain = {fixed(self.pooled, 5, sign=True)}"]
         for r in self.refuters:
             pv = r.get("p_value")
             pv_txt = "n/a" if pv is None or not np.isfinite(pv) else f"{pv:.3f}"
-            lines.append(f"  {r['name']:<28} new effect {r['new_effect']:+.5f}  p = {pv_txt}  "
+            lines.append(f"  {r['name']:<28} new effect {fixed(r['new_effect'], 5, sign=True)}  "
+                         f"p = {pv_txt}  "
                          f"{'passed' if r['passed'] else 'FAILED'}")
         return "\n".join(lines)
 

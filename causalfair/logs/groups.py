@@ -18,7 +18,9 @@ on the pair, the thresholding mask from that pair's own bootstrap standard error
 log audit's interval (:func:`causalfair.logs.pretest.lambda_interval_of`, normal: the
 hull of the thresholded and plug-in intervals); on the audited pair it is the audit's
 Lambda. ``ratio_selection`` comes from the selection rates observed in the log, without an
-interval.
+interval. The audited pair, when the data chose it (more than two groups, no ``pair=``), has
+its C, DPE, IPE, SPE and ratio_V intervals simultaneous over the pairs
+(:mod:`causalfair._simultaneous`), as the decomposition's.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._simultaneous import pair_z
 from causalfair._validation import z_quantile
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.groups import EFFECTS, GroupComparison, compare, split_pair
@@ -78,8 +81,9 @@ def compare_log_groups(dec: Any, *, bootstrap: Any, benefit: Any, lambda_estimat
     pairs: dict[str, dict[str, Any]] = {}
     for p, q in point.pairs.items():
         out = dict(q)
+        zp = pair_z(alpha, point.simultaneous) if p == point.chosen else z  # data-chosen pair
         for k in _BOOTSTRAPPED:
-            out[k] = _boot_q(q[k], reps[p][k], z, k.startswith("ratio_")) if has_reps else q[k]
+            out[k] = _boot_q(q[k], reps[p][k], zp, k.startswith("ratio_")) if has_reps else q[k]
         out["Lambda"] = _pair_lambda(p, dec, benefit, lambda_estimate, replicate_arrays,
                                      alpha, has_reps)
         pairs[p] = out

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._io import fixed
+from causalfair._simultaneous import pair_alpha, simultaneous_dict
 from causalfair._validation import check_alpha
 from causalfair.logs.errors import LogError
 from causalfair.logs.fit import PositivityReport
@@ -123,7 +125,7 @@ class LogAudit:
         without replicates of both, the interval of the estimator used.
         ``method``: ``"percentile"`` (bootstrap quantiles, hulled with the estimates:
         the interval always contains the reported Lambda) or ``"normal"`` (estimate +- z *
-        bootstrap se, each estimator around its own estimate), clipped at 0; both by
+        bootstrap se, each estimator around its own estimate), clipped to [0, 1]; both by
         :func:`~causalfair.logs.pretest.lambda_interval_of`."""
         boot = self.bootstrap
         if boot is None or len(boot) < 2 or self.lambda_estimate is None:
@@ -150,7 +152,9 @@ class LogAudit:
 
     def conf_int(self, alpha: float = 0.05) -> Any:
         """(1 - alpha) bootstrap percentile intervals, DataFrame (lower, upper) per quantity
-        (for Lambda see :meth:`lambda_interval`)."""
+        (for Lambda see :meth:`lambda_interval`). C, DPE, IPE and SPE of a pair chosen from
+        the data (the decomposition's ``simultaneous`` m > 1): the percentiles alpha/(2m) and
+        1 - alpha/(2m), simultaneous over the m pairs (:mod:`causalfair._simultaneous`)."""
         import pandas as pd
 
         check_alpha(alpha)
@@ -158,6 +162,12 @@ class LogAudit:
             raise LogError("logs: no bootstrap replicates (n_boot = 0); rerun with n_boot > 0.")
         q = self.bootstrap.quantile([alpha / 2.0, 1.0 - alpha / 2.0]).T
         q.columns = ["lower", "upper"]
+        m = getattr(self.decomposition, "simultaneous", 1)
+        if m > 1:
+            keys = [k for k in _HEADLINE[:4] if k in q.index]
+            qm = self.bootstrap[keys].quantile([pair_alpha(alpha, m) / 2.0,
+                                                1.0 - pair_alpha(alpha, m) / 2.0]).T
+            q.loc[keys, "lower"], q.loc[keys, "upper"] = qm.iloc[:, 0], qm.iloc[:, 1]
         if "Lambda" in q.index and len(self.bootstrap) >= 2 and self.lambda_estimate is not None:
             q.loc["Lambda"] = list(self.lambda_interval(alpha))
         est = self.estimates()
@@ -211,6 +221,10 @@ class LogAudit:
                               "thresholded and plug-in intervals, see lambda_interval)",
                     "intervals": {k: [float(r.lower), float(r.upper)] for k, r in ci.iterrows()},
                 }
+                m = self.decomposition.simultaneous  # C, DPE, IPE, SPE: over the pairs
+                if m > 1:  # where decompose --json from a system says it too (top level)
+                    out["ci"]["simultaneous"] = simultaneous_dict(m, alpha)
+                    out["simultaneous"] = simultaneous_dict(m, alpha)
         if self.groups is not None:  # decompose's every-pair section, as from a system
             gc = self.compare_groups(alpha)
             out.update(gc.to_dict())
@@ -257,27 +271,35 @@ class LogAudit:
             df = self.to_frame(alpha)
             has_ci = "ci_lower" in df.columns
             for k in _HEADLINE:
-                row = f"  {k:<6} = {df.loc[k, 'estimate']:+.6f}"
+                row = f"  {k:<6} = {fixed(df.loc[k, 'estimate'], sign=True)}"
                 if has_ci:
-                    row += (f"   {100 * (1 - alpha):g}% percentile CI [{df.loc[k, 'ci_lower']:+.6f}, "
-                            f"{df.loc[k, 'ci_upper']:+.6f}]  ({self.n_boot} bootstrap replicates)")
+                    row += (f"   {100 * (1 - alpha):g}% percentile CI "
+                            f"[{fixed(df.loc[k, 'ci_lower'], sign=True)}, "
+                            f"{fixed(df.loc[k, 'ci_upper'], sign=True)}]  "
+                            f"({self.n_boot} bootstrap replicates)")
                 lines.append(row)
             if self.lambda_estimate is not None:
                 lines.append(f"  {self.lambda_estimate.summary()}")
+            dec = self._decomposition_at(alpha)
+            note = dec.simultaneous_note(alpha)  # said once, under the table of every pair
             lines += ["", "The decomposition below shows normal intervals, estimate +- z * bootstrap "
                       "standard error (the intervals audit verdicts use);",
                       "the percentile intervals above come from the same replicates.", "",
-                      self._decomposition_at(alpha).summary(alpha)]
+                      "\n".join(x for x in dec.summary(alpha).split("\n")
+                                if not note or x.strip() != note)]
             if self.groups is not None:  # every pair, as decompose prints it from a system
                 lines += ["", *self.compare_groups(alpha).table_lines(
                     self.pair, named=self.pair_named)]
+            elif note:
+                lines.append(f"  {note}")
         else:
             a, b = (self.model.group_names[i] for i in self.pair)
             lines.append("  NOT IDENTIFIED: bounds over the unobserved kernel rows (C, DPE, "
                          f"IPE, SPE and Lambda of pair {self.pair_name}: {a} minus {b})")
             for k in _HEADLINE:
                 r = self.bounds.loc[k]
-                lines.append(f"  {k:<6} in [{r.lower:+.6f}, {r.upper:+.6f}]"
+                lines.append(f"  {k:<6} in [{fixed(r.lower, sign=True)}, "
+                             f"{fixed(r.upper, sign=True)}]"
                              + ("  (identified)" if r.identified else ""))
         if self.dowhy is not None:
             lines += ["", self.dowhy.summary()]

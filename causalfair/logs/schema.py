@@ -1,4 +1,5 @@
-"""Decision logs: the format, its validation and reading from files.
+"""Decision logs: the format and its validation (reading a log from a file, CSV or
+Parquet: :mod:`causalfair.logs.reading`, whose :func:`read_logs` this module re-exports).
 
 A decision log is a pandas DataFrame with **one row per decision**:
 
@@ -33,15 +34,12 @@ defined in :mod:`causalfair.logs.errors`). Feature-vector states are binned by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from causalfair._limits import check_memory, format_bytes, max_memory
-from causalfair._safe_read import not_a_file
+from causalfair._limits import check_memory, format_bytes
 from causalfair._validation import check_names
-from causalfair.errors import CausalfairError
 from causalfair.logs.binning import StateBinning, bin_states, feature_column, linear_potential
 from causalfair.logs.errors import (
     FIX_DECIMAL_COMMA,
@@ -94,6 +92,7 @@ from causalfair.logs.errors import (
     missing_columns,
     not_numeric,
 )
+from causalfair.logs.reading import read_logs
 from causalfair.logs.simulate import simulate_logs
 
 __all__ = [
@@ -156,6 +155,12 @@ __all__ = [
 
 REQUIRED_COLUMNS = ("id", "t", "group", "level", "decision", "next_level", "reward")
 OPTIONAL_COLUMNS = ("outcome",)
+#: Memory per row that validating, fitting and bootstrapping a log needs beyond the
+#: table itself (sorted integer copies of its columns, the per-individual sparse
+#: statistics and their build; measured: about 270 bytes per row).
+_ROW_BYTES = 320
+#: Float64 copies of the (groups, 2, levels, levels) table a log's fit holds at once.
+_MODEL_COPIES = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -555,166 +560,3 @@ def _duplicate(df: Any, ident: Any, t: int, row0: int, row1: int) -> LogError:
 def _py(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
-
-#: Most columns a CSV decision log may have (a log has eight plus its state features).
-MAX_LOG_COLUMNS = 10_000
-#: Memory per row that validating, fitting and bootstrapping a log needs beyond the
-#: table itself (sorted integer copies of its columns, the per-individual sparse
-#: statistics and their build; measured: about 270 bytes per row).
-_ROW_BYTES = 320
-#: Float64 copies of the (groups, 2, levels, levels) table a log's fit holds at once.
-_MODEL_COPIES = 4
-
-#: Memory a decision log needs per byte of CSV text (the parser's buffers and the
-#: DataFrame's columns), and per byte of decoded Parquet data (the Arrow batches and the
-#: DataFrame made from them).
-_CSV_FACTOR = 5
-_PARQUET_FACTOR = 3
-#: Rows per Arrow batch while a Parquet log is read (and its decoded size counted).
-_PARQUET_BATCH = 1 << 16
-#: Field separators a CSV log may use: the one its header line holds (',' unless the
-#: header has none and holds ';' or a tab, as spreadsheet exports in many locales do).
-_SEPARATORS = (",", ";", "\t")
-
-
-class _CappedStream:
-    """A decompressing binary stream that refuses to give more than ``cap`` bytes."""
-
-    def __init__(self, fh: Any, cap: int, path: Path):
-        self.fh, self.cap, self.path, self.seen = fh, cap, path, 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.fh.read(n if n is not None and n >= 0 else 1 << 20)
-        self.seen += len(data)
-        if self.seen > self.cap:
-            check_memory(_CSV_FACTOR * self.seen, f"logs: {self.path} (inflates past "
-                         f"{self.seen} bytes of CSV)", "split the log or audit a sample of its individuals")
-        return data
-
-    def readable(self) -> bool:
-        return True
-
-    def __iter__(self) -> Any:
-        return iter(self.readline, b"")
-
-    def readline(self, n: int = -1) -> bytes:  # pragma: no cover - pandas reads in blocks
-        line = self.fh.readline(n)
-        self.seen += len(line)
-        return line
-
-
-def _csv_separator(path: Path) -> str:
-    """The CSV log's field separator, from its header line (its first MiB): the most
-    frequent of ',', ';' and tab outside quoted names (',' on a tie or when there is none),
-    so a ';' export with a column named "income, net" is not read as two columns. Refuses
-    a header of over :data:`MAX_LOG_COLUMNS` columns."""
-    import gzip
-    import re
-
-    with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as fh:
-        header = re.sub(rb'"(?:[^"]|"")*"', b"", fh.readline(1 << 20))
-    counts = {sep: header.count(sep.encode()) for sep in _SEPARATORS}
-    sep = max(_SEPARATORS, key=lambda c: (counts[c], c == ","))
-    n = counts[sep] + 1
-    if n > MAX_LOG_COLUMNS:
-        raise LogError(f"logs: {path}: the header has {n} or more columns, over the limit of "
-                       f"{MAX_LOG_COLUMNS}; keep the log's columns (id, t, group, level, decision, "
-                       "next_level, reward, outcome and the state features) only.")
-    return sep
-
-
-def _read_parquet(path: Path) -> Any:
-    """A Parquet log read in Arrow batches whose decoded size is counted as they come: a
-    log past the memory limit is refused after at most one batch over it (the size a
-    Parquet file declares is that of its encoded pages, which dictionary and run-length
-    encoding make many times smaller than the table)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(path)
-    limit, seen, batches = max_memory(), 0, []
-    for batch in pf.iter_batches(batch_size=_PARQUET_BATCH):
-        seen += batch.nbytes
-        if _PARQUET_FACTOR * seen > limit:
-            check_memory(_PARQUET_FACTOR * seen,
-                         f"logs: {path} ({pf.metadata.num_rows} rows; the first "
-                         f"{sum(len(b) for b in batches) + len(batch)} decode to "
-                         f"{format_bytes(seen)})", "split the log or audit a sample of its individuals")
-        batches.append(batch)
-    return pa.Table.from_batches(batches, schema=pf.schema_arrow).to_pandas()
-
-
-def read_logs(path: str | Path) -> Any:
-    """Read a decision log from CSV (``.csv``, ``.csv.gz``, ``.txt``, ``.tsv``; the field
-    separator is the header's: ',' or, in a header without commas, ';' or a tab; a UTF-8
-    byte-order mark is skipped) or Parquet (``.parquet``, ``.pq``).
-    The memory the table needs is bounded while it is read (``CAUSALFAIR_MAX_MEMORY``,
-    docs/limits.md): the CSV's size (a gzip file's as it inflates) times
-    :data:`_CSV_FACTOR`, or a Parquet file's decoded size, counted batch by batch, times
-    :data:`_PARQUET_FACTOR`. Empty and malformed files raise :class:`LogError`."""
-    import pandas as pd
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"logs: {path}: {not_a_file(path)}.")
-    name = path.name.lower()
-    size = path.stat().st_size
-    if size == 0:
-        raise LogError(f"logs: {path} is empty; a decision log has a header row (id, t, group, "
-                       "level, decision, ...) and one row per decision (docs/logs.md).")
-    if name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
-        fix = "split the log or audit a sample of its individuals"
-        try:
-            sep = _csv_separator(path)
-            if name.endswith(".gz"):
-                import gzip
-
-                with gzip.open(path, "rb") as fh:
-                    return pd.read_csv(_CappedStream(fh, max_memory() // _CSV_FACTOR, path),
-                                       sep=sep, encoding="utf-8-sig")
-            check_memory(_CSV_FACTOR * size, f"logs: {path} ({format_bytes(size)} of CSV, about "
-                         f"{_CSV_FACTOR} bytes of memory per byte)", fix)
-            return pd.read_csv(path, sep=sep, encoding="utf-8-sig")
-        except CausalfairError:
-            raise
-        except UnicodeDecodeError:
-            raise _not_utf8(path) from None
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError, EOFError) as exc:
-            raise LogError(f"logs: {path} is not a readable CSV file ({type(exc).__name__}: "
-                           f"{_first_line(exc)}).") from None
-    if name.endswith((".parquet", ".pq")):
-        try:
-            import pyarrow.parquet  # noqa: F401
-        except ImportError:
-            raise LogError(MSG_PARQUET.format(path=path)) from None
-        try:
-            return _read_parquet(path)
-        except CausalfairError:  # the memory limit (a ValueError too): its own message
-            raise
-        except (OSError, ValueError, EOFError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise LogError(f"logs: {path} is not a readable Parquet file ({type(exc).__name__}: "
-                           f"{_first_line(exc)}).") from None
-    raise LogError(MSG_FILE_TYPE.format(path=path, suffix="".join(path.suffixes) or path.name))
-
-
-def _not_utf8(path: Path) -> LogError:
-    """:data:`MSG_NOT_UTF8`: the first line of ``path`` that is not UTF-8, its byte and text
-    (read line by line, so in bounded memory)."""
-    import gzip
-
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                return LogError(MSG_NOT_UTF8.format(
-                    path=path, line=n, where="the header" if n == 1 else f"row {n - 2}",
-                    byte=f"0x{raw[exc.start]:02x}",
-                    text=raw.decode("utf-8", "replace").strip()[:80]))
-    return LogError(f"logs: {path} is not UTF-8 text; save it as 'CSV UTF-8'.")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc)
-    return text.splitlines()[0][:160] if text else ""

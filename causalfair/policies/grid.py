@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import ModelError, PolicyError
+from causalfair.errors import ModelError, PolicyError, short
 from causalfair.model import TabularModel
 from causalfair.policies.allowed import AllowedOnly, refuse_forbidden_table
 from causalfair.policies.core import (
@@ -100,7 +100,7 @@ def hypothetical_policies(policy: Policy, system: Any = None
         hint = (f"; make one with cf.parse_policy({policy!r}, model)" if isinstance(policy, str)
                 else "")
         raise PolicyError(f"policy: expected a policy object (with prob_d1 or action_probs), "
-                          f"got {type(policy).__name__} {str(policy)[:60]!r}{hint}.")
+                          f"got {type(policy).__name__} {short(policy, 60)}{hint}.")
     dec = getattr(system, "decisions", None)
     if dec is not None:
         pi0 = BaselinePolicy(dec.baseline, dec.n)

@@ -75,7 +75,10 @@ class FeatureEncoding:
     def encode(self, obs: Observation) -> np.ndarray:
         if self.name == "onehot":
             if obs.level is None:
-                raise PolicyError("encoding 'onehot' needs observation levels; the observation has none.")
+                raise PolicyError(
+                    "encoding 'onehot' needs observation levels; the observation has none: a "
+                    "network over the observation's features takes cf.FeatureEncoding("
+                    "\"features\", names=(...)), the system's feature names in order.")
             n = len(obs)
             out = np.zeros((n, self.width), dtype=np.float32)
             out[np.arange(n), obs.level] = 1.0
@@ -123,11 +126,14 @@ def check_policy_inputs(policy: Any, *, feature_names: Sequence[str] | None = No
     where = f"checkpoint {source}" if source else f"policy {getattr(policy, 'name', '?')!r}"
     if enc.name == "onehot":
         if n_levels is None:
+            names = ", ".join(f'"{x}"' for x in feature_names or ()) + (
+                "," if feature_names and len(feature_names) == 1 else "")
+            fix = ("train a policy on the system's features" if source or not feature_names else
+                   f'a network over them takes cf.FeatureEncoding("features", names=({names}))')
             raise CheckpointError(
                 f"{where}: reads one-hot levels ({enc.n_levels} levels x {enc.n_groups} groups), "
                 f"but the system observes no levels (features: "
-                f"{', '.join(feature_names) if feature_names else 'none'}); train a policy on "
-                "the system's features.")
+                f"{', '.join(feature_names) if feature_names else 'none'}); {fix}.")
         if (enc.n_levels, enc.n_groups) != (n_levels, n_groups):
             raise CheckpointError(
                 f"{where}: wrong input width: encoded for {enc.n_levels} levels x {enc.n_groups} "

@@ -74,7 +74,7 @@ from causalfair.policies.core import (
     sb3_adapted,
 )
 from causalfair.policies.grid import feature_inputs, reads_group, reads_only_level_group
-from causalfair.policies.nets import NumpyMLPPolicy
+from causalfair.policies.nets import NumpyMLPPolicy, check_policy_inputs
 from causalfair.policies.sb3 import SB3Policy, greedy_probs, is_sb3_model
 from causalfair.policies.vecnormalize import (
     VECNORMALIZE_NONE,
@@ -262,7 +262,26 @@ def _is_torch_module(obj: Any) -> bool:
 
 
 def _label(pol: Any) -> str:
-    return str(getattr(pol, "name", None) or type(pol).__name__)
+    """How titles, summaries and errors name a policy object: its ``name``; else a torch
+    module as ``"torch <class>(<widths>)"``, the widths of its linear layers when they
+    chain (``"torch Sequential(4-64-1)"``; ``"torch <class>"`` when they do not); else
+    its class name."""
+    name = getattr(pol, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    if not _is_torch_module(pol):
+        return str(name or type(pol).__name__)
+    widths: list[int] | None = []
+    for m in pol.modules():
+        i, o = getattr(m, "in_features", None), getattr(m, "out_features", None)
+        if not (isinstance(i, int) and isinstance(o, int)):
+            continue
+        if widths and widths[-1] != i:  # branches (an actor and a critic): no one chain
+            widths = None
+            break
+        widths = [*(widths or [i]), o]
+    shape = f"({'-'.join(map(str, widths))})" if widths and len(widths) <= 12 else ""
+    return f"torch {type(pol).__name__}{shape}"
 
 
 def _n_actions(system: Any) -> int:
@@ -327,11 +346,11 @@ def _torch_policy(module: Any, system: Any, output: str | None = None
     (:data:`TORCH_OUTPUTS`, default ``logits``) says how its outputs are read; a module
     whose class is named like a Q-network (``...QNetwork``, CleanRL's DQN) must say it,
     since softmax of Q-values is not the policy it acts by."""
-    name = type(module).__name__
+    name = _label(module)
     if output is not None and output not in TORCH_OUTPUTS:
         raise PolicyError(f"policy {name!r}: output: bad value {output!r}; use one of "
                           f"{', '.join(TORCH_OUTPUTS)}.")
-    if output is None and name.lower().endswith(("qnetwork", "qnet")):
+    if output is None and type(module).__name__.lower().endswith(("qnetwork", "qnet")):
         raise PolicyError(
             f"policy {name!r}: a Q-network's outputs are Q-values, not logits; say how to "
             "read them: output='q' acts greedily on them (as DQN does), output='logits' "
@@ -360,6 +379,11 @@ def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
     """An object in memory as a resolved policy, or None when it is none of the kinds;
     ``output``: how a torch module's outputs are read (:func:`_torch_policy`)."""
     if _is_policy_object(obj):
+        if isinstance(obj, (TorchPolicy, NumpyMLPPolicy)) and hasattr(system, "decisions"):
+            # a network in memory on a System: the checks its checkpoint would get (an SB3
+            # model reads the observed features as its .zip does, whatever its encoding)
+            check_policy_inputs(obj, feature_names=system.features, n_levels=system.n_levels,
+                                n_groups=system.n_groups)
         pol = guard_policy(obj)
         return ResolvedPolicy(pol, _label(pol), "object", system=system)
     if isinstance(obj, np.ndarray):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from causalfair._simultaneous import simultaneous_sentence
+
 
 def compared_row(compared: str | None, values: Mapping[str, Any]) -> str | None:
     """The row of ``values`` holding the compared pair ``"A-B"``: ``"A-B"`` or ``"B-A"``."""
@@ -27,7 +29,9 @@ def compared_sentence(pairs: Mapping[str, Any], engine: str | None) -> str:
     """How the pair an audit compares was chosen, one sentence (audit.json ``pairs``'
     ``compared`` and ``compared_by``, :meth:`GroupComparison.compared_by
     <causalfair.engines.groups.GroupComparison.compared_by>`; ``engine``: ``groups.engine``);
-    "" without them (an audit.json from before these keys)."""
+    "" without them (an audit.json from before these keys). A pair chosen from the data says
+    its intervals are simultaneous (``pairs``' ``simultaneous``;
+    :func:`causalfair._simultaneous.simultaneous_sentence`, the command line's sentence)."""
     pair, by = pairs.get("compared"), pairs.get("compared_by")
     if not pair or not by:
         return ""
@@ -36,9 +40,12 @@ def compared_sentence(pairs: Mapping[str, Any], engine: str | None) -> str:
     if by == "first_minus_second":
         return (f"The audit compares {pair}, the default with two groups (the first minus the "
                 "second); [engine] pair names another.")
+    sim = pairs.get("simultaneous")
+    if engine == "exact" or not isinstance(sim, Mapping):  # no interval (or an older audit.json)
+        return (f"The audit compares {pair}, the default: the pair with the largest |C| (the "
+                "largest and smallest V^pi); [engine] pair compares another.")
     return (f"The audit compares {pair}, the default: the pair with the largest |C| (the "
-            "largest and smallest V^pi)" + (
-                "; [engine] pair compares another." if engine == "exact" else
-                ", chosen from these same estimates, so its C leans away from 0 and its "
-                "interval covers less than its level (docs/decomposition.md, \"How often the "
-                "intervals cover\"); name a pair in advance ([engine] pair) to test it."))
+            "largest and smallest V^pi). "
+            + simultaneous_sentence(pair, int(sim["pairs"]), 1.0 - float(sim["family_level"]))
+            + " A pair named in advance ([engine] pair) keeps "
+            f"{100 * float(sim['family_level']):g}% intervals.")

@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from causalfair._io import fixed
+from causalfair._simultaneous import ci_label
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
+from causalfair.report.marks import simultaneous_note, widened
 from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
@@ -146,9 +149,8 @@ _WORDS = {
 
 def fmt(x: float) -> str:
     """How sentences print a number: 4 decimals (the tests compare at this precision); a
-    value that rounds to zero prints as 0.0000, never -0.0000."""
-    text = f"{x:.4f}"
-    return text[1:] if text == "-0.0000" else text
+    value that rounds to zero prints as 0.0000, never -0.0000 (:func:`fixed`)."""
+    return fixed(x, 4)
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ def _ci_text(doc: Mapping[str, Any], key: str, negate: bool = False
     lo, hi = (f"quantities/{key}/ci_lower", q["ci_lower"]), (f"quantities/{key}/ci_upper", q["ci_upper"])
     if negate:
         lo, hi = ("-" + hi[0], -hi[1]), ("-" + lo[0], -lo[1])
-    return f" ({level:g}% CI {fmt(lo[1])} to {fmt(hi[1])})", [lo, hi]
+    return f" ({ci_label(level, widened(doc, key))} {fmt(lo[1])} to {fmt(hi[1])})", [lo, hi]
 
 
 def _groups(doc: Mapping[str, Any]) -> tuple[str, str]:
@@ -259,7 +261,8 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
         ci = ""
         if v["lower"] != v["upper"]:
             level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
-            ci = f" ({level:g}% CI {fmt(v['lower'])} to {fmt(v['upper'])})"
+            ci = (f" ({ci_label(level, widened(doc, key, v.get('pair')))} {fmt(v['lower'])} to "
+                  f"{fmt(v['upper'])})")
             src += [(f"verdicts/{i}/lower", v["lower"]), (f"verdicts/{i}/upper", v["upper"])]
             rel_text = {"PASS": f"its whole interval lies {inside}",
                         "FAIL": f"its whole interval lies {side}",
@@ -483,7 +486,9 @@ def inconclusive_steps(doc: Mapping[str, Any]) -> list[str]:
                     + "would settle it if the estimate stays where it is")
         else:
             more = "the estimate equals the threshold, so no sample size settles it"
-        out.append(f"To settle {v['key']} (INCONCLUSIVE): its {level:g}% interval, "
+        w = widened(doc, v["key"], v.get("pair"))  # a simultaneous one: the label's mark
+        its = f"{level:g}% interval" if w == 1 else ci_label(level, w)
+        out.append(f"To settle {v['key']} (INCONCLUSIVE): its {its}, "
                    f"{fmt(v['lower'])} to {fmt(v['upper'])} (half-width {fmt(half)}), must lie "
                    f"on one side of the threshold {fmt(v['threshold'])}, which the estimate "
                    f"{fmt(v['estimate'])} is {fmt(gap)} from; {more}"
@@ -765,10 +770,15 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
     for k, q in (doc.get("quantities") or {}).items():
         definition, sign, unit = words.get(k, ("", "", ""))
         est = fmt(q["estimate"])
+        label = ci_label(level, widened(doc, k)).replace("*", "\\*")  # in bold: no emphasis
         ci = "" if not _has_interval(q) else (
-            f", {level:g}% CI {fmt(q['ci_lower'])} to {fmt(q['ci_upper'])}")
+            f", {label} {fmt(q['ci_lower'])} to {fmt(q['ci_upper'])}")
         lines.append(md_text(f"**{k} = {est}{ci}** ({unit}). {definition} Sign: {sign}".rstrip()))
         lines.append("")
+    if any(_has_interval(q) and widened(doc, k) > 1
+           for k, q in (doc.get("quantities") or {}).items()):
+        # what the mark above stands for (escaped: a line starting "* " is a list item)
+        lines += [md_text(simultaneous_note(doc).replace("*", "\\*")), ""]
     for topic in ("gap", "decomposition"):
         if topic in by_topic:
             lines += [by_topic[topic], ""]

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._simultaneous import ci_label
 from causalfair._validation import z_quantile
 from causalfair.graph import temporal_graph
 from causalfair.plotting import (
@@ -105,7 +106,11 @@ def _fig_waterfall(r: AuditResult):
     """The headline figure: C built up from SPE, IPE and DPE (a waterfall), each bar
     with its confidence interval (none for exact results; :func:`causalfair.results.waterfall`,
     also ``Decomposition.plot()``)."""
-    return waterfall(r.decomposition, r.spec.alpha, gain_unit(r))
+    fig, data = waterfall(r.decomposition, r.spec.alpha, gain_unit(r))
+    m = getattr(r.decomposition, "simultaneous", 1)
+    if m > 1 and not data["exact"]:  # its bars: the data-chosen pair's, over m pairs
+        data["simultaneous"] = m
+    return fig, data
 
 
 def headline_figure(r: AuditResult) -> Any:
@@ -167,7 +172,9 @@ def _fig_decomposition(r: AuditResult):
     ax2.axhline(0, color="black", lw=0.6)
     ax2.set_title("Per group: V^pi - V^PS, V^PS - V^pi0, V^pi0", fontsize=9)
     ax2.set_ylabel(wrap(f"expected total gain ({unit})", 36), fontsize=8)
-    title = None if not dec.se else f"error bars: {ci_level(r)}% CI"
+    m = getattr(dec, "simultaneous", 1)  # C, DPE, IPE, SPE of a data-chosen pair: over m
+    title = None if not dec.se else f"error bars: {ci_label(ci_level(r))}" + (
+        "" if m == 1 else f"; C, DPE, IPE, SPE: {ci_label(ci_level(r), m)}")
     if G <= 2:
         ax2.legend(fontsize=8, frameon=False, title=title, title_fontsize=7)
     else:  # more groups: beside the panels, never over the bars
@@ -177,6 +184,8 @@ def _fig_decomposition(r: AuditResult):
     data = {"effects": {k: {"estimate": float(e), "ci_lower": float(lo_), "ci_upper": float(hi_)}
                         for k, e, lo_, hi_ in zip(names, est, lo, hi, strict=True)},
             "ci_level": level, "groups": per_group}
+    if dec.se and m > 1:
+        data["simultaneous"] = m
     return fig, data
 
 

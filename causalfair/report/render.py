@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._io import to_jsonable, write_folder
+from causalfair._io import fixed, to_jsonable, write_folder
+from causalfair._simultaneous import ci_label
 from causalfair.engines.attribution import attribute_exact
 from causalfair.engines.groups import benefit_for_pair
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
@@ -74,6 +75,7 @@ from causalfair.report.figures import (  # the figures, re-exported
     make_figures,
     skipped_sections,
 )
+from causalfair.report.marks import mark_note, simultaneous_note, widened_by
 
 #: The report reads an audit result (causalfair.audit.AuditResult) by duck typing: this
 #: module imports nothing from causalfair.audit, so the import graph has no circle.
@@ -128,8 +130,7 @@ def _fmt(v: Any) -> str:
     if v is None:
         return MISSING
     if isinstance(v, (float, np.floating)):
-        text = f"{float(v):.6f}"
-        return text[1:] if text == "-0.000000" else text  # no negative zero
+        return fixed(v)  # six decimals, no negative zero
     return str(v)
 
 
@@ -199,19 +200,26 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, Any, 
         rows = [[k, q[k][0], _unit_of(r, k)] for k in r.spec.metrics if k in q]
         tabs.append(("Metrics (exact values" + of + ")", ["quantity", "value", "unit"], rows, None))
     else:
-        level = ci_level(r)
+        level, dec = ci_level(r), r.decomposition
+        sim = (getattr(dec, "simultaneous", 1), dec.pair_name)  # what marks a label
         rows = [[v.shown, v.estimate, *((MISSING, MISSING) if _exact_in_mc(r, v.key, v.lower, v.upper)
                                         else (v.lower, v.upper)), v.status] for v in r.verdicts]
-        tabs.append(("Verdicts" + _exact_note(r) * any(x[2] == MISSING for x in rows),
-                     ["threshold", "estimate", f"{level}% CI lower", f"{level}% CI upper",
-                      "verdict"], rows, 4))
+        m = max([widened_by(*sim, v.key, v.pair) for v in r.verdicts
+                 if v.lower != v.upper] + [1])  # a simultaneous interval: the label's mark
+        ci = ci_label(level, m)
+        tabs.append(("Verdicts" + _exact_note(r) * any(x[2] == MISSING for x in rows)
+                     + (f" ({mark_note(m, sim[1], r.spec.alpha)})" if m > 1 else ""),
+                     ["threshold", "estimate", f"{ci} lower", f"{ci} upper", "verdict"], rows, 4))
         rows = [[k, q[k][0], q[k][3], *((MISSING, MISSING) if _exact_in_mc(r, k, q[k][1], q[k][2])
                                         else (q[k][1], q[k][2])), _unit_of(r, k)]
                 for k in r.spec.metrics if k in q]
+        m = max([widened_by(*sim, k) for k in r.spec.metrics if k in q and q[k][3]] + [1])
+        ci = ci_label(level, m)
         tabs.append(("Metrics" + (f" ({of[2:]})" if of else "")
-                     + _exact_note(r) * any(x[3] == MISSING for x in rows),
-                     ["quantity", "estimate", "standard error", f"{level}% CI lower",
-                      f"{level}% CI upper", "unit"], rows, None))
+                     + _exact_note(r) * any(x[3] == MISSING for x in rows)
+                     + (f" ({mark_note(m, sim[1], r.spec.alpha)})" if m > 1 else ""),
+                     ["quantity", "estimate", "standard error", f"{ci} lower", f"{ci} upper",
+                      "unit"], rows, None))
     dec = r.decomposition
     rows = [[g, dec.V[i], dec.V_ps[i], dec.V_0[i], dec.V[i] - dec.V_ps[i],
              dec.V_ps[i] - dec.V_0[i], dec.utility_by_group[i]] for i, g in enumerate(dec.groups)]
@@ -514,8 +522,12 @@ _HEADLINE = "waterfall"
 
 def _figure_note(name: str, doc: dict[str, Any]) -> str:
     """What a figure's caption adds to its title: for the temporal graph, whether the
-    policy reads S (the edges S -> D_t, :func:`causalfair.policies.grid.reads_group`)."""
+    policy reads S (the edges S -> D_t, :func:`causalfair.policies.grid.reads_group`); for
+    a figure whose error bars carry the mark of a data-chosen pair's simultaneous intervals
+    (its data's ``simultaneous``), what the mark stands for."""
     data = (doc.get("figures", {}).get(name) or {}).get("data") or {}
+    if data.get("simultaneous"):
+        return f" ({simultaneous_note(doc)})"
     if name != "graph" or "policy_reads_s" not in data:
         return ""
     return (": the policy reads S: yes (edges S -> D_t)" if data["policy_reads_s"]

@@ -59,6 +59,13 @@ SUS, INF, REC = 0, 1, 2  # health codes
 #: Replicas stepped per block (:meth:`InfectiousSimulator.step`): 512 graphs of 34
 #: members keep the step's temporaries (a few bytes per member each) in the L2 cache.
 _BLOCK_REPLICAS = 512
+#: A step whose members are at most this share susceptible takes the sparse path: no
+#: matrix product, only the susceptible members count their infected neighbours, one by
+#: one (an epidemic on the karate club passes this point within about four steps). Its
+#: temporaries are int8 and bool only, so its blocks are larger: 2048 graphs, 70 KB an
+#: array (below the 128 KiB from which glibc maps each allocation afresh).
+_FEW_SUSCEPTIBLE = 1 / 32
+_SPARSE_BLOCK_REPLICAS = 2048
 
 #: The published parameters, with their sources.
 INFECTIOUS_DEFAULTS: dict[str, Any] = {
@@ -143,6 +150,12 @@ class InfectiousSimulator:
                                        np.full(U + 1, self.rho), np.full(U + 1, self.loss)]
                                       ).astype(np.float32)
         self._adj32 = self.adj.astype(np.float32)  # neighbour counts are exact in float32
+        # each member's neighbours as offsets from it, padded with 0 (the member itself:
+        # only susceptible members, never infected, read them)
+        nbrs = [np.flatnonzero(row) - v for v, row in enumerate(self.adj)]
+        self._nbr_offsets = np.zeros((U, max(map(len, nbrs))), dtype=np.intp)
+        for v, offsets in enumerate(nbrs):
+            self._nbr_offsets[v, :len(offsets)] = offsets
         self.burn_in = int(burn_in)
         self.initial = tuple(int(v) for v in initially_infected)
 
@@ -188,11 +201,13 @@ class InfectiousSimulator:
         health = s.health
         nxt = np.empty_like(health)
         demand = np.empty(health.shape, dtype=np.int8)
+        # few susceptible members (treatment only makes fewer): the sparse path
+        sparse = np.count_nonzero(health == SUS) <= _FEW_SUSCEPTIBLE * health.shape[0]
         # blocks of whole replicas, so that every temporary of the step stays in the cache
-        block = U * _BLOCK_REPLICAS
+        block = U * (_SPARSE_BLOCK_REPLICAS if sparse else _BLOCK_REPLICAS)
         for lo in range(0, health.shape[0], block):
             sl = slice(lo, lo + block)
-            self._step_block(health[sl], d[sl], noise[sl], nxt[sl], demand[sl])
+            self._step_block(health[sl], d[sl], noise[sl], nxt[sl], demand[sl], sparse)
         after = (nxt != INF).view(np.int8)
         # ELBERT's supply and demand: vaccines given, members newly infected
         info = {"supply": d.astype(np.int8), "demand": demand}
@@ -201,19 +216,33 @@ class InfectiousSimulator:
                           info=info)
 
     def _step_block(self, health: np.ndarray, d: np.ndarray, noise: np.ndarray,
-                    nxt: np.ndarray, demand: np.ndarray) -> None:
+                    nxt: np.ndarray, demand: np.ndarray, sparse: bool) -> None:
         """One step of whole replicas: the next health into ``nxt``, the members newly
-        infected into ``demand``."""
+        infected into ``demand``; ``sparse``: by the sparse path (the same draws)."""
         U = self.units
         treated = (d & (health == SUS)).view(np.int8)  # 1. treatment: S (0) -> R (2)
         h = health + REC * treated
-        k = ((h == INF).reshape(-1, U).astype(np.float32) @ self._adj32).reshape(-1)
-        idx = h.astype(np.int16) * np.int16(U + 1) + k.astype(np.int16)
-        move = noise < self._p_move.take(idx)  # 2.-4. infection, recovery, loss
+        susceptible = h == SUS
+        if not sparse:
+            # every member's infected neighbours, by one matrix product per block
+            k = ((h == INF).reshape(-1, U).astype(np.float32) @ self._adj32).reshape(-1)
+            idx = h.astype(np.int16) * np.int16(U + 1) + k.astype(np.int16)
+            move = noise < self._p_move.take(idx)  # 2.-4. infection, recovery, loss
+        else:
+            # 3.-4. recovery and loss of immunity: one probability each (the table's I and
+            # R rows hold one value each)
+            move = (h == INF) & (noise < self._p_move[U + 1])
+            if self.loss:
+                move |= (h == REC) & (noise < self._p_move[2 * (U + 1)])
+            sus = susceptible.nonzero()[0]
+            if sus.size:  # 2. infection: each susceptible member's infected neighbours
+                nbr = sus[:, None] + self._nbr_offsets.take(sus % U, axis=0)
+                k = (h.take(nbr) == INF).sum(axis=1)
+                move[sus] = noise.take(sus) < self._p_move.take(k)  # S: index k
         np.add(h, move.view(np.int8), out=nxt)  # each code moves to the next: S -> I -> R (-> S)
         if self.loss:  # without loss of immunity no R member moves, and no code reaches 3
             nxt[nxt == 3] = SUS
-        np.logical_and(move, h == SUS, out=demand.view(bool))
+        np.logical_and(move, susceptible, out=demand.view(bool))
 
 
 def _prob(name: str, v: Any) -> float:

@@ -67,18 +67,37 @@ def register(id: str, entry_point: str | Callable[..., Any], /, *, description: 
              override: bool = False, **defaults: Any) -> None:
     """Register a system factory under ``id`` (``defaults`` are keyword arguments passed
     to it, overridable in :func:`make`). Registering an existing id raises unless
-    ``override=True``."""
+    ``override=True``, or unless the entry is the very same (the same factory, defaults
+    and description) or its factory is redefined in ``__main__`` under the same name (a
+    notebook cell run again: the new definition replaces the old)."""
     if not isinstance(id, str) or not id or any(c.isspace() for c in id):
         raise SystemError_(f"register: id must be a non-empty string without spaces, got {short(id)}.")
     if not (callable(entry_point) or (isinstance(entry_point, str) and ":" in entry_point)):
         raise SystemError_(
             f"register({id!r}): entry_point must be a callable or 'module:callable', got "
             f"{short(entry_point)}.")
-    if id in _REGISTRY and not override:
+    entry = SystemSpec(id, entry_point, dict(defaults), description)
+    if id in _REGISTRY and not override and not _same_entry(_REGISTRY[id], entry):
         raise SystemError_(f"register: id {id!r} is already registered; pass override=True to replace it.")
     if callable(entry_point):  # a default the factory does not take: refused now, not at make
         check_params(entry_point, defaults, f"register({id!r})")
-    _REGISTRY[id] = SystemSpec(id, entry_point, dict(defaults), description)
+    _REGISTRY[id] = entry
+
+
+def _same_entry(old: SystemSpec, new: SystemSpec) -> bool:
+    """Whether registering ``new`` repeats ``old`` (defaults that cannot be compared, such
+    as arrays, count as different), or redefines it where a notebook cell run again does:
+    a factory of the interactive session (``__main__``) under the same name, which then
+    replaces the old one."""
+    a, b = old.entry_point, new.entry_point
+    if (callable(a) and callable(b) and getattr(a, "__module__", None) == "__main__"
+            and getattr(b, "__module__", None) == "__main__"
+            and getattr(a, "__qualname__", 1) == getattr(b, "__qualname__", 2)):
+        return True
+    try:
+        return bool(old == new)
+    except (TypeError, ValueError):
+        return False
 
 
 def registered() -> tuple[str, ...]:

@@ -42,7 +42,7 @@ import numpy as np
 
 from causalfair._io import atomic_write_bytes
 from causalfair._safe_read import not_a_file, read_json, read_json_file, read_npz
-from causalfair.errors import ModelError
+from causalfair.errors import ModelError, short
 from causalfair.model import CausalStructure, TabularModel
 
 __all__ = ["load_tabular", "save_tabular", "TABULAR_FORMAT"]
@@ -94,13 +94,13 @@ def _build(fields: dict[str, Any], path: Path) -> TabularModel:
             raise ModelError(f"tabular model {path}: missing field {key!r} (needed: kernel, initial, potential).")
     fmt = fields.get("format", TABULAR_FORMAT)
     if fmt != TABULAR_FORMAT:
-        raise ModelError(f"tabular model {path}: format {str(fmt)[:80]!r} is not {TABULAR_FORMAT!r}.")
+        raise ModelError(f"tabular model {path}: format {short(fmt)} is not {TABULAR_FORMAT!r}.")
     aux = fields.get("aux", {})
     if not isinstance(aux, dict):
         raise ModelError(f"tabular model {path}: aux must map names to (G, K) tables.")
     baseline = fields.get("baseline", 0)
     if isinstance(baseline, bool) or not isinstance(baseline, (int, np.integer)):
-        raise ModelError(f"tabular model {path}: baseline must be an integer, got {str(baseline)[:80]!r}.")
+        raise ModelError(f"tabular model {path}: baseline must be an integer, got {short(baseline)}.")
     for key in ("group_names", "level_labels", "action_labels"):
         v = fields.get(key)
         if v is not None and (not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v)):

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from causalfair import _progress
+from causalfair._io import fixed
 from causalfair._validation import check_horizon
 from causalfair.engines.benefit import WEIGHTS, model_eps
 from causalfair.engines.exact import exact_numbers
@@ -278,8 +279,8 @@ class RepairResult:
         def row(name: str, m: Mapping[str, float] | None) -> None:
             if m is None:
                 return
-            lines.append(f"  {name:<12} utility {m['utility']:+.4f}   " + "   ".join(
-                f"{c.key} {float(c.value(m)):.4f}" for c in self.constraints))
+            lines.append(f"  {name:<12} utility {fixed(m['utility'], 4, sign=True)}   "
+                         + "   ".join(f"{c.key} {fixed(c.value(m), 4)}" for c in self.constraints))
 
         row("original", self.original)
         if self.best is None:
@@ -291,7 +292,8 @@ class RepairResult:
         if self.best_found is not None:
             row("best found", self.best_found.metrics)
         if self.bound is not None:
-            lines.append(f"  {'LP bound':<12} utility {self.bound:+.4f}   (time-indexed policies, "
+            lines.append(f"  {'LP bound':<12} utility {fixed(self.bound, 4, sign=True)}   "
+                         "(time-indexed policies, "
                          f"{', '.join(self.bound_keys) or 'no linear threshold'} only)")
         r = self.ratios()
         if self.module is None:  # the table search alone: the best found is the result

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import atomic_write_bytes
+from causalfair._io import atomic_write_bytes, fixed
 from causalfair._names import (  # defined there: `causalfair sweep --help` lists them
     POPULATION,  # the population agents' names (their own configs: train.population)
     SWEEP_ALGORITHMS,  # every algorithm a sweep trains: the PPO family and POPULATION
@@ -407,8 +407,9 @@ class SweepResult:
                     cells.append("n/a")
                     continue
                 r = row.iloc[0]
-                ci = ("" if math.isnan(r["lower"]) else f" [{r['lower']:.4f}, {r['upper']:.4f}]")
-                cells.append(f"{r['mean']:.4f}{ci}")
+                ci = ("" if math.isnan(r["lower"]) else
+                      f" [{fixed(r['lower'], 4)}, {fixed(r['upper'], 4)}]")
+                cells.append(f"{fixed(r['mean'], 4)}{ci}")
             pairs = str(g["pairs"].iloc[0]) if "pairs" in g else "n/a"
             if "pair" in self.runs:
                 runs = self.runs[(self.runs["system"] == sysid) & (self.runs["algo"] == algo)

@@ -150,14 +150,19 @@ def config_doc(config: Any) -> dict[str, Any]:
 def finished_run(folder: Path, config: Any, groups: Sequence[str] = ()) -> dict[str, Any] | None:
     """The result of the run in ``folder`` when it finished with ``config`` (its
     :data:`RESULT`), None when it did not finish; a run of another configuration raises
-    :class:`OutputError` (a resumed sweep never mixes two configurations), and so does an
-    earlier sweep's ``"A-B"`` pair that ``groups`` (the system's) do not read as one pair."""
+    :class:`OutputError` (a resumed sweep never mixes two configurations), and so does a
+    pair that is not two of ``groups`` (the system's), an earlier sweep's ``"A-B"`` read
+    by them. A :data:`RESULT` that is no result causalfair writes (a metric that is no
+    number, a pair that is no two distinct names) is a run to train again (None)."""
     try:
         doc = read_result(folder)
         metrics, wall_s = dict(doc["metrics"]), float(doc["wall_s"])
         then = dict(doc.get("requested", doc["config"]))  # (earlier sweeps: config only)
-    except (CausalfairError, KeyError, TypeError, ValueError):
+        pair = _result_pair(doc.get("pair"))
+    except (CausalfairError, KeyError, TypeError, ValueError, AttributeError):
         return None  # not finished (or not readable, e.g. nested too deep): trained again
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()):
+        return None  # a hand-edited metric that is no number: trained again, not tabulated
     now = config_doc(config)
     diff = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
     if diff:
@@ -166,8 +171,7 @@ def finished_run(folder: Path, config: Any, groups: Sequence[str] = ()) -> dict[
         raise OutputError(f"--resume: {folder} was trained with {k}={then.get(k)!r}{flag}, this "
                           f"sweep asks {k}={now.get(k)!r}; use --force to train every run again, or "
                           "choose another --out.")
-    pair = doc.get("pair")
-    if isinstance(pair, str) and not pair.startswith("["):  # written before pairs were lists
+    if isinstance(pair, str):  # written before pairs were lists
         splits = [(pair[:i], pair[i + 1:]) for i, ch in enumerate(pair) if ch == "-"
                   and pair[:i] in groups and pair[i + 1:] in groups and pair[:i] != pair[i + 1:]]
         if len(splits) != 1:
@@ -177,8 +181,29 @@ def finished_run(folder: Path, config: Any, groups: Sequence[str] = ()) -> dict[
                               f"pair as {pair!r}, which {how}; use --force to train every run "
                               "again, or choose another --out.")
         pair = splits[0]
+    elif pair is not None and groups and not (pair[0] in groups and pair[1] in groups):
+        raise OutputError(f"--resume: {folder / RESULT} gives its pair as {pair_text(pair)}, "
+                          f"which names no two of its system's groups ({', '.join(groups)}); "
+                          "use --force to train every run again, or choose another --out.")
     return {"metrics": metrics, "wall_s": wall_s, "files": {}, "history": None,
             "pair": None if pair is None else pair_text(pair)}
+
+
+def _result_pair(cell: Any) -> Any:
+    """:data:`RESULT`'s ``pair``: the two group names (a list, or its JSON text), an earlier
+    sweep's ``"A-B"`` string (read by :func:`finished_run`), or None; anything else (three
+    names, a number, a ``[`` text that is no JSON list of two names) raises ValueError,
+    which :func:`finished_run` reads as a run to train again."""
+    if isinstance(cell, str) and cell.startswith("["):
+        cell = json.loads(cell)  # (ValueError when it is no JSON)
+        if not isinstance(cell, list):
+            raise ValueError(cell)
+    if cell is None or isinstance(cell, str) and cell:
+        return cell
+    if (isinstance(cell, list) and len(cell) == 2 and all(isinstance(g, str) for g in cell)
+            and cell[0] != cell[1]):
+        return tuple(cell)
+    raise ValueError(cell)
 
 
 def prepare_out(out: Path, existing: str) -> int | None:

@@ -248,10 +248,10 @@ def test_policy_override_and_compare(tmp_path):
     b = audit(spec, policy="never")
     assert b.quantities["Lambda"][0] == 0.0
     assert b.verdicts[0].status == PASS
-    df = compare(a, b)
-    assert list(df.columns) == ["threshold:0.5", "never"]
-    assert df.loc["overall", "never"] == PASS
-    assert df.loc["Lambda", "threshold:0.5"] == a.quantities["Lambda"][0]
+    df = compare(a, b)  # one row per audit
+    assert list(df.index) == ["threshold:0.5", "never"]
+    assert df.loc["never", "overall"] == PASS
+    assert df.loc["threshold:0.5", "Lambda"] == a.quantities["Lambda"][0]
 
 
 def test_checkpoint_audit_records_sha256(tmp_path):

@@ -245,7 +245,7 @@ def test_time_limit_values_are_checked(tmp_path, capsys):
     assert main(["gate", str(tmp_path / "b.toml"), "--timeout", "-1"]) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
-        "causalfair gate: error: --timeout: bad value '-1.0'; give a number of seconds > 0, "
+        "causalfair gate: error: --timeout: bad value -1.0; give a number of seconds > 0, "
         "e.g. 600."], err
 
 

@@ -58,6 +58,7 @@ def test_three_group_log_gets_every_pair_from_the_same_replicates(tri):
     assert gc.reference_pairs == ["B-A", "C-A"]
     dec, boot = tri.decomposition, tri.bootstrap
     z = 1.959963984540054
+    assert gc.chosen is not None and set(gc.chosen.split("-")) == {GROUPS[i] for i in dec.pair}
     for name, q in gc.pairs.items():
         a, b = name.split("-")
         ia, ib = GROUPS.index(a), GROUPS.index(b)
@@ -69,7 +70,9 @@ def test_three_group_log_gets_every_pair_from_the_same_replicates(tri):
         # not the independent-groups se_a (+) se_b
         sd = (boot[f"V[{a}]"] - boot[f"V[{b}]"]).std(ddof=1)
         assert q["C"][3] == pytest.approx(sd, rel=1e-9)
-        assert q["C"][1:3] == pytest.approx((q["C"][0] - z * sd, q["C"][0] + z * sd), rel=1e-9)
+        zz = 2.393979799818510 if name == gc.chosen else z  # the data-chosen pair: over 3
+        assert q["C"][1:3] == pytest.approx((q["C"][0] - zz * sd, q["C"][0] + zz * sd),
+                                            rel=1e-9)
         lo, hi = q["Lambda"][1:3]
         assert lo <= q["Lambda"][0] <= hi
         assert 0.0 <= q["ratio_V"][1] <= q["ratio_V"][0] <= q["ratio_V"][2] <= 1.0
@@ -166,10 +169,19 @@ def test_plugin_lambda_interval_contains_its_estimate():
     a = audit_logs(_equal_groups_log(), n_boot=60, seed=0, lambda_estimator="plugin")
     lam = a.decomposition.Lambda
     assert lam == pytest.approx(0.0, abs=1e-15)
+    # the replicates' own plug-in Lambda (every resampled |gap| > 0) all lie above the
+    # estimate: the raw percentile interval of them excludes it, the hull with it does not
+    from causalfair.engines.benefit import lambda_pairs
+
+    folded = np.array([lambda_pairs(p, d, w, a.pair, a.benefit.eps).sum()
+                       for p, d, w in zip(*a.replicate_arrays, strict=True)])
+    assert np.quantile(folded, 0.025) > lam  # 0.021
+    assert lambda_interval_of([(lam, folded)], 0.05)[0] <= lam
+    # the plug-in's replicates are its tangent (linear in the benefit gaps: on both sides)
     raw = a.bootstrap["Lambda"].quantile([0.025, 0.975])
-    assert raw.iloc[0] > lam  # the raw percentile interval excludes the estimate
+    assert raw.iloc[0] < lam < raw.iloc[1]
     lo, hi = a.lambda_interval(0.05)
-    assert lo <= lam <= hi and hi == raw.iloc[1]
+    assert lo <= lam <= hi and hi == min(1.0, raw.iloc[1])  # Lambda <= 1: clipped
     ci = a.conf_int(0.05)
     assert ci.loc["Lambda", "lower"] <= lam <= ci.loc["Lambda", "upper"]
     assert a.to_dict()["ci"]["intervals"]["Lambda"][0] <= lam

@@ -267,6 +267,14 @@ def test_bootstrap_seeded_and_matches_naive_refit():
     pd.testing.assert_frame_equal(boot, again)
     other = bootstrap_logs(stats, n_boot=B, seed=seed + 1, horizon=6, policy=None, groups=data.groups)
     assert not np.allclose(boot["C"], other["C"])
+    # each replicate's own plug-in Lambda (the Lambda[plugin] column holds the plug-in's
+    # tangent replicates, tests/test_logs_lambda_honest.py): before the estimator's columns
+    from causalfair.logs.bootstrap import bootstrap_replicates
+
+    own, _ = bootstrap_replicates(stats, n_boot=B, seed=seed, horizon=6, policy=None,
+                                  method="counts", alpha=0.1, potential=None,
+                                  groups=data.groups, eps=0.1, weights="visitation", chunk=50,
+                                  start=None, pair=None)
     # naive: resample individuals with the same draws, rebuild the log with pandas, refit
     idx = np.random.default_rng(seed).integers(0, data.n_individuals, size=(B, data.n_individuals))
     for b in range(B):
@@ -276,7 +284,8 @@ def test_bootstrap_seeded_and_matches_naive_refit():
         ref = decompose(model, p_log, 6, eps=0.1)  # the log audit's eps
         for k in ("C", "DPE", "IPE", "SPE"):
             assert boot.loc[b, k] == pytest.approx(getattr(ref, k), abs=1e-10)
-        assert boot.loc[b, "Lambda[plugin]"] == pytest.approx(ref.Lambda, abs=1e-10)
+        assert own.loc[b, "Lambda"] == pytest.approx(ref.Lambda, abs=1e-10)
+        assert own.loc[b, "C"] == boot.loc[b, "C"]
 
 
 def test_conf_int_percentiles_and_json():
@@ -474,11 +483,19 @@ def test_threshold_lambda_hand_example():
     assert res["value"] == pytest.approx(0.1254573170731707, abs=1e-15)
     assert res["plugin"] == pytest.approx(plug, abs=1e-15)
     assert res["contributions"].sum() == pytest.approx(thr, abs=1e-15)
-    # replicates: same mask; replicate 1 has Delta(x0,s+) = 0.115, pi(x0,s-) = 0.52
+    # replicates: each runs the pre-test on its own gaps against the same cuts (here it
+    # zeroes the same pairs: gaps 0.015, 0.005 <= 0.028, dps 0.01, 0.03 <= 0.057; a replicate
+    # whose gap crosses the cut: tests/test_logs_lambda_honest.py); replicate 1 has
+    # Delta(x0,s+) = 0.115, pi(x0,s-) = 0.52
     rep1 = (0.1 * 0.31 / (0.1 + 0.115) * 0.375 + 0.1 * 0.28 / 0.3 * 0.125 + 0.05625)
     rep2 = (0.1 * 0.31 / (0.1 + 0.095) * 0.375 + 0.1 * 0.32 / 0.3 * 0.125 + 0.05625)
     assert res["replicates"] == pytest.approx([rep1, rep2], abs=1e-15)
-    plug1 = rep1 + 0.1 * abs(0.51 - 0.52) / (0.1 + 0.015) * 0.125
+
+    def tangent(at, g):  # eps / (eps + |gap|) by its tangent at the estimate's |gap| = at
+        return 0.1 / (0.1 + at) - 0.1 / (0.1 + at) ** 2 * (g - at)
+
+    plug1 = (tangent(0.005, 0.015) * 0.01 * 0.125 + tangent(0.105, 0.115) * 0.31 * 0.375
+             + tangent(0.2, 0.2) * 0.28 * 0.125 + tangent(0.3, 0.3) * 0.6 * 0.375)
     assert res["plugin_replicates"][0] == pytest.approx(plug1, abs=1e-15)
     with pytest.raises(LogError):
         threshold_lambda(p, delta, w, bp[:1], bd[:1], bw[:1], pair=(0, 1), eps=0.1, c=2.0)
@@ -496,7 +513,12 @@ def test_threshold_lambda_equals_plugin_when_gaps_are_far():
     res = threshold_lambda(p, delta, w, bp, bd, bw, pair=(0, 1), eps=0.1, c=10.0)
     assert not res["zero_gap"].any() and not res["zero_dp"].any()
     assert res["value"] == res["plugin"]
-    assert np.array_equal(res["replicates"], res["plugin_replicates"])
+    # nor in any replicate: the thresholded replicates are the replicates' plug-in Lambda;
+    # the plug-in's tangent replicates agree with them to second order in the gaps' moves
+    bdp, bgap = bp[:, 0, :, None] - bp[:, 1, None, :], bd[:, 0, :, None] - bd[:, 1, None, :]
+    raw = (0.1 * np.abs(bdp) / (0.1 + np.abs(bgap)) * bw[:, 0, :, None] * bw[:, 1, None, :])
+    assert res["replicates"] == pytest.approx(raw.sum((1, 2)), rel=1e-14)
+    assert np.allclose(res["plugin_replicates"], res["replicates"], rtol=1e-3, atol=0)
 
 
 def _opposite_effects_model():
@@ -527,8 +549,12 @@ def test_audit_thresholded_equals_plugin_when_every_gap_is_far():
     assert (lam.se_dp == 0).all()  # a supplied policy table has no sampling error
     assert lam.estimator == "thresholded" and b.lambda_estimate.estimator == "plugin"
     assert a.decomposition.Lambda == b.decomposition.Lambda == lam.plugin
-    assert np.array_equal(a.bootstrap["Lambda"], b.bootstrap["Lambda"])
-    assert np.array_equal(a.bootstrap["Lambda[thresholded]"], a.bootstrap["Lambda[plugin]"])
+    for k in ("Lambda[thresholded]", "Lambda[plugin]"):  # the same replicates
+        assert np.array_equal(a.bootstrap[k], b.bootstrap[k])
+    assert np.array_equal(b.bootstrap["Lambda"], b.bootstrap["Lambda[plugin]"])
+    # nothing zeroed in a replicate either: the thresholded replicates are the replicates'
+    # plug-in Lambda, the plug-in's are its tangent (first order in the gaps): close
+    assert np.allclose(a.bootstrap["Lambda"], b.bootstrap["Lambda"], rtol=1e-2, atol=0)
 
 
 @pytest.fixture(scope="module")

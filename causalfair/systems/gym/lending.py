@@ -51,6 +51,8 @@ __all__ = [
     "ENV_ID",
 ]
 
+#: Its Gymnasium id, registered with the others by ``import causalfair``
+#: (``causalfair._GYM_ENVS``; a test keeps the two the same).
 ENV_ID = "causalfair/Lending-v0"
 _MASS_TOL = 1e-12
 
@@ -295,6 +297,3 @@ class LendingEnv(gym.Env):
         obs, reward, term, trunc, info = self.vec.step(np.array([int(action)]))
         return obs[0], float(reward[0]), bool(term[0]), bool(trunc[0]), self._scalar_info(info)
 
-
-if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point="causalfair.systems.gym.lending:LendingEnv")
