@@ -234,7 +234,10 @@ def study_gate(seeds: int, n: int = 300, T: int = 5) -> list[dict]:
 
 def study_paired(seeds: int, cases: Iterable[tuple[str, str, str, int, int]]) -> list[dict]:
     """compare_mc's paired differences (relative thresholds, ``[baseline.thresholds]``): the
-    signed difference's interval and the delta-method interval of |X| - |X_baseline|."""
+    signed difference's interval and the delta-method interval of |X| - |X_baseline|, as
+    compare_mc returns them (its ``lower``/``upper``, ``abs_lower``/``abs_upper``: what users
+    get). Then more than two identical groups (every true difference 0), no pair named: the
+    default pair's simultaneous intervals, the same pair's marginal ones and a named pair."""
     from causalfair.engines.effects import decompose
     from causalfair.engines.montecarlo import compare_mc
 
@@ -249,10 +252,8 @@ def study_paired(seeds: int, cases: Iterable[tuple[str, str, str, int, int]]) ->
             r = compare_mc(system, pol, base, T, n=n, seed=s, jobs=1)
             for k in QUANTITIES:
                 d = r[k]
-                z = 1.959963984540054 * d["se"]
-                hit[k] += abs(d["diff"] - (ep[k] - eb[k])) <= z
-                hit_abs[k] += abs(d["abs_diff"] - (abs(ep[k]) - abs(eb[k]))) \
-                    <= 1.959963984540054 * d["abs_se"]
+                hit[k] += d["lower"] <= ep[k] - eb[k] <= d["upper"]
+                hit_abs[k] += d["abs_lower"] <= abs(ep[k]) - abs(eb[k]) <= d["abs_upper"]
         for k in QUANTITIES:
             note = f"exact {ep[k]:+.4f} vs {eb[k]:+.4f}"
             for q, h in ((f"{k} diff", hit[k]), (f"abs_{k} diff", hit_abs[k])):
@@ -260,6 +261,31 @@ def study_paired(seeds: int, cases: Iterable[tuple[str, str, str, int, int]]) ->
                 if ep[k] == eb[k] and h == seeds:  # SPE: pi0 under both, the same numbers
                     row["flag"], row["extra"] = "", note + " (the same pi0: difference 0)"
                 rows.append(row)
+    return rows + _paired_many(min(seeds, 200))
+
+
+def _paired_many(seeds: int) -> list[dict]:
+    """compare_mc on 3 and 5 identical groups (0.5 / 0.5 vs 0.3 / 0.7; n = 200, T = 3):
+    coverage of the C difference's true value 0 by the default pair's interval (simultaneous
+    over the pairs), the same pair's marginal 95% one (estimate +- 1.96 se) and pair (0, 1)
+    named in advance."""
+    from causalfair.engines.montecarlo import compare_mc
+    from causalfair.policies.core import TablePolicy
+
+    labels = ("default pair, simultaneous", "default pair, marginal", "named pair")
+    rows = []
+    for G in (3, 5):
+        m, pol = _same_groups(G)
+        base = TablePolicy(np.tile([0.3, 0.7], (G, 1)))
+        hits = dict.fromkeys(labels, 0)
+        for s in range(seeds):
+            d = compare_mc(m, pol, base, 3, n=200, seed=s, jobs=1)["C"]
+            hits[labels[0]] += d["lower"] <= 0.0 <= d["upper"]
+            hits[labels[1]] += abs(d["diff"]) <= 1.959963984540054 * d["se"]
+            c = compare_mc(m, pol, base, 3, n=200, seed=s, jobs=1, pair=(0, 1))["C"]
+            hits[labels[2]] += c["lower"] <= 0.0 <= c["upper"]
+        rows += [_row("paired, same groups", f"C diff, {k}", f"{G} groups",
+                      "0.5 / 0.5 vs 0.3 / 0.7", 200, 3, seeds, v) for k, v in hits.items()]
     return rows
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from causalfair.errors import InputError, ResourceLimitError, UsageError
+from causalfair.errors import InputError, ResourceLimitError, UsageError, short
 
 __all__ = ["DEFAULT_MAX_MEMORY", "ENV", "max_memory", "check_memory", "format_bytes",
            "set_threads"]
@@ -82,8 +82,9 @@ def set_threads(n: int | None = None) -> int:
             n = int(env)
         except ValueError:
             raise UsageError(f"CAUSALFAIR_THREADS: bad value {env[:20]!r}; give an integer >= 1.") from None
-    if not 1 <= n <= MAX_THREADS:
-        raise UsageError(f"{field}: must be an integer from 1 to {MAX_THREADS}, got {str(n)[:20]}.")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_THREADS:
+        raise UsageError(f"{field}: must be an integer from 1 to {MAX_THREADS}, got "
+                         f"{short(n, 40)}.")
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
     try:

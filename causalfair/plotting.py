@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import fixed
+from causalfair._simultaneous import MARK, ci_label, simultaneous_sentence
 from causalfair.errors import InputError
 
 __all__ = ["new_figure", "wrap", "waterfall", "benefit_scatter", "benefit_actions",
@@ -104,11 +105,13 @@ def waterfall(dec: Any, alpha: float = 0.05, unit: str = "gain units", *, ax: An
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(range(4), ticks, fontsize=8)
     ax.set_ylabel(wrap(f"gap, {ga} minus {gb} ({unit})", 44), fontsize=8)
-    how = "exact: no sampling error" if exact else f"error bars: {level}% confidence intervals"
-    m = getattr(dec, "simultaneous", 1)  # a data-chosen pair: simultaneous over m pairs
-    how += "" if exact or m == 1 else f", simultaneous over the {m} pairs (Bonferroni)"
+    m = 1 if exact else getattr(dec, "simultaneous", 1)  # a data-chosen pair: over m pairs
+    how = ("exact: no sampling error" if exact else f"error bars: {level}% confidence intervals"
+           if m == 1 else f"error bars: {ci_label(level, m)}")  # the mark, then the sentence
+    note = "" if m == 1 else "\n" + wrap(f"{MARK} {simultaneous_sentence(f'{ga}-{gb}', m, alpha)}",
+                                         130)
     ax.set_title(wrap(f"C = SPE + IPE + DPE over T = {dec.horizon} decisions; positive favours "
-                      f"{ga}, negative favours {gb} ({how})", 110), fontsize=9)
+                      f"{ga}, negative favours {gb} ({how})", 110) + note, fontsize=9)
     return fig, {"effects": data, "exact": exact, "ci_level": level, "pair": [ga, gb]}
 
 

@@ -449,7 +449,7 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
         paired, attribution = compare_attribute_mc(
             system, res.policy, bpol, T, n=spec.n, seed=spec.seed, alpha=spec.alpha,
             pair=res.decomposition.pair, policy_name=res.decomposition.policy_name,
-            baseline_name=blabel)
+            baseline_name=blabel, simultaneous=m)
     qb: Mapping[str, Any] = {}
     if model is not None:  # the baseline's exact numbers (all quantities)
         # of the audited policy's pair, as the paired run and the attribution compare

@@ -60,7 +60,14 @@ import numpy as np
 
 from causalfair._io import fixed
 from causalfair._limits import check_memory
-from causalfair._validation import check_engine, check_horizon, engine_for, z_quantile
+from causalfair._simultaneous import (
+    MARK,
+    ci_label,
+    pair_z,
+    simultaneous_dict,
+    simultaneous_sentence,
+)
+from causalfair._validation import check_engine, check_horizon, engine_for
 from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
 from causalfair.engines.benefit_cells import bin_cells, bin_labels, quantile_edges
 from causalfair.engines.groups import pair_arg
@@ -116,6 +123,10 @@ class Attribution:
     n: int | None = None
     seed: int | None = None
     gain_unit: str | None = None  # the system's Gain.unit, on plot()'s axis
+    #: m > 1: the pair was chosen from the data (an audit's default of more than two
+    #: groups): every interval is simultaneous over the m pairs, z_{1 - alpha/(2m)}, as the
+    #: same paired run's [baseline] differences (causalfair._simultaneous).
+    simultaneous: int = 1
 
     # ------------------------------------------------------------------ reading
     @property
@@ -124,7 +135,7 @@ class Attribution:
         return float(self.total["C"][0])
 
     def _interval(self, est: float, se: float) -> tuple[float, float]:
-        z = z_quantile(self.alpha)
+        z = pair_z(self.alpha, self.simultaneous)
         return float(est - z * se), float(est + z * se)
 
     def largest(self, n_cells: int = 3) -> dict[str, Any]:
@@ -200,6 +211,8 @@ class Attribution:
             "pair": [self.groups[i] for i in self.pair], "horizon": self.horizon,
             "alpha": self.alpha, "cells": self.cells,
             **({"n": self.n, "seed": self.seed} if self.engine == "mc" else {}),
+            **({"simultaneous": {**simultaneous_dict(self.simultaneous, self.alpha),
+                                 "quantities": ["C", *PATHS]}} if self.simultaneous > 1 else {}),
             "total": {k: part(*v) for k, v in self.total.items()},
             "by_step": {p: [part(e, s) for e, s in zip(self.by_step[i], self.by_step_se[i],
                                                        strict=True)]
@@ -220,7 +233,16 @@ class Attribution:
                                     f"{fixed(hi, sign=True)}]")
             lines.append(f"  {k:<4} {fixed(e, sign=True)}{ci}")
         lines.append("  " + self.line())
+        if self.simultaneous > 1 and self.engine == "mc":
+            lines.append("  " + self.note())
         return "\n".join(lines)
+
+    def note(self) -> str:
+        """The one sentence (:func:`causalfair._simultaneous.simultaneous_sentence`) when
+        the pair was chosen from the data (``simultaneous`` m > 1), else ""."""
+        a, b = self.pair
+        return "" if self.simultaneous == 1 else simultaneous_sentence(
+            f"{self.groups[a]}-{self.groups[b]}", self.simultaneous, self.alpha)
 
     def __str__(self) -> str:
         return self.summary()
@@ -259,7 +281,7 @@ class Attribution:
         unit = unit or self.gain_unit or "gain units"
         t = np.arange(self.horizon)
         mc = bool(np.any(self.by_step_se > 0))
-        z = z_quantile(self.alpha)
+        z = pair_z(self.alpha, self.simultaneous)
         a, b = self.pair
         with text_only():  # group and policy names as written, never mathtext
             if ax is None:
@@ -272,9 +294,13 @@ class Attribution:
             ax.set_xlabel("decision epoch t (steps)")
             ax.set_ylabel(wrap(f"change in C, {self.groups[a]} minus {self.groups[b]} "
                                f"({unit})", 36))
-            bars = f" (error bars: {100 * (1 - self.alpha):g}% intervals)" if mc else ""
+            m = self.simultaneous if mc else 1  # the mark, then the one sentence
+            bars = "" if not mc else f" (error bars: {100 * (1 - self.alpha):g}% intervals)" \
+                if m == 1 else f" (error bars: {ci_label(100 * (1 - self.alpha), m)})"
             ax.set_title(wrap(f"C moved {self.change:+.4g} from {self.baseline} to "
-                              f"{self.policy}: its DPE and IPE per step{bars}", 70), fontsize=9)
+                              f"{self.policy}: its DPE and IPE per step{bars}", 70)
+                         + ("" if m == 1 else "\n" + wrap(f"{MARK} {self.note()}", 90)),
+                         fontsize=9)
             ax.legend()
         return ax.figure
 
@@ -488,14 +514,17 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
                          *, n: int = 100_000, seed: int = 0, alpha: float = 0.05,
                          pair: tuple[int, int] | None = None, batch_size: int | None = None,
                          policy_name: str | None = None, baseline_name: str | None = None,
-                         jobs: int | str | None = "auto"
+                         jobs: int | str | None = "auto", simultaneous: int = 1
                          ) -> tuple[dict[str, dict[str, float]], Attribution]:
     """One paired run with common random numbers of ``policy`` and ``baseline``: the
     comparison :func:`~causalfair.engines.montecarlo.compare_mc` returns (the same numbers
     bit for bit: the same streams, totals and folds) and the attribution of
     :func:`attribute_mc`, so that a ``[baseline]`` gate simulates the pair once.
     ``jobs``: threads, as for :func:`~causalfair.engines.montecarlo.decompose_mc` (the same
-    numbers whatever it is)."""
+    numbers whatever it is). ``simultaneous``: m > 1 when ``pair`` was chosen from the data
+    (an audit's decomposition of more than two groups, no pair named): the attribution's
+    intervals are then simultaneous over the m pairs (:attr:`Attribution.simultaneous`)."""
+    pair_z(alpha, simultaneous)  # checks alpha and m (an integer >= 1) before any work
     system = as_system(system)
     pjobs, n, batch, weights = paired_jobs(system, policy, baseline, horizon, n=n, seed=seed,
                                            batch_size=batch_size)
@@ -548,7 +577,8 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
         policy=policy_name or pjobs[0].name, baseline=baseline_name or pjobs[1].name,
         total=total, by_step=by_step, by_step_se=by_step_se, by_cell=by_cell,
         by_cell_se=by_cell_se, cells=cells.kind, cell_labels=cells.labels, alpha=alpha,
-        n=n, seed=seed, gain_unit=getattr(getattr(system, "gain", None), "unit", None))
+        n=n, seed=seed, gain_unit=getattr(getattr(system, "gain", None), "unit", None),
+        simultaneous=simultaneous)
     return paired_numbers(mom, (a, c), n, weights), att
 
 

@@ -413,8 +413,8 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     named = dict.fromkeys(group_features(system), tuple(system.groups))  # "group=B", not "=1"
     cells, K, labels, desc = visit_cells(lev_g, feat_g, bins, system.features, system.n_levels,
                                          system.levels, named)
-    # the K x K pair terms of every bootstrap replicate (their benefit gaps' spread)
-    check_memory(8.0 * (max(n_boot, 1) + 4) * K * K * A, "benefit_fairness_mc",
+    # the K x K pair terms (at most K^2 pairs of visited cells, per action)
+    check_memory(pair_bytes(K, A, n_boot, jobs), "benefit_fairness_mc",
                  f"the {K} cells ({desc}) make {K * K} pairs; lower the quantile bins per "
                  f"feature (now {bins}: benefit_bins= in Python, --benefit-bins on the command "
                  "line, [benefit] bins in a spec)")
@@ -428,6 +428,18 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
                 for r in range(n_boot)]
     most = max((int(np.bincount(c).max()) for c in cells if c.size), default=0)
     return K, labels, desc, delta, prob, w, reps, most, kept
+
+
+def pair_bytes(K: int, A: int, n_boot: int, jobs: Any) -> float:
+    """Bytes the pair terms of ``K`` cells and ``A`` actions hold at once, 32 (A + 2) K^2
+    for the estimate's gaps, their bootstrap standard errors, cut and pre-test, the
+    tangent and the two K x K sums, and as much again on each thread that runs a replicate
+    (min(jobs, n_boot), none without a bootstrap; the replicates are summed as they go,
+    none is kept): its gaps, masked gaps and the total variations' temporaries. Measured
+    (tracemalloc, 256 cells, two actions, 200 replicates): 14.3, 20.9 and 33.7 MiB with 1,
+    2 and 4 threads against 16, 24 and 40; 5.6 against 8 without a bootstrap."""
+    threads = min(resolve_jobs(jobs, "jobs"), n_boot) if n_boot >= 2 else 0
+    return 8.0 * K * K * (A + 2) * 4 * (1 + threads)
 
 
 def _nobody_present(system: Any, g: int, n: int, departed: tuple[int, ...]) -> str:

@@ -33,7 +33,7 @@ from causalfair.engines.effects import decompose as _decompose_exact
 from causalfair.engines.groups import GroupComparison, lambda_by_forks, pair_arg
 from causalfair.engines.groups import compare as _compare_groups
 from causalfair.engines.montecarlo import benefit_size, decompose_mc
-from causalfair.errors import InputError
+from causalfair.errors import InputError, short
 from causalfair.graph import TemporalGraph
 from causalfair.graph import temporal_graph as _temporal_graph
 from causalfair.model import CausalStructure, ModelError, TabularModel
@@ -50,8 +50,8 @@ def _system(model: Any, engine: str) -> Any:
     else :func:`~causalfair.systems.as_system` of it. Either way its declared eps (a model's
     ``lambda_eps``, the System's gain built from it) is the same (:func:`eps_for`)."""
     if isinstance(model, (str, os.PathLike)):
-        raise ModelError(f"model: got {str(model)[:80]!r}, a name, not a system; pass a System "
-                         f"or a TabularModel, e.g. cf.systems.make({str(model)[:80]!r}) for a "
+        raise ModelError(f"model: got {short(model)}, a name, not a system; pass a System "
+                         f"or a TabularModel, e.g. cf.systems.make({short(str(model))}) for a "
                          "registered id or a 'module:callable' factory.")
     return model if isinstance(model, TabularModel) and engine != "mc" else as_system(model)
 

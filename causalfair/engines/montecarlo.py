@@ -43,7 +43,7 @@ from causalfair._limits import check_memory
 from causalfair._names import BENEFIT_N  # defined there: `decompose --help` states it
 from causalfair._simultaneous import pairs_chosen_from
 from causalfair._validation import check_alpha, check_horizon
-from causalfair.backends import engine_device
+from causalfair.backends import engine_device, resolve_jobs
 from causalfair.engines._mc_base import (
     DEFAULT_BATCH_SIZE,
     MOMENT_KEYS,
@@ -249,9 +249,11 @@ def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
 
 
 def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
-           batch_size: int | None, runs: int = 1) -> tuple[Any, int, int, int, int, int, int]:
+           batch_size: int | None, runs: int = 1, jobs: Any = 1
+           ) -> tuple[Any, int, int, int, int, int, int]:
     """The simulator, actions, baseline action, horizon, n, seed and batch size of a run
-    of ``runs`` policies (validated; memory and work checked before anything runs)."""
+    of ``runs`` policies (validated; memory and work checked before anything runs).
+    ``jobs``: the threads that run batches at once, each holding one (counted)."""
     if system is not None:
         sim = system.make_simulator()
         A, base = system.n_actions, system.decisions.baseline
@@ -268,9 +270,13 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
     check_work(runs * n * int(sim.n_groups) * T, f"Monte Carlo of {n} individuals per group "
                f"over {T} epochs", "lower n or the horizon")
 
-    # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size
-    check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n)), f"Monte Carlo over {T} epochs with "
-                 f"batches of {min(batch, n)}", "use a shorter horizon or a smaller batch_size")
+    # per-step sums (3, G, T) and, per batch, a few dozen float64 arrays of the batch size,
+    # one batch on each of the threads that run them at once (no more than there are)
+    held = min(resolve_jobs(jobs, "jobs"), int(sim.n_groups) * -(-n // batch))
+    threads = f" with {held} threads (--jobs)" if held > 1 else ""
+    check_memory(8.0 * (3 * 8 * T + 40 * min(batch, n) * held), f"Monte Carlo over {T} epochs "
+                 f"with batches of {min(batch, n)}{threads}",
+                 "use a shorter horizon, fewer threads (--jobs) or a smaller batch_size")
     return sim, A, base, T, n, seed, batch
 
 
@@ -407,7 +413,8 @@ def decompose_mc(
             dec = _chosen(dec, pair)
             return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device,
                                 benefit_bins, shared=benefit_shared)  # coupled: no tasks
-    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size)
+    sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size,
+                                             jobs=jobs)
     if check:
         check_simulator(sim, n=min(n, 64), horizon=min(T, 3), seed=seed, n_actions=A)
         if callable(getattr(sim, "warn_horizon", None)):  # a Gymnasium env's own truncation

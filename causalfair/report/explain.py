@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from causalfair._io import fixed
-from causalfair._simultaneous import ci_label
+from causalfair._simultaneous import ci_label, simultaneous_sentence
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
-from causalfair.report.marks import simultaneous_note, widened
+from causalfair.report.marks import simultaneous_note, widened, yaml_simultaneous
 from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
@@ -375,7 +375,9 @@ def what_changed(att: Mapping[str, Any], against: str = "the baseline policy",
                    + "; ".join(f"{c['group']} / {c['cell']}: "
                                               f"{_part_text(c, level)}" for c in big["cells"])
                    + ".")
-    return out
+    sim = att.get("simultaneous")  # a data-chosen pair: the one sentence, after its intervals
+    return out + ([simultaneous_sentence("-".join(att["pair"]), int(sim["pairs"]),
+                                         float(att.get("alpha", 0.05)))] if sim else [])
 
 
 def change_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
@@ -681,7 +683,8 @@ def model_index(doc: Mapping[str, Any]) -> list[str]:
         if _has_interval(q):
             y += [f"      ci_lower: {_yaml_value(q['ci_lower'])}",
                   f"      ci_upper: {_yaml_value(q['ci_upper'])}",
-                  f"      ci_level: {_yaml_value(level)}", f"      se: {_yaml_value(q['se'])}"]
+                  f"      ci_level: {_yaml_value(level)}", f"      se: {_yaml_value(q['se'])}",
+                  *(yaml_simultaneous(doc, " " * 6) if widened(doc, k) > 1 else [])]
         y.append("      verified: false")
     if not doc.get("quantities"):
         y[-1] = "    metrics: []"
@@ -737,6 +740,7 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
          f"checkpoint_sha256: {_yaml_value(doc['policy'].get('checkpoint_sha256'))}",
          f"spec_sha256: {spec_sha256(doc)}  # of the parsed spec as canonical JSON",
          f"ci_level: {_yaml_value(level / 100)}  # null ci bounds: exact values, no sampling error",
+         *yaml_simultaneous(doc),  # C, DPE, IPE, SPE of a data-chosen pair: over its m pairs
          "metrics:"]
     ben = doc.get("benefit") or {}
     if ben.get("eps") is not None:  # Lambda's eps, its unit and how it was chosen

@@ -5,12 +5,14 @@ sentence the mark stands for; from an AuditResult's numbers (the tables) or from
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from causalfair._simultaneous import MARK, WIDENED, simultaneous_sentence
+from causalfair._simultaneous import MARK, METHOD, WIDENED, pair_alpha, simultaneous_sentence
 
-__all__ = ["chosen_pairs", "mark_note", "simultaneous_note", "widened", "widened_by"]
+__all__ = ["chosen_pairs", "mark_note", "simultaneous_note", "widened", "widened_by",
+           "yaml_simultaneous"]
 
 _EFFECTS = ("C", "DPE", "IPE", "SPE")
 
@@ -59,3 +61,17 @@ def simultaneous_note(doc: Mapping[str, Any]) -> str:
 def widened(doc: Mapping[str, Any], key: str, pair: str | None = None) -> int:
     """:func:`widened_by` of audit.json ``doc``."""
     return widened_by(chosen_pairs(doc), _compared(doc), key, pair)
+
+
+def yaml_simultaneous(doc: Mapping[str, Any], indent: str = "") -> list[str]:
+    """card.md's YAML ``simultaneous`` line (pairs, method, each interval's level, the
+    family's level, the pair) next to ``ci_level`` when audit.json ``doc``'s compared pair
+    was chosen from the data (:func:`chosen_pairs` m > 1); none otherwise (the card's bytes
+    as before: a named pair, two groups, the exact engine)."""
+    m = chosen_pairs(doc)
+    if m == 1:
+        return []
+    alpha = float(((doc.get("spec") or {}).get("resolved") or {}).get("alpha", 0.05))
+    return [f"{indent}simultaneous: {{pairs: {m}, method: {json.dumps(METHOD)}, "
+            f"level: {1 - pair_alpha(alpha, m)!r}, family_level: {1 - alpha!r}, "
+            f"pair: {json.dumps(_compared(doc))}}}"]

@@ -62,7 +62,7 @@ from causalfair.backends import (
     make_backend,
 )
 from causalfair.engines._mc_base import is_serial
-from causalfair.errors import CausalfairError, ConfigError, InputError, OutputError
+from causalfair.errors import CausalfairError, ConfigError, InputError, OutputError, short
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import TrainConfig, train
@@ -109,16 +109,16 @@ def parse_seeds(text: str) -> list[int]:
         except ValueError:
             a = b = -1
         if a < 0 or b < a:
-            raise ConfigError(f"seeds: bad value {part.strip()[:40]!r} in {str(text)[:60]!r}; "
+            raise ConfigError(f"seeds: bad value {part.strip()[:40]!r} in {short(text, 60)}; "
                               "expected seeds such as 0-19 or 0,3,5-7 (integers >= 0).")
         if len(out) + (b - a + 1) > MAX_RUNS:  # counted before the seeds are listed
             raise ConfigError(
-                f"seeds: {str(text)[:60]!r} names {len(out) + (b - a + 1)} seeds or more, over "
+                f"seeds: {short(text, 60)} names {len(out) + (b - a + 1)} seeds or more, over "
                 f"the limit of {MAX_RUNS} runs per sweep; give a smaller range, e.g. 0-19 "
                 "(docs/limits.md).")
         out.extend(range(a, b + 1))
     if len(set(out)) != len(out):
-        raise ConfigError(f"seeds: {str(text)[:60]!r} names a seed twice.")
+        raise ConfigError(f"seeds: {short(text, 60)} names a seed twice.")
     return out
 
 

@@ -52,7 +52,11 @@ def test_bins_reach_lambda_through_every_python_door(system):
 
 
 def test_too_many_cells_names_the_knobs(system, monkeypatch):
-    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "200K")  # the envs and rollout fit, not the pairs
+    """The pair terms' check (its estimate, benefit_mc.pair_bytes, made large here: on this
+    small system the pairs of its cells take less memory than its envs) names the bins."""
+    from causalfair.engines import benefit_mc
+
+    monkeypatch.setattr(benefit_mc, "pair_bytes", lambda *a, **k: 1 << 40)
     with pytest.raises(ResourceLimitError, match=r"lower the quantile bins per feature "
                        r"\(now 4: benefit_bins= in Python, --benefit-bins on the command line, "
                        r"\[benefit\] bins in a spec\)"):
