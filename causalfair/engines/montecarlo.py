@@ -69,7 +69,7 @@ from causalfair.engines._mc_base import (
     type_name,
 )
 from causalfair.engines.benefit_forks import forks_bytes
-from causalfair.engines.benefit_mc import benefit_fairness_mc, system_benefit
+from causalfair.engines.benefit_mc import N_BOOT, system_benefit
 from causalfair.engines.montecarlo_coupled import decompose_coupled
 from causalfair.engines.paired import PairedComparison
 from causalfair.errors import InputError, SimulatorContractError
@@ -518,10 +518,9 @@ def _check_lambda_memory(system: Any, policy: Any, T: int, n: int, benefit_n: in
     if _lambda_exact(system, policy) or (system.n_levels is None and system.features is None):
         return
     m = benefit_size(n, benefit_n)
-    n_boot = benefit_fairness_mc.__kwdefaults__["n_boot"]
     units = "worlds" if system.units_per_replica > 1 else "units per group"
-    check_memory(forks_bytes(system, m, T, n_boot, bins),
-                 f"Lambda by forks of {m} {units} over {T} epochs ({n_boot} bootstrap "
+    check_memory(forks_bytes(system, m, T, N_BOOT, bins),
+                 f"Lambda by forks of {m} {units} over {T} epochs ({N_BOOT} bootstrap "
                  "replicates)", "lower n or benefit_n, or the quantile bins per feature "
                  "(benefit_bins= in Python, --benefit-bins, [benefit] bins in a spec)")
 
