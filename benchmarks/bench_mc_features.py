@@ -24,9 +24,11 @@ Printed, in one run:
   minor page faults, system and total CPU time and peak RSS, and glibc's malloc setting
   (``CAUSALFAIR_MALLOC=off`` for glibc's defaults: docs/scale.md).
 
-Run: ``python benchmarks/bench_mc_features.py [--n 1000000] [--threads 2] [--jobs-only]``
-(leave OMP_NUM_THREADS unset: ``auto`` honours it as a cap; ``--jobs-only`` times only
-the one-core / every-core pair).
+Run: ``python benchmarks/bench_mc_features.py [--n 1000000] [--threads 2] [--jobs-only
+[--processes]]`` (leave OMP_NUM_THREADS unset: ``auto`` honours it as a cap;
+``--jobs-only`` times only the one-core / every-core pair; ``--processes`` adds the same
+audit on one worker process per core, new and already started: the engine's threads
+share one interpreter lock, which on 16 cores the tasks' Python work saturates).
 """
 
 from __future__ import annotations
@@ -110,7 +112,8 @@ def policy(kind: str, activation: str):
 
 
 def audit(n: int, threads: int | None, batch: int, seed: int = 0, activation: str = "tanh",
-          kind: str = "checkpoint", jobs: int | str = 1) -> tuple[float, object]:
+          kind: str = "checkpoint", jobs: int | str = 1, backend: object = None
+          ) -> tuple[float, object]:
     import torch
 
     from causalfair._limits import set_threads
@@ -120,7 +123,7 @@ def audit(n: int, threads: int | None, batch: int, seed: int = 0, activation: st
     system = cf.as_system(Drift(), id="drift")
     t0 = time.perf_counter()
     res = cf.decompose_mc(system, pol, 20, n=n, seed=seed, batch_size=batch, check=False,
-                          jobs=jobs)
+                          jobs=jobs, backend=backend)
     return time.perf_counter() - t0, res
 
 
@@ -149,15 +152,33 @@ def every_core(args: argparse.Namespace) -> int:
                                           jobs=1))
     (every, ra), fa = _faults(lambda: audit(args.n, 1, args.batch, activation=args.activation,
                                             jobs="auto"))
-    same = (r1.V.tolist(), r1.steps.tolist(), r1.se, r1.Lambda) == \
-        (ra.V.tolist(), ra.steps.tolist(), ra.se, ra.Lambda)
+    same = _key(r1) == _key(ra)
     print(f"  every core: {cores} cores available; jobs=1 {one:.2f} s, jobs=auto ({cores}) "
           f"{every:.2f} s: {one / every:.2f}x (targets: >= 1.6x on 2 cores, >= 10x on 16); numbers identical: "
           f"{same}")
     print(f"  the kernel's share: jobs=1 {f1}; jobs=auto {fa} (minor page faults and system "
           "CPU time: memory the process maps and unmaps, which threads share and processes "
           "do not)")
+    if args.processes:  # the same tasks on worker processes: no interpreter lock shared
+        from causalfair.backends import ProcessBackend
+
+        pool = ProcessBackend(cores)
+        new, rn = audit(args.n, 1, args.batch, activation=args.activation, jobs="auto",
+                        backend=pool)
+        started, rs = audit(args.n, 1, args.batch, activation=args.activation, jobs="auto",
+                            backend=pool)
+        pool.close()
+        same_p = all(_key(r) == _key(r1) for r in (rn, rs))
+        same = same and same_p
+        print(f"  processes: {cores} worker processes, new {new:.2f} s ({one / new:.2f}x), "
+              f"already started {started:.2f} s ({one / started:.2f}x); numbers identical: "
+              f"{same_p}")
     return 0 if same else 1
+
+
+def _key(r):
+    """What must be identical between two runs of the audit."""
+    return (r.V.tolist(), r.steps.tolist(), r.se, r.Lambda)
 
 
 def _faults(run):
@@ -183,6 +204,9 @@ def main() -> int:
     ap.add_argument("--activation", choices=("tanh", "relu"), default="tanh")
     ap.add_argument("--jobs-only", action="store_true",
                     help="time only the checkpoint's audit on one core against every core")
+    ap.add_argument("--processes", action="store_true",
+                    help="with --jobs-only: also on one worker process per core "
+                         "(backend=ProcessBackend), new and already started")
     args = ap.parse_args()
     if args.jobs_only:
         return every_core(args)

@@ -66,11 +66,12 @@ def check_probs(p: Any, n: int, where: str, obs: Observation | None = None) -> n
         raise PolicyError(f"{where}: returned {arr.shape[0]} probabilities for {n} observations; "
                           f"return one P(d1) per observation, an array of shape ({n},) (a "
                           "constant: np.full(len(obs), p)).")
-    if not np.isfinite(arr).all():
-        i = int(np.argmin(np.isfinite(arr)))
-        raise PolicyError(f"{where}: returned NaN or inf probabilities ({float(arr[i])} at "
-                          f"{_index(p, i, obs)}); every entry must be a probability in [0, 1].")
-    if (arr < 0).any() or (arr > 1).any():
+    if arr.size and not (arr.min() >= 0.0 and arr.max() <= 1.0):  # a NaN fails it too
+        if not np.isfinite(arr).all():
+            i = int(np.argmin(np.isfinite(arr)))
+            raise PolicyError(f"{where}: returned NaN or inf probabilities ({float(arr[i])} at "
+                              f"{_index(p, i, obs)}); every entry must be a probability in "
+                              "[0, 1].")
         i = int(np.argmax((arr < 0) | (arr > 1)))
         raise PolicyError(
             f"{where}: returned a value outside [0, 1] ({arr[i]:.6g} at {_index(p, i, obs)}); "

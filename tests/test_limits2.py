@@ -83,8 +83,9 @@ def test_pair_terms_far_over_refused_before_the_bootstrap(monkeypatch):
     monkeypatch.setattr(B, "_replicates", never)
     monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "10M")  # 256 cells need 16 MiB
     pol = callable_policy(lambda obs: 1 / (1 + np.exp(-obs.features[:, 0])))
+    # n = 500: the forks' stage (5.7 MiB with WideSim's 4 undeclared features counted) fits
     with pytest.raises(ResourceLimitError, match=r"needs about 16\.0 MiB .* the 256 cells"):
-        B.benefit_fairness_mc(cf.as_system(WideSim(4)), pol, 4, n=2000, seed=0, n_boot=200,
+        B.benefit_fairness_mc(cf.as_system(WideSim(4)), pol, 4, n=500, seed=0, n_boot=200,
                               jobs=1)
 
 

@@ -10,6 +10,7 @@ cells (:mod:`causalfair.engines.benefit_cells`) and Lambda with its interval
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from causalfair.policies.core import action_probs
 from causalfair.systems.contract import seeded_rng
 
 __all__ = ["STREAM", "decide", "Visits", "rollout_units", "rollout_tasks", "join_rollouts",
-           "unit_benefits", "rollout_coupled", "PER_UNIT_MAX", "forks_bytes"]
+           "unit_benefits", "rollout_coupled", "PER_UNIT_MAX", "forks_bytes", "visit_columns"]
 
 #: Streams of the benefit estimator (disjoint from the decomposition's): the rollouts'
 #: (seed, STREAM, g[, b], k) and the bootstrap's (seed, STREAM, 99).
@@ -42,11 +43,13 @@ def forks_bytes(system: Any, n: int, T: int, n_boot: int, bins: int) -> float:
     joins its steps into new arrays, and the cells pool the features), a cell index per
     visit when the cells are feature bins, one group's visits again as (1 + 2A) columns,
     and the per-unit sums (n x K cells x (1 + 2A) float64, at most :data:`PER_UNIT_MAX`; K
-    is the number of levels, else at most ``bins`` ** features and the visits). With
-    ``n_boot`` 0 no weights and no sums."""
+    is the number of levels, else at most ``bins`` ** features and the visits; levels the
+    observations carry but the system does not declare are cells the rollout finds, so
+    the sums count their cap). The features and levels are those the observations carry
+    (:func:`visit_columns`: declared, else seen on a probe). With ``n_boot`` 0 no weights
+    and no sums."""
     A, G, U = system.n_actions, system.n_groups, system.units_per_replica
-    F = len(system.features or ())
-    levels = system.n_levels is not None
+    F, levels = visit_columns(system)
     visits = (n * U if U > 1 else G * n) * T
     rollout = 8.0 * visits * (F + 2 * A + 1 + levels)
     cells = 0.0 if levels else 8.0 * visits
@@ -54,9 +57,48 @@ def forks_bytes(system: Any, n: int, T: int, n_boot: int, bins: int) -> float:
     group_visits = visits if U > 1 else n * T
     out = 2 * rollout + cells + 8.0 * group_visits * C
     if n_boot:
-        K = system.n_levels if levels else min(bins ** F, visits)
-        out += 1.0 * (1 if U > 1 else G) * n_boot * n + min(8.0 * n * K * C, PER_UNIT_MAX)
+        per_unit = (PER_UNIT_MAX if system.n_levels is None else
+                    min(8.0 * n * system.n_levels * C, PER_UNIT_MAX)) if levels else \
+            min(8.0 * n * min(bins ** F, visits) * C, PER_UNIT_MAX)
+        out += 1.0 * (1 if U > 1 else G) * n_boot * n + per_unit
     return out
+
+
+#: What :func:`visit_columns` learnt of each system (a system does not change).
+_SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def visit_columns(system: Any) -> tuple[int, bool]:
+    """(F, levels): the feature columns and whether a level, of what each visit of a
+    rollout keeps (:class:`Visits`: whatever the observations carry, declared or not). A
+    system that declares its features is read (the contract holds its observations to
+    them; a Gymnasium system always declares them). One that does not (a user's simulator
+    without ``feature_names``) still carries whatever features its observations have,
+    which the rollout keeps and the cells bin: its features and whether its observations
+    carry levels are learnt once from a probe, two individuals of group 0 (one world of
+    coupled units) reset from their own stream, ``Observation.features.shape[1]`` and
+    ``Observation.level``. An object without a simulator (a description) is read as
+    declared."""
+    F = None if system.features is None else len(system.features)
+    levels = system.n_levels is not None
+    make = getattr(system, "make_simulator", None)
+    if F is not None or make is None:
+        return F or 0, levels
+    try:
+        return _SEEN[system]
+    except (KeyError, TypeError):
+        pass
+    sim = make()
+    coupled = system.units_per_replica > 1
+    obs = sim.observe(sim.reset(1 if coupled else 2, None if coupled else 0,
+                                seeded_rng(0, STREAM, 98)))
+    feats = obs.features
+    seen = (0 if feats is None else int(np.shape(feats)[1]), levels or obs.level is not None)
+    try:
+        _SEEN[system] = seen
+    except TypeError:  # not weakly referable: learnt again next time
+        pass
+    return seen
 
 
 def decide(p: np.ndarray, u: np.ndarray, A: int, base: int) -> np.ndarray:
@@ -138,7 +180,9 @@ def rollout_units(system: Any, policy: Any, T: int, n: int, seed: int, pname: st
     away = backend is not None and not is_serial(backend) and not isinstance(backend,
                                                                              ThreadBackend)
     where = backend if away else engine_backend(None, jobs, sim, policy, work=G * n * T)
-    width = len(system.features or ()) + 2 * A + 2  # a visit's row: features, benefits, ...
+    # a visit's row: features (those carried, declared or not), benefits, ...; counted where
+    # the tasks' results are held at once (another backend)
+    width = (visit_columns(system)[0] if away else 0) + 2 * A + 2
     parts: list[list[tuple]] = [[] for _ in range(G)]
     fold_tasks(where, rollout, tasks, len(tasks), lambda task, r: parts[task[0]].append(r),
                result_bytes=8.0 * max(m for *_, m in tasks) * T * width)

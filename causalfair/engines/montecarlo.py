@@ -150,8 +150,10 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
 
 
 # ----------------------------------------------------------------------- the engine
-def _policy_probs(policy: Policy, obs: Observation, m: int, name: str) -> np.ndarray:
-    if not (callable(getattr(policy, "prob_d1", None)) and reads_prob_d1(policy)):
+def _policy_probs(policy: Policy, obs: Observation, m: int, name: str, own: bool) -> np.ndarray:
+    """P(d1) of a two-action policy on ``obs``; ``own``: read from its own ``prob_d1``
+    (``callable(policy.prob_d1) and reads_prob_d1(policy)``, decided once per batch)."""
+    if not own:
         return action_probs(policy, obs, 2, f"policy {name!r}")[:, 1]  # as grid.d1_probs
     p = np.asarray(policy.prob_d1(obs), dtype=np.float64)
     if p.shape != (m,):
@@ -206,10 +208,11 @@ def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
     # a simulator class may step pi, the pi^PS fork and pi0 of an epoch in one call, the
     # same numbers as the three steps, consuming both states (GymSimulator.step_paths)
     paths = getattr(type(sim), "step_paths", None) if crn else None
+    own = binary and callable(getattr(policy, "prob_d1", None)) and reads_prob_d1(policy)
     for t in range(T):
         obs = sim.observe(state)
         if binary:
-            p = _policy_probs(policy, obs, m, name)
+            p = _policy_probs(policy, obs, m, name, own)
             d = rng_dec.random(m) < p
         else:
             probs = action_probs(policy, obs, job.A, f"policy {name!r}")
@@ -236,7 +239,12 @@ def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
         sums[1, t] += fork.gain.sum()
         sums[2, t] += res0.gain.sum()
         here = present_units(obs, job.departed, job.sim_name)  # None: every unit counts
-        sums[3:, t] += np.bincount(d if here is None else d[here], minlength=job.A)[:job.A]
+        d_here = d if here is None else d[here]
+        if binary:  # d is boolean: the count of d1 (np.bincount would cast it to integers)
+            ones = np.count_nonzero(d_here)
+            sums[3:, t] += (len(d_here) - ones, ones)
+        else:
+            sums[3:, t] += np.bincount(d_here, minlength=job.A)[:job.A]
         state, state0 = res.state, res0.state
     if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
         raise SimulatorContractError(
@@ -514,7 +522,10 @@ def _check_lambda_memory(system: Any, policy: Any, T: int, n: int, benefit_n: in
     (:func:`_with_lambda`) would need more memory than the limit: the peak of its rollout and
     bootstrap (:func:`causalfair.engines.benefit_forks.forks_bytes`, at the bootstrap
     replicates :func:`~causalfair.engines.benefit_mc.benefit_fairness_mc` draws), often
-    more than the decomposition's own batches."""
+    more than the decomposition's own batches. A system that declares neither levels nor
+    features has no Lambda here (:func:`~causalfair.engines.benefit_mc.system_benefit`
+    returns None), so nothing to count; one that declares levels alone is counted with the
+    features its observations carry (:func:`~causalfair.engines.benefit_forks.visit_columns`)."""
     if _lambda_exact(system, policy) or (system.n_levels is None and system.features is None):
         return
     m = benefit_size(n, benefit_n)
@@ -584,8 +595,11 @@ def compare_mc(
     """
     alpha = check_alpha(alpha)
     pair_jobs, n, batch, weights = paired_jobs(simulator, policy, baseline, horizon, n=n, seed=seed,
-                                          batch_size=batch_size, tabulate=tabulate, device=device)
+                                          batch_size=batch_size, tabulate=tabulate, device=device,
+                                          jobs=jobs)
     G = int(pair_jobs[0].sim.n_groups)
+    # a named pair is checked once, before the run (V only picks the default pair)
+    ab = None if pair is None else check_pair(pair, G, None)
     backend = engine_backend(backend, jobs, pair_jobs[0].sim, pair_jobs[0].policy,
                              pair_jobs[1].policy, work=2 * G * n * pair_jobs[0].T)
     tasks = ((pair_jobs[0], pair_jobs[1], g, b, m) for g in range(G)
@@ -598,11 +612,12 @@ def compare_mc(
                 mom[key][i][task[2]].merge(*trio[i])
 
     fold_tasks(backend, _paired_batch, tasks, G * -(-n // batch), fold, result_bytes=1200.0)
-    a, c = check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))  # paired_numbers'
+    # else the default pair, from the policy's V in this run (as paired_numbers picks it)
+    a, c = ab or check_pair(None, G, np.array([m_.mean for m_ in mom["A"][0]]))
     sim = pair_jobs[0].sim
     groups = simulator.groups if isinstance(simulator, System) else tuple(
         getattr(sim, "group_names", None) or (str(i) for i in range(G)))
-    return PairedComparison(paired_numbers(mom, pair, n, weights), pair=(groups[a], groups[c]),
+    return PairedComparison(_paired_numbers(mom, a, c, n, weights), pair=(groups[a], groups[c]),
                             simultaneous=pairs_chosen_from(G, pair is not None), alpha=alpha)
 
 
@@ -621,6 +636,12 @@ def paired_numbers(mom: dict[str, list[list[Moments]]], pair: tuple[int, int] | 
     units per group."""
     G = len(mom["A"][0])
     a, c = check_pair(pair, G, np.array([m_.mean for m_ in mom["A"][0]]))
+    return _paired_numbers(mom, a, c, n, weights)
+
+
+def _paired_numbers(mom: dict[str, list[list[Moments]]], a: int, c: int, n: int,
+                    weights: np.ndarray) -> dict[str, dict[str, float]]:
+    """:func:`paired_numbers` of the checked pair (``a``, ``c``)."""
     out: dict[str, dict[str, float]] = {}
     for key, stat in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
         x, y, d = mom[stat]
@@ -646,27 +667,29 @@ def paired_numbers(mom: dict[str, list[list[Moments]]], pair: tuple[int, int] | 
 
 def paired_jobs(simulator: Any, policy: Any, baseline: Any, horizon: int | None = None, *,
                 n: int = 100_000, seed: int = 0, batch_size: int | None = None,
-                tabulate: bool = True, device: str | None = None
+                tabulate: bool = True, device: str | None = None, jobs: Any = 1
                 ) -> tuple[tuple[Job, Job], int, int, np.ndarray]:
     """The two :class:`Job` s of a paired run of ``policy`` and ``baseline`` with common
     random numbers (same simulator, seed and streams), with ``n``, the batch size and the
-    group weights, validated. Systems with coupled units are refused."""
+    group weights, validated. Systems with coupled units are refused. ``jobs``: the threads
+    that run its batches at once, one batch held on each (counted by :func:`_setup`, as for
+    :func:`decompose_mc`)."""
     system = simulator if isinstance(simulator, System) else None
     if system is not None and system.units_per_replica != 1:
         raise InputError(f"system {system.id!r}: a paired comparison needs independent units; "
                          "this system couples units within replicas.")
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size,
-                                             runs=2)
-    jobs = []
+                                             runs=2, jobs=jobs)
+    made = []  # the two Jobs (``jobs`` is the threads)
     for pol, where in ((policy, None), (baseline, "baseline")):
         pol, name = _ready_policy(pol, sim, A, tabulate, None, system, T, device, where=where,
                                   rows=True)
-        jobs.append(Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
+        made.append(Job(sim=sim, policy=pol, T=T, seed=seed, crn=True, A=A, base=base,
                         name=name, sim_name=type_name(sim)))
     G = int(sim.n_groups)
     weights = system.group_weights if system is not None else getattr(sim, "group_weights", None)
     weights = np.full(G, 1.0 / G) if weights is None else np.asarray(weights, dtype=np.float64)
-    return (jobs[0], jobs[1]), n, batch, weights
+    return (made[0], made[1]), n, batch, weights
 
 
 def simulate_batch(job: Job, g: int, b: int, m: int, trace: Any = None

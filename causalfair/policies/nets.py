@@ -176,8 +176,16 @@ def _probs_from_outputs(out: np.ndarray, output: str, where: str) -> np.ndarray:
     if out.ndim == 1:
         out = out[:, None]
     if out.shape[1] == 1:
-        p = out[:, 0] if output == "probs" else 1.0 / (1.0 + np.exp(-out[:, 0]))
-        return np.stack([1.0 - p, p], axis=1)
+        p = out[:, 0]
+        if output != "probs":  # 1 / (1 + exp(-x)), in one array
+            p = np.negative(p)
+            np.exp(p, out=p)
+            p += 1.0
+            np.divide(1.0, p, out=p)
+        probs = np.empty((len(p), 2), dtype=np.result_type(p, 1.0))
+        probs[:, 1] = p
+        np.subtract(1.0, p, out=probs[:, 0])
+        return probs
     if output == "probs":
         return out
     z = out - out.max(axis=1, keepdims=True)
@@ -302,18 +310,24 @@ class TorchPolicy(_MLPPolicyBase):
 #: is what keeps the outputs bit-identical whatever the thread count
 #: (tests/policies/test_checkpoint.py).
 _BLOCK_ROWS = 8192
-_BLAS: list[Any] = []  # the threadpoolctl controller, made on first use (200 us)
+_BLAS: list[Any] = []  # threadpoolctl's controller of BLAS, made on first use (200 us)
 
 
 def _run_blocks(fn: Any, starts: range) -> None:
     """``fn(start)`` for every block, on as many Python threads as BLAS may use (numpy
-    releases the GIL in products and ufuncs), each with one BLAS thread."""
-    from threadpoolctl import ThreadpoolController
-
+    releases the GIL in products and ufuncs), each with one BLAS thread (where BLAS runs
+    one thread already, as in the engines' tasks, without setting it again)."""
     if not _BLAS:
-        _BLAS.append(ThreadpoolController())
-    blas = _BLAS[0].select(user_api="blas")
-    threads = min(len(starts), max([i["num_threads"] for i in blas.info()] + [1]))
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.append(ThreadpoolController().select(user_api="blas"))
+    blas = _BLAS[0]
+    most = max([c.num_threads for c in blas.lib_controllers] + [1])
+    if most <= 1:
+        for s in starts:
+            fn(s)
+        return
+    threads = min(len(starts), most)
     with blas.limit(limits=1):
         if threads <= 1:
             for s in starts:
