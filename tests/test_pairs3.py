@@ -103,7 +103,13 @@ def test_audit_attribution_of_a_data_chosen_pair_is_simultaneous(tmp_path):
     assert d["total"]["C"]["interval"] == pytest.approx(list(att._interval(*att.total["C"])))
     sentence = simultaneous_sentence("-".join(d["pair"]), 3, 0.05)
     assert str(att).count(sentence) == 1
-    assert what_changed(d)[-1] == sentence
+    lines = what_changed(d)
+    assert lines[-1] == f"{MARK} {sentence}"  # every interval marked, then what the mark means
+    assert lines[0].count(f"95% interval{MARK} ") == 3 and "95% interval " not in " ".join(lines)
+    from causalfair.report.explain import change_lines
+
+    card = change_lines({"attribution": d})
+    assert card[-2] == f"- \\{MARK} {sentence}" and f"interval\\{MARK} " in card[2]
     title = att.plot().axes[0].get_title().replace("\n", " ")
     assert "(error bars: 95% CI*)" in title and f"{MARK} {sentence}" in title
     audit_doc = json.loads(json.dumps(res.to_dict()))
@@ -123,7 +129,7 @@ def test_audit_attribution_of_a_named_pair_is_marginal(tmp_path):
                                                  e + z_quantile(0.05) * s), abs=1e-15)
     d = att.to_dict()
     assert "simultaneous" not in d and "simultaneous" not in str(att)
-    assert not any("simultaneous" in x for x in what_changed(d))
+    assert not any("simultaneous" in x or MARK in x for x in what_changed(d))
     title = att.plot().axes[0].get_title().replace("\n", " ")
     assert "(error bars: 95% intervals)" in title and MARK not in title
 

@@ -177,7 +177,8 @@ def test_report_labels_of_a_data_chosen_pair_carry_the_mark_and_its_sentence(tmp
     assert "95% CI*" not in said["utility"] and "(95% CI " in said["utility"]
     assert "95% CI*" not in said["threshold:utility drop vs baseline"]
     card = card_markdown(doc).replace("\\", "")
-    assert "95% CI*" in card and card.count(note) == 1
+    # said where marks stand: after the card's tables and after its "What changed" lines
+    assert "95% CI*" in card and card.count(note) == 2
     fig, data = _fig_decomposition(res)
     assert data["simultaneous"] == 3
     legend = fig.legends[0].get_title().get_text()

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from causalfair._io import fixed
-from causalfair._simultaneous import ci_label, simultaneous_sentence
+from causalfair._simultaneous import MARK, ci_label
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
-from causalfair.report.marks import simultaneous_note, widened, yaml_simultaneous
+from causalfair.report.marks import mark_note, simultaneous_note, widened, yaml_simultaneous
 from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
@@ -341,10 +341,12 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
     return out
 
 
-def _part_text(part: Mapping[str, Any], level: float | None = None) -> str:
-    """An attribution part as "+0.0123" or "+0.0123 (95% interval -0.0010 to +0.0250)"."""
+def _part_text(part: Mapping[str, Any], level: float | None = None, mark: str = "") -> str:
+    """An attribution part as "+0.0123" or "+0.0123 (95% interval -0.0010 to +0.0250)";
+    ``mark``: :data:`~causalfair._simultaneous.MARK` after "interval" when it is
+    simultaneous over the pairs a data-chosen pair was picked from."""
     lo, hi = part.get("interval") or (part["estimate"], part["estimate"])
-    name = "interval" if level is None else f"{level:g}% interval"
+    name = ("interval" if level is None else f"{level:g}% interval") + mark
     ci = "" if lo == hi else f" ({name} {fmt(lo)} to {fmt(hi)})"
     return f"{fmt(part['estimate'])}{ci}"
 
@@ -363,21 +365,22 @@ def what_changed(att: Mapping[str, Any], against: str = "the baseline policy",
     tot, big, level = att["total"], att["largest"], _att_level(att)
     cell_word = "level" if att.get("cells") == "levels" else "cell"
     step = {"estimate": big["step_estimate"], "interval": big.get("step_interval")}
-    out = [f"C moved by {_part_text(tot['C'], level)} from {against} "
-           f"({att['baseline']}) to {att['policy']}: DPE (direct path) "
-           f"{_part_text(tot['DPE'], level)}, IPE (indirect path) "
-           f"{_part_text(tot['IPE'], level)}; SPE is the system's and cancels (changes in "
-           f"C, in {unit}).",
-           f"Largest path: {big['path']}; largest step: t = {big['step']}, "
-           f"{_part_text(step, level)}.", ]
+    sim = att.get("simultaneous")  # a data-chosen pair: every interval marked, then the note
+    m = int(sim["pairs"]) if sim else 1
+
+    def part(p: Mapping[str, Any]) -> str:
+        return _part_text(p, level, MARK if m > 1 else "")
+
+    out = [f"C moved by {part(tot['C'])} from {against} ({att['baseline']}) to "
+           f"{att['policy']}: DPE (direct path) {part(tot['DPE'])}, IPE (indirect path) "
+           f"{part(tot['IPE'])}; SPE is the system's and cancels (changes in C, in {unit}).",
+           f"Largest path: {big['path']}; largest step: t = {big['step']}, {part(step)}.", ]
     if big["cells"]:
         out.append("Cells carrying most of it (group / " + cell_word + ", signed as in C): "
-                   + "; ".join(f"{c['group']} / {c['cell']}: "
-                                              f"{_part_text(c, level)}" for c in big["cells"])
+                   + "; ".join(f"{c['group']} / {c['cell']}: {part(c)}" for c in big["cells"])
                    + ".")
-    sim = att.get("simultaneous")  # a data-chosen pair: the one sentence, after its intervals
-    return out + ([simultaneous_sentence("-".join(att["pair"]), int(sim["pairs"]),
-                                         float(att.get("alpha", 0.05)))] if sim else [])
+    note = mark_note(m, "-".join(att["pair"]), float(att.get("alpha", 0.05)))
+    return out + ([note] if note else [])
 
 
 def change_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
@@ -386,8 +389,8 @@ def change_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
     att = doc.get("attribution")
     if not att:
         return []
-    return [f"{heading} What changed against the baseline policy", ""] + [
-        f"- {md_cell(t)}" for t in what_changed(att, unit=_unit(doc)[1])] + [""]
+    return [f"{heading} What changed against the baseline policy", ""] + [  # the mark as text
+        "- " + md_cell(t).replace(MARK, "\\" + MARK) for t in what_changed(att, unit=_unit(doc)[1])] + [""]
 
 
 #: What would start inline HTML in a Markdown cell: "<" before a tag name, "/", "!" or "?"
