@@ -95,7 +95,7 @@ def _folders(root: Path) -> dict[str, bytes]:
     (recorded where the process that ran the audit had loaded torch, e.g. for an earlier
     spec: a worker may not have), the pages without the date they state, and annex-iv.md
     without the audit.json digest (what differs from run to run)."""
-    from causalfair.report.explain import without_date
+    from causalfair.report.card import without_date
 
     out = {}
     for p in sorted(root.rglob("*")):

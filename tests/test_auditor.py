@@ -235,7 +235,7 @@ def make():
 def test_group_names_never_become_markup_in_the_exports(tmp_path):
     """A group named like HTML reads as its text in card.md, annex-iv.md and ll144.md
     (Markdown renders raw tags and entities): every one is escaped outside the YAML."""
-    from causalfair.report.explain import card_markdown
+    from causalfair.report.card import card_markdown
     from causalfair.report.export import ll144_markdown
 
     (tmp_path / "evil.py").write_text(EVIL_SIM, encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from causalfair.report.explain import without_date
+from causalfair.report.card import without_date
 from tests.conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[1]

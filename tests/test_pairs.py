@@ -18,7 +18,8 @@ from causalfair.audit.spec import load_spec
 from causalfair.errors import SpecError
 from causalfair.logs.simulate import simulate_logs
 from causalfair.policies.core import TablePolicy
-from causalfair.report.explain import card_markdown, sentences
+from causalfair.report.card import card_markdown
+from causalfair.report.explain import sentences
 from causalfair.thresholds import FAIL, PASS, abs_interval, deciding_pair
 from causalfair.train.sweep import sweep
 from tests.conftest import one_line_error, schema_errors

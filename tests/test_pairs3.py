@@ -29,7 +29,7 @@ def _yaml(card: str) -> str:
 def test_card_yaml_says_simultaneous_for_a_data_chosen_pair(tmp_path):
     """m = 3: the top level has simultaneous (pairs, method, level, family_level, pair) next
     to ci_level; in model-index, C, DPE, IPE and SPE carry it and utility does not."""
-    from causalfair.report.explain import card_markdown
+    from causalfair.report.card import card_markdown
 
     res = _tri_audit(tmp_path)
     doc = json.loads(json.dumps(res.to_dict()))
@@ -53,7 +53,7 @@ def test_card_yaml_of_a_named_pair_is_as_before(tmp_path):
     """A named pair (m = 1): no simultaneous anywhere in the card, and the card's bytes are
     those of the card without the new lines (the same function with them removed)."""
     from causalfair.report import marks
-    from causalfair.report.explain import card_markdown
+    from causalfair.report.card import card_markdown
 
     res = _tri_audit(tmp_path, 'pair = ["A", "C"]')
     doc = json.loads(json.dumps(res.to_dict()))

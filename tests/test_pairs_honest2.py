@@ -159,7 +159,8 @@ def test_report_labels_of_a_data_chosen_pair_carry_the_mark_and_its_sentence(tmp
     sentences and the card: the widened intervals are labelled "95% CI*" and the mark's
     sentence is said; utility and Lambda keep "95% CI"."""
     from causalfair._simultaneous import MARK
-    from causalfair.report.explain import card_markdown, sentences
+    from causalfair.report.card import card_markdown
+    from causalfair.report.explain import sentences
     from causalfair.report.figures import _fig_decomposition, _fig_waterfall
     from causalfair.report.render import render_markdown
 
@@ -189,7 +190,8 @@ def test_report_labels_of_a_data_chosen_pair_carry_the_mark_and_its_sentence(tmp
 def test_report_labels_of_a_named_pair_are_as_before(tmp_path):
     """A named pair (as two groups: m = 1): no mark, no sentence, the figure data without
     the key: what the report printed before."""
-    from causalfair.report.explain import card_markdown, sentences
+    from causalfair.report.card import card_markdown
+    from causalfair.report.explain import sentences
     from causalfair.report.figures import _fig_decomposition, _fig_waterfall
     from causalfair.report.render import render_markdown
 

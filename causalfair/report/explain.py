@@ -1,6 +1,7 @@
 """Plain-language explanations of an audit, generated from its numbers (never written
 per case): the summary sentences at the top of a report, the glossary, the assumptions
-each engine makes, and the audit card (``card.md``, model-card style).
+each engine makes, and the sections the pages share (what changed, the pairs of groups,
+what drives a failure); the audit card that reads them is :mod:`causalfair.report.card`.
 
 Everything here reads the audit's JSON document (:meth:`AuditResult.to_dict`, the
 content of ``audit.json``), so every number a sentence prints can be traced to a key of
@@ -10,8 +11,6 @@ each against the file.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,13 +19,12 @@ from typing import Any
 from causalfair._io import fixed
 from causalfair._simultaneous import MARK, ci_label
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
-from causalfair.report.marks import mark_note, simultaneous_note, widened, yaml_simultaneous
+from causalfair.report.marks import mark_note, widened
 from causalfair.thresholds import pair_note, threshold_op
 
-__all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "card_markdown",
-           "audited_on", "without_date", "inconclusive_steps",
-           "model_index", "fmt", "what_changed", "failure_drivers", "change_lines",
-           "pairs_lines", "PAIR_COLUMNS", "doc_gain_unit", "doc_pair", "spec_sha256", "md_cell", "md_text"]
+__all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "inconclusive_steps",
+           "fmt", "what_changed", "failure_drivers", "change_lines", "pairs_lines", "PAIR_COLUMNS",
+           "doc_gain_unit", "doc_pair", "has_interval", "md_cell", "md_text"]
 
 #: quantity -> (definition, sign convention, unit); in the definitions {gain} and {Gain}
 #: stand for the system's gain, {levels} and {lvls} for its states, {dpe_example} and
@@ -168,7 +166,7 @@ def _q(doc: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     return (doc.get("quantities") or {}).get(key)
 
 
-def _has_interval(q: Mapping[str, Any]) -> bool:
+def has_interval(q: Mapping[str, Any]) -> bool:
     """A quantity with a sampling interval (exact values have none: se is null)."""
     return q.get("se") is not None and q["ci_lower"] != q["ci_upper"]
 
@@ -176,7 +174,7 @@ def _has_interval(q: Mapping[str, Any]) -> bool:
 def _straddles_zero(q: Mapping[str, Any]) -> bool:
     """Whether a quantity's interval holds 0 (its sign, which group it favours, is then
     not established by the sample)."""
-    return _has_interval(q) and q["ci_lower"] <= 0.0 <= q["ci_upper"]
+    return has_interval(q) and q["ci_lower"] <= 0.0 <= q["ci_upper"]
 
 
 def _ci_text(doc: Mapping[str, Any], key: str, negate: bool = False
@@ -184,7 +182,7 @@ def _ci_text(doc: Mapping[str, Any], key: str, negate: bool = False
     """" (95% CI lo to hi)" for a quantity with an interval, else ""; with ``negate``
     the interval of -quantity (sources then carry a leading '-')."""
     q = _q(doc, key)
-    if q is None or not _has_interval(q):
+    if q is None or not has_interval(q):
         return "", []
     level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
     lo, hi = (f"quantities/{key}/ci_lower", q["ci_lower"]), (f"quantities/{key}/ci_upper", q["ci_upper"])
@@ -432,7 +430,7 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
     def cell(q: Mapping[str, Any] | None) -> str:
         if q is None or q.get("estimate") is None:
             return "n/a"
-        if not _has_interval(q):
+        if not has_interval(q):
             return fmt(q["estimate"])
         return f"{fmt(q['estimate'])} [{fmt(q['ci_lower'])}, {fmt(q['ci_upper'])}]"
 
@@ -449,7 +447,7 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
              "groups' values over the larger (1 is equal; the four-fifths rule reads >= 0.8; "
              "n/a where a value is <= 0, as a mean gain that falls). "
              + (f"In brackets: the {level:g}% CI." if any(
-                 _has_interval(v[k]) for v in values.values() for k in keys if v.get(k))
+                 has_interval(v[k]) for v in values.values() for k in keys if v.get(k))
                 else "Exact values: no sampling error.") + (f" {how}" if how else ""), "",
              "| pair | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     for name, v in values.items():
@@ -641,157 +639,3 @@ def _logs_candidate(doc: Mapping[str, Any]) -> bool:
     the logged policy."""
     logs = (doc.get("extra") or {}).get("logs") or {}
     return str(logs.get("policy_source", "")).startswith("supplied")
-
-
-def _yaml_value(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(float(v)) if isinstance(v, float) else str(v)
-    return json.dumps(str(v))  # a JSON string is a valid YAML scalar
-
-
-#: The quantities of one pair of groups (with more than two groups, of the pair C compares).
-_PAIR_QUANTITIES = ("C", "DPE", "IPE", "SPE", "Lambda")
-
-
-def model_index(doc: Mapping[str, Any]) -> list[str]:
-    """The card's ``model-index`` block (YAML lines) in the Hugging Face model card
-    metadata format (hub-docs modelcard.md): the audited policy as the model, the audit as
-    the task, the system as the dataset, one metric per audited quantity (``type``: the
-    quantity's key; ``value``: its estimate; ``unit`` extra) with the interval as extra
-    fields (``ci_lower``, ``ci_upper``, ``ci_level``, ``se``) when it has one. ``verified`` is
-    false: the numbers are the auditor's, not the Hub's."""
-    system = doc.get("system") or {}
-    words = doc_glossary(doc)
-    level = 1 - float(doc["spec"]["resolved"].get("alpha", 0.05))
-    y = ["model-index:", f"- name: {_yaml_value(doc['policy']['label'])}", "  results:",
-         "  - task:", "      type: long-term-fairness-audit",
-         f"      name: {_yaml_value('Long-term fairness audit ' + repr(doc['name']))}",
-         "    dataset:", f"      type: {_yaml_value(system.get('id', 'logs'))}",
-         f"      name: {_yaml_value(system.get('description') or system.get('id', 'logs'))}",
-         f"      args: {{horizon: {doc['decomposition']['horizon']}, "
-         f"engine: {_yaml_value(doc['decomposition']['engine'])}}}",
-         "    metrics:"]
-    a, b = _groups(doc)
-    many = len(doc["decomposition"].get("groups") or {}) > 2  # name the pair C compares
-    for k, q in (doc.get("quantities") or {}).items():
-        unit = words.get(k, ("", "", ""))[2]
-        name = f"{k}[{a}-{b}]" if many and k in _PAIR_QUANTITIES else k
-        y += [f"    - type: {_yaml_value(k)}", f"      name: {_yaml_value(name)}",
-              f"      value: {_yaml_value(q['estimate'])}"] + (
-            [f"      unit: {_yaml_value(unit)}"] if unit else [])
-        if _has_interval(q):
-            y += [f"      ci_lower: {_yaml_value(q['ci_lower'])}",
-                  f"      ci_upper: {_yaml_value(q['ci_upper'])}",
-                  f"      ci_level: {_yaml_value(level)}", f"      se: {_yaml_value(q['se'])}",
-                  *(yaml_simultaneous(doc, " " * 6) if widened(doc, k) > 1 else [])]
-        y.append("      verified: false")
-    if not doc.get("quantities"):
-        y[-1] = "    metrics: []"
-    return y
-
-
-#: When the audit ran (audit.json ``provenance.date``, UTC) as the pages state it: the
-#: report's header (``; audited DATE (UTC)``), annex IV's validation section
-#: (`` (audited DATE (UTC))``) and the card's YAML (``date: "DATE"  # ...``).
-_ISO = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
-_CARD_DATE = "  # UTC, when the audit ran"
-_DATED = re.compile(rb"; audited " + _ISO + rb" \(UTC\)| \(audited " + _ISO + rb" \(UTC\)\)"
-                    rb'|\ndate: "' + _ISO + rb'"' + re.escape(_CARD_DATE.encode()))
-
-
-def audited_on(date: str) -> str:
-    """How a page states when the audit ran: ``audited DATE (UTC)``."""
-    return f"audited {date} (UTC)"
-
-
-def without_date(page: bytes) -> bytes:
-    """A page's bytes without the date of its audit (:func:`audited_on`, the card's
-    ``date:``): what stays the same from run to run of one audit, for tools that compare
-    two runs' pages byte for byte (the regen tier, the gate's parallel-vs-serial check)."""
-    return _DATED.sub(b"", page)
-
-
-def spec_sha256(doc: Mapping[str, Any]) -> str:
-    """The spec's SHA-256 every output states (card.md, annex-iv.md, the report's
-    provenance): of the parsed spec (audit.json ``spec/parsed``) as canonical JSON (sorted
-    keys), so it can be recomputed from audit.json alone and does not change with the
-    file's comments or layout."""
-    return hashlib.sha256(json.dumps((doc.get("spec") or {}).get("parsed"), sort_keys=True,
-                                     default=str).encode()).hexdigest()
-
-
-def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
-    """``card.md``: a YAML metadata block (metrics with CI bounds, verdicts, spec hash
-    (:func:`spec_sha256`, the one annex-iv.md and the report state), checkpoint SHA-256,
-    versions) and one plain-language paragraph per metric. ``spec_text`` is accepted and
-    not used: the hash is of the parsed spec, which audit.json holds."""
-    prov = doc.get("provenance") or {}
-    level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
-    y = ["---", f"audit: {_yaml_value(doc['name'])}", f"overall: {doc['overall']}",
-         *([f"date: {_yaml_value(prov['date'])}{_CARD_DATE}"]
-           if prov.get("date") else []),
-         f"engine: {doc['decomposition']['engine']}",
-         f"horizon: {doc['decomposition']['horizon']}",
-         "pair: [" + ", ".join(_yaml_value(g) for g in _groups(doc))
-         + "]  # C = the first group's gain minus the second's; its parts and Lambda compare them",
-         f"system: {_yaml_value((doc.get('system') or {}).get('id'))}",
-         f"policy: {_yaml_value(doc['policy']['label'])}",
-         f"checkpoint_sha256: {_yaml_value(doc['policy'].get('checkpoint_sha256'))}",
-         f"spec_sha256: {spec_sha256(doc)}  # of the parsed spec as canonical JSON",
-         f"ci_level: {_yaml_value(level / 100)}  # null ci bounds: exact values, no sampling error",
-         *yaml_simultaneous(doc),  # C, DPE, IPE, SPE of a data-chosen pair: over its m pairs
-         "metrics:"]
-    ben = doc.get("benefit") or {}
-    if ben.get("eps") is not None:  # Lambda's eps, its unit and how it was chosen
-        y.insert(-1, f"lambda_eps: {{value: {_yaml_value(ben['eps'])}, unit: "
-                     f"{_yaml_value(_unit(doc)[1])}, source: {_yaml_value(ben.get('eps_source'))}}}")
-    for k, q in (doc.get("quantities") or {}).items():
-        lo, hi = (q["ci_lower"], q["ci_upper"]) if _has_interval(q) else (None, None)
-        y.append(f"  {k}: {{estimate: {_yaml_value(q['estimate'])}, ci_lower: "
-                 f"{_yaml_value(lo)}, ci_upper: {_yaml_value(hi)}, se: {_yaml_value(q['se'])}}}")
-    y.append("verdicts:")
-    for v in doc.get("verdicts") or []:
-        label = f"{v['key']} {threshold_op(v['key'])} {v['threshold']!r}"
-        y.append(f"  - {{threshold: {_yaml_value(label)}, "
-                 f"status: {v['status']}, estimate: {_yaml_value(v['estimate'])}"
-                 + (f", pair: {_yaml_value(v['pair'])}" if pair_note(v) else "") + "}")
-    if not doc.get("verdicts"):
-        y[-1] = "verdicts: []"
-    y.append("versions:")
-    y.append(f"  causalfair: {_yaml_value(prov.get('causalfair'))}")
-    y.append(f"  python: {_yaml_value(prov.get('python'))}")
-    for k, v in (prov.get("dependencies") or {}).items():
-        y.append(f"  {k}: {_yaml_value(v)}")
-    y += model_index(doc)
-    y.append("---")
-    lines = y + ["", f"# Fairness audit card: {doc['name']}", ""]
-    lines += [md_text(s.text) for s in sentences(doc)[:1]] + [""]
-    lines += ["## Metrics", ""]
-    by_topic = {s.topic: md_text(s.text) for s in sentences(doc)}
-    words = doc_glossary(doc)
-    level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
-    for k, q in (doc.get("quantities") or {}).items():
-        definition, sign, unit = words.get(k, ("", "", ""))
-        est = fmt(q["estimate"])
-        label = ci_label(level, widened(doc, k)).replace("*", "\\*")  # in bold: no emphasis
-        ci = "" if not _has_interval(q) else (
-            f", {label} {fmt(q['ci_lower'])} to {fmt(q['ci_upper'])}")
-        lines.append(md_text(f"**{k} = {est}{ci}** ({unit}). {definition} Sign: {sign}".rstrip()))
-        lines.append("")
-    if any(_has_interval(q) and widened(doc, k) > 1
-           for k, q in (doc.get("quantities") or {}).items()):
-        # what the mark above stands for (escaped: a line starting "* " is a list item)
-        lines += [md_text(simultaneous_note(doc).replace("*", "\\*")), ""]
-    for topic in ("gap", "decomposition"):
-        if topic in by_topic:
-            lines += [by_topic[topic], ""]
-    lines += pairs_lines(doc) + change_lines(doc)
-    lines += ["## Verdicts", ""]
-    lines += [f"- {md_text(s.text)}" for s in sentences(doc) if s.topic.startswith("threshold:")] or [
-        "- no thresholds"]
-    lines += ["", "## Assumptions", ""] + [f"- {a}" for a in assumptions(doc)] + [""]
-    return "\n".join(lines)

@@ -15,7 +15,7 @@ of audit.json, or a ratio of two of them):
   model audit has population shares and no counts).
 
 The card's ``model-index`` block (Hugging Face card metadata) is written with card.md
-(:func:`causalfair.report.explain.model_index`).
+(:func:`causalfair.report.card.model_index`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import Any
 from causalfair._io import AUDIT_SCHEMA_VERSION, atomic_write_text, check_document, csv_text
 from causalfair._safe_read import not_a_file, read_json_file
 from causalfair.errors import InputError, OutputError
+from causalfair.report.card import audited_on, spec_sha256
 from causalfair.report.explain import (
     assumptions,
-    audited_on,
     change_lines,
     doc_gain_unit,
     doc_glossary,
@@ -42,7 +42,6 @@ from causalfair.report.explain import (
     md_cell,
     md_text,
     pairs_lines,
-    spec_sha256,
 )
 from causalfair.thresholds import pair_note, threshold_op
 

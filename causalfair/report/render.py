@@ -10,7 +10,7 @@ nothing) behind.
 The report reads top to bottom: the verdict and one generated sentence per threshold and
 per effect (:mod:`causalfair.report.explain`), the headline figure, then the details (tables,
 figures), a glossary, the assumptions, provenance and the spec. ``card.md`` is the audit
-card: YAML metadata and one paragraph per metric.
+card (:mod:`causalfair.report.card`): YAML metadata and one paragraph per metric.
 
 Figures: :mod:`causalfair.report.figures` (each saved as ``NAME.png`` and embedded in
 the HTML as base64).
@@ -39,18 +39,16 @@ from causalfair._io import fixed, to_jsonable, write_folder
 from causalfair._simultaneous import ci_label
 from causalfair.engines.attribution import attribute_exact
 from causalfair.engines.groups import benefit_for_pair
+from causalfair.report.card import audited_on, card_markdown, spec_sha256
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
 from causalfair.report.explain import (
     assumptions,
-    audited_on,
-    card_markdown,
     doc_glossary,
     failure_drivers,
     fmt,
     glossary,
     inconclusive_steps,
     sentences,
-    spec_sha256,
     what_changed,
 )
 from causalfair.report.export import (

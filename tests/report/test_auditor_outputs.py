@@ -16,7 +16,8 @@ import causalfair as cf
 from causalfair.audit.shards import markdown
 from causalfair.cli import main
 from causalfair.report import render
-from causalfair.report.explain import card_markdown, fmt
+from causalfair.report.card import card_markdown
+from causalfair.report.explain import fmt
 from causalfair.report.export import annex_iv
 from tests.conftest import schema_errors
 from tests.tri_system import tri_source

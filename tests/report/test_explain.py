@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from causalfair.audit import audit
-from causalfair.report.explain import GLOSSARY, card_markdown, fmt, glossary, sentences
+from causalfair.report.card import card_markdown
+from causalfair.report.explain import GLOSSARY, fmt, glossary, sentences
 from causalfair.report.render import md_escape
 
 BASE = {"horizon": 20, "system": {"id": "lending-1"}, "policy": {"builtin": "threshold:0.5"},

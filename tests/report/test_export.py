@@ -18,7 +18,7 @@ import yaml
 
 from causalfair.audit import audit
 from causalfair.cli import main
-from causalfair.report.explain import card_markdown
+from causalfair.report.card import card_markdown
 from causalfair.report.export import PLACEHOLDER, annex_iv, ll144_rows
 from tests.conftest import SMALL_SPEC, one_line_error, run_cli
 
