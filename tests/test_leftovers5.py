@@ -332,6 +332,8 @@ def test_group_names_round_trip_through_simulate_logs_and_decompose_logs(names, 
     (["1e3", "5"], ["1e3", "5"]),          # before: 1000.0 and 5.0
     (["2", "10"], ["2", "10"]),            # numbers as written: numeric order, as before
     (["0.5", "1.5"], ["0.5", "1.5"]),
+    (["nan", "1"], ["1", "nan"]),          # text (not a missing group)
+    (["inf", "2"], ["2", "inf"]),          # before: 2.0 and inf, numbers
 ])
 def test_a_csv_logs_group_cells_are_the_labels_written(tmp_path, cells, groups):
     import gzip

@@ -7,6 +7,7 @@ through this one function."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -194,13 +195,14 @@ def _group_as_written(df: Any) -> Any:
 
 
 def _python_number(text: str) -> bool:
-    """Whether ``text`` is a number as Python writes it: ``str(int(text))`` or
-    ``str(float(text))`` gives it back (``10``, ``2.5``; not ``007``, ``1e3``).
+    """Whether ``text`` is a finite number as Python writes it: ``str(int(text))`` or
+    ``str(float(text))`` gives it back (``10``, ``2.5``; not ``007``, ``1e3``, nor ``inf``
+    or ``nan``, labels that as numbers would be an infinite group or a missing one).
     :func:`_group_as_written` strips a label's spaces first, as pandas does for numbers."""
     for kind in (int, float):
         try:
             if str(kind(text)) == text:
-                return True
+                return math.isfinite(kind(text))
         except ValueError:
             pass
     return False
