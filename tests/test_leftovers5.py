@@ -15,6 +15,16 @@ import pytest
 
 from causalfair.cli import main
 from causalfair.errors import OutputError
+from tests.tri_system import tri_source
+
+
+def _module(tmp_path, monkeypatch, name, source):
+    """``source`` as the module ``name`` in ``tmp_path``, the working directory, importable."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,34 +129,13 @@ def test_a_resumed_sweep_retrains_a_run_whose_pair_was_hand_edited(tmp_path):
 
 
 # ----------------------------------------------------------------- 4. decompose --reference
-# three groups on two levels, T = 1 (as tests/test_pairs_doors.py): V = M (P Q + (1 - P) R)
-TRI = '''
-import numpy as np
-import causalfair as cf
-
-M, Q, R = np.array([0.5, 0.8, 1.0]), np.array([0.6, 0.5, 0.4]), np.array([0.2, 0.1, 0.0])
-P = np.array([1.0, 0.5, 0.25])
-
-def make():
-    kernel = np.zeros((3, 2, 2, 2))
-    for s in range(3):
-        kernel[s, 0, 0], kernel[s, 1, 0] = [1 - R[s], R[s]], [1 - Q[s], Q[s]]
-        kernel[s, :, 1] = [0, 1]
-    model = cf.TabularModel(kernel=kernel, initial=np.stack([M, 1 - M], 1),
-                            potential=np.array([0.0, 1.0]), group_names=["A", "B", "C"])
-    return cf.System(id="tri5", groups=("A", "B", "C"), tabular=model, horizon=1)
-
-def policy():
-    return lambda obs: np.where(np.asarray(obs.level) == 0, P[np.asarray(obs.group)], 0.0)
-'''
+# three groups on two levels, T = 1 (tests/tri_system.py): V = (0.3, 0.24, 0.1)
+TRI = tri_source(1)
 
 
 @pytest.fixture
 def tri(tmp_path, monkeypatch):
-    (tmp_path / "leftovers5_tri.py").write_text(TRI)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    return _module(tmp_path, monkeypatch, "leftovers5_tri", TRI)
 
 
 def _json(capsys, *args) -> dict:
@@ -243,10 +232,7 @@ NOBODY = (r"n: bad value 20 for group 'B': all 20 of its sampled units are at th
 
 @pytest.fixture
 def ward(tmp_path, monkeypatch):
-    (tmp_path / "leftovers5_ward.py").write_text(WARD)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    return _module(tmp_path, monkeypatch, "leftovers5_ward", WARD)
 
 
 def test_a_sample_with_nobody_present_of_a_group_is_refused_in_python(ward):
@@ -296,10 +282,7 @@ def make(names=("a,b", 'say "hi"', "=1+1", "NA", "007")):
 
 @pytest.fixture
 def names(tmp_path, monkeypatch):
-    (tmp_path / "leftovers5_names.py").write_text(NAMES)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+    return _module(tmp_path, monkeypatch, "leftovers5_names", NAMES)
 
 
 def test_group_names_round_trip_through_simulate_logs_and_decompose_logs(names, capsys):

@@ -10,7 +10,6 @@ cells (:mod:`causalfair.engines.benefit_cells`) and Lambda with its interval
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -64,10 +63,6 @@ def forks_bytes(system: Any, n: int, T: int, n_boot: int, bins: int) -> float:
     return out
 
 
-#: What :func:`visit_columns` learnt of each system (a system does not change).
-_SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def visit_columns(system: Any) -> tuple[int, bool]:
     """(F, levels): the feature columns and whether a level, of what each visit of a
     rollout keeps (:class:`Visits`: whatever the observations carry, declared or not). A
@@ -75,8 +70,8 @@ def visit_columns(system: Any) -> tuple[int, bool]:
     them; a Gymnasium system always declares them). One that does not (a user's simulator
     without ``feature_names``) still carries whatever features its observations have,
     which the rollout keeps and the cells bin: its features and whether its observations
-    carry levels are learnt once from a probe, two individuals of group 0 (one world of
-    coupled units) reset from their own stream, ``Observation.features.shape[1]`` and
+    carry levels are learnt from a probe, two individuals of group 0 (one world of coupled
+    units) reset from their own stream, ``Observation.features.shape[1]`` and
     ``Observation.level``. An object without a simulator (a description) is read as
     declared."""
     F = None if system.features is None else len(system.features)
@@ -84,21 +79,12 @@ def visit_columns(system: Any) -> tuple[int, bool]:
     make = getattr(system, "make_simulator", None)
     if F is not None or make is None:
         return F or 0, levels
-    try:
-        return _SEEN[system]
-    except (KeyError, TypeError):
-        pass
     sim = make()
     coupled = system.units_per_replica > 1
     obs = sim.observe(sim.reset(1 if coupled else 2, None if coupled else 0,
                                 seeded_rng(0, STREAM, 98)))
     feats = obs.features
-    seen = (0 if feats is None else int(np.shape(feats)[1]), levels or obs.level is not None)
-    try:
-        _SEEN[system] = seen
-    except TypeError:  # not weakly referable: learnt again next time
-        pass
-    return seen
+    return 0 if feats is None else int(np.shape(feats)[1]), levels or obs.level is not None
 
 
 def decide(p: np.ndarray, u: np.ndarray, A: int, base: int) -> np.ndarray:
