@@ -53,7 +53,7 @@ before = peak()
 os.environ["CAUSALFAIR_MAX_MEMORY"] = "100M"
 res = benefit_fairness_mc(system, pol, 4, n=2000, seed=0, n_boot=200, jobs=1)
 print(json.dumps({"K": len(res.levels), "grew": peak() - before, "se": res.se,
-                  "forks": forks_bytes(system, 2000, 4, 200, 4)}))
+                  "forks": forks_bytes(system, 2000, 4, 200)}))
 """
 
 

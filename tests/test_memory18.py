@@ -1,5 +1,5 @@
 """Where a large Monte Carlo audit's peak memory goes (session 18, Memory): Lambda by forks'
-bootstrap (its Poisson weights and the per-unit sums of ``benefit_mc._replicates``) sets the
+bootstrap (its Poisson weights and the (cell, unit) pairs of ``benefit_mc._replicates``) sets the
 peak of a Monte Carlo decomposition, and no memory check counted those arrays together, so
 a request under ``CAUSALFAIR_MAX_MEMORY`` could need far more (docs/scale.md, docs/limits.md).
 :func:`causalfair.engines.benefit_forks.forks_bytes` estimates the stage's peak;
@@ -21,7 +21,7 @@ import pytest
 
 import causalfair as cf
 from causalfair._limits import format_bytes
-from causalfair.engines.benefit_forks import PER_UNIT_MAX, forks_bytes
+from causalfair.engines.benefit_forks import forks_bytes
 from causalfair.errors import ResourceLimitError
 
 #: Bytes per bootstrap weight in ``benefit_mc._cell_stats`` (uint8).
@@ -37,36 +37,34 @@ def test_forks_bytes_by_hand():
     # 2 feature columns, no levels, 2 actions, 2 groups; n = 1000 per group, T = 5:
     # 10,000 visits; a visit row 8 x (2 features + 2 benefits + 2 probabilities + unit) = 56
     # bytes, held twice: 1,120,000; a cell index per visit 80,000; one group's 5,000 visits
-    # as 5 columns 200,000; weights WEIGHT x 2 groups x 10 replicates x 1000; per-unit sums
-    # 8 x 1000 units x 9 cells (3 bins ** 2 features) x 5 = 360,000
+    # as 5 columns 200,000; weights WEIGHT x 2 groups x 10 replicates x 1000 and one group's
+    # again (transposed); one group's (cell, unit) pairs: key, inverse and pairs, 3 x 8 x
+    # 5,000 = 120,000
     sys2 = _system(features=("a", "b"))
-    assert forks_bytes(sys2, 1000, 5, 10, 3) == \
-        1_120_000 + 80_000 + 200_000 + WEIGHT * 20_000 + 360_000
-    # no bootstrap: no weights, no per-unit sums
-    assert forks_bytes(sys2, 1000, 5, 0, 3) == 1_120_000 + 80_000 + 200_000
+    assert forks_bytes(sys2, 1000, 5, 10) == \
+        1_120_000 + 80_000 + 200_000 + WEIGHT * 30_000 + 120_000
+    # no bootstrap: no weights, no pairs
+    assert forks_bytes(sys2, 1000, 5, 0) == 1_120_000 + 80_000 + 200_000
     # levels (7), no features, 3 actions: row 8 x (0 + 6 + 1 + 1) = 64 bytes, no cell index
     # (the levels are the cells); 1 + 2A = 7 columns
     lev = _system(A=3, n_levels=7)
-    assert forks_bytes(lev, 100, 4, 2, 4) == (
-        2 * 800 * 64 + 8 * 400 * 7 + WEIGHT * 2 * 2 * 100 + 8 * 100 * 7 * 7)
-    # coupled units (3 per world, 50 worlds): visits 150 x T, one weight per world
+    assert forks_bytes(lev, 100, 4, 2) == (
+        2 * 800 * 64 + 8 * 400 * 7 + WEIGHT * 3 * 2 * 100 + 24 * 400)
+    # coupled units (3 per world, 50 worlds): visits 150 x T, one weight per world (and
+    # again transposed); the pairs of every unit's visits
     cpl = _system(U=3, features=("a",))
     visits = 150 * 2
-    assert forks_bytes(cpl, 50, 2, 4, 2) == (
-        2 * visits * 8 * 6 + 8 * visits + 8 * visits * 5 + WEIGHT * 1 * 4 * 50 + 8 * 50 * 2 * 5)
+    assert forks_bytes(cpl, 50, 2, 4) == (
+        2 * visits * 8 * 6 + 8 * visits + 8 * visits * 5 + WEIGHT * 2 * 4 * 50 + 24 * visits)
 
 
-def test_forks_bytes_caps_the_cells():
-    # K is at most the visits (each visit falls in one cell) and the per-unit sums at most
-    # PER_UNIT_MAX (above it the bootstrap passes over the visits per replicate instead)
+def test_forks_bytes_pairs_grow_with_the_visits_not_the_cells():
+    # the bootstrap's pairs are at most one per visit, whatever the number of cells (10
+    # features in 4 bins: up to a million cells): no array of units x cells
     many = _system(features=tuple("abcdefghij"))
     n, T = 100_000, 3
-    rest = forks_bytes(many, n, T, 0, 4) + WEIGHT * 2 * 5 * n
-    assert forks_bytes(many, n, T, 5, 4) == rest + PER_UNIT_MAX
-    few = _system(features=tuple("abcdefghij"))
-    visits = 2 * 10 * 1
-    assert forks_bytes(few, 10, 1, 1, 4) == forks_bytes(few, 10, 1, 0, 4) + WEIGHT * 2 * 10 + \
-        8.0 * 10 * visits * 5
+    assert forks_bytes(many, n, T, 5) == forks_bytes(many, n, T, 0) + WEIGHT * 3 * 5 * n + \
+        24 * n * T
 
 
 @dataclass
@@ -106,19 +104,18 @@ def _policy(obs):
 
 
 def test_decompose_mc_refuses_lambdas_forks_before_the_run(monkeypatch):
-    # n = 12,000 per group, 3 bins: the stage needs about 160 MB (forks_bytes; 126 MB with
-    # one-byte bootstrap weights), each array the old checks counted one at a time at most
-    # 38 MB, so under a 100M limit the audit ran and used about 160 MB; now it is refused
-    # before the simulator steps a batch of the run
+    # n = 16,000 per group, 3 bins: the stage needs about 121 MiB (forks_bytes), each array
+    # the old checks counted one at a time at most 51 MB, so under a 100M limit the audit
+    # ran; now it is refused before the simulator steps a batch of the run
     system = cf.as_system(_Drift(), id="drift")
-    need = forks_bytes(system, 12_000, 20, 200, 3)
+    need = forks_bytes(system, 16_000, 20, 200)
     assert need > 100 << 20
     monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "100M")
     _Drift.largest = 0
     with pytest.raises(ResourceLimitError, match=re.escape(
-            "Lambda by forks of 12000 units per group over 20 epochs (200 bootstrap replicates)"
+            "Lambda by forks of 16000 units per group over 20 epochs (200 bootstrap replicates)"
             f": needs about {format_bytes(need)} of memory, over the limit of 100.0 MiB")):
-        cf.decompose_mc(system, cf.CallablePolicy(_policy), 20, n=12_000, seed=0, check=False,
+        cf.decompose_mc(system, cf.CallablePolicy(_policy), 20, n=16_000, seed=0, check=False,
                         benefit_bins=3, jobs=1)
     assert _Drift.largest <= 64
     # benefit_n is what the forks use: a smaller one fits
@@ -132,7 +129,7 @@ def test_exact_lambda_is_not_counted(monkeypatch):
     setting = cf.lending_setting("lending-1")
     system = cf.as_system(setting, id="lending-1")
     policy = cf.parse_policy("threshold:0.5", setting.tabular)
-    assert forks_bytes(system, 20_000, 20, 200, 4) > 1 << 20
+    assert forks_bytes(system, 20_000, 20, 200) > 1 << 20
     monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "1M")
     dec = cf.decompose_mc(system, policy, 20, n=2_000, seed=0, jobs=1, batch_size=1_000)
     assert dec.Lambda is not None and dec.benefit.ci is None  # exact: no interval
@@ -152,7 +149,7 @@ _MEASURE = textwrap.dedent("""
             return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
     cf.decompose_mc(system, pol, 3, n=200, seed=1, check=False, jobs=1)  # warm: imports, caches
     before = peak()
-    need = forks_bytes(system, n, 20, 200, 3)
+    need = forks_bytes(system, n, 20, 200)
     os.environ["CAUSALFAIR_MAX_MEMORY"] = str(int(need * 1.01))  # just over the estimate
     cf.decompose_mc(system, pol, 20, n=n, seed=0, check=False, jobs=1, benefit_bins=3)
     after = peak()
@@ -163,8 +160,9 @@ _MEASURE = textwrap.dedent("""
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="VmHWM: Linux")
 def test_the_estimate_covers_the_measured_peak():
     # a fresh process; its peak RSS grows by the stage's arrays plus the allocator's slack
-    # (measured: 137 MB of growth against an estimate of 133 MB at n = 10,000 and 3 bins; 389
-    # against 406 MB at n = 20,000 and 4 bins, docs/scale.md)
+    # (measured with the (cell, unit) pairs: 36.7 MB of growth against an estimate of 79.6 MB
+    # at n = 10,000 and 3 bins, 86.7 against 159.2 MB at n = 20,000; before them, with an
+    # array of units x cells: 137 against 133 MB, docs/scale.md)
     env = dict(os.environ, TESTS_DIR=os.path.dirname(__file__), OMP_NUM_THREADS="1")
     env.pop("CAUSALFAIR_MAX_MEMORY", None)
     out = subprocess.run([sys.executable, "-c", _MEASURE, "10000"], env=env, capture_output=True,

@@ -21,32 +21,25 @@ from causalfair.policies.core import action_probs
 from causalfair.systems.contract import seeded_rng
 
 __all__ = ["STREAM", "decide", "Visits", "rollout_units", "rollout_tasks", "join_rollouts",
-           "unit_benefits", "rollout_coupled", "PER_UNIT_MAX", "forks_bytes", "visit_columns"]
+           "unit_benefits", "rollout_coupled", "forks_bytes", "visit_columns"]
 
 #: Streams of the benefit estimator (disjoint from the decomposition's): the rollouts'
 #: (seed, STREAM, g[, b], k) and the bootstrap's (seed, STREAM, 99).
 STREAM = 11
 
-#: Largest array of per-unit sums (units x cells x (1 + 2A) float64) the bootstrap of
-#: :mod:`causalfair.engines.benefit_mc` builds to weigh every replicate in one product
-#: (``_cell_stats``: 256 MiB); above it each replicate passes over the visits instead.
-PER_UNIT_MAX = 256 << 20
-
-
-def forks_bytes(system: Any, n: int, T: int, n_boot: int, bins: int) -> float:
+def forks_bytes(system: Any, n: int, T: int, n_boot: int) -> float:
     """Bytes Lambda by forks of ``n`` units per group (worlds for coupled units) over ``T``
-    epochs holds at its peak, the bootstrap's product (docs/limits.md, "benefit by forks";
-    measured in docs/scale.md): the bootstrap's Poisson weights (one byte each: n_boot n per
-    group, one set for coupled units), the rollout's visits twice (8 bytes per visit for
-    each feature, each action's benefit and probability, the unit and the level: a task
-    joins its steps into new arrays, and the cells pool the features), a cell index per
-    visit when the cells are feature bins, one group's visits again as (1 + 2A) columns,
-    and the per-unit sums (n x K cells x (1 + 2A) float64, at most :data:`PER_UNIT_MAX`; K
-    is the number of levels, else at most ``bins`` ** features and the visits; levels the
-    observations carry but the system does not declare are cells the rollout finds, so
-    the sums count their cap). The features and levels are those the observations carry
-    (:func:`visit_columns`: declared, else seen on a probe). With ``n_boot`` 0 no weights
-    and no sums."""
+    epochs holds at its peak (docs/limits.md, "benefit by forks"; measured in
+    docs/scale.md): the bootstrap's Poisson weights (one byte each: n_boot n per group, one
+    set for coupled units), the rollout's visits twice (8 bytes per visit for each feature,
+    each action's benefit and probability, the unit and the level: a task joins its steps
+    into new arrays, and the cells pool the features), a cell index per visit when the
+    cells are feature bins, one group's visits again as (1 + 2A) columns (the sums of its
+    (cell, unit) pairs), and, with a bootstrap, one group's weights again (transposed) and
+    its pairs' keys, their inverse and the pairs (8 bytes a visit each, at most; beside
+    them each thread's products take at most 2.3 MiB). The features and levels are those
+    the observations carry (:func:`visit_columns`: declared, else seen on a probe). With
+    ``n_boot`` 0 no weights and no pairs."""
     A, G, U = system.n_actions, system.n_groups, system.units_per_replica
     F, levels = visit_columns(system)
     visits = (n * U if U > 1 else G * n) * T
@@ -56,10 +49,7 @@ def forks_bytes(system: Any, n: int, T: int, n_boot: int, bins: int) -> float:
     group_visits = visits if U > 1 else n * T
     out = 2 * rollout + cells + 8.0 * group_visits * C
     if n_boot:
-        per_unit = (PER_UNIT_MAX if system.n_levels is None else
-                    min(8.0 * n * system.n_levels * C, PER_UNIT_MAX)) if levels else \
-            min(8.0 * n * min(bins ** F, visits) * C, PER_UNIT_MAX)
-        out += 1.0 * (1 if U > 1 else G) * n_boot * n + per_unit
+        out += (1.0 + (1 if U > 1 else G)) * n_boot * n + 24.0 * group_visits
     return out
 
 

@@ -97,7 +97,6 @@ from causalfair.engines._mc_base import check_policy_state, check_work, engine_b
 from causalfair.engines.benefit import benefit_fairness, eps_for, resolve_eps
 from causalfair.engines.benefit_cells import visit_cells
 from causalfair.engines.benefit_forks import (
-    PER_UNIT_MAX,
     STREAM,
     forks_bytes,
     rollout_coupled,
@@ -150,6 +149,22 @@ def rounding_bound(most: int, delta: np.ndarray, eps: float) -> float:
     return most * 2.0 ** -53 * (4.0 + 2.0 * top / eps)
 
 
+def total_variation(pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
+    """The total variation 0.5 sum_a |pa[i, a] - pb[j, a]| of every pair of rows (i, j) of
+    two arrays of action distributions, (len(pa), len(pb)): the same bits as
+    ``0.5 * np.abs(pa[:, None, :] - pb[None, :, :]).sum(-1)``, which numpy adds in the
+    actions' order for fewer than 8 actions (tests/engines/test_lambda_terms.py), without
+    its (rows, rows, A) temporaries, whose short last axis costs numpy some 20 times more
+    (256 cells, two actions: 1.7 ms against 0.1 ms a bootstrap replicate)."""
+    if pa.shape[1] >= 8:  # numpy adds 8 or more terms in another order
+        return 0.5 * np.abs(pa[:, None, :] - pb[None, :, :]).sum(-1)
+    pa, pb = np.ascontiguousarray(pa.T), np.ascontiguousarray(pb.T)
+    tv = np.abs(pa[0][:, None] - pb[0][None, :])
+    for a in range(1, len(pa)):
+        tv += np.abs(pa[a][:, None] - pb[a][None, :])
+    return 0.5 * tv
+
+
 def _blocks(size: int, least: int = 16) -> list[tuple[int, int]]:
     """``size`` rows cut into at most 16 blocks (start, stop) of at least ``least`` rows
     each (one block below 2 * ``least``). The blocks depend on the sizes alone, not on the
@@ -198,8 +213,8 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     units = n * U if U > 1 else system.n_groups * n
     check_work(units * T, f"benefit by forks of {n} {'worlds' if U > 1 else 'units per group'} "
                f"over {T} epochs", "lower n or the horizon")
-    check_memory(forks_bytes(system, n, T, n_boot, bins), "benefit_fairness_mc",
-                 "lower n or the horizon (or n_boot, or the quantile bins per feature)")
+    check_memory(forks_bytes(system, n, T, n_boot), "benefit_fairness_mc",
+                 "lower n or the horizon (or n_boot)")
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     pname = getattr(policy, "name", type(policy).__name__)
     if check and system.units_per_replica == 1 \
@@ -224,65 +239,73 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     # K x K array of zeros: the same array, so the same sums, as over every cell pair
     ra, rb = np.flatnonzero(w[a_] > 0), np.flatnonzero(w[b_] > 0)
     block = np.ix_(ra, rb)
+    whole = len(ra) == K and len(rb) == K  # both visit every cell: the block is the array
+
+    def signed_gaps(delta: np.ndarray) -> np.ndarray:
+        """The benefit gaps of the pairs of cells, action-major (A, len(ra), len(rb)): one
+        action's gaps are contiguous (a short last axis costs numpy several times more)."""
+        da = np.ascontiguousarray(delta[a_][ra].T)
+        return da[:, :, None] - np.ascontiguousarray(delta[b_][rb].T)[:, None, :]
 
     def terms(delta: np.ndarray, prob: np.ndarray, w: np.ndarray,
               *masks: np.ndarray | str | None, tangent: Callable | None = None) -> list:
-        """Per-pair Lambda terms (K, K), one array per mask (None, a (len(ra), len(rb), A)
+        """Per-pair Lambda terms (K, K), one array per mask (None, an (A, len(ra), len(rb))
         block zeroing benefit gaps, or ``"own"``: :func:`pretest` on these gaps, a
         bootstrap replicate's own mask), then ``tangent``'s plug-in sum if given
         (:func:`plugin_tangent`): the total variations and gaps are computed once for all,
         and the largest gap over the actions by elementwise maxima (exact, so the same
-        bits as a max over the last axis, several times faster for a few actions)."""
-        pa, pb, da, db = prob[a_][ra], prob[b_][rb], delta[a_][ra], delta[b_][rb]
-        tv = 0.5 * np.abs(pa[:, None, :] - pb[None, :, :]).sum(-1)
-        signed = da[:, None, :] - db[None, :, :]
+        bits as a max over the actions' axis, several times faster for a few actions)."""
+        tv = total_variation(prob[a_][ra], prob[b_][rb])
+        signed = signed_gaps(delta)
         gap = np.abs(signed)
-        ww = w[a_][ra][:, None] * w[b_][rb][None, :]
+        wa, wb = w[a_][ra][:, None], w[b_][rb][None, :]
         out: list = []
         for mask in masks:
             mask = pretest(gap, cut) if isinstance(mask, str) else mask
             g = gap if mask is None else np.where(mask, 0.0, gap)
-            top = g[..., 0].copy()
+            top = g[0].copy()
             for a in range(1, A):
-                np.maximum(top, g[..., a], out=top)
-            full = np.zeros((K, K))
-            full[block] = eps * tv / (eps + top) * w[a_][ra][:, None] * w[b_][rb][None, :]
-            out.append(full)
+                np.maximum(top, g[a], out=top)
+            part = eps * tv / (eps + top) * wa * wb
+            if not whole:
+                full = np.zeros((K, K))
+                full[block] = part
+                part = full
+            out.append(part)
         if tangent is not None:
-            out.append(tangent(signed, tv, ww))
+            out.append(tangent(np.moveaxis(signed, 0, -1), tv, wa * wb))
         return out
 
     mask = None
     if n_boot >= 2:
-        def gap_se_rows(rows: tuple[int, int]) -> np.ndarray:  # blocks of a_'s cells on
-            lo, hi = rows  # threads; each element's sum runs over the replicates in order
-            # np.stack(gaps).std(axis=0, ddof=1) without the stack (R copies of the block):
-            # its sums over axis 0 are these running sums in replicate order, the same bits
-            def gap(r: tuple[np.ndarray, ...]) -> np.ndarray:
-                return r[0][a_][ra[lo:hi], None, :] - r[0][b_][rb][None, :, :]
+        R = len(reps)
+        # every replicate's gaps of a block of a_'s cells at once, (R, A, rows, len(rb)), in
+        # blocks of at most 2^18 numbers (2 MiB) on threads; numpy sums an array over its
+        # first axis in that axis' order, so these are the running sums over the
+        # replicates in order of np.stack(gaps).std(axis=0, ddof=1), the same bits
+        da_r = np.stack([np.ascontiguousarray(r[0][a_][ra].T) for r in reps])
+        db_r = np.stack([np.ascontiguousarray(r[0][b_][rb].T) for r in reps])[:, :, None, :]
+        step = max(1, min(len(ra), (1 << 18) // max(1, R * A * len(rb))))
 
-            total = gap(reps[0])
-            for r in reps[1:]:
-                total += gap(r)
-            mean = total / len(reps)
-            sq = np.zeros_like(mean)
-            for r in reps:
-                d = gap(r) - mean
-                d *= d
-                sq += d
-            return np.sqrt(sq / (len(reps) - 1))
+        def gap_se_rows(lo: int) -> np.ndarray:
+            g = da_r[:, :, lo:lo + step, None] - db_r
+            mean = g.sum(0) / R
+            g -= mean
+            g *= g
+            return np.sqrt(g.sum(0) / (R - 1))
 
-        gap_se = np.concatenate(list(engine_backend(None, jobs).imap(gap_se_rows,
-                                                                     _blocks(len(ra)))))
+        gap_se = np.concatenate(list(engine_backend(None, jobs).imap(
+            gap_se_rows, range(0, len(ra), step))), axis=1)
         cut = np.sqrt(np.log(n)) * gap_se
-        signed = delta[a_][ra][:, None, :] - delta[b_][rb][None, :, :]
+        signed = signed_gaps(delta)
         gap_hat = np.abs(signed)
         mask = pretest(gap_hat, cut)
     contrib, plain = terms(delta, prob, w, mask, None)
     lam = float(contrib.sum())
     se = ci = None
     if n_boot >= 2:
-        tangent = plugin_tangent(signed, gap_hat, base, eps)
+        tangent = plugin_tangent(np.moveaxis(signed, 0, -1), np.moveaxis(gap_hat, 0, -1),
+                                 base, eps)
 
         def replicate(r: tuple[np.ndarray, ...]) -> tuple[float, float]:
             # its own pre-test (point 4), the plug-in by its tangent (point 5)
@@ -341,14 +364,20 @@ def plugin_tangent(signed: np.ndarray, gap: np.ndarray, base: int | None,
     at n = 5,000 per group) its eps / (eps + |gap|) spread less than the estimate does,
     so the plug-in's standard error was too small; the tangent keeps the gap's spread."""
     cols = [k for k in range(signed.shape[-1]) if k != base]
-    act = gap[..., cols].argmax(-1)[..., None]  # the active action of max_a |gap_a|
-    col = np.asarray(cols)[act]
-    sign = np.where(np.take_along_axis(signed, col, -1)[..., 0] >= 0, 1.0, -1.0)
-    at = np.take_along_axis(gap, col, -1)[..., 0]
+    if len(cols) == 1:  # one benefit column (two actions): it is the active one everywhere
+        def active(x: np.ndarray) -> np.ndarray:
+            return x[..., cols[0]]
+    else:
+        col = np.asarray(cols)[gap[..., cols].argmax(-1)[..., None]]  # max_a |gap_a|'s a
+
+        def active(x: np.ndarray) -> np.ndarray:
+            return np.take_along_axis(x, col, -1)[..., 0]
+    sign = np.where(active(signed) >= 0, 1.0, -1.0)
+    at = active(gap)
     level, slope = eps / (eps + at), eps / (eps + at) ** 2
 
     def plug(signed_r: np.ndarray, tv: np.ndarray, ww: np.ndarray) -> float:
-        moved = sign * np.take_along_axis(signed_r, col, -1)[..., 0] - at
+        moved = sign * active(signed_r) - at
         return float(((level - slope * moved) * tv * ww).sum())
 
     return plug
@@ -420,11 +449,7 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     cols = (cells, unit_g, delta_g, prob_g, K, A)
     delta, prob, w = _cell_means(cols, None)
     W = drawn()
-    if n_boot and 8.0 * n * K * (1 + 2 * A) <= PER_UNIT_MAX:  # the per-unit sums fit: one product
-        reps = _replicates(cols, W, per_world, n, jobs)
-    else:
-        reps = [_cell_means(cols, [W[0 if per_world else g, r] for g in range(G)])
-                for r in range(n_boot)]
+    reps = _replicates(cols, W, per_world, n, jobs) if n_boot else []
     most = max((int(np.bincount(c).max()) for c in cells if c.size), default=0)
     return K, labels, desc, delta, prob, w, reps, most, kept
 
@@ -489,39 +514,50 @@ def _cell_means(cols: tuple, weights: list[np.ndarray] | None
 
 def _replicates(cols: tuple, W: np.ndarray, per_world: bool, n: int, jobs: Any
                 ) -> list[tuple[np.ndarray, ...]]:
-    """:func:`_cell_means` of every bootstrap replicate at once: each unit's (world's) sums
-    over its visits per cell, (n, K, 1 + 2A), weighted by the (replicates, n) matrix of its
-    Poisson weights in ``W`` (one product instead of a pass over the visits per replicate).
-    The sums are built in blocks of units and the product in blocks of replicates, on
-    threads (:func:`_blocks`): the same numbers whatever ``jobs``."""
+    """:func:`_cell_means` of every bootstrap replicate at once, by products with the
+    Poisson weights ``W`` (replicates x units per group; coupled units: worlds) instead of
+    a pass over the visits per replicate. Per group, each (cell, unit) pair its visits hold
+    gets the sums of its visits' 1 + 2A columns (count, benefits, probabilities), each in
+    visit order; a cell's sums in every replicate are then one product, those pairs' sums
+    (pairs of the cell in unit order) times their units' weights. That is the product of
+    the weights with each unit's sums per cell without its zeros: a unit visits at most
+    one cell a step, so with 256 feature cells over 20 steps over 92% of those sums are 0
+    (n = 20,000: 0.3 s instead of 1.0 s, and no 205 MB array of them). The cells run in
+    blocks on threads (:func:`_blocks`), a cell's replicates in blocks of at most 2^18
+    weights (2 MiB as float64, on each thread), both fixed by the sizes: the same numbers whatever
+    ``jobs``."""
     cells, unit_g, delta_g, prob_g, K, A = cols
     G = len(cells)
     R, C = W.shape[1], 1 + 2 * A
     d_r, p_r, w_r = np.zeros((R, G, K, A)), np.zeros((R, G, K, A)), np.zeros((R, G, K))
     backend = engine_backend(None, jobs)
-    # per_unit[u, k * C + c]: unit u's sum of column c over its visits in cell k, each sum in
-    # visit order, built in blocks of units on threads; one buffer for every group in turn
-    # (each group's blocks write all of it): the stage's largest array, held once
-    per_unit = np.empty((n, K * C))
     for g in range(G):
-        units, vals = unit_g[g], np.concatenate(
-            [np.ones((cells[g].shape[0], 1)), delta_g[g], prob_g[g]], axis=1)
+        pairs, inv = np.unique(np.asarray(cells[g], dtype=np.int64) * n + unit_g[g],
+                               return_inverse=True)  # sorted: by cell, then by unit
+        P = len(pairs)
+        sums_p = np.empty((P, C))
+        sums_p[:, 0] = np.bincount(inv, minlength=P)
+        for a in range(A):
+            sums_p[:, 1 + a] = np.bincount(inv, weights=delta_g[g][:, a], minlength=P)
+            sums_p[:, 1 + A + a] = np.bincount(inv, weights=prob_g[g][:, a], minlength=P)
+        del inv
+        unit, start = pairs % n, np.searchsorted(pairs, np.arange(K + 1) * n)
+        del pairs
+        wt = np.ascontiguousarray(W[0 if per_world else g].T)  # a unit's weights in a row
+        sums = np.zeros((R, K, C))
 
-        def build(rows: tuple[int, int], units=units, vals=vals, per_unit=per_unit,
-                  cell=cells[g]) -> None:
-            lo, hi = rows
-            sel = (units >= lo) & (units < hi)
-            bins = ((units[sel] - lo) * K + cell[sel])[:, None] * C + np.arange(C)
-            per_unit[lo:hi] = np.bincount(bins.ravel(), weights=vals[sel].ravel(),
-                                          minlength=(hi - lo) * K * C).reshape(hi - lo, -1)
+        def cell_sums(ks: tuple[int, int], unit=unit, start=start, sums_p=sums_p, wt=wt,
+                      sums=sums) -> None:
+            for k in range(*ks):
+                lo, hi = int(start[k]), int(start[k + 1])
+                step = max(1, (1 << 18) // max(1, hi - lo))
+                for r in range(0, R if hi > lo else 0, step):
+                    sums[r:r + step, k] = (sums_p[lo:hi].T
+                                           @ wt[unit[lo:hi], r:r + step].astype(float)).T
 
-        for _ in backend.imap(build, _blocks(n, 1024)):
+        for _ in backend.imap(cell_sums, _blocks(K, 1)):
             pass
-        sums = np.concatenate(list(backend.imap(  # small n: one product
-            lambda ab, w=W[0 if per_world else g], p=per_unit: w[ab[0]:ab[1]].astype(float) @ p,
-            _blocks(R) if n >= 4096 else [(0, R)])))
-        sums = sums.reshape(R, K, C)
-        del units, vals, build  # build's defaults held this group's visits into the next
+        del unit, start, sums_p, wt, cell_sums  # cell_sums' defaults held them
         mass = sums[..., 0]
         w_r[:, g] = mass / np.maximum(mass.sum(1, keepdims=True), 1e-300)
         safe = np.where(mass > 0, mass, 1.0)[..., None]

@@ -412,7 +412,7 @@ def decompose_mc(
         if system.units_per_replica != 1:
             res = resolve(policy, system)
             _check_lambda_memory(system, res.policy, system.horizon if horizon is None else
-                                 horizon, n, benefit_n, benefit_bins)
+                                 horizon, n, benefit_n)
             dec = decompose_coupled(system, res.policy, system.horizon if horizon is None else
                                      horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
                                      pair=pair, policy_name=policy_name or res.label,
@@ -433,7 +433,7 @@ def decompose_mc(
                                  check=check)
     lam_system = None if G < 2 else system if system is not None else as_system(simulator)
     if lam_system is not None:  # Lambda's stage, checked before the run
-        _check_lambda_memory(lam_system, policy, T, n, benefit_n, benefit_bins)
+        _check_lambda_memory(lam_system, policy, T, n, benefit_n)
     backend = engine_backend(backend, jobs, sim, policy, work=G * n * T)
     sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_simulate)
     stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
@@ -516,8 +516,8 @@ def _lambda_exact(system: Any, policy: Any) -> bool:
     return "exact" in system.engines and reads_only_level_group(untabulated(policy))
 
 
-def _check_lambda_memory(system: Any, policy: Any, T: int, n: int, benefit_n: int | None,
-                         bins: int) -> None:
+def _check_lambda_memory(system: Any, policy: Any, T: int, n: int, benefit_n: int | None
+                         ) -> None:
     """Refuse, before the decomposition runs, an audit whose Lambda by forks
     (:func:`_with_lambda`) would need more memory than the limit: the peak of its rollout and
     bootstrap (:func:`causalfair.engines.benefit_forks.forks_bytes`, at the bootstrap
@@ -530,10 +530,9 @@ def _check_lambda_memory(system: Any, policy: Any, T: int, n: int, benefit_n: in
         return
     m = benefit_size(n, benefit_n)
     units = "worlds" if system.units_per_replica > 1 else "units per group"
-    check_memory(forks_bytes(system, m, T, N_BOOT, bins),
+    check_memory(forks_bytes(system, m, T, N_BOOT),
                  f"Lambda by forks of {m} {units} over {T} epochs ({N_BOOT} bootstrap "
-                 "replicates)", "lower n or benefit_n, or the quantile bins per feature "
-                 "(benefit_bins= in Python, --benefit-bins, [benefit] bins in a spec)")
+                 "replicates)", "lower n or benefit_n, or the horizon")
 
 
 def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
