@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 28's measurements on a many-core machine (and its GPU, when it has one), in one
-# run of about 7 minutes on 16 cores: what every core, the gate, the sweep and the GPU give
+# run of about 8 minutes on 16 cores: what every core, the gate, the sweep and the GPU give
 # against one core, each ratio beside the machine's own ceiling measured in the same run.
 #
 #   bash benchmarks/many_cores.sh [LOG]     (from the repository root; LOG: default many_cores.log)
@@ -29,6 +29,9 @@ command -v nvidia-smi > /dev/null && nvidia-smi -L
 step "the machine's ceiling" 120 "$py" benchmarks/bench_ceiling.py
 step "every core: the Monte Carlo audit, threads and processes" 180 \
     "$py" benchmarks/bench_mc_features.py --n 1000000 --jobs-only --processes
+step "where that audit's time goes on every core" 90 \
+    "$py" benchmarks/profile_mc_stages.py 1000000 --auto-only
+step "Lambda by forks: one core and every core" 90 "$py" benchmarks/bench_lambda_forks.py
 step "the gate: 200 Monte Carlo specs" 150 \
     "$py" benchmarks/bench_gate.py --n 200 --jobs "$(nproc)" --no-ray --no-sweep
 step "the sweep: 16 runs of 20 iterations" 150 \
