@@ -48,8 +48,10 @@ def test_a_verdict_deleted_from_audit_json_is_a_difference_not_a_later_key(tmp_p
     (tmp_path / "gone.audit").write_text(json.dumps(gone, indent=2), encoding="utf-8")
     proc = cli_here("audit", "--reproduce", "gone.audit", cwd=tmp_path)
     assert proc.returncode == 1 and "verdicts.tpr_gap: recorded None" in proc.stdout, proc.stdout
-    # a key a later causalfair writes (benefit.pair, session 18) that the record lacks: a note
-    older = dict(doc, benefit={k: v for k, v in doc["benefit"].items() if k != "pair"})
+    # a key a later causalfair writes (benefit.pair, session 18) that the record of an
+    # earlier version lacks: a note (from the same version: tests/test_reproduce_rows.py)
+    older = dict(doc, benefit={k: v for k, v in doc["benefit"].items() if k != "pair"},
+                 provenance=dict(doc["provenance"], causalfair="0.0.1"))
     (tmp_path / "older.audit").write_text(json.dumps(older, indent=2), encoding="utf-8")
     proc = cli_here("audit", "--reproduce", "older.audit", cwd=tmp_path)
     assert proc.returncode == 0 and "every number identical" in proc.stdout, proc.stdout

@@ -55,7 +55,8 @@ _PATHS = frozenset({"spec.file", "spec.resolved.checkpoint", "spec.resolved.logs
                     "policy.checkpoint"})
 #: Blocks whose keys are the spec's rows, not the format's: a verdict (keyed by its
 #: threshold) the recorded audit lacks was removed from it, never written by a later
-#: causalfair; keys inside a verdict stay notes (:func:`_diff`'s ``added``).
+#: causalfair; keys inside a verdict of another version's audit stay notes (:func:`_diff`'s
+#: ``added``).
 _ROWS = frozenset({"verdicts"})
 _SHOWN = 10  # differences listed in the summary
 _DATA_URI = re.compile(rb"data:image/png;base64,[A-Za-z0-9+/=]+")
@@ -162,7 +163,11 @@ def reproduce(path: str | os.PathLike[str], *,
     else:
         now = json.loads(json.dumps(to_jsonable(result.to_dict()), allow_nan=False))
     differences: list[str] = _unrecorded_inputs(doc.get("inputs"), now.get("inputs"))
-    count, added = [0], []
+    # keys a later causalfair writes that an earlier one did not are notes (the format grows
+    # by keys); from the same version a key the record lacks was deleted from it (a pair's
+    # or a group's row, a quantity): a difference
+    later = (doc.get("provenance") or {}).get("causalfair") not in (None, __version__)
+    count, added = [0], ([] if later else None)
     blocks = [k for k in COMPARED if k in doc or k not in ("figures", "system", "name",
                                                              "spec", "policy", "seeds")]
     for key in blocks:

@@ -295,7 +295,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
             return np.sqrt(g.sum(0) / (R - 1))
 
         gap_se = np.concatenate(list(engine_backend(None, jobs).imap(
-            gap_se_rows, range(0, len(ra), step))), axis=1)
+            gap_se_rows, range(0, len(ra) or 1, step))), axis=1)
         cut = np.sqrt(np.log(n)) * gap_se
         signed = signed_gaps(delta)
         gap_hat = np.abs(signed)
