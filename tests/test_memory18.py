@@ -104,9 +104,9 @@ def _policy(obs):
 
 
 def test_decompose_mc_refuses_lambdas_forks_before_the_run(monkeypatch):
-    # n = 16,000 per group, 3 bins: the stage needs about 121 MiB (forks_bytes), each array
-    # the old checks counted one at a time at most 51 MB, so under a 100M limit the audit
-    # ran; now it is refused before the simulator steps a batch of the run
+    # n = 16,000 per group, 3 bins: the stage needs about 121 MiB (forks_bytes); the checks
+    # before forks_bytes counted its arrays one at a time, so under a 100M limit the audit
+    # ran (at n = 12,000 then); now it is refused before the simulator steps a batch of the run
     system = cf.as_system(_Drift(), id="drift")
     need = forks_bytes(system, 16_000, 20, 200)
     assert need > 100 << 20
