@@ -7,7 +7,9 @@ Printed, in one run:
   against the baseline measured in the same run on the same rollout: the product of every
   replicate's weights with the (units, cells x (1 + 2A)) per-unit sums (the method before,
   written out here), their times, ratio, the per-unit array's size and the largest relative
-  difference of the means (the two round differently: about 1e-15);
+  difference of the replicates' mean benefits (the two products may round differently in
+  the last bits: 0 on our machine at the defaults, while the standard error moved in its
+  last bits);
 - the pair terms' total variations (``benefit_mc.total_variation``) against numpy's
   ``0.5 * np.abs(pa[:, None, :] - pb[None, :, :]).sum(-1)`` over the same cells, their
   times per replicate, ratio, and whether they are identical bit for bit (they must be);
