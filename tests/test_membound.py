@@ -27,33 +27,15 @@ from causalfair.engines.benefit_forks import forks_bytes
 from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.errors import ModelError, ResourceLimitError
 from causalfair.results import check_pair
+from tests.engines.test_benefit_cells import WideSim
 
 
-class Undeclared:
-    """F continuous features that the simulator does not name (no ``feature_names``): the
-    last column of the state is the group; acting adds 0.2 to every feature."""
-
-    n_groups = 2
+class Undeclared(WideSim):
+    """test_benefit_cells' simulator with 4 features, which it does not name (no
+    ``feature_names``)."""
 
     def __init__(self, F: int = 4):
-        self.F = F
-
-    def reset(self, n, group, rng):
-        return np.column_stack([rng.normal(0.3 * group, 1.0, size=(n, self.F)),
-                                np.full(n, float(group))])
-
-    def observe(self, state):
-        return cf.Observation(group=state[:, -1].astype(int), features=state[:, :-1])
-
-    def draw_noise(self, n, rng):
-        return rng.normal(size=(n, self.F))
-
-    def step(self, state, decisions, noise):
-        d = np.asarray(decisions, dtype=float)
-        x = state[:, :-1]
-        nxt = np.column_stack([x + 0.1 * noise + 0.2 * d[:, None], state[:, -1]])
-        gain = d * (0.5 + 0.2 * x[:, 0]) + 0.1 * noise[:, 0]
-        return cf.StepResult(state=nxt, reward=gain, gain=gain)
+        super().__init__(F)
 
 
 class Declared(Undeclared):
@@ -212,7 +194,7 @@ def test_decompose_mc_has_no_lambda_there_and_checks_none(monkeypatch):
 
 _MEASURE = r"""
 import json, os, sys
-sys.path.insert(0, os.environ["TESTS_DIR"])
+sys.path[:0] = [os.environ["TESTS_DIR"], os.path.dirname(os.environ["TESTS_DIR"])]
 import causalfair as cf
 from causalfair.engines.benefit_forks import forks_bytes
 from causalfair.engines.benefit_mc import benefit_fairness_mc

@@ -447,7 +447,7 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
                  f"feature (now {bins}: benefit_bins= in Python, --benefit-bins on the command "
                  "line, [benefit] bins in a spec)")
     cols = (cells, unit_g, delta_g, prob_g, K, A)
-    delta, prob, w = _cell_means(cols, None)
+    delta, prob, w = _cell_means(cols)
     W = drawn()
     reps = _replicates(cols, W, per_world, n, jobs) if n_boot else []
     most = max((int(np.bincount(c).max()) for c in cells if c.size), default=0)
@@ -490,31 +490,29 @@ def _present(outs: tuple, departed: tuple[int, ...] | None) -> tuple:
                  [np.asarray(c)[k] for c, k in zip(col, keep, strict=True)] for col in outs)
 
 
-def _cell_means(cols: tuple, weights: list[np.ndarray] | None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cell_means(cols: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per (group, cell): the mean benefit and action distribution over its visits and the
-    visitation weight, each visit weighted by its unit's weight in ``weights`` (one array
-    per group; None: 1). ``cols``: (cells, units, benefits, distributions per group,
-    K, A)."""
-    cells, unit_g, delta_g, prob_g, K, A = cols
+    visitation weight. ``cols``: (cells, units, benefits, distributions per group, K, A);
+    a bootstrap replicate's, with its units' weights: :func:`_replicates`."""
+    cells, _, delta_g, prob_g, K, A = cols
     G = len(cells)
     delta = np.zeros((G, K, A))
     prob = np.zeros((G, K, A))
     w = np.zeros((G, K))
     for g in range(G):
-        wt = np.ones(cells[g].shape[0]) if weights is None else weights[g][unit_g[g]]
-        mass = np.bincount(cells[g], weights=wt, minlength=K)
+        mass = np.bincount(cells[g], minlength=K).astype(float)
         w[g] = mass / max(mass.sum(), 1e-300)
         safe = np.where(mass > 0, mass, 1.0)
         for a in range(A):
-            delta[g, :, a] = np.bincount(cells[g], weights=wt * delta_g[g][:, a], minlength=K) / safe
-            prob[g, :, a] = np.bincount(cells[g], weights=wt * prob_g[g][:, a], minlength=K) / safe
+            delta[g, :, a] = np.bincount(cells[g], weights=delta_g[g][:, a], minlength=K) / safe
+            prob[g, :, a] = np.bincount(cells[g], weights=prob_g[g][:, a], minlength=K) / safe
     return delta, prob, w
 
 
 def _replicates(cols: tuple, W: np.ndarray, per_world: bool, n: int, jobs: Any
                 ) -> list[tuple[np.ndarray, ...]]:
-    """:func:`_cell_means` of every bootstrap replicate at once, by products with the
+    """:func:`_cell_means` of every bootstrap replicate, each visit weighted by its unit's
+    weight, all at once by products with the
     Poisson weights ``W`` (replicates x units per group; coupled units: worlds) instead of
     a pass over the visits per replicate. Per group, each (cell, unit) pair its visits hold
     gets the sums of its visits' 1 + 2A columns (count, benefits, probabilities), each in

@@ -25,6 +25,24 @@ def _cols(n, K, A, T, G, seed, unvisited=()):
     return cells, units, delta, prob, K, A
 
 
+def _weighted_means(cols, weights):
+    """A replicate's cell means by a pass over the visits, each weighted by its unit's
+    weight in ``weights`` (one array per group): mean benefit, action distribution and
+    visitation weight per (group, cell)."""
+    cells, units, delta_g, prob_g, K, A = cols
+    G = len(cells)
+    delta, prob, w = np.zeros((G, K, A)), np.zeros((G, K, A)), np.zeros((G, K))
+    for g in range(G):
+        wt = weights[g][units[g]].astype(float)
+        mass = np.bincount(cells[g], weights=wt, minlength=K)
+        w[g] = mass / mass.sum()
+        safe = np.where(mass > 0, mass, 1.0)
+        for a in range(A):
+            delta[g, :, a] = np.bincount(cells[g], weights=wt * delta_g[g][:, a], minlength=K) / safe
+            prob[g, :, a] = np.bincount(cells[g], weights=wt * prob_g[g][:, a], minlength=K) / safe
+    return delta, prob, w
+
+
 @pytest.mark.parametrize(("n", "K", "A", "T", "per_world"), [
     (300, 64, 2, 5, False),   # feature cells: a unit visits few of them
     (500, 5, 3, 8, False),    # levels: a unit visits most of them
@@ -38,7 +56,7 @@ def test_replicates_by_pairs_match_a_pass_over_the_visits(n, K, A, T, per_world)
     got = benefit_mc._replicates(cols, W, per_world, n, 1)
     assert len(got) == R
     for r in range(R):
-        want = benefit_mc._cell_means(cols, [W[0 if per_world else g, r] for g in range(G)])
+        want = _weighted_means(cols, [W[0 if per_world else g, r] for g in range(G)])
         for x, y in zip(got[r], want, strict=True):
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)
         assert (got[r][2][:, 3] == 0).all()  # the cell nobody visits weighs 0
@@ -56,7 +74,7 @@ def test_a_cells_replicates_in_blocks_give_the_same_numbers():
     W = np.random.default_rng(2).poisson(1.0, size=(2, R, n)).astype(np.uint8)
     whole = benefit_mc._replicates(cols, W, False, n, 1)
     for r in (0, R - 1):
-        want = benefit_mc._cell_means(cols, [W[g, r] for g in range(2)])
+        want = _weighted_means(cols, [W[g, r] for g in range(2)])
         for x, y in zip(whole[r], want, strict=True):
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)
     assert (1 << 18) // (n // 2) < R  # a cell holds over half the units: blocks ran
