@@ -29,8 +29,8 @@ command -v nvidia-smi > /dev/null && nvidia-smi -L
 step "the machine's ceiling" 120 "$py" benchmarks/bench_ceiling.py
 step "every core: the Monte Carlo audit, threads and processes" 180 \
     "$py" benchmarks/bench_mc_features.py --n 1000000 --jobs-only --processes
-step "where that audit's time goes on every core" 90 \
-    "$py" benchmarks/profile_mc_stages.py 1000000 --auto-only
+step "where that audit's time goes on one core and every core" 120 \
+    "$py" benchmarks/profile_mc_stages.py 1000000
 step "Lambda by forks: one core and every core" 90 "$py" benchmarks/bench_lambda_forks.py
 step "the gate: 200 Monte Carlo specs" 150 \
     "$py" benchmarks/bench_gate.py --n 200 --jobs "$(nproc)" --no-ray --no-sweep
