@@ -88,8 +88,10 @@ def test_the_retrains_are_one_map_on_the_backend_under_the_spec_limit(tmp_path, 
     monkeypatch.setattr(gate_mod, "make_backend", lambda *a, **k: rec)
     specs = _specs(tmp_path)
     res = run_gate(specs, retrain=True, timeout=123.0)
-    assert [m[0] for m in rec.maps] == ["_audit_one", "_retrain_one"], rec.maps
-    _, items, limits = rec.maps[1]
+    # the checks (every spec, before any audit), the audits, then the retrains
+    assert [m[0] for m in rec.maps] == ["_check_one", "_audit_one", "_retrain_one"], rec.maps
+    assert rec.maps[0][2] == [123.0] * 3  # each check under its spec's limit
+    _, items, limits = rec.maps[2]
     # the failing specs only, in spec order, each with its audit and its target path
     assert [(s.name, before.overall, t.name) for s, before, t in items] == [
         ("a", "FAIL", "m.retrained-ppo-1.pt"), ("b", "FAIL", "m.retrained-ppo-2.pt")]

@@ -112,7 +112,7 @@ def test_retrained_specs_report_after_the_retrain_from_its_task(tmp_path, monkey
     rec = _Pickling()
     monkeypatch.setattr(gate_mod, "make_backend", lambda *a, **k: rec)
     res = run_gate([p, q], retrain=True, reports=tmp_path / "workers")
-    assert rec.names == ["_audit_one", "_retrain_one"]
+    assert rec.names == ["_check_one", "_audit_one", "_retrain_one"]
     assert sorted(calls) == [("a", True), ("b", False)]  # a's audit was not rendered
     assert _folder(tmp_path / "workers") == expected
     assert res.entries[0].after is not None
@@ -164,6 +164,8 @@ def test_each_report_is_written_as_its_audit_comes_back(tmp_path, monkeypatch):
     class Streaming(_Pickling):
         def map(self, fn, items, timeouts=None, done=None):
             results = super().map(fn, items, timeouts)
+            if done is None:  # the checks before the audits
+                return results
             kept = []
             for i, r in enumerate(results):
                 seen.append(sorted(p.name for p in out.iterdir()) if out.exists() else [])

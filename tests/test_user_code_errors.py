@@ -69,6 +69,12 @@ class Sim:
 def make():
     if MODE == "factory_exits":
         sys.exit(0)
+    if MODE == "factory_kills":  # tests/audit/test_gate_checks.py
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)
+    if MODE == "factory_hangs":
+        import time
+        time.sleep(120)
     return Sim()
 
 

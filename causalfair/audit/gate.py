@@ -7,13 +7,14 @@ import functools
 import math
 import os
 import platform
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from causalfair._io import fixed as _fixed
-from causalfair._usercode import user_traceback
+from causalfair._usercode import find_user_modules, user_modules, user_traceback
 from causalfair._version import __version__
 from causalfair.audit.gate_junit import gate_error_junit, gate_junit, spec_errors_junit
 from causalfair.audit.result import AuditResult, display_path
@@ -292,8 +293,9 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
              retrain: bool = False, reports: str | os.PathLike[str] | None = None,
              accept_repaired: bool = False, jobs: int = 1, backend: str | None = None,
              address: str | None = None, timeout: float | None = None) -> GateResult:
-    """Audit every spec (all are validated first: a broken one raises :class:`SpecError`
-    before anything runs). With ``retrain``, a spec whose verdict is not PASS is
+    """Audit every spec (all are validated first, where their audits will run
+    (:func:`_check_specs`): a broken one raises :class:`SpecError` before anything is
+    audited). With ``retrain``, a spec whose verdict is not PASS is
     retrained from its checkpoint and re-audited. With ``reports``, each spec's report
     is written to ``reports/NAME`` (after retraining: the new policy beside the old; a
     spec whose audit failed: a page stating its error,
@@ -341,37 +343,38 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         raise SpecError(f"audit spec name: bad value {first!r} in {files}; the specs of one "
                         "gate need distinct names (its JSON, JUnit and reports hold one entry "
                         "per name): give each spec its own name = \"...\".")
-    prepared_: dict[int, Any] = {}
-    user_tracebacks = []
-    for i, sp in enumerate(loaded):
-        if sp.source == "model":
-            try:
-                prepared_[i] = prepare(sp)
-            except CausalfairError as exc:  # a factory that raised or exited included
-                errors.append((display_path(sp.path) if sp.path else sp.name,
-                               str(exc).splitlines()[0]))
-                bad_names.append(sp.name)
-                user_tracebacks.append(user_traceback(exc))
-    if errors:  # each named as a spec that ran would be, unless another spec has its name
-        every = names + bad_names
-        raise GateSpecErrors(errors, len(specs), user_tracebacks=user_tracebacks,
-                             names=[n if every.count(n) == 1 else spec
-                                    for n, (spec, _) in zip(bad_names, errors, strict=True)])
-    keep = _retrainable(loaded, prepared_) if retrain else frozenset()
-    # every spec is checked (its system built, its policy resolved) before any is audited
-    prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
-    # one spec per task (here, or in worker processes); results in spec order; a task
-    # that fails is reported for its spec while the others finish
     limits = [min((t for t in (s.timeout, timeout) if t is not None), default=None)
               for s in loaded]
-    bad = failing(inconclusive)
-    # with workers, each report is rendered where its spec was audited (the driver only
-    # writes the bytes); a spec that will be retrained gets its report after the retrain
-    plan = (_RenderPlan(_place(), bad if retrain else frozenset())
-            if reports is not None and not isinstance(runner, SerialBackend) else None)
-    written: dict[int, Path] = {}  # reports written as their audits came back
-    # one backend for the audits and the retrains: Ray is started or connected to once
+    # one backend for the checks, the audits and the retrains: Ray is started or connected
+    # to once, worker processes start once
     with holding(runner):
+        # every spec is checked (its system built, its policy resolved) before any is
+        # audited: here, or on the workers (then each rebuilds its spec for its audit)
+        # (a spec that cannot be read: the others are checked here, every error at once)
+        prepared_, failed = _check_specs(SerialBackend() if errors else runner, loaded, limits)
+        tracebacks, user_tracebacks = [], []
+        for i, (msg, user_tb, tb) in failed.items():
+            sp = loaded[i]
+            errors.append((display_path(sp.path) if sp.path else sp.name, msg))
+            bad_names.append(sp.name)
+            user_tracebacks.append(user_tb)
+            tracebacks.extend([tb] if tb else [])
+        if errors:  # each named as a spec that ran would be, unless another spec has its name
+            every = names + bad_names
+            raise GateSpecErrors(errors, len(specs), tracebacks=tracebacks,
+                                 user_tracebacks=user_tracebacks,
+                                 names=[n if every.count(n) == 1 else spec
+                                        for n, (spec, _) in zip(bad_names, errors, strict=True)])
+        keep = _retrainable(loaded, prepared_) if retrain else frozenset()
+        prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
+        # one spec per task (here, or in worker processes); results in spec order; a task
+        # that fails is reported for its spec while the others finish
+        bad = failing(inconclusive)
+        # with workers, each report is rendered where its spec was audited (the driver only
+        # writes the bytes); a spec that will be retrained gets its report after the retrain
+        plan = (_RenderPlan(_place(), bad if retrain else frozenset())
+                if reports is not None and not isinstance(runner, SerialBackend) else None)
+        written: dict[int, Path] = {}  # reports written as their audits came back
         if isinstance(runner, SerialBackend):  # a spec with a time limit runs in a worker
             audited = runner.map(_audit_one, [s if t is not None else p for s, p, t
                                               in zip(loaded, prepared, limits, strict=True)], limits)
@@ -646,6 +649,57 @@ def _retrain_one(item: tuple[AuditSpec, AuditResult, Path], render: _RenderPlan 
     except CausalfairError as exc:
         return _spec_failure(exc)
     return _rendered(out, render, before=before)
+
+
+def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[float | None]
+                 ) -> tuple[dict[int, Prepared], dict[int, tuple[str, str, str]]]:
+    """Every spec of a model checked before any is audited: its system built and its
+    policy resolved (:func:`~causalfair.audit.run.prepare`), where its audit will run. On
+    a serial backend a spec without a time limit here, the prepared spec kept for its
+    audit; every other spec as a task of ``runner`` under its limit (on workers, or Ray;
+    a serial backend runs a task with a limit in a worker), which rebuilds it for its
+    audit. So user code that kills its process, hangs or exhausts memory while a spec is
+    built ends that spec's task, not the gate, wherever the spec's audit would be safe.
+    Returns the prepared specs and, per spec index that failed, (its one-line message,
+    the user's traceback, the traceback of a bug): an input error, user code that raised
+    or exited included, or a task that crashed or outran its limit."""
+    serial = isinstance(runner, SerialBackend)
+    model = [i for i, sp in enumerate(loaded) if sp.source == "model"]
+    prepared: dict[int, Prepared] = {}
+    failed: dict[int, tuple[str, str, str]] = {}
+    away = [i for i in model if not serial or limits[i] is not None]
+    for i in model:
+        if i not in away:
+            try:
+                prepared[i] = prepare(loaded[i])
+            except CausalfairError as exc:  # a factory that raised or exited included
+                failed[i] = (str(exc).splitlines()[0], user_traceback(exc), "")
+    if not away:
+        return prepared, failed
+    checked = runner.map(_check_one, [loaded[i] for i in away], [limits[i] for i in away])
+    # the modules of users' folders the workers loaded, found here as there: the audits'
+    # results may hold their objects
+    find_user_modules(sorted({m for out in checked if isinstance(out, tuple) for m in out[1]
+                              if m[0] not in sys.modules}))
+    for i, out in zip(away, checked, strict=True):
+        out = out[0] if isinstance(out, tuple) else out
+        if isinstance(out, SpecFailure):
+            failed[i] = (out.message, out.user_traceback, "")
+        elif isinstance(out, TaskError):  # a crash, a dead worker, a time limit
+            entry = _error_entry(loaded[i], out, "check")
+            failed[i] = (entry.error or "", "", entry.traceback or "")
+    return dict(sorted(prepared.items())), dict(sorted(failed.items()))
+
+
+def _check_one(spec: AuditSpec) -> tuple[SpecFailure | None, list[tuple[str, str]]]:
+    """A spec's check on a worker (:func:`_check_specs`): None or why it failed, and the
+    modules of users' folders loaded there (:func:`~causalfair._usercode.user_modules`),
+    which the driver must find to read back results holding their objects."""
+    try:
+        prepare(spec)
+    except CausalfairError as exc:
+        return _spec_failure(exc), user_modules()
+    return None, user_modules()
 
 
 def _spec_failure(exc: CausalfairError) -> SpecFailure:
