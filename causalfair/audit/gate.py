@@ -352,7 +352,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         # audited: here, or on the workers (then each rebuilds its spec for its audit)
         # (a spec that cannot be read: the others are checked here, every error at once)
         prepared_, failed = _check_specs(SerialBackend() if errors else runner, loaded, limits)
-        tracebacks, user_tracebacks = [], []
+        tracebacks, user_tracebacks, unread = [], [], list(bad_names)
         for i, (msg, user_tb, tb) in failed.items():
             sp = loaded[i]
             errors.append((display_path(sp.path) if sp.path else sp.name, msg))
@@ -360,7 +360,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             user_tracebacks.append(user_tb)
             tracebacks.extend([tb] if tb else [])
         if errors:  # each named as a spec that ran would be, unless another spec has its name
-            every = names + bad_names
+            every = names + unread
             raise GateSpecErrors(errors, len(specs), tracebacks=tracebacks,
                                  user_tracebacks=user_tracebacks,
                                  names=[n if every.count(n) == 1 else spec
