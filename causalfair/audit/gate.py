@@ -659,7 +659,7 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
     audit; every other spec as a task of ``runner`` under its limit (on workers, or Ray;
     a serial backend runs a task with a limit in a worker), which rebuilds it for its
     audit. So user code that kills its process, hangs or exhausts memory while a spec is
-    built ends that spec's task, not the gate, wherever the spec's audit would be safe.
+    built ends that spec's task, not the gate, wherever the spec's audit would too.
     Returns the prepared specs and, per spec index that failed, (its one-line message,
     the user's traceback, the traceback of a bug): an input error, user code that raised
     or exited included, or a task that crashed or outran its limit."""
@@ -668,12 +668,11 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
     prepared: dict[int, Prepared] = {}
     failed: dict[int, tuple[str, str, str]] = {}
     away = [i for i in model if not serial or limits[i] is not None]
-    for i in model:
-        if i not in away:
-            try:
-                prepared[i] = prepare(loaded[i])
-            except CausalfairError as exc:  # a factory that raised or exited included
-                failed[i] = (str(exc).splitlines()[0], user_traceback(exc), "")
+    for i in sorted(set(model) - set(away)):
+        try:
+            prepared[i] = prepare(loaded[i])
+        except CausalfairError as exc:  # a factory that raised or exited included
+            failed[i] = (str(exc).splitlines()[0], user_traceback(exc), "")
     if not away:
         return prepared, failed
     checked = runner.map(_check_one, [loaded[i] for i in away], [limits[i] for i in away])
