@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 28's measurements on a many-core machine (and its GPU, when it has one), in one
-# run of about 8 minutes on 16 cores: what every core, the gate, the sweep and the GPU give
+# run of 5-8 minutes on 16 cores: what every core, the gate, the sweep and the GPU give
 # against one core, each ratio beside the machine's own ceiling measured in the same run.
 #
 #   bash benchmarks/many_cores.sh [LOG]     (from the repository root; LOG: default many_cores.log)
