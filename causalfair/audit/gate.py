@@ -687,7 +687,7 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
         elif isinstance(out, TaskError):  # a crash, a dead worker, a time limit
             entry = _error_entry(loaded[i], out, "check")
             failed[i] = (entry.error or "", "", entry.traceback or "")
-    return dict(sorted(prepared.items())), dict(sorted(failed.items()))
+    return prepared, dict(sorted(failed.items()))  # failed: the specs here, then away
 
 
 def _check_one(spec: AuditSpec) -> tuple[SpecFailure | None, list[tuple[str, str]]]:
