@@ -453,9 +453,18 @@ class _UserFolders:
 
 def find_user_modules(modules: Sequence[tuple[str, str]]) -> None:
     """Make the modules of ``modules`` (:func:`user_modules` of another process)
-    importable here from the folders that process found them in."""
-    if modules:
-        sys.meta_path.insert(0, _UserFolders(modules))
+    importable here from the folders that process found them in. One finder serves every
+    call (a process that runs many gates adds none per gate): a module named again is
+    found where the latest call says, and the finder stays first on ``sys.meta_path``."""
+    if not modules:
+        return
+    finder = next((f for f in sys.meta_path if isinstance(f, _UserFolders)), None)
+    if finder is None:
+        finder = _UserFolders(())
+    else:
+        sys.meta_path.remove(finder)
+    finder.where.update(modules)
+    sys.meta_path.insert(0, finder)
 
 
 def call_factory(what: str, fn: Callable[..., Any], search_path: str | Path | None = None,

@@ -57,3 +57,31 @@ def test_jobs_2_audits_a_gym_env_from_the_working_directory_as_one_process(tmp_p
     serial = _decompose(tmp_path, 1)
     assert serial.count("\n") >= 4, serial
     assert _decompose(tmp_path, 2) == serial
+
+
+def test_finding_users_modules_again_adds_no_finder(tmp_path, monkeypatch):
+    """A process that runs many gates with workers (each makes the modules the workers
+    loaded findable here) keeps one finder: the latest folder of a module wins, a module
+    named only earlier is still found, and ``sys.meta_path`` does not grow."""
+    from causalfair._usercode import _UserFolders, find_user_modules
+
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    for folder, value in (("one", 1), ("two", 2)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cf_umod_again.py").write_text(f"VALUE = {value}\n")
+    (tmp_path / "one" / "cf_umod_only_one.py").write_text("VALUE = 11\n")
+    before = len(sys.meta_path)
+    find_user_modules([("cf_umod_again", str(tmp_path / "one")),
+                       ("cf_umod_only_one", str(tmp_path / "one"))])
+    for _ in range(5):
+        find_user_modules([("cf_umod_again", str(tmp_path / "two"))])
+    assert len(sys.meta_path) == before + 1
+    assert isinstance(sys.meta_path[0], _UserFolders)
+    monkeypatch.delitem(sys.modules, "cf_umod_again", raising=False)
+    monkeypatch.delitem(sys.modules, "cf_umod_only_one", raising=False)
+    import cf_umod_again
+    import cf_umod_only_one
+
+    assert (cf_umod_again.VALUE, cf_umod_only_one.VALUE) == (2, 11)
+    monkeypatch.delitem(sys.modules, "cf_umod_again")
+    monkeypatch.delitem(sys.modules, "cf_umod_only_one")
