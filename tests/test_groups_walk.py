@@ -320,3 +320,25 @@ def test_a_pinned_gym_env_reporting_its_label_is_not_refused_as_another_group():
     res = cf.decompose(system, "always", n=1000, seed=0)
     lo, hi = res.conf_int().loc["C"]
     assert lo <= 0.4 <= hi  # 0.6 - 0.2: the group named 1 is the first
+
+
+class _IndexTrainee(_PinnedTrainee):
+    """Pinned by options, but reports the group's index, not its label."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, _ = super().reset(seed=seed, options=options)
+        return obs, {"group": self.g}
+
+
+@pytest.mark.parametrize("env", [_Trainee, _IndexTrainee])
+def test_groups_named_by_the_envs_labels_are_matched_by_name_first(env):
+    """groups=[1, 0]: a reported 0 is the group named 0 (groups[1]), as with info:KEY. Old
+    code also took it as the index 0, so an env that ignores options and draws the group
+    itself (the first) passed for both groups, which then were one population; and one
+    that reports indices read its two groups as each other's labels."""
+    pytest.importorskip("gymnasium")
+    with pytest.raises(cf.errors.SystemError_,
+                       match=r"reported info\['group'\] = 0, which is groups\[1\] = '0'"):
+        system = cf.systems.from_gym(lambda: env((1, 0)), groups=[1, 0], group="options",
+                                     horizon=1, check=False)
+        cf.decompose(system, "always", n=200, seed=0)

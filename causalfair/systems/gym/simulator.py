@@ -261,10 +261,15 @@ class GymSimulator:
             got = info.get("group") if type(info) is dict or isinstance(info, Mapping) else None
             if type(got) is not int and got is not None:
                 got = self._one_group(got, "group")
-            if got is not None and got != g and str(got) != self.group_names[g]:
+            # matched as info:KEY matches (group_index): by name first, so with groups
+            # [1, 0] the label 0 is groups[1], never the index 0 as well
+            if got is not None and (found := self.group_index(got)) != g:
+                means = ("names no group" if found is None else
+                         f"which is groups[{found}] = {self.group_names[found]!r} (a label "
+                         "is matched by name first, else as an index)")
                 raise SystemError_(
                     f"gym env {self.name}: reset(options={{'group': {g}}}) reported info['group'] "
-                    f"= {short(got)}, neither {g} nor groups[{g}] = {self.group_names[g]!r}; "
+                    f"= {short(got)}, {means}, not groups[{g}] = {self.group_names[g]!r}; "
                     "list groups in the env's order, with the names it reports ([engine] pair "
                     "picks the pair compared), make reset start the group it is asked for, "
                     "or use group = 'info:KEY'.")
