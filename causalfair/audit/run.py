@@ -389,7 +389,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     selection = selection_rates(model, table, mu_pi, T, source="exact",
                                 labels=system.decisions.labels) if model is not None else (
         counted_selection(dec.decisions, dec.groups, system.decisions.labels,
-                          system.decisions.baseline)
+                          system.decisions.baseline,
+                          worlds=dec.n if system.units_per_replica != 1 else None)
         if getattr(dec, "decisions", None) is not None else None)
     groups = None
     if wanted(len(dec.groups), spec.reference, spec.thresholds):

@@ -169,7 +169,11 @@ def split_pair(name: str, groups: Sequence[str]) -> tuple[int, int] | None:
     return None
 
 
-def _ratio(qa: float, qb: float, sa: float | None, sb: float | None, z: float) -> Q | None:
+def _ratio(qa: float, qb: float, sa: float | None, sb: float | None, z: float,
+           coupled: bool = False) -> Q | None:
+    """min / max of two positive quantities with standard errors ``sa``, ``sb`` (None: exact),
+    its interval by the delta method on its log (the two errors' relative sizes added in
+    quadrature, or summed when the groups share worlds, as the pairs' differences)."""
     qa, qb = float(qa), float(qb)
     if not (qa > 0 and qb > 0):
         return None
@@ -177,7 +181,7 @@ def _ratio(qa: float, qb: float, sa: float | None, sb: float | None, z: float) -
     r = lo_ / hi_
     if sa is None or sb is None:
         return (r, r, r, None)
-    s_log = math.sqrt((sa / qa) ** 2 + (sb / qb) ** 2)
+    s_log = (sa / qa + sb / qb) if coupled else math.sqrt((sa / qa) ** 2 + (sb / qb) ** 2)
     return (r, r * math.exp(-z * s_log), min(1.0, r * math.exp(z * s_log)), r * s_log)
 
 
@@ -514,8 +518,10 @@ def _reference_index(groups: tuple[str, ...], reference: Any) -> int:
 
 
 def _selection_share(selection: Mapping[str, Any] | None, groups: Sequence[str]
-                     ) -> np.ndarray | None:
-    """Per group, the share given any non-baseline action, averaged over the steps."""
+                     ) -> tuple[np.ndarray, list[float | None]] | None:
+    """Per group, the share given any non-baseline action, averaged over the steps, and
+    its standard error (``se_selected``, from counts of sampled units; None where the rates
+    are exact, a model's)."""
     if not selection:
         return None
     rates = selection.get("rate_overall") or {}
@@ -523,7 +529,8 @@ def _selection_share(selection: Mapping[str, Any] | None, groups: Sequence[str]
         vals = [sum(float(x) for x in rates[g].values()) for g in groups]
     except (KeyError, TypeError, ValueError):
         return None
-    return np.asarray(vals)
+    se = selection.get("se_selected") or {}
+    return np.asarray(vals), [None if se.get(g) is None else float(se[g]) for g in groups]
 
 
 def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
@@ -558,7 +565,7 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
                  for i, g in enumerate(groups)}
     if sel is not None:
         for i, g in enumerate(groups):
-            per_group[g]["selection"] = (float(sel[i]),) * 3 + (None,)
+            per_group[g]["selection"] = _q(sel[0][i], sel[1][i], z)
 
     def pair_se(sa: float | None, sb: float | None) -> float | None:
         if sa is None or sb is None:
@@ -573,8 +580,9 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
             v = vals[src]
             q[key] = _q(v[a] - v[b], pair_se(gse(src, a), gse(src, b)), zp)
         q["Lambda"] = _lambda(dec, benefit, lambda_of, (a, b), z)
-        q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), zp)
-        q["ratio_selection"] = None if sel is None else _ratio(sel[a], sel[b], None, None, z)
+        q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), zp, coupled)
+        q["ratio_selection"] = None if sel is None else _ratio(
+            sel[0][a], sel[0][b], sel[1][a], sel[1][b], zp, coupled)
         pairs[f"{groups[a]}-{groups[b]}"] = q
     worst = max(pairs, key=lambda p: abs(pairs[p]["C"][0]))
     atts = None if not attributes else _intersections(
@@ -696,7 +704,7 @@ def _intersections(atts: list[tuple[str, tuple[str, ...]]], groups: tuple[str, .
                     sa + sb if coupled else math.sqrt(sa * sa + sb * sb))
                 q[key] = _q(ea - eb, s, z)
             q["ratio_V"] = _ratio(raw[a]["V"][0], raw[b]["V"][0], raw[a]["V"][1],
-                                  raw[b]["V"][1], z)
+                                  raw[b]["V"][1], z, coupled)
             prs[f"{a}-{b}"] = q
         out[name] = {"values": values, "per_value": pooled, "pairs": prs}
     return out

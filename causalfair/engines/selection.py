@@ -6,6 +6,7 @@ the counts behind them where there are individuals. Read by the group comparison
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 __all__ = ["selection_rates", "counted_selection"]
@@ -74,14 +75,16 @@ def _present_rates(out: dict[str, Any], model: Any, mu: Any, pa: Any, labels: li
     return out
 
 
-def counted_selection(decisions: Any, groups: Any, labels: Any, baseline: int
-                      ) -> dict[str, Any]:
+def counted_selection(decisions: Any, groups: Any, labels: Any, baseline: int,
+                      worlds: int | None = None) -> dict[str, Any]:
     """The selection rates of :func:`selection_rates` from the decisions a Monte Carlo run
     drew (``decisions``: (G, A, T) counts of the units of each group given each action at
     each step, :attr:`causalfair.results.Decomposition.decisions`; their sum over the actions
     is the units of the group at that step), with those counts (``source`` "mc"). A system
     that declares departed levels: the run counts only the units present at each step (the
-    Monte Carlo engines), so these are the rates of those present, as the model's."""
+    Monte Carlo engines), so these are the rates of those present, as the model's.
+    ``worlds``: the number of worlds when the units are coupled (they share worlds), for
+    the standard errors (:func:`_rates_of_counts`)."""
     import numpy as np
 
     cnt = np.asarray(decisions, dtype=np.int64)
@@ -93,17 +96,35 @@ def counted_selection(decisions: Any, groups: Any, labels: Any, baseline: int
                            "steps": int(cnt.shape[2]), "rate": {}, "rate_overall": {}}
     return _rates_of_counts(out, {g: cnt[i].sum(0).tolist() for i, g in enumerate(groups)},
                             {g: {labels[a]: cnt[i, a].tolist() for a in acts}
-                             for i, g in enumerate(groups)})
+                             for i, g in enumerate(groups)}, worlds)
 
 
 def _rates_of_counts(out: dict[str, Any], n: dict[str, list[int]],
-                     count: dict[str, dict[str, list[int]]]) -> dict[str, Any]:
+                     count: dict[str, dict[str, list[int]]], worlds: int | None = None
+                     ) -> dict[str, Any]:
     """``out`` with ``n`` (units per group and step), ``count`` (per group and action) and
-    the rates they give (None where a group has no unit at a step)."""
-    out.update(n=n, count=count, rate={}, rate_overall={})
+    the rates they give (None where a group has no unit at a step), and ``se_selected``:
+    per group, a standard error of its overall share given any non-baseline action (the
+    sum of its ``rate_overall``), for the interval of ``ratio_selection``.
+
+    The counts are of sampled units (a Monte Carlo run's, a log's individuals), so that
+    share is an estimate. It is the steps' shares p_t weighted by their units n_t / N; the
+    same units are counted at every step, so the steps' shares are correlated, by at most
+    1: the standard error is bounded by sum_t (n_t / N) sqrt(p_t (1 - p_t) / m_t)
+    (Cauchy-Schwarz), each step's binomial one, m_t = n_t independent units (or ``worlds``
+    worlds of coupled units: a world's share of the group is one draw in [0, 1] of variance
+    at most p_t (1 - p_t)). Conservative: exact for perfectly correlated steps, wider
+    otherwise (docs/decomposition.md)."""
+    out.update(n=n, count=count, rate={}, rate_overall={}, se_selected={})
     for g, ng in n.items():
         out["rate"][g] = {a: [x / m if m else None for x, m in zip(ca, ng, strict=True)]
                           for a, ca in count[g].items()}
         out["rate_overall"][g] = {a: sum(ca) / sum(ng) if sum(ng) else None
                                   for a, ca in count[g].items()}
+        total, se = sum(ng), 0.0
+        for t, m in enumerate(ng):
+            if m:
+                p = min(1.0, sum(ca[t] for ca in count[g].values()) / m)
+                se += m / total * math.sqrt(p * (1.0 - p) / (worlds or m))
+        out["se_selected"][g] = se if total else None
     return out

@@ -17,8 +17,9 @@ Lambda of a pair: the log audit's estimator (:func:`causalfair.logs.pretest.thre
 on the pair, the thresholding mask from that pair's own bootstrap standard errors) with the
 log audit's interval (:func:`causalfair.logs.pretest.lambda_interval_of`, normal: the
 hull of the thresholded and plug-in intervals); on the audited pair it is the audit's
-Lambda. ``ratio_selection`` comes from the selection rates observed in the log, without an
-interval. The audited pair, when the data chose it (more than two groups, no ``pair=``), has
+Lambda. ``ratio_selection`` comes from the selection rates observed in the log, its interval
+from their counts (the standard errors ``se_selected`` of :mod:`causalfair.engines.selection`,
+by :func:`~causalfair.engines.groups.compare`). The audited pair, when the data chose it (more than two groups, no ``pair=``), has
 its C, DPE, IPE, SPE and ratio_V intervals simultaneous over the pairs
 (:mod:`causalfair._simultaneous`), as the decomposition's.
 """

@@ -166,3 +166,63 @@ def test_monte_carlo_selection_rates_agree_with_the_exact_ones():
         p, q = np.array(ex["rate"][g][act]), np.array(mc["rate"][g][act])
         se = np.sqrt(np.maximum(p * (1 - p), 1e-4) / n)
         assert (np.abs(q - p) < 5 * se).all(), (g, p, q)
+
+
+def test_the_standard_error_of_a_counted_selection_share_by_hand():
+    """se_selected = sum_t (n_t / N) sqrt(p_t (1 - p_t) / m_t), p_t the share given any
+    non-baseline action (two here: 3 actions, baseline 0), m_t the units (or the worlds)."""
+    cnt = np.zeros((2, 3, 2), dtype=np.int64)
+    cnt[0, :, 0] = (5, 3, 2)  # group A, step 0: 10 units, 5 selected
+    cnt[0, :, 1] = (8, 1, 1)  # step 1: 10 units, 2 selected
+    cnt[1, :, 0] = (0, 4, 0)  # group B: everyone selected at step 0 (p = 1: se 0)
+    cnt[1, :, 1] = (6, 1, 1)  # 8 units, 2 selected
+    dec = cf.decompose_mc(cf.systems.make("lending-1"), "threshold:0.5", 2, n=50, seed=0)
+    A, B = dec.groups
+    sel = counted_selection(cnt, [A, B], ["d0", "d1", "d2"], 0)
+    assert sel["se_selected"][A] == pytest.approx(
+        0.5 * np.sqrt(0.25 / 10) + 0.5 * np.sqrt(0.16 / 10), rel=1e-12)
+    assert sel["se_selected"][B] == pytest.approx(8 / 12 * np.sqrt(0.25 * 0.75 / 8), rel=1e-12)
+    worlds = counted_selection(cnt, [A, B], ["d0", "d1", "d2"], 0, worlds=4)
+    assert worlds["se_selected"][A] == pytest.approx(0.5 * 0.5 / 2 + 0.5 * 0.4 / 2, rel=1e-12)
+    # the pair's ratio: min / max of the shares (0.35 and 0.5), delta method on its log
+    from causalfair.engines.groups import compare
+
+    g = compare(dec, selection=sel)
+    r, lo, hi, se = g.pairs[f"{B}-{A}"]["ratio_selection"]
+    s_log = np.hypot(sel["se_selected"][A] / 0.35, sel["se_selected"][B] / 0.5)
+    assert (r, se) == pytest.approx((0.7, 0.7 * s_log), rel=1e-12)
+    assert (lo, hi) == pytest.approx((0.7 * np.exp(-1.959963984540054 * s_log), 1.0), rel=1e-9)
+
+
+def test_the_selection_bound_covers_the_spread_over_seeds():
+    """The bound is at least the standard deviation of the share over independent runs
+    (lending-1, whose credit levels make a unit's decisions correlated over the steps,
+    where the steps' binomial errors added as if independent would be too small)."""
+    system = cf.systems.make("lending-1")
+    shares, bounds = [], []
+    for seed in range(40):
+        dec = cf.decompose_mc(system, "threshold:0.5", 6, n=300, seed=seed, jobs=1)
+        sel = counted_selection(dec.decisions, dec.groups, system.decisions.labels, 0)
+        shares.append(sel["rate_overall"]["s+"]["approve"])
+        bounds.append(sel["se_selected"]["s+"])
+    spread = float(np.std(shares, ddof=1))
+    naive = float(np.mean(bounds)) / np.sqrt(6)  # about what independent steps would give
+    # equal here (the steps nearly perfectly correlated); 0.8: the spread of 40 runs is
+    # itself known to about 11%
+    assert np.mean(bounds) >= 0.8 * spread > naive, (np.mean(bounds), spread, naive)
+
+
+def test_a_noisy_selection_ratio_is_inconclusive_not_a_certain_fail(tiny):
+    """A simulator without a tabular model, 50 units per group: the Monte Carlo selection
+    rates carry an interval, so min_ratio_selection at its middle is INCONCLUSIVE (old
+    code: a zero-width interval at the estimate, a definite verdict from sampling noise)."""
+    base = tiny.read_text()
+    tiny.write_text(base.replace("abs_C = 5.0", "min_ratio_selection = 0.5"))
+    res = audit(tiny)
+    v = next(v for v in res.verdicts if v.key == "min_ratio_selection")
+    pair = res.group_comparison.pairs[v.pair]["ratio_selection"]
+    assert pair[3] is not None and v.lower < v.estimate < v.upper, v
+    assert (v.lower, v.upper) == pytest.approx(pair[1:3], abs=0)
+    tiny.write_text(base.replace("abs_C = 5.0", f"min_ratio_selection = {(v.lower + v.upper) / 2}"))
+    again = next(x for x in audit(tiny).verdicts if x.key == "min_ratio_selection")
+    assert again.status == "INCONCLUSIVE" and again.estimate == v.estimate
