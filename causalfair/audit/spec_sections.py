@@ -492,9 +492,12 @@ def thresholds_section(sec: Any, path: Path | None) -> dict[str, float]:
     if not isinstance(sec, Mapping):
         raise bad_value(path, "[thresholds]", sec, "a table such as { abs_C = 0.05 }")
     thr: dict[str, float] = {}
+    spelt: dict[str, str] = {}  # each key as the spec wrote it: a key given twice is refused
     for k in sec:
         if k in PAIR_KEYS and isinstance(sec[k], Mapping):  # [thresholds.abs_C] "A-B" = 0.1
             for pr in sec[k]:
+                _once(spelt, f"{k}[{pr}]", f"[thresholds.{k}] {_toml_key(pr)} = "
+                      f"{short(sec[k][pr])}", path)
                 thr[f"{k}[{pr}]"] = _threshold_value(sec[k], pr, f"[thresholds.{k}] {pr}", k, path)
             continue
         why = group_key_error(k) if k not in THRESHOLD_KEYS else None
@@ -506,8 +509,26 @@ def thresholds_section(sec: Any, path: Path | None) -> dict[str, float]:
             raise SpecError(f"{spec_label(path)}: [thresholds] {k}: " + (
                 unknown_key(k, (*THRESHOLD_KEYS, *MAX_PAIR_KEYS, *MIN_RATIO_KEYS), listed)
                 if why == "unknown key" else f"{why}; allowed keys: {listed}."))
+        _once(spelt, k, f"[thresholds] {_toml_key(k)} = {short(sec[k])}", path)
         thr[k] = _threshold_value(sec, k, f"[thresholds] {k}", split_key(k)[0], path)
     return thr
+
+
+def _once(spelt: dict[str, str], key: str, how: str, path: Path | None) -> None:
+    """Record threshold ``key`` spelt ``how``; refuse it when another spelling gave it
+    already (``"abs_C[A-B]" = 0.1`` and ``[thresholds.abs_C] "A-B" = 0.3`` are one
+    threshold: which would hold is not for the reader to guess)."""
+    if key in spelt:
+        raise SpecError(f"{spec_label(path)}: [thresholds] {key}: given twice, as "
+                        f"{spelt[key]} and as {how} (the same threshold); keep one of them.")
+    spelt[key] = how
+
+
+def _toml_key(key: Any) -> str:
+    """``key`` as TOML writes it: bare when it can be, else in double quotes."""
+    k = str(key)
+    return k if k and all(c.isalnum() or c in "_-" for c in k) and k.isascii() else \
+        '"' + k.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _threshold_value(sec: Mapping[str, Any], key: str, label: str, base: str,

@@ -1,0 +1,44 @@
+"""Spec errors found before anything runs, each named as the user wrote it: a threshold given
+twice, a pair of groups the system lacks, a quantity the audit cannot produce, a built-in
+policy the system's budget forbids, [engine] keys that would do nothing; the gate's invalid
+specs in command-line order and named as given (the tester's report hunt_c)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from causalfair.audit import load_spec
+from causalfair.cli import main
+from causalfair.errors import SpecError
+
+HEAD = 'name="x"\n[system]\nid="lending-1"\n[policy]\nbuiltin="threshold:0.5"\n'
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# ------------------------------------------------------------- a threshold given twice
+@pytest.mark.parametrize("cmd", ["audit", "gate"])
+def test_a_pair_threshold_in_both_forms_is_refused(tmp_path, monkeypatch, capsys, cmd):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "dup.toml", HEAD + '[thresholds]\n"abs_C[s+-s-]" = 0.1\n'
+           '[thresholds.abs_C]\n"s+-s-" = 0.3\n')
+    args = [cmd, "dup.toml"] + (["--out", "o"] if cmd == "audit" else [])
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert 'given twice, as [thresholds] "abs_C[s+-s-]" = 0.1 and as [thresholds.abs_C] ' \
+           '"s+-s-" = 0.3' in err and "keep one of them" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_pair_threshold_in_one_form_is_kept():
+    spec = load_spec({"name": "x", "thresholds": {"abs_C[s+-s-]": 0.1,
+                                                   "abs_C": {"s--s+": 0.3}}})
+    assert spec.thresholds == {"abs_C[s+-s-]": 0.1, "abs_C[s--s+]": 0.3}
