@@ -291,6 +291,22 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         alpha=read_float(sec, "alpha", "[engine] alpha", path, default=0.05, lo=0.0, hi=0.5,
                          lo_open=True),  # the error level: 0.95 would ask for 5% intervals
     )
+    for key in ("n", "seed"):  # keys that would change nothing: refused, not ignored
+        if key not in sec:
+            continue
+        if "logs" in raw:
+            raise SpecError(
+                f"{spec_label(path)}: [engine] {key}: not used with [logs] (a log audit runs "
+                "no Monte Carlo: its intervals bootstrap the logs); set [logs] "
+                f"{'n_boot (the bootstrap replicates)' if key == 'n' else 'seed (the bootstrap seed)'}"
+                " instead, or remove it.")
+        if kind == "exact":
+            why = "kind = \"exact\"" if "kind" in sec else \
+                "kind = \"exact\", the default with [model]"
+            raise SpecError(
+                f"{spec_label(path)}: [engine] {key}: not used by the exact engine ({why}: it "
+                "computes the numbers from the tabular model, no sampling); remove it, or set "
+                f"[engine] kind = \"mc\" to audit by Monte Carlo with this {key}.")
     if "pair" in sec:  # the compared groups (names checked against the system's when run)
         pr = sec["pair"]
         if isinstance(pr, list) and len(pr) == 2 and all(isinstance(g, str) and g for g in pr) \

@@ -6,6 +6,7 @@ specs in command-line order and named as given (the tester's report hunt_c)."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -42,3 +43,35 @@ def test_a_pair_threshold_in_one_form_is_kept():
     spec = load_spec({"name": "x", "thresholds": {"abs_C[s+-s-]": 0.1,
                                                    "abs_C": {"s--s+": 0.3}}})
     assert spec.thresholds == {"abs_C[s+-s-]": 0.1, "abs_C[s--s+]": 0.3}
+
+
+# ------------------------------------------------------------- [engine] keys with no effect
+@pytest.mark.parametrize("key,fix", [("n", "[logs] n_boot"), ("seed", "[logs] seed")])
+def test_engine_n_and_seed_are_refused_with_logs(tmp_path, key, fix):
+    (tmp_path / "log.csv").write_text("t,id,group,level,decision,next_level\n")
+    with pytest.raises(SpecError, match=rf"\[engine\] {key}: not used with \[logs\].*"
+                                        rf"{re.escape(fix)}"):
+        load_spec({"name": "x", "logs": {"path": "log.csv"}, "engine": {key: 3}},
+                  base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("engine,why", [
+    ({"kind": "exact", "n": 100}, 'kind = "exact":'),
+    ({"kind": "exact", "seed": 3}, 'kind = "exact":'),
+    ({"n": 100}, 'the default with [model]'),
+])
+def test_engine_n_and_seed_are_refused_on_the_exact_engine(engine, why):
+    raw = {"name": "x", "engine": engine} | ({"system": {"id": "lending-1"}}
+                                             if "kind" in engine else {"model": {}})
+    with pytest.raises(SpecError) as err:
+        load_spec(raw)
+    msg = str(err.value)
+    assert why in msg and 'set [engine] kind = "mc"' in msg and "not used by the exact" in msg
+
+
+def test_engine_n_and_seed_are_kept_where_they_count():
+    spec = load_spec({"name": "x", "system": {"id": "lending-1"},
+                      "engine": {"kind": "mc", "n": 100, "seed": 3}})
+    assert (spec.n, spec.seed) == (100, 3)
+    spec = load_spec({"name": "x", "system": {"id": "lending-1"}, "engine": {"n": 100}})
+    assert spec.n == 100  # auto: Monte Carlo on a system without a tabular model
