@@ -364,11 +364,18 @@ def _gym_section(sec: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
     if not isinstance(env, str) or not env.strip():
         raise bad_value(path, "[system] gym", env,
                         "'module:make_env' (module.py next to the spec) or a registered Gymnasium id")
-    groups = sec.get("groups")
+    if "groups" not in sec:
+        raise SpecError(f"{spec_label(path)}: [system] groups: missing; list the env's groups "
+                        "in its order, e.g. groups = [\"White\", \"Black\"] (index 0 is s+).")
+    groups = sec["groups"]
+    if isinstance(groups, list) and all(isinstance(g, (str, int)) for g in groups):
+        groups = [str(g) for g in groups]  # [1, 0] is ["1", "0"], as from_gym reads it
     if not isinstance(groups, list) or len(groups) < 2 or len(set(map(str, groups))) != len(
             groups) or not all(isinstance(g, str) and g for g in groups):
-        raise bad_value(path, "[system] groups", groups,
-                        "at least two distinct group names such as [\"White\", \"Black\"] (index 0 is s+)")
+        raise bad_value(path, "[system] groups", sec["groups"],
+                        "at least two distinct group names such as [\"White\", \"Black\"] "
+                        "(index 0 is s+), or the values the env reports, such as [1, 0] or "
+                        "[true, false] (read as from_gym reads them: the names \"1\" and \"0\")")
     gp: dict[str, Any] = {"env": env, "groups": groups, "params": dict(sec.get("params", {}))}
     for key in ("group", "gain"):
         if key in sec:

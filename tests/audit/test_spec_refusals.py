@@ -75,3 +75,28 @@ def test_engine_n_and_seed_are_kept_where_they_count():
     assert (spec.n, spec.seed) == (100, 3)
     spec = load_spec({"name": "x", "system": {"id": "lending-1"}, "engine": {"n": 100}})
     assert spec.n == 100  # auto: Monte Carlo on a system without a tabular model
+
+
+# ------------------------------------------------------------- gym groups
+@pytest.mark.parametrize("groups,names", [([1, 0], ["1", "0"]), ([True, False], ["True", "False"]),
+                                          (["1", "0"], ["1", "0"])])
+def test_gym_groups_may_be_the_values_the_env_reports(groups, names):
+    spec = load_spec({"name": "x", "system": {"gym": "m:make", "groups": groups}})
+    assert spec.system_params["groups"] == names  # as from_gym reads them (str of each)
+
+
+def test_gym_groups_missing_or_bad_are_named():
+    with pytest.raises(SpecError, match=r"\[system\] groups: missing; list the env's groups"):
+        load_spec({"name": "x", "system": {"gym": "m:make"}})
+    with pytest.raises(SpecError, match=r"\[system\] groups: bad value \[1, 1\].*such as \[1, 0\]"):
+        load_spec({"name": "x", "system": {"gym": "m:make", "groups": [1, 1]}})
+
+
+def test_the_error_docs_audit_md_quotes_is_the_one_printed(tmp_path, monkeypatch, capsys):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "audit.md").read_text("utf-8")
+    quoted = next(line for line in doc.splitlines()
+                  if line.startswith("causalfair audit: error: audit spec audits/x.toml"))
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "audits" / "x.toml", HEAD + '[engine]\nkind = "exactly"\n')
+    assert main(["audit", "audits/x.toml", "--no-report"]) == 2
+    assert capsys.readouterr().err.strip() == quoted
