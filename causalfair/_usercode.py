@@ -529,10 +529,12 @@ def load_callable(ref: str, *, search_path: str | Path | None = None, what: str 
                     f"({cause}); install it (pip install ...) or fix the import in "
                     f"{mod_name}.") from None
             where = f" (looked in {path} and the installed packages)" if path else ""
+            put = (f"put {_file_of(mod_name)} in "
+                   f"{'the working directory' if str(path) == '.' else path}" if path else
+                   f"put {_file_of(mod_name)} on Python's import path (sys.path)")
             raise SystemError_(
-                f"{what}: cannot import module {mod_name!r}{where}: {cause}; put {_file_of(mod_name)} "
-                "next to the spec (on the command line: in --search-path, default the working "
-                "directory) or install the package that provides it.") from None
+                f"{what}: cannot import module {mod_name!r}{where}: {cause}; {put} or install "
+                "the package that provides it.") from None
         if isinstance(cause, SyntaxError):
             raise SystemError_(f"{what}: module {mod_name!r} has a syntax error: {cause}.") from None
         raise SystemError_(f"{exc}.") from exc  # the cause keeps the user's traceback
