@@ -297,6 +297,22 @@ def _parse_prob(spec: str, value: str, what: str) -> float:
     return q
 
 
+def _within_budget(policy: Policy, spec: str, system: Any, mass: float) -> Policy:
+    """``policy`` (the built-in ``spec``, giving each unit ``mass``: its probability of a
+    non-baseline action, whatever the state), refused on a system whose budget of one
+    action per replica its units' probabilities would exceed (the Monte Carlo engine
+    draws one categorical per replica from them: they must sum to at most 1)."""
+    units = getattr(system, "units_per_replica", 1) if system is not None else 1
+    if system is None or system.decisions.budget != 1 or units * mass <= 1.0 + 1e-9:
+        return policy
+    raise PolicyError(
+        f"policy: {spec!r} gives each of the {units} units of a replica of system "
+        f"{system.id!r} probability {mass:.6g} of an action other than the baseline, "
+        f"{units * mass:.6g} in all, and the system's budget is one such action per replica "
+        "(the probabilities must sum to at most 1); use never, a checkpoint or a factory "
+        "policy that gives each unit its probability of being the one chosen.")
+
+
 def parse_policy(spec: str, model: Any) -> Policy:
     """A built-in policy from its CLI spelling (see ``BUILTIN_POLICIES``). ``model`` is a
     :class:`~causalfair.model.TabularModel` or a :class:`~causalfair.systems.System`;
@@ -326,12 +342,14 @@ def parse_policy(spec: str, model: Any) -> Policy:
             raise PolicyError(f"policy: {spec!r} needs an action index after ':', got {arg!r}.") from None
         if not 0 <= a < A:
             raise PolicyError(f"policy: {spec!r}: the action must be in [0, {A}), got {a}.")
-        return ActionPolicy(a, A, name=spec)
+        return _within_budget(ActionPolicy(a, A, name=spec), spec, system,
+                              0.0 if a == base else 1.0)
     if kind == "uniform" and not arg:
         acts = list(allowed_acts) if allowed_acts is not None else list(range(A))
         row = np.zeros(A)
         row[acts] = 1.0 / len(acts)
-        return UniformPolicy(row, name="uniform")
+        return _within_budget(UniformPolicy(row, name="uniform"), spec, system,
+                              float(row.sum() - row[base]))
     if kind in ("always", "random", "threshold", "blind") and A != 2:
         raise PolicyError(
             f"policy: {spec!r} is a two-action policy, and system {mname!r} has {A} actions; "
@@ -344,9 +362,10 @@ def parse_policy(spec: str, model: Any) -> Policy:
             f"system {mname!r}, so it would not mean what it says; use never (always the "
             f"baseline {labels[base]!r}), action:K, uniform, a checkpoint or a factory.")
     if kind == "always" and not arg:
-        return ConstantPolicy(1.0, name="always")
+        return _within_budget(ConstantPolicy(1.0, name="always"), spec, system, 1.0)
     if kind == "random":
-        return ConstantPolicy(_parse_prob(spec, arg, "Q"), name=spec)
+        q = _parse_prob(spec, arg, "Q")
+        return _within_budget(ConstantPolicy(q, name=spec), spec, system, q)
     if kind in ("threshold", "blind"):
         thr = _parse_prob(spec, arg, "P")
         if tab is None or score_name not in tab.aux:
