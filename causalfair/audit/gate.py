@@ -120,7 +120,7 @@ class GateEntry:
 
     def to_dict(self) -> dict[str, Any]:
         if self.error is not None:
-            d = {"name": self.spec.name, "spec": display_path(self.spec.path),
+            d = {"name": self.spec.name, "spec": self.spec.file_shown,
                  "overall": ERROR, "error": self.error, "verdicts": [],
                  "checkpoint_sha256": None}
             if self.before is not None:  # its retrain failed: the audit, as for a FAIL
@@ -131,7 +131,7 @@ class GateEntry:
                             else {})}
         d: dict[str, Any] = {
             "name": self.spec.name,
-            "spec": display_path(self.spec.path),
+            "spec": self.spec.file_shown,
             "overall": self.overall,
             "verdicts": [v.to_dict() for v in self.final.verdicts],
             "utility": utility_of(self.final),
@@ -319,26 +319,29 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     runner = make_backend(jobs, backend, address)
     timeout = check_timeout(timeout, "timeout")
 
-    loaded, errors, names = [], [], []
-    for s in specs:
+    loaded, errors, names, at = [], [], [], []  # at: each loaded spec's place in specs
+    unread_at = []  # each spec that cannot be read: its place in specs
+    for k, s in enumerate(specs):
         label = str(getattr(s, "path", None) or s) if not isinstance(s, AuditSpec) else s.name
         try:
             sp = as_spec(s)
             if ("thresholds" not in sp.raw and not sp.baseline_thresholds
                     and not isinstance(s, AuditSpec)):
                 raise SpecError(
-                    f"{spec_label(sp.path)}: [thresholds]: missing; a gate without thresholds "
+                    f"{sp.label}: [thresholds]: missing; a gate without thresholds "
                     "passes everything. Add thresholds, or write an empty [thresholds] table "
                     "to gate on nothing on purpose.")
             loaded.append(sp)
+            at.append(k)
         except CausalfairError as exc:
             errors.append((label, str(exc).splitlines()[0]))
             names.append(spec_file_name(s) or label)
+            unread_at.append(k)
     names, bad_names = [s.name for s in loaded], names
     dup = {n for n in names if names.count(n) > 1}
     if dup:  # the JSON, the JUnit, --reports/NAME and gate-merge's shards key on the name
         first = sorted(dup)[0]
-        files = ", ".join(display_path(s.path) if s.path else s.name for s in loaded
+        files = ", ".join(s.file_shown or s.name for s in loaded
                           if s.name == first)
         raise SpecError(f"audit spec name: bad value {first!r} in {files}; the specs of one "
                         "gate need distinct names (its JSON, JUnit and reports hold one entry "
@@ -352,13 +355,18 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         # audited: here, or on the workers (then each rebuilds its spec for its audit)
         # (a spec that cannot be read: the others are checked here, every error at once)
         prepared_, failed = _check_specs(SerialBackend() if errors else runner, loaded, limits)
-        tracebacks, user_tracebacks, unread = [], [], list(bad_names)
-        for i, (msg, user_tb, tb) in failed.items():
-            sp = loaded[i]
-            errors.append((display_path(sp.path) if sp.path else sp.name, msg))
-            bad_names.append(sp.name)
-            user_tracebacks.append(user_tb)
-            tracebacks.extend([tb] if tb else [])
+        unread = list(bad_names)
+        # every invalid spec in the order given (a shard's, hence gate-merge's, order too):
+        # (place, (file, message), name, user's traceback, traceback of a bug)
+        bad = sorted([(k, err, n, "", "") for k, err, n in zip(unread_at, errors, unread,
+                                                                 strict=True)]
+                     + [(at[i], (loaded[i].file_shown or loaded[i].name, msg), loaded[i].name,
+                         user_tb, tb) for i, (msg, user_tb, tb) in failed.items()],
+                     key=lambda e: e[0])
+        errors = [e[1] for e in bad]
+        bad_names = [e[2] for e in bad]
+        user_tracebacks = [e[3] for e in bad if e[3]]
+        tracebacks = [e[4] for e in bad if e[4]]
         if errors:  # each named as a spec that ran would be, unless another spec has its name
             every = names + unread
             raise GateSpecErrors(errors, len(specs), tracebacks=tracebacks,
@@ -422,7 +430,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                 # report: the audit's report, opening with the error, when its retrain failed
                 entry.report = (write_error_report(
                     Path(reports) / s.name, name=s.name,
-                    spec=display_path(s.path) if s.path else s.name, error=entry.error)
+                    spec=s.file_shown or s.name, error=entry.error)
                     if entry.before is None else
                     write_report(entry.before, Path(reports) / s.name, retrain_error=entry.error))
             entries.append(entry)
@@ -563,7 +571,7 @@ def _retrainable(loaded: Sequence[AuditSpec], prepared: Mapping[int, Prepared]) 
         try:
             check_retrain(s, prepared[i].system if i in prepared else None)
         except SpecError as exc:
-            errors.append((display_path(s.path) if s.path else s.name,
+            errors.append((s.file_shown or s.name,
                            str(exc).splitlines()[0]))
             names.append(s.name)
     if errors:
@@ -577,11 +585,10 @@ def _error_entry(spec: AuditSpec, failure: Any, what: str = "audit",
     ``before``) failed (a :class:`SpecFailure`, or a backend's ``TaskError``: a crash, a
     dead worker, a time limit), in one form whatever failed: ``audit spec PATH: the WHAT
     failed: what happened; the fix`` (PATH relative to the checkout, as the JSON's)."""
-    label = (spec_label(display_path(spec.path)) if spec.path is not None
-             else f"audit spec {spec.name}")
+    label = spec.label if spec.path is not None else f"audit spec {spec.name}"
     if isinstance(failure, SpecFailure):
         msg = failure.message
-        if spec.path is not None:  # the engines name it by its absolute path
+        if spec.path is not None:  # a message that names it by its absolute path
             msg = msg.replace(spec_label(spec.path), label, 1)
         head, sep, rest = msg.partition(": ")
         if sep and head.startswith("audit spec"):  # the spec as the message names it
@@ -628,7 +635,7 @@ def audit_within(spec: AuditSpec, timeout: float | None = None, **kw: Any) -> Au
         raise InputError(out.message)
     if isinstance(out, TaskError):
         if out.kind == "TimeoutError":
-            raise ResourceLimitError(f"{spec_label(spec.path)}: the audit {out.message}")
+            raise ResourceLimitError(f"{spec.label}: the audit {out.message}")
         if out.input_error:
             raise InputError(out.message)
         raise RuntimeError(f"the audit failed in its worker: {out.kind}: {out.message}\n"

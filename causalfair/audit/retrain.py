@@ -29,7 +29,6 @@ from causalfair._io import atomic_write_bytes
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.run import audit, build_system, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec
-from causalfair.audit.spec_sections import spec_label
 from causalfair.engines.benefit import eps_for, model_eps
 from causalfair.engines.groups import resolve_pair
 from causalfair.engines.montecarlo import decompose_mc
@@ -134,7 +133,7 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
     start from a checkpoint kept with a ``vecnormalize.pkl`` (the trainer refuses it),
     ``exact`` on a system without a tabular model or with thresholds it cannot impose.
     ``system``: the spec's system when already built."""
-    where = spec_label(spec.path)
+    where = spec.label
     if spec.retrain is None:
         raise SpecError(f"{where}: [retrain]: missing; --retrain needs a [retrain] section, "
                         "e.g. algo = \"exact\" (the most profitable policy that meets "
@@ -193,7 +192,7 @@ def imposed_constraints(spec: AuditSpec) -> list[Constraint]:
     r = spec.retrain or {}
     if r.get("algo") != "exact" and spec.setting is not None and not get(r["algo"]).runs_as:
         return []
-    where = spec_label(spec.path)
+    where = spec.label
     who = ("the exact repair" if r.get("algo") == "exact"
            else f"[retrain] algo {r.get('algo')!r} (PPO-Lagrangian)")
     if r.get("algo") != "exact" and not spec.thresholds:
@@ -321,7 +320,7 @@ def floor_utilities(spec: AuditSpec) -> dict[str, float]:
         if s.engine != "mc":  # the exact audit: cheap, and its utility is the model's
             out[name] = utility_of(run_prepared(prep))
             continue
-        pair = resolve_pair(s.pair, prep.system.groups, f"{spec_label(s.path)}: [engine] pair")
+        pair = resolve_pair(s.pair, prep.system.groups, f"{s.label}: [engine] pair")
         dec = decompose_mc(prep.system, prep.policy, s.horizon, n=s.n, seed=s.seed,
                            policy_name=prep.label, pair=pair)
         out[name] = float(dec.total_utility)
@@ -401,7 +400,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any, built: Path
     optimised on the exact engine's numbers under the spec's thresholds, saved to
     ``built``; its re-audit."""
     r = spec.retrain or {}
-    where = spec_label(spec.path)
+    where = spec.label
     T = spec.horizon or system.horizon
     constraints = _on_spec_pair(imposed_constraints(spec), spec, system.groups)
     pair = resolve_pair(spec.pair, system.groups, f"{where}: [engine] pair")
@@ -500,7 +499,7 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
                 kw[fname] = v
                 break
         else:
-            raise SpecError(f"{spec_label(spec.path)}: [retrain] betas {bk}: the trainer has no "
+            raise SpecError(f"{spec.label}: [retrain] betas {bk}: the trainer has no "
                             f"field beta_{bk}.")
     return TrainConfig(**kw)
 
@@ -511,7 +510,7 @@ def _on_spec_pair(constraints: list[Constraint], spec: AuditSpec,
     as the same key of the spec's ``[engine] pair`` (``abs_C[B-A]``), so that the exact
     repair, whose plain keys are its engine's default pair, meets the pair the gate
     judges; unchanged without a pair."""
-    ab = resolve_pair(spec.pair, groups, f"{spec_label(spec.path)}: [engine] pair")
+    ab = resolve_pair(spec.pair, groups, f"{spec.label}: [engine] pair")
     if ab is None:
         return constraints
     name = f"{groups[ab[0]]}-{groups[ab[1]]}"

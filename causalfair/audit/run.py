@@ -13,8 +13,7 @@ from typing import Any
 from causalfair._simultaneous import WIDENED, pair_z, simultaneous_dict
 from causalfair._validation import check_keywords, engine_for, z_quantile
 from causalfair.audit.result import AuditResult, display_path
-from causalfair.audit.spec import AuditSpec, load_spec
-from causalfair.audit.spec_sections import spec_label
+from causalfair.audit.spec import GYM_KEYS, AuditSpec, load_spec
 from causalfair.engines.attribution import attribute_exact, compare_attribute_mc
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
@@ -29,6 +28,7 @@ from causalfair.errors import (
     InputError,
     SpecError,
     UserCodeError,
+    short,
 )
 from causalfair.logs import PositivityError, audit_logs, linear_potential, read_logs
 from causalfair.logs.audit import FittedModelPolicy
@@ -37,12 +37,14 @@ from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import as_system, load_tabular, make
 from causalfair.thresholds import (
     OTHER_NOTIONS,
+    THRESHOLD_KEYS,
     Verdict,
     abs_interval,
     group_verdicts,
     is_group_key,
     judge,
     name_pairs,
+    split_key,
 )
 
 __all__ = ["audit", "run_audit", "build_system", "resolve_policy", "choose_engine", "in_spec"]
@@ -86,18 +88,19 @@ def _verdicts(spec: AuditSpec, q: Mapping[str, tuple[float, float, float, float 
     for key, thr in spec.thresholds.items():
         if is_group_key(key):  # over groups beyond the pair (causalfair.engines.groups)
             if groups is None:
-                raise SpecError(f"{spec_label(spec.path)}: [thresholds] {key}: thresholds over "
+                raise SpecError(f"{spec.label}: [thresholds] {key}: thresholds over "
                                 "groups need an audit of a system or model with groups.")
             try:
                 out += group_verdicts({key: thr}, groups)
             except CausalfairError as exc:
-                raise SpecError(f"{spec_label(spec.path)}: [thresholds] {exc}") from None
+                raise SpecError(f"{spec.label}: [thresholds] {exc}") from None
             continue
         base = key[4:] if key.startswith("abs_") else key
         if base not in q:
             raise SpecError(
-                f"{spec_label(spec.path)}: [thresholds] {key}: the quantity {base!r} is not "
-                f"available for this audit (available: {', '.join(sorted(q))})."
+                f"{spec.label}: [thresholds] {key}: the quantity {base!r} is not "
+                f"available for this audit; remove it (available: "
+                f"{', '.join(k for k in THRESHOLD_KEYS if k.removeprefix('abs_') in q)})."
             )
         e, lo, hi, _ = q[base]
         if key.startswith("abs_"):
@@ -131,7 +134,21 @@ def build_system(spec: AuditSpec) -> Any:
         return make(spec.system_id or "lending-1", search_path=spec.base_dir,
                     **dict(spec.system_params))
     except CausalfairError as exc:
-        raise in_spec(exc, f"{spec_label(spec.path)}: [system]") from exc
+        key = None if isinstance(exc, UserCodeError) else _gym_key(spec, str(exc))
+        if key is not None:  # a [system] key of a gym spec: named as the spec writes it
+            raise SpecError(f"{spec.label}: [system] {key}: "
+                            f"{str(exc).partition(': ')[2]}") from exc
+        raise in_spec(exc, f"{spec.label}: [system]") from exc
+
+
+def _gym_key(spec: AuditSpec, message: str) -> str | None:
+    """The ``[system]`` key of a gym spec that ``message`` of ``from_gym`` (``"from_gym
+    KEY: ..."``, or the decisions' ``"decisions.baseline: ..."``) is about, else None."""
+    if spec.system_id != "gym":
+        return None
+    head = message.partition(": ")[0]
+    key = {"decisions.baseline": "baseline"}.get(head, head.removeprefix("from_gym "))
+    return key if key in GYM_KEYS and key in spec.raw.get("system", {}) else None
 
 
 def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None,
@@ -141,7 +158,7 @@ def resolve_policy(spec: AuditSpec, system: Any, policy: Any = None,
     ``[policy] vecnormalize``; ``policy`` overrides it with anything the resolver accepts
     (a factory is looked up in the spec's folder first), with the statistics of
     ``vecnormalize`` (the spec's belong to the spec's policy, never to another)."""
-    where = spec_label(spec.path)
+    where = spec.label
     if policy is not None:
         return resolve(policy, system, search_path=spec.base_dir, where="policy",
                        vecnormalize=vecnormalize)
@@ -168,7 +185,7 @@ def choose_engine(spec: AuditSpec, system: Any) -> str:
     engine_sec = spec.raw.get("engine") if isinstance(spec.raw, Mapping) else None
     if not (isinstance(engine_sec, Mapping) and "kind" in engine_sec):
         kind = "auto"  # not chosen in the spec: whatever the system supports
-    return engine_for(system, kind, field=f"{spec_label(spec.path)}: [engine] kind",
+    return engine_for(system, kind, field=f"{spec.label}: [engine] kind",
                       error=SpecError, check=False)  # the contract: in run_prepared
 
 
@@ -203,10 +220,10 @@ def audit(spec_or_path: str | os.PathLike[str] | AuditSpec | Mapping[str, Any], 
     spec = as_spec(spec_or_path)
     if spec.source == "logs":
         if baseline is not None:
-            raise SpecError(f"{spec_label(spec.path)}: {baseline_where}: an audit from logs has "
+            raise SpecError(f"{spec.label}: {baseline_where}: an audit from logs has "
                             "no policy to compare on a system; audit a [system] spec instead.")
         if system is not None:
-            raise SpecError(f"{spec_label(spec.path)}: system: an audit from logs fits its "
+            raise SpecError(f"{spec.label}: system: an audit from logs fits its "
                             "model to the logs; audit a [system] spec to pass a system.")
         return _audit_logs(spec, t0, policy, vecnormalize)
     return run_prepared(prepare(spec, system=system, policy=policy, baseline=baseline,
@@ -252,7 +269,7 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
     ``baseline_vecnormalize`` are the statistics of ``policy`` / ``baseline``
     (:func:`audit`)."""
     if baseline_vecnormalize is not None and baseline is None:
-        raise SpecError(f"{spec_label(spec.path)}: {_keyword(baseline_where, 'vecnormalize')}: "
+        raise SpecError(f"{spec.label}: {_keyword(baseline_where, 'vecnormalize')}: "
                         f"goes with {baseline_where} (the statistics of the baseline passed in); "
                         "the spec's [baseline] takes its statistics from [baseline] "
                         "vecnormalize.")
@@ -270,6 +287,7 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
     explicit = isinstance(spec.raw, Mapping) and "horizon" in spec.raw
     T = spec.horizon if spec.horizon is not None and explicit else system.horizon
     spec = replace(spec, engine=choose_engine(spec, system), horizon=T)
+    check_on_system(spec, system)
     override, baseline = baseline, None
     if spec.baseline_thresholds or spec.baseline_label is not None or override is not None:
         paired_keys = {"C", "DPE", "IPE", "SPE", "utility"}
@@ -278,15 +296,15 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
                    if (k[4:] if k.startswith("abs_") else k) not in paired_keys]
             if bad:
                 raise SpecError(
-                    f"{spec_label(spec.path)}: [baseline.thresholds] {bad[0]}: needs the exact value "
+                    f"{spec.label}: [baseline.thresholds] {bad[0]}: needs the exact value "
                     f"on both sides, and system {system.id!r} has no tabular model; on a "
                     "simulator, relative thresholds take C, DPE, IPE, SPE (abs_ too) and utility.")
         if spec.engine == "mc" and system.units_per_replica != 1:
-            raise SpecError(f"{spec_label(spec.path)}: [baseline]: the paired Monte Carlo comparison "
+            raise SpecError(f"{spec.label}: [baseline]: the paired Monte Carlo comparison "
                             f"needs independent units; system {system.id!r} couples them. Use "
                             "[engine] kind = \"exact\" or compare two audits.")
         where = (baseline_where if override is not None
-                 else f"{spec_label(spec.path)}: [baseline]")
+                 else f"{spec.label}: [baseline]")
         # the statistics of the baseline compared with: passed with it, else the spec's
         stats = ({"vecnormalize": baseline_vecnormalize,
                   "vecnormalize_where": _keyword(baseline_where, "vecnormalize")}
@@ -301,6 +319,64 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
         except CausalfairError as exc:  # a bad policy, checkpoint or factory: name where
             raise in_spec(exc, where) from None
     return Prepared(spec, system, pol, pname, sha, meta, baseline)
+
+
+def unavailable(system: Any) -> dict[str, str]:
+    """The quantities an audit of ``system`` cannot produce, whatever its policy, each with
+    why (what :func:`_quantities` will lack): the notions tpr_gap, w1_final and dp_gap need a
+    tabular model (:func:`causalfair.engines.notions.other_notions`), tpr_gap and
+    elbert_bias its ``p_repay`` table and two actions (elbert_bias also comes from coupled
+    units' Monte Carlo), Lambda a system with levels or features to pair individuals
+    (:func:`causalfair.engines.benefit_mc.system_benefit`)."""
+    out: dict[str, str] = {}
+    model = system.tabular if "exact" in system.engines else None
+    if model is None:
+        for k in ("tpr_gap", "w1_final", "dp_gap"):
+            out[k] = f"it needs a tabular model, and system {system.id!r} has none"
+        if system.units_per_replica == 1:
+            out["elbert_bias"] = (f"it needs a tabular model, or coupled units, and system "
+                                  f"{system.id!r} has neither")
+        if system.n_levels is None and system.features is None:
+            out["Lambda"] = (f"it needs levels or features to pair individuals, and system "
+                             f"{system.id!r} declares neither")
+    elif not (model.binary and "p_repay" in model.aux):
+        for k in ("tpr_gap", "elbert_bias"):
+            out[k] = (f"it needs the p_repay table of a two-action tabular model, and system "
+                      f"{system.id!r}'s has {'no such table' if model.binary else 'more actions'}")
+    return out
+
+
+def available_keys(missing: Mapping[str, Any]) -> str:
+    """The [thresholds] keys (:data:`~causalfair.thresholds.THRESHOLD_KEYS`) whose quantity
+    is not among ``missing``, as a refusal lists them."""
+    return ", ".join(k for k in THRESHOLD_KEYS if k.removeprefix("abs_") not in missing)
+
+
+def check_on_system(spec: AuditSpec, system: Any) -> None:
+    """What ``spec`` asks of ``system``, refused before any engine runs (:func:`prepare`:
+    the audit, ``--baseline``, the gate's check of every spec): ``[engine] pair`` and
+    ``reference`` name groups of the system, each ``[thresholds] KEY[A-B]`` two of them,
+    and each threshold's quantity is one this audit can produce (:func:`unavailable`)."""
+    where = spec.label
+    groups = tuple(str(g) for g in system.groups)
+    _spec_pair(spec, groups)
+    if spec.reference is not None and spec.reference not in groups:
+        raise SpecError(f"{where}: reference: bad value {short(spec.reference, 60)}; name one "
+                        f"of the groups {', '.join(groups)} (default: the first).")
+    missing = unavailable(system)
+    for key in spec.thresholds:
+        base, pair = split_key(key)
+        if pair is not None:
+            try:
+                resolve_pair(pair, groups, key)
+            except InputError as exc:
+                raise SpecError(f"{where}: [thresholds] {exc}") from None
+        metric = base.removeprefix("min_").removeprefix("max_").removeprefix("abs_")
+        if metric in missing:
+            raise SpecError(
+                f"{where}: [thresholds] {key}: the quantity {metric!r} is not available for "
+                f"this audit ({missing[metric]}); remove it, or audit a system that has it "
+                f"(available: {available_keys(missing)}).")
 
 
 def _keyword(where: str, suffix: str) -> str:
@@ -325,7 +401,7 @@ def run_prepared(prep: Prepared, *, t0: float | None = None) -> AuditResult:
             _judge_against_baseline(res, prep.baseline)
         res.verdicts = name_pairs(res.verdicts, res.decomposition.groups, res.decomposition.pair)
     except CausalfairError as exc:  # the simulator or the policy broke while running
-        where = spec_label(spec.path)
+        where = spec.label
         if str(exc).startswith(where):
             raise
         raise in_spec(exc, f"{where}: the audit failed") from exc
@@ -403,7 +479,7 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
                                     attributes=getattr(system, "group_attributes", None),
                                     coupled=system.units_per_replica != 1)
         except InputError as exc:  # a reference that is not a group: the spec's
-            raise in_spec(exc, spec_label(spec.path)) from None
+            raise in_spec(exc, spec.label) from None
     res = AuditResult(
         spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
         verdicts=_verdicts(spec, q, groups), model=model, policy=pol, policy_table=table,
@@ -424,7 +500,7 @@ def _spec_pair(spec: AuditSpec, groups: Any) -> tuple[int, int] | None:
     try:
         return resolve_pair(spec.pair, groups, "[engine] pair")
     except InputError as exc:
-        raise SpecError(f"{spec_label(spec.path)}: {exc}") from None
+        raise SpecError(f"{spec.label}: {exc}") from None
 
 
 def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | None]) -> None:
@@ -483,7 +559,7 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
             lo = hi = e
         else:
             raise SpecError(
-                f"{spec_label(spec.path)}: [baseline.thresholds] {key}: not available for this "
+                f"{spec.label}: [baseline.thresholds] {key}: not available for this "
                 "audit; relative thresholds on Lambda and the other notions need a system with "
                 "a tabular model (their exact values), on C, DPE, IPE, SPE and utility any.")
         label = "utility drop vs baseline" if base == "utility" else f"{key} vs baseline"
@@ -526,7 +602,7 @@ def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
                         eps=spec.eps, weights=spec.weights, pair=spec.pair, **opts)
     except PositivityError as exc:  # a spec judges point estimates: bounds are elsewhere
         raise PositivityError(
-            f"{spec_label(spec.path)}: [logs] path: {exc} An audit spec has no bounds option "
+            f"{spec.label}: [logs] path: {exc} An audit spec has no bounds option "
             "(its thresholds judge point estimates): for bounds on this log run `causalfair "
             f"decompose --logs {display_path(spec.logs_path)} --on-positivity bounds`, or "
             "audit_logs(df, on_positivity=\"bounds\") in Python (docs/logs.md, "
@@ -534,7 +610,7 @@ def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
     except InputError as exc:  # [engine] pair names no two of the logged groups
         if spec.pair is None or not str(exc).startswith("pair: "):
             raise
-        raise SpecError(f"{spec_label(spec.path)}: [engine] {exc}") from None
+        raise SpecError(f"{spec.label}: [engine] {exc}") from None
     sha = meta = None
     if resolved:
         rp = resolved[0]
@@ -547,7 +623,7 @@ def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
     dec, ben = la.decomposition, la.benefit
     if dec is None or ben is None:
         raise SpecError(
-            f"{spec_label(spec.path)}: [logs] path: the logs {spec.logs_path.name} do not identify "
+            f"{spec.label}: [logs] path: the logs {spec.logs_path.name} do not identify "
             "the decomposition (positivity fails: some (group, level) never got one of the "
             "decisions); see causalfair.logs.audit_logs for bounds."
         )
@@ -570,7 +646,7 @@ def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
         try:
             groups = la.compare_groups(spec.alpha, reference=spec.reference, selection=selection)
         except InputError as exc:  # a reference that is not a group: the spec's
-            raise in_spec(exc, spec_label(spec.path)) from None
+            raise in_spec(exc, spec.label) from None
     res = AuditResult(spec=spec, decomposition=dec, benefit=ben, notions=notions, quantities=q,
                       verdicts=name_pairs(_verdicts(spec, q, groups), dec.groups, dec.pair),
                       model=model, policy_table=table, mu_pi=mu_pi, mu_0=model.propagate(0.0, T))

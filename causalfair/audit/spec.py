@@ -5,6 +5,7 @@ key, the bad value and the allowed values."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -124,6 +125,23 @@ class AuditSpec:
     #: (checked against the system's groups by causalfair.engines.groups.resolve_pair);
     #: None: the engines' default (the largest and smallest V^pi with more than two groups).
     pair: tuple[str, str] | str | None = None
+    #: The spec file as given (on the command line, or to :func:`load_spec`), relative to the
+    #: working directory when below it: how messages, the gate's JSON and its JUnit name it
+    #: (docs/ci-gate.md), never made absolute.
+    given_path: str | None = field(default=None, compare=False)
+
+    @property
+    def file_shown(self) -> str | None:
+        """The spec file as messages and the gate's outputs name it: as given, else (a spec
+        made by ``replace`` from one without it) its path; None for a spec built in Python."""
+        return self.given_path if self.given_path is not None else (
+            None if self.path is None else str(self.path))
+
+    @property
+    def label(self) -> str:
+        """How messages name this spec: "audit spec FILE" (:attr:`file_shown`), or "audit
+        spec" for one built in Python (:func:`spec_label`)."""
+        return spec_label(self.file_shown)
 
     @property
     def baseline_label(self) -> str | None:
@@ -206,6 +224,17 @@ def check_spec_size(size: int, where: str) -> None:
                  "use a smaller spec (a spec is a few kB)")
 
 
+def _as_given(path: Path) -> str:
+    """How messages name the spec file ``path`` (docs/ci-gate.md): relative to the working
+    directory when it lies below it (a path given absolute included), else as given."""
+    if path.is_absolute():
+        try:
+            return str(path.resolve().relative_to(Path.cwd().resolve()))
+        except (ValueError, OSError):
+            return str(path)
+    return str(path)
+
+
 def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
               base_dir: str | os.PathLike[str] | None = None) -> AuditSpec:
     """Read and validate an audit spec: a TOML file path, or an already parsed mapping
@@ -231,7 +260,8 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
         raise bad_value(path, "name", name, f"a string of at most {_NAME_MAX} letters, digits, "
                         "'.', '_' or '-' (starting with a letter or digit)")
 
-    kw: dict[str, Any] = {"name": name, "path": path.resolve() if path else None, "raw": raw}
+    kw: dict[str, Any] = {"name": name, "path": path.resolve() if path else None, "raw": raw,
+                          "given_path": _as_given(path) if path else None}
 
     # source: [model] (+ [policy]) or [logs]
     if "logs" in raw and "model" in raw:
@@ -300,13 +330,12 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
                 "no Monte Carlo: its intervals bootstrap the logs); set [logs] "
                 f"{'n_boot (the bootstrap replicates)' if key == 'n' else 'seed (the bootstrap seed)'}"
                 " instead, or remove it.")
-        if kind == "exact":
-            why = "kind = \"exact\"" if "kind" in sec else \
-                "kind = \"exact\", the default with [model]"
+        if sec.get("kind") == "exact":  # not written: the system's engine (choose_engine)
             raise SpecError(
-                f"{spec_label(path)}: [engine] {key}: not used by the exact engine ({why}: it "
-                "computes the numbers from the tabular model, no sampling); remove it, or set "
-                f"[engine] kind = \"mc\" to audit by Monte Carlo with this {key}.")
+                f"{spec_label(path)}: [engine] {key}: not used by the exact engine (kind = "
+                "\"exact\": it computes the numbers from the tabular model, no sampling); "
+                f"remove it, or set [engine] kind = \"mc\" to audit by Monte Carlo with this "
+                f"{key}.")
     if "pair" in sec:  # the compared groups (names checked against the system's when run)
         pr = sec["pair"]
         if isinstance(pr, list) and len(pr) == 2 and all(isinstance(g, str) and g for g in pr) \
@@ -323,12 +352,14 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
     weights = sec.get("weights", "visitation")
     if weights not in WEIGHTS:
         raise bad_value(path, "[benefit] weights", weights, ", ".join(WEIGHTS))
-    if isinstance(sec.get("eps"), str) and sec["eps"] != "auto":
-        raise bad_value(path, "[benefit] eps", sec["eps"], "a number > 0 (in the gain's units) or "
+    eps = sec.get("eps")
+    if "eps" in sec and eps != "auto" and (
+            isinstance(eps, bool) or not isinstance(eps, (int, float))
+            or not math.isfinite(eps) or eps <= 0):
+        raise bad_value(path, "[benefit] eps", eps, "a number > 0 (in the gain's units) or "
                         "\"auto\" (scale-free; docs/decomposition.md)")
     kw.update(
-        eps=("auto" if sec.get("eps") == "auto" else
-             read_float(sec, "eps", "[benefit] eps", path, default=None, lo=0.0, lo_open=True)),
+        eps=("auto" if eps == "auto" else None if eps is None else float(eps)),
         weights=weights,
         worst=read_int(sec, "worst", "[benefit] worst", path, minimum=1, default=5),
         benefit_bins=read_int(sec, "bins", "[benefit] bins", path, minimum=1, default=4),

@@ -513,9 +513,9 @@ def thresholds_section(sec: Any, path: Path | None) -> dict[str, float]:
                       f"groups {', '.join(MAX_PAIR_KEYS)} (largest over the pairs <= value), "
                       f"{', '.join(MIN_RATIO_KEYS)} (smallest ratio >= value), and KEY[A-B] "
                       "for one pair")
-            raise SpecError(f"{spec_label(path)}: [thresholds] {k}: " + (
+            raise SpecError(f"{spec_label(path)}: [thresholds] {k}: " + (  # the key's own
                 unknown_key(k, (*THRESHOLD_KEYS, *MAX_PAIR_KEYS, *MIN_RATIO_KEYS), listed)
-                if why == "unknown key" else f"{why}; allowed keys: {listed}."))
+                if why == "unknown key" else why))  # fix: what can address a pair, and how
         _once(spelt, k, f"[thresholds] {_toml_key(k)} = {short(sec[k])}", path)
         thr[k] = _threshold_value(sec, k, f"[thresholds] {k}", split_key(k)[0], path)
     return thr

@@ -55,26 +55,23 @@ def test_engine_n_and_seed_are_refused_with_logs(tmp_path, key, fix):
                   base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("engine,why", [
-    ({"kind": "exact", "n": 100}, 'kind = "exact":'),
-    ({"kind": "exact", "seed": 3}, 'kind = "exact":'),
-    ({"n": 100}, 'the default with [model]'),
-])
-def test_engine_n_and_seed_are_refused_on_the_exact_engine(engine, why):
-    raw = {"name": "x", "engine": engine} | ({"system": {"id": "lending-1"}}
-                                             if "kind" in engine else {"model": {}})
+@pytest.mark.parametrize("engine", [{"kind": "exact", "n": 100}, {"kind": "exact", "seed": 3}])
+@pytest.mark.parametrize("section", [{"system": {"id": "lending-1"}}, {"model": {}}])
+def test_engine_n_and_seed_are_refused_on_the_exact_engine(engine, section):
     with pytest.raises(SpecError) as err:
-        load_spec(raw)
+        load_spec({"name": "x", "engine": engine} | section)
     msg = str(err.value)
-    assert why in msg and 'set [engine] kind = "mc"' in msg and "not used by the exact" in msg
+    assert 'not used by the exact engine (kind = "exact":' in msg, msg
+    assert 'set [engine] kind = "mc" to audit by Monte Carlo with this' in msg, msg
 
 
 def test_engine_n_and_seed_are_kept_where_they_count():
     spec = load_spec({"name": "x", "system": {"id": "lending-1"},
                       "engine": {"kind": "mc", "n": 100, "seed": 3}})
     assert (spec.n, spec.seed) == (100, 3)
-    spec = load_spec({"name": "x", "system": {"id": "lending-1"}, "engine": {"n": 100}})
-    assert spec.n == 100  # auto: Monte Carlo on a system without a tabular model
+    for section in ({"system": {"id": "lending-1"}}, {"model": {}}):  # kind not written:
+        spec = load_spec({"name": "x", "engine": {"n": 100}} | section)  # the system's
+        assert spec.n == 100  # engine (Monte Carlo on a system passed to cf.audit(system=))
 
 
 # ------------------------------------------------------------- gym groups
@@ -100,3 +97,165 @@ def test_the_error_docs_audit_md_quotes_is_the_one_printed(tmp_path, monkeypatch
     _write(tmp_path / "audits" / "x.toml", HEAD + '[engine]\nkind = "exactly"\n')
     assert main(["audit", "audits/x.toml", "--no-report"]) == 2
     assert capsys.readouterr().err.strip() == quoted
+
+
+# ------------------------------------------------------------- the gate's invalid specs
+GOOD = 'name="c"\n[system]\nid="lending-1"\n[thresholds]\nabs_C = 0.5\n'
+BAD = {  # each found before any audit: its message
+    "sub/h.toml": ('name="h"\n[system]\nid="lending-1"\n[thresholds]\n"abs_C[a-b]" = 0.5\n',
+                   "audit spec sub/h.toml: [thresholds] abs_C[a-b]: 'a-b' names no two groups"),
+    "sub/f.toml": ('name="f"\n[system]\nid="lending-1"\n[policy]\nbuiltin="threshold:2"\n'
+                   '[thresholds]\nabs_C = 0.5\n', "audit spec sub/f.toml: [policy] builtin: "),
+    "d.toml": ('name="d"\n[system]\nid="lending-1"\n',
+               "audit spec d.toml: [thresholds]: missing"),
+    "b.toml": ('name="b"\n[system]\nid="lending-1"\n[thresholds]\nabs_c = 0.5\n',
+               "audit spec b.toml: [thresholds] abs_c: unknown key"),
+}
+
+
+def test_the_gate_lists_invalid_specs_in_order_named_as_given(tmp_path, monkeypatch, capsys):
+    """Build-time errors (a pair the system lacks, a bad built-in) and parse-time errors
+    (no [thresholds], an unknown key) are listed in the order of the command line, each spec
+    named as given (relative), none as 'the audit failed', before any spec is audited."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "c.toml", GOOD)
+    for f, (text, _) in BAD.items():
+        _write(tmp_path / f, text)
+    assert main(["gate", "c.toml", *BAD, "--json", "g.json", "--junit", "g.xml"]) == 2
+    err = capsys.readouterr().err
+    assert f"4 of 5 specs are invalid; the first: {BAD['sub/h.toml'][1]}" in err, err
+    assert str(tmp_path) not in err and "the audit failed" not in err, err
+    lines = err.strip().splitlines()
+    assert [line.split(": error: ", 1)[1][:len(msg)] for line, msg in
+            zip(lines[1:], [m for _, m in BAD.values()][1:], strict=True)] == \
+        [m for _, m in BAD.values()][1:], lines
+    doc = json.loads((tmp_path / "g.json").read_text())
+    assert [(e["spec"], e["name"]) for e in doc["specs"]] == [(f, f.split("/")[-1][0])
+                                                             for f in BAD]
+    for e, (_, msg) in zip(doc["specs"], BAD.values(), strict=True):
+        assert e["error"].startswith(msg) and str(tmp_path) not in e["error"], e
+    xml = (tmp_path / "g.xml").read_text()
+    assert str(tmp_path) not in xml
+    assert [xml.index(f'message="{m}') for _, m in BAD.values()] == sorted(
+        xml.index(f'message="{m}') for _, m in BAD.values())
+
+
+def test_the_unsharded_json_of_invalid_specs_is_the_merge_of_its_shards(tmp_path, monkeypatch):
+    """docs/scale.md: gate-merge reproduces the unsharded gate's JSON bit for bit; a spec
+    invalid when built (a.toml) before one invalid when parsed (b.toml) included."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "a.toml", 'name="a"\n[system]\nid="lending-1"\n[policy]\n'
+                                'builtin="threshold:2"\n[thresholds]\nabs_C = 0.1\n')
+    _write(tmp_path / "b.toml", 'name="b"\n[system]\nid="lending-1"\n[thresholds]\nabs_c = 0.1\n')
+    specs = ["a.toml", "b.toml"]
+    assert main(["gate", *specs, "--json", "g.json"]) == 2
+    for k in (1, 2):
+        assert main(["gate", *specs, "--shard", f"{k}/2", "--json", f"s{k}.json", "--junit",
+                     f"s{k}.xml"]) == 2
+    assert main(["gate-merge", "s1.json", "s2.json", "--junit-in", "s1.xml", "s2.xml",
+                 "--json", "m.json"]) == 2
+    assert [e["name"] for e in json.loads((tmp_path / "g.json").read_text())["specs"]] == ["a", "b"]
+    assert (tmp_path / "g.json").read_bytes() == (tmp_path / "m.json").read_bytes()
+
+
+# ------------------------------------------------------------- known before the audit runs
+INF = 'name="i"\nhorizon=3\n[system]\nid="infectious-1"\n[policy]\nbuiltin="{policy}"\n' \
+      '[engine]\nn=20\n[thresholds]\n{thr}\n'
+
+
+@pytest.mark.parametrize("policy,thr,words", [
+    ("never", "tpr_gap = 0.1", ["[thresholds] tpr_gap: the quantity 'tpr_gap' is not available",
+                                "needs a tabular model", "available: abs_C,", "elbert_bias)"]),
+    ("uniform", "abs_C = 0.1", ["[policy] builtin: 'uniform' gives each of the 34 units",
+                                "17 in all", "budget is one such action per replica",
+                                "use never, a checkpoint or a factory"]),
+    ("never", '"abs_C[a-b]" = 0.1', ["[thresholds] abs_C[a-b]: 'a-b' names no two groups"]),
+])
+def test_the_audit_refuses_before_its_monte_carlo(tmp_path, monkeypatch, capsys, policy, thr,
+                                                    words):
+    import causalfair.audit.run as run
+
+    def no_run(*_a, **_k):
+        raise AssertionError("the Monte Carlo run started")
+    monkeypatch.setattr(run, "decompose_mc", no_run)
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "s" / "i.toml", INF.format(policy=policy, thr=thr))
+    assert main(["audit", "s/i.toml", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("causalfair audit: error: audit spec s/i.toml: "), err
+    assert all(w in err for w in words) and "utility" not in err and "failed" not in err, err
+
+
+def test_a_reference_that_is_no_group_is_refused_before_the_audit(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "r.toml", 'name="r"\nreference="nobody"\n' + GOOD.split("\n", 1)[1])
+    assert main(["gate", "r.toml"]) == 2
+    assert "audit spec r.toml: reference: bad value 'nobody'; name one of the groups s+, s-" \
+        in capsys.readouterr().err
+
+
+def test_an_unavailable_quantity_after_the_run_lists_only_threshold_keys():
+    from types import SimpleNamespace
+
+    from causalfair.audit.run import _verdicts
+    spec = SimpleNamespace(thresholds={"tpr_gap": 0.1}, path=None, label="audit spec")
+    q = {k: (0.0, 0.0, 0.0, None) for k in ("C", "DPE", "IPE", "SPE", "utility")}
+    with pytest.raises(SpecError, match=r"\(available: abs_C, abs_DPE, abs_IPE, abs_SPE, C, "
+                                        r"DPE, IPE, SPE\)\.$"):
+        _verdicts(spec, q)
+
+
+# ------------------------------------------------------------- messages
+def test_messages_name_the_field_the_value_and_the_fix(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    cases = {
+        '[thresholds]\n"tpr_gap[s+-s-]" = 0.1\n':
+            "[thresholds] tpr_gap[s+-s-]: 'tpr_gap' cannot address a pair; keys that can: "
+            "abs_C, abs_DPE, abs_IPE, abs_SPE, C, DPE, IPE, SPE, Lambda, min_ratio_V, "
+            "min_ratio_selection (write key[A-B], or a table [thresholds.KEY] with \"A-B\" = "
+            "value).",
+        "[benefit]\neps = -1\n":
+            "[benefit] eps: bad value -1; allowed values: a number > 0 (in the gain's units) "
+            "or \"auto\" (scale-free; docs/decomposition.md).",
+    }
+    for extra, msg in cases.items():
+        _write(tmp_path / "m.toml", HEAD + extra)
+        assert main(["audit", "m.toml", "--no-report"]) == 2
+        assert capsys.readouterr().err.strip() == f"causalfair audit: error: audit spec m.toml: {msg}"
+
+
+def test_a_missing_module_names_the_folder_looked_in_not_an_option(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "rel.toml", HEAD + "[thresholds]\nabs_C = 0.5\n")
+    assert main(["audit", "rel.toml", "--baseline", "nonsense:1", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "--search-path" not in err and f"put nonsense.py in {tmp_path} or install" in err, err
+
+
+def test_a_gym_key_the_env_refuses_is_named_as_the_spec_writes_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "envs.py", """
+        import gymnasium as gym
+        import numpy as np
+
+        class Env(gym.Env):
+            observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+            action_space = gym.spaces.Discrete(2)
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                self.g = (options or {}).get("group", 0)
+                return np.zeros(1, dtype=np.float32), {"group": self.g}
+
+            def step(self, action):
+                return np.zeros(1, dtype=np.float32), 0.0, False, False, {"gain": 0.0}
+
+        def make():
+            return Env()
+        """)
+    _write(tmp_path / "g.toml", 'name="g"\nhorizon=2\n[system]\ngym="envs:make"\n'
+                                'groups=["a","b"]\nbaseline=5\n[thresholds]\nabs_C=1\n')
+    assert main(["audit", "g.toml", "--no-report"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("causalfair audit: error: audit spec g.toml: [system] baseline: must be an "
+                   "action index in [0, 2), got 5."), err

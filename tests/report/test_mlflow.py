@@ -18,7 +18,7 @@ if importlib.util.find_spec("mlflow") is None:
 pytestmark = pytest.mark.mlflow
 
 SPEC = ('name = "{n}"\nhorizon = 6\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "{p}"\n'
-        '[engine]\nkind = "{e}"\nn = 4000\n[thresholds]\nabs_C = {t}\n')
+        '[engine]\nkind = "{e}"\n{k}[thresholds]\nabs_C = {t}\n')
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_gate_logs_one_run_per_audit_with_ci_bounds_tags_and_artifacts(tmp_path,
     specs = []
     for name, pol, eng, thr in (("mc", "threshold:0.5", "mc", 0.001), ("ex", "never", "exact", 1)):
         p = tmp_path / f"{name}.toml"
-        p.write_text(SPEC.format(n=name, p=pol, e=eng, t=thr))
+        p.write_text(SPEC.format(n=name, p=pol, e=eng, t=thr, k="n = 4000\n" if eng == "mc" else ""))
         specs.append(str(p))
     code = main(["gate", *specs, "--json", str(tmp_path / "g.json"), "--reports",
                  str(tmp_path / "rep"), "--mlflow", "--mlflow-experiment", "fairness"])
@@ -72,7 +72,7 @@ def test_gate_logs_one_run_per_audit_with_ci_bounds_tags_and_artifacts(tmp_path,
 def test_audit_logs_too_and_a_missing_store_is_an_input_error(tmp_path, store, capsys,
                                                               monkeypatch):
     p = tmp_path / "a.toml"
-    p.write_text(SPEC.format(n="a", p="never", e="exact", t=1))
+    p.write_text(SPEC.format(n="a", p="never", e="exact", t=1, k=""))
     assert main(["audit", str(p), "--no-report", "--mlflow"]) == 0
     assert "mlflow run: " in capsys.readouterr().err
     _, runs = _runs(store, "causalfair")
