@@ -96,7 +96,7 @@ def test_python_audit_with_a_system_object_and_a_policy_object(own):
 
 @pytest.mark.parametrize("body, needles", [
     ('[system]\nfactory = "nosuch:make"\n', ["clinic.toml", "[system]", "cannot import module 'nosuch'",
-                                             "put nosuch.py next to the spec"]),
+                                             "put nosuch.py in ", "or install the package"]),
     ('[system]\nfactory = "clinic:GROUPS"\n', ["[system]", "'clinic:GROUPS' is a tuple, not a callable"]),
     ('[system]\nfactory = "clinic:make_clinic"\nparams = { level = 3 }\n',
      ["[system]", "unknown parameter 'level'", "levels, rural_penalty"]),

@@ -87,7 +87,7 @@ def test_factory_errors_are_one_line_and_name_the_fix(tmp_path):
             return Half()
     """))
     cases = [
-        ("nomodule:make", r"cannot import module 'nomodule' \(looked in .* and the installed packages\): No module named 'nomodule'; put nomodule.py next to the spec"),
+        ("nomodule:make", r"cannot import module 'nomodule' \(looked in .* and the installed packages\): No module named 'nomodule'; put nomodule.py in .* or install"),
         ("broken:make", r"importing module 'broken' raised RuntimeError: boom"),
         ("wrong:nothere", r"module 'wrong' has no attribute 'nothere'"),
         ("wrong:make", r"factory returned int 42, which is neither a causalfair System, a TabularModel nor a simulator"),
