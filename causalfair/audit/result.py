@@ -23,7 +23,13 @@ from causalfair.errors import CausalfairError, InputError
 from causalfair.policies.checkpoint import file_sha256
 from causalfair.report.explain import sentences
 from causalfair.report.figures import THUMBNAIL_DPI, headline_figure
-from causalfair.report.render import FIGURES, figure_png_base64, make_figures, write_report
+from causalfair.report.render import (
+    FIGURES,
+    figure_png_base64,
+    logs_label,
+    make_figures,
+    write_report,
+)
 from causalfair.systems import registry
 from causalfair.systems.gym.door import registered_module
 from causalfair.thresholds import FAIL, INCONCLUSIVE, PASS, Verdict, overall_verdict
@@ -244,7 +250,7 @@ class AuditResult:
         spec = self.spec
         lines = [
             f"Audit {spec.name}: {self.overall}",
-            f"  source: {spec.system_label if spec.source == 'model' else spec.logs_path}   policy: "
+            f"  source: {spec.system_label if spec.source == 'model' else logs_label(spec)}   policy: "
             f"{spec.policy_label if spec.source == 'model' else policy_label(spec, short=True)}   "
             f"T = {self.decomposition.horizon}   engine: {spec.engine}",
         ]
@@ -304,7 +310,7 @@ def policy_label(spec: AuditSpec, *, short: bool = False) -> str:
         return spec.policy_label
     if spec.logs_candidate:
         return f"{spec.policy_label} (candidate, on the model fitted from logs {spec.logs_path.name})"
-    return "from logs" if short else f"logs {spec.logs_path}"
+    return "from logs" if short else f"logs {logs_label(spec)}"
 
 
 def display_path(p: str | os.PathLike[str] | None) -> str | None:

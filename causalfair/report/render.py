@@ -29,7 +29,7 @@ import html
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -483,9 +483,25 @@ def _glossary_rows(r: AuditResult, doc: dict[str, Any]) -> list[list[str]]:
     return [[k, *words[k]] for k in keys]
 
 
+def logs_label(spec: Any) -> str:
+    """A log audit's log file as its spec gives it (``[logs] path``, relative to the spec's
+    folder), so that no output quotes where the checkout lives: an audit folder moved with
+    its spec and log reproduces (``--reproduce``). A spec without that key (built in
+    Python): the path relative to the working directory when it lies below it."""
+    sec = spec.raw.get("logs")
+    given = sec.get("path") if isinstance(sec, Mapping) else None
+    if isinstance(given, str) and given:
+        return given
+    p = Path(spec.logs_path).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
 def _header_line(r: AuditResult, doc: dict[str, Any]) -> str:
     spec = r.spec
-    return (f"source: {spec.system_label if spec.source == 'model' else spec.logs_path}; policy: "
+    return (f"source: {spec.system_label if spec.source == 'model' else logs_label(spec)}; policy: "
             f"{doc['policy']['label']}; horizon T = {r.decomposition.horizon}; "
             f"engine: {spec.engine}" + (f" (n = {spec.n}, seed = {spec.seed})"
                                         if spec.engine == "mc" and spec.source == "model" else "")
