@@ -459,7 +459,7 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
     return lines + [""]
 
 
-def _about_c(key: str) -> bool:
+def about_c(key: str) -> bool:
     """Whether the threshold ``key`` bounds C or one of its parts (abs_C, DPE[B-A],
     max_abs_IPE, SPE vs baseline, ...): what an attribution of C can explain."""
     base = key.removesuffix(" vs baseline").split("[", 1)[0]
@@ -501,47 +501,69 @@ def inconclusive_steps(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None) -> list[str]:
-    """What a FAIL report opens with: what drives the failing thresholds on C and its parts
-    (the largest path, step and cells of ``att``, an attribution against the [baseline]
-    policy or, without one, the exact attribution against pi0: C minus SPE, the system's
-    gap, is the policy's own DPE + IPE), the failing thresholds it does not explain
-    (Lambda, the other notions, utility), and the repair options."""
+def _driver_sentence(doc: Mapping[str, Any], keys: list[str], att: Mapping[str, Any]) -> str:
+    """What drives the failure of the thresholds ``keys``: the largest path, step and cells
+    of the attribution ``att`` (against pi0: set against C and SPE, exact values)."""
+    big = att["largest"]
+    word, level = ("level " if att.get("cells") == "levels" else ""), _att_level(att)
+    cells = ", ".join(f"{c['group']} / {word}{c['cell']} ({_part_text(c, level)})"
+                      for c in big["cells"])
+    path = {"estimate": big["path_estimate"], "interval": big.get("path_interval")}
+    step = {"estimate": big["step_estimate"], "interval": big.get("step_interval")}
+    if att["baseline"] == "pi0":
+        dec = doc["decomposition"]
+        exact = (doc.get("extra") or {}).get("exact") if dec["engine"] != "exact" else None
+        ref = exact or dec  # the attribution is exact: so are the C and SPE it is set against
+        note = ("exact values from the tabular model (audit.json extra/exact), not the "
+                "Monte Carlo estimates; " if exact else "")
+        given = ((doc.get("extra") or {}).get("baseline") or {}).get("policy")
+        why = ((f"{'an absolute threshold' if len(keys) == 1 else 'absolute thresholds'}, "
+                f"not judged against the [baseline] policy {given}") if given
+               else "no [baseline] given")
+        against = (f"against the baseline policy pi0 ({why}; {note}C = "
+                   f"{fmt(ref['C'])}, of which SPE = {fmt(ref['SPE'])} is the gap without "
+                   "any decision, which no policy changes, and DPE + IPE = "
+                   f"{_part_text(att['total']['C'], level)} the policy's own part)")
+    else:
+        against = f"against the baseline policy {att['baseline']}"
+    return (f"What drives the failure of {', '.join(keys)}, {against}: "
+            f"mostly the {big['path']} path ({_part_text(path, level)}), step t = "
+            f"{big['step']} ({_part_text(step, level)})"
+            + (f", cells {cells}" if cells else "")
+            + f" (changes in C, in {_unit(doc)[1]}).")
+
+
+def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None,
+                    pi0: Mapping[str, Any] | None = None) -> list[str]:
+    """What a FAIL report opens with: what drives the failing thresholds on C and its parts,
+    then the failing thresholds no attribution of C explains (Lambda, the other notions,
+    utility), and the repair options. A failing ``vs baseline`` threshold is explained by
+    ``att``, the attribution against the [baseline] policy (audit.json's ``attribution``);
+    an absolute one (``abs_C``, ``DPE``, ...) by ``pi0``, the exact attribution against pi0
+    (a tabular model: C minus SPE, the system's gap, is the policy's own DPE + IPE), or,
+    without a tabular model, by ``att`` as well (a change from the baseline policy)."""
     if doc.get("overall") != "FAIL":
         return []
     out = []
     failing = [v["key"] for v in doc.get("verdicts") or [] if v["status"] == "FAIL"]
-    on_c = [k for k in failing if _about_c(k)]
+    on_c = [k for k in failing if about_c(k)]
     others = [k for k in failing if k not in on_c]
-    if att is not None and on_c:
-        big = att["largest"]
-        word, level = ("level " if att.get("cells") == "levels" else ""), _att_level(att)
-        cells = ", ".join(f"{c['group']} / {word}{c['cell']} ({_part_text(c, level)})"
-                          for c in big["cells"])
-        path = {"estimate": big["path_estimate"], "interval": big.get("path_interval")}
-        step = {"estimate": big["step_estimate"], "interval": big.get("step_interval")}
-        if att["baseline"] == "pi0":
-            dec = doc["decomposition"]
-            exact = (doc.get("extra") or {}).get("exact") if dec["engine"] != "exact" else None
-            ref = exact or dec  # the attribution is exact: so are the C and SPE it is set against
-            note = ("exact values from the tabular model (audit.json extra/exact), not the "
-                    "Monte Carlo estimates; " if exact else "")
-            against = (f"against the baseline policy pi0 (no [baseline] given; {note}C = "
-                       f"{fmt(ref['C'])}, of which SPE = {fmt(ref['SPE'])} is the gap without "
-                       "any decision, which no policy changes, and DPE + IPE = "
-                       f"{_part_text(att['total']['C'], level)} the policy's own part)")
-        else:
-            against = f"against the baseline policy {att['baseline']}"
-        out.append(f"What drives the failure of {', '.join(on_c)}, {against}: "
-                   f"mostly the {big['path']} path ({_part_text(path, level)}), step t = "
-                   f"{big['step']} ({_part_text(step, level)})"
-                   + (f", cells {cells}" if cells else "")
-                   + f" (changes in C, in {_unit(doc)[1]}).")
-        if others:
-            out.append(f"Also failing: {', '.join(others)}; not a part of C, so the "
-                       "attribution above does not explain "
-                       + ("it" if len(others) == 1 else "them") + " (see Details).")
-    else:
+    relative = [k for k in on_c if k.endswith(" vs baseline")]
+    absolute = [k for k in on_c if k not in relative]
+    explained = ([(absolute, pi0), (relative, att)] if pi0 is not None else [(on_c, att)])
+    explained = [(keys, a) for keys, a in explained if keys and a is not None]
+    done = [k for keys, _ in explained for k in keys]
+    for keys, a in explained:
+        out.append(_driver_sentence(doc, keys, a))
+    left = [k for k in on_c if k not in done]
+    if explained and left:
+        out.append(f"Also failing: {', '.join(left)}; no attribution of it here (see Details).")
+    if explained and others:
+        out.append(f"Also failing: {', '.join(others)}; not a part of C, so the "
+                   + ("attributions" if len(explained) > 1 else "attribution")
+                   + " above do" + ("" if len(explained) > 1 else "es") + " not explain "
+                   + ("it" if len(others) == 1 else "them") + " (see Details).")
+    if not explained:
         out.append(f"Failing: {', '.join(failing)} (no per-step and per-cell attribution"
                    + (": it needs a tabular model or a [baseline] policy)." if on_c else
                       " of C: none of these is C or a part of it)."))

@@ -42,6 +42,7 @@ from causalfair.engines.groups import benefit_for_pair
 from causalfair.report.card import audited_on, card_markdown, spec_sha256
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
 from causalfair.report.explain import (
+    about_c,
     assumptions,
     doc_glossary,
     failure_drivers,
@@ -515,20 +516,21 @@ def _summary(doc: dict[str, Any]) -> list[str]:
 
 
 def _drivers(r: AuditResult, doc: dict[str, Any]) -> list[str]:
-    """What a FAIL report opens with (:func:`causalfair.report.explain.failure_drivers`):
-    the attribution against the [baseline] policy when a relative threshold fails (or no
-    tabular model gives another), else the exact attribution against pi0 (the failure of
-    an absolute threshold is the policy's own DPE + IPE); then, for each INCONCLUSIVE
-    verdict, what would settle it (:func:`causalfair.report.explain.inconclusive_steps`)."""
-    att = doc.get("attribution")
-    relative = any(v.status == "FAIL" and v.key.endswith("vs baseline") for v in r.verdicts)
-    if (not (att and relative) and r.overall == "FAIL" and r.model is not None
-            and r.policy_table is not None):
+    """What a FAIL report opens with (:func:`causalfair.report.explain.failure_drivers`,
+    docs/audit.md): a failing ``vs baseline`` threshold explained by the attribution against
+    the [baseline] policy; a failing absolute one on C or a part of it by the exact
+    attribution against pi0 where a tabular model gives one (its failure is the policy's own
+    DPE + IPE), else by the attribution against the [baseline] policy; then, for each
+    INCONCLUSIVE verdict, what would settle it
+    (:func:`causalfair.report.explain.inconclusive_steps`)."""
+    pi0 = None
+    if (any(v.status == "FAIL" and about_c(v.key) and not v.key.endswith(" vs baseline")
+            for v in r.verdicts) and r.model is not None and r.policy_table is not None):
         dec = r.decomposition
-        att = to_jsonable(attribute_exact(r.model, r.policy_table, "pi0", dec.horizon,
+        pi0 = to_jsonable(attribute_exact(r.model, r.policy_table, "pi0", dec.horizon,
                                           gamma=dec.gamma, pair=dec.pair,
                                           policy_name=dec.policy_name).to_dict())
-    return failure_drivers(doc, att) + inconclusive_steps(doc)
+    return failure_drivers(doc, doc.get("attribution"), pi0) + inconclusive_steps(doc)
 
 
 _HEADLINE = "waterfall"

@@ -6,11 +6,15 @@ the cells of Lambda's worst pairs as the report does."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
+import causalfair as cf
+from causalfair._io import to_jsonable
 from causalfair.logs import simulate_logs
+from causalfair.report import render
 
 REPORT_FILES = ("report.md", "report.html", "card.md", "annex-iv.md", "audit.json")
 
@@ -40,3 +44,44 @@ def test_a_logs_audit_moved_elsewhere_reproduces(tmp_path, cli_here, policy):
     again = cli_here("audit", "--reproduce", "rep", cwd=moved)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "report files identical" in again.stdout, again.stdout
+
+
+# ----------------------------------------- the failure drivers and the [baseline] given
+def _drivers(spec_text: str, tmp_path) -> list[str]:
+    (tmp_path / "s.toml").write_text(spec_text, encoding="utf-8")
+    res = cf.audit(tmp_path / "s.toml")
+    doc = json.loads(json.dumps(to_jsonable(res.to_dict())))
+    md = render.render_markdown(res, doc, {})
+    summary = md.split("## Summary", 1)[1].split("## Details", 1)[0].split("\n\n")
+    return [p.strip() for p in summary if p.startswith(("What drives", "Also failing"))]
+
+
+BASE = 'name = "d"\n[system]\nid = "lending-1"\n[policy]\nbuiltin = "threshold:0.5"\n'
+
+
+def test_an_absolute_failure_with_a_baseline_given_does_not_say_none_was_given(tmp_path):
+    """abs_C fails and a [baseline] is given: the report said "against the baseline policy
+    pi0 (no [baseline] given; ...)"."""
+    drivers = _drivers(BASE + '[thresholds]\nabs_C = 0.05\n[baseline]\n'
+                       'builtin = "threshold:0.3"\n', tmp_path)
+    assert len(drivers) == 1, drivers
+    assert "no \\[baseline\\] given" not in drivers[0], drivers
+    assert drivers[0].startswith("What drives the failure of abs_C, against the baseline "
+                                 "policy pi0 (an absolute threshold, not judged against the "
+                                 "\\[baseline\\] policy threshold:0.3; C = "), drivers
+
+
+def test_absolute_and_relative_failures_are_each_explained_against_their_reference(tmp_path):
+    """docs/audit.md: a failing `vs baseline` threshold is explained against the baseline,
+    a failing absolute one (abs_DPE) against pi0 with a tabular model. Once any `vs
+    baseline` threshold failed, every failing threshold was explained against the
+    baseline."""
+    drivers = _drivers(BASE + '[thresholds]\nabs_DPE = 0.001\n[baseline]\n'
+                       'builtin = "threshold:0.3"\n[baseline.thresholds]\nDPE = -0.01\n',
+                       tmp_path)
+    assert [d.split(", against", 1)[0] for d in drivers] == [
+        "What drives the failure of abs_DPE", "What drives the failure of DPE vs baseline"
+    ], drivers
+    assert drivers[0].split(", against ", 1)[1].startswith("the baseline policy pi0 ("), drivers
+    assert drivers[1].split(", against ", 1)[1].startswith(
+        "the baseline policy threshold:0.3:"), drivers
