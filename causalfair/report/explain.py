@@ -20,11 +20,11 @@ from causalfair._io import fixed
 from causalfair._simultaneous import MARK, ci_label
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
 from causalfair.report.marks import mark_note, widened
-from causalfair.thresholds import pair_note, threshold_op
+from causalfair.thresholds import pair_note, split_key, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "inconclusive_steps",
            "fmt", "what_changed", "failure_drivers", "change_lines", "pairs_lines", "PAIR_COLUMNS",
-           "doc_gain_unit", "doc_pair", "has_interval", "md_cell", "md_text"]
+           "doc_gain_unit", "doc_pair", "has_interval", "verdict_has_interval", "md_cell", "md_text"]
 
 #: quantity -> (definition, sign convention, unit); in the definitions {gain} and {Gain}
 #: stand for the system's gain, {levels} and {lvls} for its states, {dpe_example} and
@@ -171,6 +171,36 @@ def has_interval(q: Mapping[str, Any]) -> bool:
     return q.get("se") is not None and q["ci_lower"] != q["ci_upper"]
 
 
+def judged_value(doc: Mapping[str, Any], verdict: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The value a verdict judges, with its standard error (``se``): audit.json's
+    ``quantities/KEY`` (``abs_C``, ``Lambda``, ``tpr_gap``, their ``vs baseline`` forms: the
+    audited policy's), or a pair's row ``pairs/values/PAIR/KEY`` (``abs_C[A-B]``,
+    ``max_abs_C``, ``min_ratio_selection``: the pair that decides it); None when the
+    document has neither."""
+    key = str(verdict["key"]).removesuffix(" vs baseline")
+    base, pair = split_key("utility" if key.startswith("utility drop") else key)
+    every = base.startswith(("max_", "min_"))
+    metric = base.removeprefix("max_").removeprefix("min_").removeprefix("abs_")
+    if pair is None and every:
+        pair = verdict.get("pair")
+    if pair is not None:
+        row = (((doc.get("pairs") or {}).get("values") or {}).get(pair) or {}).get(metric)
+        if row is not None or every:
+            return row
+    return _q(doc, metric)
+
+
+def verdict_has_interval(doc: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
+    """Whether a verdict's value has an interval: a value computed exactly (no standard
+    error and a zero-width interval, as a Monte Carlo audit's Lambda or a selection rate
+    from the tabular model) has none, and every output reads ``n/a`` in its interval
+    columns (docs/audit.md, Details), whichever quantity it is."""
+    if verdict["lower"] != verdict["upper"]:
+        return True
+    q = judged_value(doc, verdict)
+    return q is not None and q.get("se") is not None
+
+
 def _straddles_zero(q: Mapping[str, Any]) -> bool:
     """Whether a quantity's interval holds 0 (its sign, which group it favours, is then
     not established by the sample)."""
@@ -257,7 +287,7 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
         rel = {"PASS": inside, "FAIL": side, "INCONCLUSIVE": "on both sides of"}[v["status"]]
         src = [(f"verdicts/{i}/estimate", v["estimate"]), (f"verdicts/{i}/threshold", v["threshold"])]
         ci = ""
-        if v["lower"] != v["upper"]:
+        if verdict_has_interval(doc, v):
             level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
             ci = (f" ({ci_label(level, widened(doc, key, v.get('pair')))} {fmt(v['lower'])} to "
                   f"{fmt(v['upper'])})")

@@ -42,6 +42,7 @@ from causalfair.report.explain import (
     md_cell,
     md_text,
     pairs_lines,
+    verdict_has_interval,
 )
 from causalfair.thresholds import pair_note, threshold_op
 
@@ -235,16 +236,11 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
         lines += [f"Lambda's eps (benefit gaps well below it count as equal benefit): "
                   f"{_num(ben['eps'])} {doc_gain_unit(doc)} ({ben.get('eps_source') or 'given'}).", ""]
     if doc.get("verdicts"):
-        quantities = doc.get("quantities") or {}
-
-        def exact(v: Mapping[str, Any]) -> bool:  # no sampling error: its bounds read n/a
-            q = quantities.get(v["key"].removesuffix(" vs baseline").removeprefix("abs_"))
-            return q is not None and q.get("se") is None and v["lower"] == v["upper"]
-
         lines += _table(["threshold", "estimate", "CI lower", "CI upper", "verdict"],
                         [[f"{v['key']} {threshold_op(v['key'])} {v['threshold']}{pair_note(v)}",
                           _num(v["estimate"]),
-                          *(("n/a", "n/a") if exact(v) else (_num(v["lower"]), _num(v["upper"]))),
+                          *((_num(v["lower"]), _num(v["upper"])) if verdict_has_interval(doc, v)
+                            else ("n/a", "n/a")),
                           v["status"]]
                          for v in doc["verdicts"]]) + [""]
     else:

@@ -50,6 +50,7 @@ from causalfair.report.explain import (
     glossary,
     inconclusive_steps,
     sentences,
+    verdict_has_interval,
     what_changed,
 )
 from causalfair.report.export import (
@@ -108,14 +109,12 @@ def _exact_note(r: AuditResult) -> str:
     return " (n/a interval: a value computed exactly on the tabular model, no sampling error)"
 
 
-def _exact_in_mc(r: AuditResult, key: str, lower: float, upper: float) -> bool:
-    """Whether ``key`` (a metric or a threshold key such as abs_C, Lambda vs baseline) is
-    a value without sampling error in an audit that has intervals: no standard error and
-    a zero-width interval (the Monte Carlo engine's Lambda and notions, exact on the
-    model)."""
-    base = key.removesuffix(" vs baseline").removeprefix("abs_")
-    q = r.quantities.get(base)
-    return q is not None and q[3] is None and lower == upper
+def _no_interval(se: Any, lower: float, upper: float) -> bool:
+    """Whether a value has no interval in an audit that has intervals: no standard error
+    and a zero-width interval (a value computed exactly on the tabular model, as the Monte
+    Carlo engine's Lambda; :func:`causalfair.report.explain.verdict_has_interval` for a
+    verdict), whichever quantity it is."""
+    return se is None and lower == upper
 
 
 def _unit_of(r: AuditResult, key: str) -> str:
@@ -168,9 +167,12 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, Any, Any, int | None]]:
-    """(title, header, rows, status column) for every table of the report; header None:
-    ``rows`` is a sentence shown in the table's place."""
+def _tables(r: AuditResult, before: AuditResult | None, doc: dict[str, Any] | None = None
+            ) -> list[tuple[str, Any, Any, int | None]]:
+    """(title, header, rows, status column) for every table of the report (``doc``: its
+    audit.json document, default ``r``'s); header None: ``rows`` is a sentence shown in the
+    table's place."""
+    doc = to_jsonable(r.to_dict()) if doc is None else doc
     tabs = []
     if before is not None:
         after = {v.key: v for v in r.verdicts}
@@ -201,16 +203,18 @@ def _tables(r: AuditResult, before: AuditResult | None) -> list[tuple[str, Any, 
     else:
         level, dec = ci_level(r), r.decomposition
         sim = (getattr(dec, "simultaneous", 1), dec.pair_name)  # what marks a label
-        rows = [[v.shown, v.estimate, *((MISSING, MISSING) if _exact_in_mc(r, v.key, v.lower, v.upper)
-                                        else (v.lower, v.upper)), v.status] for v in r.verdicts]
+        rows = [[v.shown, v.estimate,
+                 *((v.lower, v.upper) if verdict_has_interval(doc, v.to_dict())
+                   else (MISSING, MISSING)), v.status] for v in r.verdicts]
         m = max([widened_by(*sim, v.key, v.pair) for v in r.verdicts
                  if v.lower != v.upper] + [1])  # a simultaneous interval: the label's mark
         ci = ci_label(level, m)
         tabs.append(("Verdicts" + _exact_note(r) * any(x[2] == MISSING for x in rows)
                      + (f" ({mark_note(m, sim[1], r.spec.alpha)})" if m > 1 else ""),
                      ["threshold", "estimate", f"{ci} lower", f"{ci} upper", "verdict"], rows, 4))
-        rows = [[k, q[k][0], q[k][3], *((MISSING, MISSING) if _exact_in_mc(r, k, q[k][1], q[k][2])
-                                        else (q[k][1], q[k][2])), _unit_of(r, k)]
+        rows = [[k, q[k][0], q[k][3],
+                 *((MISSING, MISSING) if _no_interval(q[k][3], q[k][1], q[k][2])
+                   else (q[k][1], q[k][2])), _unit_of(r, k)]
                 for k in r.spec.metrics if k in q]
         m = max([widened_by(*sim, k) for k in r.spec.metrics if k in q and q[k][3]] + [1])
         ci = ci_label(level, m)
@@ -364,6 +368,7 @@ def no_pairs_sentence(ben: Any, cells: str = "levels") -> str:
 #: The units of the other notions that are not quantities of the glossary: the per-group
 #: rates and levels behind the gaps, and the initial distance (the glossary has the rest).
 _NOTION_UNITS = {"approval_rate": "probability", "selection_rate": "probability",
+                 "Lambda_T": "probability (0 to 1)",
                  "tpr": "probability", "elbert_rate": "ratio", "mean_level_final": "levels",
                  "w1_initial": "levels"}
 
@@ -597,7 +602,7 @@ def render_html(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         parts.append("<h3>What changed</h3><ul>" + "".join(
             f"<li>{html.escape(t)}</li>" for t in what_changed(doc["attribution"], unit=gain_unit(r))) + "</ul>")
     parts.append("</section><section id='details'><h2>Details</h2>")
-    for title, header, rows, sc in _tables(r, before):
+    for title, header, rows, sc in _tables(r, before, doc):
         parts.append(f"<h3>{html.escape(title)}</h3>")
         parts.append(f"<p>{html.escape(rows)}</p>" if header is None  # a sentence
                      else _html_table(header, rows, sc))
@@ -643,7 +648,7 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
         lines += ["### What changed", ""]
         lines += [f"- {md_escape(t)}" for t in what_changed(doc["attribution"], unit=gain_unit(r))] + [""]
     lines += ["## Details", ""]
-    for title, header, rows, _ in _tables(r, before):
+    for title, header, rows, _ in _tables(r, before, doc):
         lines += [f"### {md_escape(title)}", "",
                   md_escape(rows) if header is None else _md_table(header, rows), ""]
     lines += ["### Figures", ""]

@@ -15,6 +15,8 @@ import causalfair as cf
 from causalfair._io import to_jsonable
 from causalfair.logs import simulate_logs
 from causalfair.report import render
+from causalfair.report.card import card_markdown
+from causalfair.report.export import annex_iv
 
 REPORT_FILES = ("report.md", "report.html", "card.md", "annex-iv.md", "audit.json")
 
@@ -85,3 +87,89 @@ def test_absolute_and_relative_failures_are_each_explained_against_their_referen
     assert drivers[0].split(", against ", 1)[1].startswith("the baseline policy pi0 ("), drivers
     assert drivers[1].split(", against ", 1)[1].startswith(
         "the baseline policy threshold:0.3:"), drivers
+
+
+# ------------------------------------ an exactly computed value reads n/a in every output
+MC_EXACT = """name = "m"
+horizon = 5
+[system]
+id = "lending-1"
+[policy]
+builtin = "threshold:0.5"
+[engine]
+kind = "mc"
+n = 400
+[benefit]
+horizon_benefit = true
+[thresholds]
+abs_C = 0.2
+Lambda = 0.2
+min_ratio_selection = 0.8
+"""
+
+
+@pytest.fixture(scope="module")
+def mc_exact(tmp_path_factory):
+    """A Monte Carlo audit of a system with a tabular model: C sampled, Lambda and the
+    selection rates computed exactly (no se)."""
+    folder = tmp_path_factory.mktemp("mc_exact")
+    (folder / "m.toml").write_text(MC_EXACT, encoding="utf-8")
+    res = cf.audit(folder / "m.toml")
+    return res, json.loads(json.dumps(to_jsonable(res.to_dict())))
+
+
+def test_an_exact_selection_ratio_reads_n_a_in_every_interval_column(mc_exact):
+    """docs/audit.md (Details): a value computed exactly reads n/a in the interval columns.
+    The verdict row of min_ratio_selection printed a zero-width interval (x | x | x) in
+    report.md, report.html and annex-iv.md, while Lambda's read n/a."""
+    res, doc = mc_exact
+    row = next(v for v in doc["verdicts"] if v["key"] == "min_ratio_selection")
+    pair = row["pair"]
+    assert doc["pairs"]["values"][pair]["ratio_selection"]["se"] is None
+    md = render.render_markdown(res, doc, {})
+    html = render.render_html(res, doc, {})
+    annex = annex_iv(doc)
+    for key in ("min_ratio_selection \\>= 0.8", "Lambda \\<= 0.2"):
+        line = next(x for x in md.splitlines() if x.startswith(f"| {key}"))
+        assert line.split(" | ")[2:4] == ["n/a", "n/a"], line
+    for key in ("min_ratio_selection >= 0.8", "Lambda <= 0.2"):
+        line = next(x for x in annex.splitlines() if x.startswith(f"| {key}"))
+        assert line.split(" | ")[2:4] == ["n/a", "n/a"], line
+    cells = html.split("<td>min_ratio_selection &gt;= 0.8", 1)[1].split("</tr>", 1)[0]
+    assert cells.count("<td>n/a</td>") == 2, cells
+    line = next(x for x in md.splitlines() if x.startswith("| abs_C \\<= 0.2"))
+    assert "n/a" not in line, line  # a sampled value keeps its interval
+    card = card_markdown(doc)
+    sentence = next(x for x in card.splitlines() if x.startswith("- min_ratio_selection"))
+    assert "CI" not in sentence, sentence
+
+
+def test_lambda_t_has_a_unit_in_other_notions(mc_exact):
+    res, doc = mc_exact
+    md = render.render_markdown(res, doc, {})
+    line = next(x for x in md.splitlines() if x.startswith("| Lambda_T |"))
+    assert line.endswith("| probability (0 to 1) |"), line
+
+
+def _doc(row):
+    return {"quantities": {"Lambda": {"estimate": 0.1, "ci_lower": 0.1, "ci_upper": 0.1,
+                                      "se": None}},
+            "pairs": {"values": {"A-B": {"ratio_selection": row, "C": row}}}}
+
+
+@pytest.mark.parametrize("key", ["min_ratio_selection", "abs_C[A-B]", "max_abs_C"])
+def test_an_interval_is_shown_when_the_value_has_a_standard_error(key):
+    """Whether a verdict has an interval depends on its value's standard error, not on the
+    quantity: a Monte Carlo selection rate with an se keeps its interval (even one of zero
+    width), one computed exactly (se None, zero width) has none."""
+    from causalfair.report.explain import verdict_has_interval
+
+    sampled = {"estimate": 0.7, "ci_lower": 0.7, "ci_upper": 0.7, "se": 0.0}
+    exact = {"estimate": 0.7, "ci_lower": 0.7, "ci_upper": 0.7, "se": None}
+    v = {"key": key, "estimate": 0.7, "lower": 0.7, "upper": 0.7, "pair": "A-B"}
+    assert verdict_has_interval(_doc(sampled), v)
+    assert not verdict_has_interval(_doc(exact), v)
+    wide = dict(v, lower=0.6, upper=0.8)
+    assert verdict_has_interval(_doc(exact), wide)
+    assert not verdict_has_interval(_doc(sampled), {"key": "Lambda vs baseline", "estimate": 0.0,
+                                                    "lower": 0.0, "upper": 0.0})
