@@ -28,9 +28,9 @@ from causalfair.report.explain import (
     md_text,
     pairs_lines,
     sentences,
+    threshold_label,
 )
 from causalfair.report.marks import simultaneous_note, widened, yaml_simultaneous
-from causalfair.thresholds import pair_note, threshold_op
 
 __all__ = ["card_markdown", "model_index", "audited_on", "without_date", "spec_sha256"]
 
@@ -147,10 +147,10 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
                  f"{_yaml_value(lo)}, ci_upper: {_yaml_value(hi)}, se: {_yaml_value(q['se'])}}}")
     y.append("verdicts:")
     for v in doc.get("verdicts") or []:
-        label = f"{v['key']} {threshold_op(v['key'])} {v['threshold']!r}"
-        y.append(f"  - {{threshold: {_yaml_value(label)}, "
+        y.append(f"  - {{threshold: {_yaml_value(threshold_label(v))}, "
                  f"status: {v['status']}, estimate: {_yaml_value(v['estimate'])}"
-                 + (f", pair: {_yaml_value(v['pair'])}" if pair_note(v) else "") + "}")
+                 + (f", pair: {_yaml_value(v['pair'])}" if v.get("pair") is not None else "")
+                 + "}")  # the pair as audit.json's verdicts/i/pair (one pair's key too)
     if not doc.get("verdicts"):
         y[-1] = "verdicts: []"
     y.append("versions:")

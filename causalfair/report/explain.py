@@ -24,7 +24,8 @@ from causalfair.thresholds import pair_note, split_key, threshold_op
 
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "inconclusive_steps",
            "fmt", "what_changed", "failure_drivers", "change_lines", "pairs_lines", "PAIR_COLUMNS",
-           "doc_gain_unit", "doc_pair", "has_interval", "verdict_has_interval", "md_cell", "md_text"]
+           "doc_gain_unit", "doc_pair", "has_interval", "verdict_has_interval",
+           "threshold_label", "md_cell", "md_text"]
 
 #: quantity -> (definition, sign convention, unit); in the definitions {gain} and {Gain}
 #: stand for the system's gain, {levels} and {lvls} for its states, {dpe_example} and
@@ -188,6 +189,12 @@ def judged_value(doc: Mapping[str, Any], verdict: Mapping[str, Any]) -> Mapping[
         if row is not None or every:
             return row
     return _q(doc, metric)
+
+
+def threshold_label(verdict: Mapping[str, Any]) -> str:
+    """A verdict's threshold as every output reads it (``C <= 0``, ``min_ratio_V >= 0.8``:
+    :attr:`causalfair.thresholds.Verdict.label`, the report's, the gate's and JUnit's)."""
+    return f"{verdict['key']} {threshold_op(verdict['key'])} {float(verdict['threshold']):g}"
 
 
 def verdict_has_interval(doc: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:

@@ -42,9 +42,10 @@ from causalfair.report.explain import (
     md_cell,
     md_text,
     pairs_lines,
+    threshold_label,
     verdict_has_interval,
 )
-from causalfair.thresholds import pair_note, threshold_op
+from causalfair.thresholds import pair_note
 
 __all__ = ["EXPORTS", "PLACEHOLDER", "read_audit", "annex_iv", "ll144_rows", "ll144_markdown",
            "ll144_csv", "csv_text", "export_files", "report_exports", "links_markdown",
@@ -237,7 +238,7 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
                   f"{_num(ben['eps'])} {doc_gain_unit(doc)} ({ben.get('eps_source') or 'given'}).", ""]
     if doc.get("verdicts"):
         lines += _table(["threshold", "estimate", "CI lower", "CI upper", "verdict"],
-                        [[f"{v['key']} {threshold_op(v['key'])} {v['threshold']}{pair_note(v)}",
+                        [[f"{threshold_label(v)}{pair_note(v)}",
                           _num(v["estimate"]),
                           *((_num(v["lower"]), _num(v["upper"])) if verdict_has_interval(doc, v)
                             else ("n/a", "n/a")),

@@ -17,6 +17,7 @@ from causalfair.logs import simulate_logs
 from causalfair.report import render
 from causalfair.report.card import card_markdown
 from causalfair.report.export import annex_iv
+from causalfair.report.render import md_escape
 
 REPORT_FILES = ("report.md", "report.html", "card.md", "annex-iv.md", "audit.json")
 
@@ -173,3 +174,26 @@ def test_an_interval_is_shown_when_the_value_has_a_standard_error(key):
     assert verdict_has_interval(_doc(exact), wide)
     assert not verdict_has_interval(_doc(sampled), {"key": "Lambda vs baseline", "estimate": 0.0,
                                                     "lower": 0.0, "upper": 0.0})
+
+
+# ---------------------------------------------------- a threshold reads the same everywhere
+def test_a_threshold_and_its_pair_read_the_same_in_every_output(tmp_path):
+    """docs/audit.md: a threshold reads the same in every output. card.md and annex-iv.md
+    printed `C <= 0.0` where the report (and the gate, JUnit) print `C <= 0`; card.md's
+    verdict of one pair's key (abs_C[s--s+]) did not name the pair audit.json names."""
+    (tmp_path / "t.toml").write_text(
+        BASE + '[thresholds]\nC = 0.0\nLambda = 0.25\n"abs_C[s--s+]" = 0.3\n', encoding="utf-8")
+    res = cf.audit(tmp_path / "t.toml")
+    doc = json.loads(json.dumps(to_jsonable(res.to_dict())))
+    labels = [v.label for v in res.verdicts]
+    assert labels == ["C <= 0", "Lambda <= 0.25", "abs_C[s--s+] <= 0.3"], labels
+    md = render.render_markdown(res, doc, {})
+    card, annex = card_markdown(doc), annex_iv(doc)
+    for label in labels:
+        assert f"| {md_escape(label)} |" in md, label
+        assert f'threshold: "{label}"' in card, label
+        assert f"| {label} |" in annex, label
+    row = next(v for v in doc["verdicts"] if v["key"] == "abs_C[s--s+]")
+    assert row["pair"] == "s--s+"
+    line = next(x for x in card.splitlines() if 'threshold: "abs_C[s--s+]' in x)
+    assert line.endswith(', pair: "s--s+"}'), line
