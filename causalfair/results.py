@@ -17,6 +17,7 @@ from causalfair._io import fixed
 from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._texttable import frame_text
 from causalfair._validation import check_alpha, check_int, z_quantile
+from causalfair.engines.benefit_cells import cell_columns
 from causalfair.errors import InputError, ModelError, short
 from causalfair.plotting import (
     benefit_actions,
@@ -736,7 +737,9 @@ class BenefitResult:
             "worst_pairs": worst_rows,
         }
 
-    def summary(self, n_worst: int = 5) -> str:
+    def summary(self, n_worst: int = 5, cells: str = "level") -> str:
+        """``cells``: the cells' name in the worst pairs' header (``"state"``: binned
+        features; :func:`causalfair.engines.benefit_cells.cell_word`)."""
         ci = (f", {100 * self.ci_level:g}% bootstrap CI [{self.ci[0]:.6f}, {self.ci[1]:.6f}]"
               if self.ci is not None else "")
         lines = [
@@ -746,22 +749,25 @@ class BenefitResult:
             + (f"; Monte Carlo by forks, pairs of {self.cells})" if self.method == "mc" else ")"),
             f"DPE (Proposition 1 form) = {fixed(self.dpe_prop1, sign=True)}",
             f"Worst pairs: not shown: {self.no_pairs_note()}" if not self.shares_meaningful else
-            "Worst pairs:\n" + self._worst_text(n_worst),
+            "Worst pairs:\n" + self._worst_text(n_worst, cells),
         ]
         return "\n".join(lines)
 
-    def _worst_text(self, n: int) -> str:
-        """``worst_pairs_table(n).to_string(index=False)``, without importing pandas where
-        :func:`causalfair._texttable.frame_text` covers the table (two actions)."""
+    def _worst_text(self, n: int, cells: str = "level") -> str:
+        """``worst_pairs_table(n).to_string(index=False)``, its cells named ``cells``,
+        without importing pandas where :func:`causalfair._texttable.frame_text` covers the
+        table (two actions)."""
         if not self.multi:
             cols = {k: np.round(v, _DIGITS) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
                     else v for k, v in self._worst_columns(n).items()}
             if not self.shares_meaningful:
                 del cols["share"]
-            text = frame_text(cols)
+            text = frame_text(dict(zip(cell_columns(cols, cells), cols.values(), strict=True)))
             if text is not None:
                 return text
-        return self.worst_pairs_table(n).to_string(index=False)
+        df = self.worst_pairs_table(n)
+        df.columns = cell_columns(df.columns, cells)
+        return df.to_string(index=False)
 
     def __str__(self) -> str:
         return self.summary()

@@ -19,6 +19,7 @@ from causalfair._usercode import module_file, module_reads
 from causalfair._version import __version__
 from causalfair.audit.spec import AuditSpec
 from causalfair.engines.attribution import Attribution, attribute_exact, attribute_mc
+from causalfair.engines.benefit_cells import cell_columns, cell_word
 from causalfair.errors import CausalfairError, InputError
 from causalfair.policies.checkpoint import file_sha256
 from causalfair.report.explain import sentences
@@ -279,6 +280,9 @@ class AuditResult:
     def _repr_html_(self) -> str:
         colour = {PASS: "#1a7f37", FAIL: "#cf222e", INCONCLUSIVE: "#9a6700"}[self.overall]
         said = [s.text for s in sentences(self.to_dict())]
+        worst = None if self.benefit is None else self.benefit.worst_pairs_table(self.spec.worst)
+        if worst is not None:  # its cells named as the report names them
+            worst.columns = cell_columns(worst.columns, cell_word(self.system))
         parts = [
             f"<div><h3>Audit {html.escape(self.spec.name)}: "
             f"<span style='color:{colour}'>{self.overall}</span></h3>",
@@ -289,8 +293,8 @@ class AuditResult:
             "<h4>Metrics</h4>",
             self._metrics_html(),
             "<h4>Worst benefit pairs</h4>",
-            (self.benefit.worst_pairs_table(self.spec.worst).to_html(index=False)
-             if self.benefit is not None else "<p>Benefit fairness not computed.</p>"),
+            (worst.to_html(index=False) if worst is not None
+             else "<p>Benefit fairness not computed.</p>"),
             f"<img alt='waterfall' src='data:image/png;base64,"
             f"{figure_png_base64(headline_figure(self), THUMBNAIL_DPI)}'/>",
             "<p style='font-size:0.85em;color:#57606a'>The other figures ("

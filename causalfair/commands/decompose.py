@@ -229,7 +229,10 @@ def _pairs_text(args: argparse.Namespace, result, groups) -> str | None:
 
 
 def _print(args: argparse.Namespace, system, eps_source, result, benefit, groups=None) -> int:
-    """Print the results of :func:`_compute`: text, or JSON with ``--json``."""
+    """Print the results of :func:`_compute`: text, or JSON with ``--json``; the worst
+    benefit pairs' cells named as the report names them (``state[G]``: binned features)."""
+    from causalfair.engines.benefit_cells import cell_word
+
     if benefit is not None and eps_source is not None:
         benefit = replace(benefit, eps_source=eps_source)
     if result.engine == "mc" and not args.json:
@@ -243,7 +246,7 @@ def _print(args: argparse.Namespace, system, eps_source, result, benefit, groups
                 print("Benefit fairness below is exact, from the system's tabular model (its "
                       "DPE in Proposition-1 form is the exact value the Monte Carlo DPE above "
                       "estimates).")
-            print(benefit.summary(args.worst))
+            print(benefit.summary(args.worst, cell_word(system)))
         print(READING)
         return 0
     if args.json:
@@ -267,7 +270,7 @@ def _print(args: argparse.Namespace, system, eps_source, result, benefit, groups
         if groups is not None:
             print(_pairs_text(args, result, groups))
             print()
-        print(benefit.summary(args.worst))
+        print(benefit.summary(args.worst, cell_word(system)))
         print(READING)
     return 0
 

@@ -38,6 +38,7 @@ import numpy as np
 from causalfair._io import fixed, to_jsonable, write_folder
 from causalfair._simultaneous import ci_label
 from causalfair.engines.attribution import attribute_exact
+from causalfair.engines.benefit_cells import cell_columns, cell_word
 from causalfair.engines.groups import benefit_for_pair
 from causalfair.report.card import audited_on, card_markdown, spec_sha256
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
@@ -275,8 +276,7 @@ def _tables(r: AuditResult, before: AuditResult | None, doc: dict[str, Any] | No
         for title, ben, delta in titled:
             if not ben.shares_meaningful:  # every pair contributes 0: one sentence, no rows
                 tabs.append((f"{title})", None, no_pairs_sentence(
-                    ben, "levels" if r.system is None or getattr(r.system, "levels", None)
-                    else "states"), None))
+                    ben, f"{cell_word(r.system)}s"), None))
                 continue
             df = ben.worst_pairs_table(r.spec.worst)
             tabs.append((f"{title}{delta}{_PAIR_COLUMNS}; values rounded to 4 decimals)",
@@ -406,11 +406,8 @@ def _pair_note(r: AuditResult) -> str:
 def _cell_header(r: AuditResult, columns: Sequence[Any]) -> list[str]:
     """The worst benefit pairs' column names: a cell is a "level[G]" where the system
     declares levels (lending, a log's levels), a "state[G]" (a cell of binned features)
-    where it declares none."""
-    names = [str(c) for c in columns]
-    if r.system is None or getattr(r.system, "levels", None):
-        return names
-    return [("state" + c[len("level"):]) if c.startswith("level[") else c for c in names]
+    where it declares none, as ``causalfair decompose`` prints them."""
+    return cell_columns(columns, cell_word(r.system))
 
 
 def _repair_table(rep: dict[str, Any], units: dict[str, str] | None = None

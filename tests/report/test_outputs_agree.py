@@ -197,3 +197,66 @@ def test_a_threshold_and_its_pair_read_the_same_in_every_output(tmp_path):
     assert row["pair"] == "s--s+"
     line = next(x for x in card.splitlines() if 'threshold: "abs_C[s--s+]' in x)
     assert line.endswith(', pair: "s--s+"}'), line
+
+
+# ------------------------------- the worst benefit pairs' cells: decompose and the report
+CELLS_SIM = """
+import numpy as np
+import causalfair as cf
+
+
+class Sim:
+    n_groups = 2
+    group_names = ("A", "B")
+    feature_names = ("skill",)
+    horizon = 3
+
+    def reset(self, n, group, rng):
+        g = np.broadcast_to(np.asarray(group), (n,)).astype(float)
+        return np.stack([g, rng.normal(1.0 - 0.5 * g, 0.3)], axis=1)
+
+    def observe(self, state):
+        return cf.Observation(group=state[:, 0].astype(int), features=state[:, 1:2])
+
+    def draw_noise(self, n, rng):
+        return rng.normal(0, 0.1, size=n)
+
+    def step(self, state, decisions, noise):
+        gain = 0.1 * np.asarray(decisions) * (1.2 - 0.8 * state[:, 0]) + noise
+        new = state.copy()
+        new[:, 1] += gain
+        return cf.StepResult(state=new, reward=0.1 * gain, gain=gain, info={})
+
+
+def make():
+    return Sim()
+
+
+class Pol:
+    def prob_d1(self, obs):
+        return np.where(np.asarray(obs.group) == 0, 0.8, 0.2) * (np.asarray(obs.features)[:, 0] > 0.7)
+
+
+def policy():
+    return Pol()
+"""
+
+
+def test_decompose_and_the_report_name_binned_feature_cells_alike(tmp_path, cli_here):
+    """docs/audit.md: the worst benefit pairs' cells read `state[G]` (binned features)
+    where the system declares no levels. The report did; `causalfair decompose` printed
+    `level[G]` for the same cells."""
+    (tmp_path / "cells_sim.py").write_text(CELLS_SIM, encoding="utf-8")
+    done = cli_here("decompose", "--system", "cells_sim:make", "--policy", "cells_sim:policy",
+                    "--n", "300", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    header = done.stdout.split("Worst pairs:\n", 1)[1].splitlines()[0].split()
+    assert header[:2] == ["state[A]", "state[B]"], header
+    (tmp_path / "f.toml").write_text('name = "f"\n[system]\nfactory = "cells_sim:make"\n'
+                                     '[policy]\nfactory = "cells_sim:policy"\n'
+                                     '[engine]\nn = 300\n', encoding="utf-8")
+    res = cf.audit(tmp_path / "f.toml")
+    md = render.render_markdown(res, json.loads(json.dumps(to_jsonable(res.to_dict()))), {})
+    row = next(x for x in md.splitlines() if x.startswith("| state"))
+    assert row.startswith("| state\\[A\\] | state\\[B\\] |"), row
+    assert "state[A]" in res._repr_html_()
