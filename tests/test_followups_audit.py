@@ -144,7 +144,7 @@ def test_a_logs_candidate_is_named_in_audit_json_summary_and_report(log, tmp_pat
 
 def test_a_plain_log_audit_keeps_its_label_and_methods_line(log, tmp_path):
     res = cf.audit(_spec(tmp_path, log, ""))
-    assert res.to_dict()["policy"]["label"] == f"logs {res.spec.logs_path}"
+    assert res.to_dict()["policy"]["label"] == "logs log.csv"  # as the spec gives it
     assert "policy: from logs" in res.summary()
     from causalfair.report.explain import assumptions
 

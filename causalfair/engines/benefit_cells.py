@@ -9,8 +9,6 @@ same way."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
@@ -168,18 +166,3 @@ def bin_labels(edges: list[np.ndarray], names: tuple[str, ...] | None,
     desc = head + f" ({grid} cells" + (f", {len(labels)} visited" if len(labels) < total else "")
     desc += "; labels name the features off their most common bin)" if short else ")"
     return tuple(labels), desc
-
-
-def cell_word(system: Any) -> str:
-    """What the worst benefit pairs' cells are called in every table that prints them (the
-    report, ``causalfair decompose``, the notebook view; docs/audit.md): ``"level"`` where
-    the system declares levels (lending; no system: a log's levels), ``"state"`` (a cell of
-    binned features) where it declares none."""
-    return "level" if system is None or getattr(system, "levels", None) else "state"
-
-
-def cell_columns(columns: Iterable[Any], word: str = "level") -> list[str]:
-    """The worst benefit pairs' column names (:meth:`causalfair.results.BenefitResult.
-    worst_pairs`: ``level[G]``) with their cells called ``word`` (:func:`cell_word`):
-    ``state[G]`` for binned features."""
-    return [word + c[len("level"):] if c.startswith("level[") else c for c in map(str, columns)]
