@@ -14,12 +14,12 @@ text is pandas' either way (tests/test_speed2.py compares the two on random tabl
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["frame_text"]
+__all__ = ["frame_text", "cell_word", "cell_columns"]
 
 #: pandas' display.precision: float columns are formatted with 6 decimals, then the
 #: trailing zeros every number of the column shares are trimmed.
@@ -83,3 +83,18 @@ def frame_text(columns: Mapping[str, Sequence[Any]]) -> str | None:
         strcols.append([header.rjust(width)] + [c.rjust(width) for c in cells])
     rows = zip(*strcols, strict=True)
     return "\n".join(" ".join(row) for row in rows)
+
+
+def cell_word(system: Any) -> str:
+    """What the worst benefit pairs' cells are called in every table that prints them (the
+    report, ``causalfair decompose``, the notebook view; docs/audit.md): ``"level"`` where
+    the system declares levels (lending; no system: a log's levels), ``"state"`` (a cell of
+    binned features) where it declares none."""
+    return "level" if system is None or getattr(system, "levels", None) else "state"
+
+
+def cell_columns(columns: Iterable[Any], word: str = "level") -> list[str]:
+    """The worst benefit pairs' column names (:meth:`causalfair.results.BenefitResult.
+    worst_pairs`: ``level[G]``) with their cells called ``word`` (:func:`cell_word`):
+    ``state[G]`` for binned features."""
+    return [word + c[len("level"):] if c.startswith("level[") else c for c in map(str, columns)]

@@ -15,9 +15,8 @@ import numpy as np
 
 from causalfair._io import fixed
 from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
-from causalfair._texttable import frame_text
+from causalfair._texttable import cell_columns, frame_text
 from causalfair._validation import check_alpha, check_int, z_quantile
-from causalfair.engines.benefit_cells import cell_columns
 from causalfair.errors import InputError, ModelError, short
 from causalfair.plotting import (
     benefit_actions,
@@ -739,7 +738,7 @@ class BenefitResult:
 
     def summary(self, n_worst: int = 5, cells: str = "level") -> str:
         """``cells``: the cells' name in the worst pairs' header (``"state"``: binned
-        features; :func:`causalfair.engines.benefit_cells.cell_word`)."""
+        features; :func:`causalfair._texttable.cell_word`)."""
         ci = (f", {100 * self.ci_level:g}% bootstrap CI [{self.ci[0]:.6f}, {self.ci[1]:.6f}]"
               if self.ci is not None else "")
         lines = [

@@ -15,11 +15,11 @@ import numpy as np
 
 from causalfair._io import AUDIT_SCHEMA_VERSION, fixed
 from causalfair._io import to_jsonable as _json_safe
+from causalfair._texttable import cell_columns, cell_word
 from causalfair._usercode import module_file, module_reads
 from causalfair._version import __version__
 from causalfair.audit.spec import AuditSpec
 from causalfair.engines.attribution import Attribution, attribute_exact, attribute_mc
-from causalfair.engines.benefit_cells import cell_columns, cell_word
 from causalfair.errors import CausalfairError, InputError
 from causalfair.policies.checkpoint import file_sha256
 from causalfair.report.explain import sentences

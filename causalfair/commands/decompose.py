@@ -231,7 +231,7 @@ def _pairs_text(args: argparse.Namespace, result, groups) -> str | None:
 def _print(args: argparse.Namespace, system, eps_source, result, benefit, groups=None) -> int:
     """Print the results of :func:`_compute`: text, or JSON with ``--json``; the worst
     benefit pairs' cells named as the report names them (``state[G]``: binned features)."""
-    from causalfair.engines.benefit_cells import cell_word
+    from causalfair._texttable import cell_word
 
     if benefit is not None and eps_source is not None:
         benefit = replace(benefit, eps_source=eps_source)

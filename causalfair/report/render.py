@@ -37,8 +37,8 @@ import numpy as np
 
 from causalfair._io import fixed, to_jsonable, write_folder
 from causalfair._simultaneous import ci_label
+from causalfair._texttable import cell_columns, cell_word
 from causalfair.engines.attribution import attribute_exact
-from causalfair.engines.benefit_cells import cell_columns, cell_word
 from causalfair.engines.groups import benefit_for_pair
 from causalfair.report.card import audited_on, card_markdown, spec_sha256
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
