@@ -107,6 +107,8 @@ def _exact_note(r: AuditResult) -> str:
     zero-width "confidence interval"."""
     if r.decomposition.engine == "logs":
         return " (n/a interval: a plug-in value of the model fitted to the logs, no interval computed)"
+    if getattr(r.system, "tabular", None) is None:  # a simulator alone: nothing is exact
+        return " (n/a interval: no interval computed for this value)"
     return " (n/a interval: a value computed exactly on the tabular model, no sampling error)"
 
 

@@ -260,3 +260,16 @@ def test_decompose_and_the_report_name_binned_feature_cells_alike(tmp_path, cli_
     row = next(x for x in md.splitlines() if x.startswith("| state"))
     assert row.startswith("| state\\[A\\] | state\\[B\\] |"), row
     assert "state[A]" in res._repr_html_()
+
+
+def test_the_n_a_note_says_exact_only_where_a_tabular_model_computed_it():
+    """A Monte Carlo audit of a simulator alone has no tabular model: a value there without
+    an interval was not 'computed exactly on the tabular model'."""
+    from types import SimpleNamespace as NS
+
+    from causalfair.report.render import _exact_note
+
+    mc = NS(decomposition=NS(engine="mc"))
+    assert "no interval computed" in _exact_note(NS(**vars(mc), system=NS(tabular=None)))
+    assert "tabular model" in _exact_note(NS(**vars(mc), system=NS(tabular=object())))
+    assert "fitted to the logs" in _exact_note(NS(decomposition=NS(engine="logs"), system=None))
