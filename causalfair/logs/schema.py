@@ -461,7 +461,7 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
                  f"level is {K - 1})", "check the 'level' and 'next_level' columns or bin the "
                  "state into fewer levels (--bins)")
 
-    ind_raw, ids = pd.factorize(df["id"], sort=False)
+    ind_raw, ids = _number_individuals(df["id"])
     order = np.lexsort((t, ind_raw))
     ind_raw, t, g, x, xn, d, reward = (a[order] for a in (ind_raw, t, g, x, xn, d, reward))
     if outcome is not None:
@@ -516,6 +516,28 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         outcome=outcome, first=first, ids=ids, groups=tuple(str(v) for v in groups),
         n_levels=K, t0=t0, binning=binning,
     )
+
+
+def _number_individuals(col: Any) -> tuple[np.ndarray, Any]:
+    """Number the individuals 0..n-1 in the order of their sorted ids, whatever the order
+    of the rows (the bootstrap draws individuals by number: the same rows, seed and
+    options give the same numbers, bit for bit; a log written sorted by id, or by
+    :func:`~causalfair.logs.simulate.simulate_logs`, keeps its first-appearance order).
+    Ids of types that do not compare (e.g. tuples beside numbers) are sorted by type name
+    and text."""
+    import pandas as pd
+
+    try:
+        return pd.factorize(col, sort=True)
+    except TypeError:
+        codes, uniq = pd.factorize(col, sort=False)
+        keys = [(type(v).__name__, str(v), repr(v)) for v in uniq]
+        by_key = sorted(range(len(keys)), key=keys.__getitem__)
+        rank = np.empty(len(keys), dtype=np.int64)
+        rank[by_key] = np.arange(len(keys))
+        ids = np.empty(len(keys), dtype=object)
+        ids[:] = [uniq[i] for i in by_key]
+        return rank[codes], ids
 
 
 def _check_spellings(gcol: Any, groups: list[Any]) -> None:
