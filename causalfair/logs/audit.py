@@ -25,7 +25,7 @@ from causalfair.engines.benefit import benefit_fairness, check_eps, model_eps
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.engines.groups import resolve_pair
 from causalfair.engines.selection import selection_rates
-from causalfair.logs.bootstrap import bootstrap_replicates, fit_model
+from causalfair.logs.bootstrap import bootstrap_replicates, check_boot_memory, fit_model
 from causalfair.logs.dowhy_check import dowhy_check
 from causalfair.logs.errors import MSG_FEATURE_POTENTIAL, MSG_NO_SCORE, LogError
 from causalfair.logs.fit import (
@@ -259,6 +259,7 @@ def audit_logs(
     data = df if isinstance(df, LogData) else validate_logs(
         df, n_levels=n_levels, groups=groups, state=state, bins=bins, next_state=next_state,
         decisions=names)
+    check_boot_memory(n_boot, data.n_groups, data.n_levels)  # before the fit and the run
     T = data.horizon if horizon is None else check_horizon(horizon)
     ab = resolve_pair(pair, data.groups, "pair")  # the estimate's and the bounds' pair
     on_fit = policy if isinstance(policy, FittedModelPolicy) else None
