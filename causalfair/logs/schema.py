@@ -40,6 +40,7 @@ import numpy as np
 
 from causalfair._limits import check_memory, format_bytes
 from causalfair._validation import check_names
+from causalfair.errors import short
 from causalfair.logs.binning import StateBinning, bin_states, feature_column, linear_potential
 from causalfair.logs.errors import (
     FIX_DECIMAL_COMMA,
@@ -437,6 +438,8 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         else:
             groups = sorted(pd.unique(gcol).tolist(), key=lambda v: (str(type(v)), v))
         _check_spellings(gcol, groups)
+    else:
+        groups = _given_groups(groups)
     groups = list(groups)
     g = pd.Index(groups).get_indexer(gcol)
     if (g < 0).any() or len(groups) < 2:
@@ -516,6 +519,28 @@ def validate_logs(df: Any, *, n_levels: int | None = None,
         outcome=outcome, first=first, ids=ids, groups=tuple(str(v) for v in groups),
         n_levels=K, t0=t0, binning=binning,
     )
+
+
+def _given_groups(groups: Any) -> list[Any]:
+    """``groups=`` as a list of distinct labels, or a LogError naming the problem and the
+    fix (a string is one name, not a list of its letters; a name given twice would make
+    two groups of the same rows)."""
+    if isinstance(groups, (str, bytes)) or not hasattr(groups, "__iter__"):
+        raise LogError(f"groups: must be a list of the group labels in order, got "
+                       f"{short(groups, 60)}; e.g. groups=['A', 'B'].")
+    groups = list(groups)
+    seen: set[Any] = set()
+    for v in groups:
+        try:
+            twice = v in seen
+            seen.add(v)
+        except TypeError:  # unhashable: pandas refuses it below with its own words
+            raise LogError(f"groups: bad label {short(v, 40)}; give the group labels as "
+                           "strings or numbers.") from None
+        if twice:
+            raise LogError(f"groups: {v!r} is named twice in {short(groups, 80)}; name each of "
+                           "the log's groups once.")
+    return groups
 
 
 def _number_individuals(col: Any) -> tuple[np.ndarray, Any]:
