@@ -107,12 +107,13 @@ def read_logs(path: str | Path) -> Any:
     The memory the table needs is bounded while it is read (``CAUSALFAIR_MAX_MEMORY``,
     docs/limits.md): the CSV's size (a gzip file's as it inflates) times
     :data:`_CSV_FACTOR`, or a Parquet file's decoded size, counted batch by batch, times
-    :data:`_PARQUET_FACTOR`. Empty and malformed files raise :class:`LogError`."""
+    :data:`_PARQUET_FACTOR`. Missing, empty and malformed files raise :class:`LogError`."""
     import pandas as pd
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"logs: {path}: {not_a_file(path)}.")
+        raise LogError(f"logs: {path}: {not_a_file(path)}; give the path of a decision log "
+                       "(CSV or Parquet, docs/logs.md).")
     name = path.name.lower()
     size = path.stat().st_size
     if size == 0:
