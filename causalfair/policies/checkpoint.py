@@ -59,6 +59,7 @@ from causalfair.policies.nets import (  # the networks checkpoints hold, re-expo
     FeatureEncoding,
     NumpyMLPPolicy,
     TorchPolicy,
+    check_model_inputs,
     check_policy_inputs,
     mlp,
 )
@@ -290,10 +291,7 @@ def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {path}: malformed metadata 'choice' ({exc}).") from None
     if model is not None:
-        check_policy_inputs(policy, n_levels=model.n_levels, n_groups=model.n_groups,
-                            feature_names=getattr(model, "feature_names", None),
-                            width=None if getattr(model, "features", None) is None
-                            else model.features.shape[2], source=str(path))
+        check_model_inputs(policy, model, source=str(path))
         _grid_check(policy, model, path)
     return policy, meta
 

@@ -33,6 +33,7 @@ from causalfair.policies.nets import (
     FeatureEncoding,
     NumpyMLPPolicy,
     TorchPolicy,
+    check_model_inputs,
     on_device,
 )
 from causalfair.policies.sb3 import SB3Policy
@@ -176,6 +177,7 @@ def _policy_table(policy: Policy | np.ndarray, model: TabularModel,
         return check_policy_table(model, policy, horizon=horizon)
     G, K = model.n_groups, model.n_levels
     name = getattr(policy, "name", type(policy).__name__)
+    check_model_inputs(untabulated(policy), model)  # a network's inputs fit the grid
     if model.n_actions > 2:
         return _action_table(policy, model, horizon, name)
     if isinstance(policy, TablePolicy) and policy.n_actions != 2:

@@ -16,7 +16,7 @@ from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, 
 from causalfair.types import Observation, check_probs
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "DevicePolicy", "on_device",
-           "check_policy_inputs"]
+           "check_policy_inputs", "check_model_inputs"]
 
 ACTIVATIONS = ("tanh", "relu")
 
@@ -116,7 +116,8 @@ class FeatureEncoding:
 
 def check_policy_inputs(policy: Any, *, feature_names: Sequence[str] | None = None,
                         width: int | None = None, n_levels: int | None = None,
-                        n_groups: int | None = None, source: str = "") -> None:
+                        n_groups: int | None = None, source: str = "",
+                        target: str = "system") -> None:
     """Refuse a policy whose inputs do not fit a system: one-hot encodings need the same
     levels x groups; feature encodings the same feature names (both lists named), or,
     where either side has no names, the same width."""
@@ -128,29 +129,40 @@ def check_policy_inputs(policy: Any, *, feature_names: Sequence[str] | None = No
         if n_levels is None:
             names = ", ".join(f'"{x}"' for x in feature_names or ()) + (
                 "," if feature_names and len(feature_names) == 1 else "")
-            fix = ("train a policy on the system's features" if source or not feature_names else
+            fix = (f"train a policy on the {target}'s features" if source or not feature_names else
                    f'a network over them takes cf.FeatureEncoding("features", names=({names}))')
             raise CheckpointError(
                 f"{where}: reads one-hot levels ({enc.n_levels} levels x {enc.n_groups} groups), "
-                f"but the system observes no levels (features: "
+                f"but the {target} observes no levels (features: "
                 f"{', '.join(feature_names) if feature_names else 'none'}); {fix}.")
         if (enc.n_levels, enc.n_groups) != (n_levels, n_groups):
             raise CheckpointError(
                 f"{where}: wrong input width: encoded for {enc.n_levels} levels x {enc.n_groups} "
-                f"groups (width {enc.width}), but the system has {n_levels} levels x "
+                f"groups (width {enc.width}), but the {target} has {n_levels} levels x "
                 f"{n_groups} groups (width {n_levels + (n_groups or 0)}).")
         return
     sys_width = len(feature_names) if feature_names is not None else width
     if enc.names is not None and feature_names is not None:
         if tuple(enc.names) != tuple(feature_names):
             raise CheckpointError(
-                f"{where}: reads features [{', '.join(enc.names)}] but the system gives "
+                f"{where}: reads features [{', '.join(enc.names)}] but the {target} gives "
                 f"[{', '.join(feature_names)}]; retrain or wrap the policy to map one onto "
                 "the other.")
     elif sys_width is not None and enc.width != sys_width:
         raise CheckpointError(
-            f"{where}: reads {enc.width} features but the system gives {sys_width}"
+            f"{where}: reads {enc.width} features but the {target} gives {sys_width}"
             f"{' (' + ', '.join(feature_names) + ')' if feature_names else ''}.")
+
+
+def check_model_inputs(policy: Any, model: Any, source: str = "") -> None:
+    """:func:`check_policy_inputs` against a tabular model's grid (its levels x groups, and
+    its features where it has them): what the exact engine, :func:`policy_table` and a
+    checkpoint loaded for a model check, as a System's policy is checked."""
+    feats = getattr(model, "features", None)
+    check_policy_inputs(policy, n_levels=model.n_levels, n_groups=model.n_groups,
+                        feature_names=getattr(model, "feature_names", None),
+                        width=None if feats is None else feats.shape[2], source=source,
+                        target="model")
 
 
 # ---------------------------------------------------------------------- networks
