@@ -429,11 +429,13 @@ def decompose_mc(
             sim.warn_horizon(T, base)
     G = int(sim.n_groups)
     sim_name = type_name(sim)
+    # a bare simulator as the System cf.decompose makes of it: refused with its words where
+    # it has fewer than two groups (a decomposition compares two; after the contract check,
+    # so that a broken method is named first)
+    lam_system = system if system is not None else as_system(simulator)
     policy, name = _ready_policy(policy, sim, A, tabulate, policy_name, system, T, device,
                                  check=check)
-    lam_system = None if G < 2 else system if system is not None else as_system(simulator)
-    if lam_system is not None:  # Lambda's stage, checked before the run
-        _check_lambda_memory(lam_system, policy, T, n, benefit_n)
+    _check_lambda_memory(lam_system, policy, T, n, benefit_n)  # Lambda's stage, before the run
     backend = engine_backend(backend, jobs, sim, policy, work=G * n * T)
     sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_simulate)
     stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
@@ -493,8 +495,6 @@ def decompose_mc(
         model_name=system.id if system is not None else (
             getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
     ), pair)
-    if lam_system is None:  # Lambda compares two groups
-        return dec
     return _with_lambda(dec, lam_system, policy, eps, alpha, benefit_n, jobs, device,
                         benefit_bins, backend, benefit_shared)
 

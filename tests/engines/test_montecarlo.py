@@ -10,6 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+import causalfair as cf
 from causalfair.engines.effects import decompose
 from causalfair.engines.montecarlo import (
     SimulatorContractError,
@@ -229,11 +230,40 @@ class _Sim:
         return StepResult(state=nxt, reward=np.zeros(len(state)), gain=(nxt - state) * 1.0)
 
 
+class _TwoGroups(_Sim):
+    """_Sim with two groups (the state holds 2 x group + level)."""
+
+    n_groups = 2
+
+    def reset(self, n, group, rng):
+        return 2 * np.asarray(group) + rng.integers(0, 2, n)
+
+    def observe(self, state):
+        return Observation(group=state // 2, level=state % 2,
+                           extras={"p_up": np.full(len(state), 0.5)})
+
+    def step(self, state, decisions, noise):
+        level = state % 2
+        nxt = np.where(noise < 0.5, 1, level)
+        return StepResult(state=state - level + nxt, reward=np.zeros(len(state)),
+                          gain=(nxt - level) * 1.0)
+
+
 def test_valid_toy_simulator_passes():
     check_simulator(_Sim())
-    res = decompose_mc(_Sim(), lambda obs: np.full(len(obs), 0.5), 3, n=2000)
+    check_simulator(_TwoGroups())
+    res = decompose_mc(_TwoGroups(), lambda obs: np.full(len(obs), 0.5), 3, n=2000)
     # V = E[x_3 - x_0] = 0.5 * (1 - 0.5^3)
-    assert abs(res.V[0] - 0.5 * (1 - 0.125)) < 4.5 * res.se["V[0]"]
+    for g in (0, 1):
+        assert abs(res.V[g] - 0.5 * (1 - 0.125)) < 4.5 * res.se[f"V[{g}]"]
+
+
+def test_one_group_simulator_refused_as_by_decompose():
+    """A decomposition compares two groups: one group is refused (hunt_b #4), with the
+    words cf.decompose uses, not a result of zeros."""
+    for run in (cf.decompose_mc, cf.decompose):
+        with pytest.raises(cf.CausalfairError, match=r"n_groups >= 2, got 1"):
+            run(_Sim(), lambda obs: np.full(len(obs), 0.5), 3, n=200)
 
 
 class _WrongShape(_Sim):
