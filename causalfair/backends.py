@@ -18,6 +18,7 @@ or SIGTERM under the command line) kills every worker process before it propagat
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
@@ -43,7 +44,8 @@ from causalfair.workers import (
 __all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "SerialBackend", "TaskError",
            "check_address", "check_timeout", "make_backend", "resolve_device", "ThreadBackend",
            "holding",
-           "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV", "pickler", "reachable"]
+           "available_cores", "resolve_jobs", "engine_device", "DEVICE_ENV", "pickler", "reachable",
+           "MAX_JOBS"]
 
 
 class Backend(Protocol):
@@ -103,9 +105,7 @@ class ProcessBackend:
     exit when the backend is closed or collected, or the driver ends."""
 
     def __init__(self, jobs: int):
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-            raise InputError(f"jobs: must be an integer >= 1, got {jobs!r}.")
-        self.jobs = jobs
+        self.jobs = resolve_jobs(jobs)
         self._pool: list[Worker] = []
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
@@ -364,18 +364,29 @@ def available_cores() -> int:
 _CAPS_AT_IMPORT = THREAD_CAPS_AT_START
 
 
+#: Most workers (threads or processes) ``jobs`` / ``--jobs`` may ask for: more than any
+#: machine runs usefully at once, and far fewer than the threads a process may start.
+MAX_JOBS = 1024
+
+
 def resolve_jobs(value: Any = "auto", field: str = "jobs") -> int:
-    """Workers for ``value``: a whole number >= 1, or ``"auto"`` / None
-    (:func:`available_cores`); anything else is an :class:`InputError` naming ``field``."""
+    """Workers for ``value``: a whole number from 1 to :data:`MAX_JOBS` (numpy integers
+    too), or ``"auto"`` / None (:func:`available_cores`); anything else is an
+    :class:`InputError` naming ``field``. A backend starts no more workers than it has
+    tasks, whatever ``jobs``."""
     if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
         return available_cores()
     given = value  # echoed as given: 0, or '0' typed on the command line
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise InputError(f"{field}: bad value {short(given, 40)}; give a whole number >= 1 or "
                          "'auto' (the cores this process may use).")
-    return value
+    if value > MAX_JOBS:
+        raise InputError(f"{field}: {int(value)} workers asked for, more than the {MAX_JOBS} "
+                         f"allowed; give a whole number from 1 to {MAX_JOBS}, or 'auto' (the "
+                         f"cores this process may use, here {available_cores()}).")
+    return int(value)
 
 
 class ThreadBackend:
@@ -421,24 +432,29 @@ class ThreadBackend:
 
 
 class _Threads:
-    """``jobs`` daemon threads running submitted calls, each answered by a
+    """At most ``jobs`` daemon threads (one started per call until there are ``jobs``)
+    running submitted calls, each answered by a
     ``concurrent.futures.Future``. Not a ``ThreadPoolExecutor``, whose threads Python joins
     at exit: one stuck in user code kept an interrupted command from ever exiting."""
 
     def __init__(self, jobs: int) -> None:
         import queue
-        import threading
 
         self._tasks: Any = queue.SimpleQueue()
-        self._open, self._jobs = True, jobs
-        for k in range(jobs):
-            threading.Thread(target=self._work, name=f"causalfair_{k}", daemon=True).start()
+        self._open, self._jobs, self._started = True, jobs, 0
 
     def submit(self, fn: Callable[[Any], Any], item: Any) -> Any:
+        """Queue a call; a thread is started with each of the first ``jobs`` calls, so
+        that no more threads run than there are tasks."""
+        import threading
         from concurrent.futures import Future
 
         fut: Any = Future()
         self._tasks.put((fut, fn, item))
+        if self._started < self._jobs:
+            threading.Thread(target=self._work, name=f"causalfair_{self._started}",
+                             daemon=True).start()
+            self._started += 1
         return fut
 
     def _work(self) -> None:
@@ -454,7 +470,7 @@ class _Threads:
     def shutdown(self) -> None:
         """Calls not started are dropped; each thread ends after its current call."""
         self._open = False
-        for _ in range(self._jobs):
+        for _ in range(self._started):
             self._tasks.put(None)
 
 

@@ -26,3 +26,55 @@ def test_exact_engine_on_a_model_refuses_a_onehot_encoding_of_another_grid(model
             call()
     ok = cf.TorchPolicy(torch.nn.Linear(9, 1), cf.FeatureEncoding("onehot", 7, 2))
     assert cf.policy_table(ok, model).shape == (2, 7)
+
+
+# ------------------------------------------------------------------ 5 and 11: jobs
+def _threads_started(run):
+    import threading
+
+    started = []
+    orig = threading.Thread.start
+
+    def start(self, *a, **k):
+        if self.name.startswith("causalfair_"):
+            started.append(self.name)
+        return orig(self, *a, **k)
+
+    threading.Thread.start = start
+    try:
+        out = run()
+    finally:
+        threading.Thread.start = orig
+    return out, started
+
+
+def test_thread_backend_starts_no_more_threads_than_tasks():
+    from causalfair.backends import ThreadBackend
+
+    out, started = _threads_started(lambda: list(ThreadBackend(200).imap(lambda x: x * x,
+                                                                         iter(range(3)))))
+    assert out == [0, 1, 4] and len(started) == 3
+
+
+def test_jobs_larger_than_the_work_same_numbers_few_threads():
+    system = cf.systems.make("lending-1")
+    one = cf.decompose(system, "random:0.5", engine="mc", n=200, jobs=1)
+    many, started = _threads_started(
+        lambda: cf.decompose(system, "random:0.5", engine="mc", n=200, jobs=200))
+    assert (many.C, many.se, many.Lambda) == (one.C, one.se, one.Lambda)
+    # two groups x one batch: two tasks, two threads (was 200; Lambda is exact here)
+    assert len(started) == 2
+
+
+def test_huge_jobs_refused_naming_jobs():
+    system = cf.systems.make("lending-1")
+    for jobs in (3000, 10**6, np.int64(5000)):
+        with pytest.raises(CausalfairError, match=r"^jobs: .*more than the 1024 allowed"):
+            cf.decompose(system, "random:0.5", engine="mc", n=200, jobs=jobs)
+
+
+def test_numpy_integer_jobs_accepted():
+    system = cf.systems.make("lending-1")
+    a = cf.decompose(system, "random:0.5", engine="mc", n=200, jobs=np.int64(2))
+    b = cf.decompose(system, "random:0.5", engine="mc", n=200, jobs=2)
+    assert (a.C, a.se) == (b.C, b.se)
