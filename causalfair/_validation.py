@@ -13,7 +13,8 @@ from causalfair._simultaneous import pair_z
 from causalfair._version import __version__
 from causalfair.errors import InputError, ModelError, short
 
-__all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_horizon", "check_int", "check_keywords",
+__all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
+           "check_keywords",
            "check_names", "check_engine", "check_weights", "engine_for", "z_quantile",
            "did_you_mean", "unknown_key"]
 
@@ -101,6 +102,16 @@ def check_int(name: str, value: Any, minimum: int) -> int:
                          + (f"; write {int(value)} (a number written 1e4 is a float)."
                             if whole else "."))
     return int(value)
+
+
+def check_gamma(gamma: Any) -> float:
+    """The discount ``gamma`` as a float in (0, 1], or a ModelError naming the bad value
+    (the one check of every exact door: decompose, value_tables, the torch engine)."""
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.integer, np.floating)) \
+            or not 0.0 < gamma <= 1.0:
+        raise ModelError(f"gamma: must be a number in (0, 1], got {short(gamma, 40)}; 1 (the "
+                         "default) adds the gains undiscounted.")
+    return float(gamma)
 
 
 def check_alpha(alpha: Any) -> float:

@@ -78,3 +78,22 @@ def test_numpy_integer_jobs_accepted():
     a = cf.decompose(system, "random:0.5", engine="mc", n=200, jobs=np.int64(2))
     b = cf.decompose(system, "random:0.5", engine="mc", n=200, jobs=2)
     assert (a.C, a.se) == (b.C, b.se)
+
+
+# ------------------------------------------------------------------ 6: gamma
+@pytest.mark.parametrize("gamma", [float("nan"), -1, 0, 5, "x", True, None])
+def test_value_tables_and_attribution_refuse_a_bad_gamma(model, gamma):
+    pol = cf.parse_policy("random:0.5", model)
+    for call in (lambda: cf.value_tables(model, pol, 3, gamma=gamma),
+                 lambda: cf.decompose(model, pol, horizon=3, gamma=gamma),
+                 lambda: cf.attribute(model, pol, "pi0", 3, gamma=gamma)):
+        with pytest.raises(CausalfairError, match=r"^gamma: must be a number in \(0, 1\]"):
+            call()
+
+
+def test_value_tables_gamma_in_range_still_works(model):
+    pol = cf.parse_policy("random:0.5", model)
+    v = cf.value_tables(model, pol, 3, gamma=np.float32(0.9))["V_pi"]
+    assert np.isfinite(v).all()
+    assert np.array_equal(cf.value_tables(model, pol, 3, gamma=1)["V_pi"],
+                          cf.value_tables(model, pol, 3)["V_pi"])

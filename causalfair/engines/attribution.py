@@ -67,7 +67,7 @@ from causalfair._simultaneous import (
     simultaneous_dict,
     simultaneous_sentence,
 )
-from causalfair._validation import check_engine, check_horizon, engine_for
+from causalfair._validation import check_engine, check_gamma, check_horizon, engine_for
 from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
 from causalfair.engines.benefit_cells import bin_cells, bin_labels, quantile_edges
 from causalfair.engines.groups import pair_arg
@@ -340,6 +340,7 @@ def attribute_exact(model: TabularModel, policy: Any, baseline: Any, horizon: in
     policy table, or ``"pi0"`` (the baseline action everywhere). ``pair``: the audited pair (default: the pair the exact engine picks for
     ``policy``)."""
     T = check_horizon(horizon)
+    gamma = check_gamma(gamma)
     p, pname = _table(model, policy, T, system)
     q, qname = _table(model, baseline, T, system, "baseline")
     h = model.expected_gain()  # (G, A, K)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_horizon
+from causalfair._validation import check_gamma, check_horizon
 from causalfair.engines.benefit import lambda_metric
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy
@@ -75,7 +75,7 @@ def value_tables(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
     and ``Q_pi`` [t, s, d, x], the gain action value under pi (the Q_g of PPO-C).
     """
     T = check_horizon(horizon)
-
+    gamma = check_gamma(gamma)
     check_memory(8.0 * (T + 1) * model.n_groups * model.n_levels * (3 + 2 * model.n_actions),
                  f"value tables over {T} epochs", "use a shorter horizon")
     p = policy_table(policy, model, T)
@@ -129,8 +129,7 @@ def decompose(
 
     check_memory(8.0 * (T + 1) * model.n_groups * model.n_levels * model.n_actions * 12,
                  f"exact engine over {T} epochs", "use a shorter horizon")
-    if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):
-        raise ModelError(f"gamma: must be a number in (0, 1], got {gamma!r}.")
+    gamma = check_gamma(gamma)
     if isinstance(policy, np.ndarray):
         p = check_policy_table(model, policy, horizon=T)
         name = policy_name or "table"

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_horizon
+from causalfair._validation import check_gamma, check_horizon
 from causalfair.engines.benefit import model_eps
 from causalfair.model import ModelError, TabularModel
 
@@ -73,8 +73,7 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
     eps, _ = model_eps(eps, model)  # None: what the model declares, else "auto" (a constant)
     if weights not in ("visitation", "initial"):
         raise ModelError(f"weights: unknown value {weights!r}; allowed values: visitation, initial.")
-    if not (isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0):
-        raise ModelError(f"gamma: must be a number in (0, 1], got {gamma!r}.")
+    gamma = check_gamma(gamma)
     pa, timed = _action_dists(model, p, T, batched)
     B = pa.shape[0]
     f64 = torch.float64
