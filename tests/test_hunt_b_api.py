@@ -97,3 +97,33 @@ def test_value_tables_gamma_in_range_still_works(model):
     assert np.isfinite(v).all()
     assert np.array_equal(cf.value_tables(model, pol, 3, gamma=1)["V_pi"],
                           cf.value_tables(model, pol, 3)["V_pi"])
+
+
+# ------------------------------------------------------------------ 7: horizon, model, mu
+@pytest.mark.parametrize("horizon", [0, -2, 2.5, "3"])
+def test_policy_table_and_lambda_metric_refuse_a_bad_horizon(model, horizon):
+    pol = cf.CallablePolicy(lambda obs: np.full(len(obs.group), 0.5))
+    for call in (lambda: cf.policy_table(pol, model, horizon),
+                 lambda: cf.lambda_metric(model, pol, horizon)):
+        with pytest.raises(CausalfairError, match=r"^horizon: must be an integer >= 1"):
+            call()
+
+
+def test_policy_table_refuses_what_is_not_a_model():
+    pol = cf.CallablePolicy(lambda obs: np.full(len(obs.group), 0.5))
+    with pytest.raises(CausalfairError, match=r"model: expected a TabularModel, got "
+                                              r"'lending-1'.*make\('lending-1'\)\.tabular"):
+        cf.policy_table(pol, "lending-1")
+    with pytest.raises(CausalfairError, match=r"system\.tabular"):
+        cf.policy_table(pol, cf.systems.make("lending-1"))
+
+
+def test_lambda_metric_mu_checked_and_documented(model):
+    pol = cf.parse_policy("random:0.5", model)
+    assert "mu" in cf.lambda_metric.__doc__
+    for mu in (np.full((2, 7), 0.5), np.full((4, 2, 7), np.nan), "x"):
+        with pytest.raises(CausalfairError, match=r"^mu: must be the state distributions .*"
+                                                  r"\(4, 2, 7\)"):
+            cf.lambda_metric(model, pol, 3, mu=mu)
+    mu = model.propagate(cf.policy_table(pol, model, 3), 3)
+    assert cf.lambda_metric(model, pol, 3, mu=mu) == cf.lambda_metric(model, pol, 3)

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import WEIGHTS, check_horizon, check_weights
+from causalfair.errors import short
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy
 from causalfair.policies.grid import policy_table
@@ -180,14 +181,41 @@ def lambda_pairs(p: np.ndarray, delta: np.ndarray, w: np.ndarray, pair: tuple[in
 def lambda_metric(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
                   eps: float | str | None = None, weights: str = "visitation",
                   pair: tuple[int, int] = (0, 1), mu: np.ndarray | None = None) -> float:
-    """Lambda for groups ``pair`` (default s+, s-); ``eps`` a number, "auto" or None (what
-    ``model`` declares, :func:`eps_for`)."""
+    """Lambda for groups ``pair`` (default s+, s-) of ``policy`` on a tabular ``model``
+    over ``horizon`` epochs; ``eps`` a number, "auto" or None (what ``model`` declares,
+    :func:`eps_for`). ``mu``: optionally the policy's state distributions mu[t, s, x] for
+    t = 0..T, shape (T + 1, G, K), as ``model.propagate(policy_table(policy, model, T), T)``
+    returns them (given to save that computation; None: computed here)."""
+    if not isinstance(model, TabularModel):
+        raise ModelError(f"model: expected a TabularModel, got {type(model).__name__}; for a "
+                         "system use causalfair.benefit_fairness, which picks the engine it "
+                         "supports.")
+    T = check_horizon(horizon)
     eps, _ = model_eps(eps, model)
-    p = policy_table(policy, model, horizon)
-    w, p_bar = weights_and_policy(model, p, horizon, weights, mu)
+    p = policy_table(policy, model, T)
+    if mu is not None:
+        mu = _check_mu(mu, model, T)
+    w, p_bar = weights_and_policy(model, p, T, weights, mu)
     if not model.binary:
         p_bar = model.action_table(p_bar)
     return float(lambda_pairs(p_bar, _benefit_table(model), w, pair, eps).sum())
+
+
+def _check_mu(mu: Any, model: TabularModel, T: int) -> np.ndarray:
+    """``mu`` as the (T + 1, G, K) state distributions :func:`lambda_metric` takes."""
+    shape = (T + 1, model.n_groups, model.n_levels)
+    try:
+        arr = np.asarray(mu, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.shape != shape or not np.isfinite(arr).all() or (arr < 0).any():
+        got = f"shape {arr.shape}" if arr is not None and arr.shape != shape else (
+            short(mu, 40) if arr is None else "negative or non-finite values")
+        raise ModelError(
+            f"mu: must be the state distributions mu[t, s, x] for t = 0..{T}, a finite array "
+            f"of shape {shape} (model.propagate(policy_table(policy, model, {T}), {T})), got "
+            f"{got}; or leave mu out (None) to have it computed.")
+    return arr
 
 
 def _benefit_table(model: TabularModel) -> np.ndarray:

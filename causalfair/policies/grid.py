@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_horizon
 from causalfair.errors import ModelError, PolicyError, short
 from causalfair.model import TabularModel
 from causalfair.policies.allowed import AllowedOnly, refuse_forbidden_table
@@ -156,11 +157,26 @@ def policy_table(policy: Policy | np.ndarray, model: TabularModel,
     (an array) is validated by :func:`check_policy_table` and returned as it is.
     A table with probability on an action outside ``model.allowed`` is refused
     (:func:`~causalfair.policies.allowed.refuse_forbidden_table`)."""
+    _check_model(model)
+    if horizon is not None:
+        horizon = check_horizon(horizon)
     table = _policy_table(policy, model, horizon)
     if not _is_pi0(policy, model.baseline):
         refuse_forbidden_table(table, model, "policy table" if isinstance(policy, np.ndarray)
                                else f"policy {getattr(policy, 'name', type(policy).__name__)!r}")
     return table
+
+
+def _check_model(model: Any) -> None:
+    """Refuse anything but a TabularModel, naming the fix (a System's is ``.tabular``)."""
+    if isinstance(model, TabularModel):
+        return
+    tab = getattr(model, "tabular", None) if not isinstance(model, str) else None
+    fix = ("pass its tabular model, system.tabular" if isinstance(tab, TabularModel) else
+           f"for a registered system pass cf.systems.make({model!r}).tabular" if
+           isinstance(model, str) else "build one with cf.TabularModel(...) or take a "
+           "system's (cf.systems.make(ID).tabular)")
+    raise ModelError(f"model: expected a TabularModel, got {short(model, 40)}; {fix}.")
 
 
 def _is_pi0(policy: Any, baseline: int) -> bool:
