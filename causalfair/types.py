@@ -45,17 +45,35 @@ class StepResult:
     info: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
-def check_probs(p: Any, n: int, where: str, obs: Observation | None = None) -> np.ndarray:
+def check_probs(p: Any, n: int, where: str, obs: Observation | None = None, *,
+                rows: bool = False) -> np.ndarray:
     """``p`` as a float64 array of ``n`` probabilities, or PolicyError naming ``where`` and
     the first bad entry: its index in ``p`` (a table's cell), or with ``obs`` (the
     observations ``p`` answers) the group, level and epoch it answers. A torch tensor is
-    read as its values (:func:`as_numbers`)."""
+    read as its values (:func:`as_numbers`). None, complex numbers and, for one P(d1) per
+    observation, a shape other than (n,) or (n, 1) are refused. ``rows``: ``p`` holds rows
+    of action probabilities (:func:`check_rows`; the hint names a softmax)."""
     p = as_numbers(p)
+    if p is None:
+        raise PolicyError(f"{where}: returned None, not probabilities (a function without a "
+                          f"return?); return one P(d1) per observation, an array of shape ({n},).")
+    if holds_complex(p):
+        first = np.asarray(p, dtype=complex).reshape(-1)[:1]
+        raise PolicyError(f"{where}: returned complex numbers (e.g. {complex(first[0])!r}), whose "
+                          "imaginary part a probability cannot have; return real "
+                          f"probabilities in [0, 1]" + ("." if rows else
+                                                         f", an array of shape ({n},)."))
     try:
         arr = np.asarray(p, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
         raise PolicyError(f"{where}: returned {type(p).__name__} {short(p, 40)}, not numbers; "
                           f"return one P(d1) per observation, an array of shape ({n},).") from None
+    shape = np.shape(p)
+    if obs is not None and n == len(obs) and len(shape) >= 2 and shape != (n, 1) \
+            and arr.shape[0] == n:
+        raise PolicyError(f"{where}: returned shape {shape} for {n} observations; return one "
+                          f"P(d1) per observation, an array of shape ({n},) (one row per "
+                          "observation: (n,) or (n, 1)).")
     if arr.shape[0] != n and np.ndim(p) == 2 and np.shape(p)[0] == n:
         raise PolicyError(f"{where}: returned shape {np.shape(p)}, {np.shape(p)[1]} columns per "
                           f"observation; a two-action policy returns one P(d1) per observation, "
@@ -75,9 +93,19 @@ def check_probs(p: Any, n: int, where: str, obs: Observation | None = None) -> n
         i = int(np.argmax((arr < 0) | (arr > 1)))
         raise PolicyError(
             f"{where}: returned a value outside [0, 1] ({arr[i]:.6g} at {_index(p, i, obs)}); "
-            "a policy must return P(d1), e.g. apply a sigmoid to logits."
-        )
+            + ("rows must be action probabilities, e.g. apply a softmax to logits." if rows
+               else "a policy must return P(d1), e.g. apply a sigmoid to logits."))
     return arr
+
+
+def holds_complex(p: Any) -> bool:
+    """Whether ``p`` holds complex numbers (which a float cast would drop the imaginary
+    part of, with only a warning)."""
+    try:
+        return bool(np.iscomplexobj(p)) or (
+            isinstance(p, (list, tuple)) and any(isinstance(v, complex) for v in p))
+    except (TypeError, ValueError):
+        return False
 
 
 #: How far from 1 a row of action probabilities may sum (a float32 softmax's rounding):
@@ -92,7 +120,7 @@ def check_rows(p: Any, where: str, error: type[Exception] = PolicyError,
     than :data:`ROW_TOL` away from 1 (naming the row); rows off by more than 1e-12 are
     renormalised (exact distributions). The one check of action distributions, from a
     policy's ``action_probs`` or a table."""
-    arr = check_probs(p, int(np.size(p)), where, obs).reshape(np.shape(p))
+    arr = check_probs(p, int(np.size(p)), where, obs, rows=True).reshape(np.shape(p))
     off = np.abs(arr.sum(-1) - 1.0)
     if off.size and off.max() > ROW_TOL:
         row = tuple(int(i) for i in np.unravel_index(int(np.argmax(off)), off.shape))

@@ -82,7 +82,7 @@ from causalfair.policies.vecnormalize import (
     obs_normalization,
     refuse_stats_beside,
 )
-from causalfair.types import check_probs
+from causalfair.types import check_probs, holds_complex
 from causalfair.workers import user_prints_to_stderr
 
 __all__ = ["ResolvedPolicy", "resolve", "as_policy", "callable_policy", "GreedyQPolicy",
@@ -192,18 +192,18 @@ def callable_policy(fn: Callable[..., Any], *, inputs: str = "obs", output: str 
 
     def wrapped(obs: Observation) -> np.ndarray:
         out = call(obs)
+        if output == "prob" or out is None or holds_complex(out):  # (refused there)
+            return check_probs(out, len(obs), what, obs)
         try:
             arr = np.asarray(out, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):  # text, ragged lists: one message, naming the fix
             arr = None
-        if arr is None or output == "prob":
-            return check_probs(out, len(obs), what)
-        if arr.size and not np.isin(arr, (0.0, 1.0)).all():
+        if arr is not None and arr.size and not np.isin(arr, (0.0, 1.0)).all():
             bad = arr[~np.isin(arr, (0.0, 1.0))][0]
             raise PolicyError(
                 f"policy {label!r}: output='action' needs decisions 0 or 1, got {bad!r}; use "
                 "output='prob' for probabilities.")
-        return arr
+        return check_probs(out, len(obs), what, obs)  # one per observation
 
     wrapped.__dict__.update(declared)
     pol = CallablePolicy(wrapped, name=label)
