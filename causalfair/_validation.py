@@ -14,7 +14,7 @@ from causalfair._version import __version__
 from causalfair.errors import InputError, ModelError, short
 
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
-           "check_keywords",
+           "check_keywords", "check_unit", "check_flag",
            "check_names", "check_engine", "check_weights", "engine_for", "z_quantile",
            "did_you_mean", "unknown_key"]
 
@@ -112,6 +112,23 @@ def check_gamma(gamma: Any) -> float:
         raise ModelError(f"gamma: must be a number in (0, 1], got {short(gamma, 40)}; 1 (the "
                          "default) adds the gains undiscounted.")
     return float(gamma)
+
+
+def check_unit(unit: Any) -> str | None:
+    """A figure's ``unit=`` (the gain's unit on an axis): None (the default) or a string,
+    else an InputError naming it."""
+    if unit is not None and not isinstance(unit, str):
+        raise InputError(f"unit: must be the gain's unit as text (e.g. \"FICO points\"), or "
+                         f"None for the default, got {short(unit, 40)}.")
+    return unit
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` as a bool, or an InputError naming ``name`` (a string such as "yes" or
+    "false" is not a flag: it would be read as true)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{name}: must be True or False, got {short(value, 40)}.")
+    return bool(value)
 
 
 def check_alpha(alpha: Any) -> float:

@@ -16,7 +16,7 @@ import numpy as np
 from causalfair._io import fixed
 from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._texttable import cell_columns, frame_text
-from causalfair._validation import check_alpha, check_int, z_quantile
+from causalfair._validation import check_alpha, check_int, check_unit, z_quantile
 from causalfair.errors import InputError, ModelError, short
 from causalfair.plotting import (
     benefit_actions,
@@ -452,7 +452,8 @@ class Decomposition:
         ``unit``: the gain's unit on the axis; default :attr:`gain_unit`, else "gain
         units"."""
         with text_only():  # group names as written, never mathtext
-            return waterfall(self, alpha, unit or self.gain_unit or "gain units", ax=ax)[0]
+            return waterfall(self, alpha, check_unit(unit) or self.gain_unit or "gain units",
+                             ax=ax)[0]
 
     def __repr__(self) -> str:
         a, b = self.pair
@@ -629,6 +630,7 @@ class BenefitResult:
         more than two actions one row per pair and action (the ``action`` column names it;
         the pair's weight and contribution repeat); the ``share`` column only when Lambda
         is above :data:`SHARE_FLOOR`."""
+        digits = check_int("digits", digits, 0)
         df = self.worst_pairs(n)
         if self.multi:  # one row per pair and action: rectangular, every number named
             import pandas as pd
@@ -688,7 +690,7 @@ class BenefitResult:
         gain's unit; default :attr:`gain_unit` (set by :func:`causalfair.benefit_fairness`
         from the system), else "gain units"."""
         n_worst = check_int("n_worst", n_worst, 0)
-        unit = unit or self.gain_unit or "gain units"
+        unit = check_unit(unit) or self.gain_unit or "gain units"
         if action is not None and (not self.multi or action not in self.actions):
             raise InputError(f"action: bad value {short(action, 40)}; "
                              + (f"allowed values: {', '.join(map(str, self.actions))}."

@@ -127,3 +127,73 @@ def test_lambda_metric_mu_checked_and_documented(model):
             cf.lambda_metric(model, pol, 3, mu=mu)
     mu = model.propagate(cf.policy_table(pol, model, 3), 3)
     assert cf.lambda_metric(model, pol, 3, mu=mu) == cf.lambda_metric(model, pol, 3)
+
+
+# ------------------------------------------------------------------ 10: policy outputs
+@pytest.mark.parametrize("engine", ["exact", "mc"])
+@pytest.mark.parametrize("out, words", [
+    (lambda n: None, r"returned None, not probabilities"),
+    (lambda n: np.full(n, 0.5 + 0.3j), r"returned complex numbers \(e\.g\. \(0\.5\+0\.3j\)\)"),
+    (lambda n: np.full((1, n), 0.5), r"returned shape \(1, \d+\) for \d+ observations"),
+])
+def test_policy_outputs_refused_with_what_is_wrong(engine, out, words):
+    import warnings
+
+    system = cf.systems.make("lending-1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ComplexWarning: an error instead
+        with pytest.raises(PolicyError, match=words):
+            cf.decompose(system, lambda obs: out(len(obs.group)), engine=engine, n=200,
+                         horizon=3)
+
+
+def test_n_by_1_output_still_accepted(model):
+    a = cf.decompose(model, lambda obs: np.full((len(obs.group), 1), 0.5), horizon=3)
+    b = cf.decompose(model, lambda obs: np.full(len(obs.group), 0.5), horizon=3)
+    assert a.C == b.C
+
+
+def test_action_rows_out_of_range_name_a_softmax(model):
+    class Rows:
+        name = "rows"
+
+        def action_probs(self, obs):
+            return np.full((len(obs.group), 2), [1.2, -0.2])
+
+    with pytest.raises(PolicyError, match=r"outside \[0, 1\].*softmax") as exc:
+        cf.decompose(model, Rows(), horizon=3)
+    assert "sigmoid" not in str(exc.value)
+
+
+# ------------------------------------------------------------------ 11: small inconsistencies
+def test_system_refuses_groups_given_as_one_string():
+    for groups in ("AB", "White"):
+        with pytest.raises(CausalfairError, match=r"groups must be a sequence of names, got "
+                                                  r"the string .*groups=\('A', 'B'\)"):
+            cf.System(id="x", groups=groups, tabular=cf.lending_setting("lending-1").tabular)
+
+
+def test_readme_pair_claim_matches_group_comparison_plot():
+    import inspect
+    from pathlib import Path
+
+    from causalfair.engines.groups import GroupComparison
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if x.startswith("fig = groups.plot()"))
+    assert ("pair=" in line) == ("pair" in inspect.signature(GroupComparison.plot).parameters)
+
+
+def test_flags_units_and_digits_checked(model):
+    pol = cf.parse_policy("threshold:0.5", model)
+    with pytest.raises(CausalfairError, match=r"^horizon_benefit: must be True or False, got "
+                                              r"'yes'"):
+        cf.benefit_fairness(model, pol, 3, horizon_benefit="yes")
+    with pytest.raises(CausalfairError, match=r"^unit: must be the gain's unit as text"):
+        cf.decompose(model, pol, horizon=3).plot(unit=5)
+    ben = cf.benefit_fairness(model, pol, 3)
+    with pytest.raises(CausalfairError, match=r"^unit: "):
+        ben.plot(unit=5)
+    with pytest.raises(CausalfairError, match=r"^digits: must be an integer >= 0, got -1"):
+        ben.worst_pairs_table(digits=-1)
+    assert len(ben.worst_pairs_table(3, digits=2)) == 3

@@ -67,7 +67,13 @@ from causalfair._simultaneous import (
     simultaneous_dict,
     simultaneous_sentence,
 )
-from causalfair._validation import check_engine, check_gamma, check_horizon, engine_for
+from causalfair._validation import (
+    check_engine,
+    check_gamma,
+    check_horizon,
+    check_unit,
+    engine_for,
+)
 from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
 from causalfair.engines.benefit_cells import bin_cells, bin_labels, quantile_edges
 from causalfair.engines.groups import pair_arg
@@ -278,7 +284,7 @@ class Attribution:
         (one matplotlib Axes), drawn there and that Axes' Figure returned. ``unit``: the
         gain's unit; default :attr:`gain_unit` (the system's), else "gain units"."""
         ax = check_axes(ax)
-        unit = unit or self.gain_unit or "gain units"
+        unit = check_unit(unit) or self.gain_unit or "gain units"
         t = np.arange(self.horizon)
         mc = bool(np.any(self.by_step_se > 0))
         z = pair_z(self.alpha, self.simultaneous)

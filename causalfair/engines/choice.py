@@ -21,6 +21,7 @@ import numpy as np
 from causalfair._validation import (
     check_alpha,
     check_engine,
+    check_flag,
     check_keywords,
     check_weights,
     engine_for,
@@ -199,6 +200,7 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     check_engine(engine)
     check_alpha(alpha)
     check_weights(weights)
+    horizon_benefit = check_flag("horizon_benefit", horizon_benefit)
     system = _system(model, engine)  # read once: the body reads it as it is
     ben = _benefit_fairness(system, policy, horizon, eps=eps, weights=weights, pair=pair,
                             engine=engine, n=n, seed=seed, alpha=alpha,

@@ -232,6 +232,10 @@ class System:
         set_ = object.__setattr__
         if not isinstance(self.id, str) or not self.id.strip():
             raise SystemError_(f"system id: must be a non-empty string, got {short(self.id)}.")
+        if isinstance(self.groups, (str, bytes)):  # its letters are not the groups
+            raise SystemError_(
+                f"system {self.id!r}: groups must be a sequence of names, got the string "
+                f"{short(self.groups)}; give one name per group, e.g. groups=('A', 'B').")
         try:
             groups = tuple(str(g) for g in self.groups)
         except TypeError:
