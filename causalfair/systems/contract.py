@@ -309,22 +309,26 @@ def _check_arguments_kept(name: str, given: dict[str, np.ndarray], decisions: An
             f"arrays, so the next call would see the change: copy before changing it ({fix}).")
 
 
-def _check_noise_reads_rng(name: str, noise: Any, other: Any) -> None:
-    """Refuse a ``draw_noise`` whose noise varies between units but is the same under two
-    different seeds: it draws from a generator of its own (``default_rng(0)`` inside it, a
-    seeded global), so every batch of every group gets the same numbers and the intervals
-    treat them as independent. Noise that is the same for every unit (none at all) passes."""
-    if same(noise, other) is not None:
+def _check_reads_rng(name: str, method: str, drawn: Any, other: Any) -> None:
+    """Refuse a ``draw_noise`` (or ``reset``) whose noise (initial states) ``drawn`` varies
+    between units but is the same, ``other``, under a different seed: it draws from a
+    generator of its own (``default_rng(0)`` inside it, a seeded global), so every batch of
+    every group gets the same numbers and the intervals treat them as independent. What is
+    the same for every unit (no noise at all, everyone starting alike) passes."""
+    if same(drawn, other) is not None:
         return
     if not any(a.ndim >= 1 and a.shape[0] > 1 and a.dtype.kind in "biufc"
                and not np.array_equal(a, np.broadcast_to(a[:1], a.shape), equal_nan=True)
-               for _, a in _leaves(noise)):
+               for _, a in _leaves(drawn)):
         return
+    what, fix = (("noise", "") if method == "draw_noise" else
+                 ("initial states", "; units whose initial states are fixed by design get "
+                  "them from rng too (which unit gets which: rng.choice)"))
     raise SimulatorContractError(
-        f"simulator {name}.draw_noise: ignores its rng: two different seeds gave the same "
-        "noise, so every batch and group would share the same random numbers; draw every "
+        f"simulator {name}.{method}: ignores its rng: two different seeds gave the same "
+        f"{what}, so every batch and group would share the same random numbers; draw every "
         "random number from the rng argument (rng.random(n), not np.random.default_rng(0) "
-        "or a generator kept in the simulator).")
+        f"or a generator kept in the simulator){fix}.")
 
 
 def _check_group_kept(name: str, after: Any, g: int, t: int) -> None:
@@ -412,6 +416,8 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                 f"simulator {name}.reset: does not honour its seed: two calls with the same "
                 f"seed gave different states (first difference at {diff}); draw every random "
                 "number from the rng argument.")
+        s3 = sim.reset(n, g, seeded_rng(seed, g, 5))  # another seed: other initial states
+        _check_reads_rng(name, "reset", (s1, o1), (s3, sim.observe(s3)))
         rng_d = seeded_rng(seed, g, 1)
         state = s1
         for t in range(horizon):
@@ -425,7 +431,8 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
                     "random number from the rng argument.")
             check_noise(sim, n1, n)
             if t == 0:
-                _check_noise_reads_rng(name, n1, sim.draw_noise(n, seeded_rng(seed, g, 3)))
+                _check_reads_rng(name, "draw_noise", n1,
+                                 sim.draw_noise(n, seeded_rng(seed, g, 3)))
             d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
             before = frozen((sim.observe(state), state))
             given = frozen((d, n1))

@@ -294,6 +294,21 @@ class _UnseededReset(_Sim):
         return np.random.default_rng().integers(0, 2, n)
 
 
+class _OwnSeedReset(_Sim):
+    def reset(self, n, group, rng):  # ignores rng: every batch starts alike
+        return np.random.default_rng(0).integers(0, 2, n)
+
+
+class _OwnSeedNoise(_Sim):
+    def draw_noise(self, n, rng):
+        return np.random.default_rng(0).random(n)
+
+
+class _FixedStart(_Sim):
+    def reset(self, n, group, rng):  # everyone starts alike: no randomness to take
+        return np.zeros(n, dtype=int)
+
+
 class _RandomStep(_Sim):
     def step(self, state, decisions, noise):
         return super().step(state, decisions, np.random.default_rng().random(len(state)))
@@ -312,6 +327,8 @@ class _InPlace(_Sim):
     (_BadProb(), "observe", "outside [0, 1]"),
     (_Unseeded(), "draw_noise", "seed"),
     (_UnseededReset(), "reset", "seed"),
+    (_OwnSeedReset(), "reset", "ignores its rng"),
+    (_OwnSeedNoise(), "draw_noise", "ignores its rng"),
     (_RandomStep(), "step", "deterministic"),
     (_InPlace(), "step", "in place"),
 ])
@@ -321,6 +338,10 @@ def test_contract_violations_name_the_method(sim, method, words):
         check_simulator(sim)
     with pytest.raises(SimulatorContractError, match=rf"\.{method}"):
         decompose_mc(sim, lambda obs: np.full(len(obs), 0.5), 3, n=100)
+
+
+def test_a_reset_that_starts_everyone_alike_passes():
+    check_simulator(_FixedStart())
 
 
 def test_bad_arguments_and_bad_policy():
