@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_pair_names
+from causalfair._validation import check_keywords, check_pair_names
 from causalfair.errors import ModelError
 
 __all__ = [
@@ -482,3 +482,7 @@ class TabularModel:
             f"TabularModel(name={self.name!r}, groups={list(self.group_names)}, "
             f"levels={self.n_levels}, actions={self.n_actions}, aux={sorted(self.aux)})"
         )
+
+
+# a mistyped keyword: one error naming it and the fix (check_keywords)
+TabularModel.__init__ = check_keywords(TabularModel.__init__, name="TabularModel")  # type: ignore

@@ -16,7 +16,7 @@ import numpy as np
 from causalfair._io import fixed
 from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._texttable import cell_columns, frame_text
-from causalfair._validation import check_alpha, check_int, check_unit, z_quantile
+from causalfair._validation import check_alpha, check_int, check_keywords, check_unit, z_quantile
 from causalfair.errors import InputError, ModelError, short
 from causalfair.plotting import (
     benefit_actions,
@@ -191,6 +191,7 @@ class Decomposition:
         return pd.DataFrame.from_dict(self.intervals(alpha), orient="index",
                                       columns=["lower", "upper"])
 
+    @check_keywords(name="Decomposition.to_frame")
     def to_frame(self, alpha: float = 0.05, *, pair_level: bool = False) -> Any:
         """One row per quantity (index ``quantity``): estimate, se (0 for exact), and the CI
         bounds; a ``Lambda`` row when Lambda was computed (:meth:`lambda_row`).
@@ -444,6 +445,7 @@ class Decomposition:
     def __str__(self) -> str:
         return self.summary()
 
+    @check_keywords(name="Decomposition.plot")
     def plot(self, alpha: float = 0.05, unit: str | None = None, *, ax: Any = None) -> Any:
         """The waterfall of C into SPE, IPE and DPE (the report's headline figure), with
         1 - ``alpha`` intervals for Monte Carlo results: a matplotlib Figure (Agg canvas;
@@ -572,6 +574,7 @@ class BenefitResult:
             cols["visited"] = seen
         return pd.DataFrame(cols)
 
+    @check_keywords(name="BenefitResult.worst_pairs")
     def worst_pairs(self, n: int = 10) -> Any:
         """The ``n`` (x, x') pairs contributing most to Lambda, largest first (never a pair
         with a ``departed`` level)."""

@@ -197,3 +197,44 @@ def test_flags_units_and_digits_checked(model):
     with pytest.raises(CausalfairError, match=r"^digits: must be an integer >= 0, got -1"):
         ben.worst_pairs_table(digits=-1)
     assert len(ben.worst_pairs_table(3, digits=2)) == 3
+
+
+# ------------------------------------------------------------------ 9: mistyped keywords
+def _keyword_calls(model):
+    from causalfair.logs import simulate_logs
+
+    pol = cf.CallablePolicy(lambda o: np.full(len(o.group), 0.5))
+    sim = cf.LendingSimulator(cf.lending_setting("lending-1"))
+    return {
+        "decompose_mc": lambda: cf.decompose_mc(sim, pol, 2, nn=5),
+        "lending_setting": lambda: cf.lending_setting("lending-1", levelz=3),
+        "simulate_logs": lambda: simulate_logs("lending-1", "uniform", 5, 2, sed=1),
+        "value_tables": lambda: cf.value_tables(model, pol, 2, gama=1.0),
+        "lambda_metric": lambda: cf.lambda_metric(model, pol, 2, epss=0.1),
+        "policy_table": lambda: cf.policy_table(pol, model, horizn=2),
+        "hypothetical_policies": lambda: cf.hypothetical_policies(pol, sytem=model),
+        "parse_policy": lambda: cf.parse_policy("uniform", model, foo=1),
+        "fair_lp": lambda: cf.fair_lp(model, 2, eps=0.1, constraint_="C"),
+        "attribute": lambda: cf.attribute(model, pol, "uniform", engin="exact"),
+        "other_notions": lambda: cf.other_notions(model, pol, 2, par=(0, 1)),
+        "TabularModel": lambda: cf.TabularModel(kernel=model.kernel, initial=model.initial,
+                                                potential=model.potential, rewrd=None),
+        "System": lambda: cf.System(id="x", groups=("a", "b"), tabulr=model),
+        "TorchPolicy": lambda: cf.TorchPolicy(None, encodng=None),
+        "FeatureEncoding": lambda: cf.FeatureEncoding("onehot", 7, 2, nams=()),
+        "save_checkpoint": lambda: cf.save_checkpoint("/nonexistent/x.pt", None, architectur=1),
+        "load_checkpoint": lambda: cf.load_checkpoint("/nonexistent/x.pt", devce="cpu"),
+        "Decomposition.to_frame": lambda: cf.decompose(model, pol, 2).to_frame(alpa=0.1),
+        "Decomposition.plot": lambda: cf.decompose(model, pol, 2).plot(alph=0.1),
+        "BenefitResult.worst_pairs": lambda: cf.benefit_fairness(model, pol, 2).worst_pairs(m=3),
+        "CallablePolicy": lambda: cf.CallablePolicy(lambda o: 0.5, nme="f"),
+        "TablePolicy": lambda: cf.TablePolicy(np.full((2, 3), 0.5), nam="x"),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_keyword_calls(None)))
+def test_a_mistyped_keyword_is_named_with_the_fix(model, name):
+    call = _keyword_calls(model)[name]
+    with pytest.raises(CausalfairError, match=rf"^{name}: unknown keyword argument '\w+'; "
+                                              r".*it takes: "):
+        call()

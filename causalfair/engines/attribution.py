@@ -71,6 +71,7 @@ from causalfair._validation import (
     check_engine,
     check_gamma,
     check_horizon,
+    check_keywords,
     check_unit,
     engine_for,
 )
@@ -602,6 +603,7 @@ def attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int | None = 
                                 baseline_name=baseline_name, jobs=jobs)[1]
 
 
+@check_keywords
 def attribute(system: Any, policy: Any, baseline: Any, horizon: int | None = None, *,
               engine: str = "auto", n: int = 100_000, seed: int = 0, alpha: float = 0.05,
               pair: Any = None, gamma: float = 1.0,

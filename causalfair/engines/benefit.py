@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import WEIGHTS, check_horizon, check_weights
+from causalfair._validation import WEIGHTS, check_horizon, check_keywords, check_weights
 from causalfair.errors import short
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy
@@ -178,6 +178,7 @@ def lambda_pairs(p: np.ndarray, delta: np.ndarray, w: np.ndarray, pair: tuple[in
     return eps * dp / (eps + dd) * w[a][:, None] * w[b][None, :]
 
 
+@check_keywords
 def lambda_metric(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
                   eps: float | str | None = None, weights: str = "visitation",
                   pair: tuple[int, int] = (0, 1), mu: np.ndarray | None = None) -> float:

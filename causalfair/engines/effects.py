@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_gamma, check_horizon
+from causalfair._validation import check_gamma, check_horizon, check_keywords
 from causalfair.engines.benefit import lambda_metric
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy
@@ -67,6 +67,7 @@ def _value_tables_general(model: TabularModel, p: np.ndarray, T: int,
     return {"V_pi": V_pi, "V_ps": V_ps, "V_0": V_0, "Q_pi": Q_pi}
 
 
+@check_keywords
 def value_tables(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
                  gamma: float = 1.0) -> dict[str, np.ndarray]:
     """Backward recursion for the gain value functions of pi, pi^PS and pi0.

@@ -42,7 +42,7 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair._names import BENEFIT_N  # defined there: `decompose --help` states it
 from causalfair._simultaneous import pairs_chosen_from
-from causalfair._validation import check_alpha, check_horizon
+from causalfair._validation import check_alpha, check_horizon, check_keywords
 from causalfair.backends import engine_device, resolve_jobs
 from causalfair.engines._mc_base import (
     DEFAULT_BATCH_SIZE,
@@ -331,6 +331,7 @@ def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: st
                          decisions=getattr(system, "decisions", None)), name
 
 
+@check_keywords
 def decompose_mc(
     simulator: Any,
     policy: Policy,

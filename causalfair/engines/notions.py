@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_horizon
+from causalfair._validation import check_horizon, check_keywords
 from causalfair.model import TabularModel
 from causalfair.policies.core import Policy
 from causalfair.policies.grid import policy_table
@@ -55,6 +55,7 @@ def _present(dist: np.ndarray, here: np.ndarray) -> np.ndarray:
     return np.divide(d, mass, out=np.zeros_like(d), where=mass > 0)
 
 
+@check_keywords
 def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int = 20, *,
                   pair: tuple[int, int] = (0, 1)) -> dict[str, Any]:
     """TPR gap, ELBERT bias, W1, demographic parity gap, utility, final mean levels."""

@@ -51,6 +51,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from causalfair._limits import check_memory
+from causalfair._validation import check_keywords
 from causalfair.engines.effects import check_horizon
 from causalfair.engines.exact import exact_numbers
 from causalfair.errors import InputError
@@ -618,6 +619,7 @@ def _stationary(lp: OccupancyLP, bounds: Mapping[str, float], lambda_eps: float,
     )
 
 
+@check_keywords
 def fair_lp(model: TabularModel, horizon: int, *, eps: Any, constraint: str | Sequence[str] = "C",
             dp_discount: float = 1.0, stationary: bool = False, audit: bool = True,
             raise_infeasible: bool = True, lambda_eps: float | str | None = None,

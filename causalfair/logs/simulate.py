@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
+from causalfair._validation import check_keywords
 from causalfair.logs.errors import LogError
 from causalfair.policies.core import parse_policy
 from causalfair.policies.grid import d1_probs
@@ -20,6 +21,7 @@ __all__ = ["simulate_logs", "potential_note"]
 _LOG_ROW_BYTES = 256
 
 
+@check_keywords
 def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
                   seed: int = 0, *, groups: Any = None) -> Any:
     """Decision logs of ``policy`` deployed on a system's simulator (vectorised).

@@ -39,6 +39,7 @@ import numpy as np
 
 from causalfair._io import atomic_write_bytes
 from causalfair._safe_read import NOT_REGULAR, open_zip, read_json, read_npz
+from causalfair._validation import check_keywords
 from causalfair.errors import CheckpointError, PolicyError, short
 from causalfair.policies.checkpoint_format import (
     CHECKPOINT_FORMAT,
@@ -85,6 +86,7 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+@check_keywords
 def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: Mapping[str, Any],
                     encoding: FeatureEncoding, metadata: Mapping[str, Any] | None = None) -> None:
     """Save ``module``'s weights with a JSON metadata block, atomically: ``.npz`` (read
@@ -257,6 +259,7 @@ def _refuse_pickle(path: Path) -> None:
         "command line (docs/own-system.md, \"A scikit-learn model\").")
 
 
+@check_keywords
 def load_checkpoint(path: str | os.PathLike[str], model: Any = None, *,
                     activation: str = "tanh") -> tuple[Any, dict[str, Any]]:
     """Load a checkpoint (``.npz``, ``.pt`` or a stable-baselines3 ``.zip``; see the module

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from causalfair._validation import check_keywords
 from causalfair.errors import CheckpointError, PolicyError, as_numbers, short
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
 from causalfair.types import Observation, check_probs, check_rows
@@ -178,6 +179,10 @@ class TablePolicy:
         return self.table[t, obs.group, obs.level]
 
 
+# a mistyped keyword: one error naming it and the fix (check_keywords)
+TablePolicy.__init__ = check_keywords(TablePolicy.__init__, name="TablePolicy")  # type: ignore
+
+
 @dataclass(frozen=True)
 class ConstantPolicy:
     """pi(d1 | .) = q for everyone (``always`` q=1, ``never`` q=0, ``random:q``)."""
@@ -220,6 +225,10 @@ class CallablePolicy(FunctionDeclarations):
 
     def prob_d1(self, obs: Observation) -> np.ndarray:
         return _check_probs(self.fn(obs), len(obs), f"policy {self.name!r}", obs)
+
+
+# a mistyped keyword: one error naming it and the fix (check_keywords)
+CallablePolicy.__init__ = check_keywords(CallablePolicy.__init__, name="CallablePolicy")  # type: ignore
 
 
 @dataclass(frozen=True)
@@ -313,6 +322,7 @@ def _within_budget(policy: Policy, spec: str, system: Any, mass: float) -> Polic
         "policy that gives each unit its probability of being the one chosen.")
 
 
+@check_keywords
 def parse_policy(spec: str, model: Any) -> Policy:
     """A built-in policy from its CLI spelling (see ``BUILTIN_POLICIES``). ``model`` is a
     :class:`~causalfair.model.TabularModel` or a :class:`~causalfair.systems.System`;

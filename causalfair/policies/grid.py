@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_horizon
+from causalfair._validation import check_horizon, check_keywords
 from causalfair.errors import ModelError, PolicyError, short
 from causalfair.model import TabularModel
 from causalfair.policies.allowed import AllowedOnly, refuse_forbidden_table
@@ -94,6 +94,7 @@ class PathSpecificPolicy:
         )
 
 
+@check_keywords
 def hypothetical_policies(policy: Policy, system: Any = None
                           ) -> tuple[BaselinePolicy, PathSpecificPolicy]:
     """(pi0, pi^PS) for a deployed policy pi; with ``system`` (a System or TabularModel)
@@ -150,6 +151,7 @@ def check_policy_table(model: TabularModel, p: Any, where: str = "policy",
     return p
 
 
+@check_keywords
 def policy_table(policy: Policy | np.ndarray, model: TabularModel,
                  horizon: int | None = None) -> np.ndarray:
     """Evaluate a Markov policy on every (group, level): array (G, K), or (T, G, K) for a

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_keywords
 from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, short
 from causalfair.types import Observation, check_probs
 
@@ -112,6 +113,10 @@ class FeatureEncoding:
                    n_groups=int(d.get("n_groups", 2)),
                    width_=int(d["width"]) if d.get("name") == "features" else None,
                    names=d.get("names"), mean=d.get("mean"), std=d.get("std"))
+
+
+# a mistyped keyword: one error naming it and the fix (check_keywords)
+FeatureEncoding.__init__ = check_keywords(FeatureEncoding.__init__, name="FeatureEncoding")  # type: ignore
 
 
 def check_policy_inputs(policy: Any, *, feature_names: Sequence[str] | None = None,
@@ -266,6 +271,7 @@ class TorchPolicy(_MLPPolicyBase):
     (P(d1) = sigmoid), or A logits (softmax over actions); ``output="probs"`` when the
     module already returns probabilities."""
 
+    @check_keywords(name="TorchPolicy")
     def __init__(self, module: Any, encoding: FeatureEncoding | None = None, *,
                  output: str = "logits", name: str = "torch", source: str | None = None):
         if output not in ("logits", "probs"):

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_names
+from causalfair._validation import check_keywords, check_names
 from causalfair.errors import ModelError, SystemError_, call_user, short
 from causalfair.graph import check_structure
 from causalfair.model import CausalStructure, TabularModel, departed_indices
@@ -504,6 +504,10 @@ class System:
         return (f"System(id={self.id!r}, groups={list(self.groups)}, actions="
                 f"{list(self.decisions.labels)}, baseline={self.decisions.baseline}, "
                 f"engines={sorted(self.engines)})")
+
+
+# a mistyped keyword: one error naming it and the fix (check_keywords)
+System.__init__ = check_keywords(System.__init__, name="System")  # type: ignore
 
 
 def _jsonable(v: Any) -> Any:

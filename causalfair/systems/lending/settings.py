@@ -28,6 +28,7 @@ import numpy as np
 
 from causalfair._limits import check_memory
 from causalfair._names import SETTINGS  # defined there: --help lists them
+from causalfair._validation import check_keywords
 from causalfair.errors import InputError
 from causalfair.model import CausalStructure, ModelError, TabularModel
 from causalfair.systems.lending.fico import fico_initial, fico_repay
@@ -192,6 +193,7 @@ class LendingModel:
         )
 
 
+@check_keywords
 def lending_setting(
     setting: str = "lending-1",
     *,
