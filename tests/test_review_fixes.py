@@ -107,7 +107,7 @@ def test_an_inconclusive_original_shown_as_skipped_is_not_a_passing_junit_case()
     from causalfair.audit.shards import check_junit_matches
     from causalfair.thresholds import INCONCLUSIVE, PASS
 
-    entry = GateEntry(spec=NS(name="lend", path=None), before=_audit(INCONCLUSIVE),
+    entry = GateEntry(spec=NS(name="lend", path=None, file_shown=None), before=_audit(INCONCLUSIVE),
                       after=_audit(PASS))
     gate = GateResult([entry], inconclusive="fail")
     assert gate.exit_code == 1
