@@ -70,13 +70,12 @@ def test_finding_users_modules_again_adds_no_finder(tmp_path, monkeypatch):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "cf_umod_again.py").write_text(f"VALUE = {value}\n")
     (tmp_path / "one" / "cf_umod_only_one.py").write_text("VALUE = 11\n")
-    before = len(sys.meta_path)
+    others = [f for f in sys.meta_path if not isinstance(f, _UserFolders)]
     find_user_modules([("cf_umod_again", str(tmp_path / "one")),
                        ("cf_umod_only_one", str(tmp_path / "one"))])
     for _ in range(5):
         find_user_modules([("cf_umod_again", str(tmp_path / "two"))])
-    assert len(sys.meta_path) == before + 1
-    assert isinstance(sys.meta_path[0], _UserFolders)
+    assert isinstance(sys.meta_path[0], _UserFolders) and sys.meta_path[1:] == others
     monkeypatch.delitem(sys.modules, "cf_umod_again", raising=False)
     monkeypatch.delitem(sys.modules, "cf_umod_only_one", raising=False)
     import cf_umod_again

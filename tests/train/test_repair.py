@@ -251,6 +251,7 @@ def test_spec_refuses_betas_with_exact_and_an_unrepairable_threshold(tmp_path, g
     spec = _gate_case(tmp_path, "abs_C = 0.02", 'algo = "exact"\nbetas = { C = 1.0 }')
     with pytest.raises(SpecError, match="takes no betas"):
         load_spec(spec)
-    spec = _gate_case(tmp_path, "abs_C = 0.02\ntpr_gap = 0.1")
+    # dp_gap: a quantity this model has (tpr_gap it has not: refused before, as unavailable)
+    spec = _gate_case(tmp_path, "abs_C = 0.02\ndp_gap = 0.1")
     out = gate(spec)
-    assert out.returncode == 2 and "tpr_gap: the exact repair cannot impose" in out.stderr
+    assert out.returncode == 2 and "dp_gap: the exact repair cannot impose" in out.stderr
