@@ -15,7 +15,8 @@ from causalfair.errors import InputError, ModelError, short
 
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
            "check_keywords", "check_unit", "check_flag",
-           "check_names", "check_engine", "check_weights", "engine_for", "z_quantile",
+           "check_names", "check_engine", "check_timeout", "check_weights", "engine_for",
+           "z_quantile", "MAX_TIMEOUT_S",
            "did_you_mean", "unknown_key"]
 
 #: The engines of a decomposition: the system's choice, exact or Monte Carlo.
@@ -129,6 +130,38 @@ def check_flag(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise InputError(f"{name}: must be True or False, got {short(value, 40)}.")
     return bool(value)
+
+
+#: The largest time limit (seconds, about 31 years) of ``--timeout`` and a spec's
+#: ``timeout``: larger values overflow the operating system's timers (docs/limits.md).
+MAX_TIMEOUT_S = 10**9
+
+
+def check_timeout(value: Any, field: str) -> float | None:
+    """``value`` as a time limit in seconds (None: no limit), or an InputError naming
+    ``field`` (``--timeout``, ``timeout``), the value and the fix: a number > 0 and at most
+    :data:`MAX_TIMEOUT_S`. Every door of a time limit calls it: ``gate`` and ``audit``'s
+    ``--timeout``, a spec's ``timeout`` key, :func:`causalfair.audit.gate.run_gate` and
+    :func:`causalfair.audit.gate.audit_within`."""
+    import math
+
+    if value is None:
+        return None
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer,
+                                                            np.floating))
+    big = ok and isinstance(value, (int, np.integer)) and value > MAX_TIMEOUT_S
+    try:
+        ok = ok and 0 < float(value) < math.inf
+    except OverflowError:  # an int too large for a float
+        ok = False
+    if big or (ok and float(value) > MAX_TIMEOUT_S):
+        raise InputError(f"{field}: bad value {short(value)}; the most is {MAX_TIMEOUT_S:.0e} "
+                         f"seconds (about 31 years); give fewer seconds, e.g. 600, or no "
+                         f"{field} for no limit.")
+    if not ok:
+        raise InputError(f"{field}: bad value {short(value)}; give a number of seconds > 0, "
+                         "e.g. 600.")
+    return float(value)
 
 
 def check_alpha(alpha: Any) -> float:

@@ -30,7 +30,8 @@ from causalfair.audit.retrain import (
 from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec, is_valid_name, read_spec_file
 from causalfair.audit.spec_sections import spec_label
-from causalfair.backends import SerialBackend, TaskError, check_timeout, holding, make_backend
+from causalfair._validation import check_timeout
+from causalfair.backends import SerialBackend, TaskError, holding, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
 from causalfair.report.render import (
     render_report,
@@ -325,6 +326,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         label = str(getattr(s, "path", None) or s) if not isinstance(s, AuditSpec) else s.name
         try:
             sp = as_spec(s)
+            check_timeout(sp.timeout, f"{sp.label}: timeout")  # a spec built in Python too
             if ("thresholds" not in sp.raw and not sp.baseline_thresholds
                     and not isinstance(s, AuditSpec)):
                 raise SpecError(
@@ -626,7 +628,8 @@ def audit_within(spec: AuditSpec, timeout: float | None = None, **kw: Any) -> Au
     worker process killed when it passes (:class:`~causalfair.backends.SerialBackend`),
     raising :class:`~causalfair.errors.ResourceLimitError`; an input error in the worker
     is raised as one, a crash as a RuntimeError carrying the worker's traceback."""
-    limit = min((t for t in (spec.timeout, check_timeout(timeout, "timeout")) if t is not None),
+    limit = min((t for t in (check_timeout(spec.timeout, f"{spec.label}: timeout"),
+                             check_timeout(timeout, "timeout")) if t is not None),
                 default=None)
     if limit is None:
         return audit(spec, **kw)

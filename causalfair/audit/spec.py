@@ -38,7 +38,8 @@ from causalfair.audit.spec_sections import (
     system_section,
     thresholds_section,
 )
-from causalfair.errors import SpecError
+from causalfair._validation import check_timeout
+from causalfair.errors import InputError, SpecError
 from causalfair.systems.gym.door import gym_id  # the gym system's id: its one home
 from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home
 from causalfair.thresholds import THRESHOLD_KEYS
@@ -296,8 +297,10 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any], *,
 
     # timeout (the gate stops the spec's audit after it: causalfair.backends)
     if "timeout" in raw:
-        kw["timeout"] = read_float(raw, "timeout", "timeout", path, default=0.0, lo=0.0,
-                                   lo_open=True)
+        try:  # the one check of every time limit (flags, keys, Python)
+            kw["timeout"] = check_timeout(raw["timeout"], "timeout")
+        except InputError as exc:
+            raise SpecError(f"{spec_label(path)}: {exc}") from None
     if "reference" in raw:  # the reference group (checked against the system's groups)
         ref = raw["reference"]
         if not isinstance(ref, str) or not ref:

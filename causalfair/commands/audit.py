@@ -7,7 +7,6 @@ import json
 import sys
 
 from causalfair._io import causalfair_dir, to_jsonable
-from causalfair.backends import check_timeout
 from causalfair.commands._system import add_vecnormalize_argument
 from causalfair.errors import UsageError
 from causalfair.report.explain import GLOSSARY
@@ -67,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="stop the audit after SECONDS (exit 2), as the spec's own `timeout` "
                         "key does (the smaller limit applies); a limited audit runs in a "
-                        "worker process, killed when the limit passes")
+                        "worker process, killed when the limit passes; at most 1e9 (about 31 "
+                        "years)")
     add_mlflow_arguments(p)
     p.set_defaults(run=run)
 
@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
         open_experiment(args.mlflow_experiment)
+    from causalfair._validation import check_timeout
+
     check_timeout(args.timeout, "--timeout")
     if args.reproduce is not None or args.spec is None:
         return _reproduce(args)

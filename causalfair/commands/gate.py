@@ -17,7 +17,7 @@ from causalfair._io import (
 )
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._usercode import keep_tracebacks
-from causalfair.backends import check_timeout, resolve_jobs
+from causalfair.backends import resolve_jobs
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import CausalfairError, UsageError
 from causalfair.report.mlflow_log import log_audit, open_experiment
@@ -94,7 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "each limited on its own, and report it as an error of that "
                         "spec (exit 2; the other specs' verdicts are kept); a spec's own "
                         "`timeout` key does the same, the smaller limit applies. A spec with a "
-                        "limit runs in a worker process, killed when the limit passes")
+                        "limit runs in a worker process, killed when the limit passes. At most 1e9 "
+                        "(about 31 years)")
     p.add_argument("--shard", metavar="K/N",
                    help="audit only shard K of N (the specs at positions K-1, K-1+N, ... of the "
                         "list; a CI matrix runs K = 1..N, then `causalfair gate-merge`)")
@@ -186,6 +187,8 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     args.jobs = resolve_jobs(args.jobs, "--jobs")
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address: only with --backend ray.")
+
+    from causalfair._validation import check_timeout
 
     check_timeout(args.timeout, "--timeout")
     shard = None

@@ -236,7 +236,7 @@ def test_time_limit_values_are_checked(tmp_path, capsys):
     assert load_spec(a).timeout == 2.5
     for bad in ("0", "-1", '"abc"', "nan", "true"):
         a.write_text(SPEC.format(name="a", stuck="false", extra=f"timeout = {bad}"))
-        with pytest.raises(SpecError, match=r"a\.toml: timeout: bad value .*number > 0"):
+        with pytest.raises(SpecError, match=r"a\.toml: timeout: bad value .*number of seconds > 0"):
             load_spec(a)
     a.write_text(SPEC.format(name="a", stuck="false", extra="timeuot = 1"))
     with pytest.raises(SpecError, match="unknown key; allowed keys: .*timeout"):
