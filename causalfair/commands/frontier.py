@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_model_arguments(p)
     p.add_argument("--points", type=int, default=50, metavar="N",
-                   help="number of eps values on the grid (default: 50)")
+                   help="number of eps values on the grid, 2 to 10000 (default: 50)")
     p.add_argument("--constraint", choices=("C", "DPE", "DP"), default="C",
                    help="the bounded disparity: eps bounds it, the placed policies' "
                         "gap is at equal |value| of it (default: C)")
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from causalfair.engines.frontier import frontier
+    from causalfair.engines.frontier import check_points, frontier
     from causalfair.policies.resolver import BUILTIN_KINDS, resolve
 
     system = load_system(args)
@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
             f"--system {system.id}: the frontier LP needs a tabular model with two actions "
             f"(this system's engines: {', '.join(sorted(system.engines))}).")
     model = system.tabular
+    check_points(args.points, model, args.horizon, "--points")  # up front, as the LP's size
     args.setting = system.id
     specs = list(args.policy or [])
     ckpts = list(args.checkpoint or [])

@@ -32,7 +32,31 @@ from causalfair.engines.occupancy import (
 from causalfair.model import ModelError, TabularModel
 
 __all__ = ["CONSTRAINTS", "Frontier", "InfeasibleError", "LPResult", "OccupancyLP", "fair_lp",
-           "frontier", "policy_metrics"]
+           "frontier", "policy_metrics", "check_points", "MAX_POINTS"]
+
+#: The most eps values a frontier's grid holds (fixed): each is a linear program solved
+#: and audited, about 12 ms at horizon 20 on lending-1, so 10,000 take minutes.
+MAX_POINTS = 10_000
+
+
+def check_points(points: Any, model: TabularModel, horizon: int, field: str = "points") -> int:
+    """``points`` (the eps values of a frontier's grid, named ``field`` in errors:
+    ``--points``, ``points``, ``eps_grid``) as an int from 2 to :data:`MAX_POINTS` whose
+    results (each point's policy, occupancy and audit: about 48 T G K bytes + 4 KiB) fit
+    the memory limit, checked before any program is built."""
+    from causalfair._limits import check_memory
+
+    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
+        raise ModelError(f"{field}: must be an integer >= 2, got {points!r}.")
+    if points > MAX_POINTS:
+        raise ModelError(f"{field}: bad value {points}; a frontier's grid holds at most "
+                         f"{MAX_POINTS:,} eps values (each a linear program solved and "
+                         f"audited); give fewer, e.g. 50 (docs/limits.md).")
+    T = int(horizon) if isinstance(horizon, (int, np.integer)) else 1
+    check_memory(float(points) * (48.0 * T * model.n_groups * model.n_levels + 4096),
+                 f"frontier of {points} eps values ({field}) over {T} epochs",
+                 f"give fewer {field}")
+    return int(points)
 
 
 # ------------------------------------------------------------------------ frontier
@@ -265,6 +289,13 @@ def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None
     """
     if constraint not in CONSTRAINTS:
         raise ModelError(f"constraint: unknown value {constraint!r}; allowed values: {', '.join(CONSTRAINTS)}.")
+    if eps_grid is None:  # the grid's size, bounded before any program is built
+        points = check_points(points, model, horizon) if isinstance(model, TabularModel) \
+            else points
+    else:
+        eps_grid = list(eps_grid)
+        if isinstance(model, TabularModel) and len(eps_grid) >= 2:
+            check_points(len(eps_grid), model, horizon, "eps_grid")
     lp = OccupancyLP(model, horizon, dp_discount=dp_discount)
     free = lp.solve(None, (constraint,), audit=False)
     scale = max(1.0, abs(free.utility))
@@ -272,8 +303,6 @@ def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None
     unc = lp.solve({constraint: hi + 1e-10}, (constraint,), audit=audit, lambda_eps=lambda_eps)
     eps_min = lp.min_metric(constraint)
     if eps_grid is None:
-        if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
-            raise ModelError(f"points: must be an integer >= 2, got {points!r}.")
         grid = np.linspace(eps_min, max(hi, eps_min), int(points))
         grid[0] = eps_min + 1e-10
         grid[-1] = max(hi, eps_min) + 1e-10
