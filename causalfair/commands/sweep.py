@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                "See docs/scale.md.",
     )
     p.add_argument("--algo", required=True, metavar="A,B,...",
-                   help="algorithms, comma-separated: the PPO family of causalfair train "
+                   help="algorithms, comma-separated (one named twice is trained once): the PPO family of causalfair train "
                         f"({', '.join(PPO_ALGORITHMS)}) and the population agents "
                         f"({', '.join(POPULATION)}: replicator systems); "
                         f"{', '.join(a for a in names(cli=True) if a not in SWEEP_ALGORITHMS)} "

@@ -499,6 +499,9 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
           search_path: str | os.PathLike[str] = ".", existing: str = "refuse") -> SweepResult:
     """Train every (system, algorithm, seed); tabulate the final metrics.
 
+    An algorithm or system named twice is trained once (its runs are not counted as two
+    seeds' runs); a seed named twice is refused (:func:`parse_seeds`).
+
     ``params``: keyword arguments of the systems' factories, each for every system whose
     factory takes it (:func:`system_params`; one that no system takes is refused); a run's
     system parameters are part of its configuration (runs.csv's ``params``; a resumed run
@@ -522,6 +525,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                  "--seed K)") if bad and bad[0] in REGISTRY else ""
         raise ConfigError(f"algos: bad value {bad[0] if bad else algos!r}; allowed values: "
                           f"{', '.join(SWEEP_ALGORITHMS)}{other}.")
+    algos = list(dict.fromkeys(algos))  # named twice: trained once, as a system named twice
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ConfigError("seeds: give at least one seed, e.g. 0-4.")
@@ -531,6 +535,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
     if existing not in EXISTING:
         raise ConfigError(f"existing: bad value {existing!r}; allowed values: "
                           f"{', '.join(EXISTING)}.")
+    systems = list(dict.fromkeys(systems))
     n_runs = len(algos) * len(seeds) * len(systems)
     if n_runs > MAX_RUNS:
         raise ConfigError(f"sweep: {n_runs} runs is more than {MAX_RUNS}; split the sweep.")
@@ -546,7 +551,6 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 f"overrides: {key!r} is a field of no config of this sweep's algorithms "
                 f"({', '.join(algos)}); {did_you_mean(key, sorted(fields))}"
                 f"fields: {', '.join(sorted(fields))}.")
-    systems = list(dict.fromkeys(systems))
     given = system_params(systems, params or {}, search_path)  # each system's own
     skipped: list[tuple[str, str, str]] = []
     made: dict[str, Any] = {}  # the systems (the population agents' configs read them)
