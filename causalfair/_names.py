@@ -54,6 +54,9 @@ class Algorithm:
     runs_as: str = ""
     """An alias: the TrainConfig algo it runs as (``ppo-lag`` runs as ``ppo-c`` with the
     spec's thresholds as constraints)."""
+    weights: tuple[str, ...] = ()
+    """The fairness weights of TrainConfig its objective uses (``beta_c``: C^2,
+    ``beta_lambda``: Lambda); ``causalfair train`` refuses the others' flags."""
 
 
 _ANY = "any system"
@@ -64,8 +67,9 @@ _SIGNALS = ("systems reporting supply and demand (attention, infectious) and the
 #: name -> Algorithm, in the order names are listed.
 REGISTRY: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ppo", "ppo", _ANY, lending=True, generic=True),
-    Algorithm("ppo-c", "ppo", _ANY, lending=True, generic=True),
-    Algorithm("ppo-cb", "ppo", _ANY, lending=True, generic=True),
+    Algorithm("ppo-c", "ppo", _ANY, lending=True, generic=True, weights=("beta_c",)),
+    Algorithm("ppo-cb", "ppo", _ANY, lending=True, generic=True,
+              weights=("beta_c", "beta_lambda")),
     Algorithm("a-ppo", "ppo", _SIGNALS, lending=True, generic=True, fair_advantage=True),
     Algorithm("f-ppo-l", "ppo", "systems of coupled units reporting supply, demand and a "
               "long-term gap (attention, infectious) and the lending settings (lending-1, -2, "

@@ -15,7 +15,8 @@ from causalfair.errors import InputError, ModelError, short
 
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
            "check_keywords", "check_unit", "check_flag",
-           "check_names", "check_engine", "check_timeout", "check_weights", "engine_for",
+           "check_names", "check_engine", "check_timeout", "check_weight", "check_weights",
+           "engine_for",
            "z_quantile", "MAX_TIMEOUT_S",
            "did_you_mean", "unknown_key"]
 
@@ -161,6 +162,26 @@ def check_timeout(value: Any, field: str) -> float | None:
     if not ok:
         raise InputError(f"{field}: bad value {short(value)}; give a number of seconds > 0, "
                          "e.g. 600.")
+    return float(value)
+
+
+def check_weight(value: Any, field: str, error: type[Exception] = InputError) -> float:
+    """``value``, the weight of a penalty in a training objective (``beta_c``,
+    ``beta_lambda``, ``beta_kl``; ``--beta-c``, ``[retrain] betas C``, named ``field``), as a
+    finite float >= 0, else ``error`` naming the field, the value and the fix: a negative
+    weight rewards what the penalty should reduce (the disparity, for beta_c). The one check
+    of a weight: TrainConfig, the command line's flags and a spec's [retrain] betas."""
+    import math
+
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer,
+                                                            np.floating))
+    try:
+        ok = ok and math.isfinite(float(value)) and float(value) >= 0
+    except OverflowError:  # an int too large for a float
+        ok = False
+    if not ok:
+        raise error(f"{field}: bad value {short(value)}; give a finite number >= 0, e.g. 1.0 "
+                    "(a penalty's weight: a negative one would reward what it penalises).")
     return float(value)
 
 

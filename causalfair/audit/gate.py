@@ -15,6 +15,7 @@ from typing import Any
 
 from causalfair._io import fixed as _fixed
 from causalfair._usercode import find_user_modules, user_modules, user_traceback
+from causalfair._validation import check_timeout
 from causalfair._version import __version__
 from causalfair.audit.gate_junit import gate_error_junit, gate_junit, spec_errors_junit
 from causalfair.audit.result import AuditResult, display_path
@@ -30,7 +31,6 @@ from causalfair.audit.retrain import (
 from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
 from causalfair.audit.spec import AuditSpec, is_valid_name, read_spec_file
 from causalfair.audit.spec_sections import spec_label
-from causalfair._validation import check_timeout
 from causalfair.backends import SerialBackend, TaskError, holding, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
 from causalfair.report.render import (

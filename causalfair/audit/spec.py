@@ -15,6 +15,7 @@ from typing import Any
 
 from causalfair._limits import check_memory, format_bytes
 from causalfair._safe_read import TOML_BYTES_FACTOR, not_a_file, read_file, read_toml
+from causalfair._validation import check_timeout
 from causalfair.audit.spec_sections import (
     ENGINES,
     GYM_KEYS,
@@ -38,7 +39,6 @@ from causalfair.audit.spec_sections import (
     system_section,
     thresholds_section,
 )
-from causalfair._validation import check_timeout
 from causalfair.errors import InputError, SpecError
 from causalfair.systems.gym.door import gym_id  # the gym system's id: its one home
 from causalfair.systems.lending.settings import SETTINGS  # the lending settings' one home

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._safe_read import not_a_file
-from causalfair._validation import ENGINES, unknown_key  # ENGINES: the engines' one home
+from causalfair._validation import (  # ENGINES: the engines' one home
+    ENGINES,
+    check_weight,
+    unknown_key,
+)
 from causalfair.engines.benefit import WEIGHTS  # Lambda's weightings' one home
 from causalfair.errors import SpecError, short
 from causalfair.logs.audit import LAMBDA_ESTIMATORS, METHODS
@@ -612,8 +616,9 @@ def retrain_section(sec: Any, thresholds: Mapping[str, float],
         raise bad_value(path, "[retrain] betas", betas, "a table such as { C = 1.0, Lambda = 0.5 }")
     clean_b: dict[str, float] = {}
     check_keys(betas, "retrain", ("C", "Lambda", "KL"), path, where="[retrain] betas")
-    for bk in betas:
-        clean_b[bk] = read_float(betas, bk, f"[retrain] betas {bk}", path, default=0.0, lo=0.0)
+    for bk in betas:  # TrainConfig's check of its weights (beta_c, beta_lambda, beta_kl)
+        clean_b[bk] = check_weight(betas[bk], f"{spec_label(path)}: [retrain] betas {bk}",
+                                   SpecError)
     if algo in ("exact", "ppo-lag") and clean_b:
         raise SpecError(f"{spec_label(path)}: [retrain] betas: algo {algo!r} imposes the "
                         "[thresholds] as constraints and takes no betas; remove betas, or "

@@ -128,8 +128,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--levels", type=int, default=7, metavar="K", help="levels (default: 7)")
     p.add_argument("--individuals", type=int, default=None, metavar="N",
                    help="individuals (or population envs) per rollout (default: 512)")
-    p.add_argument("--beta-c", type=float, default=None, help="PPO-C/Cb weight of C^2")
-    p.add_argument("--beta-lambda", type=float, default=None, help="PPO-Cb weight of Lambda")
+    p.add_argument("--beta-c", type=float, default=None,
+                   help="PPO-C/Cb weight of C^2, a number >= 0 (refused with another --algo)")
+    p.add_argument("--beta-lambda", type=float, default=None,
+                   help="PPO-Cb weight of Lambda, a number >= 0 (refused with another --algo)")
     p.add_argument("--eval-every", type=int, default=None, metavar="K",
                    help="audit every K iterations: exact on a tabular system, else Monte "
                         "Carlo with audit_n per group (default: 5)")
@@ -181,8 +183,38 @@ def parse_set(items: list[str], config: Any = None) -> dict[str, Any]:
     return out
 
 
+#: TrainConfig's fields that a flag of ``causalfair train`` sets: errors name the flag.
+FIELD_FLAGS = {"algo": "--algo", "setting": "--setting", "seed": "--seed",
+               "iterations": "--iterations", "env": "--env", "horizon": "--horizon",
+               "n_levels": "--levels", "n_individuals": "--individuals", "beta_c": "--beta-c",
+               "beta_lambda": "--beta-lambda", "eval_every": "--eval-every",
+               "checkpoint_every": "--checkpoint-every", "pair": "--pair"}
+
+
+def check_weight_flags(args: argparse.Namespace, algo: str, sets: dict[str, Any]) -> None:
+    """``--beta-c`` / ``--beta-lambda`` (or ``--set beta_c=...``): a weight >= 0 (the check
+    of TrainConfig and of a spec's [retrain] betas), and one that ``algo``'s objective uses
+    (``ppo`` ignores both, ``ppo-c`` ``--beta-lambda``): refused otherwise, as the flags
+    that a population agent does not use are."""
+    from causalfair._validation import check_weight
+
+    for field, flag in (("beta_c", "--beta-c"), ("beta_lambda", "--beta-lambda")):
+        for given, value in ((flag, getattr(args, field)), (f"--set {field}", sets.get(field))):
+            if value is None:
+                continue
+            check_weight(value, field if given.startswith("--set") else given, UsageError)
+            if field not in get(algo).weights:
+                takes = [a for a in ALGOS if field in get(a).weights]
+                raise UsageError(f"{given}: not used by --algo {algo} (its objective has no "
+                                 f"such penalty); it weighs the penalty of "
+                                 f"{' and '.join(takes)}: drop it, or choose one of those.")
+
+
 def build_config(args: argparse.Namespace):
-    """The TrainConfig the command line describes."""
+    """The TrainConfig the command line describes; an invalid value is one line naming
+    the flag that gave it (``--individuals``, not ``n_individuals``; ``--set FIELD``'s
+    errors name FIELD)."""
+    from causalfair.errors import ConfigError
     from causalfair.train import TrainConfig
 
     kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,
@@ -192,11 +224,22 @@ def build_config(args: argparse.Namespace):
            "beta_lambda": args.beta_lambda, "eval_every": args.eval_every,
            "checkpoint_every": args.checkpoint_every, "pair": args.pair}
     kw.update({k: v for k, v in opt.items() if v is not None})
-    kw.update(parse_set(args.set))
+    sets = parse_set(args.set)
+    check_weight_flags(args, args.algo, sets)
+    kw.update(sets)
     try:
         return TrainConfig(**kw)
     except TypeError as exc:
         raise UsageError(f"--set: {exc}") from None
+    except ConfigError as exc:
+        msg = str(exc)
+        field = msg.partition(":")[0]
+        if field in sets:  # named as --set names it, as sweep --set does
+            raise
+        if field in FIELD_FLAGS and (field in kw and field not in ("setting", "iterations")
+                                     or field in opt):
+            raise UsageError(FIELD_FLAGS[field] + msg[len(field):]) from None
+        raise
 
 
 def print_json(args: argparse.Namespace, doc: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from causalfair._limits import check_memory
 from causalfair._names import PPO_ALGORITHMS
+from causalfair._validation import check_weight
 from causalfair.engines.groups import resolve_pair
 from causalfair.errors import ConfigError, InputError
 from causalfair.systems.lending.settings import SETTINGS
@@ -371,6 +372,8 @@ class TrainConfig:
                 continue
             if not (isinstance(v, (int, float)) and v > 0):
                 raise bad(name, v, "must be a number > 0")
+        for name in ("beta_c", "beta_lambda", "beta_kl"):  # the spec's [retrain] betas' check
+            check_weight(getattr(self, name), name, ConfigError)
         for name in ("gamma", "gae_lambda"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 <= v <= 1):

@@ -53,7 +53,7 @@ from causalfair._names import (  # defined there: `causalfair sweep --help` list
     POPULATION,  # the population agents' names (their own configs: train.population)
     SWEEP_ALGORITHMS,  # every algorithm a sweep trains: the PPO family and POPULATION
 )
-from causalfair._validation import check_alpha, did_you_mean
+from causalfair._validation import check_alpha, check_weight, did_you_mean
 from causalfair.backends import (
     ProcessBackend,
     SerialBackend,
@@ -545,6 +545,14 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
             raise ConfigError(f"overrides: {key!r} is set by the sweep itself; use the "
                               "algos, seeds and systems arguments.")
     fields = set().union(*(_fields(a) for a in algos))
+    for key in ("beta_c", "beta_lambda"):  # a weight no objective of the sweep has
+        if key in overrides and not any(key in REGISTRY[a].weights for a in algos):
+            check_weight(overrides[key], key, ConfigError)  # a bad value first, as train
+            takes = [a for a in SWEEP_ALGORITHMS if key in REGISTRY[a].weights]
+            raise ConfigError(
+                f"overrides: {key!r} weighs a penalty that none of this sweep's algorithms "
+                f"({', '.join(algos)}) has; it is used by {' and '.join(takes)}: drop it, "
+                "or sweep one of those (as causalfair train refuses it).")
     for key in overrides:  # each field goes to the runs whose config has it
         if key not in fields:
             raise ConfigError(
