@@ -103,6 +103,29 @@ def _refuse_unknown(parser: argparse.ArgumentParser, args: Any, extras: list[str
                  f"{args.command + ' ' if sub else ''}--help)")
 
 
+def _empty_argument(parser: argparse.ArgumentParser, args: Any) -> str | None:
+    """The error of the first argument of the command given as an empty string (``--json
+    ""``, ``--checkpoint "$UNSET"``, ``gate ""``), else None: every path, id and name of
+    every command is checked here, once, rather than falling back to its default (an
+    unset variable in CI would audit or write something else, exit 0)."""
+    sub = parser._subparsers._group_actions[0].choices.get(args.command)
+    for action in (sub._actions if sub is not None else ()):
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        if "" not in values or value == action.default:
+            continue
+        name = "/".join(action.option_strings) or str(action.metavar or action.dest)
+        what = action.metavar or action.dest.upper()
+        what = " ".join(what) if isinstance(what, tuple) else what
+        drop = (f", or drop {action.option_strings[0]}" if action.option_strings
+                and not action.required else "")
+        return (f"{name}: empty value; give the {what}{drop} (an unset shell variable gives "
+                "an empty value).")
+    return None
+
+
 def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``causalfair`` parser; ``commands``: the commands whose options it reads (their
     modules imported; default: every command), the others listed by name and help only."""
@@ -214,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 2
+        # refused before the command prints or writes anything (by _run; the gate's run,
+        # which writes its --junit for a refused option, raises it itself)
+        args.empty_argument = _empty_argument(parser, args)
         # a reader that goes away (`| head`) neither stops the command nor changes its
         # exit code, its error line included
         with warnings.catch_warnings(), reader_may_leave():
@@ -234,6 +260,9 @@ def _run(args: Any) -> int:
         set_threads(args.threads)
         if getattr(args, "device", None) is not None:  # inherited by gate workers
             os.environ[DEVICE_ENV] = resolve_device(args.device, "--device")
+        empty = getattr(args, "empty_argument", None)  # (main: _empty_argument)
+        if empty and not getattr(args, "refuses_empty_itself", False):
+            raise UsageError(empty)
         with refuse_os_exit():  # user code's os._exit(0): an error, never a silent exit 0
             return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:

@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--accept-repaired", action="store_true",
                    help="with --retrain: exit 0 when every repaired checkpoint passes (you take "
                         "the repaired checkpoint in place of the failing one)")
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, refuses_empty_itself=True)  # in its --junit too
 
 
 def check_junit_path(path: str | None) -> None:
@@ -180,6 +180,8 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
 
     from causalfair.audit.gate import GateSpecErrors
 
+    if getattr(args, "empty_argument", None):  # (causalfair.cli: `--json ""`, `gate ""`)
+        raise UsageError(args.empty_argument)
     if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
         open_experiment(args.mlflow_experiment)
     if args.accept_repaired and not args.retrain:
