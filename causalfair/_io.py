@@ -25,7 +25,7 @@ from causalfair._version import __version__
 from causalfair.errors import InputError, OutputError
 
 __all__ = ["escape_chars", "csv_text", "fixed", "atomic_write_bytes", "atomic_write_text", "write_folder",
-           "check_output_file", "check_distinct_outputs",
+           "check_output_file", "check_output_folder", "check_distinct_outputs",
            "MANIFEST", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
            "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
            "FRONTIER_SCHEMA_VERSION", "SYSTEMS_SCHEMA_VERSION", "TRAIN_SCHEMA_VERSION",
@@ -235,7 +235,8 @@ def check_output_file(path: str | os.PathLike[str],
             raise OutputError(f"{target}: is also an input of this command ({src}); causalfair "
                               "never writes over its input. Choose another output path.")
     if target.is_dir():
-        raise OutputError(f"{target}: is a folder; give a file name (e.g. {target / 'out.xml'}).")
+        raise OutputError(f"{target}: is a folder; give a file name (e.g. "
+                          f"{target / ('out' + target.suffix)}).")
     blocker = _file_ancestor(target)
     if blocker is not None:
         raise OutputError(f"{target}: cannot write below {blocker}, which is a file; choose "
@@ -348,15 +349,29 @@ def _discard(parent: Path, prefix: str) -> None:
         shutil.rmtree(entry, ignore_errors=True)
 
 
-def _check_replaceable(target: Path) -> None:
+def _check_replaceable(target: Path, flag: str = "--out") -> None:
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         raise OutputError(f"{target}: exists and is not a folder causalfair wrote; causalfair "
-                          "never replaces it. Choose another --out or remove it yourself.")
+                          f"never replaces it. Choose another {flag} or remove it yourself.")
     if target.is_dir() and not (target / MANIFEST).is_file():
         if any(target.iterdir()):
             raise OutputError(
                 f"{target}: is an existing folder causalfair did not write (no {MANIFEST}); "
-                "causalfair never replaces it. Choose another --out or remove it yourself.")
+                f"causalfair never replaces it. Choose another {flag} or remove it yourself.")
+
+
+def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> Path:
+    """``path`` as a Path if :func:`write_folder` may write the folder there (it is absent,
+    empty or a folder causalfair wrote, below no file), else :class:`OutputError` naming
+    the option ``flag`` (``--reports``) and writing nothing: the check a command makes
+    before it runs."""
+    target = Path(path)
+    blocker = _file_ancestor(target)
+    if blocker is not None:
+        raise OutputError(f"{target}: cannot write below {blocker}, which is a file; choose "
+                          f"another {flag}.")
+    _check_replaceable(target, flag)
+    return target
 
 
 def causalfair_dir() -> Path:

@@ -3,6 +3,7 @@ retrain-on-fail."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -352,105 +353,140 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
               for s in loaded]
     # one backend for the checks, the audits and the retrains: Ray is started or connected
     # to once, worker processes start once
-    with holding(runner):
-        # every spec is checked (its system built, its policy resolved) before any is
-        # audited: here, or on the workers (then each rebuilds its spec for its audit)
-        # (a spec that cannot be read: the others are checked here, every error at once)
-        prepared_, failed = _check_specs(SerialBackend() if errors else runner, loaded, limits)
-        unread = list(bad_names)
-        # every invalid spec in the order given (a shard's, hence gate-merge's, order too):
-        # (place, (file, message), name, user's traceback, traceback of a bug)
-        bad = sorted([(k, err, n, "", "") for k, err, n in zip(unread_at, errors, unread,
-                                                                 strict=True)]
-                     + [(at[i], (loaded[i].file_shown or loaded[i].name, msg), loaded[i].name,
-                         user_tb, tb) for i, (msg, user_tb, tb) in failed.items()],
-                     key=lambda e: e[0])
-        errors = [e[1] for e in bad]
-        bad_names = [e[2] for e in bad]
-        user_tracebacks = [e[3] for e in bad if e[3]]
-        tracebacks = [e[4] for e in bad if e[4]]
-        if errors:  # each named as a spec that ran would be, unless another spec has its name
-            every = names + unread
-            raise GateSpecErrors(errors, len(specs), tracebacks=tracebacks,
-                                 user_tracebacks=user_tracebacks,
-                                 names=[n if every.count(n) == 1 else spec
-                                        for n, (spec, _) in zip(bad_names, errors, strict=True)])
-        keep = _retrainable(loaded, prepared_) if retrain else frozenset()
-        prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
-        # one spec per task (here, or in worker processes); results in spec order; a task
-        # that fails is reported for its spec while the others finish
-        bad = failing(inconclusive)
-        # with workers, each report is rendered where its spec was audited (the driver only
-        # writes the bytes); a spec that will be retrained gets its report after the retrain
-        plan = (_RenderPlan(_place(), bad if retrain else frozenset())
-                if reports is not None and not isinstance(runner, SerialBackend) else None)
-        written: dict[int, Path] = {}  # reports written as their audits came back
-        if isinstance(runner, SerialBackend):  # a spec with a time limit runs in a worker
-            audited = runner.map(_audit_one, [s if t is not None else p for s, p, t
-                                              in zip(loaded, prepared, limits, strict=True)], limits)
-        elif plan is None:  # workers rebuild everything from the spec (paths and strings
-            # travel, not objects)
-            audited = runner.map(_audit_one, loaded, limits)
-        else:  # the same; each report is written as its audit comes back
-            audited = runner.map(_task(_audit_one, plan), loaded, limits,
-                                 functools.partial(_write_now, Path(reports), loaded, written))
-        redo = [i for i, b in enumerate(audited) if i in keep and isinstance(b, AuditResult)
-                and b.overall in bad]
-        # the retrains (each with its re-audit) as one more map on the same backend, in spec
-        # order, under the same per-spec limit; each checkpoint's path is given here, in spec
-        # order (two specs sharing a checkpoint get -1 and -2, as one after the other would),
-        # and its bytes written here (only the driver writes files) as each retrain finishes
-        targets: list[Path] = []
-        for i in redo:
-            targets.append(retrain_target(loaded[i], targets))  # beside the checkpoint,
-            # or, for a policy without one (init = "scratch"), beside the spec
-        placed: list[Path] = []
-        try:
-            redone = dict(zip(redo, runner.map(_retrain_one if plan is None else
-                                               _task(_retrain_one, plan),
-                                               [(loaded[i], audited[i], t) for i, t
-                                                in zip(redo, targets, strict=True)],
-                                               [limits[i] for i in redo],
-                                               functools.partial(_place_now, placed)),
-                              strict=True)) if redo else {}
-        except KeyboardInterrupt as exc:  # the interrupt's message says what is kept
-            exc.add_note("the retrained checkpoints of the retrains that finished are written: "
-                         + ", ".join(map(display_path, placed)) if placed else
-                         "no retrain had finished: no retrained checkpoint written")
-            raise
-    entries = []
-    for i, (s, before) in enumerate(zip(loaded, audited, strict=True)):
-        out = redone.get(i)
-        files = None  # the report rendered by the retrain's worker
-        if isinstance(out, _Rendered):
-            out, files = out.out, out.files
-        if isinstance(before, (TaskError, SpecFailure)) or isinstance(out, (TaskError, SpecFailure)):
-            # this spec errs (its audit, or its retrain); the others go on
-            entry = (_error_entry(s, before) if out is None
-                     else _error_entry(s, out, "retrain", before=before))
-            if reports is not None:  # a folder that says why, in place of any earlier
-                # report: the audit's report, opening with the error, when its retrain failed
-                entry.report = (write_error_report(
-                    Path(reports) / s.name, name=s.name,
-                    spec=s.file_shown or s.name, error=entry.error)
-                    if entry.before is None else
-                    write_report(entry.before, Path(reports) / s.name, retrain_error=entry.error))
+    written: dict[int, Path] = {}  # reports written as their audits came back
+    entries: list[GateEntry] = []
+    fresh = _missing_top(reports)  # the folder --reports creates, if any
+    try:
+        with holding(runner):
+            # every spec is checked (its system built, its policy resolved) before any is
+            # audited: here, or on the workers (then each rebuilds its spec for its audit)
+            # (a spec that cannot be read: the others are checked here, every error at once)
+            prepared_, failed = _check_specs(SerialBackend() if errors else runner, loaded, limits)
+            unread = list(bad_names)
+            # every invalid spec in the order given (a shard's, hence gate-merge's, order too):
+            # (place, (file, message), name, user's traceback, traceback of a bug)
+            bad = sorted([(k, err, n, "", "") for k, err, n in zip(unread_at, errors, unread,
+                                                                     strict=True)]
+                         + [(at[i], (loaded[i].file_shown or loaded[i].name, msg), loaded[i].name,
+                             user_tb, tb) for i, (msg, user_tb, tb) in failed.items()],
+                         key=lambda e: e[0])
+            errors = [e[1] for e in bad]
+            bad_names = [e[2] for e in bad]
+            user_tracebacks = [e[3] for e in bad if e[3]]
+            tracebacks = [e[4] for e in bad if e[4]]
+            if errors:  # each named as a spec that ran would be, unless another spec has its name
+                every = names + unread
+                raise GateSpecErrors(errors, len(specs), tracebacks=tracebacks,
+                                     user_tracebacks=user_tracebacks,
+                                     names=[n if every.count(n) == 1 else spec
+                                            for n, (spec, _) in zip(bad_names, errors, strict=True)])
+            keep = _retrainable(loaded, prepared_) if retrain else frozenset()
+            prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
+            # one spec per task (here, or in worker processes); results in spec order; a task
+            # that fails is reported for its spec while the others finish
+            bad = failing(inconclusive)
+            # with workers, each report is rendered where its spec was audited (the driver only
+            # writes the bytes); a spec that will be retrained gets its report after the retrain
+            plan = (_RenderPlan(_place(), bad if retrain else frozenset())
+                    if reports is not None and not isinstance(runner, SerialBackend) else None)
+            if isinstance(runner, SerialBackend):  # a spec with a time limit runs in a worker
+                audited = runner.map(_audit_one, [s if t is not None else p for s, p, t
+                                                  in zip(loaded, prepared, limits, strict=True)], limits)
+            elif plan is None:  # workers rebuild everything from the spec (paths and strings
+                # travel, not objects)
+                audited = runner.map(_audit_one, loaded, limits)
+            else:  # the same; each report is written as its audit comes back
+                audited = runner.map(_task(_audit_one, plan), loaded, limits,
+                                     functools.partial(_write_now, Path(reports), loaded, written))
+            redo = [i for i, b in enumerate(audited) if i in keep and isinstance(b, AuditResult)
+                    and b.overall in bad]
+            # the retrains (each with its re-audit) as one more map on the same backend, in spec
+            # order, under the same per-spec limit; each checkpoint's path is given here, in spec
+            # order (two specs sharing a checkpoint get -1 and -2, as one after the other would),
+            # and its bytes written here (only the driver writes files) as each retrain finishes
+            targets: list[Path] = []
+            for i in redo:
+                targets.append(retrain_target(loaded[i], targets))  # beside the checkpoint,
+                # or, for a policy without one (init = "scratch"), beside the spec
+            placed: list[Path] = []
+            try:
+                redone = dict(zip(redo, runner.map(_retrain_one if plan is None else
+                                                   _task(_retrain_one, plan),
+                                                   [(loaded[i], audited[i], t) for i, t
+                                                    in zip(redo, targets, strict=True)],
+                                                   [limits[i] for i in redo],
+                                                   functools.partial(_place_now, placed)),
+                                  strict=True)) if redo else {}
+            except KeyboardInterrupt as exc:  # the interrupt's message says what is kept
+                exc.add_note("the retrained checkpoints of the retrains that finished are written: "
+                             + ", ".join(map(display_path, placed)) if placed else
+                             "no retrain had finished: no retrained checkpoint written")
+                raise
+        for i, (s, before) in enumerate(zip(loaded, audited, strict=True)):
+            out = redone.get(i)
+            files = None  # the report rendered by the retrain's worker
+            if isinstance(out, _Rendered):
+                out, files = out.out, out.files
+            if isinstance(before, (TaskError, SpecFailure)) or isinstance(out, (TaskError, SpecFailure)):
+                # this spec errs (its audit, or its retrain); the others go on
+                entry = (_error_entry(s, before) if out is None
+                         else _error_entry(s, out, "retrain", before=before))
+                if reports is not None:  # a folder that says why, in place of any earlier
+                    # report: the audit's report, opening with the error, when its retrain failed
+                    entry.report = (write_error_report(
+                        Path(reports) / s.name, name=s.name,
+                        spec=s.file_shown or s.name, error=entry.error)
+                        if entry.before is None else
+                        write_report(entry.before, Path(reports) / s.name, retrain_error=entry.error))
+                entries.append(entry)
+                continue
+            entry = GateEntry(spec=s, before=before, not_retrained=retrain and i not in keep)
+            if out is not None:
+                entry.retrained_checkpoint, entry.after = out
+            if i in written:
+                entry.report = written[i]
+            elif reports is not None and files is not None:
+                entry.report = write_rendered(Path(reports) / s.name, files)
+            elif reports is not None:
+                entry.report = entry.final.write_report(
+                    Path(reports) / s.name, before=before if entry.after is not None else None)
             entries.append(entry)
-            continue
-        entry = GateEntry(spec=s, before=before, not_retrained=retrain and i not in keep)
-        if out is not None:
-            entry.retrained_checkpoint, entry.after = out
-        if i in written:
-            entry.report = written[i]
-        elif reports is not None and files is not None:
-            entry.report = write_rendered(Path(reports) / s.name, files)
-        elif reports is not None:
-            entry.report = entry.final.write_report(
-                Path(reports) / s.name, before=before if entry.after is not None else None)
-        entries.append(entry)
-    return GateResult(entries=entries, inconclusive=inconclusive, accept_repaired=accept_repaired)
+        return GateResult(entries=entries, inconclusive=inconclusive, accept_repaired=accept_repaired)
+    except KeyboardInterrupt:  # no report left behind, whole or half (docs/limits.md)
+        _drop_reports([*written.values(), *(e.report for e in entries)], fresh)
+        raise
 
 
+
+
+def _missing_top(reports: str | os.PathLike[str] | None) -> Path | None:
+    """The outermost folder of ``reports`` that does not exist yet (the gate would create
+    it, and all below it), or None."""
+    if reports is None:
+        return None
+    top, path = None, Path(reports).absolute()
+    while not path.exists() and not path.is_symlink() and path != path.parent:
+        top, path = path, path.parent
+    return top
+
+
+def _drop_reports(folders: list[Path | None], fresh: Path | None) -> None:
+    """After an interrupt: remove the report folders this gate wrote (each holds
+    causalfair's manifest: :func:`causalfair._io.write_folder`), then the folders it
+    created for them (``fresh`` and below), where nothing else is left in them."""
+    import shutil
+
+    from causalfair._io import MANIFEST
+
+    for folder in folders:
+        if folder is not None and not folder.is_symlink() and (folder / MANIFEST).is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+    if fresh is None or not fresh.is_dir():
+        return
+    for path in sorted((p for p in [fresh, *fresh.rglob("*")] if p.is_dir()),
+                       key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            path.rmdir()  # only an empty folder goes
 
 
 @dataclass(frozen=True)

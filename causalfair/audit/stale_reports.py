@@ -41,10 +41,12 @@ def sweep_reports(reports: str | os.PathLike[str], gated: Iterable[str],
                   mine: Iterable[str]) -> list[Path]:
     """In the reports folder ``reports``: remove each report folder an earlier gate
     recorded there whose name is not in ``gated`` (the names of the gate's whole spec
-    list) and that still holds causalfair's manifest, then record ``mine`` (the names
-    this run writes) beside those that stay. Called before a gate audits and again once
-    it is done (a folder created meanwhile gets its record). Nothing is done while
-    ``reports`` is not a folder; shards of one gate sharing it take turns (a lock on it).
+    list) and that still holds causalfair's manifest, then record those of ``mine`` (the
+    names this run writes) that are report folders (hold the manifest) beside those that
+    stay; no record is written into a folder that has none while there is nothing to
+    record (a refused gate leaves nothing in a folder of yours). Called before a gate
+    audits and again once it is done (a folder written meanwhile gets its record). Nothing
+    is done while ``reports`` is not a folder; shards of one gate sharing it take turns (a lock on it).
     Returns the folders removed."""
     import fcntl
 
@@ -70,11 +72,16 @@ def sweep_reports(reports: str | os.PathLike[str], gated: Iterable[str],
                     kept.add(name)
                 else:
                     removed.append(target)
-        names = sorted(kept | set(mine))
+        # a name of this run is recorded once its folder is a report (a refused or
+        # interrupted run, or a user's folder of that name, records nothing)
+        ours = {n for n in mine if not (folder / n).is_symlink()
+                and (folder / n / MANIFEST).is_file()}
+        names = sorted(kept | ours)
         doc = {"written_by": "causalfair", "kind": _KIND, "reports": names}
         data = (json.dumps(doc, indent=1) + "\n").encode("utf-8")
         try:
-            atomic_write_bytes(folder / INDEX, lambda fh: fh.write(data))
+            if names or (folder / INDEX).is_file():
+                atomic_write_bytes(folder / INDEX, lambda fh: fh.write(data))
         except (OSError, OutputError):  # a read-only folder: its reports fail to write with their own error
             pass
     finally:

@@ -197,6 +197,8 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     every = list(args.specs)  # the whole list: its shards keep each other's reports
     if args.shard:
         args.specs, shard = _shard(args.specs, args.shard)
+    if args.reports:  # refused before anything runs or is written there (its record too)
+        _check_reports(args.reports, args.specs)
     sweep = _stale_reports(args, every)
     try:
         # user code's prints (factories and, without workers, policies and simulators) go
@@ -254,6 +256,23 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
                 log_audit(e.after, experiment=args.mlflow_experiment, stage="after",
                           report_dir=e.report)
     return result.exit_code
+
+
+def _check_reports(reports: str, specs: list[str]) -> None:
+    """``--reports DIR``: a folder (or one to create, below no file) where each spec's
+    report folder DIR/NAME may be written (absent, empty or a report causalfair wrote),
+    else an OutputError naming --reports, before any audit runs."""
+    from pathlib import Path
+
+    from causalfair._io import check_output_folder
+    from causalfair.audit.stale_reports import gated_names
+
+    folder = Path(reports)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--reports: {reports} is a file; give a folder (each spec's report "
+                         "is written to DIR/NAME).")
+    for name in sorted(gated_names(specs)):
+        check_output_folder(folder / name, "--reports")
 
 
 def _stale_reports(args: argparse.Namespace, every: list[str]) -> Any:

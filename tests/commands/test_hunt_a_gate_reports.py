@@ -1,0 +1,77 @@
+"""hunt_a F6, F7: `gate --reports DIR` leaves nothing behind when interrupted with
+`--jobs 2` (as with `--jobs 1`: docs/limits.md, "Interrupts"), and a refused `--reports`
+writes nothing into the user's folder (no record listing a folder it does not own), with
+a message naming --reports, before any audit runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OK = 'name = "{name}"\nhorizon = 3\n[system]\nid = "lending-1"\n[thresholds]\nabs_C = 1\n'
+SLOW = """import time
+import numpy as np
+
+class P:
+    def prob_d1(self, obs):
+        time.sleep(60)
+        return np.full(len(obs.level), .5)
+
+def slow(**kw):
+    return P()
+"""
+
+
+def test_a_refused_reports_folder_gets_nothing(tmp_path, cli_here):
+    (tmp_path / "ok.toml").write_text(OK.format(name="ok"))
+    (tmp_path / "userdir" / "ok").mkdir(parents=True)
+    (tmp_path / "userdir" / "ok" / "keep.txt").write_text("precious")
+    proc = cli_here("gate", "ok.toml", "--reports", "userdir", cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert "Choose another --reports or remove it yourself." in proc.stderr
+    assert sorted(p.name for p in (tmp_path / "userdir").iterdir()) == ["ok"]
+    assert [p.name for p in (tmp_path / "userdir" / "ok").iterdir()] == ["keep.txt"]
+    assert proc.stdout == ""  # refused before any audit
+    (tmp_path / "file.txt").write_text("x")
+    proc = cli_here("gate", "ok.toml", "--reports", "file.txt", cwd=tmp_path)
+    assert proc.returncode == 2 and "--reports: file.txt is a file" in proc.stderr, proc
+
+
+def test_an_empty_record_is_not_written_but_a_report_is_recorded(tmp_path, cli_here):
+    (tmp_path / "ok.toml").write_text(OK.format(name="ok"))
+    proc = cli_here("gate", "ok.toml", "--reports", "R", cwd=tmp_path)
+    assert proc.returncode == 0, proc
+    assert "ok" in (tmp_path / "R" / ".causalfair-gate-reports.json").read_text()
+
+
+def test_an_interrupted_parallel_gate_leaves_no_report(tmp_path):
+    (tmp_path / "ok.toml").write_text(OK.format(name="ok"))
+    (tmp_path / "slow2.toml").write_text(OK.format(name="slow2")
+                                         + '[policy]\nfactory = "slow:slow"\n')
+    (tmp_path / "slow.py").write_text(SLOW)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "causalfair", "gate", "ok.toml", "slow2.toml", "--jobs", "2",
+         "--json", "k.json", "--junit", "k.xml", "--reports", "KR"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + 120
+        while not (tmp_path / "KR" / "ok").exists() and time.monotonic() < end:
+            time.sleep(0.2)
+        assert (tmp_path / "KR" / "ok").exists()  # ok's report written while slow2 runs
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert b"interrupted" in err
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["ok.toml", "slow.py", "slow2.toml"] or left == [
+        "__pycache__", "ok.toml", "slow.py", "slow2.toml"], left
