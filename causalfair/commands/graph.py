@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
     if out is not None and out.suffix.lower() not in FORMATS:
         raise UsageError(f"--out: unknown suffix {out.suffix.lower() or '(none)'!r} in "
                          f"{str(out)!r}; use one of {', '.join(FORMATS)}.")
+    if out is not None:  # a folder, or below a file: before any work or output
+        from causalfair._io import check_output_file
+
+        check_output_file(out)
     if out is not None and out.suffix.lower() in DRAWINGS:  # before any work or output
         check_drawable(args.horizon)
     system, policy = load_system_and_policy(args)
@@ -61,18 +65,20 @@ def run(args: argparse.Namespace) -> int:
     # the system itself, not only its declared structure: its tabular model is checked
     # against the declaration and shows where the gain or reward reads S
     g = temporal_graph(system, args.horizon, policy_reads_s=reads_s, variant=args.variant)
-    print(f"temporal causal graph: {system.id}, policy {getattr(policy, 'name', 'pi')} "
-          f"(reads S: {'yes' if reads_s else 'no'}), variant {args.variant}, T = {args.horizon}")
-    print(f"  {g.graph.number_of_nodes()} nodes, {g.graph.number_of_edges()} edges")
+    # the summary is printed once the paths are listed and the export written: a bad
+    # --paths or --out is one line on stderr, with nothing on stdout before it
+    lines = [f"temporal causal graph: {system.id}, policy {getattr(policy, 'name', 'pi')} "
+             f"(reads S: {'yes' if reads_s else 'no'}), variant {args.variant}, "
+             f"T = {args.horizon}",
+             f"  {g.graph.number_of_nodes()} nodes, {g.graph.number_of_edges()} edges"]
     if args.variant == "pi":
-        print("  " + str(classify_paths(g)).replace("\n", "\n  "))
+        lines.append("  " + str(classify_paths(g)).replace("\n", "\n  "))
     for name, eff in effect_edges(args.horizon, system, policy_reads_s=reads_s).items():
         shown = ", ".join(f"{u}->{v}" for u, v in eff.edges[:6])
         more = f" (+{len(eff.edges) - 6} more)" if len(eff.edges) > 6 else ""
-        print(f"  {name}: switches {shown}{more}")
+        lines.append(f"  {name}: switches {shown}{more}")
     if args.paths:
-        for path in g.paths(args.paths):
-            print("  " + " -> ".join(path))
+        lines += ["  " + " -> ".join(path) for path in g.paths(args.paths)]
     if out is not None:
         suffix = out.suffix.lower()
         if suffix in (".dot", ".gv"):
@@ -85,5 +91,6 @@ def run(args: argparse.Namespace) -> int:
             g.to_json(out)
         else:
             g.draw(out)
-        print(f"  wrote {out}")
+        lines.append(f"  wrote {out}")
+    print("\n".join(lines))
     return 0
