@@ -54,3 +54,10 @@ def test_the_config_and_the_spec_share_the_check(tmp_path):
     with pytest.raises(SpecError, match=r"s\.toml: \[retrain\] betas C: bad value -1\.0; give "
                                         "a finite number >= 0"):
         load_spec(spec)
+
+
+def test_train_names_the_flag_not_the_field(tmp_path, cli_here):
+    # before: "n_individuals: bad value 2; ..." (hunt_a F9c)
+    proc = cli_here("train", "--individuals", "2", "--out", tmp_path / "run", cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.startswith("causalfair train: error: --individuals: bad value 2;")
