@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from causalfair._io import MANIFEST
 from causalfair._io import fixed as _fixed
 from causalfair._usercode import find_user_modules, user_modules, user_traceback
 from causalfair._validation import check_timeout
@@ -475,8 +476,6 @@ def _drop_reports(folders: list[Path | None], fresh: Path | None) -> None:
     causalfair's manifest: :func:`causalfair._io.write_folder`), then the folders it
     created for them (``fresh`` and below), where nothing else is left in them."""
     import shutil
-
-    from causalfair._io import MANIFEST
 
     for folder in folders:
         if folder is not None and not folder.is_symlink() and (folder / MANIFEST).is_file():

@@ -13,6 +13,7 @@ from causalfair._io import (
     atomic_write_bytes,
     check_distinct_outputs,
     check_output_file,
+    check_output_folder,
     escape_chars,
 )
 from causalfair._io import to_jsonable as _json_safe
@@ -264,7 +265,6 @@ def _check_reports(reports: str, specs: list[str]) -> None:
     else an OutputError naming --reports, before any audit runs."""
     from pathlib import Path
 
-    from causalfair._io import check_output_folder
     from causalfair.audit.stale_reports import gated_names
 
     folder = Path(reports)

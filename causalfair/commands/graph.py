@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from causalfair._io import check_output_file
 from causalfair.commands._system import (
     CHECKPOINT_HELP,
     POLICY_HELP,
@@ -55,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out: unknown suffix {out.suffix.lower() or '(none)'!r} in "
                          f"{str(out)!r}; use one of {', '.join(FORMATS)}.")
     if out is not None:  # a folder, or below a file: before any work or output
-        from causalfair._io import check_output_file
-
         check_output_file(out)
     if out is not None and out.suffix.lower() in DRAWINGS:  # before any work or output
         check_drawable(args.horizon)

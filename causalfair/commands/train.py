@@ -25,7 +25,7 @@ from causalfair._names import (  # (light: off the trainers)
 )
 from causalfair.backends import resolve_device
 from causalfair.commands._system import parse_params
-from causalfair.errors import UsageError
+from causalfair.errors import ConfigError, UsageError
 from causalfair.thresholds import parse_constraint
 
 ALGOS = names(cli=True)  # the registry of causalfair.train.algorithms
@@ -214,7 +214,6 @@ def build_config(args: argparse.Namespace):
     """The TrainConfig the command line describes; an invalid value is one line naming
     the flag that gave it (``--individuals``, not ``n_individuals``; ``--set FIELD``'s
     errors name FIELD)."""
-    from causalfair.errors import ConfigError
     from causalfair.train import TrainConfig
 
     kw = {"algo": args.algo, "setting": args.setting or "lending-1", "seed": args.seed,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import atomic_write_bytes, fixed
+from causalfair._limits import check_memory
 from causalfair.engines.benefit import model_eps
 from causalfair.engines.occupancy import (
     CONSTRAINTS,
@@ -44,8 +45,6 @@ def check_points(points: Any, model: TabularModel, horizon: int, field: str = "p
     ``--points``, ``points``, ``eps_grid``) as an int from 2 to :data:`MAX_POINTS` whose
     results (each point's policy, occupancy and audit: about 48 T G K bytes + 4 KiB) fit
     the memory limit, checked before any program is built."""
-    from causalfair._limits import check_memory
-
     if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
         raise ModelError(f"{field}: must be an integer >= 2, got {points!r}.")
     if points > MAX_POINTS:
