@@ -9,13 +9,15 @@ on the command line), naming what is too big and how to proceed. The limit defau
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import sys
 
 from causalfair.errors import InputError, ResourceLimitError, UsageError, short
 
 __all__ = ["DEFAULT_MAX_MEMORY", "ENV", "max_memory", "check_memory", "format_bytes",
-           "set_threads"]
+           "set_threads", "check_timeout", "MAX_TIMEOUT_S"]
 
 #: Default memory one request may need: 4 GiB.
 DEFAULT_MAX_MEMORY = 4 << 30
@@ -96,3 +98,33 @@ def set_threads(n: int | None = None) -> int:
     if "torch" in sys.modules:  # limit torch only where it is already imported
         sys.modules["torch"].set_num_threads(n)
     return n
+
+
+#: The largest time limit (seconds, about 31 years) of ``--timeout`` and a spec's
+#: ``timeout``: larger values overflow the operating system's timers (docs/limits.md).
+MAX_TIMEOUT_S = 10**9
+
+
+def check_timeout(value: object, field: str) -> float | None:
+    """``value`` as a time limit in seconds (None: no limit), or an InputError naming
+    ``field`` (``--timeout``, ``timeout``), the value and the fix: a number > 0 and at most
+    :data:`MAX_TIMEOUT_S`. Every door of a time limit calls it: ``gate`` and ``audit``'s
+    ``--timeout``, a spec's ``timeout`` key, :func:`causalfair.audit.gate.run_gate` and
+    :func:`causalfair.audit.gate.audit_within`."""
+    if value is None:
+        return None
+    # numbers' classes: numpy's scalars too, without importing numpy (the --help path)
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
+    big = ok and isinstance(value, numbers.Integral) and value > MAX_TIMEOUT_S
+    try:
+        ok = ok and 0 < float(value) < math.inf
+    except OverflowError:  # an int too large for a float
+        ok = False
+    if big or (ok and float(value) > MAX_TIMEOUT_S):
+        raise InputError(f"{field}: bad value {short(value)}; the most is {MAX_TIMEOUT_S:.0e} "
+                         f"seconds (about 31 years); give fewer seconds, e.g. 600, or no "
+                         f"{field} for no limit.")
+    if not ok:
+        raise InputError(f"{field}: bad value {short(value)}; give a number of seconds > 0, "
+                         "e.g. 600.")
+    return float(value)

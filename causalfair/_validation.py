@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import MAX_TIMEOUT_S, check_timeout  # numpy-free: the backends' too
 from causalfair._simultaneous import pair_z
 from causalfair._version import __version__
 from causalfair.errors import InputError, ModelError, short
@@ -133,36 +134,6 @@ def check_flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
-#: The largest time limit (seconds, about 31 years) of ``--timeout`` and a spec's
-#: ``timeout``: larger values overflow the operating system's timers (docs/limits.md).
-MAX_TIMEOUT_S = 10**9
-
-
-def check_timeout(value: Any, field: str) -> float | None:
-    """``value`` as a time limit in seconds (None: no limit), or an InputError naming
-    ``field`` (``--timeout``, ``timeout``), the value and the fix: a number > 0 and at most
-    :data:`MAX_TIMEOUT_S`. Every door of a time limit calls it: ``gate`` and ``audit``'s
-    ``--timeout``, a spec's ``timeout`` key, :func:`causalfair.audit.gate.run_gate` and
-    :func:`causalfair.audit.gate.audit_within`."""
-    import math
-
-    if value is None:
-        return None
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer,
-                                                            np.floating))
-    big = ok and isinstance(value, (int, np.integer)) and value > MAX_TIMEOUT_S
-    try:
-        ok = ok and 0 < float(value) < math.inf
-    except OverflowError:  # an int too large for a float
-        ok = False
-    if big or (ok and float(value) > MAX_TIMEOUT_S):
-        raise InputError(f"{field}: bad value {short(value)}; the most is {MAX_TIMEOUT_S:.0e} "
-                         f"seconds (about 31 years); give fewer seconds, e.g. 600, or no "
-                         f"{field} for no limit.")
-    if not ok:
-        raise InputError(f"{field}: bad value {short(value)}; give a number of seconds > 0, "
-                         "e.g. 600.")
-    return float(value)
 
 
 def check_weight(value: Any, field: str, error: type[Exception] = InputError) -> float:

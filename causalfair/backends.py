@@ -23,7 +23,11 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from causalfair._limits import THREAD_CAPS, THREAD_CAPS_AT_START
+from causalfair._limits import (
+    THREAD_CAPS,
+    THREAD_CAPS_AT_START,
+    check_timeout,  # the one check, re-exported
+)
 from causalfair._usercode import user_modules
 from causalfair.errors import InputError, short
 from causalfair.workers import (
@@ -51,24 +55,6 @@ __all__ = ["BACKENDS", "DEVICES", "Backend", "ProcessBackend", "RayBackend", "Se
 class Backend(Protocol):
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
             timeouts: Timeouts = None, done: Done = None) -> list[Any]: ...
-
-
-def check_timeout(value: Any, field: str) -> float | None:
-    """``value`` as a time limit in seconds (None: no limit); ``field`` names it in the
-    error (``--timeout``, ``timeout``)."""
-    import math
-
-    if value is None:
-        return None
-    ok = not isinstance(value, bool) and isinstance(value, (int, float))
-    try:
-        ok = ok and 0 < float(value) < math.inf
-    except OverflowError:  # an int too large for a float
-        ok = False
-    if not ok:
-        raise InputError(f"{field}: bad value {short(value)}; give a number of seconds > 0, "
-                         "e.g. 600.")
-    return float(value)
 
 
 class SerialBackend:
