@@ -9,16 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._limits import MAX_TIMEOUT_S, check_timeout  # numpy-free: the backends' too
 from causalfair._simultaneous import pair_z
 from causalfair._version import __version__
 from causalfair.errors import InputError, ModelError, short
 
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
            "check_keywords", "check_unit", "check_flag",
-           "check_names", "check_engine", "check_timeout", "check_weight", "check_weights",
+           "check_names", "check_engine", "check_weight", "check_weights",
            "engine_for",
-           "z_quantile", "MAX_TIMEOUT_S",
+           "z_quantile",
            "did_you_mean", "unknown_key"]
 
 #: The engines of a decomposition: the system's choice, exact or Monte Carlo.

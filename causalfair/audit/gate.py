@@ -16,8 +16,8 @@ from typing import Any
 
 from causalfair._io import MANIFEST
 from causalfair._io import fixed as _fixed
+from causalfair._limits import check_timeout
 from causalfair._usercode import find_user_modules, user_modules, user_traceback
-from causalfair._validation import check_timeout
 from causalfair._version import __version__
 from causalfair.audit.gate_junit import gate_error_junit, gate_junit, spec_errors_junit
 from causalfair.audit.result import AuditResult, display_path

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from causalfair._limits import check_memory, format_bytes
+from causalfair._limits import check_memory, check_timeout, format_bytes
 from causalfair._safe_read import TOML_BYTES_FACTOR, not_a_file, read_file, read_toml
-from causalfair._validation import check_timeout
 from causalfair.audit.spec_sections import (
     ENGINES,
     GYM_KEYS,

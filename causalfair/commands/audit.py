@@ -7,6 +7,7 @@ import json
 import sys
 
 from causalfair._io import causalfair_dir, to_jsonable
+from causalfair._limits import check_timeout
 from causalfair.commands._system import add_vecnormalize_argument
 from causalfair.errors import UsageError
 from causalfair.report.explain import GLOSSARY
@@ -94,8 +95,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
         open_experiment(args.mlflow_experiment)
-    from causalfair._validation import check_timeout
-
     check_timeout(args.timeout, "--timeout")
     if args.reproduce is not None or args.spec is None:
         return _reproduce(args)

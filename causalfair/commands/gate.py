@@ -17,6 +17,7 @@ from causalfair._io import (
     escape_chars,
 )
 from causalfair._io import to_jsonable as _json_safe
+from causalfair._limits import check_timeout
 from causalfair._usercode import keep_tracebacks
 from causalfair.backends import resolve_jobs
 from causalfair.commands.audit import add_mlflow_arguments
@@ -190,8 +191,6 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     args.jobs = resolve_jobs(args.jobs, "--jobs")
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address: only with --backend ray.")
-
-    from causalfair._validation import check_timeout
 
     check_timeout(args.timeout, "--timeout")
     shard = None

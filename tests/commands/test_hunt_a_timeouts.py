@@ -1,13 +1,13 @@
 """hunt_a F1: a huge time limit (--timeout or a spec's timeout, 1e10 and up) is refused
 with one line naming the field, the value and the most allowed (exit 2), at every door
-(causalfair._validation.check_timeout), never an OverflowError traceback (exit 1, which
+(causalfair._limits.check_timeout), never an OverflowError traceback (exit 1, which
 a CI gate reads as FAIL)."""
 
 from __future__ import annotations
 
 import pytest
 
-from causalfair._validation import MAX_TIMEOUT_S, check_timeout
+from causalfair._limits import MAX_TIMEOUT_S, check_timeout
 from causalfair.errors import InputError
 
 OK = """name = "{name}"
