@@ -91,15 +91,35 @@ def parse_params(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def make_system(sid: str, search_path: Any, params: dict[str, Any],
+                given: Iterable[str] | None = None) -> Any:
+    """``causalfair.systems.make(sid, **params)``; a factory's refusal of a keyword,
+    ``InputError("KEY: ...")``, names it as the user wrote it: ``--param KEY: ...`` for
+    the keys of --param (``given``; None: every key), ``--KEY: ...`` for the others (the
+    shorthands --levels, --interest)."""
+    from causalfair.systems import make
+
+    given = set(params) if given is None else set(given)
+    try:
+        return make(sid, search_path=search_path, **params)
+    except InputError as exc:
+        key = str(exc).partition(": ")[0]
+        if key in given:
+            raise UsageError(f"--param {exc}") from None
+        if key in params:
+            raise UsageError(f"--{exc}") from None
+        raise
+
+
 def load_system(args: argparse.Namespace) -> Any:
     """The :class:`~causalfair.systems.System` the options name."""
     from causalfair._validation import check_horizon, check_int
-    from causalfair.systems import make
 
     if args.setting and args.system and args.system != args.setting:
         raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of them.")
     sid = args.system or args.setting or "lending-1"
     params = parse_params(args.param)
+    given = set(params)  # the keys of --param; "levels"/"interest" below: their own flags
     with as_flag_error():  # the library's checks (the lending model's levels, every engine's horizon)
         if args.levels is not None:
             params["levels"] = check_int("levels", args.levels, 3)
@@ -107,7 +127,8 @@ def load_system(args: argparse.Namespace) -> Any:
             check_horizon(args.horizon)
     if args.interest is not None:
         params["interest"] = args.interest
-    system = make(sid, search_path=args.search_path, **params)
+    given -= {k for k in ("levels", "interest") if getattr(args, k) is not None}
+    system = make_system(sid, args.search_path, params, given)
     system.check_contract()
     return system
 

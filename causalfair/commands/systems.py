@@ -9,7 +9,7 @@ from typing import Any
 
 from causalfair._io import SYSTEMS_SCHEMA_VERSION, to_jsonable, versioned
 from causalfair._usercode import load_callable
-from causalfair.commands._system import parse_params
+from causalfair.commands._system import make_system, parse_params
 from causalfair.errors import CausalfairError
 
 
@@ -57,7 +57,7 @@ def _factory_doc(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from causalfair.systems import make, registered, spec
+    from causalfair.systems import registered, spec
 
     if args.id is None:
         rows = [spec(i).to_dict() for i in registered()]
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             for r in rows:
                 print(f"{r['id']:<20} {r['description']}")
         return 0
-    system = make(args.id, search_path=args.search_path, **parse_params(args.param))
+    system = make_system(args.id, args.search_path, parse_params(args.param))
     d = system.to_dict()
     if args.json:
         print_json(d)

@@ -8,7 +8,6 @@ import shlex
 import sys
 from typing import Any
 
-import causalfair as cf
 from causalfair._io import (
     REPAIR_SCHEMA_VERSION,
     TRAIN_SCHEMA_VERSION,
@@ -24,7 +23,7 @@ from causalfair._names import (  # (light: off the trainers)
     names,
 )
 from causalfair.backends import resolve_device
-from causalfair.commands._system import parse_params
+from causalfair.commands._system import make_system, parse_params
 from causalfair.errors import ConfigError, UsageError
 from causalfair.thresholds import parse_constraint
 
@@ -40,11 +39,9 @@ def train(config: Any, **kwargs: Any) -> Any:
     return run_training(config, **kwargs)
 
 
-def make(*args: Any, **kwargs: Any) -> Any:
-    """:func:`causalfair.systems.make`."""
-    from causalfair.systems import make as make_system
-
-    return make_system(*args, **kwargs)
+def make(sid: str, search_path: Any = ".", **params: Any) -> Any:
+    """:func:`causalfair.systems.make`, a refusal of a --param key named ``--param KEY``."""
+    return make_system(sid, search_path, params)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -326,7 +323,7 @@ def run_population(args: argparse.Namespace) -> int:
                          "--iterations, --set)." + horizon)
     params = parse_params(args.param)
     sid = args.system or REPLICATOR_SYSTEMS[0]
-    system = cf.systems.make(sid, search_path=args.search_path, **params)
+    system = make(sid, search_path=args.search_path, **params)
     env = P.PopulationEnv(system)  # refuses other systems
     if args.iterations is not None and args.iterations < 1:
         raise UsageError(f"--iterations: bad value {args.iterations}; must be >= 1.")

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from causalfair._validation import check_int
+from causalfair.errors import InputError, ModelError
 from causalfair.systems.lending.settings import (
     LENDING_DESCRIPTIONS,
     SETTINGS,
@@ -42,10 +44,19 @@ from causalfair.systems.system import System
 __all__ = ["lending_system", "make_lending", "make_delayed_impact", "BUILTINS", "builtin_ids",
            "register_builtin"]
 
+def _levels(levels: int) -> int:
+    """The factories' ``levels`` (K >= 3), refused by that name (``--param levels=K``,
+    ``[system] params``), not by the model's ``n_levels``."""
+    try:
+        return check_int("levels", levels, 3)
+    except InputError as exc:
+        raise ModelError(str(exc)) from None
+
+
 def make_lending(setting: str = "lending-1", levels: int = 7, interest: float = 1.0,
                  group_weights: Sequence[float] = (0.5, 0.5)) -> System:
     """A lending setting as a :class:`System` (``levels`` = K)."""
-    model = lending_setting(setting, n_levels=levels, interest=interest,
+    model = lending_setting(setting, n_levels=_levels(levels), interest=interest,
                             group_weights=group_weights)
     return lending_system(model, id=setting, params={
         "levels": levels, "interest": interest, "group_weights": list(group_weights)})
@@ -54,7 +65,7 @@ def make_lending(setting: str = "lending-1", levels: int = 7, interest: float = 
 def make_delayed_impact(levels: int = 7, interest: float = 1.0) -> System:
     from causalfair.systems.gym.lending import delayed_impact_model
 
-    return lending_system(delayed_impact_model(levels, interest), id="delayed-impact",
+    return lending_system(delayed_impact_model(_levels(levels), interest), id="delayed-impact",
                           params={"levels": levels, "interest": interest})
 
 

@@ -43,3 +43,32 @@ def test_decompose_logs_with_a_huge_eps_prints_no_numpy_warning(logs_csv, cli_he
     assert proc.returncode == 0, proc
     assert "warning" not in proc.stderr, proc.stderr
     assert "eps = 1e+308" in proc.stdout
+
+
+@pytest.mark.parametrize("command", [["decompose", "--system", "lending-1"],
+                                     ["systems", "lending-1"], ["systems", "delayed-impact"]])
+def test_a_param_refusal_names_the_param_key(command, tmp_path, cli_here):
+    # before: "n_levels: must be an integer >= 3, got 0." (the model's field; hunt_a F9c)
+    proc = cli_here(*command, "--param", "levels=0", cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.strip() == (f"causalfair {command[0]}: error: --param levels: must be "
+                                   "an integer >= 3, got 0.")
+
+
+def test_a_shorthand_refusal_names_its_flag(tmp_path, cli_here):
+    proc = cli_here("decompose", "--interest", "-1", cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.startswith("causalfair decompose: error: --interest: must be a number")
+
+
+def test_the_factory_and_a_spec_name_levels(tmp_path, cli_here):
+    import causalfair as cf
+
+    with pytest.raises(cf.ModelError, match=r"^levels: must be an integer >= 3, got 2\.$"):
+        cf.systems.make("lending-1", levels=2)
+    (tmp_path / "s.toml").write_text('name = "x"\n[system]\nid = "lending-1"\n'
+                                     'params = { levels = 2 }\n[policy]\nbuiltin = "always"\n')
+    proc = cli_here("audit", "s.toml", "--out", "r", cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.strip().endswith("s.toml: [system]: levels: must be an integer >= 3, "
+                                        "got 2."), proc.stderr
