@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from causalfair._names import SETTINGS  # (the lending settings, without the systems)
+from causalfair.backends import resolve_jobs
 from causalfair.errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -89,6 +90,17 @@ def parse_params(items: list[str]) -> dict[str, Any]:
             raise UsageError(f"--param: expected K=V with K a Python identifier, got {item[:80]!r}.")
         out[key] = read_option_value(value, f"--param {key}", UsageError)
     return out
+
+
+def jobs_for_backend(jobs: Any, backend: str | None) -> int | None:
+    """--jobs resolved (None: not given), refused with --backend serial unless it is 1:
+    a serial backend runs every task in this process, so its workers would be ignored."""
+    n = None if jobs is None else resolve_jobs(jobs, "--jobs")
+    if backend == "serial" and n is not None and (n > 1 or str(jobs).strip().lower() == "auto"):
+        raise UsageError(f"--jobs {jobs} and --backend serial: a serial backend runs every task "
+                         "in this process, one at a time; drop --backend serial (more than one "
+                         "job: local worker processes) or drop --jobs.")
+    return n
 
 
 def make_system(sid: str, search_path: Any, params: dict[str, Any],

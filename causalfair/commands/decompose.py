@@ -19,6 +19,7 @@ from causalfair.commands._system import (
     add_vecnormalize_argument,
     as_flag_error,
     horizon,
+    jobs_for_backend,
     load_policy,
     load_system,
 )
@@ -311,7 +312,7 @@ def _decompose_mc(args: argparse.Namespace, policy, system, forks: dict | None =
 
 def backend_from_args(args: argparse.Namespace):
     """The backend of --backend / --jobs / --address (None: this process)."""
-    jobs = None if args.jobs is None else resolve_jobs(args.jobs, "--jobs")
+    jobs = jobs_for_backend(args.jobs, args.backend)
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address: only with --backend ray.")
     if args.backend is None and jobs in (None, 1):

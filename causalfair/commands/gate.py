@@ -19,7 +19,7 @@ from causalfair._io import (
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._limits import check_timeout
 from causalfair._usercode import keep_tracebacks
-from causalfair.backends import resolve_jobs
+from causalfair.commands._system import jobs_for_backend
 from causalfair.commands.audit import add_mlflow_arguments
 from causalfair.errors import CausalfairError, UsageError
 from causalfair.report.mlflow_log import log_audit, open_experiment
@@ -188,7 +188,7 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
         open_experiment(args.mlflow_experiment)
     if args.accept_repaired and not args.retrain:
         raise UsageError("--accept-repaired: only with --retrain.")
-    args.jobs = resolve_jobs(args.jobs, "--jobs")
+    args.jobs = jobs_for_backend(args.jobs, args.backend)
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address: only with --backend ray.")
 

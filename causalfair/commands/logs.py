@@ -171,6 +171,16 @@ def run_logs(args: argparse.Namespace) -> int:
                          "decision log fits its model to the log); remove "
                          f"{'them' if len(system_flags) > 1 else 'it'}, or drop --logs to "
                          "audit the system.")
+    engine_flags = [f"{flag} {getattr(args, dest)}" for flag, dest, default in (
+        ("--engine", "engine", "auto"), ("--n", "n", None), ("--backend", "backend", None),
+        ("--jobs", "jobs", None), ("--address", "address", None),
+        ("--benefit-bins", "benefit_bins", None)) if getattr(args, dest, default) != default]
+    if engine_flags:  # they would be ignored: the log's estimate simulates nothing
+        raise UsageError(f"{', '.join(engine_flags)}: not with --logs FILE (the audit from a "
+                         "decision log estimates from the log, its intervals by --boot "
+                         "replicates; no engine simulates); remove "
+                         f"{'them' if len(engine_flags) > 1 else 'it'}, or drop --logs to "
+                         "audit the system.")
     if args.boot < 0 or args.boot == 1:
         raise UsageError(f"--boot: must be 0 (no intervals) or >= 2 (one replicate has no "
                          f"spread), got {args.boot}.")

@@ -72,3 +72,30 @@ def test_the_factory_and_a_spec_name_levels(tmp_path, cli_here):
     assert proc.returncode == 2, proc
     assert proc.stderr.strip().endswith("s.toml: [system]: levels: must be an integer >= 3, "
                                         "got 2."), proc.stderr
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--engine", "mc"], "--engine mc: not with --logs FILE"),
+    (["--n", "10", "--jobs", "2"], "--n 10, --jobs 2: not with --logs FILE"),
+])
+def test_decompose_logs_refuses_the_engines_flags(flags, named, logs_csv, cli_here):
+    # before: accepted and ignored, exit 0 (hunt_a F9d)
+    proc = cli_here("decompose", "--logs", logs_csv, *flags, cwd=logs_csv.parent)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.startswith(f"causalfair decompose: error: {named}"), proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [["gate", "g.toml"],
+                                     ["decompose", "--engine", "mc", "--n", "200"]])
+def test_jobs_with_the_serial_backend_is_refused(command, tmp_path, cli_here):
+    # before: gate --jobs 2 --backend serial ran serially, exit 0 (hunt_a F9d)
+    (tmp_path / "g.toml").write_text('name = "x"\n[system]\nid = "lending-1"\n[policy]\n'
+                                     'builtin = "always"\n[thresholds]\nabs_C = 1.0\n')
+    proc = cli_here(*command, "--jobs", "2", "--backend", "serial", cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.startswith(f"causalfair {command[0]}: error: --jobs 2 and --backend "
+                                  "serial: a serial backend runs every task in this process")
+    assert proc.stdout == ""
+    ok = cli_here(*command, "--jobs", "1", "--backend", "serial", cwd=tmp_path)
+    assert ok.returncode in (0, 1), ok  # one job in this process: what serial means
