@@ -37,8 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="individuals in the log (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.add_argument("--out", required=True, metavar="FILE",
-                   help="the log to write: FILE.csv or FILE.parquet (not overwritten)")
+                   help="the log to write: FILE.csv, FILE.csv.gz (gzip) or FILE.parquet "
+                        "(not overwritten)")
     p.set_defaults(run=run)
+
+
+SUFFIXES = (".csv", ".csv.gz", ".parquet")  # what --out writes (and --logs reads)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,16 +55,26 @@ def run(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
     out = Path(args.out)
-    if out.suffix.lower() not in (".csv", ".parquet"):
-        raise UsageError(f"--out: unknown suffix {out.suffix or '(none)'!r}; use .csv or .parquet.")
+    if out.is_dir():
+        raise UsageError(f"--out: {out} is a folder; give a file name (e.g. "
+                         f"{out / 'logs.csv'}).")
+    kind = next((k for k in SUFFIXES if out.name.lower().endswith(k)), None)
+    if kind is None:
+        raise UsageError(f"--out: unknown suffix {out.suffix or '(none)'!r}; use "
+                         f"{', '.join(SUFFIXES)}.")
     if out.exists():
         raise UsageError(f"--out: {out} exists; causalfair does not overwrite a file it did "
                          "not create in this run (choose another name or delete it).")
     system = load_system(args)
     pol = load_policy(args, system)
     df = simulate_logs(system, pol.policy, args.n, horizon(args, system), args.seed)
-    if out.suffix.lower() == ".csv":
+    if kind == ".csv":
         atomic_write_bytes(out, lambda fh: fh.write(df.to_csv(index=False).encode()))
+    elif kind == ".csv.gz":  # (mtime 0: the same log, the same bytes)
+        import gzip
+
+        text = df.to_csv(index=False).encode()
+        atomic_write_bytes(out, lambda fh: fh.write(gzip.compress(text, mtime=0)))
     else:
         atomic_write_bytes(out, lambda fh: df.to_parquet(fh, index=False))
     print(f"wrote {out}: {len(df)} decisions of {args.n} individuals over "

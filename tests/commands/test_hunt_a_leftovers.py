@@ -99,3 +99,30 @@ def test_jobs_with_the_serial_backend_is_refused(command, tmp_path, cli_here):
     assert proc.stdout == ""
     ok = cli_here(*command, "--jobs", "1", "--backend", "serial", cwd=tmp_path)
     assert ok.returncode in (0, 1), ok  # one job in this process: what serial means
+
+
+def test_simulate_logs_out_a_folder_says_so(tmp_path, cli_here):
+    # before: "--out: unknown suffix '(none)'; use .csv or .parquet." (hunt_a F9e)
+    (tmp_path / "adir").mkdir()
+    proc = cli_here("simulate-logs", "--n", "10", "--out", "adir", cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.strip() == ("causalfair simulate-logs: error: --out: adir is a folder; "
+                                   f"give a file name (e.g. {'adir/logs.csv'}).")
+    assert list((tmp_path / "adir").iterdir()) == []
+
+
+def test_simulate_logs_writes_a_csv_gz_that_logs_reads(tmp_path, cli_here):
+    import gzip
+
+    from causalfair.logs import read_logs
+
+    proc = cli_here("simulate-logs", "--n", "20", "--out", "L.csv.gz", cwd=tmp_path)
+    assert proc.returncode == 0, proc
+    assert proc.stdout.startswith("wrote L.csv.gz: ")
+    assert gzip.decompress((tmp_path / "L.csv.gz").read_bytes()).startswith(b"id,t,group,")
+    plain = cli_here("simulate-logs", "--n", "20", "--out", "L.csv", cwd=tmp_path)
+    assert plain.returncode == 0, plain
+    assert read_logs(tmp_path / "L.csv.gz").equals(read_logs(tmp_path / "L.csv"))
+    again = cli_here("simulate-logs", "--n", "20", "--out", "M.csv.gz", cwd=tmp_path)
+    assert again.returncode == 0  # the same log, the same bytes (no time in the header)
+    assert (tmp_path / "M.csv.gz").read_bytes() == (tmp_path / "L.csv.gz").read_bytes()
