@@ -17,6 +17,7 @@ from causalfair._io import AUDIT_SCHEMA_VERSION, fixed
 from causalfair._io import to_jsonable as _json_safe
 from causalfair._texttable import cell_columns, cell_word
 from causalfair._usercode import module_file, module_reads
+from causalfair._validation import check_keywords
 from causalfair._version import __version__
 from causalfair.audit.spec import AuditSpec
 from causalfair.engines.attribution import Attribution, attribute_exact, attribute_mc
@@ -538,6 +539,7 @@ def attribution(before: AuditResult, after: AuditResult) -> Attribution:
                         pair=after.decomposition.pair, **names)
 
 
+@check_keywords
 def compare(*results: AuditResult, names: Sequence[str] | None = None) -> Any:
     """Side-by-side table of several audits: one row per audit (index ``audit``: ``names``,
     else each audit's policy when they share a name, else its name), one column per metric

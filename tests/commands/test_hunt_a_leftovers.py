@@ -126,3 +126,13 @@ def test_simulate_logs_writes_a_csv_gz_that_logs_reads(tmp_path, cli_here):
     again = cli_here("simulate-logs", "--n", "20", "--out", "M.csv.gz", cwd=tmp_path)
     assert again.returncode == 0  # the same log, the same bytes (no time in the header)
     assert (tmp_path / "M.csv.gz").read_bytes() == (tmp_path / "L.csv.gz").read_bytes()
+
+
+def test_compare_refuses_a_mistyped_keyword_naming_it():
+    # before: TypeError: compare() got an unexpected keyword argument 'nmes' (hunt_a F9f)
+    from causalfair.audit import compare
+    from causalfair.errors import InputError
+
+    with pytest.raises(InputError, match=r"^compare: unknown keyword argument 'nmes'; "
+                                            r"did you mean 'names'\? it takes: names\.$"):
+        compare(nmes=["a", "b"])
