@@ -563,9 +563,10 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
 
     per_group = {g: {k: _q(v[i], gse(k, i), z) for k, v in vals.items()}
                  for i, g in enumerate(groups)}
-    if sel is not None:
+    if sel is not None:  # a share: its interval within [0, 1]
         for i, g in enumerate(groups):
-            per_group[g]["selection"] = _q(sel[0][i], sel[1][i], z)
+            v, lo, hi, s = _q(sel[0][i], sel[1][i], z)
+            per_group[g]["selection"] = (v, max(0.0, lo), min(1.0, hi), s)
 
     def pair_se(sa: float | None, sb: float | None) -> float | None:
         if sa is None or sb is None:

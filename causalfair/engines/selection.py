@@ -114,7 +114,9 @@ def _rates_of_counts(out: dict[str, Any], n: dict[str, list[int]],
     (Cauchy-Schwarz), each step's binomial one, m_t = n_t independent units (or ``worlds``
     worlds of coupled units: a world's share of the group is one draw in [0, 1] of variance
     at most p_t (1 - p_t)). Conservative: exact for perfectly correlated steps, wider
-    otherwise (docs/decomposition.md)."""
+    otherwise (docs/decomposition.md). p_t is read there as (x_t + 1/2) / (n_t + 1), x_t
+    the units selected, so a step where the sample selected none or all of the group still
+    has an error (a zero-width interval would claim a certainty no sample gives)."""
     out.update(n=n, count=count, rate={}, rate_overall={}, se_selected={})
     for g, ng in n.items():
         out["rate"][g] = {a: [x / m if m else None for x, m in zip(ca, ng, strict=True)]
@@ -123,8 +125,8 @@ def _rates_of_counts(out: dict[str, Any], n: dict[str, list[int]],
                                   for a, ca in count[g].items()}
         total, se = sum(ng), 0.0
         for t, m in enumerate(ng):
-            if m:
-                p = min(1.0, sum(ca[t] for ca in count[g].values()) / m)
+            if m:  # the share read as (x + 1/2) / (m + 1): a sample's 0 or 1 keeps an error
+                p = min(1.0, (sum(ca[t] for ca in count[g].values()) + 0.5) / (m + 1))
                 se += m / total * math.sqrt(p * (1.0 - p) / (worlds or m))
         out["se_selected"][g] = se if total else None
     return out

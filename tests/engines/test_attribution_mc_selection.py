@@ -169,8 +169,14 @@ def test_monte_carlo_selection_rates_agree_with_the_exact_ones():
 
 
 def test_the_standard_error_of_a_counted_selection_share_by_hand():
-    """se_selected = sum_t (n_t / N) sqrt(p_t (1 - p_t) / m_t), p_t the share given any
-    non-baseline action (two here: 3 actions, baseline 0), m_t the units (or the worlds)."""
+    """se_selected = sum_t (n_t / N) sqrt(p_t (1 - p_t) / m_t), p_t = (x_t + 1/2) / (n_t + 1)
+    with x_t the units given any non-baseline action (two here: 3 actions, baseline 0),
+    m_t the units (or the worlds)."""
+
+    def sd(x, m, per=None):
+        p = (x + 0.5) / (m + 1)
+        return np.sqrt(p * (1 - p) / (per or m))
+
     cnt = np.zeros((2, 3, 2), dtype=np.int64)
     cnt[0, :, 0] = (5, 3, 2)  # group A, step 0: 10 units, 5 selected
     cnt[0, :, 1] = (8, 1, 1)  # step 1: 10 units, 2 selected
@@ -179,11 +185,14 @@ def test_the_standard_error_of_a_counted_selection_share_by_hand():
     dec = cf.decompose_mc(cf.systems.make("lending-1"), "threshold:0.5", 2, n=50, seed=0)
     A, B = dec.groups
     sel = counted_selection(cnt, [A, B], ["d0", "d1", "d2"], 0)
-    assert sel["se_selected"][A] == pytest.approx(
-        0.5 * np.sqrt(0.25 / 10) + 0.5 * np.sqrt(0.16 / 10), rel=1e-12)
-    assert sel["se_selected"][B] == pytest.approx(8 / 12 * np.sqrt(0.25 * 0.75 / 8), rel=1e-12)
+    assert sel["se_selected"][A] == pytest.approx(0.5 * sd(5, 10) + 0.5 * sd(2, 10), rel=1e-12)
+    # everyone selected at step 0: an error all the same (4.5 / 5 read as the share)
+    assert sel["se_selected"][B] == pytest.approx(4 / 12 * sd(4, 4) + 8 / 12 * sd(2, 8),
+                                                  rel=1e-12)
+    assert sd(4, 4) > 0
     worlds = counted_selection(cnt, [A, B], ["d0", "d1", "d2"], 0, worlds=4)
-    assert worlds["se_selected"][A] == pytest.approx(0.5 * 0.5 / 2 + 0.5 * 0.4 / 2, rel=1e-12)
+    assert worlds["se_selected"][A] == pytest.approx(0.5 * sd(5, 10, 4) + 0.5 * sd(2, 10, 4),
+                                                     rel=1e-12)
     # the pair's ratio: min / max of the shares (0.35 and 0.5), delta method on its log
     from causalfair.engines.groups import compare
 
@@ -226,3 +235,16 @@ def test_a_noisy_selection_ratio_is_inconclusive_not_a_certain_fail(tiny):
     tiny.write_text(base.replace("abs_C = 5.0", f"min_ratio_selection = {(v.lower + v.upper) / 2}"))
     again = next(x for x in audit(tiny).verdicts if x.key == "min_ratio_selection")
     assert again.status == "INCONCLUSIVE" and again.estimate == v.estimate
+
+
+def test_a_groups_selection_interval_stays_within_0_and_1():
+    """Everyone selected in a small sample: the share 1 has an error (p read as
+    (x + 1/2) / (n + 1)), and its interval is cut at 1, as a share's must be."""
+    from causalfair.engines.groups import compare
+
+    dec = cf.decompose_mc(cf.systems.make("lending-1"), "threshold:0.5", 2, n=50, seed=0)
+    cnt = np.zeros((2, 2, 2), dtype=np.int64)
+    cnt[:, 1, :] = 5  # 5 units, all given d1, at both steps, in both groups
+    sel = counted_selection(cnt, list(dec.groups), ["d0", "d1"], 0)
+    v, lo, hi, se = compare(dec, selection=sel).per_group[dec.groups[0]]["selection"]
+    assert (v, hi) == (1.0, 1.0) and se > 0 and lo == pytest.approx(1.0 - 1.959963984540054 * se)
