@@ -212,10 +212,10 @@ def test_mlflow_store_errors_are_one_line_and_name_what_is_wrong(tmp_path, monke
     spec = _exact_specs(tmp_path, 1)[0]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    for name in ("", "e" * 501):
+    for name, says in (("", "empty value"), ("e" * 501, "bad value")):
         assert main(["gate", spec, "--mlflow", "--mlflow-experiment", name]) == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert "--mlflow-experiment: bad value" in err and "MLFLOW_ALLOW_FILE_STORE" not in err
+        assert f"--mlflow-experiment: {says}" in err and "MLFLOW_ALLOW_FILE_STORE" not in err
     with socket.socket() as s:  # a port where nothing listens
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
