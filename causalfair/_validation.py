@@ -133,8 +133,6 @@ def check_flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
-
-
 def check_weight(value: Any, field: str, error: type[Exception] = InputError) -> float:
     """``value``, the weight of a penalty in a training objective (``beta_c``,
     ``beta_lambda``, ``beta_kl``; ``--beta-c``, ``[retrain] betas C``, named ``field``), as a

@@ -328,7 +328,6 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
         label = str(getattr(s, "path", None) or s) if not isinstance(s, AuditSpec) else s.name
         try:
             sp = as_spec(s)
-            check_timeout(sp.timeout, f"{sp.label}: timeout")  # a spec built in Python too
             if ("thresholds" not in sp.raw and not sp.baseline_thresholds
                     and not isinstance(s, AuditSpec)):
                 raise SpecError(
@@ -366,15 +365,16 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             unread = list(bad_names)
             # every invalid spec in the order given (a shard's, hence gate-merge's, order too):
             # (place, (file, message), name, user's traceback, traceback of a bug)
-            bad = sorted([(k, err, n, "", "") for k, err, n in zip(unread_at, errors, unread,
-                                                                     strict=True)]
-                         + [(at[i], (loaded[i].file_shown or loaded[i].name, msg), loaded[i].name,
-                             user_tb, tb) for i, (msg, user_tb, tb) in failed.items()],
-                         key=lambda e: e[0])
-            errors = [e[1] for e in bad]
-            bad_names = [e[2] for e in bad]
-            user_tracebacks = [e[3] for e in bad if e[3]]
-            tracebacks = [e[4] for e in bad if e[4]]
+            invalid = sorted([(k, err, n, "", "") for k, err, n in zip(unread_at, errors, unread,
+                                                                         strict=True)]
+                             + [(at[i], (loaded[i].file_shown or loaded[i].name, msg),
+                                 loaded[i].name, user_tb, tb)
+                                for i, (msg, user_tb, tb) in failed.items()],
+                             key=lambda e: e[0])
+            errors = [e[1] for e in invalid]
+            bad_names = [e[2] for e in invalid]
+            user_tracebacks = [e[3] for e in invalid if e[3]]
+            tracebacks = [e[4] for e in invalid if e[4]]
             if errors:  # each named as a spec that ran would be, unless another spec has its name
                 every = names + unread
                 raise GateSpecErrors(errors, len(specs), tracebacks=tracebacks,
@@ -456,8 +456,6 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     except KeyboardInterrupt:  # no report left behind, whole or half (docs/limits.md)
         _drop_reports([*written.values(), *(e.report for e in entries)], fresh)
         raise
-
-
 
 
 def _missing_top(reports: str | os.PathLike[str] | None) -> Path | None:
@@ -663,8 +661,7 @@ def audit_within(spec: AuditSpec, timeout: float | None = None, **kw: Any) -> Au
     worker process killed when it passes (:class:`~causalfair.backends.SerialBackend`),
     raising :class:`~causalfair.errors.ResourceLimitError`; an input error in the worker
     is raised as one, a crash as a RuntimeError carrying the worker's traceback."""
-    limit = min((t for t in (check_timeout(spec.timeout, f"{spec.label}: timeout"),
-                             check_timeout(timeout, "timeout")) if t is not None),
+    limit = min((t for t in (spec.timeout, check_timeout(timeout, "timeout")) if t is not None),
                 default=None)
     if limit is None:
         return audit(spec, **kw)

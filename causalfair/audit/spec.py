@@ -130,6 +130,10 @@ class AuditSpec:
     #: (docs/ci-gate.md), never made absolute.
     given_path: str | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        # a spec built in Python (or by ``replace``) is held to the file's limit too
+        check_timeout(self.timeout, f"{self.label}: timeout")
+
     @property
     def file_shown(self) -> str | None:
         """The spec file as messages and the gate's outputs name it: as given, else (a spec

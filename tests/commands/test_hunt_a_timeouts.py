@@ -59,6 +59,5 @@ def test_a_python_spec_with_a_huge_timeout_is_refused_by_audit_within():
     from causalfair.audit.gate import audit_within
     from causalfair.audit.spec import AuditSpec
 
-    spec = replace(AuditSpec(name="p", horizon=3), timeout=1e10)
     with pytest.raises(InputError, match="timeout: bad value 10000000000.0; the most"):
-        audit_within(spec)
+        audit_within(replace(AuditSpec(name="p", horizon=3), timeout=1e10))
