@@ -30,7 +30,7 @@ from causalfair.audit.retrain import (
     run_retrain,
     utility_of,
 )
-from causalfair.audit.run import Prepared, as_spec, audit, prepare, run_prepared
+from causalfair.audit.run import Prepared, as_spec, audit, check_spec, run_prepared
 from causalfair.audit.spec import AuditSpec, is_valid_name, read_spec_file
 from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, holding, make_backend
@@ -695,8 +695,9 @@ def _retrain_one(item: tuple[AuditSpec, AuditResult, Path], render: _RenderPlan 
 
 def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[float | None]
                  ) -> tuple[dict[int, Prepared], dict[int, tuple[str, str, str]]]:
-    """Every spec of a model checked before any is audited: its system built and its
-    policy resolved (:func:`~causalfair.audit.run.prepare`), where its audit will run. On
+    """Every spec checked before any is audited (:func:`~causalfair.audit.run.check_spec`:
+    a model's system built and its policy resolved, a [logs] spec's log read and the
+    groups it names checked), where its audit will run. On
     a serial backend a spec without a time limit here, the prepared spec kept for its
     audit; every other spec as a task of ``runner`` under its limit (on workers, or Ray;
     a serial backend runs a task with a limit in a worker), which rebuilds it for its
@@ -706,13 +707,13 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
     the user's traceback, the traceback of a bug): an input error, user code that raised
     or exited included, or a task that crashed or outran its limit."""
     serial = isinstance(runner, SerialBackend)
-    model = [i for i, sp in enumerate(loaded) if sp.source == "model"]
     prepared: dict[int, Prepared] = {}
     failed: dict[int, tuple[str, str, str]] = {}
-    away = [i for i in model if not serial or limits[i] is not None]
-    for i in sorted(set(model) - set(away)):
+    away = [i for i in range(len(loaded)) if not serial or limits[i] is not None]
+    for i in sorted(set(range(len(loaded))) - set(away)):
         try:
-            prepared[i] = prepare(loaded[i])
+            if (prep := check_spec(loaded[i])) is not None:
+                prepared[i] = prep
         except CausalfairError as exc:  # a factory that raised or exited included
             failed[i] = (str(exc).splitlines()[0], user_traceback(exc), "")
     if not away:
@@ -737,7 +738,7 @@ def _check_one(spec: AuditSpec) -> tuple[SpecFailure | None, list[tuple[str, str
     modules of users' folders loaded there (:func:`~causalfair._usercode.user_modules`),
     which the driver must find to read back results holding their objects."""
     try:
-        prepare(spec)
+        check_spec(spec)
     except CausalfairError as exc:
         return _spec_failure(exc), user_modules()
     return None, user_modules()

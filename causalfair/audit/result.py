@@ -512,11 +512,19 @@ def kernels() -> dict[str, str]:
 
 
 
+@check_keywords
 def attribution(before: AuditResult, after: AuditResult) -> Attribution:
     """Why C moved from the policy of ``before`` to that of ``after``, two audits of the
     same system and horizon (:mod:`causalfair.engines.attribution`): by path, step and
     cell, exactly on a tabular model, else by a paired Monte Carlo run with the second
     audit's n and seed."""
+    for i, r in enumerate((before, after), 1):
+        if not isinstance(r, AuditResult):
+            raise InputError(
+                f"attribution: argument {i} ({('before', 'after')[i - 1]}) is a "
+                f"{type(r).__name__}; attribution takes two audits (cf.audit(spec, "
+                "policy=...) results); for two policies on a system without a spec: "
+                "cf.attribute(system, policy, baseline).")
     for r in (before, after):
         if r.system is None or r.policy is None:
             raise InputError(f"attribution: audit {r.name!r} has no system and policy (an "

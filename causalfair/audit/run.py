@@ -32,6 +32,7 @@ from causalfair.errors import (
 )
 from causalfair.logs import PositivityError, audit_logs, linear_potential, read_logs
 from causalfair.logs.audit import FittedModelPolicy
+from causalfair.logs.schema import check_decisions, validate_logs
 from causalfair.policies.grid import policy_table
 from causalfair.policies.resolver import ResolvedPolicy, resolve
 from causalfair.systems import as_system, load_tabular, make
@@ -357,26 +358,34 @@ def check_on_system(spec: AuditSpec, system: Any) -> None:
     the audit, ``--baseline``, the gate's check of every spec): ``[engine] pair`` and
     ``reference`` name groups of the system, each ``[thresholds] KEY[A-B]`` two of them,
     and each threshold's quantity is one this audit can produce (:func:`unavailable`)."""
+    check_groups(spec, system.groups)
+    missing = unavailable(system)
+    for key in spec.thresholds:
+        metric = split_key(key)[0].removeprefix("min_").removeprefix("max_").removeprefix("abs_")
+        if metric in missing:
+            raise SpecError(
+                f"{spec.label}: [thresholds] {key}: the quantity {metric!r} is not available "
+                f"for this audit ({missing[metric]}); remove it, or audit a system that has it "
+                f"(available: {available_keys(missing)}).")
+
+
+def check_groups(spec: AuditSpec, groups: Any) -> None:
+    """The groups ``spec`` names, refused as the spec's unless they are among ``groups``
+    (a system's, or those of a [logs] spec's log, checked before its fit and bootstrap):
+    ``[engine] pair``, ``reference`` and each ``[thresholds] KEY[A-B]``."""
     where = spec.label
-    groups = tuple(str(g) for g in system.groups)
+    groups = tuple(str(g) for g in groups)
     _spec_pair(spec, groups)
     if spec.reference is not None and spec.reference not in groups:
         raise SpecError(f"{where}: reference: bad value {short(spec.reference, 60)}; name one "
                         f"of the groups {', '.join(groups)} (default: the first).")
-    missing = unavailable(system)
     for key in spec.thresholds:
-        base, pair = split_key(key)
+        pair = split_key(key)[1]
         if pair is not None:
             try:
                 resolve_pair(pair, groups, key)
             except InputError as exc:
                 raise SpecError(f"{where}: [thresholds] {exc}") from None
-        metric = base.removeprefix("min_").removeprefix("max_").removeprefix("abs_")
-        if metric in missing:
-            raise SpecError(
-                f"{where}: [thresholds] {key}: the quantity {metric!r} is not available for "
-                f"this audit ({missing[metric]}); remove it, or audit a system that has it "
-                f"(available: {available_keys(missing)}).")
 
 
 def _keyword(where: str, suffix: str) -> str:
@@ -577,12 +586,42 @@ def _judge_against_baseline(res: AuditResult, baseline: tuple[Any, str, str | No
         res.extra["baseline"]["simultaneous"] = simultaneous_dict(m, spec.alpha)
 
 
+#: The ``[logs]`` options that say how to read the log (:func:`causalfair.logs.schema.validate_logs`).
+LOG_COLUMNS_KEYS = ("n_levels", "groups", "state", "bins", "next_state")
+
+
+def read_spec_log(spec: AuditSpec) -> Any:
+    """A ``[logs]`` spec's log read and checked before its fit and bootstrap: its columns
+    (:func:`causalfair.logs.schema.validate_logs`, with the spec's options) and the groups
+    the spec names (:func:`check_groups`). Returns the :class:`~causalfair.logs.schema.LogData`."""
+    opts = spec.logs_options
+    try:
+        data = validate_logs(read_logs(spec.logs_path),
+                             decisions=check_decisions(opts.get("decisions")),
+                             **{k: opts[k] for k in LOG_COLUMNS_KEYS if k in opts})
+    except CausalfairError as exc:  # which spec's log, in a gate of many
+        raise in_spec(exc, f"{spec.label}: [logs] path {display_path(spec.logs_path)}"
+                      ) from None
+    check_groups(spec, data.groups)
+    return data
+
+
+def check_spec(spec: AuditSpec) -> Prepared | None:
+    """Every input error of ``spec`` knowable before its engines run, the one check of a
+    gate's specs: a model's spec :func:`prepare`-d (returned, for its audit), a [logs]
+    spec's log read and checked (:func:`read_spec_log`; None: its audit reads it again)."""
+    if spec.source == "logs":
+        read_spec_log(spec)
+        return None
+    return prepare(spec)
+
+
 def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
                 vecnormalize: Any = None) -> AuditResult:
     """The audit of a [logs] spec: of the logged policy, or of a candidate (the spec's
     [policy], or ``policy`` passed to :func:`audit`) on the model fitted from the log."""
-    df = read_logs(spec.logs_path)
-    opts = dict(spec.logs_options)
+    df = read_spec_log(spec)  # read and checked once (the LogData audit_logs would make)
+    opts = {k: v for k, v in spec.logs_options.items() if k not in LOG_COLUMNS_KEYS}
     weights = opts.pop("potential_weights", None)
     if weights is not None:
         opts["potential"] = linear_potential(weights)

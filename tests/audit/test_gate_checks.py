@@ -35,8 +35,8 @@ def test_with_workers_the_driver_builds_no_spec_and_the_verdicts_are_the_serial_
     specs = _specs(tmp_path)
     serial = run_gate(specs)
     calls = []
-    real = gate_mod.prepare
-    monkeypatch.setattr(gate_mod, "prepare", lambda sp: calls.append(sp.name) or real(sp))
+    real = gate_mod.check_spec
+    monkeypatch.setattr(gate_mod, "check_spec", lambda sp: calls.append(sp.name) or real(sp))
     parallel = run_gate(specs, jobs=2)
     assert calls == []  # every check (and audit) ran on a worker
     assert [e.to_dict() for e in parallel.entries] == [e.to_dict() for e in serial.entries]
@@ -91,3 +91,32 @@ def test_a_spec_that_cannot_be_read_keeps_the_others_checked_here(tmp_path, monk
     with pytest.raises(GateSpecErrors) as err:
         run_gate([*specs, str(tmp_path / "bad.toml")], jobs=2)
     assert maps == [] and len(err.value.errors) == 1 and "'exactly'" in err.value.errors[0][1]
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_a_logs_spec_is_checked_with_the_others_before_any_audit(tmp_path, jobs):
+    """A [logs] spec's log is read and the groups it names checked in the gate's check
+    stage, as a system spec's: a typo in it fails the gate before anything is audited,
+    naming the spec (and a broken log names its spec's file)."""
+    from causalfair.logs import simulate_logs
+    from causalfair.systems import make
+
+    simulate_logs(make("lending-1"), "random:0.5", 200, 3, seed=0).to_csv(
+        tmp_path / "log.csv", index=False)
+    (tmp_path / "cols.csv").write_text("id,t,group,level,decision\n0,0,a,1,1\n")
+    (tmp_path / "specs").mkdir()
+    ok = write(tmp_path / "specs", "ok")
+    (tmp_path / "specs" / "lg.toml").write_text(
+        'name = "lg"\n[logs]\npath = "../log.csv"\n[thresholds]\n"abs_C[s+-sX]" = 0.5\n')
+    (tmp_path / "specs" / "cols.toml").write_text(
+        'name = "cols"\n[logs]\npath = "../cols.csv"\n[thresholds]\nabs_C = 0.5\n')
+    proc = run_cli("gate", ok, "specs/lg.toml", "specs/cols.toml", *jobs, "--json", "g.json",
+                   cwd=tmp_path, timeout=180)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""  # nothing was audited
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("causalfair gate: error: 2 of 3 specs are invalid; the first: "
+                               "audit spec specs/lg.toml: [thresholds] abs_C[s+-sX]: 's+-sX' "
+                               "names no two groups"), proc.stderr
+    assert lines[1].startswith("causalfair gate: error: audit spec specs/cols.toml: [logs] path "
+                               "cols.csv: logs: missing column(s) 'next_level'"), proc.stderr

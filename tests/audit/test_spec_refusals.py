@@ -259,3 +259,32 @@ def test_a_gym_key_the_env_refuses_is_named_as_the_spec_writes_it(tmp_path, monk
     err = capsys.readouterr().err.strip()
     assert err == ("causalfair audit: error: audit spec g.toml: [system] baseline: must be an "
                    "action index in [0, 2), got 5."), err
+
+
+@pytest.mark.parametrize("line,words", [
+    ('"abs_C[s+-sX]" = 0.5', "[thresholds] abs_C[s+-sX]: 's+-sX' names no two groups; name "
+                              "two of the groups s+, s-"),
+    ('reference = "nobody"', "reference: bad value 'nobody'; name one of the groups s+, s-"),
+])
+def test_a_logs_spec_naming_no_group_of_its_log_is_refused_before_the_fit(
+        tmp_path, monkeypatch, capsys, line, words):
+    """The groups a [logs] spec names are checked against its log before the fit and the
+    bootstrap (which took 8 s on 3,000 individuals and 2,000 replicates before the refusal)."""
+    import causalfair.audit.run as run
+    from causalfair.logs import simulate_logs
+    from causalfair.systems import make
+
+    simulate_logs(make("lending-1"), "random:0.5", 200, 3, seed=0).to_csv(
+        tmp_path / "log.csv", index=False)
+
+    def no_fit(*_a, **_k):
+        raise AssertionError("the log audit started")
+    monkeypatch.setattr(run, "audit_logs", no_fit)
+    monkeypatch.chdir(tmp_path)
+    top, rest = (line + "\n", "") if line.startswith("reference") else ("", line + "\n")
+    _write(tmp_path / "l.toml", f'name = "l"\n{top}[logs]\npath = "log.csv"\nn_boot = 20\n'
+                                f"[thresholds]\n{rest}")
+    assert main(["audit", "l.toml", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("causalfair audit: error: audit spec l.toml: "), err
+    assert words in err, err

@@ -143,6 +143,12 @@ def test_compare_two_audits_attributes_the_change(lending):
     assert "attribution" not in compare(a, other).attrs  # different systems: a table only
     with pytest.raises(InputError, match="same system"):
         attribution(a, other)
+    with pytest.raises(InputError, match=r"attribution: argument 1 \(before\) is a "
+                                         r"Decomposition; .*cf.attribute\(system, policy"):
+        attribution(a.decomposition, b)
+    with pytest.raises(InputError, match="attribution: unknown keyword argument 'afer'; "
+                                         "did you mean 'after'"):
+        attribution(before=a, afer=b)
 
 
 def test_bad_engine_and_many_groups_without_pair_are_refused(lending):
