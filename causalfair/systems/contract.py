@@ -84,7 +84,10 @@ def _is_prob_name(name: str) -> bool:
     return low.startswith("p_") or low.startswith("prob")
 
 
-def check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
+def check_observation(sim: Any, obs: Any, n: int, where: str,
+                      n_levels: int | None = None) -> None:
+    """``n_levels``: the system's level count, which the levels must lie below (else the
+    simulator's own ``n_levels``, if it declares one)."""
     w = f"simulator {type(sim).__name__}.{where}"
     if not isinstance(obs, Observation):
         raise SimulatorContractError(
@@ -113,7 +116,7 @@ def check_observation(sim: Any, obs: Any, n: int, where: str) -> None:
             raise SimulatorContractError(
                 f"{w}: Observation.level has dtype {level.dtype}; levels are integer indices "
                 "(use features for continuous states).")
-        K = getattr(sim, "n_levels", None)
+        K = n_levels if n_levels is not None else getattr(sim, "n_levels", None)
         if K is not None and n and (level.min() < 0 or level.max() >= K):
             raise SimulatorContractError(
                 f"{w}: Observation.level outside [0, {K}) (min {level.min()}, max {level.max()}).")
@@ -470,12 +473,14 @@ class _GuardedSimulator(Guard):
     one-line error naming the method), and what each call returns is checked with the
     rules of :func:`check_protocol` (shapes, dtypes, finite
     values, probabilities in [0, 1]) by vectorised numpy checks: O(1) Python calls per
-    step, whatever the batch size. Everything else is the wrapped simulator's."""
+    step, whatever the batch size. Everything else is the wrapped simulator's. ``_levels``:
+    the system's level count, which observed levels must lie below (None: the
+    simulator's own ``n_levels``)."""
 
-    __slots__ = ()
+    __slots__ = ("_levels",)
 
-    def __reduce__(self) -> tuple[Any, tuple[Any]]:
-        return guard_simulator, (self._obj,)
+    def __reduce__(self) -> tuple[Any, tuple[Any, Any]]:
+        return guard_simulator, (self._obj, self._levels)
 
     def _call(self, method: str, *args: Any) -> Any:
         what = f"simulator {type(self._obj).__name__}.{method}"
@@ -498,7 +503,7 @@ class _GuardedSimulator(Guard):
         obs = self._call("observe", state)
         group = getattr(obs, "group", None)
         check_observation(self._obj, obs, np.shape(group)[0] if np.ndim(group) >= 1 else -1,
-                          "observe")
+                          "observe", self._levels)
         return obs
 
     def draw_noise(self, n: int, rng: Any) -> Any:
@@ -512,9 +517,16 @@ class _GuardedSimulator(Guard):
         return res
 
 
-def guard_simulator(sim: Any) -> Any:
+def guard_simulator(sim: Any, n_levels: int | None = None) -> Any:
     """``sim`` behind a guard that calls and checks every protocol method (see
-    :class:`_GuardedSimulator`); causalfair's own simulators are returned as they are."""
+    :class:`_GuardedSimulator`); causalfair's own simulators are returned as they are.
+    ``n_levels``: the system's level count (observed levels must lie below it)."""
+    if isinstance(sim, _GuardedSimulator):
+        if n_levels is not None:
+            object.__setattr__(sim, "_levels", int(n_levels))
+        return sim
     if isinstance(sim, Guard) or is_own(type(sim)):
         return sim
-    return guard_as(_GuardedSimulator, sim)
+    guarded = guard_as(_GuardedSimulator, sim)
+    object.__setattr__(guarded, "_levels", None if n_levels is None else int(n_levels))
+    return guarded

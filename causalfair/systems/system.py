@@ -406,9 +406,10 @@ class System:
                 f"lacks {', '.join(missing)}; a simulator needs reset, observe, draw_noise and "
                 "step (docs/simulators.md).")
         self._check_sizes(sim)
-        guarded = guard_simulator(sim)
+        guarded = guard_simulator(sim, n_levels=self.n_levels)
         if guarded is not sim:  # a simulator of the user's (causalfair's own are not guarded)
             self._check_weights(sim)
+            self._check_declared(sim)
         if guarded is not sim and self.units_per_replica == 1 \
                 and not self.__dict__.get("_contract_checked"):
             check_protocol(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
@@ -435,6 +436,45 @@ class System:
                     f"system {self.id!r}: its simulator {type(sim).__name__} has {attr} = "
                     f"{int(got)}, but the system has {have} ({', '.join(map(str, names))}); "
                     f"give {fix}.")
+
+    def _check_declared(self, sim: Any) -> None:
+        """Refuse a user's simulator whose declared names, baseline or level count contradict
+        the system's: the engines read the system's (reports name its groups and actions,
+        pi0 takes its baseline, Lambda sizes its cells by its levels), so a contradiction
+        would mislabel the groups, audit another pi0 or crash after the run."""
+        name = type(sim).__name__
+        for attr, have, what in (("group_names", self.groups, "groups"),
+                                 ("action_labels", self.decisions.labels, "actions"),
+                                 ("feature_names", self.features, "features")):
+            got = getattr(sim, attr, None)
+            if got is None or have is None or isinstance(got, (str, bytes)):
+                continue
+            try:
+                got = tuple(str(x) for x in got)
+            except TypeError:
+                continue
+            if got != tuple(have):
+                raise SystemError_(
+                    f"system {self.id!r}: its simulator {name} has {attr} = "
+                    f"({', '.join(got)}), but the system's {what} are ({', '.join(have)}); "
+                    f"the engines read the system's, so give the same names in the same "
+                    f"order (or drop the simulator's {attr}).")
+        base = getattr(sim, "baseline", None)
+        if isinstance(base, (int, np.integer)) and not isinstance(base, bool) \
+                and int(base) != self.decisions.baseline:
+            raise SystemError_(
+                f"system {self.id!r}: its simulator {name} has baseline = {int(base)}, but the "
+                f"system's DecisionSet has baseline={self.decisions.baseline} "
+                f"({self.decisions.labels[self.decisions.baseline]!r}); pi0 takes the "
+                "system's, so give DecisionSet(baseline=...) the simulator's (or drop the "
+                "simulator's baseline).")
+        K = getattr(sim, "n_levels", None)
+        if isinstance(K, (int, np.integer)) and not isinstance(K, bool) \
+                and self.levels is not None and int(K) != len(self.levels):
+            raise SystemError_(
+                f"system {self.id!r}: its simulator {name} has n_levels = {int(K)}, but the "
+                f"system has {len(self.levels)} levels ({', '.join(self.levels)}); give "
+                "System(levels=...) one label per level of the simulator.")
 
     def _check_weights(self, sim: Any) -> None:
         """Refuse a user's simulator whose declared ``group_weights`` differ from the

@@ -1,0 +1,107 @@
+"""A System that contradicts what its own simulator declares (group names, action labels,
+baseline, feature names, the number of levels) is refused in one line naming both, as
+n_groups, n_actions and group_weights are: the engines read the system's, so the groups
+would be mislabelled, pi0 would take another action, or Lambda's cells would crash
+after the run (hunt2_own F4, F5)."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+import numpy as np
+import pytest
+
+import causalfair as cf
+from causalfair.cli import main
+from causalfair.errors import SimulatorContractError, SystemError_
+
+
+class Hiring:
+    n_groups = 3
+    group_names = ("A", "B", "C")
+    n_actions = 3
+    action_labels = ("reject", "interview", "hire")
+    baseline = 0
+    feature_names = ("skill", "years")
+    n_levels = 4
+
+    def reset(self, n, group, rng):
+        g = np.broadcast_to(np.asarray(group, dtype=np.intp), (n,)).copy()
+        skill = rng.normal(-0.3 * g, 1.0)
+        return {"skill": skill, "years": np.zeros(n), "g": g, "t": 0}
+
+    def observe(self, s):
+        level = np.clip((s["skill"] + 2).astype(int), 0, 3)
+        return cf.Observation(group=s["g"], level=level, t=s["t"],
+                              features=np.stack([s["skill"], s["years"]], 1))
+
+    def draw_noise(self, n, rng):
+        return rng.normal(size=n)
+
+    def step(self, s, d, noise):
+        d = np.asarray(d)
+        gain = 0.2 * (d == 2) + 0.05 * (d == 1) + 0.1 * noise
+        return cf.StepResult(state={"skill": s["skill"] + gain, "years": s["years"] + (d == 2),
+                                    "g": s["g"], "t": s["t"] + 1},
+                             reward=np.where(d == 2, s["skill"], 0.0), gain=gain, info={})
+
+
+class NoLevels(Hiring):
+    n_levels = None
+
+
+def _system(**changes):
+    base = cf.System(id="hiring", groups=("A", "B", "C"),
+                     decisions=cf.DecisionSet(labels=("reject", "interview", "hire"), baseline=0),
+                     features=("skill", "years"), levels=("L0", "L1", "L2", "L3"), horizon=3,
+                     simulator=Hiring)
+    return dataclasses.replace(base, **changes)
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"groups": ("C", "B", "A")},
+     "has group_names = (A, B, C), but the system's groups are (C, B, A)"),
+    ({"decisions": cf.DecisionSet(labels=("hire", "interview", "reject"), baseline=0)},
+     "has action_labels = (reject, interview, hire), but the system's actions are (hire, "),
+    ({"decisions": cf.DecisionSet(labels=("reject", "interview", "hire"), baseline=2)},
+     "has baseline = 0, but the system's DecisionSet has baseline=2 ('hire')"),
+    ({"features": ("years", "skill")},
+     "has feature_names = (skill, years), but the system's features are (years, skill)"),
+    ({"levels": ("a", "b", "c")}, "has n_levels = 4, but the system has 3 levels (a, b, c)"),
+    ({"levels": ("a", "b", "c", "d", "e")}, "has n_levels = 4, but the system has 5 levels"),
+])
+def test_a_contradicting_declaration_is_refused(changes, says):
+    with pytest.raises(SystemError_) as info:
+        cf.decompose(_system(**changes), "uniform", n=50, seed=0)
+    assert says in str(info.value), info.value
+
+
+def test_levels_beyond_the_systems_are_refused_when_the_simulator_declares_none():
+    """Level 3 observed on a system of 3 levels: a ValueError traceback from Lambda's cells
+    (benefit_mc._cell_means) after the whole decomposition had run."""
+    system = _system(levels=("a", "b", "c"), simulator=NoLevels)
+    with pytest.raises(SimulatorContractError, match=r"Observation.level outside \[0, 3\)"):
+        cf.decompose(system, "uniform", n=50, seed=0)
+
+
+def test_a_consistent_system_still_audits():
+    res = cf.decompose(_system(), "uniform", n=50, seed=0)
+    assert np.isfinite(res.C)
+
+
+def test_the_command_line_refuses_it_in_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "lvl.py").write_text(textwrap.dedent('''
+        import dataclasses
+        from tests.systems.test_system_declares import _system
+
+
+        def make():
+            return _system(levels=("a", "b", "c"))
+    '''))
+    monkeypatch.chdir(tmp_path)
+    code = main(["decompose", "--system", "lvl:make", "--policy", "uniform", "--n", "50"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "has n_levels = 4, but the system has 3 levels" in err, err
