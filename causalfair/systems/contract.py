@@ -324,14 +324,33 @@ def _check_reads_rng(name: str, method: str, drawn: Any, other: Any) -> None:
                and not np.array_equal(a, np.broadcast_to(a[:1], a.shape), equal_nan=True)
                for _, a in _leaves(drawn)):
         return
+    raise SimulatorContractError(_ignores_rng(name, method))
+
+
+def _ignores_rng(name: str, method: str) -> str:
     what, fix = (("noise", "") if method == "draw_noise" else
                  ("initial states", "; units whose initial states are fixed by design get "
                   "them from rng too (which unit gets which: rng.choice)"))
-    raise SimulatorContractError(
-        f"simulator {name}.{method}: ignores its rng: two different seeds gave the same "
-        f"{what}, so every batch and group would share the same random numbers; draw every "
-        "random number from the rng argument (rng.random(n), not np.random.default_rng(0) "
-        f"or a generator kept in the simulator){fix}.")
+    return (f"simulator {name}.{method}: ignores its rng: two different seeds gave the same "
+            f"{what}, so every batch and group would share the same random numbers; draw every "
+            "random number from the rng argument (rng.random(n), not np.random.default_rng(0) "
+            f"or a generator kept in the simulator){fix}.")
+
+
+def _check_reads_rng_worlds(name: str, method: str, drawn: Any, other: Any, worlds: int,
+                            units: int) -> None:
+    """:func:`_check_reads_rng` for coupled units: units of one replica may differ by design
+    (a site's rate, a member's place in the graph), so what must differ is the replicas:
+    refuse when they differ from one another but two seeds give the same."""
+    if same(drawn, other) is not None:
+        return
+    for _, a in _leaves(drawn):
+        if a.ndim < 1 or a.dtype.kind not in "biufc" or a.shape[0] not in (worlds, worlds * units):
+            continue
+        rows = a.reshape(worlds, -1)
+        if worlds > 1 and not np.array_equal(rows, np.broadcast_to(rows[:1], rows.shape),
+                                             equal_nan=True):
+            raise SimulatorContractError(_ignores_rng(name, method))
 
 
 def _check_group_kept(name: str, after: Any, g: int, t: int) -> None:
@@ -463,6 +482,97 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
             _check_tabular_features(name, after, tabular, t + 1)
             _check_departed_step(name, sim.observe(state), after, r1.gain, d, departed, t)
             state = r1.state
+    check_shared_state(f"simulator {name}", sim, prints)
+
+
+def check_protocol_coupled(sim: Any, *, units: int, worlds: int = 8, horizon: int = 3,
+                           seed: int = 0, n_actions: int = 2, baseline: int = 0,
+                           budget: int | None = None,
+                           features: tuple[str, ...] | None = None,
+                           departed: tuple[int, ...] | None = None) -> None:
+    """:func:`check_protocol` for a simulator of coupled units (``units`` per replica,
+    docs/simulators.md "Coupled units"): ``reset(worlds, None, rng)`` gives ``worlds``
+    replicas, ``observe`` one row per unit (replica-major), ``draw_noise`` and ``step`` one
+    row per unit. Checked as for independent units: shapes, finite values, ``reset`` and
+    ``draw_noise`` reproducible from their ``rng`` and reading it, ``step`` deterministic
+    and leaving its state, decisions and noise unchanged (the engine steps pi, the pi^PS
+    fork and pi0 from the same state with the same noise), every unit keeping its group,
+    the feature columns, departed levels, and no attributes changed between calls."""
+    name = type(sim).__name__
+    m = worlds * units
+    s1 = sim.reset(worlds, None, seeded_rng(seed, 0, 0))
+    o1 = sim.observe(s1)
+    check_observation(sim, o1, m, "observe (a batch of "
+                      f"{worlds} replicas of {units} units: one row per unit)")
+    if features is not None:
+        _check_feature_width(name, o1, features)
+    diff = same(o1, sim.observe(sim.reset(worlds, None, seeded_rng(seed, 0, 0)))) \
+        or same(s1, sim.reset(worlds, None, seeded_rng(seed, 0, 0)))
+    if diff:
+        raise SimulatorContractError(
+            f"simulator {name}.reset: does not honour its seed: two calls with the same seed "
+            f"gave different states (first difference at {diff}); draw every random number "
+            "from the rng argument.")
+    s3 = sim.reset(worlds, None, seeded_rng(seed, 0, 5))
+    _check_reads_rng_worlds(name, "reset", (s1, o1.features, o1.level),
+                            (s3, (o3 := sim.observe(s3)).features, o3.level), worlds, units)
+    groups = np.asarray(o1.group).copy()
+    rng_d = seeded_rng(seed, 0, 1)
+    prints = None
+    state = s1
+    for t in range(horizon):
+        n1 = sim.draw_noise(m, seeded_rng(seed, 0, 2, t))
+        diff = same(n1, sim.draw_noise(m, seeded_rng(seed, 0, 2, t)))
+        if diff:
+            raise SimulatorContractError(
+                f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
+                f"same seed gave different noise (first difference at {diff}); draw every "
+                "random number from the rng argument.")
+        check_noise(sim, n1, m)
+        if t == 0:
+            _check_reads_rng_worlds(name, "draw_noise", n1,
+                                    sim.draw_noise(m, seeded_rng(seed, 0, 3)), worlds, units)
+        d = rng_d.integers(n_actions, size=m)
+        if budget == 1:  # at most one unit of a replica takes a non-baseline action
+            d = np.full(m, baseline, dtype=np.int64)
+            pick = np.arange(worlds) * units + rng_d.integers(units, size=worlds)
+            d[pick] = rng_d.integers(n_actions, size=worlds)
+        if n_actions == 2 and baseline == 0:
+            d = d.astype(bool)
+        before = frozen((sim.observe(state), state))
+        given = frozen((d, n1))
+        r1 = sim.step(state, d, n1)
+        check_step_result(sim, r1, m)
+        if t == 0:
+            prints = attribute_prints(sim)
+        diff = same(before, frozen((sim.observe(state), state)))
+        if diff:
+            raise SimulatorContractError(
+                f"simulator {name}.step: modified its input state in place (at {diff}); the "
+                "engine steps pi, the pi^PS fork and pi0 from the same state, so return a new "
+                "state instead.")
+        _check_arguments_kept(name, given, d, n1)
+        r2 = sim.step(state, d, n1)
+        diff = same((r1.gain, r1.reward), (r2.gain, r2.reward)) or same(
+            sim.observe(r1.state), sim.observe(r2.state))
+        if diff:
+            raise SimulatorContractError(
+                f"simulator {name}.step: not a deterministic function of (state, decisions, "
+                f"noise): two calls with the same arguments differ (at {diff}); draw random "
+                "numbers in draw_noise, not in step, so that forks share them.")
+        after = sim.observe(r1.state)
+        check_observation(sim, after, m, f"step (observe after step {t})")
+        got = np.asarray(after.group)
+        if got.shape == groups.shape and np.any(got != groups):
+            i = int(np.flatnonzero(got != groups)[0])
+            raise SimulatorContractError(
+                f"simulator {name}.step: Observation.group changed over time: unit {i % units} "
+                f"of replica {i // units} was in group {groups[i].item()!r} at reset and shows "
+                f"group {got[i].item()!r} after step {t}; a unit's group is fixed (the engines "
+                "count it in the group it was reset in): keep the groups reset gave unchanged, "
+                "and put what changes into features.")
+        _check_departed_step(name, sim.observe(state), after, r1.gain, d, departed, t)
+        state = r1.state
     check_shared_state(f"simulator {name}", sim, prints)
 
 

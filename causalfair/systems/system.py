@@ -29,7 +29,7 @@ from causalfair._validation import check_keywords, check_names
 from causalfair.errors import ModelError, SystemError_, call_user, short
 from causalfair.graph import check_structure
 from causalfair.model import CausalStructure, TabularModel, departed_indices
-from causalfair.systems.contract import check_protocol, guard_simulator
+from causalfair.systems.contract import check_protocol, check_protocol_coupled, guard_simulator
 from causalfair.systems.tabular_sim import TabularSimulator
 
 __all__ = ["DecisionSet", "Gain", "System", "as_system", "ENGINES"]
@@ -410,11 +410,17 @@ class System:
         if guarded is not sim:  # a simulator of the user's (causalfair's own are not guarded)
             self._check_weights(sim)
             self._check_declared(sim)
-        if guarded is not sim and self.units_per_replica == 1 \
-                and not self.__dict__.get("_contract_checked"):
-            check_protocol(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
-                           n_actions=self.n_actions, features=self.features,
-                           tabular=self.tabular, departed=self.departed)
+        if guarded is not sim and not self.__dict__.get("_contract_checked"):
+            if self.units_per_replica == 1:
+                check_protocol(guarded, n=64, horizon=min(self.horizon, 3), seed=0,
+                               n_actions=self.n_actions, features=self.features,
+                               tabular=self.tabular, departed=self.departed)
+            else:  # coupled units: replicas of units_per_replica units
+                check_protocol_coupled(
+                    guarded, units=self.units_per_replica, horizon=min(self.horizon, 3),
+                    n_actions=self.n_actions, baseline=self.decisions.baseline,
+                    budget=self.decisions.budget, features=self.features,
+                    departed=self.departed)
             object.__setattr__(self, "_contract_checked", True)
         return guarded
 
@@ -501,9 +507,10 @@ class System:
     def check_contract(self) -> None:
         """Check a user's simulator against the simulator contract once per system
         (:func:`causalfair.systems.contract.check_protocol`: 64 units per group over up to 3
-        steps; docs/simulators.md), raising the error that names the broken method: what
-        every door runs before it uses the system. causalfair's own simulators and
-        coupled units are checked on every call only (:func:`~causalfair.systems.contract.guard_simulator`)."""
+        steps; coupled units: :func:`~causalfair.systems.contract.check_protocol_coupled`, 8
+        replicas; docs/simulators.md), raising the error that names the broken method: what
+        every door runs before it uses the system. causalfair's own simulators are checked
+        on every call only (:func:`~causalfair.systems.contract.guard_simulator`)."""
         self.make_simulator()
 
     def with_(self, **changes: Any) -> System:

@@ -1,0 +1,125 @@
+"""A user's simulator of coupled units gets the contract check that independent units get
+(hunt2_own F1, F2): a step that changes its input state in place gave other numbers
+without a word (the engine steps pi, the pi^PS fork and pi0 from the same state), and a
+draw_noise that ignores its rng, a unit whose group changes, attributes written by step
+were accepted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import causalfair as cf
+from causalfair.errors import SimulatorContractError
+
+U = 6
+UNIT_GROUP = np.array([0, 0, 1, 1, 2, 2])
+
+
+@dataclass
+class World:
+    skill: np.ndarray  # (worlds, U)
+    budget: np.ndarray  # (worlds,)
+    t: int = 0
+
+
+class Market:
+    """Six applicants a world (two per group) sharing a training budget."""
+
+    n_groups = 3
+    n_actions = 3
+
+    def reset(self, n, group, rng):
+        return World(rng.normal(-0.3 * UNIT_GROUP, 1.0, size=(n, U)), np.full(n, 3.0))
+
+    def observe(self, w):
+        feats = np.column_stack([w.skill.reshape(-1), np.repeat(w.budget, U)])
+        return cf.Observation(group=np.tile(UNIT_GROUP, w.skill.shape[0]), features=feats, t=w.t)
+
+    def draw_noise(self, n, rng):  # n = worlds x U: one row per unit
+        return rng.normal(size=n)
+
+    def step(self, w, decisions, noise):
+        n = w.skill.shape[0]
+        a = np.asarray(decisions).reshape(n, U)
+        hires = (a == 2).sum(1)
+        share = np.minimum(1.0, w.budget / np.maximum(hires, 1))
+        gain = (0.05 * noise.reshape(n, U) - 0.1 * w.skill + (a == 2) * 0.4 * share[:, None]
+                + (a == 1) * 0.05)
+        budget = np.maximum(w.budget - 0.5 * hires, 0.0) + 0.5
+        reward = ((a == 2) * ((w.skill + gain) > 0) - 0.3 * (a == 2)).reshape(-1)
+        return cf.StepResult(state=World(w.skill + gain, budget, w.t + 1), reward=reward,
+                             gain=gain.reshape(-1), info={})
+
+
+class InPlace(Market):
+    def step(self, w, decisions, noise):
+        res = super().step(w, decisions, noise)
+        w.skill[...] = res.state.skill  # the fork and pi0 then start from pi's next state
+        return res
+
+
+class OwnNoise(Market):
+    def draw_noise(self, n, rng):
+        return np.random.default_rng(0).normal(size=n)
+
+
+class OwnStart(Market):
+    def reset(self, n, group, rng):
+        return super().reset(n, group, np.random.default_rng(0))
+
+
+class GroupMoves(Market):
+    def observe(self, w):
+        obs = super().observe(w)
+        return cf.Observation(group=(obs.group + w.t) % 3, features=obs.features, t=obs.t)
+
+
+class Buffer(Market):
+    def step(self, w, decisions, noise):
+        res = super().step(w, decisions, noise)
+        self.last = res.gain
+        return res
+
+
+class FixedSites(Market):
+    """Units of a world differ by design, worlds start alike, no noise: legal."""
+
+    def reset(self, n, group, rng):
+        return World(np.tile(-0.3 * UNIT_GROUP, (n, 1)).astype(float), np.full(n, 3.0))
+
+    def draw_noise(self, n, rng):
+        return np.zeros(n)
+
+
+def _system(sim):
+    return cf.System(id="market", groups=("A", "B", "C"),
+                     decisions=cf.DecisionSet(labels=("reject", "interview", "hire")),
+                     features=("skill", "budget"), horizon=4, units_per_replica=U,
+                     simulator=sim)
+
+
+def _policy(obs):
+    p = 1 / (1 + np.exp(-2 * obs.features[:, 0]))
+    return np.column_stack([1 - p, 0 * p, p])
+
+
+@pytest.mark.parametrize("sim, says", [
+    (InPlace, "InPlace.step: modified its input state in place"),
+    (OwnNoise, "OwnNoise.draw_noise: ignores its rng"),
+    (OwnStart, "OwnStart.reset: ignores its rng"),
+    (GroupMoves, "GroupMoves.step: Observation.group changed over time: unit 0 of replica 0"),
+    (Buffer, "Buffer: its methods change its own attributes between calls (last)"),
+])
+def test_a_broken_coupled_simulator_is_refused_before_anything_runs(sim, says):
+    with pytest.raises(SimulatorContractError) as info:
+        cf.decompose(_system(sim), _policy, n=40, seed=0)
+    assert says in str(info.value), info.value
+
+
+def test_a_correct_coupled_simulator_audits_and_checks():
+    res = cf.decompose(_system(Market), _policy, n=40, seed=0)
+    assert abs(res.C - (res.DPE + res.IPE + res.SPE)) < 1e-9
+    assert np.isfinite(cf.decompose(_system(FixedSites), _policy, n=20, seed=0).C)
