@@ -144,7 +144,12 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
                     n_actions: int | None = None) -> None:
     """Check that ``simulator`` (anything :func:`as_simulator` accepts) honours the
     protocol; raise SimulatorContractError naming the method that broke it. The checks:
-    :func:`causalfair.systems.contract.check_protocol`."""
+    :func:`causalfair.systems.contract.check_protocol`. A :class:`System` (what a factory
+    returns) is checked as every door checks it, against what it declares (its actions,
+    features, levels, tabular model, coupled units): :meth:`System.check_contract`."""
+    if isinstance(simulator, System):
+        simulator.check_contract()
+        return
     check_protocol(as_simulator(simulator), n=n, horizon=horizon, seed=seed,
                    n_actions=n_actions)
 

@@ -2,7 +2,7 @@
 (hunt2_own F1, F2): a step that changes its input state in place gave other numbers
 without a word (the engine steps pi, the pi^PS fork and pi0 from the same state), and a
 draw_noise that ignores its rng, a unit whose group changes, attributes written by step
-were accepted."""
+were accepted. check_simulator takes the System a factory returns."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
+from causalfair.engines.montecarlo import check_simulator
 from causalfair.errors import SimulatorContractError
 
 U = 6
@@ -117,9 +118,39 @@ def test_a_broken_coupled_simulator_is_refused_before_anything_runs(sim, says):
     with pytest.raises(SimulatorContractError) as info:
         cf.decompose(_system(sim), _policy, n=40, seed=0)
     assert says in str(info.value), info.value
+    with pytest.raises(SimulatorContractError):
+        check_simulator(_system(sim))
 
 
 def test_a_correct_coupled_simulator_audits_and_checks():
+    check_simulator(_system(Market))
+    check_simulator(_system(FixedSites))
     res = cf.decompose(_system(Market), _policy, n=40, seed=0)
     assert abs(res.C - (res.DPE + res.IPE + res.SPE)) < 1e-9
     assert np.isfinite(cf.decompose(_system(FixedSites), _policy, n=20, seed=0).C)
+
+
+def test_check_simulator_takes_a_system():
+    """It said "System lacks methods reset, observe, draw_noise, step"."""
+    check_simulator(cf.systems.make("lending-1"))
+    with pytest.raises(SimulatorContractError, match=r"Observation.level outside \[0, 2\)"):
+        check_simulator(cf.System(id="m", groups=("A", "B"), levels=("a", "b"),
+                                  simulator=_LevelTwo))
+
+
+class _LevelTwo:
+    """Independent units observed at level 2, on a system of two levels."""
+
+    n_groups = 2
+
+    def reset(self, n, group, rng):
+        return np.broadcast_to(np.asarray(group, dtype=np.intp), (n,)).copy()
+
+    def observe(self, g):
+        return cf.Observation(group=g, level=np.full(g.shape, 2))
+
+    def draw_noise(self, n, rng):
+        return rng.random(n)
+
+    def step(self, g, decisions, noise):
+        return cf.StepResult(state=g, reward=noise, gain=noise, info={})
