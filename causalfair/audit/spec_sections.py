@@ -156,9 +156,30 @@ def check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None, *
     for k in sec:
         if k not in allowed:
             raise SpecError(f"{spec_label(path)}: {where + ' ' if where else ''}"
-                            f"{short(k)[1:-1]}: "
-                            f"{unknown_key(k, allowed, ', '.join(allowed) + note)}")
+                            f"{short(k)[1:-1]}: " + (misplaced(k, where) or
+                            f"{unknown_key(k, allowed, ', '.join(allowed) + note)}"))
     return sec
+
+
+#: The spec's top-level keys that are values, not sections.
+_TOP_VALUES = ("name", "horizon", "timeout", "metrics", "reference")
+
+
+def misplaced(key: str, where: str) -> str | None:
+    """The refusal of a key written in the wrong place, when it is one of another place:
+    a top-level value under a section (TOML reads every key after a ``[section]`` header
+    as that section's), or a section's key at the top level; else None."""
+    if where.startswith("[") and where.endswith("]") and key in _TOP_VALUES:
+        return (f"unknown key here: {key!r} is a top-level key of the spec, and TOML reads every "
+                f"key after the {where} header as one of that section; move "
+                f"'{key} = ...' above the first [section] header.")
+    if where == "":
+        owners = [f"[{name}]" for name, keys in SECTION_KEYS.items() if key in keys]
+        if owners:
+            return (f"unknown top-level key: {key!r} is a key of {' or '.join(owners)}; "
+                    f"write it under that section's header ({owners[0]} on its own line, "
+                    f"then {key} = ...).")
+    return None
 
 
 def logs_section(sec: Any, base: Path, path: Path | None) -> dict[str, Any]:
@@ -518,6 +539,7 @@ def thresholds_section(sec: Any, path: Path | None) -> dict[str, float]:
                       f"{', '.join(MIN_RATIO_KEYS)} (smallest ratio >= value), and KEY[A-B] "
                       "for one pair")
             raise SpecError(f"{spec_label(path)}: [thresholds] {k}: " + (  # the key's own
+                misplaced(k, "[thresholds]") or
                 unknown_key(k, (*THRESHOLD_KEYS, *MAX_PAIR_KEYS, *MIN_RATIO_KEYS), listed)
                 if why == "unknown key" else why))  # fix: what can address a pair, and how
         _once(spelt, k, f"[thresholds] {_toml_key(k)} = {short(sec[k])}", path)
