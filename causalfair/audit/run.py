@@ -301,9 +301,13 @@ def prepare(spec: AuditSpec, *, system: Any = None, policy: Any = None,
                     f"on both sides, and system {system.id!r} has no tabular model; on a "
                     "simulator, relative thresholds take C, DPE, IPE, SPE (abs_ too) and utility.")
         if spec.engine == "mc" and system.units_per_replica != 1:
-            raise SpecError(f"{spec.label}: [baseline]: the paired Monte Carlo comparison "
-                            f"needs independent units; system {system.id!r} couples them. Use "
-                            "[engine] kind = \"exact\" or compare two audits.")
+            raise SpecError(
+                f"{spec.label}: [baseline]: the paired Monte Carlo comparison needs "
+                f"independent units, and system {system.id!r} couples them "
+                f"({system.units_per_replica} units per world; it has no exact engine either), "
+                "so a baseline (the spec's "
+                "[baseline], --baseline) does not apply to it; drop it and compare two audits: "
+                "cf.compare(cf.audit(SPEC), cf.audit(SPEC, policy=BASELINE)).")
         where = (baseline_where if override is not None
                  else f"{spec.label}: [baseline]")
         # the statistics of the baseline compared with: passed with it, else the spec's

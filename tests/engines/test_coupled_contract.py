@@ -154,3 +154,20 @@ class _LevelTwo:
 
     def step(self, g, decisions, noise):
         return cf.StepResult(state=g, reward=noise, gain=noise, info={})
+
+
+def test_a_baseline_on_coupled_units_names_a_fix_that_exists(tmp_path, monkeypatch):
+    """It said 'Use [engine] kind = "exact"', which a system of coupled units never has
+    (hunt2_own F7)."""
+    (tmp_path / "market.py").write_text(
+        "from tests.engines.test_coupled_contract import Market, _system, _policy\n\n\n"
+        "def make():\n    return _system(Market)\n\n\ndef policy():\n    return _policy\n")
+    (tmp_path / "m.toml").write_text(
+        'name = "m"\n[system]\nfactory = "market:make"\n[policy]\nfactory = "market:policy"\n'
+        '[engine]\nn = 20\n[baseline]\nbuiltin = "uniform"\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(cf.errors.SpecError) as info:
+        cf.audit("m.toml")
+    msg = str(info.value)
+    assert "couples them (6 units per world" in msg and "exact" in msg, msg
+    assert 'kind = "exact"' not in msg and "cf.compare(cf.audit(SPEC)" in msg, msg
