@@ -138,31 +138,45 @@ def type_name(sim: Any) -> str:
     return type(sim).__name__
 
 
-def check_rows(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> Observation:
+def _observed(sim: Any, n: int, g: int, k: int, units: int) -> Observation:
+    """The observations of a batch: ``n`` units of group ``g``, or, for coupled units
+    (``units`` per world), ``max(2, n // units) + k`` worlds (``reset(worlds, None, rng)``)."""
+    if units == 1:
+        return sim.observe(sim.reset(n, g, seeded_rng(0, g, 7, k)))
+    return sim.observe(sim.reset(max(2, n // units) + k, None, seeded_rng(0, 0, 7, k)))
+
+
+def check_rows(policy: Any, sim: Any, A: int, name: str, n: int = 64,
+               units: int = 1) -> Observation:
     """:func:`~causalfair.policies.grid.check_row_wise` on a batch of ``n`` of the
-    simulator's observations of group 0 (returned)."""
+    simulator's observations of group 0 (returned); of coupled units (``units`` per
+    world), on a batch of worlds, whose units the policy may compare."""
     where = f"policy {name!r}"
-    obs = sim.observe(sim.reset(n, 0, seeded_rng(0, 0, 7, 0)))
-    check_row_wise(policy, lambda o: action_probs(policy, o, A, where), obs, where,
-                   f"a batch of {type_name(sim)}'s observations of group 0")
+    obs = _observed(sim, n, 0, 0, units)
+    batch = (f"a batch of {type_name(sim)}'s observations of group 0" if units == 1 else
+             f"a batch of {len(obs) // units} of {type_name(sim)}'s worlds of {units} units")
+    check_row_wise(policy, lambda o: action_probs(policy, o, A, where), obs, where, batch,
+                   block=units)
     return obs
 
 
-def check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64) -> None:
+def check_policy_state(policy: Any, sim: Any, A: int, name: str, n: int = 64,
+                       units: int = 1) -> None:
     """Refuse a user's policy object whose calls change its own attributes after its first
     one (:func:`~causalfair.systems.contract.check_shared_state`: batches evaluated at
     once on threads would overwrite each other's), over a few batches of the simulator's
     observations of different sizes. Policies declaring ``thread_safe = False`` pass.
     First, on one batch, refuse a policy whose output for an individual depends on the
     others in its batch, or that changes its observation in place
-    (:func:`~causalfair.policies.grid.check_row_wise`, as the exact engine's grid)."""
-    obs, where = check_rows(policy, sim, A, name, n), f"policy {name!r}"
+    (:func:`~causalfair.policies.grid.check_row_wise`, as the exact engine's grid).
+    ``units``: coupled units per world (batches of worlds)."""
+    obs, where = check_rows(policy, sim, A, name, n, units), f"policy {name!r}"
     if attribute_prints(policy) is None:  # causalfair's own, or declared (one thread)
         return
     prints = None
     for k in range(3):
         g = k % int(sim.n_groups)
-        obs = obs if k == 0 else sim.observe(sim.reset(n + k, g, seeded_rng(0, g, 7, k)))
+        obs = obs if k == 0 else _observed(sim, n + k, g, k, units)
         action_probs(policy, obs, A, where)
         if k == 0:  # what the first call sets up (a cache) may stay
             prints = attribute_prints(policy)

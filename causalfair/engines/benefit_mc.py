@@ -217,9 +217,9 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                  "lower n or the horizon (or n_boot)")
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     pname = getattr(policy, "name", type(policy).__name__)
-    if check and system.units_per_replica == 1 \
-            and (shared or {}).get(("cells", bins, n_boot)) is None:  # once per policy
-        check_policy_state(resolve(policy, system).policy, system.make_simulator(), A, pname)
+    if check and (shared or {}).get(("cells", bins, n_boot)) is None:  # once per policy
+        check_policy_state(resolve(policy, system).policy, system.make_simulator(), A, pname,
+                           units=U)
     policy = engine_policy(policy, system, A, horizon=T, device=engine_device(device))
     stats = (shared or {}).get(("cells", bins, n_boot))
     if stats is None:  # what every pair shares: the cells, their means, the replicates'

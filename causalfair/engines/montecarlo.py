@@ -423,7 +423,7 @@ def decompose_mc(
                                      horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
                                      pair=pair, policy_name=policy_name or res.label,
                                      backend=backend, jobs=jobs,
-                                     device=engine_device(device))
+                                     device=engine_device(device), check=check)
             dec = _chosen(dec, pair)
             return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device,
                                 benefit_bins, shared=benefit_shared)  # coupled: no tasks

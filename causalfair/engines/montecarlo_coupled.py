@@ -29,6 +29,7 @@ from causalfair.engines._mc_base import (
     Moments,
     batches,
     check_int,
+    check_policy_state,
     check_work,
     engine_backend,
     fold_tasks,
@@ -148,8 +149,8 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
 
 def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: int, crn: bool,
                       batch_size: int | None, pair: Any, policy_name: str | None,
-                      backend: Any = None, jobs: Any = "auto", device: str = "cpu"
-                      ) -> Decomposition:
+                      backend: Any = None, jobs: Any = "auto", device: str = "cpu",
+                      check: bool = True) -> Decomposition:
     """Monte Carlo decomposition for coupled units (``System.units_per_replica`` = U > 1:
     the units of one replica interact, e.g. the nodes of a contact graph).
 
@@ -181,6 +182,8 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     name = policy_name or getattr(policy, "name", type(policy).__name__)
+    if check:  # a user's policy: rows of other worlds, its observation and its attributes
+        check_policy_state(policy, sim, A, name, units=U)
     policy = engine_policy(policy, system, A, horizon=T, device=device)
     per_group = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
     diffs = {k: Moments() for k in ("C", "DPE", "IPE", "SPE")}

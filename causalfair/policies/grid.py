@@ -281,7 +281,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def check_row_wise(policy: Any, evaluate: Callable[[Observation], np.ndarray],
-                   obs: Observation, name: str, batch: str) -> None:
+                   obs: Observation, name: str, batch: str, block: int = 1) -> None:
     """Refuse a policy whose output for one individual depends on the others in the batch,
     or that changes its observation in place: the one check of both, called once per audit
     by the Monte Carlo engine (a batch of the simulator's observations) and the exact
@@ -289,7 +289,9 @@ def check_row_wise(policy: Any, evaluate: Callable[[Observation], np.ndarray],
     probabilities on an observation; it sees a copy of ``obs``, compared with ``obs`` after
     the call; then the output on the whole batch is compared, row by row, with the output
     on its first half and on a random half in shuffled order (:data:`BATCH_TOL`). ``batch``
-    says what the batch is, for the message. Policies that keep per-batch state (``start_batch``) or
+    says what the batch is, for the message. ``block``: rows come in blocks of this many
+    (the units of one world of coupled units, which a policy may compare with one another),
+    and the halves are of whole blocks. Policies that keep per-batch state (``start_batch``) or
     declare ``thread_safe = False``, and causalfair's tables, constants and checkpoint
     networks (layers of rows by construction), are not checked."""
     inner = untabulated(policy)
@@ -308,13 +310,16 @@ def check_row_wise(policy: Any, evaluate: Callable[[Observation], np.ndarray],
             "simulator's observe may return its state's own array, so the state would move "
             "(wrong numbers); copy before changing (x = obs.features.copy(); x -= mean), or "
             "compute into new arrays (x = obs.features - mean).")
-    if n < 2:
+    nb = n // block
+    if nb < 2:
         return
-    h = n // 2
-    perm = np.random.default_rng(0).permutation(n)  # a fixed permutation (numpy's global
+    h = nb // 2
+    perm = np.random.default_rng(0).permutation(nb)  # a fixed permutation (numpy's global
     # generator is not touched)
-    for what, idx in ((f"the first {h} rows alone", np.arange(h)),
-                      (f"{h} rows drawn at random, alone and shuffled", perm[:h])):
+    rows = lambda b: (b[:, None] * block + np.arange(block)).reshape(-1)  # noqa: E731
+    unit = "rows" if block == 1 else f"worlds of {block} units"
+    for what, idx in ((f"the first {h} {unit} alone", rows(np.arange(h))),
+                      (f"{h} {unit} drawn at random, alone and shuffled", rows(perm[:h]))):
         part = np.asarray(evaluate(_obs_rows(obs, idx)), dtype=np.float64)
         ref = whole[idx]
         diff = np.abs(part - ref)

@@ -171,3 +171,52 @@ def test_a_baseline_on_coupled_units_names_a_fix_that_exists(tmp_path, monkeypat
     msg = str(info.value)
     assert "couples them (6 units per world" in msg and "exact" in msg, msg
     assert 'kind = "exact"' not in msg and "cf.compare(cf.audit(SPEC)" in msg, msg
+
+
+def _across_worlds(obs):  # centred on the whole batch: every world reads the others
+    z = obs.features[:, 0] - obs.features[:, 0].mean()
+    p = 1 / (1 + np.exp(-2 * z))
+    return np.column_stack([1 - p, 0 * p, p])
+
+
+def _in_place(obs):
+    obs.features[:, 0] *= 2.0
+    return _policy(obs)
+
+
+class _Counting:
+    name = "counting"
+
+    def __init__(self):
+        self.calls = 0
+
+    def action_probs(self, obs):
+        self.calls += 1
+        p = np.full(len(obs.group), 0.5 if self.calls % 2 else 0.2)
+        return np.column_stack([1 - p, 0 * p, p])
+
+
+def _best_of_world(obs):  # compares the units of one world only: legal
+    skill = obs.features[:, 0].reshape(-1, U)
+    best = (skill == skill.max(1, keepdims=True)).reshape(-1)
+    return np.eye(3)[np.where(best, 2, 0)]
+
+
+@pytest.mark.parametrize("policy, says", [
+    (_across_worlds, "depends on the other individuals in the batch: on a batch of 10 of "
+                     "Market's worlds of 6 units"),
+    (_in_place, "changed the observation it was given in place (obs.features"),
+    (_Counting(), "depends on the other individuals in the batch"),
+])
+def test_a_policy_on_coupled_units_gets_the_row_checks(policy, says):
+    """They ran on independent units only: on coupled units these were audited (hunt2_own F8)."""
+    with pytest.raises(cf.PolicyError) as info:
+        cf.decompose(_system(Market), policy, n=40, seed=0)
+    assert says in str(info.value), info.value
+    with pytest.raises(cf.PolicyError):
+        cf.benefit_fairness(_system(Market), policy, n=40, seed=0)
+
+
+def test_a_policy_comparing_the_units_of_one_world_still_audits():
+    res = cf.decompose(_system(Market), _best_of_world, n=40, seed=0)
+    assert np.isfinite(res.C) and res.Lambda is not None
