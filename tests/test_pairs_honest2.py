@@ -13,13 +13,14 @@ import pytest
 
 import causalfair as cf
 from causalfair._io import DECOMPOSE_SCHEMA_VERSION, versioned
-from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
+from causalfair._simultaneous import WIDENED, pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._validation import z_quantile
+from causalfair.engines.groups import compare
 from causalfair.engines.montecarlo import compare_mc
 from causalfair.errors import InputError
 from causalfair.policies.core import TablePolicy
 from tests.conftest import schema_errors
-from tests.test_pairs_honest import _same_groups
+from tests.test_pairs_honest import _mc, _same_groups
 from tests.tri_system import tri_source
 
 EFFECTS = ("C", "DPE", "IPE", "SPE")
@@ -223,3 +224,29 @@ def test_logs_json_says_it_at_the_top_level_as_from_a_system(tmp_path):
     assert schema_errors(tmp_path / "d.json", "decompose") == []
     named = audit_logs(df, n_boot=40, seed=0, horizon=3, policy=pol, pair=a.pair_name)
     assert "simultaneous" not in named.to_dict()
+
+
+# ------------------------------------------------------------------ 5. what is widened
+def test_chosen_pair_widens_only_the_quantities_it_says_it_widens():
+    """The data-chosen pair's intervals are simultaneous for WIDENED (C, DPE, IPE, SPE,
+    ratio_V: what `simultaneous.quantities` and the docs list) and marginal for the rest:
+    ratio_selection, like Lambda, is not what chose the pair. Worked by hand: the delta
+    method on log(q_a / q_b) with z_{0.975} (docs/decomposition.md, "Intervals")."""
+    m, pol = _same_groups(3)
+    dec = _mc(m, pol, seed=2)
+    assert dec.simultaneous == 3
+    share = {"g0": (0.5, 0.02), "g1": (0.4, 0.03), "g2": (0.45, 0.025)}
+    sel = {"groups": list(share), "actions": ["d1"],
+           "rate_overall": {g: {"d1": q} for g, (q, _) in share.items()},
+           "se_selected": {g: s for g, (_, s) in share.items()}}
+    g = compare(dec, selection=sel)
+    assert g.chosen is not None and "ratio_selection" not in WIDENED
+    z1, zm = z_quantile(0.05), pair_z(0.05, 3)
+    for name, q in g.pairs.items():
+        a, b = name.split("-")
+        (qa, sa), (qb, sb) = share[a], share[b]
+        r, s_log = min(qa, qb) / max(qa, qb), np.hypot(sa / qa, sb / qb)
+        want = (r, r * np.exp(-z1 * s_log), min(1.0, r * np.exp(z1 * s_log)), r * s_log)
+        assert q["ratio_selection"] == pytest.approx(want, abs=1e-12), name
+        zc = zm if name == g.chosen else z1  # C is widened on the chosen pair only
+        assert q["C"][2] - q["C"][0] == pytest.approx(zc * q["C"][3], abs=1e-12)

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._io import fixed
-from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
+from causalfair._simultaneous import WIDENED, pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._validation import check_alpha, z_quantile
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.benefit_mc import benefit_fairness_mc
@@ -576,14 +576,17 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     pairs: dict[str, dict[str, Q | None]] = {}
     for a, b in pair_names(groups, ref):
         q: dict[str, Q | None] = {}
-        zp = pair_z(alpha, m) if f"{groups[a]}-{groups[b]}" == chosen else z  # WIDENED
+        wide = pair_z(alpha, m) if f"{groups[a]}-{groups[b]}" == chosen else z
+        # the data-chosen pair widens WIDENED only, as its outputs say
+        zs = {k: wide if k in WIDENED else z for k in PAIR_QUANTITIES}
         for key, src in EFFECTS.items():
             v = vals[src]
-            q[key] = _q(v[a] - v[b], pair_se(gse(src, a), gse(src, b)), zp)
-        q["Lambda"] = _lambda(dec, benefit, lambda_of, (a, b), z)
-        q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), zp, coupled)
+            q[key] = _q(v[a] - v[b], pair_se(gse(src, a), gse(src, b)), zs[key])
+        q["Lambda"] = _lambda(dec, benefit, lambda_of, (a, b), zs["Lambda"])
+        q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), zs["ratio_V"],
+                              coupled)
         q["ratio_selection"] = None if sel is None else _ratio(
-            sel[0][a], sel[0][b], sel[1][a], sel[1][b], zp, coupled)
+            sel[0][a], sel[0][b], sel[1][a], sel[1][b], zs["ratio_selection"], coupled)
         pairs[f"{groups[a]}-{groups[b]}"] = q
     worst = max(pairs, key=lambda p: abs(pairs[p]["C"][0]))
     atts = None if not attributes else _intersections(
