@@ -216,10 +216,11 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
     check_memory(forks_bytes(system, n, T, n_boot), "benefit_fairness_mc",
                  "lower n or the horizon (or n_boot)")
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
+    # anything the other doors take (a built-in name, a table, a checkpoint...), as they do
+    policy = resolve(policy, system).policy
     pname = getattr(policy, "name", type(policy).__name__)
     if check and (shared or {}).get(("cells", bins, n_boot)) is None:  # once per policy
-        check_policy_state(resolve(policy, system).policy, system.make_simulator(), A, pname,
-                           units=U)
+        check_policy_state(policy, system.make_simulator(), A, pname, units=U)
     policy = engine_policy(policy, system, A, horizon=T, device=engine_device(device))
     stats = (shared or {}).get(("cells", bins, n_boot))
     if stats is None:  # what every pair shares: the cells, their means, the replicates'

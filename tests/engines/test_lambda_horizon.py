@@ -29,7 +29,12 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair.engines.benefit_horizon import horizon_benefits, lambda_horizon_exact
+from causalfair.engines.benefit_horizon import (
+    horizon_benefits,
+    lambda_horizon,
+    lambda_horizon_exact,
+)
+from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.model import TabularModel
 from causalfair.systems import as_system
 
@@ -103,3 +108,21 @@ def test_audit_spec_reports_lambda_t(tmp_path):
     p.write_text(p.read_text().replace("horizon_benefit = true", 'horizon_benefit = "yes"'))
     with pytest.raises(cf.CausalfairError, match=r"\[benefit\] horizon_benefit: bad value"):
         load_spec(p)
+
+
+@pytest.mark.parametrize("policy", ["threshold:0.5", np.full((2, 7), 0.3)])
+def test_engines_called_directly_take_what_every_door_takes(policy):
+    """benefit_fairness_mc and lambda_horizon (both engines) resolve the policy as
+    cf.benefit_fairness does (a built-in name, a table): the same numbers as a TablePolicy /
+    the resolved policy, where they used to refuse "policy 'str': has neither prob_d1 ..."."""
+    system = cf.systems.make("lending-1")
+    same = cf.policies.resolve(policy, system).policy
+    a = benefit_fairness_mc(system, policy, 3, n=300, seed=1, jobs=1, n_boot=20)
+    b = benefit_fairness_mc(system, same, 3, n=300, seed=1, jobs=1, n_boot=20)
+    assert (a.Lambda, a.ci) == (b.Lambda, b.ci)
+    for engine in ("exact", "mc"):
+        a = lambda_horizon(system, policy, 3, engine=engine, n=200)
+        b = lambda_horizon(system, same, 3, engine=engine, n=200)
+        assert a.Lambda == b.Lambda
+    assert lambda_horizon(system, policy, 3).Lambda == pytest.approx(
+        cf.benefit_fairness(system, policy, 3, horizon_benefit=True).Lambda, abs=1e-15)
