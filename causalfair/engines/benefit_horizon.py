@@ -53,7 +53,7 @@ from causalfair.errors import InputError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import Policy, action_probs
 from causalfair.policies.grid import policy_table
-from causalfair.policies.resolver import resolve
+from causalfair.policies.resolver import resolved
 from causalfair.results import BenefitResult
 from causalfair.systems import as_system
 from causalfair.systems.contract import seeded_rng
@@ -196,8 +196,7 @@ def lambda_horizon(system: Any, policy: Any, horizon: int | None = None, *,
     eps, declared = eps_for(eps, system if isinstance(system, TabularModel) else as_system(system))
     eps_source = eps_source or declared
     # anything the other doors take (a built-in name, a table, a checkpoint...), as they do
-    policy = resolve(policy, system if isinstance(system, TabularModel) else
-                     as_system(system)).policy
+    policy = resolved(policy, system if isinstance(system, TabularModel) else as_system(system))
     if engine == "exact":
         model = system if isinstance(system, TabularModel) else as_system(system).tabular
         T = 20 if horizon is None and isinstance(system, TabularModel) else (

@@ -104,7 +104,7 @@ from causalfair.engines.benefit_forks import (
 )
 from causalfair.errors import InputError, SimulatorContractError
 from causalfair.policies.grid import engine_policy, group_features
-from causalfair.policies.resolver import resolve
+from causalfair.policies.resolver import resolved
 from causalfair.results import BenefitResult, check_pair
 from causalfair.systems import as_system
 from causalfair.systems.contract import seeded_rng
@@ -217,7 +217,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                  "lower n or the horizon (or n_boot)")
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     # anything the other doors take (a built-in name, a table, a checkpoint...), as they do
-    policy = resolve(policy, system).policy
+    policy = resolved(policy, system)
     pname = getattr(policy, "name", type(policy).__name__)
     if check and (shared or {}).get(("cells", bins, n_boot)) is None:  # once per policy
         check_policy_state(policy, system.make_simulator(), A, pname, units=U)

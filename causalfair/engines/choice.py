@@ -16,8 +16,6 @@ import os
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from causalfair._validation import (
     check_alpha,
     check_engine,
@@ -39,7 +37,7 @@ from causalfair.graph import TemporalGraph
 from causalfair.graph import temporal_graph as _temporal_graph
 from causalfair.model import CausalStructure, ModelError, TabularModel
 from causalfair.policies.grid import reads_group
-from causalfair.policies.resolver import resolve
+from causalfair.policies.resolver import resolve, resolved
 from causalfair.results import LAMBDA_NEEDS, BenefitResult, Decomposition, check_pair
 from causalfair.systems import as_system
 
@@ -61,13 +59,6 @@ def _pair(pair: Any, system: Any) -> Any:
     """``pair`` as the engines take it: names or ``"A-B"`` as indices of ``system``'s
     groups, a Series or array as a tuple (:func:`~causalfair.engines.groups.pair_arg`)."""
     return pair_arg(pair, getattr(system, "groups", None) or getattr(system, "group_names", ()))
-
-
-def _resolved(policy: Any, system: Any) -> Any:
-    """``policy`` as the engines evaluate it (:func:`causalfair.policies.resolve`); a table
-    stays an array for the exact engine's own checks."""
-    return policy if isinstance(policy, np.ndarray) and isinstance(system, TabularModel) \
-        else resolve(policy, system).policy
 
 
 @check_keywords
@@ -122,11 +113,11 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     pair = _pair(pair, system)
     eps, _ = eps_for(eps, system)
     if isinstance(system, TabularModel):
-        return _decompose_exact(model, _resolved(policy, model), 20 if horizon is None
+        return _decompose_exact(model, resolved(policy, model), 20 if horizon is None
                                 else horizon, gamma=gamma, pair=pair, eps=eps, weights=weights,
                                 policy_name=policy_name)
     T = system.horizon if horizon is None else horizon
-    policy = _resolved(policy, system)
+    policy = resolved(policy, system)
     unit = getattr(getattr(system, "gain", None), "unit", None)  # for the figures' axes
     if engine_for(system, engine) == "exact":
         res = _decompose_exact(system.tabular, policy, T, gamma=gamma, pair=pair, eps=eps,
@@ -219,7 +210,7 @@ def _benefit_fairness(model: Any, policy: Any, horizon: int | None, *, eps: Any,
     system = _system(model, engine)
     pair = _pair(pair, system)
     eps, source = eps_for(eps, system)
-    policy = _resolved(policy, system)
+    policy = resolved(policy, system)
     T = (20 if isinstance(system, TabularModel) else system.horizon) if horizon is None \
         else horizon
     if weights != "visitation" and not isinstance(system, TabularModel):
@@ -249,7 +240,7 @@ def _lambda_t(model: Any, policy: Any, horizon: int | None, eps: Any, weights: s
     system = _system(model, engine)
     pair = _pair(pair, system)
     eps, source = eps_for(eps, system)
-    policy = _resolved(policy, system)
+    policy = resolved(policy, system)
     if isinstance(system, TabularModel):
         T = 20 if horizon is None else horizon
         pair, _ = default_pair(system, policy, T, pair, eps=eps)
@@ -289,7 +280,7 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     if ben is None and dec.engine == "exact":  # the exact engine keeps no benefit table
         ben = benefit_fairness(model, policy, dec.horizon, eps=eps, engine="exact",
                                pair=dec.pair)
-    return every_pair(dec, ben, system, None if system is None else _resolved(policy, system),
+    return every_pair(dec, ben, system, None if system is None else resolved(policy, system),
                       n=n, seed=seed, alpha=alpha, jobs=jobs, bins=benefit_bins, forks=forks,
                       reference=reference)
 

@@ -51,6 +51,7 @@ from causalfair._usercode import (
     load_callable,
 )
 from causalfair.errors import CausalfairError, PolicyError, short
+from causalfair.model import TabularModel
 from causalfair.policies.checkpoint import (
     CHECKPOINT_SUFFIXES,
     PICKLE_SUFFIXES,
@@ -465,6 +466,17 @@ def _builtin(name: str, system: Any, where: str | None) -> ResolvedPolicy:
         raise PolicyError(f"{where}: {msg[len('policy: '):] if msg.startswith('policy: ') else msg}"
                           ) from None
     return ResolvedPolicy(pol, name, "builtin", system=system)
+
+
+def resolved(policy: Any, system: Any) -> Any:
+    """``policy`` as the engines evaluate it (:func:`resolve`'s policy), the one rule of
+    every engine's door (``cf.decompose``, ``cf.benefit_fairness``, Lambda_T, Lambda by
+    forks): a table on a :class:`~causalfair.model.TabularModel` stays an array, for the
+    exact engine's own checks (one refusal of a table that is not probabilities, "policy
+    table: returned ..."), at every exact door."""
+    if isinstance(policy, np.ndarray) and isinstance(system, TabularModel):
+        return policy
+    return resolve(policy, system).policy
 
 
 def resolve(value: Any, system: Any = None, *, search_path: str | os.PathLike[str] | None = None,
