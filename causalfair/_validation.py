@@ -14,7 +14,7 @@ from causalfair._version import __version__
 from causalfair.errors import InputError, ModelError, short
 
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
-           "check_keywords", "check_unit", "check_flag",
+           "check_keywords", "check_unit", "check_flag", "check_seed", "MAX_SEED",
            "check_names", "check_engine", "check_weight", "check_weights",
            "engine_for",
            "z_quantile",
@@ -151,6 +151,22 @@ def check_weight(value: Any, field: str, error: type[Exception] = InputError) ->
         raise error(f"{field}: bad value {short(value)}; give a finite number >= 0, e.g. 1.0 "
                     "(a penalty's weight: a negative one would reward what it penalises).")
     return float(value)
+
+
+#: The largest training seed: torch.manual_seed takes integers below 2**64.
+MAX_SEED = 2**64 - 1
+
+
+def check_seed(value: Any, field: str = "seed", error: type[Exception] = InputError) -> int:
+    """``value``, the seed of a training run (torch's initial weights and numpy's
+    sampling), as an int in [0, 2**64), else ``error`` naming ``field``: the one check of
+    every trainer's seed (TrainConfig, the population agents' configs, the exact repair)."""
+    ok = (not isinstance(value, bool) and isinstance(value, (int, np.integer))
+          and 0 <= int(value) <= MAX_SEED)
+    if not ok:
+        raise error(f"{field}: bad value {short(value)}; must be an integer >= 0 and below "
+                    "2**64 (18446744073709551616), e.g. 0.")
+    return int(value)
 
 
 def check_alpha(alpha: Any) -> float:

@@ -20,7 +20,7 @@ from typing import Any
 
 from causalfair._limits import check_memory
 from causalfair._names import PPO_ALGORITHMS
-from causalfair._validation import check_weight
+from causalfair._validation import check_seed, check_weight
 from causalfair.engines.groups import resolve_pair
 from causalfair.errors import ConfigError, InputError
 from causalfair.systems.lending.settings import SETTINGS
@@ -78,8 +78,7 @@ def _check_field_types(cfg: Any, bad: Any) -> None:
             raise bad(f.name, v, "must be a finite number")
         if kind == "str" and not isinstance(v, str):
             raise bad(f.name, v, "must be a text")
-    if cfg.seed < 0:
-        raise bad("seed", cfg.seed, "must be an integer >= 0")
+    check_seed(cfg.seed, "seed", ConfigError)
 
 
 def _check_pair_shape(pair: Any, bad: Any, name: str = "pair") -> None:

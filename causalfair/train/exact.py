@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_seed
 from causalfair.engines.benefit import model_eps
 from causalfair.engines.exact import exact_numbers
 from causalfair.errors import ConfigError
@@ -85,6 +86,7 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
     (None: the engine's default pair, the largest and smallest V^pi)."""
     import torch
 
+    check_seed(seed, "seed", error)
     model = tabular_model(system, where, error)
     torch.manual_seed(seed)
     if init is not None:

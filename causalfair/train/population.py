@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_seed
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import CheckpointError, ConfigError
 from causalfair.policies.checkpoint import (
@@ -170,7 +171,9 @@ def audit_policy(env: PopulationEnv, agent: PopulationAgent, name: str | None = 
 
 
 def _check_fields(cfg: Any, ints: tuple[str, ...], positive: tuple[str, ...]) -> None:
-    """Config validation: integers >= 1 and numbers > 0, each error naming the field."""
+    """Config validation: integers >= 1 and numbers > 0, each error naming the field; and
+    the seed (:func:`causalfair._validation.check_seed`)."""
+    check_seed(cfg.seed, "seed", ConfigError)
     for name in ints:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:

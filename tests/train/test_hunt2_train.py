@@ -1,0 +1,44 @@
+"""hunt2_train: bad training inputs refused in one line (exit 2) by the one check every door
+calls, before anything is trained or written."""
+
+from __future__ import annotations
+
+import pytest
+
+import causalfair as cf
+from causalfair.errors import ConfigError, InputError
+from causalfair.train import TrainConfig
+from causalfair.train import population as P
+from causalfair.train.exact import repair_checkpoint
+
+HUGE_SEED = 99999999999999999999999  # above 2**64: torch.manual_seed overflowed
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: TrainConfig(seed=s),
+    lambda s: P.RTD3Config(seed=s),
+    lambda s: P.LUCBFairConfig(seed=s),
+])
+@pytest.mark.parametrize("seed", [HUGE_SEED, 2**64, -1])
+def test_a_seed_outside_0_to_2_64_is_refused_by_every_trainer(make, seed):
+    with pytest.raises(ConfigError, match="seed: bad value .*below 2\\*\\*64"):
+        make(seed)
+    make(2**64 - 1)  # the largest seed torch takes
+
+
+def test_the_exact_repair_refuses_a_huge_seed_before_anything_runs():
+    system = cf.systems.make("lending-1")
+    with pytest.raises(InputError, match="seed: bad value"):
+        repair_checkpoint(system, 20, [cf.train.repair.Constraint("abs_C", 0.05)],
+                          seed=HUGE_SEED)
+
+
+def test_cli_huge_seed_is_exit_2_and_writes_nothing(tmp_path, cli_here):
+    for extra in ([], ["--system", "replicator-1", "--algo", "r-td3"],
+                  ["--algo", "exact", "--constraint", "abs_C<=0.05"]):
+        out = tmp_path / "run"
+        p = cli_here("train", "--no-progress", "--iterations", "1", "--seed", str(HUGE_SEED),
+                     "--out", out, *extra, cwd=tmp_path)
+        assert p.returncode == 2, (extra, p.stderr)
+        assert "seed: bad value" in p.stderr and "Traceback" not in p.stderr
+        assert not out.exists()
