@@ -15,6 +15,7 @@ from causalfair.errors import InputError, ModelError, short
 
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
            "check_keywords", "check_unit", "check_flag", "check_seed", "MAX_SEED",
+           "check_lr", "MAX_LR",
            "check_names", "check_engine", "check_weight", "check_weights",
            "engine_for",
            "z_quantile",
@@ -167,6 +168,31 @@ def check_seed(value: Any, field: str = "seed", error: type[Exception] = InputEr
         raise error(f"{field}: bad value {short(value)}; must be an integer >= 0 and below "
                     "2**64 (18446744073709551616), e.g. 0.")
     return int(value)
+
+
+#: The largest Adam learning rate a trainer takes: Adam moves every weight by about lr per
+#: step, so above 1 a step outgrows the weights themselves (and above float32's range the
+#: update overflows).
+MAX_LR = 1.0
+
+
+def check_lr(value: Any, field: str = "lr", error: type[Exception] = InputError) -> float:
+    """``value``, an Adam learning rate, as a finite float in (0, :data:`MAX_LR`], else
+    ``error`` naming ``field``: the one check of every trainer's ``lr`` (TrainConfig,
+    RTD3Config)."""
+    import math
+
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer,
+                                                            np.floating))
+    try:
+        ok = ok and math.isfinite(float(value)) and 0 < float(value) <= MAX_LR
+    except OverflowError:  # an int too large for a float
+        ok = False
+    if not ok:
+        raise error(f"{field}: bad value {short(value)}; must be a number > 0 and <= "
+                    f"{MAX_LR:g} (Adam's step size; the default is 3e-3 for PPO, 1e-3 for "
+                    "R-TD3).")
+    return float(value)
 
 
 def check_alpha(alpha: Any) -> float:

@@ -20,9 +20,9 @@ from typing import Any
 
 from causalfair._limits import check_memory
 from causalfair._names import PPO_ALGORITHMS
-from causalfair._validation import check_seed, check_weight
+from causalfair._validation import check_lr, check_seed, check_weight
 from causalfair.engines.groups import resolve_pair
-from causalfair.errors import ConfigError, InputError
+from causalfair.errors import ConfigError, InputError, short
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.thresholds import PPO_LAG_KEYS, is_repair_key, parse_constraint
 from causalfair.train.algorithms import REGISTRY, names
@@ -59,6 +59,15 @@ _ELSEWHERE = {
 }
 
 
+def _finite(v: Any) -> bool:
+    """Whether the real number ``v`` is finite as a float (an int too large for a float,
+    such as 10**400 from ``--set lr=1000...``, is not)."""
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
 def _check_field_types(cfg: Any, bad: Any) -> None:
     """Every number, flag and text field of ``cfg`` of its declared type (``int`` an
     integer, ``float`` a finite real number, ``bool`` true or false, ``str`` a text; each
@@ -74,7 +83,7 @@ def _check_field_types(cfg: Any, bad: Any) -> None:
         if kind == "int" and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
             raise bad(f.name, v, "must be an integer")
         if kind == "float" and (isinstance(v, bool) or not isinstance(v, numbers.Real)
-                                or not math.isfinite(float(v))):
+                                or not _finite(v)):
             raise bad(f.name, v, "must be a finite number")
         if kind == "str" and not isinstance(v, str):
             raise bad(f.name, v, "must be a text")
@@ -170,7 +179,7 @@ class TrainConfig:
 
     # ---------------------------------------------------------------- optimiser
     lr: float = 3e-3
-    """Adam learning rate. Ours: the anchors' 1e-5 needs 1e6-1e7 steps."""
+    """Adam learning rate, in (0, 1]. Ours: the anchors' 1e-5 needs 1e6-1e7 steps."""
     n_epochs: int = 10
     """Passes over each rollout (anchor: 10)."""
     n_minibatches: int = 4
@@ -326,7 +335,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         def bad(name: str, value: Any, fix: str) -> ConfigError:
-            return ConfigError(f"{name}: bad value {value!r}; {fix}.")
+            return ConfigError(f"{name}: bad value {short(value)}; {fix}.")
 
         _check_field_types(self, bad)
         if self.algo not in ALGORITHMS:
@@ -365,7 +374,8 @@ class TrainConfig:
             raise bad("n_individuals", self.n_individuals, "needs at least 4 (both groups)")
         if self.n_minibatches > self.n_individuals:
             raise bad("n_minibatches", self.n_minibatches, "must be <= n_individuals")
-        for name in ("lr", "kl_target", "lambda_eps", "clip_range"):
+        check_lr(self.lr, "lr", ConfigError)
+        for name in ("kl_target", "lambda_eps", "clip_range"):
             v = getattr(self, name)
             if name == "lambda_eps" and v is None:
                 continue

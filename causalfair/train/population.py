@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_seed
+from causalfair._validation import check_lr, check_seed
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import CheckpointError, ConfigError
 from causalfair.policies.checkpoint import (
@@ -219,7 +219,8 @@ class RTD3Config:
 
     def __post_init__(self) -> None:
         _check_fields(self, ("steps", "envs", "batch", "policy_delay", "learning_starts",
-                             "threads"), ("lr", "tau", "gamma"))
+                             "threads"), ("tau", "gamma"))
+        check_lr(self.lr, "lr", ConfigError)
         if self.steps > 10_000_000:
             raise ConfigError(f"steps: bad value {self.steps}; at most 10,000,000 (the replay "
                               "buffer holds every step).")

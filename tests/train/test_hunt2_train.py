@@ -42,3 +42,20 @@ def test_cli_huge_seed_is_exit_2_and_writes_nothing(tmp_path, cli_here):
         assert p.returncode == 2, (extra, p.stderr)
         assert "seed: bad value" in p.stderr and "Traceback" not in p.stderr
         assert not out.exists()
+
+
+@pytest.mark.parametrize("make", [lambda v: TrainConfig(lr=v), lambda v: P.RTD3Config(lr=v)])
+@pytest.mark.parametrize("lr", [1e300, 10**400, 1.5, 0, -1e-3, float("inf"), float("nan")])
+def test_a_learning_rate_outside_0_1_is_refused_by_every_trainer(make, lr):
+    with pytest.raises(ConfigError, match="lr: bad value .*(> 0 and <= 1|finite)"):
+        make(lr)
+    make(1.0)
+
+
+def test_cli_huge_learning_rate_is_exit_2_not_an_adam_overflow(tmp_path, cli_here):
+    for extra in ([], ["--system", "replicator-1", "--algo", "r-td3"]):
+        p = cli_here("train", "--no-progress", "--iterations", "1", "--set", "lr=1e300",
+                     "--out", tmp_path / "run", *extra, cwd=tmp_path)
+        assert p.returncode == 2, (extra, p.stderr)
+        assert "lr: bad value" in p.stderr and "Traceback" not in p.stderr
+        assert not (tmp_path / "run").exists()
