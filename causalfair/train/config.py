@@ -185,9 +185,9 @@ class TrainConfig:
     n_minibatches: int = 4
     """Minibatches per epoch (ours: few large ones; the anchors use batches of 64)."""
     max_grad_norm: float = 0.5
-    """Gradient clipping (anchor: 0.5)."""
+    """Gradient clipping: the largest norm of an update's gradient, > 0 (anchor: 0.5)."""
     vf_coef: float = 0.5
-    """Weight of the value loss (anchor: 0.5)."""
+    """Weight of the value loss, >= 0 (anchor: 0.5)."""
     ent_coef: float = 0.0
     """Entropy bonus (anchor: 0)."""
     gamma: float = 0.99
@@ -375,6 +375,13 @@ class TrainConfig:
         if self.n_minibatches > self.n_individuals:
             raise bad("n_minibatches", self.n_minibatches, "must be <= n_individuals")
         check_lr(self.lr, "lr", ConfigError)
+        if not self.max_grad_norm > 0:  # <= 0 zeroes (0) or flips (< 0) every gradient
+            raise bad("max_grad_norm", self.max_grad_norm, "must be a number > 0 (the largest "
+                      "gradient norm an update keeps; 0 would zero every gradient and a "
+                      "negative one flip it)")
+        if not self.vf_coef >= 0:
+            raise bad("vf_coef", self.vf_coef, "must be a number >= 0 (the value loss's "
+                      "weight: a negative one maximises the value network's error)")
         for name in ("kl_target", "lambda_eps", "clip_range"):
             v = getattr(self, name)
             if name == "lambda_eps" and v is None:
