@@ -331,8 +331,17 @@ def run_population(args: argparse.Namespace) -> int:
     # the one config a sweep's run of this algorithm trains with too
     config = P.make_config(args.algo, args.seed, env.H, args.iterations, fields)
     out = Path(args.out)
+    created = not out.exists()
     prepare_run_folder(out, resume=False)
-    res = P.run_agent(P.PopulationRun(args.algo, sid, config, dict(system.params)), system, out)
+    try:  # run_agent writes the folder's files when the agent is trained and audited
+        res = P.run_agent(P.PopulationRun(args.algo, sid, config, dict(system.params)), system,
+                          out)
+    except BaseException:  # an error or Ctrl-C before anything was written: no folder left
+        if created:
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     m, wall, ck = res["metrics"], res["wall_s"], res["checkpoint"]
     if args.json:
         print_json(args, {"checkpoint": str(ck), "wall_s": wall, "metrics": m})

@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._limits import check_memory
 from causalfair._validation import check_lr, check_seed
 from causalfair.engines.montecarlo import decompose_mc
-from causalfair.errors import CheckpointError, ConfigError
+from causalfair.errors import CheckpointError, ConfigError, short
 from causalfair.policies.checkpoint import (
     load_checkpoint,
     load_checkpoint_for,
@@ -170,18 +171,53 @@ def audit_policy(env: PopulationEnv, agent: PopulationAgent, name: str | None = 
     return GridPolicy(env.grid, agent, name or agent.name)
 
 
-def _check_fields(cfg: Any, ints: tuple[str, ...], positive: tuple[str, ...]) -> None:
-    """Config validation: integers >= 1 and numbers > 0, each error naming the field; and
-    the seed (:func:`causalfair._validation.check_seed`)."""
+def _finite(v: float) -> bool:
+    """Whether ``v`` is finite as a float (an int too large for one is not)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _check_fields(cfg: Any, ints: tuple[str, ...], positive: tuple[str, ...],
+                  nonnegative: tuple[str, ...] = (), unit: tuple[str, ...] = ()) -> None:
+    """Config validation, each error naming the field: ``ints`` integers >= 1,
+    ``positive`` finite numbers > 0, ``nonnegative`` finite numbers >= 0, ``unit`` numbers
+    in (0, 1] (a discount, a Polyak rate); and the seed (:func:`check_seed`)."""
     check_seed(cfg.seed, "seed", ConfigError)
     for name in ints:
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"{name}: bad value {v!r}; must be an integer >= 1.")
-    for name in positive:
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise ConfigError(f"{name}: bad value {v!r}; must be a number > 0.")
+            raise ConfigError(f"{name}: bad value {short(v)}; must be an integer >= 1.")
+    for names, ok, what in ((positive, lambda v: v > 0, "a finite number > 0"),
+                            (nonnegative, lambda v: v >= 0, "a finite number >= 0"),
+                            (unit, lambda v: 0 < v <= 1, "a number in (0, 1]")):
+        for name in names:
+            v = getattr(cfg, name)
+            if (isinstance(v, bool) or not isinstance(v, (int, float))
+                    or not _finite(v) or not ok(v)):
+                raise ConfigError(f"{name}: bad value {short(v)}; must be {what}.")
+
+
+def _check_widths(name: str, widths: Any, n_in: int, n_out: int, rows: int,
+                  out_name: str = "") -> tuple[int, ...]:
+    """``widths``, the hidden layers of an MLP (the field ``name``), as a tuple of integers
+    >= 1, and its memory (weights, Adam's moments, ``rows`` activations of a batch) within
+    the limit (:func:`causalfair._limits.check_memory`); ``out_name``: the field that sets
+    its ``n_out`` outputs, if any (named in that error too)."""
+    if (isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__")
+            or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1
+                       for h in widths)):
+        raise ConfigError(f"{name}: bad value {short(widths)}; must be a list of layer widths, "
+                          "integers >= 1, e.g. [256, 256].")
+    widths = tuple(widths)
+    sizes = (n_in, *widths, n_out)
+    weights = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+    outs = f" and {out_name} {n_out}" if out_name else ""
+    check_memory(4.0 * (16 * weights + 4 * rows * (sum(widths) + n_out)),
+                 f"{name} {list(widths)}{outs}",
+                 f"use narrower layers ({name}{' or ' + out_name if out_name else ''})")
+    return widths
 
 
 def _initial_states(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -219,8 +255,12 @@ class RTD3Config:
 
     def __post_init__(self) -> None:
         _check_fields(self, ("steps", "envs", "batch", "policy_delay", "learning_starts",
-                             "threads"), ("tau", "gamma"))
+                             "threads"), (), ("target_noise", "noise_clip", "action_noise"),
+                      ("tau", "gamma"))
         check_lr(self.lr, "lr", ConfigError)
+        # the actor, two critics and their targets (Adam's moments included), a batch
+        object.__setattr__(self, "hidden", _check_widths("hidden", self.hidden, 5, 2,
+                                                         max(self.batch, self.envs)))
         if self.steps > 10_000_000:
             raise ConfigError(f"steps: bad value {self.steps}; at most 10,000,000 (the replay "
                               "buffer holds every step).")
@@ -350,9 +390,16 @@ class LUCBFairConfig:
                               "et al. Algorithm 1's log(M) K / (2 (1 + chi + H))).")
         _check_fields(self, ("episodes", "d", "phi_samples", "phi_epochs", "threads"),
                       ("beta", "varsigma", "slack") + (() if self.alpha == "paper" else ("alpha",)))
-        if isinstance(self.chi, bool) or not isinstance(self.chi, (int, float)) or self.chi < 0:
-            raise ConfigError(f"chi: bad value {self.chi!r}; must be a number >= 0 (0 switches "
-                              "the dual off, as the paper's code does).")
+        if (isinstance(self.chi, bool) or not isinstance(self.chi, (int, float))
+                or not _finite(self.chi) or self.chi < 0):
+            raise ConfigError(f"chi: bad value {short(self.chi)}; must be a finite number >= 0 (0 "
+                              "switches the dual off, as the paper's code does).")
+        # phi's network, fitted in minibatches of 128 on phi_samples samples (each sample's
+        # state, action, targets and their float32 copies: about 128 bytes)
+        object.__setattr__(self, "phi_hidden", _check_widths(
+            "phi_hidden", self.phi_hidden, 4, self.d, 128, "d"))
+        check_memory(128.0 * self.phi_samples, f"phi_samples {self.phi_samples}",
+                     "use fewer samples (phi_samples)")
         if self.episodes > 100_000:
             raise ConfigError(f"episodes: bad value {self.episodes}; at most 100,000 (every "
                               "episode's features are kept).")

@@ -69,3 +69,49 @@ def test_a_gradient_clip_or_value_weight_that_would_train_uphill_is_refused(fiel
     with pytest.raises(ConfigError, match=f"{field}: bad value"):
         TrainConfig(**{field: value})
     TrainConfig(max_grad_norm=1e-3, vf_coef=0.0)
+
+
+@pytest.mark.parametrize("cls, field, value", [
+    (P.RTD3Config, "hidden", (-5,)), (P.RTD3Config, "hidden", (0,)),
+    (P.RTD3Config, "hidden", ("64",)), (P.RTD3Config, "tau", 5.0),
+    (P.RTD3Config, "gamma", 5.0), (P.RTD3Config, "gamma", 0.0),
+    (P.RTD3Config, "action_noise", -1.0), (P.RTD3Config, "action_noise", float("nan")),
+    (P.RTD3Config, "noise_clip", -1.0), (P.RTD3Config, "target_noise", float("inf")),
+    (P.RTD3Config, "tau", 10**400),
+    (P.LUCBFairConfig, "phi_hidden", (-1,)), (P.LUCBFairConfig, "chi", float("nan")),
+    (P.LUCBFairConfig, "chi", float("inf")), (P.LUCBFairConfig, "beta", float("inf")),
+    (P.LUCBFairConfig, "alpha", float("inf")),
+])
+def test_population_agent_configs_refuse_bad_fields_naming_them(cls, field, value):
+    with pytest.raises(ConfigError, match=f"^{field}: bad value"):
+        cls(**{field: value})
+
+
+@pytest.mark.parametrize("cls, field, value", [
+    (P.RTD3Config, "hidden", (10**8,)), (P.LUCBFairConfig, "phi_hidden", (10**8,)),
+    (P.LUCBFairConfig, "d", 10**9), (P.LUCBFairConfig, "phi_samples", 10**12),
+])
+def test_population_agent_networks_over_the_memory_limit_are_refused(cls, field, value):
+    with pytest.raises(InputError, match=f"{field}.*over the limit"):
+        cls(**{field: value})
+
+
+def test_population_agent_configs_keep_their_defaults_and_lists():
+    assert P.RTD3Config(hidden=[64, 32], gamma=1.0, action_noise=0.0).hidden == (64, 32)
+    assert P.LUCBFairConfig(chi=0.0, alpha="paper").phi_hidden == (64, 64)
+
+
+@pytest.mark.parametrize("algo, sets", [
+    ("r-td3", ["hidden=[-5]"]), ("r-td3", ["tau=5"]), ("r-td3", ["action_noise=-1"]),
+    ("l-ucbfair", ["phi_hidden=[-1]"]), ("l-ucbfair", ["chi=NaN"]),
+    ("l-ucbfair", ["d=300000"]),  # refused by train_lucbfair's own memory check
+])
+def test_cli_refused_population_run_is_exit_2_and_leaves_no_folder(tmp_path, cli_here, algo,
+                                                                     sets):
+    out = tmp_path / "run"
+    args = [a for s in sets for a in ("--set", s)]
+    p = cli_here("train", "--no-progress", "--system", "replicator-1", "--algo", algo,
+                 "--iterations", "1", *args, "--out", out, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "bad value" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists()  # not even the .causalfair-run marker
