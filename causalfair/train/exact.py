@@ -15,12 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_seed
 from causalfair.engines.benefit import model_eps
 from causalfair.engines.exact import exact_numbers
 from causalfair.errors import ConfigError
 from causalfair.policies.checkpoint import FeatureEncoding, NumpyMLPPolicy, mlp, save_checkpoint
-from causalfair.train.repair import best_found, repair_network
+from causalfair.train.repair import best_found, check_budget, repair_network
 
 __all__ = ["Repaired", "repair_checkpoint", "tabular_model"]
 
@@ -86,7 +85,7 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
     (None: the engine's default pair, the largest and smallest V^pi)."""
     import torch
 
-    check_seed(seed, "seed", error)
+    check_budget(outer, n_random, seed, error)
     model = tabular_model(system, where, error)
     torch.manual_seed(seed)
     if init is not None:

@@ -46,12 +46,12 @@ import numpy as np
 
 from causalfair import _progress
 from causalfair._io import fixed
-from causalfair._validation import check_horizon
+from causalfair._validation import check_horizon, check_seed
 from causalfair.engines.benefit import WEIGHTS, model_eps
 from causalfair.engines.exact import exact_numbers
 from causalfair.engines.exact_torch import exact_metrics
 from causalfair.engines.groups import pair_names, resolve_pair, split_pair
-from causalfair.errors import ModelError
+from causalfair.errors import ConfigError, ModelError
 from causalfair.model import TabularModel
 from causalfair.policies.checkpoint import TorchPolicy
 from causalfair.policies.grid import grid_observation, policy_table
@@ -75,6 +75,7 @@ __all__ = [
     "Attempt",
     "RepairResult",
     "best_found",
+    "check_budget",
     "lp_bound",
     "repair_network",
     "EXACT_KEYS",
@@ -514,6 +515,22 @@ def _check_horizon_eps(T: int, eps: Any, weights: str, model: TabularModel) -> t
     return check_horizon(T), model_eps(eps, model)[0]
 
 
+def check_budget(outer: Any, n_random: Any, seed: Any,
+                 error: type[Exception] = ConfigError) -> None:
+    """The repair's budget: ``outer`` rounds of the augmented Lagrangian (an integer >= 1;
+    ``causalfair train --algo exact --iterations``, a spec's ``[retrain] iterations``),
+    ``n_random`` random starting tables (an integer >= 0, ``[retrain] starts``) and the
+    ``seed`` (:func:`causalfair._validation.check_seed`), else ``error`` naming the field:
+    the one check of every door (:func:`best_found`, :func:`repair_network`,
+    :func:`causalfair.train.exact.repair_checkpoint`)."""
+    for name, v, low in (("iterations", outer, 1), ("starts", n_random, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            what = "rounds of the augmented Lagrangian" if low else "random starting tables"
+            raise error(f"{name}: bad value {v!r}; must be an integer >= {low} (the repair's "
+                        f"{what}).")
+    check_seed(seed, "seed", error)
+
+
 def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constraint], *,
                eps: float | str | None = None, weights: str = "visitation",
                initial: Mapping[str, np.ndarray] | None = None, seed: int = 0,
@@ -527,6 +544,7 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
     import torch
 
     t0 = time.perf_counter()
+    check_budget(outer, n_random, seed)
     model = _check_model(model)
     T, eps = _check_horizon_eps(horizon, eps, weights, model)
     constraints = expand(model, constraints)
@@ -617,6 +635,7 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
     import torch
 
     t0 = time.perf_counter()
+    check_budget(outer, n_random, seed)
     model = _check_model(model)
     T, eps = _check_horizon_eps(horizon, eps, weights, model)
     constraints = expand(model, constraints)

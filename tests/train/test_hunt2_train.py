@@ -3,6 +3,8 @@ calls, before anything is trained or written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import causalfair as cf
@@ -115,3 +117,31 @@ def test_cli_refused_population_run_is_exit_2_and_leaves_no_folder(tmp_path, cli
     assert p.returncode == 2, p.stderr
     assert "bad value" in p.stderr and "Traceback" not in p.stderr
     assert not out.exists()  # not even the .causalfair-run marker
+
+
+@pytest.mark.parametrize("kw, field", [({"outer": 0}, "iterations"), ({"outer": -3}, "iterations"),
+                                       ({"outer": 2.5}, "iterations"),
+                                       ({"n_random": -1}, "starts")])
+def test_the_repair_refuses_a_budget_of_no_rounds_at_every_door(kw, field):
+    # outer <= 0 ran range(outer): no round of the table search, and still "passed"
+    from causalfair.train.repair import Constraint, best_found, repair_network
+
+    system = cf.systems.make("lending-1")
+    cons = [Constraint("abs_C", 0.05)]
+    with pytest.raises(InputError, match=f"^{field}: bad value"):
+        repair_checkpoint(system, 20, cons, **kw)
+    with pytest.raises(InputError, match=f"^{field}: bad value"):
+        best_found(system.tabular, 20, cons, **kw)
+    with pytest.raises(InputError, match=f"^{field}: bad value"):
+        repair_network(system.tabular, 20, None, None, cons, **kw)
+
+
+def test_cli_exact_repair_with_no_rounds_is_exit_2_and_leaves_no_folder(tmp_path, cli_here):
+    ck = Path(cf.__file__).parent / "examples" / "checkpoints" / "lending-1-ppo.pt"
+    for n in ("0", "-3"):
+        p = cli_here("train", "--no-progress", "--algo", "exact", "--constraint", "abs_C<=0.05",
+                     "--init-checkpoint", ck, "--iterations", n, "--out", tmp_path / "rep",
+                     cwd=tmp_path)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert f"iterations: bad value {n}" in p.stderr
+        assert not (tmp_path / "rep").exists()
