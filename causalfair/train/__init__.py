@@ -182,6 +182,11 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
                 "resume with the same settings or start a new run folder."
             )
         trainer.load_state_dict(state)
+        if trainer.iteration > config.iterations:  # nothing to train: the run is further on
+            raise ConfigError(
+                f"iterations: bad value {config.iterations}; the run in {out_path} has "
+                f"trained {trainer.iteration} iterations already: resume with iterations "
+                f">= {trainer.iteration} (the total to reach), or start a new run folder.")
         ck.write_metrics(out_path, trainer.history)
     elif init_checkpoint is not None:
         # a stable-baselines3 .zip of causalfair/Lending-v0 reads the one-hot (level,

@@ -145,3 +145,19 @@ def test_cli_exact_repair_with_no_rounds_is_exit_2_and_leaves_no_folder(tmp_path
         assert p.returncode == 2, p.stdout + p.stderr
         assert f"iterations: bad value {n}" in p.stderr
         assert not (tmp_path / "rep").exists()
+
+
+def test_resume_with_fewer_iterations_than_done_is_refused_untouched(tmp_path):
+    # it rewrote checkpoint.pt, config.json and state.pt as a 2-iteration run of a policy
+    # trained 3 iterations, and printed "2 iterations"
+    from causalfair.train import train
+
+    cfg = TrainConfig(algo="ppo", iterations=3, n_individuals=64, horizon=5, hidden=(16,),
+                      n_epochs=2, n_minibatches=2, eval_every=2, checkpoint_every=2)
+    train(cfg, out=tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(ConfigError, match="iterations: bad value 2; .*trained 3 iterations"):
+        train(cfg.replace(iterations=2), out=tmp_path, resume=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    res = train(cfg, out=tmp_path, resume=True)  # the same total: nothing to train
+    assert res.checkpoint is not None
