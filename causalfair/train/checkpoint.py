@@ -46,6 +46,7 @@ __all__ = [
     "last_metrics",
     "metrics_csv",
     "RUN_MARK",
+    "RUN_OUTPUTS",
     "prepare_run_folder",
 ]
 
@@ -55,9 +56,19 @@ STATE_NAME = "state.pt"
 RUN_MARK = ".causalfair-run"
 
 
+#: The files a run writes into its folder, whichever trainer (the lending and generic
+#: trainers, the exact repair, the population agents): a new run in a folder of an earlier
+#: one removes that run's (:func:`prepare_run_folder`), so the folder never mixes two runs
+#: (a repair's checkpoint beside another run's config.json and state.pt).
+RUN_OUTPUTS = ("checkpoint.pt", "checkpoint.npz", STATE_NAME, "metrics.jsonl", "metrics.csv",
+               "config.json", "repair.json")
+
+
 def prepare_run_folder(out: Path, resume: bool) -> None:
     """Create the run folder, or reuse one causalfair made (it holds :data:`RUN_MARK`);
-    a file, or a non-empty folder of the user's, raises OutputError untouched."""
+    a file, or a non-empty folder of the user's, raises OutputError untouched. A new run
+    (``resume`` False) in a folder of an earlier run removes that run's
+    :data:`RUN_OUTPUTS`, and nothing else."""
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: is a file, not a run folder; choose another --out.")
     ours = (out / RUN_MARK).exists() or (resume and (out / STATE_NAME).exists())
@@ -69,6 +80,10 @@ def prepare_run_folder(out: Path, resume: bool) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / RUN_MARK).touch()
+        if not resume:  # the earlier run's files: none may stand beside this run's
+            for name in RUN_OUTPUTS:
+                if (out / name).is_file():
+                    (out / name).unlink()
     except OSError as exc:
         raise OutputError(f"{out}: cannot write here ({exc.strerror}); choose another --out.") from None
 

@@ -161,3 +161,35 @@ def test_resume_with_fewer_iterations_than_done_is_refused_untouched(tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     res = train(cfg, out=tmp_path, resume=True)  # the same total: nothing to train
     assert res.checkpoint is not None
+
+
+def test_a_new_run_in_an_earlier_runs_folder_leaves_none_of_its_files(tmp_path):
+    # an exact repair written into a PPO run's folder stood beside the PPO run's config.json,
+    # state.pt and metrics (and --resume then continued the PPO run under repair.json)
+    from causalfair.train import train
+    from causalfair.train.checkpoint import RUN_MARK, prepare_run_folder
+
+    cfg = TrainConfig(algo="ppo", iterations=1, n_individuals=64, horizon=5, hidden=(16,),
+                      n_epochs=1, n_minibatches=2)
+    train(cfg, out=tmp_path)
+    (tmp_path / "repair.json").write_text("{}")  # as an earlier exact repair left it
+    (tmp_path / "notes.txt").write_text("mine")  # not a run's output: kept
+    prepare_run_folder(tmp_path, resume=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RUN_MARK, "notes.txt"]
+
+
+def test_cli_exact_repair_into_a_ppo_run_folder_is_the_repair_alone(tmp_path, cli_here):
+    ck = Path(cf.__file__).parent / "examples" / "checkpoints" / "lending-1-ppo.pt"
+    out = tmp_path / "run"
+    p = cli_here("train", "--no-progress", "--iterations", "1", "--individuals", "64",
+                 "--horizon", "5", "--out", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (out / "state.pt").is_file()
+    p = cli_here("train", "--no-progress", "--algo", "exact", "--constraint", "abs_C<=0.05",
+                 "--init-checkpoint", ck, "--iterations", "1", "--out", out, cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr
+    assert sorted(q.name for q in out.iterdir()) == [".causalfair-run", "checkpoint.pt",
+                                                     "repair.json"]
+    p = cli_here("train", "--no-progress", "--iterations", "2", "--out", out, "--resume",
+                 cwd=tmp_path)  # no PPO state left to continue under the repair's name
+    assert p.returncode == 2 and "state.pt does not exist" in p.stderr
