@@ -49,7 +49,9 @@ class VecInfectiousEnv:
         if rng is not None:
             self.rng = rng
         self.state = self.sim.reset(self.n_envs, None, self.rng)
-        return self.state.health.reshape(self.n_envs, N_MEMBERS)
+        # a copy: an observation written over (a wrapper normalising in place) must not
+        # change the epidemic
+        return self.state.health.reshape(self.n_envs, N_MEMBERS).copy()
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         if self.state is None:
@@ -63,7 +65,7 @@ class VecInfectiousEnv:
         res = self.sim.step(self.state, vaccinate,
                             self.sim.draw_noise(self.n_envs * N_MEMBERS, self.rng))
         self.state = res.state
-        health = self.state.health.reshape(self.n_envs, N_MEMBERS)
+        health = self.state.health.reshape(self.n_envs, N_MEMBERS).copy()  # (reset's copy)
         # per-graph counts as one small matrix product each (exact in float32); the
         # simulator's reward is 1 for every member not infected after the step
         healthy = (res.reward.reshape(self.n_envs, N_MEMBERS).astype(np.float32) @ _ONES

@@ -1,0 +1,38 @@
+"""The seeds' Gymnasium environments as a Gymnasium user meets them: an observation is
+the user's own array (writing over it leaves the environment as it was)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from causalfair.systems.gym.infectious import InfectiousEnv, VecInfectiousEnv
+
+
+def _next_state(env, overwrite: bool) -> np.ndarray:
+    obs, _ = env.reset(seed=3)
+    if overwrite:
+        obs[...] = 2  # an in-place wrapper, or a user, writes over the observation
+    nxt = env.step(34)[0]
+    kept = nxt.copy()
+    if overwrite:
+        nxt[...] = 0
+    return np.concatenate([kept, env.step(34)[0]])
+
+
+@pytest.mark.parametrize("harder", [False, True])
+def test_infectious_observation_is_a_copy(harder):
+    env = InfectiousEnv(harder=harder)
+    assert np.array_equal(_next_state(env, False), _next_state(env, True))
+
+
+def test_vec_infectious_observation_is_a_copy():
+    env = VecInfectiousEnv(3)
+    obs = env.reset(np.random.default_rng(0))
+    before = env.state.health.copy()
+    obs[...] = 2
+    assert np.array_equal(env.state.health, before)
+    obs = env.step(np.array([34, 34, 34]))[0]
+    before = env.state.health.copy()
+    obs[...] = 0
+    assert np.array_equal(env.state.health, before)
