@@ -1,11 +1,13 @@
 """The seeds' Gymnasium environments as a Gymnasium user meets them: an observation is
-the user's own array (writing over it leaves the environment as it was)."""
+the user's own array (writing over it leaves the environment as it was), and an episode
+length that is not an integer >= 1 is refused naming the field."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from causalfair.errors import InputError
 from causalfair.systems.gym.infectious import InfectiousEnv, VecInfectiousEnv
 
 
@@ -36,3 +38,25 @@ def test_vec_infectious_observation_is_a_copy():
     before = env.state.health.copy()
     obs[...] = 0
     assert np.array_equal(env.state.health, before)
+
+
+@pytest.mark.parametrize("env_id, key", [
+    ("causalfair/Infectious-v0", "horizon"),
+    ("causalfair/InfectiousHarder-v0", "horizon"),
+    ("causalfair/System-v0", "horizon"),
+    ("causalfair/Attention-v0", "max_steps"),
+])
+@pytest.mark.parametrize("value", [0, -3, 2.7, "abc", True])
+def test_episode_length_is_checked(env_id, key, value):
+    import gymnasium as gym
+
+    with pytest.raises(InputError, match=rf"^{key}: must be an integer >= 1, got "):
+        gym.make(env_id, **{key: value})
+
+
+def test_episode_length_is_kept():
+    import gymnasium as gym
+
+    env = gym.make("causalfair/Infectious-v0", horizon=2).unwrapped
+    env.reset(seed=0)
+    assert [env.step(34)[3] for _ in range(2)] == [False, True]

@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from causalfair._validation import check_int
 from causalfair.errors import InputError
 from causalfair.systems.attention import HISTORY, AttentionSimulator, make_attention
 
@@ -47,7 +48,7 @@ class VecAttentionEnv:
         self.sim = AttentionSimulator(p["units"], p["rates"], p["increase"], p["decrease"],
                                       p["reward_seen"], p["reward_missed"], central=history)
         self.K = self.sim.K
-        self.n_envs, self.max_steps = n_envs, int(max_steps)
+        self.n_envs, self.max_steps = n_envs, check_int("max_steps", max_steps, 1)
         self.state = None
         self.rng = np.random.default_rng()
 

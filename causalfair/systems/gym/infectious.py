@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from causalfair._validation import check_int
 from causalfair.errors import InputError
 from causalfair.systems.infectious import INFECTIOUS_DEFAULTS, InfectiousSimulator
 
@@ -41,7 +42,7 @@ class VecInfectiousEnv:
         self.sim = InfectiousSimulator(d["infection_probability"], d["recovery_probability"],
                                        loss, d["burn_in"], d["initially_infected"])
         self.n_envs = n_envs
-        self.horizon = int(d["horizon"] if horizon is None else horizon)
+        self.horizon = int(d["horizon"]) if horizon is None else check_int("horizon", horizon, 1)
         self.state = None
         self.rng = np.random.default_rng()
 

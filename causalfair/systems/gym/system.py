@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from causalfair._validation import check_int
 from causalfair.errors import InputError
 from causalfair.systems import System, make
 
@@ -44,7 +45,7 @@ class SystemEnv(gym.Env):
                              "(e.g. causalfair/Infectious-v0).")
         self.sim = s.make_simulator()
         self.U = s.units_per_replica
-        self.horizon = int(s.horizon if horizon is None else horizon)
+        self.horizon = int(s.horizon) if horizon is None else check_int("horizon", horizon, 1)
         self.allowed = np.asarray(s.decisions.allowed if s.decisions.allowed is not None
                                   else range(s.n_actions), dtype=np.intp)
         self.binary = s.n_actions == 2 and s.decisions.baseline == 0
