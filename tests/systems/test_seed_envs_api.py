@@ -9,6 +9,7 @@ import pytest
 
 from causalfair.errors import InputError
 from causalfair.systems.gym.infectious import InfectiousEnv, VecInfectiousEnv
+from tests.conftest import check_gym_env
 
 
 def _next_state(env, overwrite: bool) -> np.ndarray:
@@ -60,3 +61,21 @@ def test_episode_length_is_kept():
     env = gym.make("causalfair/Infectious-v0", horizon=2).unwrapped
     env.reset(seed=0)
     assert [env.step(34)[3] for _ in range(2)] == [False, True]
+
+
+def test_system_env_reads_unnamed_features():
+    """attention-central names no features (165 columns pair no individuals), yet its
+    observations carry them: System-v0 steps it (docs/simulators.md: any registered id)."""
+    import warnings
+
+    import gymnasium as gym
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # unbounded feature boxes
+        check_gym_env("causalfair/System-v0", system="attention-central", horizon=3)
+    env = gym.make("causalfair/System-v0", system="attention-central", horizon=3).unwrapped
+    obs, _ = env.reset(seed=1)
+    assert obs.shape == (5 * 165,) and env.action_space.nvec.tolist() == [7] * 5
+    obs = env.step(env.action_space.sample())[0]
+    rows = env.sim.observe(env.state).features
+    assert np.array_equal(obs, rows.astype(np.float32).reshape(-1))

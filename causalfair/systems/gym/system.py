@@ -50,8 +50,11 @@ class SystemEnv(gym.Env):
                                   else range(s.n_actions), dtype=np.intp)
         self.binary = s.n_actions == 2 and s.decisions.baseline == 0
         self.render_mode = render_mode
-        if s.features is not None:
-            width = len(s.features)
+        # features by name; else levels; else the columns its observations carry
+        width = (len(s.features) if s.features is not None
+                 else None if s.n_levels is not None else self._probe_width())
+        self._features = width is not None
+        if width is not None:
             self.observation_space = gym.spaces.Box(-np.inf, np.inf, (self.U * width,),
                                                     dtype=np.float32)
         elif s.n_levels is not None:
@@ -65,10 +68,19 @@ class SystemEnv(gym.Env):
         self.state = None
         self.t = 0
 
+    def _probe_width(self) -> int | None:
+        """The feature columns of a system that names none (``attention-central``'s 165):
+        read from one replica's observation (a throwaway generator; the simulator's
+        ``reset`` is a pure function of it), None when its observations carry no features
+        (levels only)."""
+        state = self.sim.reset(1, None if self.U > 1 else 0, np.random.default_rng(0))
+        features = self.sim.observe(state).features
+        return None if features is None else int(np.shape(features)[-1])
+
     def _obs(self) -> np.ndarray:
         s = self.system
         o = self.sim.observe(self.state)
-        if s.features is not None:
+        if self._features:
             x = np.asarray(o.features, dtype=np.float32)
         else:
             x = np.zeros((len(o.group), s.n_levels + s.n_groups), dtype=np.float32)
