@@ -253,3 +253,21 @@ def test_reference_behaviour_threshold_policy():
         vec.step(np.ones(20, dtype=int))
     edges = vec.mu[:, :, [0, K - 1]].sum(axis=2).mean(axis=0)
     assert (edges > 0.65).all(), edges
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"eps": "abc"}, "eps: must be a finite number > 0, got 'abc'."),
+    ({"cash": None}, "cash: must be a finite number > 0, got None."),
+    ({"loan": [1]}, "loan: must be a finite number > 0, got [1]."),
+    ({"loan": True}, "loan: must be a finite number > 0, got True."),
+    ({"model": "lending-harder"}, "model: expected a LendingModel or a setting name (lending-1, "
+                                  "lending-2, lending-3, delayed-impact), got 'lending-harder'."),
+])
+def test_bad_arguments_name_the_field(kw, words):
+    from causalfair.errors import ModelError
+
+    with pytest.raises(ModelError) as exc:
+        VecLendingEnv(**kw)
+    assert str(exc.value) == words
+    with pytest.raises(ModelError):
+        gym.make(ENV_ID, **kw)

@@ -41,7 +41,7 @@ import numpy as np
 
 from causalfair.errors import InputError
 from causalfair.model import ModelError
-from causalfair.systems.lending.settings import LendingModel, lending_setting
+from causalfair.systems.lending.settings import SETTINGS, LendingModel, lending_setting
 
 __all__ = [
     "VecLendingEnv",
@@ -71,14 +71,17 @@ def _resolve_model(model: LendingModel | str | None, n_levels: int, interest: fl
         return lending_setting("lending-1", n_levels=n_levels, interest=interest)
     if model == "delayed-impact":
         return delayed_impact_model(n_levels, interest)
-    if isinstance(model, str):
+    names = (*SETTINGS, "delayed-impact")
+    if isinstance(model, str) and model in SETTINGS:
         return lending_setting(model, n_levels=n_levels, interest=interest)
-    raise ModelError(
-        f"model: expected a LendingModel or a setting name (lending-1, lending-2, lending-3, "
-        f"delayed-impact), got {type(model).__name__}.")
+    got = repr(model)[:80] if isinstance(model, str) else type(model).__name__
+    raise ModelError(f"model: expected a LendingModel or a setting name ({', '.join(names)}), "
+                     f"got {got}.")
 
 
 def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ModelError(f"{name}: must be a finite number > 0, got {repr(value)[:80]}.")
     v = float(value)
     if not np.isfinite(v) or v <= 0:
         raise ModelError(f"{name}: must be a finite number > 0, got {value!r}.")
