@@ -39,9 +39,11 @@ policy observes; the rates move deterministically given the allocation.
 
 **The published setup** (``attention-central``, or ``policy="central"`` on either
 system): one central policy over all sites, as the published RL wrappers (ELBERT,
-Fairness-in-RL). Every site reads the same observation, the published 8-step history of
-(seen, occurred, allocation, delta) for all K sites (delta = sum seen / (sum occurred + 1)
-over the 8-step window; 4 x 8 x K numbers, 160 for 5 sites) then a one-hot of its own index,
+Fairness-in-RL). Every site reads the same observation, the 8-step history of (seen,
+occurred, allocation, delta) for all K sites (delta = sum seen / (sum occurred + 1) over
+the 8-step window, where the published wrappers sum over the episode so far or 300 steps;
+site by site, where they list all sites' seen, then occurred, ...: docs/simulators.md;
+4 x 8 x K numbers, 160 for 5 sites) then a one-hot of its own index,
 and emits its own logit; the logits go through a softmax and the greedy placement, as
 ``process_action`` does with the Box(-3, 3)^K logits. A shared network over (whole
 history, own index) is one central policy whose output distribution factorises over the
@@ -107,7 +109,7 @@ ATTENTION_DEFAULTS: dict[str, dict[str, Any]] = {
 FPPO_INCREASE = (0.2, 0.26, 0.4, 0.6, 0.3)
 #: The central policy's logit of a site: one of these (the published Box(-3, 3) on a grid).
 CENTRAL_LOGITS = (-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0)
-#: The published observation: the last 8 steps (Fairness-in-RL / ELBERT ``HISTORY_LENGTH``).
+#: The central observation's history: the last 8 steps (the published ``OBS_HIST_LEN``).
 HISTORY = 8
 #: Seed 001's window for allocation parity (Eq. 9) and its observed long-term signal.
 WINDOW = 300
@@ -300,8 +302,8 @@ class AttentionSimulator:
 
     def _history(self, s: AttentionState, seen: np.ndarray, y: np.ndarray, a: np.ndarray
                  ) -> np.ndarray:
-        """The published observation after a step: the oldest entry drops out, the new one
-        (seen, occurred, allocation, window delta) comes in."""
+        """The central observation's history after a step: the oldest entry drops out, the
+        new one (seen, occurred, allocation, window delta) comes in."""
         n, K = s.history.shape[0], self.K
         new = np.stack([seen.reshape(n, K), y.reshape(n, K), a.reshape(n, K),
                         np.zeros((n, K))], axis=-1)

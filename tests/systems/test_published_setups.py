@@ -207,3 +207,28 @@ def test_the_gymnasium_env_offers_the_published_observation():
     # sites 2..5 got nothing for 3 steps: each rose by its own seed-001 increase
     np.testing.assert_allclose(env.vec.state.rate[1:] - np.array([6.0, 4.0, 3.0, 1.5]),
                                3 * np.array(FPPO_INCREASE[1:]))
+
+
+def test_docs_name_the_central_observations_departures():
+    """docs/simulators.md says what the published wrappers' observation is and where
+    causalfair's differs (delta over 8 steps, site-by-site order), and the code does what
+    it says (the published pocar / ELBERT / Fairness-in-RL `ppo_wrapper_env.py` sum delta
+    over the episode or 300 steps and list all sites' seen, then occurred, ...)."""
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs/simulators.md")
+                    .read_text(encoding="utf-8").split())
+    assert "as Fairness-in-RL's code" not in text
+    section = text.split("### `attention-central`", 1)[1].split("###", 1)[0]
+    for words in ("**Two departures**", "whole episode so far", "last 300 steps",
+                  "site by site", "all sites' seen, then all occurred"):
+        assert words in section, words
+    # site by site: columns 0..3 are site 0's (seen, occurred, allocation, delta) of the
+    # oldest step; the published order would put site 1's seen in column 1
+    sim = cf.systems.make("attention-central").make_simulator()
+    s = sim.reset(1, None, np.random.default_rng(0))
+    for _ in range(HISTORY):
+        s = sim.step(s, np.array([7, 1, 1, 1, 1]), np.full(5, 0.999)).state
+    row = sim.observe(s).features[0, 4 * 5 * (HISTORY - 1):4 * 5 * HISTORY]
+    np.testing.assert_array_equal(row[0:4:2], s.history[0, -1, 0, [0, 2]])
+    np.testing.assert_array_equal(row[4:8:2], s.history[0, -1, 1, [0, 2]])

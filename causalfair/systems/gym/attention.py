@@ -7,8 +7,9 @@ ELBERT ``ppo_wrapper_env.py``): ``Box(-3, 3, (5,))`` logits, turned into an allo
 the N units by a softmax and the greedy placement of
 :func:`causalfair.systems.attention.allocate`. Observation: the incidents each site's
 attention discovered at the last step and the units it got, ``Box(0, inf, (10,))``, or with
-``history=True`` the published one (Fairness-in-RL / ELBERT ``OBS_HIST_LEN`` = 8): the last 8
-steps of (seen, occurred, allocation, delta) of every site, ``Box(0, inf, (160,))``.
+``history=True`` the last 8 steps (the published ``OBS_HIST_LEN``) of (seen, occurred,
+allocation, delta) of every site, ``Box(0, inf, (160,))``, site by site and with delta over
+those 8 steps (two departures from the published wrappers: docs/simulators.md).
 ``increase="f-ppo"``: seed 001's per-site increases.
 Reward: the system's (attention-1: incidents discovered minus 0.25 x those missed; harder:
 minus 0.25 x those missed), summed over sites. Episodes last ``max_steps`` steps (default 1000, pocar's).
