@@ -396,3 +396,22 @@ def test_attribute_names_the_baseline_when_it_is_the_bad_argument(engine):
     system = cf.systems.make("lending-1")
     with pytest.raises(cf.CausalfairError, match=r"^baseline: cannot use int as a policy"):
         cf.attribute(system, "threshold:0.5", 20, engine=engine, n=100)
+
+
+def test_an_exact_value_in_a_monte_carlo_audit_has_no_interval_in_the_notebook_either():
+    """Lambda (and the other notions) computed on the tabular model inside a Monte Carlo
+    audit: report.md reads n/a and Decomposition.to_frame NaN; the audit's own table (its
+    notebook view) said se 0 with a zero-width interval (docs/audit.md: "not a zero-width
+    interval")."""
+    import math
+
+    r = cf.audit({"name": "t", "horizon": 8, "model": {"setting": "lending-1"},
+                  "policy": {"builtin": "threshold:0.6"}, "engine": {"kind": "mc", "n": 200},
+                  "thresholds": {"abs_C": 3.0}})
+    q = r.to_frame()
+    assert r.quantities["Lambda"][3] is None  # computed exactly: no standard error
+    assert all(math.isnan(q.loc["Lambda", c]) for c in ("se", "ci_lower", "ci_upper"))
+    dec = r.decomposition_frame().loc["Lambda"]
+    assert math.isnan(dec["se"]) and math.isnan(dec["ci_lower"])
+    assert q.loc["C", "se"] > 0 and q.loc["C", "ci_lower"] < q.loc["C", "ci_upper"]
+    assert "<td>0.000000</td>" not in r._metrics_html().split("Lambda", 1)[1].split("</tr>")[0]

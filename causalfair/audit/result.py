@@ -114,16 +114,25 @@ class AuditResult:
 
     def quantities_frame(self) -> Any:
         """The reported metrics: estimate, se, ci_lower, ci_upper, as
-        :meth:`~causalfair.results.Decomposition.to_frame` has them: a point (exact) has
-        se 0, an interval without a standard error se NaN."""
+        :meth:`~causalfair.results.Decomposition.to_frame` has them: a point of an exact
+        audit has se 0; a value computed exactly inside a Monte Carlo or log audit (Lambda
+        from the tabular model, a plug-in value) has no interval, se and bounds NaN (the
+        report's ``n/a``, not a zero-width interval); an interval without a standard error
+        has se NaN."""
         import pandas as pd
 
-        def se(e: float, lo: float, hi: float, s: float | None) -> float:
-            if s is not None:
-                return float(s)
-            return 0.0 if lo == hi == e else float("nan")
+        nan = float("nan")
+        exact = self.decomposition.engine == "exact"
 
-        rows = {k: {"estimate": e, "se": se(e, lo, hi, s), "ci_lower": lo, "ci_upper": hi}
+        def row(e: float, lo: float, hi: float, s: float | None) -> dict[str, float]:
+            if s is not None:
+                return {"estimate": e, "se": float(s), "ci_lower": lo, "ci_upper": hi}
+            if lo == hi == e:  # computed exactly: a point of an exact audit, else n/a
+                return {"estimate": e, "se": 0.0 if exact else nan,
+                        "ci_lower": lo if exact else nan, "ci_upper": hi if exact else nan}
+            return {"estimate": e, "se": nan, "ci_lower": lo, "ci_upper": hi}
+
+        rows = {k: row(e, lo, hi, s)
                 for k, (e, lo, hi, s) in self.quantities.items() if k in self.spec.metrics}
         df = pd.DataFrame.from_dict(rows, orient="index",
                                     columns=["estimate", "se", "ci_lower", "ci_upper"])
