@@ -8,7 +8,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,36 @@ def test_junit_files_must_be_those_of_the_merged_shards(shards, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "--junit-in" in err and "'s2'" in err, err
     assert not out.exists()  # CI never reads a JUnit file without the failing spec
+
+
+def test_merged_junit_is_the_unsharded_gates_or_refused(shards, capsys):
+    # before: a passing shard's JUnit file left out, given twice, or from another run was
+    # merged without a word (the merged file lacked or repeated passing specs' suites)
+    tmp_path, specs = shards
+    out = tmp_path / "m.xml"
+    for junit_ks, needle in [((2, 3), "'s0' is in the JSON but the JUnit files lack it"),
+                             ((1, 1, 2, 3), "'s0' has 2 test suites")]:
+        assert _merge(tmp_path, (1, 2, 3), junit_ks, extra=("--junit", str(out))) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+        assert not out.exists()
+    other = tmp_path / "other.xml"  # a suite of a spec no merged JSON holds
+    other.write_text((tmp_path / "sh1.xml").read_text().replace('name="s0"', 'name="zz"'))
+    assert main(["gate-merge", *(str(tmp_path / f"sh{k}.json") for k in (1, 2, 3)),
+                 "--junit-in", *(str(tmp_path / f"sh{k}.xml") for k in (1, 2, 3)), str(other),
+                 "--junit", str(out)]) == 2
+    assert "test suite 'zz', which no merged JSON summary holds" in capsys.readouterr().err
+    stale = tmp_path / "sh2.xml"  # shard 2's JUnit of another run: other numbers
+    text = stale.read_text()
+    estimate = re.search(r'"abs_C.estimate" value="([^"]+)"', text).group(1)
+    stale.write_text(text.replace(f'value="{estimate}"', 'value="0.5"', 1))
+    assert _merge(tmp_path, (1, 2, 3), (1, 2, 3), extra=("--junit", str(out))) == 2
+    err = capsys.readouterr().err
+    assert "the test suite of spec 's1' is not its JSON entry's" in err, err
+    stale.write_text(text)
+    assert _merge(tmp_path, (1, 2, 3), (1, 2, 3), extra=("--junit", str(out))) == 1
+    names = [s.get("name") for s in ET.parse(out).getroot()]
+    assert names == ["s0", "s1", "s2"]
 
 
 def test_shards_of_another_spec_list_or_version_are_refused(shards, capsys):

@@ -22,7 +22,7 @@ from causalfair._io import check_document
 from causalfair._limits import check_memory, format_bytes
 from causalfair._safe_read import JSON_BYTES_FACTOR, read_file, read_json_file
 from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
-from causalfair.audit.junit import xml_document
+from causalfair.audit.junit import suite_properties, xml_document
 from causalfair.audit.spec import check_spec_size, load_spec, spec_file
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, UsageError
 from causalfair.report.render import md_escape
@@ -506,25 +506,54 @@ def read_junit(path: str | os.PathLike[str]) -> list[Any]:
 
 def check_junit_matches(doc: Mapping[str, Any], suites: Sequence[Any],
                         junit_paths: Sequence[str]) -> None:
-    """Refuse JUnit inputs greener than the merged JSON (a shard's JUnit file missing, or
-    one of another run): CI reads the JUnit file, so every spec that counts against the
-    gate (:func:`summary_exit_code`) must have its suite there, with a failure or an error
-    (or a skipped test case, for an INCONCLUSIVE shown as skipped)."""
+    """Refuse JUnit inputs that are not those of the merged JSON summaries (a shard's JUnit
+    file missing or given twice, one of another run or of another gate): the merged JUnit
+    file must be the unsharded gate's, so every spec of ``doc`` has exactly one suite and
+    no other suite is there; a suite's ``<properties>`` (the numbers of its JSON entry)
+    match the entry's; and CI reads the JUnit file, so every spec that counts against the
+    gate (:func:`summary_exit_code`) has a failure or an error there (or a skipped test
+    case, for an INCONCLUSIVE shown as skipped)."""
+    where = ", ".join(str(p) for p in junit_paths)[:200]
     counts: dict[str, int] = {}
+    by_name: dict[str, list[Any]] = {}
     for suite in suites:
         name = suite.get("name", "")
+        by_name.setdefault(name, []).append(suite)
         counts[name] = counts.get(name, 0) + sum(int(suite.get(k, "0"))
                                                  for k in ("failures", "errors", "skipped"))
+    entries = {e["name"]: e for e in doc["specs"]}
+    for name in by_name:
+        if name not in entries:
+            raise InputError(f"--junit-in {where}: holds the test suite {name[:80]!r}, which no "
+                             "merged JSON summary holds (a JUnit file of another gate or "
+                             "run); give the JSON and the JUnit file of every shard, from "
+                             "the same runs.")
     for e in doc["specs"]:
+        found = by_name.get(e["name"], [])
+        if len(found) > 1:
+            raise InputError(f"--junit-in {where}: spec {e['name'][:80]!r} has {len(found)} "
+                             "test suites (a shard's JUnit file given twice?); give each "
+                             "shard's JUnit file once.")
         status = spec_failure(doc, e)
-        if status is None:
-            continue
-        if counts.get(e["name"], 0) == 0:
-            where = ", ".join(str(p) for p in junit_paths)
-            how = "lack it" if e["name"] not in counts else "show it passing"
-            raise InputError(f"--junit-in {where[:200]}: spec {e['name'][:80]!r} fails the "
-                             f"gate ({status}) but the JUnit files {how}; give the JSON and "
-                             "the JUnit file of every shard, from the same runs.")
+        if not found or (status is not None and counts[e["name"]] == 0):
+            how = "lack it" if not found else "show it passing"
+            fails = f"fails the gate ({status})" if status is not None else "is in the JSON"
+            raise InputError(f"--junit-in {where}: spec {e['name'][:80]!r} {fails} but the "
+                             f"JUnit files {how}; give the JSON and the JUnit file of every "
+                             "shard, from the same runs.")
+        props = found[0].find("properties")
+        if props is not None:  # (a suite of an older causalfair, or an error's, has none)
+            got = [(p.get("name"), p.get("value")) for p in props.findall("property")]
+            want = suite_properties(e)
+            if got != want:
+                diff = next(((w, g) for w, g in zip(want, got, strict=False) if w != g),
+                            (want[len(got)] if len(want) > len(got) else None,
+                             got[len(want)] if len(got) > len(want) else None))
+                raise InputError(f"--junit-in {where}: the test suite of spec "
+                                 f"{e['name'][:80]!r} is not its JSON entry's (JSON "
+                                 f"{_short(diff[0])}, JUnit {_short(diff[1])}): a JUnit file "
+                                 "of another run; give the JSON and the JUnit file of every "
+                                 "shard, from the same runs.")
 
 
 def merge_junit(suites: Sequence[Any], order: Sequence[str] = ()) -> str:

@@ -22,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "docs/limits.md) before anything is written: a malformed one is refused with "
             "exit 2, naming the file and the field; so is a merge with a shard missing or "
             "given twice, shards of different spec lists or causalfair versions, or "
-            "--junit-in files lacking, or showing passing, a spec that fails in the JSON. Exits with the merged "
+            "--junit-in files that are not those of the JSON summaries (a spec's suite "
+            "missing or given twice, a suite no summary holds, one of another run, or a spec "
+            "that fails in the JSON shown passing). Exits with the merged "
             "exit code (0 pass, 1 fail, 2 when a shard holds a spec that could not be "
             "audited or whose retrain failed)."
         ),
@@ -31,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("json_in", metavar="SHARD.json", nargs="+", help="gate JSON summaries")
     p.add_argument("--junit-in", metavar="SHARD.xml", nargs="*", default=[],
-                   help="the shards' JUnit files to merge (every spec that fails in the "
-                        "JSON summaries must fail in them too)")
+                   help="the shards' JUnit files to merge: one suite per spec of the JSON "
+                        "summaries, of the same runs (a spec that fails there fails here)")
     p.add_argument("--json", metavar="PATH", dest="json_out",
                    help="write the merged JSON to PATH ('-' or no --json: to stdout)")
     p.add_argument("--junit", metavar="PATH", dest="junit_out",

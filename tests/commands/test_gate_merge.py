@@ -37,12 +37,15 @@ VALID = {
 }
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
-<testsuites name="causalfair gate" tests="2" failures="1" errors="0" skipped="0">
+<testsuites name="causalfair gate" tests="3" failures="1" errors="0" skipped="0">
   <testsuite name="a" tests="2" failures="1" errors="0" skipped="0">
     <testcase classname="causalfair.gate.a" name="abs_C &lt;= 1" time="0.0013"/>
     <testcase classname="causalfair.gate.a" name="Lambda &lt;= 0.001" time="0.0013">
       <failure message="Lambda FAIL" type="FAIL">Lambda FAIL</failure>
     </testcase>
+  </testsuite>
+  <testsuite name="b" tests="1" failures="0" errors="0" skipped="0">
+    <testcase classname="causalfair.gate.b" name="abs_C &lt;= 0.5" time="0.0013"/>
   </testsuite>
 </testsuites>
 """
@@ -85,7 +88,7 @@ def test_valid_shards_merge(tmp_path):
     assert rc == 1, err
     assert json.loads((tmp_path / "out.json").read_text())["specs"] == VALID["specs"]
     root = ET.parse(tmp_path / "out.xml").getroot()
-    assert (root.get("tests"), root.get("failures")) == ("2", "1")
+    assert (root.get("tests"), root.get("failures")) == ("3", "1")
 
 
 def test_entry_without_name(tmp_path):
