@@ -116,6 +116,26 @@ def test_merged_junit_is_the_unsharded_gates_or_refused(shards, capsys):
     assert names == ["s0", "s1", "s2"]
 
 
+def test_a_retrain_shard_without_retrain_sections_gates_its_specs(tmp_path, capsys):
+    # before: shard 2/2 below held only a spec without [retrain] and was refused, exit 2
+    # ("[retrain]: missing"), while the unsharded `gate --retrain` gated it
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text(SPEC.format(name="a", builtin="threshold:0.5", thr=0.001)
+                 + '[retrain]\nalgo = "exact"\ninit = "scratch"\n')
+    b.write_text(SPEC.format(name="b", builtin="never", thr=1.0))
+    out = tmp_path / "sh2.json"
+    code = main(["gate", str(a), str(b), "--retrain", "--shard", "2/2", "--json", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert [e["overall"] for e in json.loads(out.read_text())["specs"]] == ["PASS"]
+    capsys.readouterr()
+    # a gate none of whose specs has [retrain] is still refused, sharded or not
+    c = tmp_path / "c.toml"
+    c.write_text(SPEC.format(name="c", builtin="never", thr=1.0))
+    for shard in ("1/2", "2/2", "1/1"):
+        assert main(["gate", str(b), str(c), "--retrain", "--shard", shard]) == 2
+        assert "[retrain]: missing" in capsys.readouterr().err
+
+
 def test_shards_of_another_spec_list_or_version_are_refused(shards, capsys):
     tmp_path, specs = shards
     # shard 1 rerun after a spec file changed: another gate, not a shard of this one

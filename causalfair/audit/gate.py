@@ -295,7 +295,8 @@ class GateResult:
 def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusive: str = "fail",
              retrain: bool = False, reports: str | os.PathLike[str] | None = None,
              accept_repaired: bool = False, jobs: int = 1, backend: str | None = None,
-             address: str | None = None, timeout: float | None = None) -> GateResult:
+             address: str | None = None, timeout: float | None = None,
+             of_gate: Sequence[str | os.PathLike[str] | AuditSpec] | None = None) -> GateResult:
     """Audit every spec (all are validated first, where their audits will run
     (:func:`_check_specs`): a broken one raises :class:`SpecError` before anything is
     audited). With ``retrain``, a spec whose verdict is not PASS is
@@ -315,7 +316,10 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
     report is rendered by the task that audited (or retrained) its spec, on a worker in
     this process's working directory on this host (elsewhere, here), so its rendering
     counts towards the spec's time limit; this process writes every report folder, the
-    same bytes as a serial gate's, as each comes back."""
+    same bytes as a serial gate's, as each comes back. ``of_gate``: the whole spec list
+    when ``specs`` is one shard of it (``gate --shard``): a shard none of whose specs has
+    ``[retrain]`` gates them as without ``retrain`` when another spec of the list has one,
+    as the unsharded gate does."""
     if inconclusive not in ("pass", "fail"):
         raise InputError(f"inconclusive: bad value {inconclusive!r}; allowed values: pass, fail.")
 
@@ -381,7 +385,8 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                                      user_tracebacks=user_tracebacks,
                                      names=[n if every.count(n) == 1 else spec
                                             for n, (spec, _) in zip(bad_names, errors, strict=True)])
-            keep = _retrainable(loaded, prepared_) if retrain else frozenset()
+            keep = (_retrainable(loaded, prepared_, _any_retrain(of_gate)) if retrain
+                    else frozenset())
             prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
             # one spec per task (here, or in worker processes); results in spec order; a task
             # that fails is reported for its spec while the others finish
@@ -591,14 +596,32 @@ def repair_lines(rep: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _retrainable(loaded: Sequence[AuditSpec], prepared: Mapping[int, Prepared]) -> frozenset[int]:
+def _any_retrain(specs: Sequence[Any] | None) -> bool:
+    """Whether a spec of ``specs`` (the whole list of a sharded gate) has a ``[retrain]``
+    section; a spec that does not read is its own shard's error, not counted here."""
+    for s in specs or ():
+        if isinstance(s, AuditSpec):
+            if s.retrain is not None:
+                return True
+            continue
+        try:
+            if "retrain" in read_spec_file(s):
+                return True
+        except CausalfairError:
+            continue
+    return False
+
+
+def _retrainable(loaded: Sequence[AuditSpec], prepared: Mapping[int, Prepared],
+                 elsewhere: bool = False) -> frozenset[int]:
     """The specs ``gate --retrain`` retrains when they fail: those with a ``[retrain]``
     section (a spec without one is gated as without --retrain). Every such spec that
     cannot be retrained (:func:`causalfair.audit.retrain.check_retrain`) is refused at
     once, before anything is audited; so is a gate none of whose specs has ``[retrain]``
-    (--retrain would do nothing)."""
+    (--retrain would do nothing), unless ``elsewhere``: these specs are a shard of a gate
+    another spec of which has one."""
     keep = [i for i, s in enumerate(loaded) if s.retrain is not None]
-    if not keep and loaded:  # check_retrain's refusal of the first, naming the section
+    if not keep and loaded and not elsewhere:  # check_retrain's refusal of the first, naming the section
         check_retrain(loaded[0], prepared[0].system if 0 in prepared else None)
     errors, names = [], []
     for i in keep:

@@ -209,7 +209,8 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
                                   retrain=args.retrain, reports=args.reports,
                                   accept_repaired=args.accept_repaired, jobs=args.jobs,
                                   backend=args.backend, address=args.address,
-                                  timeout=args.timeout)
+                                  timeout=args.timeout,
+                                  of_gate=every if shard is not None else None)
             finally:
                 sweep()  # a reports folder the run created gets its record
     except GateSpecErrors as exc:  # a bad spec still gives CI a JUnit file (with <error>s)
