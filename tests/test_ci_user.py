@@ -202,6 +202,26 @@ def test_a_checkpoint_changed_between_shard_runs_is_refused(tmp_path, capsys):
     assert "checkpoint files changed" in capsys.readouterr().err
 
 
+def test_gate_outputs_never_write_over_a_file_a_spec_reads(tmp_path, capsys):
+    # before: `gate c.toml --json ck.pt` replaced the audited checkpoint with the JSON
+    # summary (exit 0), `--junit log.csv` a [logs] spec's log with the JUnit file
+    ck = Path(__file__).resolve().parents[1] / "causalfair" / "examples" / "checkpoints"
+    shutil.copy(ck / "lending-1-ppo.pt", tmp_path / "ck.pt")
+    spec = tmp_path / "c.toml"
+    spec.write_text(SPEC.format(name="c", builtin="never", thr=1.0).replace(
+        'builtin = "never"', 'checkpoint = "ck.pt"'))
+    (tmp_path / "log.csv").write_text("id,t,group,level,decision,next_level,reward\n")
+    logs = tmp_path / "l.toml"
+    logs.write_text('name = "l"\n[logs]\npath = "log.csv"\n[thresholds]\nabs_C = 1.0\n')
+    before = {p: p.read_bytes() for p in (tmp_path / "ck.pt", tmp_path / "log.csv")}
+    for argv in ([str(spec), "--json", str(tmp_path / "ck.pt")],
+                 [str(spec), str(logs), "--junit", str(tmp_path / "log.csv")]):
+        assert main(["gate", *argv]) == 2
+        err = capsys.readouterr().err
+        assert "is also an input of this command" in err and err.count("\n") == 1, err
+    assert {p: p.read_bytes() for p in before} == before
+
+
 def test_an_mlflow_failure_after_the_audits_keeps_junit_and_json(shards, monkeypatch, capsys):
     tmp_path, specs = shards
 

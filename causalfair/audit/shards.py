@@ -99,7 +99,7 @@ def select_shard(specs: Sequence[str], text: str) -> tuple[list[str], dict[str, 
     for spec in specs:  # each spec's file name and contents, not its folder: the shards of
         # one gate may run on runners with other checkout folders, or from another folder
         digest.update(os.fsencode(Path(spec).name) + b"\0" + _spec_digest(spec_file(spec)))
-        for path in _spec_inputs(spec):  # (contents only: absolute paths differ by machine)
+        for path in spec_inputs(spec):  # (contents only: absolute paths differ by machine)
             digest.update(_file_digest(path))
     record = {"k": k_i, "n": n_i, "specs": len(specs), "specs_sha256": digest.hexdigest()}
     return list(specs[k_i - 1::n_i]), record
@@ -128,9 +128,11 @@ def _file_digest(path: Path) -> bytes:
         return b"unreadable"
 
 
-def _spec_inputs(spec: str) -> list[Path]:
+def spec_inputs(spec: str | os.PathLike[str]) -> list[Path]:
     """The data files a spec reads (checkpoints, tabular model, log, VecNormalize
-    statistics); none when the spec does not load (the shard holding it reports that)."""
+    statistics): those a shard's record hashes, and those ``gate --json/--junit`` never
+    write over; none when the spec does not load (the gate, or the shard holding it,
+    reports that)."""
     try:
         s = load_spec(spec)
     except CausalfairError:

@@ -159,9 +159,13 @@ def run(args: argparse.Namespace) -> int:
 
     check_junit_path(args.junit)
     check_distinct_outputs({"--json": args.json_path, "--junit": args.junit})
-    for out in (args.junit, args.json_path):
-        if out and out != "-":
-            check_output_file(out, args.specs)
+    outputs = [out for out in (args.junit, args.json_path) if out and out != "-"]
+    if outputs:  # never over a spec, nor a checkpoint, model, log or module a spec reads
+        from causalfair.audit.shards import spec_inputs
+
+        inputs = [*args.specs, *(p for spec in args.specs for p in spec_inputs(spec))]
+        for out in outputs:
+            check_output_file(out, inputs)
     remove_earlier_outputs(args.json_path, args.junit)
     wrote: list[str] = []
     try:
