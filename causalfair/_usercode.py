@@ -205,7 +205,7 @@ def keep_tracebacks(tracebacks: Sequence[str], command: str, debug: bool) -> str
 
 
 # ------------------------------------------------- a user's module:callable
-def _in_folder(module: str, search_path: Path | None) -> Path | None:
+def module_in_folder(module: str, search_path: Path | None) -> Path | None:
     """The ``module.py`` (or package ``__init__.py``) of ``module`` in ``search_path``."""
     if search_path is not None:
         rel = Path(*module.split("."))
@@ -219,7 +219,7 @@ def module_file(module: str, search_path: str | Path | None = None) -> Path | No
     """The file :func:`load_callable` imports ``module`` from: its ``.py`` in
     ``search_path`` first, else the module loaded in this process, else the one
     ``sys.path`` finds (None when there is none, or it is not a file)."""
-    cand = _in_folder(module, Path(search_path) if search_path is not None else None)
+    cand = module_in_folder(module, Path(search_path) if search_path is not None else None)
     if cand is not None:
         return cand
     file = getattr(sys.modules.get(module), "__file__", None)
@@ -367,7 +367,7 @@ def _import_from(module: str, search_path: Path | None) -> Any:
 
 def _import_new(module: str, search_path: Path | None) -> Any:
     """Import ``module``; a ``module.py`` (or package) in ``search_path`` wins."""
-    cand = _in_folder(module, search_path)
+    cand = module_in_folder(module, search_path)
     if cand is not None:
         loaded = sys.modules.get(module)
         if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() \

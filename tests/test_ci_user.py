@@ -202,6 +202,29 @@ def test_a_checkpoint_changed_between_shard_runs_is_refused(tmp_path, capsys):
     assert "checkpoint files changed" in capsys.readouterr().err
 
 
+def test_a_factory_module_changed_between_shard_runs_is_refused(tmp_path, capsys):
+    # before: the shards' record hashed specs and checkpoints, not the policy module
+    # beside them, so shards of two versions of the policy's code merged (exit 0)
+    mod = tmp_path / "pol.py"
+    code = ("import numpy as np\nclass P:\n    def prob_d1(self, obs):\n"
+            "        return np.full(len(obs), {p})\ndef make():\n    return P()\n")
+    mod.write_text(code.format(p=0.5))
+    specs = []
+    for i in range(2):
+        p = tmp_path / f"f{i}.toml"
+        p.write_text(SPEC.format(name=f"f{i}", builtin="never", thr=1.0).replace(
+            'builtin = "never"', 'factory = "pol:make"'))
+        specs.append(str(p))
+    assert main(["gate", *specs, "--shard", "1/2", "--json", str(tmp_path / "sh1.json")]) == 0
+    mod.write_text(code.format(p=0.9))
+    assert main(["gate", *specs, "--shard", "2/2", "--json", str(tmp_path / "sh2.json")]) == 0
+    capsys.readouterr()
+    assert _merge(tmp_path, (1, 2)) == 2
+    assert "a factory's module, spec or checkpoint files changed" in capsys.readouterr().err
+    assert main(["gate", specs[0], "--json", str(mod)]) == 2  # nor written over
+    assert "is also an input" in capsys.readouterr().err and "0.9" in mod.read_text()
+
+
 def test_gate_outputs_never_write_over_a_file_a_spec_reads(tmp_path, capsys):
     # before: `gate c.toml --json ck.pt` replaced the audited checkpoint with the JSON
     # summary (exit 0), `--junit log.csv` a [logs] spec's log with the JUnit file

@@ -21,6 +21,7 @@ from typing import Any
 from causalfair._io import check_document
 from causalfair._limits import check_memory, format_bytes
 from causalfair._safe_read import JSON_BYTES_FACTOR, read_file, read_json_file
+from causalfair._usercode import module_in_folder
 from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
 from causalfair.audit.junit import suite_properties, xml_document
 from causalfair.audit.spec import check_spec_size, load_spec, spec_file
@@ -129,16 +130,23 @@ def _file_digest(path: Path) -> bytes:
 
 
 def spec_inputs(spec: str | os.PathLike[str]) -> list[Path]:
-    """The data files a spec reads (checkpoints, tabular model, log, VecNormalize
-    statistics): those a shard's record hashes, and those ``gate --json/--junit`` never
-    write over; none when the spec does not load (the gate, or the shard holding it,
-    reports that)."""
+    """The files a spec reads (checkpoints, tabular model, log, VecNormalize statistics,
+    and the modules of its ``module:callable`` factories found beside it: ``[system]
+    factory``, ``[system] gym``, ``[policy] factory``): those a shard's record hashes, and
+    those ``gate --json/--junit`` never write over; none when the spec does not load (the
+    gate, or the shard holding it, reports that). A module found elsewhere (an installed
+    package) is not listed: nothing is imported here."""
     try:
         s = load_spec(spec)
     except CausalfairError:
         return []
-    found = (s.checkpoint, s.baseline_checkpoint, s.system_tabular, s.logs_path,
-             s.policy_vecnormalize, s.baseline_vecnormalize)
+    found = [s.checkpoint, s.baseline_checkpoint, s.system_tabular, s.logs_path,
+             s.policy_vecnormalize, s.baseline_vecnormalize]
+    refs = [s.policy_factory, s.system_id,
+            s.system_params.get("env") if s.system_id == "gym" else None]
+    for ref in refs:
+        if isinstance(ref, str) and ":" in ref and s.base_dir is not None:
+            found.append(module_in_folder(ref.partition(":")[0], Path(s.base_dir)))
     return [p for p in found if isinstance(p, Path)]
 
 
@@ -184,8 +192,8 @@ def _check_shards(docs: Sequence[Mapping[str, Any]], paths: Sequence[str],
             raise InputError(
                 f"{p} (shard {r['k']}/{r['n']} of {r['specs']} specs) and {first_path} (shard "
                 f"{first['k']}/{first['n']} of {first['specs']} specs) come from different "
-                "sharded gates (another --shard N, other specs, or spec or checkpoint files "
-                "changed between the shards' runs); merge the "
+                "sharded gates (another --shard N, other specs, or a factory's module, spec or "
+                "checkpoint files changed between the shards' runs); merge the "
                 "shards of one run.")
     seen: dict[int, str] = {}
     for r, p in zip(recs, paths, strict=True):
