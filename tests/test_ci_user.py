@@ -136,6 +136,28 @@ def test_a_retrain_shard_without_retrain_sections_gates_its_specs(tmp_path, caps
         assert "[retrain]: missing" in capsys.readouterr().err
 
 
+def test_an_invalid_spec_in_a_sharded_gate_is_what_the_docs_say(shards, capsys):
+    # docs/scale.md, "CI job matrices": the unsharded gate stops on an invalid spec before
+    # any audit; the merged shards hold its error and the other shards' verdicts; exit 2
+    tmp_path, specs = shards
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SPEC.format(name="bad", builtin="never", thr=1.0).replace("abs_C", "abs_ZZ"))
+    every = [specs[0], str(bad), specs[2]]
+    assert main(["gate", *every, "--json", str(tmp_path / "whole.json")]) == 2
+    whole = json.loads((tmp_path / "whole.json").read_text())
+    assert [e["name"] for e in whole["specs"]] == ["bad"]
+    codes = [main(["gate", *every, "--shard", f"{k}/2", "--json", str(tmp_path / f"v{k}.json")])
+             for k in (1, 2)]
+    assert codes == [1, 2]  # shard 1: s0 and s2 (FAIL); shard 2: bad
+    capsys.readouterr()
+    assert main(["gate-merge", *(str(tmp_path / f"v{k}.json") for k in (1, 2)),
+                 "--json", str(tmp_path / "merged.json")]) == 2
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert [(e["name"], e["overall"]) for e in merged["specs"]] == [
+        ("s0", "PASS"), ("bad", "ERROR"), ("s2", "FAIL")]
+    assert merged["specs"][1] == whole["specs"][0]
+
+
 def test_shards_of_another_spec_list_or_version_are_refused(shards, capsys):
     tmp_path, specs = shards
     # shard 1 rerun after a spec file changed: another gate, not a shard of this one
