@@ -158,6 +158,21 @@ def test_an_invalid_spec_in_a_sharded_gate_is_what_the_docs_say(shards, capsys):
     assert merged["specs"][1] == whole["specs"][0]
 
 
+def test_the_last_line_names_a_repair_not_taken():
+    # before: "2 specs: 2 PASS; exit code 1" (the JSON's overall of a retrained spec is
+    # its repair's), a last line that names nothing failing under a failing exit code
+    ok = {"name": "a", "overall": "PASS", "verdicts": []}
+    held = {"name": "b", "overall": "PASS", "verdicts": [], "after": {},
+            "before": {"overall": "FAIL", "verdicts": []}}
+    doc = {"exit_code": 1, "inconclusive": "fail", "accept_repaired": False,
+           "specs": [ok, held]}
+    assert gate_cmd.summary_line(doc) == (
+        "2 specs: 2 PASS; 1 repair not taken (the checkpoint under version control: FAIL); "
+        "exit code 1")
+    doc.update(accept_repaired=True, exit_code=0)
+    assert gate_cmd.summary_line(doc) == "2 specs: 2 PASS; exit code 0"
+
+
 def test_shards_of_another_spec_list_or_version_are_refused(shards, capsys):
     tmp_path, specs = shards
     # shard 1 rerun after a spec file changed: another gate, not a shard of this one

@@ -300,12 +300,24 @@ def _stale_reports(args: argparse.Namespace, every: list[str]) -> Any:
 
 def summary_line(doc: dict) -> str:
     """The last line of a gate's table over several specs: how many specs have each
-    overall verdict (as the JSON's entries) and the exit code, e.g. ``40 specs: 20 PASS,
-    17 FAIL, 3 ERROR; exit code 2``."""
+    overall verdict (as the JSON's entries), how many repairs are not taken (a spec whose
+    repair passes while its checkpoint fails) and the exit code, e.g. ``40 specs: 20 PASS,
+    17 FAIL, 3 ERROR; exit code 2`` or ``3 specs: 3 PASS; 1 repair not taken (the
+    checkpoint under version control: FAIL); exit code 1``."""
+    from causalfair.audit.shards import spec_failure
+
     overall = [e["overall"] for e in doc["specs"]]
     parts = [f"{overall.count(k)} {k}" for k in ("PASS", "FAIL", "INCONCLUSIVE", "ERROR")
              if k in overall]
-    return f"{len(overall)} specs: {', '.join(parts)}; exit code {doc['exit_code']}"
+    # a spec whose repair passes counts as its repair (the JSON's overall), but its
+    # checkpoint under version control still fails the gate: say so, or the line names
+    # nothing that explains the exit code
+    held = [why for e in doc["specs"] if (why := spec_failure(doc, e)) is not None
+            and why != e["overall"]]
+    taken = (f"; {len(held)} repair{'s' * (len(held) != 1)} not taken (the checkpoint under "
+             f"version control: {', '.join(w.removesuffix(' before its repair') for w in held)})"
+             if held else "")
+    return f"{len(overall)} specs: {', '.join(parts)}{taken}; exit code {doc['exit_code']}"
 
 
 def _table_stream(args: argparse.Namespace) -> Any:
