@@ -173,6 +173,27 @@ def test_the_last_line_names_a_repair_not_taken():
     assert gate_cmd.summary_line(doc) == "2 specs: 2 PASS; exit code 0"
 
 
+def _small_memory() -> None:  # the child's address space: 1.5 GiB
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+
+
+def test_a_shard_of_a_huge_n_merges_in_bounded_time_and_memory(shards):
+    # before: gate-merge listed range(1, n + 1) to find the missing shards, so a shard of
+    # `--shard 1/100000000000` (a typo) died of MemoryError (a traceback, exit 1), and
+    # `--partial --markdown` ran for ever
+    tmp_path, specs = shards
+    big = tmp_path / "big.json"
+    assert main(["gate", specs[0], "--shard", "1/100000000000", "--json", str(big)]) == 0
+    proc = run_cli("gate-merge", big, timeout=60, preexec_fn=_small_memory)
+    assert proc.returncode == 2, proc.stderr
+    assert "shards 2/100000000000, 3/100000000000" in proc.stderr and ", ... missing" in proc.stderr
+    proc = run_cli("gate-merge", big, "--partial", "--markdown", timeout=60,
+                   preexec_fn=_small_memory)
+    assert proc.returncode == 0 and "shard 1/100000000000: passed" in proc.stdout, proc.stderr
+
+
 def test_shards_of_another_spec_list_or_version_are_refused(shards, capsys):
     tmp_path, specs = shards
     # shard 1 rerun after a spec file changed: another gate, not a shard of this one

@@ -12,6 +12,7 @@ malformed input is an :class:`~causalfair.errors.InputError` naming the file and
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -200,11 +201,13 @@ def _check_shards(docs: Sequence[Mapping[str, Any]], paths: Sequence[str],
         if r["k"] in seen:
             raise InputError(f"shard {r['k']}/{r['n']} given twice: {seen[r['k']]} and {p}.")
         seen[r["k"]] = p
-    missing = [k for k in range(1, first["n"] + 1) if k not in seen]
-    if missing and not partial:
-        shown = ", ".join(f"{k}/{first['n']}" for k in missing[:10])
-        raise InputError(f"shard{'s' * (len(missing) > 1)} {shown} missing (got "
-                         f"{len(seen)} of {first['n']}): the specs {'they hold' if len(missing) > 1 else 'it holds'} "
+    n_missing = first["n"] - len(seen)  # (never a list of range(n): n is the input's)
+    if n_missing and not partial:
+        missing = list(itertools.islice((k for k in range(1, first["n"] + 1) if k not in seen), 10))
+        shown = ", ".join(f"{k}/{first['n']}" for k in missing) + (", ..." * (n_missing > 10))
+        raise InputError(f"shard{'s' * (n_missing > 1)} {shown} missing (got "
+                         f"{len(seen)} of {first['n']}): the specs "
+                         f"{'they hold' if n_missing > 1 else 'it holds'} "
                          "would not be gated; "
                          "merge the JSON of every shard (a shard that crashed or timed out "
                          "wrote none: rerun it), or pass --partial for a table of these "
