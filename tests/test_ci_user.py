@@ -194,6 +194,35 @@ def test_a_shard_of_a_huge_n_merges_in_bounded_time_and_memory(shards):
     assert proc.returncode == 0 and "shard 1/100000000000: passed" in proc.stdout, proc.stderr
 
 
+def test_shards_name_the_repairs_of_a_shared_checkpoint_as_the_unsharded_gate(tmp_path):
+    # before: r1 (shard 1) and r2 (shard 2) share m.pt; each shard, on its own runner, named
+    # its repair m.retrained-exact-1.pt (two different files under one name, and the merged
+    # JSON named one file for both), where the unsharded gate wrote -1 and -2
+    from causalfair.audit.retrain import retrain_targets
+    from causalfair.audit.spec import load_spec
+
+    ck = Path(__file__).resolve().parents[1] / "causalfair" / "examples" / "checkpoints"
+    shutil.copy(ck / "lending-1-ppo.pt", tmp_path / "m.pt")
+    files = []
+    for name in ("r1", "p", "r2"):
+        f = tmp_path / f"{name}.toml"
+        body = SPEC.format(name=name, builtin="never", thr=0.01).replace(
+            'builtin = "never"', 'checkpoint = "m.pt"')
+        f.write_text(body + ('[retrain]\nalgo = "exact"\n' if name != "p" else ""))
+        files.append(str(f))
+    specs = [load_spec(f) for f in files]
+    names = [[p.name for p in retrain_targets(specs, redo)] for redo in ([0, 2], [2], [0])]
+    assert names == [["m.retrained-exact-1.pt", "m.retrained-exact-2.pt"],
+                     ["m.retrained-exact-2.pt"], ["m.retrained-exact-1.pt"]]
+    shard2 = [specs[1]]  # shard 2/2 of the list holds p; shard 1/2 holds r1 and r2
+    assert retrain_targets(shard2, [], files) == []
+    shard1 = [specs[0], specs[2]]
+    assert [p.name for p in retrain_targets(shard1, [1], files)] == ["m.retrained-exact-2.pt"]
+    three = [[specs[i]] for i in range(3)]  # --shard k/3: one spec each
+    assert [p.name for p in retrain_targets(three[2], [0], files)] == ["m.retrained-exact-2.pt"]
+    assert [p.name for p in retrain_targets(three[0], [0], files)] == ["m.retrained-exact-1.pt"]
+
+
 def test_shards_of_another_spec_list_or_version_are_refused(shards, capsys):
     tmp_path, specs = shards
     # shard 1 rerun after a spec file changed: another gate, not a shard of this one

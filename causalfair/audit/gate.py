@@ -23,9 +23,10 @@ from causalfair.audit.gate_junit import gate_error_junit, gate_junit, spec_error
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.retrain import (
     Retrained,
+    any_retrain,
     check_retrain,
     place_retrained,
-    retrain_target,
+    retrain_targets,
     retrained_checkpoint_path,
     run_retrain,
     utility_of,
@@ -385,7 +386,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                                      user_tracebacks=user_tracebacks,
                                      names=[n if every.count(n) == 1 else spec
                                             for n, (spec, _) in zip(bad_names, errors, strict=True)])
-            keep = (_retrainable(loaded, prepared_, _any_retrain(of_gate)) if retrain
+            keep = (_retrainable(loaded, prepared_, any_retrain(of_gate)) if retrain
                     else frozenset())
             prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
             # one spec per task (here, or in worker processes); results in spec order; a task
@@ -407,13 +408,11 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             redo = [i for i, b in enumerate(audited) if i in keep and isinstance(b, AuditResult)
                     and b.overall in bad]
             # the retrains (each with its re-audit) as one more map on the same backend, in spec
-            # order, under the same per-spec limit; each checkpoint's path is given here, in spec
-            # order (two specs sharing a checkpoint get -1 and -2, as one after the other would),
-            # and its bytes written here (only the driver writes files) as each retrain finishes
-            targets: list[Path] = []
-            for i in redo:
-                targets.append(retrain_target(loaded[i], targets))  # beside the checkpoint,
-                # or, for a policy without one (init = "scratch"), beside the spec
+            # order, under the same per-spec limit; each checkpoint's path is given here, in the
+            # whole list's order (every spec with [retrain] sharing a checkpoint takes the next
+            # name, failing or not, so a shard names as the unsharded gate), and its bytes
+            # written here (only the driver writes files) as each retrain finishes
+            targets = retrain_targets(loaded, redo, of_gate) if redo else []
             placed: list[Path] = []
             try:
                 redone = dict(zip(redo, runner.map(_retrain_one if plan is None else
@@ -594,22 +593,6 @@ def repair_lines(rep: Mapping[str, Any]) -> list[str]:
     if parts:
         lines.append("utility kept: " + "; ".join(parts))
     return lines
-
-
-def _any_retrain(specs: Sequence[Any] | None) -> bool:
-    """Whether a spec of ``specs`` (the whole list of a sharded gate) has a ``[retrain]``
-    section; a spec that does not read is its own shard's error, not counted here."""
-    for s in specs or ():
-        if isinstance(s, AuditSpec):
-            if s.retrain is not None:
-                return True
-            continue
-        try:
-            if "retrain" in read_spec_file(s):
-                return True
-        except CausalfairError:
-            continue
-    return False
 
 
 def _retrainable(loaded: Sequence[AuditSpec], prepared: Mapping[int, Prepared],

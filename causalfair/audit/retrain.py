@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,18 @@ import numpy as np
 
 from causalfair._io import atomic_write_bytes
 from causalfair.audit.result import AuditResult, display_path
-from causalfair.audit.run import audit, build_system, prepare, run_prepared
-from causalfair.audit.spec import AuditSpec
+from causalfair.audit.run import as_spec, audit, build_system, prepare, run_prepared
+from causalfair.audit.spec import AuditSpec, read_spec_file
 from causalfair.engines.benefit import eps_for, model_eps
 from causalfair.engines.groups import resolve_pair
 from causalfair.engines.montecarlo import decompose_mc
-from causalfair.errors import ConfigError, InputError, OutputError, SpecError
+from causalfair.errors import (
+    CausalfairError,
+    ConfigError,
+    InputError,
+    OutputError,
+    SpecError,
+)
 from causalfair.policies.checkpoint import (
     FeatureEncoding,
     load_checkpoint_for,
@@ -97,6 +103,66 @@ def retrain_target(spec: AuditSpec, taken: Collection[Path] = ()) -> Path:
     else:
         beside = Path(spec.base_dir or ".").resolve() / f"{spec.name}.pt"
     return retrained_checkpoint_path(beside, algo, taken)
+
+
+def retrain_targets(loaded: Sequence[AuditSpec], redo: Sequence[int],
+                    whole: Sequence[Any] | None = None) -> list[Path]:
+    """The paths of the retrained checkpoints of ``loaded[i]`` for ``i`` in ``redo`` (the
+    specs a gate retrains), chosen in the order of the gate's whole spec list ``whole``
+    (default ``loaded``; the list a sharded gate is one shard of: specs or their files;
+    one that does not load is its own shard's error): every spec with ``[retrain]`` takes the next free name
+    beside its checkpoint (:func:`retrain_target`), whether or not it fails, so two specs
+    sharing a checkpoint get -1 and -2 in list order, in one gate as in its shards (each
+    shard on its own runner names its repairs as the unsharded gate does, and no two
+    shards write one name)."""
+    order: list[AuditSpec | None] = list(loaded)
+    if whole is not None:
+        order = []
+        for x in whole:
+            try:
+                order.append(as_spec(x))
+            except CausalfairError:
+                order.append(None)
+    mine = {(s.path.resolve() if s.path is not None else None, s.name): i
+            for i, s in enumerate(loaded)}
+    wanted = set(redo)
+    taken: list[Path] = []
+    chosen: dict[int, Path] = {}
+    for s in order:
+        if s is None or s.retrain is None or "algo" not in s.retrain:
+            continue
+        i = mine.get((s.path.resolve() if s.path is not None else None, s.name))
+        if whole is not None and i is None:  # another shard's spec: its name is reserved
+            try:
+                taken.append(retrain_target(s, taken))
+            except (OSError, ValueError):
+                pass
+            continue
+        if i is None:
+            continue
+        s = loaded[i]
+        taken.append(retrain_target(s, taken))
+        if i in wanted:
+            chosen[i] = taken[-1]
+    return [chosen[i] for i in redo]
+
+
+def any_retrain(specs: Sequence[Any] | None) -> bool:
+    """Whether a spec of ``specs`` (the whole list of a sharded gate) has a ``[retrain]``
+    section; a spec that does not read is its own shard's error, not counted here
+    (``gate --retrain --shard``: a shard none of whose specs has one gates them as
+    without --retrain when another spec of the list has one)."""
+    for s in specs or ():
+        if isinstance(s, AuditSpec):
+            if s.retrain is not None:
+                return True
+            continue
+        try:
+            if "retrain" in read_spec_file(s):
+                return True
+        except CausalfairError:
+            continue
+    return False
 
 
 @dataclass(frozen=True, eq=False)
