@@ -586,10 +586,24 @@ def test_a_gate_that_is_killed_leaves_no_earlier_green_output(tmp_path, monkeypa
     assert main(["gate", str(spec), "--json", out[0]]) == 0
     assert main(["gate", str(spec), "--timeout", "0", "--json", out[0], "--junit", out[1]]) == 2
     assert not Path(out[0]).exists() and 'errors="1"' in Path(out[1]).read_text()
-    # a file that is no gate output is left alone (replaced when the gate writes)
+    # a file that is no gate output is left alone, and refused (before: replaced when the
+    # gate wrote, e.g. `--junit pyproject.toml` by mistake), by gate and gate-merge alike
     Path(out[0]).write_text("my notes\n")
     assert main(["gate", str(spec), "--timeout", "0", "--json", out[0]]) == 2
     assert Path(out[0]).read_text() == "my notes\n"
+    capsys.readouterr()
+    summary = str(tmp_path / "in.json")
+    for argv in (["gate", str(spec), "--json", out[0]], ["gate", str(spec), "--junit", out[0]],
+                 ["gate-merge", summary, "--json", out[0]]):
+        if argv[0] == "gate-merge":
+            assert main(["gate", str(spec), "--json", summary]) == 0
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "exists and is no causalfair gate output" in err and argv[-2] in err, err
+        assert Path(out[0]).read_text() == "my notes\n"
+    Path(out[0]).write_text("")  # an empty file (mktemp's) is written
+    assert main(["gate", str(spec), "--json", out[0]]) == 0
+    assert json.loads(Path(out[0]).read_text())["exit_code"] == 0
     capsys.readouterr()
 
 

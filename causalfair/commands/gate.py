@@ -127,7 +127,8 @@ def remove_earlier_outputs(json_path: str | None, junit: str | None) -> None:
     this run's output paths, before anything runs: in a reused CI workspace (Jenkins, a
     GitLab shell runner) a gate that is then killed (a job timeout's SIGTERM, the OOM
     killer's SIGKILL) writes nothing, and CI must not read the earlier, maybe green, files
-    as this run's. A file that is no gate output is left alone until it is replaced."""
+    as this run's. A file that is no gate output is left alone (and refused:
+    :func:`refuse_foreign_outputs`)."""
     from pathlib import Path
 
     for path, mark in ((json_path, (b'"exit_code"', b'"specs"')),
@@ -142,6 +143,28 @@ def remove_earlier_outputs(json_path: str | None, junit: str | None) -> None:
                 Path(path).unlink()
         except OSError:  # unreadable or not ours to remove: replaced (or refused) at the end
             pass
+
+
+def refuse_foreign_outputs(outputs: dict[str, str | None]) -> None:
+    """After :func:`remove_earlier_outputs`: refuse (exit 2, naming the option) an output
+    path still holding a file that is not empty, since it is no gate output (a user's
+    notes, a ``pyproject.toml`` typed by mistake): causalfair never writes over a file it
+    did not create. An empty file (``mktemp``'s) is written."""
+    from pathlib import Path
+
+    from causalfair.errors import OutputError
+
+    for flag, path in outputs.items():
+        if not path or path == "-":
+            continue
+        try:
+            foreign = Path(path).is_file() and Path(path).stat().st_size > 0
+        except OSError:
+            foreign = False
+        if foreign:
+            raise OutputError(f"{flag}: {path} exists and is no causalfair gate output; "
+                              "causalfair does not overwrite a file it did not create (choose "
+                              "another path, or delete the file).")
 
 
 def run_gate(*args: Any, **kwargs: Any) -> Any:
@@ -167,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         for out in outputs:
             check_output_file(out, inputs)
     remove_earlier_outputs(args.json_path, args.junit)
+    refuse_foreign_outputs({"--json": args.json_path, "--junit": args.junit})
     wrote: list[str] = []
     try:
         return _gate(args, wrote)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 
 from causalfair._io import atomic_write_bytes, check_distinct_outputs, check_output_file
-from causalfair.commands.gate import annotate, check_junit_path, remove_earlier_outputs
+from causalfair.commands.gate import (
+    annotate,
+    check_junit_path,
+    refuse_foreign_outputs,
+    remove_earlier_outputs,
+)
 from causalfair.errors import UsageError
 
 
@@ -89,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             check_output_file(out, [*args.json_in, *args.junit_in])
     # an earlier merge's outputs go first: a merge refused below leaves none behind
     remove_earlier_outputs(args.json_out, args.junit_out)
+    refuse_foreign_outputs({"--json": args.json_out, "--junit": args.junit_out})
     # every input read and checked in full before anything is written
     check_input_sizes(args.json_in, args.junit_in)
     docs = [read_gate_summary(path) for path in args.json_in]

@@ -37,7 +37,8 @@ def test_an_empty_value_is_refused(tmp_path, cli_here, argv, flag):
 
 def test_the_gate_writes_its_junit_error_for_an_empty_json(tmp_path, cli_here):
     (tmp_path / "ok.toml").write_text(OK)
-    (tmp_path / "k.xml").write_text("an earlier run's")
+    # an earlier run's JUnit file (a file that is no gate output is refused, not replaced)
+    (tmp_path / "k.xml").write_text('<testsuites name="causalfair gate" tests="0" />')
     proc = cli_here("gate", "ok.toml", "--json", "", "--junit", "k.xml", cwd=tmp_path)
     assert proc.returncode == 2, proc
     assert 'errors="1"' in (tmp_path / "k.xml").read_text()
