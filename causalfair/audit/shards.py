@@ -555,18 +555,17 @@ def check_junit_matches(doc: Mapping[str, Any], suites: Sequence[Any],
                              f"JUnit files {how}; give the JSON and the JUnit file of every "
                              "shard, from the same runs.")
         props = found[0].find("properties")
-        if props is not None:  # (a suite of an older causalfair, or an error's, has none)
-            got = [(p.get("name"), p.get("value")) for p in props.findall("property")]
-            want = suite_properties(e)
-            if got != want:
-                diff = next(((w, g) for w, g in zip(want, got, strict=False) if w != g),
-                            (want[len(got)] if len(want) > len(got) else None,
-                             got[len(want)] if len(got) > len(want) else None))
-                raise InputError(f"--junit-in {where}: the test suite of spec "
-                                 f"{e['name'][:80]!r} is not its JSON entry's (JSON "
-                                 f"{_short(diff[0])}, JUnit {_short(diff[1])}): a JUnit file "
-                                 "of another run; give the JSON and the JUnit file of every "
-                                 "shard, from the same runs.")
+        if props is not None:  # (a suite of an older causalfair, or an error's, has none;
+            # a newer minor's may have more: the properties both know are compared)
+            got = {p.get("name"): p.get("value") for p in props.findall("property")}
+            for key, value in suite_properties(e):
+                if key in got and got[key] != value:
+                    raise InputError(f"--junit-in {where}: the test suite of spec "
+                                     f"{e['name'][:80]!r} is not its JSON entry's (property "
+                                     f"{_short(key)}: JSON {_short(value)}, JUnit "
+                                     f"{_short(got[key])}): a JUnit file of another run; give "
+                                     "the JSON and the JUnit file of every shard, from the same "
+                                     "runs.")
 
 
 def merge_junit(suites: Sequence[Any], order: Sequence[str] = ()) -> str:
