@@ -66,6 +66,26 @@ def test_a_bad_spec_fails_the_action_with_exit_2_and_says_so(tmp_path):
     assert ET.parse(tmp_path / "gate.xml").getroot().get("errors") == "1"
 
 
+def test_the_step_exits_with_the_gates_code_not_the_summarys(tmp_path, monkeypatch):
+    # before: the step ran with `bash -e`, so the job summary's `gate-merge` (exit 1: a
+    # spec fails in the JSON) ended it with 1 while the gate had exited 2 (its MLflow store
+    # failed after the JSON was written) and the exit-code output said 2
+    import sys
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "causalfair").write_text(
+        f'#!/bin/sh\n"{sys.executable}" -m causalfair "$@"; code=$?\n'
+        'if [ "$1" = gate ]; then echo "causalfair gate: error: --mlflow: the store went '
+        'away" >&2; exit 2; fi\nexit $code\n')
+    (fake / "causalfair").chmod(0o755)
+    (tmp_path / "thr.toml").write_text(SPEC.format(n="thr", p="threshold:0.5", t=0.001))
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    code, summary, output = _run_gate_step(tmp_path, "thr.toml")
+    assert (code, output) == (2, "exit-code=2\n"), (code, output)
+    assert "### causalfair gate: failed (1 spec)" in summary
+
+
 def test_the_install_step_is_skipped_when_install_is_empty():
     step = _step("install")
     assert step["if"] == "inputs.install != ''" and "$CF_INSTALL" in step["run"]
