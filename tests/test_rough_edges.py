@@ -186,6 +186,27 @@ def test_a_sweep_rerun_needs_resume_or_force_and_resume_trains_only_the_missing_
     pd.testing.assert_frame_equal(again[cols], runs[cols].iloc[1:].reset_index(drop=True))
 
 
+def test_sweep_force_never_removes_a_file_it_did_not_create(tmp_path, capsys):
+    # before: `--force` removed the whole earlier runs/ folder, a user's notes in it too
+    out = tmp_path / "sw"
+    base = ["sweep", "--algo", "ppo", "--iterations", "1", "--set", "n_individuals=32",
+            "--set", "horizon=4", "--set", "hidden=[8]", "--set", "n_epochs=1",
+            "--seeds", "0", "--out", str(out)]
+    assert main(base) == 0, capsys.readouterr().err
+    seed = out / "runs" / "lending-1" / "ppo" / "seed-0"
+    for mine in (out / "runs" / "notes.txt", seed / "analysis.ipynb"):
+        mine.write_text("mine")
+        capsys.readouterr()
+        assert main([*base, "--force"]) == 2
+        err = capsys.readouterr().err
+        assert f"{mine}: is no file of a sweep's run" in err and err.count("\n") == 1, err
+        assert mine.read_text() == "mine" and (seed / "checkpoint.pt").is_file()
+        mine.unlink()
+    (seed / ".metrics.csv.k2_x9a.tmp").write_text("")  # an interrupted write's: removed
+    assert main([*base, "--force"]) == 0, capsys.readouterr().err
+    assert not (seed / ".metrics.csv.k2_x9a.tmp").exists()
+
+
 USER_SYSTEM = textwrap.dedent('''
     import numpy as np
     import causalfair as cf

@@ -74,6 +74,7 @@ from causalfair.train.sweep_io import (  # the folder, resume and IO part
     MARK,  # noqa: F401
     RESULT,
     RUN_FILES,
+    check_runs_removable,
     csv_table,
     finished_run,
     pair_key,
@@ -647,7 +648,10 @@ def _sweep_into(out_path: Path | None, existing: str, combos: list[tuple[str, st
 
     todo = [i for i in range(len(combos)) if i not in done]
     if out_path is not None and existing == "force" and (out_path / "runs").exists():
-        import shutil  # the earlier sweep's runs go (no link below: prepare_out)
+        import shutil  # the earlier sweep's runs go (no link below: prepare_out; no file of
+        # the user's: check_runs_removable)
+
+        check_runs_removable(out_path / "runs")
 
         try:
             shutil.rmtree(out_path / "runs")

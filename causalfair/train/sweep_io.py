@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ from causalfair.errors import CausalfairError, ConfigError, OutputError
 from causalfair.systems.registry import load_callable, registered, spec
 from causalfair.workers import user_prints_to_stderr
 
-__all__ = ["LOCK", "MARK", "RESULT", "RUN_FILES", "check_runs_folder", "config_doc",
+__all__ = ["LOCK", "MARK", "RESULT", "RUN_FILES", "check_runs_folder", "check_runs_removable",
+           "config_doc",
            "csv_table",
            "finished_run", "json_pair", "lock_out", "pair_key", "pair_text", "param_text",
            "params_cell", "params_label", "prepare_out", "run_dir", "system_params",
@@ -268,6 +270,26 @@ def lock_out(out: Path) -> int | None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     return fd
+
+
+def check_runs_removable(runs: Path) -> None:
+    """Before ``existing="force"`` removes an earlier sweep's ``runs``: refuse one holding
+    a file that is not a run's (:data:`RUN_FILES`, :data:`RESULT`, or an interrupted atomic
+    write's temporary file, in ``runs/SYSTEM/ALGO/seed-K/``), such as a user's notes,
+    which causalfair did not create and never removes."""
+    if not runs.is_dir():
+        return
+    for top, _dirs, files in os.walk(runs):
+        for name in files:
+            rel = Path(top, name).relative_to(runs)
+            ours = (*RUN_FILES, RESULT)
+            if (len(rel.parts) != 4 or not re.fullmatch(r"seed-\d+", rel.parts[2])
+                    or not (name in ours or re.fullmatch(r"\.(.+)\.\w+\.tmp", name)
+                            and re.sub(r"^\.|\.\w+\.tmp$", "", name) in ours)):
+                raise OutputError(f"{runs / rel}: is no file of a sweep's run (runs/SYSTEM/ALGO/"
+                                  "seed-K/); --force removes the earlier runs, and never a file "
+                                  "causalfair did not create: move it out, or choose another "
+                                  "--out.")
 
 
 def check_runs_folder(runs: Path) -> None:
