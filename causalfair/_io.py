@@ -26,7 +26,7 @@ from causalfair.errors import InputError, OutputError
 
 __all__ = ["escape_chars", "csv_text", "fixed", "atomic_write_bytes", "atomic_write_text", "write_folder",
            "check_output_file", "check_output_folder", "check_distinct_outputs",
-           "MANIFEST", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
+           "MANIFEST", "foreign_entries", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
            "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
            "FRONTIER_SCHEMA_VERSION", "SYSTEMS_SCHEMA_VERSION", "TRAIN_SCHEMA_VERSION",
            "REPAIR_SCHEMA_VERSION"]
@@ -349,6 +349,25 @@ def _discard(parent: Path, prefix: str) -> None:
         shutil.rmtree(entry, ignore_errors=True)
 
 
+def foreign_entries(folder: str | os.PathLike[str]) -> list[str]:
+    """The entries of the output folder ``folder`` (one holding :data:`MANIFEST`) that its
+    manifest does not list: files a user added after causalfair wrote it (notes beside a
+    report), which replacing or removing the folder would lose. All of them when the
+    manifest cannot be read."""
+    import json
+
+    folder = Path(folder)
+    names = sorted(p.name for p in folder.iterdir() if p.name != MANIFEST)
+    try:
+        if (folder / MANIFEST).stat().st_size > 1 << 20:  # (a manifest is a few hundred bytes)
+            return names
+        listed = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+        listed = {x for x in listed if isinstance(x, str)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return names
+    return [n for n in names if n not in listed]
+
+
 def _check_replaceable(target: Path, flag: str = "--out") -> None:
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         raise OutputError(f"{target}: exists and is not a folder causalfair wrote; causalfair "
@@ -358,6 +377,11 @@ def _check_replaceable(target: Path, flag: str = "--out") -> None:
             raise OutputError(
                 f"{target}: is an existing folder causalfair did not write (no {MANIFEST}); "
                 f"causalfair never replaces it. Choose another {flag} or remove it yourself.")
+    if target.is_dir() and (foreign := foreign_entries(target)):
+        raise OutputError(
+            f"{target}: holds {foreign[0]!r}, which causalfair did not write there (its "
+            f"{MANIFEST} does not list it); causalfair never replaces the folder: move the "
+            f"file out, or choose another {flag}.")
 
 
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> Path:

@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from causalfair._io import MANIFEST, atomic_write_bytes
+from causalfair._io import MANIFEST, atomic_write_bytes, foreign_entries
 from causalfair.audit.gate import spec_file_name
 from causalfair.audit.spec import is_valid_name
 from causalfair.errors import OutputError
@@ -66,7 +66,7 @@ def sweep_reports(reports: str | os.PathLike[str], gated: Iterable[str],
             if name in gated:
                 kept.add(name)
             elif (not target.is_symlink() and target.is_dir()
-                  and (target / MANIFEST).is_file()):
+                  and (target / MANIFEST).is_file() and not foreign_entries(target)):
                 shutil.rmtree(target, ignore_errors=True)
                 if target.exists():  # could not go (permissions): tried again next time
                     kept.add(name)

@@ -49,6 +49,29 @@ def test_an_empty_record_is_not_written_but_a_report_is_recorded(tmp_path, cli_h
     assert "ok" in (tmp_path / "R" / ".causalfair-gate-reports.json").read_text()
 
 
+def test_a_file_added_to_a_report_folder_is_never_removed(tmp_path, cli_here):
+    # before: notes a user added to a gate's report folder went with it, when the gate
+    # rewrote the folder (the spec still gated) or swept it (the spec left the gate); and
+    # `audit --out` over a report folder holding a user's file replaced it as well
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.toml").write_text(OK.format(name=name))
+    assert cli_here("gate", "a.toml", "b.toml", "--reports", "R", cwd=tmp_path).returncode == 0
+    (tmp_path / "R" / "a" / "notes.txt").write_text("mine")
+    (tmp_path / "R" / "b" / "notes.txt").write_text("mine too")
+    proc = cli_here("gate", "a.toml", "--reports", "R", cwd=tmp_path)  # rewrites R/a
+    assert proc.returncode == 2, proc
+    assert "R/a: holds 'notes.txt', which causalfair did not write there" in proc.stderr
+    assert proc.stdout == ""  # refused before any audit
+    (tmp_path / "R" / "a" / "notes.txt").unlink()
+    proc = cli_here("gate", "a.toml", "--reports", "R", cwd=tmp_path)  # sweeps R/b
+    assert proc.returncode == 0, proc
+    assert (tmp_path / "R" / "b" / "notes.txt").read_text() == "mine too"
+    (tmp_path / "R" / "a" / "mine.csv").write_text("x")
+    proc = cli_here("audit", "a.toml", "--out", "R/a", cwd=tmp_path)
+    assert proc.returncode == 2 and "holds 'mine.csv'" in proc.stderr, proc
+    assert (tmp_path / "R" / "a" / "mine.csv").read_text() == "x"
+
+
 def test_an_interrupted_parallel_gate_leaves_no_report(tmp_path):
     (tmp_path / "ok.toml").write_text(OK.format(name="ok"))
     (tmp_path / "slow2.toml").write_text(OK.format(name="slow2")
