@@ -21,7 +21,7 @@ from causalfair._limits import check_timeout
 from causalfair._usercode import keep_tracebacks
 from causalfair.commands._system import jobs_for_backend
 from causalfair.commands.audit import add_mlflow_arguments
-from causalfair.errors import CausalfairError, UsageError
+from causalfair.errors import CausalfairError, OutputError, UsageError
 from causalfair.report.mlflow_log import log_audit, open_experiment
 from causalfair.workers import user_prints_to_stderr
 
@@ -151,8 +151,6 @@ def refuse_foreign_outputs(outputs: dict[str, str | None]) -> None:
     notes, a ``pyproject.toml`` typed by mistake): causalfair never writes over a file it
     did not create. An empty file (``mktemp``'s) is written."""
     from pathlib import Path
-
-    from causalfair.errors import OutputError
 
     for flag, path in outputs.items():
         if not path or path == "-":
