@@ -10,7 +10,7 @@ from causalfair._names import POPULATION, PPO_ALGORITHMS, SWEEP_ALGORITHMS, name
 from causalfair.backends import resolve_jobs
 from causalfair.commands._system import parse_params
 from causalfair.commands.decompose import backend_from_args
-from causalfair.commands.train import parse_set
+from causalfair.commands.train import parse_set, refuse_given_twice
 from causalfair.errors import UsageError
 
 
@@ -124,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--iterations: must be an integer >= 1, got {args.iterations}.")
         overrides["iterations"] = args.iterations
     algos = [a.strip() for a in args.algo.split(",") if a.strip()]
-    overrides.update(parse_set(args.set, set_configs(algos)))
+    sets = parse_set(args.set, set_configs(algos))
+    refuse_given_twice(sets, overrides)
+    overrides.update(sets)
     systems = [s.strip() for item in args.system or ["lending-1"] for s in item.split(",")
                if s.strip()]
     res = sweep(algos, parse_seeds(args.seeds), systems, params=parse_params(args.param),

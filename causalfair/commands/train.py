@@ -24,7 +24,7 @@ from causalfair._names import (  # (light: off the trainers)
 )
 from causalfair.backends import resolve_device
 from causalfair.commands._system import make_system, parse_params
-from causalfair.errors import ConfigError, UsageError
+from causalfair.errors import ConfigError, UsageError, short
 from causalfair.thresholds import parse_constraint
 
 ALGOS = names(cli=True)  # the registry of causalfair.train.algorithms
@@ -188,6 +188,15 @@ FIELD_FLAGS = {"algo": "--algo", "setting": "--setting", "seed": "--seed",
                "checkpoint_every": "--checkpoint-every", "pair": "--pair"}
 
 
+def refuse_given_twice(sets: dict[str, Any], given: dict[str, Any]) -> None:
+    """Refuse a field given by ``--set FIELD=`` (``sets``) and by its own flag (``given``:
+    the flags' values the user gave), in ``train`` and ``sweep``: the last word used to
+    win silently (``--iterations 1 --set iterations=3`` trained 3)."""
+    for field in sorted(sets.keys() & given.keys()):
+        raise UsageError(f"--set {field}: given with {FIELD_FLAGS[field]} as well "
+                         f"({short(sets[field], 30)} and {short(given[field], 30)}); keep one.")
+
+
 def check_weight_flags(args: argparse.Namespace, algo: str, sets: dict[str, Any]) -> None:
     """``--beta-c`` / ``--beta-lambda`` (or ``--set beta_c=...``): a weight >= 0 (the check
     of TrainConfig and of a spec's [retrain] betas), and one that ``algo``'s objective uses
@@ -221,6 +230,10 @@ def build_config(args: argparse.Namespace):
            "checkpoint_every": args.checkpoint_every, "pair": args.pair}
     kw.update({k: v for k, v in opt.items() if v is not None})
     sets = parse_set(args.set)
+    given = {**{k: v for k, v in opt.items() if v is not None},
+             **{k: v for k, v in (("iterations", args.iterations), ("horizon", args.horizon),
+                                  ("setting", args.setting)) if v is not None}}
+    refuse_given_twice(sets, given)
     check_weight_flags(args, args.algo, sets)
     kw.update(sets)
     try:

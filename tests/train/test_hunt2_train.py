@@ -193,3 +193,15 @@ def test_cli_exact_repair_into_a_ppo_run_folder_is_the_repair_alone(tmp_path, cl
     p = cli_here("train", "--no-progress", "--iterations", "2", "--out", out, "--resume",
                  cwd=tmp_path)  # no PPO state left to continue under the repair's name
     assert p.returncode == 2 and "state.pt does not exist" in p.stderr
+
+
+@pytest.mark.parametrize("cmd", [["train", "--no-progress"],
+                                 ["sweep", "--algo", "ppo", "--seeds", "0"]])
+def test_a_field_given_by_set_and_by_its_flag_is_refused(tmp_path, cli_here, cmd):
+    """``--iterations 1 --set iterations=3`` trained 3 iterations (the last word won)."""
+    out = tmp_path / "run"
+    p = cli_here(*cmd, "--iterations", "1", "--set", "iterations=3",
+                 "--out", out, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "--set iterations: given with --iterations as well (3 and 1); keep one." in p.stderr
+    assert not out.exists()
