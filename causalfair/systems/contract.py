@@ -443,46 +443,69 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
         rng_d = seeded_rng(seed, g, 1)
         state = s1
         for t in range(horizon):
-            n1 = sim.draw_noise(n, seeded_rng(seed, g, 2, t))
-            n2 = sim.draw_noise(n, seeded_rng(seed, g, 2, t))
-            diff = same(n1, n2)
-            if diff:
-                raise SimulatorContractError(
-                    f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
-                    f"same seed gave different noise (first difference at {diff}); draw every "
-                    "random number from the rng argument.")
-            check_noise(sim, n1, n)
+            n1, n2 = _seeded_noise(sim, name, n, (seed, g, 2, t))
             if t == 0:
                 _check_reads_rng(name, "draw_noise", n1,
                                  sim.draw_noise(n, seeded_rng(seed, g, 3)))
             d = rng_d.random(n) < 0.5 if A == 2 else rng_d.integers(A, size=n)
-            before = frozen((sim.observe(state), state))
-            given = frozen((d, n1))
-            r1 = sim.step(state, d, n1)
-            check_step_result(sim, r1, n)
+            r1, after, first = _checked_step(sim, name, state, d, (n1, n2), n, t)
             if g == 0 and t == 0:  # what a first call sets up (a cache) may stay
-                prints = attribute_prints(sim)
-            diff = same(before, frozen((sim.observe(state), state)))
-            if diff:
-                raise SimulatorContractError(
-                    f"simulator {name}.step: modified its input state in place (at {diff}); "
-                    "forks need the state unchanged, return a new state instead.")
-            _check_arguments_kept(name, given, d, n1)
-            r2 = sim.step(state, d, n2)
-            diff = same((r1.gain, r1.reward), (r2.gain, r2.reward)) or same(
-                sim.observe(r1.state), sim.observe(r2.state))
-            if diff:
-                raise SimulatorContractError(
-                    f"simulator {name}.step: not a deterministic function of (state, decisions, "
-                    f"noise): two calls with the same arguments differ (at {diff}); draw random "
-                    "numbers in draw_noise, not in step, so that forks share them.")
-            after = sim.observe(r1.state)
-            check_observation(sim, after, n, f"step (observe after step {t})")
+                prints = first
             _check_group_kept(name, after, g, t)
             _check_tabular_features(name, after, tabular, t + 1)
             _check_departed_step(name, sim.observe(state), after, r1.gain, d, departed, t)
             state = r1.state
     check_shared_state(f"simulator {name}", sim, prints)
+
+
+def _seeded_noise(sim: Any, name: str, n: int, key: tuple[int, ...]) -> tuple[Any, Any]:
+    """``draw_noise(n, rng)`` twice from the stream ``key``: the two draws, refused unless
+    equal (the seed honoured) and of the contract's shape (independent units: ``n`` rows;
+    coupled: one per unit)."""
+    n1 = sim.draw_noise(n, seeded_rng(*key))
+    n2 = sim.draw_noise(n, seeded_rng(*key))
+    diff = same(n1, n2)
+    if diff:
+        raise SimulatorContractError(
+            f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
+            f"same seed gave different noise (first difference at {diff}); draw every "
+            "random number from the rng argument.")
+    check_noise(sim, n1, n)
+    return n1, n2
+
+
+def _checked_step(sim: Any, name: str, state: Any, d: Any, noise: tuple[Any, Any], n: int,
+                  t: int) -> tuple[Any, Any, Any]:
+    """``step(state, d, noise)`` as the contract checks it, for independent and coupled
+    units alike: its result's shapes, the state, decisions and noise left unchanged (the
+    engine steps pi, the pi^PS fork and pi0 from the same state with the same noise), a
+    second call with equal noise giving the same gains, rewards and next observation, and
+    the next observation itself. Returns the step's result, that observation and the
+    attributes the simulator holds after its first call (:func:`attribute_prints`)."""
+    n1, n2 = noise
+    before = frozen((sim.observe(state), state))
+    given = frozen((d, n1))
+    r1 = sim.step(state, d, n1)
+    check_step_result(sim, r1, n)
+    prints = attribute_prints(sim)
+    diff = same(before, frozen((sim.observe(state), state)))
+    if diff:
+        raise SimulatorContractError(
+            f"simulator {name}.step: modified its input state in place (at {diff}); forks "
+            "need the state unchanged (the engine steps pi, the pi^PS fork and pi0 from it): "
+            "return a new state instead.")
+    _check_arguments_kept(name, given, d, n1)
+    r2 = sim.step(state, d, n2)
+    diff = same((r1.gain, r1.reward), (r2.gain, r2.reward)) or same(
+        sim.observe(r1.state), sim.observe(r2.state))
+    if diff:
+        raise SimulatorContractError(
+            f"simulator {name}.step: not a deterministic function of (state, decisions, "
+            f"noise): two calls with the same arguments differ (at {diff}); draw random "
+            "numbers in draw_noise, not in step, so that forks share them.")
+    after = sim.observe(r1.state)
+    check_observation(sim, after, n, f"step (observe after step {t})")
+    return r1, after, prints
 
 
 def check_protocol_coupled(sim: Any, *, units: int, worlds: int = 8, horizon: int = 3,
@@ -521,14 +544,7 @@ def check_protocol_coupled(sim: Any, *, units: int, worlds: int = 8, horizon: in
     prints = None
     state = s1
     for t in range(horizon):
-        n1 = sim.draw_noise(m, seeded_rng(seed, 0, 2, t))
-        diff = same(n1, sim.draw_noise(m, seeded_rng(seed, 0, 2, t)))
-        if diff:
-            raise SimulatorContractError(
-                f"simulator {name}.draw_noise: does not honour its seed: two calls with the "
-                f"same seed gave different noise (first difference at {diff}); draw every "
-                "random number from the rng argument.")
-        check_noise(sim, n1, m)
+        n1, n2 = _seeded_noise(sim, name, m, (seed, 0, 2, t))
         if t == 0:
             _check_reads_rng_worlds(name, "draw_noise", n1,
                                     sim.draw_noise(m, seeded_rng(seed, 0, 3)), worlds, units)
@@ -539,29 +555,9 @@ def check_protocol_coupled(sim: Any, *, units: int, worlds: int = 8, horizon: in
             d[pick] = rng_d.integers(n_actions, size=worlds)
         if n_actions == 2 and baseline == 0:
             d = d.astype(bool)
-        before = frozen((sim.observe(state), state))
-        given = frozen((d, n1))
-        r1 = sim.step(state, d, n1)
-        check_step_result(sim, r1, m)
+        r1, after, first = _checked_step(sim, name, state, d, (n1, n2), m, t)
         if t == 0:
-            prints = attribute_prints(sim)
-        diff = same(before, frozen((sim.observe(state), state)))
-        if diff:
-            raise SimulatorContractError(
-                f"simulator {name}.step: modified its input state in place (at {diff}); the "
-                "engine steps pi, the pi^PS fork and pi0 from the same state, so return a new "
-                "state instead.")
-        _check_arguments_kept(name, given, d, n1)
-        r2 = sim.step(state, d, n1)
-        diff = same((r1.gain, r1.reward), (r2.gain, r2.reward)) or same(
-            sim.observe(r1.state), sim.observe(r2.state))
-        if diff:
-            raise SimulatorContractError(
-                f"simulator {name}.step: not a deterministic function of (state, decisions, "
-                f"noise): two calls with the same arguments differ (at {diff}); draw random "
-                "numbers in draw_noise, not in step, so that forks share them.")
-        after = sim.observe(r1.state)
-        check_observation(sim, after, m, f"step (observe after step {t})")
+            prints = first
         got = np.asarray(after.group)
         if got.shape == groups.shape and np.any(got != groups):
             i = int(np.flatnonzero(got != groups)[0])
