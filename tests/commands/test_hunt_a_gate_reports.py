@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 OK = 'name = "{name}"\nhorizon = 3\n[system]\nid = "lending-1"\n[thresholds]\nabs_C = 1\n'
 SLOW = """import time
@@ -49,6 +51,7 @@ def test_an_empty_record_is_not_written_but_a_report_is_recorded(tmp_path, cli_h
     assert "ok" in (tmp_path / "R" / ".causalfair-gate-reports.json").read_text()
 
 
+@pytest.mark.slow  # two gates with reports: about 10 s
 def test_a_file_added_to_a_report_folder_is_never_removed(tmp_path, cli_here):
     # before: notes a user added to a gate's report folder went with it, when the gate
     # rewrote the folder (the spec still gated) or swept it (the spec left the gate); and

@@ -178,6 +178,7 @@ def test_a_new_run_in_an_earlier_runs_folder_leaves_none_of_its_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [RUN_MARK, "notes.txt"]
 
 
+@pytest.mark.slow  # an exact repair: about 18 s on 2 cores
 def test_cli_exact_repair_into_a_ppo_run_folder_is_the_repair_alone(tmp_path, cli_here):
     ck = Path(cf.__file__).parent / "examples" / "checkpoints" / "lending-1-ppo.pt"
     out = tmp_path / "run"
