@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import math
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from causalfair.errors import InputError, ModelError, short
 
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
            "check_keywords", "check_unit", "check_flag", "check_seed", "MAX_SEED",
-           "check_lr", "MAX_LR",
+           "check_lr", "MAX_LR", "finite",
            "check_names", "check_engine", "check_weight", "check_weights",
            "engine_for",
            "z_quantile",
@@ -154,6 +155,15 @@ def check_weight(value: Any, field: str, error: type[Exception] = InputError) ->
     return float(value)
 
 
+def finite(value: Any) -> bool:
+    """Whether the real number ``value`` is finite as a float (an int too large for a float,
+    such as 10**400 from ``--set lr=1000...``, is not)."""
+    try:
+        return math.isfinite(float(value))
+    except (OverflowError, TypeError, ValueError):
+        return False
+
+
 #: The largest training seed: torch.manual_seed takes integers below 2**64.
 MAX_SEED = 2**64 - 1
 
@@ -180,14 +190,8 @@ def check_lr(value: Any, field: str = "lr", error: type[Exception] = InputError)
     """``value``, an Adam learning rate, as a finite float in (0, :data:`MAX_LR`], else
     ``error`` naming ``field``: the one check of every trainer's ``lr`` (TrainConfig,
     RTD3Config)."""
-    import math
-
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer,
-                                                            np.floating))
-    try:
-        ok = ok and math.isfinite(float(value)) and 0 < float(value) <= MAX_LR
-    except OverflowError:  # an int too large for a float
-        ok = False
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+          and finite(value) and 0 < float(value) <= MAX_LR)
     if not ok:
         raise error(f"{field}: bad value {short(value)}; must be a number > 0 and <= "
                     f"{MAX_LR:g} (Adam's step size; the default is 3e-3 for PPO, 1e-3 for "

@@ -123,25 +123,24 @@ def retrain_targets(loaded: Sequence[AuditSpec], redo: Sequence[int],
                 order.append(as_spec(x))
             except CausalfairError:
                 order.append(None)
-    mine = {(s.path.resolve() if s.path is not None else None, s.name): i
-            for i, s in enumerate(loaded)}
+    def key(s: AuditSpec) -> tuple[Path | None, str]:
+        return (s.path.resolve() if s.path is not None else None, s.name)
+
+    mine = {key(s): i for i, s in enumerate(loaded)}
     wanted = set(redo)
     taken: list[Path] = []
     chosen: dict[int, Path] = {}
     for s in order:
         if s is None or s.retrain is None or "algo" not in s.retrain:
             continue
-        i = mine.get((s.path.resolve() if s.path is not None else None, s.name))
-        if whole is not None and i is None:  # another shard's spec: its name is reserved
+        i = mine.get(key(s))
+        if i is None:  # another shard's spec: its name is reserved
             try:
                 taken.append(retrain_target(s, taken))
             except (OSError, ValueError):
                 pass
             continue
-        if i is None:
-            continue
-        s = loaded[i]
-        taken.append(retrain_target(s, taken))
+        taken.append(retrain_target(loaded[i], taken))
         if i in wanted:
             chosen[i] = taken[-1]
     return [chosen[i] for i in redo]

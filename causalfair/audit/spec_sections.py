@@ -162,7 +162,7 @@ def check_keys(sec: Any, name: str, allowed: Sequence[str], path: Path | None, *
 
 
 #: The spec's top-level keys that are values, not sections.
-_TOP_VALUES = ("name", "horizon", "timeout", "metrics", "reference")
+_TOP_VALUES = tuple(k for k in TOP_KEYS if k not in SECTION_KEYS and k != "thresholds")
 
 
 def misplaced(key: str, where: str) -> str | None:

@@ -316,7 +316,9 @@ def check_row_wise(policy: Any, evaluate: Callable[[Observation], np.ndarray],
     h = nb // 2
     perm = np.random.default_rng(0).permutation(nb)  # a fixed permutation (numpy's global
     # generator is not touched)
-    rows = lambda b: (b[:, None] * block + np.arange(block)).reshape(-1)  # noqa: E731
+    def rows(blocks: np.ndarray) -> np.ndarray:  # the rows of these blocks, in their order
+        return (blocks[:, None] * block + np.arange(block)).reshape(-1)
+
     unit = "rows" if block == 1 else f"worlds of {block} units"
     for what, idx in ((f"the first {h} {unit} alone", rows(np.arange(h))),
                       (f"{h} {unit} drawn at random, alone and shuffled", rows(perm[:h]))):

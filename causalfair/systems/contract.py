@@ -627,10 +627,10 @@ def guard_simulator(sim: Any, n_levels: int | None = None) -> Any:
     """``sim`` behind a guard that calls and checks every protocol method (see
     :class:`_GuardedSimulator`); causalfair's own simulators are returned as they are.
     ``n_levels``: the system's level count (observed levels must lie below it)."""
-    if isinstance(sim, _GuardedSimulator):
-        if n_levels is not None:
-            object.__setattr__(sim, "_levels", int(n_levels))
-        return sim
+    if isinstance(sim, _GuardedSimulator):  # guarded again with this level count
+        if n_levels is None:
+            return sim
+        sim = sim._obj
     if isinstance(sim, Guard) or is_own(type(sim)):
         return sim
     guarded = guard_as(_GuardedSimulator, sim)

@@ -13,14 +13,13 @@ Every default says where it comes from:
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
 from causalfair._limits import check_memory
 from causalfair._names import PPO_ALGORITHMS
-from causalfair._validation import check_lr, check_seed, check_weight
+from causalfair._validation import check_lr, check_seed, check_weight, finite
 from causalfair.engines.groups import resolve_pair
 from causalfair.errors import ConfigError, InputError, short
 from causalfair.systems.lending.settings import SETTINGS
@@ -59,15 +58,6 @@ _ELSEWHERE = {
 }
 
 
-def _finite(v: Any) -> bool:
-    """Whether the real number ``v`` is finite as a float (an int too large for a float,
-    such as 10**400 from ``--set lr=1000...``, is not)."""
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
-
-
 def _check_field_types(cfg: Any, bad: Any) -> None:
     """Every number, flag and text field of ``cfg`` of its declared type (``int`` an
     integer, ``float`` a finite real number, ``bool`` true or false, ``str`` a text; each
@@ -83,7 +73,7 @@ def _check_field_types(cfg: Any, bad: Any) -> None:
         if kind == "int" and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
             raise bad(f.name, v, "must be an integer")
         if kind == "float" and (isinstance(v, bool) or not isinstance(v, numbers.Real)
-                                or not _finite(v)):
+                                or not finite(v)):
             raise bad(f.name, v, "must be a finite number")
         if kind == "str" and not isinstance(v, str):
             raise bad(f.name, v, "must be a text")

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_lr, check_seed
+from causalfair._validation import check_lr, check_seed, finite
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.errors import CheckpointError, ConfigError, short
 from causalfair.policies.checkpoint import (
@@ -171,14 +171,6 @@ def audit_policy(env: PopulationEnv, agent: PopulationAgent, name: str | None = 
     return GridPolicy(env.grid, agent, name or agent.name)
 
 
-def _finite(v: float) -> bool:
-    """Whether ``v`` is finite as a float (an int too large for one is not)."""
-    try:
-        return math.isfinite(v)
-    except OverflowError:
-        return False
-
-
 def _check_fields(cfg: Any, ints: tuple[str, ...], positive: tuple[str, ...],
                   nonnegative: tuple[str, ...] = (), unit: tuple[str, ...] = ()) -> None:
     """Config validation, each error naming the field: ``ints`` integers >= 1,
@@ -195,7 +187,7 @@ def _check_fields(cfg: Any, ints: tuple[str, ...], positive: tuple[str, ...],
         for name in names:
             v = getattr(cfg, name)
             if (isinstance(v, bool) or not isinstance(v, (int, float))
-                    or not _finite(v) or not ok(v)):
+                    or not finite(v) or not ok(v)):
                 raise ConfigError(f"{name}: bad value {short(v)}; must be {what}.")
 
 
@@ -391,7 +383,7 @@ class LUCBFairConfig:
         _check_fields(self, ("episodes", "d", "phi_samples", "phi_epochs", "threads"),
                       ("beta", "varsigma", "slack") + (() if self.alpha == "paper" else ("alpha",)))
         if (isinstance(self.chi, bool) or not isinstance(self.chi, (int, float))
-                or not _finite(self.chi) or self.chi < 0):
+                or not finite(self.chi) or self.chi < 0):
             raise ConfigError(f"chi: bad value {short(self.chi)}; must be a finite number >= 0 (0 "
                               "switches the dual off, as the paper's code does).")
         # phi's network, fitted in minibatches of 128 on phi_samples samples (each sample's

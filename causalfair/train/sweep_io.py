@@ -279,13 +279,13 @@ def check_runs_removable(runs: Path) -> None:
     which causalfair did not create and never removes."""
     if not runs.is_dir():
         return
+    ours = (*RUN_FILES, RESULT)
     for top, _dirs, files in os.walk(runs):
         for name in files:
             rel = Path(top, name).relative_to(runs)
-            ours = (*RUN_FILES, RESULT)
+            tmp = re.fullmatch(r"\.(.+)\.\w+\.tmp", name)  # an atomic write's, of ours?
             if (len(rel.parts) != 4 or not re.fullmatch(r"seed-\d+", rel.parts[2])
-                    or not (name in ours or re.fullmatch(r"\.(.+)\.\w+\.tmp", name)
-                            and re.sub(r"^\.|\.\w+\.tmp$", "", name) in ours)):
+                    or (tmp.group(1) if tmp else name) not in ours):
                 raise OutputError(f"{runs / rel}: is no file of a sweep's run (runs/SYSTEM/ALGO/"
                                   "seed-K/); --force removes the earlier runs, and never a file "
                                   "causalfair did not create: move it out, or choose another "
