@@ -432,12 +432,7 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
             names = getattr(sim, "group_names", None)
             raise SimulatorContractError(empty_group_message(
                 f"simulator {name}.reset", names[g] if names is not None else g, departed))
-        diff = same(o1, sim.observe(s2)) or same(s1, s2)
-        if diff:
-            raise SimulatorContractError(
-                f"simulator {name}.reset: does not honour its seed: two calls with the same "
-                f"seed gave different states (first difference at {diff}); draw every random "
-                "number from the rng argument.")
+        _check_reset_seeded(name, (s1, o1), s2, sim)
         s3 = sim.reset(n, g, seeded_rng(seed, g, 5))  # another seed: other initial states
         _check_reads_rng(name, "reset", (s1, o1), (s3, sim.observe(s3)))
         rng_d = seeded_rng(seed, g, 1)
@@ -456,6 +451,18 @@ def check_protocol(sim: Any, *, n: int = 64, horizon: int = 3, seed: int = 0,
             _check_departed_step(name, sim.observe(state), after, r1.gain, d, departed, t)
             state = r1.state
     check_shared_state(f"simulator {name}", sim, prints)
+
+
+def _check_reset_seeded(name: str, first: tuple[Any, Any], again: Any, sim: Any) -> None:
+    """Refuse a ``reset`` whose second call with the same seed (state ``again``) differs
+    from the first (``first``: its state and observation), for independent and coupled
+    units alike."""
+    diff = same(first[1], sim.observe(again)) or same(first[0], again)
+    if diff:
+        raise SimulatorContractError(
+            f"simulator {name}.reset: does not honour its seed: two calls with the same "
+            f"seed gave different states (first difference at {diff}); draw every random "
+            "number from the rng argument.")
 
 
 def _seeded_noise(sim: Any, name: str, n: int, key: tuple[int, ...]) -> tuple[Any, Any]:
@@ -529,13 +536,7 @@ def check_protocol_coupled(sim: Any, *, units: int, worlds: int = 8, horizon: in
                       f"{worlds} replicas of {units} units: one row per unit)")
     if features is not None:
         _check_feature_width(name, o1, features)
-    diff = same(o1, sim.observe(sim.reset(worlds, None, seeded_rng(seed, 0, 0)))) \
-        or same(s1, sim.reset(worlds, None, seeded_rng(seed, 0, 0)))
-    if diff:
-        raise SimulatorContractError(
-            f"simulator {name}.reset: does not honour its seed: two calls with the same seed "
-            f"gave different states (first difference at {diff}); draw every random number "
-            "from the rng argument.")
+    _check_reset_seeded(name, (s1, o1), sim.reset(worlds, None, seeded_rng(seed, 0, 0)), sim)
     s3 = sim.reset(worlds, None, seeded_rng(seed, 0, 5))
     _check_reads_rng_worlds(name, "reset", (s1, o1.features, o1.level),
                             (s3, (o3 := sim.observe(s3)).features, o3.level), worlds, units)

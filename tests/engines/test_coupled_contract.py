@@ -72,6 +72,13 @@ class OwnStart(Market):
         return super().reset(n, group, np.random.default_rng(0))
 
 
+class Unseeded(Market):
+    """Draws its start from a generator of its own, seeded afresh at each call."""
+
+    def reset(self, n, group, rng):
+        return super().reset(n, group, np.random.default_rng())
+
+
 class GroupMoves(Market):
     def observe(self, w):
         obs = super().observe(w)
@@ -113,6 +120,7 @@ def _policy(obs):
     (OwnStart, "OwnStart.reset: ignores its rng"),
     (GroupMoves, "GroupMoves.step: Observation.group changed over time: unit 0 of replica 0"),
     (Buffer, "Buffer: its methods change its own attributes between calls (last)"),
+    (Unseeded, "Unseeded.reset: does not honour its seed: two calls with the same seed"),
 ])
 def test_a_broken_coupled_simulator_is_refused_before_anything_runs(sim, says):
     with pytest.raises(SimulatorContractError) as info:
@@ -220,3 +228,31 @@ def test_a_policy_on_coupled_units_gets_the_row_checks(policy, says):
 def test_a_policy_comparing_the_units_of_one_world_still_audits():
     res = cf.decompose(_system(Market), _best_of_world, n=40, seed=0)
     assert np.isfinite(res.C) and res.Lambda is not None
+
+
+class Alone:
+    """Independent units, the start drawn from a generator seeded afresh at each call."""
+
+    n_groups = 2
+
+    def reset(self, n, group, rng):
+        return np.random.default_rng().normal(size=n)
+
+    def observe(self, x):
+        return cf.Observation(group=np.zeros(len(x), dtype=int), features=x[:, None], t=0)
+
+    def draw_noise(self, n, rng):
+        return rng.normal(size=n)
+
+    def step(self, x, decisions, noise):
+        return cf.StepResult(state=x + noise, reward=noise, gain=noise, info={})
+
+
+def test_independent_and_coupled_units_refuse_an_unseeded_start_alike():
+    """One check (contract._check_reset_seeded) for both: the same sentence."""
+    from causalfair.systems.contract import check_protocol
+
+    with pytest.raises(SimulatorContractError) as info:
+        check_protocol(Alone())
+    assert "Alone.reset: does not honour its seed: two calls with the same seed" in \
+        str(info.value), info.value
