@@ -29,7 +29,7 @@ __all__ = ["escape_chars", "csv_text", "fixed", "atomic_write_bytes", "atomic_wr
            "MANIFEST", "foreign_entries", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
            "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
            "FRONTIER_SCHEMA_VERSION", "SYSTEMS_SCHEMA_VERSION", "TRAIN_SCHEMA_VERSION",
-           "REPAIR_SCHEMA_VERSION"]
+           "REPAIR_SCHEMA_VERSION", "N_COUNTS", "sample_size", "sample_size_of"]
 
 #: The file marking a folder causalfair wrote (and may therefore replace).
 MANIFEST = ".causalfair-report.json"
@@ -437,3 +437,48 @@ def fixed(x: float, digits: int = 6, *, sign: bool = False, width: int = 0) -> s
     that rounds to zero, such as rounding noise of -4.4e-16, prints as 0.000000 (+0.000000
     with ``sign``; Python's "z" format option), as the report and its sentences print it."""
     return format(float(x), f"{'+' if sign else ''}z{width or ''}.{digits}f")
+
+
+#: What a Monte Carlo decomposition's ``n`` counts (``Decomposition.n_counts``, ``n_counts``
+#: in its JSON): units of each group (independent units), or worlds of coupled units
+#: (``System.units_per_replica`` > 1), each holding units of every group.
+N_COUNTS = ("units_per_group", "worlds")
+
+
+def sample_size(n: int, n_counts: str = "units_per_group", units_per_world: int | None = None,
+                group_units: Mapping[str, int] | None = None, *, simulated: bool = False) -> str:
+    """What ``n`` of a Monte Carlo decomposition is, as the text outputs print it after
+    "n = ": "200 per group" (units of each group), "200 worlds of 6 units (2 per group)"
+    (coupled units; the units of each group in every world when they are the same in all
+    worlds, "(A: 15, B: 19)" when the groups' differ), "200 worlds of 6 units" when not
+    known by group, "200 worlds" when the world's size is not known either. ``simulated``: "200 simulated
+    units per group", "200 simulated worlds of ..." (the report's words)."""
+    sim = "simulated " * simulated
+    if n_counts != "worlds":
+        return f"{n} {sim}units per group" if simulated else f"{n} per group"
+    if not units_per_world:
+        return f"{n} {sim}worlds"
+    text = f"{n} {sim}worlds of {units_per_world} unit{'s' * (units_per_world != 1)}"
+    sizes = sorted(set((group_units or {}).values()))
+    if len(sizes) == 1:
+        return f"{text} ({sizes[0]} per group)"
+    if sizes:
+        return f"{text} ({', '.join(f'{g}: {k}' for g, k in group_units.items())})"
+    return text
+
+
+def sample_size_of(dec: Mapping[str, Any], system: Mapping[str, Any] | None = None,
+                   n: Any = None, *, simulated: bool = False) -> str | None:
+    """:func:`sample_size` of a decomposition's JSON (``Decomposition.to_dict``: ``n``,
+    ``n_counts``, ``units_per_world``, ``group_units_per_world``), or of ``n`` when it has
+    none; None without either. A document written before ``n_counts`` was recorded reads
+    as worlds when its ``system`` (audit.json's) has ``units_per_replica`` > 1."""
+    n = dec.get("n", n)
+    if n is None:
+        return None
+    upr = (system or {}).get("units_per_replica")
+    counts = dec.get("n_counts") or ("worlds" if isinstance(upr, int) and upr > 1
+                                     else "units_per_group")
+    return sample_size(n, counts, dec.get("units_per_world") or (upr if counts == "worlds"
+                                                                  else None),
+                       dec.get("group_units_per_world"), simulated=simulated)

@@ -20,7 +20,7 @@ __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", 
            "check_names", "check_engine", "check_weight", "check_weights",
            "engine_for",
            "z_quantile",
-           "did_you_mean", "unknown_key"]
+           "did_you_mean", "unknown_key", "check_pair"]
 
 #: The engines of a decomposition: the system's choice, exact or Monte Carlo.
 ENGINES = ("auto", "exact", "mc")
@@ -316,3 +316,26 @@ def check_keywords(fn: Any = None, *, name: str | None = None) -> Any:
         return fn(*args, **kwargs)
 
     return checked
+
+
+def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int]:
+    """The audited pair of group indices (s+, s-): ``pair`` checked against ``n_groups``, or
+    by default (0, 1) with two groups (or without values ``V``) and (argmax V, argmin V) with
+    more (method.md section 2); (0, 1) too when every group has the same V."""
+    if pair is None:
+        if n_groups == 2 or V is None:
+            return (0, 1)
+        a, b = int(np.argmax(V)), int(np.argmin(V))
+        return (a, b) if a != b or n_groups < 2 else (0, 1)
+    if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list, np.ndarray)) \
+            or len(pair) != 2 or not all(isinstance(i, (int, np.integer))
+                                         and not isinstance(i, bool) for i in pair):
+        shown = pair.tolist() if callable(getattr(pair, "tolist", None)) else pair
+        got = " ".join(repr(shown).split())  # one line, a Series' or array's values
+        raise ModelError(f"pair: expected two group indices (integers), got {got[:80]}; e.g. "
+                         "pair=(0, 1), or the two groups' names, which cf.decompose and "
+                         "cf.benefit_fairness take (\"A-B\" or (\"A\", \"B\")).")
+    a, b = (int(i) for i in pair)
+    if not (0 <= a < n_groups and 0 <= b < n_groups) or a == b:
+        raise ModelError(f"pair: expected two distinct group indices in [0, {n_groups}), got {pair!r}.")
+    return (a, b)

@@ -13,10 +13,11 @@ import numpy as np
 
 from causalfair._io import fixed
 from causalfair._simultaneous import MARK, ci_label, simultaneous_sentence
-from causalfair.errors import InputError
+from causalfair._validation import check_int, check_unit
+from causalfair.errors import InputError, short
 
 __all__ = ["new_figure", "wrap", "waterfall", "benefit_scatter", "benefit_actions",
-           "GROUP_COLOURS", "group_marker", "same_size_markers", "lambda_label", "text_only",
+           "benefit_figure", "GROUP_COLOURS", "group_marker", "same_size_markers", "lambda_label", "text_only",
            "check_axes"]
 
 #: One colour per group, distinct up to 10 groups (e.g. an intersection of 5 x 2 attributes).
@@ -277,3 +278,28 @@ def benefit_actions(ben: Any, unit: str, *, base: int | None, actions: list[int]
             "probs": {g: ben.p_d1[i].tolist() for i, g in enumerate(ben.groups)},
             "actions": list(ben.actions)}
     return fig, data
+
+
+def benefit_figure(result: Any, n_worst: int, unit: str | None, *, action: str | None,
+                   ax: Any) -> Any:
+    """The figure of :meth:`causalfair.results.BenefitResult.plot` (its arguments checked
+    there: ``n_worst``, ``unit``, ``action``, ``ax``)."""
+    n_worst = check_int("n_worst", n_worst, 0)
+    unit = check_unit(unit) or result.gain_unit or "gain units"
+    if action is not None and (not result.multi or action not in result.actions):
+        raise InputError(f"action: bad value {short(action, 40)}; "
+                         + (f"allowed values: {', '.join(map(str, result.actions))}."
+                            if result.multi else "only a result with more than two actions "
+                            "draws one panel per action; leave action out."))
+    if result.multi and ax is not None and action is None:
+        raise InputError(f"action: required with ax= for a result with {len(result.actions)} "
+                         f"actions (one panel each); name one of "
+                         f"{', '.join(map(str, result.actions))}, or leave ax out.")
+    with text_only():  # group and action names as written, never mathtext
+        if result.multi:
+            acts = None if action is None else [result.actions.index(action)]
+            return benefit_actions(result, unit, base=None, actions=acts, ax=ax,
+                                   hide_unvisited=True)[0]
+        label = result.actions[1] if len(result.actions) == 2 else None
+        return benefit_scatter(result, unit, worst=n_worst, label=label, ax=ax,
+                               hide_unvisited=True)[0]

@@ -13,14 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._io import fixed
+from causalfair._io import N_COUNTS, fixed, sample_size
 from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._texttable import cell_columns, frame_text
-from causalfair._validation import check_alpha, check_int, check_keywords, check_unit, z_quantile
-from causalfair.errors import InputError, ModelError, short
+from causalfair._validation import (
+    check_alpha,
+    check_int,
+    check_keywords,
+    check_pair,
+    check_unit,
+    z_quantile,
+)
+from causalfair.errors import InputError, short
 from causalfair.plotting import (
-    benefit_actions,
-    benefit_scatter,
+    benefit_figure,
     new_figure,
     text_only,
     waterfall,
@@ -79,7 +85,10 @@ class Decomposition:
     m = G(G-1)/2; named or two groups: 1); with m > 1 the intervals of C, DPE, IPE and SPE
     are simultaneous over the m pairs (Bonferroni, z_{1 - alpha/(2m)};
     :mod:`causalfair._simultaneous`), so that they cover the chosen pair's true values at
-    level 1 - alpha whichever pair the data picked.
+    level 1 - alpha whichever pair the data picked. ``n`` (Monte Carlo) counts what
+    ``n_counts`` says: ``"units_per_group"``, or ``"worlds"`` of coupled units, each of
+    ``units_per_world`` units, ``group_units_per_world`` of each group when every world has
+    the same (:attr:`sample_size` says it in words).
     """
 
     engine: str
@@ -107,6 +116,14 @@ class Decomposition:
     decisions: Any = None
     gain_unit: str | None = None  # the system's (Gain.unit), for figures; None: not known
     simultaneous: int = 1  # m: the compared pair was chosen from m pairs (Bonferroni over them)
+    n_counts: str = "units_per_group"  # what n counts (N_COUNTS): or worlds of coupled units
+    units_per_world: int | None = None  # worlds: the units of one world
+    group_units_per_world: Mapping[str, int] | None = None  # worlds: each group's, if one in all
+
+    def __post_init__(self) -> None:
+        if self.n_counts not in N_COUNTS:
+            raise InputError(f"n_counts: expected one of {', '.join(N_COUNTS)}, got "
+                             f"{short(self.n_counts, 40)}.")
 
     # -------------------------------------------------------------- the four figures
     def _gap(self, v: np.ndarray) -> float:
@@ -143,6 +160,13 @@ class Decomposition:
     def total_utility(self) -> float:
         """The same as :attr:`utility`."""
         return self.utility
+
+    @property
+    def sample_size(self) -> str:
+        """What ``n`` is (:func:`causalfair._io.sample_size`): "200 per group", or "200 worlds of
+        6 units (2 per group)" of coupled units; "" for an exact result."""
+        return "" if self.n is None else sample_size(self.n, self.n_counts, self.units_per_world,
+                                                     self.group_units_per_world)
 
     @property
     def diagnostics_ok(self) -> bool | None:
@@ -377,8 +401,10 @@ class Decomposition:
                 out["simultaneous"] = simultaneous_dict(self.simultaneous, 0.05)
         if self.notions:
             out["notions"] = {k: float(v) for k, v in self.notions.items()}
-        if self.n is not None:
-            out["n"] = self.n
+        if self.n is not None:  # what it counts: units of each group, or worlds of U units
+            out.update(n=self.n, n_counts=self.n_counts, **{k: v for k, v in (
+                ("units_per_world", self.units_per_world),
+                ("group_units_per_world", self.group_units_per_world)) if v is not None})
         if self.seed is not None:
             out["seed"] = self.seed
         return out
@@ -392,7 +418,7 @@ class Decomposition:
             f"  model: {self.model_name}   policy: {self.policy_name}   horizon T = {self.horizon}"
             + (f"   gamma = {self.gamma:g}" if self.gamma != 1.0 else ""),
             f"  pair: {self.groups[a]} - {self.groups[b]}"
-            + (f"   n = {self.n} per group, seed = {self.seed}" if self.n is not None else ""),
+            + (f"   n = {self.sample_size}, seed = {self.seed}" if self.n is not None else ""),
             "",
         ]
         ci = self.intervals(alpha) if self.se else None  # (conf_int's numbers, no pandas)
@@ -486,29 +512,6 @@ class Decomposition:
         return (f"<div><strong>{title}</strong>"
                 f"{df.to_html(float_format=fixed)}{lam_html}"
                 f"<p style='font-size:0.85em;color:#57606a'>{caption}</p></div>")
-
-
-def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int]:
-    """The audited pair of group indices (s+, s-): ``pair`` checked against ``n_groups``, or
-    by default (0, 1) with two groups (or without values ``V``) and (argmax V, argmin V) with
-    more (method.md section 2); (0, 1) too when every group has the same V."""
-    if pair is None:
-        if n_groups == 2 or V is None:
-            return (0, 1)
-        a, b = int(np.argmax(V)), int(np.argmin(V))
-        return (a, b) if a != b or n_groups < 2 else (0, 1)
-    if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list, np.ndarray)) \
-            or len(pair) != 2 or not all(isinstance(i, (int, np.integer))
-                                         and not isinstance(i, bool) for i in pair):
-        shown = pair.tolist() if callable(getattr(pair, "tolist", None)) else pair
-        got = " ".join(repr(shown).split())  # one line, a Series' or array's values
-        raise ModelError(f"pair: expected two group indices (integers), got {got[:80]}; e.g. "
-                         "pair=(0, 1), or the two groups' names, which cf.decompose and "
-                         "cf.benefit_fairness take (\"A-B\" or (\"A\", \"B\")).")
-    a, b = (int(i) for i in pair)
-    if not (0 <= a < n_groups and 0 <= b < n_groups) or a == b:
-        raise ModelError(f"pair: expected two distinct group indices in [0, {n_groups}), got {pair!r}.")
-    return (a, b)
 
 
 @dataclass(frozen=True, eq=False)
@@ -692,25 +695,7 @@ class BenefitResult:
         By forks, a level a group never visits has no estimate and no point. ``unit``: the
         gain's unit; default :attr:`gain_unit` (set by :func:`causalfair.benefit_fairness`
         from the system), else "gain units"."""
-        n_worst = check_int("n_worst", n_worst, 0)
-        unit = check_unit(unit) or self.gain_unit or "gain units"
-        if action is not None and (not self.multi or action not in self.actions):
-            raise InputError(f"action: bad value {short(action, 40)}; "
-                             + (f"allowed values: {', '.join(map(str, self.actions))}."
-                                if self.multi else "only a result with more than two actions "
-                                "draws one panel per action; leave action out."))
-        if self.multi and ax is not None and action is None:
-            raise InputError(f"action: required with ax= for a result with {len(self.actions)} "
-                             f"actions (one panel each); name one of "
-                             f"{', '.join(map(str, self.actions))}, or leave ax out.")
-        with text_only():  # group and action names as written, never mathtext
-            if self.multi:
-                acts = None if action is None else [self.actions.index(action)]
-                return benefit_actions(self, unit, base=None, actions=acts, ax=ax,
-                                       hide_unvisited=True)[0]
-            label = self.actions[1] if len(self.actions) == 2 else None
-            return benefit_scatter(self, unit, worst=n_worst, label=label, ax=ax,
-                                   hide_unvisited=True)[0]
+        return benefit_figure(self, n_worst, unit, action=action, ax=ax)
 
     def no_pairs_note(self, cells: str | None = None) -> str:
         """What is said instead of a table of pairs that each contribute 0 (a policy that

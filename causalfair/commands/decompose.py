@@ -331,7 +331,7 @@ def _mc_text(result, alpha: float) -> str:
         "Decomposition of the qualification-gain disparity (mc engine)",
         f"  model: {result.model_name}   policy: {result.policy_name}   horizon T = "
         f"{result.horizon}",
-        f"  pair: {result.groups[a]} - {result.groups[b]}   n = {result.n} per group, "
+        f"  pair: {result.groups[a]} - {result.groups[b]}   n = {result.sample_size}, "
         f"seed = {result.seed}, common random numbers",
         "",
     ]

@@ -201,10 +201,11 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     tasks = ((job, U, G, b, m) for b, m in batches(n, batch))
     ab: tuple[int, int] = (0, 1)
     supply_demand: dict[str, list[np.ndarray]] = {}
+    same = True  # every world has counts' units of each group
 
     def fold(task: tuple[Any, ...], result: tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]
              ) -> None:
-        nonlocal counts, ab, sums
+        nonlocal counts, ab, sums, same
         b = task[3]
         batch_sums, mean, cnt = result
         if (cnt == 0).any():
@@ -214,6 +215,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
         if b == 0:
             counts = cnt[0]
             ab = check_pair(pair, G, mean["A"].mean(0))
+        same = same and bool((cnt == counts).all())  # each group's units: one in all?
         sums += batch_sums
         for k, arr in mean.items():
             if k.startswith("_"):  # supply / demand totals, long-term gaps: kept per replica
@@ -253,7 +255,9 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
         decisions=sums[3:].transpose(1, 0, 2).astype(np.int64), utility_by_group=util,
         group_weights=weights, Lambda=None,
         se=se, n=n, seed=seed, diagnostics={}, policy_name=name, model_name=system.id,
-        notions=notions,
+        notions=notions, n_counts="worlds", units_per_world=int(U),
+        group_units_per_world=dict(zip(system.groups, map(int, counts), strict=True))
+        if same else None,
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from causalfair._io import fixed
+from causalfair._io import fixed, sample_size_of
 from causalfair._simultaneous import MARK, ci_label
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
 from causalfair.report.marks import mark_note, widened
@@ -522,7 +522,8 @@ def inconclusive_steps(doc: Mapping[str, Any]) -> list[str]:
         elif gap > 0:
             times = (half / gap) ** 2
             more = (f"intervals narrow as 1 / sqrt(n), so about {times:.3g} times [engine] n "
-                    + (f"(now {res['n']} per group) " if res.get("n") else "")
+                    + (f"(now {size}) " if (size := sample_size_of(dec, doc.get("system"),
+                                                                   res.get("n"))) else "")
                     + "would settle it if the estimate stays where it is")
         else:
             more = "the estimate equals the threshold, so no sample size settles it"
@@ -638,7 +639,9 @@ def assumptions(doc: Mapping[str, Any]) -> list[str]:
                    "dynamics it describes.")
     elif engine == "mc":
         res = doc["spec"]["resolved"]
-        out.append(f"Monte Carlo engine: {res.get('n')} simulated units (or worlds) per group, "
+        size = sample_size_of(doc["decomposition"], doc.get("system"), res.get("n"),
+                              simulated=True)
+        out.append(f"Monte Carlo engine: {size}, "
                    f"seed {res.get('seed')}; the forks and the baseline policy reuse the same "
                    "random numbers (common random numbers). Intervals are normal "
                    "approximations (estimate +- z * standard error); a threshold passes only "

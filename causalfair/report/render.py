@@ -508,7 +508,8 @@ def _header_line(r: AuditResult, doc: dict[str, Any]) -> str:
     spec = r.spec
     return (f"source: {spec.system_label if spec.source == 'model' else logs_label(spec)}; policy: "
             f"{doc['policy']['label']}; horizon T = {r.decomposition.horizon}; "
-            f"engine: {spec.engine}" + (f" (n = {spec.n}, seed = {spec.seed})"
+            f"engine: {spec.engine}" + (f" (n = {r.decomposition.sample_size or spec.n}, "
+                                        f"seed = {spec.seed})"
                                         if spec.engine == "mc" and spec.source == "model" else "")
             + ("" if _is_exact(r) else f"; CI level {100 * (1 - spec.alpha):g}%")
             + (f"; {audited_on(date)}" if (date := (doc.get("provenance") or {}).get("date"))
