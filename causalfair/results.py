@@ -88,7 +88,9 @@ class Decomposition:
     level 1 - alpha whichever pair the data picked. ``n`` (Monte Carlo) counts what
     ``n_counts`` says: ``"units_per_group"``, or ``"worlds"`` of coupled units, each of
     ``units_per_world`` units, ``group_units_per_world`` of each group when every world has
-    the same (:attr:`sample_size` says it in words).
+    the same (:attr:`sample_size` says it in words). ``alpha``: the engine's (the call's
+    ``alpha``), the level 1 - alpha that print, :meth:`summary`, :meth:`to_frame`,
+    :meth:`conf_int` and :meth:`plot` take when given none (``to_dict()``'s ``ci95``: 95%).
     """
 
     engine: str
@@ -116,6 +118,7 @@ class Decomposition:
     decisions: Any = None
     gain_unit: str | None = None  # the system's (Gain.unit), for figures; None: not known
     simultaneous: int = 1  # m: the compared pair was chosen from m pairs (Bonferroni over them)
+    alpha: float = 0.05  # the engine's alpha: the level 1 - alpha its views default to
     n_counts: str = "units_per_group"  # what n counts (N_COUNTS): or worlds of coupled units
     units_per_world: int | None = None  # worlds: the units of one world
     group_units_per_world: Mapping[str, int] | None = None  # worlds: each group's, if one in all
@@ -190,12 +193,13 @@ class Decomposition:
         out["utility"] = self.total_utility
         return out
 
-    def intervals(self, alpha: float = 0.05) -> dict[str, tuple[float, float]]:
-        """(1 - alpha) normal-approximation interval (lower, upper) per quantity (the keys
+    def intervals(self, alpha: float | None = None) -> dict[str, tuple[float, float]]:
+        """(1 - alpha) (default :attr:`alpha`) normal-approximation interval (lower, upper) per quantity (the keys
         of :meth:`estimates`); exact results have zero-width intervals. No pandas: what a
         training worker's audits read (:meth:`conf_int` is its table). C, DPE, IPE and SPE
         of a pair chosen from the data (:attr:`simultaneous` m > 1): simultaneous over the m
         pairs, z_{1 - alpha/(2m)} (:func:`causalfair._simultaneous.pair_z`)."""
+        alpha = self.alpha if alpha is None else alpha
         z = z_quantile(alpha)
         zc = z if self.simultaneous == 1 else pair_z(alpha, self.simultaneous)
         se = self.se or {}
@@ -203,7 +207,7 @@ class Decomposition:
                     v + (zc if k in _EFFECTS else z) * se.get(k, 0.0))
                 for k, v in self.estimates().items()}
 
-    def conf_int(self, alpha: float = 0.05) -> Any:
+    def conf_int(self, alpha: float | None = None) -> Any:
         """(1 - alpha) normal-approximation intervals per quantity, as a DataFrame with
         columns ``lower`` and ``upper`` (:meth:`intervals`). Exact results have zero-width
         intervals. No ``Lambda`` row, unlike :meth:`to_frame`: these rows are audit.json's
@@ -216,7 +220,7 @@ class Decomposition:
                                       columns=["lower", "upper"])
 
     @check_keywords(name="Decomposition.to_frame")
-    def to_frame(self, alpha: float = 0.05, *, pair_level: bool = False) -> Any:
+    def to_frame(self, alpha: float | None = None, *, pair_level: bool = False) -> Any:
         """One row per quantity (index ``quantity``): estimate, se (0 for exact), and the CI
         bounds; a ``Lambda`` row when Lambda was computed (:meth:`lambda_row`).
         ``pair_level=True``: indexed (pair, quantity) instead, the pair named ``"A-B"``
@@ -253,7 +257,8 @@ class Decomposition:
         a, b = self.pair
         return f"{self.groups[a]}-{self.groups[b]}"
 
-    def lambda_row(self, alpha: float = 0.05) -> tuple[float, float, float, float] | None:
+    def lambda_row(self, alpha: float | None = None
+                   ) -> tuple[float, float, float, float] | None:
         """Lambda as the report's metrics table has it: (estimate, se, ci_lower, ci_upper),
         None when Lambda was not computed. The interval is ``Lambda_ci`` when it is at
         level 1 - ``alpha`` (the bootstrap interval of the forks, or the log audit's), else
@@ -263,7 +268,7 @@ class Decomposition:
         n/a)."""
         if self.Lambda is None:
             return None
-        lam = float(self.Lambda)
+        lam, alpha = float(self.Lambda), self.alpha if alpha is None else alpha
         ben_se = getattr(self.benefit, "se", None)
         s = ben_se if ben_se is not None else (self.se or {}).get("Lambda")
         if self.Lambda_ci is not None and self.Lambda_ci_level is not None \
@@ -283,17 +288,9 @@ class Decomposition:
         import pandas as pd
 
         return pd.DataFrame(
-            {
-                "V": self.V,
-                "V_ps": self.V_ps,
-                "V_0": self.V_0,
-                "direct": self.V - self.V_ps,
-                "indirect": self.V_ps - self.V_0,
-                "spurious": self.V_0,
-                "utility": self.utility_by_group,
-            },
-            index=pd.Index(self.groups, name="group"),
-        )
+            {"V": self.V, "V_ps": self.V_ps, "V_0": self.V_0, "direct": self.V - self.V_ps,
+             "indirect": self.V_ps - self.V_0, "spurious": self.V_0,
+             "utility": self.utility_by_group}, index=pd.Index(self.groups, name="group"))
 
     # ------------------------------------------- fairlearn's MetricFrame vocabulary
     @property
@@ -396,7 +393,7 @@ class Decomposition:
         }
         if se is not None:
             out["se"] = {k: float(v) for k, v in se.items()}
-            out["ci95"] = {k: [float(lo), float(hi)] for k, (lo, hi) in self.intervals().items()}
+            out["ci95"] = {k: [float(lo), float(hi)] for k, (lo, hi) in self.intervals(0.05).items()}
             if self.simultaneous > 1:  # ci95's C, DPE, IPE, SPE: over the pairs it was chosen from
                 out["simultaneous"] = simultaneous_dict(self.simultaneous, 0.05)
         if self.notions:
@@ -409,10 +406,10 @@ class Decomposition:
             out["seed"] = self.seed
         return out
 
-    def summary(self, alpha: float = 0.05) -> str:
-        """Plain text: the effects with their (1 - ``alpha``) normal intervals when there are
-        standard errors, Lambda, utility and the per-group values."""
-        a, b = self.pair
+    def summary(self, alpha: float | None = None) -> str:
+        """Plain text: the effects with their (1 - ``alpha``; default :attr:`alpha`) normal
+        intervals when there are standard errors, Lambda, utility and the per-group values."""
+        (a, b), alpha = self.pair, self.alpha if alpha is None else alpha
         lines = [
             f"Decomposition of the qualification-gain disparity ({self.engine} engine)",
             f"  model: {self.model_name}   policy: {self.policy_name}   horizon T = {self.horizon}"
@@ -450,13 +447,14 @@ class Decomposition:
                           f"largest residual {worst:.2e}"]
         return "\n".join(lines)
 
-    def simultaneous_note(self, alpha: float = 0.05) -> str:
+    def simultaneous_note(self, alpha: float | None = None) -> str:
         """The sentence on a data-chosen pair's intervals
         (:func:`causalfair._simultaneous.simultaneous_sentence`); "" when there is none to
         say (a named pair, two groups, no standard errors)."""
         if self.simultaneous == 1 or not self.se:
             return ""
-        return simultaneous_sentence(self.pair_name, self.simultaneous, alpha)
+        return simultaneous_sentence(self.pair_name, self.simultaneous,
+                                     self.alpha if alpha is None else alpha)
 
     def _lambda_line(self) -> str:
         """Lambda with its interval (Monte Carlo), or why a Monte Carlo result has none."""
@@ -472,15 +470,15 @@ class Decomposition:
         return self.summary()
 
     @check_keywords(name="Decomposition.plot")
-    def plot(self, alpha: float = 0.05, unit: str | None = None, *, ax: Any = None) -> Any:
+    def plot(self, alpha: float | None = None, unit: str | None = None, *, ax: Any = None) -> Any:
         """The waterfall of C into SPE, IPE and DPE (the report's headline figure), with
-        1 - ``alpha`` intervals for Monte Carlo results: a matplotlib Figure (Agg canvas;
+        1 - ``alpha`` (default :attr:`alpha`) intervals for Monte Carlo results: a matplotlib Figure (Agg canvas;
         ``fig.savefig("waterfall.png")``; Jupyter shows it), or, with ``ax`` (a matplotlib
         Axes, e.g. one panel of a slide), drawn there and that Axes' Figure returned.
         ``unit``: the gain's unit on the axis; default :attr:`gain_unit`, else "gain
         units"."""
         with text_only():  # group names as written, never mathtext
-            return waterfall(self, alpha, check_unit(unit) or self.gain_unit or "gain units",
+            return waterfall(self, self.alpha if alpha is None else alpha, check_unit(unit) or self.gain_unit or "gain units",
                              ax=ax)[0]
 
     def __repr__(self) -> str:
@@ -505,7 +503,7 @@ class Decomposition:
             f"C = DPE + IPE + SPE: the gap in expected total gain, {self.groups[a]} minus "
             f"{self.groups[b]} (positive favours {self.groups[a]}); DPE the decisions' direct "
             f"effect, IPE their delayed effect, SPE the gap without decisions"
-            + ("" if not self.se else "; intervals at 95%") + "."
+            + ("" if not self.se else f"; intervals at {100 * (1 - self.alpha):g}%") + "."
             + (f" {self.simultaneous_note()}" if self.simultaneous_note() else ""))
         lam = self._lambda_line()
         lam_html = f"<p>{html.escape(lam)}</p>" if lam else ""

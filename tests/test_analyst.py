@@ -87,7 +87,7 @@ def test_checked_entry_points_keep_their_signature_and_docstring():
 # ------------------------------------------------------------- other arguments
 def test_alpha_of_the_wrong_type_is_an_input_error(model):
     dec = cf.decompose(model, "threshold:0.5", 5)
-    for call in (lambda: dec.to_frame("0.05"), lambda: dec.conf_int(None),
+    for call in (lambda: dec.to_frame("0.05"), lambda: dec.conf_int([0.05]),
                  lambda: cf.decompose(model, "threshold:0.5", 5, alpha=5),
                  lambda: cf.benefit_fairness(model, "threshold:0.5", 5, alpha="0.05")):
         with pytest.raises(InputError, match=r"alpha: must be in \(0, 1\), got .*e\.g\. 0\.05"):

@@ -400,7 +400,8 @@ def decompose_mc(
     (standard errors keyed like ``estimates()``), ``n``, ``seed`` and ``decisions`` (the
     units of each group given each action at each step, counted as the run draws them; of
     a system that declares departed levels, only the units present at that step); use
-    ``result.conf_int(alpha)`` for confidence intervals. ``Lambda`` (benefit fairness
+    ``result.conf_int(alpha)`` for confidence intervals (by default, as its print and
+    ``to_frame()``, at this call's level 1 - ``alpha``: ``result.alpha``). ``Lambda`` (benefit fairness
     with ``eps``, method.md section 4) comes with ``Lambda_ci``, ``se["Lambda"]`` and
     ``benefit`` from :func:`causalfair.engines.benefit_mc.system_benefit`: exact when the system
     has a tabular model of independent units and the policy is known to read only
@@ -550,6 +551,7 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     kept for other pairs)."""
     from dataclasses import replace
 
+    dec = replace(dec, alpha=check_alpha(alpha))  # the level its views' intervals take
     m = benefit_size(int(dec.n or 2), benefit_n)
     exact = _lambda_exact(system, policy)
     policy = untabulated(policy) if exact else policy
