@@ -7,9 +7,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import causalfair as cf  # noqa: E402
+from causalfair.errors import CausalfairError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -35,3 +37,23 @@ def test_a_monte_carlo_decomposition_keeps_the_level_it_was_asked_for():
     assert -lo == pytest.approx(frame.loc["C", "ci_upper"], rel=1e-12)
     default = cf.decompose(sim, "threshold:0.5", 4, engine="mc", n=2000, seed=0)
     assert default.alpha == 0.05 and "95% CI" in str(default)
+
+
+@pytest.mark.parametrize("table", [np.full((2, 7), 2.0), np.full((2, 7), np.nan),
+                                   np.full((3, 7), 0.5)])
+def test_other_notions_checks_a_table_as_every_exact_door(lending, table):
+    """cf.other_notions took an ndarray as it was: approval rates of 2.0, NaN gaps, a
+    broadcast ValueError, where value_tables and lambda_metric refuse the same table."""
+    with pytest.raises(CausalfairError, match=r"policy(: table| table:)"):
+        cf.other_notions(lending, table, 5)
+
+
+@pytest.mark.parametrize("pair", [(0, -1), (1, 1), (0, 9), ("s+", "s-")])
+def test_other_notions_checks_its_pair(lending, pair):
+    """pair=(0, -1) read the last group through numpy's negative index, (1, 1) gave a gap
+    of 0 and (0, 9) an IndexError; lambda_metric's check now refuses them."""
+    policy = cf.parse_policy("threshold:0.5", lending)
+    with pytest.raises(CausalfairError, match=r"^pair: expected two"):
+        cf.other_notions(lending, policy, 5, pair=pair)
+    assert cf.other_notions(lending, policy, 5, pair=(1, 0))["dp_gap"] == pytest.approx(
+        cf.other_notions(lending, policy, 5)["dp_gap"], abs=0)

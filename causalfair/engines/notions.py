@@ -38,6 +38,7 @@ from causalfair._validation import check_horizon, check_keywords
 from causalfair.model import TabularModel
 from causalfair.policies.core import Policy
 from causalfair.policies.grid import policy_table
+from causalfair.results import check_pair
 
 __all__ = ["other_notions", "wasserstein_levels"]
 
@@ -60,11 +61,10 @@ def other_notions(model: TabularModel, policy: Policy | np.ndarray, horizon: int
                   pair: tuple[int, int] = (0, 1)) -> dict[str, Any]:
     """TPR gap, ELBERT bias, W1, demographic parity gap, utility, final mean levels."""
     T = check_horizon(horizon)
-    p = np.asarray(policy, dtype=np.float64) if isinstance(policy, np.ndarray) else policy_table(
-        policy, model, T)
+    p = policy_table(policy, model, T)  # a table too: checked as every exact door checks it
+    a, b = check_pair(pair, model.n_groups, None)
     mu = model.propagate(p, T)
     occ = mu[:T]  # (T, G, K)
-    a, b = pair
     r = model.reward
     if model.binary:
         pt = p if p.ndim == 3 else np.broadcast_to(p, (T, *p.shape))
