@@ -57,3 +57,27 @@ def test_other_notions_checks_its_pair(lending, pair):
         cf.other_notions(lending, policy, 5, pair=pair)
     assert cf.other_notions(lending, policy, 5, pair=(1, 0))["dp_gap"] == pytest.approx(
         cf.other_notions(lending, policy, 5)["dp_gap"], abs=0)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"seed": -1}, r"^seed: must be an integer >= 0"),
+    ({"seed": 1.5}, r"^seed: must be an integer >= 0"),
+    ({"seed": None}, r"^seed: must be an integer >= 0"),  # OS entropy: another log each call
+    ({"n_individuals": 2.5}, r"^n_individuals: must be an integer >= 1"),
+    ({"horizon": 2.5}, r"^horizon: must be an integer >= 1"),
+    ({"groups": [-1, -1, 0, 0]}, r"groups\[0\] = -1 is not a group index \(0 to 1\)"),
+    ({"groups": [5, 0, 0, 0]}, r"groups\[0\] = 5 is not a group index"),
+    ({"groups": [0, 1]}, r"groups must be 4 integer group indices"),
+    ({"groups": ["s+"] * 4}, r"groups must be 4 integer group indices"),
+])
+def test_simulate_logs_checks_its_arguments(kw, match):
+    """simulate_logs (the function the CLI calls) raised numpy's errors for a negative or
+    fractional seed, truncated 2.5 individuals to 2, drew OS entropy for seed=None, and
+    simulated groups=-1 as the last group while logging it as a missing group (NaN)."""
+    from causalfair.logs import simulate_logs
+
+    with pytest.raises(CausalfairError, match=match):
+        simulate_logs("lending-1", "random:0.5", **{"n_individuals": 4, "horizon": 3, **kw})
+    df = simulate_logs("lending-1", "random:0.5", 4, 3, 7, groups=np.array([0, 1, 1, 0]))
+    assert df.group.tolist()[:4] == ["s+", "s-", "s-", "s+"]
+    assert df.equals(simulate_logs("lending-1", "random:0.5", 4, 3, 7, groups=[0, 1, 1, 0]))

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_keywords
+from causalfair._validation import check_horizon, check_int, check_keywords
+from causalfair.errors import short
 from causalfair.logs.errors import LogError
 from causalfair.policies.core import parse_policy
 from causalfair.policies.grid import d1_probs
@@ -51,10 +52,9 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
             "decisions in the log format (docs/logs.md).")
     if isinstance(policy, str):
         policy = parse_policy(policy, system)
-    n = int(n_individuals)
-    T = int(horizon)
-    if n < 1 or T < 1:
-        raise LogError(f"simulate_logs: n_individuals and horizon must be >= 1, got {n} and {T}.")
+    n = check_int("n_individuals", n_individuals, 1)
+    T = check_horizon(horizon)
+    seed = check_int("seed", seed, 0)  # None would draw the OS's entropy: another log each call
 
     check_memory(_LOG_ROW_BYTES * n * T, f"simulate_logs: a log of {n} individuals x {T} "
                  "epochs", "lower n_individuals (--n) or the horizon")
@@ -64,7 +64,7 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
     if groups is None:
         g = rng.choice(system.n_groups, size=n, p=system.group_weights)
     else:
-        g = np.asarray(groups, dtype=np.int64)
+        g = _group_indices(groups, n, system.n_groups)
     state = sim.reset(n, g, rng)
     cols = {k: np.empty((T, n), dtype=dt) for k, dt in (
         ("level", np.int64), ("decision", np.int64), ("next_level", np.int64),
@@ -91,6 +91,23 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
         "group": pd.Categorical.from_codes(np.tile(g, T), categories=list(names)),
         **{k: v.reshape(-1) for k, v in cols.items()},
     })
+
+
+def _group_indices(groups: Any, n: int, G: int) -> np.ndarray:
+    """``groups`` (each individual's group index) as an int array of length ``n`` with
+    values in [0, ``G``), else a LogError naming what is wrong (-1 was numpy's last group,
+    logged as a missing group; a short array was broadcast)."""
+    g = np.asarray(groups)
+    if g.shape != (n,) or not np.issubdtype(g.dtype, np.integer):
+        raise LogError(f"simulate_logs: groups must be {n} integer group indices (one per "
+                       f"individual, 0 to {G - 1}), got {short(groups, 60)} of shape {g.shape}; "
+                       "leave it out to draw the groups from the system's group_weights.")
+    bad = (g < 0) | (g >= G)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise LogError(f"simulate_logs: groups[{i}] = {int(g[i])} is not a group index (0 to "
+                       f"{G - 1}).")
+    return g.astype(np.int64)
 
 
 def potential_note(system: Any) -> str | None:
