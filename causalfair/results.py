@@ -656,16 +656,18 @@ class BenefitResult:
         a, b = self.pair
         return f"{self.groups[a]}-{self.groups[b]}"
 
-    def to_frame(self, alpha: float = 0.05) -> Any:
+    def to_frame(self, alpha: float | None = None) -> Any:
         """One row, indexed (pair, quantity) as
         :meth:`~causalfair.engines.groups.GroupComparison.to_frame`: the pair ``"A-B"`` and
         the notion (``Lambda``, or ``Lambda_T``) with estimate, se, ci_lower, ci_upper. Exact:
         se 0 and the point; by forks: the bootstrap se and the reported interval ``ci`` at
-        its level, at another level 1 - ``alpha`` estimate +- z se floored at 0 (as
-        :meth:`Decomposition.to_frame`); NaN where there is neither."""
+        its level (the default), at another level 1 - ``alpha`` estimate +- z se floored at 0
+        (as :meth:`Decomposition.to_frame`); NaN where there is neither."""
         import pandas as pd
 
         lam = float(self.Lambda)
+        if alpha is None:  # the level the result was computed at (its printed interval's)
+            alpha = 0.05 if self.ci_level is None else 1.0 - float(self.ci_level)
         if self.ci is not None and self.ci_level is not None \
                 and abs(self.ci_level - (1.0 - check_alpha(alpha))) < 1e-9:
             row = [lam, np.nan if self.se is None else float(self.se), *map(float, self.ci)]

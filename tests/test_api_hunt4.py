@@ -81,3 +81,16 @@ def test_simulate_logs_checks_its_arguments(kw, match):
     df = simulate_logs("lending-1", "random:0.5", 4, 3, 7, groups=np.array([0, 1, 1, 0]))
     assert df.group.tolist()[:4] == ["s+", "s-", "s-", "s+"]
     assert df.equals(simulate_logs("lending-1", "random:0.5", 4, 3, 7, groups=[0, 1, 1, 0]))
+
+
+def test_a_benefit_result_tabulates_the_interval_it_prints():
+    """benefit_fairness(alpha=0.1) printed its 90% bootstrap interval while to_frame()
+    showed a 95% normal one; to_frame() now defaults to the result's level, as
+    Decomposition.to_frame and GroupComparison.to_frame do."""
+    sim = cf.LendingSimulator(cf.lending_setting("lending-1"))
+    b = cf.benefit_fairness(sim, "threshold:0.5", 4, engine="mc", n=1000, seed=0, alpha=0.1)
+    row = b.to_frame().iloc[0]
+    assert (row["ci_lower"], row["ci_upper"]) == tuple(map(float, b.ci))
+    assert f"[{b.ci[0]:.6f}, {b.ci[1]:.6f}]" in str(b) and "90% bootstrap CI" in str(b)
+    wide = b.to_frame(0.05).iloc[0]
+    assert wide["ci_upper"] - wide["ci_lower"] > row["ci_upper"] - row["ci_lower"]
