@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_keywords, check_pair_names
-from causalfair.errors import ModelError
+from causalfair._validation import check_keywords, check_pair_names, finite
+from causalfair.errors import ModelError, short
 
 __all__ = [
     "ModelError",
@@ -104,6 +104,10 @@ def potential_from_gain(gain: Any, *, tol: float = 1e-9) -> np.ndarray:
     only ever use differences, so the anchor is irrelevant). A non-additive matrix is
     refused with the first offending triple.
     """
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) \
+            or not finite(tol) or tol < 0:  # NaN compared False: every matrix passed
+        raise ModelError(f"tol: must be a finite number >= 0, got {short(tol, 40)} (default "
+                         "1e-9, the largest |g(x,z) - (g(x,0) + g(0,z))| accepted).")
     g = np.array(gain, dtype=np.float64)
     if g.ndim == 2:
         g = g[None]

@@ -94,3 +94,15 @@ def test_a_benefit_result_tabulates_the_interval_it_prints():
     assert f"[{b.ci[0]:.6f}, {b.ci[1]:.6f}]" in str(b) and "90% bootstrap CI" in str(b)
     wide = b.to_frame(0.05).iloc[0]
     assert wide["ci_upper"] - wide["ci_lower"] > row["ci_upper"] - row["ci_lower"]
+
+
+@pytest.mark.parametrize("tol", [float("nan"), -1.0, float("inf"), "1e-9", True])
+def test_potential_from_gain_checks_its_tolerance(tol):
+    """tol=nan compared False with every error, so a non-additive gain (random numbers)
+    came back as a potential; -1 refused an additive one with a nonsense triple."""
+    gain = np.random.default_rng(0).random((3, 3))
+    with pytest.raises(CausalfairError, match=r"^tol: must be a finite number >= 0"):
+        cf.potential_from_gain(gain, tol=tol)
+    with pytest.raises(CausalfairError, match=r"^gain: not additive"):
+        cf.potential_from_gain(gain)
+    assert cf.potential_from_gain(np.zeros((3, 3)), tol=0).tolist() == [[0.0, 0.0, 0.0]]
