@@ -106,3 +106,22 @@ def test_potential_from_gain_checks_its_tolerance(tol):
     with pytest.raises(CausalfairError, match=r"^gain: not additive"):
         cf.potential_from_gain(gain)
     assert cf.potential_from_gain(np.zeros((3, 3)), tol=0).tolist() == [[0.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"metadata": {"trained_on": object()}}, r"metadata: Object of type object is not JSON"),
+    ({"module": None}, r"module: bad value None"),
+    ({"encoding": None}, r"encoding: bad value None"),
+    ({"encoding": "onehot"}, r"encoding: bad value 'onehot'"),
+])
+def test_save_checkpoint_refuses_what_it_cannot_write_in_its_own_words(tmp_path, kw, match):
+    """A metadata value JSON cannot write, a None module or a string encoding raised
+    TypeError / AttributeError from inside save_checkpoint; nothing is written either way."""
+    args = {"module": cf.policies.checkpoint.mlp(9, (4,), 1),
+            "encoding": cf.FeatureEncoding("onehot", 7, 2),
+            "architecture": {"type": "mlp", "input_dim": 9, "hidden": [4], "output_dim": 1,
+                             "activation": "tanh"}}
+    args.update(kw)
+    with pytest.raises(cf.CheckpointError, match=match):
+        cf.save_checkpoint(tmp_path / "policy.pt", **args)
+    assert list(tmp_path.iterdir()) == []

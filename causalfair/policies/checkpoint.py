@@ -95,6 +95,13 @@ def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: 
     ``architecture``: e.g. ``{"type": "mlp", "input_dim": 9, "hidden": [64, 64],
     "activation": "tanh", "output_dim": 1}``.
     """
+    where = Path(path)
+    if not isinstance(encoding, FeatureEncoding) or not callable(getattr(module, "state_dict",
+                                                                           None)):
+        bad = ("encoding", encoding) if not isinstance(encoding, FeatureEncoding) else (
+            "module", module)
+        raise CheckpointError(f"checkpoint {where}: {bad[0]}: bad value {short(bad[1], 60)}; "
+                              "give a torch module and a cf.FeatureEncoding (docs/checkpoints.md).")
     meta = {
         "format": CHECKPOINT_FORMAT,
         "version": CHECKPOINT_VERSION,
@@ -102,8 +109,12 @@ def save_checkpoint(path: str | os.PathLike[str], module: Any, *, architecture: 
         "encoding": encoding.to_dict(),
         "metadata": dict(metadata or {}),
     }
-    where = Path(path)
-    _, sizes, act, _, _ = validate_meta(json.loads(json.dumps(meta)), where)
+    try:
+        text = json.dumps(meta)
+    except (TypeError, ValueError) as exc:  # an object JSON cannot write: nothing written
+        raise CheckpointError(f"checkpoint {where}: metadata: {exc}; give JSON values (text, "
+                              "numbers, lists, dicts).") from None
+    _, sizes, act, _, _ = validate_meta(json.loads(text), where)
     state = _mlp_state(module, sizes, act, where)
     if Path(path).suffix.lower() == ".npz":
         write_npz(path, {k: v.numpy() for k, v in state.items()}, meta)
