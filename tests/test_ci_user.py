@@ -138,7 +138,8 @@ def test_a_retrain_shard_without_retrain_sections_gates_its_specs(tmp_path, caps
 
 def test_an_invalid_spec_in_a_sharded_gate_is_what_the_docs_say(shards, capsys):
     # docs/scale.md, "CI job matrices": the unsharded gate stops on an invalid spec before
-    # any audit; the merged shards hold its error and the other shards' verdicts; exit 2
+    # any audit and lists its error alone; so does the merge of its shards (was: with the
+    # other shards' verdicts, at wrong places), exit 2 (tests/commands/test_gate_merge_invalid.py)
     tmp_path, specs = shards
     bad = tmp_path / "bad.toml"
     bad.write_text(SPEC.format(name="bad", builtin="never", thr=1.0).replace("abs_C", "abs_ZZ"))
@@ -152,10 +153,7 @@ def test_an_invalid_spec_in_a_sharded_gate_is_what_the_docs_say(shards, capsys):
     capsys.readouterr()
     assert main(["gate-merge", *(str(tmp_path / f"v{k}.json") for k in (1, 2)),
                  "--json", str(tmp_path / "merged.json")]) == 2
-    merged = json.loads((tmp_path / "merged.json").read_text())
-    assert [(e["name"], e["overall"]) for e in merged["specs"]] == [
-        ("s0", "PASS"), ("bad", "ERROR"), ("s2", "FAIL")]
-    assert merged["specs"][1] == whole["specs"][0]
+    assert (tmp_path / "merged.json").read_text() == (tmp_path / "whole.json").read_text()
 
 
 def test_the_last_line_names_a_repair_not_taken():

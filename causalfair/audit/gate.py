@@ -170,12 +170,19 @@ class GateSpecErrors(SpecError):
     """Some specs of a gate are invalid; ``errors`` lists (spec, one-line message) for
     each. Nothing was audited; the JUnit file gets one <error> test case per bad spec,
     the JSON summary one ERROR entry. ``tracebacks``: of bugs; ``user_tracebacks``: of
-    user code that raised (a factory), for a log file."""
+    user code that raised (a factory), for a log file. ``positions``: each bad spec's
+    place in the list gated (0 = the first); ``stage``: ``"check"`` (the specs' check,
+    before anything runs) or ``"retrain"`` (their ``[retrain]``, checked once every spec
+    passed the first): a sharded gate's merge keeps the errors of the first stage that
+    stopped a shard, as the unsharded gate stops there (gate-merge)."""
 
     def __init__(self, errors: list[tuple[str, str]], n_specs: int,
                  tracebacks: list[str] | None = None, user_tracebacks: list[str] | None = None,
-                 names: list[str] | None = None):
+                 names: list[str] | None = None, positions: list[int] | None = None,
+                 stage: str = "check"):
         self.errors = errors
+        self.positions = list(positions) if positions is not None else None
+        self.stage = stage
         #: each bad spec's name in the JSON and JUnit (CI keys a test's history on it): its
         #: ``name`` where it can be read and is unique, else its file (``errors``' first item)
         self.names = list(names) if names is not None else [spec for spec, _ in errors]
@@ -384,9 +391,10 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                 every = names + unread
                 raise GateSpecErrors(errors, len(specs), tracebacks=tracebacks,
                                      user_tracebacks=user_tracebacks,
+                                     positions=[e[0] for e in invalid],
                                      names=[n if every.count(n) == 1 else spec
                                             for n, (spec, _) in zip(bad_names, errors, strict=True)])
-            keep = (_retrainable(loaded, prepared_, any_retrain(of_gate)) if retrain
+            keep = (_retrainable(loaded, prepared_, any_retrain(of_gate), at) if retrain
                     else frozenset())
             prepared = [prepared_.get(i, s) for i, s in enumerate(loaded)]
             # one spec per task (here, or in worker processes); results in spec order; a task
@@ -596,17 +604,18 @@ def repair_lines(rep: Mapping[str, Any]) -> list[str]:
 
 
 def _retrainable(loaded: Sequence[AuditSpec], prepared: Mapping[int, Prepared],
-                 elsewhere: bool = False) -> frozenset[int]:
+                 elsewhere: bool = False, at: Sequence[int] | None = None) -> frozenset[int]:
     """The specs ``gate --retrain`` retrains when they fail: those with a ``[retrain]``
     section (a spec without one is gated as without --retrain). Every such spec that
     cannot be retrained (:func:`causalfair.audit.retrain.check_retrain`) is refused at
     once, before anything is audited; so is a gate none of whose specs has ``[retrain]``
     (--retrain would do nothing), unless ``elsewhere``: these specs are a shard of a gate
-    another spec of which has one."""
+    another spec of which has one. ``at``: each spec's place in the list gated (the
+    errors' ``positions``)."""
     keep = [i for i, s in enumerate(loaded) if s.retrain is not None]
     if not keep and loaded and not elsewhere:  # check_retrain's refusal of the first, naming the section
         check_retrain(loaded[0], prepared[0].system if 0 in prepared else None)
-    errors, names = [], []
+    errors, names, positions = [], [], []
     for i in keep:
         s = loaded[i]
         try:
@@ -615,8 +624,10 @@ def _retrainable(loaded: Sequence[AuditSpec], prepared: Mapping[int, Prepared],
             errors.append((s.file_shown or s.name,
                            str(exc).splitlines()[0]))
             names.append(s.name)
+            positions.append(i if at is None else at[i])
     if errors:
-        raise GateSpecErrors(errors, len(loaded), names=names)
+        raise GateSpecErrors(errors, len(loaded), names=names, positions=positions,
+                             stage="retrain")
     return frozenset(keep)
 
 

@@ -41,7 +41,7 @@ from causalfair.thresholds import (
 
 __all__ = ["JUNIT_BYTES_FACTOR", "STATUSES", "check_input_sizes", "read_gate_summary", "read_junit",
            "merge_summaries", "merge_junit", "summary_exit_code", "markdown", "covered_shards",
-           "select_shard",
+           "select_shard", "stopped_shard", "STAGES", "merged_suites",
            "check_junit_matches", "spec_failure", "errors_in_words", "annotations"]
 
 #: Verdict statuses a gate summary may hold (a spec's overall may also be ERROR: it could
@@ -51,6 +51,9 @@ STATUSES = (PASS, FAIL, INCONCLUSIVE)
 #: against ``CAUSALFAIR_MAX_MEMORY`` before the file is read.
 JUNIT_BYTES_FACTOR = 20
 _COUNTS = ("tests", "failures", "errors", "skipped")
+#: Where a gate stops on invalid specs (``shard.invalid.stage``; ``GateSpecErrors.stage``):
+#: the specs' check, then, once every spec passed it, their ``[retrain]``.
+STAGES = ("check", "retrain")
 _NUMBER_FIELDS = ("estimate", "lower", "upper")
 
 
@@ -105,6 +108,18 @@ def select_shard(specs: Sequence[str], text: str) -> tuple[list[str], dict[str, 
             digest.update(_file_digest(path))
     record = {"k": k_i, "n": n_i, "specs": len(specs), "specs_sha256": digest.hexdigest()}
     return list(specs[k_i - 1::n_i]), record
+
+
+def stopped_shard(record: Mapping[str, Any], positions: Sequence[int], stage: str
+                  ) -> dict[str, Any]:
+    """The record of a shard that stopped on invalid specs (its summary lists their errors
+    only, as the unsharded gate's does): ``record`` (:func:`select_shard`'s) with
+    ``invalid``: the ``stage`` that stopped it (:data:`STAGES`) and ``at``, each listed
+    error's place in the whole spec list (0 = the first; the shard's i-th spec, i in
+    ``positions``, is at k - 1 + i n), so that :func:`merge_summaries` gives what the
+    unsharded gate gives."""
+    k, n = record["k"], record["n"]
+    return {**record, "invalid": {"stage": stage, "at": [k - 1 + i * n for i in positions]}}
 
 
 def _spec_digest(path: Path) -> bytes:
@@ -164,6 +179,31 @@ def _check_shard_record(doc: Mapping[str, Any], where: str) -> None:
     if rec["k"] > rec["n"]:
         raise _bad(where, "shard.k", f"must be at most shard.n = {rec['n']}", rec["k"])
     _text(rec, "specs_sha256", where, "shard")
+    if rec.get("invalid") is not None:
+        _check_stopped(doc, rec, where)
+
+
+def _check_stopped(doc: Mapping[str, Any], rec: Mapping[str, Any], where: str) -> None:
+    """``shard.invalid`` (:func:`stopped_shard`): a stage, and one place in the spec list
+    per entry, each of this shard's, increasing; every entry an ERROR."""
+    inv = _object(rec["invalid"], where, "shard.invalid")
+    if inv.get("stage") not in STAGES:
+        raise _bad(where, "shard.invalid.stage", "must be 'check' or 'retrain'", inv.get("stage"))
+    at, specs = inv.get("at"), doc["specs"]
+    if not isinstance(at, list) or len(at) != len(specs):
+        raise _bad(where, "shard.invalid.at", f"must be a list of {len(specs)} places in the "
+                   "spec list, one per spec entry", at)
+    k, n = rec["k"], rec["n"]
+    for j, p in enumerate(at):
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < rec["specs"] \
+                or p % n != k - 1 or (j and p <= at[j - 1]):
+            raise _bad(where, f"shard.invalid.at[{j}]", f"must be the place of a spec of shard "
+                       f"{k}/{n} (k - 1 + i n, below shard.specs = {rec['specs']}), after the "
+                       "one before", p)
+    for j, e in enumerate(specs):
+        if isinstance(e, dict) and e.get("overall") != ERROR:
+            raise _bad(where, f"specs[{j}].overall", "must be ERROR in a shard that stopped on "
+                       "invalid specs (shard.invalid)", e.get("overall"))
 
 
 def _check_shards(docs: Sequence[Mapping[str, Any]], paths: Sequence[str],
@@ -449,9 +489,16 @@ def merge_summaries(docs: Sequence[Mapping[str, Any]], paths: Sequence[str], *,
     specs = [e for d in docs for e in d["specs"]]
     if all(d.get("shard") is not None for d in docs):  # the gate's own order: shard k's
         # i-th spec stood at position k - 1 + i * n of the list (select_shard)
-        at = [d["shard"]["k"] - 1 + i * d["shard"]["n"] for d in docs
-              for i in range(len(d["specs"]))]
-        specs = [e for _, e in sorted(zip(at, specs, strict=True), key=lambda p: p[0])]
+        placed = [(d["shard"]["k"] - 1 + i * d["shard"]["n"], e) for d in docs
+                  for i, e in enumerate(d["specs"])]
+        stopped = [d["shard"] for d in docs if d["shard"].get("invalid") is not None]
+        if stopped:  # the unsharded gate stops on its invalid specs and lists them alone:
+            # those of the first stage that stopped a shard, at their places (stopped_shard)
+            stage = min((r["invalid"]["stage"] for r in stopped), key=STAGES.index)
+            placed = [(p, e) for d in docs if (d["shard"].get("invalid") or {}).get("stage")
+                      == stage for p, e in zip(d["shard"]["invalid"]["at"], d["specs"],
+                                               strict=True)]
+        specs = [e for _, e in sorted(placed, key=lambda p: p[0])]
     seen: dict[str, str] = {}
     for d, path in zip(docs, paths, strict=True):
         for e in d["specs"]:
@@ -566,6 +613,18 @@ def check_junit_matches(doc: Mapping[str, Any], suites: Sequence[Any],
                                      f"{_short(got[key])}): a JUnit file of another run; give "
                                      "the JSON and the JUnit file of every shard, from the same "
                                      "runs.")
+
+
+def merged_suites(merged: Mapping[str, Any], docs: Sequence[Mapping[str, Any]],
+                  suites: Sequence[Any], junit_paths: Sequence[str]) -> list[Any]:
+    """The suites of the merged JUnit file: ``suites`` checked against every entry of the
+    summaries ``docs`` (:func:`check_junit_matches`), then those of the specs of ``merged``
+    alone (shards that stopped on invalid specs merge to their errors, as the unsharded
+    gate's JUnit holds them alone: the other shards' suites are left out)."""
+    check_junit_matches({**merged, "specs": [e for d in docs for e in d["specs"]]}, suites,
+                        junit_paths)
+    names = {e["name"] for e in merged["specs"]}
+    return [s for s in suites if s.get("name", "") in names]
 
 
 def merge_junit(suites: Sequence[Any], order: Sequence[str] = ()) -> str:

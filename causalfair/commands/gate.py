@@ -246,8 +246,11 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
             wrote.append(args.junit)
         if args.json_path:  # (stdout stays empty: nothing was audited)
             doc = exc.to_dict(inconclusive=args.inconclusive, accept_repaired=args.accept_repaired)
-            if shard is not None:
-                doc["shard"] = shard
+            if shard is not None:  # which specs these are, for gate-merge's order
+                from causalfair.audit.shards import stopped_shard
+
+                doc["shard"] = (shard if exc.positions is None
+                                else stopped_shard(shard, exc.positions, exc.stage))
             _write_json(args, json.dumps(doc, indent=2) + "\n")
         annotate(exc.to_dict(), args.annotations, _table_stream(args))
         _report_errors(args, [str(exc)] + [msg for _, msg in exc.errors[1:]],
