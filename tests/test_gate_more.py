@@ -73,7 +73,7 @@ def test_the_gate_json_and_junit_carry_the_one_form(tmp_path, monkeypatch, capsy
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "pols.py").write_text(BAD_AND_SLOW)
     for name in ("bad", "slow"):
-        _write(tmp_path / "m", name, ("timeout = 1\n" if name == "slow" else "")
+        _write(tmp_path / "m", name, ("timeout = 3\n" if name == "slow" else "")
                + SPEC.format(name=name, builtin="never", thr=1.0).replace(
                    'builtin = "never"', f'factory = "pols:{name}"'))
     monkeypatch.chdir(tmp_path)
@@ -83,7 +83,7 @@ def test_the_gate_json_and_junit_carry_the_one_form(tmp_path, monkeypatch, capsy
     msgs = [e["error"] for e in json.loads(Path("g.json").read_text())["specs"]]
     assert msgs[0].startswith("audit spec m/bad.toml: the audit failed: "), msgs
     assert msgs[1].startswith("audit spec m/slow.toml: the audit failed: TimeoutError: "
-                              "stopped after its time limit of 1 s (raise the limit"), msgs
+                              "stopped after its time limit of 3 s (raise the limit"), msgs
     xml = Path("g.xml").read_text()
     for m in msgs:
         assert f"causalfair gate: error: {m}" in err
