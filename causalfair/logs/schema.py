@@ -246,7 +246,10 @@ def _int_column(df: Any, col: str) -> np.ndarray:
         return s.to_numpy(dtype=np.int64)
     if pd.api.types.is_float_dtype(s.dtype):
         v = s.to_numpy(dtype=np.float64)
-        bad = v != np.round(v)
+        # inf and numbers past int64 are no epoch or level (cast, they would be named as
+        # -9223372036854775808, a value the log does not hold)
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(v) < 2.0**63) | (v != np.round(v))
         if bad.any():
             i = first_row(bad)
             raise LogError(MSG_NOT_INTEGER.format(column=col, value=v[i].item(), row=i, dtype=s.dtype))

@@ -120,6 +120,19 @@ def test_error_not_integer_and_not_numeric():
                                                 dtype=df["reward"].dtype, fix=S.FIX_NUMBER)
 
 
+@pytest.mark.parametrize("col", ["t", "level", "next_level", "decision"])
+@pytest.mark.parametrize("value", [np.inf, -np.inf, 1e30])
+def test_error_integer_column_inf_or_past_int64_names_the_value(col, value):
+    """inf (a CSV's 'inf') or a number past int64 in an integer column is named as written,
+    not as the -9223372036854775808 a cast to int64 makes of it."""
+    df = tiny_log()
+    df[col] = df[col].astype(float)
+    df.loc[3, col] = value
+    with np.errstate(all="raise"):  # no "invalid value encountered in cast" either
+        assert _err(df) == S.MSG_NOT_INTEGER.format(column=col, value=value, row=3,
+                                                    dtype="float64")
+
+
 def test_error_decision_not_binary():
     df = tiny_log()
     df.loc[4, "decision"] = 2
