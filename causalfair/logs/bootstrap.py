@@ -99,18 +99,33 @@ def bootstrap_replicates(stats: LogStats, *, n_boot: int, seed: int, horizon: in
 _MAX_REDRAWS = 20
 
 
-def check_boot_memory(n_boot: int, n_groups: int, n_levels: int, where: str = "audit_logs"
-                      ) -> None:
+#: Memory of one pair of groups in the every-pair comparison of a log audit (its
+#: quantities, intervals and the table's text), and per bootstrap replicate (measured with
+#: 80 groups: 1.9 KiB a pair and 240 bytes a pair and replicate at the comparison's peak;
+#: the audit keeps one comparison and its summary builds another).
+PAIR_BYTES = 4096
+PAIR_REPLICATE_BYTES = 256
+
+
+def check_boot_memory(n_boot: int, n_groups: int, n_levels: int, where: str = "audit_logs",
+                      *, compared: bool = True) -> None:
     """Refuse, before the fit, ``n_boot`` replicates whose results would not fit the memory
     limit: each keeps its row (about 20 + G K columns, built as a dict of floats, about
     100 bytes a column), its arrays p_bar, Delta and P(x | s) (3 G K floats, twice while
     they are stacked) and, in the pre-test, about six (K, K) arrays (measured on lending-1,
-    2 groups x 7 levels: 4.9 KiB a replicate at the peak, this estimate 6.6 KiB)."""
+    2 groups x 7 levels: 4.9 KiB a replicate at the peak, this estimate 6.6 KiB). With
+    more than two groups and ``compared`` (:func:`~causalfair.logs.audit.audit_logs`
+    compares every pair: :func:`causalfair.logs.groups.compare_log_groups`) the pairs too:
+    G (G - 1) / 2 of them, each :data:`PAIR_BYTES` plus :data:`PAIR_REPLICATE_BYTES` a
+    replicate (its quantities' values over the replicates, as Python floats)."""
     G, K = int(n_groups), int(n_levels)
     per = 100 * (20 + G * K) + 8 * 6 * G * K + 8 * 6 * K * K
-    check_memory(float(n_boot) * per, f"{where}: n_boot={int(n_boot)} bootstrap replicates "
-                 f"of a model of {G} groups x {K} levels",
-                 "lower n_boot (default 200; CLI --boot, spec [logs] n_boot)")
+    pairs = G * (G - 1) // 2 if compared and G > 2 else 0
+    need = float(n_boot) * per + pairs * (PAIR_BYTES + float(n_boot) * PAIR_REPLICATE_BYTES)
+    check_memory(need, f"{where}: n_boot={int(n_boot)} bootstrap replicates of a model of {G} "
+                 f"groups x {K} levels" + (f" compared in {pairs} pairs" if pairs else ""),
+                 "lower n_boot (default 200; CLI --boot, spec [logs] n_boot)"
+                 + (" or merge groups (G groups make G(G-1)/2 pairs)" if pairs else ""))
 
 
 def _boot_chunk(chunk: int, n: int, cells: int) -> int:
@@ -151,7 +166,7 @@ def bootstrap_logs(stats: LogStats, *, n_boot: int, seed: int, horizon: int,
     requested = check_lambda_estimator(lambda_estimator)
     if eps is not None:
         check_eps(eps)
-    check_boot_memory(n_boot, stats.n_groups, stats.n_levels, "bootstrap_logs")
+    check_boot_memory(n_boot, stats.n_groups, stats.n_levels, "bootstrap_logs", compared=False)
     model, p_log, params = fit_model(stats, stats.total(), method=method, alpha=alpha,
                                 potential=potential, groups=groups, start=start, levels=levels)
     eps = model_eps(eps, model)[0]  # one number for every replicate

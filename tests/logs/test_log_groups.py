@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalfair.errors import InputError
+from causalfair.errors import InputError, ResourceLimitError
 from causalfair.logs import audit_logs, simulate_logs
+from causalfair.logs.bootstrap import check_boot_memory
 from causalfair.logs.pretest import lambda_interval_of
 from causalfair.model import TabularModel
 from causalfair.policies.core import TablePolicy
@@ -217,3 +218,17 @@ def test_cli_reports_every_pair_and_refuses_a_bad_reference(tmp_path, tri_log, c
     assert main(["decompose", "--logs", str(path), "--boot", "0", "--reference", "D"]) == 2
     err = capsys.readouterr().err.strip()
     assert "reference: bad value 'D'" in err and "\n" not in err, err
+
+
+def test_many_groups_pairs_memory_refused_before_the_fit(monkeypatch):
+    """A log of many groups: the every-pair comparison (G (G - 1) / 2 pairs, each with its
+    values over the replicates) counts against the memory limit, refused before the fit
+    (60 groups, 1770 pairs, 200 replicates: about 98 MB, where the replicates alone need 4)."""
+    df = simulate_logs(tri_model(), TablePolicy(np.full((3, 2), 0.5)), 600, 1, seed=0)
+    df["group"] = (df["id"] % 60).map(lambda i: f"g{i:02d}")
+    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "50M")
+    with pytest.raises(ResourceLimitError, match=r"60 groups x 2 levels compared in 1770 "
+                       r"pairs.*or merge groups"):
+        audit_logs(df, n_boot=200, seed=0)
+    check_boot_memory(200, 60, 2, compared=False)  # bootstrap_logs compares no pairs
+    check_boot_memory(200, 2, 2)  # two groups: one pair, not counted
