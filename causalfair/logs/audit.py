@@ -13,6 +13,7 @@ cross-check of Delta(x, s) with refuters. The fit and the bootstrap are
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -142,8 +143,12 @@ def fit_logs(df: Any, *, method: str = "counts", alpha: float = DEFAULT_ALPHA,
 def _check_options(method: str, alpha: float) -> None:
     if method not in METHODS:
         raise LogError(f"method: unknown value {method!r}; allowed values: {', '.join(METHODS)}.")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
-        raise LogError(f"alpha_smooth: must be a number >= 0, got {alpha!r} (default {DEFAULT_ALPHA}).")
+    # finite: an infinite smoothing (inf, or 1e308 times K levels) makes every kernel row
+    # inf / inf, refused later as a NaN kernel that names no option
+    if (isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0
+            or not math.isfinite(alpha * 1e4)):
+        raise LogError(f"alpha_smooth: must be a finite number >= 0 (pseudo-transitions per "
+                       f"cell), got {alpha!r} (default {DEFAULT_ALPHA}).")
 
 
 def _check_score(policy: Any, data: LogData) -> None:

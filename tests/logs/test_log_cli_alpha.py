@@ -33,3 +33,13 @@ def test_alpha_sets_the_level_of_the_printed_and_json_intervals(tmp_path):
 def test_one_bootstrap_replicate_is_refused(tmp_path):
     err = one_line_error(run_cli("decompose", "--logs", _log(tmp_path), "--boot", "1"))
     assert "--boot" in err and ">= 2" in err
+
+
+def test_infinite_alpha_smooth_refused_naming_the_option(tmp_path):
+    """--alpha-smooth inf (or 1e308, inf once times K) is refused as the option, not later as
+    a NaN kernel with a warning before it."""
+    log = _log(tmp_path)
+    for value in ("inf", "1e308"):
+        err = one_line_error(run_cli("decompose", "--logs", log, "--boot", "0",
+                                     "--alpha-smooth", value))
+        assert "alpha_smooth: must be a finite number >= 0" in err, err
