@@ -565,12 +565,15 @@ def readme_text(cmd, budget, name, wall, cpu, t_train, t_eval, t_rep, n_runs, en
         "per-site policy (each site picks a priority from its own last step), a departure. "
         "Every verdict names its system (`system`, `system_params` in verdicts.json).")
     central_dep = (
-        "seed 001's central setup departs from the published one in three ways: the logits "
+        "seed 001's central setup departs from the published one in four ways: the logits "
         "lie on a 7-point grid (continuous in the published Box(-3, 3)^5; one step changes a "
         f"site's share by a factor e); episodes last {c_t} "
         "steps (published: 1,000; at 200 the dynamics order hand-written allocations as at "
         "1,000, docs/simulators.md), so allocation parity is taken over the whole episode, "
-        "shorter than its 300-step window; and the budget above is "
+        "shorter than its 300-step window; its observation's delta sums seen and occurred "
+        "over the 8 history steps (published: the episode so far, or 300 steps) and its "
+        "columns go site by site (published: all sites' seen, then occurred, ...; "
+        "docs/simulators.md); and the budget above is "
         f"{c_steps:,} "
         "environment steps per run (a central run costs about 5x a per-site one, its cost "
         "being mostly per step; 20 iterations of 32 worlds keep the default run near 15 "
