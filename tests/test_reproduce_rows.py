@@ -57,3 +57,30 @@ def test_another_versions_record_lacking_a_key_is_a_note(tmp_path, cli_here, rec
     assert proc.returncode == 0, proc.stdout
     assert "(written by a later causalfair): quantities.Lambda" in proc.stdout, proc.stdout
     assert "recorded with causalfair 0.0.1" in proc.stdout, proc.stdout
+
+
+def test_report_files_are_compared_without_report_md(tmp_path):
+    """`audit --reproduce` compared no report file when report.md was missing: a folder
+    whose report.md was deleted and whose report.html (or annex-iv.md) was edited
+    reproduced "bit for bit", exit 0, with no note. Every report file present is compared;
+    a folder holding none says so."""
+    from causalfair.audit.reproduce import _compare_report
+
+    doc = {"spec": {"file": "s.toml"}, "provenance": {}}
+    files = {"audit.json": b"{}", "report.md": b"# a\n", "report.html": b"<p>0.162747</p>\n",
+             "annex-iv.md": b"C 0.162747\n"}
+    (tmp_path / "report.html").write_bytes(b"<p>0.010000</p>\n")
+    (tmp_path / "annex-iv.md").write_bytes(b"C 0.162747\n")
+    differences: list[str] = []
+    checked: list[str] = []
+    notes: list[str] = []
+    _compare_report(tmp_path, files, doc, doc, differences, checked, notes)
+    assert [d.split(":")[0] for d in differences] == ["report.html"], differences
+    assert "1 of 3 report files identical" in checked[0], checked
+    assert any(n.startswith("report.md: not in the audit folder") for n in notes), notes
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    notes.clear()
+    _compare_report(alone, files, doc, doc, differences, checked, notes)
+    assert any("no report file beside audit.json" in n for n in notes), notes

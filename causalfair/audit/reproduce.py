@@ -231,15 +231,19 @@ def _compare_report(folder: Path, files: Mapping[str, bytes], doc: Mapping[str, 
     from the recorded one (its rasterizer may move pixels; their numbers are compared in
     audit.json's ``figures``). A file another causalfair version wrote, which may be worded
     otherwise, still differs (tampering cannot hide behind an edited version), saying so."""
-    if not (folder / "report.md").is_file():
+    if not any((folder / name).is_file() for name in files if name != "audit.json"):
+        notes.append("no report file beside audit.json (report.md, report.html, card.md, "
+                     "the exports, the figures): only audit.json's numbers were compared")
         return
     if (doc.get("spec") or {}).get("file") != (now.get("spec") or {}).get("file"):
         notes.append("report files not compared: the audit ran from another working "
                      "directory (spec.file differs), so the paths they quote differ; run "
                      "--reproduce where the audit ran to compare them")
         return
-    with open(folder / "report.md", "rb") as fh:  # the error opens the report: its head only
-        head = fh.read(1 << 16).decode("utf-8", "replace")
+    head = ""
+    if (folder / "report.md").is_file():
+        with open(folder / "report.md", "rb") as fh:  # the error opens the report: its head only
+            head = fh.read(1 << 16).decode("utf-8", "replace")
     if _RETRAIN_FAILED in head:
         notes.append("report files not compared: the gate wrote this report of a spec whose "
                      "retrain failed (it opens with that error)")
