@@ -24,7 +24,7 @@ from typing import Any
 from causalfair._version import __version__
 from causalfair.errors import InputError, OutputError
 
-__all__ = ["escape_chars", "csv_text", "fixed", "atomic_write_bytes", "atomic_write_text", "write_folder",
+__all__ = ["escape_chars", "csv_text", "fixed", "as_given", "beside", "atomic_write_bytes", "atomic_write_text", "write_folder",
            "check_output_file", "check_output_folder", "check_distinct_outputs",
            "MANIFEST", "foreign_entries", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
            "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
@@ -482,3 +482,25 @@ def sample_size_of(dec: Mapping[str, Any], system: Mapping[str, Any] | None = No
     return sample_size(n, counts, dec.get("units_per_world") or (upr if counts == "worlds"
                                                                   else None),
                        dec.get("group_units_per_world"), simulated=simulated)
+
+
+def as_given(x: float) -> str:
+    """A threshold as the spec gives it: ``:g`` (``0.05``, ``4e-05``) where that reads back
+    as the same number, else the shortest text that does (``0.1234567``, which ``:g``
+    would print as 0.123457)."""
+    short = format(float(x), "g")
+    return short if float(short) == float(x) else repr(float(x))
+
+
+def beside(x: float, ref: float, digits: int = 4) -> str:
+    """``x`` with ``digits`` decimals (:func:`fixed`), or as many more as it takes to print
+    it on the same side of ``ref`` (a threshold) as it is: a value just above its threshold
+    never prints equal to it, or below it."""
+    x, ref = float(x), float(ref)
+    side = (x > ref) - (x < ref)
+    for d in range(digits, 18):
+        text = fixed(x, d)
+        shown = float(text)
+        if (shown > ref) - (shown < ref) == side:
+            return text
+    return repr(x)

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from causalfair._io import fixed
+from causalfair._io import as_given, fixed
 from causalfair.errors import InputError
 
 __all__ = [
@@ -158,7 +158,7 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        return f"{self.key} {threshold_op(self.key)} {self.threshold:g}"
+        return f"{self.key} {threshold_op(self.key)} {as_given(self.threshold)}"
 
     @property
     def shown(self) -> str:
@@ -180,7 +180,7 @@ class Verdict:
         at = pair_note(self.to_dict(), " at pair {}" if self.lower == self.upper
                        else ", pair {} deciding", of=" for pair {}")
         rel = {PASS: "within", FAIL: "outside", INCONCLUSIVE: "straddles"}[self.status]
-        return f"{self.key} = {where}{at}: {self.status} ({rel} threshold {self.threshold:g})"
+        return f"{self.key} = {where}{at}: {self.status} ({rel} threshold {as_given(self.threshold)})"
 
     def to_dict(self) -> dict[str, Any]:
         out = {"key": self.key, "threshold": self.threshold, "estimate": self.estimate,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from causalfair._io import fixed, sample_size_of
+from causalfair._io import as_given, beside, fixed, sample_size_of
 from causalfair._simultaneous import MARK, ci_label
 from causalfair.report.compared import compared_mark, compared_row, compared_sentence
 from causalfair.report.marks import mark_note, widened
@@ -152,6 +152,13 @@ def fmt(x: float) -> str:
     return fixed(x, 4)
 
 
+def threshold_text(x: float) -> str:
+    """How sentences print a threshold: 4 decimals where they give it exactly (0.0500),
+    else as the spec gives it (4e-05, 0.16274: never 0.0000 or 0.1627); the numbers judged
+    against it print on their side of it (:func:`causalfair._io.beside`)."""
+    return fmt(x) if float(fmt(x)) == float(x) else as_given(x)
+
+
 @dataclass(frozen=True)
 class Sentence:
     """One generated sentence: ``topic``, ``text``, and ``sources``: (path, value) for
@@ -194,7 +201,7 @@ def judged_value(doc: Mapping[str, Any], verdict: Mapping[str, Any]) -> Mapping[
 def threshold_label(verdict: Mapping[str, Any]) -> str:
     """A verdict's threshold as every output reads it (``C <= 0``, ``min_ratio_V >= 0.8``:
     :attr:`causalfair.thresholds.Verdict.label`, the report's, the gate's and JUnit's)."""
-    return f"{verdict['key']} {threshold_op(verdict['key'])} {float(verdict['threshold']):g}"
+    return f"{verdict['key']} {threshold_op(verdict['key'])} {as_given(verdict['threshold'])}"
 
 
 def verdict_has_interval(doc: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
@@ -296,8 +303,8 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
         ci = ""
         if verdict_has_interval(doc, v):
             level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
-            ci = (f" ({ci_label(level, widened(doc, key, v.get('pair')))} {fmt(v['lower'])} to "
-                  f"{fmt(v['upper'])})")
+            ci = (f" ({ci_label(level, widened(doc, key, v.get('pair')))} "
+                  f"{beside(v['lower'], v['threshold'])} to {beside(v['upper'], v['threshold'])})")
             src += [(f"verdicts/{i}/lower", v["lower"]), (f"verdicts/{i}/upper", v["upper"])]
             rel_text = {"PASS": f"its whole interval lies {inside}",
                         "FAIL": f"its whole interval lies {side}",
@@ -306,10 +313,11 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
             rel_text = f"it is {rel}"
         # the pair a threshold over every pair is about (audit.json verdicts/i/pair)
         decides = pair_note(v, "; pair {} decides the verdict" if ci else " (at pair {})")
+        thr = threshold_text(v["threshold"])
         out.append(Sentence(f"threshold:{key}",
-                            f"{key} {op} {fmt(v['threshold'])}: {v['status']}. {what[0].upper() + what[1:]} "
-                            f"is {fmt(v['estimate'])}{unit}{ci}{decides}; {rel_text} the "
-                            f"threshold {fmt(v['threshold'])}.",
+                            f"{key} {op} {thr}: {v['status']}. {what[0].upper() + what[1:]} "
+                            f"is {beside(v['estimate'], v['threshold'])}{unit}{ci}{decides}; "
+                            f"{rel_text} the threshold {thr}.",
                             tuple(src)))
     dec = doc["decomposition"]
     T = dec["horizon"]
@@ -531,7 +539,7 @@ def inconclusive_steps(doc: Mapping[str, Any]) -> list[str]:
         its = f"{level:g}% interval" if w == 1 else ci_label(level, w)
         out.append(f"To settle {v['key']} (INCONCLUSIVE): its {its}, "
                    f"{fmt(v['lower'])} to {fmt(v['upper'])} (half-width {fmt(half)}), must lie "
-                   f"on one side of the threshold {fmt(v['threshold'])}, which the estimate "
+                   f"on one side of the threshold {threshold_text(v['threshold'])}, which the estimate "
                    f"{fmt(v['estimate'])} is {fmt(gap)} from; {more}"
                    + ("; the system has a tabular model, so [engine] kind = \"exact\" gives "
                       "the value without sampling error." if exact and dec.get("engine") == "mc"

@@ -165,3 +165,40 @@ def test_glossary_in_the_systems_words():
     assert g["C"][1] == "positive: north gains more; negative: south gains more."
     assert g["C"][2] == "QALYs" and g["utility"][2].startswith("lives saved")
     assert not any("s+" in d or "s-" in d for d, s, _ in g.values())
+
+
+def test_threshold_sentences_print_the_threshold_as_given_and_never_a_tie():
+    """The sentences printed thresholds and values at 4 decimals: `abs_DPE <= 0.0000: FAIL`
+    for a threshold of 4e-05, and a failing 0.162747 against 0.16274 read "is 0.1627; it
+    is above the threshold 0.1627". The threshold prints as given, and each value on its
+    side of it; tables, the console and JUnit print the threshold exactly too."""
+    from causalfair.thresholds import Verdict
+
+    def verdict(key, thr, est, lo, hi, status):
+        return {"key": key, "threshold": thr, "estimate": est, "lower": lo, "upper": hi,
+                "status": status}
+
+    doc = {"name": "t", "overall": "FAIL",
+           "verdicts": [verdict("abs_DPE", 4e-05, 0.0565, 0.0565, 0.0565, "FAIL"),
+                        verdict("abs_C", 0.16274, 0.162747, 0.162747, 0.162747, "FAIL"),
+                        verdict("Lambda", 0.15049, 0.150485, 0.150485, 0.150485, "PASS"),
+                        verdict("tpr_gap", 0.05, 0.05004, 0.05001, 0.05007, "FAIL"),
+                        verdict("dp_gap", 0.1234567, 0.1234568, 0.1234568, 0.1234568, "FAIL")],
+           "quantities": {"abs_DPE": {"estimate": 0.0565, "ci_lower": 0.0565,
+                                      "ci_upper": 0.0565, "se": None}},
+           "spec": {"resolved": {"alpha": 0.05}},
+           "decomposition": {"groups": ["a", "b"], "pair": [0, 1], "horizon": 5,
+                             "engine": "exact"}}
+    said = {s.topic: s.text for s in sentences(doc)}
+    assert said["threshold:abs_DPE"].startswith("abs_DPE <= 4e-05: FAIL.")
+    assert "is 0.0565 gain units; it is above the threshold 4e-05." in said["threshold:abs_DPE"]
+    assert said["threshold:abs_C"].startswith("abs_C <= 0.16274: FAIL.")
+    assert "is 0.16275 gain units; it is above the threshold 0.16274." in said["threshold:abs_C"]
+    assert "is 0.150485; it is within the threshold 0.15049." in said["threshold:Lambda"]
+    assert "is 0.05004 (95% CI 0.05001 to 0.0501); its whole interval lies above the " \
+           "threshold 0.0500." in said["threshold:tpr_gap"], said["threshold:tpr_gap"]
+    assert "is 0.1235; it is above the threshold 0.1234567." in said["threshold:dp_gap"]
+    v = Verdict("dp_gap", 0.1234567, 0.1234568, 0.1234568, 0.1234568, "FAIL")
+    assert v.label == "dp_gap <= 0.1234567"  # :g printed 0.123457, below the value
+    assert v.message().endswith("(outside threshold 0.1234567)")
+    assert Verdict("abs_C", 0.05, 0.1, 0.1, 0.1, "FAIL").label == "abs_C <= 0.05"
