@@ -76,6 +76,34 @@ def test_unusable_output_paths_are_one_line_errors(tmp_path, spec, cmd, cli_here
     assert afile.read_text() == "x"
 
 
+@pytest.mark.parametrize("cmd", [
+    ["audit", "{spec}", "--out", "{out}"],
+    ["frontier", "--out", "{out}", "--points", "2", "--no-plot"],
+])
+@pytest.mark.parametrize("where", ["mine", "afile/sub"])
+def test_an_unusable_out_is_refused_before_the_work(tmp_path, spec, cmd, where, cli_here,
+                                                     monkeypatch):
+    """`audit --out` and `frontier --out` were checked only when the report was written:
+    a folder of the user's (or a path below a file) was refused after the whole audit or
+    LP, which for a Monte Carlo or log audit can be hours. They are refused first, as
+    `gate --reports` is."""
+    import causalfair.audit.gate
+    import causalfair.engines.frontier
+
+    def never(*a, **k):
+        raise AssertionError("the work ran before --out was checked")
+
+    monkeypatch.setattr(causalfair.audit.gate, "audit_within", never)
+    monkeypatch.setattr(causalfair.engines.frontier, "frontier", never)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    args = [a.format(spec=spec, out=tmp_path / where) for a in cmd]
+    err = one_line_error(cli_here(*args, cwd=tmp_path))
+    assert "--out" in err and ("mine" in err or "afile" in err), err
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+
+
 def test_a_failed_swap_leaves_no_old_or_temp_folder(tmp_path, monkeypatch):
     """A read-only existing report (simulated: the rename into place fails) is kept and
     nothing is left beside it."""

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from causalfair._io import causalfair_dir, to_jsonable
+from causalfair._io import causalfair_dir, check_output_folder, to_jsonable
 from causalfair._limits import check_timeout
 from causalfair.commands._system import add_vecnormalize_argument
 from causalfair.errors import UsageError
@@ -105,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
                          "--no-report to write the report (and its audit.json) there, or "
                          "drop --out.")
     spec = load_spec(args.spec)
+    if not args.no_report:  # a folder that cannot be written: refused before the audit runs
+        check_output_folder(Path(args.out) if args.out else
+                            Path(".causalfair", "reports", spec.name))
     with user_prints_to_stderr():  # what the simulator or policy prints: never into stdout
         result = audit_within(spec, args.timeout, baseline=args.baseline,
                               baseline_where="--baseline",

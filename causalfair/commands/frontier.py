@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from causalfair._io import FRONTIER_SCHEMA_VERSION, fixed, versioned, write_folder
+from causalfair._io import (
+    FRONTIER_SCHEMA_VERSION,
+    check_output_folder,
+    fixed,
+    versioned,
+    write_folder,
+)
 from causalfair.commands._system import add_vecnormalize_argument, horizon, load_system
 from causalfair.commands.decompose import add_model_arguments
 from causalfair.errors import UsageError
@@ -70,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     model = system.tabular
     check_points(args.points, model, args.horizon, "--points")  # up front, as the LP's size
     args.setting = system.id
+    out = Path(args.out or f"frontier-{args.setting}")
+    check_output_folder(out)  # before the LP: a folder that cannot be written wastes none
     specs = list(args.policy or [])
     ckpts = list(args.checkpoint or [])
     if not specs and not ckpts:
@@ -102,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_plot:
             front.plot(placed=placed, path=str(tmp / "frontier.png"))
 
-    out = write_folder(Path(args.out or f"frontier-{args.setting}"), fill, kind="frontier")
+    out = write_folder(out, fill, kind="frontier")
     print(front.summary())
     print()
     print("Policies against the frontier (gap = frontier utility at equal "
