@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_junit_path(args.junit)
     check_distinct_outputs({"--json": args.json_path, "--junit": args.junit})
+    _check_apart_from_reports(args)
     outputs = [out for out in (args.junit, args.json_path) if out and out != "-"]
     if outputs:  # never over a spec, nor a checkpoint, model, log or module a spec reads
         from causalfair.audit.shards import spec_inputs
@@ -286,6 +287,34 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
                 log_audit(e.after, experiment=args.mlflow_experiment, stage="after",
                           report_dir=e.report)
     return result.exit_code
+
+
+def _check_apart_from_reports(args: argparse.Namespace) -> None:
+    """``--json`` / ``--junit`` never the ``--reports`` folder, its record, or a path in a
+    spec's report folder ``DIR/NAME`` (the report's own audit.json or card.md would be
+    overwritten, or the file written after every audit fails on a folder): an OutputError
+    naming both options before anything runs or is removed."""
+    from pathlib import Path
+
+    from causalfair.audit.stale_reports import INDEX, gated_names
+
+    if not args.reports:
+        return
+    folder = Path(os.path.abspath(args.reports))
+    mine = [folder, folder / INDEX, *(folder / n for n in sorted(gated_names(args.specs)))]
+    for flag, out in (("--json", args.json_path), ("--junit", args.junit)):
+        if not out or out == "-":
+            continue
+        path = Path(os.path.abspath(out))
+        hit = next((m for m in mine if path == m or (m not in mine[:2] and m in path.parents)),
+                   None)
+        if hit is not None:
+            what = ("the --reports folder" if hit == folder else
+                    "the record of --reports" if hit.name == INDEX else
+                    f"the report folder of spec {hit.name!r} (--reports)")
+            raise OutputError(f"{flag}: {out} is {'' if path == hit else 'in '}{what}, which "
+                              f"the gate writes whole; give {flag} a path outside "
+                              f"{args.reports}'s report folders (e.g. beside them).")
 
 
 def _check_reports(reports: str, specs: list[str]) -> None:

@@ -44,6 +44,34 @@ def test_a_refused_reports_folder_gets_nothing(tmp_path, cli_here):
     assert proc.returncode == 2 and "--reports: file.txt is a file" in proc.stderr, proc
 
 
+@pytest.mark.parametrize("opt", [["--json", "R/ok/audit.json"], ["--junit", "R/ok/card.md"],
+                                 ["--json", "R"], ["--junit", "R/ok"],
+                                 ["--json", "R/.causalfair-gate-reports.json"]])
+def test_json_or_junit_in_a_report_folder_is_refused_first(tmp_path, cli_here, monkeypatch, opt):
+    """`gate --reports R --json R/ok/audit.json` overwrote the report's own audit.json
+    with the gate summary (and --junit R/ok/card.md its card with JUnit XML); `--json R`
+    or `--junit R/ok` failed only after every audit ("is a folder"), leaving CI no JSON
+    or JUnit. Refused before any audit, exit 2, naming the option; a file beside the
+    report folders is fine."""
+    import causalfair.commands.gate
+
+    def never(*a, **k):
+        raise AssertionError("the gate ran")
+
+    monkeypatch.setattr(causalfair.commands.gate, "_gate", never)
+    (tmp_path / "ok.toml").write_text(OK.format(name="ok"))
+    proc = cli_here("gate", "ok.toml", "--reports", "R", *opt, cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.startswith(f"causalfair gate: error: {opt[0]}: {opt[1]} is "), proc.stderr
+    assert not (tmp_path / "R").exists()
+    if opt != ["--json", "R"]:
+        return
+    monkeypatch.undo()
+    proc = cli_here("gate", "ok.toml", "--reports", "R", opt[0], "R/gate.out", cwd=tmp_path)
+    assert proc.returncode == 0, proc
+    assert (tmp_path / "R" / "gate.out").is_file() and (tmp_path / "R" / "ok").is_dir()
+
+
 def test_an_empty_record_is_not_written_but_a_report_is_recorded(tmp_path, cli_here):
     (tmp_path / "ok.toml").write_text(OK.format(name="ok"))
     proc = cli_here("gate", "ok.toml", "--reports", "R", cwd=tmp_path)
