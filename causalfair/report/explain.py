@@ -175,8 +175,11 @@ def _q(doc: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
 
 
 def has_interval(q: Mapping[str, Any]) -> bool:
-    """A quantity with a sampling interval (exact values have none: se is null)."""
-    return q.get("se") is not None and q["ci_lower"] != q["ci_upper"]
+    """A quantity with a sampling interval: a standard error, or bounds apart (exact values
+    have neither: se null, a zero-width interval). A Monte Carlo estimate with a standard
+    error of 0 (or 1e-17, whose bounds round to the estimate) has one, of zero width, as
+    the report's tables show it (:func:`causalfair.report.render._no_interval`)."""
+    return q.get("se") is not None or q["ci_lower"] != q["ci_upper"]
 
 
 def judged_value(doc: Mapping[str, Any], verdict: Mapping[str, Any]) -> Mapping[str, Any] | None:

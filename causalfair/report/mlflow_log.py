@@ -134,9 +134,9 @@ def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str 
         params["baseline"] = base.get("policy") or ""
         params["baseline_sha256"] = base.get("checkpoint_sha256") or ""
     metrics: dict[str, float] = {}
-    for key, (est, lo, hi, _se) in result.quantities.items():
+    for key, (est, lo, hi, se) in result.quantities.items():
         metrics[_key(key)] = float(est)
-        if lo != hi:
+        if lo != hi or se is not None:  # an estimate's interval, zero-wide or not
             metrics[f"{_key(key)}.lower"] = float(lo)
             metrics[f"{_key(key)}.upper"] = float(hi)
     for v in result.verdicts:

@@ -202,3 +202,29 @@ def test_threshold_sentences_print_the_threshold_as_given_and_never_a_tie():
     assert v.label == "dp_gap <= 0.1234567"  # :g printed 0.123457, below the value
     assert v.message().endswith("(outside threshold 0.1234567)")
     assert Verdict("abs_C", 0.05, 0.1, 0.1, 0.1, "FAIL").label == "abs_C <= 0.05"
+
+
+def test_an_estimate_with_a_tiny_standard_error_keeps_its_interval():
+    """A Monte Carlo estimate whose standard error is 0 or ~1e-17 (a deterministic policy
+    on coupled sites) has bounds that round to the estimate: the card then wrote null
+    bounds under its "null ci bounds: exact values, no sampling error" while report.md's
+    tables showed the interval, and the pairs table bracketed one pair's DPE and not the
+    next one's, by floating-point noise. Every output now shows such an interval."""
+    from causalfair.report.card import card_markdown
+    from causalfair.report.explain import has_interval
+
+    tiny = {"estimate": 2.5, "ci_lower": 2.5, "ci_upper": 2.5, "se": 2.6e-17}
+    assert has_interval(tiny) and has_interval({**tiny, "se": 0.0})
+    assert not has_interval({**tiny, "se": None})  # exact: no interval
+    doc = {"name": "t", "overall": "PASS", "verdicts": [],
+           "quantities": {"C": tiny, "Lambda": {**tiny, "se": None}},
+           "spec": {"resolved": {"alpha": 0.05}, "parsed": {}},
+           "policy": {"label": "p", "checkpoint_sha256": None},
+           "provenance": {"date": "2026-01-01T00:00:00Z"},
+           "decomposition": {"groups": ["a", "b"], "pair": [0, 1], "horizon": 5,
+                             "engine": "mc"}}
+    card = card_markdown(doc)
+    assert "  C: {estimate: 2.5, ci_lower: 2.5, ci_upper: 2.5, se: 2.6e-17}" in card
+    assert "  Lambda: {estimate: 2.5, ci_lower: null, ci_upper: null, se: null}" in card
+    said = {s.topic: s.text for s in sentences(doc)}
+    assert "(95% CI 2.5000 to 2.5000)" in said["gap"], said["gap"]
