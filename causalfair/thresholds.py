@@ -333,7 +333,8 @@ def group_verdicts(thresholds: Mapping[str, float], comparison: Any) -> list[Ver
                 f"threshold {key}: {metric} is not available for "
                 f"{'pair ' + repr(pair) if pair else 'every pair'} in this audit (Lambda needs a "
                 "benefit table, ratio_selection selection rates, a ratio two positive values).")
-        if absolute:
+        by = {p: (q[0], *(math.nan if v is None else v for v in q[1:3])) for p, q in by.items()}
+        if absolute:  # no interval (None): NaN bounds, never a PASS
             by = {p: (abs(q[0]),) + abs_interval(q[1], q[2]) for p, q in by.items()}
         e, lo, hi = _over_pairs(base, list(by.values()))
         status = judge_min(lo, hi, thr) if base.startswith("min_") else judge(lo, hi, thr)

@@ -56,6 +56,7 @@ from causalfair.results import BenefitResult, Decomposition
 from causalfair.thresholds import is_group_key
 
 __all__ = ["GroupComparison", "compare", "pair_names", "EFFECTS", "RATIOS", "split_pair",
+           "no_interval", "has_interval",
            "lambda_by_forks", "wanted", "benefit_for_pair", "resolve_pair", "pair_arg"]
 
 #: Pair effects and the per-group value each is a difference of.
@@ -64,7 +65,9 @@ EFFECTS: dict[str, str] = {"C": "V", "DPE": "direct", "IPE": "indirect", "SPE": 
 RATIOS: dict[str, str] = {"ratio_V": "V", "ratio_selection": "selection"}
 _SIGNED = tuple(EFFECTS)
 
-Q = tuple[float, float, float, "float | None"]  # estimate, lower, upper, se
+Q = tuple[float, "float | None", "float | None", "float | None"]  # estimate, lower, upper, se
+#: lower = upper = None: no interval (an estimate from a log without bootstrap replicates;
+#: an exact value has lower = upper = estimate, a point with no sampling error).
 
 
 def _q(est: float, se: float | None, z: float) -> Q:
@@ -73,7 +76,20 @@ def _q(est: float, se: float | None, z: float) -> Q:
 
 
 def _flip(q: Q) -> Q:
-    return (-q[0], -q[2], -q[1], q[3])
+    return (-q[0], None if q[2] is None else -q[2], None if q[1] is None else -q[1], q[3])
+
+
+def no_interval(q: Q | None) -> Q | None:
+    """``q`` without its interval, (estimate, None, None, None): a sampled estimate whose
+    replicates are missing (a log audit with n_boot < 2) claims no interval, not the
+    zero-width one of an exact value."""
+    return None if q is None else (float(q[0]), None, None, None)
+
+
+def has_interval(q: Q | None) -> bool:
+    """Whether ``q`` carries an interval (an exact point's lower = upper = estimate counts;
+    :func:`no_interval`'s does not)."""
+    return q is not None and q[1] is not None and q[2] is not None
 
 
 def pair_names(groups: Sequence[str], ref: int) -> list[tuple[int, int]]:
@@ -226,6 +242,12 @@ class GroupComparison:
     chosen: str | None = None  # the compared pair's row when the data chose it, else None
 
     @property
+    def intervals(self) -> bool:
+        """Whether the pairs' C carry intervals (False: a log audit without bootstrap
+        replicates, whose quantities are estimates only, lower = upper = None)."""
+        return any(has_interval(q["C"]) for q in self.pairs.values())
+
+    @property
     def reference_pairs(self) -> list[str]:
         """The pairs "<group>-<reference>"."""
         return [f"{g}-{self.reference}" for g in self.groups if g != self.reference]
@@ -318,13 +340,14 @@ class GroupComparison:
         a system and from ``--logs`` (:meth:`LogAudit.summary
         <causalfair.logs.result.LogAudit.summary>`)."""
         how = {"exact": "exact values, no sampling error",
+               "none": "no intervals: no bootstrap replicates (n_boot < 2), estimates only",
                "mc": (f"{100 * self.level:g}% normal intervals, estimate +- z * "
                       + ("(se_X + se_Y), conservative for groups that share worlds: at least "
                          "as wide as the compared pair's own interval above" if self.coupled
                          else "sqrt(se_X^2 + se_Y^2)")),
                "logs": (f"{100 * self.level:g}% normal intervals, estimate +- z * bootstrap "
                         "sd of the pair over the replicates")}.get(
-            self.engine, f"{100 * self.level:g}% intervals")
+            self.engine if self.intervals else "none", f"{100 * self.level:g}% intervals")
         rows = self.rows()
         here = None
         if compared is not None:
@@ -340,8 +363,9 @@ class GroupComparison:
             marks = (["worst"] if row[-1] else []) + (
                 [f"compared above{'' if p == f'{a}-{b}' else f' (as {a}-{b})'}"]
                 if p == here else [])
-            lines.append(f"  {p:<{w}} " + " ".join(fixed(v, sign=True, width=10) for v in (
-                c, lo, hi, dpe, ipe, spe)) + f" {_cell(lam, 9, 6)} {_cell(rv, 8, 4)}"
+            lines.append(f"  {p:<{w}} " + " ".join(
+                f"{'n/a':>10}" if v is None else fixed(v, sign=True, width=10) for v in (
+                    c, lo, hi, dpe, ipe, spe)) + f" {_cell(lam, 9, 6)} {_cell(rv, 8, 4)}"
                 + (f"  {', '.join(marks)}" if marks else ""))
         if compared is None:
             return lines
@@ -386,7 +410,10 @@ class GroupComparison:
                 return q[3]
             return 0.0 if q[1] == q[2] == q[0] else float("nan")
 
-        recs = [(key, k, q[0], se(q), q[1], q[2])
+        def bound(v: float | None) -> float:  # no interval: NaN
+            return float("nan") if v is None else v
+
+        recs = [(key, k, q[0], se(q), bound(q[1]), bound(q[2]))
                 for key, vals in values.items() for k, q in vals.items() if q is not None]
         return pd.DataFrame(recs, columns=[name, "quantity", "estimate", "se", "ci_lower",
                                            "ci_upper"]).set_index([name, "quantity"])
@@ -394,8 +421,8 @@ class GroupComparison:
     def to_frame(self, alpha: float | None = None) -> Any:
         """One row per (pair, quantity) of :attr:`pairs`: estimate, se, ci_lower, ci_upper
         at level :attr:`level` (as :meth:`~causalfair.results.Decomposition.to_frame`: a point
-        has se 0; an interval without a standard error, NaN); quantities not available
-        are left out.
+        has se 0; an interval without a standard error, NaN; an estimate without an interval,
+        NaN se and bounds); quantities not available are left out.
         ``df.loc["B-A"]`` is one pair, ``df.xs("C", level="quantity")`` one quantity.
         ``alpha`` (as the other results' ``to_frame(alpha)``): any for an exact comparison
         (points), else this comparison's, 1 - :attr:`level`; another is refused, naming the
@@ -437,8 +464,8 @@ class GroupComparison:
     def _plot(self, quantity: str, values: dict[str, Q], unit: str | None, ax: Any) -> Any:
         names = list(values)[::-1]  # the first pair at the top
         est = np.array([values[p][0] for p in names])
-        lo = np.array([values[p][1] for p in names])
-        hi = np.array([values[p][2] for p in names])
+        lo = np.array([values[p][0 if values[p][1] is None else 1] for p in names])
+        hi = np.array([values[p][0 if values[p][2] is None else 2] for p in names])
         y = np.arange(len(names), dtype=float)
         if ax is None:
             fig = new_figure(7.0, 1.2 + 0.35 * len(names))
@@ -460,9 +487,11 @@ class GroupComparison:
         unit = unit or self.gain_unit or "gain units"
         ax.set_xlabel(wrap(what.get(quantity, f"{quantity}, first group minus second "
                                               f"({unit})"), 80), fontsize=8)
-        how = ("no sampling error" if all(values[p][1] == values[p][2] for p in names)
+        how = ("no intervals (no bootstrap replicates)"
+               if not any(has_interval(q) for q in values.values())
+               else "no sampling error" if all(values[p][1] == values[p][2] for p in names)
                else f"{100 * self.level:g}% intervals")
-        if self.chosen in names and quantity != "Lambda" and how != "no sampling error":
+        if self.chosen in names and quantity != "Lambda" and how.endswith("intervals"):
             how += f"; {self.chosen}'s simultaneous over the {self.simultaneous} pairs"
         ax.set_title(wrap(f"{quantity} for every pair of groups ({self.engine}: {how}); "
                           f"worst pair (largest |C|, in red): {self.worst}", 90), fontsize=9)
@@ -475,8 +504,9 @@ class GroupComparison:
                 f"C[{self.worst}]={c[0]:.6g})")
 
     def __str__(self) -> str:
-        return (f"Groups compared ({self.engine}; reference {self.reference}; intervals at "
-                f"{100 * self.level:g}%):\n"
+        at = (f"intervals at {100 * self.level:g}%" if self.intervals
+              else "no intervals: no bootstrap replicates")
+        return (f"Groups compared ({self.engine}; reference {self.reference}; {at}):\n"
                 + self._table().to_string(index=False, na_rep="n/a", float_format=fixed)
                 + ("" if self.chosen is None else "\n" + self.simultaneous_note()))
 

@@ -11,7 +11,10 @@ pair's numbers come from the same replicates, with no extra fit. A pair quantity
 interval is the log audit's rule for every quantity its verdicts judge: estimate +- z *
 the bootstrap standard deviation of that pair quantity over the replicates (ratios clipped
 to [0, 1]). Resampling individuals keeps the correlation between groups that a shared fit
-may carry, which se_a (+) se_b would not.
+may carry, which se_a (+) se_b would not. Without replicates (n_boot < 2) every pair and
+group quantity is an estimate with no interval (lower = upper = None: null in JSON, n/a in
+text), as the two-group log audit shows none; only ``ratio_selection``, whose interval
+comes from the log's counts, keeps one.
 
 Lambda of a pair: the log audit's estimator (:func:`causalfair.logs.pretest.threshold_lambda`
 on the pair, the thresholding mask from that pair's own bootstrap standard errors) with the
@@ -35,7 +38,13 @@ import numpy as np
 from causalfair._simultaneous import pair_z
 from causalfair._validation import z_quantile
 from causalfair.engines.benefit import lambda_pairs
-from causalfair.engines.groups import EFFECTS, GroupComparison, compare, split_pair
+from causalfair.engines.groups import (
+    EFFECTS,
+    GroupComparison,
+    compare,
+    no_interval,
+    split_pair,
+)
 from causalfair.logs.errors import LogError
 from causalfair.logs.pretest import lambda_interval_of, lambda_threshold_c, threshold_lambda
 
@@ -84,22 +93,26 @@ def compare_log_groups(dec: Any, *, bootstrap: Any, benefit: Any, lambda_estimat
         out = dict(q)
         zp = pair_z(alpha, point.simultaneous) if p == point.chosen else z  # data-chosen pair
         for k in _BOOTSTRAPPED:
-            out[k] = _boot_q(q[k], reps[p][k], zp, k.startswith("ratio_")) if has_reps else q[k]
+            out[k] = _boot_q(q[k], reps[p][k], zp, k.startswith("ratio_"))
         out["Lambda"] = _pair_lambda(p, dec, benefit, lambda_estimate, replicate_arrays,
                                      alpha, has_reps)
         pairs[p] = out
-    return dataclasses.replace(point, pairs=pairs)
+    per_group = point.per_group if has_reps else {  # the counts' selection keeps its own
+        g: {k: q if k == "selection" else no_interval(q) for k, q in vals.items()}
+        for g, vals in point.per_group.items()}
+    return dataclasses.replace(point, pairs=pairs, per_group=per_group)
 
 
 def _boot_q(q: Any, values: list[float | None], z: float, ratio: bool) -> Any:
     """(estimate, lower, upper, se) with se the bootstrap sd of ``values`` (the replicates
-    where the quantity is defined); None where the estimate is."""
+    where the quantity is defined); None where the estimate is; no interval
+    (:func:`~causalfair.engines.groups.no_interval`) with fewer than two such replicates."""
     if q is None:
         return None
     e = float(q[0])
     v = np.asarray([x for x in values if x is not None], dtype=np.float64)
     if v.size < 2:
-        return (e, e, e, None)
+        return no_interval(q)
     se = float(v.std(ddof=1))
     lo, hi = e - z * se, e + z * se
     if ratio:
@@ -116,8 +129,8 @@ def _pair_lambda(name: str, dec: Any, benefit: Any, lam: Any, arrays: Any, alpha
     ab = tuple(dec.pair) if {a, b} == set(dec.pair) else (a, b)  # the audit's orientation
     point = (benefit.p_d1, benefit.delta, benefit.state_weights)
     if not has_reps or arrays is None:
-        e = float(lambda_pairs(*point, ab, benefit.eps).sum())
-        return (e, e, e, None)
+        return no_interval((float(lambda_pairs(*point, ab, benefit.eps).sum()), None, None,
+                            None))
     c = lam.c_n if lam.c_n is not None else lambda_threshold_c(lam.n)
     res = threshold_lambda(*point, *arrays, pair=ab, eps=benefit.eps, c=c)
     cols = [(res["plugin"], res["plugin_replicates"])]

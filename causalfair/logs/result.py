@@ -282,11 +282,12 @@ class LogAudit:
                 lines.append(f"  {self.lambda_estimate.summary()}")
             dec = self._decomposition_at(alpha)
             note = dec.simultaneous_note(alpha)  # said once, under the table of every pair
-            lines += ["", "The decomposition below shows normal intervals, estimate +- z * bootstrap "
-                      "standard error (the intervals audit verdicts use);",
-                      "the percentile intervals above come from the same replicates.", "",
-                      "\n".join(x for x in dec.summary(alpha).split("\n")
-                                if not note or x.strip() != note)]
+            if self.bootstrap is not None and len(self.bootstrap) >= 2:  # else no interval
+                lines += ["", "The decomposition below shows normal intervals, estimate +- z * "
+                          "bootstrap standard error (the intervals audit verdicts use);",
+                          "the percentile intervals above come from the same replicates."]
+            lines += ["", "\n".join(x for x in dec.summary(alpha).split("\n")
+                                    if not note or x.strip() != note)]
             if self.groups is not None:  # every pair, as decompose prints it from a system
                 lines += ["", *self.compare_groups(alpha).table_lines(
                     self.pair, named=self.pair_named)]

@@ -220,6 +220,44 @@ def test_cli_reports_every_pair_and_refuses_a_bad_reference(tmp_path, tri_log, c
     assert "reference: bad value 'D'" in err and "\n" not in err, err
 
 
+def test_no_replicates_no_intervals_for_any_pair_or_group(tmp_path, tri_log, capsys):
+    """n_boot = 0 (--boot 0): the pairs and groups are estimates with no interval (null in
+    JSON, n/a in the table, no sentence about replicates), as the two-group audit shows
+    none; they were zero-width "95% normal intervals" (lower = upper = estimate)."""
+    from causalfair.cli import main
+    from causalfair.thresholds import INCONCLUSIVE, group_verdicts
+
+    gc = audit_logs(tri_log, n_boot=0, seed=1).groups
+    for vals in (*gc.pairs.values(), *gc.per_group.values()):
+        for k, q in vals.items():
+            if q is not None and k not in ("ratio_selection", "selection"):
+                assert q[1:] == (None, None, None), (k, q)
+    assert not gc.intervals
+    frame = gc.to_frame().drop(index="ratio_selection", level="quantity")
+    assert frame[["ci_lower", "ci_upper"]].isna().all().all()
+    assert "no intervals" in str(gc) and "intervals at 95%" not in str(gc)
+    assert {v.status for v in group_verdicts({"max_abs_C": 9.0, "abs_C[B-A]": 9.0,
+                                              "min_ratio_V": 0.0}, gc)} == {INCONCLUSIVE}
+    path = tmp_path / "tri.csv"
+    tri_log.to_csv(path, index=False)
+    assert main(["decompose", "--logs", str(path), "--boot", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "normal intervals" not in out and "the same replicates" not in out
+    assert "no intervals: no bootstrap replicates" in out
+    row = next(x for x in out.splitlines() if x.strip().startswith("B-A "))
+    assert row.split()[2:4] == ["n/a", "n/a"], row
+    assert main(["decompose", "--logs", str(path), "--boot", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for sec in (doc["pairs"]["values"], doc["groups"]["values"]):
+        for vals in sec.values():
+            for k, q in vals.items():
+                if q is not None and k not in ("ratio_selection", "selection"):
+                    assert (q["ci_lower"], q["ci_upper"]) == (None, None), (k, q)
+    (tmp_path / "b0.json").write_text(json.dumps(doc), encoding="utf-8")
+    assert schema_errors(tmp_path / "b0.json", "decompose") == []
+    assert audit_logs(tri_log, n_boot=5, seed=1).groups.intervals  # replicates: intervals
+
+
 def test_many_groups_pairs_memory_refused_before_the_fit(monkeypatch):
     """A log of many groups: the every-pair comparison (G (G - 1) / 2 pairs, each with its
     values over the replicates) counts against the memory limit, refused before the fit
