@@ -126,11 +126,16 @@ _check_probs = check_probs
 class TablePolicy:
     """pi(d1 | x, s) = table[s, x], or table[t, s, x] for a time-indexed policy. With
     ``n_actions`` A > 2 the table holds action distributions: table[s, x, a] (or
-    table[t, s, x, a])."""
+    table[t, s, x, a]). ``parsed_for``: the model or system whose score table a built-in
+    (``threshold``, ``blind``) read, set by :func:`parse_policy`: the policy ``name`` means
+    that model's table, and used on a model whose own ``name`` is another table it is
+    evaluated as given and named ``"<name> (parsed for <model>)"``
+    (:func:`causalfair.policies.resolver.resolve`); None for a table given as such."""
 
     table: np.ndarray
     name: str = "table"
     n_actions: int = 2
+    parsed_for: str | None = None
 
     def __post_init__(self) -> None:
         tab = np.array(self.table, dtype=np.float64)
@@ -389,7 +394,7 @@ def parse_policy(spec: str, model: Any) -> Policy:
         score = model.aux[score_name]
         if kind == "blind":
             score = np.broadcast_to(model.group_weights @ score, score.shape)
-        return TablePolicy((score > thr).astype(np.float64), name=spec)
+        return TablePolicy((score > thr).astype(np.float64), name=spec, parsed_for=str(mname))
     raise PolicyError(f"policy: unknown policy {spec!r}; allowed: {allowed}.")
 
 

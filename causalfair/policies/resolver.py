@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -385,7 +385,7 @@ def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
             # model reads the observed features as its .zip does, whatever its encoding)
             check_policy_inputs(obj, feature_names=system.features, n_levels=system.n_levels,
                                 n_groups=system.n_groups)
-        pol = guard_policy(obj)
+        pol = guard_policy(_parsed_for_here(obj, system))
         return ResolvedPolicy(pol, _label(pol), "object", system=system)
     if isinstance(obj, np.ndarray):
         A = _n_actions(system)
@@ -405,6 +405,26 @@ def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
         pol = callable_policy(obj, n_actions=_n_actions(system))
         return ResolvedPolicy(pol, pol.name, "callable", system=system)
     return None
+
+
+def _parsed_for_here(obj: Any, system: Any) -> Any:
+    """``obj`` as evaluated on ``system``, honestly named: a built-in parsed for one model
+    (:func:`parse_policy`'s ``threshold:0.5`` holds that model's score table) used on a
+    system whose own ``threshold:0.5`` is another table is evaluated as given (lending-1's
+    thresholds on lending-2, or on a model fitted to a lending-1 log) and named
+    ``"threshold:0.5 (parsed for lending-1)"``, never as the system's own built-in. The
+    same table (the System and its tabular model, a copy) keeps its name."""
+    made_for = getattr(obj, "parsed_for", None)
+    if not isinstance(obj, TablePolicy) or made_for is None or system is None:
+        return obj
+    try:
+        own = parse_policy(obj.name, system)
+    except CausalfairError:
+        own = None
+    if isinstance(own, TablePolicy) and own.table.shape == obj.table.shape and \
+            np.array_equal(own.table, obj.table):
+        return obj
+    return replace(obj, name=f"{obj.name} (parsed for {made_for})", parsed_for=None)
 
 
 def _checkpoint(path: Path, system: Any) -> ResolvedPolicy:

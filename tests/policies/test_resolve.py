@@ -252,3 +252,22 @@ def test_decompose_logs_audits_a_factory_policy(factory_dir, monkeypatch, capsys
         doc = json.loads(captured.out[captured.out.index("{"):])
         docs.append({k: doc.get(k) for k in ("C", "DPE", "IPE", "SPE")})
     assert docs[0] == docs[1]
+
+
+def test_a_builtin_parsed_for_one_model_is_named_for_it_on_another():
+    """cf.parse_policy("threshold:0.5", lending-1) holds lending-1's score table; on lending-2
+    it was evaluated as given but labelled as lending-2's own threshold:0.5 (C 0.398 beside
+    the built-in's 0.442 under one name). Now named for the model it was parsed for; the
+    same table (the System and its tabular model) keeps its name."""
+    m1, m2 = (cf.lending_setting(s).tabular for s in ("lending-1", "lending-2"))
+    p = parse_policy("threshold:0.5", m1)
+    theirs, own = cf.decompose(m2, p, 5), cf.decompose(m2, "threshold:0.5", 5)
+    assert theirs.C != pytest.approx(own.C)
+    assert theirs.policy_name == "threshold:0.5 (parsed for lending-1)"
+    assert own.policy_name == "threshold:0.5" and p.parsed_for == "lending-1"
+    assert resolve(p, cf.systems.make("lending-2")).label == "threshold:0.5 (parsed for lending-1)"
+    assert resolve(p, cf.systems.make("lending-1")).label == "threshold:0.5"  # the same table
+    assert cf.decompose(m1, parse_policy("threshold:0.5", cf.systems.make("lending-1")),
+                        5).policy_name == "threshold:0.5"
+    again = resolve(resolve(p, m2).policy, m2).label  # resolved twice: named once
+    assert again == "threshold:0.5 (parsed for lending-1)"
