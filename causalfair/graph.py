@@ -62,7 +62,7 @@ import numpy as np
 from causalfair import graph_render
 from causalfair._limits import check_memory
 from causalfair._validation import check_keywords
-from causalfair.errors import InputError, ModelError, ResourceLimitError
+from causalfair.errors import InputError, ModelError, ResourceLimitError, short
 from causalfair.graph_render import DRAW_FORMAT_ERROR as DRAW_FORMAT_ERROR  # re-exported
 from causalfair.graph_render import check_drawable as check_drawable  # re-exported
 from causalfair.model import CausalStructure, TabularModel
@@ -114,8 +114,8 @@ VARIANT_ERROR = (
     "(path-specific pi^PS), got {value!r}."
 )
 STRUCTURE_ERROR = (
-    "expected a TabularModel, a CausalStructure or a simulator with a `structure`, "
-    "got {value!r}."
+    "{where}: expected a TabularModel, a CausalStructure or a simulator with a `structure`, "
+    "got {value}; pass e.g. cf.systems.make('lending-1') or its .tabular."
 )
 EXOGENOUS_NAME_ERROR = (
     "structure.exogenous: name {value!r} cannot name a node; use letters, digits and "
@@ -162,7 +162,8 @@ def _check_variant(variant: Any) -> str:
     return variant
 
 
-def _resolve(obj: Any) -> tuple[CausalStructure, frozenset[str]]:
+def _resolve(obj: Any, where: str = "model_or_structure"
+             ) -> tuple[CausalStructure, frozenset[str]]:
     """The declared structure of ``obj`` and the edges its tabular model adds.
 
     With a tabular model (a :class:`TabularModel`, or a system whose ``tabular`` is one)
@@ -182,7 +183,7 @@ def _resolve(obj: Any) -> tuple[CausalStructure, frozenset[str]]:
         if callable(structure):  # e.g. LendingModel.structure()
             structure = structure()
         if not isinstance(structure, CausalStructure):
-            raise TypeError(STRUCTURE_ERROR.format(value=obj))
+            raise InputError(STRUCTURE_ERROR.format(where=where, value=short(obj, 60)))
     if not isinstance(model, TabularModel):
         return structure, frozenset()
     return structure, check_structure(structure, model)
@@ -583,6 +584,7 @@ def hypothetical_graphs(
     Returns ``{"pi": ..., "pi0": ..., "ps": ...}``: the three processes whose values
     V^pi, V^pi0 and V^PS give C = DPE + IPE + SPE (method.md section 3).
     """
+    _resolve(model, "model")  # a model that is none: refused naming this argument
     return {
         v: temporal_graph(model, horizon, policy_reads_s=policy_reads_s, variant=v)
         for v in VARIANTS

@@ -9,6 +9,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
+import causalfair as cf
+from causalfair.errors import InputError
 from causalfair.graph import (
     DRAW_FORMAT_ERROR,
     EXOGENOUS_NAME_ERROR,
@@ -139,8 +141,13 @@ def test_accepts_tabular_model_and_simulator():
             return LENDING
 
     assert set(temporal_graph(Sim(), 2, variant="pi0").edges()) == PI0_EDGES_T2
-    with pytest.raises(TypeError, match="expected a TabularModel"):
+    with pytest.raises(InputError, match="model_or_structure: expected a TabularModel"):
         temporal_graph(object(), 2)
+    for bad in (None, 2, "lending-1"):  # a causalfair error naming the argument, not TypeError
+        with pytest.raises(InputError, match="^model_or_structure: expected a TabularModel"):
+            cf.temporal_graph(bad, 2)
+        with pytest.raises(InputError, match="^model: expected a TabularModel"):
+            hypothetical_graphs(bad, 2)
 
 
 def test_paths_from_decision_listed_by_hand(graphs_t2):

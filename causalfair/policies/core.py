@@ -328,6 +328,19 @@ def _within_budget(policy: Policy, spec: str, system: Any, mass: float) -> Polic
 
 
 @check_keywords
+def check_policy_model(model: Any, where: str) -> None:
+    """Refuse, naming the argument ``where``, a ``model`` a built-in policy cannot be
+    built for: neither a :class:`~causalfair.systems.System` (its ``decisions``) nor a
+    tabular model (its ``n_actions`` and ``baseline``)."""
+    if hasattr(model, "decisions") or (hasattr(model, "n_actions")
+                                       and hasattr(model, "baseline")):
+        return
+    got = "None" if model is None else f"{type(model).__name__} {short(model, 40)}"
+    raise PolicyError(f"{where}: a built-in policy needs the system or tabular model it "
+                      f"decides on (e.g. cf.systems.make('lending-1') or its .tabular), got "
+                      f"{got}.")
+
+
 def parse_policy(spec: str, model: Any) -> Policy:
     """A built-in policy from its CLI spelling (see ``BUILTIN_POLICIES``). ``model`` is a
     :class:`~causalfair.model.TabularModel` or a :class:`~causalfair.systems.System`;
@@ -336,6 +349,7 @@ def parse_policy(spec: str, model: Any) -> Policy:
     allowed = ", ".join(BUILTIN_POLICIES)
     if not isinstance(spec, str):
         raise PolicyError(f"policy: expected a string such as 'threshold:0.5', got {type(spec).__name__}.")
+    check_policy_model(model, "model")
     kind, _, arg = spec.partition(":")
     system = model if hasattr(model, "decisions") else None
     tab = system.tabular if system is not None else model

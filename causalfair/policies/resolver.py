@@ -70,6 +70,7 @@ from causalfair.policies.core import (
     TablePolicy,
     TorchPolicy,
     UniformPolicy,
+    check_policy_model,
     file_sha256,
     parse_policy,
     sb3_adapted,
@@ -477,6 +478,7 @@ def _builtin(name: str, system: Any, where: str | None) -> ResolvedPolicy:
     if system is None:
         raise PolicyError(f"{where or 'policy'}: the built-in {name!r} needs the system (or "
                           "tabular model) it decides on.")
+    check_policy_model(system, "system")
     try:
         pol = parse_policy(name, system)
     except PolicyError as exc:

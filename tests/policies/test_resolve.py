@@ -271,3 +271,17 @@ def test_a_builtin_parsed_for_one_model_is_named_for_it_on_another():
                         5).policy_name == "threshold:0.5"
     again = resolve(resolve(p, m2).policy, m2).label  # resolved twice: named once
     assert again == "threshold:0.5 (parsed for lending-1)"
+
+
+def test_a_builtin_without_a_model_is_refused_naming_the_argument():
+    """resolve("action:2", 6) and parse_policy(spec, None) were AttributeErrors ('int' object
+    has no attribute 'n_actions'); now a PolicyError naming system / model."""
+    for bad in (6, None, "lending-1"):
+        with pytest.raises(cf.errors.PolicyError, match="^model: a built-in policy needs"):
+            parse_policy("threshold:0.5", bad)
+        with pytest.raises(cf.errors.PolicyError, match="^model: a built-in policy needs"):
+            parse_policy("never", bad)
+    for bad in (6, "lending-1"):
+        with pytest.raises(cf.errors.PolicyError, match="^system: a built-in policy needs"):
+            resolve("action:2", bad)
+    assert resolve("never", cf.systems.make("lending-1")).label == "never"
