@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import numbers
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -65,7 +64,9 @@ from causalfair._validation import check_keywords
 from causalfair.errors import InputError, ModelError, ResourceLimitError, short
 from causalfair.graph_render import DRAW_FORMAT_ERROR as DRAW_FORMAT_ERROR  # re-exported
 from causalfair.graph_render import check_drawable as check_drawable  # re-exported
-from causalfair.model import CausalStructure, TabularModel
+from causalfair.model import EXOGENOUS_FLAGS_ERROR as EXOGENOUS_FLAGS_ERROR  # re-exported
+from causalfair.model import EXOGENOUS_NAME_ERROR as EXOGENOUS_NAME_ERROR  # re-exported
+from causalfair.model import CausalStructure, TabularModel, exogenous_nodes
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import networkx as nx
@@ -100,9 +101,7 @@ NODE_KINDS: tuple[str, ...] = (
     "reward",
 )
 
-_RESERVED_NAMES = frozenset({"S", "X", "D", "G", "R"})
 _TABLE_TOL = 1e-12  # group differences below this are rounding, not a dependence
-_NAME_RE = re.compile(r"[A-Za-z_](?:[A-Za-z0-9_]*[A-Za-z_])?")
 
 # ------------------------------------------------------------------ error messages
 HORIZON_ERROR = (
@@ -116,15 +115,6 @@ VARIANT_ERROR = (
 STRUCTURE_ERROR = (
     "{where}: expected a TabularModel, a CausalStructure or a simulator with a `structure`, "
     "got {value}; pass e.g. cf.systems.make('lending-1') or its .tabular."
-)
-EXOGENOUS_NAME_ERROR = (
-    "structure.exogenous: name {value!r} cannot name a node; use letters, digits and "
-    "underscores, not ending in a digit, and none of 'S', 'X', 'D', 'G', 'R' "
-    "(e.g. 'Y' for repayment, 'U' for drift)."
-)
-EXOGENOUS_FLAGS_ERROR = (
-    "structure.exogenous[{name!r}]: expected a pair (depends_on_s, affects_reward) of "
-    "booleans, got {value!r}."
 )
 UNKNOWN_NODE_ERROR = (
     "{role} {value!r} is not a node of this graph (variant {variant!r}, horizon "
@@ -212,7 +202,7 @@ def check_structure(
     :class:`~causalfair.errors.ModelError` naming the field and the fix. Returns the
     mechanisms that read S beyond the declaration's vocabulary (see :func:`_resolve`).
     """
-    exo = _exogenous(structure)
+    exo = exogenous_nodes(structure)
     # the tables are compared only where the declaration says S is not read (the kernel
     # is the largest array a model has)
     found = None if structure.s_to_x0 else _first_difference(
@@ -236,28 +226,6 @@ def check_structure(
     return frozenset(extra)
 
 
-def _exogenous(structure: CausalStructure) -> list[tuple[str, bool, bool]]:
-    """Validated ``(name, depends_on_s, affects_reward)`` in declaration order (and the
-    structure's two flags checked to be booleans)."""
-    for key in ("s_to_x0", "s_to_transition"):
-        value = getattr(structure, key)
-        if value not in (True, False):
-            raise InputError(f"structure.{key}: expected True or False, got {value!r}; "
-                             "False only where that mechanism ignores the group.")
-    out = []
-    for name, flags in dict(structure.exogenous).items():
-        if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in _RESERVED_NAMES:
-            raise InputError(EXOGENOUS_NAME_ERROR.format(value=name))
-        try:
-            dep, rew = flags
-        except (TypeError, ValueError):
-            raise InputError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags)) from None
-        if dep not in (True, False) or rew not in (True, False):
-            raise InputError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags))
-        out.append((name, bool(dep), bool(rew)))
-    return out
-
-
 # ------------------------------------------------------------------ building
 def _build(
     structure: CausalStructure, horizon: int, policy_reads_s: bool, variant: str,
@@ -270,7 +238,7 @@ def _build(
                          "causalfair.policies.grid.reads_group(policy, system=...) tells.")
     import networkx as nx  # (lazy: a process that builds no graph never loads it)
 
-    exo = _exogenous(structure)
+    exo = exogenous_nodes(structure)
     g = nx.DiGraph(horizon=horizon, variant=variant, policy_reads_s=bool(policy_reads_s))
     g.add_node("S", kind="sensitive", t=None, label="S")
     for t in range(horizon + 1):

@@ -18,6 +18,7 @@ which checks additivity and refuses a non-additive matrix, naming the offending 
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ import numpy as np
 
 from causalfair._limits import check_memory
 from causalfair._validation import check_keywords, check_pair_names, finite
-from causalfair.errors import ModelError, short
+from causalfair.errors import InputError, ModelError, short
 
 __all__ = [
     "ModelError",
@@ -40,6 +41,60 @@ __all__ = [
 PROB_TOL = 1e-9
 
 
+
+
+def check_lambda_eps(eps: Any) -> float | None:
+    """A declared benefit resolution ``lambda_eps`` (a TabularModel's, a System's
+    ``Gain``'s) as a float > 0, or None (the scale-free "auto"); else the one ModelError,
+    given at construction and where :func:`causalfair.engines.benefit.eps_for` reads it."""
+    if eps is None:
+        return None
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(eps) or eps <= 0:
+        raise ModelError(f"lambda_eps: must be a number > 0 in the gain's units, or "
+                         f"None for the scale-free \"auto\", got {eps!r:.40}.")
+    return float(eps)
+
+
+_RESERVED_NAMES = frozenset({"S", "X", "D", "G", "R"})
+_NAME_RE = re.compile(r"[A-Za-z_](?:[A-Za-z0-9_]*[A-Za-z_])?")
+EXOGENOUS_NAME_ERROR = (
+    "structure.exogenous: name {value!r} cannot name a node; use letters, digits and "
+    "underscores, not ending in a digit, and none of 'S', 'X', 'D', 'G', 'R' "
+    "(e.g. 'Y' for repayment, 'U' for drift)."
+)
+EXOGENOUS_FLAGS_ERROR = (
+    "structure.exogenous[{name!r}]: expected a pair (depends_on_s, affects_reward) of "
+    "booleans, got {value!r}."
+)
+
+
+def exogenous_nodes(structure: Any) -> list[tuple[str, bool, bool]]:
+    """Validated ``(name, depends_on_s, affects_reward)`` of a :class:`CausalStructure` in
+    declaration order (and its two flags checked to be booleans): the one check of a
+    declared structure, at construction and where the temporal graph reads it."""
+    for key in ("s_to_x0", "s_to_transition"):
+        value = getattr(structure, key)
+        if value not in (True, False):
+            raise InputError(f"structure.{key}: expected True or False, got {value!r}; "
+                             "False only where that mechanism ignores the group.")
+    try:
+        exo = dict(structure.exogenous)
+    except (TypeError, ValueError):
+        raise InputError("structure.exogenous: expected a mapping name -> (depends_on_s, "
+                         f"affects_reward), got {short(structure.exogenous, 60)}.") from None
+    out = []
+    for name, flags in exo.items():
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in _RESERVED_NAMES:
+            raise InputError(EXOGENOUS_NAME_ERROR.format(value=name))
+        try:
+            dep, rew = flags
+        except (TypeError, ValueError):
+            raise InputError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags)) from None
+        if dep not in (True, False) or rew not in (True, False):
+            raise InputError(EXOGENOUS_FLAGS_ERROR.format(name=name, value=flags))
+        out.append((name, bool(dep), bool(rew)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -56,6 +111,9 @@ class CausalStructure:
     exogenous: Mapping[str, tuple[bool, bool]] = field(default_factory=dict)
     s_to_x0: bool = True
     s_to_transition: bool = True
+
+    def __post_init__(self) -> None:  # refused here as where the graph reads it
+        exogenous_nodes(self)
 
 
 def _as_float_array(name: str, value: Any, ndim: int, axes: str = "") -> np.ndarray:
@@ -265,13 +323,7 @@ class TabularModel:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        eps = self.lambda_eps
-        if eps is not None:
-            if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) \
-                    or not np.isfinite(eps) or eps <= 0:
-                raise ModelError(f"lambda_eps: must be a number > 0 in the gain's units, or "
-                                 f"None for the scale-free \"auto\", got {eps!r:.40}.")
-            set_(self, "lambda_eps", float(eps))
+        set_(self, "lambda_eps", check_lambda_eps(self.lambda_eps))
         kernel = _as_float_array("kernel", self.kernel, 4, "(groups, actions, K, K)")
         G, D, K, K2 = kernel.shape
         if D < 2 or K != K2:

@@ -13,6 +13,7 @@ import causalfair as cf
 from causalfair.errors import InputError
 from causalfair.graph import (
     DRAW_FORMAT_ERROR,
+    EXOGENOUS_FLAGS_ERROR,
     EXOGENOUS_NAME_ERROR,
     HORIZON_ERROR,
     VARIANT_ERROR,
@@ -362,6 +363,21 @@ def test_bad_exogenous_name(name):
     with pytest.raises(ValueError) as err:
         temporal_graph(CausalStructure(exogenous={name: (True, True)}), 2)
     assert str(err.value) == EXOGENOUS_NAME_ERROR.format(value=name)
+
+
+@pytest.mark.parametrize("kw", [{"exogenous": {"U": (1, 2, 3)}}, {"exogenous": {"Y": (True,)}},
+                                {"exogenous": {"X": (True, True)}}, {"s_to_x0": "yes"},
+                                {"exogenous": 5}])
+def test_a_bad_structure_is_refused_when_built(kw):
+    """CausalStructure(exogenous={"U": (1, 2, 3)}) was accepted and refused only when a
+    graph read it; now when built, by the same check (causalfair.model.exogenous_nodes)."""
+    with pytest.raises(InputError, match=r"^structure\.") as err:
+        CausalStructure(**kw)
+    if "exogenous" in kw and kw["exogenous"] != 5:
+        name = next(iter(kw["exogenous"]))
+        assert str(err.value) in (EXOGENOUS_NAME_ERROR.format(value=name),
+                                  EXOGENOUS_FLAGS_ERROR.format(name=name,
+                                                               value=kw["exogenous"][name]))
 
 
 def test_bad_exogenous_flags():

@@ -47,7 +47,7 @@ import numpy as np
 
 from causalfair._validation import WEIGHTS, check_horizon, check_keywords, check_weights
 from causalfair.errors import short
-from causalfair.model import ModelError, TabularModel
+from causalfair.model import ModelError, TabularModel, check_lambda_eps
 from causalfair.policies.core import Policy
 from causalfair.policies.grid import policy_table
 from causalfair.results import BenefitResult, check_pair
@@ -111,8 +111,8 @@ def eps_for(eps: Any, system: Any) -> tuple[float | str, str | None]:
         if declared is None:  # a System declares through its gain, else its tabular model
             declared = getattr(getattr(system, "tabular", None), "lambda_eps", None)
         name = getattr(system, "id", "?")
-    if declared is not None:
-        return check_eps(declared), (f"declared by system {name!r} (its gain's resolution, "
+    if declared is not None:  # a declared value: its constructors' check and message
+        return check_lambda_eps(declared), (f"declared by system {name!r} (its gain's resolution, "
                                      "docs/decomposition.md, \"eps: the benefit resolution\")")
     return EPS_AUTO, None
 

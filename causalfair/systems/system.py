@@ -28,7 +28,7 @@ import numpy as np
 from causalfair._validation import check_keywords, check_names
 from causalfair.errors import ModelError, SystemError_, call_user, short
 from causalfair.graph import check_structure
-from causalfair.model import CausalStructure, TabularModel, departed_indices
+from causalfair.model import CausalStructure, TabularModel, check_lambda_eps, departed_indices
 from causalfair.systems.contract import check_protocol, check_protocol_coupled, guard_simulator
 from causalfair.systems.tabular_sim import TabularSimulator
 
@@ -112,6 +112,9 @@ class Gain:
     unit: str = "gain units"
     description: str = ""
     lambda_eps: float | None = None
+
+    def __post_init__(self) -> None:  # refused here as where Lambda reads it
+        object.__setattr__(self, "lambda_eps", check_lambda_eps(self.lambda_eps))
 
 
 def _check_product_order(id_: str, groups: tuple[str, ...],

@@ -87,6 +87,23 @@ def test_a_bad_declared_eps_is_refused(bad):
         dataclasses.replace(m, lambda_eps=bad)
 
 
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "0.1"])
+def test_a_bad_gain_eps_is_refused_at_construction_as_at_use(bad):
+    """cf.Gain(lambda_eps=-1 or nan) was accepted and refused only when Lambda read it (as
+    "eps: ..."); now refused when built, with the TabularModel's message, the one check
+    (causalfair.model.check_lambda_eps) that eps_for also gives a declared value."""
+    with pytest.raises(ModelError, match=r"^lambda_eps: must be a number > 0") as built:
+        cf.systems.Gain(lambda_eps=bad)
+
+    class Duck:  # a gain built around the constructor: refused at use, the same words
+        gain = type("G", (), {"lambda_eps": bad})()
+        id = "duck"
+    with pytest.raises(ModelError) as used:
+        exact_benefit.eps_for(None, Duck())
+    assert str(used.value) == str(built.value)
+    assert cf.systems.Gain(lambda_eps=np.float64(0.2)).lambda_eps == 0.2
+
+
 def test_eps_for_reads_a_systems_tabular_model_when_its_gain_declares_none():
     m = _bare(0.3, name="tab")
     system = dataclasses.replace(as_system(m), gain=cf.systems.Gain())
