@@ -111,3 +111,23 @@ def test_gate_jobs_takes_auto(tmp_path, capsys, monkeypatch):
     rc = main(["gate", "bad.toml", "--jobs", "many"])
     err = capsys.readouterr().err
     assert rc == 2 and "--jobs: bad value 'many'" in err, err
+
+
+def test_a_log_without_positivity_under_bounds_validates(tmp_path, capsys):
+    """`--on-positivity bounds` prints bounds in place of C, DPE, IPE, SPE, Lambda and
+    benefit: a form of its own in decompose.schema.json (it failed the schema, which
+    required the point estimates of every form)."""
+    logs = tmp_path / "det.csv"
+    simulate_logs("lending-1", "threshold:0.5", 300, 20, 0).to_csv(logs, index=False)
+    path, doc = _decompose_json(capsys, tmp_path, "bounds", "--logs", str(logs), "--boot", "0",
+                                "--on-positivity", "bounds")
+    assert doc["identified"] is False and "C" not in doc and doc["bounds"]["DPE"]["identified"] \
+        is False, sorted(doc)
+    assert schema_errors(path, "decompose") == []
+    root = Path(__file__).resolve().parents[1] / "docs" / "schema"
+    v = jsonschema.Draft202012Validator(json.loads((root / "decompose.schema.json").read_text(
+        encoding="utf-8")))
+    for bad in ({**doc, "C": 0.1},  # bounds and a point estimate: neither form
+                {k: x for k, x in doc.items() if k != "bounds"},
+                {**doc, "bounds": {**doc["bounds"], "DPE": {"lower": 0.0}}}):
+        assert list(v.iter_errors(bad)), sorted(set(bad) ^ set(doc))
