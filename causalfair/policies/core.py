@@ -327,7 +327,6 @@ def _within_budget(policy: Policy, spec: str, system: Any, mass: float) -> Polic
         "policy that gives each unit its probability of being the one chosen.")
 
 
-@check_keywords
 def check_policy_model(model: Any, where: str) -> None:
     """Refuse, naming the argument ``where``, a ``model`` a built-in policy cannot be
     built for: neither a :class:`~causalfair.systems.System` (its ``decisions``) nor a
@@ -341,6 +340,7 @@ def check_policy_model(model: Any, where: str) -> None:
                       f"{got}.")
 
 
+@check_keywords
 def parse_policy(spec: str, model: Any) -> Policy:
     """A built-in policy from its CLI spelling (see ``BUILTIN_POLICIES``). ``model`` is a
     :class:`~causalfair.model.TabularModel` or a :class:`~causalfair.systems.System`;
