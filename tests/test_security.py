@@ -297,7 +297,8 @@ def test_reproduce_does_not_read_a_huge_report_file_in_full(tmp_path):
 
 
 # ------------------------------------------------------------ decision logs
-def test_positivity_error_of_a_log_with_many_groups_stays_short(tmp_path, capsys):
+def test_positivity_error_of_a_log_with_many_groups_stays_short(tmp_path, capsys,
+                                                                monkeypatch):
     """A log of 2,000 one-person groups (a column of ids given as the group): the
     positivity error listed every group's size, a line of 12 MB for 10^6 groups (in the
     job log, the JUnit file and the annotation). It names the first 20 and counts the
@@ -305,6 +306,10 @@ def test_positivity_error_of_a_log_with_many_groups_stays_short(tmp_path, capsys
     rows = ["id,t,group,level,decision,next_level,reward,outcome"]
     rows += [f"{i},0,g{i},1,{i % 2},2,1.0,1.0" for i in range(2000)]
     (tmp_path / "l.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    code = main(["decompose", "--logs", str(tmp_path / "l.csv")])
+    err = capsys.readouterr().err  # 1,999,000 pairs' replicates: refused first, for memory
+    assert code == 2 and "1999000 pairs" in err and len(err) < 1000, err
+    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "1T")  # (a limit only: nothing is allocated)
     code = main(["decompose", "--logs", str(tmp_path / "l.csv")])
     err = capsys.readouterr().err
     assert code == 2, err

@@ -179,7 +179,7 @@ def has_interval(q: Mapping[str, Any]) -> bool:
     have neither: se null, a zero-width interval). A Monte Carlo estimate with a standard
     error of 0 (or 1e-17, whose bounds round to the estimate) has one, of zero width, as
     the report's tables show it (:func:`causalfair.report.render._no_interval`)."""
-    return q.get("se") is not None or q["ci_lower"] != q["ci_upper"]
+    return q.get("se") is not None or q.get("ci_lower") != q.get("ci_upper")
 
 
 def judged_value(doc: Mapping[str, Any], verdict: Mapping[str, Any]) -> Mapping[str, Any] | None:
