@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import MANIFEST
+from causalfair._io import MANIFEST, foreign_entries
 from causalfair._io import fixed as _fixed
 from causalfair._limits import check_timeout
 from causalfair._usercode import find_user_modules, user_modules, user_traceback
@@ -465,8 +465,10 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
                     Path(reports) / s.name, before=before if entry.after is not None else None)
             entries.append(entry)
         return GateResult(entries=entries, inconclusive=inconclusive, accept_repaired=accept_repaired)
-    except KeyboardInterrupt:  # no report left behind, whole or half (docs/limits.md)
-        _drop_reports([*written.values(), *(e.report for e in entries)], fresh)
+    except KeyboardInterrupt:  # no report left behind, whole or half (docs/limits.md), nor
+        # an earlier run's of these specs, which CI would show as this run's (as --json)
+        earlier = [Path(reports) / s.name for s in loaded] if reports is not None else []
+        _drop_reports([*written.values(), *(e.report for e in entries), *earlier], fresh)
         raise
 
 
@@ -488,7 +490,8 @@ def _drop_reports(folders: list[Path | None], fresh: Path | None) -> None:
     import shutil
 
     for folder in folders:
-        if folder is not None and not folder.is_symlink() and (folder / MANIFEST).is_file():
+        if folder is not None and not folder.is_symlink() and (folder / MANIFEST).is_file() \
+                and not foreign_entries(folder):  # a file the user added there: kept
             shutil.rmtree(folder, ignore_errors=True)
     if fresh is None or not fresh.is_dir():
         return

@@ -129,3 +129,30 @@ def test_an_interrupted_parallel_gate_leaves_no_report(tmp_path):
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["ok.toml", "slow.py", "slow2.toml"] or left == [
         "__pycache__", "ok.toml", "slow.py", "slow2.toml"], left
+
+
+@pytest.mark.slow  # two gates writing reports: 10 s
+def test_an_interrupted_gate_leaves_no_earlier_report_of_its_specs(tmp_path, monkeypatch):
+    """docs/ci-gate.md: "An interrupted gate leaves no report folder". A second gate
+    interrupted before writing its reports left the reports of the run before, which a CI
+    artifact then showed as this run's (the JSON and JUnit of an earlier run are removed
+    for that reason). None is left; a report folder holding a file the user added is
+    kept."""
+    from causalfair.audit import run_gate
+    from causalfair.audit.result import AuditResult
+
+    for n in ("a", "b"):
+        (tmp_path / f"{n}.toml").write_text(OK.format(name=n))
+    monkeypatch.chdir(tmp_path)
+    run_gate(["a.toml", "b.toml"], reports="R")
+    assert sorted(p.name for p in (tmp_path / "R").iterdir() if p.is_dir()) == ["a", "b"]
+
+    def interrupted(self, out, *a, **k):
+        (tmp_path / "R" / "b" / "notes.txt").write_text("mine")  # added meanwhile
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(AuditResult, "write_report", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_gate(["a.toml", "b.toml"], reports="R")
+    assert sorted(p.name for p in (tmp_path / "R").iterdir() if p.is_dir()) == ["b"]
+    assert (tmp_path / "R" / "b" / "notes.txt").read_text() == "mine"
