@@ -215,3 +215,37 @@ def test_an_interrupt_between_the_renames_puts_the_old_folder_back(tmp_path, mon
     monkeypatch.undo()
     assert (tmp_path / "rep" / "a.txt").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+def test_simulate_logs_checks_its_out_first_and_never_replaces_a_new_file(tmp_path, cli_here,
+                                                                       monkeypatch):
+    """`simulate-logs --out afile/x.csv` simulated the whole log before "cannot write below
+    afile"; a file that appeared at --out while the log was simulated was replaced (the
+    existence check ran before, the write used a plain rename), and a dangling symlink
+    there was replaced too. Refused before the work, and a file there at the end is never
+    replaced (exit 2, the file as it was)."""
+    import pandas as pd
+
+    import causalfair.logs.simulate as sim
+
+    (tmp_path / "afile").write_text("x")
+
+    def never(*a, **k):
+        raise AssertionError("simulated before --out was checked")
+
+    monkeypatch.setattr(sim, "simulate_logs", never)
+    err = one_line_error(cli_here("simulate-logs", "--out", "afile/x.csv", cwd=tmp_path))
+    assert "afile" in err
+    (tmp_path / "dangling.csv").symlink_to(tmp_path / "nowhere")
+    err = one_line_error(cli_here("simulate-logs", "--out", "dangling.csv", cwd=tmp_path))
+    assert "exists" in err and (tmp_path / "dangling.csv").is_symlink()
+
+    def meanwhile(*a, **k):
+        (tmp_path / "log.csv").write_text("the user's log")
+        return pd.DataFrame({"t": [0], "id": [0]})
+
+    monkeypatch.setattr(sim, "simulate_logs", meanwhile)
+    err = one_line_error(cli_here("simulate-logs", "--out", "log.csv", cwd=tmp_path))
+    assert "log.csv exists" in err
+    assert (tmp_path / "log.csv").read_text() == "the user's log"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dangling.csv", "log.csv"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from causalfair._io import atomic_write_bytes
+from causalfair._io import atomic_write_bytes, check_output_file
 from causalfair.commands._system import (
     POLICY_HELP,
     add_system_arguments,
@@ -43,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 SUFFIXES = (".csv", ".csv.gz", ".parquet")  # what --out writes (and --logs reads)
+_EXISTS = ("--out: {out} exists; causalfair does not overwrite a file it did not create in "
+           "this run (choose another name or delete it).")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,21 +64,27 @@ def run(args: argparse.Namespace) -> int:
     if kind is None:
         raise UsageError(f"--out: unknown suffix {out.suffix or '(none)'!r}; use "
                          f"{', '.join(SUFFIXES)}.")
-    if out.exists():
-        raise UsageError(f"--out: {out} exists; causalfair does not overwrite a file it did "
-                         "not create in this run (choose another name or delete it).")
+    if out.exists() or out.is_symlink():
+        raise UsageError(_EXISTS.format(out=out))
+    check_output_file(out)  # below a file: refused before the simulation, not after it
     system = load_system(args)
     pol = load_policy(args, system)
     df = simulate_logs(system, pol.policy, args.n, horizon(args, system), args.seed)
     if kind == ".csv":
-        atomic_write_bytes(out, lambda fh: fh.write(df.to_csv(index=False).encode()))
+        def write(fh):
+            fh.write(df.to_csv(index=False).encode())
     elif kind == ".csv.gz":  # (mtime 0: the same log, the same bytes)
         import gzip
 
-        text = df.to_csv(index=False).encode()
-        atomic_write_bytes(out, lambda fh: fh.write(gzip.compress(text, mtime=0)))
+        def write(fh):
+            fh.write(gzip.compress(df.to_csv(index=False).encode(), mtime=0))
     else:
-        atomic_write_bytes(out, lambda fh: df.to_parquet(fh, index=False))
+        def write(fh):
+            df.to_parquet(fh, index=False)
+    try:  # new: a file that appeared at --out while the log was simulated is never replaced
+        atomic_write_bytes(out, write, new=True)
+    except FileExistsError:
+        raise UsageError(_EXISTS.format(out=out)) from None
     print(f"wrote {out}: {len(df)} decisions of {args.n} individuals over "
           f"{int(df['t'].max()) + 1} epochs ({system.id}, policy {pol.label}, seed {args.seed})")
     note = potential_note(system)
