@@ -492,14 +492,15 @@ def as_given(x: float) -> str:
     return short if float(short) == float(x) else repr(float(x))
 
 
-def beside(x: float, ref: float, digits: int = 4) -> str:
-    """``x`` with ``digits`` decimals (:func:`fixed`), or as many more as it takes to print
-    it on the same side of ``ref`` (a threshold) as it is: a value just above its threshold
-    never prints equal to it, or below it."""
+def beside(x: float, ref: float, digits: int = 4, *, significant: bool = False) -> str:
+    """``x`` with ``digits`` decimals (:func:`fixed`; ``significant``: ``digits``
+    significant figures, ``:g``), or as many more as it takes to print it on the same side
+    of ``ref`` (a threshold) as it is: a value just above its threshold never prints equal
+    to it, or below it."""
     x, ref = float(x), float(ref)
     side = (x > ref) - (x < ref)
     for d in range(digits, 18):
-        text = fixed(x, d)
+        text = format(x, f".{d}g") if significant else fixed(x, d)
         shown = float(text)
         if (shown > ref) - (shown < ref) == side:
             return text

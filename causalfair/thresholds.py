@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from causalfair._io import as_given, fixed
+from causalfair._io import as_given, beside, fixed
 from causalfair.errors import InputError
 
 __all__ = [
@@ -170,7 +170,9 @@ class Verdict:
         """``KEY = ESTIMATE (CI [LOWER, UPPER]): STATUS (...)``; numbers to 6 significant
         figures, or with ``fixed_decimals`` to six decimals (:func:`fixed`), as the
         console's tables print them."""
-        num = fixed if fixed_decimals else (lambda x: f"{x:.6g}")
+        def num(x: float) -> str:  # on its side of the threshold, never a tie by rounding
+            return beside(x, self.threshold, 6, significant=not fixed_decimals)
+
         if self.lower == self.upper:
             where = num(self.estimate)
         else:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import MANIFEST, foreign_entries
+from causalfair._io import MANIFEST, beside, foreign_entries
 from causalfair._io import fixed as _fixed
 from causalfair._limits import check_timeout
 from causalfair._usercode import find_user_modules, user_modules, user_traceback
@@ -266,10 +266,10 @@ class GateResult:
                 lines.append(f"{e.spec.name}: {e.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
             for v in e.before.verdicts:
-                row = f"  {v.shown:<{w}} {_fixed(v.estimate):>11} {v.status:<12}"
+                row = f"  {v.shown:<{w}} {beside(v.estimate, v.threshold, 6):>11} {v.status:<12}"
                 if e.after is not None:
                     a = after[v.key]
-                    row += f" -> {_fixed(a.estimate):>11} {a.status}"
+                    row += f" -> {beside(a.estimate, a.threshold, 6):>11} {a.status}"
                 lines.append(row.rstrip())
             row = f"  {'utility':<{w}} {_fixed(utility_of(e.before)):>11} {'':<12}"
             check = e.repair_check

@@ -29,7 +29,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from causalfair._io import AUDIT_SCHEMA_VERSION, atomic_write_text, check_document, csv_text
+from causalfair._io import (
+    AUDIT_SCHEMA_VERSION,
+    atomic_write_text,
+    beside,
+    check_document,
+    csv_text,
+)
 from causalfair._safe_read import not_a_file, read_json_file
 from causalfair.errors import InputError, OutputError
 from causalfair.report.card import audited_on, spec_sha256
@@ -239,8 +245,10 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
     if doc.get("verdicts"):
         lines += _table(["threshold", "estimate", "CI lower", "CI upper", "verdict"],
                         [[f"{threshold_label(v)}{pair_note(v)}",
-                          _num(v["estimate"]),
-                          *((_num(v["lower"]), _num(v["upper"])) if verdict_has_interval(doc, v)
+                          beside(v["estimate"], v["threshold"], 6, significant=True),
+                          *((beside(v["lower"], v["threshold"], 6, significant=True),
+                             beside(v["upper"], v["threshold"], 6, significant=True))
+                            if verdict_has_interval(doc, v)
                             else ("n/a", "n/a")),
                           v["status"]]
                          for v in doc["verdicts"]]) + [""]

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._io import fixed, to_jsonable, write_folder
+from causalfair._io import beside, fixed, to_jsonable, write_folder
 from causalfair._simultaneous import ci_label
 from causalfair._texttable import cell_columns, cell_word
 from causalfair.engines.attribution import attribute_exact
@@ -182,7 +182,8 @@ def _tables(r: AuditResult, before: AuditResult | None, doc: dict[str, Any] | No
         rows = []
         for v in before.verdicts:
             a = after.get(v.key)
-            rows.append([v.shown, v.estimate, v.status, a.estimate if a else None,
+            rows.append([v.shown, beside(v.estimate, v.threshold, 6), v.status,
+                         beside(a.estimate, a.threshold, 6) if a else None,
                          a.status if a else None,
                          _unit_of(r, v.key.removesuffix(" vs baseline").removeprefix("abs_"))])
         rows.append(["overall", None, before.overall, None, r.overall, ""])
@@ -199,15 +200,16 @@ def _tables(r: AuditResult, before: AuditResult | None, doc: dict[str, Any] | No
     q = r.quantities
     of = _pair_note(r)
     if _is_exact(r):  # one number each: no sampling error, no interval
-        rows = [[v.shown, v.estimate, v.status] for v in r.verdicts]
+        rows = [[v.shown, beside(v.estimate, v.threshold, 6), v.status] for v in r.verdicts]
         tabs.append(("Verdicts (exact values)", ["threshold", "value", "verdict"], rows, 2))
         rows = [[k, q[k][0], _unit_of(r, k)] for k in r.spec.metrics if k in q]
         tabs.append(("Metrics (exact values" + of + ")", ["quantity", "value", "unit"], rows, None))
     else:
         level, dec = ci_level(r), r.decomposition
         sim = (getattr(dec, "simultaneous", 1), dec.pair_name)  # what marks a label
-        rows = [[v.shown, v.estimate,
-                 *((v.lower, v.upper) if verdict_has_interval(doc, v.to_dict())
+        rows = [[v.shown, beside(v.estimate, v.threshold, 6),
+                 *((beside(v.lower, v.threshold, 6), beside(v.upper, v.threshold, 6))
+                   if verdict_has_interval(doc, v.to_dict())
                    else (MISSING, MISSING)), v.status] for v in r.verdicts]
         m = max([widened_by(*sim, v.key, v.pair) for v in r.verdicts
                  if v.lower != v.upper] + [1])  # a simultaneous interval: the label's mark

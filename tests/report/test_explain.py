@@ -228,3 +228,27 @@ def test_an_estimate_with_a_tiny_standard_error_keeps_its_interval():
     assert "  Lambda: {estimate: 2.5, ci_lower: null, ci_upper: null, se: null}" in card
     said = {s.topic: s.text for s in sentences(doc)}
     assert "(95% CI 2.5000 to 2.5000)" in said["gap"], said["gap"]
+
+
+def test_verdict_tables_print_each_value_on_its_side_of_an_exact_threshold():
+    """With thresholds printed exactly, a value rounded to 6 decimals (the report's verdict
+    table, the console, the gate's table) or 6 significant figures (annex-iv.md, JUnit)
+    could land on the wrong side of it: |C| = 0.16274697 against 0.162746975 (PASS)
+    printed 0.162747, above its threshold. Each prints with the decimals it needs."""
+    from causalfair._io import to_jsonable
+    from causalfair.report.export import annex_iv
+    from causalfair.report.render import _tables
+
+    spec = {**BASE, "name": "side", "horizon": 5}
+    c = abs(audit(spec).quantities["C"][0])
+    thr = (c + float(f"{c:.6f}")) / 2  # between |C| and its 6-decimal rounding
+    r = audit({**spec, "thresholds": {"abs_C": thr}})
+    v = r.verdicts[0]
+    shown = next(rows for title, _, rows, _ in _tables(r, None) if title.startswith("Verdicts"))
+    printed = [shown[0][1], v.message().split(" = ")[1].split(":")[0],
+               v.message(fixed_decimals=True).split(" = ")[1].split(":")[0]]
+    row = next(ln for ln in annex_iv(to_jsonable(r.to_dict())).splitlines()
+               if ln.startswith("| abs_C <= "))
+    printed.append(row.split(" | ")[1])
+    for text in printed:
+        assert (float(text) > thr) == (c > thr), (text, c, thr, v.status)
