@@ -331,6 +331,9 @@ def write_folder(path: str | os.PathLike[str], fill: Callable[[Path], None], *,
                 os.rename(tmp, target)
         finally:
             os.close(lock)
+    except OutputError:  # already says why (not wrapped again as "cannot write (OutputError)")
+        _discard(parent, prefix)
+        raise
     except OSError as exc:
         _discard(parent, prefix)
         raise _output_error(target, exc) from None

@@ -249,3 +249,19 @@ def test_simulate_logs_checks_its_out_first_and_never_replaces_a_new_file(tmp_pa
     assert "log.csv exists" in err
     assert (tmp_path / "log.csv").read_text() == "the user's log"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dangling.csv", "log.csv"]
+
+
+def test_an_unwritable_report_folder_says_why(tmp_path, monkeypatch):
+    """An --out whose temporary folder cannot be made (a read-only or missing parent, as
+    /proc/rep) read "cannot write here (OutputError)": the OutputError saying why was
+    wrapped again. The reason (the OS's) is kept."""
+    import causalfair._io as cio
+
+    def denied(**kw):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(cio.tempfile, "mkdtemp", denied)
+    with pytest.raises(OutputError) as err:
+        write_folder(tmp_path / "rep", lambda tmp: None)
+    assert str(err.value) == (f"{tmp_path / 'rep'}: cannot write here (Permission denied); "
+                              "choose another output path.")
