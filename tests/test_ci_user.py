@@ -718,3 +718,26 @@ def test_the_job_summary_of_an_empty_shard_and_of_one_gate_read_plainly(tmp_path
     assert main(["gate-merge", str(tmp_path / "g.json"), "--markdown"]) == 0
     # before: "merged 1 shard" of a JSON that is no shard, in every Action's log
     assert capsys.readouterr().err == "read 1 gate summary, 1 spec: exit code 0\n"
+
+
+def test_a_users_json_mentioning_specs_and_exit_code_is_no_gate_output(tmp_path, capsys):
+    """An earlier gate's JSON was told by the bytes `"exit_code"` and `"specs"` anywhere in
+    the file: a JSON of the user's (another tool's CI summary) holding both was deleted and
+    replaced by `gate --json` and `gate-merge --json`. A gate summary is a JSON object with
+    every required key of docs/schema/gate.schema.json; anything else is refused, kept."""
+    from causalfair.commands.gate import remove_earlier_outputs
+
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(name="s", builtin="never", thr=1.0))
+    mine = tmp_path / "ci-summary.json"
+    text = '{"specs": ["unit", "e2e"], "exit_code": 0, "by": "another tool"}\n'
+    for argv in (["gate", str(spec), "--json", str(mine)],
+                 ["gate-merge", str(tmp_path / "in.json"), "--json", str(mine)]):
+        mine.write_text(text)
+        if argv[0] == "gate-merge":
+            assert main(["gate", str(spec), "--json", str(tmp_path / "in.json")]) == 0
+        assert main(argv) == 2
+        assert "is no causalfair gate output" in capsys.readouterr().err
+        assert mine.read_text() == text
+    remove_earlier_outputs(str(tmp_path / "in.json"), None)  # a gate's own: removed
+    assert not (tmp_path / "in.json").exists()

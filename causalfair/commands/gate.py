@@ -131,18 +131,32 @@ def remove_earlier_outputs(json_path: str | None, junit: str | None) -> None:
     :func:`refuse_foreign_outputs`)."""
     from pathlib import Path
 
-    for path, mark in ((json_path, (b'"exit_code"', b'"specs"')),
-                       (junit, (b'<testsuites name="causalfair gate"',))):
+    for path, ours in ((json_path, _is_gate_json),
+                       (junit, lambda data: b'<testsuites name="causalfair gate"' in data)):
         if not path or path == "-" or not Path(path).is_file():
             continue
         try:
             if Path(path).stat().st_size > 1 << 28:  # no gate output is this large: not read
                 continue
-            data = Path(path).read_bytes()
-            if all(m in data for m in mark):
+            if ours(Path(path).read_bytes()):
                 Path(path).unlink()
         except OSError:  # unreadable or not ours to remove: replaced (or refused) at the end
             pass
+
+
+#: The keys every gate summary (gate --json, gate-merge --json) has at its top level
+#: (docs/schema/gate.schema.json, "required").
+_GATE_KEYS = frozenset({"schema_version", "exit_code", "inconclusive", "accept_repaired", "specs"})
+
+
+def _is_gate_json(data: bytes) -> bool:
+    """Whether ``data`` is a gate summary: a JSON object with every required key (a JSON
+    file of the user's that merely mentions "specs" and "exit_code" is not)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and _GATE_KEYS <= doc.keys()
 
 
 def refuse_foreign_outputs(outputs: dict[str, str | None]) -> None:
