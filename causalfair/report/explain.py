@@ -550,10 +550,35 @@ def inconclusive_steps(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _component(key: str) -> str:
+    """The part of C a threshold on C bounds: ``C``, ``DPE``, ``IPE`` or ``SPE``."""
+    base = key.removesuffix(" vs baseline").split("[", 1)[0]
+    return base.removeprefix("max_").removeprefix("abs_")
+
+
+def _path_largest(att: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """:meth:`~causalfair.engines.attribution.Attribution.largest` of one path (DPE or
+    IPE) alone, from the attribution's dict: its step and (of the cells it lists) its
+    cells of largest absolute change."""
+    steps = att["by_step"][path]
+    t = max(range(len(steps)), key=lambda i: abs(steps[i]["estimate"]))
+    cells = sorted((c for c in att.get("largest_cells") or () if c[path]["estimate"] != 0.0),
+                   key=lambda c: -abs(c[path]["estimate"]))[:3]
+    return {"path": path, "path_estimate": att["total"][path]["estimate"],
+            "path_interval": att["total"][path].get("interval"),
+            "step": t, "step_estimate": steps[t]["estimate"],
+            "step_interval": steps[t].get("interval"),
+            "cells": [{"group": c["group"], "cell": c["cell"], **c[path]} for c in cells]}
+
+
 def _driver_sentence(doc: Mapping[str, Any], keys: list[str], att: Mapping[str, Any]) -> str:
     """What drives the failure of the thresholds ``keys``: the largest path, step and cells
-    of the attribution ``att`` (against pi0: set against C and SPE, exact values)."""
-    big = att["largest"]
+    of the attribution ``att`` (against pi0: set against C and SPE, exact values); of one
+    path alone when every key bounds that path (a failing abs_DPE is the DPE path's, never
+    "mostly the IPE path")."""
+    paths = {_component(k) for k in keys}
+    own = next(iter(paths)) if len(paths) == 1 and paths <= {"DPE", "IPE"} else None
+    big = att["largest"] if own is None else _path_largest(att, own)
     word, level = ("level " if att.get("cells") == "levels" else ""), _att_level(att)
     cells = ", ".join(f"{c['group']} / {word}{c['cell']} ({_part_text(c, level)})"
                       for c in big["cells"])
@@ -575,6 +600,11 @@ def _driver_sentence(doc: Mapping[str, Any], keys: list[str], att: Mapping[str, 
                    f"{_part_text(att['total']['C'], level)} the policy's own part)")
     else:
         against = f"against the baseline policy {att['baseline']}"
+    if own is not None:
+        return (f"What drives the failure of {', '.join(keys)}, {against}: the {own} path "
+                f"itself ({_part_text(path, level)}), mostly step t = {big['step']} "
+                f"({_part_text(step, level)})" + (f", cells {cells}" if cells else "")
+                + f" (changes in {own}, in {_unit(doc)[1]}).")
     return (f"What drives the failure of {', '.join(keys)}, {against}: "
             f"mostly the {big['path']} path ({_part_text(path, level)}), step t = "
             f"{big['step']} ({_part_text(step, level)})"
@@ -595,8 +625,10 @@ def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None,
         return []
     out = []
     failing = [v["key"] for v in doc.get("verdicts") or [] if v["status"] == "FAIL"]
-    on_c = [k for k in failing if about_c(k)]
-    others = [k for k in failing if k not in on_c]
+    # SPE is the gap without any decision: no attribution of a policy explains it
+    spe = [k for k in failing if about_c(k) and _component(k) == "SPE"]
+    on_c = [k for k in failing if about_c(k) and k not in spe]
+    others = [k for k in failing if k not in on_c and k not in spe]
     relative = [k for k in on_c if k.endswith(" vs baseline")]
     absolute = [k for k in on_c if k not in relative]
     explained = ([(absolute, pi0), (relative, att)] if pi0 is not None else [(on_c, att)])
@@ -612,8 +644,15 @@ def failure_drivers(doc: Mapping[str, Any], att: Mapping[str, Any] | None,
                    + ("attributions" if len(explained) > 1 else "attribution")
                    + " above do" + ("" if len(explained) > 1 else "es") + " not explain "
                    + ("it" if len(others) == 1 else "them") + " (see Details).")
-    if not explained:
-        out.append(f"Failing: {', '.join(failing)} (no per-step and per-cell attribution"
+    if spe:
+        out.append(f"{'Also failing' if explained else 'Failing'}: {', '.join(spe)}; SPE is "
+                   "the gap that exists without any decision (the groups' starting levels "
+                   "and dynamics), which no policy changes: no attribution of the policy "
+                   "explains it, and no retraining repairs it (see Details).")
+    if not explained and (on_c or others):
+        rest = [k for k in failing if k not in spe]
+        out.append(f"{'Also failing' if spe else 'Failing'}: {', '.join(rest)} (no per-step "
+                   "and per-cell attribution"
                    + (": it needs a tabular model or a [baseline] policy)." if on_c else
                       " of C: none of these is C or a part of it)."))
     if (doc.get("decomposition") or {}).get("engine") == "logs":  # no system to train on

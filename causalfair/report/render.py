@@ -536,7 +536,8 @@ def _drivers(r: AuditResult, doc: dict[str, Any]) -> list[str]:
         dec = r.decomposition
         pi0 = to_jsonable(attribute_exact(r.model, r.policy_table, "pi0", dec.horizon,
                                           gamma=dec.gamma, pair=dec.pair,
-                                          policy_name=dec.policy_name).to_dict())
+                                          policy_name=dec.policy_name
+                                          ).to_dict(n_cells=1 << 30))  # all: one path's
     return failure_drivers(doc, doc.get("attribution"), pi0) + inconclusive_steps(doc)
 
 

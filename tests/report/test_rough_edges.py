@@ -119,3 +119,28 @@ def test_passing_report_has_no_drivers(tmp_path):
     ok = audit(load_spec(spec))
     assert ok.overall == "PASS"
     assert "What drives" not in render.render_markdown(ok, ok.to_dict(), {})
+
+
+@pytest.mark.parametrize("thresholds, path", [("abs_DPE = 0.05", "DPE"), ("IPE = -0.5", "IPE")])
+def test_a_failing_part_of_c_is_explained_by_its_own_path(tmp_path, thresholds, path):
+    """A failing abs_DPE alone opened with "What drives the failure of abs_DPE ...: mostly
+    the IPE path (-0.0984), step t = 0 ..." (the attribution of C, whose largest path was
+    the other one): false, a DPE is all on the DPE path. Its own path, step and cells are
+    named; a failing SPE, which no policy changes, is never "driven" by a path."""
+    spec = tmp_path / "p.toml"
+    spec.write_text('name = "p"\n[system]\nid = "lending-1"\n[policy]\nbuiltin = '
+                    f'"threshold:0.5"\n[thresholds]\n{thresholds}\nabs_SPE = 0.05\n')
+    r = audit(load_spec(spec))
+    assert r.overall == "FAIL"
+    md = render.render_markdown(r, r.to_dict(), {})
+    drivers = md.split("## Summary", 1)[1].split("\n\n")[2]
+    att = attribute_exact(r.model, r.policy_table, "pi0", 20)
+    i = ("DPE", "IPE").index(path)
+    t = int(np.argmax(np.abs(att.by_step[i])))
+    assert f": the {path} path itself ({att.total[path][0]:.4f}), mostly step t = {t} " \
+           f"({att.by_step[i][t]:.4f})" in drivers, drivers
+    assert "mostly the" not in drivers and f"(changes in {path}," in drivers
+    assert "abs_SPE" not in drivers
+    spe = md.split("## Summary", 1)[1].split("\n\n")[3]
+    assert spe.startswith("Also failing: abs\\_SPE; SPE is the gap that exists without any "
+                          "decision") or spe.startswith("Also failing: abs_SPE; SPE is"), spe
