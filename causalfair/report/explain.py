@@ -283,6 +283,15 @@ def sentences(doc: Mapping[str, Any]) -> list[Sentence]:
         if n_pass:
             parts.append(f"{n_pass} pass{'es' if n_pass == 1 else ''}")
         head = f"{doc['overall']}: of {len(verdicts)} thresholds, " + ", ".join(parts) + "."
+    before, was = doc.get("before") or {}, (doc.get("extra") or {}).get("retrained_from") or {}
+    if before.get("overall") and before["overall"] != doc.get("overall"):
+        # the gate's report of a repair: its verdict is the repair's, not the spec's checkpoint's
+        head += (f" This is the verdict of the checkpoint `causalfair gate --retrain` wrote "
+                 f"({(doc.get('policy') or {}).get('checkpoint')}); the spec's own checkpoint "
+                 f"({was.get('checkpoint', 'the one the spec names')}) is "
+                 f"{before['overall']} (Before and after retraining, in Details). Unless the "
+                 "gate ran with --accept-repaired, its exit code counts the spec's checkpoint "
+                 "until you commit the repair (point [policy] checkpoint at it).")
     out.append(Sentence("verdict", head))
     for i, v in enumerate(verdicts):
         key = v["key"]

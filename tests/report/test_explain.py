@@ -252,3 +252,26 @@ def test_verdict_tables_print_each_value_on_its_side_of_an_exact_threshold():
     printed.append(row.split(" | ")[1])
     for text in printed:
         assert (float(text) > thr) == (c > thr), (text, c, thr, v.status)
+
+
+def test_a_repairs_report_says_the_gate_counts_the_specs_checkpoint():
+    """`gate --retrain --reports R` writes the report of the repaired checkpoint: it
+    opened "PASS: all 2 thresholds hold." while the spec's checkpoint failed and the gate
+    exited 1 (the repair not taken until committed or --accept-repaired), with no word of
+    it outside the Before and after table. The verdict sentence (report.md, report.html,
+    card.md) says whose verdict it is and what the gate counts."""
+    doc = {"name": "t", "overall": "PASS",
+           "verdicts": [{"key": "abs_C", "threshold": 0.05, "estimate": 0.0499, "lower": 0.0499,
+                         "upper": 0.0499, "status": "PASS"}],
+           "quantities": {}, "spec": {"resolved": {"alpha": 0.05}},
+           "policy": {"checkpoint": "ck/m.retrained-exact-1.pt"},
+           "before": {"overall": "FAIL"}, "extra": {"retrained_from": {"checkpoint": "ck/m.pt"}},
+           "decomposition": {"groups": ["a", "b"], "pair": [0, 1], "horizon": 5,
+                             "engine": "exact"}}
+    head = sentences(doc)[0].text
+    assert head.startswith("PASS: all 1 thresholds hold. This is the verdict of the checkpoint "
+                           "`causalfair gate --retrain` wrote (ck/m.retrained-exact-1.pt); the "
+                           "spec's own checkpoint (ck/m.pt) is FAIL"), head
+    assert "--accept-repaired" in head
+    doc["before"]["overall"] = "PASS"  # nothing to say when both agree
+    assert sentences(doc)[0].text == "PASS: all 1 thresholds hold."
