@@ -31,7 +31,10 @@ def widened_by(m: int, compared: str, key: str, pair: str | None = None) -> int:
     at = named.rstrip("]") or pair  # a pair's row: widened only when it is the compared one
     if at is None and (key.startswith(("max_", "min_")) or core not in _EFFECTS):
         return 1  # no pair to tell (ratio_V is widened in the compared pair's row only)
-    return m if at is None or at == compared else 1
+    # the compared pair read either way round (a max_abs_C decided at B-A when A-B is
+    # compared: the same row, its interval as widened); group names may hold "-"
+    flips = {f"{compared[i + 1:]}-{compared[:i]}" for i, ch in enumerate(compared) if ch == "-"}
+    return m if at is None or at == compared or at in flips else 1
 
 
 def mark_note(m: int, compared: str, alpha: float) -> str:

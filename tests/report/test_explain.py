@@ -275,3 +275,19 @@ def test_a_repairs_report_says_the_gate_counts_the_specs_checkpoint():
     assert "--accept-repaired" in head
     doc["before"]["overall"] = "PASS"  # nothing to say when both agree
     assert sentences(doc)[0].text == "PASS: all 1 thresholds hold."
+
+
+def test_a_verdict_decided_at_the_compared_pair_read_backwards_carries_the_mark():
+    """With 5 sites, the audit compares site 1-site 5 (chosen from the data: its
+    intervals Bonferroni-widened over the 10 pairs); max_abs_C is decided at the same pair
+    read as site 5-site 1, whose interval (z = 2.807) is the widened one, yet the verdict
+    read "95% CI" without the mark, as a marginal 95% interval. The compared pair read
+    either way round is marked; other pairs are not."""
+    from causalfair.report.marks import widened_by
+
+    assert widened_by(10, "site 1-site 5", "max_abs_C", "site 5-site 1") == 10
+    assert widened_by(10, "site 1-site 5", "abs_C[site 5-site 1]") == 10
+    assert widened_by(10, "site 1-site 5", "max_abs_C", "site 1-site 5") == 10
+    assert widened_by(10, "site 1-site 5", "max_abs_C", "site 2-site 3") == 1
+    assert widened_by(10, "a-b-c", "max_abs_C", "c-a-b") == 10  # groups "a-b" and "c"
+    assert widened_by(1, "a-b", "max_abs_C", "b-a") == 1
