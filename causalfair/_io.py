@@ -60,7 +60,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], Non
     target = check_output_file(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        _remove_stale_files(target.parent, target.name)
+        # the pid in the name: a killed writer's file is known as such (and removed) later
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}_", suffix=".tmp",
+                                   dir=target.parent)
     except OSError as exc:
         raise _output_error(target, exc) from None
     try:
@@ -84,6 +87,24 @@ def atomic_write_bytes(path: str | os.PathLike[str], writer: Callable[[Any], Non
             os.unlink(tmp)
         raise
     return target
+
+
+def _remove_stale_files(parent: Path, name: str) -> None:
+    """Remove ``.NAME.PID_*.tmp`` files beside ``NAME`` whose process is gone: the
+    half-written temporary file of a writer killed outright (SIGKILL, the OOM killer),
+    which no handler could remove."""
+    pat = re.compile(rf"\.{re.escape(name)}\.(\d+)_\w+\.tmp")
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        m = pat.fullmatch(entry.name)
+        if m and entry.is_file(follow_symlinks=False) and not _pid_alive(int(m.group(1))):
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 def _link_new(tmp: str, target: Path) -> None:

@@ -265,3 +265,26 @@ def test_an_unwritable_report_folder_says_why(tmp_path, monkeypatch):
         write_folder(tmp_path / "rep", lambda tmp: None)
     assert str(err.value) == (f"{tmp_path / 'rep'}: cannot write here (Permission denied); "
                               "choose another output path.")
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    """A writer killed outright (SIGKILL, the OOM killer) while writing gate.json or a
+    checkpoint left its half-written `.gate.json.XXXX.tmp` beside it for ever (no handler
+    runs; only temporary folders were cleaned up). Its name now carries the pid, and the
+    next write beside it removes it once that process is gone; a live writer's and any
+    other file stay."""
+    from causalfair._io import atomic_write_text
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = int(done.stdout)
+    stale = tmp_path / f".gate.json.{dead}_k3j9x0ab.tmp"
+    stale.write_text('{"half')
+    live = tmp_path / f".gate.json.{os.getpid()}_a1b2c3d4.tmp"
+    live.write_text("being written")
+    mine = tmp_path / ".gate.json.notes.tmp"
+    mine.write_text("mine")
+    atomic_write_text(tmp_path / "gate.json", "{}")
+    assert not stale.exists() and live.exists() and mine.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [live.name, mine.name, "gate.json"])
