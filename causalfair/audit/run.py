@@ -18,8 +18,8 @@ from causalfair.engines.attribution import attribute_exact, compare_attribute_mc
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
 from causalfair.engines.exact import exact_numbers
+from causalfair.engines.groups import check_pairs, lambda_by_forks, resolve_pair, wanted
 from causalfair.engines.groups import compare as compare_groups
-from causalfair.engines.groups import lambda_by_forks, resolve_pair, wanted
 from causalfair.engines.montecarlo import decompose_mc
 from causalfair.engines.notions import other_notions
 from causalfair.engines.selection import counted_selection, selection_rates
@@ -434,6 +434,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         mu_pi, mu_0 = model.propagate(table, T), model.propagate(model.baseline_table(), T)
     lam_se = None
     pair = _spec_pair(spec, system.groups)
+    if wanted(len(system.groups), spec.reference, spec.thresholds):  # every pair: before any run
+        check_pairs(len(system.groups), spec.label)
     forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): made once, every pair's
     if engine == "mc":
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,

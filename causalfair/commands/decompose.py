@@ -170,9 +170,11 @@ def _compute(args: argparse.Namespace):
     with more than two groups, every pair (:func:`_every_pair`)."""
     from causalfair._validation import engine_for
     from causalfair.engines.benefit import eps_for
-    from causalfair.engines.groups import resolve_pair
+    from causalfair.engines.groups import check_pairs, resolve_pair
 
     system, policy = load_system_and_policy(args)
+    if len(system.groups) > 2 or args.reference is not None:  # every pair: before any run
+        check_pairs(len(system.groups), "decompose")
     args.pair = resolve_pair(args.pair, system.groups, "--pair")
     if args.reference is not None and args.reference not in system.groups:  # before any run
         raise UsageError(f"--reference: bad value {args.reference[:60]!r}; name one of the "

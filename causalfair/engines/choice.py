@@ -29,7 +29,7 @@ from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
 from causalfair.engines.benefit_mc import system_benefit
 from causalfair.engines.effects import decompose as _decompose_exact
-from causalfair.engines.groups import GroupComparison, lambda_by_forks, pair_arg
+from causalfair.engines.groups import GroupComparison, check_pairs, lambda_by_forks, pair_arg
 from causalfair.engines.groups import compare as _compare_groups
 from causalfair.engines.montecarlo import benefit_size, decompose_mc
 from causalfair.errors import InputError, short
@@ -272,6 +272,7 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     Returns a :class:`~causalfair.engines.groups.GroupComparison`: ``worst`` (the pair with
     the largest |C|), ``to_frame()`` (every pair's quantities with intervals, one
     DataFrame), ``groups_frame()``, ``plot()`` (every pair's C with its interval)."""
+    check_pairs(_system(model, engine).n_groups, "compare_groups")  # before any run
     forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): made once, every pair's
     dec = _decompose(model, policy, horizon, eps=eps, engine=engine, n=n, seed=seed,
                      alpha=alpha, jobs=jobs, benefit_bins=benefit_bins, benefit_shared=forks)
