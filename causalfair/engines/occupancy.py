@@ -151,6 +151,13 @@ def highs_linprog(**kwargs: Any) -> Any:
         return linprog(method="highs", **kwargs)
 
 
+#: The occupancy LP's memory: LP_BYTES T G K (2K + 8) bytes for its flow rows and
+#: LP_PAIR_BYTES T K bytes for each of the G (G - 1) / 2 pairs of groups (their rows),
+#: both with HiGHS's solve (docs/limits.md).
+LP_BYTES = 384.0
+LP_PAIR_BYTES = 2560.0
+
+
 def lp_status_error(res: Any, where: str) -> RuntimeError:
     """The error for an LP the solver stopped on without a solution (a bug, not an input error)."""
     return RuntimeError(f"{where}: the LP solver stopped with status {res.status} ({res.message}).")
@@ -304,9 +311,15 @@ class OccupancyLP:
                 f"model: the occupancy LP handles two actions; {model.name!r} has "
                 f"{model.n_actions} (use the exact engine or Monte Carlo for it).")
 
-        # sparse constraint matrices: ~ 2 K nonzeros per variable, HiGHS copies them
-        check_memory(8.0 * 3 * T * model.n_groups * model.n_levels * 2 * (2 * model.n_levels + 8),
-                     f"frontier LP over {T} epochs", "use a shorter horizon")
+        # sparse constraint matrices: ~ 2 K nonzeros per variable, and the rows of every pair
+        # of groups, 8 T K nonzeros a pair over the three metrics; HiGHS's solve (and the
+        # smallest |metric|'s) takes several times them: measured 406 MiB at G = 2, K = 100,
+        # T = 50 and 4.0 GiB at G = 300 (44,850 pairs), K = 3, T = 20 (LP_BYTES, LP_PAIR_BYTES)
+        G, K = model.n_groups, model.n_levels
+        P = G * (G - 1) // 2
+        check_memory(LP_BYTES * T * G * K * (2 * K + 8) + LP_PAIR_BYTES * T * K * P,
+                     f"frontier LP over {T} epochs of {G} groups ({P} pairs)",
+                     "use a shorter horizon or fewer groups (G groups make G(G-1)/2 pairs)")
         self.model = model
         self.horizon = T
         self.dp_discount = _check_dp_discount(dp_discount)
@@ -353,12 +366,11 @@ class OccupancyLP:
             (("C", gain_coef), ("DPE", dir_coef), ("DP", dp_coef))
         }
         self.pairs = [(a, b) for a in range(G) for b in range(a + 1, G)]
-        diff = np.zeros((len(self.pairs), G))
-        for i, (a, b) in enumerate(self.pairs):
-            diff[i, a], diff[i, b] = 1.0, -1.0
-        self._diff_rows = {
-            name: sp.csr_matrix(diff) @ rows for name, rows in self._per_group.items()
-        }
+        P = len(self.pairs)  # a sparse (P, G) difference: +1 at a, -1 at b (a dense one is P G)
+        diff = sp.csr_matrix((np.tile([1.0, -1.0], P), np.asarray(self.pairs, dtype=np.int64
+                                                                  ).reshape(-1),
+                              np.arange(0, 2 * P + 1, 2)), shape=(P, G))
+        self._diff_rows = {name: diff @ rows for name, rows in self._per_group.items()}
         self._ub_cache: dict[tuple[str, ...], sp.csr_matrix] = {}
         self._eps_min: dict[str, float] = {}
 

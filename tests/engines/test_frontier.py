@@ -14,6 +14,7 @@ from causalfair.engines.effects import decompose
 from causalfair.engines.frontier import frontier
 from causalfair.engines.occupancy import InfeasibleError, OccupancyLP, fair_lp, policy_metrics
 from causalfair.engines.wen import loan_belief_mdp, wen_evaluate, wen_lp
+from causalfair.errors import ResourceLimitError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import TablePolicy
 from causalfair.systems.lending.settings import lending_setting
@@ -359,3 +360,34 @@ def test_cli_bad_input_exit_code(tmp_path, capsys):
     rc = main(["frontier", "--points", "1", "--out", str(tmp_path / "x")])
     assert rc == 2
     assert "--points: must be >= 2" in capsys.readouterr().err
+
+
+def _random_model(G: int, K: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    k = rng.random((G, 2, K, K)) + 0.1
+    ini = rng.random((G, K)) + 0.1
+    rew = np.zeros((G, 2, K))
+    rew[:, 1] = np.linspace(-1.0, 1.0, K)
+    return TabularModel(kernel=k / k.sum(-1, keepdims=True),
+                        initial=ini / ini.sum(-1, keepdims=True),
+                        potential=np.linspace(0.0, 1.0, K), reward=rew)
+
+
+def test_lp_memory_counts_the_pairs_of_groups_and_the_solve(monkeypatch):
+    """The LP's rows of every pair of groups (G = 300 took 4.0 GiB where 12 MiB was
+    counted) and HiGHS's solve (406 MiB at G = 2, K = 100, T = 50, counted 98 MiB) are
+    checked before the program is built."""
+    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "32M")
+    with pytest.raises(ResourceLimitError, match=r"of 60 groups \(1770 pairs\).*fewer groups"):
+        OccupancyLP(_random_model(60, 3), 5)
+    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "200M")
+    with pytest.raises(ResourceLimitError, match="frontier LP over 50 epochs"):
+        OccupancyLP(_random_model(2, 100), 50)
+    # the sparse pair rows give the LP of the dense ones: C of every pair within the bound
+    monkeypatch.delenv("CAUSALFAIR_MAX_MEMORY")
+    lp = OccupancyLP(_random_model(4, 3), 4)
+    eps = 1.5 * lp.min_metric("C")
+    res = lp.solve(eps, "C")
+    V = np.asarray(res.V)
+    assert max(abs(V[a] - V[b]) for a in range(4) for b in range(4)) <= eps + 1e-9
+    assert len(lp.pairs) == 6
