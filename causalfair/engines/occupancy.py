@@ -452,7 +452,11 @@ class OccupancyLP:
         bounds = _normalise_constraints(constraint, eps)
         res = self.solve_raw(bounds)
         T = self.horizon
-        if res.status == 2:
+        # HiGHS may stop on an infeasible program without saying so (status 4, model status
+        # "Unknown", primal "Infeasible": 3 groups at T = 20): a bound below the smallest
+        # achievable |metric| is infeasible whatever the status
+        if res.status == 2 or (res.status != 0 and any(
+                math.isfinite(v) and v < self.min_metric(k) for k, v in bounds.items())):
             what = " and ".join(f"{METRIC_LABEL[k]} <= {v:g}" for k, v in bounds.items())
             best = ", ".join(
                 f"{METRIC_LABEL[k]} >= {self.min_metric(k):.6g}" for k in bounds

@@ -391,3 +391,18 @@ def test_lp_memory_counts_the_pairs_of_groups_and_the_solve(monkeypatch):
     V = np.asarray(res.V)
     assert max(abs(V[a] - V[b]) for a in range(4) for b in range(4)) <= eps + 1e-9
     assert len(lp.pairs) == 6
+
+
+def test_infeasible_bound_is_infeasible_error_whatever_highs_status():
+    """HiGHS stops with status 4 (model status Unknown) on this infeasible program at
+    T = 20 (at T = 5 it says infeasible): the error is InfeasibleError with the smallest
+    achievable |C|, never a RuntimeError."""
+    model = _random_model(3, 3)
+    lp = OccupancyLP(model, 20)
+    low = lp.min_metric("C")
+    for eps in (0.5 * low, 0.99 * low):
+        with pytest.raises(InfeasibleError, match="smallest achievable value is"):
+            fair_lp(model, 20, eps=eps, lp=lp)
+        res = lp.solve(eps, "C", raise_infeasible=False, audit=False)
+        assert res.status == "infeasible"
+    assert fair_lp(model, 20, eps=1.01 * low, lp=lp).C <= 1.01 * low + 1e-9
