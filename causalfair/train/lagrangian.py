@@ -109,22 +109,26 @@ class Lagrangian:
         self.multipliers = Multipliers([(-k.bound if k.at_least else k.bound) / scale(k)
                                         for k in self.cons], lr=lr)
         self.best: tuple[float, Any, dict[str, Any]] | None = None
+        # indexes read on every minibatch, built once: linear in the constraints (a max_*
+        # key over G groups makes G(G-1)/2 of them; a scan per pair was quadratic)
+        self._by_key: dict[tuple[str, tuple[int, int] | None], list[int]] = {}
+        self._loss_pairs: dict[str, dict[tuple[int, int], None]] = {}
+        for i, (k, p) in enumerate(zip(self.cons, self.pairs, strict=True)):
+            self._by_key.setdefault((k.base, p), []).append(i)
+            if p is not None:
+                self._loss_pairs.setdefault(k.metric, {})[p] = None
 
     # ------------------------------------------------------------------ the loss
     def weight(self, base: str, pair: tuple[int, int] | None = None) -> float:
         """sum lambda_i / |b_i| over the constraints on key ``base`` (``abs_C``, ``C``,
         ``Lambda``) of ``pair`` (None: the audit's own pair)."""
-        return sum(float(lam) / scale(k) for lam, k, p in zip(
-            self.multipliers.values, self.cons, self.pairs, strict=True)
-            if k.base == base and p == pair)
+        vals = self.multipliers.values
+        return sum(float(vals[i]) / scale(self.cons[i])
+                   for i in self._by_key.get((base, pair), ()))
 
     def loss_pairs(self, metric: str) -> list[tuple[int, int]]:
         """The explicit pairs with a constraint on ``metric`` (their own loss terms)."""
-        out: list[tuple[int, int]] = []
-        for k, p in zip(self.cons, self.pairs, strict=True):
-            if p is not None and k.metric == metric and p not in out:
-                out.append(p)
-        return out
+        return list(self._loss_pairs.get(metric, ()))
 
     @property
     def needs_groups(self) -> bool:
