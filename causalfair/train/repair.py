@@ -46,6 +46,7 @@ import numpy as np
 
 from causalfair import _progress
 from causalfair._io import fixed
+from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, check_seed
 from causalfair.engines.benefit import WEIGHTS, model_eps
 from causalfair.engines.exact import exact_numbers
@@ -531,6 +532,22 @@ def check_budget(outer: Any, n_random: Any, seed: Any,
     check_seed(seed, "seed", error)
 
 
+def _check_search_memory(model: TabularModel, T: int, n_starts: int, n_pairs: int) -> None:
+    """Refuse a search whose autograd graphs cannot fit, before it starts: each step holds
+    one exact pass for the plain keys and one for each pair a constraint names
+    (:func:`_objective`), and each pass keeps at least its T transition kernels of every
+    starting table, (starts, G, K, K) float64 each (a lower bound: what is refused could
+    never have fit)."""
+    G, K = model.n_groups, model.n_levels
+    passes = 1 + n_pairs
+    check_memory(8.0 * passes * n_starts * T * G * K * K,
+                 f"the exact repair: {passes} exact passes a step (the plain keys and "
+                 f"{n_pairs} pairs) of {n_starts} starting tables, horizon {T}, {G} groups x "
+                 f"{K} levels",
+                 "name fewer pairs (a max_* key over G groups makes G(G-1)/2), fewer starts "
+                 "([retrain] starts) or a shorter horizon")
+
+
 def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constraint], *,
                eps: float | str | None = None, weights: str = "visitation",
                initial: Mapping[str, np.ndarray] | None = None, seed: int = 0,
@@ -550,6 +567,7 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
     constraints = expand(model, constraints)
     bound, bound_keys, lp_res = lp_bound(model, T, constraints)
     starts = _starts(model, T, constraints, initial, seed, n_random, lp_res)
+    _check_search_memory(model, T, len(starts), len(_pairs(model, constraints)))
     # projected gradient on the table itself (vertices such as p = 0 or 1, where optima
     # often lie, are reached exactly; a logit parametrisation only approaches them)
     p = torch.tensor(np.stack([np.asarray(t, dtype=np.float64) for _, t in starts]),
