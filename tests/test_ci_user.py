@@ -267,15 +267,21 @@ def test_json_and_junit_on_one_path_are_refused(shards, capsys):
     assert not same.exists()
 
 
+def _two_specs(tmp_path, prefix: str, policy_line: str) -> list[str]:
+    """Two passing specs PREFIX0, PREFIX1 whose policy is ``policy_line`` ([policy])."""
+    specs = []
+    for i in range(2):
+        p = tmp_path / f"{prefix}{i}.toml"
+        p.write_text(SPEC.format(name=f"{prefix}{i}", builtin="never", thr=1.0).replace(
+            'builtin = "never"', policy_line))
+        specs.append(str(p))
+    return specs
+
+
 def test_a_checkpoint_changed_between_shard_runs_is_refused(tmp_path, capsys):
     ck = Path(__file__).resolve().parents[1] / "causalfair" / "examples" / "checkpoints"
     shutil.copy(ck / "lending-1-ppo.pt", tmp_path / "ck.pt")
-    specs = []
-    for i in range(2):
-        p = tmp_path / f"c{i}.toml"
-        p.write_text(SPEC.format(name=f"c{i}", builtin="never", thr=1.0).replace(
-            'builtin = "never"', 'checkpoint = "ck.pt"'))
-        specs.append(str(p))
+    specs = _two_specs(tmp_path, "c", 'checkpoint = "ck.pt"')
     for k in (1, 2):
         assert main(["gate", *specs, "--shard", f"{k}/2", "--json",
                      str(tmp_path / f"sh{k}.json")]) == 0
@@ -294,12 +300,7 @@ def test_a_factory_module_changed_between_shard_runs_is_refused(tmp_path, capsys
     code = ("import numpy as np\nclass P:\n    def prob_d1(self, obs):\n"
             "        return np.full(len(obs), {p})\ndef make():\n    return P()\n")
     mod.write_text(code.format(p=0.5))
-    specs = []
-    for i in range(2):
-        p = tmp_path / f"f{i}.toml"
-        p.write_text(SPEC.format(name=f"f{i}", builtin="never", thr=1.0).replace(
-            'builtin = "never"', 'factory = "pol:make"'))
-        specs.append(str(p))
+    specs = _two_specs(tmp_path, "f", 'factory = "pol:make"')
     assert main(["gate", *specs, "--shard", "1/2", "--json", str(tmp_path / "sh1.json")]) == 0
     mod.write_text(code.format(p=0.9))
     assert main(["gate", *specs, "--shard", "2/2", "--json", str(tmp_path / "sh2.json")]) == 0

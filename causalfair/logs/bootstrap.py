@@ -12,6 +12,7 @@ import numpy as np
 from causalfair._limits import check_memory, max_memory
 from causalfair.engines.benefit import check_eps, lambda_pairs, model_eps, weights_and_policy
 from causalfair.engines.effects import decompose
+from causalfair.engines.groups import PAIR_BYTES  # a pair of the comparison, every door's
 from causalfair.logs.errors import LogError
 from causalfair.logs.fit import DEFAULT_ALPHA, LogStats, fit_counts, fit_multinomial, fit_ordinal
 from causalfair.logs.pretest import check_lambda_estimator, estimate_lambda
@@ -99,11 +100,10 @@ def bootstrap_replicates(stats: LogStats, *, n_boot: int, seed: int, horizon: in
 _MAX_REDRAWS = 20
 
 
-#: Memory of one pair of groups in the every-pair comparison of a log audit (its
-#: quantities, intervals and the table's text), and per bootstrap replicate (measured with
-#: 80 groups: 1.9 KiB a pair and 240 bytes a pair and replicate at the comparison's peak;
-#: the audit keeps one comparison and its summary builds another).
-PAIR_BYTES = 4096
+#: Memory of one pair of groups of a log audit's every-pair comparison per bootstrap
+#: replicate, beside its :data:`~causalfair.engines.groups.PAIR_BYTES` (measured with 80
+#: groups: 1.9 KiB a pair and 240 bytes a pair and replicate at the comparison's peak; the
+#: audit keeps one comparison and its summary builds another).
 PAIR_REPLICATE_BYTES = 256
 
 
@@ -116,7 +116,7 @@ def check_boot_memory(n_boot: int, n_groups: int, n_levels: int, where: str = "a
     2 groups x 7 levels: 4.9 KiB a replicate at the peak, this estimate 6.6 KiB). With
     more than two groups and ``compared`` (:func:`~causalfair.logs.audit.audit_logs`
     compares every pair: :func:`causalfair.logs.groups.compare_log_groups`) the pairs too:
-    G (G - 1) / 2 of them, each :data:`PAIR_BYTES` plus :data:`PAIR_REPLICATE_BYTES` a
+    G (G - 1) / 2 of them, each :data:`~causalfair.engines.groups.PAIR_BYTES` plus :data:`PAIR_REPLICATE_BYTES` a
     replicate (its quantities' values over the replicates, as Python floats)."""
     G, K = int(n_groups), int(n_levels)
     per = 100 * (20 + G * K) + 8 * 6 * G * K + 8 * 6 * K * K
