@@ -91,6 +91,10 @@ class Decomposition:
     the same (:attr:`sample_size` says it in words). ``alpha``: the engine's (the call's
     ``alpha``), the level 1 - alpha that print, :meth:`summary`, :meth:`to_frame`,
     :meth:`conf_int` and :meth:`plot` take when given none (``to_dict()``'s ``ci95``: 95%).
+    ``paired_var`` (Monte Carlo on coupled units, whose groups share worlds): value (V, V_ps,
+    V_0, direct, indirect, utility) -> (G, G): the variance of each pair's estimated
+    difference, from its per-world differences (every pair's paired se; the compared pair's
+    is ``se``'s), each group's own on the diagonal.
     """
 
     engine: str
@@ -122,6 +126,7 @@ class Decomposition:
     n_counts: str = "units_per_group"  # what n counts (N_COUNTS): or worlds of coupled units
     units_per_world: int | None = None  # worlds: the units of one world
     group_units_per_world: Mapping[str, int] | None = None  # worlds: each group's, if one in all
+    paired_var: Mapping[str, np.ndarray] | None = None  # coupled units: (G, G) per value
 
     def __post_init__(self) -> None:
         if self.n_counts not in N_COUNTS:

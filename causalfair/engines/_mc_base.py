@@ -215,6 +215,67 @@ class Moments:
         return self.m2 / (self.n - 1) if self.n > 1 else math.nan
 
 
+class PairMoments:
+    """:class:`Moments` of the difference of every pair of columns a < b (column a minus
+    column b) of a stream of (m, G) batches, with :class:`Moments`' arithmetic, so each pair
+    has the bits one :class:`Moments` of its per-row differences would have (coupled units:
+    a world's per-group means, whose groups share the world; the paired standard error of
+    every pair, the compared pair's as before). Folded in task order."""
+
+    __slots__ = ("G", "n", "mean", "m2")
+
+    def __init__(self, G: int) -> None:
+        P = G * (G - 1) // 2
+        self.G, self.n, self.mean, self.m2 = G, 0, np.zeros(P), np.zeros(P)
+
+    def add(self, x: np.ndarray) -> None:
+        m, G = x.shape[0], self.G
+        xt = np.ascontiguousarray(x.T)  # (G, m): each pair's differences a contiguous row
+        mb, m2b = np.empty_like(self.mean), np.empty_like(self.m2)
+        k = 0
+        for a in range(G - 1):  # rows a - b, b > a: batch_moments of each row
+            d = xt[a] - xt[a + 1:]
+            mu = d.mean(axis=1)
+            dev = d - mu[:, None]
+            mb[k:k + G - a - 1], m2b[k:k + G - a - 1] = mu, (dev * dev).sum(axis=1)
+            k += G - a - 1
+        tot = self.n + m
+        delta = mb - self.mean
+        self.mean = self.mean + delta * m / tot
+        self.m2 = self.m2 + (m2b + delta * delta * self.n * m / tot)
+        self.n = tot
+
+    def paired_var(self, own: Sequence[Moments]) -> np.ndarray:
+        """(G, G), symmetric: off the diagonal the variance of the mean of column a minus
+        column b (the per-row differences' var / n, as :class:`Moments`'), on it each
+        column's own, from ``own`` (its :class:`Moments`)."""
+        G = self.G
+        out = np.zeros((G, G))
+        iu = np.triu_indices(G, 1)
+        v = self.m2 / (self.n - 1) / self.n if self.n > 1 else np.full_like(self.m2, math.nan)
+        out[iu] = v
+        out[iu[1], iu[0]] = v
+        out[np.arange(G), np.arange(G)] = [o.var / o.n for o in own]
+        return out
+
+
+def paired_bytes(n_groups: int) -> float:
+    """Memory of the paired variances a coupled Monte Carlo run keeps
+    (:class:`PairMoments` of the six totals of ``MOMENT_KEYS`` and the (G, G) matrices the
+    decomposition keeps, with one covariance made from them at a time): 8 (2 * 6 + 2) G^2
+    bytes, an upper bound."""
+    return 8.0 * (2 * 6 + 2) * float(n_groups) ** 2
+
+
+def paired_cov(pv: np.ndarray) -> np.ndarray:
+    """The covariance of the columns' means from :meth:`PairMoments.paired_var`'s matrix:
+    (var_a + var_b - var_{a-b}) / 2 off the diagonal, each column's variance on it."""
+    d = np.diag(pv)
+    out = (d[:, None] + d[None, :] - pv) / 2
+    out[np.arange(len(d)), np.arange(len(d))] = d
+    return out
+
+
 def sample_actions(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
     """One action per row of ``probs`` (n, A) by inverse CDF with the uniforms ``u``."""
     cdf = np.cumsum(probs[:, :-1], axis=1)

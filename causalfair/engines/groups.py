@@ -11,8 +11,11 @@ pair (a, b)'s effects are differences of per-group values:
 exactly what the pair engine gives when run on the pair (``pair=(a, b)``), with no new
 simulation. Monte Carlo intervals: the groups of independent units are simulated
 independently, so a pair's variance is the sum of the groups' (se^2_a + se^2_b); groups
-of coupled units share worlds, so the bound se_a + se_b is used (conservative, valid
-whatever the correlation). Lambda of a pair: from the exact benefit table by the exact
+of coupled units share worlds, so a pair's variance is paired: that of its per-world
+difference, which the engine keeps for every pair (``Decomposition.paired_var``, made as
+the compared pair's own se, so that pair's row has its interval bit for bit); a
+decomposition of coupled units without ``paired_var`` (made by hand) gets the bound
+se_a + se_b (valid whatever the correlation). Lambda of a pair: from the exact benefit table by the exact
 formula (:func:`causalfair.engines.benefit.lambda_pairs`), or by a rerun of the forks for
 that pair (its own bootstrap interval).
 
@@ -37,7 +40,6 @@ Lambda is not pooled (it pairs individuals within two groups).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -49,8 +51,18 @@ from causalfair._io import fixed
 from causalfair._limits import check_memory
 from causalfair._simultaneous import WIDENED, pair_z, simultaneous_dict, simultaneous_sentence
 from causalfair._validation import check_alpha, z_quantile
+from causalfair.engines._mc_base import paired_bytes, paired_cov
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.benefit_mc import benefit_fairness_mc
+from causalfair.engines.group_values import (
+    EFFECTS,
+    RATIOS,
+    Q,
+    intersections,
+    pair_names,
+)
+from causalfair.engines.group_values import interval as _q
+from causalfair.engines.group_values import ratio_interval as _ratio
 from causalfair.errors import InputError, short
 from causalfair.plotting import check_axes, new_figure, text_only, wrap
 from causalfair.results import BenefitResult, Decomposition
@@ -61,21 +73,7 @@ __all__ = ["GroupComparison", "compare", "pair_names", "EFFECTS", "RATIOS", "spl
            "lambda_by_forks", "wanted", "benefit_for_pair", "resolve_pair", "pair_arg",
            "check_pairs", "PAIR_BYTES"]
 
-#: Pair effects and the per-group value each is a difference of.
-EFFECTS: dict[str, str] = {"C": "V", "DPE": "direct", "IPE": "indirect", "SPE": "V_0"}
-#: Ratios (min / max of two groups' values) and the per-group value each compares.
-RATIOS: dict[str, str] = {"ratio_V": "V", "ratio_selection": "selection"}
 _SIGNED = tuple(EFFECTS)
-
-Q = tuple[float, "float | None", "float | None", "float | None"]  # estimate, lower, upper, se
-#: lower = upper = None: no interval (an estimate from a log without bootstrap replicates;
-#: an exact value has lower = upper = estimate, a point with no sampling error).
-
-
-def _q(est: float, se: float | None, z: float) -> Q:
-    e = float(est)
-    return (e, e, e, None) if se is None else (e, e - z * se, e + z * se, float(se))
-
 
 def _flip(q: Q) -> Q:
     return (-q[0], None if q[2] is None else -q[2], None if q[1] is None else -q[1], q[3])
@@ -100,25 +98,20 @@ def has_interval(q: Q | None) -> bool:
 PAIR_BYTES = 4096
 
 
-def check_pairs(n_groups: int, where: str = "compare groups") -> None:
+def check_pairs(n_groups: int, where: str = "compare groups", coupled: bool = False) -> None:
     """Refuse, before any work, an every-pair comparison of ``n_groups`` groups whose
-    G (G - 1) / 2 pairs (:data:`PAIR_BYTES` each) exceed the memory limit, naming the
-    groups, the pairs and the fix. Every door calls it before its engines run
+    G (G - 1) / 2 pairs (:data:`PAIR_BYTES` each; ``coupled``, groups that share worlds:
+    with the G x G paired variances of each value, every pair's paired se,
+    :func:`~causalfair.engines._mc_base.paired_bytes`) exceed the memory limit, naming
+    the groups, the pairs and the fix. Every door calls it before its engines run
     (:func:`causalfair.compare_groups`, ``causalfair decompose``, an audit spec) and
     :func:`compare` again, which they all reach."""
     G = int(n_groups)
     pairs = G * (G - 1) // 2 if G > 2 else 0
-    check_memory(float(pairs) * PAIR_BYTES, f"{where}: {G} groups compared in every one of "
-                 f"their {pairs} pairs", "merge groups (G groups make G(G-1)/2 pairs)")
-
-
-def pair_names(groups: Sequence[str], ref: int) -> list[tuple[int, int]]:
-    """The compared pairs as index pairs (a, b): every other group against the reference
-    first (a - ref), then the pairs without the reference in declared order."""
-    G = len(groups)
-    out = [(g, ref) for g in range(G) if g != ref]
-    out += [(a, b) for a, b in itertools.combinations(range(G), 2) if ref not in (a, b)]
-    return out
+    paired = paired_bytes(G) if coupled and pairs else 0.0
+    check_memory(float(pairs) * PAIR_BYTES + paired, f"{where}: {G} groups compared in every "
+                 f"one of their {pairs} pairs" + (" (groups that share worlds: G x G paired "
+                 "variances)" if paired else ""), "merge groups (G groups make G(G-1)/2 pairs)")
 
 
 def resolve_pair(pair: Any, groups: Sequence[str], where: str = "pair"
@@ -205,22 +198,6 @@ def split_pair(name: str, groups: Sequence[str]) -> tuple[int, int] | None:
     return None
 
 
-def _ratio(qa: float, qb: float, sa: float | None, sb: float | None, z: float,
-           coupled: bool = False) -> Q | None:
-    """min / max of two positive quantities with standard errors ``sa``, ``sb`` (None: exact),
-    its interval by the delta method on its log (the two errors' relative sizes added in
-    quadrature, or summed when the groups share worlds, as the pairs' differences)."""
-    qa, qb = float(qa), float(qb)
-    if not (qa > 0 and qb > 0):
-        return None
-    lo_, hi_ = (qa, qb) if qa <= qb else (qb, qa)
-    r = lo_ / hi_
-    if sa is None or sb is None:
-        return (r, r, r, None)
-    s_log = (sa / qa + sb / qb) if coupled else math.sqrt((sa / qa) ** 2 + (sb / qb) ** 2)
-    return (r, r * math.exp(-z * s_log), min(1.0, r * math.exp(z * s_log)), r * s_log)
-
-
 #: Every quantity of a pair, in the order errors list them.
 PAIR_QUANTITIES: tuple[str, ...] = (*EFFECTS, "Lambda", *RATIOS)
 
@@ -241,7 +218,8 @@ class GroupComparison:
     ratio_selection) -> the same tuple or None (not available); ``reference`` the
     reference group; ``worst`` the pair with the largest |C|; ``attributes``: attribute ->
     {"values", "per_value", "pairs"} for intersectional groups, else None; ``coupled``: the
-    groups share worlds (a pair's Monte Carlo se is se_a + se_b). ``chosen``: the row of
+    groups share worlds (a pair's Monte Carlo se is paired, per world, :func:`compare`).
+    ``chosen``: the row of
     the decomposition's pair when the data chose it (its ``simultaneous`` m > 1), whose
     intervals (C, DPE, IPE, SPE, ratio_V) are simultaneous over the ``simultaneous`` pairs
     (:mod:`causalfair._simultaneous`); else None. :meth:`table_lines` and
@@ -257,7 +235,8 @@ class GroupComparison:
     worst: str
     attributes: dict[str, Any] | None = None
     gain_unit: str | None = None  # the decomposition's (the system's gain unit), for plot
-    coupled: bool = False  # groups share worlds: a pair's se is se_a + se_b (compare's)
+    coupled: bool = False  # groups share worlds: a pair's se is paired (compare's)
+    paired: bool = True  # coupled: per-world paired se's (False: the bound se_a + se_b)
     simultaneous: int = 1  # m > 1: the row `chosen` (picked from the data) is Bonferroni over m
     chosen: str | None = None  # the compared pair's row when the data chose it, else None
 
@@ -362,9 +341,11 @@ class GroupComparison:
         how = {"exact": "exact values, no sampling error",
                "none": "no intervals: no bootstrap replicates (n_boot < 2), estimates only",
                "mc": (f"{100 * self.level:g}% normal intervals, estimate +- z * "
-                      + ("(se_X + se_Y), conservative for groups that share worlds: at least "
-                         "as wide as the compared pair's own interval above" if self.coupled
-                         else "sqrt(se_X^2 + se_Y^2)")),
+                      + (("se of the per-world difference X - Y (groups that share worlds; "
+                          "the compared pair's as above)" if self.paired else
+                          "(se_X + se_Y), conservative for groups that share worlds: at "
+                          "least as wide as the compared pair's own interval above")
+                         if self.coupled else "sqrt(se_X^2 + se_Y^2)")),
                "logs": (f"{100 * self.level:g}% normal intervals, estimate +- z * bootstrap "
                         "sd of the pair over the replicates")}.get(
             self.engine if self.intervals else "none", f"{100 * self.level:g}% intervals")
@@ -596,10 +577,14 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     ``benefit`` is reused for its own pair); None when neither is given. ``selection``:
     :func:`causalfair.engines.selection.selection_rates` output, for ``ratio_selection``.
     ``attributes``: the system's ``group_attributes`` (intersections; validated by
-    :class:`~causalfair.systems.System`). ``coupled``: the
-    groups share worlds (pair intervals by se_a + se_b)."""
+    :class:`~causalfair.systems.System`). ``coupled``: the groups share worlds: a pair's
+    se is that of its per-world difference, ``dec.paired_var`` (the engine's, made as the
+    compared pair's own se: that pair's row has the decomposition's interval); ratio_V and
+    pooled values read the covariance made from it
+    (:func:`~causalfair.engines._mc_base.paired_cov`); without ``dec.paired_var`` the bound
+    se_a + se_b. Independent groups: sqrt(se_a^2 + se_b^2)."""
     groups = tuple(dec.groups)
-    check_pairs(len(groups))
+    check_pairs(len(groups), coupled=coupled)
     ref = _reference_index(groups, reference)
     z = z_quantile(alpha)
     m = int(getattr(dec, "simultaneous", 1))  # the decomposition's pair chosen from m pairs
@@ -619,7 +604,12 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
             v, lo, hi, s = _q(sel[0][i], sel[1][i], z)
             per_group[g]["selection"] = (v, max(0.0, lo), min(1.0, hi), s)
 
-    def pair_se(sa: float | None, sb: float | None) -> float | None:
+    pv = _paired_var(dec, coupled)
+
+    def pair_se(src: str, a: int, b: int) -> float | None:
+        if pv is not None:  # paired: the per-world difference's (the compared pair's se)
+            return math.sqrt(float(pv[src][a, b]))
+        sa, sb = gse(src, a), gse(src, b)
         if sa is None or sb is None:
             return None
         return sa + sb if coupled else math.sqrt(sa * sa + sb * sb)
@@ -632,22 +622,38 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
         zs = {k: wide if k in WIDENED else z for k in PAIR_QUANTITIES}
         for key, src in EFFECTS.items():
             v = vals[src]
-            q[key] = _q(v[a] - v[b], pair_se(gse(src, a), gse(src, b)), zs[key])
+            q[key] = _q(v[a] - v[b], pair_se(src, a, b), zs[key])
         q["Lambda"] = _lambda(dec, benefit, lambda_of, (a, b), zs["Lambda"])
+        cab = None if pv is None else float(  # the covariance of V_a and V_b
+            (pv["V"][a, a] + pv["V"][b, b] - pv["V"][a, b]) / 2)
         q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), zs["ratio_V"],
-                              coupled)
+                              coupled, cab)
         q["ratio_selection"] = None if sel is None else _ratio(
             sel[0][a], sel[0][b], sel[1][a], sel[1][b], zs["ratio_selection"], coupled)
         pairs[f"{groups[a]}-{groups[b]}"] = q
     worst = max(pairs, key=lambda p: abs(pairs[p]["C"][0]))
-    atts = None if not attributes else _intersections(
+    atts = None if not attributes else intersections(
         [(str(k), tuple(str(x) for x in v)) for k, v in attributes.items()], groups, vals, gse,
-        dec.group_weights, z, coupled)
+        dec.group_weights, z, coupled,
+        None if pv is None else {k: paired_cov(v) for k, v in pv.items()})
     return GroupComparison(groups=groups, reference=groups[ref], engine=dec.engine,
                            level=1.0 - alpha, per_group=per_group, pairs=pairs, worst=worst,
                            attributes=atts, gain_unit=getattr(dec, "gain_unit", None),
-                           coupled=bool(coupled), simultaneous=1 if chosen is None else m,
-                           chosen=chosen)
+                           coupled=bool(coupled), paired=pv is not None or not coupled,
+                           simultaneous=1 if chosen is None else m, chosen=chosen)
+
+
+def _paired_var(dec: Decomposition, coupled: bool) -> Mapping[str, np.ndarray] | None:
+    """The paired variances every pair's se reads: ``dec.paired_var`` when the groups share
+    worlds and the engine kept it for every value, else None."""
+    pv = getattr(dec, "paired_var", None)
+    if not coupled or not dec.se or not pv or any(k not in pv for k in _PAIRED_VALUES):
+        return None
+    return pv
+
+
+#: The per-group values whose paired variances a comparison reads (``Decomposition.paired_var``).
+_PAIRED_VALUES = ("V", "V_ps", "V_0", "direct", "indirect", "utility")
 
 
 def _row_of(ab: Sequence[int], groups: Sequence[str], ref: int) -> str:
@@ -724,45 +730,6 @@ def _lambda(dec: Decomposition, benefit: BenefitResult | None,
         return (lam, float(ben.ci[0]), float(ben.ci[1]), ben.se)
     return (lam, max(0.0, lam - z * ben.se), lam + z * ben.se, ben.se) if ben.se else (
         lam, lam, lam, None)
-
-
-def _intersections(atts: list[tuple[str, tuple[str, ...]]], groups: tuple[str, ...],
-                   vals: Mapping[str, np.ndarray], gse: Callable[[str, int], float | None],
-                   weights: np.ndarray, z: float, coupled: bool) -> dict[str, Any]:
-    """Per attribute: each value's pooled per-group values (weights of the groups carrying
-    it) and the pairs "<value>-<first value>" and the other values' pairs."""
-    combos = list(itertools.product(*(v for _, v in atts)))  # group g carries combos[g]
-    w = np.asarray(weights, dtype=np.float64)
-    out: dict[str, Any] = {}
-    for j, (name, values) in enumerate(atts):
-        pooled: dict[str, dict[str, Q]] = {}
-        raw: dict[str, dict[str, tuple[float, float | None]]] = {}
-        for v in values:
-            members = [g for g in range(len(groups)) if combos[g][j] == v]
-            wm = w[members] / w[members].sum()
-            raw[v] = {}
-            for key, arr in vals.items():
-                est = float(wm @ arr[members])
-                ses = [gse(key, g) for g in members]
-                s = None if any(x is None for x in ses) else (
-                    float(wm @ np.asarray(ses)) if coupled
-                    else float(math.sqrt(float((wm ** 2) @ np.asarray(ses) ** 2))))
-                raw[v][key] = (est, s)
-            pooled[v] = {k: _q(e, s, z) for k, (e, s) in raw[v].items()}
-        prs: dict[str, dict[str, Q | None]] = {}
-        for ia, ib in pair_names(values, 0):
-            a, b = values[ia], values[ib]
-            q: dict[str, Q | None] = {}
-            for key, src in EFFECTS.items():
-                (ea, sa), (eb, sb) = raw[a][src], raw[b][src]
-                s = None if sa is None or sb is None else (
-                    sa + sb if coupled else math.sqrt(sa * sa + sb * sb))
-                q[key] = _q(ea - eb, s, z)
-            q["ratio_V"] = _ratio(raw[a]["V"][0], raw[b]["V"][0], raw[a]["V"][1],
-                                  raw[b]["V"][1], z, coupled)
-            prs[f"{a}-{b}"] = q
-        out[name] = {"values": values, "per_value": pooled, "pairs": prs}
-    return out
 
 
 def _cell(v: float | None, width: int, digits: int) -> str:

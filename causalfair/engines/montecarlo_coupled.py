@@ -27,12 +27,14 @@ from causalfair.engines._mc_base import (
     STREAM_NOISE0,
     Job,
     Moments,
+    PairMoments,
     batches,
     check_int,
     check_policy_state,
     check_work,
     engine_backend,
     fold_tasks,
+    paired_bytes,
     present_units,
     sample_actions,
     type_name,
@@ -161,7 +163,11 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     fork is one all-baseline step of the whole world from the same state and noise; pi0
     is the world rolled with the baseline action everywhere. C, DPE, IPE and SPE are
     between-group differences *within* replicas, so their standard errors come from the
-    per-replica differences (replicas are the independent units: clustering by world).
+    per-replica differences (replicas are the independent units: clustering by world):
+    the run keeps the moments of the per-world difference of every pair of groups, for
+    every total (:class:`~causalfair.engines._mc_base.PairMoments`), so every pair's
+    standard error is paired (the decomposition's ``paired_var``), the compared pair's and
+    the others', with the same arithmetic.
     ``jobs`` and ``device`` as :func:`~causalfair.engines.montecarlo.decompose_mc`'s (the
     device resolved).
     """
@@ -176,9 +182,11 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
 
     check_memory(8.0 * 40 * min(batch, n) * U + 8.0 * 24 * T, f"Monte Carlo over {T} epochs "
                  f"of worlds of {U} units", "use a smaller batch_size")
-    # per-world totals kept for ELBERT's bias and the long-term gap (supply, demand, gaps)
-    check_memory(8.0 * n * (2 * system.n_groups + 2), f"Monte Carlo over {n} worlds",
-                 "lower n")
+    # per-world totals kept for ELBERT's bias and the long-term gap (supply, demand, gaps),
+    # and every pair's per-world differences' moments (G x G per total: its paired se)
+    check_memory(8.0 * n * (2 * system.n_groups + 2) + paired_bytes(system.n_groups),
+                 f"Monte Carlo over {n} worlds of {system.n_groups} groups",
+                 "lower n, or merge groups")
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     name = policy_name or getattr(policy, "name", type(policy).__name__)
@@ -186,7 +194,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
         check_policy_state(policy, sim, A, name, units=U)
     policy = engine_policy(policy, system, A, horizon=T, device=device)
     per_group = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
-    diffs = {k: Moments() for k in ("C", "DPE", "IPE", "SPE")}
+    pm = {k: PairMoments(G) for k in MOMENT_KEYS}  # every pair's per-world differences
     sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_coupled_batch)
     counts = None
 
@@ -223,8 +231,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
                 continue
             for g in range(G):
                 per_group[k][g].add(arr[:, g])
-        for k, src in (("C", "A"), ("DPE", "AB"), ("IPE", "BZ"), ("SPE", "Z")):
-            diffs[k].add(mean[src][:, ab[0]] - mean[src][:, ab[1]])
+            pm[k].add(arr)
 
     # in this process each batch is folded as it comes (memory O(batch)); elsewhere the
     # batches' (m, G) means come back and are folded in task order
@@ -234,7 +241,10 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     V_ps = np.array([s_.mean for s_ in per_group["B"]])
     V_0 = np.array([s_.mean for s_ in per_group["Z"]])
     util = np.array([s_.mean for s_ in per_group["R"]])
-    se: dict[str, float] = {k: float(math.sqrt(d_.var / d_.n)) for k, d_ in diffs.items()}
+    # per value: the variance of each group's mean and of each pair's per-world difference
+    pv = {key: pm[stat].paired_var(per_group[stat]) for key, stat in _PAIRED_KEYS}
+    se: dict[str, float] = {k: math.sqrt(float(pv[v][ab[0], ab[1]])) for k, v in (
+        ("C", "V"), ("DPE", "direct"), ("IPE", "indirect"), ("SPE", "V_0"))}
     for i, gname in enumerate(system.groups):
         for key, stat in (("V", "A"), ("V_ps", "B"), ("V_0", "Z"), ("direct", "AB"),
                           ("indirect", "BZ"), ("utility", "R")):
@@ -257,8 +267,14 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
         se=se, n=n, seed=seed, diagnostics={}, policy_name=name, model_name=system.id,
         notions=notions, n_counts="worlds", units_per_world=int(U),
         group_units_per_world=dict(zip(system.groups, map(int, counts), strict=True))
-        if same else None,
+        if same else None, paired_var=pv,
     )
+
+
+#: The per-group values of a decomposition and the total of ``MOMENT_KEYS`` each is the
+#: mean of: the keys of ``Decomposition.paired_var``.
+_PAIRED_KEYS = (("V", "A"), ("V_ps", "B"), ("V_0", "Z"), ("direct", "AB"), ("indirect", "BZ"),
+             ("utility", "R"))
 
 
 def _benefit_rate_bias(sd: Mapping[str, list[np.ndarray]], groups: tuple[str, ...]
