@@ -207,13 +207,14 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
                sim_name=type_name(sim), budget=budget, departed=system.departed)
     backend = engine_backend(backend, jobs, sim, policy)
     tasks = ((job, U, G, b, m) for b, m in batches(n, batch))
-    ab: tuple[int, int] = (0, 1)
+    if pair is not None:  # a named pair is checked before the run
+        check_pair(pair, G, None)
     supply_demand: dict[str, list[np.ndarray]] = {}
     same = True  # every world has counts' units of each group
 
     def fold(task: tuple[Any, ...], result: tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]
              ) -> None:
-        nonlocal counts, ab, sums, same
+        nonlocal counts, sums, same
         b = task[3]
         batch_sums, mean, cnt = result
         if (cnt == 0).any():
@@ -222,7 +223,6 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
                 "has none of some group).")
         if b == 0:
             counts = cnt[0]
-            ab = check_pair(pair, G, mean["A"].mean(0))
         same = same and bool((cnt == counts).all())  # each group's units: one in all?
         sums += batch_sums
         for k, arr in mean.items():
@@ -241,6 +241,9 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     V_ps = np.array([s_.mean for s_ in per_group["B"]])
     V_0 = np.array([s_.mean for s_ in per_group["Z"]])
     util = np.array([s_.mean for s_ in per_group["R"]])
+    # the default pair from every world's estimates, as independent units' (every pair's
+    # per-world differences are kept): the largest and smallest V^pi with more than two groups
+    ab = check_pair(pair, G, V)
     # per value: the variance of each group's mean and of each pair's per-world difference
     pv = {key: pm[stat].paired_var(per_group[stat]) for key, stat in _PAIRED_KEYS}
     se: dict[str, float] = {k: math.sqrt(float(pv[v][ab[0], ab[1]])) for k, v in (

@@ -17,7 +17,7 @@ from causalfair.engines import groups as groups_mod
 from causalfair.engines._mc_base import Moments, PairMoments, paired_cov
 from causalfair.engines.groups import compare
 from causalfair.engines.montecarlo import decompose_mc
-from causalfair.errors import ResourceLimitError
+from causalfair.errors import InputError, ResourceLimitError
 from tests.engines.test_groups import P, tri_model
 
 
@@ -187,3 +187,16 @@ def test_the_covariances_count_in_the_memory_check(monkeypatch):
     with pytest.raises(ResourceLimitError, match=r"45 groups .* 990 pairs \(groups that "
                        r"share worlds: G x G paired variances\).*merge groups"):
         groups_mod.check_pairs(45, coupled=True)
+
+
+def test_the_default_pair_is_picked_from_every_world():
+    """With more than two groups the compared pair is the largest and smallest V^pi of the
+    run, the worst pair of its table (before: picked from the first batch's worlds, here
+    a-c while the run's V put b on top: the decomposition compared a pair that was not the
+    worst while saying it was the largest |C|)."""
+    dec = decompose_mc(_trio(), _ByGroup([0.5, 0.52, 0.2]), n=400, seed=0, batch_size=20)
+    assert tuple(dec.pair) == (int(np.argmax(dec.V)), int(np.argmin(dec.V))) == (1, 2)
+    g = compare(dec, coupled=True)
+    assert g.worst == g.chosen == "b-c" and g.pairs["b-c"]["C"][3] == dec.se["C"]
+    with pytest.raises(InputError, match="pair"):  # a named pair: refused before the run
+        decompose_mc(_trio(), _ByGroup(P3), n=400, seed=0, pair=(0, 3))
