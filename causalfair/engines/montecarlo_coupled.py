@@ -35,6 +35,7 @@ from causalfair.engines._mc_base import (
     engine_backend,
     fold_tasks,
     paired_bytes,
+    paired_cov,
     present_units,
     sample_actions,
     type_name,
@@ -254,8 +255,11 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
             st = per_group[stat][i]
             se[f"{key}[{gname}]"] = float(math.sqrt(st.var / st.n))
     weights = system.group_weights
-    se["utility"] = float(math.sqrt(float(weights**2 @ np.array(
-        [s_.var / s_.n for s_ in per_group["R"]]))))
+    # the population's utility w' U: its groups' rewards share worlds, so w' cov w (not the
+    # independent groups' sum of w_g^2 var_g)
+    w = np.asarray(weights, dtype=np.float64)
+    se["utility"] = math.sqrt(max(0.0, float(np.einsum("g,gh,h->", w, paired_cov(
+        pv["utility"]), w))))
     notions = _benefit_rate_bias(supply_demand, system.groups) if "_supply" in supply_demand else {}
     for k, key in (("_long_gap", "long_term_gap"), ("_long_gap_pi0", "long_term_gap_pi0")):
         if k in supply_demand:  # mean over replicas of the final state's gap, and its SE
