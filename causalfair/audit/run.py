@@ -435,7 +435,7 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
     lam_se = None
     pair = _spec_pair(spec, system.groups)
     if wanted(len(system.groups), spec.reference, spec.thresholds):  # every pair: before any run
-        check_pairs(len(system.groups), spec.label)
+        check_pairs(len(system.groups), spec.label, coupled=system.units_per_replica != 1)
     forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): made once, every pair's
     if engine == "mc":
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,

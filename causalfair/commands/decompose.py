@@ -174,7 +174,7 @@ def _compute(args: argparse.Namespace):
 
     system, policy = load_system_and_policy(args)
     if len(system.groups) > 2 or args.reference is not None:  # every pair: before any run
-        check_pairs(len(system.groups), "decompose")
+        check_pairs(len(system.groups), "decompose", coupled=system.units_per_replica != 1)
     args.pair = resolve_pair(args.pair, system.groups, "--pair")
     if args.reference is not None and args.reference not in system.groups:  # before any run
         raise UsageError(f"--reference: bad value {args.reference[:60]!r}; name one of the "

@@ -272,7 +272,9 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     Returns a :class:`~causalfair.engines.groups.GroupComparison`: ``worst`` (the pair with
     the largest |C|), ``to_frame()`` (every pair's quantities with intervals, one
     DataFrame), ``groups_frame()``, ``plot()`` (every pair's C with its interval)."""
-    check_pairs(_system(model, engine).n_groups, "compare_groups")  # before any run
+    sy = _system(model, engine)
+    check_pairs(sy.n_groups, "compare_groups",  # before any run
+                coupled=getattr(sy, "units_per_replica", 1) != 1)
     forks: dict = {}  # Lambda's forks (rollout, cells, replicates'): made once, every pair's
     dec = _decompose(model, policy, horizon, eps=eps, engine=engine, n=n, seed=seed,
                      alpha=alpha, jobs=jobs, benefit_bins=benefit_bins, benefit_shared=forks)

@@ -187,6 +187,18 @@ def test_the_covariances_count_in_the_memory_check(monkeypatch):
     with pytest.raises(ResourceLimitError, match=r"45 groups .* 990 pairs \(groups that "
                        r"share worlds: G x G paired variances\).*merge groups"):
         groups_mod.check_pairs(45, coupled=True)
+    # every door counts them before its engines run: compare_groups, an audit spec
+    many = cf.System(id="many", groups=tuple(f"g{i}" for i in range(45)),
+                     simulator=lambda: _World(45), units_per_replica=45, horizon=2)
+    ran = []
+    monkeypatch.setattr("causalfair.engines.choice._decompose", lambda *a, **k: ran.append(1))
+    with pytest.raises(ResourceLimitError, match="compare_groups: 45 groups .* paired"):
+        cf.compare_groups(many, _ByGroup(np.full(45, 0.5)), n=10)
+    monkeypatch.setattr("causalfair.audit.run.decompose_mc", lambda *a, **k: ran.append(1))
+    with pytest.raises(ResourceLimitError, match="45 groups .* paired variances"):
+        cf.audit({"name": "many", "engine": {"kind": "mc", "n": 10}}, system=many,
+                 policy=_ByGroup(np.full(45, 0.5)))
+    assert not ran
 
 
 def test_the_default_pair_is_picked_from_every_world():
