@@ -236,8 +236,9 @@ class PairMoments:
         for a in range(G - 1):  # rows a - b, b > a: batch_moments of each row
             d = xt[a] - xt[a + 1:]
             mu = d.mean(axis=1)
-            dev = d - mu[:, None]
-            mb[k:k + G - a - 1], m2b[k:k + G - a - 1] = mu, (dev * dev).sum(axis=1)
+            np.subtract(d, mu[:, None], out=d)  # the deviations, squared, in place
+            np.multiply(d, d, out=d)
+            mb[k:k + G - a - 1], m2b[k:k + G - a - 1] = mu, d.sum(axis=1)
             k += G - a - 1
         tot = self.n + m
         delta = mb - self.mean
