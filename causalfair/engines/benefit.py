@@ -41,6 +41,7 @@ section 4) and to ``"auto"`` where it declares none: :func:`eps_for` decides, fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ from causalfair.policies.core import Policy
 from causalfair.policies.grid import policy_table
 from causalfair.results import BenefitResult, check_pair
 
-__all__ = ["benefit_fairness", "lambda_metric", "lambda_pairs", "WEIGHTS", "EPS_AUTO",
+__all__ = ["benefit_fairness", "lambda_metric", "lambda_by_pair", "lambda_pairs", "WEIGHTS", "EPS_AUTO",
            "auto_eps", "eps_for", "model_eps", "resolve_eps"]
 
 #: ``eps = "auto"``: ``EPS_SHARE`` x the ``EPS_QUANTILE`` quantile of |Delta|.
@@ -187,6 +188,14 @@ def lambda_metric(model: TabularModel, policy: Policy | np.ndarray, horizon: int
     :func:`eps_for`). ``mu``: optionally the policy's state distributions mu[t, s, x] for
     t = 0..T, shape (T + 1, G, K), as ``model.propagate(policy_table(policy, model, T), T)``
     returns them (given to save that computation; None: computed here)."""
+    return lambda_by_pair(model, policy, horizon, [pair], eps=eps, weights=weights, mu=mu)[0]
+
+
+def lambda_by_pair(model: TabularModel, policy: Policy | np.ndarray, horizon: int,
+                   pairs: Sequence[tuple[int, int]], *, eps: float | str | None = None,
+                   weights: str = "visitation", mu: np.ndarray | None = None) -> list[float]:
+    """:func:`lambda_metric` of each pair of ``pairs`` (the same numbers, bit for bit), the
+    weights and the (time-averaged) policy computed once for all of them."""
     if not isinstance(model, TabularModel):
         raise ModelError(f"model: expected a TabularModel, got {type(model).__name__}; for a "
                          "system use causalfair.benefit_fairness, which picks the engine it "
@@ -199,7 +208,8 @@ def lambda_metric(model: TabularModel, policy: Policy | np.ndarray, horizon: int
     w, p_bar = weights_and_policy(model, p, T, weights, mu)
     if not model.binary:
         p_bar = model.action_table(p_bar)
-    return float(lambda_pairs(p_bar, _benefit_table(model), w, pair, eps).sum())
+    delta = _benefit_table(model)
+    return [float(lambda_pairs(p_bar, delta, w, ab, eps).sum()) for ab in pairs]
 
 
 def _check_mu(mu: Any, model: TabularModel, T: int) -> np.ndarray:

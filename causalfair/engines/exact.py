@@ -11,22 +11,23 @@ evaluation read their numbers from it, so they agree bit for bit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from causalfair._validation import check_horizon
-from causalfair.engines.benefit import benefit_fairness
+from causalfair.engines.benefit import benefit_fairness, lambda_by_pair
 from causalfair.engines.effects import decompose
 from causalfair.engines.exact_torch import METRIC_NAMES
 from causalfair.engines.notions import other_notions
 from causalfair.model import TabularModel
 from causalfair.policies.core import Policy
-from causalfair.policies.grid import policy_table
+from causalfair.policies.grid import check_policy_table, policy_table
 from causalfair.results import BenefitResult, Decomposition
 
-__all__ = ["ExactNumbers", "exact_numbers", "METRIC_NAMES"]
+__all__ = ["ExactNumbers", "exact_numbers", "exact_numbers_by_pair", "METRIC_NAMES"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,3 +75,20 @@ def exact_numbers(model: TabularModel, policy: Policy | np.ndarray, horizon: int
     ben = benefit_fairness(model, table, T, eps=eps, weights=weights, pair=others) if benefit else None
     extra = other_notions(model, table, T, pair=others) if notions else None
     return ExactNumbers(table, dec, ben, extra)
+
+
+def exact_numbers_by_pair(model: TabularModel, table: np.ndarray, horizon: int,
+                          pairs: Sequence[tuple[int, int]], *, eps: float | str | None = None,
+                          weights: str = "visitation", pair: tuple[int, int] | None = None
+                          ) -> tuple[ExactNumbers, dict[tuple[int, int], dict[str, float]]]:
+    """:func:`exact_numbers` of ``table`` for ``pair`` and, from its one decomposition,
+    ``C``, ``DPE``, ``IPE``, ``SPE`` and ``Lambda`` of every pair (a, b) of ``pairs`` (a
+    minus b): the numbers ``exact_numbers(..., pair=(a, b)).scalars()`` gives, bit for bit
+    (the gaps of the per-group V, V_ps, V_0; Lambda's weights and averaged policy once)."""
+    ex = exact_numbers(model, table, horizon, eps=eps, weights=weights, pair=pair)
+    d, T = ex.decomposition, check_horizon(horizon)
+    parts = {"C": d.V, "DPE": d.V - d.V_ps, "IPE": d.V_ps - d.V_0, "SPE": d.V_0}
+    lams = lambda_by_pair(model, check_policy_table(model, table, horizon=T), T, pairs, eps=eps,
+                          weights=weights)
+    return ex, {(int(a), int(b)): {**{k: float(v[a] - v[b]) for k, v in parts.items()},
+                                   "Lambda": lam} for (a, b), lam in zip(pairs, lams, strict=True)}

@@ -18,6 +18,7 @@ the current values, so the gap is the largest pairwise gap).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from causalfair._validation import check_gamma, check_horizon
 from causalfair.engines.benefit import model_eps
 from causalfair.model import ModelError, TabularModel
 
-__all__ = ["exact_metrics", "METRIC_NAMES"]
+__all__ = ["exact_metrics", "exact_metrics_by_pair", "METRIC_NAMES"]
 
 #: The quantities :func:`exact_metrics` returns as scalars.
 METRIC_NAMES = ("utility", "C", "DPE", "IPE", "SPE", "Lambda")
@@ -56,17 +57,11 @@ def _action_dists(model: TabularModel, p: Any, T: int, batched: bool) -> tuple[A
     return p.unsqueeze(1).expand(p.shape[0], T, G, K, A), False
 
 
-def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1.0,
-                  eps: float | str | None = None, weights: str = "visitation",
-                  pair: tuple[int, int] | None = None, batched: bool = False) -> dict[str, Any]:
-    """Exact metrics of policy table ``p`` (a torch tensor) on ``model``.
-
-    Returns torch scalars ``utility`` (population-weighted), ``C``, ``DPE``, ``IPE``,
-    ``SPE``, ``Lambda``, tensors ``V``, ``V_ps``, ``V_0``, ``utility_by_group`` (G,),
-    ``mu`` (T+1, G, K) and the ``pair`` used. Differentiable with respect to ``p``.
-    ``batched=True``: ``p`` has a leading dimension of B independent tables, and every
-    output gains that leading dimension (``pair`` becomes two index tensors (B,)).
-    """
+def _pass(model: TabularModel, p: Any, horizon: int, gamma: float, eps: float | str | None,
+          weights: str, batched: bool) -> dict[str, Any]:
+    """The one forward pass every pair shares: per-group ``V``, ``V_ps``, ``V_0``,
+    ``utility_by_group`` (B, G), ``utility`` (B,), ``mu`` (B, T+1, G, K), and what Lambda
+    reads of a pair: ``p_bar`` (B, G, K, A), ``wts`` (B, G, K), ``delta`` (G, K, A), ``eps``."""
     import torch
 
     T = check_horizon(horizon)
@@ -103,6 +98,40 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
     util_g = (disc[:, None] * (mu_t[:, :T] * r_pi).sum(-1)).sum(1)  # (B, G)
     w_groups = tensor(model.group_weights)
 
+    if timed:
+        occ = mu_t[:, :T].unsqueeze(-1)  # (B, T, G, K, 1)
+        mass = occ.sum(1)
+        avg = (occ * pa).sum(1) / torch.where(mass > 0, mass, torch.ones_like(mass))
+        p_bar = torch.where(mass > 0, avg, pa[:, 0])
+    else:
+        p_bar = pa[:, 0]  # (B, G, K, A)
+    wts = mu_t[:, :T].mean(1) if weights == "visitation" else tensor(model.initial).expand(B, -1, -1)
+    delta = (h - h[:, b : b + 1]).transpose(1, 2)  # (G, K, A)
+    return {"utility": (w_groups * util_g).sum(-1), "V": V, "V_ps": V_ps, "V_0": V_0,
+            "utility_by_group": util_g, "mu": mu_t, "p_bar": p_bar, "wts": wts,
+            "delta": delta, "eps": eps, "B": B}
+
+
+def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1.0,
+                  eps: float | str | None = None, weights: str = "visitation",
+                  pair: tuple[int, int] | None = None, batched: bool = False) -> dict[str, Any]:
+    """Exact metrics of policy table ``p`` (a torch tensor) on ``model``.
+
+    Returns torch scalars ``utility`` (population-weighted), ``C``, ``DPE``, ``IPE``,
+    ``SPE``, ``Lambda``, tensors ``V``, ``V_ps``, ``V_0``, ``utility_by_group`` (G,),
+    ``mu`` (T+1, G, K) and the ``pair`` used. Differentiable with respect to ``p``.
+    ``batched=True``: ``p`` has a leading dimension of B independent tables, and every
+    output gains that leading dimension (``pair`` becomes two index tensors (B,)).
+    """
+    return _metrics(model, _pass(model, p, horizon, gamma, eps, weights, batched), pair, batched)
+
+
+def _metrics(model: TabularModel, s: dict[str, Any], pair: tuple[int, int] | None,
+             batched: bool) -> dict[str, Any]:
+    """:func:`exact_metrics`'s dict from the pass ``s`` (:func:`_pass`) for ``pair``."""
+    import torch
+
+    B, V = s["B"], s["V"]
     rows = torch.arange(B)
     if pair is not None:
         ia = torch.full((B,), int(pair[0]))
@@ -115,15 +144,7 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
         ia, ic = torch.where(tied, 0, ia), torch.where(tied, 1, ic)
 
     # Lambda: eps TV(pi(.|x,a), pi(.|x',c)) / (eps + max_a |Delta_a(x,a) - Delta_a(x',c)|)
-    if timed:
-        occ = mu_t[:, :T].unsqueeze(-1)  # (B, T, G, K, 1)
-        mass = occ.sum(1)
-        avg = (occ * pa).sum(1) / torch.where(mass > 0, mass, torch.ones_like(mass))
-        p_bar = torch.where(mass > 0, avg, pa[:, 0])
-    else:
-        p_bar = pa[:, 0]  # (B, G, K, A)
-    wts = mu_t[:, :T].mean(1) if weights == "visitation" else tensor(model.initial).expand(B, -1, -1)
-    delta = (h - h[:, b : b + 1]).transpose(1, 2)  # (G, K, A)
+    p_bar, wts, delta, eps = s["p_bar"], s["wts"], s["delta"], s["eps"]
     dd = (delta[ia][:, :, None, :] - delta[ic][:, None, :, :]).abs().amax(-1)  # (B, K, K)
     tv = 0.5 * (p_bar[rows, ia][:, :, None, :] - p_bar[rows, ic][:, None, :, :]).abs().sum(-1)
     lam = (eps * tv / (eps + dd) * wts[rows, ia][:, :, None] * wts[rows, ic][:, None, :]).sum((1, 2))
@@ -132,11 +153,70 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
         return v[rows, ia] - v[rows, ic]
 
     out = {
-        "utility": (w_groups * util_g).sum(-1), "C": gap(V), "DPE": gap(V - V_ps),
-        "IPE": gap(V_ps - V_0), "SPE": gap(V_0), "Lambda": lam, "V": V, "V_ps": V_ps,
-        "V_0": V_0, "utility_by_group": util_g, "mu": mu_t, "pair": (ia, ic),
+        "utility": s["utility"], "C": gap(V), "DPE": gap(V - s["V_ps"]),
+        "IPE": gap(s["V_ps"] - s["V_0"]), "SPE": gap(s["V_0"]), "Lambda": lam, "V": V,
+        "V_ps": s["V_ps"], "V_0": s["V_0"], "utility_by_group": s["utility_by_group"],
+        "mu": s["mu"], "pair": (ia, ic),
     }
     if batched:
         return out
     out = {k: (v[0] if k != "pair" else (int(ia[0]), int(ic[0]))) for k, v in out.items()}
+    return out
+
+
+def _pair_index(model: TabularModel, pairs: Sequence[tuple[int, int]], what: str) -> Any:
+    """``pairs`` as two index tensors (L,), each pair two different groups of ``model``."""
+    import torch
+
+    G = model.n_groups
+    out = []
+    for ab in pairs:
+        ok = (isinstance(ab, (tuple, list)) and len(ab) == 2
+              and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in ab)
+              and ab[0] != ab[1] and all(0 <= v < G for v in ab))
+        if not ok:
+            raise ModelError(f"{what}: {ab!r} is not a pair of two different group indices "
+                             f"in 0..{G - 1}; give (a, b), e.g. (0, 1).")
+        out.append((int(ab[0]), int(ab[1])))
+    ia = torch.tensor([a for a, _ in out], dtype=torch.long)
+    ic = torch.tensor([c for _, c in out], dtype=torch.long)
+    return ia, ic
+
+
+def exact_metrics_by_pair(model: TabularModel, p: Any, horizon: int,
+                          pairs: Sequence[tuple[int, int]], *, gamma: float = 1.0,
+                          eps: float | str | None = None, weights: str = "visitation",
+                          pair: tuple[int, int] | None = None, batched: bool = False,
+                          lambda_pairs: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """:func:`exact_metrics` of ``pair`` (None: the default pair) and, from the same one
+    forward pass, every pair's ``C``, ``DPE``, ``IPE``, ``SPE`` and ``Lambda``.
+
+    ``out["by_pair"]`` maps each of ``C``, ``DPE``, ``IPE``, ``SPE`` to a tensor (B, L)
+    (L = ``len(pairs)``; (L,) unbatched) whose column j is pair ``pairs[j]`` (a minus b),
+    and ``Lambda`` to one whose columns are the pairs of ``lambda_pairs`` (None: ``pairs``;
+    ``()`` for none: only Lambda reads the pair itself, K x K terms a pair). Each value
+    equals, bit for bit, ``exact_metrics(..., pair=(a, b))``'s: the gaps are differences
+    of the pass's per-group V, V_ps, V_0, and Lambda the same K x K sum. Gradients are
+    the same up to round-off (the pairs' gradients meet at the shared pass, not at ``p``).
+    """
+
+    s = _pass(model, p, horizon, gamma, eps, weights, batched)
+    out = _metrics(model, s, pair, True)
+    ia, ic = _pair_index(model, pairs, "pairs")
+    la, lc = (ia, ic) if lambda_pairs is None else _pair_index(model, lambda_pairs,
+                                                                 "lambda_pairs")
+    V, V_ps, V_0 = s["V"], s["V_ps"], s["V_0"]
+    by = {k: v[:, ia] - v[:, ic] for k, v in (("C", V), ("DPE", V - V_ps),
+                                              ("IPE", V_ps - V_0), ("SPE", V_0))}
+    # Lambda of every pair at once, term for term exact_metrics's (B, K, K) sum
+    p_bar, wts, delta, eps = s["p_bar"], s["wts"], s["delta"], s["eps"]
+    dd = (delta[la][:, :, None, :] - delta[lc][:, None, :, :]).abs().amax(-1)  # (L, K, K)
+    tv = 0.5 * (p_bar[:, la][:, :, :, None, :] - p_bar[:, lc][:, :, None, :, :]).abs().sum(-1)
+    by["Lambda"] = (eps * tv / (eps + dd) * wts[:, la][:, :, :, None]
+                    * wts[:, lc][:, :, None, :]).sum((2, 3))  # (B, L)
+    if batched:
+        out["by_pair"] = by
+        return out
+    out = {k: (v[0] if k != "pair" else (int(v[0][0]), int(v[1][0]))) for k, v in out.items()}
+    out["by_pair"] = {k: v[0] for k, v in by.items()}
     return out

@@ -49,8 +49,8 @@ from causalfair._io import fixed
 from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, check_seed
 from causalfair.engines.benefit import WEIGHTS, model_eps
-from causalfair.engines.exact import exact_numbers
-from causalfair.engines.exact_torch import exact_metrics
+from causalfair.engines.exact import exact_numbers, exact_numbers_by_pair
+from causalfair.engines.exact_torch import exact_metrics, exact_metrics_by_pair
 from causalfair.engines.groups import pair_names, resolve_pair, split_pair
 from causalfair.errors import ConfigError, ModelError
 from causalfair.model import TabularModel
@@ -335,22 +335,25 @@ def _pairs(model: TabularModel, constraints: Sequence[Constraint]) -> dict[str, 
     return {c.pair: split_pair(c.pair, groups) for c in constraints if c.pair is not None}
 
 
+def _ratio(va: Any, vb: Any) -> Any:
+    """ratio_V of a pair: min(V_a, V_b) / max(|V_a|, |V_b|) of the two groups' V^pi, written
+    (s - |d|) / (|V_a| + |V_b| + ||V_a| - |V_b||) with s = V_a + V_b and d = V_a - V_b, one
+    expression for numpy and torch; as :meth:`Constraint.value` reads it. Of two positive
+    values it is the audit's min / max (:mod:`causalfair.engines.groups`); where either is
+    <= 0, for which the audit has no ratio, it is <= 0, so a positive bound is not met
+    (min / max of two negative values would exceed 1)."""
+    return (va + vb - abs(va - vb)) / (abs(va) + abs(vb) + abs(abs(va) - abs(vb)))
+
+
 def _add_pairs(m: dict[str, Any], pairs: Mapping[str, tuple[int, int]],
                of_pair: Callable[[tuple[int, int]], Mapping[str, Any]]) -> dict[str, Any]:
     """``m`` with ``"C[A-B]"``, ... ``"Lambda[A-B]"`` for every pair: the exact numbers of
-    the pair (``of_pair((a, b))``), and ``"ratio_V[A-B]"``: min(V_a, V_b) / max(|V_a|, |V_b|)
-    of the two groups' V^pi (``m["V"]``, (..., G)), written (s - |d|) / (|V_a| + |V_b| +
-    ||V_a| - |V_b||) with s = V_a + V_b and d = V_a - V_b, one expression for numpy and
-    torch; as :meth:`Constraint.value` reads them. Of two positive values it is the
-    audit's min / max (:mod:`causalfair.engines.groups`); where either is <= 0, for which the
-    audit has no ratio, it is <= 0, so a positive bound is not met (min / max of two
-    negative values would exceed 1)."""
+    the pair (``of_pair((a, b))``), and ``"ratio_V[A-B]"`` (:func:`_ratio` of ``m["V"]``,
+    (..., G)); as :meth:`Constraint.value` reads them."""
     for name, ab in pairs.items():
         mp = of_pair(ab)
         m.update({f"{k}[{name}]": mp[k] for k in ("C", "DPE", "IPE", "SPE", "Lambda")})
-        va, vb = m["V"][..., ab[0]], m["V"][..., ab[1]]
-        m[f"ratio_V[{name}]"] = (va + vb - abs(va - vb)) / (abs(va) + abs(vb)
-                                                            + abs(abs(va) - abs(vb)))
+        m[f"ratio_V[{name}]"] = _ratio(m["V"][..., ab[0]], m["V"][..., ab[1]])
     return m
 
 
@@ -361,14 +364,15 @@ def _attempt(model: TabularModel, start: str, table: np.ndarray, T: int, eps: fl
     ``pair`` (None: the engine's default pair; an audit's ``[engine] pair``, so that the
     repair reports the pair the gate judges), and ``KEY[A-B]`` for every pair the
     constraints name."""
-    def numbers(ab: tuple[int, int] | None = pair) -> dict[str, Any]:
-        ex = exact_numbers(model, table, T, eps=eps, weights=weights, pair=ab)
-        return {**ex.scalars(), "V": np.asarray(ex.decomposition.V)}
-
     pairs = _pairs(model, constraints)
-    m = _add_pairs(numbers(), pairs, numbers) if pairs else exact_numbers(
-        model, table, T, eps=eps, weights=weights, pair=pair).scalars()
-    m.pop("V", None)  # the per-group values served the ratios; the attempt keeps scalars
+    if pairs:  # one decomposition; each pair's numbers as a pass of its own gives them
+        ex, by_pair = exact_numbers_by_pair(model, table, T, list(pairs.values()), eps=eps,
+                                            weights=weights, pair=pair)
+        m = _add_pairs({**ex.scalars(), "V": np.asarray(ex.decomposition.V)}, pairs,
+                       by_pair.__getitem__)
+        m.pop("V")  # the per-group values served the ratios; the attempt keeps scalars
+    else:
+        m = exact_numbers(model, table, T, eps=eps, weights=weights, pair=pair).scalars()
     return Attempt(start, np.asarray(table), m, all(c.holds(m) for c in constraints))
 
 
@@ -386,21 +390,47 @@ def _targets(constraints: Sequence[Constraint], margin: float) -> list[tuple[Con
 def _objective(model: TabularModel, T: int, eps: float, weights: str,
                constraints: Sequence[Constraint], margin: float, table_of: Callable[[], Any],
                u_scale: Any, batched: bool = False) -> Callable[[], tuple[Any, Any]]:
+    """``fn() -> (f, g)`` for :func:`augmented_lagrangian`: the utility over ``u_scale`` and
+    each constraint's excess over its target (:func:`_targets`) over its scale. One exact
+    pass a call: the plain keys read the pass's pair, a pair's keys the columns of
+    :func:`~causalfair.engines.exact_torch.exact_metrics_by_pair` (Lambda only of the
+    pairs a Lambda constraint names), each kind of pair constraint in one tensor operation."""
     import torch
 
     targets = _targets(constraints, margin)
     pairs = _pairs(model, constraints)
+    cols = {ab: j for j, ab in enumerate(dict.fromkeys(pairs.values()))}
+    lam_cols = {ab: j for j, ab in enumerate(_lambda_pairs(model, constraints))}
+    ia, ic = (torch.tensor([ab[k] for ab in cols], dtype=torch.long) for k in (0, 1))
+    plain = [(i, c, tgt, sc) for i, (c, tgt, sc) in enumerate(targets) if c.pair is None]
+    kinds: dict[tuple[str, bool, bool], list[tuple[int, int, float, float]]] = {}
+    for i, (c, tgt, sc) in enumerate(targets):
+        if c.pair is not None:
+            col = (lam_cols if c.metric == "Lambda" else cols)[pairs[c.pair]]
+            kinds.setdefault((c.metric, c.absolute, c.at_least), []).append((i, col, tgt, sc))
+    order = [i for i, *_ in plain] + [i for rows in kinds.values() for i, *_ in rows]
+    perm = torch.tensor(np.argsort(order, kind="stable"), dtype=torch.long)
+    columns = [(kind, torch.tensor([r[1] for r in rows], dtype=torch.long),
+                torch.tensor([r[2] for r in rows], dtype=torch.float64),
+                torch.tensor([r[3] for r in rows], dtype=torch.float64))
+               for kind, rows in kinds.items()]
 
     def fn() -> tuple[Any, Any]:
         table = table_of()
-
-        def metrics(pair: tuple[int, int] | None = None) -> dict[str, Any]:
-            return exact_metrics(model, table, T, eps=eps, weights=weights, pair=pair,
-                                 batched=batched)
-
-        m = _add_pairs(metrics(), pairs, metrics)
-        g = torch.stack([((tgt - c.value(m)) if c.at_least else (c.value(m) - tgt)) / sc
-                         for c, tgt, sc in targets], dim=-1)
+        kw = dict(eps=eps, weights=weights, batched=batched)
+        if not pairs:
+            m = exact_metrics(model, table, T, **kw)
+        else:
+            m = exact_metrics_by_pair(model, table, T, list(cols), lambda_pairs=list(lam_cols),
+                                      **kw)
+            m["by_pair"]["ratio_V"] = _ratio(m["V"][..., ia], m["V"][..., ic])
+        parts = [(((tgt - c.value(m)) if c.at_least else (c.value(m) - tgt)) / sc).unsqueeze(-1)
+                 for _, c, tgt, sc in plain]
+        for (metric, absolute, at_least), col, tgt, sc in columns:
+            v = m["by_pair"][metric][..., col]
+            v = v.abs() if absolute else v
+            parts.append(((tgt - v) if at_least else (v - tgt)) / sc)
+        g = torch.cat(parts, dim=-1)[..., perm]
         return m["utility"] / u_scale, g
 
     return fn
@@ -532,20 +562,27 @@ def check_budget(outer: Any, n_random: Any, seed: Any,
     check_seed(seed, "seed", error)
 
 
-def _check_search_memory(model: TabularModel, T: int, n_starts: int, n_pairs: int) -> None:
-    """Refuse a search whose autograd graphs cannot fit, before it starts: each step holds
-    one exact pass for the plain keys and one for each pair a constraint names
-    (:func:`_objective`), and each pass keeps at least its T transition kernels of every
-    starting table, (starts, G, K, K) float64 each (a lower bound: what is refused could
-    never have fit)."""
-    G, K = model.n_groups, model.n_levels
-    passes = 1 + n_pairs
-    check_memory(8.0 * passes * n_starts * T * G * K * K,
-                 f"the exact repair: {passes} exact passes a step (the plain keys and "
-                 f"{n_pairs} pairs) of {n_starts} starting tables, horizon {T}, {G} groups x "
-                 f"{K} levels",
-                 "name fewer pairs (a max_* key over G groups makes G(G-1)/2), fewer starts "
-                 "([retrain] starts) or a shorter horizon")
+def _lambda_pairs(model: TabularModel, constraints: Sequence[Constraint]) -> list[tuple[int, int]]:
+    """The pairs (a, b) whose Lambda a constraint reads (``Lambda[A-B]``, ``max_Lambda``)."""
+    pairs = _pairs(model, constraints)
+    return list(dict.fromkeys(pairs[c.pair] for c in constraints
+                              if c.pair is not None and c.metric == "Lambda"))
+
+
+def _check_search_memory(model: TabularModel, T: int, n_starts: int, n_lambda: int) -> None:
+    """Refuse a search whose autograd graphs cannot fit, before it starts: each step is one
+    exact pass (:func:`_objective`; every pair's C, DPE, IPE, SPE are differences of its
+    per-group values), which keeps at least its T transition kernels of every starting
+    table, (starts, G, K, K) float64 each, and the K x K Lambda terms of each pair a Lambda
+    constraint names, at least A + 2 (starts, K, K) float64 a pair (the action differences
+    and two products). A lower bound: what is refused could never have fit."""
+    G, K, A = model.n_groups, model.n_levels, model.n_actions
+    check_memory(8.0 * n_starts * K * K * (T * G + n_lambda * (A + 2)),
+                 f"the exact repair: one exact pass a step of {n_starts} starting tables, "
+                 f"horizon {T}, {G} groups x {K} levels, and the Lambda terms of {n_lambda} "
+                 f"pair{'' if n_lambda == 1 else 's'}",
+                 "name fewer Lambda pairs (max_Lambda over G groups makes G(G-1)/2), fewer "
+                 "starts ([retrain] starts) or a shorter horizon")
 
 
 def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constraint], *,
@@ -567,7 +604,7 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
     constraints = expand(model, constraints)
     bound, bound_keys, lp_res = lp_bound(model, T, constraints)
     starts = _starts(model, T, constraints, initial, seed, n_random, lp_res)
-    _check_search_memory(model, T, len(starts), len(_pairs(model, constraints)))
+    _check_search_memory(model, T, len(starts), len(_lambda_pairs(model, constraints)))
     # projected gradient on the table itself (vertices such as p = 0 or 1, where optima
     # often lie, are reached exactly; a logit parametrisation only approaches them)
     p = torch.tensor(np.stack([np.asarray(t, dtype=np.float64) for _, t in starts]),

@@ -201,23 +201,27 @@ def test_generic_trainer_measures_a_pair_constraint_as_the_audit_does(tmp_path):
 
 
 def test_a_search_over_many_pairs_is_refused_before_it_starts(monkeypatch):
-    """Each step of the search holds one exact pass for the plain keys and one a pair a
-    constraint names, each with its T kernels of every start (h5grp F5: nothing counted
-    them; 60 groups took 1.9 s an attempt and held 1,770 graphs). Under a limit the plain
-    search fits in, max_abs_C over 12 groups (66 pairs) is refused at once, naming the
-    pairs."""
+    """Each step of the search is one exact pass, every pair's C, DPE, IPE, SPE the
+    differences of its per-group values (h5grp F5: one pass a pair, 60 groups 1.9 s an
+    attempt and 1,770 graphs held), with its T kernels of every start, and the K x K Lambda
+    terms of each pair a Lambda constraint names. max_abs_C over 12 groups (66 pairs), once
+    refused under 100M (67 passes), fits; max_Lambda over 30 groups of 20 levels (435
+    pairs' terms, about 86 MiB; measured 213 MiB) is refused at once, naming the pairs."""
     from causalfair.errors import ResourceLimitError
     from causalfair.train.repair import best_found
     from tests.engines.test_groups_many import many
 
-    model = many(12, K=10)
-    # the search's lower bound, 8 bytes x 67 passes x 15+ starts x T x G x K x K, is about
-    # 193 MB; the LP bound's own check counts about 60 MB, and the plain search 2.9 MB
     monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "100M")
+    res = best_found(many(12, K=10), 20, [Constraint("max_abs_C", 0.05)], n_random=12,
+                     outer=1, inner=1)
+    assert len(res.attempts) >= 15 and len(res.constraints) == 66
+    monkeypatch.setenv("CAUSALFAIR_MAX_MEMORY", "60M")
     with pytest.raises(ResourceLimitError) as info:
-        best_found(model, 20, [Constraint("max_abs_C", 0.05)], n_random=12, outer=1, inner=1)
-    assert "the exact repair: 67 exact passes a step (the plain keys and 66 pairs)" in \
-        str(info.value), info.value
-    assert "fewer pairs" in str(info.value)
-    res = best_found(model, 20, [Constraint("abs_C", 0.05)], n_random=12, outer=1, inner=1)
-    assert len(res.attempts) >= 15
+        best_found(many(30, K=20), 1, [Constraint("max_Lambda", 0.05)], n_random=12, outer=1,
+                   inner=1)
+    assert ("the exact repair: one exact pass a step of 16 starting tables, horizon 1, 30 "
+            "groups x 20 levels, and the Lambda terms of 435 pairs") in str(info.value), info.value
+    assert "fewer Lambda pairs" in str(info.value)
+    res = best_found(many(30, K=20), 1, [Constraint("max_abs_C", 0.05)], n_random=12,
+                     outer=1, inner=1)  # the same model's pairs without Lambda: one pass
+    assert len(res.constraints) == 435
