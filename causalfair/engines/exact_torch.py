@@ -106,6 +106,13 @@ def _pass(model: TabularModel, p: Any, horizon: int, gamma: float, eps: float | 
     else:
         p_bar = pa[:, 0]  # (B, G, K, A)
     wts = mu_t[:, :T].mean(1) if weights == "visitation" else tensor(model.initial).expand(B, -1, -1)
+    if model.departed_levels:  # P(x | s) over those present (benefit.present_weights)
+        here = torch.ones(model.n_levels, dtype=f64)
+        here[list(model.departed_levels)] = 0.0
+        wts = wts * here
+        mass = wts.sum(-1, keepdim=True)
+        wts = torch.where(mass > 0, wts / torch.where(mass > 0, mass, torch.ones_like(mass)),
+                          torch.zeros_like(wts))
     delta = (h - h[:, b : b + 1]).transpose(1, 2)  # (G, K, A)
     return {"utility": (w_groups * util_g).sum(-1), "V": V, "V_ps": V_ps, "V_0": V_0,
             "utility_by_group": util_g, "mu": mu_t, "p_bar": p_bar, "wts": wts,

@@ -130,3 +130,34 @@ def test_batched_tables_equal_one_at_a_time():
         for k in ("utility", "C", "DPE", "IPE", "SPE", "Lambda"):
             assert abs(float(got[k][i]) - float(one[k])) <= 1e-12, (i, k)
         assert (int(got["pair"][0][i]), int(got["pair"][1][i])) == one["pair"]
+
+
+@pytest.mark.parametrize("weights", ["visitation", "initial"])
+@pytest.mark.parametrize("departed", [(4,), (0, 4)])
+def test_lambda_weighs_those_present_as_numpy_does(weights, departed):
+    """A model with departed levels: Lambda's weights are P(x | s) over those present
+    (zero at the departed levels, renormalised per group) on both engines; the torch
+    engine, which the repair's search follows, used every level's weight (0.208 against
+    the audit's 0.151 on this model)."""
+    rng = np.random.default_rng(2)
+    base = random_model(rng, 2, 5)
+    kernel = np.array(base.kernel)
+    for k in departed:  # absorbing, as departed levels must be
+        kernel[:, :, k, :] = 0.0
+        kernel[:, :, k, k] = 1.0
+    m = cf.TabularModel(kernel=kernel, initial=base.initial, potential=base.potential,
+                        reward=base.reward, group_weights=base.group_weights, baseline=0,
+                        action_labels=base.action_labels, departed_levels=departed)
+    p = rng.random((2, 5))
+    ref = cf.lambda_metric(m, p, 4, eps=0.1, weights=weights)
+    bare = cf.lambda_metric(cf.TabularModel(kernel=kernel, initial=base.initial,
+                                            potential=base.potential, reward=base.reward,
+                                            group_weights=base.group_weights, baseline=0,
+                                            action_labels=base.action_labels), p, 4, eps=0.1,
+                            weights=weights)
+    assert abs(ref - bare) > 1e-3  # the departed levels matter on this model
+    got = exact_metrics(m, torch.tensor(p), 4, eps=0.1, weights=weights)["Lambda"]
+    assert abs(float(got) - ref) <= 1e-12
+    batched = exact_metrics(m, torch.tensor(np.stack([p, p])), 4, eps=0.1, weights=weights,
+                            batched=True)["Lambda"]
+    assert torch.equal(batched[0], got) and torch.equal(batched[1], got)
