@@ -12,6 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import causalfair as cf
@@ -122,3 +123,29 @@ def test_report_says_the_features_network_does_not_read_s(folder, tmp_path):
     data = json.loads((out / "audit.json").read_text())["figures"]["graph"]["data"]
     assert data["policy_reads_s"] is False
     assert not [e for e in data["edges"] if e[0] == "S" and e[1].startswith("D")]
+
+
+@pytest.mark.parametrize("params", [{}, {"harder": True}])
+def test_the_central_attention_network_reads_its_site_and_the_site_is_the_group(params):
+    """attention-central's observation ends with the one-hot of the unit's own site, and the
+    sites are the groups: a network over its 165 columns (the trainer's encoding, names f0..)
+    reads S, so the graph keeps S -> D_t (h6 hunt2 F1: it said 'reads S: no')."""
+    from causalfair.policies.grid import reads_group
+    from causalfair.systems.attention import central_group_columns
+
+    system = cf.systems.make("attention-central", **params)
+    sim = system.make_simulator()
+    width = np.shape(sim.observe(sim.reset(1, None, np.random.default_rng(0))).features)[1]
+    names = tuple(f"f{j}" for j in range(width))
+    # the named columns are the one-hot of the site: column k is 1 exactly for site k
+    x = sim.observe(sim.reset(2, None, np.random.default_rng(0))).features
+    cols = [names.index(c) for c in central_group_columns(len(system.groups))]
+    assert np.array_equal(x[:, cols], np.tile(np.eye(len(system.groups)), (2, 1)))
+    net = cf.TorchPolicy(lambda x: pytest.fail("called"), cf.FeatureEncoding("features",
+                                                                              names=names))
+    assert reads_group(net, system=system) is True
+    g = cf.temporal_graph(system, 2, policy=net)
+    assert g.graph.has_edge("S", "D0") and g.graph.has_edge("S", "D1")
+    site = cf.systems.make("attention-1")  # the per-site policy reads its own last step only
+    enc = cf.FeatureEncoding("features", names=tuple(site.features))
+    assert reads_group(cf.TorchPolicy(lambda x: None, enc), system=site) is False

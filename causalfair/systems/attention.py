@@ -74,8 +74,8 @@ from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.types import Observation, StepResult
 
 __all__ = ["ATTENTION_DEFAULTS", "AttentionSimulator", "CENTRAL_LOGITS", "FPPO_INCREASE",
-           "allocate", "allocation_parity", "make_attention", "make_attention_central",
-           "make_attention_harder", "poisson_inverse"]
+           "allocate", "allocation_parity", "central_group_columns", "make_attention",
+           "make_attention_central", "make_attention_harder", "poisson_inverse"]
 
 #: The published parameters, with their sources.
 ATTENTION_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -333,6 +333,15 @@ class AttentionSimulator:
                           info={"incidents": y, "supply": seen, "demand": y})
 
 
+def central_group_columns(K: int) -> tuple[str, ...]:
+    """The names of the central observation's last ``K`` columns, the one-hot of the site's
+    own index (the site is the group): ``f{j}``, the names a system without feature names
+    gives its columns (``causalfair.train.encoding.system_encoding``), after the 4 x
+    :data:`HISTORY` x K history columns."""
+    width = 4 * HISTORY * K
+    return tuple(f"f{width + k}" for k in range(K))
+
+
 def _reward_text(z0: float, z1: float) -> str:
     seen = "" if z0 == 0 else "incidents discovered" if z0 == 1 else f"{z0:g} x incidents discovered"
     missed = "" if z1 == 0 else f"{z1:g} x incidents missed"
@@ -415,12 +424,16 @@ def make_attention(units: int | None = None, rates: Any = None, increase: Any = 
               "reward_seen": z0, "reward_missed": z1}
     if central or long_gap != "rates":  # the site systems' params stay as they were
         params.update(policy=policy, long_gap=long_gap, **({"logits": list(lg)} if central else {}))
+    # the central observation ends with the one-hot of the site's own index, and the sites
+    # are the groups: a network reading those columns reads S (the graph's S -> D_t)
+    roles = {"group": list(central_group_columns(K))} if central else {}
     return System(
         id=id,
         groups=tuple(f"site {k + 1}" for k in range(K)),
         decisions=DecisionSet(labels=labels, baseline=0, allowed=tuple(range(1, len(labels)))),
         # the central history (4 x 8 x K + K columns) pairs no individuals: no names, no Lambda
         features=None if central else AttentionSimulator.feature_names,
+        roles=roles,
         gain=Gain("incident-rate reduction", "incidents per step",
                   "lambda_k - lambda_k': how much the site's incident rate fell"),
         reward=_reward_text(z0, z1),
