@@ -49,7 +49,7 @@ import numpy as np
 
 from causalfair.errors import SystemError_
 from causalfair.model import CausalStructure
-from causalfair.systems.system import DecisionSet, Gain, System
+from causalfair.systems.system import DecisionSet, Gain, System, check_factory_int
 from causalfair.types import Observation, StepResult
 
 __all__ = ["INF", "INFECTIOUS_DEFAULTS", "REC", "SUS", "InfectiousSimulator", "karate_graph", "make_infectious",
@@ -265,11 +265,14 @@ def make_infectious(infection_probability: float = INFECTIOUS_DEFAULTS["infectio
     loss = _prob("immunity_loss_probability", immunity_loss_probability)
     if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:
         raise SystemError_(f"burn_in: must be an integer >= 0, got {burn_in!r}.")
+    horizon = check_factory_int("horizon", horizon)
+    # member indices as given: int(0.7) would infect member 0, int(True) member 1
     try:
-        init = tuple(int(v) for v in initially_infected)
-    except (TypeError, ValueError):
+        init = tuple(initially_infected)
+    except TypeError:
         init = ()
-    if not init or any(not 0 <= v < 34 for v in init):
+    if not init or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                       or not 0 <= v < 34 for v in init):
         raise SystemError_(f"initially_infected: must be member indices in [0, 34), got "
                            f"{initially_infected!r}.")
     _, comm = karate_graph()
@@ -289,7 +292,7 @@ def make_infectious(infection_probability: float = INFECTIOUS_DEFAULTS["infectio
         units_per_replica=34,
         params={"infection_probability": tau, "recovery_probability": rho,
                 "immunity_loss_probability": loss, "horizon": int(horizon),
-                "burn_in": burn_in, "initially_infected": list(init)},
+                "burn_in": burn_in, "initially_infected": [int(v) for v in init]},
         description="SIR epidemic on the karate-club graph, one vaccine per step "
                     "(ml-fairness-gym; seeds 000, 001)",
         train_defaults=INFECTIOUS_TRAIN_DEFAULTS.get(id, INFECTIOUS_TRAIN_DEFAULTS["infectious-1"]),

@@ -62,7 +62,7 @@ import numpy as np
 
 from causalfair.errors import SystemError_
 from causalfair.model import CausalStructure
-from causalfair.systems.system import DecisionSet, Gain, System
+from causalfair.systems.system import DecisionSet, Gain, System, check_factory_int
 from causalfair.types import Observation, StepResult
 
 __all__ = ["REPLICATOR_DEFAULTS", "REPLICATOR_BINDING", "check_utility_matrix",
@@ -181,6 +181,23 @@ class ReplicatorSimulator:
                           reward=reward, gain=q_next - q)
 
 
+def _numbers(values: Any) -> tuple[float, ...]:
+    """A list of real numbers as floats; () (refused by the caller, naming the field) for
+    anything else: a string ("0.5" is not a list of thresholds), None, a bool."""
+    if isinstance(values, (str, bytes)):
+        return ()
+    try:
+        items = tuple(values)
+    except TypeError:
+        return ()
+    if any(isinstance(x, (bool, str, bytes)) or x is None for x in items):
+        return ()
+    try:
+        return tuple(float(x) for x in items)
+    except (TypeError, ValueError):
+        return ()
+
+
 def make_replicator(U: Any = REPLICATOR_DEFAULTS["U"],
                     thresholds: Sequence[float] = REPLICATOR_DEFAULTS["thresholds"],
                     alpha: float = REPLICATOR_DEFAULTS["alpha"],
@@ -191,15 +208,16 @@ def make_replicator(U: Any = REPLICATOR_DEFAULTS["U"],
                     *, id: str = "replicator-1") -> Any:
     """The ``replicator-1`` system (parameters: module docstring)."""
     check_utility_matrix(U)
-    th = tuple(float(x) for x in thresholds)
+    th = _numbers(thresholds)
     if not th or any(not math.isfinite(x) for x in th):
         raise SystemError_(f"thresholds: must be finite numbers, got {thresholds!r}.")
-    q = tuple(float(x) for x in q0)
+    q = _numbers(q0)
     if len(q) != 2 or any(not 0.0 < x < 1.0 for x in q):
         raise SystemError_(f"q0: must be two qualification rates in (0, 1), got {q0!r}.")
     for name, v in (("alpha", alpha), ("beta", beta)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
             raise SystemError_(f"{name}: must be a number in [0, 1] (Yin et al., Eq. 8), got {v!r}.")
+    horizon = check_factory_int("horizon", horizon)
     labels = tuple(f"a={x:g}" for x in th) + ("reject all",)
     return System(
         id=id,

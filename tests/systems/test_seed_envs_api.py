@@ -79,3 +79,44 @@ def test_system_env_reads_unnamed_features():
     obs = env.step(env.action_space.sample())[0]
     rows = env.sim.observe(env.state).features
     assert np.array_equal(obs, rows.astype(np.float32).reshape(-1))
+
+
+@pytest.mark.parametrize("system", ["attention-1", "attention-harder", "attention-central",
+                                    "infectious-1", "infectious-harder", "replicator-1",
+                                    "replicator-binding"])
+@pytest.mark.parametrize("value", [2.5, True, "3", 3.0])
+def test_seed_factories_refuse_a_horizon_they_would_round(system, value):
+    """h6hunt2 F2: int(horizon) ran 2.5 as T = 2, true as T = 1 and "3" as 3, while the
+    system's params (audit.json) recorded the value given."""
+    import causalfair as cf
+    from causalfair.errors import SystemError_
+
+    with pytest.raises(SystemError_, match=r"^horizon: must be an integer >= 1, got "):
+        cf.systems.make(system, horizon=value)
+    assert cf.systems.make(system, horizon=np.int64(3)).horizon == 3
+
+
+@pytest.mark.parametrize("system, key, value", [
+    ("infectious-1", "initially_infected", [0.7]),  # was member 0
+    ("infectious-1", "initially_infected", [True]),  # was member 1
+    ("infectious-1", "initially_infected", ["5"]),
+    ("replicator-1", "thresholds", "0.5"),  # a ValueError of float('.')
+    ("replicator-1", "thresholds", ["a"]),
+    ("replicator-1", "thresholds", [True, 0.5]),
+    ("replicator-1", "q0", [0.5, None]),  # a TypeError of float(None)
+    ("replicator-1", "q0", "ab"),
+])
+def test_seed_factories_name_a_bad_list(system, key, value):
+    import causalfair as cf
+    from causalfair.errors import SystemError_
+
+    with pytest.raises(SystemError_, match=rf"^{key}: must be "):
+        cf.systems.make(system, **{key: value})
+
+
+def test_seed_factories_keep_good_lists():
+    import causalfair as cf
+
+    s = cf.systems.make("infectious-1", initially_infected=[np.int64(3), 5])
+    assert s.params["initially_infected"] == [3, 5]
+    assert cf.systems.make("replicator-1", thresholds=np.array([0.2, 0.4])).n_actions == 3
