@@ -180,6 +180,26 @@ def check_seed(value: Any, field: str = "seed", error: type[Exception] = InputEr
     return int(value)
 
 
+def reset_generator(rng: Any, seed: Any, current: np.random.Generator) -> np.random.Generator:
+    """The generator a vectorised environment's ``reset(rng=None, *, seed=None)`` draws from
+    (the seeds' ``VecAttentionEnv``, ``VecInfectiousEnv``): ``rng`` (a Generator, or an int
+    seed as ``VecLendingEnv.reset(seed)`` takes it first), else a fresh one from ``seed``,
+    else ``current``; anything else is an InputError naming the field (an int kept as the
+    generator failed at the first step)."""
+    if rng is not None and seed is not None:
+        raise InputError("reset: give rng (a numpy Generator) or seed (an integer), not both.")
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is not None:
+        if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)):
+            raise InputError(f"rng: bad value {short(rng)}; give a numpy Generator "
+                             "(np.random.default_rng(0)) or an integer seed.")
+        seed = rng
+    if seed is None:
+        return current
+    return np.random.default_rng(check_seed(seed))
+
+
 #: The largest Adam learning rate a trainer takes: Adam moves every weight by about lr per
 #: step, so above 1 a step outgrows the weights themselves (and above float32's range the
 #: update overflows).

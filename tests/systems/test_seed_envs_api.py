@@ -120,3 +120,35 @@ def test_seed_factories_keep_good_lists():
     s = cf.systems.make("infectious-1", initially_infected=[np.int64(3), 5])
     assert s.params["initially_infected"] == [3, 5]
     assert cf.systems.make("replicator-1", thresholds=np.array([0.2, 0.4])).n_actions == 3
+
+
+@pytest.mark.parametrize("make, act", [
+    (lambda: VecInfectiousEnv(3), lambda t: np.array([t, 34, 5])),
+    (lambda: _vec_attention(3), lambda t: np.ones((3, 5)) + np.arange(5) * (t % 2)),
+])
+def test_vec_envs_reset_with_a_seed(make, act):
+    """h6hunt2 F3: reset(3) kept the int as the generator (AttributeError at the first
+    step) and reset(seed=3) was a TypeError; VecLendingEnv.reset takes a seed first."""
+    def run(**kw):
+        env = make()
+        out = [env.reset(**kw)]
+        for t in range(4):
+            out += env.step(act(t))[:2]
+        return out
+
+    def same(a, b):
+        return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+    by_seed = run(seed=3)
+    assert same(by_seed, run(rng=3)) and same(by_seed, run(rng=np.random.default_rng(3)))
+    assert not same(by_seed, run(seed=4))
+    for bad in ({"rng": "3"}, {"rng": True}, {"seed": -1}, {"seed": 2.5},
+                {"rng": np.random.default_rng(0), "seed": 1}):
+        with pytest.raises(InputError, match=r"^(rng|seed|reset): "):
+            make().reset(**bad)
+
+
+def _vec_attention(n):
+    from causalfair.systems.gym.attention import VecAttentionEnv
+
+    return VecAttentionEnv(n)

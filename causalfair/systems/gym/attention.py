@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from causalfair._validation import check_int
+from causalfair._validation import check_int, reset_generator
 from causalfair.errors import InputError
 from causalfair.systems.attention import HISTORY, AttentionSimulator, make_attention
 
@@ -60,9 +60,11 @@ class VecAttentionEnv:
         return np.concatenate([s.seen.reshape(-1, self.K), s.attention.reshape(-1, self.K)],
                               axis=1).astype(np.float32)
 
-    def reset(self, rng: np.random.Generator | None = None) -> np.ndarray:
-        if rng is not None:
-            self.rng = rng
+    def reset(self, rng: np.random.Generator | int | None = None, *, seed: int | None = None
+              ) -> np.ndarray:
+        """Reset every set of sites; ``rng`` (a Generator or an int seed) or ``seed`` fixes
+        all randomness (the same seed, the same numbers), else the generator runs on."""
+        self.rng = reset_generator(rng, seed, self.rng)
         self.state = self.sim.reset(self.n_envs, None, self.rng)
         return self._obs()
 

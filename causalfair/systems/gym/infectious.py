@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from causalfair._validation import check_int
+from causalfair._validation import check_int, reset_generator
 from causalfair.errors import InputError
 from causalfair.systems.infectious import INFECTIOUS_DEFAULTS, InfectiousSimulator
 
@@ -46,9 +46,11 @@ class VecInfectiousEnv:
         self.state = None
         self.rng = np.random.default_rng()
 
-    def reset(self, rng: np.random.Generator | None = None) -> np.ndarray:
-        if rng is not None:
-            self.rng = rng
+    def reset(self, rng: np.random.Generator | int | None = None, *, seed: int | None = None
+              ) -> np.ndarray:
+        """Reset every graph; ``rng`` (a Generator or an int seed) or ``seed`` fixes all
+        randomness (the same seed, the same numbers), else the generator runs on."""
+        self.rng = reset_generator(rng, seed, self.rng)
         self.state = self.sim.reset(self.n_envs, None, self.rng)
         # a copy: an observation written over (a wrapper normalising in place) must not
         # change the epidemic
