@@ -149,3 +149,31 @@ def test_the_central_attention_network_reads_its_site_and_the_site_is_the_group(
     site = cf.systems.make("attention-1")  # the per-site policy reads its own last step only
     enc = cf.FeatureEncoding("features", names=tuple(site.features))
     assert reads_group(cf.TorchPolicy(lambda x: None, enc), system=site) is False
+
+
+def test_a_checkpoint_of_another_action_set_is_refused_at_load(tmp_path):
+    """h6hunt2 F4: `causalfair graph` drew the graph of an 8-action attention-central network
+    on a 4-action setting (--param logits=[-1,0,1]); decompose refused it only once the
+    engine evaluated it. load_checkpoint_for refuses it, naming both action counts."""
+    from causalfair.errors import CheckpointError
+    from causalfair.policies.checkpoint import load_checkpoint_for, save_checkpoint
+    from causalfair.policies.nets import mlp
+
+    system = cf.systems.make("attention-central")
+    names = [f"f{j}" for j in range(165)]
+    path = tmp_path / "central.npz"
+    save_checkpoint(path, mlp(165, (4,), 8),
+                    architecture={"type": "mlp", "input_dim": 165, "hidden": [4],
+                                  "activation": "tanh", "output_dim": 8},
+                    encoding=cf.FeatureEncoding("features", names=tuple(names)),
+                    metadata={"name": "central", "n_actions": 8})
+    assert load_checkpoint_for(path, system)[0].n_actions == 8  # its own setting loads
+    other = cf.systems.make("attention-central", logits=[-1, 0, 1])
+    with pytest.raises(CheckpointError, match=r"chooses among 8 actions, but the system has 4"):
+        load_checkpoint_for(path, other)
+    for cmd in ("graph", "decompose"):
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = main([cmd, "--system", "attention-central", "--param", "logits=[-1,0,1]",
+                       "--param", "horizon=3", "--checkpoint", str(path)])
+        assert rc == 2 and "chooses among 8 actions" in err.getvalue(), err.getvalue()

@@ -453,4 +453,13 @@ def load_checkpoint_for(path: str | os.PathLike[str], system: Any) -> tuple[Any,
                         n_groups=system.n_groups, source=str(path))
     if callable(getattr(pol, "check_system", None)):  # population policies
         pol.check_system(system)
+    # its outputs, as its inputs: a network over another action set is refused here, at
+    # every door, not when an engine first evaluates it (and never drawn by `graph`)
+    have, want = getattr(pol, "n_actions", None), getattr(system, "n_actions", None)
+    if isinstance(have, int) and isinstance(want, int) and have != want:
+        raise CheckpointError(
+            f"checkpoint {path}: chooses among {have} actions, but the system has {want} "
+            f"({', '.join(map(str, getattr(getattr(system, 'decisions', None), 'labels', ())))}"
+            "); a checkpoint trained on another setting of the system (its actions: e.g. "
+            "--param logits, priorities, thresholds) runs only on that setting.")
     return pol, meta
