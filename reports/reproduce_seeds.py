@@ -462,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
                          "(default: all)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    # the counts before any work: --eval-n 0 failed only after every training run
+    for opt, val, least in (("--iterations", args.iterations, 1), ("--seeds", args.seeds, 1),
+                            ("--eval-n", args.eval_n, 2), ("--jobs", args.jobs, 1)):
+        if val is not None and val < least:
+            ap.error(f"{opt}: must be an integer >= {least}, got {val}")
     budget, cells = {**BUDGETS[args.budget]}, CELLS
     if args.quick:  # seed 001's central attention on 20-step episodes, to stay a smoke run
         cells = {"infectious-1": CELLS["infectious-1"], "attention-central": (

@@ -161,3 +161,17 @@ def test_same_actions_sums_over_a_replicas_units():
     gaps = mod.action_gaps(probs, "s", "m", ("x", "y"))
     assert gaps["x"] == pytest.approx(1.0) and gaps["x"] > mod.SAME_ACTIONS_TOL
     assert gaps["y"] == 0.0
+
+
+@pytest.mark.parametrize("opt, value", [("--iterations", "0"), ("--seeds", "0"),
+                                        ("--eval-n", "0"), ("--eval-n", "1"),
+                                        ("--jobs", "-1")])
+def test_bad_counts_are_refused_before_any_work(tmp_path, opt, value, capsys):
+    """h6hunt2 F5: --iterations 0 and --seeds 0 ended in tracebacks, --eval-n 0 only after
+    every training run; --jobs -1 was taken as 1."""
+    mod = _load(SEEDS)
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--quick", opt, value, "--out", str(tmp_path / "o")])
+    assert exc.value.code == 2
+    assert f"{opt}: must be an integer >= " in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
