@@ -169,6 +169,7 @@ def _compute(args: argparse.Namespace):
     """The system, eps's source, the decomposition, the benefit result of ``args`` and,
     with more than two groups, every pair (:func:`_every_pair`)."""
     from causalfair._validation import engine_for
+    from causalfair.engines._mc_base import mc_options
     from causalfair.engines.benefit import eps_for
     from causalfair.engines.groups import check_pairs, resolve_pair
 
@@ -187,6 +188,8 @@ def _compute(args: argparse.Namespace):
     with as_flag_error():
         engine = engine_for(system, args.engine)
     model = system.tabular if "exact" in system.engines else None
+    with as_flag_error(["seed"]):  # --seed: checked whatever the engine (mc_options)
+        mc_options(seed=args.seed)
     if engine != "mc" and (args.backend or args.jobs or args.address or n_given
                            or args.benefit_bins is not None):
         raise UsageError("--n/--backend/--jobs/--address/--benefit-bins: only with the Monte "
@@ -298,8 +301,6 @@ def _decompose_mc(args: argparse.Namespace, policy, system, forks: dict | None =
     statistics kept for the other pairs)."""
     if args.n < 2:
         raise UsageError(f"--n: must be an integer >= 2, got {args.n}.")
-    if args.seed < 0:
-        raise UsageError(f"--seed: must be >= 0, got {args.seed}.")
     bins = _bins(args)
     if bins < 1:
         raise UsageError(f"--benefit-bins: must be an integer >= 1, got {bins}.")

@@ -19,6 +19,7 @@ from causalfair.backends import (
     SerialBackend,
     TaskError,
     ThreadBackend,
+    engine_device,
     make_backend,
     pickler,
     resolve_jobs,
@@ -78,6 +79,25 @@ def check_work(unit_steps: int, what: str, fix: str) -> None:
         raise ResourceLimitError(
             f"{what}: {unit_steps:.3g} unit-steps (units x epochs) is over the limit of "
             f"{limit:.3g}; {fix}, or raise the limit with {UNIT_STEPS_ENV} (docs/limits.md).")
+
+
+def mc_options(n: Any = 2, seed: Any = 0, jobs: Any = "auto", device: Any = None,
+               benefit_bins: Any = 4) -> tuple[int, int, int]:
+    """``n`` (units per group or worlds, >= 2), ``seed`` (>= 0) and ``benefit_bins`` (>= 1)
+    as ints, ``jobs``
+    (:func:`~causalfair.backends.resolve_jobs`), ``device`` when given
+    (:func:`~causalfair.backends.engine_device`) checked, else
+    an InputError naming the argument: the one check of the Monte Carlo options, made by
+    every engine (:func:`~causalfair.engines.montecarlo.decompose_mc`, the coupled engine,
+    and the exact engine of :func:`causalfair.decompose`, :func:`causalfair.benefit_fairness`
+    and :func:`causalfair.compare_groups`, which ignores valid values: a bad one is refused
+    whatever the engine)."""
+    n = check_int("n", n, 2)
+    seed = check_int("seed", seed, 0)
+    resolve_jobs(jobs, "jobs")
+    if device is not None:
+        engine_device(device)
+    return n, seed, check_int("benefit_bins", benefit_bins, 1)
 
 
 def batch_for(sim: Any, batch_size: Any) -> int:

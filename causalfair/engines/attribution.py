@@ -75,7 +75,14 @@ from causalfair._validation import (
     check_unit,
     engine_for,
 )
-from causalfair.engines._mc_base import MOMENT_KEYS, Moments, batches, engine_backend, fold_tasks
+from causalfair.engines._mc_base import (
+    MOMENT_KEYS,
+    Moments,
+    batches,
+    engine_backend,
+    fold_tasks,
+    mc_options,
+)
 from causalfair.engines.benefit_cells import bin_cells, bin_labels, quantile_edges
 from causalfair.engines.groups import pair_arg
 from causalfair.engines.montecarlo import paired_jobs, paired_numbers, paired_trios, simulate_batch
@@ -616,6 +623,7 @@ def attribute(system: Any, policy: Any, baseline: Any, horizon: int | None = Non
     ``pair``: indices, the groups' names or ``"A-B"``, as :func:`causalfair.decompose`'s;
     ``"pi0"`` (the baseline action everywhere) is a policy or baseline on either engine."""
     check_engine(engine)
+    mc_options(n, seed)  # Monte Carlo only, refused on every engine (cf.decompose's)
     # pair: names, "A-B", a Series, as cf.decompose takes them
     if isinstance(system, TabularModel) and engine != "mc":
         return attribute_exact(system, policy, baseline, 20 if horizon is None else horizon,

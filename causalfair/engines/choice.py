@@ -24,6 +24,7 @@ from causalfair._validation import (
     check_weights,
     engine_for,
 )
+from causalfair.engines._mc_base import mc_options
 from causalfair.engines.benefit import benefit_fairness as _benefit_exact
 from causalfair.engines.benefit import eps_for
 from causalfair.engines.benefit_horizon import lambda_horizon
@@ -87,7 +88,10 @@ def decompose(model: Any, policy: Any, horizon: int | None = None, *, gamma: flo
     on it) and ``device`` for a network policy's forward pass (``"cpu"``, ``"cuda"``,
     ``"auto"``; default ``CAUSALFAIR_DEVICE``, else the CPU), and ``benefit_bins``, the
     quantile bins per feature of Lambda's cells on a system observed through features, as
-    :func:`~causalfair.engines.montecarlo.decompose_mc`. ``pair``: the groups (s+, s-) C
+    :func:`~causalfair.engines.montecarlo.decompose_mc`. The Monte Carlo options (``n``,
+    ``seed``, ``jobs``, ``device``, ``benefit_bins``) are checked on every engine
+    (:func:`~causalfair.engines._mc_base.mc_options`): the exact engine ignores a valid
+    value and refuses a bad one, as Monte Carlo does. ``pair``: the groups (s+, s-) C
     compares, the first minus the second, as indices ``(0, 3)``, names
     ``("prime", "young")`` or ``"prime-young"``; default the first and the second of two
     groups, else those with the largest and smallest V^pi.
@@ -109,6 +113,7 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     check_engine(engine)
     check_alpha(alpha)
     check_weights(weights)
+    mc_options(n, seed, jobs, device, benefit_bins)  # Monte Carlo only, refused on every engine
     system = _system(model, engine)
     pair = _pair(pair, system)
     eps, _ = eps_for(eps, system)
@@ -192,6 +197,7 @@ def benefit_fairness(model: Any, policy: Any, horizon: int | None = None, *,
     check_alpha(alpha)
     check_weights(weights)
     horizon_benefit = check_flag("horizon_benefit", horizon_benefit)
+    mc_options(n, seed, benefit_bins=benefit_bins)  # Monte Carlo only, refused on every engine
     system = _system(model, engine)  # read once: the body reads it as it is
     ben = _benefit_fairness(system, policy, horizon, eps=eps, weights=weights, pair=pair,
                             engine=engine, n=n, seed=seed, alpha=alpha,
@@ -272,6 +278,7 @@ def compare_groups(model: Any, policy: Any, horizon: int | None = None, *,
     Returns a :class:`~causalfair.engines.groups.GroupComparison`: ``worst`` (the pair with
     the largest |C|), ``to_frame()`` (every pair's quantities with intervals, one
     DataFrame), ``groups_frame()``, ``plot()`` (every pair's C with its interval)."""
+    mc_options(n, seed, jobs, benefit_bins=benefit_bins)  # Monte Carlo only, every engine
     sy = _system(model, engine)
     check_pairs(sy.n_groups, "compare_groups",  # before any run
                 coupled=getattr(sy, "units_per_replica", 1) != 1)

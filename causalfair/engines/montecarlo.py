@@ -64,6 +64,7 @@ from causalfair.engines._mc_base import (
     check_work,
     engine_backend,
     fold_tasks,
+    mc_options,
     present_units,
     sample_actions,
     type_name,
@@ -277,8 +278,7 @@ def _setup(system: Any, simulator: Any, horizon: int | None, n: int, seed: int,
         if horizon is None:  # the horizon it declares, as a System made from it has
             horizon = getattr(sim, "horizon", None)
     T = check_horizon(20 if horizon is None else horizon)
-    n = check_int("n", n, 2)
-    seed = check_int("seed", seed, 0)
+    n, seed, _ = mc_options(n, seed, jobs)
     batch = batch_for(sim, batch_size)
     check_work(runs * n * int(sim.n_groups) * T, f"Monte Carlo of {n} individuals per group "
                f"over {T} epochs", "lower n or the horizon")
@@ -413,7 +413,7 @@ def decompose_mc(
     keeps the forks' rollout, cells, cell means and bootstrap replicates in, for the caller to
     pass on to the other pairs' Lambda (:func:`causalfair.engines.groups.lambda_by_forks`).
     """
-    benefit_bins = check_int("benefit_bins", benefit_bins, 1)
+    n, seed, benefit_bins = mc_options(n, seed, jobs, device, benefit_bins)  # before any run
     system = simulator if isinstance(simulator, System) else None
     if system is not None:
         if system.units_per_replica != 1:

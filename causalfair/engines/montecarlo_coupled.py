@@ -34,6 +34,7 @@ from causalfair.engines._mc_base import (
     check_work,
     engine_backend,
     fold_tasks,
+    mc_options,
     paired_bytes,
     paired_cov,
     present_units,
@@ -173,8 +174,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     device resolved).
     """
     T = check_horizon(horizon)
-    n = check_int("n", n, 2)
-    seed = check_int("seed", seed, 0)
+    n, seed, _ = mc_options(n, seed, jobs)
     U = system.units_per_replica
     batch = max(1, (DEFAULT_BATCH_SIZE // U)) if batch_size is None else check_int(
         "batch_size", batch_size, 1)
