@@ -126,7 +126,10 @@ def resolve_pair(pair: Any, groups: Sequence[str], where: str = "pair"
     fix = (f"name two of the groups {', '.join(groups)}, the first minus the second, e.g. "
            f"\"{groups[-1]}-{groups[0]}\" or [\"{groups[-1]}\", \"{groups[0]}\"]")
     if isinstance(pair, str):
-        ab = split_pair(pair, groups)
+        try:
+            ab = split_pair(pair, groups)
+        except InputError as exc:  # two readings: named with the field that gave the pair
+            raise InputError(f"{where}: {exc}") from None
         bare = pair.strip("\"'")
         if ab is None and bare != pair and split_pair(bare, groups) is not None:
             raise InputError(f"{where}: {pair[:60]!r} names no two groups; drop the quotes "
@@ -190,12 +193,22 @@ def pair_arg(pair: Any, groups: Sequence[str]) -> Any:
 
 def split_pair(name: str, groups: Sequence[str]) -> tuple[int, int] | None:
     """``"A-B"`` as group indices (a, b), or None when it names no two distinct groups
-    (a group name may itself contain ``-``: every split point is tried)."""
+    (a group name may itself contain ``-``: every split point is tried). A name that reads
+    as two pairs (groups "a-b", "c", "a", "b-c": "a-b-c"), which group names checked by
+    :func:`causalfair._validation.check_pair_names` never allow, is an InputError listing
+    the readings: name the pair by its two groups instead (``pair=["a-b", "c"]``)."""
     text = str(name)
-    for i, ch in enumerate(text):
-        if ch == "-" and text[:i] in groups and text[i + 1:] in groups and text[:i] != text[i + 1:]:
-            return groups.index(text[:i]), groups.index(text[i + 1:])
-    return None
+    groups = [str(g) for g in groups]
+    reads = [(text[:i], text[i + 1:]) for i, ch in enumerate(text)
+             if ch == "-" and text[:i] in groups and text[i + 1:] in groups
+             and text[:i] != text[i + 1:]]
+    if len(reads) > 1:
+        raise InputError(f"pair {short(text, 60)} reads as {len(reads)} pairs: "
+                         + ", ".join(f"{a!r} minus {b!r}" for a, b in reads)
+                         + "; name the pair by its two groups (e.g. pair=[" + ", ".join(
+                             f'"{g}"' for g in reads[0]) + "]), or rename a group so that "
+                         "no two pairs read alike (e.g. without \"-\").")
+    return (groups.index(reads[0][0]), groups.index(reads[0][1])) if reads else None
 
 
 #: Every quantity of a pair, in the order errors list them.

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_keywords, check_names
+from causalfair._validation import check_keywords, check_names, check_pair_names
 from causalfair.errors import ModelError, SystemError_, call_user, short
 from causalfair.graph import check_structure
 from causalfair.model import CausalStructure, TabularModel, check_lambda_eps, departed_indices
@@ -269,6 +269,9 @@ class System:
                     f"system {self.id!r}: group_attributes {short(atts)} must be at least two "
                     f"attributes (two values or more each) whose product is the {len(groups)} "
                     "groups, in order.")
+            for att, vals in atts.items():  # their pairs "a-b" key the marginal tables
+                check_pair_names(f"system {self.id!r}: group_attributes {att!r}", vals,
+                                 SystemError_)
             _check_product_order(self.id, groups, atts)
             set_(self, "group_attributes", atts)
         if not isinstance(self.decisions, DecisionSet):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import causalfair as cf
-from causalfair.engines.groups import compare, split_pair
+from causalfair.engines.groups import compare, resolve_pair, split_pair
 from causalfair.errors import InputError, SystemError_
 from causalfair.model import TabularModel
 from causalfair.systems import System
@@ -145,3 +145,23 @@ def test_intersections_pool_the_groups_of_each_attribute_value():
     assert split_pair("A-F-B-M", names) == (0, 3)  # group names with "-" still split
     with pytest.raises(SystemError_, match="group_attributes"):
         System(id="x", groups=names, tabular=model, group_attributes={"race": ("A", "B")})
+
+
+def test_attribute_values_whose_pairs_read_alike_are_refused():
+    # h6hunt1 F2: "a-b" - "c" and "a" - "b-c" are both "a-b-c": a marginal pair row was lost
+    vals = ("z", "a-b", "c", "a", "b-c")
+    names = tuple(f"{v}/{s}" for v in vals for s in ("F", "M"))
+    model = tri_model((0, 1, 2, 0, 1, 2, 0, 1, 2, 0), names)
+    with pytest.raises(SystemError_, match=r"group_attributes 'band': 'a-b-c' names two pairs"):
+        System(id="x", groups=names, tabular=model, horizon=2, levels=("low", "high"),
+               group_attributes={"band": vals, "sex": ("F", "M")})
+
+
+def test_a_pair_that_reads_two_ways_is_refused_listing_the_readings():
+    groups = ("a-b", "c", "a", "b-c")  # never checked: split_pair on its own
+    with pytest.raises(InputError, match=r"^--pair: pair 'a-b-c' reads as 2 pairs: 'a' minus "
+                       r"'b-c', 'a-b' minus 'c'; name the pair by its two groups"):
+        resolve_pair("a-b-c", groups, "--pair")
+    assert resolve_pair(["a-b", "c"], groups) == (0, 1)
+    assert resolve_pair(["a", "b-c"], groups) == (2, 3)
+    assert split_pair("a-b-a", groups) == (0, 2)  # one reading: as before
