@@ -277,9 +277,25 @@ def run_exact(args: argparse.Namespace) -> int:
                          f"'abs_C[{args.pair[:40]}]<=0.05'.")
     if args.resume:
         raise UsageError("--resume: the exact repair has no run to continue; run it again.")
+    unused = [flag for flag, v in (
+        ("--beta-c", args.beta_c is not None), ("--beta-lambda", args.beta_lambda is not None),
+        ("--individuals", args.individuals is not None),
+        ("--eval-every", args.eval_every is not None),
+        ("--checkpoint-every", args.checkpoint_every is not None), ("--set", args.set),
+        ("--env", args.env != "individual")) if v]
+    if unused:  # the PPO trainers' flags: they used to be ignored without a word
+        raise UsageError(f"{', '.join(unused)}: not used by --algo exact (the repair on the "
+                         "tabular model: --system/--setting, --param, --levels, --horizon, "
+                         "--constraint, --init-checkpoint, --seed, --iterations).")
+    if args.system and args.setting:
+        raise UsageError(f"--setting {args.setting} and --system {args.system}: give one of "
+                         "them.")
     cons = [parse_constraint(c) for c in args.constraint]
     sid = args.system or args.setting or "lending-1"
-    system = make(sid, search_path=args.search_path, **parse_params(args.param))
+    params = parse_params(args.param)
+    if not args.system:  # the lending shorthand's levels, as the PPO trainers read them
+        params.setdefault("levels", args.levels)
+    system = make(sid, search_path=args.search_path, **params)
     horizon = system.horizon if args.horizon is None else args.horizon
     init = None
     if args.init_checkpoint:

@@ -206,3 +206,36 @@ def test_a_field_given_by_set_and_by_its_flag_is_refused(tmp_path, cli_here, cmd
     assert p.returncode == 2, p.stderr
     assert "--set iterations: given with --iterations as well (3 and 1); keep one." in p.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flags", [["--beta-c", "3"], ["--beta-lambda", "1"],
+                                   ["--individuals", "7"], ["--eval-every", "2"],
+                                   ["--checkpoint-every", "3"], ["--set", "lr=0.1"],
+                                   ["--env", "population"]])
+def test_cli_exact_repair_refuses_the_ppo_flags_it_does_not_use(tmp_path, cli_here, flags):
+    # h6hunt1 F3: they were ignored without a word (exit 0)
+    p = cli_here("train", "--no-progress", "--algo", "exact", "--constraint", "abs_C<=0.05",
+                 "--iterations", "1", "--out", tmp_path / "rep", *flags, cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"{flags[0]}: not used by --algo exact" in p.stderr
+    assert not (tmp_path / "rep").exists()
+
+
+def test_cli_exact_repair_reads_levels_of_the_lending_shorthand(tmp_path, cli_here,
+                                                               monkeypatch):
+    # h6hunt1 F3: --setting lending-1 --levels 9 repaired the 7-level model (PPO: 9 levels)
+    import causalfair.train.exact as ex
+
+    seen = []
+
+    def stop(system, *a, **k):
+        seen.append(system.tabular.n_levels)
+        raise InputError("stop: seen")
+
+    monkeypatch.setattr(ex, "repair_checkpoint", stop)
+    for extra, k in (([], 7), (["--levels", "9"], 9), (["--param", "levels=5"], 5)):
+        p = cli_here("train", "--no-progress", "--algo", "exact", "--constraint",
+                     "abs_C<=0.05", "--setting", "lending-1", "--out", tmp_path / "rep",
+                     *extra, cwd=tmp_path)
+        assert p.returncode == 2 and "stop: seen" in p.stderr, p.stderr
+        assert seen[-1] == k
