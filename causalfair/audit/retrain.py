@@ -50,6 +50,7 @@ from causalfair.policies.vecnormalize import sibling_stats
 from causalfair.thresholds import (
     MIN_RATIO_KEYS,
     Constraint,
+    constraint_key_error,
     constraints_from_thresholds,
     split_key,
 )
@@ -245,10 +246,11 @@ def check_retrain(spec: AuditSpec, system: Any = None) -> None:
             raise SpecError(f"{where}: [retrain] algo {spec.retrain['algo']!r}: {exc}") from None
 
 
-def imposed_constraints(spec: AuditSpec) -> list[Constraint]:
+def imposed_constraints(spec: AuditSpec, before: AuditResult | None = None) -> list[Constraint]:
     """The constraints a repair of ``spec`` imposes while it trains: **every** threshold of
     the spec (one pair's ``abs_C[A-B]``, every pair's ``max_abs_C`` and ``min_ratio_V``
-    included), for
+    included; with ``before``, the audit that failed, its ``[baseline.thresholds]`` too, as
+    absolute bounds from the baseline's audited numbers: :func:`baseline_constraints`), for
     ``algo = "exact"`` (on the tabular model) and for every PPO-family algo on the generic
     trainer (PPO-Lagrangian: a multiplier per threshold on top of the algo's own penalty,
     the best passing audited iteration kept); none on the lending settings, whose trainer
@@ -260,12 +262,42 @@ def imposed_constraints(spec: AuditSpec) -> list[Constraint]:
     where = spec.label
     who = ("the exact repair" if r.get("algo") == "exact"
            else f"[retrain] algo {r.get('algo')!r} (PPO-Lagrangian)")
-    if r.get("algo") != "exact" and not spec.thresholds:
-        return []
+    relative = baseline_constraints(spec, before, who)
+    if not spec.thresholds and (relative or (spec.baseline_thresholds and before is None)
+                                or r.get("algo") != "exact"):
+        return relative  # a spec gated only against its baseline: those, known after its audit
     try:
-        return constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]", who)
+        return constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]",
+                                           who) + relative
     except InputError as exc:  # a key no repair imposes, a bound that can never hold
         raise SpecError(str(exc)) from None
+
+
+def baseline_constraints(spec: AuditSpec, before: AuditResult | None,
+                         who: str = "the repair") -> list[Constraint]:
+    """``[baseline.thresholds]`` as the absolute bounds a repair imposes: "KEY(policy) -
+    KEY(baseline) <= v" is KEY <= KEY(baseline) + v (``abs_*``: |X| <= |X_baseline| + v),
+    the baseline's number read from ``before``'s audit (``extra["baseline"]``; exact on a
+    tabular system, else the paired run's estimate). Keys no repair imposes (utility, whose
+    drop the repair's utility floor bounds; the Monte Carlo and log metrics) are left to the
+    gate's re-audit. None before the audit (``before`` None)."""
+    if before is None or not spec.baseline_thresholds:
+        return []
+    numbers = ((before.extra or {}).get("baseline") or {}).get("quantities") or {}
+    out = []
+    for key, thr in spec.baseline_thresholds.items():
+        if key not in numbers or constraint_key_error(key) is not None:
+            continue
+        theirs = float(numbers[key]["baseline"])
+        bound = (abs(theirs) if key.startswith("abs_") else theirs) + float(thr)
+        try:
+            out.append(Constraint(key, bound))
+        except InputError:
+            raise SpecError(f"{spec.label}: [baseline.thresholds] {key} = {thr:g}: {who} "
+                            f"cannot meet it: it asks |{key[4:]}| <= {abs(theirs):.6g} (the "
+                            f"baseline's) {thr:+g} = {bound:.6g} < 0, which no policy "
+                            "meets; loosen the threshold.") from None
+    return out
 
 
 def run_retrain(spec: AuditSpec, before: AuditResult, target: Path | None = None, *,
@@ -305,7 +337,7 @@ def _retrain_trained(spec: AuditSpec, before: AuditResult, system: Any, built: P
     scratch = from_scratch(spec)
     arch = ({k: r[k] for k in ("hidden", "activation") if k in r} if scratch
             else (before.checkpoint_meta or {}).get("architecture"))
-    config = _train_config(TrainConfig, spec, r, arch)
+    config = _train_config(TrainConfig, spec, r, arch, before)
     if before.benefit is not None:  # Lambda (penalty, constraint) at the gate's eps
         config = config.replace(lambda_eps=float(before.benefit.eps))
     if spec.setting is None:  # any system: the generic trainer, on the spec's own system
@@ -467,7 +499,7 @@ def _repair_exact(spec: AuditSpec, before: AuditResult, system: Any, built: Path
     r = spec.retrain or {}
     where = spec.label
     T = spec.horizon or system.horizon
-    constraints = _on_spec_pair(imposed_constraints(spec), spec, system.groups)
+    constraints = _on_spec_pair(imposed_constraints(spec, before), spec, system.groups)
     pair = resolve_pair(spec.pair, system.groups, f"{where}: [engine] pair")
     start: dict[str, Any] = (_scratch_network(spec, before, system, T) if from_scratch(spec)
                              else {"init": load_checkpoint_for(spec.checkpoint, system)})
@@ -520,7 +552,8 @@ def scratch_encoding(system: Any) -> Any:
 
 
 def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
-                  arch: Mapping[str, Any] | None = None) -> Any:
+                  arch: Mapping[str, Any] | None = None,
+                  before: AuditResult | None = None) -> Any:
     """Map the spec's [retrain] (and the checkpoint's architecture, for the warm start)
     onto TrainConfig's fields (only those it has): its ``eval_every`` and ``audit_n``
     (absent: the trainer's 5, and the spec's ``[engine] n`` when thresholds are imposed);
@@ -546,7 +579,7 @@ def _train_config(TrainConfig: Any, spec: AuditSpec, r: Mapping[str, Any],
     if runs_as:  # ppo-lag: PPO-Lagrangian alone, the multipliers in place of any beta
         cand["algo"] = cand["algorithm"] = runs_as
         cand["beta_c"] = cand["beta_lambda"] = 0.0
-    imposed = imposed_constraints(spec)
+    imposed = imposed_constraints(spec, before)
     if imposed:  # every threshold, on top of the algo's own penalty
         cand["constraints"] = tuple(k.text for k in imposed)
         cand["audit_n"] = spec.n
