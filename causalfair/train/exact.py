@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,10 @@ class Repaired:
     result: Any  # causalfair.train.repair.RepairResult
     architecture: Mapping[str, Any]
     encoding: Any  # causalfair.policies.checkpoint.FeatureEncoding
+    #: What the repair ran on and with (its checkpoint's ``algorithm``, ``system``,
+    #: ``system_params``, ``horizon``, ``seed`` and ``config``, as a trainer's checkpoint
+    #: records its run): enough to know what the constraints were met on and to rerun it.
+    run: Mapping[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The repair's summary as its checkpoint records it: without the attempts and
@@ -41,7 +45,8 @@ class Repaired:
         """Write the repaired network to ``path`` (``.npz`` or ``.pt``, atomically), its
         metadata ``metadata`` plus ``repair`` (:meth:`summary`)."""
         save_checkpoint(path, self.result.module, architecture=self.architecture,
-                        encoding=self.encoding, metadata={**metadata, "repair": self.summary()})
+                        encoding=self.encoding,
+                        metadata={**self.run, **metadata, "repair": self.summary()})
 
 
 def tabular_model(system: Any, where: str = "--algo exact",
@@ -113,7 +118,17 @@ def repair_checkpoint(system: Any, horizon: int, constraints: Sequence[Any], *,
                             seed=seed, outer=outer, n_random=n_random, search=search, pair=pair)
     if init is None and original is not None:  # (causalfair train --algo exact: as before)
         _as_new_network(result, model, horizon, original, eps, weights, pair)
-    return Repaired(result=result, architecture=arch, encoding=enc)
+    groups = tuple(getattr(system, "groups", None) or model.group_names)
+    run = {"algorithm": "exact", "system": getattr(system, "id", None) or model.name,
+           "system_params": dict(system.to_dict().get("params") or {})
+           if callable(getattr(system, "to_dict", None)) else {},
+           "horizon": int(horizon), "seed": int(seed),
+           "config": {"iterations": int(outer), "starts": int(n_random),
+                      "constraints": [c.text for c in constraints],
+                      "eps": eps if eps is None or isinstance(eps, str) else float(eps),
+                      "weights": weights,
+                      "pair": None if pair is None else [groups[pair[0]], groups[pair[1]]]}}
+    return Repaired(result=result, architecture=arch, encoding=enc, run=run)
 
 
 #: The name of the repair's start from the network as given (repair_network's), and the

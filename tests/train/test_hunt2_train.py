@@ -239,3 +239,25 @@ def test_cli_exact_repair_reads_levels_of_the_lending_shorthand(tmp_path, cli_he
                      *extra, cwd=tmp_path)
         assert p.returncode == 2 and "stop: seen" in p.stderr, p.stderr
         assert seen[-1] == k
+
+
+def test_the_exact_repair_checkpoint_records_its_run(tmp_path):
+    # h6hunt1 F5: it recorded only its name and the repair's numbers (no system, levels,
+    # horizon, seed or constraints), unlike a trainer's checkpoint
+    import json
+
+    from causalfair.policies.checkpoint import read_pt
+    from causalfair.thresholds import Constraint
+
+    system = cf.systems.make("lending-1", levels=5)
+    rep = repair_checkpoint(system, 3, [Constraint("abs_C[s--s+]", 0.05)], seed=5, outer=1,
+                            n_random=0, pair=(1, 0))
+    rep.save(tmp_path / "r.pt", name="r")
+    md = read_pt(tmp_path / "r.pt")[1]["metadata"]
+    assert {k: md[k] for k in ("algorithm", "system", "system_params", "horizon", "seed",
+                               "name")} == {"algorithm": "exact", "system": "lending-1",
+                                            "system_params": {"levels": 5}, "horizon": 3,
+                                            "seed": 5, "name": "r"}
+    assert md["config"] == {"iterations": 1, "starts": 0, "constraints": ["abs_C[s--s+]<=0.05"],
+                            "eps": None, "weights": "visitation", "pair": ["s-", "s+"]}
+    json.dumps(md)  # JSON all through
