@@ -30,6 +30,7 @@ from causalfair.engines.occupancy import (
     fair_lp,
     policy_metrics,
 )
+from causalfair.errors import short
 from causalfair.model import ModelError, TabularModel
 
 __all__ = ["CONSTRAINTS", "Frontier", "InfeasibleError", "LPResult", "OccupancyLP", "fair_lp",
@@ -292,6 +293,10 @@ def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None
         points = check_points(points, model, horizon) if isinstance(model, TabularModel) \
             else points
     else:
+        if isinstance(eps_grid, (str, bytes)) or not isinstance(eps_grid, Iterable) \
+                or (isinstance(eps_grid, np.ndarray) and eps_grid.ndim == 0):  # 0.1, "0.1"
+            raise ModelError(f"eps_grid: expected a list of eps values >= 0, got "
+                             f"{short(eps_grid, 40)}; e.g. [0.0, 0.05, 0.1], or [0.1] for one.")
         eps_grid = list(eps_grid)
         if isinstance(model, TabularModel) and len(eps_grid) >= 2:
             check_points(len(eps_grid), model, horizon, "eps_grid")

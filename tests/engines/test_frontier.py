@@ -406,3 +406,13 @@ def test_infeasible_bound_is_infeasible_error_whatever_highs_status():
         res = lp.solve(eps, "C", raise_infeasible=False, audit=False)
         assert res.status == "infeasible"
     assert fair_lp(model, 20, eps=1.01 * low, lp=lp).C <= 1.01 * low + 1e-9
+
+
+@pytest.mark.parametrize("grid", [0.1, "0.1", np.float64(0.1), np.array(0.1)])
+def test_an_eps_grid_that_is_one_number_is_refused_by_name(grid):
+    # h6hunt1 F6: 0.1 crashed (TypeError: 'float' object is not iterable), "0.1" read its
+    # characters ("eps[C]: ... got '0'")
+    model = lending_setting("lending-1").tabular
+    with pytest.raises(ModelError, match=r"^eps_grid: expected a list of eps values >= 0"):
+        frontier(model, 3, eps_grid=grid)
+    assert len(frontier(model, 3, eps_grid=(e for e in [0.1]), audit=False).eps) == 1
