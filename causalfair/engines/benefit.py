@@ -54,7 +54,7 @@ from causalfair.policies.grid import policy_table
 from causalfair.results import BenefitResult, check_pair
 
 __all__ = ["benefit_fairness", "lambda_metric", "lambda_by_pair", "lambda_pairs", "WEIGHTS", "EPS_AUTO",
-           "auto_eps", "eps_for", "model_eps", "resolve_eps"]
+           "auto_eps", "check_eps", "eps_for", "model_eps", "resolve_eps"]
 
 #: ``eps = "auto"``: ``EPS_SHARE`` x the ``EPS_QUANTILE`` quantile of |Delta|.
 EPS_AUTO = "auto"
@@ -62,12 +62,13 @@ EPS_SHARE = 0.1
 EPS_QUANTILE = 0.9
 
 
-def check_eps(eps: Any) -> float | str:
-    """``eps`` of Lambda (method.md section 4) as a float > 0 or ``"auto"``, or a ModelError."""
+def check_eps(eps: Any, field: str = "eps") -> float | str:
+    """``eps`` of Lambda (method.md section 4) as a float > 0 or ``"auto"``, or a ModelError
+    naming ``field`` (``lambda_eps`` where the door's ``eps`` is another one: fair_lp's)."""
     if isinstance(eps, str) and eps == EPS_AUTO:
         return EPS_AUTO
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not np.isfinite(eps) or eps <= 0:
-        raise ModelError(f"eps: must be a number > 0, got {eps!r:.40}; give it in the gain's "
+        raise ModelError(f"{field}: must be a number > 0, got {eps!r:.40}; give it in the gain's "
                          "units, or \"auto\" to scale it to the benefits (docs/decomposition.md).")
     return float(eps)
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from causalfair._io import atomic_write_bytes, fixed
 from causalfair._limits import check_memory
-from causalfair.engines.benefit import model_eps
+from causalfair._validation import check_flag
+from causalfair.engines.benefit import check_eps, model_eps
 from causalfair.engines.occupancy import (
     CONSTRAINTS,
     FEASIBILITY_TOL,
@@ -289,6 +290,9 @@ def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None
     """
     if constraint not in CONSTRAINTS:
         raise ModelError(f"constraint: unknown value {constraint!r}; allowed values: {', '.join(CONSTRAINTS)}.")
+    audit = check_flag("audit", audit)
+    if lambda_eps is not None:  # named as this door names it (eps_grid bounds the constraint)
+        check_eps(lambda_eps, "lambda_eps")
     if eps_grid is None:  # the grid's size, bounded before any program is built
         points = check_points(points, model, horizon) if isinstance(model, TabularModel) \
             else points

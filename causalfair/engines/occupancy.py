@@ -51,7 +51,8 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from causalfair._limits import check_memory
-from causalfair._validation import check_keywords
+from causalfair._validation import check_flag, check_keywords
+from causalfair.engines.benefit import check_eps
 from causalfair.engines.effects import check_horizon
 from causalfair.engines.exact import exact_numbers
 from causalfair.errors import InputError
@@ -657,6 +658,10 @@ def fair_lp(model: TabularModel, horizon: int, *, eps: Any, constraint: str | Se
         ``status == "infeasible"``.
     lp : a prebuilt :class:`OccupancyLP` for this model and horizon (reuse across calls).
     """
+    stationary, audit, raise_infeasible = (check_flag(k, v) for k, v in (
+        ("stationary", stationary), ("audit", audit), ("raise_infeasible", raise_infeasible)))
+    if lambda_eps is not None:  # named as this door names it (its eps bounds the constraint)
+        check_eps(lambda_eps, "lambda_eps")
     if lp is None:
         lp = OccupancyLP(model, horizon, dp_discount=dp_discount)
     elif lp.model is not model or lp.horizon != horizon or lp.dp_discount != dp_discount:

@@ -14,7 +14,7 @@ from causalfair.engines.effects import decompose
 from causalfair.engines.frontier import frontier
 from causalfair.engines.occupancy import InfeasibleError, OccupancyLP, fair_lp, policy_metrics
 from causalfair.engines.wen import loan_belief_mdp, wen_evaluate, wen_lp
-from causalfair.errors import ResourceLimitError
+from causalfair.errors import InputError, ResourceLimitError
 from causalfair.model import ModelError, TabularModel
 from causalfair.policies.core import TablePolicy
 from causalfair.systems.lending.settings import lending_setting
@@ -416,3 +416,18 @@ def test_an_eps_grid_that_is_one_number_is_refused_by_name(grid):
     with pytest.raises(ModelError, match=r"^eps_grid: expected a list of eps values >= 0"):
         frontier(model, 3, eps_grid=grid)
     assert len(frontier(model, 3, eps_grid=(e for e in [0.1]), audit=False).eps) == 1
+
+
+@pytest.mark.parametrize("kw,field", [({"stationary": "yes"}, "stationary"),
+                                      ({"audit": 0}, "audit"),
+                                      ({"raise_infeasible": "no"}, "raise_infeasible"),
+                                      ({"lambda_eps": -1}, "lambda_eps")])
+def test_fair_lp_and_frontier_flags_and_lambda_eps_are_named(kw, field):
+    # h6hunt1 F7: a string flag read as True ("yes", "no" alike), and lambda_eps refused as
+    # "eps: ..." (fair_lp's eps is the constraint's bound, another number)
+    model = lending_setting("lending-1").tabular
+    with pytest.raises((ModelError, InputError), match=rf"^{field}: must be"):
+        fair_lp(model, 3, eps=0.1, **kw)
+    if field in ("audit", "lambda_eps"):
+        with pytest.raises((ModelError, InputError), match=rf"^{field}: must be"):
+            frontier(model, 3, points=2, **kw)
