@@ -391,9 +391,13 @@ class Constraint:
         b = self.bound
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b):
             raise InputError(f"constraint {self.key}: bound must be a finite number, got {b!r}.")
-        if self.absolute and b < 0:
-            raise InputError(f"constraint {self.key}: bound {b:g} < 0 can never hold for an "
-                             "absolute value; use a bound >= 0.")
+        if (self.absolute or (not self.at_least and self.metric == "Lambda")) and b < 0:
+            what = "an absolute value" if self.absolute else "Lambda (a sum of absolute values)"
+            raise InputError(f"constraint {self.key}: bound {b:g} < 0 can never hold for "
+                             f"{what}; use a bound >= 0.")
+        if self.at_least and b > 1:
+            raise InputError(f"constraint {self.key}: bound {b:g} > 1 can never hold for a "
+                             "ratio min / max (at most 1); use a bound in [0, 1].")
         object.__setattr__(self, "bound", float(b))
 
     @property

@@ -289,14 +289,16 @@ def baseline_constraints(spec: AuditSpec, before: AuditResult | None,
         if key not in numbers or constraint_key_error(key) is not None:
             continue
         theirs = float(numbers[key]["baseline"])
-        bound = (abs(theirs) if key.startswith("abs_") else theirs) + float(thr)
+        base = abs(theirs) if key.startswith("abs_") else theirs
+        q = f"|{key[4:]}|" if key.startswith("abs_") else key
+        bound = base + float(thr)
         try:
             out.append(Constraint(key, bound))
         except InputError:
             raise SpecError(f"{spec.label}: [baseline.thresholds] {key} = {thr:g}: {who} "
-                            f"cannot meet it: it asks |{key[4:]}| <= {abs(theirs):.6g} (the "
-                            f"baseline's) {thr:+g} = {bound:.6g} < 0, which no policy "
-                            "meets; loosen the threshold.") from None
+                            f"cannot meet it: it asks {q} <= {base:.6g} (the baseline's) "
+                            f"{thr:+g} = {bound:.6g} < 0, which no policy meets; loosen the "
+                            "threshold.") from None
     return out
 
 

@@ -64,3 +64,10 @@ def test_a_baseline_threshold_no_policy_meets_is_refused_by_name(tmp_path):
     with pytest.raises(SpecError, match=r"\[baseline.thresholds\] abs_C = -1: the exact repair "
                        r"cannot meet it: .* < 0, which no policy meets"):
         imposed_constraints(spec, audit(spec))
+
+
+def test_a_relative_lambda_no_policy_meets_is_refused_by_its_own_name(tmp_path):
+    spec = _spec(tmp_path, "abs_C = 0.5", "Lambda = -5.0")
+    with pytest.raises(SpecError, match=r"\[baseline.thresholds\] Lambda = -5: .* it asks "
+                       r"Lambda <= [0-9.e-]+ \(the baseline's\) -5 = "):
+        imposed_constraints(spec, audit(spec))

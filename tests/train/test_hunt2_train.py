@@ -261,3 +261,22 @@ def test_the_exact_repair_checkpoint_records_its_run(tmp_path):
     assert md["config"] == {"iterations": 1, "starts": 0, "constraints": ["abs_C[s--s+]<=0.05"],
                             "eps": None, "weights": "visitation", "pair": ["s-", "s+"]}
     json.dumps(md)  # JSON all through
+
+
+@pytest.mark.parametrize("text,why", [("Lambda<=-0.1", "Lambda \\(a sum of absolute values\\)"),
+                                      ("max_Lambda<=-0.1", "Lambda \\(a sum"),
+                                      ("min_ratio_V>=1.5", "a ratio min / max")])
+def test_a_constraint_that_can_never_hold_is_refused_before_the_repair(text, why, tmp_path,
+                                                                        cli_here):
+    # h6hunt1 F8: Lambda >= 0 and min / max <= 1: the repair ran every round, then "fails
+    # the constraints" (exit 1)
+    from causalfair.thresholds import parse_constraint
+
+    with pytest.raises(InputError, match=f"can never hold for {why}"):
+        parse_constraint(text)
+    p = cli_here("train", "--no-progress", "--algo", "exact", "--constraint", text,
+                 "--out", tmp_path / "rep", cwd=tmp_path)
+    assert p.returncode == 2 and "can never hold" in p.stderr
+    assert not (tmp_path / "rep").exists()
+    parse_constraint("min_ratio_V>=1")  # equal groups: it can hold
+    parse_constraint("Lambda<=0")
