@@ -516,7 +516,18 @@ def _starts(model: TabularModel, T: int, constraints: Sequence[Constraint],
 
     G, K, A = model.n_groups, model.n_levels, model.n_actions
     shape = (G, K) if A == 2 else (G, K, A)
-    starts: list[tuple[str, np.ndarray]] = list((initial or {}).items())
+    if initial is not None and not isinstance(initial, Mapping):
+        raise ModelError(f"initial: expected a mapping name -> policy table, got "
+                         f"{type(initial).__name__}.")
+    starts: list[tuple[str, np.ndarray]] = []
+    for name, tab in (initial or {}).items():
+        tab = np.asarray(tab, dtype=np.float64)
+        ok = tab.shape == shape and bool(np.all((tab >= 0) & (tab <= 1)))
+        if not ok or (A > 2 and not np.allclose(tab.sum(-1), 1.0)):
+            raise ModelError(f"initial[{name!r}]: expected a policy table of shape {shape} "
+                             f"(probabilities{'' if A == 2 else ' summing to 1 a cell'}), got "
+                             f"shape {tab.shape}.")
+        starts.append((str(name), tab))
     if lp_res is not None:
         starts.append(("LP frontier policy", _stationary_projection(model, lp_res.policy, T)))
         lin = {_LP_KEYS[c.key]: c.bound / 2 for c in constraints if c.key in _LP_KEYS}
@@ -547,18 +558,26 @@ def _check_horizon_eps(T: int, eps: Any, weights: str, model: TabularModel) -> t
 
 
 def check_budget(outer: Any, n_random: Any, seed: Any,
-                 error: type[Exception] = ConfigError) -> None:
+                 error: type[Exception] = ConfigError, *, inner: Any = 150,
+                 margin: Any = 1e-3) -> None:
     """The repair's budget: ``outer`` rounds of the augmented Lagrangian (an integer >= 1;
     ``causalfair train --algo exact --iterations``, a spec's ``[retrain] iterations``),
-    ``n_random`` random starting tables (an integer >= 0, ``[retrain] starts``) and the
-    ``seed`` (:func:`causalfair._validation.check_seed`), else ``error`` naming the field:
-    the one check of every door (:func:`best_found`, :func:`repair_network`,
+    ``inner`` gradient steps a round (an integer >= 1), ``n_random`` random starting tables
+    (an integer >= 0, ``[retrain] starts``), the ``margin`` the repair aims inside each
+    bound (a number in [0, 1): a share of the bound) and the ``seed``
+    (:func:`causalfair._validation.check_seed`), else ``error`` naming the field: the one
+    check of every door (:func:`best_found`, :func:`repair_network`,
     :func:`causalfair.train.exact.repair_checkpoint`)."""
-    for name, v, low in (("iterations", outer, 1), ("starts", n_random, 0)):
+    for name, v, low, what in (("iterations", outer, 1, "rounds of the augmented Lagrangian"),
+                               ("inner", inner, 1, "gradient steps a round"),
+                               ("starts", n_random, 0, "random starting tables")):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            what = "rounds of the augmented Lagrangian" if low else "random starting tables"
             raise error(f"{name}: bad value {v!r}; must be an integer >= {low} (the repair's "
                         f"{what}).")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float, np.floating)) \
+            or not 0 <= margin < 1:  # NaN too
+        raise error(f"margin: bad value {margin!r}; must be a number in [0, 1), the share of "
+                    "each bound the repair aims inside it (default 1e-3).")
     check_seed(seed, "seed", error)
 
 
@@ -598,7 +617,7 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
     import torch
 
     t0 = time.perf_counter()
-    check_budget(outer, n_random, seed)
+    check_budget(outer, n_random, seed, inner=inner, margin=margin)
     model = _check_model(model)
     T, eps = _check_horizon_eps(horizon, eps, weights, model)
     constraints = expand(model, constraints)
@@ -690,7 +709,7 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
     import torch
 
     t0 = time.perf_counter()
-    check_budget(outer, n_random, seed)
+    check_budget(outer, n_random, seed, inner=inner, margin=margin)
     model = _check_model(model)
     T, eps = _check_horizon_eps(horizon, eps, weights, model)
     constraints = expand(model, constraints)
