@@ -241,6 +241,7 @@ def test_cli_exact_repair_reads_levels_of_the_lending_shorthand(tmp_path, cli_he
         assert seen[-1] == k
 
 
+@pytest.mark.slow  # about 11 s: one repair's search
 def test_the_exact_repair_checkpoint_records_its_run(tmp_path):
     # h6hunt1 F5: it recorded only its name and the repair's numbers (no system, levels,
     # horizon, seed or constraints), unlike a trainer's checkpoint
