@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_text, causalfair_dir
-from causalfair.errors import PolicyError, SystemError_, UserCodeError, as_numbers, call_user, short
+from causalfair.errors import (
+    PolicyError,
+    SystemError_,
+    UserCodeError,
+    as_numbers,
+    call_user,
+    short,
+    unicode_text,
+)
 
 __all__ = ["Guard", "guard_as", "is_own", "guard_policy", "call_policy", "call_watching_np",
            "np_global_state",
@@ -198,7 +206,7 @@ def keep_tracebacks(tracebacks: Sequence[str], command: str, debug: bool) -> str
     try:
         path = causalfair_dir() / "logs" / (
             f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-        atomic_write_text(path, "\n".join(texts))
+        atomic_write_text(path, unicode_text("\n".join(texts)))  # a file name's byte
     except OSError:
         return " (run with --debug for the traceback)"
     return f" (traceback: {path}; --debug prints it)"

@@ -34,6 +34,7 @@ __all__ = [
     "as_numbers",
     "call_user",
     "short",
+    "unicode_text",
     "user_interrupt",
 ]
 
@@ -43,6 +44,13 @@ def short(value: Any, limit: int = 80) -> str:
     value gives a short message without building its whole repr)."""
     text = repr(value) if len(str(value)) < 10 * limit else repr(str(value)[: 2 * limit])
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def unicode_text(text: str) -> str:
+    """``text`` with every lone surrogate (a byte that is not UTF-8 in a file name, as
+    ``os.fsdecode`` gives it) written as its escape, ``\\udcff``, as JUnit writes it: text
+    every UTF-8 writer and JSON reader takes (a log file, a report, gate-merge, jq)."""
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class CausalfairError(Exception):
@@ -160,8 +168,9 @@ def call_user(what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> 
         msg = f"{what} raised {kind}" + (f": {detail}" if detail else "")
         if isinstance(exc, SystemExit):
             msg = f"{what} called sys.exit({exc.code!r}); user code must return, not exit"
-        raise UserCodeError(msg, callable_name=what,
-                            traceback_text=traceback.format_exc()) from exc
+        # what user code says may hold a file name's undecodable byte: written as its escape
+        raise UserCodeError(unicode_text(msg), callable_name=what,
+                            traceback_text=unicode_text(traceback.format_exc())) from exc
 
 
 class FairnessAuditWarning(UserWarning):

@@ -396,3 +396,27 @@ def test_export_beside_a_huge_file_of_the_same_name_does_not_read_it(tmp_path, c
     err = capsys.readouterr().err
     assert code == 2, err
     assert "ll144.md: exists with other content" in err
+
+
+# ------------------------------------ a byte that is not UTF-8 in a file name, in outputs
+def test_user_code_error_naming_a_file_not_utf8_is_one_line_exit_2(tmp_path, cli_here):
+    """A factory whose error names a file whose name is not UTF-8 (Python decodes its byte
+    to a lone surrogate) crashed `gate` and `audit` with a UnicodeEncodeError traceback,
+    exit 1, while writing the traceback log; and gate-merge refused the gate's own JSON.
+    The error is one line, exit 2, the byte written as its escape everywhere."""
+    (tmp_path / "surrogatefac.py").write_text(
+        'def make(system=None):\n    raise ValueError("cannot read data\\udcff.csv")\n')
+    (tmp_path / "s.toml").write_text(SPEC.replace('builtin = "threshold:0.5"',
+                                                  'factory = "surrogatefac:make"'))
+    for cmd in (("gate", "s.toml", "--json", "g.json", "--junit", "g.xml"),
+                ("audit", "s.toml", "--no-report")):
+        proc = cli_here(*cmd, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and "data\\udcff.csv" in proc.stderr
+    logs = list((tmp_path / ".causalfair" / "logs").glob("*.log"))
+    assert len(logs) == 2
+    assert all("data\\udcff.csv" in p.read_text(encoding="utf-8") for p in logs)
+    proc = cli_here("gate-merge", "g.json", "--markdown", cwd=tmp_path)
+    assert proc.returncode == 2 and "valid Unicode" not in proc.stderr, proc.stderr
+    assert "data\\\\udcff.csv" in proc.stdout  # its Markdown escape of the backslash
+
