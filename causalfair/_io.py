@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._version import __version__
-from causalfair.errors import InputError, OutputError
+from causalfair.errors import InputError, OutputError, unicode_text
 
 __all__ = ["escape_chars", "csv_text", "fixed", "as_given", "beside", "atomic_write_bytes", "atomic_write_text", "write_folder",
            "check_output_file", "check_output_folder", "check_distinct_outputs",
@@ -210,7 +210,8 @@ def _a(kind: str) -> str:
 
 def to_jsonable(x: Any) -> Any:
     """``x`` with numpy arrays and scalars, paths and tuples turned into JSON types
-    (non-finite floats become None)."""
+    (non-finite floats become None, lone surrogates in text their escape:
+    :func:`unicode_text`)."""
     import math
     from collections.abc import Mapping
     from pathlib import Path
@@ -218,7 +219,7 @@ def to_jsonable(x: Any) -> Any:
     import numpy as np
 
     if isinstance(x, Mapping):
-        return {str(k): to_jsonable(v) for k, v in x.items()}
+        return {unicode_text(str(k)): to_jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [to_jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
@@ -228,8 +229,8 @@ def to_jsonable(x: Any) -> Any:
         return f if math.isfinite(f) else None
     if isinstance(x, (np.integer,)):
         return int(x)
-    if isinstance(x, Path):
-        return str(x)
+    if isinstance(x, (str, Path)):
+        return unicode_text(str(x))
     return x
 
 

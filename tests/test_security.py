@@ -420,3 +420,28 @@ def test_user_code_error_naming_a_file_not_utf8_is_one_line_exit_2(tmp_path, cli
     assert proc.returncode == 2 and "valid Unicode" not in proc.stderr, proc.stderr
     assert "data\\\\udcff.csv" in proc.stdout  # its Markdown escape of the backslash
 
+
+def test_spec_file_name_not_utf8_audits_reports_and_merges(tmp_path, cli_here):
+    """A spec file whose name is not UTF-8 was gated (its JUnit escaped), but `audit`
+    (report) and `gate --reports` crashed writing it (UnicodeEncodeError, exit 1), and
+    gate-merge refused the gate's JSON ("not valid Unicode text"). Each names it
+    with the byte's escape, as JUnit does."""
+    from causalfair.report.render import write_error_report
+
+    name = os.fsdecode(b"ok\xffb.toml")
+    (tmp_path / name).write_text(SPEC)
+    proc = cli_here("audit", name, "--out", "rep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ok\\udcffb.toml" in (tmp_path / "rep" / "annex-iv.md").read_text(encoding="utf-8")
+    assert json.loads((tmp_path / "rep" / "audit.json").read_text(encoding="utf-8"))[
+        "spec"]["file"] == "ok\\udcffb.toml"
+    proc = cli_here("gate", name, "--json", "g.json", "--reports", "reps", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))["specs"][0][
+        "spec"] == "ok\\udcffb.toml"
+    proc = cli_here("gate-merge", "g.json", "--markdown", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # the page of a spec the gate could not audit (the gate's one writer of it)
+    out = write_error_report(tmp_path / "err", name="t", spec=name, error=f"audit spec {name}")
+    assert json.loads((out / "error.json").read_text(encoding="utf-8"))["spec"] == "ok\\udcffb.toml"
+    assert "ok\\udcffb.toml" in (out / "report.html").read_text(encoding="utf-8")

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._io import beside, fixed, to_jsonable, write_folder
+from causalfair._io import beside, fixed, to_jsonable, unicode_text, write_folder
 from causalfair._simultaneous import ci_label
 from causalfair._texttable import cell_columns, cell_word
 from causalfair.engines.attribution import attribute_exact
@@ -747,6 +747,7 @@ def write_error_report(out: str | os.PathLike[str], *, name: str, spec: str, err
     behind; it holds no audit.json, so nothing reads it as an audit. Returns ``out``."""
     what = ("The audit did not run to the end, so this report has no numbers: fix the "
             "error and run the gate again.")
+    name, spec, error = (unicode_text(str(t)) for t in (name, spec, error))  # file names
     doc = {"name": name, "spec": spec, "overall": "ERROR", "error": error}
 
     def fill(tmp: Path) -> None:
