@@ -3,8 +3,10 @@
 One MLflow run per audit, in the experiment ``experiment`` of the tracking URI MLflow is
 configured with (``MLFLOW_TRACKING_URI``, or ``tracking_uri=``):
 
-- **params**: spec name, system, policy, engine, horizon, n, seed, alpha, checkpoint
-  sha256 (and the baseline's, with ``[baseline]``);
+- **params**: spec name, system (a log audit: its log), policy, engine, horizon, alpha,
+  checkpoint sha256 (and the baseline's, with ``[baseline]``), as audit.json records
+  them; Monte Carlo: ``n`` and ``seed``; a log audit: ``n_boot`` and ``seed`` (its
+  bootstrap's); the exact engine, which samples nothing: neither (:func:`run_params`);
 - **metrics**: every quantity's estimate (``C``, ``DPE``, ``IPE``, ``SPE``, ``utility``,
   ``Lambda``, the other notions) with its CI bounds as ``KEY.lower`` / ``KEY.upper``,
   and one ``verdict.KEY.estimate`` per threshold;
@@ -117,6 +119,27 @@ def open_experiment(experiment: str = "causalfair", tracking_uri: str | None = N
     return mlflow
 
 
+def run_params(result: Any, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The params of an audit's run: what ran, as audit.json (``doc``, its
+    ``to_jsonable(result.to_dict())``) records it: the system (a log audit: its log), the
+    policy's label (the logged policy, a candidate), the engine, the horizon used (a
+    log's length, a system's default), the sample: Monte Carlo ``n`` and ``seed``, a log
+    audit's bootstrap ``n_boot`` and ``seed``, none for the exact engine (no sampling)."""
+    spec = result.spec
+    resolved, given = doc["spec"]["resolved"], doc["spec"]["parsed"].get("logs")
+    log = given.get("path") if isinstance(given, Mapping) else None  # as the report names it
+    params = {"spec": spec.name, "system": resolved["system"] if spec.source == "model"
+              else f"logs {log or resolved['logs']}",
+              "policy": doc["policy"]["label"], "engine": spec.engine,
+              "horizon": doc["decomposition"]["horizon"]}
+    if spec.source == "logs":
+        params.update(n_boot=spec.n_boot, seed=spec.logs_seed)
+    elif spec.engine == "mc":
+        params.update(n=spec.n, seed=spec.seed)
+    params.update(alpha=spec.alpha, checkpoint_sha256=result.checkpoint_sha256 or "")
+    return params
+
+
 def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str | None = None,
               report_dir: str | os.PathLike[str] | None = None, stage: str = "audit",
               run_name: str | None = None, retrain_error: str | None = None) -> str:
@@ -126,9 +149,7 @@ def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str 
     mlflow = open_experiment(experiment, tracking_uri)
     spec = result.spec
     doc = to_jsonable(result.to_dict())
-    params = {"spec": spec.name, "system": spec.system_label, "policy": spec.policy_label,
-              "engine": spec.engine, "horizon": spec.horizon, "n": spec.n, "seed": spec.seed,
-              "alpha": spec.alpha, "checkpoint_sha256": result.checkpoint_sha256 or ""}
+    params = run_params(result, doc)
     base = (result.extra or {}).get("baseline")
     if isinstance(base, Mapping):
         params["baseline"] = base.get("policy") or ""

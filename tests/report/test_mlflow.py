@@ -83,3 +83,28 @@ def test_audit_logs_too_and_a_missing_store_is_an_input_error(tmp_path, store, c
     assert main(["audit", str(p), "--no-report", "--mlflow"]) == 2
     assert "MLflow is not installed; install the extra with pip install 'causalfair[mlflow]'" \
         in capsys.readouterr().err
+
+
+def test_run_params_are_what_ran_log_and_exact_audits(tmp_path, store, capsys):
+    """A log audit's run said horizon None, n 20000, seed 0, system None and policy
+    "builtin None" (the spec's unused defaults), and an exact audit's n 20000 and seed 0,
+    which it never uses: the params are audit.json's (the log's length, the log, the
+    logged policy's label, the bootstrap's n_boot and seed; no n or seed for exact)."""
+    from causalfair.logs import simulate_logs
+
+    simulate_logs("lending-1", "random:0.5", n_individuals=200, horizon=3,
+                  seed=1).to_csv(tmp_path / "log.csv", index=False)
+    (tmp_path / "l.toml").write_text('name = "l"\n[logs]\npath = "log.csv"\nn_boot = 5\n'
+                                     'seed = 7\n[thresholds]\n')
+    (tmp_path / "e.toml").write_text(SPEC.format(n="e", p="never", e="exact", t=1, k=""))
+    for spec in ("l.toml", "e.toml"):
+        assert main(["audit", str(tmp_path / spec), "--out", str(tmp_path / spec[0]),
+                     "--mlflow"]) == 0
+    _, runs = _runs(store, "causalfair")
+    by = {r.data.params["spec"]: r.data.params for r in runs}
+    doc = json.loads((tmp_path / "l" / "audit.json").read_text())
+    assert by["l"]["horizon"] == "3" == str(doc["decomposition"]["horizon"])
+    assert (by["l"]["n_boot"], by["l"]["seed"]) == ("5", "7") and "n" not in by["l"]
+    assert by["l"]["policy"] == doc["policy"]["label"] and by["l"]["system"] == "logs log.csv"
+    assert by["e"]["horizon"] == "6" and "n" not in by["e"] and "seed" not in by["e"]
+    assert by["e"]["system"] == "lending-1" and by["e"]["policy"] == "builtin never"
