@@ -43,7 +43,24 @@ _BAD = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 def _key(text: str) -> str:
     """An MLflow-safe metric or tag name (letters, digits, _ - . space /)."""
-    return _BAD.sub("_", text.replace("<=", "le"))
+    return _BAD.sub("_", text.replace("<=", "le").replace(">=", "ge"))
+
+
+def _keys(texts: list[str]) -> list[str]:
+    """:func:`_key` of each of ``texts``, distinct for distinct texts: a name another
+    text already took (groups named only by characters MLflow refuses, "Анна" and "Бори",
+    both ``____``) takes the first free ``NAME_2``, ``NAME_3``, ... in order, so no
+    verdict's metric or tag overwrites another's."""
+    out: list[str] = []
+    taken: dict[str, str] = {}
+    for text in texts:
+        name, i = _key(text), 1
+        while taken.get(name, text) != text:
+            i += 1
+            name = f"{_key(text)}_{i}"
+        taken[name] = text
+        out.append(name)
+    return out
 
 
 def import_mlflow() -> Any:
@@ -160,12 +177,12 @@ def log_audit(result: Any, *, experiment: str = "causalfair", tracking_uri: str 
         if lo != hi or se is not None:  # an estimate's interval, zero-wide or not
             metrics[f"{_key(key)}.lower"] = float(lo)
             metrics[f"{_key(key)}.upper"] = float(hi)
-    for v in result.verdicts:
-        metrics[f"verdict.{_key(v.key)}.estimate"] = float(v.estimate)
+    for v, name in zip(result.verdicts, _keys([v.key for v in result.verdicts]), strict=True):
+        metrics[f"verdict.{name}.estimate"] = float(v.estimate)
     tags = {"causalfair.overall": result.overall, "causalfair.stage": stage,
             "causalfair.version": __version__}
-    for v in result.verdicts:
-        tags[f"causalfair.verdict.{_key(v.label)}"] = v.status
+    for v, name in zip(result.verdicts, _keys([v.label for v in result.verdicts]), strict=True):
+        tags[f"causalfair.verdict.{name}"] = v.status
     if retrain_error:  # (MLflow keeps tag values up to 5,000 characters)
         tags["causalfair.retrain_error"] = retrain_error[:MAX_TAG]
     try:  # a run that fails part-way is ended as FAILED (by start_run's context), never

@@ -108,3 +108,26 @@ def test_run_params_are_what_ran_log_and_exact_audits(tmp_path, store, capsys):
     assert by["l"]["policy"] == doc["policy"]["label"] and by["l"]["system"] == "logs log.csv"
     assert by["e"]["horizon"] == "6" and "n" not in by["e"] and "seed" not in by["e"]
     assert by["e"]["system"] == "lending-1" and by["e"]["policy"] == "builtin never"
+
+
+def test_verdicts_of_groups_named_in_another_script_keep_their_own_names(tmp_path, store,
+                                                                           capsys):
+    """Groups named only by characters MLflow refuses in a name ("Анна", "Бори", "Вера")
+    made two pairs' verdicts one metric and one tag, ``abs_C_____-_____``: the FAIL's
+    estimate and status were overwritten by the PASS's. Each verdict keeps its own."""
+    from tests.tri_system import tri_source
+
+    src = tri_source(1).replace('"A", "B", "C"', '"Анна", "Бори", "Вера"')
+    (tmp_path / "tricyr.py").write_text(src, encoding="utf-8")
+    (tmp_path / "c.toml").write_text(
+        'name = "c"\n[system]\nfactory = "tricyr:make"\n[policy]\nfactory = "tricyr:policy"\n'
+        '[thresholds]\n"abs_C[Бори-Анна]" = 0.1\n"abs_C[Вера-Анна]" = 0.1\n'
+        'min_ratio_V = 0.3\n', encoding="utf-8")
+    assert main(["gate", str(tmp_path / "c.toml"), "--mlflow"]) == 1
+    _, runs = _runs(store, "causalfair")
+    run = runs[0].data
+    est = sorted(v for k, v in run.metrics.items() if k.startswith("verdict.abs_C"))
+    assert est == pytest.approx([0.06, 0.2])  # B-A and C-A of tests/audit/test_three_groups
+    status = sorted(v for k, v in run.tags.items() if k.startswith("causalfair.verdict.abs_C"))
+    assert status == ["FAIL", "PASS"]
+    assert run.tags["causalfair.verdict.min_ratio_V ge 0.3"] == "PASS"
