@@ -115,3 +115,17 @@ def test_the_action_installs_its_own_checkout_unless_told_otherwise(tmp_path):
         "-m", "pip", "install", "/runner/_actions/causalfair/causalfair/v1"]
     assert _run_install_step(tmp_path, "causalfair==1.2 --quiet").split() == [
         "-m", "pip", "install", "causalfair==1.2", "--quiet"]
+
+
+def test_json_or_junit_in_args_is_refused_however_the_args_are_written(tmp_path):
+    """`--json` in a multi-line `args: |` block (a newline, not a space, before it) or
+    written as the prefix the gate takes (`--jso`) was not refused: the gate ran, exit 0,
+    and the user's path was silently overridden by the action's (docs/scale.md: refused)."""
+    (tmp_path / "never.toml").write_text(SPEC.format(n="never", p="never", t=1.0))
+    for args in ("--jobs 1\n--json mine.json", "--jso mine.json", "--jobs 1\t--junit=m.xml",
+                 "--json"):
+        code, _, output = _run_gate_step(tmp_path, "never.toml", args)
+        assert (code, output) == (2, "exit-code=2\n"), args
+        assert not (tmp_path / "causalfair-gate.json").exists()
+    code, _, output = _run_gate_step(tmp_path, "never.toml", "--junit-inconclusive skipped")
+    assert (code, output) == (0, "exit-code=0\n")
