@@ -59,6 +59,14 @@ def test_user_code_errors_and_worker_deaths_read_alike(tmp_path, monkeypatch):
                                  "failed: its process ended (killed by SIGKILL); its worker "
                                  "process died: if it ran out of memory"), died.error
     assert "--jobs" in died.error and died.error.endswith(".")
+    # a worker that exited by itself (exit code 0 or 3) was not killed: no memory hint
+    for code in (0, 3):
+        gone = _error_entry(spec, TaskError(
+            "WorkerError", f"worker failed: its process ended (exit code {code})"))
+        assert "out of memory" not in gone.error, gone.error
+        assert gone.error.endswith(f"(exit code {code}); its worker process exited before it "
+                                   "answered (code that calls sys.exit or os._exit?): run the "
+                                   "spec alone to see why."), gone.error
     assert slow.error == ("audit spec m.toml: the audit failed: TimeoutError: stopped after its "
                           "time limit of 2 s (raise the limit with the spec's timeout or "
                           "--timeout)")

@@ -651,7 +651,10 @@ def _error_entry(spec: AuditSpec, failure: Any, what: str = "audit",
         body, tb = msg.removeprefix(f"the {what} failed: "), ""
     else:
         body, tb = f"{failure.kind}: {failure.message}", getattr(failure, "traceback", "") or ""
+        exited = "worker failed" in failure.message and "(exit code" in failure.message
         fix = ("" if getattr(failure, "input_error", False) else
+               "; its worker process exited before it answered (code that calls sys.exit or "
+               "os._exit?): run the spec alone to see why" if exited else
                "; its worker process died: if it ran out of memory, give the job more memory "
                "or pass a smaller --jobs (or a smaller n); else run the spec alone to see why"
                if "worker failed" in failure.message else

@@ -278,12 +278,13 @@ class Frontier:
 
 
 def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None = None,
-             points: int = 50, *, constraint: str = "C", dp_discount: float = 1.0,
+             points: int | None = None, *, constraint: str = "C", dp_discount: float = 1.0,
              audit: bool = True, lambda_eps: float | str | None = None) -> Frontier:
     """Sweep eps and return the utility-fairness :class:`Frontier`.
 
-    The default grid has ``points`` values evenly spaced from the smallest achievable
-    |constraint| (0 when some policy is exactly fair) to the |constraint| of the
+    The default grid has ``points`` values (default 50; not with ``eps_grid``, which is the
+    grid itself) evenly spaced from the smallest achievable |constraint| (0 when some
+    policy is exactly fair) to the |constraint| of the
     utility-optimal policy (among utility-optimal policies, the least unfair one). The
     constraint matrix is built once; each point only changes the bound. Infeasible grid
     values (below the smallest achievable one) get ``status == "infeasible"``.
@@ -294,9 +295,14 @@ def frontier(model: TabularModel, horizon: int, eps_grid: Iterable[float] | None
     if lambda_eps is not None:  # named as this door names it (eps_grid bounds the constraint)
         check_eps(lambda_eps, "lambda_eps")
     if eps_grid is None:  # the grid's size, bounded before any program is built
+        points = 50 if points is None else points
         points = check_points(points, model, horizon) if isinstance(model, TabularModel) \
             else points
     else:
+        if points is not None:  # the grid is given: a size beside it would be ignored
+            raise ModelError(f"points: {short(points, 20)} given with eps_grid, which is the "
+                             "grid itself; give one of them (points: that many values from "
+                             "the smallest achievable |constraint| up).")
         if isinstance(eps_grid, (str, bytes)) or not isinstance(eps_grid, Iterable) \
                 or (isinstance(eps_grid, np.ndarray) and eps_grid.ndim == 0):  # 0.1, "0.1"
             raise ModelError(f"eps_grid: expected a list of eps values >= 0, got "

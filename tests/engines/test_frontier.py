@@ -431,3 +431,12 @@ def test_fair_lp_and_frontier_flags_and_lambda_eps_are_named(kw, field):
     if field in ("audit", "lambda_eps"):
         with pytest.raises((ModelError, InputError), match=rf"^{field}: must be"):
             frontier(model, 3, points=2, **kw)
+
+
+def test_points_beside_an_eps_grid_is_refused():
+    # a size given with the grid itself was ignored without a word (h6hunt1's leftover)
+    model = lending_setting("lending-1").tabular
+    with pytest.raises(ModelError, match=r"^points: 5 given with eps_grid"):
+        frontier(model, 3, eps_grid=[0.0, 0.1], points=5, audit=False)
+    assert len(frontier(model, 3, points=5, audit=False).eps) == 5
+    assert len(frontier(model, 3, audit=False).eps) == 50  # the default grid's size
