@@ -97,12 +97,14 @@ def check_pair_names(field: str, names: Any, error: type[Exception] = InputError
                         f"without \"-\" ({c.replace('-', ' ')!r}).")
 
 
-def check_int(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an int >= ``minimum``, or an InputError naming ``name``."""
+def check_int(name: str, value: Any, minimum: int,
+              error: type[Exception] = InputError) -> int:
+    """``value`` as an int >= ``minimum`` (as given: never ``int(value)``, which would read
+    2.5 as 2, true as 1 and "3" as 3), or ``error`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         whole = isinstance(value, (float, np.floating)) and float(value).is_integer() \
             and value >= minimum  # 1e4: a float
-        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}"
+        raise error(f"{name}: must be an integer >= {minimum}, got {short(value)}"
                          + (f"; write {int(value)} (a number written 1e4 is a float)."
                             if whole else "."))
     return int(value)

@@ -133,6 +133,16 @@ def exact_metrics(model: TabularModel, p: Any, horizon: int, *, gamma: float = 1
     return _metrics(model, _pass(model, p, horizon, gamma, eps, weights, batched), pair, batched)
 
 
+def _lambda(pa: Any, pc: Any, wa: Any, wc: Any, da: Any, dc: Any, eps: Any) -> Any:
+    """Lambda of pairs (a, c), summed over every (x, x'): eps TV(pi(.|x,a), pi(.|x',c)) /
+    (eps + max_a |Delta_a(x,a) - Delta_a(x',c)|) P(x|a) P(x'|c). ``pa``, ``pc`` (..., K, A)
+    averaged policies, ``wa``, ``wc`` (..., K) weights, ``da``, ``dc`` (..., K, A) benefits,
+    their leading dimensions broadcasting (a pair per start, or every pair of every start)."""
+    dd = (da[..., :, None, :] - dc[..., None, :, :]).abs().amax(-1)  # (..., K, K)
+    tv = 0.5 * (pa[..., :, None, :] - pc[..., None, :, :]).abs().sum(-1)
+    return (eps * tv / (eps + dd) * wa[..., :, None] * wc[..., None, :]).sum((-2, -1))
+
+
 def _metrics(model: TabularModel, s: dict[str, Any], pair: tuple[int, int] | None,
              batched: bool) -> dict[str, Any]:
     """:func:`exact_metrics`'s dict from the pass ``s`` (:func:`_pass`) for ``pair``."""
@@ -150,11 +160,9 @@ def _metrics(model: TabularModel, s: dict[str, Any], pair: tuple[int, int] | Non
         tied = ia == ic  # every group the same V: the pair (0, 1), as check_pair
         ia, ic = torch.where(tied, 0, ia), torch.where(tied, 1, ic)
 
-    # Lambda: eps TV(pi(.|x,a), pi(.|x',c)) / (eps + max_a |Delta_a(x,a) - Delta_a(x',c)|)
-    p_bar, wts, delta, eps = s["p_bar"], s["wts"], s["delta"], s["eps"]
-    dd = (delta[ia][:, :, None, :] - delta[ic][:, None, :, :]).abs().amax(-1)  # (B, K, K)
-    tv = 0.5 * (p_bar[rows, ia][:, :, None, :] - p_bar[rows, ic][:, None, :, :]).abs().sum(-1)
-    lam = (eps * tv / (eps + dd) * wts[rows, ia][:, :, None] * wts[rows, ic][:, None, :]).sum((1, 2))
+    p_bar, wts, delta = s["p_bar"], s["wts"], s["delta"]
+    lam = _lambda(p_bar[rows, ia], p_bar[rows, ic], wts[rows, ia], wts[rows, ic], delta[ia],
+                  delta[ic], s["eps"])  # (B,)
 
     def gap(v: Any) -> Any:
         return v[rows, ia] - v[rows, ic]
@@ -215,12 +223,9 @@ def exact_metrics_by_pair(model: TabularModel, p: Any, horizon: int,
     V, V_ps, V_0 = s["V"], s["V_ps"], s["V_0"]
     by = {k: v[:, ia] - v[:, ic] for k, v in (("C", V), ("DPE", V - V_ps),
                                               ("IPE", V_ps - V_0), ("SPE", V_0))}
-    # Lambda of every pair at once, term for term exact_metrics's (B, K, K) sum
-    p_bar, wts, delta, eps = s["p_bar"], s["wts"], s["delta"], s["eps"]
-    dd = (delta[la][:, :, None, :] - delta[lc][:, None, :, :]).abs().amax(-1)  # (L, K, K)
-    tv = 0.5 * (p_bar[:, la][:, :, :, None, :] - p_bar[:, lc][:, :, None, :, :]).abs().sum(-1)
-    by["Lambda"] = (eps * tv / (eps + dd) * wts[:, la][:, :, :, None]
-                    * wts[:, lc][:, :, None, :]).sum((2, 3))  # (B, L)
+    p_bar, wts, delta = s["p_bar"], s["wts"], s["delta"]  # Lambda of every pair at once
+    by["Lambda"] = _lambda(p_bar[:, la], p_bar[:, lc], wts[:, la], wts[:, lc], delta[la],
+                           delta[lc], s["eps"])  # (B, L)
     if batched:
         out["by_pair"] = by
         return out

@@ -618,6 +618,7 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
             per_group[g]["selection"] = (v, max(0.0, lo), min(1.0, hi), s)
 
     pv = _paired_var(dec, coupled)
+    cov_v = None if pv is None else paired_cov(pv["V"])  # of the groups' V (ratio_V)
 
     def pair_se(src: str, a: int, b: int) -> float | None:
         if pv is not None:  # paired: the per-world difference's (the compared pair's se)
@@ -637,8 +638,7 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
             v = vals[src]
             q[key] = _q(v[a] - v[b], pair_se(src, a, b), zs[key])
         q["Lambda"] = _lambda(dec, benefit, lambda_of, (a, b), zs["Lambda"])
-        cab = None if pv is None else float(  # the covariance of V_a and V_b
-            (pv["V"][a, a] + pv["V"][b, b] - pv["V"][a, b]) / 2)
+        cab = None if cov_v is None else float(cov_v[a, b])
         q["ratio_V"] = _ratio(dec.V[a], dec.V[b], gse("V", a), gse("V", b), zs["ratio_V"],
                               coupled, cab)
         q["ratio_selection"] = None if sel is None else _ratio(

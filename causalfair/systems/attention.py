@@ -68,9 +68,10 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_int
 from causalfair.errors import SystemError_
 from causalfair.model import CausalStructure
-from causalfair.systems.system import DecisionSet, Gain, System, check_factory_int
+from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.types import Observation, StepResult
 
 __all__ = ["ATTENTION_DEFAULTS", "AttentionSimulator", "CENTRAL_LOGITS", "FPPO_INCREASE",
@@ -410,7 +411,7 @@ def make_attention(units: int | None = None, rates: Any = None, increase: Any = 
     if not lg or not np.isfinite(lg).all() or len(set(lg)) != len(lg):
         raise SystemError_(f"logits: must be distinct finite numbers (each site's logit "
                            f"choices, e.g. [-3, -2, -1, 0, 1, 2, 3]), got {logits!r}.")
-    T = check_factory_int("horizon", base["horizon"] if horizon is None else horizon)
+    T = check_int("horizon", base["horizon"] if horizon is None else horizon, 1, SystemError_)
     z0, z1 = (_weight(name, base[name] if v is None else v)
               for name, v in (("reward_seen", reward_seen), ("reward_missed", reward_missed)))
     if central:

@@ -47,9 +47,10 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_int
 from causalfair.errors import SystemError_
 from causalfair.model import CausalStructure
-from causalfair.systems.system import DecisionSet, Gain, System, check_factory_int
+from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.types import Observation, StepResult
 
 __all__ = ["INF", "INFECTIOUS_DEFAULTS", "REC", "SUS", "InfectiousSimulator", "karate_graph", "make_infectious",
@@ -263,9 +264,8 @@ def make_infectious(infection_probability: float = INFECTIOUS_DEFAULTS["infectio
     tau = _prob("infection_probability", infection_probability)
     rho = _prob("recovery_probability", recovery_probability)
     loss = _prob("immunity_loss_probability", immunity_loss_probability)
-    if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:
-        raise SystemError_(f"burn_in: must be an integer >= 0, got {burn_in!r}.")
-    horizon = check_factory_int("horizon", horizon)
+    burn_in = check_int("burn_in", burn_in, 0, SystemError_)
+    horizon = check_int("horizon", horizon, 1, SystemError_)
     # member indices as given: int(0.7) would infect member 0, int(True) member 1
     try:
         init = tuple(initially_infected)

@@ -60,9 +60,10 @@ from typing import Any
 
 import numpy as np
 
+from causalfair._validation import check_int
 from causalfair.errors import SystemError_
 from causalfair.model import CausalStructure
-from causalfair.systems.system import DecisionSet, Gain, System, check_factory_int
+from causalfair.systems.system import DecisionSet, Gain, System
 from causalfair.types import Observation, StepResult
 
 __all__ = ["REPLICATOR_DEFAULTS", "REPLICATOR_BINDING", "check_utility_matrix",
@@ -217,7 +218,7 @@ def make_replicator(U: Any = REPLICATOR_DEFAULTS["U"],
     for name, v in (("alpha", alpha), ("beta", beta)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
             raise SystemError_(f"{name}: must be a number in [0, 1] (Yin et al., Eq. 8), got {v!r}.")
-    horizon = check_factory_int("horizon", horizon)
+    horizon = check_int("horizon", horizon, 1, SystemError_)
     labels = tuple(f"a={x:g}" for x in th) + ("reject all",)
     return System(
         id=id,

@@ -32,22 +32,12 @@ from causalfair.model import CausalStructure, TabularModel, check_lambda_eps, de
 from causalfair.systems.contract import check_protocol, check_protocol_coupled, guard_simulator
 from causalfair.systems.tabular_sim import TabularSimulator
 
-__all__ = ["DecisionSet", "Gain", "System", "as_system", "check_factory_int", "ENGINES"]
+__all__ = ["DecisionSet", "Gain", "System", "as_system", "ENGINES"]
 
 #: Engines a system can support.
 ENGINES = ("exact", "mc", "frontier")
 
 _PROTOCOL = ("reset", "observe", "draw_noise", "step")
-
-
-def check_factory_int(name: str, value: Any, minimum: int = 1) -> int:
-    """A system factory's integer parameter (``horizon``, a member index): an int >= ``minimum``
-    as given, or a SystemError_ naming ``name`` (``--param NAME`` on the command line). Never
-    ``int(value)``: 2.5 would run 2 epochs, ``true`` 1 and ``"3"`` 3 while the system's params
-    record what was given."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise SystemError_(f"{name}: must be an integer >= {minimum}, got {short(value)}.")
-    return int(value)
 
 
 @dataclass(frozen=True)
