@@ -340,10 +340,12 @@ def check_keywords(fn: Any = None, *, name: str | None = None) -> Any:
     return checked
 
 
-def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int]:
+def check_pair(pair: Any, n_groups: int, V: np.ndarray | None,
+               field: str = "pair") -> tuple[int, int]:
     """The audited pair of group indices (s+, s-): ``pair`` checked against ``n_groups``, or
     by default (0, 1) with two groups (or without values ``V``) and (argmax V, argmin V) with
-    more (method.md section 2); (0, 1) too when every group has the same V."""
+    more (method.md section 2); (0, 1) too when every group has the same V. ``field`` names
+    the argument in the error (e.g. ``"pairs[2]"``)."""
     if pair is None:
         if n_groups == 2 or V is None:
             return (0, 1)
@@ -354,10 +356,11 @@ def check_pair(pair: Any, n_groups: int, V: np.ndarray | None) -> tuple[int, int
                                          and not isinstance(i, bool) for i in pair):
         shown = pair.tolist() if callable(getattr(pair, "tolist", None)) else pair
         got = " ".join(repr(shown).split())  # one line, a Series' or array's values
-        raise ModelError(f"pair: expected two group indices (integers), got {got[:80]}; e.g. "
+        raise ModelError(f"{field}: expected two group indices (integers), got {got[:80]}; e.g. "
                          "pair=(0, 1), or the two groups' names, which cf.decompose and "
                          "cf.benefit_fairness take (\"A-B\" or (\"A\", \"B\")).")
     a, b = (int(i) for i in pair)
     if not (0 <= a < n_groups and 0 <= b < n_groups) or a == b:
-        raise ModelError(f"pair: expected two distinct group indices in [0, {n_groups}), got {pair!r}.")
+        raise ModelError(f"{field}: expected two distinct group indices in [0, {n_groups}), "
+                         f"got {pair!r}.")
     return (a, b)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_gamma, check_horizon
+from causalfair._validation import check_gamma, check_horizon, check_pair
 from causalfair.engines.benefit import model_eps
 from causalfair.model import ModelError, TabularModel
 
@@ -183,16 +183,9 @@ def _pair_index(model: TabularModel, pairs: Sequence[tuple[int, int]], what: str
     """``pairs`` as two index tensors (L,), each pair two different groups of ``model``."""
     import torch
 
-    G = model.n_groups
-    out = []
-    for ab in pairs:
-        ok = (isinstance(ab, (tuple, list)) and len(ab) == 2
-              and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in ab)
-              and ab[0] != ab[1] and all(0 <= v < G for v in ab))
-        if not ok:
-            raise ModelError(f"{what}: {ab!r} is not a pair of two different group indices "
-                             f"in 0..{G - 1}; give (a, b), e.g. (0, 1).")
-        out.append((int(ab[0]), int(ab[1])))
+    if any(ab is None for ab in pairs):  # check_pair reads None as "the default pair"
+        raise ModelError(f"{what}: None is not a pair; give (a, b), e.g. (0, 1).")
+    out = [check_pair(ab, model.n_groups, None, f"{what}[{i}]") for i, ab in enumerate(pairs)]
     ia = torch.tensor([a for a, _ in out], dtype=torch.long)
     ic = torch.tensor([c for _, c in out], dtype=torch.long)
     return ia, ic

@@ -55,7 +55,7 @@ from causalfair.engines.groups import pair_names, resolve_pair, split_pair
 from causalfair.errors import ConfigError, ModelError
 from causalfair.model import TabularModel
 from causalfair.policies.checkpoint import TorchPolicy
-from causalfair.policies.grid import grid_observation, policy_table
+from causalfair.policies.grid import check_policy_table, grid_observation, policy_table
 from causalfair.thresholds import (  # the one home of "quantity <= value"; re-exported
     EXACT_KEYS,
     Constraint,
@@ -521,12 +521,10 @@ def _starts(model: TabularModel, T: int, constraints: Sequence[Constraint],
                          f"{type(initial).__name__}.")
     starts: list[tuple[str, np.ndarray]] = []
     for name, tab in (initial or {}).items():
-        tab = np.asarray(tab, dtype=np.float64)
-        ok = tab.shape == shape and bool(np.all((tab >= 0) & (tab <= 1)))
-        if not ok or (A > 2 and not np.allclose(tab.sum(-1), 1.0)):
-            raise ModelError(f"initial[{name!r}]: expected a policy table of shape {shape} "
-                             f"(probabilities{'' if A == 2 else ' summing to 1 a cell'}), got "
-                             f"shape {tab.shape}.")
+        tab = check_policy_table(model, tab, f"initial[{name!r}]")  # probabilities, shape
+        if tab.shape != shape:
+            raise ModelError(f"initial[{name!r}]: a starting table is stationary, shape "
+                             f"{shape}; got a time-indexed one of shape {tab.shape}.")
         starts.append((str(name), tab))
     if lp_res is not None:
         starts.append(("LP frontier policy", _stationary_projection(model, lp_res.policy, T)))

@@ -67,11 +67,14 @@ def test_lambda_of_some_pairs_and_the_gradient():
     torch.testing.assert_close(p.grad, q.grad, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("bad", [(0, 0), (0, 3), (1,), "ab", (0.5, 1)])
+@pytest.mark.parametrize("bad", [(0, 0), (0, 3), (1,), "ab", (0.5, 1), (True, 0)])
 def test_a_bad_pair_is_refused_naming_it(bad):
+    """By the one check of a pair (_validation.check_pair), naming the bad entry."""
     m = random_model(np.random.default_rng(0), 3, 4)
-    with pytest.raises(ModelError, match="pairs: .* not a pair of two different group"):
+    with pytest.raises(ModelError, match=r"^pairs\[1\]: expected two (distinct )?group ind"):
         exact_metrics_by_pair(m, torch.full((3, 4), 0.5), 3, [(0, 1), bad])
+    with pytest.raises(ModelError, match="^lambda_pairs: None is not a pair"):
+        exact_metrics_by_pair(m, torch.full((3, 4), 0.5), 3, [(0, 1)], lambda_pairs=[None])
 
 
 @pytest.mark.parametrize("G,K,A,baseline,timed,weights", CASES[1:5])
