@@ -263,9 +263,11 @@ def imposed_constraints(spec: AuditSpec, before: AuditResult | None = None) -> l
     who = ("the exact repair" if r.get("algo") == "exact"
            else f"[retrain] algo {r.get('algo')!r} (PPO-Lagrangian)")
     relative = baseline_constraints(spec, before, who)
-    if not spec.thresholds and (relative or (spec.baseline_thresholds and before is None)
-                                or r.get("algo") != "exact"):
-        return relative  # a spec gated only against its baseline: those, known after its audit
+    if not spec.thresholds:  # gated only against its baseline, or not at all:
+        later = spec.baseline_thresholds and before is None  # known after its audit
+        if relative or later or r.get("algo") != "exact":
+            return relative  # (PPO trains on its own objective without any)
+        # the exact repair with nothing to impose: refused below ("nothing to repair")
     try:
         return constraints_from_thresholds(spec.thresholds, f"{where}: [thresholds]",
                                            who) + relative
