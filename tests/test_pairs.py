@@ -77,7 +77,7 @@ def test_a_verdict_over_every_pair_names_its_pair_at_every_door(tmp_path):
     assert "Worst benefit pairs of groups B and C" in md
     assert "Worst benefit pairs of pair C-A, where max_Lambda is FAIL (Lambda = 0.152479" in md
     assert 'pair: "C-A"' in card_markdown(doc)
-    assert "max_Lambda <= 0.01 (pair C-A)" in (out / "annex-iv.md").read_text(encoding="utf-8")
+    assert "max_Lambda \\<= 0.01 (pair C-A)" in (out / "annex-iv.md").read_text(encoding="utf-8")
     # the gate: its table, its JUnit message, gate.json and gate-merge's Markdown
     gate = run_gate([_spec(tmp_path, name="g.toml")])
     assert "max_Lambda <= 0.01 (pair C-A)" in gate.side_by_side()

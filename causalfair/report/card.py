@@ -25,7 +25,7 @@ from causalfair.report.explain import (
     doc_pair,
     fmt,
     has_interval,
-    md_text,
+    md_escape,
     pairs_lines,
     sentences,
     threshold_label,
@@ -160,30 +160,30 @@ def card_markdown(doc: Mapping[str, Any], spec_text: str | None = None) -> str:
         y.append(f"  {k}: {_yaml_value(v)}")
     y += model_index(doc)
     y.append("---")
-    lines = y + ["", f"# Fairness audit card: {doc['name']}", ""]
-    lines += [md_text(s.text) for s in sentences(doc)[:1]] + [""]
+    lines = y + ["", f"# Fairness audit card: {md_escape(doc['name'])}", ""]
+    lines += [md_escape(s.text) for s in sentences(doc)[:1]] + [""]
     lines += ["## Metrics", ""]
-    by_topic = {s.topic: md_text(s.text) for s in sentences(doc)}
+    by_topic = {s.topic: md_escape(s.text) for s in sentences(doc)}
     words = doc_glossary(doc)
     level = 100 * (1 - float(doc["spec"]["resolved"].get("alpha", 0.05)))
     for k, q in (doc.get("quantities") or {}).items():
         definition, sign, unit = words.get(k, ("", "", ""))
         est = fmt(q["estimate"])
-        label = ci_label(level, widened(doc, k)).replace("*", "\\*")  # in bold: no emphasis
-        ci = "" if not has_interval(q) else (
-            f", {label} {fmt(q['ci_lower'])} to {fmt(q['ci_upper'])}")
-        lines.append(md_text(f"**{k} = {est}{ci}** ({unit}). {definition} Sign: {sign}".rstrip()))
+        ci = "" if not has_interval(q) else (  # the label's mark escaped: in bold, no emphasis
+            f", {ci_label(level, widened(doc, k))} {fmt(q['ci_lower'])} to {fmt(q['ci_upper'])}")
+        lines.append(f"**{md_escape(f'{k} = {est}{ci}')}** "
+                     + md_escape(f"({unit}). {definition} Sign: {sign}".rstrip()))
         lines.append("")
     if any(has_interval(q) and widened(doc, k) > 1
            for k, q in (doc.get("quantities") or {}).items()):
         # what the mark above stands for (escaped: a line starting "* " is a list item)
-        lines += [md_text(simultaneous_note(doc).replace("*", "\\*")), ""]
+        lines += [md_escape(simultaneous_note(doc)), ""]
     for topic in ("gap", "decomposition"):
         if topic in by_topic:
             lines += [by_topic[topic], ""]
     lines += pairs_lines(doc) + change_lines(doc)
     lines += ["## Verdicts", ""]
-    lines += [f"- {md_text(s.text)}" for s in sentences(doc) if s.topic.startswith("threshold:")] or [
+    lines += [f"- {md_escape(s.text)}" for s in sentences(doc) if s.topic.startswith("threshold:")] or [
         "- no thresholds"]
-    lines += ["", "## Assumptions", ""] + [f"- {a}" for a in assumptions(doc)] + [""]
+    lines += ["", "## Assumptions", ""] + [f"- {md_escape(a)}" for a in assumptions(doc)] + [""]
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from causalfair.thresholds import pair_note, split_key, threshold_op
 __all__ = ["Sentence", "sentences", "GLOSSARY", "glossary", "assumptions", "inconclusive_steps",
            "fmt", "what_changed", "failure_drivers", "change_lines", "pairs_lines", "PAIR_COLUMNS",
            "doc_gain_unit", "doc_pair", "has_interval", "verdict_has_interval",
-           "threshold_label", "md_cell", "md_text"]
+           "threshold_label", "md_code", "md_escape"]
 
 #: quantity -> (definition, sign convention, unit); in the definitions {gain} and {Gain}
 #: stand for the system's gain, {levels} and {lvls} for its states, {dpe_example} and
@@ -445,26 +445,33 @@ def change_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
     if not att:
         return []
     return [f"{heading} What changed against the baseline policy", ""] + [  # the mark as text
-        "- " + md_cell(t).replace(MARK, "\\" + MARK) for t in what_changed(att, unit=_unit(doc)[1])] + [""]
+        "- " + md_escape(t) for t in what_changed(att, unit=_unit(doc)[1])] + [""]
 
 
-#: What would start inline HTML in a Markdown cell: "<" before a tag name, "/", "!" or "?"
-#: (a threshold's "<=" stays as it is), "&" before an entity.
-_MD_HTML = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[0-9A-Za-z]+;)")
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|<>~$&"})
+# an underscore that can open or close emphasis (not one inside a word, as in abs_C)
+_MD_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 
 
-def md_text(text: str) -> str:
-    """Markdown prose holding user strings (group names in sentences and definitions):
-    what would start inline HTML is escaped (:data:`_MD_HTML`)."""
-    return _MD_HTML.sub(lambda m: "\\" + m.group(), text)
+def md_escape(text: Any) -> str:
+    """Text for Markdown, the one escaping of every Markdown file causalfair writes
+    (report.md, card.md, annex-iv.md, ll144.md, the gate's summary): the characters that
+    start markup, emphasis, links, code, tables, entities or inline HTML are
+    backslash-escaped and line breaks become spaces, so user strings (names, labels) and
+    the sentences that quote them render as the text they are."""
+    flat = " ".join(str(text).splitlines()).translate(_MD_SPECIAL)
+    return _MD_UNDERSCORE.sub(r"\\_", flat)
 
 
-def md_cell(text: Any) -> str:
-    """A user string (a group name, a label) for a Markdown table cell of card.md,
-    annex-iv.md or ll144.md: pipes, line breaks and what would start inline HTML are
-    escaped, so it reads as the text it is."""
-    return md_text(str(text).replace("|", "\\|").replace("\n", " "))
-
+def md_code(text: Any) -> str:
+    """A user string (a spec name, a path, a policy label) as a Markdown code span that
+    holds it as it is: line breaks become spaces, and the fence is one backtick longer
+    than the longest run of backticks inside (padded with a space where the text starts
+    or ends with one), so no character of it ends the span or needs escaping."""
+    flat = " ".join(str(text).splitlines()) or " "  # "``" would open a longer fence
+    fence = "`" * (1 + max((len(r) for r in re.findall("`+", flat)), default=0))
+    pad = " " if flat[:1] == "`" or flat[-1:] == "`" else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
 
 
 #: The columns of the pairs table of card.md and annex-iv.md: audit.json's ``pairs`` keys.
@@ -493,13 +500,12 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
 
     compared = pairs.get("compared")
     here = compared_row(compared, values)
-    how = compared_sentence({**pairs, "compared": md_cell(compared)} if compared else pairs,
-                            (doc.get("groups") or {}).get("engine"))
+    how = md_escape(compared_sentence(pairs, (doc.get("groups") or {}).get("engine")))
     lines = [f"{heading} Pairs of groups", "",
              f"Each pair X-Y of the {len(doc['decomposition'].get('groups') or {})} groups"
-             + (f" (reference group {md_cell(ref)})" if ref else "")
-             + f"; worst pair: {md_cell(pairs.get('worst'))} (the largest |C|). C, DPE, IPE "
-             f"and SPE: group X's value minus group Y's, in {_unit(doc)[1]}; Lambda: a "
+             + (f" (reference group {md_escape(ref)})" if ref else "")
+             + f"; worst pair: {md_escape(pairs.get('worst'))} (the largest |C|). C, DPE, IPE "
+             f"and SPE: group X's value minus group Y's, in {md_escape(_unit(doc)[1])}; Lambda: a "
              "probability (0 to 1); ratio_V and ratio_selection: the smaller of the two "
              "groups' values over the larger (1 is equal; the four-fifths rule reads >= 0.8; "
              "n/a where a value is <= 0, as a mean gain that falls). "
@@ -509,9 +515,9 @@ def pairs_lines(doc: Mapping[str, Any], heading: str = "##") -> list[str]:
              "| pair | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     for name, v in values.items():
         marks = (["worst"] if name == pairs.get("worst") else []) + (
-            [md_cell(compared_mark(name, compared))] if name == here else [])
+            [md_escape(compared_mark(name, compared))] if name == here else [])
         mark = f" ({'; '.join(marks)})" if marks else ""
-        lines.append(f"| {md_cell(name)}{mark} | "
+        lines.append(f"| {md_escape(name)}{mark} | "
                      + " | ".join(cell(v.get(k)) for k in keys) + " |")
     return lines + [""]
 

@@ -50,6 +50,8 @@ from causalfair.report.explain import (
     fmt,
     glossary,
     inconclusive_steps,
+    md_code,
+    md_escape,
     sentences,
     verdict_has_interval,
     what_changed,
@@ -133,19 +135,6 @@ def _fmt(v: Any) -> str:
     if isinstance(v, (float, np.floating)):
         return fixed(v)  # six decimals, no negative zero
     return str(v)
-
-
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|<>~$&"})
-# an underscore that can open or close emphasis (not one inside a word, as in abs_C)
-_MD_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
-
-
-def md_escape(text: Any) -> str:
-    """Text for Markdown: the characters that start markup, emphasis, links, code, tables,
-    entities or inline HTML are backslash-escaped and line breaks become spaces, so user
-    strings (names, labels) render as the text they are."""
-    flat = " ".join(str(text).splitlines()).translate(_MD_SPECIAL)
-    return _MD_UNDERSCORE.sub(r"\\_", flat)
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -638,7 +627,7 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     titles = figure_titles(r)
     spec = r.spec
     summary = _summary(doc)
-    lines = [f"# Audit `{spec.name}`: {r.overall}", ""]
+    lines = [f"# Audit {md_code(spec.name)}: {r.overall}", ""]
     if retrain_error:
         lines += [f"**{md_escape(retrain_failed_text(retrain_error))}**", ""]
     lines += [md_escape(_header_line(r, doc)), "",
@@ -753,7 +742,7 @@ def write_error_report(out: str | os.PathLike[str], *, name: str, spec: str, err
     def fill(tmp: Path) -> None:
         (tmp / "error.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         (tmp / "report.md").write_text("\n".join([
-            f"# Audit `{md_escape(name)}`: ERROR", "", f"Spec: `{md_escape(spec)}`", "",
+            f"# Audit {md_code(name)}: ERROR", "", f"Spec: {md_code(spec)}", "",
             f"Error: {md_escape(error)}", "", what, ""]), encoding="utf-8")
         (tmp / "report.html").write_text("\n".join([
             "<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",

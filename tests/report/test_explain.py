@@ -248,7 +248,7 @@ def test_verdict_tables_print_each_value_on_its_side_of_an_exact_threshold():
     printed = [shown[0][1], v.message().split(" = ")[1].split(":")[0],
                v.message(fixed_decimals=True).split(" = ")[1].split(":")[0]]
     row = next(ln for ln in annex_iv(to_jsonable(r.to_dict())).splitlines()
-               if ln.startswith("| abs_C <= "))
+               if ln.startswith("| abs_C \\<= "))
     printed.append(row.split(" | ")[1])
     for text in printed:
         assert (float(text) > thr) == (c > thr), (text, c, thr, v.status)

@@ -1,0 +1,91 @@
+"""User strings in card.md and annex-iv.md read as the text they are, escaped by the one
+function report.md uses (causalfair.report.explain.md_escape), and code spans of names and
+paths hold them whole (md_code)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import causalfair as cf
+from causalfair.report.card import card_markdown
+from causalfair.report.explain import md_code, md_escape
+from causalfair.report.export import annex_iv
+
+SIM = '''
+import numpy as np
+import causalfair as cf
+
+class Sim:
+    n_groups = 3
+    group_names = ("*A*", "_B_", "[c](x)")
+    feature_names = ("skill",)
+    horizon = 2
+    def reset(self, n, group, rng):
+        g = np.broadcast_to(np.asarray(group), (n,)).astype(float)
+        return np.stack([g, rng.normal(1.0 - 0.3 * g, 0.3)], axis=1)
+    def observe(self, state):
+        return cf.Observation(group=state[:, 0].astype(int), features=state[:, 1:2])
+    def draw_noise(self, n, rng):
+        return rng.normal(0, 0.1, size=n)
+    def step(self, state, decisions, noise):
+        gain = 0.1 * np.asarray(decisions) * (1.2 - 0.4 * state[:, 0]) + noise
+        new = state.copy()
+        new[:, 1] += gain
+        return cf.StepResult(state=new, reward=0.1 * gain, gain=gain, info={})
+
+def make():
+    return Sim()
+'''
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("md")
+    (tmp / "mdsim.py").write_text(SIM, encoding="utf-8")
+    (tmp / "s.toml").write_text('name = "my_spec_"\n[system]\nfactory = "mdsim:make"\n'
+                                '[policy]\nbuiltin = "uniform"\n[engine]\nn = 100\n'
+                                '[thresholds]\nmax_abs_C = 0.5\n', encoding="utf-8")
+    import sys
+    sys.path.insert(0, str(tmp))
+    try:
+        return json.loads(json.dumps(cf.audit(tmp / "s.toml").to_dict()))
+    finally:
+        sys.path.remove(str(tmp))
+        sys.modules.pop("mdsim", None)
+
+
+def _unescaped(text: str, raw: str) -> bool:
+    """Whether ``raw`` occurs in ``text`` with its first character not backslash-escaped."""
+    return re.search(r"(?<!\\)" + re.escape(raw), text) is not None
+
+
+@pytest.mark.parametrize("which", ["card.md", "annex-iv.md"])
+def test_group_names_with_markdown_specials_read_as_text(doc, which):
+    # before: card.md's and annex-iv.md's prose (the compared pair, the worst pair, the
+    # verdicts) escaped only what starts HTML: "*A*" rendered as an emphasised A
+    text = card_markdown(doc).split("\n---\n", 1)[1] if which == "card.md" else annex_iv(doc)
+    for raw in ("*A*", "_B_", "[c](x)"):
+        assert not _unescaped(text, raw), (which, raw)
+    assert md_escape("*A*-_B_") in text or md_escape("_B_-*A*") in text or \
+        md_escape("*A*-[c](x)") in text, which
+    assert "\\*A\\*" in text and "\\_B\\_" in text and "\\[c\\](x)" in text
+
+
+def test_a_path_with_a_backtick_keeps_its_code_span(doc):
+    # before: "spec: `runs/a`b/s.toml`" closed the span after "a" and left "b/s.toml`"
+    # open (a legal file name); a spec's name, allowed no such character, is escaped too
+    assert doc["spec"]["file"].endswith("s.toml")
+    odd = json.loads(json.dumps(doc))
+    odd["spec"]["file"] = "runs/a`b/s.toml"
+    assert "- spec: ``runs/a`b/s.toml``;" in annex_iv(odd)
+    assert "# Fairness audit card: my_spec\\_\n" in card_markdown(doc)
+
+
+@pytest.mark.parametrize("text,span", [("abc", "`abc`"), ("a`b", "``a`b``"),
+                                       ("`x", "`` `x ``"), ("a``b`", "``` a``b` ```"),
+                                       ("p\nq", "`p q`"), ("", "` `")])
+def test_md_code_is_one_span_holding_the_text(text, span):
+    assert md_code(text) == span
