@@ -22,7 +22,7 @@ from causalfair._limits import set_threads
 from causalfair._usercode import keep_tracebacks, refuse_os_exit, user_traceback
 from causalfair._version import __version__
 from causalfair.backends import DEVICE_ENV, resolve_device
-from causalfair.errors import CausalfairError, UsageError
+from causalfair.errors import CausalfairError, UsageError, one_line, terminal_text
 from causalfair.workers import reader_may_leave, signal_interrupt, watch_interrupts
 
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
@@ -75,7 +75,8 @@ class _Parser(argparse.ArgumentParser):
         usage = self.format_usage().strip()
         if "\n" in usage:  # a long usage would bury the one line that names the fix
             usage = f"usage: {self.prog} [OPTIONS] (every option: {self.prog} --help)"
-        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")  # usage, one line; exit 2
+        # usage, one line; exit 2 (the user's word through terminal_text, as every error)
+        self.exit(2, f"{usage}\n{self.prog}: error: {terminal_text(message)}\n")
 
 
 def _did_you_mean(word: str, valid: Sequence[str]) -> str:
@@ -218,7 +219,7 @@ def _warnings_as_lines(command: str) -> Any:
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
              line: Any = None) -> None:
         if os.path.abspath(filename).startswith(home + os.sep):
-            print(f"causalfair {command}: warning: {str(message).splitlines()[0]}",
+            print(one_line(command, "warning", str(message)),
                   file=sys.stderr if file is None else file)
         else:
             python_way(message, category, filename, lineno, file, line)
@@ -267,9 +268,8 @@ def _run(args: Any) -> int:
             return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
         msg += keep_tracebacks([user_traceback(exc)], args.command, args.debug)
-        print(f"causalfair {args.command}: error: {msg}", file=sys.stderr)
+        print(one_line(args.command, "error", msg), file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # its notes: what was kept (e.g. gate --retrain)
         notes = "; ".join(getattr(exc, "__notes__", None) or ())

@@ -10,6 +10,7 @@ releases, which caught ``ValueError``, keeps working.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -33,7 +34,9 @@ __all__ = [
     "INTERRUPT_SIGNAL",
     "as_numbers",
     "call_user",
+    "one_line",
     "short",
+    "terminal_text",
     "unicode_text",
     "user_interrupt",
 ]
@@ -51,6 +54,28 @@ def unicode_text(text: str) -> str:
     ``os.fsdecode`` gives it) written as its escape, ``\\udcff``, as JUnit writes it: text
     every UTF-8 writer and JSON reader takes (a log file, a report, gate-merge, jq)."""
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+#: What a terminal would act on rather than show: control characters (ESC starts the
+#: sequences that move the cursor, clear the screen or recolour the text; BEL, BS, DEL,
+#: the C1 controls) and the bidirectional overrides that reorder what is shown.
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` for a terminal: each character a terminal would act on (:data:`_TERMINAL`)
+    written as its escape (``\\x1b``, ``\\u202e``), so a user string in a message (a
+    simulator's error text, a file name) cannot move the cursor, clear the screen, recolour
+    what follows or reorder the line; tabs stay."""
+    return _TERMINAL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def one_line(command: str, kind: str, message: str) -> str:
+    """The line the command line prints for an error or a warning of ``command``:
+    ``causalfair COMMAND: KIND: MESSAGE``, the message's first line through
+    :func:`terminal_text` (every door's one-line errors: cli, gate, gate-merge)."""
+    first = (message.splitlines() or [""])[0]
+    return f"causalfair {command}: {kind}: {terminal_text(first)}"
 
 
 class CausalfairError(Exception):

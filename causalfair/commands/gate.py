@@ -21,7 +21,7 @@ from causalfair._limits import check_timeout
 from causalfair._usercode import keep_tracebacks
 from causalfair.commands._system import jobs_for_backend
 from causalfair.commands.audit import add_mlflow_arguments
-from causalfair.errors import CausalfairError, OutputError, UsageError
+from causalfair.errors import CausalfairError, OutputError, UsageError, one_line
 from causalfair.report.mlflow_log import log_audit, open_experiment
 from causalfair.workers import user_prints_to_stderr
 
@@ -415,7 +415,7 @@ def _report_errors(args: argparse.Namespace, messages: list[str], user_traceback
     note = keep_tracebacks(user_tracebacks, "gate", getattr(args, "debug", False))
     for i, msg in enumerate(messages):
         line = str(msg).splitlines()[0] if str(msg) else "error"
-        print(f"causalfair gate: error: {line}{note if i == 0 else ''}", file=sys.stderr)
+        print(one_line("gate", "error", line + (note if i == 0 else "")), file=sys.stderr)
 
 
 def _shard(specs: list[str], text: str) -> tuple[list[str], dict]:

@@ -11,7 +11,7 @@ from causalfair.commands.gate import (
     refuse_foreign_outputs,
     remove_earlier_outputs,
 )
-from causalfair.errors import UsageError
+from causalfair.errors import UsageError, one_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -117,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
     annotate(merged, args.annotations, sys.stderr)
     errors = [e for e in merged["specs"] if e["overall"] == "ERROR"]
     if errors:  # exit 2, as the gate's: a spec that was not audited is never a verdict
-        print(f"causalfair gate-merge: error: {errors_in_words(merged['specs'])}; the first: "
-              f"{errors[0]['error'].splitlines()[0][:300]}", file=sys.stderr)
+        print(one_line("gate-merge", "error", f"{errors_in_words(merged['specs'])}; the "
+                       f"first: {(errors[0]['error'].splitlines() or [''])[0][:300]}"),
+              file=sys.stderr)
     else:
         n, m = len(docs), len(merged["specs"])
         kind = (("shard", "shards") if all(d.get("shard") is not None for d in docs)

@@ -1,0 +1,52 @@
+"""A user string in a one-line error (a simulator's error text, a file name, a mistyped
+word) cannot drive the terminal: escape sequences, other control characters and the
+bidirectional overrides are written as their escapes (causalfair.errors.terminal_text),
+by the one function every door's error line goes through (errors.one_line)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from causalfair.errors import one_line, terminal_text
+from tests.conftest import failing_simulator, one_line_error, run_cli
+
+CLEAR, RED, RLO = "\x1b[2J", "\x1b[31m", "\u202e"
+
+
+@pytest.mark.parametrize("text,shown", [
+    ("plain \u00e9 text\twith a tab", "plain \u00e9 text\twith a tab"),
+    (f"{RED}red", "\\x1b[31mred"), ("bell\x07 del\x7f c1\x9b", "bell\\x07 del\\x7f c1\\x9b"),
+    (f"abc{RLO}fdp.exe", "abc\\u202efdp.exe"), ("\u2066isolate\u2069", "\\u2066isolate\\u2069")])
+def test_terminal_text_escapes_what_a_terminal_acts_on(text, shown):
+    assert terminal_text(text) == shown
+
+
+def test_one_line_is_the_first_line_escaped():
+    assert one_line("audit", "error", f"x {CLEAR}y\nsecond") == \
+        "causalfair audit: error: x \\x1b[2Jy"
+    assert one_line("gate", "warning", "") == "causalfair gate: warning: "
+
+
+def test_a_simulators_error_text_reaches_the_terminal_escaped(tmp_path):
+    # before: "causalfair audit: error: ... broke <ESC>[2J" cleared the user's screen
+    (tmp_path / "brk.py").write_text(failing_simulator(
+        f'raise RuntimeError("broke {CLEAR}{RED} here {RLO}txt")'), encoding="utf-8")
+    (tmp_path / "s.toml").write_text('name = "s"\nhorizon = 2\n[system]\nfactory = '
+                                     '"brk:make"\n[policy]\nbuiltin = "uniform"\n'
+                                     '[engine]\nn = 50\n[thresholds]\nabs_C = 1.0\n',
+                                     encoding="utf-8")
+    for args in (["audit", "s.toml", "--no-report"], ["gate", "s.toml"]):
+        err = one_line_error(run_cli(*args, cwd=tmp_path))
+        assert "\x1b" not in err and RLO not in err, err
+        assert "broke \\x1b[2J\\x1b[31m here \\u202etxt" in err, err
+    # the gate's JSON keeps the text as it is (a machine reads it, not a terminal)
+    run_cli("gate", "s.toml", "--json", "g.json", cwd=tmp_path, expect=2)
+    spec = json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))["specs"][0]
+    assert CLEAR in spec["error"]
+
+
+def test_a_mistyped_word_is_echoed_escaped():
+    proc = run_cli("decompose", "--setting", f"l{RED}", expect=2)
+    assert "\x1b" not in proc.stderr and "'l\\x1b[31m'" in proc.stderr
