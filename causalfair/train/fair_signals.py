@@ -25,7 +25,7 @@ from causalfair.train.objectives import (
     rate_gap,
 )
 
-__all__ = ["FAIR_ADVANTAGE_ALGOS", "check_fair_signals", "fair_advantage"]
+__all__ = ["FAIR_ADVANTAGE_ALGOS", "check_fair_signals", "fair_advantage", "signal_replicas"]
 
 #: A-PPO, F-PPO-L and ELBERT-PO (Hu et al. 2023, Xu et al. 2024), which change the advantage
 #: with supply/demand signals per replica.
@@ -55,6 +55,22 @@ def check_fair_signals(algo: str, system: Any, sim: Any) -> None:
             f"algo: {algo!r} needs the supply and demand of every unit at every step "
             f"(StepResult.info keys {missing} missing in system {system.id!r}); "
             "see docs/simulators.md, or use ppo / ppo-c.")
+
+
+def signal_replicas(algo: str, n_units: int, units_per_replica: int) -> np.ndarray:
+    """The replica of each of ``n_units`` units, as :func:`fair_advantage` aggregates their
+    signals: coupled units (``units_per_replica`` U > 1) by their replica. Independent units
+    (U = 1): A-PPO's short-term bias is a population quantity, the whole batch's (one
+    "replica", as the lending trainer's batch gap); ELBERT-PO's returns are per episode, and
+    every independent unit is one (its eta = the batch's totals over the units, its A^S_g the
+    unit's supply to go minus the mean: the lending trainer's and the released code's
+    per-episode normalisation). With one replica ELBERT's A^S_g and A^D_g would be 0 and its
+    fairness term vanish whatever alpha."""
+    if units_per_replica > 1:
+        return np.arange(n_units) // units_per_replica
+    if algo == "elbert-po":
+        return np.arange(n_units)
+    return np.zeros(n_units, dtype=np.intp)
 
 
 def fair_advantage(config: TrainConfig, n_groups: int, adv: np.ndarray, b: dict[str, np.ndarray],

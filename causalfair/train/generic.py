@@ -75,7 +75,11 @@ from causalfair.train.encoding import (  # warm_encoding: documented here (docs/
     system_encoding,
     warm_encoding,
 )
-from causalfair.train.fair_signals import FAIR_ADVANTAGE_ALGOS, check_fair_signals
+from causalfair.train.fair_signals import (
+    FAIR_ADVANTAGE_ALGOS,
+    check_fair_signals,
+    signal_replicas,
+)
 from causalfair.train.fair_terms import FairnessTerms
 from causalfair.train.lagrangian import Lagrangian, check_constraints_supported, measure_groups
 from causalfair.train.objectives import gain_to_go, ppo_c_penalty
@@ -395,7 +399,7 @@ class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
         adv, ret = self._advantages(b)
         fair_row: dict[str, float] = {}
         if self.fair:  # every unit of a replica gets its replica's signal
-            rep = (np.arange(N) // self.U) if self.U > 1 else np.zeros(N, dtype=np.intp)
+            rep = signal_replicas(c.algo, N, self.U)
             adv, fair_row = self._fair_advantage(adv, b, rep, rep, b["group"][0])
         q = gain_to_go(b["gain"])
         total = b["gain"].sum(0)

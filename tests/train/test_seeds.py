@@ -250,3 +250,41 @@ def test_a_larger_beta_lambda_lowers_lambda_on_attention():
     system = cf.systems.make("attention-1")
     floor = cf.decompose_mc(system, parse_policy("uniform", system), n=300, seed=0).total_utility
     assert util[50.0] > floor, (util, floor)
+
+
+class _WithSupply:
+    """lending-1's simulator (independent units) that also reports supply (approved) and
+    demand (every applicant) per unit, as a system of one's own may."""
+
+    def __init__(self, sim):
+        self._sim = sim
+
+    def __getattr__(self, name):
+        return getattr(self._sim, name)
+
+    def step(self, state, decisions, noise):
+        import dataclasses
+
+        res = self._sim.step(state, decisions, noise)
+        d = np.asarray(decisions, dtype=np.float64)
+        info = {**(res.info or {}), "supply": d, "demand": np.ones_like(d)}
+        return dataclasses.replace(res, info=info)
+
+
+def test_elbert_po_on_independent_units_uses_alpha():
+    """With independent units every unit is an episode: ELBERT's supply and demand
+    advantages are not 0, so alpha changes the update (it was plain PPO, bit for bit:
+    the batch was one replica whose advantages minus their mean over replicas are 0)."""
+    import dataclasses
+
+    base = cf.systems.make("lending-1")
+    system = dataclasses.replace(base, id="lending-sd", tabular=None,
+                                 simulator=lambda: _WithSupply(base.make_simulator()))
+    nets = []
+    for alpha in (1e-9, 50.0):
+        tr = SystemTrainer(system, TrainConfig(algo="elbert-po", elbert_alpha=alpha,
+                                               iterations=2, n_individuals=64, horizon=3,
+                                               n_epochs=1, eval_every=1000))
+        tr.step()
+        nets.append([p.detach().clone() for p in tr.policy_net.parameters()])
+    assert any(not np.array_equal(a.numpy(), b.numpy()) for a, b in zip(*nets, strict=True))
