@@ -179,6 +179,7 @@ class PopulationRollout:
         action = np.empty(shape, bool)
         repay = np.empty(shape, bool)
         p_d1, reward, gain, dw1 = (np.empty(shape) for _ in range(4))
+        tpr_env = np.empty((S, M, self.G))  # each env's running TPR before the step
         done = np.empty(shape, bool)
         flips = 0
         starts = float(M)
@@ -187,8 +188,8 @@ class PopulationRollout:
             drift = env.drift.copy()
             p = table[g, x]
             d = rng.random(M) < p
+            tpr_env[s] = tpr = env.tpr()
             if massage_tau is not None:
-                tpr = env.tpr()
                 flip = obj.massage_flips(p, d, y, g, tpr[:, 0] - tpr[:, 1], massage_tau)
                 d = d ^ flip
                 flips += int(flip.sum())
@@ -212,15 +213,17 @@ class PopulationRollout:
             done=done, n_episodes=starts, massaged=flips,
             bootstrap={"level": env.level.copy(), "group": env.group.copy(),
                        "t": np.zeros(M, np.int64)},
-            signals={"dw1_env": dw1},
+            signals={"dw1_env": dw1, "tpr_env": tpr_env},
         )
 
     def signals(self, batch: Batch, pair: tuple[int, int] = (0, 1)) -> dict[str, np.ndarray]:
-        """A-PPO: the state's gap D_t = the environment's running TPR gap before the step,
-        each decision's change from loo_tpr_gap; F-PPO-L: the change of the environment's
-        exact W1 at each step, violated when the running TPR gap > omega."""
+        """A-PPO: the state's gap D_t = the environment's running TPR gap before the step
+        (its episode so far: carried across rollouts, restarted by its reset), each
+        decision's change from loo_tpr_gap; F-PPO-L: the change of the environment's exact
+        W1 at each step, violated when that running TPR gap > omega."""
         before, after = obj.loo_tpr_gap(batch.action, batch.repay, batch.group, pair)
-        run, _ = obj.running_tpr_gap(batch.action, batch.repay, batch.group, pair)
+        tpr = batch.signals["tpr_env"]
+        run = np.abs(tpr[..., pair[0]] - tpr[..., pair[1]])
         return {"gap_state": run, "gap_before": before, "gap_after": after, "cohort_gap": run,
                 "dw1": batch.signals["dw1_env"]}
 

@@ -167,3 +167,37 @@ def test_population_rollout_conserves_mass_and_logs_w1():
     assert (ro.env.mu >= -1e-12).all()
     np.testing.assert_allclose(w1_0 + b.signals["dw1_env"].sum(0), ro._w1(), atol=1e-9)
     assert b.action.shape == (50, 6) and b.reward[~b.action].max() == 0.0
+
+
+def test_population_appo_gap_is_each_environments_running_gap():
+    """A-PPO's D_t and F-PPO-L's branch on the population env read each environment's
+    running TPR gap before the step: carried from the previous rollout and restarted when
+    the environment resets (it was the rollout's own applicants' gap: 0 at every
+    rollout's first step)."""
+    from causalfair.train.rollout import PopulationRollout
+
+    lm = lending_setting("lending-1")
+    ro = PopulationRollout(lm, 4, 40, max_steps=30)  # episodes end inside the rollout
+    table = np.full((2, 7), 0.7)
+    ro.collect(table, np.random.default_rng(1))
+    tpr = ro.env.tpr()
+    carried = np.abs(tpr[:, 0] - tpr[:, 1])
+    b = ro.collect(table, np.random.default_rng(2))
+    sig = ro.signals(b)
+    assert carried.max() > 0
+    np.testing.assert_array_equal(sig["gap_state"][0], carried)
+    np.testing.assert_array_equal(sig["cohort_gap"][0], carried)
+    # by hand after an environment's first reset: its TPRs restart from that episode's
+    # applicants (tp / pos replayed from the batch)
+    first_end = b.done.argmax(0)
+    assert b.done.any(0).all()
+    for e in range(4):
+        hits, seen = np.zeros(2), np.zeros(2)
+        for s in range(first_end[e] + 1, 40):
+            rate = np.divide(hits, seen, out=np.zeros(2), where=seen > 0)
+            assert sig["gap_state"][s, e] == pytest.approx(abs(rate[0] - rate[1]), abs=1e-12)
+            g, y = b.group[s, e], b.repay[s, e]
+            seen[g] += y
+            hits[g] += b.action[s, e] & y
+            if b.done[s, e]:
+                hits[:], seen[:] = 0.0, 0.0
