@@ -35,6 +35,7 @@ __all__ = [
     "fppol_advantage",
     "massage_tau",
     "massage_flips",
+    "massage_cohort",
     "elbert_advantage",
     "rate_gap",
     "soft_bias",
@@ -268,6 +269,36 @@ def massage_flips(p_d1: np.ndarray, action: np.ndarray, repay: np.ndarray, group
     high_group = np.where(signed_gap > 0, a, np.where(signed_gap < 0, b, -1))
     fairer = repay & (((group == low_group) & (action == 0)) | ((group == high_group) & (action > 0)))
     return fairer & ~confident
+
+
+def massage_cohort(p_d1: np.ndarray, action: np.ndarray, repay: np.ndarray, group: np.ndarray,
+                   tau: float, pair: tuple[int, int] = (0, 1)) -> np.ndarray:
+    """Which sampled actions of one cohort (1-D arrays) F-PPO flips, one applicant at a time
+    in the cohort's order as the anchors' stream does: a candidate of :func:`massage_flips`
+    (low confidence, a flip towards the lower-TPR group) is flipped only if, after the
+    flips before it, its flip still strictly lowers |TPR(a) - TPR(b)|. Deciding every flip
+    against the gap before massaging (all at once) pushed the gap past zero: a cohort with a
+    gap of -0.24 ended at +1.0."""
+    a, b = pair
+    gap = cohort_tpr_gap(action[None], repay[None], group[None], pair)[0]
+    cand = np.flatnonzero(massage_flips(p_d1, action, repay, group, gap, tau, pair))
+    flips = np.zeros(action.shape, dtype=bool)
+    if cand.size == 0:
+        return flips
+    n = {g: float(((group == g) & repay).sum()) for g in pair}
+    tp = {g: float(((group == g) & repay & (action > 0)).sum()) for g in pair}
+    def gap_of(t: dict[int, float]) -> float:  # 0 for a group with no would-repay member
+        return abs((t[a] / n[a] if n[a] else 0.0) - (t[b] / n[b] if n[b] else 0.0))
+
+    for i in cand:  # a Python loop over the candidates only (at most the cohort)
+        g = int(group[i])
+        new = dict(tp)
+        new[g] += -1.0 if action[i] > 0 else 1.0
+        before, after = gap_of(tp), gap_of(new)
+        if after < before:
+            flips[i] = True
+            tp = new
+    return flips
 
 
 # ---------------------------------- supply / demand (Xu et al. 2024, Hu et al. 2023)

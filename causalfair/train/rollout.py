@@ -106,8 +106,7 @@ class IndividualRollout:
             noise = LendingNoise(repay=u[0], drift=u[1])
             y = u[0] < self.model.p_repay[group, x]
             if massage_tau is not None:
-                gap = obj.cohort_tpr_gap(d[None], y[None], group[None])[0]
-                flip = obj.massage_flips(p, d, y, group, gap, massage_tau)
+                flip = obj.massage_cohort(p, d, y, group, massage_tau)
                 d = d ^ flip
                 flips += int(flip.sum())
             res = self.sim.step(state, d, noise)

@@ -209,6 +209,27 @@ def test_massage_schedule_and_flips():
     assert not obj.massage_flips(p, action, repay, group, 0.0, 0.3).any()
 
 
+def test_massage_cohort_never_overshoots_the_gap():
+    """A cohort's flips are taken one at a time against the gap the previous ones left,
+    so each one strictly lowers |TPR gap| and the gap never grows (all at once, every
+    low-confidence would-repay applicant flipped: the gap went from 0.2 to past -0.6)."""
+    # group 0: 5 would-repay, 4 approved (TPR 0.8); group 1: 5 would-repay, 3 approved (0.6)
+    group = np.array([0] * 5 + [1] * 5)
+    repay = np.ones(10, dtype=bool)
+    action = np.array([1, 1, 1, 1, 0, 1, 1, 1, 0, 0])
+    p = np.full(10, 0.5)
+    flips = obj.massage_cohort(p, action, repay, group, tau=0.3)
+    after = obj.cohort_tpr_gap((action ^ flips)[None], repay[None], group[None])[0]
+    # by hand, in order: deny member 0 (gap 0.2 -> 0.0); nothing further lowers |gap|
+    np.testing.assert_array_equal(np.flatnonzero(flips), [0])
+    assert after == pytest.approx(0.0)
+    at_once = obj.massage_flips(p, action, repay, group, 0.2, 0.3)
+    gap_at_once = obj.cohort_tpr_gap((action ^ at_once)[None], repay[None], group[None])[0]
+    assert abs(gap_at_once) > 0.2  # the old rule's overshoot
+    # a group with no would-repay member: its TPR reads 0, no division by zero
+    assert not obj.massage_cohort(p, action, repay & (group == 0), group, 0.3)[5:].any()
+
+
 # -------------------------------------------------------------------------- ELBERT-PO
 def test_elbert_advantage_hand_and_sign():
     adv = np.array([0.0, 0.0])
