@@ -342,7 +342,7 @@ def run_population(args: argparse.Namespace) -> int:
         ("--horizon", args.horizon), ("--beta-c", args.beta_c),
         ("--beta-lambda", args.beta_lambda), ("--individuals", args.individuals),
         ("--eval-every", args.eval_every), ("--checkpoint-every", args.checkpoint_every),
-        ("--pair", args.pair),
+        ("--pair", args.pair), ("--levels", args.levels != 7),
         ("--env", args.env != "individual")) if v]
     if unused:
         horizon = (f" Their horizon is the system's: --param horizon={args.horizon}."

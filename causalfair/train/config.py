@@ -27,6 +27,7 @@ from causalfair.thresholds import PPO_LAG_KEYS, is_repair_key, parse_constraint
 from causalfair.train.algorithms import REGISTRY, names
 
 __all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_FIELDS",
+           "check_lending_fields",
            "UNRECORDED_NONE", "resolved_pair"]
 
 #: The objectives the PPO trainers implement (causalfair.train.objectives), from the
@@ -56,6 +57,30 @@ _ELSEWHERE = {
     "population": " (the population agents are causalfair.train.population.train_rtd3 and "
                   "train_lucbfair)",
 }
+
+
+#: The flag of ``causalfair train`` that sets a lending-only field, where there is one.
+_LENDING_FLAGS = {"setting": "--setting", "n_levels": "--levels", "env": "--env"}
+
+
+def check_lending_fields(config: Any, system_id: str) -> None:
+    """Refuse a config that sets a field of :data:`LENDING_FIELDS` away from its default
+    for a run on ``system_id``, which the generic trainer trains: it reads none of them
+    (its ``config.json`` does not even record them), so ``--env population`` or
+    ``--levels 5`` on ``attention-1`` trained as if they were not given."""
+    default = TrainConfig()
+    for name in LENDING_FIELDS:
+        value = getattr(config, name)
+        if value == getattr(default, name):
+            continue
+        flag = f" ({_LENDING_FLAGS[name]})" if name in _LENDING_FLAGS else ""
+        fix = ("its levels are the system's own: a factory parameter (--param), if it takes "
+               "one" if name == "n_levels" else "it trains on the system's own simulator"
+               if name == "env" else "leave it out")
+        raise ConfigError(
+            f"{name}{flag}: bad value {value!r}; a field of the lending trainer only "
+            f"(lending-1, lending-2, lending-3), which system {system_id!r} does not train "
+            f"with: {fix}.")
 
 
 def _check_field_types(cfg: Any, bad: Any) -> None:

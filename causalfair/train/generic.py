@@ -69,7 +69,7 @@ from causalfair.policies.checkpoint import NumpyMLPPolicy, TorchPolicy, mlp
 from causalfair.policies.choice import ReplicaChoicePolicy
 from causalfair.train.adam import Adam
 from causalfair.train.algorithms import names
-from causalfair.train.config import TrainConfig, resolved_pair
+from causalfair.train.config import TrainConfig, check_lending_fields, resolved_pair
 from causalfair.train.device import to_device
 from causalfair.train.encoding import (  # warm_encoding: documented here (docs/training.md)
     system_encoding,
@@ -194,6 +194,7 @@ class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
                 f"algo: {config.algo!r} needs lending's ground truth (the qualified role and the "
                 f"lending population); on system {system.id!r} use one of "
                 f"{', '.join(GENERIC_ALGOS)}.")
+        check_lending_fields(config, system.id)  # fields it would not read
         # the system's published hyper-parameters, for fields left at their defaults
         default = TrainConfig()
         changes = {k: v for k, v in dict(system.train_defaults).items()

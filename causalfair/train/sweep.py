@@ -69,6 +69,7 @@ from causalfair.train import TrainConfig, train
 from causalfair.train import population as P
 from causalfair.train.algorithms import REGISTRY, names
 from causalfair.train.checkpoint import CHECKPOINT_NAME, prepare_run_folder
+from causalfair.train.config import LENDING_FIELDS
 from causalfair.train.sweep_io import (  # the folder, resume and IO part
     LOCK,  # noqa: F401 - (re-exported: importable from here, as before the split)
     MARK,  # noqa: F401
@@ -144,6 +145,8 @@ def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
         iterations = kw.pop("iterations", None)
         config = P.make_config(algo, seed, made.horizon, iterations, kw)
         return P.PopulationRun(algo, system, config, dict(made.params))
+    if system not in SETTINGS:  # the lending trainer's fields go to the lending runs only
+        kw = {k: v for k, v in kw.items() if k not in LENDING_FIELDS}
     kw.update(algo=algo, seed=seed)
     if system in SETTINGS and not params:
         kw["setting"] = system
@@ -560,6 +563,12 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 f"overrides: {key!r} is a field of no config of this sweep's algorithms "
                 f"({', '.join(algos)}); {did_you_mean(key, sorted(fields))}"
                 f"fields: {', '.join(sorted(fields))}.")
+    lending_only = [k for k in overrides if k in LENDING_FIELDS]
+    if lending_only and not any(sy in SETTINGS for sy in systems):
+        raise ConfigError(
+            f"overrides: {lending_only[0]!r} is a field of the lending trainer only (lending-1, "
+            f"lending-2, lending-3), and no system of this sweep ({', '.join(systems)}) is one "
+            "of them: drop it (a run on another system would not read it).")
     given = system_params(systems, params or {}, search_path)  # each system's own
     skipped: list[tuple[str, str, str]] = []
     made: dict[str, Any] = {}  # the systems (the population agents' configs read them)

@@ -110,3 +110,29 @@ def test_the_paper_reproduction_gives_the_same_runs_in_worker_processes(tmp_path
     t = tables[0]  # --quick: lending-1, 2 seeds, the same runs for each seed
     assert sorted(set(t["seed"])) == [0, 1] and len(t) == 2 * int((t["seed"] == 0).sum()) >= 10
     assert t.equals(tables[1])
+
+
+def test_lending_trainer_fields_go_to_lending_runs_only(tmp_path, capsys):
+    """The generic trainer reads none of the lending trainer's fields (env, n_levels,
+    pop_steps, ...): a run on another system that sets one is refused (it trained as if
+    it were not given: ``--env population`` on attention-1 was per-site training, and its
+    config.json did not record it), in Python and on every command; a sweep gives such a
+    field to its lending runs only, and refuses one no system of the sweep reads."""
+    from causalfair.train.population import ALGOS
+
+    tiny = {"iterations": 1, "n_individuals": 20, "horizon": 2, "n_epochs": 1, "audit_n": 8}
+    for field, value in (("env", "population"), ("n_levels", 5), ("pop_steps", 3)):
+        with pytest.raises(ConfigError, match=f"^{field}.*lending trainer only.*'attention-1'"):
+            train(TrainConfig(algo="ppo", system="attention-1", **{field: value}, **tiny))
+    assert main(["train", "--system", "attention-1", "--env", "population", "--iterations",
+                 "1", "--out", str(tmp_path / "t1")]) == 2
+    assert "env (--env): bad value 'population'" in capsys.readouterr().err
+    assert not (tmp_path / "t1").exists()
+    assert main(["train", "--system", "replicator-1", "--algo", ALGOS[1], "--levels", "3",
+                 "--out", str(tmp_path / "t2")]) == 2
+    assert "--levels: not used by --algo l-ucbfair" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="'pop_steps' is a field of the lending trainer only"):
+        sweep(["ppo"], [0], ["attention-1"], overrides={**tiny, "pop_steps": 3})
+    res = sweep(["ppo"], [0], ["lending-1", "attention-1"],
+                overrides={**tiny, "pop_mass": 0.02})
+    assert not res.failed and len(res.runs) == 2
