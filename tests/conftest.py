@@ -150,6 +150,37 @@ abs_C = 1.0
 """
 
 
+def skill_simulator(group_names: Sequence[str], horizon: int = 3) -> str:
+    """Source of a module whose ``make()`` returns a user simulator of one feature
+    ("skill") whose groups are named ``group_names`` (strings to test how outputs quote
+    them) and whose gain per decision falls with the group's index."""
+    return f'''
+import numpy as np
+import causalfair as cf
+
+class Sim:
+    n_groups = {len(group_names)}
+    group_names = {tuple(group_names)!r}
+    feature_names = ("skill",)
+    horizon = {horizon}
+    def reset(self, n, group, rng):
+        g = np.broadcast_to(np.asarray(group), (n,)).astype(float)
+        return np.stack([g, rng.normal(1.0 - 0.3 * g, 0.3)], axis=1)
+    def observe(self, state):
+        return cf.Observation(group=state[:, 0].astype(int), features=state[:, 1:2])
+    def draw_noise(self, n, rng):
+        return rng.normal(0, 0.1, size=n)
+    def step(self, state, decisions, noise):
+        gain = 0.1 * np.asarray(decisions) * (1.2 - 0.4 * state[:, 0]) + noise
+        new = state.copy()
+        new[:, 1] += gain
+        return cf.StepResult(state=new, reward=0.1 * gain, gain=gain, info={{}})
+
+def make():
+    return Sim()
+'''
+
+
 def failing_simulator(step: str, *, cls: str = "Broken", head: str = "") -> str:
     """Source of a module whose ``make()`` returns a user simulator of 2 groups and 3
     levels (state: level, group) that resets, observes and draws noise as usual and whose

@@ -15,6 +15,7 @@ import causalfair as cf
 from causalfair.report import render
 from causalfair.report.explain import fmt, sentences
 from causalfair.report.export import annex_iv
+from tests.conftest import skill_simulator
 
 LENDING_1 = """
 name = "l1"
@@ -205,31 +206,7 @@ def test_a_sign_the_interval_does_not_settle_is_not_stated_as_fact(mc_audit):
     assert "(DPE) contributes" in said["decomposition"] and "favouring white;" in said["decomposition"]
 
 
-EVIL_SIM = '''
-import numpy as np
-import causalfair as cf
-
-class Sim:
-    n_groups = 2
-    group_names = ("<b>A&amp;B</b>", "x|y")
-    feature_names = ("skill",)
-    horizon = 3
-    def reset(self, n, group, rng):
-        g = np.broadcast_to(np.asarray(group), (n,)).astype(float)
-        return np.stack([g, rng.normal(1.0 - 0.5 * g, 0.3)], axis=1)
-    def observe(self, state):
-        return cf.Observation(group=state[:, 0].astype(int), features=state[:, 1:2])
-    def draw_noise(self, n, rng):
-        return rng.normal(0, 0.1, size=n)
-    def step(self, state, decisions, noise):
-        gain = 0.1 * np.asarray(decisions) * (1.2 - 0.4 * state[:, 0]) + noise
-        new = state.copy()
-        new[:, 1] += gain
-        return cf.StepResult(state=new, reward=0.1 * gain, gain=gain, info={})
-
-def make():
-    return Sim()
-'''
+EVIL_SIM = skill_simulator(("<b>A&amp;B</b>", "x|y"))
 
 
 def test_group_names_never_become_markup_in_the_exports(tmp_path):

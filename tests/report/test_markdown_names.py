@@ -13,38 +13,14 @@ import causalfair as cf
 from causalfair.report.card import card_markdown
 from causalfair.report.explain import md_code, md_escape
 from causalfair.report.export import annex_iv
-
-SIM = '''
-import numpy as np
-import causalfair as cf
-
-class Sim:
-    n_groups = 3
-    group_names = ("*A*", "_B_", "[c](x)")
-    feature_names = ("skill",)
-    horizon = 2
-    def reset(self, n, group, rng):
-        g = np.broadcast_to(np.asarray(group), (n,)).astype(float)
-        return np.stack([g, rng.normal(1.0 - 0.3 * g, 0.3)], axis=1)
-    def observe(self, state):
-        return cf.Observation(group=state[:, 0].astype(int), features=state[:, 1:2])
-    def draw_noise(self, n, rng):
-        return rng.normal(0, 0.1, size=n)
-    def step(self, state, decisions, noise):
-        gain = 0.1 * np.asarray(decisions) * (1.2 - 0.4 * state[:, 0]) + noise
-        new = state.copy()
-        new[:, 1] += gain
-        return cf.StepResult(state=new, reward=0.1 * gain, gain=gain, info={})
-
-def make():
-    return Sim()
-'''
+from tests.conftest import skill_simulator
 
 
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("md")
-    (tmp / "mdsim.py").write_text(SIM, encoding="utf-8")
+    (tmp / "mdsim.py").write_text(skill_simulator(("*A*", "_B_", "[c](x)"), 2),
+                                   encoding="utf-8")
     (tmp / "s.toml").write_text('name = "my_spec_"\n[system]\nfactory = "mdsim:make"\n'
                                 '[policy]\nbuiltin = "uniform"\n[engine]\nn = 100\n'
                                 '[thresholds]\nmax_abs_C = 0.5\n', encoding="utf-8")
