@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["frame_text", "cell_word", "cell_columns"]
+__all__ = ["frame_text", "cell_word", "cell_columns", "worst_columns"]
 
 #: pandas' display.precision: float columns are formatted with 6 decimals, then the
 #: trailing zeros every number of the column shares are trimmed.
@@ -98,3 +98,37 @@ def cell_columns(columns: Iterable[Any], word: str = "level") -> list[str]:
     worst_pairs`: ``level[G]``) with their cells called ``word`` (:func:`cell_word`):
     ``state[G]`` for binned features."""
     return [word + c[len("level"):] if c.startswith("level[") else c for c in map(str, columns)]
+
+
+def worst_columns(ben: Any, n: int) -> dict[str, Any]:
+    """The columns of the ``n`` worst pairs of a
+    :class:`~causalfair.results.BenefitResult` ``ben`` (its ``worst_pairs(n)``, label ->
+    values, largest contribution first, never a pair with a departed level), without
+    pandas: what :func:`frame_text` prints for the commands."""
+    a, b = ben.pair
+    K = ben.contributions.shape[0]
+    order = np.argsort(-ben.contributions, axis=None, kind="stable")
+    if ben.departed:  # pairs with a departed member are no pairs of people present
+        ra, rb = np.unravel_index(order, (K, K))
+        order = order[~(np.isin(ra, ben.departed) | np.isin(rb, ben.departed))]
+    xa, xb = np.unravel_index(order[:n], (K, K))
+    ga, gb = ben.groups[a], ben.groups[b]
+    share = (ben.contributions[xa, xb] / ben.Lambda if ben.Lambda > 0
+             else np.zeros(len(xa)))  # (a column of 0.0, as a DataFrame broadcasts)
+    if ben.multi:
+        def rows(arr: np.ndarray, g: int, xs: np.ndarray) -> list[list[float]]:
+            return [[round(float(v), 12) for v in arr[g, x]] for x in xs]
+
+        per = {f"Delta[{ga}]": rows(ben.delta, a, xa), f"Delta[{gb}]": rows(ben.delta, b, xb),
+               f"pi[{ga}]": rows(ben.p_d1, a, xa), f"pi[{gb}]": rows(ben.p_d1, b, xb)}
+    else:
+        per = {f"Delta[{ga}]": ben.delta[a, xa], f"Delta[{gb}]": ben.delta[b, xb],
+               f"p_d1[{ga}]": ben.p_d1[a, xa], f"p_d1[{gb}]": ben.p_d1[b, xb]}
+    return {
+        f"level[{ga}]": [ben.levels[i] for i in xa],
+        f"level[{gb}]": [ben.levels[i] for i in xb],
+        **per,
+        "weight": ben.state_weights[a, xa] * ben.state_weights[b, xb],
+        "contribution": ben.contributions[xa, xb],
+        "share": share,
+    }

@@ -16,7 +16,7 @@ from causalfair.errors import InputError, ModelError, short
 
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
            "check_keywords", "check_unit", "check_flag", "check_seed", "MAX_SEED",
-           "check_lr", "MAX_LR", "finite",
+           "check_lr", "MAX_LR", "finite", "check_policy_name",
            "check_names", "check_engine", "check_weight", "check_weights",
            "engine_for",
            "z_quantile",
@@ -135,6 +135,18 @@ def check_flag(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise InputError(f"{name}: must be True or False, got {short(value, 40)}.")
     return bool(value)
+
+
+def check_policy_name(value: Any, field: str = "policy_name") -> str:
+    """A result's ``policy_name`` (what its summary, report and JSON call the policy) as a
+    non-blank string, or an InputError naming it: the one check of every engine's
+    :class:`~causalfair.results.Decomposition` (``policy_name=None`` to an engine: the
+    policy's own label; ``field``: the argument named, e.g. ``"baseline_name"``)."""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{field}: must be the policy's name as non-empty text (e.g. "
+                         f"\"ppo\"), or None for the policy's own label, got "
+                         f"{short(value, 40)}.")
+    return value
 
 
 def check_weight(value: Any, field: str, error: type[Exception] = InputError) -> float:

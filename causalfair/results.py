@@ -15,12 +15,13 @@ import numpy as np
 
 from causalfair._io import N_COUNTS, fixed, sample_size
 from causalfair._simultaneous import pair_z, simultaneous_dict, simultaneous_sentence
-from causalfair._texttable import cell_columns, frame_text
+from causalfair._texttable import cell_columns, frame_text, worst_columns
 from causalfair._validation import (
     check_alpha,
     check_int,
     check_keywords,
     check_pair,
+    check_policy_name,
     check_unit,
     z_quantile,
 )
@@ -129,6 +130,7 @@ class Decomposition:
     paired_var: Mapping[str, np.ndarray] | None = None  # coupled units: (G, G) per value
 
     def __post_init__(self) -> None:
+        check_policy_name(self.policy_name)
         if self.n_counts not in N_COUNTS:
             raise InputError(f"n_counts: expected one of {', '.join(N_COUNTS)}, got "
                              f"{short(self.n_counts, 40)}.")
@@ -590,44 +592,8 @@ class BenefitResult:
 
     def _worst_columns(self, n: int) -> dict[str, Any]:
         """:meth:`worst_pairs`' columns, label -> values (no pandas: the commands print and
-        write them without it)."""
-        a, b = self.pair
-        K = self.contributions.shape[0]
-        order = np.argsort(-self.contributions, axis=None, kind="stable")
-        if self.departed:  # pairs with a departed member are no pairs of people present
-            ra, rb = np.unravel_index(order, (K, K))
-            order = order[~(np.isin(ra, self.departed) | np.isin(rb, self.departed))]
-        order = order[: check_int("n", n, 0)]
-        xa, xb = np.unravel_index(order, (K, K))
-        ga, gb = self.groups[a], self.groups[b]
-        share = (self.contributions[xa, xb] / self.Lambda if self.Lambda > 0
-                 else np.zeros(len(order)))  # (a column of 0.0, as a DataFrame broadcasts)
-        if self.multi:
-            def rows(arr: np.ndarray, g: int, xs: np.ndarray) -> list[list[float]]:
-                return [[round(float(v), 12) for v in arr[g, x]] for x in xs]
-
-            return {
-                f"level[{ga}]": [self.levels[i] for i in xa],
-                f"level[{gb}]": [self.levels[i] for i in xb],
-                f"Delta[{ga}]": rows(self.delta, a, xa),
-                f"Delta[{gb}]": rows(self.delta, b, xb),
-                f"pi[{ga}]": rows(self.p_d1, a, xa),
-                f"pi[{gb}]": rows(self.p_d1, b, xb),
-                "weight": self.state_weights[a, xa] * self.state_weights[b, xb],
-                "contribution": self.contributions[xa, xb],
-                "share": share,
-            }
-        return {
-            f"level[{ga}]": [self.levels[i] for i in xa],
-            f"level[{gb}]": [self.levels[i] for i in xb],
-            f"Delta[{ga}]": self.delta[a, xa],
-            f"Delta[{gb}]": self.delta[b, xb],
-            f"p_d1[{ga}]": self.p_d1[a, xa],
-            f"p_d1[{gb}]": self.p_d1[b, xb],
-            "weight": self.state_weights[a, xa] * self.state_weights[b, xb],
-            "contribution": self.contributions[xa, xb],
-            "share": share,
-        }
+        write them without it; :func:`causalfair._texttable.worst_columns`)."""
+        return worst_columns(self, check_int("n", n, 0))
 
     @property
     def shares_meaningful(self) -> bool:

@@ -72,6 +72,7 @@ from causalfair._validation import (
     check_gamma,
     check_horizon,
     check_keywords,
+    check_policy_name,
     check_unit,
     engine_for,
 )
@@ -141,6 +142,10 @@ class Attribution:
     #: groups): every interval is simultaneous over the m pairs, z_{1 - alpha/(2m)}, as the
     #: same paired run's [baseline] differences (causalfair._simultaneous).
     simultaneous: int = 1
+
+    def __post_init__(self) -> None:  # the names it prints (as a Decomposition's)
+        check_policy_name(self.policy)
+        check_policy_name(self.baseline, "baseline_name")
 
     # ------------------------------------------------------------------ reading
     @property
@@ -382,7 +387,8 @@ def attribute_exact(model: TabularModel, policy: Any, baseline: Any, horizon: in
              "IPE": (tot["IPE"], 0.0)}
     return Attribution(
         engine="exact", groups=tuple(model.group_names), pair=(a, c), horizon=T,
-        policy=policy_name or pname, baseline=baseline_name or qname, total=total,
+        policy=pname if policy_name is None else policy_name,
+        baseline=qname if baseline_name is None else baseline_name, total=total,
         by_step=by_step, by_step_se=np.zeros_like(by_step), by_cell=by_cell,
         by_cell_se=np.zeros_like(by_cell), cells="levels",
         cell_labels=tuple(str(x) for x in model.level_labels),
@@ -540,6 +546,9 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
     (an audit's decomposition of more than two groups, no pair named): the attribution's
     intervals are then simultaneous over the m pairs (:attr:`Attribution.simultaneous`)."""
     pair_z(alpha, simultaneous)  # checks alpha and m (an integer >= 1) before any work
+    for field, name in (("policy_name", policy_name), ("baseline_name", baseline_name)):
+        if name is not None:  # (the result's check, before any run)
+            check_policy_name(name, field)
     system = as_system(system)
     pjobs, n, batch, weights = paired_jobs(system, policy, baseline, horizon, n=n, seed=seed,
                                            batch_size=batch_size)
@@ -589,7 +598,8 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
                            np.sqrt(cell_v[c]).reshape(2, K)], axis=1)
     att = Attribution(
         engine="mc", groups=tuple(system.groups), pair=(a, c), horizon=T,
-        policy=policy_name or pjobs[0].name, baseline=baseline_name or pjobs[1].name,
+        policy=pjobs[0].name if policy_name is None else policy_name,
+        baseline=pjobs[1].name if baseline_name is None else baseline_name,
         total=total, by_step=by_step, by_step_se=by_step_se, by_cell=by_cell,
         by_cell_se=by_cell_se, cells=cells.kind, cell_labels=cells.labels, alpha=alpha,
         n=n, seed=seed, gain_unit=getattr(getattr(system, "gain", None), "unit", None),

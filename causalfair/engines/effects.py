@@ -133,10 +133,11 @@ def decompose(
     gamma = check_gamma(gamma)
     if isinstance(policy, np.ndarray):
         p = check_policy_table(model, policy, horizon=T)
-        name = policy_name or "table"
+        name = "table" if policy_name is None else policy_name
     else:
         p = policy_table(policy, model, T)
-        name = policy_name or getattr(policy, "name", type(policy).__name__)
+        name = (getattr(policy, "name", type(policy).__name__) if policy_name is None
+                else policy_name)
     if not model.binary:
         return _decompose_general(model, p, T, gamma, pair, eps, weights, name)
     pt = _as_time_table(p, T)

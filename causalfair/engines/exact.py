@@ -68,7 +68,8 @@ def exact_numbers(model: TabularModel, policy: Policy | np.ndarray, horizon: int
     if isinstance(policy, np.ndarray) or not isinstance(model, TabularModel):
         table = policy  # decompose refuses a model that is not tabular, with its message
     else:
-        policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
+        if policy_name is None:
+            policy_name = getattr(policy, "name", type(policy).__name__)
         table = np.asarray(policy_table(policy, model, T))
     dec = decompose(model, table, T, eps=eps, weights=weights, pair=pair, policy_name=policy_name)
     others = dec.pair  # (0, 1) with two groups; else the pair C compares

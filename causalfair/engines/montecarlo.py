@@ -42,7 +42,7 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair._names import BENEFIT_N  # defined there: `decompose --help` states it
 from causalfair._simultaneous import pairs_chosen_from
-from causalfair._validation import check_alpha, check_horizon, check_keywords
+from causalfair._validation import check_alpha, check_horizon, check_keywords, check_policy_name
 from causalfair.backends import engine_device, resolve_jobs
 from causalfair.engines._mc_base import (
     DEFAULT_BATCH_SIZE,
@@ -317,7 +317,7 @@ def _ready_policy(policy: Any, sim: Any, A: int, tabulate: bool, policy_name: st
     res = resolve(policy, system if system is not None else
                   model if isinstance(model, TabularModel) else None, where=where)
     policy = res.policy
-    name = policy_name or res.label
+    name = res.label if policy_name is None else policy_name
     if check:
         check_policy_state(policy, sim, A, name)
     elif rows:
@@ -414,6 +414,8 @@ def decompose_mc(
     pass on to the other pairs' Lambda (:func:`causalfair.engines.groups.lambda_by_forks`).
     """
     n, seed, benefit_bins = mc_options(n, seed, jobs, device, benefit_bins)  # before any run
+    if policy_name is not None:  # (the result's check, before any run)
+        check_policy_name(policy_name)
     system = simulator if isinstance(simulator, System) else None
     if system is not None:
         if system.units_per_replica != 1:
@@ -422,7 +424,8 @@ def decompose_mc(
                                  horizon, n, benefit_n)
             dec = decompose_coupled(system, res.policy, system.horizon if horizon is None else
                                      horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
-                                     pair=pair, policy_name=policy_name or res.label,
+                                     pair=pair, policy_name=res.label if policy_name is None
+                                     else policy_name,
                                      backend=backend, jobs=jobs,
                                      device=engine_device(device), check=check)
             dec = _chosen(dec, pair)

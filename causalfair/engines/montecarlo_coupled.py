@@ -190,7 +190,8 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
                  "lower n, or merge groups")
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
-    name = policy_name or getattr(policy, "name", type(policy).__name__)
+    name = (getattr(policy, "name", type(policy).__name__) if policy_name is None
+            else policy_name)
     if check:  # a user's policy: rows of other worlds, its observation and its attributes
         check_policy_state(policy, sim, A, name, units=U)
     policy = engine_policy(policy, system, A, horizon=T, device=device)
