@@ -17,6 +17,7 @@ from causalfair.errors import InputError, ModelError, short
 __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", "check_int",
            "check_keywords", "check_unit", "check_flag", "check_seed", "MAX_SEED",
            "check_lr", "MAX_LR", "finite", "check_policy_name",
+           "read_only",
            "check_names", "check_engine", "check_weight", "check_weights",
            "engine_for",
            "z_quantile",
@@ -147,6 +148,29 @@ def check_policy_name(value: Any, field: str = "policy_name") -> str:
                          f"\"ppo\"), or None for the policy's own label, got "
                          f"{short(value, 40)}.")
     return value
+
+
+def read_only(obj: Any, names: Any) -> None:
+    """Replace each array ``obj`` holds under ``names`` (attributes; a frozen dataclass's
+    fields too) by a read-only view of it, so that an in-place operation on what a result
+    hands out (``v = dec.V; v -= dec.V_0``) raises instead of rewriting the result; a dict
+    of arrays (``paired_var``) becomes a new dict of read-only views; what is not an array
+    is left as it is."""
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, dict) and any(isinstance(v, np.ndarray) for v in value.values()):
+            object.__setattr__(obj, name, {k: _frozen(v) for k, v in value.items()})
+        elif isinstance(value, np.ndarray) and value.flags.writeable:
+            object.__setattr__(obj, name, _frozen(value))
+
+
+def _frozen(value: Any) -> Any:
+    """A read-only view of an array; anything else as it is."""
+    if not isinstance(value, np.ndarray) or not value.flags.writeable:
+        return value
+    view = value.view()
+    view.flags.writeable = False
+    return view
 
 
 def check_weight(value: Any, field: str, error: type[Exception] = InputError) -> float:

@@ -23,6 +23,7 @@ from causalfair._validation import (
     check_pair,
     check_policy_name,
     check_unit,
+    read_only,
     z_quantile,
 )
 from causalfair.errors import InputError, short
@@ -49,6 +50,11 @@ SHARE_FLOOR = 1e-9
 _DIGITS = 4
 
 _EFFECTS = ("C", "DPE", "IPE", "SPE")
+
+#: The arrays of each result, handed out read-only (:func:`causalfair._validation.read_only`).
+_DEC_ARRAYS = ("V", "V_ps", "V_0", "steps", "utility_by_group", "group_weights", "decisions",
+               "paired_var")
+_BEN_ARRAYS = ("delta", "p_d1", "state_weights", "contributions", "visited")
 
 #: Why a system has no Lambda, and the fix (benefit fairness pairs individuals of two
 #: groups with the same level or features, method.md section 4).
@@ -131,9 +137,14 @@ class Decomposition:
 
     def __post_init__(self) -> None:
         check_policy_name(self.policy_name)
+        read_only(self, _DEC_ARRAYS)
         if self.n_counts not in N_COUNTS:
             raise InputError(f"n_counts: expected one of {', '.join(N_COUNTS)}, got "
                              f"{short(self.n_counts, 40)}.")
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # unpickled or copied: checked,
+        self.__dict__.update(state)  # its arrays read-only again (pickle makes them writable)
+        self.__post_init__()
 
     # -------------------------------------------------------------- the four figures
     def _gap(self, v: np.ndarray) -> float:
@@ -551,6 +562,13 @@ class BenefitResult:
     # never listed by worst_pairs
     departed: tuple[int, ...] = ()
     gain_unit: str | None = None  # the system's (Gain.unit), the axis unit of plot()
+
+    def __post_init__(self) -> None:
+        read_only(self, _BEN_ARRAYS)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # as Decomposition's
+        self.__dict__.update(state)
+        self.__post_init__()
 
     @property
     def multi(self) -> bool:

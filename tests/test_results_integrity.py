@@ -3,6 +3,9 @@ prints are text, checked where a result is built (every engine builds one there)
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -39,3 +42,53 @@ def test_a_decomposition_built_directly_checks_its_policy_name(lending):
         cf.Decomposition(**{**{f: getattr(dec, f) for f in dec.__dataclass_fields__},
                             "policy_name": 7})
     assert isinstance(np.asarray(dec.V), np.ndarray)
+
+
+def test_a_results_arrays_are_read_only_so_an_in_place_op_cannot_rewrite_it(lending):
+    dec = cf.decompose(lending, "threshold:0.5", 2)
+    ben = cf.benefit_fairness(lending, "threshold:0.5", 2)
+    C, lam = dec.C, ben.Lambda
+    for res, names in ((dec, ("V", "V_ps", "V_0", "steps", "utility_by_group",
+                              "group_weights")),
+                       (ben, ("delta", "p_d1", "state_weights", "contributions"))):
+        for again in (res, pickle.loads(pickle.dumps(res)), copy.deepcopy(res),
+                      copy.copy(res)):
+            for name in names:
+                arr = getattr(again, name)
+                with pytest.raises(ValueError, match="read-only"):
+                    arr[...] = 0.0
+                with pytest.raises(ValueError, match="read-only"):
+                    arr += 1.0
+    assert dec.C == C and ben.Lambda == lam
+    v = dec.V.copy()  # a copy is the user's to change
+    v -= dec.V_0
+    assert np.allclose(v, dec.V - dec.V_0)
+    by = dec.by_group  # the frames are copies: changing one leaves the result as it was
+    by.iloc[0, 0] = 99.0
+    assert dec.by_group.iloc[0, 0] == dec.V[0] != 99.0
+    mc = cf.decompose(cf.systems.make("lending-1"), "threshold:0.5", 2, engine="mc", n=20)
+    with pytest.raises(ValueError, match="read-only"):
+        mc.decisions[...] = 0
+    att = cf.attribute(lending, "threshold:0.5", "never", 2)
+    change = att.change
+    for again in (att, pickle.loads(pickle.dumps(att))):
+        for name in ("by_step", "by_step_se", "by_cell", "by_cell_se"):
+            with pytest.raises(ValueError, match="read-only"):
+                getattr(again, name)[...] = 1.0
+    assert att.change == change
+
+
+def test_a_coupled_decompositions_paired_variances_are_read_only():
+    dec = cf.decompose(cf.systems.make("attention-1"), "uniform", 2, engine="mc", n=20, seed=1)
+    assert dec.paired_var
+    for arr in dec.paired_var.values():
+        with pytest.raises(ValueError, match="read-only"):
+            arr[...] = 0.0
+
+
+def test_an_attributions_arrays_are_read_only_too(lending):
+    att = cf.attribute(lending, "threshold:0.5", "never", 2)
+    for again in (att, pickle.loads(pickle.dumps(att)), copy.deepcopy(att)):
+        for name in ("by_step", "by_step_se", "by_cell", "by_cell_se"):
+            with pytest.raises(ValueError, match="read-only"):
+                getattr(again, name)[...] = 0.0

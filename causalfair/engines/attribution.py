@@ -75,6 +75,7 @@ from causalfair._validation import (
     check_policy_name,
     check_unit,
     engine_for,
+    read_only,
 )
 from causalfair.engines._mc_base import (
     MOMENT_KEYS,
@@ -146,6 +147,11 @@ class Attribution:
     def __post_init__(self) -> None:  # the names it prints (as a Decomposition's)
         check_policy_name(self.policy)
         check_policy_name(self.baseline, "baseline_name")
+        read_only(self, ("by_step", "by_step_se", "by_cell", "by_cell_se"))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # unpickled or copied: as built
+        self.__dict__.update(state)
+        self.__post_init__()
 
     # ------------------------------------------------------------------ reading
     @property
