@@ -361,6 +361,7 @@ class TemporalGraph:
         )
 
     # -------------------------------------------------------------- listing
+    @check_keywords(name="TemporalGraph.nodes")
     def nodes(self, kind: str | None = None) -> list[str]:
         """Node ids in natural order (S, then by epoch and kind), optionally of one kind."""
         if kind is not None and kind not in NODE_KINDS:
@@ -388,6 +389,7 @@ class TemporalGraph:
         return [self._check_node(target, "target")]
 
     # -------------------------------------------------------------- paths
+    @check_keywords(name="TemporalGraph.count_paths")
     def count_paths(self, source: str, target: str | None = None) -> int:
         """Number of causal (directed) paths from ``source`` to the gains, or to ``target``.
 
@@ -441,6 +443,7 @@ class TemporalGraph:
         return sorted(out, key=lambda p: [_node_key(self.graph, n) for n in p])
 
     # -------------------------------------------------------------- export and drawing
+    @check_keywords(name="TemporalGraph.to_dot")
     def to_dot(self, path: str | os.PathLike[str] | None = None) -> str:
         """The graph as Graphviz DOT text (no graphviz needed to produce it).
 
@@ -452,6 +455,7 @@ class TemporalGraph:
         """
         return graph_render.to_dot(self, path)
 
+    @check_keywords(name="TemporalGraph.to_graphml")
     def to_graphml(self, path: str | os.PathLike[str]) -> None:
         """Write the graph as GraphML (networkx), atomically.
 
@@ -460,11 +464,13 @@ class TemporalGraph:
         """
         graph_render.to_graphml(self, path)
 
+    @check_keywords(name="TemporalGraph.to_gml")
     def to_gml(self, path: str | os.PathLike[str] | None = None) -> str:
         """The graph as GML text (networkx; attributes whose value is None, ``t`` of S, left
         out, booleans written 0/1); with ``path``, also written there atomically."""
         return graph_render.to_gml(self, path)
 
+    @check_keywords(name="TemporalGraph.to_json")
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         """The graph as JSON text: its attributes (``horizon``, ``variant``,
         ``policy_reads_s``), ``nodes`` (``{"id": ..., "kind": ..., "t": ..., ...}``, natural
@@ -496,6 +502,7 @@ class TemporalGraph:
         self.draw().savefig(buf, format="svg")
         return buf.getvalue()
 
+    @check_keywords(name="TemporalGraph.draw")
     def draw(
         self, path: str | os.PathLike[str] | None = None, ax: Axes | None = None
     ) -> Figure:
@@ -544,6 +551,7 @@ def temporal_graph(
     )
 
 
+@check_keywords
 def hypothetical_graphs(
     model: TabularModel | CausalStructure | Any, horizon: int, policy_reads_s: bool = True
 ) -> dict[str, TemporalGraph]:

@@ -154,6 +154,7 @@ def _check_distribution(name: str, arr: np.ndarray, labels: str) -> None:
         )
 
 
+@check_keywords
 def potential_from_gain(gain: Any, *, tol: float = 1e-9) -> np.ndarray:
     """Turn a gain matrix ``gain[s, x, x']`` (or ``[x, x']``) into potentials ``f[s, x]``.
 

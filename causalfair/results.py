@@ -211,6 +211,7 @@ class Decomposition:
         out["utility"] = self.total_utility
         return out
 
+    @check_keywords(name="Decomposition.intervals")
     def intervals(self, alpha: float | None = None) -> dict[str, tuple[float, float]]:
         """(1 - alpha) (default :attr:`alpha`) normal-approximation interval (lower, upper) per quantity (the keys
         of :meth:`estimates`); exact results have zero-width intervals. No pandas: what a
@@ -225,6 +226,7 @@ class Decomposition:
                     v + (zc if k in _EFFECTS else z) * se.get(k, 0.0))
                 for k, v in self.estimates().items()}
 
+    @check_keywords(name="Decomposition.conf_int")
     def conf_int(self, alpha: float | None = None) -> Any:
         """(1 - alpha) normal-approximation intervals per quantity, as a DataFrame with
         columns ``lower`` and ``upper`` (:meth:`intervals`). Exact results have zero-width
@@ -275,6 +277,7 @@ class Decomposition:
         a, b = self.pair
         return f"{self.groups[a]}-{self.groups[b]}"
 
+    @check_keywords(name="Decomposition.lambda_row")
     def lambda_row(self, alpha: float | None = None
                    ) -> tuple[float, float, float, float] | None:
         """Lambda as the report's metrics table has it: (estimate, se, ci_lower, ci_upper),
@@ -325,6 +328,7 @@ class Decomposition:
         return (df.mul(np.asarray(self.group_weights, dtype=float), axis=0).sum()
                 / float(np.sum(self.group_weights))).rename("overall")
 
+    @check_keywords(name="Decomposition.difference")
     def difference(self, method: str = "between_groups") -> Any:
         """Differences between groups, per column of :attr:`by_group` (a pandas Series).
 
@@ -424,6 +428,7 @@ class Decomposition:
             out["seed"] = self.seed
         return out
 
+    @check_keywords(name="Decomposition.summary")
     def summary(self, alpha: float | None = None) -> str:
         """Plain text: the effects with their (1 - ``alpha``; default :attr:`alpha`) normal
         intervals when there are standard errors, Lambda, utility and the per-group values."""
@@ -465,6 +470,7 @@ class Decomposition:
                           f"largest residual {worst:.2e}"]
         return "\n".join(lines)
 
+    @check_keywords(name="Decomposition.simultaneous_note")
     def simultaneous_note(self, alpha: float | None = None) -> str:
         """The sentence on a data-chosen pair's intervals
         (:func:`causalfair._simultaneous.simultaneous_sentence`); "" when there is none to
@@ -618,6 +624,7 @@ class BenefitResult:
         """Whether Lambda is above :data:`SHARE_FLOOR`, so that shares of it mean something."""
         return self.Lambda > SHARE_FLOOR
 
+    @check_keywords(name="BenefitResult.worst_pairs_table")
     def worst_pairs_table(self, n: int = 10, digits: int = _DIGITS) -> Any:
         """:meth:`worst_pairs` for reading: numbers rounded to ``digits`` decimals; with
         more than two actions one row per pair and action (the ``action`` column names it;
@@ -645,6 +652,7 @@ class BenefitResult:
         a, b = self.pair
         return f"{self.groups[a]}-{self.groups[b]}"
 
+    @check_keywords(name="BenefitResult.to_frame")
     def to_frame(self, alpha: float | None = None) -> Any:
         """One row, indexed (pair, quantity) as
         :meth:`~causalfair.engines.groups.GroupComparison.to_frame`: the pair ``"A-B"`` and
@@ -671,6 +679,7 @@ class BenefitResult:
         return pd.DataFrame([row], index=index,
                             columns=["estimate", "se", "ci_lower", "ci_upper"])
 
+    @check_keywords(name="BenefitResult.plot")
     def plot(self, n_worst: int = 10, unit: str | None = None, *, action: str | None = None,
              ax: Any = None) -> Any:
         """Benefit Delta(x, s) (x axis, in ``unit``) against the probability of the
@@ -686,6 +695,7 @@ class BenefitResult:
         from the system), else "gain units"."""
         return benefit_figure(self, n_worst, unit, action=action, ax=ax)
 
+    @check_keywords(name="BenefitResult.no_pairs_note")
     def no_pairs_note(self, cells: str | None = None) -> str:
         """What is said instead of a table of pairs that each contribute 0 (a policy that
         never acts, or 3 actions with Lambda 0): by summary(), the notebook view and the
@@ -694,6 +704,7 @@ class BenefitResult:
         return (f"no pair{of} contributes to {self.notion} ({self.notion} = "
                 f"{self.Lambda:.3g}, at most {SHARE_FLOOR:g}: zero up to rounding)")
 
+    @check_keywords(name="BenefitResult.to_dict")
     def to_dict(self, n_worst: int = 10) -> dict[str, Any]:
         worst = self._worst_columns(n_worst)  # DataFrame.to_dict("records"), without pandas
         worst_rows = [{k: v.item() if isinstance(v, np.generic) else v for k, v in row.items()}
@@ -715,6 +726,7 @@ class BenefitResult:
             "worst_pairs": worst_rows,
         }
 
+    @check_keywords(name="BenefitResult.summary")
     def summary(self, n_worst: int = 5, cells: str = "level") -> str:
         """``cells``: the cells' name in the worst pairs' header (``"state"``: binned
         features; :func:`causalfair._texttable.cell_word`)."""

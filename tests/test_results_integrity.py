@@ -92,3 +92,49 @@ def test_an_attributions_arrays_are_read_only_too(lending):
         for name in ("by_step", "by_step_se", "by_cell", "by_cell_se"):
             with pytest.raises(ValueError, match="read-only"):
                 getattr(again, name)[...] = 0.0
+
+
+def test_a_mistyped_keyword_is_an_input_error_naming_the_keyword_everywhere(lending, tmp_path):
+    """The package docstring: "A mistyped keyword ... raises a CausalfairError naming the
+    argument and the fix": every public method of the results with keywords, and the
+    public functions, not Python's bare TypeError."""
+    dec = cf.decompose(lending, "threshold:0.5", 2)
+    ben = cf.benefit_fairness(lending, "threshold:0.5", 2)
+    groups = cf.compare_groups(lending, "threshold:0.5", 2)
+    att = cf.attribute(lending, "threshold:0.5", "never", 2)
+    graph = cf.temporal_graph(lending, 2)
+    calls = {
+        "Decomposition.intervals": lambda: dec.intervals(alpah=0.1),
+        "Decomposition.conf_int": lambda: dec.conf_int(alpah=0.1),
+        "Decomposition.lambda_row": lambda: dec.lambda_row(alpah=0.1),
+        "Decomposition.difference": lambda: dec.difference(methd="pair"),
+        "Decomposition.summary": lambda: dec.summary(alpah=0.1),
+        "Decomposition.simultaneous_note": lambda: dec.simultaneous_note(alpah=0.1),
+        "BenefitResult.worst_pairs_table": lambda: ben.worst_pairs_table(digit=2),
+        "BenefitResult.to_frame": lambda: ben.to_frame(alpah=0.1),
+        "BenefitResult.plot": lambda: ben.plot(n_wrost=3),
+        "BenefitResult.no_pairs_note": lambda: ben.no_pairs_note(cell="levels"),
+        "BenefitResult.to_dict": lambda: ben.to_dict(n=3),
+        "BenefitResult.summary": lambda: ben.summary(n=3),
+        "GroupComparison.to_frame": lambda: groups.to_frame(alpah=0.1),
+        "GroupComparison.plot": lambda: groups.plot(qty="C"),
+        "GroupComparison.table_lines": lambda: groups.table_lines(compare=(0, 1)),
+        "GroupComparison.pairs_dict": lambda: groups.pairs_dict(compare=(0, 1)),
+        "Attribution.largest": lambda: att.largest(n=2),
+        "Attribution.to_dict": lambda: att.to_dict(n=2),
+        "Attribution.plot": lambda: att.plot(units="x"),
+        "TemporalGraph.nodes": lambda: graph.nodes(knd="state"),
+        "TemporalGraph.count_paths": lambda: graph.count_paths(src="S"),
+        "TemporalGraph.to_dot": lambda: graph.to_dot(pth=None),
+        "TemporalGraph.to_graphml": lambda: graph.to_graphml(pth=tmp_path / "g"),
+        "TemporalGraph.to_gml": lambda: graph.to_gml(pth=None),
+        "TemporalGraph.to_json": lambda: graph.to_json(pth=None),
+        "TemporalGraph.draw": lambda: graph.draw(pth=tmp_path / "g.png"),
+        "as_system": lambda: cf.as_system(lending, idd="x"),
+        "potential_from_gain": lambda: cf.potential_from_gain(np.zeros((2, 2)), tl=1.0),
+        "hypothetical_graphs": lambda: cf.hypothetical_graphs(lending, 2, reads_s=True),
+        "as_policy": lambda: cf.as_policy("never", outputs="probs"),
+    }
+    for label, call in calls.items():
+        with pytest.raises(InputError, match=rf"^{label}: unknown keyword argument"):
+            call()

@@ -161,6 +161,7 @@ class AuditResult:
     def steps_frame(self) -> Any:
         return self.decomposition.steps_frame()
 
+    @check_keywords(name="AuditResult.worst_pairs")
     def worst_pairs(self, n: int | None = None) -> Any:
         if self.benefit is None:
             import pandas as pd
@@ -176,6 +177,7 @@ class AuditResult:
         the verdict.)"""
         return self.decomposition.by_group
 
+    @check_keywords(name="AuditResult.difference")
     def difference(self, method: str = "between_groups") -> Any:
         """Differences between groups per column of :attr:`by_group`: see
         ``Decomposition.difference`` (``"pair"`` gives C, DPE, IPE, SPE)."""
@@ -201,6 +203,7 @@ class AuditResult:
             self._figures = make_figures(self)
         return self._figures
 
+    @check_keywords(name="AuditResult.write_report")
     def write_report(self, out: str | os.PathLike[str], *,
                      before: AuditResult | None = None) -> Path:
         """Write report.html, report.md, audit.json and the PNGs to the folder ``out``,

@@ -163,6 +163,7 @@ class Attribution:
         z = pair_z(self.alpha, self.simultaneous)
         return float(est - z * se), float(est + z * se)
 
+    @check_keywords(name="Attribution.largest")
     def largest(self, n_cells: int = 3) -> dict[str, Any]:
         """The largest path, step and cells by absolute contribution (what drives the
         change), each with its estimate and interval."""
@@ -224,6 +225,7 @@ class Attribution:
         return df.iloc[np.argsort(-np.abs(df["C"].to_numpy()), kind="stable")].reset_index(
             drop=True)
 
+    @check_keywords(name="Attribution.to_dict")
     def to_dict(self, n_cells: int = 10) -> dict[str, Any]:
         """JSON-safe: totals with intervals, per-step and the largest cells."""
         def part(est: float, se: float) -> dict[str, Any]:
@@ -296,6 +298,7 @@ class Attribution:
                 + self.to_frame().to_html(float_format=fixed)
                 + f"<p>{html.escape(self.line())}</p></div>")
 
+    @check_keywords(name="Attribution.plot")
     def plot(self, unit: str | None = None, *, ax: Any = None) -> Any:
         """The change in C per decision epoch t, its DPE and IPE parts side by side (the
         bars are :meth:`steps_frame`'s; Monte Carlo: error bars at level 1 - :attr:`alpha`):

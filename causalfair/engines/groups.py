@@ -50,7 +50,7 @@ import numpy as np
 from causalfair._io import fixed
 from causalfair._limits import check_memory
 from causalfair._simultaneous import WIDENED, pair_z, simultaneous_dict, simultaneous_sentence
-from causalfair._validation import check_alpha, z_quantile
+from causalfair._validation import check_alpha, check_keywords, z_quantile
 from causalfair.engines._mc_base import paired_bytes, paired_cov
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.benefit_mc import benefit_fairness_mc
@@ -340,6 +340,7 @@ class GroupComparison:
             return "named"
         return "first_minus_second" if len(self.groups) == 2 else "largest_abs_C"
 
+    @check_keywords(name="GroupComparison.table_lines")
     def table_lines(self, compared: tuple[int, int] | None = None, *,
                     named: bool = False) -> list[str]:
         """Every pair's C with its interval, DPE, IPE, SPE, Lambda and ratio_V, one line per
@@ -403,6 +404,7 @@ class GroupComparison:
                          f"{100 * self.level:g}% intervals.")
         return lines
 
+    @check_keywords(name="GroupComparison.pairs_dict")
     def pairs_dict(self, compared: tuple[int, int] | None = None, *,
                    named: bool = False) -> dict[str, Any]:
         """The ``pairs`` section of ``causalfair decompose --json`` (from a system and from
@@ -432,6 +434,7 @@ class GroupComparison:
         return pd.DataFrame(recs, columns=[name, "quantity", "estimate", "se", "ci_lower",
                                            "ci_upper"]).set_index([name, "quantity"])
 
+    @check_keywords(name="GroupComparison.to_frame")
     def to_frame(self, alpha: float | None = None) -> Any:
         """One row per (pair, quantity) of :attr:`pairs`: estimate, se, ci_lower, ci_upper
         at level :attr:`level` (as :meth:`~causalfair.results.Decomposition.to_frame`: a point
@@ -457,6 +460,7 @@ class GroupComparison:
         indirect, utility): estimate, se, ci_lower, ci_upper, as :meth:`to_frame`."""
         return self._frame(self.per_group, "group")
 
+    @check_keywords(name="GroupComparison.plot")
     def plot(self, quantity: str = "C", unit: str | None = None, *, ax: Any = None) -> Any:
         """Every pair's ``quantity`` (C, DPE, IPE, SPE, Lambda, ratio_V or ratio_selection)
         with its interval at :attr:`level`, one row per pair where it is available, the

@@ -13,7 +13,7 @@ import numpy as np
 
 from causalfair._io import fixed
 from causalfair._simultaneous import pair_alpha, simultaneous_dict
-from causalfair._validation import check_alpha
+from causalfair._validation import check_alpha, check_keywords
 from causalfair.logs.errors import LogError
 from causalfair.logs.fit import PositivityReport
 from causalfair.logs.groups import compare_log_groups
@@ -112,6 +112,7 @@ class LogAudit:
                 out[f"Delta[{g},{lab}]"] = float(d[i, x])
         return out
 
+    @check_keywords(name="LogAudit.lambda_interval")
     def lambda_interval(self, alpha: float = 0.05, *, method: str = "percentile"
                         ) -> tuple[float, float]:
         """The reported (1 - alpha) interval for Lambda.
@@ -136,6 +137,7 @@ class LogAudit:
             cols = {"Lambda[thresholded]": lam.thresholded, "Lambda[plugin]": lam.plugin}
         return lambda_interval_of([(est, boot[col]) for col, est in cols.items()], alpha, method)
 
+    @check_keywords(name="LogAudit.compare_groups")
     def compare_groups(self, alpha: float = 0.05, *, reference: Any = None,
                        selection: Mapping[str, Any] | None = None) -> Any:
         """Every group against ``reference`` (default: the audit's, else the first group)
@@ -150,6 +152,7 @@ class LogAudit:
             reference=self.reference if reference is None else reference, alpha=alpha,
             selection=self.selection if selection is None else selection)
 
+    @check_keywords(name="LogAudit.conf_int")
     def conf_int(self, alpha: float = 0.05) -> Any:
         """(1 - alpha) bootstrap percentile intervals, DataFrame (lower, upper) per quantity
         (for Lambda see :meth:`lambda_interval`). C, DPE, IPE and SPE of a pair chosen from
@@ -173,6 +176,7 @@ class LogAudit:
         est = self.estimates()
         return pd.DataFrame(q).loc[[k for k in est if k in q.index]]
 
+    @check_keywords(name="LogAudit.to_frame")
     def to_frame(self, alpha: float = 0.05) -> Any:
         """estimate, bootstrap se and percentile CI, one row per quantity."""
         import pandas as pd
@@ -186,6 +190,7 @@ class LogAudit:
         df.index.name = "quantity"
         return df
 
+    @check_keywords(name="LogAudit.to_dict")
     def to_dict(self, alpha: float = 0.05) -> dict[str, Any]:
         """JSON-safe summary: source, positivity, decomposition (or bounds), CIs, dowhy."""
         out: dict[str, Any] = {
@@ -248,6 +253,7 @@ class LogAudit:
             out["dowhy"] = self.dowhy.to_dict()
         return out
 
+    @check_keywords(name="LogAudit.summary")
     def summary(self, alpha: float = 0.05) -> str:
         lines = [
             f"Audit from logs ({self.method} fit, Dirichlet smoothing {self.alpha_smooth:g}): "

@@ -50,6 +50,7 @@ from causalfair._usercode import (
     guard_policy,
     load_callable,
 )
+from causalfair._validation import check_keywords
 from causalfair.errors import CausalfairError, PolicyError, short
 from causalfair.model import TabularModel
 from causalfair.policies.checkpoint import (
@@ -641,6 +642,7 @@ def _estimator_hint(obj: Any) -> str:
             "probabilities with more actions; docs/own-system.md, \"A scikit-learn model\").")
 
 
+@check_keywords
 def as_policy(obj: Any, system: Any = None, *, output: str | None = None,
               vecnormalize: Any = None) -> Policy:
     """The policy object :func:`resolve` gives for ``obj`` (a Policy is returned as it is,

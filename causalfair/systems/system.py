@@ -660,6 +660,7 @@ def _from_tabular(model: TabularModel, sid: str, params: Mapping[str, Any]) -> S
     )
 
 
+@check_keywords
 def as_system(obj: Any, *, id: str | None = None, params: Mapping[str, Any] | None = None,
               where: str = "") -> System:
     """A :class:`System` from what a factory returned: a System (as is), a
