@@ -138,3 +138,15 @@ def test_a_mistyped_keyword_is_an_input_error_naming_the_keyword_everywhere(lend
     for label, call in calls.items():
         with pytest.raises(InputError, match=rf"^{label}: unknown keyword argument"):
             call()
+
+
+@pytest.mark.parametrize("unit", [3, 2.5, ["FICO"], True])
+def test_every_plot_refuses_a_unit_that_is_not_text(lending, unit):
+    dec = cf.decompose(lending, "threshold:0.5", 2)
+    ben = cf.benefit_fairness(lending, "threshold:0.5", 2)
+    groups = cf.compare_groups(lending, "threshold:0.5", 2)
+    att = cf.attribute(lending, "threshold:0.5", "never", 2)
+    for plot in (dec.plot, ben.plot, groups.plot, att.plot):
+        with pytest.raises(InputError, match="unit: must be the gain's unit as text"):
+            plot(unit=unit)
+    assert groups.plot(unit="FICO points").axes[0].get_xlabel().count("FICO points") == 1

@@ -50,7 +50,7 @@ import numpy as np
 from causalfair._io import fixed
 from causalfair._limits import check_memory
 from causalfair._simultaneous import WIDENED, pair_z, simultaneous_dict, simultaneous_sentence
-from causalfair._validation import check_alpha, check_keywords, z_quantile
+from causalfair._validation import check_alpha, check_keywords, check_unit, z_quantile
 from causalfair.engines._mc_base import paired_bytes, paired_cov
 from causalfair.engines.benefit import lambda_pairs
 from causalfair.engines.benefit_mc import benefit_fairness_mc
@@ -475,6 +475,7 @@ class GroupComparison:
         if not values:
             raise InputError(f"quantity: {quantity} is not available for any pair of this "
                              f"comparison; plot one of {', '.join(EFFECTS)}.")
+        unit = check_unit(unit)  # (as every other plot's)
         check_axes(ax)
         with text_only():  # group names as written, never mathtext
             return self._plot(quantity, values, unit, ax)
