@@ -25,7 +25,7 @@ from causalfair._version import __version__
 from causalfair.errors import InputError, OutputError, unicode_text
 
 __all__ = ["escape_chars", "csv_text", "fixed", "as_given", "beside", "atomic_write_bytes", "atomic_write_text", "write_folder",
-           "check_output_file", "check_output_folder", "check_distinct_outputs",
+           "check_output_file", "check_output_folder", "output_path", "check_distinct_outputs",
            "MANIFEST", "foreign_entries", "to_jsonable", "versioned", "check_document", "DOCUMENT_KINDS",
            "AUDIT_SCHEMA_VERSION", "DECOMPOSE_SCHEMA_VERSION",
            "FRONTIER_SCHEMA_VERSION", "SYSTEMS_SCHEMA_VERSION", "TRAIN_SCHEMA_VERSION",
@@ -247,11 +247,20 @@ def _file_ancestor(path: Path) -> Path | None:
     return None
 
 
+def output_path(path: Any) -> Path:
+    """``path`` (a str or an os.PathLike) as a Path, else an InputError naming it: what
+    every writer (:func:`check_output_file`, :func:`write_folder`) reads its path with."""
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"path: expected a file or folder path (a str or a pathlib.Path), "
+                         f"got {type(path).__name__} {str(path)[:40]!r}.")
+    return Path(path)
+
+
 def check_output_file(path: str | os.PathLike[str],
                       inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
     """``path`` as a Path if a file can be written there, else :class:`OutputError`; also
     refused when it is one of ``inputs`` (the files the command reads)."""
-    target = Path(path)
+    target = output_path(path)
     for src in inputs:
         if target.exists() and Path(src).exists() and os.path.samefile(target, src):
             raise OutputError(f"{target}: is also an input of this command ({src}); causalfair "
@@ -313,7 +322,7 @@ def write_folder(path: str | os.PathLike[str], fill: Callable[[Path], None], *,
     import json
     import shutil
 
-    target = Path(path)
+    target = output_path(path)
     _check_replaceable(target)
     blocker = _file_ancestor(target)
     if blocker is not None:

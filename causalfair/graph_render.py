@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from causalfair._io import atomic_write_bytes, atomic_write_text
+from causalfair._io import atomic_write_bytes, atomic_write_text, check_output_file
 from causalfair.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -248,7 +247,7 @@ def draw(
     check_drawable(tg.horizon)
     fmt = None
     if path is not None:
-        fmt = Path(path).suffix.lower().lstrip(".")
+        fmt = check_output_file(path).suffix.lower().lstrip(".")
         if fmt not in _DRAW_FORMATS:
             raise InputError(DRAW_FORMAT_ERROR.format(path=str(path)))
     n_exo = len(tg.nodes("exogenous")) // tg.horizon

@@ -288,3 +288,22 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
     assert not stale.exists() and live.exists() and mine.read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [live.name, mine.name, "gate.json"])
+
+
+@pytest.mark.parametrize("bad", [5, None, b"out.png", ["out.png"]])
+def test_a_path_that_is_not_a_path_is_an_input_error_naming_it_at_every_writer(bad, tmp_path):
+    """TemporalGraph.draw(5) and to_dot(5) raised Python's TypeError from pathlib; every
+    writer reads its path through one function (causalfair._io.output_path)."""
+    import causalfair as cf
+    from causalfair._io import atomic_write_text, output_path, write_folder
+    from causalfair.errors import InputError
+
+    graph = cf.temporal_graph(cf.lending_setting("lending-1").tabular, 1)
+    calls = [lambda: output_path(bad), lambda: atomic_write_text(bad, "x"),
+             lambda: write_folder(bad, lambda tmp: None), lambda: graph.to_graphml(bad)]
+    if bad is not None:  # (None: draw, to_dot and to_json write nothing, as documented)
+        calls += [lambda: graph.draw(bad), lambda: graph.to_dot(bad), lambda: graph.to_json(bad)]
+    for call in calls:
+        with pytest.raises(InputError, match=r"^path: expected a file or folder path"):
+            call()
+    assert list(tmp_path.iterdir()) == []
