@@ -19,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["frame_text", "cell_word", "cell_columns", "worst_columns"]
+from causalfair.errors import InputError
+
+__all__ = ["frame_text", "cell_word", "cell_columns", "worst_columns", "CELL_WORDS"]
+
+#: What the worst benefit pairs' cells are called (:func:`cell_word`).
+CELL_WORDS = ("level", "state")
 
 #: pandas' display.precision: float columns are formatted with 6 decimals, then the
 #: trailing zeros every number of the column shares are trimmed.
@@ -96,7 +101,10 @@ def cell_word(system: Any) -> str:
 def cell_columns(columns: Iterable[Any], word: str = "level") -> list[str]:
     """The worst benefit pairs' column names (:meth:`causalfair.results.BenefitResult.
     worst_pairs`: ``level[G]``) with their cells called ``word`` (:func:`cell_word`):
-    ``state[G]`` for binned features."""
+    ``state[G]`` for binned features; another word is an InputError naming it."""
+    if not isinstance(word, str) or word not in CELL_WORDS:
+        raise InputError(f"cells: bad value {str(word)[:40]!r}; allowed values: "
+                         f"{', '.join(CELL_WORDS)} (what the pairs' cells are called).")
     return [word + c[len("level"):] if c.startswith("level[") else c for c in map(str, columns)]
 
 

@@ -150,3 +150,11 @@ def test_every_plot_refuses_a_unit_that_is_not_text(lending, unit):
         with pytest.raises(InputError, match="unit: must be the gain's unit as text"):
             plot(unit=unit)
     assert groups.plot(unit="FICO points").axes[0].get_xlabel().count("FICO points") == 1
+
+
+@pytest.mark.parametrize("cells", [5, None, "lvl", "levels"])
+def test_a_benefit_summary_refuses_cells_it_cannot_name(lending, cells):
+    ben = cf.benefit_fairness(lending, "threshold:0.5", 2)
+    with pytest.raises(InputError, match="cells: bad value .*allowed values: level, state"):
+        ben.summary(cells=cells)
+    assert "state[s+]" in ben.summary(cells="state")
