@@ -11,6 +11,7 @@ import pytest
 
 import causalfair as cf
 from causalfair.errors import InputError
+from tests.conftest import SMALL_SPEC
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +159,18 @@ def test_a_benefit_summary_refuses_cells_it_cannot_name(lending, cells):
     with pytest.raises(InputError, match="cells: bad value .*allowed values: level, state"):
         ben.summary(cells=cells)
     assert "state[s+]" in ben.summary(cells="state")
+
+
+def test_an_audits_figures_are_a_new_dict_each_call(tmp_path):
+    """Removing a figure from what figures() returned left the result without it."""
+    spec = tmp_path / "rel.toml"
+    spec.write_text(SMALL_SPEC)
+    res = cf.audit(spec)
+    figs = res.figures()
+    names = list(figs)
+    assert "waterfall" in names
+    figs.pop("waterfall")
+    figs.clear()
+    again = res.figures()
+    assert list(again) == names and again is not figs
+    assert again["waterfall"] is res.figures()["waterfall"]  # built once, then cached

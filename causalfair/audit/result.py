@@ -198,10 +198,11 @@ class AuditResult:
 
     # ----------------------------------------------------------------- figures
     def figures(self) -> dict[str, Any]:
-        """The report's figures, name -> matplotlib Figure (built once, then cached)."""
+        """The report's figures, name -> matplotlib Figure (built once, then cached; a new
+        dict each call, so that removing a figure from it leaves the result's)."""
         if self._figures is None:
             self._figures = make_figures(self)
-        return self._figures
+        return dict(self._figures)
 
     @check_keywords(name="AuditResult.write_report")
     def write_report(self, out: str | os.PathLike[str], *,
