@@ -174,3 +174,34 @@ def test_an_audits_figures_are_a_new_dict_each_call(tmp_path):
     again = res.figures()
     assert list(again) == names and again is not figs
     assert again["waterfall"] is res.figures()["waterfall"]  # built once, then cached
+
+
+@pytest.fixture(scope="module")
+def two_audits():
+    spec = {"name": "rel", "horizon": 2, "system": {"id": "lending-1"},
+            "policy": {"builtin": "threshold:0.5"}, "thresholds": {"abs_C": 1.0}}
+    return cf.audit(spec), cf.audit(spec, policy="blind:0.5")
+
+
+@pytest.mark.parametrize("names, said", [
+    ("ab", "expected a list of names, one per audit, got str"),
+    (["x", "x"], "'x' names two audits"),
+    ([1, 2], "bad name '1'"),
+    (["x", " "], "bad name ' '"),
+    (["x"], "1 names for 2 audits"),
+])
+def test_compare_refuses_names_that_are_not_one_distinct_name_per_audit(two_audits, names,
+                                                                         said):
+    from causalfair.audit import compare
+
+    with pytest.raises(InputError, match=f"^compare: names: .*{said}"):
+        compare(*two_audits, names=names)
+    assert compare(*two_audits, names=("before", "after")).index.tolist() == ["before",
+                                                                              "after"]
+
+
+def test_compare_refuses_no_audit():
+    from causalfair.audit import compare
+
+    with pytest.raises(InputError, match="compare: no audit given"):
+        compare()

@@ -320,6 +320,26 @@ class AuditResult:
         return "\n".join(parts)
 
 
+def check_row_names(names: Any, n: int) -> None:
+    """:func:`compare`'s ``names``: a list or tuple of ``n`` distinct non-empty strings (a
+    string is refused, not read as its characters), else an InputError naming them."""
+    if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)):
+        raise InputError(f"compare: names: expected a list of names, one per audit, got "
+                         f"{type(names).__name__} {str(names)[:40]!r}; e.g. names=[\"before\", "
+                         "\"after\"].")
+    if len(names) != n:
+        raise InputError(f"compare: names: {len(names)} names for {n} audits; "
+                         "give one name per audit, in order, or leave names out.")
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"compare: names: bad name {str(name)[:40]!r}; each name is "
+                             "non-empty text (the table's row label).")
+    if len(set(names)) != n:
+        twice = next(x for x in names if names.count(x) > 1)
+        raise InputError(f"compare: names: {twice!r} names two audits; give each audit its "
+                         "own name (the table's rows are looked up by it).")
+
+
 def policy_label(spec: AuditSpec, *, short: bool = False) -> str:
     """The policy an audit of ``spec`` audited, as audit.json's ``policy.label`` (and the
     report) names it; ``short``: as :meth:`AuditResult.summary` does. A log audit's
@@ -581,9 +601,11 @@ def compare(*results: AuditResult, names: Sequence[str] | None = None) -> Any:
                 "side by side: pd.concat({'a': dec_a.to_frame(), 'b': dec_b.to_frame()}, "
                 "axis=1); for why C moved between two policies: cf.attribute(system, "
                 "policy, baseline).")
-    if names is not None and len(names) != len(results):
-        raise InputError(f"compare: names: {len(names)} names for {len(results)} audits; "
-                         "give one name per audit, in order, or leave names out.")
+    if not results:
+        raise InputError("compare: no audit given; pass the results of cf.audit(...), e.g. "
+                         "compare(before, after, names=[\"before\", \"after\"]).")
+    if names is not None:
+        check_row_names(names, len(results))
     rows, index = [], []
     many = any(len(r.decomposition.groups) > 2 for r in results)  # C's pair may differ
     for i, r in enumerate(results):
