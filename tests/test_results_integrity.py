@@ -205,3 +205,13 @@ def test_compare_refuses_no_audit():
 
     with pytest.raises(InputError, match="compare: no audit given"):
         compare()
+
+
+@pytest.mark.parametrize("bad", [5, None, ["a.toml"], b"a.toml", 2.5])
+def test_an_audit_of_something_that_is_no_spec_is_a_spec_error_naming_it(bad):
+    from causalfair.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"^audit spec: got .*give a spec file's path"):
+        cf.audit(bad)
+    with pytest.raises(SpecError, match=r"^audit spec: got "):
+        cf.audit.load_spec(bad)

@@ -197,7 +197,12 @@ class AuditSpec:
 
 
 def spec_file(spec: str | os.PathLike[str]) -> Path:
-    """The path of an audit spec file, or a SpecError when there is no such file."""
+    """The path of an audit spec file, or a SpecError when there is no such file (or
+    ``spec`` is no path at all)."""
+    if isinstance(spec, bytes) or not isinstance(spec, (str, os.PathLike)):
+        raise SpecError(f"audit spec: got {type(spec).__name__} {str(spec)[:40]!r}; give a spec "
+                        "file's path (a str or a pathlib.Path), the spec as a dict, or an "
+                        "AuditSpec (cf.audit.load_spec).")
     path = Path(spec)
     if (path / "audit.json").is_file() or (path.suffix.lower() == ".json" and path.is_file()):
         raise SpecError(f"audit spec {path}: is {'an audit folder' if path.is_dir() else 'JSON'}"
