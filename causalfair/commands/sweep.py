@@ -65,9 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "training episodes, default 20,000 steps / 500 episodes)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other config field, for every run whose config has it: "
-                        "TrainConfig (the PPO family), RTD3Config (r-td3), LUCBFairConfig "
-                        "(l-ucbfair); a field none of the sweep's algorithms has is refused "
-                        "(repeatable)")
+                        "TrainConfig (the PPO family; the lending trainer's own fields, such "
+                        "as env and n_levels, to the lending runs only), RTD3Config (r-td3), "
+                        "LUCBFairConfig (l-ucbfair); a field none of the sweep's runs reads "
+                        "is refused (repeatable)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="sweep folder: a new or empty one, or one holding an earlier sweep "
                         "with --resume or --force (a folder of yours is never written into)")
