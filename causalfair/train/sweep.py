@@ -471,7 +471,7 @@ def tabulate(runs: Any, alpha: float = 0.05) -> Any:
     ``seed``, optionally ``params``, ``pair``, ``checkpoint`` and ``wall_s``
     (:data:`RUN_COLUMNS`), and one column per metric): per system (and its ``params``, a
     column of the table too when the runs have it), algorithm and metric the number of
-    runs ``n``, the ``mean`` and its 1 - ``alpha`` t-interval over them (``lower``, ``upper``; :func:`t_interval`), that level
+    runs ``n`` that measured it (a NaN is no measurement), the ``mean`` and its 1 - ``alpha`` t-interval over them (``lower``, ``upper``; :func:`t_interval`), that level
     (``ci_level`` = 1 - ``alpha``, e.g. 0.95) and the ``pairs`` its runs compare. :func:`sweep` makes its table.csv with it; runs of your own method,
     audited as the built-ins' checkpoints are, tabulate the same way (docs/training.md,
     "Your own method")."""
@@ -489,9 +489,11 @@ def tabulate(runs: Any, alpha: float = 0.05) -> Any:
         for key, g in runs.groupby(keys, sort=False):
             pairs = _pairs_cell(g["pair"].tolist() if "pair" in g else [])
             for m in metrics:
-                mean, lo, hi = t_interval(g[m].tolist(), alpha)
+                vals = g[m].tolist()
+                mean, lo, hi = t_interval(vals, alpha)
+                n = sum(1 for v in vals if v == v)  # the runs the mean and interval are over
                 table_rows.append({**dict(zip(keys, key, strict=True)), "metric": m,
-                                   "n": len(g), "mean": mean, "lower": lo, "upper": hi,
+                                   "n": n, "mean": mean, "lower": lo, "upper": hi,
                                    "ci_level": 1.0 - alpha, "pairs": pairs})
     return pd.DataFrame(table_rows, columns=[*keys, "metric", "n", "mean", "lower", "upper",
                                              "ci_level", "pairs"])

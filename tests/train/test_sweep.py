@@ -136,3 +136,18 @@ def test_lending_trainer_fields_go_to_lending_runs_only(tmp_path, capsys):
     res = sweep(["ppo"], [0], ["lending-1", "attention-1"],
                 overrides={**tiny, "pop_mass": 0.02})
     assert not res.failed and len(res.runs) == 2
+
+
+def test_table_n_counts_the_runs_its_mean_is_over():
+    """A metric a run did not measure (NaN) is left out of the mean and its interval, and
+    out of ``n`` too: n said 3 beside a mean and t-interval over 2 runs."""
+    from causalfair.train.sweep import t_interval, tabulate
+
+    runs = pd.DataFrame({"system": ["s"] * 3, "algo": ["a"] * 3, "seed": [0, 1, 2],
+                         "C": [0.1, math.nan, 0.3], "utility": [1.0, 2.0, 3.0]})
+    t = tabulate(runs).set_index("metric")
+    assert t.loc["C", "n"] == 2 and t.loc["utility", "n"] == 3
+    assert (t.loc["C", "mean"], t.loc["C", "lower"], t.loc["C", "upper"]) == t_interval(
+        [0.1, 0.3])
+    lo = 0.2 - stats.t.ppf(0.975, 1) * 0.1 * math.sqrt(2) / math.sqrt(2)
+    assert t.loc["C", "lower"] == pytest.approx(lo)
