@@ -123,14 +123,25 @@ class IndividualRollout:
         )
 
     def signals(self, batch: Batch, pair: tuple[int, int] = (0, 1)) -> dict[str, np.ndarray]:
-        """A-PPO: the state's gap D_t = the rollout's TPR gap (the same for every decision;
-        a population quantity) and each decision's change = gap with it - gap without it
-        (objectives.loo_tpr_gap); F-PPO-L: window = one epoch's cohort: its TPR gap and
-        each individual's effect on the cohort's W1."""
+        """A-PPO: the state's gap D_t = the TPR gap of the rollout's decisions before epoch
+        t (its history; 0 at t = 0), the same for every decision of the epoch, and each
+        decision's change = gap with it - gap without it (objectives.loo_tpr_gap);
+        F-PPO-L: window = one epoch's cohort: its TPR gap and each individual's effect on
+        the cohort's W1. (D_t was the whole rollout's gap, one number per batch, which the
+        anchors' per-batch min-max scaling turned into 0: A-PPO's beta1 term did nothing.)"""
         before, after = obj.loo_tpr_gap(batch.action, batch.repay, batch.group, pair)
         gap = obj.cohort_tpr_gap(batch.action, batch.repay, batch.group, pair)
+        rates = []
+        for g in pair:  # the epochs' would-repay and approved would-repay counts, cumulated
+            pos = ((batch.group == g) & batch.repay).sum(1).astype(np.float64)
+            tp = ((batch.group == g) & batch.repay & batch.action).sum(1).astype(np.float64)
+            cp = np.concatenate([[0.0], np.cumsum(pos)[:-1]])
+            ct = np.concatenate([[0.0], np.cumsum(tp)[:-1]])
+            rates.append(np.divide(ct, cp, out=np.zeros_like(ct), where=cp > 0))
+        history = np.abs(rates[0] - rates[1])  # (T,): the gap of epochs < t
         return {
-            "gap_state": after, "gap_before": before, "gap_after": after,
+            "gap_state": np.broadcast_to(history[:, None], batch.level.shape).copy(),
+            "gap_before": before, "gap_after": after,
             "cohort_gap": np.broadcast_to(np.abs(gap)[:, None], batch.level.shape).copy(),
             "dw1": obj.w1_change(batch.level, batch.next_level, batch.group, self.K, pair),
         }

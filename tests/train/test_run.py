@@ -221,3 +221,30 @@ def test_f_ppo_massaging_never_widens_a_cohorts_tpr_gap():
     g1 = np.abs(cohort_tpr_gap(mass.action[:1], mass.repay[:1], mass.group[:1]))
     assert g1[0] < g0[0]  # the first epoch: the same cohort, its gap lowered
     assert g1[0] <= 2.0 / min(((mass.group[0] == g) & mass.repay[0]).sum() for g in (0, 1))
+
+
+def test_appo_state_term_counts_on_the_individual_mdp():
+    """A-PPO's state gap D_t on the lending trainer's individual MDP is the TPR gap of the
+    rollout's decisions before epoch t (by hand below), so its min-max scaled term varies
+    and appo_beta1 changes the training (D_t was the whole batch's gap, one number, which
+    min-max scaling turned into 0: beta1 = 0, 0.25 and 100 trained the same weights)."""
+    from causalfair.train.rollout import IndividualRollout
+
+    lm = lending_setting("lending-1")
+    ro = IndividualRollout(lm, 64, 4)
+    b = ro.collect(np.full((2, 7), 0.6), np.random.default_rng(0))
+    sig = ro.signals(b)
+    tp, pos = np.zeros(2), np.zeros(2)
+    for t in range(4):
+        rate = np.divide(tp, pos, out=np.zeros(2), where=pos > 0)
+        np.testing.assert_allclose(sig["gap_state"][t], abs(rate[0] - rate[1]), atol=1e-15)
+        for g in (0, 1):
+            m = (b.group[t] == g) & b.repay[t]
+            pos[g] += m.sum()
+            tp[g] += (m & b.action[t]).sum()
+    assert np.ptp(sig["gap_state"]) > 0
+    small = dict(algo="a-ppo", iterations=1, n_individuals=64, horizon=4, n_epochs=1,
+                 hidden=(8,))
+    a = train(TrainConfig(appo_beta1=0.0, **small)).table
+    b2 = train(TrainConfig(appo_beta1=100.0, **small)).table
+    assert not np.array_equal(a, b2)
