@@ -11,7 +11,8 @@ utility matrix U. Per step (Eq. 8 and Table 1):
 - disparity D(s, a) = 1/2 (xi_1 - xi_2)^2, xi_g = P(Y_hat = 1 | g) (demographic parity),
   and the "utility" of the constraint g(s, a) = 1 - D.
 
-**R-TD3** (section 2b): TD3 on the per-step reward -[(1 - t/H) L + (t/H) D] (lambda_t = t/H).
+**R-TD3** (section 2b): TD3 on the per-step reward -[(1 - lambda_t) L + lambda_t D] with the
+paper's lambda_tau = tau/H, tau = 1..H: (t + 1)/H at the 0-based step t (1/H first, 1 last).
 **L-UCBFair** (Algorithm 1): LSVI-UCB over a learned feature map phi(s, a) (an MLP with a
 softmax output, fitted on random-policy samples to predict r and g with two linear heads,
 App. D.1; ours: on standardised targets, :func:`_fit_phi`), optimistic Q_r, Q_g at the loci of a Voronoi grid of [0, 1]^2, a softmax over
@@ -59,8 +60,8 @@ from causalfair.train.checkpoint import write_metrics
 
 __all__ = ["PopulationEnv", "PopulationAgent", "RTD3Config", "LUCBFairConfig", "train_rtd3",
            "train_lucbfair", "myopic", "audit_policy", "episode_values", "regret_and_violation",
-           "best_constant", "lucbfair_alpha", "GridPolicy", "ThresholdActor", "LUCBFairActor",
-           "save_agent", "load_agent", "ALGOS", "PopulationRun", "make_config", "run_agent"]
+           "best_constant", "lucbfair_alpha", "rtd3_weight", "GridPolicy", "ThresholdActor",
+           "LUCBFairActor", "save_agent", "load_agent", "ALGOS", "PopulationRun", "make_config", "run_agent"]
 
 
 class PopulationEnv:
@@ -219,6 +220,13 @@ def _initial_states(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ R-TD3
+def rtd3_weight(t: int, horizon: int) -> float:
+    """R-TD3's time weight of the disparity at the 0-based step ``t`` of an episode of
+    ``horizon`` steps: Yin et al.'s lambda_tau = tau / H with tau = 1..H (their steps count
+    from 1), so (t + 1) / H: 1/H at the first step, 1 (pure disparity) at the last."""
+    return (t + 1) / horizon
+
+
 @dataclass(frozen=True)
 class RTD3Config:
     """R-TD3 (Yin et al. 2023: stable-baselines3's TD3 with default parameters on the
@@ -301,7 +309,7 @@ def train_rtd3(system: Any, config: RTD3Config = RTD3Config()) -> PopulationAgen
                     a = actor(torch.from_numpy(o)).double().numpy()
                 a = np.clip(a + c.action_noise * rng.standard_normal((n, 2)), 0.0, 1.0)
             q2, r, D = env.step(q, a)
-            lam = t / H if c.fair else 0.0
+            lam = rtd3_weight(t, H) if c.fair else 0.0
             reward = -((1.0 - lam) * (1.0 - r) + lam * D)
             ep_r += r
             ep_g += 1.0 - D

@@ -14,11 +14,11 @@ STARTS = np.random.default_rng(7).uniform(0.1, 0.9, (32, 2))
 
 
 def lagrangian(env: P.PopulationEnv, agent: P.PopulationAgent) -> float:
-    """R-TD3's objective, mean over STARTS: sum_t -[(1 - t/H) L + (t/H) D]."""
+    """R-TD3's objective, mean over STARTS: sum_tau -[(1 - tau/H) L + (tau/H) D], tau = 1..H."""
     q, total = STARTS.copy(), np.zeros(len(STARTS))
     for t in range(env.H):
         q2, r, D = env.step(q, agent.act(q, t))
-        lam = t / env.H
+        lam = (t + 1) / env.H
         total += -((1.0 - lam) * (1.0 - r) + lam * D)
         q = q2
     return float(total.mean())
@@ -27,8 +27,8 @@ def lagrangian(env: P.PopulationEnv, agent: P.PopulationAgent) -> float:
 @pytest.mark.slow
 def test_r_td3_beats_its_untrained_actor():
     # fails if the actor followed the critic's gradient the wrong way, the target used the
-    # wrong step's observation, or the time weight lambda_t were dropped (measured: -5.19
-    # untrained, -4.95 after 600 steps; Myopic -4.96)
+    # wrong step's observation, or the time weight lambda_t were dropped (measured: -4.56
+    # untrained, -4.37 after 600 steps; Myopic -4.37)
     system = cf.systems.make("replicator-binding")
     env = P.PopulationEnv(system)
     cfg = dict(hidden=(32, 32), batch=128, seed=0)
@@ -36,6 +36,26 @@ def test_r_td3_beats_its_untrained_actor():
     trained = P.train_rtd3(system, P.RTD3Config(steps=600, **cfg))
     before, after = lagrangian(env, untrained), lagrangian(env, trained)
     assert after > before + 0.1, (before, after)
+
+
+def test_r_td3_time_weight_is_the_papers_tau_over_h():
+    """Yin et al.'s Eq. 6: lambda_tau = tau / H with tau = 1..H; at the 0-based step t that
+    is (t + 1) / H: 1/H at the first step, 1 at the last (t / H gave 0 and (H-1)/H)."""
+    H = 4
+    assert [P.rtd3_weight(t, H) for t in range(H)] == [0.25, 0.5, 0.75, 1.0]
+    calls = []
+
+    def weight(t, h):
+        calls.append((t, h))
+        return (t + 1) / h
+
+    import unittest.mock
+
+    system = cf.systems.make("replicator-1", horizon=3)
+    with unittest.mock.patch.object(P, "rtd3_weight", weight):
+        P.train_rtd3(system, P.RTD3Config(steps=6, envs=2, hidden=(4,), batch=4,
+                                          learning_starts=100))
+    assert sorted(set(calls)) == [(0, 3), (1, 3), (2, 3)]
 
 
 def test_the_papers_temperature_is_algorithm_1s_formula():
