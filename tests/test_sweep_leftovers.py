@@ -13,8 +13,9 @@ import pytest
 
 from causalfair.cli import main
 from causalfair.errors import ConfigError, OutputError
-from causalfair.train.sweep import _pairs_cell, sweep, tabulate
+from causalfair.train.sweep import sweep, tabulate
 from causalfair.train.sweep_io import finished_run as _finished
+from causalfair.train.sweep_io import pairs_cell
 
 #: A population agent small enough for a test (fractions of a second a run).
 LUCB = {"phi_samples": 500, "phi_epochs": 1}
@@ -137,9 +138,9 @@ def test_pairs_are_two_names_so_a_dash_in_a_group_name_cannot_mix_them():
                          "pair": two, "C": [0.1, 0.2]})
     cell = tabulate(runs)["pairs"][0]
     assert cell == '["a-b", "c"] (1), ["a", "b-c"] (1)'
-    assert _pairs_cell([["s+", "s-"], ("s+", "s-"), '["s+", "s-"]']) == '["s+", "s-"]'
+    assert pairs_cell([["s+", "s-"], ("s+", "s-"), '["s+", "s-"]']) == '["s+", "s-"]'
     # your own rows with "A-B" strings still tabulate (as labels)
-    assert _pairs_cell(["B-A", "B-A"]) == "B-A"
+    assert pairs_cell(["B-A", "B-A"]) == "B-A"
 
 
 def test_resume_reads_an_earlier_sweeps_dash_pair_by_the_groups_or_refuses_it(tmp_path):

@@ -53,7 +53,7 @@ from causalfair._names import (  # defined there: `causalfair sweep --help` list
     POPULATION,  # the population agents' names (their own configs: train.population)
     SWEEP_ALGORITHMS,  # every algorithm a sweep trains: the PPO family and POPULATION
 )
-from causalfair._validation import check_alpha, check_weight, did_you_mean
+from causalfair._validation import check_weight, did_you_mean
 from causalfair.backends import (
     ProcessBackend,
     SerialBackend,
@@ -62,7 +62,7 @@ from causalfair.backends import (
     make_backend,
 )
 from causalfair.engines._mc_base import is_serial
-from causalfair.errors import CausalfairError, ConfigError, InputError, OutputError, short
+from causalfair.errors import CausalfairError, ConfigError, OutputError, short
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import TrainConfig, train
@@ -70,12 +70,13 @@ from causalfair.train import population as P
 from causalfair.train.algorithms import REGISTRY, names
 from causalfair.train.checkpoint import CHECKPOINT_NAME, prepare_run_folder
 from causalfair.train.config import LENDING_FIELDS
-from causalfair.train.sweep_io import (  # the folder, resume and IO part
+from causalfair.train.sweep_io import (  # the folder, resume, IO and table part
     LOCK,  # noqa: F401 - (re-exported: importable from here, as before the split)
     MARK,  # noqa: F401
     RESULT,
     RUN_FILES,
     check_runs_removable,
+    check_sweep_alpha,
     csv_table,
     finished_run,
     pair_key,
@@ -87,6 +88,8 @@ from causalfair.train.sweep_io import (  # the folder, resume and IO part
     read_result,
     run_dir,
     system_params,
+    t_interval,
+    tabulate,
     update_result,
     write_run,
 )
@@ -198,11 +201,6 @@ def _why_not(algo: str, system: Any) -> str | None:
     return None
 
 
-#: The columns of a runs table that say which run a row is, not what it measured (every
-#: other column is a metric :func:`tabulate` averages).
-RUN_COLUMNS = ("system", "params", "algo", "seed", "pair", "checkpoint", "wall_s")
-
-
 def _check_one_horizon(overrides: Mapping[str, Any], pairs: Sequence[tuple[str, str]],
                        made: Mapping[str, Any]) -> None:
     """Refuse a ``horizon`` override that the population agents of the sweep would not
@@ -275,23 +273,6 @@ def _pair_of(res: Any, config: Any, system: Any) -> str:
     if pair is None:
         pair = (system if system is not None else make(config.setting)).groups[:2]
     return pair_text(pair)
-
-
-def _pairs_cell(pairs: Sequence[Any]) -> str:
-    """The ``pairs`` cell of a table row: the runs' pairs (:func:`pair_text`) in order of
-    appearance, each with its count of runs when they differ (``'["C", "A"] (2), ["B",
-    "C"] (1)'``); "n/a" when none is known."""
-    seen: dict[Any, int] = {}
-    for p in pairs:
-        if (key := pair_key(p)) is not None:
-            seen[key] = seen.get(key, 0) + 1
-
-    def text(key: Any) -> str:
-        return pair_text(key) if isinstance(key, tuple) else str(key)
-
-    if len(seen) <= 1:
-        return next((text(k) for k in seen), "n/a")
-    return ", ".join(f"{text(p)} ({n})" for p, n in seen.items())
 
 
 def _backend(backend: Any) -> Any:
@@ -440,65 +421,6 @@ class SweepResult:
         return "\n".join(lines) + "\n"
 
 
-def _check_alpha(alpha: Any) -> None:
-    """The library's one rule for alpha (:func:`causalfair._validation.check_alpha`: in
-    (0, 0.5], the error level), as a sweep's ConfigError."""
-    try:
-        check_alpha(alpha)
-    except InputError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, float]:
-    """(mean, lower, upper): the 1 - alpha t-interval of the mean over runs (NaNs dropped;
-    NaN bounds with fewer than two runs)."""
-    import numpy as np
-
-    a = np.asarray([v for v in x if v == v], dtype=np.float64)
-    if a.size == 0:
-        return math.nan, math.nan, math.nan
-    m = float(a.mean())
-    if a.size < 2:
-        return m, math.nan, math.nan
-    from scipy.special import stdtrit  # = scipy.stats.t.ppf (its _ppf), without scipy.stats
-
-    h = float(stdtrit(a.size - 1, 1 - alpha / 2) * a.std(ddof=1) / math.sqrt(a.size))
-    return m, m - h, m + h
-
-
-def tabulate(runs: Any, alpha: float = 0.05) -> Any:
-    """The sweep's table of ``runs`` (a DataFrame, one row per run: ``system``, ``algo``,
-    ``seed``, optionally ``params``, ``pair``, ``checkpoint`` and ``wall_s``
-    (:data:`RUN_COLUMNS`), and one column per metric): per system (and its ``params``, a
-    column of the table too when the runs have it), algorithm and metric the number of
-    runs ``n`` that measured it (a NaN is no measurement), the ``mean`` and its 1 - ``alpha`` t-interval over them (``lower``, ``upper``; :func:`t_interval`), that level
-    (``ci_level`` = 1 - ``alpha``, e.g. 0.95) and the ``pairs`` its runs compare. :func:`sweep` makes its table.csv with it; runs of your own method,
-    audited as the built-ins' checkpoints are, tabulate the same way (docs/training.md,
-    "Your own method")."""
-    import pandas as pd
-
-    _check_alpha(alpha)
-    missing = [c for c in ("system", "algo", "seed") if c not in runs.columns]
-    if missing and not runs.empty:
-        raise ConfigError(f"runs: column(s) {missing} missing; tabulate needs one row per run "
-                          "with system, algo, seed and the metrics.")
-    metrics = [c for c in runs.columns if c not in RUN_COLUMNS]
-    keys = ["system", "params", "algo"] if "params" in runs.columns else ["system", "algo"]
-    table_rows = []
-    if not runs.empty:
-        for key, g in runs.groupby(keys, sort=False):
-            pairs = _pairs_cell(g["pair"].tolist() if "pair" in g else [])
-            for m in metrics:
-                vals = g[m].tolist()
-                mean, lo, hi = t_interval(vals, alpha)
-                n = sum(1 for v in vals if v == v)  # the runs the mean and interval are over
-                table_rows.append({**dict(zip(keys, key, strict=True)), "metric": m,
-                                   "n": n, "mean": mean, "lower": lo, "upper": hi,
-                                   "ci_level": 1.0 - alpha, "pairs": pairs})
-    return pd.DataFrame(table_rows, columns=[*keys, "metric", "n", "mean", "lower", "upper",
-                                             "ci_level", "pairs"])
-
-
 def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = ("lending-1",), *,
           params: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None,
           out: str | os.PathLike[str] | None = None, backend: Any = None, alpha: float = 0.05,
@@ -537,7 +459,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
         raise ConfigError("seeds: give at least one seed, e.g. 0-4.")
     if not systems:
         raise ConfigError("systems: give at least one system id, e.g. lending-1.")
-    _check_alpha(alpha)
+    check_sweep_alpha(alpha)
     if existing not in EXISTING:
         raise ConfigError(f"existing: bad value {existing!r}; allowed values: "
                           f"{', '.join(EXISTING)}.")

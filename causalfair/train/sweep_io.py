@@ -1,6 +1,7 @@
 """A sweep's folder (docs/scale.md, "Training sweeps"; :mod:`causalfair.train.sweep`
 trains and tabulates): its layout, a run folder's files and :data:`RESULT`, what a resumed
-sweep reads back (:func:`finished_run`), the lock and the checks before a sweep writes::
+sweep reads back (:func:`finished_run`), the lock and the checks before a sweep writes, and
+the table of means and t-intervals over seeds (:func:`tabulate`)::
 
     OUT/.causalfair-sweep            marks the folder as causalfair's
     OUT/runs.csv                     one row per run: system, params, algo, seed, pair,
@@ -33,6 +34,7 @@ from :mod:`causalfair.train.sweep`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -41,8 +43,8 @@ from typing import Any
 
 from causalfair._io import atomic_write_bytes, atomic_write_text, csv_text, to_jsonable
 from causalfair._safe_read import read_json_file
-from causalfair._validation import did_you_mean
-from causalfair.errors import CausalfairError, ConfigError, OutputError
+from causalfair._validation import check_alpha, did_you_mean
+from causalfair.errors import CausalfairError, ConfigError, InputError, OutputError
 from causalfair.systems.registry import load_callable, registered, spec
 from causalfair.workers import user_prints_to_stderr
 
@@ -51,7 +53,8 @@ __all__ = ["LOCK", "MARK", "RESULT", "RUN_FILES", "check_runs_folder", "check_ru
            "csv_table",
            "finished_run", "json_pair", "lock_out", "pair_key", "pair_text", "param_text",
            "params_cell", "params_label", "prepare_out", "run_dir", "system_params",
-           "update_result", "write_run"]
+           "check_sweep_alpha", "pairs_cell", "t_interval", "tabulate", "update_result",
+           "write_run"]
 
 MARK = ".causalfair-sweep"
 #: The lock a sweep holds on its folder while it writes it (module docstring).
@@ -379,3 +382,84 @@ def params_label(cell: Any) -> str:
         return ""
     return " (" + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}"
                             for k, v in doc.items()) + ")"
+
+
+#: The columns of a runs table that say which run a row is, not what it measured (every
+#: other column is a metric :func:`tabulate` averages).
+RUN_COLUMNS = ("system", "params", "algo", "seed", "pair", "checkpoint", "wall_s")
+
+
+def pairs_cell(pairs: Sequence[Any]) -> str:
+    """The ``pairs`` cell of a table row: the runs' pairs (:func:`pair_text`) in order of
+    appearance, each with its count of runs when they differ (``'["C", "A"] (2), ["B",
+    "C"] (1)'``); "n/a" when none is known."""
+    seen: dict[Any, int] = {}
+    for p in pairs:
+        if (key := pair_key(p)) is not None:
+            seen[key] = seen.get(key, 0) + 1
+
+    def text(key: Any) -> str:
+        return pair_text(key) if isinstance(key, tuple) else str(key)
+
+    if len(seen) <= 1:
+        return next((text(k) for k in seen), "n/a")
+    return ", ".join(f"{text(p)} ({n})" for p, n in seen.items())
+
+
+def check_sweep_alpha(alpha: Any) -> None:
+    """The library's one rule for alpha (:func:`causalfair._validation.check_alpha`: in
+    (0, 0.5], the error level), as a sweep's ConfigError."""
+    try:
+        check_alpha(alpha)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def t_interval(x: Sequence[float], alpha: float = 0.05) -> tuple[float, float, float]:
+    """(mean, lower, upper): the 1 - alpha t-interval of the mean over runs (NaNs dropped;
+    NaN bounds with fewer than two runs)."""
+    import numpy as np
+
+    a = np.asarray([v for v in x if v == v], dtype=np.float64)
+    if a.size == 0:
+        return math.nan, math.nan, math.nan
+    m = float(a.mean())
+    if a.size < 2:
+        return m, math.nan, math.nan
+    from scipy.special import stdtrit  # = scipy.stats.t.ppf (its _ppf), without scipy.stats
+
+    h = float(stdtrit(a.size - 1, 1 - alpha / 2) * a.std(ddof=1) / math.sqrt(a.size))
+    return m, m - h, m + h
+
+
+def tabulate(runs: Any, alpha: float = 0.05) -> Any:
+    """The sweep's table of ``runs`` (a DataFrame, one row per run: ``system``, ``algo``,
+    ``seed``, optionally ``params``, ``pair``, ``checkpoint`` and ``wall_s``
+    (:data:`RUN_COLUMNS`), and one column per metric): per system (and its ``params``, a
+    column of the table too when the runs have it), algorithm and metric the number of
+    runs ``n`` that measured it (a NaN is no measurement), the ``mean`` and its 1 - ``alpha`` t-interval over them (``lower``, ``upper``; :func:`t_interval`), that level
+    (``ci_level`` = 1 - ``alpha``, e.g. 0.95) and the ``pairs`` its runs compare. :func:`sweep` makes its table.csv with it; runs of your own method,
+    audited as the built-ins' checkpoints are, tabulate the same way (docs/training.md,
+    "Your own method")."""
+    import pandas as pd
+
+    check_sweep_alpha(alpha)
+    missing = [c for c in ("system", "algo", "seed") if c not in runs.columns]
+    if missing and not runs.empty:
+        raise ConfigError(f"runs: column(s) {missing} missing; tabulate needs one row per run "
+                          "with system, algo, seed and the metrics.")
+    metrics = [c for c in runs.columns if c not in RUN_COLUMNS]
+    keys = ["system", "params", "algo"] if "params" in runs.columns else ["system", "algo"]
+    table_rows = []
+    if not runs.empty:
+        for key, g in runs.groupby(keys, sort=False):
+            pairs = pairs_cell(g["pair"].tolist() if "pair" in g else [])
+            for m in metrics:
+                vals = g[m].tolist()
+                mean, lo, hi = t_interval(vals, alpha)
+                n = sum(1 for v in vals if v == v)  # the runs the mean and interval are over
+                table_rows.append({**dict(zip(keys, key, strict=True)), "metric": m,
+                                   "n": n, "mean": mean, "lower": lo, "upper": hi,
+                                   "ci_level": 1.0 - alpha, "pairs": pairs})
+    return pd.DataFrame(table_rows, columns=[*keys, "metric", "n", "mean", "lower", "upper",
+                                             "ci_level", "pairs"])
