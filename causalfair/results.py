@@ -197,6 +197,11 @@ class Decomposition:
             return None
         return all(abs(v) <= DIAGNOSTIC_TOL for v in self.diagnostics.values())
 
+    def level_alpha(self, alpha: Any = None) -> float:
+        """The ``alpha`` a view was asked for, checked (:func:`check_alpha`), else
+        :attr:`alpha`: every view's, an exact result's too (whose intervals are points)."""
+        return self.alpha if alpha is None else check_alpha(alpha)
+
     # ------------------------------------------------------------- tabular views
     def estimates(self) -> dict[str, float]:
         """Every point estimate by name (the keys ``se`` and ``conf_int`` use)."""
@@ -218,7 +223,7 @@ class Decomposition:
         training worker's audits read (:meth:`conf_int` is its table). C, DPE, IPE and SPE
         of a pair chosen from the data (:attr:`simultaneous` m > 1): simultaneous over the m
         pairs, z_{1 - alpha/(2m)} (:func:`causalfair._simultaneous.pair_z`)."""
-        alpha = self.alpha if alpha is None else alpha
+        alpha = self.level_alpha(alpha)
         z = z_quantile(alpha)
         zc = z if self.simultaneous == 1 else pair_z(alpha, self.simultaneous)
         se = self.se or {}
@@ -289,7 +294,7 @@ class Decomposition:
         n/a)."""
         if self.Lambda is None:
             return None
-        lam, alpha = float(self.Lambda), self.alpha if alpha is None else alpha
+        lam, alpha = float(self.Lambda), self.level_alpha(alpha)
         ben_se = getattr(self.benefit, "se", None)
         s = ben_se if ben_se is not None else (self.se or {}).get("Lambda")
         if self.Lambda_ci is not None and self.Lambda_ci_level is not None \
@@ -432,7 +437,7 @@ class Decomposition:
     def summary(self, alpha: float | None = None) -> str:
         """Plain text: the effects with their (1 - ``alpha``; default :attr:`alpha`) normal
         intervals when there are standard errors, Lambda, utility and the per-group values."""
-        (a, b), alpha = self.pair, self.alpha if alpha is None else alpha
+        (a, b), alpha = self.pair, self.level_alpha(alpha)
         lines = [
             f"Decomposition of the qualification-gain disparity ({self.engine} engine)",
             f"  model: {self.model_name}   policy: {self.policy_name}   horizon T = {self.horizon}"
@@ -475,10 +480,10 @@ class Decomposition:
         """The sentence on a data-chosen pair's intervals
         (:func:`causalfair._simultaneous.simultaneous_sentence`); "" when there is none to
         say (a named pair, two groups, no standard errors)."""
+        alpha = self.level_alpha(alpha)
         if self.simultaneous == 1 or not self.se:
             return ""
-        return simultaneous_sentence(self.pair_name, self.simultaneous,
-                                     self.alpha if alpha is None else alpha)
+        return simultaneous_sentence(self.pair_name, self.simultaneous, alpha)
 
     def _lambda_line(self) -> str:
         """Lambda with its interval (Monte Carlo), or why a Monte Carlo result has none."""
@@ -502,7 +507,7 @@ class Decomposition:
         ``unit``: the gain's unit on the axis; default :attr:`gain_unit`, else "gain
         units"."""
         with text_only():  # group names as written, never mathtext
-            return waterfall(self, self.alpha if alpha is None else alpha, check_unit(unit) or self.gain_unit or "gain units",
+            return waterfall(self, self.level_alpha(alpha), check_unit(unit) or self.gain_unit or "gain units",
                              ax=ax)[0]
 
     def __repr__(self) -> str:

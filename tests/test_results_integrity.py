@@ -215,3 +215,17 @@ def test_an_audit_of_something_that_is_no_spec_is_a_spec_error_naming_it(bad):
         cf.audit(bad)
     with pytest.raises(SpecError, match=r"^audit spec: got "):
         cf.audit.load_spec(bad)
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), 2.0, 0.0, True, "0.05"])
+def test_every_view_of_a_decomposition_checks_alpha_exact_or_sampled(lending, alpha):
+    """lambda_row(2.0) returned NaN bounds, simultaneous_note(nan) "" and an exact result's
+    summary(nan) its text: a bad alpha passed unseen where no interval was computed."""
+    exact = cf.decompose(lending, "threshold:0.5", 2)
+    mc = cf.decompose(cf.systems.make("lending-1"), "threshold:0.5", 2, engine="mc", n=20)
+    for dec in (exact, mc):
+        for view in (dec.lambda_row, dec.simultaneous_note, dec.summary, dec.to_frame,
+                     dec.conf_int, dec.intervals, dec.plot):
+            with pytest.raises(InputError, match="alpha: must be in"):
+                view(alpha)
+    assert exact.lambda_row(0.1) == exact.lambda_row() and mc.simultaneous_note(0.1) == ""
