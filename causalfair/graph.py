@@ -233,7 +233,7 @@ def _build(
 ) -> nx.DiGraph:
     """The graph itself: the one place its nodes and edges are made. ``reads_s``: the
     mechanisms a tabular model shows to read S beyond the declaration (:func:`_resolve`)."""
-    if policy_reads_s not in (True, False):
+    if not isinstance(policy_reads_s, (bool, np.bool_)):  # (1 == True: not a flag)
         raise InputError(f"policy_reads_s: expected True or False, got {policy_reads_s!r}; "
                          "causalfair.policies.grid.reads_group(policy, system=...) tells.")
     import networkx as nx  # (lazy: a process that builds no graph never loads it)

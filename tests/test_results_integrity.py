@@ -229,3 +229,12 @@ def test_every_view_of_a_decomposition_checks_alpha_exact_or_sampled(lending, al
             with pytest.raises(InputError, match="alpha: must be in"):
                 view(alpha)
     assert exact.lambda_row(0.1) == exact.lambda_row() and mc.simultaneous_note(0.1) == ""
+
+
+@pytest.mark.parametrize("flag", [1, 0, 1.0, np.float64(0.0)])
+def test_a_graphs_policy_reads_s_is_a_flag_not_a_number(lending, flag):
+    with pytest.raises(InputError, match="policy_reads_s: expected True or False"):
+        cf.temporal_graph(lending, 2, policy_reads_s=flag)
+    with pytest.raises(InputError, match="policy_reads_s: expected True or False"):
+        cf.hypothetical_graphs(lending, 2, policy_reads_s=flag)
+    assert cf.temporal_graph(lending, 2, policy_reads_s=np.bool_(False)).horizon == 2
