@@ -238,3 +238,12 @@ def test_a_graphs_policy_reads_s_is_a_flag_not_a_number(lending, flag):
     with pytest.raises(InputError, match="policy_reads_s: expected True or False"):
         cf.hypothetical_graphs(lending, 2, policy_reads_s=flag)
     assert cf.temporal_graph(lending, 2, policy_reads_s=np.bool_(False)).horizon == 2
+
+
+@pytest.mark.parametrize("q", [True, False, np.bool_(True)])
+def test_a_constant_policy_takes_a_probability_not_a_flag(q):
+    from causalfair.errors import PolicyError
+
+    with pytest.raises(PolicyError, match="q: must be a probability in"):
+        cf.ConstantPolicy(q)
+    assert cf.ConstantPolicy(1).q == 1 and cf.ConstantPolicy(0.25).q == 0.25

@@ -197,7 +197,8 @@ class ConstantPolicy:
 
     def __post_init__(self) -> None:
         q = self.q
-        if not isinstance(q, (int, float, np.integer, np.floating)) or not 0.0 <= float(q) <= 1.0:
+        if isinstance(q, (bool, np.bool_)) or not isinstance(
+                q, (int, float, np.integer, np.floating)) or not 0.0 <= float(q) <= 1.0:
             raise PolicyError(f"q: must be a probability in [0, 1], got {q!r}.")
 
     reads_group = False
