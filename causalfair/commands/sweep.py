@@ -11,7 +11,7 @@ from causalfair.backends import resolve_jobs
 from causalfair.commands._system import parse_params
 from causalfair.commands.decompose import backend_from_args
 from causalfair.commands.train import parse_set, refuse_given_twice
-from causalfair.errors import UsageError
+from causalfair.errors import UsageError, one_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -138,14 +138,16 @@ def run(args: argparse.Namespace) -> int:
     kept = f"; {res.reused} kept from the earlier sweep" if res.reused else ""
     print(f"{len(res.runs)} runs written to {args.out} (runs.csv, table.csv, table.md, "
           f"runs/{kept})")
+    # every line through one_line: a user system's text (its error message, its id) is
+    # shown with the characters a terminal acts on escaped, as every one-line error
     for sysid, algo, why in res.skipped:
-        print(f"causalfair sweep: {algo} on {sysid}: not trained, it does not apply: {why}.",
-              file=sys.stderr)
-    if note := res.params_note():
-        print(f"causalfair sweep: note: {note}", file=sys.stderr)
-    if note := res.left_out_note():
-        print(f"causalfair sweep: note: {note}", file=sys.stderr)
+        print(one_line("sweep", "note", f"{algo} on {sysid}: not trained, it does not apply: "
+                       f"{why}."), file=sys.stderr)
+    for note in (res.params_note(), res.left_out_note()):
+        if note:
+            print(one_line("sweep", "note", note), file=sys.stderr)
     for sysid, algo, seed, msg in res.failed:
-        print(f"causalfair sweep: error: run {algo} seed {seed} on {sysid} failed: {msg}",
+        print(one_line("sweep", "error", f"run {algo} seed {seed} on {sysid} failed: "
+                       + " ".join(str(msg).split())),
               file=sys.stderr)
     return 2 if res.failed else 0

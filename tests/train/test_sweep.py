@@ -73,6 +73,21 @@ def test_a_failing_run_is_named_and_the_others_are_tabulated(tmp_path, capsys):
     assert list(runs["system"]) == ["lending-1"]
 
 
+def test_a_failed_runs_error_line_escapes_what_a_terminal_acts_on(tmp_path, capsys):
+    # before: the sweep printed "causalfair sweep: error: run ... failed: MSG" itself, the
+    # simulator's ESC [2J (clear the screen) and ESC [31m (red) raw to stderr
+    (tmp_path / "esc.py").write_text(failing_simulator(
+        'raise RuntimeError("\\x1b[2J\\x1b[31mboom\\u202e")', cls="Sim"))
+    code = main(["sweep", "--algo", "ppo", "--seeds", "0", "--iterations", "1",
+                 "--system", "esc:make", "--search-path", str(tmp_path),
+                 "--out", str(tmp_path / "sw")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\u202e" not in err, err
+    assert ("causalfair sweep: error: run ppo seed 0 on esc:make failed: simulator Sim.step "
+            "raised RuntimeError: \\x1b[2J\\x1b[31mboom\\u202e") in err
+
+
 def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
