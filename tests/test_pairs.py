@@ -181,7 +181,7 @@ def test_a_sweep_names_each_runs_pair_and_the_rows_that_mix_pairs(tmp_path):
     assert set(table["pairs"]) == {'["C", "A"] (1), ["B", "A"] (1)'}
     assert "pair" not in set(table["metric"])
     md = (tmp_path / "sw" / "table.md").read_text()
-    assert "C (mean [95% t-interval])" in md and '| ["C", "A"] (1), ["B", "A"] (1) |' in md
+    assert "C (mean [95% t-interval])" in md and '| \\["C", "A"\\] (1), \\["B", "A"\\] (1) |' in md
     assert "t-interval of that mean over the seeds" in md
     assert "A row listing several pairs averages runs that compare different pairs" in md
     # a resumed sweep keeps the pairs of the runs it reuses

@@ -122,7 +122,7 @@ def test_a_sweep_writes_its_pairs_as_two_names(tmp_path):
     assert doc["pair"] == ["s+", "s-"]  # was "s+-s-"
     assert pd.read_csv(out / "runs.csv")["pair"].tolist() == ['["s+", "s-"]']
     assert pd.read_csv(out / "table.csv")["pairs"].unique().tolist() == ['["s+", "s-"]']
-    assert '| ["s+", "s-"] |' in (out / "table.md").read_text()
+    assert '| \\["s+", "s-"\\] |' in (out / "table.md").read_text()
 
 
 def test_pairs_are_two_names_so_a_dash_in_a_group_name_cannot_mix_them():

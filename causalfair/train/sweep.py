@@ -63,6 +63,7 @@ from causalfair.backends import (
 )
 from causalfair.engines._mc_base import is_serial
 from causalfair.errors import CausalfairError, ConfigError, OutputError, short
+from causalfair.report.explain import md_escape
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import TrainConfig, train
@@ -400,8 +401,8 @@ class SweepResult:
                 runs = self.runs[(self.runs["system"] == sysid) & (self.runs["algo"] == algo)
                                  & ((self.runs["params"] == key[1]) if len(key) == 3 else True)]
                 mixed = mixed or len({pair_key(p) for p in runs["pair"]}) > 1
-            lines.append(f"| {label} | {algo} | {int(g['n'].iloc[0])} | " + " | ".join(cells)
-                         + f" | {pairs} |")
+            lines.append(f"| {md_escape(label)} | {algo} | {int(g['n'].iloc[0])} | "  # user text:
+                         + " | ".join(cells) + f" | {md_escape(pairs)} |")  # md_escape'd
         lines += ["", f"Each cell: the mean over the training seeds (one run per seed) and the "
                   f"{level} t-interval of that mean over the seeds (runs audited by Monte "
                   "Carlo: their audit noise included).", "",
@@ -413,10 +414,10 @@ class SweepResult:
         if self.skipped:
             lines += ["", "Not trained (the algorithm does not apply to the system; checked "
                       "before any run):", ""]
-            lines += [f"- {algo} on {sysid}: {why}." for sysid, algo, why in self.skipped]
+            lines += ["- " + md_escape(f"{a} on {sy}: {why}.") for sy, a, why in self.skipped]
         if self.failed:  # (the folder is what an unattended sweep leaves: not stderr only)
             lines += ["", "Failed (left out of the table; --resume trains them again):", ""]
-            lines += [f"- {algo} seed {seed} on {sysid}: {' '.join(str(msg).split())}"
+            lines += ["- " + md_escape(f"{algo} seed {seed} on {sysid}: {msg}")
                       for sysid, algo, seed, msg in self.failed]
         return "\n".join(lines) + "\n"
 

@@ -166,3 +166,21 @@ def test_table_n_counts_the_runs_its_mean_is_over():
         [0.1, 0.3])
     lo = 0.2 - stats.t.ppf(0.975, 1) * 0.1 * math.sqrt(2) / math.sqrt(2)
     assert t.loc["C", "lower"] == pytest.approx(lo)
+
+
+def test_table_md_escapes_group_names_and_messages_as_every_markdown_writer():
+    # before: the pairs cell and the Failed list were written raw: a group named "a|b" split
+    # the row into one cell more, "*x*" rendered emphasised, "<b>" as HTML
+    from causalfair.report.explain import md_escape
+    from causalfair.train.sweep import SweepResult, tabulate
+
+    runs = pd.DataFrame({"system": ["m:make"] * 2, "algo": ["ppo"] * 2, "seed": [0, 1],
+                         "C": [0.1, 0.2], "utility": [1.0, 1.1],
+                         "pair": ['["a|b", "*x*"]'] * 2})
+    res = SweepResult(runs=runs, table=tabulate(runs),
+                      failed=[("m:make", "ppo", 2, "simulator raised: <b>bad</b> *x*\nmore")])
+    text = res.to_markdown(("utility", "C"))
+    row = next(ln for ln in text.splitlines() if ln.startswith("| m:make |"))
+    assert row.replace("\\|", "").count("|") == 7, row  # 6 cells: system, algo, seeds, 2 metrics, pairs
+    assert md_escape('["a|b", "*x*"]') in row
+    assert "- ppo seed 2 on m:make: simulator raised: \\<b\\>bad\\</b\\> \\*x\\* more" in text
