@@ -39,9 +39,13 @@ def check_horizon(horizon: Any) -> int:
     return int(horizon)
 
 
-#: Characters a name printed in reports, JUnit XML and CSV headers may not hold (C0 controls
-#: and DEL; XML 1.0 cannot carry most of them at all).
-_CONTROL = {chr(c) for c in range(32)} | {"\x7f"}
+#: Characters a name printed in reports, JUnit XML and CSV headers may not hold: C0 controls,
+#: DEL and the C1 controls (XML 1.0 cannot carry most of them at all; ESC and CSI, 0x9b,
+#: start the sequences a terminal acts on).
+_CONTROL = {chr(c) for c in range(32)} | {chr(c) for c in range(0x7f, 0xa0)}
+#: The bidirectional embeddings, overrides and isolates: they reorder how the text after them
+#: is shown (a report's "pair A-B", a verdict line), not only the name.
+_BIDI = {chr(c) for c in range(0x202a, 0x202f)} | {chr(c) for c in range(0x2066, 0x206a)}
 
 
 def bad_name(name: str) -> str | None:
@@ -53,13 +57,17 @@ def bad_name(name: str) -> str | None:
     ctl = next((c for c in name if c in _CONTROL), None)
     if ctl is not None:
         return f"it holds the control character {ctl!r}"
+    bidi = next((c for c in name if c in _BIDI), None)
+    if bidi is not None:
+        return (f"it holds the bidirectional control character {bidi!r}, which reorders the "
+                "text shown after it (right-to-left letters need none)")
     return None
 
 
 def check_names(field: str, names: Any, error: type[Exception] = InputError) -> None:
     """Refuse group names that reports, JUnit XML and CSV cannot carry: empty names, names
-    over 200 characters, control characters (NUL included); and names whose pairs
-    ``"A-B"`` read two ways (:func:`check_pair_names`)."""
+    over 200 characters, control characters (NUL included) and bidirectional overrides; and
+    names whose pairs ``"A-B"`` read two ways (:func:`check_pair_names`)."""
     for name in names:
         why = bad_name(str(name))
         if why is not None:

@@ -19,7 +19,12 @@ def _log(groups):
 
 
 @pytest.mark.parametrize("bad,why", [("Bl\x00ack", "control character"), ("  ", "empty"),
-                                     ("x" * 201, "201 characters")])
+                                     ("x" * 201, "201 characters"),
+                                     # before: accepted; 0x9b is CSI (ESC [) to a terminal,
+                                     # U+202E showed the rest of "pair White-RED..." reversed
+                                     ("RED\x9b31m", "control character '\\\\x9b'"),
+                                     ("RED\u202eevil", "bidirectional control character"),
+                                     ("\u2066iso", "bidirectional control character")])
 def test_system_groups_refuse_unprintable_names(bad, why):
     base = make("lending-1")
     with pytest.raises(CausalfairError, match=why) as err:
@@ -31,6 +36,17 @@ def test_system_groups_refuse_unprintable_names(bad, why):
 def test_log_group_with_nul_refused_naming_the_column():
     with pytest.raises(LogError, match=r"column 'group'.*control character '\\x00'"):
         validate_logs(_log(["White", "Bl\x00ack"]), n_levels=4)
+
+
+def test_log_group_with_a_bidi_override_refused_naming_the_column():
+    with pytest.raises(LogError, match=r"column 'group'.*bidirectional.*'\\u202e'"):
+        validate_logs(_log(["White", "Bl\u202eack"]), n_levels=4)
+
+
+def test_right_to_left_and_emoji_names_still_read():
+    fit = validate_logs(_log(["\u05e2\u05d1\u05e8\u05d9\u05ea", "\U0001f600 \u0639\u0631\u0628\u064a"]),
+                        n_levels=4)
+    assert len(fit.groups) == 2
 
 
 def test_log_with_printable_groups_still_reads():
