@@ -18,7 +18,7 @@ __all__ = ["ENGINES", "WEIGHTS", "check_alpha", "check_gamma", "check_horizon", 
            "check_keywords", "check_unit", "check_flag", "check_seed", "MAX_SEED",
            "check_lr", "MAX_LR", "finite", "check_policy_name",
            "read_only",
-           "check_names", "check_engine", "check_weight", "check_weights",
+           "check_names", "check_labels", "check_engine", "check_weight", "check_weights",
            "engine_for",
            "z_quantile",
            "did_you_mean", "unknown_key", "check_pair"]
@@ -74,6 +74,18 @@ def check_names(field: str, names: Any, error: type[Exception] = InputError) -> 
             raise error(f"{field}: bad name {str(name)[:40]!r}: {why}; use printable names "
                         "(letters, digits, spaces, punctuation).")
     check_pair_names(field, names, error)
+
+
+def check_labels(field: str, labels: Any, error: type[Exception] = InputError) -> None:
+    """Refuse action labels (a system's ``decisions.labels``, a decision log's
+    ``decisions``) that reports, ll144.csv and the console cannot carry, as
+    :func:`check_names` refuses group names (:func:`bad_name`; no pair check: actions are
+    never written as pairs)."""
+    for label in labels:
+        why = bad_name(str(label))
+        if why is not None:
+            raise error(f"{field}: bad label {str(label)[:40]!r}: {why}; use printable names "
+                        "(letters, digits, spaces, punctuation).")
 
 
 def check_pair_names(field: str, names: Any, error: type[Exception] = InputError) -> None:

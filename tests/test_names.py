@@ -53,3 +53,20 @@ def test_log_with_printable_groups_still_reads():
     fit = validate_logs(_log(["White", "Black"]), n_levels=4)
     assert set(fit.groups) == {"White", "Black"}
     assert sorted(set(fit.g.tolist())) == [0, 1]
+
+
+@pytest.mark.parametrize("bad,why", [("ap\x00prove", "control character"), (" ", "empty"),
+                                     ("go\x1b[2J", "control character '\\\\x1b'"),
+                                     ("x\u202ey", "bidirectional")])
+def test_action_labels_refuse_what_group_names_refuse(bad, why):
+    # before: a simulator's action_labels ("ye\x00s\x1b[2J") and a log's decisions= were
+    # taken as given and written raw to ll144.md / ll144.csv, the report and the console
+    from causalfair.systems.system import DecisionSet
+
+    with pytest.raises(CausalfairError, match=f"decisions.labels: bad label.*{why}"):
+        DecisionSet(labels=("deny", bad))
+    with pytest.raises(LogError, match="decisions: " + ("expected" if why == "empty" else
+                                                          f"bad label.*{why}")):
+        validate_logs(_log(["White", "Black"]), n_levels=4, decisions=["no", bad])
+    assert DecisionSet(labels=("\u05dc\u05d0", "\u05db\u05df \U0001f600")).labels[1] == \
+        "\u05db\u05df \U0001f600"

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._limits import check_memory, format_bytes
-from causalfair._validation import check_names
+from causalfair._validation import check_labels, check_names
 from causalfair.errors import short
 from causalfair.logs.binning import StateBinning, bin_states, feature_column, linear_potential
 from causalfair.logs.errors import (
@@ -313,6 +313,7 @@ def check_decisions(decisions: Any) -> tuple[str, str] | None:
         raise LogError(f"decisions: expected the names of decision 0 (the baseline) and "
                        f"decision 1, two different words, got {decisions!r:.80}; e.g. "
                        "decisions=['waitlist', 'place'] (CLI --decisions waitlist,place).")
+    check_labels("decisions", names, LogError)
     return names[0], names[1]
 
 

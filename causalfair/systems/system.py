@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_keywords, check_names, check_pair_names
+from causalfair._validation import check_keywords, check_labels, check_names, check_pair_names
 from causalfair.errors import ModelError, SystemError_, call_user, short
 from causalfair.graph import check_structure
 from causalfair.model import CausalStructure, TabularModel, check_lambda_eps, departed_indices
@@ -70,6 +70,7 @@ class DecisionSet:
             raise SystemError_(
                 f"decisions.labels: need at least 2 distinct action labels, got {short(self.labels)}."
             )
+        check_labels("decisions.labels", labels, SystemError_)
         object.__setattr__(self, "labels", labels)
         A = len(labels)
         if isinstance(self.baseline, bool) or not isinstance(self.baseline, (int, np.integer)) \
