@@ -24,7 +24,7 @@ from typing import Any
 
 from causalfair._limits import set_threads
 from causalfair._usercode import find_user_modules, user_modules
-from causalfair.errors import INTERRUPT_SIGNAL, CausalfairError, user_interrupt
+from causalfair.errors import INTERRUPT_SIGNAL, CausalfairError, terminal_text, user_interrupt
 
 __all__ = ["MAX_WARNINGS", "PYTHON_DEFAULT_FILTERS", "LeavingReader", "TaskError", "Timeouts", "Worker", "in_workers", "pickler", "reader_may_leave", "recording",
            "reissue", "reissued", "run_pickled", "run_task", "signal_interrupt", "stop_workers",
@@ -149,15 +149,17 @@ class LeavingReader:
     :class:`BrokenPipeError`, so the command still writes its files (``--json``,
     ``--junit``) and exits with its own code, and a task that prints still gives its result.
     The stream's descriptor is pointed at the null device, so a last flush does not fail
-    either."""
+    either. ``shown``: what is written is ``shown(text)`` (a command's stdout:
+    :func:`causalfair.errors.terminal_text`)."""
 
-    def __init__(self, stream: Any) -> None:
-        self._stream, self._gone = stream, False
+    def __init__(self, stream: Any, shown: Callable[[str], str] | None = None) -> None:
+        self._stream, self._gone, self._shown = stream, False, shown
 
     def write(self, text: str) -> int:
         if not self._gone:
             try:
-                return self._stream.write(text)
+                self._stream.write(self._shown(text) if self._shown else text)
+                return len(text)
             except BrokenPipeError:
                 self._leave()
         return len(text)
@@ -186,9 +188,12 @@ class LeavingReader:
 def reader_may_leave() -> Any:
     """Run a command with :class:`LeavingReader` as ``sys.stdout`` and ``sys.stderr``,
     flushed through them at the end: output still buffered when the reader has gone is
-    dropped there, not at the interpreter's exit (whose failing flush exits 120)."""
+    dropped there, not at the interpreter's exit (whose failing flush exits 120). What
+    every command prints on stdout (a summary, a table: a group name, a file name) goes
+    through :func:`causalfair.errors.terminal_text`, as its one-line errors on stderr do
+    (its JSON is ASCII, which it leaves as it is)."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = LeavingReader(sys.stdout), LeavingReader(sys.stderr)
+    sys.stdout, sys.stderr = LeavingReader(sys.stdout, terminal_text), LeavingReader(sys.stderr)
     try:
         yield
     finally:

@@ -50,3 +50,27 @@ def test_a_simulators_error_text_reaches_the_terminal_escaped(tmp_path):
 def test_a_mistyped_word_is_echoed_escaped():
     proc = run_cli("decompose", "--setting", f"l{RED}", expect=2)
     assert "\x1b" not in proc.stderr and "'l\\x1b[31m'" in proc.stderr
+
+
+def test_a_commands_stdout_shows_a_file_names_escape_codes_escaped(tmp_path):
+    # before: `causalfair audit` printed "policy: checkpoint ck<ESC>[2J<ESC>[31m..." raw to
+    # stdout (the screen cleared, what followed red); every command's stdout now goes
+    # through terminal_text (workers.reader_may_leave), its --json keeps the text
+    import shutil
+    from pathlib import Path
+
+    name = f"ck{CLEAR}{RED}{RLO}X.pt"
+    shutil.copy(Path(__file__).resolve().parents[1] / "reports/examples/checkpoints/"
+                "lending-1-ppo.pt", tmp_path / name)
+    (tmp_path / "s.toml").write_text(
+        'name = "s"\nhorizon = 2\n[system]\nid = "lending-1"\n[policy]\ncheckpoint = '
+        '"ck\\u001b[2J\\u001b[31m\\u202eX.pt"\n[thresholds]\nabs_C = 1.0\n', encoding="utf-8")
+    for args in (["audit", "s.toml", "--no-report"], ["gate", "s.toml"],
+                 ["gate", "s.toml", "--json", "-"]):  # (the table then on stderr)
+        proc = run_cli(*args, cwd=tmp_path, expect=0)
+        assert "\x1b" not in proc.stdout + proc.stderr and RLO not in proc.stdout, proc
+    out = run_cli("audit", "s.toml", "--no-report", cwd=tmp_path, expect=0).stdout
+    assert "checkpoint ck\\x1b[2J\\x1b[31m\\u202eX.pt" in out, out
+    doc = json.loads(run_cli("audit", "s.toml", "--no-report", "--json", cwd=tmp_path,
+                             expect=0).stdout)
+    assert doc["policy"]["checkpoint"] == name

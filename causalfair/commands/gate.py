@@ -21,7 +21,7 @@ from causalfair._limits import check_timeout
 from causalfair._usercode import keep_tracebacks
 from causalfair.commands._system import jobs_for_backend
 from causalfair.commands.audit import add_mlflow_arguments
-from causalfair.errors import CausalfairError, OutputError, UsageError, one_line
+from causalfair.errors import CausalfairError, OutputError, UsageError, one_line, terminal_text
 from causalfair.report.mlflow_log import log_audit, open_experiment
 from causalfair.workers import user_prints_to_stderr
 
@@ -283,7 +283,7 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     table = result.side_by_side()
     if len(result.entries) > 1:  # a CI log of many specs ends with the gate's verdict
         table += "\n" + summary_line(result.to_dict())
-    print(table, file=_table_stream(args))
+    print(terminal_text(table), file=_table_stream(args))  # (stdout escapes it too)
     annotate(summary, args.annotations, _table_stream(args))
     _write_json(args, doc)
     errs = [e for e in result.entries if e.error is not None]
