@@ -29,7 +29,7 @@ from causalfair._limits import (
     check_timeout,  # the one check, re-exported
 )
 from causalfair._usercode import user_modules
-from causalfair.errors import InputError, short
+from causalfair.errors import InputError, first_line, short
 from causalfair.workers import (
     Done,
     TaskError,
@@ -227,7 +227,7 @@ class RayBackend:
                         "authentication by default since Ray 2.59); set RAY_AUTH_MODE=token "
                         "here, with the token in ~/.ray/auth_token or RAY_AUTH_TOKEN.") from None
                 raise InputError(f"backend 'ray': cannot reach the cluster at {self.address!r} "
-                                 f"({str(exc).splitlines()[0][:200]}); start it with "
+                                 f"({first_line(str(exc))[:200]}); start it with "
                                  "`ray start --head`, or check --address / RAY_ADDRESS.") from None
         refs: list[Any] = []
         try:
@@ -266,7 +266,7 @@ class RayBackend:
                     try:  # the task's warnings are shown here, as local workers' are
                         r = reissued(*ray.get(ref))
                     except ray.exceptions.RayError as exc:
-                        first = (str(exc).strip().splitlines()[0][:200] if str(exc).strip()
+                        first = (first_line(str(exc).strip())[:200] if str(exc).strip()
                                  else "")
                         r = TaskError(type(exc).__name__, f"worker failed: {first}", "")
                 out.append(r if done is None else done(i, r))

@@ -22,7 +22,7 @@ from causalfair._limits import set_threads
 from causalfair._usercode import keep_tracebacks, refuse_os_exit, user_traceback
 from causalfair._version import __version__
 from causalfair.backends import DEVICE_ENV, resolve_device
-from causalfair.errors import CausalfairError, UsageError, one_line, terminal_text
+from causalfair.errors import CausalfairError, UsageError, first_line, one_line, terminal_text
 from causalfair.workers import reader_may_leave, signal_interrupt, watch_interrupts
 
 __all__ = ["main", "build_parser", "COMMANDS", "UsageError"]
@@ -267,7 +267,7 @@ def _run(args: Any) -> int:
         with refuse_os_exit():  # user code's os._exit(0): an error, never a silent exit 0
             return int(args.run(args) or 0)
     except (CausalfairError, FileNotFoundError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        msg = first_line(str(exc)) if str(exc) else type(exc).__name__
         msg += keep_tracebacks([user_traceback(exc)], args.command, args.debug)
         print(one_line(args.command, "error", msg), file=sys.stderr)
         return 2

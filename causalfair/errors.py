@@ -34,6 +34,7 @@ __all__ = [
     "INTERRUPT_SIGNAL",
     "as_numbers",
     "call_user",
+    "first_line",
     "one_line",
     "short",
     "terminal_text",
@@ -58,8 +59,9 @@ def unicode_text(text: str) -> str:
 
 #: What a terminal would act on rather than show: control characters (ESC starts the
 #: sequences that move the cursor, clear the screen or recolour the text; BEL, BS, DEL,
-#: the C1 controls) and the bidirectional overrides that reorder what is shown.
-_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: the C1 controls), the bidirectional overrides that reorder what is shown, and the
+#: line and paragraph separators U+2028 and U+2029.
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]")
 
 
 def terminal_text(text: str) -> str:
@@ -70,12 +72,22 @@ def terminal_text(text: str) -> str:
     return _TERMINAL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+_LINE_BREAK = re.compile("\r\n|\r|\n")
+
+
+def first_line(text: str) -> str:
+    """``text`` up to its first line break (LF, CR or CRLF; "" for ""): the line an error
+    message is cut to. Not ``str.splitlines``, which also breaks at a form feed, the
+    separators 0x1c-0x1e, NEL and U+2028/U+2029, so a file name or a user message holding
+    one cut the message there (``audit spec a`` of ``a<U+2028>b.toml: [engine] kind: ...``)."""
+    return _LINE_BREAK.split(text, maxsplit=1)[0]
+
+
 def one_line(command: str, kind: str, message: str) -> str:
     """The line the command line prints for an error or a warning of ``command``:
-    ``causalfair COMMAND: KIND: MESSAGE``, the message's first line through
+    ``causalfair COMMAND: KIND: MESSAGE``, the message's :func:`first_line` through
     :func:`terminal_text` (every door's one-line errors: cli, gate, gate-merge)."""
-    first = (message.splitlines() or [""])[0]
-    return f"causalfair {command}: {kind}: {terminal_text(first)}"
+    return f"causalfair {command}: {kind}: {terminal_text(first_line(message))}"
 
 
 class CausalfairError(Exception):
@@ -188,7 +200,7 @@ def call_user(what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> 
     except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is an error too
         import traceback
 
-        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        detail = first_line(str(exc))[:200]
         kind = type(exc).__name__
         msg = f"{what} raised {kind}" + (f": {detail}" if detail else "")
         if isinstance(exc, SystemExit):

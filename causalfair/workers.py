@@ -24,7 +24,13 @@ from typing import Any
 
 from causalfair._limits import set_threads
 from causalfair._usercode import find_user_modules, user_modules
-from causalfair.errors import INTERRUPT_SIGNAL, CausalfairError, terminal_text, user_interrupt
+from causalfair.errors import (
+    INTERRUPT_SIGNAL,
+    CausalfairError,
+    first_line,
+    terminal_text,
+    user_interrupt,
+)
 
 __all__ = ["MAX_WARNINGS", "PYTHON_DEFAULT_FILTERS", "LeavingReader", "TaskError", "Timeouts", "Worker", "in_workers", "pickler", "reader_may_leave", "recording",
            "reissue", "reissued", "run_pickled", "run_task", "signal_interrupt", "stop_workers",
@@ -77,7 +83,7 @@ def run_task(fn: Callable[[Any], Any], item: Any, threads: int | None, *,
     try:
         return fn(item)
     except CausalfairError as exc:
-        return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+        return TaskError(type(exc).__name__, first_line(str(exc)) if str(exc) else "",
                          input_error=True)
     except (KeyboardInterrupt, GeneratorExit) as exc:
         if interrupts and not user_interrupt(exc):
@@ -86,7 +92,7 @@ def run_task(fn: Callable[[Any], Any], item: Any, threads: int | None, *,
                          "(no Ctrl-C or SIGTERM came); user code must return, not raise it",
                          input_error=True)
     except BaseException as exc:  # noqa: BLE001 - a crash (or sys.exit) is reported for its item
-        return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+        return TaskError(type(exc).__name__, first_line(str(exc)) if str(exc) else "",
                          traceback.format_exc())
 
 
@@ -289,7 +295,7 @@ def worker_main() -> None:
         except Exception as exc:  # noqa: BLE001 - the result cannot travel back
             data = pickle.dumps((TaskError(type(exc).__name__, "the result cannot be sent "
                                            "back: "
-                                           f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                           f"{first_line(str(exc))[:200] if str(exc) else ''}",
                                            traceback.format_exc()), shown))
         _write_frame(out, data)
     # the end of the input: every result is written (frames are flushed), so skip the
@@ -403,7 +409,7 @@ def reissued(result: Any, shown: Sequence[Shown]) -> Any:
     try:
         reissue(shown)
     except Warning as exc:
-        return TaskError(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+        return TaskError(type(exc).__name__, first_line(str(exc)) if str(exc) else "",
                          traceback.format_exc())
     return result
 
@@ -422,7 +428,7 @@ def run_pickled(payloads: Sequence[bytes], run: Callable[[Any, Any], Any] | None
                         else (pickle.loads(payloads[0]), pickle.loads(payloads[1])))
         except BaseException as exc:  # noqa: BLE001 - e.g. a module the worker cannot import
             result: Any = TaskError(type(exc).__name__, "the task cannot be unpickled in the "
-                                    f"worker: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                    f"worker: {first_line(str(exc))[:200] if str(exc) else ''}",
                                     traceback.format_exc())
         else:
             result = run_task(fn, item, 1, interrupts=False) if run is None else run(fn, item)
@@ -498,7 +504,7 @@ class Worker:
             result, shown = pickler().loads(data)
         except Exception as exc:  # noqa: BLE001 - e.g. a result class the driver cannot import
             return TaskError(type(exc).__name__, "the result cannot be unpickled: "
-                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                             f"{first_line(str(exc))[:200] if str(exc) else ''}",
                              traceback.format_exc())
         return reissued(result, shown)
 
@@ -653,7 +659,7 @@ POLL_S = 1.0
 def unsendable(exc: Exception) -> TaskError:
     """The error of a task that cannot be pickled for a worker (``exc``: why)."""
     return TaskError(type(exc).__name__, "the task cannot be sent to a worker: "
-                     f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                     f"{first_line(str(exc))[:200] if str(exc) else ''}",
                      traceback.format_exc())
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from causalfair.errors import one_line, terminal_text
+from causalfair.errors import first_line, one_line, terminal_text
 from tests.conftest import failing_simulator, one_line_error, run_cli
 
 CLEAR, RED, RLO = "\x1b[2J", "\x1b[31m", "\u202e"
@@ -74,3 +74,18 @@ def test_a_commands_stdout_shows_a_file_names_escape_codes_escaped(tmp_path):
     doc = json.loads(run_cli("audit", "s.toml", "--no-report", "--json", cwd=tmp_path,
                              expect=0).stdout)
     assert doc["policy"]["checkpoint"] == name
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\x0c", "\x1c", "\x85"])
+def test_a_line_separator_in_a_file_name_does_not_cut_the_error(tmp_path, sep):
+    # before: one_line (and the cli, the gate) cut messages with str.splitlines, which
+    # also breaks at U+2028, a form feed, 0x1c-0x1e and NEL: the error of a spec named
+    # "a<U+2028>b.toml" read "causalfair audit: error: audit spec a" (no key, no fix)
+    assert first_line(f"x{sep}y\nz") == f"x{sep}y" and first_line("a\r\nb") == "a"
+    name = f"a{sep}b.toml"
+    (tmp_path / name).write_text('name = "s"\n[system]\nid = "lending-1"\n[engine]\n'
+                                 'kind = "exactly"\n', encoding="utf-8")
+    for cmd in ("audit", "gate"):
+        err = one_line_error(run_cli(cmd, name, cwd=tmp_path))
+        assert "[engine] kind: bad value 'exactly'" in err, err
+        assert sep not in err and terminal_text(sep) in err, err

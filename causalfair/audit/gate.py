@@ -35,7 +35,7 @@ from causalfair.audit.run import Prepared, as_spec, audit, check_spec, run_prepa
 from causalfair.audit.spec import AuditSpec, is_valid_name, read_spec_file
 from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, holding, make_backend
-from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError
+from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError, first_line
 from causalfair.report.render import (
     render_report,
     write_error_report,
@@ -349,7 +349,7 @@ def run_gate(specs: Sequence[str | os.PathLike[str] | AuditSpec], *, inconclusiv
             loaded.append(sp)
             at.append(k)
         except CausalfairError as exc:
-            errors.append((label, str(exc).splitlines()[0]))
+            errors.append((label, first_line(str(exc))))
             names.append(spec_file_name(s) or label)
             unread_at.append(k)
     names, bad_names = [s.name for s in loaded], names
@@ -625,7 +625,7 @@ def _retrainable(loaded: Sequence[AuditSpec], prepared: Mapping[int, Prepared],
             check_retrain(s, prepared[i].system if i in prepared else None)
         except SpecError as exc:
             errors.append((s.file_shown or s.name,
-                           str(exc).splitlines()[0]))
+                           first_line(str(exc))))
             names.append(s.name)
             positions.append(i if at is None else at[i])
     if errors:
@@ -738,7 +738,7 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
             if (prep := check_spec(loaded[i])) is not None:
                 prepared[i] = prep
         except CausalfairError as exc:  # a factory that raised or exited included
-            failed[i] = (str(exc).splitlines()[0], user_traceback(exc), "")
+            failed[i] = (first_line(str(exc)), user_traceback(exc), "")
     if not away:
         return prepared, failed
     checked = runner.map(_check_one, [loaded[i] for i in away], [limits[i] for i in away])
@@ -769,7 +769,7 @@ def _check_one(spec: AuditSpec) -> tuple[SpecFailure | None, list[tuple[str, str
 
 def _spec_failure(exc: CausalfairError) -> SpecFailure:
     """``exc`` as a spec's failure: its first line, its kind, the user's traceback."""
-    return SpecFailure(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+    return SpecFailure(first_line(str(exc)) if str(exc) else type(exc).__name__,
                        type(exc).__name__, user_traceback(exc))
 
 

@@ -21,7 +21,14 @@ from causalfair._limits import check_timeout
 from causalfair._usercode import keep_tracebacks
 from causalfair.commands._system import jobs_for_backend
 from causalfair.commands.audit import add_mlflow_arguments
-from causalfair.errors import CausalfairError, OutputError, UsageError, one_line, terminal_text
+from causalfair.errors import (
+    CausalfairError,
+    OutputError,
+    UsageError,
+    first_line,
+    one_line,
+    terminal_text,
+)
 from causalfair.report.mlflow_log import log_audit, open_experiment
 from causalfair.workers import user_prints_to_stderr
 
@@ -210,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
     except CausalfairError as exc:  # CI reads this run's error, never an earlier JUnit file
         # (an interrupt writes nothing: docs/limits.md, "Interrupts")
         if args.junit and not wrote:
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            msg = first_line(str(exc)) if str(exc) else type(exc).__name__
             xml = gate_error_junit(msg, type(exc).__name__).encode("utf-8")
             atomic_write_bytes(Path(args.junit), lambda fh: fh.write(xml))
         raise
@@ -414,7 +421,7 @@ def _report_errors(args: argparse.Namespace, messages: list[str], user_traceback
             sys.stderr.write(tb)
     note = keep_tracebacks(user_tracebacks, "gate", getattr(args, "debug", False))
     for i, msg in enumerate(messages):
-        line = str(msg).splitlines()[0] if str(msg) else "error"
+        line = first_line(str(msg)) if str(msg) else "error"
         print(one_line("gate", "error", line + (note if i == 0 else "")), file=sys.stderr)
 
 

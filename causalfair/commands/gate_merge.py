@@ -11,7 +11,7 @@ from causalfair.commands.gate import (
     refuse_foreign_outputs,
     remove_earlier_outputs,
 )
-from causalfair.errors import UsageError, one_line
+from causalfair.errors import UsageError, first_line, one_line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     errors = [e for e in merged["specs"] if e["overall"] == "ERROR"]
     if errors:  # exit 2, as the gate's: a spec that was not audited is never a verdict
         print(one_line("gate-merge", "error", f"{errors_in_words(merged['specs'])}; the "
-                       f"first: {(errors[0]['error'].splitlines() or [''])[0][:300]}"),
+                       f"first: {first_line(errors[0]['error'])[:300]}"),
               file=sys.stderr)
     else:
         n, m = len(docs), len(merged["specs"])

@@ -13,6 +13,7 @@ from causalfair._limits import check_memory, max_memory
 from causalfair.engines.benefit import check_eps, lambda_pairs, model_eps, weights_and_policy
 from causalfair.engines.effects import decompose
 from causalfair.engines.groups import PAIR_BYTES  # a pair of the comparison, every door's
+from causalfair.errors import first_line
 from causalfair.logs.errors import LogError
 from causalfair.logs.fit import DEFAULT_ALPHA, LogStats, fit_counts, fit_multinomial, fit_ordinal
 from causalfair.logs.pretest import check_lambda_estimator, estimate_lambda
@@ -83,7 +84,7 @@ def bootstrap_replicates(stats: LogStats, *, n_boot: int, seed: int, horizon: in
                                        potential=potential, groups=groups, start=start,
                                        levels=levels)
             except LogError as exc:  # e.g. a resample without some group: drawn again
-                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                why = first_line(str(exc)) if str(exc) else type(exc).__name__
                 continue
             row, *arr = _replicate(model, p_log if policy is None else policy, horizon,
                                    eps, weights, pair)

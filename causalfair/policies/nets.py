@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import check_keywords
-from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, short
+from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, first_line, short
 from causalfair.types import Observation, check_probs
 
 __all__ = ["FeatureEncoding", "mlp", "TorchPolicy", "NumpyMLPPolicy", "DevicePolicy", "on_device",
@@ -315,7 +315,7 @@ class TorchPolicy(_MLPPolicyBase):
         except RuntimeError as exc:
             raise PolicyError(
                 f"{self.spec_label()}: the network rejected input of width {x.shape[1]} "
-                f"(encoding {self.encoding.name!r}): {str(exc).splitlines()[0]}") from None
+                f"(encoding {self.encoding.name!r}): {first_line(str(exc))}") from None
         return out.double().cpu().numpy()
 
     def __repr__(self) -> str:
@@ -493,14 +493,14 @@ class DevicePolicy(_MLPPolicyBase):
             except torch.cuda.OutOfMemoryError as exc:
                 raise ResourceLimitError(
                     f"{self.spec_label()}: the network's forward on {self.device} ran out of "
-                    f"device memory for {len(rows):,} rows ({str(exc).splitlines()[0][:120]}); "
+                    f"device memory for {len(rows):,} rows ({first_line(str(exc))[:120]}); "
                     "free the GPU (other processes, e.g. gate --jobs workers, hold their own "
                     "copies), use fewer jobs, or --device cpu.") from None
             except RuntimeError as exc:
                 raise PolicyError(
                     f"{self.spec_label()}: the network rejected input of width {x.shape[1]} on "
                     f"{self.device} (encoding {self.encoding.name!r}): "
-                    f"{str(exc).splitlines()[0]}") from None
+                    f"{first_line(str(exc))}") from None
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, str]]:

@@ -43,7 +43,7 @@ import numpy as np
 
 from causalfair._limits import check_memory, format_bytes
 from causalfair._safe_read import not_a_file, read_json_file, read_npz
-from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, short
+from causalfair.errors import CheckpointError, PolicyError, ResourceLimitError, first_line, short
 from causalfair.policies.checkpoint import file_sha256
 from causalfair.policies.nets import FeatureEncoding
 from causalfair.types import Observation, check_probs
@@ -373,7 +373,7 @@ def _read_pickle(path: Path, where: str) -> dict[str, Any]:
             f"with VecNormalize.save, or export {', '.join(_FIELDS)} to .npz or .json.") from None
     except (pickle.UnpicklingError, EOFError, TypeError, ValueError, AttributeError, IndexError,
             KeyError, OverflowError, MemoryError, RecursionError, UnicodeDecodeError) as exc:
-        detail = str(exc).splitlines()[0][:120] if str(exc) else ""
+        detail = first_line(str(exc))[:120] if str(exc) else ""
         raise CheckpointError(
             f"{where}: cannot be read as a VecNormalize pickle ({type(exc).__name__}"
             f"{': ' + detail if detail else ''}); save it with VecNormalize.save, or export "

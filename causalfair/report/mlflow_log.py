@@ -34,7 +34,7 @@ from typing import Any
 from causalfair._io import to_jsonable
 from causalfair._version import __version__
 from causalfair.backends import reachable
-from causalfair.errors import InputError, OutputError, short
+from causalfair.errors import InputError, OutputError, first_line, short
 
 __all__ = ["log_audit", "open_experiment"]
 
@@ -83,7 +83,7 @@ _DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 
 
 def _first(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return first_line(str(exc).strip())[:200] if str(exc).strip() else type(exc).__name__
 
 
 def open_experiment(experiment: str = "causalfair", tracking_uri: str | None = None) -> Any:

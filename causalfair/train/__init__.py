@@ -16,6 +16,7 @@ from typing import Any
 
 from causalfair import _progress
 from causalfair.backends import resolve_device
+from causalfair.errors import first_line
 from causalfair.policies.checkpoint import NumpyMLPPolicy, load_checkpoint_for
 from causalfair.policies.core import CheckpointError, load_checkpoint
 from causalfair.policies.vecnormalize import refuse_warm_start
@@ -200,7 +201,7 @@ def _train_lending(config: TrainConfig, out: Any, resume: bool, init_checkpoint:
             raise CheckpointError(
                 f"init_checkpoint {init_checkpoint}: architecture differs from the config "
                 f"(hidden={list(config.hidden)}, activation={config.activation}): "
-                f"{str(exc).splitlines()[0]}"
+                f"{first_line(str(exc))}"
             ) from None
     if out_path is not None:
         prepare_run_folder(out_path, resume)

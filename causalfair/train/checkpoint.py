@@ -32,7 +32,7 @@ import numpy as np
 
 from causalfair._io import atomic_write_bytes, check_output_file
 from causalfair._safe_read import check_zip_sizes, read_json
-from causalfair.errors import OutputError
+from causalfair.errors import OutputError, first_line
 from causalfair.policies.core import CheckpointError, save_checkpoint
 
 __all__ = [
@@ -157,7 +157,7 @@ def read_state(out: str | os.PathLike[str]) -> dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot resume"
         raise CheckpointError(f"resume: cannot load {path} ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}).") from None
+                              f"{first_line(str(exc))[:200] if str(exc) else ''}).") from None
     _check_state(state, path)
     return state
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import SystemError_, UserCodeError, call_user, short
+from causalfair.errors import SystemError_, UserCodeError, call_user, first_line, short
 from causalfair.systems.gym.forks import copy_env
 
 __all__ = ["GymForkError", "fork_error", "check_forks", "check_one_individual",
@@ -411,7 +411,7 @@ def _check_copy_continues(sim: Any, g: int, rng: np.random.Generator) -> None:
         why = "makes another transition than the env itself"
     except Exception as exc:  # noqa: BLE001 - the copy's step failing is the refusal
         same, why = False, f"fails where the env itself steps ({type(exc).__name__}: " \
-                           f"{str(exc).splitlines()[0][:120] if str(exc) else ''})"
+                           f"{first_line(str(exc))[:120] if str(exc) else ''})"
     if not same:
         raise fork_error(sim.name, f"a copy of a reset env {why}, so copies do not continue an "
                          f"individual (copies are made as copy.deepcopy makes them: "
