@@ -86,6 +86,7 @@ from causalfair.policies.resolver import resolve
 from causalfair.results import Decomposition, check_pair
 from causalfair.systems import as_system
 from causalfair.systems.contract import (
+    MAX_ABS_GAIN,
     check_protocol,
     guard_simulator,
     seeded_rng,
@@ -255,6 +256,12 @@ def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
     if not (np.isfinite(A_.sum() + B.sum() + Z.sum()) and np.isfinite(R.sum())):
         raise SimulatorContractError(
             f"simulator {job.sim_name}.step: returned NaN or inf gains or rewards (group {g}).")
+    big = max(float(np.abs(a).max()) if a.size else 0.0 for a in (A_, B, Z, R))
+    if big > MAX_ABS_GAIN:  # (a user simulator's steps are refused one by one already)
+        raise SimulatorContractError(
+            f"simulator {job.sim_name}.step: gains or rewards summed over the epochs reach "
+            f"{big:.3g}, beyond {MAX_ABS_GAIN:.0e} in absolute value: their squares "
+            "(standard errors, intervals) would overflow to inf; give them in larger units.")
     return sums, (A_, B, Z, A_ - B, B - Z, R)
 
 

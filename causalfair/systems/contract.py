@@ -156,6 +156,11 @@ def _check_named_arrays(sim: Any, arrays: Mapping[str, Any], n: int, where: str)
                     "p_* or prob* are probabilities.")
 
 
+#: The largest |gain| or |reward| a step may return: the Monte Carlo engine squares sums of
+#: them over units and epochs (its standard errors), which overflow float64 near 1e154.
+MAX_ABS_GAIN = 1e100
+
+
 def check_step_result(sim: Any, res: Any, n: int) -> None:
     w = f"simulator {type(sim).__name__}.step"
     if not isinstance(res, StepResult):
@@ -176,6 +181,13 @@ def check_step_result(sim: Any, res: Any, n: int) -> None:
             raise SimulatorContractError(
                 f"{w}: StepResult.{field_name} contains NaN or inf "
                 f"({int((~np.isfinite(arr)).sum())} of {n}).")
+        big = float(np.abs(arr).max()) if arr.size and arr.dtype.kind == "f" else 0.0
+        if big > MAX_ABS_GAIN:
+            raise SimulatorContractError(
+                f"{w}: StepResult.{field_name} holds {big:.3g}, beyond {MAX_ABS_GAIN:.0e} in "
+                "absolute value: the audit sums its squares (standard errors, intervals), "
+                f"which would overflow to inf; give it in larger units (divided by "
+                f"1e{int(np.log10(big)) - 10}, say).")
     _check_named_arrays(sim, res.info, n, "step (StepResult.info)")
 
 

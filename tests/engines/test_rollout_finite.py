@@ -11,6 +11,7 @@ import pytest
 from gymnasium import spaces
 
 import causalfair as cf
+import causalfair.engines.montecarlo  # (cf.engines.montecarlo below: not imported by cf)
 from causalfair.errors import SimulatorContractError
 
 
@@ -41,3 +42,32 @@ def test_nan_gain_in_a_fork_only_is_refused():
     with pytest.raises(SimulatorContractError, match="step returned NaN or inf gains in a benefit fork"):
         cf.engines.montecarlo.decompose_mc(system, never, n=60, seed=1, benefit_n=60, jobs=1,
                                           check=False)
+
+
+class Huge(Fragile):
+    """Finite gains too large to square (1e120 each)."""
+
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(0)
+        return obs, r, term, trunc, {"gain": 1e120 * (1 + int(action))}
+
+
+def test_gains_too_large_to_square_are_refused_not_a_crash(tmp_path):
+    # before: 1e200 gains passed the finite check; their squares overflowed, the standard
+    # errors and upper bounds were inf (audit.json null, "exact values" in card.md), the
+    # verdict INCONCLUSIVE for a |C| of 4e199, and the report crashed with a traceback
+    from tests.conftest import one_line_error, run_cli, skill_simulator
+
+    (tmp_path / "big.py").write_text(skill_simulator(("A", "B"), 2).replace(
+        "gain = 0.1 *", "gain = 1e200 *"), encoding="utf-8")
+    (tmp_path / "s.toml").write_text('name = "big"\n[system]\nfactory = "big:make"\n'
+                                     '[policy]\nbuiltin = "uniform"\n[engine]\nn = 50\n'
+                                     '[thresholds]\nabs_C = 0.01\n', encoding="utf-8")
+    err = one_line_error(run_cli("audit", "s.toml", "--out", "out", cwd=tmp_path))
+    assert "Sim.step: StepResult.gain holds 1.2e+200, beyond 1e+100" in err, err
+    assert not (tmp_path / "out").exists()
+    # a system of causalfair's own (a Gymnasium env's) is checked by the engine
+    system = cf.systems.from_gym(Huge, groups=["s+", "s-"], horizon=2)
+    with pytest.raises(SimulatorContractError, match="beyond 1e\\+100"):
+        cf.engines.montecarlo.decompose_mc(system, cf.ConstantPolicy(0.5), n=40, seed=1,
+                                          benefit_n=40, jobs=1, check=False)
