@@ -30,7 +30,7 @@ from causalfair.report.explain import (
     sentences,
     threshold_label,
 )
-from causalfair.report.marks import simultaneous_note, widened, yaml_simultaneous
+from causalfair.report.marks import simultaneous_note, widened, yaml_simultaneous, yaml_string
 
 __all__ = ["card_markdown", "model_index", "audited_on", "without_date", "spec_sha256"]
 
@@ -42,7 +42,7 @@ def _yaml_value(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return repr(float(v)) if isinstance(v, float) else str(v)
-    return json.dumps(str(v))  # a JSON string is a valid YAML scalar
+    return yaml_string(v)
 
 
 #: The quantities of one pair of groups (with more than two groups, of the pair C compares).

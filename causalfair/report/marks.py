@@ -12,7 +12,7 @@ from typing import Any
 from causalfair._simultaneous import MARK, METHOD, WIDENED, pair_alpha, simultaneous_sentence
 
 __all__ = ["chosen_pairs", "mark_note", "simultaneous_note", "widened", "widened_by",
-           "yaml_simultaneous"]
+           "yaml_simultaneous", "yaml_string"]
 
 _EFFECTS = ("C", "DPE", "IPE", "SPE")
 
@@ -66,6 +66,20 @@ def widened(doc: Mapping[str, Any], key: str, pair: str | None = None) -> int:
     return widened_by(chosen_pairs(doc), _compared(doc), key, pair)
 
 
+def _yaml_escape(c: str) -> str:
+    return f"\\U{ord(c):08x}" if ord(c) > 0xFFFF else f"\\u{ord(c):04x}"
+
+
+def yaml_string(text: Any) -> str:
+    """``text`` as a YAML double-quoted scalar, the one writer of card.md's strings: a JSON
+    string in ASCII (its escapes are YAML's), but a character beyond U+FFFF (an emoji) as
+    YAML's ``\\UXXXXXXXX``, not as JSON's surrogate pair ``\\ud83d\\ude00``, which YAML
+    readers (PyYAML, the Hugging Face Hub's) read as two lone surrogates, not the
+    character."""
+    return "".join(c if c.isascii() else _yaml_escape(c)
+                   for c in json.dumps(str(text), ensure_ascii=False))
+
+
 def yaml_simultaneous(doc: Mapping[str, Any], indent: str = "") -> list[str]:
     """card.md's YAML ``simultaneous`` line (pairs, method, each interval's level, the
     family's level, the pair) next to ``ci_level`` when audit.json ``doc``'s compared pair
@@ -77,4 +91,4 @@ def yaml_simultaneous(doc: Mapping[str, Any], indent: str = "") -> list[str]:
     alpha = float(((doc.get("spec") or {}).get("resolved") or {}).get("alpha", 0.05))
     return [f"{indent}simultaneous: {{pairs: {m}, method: {json.dumps(METHOD)}, "
             f"level: {1 - pair_alpha(alpha, m)!r}, family_level: {1 - alpha!r}, "
-            f"pair: {json.dumps(_compared(doc))}}}"]
+            f"pair: {yaml_string(_compared(doc))}}}"]

@@ -65,3 +65,27 @@ def test_a_path_with_a_backtick_keeps_its_code_span(doc):
                                        ("p\nq", "`p q`"), ("", "` `")])
 def test_md_code_is_one_span_holding_the_text(text, span):
     assert md_code(text) == span
+
+
+def test_card_front_matter_reads_back_a_group_name_beyond_the_bmp(tmp_path):
+    # before: card.md's YAML wrote JSON's surrogate pair "\ud83d\ude00" for an emoji, which
+    # YAML readers (PyYAML, the Hugging Face Hub) read as two lone surrogates: the pair's
+    # group name was not the group's, and could not even be written as UTF-8
+    import sys
+
+    import yaml
+
+    (tmp_path / "emosim.py").write_text(skill_simulator(("A \U0001f600", "B \u00e9"), 2),
+                                        encoding="utf-8")
+    (tmp_path / "s.toml").write_text('name = "emo"\n[system]\nfactory = "emosim:make"\n'
+                                     '[policy]\nbuiltin = "uniform"\n[engine]\nn = 100\n',
+                                     encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        card = card_markdown(cf.audit(tmp_path / "s.toml").to_dict())
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("emosim", None)
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert sorted(front["pair"]) == ["A \U0001f600", "B \u00e9"]
+    assert "\\U0001f600" in card and "\\ud83d" not in card
