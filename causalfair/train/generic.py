@@ -467,7 +467,8 @@ class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
                     value_of: Any, penalties: Any) -> float:
         """PPO's clipped-surrogate update over one batch of ``n`` samples (Schulman et al.
         2017; method.md section 5): ``n_epochs`` passes, each over a fresh shuffle (the
-        run's generator) cut into ``n_minibatches`` minibatches; per minibatch ``idx`` the
+        run's generator) cut into ``n_minibatches`` minibatches (sizes differing by at most
+        one); per minibatch ``idx`` the
         loss -mean(min(r A, clip(r) A)) + vf_coef mean((V - R)^2), with r =
         exp(``logp_of(idx)`` - ``logp_old[idx]``) and V = ``value_of(idx)``, plus what
         ``penalties(idx, r, loss)`` adds (it returns the new loss and the minibatch's C or
@@ -476,13 +477,17 @@ class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
 
         c = self.config
         order = np.arange(n)
-        mb = max(1, n // c.n_minibatches)
+        # exactly n_minibatches of sizes differing by at most one (torch.tensor_split's, as
+        # the lending trainer cuts): n // n_minibatches each and a remainder minibatch of
+        # its own made one optimiser step more per epoch, on a handful of samples
+        k = min(c.n_minibatches, n)
+        bounds = np.cumsum([0] + [n // k + (i < n % k) for i in range(k)])
         last_c = float("nan")
         for _ in range(c.n_epochs):
             self.rng.shuffle(order)
             order_t = self._to_device(order)  # one copy per epoch
-            for start in range(0, n, mb):
-                idx = order_t[start:start + mb]
+            for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+                idx = order_t[start:stop]
                 ratio = torch.exp(logp_of(idx) - logp_old[idx])
                 surr = torch.min(ratio * adv[idx],
                                  ratio.clamp(1 - c.clip_range, 1 + c.clip_range) * adv[idx])

@@ -17,6 +17,7 @@ import pytest
 import causalfair as cf
 from causalfair.errors import ConfigError
 from causalfair.train import TrainConfig, train
+from causalfair.train.generic import SystemTrainer
 from tests.conftest import run_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +89,7 @@ _WEIGHTS = """
 import hashlib, sys, torch
 torch.set_num_threads(int(sys.argv[1]))
 from causalfair.train import TrainConfig, train
+from causalfair.train.generic import SystemTrainer
 res = train(TrainConfig(algo="ppo-c", iterations=3, seed=1, n_individuals=256, hidden=(64, 64)))
 h = hashlib.sha256()
 for v in res.policy.module.state_dict().values():
@@ -133,3 +135,33 @@ def test_gate_retrains_a_failing_checkpoint_of_the_clinic(own, cli_here):
     assert entry["before"]["overall"] == "FAIL"
     after_c = abs(cf.decompose(system.tabular, cf.load_checkpoint(new)[0], 12).C)
     assert entry["after"]["verdicts"][0]["estimate"] == pytest.approx(after_c, abs=1e-12)
+
+
+def test_generic_trainer_makes_n_minibatches_per_epoch(own):
+    """n_minibatches is the number of minibatches (optimiser steps) per epoch, as the
+    lending trainer's torch.tensor_split cuts: 30 samples in 4 minibatches are 8, 8, 7, 7
+    (it was 7, 7, 7, 7 and a fifth of 2: one step more per epoch, on two samples)."""
+    system = cf.systems.make("clinic:make_clinic", search_path=own)
+    tr = SystemTrainer(system, TrainConfig(algo="ppo", iterations=1, n_individuals=10,
+                                           horizon=3, n_epochs=2, n_minibatches=4,
+                                           eval_every=100))
+    sizes = []
+    orig = tr._apply
+
+    def step(loss):
+        sizes.append(loss)
+        return orig(loss)
+
+    real = tr._ppo_epochs
+
+    def epochs(n, logp_of, *rest):
+        def seen(idx):
+            sizes.append(len(idx))
+            return logp_of(idx)
+        return real(n, seen, *rest)
+
+    tr._apply, tr._ppo_epochs = step, epochs
+    tr.step()
+    batches = [s for s in sizes if isinstance(s, int)]
+    assert batches == [8, 8, 7, 7] * 2
+    assert len(sizes) - len(batches) == 8  # one optimiser step per minibatch
