@@ -405,6 +405,27 @@ class TrainConfig:
                 raise bad(name, v, "must be a number > 0")
         for name in ("beta_c", "beta_lambda", "beta_kl"):  # the spec's [retrain] betas' check
             check_weight(getattr(self, name), name, ConfigError)
+        # the published methods' weights, and the entropy bonus's, by the same check: a
+        # negative one rewards what it weighs against (elbert_alpha=-1 trained for bias)
+        for name in ("ent_coef", "appo_beta0", "appo_beta1", "appo_beta2", "fppo_beta0",
+                     "fppo_beta3", "fppo_beta4", "elbert_alpha"):
+            check_weight(getattr(self, name), name, ConfigError)
+        for name in ("appo_omega", "fppo_omega"):
+            if not getattr(self, name) >= 0:
+                raise bad(name, getattr(self, name), "must be a number >= 0 (a tolerance on a "
+                          "gap, which is >= 0: a negative one is always exceeded)")
+        if not self.elbert_beta > 0:
+            raise bad("elbert_beta", self.elbert_beta, "must be a number > 0 (the soft bias's "
+                      "temperature: a negative one swaps the soft max and min)")
+        if not 0 <= self.massage_tau_s <= 0.5:
+            raise bad("massage_tau_s", self.massage_tau_s, "must be in [0, 0.5] (F-PPO flips "
+                      "actions whose probability is within [tau, 1 - tau])")
+        if not 0 < self.massage_decay <= 1:
+            raise bad("massage_decay", self.massage_decay, "must be in (0, 1] (tau shrinks "
+                      "by it every iteration; above 1 tau grows past 0.5 and nothing flips)")
+        if self.massage_start < 0:
+            raise bad("massage_start", self.massage_start, "must be an integer >= 0 (the "
+                      "iteration after which F-PPO massages)")
         for name in ("gamma", "gae_lambda"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 <= v <= 1):

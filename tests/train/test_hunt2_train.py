@@ -303,3 +303,30 @@ def test_best_found_checks_its_inner_steps_margin_and_starting_tables(kw, field)
     with pytest.raises(CausalfairError, match=f"^{field}( table)?: "):
         best_found(model, 3, [Constraint("abs_C", 0.01)], outer=1, n_random=0,
                    **{"inner": 5, **kw})
+
+
+@pytest.mark.parametrize("field,value,why", [
+    ("elbert_alpha", -1.0, "a negative one would reward"),
+    ("appo_beta1", -1.0, "a negative one would reward"),
+    ("appo_beta2", -0.5, "a negative one would reward"),
+    ("fppo_beta3", -2.0, "a negative one would reward"),
+    ("fppo_beta0", -1.0, "a negative one would reward"),
+    ("ent_coef", -5.0, "a negative one would reward"),
+    ("appo_omega", -1.0, "always exceeded"),
+    ("fppo_omega", -0.1, "always exceeded"),
+    ("elbert_beta", 0.0, "temperature"),
+    ("elbert_beta", -20.0, "temperature"),
+    ("massage_tau_s", -1.0, r"\[0, 0.5\]"),
+    ("massage_tau_s", 0.7, r"\[0, 0.5\]"),
+    ("massage_decay", 5.0, r"\(0, 1\]"),
+    ("massage_decay", 0.0, r"\(0, 1\]"),
+    ("massage_start", -5, ">= 0"),
+])
+def test_the_published_methods_fields_are_range_checked(field, value, why):
+    """A-PPO's, F-PPO(-L)'s and ELBERT-PO's weights, tolerances, temperature and F-PPO's
+    massaging schedule: out of range, each trained silently (elbert_alpha=-1 trained for
+    bias, massage_tau_s=-1 flipped every candidate, massage_decay=5 none); now refused in
+    one line naming the field, as beta_c and beta_lambda are."""
+    with pytest.raises(ConfigError, match=f"^{field}: bad value .*{why}"):
+        TrainConfig(**{field: value})
+    TrainConfig(**{field: 0.5 if isinstance(value, float) else 0})  # in range
