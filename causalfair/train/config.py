@@ -303,9 +303,11 @@ class TrainConfig:
     appo_omega: float = 0.005
     """A-PPO tolerance on the TPR gap (anchor: 0.005)."""
     appo_gap: str = "before"
-    """Systems other than lending: which short-term gap A-PPO's two fairness terms read,
-    ``"before"`` the step (Delta_t; ours) or ``"after"`` it (Delta_{t+1}; both published
-    codes, which store the gap after ``env.step``). ``attention-central`` sets "after"."""
+    """Which short-term gap A-PPO's two fairness terms read, ``"before"`` the step (Delta_t;
+    ours) or ``"after"`` it (Delta_{t+1}; both published codes, which store the gap after
+    ``env.step``): on the lending trainer the gap of the epochs before (through) the
+    decision's, or the population environment's running gap before (after) the step.
+    ``attention-central`` sets "after"."""
 
     # ---------------------------------------------------------- F-PPO-L / F-PPO
     fppo_beta0: float = 1.0

@@ -204,7 +204,8 @@ class Trainer:
         if c.algo in ("a-ppo", "f-ppo-l", "f-ppo"):
             sig = self.rollout.signals(b)
             if c.algo == "a-ppo":
-                adv = obj.appo_advantage(adv, sig["gap_state"], sig["gap_after"] - sig["gap_before"],
+                seen = sig["gap_state_after" if c.appo_gap == "after" else "gap_state"]
+                adv = obj.appo_advantage(adv, seen, sig["gap_after"] - sig["gap_before"],
                                          c.appo_beta0, c.appo_beta1, c.appo_beta2, c.appo_omega)
                 log["fairness/batch_tpr_gap"] = float(sig["gap_after"].mean())
             else:

@@ -135,12 +135,14 @@ class IndividualRollout:
         for g in pair:  # the epochs' would-repay and approved would-repay counts, cumulated
             pos = ((batch.group == g) & batch.repay).sum(1).astype(np.float64)
             tp = ((batch.group == g) & batch.repay & batch.action).sum(1).astype(np.float64)
-            cp = np.concatenate([[0.0], np.cumsum(pos)[:-1]])
-            ct = np.concatenate([[0.0], np.cumsum(tp)[:-1]])
+            cp = np.concatenate([[0.0], np.cumsum(pos)])
+            ct = np.concatenate([[0.0], np.cumsum(tp)])
             rates.append(np.divide(ct, cp, out=np.zeros_like(ct), where=cp > 0))
-        history = np.abs(rates[0] - rates[1])  # (T,): the gap of epochs < t
+        history = np.abs(rates[0] - rates[1])  # (T + 1,): the gap of epochs < t
+        shape = batch.level.shape
         return {
-            "gap_state": np.broadcast_to(history[:, None], batch.level.shape).copy(),
+            "gap_state": np.broadcast_to(history[:-1, None], shape).copy(),
+            "gap_state_after": np.broadcast_to(history[1:, None], shape).copy(),  # epochs <= t
             "gap_before": before, "gap_after": after,
             "cohort_gap": np.broadcast_to(np.abs(gap)[:, None], batch.level.shape).copy(),
             "dw1": obj.w1_change(batch.level, batch.next_level, batch.group, self.K, pair),
@@ -190,6 +192,7 @@ class PopulationRollout:
         repay = np.empty(shape, bool)
         p_d1, reward, gain, dw1 = (np.empty(shape) for _ in range(4))
         tpr_env = np.empty((S, M, self.G))  # each env's running TPR before the step
+        tpr_after = np.empty((S, M, self.G))  # and after it (before an autoreset)
         done = np.empty(shape, bool)
         flips = 0
         starts = float(M)
@@ -205,6 +208,7 @@ class PopulationRollout:
                 flips += int(flip.sum())
             w1_before = self._w1()
             _, r, term, trunc, info = env.step(d.astype(np.int64))
+            tpr_after[s] = info["tpr"]
             end = term | trunc
             after = self._w1()
             if end.any():  # autoreset replaced the state: use the final distributions
@@ -223,7 +227,7 @@ class PopulationRollout:
             done=done, n_episodes=starts, massaged=flips,
             bootstrap={"level": env.level.copy(), "group": env.group.copy(),
                        "t": np.zeros(M, np.int64)},
-            signals={"dw1_env": dw1, "tpr_env": tpr_env},
+            signals={"dw1_env": dw1, "tpr_env": tpr_env, "tpr_after": tpr_after},
         )
 
     def signals(self, batch: Batch, pair: tuple[int, int] = (0, 1)) -> dict[str, np.ndarray]:
@@ -232,10 +236,11 @@ class PopulationRollout:
         decision's change from loo_tpr_gap; F-PPO-L: the change of the environment's exact
         W1 at each step, violated when that running TPR gap > omega."""
         before, after = obj.loo_tpr_gap(batch.action, batch.repay, batch.group, pair)
-        tpr = batch.signals["tpr_env"]
+        tpr, tpr2 = batch.signals["tpr_env"], batch.signals["tpr_after"]
         run = np.abs(tpr[..., pair[0]] - tpr[..., pair[1]])
-        return {"gap_state": run, "gap_before": before, "gap_after": after, "cohort_gap": run,
-                "dw1": batch.signals["dw1_env"]}
+        run_after = np.abs(tpr2[..., pair[0]] - tpr2[..., pair[1]])
+        return {"gap_state": run, "gap_state_after": run_after, "gap_before": before,
+                "gap_after": after, "cohort_gap": run, "dw1": batch.signals["dw1_env"]}
 
     _STATE = ("mu", "cash", "t", "tp", "pos", "group", "level", "will_repay", "drift")
 

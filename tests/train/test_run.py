@@ -15,6 +15,7 @@ from causalfair.policies.core import load_checkpoint
 from causalfair.policies.grid import policy_table
 from causalfair.systems.lending.settings import lending_setting
 from causalfair.train import EXIT_AFTER_ENV, ConfigError, TrainConfig, train
+from causalfair.train.rollout import IndividualRollout, PopulationRollout
 from tests.conftest import describe, run_cmd
 
 TINY = dict(n_individuals=64, horizon=5, hidden=(16,), n_epochs=2, n_minibatches=2,
@@ -247,4 +248,29 @@ def test_appo_state_term_counts_on_the_individual_mdp():
                  hidden=(8,))
     a = train(TrainConfig(appo_beta1=0.0, **small)).table
     b2 = train(TrainConfig(appo_beta1=100.0, **small)).table
+    assert not np.array_equal(a, b2)
+
+
+@pytest.mark.parametrize("env", ["individual", "population"])
+def test_appo_gap_after_is_read_by_the_lending_trainer(env):
+    """``appo_gap="after"`` (the published codes' D_{t+1}) on the lending trainer: the gap of
+    the epochs through t (individual MDP) or each environment's running gap after the step
+    (population env); it was accepted and ignored (the same weights as "before")."""
+    lm = lending_setting("lending-1")
+    table = np.full((2, 7), 0.6)
+    if env == "individual":
+        ro = IndividualRollout(lm, 64, 4)
+        sig = ro.signals(ro.collect(table, np.random.default_rng(0)))
+        np.testing.assert_array_equal(sig["gap_state_after"][:-1], sig["gap_state"][1:])
+    else:
+        ro = PopulationRollout(lm, 4, 30, max_steps=1000)
+        b = ro.collect(table, np.random.default_rng(0))
+        sig = ro.signals(b)
+        np.testing.assert_array_equal(sig["gap_state_after"][:-1], sig["gap_state"][1:])
+        tpr = ro.env.tpr()
+        np.testing.assert_array_equal(sig["gap_state_after"][-1], np.abs(tpr[:, 0] - tpr[:, 1]))
+    small = dict(algo="a-ppo", env=env, iterations=2, n_individuals=64, horizon=4,
+                 n_epochs=1, hidden=(8,), pop_steps=16)
+    a = train(TrainConfig(appo_gap="before", **small)).table
+    b2 = train(TrainConfig(appo_gap="after", **small)).table
     assert not np.array_equal(a, b2)
