@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="train a policy (PPO, PPO-C, PPO-Cb, A-PPO, F-PPO-L, F-PPO, ELBERT-PO; R-TD3, "
              "L-UCBFair on replicator systems) or repair one under constraints (--algo exact)",
         description=(
-            "Train a policy on any system (lending-1 by default) with KL-penalty PPO and a "
-            "fairness objective, writing checkpoints the audit loads (causalfair decompose "
+            "Train a policy on any system (lending-1 by default) with PPO (KL-penalty PPO on "
+            "lending-1/2/3, clipped PPO on the others) and a fairness objective, writing checkpoints the audit loads (causalfair decompose "
             "--checkpoint OUT/checkpoint.pt) and per-iteration metrics (OUT/metrics.jsonl; "
             "on lending-1/2/3 also metrics.csv and the resume state) with C, DPE, IPE, "
             "SPE (and Lambda) every "

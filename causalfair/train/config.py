@@ -27,7 +27,7 @@ from causalfair.thresholds import PPO_LAG_KEYS, is_repair_key, parse_constraint
 from causalfair.train.algorithms import REGISTRY, names
 
 __all__ = ["TrainConfig", "ALGORITHMS", "ENVIRONMENTS", "ConfigError", "LENDING_FIELDS",
-           "check_lending_fields",
+           "KL_FIELDS", "check_lending_fields",
            "UNRECORDED_NONE", "resolved_pair"]
 
 #: The objectives the PPO trainers implement (causalfair.train.objectives), from the
@@ -59,20 +59,30 @@ _ELSEWHERE = {
 }
 
 
+#: The KL penalty's fields: the lending trainer's KL-penalty PPO reads them; the generic
+#: trainer's clipped PPO does not (recorded in its config.json all the same).
+KL_FIELDS = ("beta_kl", "kl_target")
 #: The flag of ``causalfair train`` that sets a lending-only field, where there is one.
 _LENDING_FLAGS = {"setting": "--setting", "n_levels": "--levels", "env": "--env"}
 
 
 def check_lending_fields(config: Any, system_id: str) -> None:
-    """Refuse a config that sets a field of :data:`LENDING_FIELDS` away from its default
-    for a run on ``system_id``, which the generic trainer trains: it reads none of them
-    (its ``config.json`` does not even record them), so ``--env population`` or
-    ``--levels 5`` on ``attention-1`` trained as if they were not given."""
+    """Refuse a config that sets a field of :data:`LENDING_FIELDS` or :data:`KL_FIELDS`
+    away from its default for a run on ``system_id``, which the generic trainer trains: it
+    reads none of them (its ``config.json`` does not even record the former), so ``--env
+    population``, ``--levels 5`` or ``--set beta_kl=5`` on ``attention-1`` trained as if
+    they were not given."""
     default = TrainConfig()
-    for name in LENDING_FIELDS:
+    for name in (*LENDING_FIELDS, *KL_FIELDS):
         value = getattr(config, name)
         if value == getattr(default, name):
             continue
+        if name in KL_FIELDS:
+            raise ConfigError(
+                f"{name}: bad value {value!r}; the KL penalty's, which the trainer of system "
+                f"{system_id!r} has not: it uses PPO's clipped surrogate (clip_range), the "
+                "KL-penalty PPO being the lending trainer's (lending-1, lending-2, "
+                "lending-3); leave it out.")
         flag = f" ({_LENDING_FLAGS[name]})" if name in _LENDING_FLAGS else ""
         fix = ("its levels are the system's own: a factory parameter (--param), if it takes "
                "one" if name == "n_levels" else "it trains on the system's own simulator"

@@ -70,7 +70,7 @@ from causalfair.train import TrainConfig, train
 from causalfair.train import population as P
 from causalfair.train.algorithms import REGISTRY, names
 from causalfair.train.checkpoint import CHECKPOINT_NAME, prepare_run_folder
-from causalfair.train.config import LENDING_FIELDS
+from causalfair.train.config import KL_FIELDS, LENDING_FIELDS
 from causalfair.train.sweep_io import (  # the folder, resume, IO and table part
     LOCK,  # noqa: F401 - (re-exported: importable from here, as before the split)
     MARK,  # noqa: F401
@@ -150,7 +150,7 @@ def _config(system: str, params: Mapping[str, Any], algo: str, seed: int,
         config = P.make_config(algo, seed, made.horizon, iterations, kw)
         return P.PopulationRun(algo, system, config, dict(made.params))
     if system not in SETTINGS:  # the lending trainer's fields go to the lending runs only
-        kw = {k: v for k, v in kw.items() if k not in LENDING_FIELDS}
+        kw = {k: v for k, v in kw.items() if k not in LENDING_FIELDS + KL_FIELDS}
     kw.update(algo=algo, seed=seed)
     if system in SETTINGS and not params:
         kw["setting"] = system
@@ -488,7 +488,7 @@ def sweep(algos: Sequence[str], seeds: Sequence[int], systems: Sequence[str] = (
                 f"overrides: {key!r} is a field of no config of this sweep's algorithms "
                 f"({', '.join(algos)}); {did_you_mean(key, sorted(fields))}"
                 f"fields: {', '.join(sorted(fields))}.")
-    lending_only = [k for k in overrides if k in LENDING_FIELDS]
+    lending_only = [k for k in overrides if k in LENDING_FIELDS + KL_FIELDS]
     if lending_only and not any(sy in SETTINGS for sy in systems):
         raise ConfigError(
             f"overrides: {lending_only[0]!r} is a field of the lending trainer only (lending-1, "

@@ -184,3 +184,20 @@ def test_table_md_escapes_group_names_and_messages_as_every_markdown_writer():
     assert row.replace("\\|", "").count("|") == 7, row  # 6 cells: system, algo, seeds, 2 metrics, pairs
     assert md_escape('["a|b", "*x*"]') in row
     assert "- ppo seed 2 on m:make: simulator raised: \\<b\\>bad\\</b\\> \\*x\\* more" in text
+
+
+def test_kl_penalty_fields_are_refused_where_training_is_clipped_ppo(tmp_path, capsys):
+    """The generic trainer (every system but lending-1/2/3) updates with PPO's clipped
+    surrogate: beta_kl and kl_target, the lending trainer's KL penalty's, trained as if not
+    given there; now refused in one line, and a sweep gives them to its lending runs only."""
+    tiny = {"iterations": 1, "n_individuals": 20, "horizon": 2, "n_epochs": 1, "audit_n": 8}
+    for field, value in (("beta_kl", 5.0), ("kl_target", 0.03)):
+        with pytest.raises(ConfigError, match=f"^{field}: .*clipped surrogate"):
+            train(TrainConfig(algo="ppo", system="attention-1", **{field: value}, **tiny))
+    assert main(["train", "--system", "attention-1", "--set", "beta_kl=5", "--iterations",
+                 "1", "--out", str(tmp_path / "k")]) == 2
+    assert "beta_kl: bad value 5" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="'kl_target' is a field of the lending trainer only"):
+        sweep(["ppo"], [0], ["attention-1"], overrides={**tiny, "kl_target": 0.03})
+    res = sweep(["ppo"], [0], ["lending-1", "attention-1"], overrides={**tiny, "beta_kl": 2.0})
+    assert not res.failed and len(res.runs) == 2
