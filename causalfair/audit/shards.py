@@ -21,13 +21,13 @@ from typing import Any
 
 from causalfair._io import check_document
 from causalfair._limits import check_memory, format_bytes
+from causalfair._markdown import md_escape
 from causalfair._safe_read import JSON_BYTES_FACTOR, read_file, read_json_file
 from causalfair._usercode import module_in_folder
 from causalfair.audit.gate import ERROR, GATE_SCHEMA_VERSION, gate_summary
 from causalfair.audit.junit import suite_properties, xml_document
 from causalfair.audit.spec import check_spec_size, load_spec, spec_file
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, UsageError
-from causalfair.report.render import md_escape
 from causalfair.thresholds import (
     FAIL,
     INCONCLUSIVE,
@@ -679,7 +679,7 @@ def markdown(doc: Mapping[str, Any], shards: str | None = None) -> str:
     for a spec gated against a baseline the gate's ``why:`` row: its ``attribution`` line,
     why C moved; an ERROR row saying why for a spec not audited, or, after its audit's
     rows, for a spec whose retrain failed), for a GitHub job summary: names and keys are escaped
-    (:func:`causalfair.report.render.md_escape`), so they render as the text they are.
+    (:func:`causalfair._markdown.md_escape`), so they render as the text they are.
     ``shards``: the shards the summary covers when it is some shards of a sharded gate
     only (:func:`covered_shards`); the heading then says so, e.g. ``shard 1/4: passed (15
     specs)``."""

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from causalfair._io import atomic_write_bytes, fixed
+from causalfair._markdown import md_escape
 from causalfair._names import (  # defined there: `causalfair sweep --help` lists them
     POPULATION,  # the population agents' names (their own configs: train.population)
     SWEEP_ALGORITHMS,  # every algorithm a sweep trains: the PPO family and POPULATION
@@ -63,7 +64,6 @@ from causalfair.backends import (
 )
 from causalfair.engines._mc_base import is_serial
 from causalfair.errors import CausalfairError, ConfigError, OutputError, short
-from causalfair.report.explain import md_escape
 from causalfair.systems import make
 from causalfair.systems.lending.settings import SETTINGS
 from causalfair.train import TrainConfig, train
