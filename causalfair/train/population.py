@@ -258,6 +258,9 @@ class RTD3Config:
                              "threads"), (), ("target_noise", "noise_clip", "action_noise"),
                       ("tau", "gamma"))
         check_lr(self.lr, "lr", ConfigError)
+        if not isinstance(self.fair, bool):  # "False" or 0 would train the other objective
+            raise ConfigError(f"fair: bad value {short(self.fair)}; must be true (R-TD3's "
+                              "time-weighted Lagrangian) or false (TD3, no constraint).")
         # the actor, two critics and their targets (Adam's moments included), a batch
         object.__setattr__(self, "hidden", _check_widths("hidden", self.hidden, 5, 2,
                                                          max(self.batch, self.envs)))

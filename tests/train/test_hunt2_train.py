@@ -3,6 +3,7 @@ calls, before anything is trained or written."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from causalfair.errors import ConfigError, InputError
 from causalfair.train import TrainConfig
 from causalfair.train import population as P
 from causalfair.train.exact import repair_checkpoint
+from tests.conftest import run_cmd
 
 HUGE_SEED = 99999999999999999999999  # above 2**64: torch.manual_seed overflowed
 
@@ -330,3 +332,19 @@ def test_the_published_methods_fields_are_range_checked(field, value, why):
     with pytest.raises(ConfigError, match=f"^{field}: bad value .*{why}"):
         TrainConfig(**{field: value})
     TrainConfig(**{field: 0.5 if isinstance(value, float) else 0})  # in range
+
+
+@pytest.mark.parametrize("value", ["False", "false", 0, 1, "maybe", None])
+def test_rtd3_fair_must_be_a_bool(value):
+    """R-TD3's ``fair`` switches the constraint: ``--set fair=False`` (a string) was truthy
+    and trained the constrained R-TD3 (``fair=0`` the unconstrained TD3), exit 0."""
+    with pytest.raises(ConfigError, match="^fair: bad value .*true .* or false"):
+        P.RTD3Config(fair=value)
+    assert P.RTD3Config(fair=False).fair is False
+
+
+def test_cli_rtd3_fair_capitalised_is_refused(tmp_path):
+    r = run_cmd([sys.executable, "-m", "causalfair", "train", "--system", "replicator-1",
+                 "--algo", "r-td3", "--iterations", "1", "--set", "fair=False",
+                 "--out", tmp_path / "o"], expect=2)
+    assert "fair: bad value" in r.stderr and not (tmp_path / "o" / "checkpoint.npz").exists()
