@@ -580,12 +580,17 @@ def make_config(algo: str, seed: int, horizon: int, iterations: int | None = Non
     [--set FIELD=VALUE ...]`` makes it (``causalfair sweep`` makes its runs' with it):
     ``fields`` (the ``--set`` values; a ``seed`` among them wins), then ``iterations``:
     L-UCBFair's episodes, R-TD3's steps rounded up to whole rounds of one episode
-    (``horizon`` steps) per population env (``envs``). Lists become tuples."""
+    (``horizon`` steps) per population env (``envs``); a ``steps`` (``episodes``) field
+    given with ``iterations`` is refused. Lists become tuples."""
     cls = _config_class(algo)
     kw = {"seed": seed, **dict(fields or {})}
     if iterations is not None:
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
             raise ConfigError(f"iterations: bad value {iterations!r}; must be an integer >= 1.")
+        own = "steps" if algo == "r-td3" else "episodes"
+        if own in kw:  # the last word used to win silently: iterations, over --set's
+            raise ConfigError(f"{own}: given as a field ({short(kw[own], 30)}) and as "
+                              f"iterations ({iterations}) as well; keep one.")
         if algo == "r-td3":  # whole rounds of episodes, one per population env
             envs = kw.get("envs", RTD3Config.envs)
             envs = envs if isinstance(envs, int) and envs >= 1 else 1

@@ -348,3 +348,21 @@ def test_cli_rtd3_fair_capitalised_is_refused(tmp_path):
                  "--algo", "r-td3", "--iterations", "1", "--set", "fair=False",
                  "--out", tmp_path / "o"], expect=2)
     assert "fair: bad value" in r.stderr and not (tmp_path / "o" / "checkpoint.npz").exists()
+
+
+@pytest.mark.parametrize("algo,field", [("r-td3", "steps"), ("l-ucbfair", "episodes")])
+def test_population_iterations_and_their_field_given_together_are_refused(algo, field):
+    """``--iterations 2 --set steps=5`` (train and sweep, through make_config): iterations
+    won silently and the --set value was dropped, exit 0."""
+    with pytest.raises(ConfigError, match=f"^{field}: given as a field .*iterations"):
+        P.make_config(algo, 0, 15, 2, {field: 30})
+    assert getattr(P.make_config(algo, 0, 15, None, {field: 30}), field) == 30
+
+
+@pytest.mark.parametrize("cmd", ["train", "sweep"])
+def test_cli_population_iterations_with_steps_is_refused(tmp_path, cmd):
+    seeds = ["--seeds", "0"] if cmd == "sweep" else []
+    r = run_cmd([sys.executable, "-m", "causalfair", cmd, "--system", "replicator-1", "--algo",
+                 "r-td3", *seeds, "--iterations", "1", "--set", "steps=5",
+                 "--out", tmp_path / "o"], expect=2)
+    assert "steps: given as a field" in r.stderr and not (tmp_path / "o").exists()
