@@ -273,7 +273,8 @@ def _run(args: Any) -> int:
         return 2
     except KeyboardInterrupt as exc:  # its notes: what was kept (e.g. gate --retrain)
         notes = "; ".join(getattr(exc, "__notes__", None) or ())
-        print(f"causalfair {args.command}: interrupted" + (f"; {notes}" if notes else ""),
+        print(f"causalfair {args.command}: interrupted"  # notes may name files: escaped
+              + (f"; {terminal_text(notes)}" if notes else ""),
               file=sys.stderr)
         return 130
     finally:

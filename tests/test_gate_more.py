@@ -211,3 +211,6 @@ def test_workflow_command_escaping():
 
     assert _data("50% down\r\nnext") == "50%25 down%0D%0Anext"
     assert _prop("a: b, 5%\n") == "a%3A b%2C 5%25%0A"
+    # before: only C0 controls were escaped: a CSI (0x9b), a bidi override or U+2028 in a
+    # spec's file name reached the job log (stderr with --json -) as they are
+    assert _data("a\x9b2J\u202eb\u2028c\udcff\x1b") == "a\\x9b2J\\u202eb\\u2028c\\udcff\\x1b"

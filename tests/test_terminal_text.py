@@ -89,3 +89,20 @@ def test_a_line_separator_in_a_file_name_does_not_cut_the_error(tmp_path, sep):
         err = one_line_error(run_cli(cmd, name, cwd=tmp_path))
         assert "[engine] kind: bad value 'exactly'" in err, err
         assert sep not in err and terminal_text(sep) in err, err
+
+
+def test_the_interrupted_line_shows_its_notes_escaped(monkeypatch, capsys):
+    # before: "causalfair gate: interrupted; kept <path>" printed the notes (file names of
+    # what was kept) raw: a name's ESC sequence reached the terminal
+    import causalfair.commands.export as export
+    from causalfair.cli import main
+
+    def run(args):
+        exc = KeyboardInterrupt()
+        exc.add_note(f"kept ck{CLEAR}{RLO}.pt")
+        raise exc
+
+    monkeypatch.setattr(export, "run", run)
+    assert main(["export", "annex-iv", "x"]) == 130
+    err = capsys.readouterr().err
+    assert err == "causalfair export: interrupted; kept ck\\x1b[2J\\u202e.pt\n", err

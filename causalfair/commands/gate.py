@@ -452,14 +452,15 @@ def annotate(doc: dict, on: bool | None, file: Any) -> None:
 
 
 def _data(text: str) -> str:
-    """GitHub's escapes, and any other control character (an ESC in a spec's file name
-    would reach the job log as a terminal sequence) or lone surrogate (a file name that
-    is not UTF-8: a UTF-8 stdout cannot print it) written as ``\\xNN`` / ``\\uNNNN``."""
+    """GitHub's escapes, and what a terminal acts on (:func:`causalfair.errors.
+    terminal_text`: an ESC or CSI in a spec's file name would reach the job log as a
+    terminal sequence, a bidi override reorder the line) or a lone surrogate (a file name
+    that is not UTF-8: a UTF-8 stream cannot print it) written as ``\\xNN`` / ``\\uNNNN``."""
     text = str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return escape_chars(_CONTROL, text)
+    return escape_chars(_SURROGATE, terminal_text(text))
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _prop(text: str) -> str:
