@@ -635,7 +635,7 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     lines += [x for t in _drivers(r, doc) for x in (md_escape(t), "")]
     lines += [f"- {md_escape(t)}" for t in summary[1:]] + [""]
     if _HEADLINE in pngs:
-        lines += [f"![{titles[_HEADLINE]}]({_HEADLINE}.png)", ""]
+        lines += [f"![{md_escape(titles[_HEADLINE])}]({_HEADLINE}.png)", ""]
     if doc.get("attribution"):
         lines += ["### What changed", ""]
         lines += [f"- {md_escape(t)}" for t in what_changed(doc["attribution"], unit=gain_unit(r))] + [""]
@@ -646,9 +646,10 @@ def render_markdown(r: AuditResult, doc: dict[str, Any], pngs: dict[str, bytes],
     lines += ["### Figures", ""]
     for name in pngs:
         if name != _HEADLINE:
-            lines += [f"![{titles[name]}]({name}.png){md_escape(_figure_note(name, doc))}", ""]
+            lines += [f"![{md_escape(titles[name])}]({name}.png)"  # titles: the gain's
+                      f"{md_escape(_figure_note(name, doc))}", ""]  # name, an action's label
     for k, v in skipped_sections(r).items():
-        lines += [f"- not shown, {titles.get(k, k)}: {md_escape(v)}"]
+        lines += [f"- not shown, {md_escape(titles.get(k, k))}: {md_escape(v)}"]
     lines += ["", "## Glossary", "",
               _md_table(["quantity", "definition", "sign", "unit"], _glossary_rows(r, doc)), ""]
     lines += ["## Assumptions", ""] + [f"- {md_escape(a)}" for a in assumptions(doc)] + [""]

@@ -89,3 +89,26 @@ def test_card_front_matter_reads_back_a_group_name_beyond_the_bmp(tmp_path):
     front = yaml.safe_load(card.split("---\n")[1])
     assert sorted(front["pair"]) == ["A \U0001f600", "B \u00e9"]
     assert "\\U0001f600" in card and "\\ud83d" not in card
+
+
+def test_report_md_figure_titles_quote_an_action_label_as_text(tmp_path):
+    # before: report.md wrote "![Benefit fairness: Delta vs the probability of go] *now*]
+    # (benefit.png)": the label's "]" ended the image's text, so the figure did not show
+    import sys
+
+    src = skill_simulator(("A", "B"), 2).replace(
+        '    feature_names = ("skill",)',
+        '    feature_names = ("skill",)\n    action_labels = ("wait", "go] *now*")')
+    (tmp_path / "actsim.py").write_text(src, encoding="utf-8")
+    (tmp_path / "s.toml").write_text('name = "act"\n[system]\nfactory = "actsim:make"\n'
+                                     '[policy]\nbuiltin = "uniform"\n[engine]\nn = 100\n',
+                                     encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        out = cf.audit(tmp_path / "s.toml").write_report(tmp_path / "out")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("actsim", None)
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert "![Benefit fairness: Delta vs the probability of go\\] \\*now\\*](benefit.png)" in text
+    assert not _unescaped(text, "go] *now*")
