@@ -219,7 +219,7 @@ def annex_iv(doc: Mapping[str, Any], audit_sha256: str | None = None) -> str:
              f"- (a) Methods and steps of development: {todo('how the policy was built')}",
              f"- (d) Data requirements and provenance: {todo('data sheets')}",
              f"- Simulated system audited: {md_code(system.get('id', 'logs'))}"
-             + (f" ({system['description']})" if system.get("description") else "")
+             + (f" ({md_escape(system['description'])})" if system.get("description") else "")
              + f", horizon T = {dec.get('horizon')}, engine {md_code(dec.get('engine'))}",
              f"- (e) Human oversight measures (Article 14): {todo('human oversight')}", "",
              "### 2(g). Validation and testing: the fairness audit", "",

@@ -112,3 +112,13 @@ def test_report_md_figure_titles_quote_an_action_label_as_text(tmp_path):
     text = (out / "report.md").read_text(encoding="utf-8")
     assert "![Benefit fairness: Delta vs the probability of go\\] \\*now\\*](benefit.png)" in text
     assert not _unescaped(text, "go] *now*")
+
+
+def test_annex_iv_quotes_the_systems_description_as_text(doc):
+    # before: "- Simulated system audited: `m:make` (Loans <2024> for *beta*)" raw: the
+    # description (a simulator's docstring, a System's description) rendered as HTML/markup
+    odd = json.loads(json.dumps(doc))
+    odd["system"]["description"] = "Loans <2024> for *beta* | v2"
+    text = annex_iv(odd)
+    line = next(ln for ln in text.splitlines() if ln.startswith("- Simulated system audited"))
+    assert "(Loans \\<2024\\> for \\*beta\\* \\| v2)" in line, line
