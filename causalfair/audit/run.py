@@ -4,6 +4,7 @@ quantities and verdicts."""
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -649,7 +650,8 @@ def _audit_logs(spec: AuditSpec, t0: float, policy: Any = None,
         raise PositivityError(
             f"{spec.label}: [logs] path: {exc} An audit spec has no bounds option "
             "(its thresholds judge point estimates): for bounds on this log run `causalfair "
-            f"decompose --logs {display_path(spec.logs_path)} --on-positivity bounds`, or "
+            f"decompose --logs {shlex.quote(str(display_path(spec.logs_path)))} --on-positivity "
+            "bounds`, or "
             "audit_logs(df, on_positivity=\"bounds\") in Python (docs/logs.md, "
             "\"Positivity and bounds\").") from None
     except InputError as exc:  # [engine] pair names no two of the logged groups

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -207,7 +208,7 @@ def spec_file(spec: str | os.PathLike[str]) -> Path:
     if (path / "audit.json").is_file() or (path.suffix.lower() == ".json" and path.is_file()):
         raise SpecError(f"audit spec {path}: is {'an audit folder' if path.is_dir() else 'JSON'}"
                         f", not a spec (TOML); an audit is re-run from its audit.json with "
-                        f"`causalfair audit --reproduce {path}`; or give a spec file.")
+                        f"`causalfair audit --reproduce {shlex.quote(str(path))}`; or give a spec file.")
     if path.is_dir():
         raise SpecError(f"audit spec {path}: is a folder; give its spec files, e.g. "
                         f"{path / '*.toml'} (the shell expands the pattern).")

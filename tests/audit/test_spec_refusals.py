@@ -288,3 +288,23 @@ def test_a_logs_spec_naming_no_group_of_its_log_is_refused_before_the_fit(
     err = capsys.readouterr().err
     assert err.startswith("causalfair audit: error: audit spec l.toml: "), err
     assert words in err, err
+
+
+def test_the_commands_an_error_suggests_quote_their_paths(tmp_path):
+    # before: "`causalfair audit --reproduce my dir`" and "`causalfair decompose --logs my
+    # logs.csv ...`": pasted into a shell, the path split into two arguments
+    import shlex
+
+    from tests.conftest import one_line_error, run_cli
+
+    (tmp_path / "my dir").mkdir()
+    (tmp_path / "my dir" / "audit.json").write_text("{}", encoding="utf-8")
+    err = one_line_error(run_cli("audit", "my dir", cwd=tmp_path))
+    assert "`causalfair audit --reproduce 'my dir'`" in err, err
+    run_cli("simulate-logs", "--setting", "lending-1", "--n", "200", "--horizon", "2",
+            "--out", "my logs.csv", cwd=tmp_path, expect=0)  # threshold:0.5: positivity fails
+    (tmp_path / "s.toml").write_text('name = "l"\n[logs]\npath = "my logs.csv"\nn_boot = 5\n',
+                                     encoding="utf-8")
+    err = one_line_error(run_cli("audit", "s.toml", "--no-report", cwd=tmp_path))
+    cmd = err.split("for bounds on this log run `", 1)[1].split("`", 1)[0]
+    assert shlex.split(cmd)[:4] == ["causalfair", "decompose", "--logs", "my logs.csv"], cmd
