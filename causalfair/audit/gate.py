@@ -19,6 +19,7 @@ from causalfair._io import fixed as _fixed
 from causalfair._limits import check_timeout
 from causalfair._usercode import find_user_modules, user_modules, user_traceback
 from causalfair._version import __version__
+from causalfair._width import ljust, text_width
 from causalfair.audit.gate_junit import gate_error_junit, gate_junit, spec_errors_junit
 from causalfair.audit.result import AuditResult, display_path
 from causalfair.audit.retrain import (
@@ -247,7 +248,7 @@ class GateResult:
     def side_by_side(self) -> str:
         """Text table: one line per threshold, before and (if retrained) after."""
         lines = []
-        w = max([22] + [len(v.shown) for e in self.entries if e.before is not None
+        w = max([22] + [text_width(v.shown) for e in self.entries if e.before is not None
                         for v in e.before.verdicts])  # one column for every label
         for e in self.entries:
             if e.error is not None:
@@ -266,7 +267,7 @@ class GateResult:
                 lines.append(f"{e.spec.name}: {e.overall}")
             after = {v.key: v for v in e.after.verdicts} if e.after else {}
             for v in e.before.verdicts:
-                row = f"  {v.shown:<{w}} {beside(v.estimate, v.threshold, 6):>11} {v.status:<12}"
+                row = f"  {ljust(v.shown, w)} {beside(v.estimate, v.threshold, 6):>11} {v.status:<12}"
                 if e.after is not None:
                     a = after[v.key]
                     row += f" -> {beside(a.estimate, a.threshold, 6):>11} {a.status}"

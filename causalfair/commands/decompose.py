@@ -11,6 +11,7 @@ from typing import Any
 from causalfair._io import DECOMPOSE_SCHEMA_VERSION, fixed, versioned
 from causalfair._names import BENEFIT_N
 from causalfair._simultaneous import simultaneous_dict
+from causalfair._width import ljust, text_width
 from causalfair.backends import make_backend, resolve_jobs
 from causalfair.commands._system import (
     CHECKPOINT_HELP,
@@ -340,10 +341,10 @@ def _mc_text(result, alpha: float) -> str:
     ]
     # to_frame(alpha)'s rows but Lambda's (printed below), without pandas
     est, se, ci = result.estimates(), result.se or {}, result.intervals(alpha)
-    w = max(18, *(len(str(k)) for k in est))  # "indirect[<a long group name>]"
+    w = max(18, *(text_width(str(k)) for k in est))  # "indirect[<a long group name>]"
     lines.append(f"  {'quantity':<{w}}{'estimate':>12}{'se':>11}   {level} CI")
     for k, v in est.items():
-        lines.append(f"  {k:<{w}}{fixed(v, sign=True, width=12)}"
+        lines.append(f"  {ljust(str(k), w)}{fixed(v, sign=True, width=12)}"
                      f"{fixed(se.get(k, 0.0), width=11)}   "
                      f"[{fixed(ci[k][0], sign=True)}, {fixed(ci[k][1], sign=True)}]")
     return "\n".join(lines)
