@@ -57,6 +57,9 @@ def bad_name(name: str) -> str | None:
     ctl = next((c for c in name if c in _CONTROL), None)
     if ctl is not None:
         return f"it holds the control character {ctl!r}"
+    lone = next((c for c in name if "\ud800" <= c <= "\udfff"), None)
+    if lone is not None:  # (a byte that was not UTF-8, as os.fsdecode writes it)
+        return f"it holds the lone surrogate {lone!r}, which no UTF-8 file can hold"
     bidi = next((c for c in name if c in _BIDI), None)
     if bidi is not None:
         return (f"it holds the bidirectional control character {bidi!r}, which reorders the "

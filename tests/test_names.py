@@ -24,7 +24,9 @@ def _log(groups):
                                      # U+202E showed the rest of "pair White-RED..." reversed
                                      ("RED\x9b31m", "control character '\\\\x9b'"),
                                      ("RED\u202eevil", "bidirectional control character"),
-                                     ("\u2066iso", "bidirectional control character")])
+                                     ("\u2066iso", "bidirectional control character"),
+                                     # before: accepted; the report crashed encoding it
+                                     ("A\udcffB", "lone surrogate '\\\\udcff'")])
 def test_system_groups_refuse_unprintable_names(bad, why):
     base = make("lending-1")
     with pytest.raises(CausalfairError, match=why) as err:
