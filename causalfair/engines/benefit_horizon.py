@@ -30,6 +30,11 @@ Lambda.
 ``eps``: as Lambda's; ``"auto"`` is set from the benefits Delta^T (they are cumulative,
 so usually larger than the same-step ones).
 
+The result's ``dpe_prop1`` is the DPE in Proposition-1 form, as Lambda's: the gap of
+sum_t E[sum_a pi(a | x_t, s) Delta_a(x_t, s)] with the *same-step* benefits (method.md
+section 3; by forks, each visit's fork gains at the forked step), so it is the
+decomposition's DPE; Delta^T in its place is no part of C.
+
 Small n (docs/decomposition.md, "Lambda_T by forks at small n"): the forks' Delta^T are
 unbiased, but the reported Lambda_T is biased upward while n is small. Lambda by forks sets
 a benefit gap to 0 where it is within sqrt(log n) standard errors of 0 (right where gaps
@@ -105,7 +110,8 @@ def lambda_horizon_exact(model: TabularModel, policy: Policy | np.ndarray, horiz
     binary = model.binary
     pt = model.action_table(p)
     pt = pt if pt.ndim == 4 else np.broadcast_to(pt, (T, *pt.shape))
-    direct = np.einsum("tsx,tsxa->s", mu[:T], pt * dt)
+    # the DPE in Proposition-1 form: the same-step benefits (method.md section 3), not Delta^T
+    direct = np.einsum("tsx,tsxa->s", mu[:T], pt * np.moveaxis(model.benefits(), 1, -1))
     return BenefitResult(
         Lambda=float(contrib.sum()), eps=eps, eps_source=eps_source, weights=weights,
         delta=delta[..., 1] if binary else delta, p_d1=p_bar if binary else pa,
@@ -117,27 +123,33 @@ def lambda_horizon_exact(model: TabularModel, policy: Policy | np.ndarray, horiz
 
 
 def _rollout_horizon(system: Any, policy: Any, T: int, n: int, seed: int, pname: str,
-                     jobs: Any = "auto") -> tuple:
+                     jobs: Any = "auto", direct: np.ndarray | None = None) -> tuple:
     """:func:`causalfair.engines.benefit_forks.rollout_units`' outputs with each visit's benefit
     Delta^T_a (the forks' cumulative gains to T, common random numbers) in place of the
     same-step one, in the same tasks (per group, or per batch of a simulator that
     declares its ``batch_size``: :func:`~causalfair.engines.benefit_forks.rollout_tasks`).
-    ``jobs`` is accepted for the same signature; the tasks run here."""
+    ``jobs`` is accepted for the same signature; the tasks run here. ``direct`` (G,), when
+    given, gets each group's sum over its visits of sum_a pi(a) x the fork's same-step
+    benefit gain_a - gain_{a0} (n times the DPE's Proposition-1 term of the group)."""
     sim = system.make_simulator()
     A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
     binary = A == 2 and base == 0
     parts: list[list[tuple]] = [[] for _ in range(G)]
     for g, b, start, m in rollout_tasks(sim, G, n):
         key = (g,) if b is None else (g, b)
-        parts[g].append(_horizon_task(sim, policy, T, m, seed, key, start, A, base, binary,
-                                      pname))
+        out, same = _horizon_task(sim, policy, T, m, seed, key, start, A, base, binary, pname)
+        parts[g].append(out)
+        if direct is not None:
+            direct[g] += same
     return join_rollouts(parts)
 
 
 def _horizon_task(sim: Any, policy: Any, T: int, m: int, seed: int, key: tuple[int, ...],
-                  start: int, A: int, base: int, binary: bool, pname: str) -> tuple:
+                  start: int, A: int, base: int, binary: bool, pname: str
+                  ) -> tuple[tuple, float]:
     """One task of :func:`_rollout_horizon`: ``m`` units of group ``key[0]`` numbered from
-    ``start``, from the streams ``key``."""
+    ``start``, from the streams ``key``; its visits' arrays and the sum over its visits of
+    sum_a pi(a) (gain_a - gain_{a0}) at the forked step (the same-step benefit)."""
     g = key[0]
 
     def act(a: int) -> np.ndarray:
@@ -148,13 +160,14 @@ def _horizon_task(sim: Any, policy: Any, T: int, m: int, seed: int, key: tuple[i
     noises = [sim.draw_noise(m, rng_noise) for _ in range(T)]
     uniforms = rng_dec.random((T, m))
     visits = Visits()
+    same = 0.0
     for t in range(T):
         obs = sim.observe(state)
         p = action_probs(policy, obs, A, f"policy {pname!r}")
-        totals = np.zeros((m, A))
+        totals, first = np.zeros((m, A)), np.zeros((m, A))
         for a in range(A):  # fork: action a at t, then the policy to T, same numbers
             res = sim.step(state, act(a), noises[t])
-            totals[:, a] = np.asarray(res.gain, dtype=np.float64)
+            first[:, a] = totals[:, a] = np.asarray(res.gain, dtype=np.float64)
             branch = res.state
             for s in range(t + 1, T):
                 pb = action_probs(policy, sim.observe(branch), A, f"policy {pname!r}")
@@ -162,8 +175,9 @@ def _horizon_task(sim: Any, policy: Any, T: int, m: int, seed: int, key: tuple[i
                 totals[:, a] += np.asarray(res.gain, dtype=np.float64)
                 branch = res.state
         visits.add(obs, totals - totals[:, base:base + 1], p)
+        same += float((p * (first - first[:, base:base + 1])).sum())
         state = sim.step(state, decide(p, uniforms[t], A, base), noises[t]).state
-    return visits.arrays(m, T, start)
+    return visits.arrays(m, T, start), same
 
 
 def lambda_horizon_mc(system: Any, policy: Any, horizon: int | None = None, *,
@@ -178,10 +192,16 @@ def lambda_horizon_mc(system: Any, policy: Any, horizon: int | None = None, *,
         raise InputError(f"Lambda_T: system {system.id!r} couples {system.units_per_replica} "
                          "units per world; Lambda_T by forks needs independent units (use "
                          "Lambda, or a tabular model).")
+    direct = np.zeros(system.n_groups)  # the DPE's Proposition-1 terms, same-step benefits
+
+    def rollout(*args: Any) -> tuple:
+        return _rollout_horizon(*args, direct=direct)
+
     res = benefit_fairness_mc(system, policy, horizon, n=n, seed=seed, eps=eps, alpha=alpha,
                               n_boot=n_boot, pair=pair, jobs=None, eps_source=eps_source,
-                              rollout=_rollout_horizon, bins=bins)
-    return replace(res, notion="Lambda_T")
+                              rollout=rollout, bins=bins)
+    a, b = res.pair
+    return replace(res, notion="Lambda_T", dpe_prop1=float((direct[a] - direct[b]) / n))
 
 
 def lambda_horizon(system: Any, policy: Any, horizon: int | None = None, *,

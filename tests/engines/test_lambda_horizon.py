@@ -92,6 +92,33 @@ def test_lambda_t_by_forks_matches_the_hand_numbers():
     assert same.Lambda == pytest.approx(0.5 * 0.1 / 10.1, rel=1e-12)
 
 
+def test_lambda_t_reports_the_dpe_of_proposition_1():
+    # approving both groups at level 0: the DPE counts the same-step benefits (s+ gains
+    # nothing this step, s- gains 10): -10; with Delta^T in its place it read 10 - 10 = 0
+    both = np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    m = _model()
+    dpe = cf.decompose(m, both, 2, eps=0.1).DPE
+    assert dpe == pytest.approx(-10.0, abs=1e-12)
+    assert cf.benefit_fairness(m, both, 2, eps=0.1).dpe_prop1 == pytest.approx(dpe, abs=1e-12)
+    for model, engine in ((m, "exact"), (as_system(m), "mc")):
+        lam_t = cf.benefit_fairness(model, both, 2, eps=0.1, engine=engine, n=200,
+                                    horizon_benefit=True)
+        assert lam_t.notion == "Lambda_T" and lam_t.method == engine
+        assert lam_t.dpe_prop1 == pytest.approx(dpe, abs=1e-12)  # deterministic forks
+        assert "DPE (Proposition 1 form) = -10.000000" in lam_t.summary()
+        assert lam_t.to_dict()["DPE_prop1"] == pytest.approx(dpe, abs=1e-12)
+
+
+def test_lambda_t_by_forks_dpe_is_unbiased_on_lending():
+    s = cf.systems.make("lending-1")
+    dpe = cf.decompose(s, "threshold:0.5", 5).DPE  # +0.0655; Delta^T's gap read -0.03
+    assert cf.benefit_fairness(s, "threshold:0.5", 5, horizon_benefit=True).dpe_prop1 == \
+        pytest.approx(dpe, abs=1e-12)
+    mc = cf.benefit_fairness(s, "threshold:0.5", 5, horizon_benefit=True, engine="mc",
+                             n=10_000, seed=1)
+    assert abs(mc.dpe_prop1 - dpe) < 0.035  # sd over seeds about 0.013 at this n
+
+
 def test_audit_spec_reports_lambda_t(tmp_path):
     from causalfair.audit import audit, load_spec
     from causalfair.systems import make
