@@ -215,7 +215,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                f"over {T} epochs", "lower n or the horizon")
     check_memory(forks_bytes(system, n, T, n_boot), "benefit_fairness_mc",
                  "lower n or the horizon (or n_boot)")
-    A, base, G = system.n_actions, system.decisions.baseline, system.n_groups
+    A, base = system.n_actions, system.decisions.baseline
     # anything the other doors take (a built-in name, a table, a checkpoint...), as they do
     policy = resolved(policy, system)
     pname = getattr(policy, "name", type(policy).__name__)
@@ -228,7 +228,7 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
                             rollout, shared)
         if shared is not None:
             shared[("cells", bins, n_boot)] = stats
-    K, labels, desc, delta, prob, w, reps, most, kept = stats
+    K, labels, desc, delta, prob, w, reps, most, direct = stats
     # "auto": from the point estimates of the benefits of the visited cells (an unvisited
     # cell has no estimate; auto_eps drops NaN), the same eps for every replicate
     eps, eps_source = resolve_eps(
@@ -320,9 +320,6 @@ def benefit_fairness_mc(system: Any, policy: Any, horizon: int | None = None, *,
         ci = lambda_hull([(lam, se), (float(plain.sum()), float(plug.std(ddof=1)))], alpha,
                          rounding_bound(most, delta, eps))
     binary = A == 2 and base == 0
-    # every visit's share (a departed visit's benefit is 0): w is over those present
-    direct = np.array([(w[g] * (prob[g] * delta[g]).sum(-1)).sum() * T * kept[g]
-                       for g in range(G)])
     a, b = pair
     return BenefitResult(
         Lambda=lam, eps=eps, eps_source=eps_source, weights="visitation",
@@ -392,8 +389,10 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     in ``shared["rollout"]``), the cells, every group's cell means (benefits, action
     distributions, visitation weights) and the same of every bootstrap replicate:
     (K, labels, description, delta (G, K, A), prob (G, K, A), w (G, K), replicates, the
-    most visits of a group in one cell, each group's share of visits kept: 1 unless the
-    system declares ``departed`` levels)."""
+    most visits of a group in one cell, each group's sum_t E[sum_a pi(a) Delta_a] (G,): the
+    DPE's Proposition-1 terms, the mean over the visits of each visit's own products, not
+    of the cells' means, which differ where the policy and the benefit vary together
+    within a cell (features finer than the cells); a departed visit's benefit is 0)."""
     A, G, U = system.n_actions, system.n_groups, system.units_per_replica
     per_world = U > 1  # coupled units: one weight per world, the same for every group
     Gw = 1 if per_world else G  # weight matrices: W[0 if per_world else g] is group g's
@@ -453,7 +452,11 @@ def _cell_stats(system: Any, policy: Any, T: int, n: int, seed: int, bins: int,
     W = drawn()
     reps = _replicates(cols, W, per_world, n, jobs) if n_boot else []
     most = max((int(np.bincount(c).max()) for c in cells if c.size), default=0)
-    return K, labels, desc, delta, prob, w, reps, most, kept
+    # every visit's own pi x Delta, averaged over the visits present, times the share of
+    # visits kept (a departed visit adds 0) and T: sum_t E[sum_a pi(a | x_t) Delta_a(x_t)]
+    direct = np.array([float((prob_g[g] * delta_g[g]).sum()) / max(len(delta_g[g]), 1) * T
+                       * kept[g] for g in range(G)])
+    return K, labels, desc, delta, prob, w, reps, most, direct
 
 
 def pair_bytes(K: int, A: int, n_boot: int, jobs: Any) -> float:
