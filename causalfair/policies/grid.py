@@ -131,7 +131,9 @@ def check_policy_table(model: TabularModel, p: Any, where: str = "policy",
                        horizon: int | None = None) -> np.ndarray:
     """A policy given as a table, validated against ``model``: two actions, (G, K) or
     (T, G, K) of pi(d1) in [0, 1]; A > 2 actions, (G, K, A) or (T, G, K, A) of action
-    distributions. A time-indexed table must cover ``horizon`` epochs."""
+    distributions. A time-indexed table must cover ``horizon`` epochs; a longer one is
+    returned cut to its first ``horizon`` (as a :class:`TablePolicy`'s table is), so every
+    engine reads the epochs t < T of it."""
     p = np.asarray(p, dtype=np.float64)
     G, K, A = model.n_groups, model.n_levels, model.n_actions
     if A == 2:
@@ -148,6 +150,8 @@ def check_policy_table(model: TabularModel, p: Any, where: str = "policy",
     if p.ndim == (3 if A == 2 else 4) and horizon is not None and p.shape[0] < horizon:
         raise ModelError(f"{where}: time-indexed table covers {p.shape[0]} epochs, the horizon "
                          f"is {horizon}; give one row per epoch or a shorter horizon.")
+    if p.ndim == (3 if A == 2 else 4) and horizon is not None:
+        p = p[:horizon]
     return p
 
 
