@@ -161,12 +161,15 @@ def potential_from_gain(gain: Any, *, tol: float = 1e-9) -> np.ndarray:
     The gain must be additive over intervals, g(x, z) = g(x, y) + g(y, z), which holds
     exactly when g(x, x') = f(x') - f(x). The potential is anchored at f(0) = 0 (gains
     only ever use differences, so the anchor is irrelevant). A non-additive matrix is
-    refused with the first offending triple.
+    refused with the first offending triple. ``tol`` is relative to the gain's scale: a
+    triple is off when |g(x,z) - (g(x,0) + g(0,z))| > tol x max(1, max |g|), so an additive
+    matrix in large units (a currency, 1e7) is not refused for its rounding.
     """
     if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) \
             or not finite(tol) or tol < 0:  # NaN compared False: every matrix passed
         raise ModelError(f"tol: must be a finite number >= 0, got {short(tol, 40)} (default "
-                         "1e-9, the largest |g(x,z) - (g(x,0) + g(0,z))| accepted).")
+                         "1e-9, the largest |g(x,z) - (g(x,0) + g(0,z))| accepted, relative "
+                         "to max(1, max |g|)).")
     g = np.array(gain, dtype=np.float64)
     if g.ndim == 2:
         g = g[None]
@@ -177,11 +180,12 @@ def potential_from_gain(gain: Any, *, tol: float = 1e-9) -> np.ndarray:
     f = g[:, 0, :]  # f(x') = g(0, x') with f(0) = 0
     implied = f[:, None, :] - f[:, :, None]
     err = np.abs(implied - g)
-    if (err > tol).any():
-        s, x, z = (int(i) for i in np.argwhere(err > tol)[0])
+    cut = tol * max(1.0, float(np.abs(g).max()) if g.size else 0.0)  # relative to the scale
+    if (err > cut).any():
+        s, x, z = (int(i) for i in np.argwhere(err > cut)[0])
         raise ModelError(
-            f"gain: not additive for group {s}: g({x},{z}) = {g[s, x, z]:.6g} but "
-            f"g({x},0) + g(0,{z}) = {implied[s, x, z]:.6g} (triple x={x}, y=0, z={z}); "
+            f"gain: not additive for group {s}: g({x},{z}) = {g[s, x, z]:.10g} but "
+            f"g({x},0) + g(0,{z}) = {implied[s, x, z]:.10g} (triple x={x}, y=0, z={z}); "
             "a qualification gain must satisfy g(x,z) = g(x,y) + g(y,z)."
         )
     return f

@@ -96,6 +96,19 @@ def test_gain_matrix_not_additive_names_triple():
         potential_from_gain(g)
 
 
+def test_gain_matrix_in_large_units_is_additive():
+    # an additive gain in a currency (1e7): the rounding of f(z) - f(x) against
+    # (f(0) - f(x)) + (f(z) - f(0)) is about 1e-9 there; an absolute 1e-9 refused 8 of 200
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        f = rng.normal(size=7) * 1e7 + 3.3e7
+        g = f[None, :] - f[:, None]
+        np.testing.assert_allclose(potential_from_gain(g)[0], f - f[0], rtol=1e-12, atol=1e-6)
+    g = np.array([[0.0, 1e7, 2e7], [-1e7, 0.0, 1e7], [-2e7, -1e7, 1.0]])  # off by 1 at (2, 2)
+    with pytest.raises(ModelError, match=r"not additive for group 0: g\(2,2\) = 1 but"):
+        potential_from_gain(g)
+
+
 def test_arrays_are_read_only():
     m = cf.TabularModel(**parts())
     with pytest.raises(ValueError):
