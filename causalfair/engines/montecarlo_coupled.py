@@ -76,8 +76,10 @@ def joint_actions(probs: np.ndarray, u: np.ndarray, m: int, U: int, base: int,
 
 def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, dict[str, np.ndarray],
                                                                    np.ndarray]:
-    """Batch ``b`` of ``m`` replicas of ``U`` coupled units: per-step gain sums per group
-    and the counts of the units of each group given each action (3 + A, G, T), per-replica
+    """Batch ``b`` of ``m`` replicas of ``U`` coupled units: per-step gain sums per group,
+    the counts of the units of each group given each action and the sums over the replicas
+    of each group's mean gain in its replica (6 + A, G, T: V's, V^PS's and V^pi0's step
+    shares whatever each replica's units per group), per-replica
     group means of each total (m, G) keyed like ``MOMENT_KEYS``, and the units per replica
     and group (m, G)."""
     job, U, G, b, m = task
@@ -93,8 +95,8 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
     cell = rep * G + group
     cnt = np.bincount(cell, minlength=m * G).reshape(m, G)
     if (cnt == 0).any():
-        return np.zeros((3 + A, G, T)), {}, cnt
-    sums = np.zeros((3 + A, G, T))
+        return np.zeros((6 + A, G, T)), {}, cnt
+    sums = np.zeros((6 + A, G, T))
     state0 = state if crn else sim.reset(m, None, seeded_rng(seed, 0, b, STREAM_INIT0))
     rng_noise, rng_dec = seeded_rng(seed, 0, b, STREAM_NOISE), seeded_rng(seed, 0, b, STREAM_DECISION)
     rng_fork, rng_0 = seeded_rng(seed, 0, b, STREAM_FORK), seeded_rng(seed, 0, b, STREAM_NOISE0)
@@ -126,11 +128,13 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
                     f"values for {m} replicas of {U} units.")
             acc[k] += r
         for i, r in enumerate((res.gain, fork.gain, res0.gain)):
-            sums[i, :, t] += np.bincount(group, weights=np.asarray(r, dtype=np.float64),
-                                         minlength=G)
+            r = np.asarray(r, dtype=np.float64)
+            sums[i, :, t] += np.bincount(group, weights=r, minlength=G)
+            sums[3 + A + i, :, t] += (np.bincount(cell, weights=r, minlength=m * G)
+                                      .reshape(m, G) / cnt).sum(0)
         cells = np.asarray(d, dtype=np.intp) * G + group  # decisions, of those present
         here = present_units(obs, job.departed, job.sim_name)
-        sums[3:, :, t] += np.bincount(cells if here is None else cells[here],
+        sums[3:3 + A, :, t] += np.bincount(cells if here is None else cells[here],
                                       minlength=A * G)[:A * G].reshape(A, G)
         info = getattr(res, "info", None) or {}
         if "supply" in info and "demand" in info:
@@ -197,7 +201,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     policy = engine_policy(policy, system, A, horizon=T, device=device)
     per_group = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
     pm = {k: PairMoments(G) for k in MOMENT_KEYS}  # every pair's per-world differences
-    sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_coupled_batch)
+    sums = np.zeros((6 + A, G, T))  # gain sums, decision counts, step shares (_coupled_batch)
     counts = None
 
     budget = system.decisions.budget
@@ -238,7 +242,7 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
     # in this process each batch is folded as it comes (memory O(batch)); elsewhere the
     # batches' (m, G) means come back and are folded in task order
     fold_tasks(backend, _coupled_batch, tasks, -(-n // batch), fold,
-                f"monte carlo {name} (worlds)", result_bytes=8.0 * ((3 + A) * G * T + 8 * G * batch))
+                f"monte carlo {name} (worlds)", result_bytes=8.0 * ((6 + A) * G * T + 8 * G * batch))
     V = np.array([s_.mean for s_ in per_group["A"]])
     V_ps = np.array([s_.mean for s_ in per_group["B"]])
     V_0 = np.array([s_.mean for s_ in per_group["Z"]])
@@ -269,8 +273,10 @@ def decompose_coupled(system: Any, policy: Any, horizon: int, *, n: int, seed: i
             notions[f"{key}_se"] = float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
     return Decomposition(
         engine="mc", groups=system.groups, pair=ab, horizon=T, V=V, V_ps=V_ps, V_0=V_0,
-        steps=sums[:3] / (n * counts[:, None]),
-        decisions=sums[3:].transpose(1, 0, 2).astype(np.int64), utility_by_group=util,
+        # each step's share of V, V^PS, V^pi0 (the per-world group means'); worlds alike in
+        # their units per group: the gain sums over n times those units (the same to rounding)
+        steps=sums[:3] / (n * counts[:, None]) if same else sums[3 + A:] / n,
+        decisions=sums[3:3 + A].transpose(1, 0, 2).astype(np.int64), utility_by_group=util,
         group_weights=weights, Lambda=None,
         se=se, n=n, seed=seed, diagnostics={}, policy_name=name, model_name=system.id,
         notions=notions, n_counts="worlds", units_per_world=int(U),
