@@ -311,7 +311,7 @@ def _decompose_mc(args: argparse.Namespace, policy, system, forks: dict | None =
     return decompose_mc(system, policy, args.horizon, n=args.n, seed=args.seed,
                         backend=backend_from_args(args), jobs=1 if one else "auto",
                         eps=args.eps, alpha=args.alpha, benefit_bins=bins, pair=args.pair,
-                        benefit_shared=forks)
+                        benefit_shared=forks, weights=args.weights)
 
 
 def backend_from_args(args: argparse.Namespace):

@@ -133,11 +133,10 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     if gamma != 1.0:
         raise ModelError(f"gamma: bad value {gamma!r}; the Monte Carlo engine sums undiscounted "
                          "gains (gamma = 1); discounting needs the exact engine.")
-    check_weights(weights, "mc")
     return _with_unit(decompose_mc(system, policy, T, n=n, seed=seed, pair=pair,
                                   policy_name=policy_name, eps=eps, alpha=alpha, jobs=jobs,
                                   device=device, benefit_bins=benefit_bins,
-                                  benefit_shared=benefit_shared), unit)
+                                  benefit_shared=benefit_shared, weights=weights), unit)
 
 
 def _with_unit(result: Any, unit: str | None) -> Any:

@@ -42,7 +42,13 @@ import numpy as np
 from causalfair._limits import check_memory
 from causalfair._names import BENEFIT_N  # defined there: `decompose --help` states it
 from causalfair._simultaneous import pairs_chosen_from
-from causalfair._validation import check_alpha, check_horizon, check_keywords, check_policy_name
+from causalfair._validation import (
+    check_alpha,
+    check_horizon,
+    check_keywords,
+    check_policy_name,
+    check_weights,
+)
 from causalfair.backends import engine_device, resolve_jobs
 from causalfair.engines._mc_base import (
     DEFAULT_BATCH_SIZE,
@@ -365,6 +371,7 @@ def decompose_mc(
     benefit_n: int | None = None,
     benefit_bins: int = 4,
     benefit_shared: dict | None = None,
+    weights: str = "visitation",
 ) -> Decomposition:
     """Monte Carlo decomposition C = DPE + IPE + SPE with standard errors, on any system.
 
@@ -419,8 +426,12 @@ def decompose_mc(
     features. ``benefit_shared``: the dict :func:`causalfair.engines.benefit_mc.benefit_fairness_mc`
     keeps the forks' rollout, cells, cell means and bootstrap replicates in, for the caller to
     pass on to the other pairs' Lambda (:func:`causalfair.engines.groups.lambda_by_forks`).
+    ``weights``: Lambda's P(x | s) (method.md section 4), "visitation" or, where Lambda is
+    exact from the tabular model, "initial"; by forks "initial" is refused before any run
+    (:func:`causalfair._validation.check_weights`), never left unused.
     """
     n, seed, benefit_bins = mc_options(n, seed, jobs, device, benefit_bins)  # before any run
+    lam_weights = check_weights(weights)  # (``weights`` is the groups' below)
     if policy_name is not None:  # (the result's check, before any run)
         check_policy_name(policy_name)
     system = simulator if isinstance(simulator, System) else None
@@ -429,6 +440,7 @@ def decompose_mc(
             res = resolve(policy, system)
             _check_lambda_memory(system, res.policy, system.horizon if horizon is None else
                                  horizon, n, benefit_n)
+            _check_lambda_weights(system, res.policy, lam_weights)
             dec = decompose_coupled(system, res.policy, system.horizon if horizon is None else
                                      horizon, n=n, seed=seed, crn=crn, batch_size=batch_size,
                                      pair=pair, policy_name=res.label if policy_name is None
@@ -437,7 +449,8 @@ def decompose_mc(
                                      device=engine_device(device), check=check)
             dec = _chosen(dec, pair)
             return _with_lambda(dec, system, res.policy, eps, alpha, benefit_n, jobs, device,
-                                benefit_bins, shared=benefit_shared)  # coupled: no tasks
+                                benefit_bins, shared=benefit_shared,  # coupled: no tasks
+                                weights=lam_weights)
     sim, A, base, T, n, seed, batch = _setup(system, simulator, horizon, n, seed, batch_size,
                                              jobs=jobs)
     if check:
@@ -453,6 +466,7 @@ def decompose_mc(
     policy, name = _ready_policy(policy, sim, A, tabulate, policy_name, system, T, device,
                                  check=check)
     _check_lambda_memory(lam_system, policy, T, n, benefit_n)  # Lambda's stage, before the run
+    _check_lambda_weights(lam_system, policy, lam_weights)
     backend = engine_backend(backend, jobs, sim, policy, work=G * n * T)
     sums = np.zeros((3 + A, G, T))  # gain sums and decision counts (_simulate)
     stats = {k: [Moments() for _ in range(G)] for k in MOMENT_KEYS}
@@ -513,7 +527,7 @@ def decompose_mc(
             getattr(sim, "name", None) or getattr(getattr(sim, "model", None), "name", sim_name)),
     ), pair)
     return _with_lambda(dec, lam_system, policy, eps, alpha, benefit_n, jobs, device,
-                        benefit_bins, backend, benefit_shared)
+                        benefit_bins, backend, benefit_shared, lam_weights)
 
 
 def _chosen(dec: Decomposition, pair: Any) -> Decomposition:
@@ -552,13 +566,19 @@ def _check_lambda_memory(system: Any, policy: Any, T: int, n: int, benefit_n: in
                  "replicates)", "lower n or benefit_n, or the horizon")
 
 
+def _check_lambda_weights(system: Any, policy: Any, weights: str) -> None:
+    """Refuse, before the run, Lambda ``weights`` the Lambda of :func:`_with_lambda` cannot
+    honour: any but "visitation" by forks (exact from the tabular model: both)."""
+    check_weights(weights, "exact" if _lambda_exact(system, policy) else "mc")
+
+
 def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha: float,
                  benefit_n: int | None, jobs: Any = "auto", device: str | None = None,
-                 bins: int = 4, backend: Any = None, shared: dict | None = None
-                 ) -> Decomposition:
+                 bins: int = 4, backend: Any = None, shared: dict | None = None,
+                 weights: str = "visitation") -> Decomposition:
     """``dec`` with Lambda of its pair, its interval and its benefit table
     (:func:`causalfair.engines.benefit_mc.system_benefit`; ``shared``: its forks' statistics
-    kept for other pairs)."""
+    kept for other pairs; ``weights``: Lambda's P(x | s))."""
     from dataclasses import replace
 
     dec = replace(dec, alpha=check_alpha(alpha))  # the level its views' intervals take
@@ -568,7 +588,7 @@ def _with_lambda(dec: Decomposition, system: Any, policy: Any, eps: float, alpha
     ben = system_benefit(system, policy, dec.horizon, engine="exact" if exact else "mc", n=m,
                          seed=int(dec.seed or 0), eps=eps, alpha=alpha, pair=dec.pair, jobs=jobs,
                          device=device, bins=bins, backend=backend, shared=shared,
-                         check=False)  # the decomposition's run settled the contract
+                         check=False, weights=weights)  # the run settled the contract
     if ben is None:
         return dec
     ci = ben.ci if ben.ci is not None else (ben.Lambda, ben.Lambda)
