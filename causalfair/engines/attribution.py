@@ -91,7 +91,7 @@ from causalfair.engines.montecarlo import paired_jobs, paired_numbers, paired_tr
 from causalfair.errors import InputError
 from causalfair.model import TabularModel
 from causalfair.plotting import check_axes, new_figure, text_only, wrap
-from causalfair.policies.grid import policy_table
+from causalfair.policies.grid import check_policy_table, policy_table
 from causalfair.policies.resolver import resolve
 from causalfair.results import check_pair
 from causalfair.systems import as_system
@@ -351,8 +351,9 @@ def _action_tables(model: TabularModel, p: Any, T: int) -> np.ndarray:
 
 def _table(model: TabularModel, policy: Any, T: int, system: Any,
            where: str | None = None) -> tuple[Any, str]:
-    if isinstance(policy, np.ndarray):
-        return policy, "table"
+    if isinstance(policy, np.ndarray):  # checked as every exact door checks a table
+        return policy_table(check_policy_table(model, policy, where or "policy", horizon=T),
+                            model, T), "table"
     if isinstance(policy, str) and policy == "pi0":
         return np.asarray(model.baseline_table()), "pi0"
     res = resolve(policy, system if system is not None else model, where=where)
