@@ -150,9 +150,9 @@ def _metrics(model: TabularModel, s: dict[str, Any], pair: tuple[int, int] | Non
 
     B, V = s["B"], s["V"]
     rows = torch.arange(B)
-    if pair is not None:
-        ia = torch.full((B,), int(pair[0]))
-        ic = torch.full((B,), int(pair[1]))
+    if pair is not None:  # two distinct groups of the model, as the numpy engine's
+        a, c = check_pair(pair, model.n_groups, None)
+        ia, ic = torch.full((B,), a), torch.full((B,), c)
     elif model.n_groups == 2:
         ia, ic = torch.zeros(B, dtype=torch.long), torch.ones(B, dtype=torch.long)
     else:

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import causalfair as cf
-from causalfair.engines.exact_torch import exact_metrics
+from causalfair.engines.exact_torch import exact_metrics, exact_metrics_by_pair
+from causalfair.model import ModelError
 
 
 def random_model(rng, G, K, A=2, baseline=0):
@@ -161,3 +162,17 @@ def test_lambda_weighs_those_present_as_numpy_does(weights, departed):
     batched = exact_metrics(m, torch.tensor(np.stack([p, p])), 4, eps=0.1, weights=weights,
                             batched=True)["Lambda"]
     assert torch.equal(batched[0], got) and torch.equal(batched[1], got)
+
+
+@pytest.mark.parametrize("pair", [(0, 0), (0, 5), (-1, 0), ("s+", "s-")])
+def test_torch_engine_checks_its_pair_as_the_numpy_engine(pair):
+    """exact_metrics(pair=(0, 0)) gave C = 0 (a group against itself: "fair"), (0, 5) torch's
+    IndexError; the numpy engine refuses both (check_pair), and now so does this one."""
+    m = cf.lending_setting("lending-1").tabular
+    p = torch.full((2, 7), 0.5, dtype=torch.float64)
+    with pytest.raises(ModelError, match=r"^pair: expected"):
+        exact_metrics(m, p, 3, pair=pair)
+    with pytest.raises(ModelError, match=r"^pair: expected"):
+        exact_metrics_by_pair(m, p, 3, [(0, 1)], pair=pair)
+    assert float(exact_metrics(m, p, 3, pair=(1, 0))["C"]) == \
+        -float(exact_metrics(m, p, 3, pair=(0, 1))["C"])
