@@ -490,6 +490,48 @@ def _dp_bounds(model: Any, unknown: np.ndarray, q: np.ndarray, r: np.ndarray, ho
     return np.einsum("sx,sx->s", model.initial, W)
 
 
+def _visitation_bounds(model: Any, unknown: np.ndarray, q: np.ndarray, horizon: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper bounds (G, K) on Lambda's visitation weights P(x | s) = mean over
+    t < T of P(x_t = x) over the unknown rows, as :func:`_dp_bounds` (each unknown row
+    chosen per step: outer bounds): per level k a backward recursion of the occupancy of k."""
+    P = model.kernel  # (G, 2, K, K)
+    G, K = model.initial.shape
+    lo, hi = np.zeros((G, K)), np.zeros((G, K))
+    for k in range(K):
+        here = (np.arange(K) == k) / horizon
+        for out, pick in ((lo, np.min), (hi, np.max)):
+            W = np.zeros((G, K))
+            for _ in range(horizon):
+                known = q * np.einsum("sdxy,sy->sdx", P, W)
+                free = q * pick(W, axis=1)[:, None, None]  # an unknown row: any next level
+                W = here + np.where(unknown, free, known).sum(1)
+            out[:, k] = np.einsum("sx,sx->s", model.initial, W)
+    return lo, hi
+
+
+def _box_simplex(c: np.ndarray, lo: np.ndarray, hi: np.ndarray, sign: float) -> float:
+    """max (sign +1) or min (-1) of c . w over w in [lo, hi] with sum w = 1: each w at its
+    lower bound, the rest of the mass given greedily to the largest (smallest) c."""
+    w = lo.astype(float).copy()
+    left = 1.0 - w.sum()
+    for i in np.argsort(-sign * c, kind="stable"):
+        take = min(max(left, 0.0), hi[i] - lo[i])
+        w[i] += take
+        left -= take
+    return float(c @ w)
+
+
+def _lambda_range(terms_lo: np.ndarray, terms_hi: np.ndarray, wa: tuple[np.ndarray, ...],
+                  wb: tuple[np.ndarray, ...]) -> tuple[float, float]:
+    """Bounds of sum_{x, x'} F(x, x') w_a(x) w_b(x') (F in [terms_lo, terms_hi], >= 0) over
+    w_a, w_b in their boxes (lo, hi) on the simplex: per x the extreme over w_b, then over
+    w_a (outer bounds of the bilinear form)."""
+    u = np.array([_box_simplex(row, *wb, +1.0) for row in terms_hi])
+    low = np.array([_box_simplex(row, *wb, -1.0) for row in terms_lo])
+    return _box_simplex(low, *wa, -1.0), _box_simplex(u, *wa, +1.0)
+
+
 def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon: int, *,
                       pair: tuple[int, int] | None = None, eps: float | str | None = None,
                       weights: str = "visitation") -> Any:
@@ -502,7 +544,9 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
     fixed row attains the extreme at every step). The indirect effect is bounded by
     interval arithmetic on V^PS - V^pi0; C, DPE, IPE, SPE by the group bounds (groups
     have separate rows). Delta(x, s) at an unknown row uses h_d in [min f - f(x),
-    max f - f(x)]; Lambda is bounded termwise with P(x | s) of the fitted model.
+    max f - f(x)]; Lambda is bounded termwise and over the weights P(x | s) the identification
+    set allows (visitation weights bounded as the values are, :func:`_visitation_bounds`;
+    those of the fitted model where no unknown row reaches them).
     Returns a DataFrame indexed by quantity with columns lower, upper, identified; its
     ``attrs["pair"]`` holds the pair (a, b) of group indices that C, its parts and Lambda
     compare (a minus b). ``pair``: those groups (indices); None: the pair the point
@@ -550,9 +594,15 @@ def positivity_bounds(model: Any, p_d1: np.ndarray, unknown: np.ndarray, horizon
     dd_min = np.maximum(0.0, np.maximum(d_lo[a][:, None] - d_hi[b][None, :],
                                         d_lo[b][None, :] - d_hi[a][:, None]))
     dd_max = np.maximum(d_hi[a][:, None] - d_lo[b][None, :], d_hi[b][None, :] - d_lo[a][:, None])
-    ww = w[a][:, None] * w[b][None, :]
-    rows["Lambda"] = (float((eps * dp / (eps + dd_max) * ww).sum()),
-                      float((eps * dp / (eps + dd_min) * ww).sum()))
+    w_lo, w_hi = (w, w) if weights == "initial" else _visitation_bounds(model, unknown, q_pi,
+                                                                        horizon)
+    if np.abs(w_hi - w_lo).max() <= 1e-12:  # no unknown row reaches the weights: the fitted
+        ww = w[a][:, None] * w[b][None, :]
+        rows["Lambda"] = (float((eps * dp / (eps + dd_max) * ww).sum()),
+                          float((eps * dp / (eps + dd_min) * ww).sum()))
+    else:  # the weights too range over the identification set
+        rows["Lambda"] = _lambda_range(eps * dp / (eps + dd_max), eps * dp / (eps + dd_min),
+                                       (w_lo[a], w_hi[a]), (w_lo[b], w_hi[b]))
     for i, g in enumerate(model.group_names):
         for x in range(K):
             rows[f"Delta[{g},{model.level_labels[x]}]"] = (float(d_lo[i, x]), float(d_hi[i, x]))
