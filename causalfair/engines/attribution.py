@@ -68,6 +68,7 @@ from causalfair._simultaneous import (
     simultaneous_sentence,
 )
 from causalfair._validation import (
+    check_alpha,
     check_engine,
     check_gamma,
     check_horizon,
@@ -555,7 +556,8 @@ def compare_attribute_mc(system: Any, policy: Any, baseline: Any, horizon: int |
     numbers whatever it is). ``simultaneous``: m > 1 when ``pair`` was chosen from the data
     (an audit's decomposition of more than two groups, no pair named): the attribution's
     intervals are then simultaneous over the m pairs (:attr:`Attribution.simultaneous`)."""
-    pair_z(alpha, simultaneous)  # checks alpha and m (an integer >= 1) before any work
+    alpha = check_alpha(alpha)  # as every door's: (0, 0.5], not a string or a bool
+    pair_z(alpha, simultaneous)  # checks m (an integer >= 1) before any work
     for field, name in (("policy_name", policy_name), ("baseline_name", baseline_name)):
         if name is not None:  # (the result's check, before any run)
             check_policy_name(name, field)
@@ -644,6 +646,7 @@ def attribute(system: Any, policy: Any, baseline: Any, horizon: int | None = Non
     ``"pi0"`` (the baseline action everywhere) is a policy or baseline on either engine."""
     check_engine(engine)
     mc_options(n, seed)  # Monte Carlo only, refused on every engine (cf.decompose's)
+    alpha, gamma = check_alpha(alpha), check_gamma(gamma)  # on every engine, as n and seed
     # pair: names, "A-B", a Series, as cf.decompose takes them
     if isinstance(system, TabularModel) and engine != "mc":
         return attribute_exact(system, policy, baseline, 20 if horizon is None else horizon,
