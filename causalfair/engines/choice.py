@@ -20,6 +20,7 @@ from causalfair._validation import (
     check_alpha,
     check_engine,
     check_flag,
+    check_gamma,
     check_keywords,
     check_weights,
     engine_for,
@@ -112,6 +113,7 @@ def _decompose(model: Any, policy: Any, horizon: int | None, *, gamma: float = 1
     :func:`~causalfair.engines.montecarlo.decompose_mc`'s)."""
     check_engine(engine)
     check_alpha(alpha)
+    gamma = check_gamma(gamma)  # every engine: a bool is no discount (True passed as 1)
     check_weights(weights)
     mc_options(n, seed, jobs, device, benefit_bins)  # Monte Carlo only, refused on every engine
     system = _system(model, engine)
