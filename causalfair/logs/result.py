@@ -152,6 +152,13 @@ class LogAudit:
             reference=self.reference if reference is None else reference, alpha=alpha,
             selection=self.selection if selection is None else selection)
 
+    @property
+    def _replicated(self) -> bool:
+        """Whether there are bootstrap replicates to make intervals from: at least two (one
+        replicate has no spread; its percentile "interval" is a point that can miss the
+        estimate), as ``decompose --logs --boot`` and ``[logs] n_boot`` require."""
+        return self.bootstrap is not None and len(self.bootstrap) >= 2
+
     @check_keywords(name="LogAudit.conf_int")
     def conf_int(self, alpha: float = 0.05) -> Any:
         """(1 - alpha) bootstrap percentile intervals, DataFrame (lower, upper) per quantity
@@ -161,8 +168,9 @@ class LogAudit:
         import pandas as pd
 
         check_alpha(alpha)
-        if self.bootstrap is None or len(self.bootstrap) == 0:
-            raise LogError("logs: no bootstrap replicates (n_boot = 0); rerun with n_boot > 0.")
+        if not self._replicated:  # one replicate's "interval" is a point that can miss
+            raise LogError("logs: no bootstrap replicates to make an interval from (n_boot < 2); "
+                           "rerun with n_boot >= 2.")
         q = self.bootstrap.quantile([alpha / 2.0, 1.0 - alpha / 2.0]).T
         q.columns = ["lower", "upper"]
         m = getattr(self.decomposition, "simultaneous", 1)
@@ -183,7 +191,7 @@ class LogAudit:
 
         est = pd.Series(self.estimates(), name="estimate")
         df = est.to_frame()
-        if self.bootstrap is not None and len(self.bootstrap):
+        if self._replicated:  # else estimates only, as with n_boot = 0
             df["se"] = self.bootstrap.std(ddof=1).reindex(df.index)
             ci = self.conf_int(alpha)
             df["ci_lower"], df["ci_upper"] = ci["lower"], ci["upper"]
@@ -218,7 +226,7 @@ class LogAudit:
             out.update({k: dec[k] for k in ("C", "DPE", "IPE", "SPE", "Lambda")})
             out["decomposition"] = dec
             out["benefit"] = self.benefit.to_dict()
-            if self.bootstrap is not None and len(self.bootstrap):
+            if self._replicated:
                 ci = self.conf_int(alpha)
                 out["ci"] = {
                     "alpha": alpha,
@@ -236,7 +244,7 @@ class LogAudit:
             out["pairs"] = gc.pairs_dict(self.pair, named=self.pair_named)
         if self.lambda_estimate is not None:
             out["lambda_estimator"] = self.lambda_estimate.to_dict()
-            if self.bootstrap is not None and len(self.bootstrap):
+            if self._replicated:
                 for k in ("Lambda[plugin]", "Lambda[thresholded]"):
                     if k in self.bootstrap.columns:
                         q = self.bootstrap[k].quantile([alpha / 2.0, 1.0 - alpha / 2.0])
@@ -288,7 +296,7 @@ class LogAudit:
                 lines.append(f"  {self.lambda_estimate.summary()}")
             dec = self._decomposition_at(alpha)
             note = dec.simultaneous_note(alpha)  # said once, under the table of every pair
-            if self.bootstrap is not None and len(self.bootstrap) >= 2:  # else no interval
+            if self._replicated:  # else no interval
                 lines += ["", "The decomposition below shows normal intervals, estimate +- z * "
                           "bootstrap standard error (the intervals audit verdicts use);",
                           "the percentile intervals above come from the same replicates."]
