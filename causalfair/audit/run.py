@@ -442,7 +442,8 @@ def _run_engines(spec: AuditSpec, system: Any, model: Any, pol: Any, pname: str,
         dec = decompose_mc(system, pol, T, n=spec.n, seed=spec.seed, policy_name=pname,
                            eps=eps, alpha=spec.alpha, benefit_n=spec.n,
                            benefit_bins=spec.benefit_bins, pair=pair, benefit_shared=forks,
-                           weights=spec.weights)
+                           # its Lambda is the audit's only without a model (else exact below)
+                           weights=spec.weights if model is None else "visitation")
     if model is not None:  # Lambda and the notions of the pair C compares (with more than
         # two groups, Monte Carlo picks it from its own estimates)
         nums = exact_numbers(model, table, T, eps=eps, weights=spec.weights,

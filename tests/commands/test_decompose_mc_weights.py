@@ -44,3 +44,22 @@ def test_forks_refuse_initial_weights_at_every_door(tmp_path, capsys):
     assert main(["audit", str(spec), "--out", str(tmp_path / "out")]) == 2
     assert "weights: bad value 'initial'" in capsys.readouterr().err
     assert not (tmp_path / "out" / "audit.json").exists()
+
+
+def test_audit_with_a_model_keeps_its_exact_lambda_at_initial_weights(tmp_path):
+    """A Monte Carlo audit of a system with a tabular model takes Lambda exactly from the
+    model (audit.run): its [benefit] weights apply there, whatever policy the forks of the
+    decomposition's own Lambda could not weigh so (a factory not known to read only the
+    level and group)."""
+    (tmp_path / "halfpol.py").write_text(
+        "import numpy as np\n\n\nclass Half:\n    name = 'half'\n\n"
+        "    def prob_d1(self, obs):\n"
+        "        return np.where(np.asarray(obs.level) >= 3, 0.9, 0.2)\n\n\n"
+        "def make():\n    return Half()\n")
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "w"\nhorizon = 4\n[system]\nid = "lending-1"\n[policy]\n'
+                    'factory = "halfpol:make"\n[engine]\nkind = "mc"\nn = 200\n'
+                    '[benefit]\nweights = "initial"\n')
+    assert main(["audit", str(spec), "--out", str(tmp_path / "out")]) == 0
+    doc = json.loads((tmp_path / "out" / "audit.json").read_text())
+    assert doc["benefit"]["weights"] == "initial"
