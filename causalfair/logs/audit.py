@@ -176,7 +176,8 @@ def _resolve_policy(policy: Any, model: Any, p_log: np.ndarray, horizon: int) ->
         if p.shape[-2:] != (model.n_groups, model.n_levels):
             raise LogError(f"policy: table has shape {p.shape}, the logs need "
                            f"({model.n_groups}, {model.n_levels}).")
-        return p, "supplied table"
+        # checked as every exact door checks a table (values, epochs: a longer one cut to T)
+        return np.asarray(policy_table(p, model, horizon)), "supplied table"
     res = resolve(policy, model)  # anything the resolver accepts, on the fitted model
     return np.asarray(policy_table(res.policy, model, horizon)), f"supplied: {res.label}"
 
