@@ -287,6 +287,24 @@ def _label(pol: Any) -> str:
     return f"torch {type(pol).__name__}{shape}"
 
 
+def _check_table_cells(pol: TablePolicy, system: Any) -> None:
+    """A table's (group, level) cells are the system's, before any engine reads one: the
+    Monte Carlo engines look a unit's (group, level) up in it, so fewer levels crashed with
+    numpy's IndexError and more groups or levels were read in part, silently."""
+    G, K = getattr(system, "n_groups", None), getattr(system, "n_levels", None)
+    if G is None or K is None:  # no system, or one observed through features only
+        return
+    cells = pol.table.shape[-3:-1] if pol.n_actions > 2 else pol.table.shape[-2:]
+    if tuple(cells) != (int(G), int(K)):
+        want = f"({G}, {K})" + (f" x {pol.n_actions} actions" if pol.n_actions > 2 else "")
+        sid = getattr(system, "id", None)
+        where = f"system {sid!r}" if isinstance(sid, str) else "the model"
+        raise PolicyError(
+            f"policy table: has shape {pol.table.shape}, whose (group, level) cells are "
+            f"{tuple(cells)}; {where} has {G} groups and {K} levels: give a table "
+            f"of {want} cells (or one such per epoch).")
+
+
 def _n_actions(system: Any) -> int:
     return int(getattr(system, "n_actions", 2) or 2) if system is not None else 2
 
@@ -393,6 +411,7 @@ def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
         A = _n_actions(system)
         pol = TablePolicy(obj, n_actions=A if A > 2 and obj.ndim >= 3 and obj.shape[-1] == A
                           else 2)
+        _check_table_cells(pol, system)
         return ResolvedPolicy(pol, "table", "table", system=system)
     if is_sb3_model(obj):
         pol = sb3_adapted(obj)
