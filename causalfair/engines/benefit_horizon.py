@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair._validation import check_horizon
+from causalfair._validation import check_horizon, check_weights
 from causalfair.engines.benefit import eps_for, lambda_pairs, resolve_eps, weights_and_policy
 from causalfair.engines.benefit_forks import Visits, decide, join_rollouts, rollout_tasks
 from causalfair.engines.benefit_mc import benefit_fairness_mc
@@ -223,5 +223,6 @@ def lambda_horizon(system: Any, policy: Any, horizon: int | None = None, *,
             as_system(system).horizon if horizon is None else horizon)
         return lambda_horizon_exact(model, policy, T, eps=eps, weights=weights, pair=pair,
                                     eps_source=eps_source)
+    check_weights(weights, "mc")  # by forks: visitation only, never left unused
     return lambda_horizon_mc(system, policy, horizon, n=n, seed=seed, eps=eps, alpha=alpha,
                              pair=pair, eps_source=eps_source, bins=bins)

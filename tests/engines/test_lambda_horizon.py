@@ -153,3 +153,13 @@ def test_engines_called_directly_take_what_every_door_takes(policy):
         assert a.Lambda == b.Lambda
     assert lambda_horizon(system, policy, 3).Lambda == pytest.approx(
         cf.benefit_fairness(system, policy, 3, horizon_benefit=True).Lambda, abs=1e-15)
+
+
+def test_lambda_t_by_forks_refuses_initial_weights_called_directly():
+    """lambda_horizon(engine="mc", weights="initial") returned a visitation-weighted
+    Lambda_T (weights "visitation"), the weights left unused; cf.benefit_fairness refused."""
+    from causalfair.model import ModelError
+
+    with pytest.raises(ModelError, match=r"^weights: bad value 'initial'; by forks"):
+        lambda_horizon(cf.systems.make("lending-1"), "threshold:0.5", 3, engine="mc",
+                       weights="initial", n=100)
