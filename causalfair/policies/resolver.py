@@ -405,6 +405,8 @@ def _in_memory(obj: Any, system: Any, what: str, output: str | None = None
             # model reads the observed features as its .zip does, whatever its encoding)
             check_policy_inputs(obj, feature_names=system.features, n_levels=system.n_levels,
                                 n_groups=system.n_groups)
+        if isinstance(obj, TablePolicy):  # its cells, as an array's
+            _check_table_cells(obj, system)
         pol = guard_policy(_parsed_for_here(obj, system))
         return ResolvedPolicy(pol, _label(pol), "object", system=system)
     if isinstance(obj, np.ndarray):

@@ -32,3 +32,12 @@ def test_a_table_of_the_systems_cells_runs():
     system = cf.systems.make("lending-1")
     for table in (np.full((2, 7), 0.5), np.full((3, 2, 7), 0.5)):
         assert cf.decompose(system, table, 3, engine="mc", n=50).Lambda == 0.0
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5)])
+def test_a_table_policy_of_other_cells_is_refused_too(shape):
+    from causalfair.policies.core import TablePolicy
+
+    with pytest.raises(PolicyError, match="system 'lending-1' has 2 groups and 7 levels"):
+        cf.decompose(cf.systems.make("lending-1"), TablePolicy(np.full(shape, 0.5)), 3,
+                     engine="mc", n=50)
