@@ -11,8 +11,8 @@ from causalfair._limits import check_memory
 from causalfair._validation import check_horizon, check_int, check_keywords
 from causalfair.errors import short
 from causalfair.logs.errors import LogError
-from causalfair.policies.core import parse_policy
-from causalfair.policies.grid import d1_probs
+from causalfair.policies.grid import d1_probs, engine_policy
+from causalfair.policies.resolver import resolve
 from causalfair.systems import System, as_system, make
 from causalfair.systems.lending.settings import lending_potential
 
@@ -50,10 +50,12 @@ def simulate_logs(system: Any, policy: Any, n_individuals: int, horizon: int,
             f"{'no' if system.n_levels is None else system.n_levels} levels); audit the system "
             f"itself instead (causalfair decompose --system {system.id}), or log your own "
             "decisions in the log format (docs/logs.md).")
-    if isinstance(policy, str):
-        policy = parse_policy(policy, system)
     n = check_int("n_individuals", n_individuals, 1)
     T = check_horizon(horizon)
+    # the one rule of every door (a table's cells checked against the system's), and a
+    # time-indexed table must cover the T epochs, as every engine asks (no last row reused)
+    policy = engine_policy(resolve(policy, system, where="policy").policy, system, 2,
+                           tabulate=False, horizon=T)
     seed = check_int("seed", seed, 0)  # None would draw the OS's entropy: another log each call
 
     check_memory(_LOG_ROW_BYTES * n * T, f"simulate_logs: a log of {n} individuals x {T} "
