@@ -54,7 +54,7 @@ from causalfair.policies.grid import policy_table
 from causalfair.results import BenefitResult, check_pair
 
 __all__ = ["benefit_fairness", "lambda_metric", "lambda_by_pair", "lambda_pairs", "WEIGHTS", "EPS_AUTO",
-           "auto_eps", "check_eps", "eps_for", "model_eps", "resolve_eps"]
+           "auto_eps", "check_eps", "eps_for", "model_eps", "resolve_eps", "present_benefits"]
 
 #: ``eps = "auto"``: ``EPS_SHARE`` x the ``EPS_QUANTILE`` quantile of |Delta|.
 EPS_AUTO = "auto"
@@ -123,7 +123,18 @@ def model_eps(eps: Any, model: TabularModel, source: str | None = None) -> tuple
     """``eps`` (a number, "auto", or None: what ``model`` declares, :func:`eps_for`) as the
     number Lambda uses on ``model``, and its source."""
     eps, declared = eps_for(eps, model)
-    return resolve_eps(eps, _nonbaseline(model, _benefit_table(model)), source or declared)
+    return resolve_eps(eps, present_benefits(model, _benefit_table(model)), source or declared)
+
+
+def present_benefits(model: TabularModel, delta: np.ndarray) -> np.ndarray:
+    """The benefits ``eps = "auto"`` takes its percentile over: those of the non-baseline
+    actions (:func:`_nonbaseline`) at the levels of those present, a declared departed level
+    (benefit 0 by definition, weight 0 in Lambda) left out, as the forks leave out its
+    visits; ``delta`` (G, K) or (G, K, A), levels on axis 1."""
+    delta = _nonbaseline(model, delta)
+    if model.departed_levels:
+        delta = np.delete(delta, list(model.departed_levels), axis=1)
+    return delta
 
 
 def _nonbaseline(model: TabularModel, delta: np.ndarray) -> np.ndarray:

@@ -51,7 +51,13 @@ from typing import Any
 import numpy as np
 
 from causalfair._validation import check_horizon, check_weights
-from causalfair.engines.benefit import eps_for, lambda_pairs, resolve_eps, weights_and_policy
+from causalfair.engines.benefit import (
+    eps_for,
+    lambda_pairs,
+    present_benefits,
+    resolve_eps,
+    weights_and_policy,
+)
 from causalfair.engines.benefit_forks import Visits, decide, join_rollouts, rollout_tasks
 from causalfair.engines.benefit_mc import benefit_fairness_mc
 from causalfair.errors import InputError
@@ -103,7 +109,9 @@ def lambda_horizon_exact(model: TabularModel, policy: Policy | np.ndarray, horiz
     occ = mu[:T][..., None]
     mass = occ.sum(0)
     delta = np.divide((occ * dt).sum(0), mass, out=dt[0].copy(), where=mass > 0)  # (G, K, A)
-    eps, eps_source = resolve_eps(eps, np.delete(delta, model.baseline, axis=-1), eps_source)
+    # the Delta^T of the non-baseline actions at the levels of those present
+    eps, eps_source = resolve_eps(eps, present_benefits(model, delta[..., 1] if model.binary
+                                                         else delta), eps_source)
     pa = model.action_table(p_bar)
     contrib = lambda_pairs(pa, delta, w, pair, eps)
     a, b = pair
