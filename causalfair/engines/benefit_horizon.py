@@ -126,7 +126,7 @@ def lambda_horizon_exact(model: TabularModel, policy: Policy | np.ndarray, horiz
         state_weights=w, contributions=contrib, pair=(a, b), groups=tuple(model.group_names),
         levels=tuple(model.level_labels), dpe_prop1=float(direct[a] - direct[b]),
         actions=tuple(model.action_labels or (f"d{i}" for i in range(model.n_actions))),
-        notion="Lambda_T",
+        notion="Lambda_T", departed=tuple(model.departed_levels or ()),
     )
 
 

@@ -58,3 +58,14 @@ def test_exact_and_forks_aim_at_the_same_lambda():
     forks = cf.benefit_fairness(cf.as_system(m), _table(1), 4, engine="mc", n=20_000)
     assert abs(forks.eps - exact.eps) < 0.002  # the forks' estimate of the same percentile
     assert forks.ci[0] <= exact.Lambda <= forks.ci[1]
+
+
+def test_lambda_t_worst_pairs_never_list_a_departed_level():
+    """Lambda_T's exact result did not say which levels are departed, so its worst pairs
+    listed pairs with the departed level 4 (weight 0), as Lambda's never do."""
+    m = _model(1)
+    for ben in (cf.benefit_fairness(m, _table(1), 4),
+                cf.benefit_fairness(m, _table(1), 4, horizon_benefit=True)):
+        assert ben.departed == (3,)
+        cells = ben.worst_pairs(16).iloc[:, :2].to_numpy().ravel().tolist()
+        assert cells and "4" not in cells
