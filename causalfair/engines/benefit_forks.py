@@ -23,8 +23,11 @@ from causalfair.systems.contract import seeded_rng
 __all__ = ["STREAM", "decide", "Visits", "rollout_units", "rollout_tasks", "join_rollouts",
            "unit_benefits", "rollout_coupled", "forks_bytes", "visit_columns"]
 
-#: Streams of the benefit estimator (disjoint from the decomposition's): the rollouts'
-#: (seed, STREAM, g[, b], k) and the bootstrap's (seed, STREAM, 99).
+#: Streams of the benefit estimator: the rollouts' (seed, STREAM, g[, b], k) and the
+#: bootstrap's (seed, STREAM, 99). Disjoint from the decomposition's (seed, g, b, k) for
+#: systems of at most 11 groups; with 12 or more, group 11's decomposition batch g shares
+#: the unbatched forks' streams of group g (each estimate stays valid on its own; C and
+#: Lambda of such a system are then correlated). Kept: re-keying changes every fork number.
 STREAM = 11
 
 def forks_bytes(system: Any, n: int, T: int, n_boot: int) -> float:
