@@ -66,6 +66,14 @@ class _Parser(argparse.ArgumentParser):
     """argparse's parser whose errors name the closest valid choice ("did you mean ...?",
     as ``suggest_on_error`` does from Python 3.14 on)."""
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """argparse's, and on the top-level parser ``given``: the destinations of the
+        options the command line gave (:func:`given_options`)."""
+        ns, extras = super().parse_known_args(args, namespace)
+        if self._subparsers is not None and not getattr(self, "probing", False):
+            ns.given = given_options(self, sys.argv[1:] if args is None else list(args))
+        return ns, extras
+
     def error(self, message: str) -> Any:  # type: ignore[override]
         import re
 
@@ -77,6 +85,38 @@ class _Parser(argparse.ArgumentParser):
             usage = f"usage: {self.prog} [OPTIONS] (every option: {self.prog} --help)"
         # usage, one line; exit 2 (the user's word through terminal_text, as every error)
         self.exit(2, f"{usage}\n{self.prog}: error: {terminal_text(message)}\n")
+
+
+def given_options(parser: Any, argv: list[str]) -> frozenset[str]:
+    """The destinations of the options (and positionals) ``argv`` gives, top-level and of
+    its command, told from the defaults the parser fills in (``--seed 0`` is given,
+    ``--seed`` left out is not): ``argv`` parsed again with every default suppressed.
+    Commands read it as ``args.given``, through
+    :func:`causalfair.commands._system.flag_given`, so that a setting named twice (a flag
+    and ``--set FIELD=`` or ``--param KEY=``) is judged by one rule (docs/limits.md,
+    "One setting, two sources")."""
+    parsers = [parser]
+    sub_action = parser._subparsers._group_actions[0]
+    command = next((a for a in argv if a in sub_action.choices), None)
+    if command is not None:
+        parsers.append(sub_action.choices[command])
+    saved = [(a, a.default) for p in parsers for a in p._actions]
+    saved_defaults = [(p, dict(p._defaults)) for p in parsers]
+    try:
+        parser.probing = True
+        for a, _ in saved:
+            a.default = argparse.SUPPRESS
+        for p, _ in saved_defaults:
+            p._defaults.clear()
+        ns, _ = parser.parse_known_args(argv)
+    finally:
+        parser.probing = False
+        for a, default in saved:
+            a.default = default
+        for p, defaults in saved_defaults:
+            p._defaults.update(defaults)
+    dests = {a.dest for p in parsers for a in p._actions if a.dest != argparse.SUPPRESS}
+    return frozenset(d for d in dests if d != "command" and hasattr(ns, d))
 
 
 def _did_you_mean(word: str, valid: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from causalfair._names import SETTINGS  # (the lending settings, without the systems)
 from causalfair.backends import resolve_jobs
-from causalfair.errors import InputError, UsageError
+from causalfair.errors import InputError, UsageError, short
 
 if TYPE_CHECKING:
     from causalfair.policies.resolver import ResolvedPolicy
@@ -29,6 +29,43 @@ def as_flag_error(only: Iterable[str] | None = None) -> Iterator[None]:
         if only is not None and not any(str(exc).startswith(f"{f}: ") for f in only):
             raise
         raise UsageError(f"--{exc}") from None
+
+
+def flag_given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the command line gave the option of ``dest`` (``--seed 0`` is given,
+    ``--seed`` left out is not): ``args.given``, which causalfair's parser fills in
+    (:func:`causalfair.cli.given_options`); a namespace made otherwise counts a value other
+    than None, an empty list or False as given."""
+    given = getattr(args, "given", None)
+    if given is None:
+        return getattr(args, dest, None) not in (None, [], False)
+    return dest in given
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with its lists as tuples and its dicts as sorted tuples, for comparing."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _plain(v)) for k, v in value.items()))
+    return value
+
+
+def one_setting(*sources: tuple[str, bool, Any]) -> Any:
+    """The rule of every command for one setting that several sources name (a flag,
+    ``--set FIELD=VALUE``, ``--param KEY=VALUE``, the global ``--threads``), each
+    ``(words, given, value)``: a source that was not given never overrides one that was,
+    and two given sources with different values are refused (exit 2, naming both) rather
+    than the later one winning silently; given with the same value they are one. Returns
+    the given value (None when no source was given: the command's default applies).
+    docs/limits.md, "One setting, two sources"."""
+    given = [(words, value) for words, on, value in sources if on]
+    for wb, vb in given[1:]:
+        wa, va = given[0]
+        if _plain(va) != _plain(vb):
+            raise UsageError(f"{wb}: given with {wa} as well ({short(vb, 30)} and "
+                             f"{short(va, 30)}); keep one.")
+    return given[0][1] if given else None
 
 
 def add_system_arguments(p: argparse.ArgumentParser, *, horizon_default: int | None = None) -> None:
@@ -132,6 +169,9 @@ def load_system(args: argparse.Namespace) -> Any:
     sid = args.system or args.setting or "lending-1"
     params = parse_params(args.param)
     given = set(params)  # the keys of --param; "levels"/"interest" below: their own flags
+    for key in ("levels", "interest", "horizon"):  # one setting, two flags: the one rule
+        one_setting((f"--{key}", getattr(args, key) is not None, getattr(args, key)),
+                    (f"--param {key}", key in params, params.get(key)))
     with as_flag_error():  # the library's checks (the lending model's levels, every engine's horizon)
         if args.levels is not None:
             params["levels"] = check_int("levels", args.levels, 3)

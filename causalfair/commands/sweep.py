@@ -93,7 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", default=None, metavar="N|auto",
                    help="local worker processes (implies --backend process when > 1); auto: "
                         "one per core this process may use (affinity, cgroup quota, "
-                        "OMP_NUM_THREADS); each worker trains with one torch thread")
+                        "OMP_NUM_THREADS); each worker trains with TrainConfig.threads torch "
+                        "threads (default 1; causalfair --threads N or --set threads=N)")
     p.add_argument("--address", metavar="ADDR", help="with --backend ray: the cluster")
     p.set_defaults(run=run)
 
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         overrides["iterations"] = args.iterations
     algos = [a.strip() for a in args.algo.split(",") if a.strip()]
     sets = parse_set(args.set, set_configs(algos))
-    refuse_given_twice(sets, overrides)
+    # --iterations, the global --threads and their --set fields: the one rule of train
+    overrides.update(refuse_given_twice(args, sets, ("iterations", "threads")))
     overrides.update(sets)
     systems = [s.strip() for item in args.system or ["lending-1"] for s in item.split(",")
                if s.strip()]

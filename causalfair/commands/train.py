@@ -23,8 +23,8 @@ from causalfair._names import (  # (light: off the trainers)
     names,
 )
 from causalfair.backends import resolve_device
-from causalfair.commands._system import make_system, parse_params
-from causalfair.errors import ConfigError, UsageError, short
+from causalfair.commands._system import flag_given, make_system, one_setting, parse_params
+from causalfair.errors import ConfigError, UsageError
 from causalfair.thresholds import parse_constraint
 
 ALGOS = names(cli=True)  # the registry of causalfair.train.algorithms
@@ -186,15 +186,47 @@ FIELD_FLAGS = {"algo": "--algo", "setting": "--setting", "seed": "--seed",
                "n_levels": "--levels", "n_individuals": "--individuals", "beta_c": "--beta-c",
                "beta_lambda": "--beta-lambda", "eval_every": "--eval-every",
                "checkpoint_every": "--checkpoint-every", "pair": "--pair"}
+#: Every config field a flag of ``train`` or ``sweep`` also names, as (flag, its dest):
+#: FIELD_FLAGS', the global ``--threads``, and ``train``'s --constraint, --system, --param.
+SETTING_FLAGS = {**{field: (flag, flag[2:].replace("-", "_")) for field, flag in
+                    FIELD_FLAGS.items()},
+                 "n_levels": ("--levels", "levels"), "n_individuals": ("--individuals",
+                                                                       "individuals"),
+                 "threads": ("--threads", "threads"), "constraints": ("--constraint",
+                                                                      "constraint"),
+                 "system": ("--system", "system"), "system_params": ("--param", "param")}
 
 
-def refuse_given_twice(sets: dict[str, Any], given: dict[str, Any]) -> None:
-    """Refuse a field given by ``--set FIELD=`` (``sets``) and by its own flag (``given``:
-    the flags' values the user gave), in ``train`` and ``sweep``: the last word used to
-    win silently (``--iterations 1 --set iterations=3`` trained 3)."""
-    for field in sorted(sets.keys() & given.keys()):
-        raise UsageError(f"--set {field}: given with {FIELD_FLAGS[field]} as well "
-                         f"({short(sets[field], 30)} and {short(given[field], 30)}); keep one.")
+def flag_value(args: argparse.Namespace, field: str) -> Any:
+    """The value the flag of ``field`` (:data:`SETTING_FLAGS`) gave, as the field's."""
+    dest = SETTING_FLAGS[field][1]
+    value = getattr(args, dest, None)
+    if field == "constraints":
+        return list(value or ())
+    if field == "system_params":
+        return parse_params(value or [])
+    return value
+
+
+def refuse_given_twice(args: argparse.Namespace, sets: dict[str, Any],
+                       fields: Any = None) -> dict[str, Any]:
+    """The one rule (:func:`causalfair.commands._system.one_setting`) for every config
+    field of ``sets`` (``--set FIELD=``) that a flag also names (``fields``: those of
+    :data:`SETTING_FLAGS` the command has; default: all), in ``train`` and ``sweep``: a
+    flag the user gave and ``--set`` with another value are refused (the last word used to
+    win silently: ``--seed 3 --set seed=5`` trained seed 5, ``--iterations 1 --set
+    iterations=3`` 3); a flag left at its default never overrides ``--set``. Returns the
+    fields the flags gave (given by the user), for the config."""
+    out: dict[str, Any] = {}
+    for field in (SETTING_FLAGS if fields is None else fields):
+        flag, dest = SETTING_FLAGS[field]
+        if not hasattr(args, dest) or not flag_given(args, dest):
+            if field in sets:
+                one_setting((f"--set {field}", True, sets[field]))
+            continue
+        out[field] = one_setting((flag, True, flag_value(args, field)),
+                                 (f"--set {field}", field in sets, sets.get(field)))
+    return out
 
 
 def check_weight_flags(args: argparse.Namespace, algo: str, sets: dict[str, Any]) -> None:
@@ -230,11 +262,25 @@ def build_config(args: argparse.Namespace):
            "checkpoint_every": args.checkpoint_every, "pair": args.pair}
     kw.update({k: v for k, v in opt.items() if v is not None})
     sets = parse_set(args.set)
-    given = {**{k: v for k, v in opt.items() if v is not None},
-             **{k: v for k, v in (("iterations", args.iterations), ("horizon", args.horizon),
-                                  ("setting", args.setting)) if v is not None}}
-    refuse_given_twice(sets, given)
-    check_weight_flags(args, args.algo, sets)
+    flags = refuse_given_twice(args, sets)
+    if "threads" in flags:  # `causalfair --threads N train`: TrainConfig.threads, the one
+        kw["threads"] = flags["threads"]  # count training uses (it was left at 1)
+    # the lending settings' levels and interest: also a --param of the system's factory
+    params = parse_params(args.param)
+    one_setting(("--levels", flag_given(args, "levels"), args.levels),
+                ("--set n_levels", "n_levels" in sets, sets.get("n_levels")),
+                ("--param levels", "levels" in params, params.get("levels")))
+    one_setting(("--horizon", flag_given(args, "horizon"), args.horizon),
+                ("--set horizon", "horizon" in sets, sets.get("horizon")),
+                ("--param horizon", "horizon" in params, params.get("horizon")))
+    one_setting(("--set interest", "interest" in sets, sets.get("interest")),
+                ("--param interest", "interest" in params, params.get("interest")))
+    for flag, field in (("--system", "setting"), ("--setting", "system")):  # the same
+        one_setting((flag, flag_given(args, flag[2:]), getattr(args, flag[2:])),  # system
+                    (f"--set {field}", field in sets, sets.get(field)))
+    algo = sets.get("algo", args.algo)  # --set algo= (never with another --algo given)
+    check_weight_flags(args, algo if isinstance(algo, str) and algo in ALGOS else args.algo,
+                       sets)
     kw.update(sets)
     try:
         return TrainConfig(**kw)
@@ -357,6 +403,9 @@ def run_population(args: argparse.Namespace) -> int:
     if args.iterations is not None and args.iterations < 1:
         raise UsageError(f"--iterations: bad value {args.iterations}; must be >= 1.")
     fields = parse_set(args.set, P.RTD3Config if args.algo == "r-td3" else P.LUCBFairConfig)
+    # --seed, --threads and their --set fields: the one rule (a given flag and --set with
+    # another value refused; --seed left at its default never overrides --set seed)
+    fields.update(refuse_given_twice(args, fields, ("seed", "threads")))
     # the one config a sweep's run of this algorithm trains with too
     config = P.make_config(args.algo, args.seed, env.H, args.iterations, fields)
     out = Path(args.out)
@@ -429,6 +478,7 @@ def run(args: argparse.Namespace) -> int:
     if get(args.algo).trainer == "population":
         return run_population(args)
     config = build_config(args)
+    args.algo = config.algo  # --set algo=...: what the summary and --json name
     if args.constraint:
         config = config.replace(constraints=tuple(args.constraint))
     system = None
