@@ -181,6 +181,17 @@ def run_logs(args: argparse.Namespace) -> int:
                          "replicates; no engine simulates); remove "
                          f"{'them' if len(engine_flags) > 1 else 'it'}, or drop --logs to "
                          "audit the system.")
+    if not args.audit_policy:  # the logged policy is audited: a policy named would be ignored
+        policy_flags = [flag for flag, dest in (("--policy", "policy"),
+                                                ("--checkpoint", "checkpoint"),
+                                                ("--vecnormalize", "vecnormalize"))
+                        if getattr(args, dest, None) is not None]
+        if policy_flags:
+            raise UsageError(f"{', '.join(policy_flags)}: with --logs FILE the logged policy "
+                             "is audited; add --audit-policy to audit "
+                             f"{'these' if len(policy_flags) > 1 else 'this'} on the model "
+                             "fitted to the log, or remove "
+                             f"{'them' if len(policy_flags) > 1 else 'it'}.")
     if args.boot < 0 or args.boot == 1:
         raise UsageError(f"--boot: must be 0 (no intervals) or >= 2 (one replicate has no "
                          f"spread), got {args.boot}.")
@@ -217,7 +228,7 @@ def run_logs(args: argparse.Namespace) -> int:
             pair=pair, decisions=args.decisions, **state_kw,
         )
     if args.json:
-        out = versioned(DECOMPOSE_SCHEMA_VERSION, audit.to_dict(alpha))
+        out = versioned(DECOMPOSE_SCHEMA_VERSION, audit.to_dict(alpha, n_worst=args.worst))
         out["logs"] = str(args.logs)
         json.dump(out, sys.stdout, indent=2, allow_nan=False, default=str)
         sys.stdout.write("\n")

@@ -199,8 +199,10 @@ class LogAudit:
         return df
 
     @check_keywords(name="LogAudit.to_dict")
-    def to_dict(self, alpha: float = 0.05) -> dict[str, Any]:
-        """JSON-safe summary: source, positivity, decomposition (or bounds), CIs, dowhy."""
+    def to_dict(self, alpha: float = 0.05, n_worst: int = 10) -> dict[str, Any]:
+        """JSON-safe summary: source, positivity, decomposition (or bounds), CIs, dowhy;
+        ``n_worst`` worst benefit pairs (``decompose --logs --json --worst N``, as from a
+        system)."""
         out: dict[str, Any] = {
             "source": "logs",
             "method": self.method,
@@ -225,7 +227,7 @@ class LogAudit:
             dec = self.decomposition.to_dict()
             out.update({k: dec[k] for k in ("C", "DPE", "IPE", "SPE", "Lambda")})
             out["decomposition"] = dec
-            out["benefit"] = self.benefit.to_dict()
+            out["benefit"] = self.benefit.to_dict(n_worst=n_worst)
             if self._replicated:
                 ci = self.conf_int(alpha)
                 out["ci"] = {
