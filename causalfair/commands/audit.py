@@ -8,7 +8,7 @@ import sys
 
 from causalfair._io import causalfair_dir, check_output_folder, to_jsonable
 from causalfair._limits import check_timeout
-from causalfair.commands._system import add_vecnormalize_argument
+from causalfair.commands._system import add_vecnormalize_argument, flag_given
 from causalfair.errors import UsageError
 from causalfair.report.explain import GLOSSARY
 from causalfair.report.mlflow_log import log_audit, open_experiment
@@ -82,6 +82,18 @@ def add_mlflow_arguments(p: argparse.ArgumentParser) -> None:
                    help="MLflow experiment (default: causalfair)")
 
 
+def check_mlflow_arguments(args: argparse.Namespace) -> None:
+    """``--mlflow-experiment`` goes with ``--mlflow`` (audit, gate): without it nothing is
+    logged, and the experiment named was ignored without a word; with it, MLflow and its
+    store are opened before any audit runs."""
+    if args.mlflow:
+        open_experiment(args.mlflow_experiment)
+    elif flag_given(args, "mlflow_experiment"):
+        raise UsageError(f"--mlflow-experiment {args.mlflow_experiment[:40]}: only with "
+                         "--mlflow (nothing is logged without it); add --mlflow, or drop "
+                         "--mlflow-experiment.")
+
+
 def default_report_dir(name: str):
     """``.causalfair/reports/NAME`` under the working directory (:func:`causalfair_dir`)."""
     return causalfair_dir() / "reports" / name
@@ -93,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from causalfair.audit import load_spec
     from causalfair.audit.gate import audit_within
 
-    if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
-        open_experiment(args.mlflow_experiment)
+    check_mlflow_arguments(args)  # before any audit runs: MLflow or its store unusable
     check_timeout(args.timeout, "--timeout")
     if args.reproduce is not None or args.spec is None:
         return _reproduce(args)

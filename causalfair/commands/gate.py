@@ -20,7 +20,7 @@ from causalfair._io import to_jsonable as _json_safe
 from causalfair._limits import check_timeout
 from causalfair._usercode import keep_tracebacks
 from causalfair.commands._system import jobs_for_backend
-from causalfair.commands.audit import add_mlflow_arguments
+from causalfair.commands.audit import add_mlflow_arguments, check_mlflow_arguments
 from causalfair.errors import (
     CausalfairError,
     OutputError,
@@ -29,7 +29,7 @@ from causalfair.errors import (
     one_line,
     terminal_text,
 )
-from causalfair.report.mlflow_log import log_audit, open_experiment
+from causalfair.report.mlflow_log import log_audit
 from causalfair.workers import user_prints_to_stderr
 
 
@@ -232,8 +232,11 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
 
     if getattr(args, "empty_argument", None):  # (causalfair.cli: `--json ""`, `gate ""`)
         raise UsageError(args.empty_argument)
-    if args.mlflow:  # fail before any audit runs when MLflow or its store is unusable
-        open_experiment(args.mlflow_experiment)
+    check_mlflow_arguments(args)  # before any audit runs: MLflow or its store unusable
+    if args.junit_inconclusive is not None and not args.junit:
+        raise UsageError(f"--junit-inconclusive {args.junit_inconclusive}: only with --junit "
+                         "PATH (it says how INCONCLUSIVE shows in the JUnit file); add "
+                         "--junit, or drop --junit-inconclusive.")
     if args.accept_repaired and not args.retrain:
         raise UsageError("--accept-repaired: only with --retrain.")
     args.jobs = jobs_for_backend(args.jobs, args.backend)
