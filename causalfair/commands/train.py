@@ -291,8 +291,7 @@ def build_config(args: argparse.Namespace):
         field = msg.partition(":")[0]
         if field in sets:  # named as --set names it, as sweep --set does
             raise
-        if field in FIELD_FLAGS and (field in kw and field not in ("setting", "iterations")
-                                     or field in opt):
+        if field in FIELD_FLAGS and flag_given(args, SETTING_FLAGS[field][1]):  # its flag's
             raise UsageError(FIELD_FLAGS[field] + msg[len(field):]) from None
         raise
 

@@ -146,3 +146,12 @@ def test_system_flag_and_param_agreeing_are_one(tmp_path, cli_here):
     p = cli_here("decompose", "--levels", "5", "--param", "levels=5", "--json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert '"levels": 5' in p.stdout
+
+
+def test_train_names_the_flag_that_gave_a_bad_iterations(tmp_path, cli_here, monkeypatch):
+    """``train --iterations 0`` said ``iterations: bad value 0`` (the field, not the flag)."""
+    monkeypatch.setattr(train_cmd, "train", lambda *a, **k: pytest.fail("trained"))
+    p = cli_here("train", "--no-progress", "--iterations", "0", "--out", tmp_path / "r",
+                 cwd=tmp_path)
+    assert p.returncode == 2
+    assert "causalfair train: error: --iterations: bad value 0" in p.stderr
