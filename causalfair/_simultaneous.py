@@ -52,8 +52,13 @@ def pair_alpha(alpha: float, m: int) -> float:
 
 def pair_z(alpha: float, m: int = 1) -> float:
     """The two-sided normal quantile z_{1 - alpha/(2m)} (m = 1: z_{1 - alpha/2}, the
-    marginal one)."""
-    return NormalDist().inv_cdf(1.0 - pair_alpha(alpha, m) / 2.0)
+    marginal one). Where 1 - alpha/(2m) rounds to 1 (alpha/(2m) below about 1.1e-16: a tiny
+    alpha, or a Bonferroni level over very many pairs) it is the lower tail's quantile,
+    negated: -z_{alpha/(2m)}, the same number without the rounding."""
+    p = max(pair_alpha(alpha, m) / 2.0, 5e-324)  # (an alpha/2m below the least float: it)
+    if 1.0 - p < 1.0:  # (unchanged bits wherever it was defined)
+        return NormalDist().inv_cdf(1.0 - p)
+    return -NormalDist().inv_cdf(p)
 
 
 def simultaneous_dict(m: int, alpha: float) -> dict[str, Any]:
