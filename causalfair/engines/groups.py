@@ -53,7 +53,7 @@ from causalfair._simultaneous import WIDENED, pair_z, simultaneous_dict, simulta
 from causalfair._validation import check_alpha, check_keywords, check_unit, z_quantile
 from causalfair.engines._mc_base import paired_bytes, paired_cov
 from causalfair.engines.benefit import lambda_pairs
-from causalfair.engines.benefit_mc import benefit_fairness_mc
+from causalfair.engines.benefit_mc import N_BOOT, benefit_fairness_mc
 from causalfair.engines.group_values import (
     EFFECTS,
     RATIOS,
@@ -63,6 +63,7 @@ from causalfair.engines.group_values import (
 )
 from causalfair.engines.group_values import interval as _q
 from causalfair.engines.group_values import ratio_interval as _ratio
+from causalfair.engines.pair_work import check_pair_work, lambda_terms
 from causalfair.errors import InputError, short
 from causalfair.plotting import check_axes, new_figure, text_only, wrap
 from causalfair.results import BenefitResult, Decomposition
@@ -604,6 +605,7 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
     groups = tuple(dec.groups)
     check_pairs(len(groups), coupled=coupled)
     ref = _reference_index(groups, reference)
+    lambda_of = _within_work(groups, ref, benefit, lambda_of)
     z = z_quantile(alpha)
     m = int(getattr(dec, "simultaneous", 1))  # the decomposition's pair chosen from m pairs
     chosen = None if m == 1 or dec.se is None else _row_of(dec.pair, groups, ref)
@@ -659,6 +661,32 @@ def compare(dec: Decomposition, *, reference: Any = None, alpha: float = 0.05,
                            attributes=atts, gain_unit=getattr(dec, "gain_unit", None),
                            coupled=bool(coupled), paired=pv is not None or not coupled,
                            simultaneous=1 if chosen is None else m, chosen=chosen)
+
+
+def _within_work(groups: tuple[str, ...], ref: int, benefit: BenefitResult | None,
+                 lambda_of: Callable[[tuple[int, int]], BenefitResult | None] | None
+                 ) -> Callable[[tuple[int, int]], BenefitResult | None] | None:
+    """Refuse a comparison whose pairs' work is over the limit before the pairs are
+    computed (:func:`~causalfair.engines.pair_work.check_pair_work`: each pair's Lambda,
+    exact from ``benefit`` or by forks, ``lambda_of``). Forks without ``benefit``: the first
+    pair's Lambda is made here (its cells are every pair's) and kept for the loop: the
+    ``lambda_of`` returned gives it back."""
+    if len(groups) <= 2:
+        return lambda_of
+    probe = benefit if benefit is not None and (benefit.method == "exact"
+                                                or lambda_of is not None) else None
+    if benefit is None and lambda_of is not None:
+        first = pair_names(groups, ref)[0]
+        probe = made = lambda_of(first)
+        inner = lambda_of
+
+        def lambda_of(ab: tuple[int, int]) -> BenefitResult | None:
+            return made if tuple(ab) == first else inner(ab)
+    terms, what = lambda_terms(probe, N_BOOT)
+    check_pair_work(len(groups), terms, what,
+                    fix=", or fewer cells (benefit_bins, --benefit-bins)" if "forks" in what
+                    else "")
+    return lambda_of
 
 
 def _paired_var(dec: Decomposition, coupled: bool) -> Mapping[str, np.ndarray] | None:

@@ -45,6 +45,7 @@ from causalfair.engines.groups import (
     no_interval,
     split_pair,
 )
+from causalfair.engines.pair_work import PAIR_BASE_TERMS, check_pair_work
 from causalfair.logs.errors import LogError
 from causalfair.logs.pretest import lambda_interval_of, lambda_threshold_c, threshold_lambda
 
@@ -72,9 +73,10 @@ def compare_log_groups(dec: Any, *, bootstrap: Any, benefit: Any, lambda_estimat
     if dec is None:
         raise LogError("logs: the effects are not identified (positivity); no per-pair "
                        "comparison; read .bounds instead.")
+    has_reps = bootstrap is not None and len(bootstrap) >= 2
+    _check_work(dec, benefit, lambda_estimate, len(bootstrap) if has_reps else 0)
     point = compare(dec, reference=reference, alpha=alpha, selection=selection)
     z = z_quantile(alpha)
-    has_reps = bootstrap is not None and len(bootstrap) >= 2
     reps: dict[str, dict[str, list[float | None]]] = {p: {k: [] for k in _BOOTSTRAPPED}
                                                       for p in point.pairs}
     if has_reps:
@@ -101,6 +103,19 @@ def compare_log_groups(dec: Any, *, bootstrap: Any, benefit: Any, lambda_estimat
         g: {k: q if k == "selection" else no_interval(q) for k, q in vals.items()}
         for g, vals in point.per_group.items()}
     return dataclasses.replace(point, pairs=pairs, per_group=per_group)
+
+
+def _check_work(dec: Any, benefit: Any, lam: Any, B: int) -> None:
+    """Refuse, before any pair is computed, a comparison whose work is over the limit
+    (:func:`~causalfair.engines.pair_work.check_pair_work`): every pair's quantities again
+    for each of the ``B`` bootstrap replicates, and its Lambda over the K x K levels for the
+    estimate and each replicate (four arrays of terms: gaps, pre-test, plug-in, sums)."""
+    G = len(dec.groups)
+    pairs = G * (G - 1) / 2.0
+    K = np.asarray(benefit.p_d1).shape[1] if benefit is not None and lam is not None else 0
+    check_pair_work(G, pairs * (B * PAIR_BASE_TERMS + (B + 1) * 4.0 * K * K),
+                    f"{B} bootstrap replicates a pair" + (f", Lambda over {K} levels" if K else ""),
+                    fix=", or fewer bootstrap replicates (n_boot, --boot)")
 
 
 def _boot_q(q: Any, values: list[float | None], z: float, ratio: bool) -> Any:
