@@ -85,13 +85,16 @@ def check_input_sizes(json_paths: Sequence[str], junit_paths: Sequence[str]) -> 
 
 
 # ------------------------------------------------------------------------------ shards
-def select_shard(specs: Sequence[str], text: str) -> tuple[list[str], dict[str, Any]]:
+def select_shard(specs: Sequence[str], text: str, *, retrain: bool = False
+                 ) -> tuple[list[str], dict[str, Any]]:
     """The specs of shard ``text`` (``"K/N"``: positions K-1, K-1+N, ... of ``specs``) and
     the shard's record for its JSON summary: ``k``, ``n``, the number of specs listed and
     ``specs_sha256``, a digest of every listed spec in order (its file name, its bytes and
     those of the checkpoints and data files it reads; not its folder, which differs between
-    runners), so that :func:`merge_summaries` can tell
-    a missing shard, or shards run on different spec lists, from a complete merge. Every listed spec must exist (a missing one fails every
+    runners), and ``retrain``, whether the shard ran with ``--retrain``, so that
+    :func:`merge_summaries` can tell a missing shard, shards run on different spec lists,
+    or shards of which some retrained their failing specs and others did not, from a
+    complete merge. Every listed spec must exist (a missing one fails every
     shard, not only the one holding it)."""
     k, sep, n = text.partition("/")
     try:
@@ -106,7 +109,8 @@ def select_shard(specs: Sequence[str], text: str) -> tuple[list[str], dict[str, 
         digest.update(os.fsencode(Path(spec).name) + b"\0" + _spec_digest(spec_file(spec)))
         for path in spec_inputs(spec):  # (contents only: absolute paths differ by machine)
             digest.update(_file_digest(path))
-    record = {"k": k_i, "n": n_i, "specs": len(specs), "specs_sha256": digest.hexdigest()}
+    record = {"k": k_i, "n": n_i, "specs": len(specs), "specs_sha256": digest.hexdigest(),
+              "retrain": bool(retrain)}
     return list(specs[k_i - 1::n_i]), record
 
 
@@ -179,6 +183,8 @@ def _check_shard_record(doc: Mapping[str, Any], where: str) -> None:
     if rec["k"] > rec["n"]:
         raise _bad(where, "shard.k", f"must be at most shard.n = {rec['n']}", rec["k"])
     _text(rec, "specs_sha256", where, "shard")
+    if not isinstance(rec.get("retrain", False), bool):
+        raise _bad(where, "shard.retrain", "must be true or false", rec.get("retrain"))
     if rec.get("invalid") is not None:
         _check_stopped(doc, rec, where)
 
@@ -210,8 +216,9 @@ def _check_shards(docs: Sequence[Mapping[str, Any]], paths: Sequence[str],
                   partial: bool = False) -> None:
     """Refuse a merge that would gate fewer specs than the sharded gate was given: a shard
     missing (unless ``partial``: a summary of some shards only) or given twice, shards of
-    different spec lists or --shard N, a plain gate summary among shards, or shards
-    written by different causalfair versions."""
+    different spec lists or --shard N, a plain gate summary among shards, shards
+    written by different causalfair versions, or shards some of which ran with --retrain
+    (``shard.retrain``) and some without."""
     versions = {d.get("causalfair_version") for d in docs}
     if len(versions) > 1:
         shown = ", ".join(f"{p}: {d.get('causalfair_version') or 'unknown'}"
@@ -236,6 +243,15 @@ def _check_shards(docs: Sequence[Mapping[str, Any]], paths: Sequence[str],
                 "sharded gates (another --shard N, other specs, or a factory's module, spec or "
                 "checkpoint files changed between the shards' runs); merge the "
                 "shards of one run.")
+    for r, p in zip(recs, paths, strict=True):
+        if r.get("retrain", False) != first.get("retrain", False):
+            (w, kw), (wo, kwo) = sorted([(p, r["k"]), (first_path, first["k"])],
+                                        key=lambda x: x[0] != (p if r.get("retrain") else
+                                                               first_path))
+            raise InputError(
+                f"{w} (shard {kw}/{r['n']}) ran with --retrain and {wo} (shard {kwo}/{r['n']}) "
+                "without it: the merge would hold repairs of some shards' failing specs "
+                "only; run every shard with the same --retrain.")
     seen: dict[int, str] = {}
     for r, p in zip(recs, paths, strict=True):
         if r["k"] in seen:

@@ -247,7 +247,7 @@ def _gate(args: argparse.Namespace, wrote: list[str]) -> int:
     shard = None
     every = list(args.specs)  # the whole list: its shards keep each other's reports
     if args.shard:
-        args.specs, shard = _shard(args.specs, args.shard)
+        args.specs, shard = _shard(args.specs, args.shard, args.retrain)
     if args.reports:  # refused before anything runs or is written there (its record too)
         _check_reports(args.reports, args.specs)
     sweep = _stale_reports(args, every)
@@ -428,10 +428,10 @@ def _report_errors(args: argparse.Namespace, messages: list[str], user_traceback
         print(one_line("gate", "error", line + (note if i == 0 else "")), file=sys.stderr)
 
 
-def _shard(specs: list[str], text: str) -> tuple[list[str], dict]:
+def _shard(specs: list[str], text: str, retrain: bool) -> tuple[list[str], dict]:
     from causalfair.audit.shards import select_shard
 
-    mine, record = select_shard(specs, text)
+    mine, record = select_shard(specs, text, retrain=retrain)
     if not mine:
         print(f"causalfair gate: shard {record['k']}/{record['n']} holds no spec "
               f"({len(specs)} given); nothing audited.", file=sys.stderr)

@@ -21,3 +21,35 @@ def test_an_empty_shard_says_it_audited_nothing(tmp_path):
     proc = run_cli("gate", str(spec), "--shard", "2/2", "--json", str(out), expect=0)
     assert "shard 2/2 holds no spec (1 given); nothing audited." in proc.stderr
     assert json.loads(out.read_text())["specs"] == []
+
+
+def _passing_spec(path, name):
+    path.write_text(f'name = "{name}"\nhorizon = 5\n[model]\nsetting = "lending-1"\n'
+                    '[policy]\nbuiltin = "threshold:0.5"\n[engine]\nkind = "exact"\n'
+                    '[thresholds]\nabs_C = 10.0\n[retrain]\nalgo = "exact"\nseed = 0\n'
+                    'init = "scratch"\n')
+    return str(path)
+
+
+def test_shards_with_and_without_retrain_are_not_merged(tmp_path):
+    """h8bound F3: a shard run with --retrain and one without merged silently: the merge
+    held repairs of one shard's failing specs and none of the other's, which no unsharded
+    gate gives. Each shard records --retrain (shard.retrain); gate-merge refuses a mix."""
+    specs = [_passing_spec(tmp_path / f"{x}.toml", f"spec-{x}") for x in "ab"]
+    out = {}
+    for k, extra in ((1, ["--retrain"]), (2, []), (3, ["--retrain"])):
+        k_, n = (k, 2) if k < 3 else (2, 2)
+        path = tmp_path / f"s{k}.json"
+        run_cli("gate", *specs, "--shard", f"{k_}/{n}", "--json", str(path), *extra, expect=0)
+        out[k] = path
+        assert json.loads(path.read_text())["shard"]["retrain"] is bool(extra)
+    err = one_line_error(run_cli("gate-merge", str(out[1]), str(out[2]), "--json",
+                                 str(tmp_path / "m.json"), expect=2))
+    assert (f"{out[1]} (shard 1/2) ran with --retrain and {out[2]} (shard 2/2) without it"
+            in err), err
+    assert not (tmp_path / "m.json").exists()
+    run_cli("gate-merge", str(out[1]), str(out[3]), "--json", str(tmp_path / "m.json"),
+            expect=0)
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert [e["name"] for e in merged["specs"]] == ["spec-a", "spec-b"]
+    assert "shard" not in merged
