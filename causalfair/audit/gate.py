@@ -37,12 +37,7 @@ from causalfair.audit.spec import AuditSpec, is_valid_name, read_spec_file
 from causalfair.audit.spec_sections import spec_label
 from causalfair.backends import SerialBackend, TaskError, holding, make_backend
 from causalfair.errors import CausalfairError, InputError, ResourceLimitError, SpecError, first_line
-from causalfair.report.render import (
-    render_report,
-    write_error_report,
-    write_rendered,
-    write_report,
-)
+from causalfair.report.render import render_report, write_error_report, write_rendered, write_report
 from causalfair.thresholds import FAIL, failing
 
 __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gate",
@@ -51,8 +46,8 @@ __all__ = ["GateEntry", "GateResult", "GateSpecErrors", "audit_within", "run_gat
 
 #: The overall status of a spec that could not be audited (its code raised, it timed out).
 ERROR = "ERROR"
-#: Version of the gate JSON summary (docs/schema/gate.schema.json; CHANGELOG.md): the
-#: minor number grows when keys are added, the major when a key changes or goes.
+#: Version of the gate JSON summary (docs/schema/gate.schema.json): the minor number grows
+#: when keys are added, the major when a key changes or goes (CHANGELOG.md).
 GATE_SCHEMA_VERSION = "1.0"
 
 
@@ -721,15 +716,14 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
                  ) -> tuple[dict[int, Prepared], dict[int, tuple[str, str, str]]]:
     """Every spec checked before any is audited (:func:`~causalfair.audit.run.check_spec`:
     a model's system built and its policy resolved, a [logs] spec's log read and the
-    groups it names checked), where its audit will run. On
-    a serial backend a spec without a time limit here, the prepared spec kept for its
-    audit; every other spec as a task of ``runner`` under its limit (on workers, or Ray;
-    a serial backend runs a task with a limit in a worker), which rebuilds it for its
-    audit. So user code that kills its process, hangs or exhausts memory while a spec is
-    built ends that spec's task, not the gate, wherever the spec's audit would too.
-    Returns the prepared specs and, per spec index that failed, (its one-line message,
-    the user's traceback, the traceback of a bug): an input error, user code that raised
-    or exited included, or a task that crashed or outran its limit."""
+    groups it names checked), where its audit will run. On a serial backend a spec without
+    a time limit here, the prepared spec kept for its audit; every other spec as a task of
+    ``runner`` under its limit (on workers, or Ray; a serial backend runs a task with a
+    limit in a worker), which rebuilds it for its audit. So user code that kills its
+    process, hangs or exhausts memory while a spec is built ends that spec's task, not the
+    gate. A check past its limit stops the checks still running or not started. Returns
+    the prepared specs and, per spec index that failed, (its one-line message, the user's
+    traceback, the traceback of a bug)."""
     serial = isinstance(runner, SerialBackend)
     prepared: dict[int, Prepared] = {}
     failed: dict[int, tuple[str, str, str]] = {}
@@ -742,19 +736,39 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
             failed[i] = (first_line(str(exc)), user_traceback(exc), "")
     if not away:
         return prepared, failed
-    checked = runner.map(_check_one, [loaded[i] for i in away], [limits[i] for i in away])
-    # the modules of users' folders the workers loaded, found here as there: the audits'
-    # results may hold their objects
+    # a check past its time limit stops the others (killed, or never started: nothing is
+    # audited once a spec is invalid: they could only cost time); those back are kept
+    got: dict[int, Any] = {}
+
+    def keep(j: int, out: Any) -> Any:
+        if isinstance(out, TaskError) and out.kind == "TimeoutError":
+            got[j] = out
+            raise _ChecksStopped
+        return got.setdefault(j, out)
+
+    with contextlib.suppress(_ChecksStopped):
+        runner.map(_check_one, [loaded[i] for i in away], [limits[i] for i in away], keep)
+    checked = [got.get(j) for j in range(len(away))]
+    # the modules of users' folders the workers loaded, found here as there (the audits'
+    # results may hold their objects)
     find_user_modules(sorted({m for out in checked if isinstance(out, tuple) for m in out[1]
                               if m[0] not in sys.modules}))
+    stopped = sum(out is None for out in checked)
     for i, out in zip(away, checked, strict=True):
         out = out[0] if isinstance(out, tuple) else out
         if isinstance(out, SpecFailure):
             failed[i] = (out.message, out.user_traceback, "")
         elif isinstance(out, TaskError):  # a crash, a dead worker, a time limit
             entry = _error_entry(loaded[i], out, "check")
-            failed[i] = (entry.error or "", "", entry.traceback or "")
+            failed[i] = ((entry.error or "") + (f"; the checks of {stopped} other spec(s) "
+                         "were stopped then (nothing is audited while a spec is invalid)"
+                         if stopped and out.kind == "TimeoutError" else ""), "",
+                         entry.traceback or "")
     return prepared, dict(sorted(failed.items()))  # failed: the specs here, then away
+
+
+class _ChecksStopped(Exception):
+    """A spec's check passed its time limit: the others stop (:func:`_check_specs`)."""
 
 
 def _check_one(spec: AuditSpec) -> tuple[SpecFailure | None, list[tuple[str, str]]]:
@@ -777,9 +791,8 @@ def _spec_failure(exc: CausalfairError) -> SpecFailure:
 def _audit_one(prep: Any, render: _RenderPlan | None = None, **kw: Any
                ) -> AuditResult | SpecFailure | _Rendered:
     """Audit one spec (prepared here, or rebuilt from its file in a worker); an input
-    error, user code that raised included, is returned as that spec's
-    :class:`SpecFailure` (picklable, with the user's traceback) so the other specs go on.
-    ``render``: render its report here too (:func:`_rendered`)."""
+    error, user code that raised included, is that spec's :class:`SpecFailure` (picklable,
+    with the user's traceback): the other specs go on. ``render``: its report too."""
     try:
         out = run_prepared(prep) if isinstance(prep, Prepared) else audit(prep, **kw)
     except CausalfairError as exc:
