@@ -20,6 +20,7 @@ from typing import Any
 from causalfair._limits import check_memory
 from causalfair._names import PPO_ALGORITHMS
 from causalfair._validation import check_lr, check_seed, check_weight, finite
+from causalfair.engines._mc_base import check_work
 from causalfair.engines.groups import resolve_pair
 from causalfair.errors import ConfigError, InputError, short
 from causalfair.systems.lending.settings import SETTINGS
@@ -484,6 +485,16 @@ class TrainConfig:
         if not isinstance(self.system, str) or not isinstance(self.system_params, dict):
             raise bad("system", self.system, "give a system id string and a params dict")
 
+        # its rollouts' unit-steps, against the Monte Carlo work limit (about a day of one
+        # core's simulation; training costs far more a step): `--iterations 1e11` ran,
+        # its progress line saying 4e10 s left (the system's own horizon: at least 1 step)
+        steps = self.pop_steps if self.env == "population" else (self.horizon or 1)
+        check_work(self.iterations * self.n_individuals * steps,
+                   f"training of {self.iterations} iterations x {self.n_individuals} "
+                   + (f"environments x {steps} steps" if self.env == "population" else
+                      f"individuals x {self.horizon} epochs" if self.horizon else
+                      "individuals x the system's horizon (counted as 1)"),
+                   "lower iterations (--iterations) or n_individuals")
         if self.horizon is not None:
             check_memory(8.0 * self.horizon * self.n_individuals * (sum(self.hidden) + 64),
                          f"training over {self.horizon} epochs x {self.n_individuals} individuals",
