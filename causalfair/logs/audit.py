@@ -26,7 +26,12 @@ from causalfair.engines.benefit import benefit_fairness, check_eps, model_eps
 from causalfair.engines.effects import check_horizon, decompose
 from causalfair.engines.groups import resolve_pair
 from causalfair.engines.selection import selection_rates
-from causalfair.logs.bootstrap import bootstrap_replicates, check_boot_memory, fit_model
+from causalfair.logs.bootstrap import (
+    bootstrap_replicates,
+    check_boot_memory,
+    check_boot_work,
+    fit_model,
+)
 from causalfair.logs.dowhy_check import dowhy_check
 from causalfair.logs.errors import MSG_FEATURE_POTENTIAL, MSG_NO_SCORE, LogError
 from causalfair.logs.fit import (
@@ -267,6 +272,7 @@ def audit_logs(
         decisions=names)
     check_boot_memory(n_boot, data.n_groups, data.n_levels)  # before the fit and the run
     T = data.horizon if horizon is None else check_horizon(horizon)
+    check_boot_work(n_boot, data.n_individuals, T)
     ab = resolve_pair(pair, data.groups, "pair")  # the estimate's and the bounds' pair
     on_fit = policy if isinstance(policy, FittedModelPolicy) else None
     if on_fit is None:
