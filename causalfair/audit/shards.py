@@ -104,11 +104,15 @@ def select_shard(specs: Sequence[str], text: str, *, retrain: bool = False
     if not sep or not 1 <= k_i <= n_i:
         raise UsageError(f"--shard: expected K/N with 1 <= K <= N, got {text[:40]!r}.")
     digest = hashlib.sha256()
+    hashed: dict[Path, bytes] = {}  # a file many specs read (one checkpoint) is read once
     for spec in specs:  # each spec's file name and contents, not its folder: the shards of
         # one gate may run on runners with other checkout folders, or from another folder
         digest.update(os.fsencode(Path(spec).name) + b"\0" + _spec_digest(spec_file(spec)))
         for path in spec_inputs(spec):  # (contents only: absolute paths differ by machine)
-            digest.update(_file_digest(path))
+            key = Path(os.path.realpath(path))
+            if key not in hashed:
+                hashed[key] = _file_digest(path)
+            digest.update(hashed[key])
     record = {"k": k_i, "n": n_i, "specs": len(specs), "specs_sha256": digest.hexdigest(),
               "retrain": bool(retrain)}
     return list(specs[k_i - 1::n_i]), record
