@@ -389,10 +389,12 @@ def _targets(constraints: Sequence[Constraint], margin: float) -> list[tuple[Con
 
 def _objective(model: TabularModel, T: int, eps: float, weights: str,
                constraints: Sequence[Constraint], margin: float, table_of: Callable[[], Any],
-               u_scale: Any, batched: bool = False) -> Callable[[], tuple[Any, Any]]:
+               u_scale: Any, batched: bool = False, pair: tuple[int, int] | None = None,
+               ) -> Callable[[], tuple[Any, Any]]:
     """``fn() -> (f, g)`` for :func:`augmented_lagrangian`: the utility over ``u_scale`` and
     each constraint's excess over its target (:func:`_targets`) over its scale. One exact
-    pass a call: the plain keys read the pass's pair, a pair's keys the columns of
+    pass a call: the plain keys read ``pair`` (the pair :func:`_attempt` judges them on;
+    None: the engine's default pair), a pair's keys the columns of
     :func:`~causalfair.engines.exact_torch.exact_metrics_by_pair` (Lambda only of the
     pairs a Lambda constraint names), each kind of pair constraint in one tensor operation."""
     import torch
@@ -417,7 +419,7 @@ def _objective(model: TabularModel, T: int, eps: float, weights: str,
 
     def fn() -> tuple[Any, Any]:
         table = table_of()
-        kw = dict(eps=eps, weights=weights, batched=batched)
+        kw = dict(eps=eps, weights=weights, batched=batched, pair=pair)
         if not pairs:
             m = exact_metrics(model, table, T, **kw)
         else:
@@ -630,7 +632,8 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
         _project_table(model, p)
     u0 = torch.abs(exact_metrics(model, p.detach(), T, eps=eps, weights=weights,
                                  batched=True)["utility"]).clamp(min=1.0)
-    fn = _objective(model, T, eps, weights, constraints, margin, lambda: p, u0, batched=True)
+    fn = _objective(model, T, eps, weights, constraints, margin, lambda: p, u0, batched=True,
+                    pair=pair)
     res = augmented_lagrangian(fn, [p], outer=outer, inner=inner, lr=0.02,
                                snapshot=lambda i: p[i].detach().clone(),
                                project=lambda: _project_table(model, p))
@@ -733,7 +736,8 @@ def repair_network(model: TabularModel, horizon: int, net: Any, encoding: Any,
     for name, module in starts:
         module.train()
         table_of = lambda module=module: _net_table(model, module, x)  # noqa: E731
-        fn = _objective(model, T, eps, weights, constraints, margin, table_of, u_scale)
+        fn = _objective(model, T, eps, weights, constraints, margin, table_of, u_scale,
+                        pair=pair)
         # the starts are near a feasible point already (distilled) or saturated (the
         # failing checkpoint: sigmoid(+-16) has no gradient left), so fewer rounds
         res = augmented_lagrangian(
