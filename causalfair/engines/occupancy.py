@@ -164,6 +164,25 @@ def lp_status_error(res: Any, where: str) -> RuntimeError:
     return RuntimeError(f"{where}: the LP solver stopped with status {res.status} ({res.message}).")
 
 
+def _check_pairs(pairs: Any, G: int) -> list[tuple[int, int]]:
+    """The pairs of groups whose gaps the LP bounds: every pair (None), or the given
+    pairs (a, b) of two different groups (a gap's sign does not matter: |a - b|)."""
+    if pairs is None:
+        return [(a, b) for a in range(G) for b in range(a + 1, G)]
+    out = []
+    for ab in pairs:
+        ok = isinstance(ab, (tuple, list)) and len(ab) == 2 and all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < G
+            for i in ab) and ab[0] != ab[1]
+        if not ok:
+            raise ModelError(f"pairs: bad pair {ab!r}; give (a, b), two different group "
+                             f"indices in [0, {G}).")
+        out.append((int(ab[0]), int(ab[1])))
+    if not out:
+        raise ModelError("pairs: empty; give at least one pair (a, b), or None for every pair.")
+    return out
+
+
 # ----------------------------------------------------------------- policy evaluation
 def _as_table(model: TabularModel, policy: Any, horizon: int) -> tuple[np.ndarray, str]:
     """A (T, G, K) table and a name for anything the policy resolver accepts
@@ -297,10 +316,13 @@ class OccupancyLP:
 
     The equality (flow) constraints, the objective and the rows of every linear metric
     are sparse matrices built at construction; :meth:`solve` only changes the bounds.
-    Variables are y[t, s, x, d] flattened in that order (n = T * G * K * 2).
+    Variables are y[t, s, x, d] flattened in that order (n = T * G * K * 2). ``pairs``:
+    the pairs of groups whose gaps a bound constrains (None: every pair, so the largest
+    gap; the constrained repair's LP bound names the one pair its audit compares).
     """
 
-    def __init__(self, model: TabularModel, horizon: int, *, dp_discount: float = 1.0):
+    def __init__(self, model: TabularModel, horizon: int, *, dp_discount: float = 1.0,
+                 pairs: Sequence[tuple[int, int]] | None = None):
         if not isinstance(model, TabularModel):
             raise ModelError(
                 f"model: the occupancy LP needs a TabularModel, got {type(model).__name__}; "
@@ -317,7 +339,8 @@ class OccupancyLP:
         # smallest |metric|'s) takes several times them: measured 406 MiB at G = 2, K = 100,
         # T = 50 and 4.0 GiB at G = 300 (44,850 pairs), K = 3, T = 20 (LP_BYTES, LP_PAIR_BYTES)
         G, K = model.n_groups, model.n_levels
-        P = G * (G - 1) // 2
+        pairs = _check_pairs(pairs, G)
+        P = len(pairs)
         check_memory(LP_BYTES * T * G * K * (2 * K + 8) + LP_PAIR_BYTES * T * K * P,
                      f"frontier LP over {T} epochs of {G} groups ({P} pairs)",
                      "use a shorter horizon or fewer groups (G groups make G(G-1)/2 pairs)")
@@ -366,7 +389,7 @@ class OccupancyLP:
             name: self._group_rows(coef) for name, coef in
             (("C", gain_coef), ("DPE", dir_coef), ("DP", dp_coef))
         }
-        self.pairs = [(a, b) for a in range(G) for b in range(a + 1, G)]
+        self.pairs = pairs
         P = len(self.pairs)  # a sparse (P, G) difference: +1 at a, -1 at b (a dense one is P G)
         diff = sp.csr_matrix((np.tile([1.0, -1.0], P), np.asarray(self.pairs, dtype=np.int64
                                                                   ).reshape(-1),

@@ -493,16 +493,35 @@ def _stationary_projection(model: TabularModel, p_timed: np.ndarray, T: int) -> 
 
 
 # ------------------------------------------------------------------------ LP bound
-def lp_bound(model: TabularModel, T: int, constraints: Sequence[Constraint]) -> tuple[float | None, tuple[str, ...], Any]:
-    """Utility of the frontier LP under the linear thresholds (|C|, |DPE|) over all
-    time-indexed policies: (utility, keys imposed, LPResult), or (None, (), None) when
-    the LP does not apply (more than two actions) or is infeasible."""
+def _lp_constraints(model: TabularModel, constraints: Sequence[Constraint],
+                    pair: tuple[int, int] | None) -> tuple[dict[str, float], list[tuple[int, int]] | None]:
+    """The thresholds the LP can impose, {"C" | "DPE": bound}, and the pairs they bound:
+    ``abs_C`` / ``abs_DPE`` of ``pair`` (two groups: their one pair; more, with a pair
+    named: that pair alone). With more than two groups and no pair the audit compares the
+    groups of the largest and smallest V^pi, so ``abs_C`` is the largest gap, every pair's
+    bound; that pair's DPE is no linear function of the occupancy, so ``abs_DPE`` is left
+    out there (the bound stays an upper bound)."""
+    bounds = {_LP_KEYS[c.key]: c.bound for c in constraints if c.key in _LP_KEYS}
+    if model.n_groups == 2:
+        return bounds, None
+    if pair is not None:
+        return bounds, [tuple(pair)]
+    bounds.pop("DPE", None)
+    return bounds, None
+
+
+def lp_bound(model: TabularModel, T: int, constraints: Sequence[Constraint],
+             pair: tuple[int, int] | None = None) -> tuple[float | None, tuple[str, ...], Any]:
+    """Utility of the frontier LP under the linear thresholds (|C|, |DPE| of ``pair``, the
+    pair the attempts are judged on; :func:`_lp_constraints`) over all time-indexed
+    policies: (utility, keys imposed, LPResult), or (None, (), None) when the LP does not
+    apply (more than two actions) or is infeasible."""
     from causalfair.engines.occupancy import InfeasibleError, OccupancyLP
 
     if model.n_actions != 2:
         return None, (), None
-    bounds = {_LP_KEYS[c.key]: c.bound for c in constraints if c.key in _LP_KEYS}
-    lp = OccupancyLP(model, T)
+    bounds, pairs = _lp_constraints(model, constraints, pair)
+    lp = OccupancyLP(model, T, pairs=pairs)
     try:
         res = lp.solve(bounds or None, tuple(bounds) or "C", audit=False)
     except InfeasibleError:
@@ -513,7 +532,7 @@ def lp_bound(model: TabularModel, T: int, constraints: Sequence[Constraint]) -> 
 # ------------------------------------------------------------------- best found
 def _starts(model: TabularModel, T: int, constraints: Sequence[Constraint],
             initial: Mapping[str, np.ndarray] | None, seed: int, n_random: int,
-            lp_res: Any) -> list[tuple[str, np.ndarray]]:
+            lp_res: Any, pair: tuple[int, int] | None = None) -> list[tuple[str, np.ndarray]]:
     from causalfair.engines.occupancy import InfeasibleError, OccupancyLP
 
     G, K, A = model.n_groups, model.n_levels, model.n_actions
@@ -530,10 +549,11 @@ def _starts(model: TabularModel, T: int, constraints: Sequence[Constraint],
         starts.append((str(name), tab))
     if lp_res is not None:
         starts.append(("LP frontier policy", _stationary_projection(model, lp_res.policy, T)))
-        lin = {_LP_KEYS[c.key]: c.bound / 2 for c in constraints if c.key in _LP_KEYS}
+        lin, pairs = _lp_constraints(model, constraints, pair)
+        lin = {k: v / 2 for k, v in lin.items()}
         if lin:
             try:
-                tight = OccupancyLP(model, T).solve(lin, tuple(lin), audit=False)
+                tight = OccupancyLP(model, T, pairs=pairs).solve(lin, tuple(lin), audit=False)
                 starts.append(("LP frontier policy (half the bounds)",
                                _stationary_projection(model, tight.policy, T)))
             except InfeasibleError:
@@ -621,8 +641,8 @@ def best_found(model: TabularModel, horizon: int, constraints: Sequence[Constrai
     model = _check_model(model)
     T, eps = _check_horizon_eps(horizon, eps, weights, model)
     constraints = expand(model, constraints)
-    bound, bound_keys, lp_res = lp_bound(model, T, constraints)
-    starts = _starts(model, T, constraints, initial, seed, n_random, lp_res)
+    bound, bound_keys, lp_res = lp_bound(model, T, constraints, pair)
+    starts = _starts(model, T, constraints, initial, seed, n_random, lp_res, pair)
     _check_search_memory(model, T, len(starts), len(_lambda_pairs(model, constraints)))
     # projected gradient on the table itself (vertices such as p = 0 or 1, where optima
     # often lie, are reached exactly; a logit parametrisation only approaches them)

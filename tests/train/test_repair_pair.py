@@ -9,8 +9,9 @@ import itertools
 import numpy as np
 
 from causalfair.engines.exact import exact_numbers
+from causalfair.engines.occupancy import fair_lp
 from causalfair.model import TabularModel
-from causalfair.train.repair import Constraint, best_found
+from causalfair.train.repair import Constraint, best_found, lp_bound
 
 FAST = dict(eps=0.1, n_random=2, outer=8, inner=60)
 
@@ -52,3 +53,23 @@ def test_named_pair_of_three_groups_is_the_constrained_one():
     assert r.passed and abs(r.best.metrics["C"]) <= 0.01
     # was 0.384: the optimiser bounded C of the largest and smallest V instead
     assert r.best.utility >= always["utility"]
+
+
+def test_lp_bound_bounds_the_named_pair_only():
+    m, T = three_groups(), 2
+    free = fair_lp(m, T, eps=None)  # C(A, B) = 0: it passes abs_C <= 0.01 for (A, B)
+    assert abs(exact_numbers(m, free.policy, T, pair=(0, 1)).scalars()["C"]) <= 1e-12
+    u, keys, _ = lp_bound(m, T, [Constraint("abs_C", 0.01)], pair=(0, 1))
+    assert keys == ("abs_C",)
+    assert u >= free.utility - 1e-9  # was 0.4288 < 0.4617: every pair was bounded
+    r = best_found(m, T, [Constraint("abs_C", 0.01)], pair=(0, 1), **FAST)
+    assert r.best.utility <= r.bound + 1e-9
+
+
+def test_lp_bound_of_three_groups_without_a_pair_leaves_out_dpe():
+    # the default pair (largest and smallest V^pi) depends on the policy: its DPE is no
+    # linear function of the occupancy, so a bound on every pair's DPE would be no bound
+    m, T = three_groups(), 2
+    u, keys, _ = lp_bound(m, T, [Constraint("abs_C", 0.5), Constraint("abs_DPE", 0.0)])
+    assert keys == ("abs_C",)
+    assert u == lp_bound(m, T, [Constraint("abs_C", 0.5)])[0]
