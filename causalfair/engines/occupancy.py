@@ -374,15 +374,16 @@ class OccupancyLP:
         self.b_eq = b_eq.reshape(-1)
 
         h = model.expected_gain()  # (G, 2, K)
-        delta = h[:, 1] - h[:, 0]
+        base = model.baseline  # pi0's action: V^PS scores each step's gain under it
         r = model.reward  # (G, 2, K)
         w = model.group_weights
         util = np.broadcast_to((w[:, None, None] * r).transpose(0, 2, 1), self.shape)
         self.c = np.ascontiguousarray(util).reshape(-1)
 
         gain_coef = np.broadcast_to(h.transpose(0, 2, 1), self.shape)
-        dir_coef = np.zeros(self.shape)
-        dir_coef[..., 1] = delta
+        # V^pi_s - V^PS_s = sum_{t,x,d} y[t,s,x,d] (h_d - h_base)[s,x] (Proposition 1)
+        dir_coef = np.ascontiguousarray(np.broadcast_to(
+            (h - h[:, base][:, None]).transpose(0, 2, 1), self.shape))
         dp_coef = np.zeros(self.shape)
         dp_coef[..., 1] = _dp_weights(T, self.dp_discount)[:, None, None]
         self._per_group = {
@@ -397,6 +398,13 @@ class OccupancyLP:
         self._diff_rows = {name: diff @ rows for name, rows in self._per_group.items()}
         self._ub_cache: dict[tuple[str, ...], sp.csr_matrix] = {}
         self._eps_min: dict[str, float] = {}
+        # an action the model does not allow (TabularModel.allowed) has occupancy 0; a
+        # state the policy never reaches gets pi0's action, else the one allowed
+        allowed = tuple(range(2)) if model.allowed is None else tuple(model.allowed)
+        upper = np.broadcast_to(np.array([np.inf if d in allowed else 0.0 for d in range(2)]),
+                                self.shape).reshape(-1)
+        self.var_bounds = np.column_stack([np.zeros(n), upper])
+        self.default_action = base if base in allowed else allowed[0]
 
     def _group_rows(self, coef: np.ndarray) -> sp.csr_matrix:
         """Matrix (G, n) whose row s sums coef over the variables of group s."""
@@ -432,7 +440,8 @@ class OccupancyLP:
             P = len(self.pairs)
             kwargs["A_ub"] = A
             kwargs["b_ub"] = np.repeat([bounds[k] for k in names], 2 * P)
-        return highs_linprog(c=-self.c, A_eq=self.A_eq, b_eq=self.b_eq, bounds=(0, None), **kwargs)
+        return highs_linprog(c=-self.c, A_eq=self.A_eq, b_eq=self.b_eq, bounds=self.var_bounds,
+                             **kwargs)
 
     def min_metric(self, name: str, *, utility_floor: float | None = None) -> float:
         """Smallest achievable |metric| (largest pairwise gap), optionally among policies
@@ -454,7 +463,7 @@ class OccupancyLP:
         c = np.zeros(self.n + 1)
         c[-1] = 1.0
         res = highs_linprog(c=c, A_ub=A_ub, b_ub=np.concatenate(b), A_eq=A_eq, b_eq=self.b_eq,
-                       bounds=(0, None))
+                       bounds=np.vstack([self.var_bounds, [0.0, np.inf]]))
         if res.status != 0:
             raise lp_status_error(res, f"smallest achievable {METRIC_LABEL[name]}")
         val = max(0.0, float(res.x[-1]))
@@ -463,10 +472,12 @@ class OccupancyLP:
         return val
 
     def recover_policy(self, y: np.ndarray) -> np.ndarray:
-        """pi_t(d1 | x, s) = y1 / (y0 + y1); d0 where the state is unvisited."""
+        """pi_t(d1 | x, s) = y1 / (y0 + y1); pi0's action (the model's baseline, unless the
+        model does not allow it) where the state is unvisited."""
         occ = np.clip(y.reshape(self.shape), 0.0, None)
         mass = occ.sum(-1)
-        p = np.divide(occ[..., 1], mass, out=np.zeros(mass.shape), where=mass > UNVISITED_MASS)
+        p = np.divide(occ[..., 1], mass, out=np.full(mass.shape, float(self.default_action)),
+                      where=mass > UNVISITED_MASS)
         return np.clip(p, 0.0, 1.0)
 
     def solve(self, eps: Any = None, constraint: str | Sequence[str] = "C", *,
@@ -543,12 +554,12 @@ def _stationary_search(lp: OccupancyLP, bounds: Mapping[str, float], starts: lis
 
     model, T = lp.model, lp.horizon
     G, K = model.n_groups, model.n_levels
+    ub = lp.var_bounds[: 2, 1]  # the allowed actions: p = P(d1) in [0, 1], or fixed
+    box = [(0.0 if ub[0] else 1.0, 1.0 if ub[1] else 0.0)] * (G * K)
     h = model.expected_gain()
     payoffs: dict[str, np.ndarray] = {"U": np.broadcast_to(model.reward, (T, G, 2, K))}
     payoffs["C"] = np.broadcast_to(h, (T, G, 2, K))
-    d = np.zeros((T, G, 2, K))
-    d[:, :, 1] = h[:, 1] - h[:, 0]
-    payoffs["DPE"] = d
+    payoffs["DPE"] = np.broadcast_to(h - h[:, model.baseline][:, None], (T, G, 2, K))
     dp = np.zeros((T, G, 2, K))
     dp[:, :, 1] = _dp_weights(T, lp.dp_discount)[:, None, None]
     payoffs["DP"] = dp
@@ -592,14 +603,14 @@ def _stationary_search(lp: OccupancyLP, bounds: Mapping[str, float], starts: lis
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = minimize(violation, np.clip(x0, 0, 1).reshape(-1), jac=True, method="L-BFGS-B",
-                           bounds=[(0.0, 1.0)] * (G * K))
+                           bounds=box)
         fair_starts.append(np.clip(res.x, 0.0, 1.0))
     best, best_u = None, -math.inf
     for x0 in list(starts) + fair_starts:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = minimize(objective, np.clip(x0, 0, 1).reshape(-1), jac=True, method="SLSQP",
-                           bounds=[(0.0, 1.0)] * (G * K), constraints=cons,
+                           bounds=box, constraints=cons,
                            options={"maxiter": 300, "ftol": 1e-12})
         x = np.clip(res.x, 0.0, 1.0).reshape(G, K)
         ok = True
