@@ -31,15 +31,39 @@ from causalfair.engines.occupancy import (
     fair_lp,
     policy_metrics,
 )
-from causalfair.errors import short
+from causalfair.errors import ResourceLimitError, short
 from causalfair.model import ModelError, TabularModel
 
 __all__ = ["CONSTRAINTS", "Frontier", "InfeasibleError", "LPResult", "OccupancyLP", "fair_lp",
-           "frontier", "policy_metrics", "check_points", "MAX_POINTS"]
+           "frontier", "policy_metrics", "check_points", "MAX_POINTS", "MAX_LP_WORK", "lp_work"]
 
 #: The most eps values a frontier's grid holds (fixed): each is a linear program solved
 #: and audited, about 12 ms at horizon 20 on lending-1, so 10,000 take minutes.
 MAX_POINTS = 10_000
+
+#: The most LP work a frontier may ask for (fixed), in units of n x nnz (the program's
+#: variables times its constraint matrix's nonzeros, :func:`lp_work`) summed over its
+#: solves: HiGHS took 8-50 ns a unit on one core (lending-1 at T = 20: 2e6 units, 55 ms;
+#: T = 100: 5e7, 0.39 s; a dense 50-level model at T = 20: 8.5e8, 24 s), so this is
+#: about an hour of one core at most.
+MAX_LP_WORK = 1.2e11
+
+#: Solves of a frontier besides its grid: the unconstrained optimum, the least unfair of
+#: the optimal policies (a second LP), its audited solve and the smallest |constraint|.
+EXTRA_SOLVES = 4
+
+
+def lp_work(model: TabularModel, horizon: int) -> float:
+    """The work of one occupancy LP of ``model`` over ``horizon`` epochs, n x nnz: its
+    n = 2 T G K variables times the nonzeros of its flow rows (n, and the kernel's
+    nonzeros at every epoch but the first) and of one bound's rows (8 T K a pair of
+    groups); HiGHS's time grows about as this (docs/limits.md)."""
+    T = int(horizon)
+    G, K = model.n_groups, model.n_levels
+    n = 2.0 * T * G * K
+    kernel = np.count_nonzero(np.asarray(model.kernel)[:, :2])
+    nnz = n + (T - 1) * float(kernel) + 8.0 * T * K * G * (G - 1) / 2
+    return n * nnz
 
 
 def check_points(points: Any, model: TabularModel, horizon: int, field: str = "points") -> int:
@@ -57,6 +81,19 @@ def check_points(points: Any, model: TabularModel, horizon: int, field: str = "p
     check_memory(float(points) * (48.0 * T * model.n_groups * model.n_levels + 4096),
                  f"frontier of {points} eps values ({field}) over {T} epochs",
                  f"give fewer {field}")
+    if T >= 1 and model.n_actions == 2:  # the LP refuses other models with its own message
+        one = lp_work(model, T)
+        work = (int(points) + EXTRA_SOLVES) * one
+        if work > MAX_LP_WORK:
+            most = int(MAX_LP_WORK // one) - EXTRA_SOLVES
+            fix = (f"give at most {most:,} {field}" if most >= 2 else
+                   "a shorter horizon or a smaller model (each LP alone is near the limit)")
+            raise ResourceLimitError(
+                f"{field}: a frontier of {points:,} eps values of model {model.name!r} over "
+                f"{T} epochs is {work:.3g} units of LP work ({points:,} + {EXTRA_SOLVES} "
+                f"linear programs of {one:.3g} each: variables x nonzeros), over the limit of "
+                f"{MAX_LP_WORK:.3g} (fixed; about an hour of one core); {fix} "
+                "(docs/limits.md).")
     return int(points)
 
 
