@@ -86,8 +86,9 @@ def fair_advantage(config: TrainConfig, n_groups: int, adv: np.ndarray, b: dict[
       (D_g(<t) + 1) over the episode so far (:func:`rate_gap`).
     - ``a-ppo``: :func:`appo_advantage` with D_t (``appo_gap="after"``: D_{t+1}, as
       the published codes) and D_{t+1} - D_t.
-    - ``f-ppo-l``: :func:`fppol_advantage`, violated = Delta_t > omega, dW = the change
-      of the replica's long-term gap over the step.
+    - ``f-ppo-l``: :func:`fppol_advantage`, violated = Delta_{t+1} > omega (the bias with
+      the step's decisions, seed 001's Delta_s(s_t, a_t)), dW = the change of the
+      replica's long-term gap over the step.
     - ``elbert-po``: :func:`elbert_advantage` (soft bias with ``elbert_beta`` for more
       than two groups). eta^S_g, eta^D_g = mean per-episode totals (gamma = 1, as the
       released code); A^S_g, A^D_g = the replica's supply (demand) to go minus its
@@ -113,7 +114,9 @@ def fair_advantage(config: TrainConfig, n_groups: int, adv: np.ndarray, b: dict[
                              c.appo_beta1, c.appo_beta2, c.appo_omega)
     elif c.algo == "f-ppo-l":
         L = b["long_gap"]  # (T + 1, replicas)
-        out = fppol_advantage(adv, cols(gap[:-1] > c.fppo_omega), cols(L[1:] - L[:-1]),
+        # Eq. 7 of seed 001 conditions on Delta_s(s_t, a_t), the bias with the step's
+        # decisions (its code: the gap stored after env.step): Delta_{t+1}, not Delta_t
+        out = fppol_advantage(adv, cols(gap[1:] > c.fppo_omega), cols(L[1:] - L[:-1]),
                               c.fppo_beta0, c.fppo_beta3, c.fppo_beta4)
         row["long_gap_batch"] = float(L[-1].mean())
     else:

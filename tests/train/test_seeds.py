@@ -17,6 +17,7 @@ from causalfair.train.generic import SystemTrainer
 from causalfair.train.objectives import (
     appo_advantage,
     elbert_advantage,
+    fppol_advantage,
     gain_to_go,
     rate_gap,
     soft_bias,
@@ -288,3 +289,29 @@ def test_elbert_po_on_independent_units_uses_alpha():
         tr.step()
         nets.append([p.detach().clone() for p in tr.policy_net.parameters()])
     assert any(not np.array_equal(a.numpy(), b.numpy()) for a, b in zip(*nets, strict=True))
+
+
+def test_f_ppo_l_reads_the_bias_with_the_steps_decisions():
+    """Seed 001's Eq. 7: the branch is 1[Delta_s(s_t, a_t) > omega], the bias with the
+    step's decisions (Delta_{t+1}), not the one before them (h8repair O1)."""
+    tr = SystemTrainer(cf.systems.make("infectious-1"), TrainConfig(
+        algo="f-ppo-l", system="infectious-1", iterations=1, n_individuals=68, horizon=2))
+    comm = np.tile(tr.sim.comm, 2)
+    m0, m1 = np.nonzero(comm[:34] == 0)[0][0], np.nonzero(comm[:34] == 1)[0][0]
+    supply, demand = np.zeros((2, 68)), np.zeros((2, 68))
+    supply[0, m0] = 1.0
+    demand[0, [m0 + 1 if comm[m0 + 1] == 0 else m0, m1]] = 1.0
+    supply[1, 34 + m1] = 1.0
+    long_gap = np.array([[1.0, 1.0], [0.8, 1.2], [0.9, 1.0]])  # (T + 1, replicas)
+    adv = np.array([[0.5, -0.2], [0.1, 0.3]])
+    out, _ = tr._fair_advantage(adv, {"supply": supply, "demand": demand,
+                                      "long_gap": long_gap}, np.arange(2),
+                                np.repeat(np.arange(2), 34), comm)
+    gap = np.array([[0.0, 0.0], [0.5, 0.0], [0.5, 1.0]])  # as in the A-PPO test above
+    c = tr.config
+    want = fppol_advantage(adv, gap[1:] > c.fppo_omega, long_gap[1:] - long_gap[:-1],
+                           c.fppo_beta0, c.fppo_beta3, c.fppo_beta4)
+    np.testing.assert_allclose(out, want)
+    old = fppol_advantage(adv, gap[:-1] > c.fppo_omega, long_gap[1:] - long_gap[:-1],
+                          c.fppo_beta0, c.fppo_beta3, c.fppo_beta4)
+    assert not np.allclose(out, old)  # step 0 of replica 0: its own vaccine opened the gap
