@@ -195,6 +195,10 @@ class PopulationRollout:
         tpr_after = np.empty((S, M, self.G))  # and after it (before an autoreset)
         done = np.empty(shape, bool)
         flips = 0
+        # ELBERT-PO's eta divides by the episodes in the batch: the M under way at its first
+        # step, and one more per episode that ends before its last step (an episode that
+        # ends at the last step starts its successor in the next batch: counting it here
+        # counted every env twice when a rollout is one episode, ELBERT's own setting)
         starts = float(M)
         for s in range(S):
             g, x, y = env.group.copy(), env.level.copy(), env.will_repay.copy()
@@ -215,7 +219,8 @@ class PopulationRollout:
                 mu_end = info["mu"][end]
                 c = np.cumsum(mu_end, axis=2)
                 after[end] = np.abs(c[:, 0, :-1] - c[:, 1, :-1]).sum(1)
-                starts += float(end.sum())
+                if s < S - 1:  # its next episode starts in this batch (else in the next)
+                    starts += float(end.sum())
             x2 = np.clip(x + drift + np.where(d, np.where(y, 1, -1), 0), 0, K - 1)
             out["level"][s], out["group"][s], out["next_level"][s] = x, g, x2
             action[s], repay[s], p_d1[s], reward[s], done[s] = d, y, p, r, end

@@ -274,3 +274,21 @@ def test_appo_gap_after_is_read_by_the_lending_trainer(env):
     a = train(TrainConfig(appo_gap="before", **small)).table
     b2 = train(TrainConfig(appo_gap="after", **small)).table
     assert not np.array_equal(a, b2)
+
+
+def test_population_rollout_counts_each_episode_once():
+    """ELBERT-PO's eta divides by the episodes in the batch: a rollout of exactly one
+    episode per env counts M (it counted 2M: the end at its last step was counted as a
+    start, and the next rollout counted every env again); ends inside count their
+    successors (h8repair O4)."""
+    from causalfair.train.rollout import PopulationRollout
+
+    lm = lending_setting("lending-1")
+    table = np.full((2, 7), 0.7)
+    ro = PopulationRollout(lm, 3, 20, max_steps=20)  # one episode per env per rollout
+    for seed in (1, 2):
+        b = ro.collect(table, np.random.default_rng(seed))
+        assert b.done[-1].all() and b.n_episodes == 3.0
+    ro = PopulationRollout(lm, 3, 25, max_steps=10)  # ends at steps 9 and 19 of 25
+    b = ro.collect(table, np.random.default_rng(1))
+    assert int(b.done[:-1].sum()) == 6 and b.n_episodes == 3.0 + 6
