@@ -594,12 +594,14 @@ class _GuardedSimulator(Guard):
     values, probabilities in [0, 1]) by vectorised numpy checks: O(1) Python calls per
     step, whatever the batch size. Everything else is the wrapped simulator's. ``_levels``:
     the system's level count, which observed levels must lie below (None: the
-    simulator's own ``n_levels``)."""
+    simulator's own ``n_levels``); ``_features``: the system's feature names, one column
+    of every observation's features per name (None: not checked), at every call, not only
+    in the contract check's first steps."""
 
-    __slots__ = ("_levels",)
+    __slots__ = ("_levels", "_features")
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, Any]]:
-        return guard_simulator, (self._obj, self._levels)
+    def __reduce__(self) -> tuple[Any, tuple[Any, Any, Any]]:
+        return guard_simulator, (self._obj, self._levels, self._features)
 
     def _call(self, method: str, *args: Any) -> Any:
         what = f"simulator {type(self._obj).__name__}.{method}"
@@ -623,6 +625,8 @@ class _GuardedSimulator(Guard):
         group = getattr(obs, "group", None)
         check_observation(self._obj, obs, np.shape(group)[0] if np.ndim(group) >= 1 else -1,
                           "observe", self._levels)
+        if self._features is not None:
+            _check_feature_width(type(self._obj).__name__, obs, self._features)
         return obs
 
     def draw_noise(self, n: int, rng: Any) -> Any:
@@ -636,16 +640,21 @@ class _GuardedSimulator(Guard):
         return res
 
 
-def guard_simulator(sim: Any, n_levels: int | None = None) -> Any:
+def guard_simulator(sim: Any, n_levels: int | None = None,
+                    features: tuple[str, ...] | None = None) -> Any:
     """``sim`` behind a guard that calls and checks every protocol method (see
     :class:`_GuardedSimulator`); causalfair's own simulators are returned as they are.
-    ``n_levels``: the system's level count (observed levels must lie below it)."""
+    ``n_levels``: the system's level count (observed levels must lie below it);
+    ``features``: the system's feature names (every observation gives one column each)."""
     if isinstance(sim, _GuardedSimulator):  # guarded again with this level count
-        if n_levels is None:
+        if n_levels is None and features is None:
             return sim
+        n_levels = sim._levels if n_levels is None else n_levels
+        features = sim._features if features is None else features
         sim = sim._obj
     if isinstance(sim, Guard) or is_own(type(sim)):
         return sim
     guarded = guard_as(_GuardedSimulator, sim)
     object.__setattr__(guarded, "_levels", None if n_levels is None else int(n_levels))
+    object.__setattr__(guarded, "_features", None if features is None else tuple(features))
     return guarded

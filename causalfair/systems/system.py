@@ -413,7 +413,7 @@ class System:
                 f"lacks {', '.join(missing)}; a simulator needs reset, observe, draw_noise and "
                 "step (docs/simulators.md).")
         self._check_sizes(sim)
-        guarded = guard_simulator(sim, n_levels=self.n_levels)
+        guarded = guard_simulator(sim, n_levels=self.n_levels, features=self.features)
         if guarded is not sim:  # a simulator of the user's (causalfair's own are not guarded)
             self._check_weights(sim)
             self._check_declared(sim)

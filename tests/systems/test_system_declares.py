@@ -105,3 +105,41 @@ def test_the_command_line_refuses_it_in_one_line(tmp_path, monkeypatch, capsys):
     assert code == 2, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "has n_levels = 4, but the system has 3 levels" in err, err
+
+
+class LosesAColumn(Hiring):
+    """Gives both feature columns in the contract check's steps (t < 3), one from t = 3 on."""
+
+    def observe(self, s):
+        obs = super().observe(s)
+        if s["t"] < 3:
+            return obs
+        return cf.Observation(group=obs.group, level=obs.level, t=obs.t,
+                              features=obs.features[:, :1])
+
+
+def _skill_reader(obs):
+    p = 1.0 / (1.0 + np.exp(-obs.features[:, 0] - obs.features[:, 1]))
+    return np.column_stack([1.0 - p, np.zeros_like(p), p])
+
+
+@pytest.mark.parametrize("door", ["decompose", "benefit", "gym"])
+def test_a_feature_column_lost_after_the_contract_check_is_the_simulators_error(door):
+    """h8sys F1: observations that lose a feature column after the contract check's steps
+    were read by the policy (an IndexError blamed on the policy) or handed on by the
+    Gymnasium view (an observation shorter than its space); the guard every door's
+    simulator goes through (System.make_simulator) checks the width at every call."""
+    system = _system(horizon=5, simulator=LosesAColumn)
+    says = (r"simulator LosesAColumn.observe: gave 1 feature columns, but the system "
+            r"declares 2 features \(skill, years\)")
+    with pytest.raises(SimulatorContractError, match=says):
+        if door == "decompose":
+            cf.decompose(system, _skill_reader, n=50, seed=0)
+        elif door == "benefit":
+            cf.benefit_fairness(system, _skill_reader, n=50, seed=0)
+        else:
+            gym = pytest.importorskip("gymnasium")
+            env = gym.make("causalfair/System-v0", system=system)
+            env.reset(seed=0)
+            for _ in range(5):
+                env.step(0)
