@@ -585,6 +585,13 @@ class BenefitResult:
     def multi(self) -> bool:
         return self.delta.ndim == 3
 
+    @property
+    def Lambda_ci(self) -> tuple[float, float] | None:
+        """Lambda's interval as a Decomposition names it: ``ci`` (forks), zero width exact."""
+        if self.ci is not None or self.method != "exact":
+            return self.ci
+        return (float(self.Lambda), float(self.Lambda))
+
     def table(self) -> Any:
         """Delta(x, s), pi(d1 | x, s) and P(x | s), one row per (group, level); by forks
         also whether the group visits the level (``visited``), with Delta and pi NaN

@@ -209,3 +209,16 @@ def test_cli_engine_mc_json_has_a_finite_lambda(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["horizon"] == 8 and np.isfinite(doc["Lambda"]), describe(proc)
     assert len(doc["Lambda_ci"]) == 2 and doc["benefit"]["Lambda"] == doc["Lambda"]
+
+
+def test_benefit_fairness_has_the_lambda_ci_the_readme_names():
+    """h8sys F2: README: "cf.decompose and cf.benefit_fairness also take a System ... and
+    Lambda always comes with its interval (result.Lambda_ci)"; cf.benefit_fairness's
+    result had only ``ci`` (None on the exact engine), so ``result.Lambda_ci`` raised
+    AttributeError. It is the decomposition's: the forks' interval, zero width exact."""
+    model = cf.lending_setting("lending-1").tabular
+    exact = cf.benefit_fairness(model, "threshold:0.5", horizon=3)
+    assert exact.Lambda_ci == cf.decompose(model, "threshold:0.5", horizon=3).Lambda_ci
+    assert exact.Lambda_ci == (exact.Lambda, exact.Lambda)
+    mc = cf.benefit_fairness(model, "threshold:0.5", horizon=3, engine="mc", n=400)
+    assert mc.Lambda_ci == mc.ci and mc.Lambda_ci[0] <= mc.Lambda <= mc.Lambda_ci[1]
