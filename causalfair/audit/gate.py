@@ -266,6 +266,8 @@ class GateResult:
                 if e.after is not None:
                     a = after[v.key]
                     row += f" -> {beside(a.estimate, a.threshold, 6):>11} {a.status}"
+                    if a.pair is not None and a.pair != v.pair:  # the label names v's pair
+                        row += f" (pair {a.pair})"
                 lines.append(row.rstrip())
             row = f"  {'utility':<{w}} {_fixed(utility_of(e.before)):>11} {'':<12}"
             check = e.repair_check
