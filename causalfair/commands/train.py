@@ -39,6 +39,13 @@ def train(config: Any, **kwargs: Any) -> Any:
     return run_training(config, **kwargs)
 
 
+def metrics_pair(res: Any, config: Any, system: Any) -> tuple[str, ...]:
+    """:func:`causalfair.train.sweep.run_pair`: the groups a run's metrics compare."""
+    from causalfair.train.sweep import run_pair
+
+    return run_pair(res, config, system)
+
+
 def make(sid: str, search_path: Any = ".", **params: Any) -> Any:
     """:func:`causalfair.systems.make`, a refusal of a --param key named ``--param KEY``."""
     return make_system(sid, search_path, params)
@@ -493,12 +500,19 @@ def run(args: argparse.Namespace) -> int:
                 init_checkpoint=args.init_checkpoint, progress=progress, system=system,
                 device=args.device)
     m = res.metrics
+    pair = metrics_pair(res, config, system)
     if args.json:
-        print_json(args, {"checkpoint": str(res.checkpoint), "wall_s": res.wall_s, "metrics": m})
+        print_json(args, {"checkpoint": str(res.checkpoint), "wall_s": res.wall_s, "metrics": m,
+                          "pair": list(pair)})
     else:
         print(f"trained {config.algo} on {args.system or config.setting} (seed {config.seed}, "
               f"{config.iterations} iterations, T = {res.config.horizon}) in {res.wall_s:.1f} s")
         print("  " + metrics_line(m))
+        n_groups = len(system.groups) if system is not None else 2
+        if n_groups > 2:  # the audit's pair, chosen from its numbers (a sweep's runs.csv: pair)
+            print(f"  pair: {pair[0]} - {pair[1]} (C, DPE, IPE, SPE and Lambda above: "
+                  f"{pair[0]}'s minus {pair[1]}'s; the largest and smallest V^pi of the "
+                  f"{n_groups} groups in the training's audit)")
         # a Monte Carlo audit with other random numbers than those the policy was selected on
         sampled = system is not None and "exact" not in system.engines
         if config.constraints:

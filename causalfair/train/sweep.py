@@ -266,14 +266,20 @@ def _train_config(task: tuple[Any, ...]) -> dict[str, Any]:
     return out
 
 
-def _pair_of(res: Any, config: Any, system: Any) -> str:
-    """The pair of groups a run's final metrics compare (:func:`pair_text`): the generic
+def run_pair(res: Any, config: Any, system: Any) -> tuple[str, ...]:
+    """The pair of groups a run's final metrics compare, as two names: the generic
     trainer's (its audit's pair), else (the lending trainer) the system's two groups in
-    order."""
-    pair = res.extra.get("pair_groups")  # (its "pair", "A-B", is ambiguous: a "-" in a name)
+    order; what a sweep's runs.csv and `causalfair train` name."""
+    # (its "pair", "A-B", is ambiguous: a "-" in a name)
+    pair = (getattr(res, "extra", None) or {}).get("pair_groups")
     if pair is None:
         pair = (system if system is not None else make(config.setting)).groups[:2]
-    return pair_text(pair)
+    return tuple(str(g) for g in pair)
+
+
+def _pair_of(res: Any, config: Any, system: Any) -> str:
+    """:func:`run_pair` as :func:`pair_text` writes it."""
+    return pair_text(run_pair(res, config, system))
 
 
 def _backend(backend: Any) -> Any:

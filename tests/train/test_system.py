@@ -18,7 +18,8 @@ import causalfair as cf
 from causalfair.errors import ConfigError
 from causalfair.train import TrainConfig, train
 from causalfair.train.generic import SystemTrainer
-from tests.conftest import run_cmd
+from causalfair.train.sweep import sweep
+from tests.conftest import run_cmd, skill_simulator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,6 +91,7 @@ import hashlib, sys, torch
 torch.set_num_threads(int(sys.argv[1]))
 from causalfair.train import TrainConfig, train
 from causalfair.train.generic import SystemTrainer
+from causalfair.train.sweep import sweep
 res = train(TrainConfig(algo="ppo-c", iterations=3, seed=1, n_individuals=256, hidden=(64, 64)))
 h = hashlib.sha256()
 for v in res.policy.module.state_dict().values():
@@ -165,3 +167,22 @@ def test_generic_trainer_makes_n_minibatches_per_epoch(own):
     batches = [s for s in sizes if isinstance(s, int)]
     assert batches == [8, 8, 7, 7] * 2
     assert len(sizes) - len(batches) == 8  # one optimiser step per minibatch
+
+
+def test_train_names_the_pair_its_metrics_compare_with_three_groups(tmp_path, cli_here):
+    """h8sys F4: with more than two groups the training's audit compares a pair chosen from
+    its own numbers (B-C here, where the decomposition of the checkpoint compares A-C);
+    `causalfair train` printed C, DPE, ... and Lambda without naming it (text and --json),
+    where a sweep's runs.csv names it. Both now name the sweep's pair."""
+    (tmp_path / "three.py").write_text(skill_simulator(("A", "B", "C"), 3), encoding="utf-8")
+    args = ("train", "--system", "three:make", "--algo", "ppo", "--iterations", "1",
+            "--individuals", "32", "--seed", "0")
+    proc = cli_here(*args, "--out", "run", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    pair = json.loads(proc.stdout)["pair"]
+    proc = cli_here(*args, "--out", "run2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"  pair: {pair[0]} - {pair[1]} (C, DPE, IPE, SPE and Lambda above" in proc.stdout
+    res = sweep(["ppo"], [0], systems=["three:make"], search_path=tmp_path,
+                overrides={"iterations": 1, "n_individuals": 32})
+    assert json.loads(res.runs["pair"].iloc[0]) == pair
