@@ -182,7 +182,8 @@ class System:
     tabular : TabularModel or None
         The exact model, when one exists.
     group_weights : array or None
-        P(s); uniform when omitted.
+        P(s); when omitted the tabular model's (which is set to the system's when given),
+        else uniform.
     units_per_replica : int
         Units simulated together in one replica (1: independent individuals; > 1: the
         units of one world interact, e.g. the nodes of a contact graph).
@@ -297,6 +298,7 @@ class System:
                 f"system {self.id!r}: structure must be a causalfair.CausalStructure, got "
                 f"{type(self.structure).__name__}.")
         G = len(groups)
+        given = self.group_weights is not None
         if self.group_weights is None:
             w = np.full(G, 1.0 / G)
         else:
@@ -335,6 +337,14 @@ class System:
                      "action_labels": self.decisions.labels}
             named = {k: v for k, v in named.items()
                      if tuple(getattr(tab, k) or (f"d{i}" for i in range(tab.n_actions))) != v}
+            if not given:
+                # P(s) of every engine (the exact one reads the model's, Monte Carlo the
+                # system's): the system's when given, else the model's
+                w = np.array(tab.group_weights, dtype=np.float64)
+                w.setflags(write=False)
+                set_(self, "group_weights", w)
+            elif not np.array_equal(np.asarray(tab.group_weights), w):
+                named["group_weights"] = w
             if tab.allowed != self.decisions.allowed:  # the exact engine's policy_table checks
                 named["allowed"] = self.decisions.allowed
             if named:  # the exact engine's results name what the system names
@@ -507,8 +517,8 @@ class System:
                          else short(got))
                 raise SystemError_(
                     f"system {self.id!r}: its simulator {type(sim).__name__} has group_weights = "
-                    f"[{shown}], but the system has {have} (uniform unless given); the "
-                    "population-weighted utility reads the system's, so give "
+                    f"[{shown}], but the system has {have} (uniform unless given, or the "
+                    "tabular model's); the population-weighted utility reads the system's, so give "
                     "System(group_weights=...) the simulator's (or drop the simulator's).")
 
     def check_contract(self) -> None:

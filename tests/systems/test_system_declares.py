@@ -143,3 +143,34 @@ def test_a_feature_column_lost_after_the_contract_check_is_the_simulators_error(
             env.reset(seed=0)
             for _ in range(5):
                 env.step(0)
+
+
+def _tab_system(system_weights, model_weights):
+    kernel = np.zeros((3, 2, 2, 2))
+    kernel[:, 0] = [[0.9, 0.1], [0.3, 0.7]]
+    kernel[:, 1] = [[0.4, 0.6], [0.1, 0.9]]
+    reward = np.zeros((3, 2, 2))
+    reward[:, 1] = [[-0.5, 1.0], [-0.2, 1.2], [0.1, 1.5]]   # each group its own utility
+    model = cf.TabularModel(kernel=kernel, initial=np.array([[.5, .5], [.6, .4], [.8, .2]]),
+                            potential=np.array([0.0, 1.0]), reward=reward,
+                            group_weights=model_weights)
+    return cf.System(id="w", groups=("A", "B", "C"), decisions=cf.DecisionSet(("no", "yes")),
+                     horizon=3, tabular=model, group_weights=system_weights)
+
+
+@pytest.mark.parametrize("system_weights, model_weights, expect", [
+    (None, [0.6, 0.3, 0.1], [0.6, 0.3, 0.1]),          # the model's, when the system gives none
+    ([0.1, 0.3, 0.6], [0.6, 0.3, 0.1], [0.1, 0.3, 0.6]),  # the system's win, as its names do
+    ([0.1, 0.3, 0.6], None, [0.1, 0.3, 0.6]),
+])
+def test_the_exact_and_monte_carlo_engines_weigh_the_groups_alike(system_weights,
+                                                                  model_weights, expect):
+    """h8sys F5: a System whose group_weights differ from its tabular model's (given to
+    one of them only, or to both) gave two utilities: the exact engine weighed the groups
+    by the model's, Monte Carlo (and the system's own group_weights) by the system's."""
+    system = _tab_system(system_weights, model_weights)
+    assert np.allclose(system.group_weights, expect)
+    assert np.allclose(system.tabular.group_weights, expect)
+    exact = cf.decompose(system, "random:0.5")
+    mc = cf.decompose(system, "random:0.5", engine="mc", n=20_000, seed=0)
+    assert abs(exact.utility - mc.utility) < 4 * mc.se["utility"], (exact.utility, mc.utility)
