@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from causalfair.errors import PolicyError, as_numbers, short
+from causalfair.errors import PolicyError, SimulatorContractError, as_numbers, short
 
 __all__ = ["Observation", "StepResult", "check_probs", "check_rows", "ROW_TOL"]
 
@@ -45,6 +45,17 @@ class StepResult:
     info: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
+def check_batch_size(obs: Observation, n: int, where: str) -> None:
+    """Refuse observations of another number of units than the batch of ``n`` whose policy
+    ``where`` answers them: the simulator's state changed size (a step or an observe that
+    adds or drops units), not the policy's doing."""
+    if len(obs) != n:
+        raise SimulatorContractError(
+            f"simulator: its observe gave {len(obs)} observations for a batch of {n} units "
+            f"(read by {where}): reset(n, ...) gives n units and every step keeps them, so "
+            "StepResult.state and observe(state) must hold the same units as the input state.")
+
+
 def check_probs(p: Any, n: int, where: str, obs: Observation | None = None, *,
                 rows: bool = False) -> np.ndarray:
     """``p`` as a float64 array of ``n`` probabilities, or PolicyError naming ``where`` and
@@ -53,6 +64,8 @@ def check_probs(p: Any, n: int, where: str, obs: Observation | None = None, *,
     read as its values (:func:`as_numbers`). None, complex numbers and, for one P(d1) per
     observation, a shape other than (n,) or (n, 1) are refused. ``rows``: ``p`` holds rows
     of action probabilities (:func:`check_rows`; the hint names a softmax)."""
+    if obs is not None and not rows:
+        check_batch_size(obs, n, where)
     p = as_numbers(p)
     if p is None:
         raise PolicyError(f"{where}: returned None, not probabilities (a function without a "

@@ -144,7 +144,7 @@ def rollout_units(system: Any, policy: Any, T: int, n: int, seed: int, pname: st
         visits = Visits()
         for _ in range(T):
             obs = sim.observe(state)
-            p = action_probs(policy, obs, A, f"policy {pname!r}")
+            p = action_probs(policy, obs, A, f"policy {pname!r}", units=m)
             noise = sim.draw_noise(m, rng_noise)
             d = decide(p, rng_dec.random(m), A, base)
             if forks is not None:
@@ -230,7 +230,7 @@ def rollout_coupled(system: Any, policy: Any, T: int, n: int, seed: int, pname: 
     groups, levs, feats, deltas, probs = [], [], [], [], []
     for _ in range(T):
         obs = sim.observe(state)
-        p = action_probs(policy, obs, A, f"policy {pname!r}")
+        p = action_probs(policy, obs, A, f"policy {pname!r}", units=M)
         noise = sim.draw_noise(M, rng_noise)
         delta = unit_benefits(sim, state, noise, n, U, A, base)
         groups.append(np.asarray(obs.group, dtype=np.intp).reshape(-1))

@@ -171,7 +171,7 @@ def _horizon_task(sim: Any, policy: Any, T: int, m: int, seed: int, key: tuple[i
     same = 0.0
     for t in range(T):
         obs = sim.observe(state)
-        p = action_probs(policy, obs, A, f"policy {pname!r}")
+        p = action_probs(policy, obs, A, f"policy {pname!r}", units=m)
         totals, first = np.zeros((m, A)), np.zeros((m, A))
         for a in range(A):  # fork: action a at t, then the policy to T, same numbers
             res = sim.step(state, act(a), noises[t])

@@ -100,7 +100,7 @@ from causalfair.systems.contract import (
 from causalfair.systems.lending.settings import LendingModel, LendingSimulator
 from causalfair.systems.system import System
 from causalfair.systems.tabular_sim import TabularSimulator
-from causalfair.types import check_probs
+from causalfair.types import check_batch_size, check_probs
 
 __all__ = [
     "decompose_mc",
@@ -166,8 +166,9 @@ def check_simulator(simulator: Any, *, n: int = 64, horizon: int = 3, seed: int 
 def _policy_probs(policy: Policy, obs: Observation, m: int, name: str, own: bool) -> np.ndarray:
     """P(d1) of a two-action policy on ``obs``; ``own``: read from its own ``prob_d1``
     (``callable(policy.prob_d1) and reads_prob_d1(policy)``, decided once per batch)."""
-    if not own:
-        return action_probs(policy, obs, 2, f"policy {name!r}")[:, 1]  # as grid.d1_probs
+    if not own:  # as grid.d1_probs
+        return action_probs(policy, obs, 2, f"policy {name!r}", units=m)[:, 1]
+    check_batch_size(obs, m, f"policy {name!r}")
     p = np.asarray(policy.prob_d1(obs), dtype=np.float64)
     if p.shape != (m,):
         p = p.reshape(-1)
@@ -228,7 +229,7 @@ def _simulate(job: Job, g: int, b: int, m: int, trace: Any = None
             p = _policy_probs(policy, obs, m, name, own)
             d = rng_dec.random(m) < p
         else:
-            probs = action_probs(policy, obs, job.A, f"policy {name!r}")
+            probs = action_probs(policy, obs, job.A, f"policy {name!r}", units=m)
             d = sample_actions(probs, rng_dec.random(m))
         noise = sim.draw_noise(m, rng_noise)
         if paths is not None:  # the same three steps; the states are not stepped again

@@ -109,7 +109,7 @@ def _coupled_batch(task: tuple[Job, int, int, int, int]) -> tuple[np.ndarray, di
         d0 = d0.astype(bool)
     for t in range(T):
         obs = sim.observe(state)
-        probs = action_probs(policy, obs, A, f"policy {name!r}")
+        probs = action_probs(policy, obs, A, f"policy {name!r}", units=m * U)
         if job.budget == 1:
             d = joint_actions(probs, rng_dec.random(m), m, U, base, name)
         else:

@@ -23,7 +23,7 @@ import numpy as np
 from causalfair._validation import check_keywords
 from causalfair.errors import CheckpointError, PolicyError, as_numbers, short
 from causalfair.policies.sb3 import SB3Policy, is_sb3_model
-from causalfair.types import Observation, check_probs, check_rows
+from causalfair.types import Observation, check_batch_size, check_probs, check_rows
 
 __all__ = [
     "Observation",
@@ -83,12 +83,16 @@ def sb3_adapted(policy: Any) -> Any:
         return adapted
 
 
-def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | None = None
-                 ) -> np.ndarray:
+def action_probs(policy: Any, obs: Observation, n_actions: int, where: str | None = None,
+                 *, units: int | None = None) -> np.ndarray:
     """The action distributions (n, A) of ``policy`` on ``obs``, validated: from
     ``policy.action_probs`` when it has one (also when it has ``prob_d1`` too), else
-    ``[1 - p, p]`` from ``prob_d1`` (two actions only)."""
+    ``[1 - p, p]`` from ``prob_d1`` (two actions only). ``units``: the units of the batch
+    an engine stepped; observations of another number are the simulator's error
+    (:func:`~causalfair.types.check_batch_size`), not the policy's."""
     name = where or f"policy {getattr(policy, 'name', type(policy).__name__)!r}"
+    if units is not None:
+        check_batch_size(obs, units, name)
     n = len(obs)
     policy = sb3_adapted(policy)
     fn = getattr(policy, "action_probs", None)

@@ -174,3 +174,38 @@ def test_the_exact_and_monte_carlo_engines_weigh_the_groups_alike(system_weights
     exact = cf.decompose(system, "random:0.5")
     mc = cf.decompose(system, "random:0.5", engine="mc", n=20_000, seed=0)
     assert abs(exact.utility - mc.utility) < 4 * mc.se["utility"], (exact.utility, mc.utility)
+
+
+class GrowsAUnit(Hiring):
+    """A step from t = 3 on returns a state of one unit more (after the contract check)."""
+
+    def step(self, s, d, noise):
+        res = super().step(s, d, noise)
+        if s["t"] < 3:
+            return res
+        st = {k: (np.r_[v, v[:1]] if isinstance(v, np.ndarray) else v)
+              for k, v in res.state.items()}
+        return cf.StepResult(state=st, reward=res.reward, gain=res.gain, info=res.info)
+
+
+class RowsPolicy:
+    name = "rows"
+
+    def action_probs(self, obs):
+        return np.tile([0.5, 0.25, 0.25], (len(obs), 1))
+
+
+@pytest.mark.parametrize("door", ["decompose", "benefit", "lambda_T"])
+def test_a_state_that_grows_after_the_check_is_the_simulators_error(door):
+    """h8sys F6: a step whose state gains a unit after the contract check's steps gave a
+    ValueError traceback (`operands could not be broadcast`, exit 1) with a policy of
+    action rows, and `policy ...: returned 301 probabilities for 300 observations` (the
+    policy was given 301) with P(d1) functions; now one line naming the simulator."""
+    system = _system(horizon=5, simulator=GrowsAUnit)
+    with pytest.raises(SimulatorContractError,
+                       match=r"simulator: its observe gave 51 observations for a batch of 50"):
+        if door == "decompose":
+            cf.decompose(system, RowsPolicy(), n=50, seed=0)
+        else:
+            cf.benefit_fairness(system, RowsPolicy(), n=50, seed=0,
+                                horizon_benefit=door == "lambda_T")
