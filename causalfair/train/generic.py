@@ -84,7 +84,7 @@ from causalfair.train.fair_terms import FairnessTerms
 from causalfair.train.lagrangian import Lagrangian, check_constraints_supported, measure_groups
 from causalfair.train.objectives import gain_to_go, ppo_c_penalty
 from causalfair.train.replica_choice import ReplicaChoiceTraining
-from causalfair.types import Observation
+from causalfair.types import Observation, check_batch_size
 
 __all__ = ["SystemTrainer", "GENERIC_ALGOS", "selection_seed", "SELECTION_STREAM",
            "evaluation_seed", "EVALUATION_STREAM", "warm_encoding", "lambda_by_forks",
@@ -348,6 +348,7 @@ class SystemTrainer(ReplicaChoiceTraining, FairnessTerms):
         fair = self._start_fair(state)
         for _ in range(self.T):
             obs = self.sim.observe(state)
+            check_batch_size(obs, n * self.U, "the policy in training")
             x = self.encoding.encode(obs)
             m = x.shape[0]
             with torch.no_grad():

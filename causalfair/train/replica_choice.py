@@ -16,6 +16,7 @@ from causalfair.engines.benefit_forks import unit_benefits
 from causalfair.policies.checkpoint import FeatureEncoding
 from causalfair.train.config import TrainConfig
 from causalfair.train.objectives import gain_to_go
+from causalfair.types import check_batch_size
 
 __all__ = ["ReplicaChoiceTraining"]
 
@@ -72,6 +73,7 @@ class ReplicaChoiceTraining:
         group = None
         for _ in range(T):
             obs = self.sim.observe(state)
+            check_batch_size(obs, n_rep * U, "the policy in training")
             group = np.asarray(obs.group, dtype=np.intp).reshape(n_rep, U)
             x = self.encoding.encode(obs).reshape(n_rep, U, W)
             with torch.no_grad():

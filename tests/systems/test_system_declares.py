@@ -209,3 +209,21 @@ def test_a_state_that_grows_after_the_check_is_the_simulators_error(door):
         else:
             cf.benefit_fairness(system, RowsPolicy(), n=50, seed=0,
                                 horizon_benefit=door == "lambda_T")
+
+
+def test_training_refuses_a_state_that_grows_in_one_line(tmp_path, monkeypatch, capsys):
+    """h8sys F6, the trainer's rollout: a ValueError traceback from np.stack before."""
+    (tmp_path / "grows.py").write_text(textwrap.dedent('''
+        from tests.systems.test_system_declares import GrowsAUnit, _system
+
+
+        def make():
+            return _system(horizon=5, simulator=GrowsAUnit)
+    '''))
+    monkeypatch.chdir(tmp_path)
+    code = main(["train", "--system", "grows:make", "--algo", "ppo", "--iterations", "1",
+                 "--individuals", "30", "--out", "run"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "its observe gave 11 observations for a batch of 10 units" in err, err
