@@ -468,6 +468,7 @@ def _factory(ref: str, system: Any, search_path: Any, params: Mapping[str, Any] 
         except CausalfairError as exc:
             raise PolicyError(f"{exc} Check the policy's params against the factory's "
                               "arguments.") from None
+        _check_required(fn, params, f"{what} {ref!r}")
         obj = call_factory(f"{what} {ref!r}", fn, search_path, **params)
     got = None if isinstance(obj, (str, os.PathLike)) else _in_memory(obj, system, what, output)
     if got is None:
@@ -476,6 +477,32 @@ def _factory(ref: str, system: Any, search_path: Any, params: Mapping[str, Any] 
             "nor action_probs(obs) (nor is it a stable-baselines3 model, a torch module, a "
             "table or a function)." + _estimator_hint(obj))
     return ResolvedPolicy(got.policy, ref, "factory", system=system)
+
+
+def _check_required(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -> None:
+    """Refuse a policy factory whose parameters without a default ``params`` leaves out
+    (the call would fail as a TypeError of the factory), naming how to give them, and the
+    policy function itself named where its factory belongs (``f(obs)``: one parameter)."""
+    import inspect
+
+    try:
+        ps = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    missing = [p.name for p in ps if p.default is p.empty and p.name not in params
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not missing:
+        return
+    name = getattr(fn, "__name__", "f")
+    if len(missing) == 1 and not params and len(ps) == 1:
+        raise PolicyError(
+            f"{what}: is called as a factory, with no arguments, and returns the policy; "
+            f"{name}({missing[0]}) looks like the policy itself (a function of the "
+            f"observations): name a factory that returns it (def make(): return {name}).")
+    raise PolicyError(
+        f"{what}: its factory needs {', '.join(map(repr, missing))} (no default); give it "
+        f"params = {{ {missing[0]} = ... }} in the spec's [policy] (or a default in the "
+        "factory).")
 
 
 def _builtin_typo(kind: str, search_path: Any) -> str | None:

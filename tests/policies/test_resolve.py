@@ -285,3 +285,28 @@ def test_a_builtin_without_a_model_is_refused_naming_the_argument():
         with pytest.raises(cf.errors.PolicyError, match="^system: a built-in policy needs"):
             resolve("action:2", bad)
     assert resolve("never", cf.systems.make("lending-1")).label == "never"
+
+
+def test_a_policy_function_given_as_a_factory_is_named_as_such(tmp_path, monkeypatch, capsys):
+    """h8sys F7: `--policy mod:f` with f(obs) the policy itself (docs' `def triage(obs)`)
+    said `--policy 'mod:f' raised TypeError: f() missing 1 required positional argument:
+    'obs'`, as if the policy were broken; a factory's parameter without a default that the
+    spec's params leave out was the same TypeError. Both are one line naming the fix, at
+    every door (resolve)."""
+    (tmp_path / "pols.py").write_text(
+        "def score(obs):\n    return obs.level * 0.0 + 0.5\n\n"
+        "def make(path, low=0.4):\n    raise RuntimeError('not reached')\n")
+    monkeypatch.chdir(tmp_path)
+    model = cf.lending_setting("lending-1").tabular
+    with pytest.raises(cf.PolicyError) as exc:
+        resolve("pols:score", model, search_path=tmp_path)
+    assert "pols:score': is called as a factory, with no arguments" in str(exc.value)
+    assert "def make(): return score" in str(exc.value)
+    with pytest.raises(cf.PolicyError) as exc:
+        resolve("pols:make", model, search_path=tmp_path)
+    assert "its factory needs 'path' (no default)" in str(exc.value), exc.value
+    assert "'low'" not in str(exc.value)
+    code = main(["decompose", "--setting", "lending-1", "--policy", "pols:score",
+                 "--horizon", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "TypeError" not in err, err
