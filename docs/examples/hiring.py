@@ -65,7 +65,9 @@ class HiringSimulator:
 
 
 def make_hiring(horizon: int = 6) -> cf.System:
-    """``[system] factory = "hiring:make_hiring"``: Monte Carlo only."""
+    """Hiring with continuous features, Monte Carlo only.
+
+    ``[system] factory = "hiring:make_hiring"``."""
     return cf.System(
         id="hiring", groups=GROUPS, decisions=cf.DecisionSet(labels=ACTIONS, baseline=0),
         features=("skill", "referral"), gain=cf.Gain("skill gain", "skill units"),
@@ -105,12 +107,15 @@ def hiring_model(levels: int = 4) -> cf.TabularModel:
 
 
 def make_hiring_levels(horizon: int = 5) -> cf.System:
-    """``[system] factory = "hiring:make_hiring_levels"``: exact and Monte Carlo; no
+    """Hiring on four seniority levels, with an exact tabular model.
+
+    ``[system] factory = "hiring:make_hiring_levels"``: exact and Monte Carlo; no
     group_weights here, so the system takes the model's shares."""
     return cf.System(
         id="hiring-levels", groups=GROUPS, decisions=cf.DecisionSet(labels=ACTIONS, baseline=0),
         levels=("junior", "mid", "senior", "lead"), gain=cf.Gain("seniority gain", "levels"),
-        horizon=horizon, tabular=hiring_model(), roles={"score": "p_success"})
+        horizon=horizon, tabular=hiring_model(), roles={"score": "p_success"},
+        description="hiring: three groups, four seniority levels, exact model")
 
 
 def tier_policy(obs):
