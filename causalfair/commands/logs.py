@@ -11,6 +11,7 @@ log).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -235,6 +236,10 @@ def run_logs(args: argparse.Namespace) -> int:
     else:
         print(audit.summary(alpha))
         if audit.benefit is not None:
+            ben = audit.benefit  # its interval at the level asked for (the audit's: 95%)
+            if ben.ci is not None and abs(alpha - 0.05) > 1e-12:
+                ben = dataclasses.replace(ben, ci=audit.lambda_interval(alpha, method="normal"),
+                                          ci_level=1.0 - alpha)
             print()
-            print(audit.benefit.summary(args.worst))
+            print(ben.summary(args.worst))
     return 0

@@ -348,8 +348,12 @@ def audit_logs(
     # the decomposition's Lambda interval is the log audit's (normal: the one verdicts use),
     # not the fitted model's exact engine's point [plug-in, plug-in]
     ci = out.lambda_interval(0.05, method="normal") if n_boot >= 2 else None
+    # and the benefit result's (its ci, se, Lambda_ci, to_frame): estimated, not exact
+    lam_se = None if ci is None else (dec.se or {}).get("Lambda")
     out = dataclasses.replace(out, decomposition=dataclasses.replace(
-        dec, Lambda_ci=ci, Lambda_ci_level=None if ci is None else 0.95))
+        dec, Lambda_ci=ci, Lambda_ci_level=None if ci is None else 0.95),
+        benefit=ben if ci is None else dataclasses.replace(
+            ben, ci=ci, ci_level=0.95, se=None if lam_se is None else float(lam_se)))
     if len(dec.groups) > 2 or reference is not None:  # a bad reference is refused here
         out = dataclasses.replace(out, groups=out.compare_groups())
     return out
