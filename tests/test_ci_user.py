@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+import causalfair.commands.audit as audit_cmd
 import causalfair.commands.gate as gate_cmd
 from causalfair.cli import main
 from causalfair.errors import InputError
@@ -337,7 +338,7 @@ def test_an_mlflow_failure_after_the_audits_keeps_junit_and_json(shards, monkeyp
     def down(*_a, **_k):
         raise InputError("--mlflow: the tracking server went away.")
 
-    monkeypatch.setattr(gate_cmd, "open_experiment", lambda *_a, **_k: None)
+    monkeypatch.setattr(audit_cmd, "open_experiment", lambda *_a, **_k: None)
     monkeypatch.setattr(gate_cmd, "log_audit", down)
     out = tmp_path / "ml"
     code = main(["gate", *specs, "--mlflow", "--junit", str(out / "g.xml"),

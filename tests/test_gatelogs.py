@@ -267,8 +267,8 @@ def test_decompose_logs_audit_policy_fits_once_bit_for_bit(logs_here, counted_fi
     from candpol import make
 
     old = versioned(DECOMPOSE_SCHEMA_VERSION, _old_route("log.csv", make(), n_boot=4,
-                                                         seed=0).to_dict(0.05))
-    old["logs"] = "log.csv"
+                                                         seed=0).to_dict(0.05, n_worst=5))
+    old["logs"] = "log.csv"  # n_worst: decompose's --worst default, 5
     assert out == json.loads(json.dumps(old, default=str))
 
 

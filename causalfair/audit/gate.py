@@ -738,9 +738,7 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
             failed[i] = (first_line(str(exc)), user_traceback(exc), "")
     if not away:
         return prepared, failed
-    # a check past its time limit stops the others (killed, or never started: nothing is
-    # audited once a spec is invalid: they could only cost time); those back are kept
-    got: dict[int, Any] = {}
+    got: dict[int, Any] = {}  # the checks back (a time limit passed stops the others)
 
     def keep(j: int, out: Any) -> Any:
         if isinstance(out, TaskError) and out.kind == "TimeoutError":
@@ -751,8 +749,7 @@ def _check_specs(runner: Any, loaded: Sequence[AuditSpec], limits: Sequence[floa
     with contextlib.suppress(_ChecksStopped):
         runner.map(_check_one, [loaded[i] for i in away], [limits[i] for i in away], keep)
     checked = [got.get(j) for j in range(len(away))]
-    # the modules of users' folders the workers loaded, found here as there (the audits'
-    # results may hold their objects)
+    # the users' modules the workers loaded, found here too (results may hold their objects)
     find_user_modules(sorted({m for out in checked if isinstance(out, tuple) for m in out[1]
                               if m[0] not in sys.modules}))
     stopped = sum(out is None for out in checked)

@@ -170,7 +170,7 @@ def load_system(args: argparse.Namespace) -> Any:
     params = parse_params(args.param)
     given = set(params)  # the keys of --param; "levels"/"interest" below: their own flags
     for key in ("levels", "interest", "horizon"):  # one setting, two flags: the one rule
-        one_setting((f"--{key}", getattr(args, key) is not None, getattr(args, key)),
+        one_setting((f"--{key}", flag_given(args, key), getattr(args, key)),
                     (f"--param {key}", key in params, params.get(key)))
     with as_flag_error():  # the library's checks (the lending model's levels, every engine's horizon)
         if args.levels is not None:
