@@ -17,7 +17,7 @@ import sys
 from causalfair.errors import InputError, ResourceLimitError, UsageError, short
 
 __all__ = ["DEFAULT_MAX_MEMORY", "ENV", "max_memory", "check_memory", "format_bytes",
-           "set_threads", "check_timeout", "MAX_TIMEOUT_S"]
+           "set_threads", "check_timeout", "MAX_TIMEOUT_S", "env_count"]
 
 #: Default memory one request may need: 4 GiB.
 DEFAULT_MAX_MEMORY = 4 << 30
@@ -44,6 +44,22 @@ def max_memory() -> int:
         raise InputError(f"{ENV}: bad value {os.environ[ENV][:40]!r}; give a finite size of at "
                          "most 1000000T, e.g. 8G.")
     return int(value * _UNITS[unit])
+
+
+def env_count(env: str, default: int, unit: str, example: str) -> int:
+    """A ceiling counted in ``unit`` (unit-steps, pair terms): the whole number >= 1 in the
+    environment variable ``env`` (``_`` allowed, ``1e12`` too), else ``default``."""
+    text = os.environ.get(env, "").strip().replace("_", "")
+    if not text:
+        return default
+    try:
+        value = int(float(text)) if "e" in text.lower() else int(text)
+    except (ValueError, OverflowError):
+        value = 0
+    if value < 1:
+        raise InputError(f"{env}: bad value {text[:40]!r}; give a whole number of {unit} >= 1, "
+                         f"e.g. {example}.")
+    return value
 
 
 def format_bytes(n: float) -> str:

@@ -48,7 +48,8 @@ from causalfair.errors import (
 __all__ = ["Guard", "guard_as", "is_own", "guard_policy", "call_policy", "call_watching_np",
            "np_global_state",
            "MEANWHILE", "user_traceback", "keep_tracebacks",
-           "short", "load_callable", "call_factory", "check_params", "importable",
+           "short", "load_callable", "call_factory", "check_params", "missing_params",
+           "importable",
            "user_modules", "find_user_modules", "refuse_os_exit", "OSExitCalled", "module_file",
            "module_reads", "reads_owner"]
 
@@ -573,6 +574,18 @@ def check_params(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -
         raise SystemError_(
             f"{what}: unknown parameter {bad[0]!r}; the factory accepts: "
             f"{', '.join(names) or 'no parameters'}.")
+
+
+def missing_params(fn: Callable[..., Any], params: Mapping[str, Any]) -> list[str]:
+    """The parameters of ``fn`` without a default that ``params`` leaves out (a call with
+    ``params`` would fail as a TypeError of the user's code); [] when its signature is not
+    readable."""
+    try:
+        ps = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in ps if p.default is p.empty and p.name not in params
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 class OSExitCalled(BaseException):

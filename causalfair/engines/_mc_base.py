@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from causalfair import _malloc, _progress, errors
-from causalfair._limits import check_memory
+from causalfair._limits import check_memory, env_count
 from causalfair._validation import check_int
 from causalfair.backends import (
     ProcessBackend,
@@ -24,7 +24,7 @@ from causalfair.backends import (
     pickler,
     resolve_jobs,
 )
-from causalfair.errors import InputError, ResourceLimitError
+from causalfair.errors import ResourceLimitError
 from causalfair.policies.core import Observation, action_probs
 from causalfair.policies.grid import check_row_wise
 from causalfair.systems.contract import attribute_prints, check_shared_state, seeded_rng
@@ -56,19 +56,7 @@ UNIT_STEPS_ENV = "CAUSALFAIR_MAX_UNIT_STEPS"
 
 def max_unit_steps() -> int:
     """The ceiling on unit-steps (``CAUSALFAIR_MAX_UNIT_STEPS`` or the default)."""
-    import os
-
-    text = os.environ.get(UNIT_STEPS_ENV, "").strip().replace("_", "")
-    if not text:
-        return DEFAULT_MAX_UNIT_STEPS
-    try:
-        value = int(float(text)) if "e" in text.lower() else int(text)
-    except (ValueError, OverflowError):
-        value = 0
-    if value < 1:
-        raise InputError(f"{UNIT_STEPS_ENV}: bad value {text[:40]!r}; give a whole number of "
-                         "unit-steps >= 1, e.g. 1e13.")
-    return value
+    return env_count(UNIT_STEPS_ENV, DEFAULT_MAX_UNIT_STEPS, "unit-steps", "1e13")
 
 
 def check_work(unit_steps: int, what: str, fix: str) -> None:

@@ -15,12 +15,12 @@ the cells, the replicates and the fix, before the pairs' work starts.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
-from causalfair.errors import InputError, ResourceLimitError
+from causalfair._limits import env_count
+from causalfair.errors import ResourceLimitError
 
 __all__ = ["DEFAULT_MAX_PAIR_TERMS", "PAIR_TERMS_ENV", "PAIR_BASE_TERMS", "REPLICATE_TERMS",
            "max_pair_terms", "check_pair_work", "lambda_terms", "pair_sum"]
@@ -41,17 +41,7 @@ REPLICATE_TERMS = 8_000
 
 def max_pair_terms() -> int:
     """The ceiling on pair terms (``CAUSALFAIR_MAX_PAIR_TERMS`` or the default)."""
-    text = os.environ.get(PAIR_TERMS_ENV, "").strip().replace("_", "")
-    if not text:
-        return DEFAULT_MAX_PAIR_TERMS
-    try:
-        value = int(float(text)) if "e" in text.lower() else int(text)
-    except (ValueError, OverflowError):
-        value = 0
-    if value < 1:
-        raise InputError(f"{PAIR_TERMS_ENV}: bad value {text[:40]!r}; give a whole number of "
-                         "pair terms >= 1, e.g. 1e12.")
-    return value
+    return env_count(PAIR_TERMS_ENV, DEFAULT_MAX_PAIR_TERMS, "pair terms", "1e12")
 
 
 def pair_sum(sizes: Any) -> float:

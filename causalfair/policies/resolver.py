@@ -35,6 +35,7 @@ need not import the systems.
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ from causalfair._usercode import (
     check_params,
     guard_policy,
     load_callable,
+    missing_params,
 )
 from causalfair._validation import check_keywords
 from causalfair.errors import CausalfairError, PolicyError, short
@@ -483,18 +485,11 @@ def _check_required(fn: Callable[..., Any], params: Mapping[str, Any], what: str
     """Refuse a policy factory whose parameters without a default ``params`` leaves out
     (the call would fail as a TypeError of the factory), naming how to give them, and the
     policy function itself named where its factory belongs (``f(obs)``: one parameter)."""
-    import inspect
-
-    try:
-        ps = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return
-    missing = [p.name for p in ps if p.default is p.empty and p.name not in params
-               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    missing = missing_params(fn, params)
     if not missing:
         return
     name = getattr(fn, "__name__", "f")
-    if len(missing) == 1 and not params and len(ps) == 1:
+    if len(missing) == 1 and not params and len(inspect.signature(fn).parameters) == 1:
         raise PolicyError(
             f"{what}: is called as a factory, with no arguments, and returns the policy; "
             f"{name}({missing[0]}) looks like the policy itself (a function of the "

@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from causalfair._usercode import call_factory, check_params, importable, load_callable
+from causalfair._usercode import (
+    call_factory,
+    check_params,
+    importable,
+    load_callable,
+    missing_params,
+)
 from causalfair.errors import SystemError_, short
 from causalfair.systems.system import System, as_system
 from causalfair.workers import user_prints_to_stderr
@@ -189,14 +195,7 @@ def make(id: str, /, *, search_path: str | Path | None = None, **params: Any) ->
 def _check_required(fn: Callable[..., Any], params: Mapping[str, Any], what: str) -> None:
     """Refuse, naming how to give them, the factory's parameters without a default that
     ``params`` leaves out (the call would fail as a TypeError of the factory)."""
-    import inspect
-
-    try:
-        ps = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return
-    missing = [p.name for p in ps if p.default is p.empty and p.name not in params
-               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    missing = missing_params(fn, params)
     if missing:
         name = missing[0]
         raise SystemError_(
